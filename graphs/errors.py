@@ -1,0 +1,41 @@
+"""The one exception type for user mistakes (bad files, bad arguments) and how commands report it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import TypeVar
+
+EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., int | None])
+
+
+class InputError(Exception):
+    """A problem with what the user gave us (a file, a field, an argument).
+
+    The message is one line that names the file, field or value at fault; commands print it
+    as ``error: <message>`` and exit with status 2 instead of showing a traceback.
+    """
+
+
+def exit_on_input_error(main: F) -> F:
+    """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2.
+
+    Only `InputError` (and a Ctrl-C) is turned into a short message: any other exception is a
+    bug in this project and keeps its traceback.
+    """
+
+    @wraps(main)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return main(*args, **kwargs)
+        except InputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            raise SystemExit(130) from None
+
+    return wrapper  # type: ignore[return-value]

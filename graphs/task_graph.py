@@ -1,0 +1,261 @@
+"""The `TaskGraph` type and its versioned JSON file.
+
+Layout (SPEC §1): nodes are ``START, K_1..K_n, END``; ``adjacency[i, j]`` is true when node ``j``
+is a pre-condition of node ``i`` (edges point from a step to what it needs). ``weights`` has the
+same layout and holds the learned, row-normalised scores the binary graph was cut from.
+
+File format (``version`` 1), documented in the README::
+
+    {
+      "format": "task-graph",
+      "version": 1,
+      "scenario": "epic-tent",
+      "steps": [{"id": 0, "name": "assemble_support"}, ...],      # matrix order K_1..K_n
+      "edges": [{"step": 0, "requires": "START"}, ...],           # binary pre-conditions
+      "weights": [[...], ...] | null,                             # (n+2)x(n+2), START..END order
+      "info": {...}                                               # how the graph was made
+    }
+
+Steps are named by their taxonomy id; the two placeholders are the strings ``"START"`` and
+``"END"``. Other tools can read the pre-conditions from ``edges`` without this package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import networkx as nx
+import numpy as np
+
+from graphs.errors import InputError
+
+START: Final = "START"
+END: Final = "END"
+FORMAT_NAME: Final = "task-graph"
+FORMAT_VERSION: Final = 1
+
+Node = int | str
+
+
+@dataclass(frozen=True, eq=False)
+class TaskGraph:
+    """A binary pre-condition DAG over key-steps, with the weights it was cut from.
+
+    Args:
+        step_ids: taxonomy ids of ``K_1..K_n`` in matrix order.
+        step_names: human-readable names, same order.
+        adjacency: bool ``(n+2, n+2)``; ``adjacency[i, j]`` iff node ``j`` is a pre-condition of ``i``.
+        weights: optional float ``(n+2, n+2)`` in the same layout.
+        scenario: the procedure this graph describes (``"epic-tent"``, ``"coffee"``...).
+        info: provenance: method and settings that produced the graph (saved with it).
+    """
+
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    adjacency: np.ndarray
+    weights: np.ndarray | None = None
+    scenario: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.step_ids)
+        object.__setattr__(self, "step_ids", tuple(int(s) for s in self.step_ids))
+        object.__setattr__(self, "step_names", tuple(str(s) for s in self.step_names))
+        if len(self.step_names) != n:
+            raise InputError(f"task graph: {n} step ids but {len(self.step_names)} step names")
+        if len(set(self.step_ids)) != n:
+            raise InputError("task graph: step ids are not unique")
+        adjacency = np.asarray(self.adjacency).astype(bool)
+        if adjacency.shape != (n + 2, n + 2):
+            raise InputError(f"task graph: adjacency has shape {adjacency.shape}, expected {(n + 2, n + 2)}")
+        adjacency.setflags(write=False)
+        object.__setattr__(self, "adjacency", adjacency)
+        if self.weights is not None:
+            weights = np.asarray(self.weights, dtype=np.float64)
+            if weights.shape != (n + 2, n + 2):
+                raise InputError(f"task graph: weights have shape {weights.shape}, expected {(n + 2, n + 2)}")
+            if not np.all(np.isfinite(weights)):
+                raise InputError("task graph: weights contain NaN or infinity")
+            weights.setflags(write=False)
+            object.__setattr__(self, "weights", weights)
+        if adjacency[np.arange(n + 2), np.arange(n + 2)].any():
+            bad = self.nodes[int(np.flatnonzero(np.diag(adjacency))[0])]
+            raise InputError(f"task graph: step {bad!r} is its own pre-condition")
+        if adjacency[0].any():
+            raise InputError("task graph: START cannot have pre-conditions")
+        if adjacency[:, n + 1].any():
+            needer = self.nodes[int(np.flatnonzero(adjacency[:, n + 1])[0])]
+            raise InputError(f"task graph: step {needer!r} requires END, which nothing may require")
+        try:
+            cycle = nx.find_cycle(self.to_networkx())
+        except nx.NetworkXNoCycle:
+            cycle = None
+        if cycle:
+            path = " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}"
+            raise InputError(f"task graph: pre-conditions form a cycle ({path}); a task graph must be a DAG")
+        index = {node: i for i, node in enumerate(self.nodes)}
+        object.__setattr__(self, "_index", index)
+        pre = {
+            node: frozenset(self.nodes[j] for j in np.flatnonzero(adjacency[i]))
+            for i, node in enumerate(self.nodes)
+        }
+        object.__setattr__(self, "_preconditions", pre)
+
+    # -- structure -----------------------------------------------------------------------------
+    @property
+    def n_steps(self) -> int:
+        """Number of key-steps ``n`` (START and END excluded)."""
+        return len(self.step_ids)
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """All nodes in matrix order: ``START, K_1..K_n, END``."""
+        return (START, *self.step_ids, END)
+
+    def index(self, node: Node) -> int:
+        """Matrix index of a node (a step id, ``START`` or ``END``); `KeyError` if unknown."""
+        return self._index[node]  # type: ignore[attr-defined]
+
+    def name_of(self, node: Node) -> str:
+        """Readable name of a node."""
+        if node in (START, END):
+            return str(node)
+        return self.step_names[self.step_ids.index(int(node))]
+
+    def has_step(self, step_id: int) -> bool:
+        """True if the step is a node of the graph (it may still have been removed in training)."""
+        return step_id in self._index  # type: ignore[attr-defined]
+
+    @property
+    def removed_steps(self) -> tuple[int, ...]:
+        """Steps with no edge at all: removed because they were never seen in training (SPEC §1)."""
+        inner = self.adjacency[1:-1]
+        isolated = ~inner.any(axis=1) & ~self.adjacency[:, 1:-1].any(axis=0)
+        return tuple(s for s, iso in zip(self.step_ids, isolated, strict=True) if iso)
+
+    def edges(self) -> list[tuple[Node, Node]]:
+        """Binary pre-condition edges as ``(step, requires)`` pairs, in matrix order."""
+        rows, cols = np.nonzero(self.adjacency)
+        return [(self.nodes[i], self.nodes[j]) for i, j in zip(rows.tolist(), cols.tolist(), strict=True)]
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The binary DAG as a `networkx.DiGraph`, edges ``step -> requirement``, names as attributes."""
+        graph = nx.DiGraph()
+        for node in self.nodes:
+            graph.add_node(node, name=self.name_of(node) if node in (START, END) else None)
+        for node, name in zip(self.step_ids, self.step_names, strict=True):
+            graph.nodes[node]["name"] = name
+        graph.add_edges_from(self.edges())
+        return graph
+
+    # -- queries -------------------------------------------------------------------------------
+    def preconditions(self, step: Node) -> frozenset[Node]:
+        """Pre-conditions of a step; empty for a step that is not in the graph or was removed."""
+        return self._preconditions.get(step, frozenset())  # type: ignore[attr-defined]
+
+    def unmet_preconditions(self, step: Node, done: Iterable[Node]) -> frozenset[Node]:
+        """Pre-conditions of ``step`` not in ``done`` (``START`` counts as always done)."""
+        return self.preconditions(step) - set(done) - {START}
+
+    # -- serialisation -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready file content (see the module docstring)."""
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "scenario": self.scenario,
+            "steps": [{"id": i, "name": n} for i, n in zip(self.step_ids, self.step_names, strict=True)],
+            "edges": [{"step": s, "requires": r} for s, r in self.edges()],
+            "weights": None if self.weights is None else [[float(x) for x in row] for row in self.weights],
+            "info": self.info,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "task graph") -> TaskGraph:
+        """Build a graph from file content, with one-line errors that name ``source`` and the field."""
+        if not isinstance(data, dict):
+            raise InputError(f"{source}: expected a JSON object")
+        if data.get("format") != FORMAT_NAME:
+            raise InputError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT_NAME!r}")
+        version = data.get("version")
+        if version != FORMAT_VERSION:
+            raise InputError(f"{source}: unsupported version {version!r} (this program reads {FORMAT_VERSION})")
+        steps = data.get("steps")
+        if not isinstance(steps, list) or not steps:
+            raise InputError(f"{source}: field 'steps' must be a non-empty list")
+        ids: list[int] = []
+        names: list[str] = []
+        for k, step in enumerate(steps):
+            if not isinstance(step, dict) or not _is_int(step.get("id")) or not isinstance(step.get("name"), str):
+                raise InputError(f"{source}: steps[{k}] must be {{'id': int, 'name': str}}")
+            ids.append(int(step["id"]))
+            names.append(step["name"])
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise InputError(f"{source}: step id {dup} appears twice in 'steps'")
+        nodes: list[Node] = [START, *ids, END]
+        index = {node: i for i, node in enumerate(nodes)}
+        adjacency = np.zeros((len(nodes), len(nodes)), dtype=bool)
+        edges = data.get("edges")
+        if not isinstance(edges, list):
+            raise InputError(f"{source}: field 'edges' must be a list")
+        for k, edge in enumerate(edges):
+            if not isinstance(edge, dict) or "step" not in edge or "requires" not in edge:
+                raise InputError(f"{source}: edges[{k}] must be {{'step': id, 'requires': id}}")
+            ends = []
+            for key in ("step", "requires"):
+                node = edge[key]
+                if node not in index or isinstance(node, bool) or isinstance(node, float):
+                    raise InputError(f"{source}: edges[{k}].{key} = {node!r} is not a step of this graph")
+                ends.append(index[node])
+            adjacency[ends[0], ends[1]] = True
+        weights = data.get("weights")
+        if weights is not None:
+            try:
+                weights = np.asarray(weights, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"{source}: field 'weights' must be a square matrix of numbers") from None
+        info = data.get("info", {})
+        if not isinstance(info, dict):
+            raise InputError(f"{source}: field 'info' must be an object")
+        scenario = data.get("scenario", "")
+        if not isinstance(scenario, str):
+            raise InputError(f"{source}: field 'scenario' must be a string")
+        try:
+            return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info)
+        except InputError as err:
+            raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def save_graph(graph: TaskGraph, path: str | Path) -> None:
+    """Write a graph file; the parent folder is created if needed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(graph.to_dict(), indent=2) + "\n")
+    tmp.replace(path)  # never leave a half-written graph behind
+
+
+def load_graph(path: str | Path) -> TaskGraph:
+    """Read and validate a graph file; `InputError` names the file and what is wrong."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: graph file not found") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read graph file ({err.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    return TaskGraph.from_dict(data, source=str(path))
+

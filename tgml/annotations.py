@@ -1,0 +1,126 @@
+"""Reader for the annotation JSON shared by Assembly101-O, EPIC-Tent-O and CaptainCook4D (SPEC §4).
+
+``{"annotations": {video: {"scenario", "recording_id", "segments": [{"step_id", ...}]}},
+"taxonomy": {scenario: {"<id>": {"name", "id", ...}}}}``
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphs.errors import InputError
+
+
+@dataclass(frozen=True)
+class Video:
+    """One annotated execution.
+
+    Attributes:
+        video: the video (recording) key.
+        scenario: the procedure it executes.
+        steps: key-step ids of its segments in temporal order, repeats kept.
+        has_errors: per segment, the ``has_errors`` flag (the PREGO test splits mark the mistake).
+    """
+
+    video: str
+    scenario: str
+    steps: tuple[int, ...]
+    has_errors: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """A whole annotation file: videos in file order and the per-scenario taxonomy."""
+
+    path: str
+    videos: dict[str, Video]
+    taxonomy: dict[str, dict[int, str]]  # scenario -> step id -> name, in file order
+
+    def scenario_videos(self, scenario: str) -> list[Video]:
+        """Videos of one scenario, in file order; `InputError` if the scenario is unknown."""
+        self.check_scenario(scenario)
+        return [v for v in self.videos.values() if v.scenario == scenario]
+
+    def steps_of(self, scenario: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """``(ids, names)`` of a scenario's key-steps, in taxonomy order."""
+        self.check_scenario(scenario)
+        table = self.taxonomy[scenario]
+        return tuple(table), tuple(table.values())
+
+    def check_scenario(self, scenario: str) -> None:
+        """Raise `InputError` naming the known scenarios if ``scenario`` is not one of them."""
+        if scenario not in self.taxonomy:
+            known = ", ".join(sorted(self.taxonomy))
+            raise InputError(f"{self.path}: unknown scenario {scenario!r} (known: {known})")
+
+
+def read_json(path: str | Path, what: str = "file") -> Any:
+    """Load a JSON file, turning a missing file or bad JSON into a one-line `InputError`."""
+    path = Path(path)
+    try:
+        with path.open() as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a {what}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file") from None
+
+
+def load_annotations(path: str | Path) -> Annotations:
+    """Read and validate an annotation file.
+
+    Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
+    segment index and field.
+    """
+    data = read_json(path, "annotation file")
+    src = str(path)
+    if not isinstance(data, dict) or not isinstance(data.get("annotations"), dict):
+        raise InputError(f"{src}: missing object field 'annotations'")
+    if not isinstance(data.get("taxonomy"), dict):
+        raise InputError(f"{src}: missing object field 'taxonomy'")
+    taxonomy: dict[str, dict[int, str]] = {}
+    for scenario, table in data["taxonomy"].items():
+        if not isinstance(table, dict):
+            raise InputError(f"{src}: taxonomy[{scenario!r}] must be an object")
+        steps: dict[int, str] = {}
+        for key, entry in table.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}] needs a string 'name'")
+            try:
+                step_id = int(entry.get("id", key))
+            except (TypeError, ValueError):
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id is not an integer") from None
+            steps[step_id] = entry["name"]
+        taxonomy[scenario] = steps
+    videos: dict[str, Video] = {}
+    for video, record in data["annotations"].items():
+        if not isinstance(record, dict):
+            raise InputError(f"{src}: annotations[{video!r}] must be an object")
+        scenario = record.get("scenario")
+        if scenario not in taxonomy:
+            raise InputError(f"{src}: annotations[{video!r}].scenario = {scenario!r} is not in the taxonomy")
+        segments = record.get("segments")
+        if not isinstance(segments, list):
+            raise InputError(f"{src}: annotations[{video!r}].segments must be a list")
+        steps_list: list[int] = []
+        errors: list[bool] = []
+        for k, seg in enumerate(segments):
+            step = seg.get("step_id") if isinstance(seg, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool):
+                raise InputError(f"{src}: annotations[{video!r}].segments[{k}].step_id is missing or not an integer")
+            if step not in taxonomy[scenario]:
+                raise InputError(
+                    f"{src}: annotations[{video!r}].segments[{k}].step_id = {step} "
+                    f"is not in the {scenario!r} taxonomy"
+                )
+            steps_list.append(step)
+            errors.append(bool(seg.get("has_errors", False)))
+        videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors))
+    return Annotations(src, videos, taxonomy)

@@ -209,7 +209,7 @@ class TaskGraph:
             ends = []
             for key in ("step", "requires"):
                 node = edge[key]
-                if node not in index or isinstance(node, bool) or isinstance(node, float):
+                if isinstance(node, bool | float) or node not in index:
                     raise InputError(f"{source}: edges[{k}].{key} = {node!r} is not a step of this graph")
                 ends.append(index[node])
             adjacency[ends[0], ends[1]] = True

@@ -1,0 +1,80 @@
+"""PREGO mistake-detection metrics (SPEC §2): per-class F1 for "correct" and "mistake", and their mean.
+
+Labels and predictions are pooled over all videos: label 1 marks the last (mistaken) step of
+each test video, 0 the steps before it; a prediction of 1 means the checker raised an alert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ClassScores:
+    """True precision, recall and F1 of one class (in percent)."""
+
+    precision: float
+    recall: float
+    f1: float
+
+
+@dataclass(frozen=True)
+class MistakeScores:
+    """The PREGO table row: Avg F1 and per-class scores (percent), plus the counts behind them."""
+
+    avg_f1: float
+    correct: ClassScores
+    mistake: ClassScores
+    n_steps: int
+    n_videos: int
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+def protocol_labels(length: int) -> np.ndarray:
+    """Ground truth of one PREGO test video: every step correct but the last (SPEC §2).
+
+    Returns:
+        int array ``(length,)``: ``[0] * (length - 1) + [1]``.
+    """
+    labels = np.zeros(length, dtype=np.int8)
+    if length:
+        labels[-1] = 1
+    return labels
+
+
+def _class_scores(truth: np.ndarray, pred: np.ndarray, positive: int) -> ClassScores:
+    tp = float(np.sum((pred == positive) & (truth == positive)))
+    predicted = float(np.sum(pred == positive))
+    actual = float(np.sum(truth == positive))
+    precision = tp / predicted if predicted else 0.0
+    recall = tp / actual if actual else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return ClassScores(100 * precision, 100 * recall, 100 * f1)
+
+
+def mistake_scores(per_video: Iterable[Sequence[bool] | np.ndarray]) -> MistakeScores:
+    """Score alerts of several videos under the PREGO protocol.
+
+    Args:
+        per_video: for each test video, the checker's alert flags, one per key-step.
+
+    Returns:
+        Pooled per-class scores and Avg F1 (the mean of the two class F1s).
+    """
+    preds: list[np.ndarray] = []
+    truths: list[np.ndarray] = []
+    for flags in per_video:
+        flags = np.asarray(flags, dtype=np.int8)
+        preds.append(flags)
+        truths.append(protocol_labels(len(flags)))
+    pred = np.concatenate(preds) if preds else np.zeros(0, np.int8)
+    truth = np.concatenate(truths) if truths else np.zeros(0, np.int8)
+    correct = _class_scores(truth, pred, 0)
+    mistake = _class_scores(truth, pred, 1)
+    return MistakeScores((correct.f1 + mistake.f1) / 2, correct, mistake, int(len(pred)), len(preds))

@@ -1,0 +1,37 @@
+"""Shared pytest fixtures.
+
+`data_dir` locates the shared, read-only datasets: `$MISTAKE_DATA` when set, else `<repo>/../shared/data`.
+Tests that need the data take the fixture; when the folder is missing they are skipped with a reason that
+says where the data was looked for, so a checkout without the data still runs the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def find_data_dir() -> Path | None:
+    """Return the shared data folder, or None when it is absent.
+
+    Returns:
+        `$MISTAKE_DATA` if set (even if it does not exist, so a wrong setting is reported, not masked),
+        else `<repo>/../shared/data`; None if the chosen folder does not exist.
+    """
+    env = os.environ.get("MISTAKE_DATA")
+    candidate = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    return candidate if candidate.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared datasets folder (`$MISTAKE_DATA` or `<repo>/../shared/data`); skips the test if absent."""
+    found = find_data_dir()
+    if found is None:
+        where = os.environ.get("MISTAKE_DATA") or str(REPO_ROOT.parent / "shared" / "data")
+        pytest.skip(f"shared data folder not found at {where} (set $MISTAKE_DATA to the data folder)")
+    return found

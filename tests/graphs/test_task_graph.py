@@ -1,0 +1,102 @@
+"""The task graph file: what users save, load, share with other tools, and what is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphs import END, START, InputError, TaskGraph, load_graph, save_graph
+
+
+def tent_graph() -> TaskGraph:
+    """START <- unpack(10) <- spread(11) <- stake(12); spread <- open bag(13); END needs stake and bag chain."""
+    ids = (10, 11, 12, 13)
+    names = ("unpack", "spread", "stake", "open_bag")
+    adj = np.zeros((6, 6), dtype=bool)
+    idx = {START: 0, 10: 1, 11: 2, 12: 3, 13: 4, END: 5}
+    for step, req in [(10, START), (13, START), (11, 10), (11, 13), (12, 11), (END, 12)]:
+        adj[idx[step], idx[req]] = True
+    weights = np.random.default_rng(0).random((6, 6))
+    return TaskGraph(ids, names, adj, weights, scenario="tent", info={"method": "test"})
+
+
+def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path) -> None:
+    graph = tent_graph()
+    save_graph(graph, tmp_path / "g.json")
+    loaded = load_graph(tmp_path / "g.json")
+    assert loaded.step_ids == graph.step_ids
+    assert loaded.step_names == graph.step_names
+    assert loaded.scenario == "tent" and loaded.info == {"method": "test"}
+    np.testing.assert_array_equal(loaded.adjacency, graph.adjacency)
+    np.testing.assert_allclose(loaded.weights, graph.weights)
+
+
+def test_file_lists_preconditions_by_step_id_readable_without_this_package(tmp_path: Path) -> None:
+    save_graph(tent_graph(), tmp_path / "g.json")
+    data = json.loads((tmp_path / "g.json").read_text())
+    assert data["format"] == "task-graph" and data["version"] == 1
+    pairs = {(e["step"], e["requires"]) for e in data["edges"]}
+    assert pairs == {(10, "START"), (13, "START"), (11, 10), (11, 13), (12, 11), ("END", 12)}
+    assert data["steps"][0] == {"id": 10, "name": "unpack"}
+
+
+def test_preconditions_and_unmet_queries() -> None:
+    graph = tent_graph()
+    assert graph.preconditions(11) == {10, 13}
+    assert graph.preconditions(10) == {START}
+    assert graph.unmet_preconditions(11, done=[10]) == {13}
+    assert graph.unmet_preconditions(10, done=[]) == frozenset()  # START is always done
+    assert graph.preconditions(99) == frozenset()  # unknown step: nothing defined
+
+
+def test_isolated_steps_are_reported_as_removed() -> None:
+    adj = np.zeros((4, 4), dtype=bool)
+    adj[1, 0] = adj[3, 1] = True  # step 5 needs START, END needs 5; step 6 has no edge at all
+    graph = TaskGraph((5, 6), ("a", "b"), adj)
+    assert graph.removed_steps == (6,)
+
+
+def test_to_networkx_has_step_to_requirement_edges() -> None:
+    nxg = tent_graph().to_networkx()
+    assert nxg.has_edge(11, 10) and not nxg.has_edge(10, 11)
+    assert nxg.nodes[12]["name"] == "stake"
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["edges"].append({"step": 10, "requires": 12}), "cycle"),
+        (lambda d: d["edges"].append({"step": 10, "requires": 77}), "edges[6].requires = 77"),
+        (lambda d: d["edges"].append({"step": 10, "requires": 10}), "its own pre-condition"),
+        (lambda d: d["edges"].append({"step": START, "requires": 10}), "START cannot"),
+        (lambda d: d["edges"].append({"step": 10, "requires": END}), "requires END"),
+        (lambda d: d["steps"].append({"id": 10, "name": "again"}), "step id 10 appears twice"),
+        (lambda d: d.update(version=99), "unsupported version 99"),
+        (lambda d: d.update(weights=[[0.0]]), "weights have shape"),
+        (lambda d: d.pop("steps"), "'steps'"),
+    ],
+)
+def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(tmp_path: Path, mutate, message: str) -> None:
+    data = tent_graph().to_dict()
+    mutate(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as err:
+        load_graph(path)
+    text = str(err.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+def test_invalid_json_and_missing_file_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="invalid JSON at line 1"):
+        load_graph(_write(tmp_path, "{not json"))
+    with pytest.raises(InputError, match="not found"):
+        load_graph(tmp_path / "missing.json")

@@ -1,0 +1,226 @@
+"""Rebuild the PREGO benchmark JSON files from the official annotation sources.
+
+Follows the derivation facts of ``data/DERIVATION.md``: the output of `prepare_all` is byte-identical to
+``assembly101-o/{train,test}.json`` and ``epic-tent-o/{train,test}.json`` of the shared data folder
+(checked against ``SHA256SUMS`` by the tests). Command: ``prego-bench prepare --assembly101 RAW
+--epic-tent RAW --out DIR``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from graphs.errors import InputError
+from tgml.annotations import read_json
+
+ASSEMBLY_SCENARIO: Final = "assembly101"
+EPIC_SCENARIO: Final = "epic-tent"
+SPLITS: Final = ("train", "test")
+
+# EPIC-Tent's label file has known defects; these repairs (0-based line index, header = line 0) are part of
+# the published derivation and must be applied before any other processing (DERIVATION.md).
+EPIC_LABEL_FIXES: Final[dict[int, int]] = {43: 0, 197: 5, 260: 4, 273: 4, 280: 4, 331: 4, 398: 4, 690: 4, 995: 4}
+EPIC_DELETED_LINES: Final = (195, 6, 5, 4, 3, 2, 1)
+# Missing GoPro times are written "-1:-1:-1:-1"; the published files keep the formula's value for them.
+_TIMECODE = re.compile(r"^(-?\d+):(-?\d+):(-?\d+):(-?\d+)$")
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """Where the raw sources are and where the JSON files go.
+
+    Args:
+        assembly101: Assembly101-O raw folder (``annots/``, ``*_split.txt``, ``Assembly101-O_action_dict.json``),
+            or None to skip that dataset.
+        epic_tent: EPIC-Tent-O raw folder (``Synchronised_action_label.txt``, ``*_split.json``,
+            ``EPIC-Tent-O_action_dict.json``), or None to skip it.
+        out: output folder; ``assembly101-o/`` and ``epic-tent-o/`` are created inside it.
+    """
+
+    assembly101: Path | None
+    epic_tent: Path | None
+    out: Path
+
+    def __post_init__(self) -> None:
+        if self.assembly101 is None and self.epic_tent is None:
+            raise InputError("prepare: give at least one of assembly101 / epic_tent raw folders")
+        for name in ("assembly101", "epic_tent"):
+            value = getattr(self, name)
+            if value is not None and not Path(value).is_dir():
+                raise InputError(f"prepare: {name} = {str(value)!r} is not a folder")
+
+
+def dump_annotations(data: dict[str, Any]) -> str:
+    """Serialise an annotation file the way the published files are written (4 spaces, insertion order)."""
+    return json.dumps(data, indent=4)
+
+
+def _taxonomy_entry(step_id: int, name: str) -> dict[str, Any]:
+    return {"name": name, "id": step_id, "is_leafnode": True, "parent_id": None, "parent_name": None}
+
+
+def _segment(step_id: int, start: int, end: int, name: str, has_errors: bool) -> dict[str, Any]:
+    return {
+        "step_id": step_id,
+        "start_time": start,
+        "end_time": end,
+        "description": name,
+        "has_errors": has_errors,
+        "step_name": name,
+    }
+
+
+def _read_lines(path: Path, what: str) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        raise InputError(f"{path}: {what} not found") from None
+
+
+# -- Assembly101-O ------------------------------------------------------------------------------------------------
+def assembly_step_name(verb: str, this: str) -> str:
+    """Key-step name of one Assembly101 mistake-CSV row: ``verb-this`` with spaces as ``_`` (DERIVATION.md)."""
+    name = f"{verb}-{this.replace(' ', '_')}"
+    return "attach-figurine" if name == "position-figurine" else name
+
+
+def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
+    """Assembly101-O annotation file content for one split.
+
+    Args:
+        raw: the raw folder (``annots/<video>.csv``, ``<split>_split.txt``, ``Assembly101-O_action_dict.json``).
+        split: ``"train"`` or ``"test"``.
+
+    Returns:
+        ``{"annotations": ..., "taxonomy": ...}`` in the published key order.
+    """
+    raw = Path(raw)
+    names = read_json(raw / "Assembly101-O_action_dict.json", "Assembly101-O action dictionary")
+    if not isinstance(names, dict):
+        raise InputError(f"{raw / 'Assembly101-O_action_dict.json'}: expected an object id -> name")
+    id_of = {name: int(key) for key, name in names.items()}
+    videos = {line.strip() for line in _read_lines(raw / f"{split}_split.txt", "split file") if line.strip()}
+    csvs = sorted(p for p in (raw / "annots").glob("*.csv") if p.stem in videos)
+    missing = videos - {p.stem for p in csvs}
+    if missing:
+        raise InputError(f"{raw / 'annots'}: no CSV for video {sorted(missing)[0]!r} of {split}_split.txt")
+    annotations: dict[str, Any] = {}
+    for path in csvs:
+        segments = []
+        with path.open(newline="") as fh:
+            for row_no, row in enumerate(csv.reader(fh), start=1):
+                if len(row) < 6:
+                    raise InputError(f"{path}: row {row_no} has {len(row)} columns, expected at least 6")
+                name = assembly_step_name(row[2], row[3])
+                if name not in id_of:
+                    raise InputError(f"{path}: row {row_no}: step {name!r} is not in the action dictionary")
+                try:
+                    start, end = int(row[0]), int(row[1])
+                except ValueError:
+                    raise InputError(f"{path}: row {row_no}: start/end frame is not an integer") from None
+                mistake = row[5].strip() == "mistake"
+                segments.append(_segment(id_of[name], start, end, name, mistake))
+                if mistake:
+                    break
+        annotations[path.stem] = {"scenario": ASSEMBLY_SCENARIO, "recording_id": path.stem, "segments": segments}
+    taxonomy = {key: _taxonomy_entry(int(key), name) for key, name in names.items()}
+    return {"annotations": annotations, "taxonomy": {ASSEMBLY_SCENARIO: taxonomy}}
+
+
+# -- EPIC-Tent-O --------------------------------------------------------------------------------------------------
+def timecode_ms(code: str) -> int:
+    """``HH:MM:SS:mmm`` to milliseconds (DERIVATION.md); fields may be -1 (missing), kept as the formula gives."""
+    match = _TIMECODE.match(code.strip())
+    if not match:
+        raise InputError(f"EPIC-Tent timecode {code!r} is not HH:MM:SS:mmm")
+    hh, mm, ss, ms = (int(g) for g in match.groups())
+    return (hh * 3600 + mm * 60 + ss) * 1000 + ms
+
+
+def repaired_epic_rows(path: Path) -> list[dict[str, str]]:
+    """Rows of ``Synchronised_action_label.txt`` after the published line repairs, as dicts by header name."""
+    lines = _read_lines(path, "EPIC-Tent label file")
+    if len(lines) <= max(EPIC_LABEL_FIXES):
+        raise InputError(f"{path}: {len(lines)} lines, expected the full EPIC-Tent label file")
+    for index, label in EPIC_LABEL_FIXES.items():
+        lines[index] = lines[index].rsplit(",", 1)[0] + f",{label}"
+    for index in EPIC_DELETED_LINES:  # descending, so earlier indices stay valid
+        del lines[index]
+    rows = list(csv.DictReader(lines))
+    needed = {"subject_id", "str_GoPro_ts", "end_GoPro_ts", "action_label"}
+    if rows and not needed <= rows[0].keys():
+        raise InputError(f"{path}: header lacks {sorted(needed - rows[0].keys())}")
+    return rows
+
+
+def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
+    """EPIC-Tent-O annotation file content for one split.
+
+    Args:
+        raw: the raw folder (``Synchronised_action_label.txt``, ``<split>_split.json``,
+            ``EPIC-Tent-O_action_dict.json``).
+        split: ``"train"`` or ``"test"``.
+
+    Returns:
+        ``{"annotations": ..., "taxonomy": ...}`` in the published key order.
+    """
+    raw = Path(raw)
+    names = read_json(raw / "EPIC-Tent-O_action_dict.json", "EPIC-Tent-O action dictionary")
+    counts = read_json(raw / f"{split}_split.json", "split file")
+    if not isinstance(names, dict) or not isinstance(counts, dict):
+        raise InputError(f"{raw}: action dictionary and split file must be JSON objects")
+    rows = repaired_epic_rows(raw / "Synchronised_action_label.txt")
+    by_subject: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_subject.setdefault(f"annotations_{row['subject_id']}", []).append(row)
+    annotations: dict[str, Any] = {}
+    for video, count in counts.items():
+        if video not in by_subject:
+            raise InputError(f"{raw / f'{split}_split.json'}: video {video!r} has no rows in the label file")
+        segments: list[dict[str, Any]] = []
+        previous: int | None = None
+        for row in by_subject[video]:
+            label = int(row["action_label"])
+            if label == previous:
+                # A repeated label continues the segment before it (the source splits long actions).
+                segments[-1]["end_time"] = timecode_ms(row["end_GoPro_ts"])
+                continue
+            if len(segments) < count:
+                name = names[str(label + 1)]
+                start, end = timecode_ms(row["str_GoPro_ts"]), timecode_ms(row["end_GoPro_ts"])
+                segments.append(_segment(label, start, end, name, False))
+                previous = label
+            else:
+                segments[-1]["has_errors"] = True
+                break
+        annotations[video] = {"scenario": EPIC_SCENARIO, "recording_id": video, "segments": segments}
+    taxonomy = {str(int(k) - 1): _taxonomy_entry(int(k) - 1, v) for k, v in names.items()}
+    return {"annotations": annotations, "taxonomy": {EPIC_SCENARIO: taxonomy}}
+
+
+def prepare_all(config: PrepareConfig) -> list[Path]:
+    """Write ``train.json`` / ``test.json`` of each requested dataset under ``config.out``.
+
+    Returns:
+        The files written.
+    """
+    written: list[Path] = []
+    jobs = [
+        ("assembly101-o", config.assembly101, build_assembly101),
+        ("epic-tent-o", config.epic_tent, build_epic_tent),
+    ]
+    for folder, raw, build in jobs:
+        if raw is None:
+            continue
+        target = Path(config.out) / folder
+        target.mkdir(parents=True, exist_ok=True)
+        for split in SPLITS:
+            path = target / f"{split}.json"
+            path.write_text(dump_annotations(build(Path(raw), split)))
+            written.append(path)
+    return written

@@ -1,0 +1,244 @@
+"""MiniROAD online action detector (SPEC §5).
+
+Per-frame features ``(B, T, F)`` go through ``Linear(F, E) -> LayerNorm -> ReLU -> Dropout`` and a
+one-layer GRU ``(E -> H, h0 = 0)``; ``ReLU -> Linear(H, C)`` gives per-frame class logits, class 0
+being background. The model has two ways in:
+
+* `MiniROAD.forward` — the whole window at once, for training (logits and cross-entropy loss);
+* `MiniROAD.step` — one frame (or a short chunk) at a time, carrying the GRU state, for live use.
+  A stream never recomputes its past: the state is the only memory, exactly as in the batch
+  forward, so stepping frame by frame reproduces the batch probabilities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from graphs.errors import InputError
+
+# Targets equal to this index are ignored by the loss (padding of the last window of a video).
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class MiniROADConfig:
+    """Sizes of a MiniROAD detector; defaults are the published ones (TSN RGB+flow, 4096-d).
+
+    Attributes:
+        input_dim: width of one frame's feature vector ``F``.
+        embed_dim: width of the per-frame embedding ``E`` (GRU input).
+        hidden_dim: GRU hidden size ``H``.
+        num_classes: number of output classes ``C``, background (class 0) included.
+        dropout: dropout after the embedding, active in training only.
+    """
+
+    input_dim: int = 4096
+    embed_dim: int = 2048
+    hidden_dim: int = 1024
+    num_classes: int = 13
+    dropout: float = 0.2
+
+    def __post_init__(self) -> None:
+        for name in ("input_dim", "embed_dim", "hidden_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"MiniROADConfig.{name} = {value!r}: must be a positive integer")
+        if not isinstance(self.num_classes, int) or isinstance(self.num_classes, bool) or self.num_classes < 2:
+            raise InputError(
+                f"MiniROADConfig.num_classes = {self.num_classes!r}: must be an integer >= 2 (background + a step)"
+            )
+        if not isinstance(self.dropout, int | float) or not 0.0 <= float(self.dropout) < 1.0:
+            raise InputError(f"MiniROADConfig.dropout = {self.dropout!r}: must be in [0, 1)")
+
+
+def frame_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean per-frame cross-entropy (SPEC §5, "non-uniform" loss on one-hot targets).
+
+    Args:
+        logits: ``(B, T, C)`` raw scores.
+        targets: ``(B, T)`` class indices (``IGNORE_INDEX`` frames skipped) or ``(B, T, C)`` one-hot /
+            soft targets (all-zero rows skipped).
+
+    Returns:
+        Scalar loss, averaged over the frames that count.
+    """
+    if targets.dim() == logits.dim():
+        # Soft/one-hot targets: -sum_c y_c log p_c per frame, averaged over labelled frames.
+        targets = targets.to(logits.dtype)
+        per_frame = -(targets * F.log_softmax(logits, dim=-1)).sum(-1)  # (B, T)
+        weight = targets.sum(-1).clamp(max=1.0)  # (B, T): 0 on padding rows
+        return (per_frame * weight).sum() / weight.sum().clamp(min=1.0)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(), ignore_index=IGNORE_INDEX)
+
+
+class MiniROAD(nn.Module):
+    """The MiniROAD detector: per-frame embedding, one GRU layer, linear classifier.
+
+    Args:
+        config: the detector sizes.
+    """
+
+    def __init__(self, config: MiniROADConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Sequential(
+            nn.Linear(config.input_dim, config.embed_dim),
+            nn.LayerNorm(config.embed_dim),
+            nn.ReLU(),
+            nn.Dropout(config.dropout),
+        )
+        self.gru = nn.GRU(config.embed_dim, config.hidden_dim, num_layers=1, batch_first=True)
+        self.head = nn.Sequential(nn.ReLU(), nn.Linear(config.hidden_dim, config.num_classes))
+
+    def _check_width(self, x: Tensor) -> None:
+        if x.shape[-1] != self.config.input_dim:
+            raise InputError(
+                f"feature width {x.shape[-1]} does not match the detector's input_dim {self.config.input_dim}"
+            )
+
+    def forward(self, x: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Batch forward over whole windows, GRU started from zeros.
+
+        Args:
+            x: ``(B, T, F)`` features.
+            targets: optional ``(B, T)`` class indices or ``(B, T, C)`` one-hot targets.
+
+        Returns:
+            ``(logits (B, T, C), loss)``; loss is None without targets.
+        """
+        self._check_width(x)
+        e = self.embed(x)  # (B, T, E)
+        h, _ = self.gru(e)  # (B, T, H)
+        logits = self.head(h)  # (B, T, C)
+        loss = frame_cross_entropy(logits, targets) if targets is not None else None
+        return logits, loss
+
+    def init_state(self, batch: int = 1) -> Tensor:
+        """GRU hidden state of a fresh stream (zeros, as in training).
+
+        Args:
+            batch: number of parallel streams.
+
+        Returns:
+            ``(1, batch, H)`` zeros on the model's device and dtype.
+        """
+        weight = self.head[1].weight
+        return torch.zeros(1, batch, self.config.hidden_dim, device=weight.device, dtype=weight.dtype)
+
+    def step(self, x_t: Tensor, state: Tensor, return_all: bool = False) -> tuple[Tensor, Tensor]:
+        """Advance a live stream by one frame or a short chunk, carrying the GRU state.
+
+        Args:
+            x_t: ``(B, F)`` one frame or ``(B, k, F)`` a chunk of ``k`` consecutive frames.
+            state: ``(1, B, H)`` state returned by the previous call (or `init_state`).
+            return_all: with a chunk, return the probabilities of every frame ``(B, k, C)``.
+
+        Returns:
+            ``(probs, new_state)``: softmax probabilities of the last frame ``(B, C)`` (or of all
+            frames with ``return_all``) and the state after the last frame.
+        """
+        self._check_width(x_t)
+        chunk = x_t if x_t.dim() == 3 else x_t.unsqueeze(1)  # (B, k, F)
+        e = self.embed(chunk)  # (B, k, E)
+        h, new_state = self.gru(e, state)  # (B, k, H), (1, B, H)
+        if not return_all:
+            h = h[:, -1]  # (B, H): only the newest frame is classified
+        probs = torch.softmax(self.head(h), dim=-1)
+        return probs, new_state
+
+
+class FastStepper:
+    """Allocation-free single-stream stepping for live use at the published sizes.
+
+    Holds the weights of a `MiniROAD` (eval mode, no dropout) and preallocated buffers for every
+    intermediate, so that each frame is a handful of in-place BLAS calls. It computes exactly what
+    `MiniROAD.step` computes (same formulas; PyTorch GRU gate order r, z, n):
+
+        e = ReLU(LayerNorm(W_e x + b_e))
+        r = σ(W_ir e + b_ir + W_hr h + b_hr);  z = σ(W_iz e + b_iz + W_hz h + b_hz)
+        n = tanh(W_in e + b_in + r ⊙ (W_hn h + b_hn));  h' = (1 − z) ⊙ n + z ⊙ h
+        p = softmax(W_c ReLU(h') + b_c)
+
+    Args:
+        model: the detector (its parameters are shared, not copied).
+    """
+
+    def __init__(self, model: MiniROAD) -> None:
+        cfg = model.config
+        self.config = cfg
+        lin = model.embed[0]
+        norm = model.embed[1]
+        self._w_e = lin.weight.detach().t().contiguous()  # (F, E) so that x @ W is a row-major GEMV
+        self._b_e = lin.bias.detach()
+        self._ln_w = norm.weight.detach()
+        self._ln_b = norm.bias.detach()
+        self._ln_eps = norm.eps
+        self._w_ih = model.gru.weight_ih_l0.detach().t().contiguous()  # (E, 3H)
+        self._w_hh = model.gru.weight_hh_l0.detach().t().contiguous()  # (H, 3H)
+        self._b_ih = model.gru.bias_ih_l0.detach()
+        self._b_hh = model.gru.bias_hh_l0.detach()
+        self._w_c = model.head[1].weight.detach().t().contiguous()  # (H, C)
+        self._b_c = model.head[1].bias.detach()
+        dtype = self._w_e.dtype
+        H = cfg.hidden_dim
+        self._e = torch.empty(1, cfg.embed_dim, dtype=dtype)
+        self._sq = torch.empty(1, cfg.embed_dim, dtype=dtype)
+        self._mu = torch.empty(1, 1, dtype=dtype)
+        self._var = torch.empty(1, 1, dtype=dtype)
+        self._gi = torch.empty(1, 3 * H, dtype=dtype)
+        self._gh = torch.empty(1, 3 * H, dtype=dtype)
+        self._hr = torch.empty(1, H, dtype=dtype)
+        self._logits = torch.empty(1, cfg.num_classes, dtype=dtype)
+        self.probs = torch.empty(1, cfg.num_classes, dtype=dtype)
+        self.state = torch.zeros(1, H, dtype=dtype)
+
+    def reset(self) -> None:
+        """Start a new stream (GRU state back to zeros)."""
+        self.state.zero_()
+
+    @torch.inference_mode()
+    def step(self, x_t: Tensor) -> Tensor:
+        """One frame in, that frame's class probabilities out.
+
+        Args:
+            x_t: ``(F,)`` or ``(1, F)`` features of the newest frame.
+
+        Returns:
+            ``(1, C)`` probabilities; a view of an internal buffer, overwritten by the next call.
+        """
+        H = self.config.hidden_dim
+        x = x_t.reshape(1, -1)
+        if x.shape[1] != self.config.input_dim:
+            raise InputError(
+                f"feature width {x.shape[1]} does not match the detector's input_dim {self.config.input_dim}"
+            )
+        e = self._e
+        torch.addmm(self._b_e, x, self._w_e, out=e)  # (1, E)
+        # LayerNorm in place: e = (e - mean) / sqrt(var + eps) * gamma + beta
+        torch.mean(e, dim=1, keepdim=True, out=self._mu)
+        e.sub_(self._mu)
+        torch.mul(e, e, out=self._sq)
+        torch.mean(self._sq, dim=1, keepdim=True, out=self._var)
+        self._var.add_(self._ln_eps).rsqrt_()
+        e.mul_(self._var).mul_(self._ln_w).add_(self._ln_b).relu_()
+        return self._gru_head(e, H)
+
+    def _gru_head(self, e: Tensor, H: int) -> Tensor:
+        h = self.state
+        gi, gh, hr = self._gi, self._gh, self._hr
+        torch.addmm(self._b_ih, e, self._w_ih, out=gi)
+        torch.addmm(self._b_hh, h, self._w_hh, out=gh)
+        rz = gi[:, : 2 * H].add_(gh[:, : 2 * H]).sigmoid_()  # (1, 2H): r then z
+        r, z = rz[:, :H], rz[:, H:]
+        n = gi[:, 2 * H :].addcmul_(r, gh[:, 2 * H :]).tanh_()  # (1, H)
+        # h' = n + z * (h - n), written into the state buffer
+        torch.sub(h, n, out=hr)
+        h.copy_(n).addcmul_(z, hr)
+        torch.clamp(h, min=0.0, out=hr)  # ReLU into a buffer, the state itself stays raw
+        torch.addmm(self._b_c, hr, self._w_c, out=self._logits)
+        torch.softmax(self._logits, dim=-1, out=self.probs)
+        return self.probs

@@ -1,0 +1,267 @@
+"""The checker process: one `graphs.PreconditionChecker` per stream, alerts and status out.
+
+Input: `KeyStepEvent` / `Heartbeat` from any number of detectors on a bound SUB socket.
+Output (bound PUB socket): every new `KeyStepEvent` forwarded once, an `Alert` for each key-step
+done before its pre-conditions, and a `Status` per stream on every change and every `HEARTBEAT_S`.
+
+Restart safety (Clone pattern): every incoming message carries the stream's full confirmed-step
+history. `CheckerCore` applies only the part of the history it has not applied yet, so a lost or
+duplicated message changes nothing, and a freshly started checker rebuilds each stream with the very
+same checker object (observing the history in order), re-sending the alerts of the steps it had not
+seen (``replayed=True``) with their stable ``alert_id`` so viewers de-duplicate them. A missing
+``seq`` is counted as a gap; it costs no state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import zmq
+
+from graphs.checker import PreconditionChecker
+from graphs.errors import InputError
+from graphs.task_graph import START, TaskGraph
+from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status, _Message
+from streaming.transport import (
+    DEFAULT_ALERTS_ENDPOINT,
+    DEFAULT_EVENTS_ENDPOINT,
+    HEARTBEAT_S,
+    POLL_MS,
+    Publisher,
+    Receiver,
+    bind,
+    subscribe,
+)
+
+CHECKER_STREAM_TIMEOUT_S = 10 * HEARTBEAT_S  # a stream silent this long is shown as stalled by viewers
+
+
+@dataclass(frozen=True)
+class CheckerConfig:
+    """Settings of the checker process.
+
+    Args:
+        bind_events: endpoint detectors connect to (SUB, bound).
+        bind_alerts: endpoint viewers connect to (PUB, bound).
+        status_period_s: how often each stream's status is re-sent even without change.
+        max_streams: most streams tracked at once (a bound on memory from untrusted peers).
+    """
+
+    bind_events: str = DEFAULT_EVENTS_ENDPOINT
+    bind_alerts: str = DEFAULT_ALERTS_ENDPOINT
+    status_period_s: float = HEARTBEAT_S
+    max_streams: int = 256
+
+    def __post_init__(self) -> None:
+        if not self.status_period_s > 0:
+            raise InputError(f"CheckerConfig.status_period_s = {self.status_period_s} must be > 0")
+        if self.max_streams < 1:
+            raise InputError(f"CheckerConfig.max_streams = {self.max_streams} must be >= 1")
+
+
+@dataclass
+class StreamState:
+    """What the checker keeps for one stream."""
+
+    session: str
+    checker: PreconditionChecker
+    last_seq: int = -1
+    gaps: int = 0
+    alerts: int = 0
+    current: int | None = None
+    frames: int = 0
+    dropped: int = 0
+    fps: float = 0.0
+    ended: bool = False
+    seq_out: int = 0
+    last_status: float = 0.0
+    forwarded: set[int] = field(default_factory=set)
+
+
+class CheckerCore:
+    """The checker's logic without sockets: messages in, messages out.
+
+    Args:
+        graph: the task graph every stream is checked against.
+        clock: wall clock for outgoing timestamps (a constructor argument so tests can fix it).
+        max_streams: most streams tracked at once.
+    """
+
+    def __init__(self, graph: TaskGraph, clock: Callable[[], float] = time.time, max_streams: int = 256) -> None:
+        self.graph = graph
+        self.clock = clock
+        self.max_streams = max_streams
+        self.streams: dict[str, StreamState] = {}
+        self.refused = 0  # messages from streams beyond max_streams
+
+    def handle(self, message: _Message) -> list[_Message]:
+        """Apply one incoming message.
+
+        Args:
+            message: a `KeyStepEvent` or `Heartbeat` (other kinds are ignored).
+
+        Returns:
+            Messages to publish: the forwarded event if new, alerts for newly applied steps, a status.
+        """
+        if not isinstance(message, KeyStepEvent | Heartbeat):
+            return []
+        state = self.streams.get(message.stream_id)
+        if state is None or state.session != message.session:
+            if state is None and len(self.streams) >= self.max_streams:
+                self.refused += 1
+                return []
+            seq_out = state.seq_out if state else 0
+            state = StreamState(message.session, PreconditionChecker(self.graph), seq_out=seq_out)
+            self.streams[message.stream_id] = state
+        if message.seq <= state.last_seq:
+            return []  # old or duplicated: its history is a prefix of what was applied
+        if state.last_seq >= 0:
+            state.gaps += message.seq - state.last_seq - 1
+        state.last_seq = message.seq
+        out: list[_Message] = []
+        if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
+            state.forwarded.add(message.index)
+            out.append(message)
+        out.extend(self._apply_history(message.stream_id, state, message))
+        if isinstance(message, Heartbeat):
+            state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
+            state.fps, state.ended = message.fps, message.ended
+        out.append(self.status(message.stream_id))
+        return out
+
+    def _apply_history(self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat) -> list[Alert]:
+        history = message.history
+        applied = [v.step for v in state.checker.history]
+        if tuple(history[: len(applied)]) != tuple(applied):
+            # The detector's history disagrees with ours (it cannot shrink within a session): rebuild.
+            state.checker = PreconditionChecker(self.graph)
+            applied = []
+        alerts: list[Alert] = []
+        live_index = message.index if isinstance(message, KeyStepEvent) else -1
+        for index in range(len(applied), len(history)):
+            verdict = state.checker.observe(history[index])
+            if not verdict.is_mistake:
+                continue
+            state.alerts += 1
+            alerts.append(
+                Alert(
+                    stream_id=stream_id,
+                    seq=self._next_seq(state),
+                    timestamp=self.clock(),
+                    alert_id=f"{stream_id}#{index}",
+                    session=state.session,
+                    step=verdict.step,
+                    step_name=self._name(verdict.step),
+                    index=index,
+                    missing=tuple(int(m) for m in verdict.missing if m != START),
+                    missing_names=tuple(self._name(m) for m in verdict.missing if m != START),
+                    undefined=verdict.undefined,
+                    event_timestamp=message.timestamp,
+                    replayed=index != live_index,
+                )
+            )
+        return alerts
+
+    def status(self, stream_id: str) -> Status:
+        """The current `Status` message of a stream (also used for the periodic re-send)."""
+        state = self.streams[stream_id]
+        state.last_status = self.clock()
+        return Status(
+            stream_id=stream_id,
+            seq=self._next_seq(state),
+            timestamp=state.last_status,
+            session=state.session,
+            done=state.checker.done,
+            allowed=state.checker.allowed_next(),
+            current=state.current,
+            alerts=state.alerts,
+            frames=state.frames,
+            dropped=state.dropped,
+            fps=state.fps,
+            gaps=state.gaps,
+            ended=state.ended,
+        )
+
+    def due_statuses(self, period_s: float) -> list[Status]:
+        """Statuses of streams whose last one is older than ``period_s`` (the periodic re-send)."""
+        now = self.clock()
+        return [self.status(sid) for sid, st in list(self.streams.items()) if now - st.last_status >= period_s]
+
+    def _name(self, node: int | str) -> str:
+        try:
+            return self.graph.name_of(node)
+        except ValueError:
+            return f"step {node}"
+
+    @staticmethod
+    def _next_seq(state: StreamState) -> int:
+        state.seq_out += 1
+        return state.seq_out - 1
+
+
+class CheckerService:
+    """The checker's sockets and loop around a `CheckerCore`.
+
+    Args:
+        graph: the task graph.
+        config: endpoints and periods.
+        ctx: ZeroMQ context (a new one if None).
+    """
+
+    def __init__(self, graph: TaskGraph, config: CheckerConfig, ctx: zmq.Context | None = None) -> None:
+        self.config = config
+        self.core = CheckerCore(graph, max_streams=config.max_streams)
+        self.ctx = ctx or zmq.Context.instance()
+        # Bind the output first so the forwarded first event cannot be published before it exists.
+        pub, self.alerts_endpoint = bind(self.ctx, zmq.PUB, config.bind_alerts, "--publish")
+        try:
+            sub, self.events_endpoint = bind(self.ctx, zmq.SUB, config.bind_events, "--bind")
+        except InputError:
+            pub.close()
+            raise
+        self.publisher = Publisher(pub)
+        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")))
+
+    def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
+        """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
+
+        Args:
+            stop: set it (from another thread or a signal handler) to end the loop.
+            until: optional predicate checked after every poll.
+        """
+        stop = stop or threading.Event()
+        try:
+            while not stop.is_set():
+                for message in self.receiver.poll(POLL_MS):
+                    for out in self.core.handle(message):
+                        self.publisher.send(out)
+                for status in self.core.due_statuses(self.config.status_period_s):
+                    self.publisher.send(status)
+                if until is not None and until(self.core):
+                    break
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close both sockets (LINGER 0: never blocks)."""
+        self.publisher.sock.close()
+        self.receiver.sock.close()
+
+
+def run_checker(graph_path: str, config: CheckerConfig, ready: Callable[[str, str], None] | None = None) -> None:
+    """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
+
+    Args:
+        graph_path: task graph JSON file.
+        config: endpoints and periods.
+        ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
+    """
+    from graphs.task_graph import load_graph
+
+    service = CheckerService(load_graph(graph_path), config)
+    if ready is not None:
+        ready(service.events_endpoint, service.alerts_endpoint)
+    service.run()

@@ -1,0 +1,88 @@
+"""The built-in demo procedure ("make tea"): key-steps, their true partial order, sampled executions.
+
+Ground-truth pre-conditions (step -> what it needs)::
+
+    fill_kettle  -> START         get_cup     -> START
+    boil_water   -> fill_kettle   add_teabag  -> get_cup
+    pour_water   -> boil_water, add_teabag
+    add_milk     -> pour_water
+
+`DEMO_EXECUTIONS` are the two videos ``--video demo`` can play: ``mistake`` pours the water before it
+was boiled (the checker must alert on ``pour_water``), ``correct`` is a valid order (no alert).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+
+SCENARIO: Final = "demo-tea"
+STEP_IDS: Final = (1, 2, 3, 4, 5, 6)
+STEP_NAMES: Final = ("fill_kettle", "boil_water", "get_cup", "add_teabag", "pour_water", "add_milk")
+PRECONDITIONS: Final[dict[int, tuple[int, ...]]] = {1: (), 2: (1,), 3: (), 4: (3,), 5: (2, 4), 6: (5,)}
+
+DEMO_EXECUTIONS: Final[dict[str, tuple[int, ...]]] = {
+    "mistake": (1, 3, 4, 5, 2, 6),  # pour_water (5) before boil_water (2)
+    "correct": (3, 1, 2, 4, 5, 6),
+}
+DEMO_MISTAKE_STEP: Final = 5  # the one step of DEMO_EXECUTIONS["mistake"] that must raise an alert
+DEMO_SEEDS: Final[dict[str, int]] = {"mistake": 1001, "correct": 1002}
+
+
+def name_of(step: int) -> str:
+    """Readable name of a demo step."""
+    return STEP_NAMES[STEP_IDS.index(step)]
+
+
+def is_valid_order(order: tuple[int, ...] | list[int]) -> bool:
+    """True if every step comes after all of its pre-conditions."""
+    position = {s: i for i, s in enumerate(order)}
+    return all(position[r] < position[s] for s in order for r in PRECONDITIONS[s] if r in position)
+
+
+def sample_correct_order(rng: np.random.Generator) -> tuple[int, ...]:
+    """A uniformly random step at a time among those whose pre-conditions are done (a linear extension).
+
+    Args:
+        rng: random generator.
+
+    Returns:
+        A valid complete execution order.
+    """
+    done: list[int] = []
+    while len(done) < len(STEP_IDS):
+        ready = [s for s in STEP_IDS if s not in done and all(r in done for r in PRECONDITIONS[s])]
+        done.append(int(rng.choice(ready)))
+    return tuple(done)
+
+
+def annotation_file(executions: dict[str, list[tuple[int, float, float]]]) -> dict[str, Any]:
+    """The SPEC §4 annotation JSON for demo executions.
+
+    Args:
+        executions: video name -> ``[(step, start_s, end_s), ...]``.
+
+    Returns:
+        ``{"annotations": ..., "taxonomy": ...}`` ready for ``tgml train``.
+    """
+    annotations = {
+        video: {
+            "scenario": SCENARIO,
+            "recording_id": video,
+            "segments": [
+                {
+                    "step_id": step,
+                    "start_time": round(start, 3),
+                    "end_time": round(end, 3),
+                    "description": name_of(step).replace("_", " "),
+                    "has_errors": False,
+                    "step_name": name_of(step),
+                }
+                for step, start, end in segments
+            ],
+        }
+        for video, segments in executions.items()
+    }
+    taxonomy = {SCENARIO: {str(s): {"name": name_of(s), "id": s} for s in STEP_IDS}}
+    return {"annotations": annotations, "taxonomy": taxonomy}

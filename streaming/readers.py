@@ -1,0 +1,406 @@
+"""Video readers: one small interface, chosen by name or by the ``--video`` spec.
+
+``--video`` forms (`parse_source`):
+
+- ``cam0``, ``0``, ``/dev/video0``: a camera (OpenCV), live;
+- ``rtsp://...``, ``http://...``, ``udp://...`` (anything with ``://``): a network stream (OpenCV), live;
+- anything else: a video file, read with decord (``reader="auto"`` falls back to OpenCV for formats
+  decord cannot open; ``"decord"`` / ``"opencv"`` force one).
+
+Files are sampled at the detector's rate (``fps``): frame ``k`` of the output is the source frame
+nearest to ``k / fps`` seconds, and the end of the file ends the stream. With ``realtime`` the file
+is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it.
+
+Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
+that the consumer never took is counted in ``dropped``. A camera or stream that stops delivering
+is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), after which the
+stream ends with an `InputError`.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import cv2
+import numpy as np
+
+from graphs.errors import InputError
+
+READER_NAMES: Final = ("auto", "decord", "opencv")
+DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amortises the call
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """How to read a source.
+
+    Args:
+        fps: frames per second delivered (the detector's rate).
+        width: output width in pixels (0 keeps the source size).
+        height: output height in pixels (0 keeps the source size).
+        reader: ``"auto"``, ``"decord"`` or ``"opencv"`` for files.
+        realtime: pace files to the wall clock instead of reading as fast as possible.
+        reopen_attempts: reopen tries for a live source that stopped, before giving up.
+        reopen_backoff_s: first wait between reopen tries; doubled each time up to ``reopen_backoff_max_s``.
+        reopen_backoff_max_s: longest wait between two reopen tries.
+        stall_timeout_s: a live source that delivers no frame for this long is reopened.
+    """
+
+    fps: float = 30.0
+    width: int = 0
+    height: int = 0
+    reader: str = "auto"
+    realtime: bool = False
+    reopen_attempts: int = 5
+    reopen_backoff_s: float = 0.25
+    reopen_backoff_max_s: float = 4.0
+    stall_timeout_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (self.fps > 0 and self.fps <= 1000):
+            raise InputError(f"ReaderConfig.fps = {self.fps} must be in (0, 1000]")
+        if self.width < 0 or self.height < 0 or (self.width == 0) != (self.height == 0):
+            raise InputError(f"ReaderConfig.width/height = {self.width}x{self.height}: give both (> 0) or neither")
+        if self.reader not in READER_NAMES:
+            raise InputError(f"ReaderConfig.reader = {self.reader!r} is not one of {', '.join(READER_NAMES)}")
+        if self.reopen_attempts < 0:
+            raise InputError(f"ReaderConfig.reopen_attempts = {self.reopen_attempts} must be >= 0")
+        if not (self.reopen_backoff_s > 0 and self.reopen_backoff_max_s >= self.reopen_backoff_s):
+            raise InputError(
+                f"ReaderConfig.reopen_backoff_s = {self.reopen_backoff_s} must be > 0 and <= reopen_backoff_max_s"
+            )
+        if not self.stall_timeout_s > 0:
+            raise InputError(f"ReaderConfig.stall_timeout_s = {self.stall_timeout_s} must be > 0")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One delivered frame.
+
+    Attributes:
+        image: ``(H, W, 3)`` uint8, RGB.
+        index: output frame number (0, 1, ...).
+        time: seconds since the start of the stream (video time for files, wall time for live sources).
+    """
+
+    image: np.ndarray
+    index: int
+    time: float
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed ``--video`` value: ``kind`` is ``"camera"``, ``"stream"`` or ``"file"``."""
+
+    kind: str
+    target: str | int
+    spec: str
+
+
+def parse_source(spec: str) -> Source:
+    """Classify a ``--video`` value.
+
+    Args:
+        spec: ``cam0``, ``0``, ``/dev/video0``, a URL or a file path.
+
+    Returns:
+        The parsed source.
+    """
+    if m := re.fullmatch(r"(?:cam)?(\d+)", spec):
+        return Source("camera", int(m.group(1)), spec)
+    if re.fullmatch(r"/dev/video\d+", spec):
+        return Source("camera", spec, spec)
+    if "://" in spec:
+        return Source("stream", spec, spec)
+    return Source("file", spec, spec)
+
+
+def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
+    """Source frame indices that sample a file at ``fps``.
+
+    Output frame ``k`` is at ``k / fps`` seconds; it takes the source frame nearest to that time.
+
+    Args:
+        n_source: frames in the file.
+        source_fps: the file's frame rate.
+        fps: wanted rate.
+
+    Returns:
+        int64 ``(K,)`` indices into the file, non-decreasing, all ``< n_source``.
+    """
+    duration = n_source / source_fps
+    k = np.arange(int(np.floor(duration * fps + 1e-9)), dtype=np.float64)
+    idx = np.rint(k * source_fps / fps).astype(np.int64)
+    return idx[idx < n_source]
+
+
+class VideoReader(abc.ABC):
+    """The reader interface: iterate frames until the source ends.
+
+    Attributes:
+        frames: frames delivered so far.
+        dropped: frames the source produced that were never delivered (live sources only).
+    """
+
+    name: str = ""
+
+    def __init__(self, source: Source, config: ReaderConfig) -> None:
+        self.source = source
+        self.config = config
+        self.frames = 0
+        self.dropped = 0
+
+    @abc.abstractmethod
+    def read(self) -> Frame | None:
+        """The next frame, or None when the source has ended."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook; most readers hold nothing to release
+        """Release the source."""
+
+    def __iter__(self) -> Iterator[Frame]:
+        while (frame := self.read()) is not None:
+            yield frame
+
+    def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _resize(self, rgb: np.ndarray) -> np.ndarray:
+        if self.config.width and (rgb.shape[1], rgb.shape[0]) != (self.config.width, self.config.height):
+            return cv2.resize(rgb, (self.config.width, self.config.height), interpolation=cv2.INTER_AREA)
+        return rgb
+
+
+class _FileReader(VideoReader):
+    """Shared pacing for file readers: frame ``k`` is delivered at ``t0 + k / fps`` when realtime."""
+
+    def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float]) -> None:
+        super().__init__(source, config)
+        self.clock = clock
+        self._t0: float | None = None
+
+    def _pace(self, k: int) -> None:
+        if not self.config.realtime:
+            return
+        if self._t0 is None:
+            self._t0 = self.clock()
+        wait = self._t0 + k / self.config.fps - self.clock()
+        if wait > 0:
+            time.sleep(wait)
+
+
+class DecordReader(_FileReader):
+    """Video files through decord, decoding `DECODE_BATCH` sampled frames per call."""
+
+    name = "decord"
+
+    def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(source, config, clock)
+        import decord
+
+        path = str(source.target)
+        if not Path(path).is_file():
+            raise InputError(f"--video {path}: file not found")
+        size = {"width": config.width, "height": config.height} if config.width else {}
+        try:
+            self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **size)
+            n, native = len(self._vr), float(self._vr.get_avg_fps())
+        except Exception as err:  # decord raises its own DECORDError or RuntimeError on unknown formats
+            raise InputError(f"--video {path}: decord cannot open it ({str(err).splitlines()[0][:120]})") from None
+        if n == 0 or not native > 0:
+            raise InputError(f"--video {path}: no frames or no frame rate")
+        self._indices = sample_indices(n, native, config.fps)
+        self._buffer: np.ndarray | None = None
+        self._pos = 0
+
+    def read(self) -> Frame | None:
+        k = self.frames
+        if k >= len(self._indices):
+            return None
+        offset = k % DECODE_BATCH
+        if offset == 0 or self._buffer is None:
+            chunk = self._indices[k : k + DECODE_BATCH]
+            self._buffer = self._vr.get_batch(chunk.tolist()).asnumpy()  # (B, H, W, 3) RGB
+        self._pace(k)
+        self.frames += 1
+        return Frame(self._buffer[offset], k, k / self.config.fps)
+
+    def close(self) -> None:
+        self._vr = None  # type: ignore[assignment]
+
+
+class OpenCVFileReader(_FileReader):
+    """Video files through OpenCV; skipped frames are only grabbed (demuxed), never converted."""
+
+    name = "opencv"
+
+    def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(source, config, clock)
+        path = str(source.target)
+        if not Path(path).is_file():
+            raise InputError(f"--video {path}: file not found")
+        self._cap = cv2.VideoCapture(path)
+        if not self._cap.isOpened():
+            raise InputError(f"--video {path}: OpenCV cannot open it (not a video, or an unsupported format)")
+        n = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        native = float(self._cap.get(cv2.CAP_PROP_FPS))
+        if not native > 0:
+            native = config.fps
+        # The container's frame count may be approximate; sample generously and stop at the real end.
+        self._indices = sample_indices(n if n > 0 else int(native * 36_000), native, config.fps)
+        self._src_pos = -1
+
+    def read(self) -> Frame | None:
+        k = self.frames
+        if k >= len(self._indices):
+            return None
+        target = int(self._indices[k])
+        while self._src_pos < target:
+            if not self._cap.grab():
+                return None
+            self._src_pos += 1
+        ok, bgr = self._cap.retrieve()
+        if not ok:
+            return None
+        self._pace(k)
+        self.frames += 1
+        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps)
+
+    def close(self) -> None:
+        self._cap.release()
+
+
+class LiveReader(VideoReader):
+    """Cameras and network streams through OpenCV: a grab thread keeps only the newest frame.
+
+    Args:
+        source: a ``camera`` or ``stream`` source.
+        config: rate, size and reopen policy.
+        open_capture: opens the source (a constructor argument so tests can hand in any capture).
+        clock: monotonic clock.
+    """
+
+    name = "opencv-live"
+
+    def __init__(
+        self,
+        source: Source,
+        config: ReaderConfig,
+        open_capture: Callable[[str | int], cv2.VideoCapture] = cv2.VideoCapture,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(source, config)
+        self._open = open_capture
+        self.clock = clock
+        self.reopens = 0
+        self.error: str = ""
+        cap = self._open(source.target)
+        if not cap.isOpened():
+            what = "camera" if source.kind == "camera" else "stream"
+            raise InputError(f"--video {source.spec}: cannot open {what}")
+        self._cap = cap
+        self._lock = threading.Condition()
+        self._latest: np.ndarray | None = None
+        self._latest_id = 0
+        self._taken_id = 0
+        self._grabbed = 0
+        self._stop = threading.Event()
+        self._ended = False
+        self._t0 = self.clock()
+        self._next_due = self._t0
+        self._thread = threading.Thread(target=self._grab_loop, name=f"grab-{source.spec}", daemon=True)
+        self._thread.start()
+
+    def _grab_loop(self) -> None:
+        last_frame = self.clock()
+        while not self._stop.is_set():
+            ok, bgr = self._cap.read()
+            if ok and bgr is not None:
+                last_frame = self.clock()
+                with self._lock:
+                    self._latest = bgr
+                    self._latest_id += 1
+                    self._lock.notify_all()
+                continue
+            if self.clock() - last_frame < self.config.stall_timeout_s and self._cap.isOpened():
+                time.sleep(0.01)
+                continue
+            if not self._reopen():
+                with self._lock:
+                    self._ended = True
+                    self._lock.notify_all()
+                return
+            last_frame = self.clock()
+
+    def _reopen(self) -> bool:
+        """Reopen with bounded exponential backoff; False once `reopen_attempts` are used up."""
+        self._cap.release()
+        wait = self.config.reopen_backoff_s
+        for _ in range(self.config.reopen_attempts):
+            if self._stop.wait(wait):
+                return False
+            self.reopens += 1
+            cap = self._open(self.source.target)
+            if cap.isOpened():
+                self._cap = cap
+                return True
+            wait = min(wait * 2, self.config.reopen_backoff_max_s)
+        self.error = f"--video {self.source.spec}: source lost, {self.config.reopen_attempts} reopen attempts failed"
+        return False
+
+    def read(self) -> Frame | None:
+        # Deliver at most `fps` frames per second: wait for the next slot, then take the newest frame.
+        now = self.clock()
+        if self._next_due > now:
+            time.sleep(self._next_due - now)
+        with self._lock:
+            while self._latest_id == self._taken_id and not self._ended:
+                self._lock.wait(0.1)
+            if self._latest_id == self._taken_id:
+                return None
+            self.dropped += self._latest_id - self._taken_id - 1
+            self._taken_id = self._latest_id
+            bgr = self._latest
+        self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
+        k = self.frames
+        self.frames += 1
+        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self._cap.release()
+
+
+def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
+    """Open the reader a ``--video`` value asks for.
+
+    Args:
+        spec: camera, URL or file (see the module docstring).
+        config: rate, size, reader name and reopen policy.
+
+    Returns:
+        An open reader; `InputError` (one line naming the source) if it cannot be opened.
+    """
+    source = parse_source(spec)
+    if source.kind != "file":
+        return LiveReader(source, config)
+    if not Path(spec).exists():
+        raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
+    if config.reader == "opencv":
+        return OpenCVFileReader(source, config)
+    try:
+        return DecordReader(source, config)
+    except InputError:
+        if config.reader == "decord":
+            raise
+    return OpenCVFileReader(source, config)

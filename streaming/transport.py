@@ -1,0 +1,180 @@
+"""ZeroMQ sockets with the reliability rules of the ZeroMQ guide, all limits named here.
+
+- every receive is polled with a timeout (`POLL_MS`), never a blocking ``recv``;
+- ``LINGER`` is 0, so closing never hangs on unsent messages;
+- a peer sends a `Heartbeat` every `HEARTBEAT_S`; state travels in messages so a restarted peer
+  rebuilds it (Clone pattern, see `streaming.messages`);
+- oversized or malformed messages are dropped and counted (`Receiver.malformed`), never raised.
+
+Endpoints are ZeroMQ strings: ``tcp://127.0.0.1:5555`` (port 0 or ``*`` picks a free port on bind),
+``ipc:///tmp/x.sock``, ``inproc://name``. A port already in use is an `InputError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from dataclasses import dataclass
+from typing import Final
+
+import zmq
+
+from graphs.errors import InputError
+from streaming.messages import MAX_MESSAGE_BYTES, MessageError, _Message, decode, encode
+
+POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
+HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
+LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
+SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
+RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop
+HARD_MAX_BYTES: Final = 4 * MAX_MESSAGE_BYTES  # libzmq refuses anything larger before it reaches Python
+
+DEFAULT_EVENTS_ENDPOINT: Final = "tcp://127.0.0.1:5555"  # checker's input (detectors connect here)
+DEFAULT_ALERTS_ENDPOINT: Final = "tcp://127.0.0.1:5556"  # checker's output (viewers connect here)
+
+_ENDPOINT = re.compile(r"(tcp://[^\s]+:(\d+|\*)|ipc://[^\s]+|inproc://[^\s]+)")
+
+
+def check_endpoint(endpoint: str, option: str = "endpoint") -> str:
+    """Validate a ZeroMQ endpoint string.
+
+    Args:
+        endpoint: e.g. ``tcp://127.0.0.1:5555``.
+        option: the command-line option it came from, named in the error.
+
+    Returns:
+        The endpoint unchanged.
+    """
+    if not isinstance(endpoint, str) or not _ENDPOINT.fullmatch(endpoint):
+        raise InputError(f"{option} {endpoint!r} is not a ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH, inproc://NAME)")
+    return endpoint
+
+
+def _configure(sock: zmq.Socket) -> None:
+    sock.setsockopt(zmq.LINGER, LINGER_MS)
+    sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
+    if sock.type == zmq.PUB:
+        sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+
+
+def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> tuple[zmq.Socket, str]:
+    """Create a socket and bind it.
+
+    Args:
+        ctx: the ZeroMQ context.
+        kind: socket type (``zmq.PUB``, ``zmq.SUB``).
+        endpoint: where to bind; a tcp port of 0 picks a free one.
+        option: the option the endpoint came from, named in errors.
+
+    Returns:
+        ``(socket, endpoint actually bound)``.
+    """
+    check_endpoint(endpoint, option)
+    if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
+        endpoint = endpoint[:-2] + ":*"
+    sock = ctx.socket(kind)
+    _configure(sock)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise InputError(f"{option} {endpoint}: address already in use (is another checker running?)") from None
+        raise InputError(f"{option} {endpoint}: cannot bind ({err.strerror})") from None
+    last = sock.getsockopt(zmq.LAST_ENDPOINT)
+    return sock, last.decode() if isinstance(last, bytes) else str(last)
+
+
+def connect(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--connect") -> zmq.Socket:
+    """Create a socket and connect it (ZeroMQ reconnects by itself if the peer restarts).
+
+    Args:
+        ctx: the ZeroMQ context.
+        kind: socket type.
+        endpoint: the peer's bound endpoint.
+        option: the option the endpoint came from, named in errors.
+
+    Returns:
+        The connected socket.
+    """
+    check_endpoint(endpoint, option)
+    sock = ctx.socket(kind)
+    _configure(sock)
+    try:
+        sock.connect(endpoint)
+    except zmq.ZMQError as err:
+        sock.close()
+        raise InputError(f"{option} {endpoint}: cannot connect ({err.strerror})") from None
+    return sock
+
+
+def subscribe(sock: zmq.Socket, prefixes: tuple[bytes, ...] = (b"",)) -> zmq.Socket:
+    """Subscribe a SUB socket to topic prefixes (default: everything)."""
+    for prefix in prefixes:
+        sock.setsockopt(zmq.SUBSCRIBE, prefix)
+    return sock
+
+
+class Publisher:
+    """Sends messages on a PUB socket; never blocks (a full queue drops, as PUB does).
+
+    Args:
+        sock: a bound or connected PUB socket.
+    """
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock
+        self.sent = 0
+
+    def send(self, message: _Message) -> None:
+        """Encode and send one message."""
+        self.sock.send_multipart(encode(message), copy=False)
+        self.sent += 1
+
+
+@dataclass
+class ReceiveStats:
+    """What a receiver took in: valid messages and the malformed ones it dropped."""
+
+    received: int = 0
+    malformed: int = 0
+    last_error: str = ""
+
+
+class Receiver:
+    """Polls a SUB socket with a timeout and returns only valid messages.
+
+    Args:
+        sock: a SUB socket, already subscribed.
+    """
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock
+        self.poller = zmq.Poller()
+        self.poller.register(sock, zmq.POLLIN)
+        self.stats = ReceiveStats()
+
+    def poll(self, timeout_ms: int = POLL_MS) -> list[_Message]:
+        """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH`).
+
+        Args:
+            timeout_ms: longest wait for the first message.
+
+        Returns:
+            The decoded messages, in arrival order; malformed ones are counted in ``stats`` and skipped.
+        """
+        if not self.poller.poll(timeout_ms):
+            return []
+        out: list[_Message] = []
+        for _ in range(RECV_BATCH):
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            try:
+                out.append(decode(frames))
+                self.stats.received += 1
+            except MessageError as err:
+                self.stats.malformed += 1
+                self.stats.last_error = str(err)
+        return out

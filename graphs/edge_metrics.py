@@ -1,0 +1,141 @@
+"""Edge precision, recall and F1 between a predicted and a ground-truth task graph (SPEC §3).
+
+Edges are compared on the full ``START..END`` adjacency, START/END edges included. Ground truth can be a
+task-graph file of this project or a CaptainCook4D graph (``{"steps": {id: name}, "edges": [[a, b], ...]}``,
+node 0 = START, last = END). A CaptainCook4D edge ``[a, b]`` means *a is done before b*, i.e. in our
+orientation ``b -> a`` (b requires a); its step ids differ from the taxonomy ids, so steps are matched by name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph
+
+
+@dataclass(frozen=True)
+class EdgeScores:
+    """Edge-level precision, recall and F1 (in percent) with the counts they come from."""
+
+    precision: float
+    recall: float
+    f1: float
+    true_positives: int
+    predicted: int
+    expected: int
+
+
+def edge_scores(pred: np.ndarray, gt: np.ndarray) -> EdgeScores:
+    """Compare two adjacency matrices of the same node layout (SPEC §3).
+
+    Args:
+        pred: bool ``(m, m)`` predicted edges.
+        gt: bool ``(m, m)`` ground-truth edges.
+
+    Returns:
+        `EdgeScores`; a metric whose denominator is zero is 0.
+    """
+    pred = np.asarray(pred, dtype=bool)
+    gt = np.asarray(gt, dtype=bool)
+    if pred.shape != gt.shape:
+        raise InputError(f"edge metrics: predicted graph has shape {pred.shape}, ground truth {gt.shape}")
+    tp = int((pred & gt).sum())
+    n_pred = int(pred.sum())
+    n_gt = int(gt.sum())
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gt if n_gt else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return EdgeScores(100 * precision, 100 * recall, 100 * f1, tp, n_pred, n_gt)
+
+
+def compare_graphs(pred: TaskGraph, gt: TaskGraph) -> EdgeScores:
+    """Edge scores of ``pred`` against ``gt``; both must have the same set of key-step ids.
+
+    Args:
+        pred: predicted graph.
+        gt: ground-truth graph (same step ids, any order).
+
+    Returns:
+        `EdgeScores` over the full START..END adjacency.
+    """
+    if set(pred.step_ids) != set(gt.step_ids):
+        only_pred = sorted(set(pred.step_ids) - set(gt.step_ids))
+        only_gt = sorted(set(gt.step_ids) - set(pred.step_ids))
+        raise InputError(
+            f"edge metrics: graphs have different steps (only predicted: {only_pred}, only ground truth: {only_gt})"
+        )
+    order = [gt.index(node) for node in pred.nodes]  # gt matrix re-ordered into pred's layout
+    return edge_scores(pred.adjacency, gt.adjacency[np.ix_(order, order)])
+
+
+def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
+    """Convert CaptainCook4D ground-truth content into a `TaskGraph` with ``like``'s step ids.
+
+    Args:
+        data: parsed ``{"steps": {id: name}, "edges": [[a, b], ...]}``.
+        like: a graph over the same procedure; its step names are matched to the ground-truth names.
+        source: file name for error messages.
+
+    Returns:
+        The ground truth as a `TaskGraph` (edge ``[a, b]`` becomes "b requires a").
+    """
+    steps = data.get("steps") if isinstance(data, dict) else None
+    edges = data.get("edges") if isinstance(data, dict) else None
+    if not isinstance(steps, dict) or not isinstance(edges, list):
+        raise InputError(f"{source}: expected {{'steps': {{id: name}}, 'edges': [[a, b], ...]}}")
+    try:
+        numbered = {int(k): str(v) for k, v in steps.items()}
+    except ValueError:
+        raise InputError(f"{source}: 'steps' keys must be integer ids") from None
+    first, last = min(numbered), max(numbered)
+    by_name = {name: sid for sid, name in zip(like.step_ids, like.step_names, strict=True)}
+    node_of: dict[int, Node] = {first: START, last: END}
+    for gid, name in numbered.items():
+        if gid in (first, last):
+            continue
+        if name not in by_name:
+            raise InputError(f"{source}: step {gid} {name!r} is not a step of the {like.scenario or 'given'} graph")
+        node_of[gid] = by_name[name]
+    missing = set(like.step_ids) - set(node_of.values())
+    if missing:
+        raise InputError(f"{source}: ground truth lacks steps {sorted(missing)} of the predicted graph")
+    index = {node: i for i, node in enumerate(like.nodes)}
+    adj = np.zeros((like.n_steps + 2, like.n_steps + 2), dtype=bool)
+    for k, edge in enumerate(edges):
+        if not (isinstance(edge, list) and len(edge) == 2 and all(isinstance(x, int) for x in edge)):
+            raise InputError(f"{source}: edges[{k}] must be a pair of step ids")
+        before, after = edge
+        if before not in node_of or after not in node_of:
+            raise InputError(f"{source}: edges[{k}] = {edge} names a step not in 'steps'")
+        adj[index[node_of[after]], index[node_of[before]]] = True  # "a before b" == b requires a
+    return TaskGraph(like.step_ids, like.step_names, adj, None, like.scenario, {"source": source})
+
+
+def load_reference_graph(path: str | Path, like: TaskGraph) -> TaskGraph:
+    """Read a ground-truth graph: a task-graph file, or a CaptainCook4D graph matched to ``like`` by name.
+
+    Args:
+        path: the ground-truth file.
+        like: the predicted graph (gives step ids and names for CaptainCook4D files).
+
+    Returns:
+        The ground truth as a `TaskGraph`.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: ground-truth graph not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a ground-truth graph file") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    if isinstance(data, dict) and data.get("format") == FORMAT_NAME:
+        return TaskGraph.from_dict(data, source=str(path))
+    return captaincook_graph(data, like, str(path))

@@ -1,0 +1,99 @@
+"""Sequence Accuracy (SA, SPEC §1): how well a binary graph explains the training sequences.
+
+For each sequence (with S and E) and each position ``i``, with ``pred(y_i)`` the binary pre-conditions of
+``y_i`` and ``seen`` the nodes before it: 1 if nothing precedes and ``pred`` is empty; ``|seen ∩ pred| / |pred|``
+if both are non-empty; 0 otherwise. SA is the mean over positions, then over sequences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sequence_accuracy(adjacency: np.ndarray, observed: np.ndarray, targets: np.ndarray, sequence: np.ndarray) -> float:
+    """SA of a graph on pre-built rows (one per position of every sequence), vectorised.
+
+    Args:
+        adjacency: bool ``(m, m)``; ``adjacency[i, j]`` iff ``j`` is a pre-condition of ``i``.
+        observed: 0/1 ``(R, m)``: nodes seen before each position (same layout).
+        targets: int ``(R,)`` node at each position.
+        sequence: int ``(R,)`` sequence of each row (ids ``0..D-1``, every id present).
+
+    Returns:
+        SA in [0, 1].
+    """
+    pred = np.asarray(adjacency, dtype=bool)[targets]  # (R, m)
+    seen = np.asarray(observed) > 0  # (R, m)
+    n_pred = pred.sum(axis=1)
+    n_seen = seen.sum(axis=1)
+    hit = (pred & seen).sum(axis=1)
+    score = np.where(
+        (n_pred == 0) & (n_seen == 0),
+        1.0,
+        np.where((n_pred > 0) & (n_seen > 0), hit / np.maximum(n_pred, 1), 0.0),
+    )
+    per_sequence = np.bincount(sequence, weights=score) / np.bincount(sequence)
+    return float(per_sequence.mean())
+
+
+def parse_early_stop(rule: str) -> tuple[str, float]:
+    """Split an early-stopping rule into ``(kind, threshold)``.
+
+    Args:
+        rule: ``"none"``, ``"sa-plateau"`` or ``"sa-threshold:X"`` with ``0 < X <= 1``.
+
+    Returns:
+        ``("none", 0)``, ``("sa-plateau", 0)`` or ``("sa-threshold", X)``.
+
+    Raises:
+        ValueError: the rule is not one of those forms.
+    """
+    if rule in ("none", "sa-plateau"):
+        return rule, 0.0
+    kind, _, value = rule.partition(":")
+    if kind == "sa-threshold":
+        try:
+            x = float(value)
+        except ValueError:
+            x = float("nan")
+        if 0.0 < x <= 1.0:
+            return kind, x
+    raise ValueError(f"early_stop = {rule!r}: expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
+
+
+class EarlyStopping:
+    """Decides after each epoch whether training should stop, from that epoch's SA (SPEC §1).
+
+    ``sa-plateau``: stop when SA > ``plateau_min`` and the best SA has not improved for ``patience`` epochs.
+    ``sa-threshold:X``: stop as soon as SA > X.
+
+    Args:
+        rule: the early-stopping rule (see `parse_early_stop`).
+        plateau_min: SA level the plateau rule requires.
+        patience: epochs without improvement the plateau rule waits for.
+    """
+
+    def __init__(self, rule: str, plateau_min: float = 0.95, patience: int = 25) -> None:
+        self.kind, self.threshold = parse_early_stop(rule)
+        self.plateau_min = plateau_min
+        self.patience = patience
+        self.best = -1.0
+        self.best_epoch = 0
+        self._stale = 0
+
+    @property
+    def active(self) -> bool:
+        """True if a rule is set (SA must then be computed every epoch)."""
+        return self.kind != "none"
+
+    def update(self, epoch: int, sa: float) -> bool:
+        """Record the SA of ``epoch`` (1-based); True if training should stop now."""
+        if sa > self.best:
+            self.best, self.best_epoch, self._stale = sa, epoch, 0
+        else:
+            self._stale += 1
+        if self.kind == "sa-threshold":
+            return sa > self.threshold
+        if self.kind == "sa-plateau":
+            return sa > self.plateau_min and self._stale >= self.patience
+        return False

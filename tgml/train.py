@@ -1,0 +1,369 @@
+"""Training a task graph with Direct Optimization and the TGML loss (SPEC §1).
+
+`train_task_graph` takes raw key-step sequences (repeats kept), pre-processes them per `TrainConfig`
+(first occurrence, or the three-part augmentation), fits the DO model with Adam, optionally stops early on
+Sequence Accuracy, and post-processes the weights into a `graphs.TaskGraph`.
+
+Everything that does not change between epochs (masks, loss rows of the first- and last-occurrence parts,
+SA rows) is built once; only the randomly de-duplicated part (c) of the augmentation is rebuilt each epoch,
+with a few numpy operations over all sequences at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from graphs.errors import InputError
+from graphs.postprocess import binarize
+from graphs.task_graph import TaskGraph
+from tgml.do_model import DirectOptimization, n_nodes, wrap
+from tgml.sequence_accuracy import EarlyStopping, parse_early_stop, sequence_accuracy
+from tgml.sequences import (
+    ObservedRows,
+    PackedSequences,
+    first_occurrence_mask,
+    last_occurrence_mask,
+    observed_rows,
+    pack,
+    random_dedup_mask,
+)
+
+
+def parse_beta_schedule(schedule: str) -> float | None:
+    """``"constant"`` -> None; ``"linear:B0"`` -> ``B0`` (anneal linearly from ``B0`` to ``beta``).
+
+    Raises:
+        ValueError: for any other form.
+    """
+    if schedule == "constant":
+        return None
+    kind, _, value = schedule.partition(":")
+    if kind == "linear":
+        try:
+            start = float(value)
+        except ValueError:
+            start = float("nan")
+        if math.isfinite(start) and start >= 0:
+            return start
+    raise ValueError(f"beta_schedule = {schedule!r}: expected 'constant' or 'linear:B0' with B0 >= 0")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one DO training run, validated on construction.
+
+    Attributes:
+        beta: weight of the contrastive term (SPEC §1; 0.005 for DO).
+        epochs: maximum number of full-batch epochs.
+        lr: Adam learning rate.
+        seed: seeds the initialisation and the per-epoch random de-duplication.
+        augment: train on the three-part augmented set (SPEC §1) instead of first occurrences.
+        relaxed: apply post-processing rule 4 (SPEC §1).
+        early_stop: ``"none"``, ``"sa-plateau"`` or ``"sa-threshold:X"``.
+        beta_schedule: ``"constant"`` (DO) or ``"linear:B0"``: β goes linearly from ``B0`` at the first epoch
+            to ``beta`` at the last (hook for models that anneal β).
+        sa_plateau_min: SA the plateau rule requires before it may stop (0.95 in SPEC §1).
+        sa_patience: epochs without SA improvement the plateau rule waits for (25 in SPEC §1).
+        cycle_breaking_from: the training-time SA graph breaks cycles only after this epoch (40 in SPEC §1).
+        keep_best: on early stopping, return the weights of the epoch with the best SA instead of the last.
+    """
+
+    beta: float = 0.005
+    epochs: int = 1000
+    lr: float = 0.1
+    seed: int = 42
+    augment: bool = False
+    relaxed: bool = False
+    early_stop: str = "none"
+    beta_schedule: str = "constant"
+    sa_plateau_min: float = 0.95
+    sa_patience: int = 25
+    cycle_breaking_from: int = 40
+    keep_best: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}[str(f.type)]
+            if not isinstance(value, expected) or (str(f.type) != "bool" and isinstance(value, bool)):
+                raise InputError(f"TrainConfig.{f.name} = {value!r}: expected {f.type}")
+        checks = [
+            ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),
+            ("epochs", self.epochs >= 1, "an integer >= 1"),
+            ("lr", math.isfinite(self.lr) and self.lr > 0, "a finite number > 0"),
+            ("seed", self.seed >= 0, "an integer >= 0"),
+            ("sa_plateau_min", 0 <= self.sa_plateau_min <= 1, "in [0, 1]"),
+            ("sa_patience", self.sa_patience >= 1, "an integer >= 1"),
+            ("cycle_breaking_from", self.cycle_breaking_from >= 0, "an integer >= 0"),
+        ]
+        for name, ok, what in checks:
+            if not ok:
+                raise InputError(f"TrainConfig.{name} = {getattr(self, name)!r}: expected {what}")
+        try:
+            parse_early_stop(self.early_stop)
+            parse_beta_schedule(self.beta_schedule)
+        except ValueError as err:
+            raise InputError(f"TrainConfig.{err}") from None
+
+    def beta_at(self, epoch: int) -> float:
+        """β for a 1-based epoch under the schedule."""
+        start = parse_beta_schedule(self.beta_schedule)
+        if start is None or self.epochs == 1:
+            return self.beta
+        return start + (self.beta - start) * (epoch - 1) / (self.epochs - 1)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with some fields changed (validated again)."""
+        return TrainConfig(**{**asdict(self), **changes})
+
+
+def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
+    """Read a TOML file of `TrainConfig` fields (e.g. ``configs/do-captaincook.toml``) and apply overrides.
+
+    Args:
+        path: TOML file with top-level keys named like the `TrainConfig` fields.
+        overrides: field values that win over the file (None values are ignored).
+
+    Returns:
+        The validated config.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{path}: invalid TOML: {err}") from None
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InputError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    merged = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return TrainConfig(**merged)
+    except InputError as err:
+        raise InputError(f"{path}: {err}") from None
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of `train_task_graph`.
+
+    Attributes:
+        graph: post-processed binary DAG with its ``(n+2)×(n+2)`` weights; ``info`` holds the settings used.
+        epochs_run: epochs actually trained (fewer than configured after early stopping).
+        final_loss: TGML loss of the last epoch.
+        sequence_accuracy: SA of the final graph on the first-occurrence training sequences.
+    """
+
+    graph: TaskGraph
+    epochs_run: int
+    final_loss: float
+    sequence_accuracy: float
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """Everything about the training sequences that stays fixed across epochs.
+
+    Attributes:
+        n_steps: key-steps of the taxonomy.
+        present: bool ``(n,)`` key-steps that occur in the sequences.
+        fixed: loss rows that never change (first-occurrence part, plus last-occurrence with augmentation).
+        fixed_weights: float32 multiplicity of each fixed row.
+        dynamic: packed wrapped sequences re-de-duplicated every epoch (augmentation part (c)), or None.
+        dynamic_rows_at: bool mask of the positions of ``dynamic`` that give loss rows.
+        sa_rows: first-occurrence rows in the ``S..E`` layout, for Sequence Accuracy.
+    """
+
+    n_steps: int
+    present: np.ndarray
+    fixed: ObservedRows
+    fixed_weights: np.ndarray
+    dynamic: PackedSequences | None
+    dynamic_rows_at: np.ndarray
+    sa_rows: ObservedRows
+
+
+def _loss_positions(packed: PackedSequences) -> np.ndarray:
+    """Positions S..E of every wrapped sequence (not β, not γ)."""
+    last = np.r_[packed.sequence[1:] != packed.sequence[:-1], True]
+    first = np.r_[True, packed.sequence[1:] != packed.sequence[:-1]]
+    return ~(first | last)
+
+
+def build_training_set(sequences: Sequence[Sequence[int]], step_ids: Sequence[int], augment: bool) -> TrainingSet:
+    """Map raw sequences to the reference node layout and build the fixed loss rows once.
+
+    Args:
+        sequences: raw key-step id sequences (repeats kept).
+        step_ids: taxonomy ids ``K_1..K_n`` in matrix order.
+        augment: build the three-part augmented set instead of first occurrences.
+
+    Returns:
+        The `TrainingSet`.
+    """
+    position = {int(s): k for k, s in enumerate(step_ids)}
+    n = len(step_ids)
+    mapped = []
+    for d, seq in enumerate(sequences):
+        unknown = [s for s in seq if int(s) not in position]
+        if unknown:
+            raise InputError(f"sequence {d}: step id {unknown[0]} is not in the taxonomy")
+        mapped.append([position[int(s)] for s in seq])
+    if not any(mapped):
+        raise InputError("no usable sequence: every training sequence is empty")
+    present = np.zeros(n, dtype=bool)
+    present[np.fromiter((k for seq in mapped for k in seq), dtype=np.int64)] = True
+    size = n_nodes(n)
+
+    packed = pack([wrap(seq, n) for seq in mapped])
+    rows_at = _loss_positions(packed)
+    first = observed_rows(packed, first_occurrence_mask(packed), rows_at, size)
+    sa_rows = ObservedRows(first.observed[:, 1:-1], first.targets - 1, first.sequence)
+    if not augment:
+        return TrainingSet(n, present, first, np.ones(len(first.targets), np.float32), None, rows_at[:0], sa_rows)
+
+    # Sequences without repeats are identical in parts (a), (b) and (c): one row set with weight 3.
+    repeats = np.array([len(set(seq)) != len(seq) for seq in mapped])
+    last = observed_rows(packed, last_occurrence_mask(packed), rows_at, size)
+    rep_first, rep_last = repeats[first.sequence], repeats[last.sequence]
+    fixed = ObservedRows(
+        np.concatenate([first.observed, last.observed[rep_last]]),
+        np.concatenate([first.targets, last.targets[rep_last]]),
+        np.concatenate([first.sequence, last.sequence[rep_last]]),
+    )
+    weights = np.concatenate([np.where(rep_first, 1.0, 3.0), np.ones(int(rep_last.sum()))]).astype(np.float32)
+    dynamic = None
+    dyn_rows_at = rows_at[:0]
+    if repeats.any():
+        dynamic = pack([wrap(seq, n) for seq, rep in zip(mapped, repeats, strict=True) if rep])
+        dyn_rows_at = _loss_positions(dynamic)
+    return TrainingSet(n, present, fixed, weights, dynamic, dyn_rows_at, sa_rows)
+
+
+@contextlib.contextmanager
+def _deterministic() -> Iterator[None]:
+    """Deterministic torch algorithms for the duration of a training run (restored afterwards)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:>10.3f}  SA {task.fields[sa]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def train_task_graph(
+    sequences: Sequence[Sequence[int]],
+    step_ids: Sequence[int],
+    step_names: Sequence[str],
+    config: TrainConfig,
+    scenario: str = "",
+    progress: bool = False,
+) -> TrainResult:
+    """Learn a task graph from key-step sequences with Direct Optimization (SPEC §1).
+
+    Args:
+        sequences: raw key-step id sequences (repeats kept); pre-processing per ``config`` happens here.
+        step_ids: taxonomy ids of the key-steps, in matrix order.
+        step_names: their names, same order.
+        config: training settings.
+        scenario: procedure name stored in the graph.
+        progress: show a rich progress bar (loss and SA) on stderr.
+
+    Returns:
+        `TrainResult`; key-steps never seen in ``sequences`` are removed from the graph (SPEC §1 step 1).
+    """
+    if len(step_ids) != len(step_names):
+        raise InputError(f"{len(step_ids)} step ids but {len(step_names)} step names")
+    if not step_ids:
+        raise InputError(f"scenario {scenario!r} has no key-steps")
+    if not sequences:
+        raise InputError(f"scenario {scenario!r}: no usable sequence to train on")
+    data = build_training_set(sequences, step_ids, config.augment)
+    fixed_observed = torch.from_numpy(data.fixed.observed)
+    fixed_targets = torch.from_numpy(data.fixed.targets)
+    fixed_weights = torch.from_numpy(data.fixed_weights)
+    rng = np.random.default_rng(config.seed)
+    stopper = EarlyStopping(config.early_stop, config.sa_plateau_min, config.sa_patience)
+
+    def sa_now(weights: np.ndarray, epoch: int) -> float:
+        adj = binarize(
+            weights, data.present, config.relaxed, cycles=epoch > config.cycle_breaking_from, relax_after_attach=True
+        )
+        return sequence_accuracy(adj, data.sa_rows.observed, data.sa_rows.targets, data.sa_rows.sequence)
+
+    with _deterministic():
+        torch.manual_seed(config.seed)
+        model = DirectOptimization(data.n_steps, torch.Generator().manual_seed(config.seed))
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        best_weights = model.graph_weights()
+        loss_value = float("nan")
+        epoch = 0
+        with _progress(progress) as bar:
+            task = bar.add_task(scenario or "training", total=config.epochs, loss=float("nan"), sa="  -  ")
+            for epoch in range(1, config.epochs + 1):
+                observed, targets, weights = fixed_observed, fixed_targets, fixed_weights
+                if data.dynamic is not None:
+                    dyn = observed_rows(data.dynamic, random_dedup_mask(data.dynamic, rng), data.dynamic_rows_at,
+                                        fixed_observed.shape[1])
+                    observed = torch.cat([observed, torch.from_numpy(dyn.observed)])
+                    targets = torch.cat([targets, torch.from_numpy(dyn.targets)])
+                    weights = torch.cat([weights, torch.ones(len(dyn.targets))])
+                _, loss = model(observed, targets, weights, config.beta_at(epoch))
+                assert loss is not None
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                loss_value = float(loss.detach())
+                stop = False
+                if stopper.active or (progress and (epoch % 25 == 0 or epoch == config.epochs)):
+                    current = model.graph_weights()
+                    sa = sa_now(current, epoch)
+                    if stopper.active:
+                        improved = sa > stopper.best
+                        stop = stopper.update(epoch, sa)
+                        if improved:
+                            best_weights = current
+                    bar.update(task, sa=f"{sa:.3f}")
+                bar.update(task, advance=1, loss=loss_value)
+                if stop:
+                    break
+    weights = best_weights if (config.keep_best and stopper.active) else model.graph_weights()
+    adjacency = binarize(weights, data.present, config.relaxed)
+    sa_final = sequence_accuracy(adjacency, data.sa_rows.observed, data.sa_rows.targets, data.sa_rows.sequence)
+    info = {
+        "method": "direct-optimization",
+        "config": asdict(config),
+        "epochs_run": epoch,
+        "final_loss": loss_value,
+        "sequence_accuracy": sa_final,
+        "train_sequences": len(sequences),
+        "removed_steps": [int(s) for s, p in zip(step_ids, data.present, strict=True) if not p],
+    }
+    graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
+    return TrainResult(graph, epoch, loss_value, sa_final)

@@ -1,0 +1,205 @@
+"""Detector checkpoints: a versioned file with the weights and everything needed to use them.
+
+A checkpoint is written with `torch.save` as a plain dictionary and read back with
+``torch.load(weights_only=True)`` (no pickled code is ever executed)::
+
+    {
+      "format": "miniroad-detector",
+      "version": 1,
+      "config": {"input_dim": 4096, "embed_dim": 2048, "hidden_dim": 1024, "num_classes": 13, "dropout": 0.2},
+      "class_names": ["background", "assemble_support", ...],     # one per output class
+      "class_step_ids": [null, 0, 1, ...],                         # taxonomy step id per class, null = background
+      "feature_extractor": "tsn-resnet50",                          # the features it was trained on
+      "fps": 4.0,                                                   # feature frames per second
+      "info": {...},                                                # training settings, scores
+      "state_dict": {...}                                           # MiniROAD weights
+    }
+
+`load_detector` refuses, with one line naming the file, anything else: another format, another
+version, weights that do not fit the stored config, inconsistent class lists.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import zipfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import torch
+
+from graphs.errors import InputError
+from recognition.model import MiniROAD, MiniROADConfig
+
+FORMAT_NAME: Final = "miniroad-detector"
+FORMAT_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class DetectorCheckpoint:
+    """Everything a checkpoint says about its detector, besides the weights.
+
+    Attributes:
+        config: the model sizes.
+        class_names: one name per output class (index 0 is background).
+        class_step_ids: taxonomy key-step id per class; None for background classes.
+        feature_extractor: name of the feature extractor the detector expects (``"tsn-resnet50"``,
+            ``"builtin-tiny"``) or the TorchScript file it was trained with.
+        fps: feature frames per second the detector was trained on.
+        info: free-form provenance (training settings, test mAP).
+    """
+
+    config: MiniROADConfig
+    class_names: tuple[str, ...]
+    class_step_ids: tuple[int | None, ...]
+    feature_extractor: str
+    fps: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "class_names", tuple(str(n) for n in self.class_names))
+        object.__setattr__(self, "class_step_ids", tuple(None if s is None else int(s) for s in self.class_step_ids))
+        c = self.config.num_classes
+        if len(self.class_names) != c:
+            raise InputError(f"detector checkpoint: {len(self.class_names)} class names for {c} classes")
+        if len(self.class_step_ids) != c:
+            raise InputError(f"detector checkpoint: {len(self.class_step_ids)} class step ids for {c} classes")
+        ids = [s for s in self.class_step_ids if s is not None]
+        if len(set(ids)) != len(ids):
+            raise InputError("detector checkpoint: a step id is assigned to two classes")
+        if not isinstance(self.feature_extractor, str) or not self.feature_extractor:
+            raise InputError(f"detector checkpoint: feature_extractor = {self.feature_extractor!r} must be a name")
+        if not isinstance(self.fps, int | float) or not math.isfinite(self.fps) or self.fps <= 0:
+            raise InputError(f"detector checkpoint: fps = {self.fps!r} must be a positive number")
+
+    def check_features(self, width: int, extractor: str | None = None, source: str = "features") -> None:
+        """Refuse features the detector was not trained on.
+
+        Args:
+            width: feature vector width the caller will feed.
+            extractor: name of the extractor producing them, if known.
+            source: what to name in the error (a file, a video, a stream).
+
+        Raises:
+            InputError: the width or the extractor does not match.
+        """
+        if extractor is not None and extractor != self.feature_extractor:
+            raise InputError(
+                f"{source}: features come from {extractor!r} but the detector was trained on "
+                f"{self.feature_extractor!r} features"
+            )
+        if width != self.config.input_dim:
+            raise InputError(
+                f"{source}: feature width {width} does not match the detector's input_dim "
+                f"{self.config.input_dim} (it expects {self.feature_extractor!r} features)"
+            )
+
+
+def save_detector(
+    path: str | Path,
+    model: MiniROAD,
+    class_names: Sequence[str],
+    class_step_ids: Sequence[int | None],
+    feature_extractor: str,
+    fps: float,
+    info: dict[str, Any] | None = None,
+) -> DetectorCheckpoint:
+    """Write a detector checkpoint (atomically: a crash never leaves half a file).
+
+    Args:
+        path: destination file (parent folders are created).
+        model: the trained detector.
+        class_names: name per output class.
+        class_step_ids: step id per class, None for background.
+        feature_extractor: the feature extractor the detector expects.
+        fps: feature frames per second.
+        info: optional provenance saved with it.
+
+    Returns:
+        The checkpoint description that was written.
+    """
+    meta = DetectorCheckpoint(
+        model.config, tuple(class_names), tuple(class_step_ids), feature_extractor, float(fps), dict(info or {})
+    )
+    payload = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "config": asdict(meta.config),
+        "class_names": list(meta.class_names),
+        "class_step_ids": list(meta.class_step_ids),
+        "feature_extractor": meta.feature_extractor,
+        "fps": meta.fps,
+        "info": meta.info,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+    return meta
+
+
+def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple[MiniROAD, DetectorCheckpoint]:
+    """Read a detector checkpoint and rebuild the model (in eval mode).
+
+    Args:
+        path: checkpoint file written by `save_detector`.
+        device: where to put the weights.
+
+    Returns:
+        ``(model, checkpoint)``.
+
+    Raises:
+        InputError: missing/unreadable file, another format or version, weights that do not fit.
+    """
+    path = Path(path)
+    src = str(path)
+    if not path.is_file():
+        raise InputError(f"{src}: detector checkpoint not found")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"{src}: not a detector checkpoint ({first[:120]})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise InputError(f"{src}: field 'format' is {found!r}, expected {FORMAT_NAME!r}")
+    if data.get("version") != FORMAT_VERSION:
+        raise InputError(
+            f"{src}: unsupported checkpoint version {data.get('version')!r} (this program reads {FORMAT_VERSION})"
+        )
+    cfg = data.get("config")
+    if not isinstance(cfg, dict):
+        raise InputError(f"{src}: field 'config' must be an object")
+    try:
+        config = MiniROADConfig(**cfg)
+    except TypeError as err:
+        raise InputError(f"{src}: bad field 'config' ({err})") from None
+    except InputError as err:
+        raise InputError(f"{src}: {err}") from None
+    try:
+        meta = DetectorCheckpoint(
+            config,
+            tuple(data.get("class_names") or ()),
+            tuple(data.get("class_step_ids") or ()),
+            data.get("feature_extractor", ""),
+            data.get("fps", 0.0),
+            dict(data.get("info") or {}),
+        )
+    except (InputError, TypeError, ValueError) as err:
+        raise InputError(f"{src}: {str(err).removeprefix('detector checkpoint: ')}") from None
+    model = MiniROAD(config)
+    state = data.get("state_dict")
+    if not isinstance(state, dict):
+        raise InputError(f"{src}: field 'state_dict' is missing")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()
+        detail = " ".join(line.strip() for line in first[1:3]) or first[0]
+        raise InputError(f"{src}: weights do not fit the stored config ({detail[:160]})") from None
+    return model.to(device).eval(), meta

@@ -1,0 +1,397 @@
+"""Online segmenter: a causal stream of per-frame class probabilities (or labels) -> key-step segments.
+
+The detector labels every frame; a key-step is a *run* of frames with one label. Recognisers
+flicker: a label changes for a few frames and comes back. The segmenter turns the frame stream
+into confirmed segment events ``(step, start, end, confidence)`` with three rules, all stated in
+seconds of video so that they mean the same at any frame rate:
+
+1. **Flicker (``min_run``, default 0.1 s).** A run shorter than this is below the time scale of a
+   deliberate hand action (and of one feature snippet): it never becomes a step. If the label
+   before and after it agree, the run around it simply continues (``A A b A A`` is one ``A``).
+2. **Confirmation (``min_duration``, default 0.5 s).** A run that lasts this long is *stable*: the
+   recogniser committed to it, so it is confirmed as a step (or as background).
+3. **Clean short runs.** A run between ``min_run`` and ``min_duration`` is ambiguous on its own. It
+   is accepted as a step when it stands alone between two stable runs (or a stable run and the
+   start/end of the stream): a single clean change there means the recogniser really saw a short
+   step. Two or more short runs in a row are a *flicker cluster*: evidence that the recogniser is
+   unsure, so none of them is a step; if the stable runs on both sides have the same label, the
+   cluster is absorbed into that one segment.
+
+Background frames (the class whose step id is None, or ``config.background`` for label input)
+end a segment but are never emitted as a key-step.
+
+**Delay.** A segment is emitted when it is *complete*: once the stable run after it (after a
+possible clean short run) is confirmed. On clean input that is at most ``2 * min_duration`` after
+the segment's last frame (a short run of < ``min_duration`` then ``min_duration`` of the next
+step). Inside a flicker cluster the decision waits, but never longer than ``max_delay`` (default
+2 s, the horizon in which feedback about a just-finished step is still useful): then the segment
+is emitted as it stands and the cluster is judged without it.
+
+Times are in seconds from the first frame fed: frame ``i`` covers ``[i / fps, (i + 1) / fps)``.
+
+Example::
+
+    seg = OnlineSegmenter(SegmenterConfig(fps=30.0))
+    for probs in stream:                  # (C,) per frame
+        for event in seg.update(probs):
+            checker.observe(event.step)
+    for event in seg.flush():
+        checker.observe(event.step)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from graphs.errors import InputError
+
+
+@dataclass(frozen=True)
+class SegmenterConfig:
+    """Settings of the online segmenter; durations are in seconds of video.
+
+    Attributes:
+        fps: frames per second of the incoming stream.
+        min_duration: a run of one label lasting this long is confirmed on its own.
+        min_run: runs shorter than this are flicker and never a step.
+        max_delay: longest wait, after a segment's last frame, before it is emitted anyway.
+        background: class index of background for label input without ``class_step_ids``;
+            None when the input has no background class.
+        switch_margin: with probability input, a frame leaves the current label only when another
+            class beats it by this much (hysteresis against near-ties).
+    """
+
+    fps: float
+    min_duration: float = 0.5
+    min_run: float = 0.1
+    max_delay: float = 2.0
+    background: int | None = 0
+    switch_margin: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("fps", "min_duration", "min_run", "max_delay", "switch_margin"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise InputError(f"SegmenterConfig.{name} = {value!r}: must be a finite number")
+        if self.fps <= 0:
+            raise InputError(f"SegmenterConfig.fps = {self.fps!r}: must be > 0")
+        if self.min_run < 0:
+            raise InputError(f"SegmenterConfig.min_run = {self.min_run!r}: must be >= 0")
+        if self.min_duration <= 0 or self.min_duration < self.min_run:
+            raise InputError(f"SegmenterConfig.min_duration = {self.min_duration!r}: must be > 0 and >= min_run")
+        if self.max_delay < 2 * self.min_duration:
+            raise InputError(
+                f"SegmenterConfig.max_delay = {self.max_delay!r}: must be >= 2 * min_duration "
+                f"({2 * self.min_duration}) so that a clean short step is never cut"
+            )
+        if not 0 <= self.switch_margin < 1:
+            raise InputError(f"SegmenterConfig.switch_margin = {self.switch_margin!r}: must be in [0, 1)")
+        if self.background is not None and (not isinstance(self.background, int) or self.background < 0):
+            raise InputError(f"SegmenterConfig.background = {self.background!r}: must be a class index or None")
+
+    def frames(self, seconds: float) -> int:
+        """Duration in whole frames (at least one)."""
+        return max(1, round(seconds * self.fps))
+
+
+@dataclass(frozen=True)
+class SegmentEvent:
+    """One confirmed key-step segment.
+
+    Attributes:
+        step: the key-step id (the taxonomy id from ``class_step_ids``; the label itself when the
+            segmenter was built without them).
+        start: start time in seconds.
+        end: end time in seconds (exclusive).
+        confidence: mean probability of the step over the segment's frames (1.0 for label input).
+        class_index: the detector class (equals ``step`` without ``class_step_ids``).
+        start_frame: first frame index.
+        end_frame: one past the last frame index.
+    """
+
+    step: int
+    start: float
+    end: float
+    confidence: float
+    class_index: int = -1
+    start_frame: int = 0
+    end_frame: int = 0
+
+
+@dataclass
+class _Run:
+    """A maximal stretch of frames with one label."""
+
+    label: int
+    start: int
+    length: int
+    conf_sum: float
+    conf_frames: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.length
+
+
+class OnlineSegmenter:
+    """Causal segmenter, fed one frame at a time (see the module docstring for the rules).
+
+    Args:
+        config: durations and background handling.
+        class_step_ids: optional step id per detector class, None marking background classes;
+            without it labels are step ids and ``config.background`` names the background label.
+    """
+
+    def __init__(self, config: SegmenterConfig, class_step_ids: Sequence[int | None] | None = None) -> None:
+        self.config = config
+        self.class_step_ids = None if class_step_ids is None else tuple(class_step_ids)
+        if self.class_step_ids is not None:
+            self._background = {c for c, s in enumerate(self.class_step_ids) if s is None}
+        else:
+            self._background = set() if config.background is None else {config.background}
+        self._min_run = config.frames(config.min_run) if config.min_run > 0 else 0
+        self._min_len = config.frames(config.min_duration)
+        self._max_delay = config.frames(config.max_delay)
+        self.reset()
+
+    # -- state -----------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the stream; the next frame is time 0."""
+        self._frame = 0
+        self._run: _Run | None = None
+        self._committed: _Run | None = None  # last stable segment, not emitted yet
+        self._run_is_committed = False  # the open run continues the committed segment
+        self._pending: list[_Run] = []  # closed short runs after the committed segment
+
+    @property
+    def frame(self) -> int:
+        """Number of frames fed since the start (or the last reset)."""
+        return self._frame
+
+    @property
+    def active(self) -> tuple[int, float] | None:
+        """The confirmed step in progress as ``(step, start seconds)``, or None (background/unsure)."""
+        if not self._run_is_committed or self._committed is None or self._committed.label in self._background:
+            return None
+        return self._step_of(self._committed.label), self._committed.start / self.config.fps
+
+    # -- input -----------------------------------------------------------------------------------
+    def update(self, probs_or_label: int | np.ndarray | torch.Tensor | Sequence[float]) -> list[SegmentEvent]:
+        """Feed the next frame.
+
+        Args:
+            probs_or_label: the frame's class probabilities ``(C,)`` or its class label (int).
+
+        Returns:
+            Segments confirmed by this frame (usually none, sometimes one or two).
+        """
+        if isinstance(probs_or_label, int | np.integer):
+            return self.update_run(int(probs_or_label), 1)
+        probs = probs_or_label.detach().cpu().numpy() if isinstance(probs_or_label, torch.Tensor) else probs_or_label
+        probs = np.asarray(probs, dtype=np.float64).reshape(-1)
+        if probs.size == 0 or not np.all(np.isfinite(probs)):
+            raise InputError(f"segmenter: frame {self._frame} has empty or non-finite probabilities")
+        label = int(np.argmax(probs))
+        run = self._run
+        # Hysteresis: near-ties keep the current label instead of flipping back and forth.
+        if (
+            run is not None
+            and label != run.label
+            and run.label < probs.size
+            and probs[run.label] + self.config.switch_margin >= probs[label]
+        ):
+            label = run.label
+        return self.update_run(label, 1, float(probs[label]))
+
+    def update_run(self, label: int, length: int, confidence: float = 1.0) -> list[SegmentEvent]:
+        """Feed ``length`` consecutive frames with the same label (same result as feeding them one by one).
+
+        Args:
+            label: class label of the frames.
+            length: number of frames (>= 1).
+            confidence: per-frame probability of the label.
+
+        Returns:
+            Segments confirmed within these frames.
+        """
+        if length < 1:
+            raise InputError(f"segmenter: run length {length} must be >= 1")
+        if self.class_step_ids is not None and not 0 <= label < len(self.class_step_ids):
+            raise InputError(f"segmenter: label {label} is not a class of the detector")
+        events: list[SegmentEvent] = []
+        if self._run is None or label != self._run.label:
+            self._start_run(label, confidence, events)
+            self._after_frame(events)
+            length -= 1
+        while length > 0:
+            take = min(length, self._frames_to_next_decision())
+            run = self._run
+            assert run is not None
+            run.length += take
+            run.conf_sum += confidence * take
+            run.conf_frames += take
+            self._frame += take
+            length -= take
+            self._after_frame(events)
+        return events
+
+    def flush(self) -> list[SegmentEvent]:
+        """End of stream: emit whatever the last frames complete, then reset.
+
+        Returns:
+            The remaining segments, in time order.
+        """
+        events: list[SegmentEvent] = []
+        run = self._run
+        if run is not None and not self._run_is_committed and run.length >= self._min_run:
+            self._pending.append(run)
+        if self._committed is not None:
+            self._emit(self._committed, events)
+        if len(self._pending) == 1:  # the end of the stream brackets a clean short run
+            self._emit(self._pending[0], events)
+        self.reset()
+        return events
+
+    # -- rules -----------------------------------------------------------------------------------
+    def _start_run(self, label: int, confidence: float, events: list[SegmentEvent]) -> None:
+        """Close the open run and open one for ``label`` at the current frame."""
+        old = self._run
+        frame = self._frame
+        self._frame += 1
+        if old is not None and not self._run_is_committed:
+            if old.length >= self._min_run:
+                self._pending.append(old)
+            else:
+                # Flicker: if the label before it comes back, that earlier run simply continues.
+                before = self._pending[-1] if self._pending else None
+                if before is not None and before.end == old.start and before.label == label:
+                    self._pending.pop()
+                    before.length += old.length + 1
+                    before.conf_sum += confidence
+                    before.conf_frames += 1
+                    self._run = before
+                    return
+                committed = self._committed
+                if (
+                    not self._pending
+                    and committed is not None
+                    and committed.end == old.start
+                    and committed.label == label
+                ):
+                    committed.length += old.length + 1
+                    committed.conf_sum += confidence
+                    committed.conf_frames += 1
+                    self._run = committed
+                    self._run_is_committed = True
+                    return
+        self._run_is_committed = False
+        self._run = _Run(label, frame, 1, confidence, 1)
+
+    def _frames_to_next_decision(self) -> int:
+        """How many more frames of the open run can pass before a rule may fire."""
+        run = self._run
+        assert run is not None
+        far = 1 << 62
+        to_stable = far if self._run_is_committed else max(1, self._min_len - run.length)
+        to_timeout = far
+        if self._committed is not None and not self._run_is_committed:
+            to_timeout = max(1, self._committed.end + self._max_delay - self._frame)
+        return min(to_stable, to_timeout)
+
+    def _after_frame(self, events: list[SegmentEvent]) -> None:
+        """Apply confirmation and the delay bound after the newest frame."""
+        run = self._run
+        assert run is not None
+        if not self._run_is_committed and run.length >= self._min_len:
+            self._confirm(run, events)
+        elif (
+            self._committed is not None
+            and not self._run_is_committed
+            and self._frame - self._committed.end >= self._max_delay
+        ):
+            # Waited long enough inside flicker: the segment is over as it stands.
+            self._emit(self._committed, events)
+            self._committed = None
+
+    def _confirm(self, run: _Run, events: list[SegmentEvent]) -> None:
+        """``run`` just became stable: settle the segment before it and the short runs between."""
+        pending, committed = self._pending, self._committed
+        self._pending = []
+        if committed is not None and len(pending) >= 2 and committed.label == run.label:
+            # A flicker cluster inside one step: absorb it, the step goes on.
+            committed.length = run.end - committed.start
+            committed.conf_sum += run.conf_sum
+            committed.conf_frames += run.conf_frames
+            self._run = committed
+            self._run_is_committed = True
+            return
+        if committed is not None:
+            self._emit(committed, events)
+        if len(pending) == 1:
+            self._emit(pending[0], events)
+        self._committed = run
+        self._run_is_committed = True
+
+    def _step_of(self, label: int) -> int:
+        if self.class_step_ids is None:
+            return label
+        step = self.class_step_ids[label]
+        assert step is not None
+        return step
+
+    def _emit(self, run: _Run, events: list[SegmentEvent]) -> None:
+        if run.label in self._background:
+            return
+        fps = self.config.fps
+        conf = run.conf_sum / run.conf_frames if run.conf_frames else 0.0
+        events.append(
+            SegmentEvent(self._step_of(run.label), run.start / fps, run.end / fps, conf, run.label, run.start, run.end)
+        )
+
+
+def run_length_encode(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split a label sequence into runs.
+
+    Args:
+        labels: ``(T,)`` integer labels.
+
+    Returns:
+        ``(run_labels, run_lengths)``, both ``(R,)``.
+    """
+    labels = np.asarray(labels).reshape(-1)
+    if labels.size == 0:
+        return labels.astype(np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])  # (R,)
+    lengths = np.diff(np.r_[starts, labels.size])
+    return labels[starts].astype(np.int64), lengths.astype(np.int64)
+
+
+def segment_labels(
+    labels: Iterable[int] | np.ndarray,
+    config: SegmenterConfig,
+    class_step_ids: Sequence[int | None] | None = None,
+) -> list[SegmentEvent]:
+    """Run the online segmenter over a recorded label stream (run by run, same result as frame by frame).
+
+    Args:
+        labels: per-frame labels in time order.
+        config: segmenter settings.
+        class_step_ids: optional class -> step id map (see `OnlineSegmenter`).
+
+    Returns:
+        All segment events, in the order the online segmenter emits them.
+    """
+    seg = OnlineSegmenter(config, class_step_ids)
+    run_labels, run_lengths = run_length_encode(
+        np.fromiter(labels, dtype=np.int64) if not isinstance(labels, np.ndarray) else labels
+    )
+    events: list[SegmentEvent] = []
+    for label, length in zip(run_labels.tolist(), run_lengths.tolist(), strict=True):
+        events.extend(seg.update_run(label, length))
+    events.extend(seg.flush())
+    return events

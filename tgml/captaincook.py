@@ -1,0 +1,235 @@
+"""CaptainCook4D task-graph generation benchmark (SPEC §3).
+
+DO is trained on each of the 24 procedures (error-free sequences, first occurrence, β = 0.005, up to 1000
+epochs, SA-plateau early stopping) for several seeds; each graph is compared with the ground-truth graph on
+the full START..END adjacency. Figures are averaged over procedures per seed, then reported as mean and 90%
+confidence interval (Student t) over seeds, next to the published DO figures.
+
+Data folder layout: ``task_graph_generation_annotations.json`` and ``ground_truth_task_graphs/<scenario>.json``.
+Ground-truth step ids differ from the taxonomy ids, so steps are matched by name (see `graphs.edge_metrics`).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from graphs.edge_metrics import EdgeScores, compare_graphs, load_reference_graph
+from graphs.errors import InputError
+from graphs.task_graph import TaskGraph
+from tgml.annotations import load_annotations
+from tgml.train import TrainConfig, train_task_graph
+
+ANNOTATIONS = "task_graph_generation_annotations.json"
+GT_FOLDER = "ground_truth_task_graphs"
+PUBLISHED_DO = {"precision": 86.4, "recall": 89.7, "f1": 87.8}
+DEFAULT_CONFIG = TrainConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
+DEFAULT_SEED_BASE = 42
+
+# Two-sided 90% Student-t critical values t_{0.95, df} for df = 1..30 (beyond that the normal 1.645).
+_T90 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+        1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697)
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """One CaptainCook4D procedure: its taxonomy, error-free training sequences and ground-truth graph."""
+
+    scenario: str
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    sequences: tuple[tuple[int, ...], ...]
+    ground_truth: TaskGraph
+
+
+def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list[Procedure]:
+    """Read the annotations and ground-truth graphs.
+
+    Args:
+        data_dir: the ``captaincook4d`` folder.
+        scenarios: restrict to these procedures (default: all, in taxonomy order).
+
+    Returns:
+        One `Procedure` per scenario; error-free videos only (a video with an erroneous segment is left out).
+    """
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise InputError(f"{data_dir}: CaptainCook4D data folder not found")
+    annotations = load_annotations(data_dir / ANNOTATIONS)
+    names = list(scenarios) or list(annotations.taxonomy)
+    procedures = []
+    for scenario in names:
+        ids, step_names = annotations.steps_of(scenario)
+        videos = [v for v in annotations.scenario_videos(scenario) if not any(v.has_errors)]
+        sequences = tuple(v.steps for v in videos if v.steps)
+        if not sequences:
+            raise InputError(f"{annotations.path}: procedure {scenario!r} has no usable (error-free, non-empty) video")
+        like = TaskGraph(ids, step_names, np.zeros((len(ids) + 2, len(ids) + 2), bool), scenario=scenario)
+        gt = load_reference_graph(data_dir / GT_FOLDER / f"{scenario}.json", like)
+        procedures.append(Procedure(scenario, tuple(ids), tuple(step_names), sequences, gt))
+    return procedures
+
+
+def evaluate_procedure(procedure: Procedure, config: TrainConfig) -> tuple[EdgeScores, int]:
+    """Train one graph and score it against the ground truth.
+
+    Returns:
+        ``(scores, epochs_run)``.
+    """
+    result = train_task_graph(procedure.sequences, procedure.step_ids, procedure.step_names, config,
+                              procedure.scenario)
+    return compare_graphs(result.graph, procedure.ground_truth), result.epochs_run
+
+
+def _evaluate_job(job: tuple[Procedure, TrainConfig]) -> tuple[EdgeScores, int]:
+    return evaluate_procedure(*job)
+
+
+def _single_thread() -> None:
+    # One process per core: intra-op threads would only fight over the same cores.
+    torch.set_num_threads(1)
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """Scores of one (procedure, seed) run."""
+
+    scenario: str
+    seed: int
+    steps: int
+    epochs: int
+    scores: EdgeScores
+
+
+@dataclass
+class BenchmarkResult:
+    """All runs of the benchmark plus the settings used."""
+
+    config: TrainConfig
+    seeds: tuple[int, ...]
+    runs: list[RunScore] = field(default_factory=list)
+
+    def per_seed(self) -> np.ndarray:
+        """``(seeds, 3)`` P/R/F1 averaged over procedures for each seed."""
+        table = np.array([[[r.scores.precision, r.scores.recall, r.scores.f1] for r in self.runs if r.seed == s]
+                          for s in self.seeds])
+        return table.mean(axis=1)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Mean and 90% CI half-width over seeds of the procedure-averaged P/R/F1."""
+        values = self.per_seed()
+        mean, half = mean_ci90(values)
+        return {k: {"mean": float(m), "ci90": float(h)} for k, m, h in zip(("precision", "recall", "f1"), mean, half,
+                                                                          strict=True)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready content: settings, every run, the per-seed and overall summary, published figures."""
+        return {
+            "benchmark": "captaincook4d-task-graph-generation",
+            "config": asdict(self.config),
+            "seeds": list(self.seeds),
+            "runs": [{"scenario": r.scenario, "seed": r.seed, "steps": r.steps, "epochs": r.epochs, **asdict(r.scores)}
+                     for r in self.runs],
+            "per_seed": {str(s): dict(zip(("precision", "recall", "f1"), map(float, row), strict=True))
+                         for s, row in zip(self.seeds, self.per_seed(), strict=True)},
+            "summary": self.summary(),
+            "published_do": PUBLISHED_DO,
+        }
+
+
+def mean_ci90(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over axis 0 and half-width of its two-sided 90% Student-t confidence interval.
+
+    Args:
+        values: ``(k, ...)`` one row per seed.
+
+    Returns:
+        ``(mean, half_width)``; the half-width is 0 for a single seed.
+    """
+    k = values.shape[0]
+    mean = values.mean(axis=0)
+    if k < 2:
+        return mean, np.zeros_like(mean)
+    t = _T90[k - 2] if k - 1 <= len(_T90) else 1.645
+    return mean, t * values.std(axis=0, ddof=1) / math.sqrt(k)
+
+
+def run_benchmark(
+    data_dir: str | Path,
+    seeds: Sequence[int],
+    config: TrainConfig = DEFAULT_CONFIG,
+    scenarios: Sequence[str] = (),
+    workers: int = 1,
+    progress: bool = False,
+) -> BenchmarkResult:
+    """Train and score every (procedure, seed) pair, in ``workers`` processes.
+
+    Args:
+        data_dir: the ``captaincook4d`` folder.
+        seeds: training seeds (the config's seed is replaced by each).
+        config: training settings (default: the published DO protocol).
+        scenarios: restrict to these procedures.
+        workers: worker processes (1 = run in this process).
+        progress: rich progress bar on stderr.
+
+    Returns:
+        The `BenchmarkResult`.
+    """
+    if not seeds:
+        raise InputError("captaincook benchmark: at least one seed is needed")
+    if workers < 1:
+        raise InputError(f"captaincook benchmark: workers = {workers}, expected >= 1")
+    procedures = load_procedures(data_dir, scenarios)
+    jobs = [(p, config.replace(seed=int(s))) for s in seeds for p in procedures]
+    result = BenchmarkResult(config, tuple(int(s) for s in seeds))
+    bar = Progress(TextColumn("[bold]CaptainCook4D"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), disable=not progress)
+    with bar:
+        task = bar.add_task("runs", total=len(jobs))
+        if workers == 1:
+            outcomes = map(_evaluate_job, jobs)
+            pool = None
+        else:
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_single_thread)
+            outcomes = pool.map(_evaluate_job, jobs)
+        try:
+            for (procedure, cfg), (scores, epochs) in zip(jobs, outcomes, strict=True):
+                result.runs.append(RunScore(procedure.scenario, cfg.seed, len(procedure.step_ids), epochs, scores))
+                bar.advance(task)
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+    return result
+
+
+def results_table(result: BenchmarkResult) -> Table:
+    """Rich table: one row per procedure (P/R/F1 mean over seeds, mean epochs), then the overall mean ± 90% CI."""
+    table = Table(title=f"CaptainCook4D task graph generation, DO, seeds {', '.join(map(str, result.seeds))}",
+                  header_style="bold")
+    for col in ("procedure", "steps", "epochs", "precision", "recall", "F1"):
+        table.add_column(col, justify="left" if col == "procedure" else "right")
+    by_scenario: dict[str, list[RunScore]] = {}
+    for run in result.runs:
+        by_scenario.setdefault(run.scenario, []).append(run)
+    for scenario, runs in by_scenario.items():
+        p, r, f = (np.mean([getattr(x.scores, k) for x in runs]) for k in ("precision", "recall", "f1"))
+        table.add_row(scenario, str(runs[0].steps),
+                      f"{np.mean([x.epochs for x in runs]):.0f}", f"{p:.1f}", f"{r:.1f}", f"{f:.1f}")
+    summary = result.summary()
+    table.add_section()
+    table.add_row("[bold]mean ± 90% CI", "", "", *(f"[bold]{summary[k]['mean']:.1f} ± {summary[k]['ci90']:.1f}"
+                                                  for k in ("precision", "recall", "f1")))
+    table.add_row("published DO", "", "", *(f"{PUBLISHED_DO[k]:.1f}" for k in ("precision", "recall", "f1")))
+    return table

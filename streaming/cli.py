@@ -1,0 +1,136 @@
+"""``stream-detect``: live mistake detection from video over ZeroMQ.
+
+Usage::
+
+    stream-detect --video demo                                  # built-in demo: graph and detector bundled
+    stream-detect --video demo:correct --jsonl --fast           # JSON lines, as fast as the CPU allows
+    stream-detect --video cam0 --graph tent.json --detector detector.pt [--backbone model.pt]
+    stream-detect --video clip.mp4 --graph tent.json --detector detector.pt --jsonl
+
+    # one checker, cameras on other machines
+    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556
+    stream-detect detector --video cam0 --detector detector.pt --graph tent.json \
+        --connect tcp://checker-host:5555 --stream-id kitchen
+    stream-detect view --connect tcp://checker-host:5556 --graph tent.json [--jsonl]
+
+Without a sub-command, one command runs the checker, one detector and the view on loopback.
+Bad input (unopenable video, a graph that is not a DAG, a detector whose classes are not the graph's
+key-steps, a busy port) ends with one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from graphs.errors import InputError, exit_on_input_error
+
+SUBCOMMANDS = ("run", "detector", "checker", "view")
+
+
+def _video_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--video", default="demo", help="demo, demo:correct, cam0, /dev/video0, a URL or a file")
+    p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
+    p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
+    p.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")
+    p.add_argument("--stream-id", default="cam0", help="name of this stream on the wire (default cam0)")
+    p.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
+    pace = p.add_mutually_exclusive_group()
+    pace.add_argument("--fast", action="store_true", help="read files as fast as possible (default: real time)")
+    pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the detector (default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``)."""
+    parser = argparse.ArgumentParser(prog="stream-detect", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
+    _video_args(run)
+    run.add_argument("--jsonl", action="store_true", help="print events and alerts as JSON lines")
+    run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
+    run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
+    det = sub.add_parser("detector", help="one detector stream publishing to a checker")
+    _video_args(det)
+    det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
+    chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
+    chk.add_argument("--graph", help="task graph JSON (default: the bundled demo graph)")
+    chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
+    chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
+    view = sub.add_parser("view", help="show a checker's alerts and status live")
+    view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
+    view.add_argument("--graph", help="task graph JSON, for step names")
+    view.add_argument("--jsonl", action="store_true", help="print events and alerts as JSON lines")
+    return parser
+
+
+def _defaults(args: argparse.Namespace) -> None:
+    """Fill --graph / --detector for the demo; refuse their absence otherwise."""
+    from streaming.pipeline import default_demo_paths
+
+    graph, detector = default_demo_paths()
+    is_demo = getattr(args, "video", "demo") == "demo" or str(getattr(args, "video", "")).startswith("demo:")
+    if args.graph is None:
+        if not is_demo and args.command != "checker":
+            raise InputError("--graph is required unless --video demo")
+        args.graph = str(graph)
+    if hasattr(args, "detector") and args.detector is None:
+        if not is_demo:
+            raise InputError("--detector is required unless --video demo")
+        args.detector = str(detector)
+
+
+@exit_on_input_error
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``stream-detect``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
+        argv = ["run", *argv]
+    args = build_parser().parse_args(argv)
+    if args.command == "view":
+        from streaming.pipeline import run_view
+
+        return run_view(args.connect, args.graph, args.jsonl)
+    _defaults(args)
+    if args.command == "checker":
+        from streaming.checker_service import CheckerConfig, run_checker
+
+        run_checker(args.graph, CheckerConfig(args.bind, args.publish), ready=_print_ready)
+        return 0
+    if args.command == "detector":
+        return _detector(args)
+    from streaming.pipeline import RunConfig, run_all
+
+    config = RunConfig(args.video, args.graph, args.detector, args.backbone, args.stream_id, args.bind, args.publish,
+                       realtime=not args.fast, jsonl=args.jsonl, reader=args.reader, threads=args.threads)
+    return run_all(config)
+
+
+def _print_ready(events: str, alerts: str) -> None:
+    print(f"checker: detectors connect to {events}, viewers to {alerts}", file=sys.stderr, flush=True)
+
+
+def _detector(args: argparse.Namespace) -> int:
+    from graphs.task_graph import load_graph
+    from streaming.detector_service import DetectorConfig, check_detector_matches_graph, load_detector_for_stream
+    from streaming.pipeline import resolve_video
+    from streaming.readers import ReaderConfig, open_reader
+
+    config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads)
+    _, checkpoint, _ = load_detector_for_stream(args.detector, args.backbone, args.threads)
+    check_detector_matches_graph(checkpoint, load_graph(args.graph), args.detector, args.graph)
+    reader = open_reader(resolve_video(args.video),
+                         ReaderConfig(fps=checkpoint.fps, reader=args.reader, realtime=not args.fast))
+    from streaming.detector_service import run_detector
+
+    stats = run_detector(reader, args.detector, args.backbone, config, threading.Event())
+    print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "
+          f"{stats.events} key-steps", file=sys.stderr)
+    if stats.error:
+        raise InputError(stats.error)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

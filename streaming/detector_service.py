@@ -1,0 +1,346 @@
+"""The detector process: reader -> features -> MiniROAD ``step`` -> online segmenter -> key-step events.
+
+`Detector` runs the per-frame loop; `EventPublisher` owns what goes on the wire for one stream: the
+session token, the per-stream ``seq``, and the confirmed-step ``history`` every `KeyStepEvent` and
+`Heartbeat` carries (so a restarted checker rebuilds the stream from the next message).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import zmq
+
+from graphs.errors import InputError
+from graphs.task_graph import TaskGraph
+from recognition.checkpoint import DetectorCheckpoint, load_detector
+from recognition.model import FastStepper, MiniROAD
+from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
+from streaming.features import FeatureExtractor, make_extractor
+from streaming.messages import MAX_HISTORY, Heartbeat, KeyStepEvent
+from streaming.readers import VideoReader
+from streaming.transport import DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
+
+FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
+FINAL_REPEATS = 3  # the last heartbeat is sent this many times, HEARTBEAT_S / 5 apart
+FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Settings of one detector stream.
+
+    Args:
+        stream_id: name of the stream on the wire (1-64 of ``[A-Za-z0-9_.:-]``).
+        connect: the checker's events endpoint.
+        heartbeat_s: seconds between heartbeats.
+        threads: torch intra-op threads for the model.
+        max_frames: stop after this many frames (0: until the source ends).
+    """
+
+    stream_id: str = "cam0"
+    connect: str = DEFAULT_EVENTS_ENDPOINT
+    heartbeat_s: float = HEARTBEAT_S
+    threads: int = 1
+    max_frames: int = 0
+
+    def __post_init__(self) -> None:
+        import re
+
+        if not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", self.stream_id):
+            raise InputError(f"--stream-id {self.stream_id!r}: use 1-64 characters from [A-Za-z0-9_.:-]")
+        check_endpoint(self.connect, "--connect")
+        if not self.heartbeat_s > 0:
+            raise InputError(f"DetectorConfig.heartbeat_s = {self.heartbeat_s} must be > 0")
+        if self.threads < 1:
+            raise InputError(f"DetectorConfig.threads = {self.threads} must be >= 1")
+        if self.max_frames < 0:
+            raise InputError(f"DetectorConfig.max_frames = {self.max_frames} must be >= 0")
+
+
+class EventPublisher:
+    """Publishes one stream's key-step events and heartbeats with seq numbers and the full history.
+
+    Args:
+        publisher: a connected PUB `Publisher`.
+        stream_id: the stream's name.
+        clock: wall clock for timestamps.
+        session: token of this run (random if None); a new one tells the checker to start over.
+    """
+
+    def __init__(
+        self,
+        publisher: Publisher,
+        stream_id: str,
+        clock: Callable[[], float] = time.time,
+        session: str | None = None,
+    ) -> None:
+        self.publisher = publisher
+        self.stream_id = stream_id
+        self.clock = clock
+        self.session = session or secrets.token_hex(6)
+        self.history: list[int] = []
+        self.seq = 0
+
+    def _next_seq(self) -> int:
+        self.seq += 1
+        return self.seq - 1
+
+    def keystep(self, step: int, name: str, start: float, end: float, confidence: float) -> KeyStepEvent:
+        """Record a confirmed key-step and publish it.
+
+        Args:
+            step: key-step id.
+            name: its name.
+            start: segment start (video seconds).
+            end: segment end (video seconds).
+            confidence: mean probability over the segment.
+
+        Returns:
+            The message sent.
+        """
+        if len(self.history) >= MAX_HISTORY:
+            raise InputError(f"stream {self.stream_id}: more than {MAX_HISTORY} key-steps in one session")
+        self.history.append(int(step))
+        message = KeyStepEvent(
+            stream_id=self.stream_id,
+            seq=self._next_seq(),
+            timestamp=self.clock(),
+            session=self.session,
+            step=int(step),
+            step_name=name[:256],
+            start=float(start),
+            end=max(float(end), float(start)),
+            confidence=float(min(max(confidence, 0.0), 1.0)),
+            index=len(self.history) - 1,
+            history=tuple(self.history),
+        )
+        self.publisher.send(message)
+        return message
+
+    def heartbeat(self, current: int | None, frames: int, dropped: int, fps: float, ended: bool = False) -> Heartbeat:
+        """Publish a heartbeat with stream statistics and the history.
+
+        Args:
+            current: step being seen now (None for background).
+            frames: frames processed.
+            dropped: frames dropped by the source.
+            fps: recent processing rate.
+            ended: this is the stream's last message.
+
+        Returns:
+            The message sent.
+        """
+        message = Heartbeat(
+            stream_id=self.stream_id,
+            seq=self._next_seq(),
+            timestamp=self.clock(),
+            session=self.session,
+            history=tuple(self.history),
+            current=current,
+            frames=int(frames),
+            dropped=int(dropped),
+            fps=float(fps),
+            ended=ended,
+        )
+        self.publisher.send(message)
+        return message
+
+
+def check_detector_matches_graph(
+    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str
+) -> None:
+    """Refuse a detector whose key-step classes are not exactly the graph's key-steps.
+
+    Args:
+        checkpoint: the detector's description.
+        graph: the task graph.
+        detector: detector path (named in the error).
+        graph_path: graph path (named in the error).
+    """
+    classes = {s for s in checkpoint.class_step_ids if s is not None}
+    steps = set(graph.step_ids)
+    if classes != steps:
+        extra, missing = sorted(classes - steps), sorted(steps - classes)
+        parts = []
+        if extra:
+            parts.append(f"classes {extra} are not key-steps of {graph_path}")
+        if missing:
+            parts.append(f"key-steps {missing} of {graph_path} are not among its classes")
+        raise InputError(f"--detector {detector}: " + "; ".join(parts))
+
+
+@dataclass
+class DetectorStats:
+    """What a detector run did."""
+
+    frames: int = 0
+    dropped: int = 0
+    events: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def fps(self) -> float:
+        """Average frames per second over the run."""
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+class Detector:
+    """The per-frame loop of one stream.
+
+    Args:
+        reader: an open video reader (delivers frames at the checkpoint's fps).
+        extractor: the feature extractor the checkpoint names.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description (class ids and names, fps).
+        events: where confirmed key-steps and heartbeats go.
+        config: heartbeat period and limits.
+        segmenter_config: segmenter durations (defaults at the checkpoint's fps).
+        clock: monotonic clock for rates and heartbeats.
+    """
+
+    def __init__(
+        self,
+        reader: VideoReader,
+        extractor: FeatureExtractor,
+        model: MiniROAD,
+        checkpoint: DetectorCheckpoint,
+        events: EventPublisher,
+        config: DetectorConfig,
+        segmenter_config: SegmenterConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
+        self.reader = reader
+        self.extractor = extractor
+        self.stepper = FastStepper(model)
+        self.checkpoint = checkpoint
+        self.events = events
+        self.config = config
+        self.segmenter = OnlineSegmenter(
+            segmenter_config or SegmenterConfig(fps=checkpoint.fps), checkpoint.class_step_ids
+        )
+        self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
+        self.clock = clock
+        self.stats = DetectorStats()
+        self.on_event: Callable[[KeyStepEvent], None] | None = None
+
+    def _publish(self, segments: list[SegmentEvent]) -> None:
+        for seg in segments:
+            message = self.events.keystep(
+                seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence
+            )
+            self.stats.events += 1
+            if self.on_event is not None:
+                self.on_event(message)
+
+    def run(self, stop: threading.Event | None = None) -> DetectorStats:
+        """Process frames until the source ends, ``max_frames`` is reached or ``stop`` is set.
+
+        Args:
+            stop: set it to end the stream early (a final heartbeat is still sent).
+
+        Returns:
+            Run statistics.
+        """
+        stop = stop or threading.Event()
+        torch.set_num_threads(self.config.threads)
+        t0 = last_beat = self.clock()
+        window: deque[float] = deque()  # recent frame times, for the reported rate
+        fps = 0.0
+        self.events.heartbeat(None, 0, 0, 0.0)
+        try:
+            while not stop.is_set():
+                if self.config.max_frames and self.stats.frames >= self.config.max_frames:
+                    break
+                frame = self.reader.read()
+                if frame is None:
+                    break
+                feats = torch.from_numpy(self.extractor(frame.image[None]))  # (1, F)
+                probs = self.stepper.step(feats)[0].numpy()  # (C,)
+                self._publish(self.segmenter.update(probs))
+                self.stats.frames += 1
+                now = self.clock()
+                window.append(now)
+                while window and now - window[0] > FPS_WINDOW_S:
+                    window.popleft()
+                if now - last_beat >= self.config.heartbeat_s:
+                    last_beat = now
+                    if len(window) > 1:
+                        fps = (len(window) - 1) / (window[-1] - window[0])
+                    active = self.segmenter.active
+                    self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, fps)
+            self._publish(self.segmenter.flush())
+        finally:
+            self.stats.seconds = self.clock() - t0
+            self.stats.dropped = self.reader.dropped
+            self.stats.error = getattr(self.reader, "error", "")
+            final_fps = fps or self.stats.fps
+            for k in range(FINAL_REPEATS):
+                if k:
+                    time.sleep(self.config.heartbeat_s / 5)
+                self.events.heartbeat(None, self.stats.frames, self.stats.dropped, final_fps, ended=True)
+        return self.stats
+
+
+def load_detector_for_stream(
+    detector_path: str | Path, backbone: str | Path | None, threads: int = 1
+) -> tuple[MiniROAD, DetectorCheckpoint, FeatureExtractor]:
+    """Load a detector checkpoint and the feature extractor it names, checked against each other.
+
+    Args:
+        detector_path: checkpoint file.
+        backbone: TorchScript backbone file (for checkpoints trained on TorchScript features).
+        threads: torch threads.
+
+    Returns:
+        ``(model, checkpoint, extractor)``.
+    """
+    torch.set_num_threads(threads)
+    model, checkpoint = load_detector(detector_path)
+    extractor = make_extractor(checkpoint.feature_extractor, backbone)
+    checkpoint.check_features(extractor.dim, source=f"--detector {detector_path}")
+    return model, checkpoint, extractor
+
+
+def run_detector(
+    reader: VideoReader,
+    detector_path: str | Path,
+    backbone: str | Path | None,
+    config: DetectorConfig,
+    stop: threading.Event | None = None,
+    ctx: zmq.Context | None = None,
+) -> DetectorStats:
+    """Run one detector stream publishing to a checker (the ``stream-detect detector`` command).
+
+    Args:
+        reader: an open reader.
+        detector_path: checkpoint file.
+        backbone: TorchScript backbone, if the checkpoint needs one.
+        config: stream id, endpoint, limits.
+        stop: set to end early.
+        ctx: ZeroMQ context.
+
+    Returns:
+        Run statistics.
+    """
+    model, checkpoint, extractor = load_detector_for_stream(detector_path, backbone, config.threads)
+    ctx = ctx or zmq.Context.instance()
+    sock = connect(ctx, zmq.PUB, config.connect)
+    try:
+        detector = Detector(
+            reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config
+        )
+        return detector.run(stop)
+    finally:
+        sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
+        sock.close()
+        reader.close()

@@ -1,0 +1,255 @@
+"""MiniROAD feature folders (SPEC §5): reading, validation and training windows.
+
+Folder layout::
+
+    DIR/
+      rgb_<type>/<video>.npy          (L, D_rgb) float features, one row per feature frame
+      flow_<type>/<video>.npy         (L, D_flow), optional, concatenated after RGB
+      target_perframe/<video>.npy     (L, C) one-hot targets, class 0 = background
+      split.json                      the video list with the train/test split
+
+``split.json``::
+
+    {"train": ["video_a", ...], "test": ["video_b", ...],
+     "class_names": ["background", "assemble_support", ...],      # optional, one per target column
+     "class_step_ids": [null, 0, 1, ...],                          # optional, null = background
+     "fps": 4.0, "feature_extractor": "tsn-resnet50"}              # optional, stored in the checkpoint
+
+MiniROAD's own ``train_session_set`` / ``test_session_set`` keys are accepted for the lists. Every
+problem (a missing file, lengths that disagree, NaN, a target row that is not a class) is an
+`InputError` naming the video.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from graphs.errors import InputError
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Which feature streams of a MiniROAD folder to read.
+
+    Attributes:
+        rgb: name of the RGB feature folder (``rgb_kinetics_resnet50``...).
+        flow: name of the optical-flow folder, or ``""`` for RGB only.
+        split: name of the split file inside the folder.
+        extractor: feature extractor name stored in checkpoints when the split file names none.
+        fps: feature frames per second when the split file gives none.
+    """
+
+    rgb: str = "rgb_kinetics_resnet50"
+    flow: str = ""
+    split: str = "split.json"
+    extractor: str = "tsn-resnet50"
+    fps: float = 4.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rgb, str) or not self.rgb:
+            raise InputError(f"FeatureConfig.rgb = {self.rgb!r}: must name the RGB feature folder")
+        if not isinstance(self.flow, str):
+            raise InputError(f"FeatureConfig.flow = {self.flow!r}: must be a folder name or empty")
+        if not isinstance(self.split, str) or not self.split:
+            raise InputError(f"FeatureConfig.split = {self.split!r}: must name the split file")
+        if not isinstance(self.extractor, str) or not self.extractor:
+            raise InputError(f"FeatureConfig.extractor = {self.extractor!r}: must be a name")
+        if isinstance(self.fps, bool) or not isinstance(self.fps, int | float) or not self.fps > 0:
+            raise InputError(f"FeatureConfig.fps = {self.fps!r}: must be > 0")
+
+
+@dataclass(frozen=True)
+class VideoFeatures:
+    """One video: features ``(L, D)`` float32 and targets ``(L, C)`` float32 (rows sum to 1)."""
+
+    name: str
+    features: np.ndarray
+    targets: np.ndarray
+
+
+@dataclass(frozen=True)
+class FeatureDataset:
+    """A validated MiniROAD folder split into train and test videos.
+
+    Attributes:
+        root: the folder.
+        train: training videos.
+        test: test videos.
+        class_names: one name per target column.
+        class_step_ids: step id per class, None for background.
+        feature_extractor: what produced the features.
+        fps: feature frames per second.
+    """
+
+    root: Path
+    train: tuple[VideoFeatures, ...]
+    test: tuple[VideoFeatures, ...]
+    class_names: tuple[str, ...]
+    class_step_ids: tuple[int | None, ...]
+    feature_extractor: str
+    fps: float
+
+    @property
+    def input_dim(self) -> int:
+        """Feature width ``D``."""
+        return int(self.train[0].features.shape[1])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes ``C`` (background included)."""
+        return int(self.train[0].targets.shape[1])
+
+
+def _load_array(path: Path, video: str, what: str) -> np.ndarray:
+    if not path.is_file():
+        raise InputError(f"video {video!r}: {what} file {path} is missing")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise InputError(f"video {video!r}: cannot read {what} file {path} ({err})") from None
+    if array.ndim != 2 or array.shape[0] == 0:
+        raise InputError(f"video {video!r}: {what} in {path} has shape {array.shape}, expected (frames, width)")
+    if not np.issubdtype(array.dtype, np.number):
+        raise InputError(f"video {video!r}: {what} in {path} is not numeric")
+    return array
+
+
+def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
+    """Read and check one video's features and targets.
+
+    Args:
+        root: the MiniROAD folder.
+        video: video name (file stem).
+        config: which feature folders to read.
+
+    Returns:
+        The video's arrays.
+
+    Raises:
+        InputError: missing files, mismatched lengths, NaN/inf features, bad target rows.
+    """
+    streams = [_load_array(root / config.rgb / f"{video}.npy", video, "RGB features")]
+    if config.flow:
+        streams.append(_load_array(root / config.flow / f"{video}.npy", video, "flow features"))
+    targets = _load_array(root / "target_perframe" / f"{video}.npy", video, "targets")
+    lengths = {len(s) for s in streams} | {len(targets)}
+    if len(lengths) != 1:
+        parts = ", ".join(f"{n} {len(a)}" for n, a in zip(("rgb", "flow"), streams, strict=False))
+        raise InputError(f"video {video!r}: frame counts disagree ({parts}, targets {len(targets)})")
+    features = np.concatenate(streams, axis=1).astype(np.float32)
+    if not np.all(np.isfinite(features)):
+        frame = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
+        raise InputError(f"video {video!r}: features contain NaN or infinity (first at frame {frame})")
+    targets = targets.astype(np.float32)
+    row_sum = targets.sum(axis=1)
+    bad = ~np.isfinite(row_sum) | (row_sum <= 0) | (targets < 0).any(axis=1)
+    if bad.any():
+        raise InputError(
+            f"video {video!r}: target row {int(np.flatnonzero(bad)[0])} is not a class (needs a one-hot row)"
+        )
+    return VideoFeatures(video, features, targets / row_sum[:, None])
+
+
+def _names(value: object, key: str, src: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{src}: field {key!r} must be a list of video names")
+    return value
+
+
+def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) -> FeatureDataset:
+    """Read a whole MiniROAD folder: the split file and every listed video.
+
+    Args:
+        root: the folder.
+        config: feature folders and defaults.
+
+    Returns:
+        The validated dataset (all videos agree on feature width and number of classes).
+    """
+    config = config or FeatureConfig()
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(f"{root}: features folder not found")
+    split_path = root / config.split
+    try:
+        split = json.loads(split_path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{split_path}: split file not found (it lists the train and test videos)") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{split_path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    if not isinstance(split, dict):
+        raise InputError(f"{split_path}: expected a JSON object")
+    src = str(split_path)
+    train_names = _names(split.get("train", split.get("train_session_set")), "train", src)
+    test_names = _names(split.get("test", split.get("test_session_set")), "test", src)
+    if not train_names or not test_names:
+        raise InputError(f"{src}: both 'train' and 'test' must list at least one video")
+    if config.rgb and not (root / config.rgb).is_dir():
+        raise InputError(f"{root}: RGB feature folder {config.rgb!r} not found")
+    if config.flow and not (root / config.flow).is_dir():
+        raise InputError(f"{root}: flow feature folder {config.flow!r} not found")
+    train = tuple(load_video(root, v, config) for v in train_names)
+    test = tuple(load_video(root, v, config) for v in test_names)
+    width, n_cls = train[0].features.shape[1], train[0].targets.shape[1]
+    for video in train + test:
+        if video.features.shape[1] != width:
+            raise InputError(f"video {video.name!r}: feature width {video.features.shape[1]}, others have {width}")
+        if video.targets.shape[1] != n_cls:
+            raise InputError(f"video {video.name!r}: {video.targets.shape[1]} target classes, others have {n_cls}")
+    names = split.get("class_names") or ["background", *(f"class_{c}" for c in range(1, n_cls))]
+    step_ids = split.get("class_step_ids") or [None, *range(1, n_cls)]
+    if len(names) != n_cls or len(step_ids) != n_cls:
+        raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
+    if any(s is not None and (not isinstance(s, int) or isinstance(s, bool)) for s in step_ids):
+        raise InputError(f"{src}: 'class_step_ids' must hold integers or null")
+    fps = split.get("fps", config.fps)
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or fps <= 0:
+        raise InputError(f"{src}: field 'fps' = {fps!r} must be > 0")
+    extractor = split.get("feature_extractor", config.extractor)
+    if not isinstance(extractor, str) or not extractor:
+        raise InputError(f"{src}: field 'feature_extractor' must be a name")
+    return FeatureDataset(root, train, test, tuple(map(str, names)), tuple(step_ids), extractor, float(fps))
+
+
+def make_windows(
+    videos: Sequence[VideoFeatures], window: int, rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cut videos into fixed-length training windows (SPEC §5: 128 frames).
+
+    Each video is cut at a random offset (a fresh one per epoch when ``rng`` is given) so that
+    window borders move between epochs; the frames before the offset form a shorter first window.
+    Short windows are padded with zero features and all-zero targets, which the loss skips.
+
+    Args:
+        videos: the training videos.
+        window: window length in frames.
+        rng: random offsets when given, offset 0 otherwise.
+
+    Returns:
+        ``(features (N, window, D), targets (N, window, C))`` float32.
+    """
+    feats = np.concatenate([v.features for v in videos])  # (L_total, D)
+    targs = np.concatenate([v.targets for v in videos])  # (L_total, C)
+    lengths = np.array([len(v.features) for v in videos])
+    video_start = np.r_[0, np.cumsum(lengths)[:-1]]
+    offsets = rng.integers(0, window, size=len(videos)) if rng is not None else np.zeros(len(videos), int)
+    offsets = np.minimum(offsets, lengths)
+    # Window starts per video: 0 (if offset > 0), then offset, offset + window, ... < length.
+    starts_list = [
+        np.r_[[0] if o > 0 else [], np.arange(o, n, window)].astype(np.int64)
+        for o, n in zip(offsets.tolist(), lengths.tolist(), strict=True)
+    ]
+    ends_list = [np.r_[s[1:], n] for s, n in zip(starts_list, lengths.tolist(), strict=True)]
+    starts = np.concatenate([s + b for s, b in zip(starts_list, video_start, strict=True)])
+    ends = np.concatenate([e + b for e, b in zip(ends_list, video_start, strict=True)])
+    idx = starts[:, None] + np.arange(window)[None, :]  # (N, window)
+    valid = idx < ends[:, None]
+    idx = np.where(valid, idx, 0)
+    x = feats[idx] * valid[..., None]
+    y = targs[idx] * valid[..., None]
+    return x.astype(np.float32), y.astype(np.float32)

@@ -1,0 +1,61 @@
+"""Per-frame mean average precision, the standard online action detection score (MiniROAD, SPEC §5).
+
+Every frame of every test video is one sample; for each class, frames are ranked by the
+detector's score for that class and the (non-interpolated) average precision is taken against the
+frames labelled with it. mAP is the mean over classes that occur in the test frames, background
+excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def average_precision(scores: np.ndarray, positives: np.ndarray) -> np.ndarray:
+    """Average precision of every class, all classes at once.
+
+    ``AP_c = (1 / P_c) Σ_k precision_c@k · [frame k is positive]`` with frames sorted by descending score.
+
+    Args:
+        scores: ``(N, C)`` per-frame class scores (probabilities or logits).
+        positives: ``(N, C)`` bool, true where the frame belongs to the class.
+
+    Returns:
+        ``(C,)`` AP per class; NaN for a class with no positive frame.
+    """
+    order = np.argsort(-scores, axis=0, kind="stable")  # (N, C): frame ranks per class
+    hits = np.take_along_axis(positives.astype(np.float64), order, axis=0)  # (N, C)
+    cum_hits = np.cumsum(hits, axis=0)
+    ranks = np.arange(1, len(scores) + 1, dtype=np.float64)[:, None]  # (N, 1)
+    precision_at_hit = cum_hits / ranks * hits
+    n_pos = hits.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_pos > 0, precision_at_hit.sum(axis=0) / n_pos, np.nan)
+
+
+def frame_map(scores: np.ndarray, targets: np.ndarray, background: Sequence[int] = (0,)) -> tuple[float, np.ndarray]:
+    """Per-frame mAP over classes, background excluded.
+
+    Args:
+        scores: ``(N, C)`` per-frame scores.
+        targets: ``(N, C)`` one-hot (or multi-hot) targets, or ``(N,)`` class indices.
+        background: class indices left out of the mean.
+
+    Returns:
+        ``(mAP, ap_per_class)``: the mean over non-background classes that have positives, and
+        ``(C,)`` AP per class (NaN where undefined).
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    targets = np.asarray(targets)
+    if targets.ndim == 1:
+        positives = np.zeros(scores.shape, dtype=bool)
+        positives[np.arange(len(targets)), targets.astype(np.int64)] = True
+    else:
+        positives = targets > 0
+    ap = average_precision(scores, positives)
+    keep = np.ones(scores.shape[1], dtype=bool)
+    keep[list(background)] = False
+    valid = ap[keep & ~np.isnan(ap)]
+    return (float(valid.mean()) if valid.size else float("nan")), ap

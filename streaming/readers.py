@@ -8,7 +8,7 @@
   decord cannot open; ``"decord"`` / ``"opencv"`` force one).
 
 Files are sampled at the detector's rate (``fps``): frame ``k`` of the output is the source frame
-nearest to ``k / fps`` seconds, and the end of the file ends the stream. With ``realtime`` the file
+on screen at ``k / fps`` seconds, and the end of the file ends the stream. With ``realtime`` the file
 is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it.
 
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
@@ -125,7 +125,8 @@ def parse_source(spec: str) -> Source:
 def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     """Source frame indices that sample a file at ``fps``.
 
-    Output frame ``k`` is at ``k / fps`` seconds; it takes the source frame nearest to that time.
+    Output frame ``k`` is at ``k / fps`` seconds; it takes the source frame on screen at that time
+    (source frame ``j`` covers ``[j / source_fps, (j + 1) / source_fps)``).
 
     Args:
         n_source: frames in the file.
@@ -137,7 +138,7 @@ def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     """
     duration = n_source / source_fps
     k = np.arange(int(np.floor(duration * fps + 1e-9)), dtype=np.float64)
-    idx = np.rint(k * source_fps / fps).astype(np.int64)
+    idx = np.floor(k * source_fps / fps + 1e-6).astype(np.int64)
     return idx[idx < n_source]
 
 

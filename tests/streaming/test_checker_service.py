@@ -1,0 +1,136 @@
+"""The checker: alerts per stream, restart safety, and separation of streams, over real sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import zmq
+
+from graphs.checker import PreconditionChecker
+from graphs.task_graph import save_graph
+from streaming.checker_service import CheckerConfig, CheckerCore, CheckerService
+from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP
+from streaming.detector_service import EventPublisher
+from streaming.messages import Alert, KeyStepEvent, Status
+from streaming.pipeline import CheckerProcess, Viewer
+from streaming.transport import Publisher, connect
+from streaming.view import ViewState
+from tests.streaming.helpers import tea_graph, wait_for
+
+MISTAKE = DEMO_EXECUTIONS["mistake"]
+CORRECT = DEMO_EXECUTIONS["correct"]
+
+
+def expected_alerts(steps: tuple[int, ...]) -> dict[int, int]:
+    """index -> step of every alert an uninterrupted checker raises (the graphs checker itself)."""
+    checker = PreconditionChecker(tea_graph())
+    return {i: s for i, s in enumerate(steps) if checker.observe(s).is_mistake}
+
+
+def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None:
+    core = CheckerCore(tea_graph(), clock=lambda: 100.0)
+    out = []
+    for i in range(len(MISTAKE)):
+        event = KeyStepEvent("cam0", i, 1.0, "s", MISTAKE[i], "x", 0.0, 1.0, 0.9, i, MISTAKE[: i + 1])
+        out += core.handle(event)
+        out += core.handle(event)  # a duplicate changes nothing
+    alerts = [m for m in out if isinstance(m, Alert)]
+    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(DEMO_MISTAKE_STEP, 3, "cam0#3")]
+    assert alerts[0].missing_names == ("boil_water",) and not alerts[0].replayed
+    forwarded = [m for m in out if isinstance(m, KeyStepEvent)]
+    assert [m.step for m in forwarded] == list(MISTAKE)
+
+
+def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
+    core = CheckerCore(tea_graph())
+    first = KeyStepEvent("cam0", 0, 1.0, "s", 1, "x", 0.0, 1.0, 0.9, 0, (1,))
+    last = KeyStepEvent("cam0", 5, 2.0, "s", 5, "x", 0.0, 1.0, 0.9, 3, MISTAKE[:4])
+    core.handle(first)
+    out = core.handle(last)  # seq 1..4 never arrived
+    status = [m for m in out if isinstance(m, Status)][-1]
+    assert status.gaps == 4 and status.done == MISTAKE[:4]
+    assert [m.step for m in out if isinstance(m, Alert)] == [DEMO_MISTAKE_STEP]
+
+
+def test_new_session_on_the_same_stream_starts_over() -> None:
+    core = CheckerCore(tea_graph())
+    core.handle(KeyStepEvent("cam0", 0, 1.0, "a", 1, "x", 0.0, 1.0, 0.9, 0, (1,)))
+    out = core.handle(KeyStepEvent("cam0", 0, 1.0, "b", 3, "x", 0.0, 1.0, 0.9, 0, (3,)))
+    assert [m for m in out if isinstance(m, Status)][-1].done == (3,)
+
+
+def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
+    ctx = zmq.Context()
+    stop = threading.Event()
+    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")
+    service = CheckerService(tea_graph(), config, ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+        sock = connect(ctx, zmq.PUB, service.events_endpoint)
+        a = EventPublisher(Publisher(sock), "kitchen")
+        b = EventPublisher(Publisher(sock), "garage")
+        assert wait_for(lambda: {"kitchen", "garage"} <= set(viewer.state.streams), 10.0,
+                        lambda: (a.heartbeat(None, 0, 0, 0.0), b.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+        for sa, sb in zip(MISTAKE, CORRECT, strict=True):  # interleaved on one socket
+            a.keystep(sa, "x", 0.0, 1.0, 0.9)
+            b.keystep(sb, "x", 0.0, 1.0, 0.9)
+        a.heartbeat(None, 10, 0, 30.0, ended=True)
+        b.heartbeat(None, 10, 0, 30.0, ended=True)
+        state = viewer.state
+        assert wait_for(lambda: all(s.ended for s in state.streams.values()) and len(state.streams) == 2, 10.0,
+                        lambda: viewer.pump(20))
+        assert [(al.stream_id, al.step) for _, al in state.alerts] == [("kitchen", DEMO_MISTAKE_STEP)]
+        assert state.streams["kitchen"].done == MISTAKE and state.streams["garage"].done == CORRECT
+        assert state.streams["garage"].alerts == 0 and state.streams["kitchen"].alerts == 1
+        viewer.close()
+        sock.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+
+
+def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -> None:
+    graph_path = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph_path)
+    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")
+    # Before the kill: a mistake (5); while the checker is down: another one (4) and a correct step;
+    # after the restart: two correct steps.
+    steps = (1, 5, 4, 6, 3, 2)
+    ctx = zmq.Context()
+    checker = CheckerProcess(str(graph_path), config)
+    try:
+        viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False)
+        sock = connect(ctx, zmq.PUB, checker.events_endpoint)
+        events = EventPublisher(Publisher(sock), "cam0")
+        state = viewer.state
+        assert wait_for(lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, 0), viewer.pump(20)))
+        for step in steps[:2]:
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+        assert wait_for(lambda: len(state.streams["cam0"].done) == 2, 10.0, lambda: viewer.pump(20))
+        assert len(state.alerts) == 1
+
+        os.kill(checker.process.pid, signal.SIGKILL)  # no goodbye, no flush
+        checker.process.join(5)
+        for step in steps[2:4]:  # sent while nobody listens: lost on the wire
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+
+        checker = CheckerProcess(str(graph_path), config)
+        for step in steps[4:]:
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+        assert wait_for(lambda: state.streams["cam0"].done == steps, 15.0,
+                        lambda: (events.heartbeat(None, 5, 0, 30.0), viewer.pump(20)))
+        uninterrupted = expected_alerts(steps)
+        assert {a.index: a.step for _, a in state.alerts} == uninterrupted
+        assert len(uninterrupted) == 2 and len(state.alerts) == 2  # the replayed alert of step 5 shown once
+        assert state.streams["cam0"].alerts == 2
+        viewer.close()
+        sock.close()
+    finally:
+        checker.stop()
+        ctx.destroy(linger=0)

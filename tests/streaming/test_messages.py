@@ -1,0 +1,96 @@
+"""The wire format: what a sender can put on the wire and what a receiver refuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streaming.messages import (
+    MAX_MESSAGE_BYTES,
+    Alert,
+    Heartbeat,
+    KeyStepEvent,
+    MessageError,
+    Status,
+    decode,
+    encode,
+)
+
+
+def keystep(**changes: object) -> KeyStepEvent:
+    base = dict(stream_id="cam0", seq=3, timestamp=1.5, session="s1", step=5, step_name="pour_water", start=1.0,
+                end=2.0, confidence=0.8, index=2, history=(1, 3, 5))
+    base.update(changes)
+    return KeyStepEvent(**base)  # type: ignore[arg-type]
+
+
+def all_kinds() -> list[object]:
+    return [
+        keystep(),
+        Heartbeat("cam0", 4, 2.0, "s1", (1, 3), None, 120, 2, 29.5, False),
+        Alert("cam0", 0, 2.1, "cam0#2", "s1", 5, "pour_water", 2, (2,), ("boil_water",), False, 1.5, False),
+        Status("cam0", 1, 2.2, "s1", (1, 3), (2, 4), 4, 1, 120, 0, 30.0, 0, True),
+    ]
+
+
+@pytest.mark.parametrize("message", all_kinds(), ids=lambda m: type(m).__name__)
+def test_every_kind_round_trips_with_topic_and_version(message: object) -> None:
+    frames = encode(message)  # type: ignore[arg-type]
+    assert frames[0] == f"{message.KIND}/cam0".encode()  # type: ignore[attr-defined]
+    body = json.loads(frames[1])
+    assert body["version"] == 1 and body["kind"] == message.KIND  # type: ignore[attr-defined]
+    assert decode(frames) == message
+
+
+def payload(message: object) -> dict:
+    return json.loads(encode(message)[1])  # type: ignore[arg-type]
+
+
+def frames_of(body: dict, topic: bytes = b"keystep/cam0") -> list[bytes]:
+    return [topic, json.dumps(body).encode()]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda b: b.update(version=2), "version"),
+        (lambda b: b.update(kind="pickle"), "kind"),
+        (lambda b: b.pop("seq"), "missing"),
+        (lambda b: b.update(extra=1), "unexpected"),
+        (lambda b: b.update(seq="3"), "integer"),
+        (lambda b: b.update(seq=True), "integer"),
+        (lambda b: b.update(seq=-1), "negative"),
+        (lambda b: b.update(history=[1, "x", 5]), "integer"),
+        (lambda b: b.update(confidence=1.5), "confidence"),
+        (lambda b: b.update(stream_id="bad id!"), "stream_id"),
+        (lambda b: b.update(index=0), "index"),
+        (lambda b: b.update(end=0.5), "before start"),
+    ],
+)
+def test_malformed_payloads_are_refused(mutate: object, reason: str) -> None:
+    body = payload(keystep())
+    mutate(body)  # type: ignore[operator]
+    with pytest.raises(MessageError, match=reason):
+        decode(frames_of(body))
+
+
+def test_garbage_wrong_framing_nan_and_oversize_are_refused() -> None:
+    good = encode(keystep())
+    with pytest.raises(MessageError, match="frames"):
+        decode(good[:1])
+    with pytest.raises(MessageError, match="JSON"):
+        decode([good[0], b"\x80\x04\x95 not json"])  # a pickle header is just bad bytes here
+    with pytest.raises(MessageError, match="JSON"):
+        decode([good[0], good[1].replace(b'"confidence":0.8', b'"confidence":NaN')])
+    with pytest.raises(MessageError, match="exceeds"):
+        decode([good[0], b" " * (MAX_MESSAGE_BYTES + 1)])
+    with pytest.raises(MessageError, match="topic"):
+        decode([b"alert/cam0", good[1]])
+
+
+def test_sender_cannot_build_an_invalid_message() -> None:
+    with pytest.raises(MessageError):
+        keystep(stream_id="")
+    with pytest.raises(MessageError):
+        keystep(timestamp=float("inf"))

@@ -1,0 +1,120 @@
+"""Video readers on real files written by OpenCV: sampling at the detector's rate, both readers, live drops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from streaming.readers import (
+    DecordReader,
+    LiveReader,
+    OpenCVFileReader,
+    ReaderConfig,
+    Source,
+    open_reader,
+    parse_source,
+    sample_indices,
+)
+
+N_FRAMES, SOURCE_FPS = 60, 30.0
+
+
+@pytest.fixture(scope="module")
+def numbered_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2 s, 30 fps video whose frame k shows k in binary as 6 black/white stripes (robust to compression)."""
+    path = tmp_path_factory.mktemp("video") / "numbered.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), SOURCE_FPS, (64, 48))
+    assert writer.isOpened()
+    for k in range(N_FRAMES):
+        bits = (k >> np.arange(6)) & 1  # (6,)
+        writer.write(_stripes(bits))
+    writer.release()
+    return path
+
+
+def _stripes(bits: np.ndarray) -> np.ndarray:
+    image = np.zeros((48, 64, 3), dtype=np.uint8)
+    for i, bit in enumerate(bits.tolist()):
+        image[:, 8 + 8 * i : 16 + 8 * i] = 255 * bit
+    return image
+
+
+def frame_number(image: np.ndarray) -> int:
+    w = image.shape[1] / 64  # images may be resized
+    levels = [image[:, int((10 + 8 * i) * w) : int((14 + 8 * i) * w)].mean() for i in range(6)]
+    return sum(1 << i for i, level in enumerate(levels) if level > 127)
+
+
+@pytest.mark.parametrize("reader_cls", [DecordReader, OpenCVFileReader], ids=["decord", "opencv"])
+def test_file_is_sampled_at_the_detector_rate_and_ends_cleanly(numbered_video: Path, reader_cls: type) -> None:
+    reader = reader_cls(Source("file", str(numbered_video), str(numbered_video)), ReaderConfig(fps=10.0))
+    frames = list(reader)
+    reader.close()
+    assert len(frames) == 20  # 2 s at 10 fps
+    assert [frame_number(f.image) for f in frames] == list(range(0, 60, 3))
+    assert frames[0].image.shape == (48, 64, 3) and frames[0].image.dtype == np.uint8
+    assert [f.index for f in frames] == list(range(20)) and frames[5].time == pytest.approx(0.5)
+    assert reader.dropped == 0
+
+
+def test_both_readers_deliver_the_same_frames_resized(numbered_video: Path) -> None:
+    config = ReaderConfig(fps=15.0, width=32, height=24)
+    a = [f.image for f in DecordReader(Source("file", str(numbered_video), ""), config)]
+    b = [f.image for f in OpenCVFileReader(Source("file", str(numbered_video), ""), config)]
+    assert len(a) == len(b) == 30 and a[0].shape == (24, 32, 3)
+    assert [frame_number(x) for x in a] == [frame_number(x) for x in b]
+
+
+def test_sampling_picks_the_source_frame_on_screen() -> None:
+    assert sample_indices(10, 10.0, 5.0).tolist() == [0, 2, 4, 6, 8]
+    assert sample_indices(4, 10.0, 20.0).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_sources_are_classified_by_form() -> None:
+    assert parse_source("cam0") == Source("camera", 0, "cam0")
+    assert parse_source("2").kind == "camera"
+    assert parse_source("/dev/video1") == Source("camera", "/dev/video1", "/dev/video1")
+    assert parse_source("rtsp://host/stream").kind == "stream"
+    assert parse_source("clip.mp4").kind == "file"
+
+
+def test_unopenable_video_is_an_input_error(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("this is not a video")
+    with pytest.raises(InputError, match="notes.mp4"):
+        open_reader(str(bad), ReaderConfig())
+    with pytest.raises(InputError, match="not found"):
+        open_reader(str(tmp_path / "missing.mp4"), ReaderConfig())
+
+
+def test_live_source_drops_frames_instead_of_falling_behind(numbered_video: Path) -> None:
+    # A file opened as a "stream" is produced much faster than the 10 fps consumer takes it.
+    source = Source("stream", str(numbered_video), str(numbered_video))
+    reader = LiveReader(source, ReaderConfig(fps=10.0, reopen_attempts=0))
+    frames = list(reader)
+    reader.close()
+    assert 1 <= len(frames) < N_FRAMES
+    assert reader.dropped > 0 and reader.dropped + len(frames) <= N_FRAMES
+    numbers = [frame_number(f.image) for f in frames]
+    assert numbers == sorted(numbers)  # always the newest frame, never an old one
+
+
+def test_lost_live_source_is_reopened_with_bounded_backoff(numbered_video: Path, tmp_path: Path) -> None:
+    opened: list[object] = []
+
+    def open_capture(target: object) -> cv2.VideoCapture:
+        # First the real video; after it ends every reopen hits a source that is gone.
+        opened.append(target)
+        return cv2.VideoCapture(str(numbered_video) if len(opened) == 1 else str(tmp_path / "gone.mp4"))
+
+    config = ReaderConfig(fps=100.0, reopen_attempts=3, reopen_backoff_s=0.01, reopen_backoff_max_s=0.02,
+                          stall_timeout_s=0.05)
+    reader = LiveReader(Source("stream", "rtsp://camera", "rtsp://camera"), config, open_capture=open_capture)
+    frames = list(reader)
+    reader.close()
+    assert frames and reader.reopens == 3 and len(opened) == 4
+    assert "3 reopen attempts failed" in reader.error

@@ -1,0 +1,56 @@
+"""Real ZeroMQ sockets on loopback: round trip, malformed traffic counted, a busy port refused."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+
+from graphs.errors import InputError
+from streaming.messages import Heartbeat
+from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, subscribe
+from tests.streaming.helpers import wait_for
+
+
+def test_round_trip_on_loopback_with_free_port() -> None:
+    ctx = zmq.Context()
+    try:
+        pub_sock, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+        assert endpoint.startswith("tcp://127.0.0.1:") and not endpoint.endswith(":0")
+        receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
+        publisher = Publisher(pub_sock)
+        got: list[object] = []
+        beat = Heartbeat("cam0", 0, 1.0, "s", (1, 2), 2, 10, 0, 30.0, False)
+        assert wait_for(lambda: bool(got), 5.0, lambda: (publisher.send(beat), got.extend(receiver.poll(20))))
+        assert got[0] == beat
+        # Garbage from a peer is dropped and counted, never raised.
+        pub_sock.send_multipart([b"heartbeat/cam0", b"{not json"])
+        pub_sock.send_multipart([b"one frame only"])
+        assert wait_for(lambda: receiver.stats.malformed >= 2, 5.0, lambda: receiver.poll(20))
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_busy_port_is_a_one_line_input_error() -> None:
+    ctx = zmq.Context()
+    try:
+        _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+        with pytest.raises(InputError, match="address already in use"):
+            bind(ctx, zmq.SUB, endpoint)
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_receive_times_out_instead_of_blocking() -> None:
+    ctx = zmq.Context()
+    try:
+        _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+        receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
+        assert receiver.poll(10) == []
+    finally:
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("bad", ["localhost:5555", "tcp://127.0.0.1", "udp://x:1", ""])
+def test_bad_endpoints_are_refused(bad: str) -> None:
+    with pytest.raises(InputError, match="not a ZeroMQ endpoint"):
+        check_endpoint(bad, "--bind")

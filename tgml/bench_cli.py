@@ -109,6 +109,8 @@ def _bench(argv: list[str]) -> int:
         save_graphs=args.save_graphs,
     )
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=130)  # logs and pipes: keep full tables instead of squeezing them to 80 columns
     result = prego.run_benchmark(config, progress=not args.quiet)
     for table in prego.result_tables(result) + prego.perturbation_tables(result):
         console.print(table)

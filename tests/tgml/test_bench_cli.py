@@ -1,0 +1,91 @@
+"""The `prego-bench` command as a user runs it: tables, JSON, sub-commands and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tgml.bench_cli import main
+
+
+def run_failing(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_benchmark_prints_table_and_writes_json(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "results.json"
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "count-based", "--json", str(out_json)]
+    assert main([*argv, "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "epic-tent-o" in printed and "count-based" in printed and "published" in printed
+    assert "swapped" in printed and "finished in" in printed
+    result = json.loads(out_json.read_text())
+    assert round(result["results"]["epic-tent-o"]["gt"]["count-based"]["mean"]["avg_f1"], 1) == 57.7
+    assert round(result["results"]["epic-tent-o"]["pred"]["count-based"]["mean"]["avg_f1"], 1) == 44.8
+
+
+def test_perturbation_ablation_table_and_plot(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plot = tmp_path / "ablation.png"
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "gt", "--method", "count-based"]
+    assert main([*argv, "--perturb", "0,0.5", "--plot", str(plot), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "Noise ablation" in printed and "p=0.5" in printed
+    pytest.importorskip("matplotlib")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_user_sequence_file_is_evaluated(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seq = tmp_path / "mine.json"
+    seq.write_text(json.dumps({"v": {"pred": [4, 7, 6, 3]}}))
+    out_json = tmp_path / "r.json"
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "pred", "--method", "count-based"]
+    assert main([*argv, "--sequences", str(seq), "--json", str(out_json), "--quiet"]) == 0
+    scores = json.loads(out_json.read_text())["results"]["epic-tent-o"]["pred"]["count-based"]["per_seed"][0]
+    assert scores["scores"]["n_videos"] == 1 and scores["scores"]["n_steps"] == 4
+
+
+def test_bad_sequence_file_is_one_line_naming_video_and_field(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seq = tmp_path / "bad.json"
+    seq.write_text(json.dumps({"video_7": {"pred": [1, 2, 300]}}))
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "pred", "--sequences", str(seq)]
+    err = run_failing(argv, capsys)
+    assert "video_7" in err and "'pred'" in err and "300" in err
+
+
+def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = run_failing(["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
+    assert "prego-bench prepare" in err
+
+
+def test_missing_split_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "epic-tent-o").mkdir()
+    err = run_failing(["--data", str(tmp_path), "--dataset", "epic-tent-o", "--mode", "gt"], capsys)
+    assert "epic-tent-o/train.json" in err and "prepare --epic-tent RAW" in err
+
+
+def test_missing_graph_file_is_named(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--graph", str(tmp_path / "g.json")]
+    assert "g.json: graph file not found" in run_failing(argv, capsys)
+
+
+def test_prepare_subcommand_writes_the_splits(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["prepare", "--epic-tent", str(data_dir / "epic-tent-o" / "raw"), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "epic-tent-o" / "test.json").read_bytes() == (
+        data_dir / "epic-tent-o" / "test.json"
+    ).read_bytes()
+    assert "wrote" in capsys.readouterr().out

@@ -1,0 +1,257 @@
+"""Replay of recorded per-frame recogniser output through the whole online path (minus the camera).
+
+Per video: labels frame by frame -> `OnlineSegmenter` -> every confirmed segment, as soon as it is
+emitted, to a `graphs.PreconditionChecker` (the object the live checker process runs) -> alert flags.
+The flags of all videos are scored with the PREGO protocol (SPEC §2: the last segment of each video
+is the mistake) by `graphs.mistake_metrics.mistake_scores`.
+
+Frames file (``prego-miniroad/epic-tent-o_frames.json``)::
+
+    {video: {"pred": [label, ...], "gt": [label, ...]}}     # one key-step id per frame, ~60 per second
+
+Result JSON written by ``prego-bench replay --json FILE`` (``format: "prego-replay-results"``, version 1)::
+
+    {"format": "prego-replay-results", "version": 1,
+     "settings": {"frames": str, "field": "pred", "graph": str, "segmenter": {SegmenterConfig fields}},
+     "metrics": MistakeScores.to_dict(),                 # avg_f1, correct/mistake {precision, recall, f1}, counts
+     "videos": {video: {"steps": [...], "alerts": [...]}},
+     "sweep": [{"parameter": "min_duration", "value": float, "metrics": MistakeScores.to_dict()}]}
+
+Precision and recall are the true ones (the published PREGO tables swap them, SPEC §2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+from rich.table import Table
+
+from graphs.checker import PreconditionChecker
+from graphs.errors import InputError
+from graphs.mistake_metrics import MistakeScores, mistake_scores
+from graphs.task_graph import TaskGraph
+from recognition.segmenter import OnlineSegmenter, SegmenterConfig, run_length_encode
+
+RESULT_FORMAT: Final = "prego-replay-results"
+RESULT_VERSION: Final = 1
+# Seconds of confirmation swept by the ablation: from a quarter second to several seconds.
+DEFAULT_SWEEP: Final = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def load_frames_file(path: str | Path, field: str, graph: TaskGraph) -> dict[str, np.ndarray]:
+    """Read per-frame labels of every video and check them against the graph's key-steps.
+
+    Args:
+        path: ``{video: {"pred": [...], "gt": [...]}}`` JSON file.
+        field: which label list to read (``"pred"`` or ``"gt"``).
+        graph: the task graph; every label must be one of its key-steps.
+
+    Returns:
+        ``{video: labels (T,) int64}`` in file order.
+
+    Raises:
+        InputError: naming the file, video and problem (missing field, non-integer or unknown label).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: frames file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not a JSON frames file ({err})") from None
+    if not isinstance(data, dict) or not data:
+        raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
+    known = np.array(sorted(graph.step_ids), dtype=np.int64)
+    out: dict[str, np.ndarray] = {}
+    for video, record in data.items():
+        labels = record.get(field) if isinstance(record, dict) else None
+        if not isinstance(labels, list) or not labels:
+            raise InputError(f"{path}: video {video!r}: field {field!r} must be a non-empty list of per-frame labels")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in labels):
+            raise InputError(f"{path}: video {video!r}: field {field!r} holds a label that is not an integer")
+        arr = np.asarray(labels, dtype=np.int64)
+        unknown = ~np.isin(arr, known)
+        if unknown.any():
+            frame = int(np.flatnonzero(unknown)[0])
+            raise InputError(
+                f"{path}: video {video!r}: frame {frame} has label {int(arr[frame])}, "
+                f"which is not a key-step of the graph ({graph.scenario or 'task graph'})"
+            )
+        out[str(video)] = arr
+    return out
+
+
+@dataclass(frozen=True)
+class VideoReplay:
+    """What the online path did on one video: confirmed steps in order and the checker's alerts."""
+
+    steps: tuple[int, ...]
+    alerts: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Pooled PREGO scores of a replay and the per-video detail."""
+
+    metrics: MistakeScores
+    videos: dict[str, VideoReplay]
+
+
+def replay_video(labels: np.ndarray, graph: TaskGraph, config: SegmenterConfig) -> VideoReplay:
+    """Run one video's labels through segmenter and checker, online.
+
+    Labels are fed run by run (`OnlineSegmenter.update_run`, identical to frame by frame); each event
+    goes to the checker the moment the segmenter emits it.
+
+    Args:
+        labels: ``(T,)`` per-frame key-step ids.
+        graph: the task graph.
+        config: segmenter settings (``background`` should be None: these labels have no background).
+
+    Returns:
+        The confirmed steps and their alert flags.
+    """
+    segmenter = OnlineSegmenter(config)
+    checker = PreconditionChecker(graph)
+    run_labels, run_lengths = run_length_encode(labels)
+    steps: list[int] = []
+    alerts: list[bool] = []
+    for label, length in zip(run_labels.tolist(), run_lengths.tolist(), strict=True):
+        for event in segmenter.update_run(label, length):
+            steps.append(event.step)
+            alerts.append(checker.observe(event.step).is_mistake)
+    for event in segmenter.flush():
+        steps.append(event.step)
+        alerts.append(checker.observe(event.step).is_mistake)
+    return VideoReplay(tuple(steps), tuple(alerts))
+
+
+def replay(frames: dict[str, np.ndarray], graph: TaskGraph, config: SegmenterConfig) -> ReplayResult:
+    """Replay every video and score the alerts under the PREGO protocol.
+
+    Args:
+        frames: ``{video: labels}`` from `load_frames_file`.
+        graph: the task graph.
+        config: segmenter settings.
+
+    Returns:
+        Pooled metrics and per-video detail.
+    """
+    videos = {video: replay_video(labels, graph, config) for video, labels in frames.items()}
+    empty = [v for v, r in videos.items() if not r.steps]
+    if empty:
+        raise InputError(f"video {empty[0]!r}: the segmenter confirmed no key-step at all (is fps right?)")
+    return ReplayResult(mistake_scores(r.alerts for r in videos.values()), videos)
+
+
+def sweep_config(config: SegmenterConfig, parameter: str, value: float) -> SegmenterConfig:
+    """``config`` with one duration changed, the others widened just enough to stay valid."""
+    if parameter == "min_duration":
+        return replace(
+            config,
+            min_duration=value,
+            min_run=min(config.min_run, value),
+            max_delay=max(config.max_delay, 2 * value),
+        )
+    if parameter == "min_run":
+        return replace(
+            config,
+            min_run=value,
+            min_duration=max(config.min_duration, value),
+            max_delay=max(config.max_delay, 2 * max(config.min_duration, value)),
+        )
+    if parameter == "max_delay":
+        return replace(config, max_delay=value)
+    raise InputError(f"cannot sweep {parameter!r} (choose min_duration, min_run or max_delay)")
+
+
+def sweep(
+    frames: dict[str, np.ndarray],
+    graph: TaskGraph,
+    config: SegmenterConfig,
+    values: Sequence[float] = DEFAULT_SWEEP,
+    parameter: str = "min_duration",
+) -> list[tuple[float, ReplayResult]]:
+    """Ablation over one segmenter parameter.
+
+    Args:
+        frames: per-video labels.
+        graph: the task graph.
+        config: the base settings.
+        values: values of ``parameter`` (seconds).
+        parameter: ``min_duration`` (default), ``min_run`` or ``max_delay``.
+
+    Returns:
+        ``[(value, result)]`` in the order given.
+    """
+    return [(float(v), replay(frames, graph, sweep_config(config, parameter, float(v)))) for v in values]
+
+
+def result_json(
+    result: ReplayResult,
+    settings: dict[str, Any],
+    sweep_rows: Sequence[tuple[float, ReplayResult]] = (),
+    parameter: str = "min_duration",
+) -> dict[str, Any]:
+    """The JSON document of a replay (see the module docstring)."""
+    return {
+        "format": RESULT_FORMAT,
+        "version": RESULT_VERSION,
+        "settings": settings,
+        "metrics": result.metrics.to_dict(),
+        "videos": {v: {"steps": list(r.steps), "alerts": list(r.alerts)} for v, r in result.videos.items()},
+        "sweep": [{"parameter": parameter, "value": v, "metrics": r.metrics.to_dict()} for v, r in sweep_rows],
+    }
+
+
+def segmenter_settings(config: SegmenterConfig) -> dict[str, Any]:
+    """Plain-JSON segmenter settings."""
+    return asdict(config)
+
+
+def _metric_cells(m: MistakeScores) -> list[str]:
+    return [
+        f"{m.avg_f1:.1f}",
+        f"{m.correct.f1:.1f}",
+        f"{m.correct.precision:.1f}",
+        f"{m.correct.recall:.1f}",
+        f"{m.mistake.f1:.1f}",
+        f"{m.mistake.precision:.1f}",
+        f"{m.mistake.recall:.1f}",
+        str(m.n_steps),
+    ]
+
+
+# Short headers keep the table readable in an 80-column terminal: C = correct class, M = mistake class.
+_HEADERS: Final = ("Avg F1", "C F1", "C P", "C R", "M F1", "M P", "M R", "steps")
+
+
+def results_table(result: ReplayResult, title: str, published: float | None = None) -> Table:
+    """Rich table of the replay scores (true P/R), with the published figure beside them when given."""
+    table = Table(
+        title=title, caption="C = correct, M = mistake; P/R are true precision/recall (the published tables swap them)"
+    )
+    table.add_column("run")
+    for header in _HEADERS:
+        table.add_column(header, justify="right")
+    table.add_row("replay", *_metric_cells(result.metrics))
+    if published is not None:
+        table.add_row("published", f"{published:.1f}", *[""] * (len(_HEADERS) - 1))
+    return table
+
+
+def sweep_table(rows: Sequence[tuple[float, ReplayResult]], parameter: str, default: float) -> Table:
+    """Rich ablation table: one row per value of the swept parameter (the default marked)."""
+    table = Table(title=f"Segmenter ablation: {parameter} (seconds)")
+    table.add_column(parameter, justify="right")
+    for header in _HEADERS:
+        table.add_column(header, justify="right")
+    for value, result in rows:
+        mark = " (default)" if abs(value - default) < 1e-9 else ""
+        table.add_row(f"{value:g}{mark}", *_metric_cells(result.metrics))
+    return table

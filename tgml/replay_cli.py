@@ -1,0 +1,122 @@
+"""``prego-bench replay``: recorded per-frame recogniser output -> online segmenter -> checker -> PREGO metrics.
+
+Usage::
+
+    prego-bench replay --frames ../shared/data/prego-miniroad/epic-tent-o_frames.json --graph graph.json
+    prego-bench replay --data ../shared/data --json replay.json            # learns the DO graph itself
+    prego-bench replay --data ../shared/data --graph graph.json --field gt --no-sweep
+    prego-bench replay --frames F --graph G --min-duration 1.0 --sweep 0.25,0.5,1,2,4
+
+With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json`` and, without ``--graph``,
+the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
+(``configs/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class F1 and true
+P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
+(format in `recognition.replay`). Bad input ends with one ``error:`` line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from graphs.errors import InputError, exit_on_input_error
+from graphs.task_graph import TaskGraph, load_graph
+from recognition.replay import (
+    DEFAULT_SWEEP,
+    load_frames_file,
+    replay,
+    result_json,
+    results_table,
+    segmenter_settings,
+    sweep,
+    sweep_table,
+)
+from recognition.segmenter import SegmenterConfig
+from tgml.prego import DATASETS, PUBLISHED, build_do, load_dataset, load_method_settings, resolve_data
+
+# The PREGO MiniROAD frames files hold about 60 labels per second of video.
+DEFAULT_FPS = 60.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    defaults = SegmenterConfig(fps=DEFAULT_FPS)
+    p = argparse.ArgumentParser(prog="prego-bench replay", description=__doc__.splitlines()[0])
+    p.add_argument("--frames", help="per-frame labels {video: {pred: [...], gt: [...]}}")
+    p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split)")
+    p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")
+    p.add_argument("--graph", help="task graph file; learned with DO from --data when omitted")
+    p.add_argument("--seed", type=int, default=42, help="seed of the DO graph learned without --graph")
+    p.add_argument("--field", default="pred", choices=("pred", "gt"), help="which label stream to replay")
+    p.add_argument("--fps", type=float, default=DEFAULT_FPS, help="labels per second of video")
+    p.add_argument("--min-duration", type=float, default=defaults.min_duration, help="seconds to confirm a run")
+    p.add_argument("--min-run", type=float, default=defaults.min_run, help="runs shorter than this are flicker")
+    p.add_argument("--max-delay", type=float, default=defaults.max_delay, help="longest wait before emitting")
+    p.add_argument(
+        "--sweep",
+        default=",".join(f"{v:g}" for v in DEFAULT_SWEEP),
+        help="comma-separated min_duration values for the ablation table",
+    )
+    p.add_argument("--no-sweep", action="store_true", help="skip the ablation")
+    p.add_argument("--json", help="write the results to this JSON file")
+    return p
+
+
+def _graph(args: argparse.Namespace, console: Console) -> tuple[TaskGraph, str]:
+    if args.graph:
+        return load_graph(args.graph), str(args.graph)
+    if not args.data:
+        raise InputError("give --graph FILE, or --data DIR to learn the DO graph from its training split")
+    layout = resolve_data(args.data, [args.dataset], splits=True)
+    data = load_dataset(layout, args.dataset, pred=False)
+    settings = load_method_settings(args.dataset)["do"]
+    console.print(f"learning the DO graph of {args.dataset} (seed {args.seed}) from {layout.train_file(args.dataset)}")
+    return build_do(data, settings, args.seed), f"DO learned from {layout.train_file(args.dataset)} seed {args.seed}"
+
+
+@exit_on_input_error
+def main(argv: list[str]) -> int:
+    """Entry point of ``prego-bench replay`` (dispatched by `tgml.bench_cli`)."""
+    args = build_parser().parse_args(argv)
+    console = Console()
+    if not args.frames and not args.data:
+        raise InputError("give --frames FILE or --data DIR")
+    frames_path = (
+        Path(args.frames)
+        if args.frames
+        else resolve_data(args.data, [args.dataset], splits=False, frames=True).frames_file(args.dataset)
+    )
+    try:
+        values = [float(v) for v in args.sweep.split(",") if v.strip()] if not args.no_sweep else []
+    except ValueError:
+        raise InputError(f"--sweep {args.sweep!r}: expected comma-separated seconds") from None
+    config = SegmenterConfig(
+        fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay, background=None
+    )
+    graph, graph_source = _graph(args, console)
+    frames = load_frames_file(frames_path, args.field, graph)
+    result = replay(frames, graph, config)
+    published = None
+    if args.field == "pred" and (args.data or args.dataset in frames_path.name):
+        published = PUBLISHED[args.dataset]["pred"]["do"][0]
+    console.print(
+        results_table(result, f"Replay of {frames_path.name} ({args.field}), {len(frames)} videos", published)
+    )
+    rows = sweep(frames, graph, config, values) if values else []
+    if rows:
+        console.print(sweep_table(rows, "min_duration", config.min_duration))
+    if args.json:
+        settings = {
+            "frames": str(frames_path),
+            "field": args.field,
+            "graph": graph_source,
+            "segmenter": segmenter_settings(config),
+        }
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result_json(result, settings, rows), indent=2) + "\n")
+        console.print(f"results written to {out}")
+    return 0

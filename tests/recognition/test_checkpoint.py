@@ -1,0 +1,76 @@
+"""Detector checkpoints: round trip, and one-line refusals of files that are not (or do not fit) a detector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from graphs.errors import InputError
+from recognition.checkpoint import DetectorCheckpoint, load_detector, save_detector
+from recognition.model import MiniROAD, MiniROADConfig
+
+CFG = MiniROADConfig(input_dim=20, embed_dim=16, hidden_dim=8, num_classes=4)
+NAMES = ("background", "a", "b", "c")
+STEP_IDS = (None, 7, 3, 5)
+
+
+def _saved(tmp_path: Path) -> tuple[MiniROAD, Path]:
+    torch.manual_seed(0)
+    model = MiniROAD(CFG).eval()
+    path = tmp_path / "det.pt"
+    save_detector(path, model, NAMES, STEP_IDS, "builtin-tiny", 4.0, {"test_map": 0.5})
+    return model, path
+
+
+def test_round_trip_keeps_weights_and_metadata(tmp_path: Path) -> None:
+    model, path = _saved(tmp_path)
+    loaded, meta = load_detector(path)
+    assert not loaded.training
+    assert meta == DetectorCheckpoint(CFG, NAMES, STEP_IDS, "builtin-tiny", 4.0, {"test_map": 0.5})
+    x = torch.randn(1, 9, CFG.input_dim)
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded(x)[0], model(x)[0])
+
+
+def test_mismatched_backbone_is_refused_with_the_expected_extractor(tmp_path: Path) -> None:
+    _, path = _saved(tmp_path)
+    _, meta = load_detector(path)
+    meta.check_features(20, "builtin-tiny")
+    with pytest.raises(InputError, match="feature width 2048 does not match .* input_dim 20 .*'builtin-tiny'"):
+        meta.check_features(2048, source="stream")
+    with pytest.raises(InputError, match="'tsn-resnet50' but the detector was trained on 'builtin-tiny'"):
+        meta.check_features(20, "tsn-resnet50")
+
+
+def test_not_a_checkpoint(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"\x00not a torch file")
+    with pytest.raises(InputError, match=r"garbage\.pt: not a detector checkpoint"):
+        load_detector(garbage)
+    with pytest.raises(InputError, match="detector checkpoint not found"):
+        load_detector(tmp_path / "missing.pt")
+    other = tmp_path / "other.pt"
+    torch.save({"format": "something-else"}, other)
+    with pytest.raises(InputError, match="field 'format' is 'something-else'"):
+        load_detector(other)
+
+
+def test_version_and_tampered_contents_are_refused(tmp_path: Path) -> None:
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data["version"] = 99
+    torch.save(data, path)
+    with pytest.raises(InputError, match="unsupported checkpoint version 99"):
+        load_detector(path)
+    data["version"] = 1
+    data["config"]["hidden_dim"] = 9  # weights no longer fit the config
+    torch.save(data, path)
+    with pytest.raises(InputError, match="weights do not fit the stored config"):
+        load_detector(path)
+    data["config"]["hidden_dim"] = 8
+    data["class_names"] = ["background", "a"]
+    torch.save(data, path)
+    with pytest.raises(InputError, match="2 class names for 4 classes"):
+        load_detector(path)

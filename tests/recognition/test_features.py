@@ -1,0 +1,78 @@
+"""MiniROAD feature folders: what is read, and one-line errors naming the video at fault."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from recognition.features import FeatureConfig, load_feature_dataset, make_windows
+
+SYNTH = FeatureConfig(rgb="rgb_synth")
+
+
+def test_reads_split_classes_and_metadata(feature_folder: Path) -> None:
+    data = load_feature_dataset(feature_folder, SYNTH)
+    assert [v.name for v in data.test] == ["video_12", "video_13", "video_14", "video_15"]
+    assert (data.input_dim, data.num_classes) == (24, 5)
+    assert data.class_step_ids == (None, 10, 11, 12, 13)
+    assert (data.feature_extractor, data.fps) == ("synthetic", 4.0)
+
+
+def test_flow_features_are_concatenated_after_rgb(feature_folder: Path) -> None:
+    (feature_folder / "flow_synth").mkdir()
+    for path in (feature_folder / "rgb_synth").iterdir():
+        np.save(feature_folder / "flow_synth" / path.name, np.ones((240, 3), np.float32))
+    data = load_feature_dataset(feature_folder, FeatureConfig(rgb="rgb_synth", flow="flow_synth"))
+    assert data.input_dim == 27
+    assert np.all(data.train[0].features[:, 24:] == 1)
+
+
+def test_missing_targets_name_the_video(feature_folder: Path) -> None:
+    (feature_folder / "target_perframe" / "video_03.npy").unlink()
+    with pytest.raises(InputError, match=r"video 'video_03': targets file .* is missing"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+def test_nan_features_name_the_video_and_frame(feature_folder: Path) -> None:
+    path = feature_folder / "rgb_synth" / "video_14.npy"
+    feats = np.load(path)
+    feats[17, 2] = np.nan
+    np.save(path, feats)
+    with pytest.raises(InputError, match="video 'video_14': features contain NaN or infinity .first at frame 17."):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+def test_length_mismatch_and_bad_target_rows(feature_folder: Path) -> None:
+    np.save(feature_folder / "target_perframe" / "video_01.npy", np.eye(5, dtype=np.float32)[np.zeros(200, int)])
+    with pytest.raises(InputError, match="video 'video_01': frame counts disagree .rgb 240, targets 200."):
+        load_feature_dataset(feature_folder, SYNTH)
+    np.save(feature_folder / "target_perframe" / "video_01.npy", np.zeros((240, 5), np.float32))
+    with pytest.raises(InputError, match="video 'video_01': target row 0 is not a class"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+def test_split_file_problems(feature_folder: Path) -> None:
+    split = json.loads((feature_folder / "split.json").read_text())
+    split["test"] = ["video_99"]
+    (feature_folder / "split.json").write_text(json.dumps(split))
+    with pytest.raises(InputError, match="video 'video_99': RGB features file .* is missing"):
+        load_feature_dataset(feature_folder, SYNTH)
+    (feature_folder / "split.json").unlink()
+    with pytest.raises(InputError, match="split file not found"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+def test_windows_cover_every_frame_once_and_pad_with_ignored_rows(feature_folder: Path) -> None:
+    data = load_feature_dataset(feature_folder, SYNTH)
+    videos = data.train[:3]
+    x, y = make_windows(videos, 100)  # 240 frames -> 100, 100, 40 (+60 padding) per video
+    assert x.shape == (9, 100, 24) and y.shape == (9, 100, 5)
+    assert y.sum() == pytest.approx(3 * 240)
+    np.testing.assert_array_equal(x[2, :40], videos[0].features[200:])
+    assert not x[2, 40:].any() and not y[2, 40:].any()
+    x_r, y_r = make_windows(videos, 100, np.random.default_rng(0))
+    assert y_r.sum() == pytest.approx(3 * 240)  # random offsets move borders, never drop frames

@@ -1,0 +1,109 @@
+"""MiniROAD: the live step reproduces the training forward; shapes, loss and config checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphs.errors import InputError
+from recognition.model import IGNORE_INDEX, FastStepper, MiniROAD, MiniROADConfig
+
+SMALL = MiniROADConfig(input_dim=40, embed_dim=24, hidden_dim=16, num_classes=6, dropout=0.2)
+
+
+def _model(seed: int = 0) -> MiniROAD:
+    torch.manual_seed(seed)
+    return MiniROAD(SMALL).eval()
+
+
+def test_stepping_frame_by_frame_matches_the_batch_forward() -> None:
+    model = _model()
+    x = torch.randn(3, 60, SMALL.input_dim)
+    with torch.inference_mode():
+        logits, loss = model(x)
+        expected = torch.softmax(logits, dim=-1)  # (B, T, C)
+        state = model.init_state(3)
+        stepped = []
+        for t in range(x.shape[1]):
+            probs, state = model.step(x[:, t], state)
+            stepped.append(probs)
+    assert loss is None
+    torch.testing.assert_close(torch.stack(stepped, dim=1), expected, atol=1e-5, rtol=0)
+
+
+def test_chunks_carry_the_state_like_single_frames() -> None:
+    model = _model(1)
+    x = torch.randn(2, 30, SMALL.input_dim)
+    with torch.inference_mode():
+        expected = torch.softmax(model(x)[0], dim=-1)
+        state = model.init_state(2)
+        parts = []
+        for start in range(0, 30, 7):  # uneven chunks, the last one shorter
+            probs, state = model.step(x[:, start : start + 7], state, return_all=True)
+            parts.append(probs)
+        last, _ = model.step(x[:, 28:30], model.step(x[:, :28], model.init_state(2))[1])
+    torch.testing.assert_close(torch.cat(parts, dim=1), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(last, expected[:, -1], atol=1e-5, rtol=0)
+
+
+def test_fast_stepper_matches_the_batch_forward_and_resets() -> None:
+    model = _model(2)
+    x = torch.randn(1, 40, SMALL.input_dim)
+    with torch.inference_mode():
+        expected = torch.softmax(model(x)[0][0], dim=-1)
+    stepper = FastStepper(model)
+    for _ in range(2):  # a second stream after reset() starts from zeros again
+        got = torch.cat([stepper.step(x[0, t]).clone() for t in range(40)])
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        stepper.reset()
+
+
+def test_training_mode_applies_dropout_and_eval_does_not() -> None:
+    model = _model(3)
+    x = torch.randn(1, 10, SMALL.input_dim)
+    model.train()
+    a, b = model(x)[0], model(x)[0]
+    assert not torch.allclose(a, b)
+    model.eval()
+    torch.testing.assert_close(model(x)[0], model(x)[0])
+
+
+def test_loss_accepts_indices_or_one_hot_and_skips_padding() -> None:
+    model = _model(4)
+    x = torch.randn(2, 12, SMALL.input_dim)
+    y = torch.randint(0, SMALL.num_classes, (2, 12))
+    _, loss_idx = model(x, y)
+    _, loss_hot = model(x, torch.nn.functional.one_hot(y, SMALL.num_classes))
+    torch.testing.assert_close(loss_idx, loss_hot)
+    # Padding frames (IGNORE_INDEX / all-zero rows) must not change the loss of the real frames.
+    y_pad = y.clone()
+    y_pad[:, 8:] = IGNORE_INDEX
+    hot_pad = torch.nn.functional.one_hot(y, SMALL.num_classes).float()
+    hot_pad[:, 8:] = 0
+    _, ref = model(x[:, :8], y[:, :8])
+    torch.testing.assert_close(model(x, y_pad)[1], ref)
+    torch.testing.assert_close(model(x, hot_pad)[1], ref)
+    loss_idx.backward()
+    assert model.embed[0].weight.grad is not None
+
+
+def test_wrong_feature_width_is_refused() -> None:
+    model = _model()
+    with pytest.raises(InputError, match="feature width 41 does not match the detector's input_dim 40"):
+        model.step(torch.randn(1, 41), model.init_state())
+    with pytest.raises(InputError, match="input_dim 40"):
+        FastStepper(model).step(torch.randn(41))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("input_dim", 0), ("embed_dim", -1), ("hidden_dim", 2.5), ("num_classes", 1), ("dropout", 1.0)],
+)
+def test_config_errors_name_the_field_and_value(field: str, value: object) -> None:
+    with pytest.raises(InputError, match=rf"MiniROADConfig\.{field} = {value!r}"):
+        MiniROADConfig(**{field: value})
+
+
+def test_published_defaults() -> None:
+    cfg = MiniROADConfig()
+    assert (cfg.input_dim, cfg.embed_dim, cfg.hidden_dim, cfg.dropout) == (4096, 2048, 1024, 0.2)

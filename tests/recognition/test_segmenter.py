@@ -1,0 +1,142 @@
+"""Online segmenter: exact ground-truth segments on real data, no steps from flicker, bounded delay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from recognition.segmenter import (
+    OnlineSegmenter,
+    SegmenterConfig,
+    SegmentEvent,
+    run_length_encode,
+    segment_labels,
+)
+
+FPS = 20.0  # 0.5 s = 10 frames, 0.1 s = 2 frames, 2 s = 40 frames
+CFG = SegmenterConfig(fps=FPS, background=None)
+
+
+def _labels(*runs: tuple[int, int]) -> list[int]:
+    return [label for label, n in runs for _ in range(n)]
+
+
+def _steps(events: list[SegmentEvent]) -> list[int]:
+    return [e.step for e in events]
+
+
+def _frame_by_frame(labels: list[int], config: SegmenterConfig = CFG) -> list[tuple[int, SegmentEvent]]:
+    """Events with the index of the frame that produced them (len(labels) for flush)."""
+    seg = OnlineSegmenter(config)
+    out = [(i, e) for i, label in enumerate(labels) for e in seg.update(label)]
+    return out + [(len(labels), e) for e in seg.flush()]
+
+
+@pytest.fixture(scope="module")
+def frames(data_dir: Path) -> dict[str, dict[str, list[int]]]:
+    return json.loads((data_dir / "prego-miniroad" / "epic-tent-o_frames.json").read_text())
+
+
+def test_ground_truth_frames_give_the_ground_truth_segments_exactly(frames: dict, data_dir: Path) -> None:
+    config = SegmenterConfig(fps=60.0, background=None)  # defaults, ~60 labels per second
+    segments = json.loads((data_dir / "prego-miniroad" / "epic-tent-o_segments.json").read_text())
+    assert len(frames) == 15
+    for video, record in frames.items():
+        gt = np.asarray(record["gt"])
+        events = segment_labels(gt, config)
+        assert _steps(events) == segments[video]["gt"], video
+        runs, lengths = run_length_encode(gt)
+        bounds = np.cumsum(lengths)
+        assert [e.end_frame for e in events] == bounds.tolist(), video  # boundaries exact too
+        assert events[0].start == 0.0 and events[-1].end == pytest.approx(len(gt) / 60.0)
+
+
+def test_run_by_run_equals_frame_by_frame_on_real_predictions(frames: dict) -> None:
+    config = SegmenterConfig(fps=60.0, background=None)
+    for video in ("annotations_1", "annotations_17"):  # the most flickering ones
+        labels = frames[video]["pred"]
+        assert [e for _, e in _frame_by_frame(labels, config)] == segment_labels(labels, config)
+
+
+def test_flicker_never_becomes_a_step() -> None:
+    # a blip shorter than min_run inside a step
+    assert _steps(segment_labels(_labels((1, 40), (2, 1), (1, 40)), CFG)) == [1]
+    # a flicker cluster (several short runs in a row) inside one step is absorbed
+    events = segment_labels(_labels((1, 40), (2, 4), (3, 5), (2, 3), (1, 40)), CFG)
+    assert _steps(events) == [1] and (events[0].start_frame, events[0].end_frame) == (0, 92)
+    # a flicker cluster at a transition: neither flickering label is a step
+    assert _steps(segment_labels(_labels((1, 40), (2, 4), (3, 5), (2, 3), (4, 40)), CFG)) == [1, 4]
+    # flicker at the start and the end of the stream
+    assert _steps(segment_labels(_labels((5, 3), (6, 4), (1, 40), (2, 4), (3, 4)), CFG)) == [1]
+
+
+def test_a_clean_short_step_between_stable_ones_is_kept() -> None:
+    # 0.25 s of step 2 between two stable steps: a single clean change, accepted (also A B A)
+    assert _steps(segment_labels(_labels((1, 40), (2, 5), (3, 40)), CFG)) == [1, 2, 3]
+    assert _steps(segment_labels(_labels((1, 40), (2, 5), (1, 40)), CFG)) == [1, 2, 1]
+    # ...and at the very start / end of the stream
+    assert _steps(segment_labels(_labels((2, 5), (1, 40), (3, 5)), CFG)) == [2, 1, 3]
+
+
+def test_background_ends_a_segment_but_is_not_a_step() -> None:
+    config = SegmenterConfig(fps=FPS, background=0)
+    events = segment_labels(_labels((0, 30), (4, 30), (0, 30), (4, 30), (0, 5), (7, 30)), config)
+    assert _steps(events) == [4, 4, 7]
+    assert [(e.start_frame, e.end_frame) for e in events] == [(30, 60), (90, 120), (125, 155)]
+
+
+def test_probability_input_maps_classes_to_step_ids_with_confidence() -> None:
+    config = SegmenterConfig(fps=FPS, switch_margin=0.1)
+    seg = OnlineSegmenter(config, class_step_ids=(None, 42, 17))
+    probs = [np.array([0.1, 0.8, 0.1])] * 20 + [np.array([0.1, 0.3, 0.6])] * 20
+    # near-ties stay with the current class (hysteresis): these 0.45/0.5 frames do not start class 2
+    probs[10:15] = [np.array([0.05, 0.45, 0.5])] * 5
+    events = [e for p in probs for e in seg.update(p)] + seg.flush()
+    assert [(e.step, e.class_index) for e in events] == [(42, 1), (17, 2)]
+    assert events[0].confidence == pytest.approx((15 * 0.8 + 5 * 0.45) / 20)
+    assert events[1].confidence == pytest.approx(0.6)
+    assert events[0].end == pytest.approx(1.0)
+
+
+def test_delay_is_bounded() -> None:
+    two_m = CFG.frames(2 * CFG.min_duration)
+    # clean input: a segment is out at most 2 * min_duration after its last frame
+    # (frame index i emitting it means i + 1 - end_frame frames were seen after the segment)
+    labels = _labels((1, 40), (2, 5), (3, 40), (4, 40))
+    delays = [i + 1 - e.end_frame for i, e in _frame_by_frame(labels) if i < len(labels)]
+    assert delays == [15, 10, 10] and max(delays) <= two_m
+    # endless flicker after a step: it is still emitted after max_delay
+    flicker = _labels((1, 40)) + [2, 2, 2, 3, 3, 3] * 30
+    out = _frame_by_frame(flicker)
+    assert out[0][1].step == 1 and out[0][0] + 1 - out[0][1].end_frame == CFG.frames(CFG.max_delay)
+    seg = OnlineSegmenter(CFG)
+    for label in _labels((1, 40)):
+        seg.update(label)
+    assert seg.active == (1, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"fps": 0.0}, "SegmenterConfig.fps = 0.0"),
+        ({"min_duration": 0.05, "min_run": 0.1}, "SegmenterConfig.min_duration = 0.05"),
+        ({"max_delay": 0.5}, "SegmenterConfig.max_delay = 0.5"),
+        ({"switch_margin": 1.5}, "SegmenterConfig.switch_margin = 1.5"),
+        ({"min_run": float("nan")}, "SegmenterConfig.min_run = nan"),
+    ],
+)
+def test_config_errors_name_the_field(changes: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        SegmenterConfig(**{"fps": 30.0, **changes})
+
+
+def test_bad_frames_are_refused() -> None:
+    seg = OnlineSegmenter(SegmenterConfig(fps=10.0), class_step_ids=(None, 1))
+    with pytest.raises(InputError, match="non-finite"):
+        seg.update(np.array([np.nan, 1.0]))
+    with pytest.raises(InputError, match="label 5 is not a class"):
+        seg.update(5)

@@ -7,8 +7,9 @@ Ground-truth pre-conditions (step -> what it needs)::
     pour_water   -> boil_water, add_teabag
     add_milk     -> pour_water
 
-`DEMO_EXECUTIONS` are the two videos ``--video demo`` can play: ``mistake`` pours the water before it
-was boiled (the checker must alert on ``pour_water``), ``correct`` is a valid order (no alert).
+`DEMO_EXECUTIONS` are the two videos ``--video demo`` can play: ``mistake`` switches the kettle on
+before filling it (the checker must alert on ``boil_water``), ``correct`` is a valid order (no alert).
+The mistake breaks a single-pre-condition edge, which TGML recovers reliably from few executions.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ STEP_NAMES: Final = ("fill_kettle", "boil_water", "get_cup", "add_teabag", "pour
 PRECONDITIONS: Final[dict[int, tuple[int, ...]]] = {1: (), 2: (1,), 3: (), 4: (3,), 5: (2, 4), 6: (5,)}
 
 DEMO_EXECUTIONS: Final[dict[str, tuple[int, ...]]] = {
-    "mistake": (1, 3, 4, 5, 2, 6),  # pour_water (5) before boil_water (2)
+    "mistake": (3, 2, 1, 4, 5, 6),  # boil_water (2) before fill_kettle (1)
     "correct": (3, 1, 2, 4, 5, 6),
 }
-DEMO_MISTAKE_STEP: Final = 5  # the one step of DEMO_EXECUTIONS["mistake"] that must raise an alert
+DEMO_MISTAKE_STEP: Final = 2  # the one step of DEMO_EXECUTIONS["mistake"] that must raise an alert
 DEMO_SEEDS: Final[dict[str, int]] = {"mistake": 1001, "correct": 1002}
 
 

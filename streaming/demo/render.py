@@ -6,12 +6,13 @@ execution its own brightness and colour cast, and consecutive segments cross-fad
 and pauses are random, so no two executions share a timeline.
 
 The demo videos are written on first use under ``$MISTAKE_CACHE`` (default
-``~/.cache/mistake-detection``) as ``demo-<name>-v<RENDER_VERSION>.mp4`` with a ``.json`` sidecar
-holding the ground-truth segments.
+``~/.cache/mistake-detection``) as ``demo-<name>-<hash of the render settings>.mp4`` with a ``.json``
+sidecar holding the ground-truth segments.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -239,11 +240,13 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
     """
     if name not in DEMO_EXECUTIONS:
         raise InputError(f"--video demo:{name}: unknown demo (choose from {', '.join(DEMO_EXECUTIONS)})")
-    path = cache_dir() / f"demo-{name}-v{RENDER_VERSION}.mp4"
+    steps, seed, config = DEMO_EXECUTIONS[name], DEMO_SEEDS[name], RenderConfig()
+    key = hashlib.sha1(repr((RENDER_VERSION, steps, seed, config)).encode()).hexdigest()[:10]
+    path = cache_dir() / f"demo-{name}-{key}.mp4"
     sidecar = path.with_suffix(".json")
     if path.is_file() and sidecar.is_file():
         return path, [tuple(s) for s in json.loads(sidecar.read_text())["segments"]]  # type: ignore[misc]
-    segments = write_video(path, DEMO_EXECUTIONS[name], DEMO_SEEDS[name], RenderConfig())
+    segments = write_video(path, steps, seed, config)
     tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}))
     tmp.replace(sidecar)

@@ -38,16 +38,16 @@ def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None
         out += core.handle(event)
         out += core.handle(event)  # a duplicate changes nothing
     alerts = [m for m in out if isinstance(m, Alert)]
-    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(DEMO_MISTAKE_STEP, 3, "cam0#3")]
-    assert alerts[0].missing_names == ("boil_water",) and not alerts[0].replayed
+    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(DEMO_MISTAKE_STEP, 1, "cam0#1")]
+    assert alerts[0].missing_names == ("fill_kettle",) and not alerts[0].replayed
     forwarded = [m for m in out if isinstance(m, KeyStepEvent)]
     assert [m.step for m in forwarded] == list(MISTAKE)
 
 
 def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
     core = CheckerCore(tea_graph())
-    first = KeyStepEvent("cam0", 0, 1.0, "s", 1, "x", 0.0, 1.0, 0.9, 0, (1,))
-    last = KeyStepEvent("cam0", 5, 2.0, "s", 5, "x", 0.0, 1.0, 0.9, 3, MISTAKE[:4])
+    first = KeyStepEvent("cam0", 0, 1.0, "s", MISTAKE[0], "x", 0.0, 1.0, 0.9, 0, MISTAKE[:1])
+    last = KeyStepEvent("cam0", 5, 2.0, "s", MISTAKE[3], "x", 0.0, 1.0, 0.9, 3, MISTAKE[:4])
     core.handle(first)
     out = core.handle(last)  # seq 1..4 never arrived
     status = [m for m in out if isinstance(m, Status)][-1]
@@ -74,16 +74,22 @@ def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         a = EventPublisher(Publisher(sock), "kitchen")
         b = EventPublisher(Publisher(sock), "garage")
-        assert wait_for(lambda: {"kitchen", "garage"} <= set(viewer.state.streams), 10.0,
-                        lambda: (a.heartbeat(None, 0, 0, 0.0), b.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+        assert wait_for(
+            lambda: {"kitchen", "garage"} <= set(viewer.state.streams),
+            10.0,
+            lambda: (a.heartbeat(None, 0, 0, 0.0), b.heartbeat(None, 0, 0, 0.0), viewer.pump(20)),
+        )
         for sa, sb in zip(MISTAKE, CORRECT, strict=True):  # interleaved on one socket
             a.keystep(sa, "x", 0.0, 1.0, 0.9)
             b.keystep(sb, "x", 0.0, 1.0, 0.9)
         a.heartbeat(None, 10, 0, 30.0, ended=True)
         b.heartbeat(None, 10, 0, 30.0, ended=True)
         state = viewer.state
-        assert wait_for(lambda: all(s.ended for s in state.streams.values()) and len(state.streams) == 2, 10.0,
-                        lambda: viewer.pump(20))
+        assert wait_for(
+            lambda: all(s.ended for s in state.streams.values()) and len(state.streams) == 2,
+            10.0,
+            lambda: viewer.pump(20),
+        )
         assert [(al.stream_id, al.step) for _, al in state.alerts] == [("kitchen", DEMO_MISTAKE_STEP)]
         assert state.streams["kitchen"].done == MISTAKE and state.streams["garage"].done == CORRECT
         assert state.streams["garage"].alerts == 0 and state.streams["kitchen"].alerts == 1
@@ -109,7 +115,9 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
         sock = connect(ctx, zmq.PUB, checker.events_endpoint)
         events = EventPublisher(Publisher(sock), "cam0")
         state = viewer.state
-        assert wait_for(lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, 0), viewer.pump(20)))
+        assert wait_for(
+            lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, 0), viewer.pump(20))
+        )
         for step in steps[:2]:
             events.keystep(step, "x", 0.0, 1.0, 0.9)
         assert wait_for(lambda: len(state.streams["cam0"].done) == 2, 10.0, lambda: viewer.pump(20))
@@ -123,8 +131,11 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
         checker = CheckerProcess(str(graph_path), config)
         for step in steps[4:]:
             events.keystep(step, "x", 0.0, 1.0, 0.9)
-        assert wait_for(lambda: state.streams["cam0"].done == steps, 15.0,
-                        lambda: (events.heartbeat(None, 5, 0, 30.0), viewer.pump(20)))
+        assert wait_for(
+            lambda: state.streams["cam0"].done == steps,
+            15.0,
+            lambda: (events.heartbeat(None, 5, 0, 30.0), viewer.pump(20)),
+        )
         uninterrupted = expected_alerts(steps)
         assert {a.index: a.step for _, a in state.alerts} == uninterrupted
         assert len(uninterrupted) == 2 and len(state.alerts) == 2  # the replayed alert of step 5 shown once

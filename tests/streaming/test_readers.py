@@ -111,8 +111,9 @@ def test_lost_live_source_is_reopened_with_bounded_backoff(numbered_video: Path,
         opened.append(target)
         return cv2.VideoCapture(str(numbered_video) if len(opened) == 1 else str(tmp_path / "gone.mp4"))
 
-    config = ReaderConfig(fps=100.0, reopen_attempts=3, reopen_backoff_s=0.01, reopen_backoff_max_s=0.02,
-                          stall_timeout_s=0.05)
+    config = ReaderConfig(
+        fps=100.0, reopen_attempts=3, reopen_backoff_s=0.01, reopen_backoff_max_s=0.02, stall_timeout_s=0.05
+    )
     reader = LiveReader(Source("stream", "rtsp://camera", "rtsp://camera"), config, open_capture=open_capture)
     frames = list(reader)
     reader.close()

@@ -1,0 +1,164 @@
+"""Rebuild the bundled demo artefacts: ``demo_graph.json`` and ``demo_detector.pt`` (in this folder).
+
+Usage::
+
+    python -m streaming.demo.build [--out streaming/demo] [--work /tmp/demo-build] [--only graph|detector]
+
+1. Graph: `N_GRAPH_EXECUTIONS` correct executions of the demo procedure are sampled (random
+   linear extensions of its partial order), written as a SPEC §4 annotation file
+   (``demo_annotations.json``), and the task graph is learned from it exactly as ``tgml train``
+   does (Direct Optimization, default settings).
+2. Detector: executions in random orders (so the detector learns to see steps, not to expect an
+   order) are rendered to MP4 with OpenCV, read back through the same reader and built-in
+   ``light-v1`` extractor the live pipeline uses, written as a MiniROAD feature folder, and trained
+   with ``recognition-train``'s trainer using ``demo_detector.toml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+
+from graphs.errors import exit_on_input_error
+from graphs.task_graph import save_graph
+from streaming.demo.procedure import (
+    SCENARIO,
+    STEP_IDS,
+    annotation_file,
+    name_of,
+    sample_correct_order,
+)
+from streaming.demo.render import RenderConfig, segments_of, timeline, write_video
+
+HERE = Path(__file__).resolve().parent
+N_GRAPH_EXECUTIONS = 40
+N_TRAIN_VIDEOS = 12
+N_TEST_VIDEOS = 3
+GRAPH_SEED = 7
+FEATURES = "rgb_light-v1"
+
+
+def build_graph(out: Path, work: Path) -> Path:
+    """Sample correct executions, write their annotation file, learn the demo graph with TGML.
+
+    Args:
+        out: folder receiving ``demo_graph.json``.
+        work: folder receiving ``demo_annotations.json``.
+
+    Returns:
+        The graph file written.
+    """
+    from tgml.annotations import load_annotations
+    from tgml.train import TrainConfig, train_task_graph
+
+    rng = np.random.default_rng(GRAPH_SEED)
+    config = RenderConfig()
+    executions = {}
+    for k in range(N_GRAPH_EXECUTIONS):
+        order = sample_correct_order(rng)
+        executions[f"demo_{k:03d}"] = segments_of(timeline(order, rng, config), config.fps)
+    work.mkdir(parents=True, exist_ok=True)
+    annotations_path = work / "demo_annotations.json"
+    annotations_path.write_text(json.dumps(annotation_file(executions), indent=1))
+    # What `tgml train --annotations demo_annotations.json --scenario demo-tea` does.
+    annotations = load_annotations(annotations_path)
+    ids, names = annotations.steps_of(SCENARIO)
+    sequences = [v.steps for v in annotations.scenario_videos(SCENARIO)]
+    result = train_task_graph(sequences, ids, names, TrainConfig(), SCENARIO, progress=True)
+    path = out / "demo_graph.json"
+    save_graph(result.graph, path)
+    return path
+
+
+def build_features(work: Path, console: Console) -> Path:
+    """Render training/test videos and write them as a MiniROAD feature folder.
+
+    Args:
+        work: scratch folder (videos and features go below it).
+        console: for progress.
+
+    Returns:
+        The feature folder.
+    """
+    from streaming.features import LightExtractor
+    from streaming.readers import DecordReader, ReaderConfig, Source
+
+    config = RenderConfig()
+    extractor = LightExtractor()
+    root = work / "features"
+    (root / FEATURES).mkdir(parents=True, exist_ok=True)
+    (root / "target_perframe").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(123)
+    names = [f"train_{k:02d}" for k in range(N_TRAIN_VIDEOS)] + [f"test_{k:02d}" for k in range(N_TEST_VIDEOS)]
+    class_of = {s: c + 1 for c, s in enumerate(STEP_IDS)}
+    with Progress(console=console) as bar:
+        task = bar.add_task("rendering demo videos", total=len(names))
+        for k, name in enumerate(names):
+            order = tuple(int(s) for s in rng.permutation(STEP_IDS))  # any order: see steps, not orders
+            video = work / "videos" / f"{name}.mp4"
+            segments = write_video(video, order, seed=k, config=config)
+            reader = DecordReader(Source("file", str(video), str(video)), ReaderConfig(fps=config.fps))
+            frames = np.stack([f.image for f in reader])  # (T, H, W, 3)
+            feats = np.concatenate([extractor(frames[i : i + 64]) for i in range(0, len(frames), 64)])
+            labels = np.zeros(len(frames), dtype=np.int64)
+            for step, start, end in segments:
+                labels[int(round(start * config.fps)) : int(round(end * config.fps))] = class_of[step]
+            np.save(root / FEATURES / f"{name}.npy", feats.astype(np.float32))
+            np.save(root / "target_perframe" / f"{name}.npy", np.eye(len(STEP_IDS) + 1, dtype=np.float32)[labels])
+            bar.advance(task)
+    split = {
+        "train": names[:N_TRAIN_VIDEOS],
+        "test": names[N_TRAIN_VIDEOS:],
+        "class_names": ["background", *(name_of(s) for s in STEP_IDS)],
+        "class_step_ids": [None, *STEP_IDS],
+        "fps": config.fps,
+        "feature_extractor": extractor.name,
+    }
+    (root / "split.json").write_text(json.dumps(split, indent=1))
+    return root
+
+
+def build_detector(out: Path, work: Path, console: Console) -> Path:
+    """Train the demo detector with the project's MiniROAD trainer.
+
+    Args:
+        out: folder receiving ``demo_detector.pt``.
+        work: scratch folder.
+        console: for progress and the results table.
+
+    Returns:
+        The checkpoint written.
+    """
+    from recognition.train import run_training
+
+    features = build_features(work, console)
+    path = out / "demo_detector.pt"
+    run_training(features, HERE / "demo_detector.toml", path, console=console)
+    return path
+
+
+@exit_on_input_error
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m streaming.demo.build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(HERE), help="where the demo graph and detector go")
+    parser.add_argument("--work", default="/tmp/demo-build", help="scratch folder for videos and features")
+    parser.add_argument("--only", choices=("graph", "detector"), help="rebuild one of the two")
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    out, work = Path(args.out), Path(args.work)
+    if args.only in (None, "graph"):
+        console.print(f"graph written to {build_graph(out, work)}")
+    if args.only in (None, "detector"):
+        console.print(f"detector written to {build_detector(out, work, console)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,7 @@ Usage::
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
+    prego-bench select --data DIR --dataset assembly101-o [--folds 5]   (choose do-cv on training data only)
     prego-bench replay ...            (recorded per-frame predictions through the online segmenter)
 
 Examples::
@@ -77,6 +78,49 @@ def prepare_parser() -> argparse.ArgumentParser:
     return p
 
 
+def select_parser() -> argparse.ArgumentParser:
+    """Arguments of `prego-bench select` (cross-validation on the training split, how ``do-cv`` was chosen)."""
+    p = argparse.ArgumentParser(prog="prego-bench select", description="Choose DO settings on training data only.")
+    p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder")
+    p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
+    p.add_argument("--folds", type=int, default=5, help="folds over the training videos")
+    p.add_argument("--epochs", default="50,100,200,400,1200", help="comma-separated epoch caps to try")
+    p.add_argument("--scales", default="0.5,1,2", help="edge threshold 1/(n*s): comma-separated s to try")
+    p.add_argument("--noise", type=float, default=0.2, help="perturbation rate standing in for recognition errors")
+    return p
+
+
+def _select(argv: list[str]) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    args = select_parser().parse_args(argv)
+    if args.data is None:
+        raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
+    try:
+        epochs = [int(x) for x in args.epochs.split(",")]
+        scales = [float(x) for x in args.scales.split(",")]
+    except ValueError:
+        raise InputError("--epochs / --scales: expected comma-separated numbers") from None
+    layout = prego.resolve_data(args.data, [args.dataset])
+    data = prego.load_dataset(layout, args.dataset, pred=False)
+    settings = prego.load_method_settings(args.dataset)["do"]
+    rows = prego.cross_validate(data, settings, args.folds, epochs, scales, noise=args.noise)
+    table = Table(title=f"Cross-validation on the {args.dataset} training split (Avg F1, synthetic mistakes)")
+    for header in ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score"):
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(
+            *(
+                f"{row[k]:g}" if k in ("epochs", "threshold_scale") else f"{row[k]:.1f}"
+                for k in ("epochs", "threshold_scale", "clean", "noisy", "score")
+            )
+        )
+    Console().print(table)
+    print(f"best: epochs = {rows[0]['epochs']}, threshold_scale = {rows[0]['threshold_scale']:g}")
+    return 0
+
+
 def _prepare(argv: list[str]) -> int:
     args = prepare_parser().parse_args(argv)
     for path in prepare_all(PrepareConfig(args.assembly101, args.epic_tent, args.out)):
@@ -129,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["prepare"]:
         return _prepare(argv[1:])
+    if argv[:1] == ["select"]:
+        return _select(argv[1:])
     if argv[:1] == ["replay"]:
         from tgml.replay_cli import main as replay_main  # owned by the recognition part; loaded only when asked
 

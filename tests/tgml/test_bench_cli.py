@@ -89,3 +89,9 @@ def test_prepare_subcommand_writes_the_splits(
         data_dir / "epic-tent-o" / "test.json"
     ).read_bytes()
     assert "wrote" in capsys.readouterr().out
+
+
+def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "20"]
+    assert main(argv) == 0
+    assert "best: epochs = 20" in capsys.readouterr().out

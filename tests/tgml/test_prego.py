@@ -155,3 +155,22 @@ def test_perturbation_is_reproducible_and_scales_with_the_rate() -> None:
     ]
     assert changed[0] < changed[1]
     assert all(len(seq) >= 1 and set(seq) <= set(ids) for seq in noisy)
+
+
+def test_synthetic_validation_items_end_with_a_step_done_too_early() -> None:
+    items = prego.synthetic_mistakes([[5, 6, 6, 7, 8, 9]], per_video=20, seed=0)
+    assert len(items) == 20
+    for item in items:
+        order = [5, 6, 7, 8, 9]
+        prefix, last = item[:-1], item[-1]
+        assert list(prefix) == order[: len(prefix)]  # a correct prefix
+        assert order.index(last) > len(prefix)  # skips at least the true next step
+
+
+def test_cross_validation_ranks_candidates_on_training_data(epic: prego.BenchData) -> None:
+    settings = prego.load_method_settings("epic-tent-o")["do"]
+    rows = prego.cross_validate(epic, settings, folds=2, epochs_grid=[20], scale_grid=[0.5, 1.0], progress=False)
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    assert {r["threshold_scale"] for r in rows} == {0.5, 1.0}
+    with pytest.raises(InputError, match="--folds 99"):
+        prego.cross_validate(epic, settings, folds=99, epochs_grid=[20], scale_grid=[1.0], progress=False)

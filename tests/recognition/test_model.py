@@ -107,3 +107,17 @@ def test_config_errors_name_the_field_and_value(field: str, value: object) -> No
 def test_published_defaults() -> None:
     cfg = MiniROADConfig()
     assert (cfg.input_dim, cfg.embed_dim, cfg.hidden_dim, cfg.dropout) == (4096, 2048, 1024, 0.2)
+
+
+def test_int8_stepper_stays_close_to_fp32() -> None:
+    torch.manual_seed(5)
+    model = MiniROAD(MiniROADConfig(input_dim=256, embed_dim=128, hidden_dim=64, num_classes=6)).eval()
+    x = torch.randn(1, 50, 256)
+    with torch.inference_mode():
+        expected = torch.softmax(model(x)[0][0], dim=-1)
+    stepper = FastStepper(model, precision="int8")
+    got = torch.cat([stepper.step(x[0, t]).clone() for t in range(50)])
+    torch.testing.assert_close(got, expected, atol=1e-2, rtol=0)
+    assert (got.argmax(1) == expected.argmax(1)).float().mean() > 0.95
+    with pytest.raises(InputError, match="FastStepper precision = 'fp16'"):
+        FastStepper(model, precision="fp16")

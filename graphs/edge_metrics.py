@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph
+from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, load_graph
 
 
 @dataclass(frozen=True)
@@ -139,3 +139,17 @@ def load_reference_graph(path: str | Path, like: TaskGraph) -> TaskGraph:
     if isinstance(data, dict) and data.get("format") == FORMAT_NAME:
         return TaskGraph.from_dict(data, source=str(path))
     return captaincook_graph(data, like, str(path))
+
+
+def evaluate_files(pred_path: str | Path, gt_path: str | Path) -> EdgeScores:
+    """Edge scores of a predicted graph file against a ground-truth file (what ``tgml eval`` runs).
+
+    Args:
+        pred_path: task-graph file.
+        gt_path: task-graph file or CaptainCook4D ground-truth graph.
+
+    Returns:
+        `EdgeScores` on the full START..END adjacency.
+    """
+    pred = load_graph(pred_path)
+    return compare_graphs(pred, load_reference_graph(gt_path, pred))

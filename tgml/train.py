@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
+from tgml.annotations import load_annotations
 from tgml.do_model import DirectOptimization, n_nodes, wrap
 from tgml.sequence_accuracy import EarlyStopping, parse_early_stop, sequence_accuracy
 from tgml.sequences import (
@@ -367,3 +368,25 @@ def train_task_graph(
     }
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     return TrainResult(graph, epoch, loss_value, sa_final)
+
+
+def train_from_annotations(
+    annotations: str | Path, scenario: str, config: TrainConfig, progress: bool = False
+) -> TrainResult:
+    """Train the graph of one scenario of an annotation file (what ``tgml train`` runs).
+
+    Args:
+        annotations: annotation JSON (SPEC §4 format).
+        scenario: the procedure to learn.
+        config: training settings.
+        progress: show the progress bar.
+
+    Returns:
+        The `TrainResult` (all videos of the scenario are used, repeats kept; pre-processing per ``config``).
+    """
+    data = load_annotations(annotations)
+    step_ids, step_names = data.steps_of(scenario)
+    sequences = [v.steps for v in data.scenario_videos(scenario)]
+    if not any(sequences):
+        raise InputError(f"{annotations}: scenario {scenario!r} has no usable sequence (no video with segments)")
+    return train_task_graph(sequences, step_ids, step_names, config, scenario, progress)

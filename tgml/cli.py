@@ -1,0 +1,118 @@
+"""The ``tgml`` command: learn, show, evaluate and benchmark task graphs.
+
+Usage::
+
+    tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
+        [--config configs/do-epic-tent.toml] [--beta 0.005] [--epochs 1200] [--seed 42] [--augment] [--relaxed] \\
+        [--early-stop {none,sa-plateau,sa-threshold:X}] [--quiet]
+    tgml show tent.json [--dot tent.dot | --dot tent.svg]
+    tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
+    tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
+        [--procedures coffee,ramen] [--epochs 1000] [--json out.json]
+
+Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
+cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from graphs.edge_metrics import evaluate_files
+from graphs.errors import exit_on_input_error
+from graphs.render import terminal_view, write_rendering
+from graphs.task_graph import load_graph, save_graph
+from tgml.captaincook import DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
+from tgml.train import TrainConfig, load_train_config, train_from_annotations
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tgml", description="Learn task graphs with TGML (Direct Optimization).")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="learn the task graph of one scenario")
+    train.add_argument("--annotations", required=True, help="annotation JSON file")
+    train.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
+    train.add_argument("--out", required=True, help="output task-graph JSON")
+    train.add_argument("--config", help="TOML file of training settings (flags override it)")
+    train.add_argument("--beta", type=float, help="contrastive weight (default 0.005)")
+    train.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
+    train.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
+    train.add_argument("--seed", type=int, help="random seed (default 42)")
+    train.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
+                       help="three-part sequence augmentation (SPEC §1)")
+    train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
+                       help="relaxed post-processing rule (SPEC §1)")
+    train.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
+    show.add_argument("graph", help="task-graph JSON")
+    show.add_argument("--dot", metavar="OUT", help="write .dot/.gv text, or .svg/.png/.pdf if Graphviz exists")
+
+    ev = sub.add_parser("eval", help="edge precision/recall/F1 against a ground-truth graph")
+    ev.add_argument("--pred", required=True, help="predicted task-graph JSON")
+    ev.add_argument("--gt", required=True, help="ground truth: task-graph JSON or CaptainCook4D graph")
+
+    bench = sub.add_parser("bench-captaincook", help="CaptainCook4D task-graph generation benchmark")
+    bench.add_argument("--data", required=True, help="captaincook4d data folder")
+    bench.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, help="first seed (default 42)")
+    bench.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4), help="worker processes")
+    bench.add_argument("--procedures", help="comma-separated subset of procedures")
+    bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
+    bench.add_argument("--config", help="TOML file of training settings")
+    bench.add_argument("--json", help="write all results to this JSON file")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
+    overrides = {k: getattr(args, k, None) for k in ("beta", "epochs", "lr", "seed", "augment", "relaxed")}
+    overrides["early_stop"] = getattr(args, "early_stop", None)
+    if args.config:
+        return load_train_config(args.config, **overrides)
+    return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+
+
+@exit_on_input_error
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tgml`` console script."""
+    args = _parser().parse_args(argv)
+    console = Console()
+    if args.command == "train":
+        result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
+                                        progress=not args.quiet)
+        save_graph(result.graph, args.out)
+        console.print(f"{args.scenario}: {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
+                      f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
+    elif args.command == "show":
+        graph = load_graph(args.graph)
+        console.print(terminal_view(graph))
+        if args.dot:
+            console.print(f"wrote {write_rendering(graph, args.dot)}")
+    elif args.command == "eval":
+        s = evaluate_files(args.pred, args.gt)
+        console.print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
+                      f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
+    else:
+        seeds = list(range(args.seed_base, args.seed_base + args.seeds))
+        procedures = [p for p in (args.procedures or "").split(",") if p]
+        result = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,
+                               progress=not args.quiet)
+        console.print(results_table(result))
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+            console.print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

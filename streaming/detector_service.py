@@ -24,7 +24,7 @@ from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
 from streaming.features import FeatureExtractor, make_extractor
-from streaming.messages import MAX_HISTORY, Heartbeat, KeyStepEvent
+from streaming.messages import _STREAM_ID, MAX_HISTORY, Heartbeat, KeyStepEvent
 from streaming.readers import VideoReader
 from streaming.transport import DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
 
@@ -52,9 +52,7 @@ class DetectorConfig:
     max_frames: int = 0
 
     def __post_init__(self) -> None:
-        import re
-
-        if not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", self.stream_id):
+        if not _STREAM_ID.fullmatch(self.stream_id):
             raise InputError(f"--stream-id {self.stream_id!r}: use 1-64 characters from [A-Za-z0-9_.:-]")
         check_endpoint(self.connect, "--connect")
         if not self.heartbeat_s > 0:
@@ -225,9 +223,7 @@ class Detector:
         self.checkpoint = checkpoint
         self.events = events
         self.config = config
-        self.segmenter = OnlineSegmenter(
-            segmenter_config or SegmenterConfig(fps=checkpoint.fps), checkpoint.class_step_ids
-        )
+        self.segmenter = OnlineSegmenter(segmenter_config or segmenter_config_of(checkpoint), checkpoint.class_step_ids)
         self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
         self.clock = clock
         self.stats = DetectorStats()
@@ -289,6 +285,24 @@ class Detector:
                     time.sleep(self.config.heartbeat_s / 5)
                 self.events.heartbeat(None, self.stats.frames, self.stats.dropped, final_fps, ended=True)
         return self.stats
+
+
+def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
+    """The segmenter settings a checkpoint asks for (``info["segmenter"]``), at its fps; defaults otherwise.
+
+    Args:
+        checkpoint: the detector's description.
+
+    Returns:
+        The validated segmenter config.
+    """
+    settings = checkpoint.info.get("segmenter") or {}
+    if not isinstance(settings, dict):
+        raise InputError(f"detector checkpoint: info.segmenter must be an object, got {settings!r}")
+    try:
+        return SegmenterConfig(fps=checkpoint.fps, **settings)
+    except TypeError as err:
+        raise InputError(f"detector checkpoint: bad info.segmenter ({err})") from None
 
 
 def load_detector_for_stream(

@@ -27,7 +27,7 @@ from rich.live import Live
 from graphs.errors import InputError
 from graphs.task_graph import TaskGraph, load_graph
 from streaming.checker_service import CheckerConfig, CheckerService
-from streaming.messages import Alert, KeyStepEvent, Status, _Message
+from streaming.messages import _STREAM_ID, Alert, KeyStepEvent, Status, _Message
 from streaming.transport import POLL_MS, Receiver, connect, subscribe
 from streaming.view import ViewState, jsonl_line, render
 
@@ -69,6 +69,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.threads < 1:
             raise InputError(f"--threads {self.threads} must be >= 1")
+        if not _STREAM_ID.fullmatch(self.stream_id):
+            raise InputError(f"--stream-id {self.stream_id!r}: use 1-64 characters from [A-Za-z0-9_.:-]")
 
 
 def _checker_child(graph_path: str, config: CheckerConfig, pipe: Connection) -> None:

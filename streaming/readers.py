@@ -304,6 +304,8 @@ class LiveReader(VideoReader):
         self.clock = clock
         self.reopens = 0
         self.error: str = ""
+        # OpenCV's own warnings about a missing camera would add lines to our one-line error.
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
         cap = self._open(source.target)
         if not cap.isOpened():
             what = "camera" if source.kind == "camera" else "stream"

@@ -11,7 +11,8 @@ Usage::
 2. Detector: executions in random orders (so the detector learns to see steps, not to expect an
    order) are rendered to MP4 with OpenCV, read back through the same reader and built-in
    ``light-v1`` extractor the live pipeline uses, written as a MiniROAD feature folder, and trained
-   with ``recognition-train``'s trainer using ``demo_detector.toml``.
+   with ``recognition-train``'s trainer using ``demo_detector.toml``; the segmenter settings that
+   suit the demo's step lengths (`DEMO_SEGMENTER`) are stored in the checkpoint's ``info``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ N_TRAIN_VIDEOS = 12
 N_TEST_VIDEOS = 3
 GRAPH_SEED = 7
 FEATURES = "rgb_light-v1"
+# Demo key-steps last 2.5-3.5 s: a run under 0.3 s is a cross-fade artefact, never a step.
+DEMO_SEGMENTER = {"min_run": 0.3, "min_duration": 0.6, "max_delay": 2.0}
 
 
 def build_graph(out: Path, work: Path) -> Path:
@@ -140,7 +143,22 @@ def build_detector(out: Path, work: Path, console: Console) -> Path:
     features = build_features(work, console)
     path = out / "demo_detector.pt"
     run_training(features, HERE / "demo_detector.toml", path, console=console)
+    add_segmenter_settings(path, DEMO_SEGMENTER)
     return path
+
+
+def add_segmenter_settings(path: Path, settings: dict[str, float]) -> None:
+    """Record in a checkpoint's ``info`` how its output should be segmented (read by the live detector).
+
+    Args:
+        path: detector checkpoint, rewritten in place.
+        settings: `recognition.segmenter.SegmenterConfig` fields other than ``fps``.
+    """
+    from recognition.checkpoint import load_detector, save_detector
+
+    model, ckpt = load_detector(path)
+    info = {**ckpt.info, "segmenter": dict(settings)}
+    save_detector(path, model, ckpt.class_names, ckpt.class_step_ids, ckpt.feature_extractor, ckpt.fps, info)
 
 
 @exit_on_input_error

@@ -104,7 +104,7 @@ class CheckerCore:
             message: a `KeyStepEvent` or `Heartbeat` (other kinds are ignored).
 
         Returns:
-            Messages to publish: the forwarded event if new, alerts for newly applied steps, a status.
+            Messages to publish: alerts for newly applied steps, the forwarded event if new, a status.
         """
         if not isinstance(message, KeyStepEvent | Heartbeat):
             return []
@@ -121,11 +121,11 @@ class CheckerCore:
         if state.last_seq >= 0:
             state.gaps += message.seq - state.last_seq - 1
         state.last_seq = message.seq
-        out: list[_Message] = []
+        # Alerts go out first: they are what a person waits for.
+        out: list[_Message] = list(self._apply_history(message.stream_id, state, message))
         if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
             state.forwarded.add(message.index)
             out.append(message)
-        out.extend(self._apply_history(message.stream_id, state, message))
         if isinstance(message, Heartbeat):
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended

@@ -216,40 +216,72 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     return FeatureDataset(root, train, test, tuple(map(str, names)), tuple(step_ids), extractor, float(fps))
 
 
-def make_windows(
-    videos: Sequence[VideoFeatures], window: int, rng: np.random.Generator | None = None
+def window_index(
+    lengths: Sequence[int], window: int, rng: np.random.Generator | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Cut videos into fixed-length training windows (SPEC §5: 128 frames).
+    """Frame indices of fixed-length training windows (SPEC §5: 128 frames) over concatenated videos.
 
     Each video is cut at a random offset (a fresh one per epoch when ``rng`` is given) so that
     window borders move between epochs; the frames before the offset form a shorter first window.
-    Short windows are padded with zero features and all-zero targets, which the loss skips.
+    Windows never cross a video border; short ones are padded (``valid`` false there).
 
     Args:
-        videos: the training videos.
+        lengths: frame count of each video, in concatenation order.
+        window: window length in frames.
+        rng: random offsets when given, offset 0 otherwise.
+
+    Returns:
+        ``(index (N, window), valid (N, window))``: rows into the concatenated frames (0 where padded).
+    """
+    lengths_arr = np.asarray(lengths, dtype=np.int64)
+    video_start = np.r_[0, np.cumsum(lengths_arr)[:-1]]
+    offsets = rng.integers(0, window, size=len(lengths_arr)) if rng is not None else np.zeros(len(lengths_arr), int)
+    offsets = np.minimum(offsets, lengths_arr)
+    # Window starts per video: 0 (if offset > 0), then offset, offset + window, ... < length.
+    starts_list = [
+        np.r_[[0] if o > 0 else [], np.arange(o, n, window)].astype(np.int64)
+        for o, n in zip(offsets.tolist(), lengths_arr.tolist(), strict=True)
+    ]
+    ends_list = [np.r_[s[1:], n] for s, n in zip(starts_list, lengths_arr.tolist(), strict=True)]
+    starts = np.concatenate([s + b for s, b in zip(starts_list, video_start, strict=True)])
+    ends = np.concatenate([e + b for e, b in zip(ends_list, video_start, strict=True)])
+    idx = starts[:, None] + np.arange(window)[None, :]  # (N, window)
+    valid = idx < ends[:, None]
+    return np.where(valid, idx, 0), valid
+
+
+def gather_windows(
+    features: np.ndarray, targets: np.ndarray, index: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Materialise windows (only the ones asked for: a batch at a time keeps memory flat).
+
+    Args:
+        features: ``(L_total, D)`` concatenated features.
+        targets: ``(L_total, C)`` concatenated targets.
+        index, valid: ``(n, window)`` from `window_index`.
+
+    Returns:
+        ``(x (n, window, D), y (n, window, C))`` float32; padded frames are zero (the loss skips them).
+    """
+    x = features[index] * valid[..., None]
+    y = targets[index] * valid[..., None]
+    return x.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
+
+
+def make_windows(
+    videos: Sequence[VideoFeatures], window: int, rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """All training windows of some videos at once (see `window_index`).
+
+    Args:
+        videos: the videos.
         window: window length in frames.
         rng: random offsets when given, offset 0 otherwise.
 
     Returns:
         ``(features (N, window, D), targets (N, window, C))`` float32.
     """
-    feats = np.concatenate([v.features for v in videos])  # (L_total, D)
-    targs = np.concatenate([v.targets for v in videos])  # (L_total, C)
-    lengths = np.array([len(v.features) for v in videos])
-    video_start = np.r_[0, np.cumsum(lengths)[:-1]]
-    offsets = rng.integers(0, window, size=len(videos)) if rng is not None else np.zeros(len(videos), int)
-    offsets = np.minimum(offsets, lengths)
-    # Window starts per video: 0 (if offset > 0), then offset, offset + window, ... < length.
-    starts_list = [
-        np.r_[[0] if o > 0 else [], np.arange(o, n, window)].astype(np.int64)
-        for o, n in zip(offsets.tolist(), lengths.tolist(), strict=True)
-    ]
-    ends_list = [np.r_[s[1:], n] for s, n in zip(starts_list, lengths.tolist(), strict=True)]
-    starts = np.concatenate([s + b for s, b in zip(starts_list, video_start, strict=True)])
-    ends = np.concatenate([e + b for e, b in zip(ends_list, video_start, strict=True)])
-    idx = starts[:, None] + np.arange(window)[None, :]  # (N, window)
-    valid = idx < ends[:, None]
-    idx = np.where(valid, idx, 0)
-    x = feats[idx] * valid[..., None]
-    y = targs[idx] * valid[..., None]
-    return x.astype(np.float32), y.astype(np.float32)
+    index, valid = window_index([len(v.features) for v in videos], window, rng)
+    feats = np.concatenate([v.features for v in videos])
+    targs = np.concatenate([v.targets for v in videos])
+    return gather_windows(feats, targs, index, valid)

@@ -44,7 +44,14 @@ from rich.table import Table
 
 from graphs.errors import InputError
 from recognition.checkpoint import save_detector
-from recognition.features import FeatureConfig, FeatureDataset, VideoFeatures, load_feature_dataset, make_windows
+from recognition.features import (
+    FeatureConfig,
+    FeatureDataset,
+    VideoFeatures,
+    gather_windows,
+    load_feature_dataset,
+    window_index,
+)
 from recognition.metrics import frame_map
 from recognition.model import MiniROAD, MiniROADConfig
 
@@ -247,19 +254,22 @@ def train_detector(
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     background = tuple(c for c, s in enumerate(data.class_step_ids) if s is None) or (0,)
     losses: list[float] = []
-    n_windows = len(make_windows(data.train, config.window)[0])
+    lengths = [len(v.features) for v in data.train]
+    feats = np.concatenate([v.features for v in data.train])  # (L_total, D)
+    targs = np.concatenate([v.targets for v in data.train])  # (L_total, C)
+    n_windows = len(window_index(lengths, config.window)[0])
     per_epoch = math.ceil(n_windows / config.batch_size) + 1  # random offsets may add one window per video
     with _progress(progress) as bar:
         task = bar.add_task("training", total=config.epochs * per_epoch, loss=float("nan"))
         for epoch in range(1, config.epochs + 1):
             model.train()
-            x_all, y_all = make_windows(data.train, config.window, rng)  # (N, W, D), (N, W, C)
-            order = rng.permutation(len(x_all))
+            index, valid = window_index(lengths, config.window, rng)  # (N, W) each
+            order = rng.permutation(len(index))
             total, count = 0.0, 0
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
-                x = torch.from_numpy(x_all[batch])
-                y = torch.from_numpy(y_all[batch])
+                x_np, y_np = gather_windows(feats, targs, index[batch], valid[batch])  # (b, W, D), (b, W, C)
+                x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
                 _, loss = model(x, y)
                 assert loss is not None
                 optimizer.zero_grad(set_to_none=True)

@@ -111,12 +111,19 @@ def render(state: ViewState) -> RenderableType:
     """
     streams = Table(title="streams", expand=True)
     for col in ("stream", "now", "done", "allowed next", "fps", "frames", "dropped", "alerts"):
-        streams.add_column(col, overflow="fold", justify="right" if col in ("fps", "frames", "dropped") else "left")
+        if col in ("done", "allowed next"):
+            streams.add_column(col, ratio=1)
+        else:
+            streams.add_column(col, no_wrap=True, justify="right" if col in ("fps", "frames", "dropped") else "left")
+    mistaken = {(a.stream_id, a.step) for _, a in state.alerts}
     for sid, row in sorted(state.streams.items()):
+        done = Text(", ").join(
+            Text(state.name(s), style="bold red" if (sid, s) in mistaken else "green") for s in row.done
+        )
         streams.add_row(
             sid + (" (ended)" if row.ended else ""),
             state.name(row.current),
-            ", ".join(state.name(s) for s in row.done) or "-",
+            done if row.done else "-",
             ", ".join(state.name(s) for s in row.allowed) or "-",
             f"{row.fps:.1f}",
             str(row.frames),
@@ -128,7 +135,7 @@ def render(state: ViewState) -> RenderableType:
 
     alerts = Table(title="alerts", expand=True, title_style="bold red")
     for col in ("time", "stream", "mistake", "missing pre-conditions"):
-        alerts.add_column(col, overflow="fold")
+        alerts.add_column(col)
     for when, alert in state.alerts:
         missing = ", ".join(alert.missing_names) or ("not in the task graph" if alert.undefined else "-")
         alerts.add_row(_clock(when), alert.stream_id, Text(alert.step_name, style="bold red"), missing)

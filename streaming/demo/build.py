@@ -6,8 +6,8 @@ Usage::
 
 1. Graph: `N_GRAPH_EXECUTIONS` correct executions of the demo procedure are sampled (random
    linear extensions of its partial order), written as a SPEC §4 annotation file
-   (``demo_annotations.json``), and the task graph is learned from it exactly as ``tgml train``
-   does (Direct Optimization, default settings).
+   (``demo_annotations.json``), and the task graph is learned from it by ``tgml train`` (Direct
+   Optimization, default settings).
 2. Detector: executions in random orders (so the detector learns to see steps, not to expect an
    order) are rendered to MP4 with OpenCV, read back through the same reader and built-in
    ``light-v1`` extractor the live pipeline uses, written as a MiniROAD feature folder, and trained
@@ -26,8 +26,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from graphs.errors import exit_on_input_error
-from graphs.task_graph import save_graph
+from graphs.errors import InputError, exit_on_input_error
 from streaming.demo.procedure import (
     SCENARIO,
     STEP_IDS,
@@ -47,18 +46,16 @@ FEATURES = "rgb_light-v1"
 DEMO_SEGMENTER = {"min_run": 0.3, "min_duration": 0.6, "max_delay": 2.0}
 
 
-def build_graph(out: Path, work: Path) -> Path:
+def build_graph(out: Path) -> Path:
     """Sample correct executions, write their annotation file, learn the demo graph with TGML.
 
     Args:
-        out: folder receiving ``demo_graph.json``.
-        work: folder receiving ``demo_annotations.json``.
+        out: folder receiving ``demo_annotations.json`` and ``demo_graph.json``.
 
     Returns:
         The graph file written.
     """
-    from tgml.annotations import load_annotations
-    from tgml.train import TrainConfig, train_task_graph
+    from tgml.cli import main as tgml_main
 
     rng = np.random.default_rng(GRAPH_SEED)
     config = RenderConfig()
@@ -66,16 +63,13 @@ def build_graph(out: Path, work: Path) -> Path:
     for k in range(N_GRAPH_EXECUTIONS):
         order = sample_correct_order(rng)
         executions[f"demo_{k:03d}"] = segments_of(timeline(order, rng, config), config.fps)
-    work.mkdir(parents=True, exist_ok=True)
-    annotations_path = work / "demo_annotations.json"
-    annotations_path.write_text(json.dumps(annotation_file(executions), indent=1))
-    # What `tgml train --annotations demo_annotations.json --scenario demo-tea` does.
-    annotations = load_annotations(annotations_path)
-    ids, names = annotations.steps_of(SCENARIO)
-    sequences = [v.steps for v in annotations.scenario_videos(SCENARIO)]
-    result = train_task_graph(sequences, ids, names, TrainConfig(), SCENARIO, progress=True)
+    out.mkdir(parents=True, exist_ok=True)
+    annotations_path = out / "demo_annotations.json"  # shipped: `tgml train` can be re-run on it by hand
+    annotations_path.write_text(json.dumps(annotation_file(executions)))
     path = out / "demo_graph.json"
-    save_graph(result.graph, path)
+    status = tgml_main(["train", "--annotations", str(annotations_path), "--scenario", SCENARIO, "--out", str(path)])
+    if status:
+        raise InputError(f"tgml train failed with status {status}")
     return path
 
 
@@ -172,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     out, work = Path(args.out), Path(args.work)
     if args.only in (None, "graph"):
-        console.print(f"graph written to {build_graph(out, work)}")
+        console.print(f"graph written to {build_graph(out)}")
     if args.only in (None, "detector"):
         console.print(f"detector written to {build_detector(out, work, console)}")
     return 0

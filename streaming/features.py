@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import abc
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -132,7 +133,10 @@ class TorchScriptExtractor(FeatureExtractor):
         if not path.is_file():
             raise InputError(f"--backbone {path}: file not found")
         try:
-            self.module = torch.jit.load(str(path), map_location="cpu").eval()
+            with warnings.catch_warnings():
+                # TorchScript is deprecated upstream but is still the one self-contained backbone format.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self.module = torch.jit.load(str(path), map_location="cpu").eval()
         except (RuntimeError, ValueError) as err:
             raise InputError(f"--backbone {path}: not a TorchScript file ({str(err).splitlines()[0][:100]})") from None
         self.size = size

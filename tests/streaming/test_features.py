@@ -1,0 +1,65 @@
+"""Feature extractors: the built-in one separates scenes, a TorchScript backbone plugs in, bad choices are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from graphs.errors import InputError
+from streaming.demo.render import RenderConfig, render_frames
+from streaming.features import LightExtractor, TorchScriptExtractor, grid_means, make_extractor
+
+
+def test_grid_means_average_each_cell() -> None:
+    values = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
+    cells = grid_means(values, 2)[0, :, :, 0]
+    assert cells.tolist() == [[2.5, 4.5], [10.5, 12.5]]
+
+
+def test_light_features_separate_demo_steps_more_than_noise() -> None:
+    extractor = LightExtractor()
+    config = RenderConfig(step_s=(1.0, 1.0), pause_s=(0.5, 0.5), fade_s=0.0)
+    frames, labels = render_frames((1, 2), seed=3, config=config)
+    images = np.stack(list(frames))  # (T, H, W, 3)
+    feats = extractor(images)
+    assert feats.shape == (len(labels), extractor.dim) and feats.dtype == np.float32
+    a, b = feats[labels == 1], feats[labels == 2]
+    within = np.linalg.norm(a - a.mean(0), axis=1).mean()
+    between = np.linalg.norm(a.mean(0) - b.mean(0))
+    assert between > 5 * within
+
+
+def test_batch_and_single_frame_agree() -> None:
+    images = np.random.default_rng(0).integers(0, 256, size=(3, 240, 320, 3), dtype=np.uint8)
+    extractor = LightExtractor()
+    assert np.allclose(extractor(images)[1], extractor(images[1:2])[0])
+
+
+class _Backbone(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3))  # (B, 3)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_torchscript_backbone_is_loaded_and_probed(tmp_path: Path) -> None:
+    path = tmp_path / "backbone.pt"
+    torch.jit.script(_Backbone()).save(str(path))
+    extractor = make_extractor("torchscript", path)
+    assert isinstance(extractor, TorchScriptExtractor) and extractor.dim == 3
+    out = extractor(np.full((2, 48, 64, 3), 255, dtype=np.uint8))
+    expected = (1.0 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
+    assert out.shape == (2, 3) and np.allclose(out[0], expected, atol=1e-4)
+
+
+def test_wrong_extractor_choices_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--backbone"):
+        make_extractor("torchscript", None)
+    with pytest.raises(InputError, match="known"):
+        make_extractor("tsn-resnet50", None)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not torchscript")
+    with pytest.raises(InputError, match="bad.pt"):
+        make_extractor("torchscript", bad)

@@ -206,9 +206,11 @@ class DecordReader(_FileReader):
 
     def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(source, config, clock)
-        import decord
-
         path = str(source.target)
+        try:
+            import decord
+        except ImportError:  # no wheel on some platforms: "auto" then falls back to OpenCV
+            raise InputError(f"--video {path}: the decord reader is not installed (pip install decord)") from None
         if not Path(path).is_file():
             raise InputError(f"--video {path}: file not found")
         size = {"width": config.width, "height": config.height} if config.width else {}

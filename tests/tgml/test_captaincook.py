@@ -1,0 +1,81 @@
+"""CaptainCook4D benchmark: real data loading and edge orientation, a short run, the command and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from graphs.task_graph import END, START
+from tgml.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
+from tgml.cli import main
+
+
+def test_loads_24_procedures_with_ground_truth_matched_by_name(data_dir: Path) -> None:
+    procedures = load_procedures(data_dir / "captaincook4d")
+    assert len(procedures) == 24
+    assert sum(len(p.sequences) for p in procedures) == 194
+    coffee = next(p for p in procedures if p.scenario == "coffee")
+    assert coffee.step_ids == tuple(range(56, 72))  # taxonomy ids, not the ground truth's 1..16
+    by_name = dict(zip(coffee.step_names, coffee.step_ids, strict=True))
+    bloom = by_name["Wait-Wait about 30 seconds for the coffee to bloom. (You will see small bubbles or foam on "
+                    "the coffee grounds during this step.)"]
+    wet = by_name["Pour-Pour a small amount of water into the filter to wet the grounds"]
+    # Ground-truth edge [2, 1] = "wet the grounds before waiting for the bloom": the bloom requires wetting.
+    assert wet in coffee.ground_truth.preconditions(bloom)
+    assert bloom not in coffee.ground_truth.preconditions(wet)
+    for p in procedures:
+        gt = p.ground_truth
+        assert not gt.preconditions(START) and gt.preconditions(END)
+        assert any(START in gt.preconditions(s) for s in gt.step_ids)
+
+
+def test_short_benchmark_run_scores_and_summarises(data_dir: Path) -> None:
+    config = DEFAULT_CONFIG.replace(epochs=80)
+    result = run_benchmark(data_dir / "captaincook4d", [42, 43], config, ["ramen", "tomatomozzarellasalad"])
+    assert len(result.runs) == 4 and {r.seed for r in result.runs} == {42, 43}
+    summary = result.summary()
+    assert 60.0 < summary["f1"]["mean"] <= 100.0 and summary["f1"]["ci90"] >= 0.0
+    console = Console(width=120)
+    with console.capture() as captured:
+        console.print(results_table(result))
+    rendered = captured.get()
+    assert "ramen" in rendered and "published DO" in rendered and "87.8" in rendered
+    payload = result.to_dict()
+    assert payload["published_do"]["f1"] == 87.8 and len(payload["runs"]) == 4
+
+
+def test_confidence_interval_uses_student_t() -> None:
+    mean, half = mean_ci90(np.array([[80.0], [82.0], [84.0], [86.0], [88.0]]))
+    assert mean[0] == pytest.approx(84.0)
+    assert half[0] == pytest.approx(2.132 * np.std([80, 82, 84, 86, 88], ddof=1) / np.sqrt(5))
+    assert mean_ci90(np.array([[1.0]]))[1][0] == 0.0
+
+
+def test_bench_command_writes_json(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cc.json"
+    assert main(["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--seeds", "1", "--procedures",
+                 "spicedhotchocolate", "--epochs", "60", "--workers", "1", "--json", str(out), "--quiet"]) == 0
+    assert "spicedhotchocolate" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    assert saved["seeds"] == [42] and saved["runs"][0]["scenario"] == "spicedhotchocolate"
+
+
+def test_bench_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench-captaincook", "--data", str(tmp_path / "nowhere"), "--quiet"])
+    assert exc.value.code == 2 and "data folder not found" in capsys.readouterr().err
+
+    # A procedure whose only video has an erroneous segment has no usable sequence.
+    (tmp_path / "ground_truth_task_graphs").mkdir()
+    ann = {"annotations": {"v": {"scenario": "tea", "recording_id": "v",
+                                 "segments": [{"step_id": 1, "has_errors": True}]}},
+           "taxonomy": {"tea": {"1": {"name": "boil", "id": 1}}}}
+    (tmp_path / "task_graph_generation_annotations.json").write_text(json.dumps(ann))
+    with pytest.raises(SystemExit) as exc:
+        main(["bench-captaincook", "--data", str(tmp_path), "--workers", "1", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "'tea'" in err and "no usable" in err and "\n" not in err

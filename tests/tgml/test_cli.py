@@ -1,0 +1,150 @@
+"""The `tgml` command end to end, and its one-line errors (exit status 2) for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphs.task_graph import load_graph
+from tgml.cli import main
+
+TINY = {
+    "annotations": {
+        "v1": {"scenario": "tea", "recording_id": "v1", "segments": [{"step_id": 1}, {"step_id": 2}, {"step_id": 3}]},
+        "v2": {"scenario": "tea", "recording_id": "v2", "segments": [{"step_id": 1}, {"step_id": 3}, {"step_id": 2}]},
+        "v3": {"scenario": "coffee", "recording_id": "v3", "segments": []},
+    },
+    "taxonomy": {
+        "tea": {"1": {"name": "boil water", "id": 1}, "2": {"name": "add tea", "id": 2},
+                "3": {"name": "get cup", "id": 3}},
+        "coffee": {"7": {"name": "grind", "id": 7}},
+    },
+}
+
+
+def write(path: Path, content: object) -> Path:
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def run_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run main(), assert exit status 2 and a one-line error; return that line."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_train_show_dot_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    out = tmp_path / "tea.json"
+    assert main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--epochs", "60",
+                 "--quiet"]) == 0
+    graph = load_graph(out)
+    assert graph.scenario == "tea" and graph.step_names == ("boil water", "add tea", "get cup")
+    assert graph.info["config"]["epochs"] == 60
+    assert "tea" in capsys.readouterr().out
+
+    dot = tmp_path / "tea.dot"
+    assert main(["show", str(out), "--dot", str(dot)]) == 0
+    shown = capsys.readouterr().out
+    assert "boil water" in shown and "START" in shown and "END" in shown
+    assert dot.read_text().startswith("digraph") and '"START" -> "k1"' in dot.read_text()
+
+    assert main(["eval", "--pred", str(out), "--gt", str(out)]) == 0
+    assert "F1 100.0" in capsys.readouterr().out
+
+
+def test_train_uses_config_file_and_flags(tmp_path: Path) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    cfg = write(tmp_path / "c.toml", 'epochs = 30\nearly_stop = "sa-threshold:0.1"\n')
+    out = tmp_path / "g.json"
+    assert main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--config", str(cfg),
+                 "--seed", "5", "--augment", "--quiet"]) == 0
+    info = load_graph(out).info
+    assert info["config"]["seed"] == 5 and info["config"]["augment"] is True
+    assert info["epochs_run"] == 1  # sa-threshold:0.1 from the file stops after the first epoch
+
+
+def test_console_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
+    exe = shutil.which("tgml")
+    cmd = [exe] if exe else [sys.executable, "-m", "tgml.cli"]
+    done = subprocess.run([*cmd, "show", str(tmp_path / "missing.json")], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "graph file not found" in done.stderr
+
+
+def test_missing_annotation_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = run_error(["train", "--annotations", str(tmp_path / "no.json"), "--scenario", "tea", "--out",
+                     str(tmp_path / "g.json")], capsys)
+    assert "no.json" in err and "not found" in err
+
+
+def test_invalid_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write(tmp_path / "bad.json", '{"annotations": ')
+    err = run_error(["train", "--annotations", str(bad), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
+                    capsys)
+    assert "bad.json" in err and "invalid JSON" in err
+
+
+def test_unknown_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    err = run_error(["train", "--annotations", str(ann), "--scenario", "cake", "--out", str(tmp_path / "g.json")],
+                    capsys)
+    assert "unknown scenario 'cake'" in err
+
+
+def test_segment_step_not_in_taxonomy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(json.dumps(TINY))
+    data["annotations"]["v2"]["segments"][1]["step_id"] = 42
+    ann = write(tmp_path / "ann.json", data)
+    err = run_error(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
+                    capsys)
+    assert "'v2'" in err and "segments[1]" in err and "42" in err
+
+
+def test_scenario_with_no_usable_sequence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    err = run_error(["train", "--annotations", str(ann), "--scenario", "coffee", "--out", str(tmp_path / "g.json")],
+                    capsys)
+    assert "'coffee'" in err and "no usable sequence" in err
+
+
+def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cyclic = {"format": "task-graph", "version": 1, "scenario": "tea",
+              "steps": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],
+              "edges": [{"step": 1, "requires": 2}, {"step": 2, "requires": 1}], "weights": None, "info": {}}
+    path = write(tmp_path / "cyclic.json", cyclic)
+    assert "cycle" in run_error(["show", str(path)], capsys)
+    assert "cycle" in run_error(["eval", "--pred", str(path), "--gt", str(path)], capsys)
+
+
+def test_bad_config_value_and_unknown_render_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    err = run_error(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
+                     "--early-stop", "sometimes"], capsys)
+    assert "early_stop = 'sometimes'" in err
+    out = tmp_path / "g.json"
+    main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--epochs", "2", "--quiet"])
+    capsys.readouterr()
+    assert "unknown output format" in run_error(["show", str(out), "--dot", str(tmp_path / "g.bmp")], capsys)
+
+
+def test_eval_against_captaincook_ground_truth(tmp_path: Path, data_dir: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    cc = data_dir / "captaincook4d"
+    out = tmp_path / "ramen.json"
+    main(["train", "--annotations", str(cc / "task_graph_generation_annotations.json"), "--scenario", "ramen",
+          "--out", str(out), "--epochs", "80", "--quiet"])
+    capsys.readouterr()
+    assert main(["eval", "--pred", str(out), "--gt", str(cc / "ground_truth_task_graphs" / "ramen.json")]) == 0
+    line = capsys.readouterr().out
+    f1 = float(line.split("F1")[1].split()[0])
+    assert f1 > 70.0  # ramen is learned almost perfectly (95 F1 at the default settings)

@@ -1,0 +1,68 @@
+"""Edge precision/recall/F1 between task graphs (SPEC §3), including CaptainCook4D ground-truth files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphs.edge_metrics import compare_graphs, edge_scores, evaluate_files, load_reference_graph
+from graphs.errors import InputError
+from graphs.task_graph import END, START, TaskGraph, save_graph
+
+
+def chain(ids: tuple[int, ...], names: tuple[str, ...]) -> TaskGraph:
+    """A chain START -> steps in increasing id -> END, stored in the given matrix order."""
+    index = {node: k for k, node in enumerate((START, *ids, END))}
+    adj = np.zeros((len(ids) + 2, len(ids) + 2), bool)
+    order = [START, *sorted(ids), END]
+    for before, after in zip(order, order[1:], strict=False):
+        adj[index[after], index[before]] = True
+    return TaskGraph(ids, names, adj, scenario="tea")
+
+
+def test_scores_count_edges() -> None:
+    pred = np.zeros((4, 4), bool)
+    gt = np.zeros((4, 4), bool)
+    pred[1, 0] = pred[2, 1] = pred[3, 1] = True
+    gt[1, 0] = gt[2, 1] = gt[3, 2] = gt[2, 0] = True
+    s = edge_scores(pred, gt)
+    assert (s.true_positives, s.predicted, s.expected) == (2, 3, 4)
+    assert s.precision == pytest.approx(200 / 3) and s.recall == pytest.approx(50.0)
+    assert s.f1 == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5) * 100)
+    assert edge_scores(np.zeros((4, 4), bool), gt).f1 == 0.0
+
+
+def test_compare_aligns_graphs_by_step_id_not_matrix_order() -> None:
+    a = chain((10, 20, 30), ("a", "b", "c"))
+    b = chain((30, 10, 20), ("c", "a", "b"))
+    assert compare_graphs(a, b).f1 == 100.0
+    with pytest.raises(InputError, match="different steps"):
+        compare_graphs(a, chain((10, 20, 40), ("a", "b", "d")))
+
+
+def test_captaincook_file_is_read_by_name_with_before_after_orientation(tmp_path: Path) -> None:
+    pred = chain((10, 20, 30), ("a", "b", "c"))
+    # Ground-truth ids differ from ours; [x, y] means x happens before y.
+    gt = {"steps": {"0": "START", "1": "c", "2": "a", "3": "b", "4": "END"},
+          "edges": [[0, 2], [2, 3], [3, 1], [1, 4]]}
+    path = tmp_path / "tea.json"
+    path.write_text(json.dumps(gt))
+    ref = load_reference_graph(path, pred)
+    assert ref.preconditions(20) == {10} and ref.preconditions(10) == {START} and ref.preconditions(END) == {30}
+    save_graph(pred, tmp_path / "pred.json")
+    assert evaluate_files(tmp_path / "pred.json", path).f1 == 100.0
+
+
+def test_captaincook_file_with_unknown_step_name(tmp_path: Path) -> None:
+    path = tmp_path / "tea.json"
+    path.write_text(json.dumps({"steps": {"0": "START", "1": "zzz", "2": "END"}, "edges": []}))
+    with pytest.raises(InputError, match="'zzz' is not a step"):
+        load_reference_graph(path, chain((10, 20, 30), ("a", "b", "c")))
+
+
+def test_missing_ground_truth_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not found"):
+        load_reference_graph(tmp_path / "none.json", chain((10, 20, 30), ("a", "b", "c")))

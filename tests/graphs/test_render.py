@@ -1,0 +1,61 @@
+"""Rendering task graphs: DOT text, images through Graphviz when installed, the rich terminal view."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from graphs.errors import InputError
+from graphs.render import terminal_view, to_dot, write_rendering
+from graphs.task_graph import TaskGraph
+
+
+def tea() -> TaskGraph:
+    # S=0, boil=1, steep=2, spare=3 (never seen: isolated), E=4
+    adj = np.zeros((5, 5), bool)
+    adj[1, 0] = adj[2, 1] = adj[4, 2] = True
+    return TaskGraph((7, 8, 9), ("boil water", 'steep "tea"', "spare step"), adj, scenario="tea")
+
+
+def test_dot_draws_edges_in_execution_order_and_marks_removed_steps() -> None:
+    dot = to_dot(tea())
+    assert dot.startswith("digraph task_graph {") and dot.rstrip().endswith("}")
+    assert '"START" -> "k7";' in dot and '"k7" -> "k8";' in dot and '"k8" -> "END";' in dot
+    assert '\\"tea\\"' in dot  # quotes in names are escaped
+    assert "k9" in dot and "dashed" in dot
+
+
+def test_write_dot_file_and_reject_unknown_format(tmp_path: Path) -> None:
+    out = write_rendering(tea(), tmp_path / "sub" / "tea.dot")
+    assert out.read_text() == to_dot(tea())
+    with pytest.raises(InputError, match="unknown output format"):
+        write_rendering(tea(), tmp_path / "tea.jpeg2")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+def test_svg_through_graphviz(tmp_path: Path) -> None:
+    out = write_rendering(tea(), tmp_path / "tea.svg")
+    assert "<svg" in out.read_text()
+
+
+@pytest.mark.skipif(shutil.which("dot") is not None, reason="Graphviz is installed")
+def test_image_without_graphviz_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="Graphviz 'dot' is not installed"):
+        write_rendering(tea(), tmp_path / "tea.png")
+
+
+def test_terminal_view_lists_steps_by_level_with_requirements() -> None:
+    console = Console(width=100)
+    with console.capture() as captured:
+        console.print(terminal_view(tea()))
+    text = captured.get()
+    assert "tea" in text and "3 steps" in text and "1 removed" in text
+    lines = text.splitlines()
+    boil = next(i for i, line in enumerate(lines) if "boil water" in line)
+    steep = next(i for i, line in enumerate(lines) if "steep" in line)
+    assert boil < steep and "START" in lines[boil]
+    assert "not seen in training" in next(line for line in lines if "spare step" in line)

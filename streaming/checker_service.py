@@ -36,8 +36,6 @@ from streaming.transport import (
     subscribe,
 )
 
-CHECKER_STREAM_TIMEOUT_S = 10 * HEARTBEAT_S  # a stream silent this long is shown as stalled by viewers
-
 
 @dataclass(frozen=True)
 class CheckerConfig:

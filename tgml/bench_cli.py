@@ -6,7 +6,8 @@ Usage::
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
-    prego-bench select --data DIR --dataset assembly101-o [--folds 5]   (choose do-cv on training data only)
+    prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble]
+                                      (choose do-cv / do-ensemble settings on training data only)
     prego-bench replay ...            (recorded per-frame predictions through the online segmenter)
 
 Examples::
@@ -79,45 +80,87 @@ def prepare_parser() -> argparse.ArgumentParser:
 
 
 def select_parser() -> argparse.ArgumentParser:
-    """Arguments of `prego-bench select` (cross-validation on the training split, how ``do-cv`` was chosen)."""
+    """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble``
+    were chosen)."""
     p = argparse.ArgumentParser(prog="prego-bench select", description="Choose DO settings on training data only.")
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder")
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
+    p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble"], help="method whose settings to pick")
     p.add_argument("--folds", type=int, default=5, help="folds over the training videos")
-    p.add_argument("--epochs", default="50,100,200,400,1200", help="comma-separated epoch caps to try")
-    p.add_argument("--scales", default="0.5,1,2", help="edge threshold 1/(n*s): comma-separated s to try")
+    p.add_argument(
+        "--epochs", help="comma-separated epoch caps (default do-cv: 50,100,200,400,1200; do-ensemble: 25,...,1200)"
+    )
+    p.add_argument("--scales", help="edge threshold 1/(n*s): comma-separated s (default 0.5,1,2 / 0.25,...,4)")
+    p.add_argument("--sizes", default="1,5", help="do-ensemble: comma-separated ensemble sizes")
+    p.add_argument("--slip-rate", type=float, default=0.5, help="do-ensemble: share of random-slip mistakes")
+    p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")
     p.add_argument("--noise", type=float, default=0.2, help="perturbation rate standing in for recognition errors")
+    p.add_argument("--workers", type=int, default=0, help="do-ensemble: processes (0 = one per core)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _numbers(text: str | None, default: str, kind: type, option: str) -> list:
+    try:
+        return [kind(x) for x in (text or default).split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected comma-separated numbers") from None
+
+
+def _cell(key: str, value: object) -> str:
+    """A selection-table cell: scores with one decimal, settings as written in the settings file."""
+    if isinstance(value, str):
+        return value
+    if key in ("clean", "noisy", "score"):
+        return f"{value:.1f}"
+    return f"{value:g}"
 
 
 def _select(argv: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    started = time.perf_counter()
     args = select_parser().parse_args(argv)
     if args.data is None:
         raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
-    try:
-        epochs = [int(x) for x in args.epochs.split(",")]
-        scales = [float(x) for x in args.scales.split(",")]
-    except ValueError:
-        raise InputError("--epochs / --scales: expected comma-separated numbers") from None
+    ensemble = args.method == "do-ensemble"
+    epochs = _numbers(args.epochs, "25,50,75,100,200,400,1200" if ensemble else "50,100,200,400,1200", int, "--epochs")
+    scales = _numbers(args.scales, "0.25,0.5,1,2,4" if ensemble else "0.5,1,2", float, "--scales")
     layout = prego.resolve_data(args.data, [args.dataset])
     data = prego.load_dataset(layout, args.dataset, pred=False)
     settings = prego.load_method_settings(args.dataset)["do"]
-    rows = prego.cross_validate(data, settings, args.folds, epochs, scales, noise=args.noise)
-    table = Table(title=f"Cross-validation on the {args.dataset} training split (Avg F1, synthetic mistakes)")
-    for header in ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score"):
+    title = f"Cross-validation on the {args.dataset} training split (Avg F1, synthetic mistakes)"
+    if ensemble:
+        from tgml.ensemble import SelectionConfig, cross_validate_ensemble
+
+        config = SelectionConfig(
+            folds=args.folds,
+            epochs=tuple(epochs),
+            early_stop=not args.no_early_stop,
+            scales=tuple(scales),
+            sizes=tuple(_numbers(args.sizes, "1,5", int, "--sizes")),
+            noise=args.noise,
+            slip_rate=args.slip_rate,
+            workers=args.workers,
+        )
+        rows = cross_validate_ensemble(data, settings, config, progress=not args.quiet)
+        keys = ("epochs", "early_stop", "size", "threshold_scale", "clean", "noisy", "score")
+        headers = ("epochs", "early stop", "size", "threshold scale", "clean", f"noise {args.noise:g}", "score")
+    else:
+        rows = prego.cross_validate(data, settings, args.folds, epochs, scales, noise=args.noise)
+        keys = ("epochs", "threshold_scale", "clean", "noisy", "score")
+        headers = ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score")
+    table = Table(title=title)
+    for header in headers:
         table.add_column(header, justify="right")
     for row in rows:
-        table.add_row(
-            *(
-                f"{row[k]:g}" if k in ("epochs", "threshold_scale") else f"{row[k]:.1f}"
-                for k in ("epochs", "threshold_scale", "clean", "noisy", "score")
-            )
-        )
-    Console().print(table)
-    print(f"best: epochs = {rows[0]['epochs']}, threshold_scale = {rows[0]['threshold_scale']:g}")
+        table.add_row(*(_cell(k, row[k]) for k in keys))
+    console = Console() if Console().is_terminal else Console(width=130)
+    console.print(table)
+    best = rows[0]
+    print("best: " + ", ".join(f"{k} = {_cell(k, best[k])}" for k in keys[: keys.index("clean")]))
+    print(f"finished in {time.perf_counter() - started:.1f} s")
     return 0
 
 

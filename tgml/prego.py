@@ -361,14 +361,39 @@ def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs:
     return TaskGraph(graph.step_ids, graph.step_names, adjacency, graph.weights, graph.scenario, info)
 
 
+def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Ours: the weights of ``ensemble_size`` DO seeds averaged, then post-processed (`tgml.ensemble`).
+
+    ``epochs`` / ``early_stop`` / ``threshold_scale`` come from the settings file, where they were written after
+    ``prego-bench select --method do-ensemble`` picked them on the training split only.
+    """
+    from tgml.ensemble import EnsembleConfig, train_ensemble
+
+    config = EnsembleConfig(
+        size=int(settings.get("ensemble_size", 5)),
+        threshold_scale=float(settings.get("threshold_scale", 1.0)),
+        relaxed=bool(settings.get("relaxed", True)),
+    )
+    do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
+    return train_ensemble(data, do_settings, seed, config, epochs)
+
+
 GraphBuilder = Callable[[BenchData, Mapping[str, Any], int, "int | None"], TaskGraph]
-METHOD_BUILDERS: dict[str, GraphBuilder] = {"do": build_do, "count-based": build_count_based, "do-cv": build_do_cv}
+METHOD_BUILDERS: dict[str, GraphBuilder] = {
+    "do": build_do,
+    "count-based": build_count_based,
+    "do-cv": build_do_cv,
+    "do-ensemble": build_do_ensemble,
+}
 METHOD_KEYS: dict[str, frozenset[str]] = {
     "do": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop"}),
     "count-based": frozenset({"first_occurrence"}),
     "do-cv": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "threshold_scale"}),
+    "do-ensemble": frozenset(
+        {"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "threshold_scale", "ensemble_size"}
+    ),
 }
-SEEDED: dict[str, bool] = {"do": True, "count-based": False, "do-cv": True}
+SEEDED: dict[str, bool] = {"do": True, "count-based": False, "do-cv": True, "do-ensemble": True}
 
 
 # -- scoring ------------------------------------------------------------------------------------------------------

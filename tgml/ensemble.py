@@ -1,0 +1,349 @@
+"""``do-ensemble``: a seed ensemble of Direct Optimization graphs, with its settings chosen on training data only.
+
+Method: train ``size`` DO models (SPEC §1) that differ only in their seed, average their row-softmax weight
+matrices ``Z`` (rows stay distributions, so the mean is again a valid TGML weight matrix), and post-process the
+mean with the usual SPEC §1 steps, keeping edges ``Z[i, j] >= 1 / (n * threshold_scale)``. The result is an
+ordinary `graphs.TaskGraph` (binary DAG + the averaged weights), so `graphs.PreconditionChecker` and the live
+pipeline use it unchanged.
+
+Selection (`cross_validate_ensemble`, the ``prego-bench select --method do-ensemble`` command): K-fold
+cross-validation over the *training* videos. Each fold trains the members on the other folds and scores
+PREGO-style validation items built from its held-out videos (`synthetic_slips`: a correct prefix, then one
+mistaken step), clean (stand-in for GT mode) and perturbed at rate ``noise`` (stand-in for PRED mode). The
+candidate with the best mean of the two pooled Avg F1 wins; one configuration per dataset serves both modes.
+The test split is never read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graphs.checker import precondition_violations
+from graphs.errors import InputError
+from graphs.mistake_metrics import mistake_scores
+from graphs.postprocess import binarize
+from graphs.task_graph import TaskGraph
+from tgml.perturb import perturb_sequences
+
+
+@dataclass(frozen=True)
+class EnsembleConfig:
+    """How the member graphs are combined.
+
+    Attributes:
+        size: number of DO members (seeds) averaged.
+        threshold_scale: edges need ``Z[i, j] >= 1 / round(n * threshold_scale)`` (1 = SPEC §1 step 2).
+        relaxed: apply SPEC §1 post-processing step 4.
+    """
+
+    size: int = 5
+    threshold_scale: float = 1.0
+    relaxed: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
+            raise InputError(f"EnsembleConfig.size = {self.size!r}: expected an integer >= 1")
+        scale = self.threshold_scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not (math.isfinite(scale) and scale > 0):
+            raise InputError(f"EnsembleConfig.threshold_scale = {scale!r}: expected a finite number > 0")
+        if not isinstance(self.relaxed, bool):
+            raise InputError(f"EnsembleConfig.relaxed = {self.relaxed!r}: expected true or false")
+
+    def threshold_steps(self, n_steps: int) -> int:
+        """The ``n'`` of the edge threshold ``1 / n'`` for a taxonomy of ``n_steps`` key-steps."""
+        return max(1, round(n_steps * self.threshold_scale))
+
+
+def member_seeds(seed: int, size: int) -> tuple[int, ...]:
+    """Training seeds of the ensemble run under benchmark seed ``seed``.
+
+    Blocks ``[seed * size, seed * size + size)`` never overlap for different benchmark seeds, so the spread
+    over benchmark seeds measures independent ensembles.
+    """
+    return tuple(range(seed * size, seed * size + size))
+
+
+def average_weights(weights: Sequence[np.ndarray]) -> np.ndarray:
+    """Element-wise mean of member weight matrices (row-softmax ``Z`` of SPEC §1, one per seed).
+
+    Args:
+        weights: ``K`` float arrays of the same ``(n+2, n+2)`` shape.
+
+    Returns:
+        float64 ``(n+2, n+2)`` mean; a mean of row-stochastic matrices is row-stochastic.
+    """
+    if not weights:
+        raise InputError("ensemble: no member weights to average")
+    stack = np.stack([np.asarray(w, dtype=np.float64) for w in weights])  # (K, n+2, n+2)
+    return stack.mean(axis=0)
+
+
+def present_steps(step_ids: Sequence[int], sequences: Sequence[Sequence[int]]) -> np.ndarray:
+    """bool ``(n,)``: key-steps that occur in the training sequences (the others leave the graph, SPEC §1 step 1)."""
+    return np.isin(np.asarray(step_ids), np.fromiter((s for seq in sequences for s in seq), dtype=np.int64))
+
+
+def ensemble_graph(
+    members: Sequence[TaskGraph], present: np.ndarray, config: EnsembleConfig, info: Mapping[str, Any] | None = None
+) -> TaskGraph:
+    """Combine member graphs: average their weights and post-process the mean into a binary DAG.
+
+    Args:
+        members: DO graphs of the same taxonomy, each with weights.
+        present: bool ``(n,)`` key-steps seen in training.
+        config: size is not checked here (any number of members is averaged); threshold and relaxation are used.
+        info: extra provenance stored in the graph.
+
+    Returns:
+        The ensemble `TaskGraph`; ``info["threshold"]`` is the edge threshold used.
+    """
+    if not members or any(m.weights is None for m in members):
+        raise InputError("ensemble: every member graph needs its weights")
+    first = members[0]
+    if any(m.step_ids != first.step_ids for m in members):
+        raise InputError("ensemble: member graphs describe different taxonomies")
+    mean = average_weights([m.weights for m in members if m.weights is not None])
+    n_threshold = config.threshold_steps(first.n_steps)
+    adjacency = binarize(mean, present, config.relaxed, threshold_steps=n_threshold)
+    meta = {
+        "method": "do-ensemble",
+        "members": len(members),
+        "threshold_scale": config.threshold_scale,
+        "threshold": 1.0 / n_threshold,
+        "relaxed": config.relaxed,
+        **(info or {}),
+    }
+    return TaskGraph(first.step_ids, first.step_names, adjacency, mean, first.scenario, meta)
+
+
+def train_ensemble(
+    data: Any, settings: Mapping[str, Any], seed: int, config: EnsembleConfig, epochs: int | None = None
+) -> TaskGraph:
+    """Train the members of one ensemble on a benchmark dataset's training split and combine them.
+
+    Args:
+        data: a `tgml.prego.BenchData` (only ``train`` and the taxonomy are used).
+        settings: DO settings (``beta``, ``epochs``, ``early_stop``...; see `tgml.prego.METHOD_KEYS`).
+        seed: benchmark seed; the members use `member_seeds` of it.
+        config: ensemble settings.
+        epochs: override of the DO epochs (quick checks).
+
+    Returns:
+        The ensemble graph; ``info`` lists the member seeds and how many epochs each ran.
+    """
+    from tgml.prego import build_do  # prego loads this module lazily: import it the same way round
+
+    seeds = member_seeds(seed, config.size)
+    members = [build_do(data, settings, s, epochs) for s in seeds]
+    info = {"member_seeds": list(seeds), "member_epochs": [int(m.info.get("epochs_run", 0)) for m in members]}
+    return ensemble_graph(members, present_steps(data.step_ids, data.train), config, info)
+
+
+# -- selection on the training split ------------------------------------------------------------------------------
+def synthetic_slips(
+    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], per_video: int, seed: int, slip_rate: float = 0.5
+) -> list[tuple[int, ...]]:
+    """PREGO-like validation items from held-out training videos: a correct prefix, then one mistaken step.
+
+    The mistaken step is, with probability ``1 - slip_rate``, a later step of the same video done too early
+    (skipping the true next step, an order mistake); otherwise a random key-step of the taxonomy not done yet
+    (a slip: a wrong or foreign action, possibly one never seen in training). The last step is the mistake,
+    as in SPEC §2.
+
+    Args:
+        sequences: held-out training sequences (raw; the prefix uses first occurrences).
+        step_ids: the taxonomy.
+        per_video: items drawn per video (videos with fewer than 3 distinct steps give none).
+        seed: random cut positions and mistakes.
+        slip_rate: share of random-slip mistakes.
+
+    Returns:
+        Key-step sequences whose last step is the mistake.
+    """
+    if not 0.0 <= slip_rate <= 1.0:
+        raise InputError(f"slip rate {slip_rate} is outside [0, 1]")
+    rng = np.random.default_rng(seed)
+    taxonomy = np.asarray(step_ids, dtype=np.int64)
+    items: list[tuple[int, ...]] = []
+    for seq in sequences:
+        steps = list(dict.fromkeys(int(s) for s in seq))
+        if len(steps) < 3:
+            continue
+        for _ in range(per_video):
+            cut = int(rng.integers(1, len(steps) - 1))
+            prefix = steps[:cut]
+            if rng.random() < slip_rate:
+                pool = taxonomy[~np.isin(taxonomy, prefix)]
+            else:
+                pool = np.asarray(steps[cut + 1 :], dtype=np.int64)
+            items.append((*prefix, int(rng.choice(pool))))
+    return items
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """The search behind ``prego-bench select --method do-ensemble``.
+
+    Attributes:
+        folds: folds over the training videos (the number of videos = leave-one-video-out).
+        epochs: DO epoch caps tried without early stopping.
+        early_stop: also try the dataset's own early-stopping rule (with its configured epoch cap).
+        scales: edge threshold scales ``s`` (threshold ``1 / (n * s)``).
+        sizes: ensemble sizes; members are trained once for the largest and the first ``m`` form size ``m``.
+        noise: perturbation rate of the PRED-mode stand-in.
+        slip_rate: share of random-slip validation mistakes (`synthetic_slips`).
+        per_video: validation items per held-out video.
+        seed: benchmark seed whose `member_seeds` are trained.
+        workers: processes (0 = one per core).
+    """
+
+    folds: int = 5
+    epochs: tuple[int, ...] = (25, 50, 75, 100, 200, 400, 1200)
+    early_stop: bool = True
+    scales: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+    sizes: tuple[int, ...] = (1, 5)
+    noise: float = 0.2
+    slip_rate: float = 0.5
+    per_video: int = 3
+    seed: int = 1
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        def fail(name: str, why: str) -> None:
+            raise InputError(f"SelectionConfig.{name} = {getattr(self, name)!r}: {why}")
+
+        if self.folds < 2:
+            fail("folds", "need at least 2")
+        if not self.epochs or any(e < 1 for e in self.epochs):
+            fail("epochs", "need epoch caps >= 1")
+        if not self.scales or any(not (math.isfinite(s) and s > 0) for s in self.scales):
+            fail("scales", "need finite scales > 0")
+        if not self.sizes or any(m < 1 for m in self.sizes):
+            fail("sizes", "need ensemble sizes >= 1")
+        if not 0.0 <= self.noise <= 1.0:
+            fail("noise", "must lie in [0, 1]")
+        if not 0.0 <= self.slip_rate <= 1.0:
+            fail("slip_rate", "must lie in [0, 1]")
+        if self.per_video < 1:
+            fail("per_video", "must be >= 1")
+        if self.workers < 0:
+            fail("workers", "must be >= 0")
+
+
+def _member_job(data: Any, settings: Mapping[str, Any], seed: int) -> np.ndarray:
+    """Worker: the weights of one DO member (top-level so it pickles into a process pool)."""
+    import torch
+
+    from tgml.prego import build_do
+
+    torch.set_num_threads(1)  # one process per core
+    graph = build_do(data, settings, seed)
+    assert graph.weights is not None
+    return graph.weights
+
+
+def _trainings(settings: Mapping[str, Any], config: SelectionConfig) -> list[tuple[int, str]]:
+    """Candidate training schedules: each epoch cap without early stopping, plus the dataset's own rule."""
+    out = [(int(e), "none") for e in config.epochs]
+    rule = str(settings.get("early_stop", "none"))
+    if config.early_stop and rule != "none":
+        out.append((int(settings.get("epochs", 1000)), rule))
+    return out
+
+
+def cross_validate_ensemble(
+    data: Any, settings: Mapping[str, Any], config: SelectionConfig, progress: bool = True
+) -> list[dict[str, Any]]:
+    """K-fold cross-validation of training schedule x ensemble size x edge threshold on the training split.
+
+    Args:
+        data: a `tgml.prego.BenchData`; only ``train`` and the taxonomy are read (never ``test`` / ``pred``).
+        settings: the dataset's DO settings (beta, lr, augmentation, relaxation, early-stopping rule).
+        config: the search.
+        progress: show a rich progress bar.
+
+    Returns:
+        One row per candidate, best first: ``{"epochs", "early_stop", "size", "threshold_scale", "clean",
+        "noisy", "score"}`` (pooled Avg F1 in percent; score = mean of clean and noisy).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tgml.prego import BenchData
+
+    if config.folds > len(data.train):
+        raise InputError(f"--folds {config.folds}: need between 2 and {len(data.train)} (training videos)")
+    order = np.random.default_rng(0).permutation(len(data.train))  # fixed folds: every candidate sees the same
+    trainings = _trainings(settings, config)
+    seeds = member_seeds(config.seed, max(config.sizes))
+    fold_data, items = [], []
+    for k, held in enumerate(np.array_split(order, config.folds)):
+        held_set = set(held.tolist())
+        train = tuple(s for j, s in enumerate(data.train) if j not in held_set)
+        fold_data.append(BenchData(data.name, data.scenario, data.step_ids, data.step_names, train, {}))
+        clean = synthetic_slips(
+            [data.train[j] for j in sorted(held_set)], data.step_ids, config.per_video, 100 + k, config.slip_rate
+        )
+        items.append({"clean": clean, "noisy": perturb_sequences(clean, config.noise, data.step_ids, seed=200 + k)})
+
+    jobs = [(k, t, s) for k in range(config.folds) for t in trainings for s in seeds]
+    weights: dict[tuple[int, tuple[int, str], int], np.ndarray] = {}
+    workers = config.workers or min(len(jobs), os.cpu_count() or 1)
+    columns = (TextColumn("cross-validation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not progress, transient=True) as bar:
+        task = bar.add_task("members", total=len(jobs))
+
+        def job_settings(training: tuple[int, str]) -> dict[str, Any]:
+            return {**settings, "epochs": training[0], "early_stop": training[1]}
+
+        if workers <= 1:
+            for k, t, s in jobs:
+                weights[(k, t, s)] = _member_job(fold_data[k], job_settings(t), s)
+                bar.advance(task)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = {(k, t, s): pool.submit(_member_job, fold_data[k], job_settings(t), s) for k, t, s in jobs}
+                for key, future in futures.items():
+                    weights[key] = future.result()
+                    bar.advance(task)
+
+    relaxed = bool(settings.get("relaxed", True))
+    flags: dict[tuple[Any, ...], list[np.ndarray]] = {}
+    for k, fold in enumerate(fold_data):
+        present = present_steps(data.step_ids, fold.train)
+        for t in trainings:
+            for size in config.sizes:
+                mean = average_weights([weights[(k, t, s)] for s in seeds[:size]])
+                for scale in config.scales:
+                    threshold = EnsembleConfig(size, float(scale), relaxed).threshold_steps(len(data.step_ids))
+                    adjacency = binarize(mean, present, relaxed, threshold_steps=threshold)
+                    graph = TaskGraph(data.step_ids, data.step_names, adjacency, mean)
+                    for name, seqs in items[k].items():
+                        flags.setdefault((t, size, scale, name), []).extend(
+                            precondition_violations(graph, seq) for seq in seqs
+                        )
+    rows = []
+    for t in trainings:
+        for size in config.sizes:
+            for scale in config.scales:
+                clean = mistake_scores(flags[(t, size, scale, "clean")]).avg_f1
+                noisy = mistake_scores(flags[(t, size, scale, "noisy")]).avg_f1
+                rows.append(
+                    {
+                        "epochs": t[0],
+                        "early_stop": t[1],
+                        "size": size,
+                        "threshold_scale": float(scale),
+                        "clean": clean,
+                        "noisy": noisy,
+                        "score": (clean + noisy) / 2,
+                    }
+                )
+    # Stable sort: among equal scores the earlier (cheaper, smaller) candidate stays first.
+    return sorted(rows, key=lambda r: -r["score"])

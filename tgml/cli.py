@@ -4,11 +4,11 @@ Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
         [--config configs/do-epic-tent.toml] [--beta 0.005] [--epochs 1200] [--seed 42] [--augment] [--relaxed] \\
-        [--early-stop {none,sa-plateau,sa-threshold:X}] [--quiet]
+        [--early-stop {none,sa-plateau,sa-threshold:X}] [--edge-threshold {1/n,1/N}] [--quiet]
     tgml show tent.json [--dot tent.dot | --dot tent.svg]
     tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
     tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
-        [--procedures coffee,ramen] [--epochs 1000] [--json out.json]
+        [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/N,1/n}] [--config FILE] [--json out.json]
 
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
                        help="relaxed post-processing rule (SPEC §1)")
     train.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
+    train.add_argument("--edge-threshold", choices=["1/n", "1/N"],
+                       help="cut weights at 1/n (n key-steps, SPEC; default) or 1/N (N = n + 4 nodes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
@@ -68,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--procedures", help="comma-separated subset of procedures")
     bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
     bench.add_argument("--config", help="TOML file of training settings")
+    bench.add_argument("--edge-threshold", choices=["1/n", "1/N"],
+                       help="1/N (default here: reproduces the published figures) or 1/n (literal SPEC)")
     bench.add_argument("--json", help="write all results to this JSON file")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -76,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
     overrides = {k: getattr(args, k, None) for k in ("beta", "epochs", "lr", "seed", "augment", "relaxed")}
     overrides["early_stop"] = getattr(args, "early_stop", None)
+    overrides["edge_threshold"] = getattr(args, "edge_threshold", None)
     if args.config:
         return load_train_config(args.config, **overrides)
     return base.replace(**{k: v for k, v in overrides.items() if v is not None})

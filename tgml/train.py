@@ -78,6 +78,9 @@ class TrainConfig:
         sa_patience: epochs without SA improvement the plateau rule waits for (25 in SPEC §1).
         cycle_breaking_from: the training-time SA graph breaks cycles only after this epoch (40 in SPEC §1).
         keep_best: on early stopping, return the weights of the epoch with the best SA instead of the last.
+        edge_threshold: ``"1/n"`` keeps weights >= 1/n, n = key-steps (SPEC §1 step 2); ``"1/N"`` uses
+            N = n + 4, the node count of the reference layout (our variant: a lower cut that keeps the weaker
+            real pre-conditions whose rows also spend mass on the auxiliary β node).
     """
 
     beta: float = 0.005
@@ -92,6 +95,7 @@ class TrainConfig:
     sa_patience: int = 25
     cycle_breaking_from: int = 40
     keep_best: bool = False
+    edge_threshold: str = "1/n"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -111,6 +115,8 @@ class TrainConfig:
         for name, ok, what in checks:
             if not ok:
                 raise InputError(f"TrainConfig.{name} = {getattr(self, name)!r}: expected {what}")
+        if self.edge_threshold not in ("1/n", "1/N"):
+            raise InputError(f"TrainConfig.edge_threshold = {self.edge_threshold!r}: expected '1/n' or '1/N'")
         try:
             parse_early_stop(self.early_stop)
             parse_beta_schedule(self.beta_schedule)
@@ -123,6 +129,10 @@ class TrainConfig:
         if start is None or self.epochs == 1:
             return self.beta
         return start + (self.beta - start) * (epoch - 1) / (self.epochs - 1)
+
+    def threshold_steps(self, n_steps: int) -> int:
+        """The ``n`` of the ``1/n`` edge threshold for a taxonomy of ``n_steps`` key-steps."""
+        return n_steps if self.edge_threshold == "1/n" else n_steps + 4
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with some fields changed (validated again)."""
@@ -338,9 +348,8 @@ def train_task_graph(
     stopper = EarlyStopping(config.early_stop, config.sa_plateau_min, config.sa_patience)
 
     def sa_now(weights: np.ndarray, epoch: int) -> float:
-        adj = binarize(
-            weights, data.present, config.relaxed, cycles=epoch > config.cycle_breaking_from, relax_after_attach=True
-        )
+        adj = binarize(weights, data.present, config.relaxed, threshold_steps=config.threshold_steps(data.n_steps),
+                       cycles=epoch > config.cycle_breaking_from, relax_after_attach=True)
         return sequence_accuracy(adj, data.sa_rows.observed, data.sa_rows.targets, data.sa_rows.sequence)
 
     with _deterministic():
@@ -380,7 +389,7 @@ def train_task_graph(
                 if stop:
                     break
     weights = best_weights if (config.keep_best and stopper.active) else model.graph_weights()
-    adjacency = binarize(weights, data.present, config.relaxed)
+    adjacency = binarize(weights, data.present, config.relaxed, threshold_steps=config.threshold_steps(data.n_steps))
     sa_final = sequence_accuracy(adjacency, data.sa_rows.observed, data.sa_rows.targets, data.sa_rows.sequence)
     info = {
         "method": "direct-optimization",

@@ -103,7 +103,7 @@ def hop_latency(ctx: zmq.Context, checker: CheckerProcess, n: int, rate: float) 
         next_send += period
         while True:
             for message in viewer.receiver.poll(max(0, int((next_send - time.monotonic()) * 1000))):
-                if isinstance(message, Alert) and message.stream_id == "bench-hop":
+                if isinstance(message, Alert) and message.stream_id == "bench-hop" and not message.replayed:
                     now = time.time()
                     sent_ms.append((message.timestamp - message.event_timestamp) * 1000)
                     recv_ms.append((now - message.event_timestamp) * 1000)
@@ -112,7 +112,7 @@ def hop_latency(ctx: zmq.Context, checker: CheckerProcess, n: int, rate: float) 
     deadline = time.monotonic() + 2
     while len(sent_ms) < n and time.monotonic() < deadline:
         for message in viewer.receiver.poll(50):
-            if isinstance(message, Alert) and message.stream_id == "bench-hop":
+            if isinstance(message, Alert) and message.stream_id == "bench-hop" and not message.replayed:
                 sent_ms.append((message.timestamp - message.event_timestamp) * 1000)
                 recv_ms.append((time.time() - message.event_timestamp) * 1000)
     viewer.close()

@@ -1,8 +1,10 @@
 """The checker process: one `graphs.PreconditionChecker` per stream, alerts and status out.
 
 Input: `KeyStepEvent` / `Heartbeat` from any number of detectors on a bound SUB socket.
-Output (bound PUB socket): every new `KeyStepEvent` forwarded once, an `Alert` for each key-step
-done before its pre-conditions, and a `Status` per stream on every change and every `HEARTBEAT_S`.
+Output (bound PUB socket): an `Alert` for each key-step done before its pre-conditions, every new
+`KeyStepEvent` forwarded once, and a `Status` per stream on every change; every `HEARTBEAT_S` each
+stream's status and its most recent alerts are re-sent (``replayed=True``) for late or reconnecting
+viewers.
 
 Restart safety (Clone pattern): every incoming message carries the stream's full confirmed-step
 history. `CheckerCore` applies only the part of the history it has not applied yet, so a lost or
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import zmq
 
@@ -35,6 +38,8 @@ from streaming.transport import (
     bind,
     subscribe,
 )
+
+RESEND_ALERTS = 32  # most recent alerts per stream re-sent with every periodic status
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class StreamState:
     seq_out: int = 0
     last_status: float = 0.0
     forwarded: set[int] = field(default_factory=set)
+    recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
 
 
 class CheckerCore:
@@ -145,7 +151,7 @@ class CheckerCore:
                 continue
             state.alerts += 1
             alerts.append(
-                Alert(
+                alert := Alert(
                     stream_id=stream_id,
                     seq=self._next_seq(state),
                     timestamp=self.clock(),
@@ -161,6 +167,7 @@ class CheckerCore:
                     replayed=index != live_index,
                 )
             )
+            state.recent_alerts.append(alert)
         return alerts
 
     def status(self, stream_id: str) -> Status:
@@ -183,10 +190,29 @@ class CheckerCore:
             ended=state.ended,
         )
 
-    def due_statuses(self, period_s: float) -> list[Status]:
-        """Statuses of streams whose last one is older than ``period_s`` (the periodic re-send)."""
+    def periodic(self, period_s: float) -> list[Alert | Status]:
+        """The periodic re-send for streams whose last status is older than ``period_s``.
+
+        Each due stream's most recent alerts (`RESEND_ALERTS`, ``replayed=True``, same ``alert_id``) and
+        its status: a viewer that joined late, or reconnected to a restarted checker, catches up
+        (the snapshot half of the Clone pattern); consumers de-duplicate alerts by ``alert_id``.
+
+        Args:
+            period_s: re-send period in seconds.
+
+        Returns:
+            Messages to publish.
+        """
         now = self.clock()
-        return [self.status(sid) for sid, st in list(self.streams.items()) if now - st.last_status >= period_s]
+        out: list[Alert | Status] = []
+        for sid, state in list(self.streams.items()):
+            if now - state.last_status < period_s:
+                continue
+            out.extend(
+                replace(a, seq=self._next_seq(state), timestamp=now, replayed=True) for a in state.recent_alerts
+            )
+            out.append(self.status(sid))
+        return out
 
     def _name(self, node: int | str) -> str:
         try:
@@ -236,8 +262,8 @@ class CheckerService:
                 for message in self.receiver.poll(POLL_MS):
                     for out in self.core.handle(message):
                         self.publisher.send(out)
-                for status in self.core.due_statuses(self.config.status_period_s):
-                    self.publisher.send(status)
+                for periodic in self.core.periodic(self.config.status_period_s):
+                    self.publisher.send(periodic)
                 if until is not None and until(self.core):
                     break
         finally:

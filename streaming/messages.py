@@ -20,7 +20,8 @@ to the checker; `Alert`, `Status` and a forwarded copy of each new `KeyStepEvent
 checker to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's whole confirmed-step
 ``history``, so a checker that restarts mid-stream rebuilds its state from the next message it
 gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. `Alert.alert_id` is
-stable (``"<stream_id>#<index in history>"``), so a re-sent alert can be de-duplicated.
+stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent alerts with
+its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it.
 
 Decoding never unpickles anything: `decode` checks the frame count, the size (`MAX_MESSAGE_BYTES`),
 the topic, the JSON, the version and every field's type and range, and raises `MessageError`
@@ -138,7 +139,8 @@ class Alert(_Message):
         missing_names: their names.
         undefined: the step has no pre-conditions in the graph (counted as a mistake by the protocol).
         event_timestamp: ``timestamp`` of the message that brought the step (for latency figures).
-        replayed: true when the alert was rebuilt from history (e.g. after a checker restart).
+        replayed: false only on the alert sent the moment its key-step arrived; true on an alert rebuilt
+            from history (after a checker restart or a lost event) and on the periodic re-sends.
     """
 
     KIND: ClassVar[str] = "alert"

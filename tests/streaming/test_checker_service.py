@@ -132,7 +132,7 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
         for step in steps[4:]:
             events.keystep(step, "x", 0.0, 1.0, 0.9)
         assert wait_for(
-            lambda: state.streams["cam0"].done == steps,
+            lambda: state.streams["cam0"].done == steps and len(state.alerts) == 2,
             15.0,
             lambda: (events.heartbeat(None, 5, 0, 30.0), viewer.pump(20)),
         )
@@ -145,3 +145,17 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
     finally:
         checker.stop()
         ctx.destroy(linger=0)
+
+
+def test_periodic_resend_repeats_recent_alerts_for_late_viewers() -> None:
+    now = [100.0]
+    core = CheckerCore(tea_graph(), clock=lambda: now[0])
+    core.handle(KeyStepEvent("cam0", 0, 1.0, "s", MISTAKE[0], "x", 0.0, 1.0, 0.9, 0, MISTAKE[:1]))
+    live = [m for m in core.handle(KeyStepEvent("cam0", 1, 1.0, "s", MISTAKE[1], "x", 0.0, 1.0, 0.9, 1, MISTAKE[:2]))
+            if isinstance(m, Alert)]
+    assert core.periodic(0.5) == []  # nothing due yet
+    now[0] += 1.0
+    again = core.periodic(0.5)
+    resent = [m for m in again if isinstance(m, Alert)]
+    assert [a.alert_id for a in resent] == [a.alert_id for a in live] and all(a.replayed for a in resent)
+    assert isinstance(again[-1], Status) and again[-1].alerts == 1

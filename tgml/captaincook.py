@@ -2,8 +2,9 @@
 
 DO is trained on each of the 24 procedures (error-free sequences, first occurrence, β = 0.005, up to 1000
 epochs, SA-plateau early stopping, edge threshold 1/N by default, see `DEFAULT_CONFIG`) for several seeds; each
-graph is compared with the ground-truth graph on the full START..END adjacency. Figures are averaged over procedures per seed, then reported as mean and 90%
-confidence interval (Student t) over seeds, next to the published DO figures.
+graph is compared with the ground-truth graph on the full START..END adjacency. Figures are averaged over
+procedures per seed, then reported as mean and 90% confidence interval (Student t) over seeds, next to the
+published DO figures.
 
 Data folder layout: ``task_graph_generation_annotations.json`` and ``ground_truth_task_graphs/<scenario>.json``.
 Ground-truth step ids differ from the taxonomy ids, so steps are matched by name (see `graphs.edge_metrics`).

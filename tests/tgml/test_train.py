@@ -9,8 +9,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from graphs.checker import precondition_violations
 from graphs.errors import InputError
+from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import END, START, load_graph, save_graph
+from tgml.annotations import load_annotations
 from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
 from tgml.train import TrainConfig, load_train_config, train_from_annotations, train_task_graph
 
@@ -136,3 +139,14 @@ def test_assembly_unseen_steps_are_removed(data_dir: Path) -> None:
     expected = {5, 6, 7, 10, 11, 16, 17, 22, 23, 24, 27, 30, 34, 35, 36, 41, 46, 47, 50, 51, 52, 53, 66, 70, 71,
                 78, 85}
     assert set(result.graph.removed_steps) == expected
+
+
+def test_epic_tent_seed_42_graph_reproduces_the_published_gt_mode_figures(data_dir: Path) -> None:
+    # SPEC §3: DO on EPIC-Tent-O, GT mode, seed 42 = Avg F1 58.3 (correct 93.5, mistake 23.1).
+    repo = Path(__file__).resolve().parents[2]
+    config = load_train_config(repo / "configs" / "do-epic-tent.toml")
+    graph = train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph
+    test = load_annotations(data_dir / "epic-tent-o" / "test.json")
+    scores = mistake_scores(precondition_violations(graph, v.steps) for v in test.videos.values())
+    assert scores.avg_f1 == pytest.approx(58.3, abs=0.05)
+    assert scores.correct.f1 == pytest.approx(93.5, abs=0.05) and scores.mistake.f1 == pytest.approx(23.1, abs=0.05)

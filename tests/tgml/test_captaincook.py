@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from graphs.task_graph import END, START
+from graphs.edge_metrics import compare_graphs
+from graphs.postprocess import binarize
+from graphs.task_graph import END, START, TaskGraph
 from tgml.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
 from tgml.cli import main
+from tgml.ensemble import member_seeds, present_steps
+from tgml.train import train_task_graph
 
 
 def test_loads_24_procedures_with_ground_truth_matched_by_name(data_dir: Path) -> None:
@@ -46,6 +50,23 @@ def test_short_benchmark_run_scores_and_summarises(data_dir: Path) -> None:
     assert "ramen" in rendered and "published DO" in rendered and "87.8" in rendered
     payload = result.to_dict()
     assert payload["published_do"]["f1"] == 87.8 and len(payload["runs"]) == 4
+
+
+def test_default_is_the_spec_threshold() -> None:
+    assert DEFAULT_CONFIG.edge_threshold == "1/n" and DEFAULT_CONFIG.early_stop == "sa-plateau"
+
+
+def test_ensemble_scores_the_post_processed_mean_of_its_members(data_dir: Path) -> None:
+    config = DEFAULT_CONFIG.replace(epochs=60, early_stop="none")
+    procedure = load_procedures(data_dir / "captaincook4d", ["coffee"])[0]
+    result = run_benchmark(data_dir / "captaincook4d", [3], config, ["coffee"], ensemble=2)
+    assert len(result.runs) == 1 and result.to_dict()["ensemble"] == 2
+    members = [train_task_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
+                                config.replace(seed=s), "coffee").graph for s in member_seeds(3, 2)]
+    mean = (members[0].weights + members[1].weights) / 2
+    adjacency = binarize(mean, present_steps(procedure.step_ids, procedure.sequences), relaxed=False)
+    expected = compare_graphs(TaskGraph(procedure.step_ids, procedure.step_names, adjacency), procedure.ground_truth)
+    assert result.runs[0].scores == expected
 
 
 def test_confidence_interval_uses_student_t() -> None:

@@ -8,7 +8,6 @@ orientation ``b -> a`` (b requires a); its step ids differ from the taxonomy ids
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from graphs.errors import InputError
+from graphs.files import read_json
 from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, load_graph
 
 
@@ -128,14 +128,7 @@ def load_reference_graph(path: str | Path, like: TaskGraph) -> TaskGraph:
         The ground truth as a `TaskGraph`.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: ground-truth graph not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, expected a ground-truth graph file") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    data = read_json(path, "ground-truth graph")
     if isinstance(data, dict) and data.get("format") == FORMAT_NAME:
         return TaskGraph.from_dict(data, source=str(path))
     return captaincook_graph(data, like, str(path))

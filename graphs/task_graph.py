@@ -32,6 +32,7 @@ import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
+from graphs.files import read_json
 
 START: Final = "START"
 END: Final = "END"
@@ -246,16 +247,5 @@ def save_graph(graph: TaskGraph, path: str | Path) -> None:
 
 def load_graph(path: str | Path) -> TaskGraph:
     """Read and validate a graph file; `InputError` names the file and what is wrong."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"{path}: graph file not found") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read graph file ({err.strerror})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-    return TaskGraph.from_dict(data, source=str(path))
+    return TaskGraph.from_dict(read_json(path, "graph file"), source=str(path))
 

@@ -22,7 +22,6 @@ problem (a missing file, lengths that disagree, NaN, a target row that is not a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from graphs.errors import InputError
+from graphs.files import read_json
 
 
 @dataclass(frozen=True)
@@ -176,12 +176,7 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     if not root.is_dir():
         raise InputError(f"{root}: features folder not found")
     split_path = root / config.split
-    try:
-        split = json.loads(split_path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{split_path}: split file not found (it lists the train and test videos)") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{split_path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    split = read_json(split_path, "split file")
     if not isinstance(split, dict):
         raise InputError(f"{split_path}: expected a JSON object")
     src = str(split_path)

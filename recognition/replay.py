@@ -22,7 +22,6 @@ Precision and recall are the true ones (the published PREGO tables swap them, SP
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from rich.table import Table
 
 from graphs.checker import PreconditionChecker
 from graphs.errors import InputError
+from graphs.files import read_json
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, run_length_encode
@@ -58,12 +58,7 @@ def load_frames_file(path: str | Path, field: str, graph: TaskGraph) -> dict[str
         InputError: naming the file, video and problem (missing field, non-integer or unknown label).
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: frames file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: not a JSON frames file ({err})") from None
+    data = read_json(path, "frames file")
     if not isinstance(data, dict) or not data:
         raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
     known = np.array(sorted(graph.step_ids), dtype=np.int64)

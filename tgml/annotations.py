@@ -6,12 +6,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from graphs.errors import InputError
+from graphs.files import read_json
 
 
 @dataclass(frozen=True)
@@ -55,22 +54,6 @@ class Annotations:
         if scenario not in self.taxonomy:
             known = ", ".join(sorted(self.taxonomy))
             raise InputError(f"{self.path}: unknown scenario {scenario!r} (known: {known})")
-
-
-def read_json(path: str | Path, what: str = "file") -> Any:
-    """Load a JSON file, turning a missing file or bad JSON into a one-line `InputError`."""
-    path = Path(path)
-    try:
-        with path.open() as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, expected a {what}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file") from None
 
 
 def load_annotations(path: str | Path) -> Annotations:

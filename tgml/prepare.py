@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from tgml.annotations import read_json
+from graphs.files import read_json
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"

@@ -179,7 +179,7 @@ def synthetic_slips(
         for _ in range(per_video):
             cut = int(rng.integers(1, len(steps) - 1))
             prefix = steps[:cut]
-            if rng.random() < slip_rate:
+            if slip_rate > 0 and rng.random() < slip_rate:  # no draw at 0: same stream as order mistakes only
                 pool = taxonomy[~np.isin(taxonomy, prefix)]
             else:
                 pool = np.asarray(steps[cut + 1 :], dtype=np.int64)

@@ -41,9 +41,10 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.errors import InputError
+from graphs.files import read_json
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
-from tgml.annotations import load_annotations, read_json
+from tgml.annotations import load_annotations
 from tgml.perturb import perturb_sequences, rate_seed
 
 RESULTS_FORMAT: Final = "prego-bench-results"
@@ -859,16 +860,9 @@ def synthetic_mistakes(sequences: Sequence[Sequence[int]], per_video: int, seed:
     Returns:
         Key-step sequences whose last step is the mistake.
     """
-    rng = np.random.default_rng(seed)
-    items: list[tuple[int, ...]] = []
-    for seq in sequences:
-        steps = list(dict.fromkeys(int(s) for s in seq))
-        if len(steps) < 3:
-            continue
-        for _ in range(per_video):
-            cut = int(rng.integers(1, len(steps) - 1))
-            items.append((*steps[:cut], int(rng.choice(steps[cut + 1 :]))))
-    return items
+    from tgml.ensemble import synthetic_slips  # the ensemble module imports this one lazily the other way round
+
+    return synthetic_slips(sequences, (), per_video, seed, slip_rate=0.0)
 
 
 def cross_validate(

@@ -299,7 +299,8 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
         with path.open("rb") as fh:
             data = tomllib.load(fh)
     except FileNotFoundError:
-        raise InputError(f"{path}: benchmark settings file not found") from None
+        hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
+        raise InputError(f"{path}: benchmark settings file not found{hint}") from None
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{path}: invalid TOML: {err}") from None
     methods = {k: v for k, v in data.items() if isinstance(v, dict)}

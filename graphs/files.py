@@ -1,8 +1,9 @@
-"""Reading the JSON files users hand us, with one-line errors instead of tracebacks."""
+"""Reading the JSON and TOML files users hand us, with one-line errors instead of tracebacks."""
 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +34,26 @@ def read_json(path: str | Path, what: str = "file") -> Any:
         raise InputError(f"{path}: not a text file, expected a {what}") from None
     except OSError as err:
         raise InputError(f"{path}: cannot read {what} ({err.strerror})") from None
+
+
+def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> dict[str, Any]:
+    """Load a TOML file; a missing file or bad TOML become one-line `InputError`s.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message.
+        hint: appended to the "not found" message (where such a file usually comes from).
+
+    Returns:
+        The parsed TOML document.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{path}: {what} not found{hint}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a {what}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{path}: invalid TOML: {err}") from None

@@ -30,7 +30,6 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -43,6 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graphs.errors import InputError
+from graphs.files import read_toml
 from recognition.checkpoint import save_detector
 from recognition.features import (
     FeatureConfig,
@@ -127,11 +127,11 @@ def load_train_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig
         The validated config; unknown sections or keys are refused with the file and key named.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"{path}: config file not found") from None
     if path.suffix in (".yaml", ".yml"):
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise InputError(f"{path}: config file not found") from None
         try:
             import yaml
         except ImportError:
@@ -141,10 +141,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig
         except yaml.YAMLError as err:
             raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
     else:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise InputError(f"{path}: invalid TOML: {err}") from None
+        data = read_toml(path, "config file")
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected sections [features], [model], [train]")
     for section, body in data.items():

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.files import read_json, read_toml
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tgml.annotations import load_annotations
@@ -295,14 +294,8 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
         ``{method: {setting: value}}``.
     """
     path = Path(config_file) if config_file is not None else CONFIG_DIR / f"prego-{dataset}.toml"
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
-        raise InputError(f"{path}: benchmark settings file not found{hint}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(f"{path}: invalid TOML: {err}") from None
+    hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
+    data = read_toml(path, "benchmark settings file", hint)
     methods = {k: v for k, v in data.items() if isinstance(v, dict)}
     for method, settings in methods.items():
         if method not in METHOD_BUILDERS:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -25,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from graphs.errors import InputError
+from graphs.files import read_toml
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
@@ -150,12 +150,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         The validated config.
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: config file not found") from None
-    except tomllib.TOMLDecodeError as err:
-        raise InputError(f"{path}: invalid TOML: {err}") from None
+    data = read_toml(path, "config file")
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -80,7 +80,7 @@ class StreamState:
     fps: float = 0.0
     ended: bool = False
     seq_out: int = 0
-    last_status: float = 0.0
+    last_snapshot: float = 0.0  # when the periodic snapshot last went out (not touched by on-change statuses)
     forwarded: set[int] = field(default_factory=set)
     recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
 
@@ -118,7 +118,9 @@ class CheckerCore:
                 self.refused += 1
                 return []
             seq_out = state.seq_out if state else 0
-            state = StreamState(message.session, PreconditionChecker(self.graph), seq_out=seq_out)
+            state = StreamState(
+                message.session, PreconditionChecker(self.graph), seq_out=seq_out, last_snapshot=self.clock()
+            )
             self.streams[message.stream_id] = state
         if message.seq <= state.last_seq:
             return []  # old or duplicated: its history is a prefix of what was applied
@@ -173,11 +175,10 @@ class CheckerCore:
     def status(self, stream_id: str) -> Status:
         """The current `Status` message of a stream (also used for the periodic re-send)."""
         state = self.streams[stream_id]
-        state.last_status = self.clock()
         return Status(
             stream_id=stream_id,
             seq=self._next_seq(state),
-            timestamp=state.last_status,
+            timestamp=self.clock(),
             session=state.session,
             done=state.checker.done,
             allowed=state.checker.allowed_next(),
@@ -191,11 +192,13 @@ class CheckerCore:
         )
 
     def periodic(self, period_s: float) -> list[Alert | Status]:
-        """The periodic re-send for streams whose last status is older than ``period_s``.
+        """The periodic snapshot of every stream whose last snapshot is older than ``period_s``.
 
         Each due stream's most recent alerts (`RESEND_ALERTS`, ``replayed=True``, same ``alert_id``) and
         its status: a viewer that joined late, or reconnected to a restarted checker, catches up
         (the snapshot half of the Clone pattern); consumers de-duplicate alerts by ``alert_id``.
+        The period runs on its own clock: the status sent on every change does not postpone it, or a
+        busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed.
 
         Args:
             period_s: re-send period in seconds.
@@ -206,8 +209,9 @@ class CheckerCore:
         now = self.clock()
         out: list[Alert | Status] = []
         for sid, state in list(self.streams.items()):
-            if now - state.last_status < period_s:
+            if now - state.last_snapshot < period_s:
                 continue
+            state.last_snapshot = now
             out.extend(
                 replace(a, seq=self._next_seq(state), timestamp=now, replayed=True) for a in state.recent_alerts
             )

@@ -14,7 +14,7 @@ from graphs.task_graph import save_graph
 from streaming.checker_service import CheckerConfig, CheckerCore, CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP
 from streaming.detector_service import EventPublisher
-from streaming.messages import Alert, KeyStepEvent, Status
+from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status
 from streaming.pipeline import CheckerProcess, Viewer
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
@@ -159,3 +159,18 @@ def test_periodic_resend_repeats_recent_alerts_for_late_viewers() -> None:
     resent = [m for m in again if isinstance(m, Alert)]
     assert [a.alert_id for a in resent] == [a.alert_id for a in live] and all(a.replayed for a in resent)
     assert isinstance(again[-1], Status) and again[-1].alerts == 1
+
+
+def test_busy_stream_still_resends_its_alerts_every_period() -> None:
+    # A stream heartbeating faster than the period gets a status on every message; the snapshot that
+    # lets a slow-joining viewer catch up on a missed alert must still go out once per period.
+    now = [100.0]
+    core = CheckerCore(tea_graph(), clock=lambda: now[0])
+    core.handle(KeyStepEvent("cam0", 0, 1.0, "s", MISTAKE[0], "x", 0.0, 1.0, 0.9, 0, MISTAKE[:1]))
+    core.handle(KeyStepEvent("cam0", 1, 1.0, "s", MISTAKE[1], "x", 0.0, 1.0, 0.9, 1, MISTAKE[:2]))
+    resent: list[Alert] = []
+    for seq in range(2, 18):  # 2 s of heartbeats every 0.125 s (exact in binary)
+        now[0] += 0.125
+        core.handle(Heartbeat("cam0", seq, now[0], "s", MISTAKE[:2], None, seq, 0, 10.0, False))
+        resent += [m for m in core.periodic(0.5) if isinstance(m, Alert)]
+    assert [a.alert_id for a in resent] == ["cam0#1"] * 4 and all(a.replayed for a in resent)

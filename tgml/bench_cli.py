@@ -56,7 +56,7 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", nargs="+", default=["do", "count-based"], choices=list(prego.METHOD_BUILDERS))
     p.add_argument("--seeds", type=int, default=1, help="number of training seeds (seeds 1..N)")
     p.add_argument("--first-seed", type=int, default=42, help="first training seed (default 42, the reference's)")
-    p.add_argument("--json", type=Path, help="write the results here (schema in tgml/prego.py and the README)")
+    p.add_argument("--json", type=Path, help="write the results here (schema in tgml/prego/run.py and the README)")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")

@@ -31,6 +31,8 @@ from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
 from tgml.perturb import perturb_sequences
+from tgml.prego.data import BenchData
+from tgml.prego.methods import build_do
 
 
 @dataclass(frozen=True)
@@ -124,13 +126,13 @@ def ensemble_graph(
 
 
 def train_ensemble(
-    data: Any, settings: Mapping[str, Any], seed: int, config: EnsembleConfig, epochs: int | None = None
+    data: BenchData, settings: Mapping[str, Any], seed: int, config: EnsembleConfig, epochs: int | None = None
 ) -> TaskGraph:
     """Train the members of one ensemble on a benchmark dataset's training split and combine them.
 
     Args:
-        data: a `tgml.prego.BenchData` (only ``train`` and the taxonomy are used).
-        settings: DO settings (``beta``, ``epochs``, ``early_stop``...; see `tgml.prego.METHOD_KEYS`).
+        data: the dataset (only ``train`` and the taxonomy are used).
+        settings: DO settings (``beta``, ``epochs``, ``early_stop``...; see `tgml.prego.methods.METHOD_KEYS`).
         seed: benchmark seed; the members use `member_seeds` of it.
         config: ensemble settings.
         epochs: override of the DO epochs (quick checks).
@@ -138,8 +140,6 @@ def train_ensemble(
     Returns:
         The ensemble graph; ``info`` lists the member seeds and how many epochs each ran.
     """
-    from tgml.prego import build_do  # prego loads this module lazily: import it the same way round
-
     seeds = member_seeds(seed, config.size)
     members = [build_do(data, settings, s, epochs) for s in seeds]
     info = {"member_seeds": list(seeds), "member_epochs": [int(m.info.get("epochs_run", 0)) for m in members]}
@@ -237,11 +237,9 @@ class SelectionConfig:
             fail("workers", "must be >= 0")
 
 
-def _member_job(data: Any, settings: Mapping[str, Any], seed: int) -> np.ndarray:
+def _member_job(data: BenchData, settings: Mapping[str, Any], seed: int) -> np.ndarray:
     """Worker: the weights of one DO member (top-level so it pickles into a process pool)."""
     import torch
-
-    from tgml.prego import build_do
 
     torch.set_num_threads(1)  # one process per core
     graph = build_do(data, settings, seed)
@@ -259,12 +257,12 @@ def _trainings(settings: Mapping[str, Any], config: SelectionConfig) -> list[tup
 
 
 def cross_validate_ensemble(
-    data: Any, settings: Mapping[str, Any], config: SelectionConfig, progress: bool = True
+    data: BenchData, settings: Mapping[str, Any], config: SelectionConfig, progress: bool = True
 ) -> list[dict[str, Any]]:
     """K-fold cross-validation of training schedule x ensemble size x edge threshold on the training split.
 
     Args:
-        data: a `tgml.prego.BenchData`; only ``train`` and the taxonomy are read (never ``test`` / ``pred``).
+        data: the dataset; only ``train`` and the taxonomy are read (never ``test`` / ``pred``).
         settings: the dataset's DO settings (beta, lr, augmentation, relaxation, early-stopping rule).
         config: the search.
         progress: show a rich progress bar.
@@ -275,7 +273,6 @@ def cross_validate_ensemble(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tgml.prego import BenchData
 
     if config.folds > len(data.train):
         raise InputError(f"--folds {config.folds}: need between 2 and {len(data.train)} (training videos)")

@@ -1,0 +1,77 @@
+"""The PREGO online mistake-detection benchmark (SPEC §2-§3) on Assembly101-O and EPIC-Tent-O.
+
+Pipeline: check the data folder (`data.resolve_data`) and read each dataset (`data.load_dataset`); learn one task
+graph per dataset / method / seed from the training split (`methods`, seeds in parallel processes by `run`); score
+the GT (*) and PRED (+) test sequences online with the same `graphs.PreconditionChecker` the live pipeline runs
+(`scoring`); aggregate mean ± std over seeds and print them beside the published figures (`published`, `report`).
+`selection` chooses our methods' settings on the training split only. The result JSON schema is in `run`.
+"""
+
+from tgml.prego.data import (
+    DATASETS,
+    MODE_MARKS,
+    MODES,
+    BenchData,
+    DataLayout,
+    DatasetSpec,
+    check_graph_matches,
+    load_dataset,
+    load_sequence_file,
+    mode_sequences,
+    resolve_data,
+)
+from tgml.prego.methods import (
+    METHOD_BUILDERS,
+    METHOD_KEYS,
+    SEEDED,
+    build_count_based,
+    build_do,
+    build_do_cv,
+    build_do_ensemble,
+    load_method_settings,
+)
+from tgml.prego.published import PUBLISHED, published_best
+from tgml.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
+from tgml.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
+from tgml.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
+from tgml.prego.selection import cross_validate, synthetic_mistakes
+
+__all__ = [
+    "DATASETS",
+    "METHOD_BUILDERS",
+    "METHOD_KEYS",
+    "METRIC_KEYS",
+    "MODES",
+    "MODE_MARKS",
+    "PUBLISHED",
+    "RESULTS_FORMAT",
+    "RESULTS_VERSION",
+    "SEEDED",
+    "BenchConfig",
+    "BenchData",
+    "DataLayout",
+    "DatasetSpec",
+    "GraphJob",
+    "aggregate",
+    "build_count_based",
+    "build_do",
+    "build_do_cv",
+    "build_do_ensemble",
+    "check_graph_matches",
+    "cross_validate",
+    "evaluate_graph",
+    "flat_metrics",
+    "learn_graphs",
+    "load_dataset",
+    "load_method_settings",
+    "load_sequence_file",
+    "mode_sequences",
+    "perturbation_tables",
+    "plot_perturbation",
+    "published_best",
+    "resolve_data",
+    "result_tables",
+    "run_benchmark",
+    "synthetic_mistakes",
+    "write_results",
+]

@@ -1,0 +1,210 @@
+"""PREGO datasets on disk: the data-folder layout, its checks, the splits and key-step sequence files (SPEC §2, §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from graphs.errors import InputError
+from graphs.files import read_json
+from graphs.task_graph import TaskGraph
+from tgml.annotations import load_annotations
+
+MODES: Final = ("gt", "pred")
+MODE_MARKS: Final = {"gt": "*", "pred": "+"}
+PREPARE_HINT: Final = "build it with `prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR`"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where a PREGO dataset lives inside a data folder and which annotation scenario it uses."""
+
+    name: str
+    scenario: str
+    raw_flag: str  # the `prepare` option that builds it
+
+
+DATASETS: Final[dict[str, DatasetSpec]] = {
+    "assembly101-o": DatasetSpec("assembly101-o", "assembly101", "--assembly101"),
+    "epic-tent-o": DatasetSpec("epic-tent-o", "epic-tent", "--epic-tent"),
+}
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    """Paths of a data folder laid out like ``shared/data`` (``assembly101-o/``, ``epic-tent-o/``,
+    ``prego-miniroad/``). Use `resolve_data` to get one whose files were checked."""
+
+    root: Path
+
+    def train_file(self, dataset: str) -> Path:
+        """``<root>/<dataset>/train.json``."""
+        return self.root / dataset / "train.json"
+
+    def test_file(self, dataset: str) -> Path:
+        """``<root>/<dataset>/test.json``."""
+        return self.root / dataset / "test.json"
+
+    def segments_file(self, dataset: str) -> Path:
+        """MiniROAD key-step sequences: ``<root>/prego-miniroad/<dataset>_segments.json``."""
+        return self.root / "prego-miniroad" / f"{dataset}_segments.json"
+
+    def frames_file(self, dataset: str) -> Path:
+        """MiniROAD per-frame labels: ``<root>/prego-miniroad/<dataset>_frames.json``."""
+        return self.root / "prego-miniroad" / f"{dataset}_frames.json"
+
+
+def resolve_data(
+    root: str | Path, datasets: Iterable[str], splits: bool = True, segments: bool = False, frames: bool = False
+) -> DataLayout:
+    """Check that a data folder holds what a command needs; errors say what is missing and how to get it.
+
+    Args:
+        root: the ``--data`` folder.
+        datasets: dataset names (keys of `DATASETS`).
+        splits: require ``<dataset>/train.json`` and ``test.json``.
+        segments: require ``prego-miniroad/<dataset>_segments.json``.
+        frames: require ``prego-miniroad/<dataset>_frames.json``.
+
+    Returns:
+        The layout of the folder.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(f"data folder {root} not found; {PREPARE_HINT}")
+    layout = DataLayout(root)
+    for dataset in datasets:
+        if dataset not in DATASETS:
+            raise InputError(f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
+        needed: list[tuple[Path, str]] = []
+        if splits:
+            hint = PREPARE_HINT.replace("--assembly101 RAW --epic-tent RAW", f"{DATASETS[dataset].raw_flag} RAW")
+            needed += [(layout.train_file(dataset), hint), (layout.test_file(dataset), hint)]
+        miniroad = "it is the MiniROAD output shipped in shared/data/prego-miniroad (or give --sequences FILE)"
+        if segments:
+            needed.append((layout.segments_file(dataset), miniroad))
+        if frames:
+            needed.append((layout.frames_file(dataset), miniroad))
+        for path, hint in needed:
+            if not path.is_file():
+                raise InputError(f"missing {path}; {hint}")
+    return layout
+
+
+# -- datasets and sequence files ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BenchData:
+    """One PREGO dataset, ready to learn and score.
+
+    Attributes:
+        name: dataset name (``assembly101-o``).
+        scenario: its annotation scenario.
+        step_ids / step_names: the taxonomy, in matrix order.
+        train: raw key-step sequences of the training videos (repeats kept), file order.
+        test: GT-mode sequences ``{video: steps}``, each ending with its mistake.
+        pred: PRED-mode sequences ``{video: steps}`` (empty when PRED mode is not requested).
+    """
+
+    name: str
+    scenario: str
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    train: tuple[tuple[int, ...], ...]
+    test: dict[str, tuple[int, ...]]
+    pred: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+def load_sequence_file(
+    path: str | Path, step_ids: Iterable[int], fields: Sequence[str] = ("pred",)
+) -> dict[str, dict[str, tuple[int, ...]]]:
+    """Read a ``{video: {"pred": [...], "gt": [...]}}`` key-step sequence file (MiniROAD output or a user's own).
+
+    Args:
+        path: the JSON file.
+        step_ids: the dataset taxonomy; every id must belong to it.
+        fields: fields every video must have; other list fields present are checked too.
+
+    Returns:
+        ``{video: {field: steps}}`` in file order.
+    """
+    data = read_json(path, "sequence file")
+    known = set(int(s) for s in step_ids)
+    if not isinstance(data, dict) or not data:
+        raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    for video, record in data.items():
+        if not isinstance(record, dict):
+            raise InputError(f"{path}: video {video!r}: expected an object with field {fields[0]!r}")
+        parsed: dict[str, tuple[int, ...]] = {}
+        for name in dict.fromkeys([*fields, *(k for k in ("pred", "gt") if k in record)]):
+            steps = record.get(name)
+            if steps is None:
+                raise InputError(f"{path}: video {video!r}: missing field {name!r}")
+            if not isinstance(steps, list):
+                raise InputError(f"{path}: video {video!r}: field {name!r} must be a list of key-step ids")
+            if not steps:
+                raise InputError(f"{path}: video {video!r}: field {name!r} is an empty sequence")
+            for k, step in enumerate(steps):
+                if not isinstance(step, int) or isinstance(step, bool):
+                    raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {step!r} is not an integer id")
+                if step not in known:
+                    raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {step} is not in the taxonomy")
+            parsed[name] = tuple(steps)
+        out[str(video)] = parsed
+    return out
+
+
+def load_dataset(layout: DataLayout, dataset: str, pred: bool = True, sequences: str | Path | None = None) -> BenchData:
+    """Read one dataset's splits and, if asked, its PRED-mode sequences.
+
+    Args:
+        layout: a resolved data folder.
+        dataset: ``assembly101-o`` or ``epic-tent-o``.
+        pred: also read PRED-mode sequences.
+        sequences: a ``{video: {"pred": [...]}}`` file replacing the MiniROAD one.
+
+    Returns:
+        The dataset.
+    """
+    spec = DATASETS[dataset]
+    train = load_annotations(layout.train_file(dataset))
+    test = load_annotations(layout.test_file(dataset))
+    step_ids, step_names = train.steps_of(spec.scenario)
+    test.check_scenario(spec.scenario)
+    if test.steps_of(spec.scenario)[0] != step_ids:
+        raise InputError(f"{layout.test_file(dataset)}: taxonomy differs from {layout.train_file(dataset)}")
+    test_seqs = {v.video: v.steps for v in test.scenario_videos(spec.scenario)}
+    empty = [video for video, steps in test_seqs.items() if not steps]
+    if empty:
+        raise InputError(f"{layout.test_file(dataset)}: video {empty[0]!r} has no segments")
+    pred_seqs: dict[str, tuple[int, ...]] = {}
+    if pred:
+        source = Path(sequences) if sequences is not None else layout.segments_file(dataset)
+        pred_seqs = {video: rec["pred"] for video, rec in load_sequence_file(source, step_ids).items()}
+    return BenchData(
+        dataset,
+        spec.scenario,
+        step_ids,
+        step_names,
+        tuple(v.steps for v in train.scenario_videos(spec.scenario)),
+        test_seqs,
+        pred_seqs,
+    )
+
+
+
+def mode_sequences(data: BenchData, mode: str) -> list[tuple[int, ...]]:
+    """Test sequences of a mode: annotated (``gt``) or recognised (``pred``)."""
+    return list((data.test if mode == "gt" else data.pred).values())
+
+
+
+def check_graph_matches(graph: TaskGraph, data: BenchData, source: str | Path) -> None:
+    """A given graph must describe the dataset's key-steps (same taxonomy ids)."""
+    if set(graph.step_ids) != set(data.step_ids):
+        extra = sorted(set(graph.step_ids) - set(data.step_ids))
+        what = f"step {extra[0]} is not in" if extra else "its steps do not cover"
+        raise InputError(f"{source}: {what} the {data.name} taxonomy")
+

@@ -1,0 +1,128 @@
+"""Graph-learning methods of the benchmark and their per-dataset settings files (``configs/prego-<dataset>.toml``).
+
+Builders are top-level functions because they run in worker processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from graphs.count_based import CountBasedConfig, count_based_graph
+from graphs.errors import InputError
+from graphs.files import read_toml
+from graphs.task_graph import TaskGraph
+from tgml.prego.data import BenchData
+
+CONFIG_DIR: Final = Path(__file__).resolve().parents[2] / "configs"
+
+
+def load_method_settings(dataset: str, config_file: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """Per-dataset method settings (SPEC §1) from ``configs/prego-<dataset>.toml``.
+
+    Args:
+        dataset: dataset name.
+        config_file: another TOML file with the same tables (``[do]``, ``[count-based]``...).
+
+    Returns:
+        ``{method: {setting: value}}``.
+    """
+    path = Path(config_file) if config_file is not None else CONFIG_DIR / f"prego-{dataset}.toml"
+    hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
+    data = read_toml(path, "benchmark settings file", hint)
+    methods = {k: v for k, v in data.items() if isinstance(v, dict)}
+    for method, settings in methods.items():
+        if method not in METHOD_BUILDERS:
+            raise InputError(f"{path}: unknown method table [{method}] (known: {', '.join(METHOD_BUILDERS)})")
+        for key in settings:
+            if key not in METHOD_KEYS[method]:
+                raise InputError(f"{path}: [{method}] has unknown setting {key!r}")
+    return methods
+
+
+
+def _train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> Any:
+    from tgml.train import TrainConfig  # torch floor, loaded only when DO is requested
+
+    return TrainConfig(
+        beta=float(settings.get("beta", 0.005)),
+        epochs=int(epochs if epochs is not None else settings.get("epochs", 1000)),
+        lr=float(settings.get("lr", 0.1)),
+        seed=seed,
+        augment=bool(settings.get("augment", True)),
+        relaxed=bool(settings.get("relaxed", True)),
+        early_stop=str(settings.get("early_stop", "none")),
+    )
+
+
+def build_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Direct Optimization (TGML) graph of one seed, with the dataset's settings (SPEC §1)."""
+    from tgml.train import train_task_graph
+
+    config = _train_config(settings, seed, epochs)
+    result = train_task_graph(data.train, data.step_ids, data.step_names, config, scenario=data.scenario)
+    return result.graph
+
+
+def build_count_based(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Count-Based baseline graph (deterministic: ``seed`` and ``epochs`` are ignored)."""
+    config = CountBasedConfig(first_occurrence=bool(settings.get("first_occurrence", False)))
+    return count_based_graph(data.train, data.step_ids, data.step_names, config, scenario=data.scenario)
+
+
+def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Our variant: DO with the epochs and edge threshold chosen by cross-validation on the training split.
+
+    The graph is trained like `build_do` and re-binarised with the threshold ``1 / (n * threshold_scale)``
+    instead of ``1 / n`` (SPEC §1 step 2); ``threshold_scale`` and ``epochs`` come from the settings file, where
+    they were written after `cross_validate` picked them on training data only.
+    """
+    from graphs.postprocess import binarize
+
+    do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
+    graph = build_do(data, do_settings, seed, epochs)
+    assert graph.weights is not None
+    scale = float(settings.get("threshold_scale", 1.0))
+    present = np.isin(np.asarray(graph.step_ids), [s for seq in data.train for s in seq])
+    n_threshold = max(1, round(graph.n_steps * scale))
+    adjacency = binarize(graph.weights, present, bool(settings.get("relaxed", True)), threshold_steps=n_threshold)
+    info = {**graph.info, "method": "do-cv", "threshold_scale": scale, "threshold": 1.0 / n_threshold}
+    return TaskGraph(graph.step_ids, graph.step_names, adjacency, graph.weights, graph.scenario, info)
+
+
+def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Ours: the weights of ``ensemble_size`` DO seeds averaged, then post-processed (`tgml.ensemble`).
+
+    ``epochs`` / ``early_stop`` / ``threshold_scale`` come from the settings file, where they were written after
+    ``prego-bench select --method do-ensemble`` picked them on the training split only.
+    """
+    from tgml.ensemble import EnsembleConfig, train_ensemble
+
+    config = EnsembleConfig(
+        size=int(settings.get("ensemble_size", 5)),
+        threshold_scale=float(settings.get("threshold_scale", 1.0)),
+        relaxed=bool(settings.get("relaxed", True)),
+    )
+    do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
+    return train_ensemble(data, do_settings, seed, config, epochs)
+
+
+GraphBuilder = Callable[[BenchData, Mapping[str, Any], int, "int | None"], TaskGraph]
+METHOD_BUILDERS: dict[str, GraphBuilder] = {
+    "do": build_do,
+    "count-based": build_count_based,
+    "do-cv": build_do_cv,
+    "do-ensemble": build_do_ensemble,
+}
+METHOD_KEYS: dict[str, frozenset[str]] = {
+    "do": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop"}),
+    "count-based": frozenset({"first_occurrence"}),
+    "do-cv": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "threshold_scale"}),
+    "do-ensemble": frozenset(
+        {"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "threshold_scale", "ensemble_size"}
+    ),
+}
+SEEDED: dict[str, bool] = {"do": True, "count-based": False, "do-cv": True, "do-ensemble": True}

@@ -1,0 +1,154 @@
+"""Printing and saving `prego-bench` results: rich tables, the noise-ablation plot, the JSON file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from tgml.prego.data import MODE_MARKS
+from tgml.prego.published import published_best
+from tgml.prego.scoring import METRIC_KEYS
+
+SWAP_NOTE: Final = (
+    "P/R are true precision / recall. The published tables list them swapped (the reference scores predictions "
+    "as if they were ground truth), so their 'Prec' is our recall and vice versa; F1 is unaffected."
+)
+
+
+def _cell(mean: float, std: float, seeded: bool) -> str:
+    return f"{mean:.1f} ± {std:.1f}" if seeded else f"{mean:.1f}"
+
+
+def result_tables(result: Mapping[str, Any]) -> list[Any]:
+    """One rich table per dataset: every method and mode, mean ± std over seeds, the published row beside it.
+
+    Args:
+        result: a `run_benchmark` result document.
+
+    Returns:
+        ``rich.table.Table`` objects, one per dataset.
+    """
+    from rich.table import Table
+
+    tables = []
+    for dataset, modes in result["results"].items():
+        table = Table(
+            title=f"PREGO online mistake detection — {dataset} (mean ± std over seeds)",
+            caption=SWAP_NOTE,
+            caption_justify="left",
+        )
+        table.add_column("method")
+        table.add_column("mode")
+        for header in ("Avg F1", "Corr F1", "Corr P", "Corr R", "Mist F1", "Mist P", "Mist R"):
+            table.add_column(header, justify="right")
+        methods = list(dict.fromkeys(m for mode in modes.values() for m in mode))
+        for method in methods:
+            for mode, entries in modes.items():
+                entry = entries[method]
+                seeded = len(entry["per_seed"]) > 1
+                label = f"{method} (n={len(entry['per_seed'])})" if seeded else method
+                mark = MODE_MARKS[mode]
+                table.add_row(
+                    label,
+                    f"{mode} {mark}",
+                    *(_cell(entry["mean"][k], entry["std"][k], seeded) for k in METRIC_KEYS),
+                )
+                published = entry["published"]
+                if published is not None:
+                    table.add_row(
+                        "  published",
+                        f"{mode} {mark}",
+                        f"{published['avg_f1']:.1f}",
+                        f"{published['correct_f1']:.1f}",
+                        "–",
+                        "–",
+                        f"{published['mistake_f1']:.1f}",
+                        "–",
+                        "–",
+                        style="dim",
+                    )
+            table.add_section()
+        for mode in modes:
+            best = published_best(dataset, mode)
+            table.add_row(
+                "best published", f"{mode} {MODE_MARKS[mode]}", f"{best:.1f}", *([""] * 6), style="dim italic"
+            )
+        tables.append(table)
+    return tables
+
+
+def perturbation_tables(result: Mapping[str, Any]) -> list[Any]:
+    """Rich tables of the noise ablation: Avg / Correct / Mistake F1 per rate, one table per dataset and mode."""
+    from rich.table import Table
+
+    tables = []
+    for dataset, modes in result.get("perturb", {}).items():
+        for mode, methods in modes.items():
+            table = Table(title=f"Noise ablation — {dataset}, {mode} {MODE_MARKS[mode]} (Avg / Correct / Mistake F1)")
+            table.add_column("method")
+            rates = [point["rate"] for point in next(iter(methods.values()))]
+            for rate in rates:
+                table.add_column(f"p={rate:g}", justify="right")
+            for method, curve in methods.items():
+                table.add_row(
+                    method,
+                    *(
+                        f"{p['mean']['avg_f1']:.1f} / {p['mean']['correct_f1']:.1f} / {p['mean']['mistake_f1']:.1f}"
+                        for p in curve
+                    ),
+                )
+            tables.append(table)
+    return tables
+
+
+def plot_perturbation(result: Mapping[str, Any], path: str | Path) -> Path | None:
+    """Save the noise ablation as a PNG (Avg / Correct / Mistake F1 against the rate), if matplotlib is installed.
+
+    Args:
+        result: a `run_benchmark` result with a ``perturb`` section.
+        path: PNG file to write.
+
+    Returns:
+        The file written, or None when matplotlib is not installed (it is the optional ``plot`` extra).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: never open a window
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    panels = [(d, m, methods) for d, modes in result.get("perturb", {}).items() for m, methods in modes.items()]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (dataset, mode, methods) in zip(axes[0], panels, strict=True):
+        for method, curve in methods.items():
+            rates = [p["rate"] for p in curve]
+            for key, style in (("avg_f1", "-"), ("correct_f1", "--"), ("mistake_f1", ":")):
+                label = f"{method} {key.removesuffix('_f1')}"
+                ax.plot(rates, [p["mean"][key] for p in curve], style, marker="o", label=label)
+        ax.set_title(f"{dataset} {mode} {MODE_MARKS[mode]}")
+        ax.set_xlabel("perturbation rate p")
+        ax.set_ylabel("F1 (%)")
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_results(result: Mapping[str, Any], path: str | Path) -> Path:
+    """Write a result document as indented JSON (parent folder created)."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
+

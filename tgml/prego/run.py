@@ -1,0 +1,293 @@
+"""One `prego-bench` run: learn the graphs (seeds in parallel processes), score every dataset / mode / method / seed.
+
+Result JSON (``format: "prego-bench-results"``, ``version: 1``), written by ``prego-bench --json FILE``::
+
+    {
+      "format": "prego-bench-results", "version": 1,
+      "settings": {"data": str, "seeds": [int], "modes": [...], "methods": [...], "sequences": str|null,
+                   "graph": str|null, "perturb": [float], "perturb_seed": int,
+                   "methods_settings": {dataset: {method: {...}}}},
+      "results": {dataset: {mode: {method: {
+          "per_seed": [{"seed": int|null, "scores": MISTAKE_SCORES}],
+          "mean": METRICS, "std": METRICS,            # std is the population std over seeds (0 for one)
+          "published": {"avg_f1", "correct_f1", "mistake_f1"} | null}}}},
+      "perturb": {dataset: {mode: {method: [{"rate": float, "mean": METRICS, "std": METRICS}]}}},
+      "seconds": float
+    }
+
+``METRICS`` = ``{"avg_f1", "correct_f1", "correct_precision", "correct_recall", "mistake_f1",
+"mistake_precision", "mistake_recall"}`` in percent, with **true** precision / recall (the published tables
+swap them, SPEC §2). ``MISTAKE_SCORES`` is `graphs.mistake_metrics.MistakeScores.to_dict()`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from graphs.errors import InputError
+from graphs.mistake_metrics import MistakeScores
+from graphs.task_graph import TaskGraph, load_graph, save_graph
+from tgml.perturb import perturb_sequences, rate_seed
+from tgml.prego.data import DATASETS, MODES, BenchData, check_graph_matches, load_dataset, mode_sequences, resolve_data
+from tgml.prego.methods import METHOD_BUILDERS, SEEDED, load_method_settings
+from tgml.prego.published import PUBLISHED
+from tgml.prego.scoring import aggregate, evaluate_graph, flat_metrics
+
+RESULTS_FORMAT: Final = "prego-bench-results"
+RESULTS_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One `prego-bench` run.
+
+    Args:
+        data: data folder laid out like ``shared/data``.
+        datasets: datasets to run.
+        modes: ``gt`` (annotated test sequences) and/or ``pred`` (recogniser output).
+        methods: graph methods (``do``, ``count-based``; ignored when ``graph`` is given).
+        seeds: training seeds of the seeded methods.
+        sequences: PRED-mode sequence file replacing the MiniROAD output (one dataset only).
+        graph: evaluate this task graph file instead of learning graphs (one dataset only).
+        perturb: noise rates of the ablation (SPEC §3); empty for none.
+        perturb_seed: base seed of the ablation noise (each rate uses a fixed seed derived from it).
+        workers: parallel processes for graph learning (0 = as many as cores and jobs allow).
+        epochs: override the configured DO epochs (quick checks); None keeps the settings.
+        config_files: per-dataset settings files replacing ``configs/prego-<dataset>.toml``.
+        save_graphs: folder to save every learned graph into, or None.
+    """
+
+    data: Path
+    datasets: tuple[str, ...] = tuple(DATASETS)
+    modes: tuple[str, ...] = MODES
+    methods: tuple[str, ...] = ("do", "count-based")
+    seeds: tuple[int, ...] = (1,)
+    sequences: Path | None = None
+    graph: Path | None = None
+    perturb: tuple[float, ...] = ()
+    perturb_seed: int = 0
+    workers: int = 0
+    epochs: int | None = None
+    config_files: Mapping[str, Path] = field(default_factory=dict)
+    save_graphs: Path | None = None
+
+    def __post_init__(self) -> None:
+        def fail(name: str, value: Any, why: str) -> None:
+            raise InputError(f"BenchConfig.{name} = {value!r}: {why}")
+
+        if not self.datasets or any(d not in DATASETS for d in self.datasets):
+            fail("datasets", self.datasets, f"choose from {', '.join(DATASETS)}")
+        if not self.modes or any(m not in MODES for m in self.modes):
+            fail("modes", self.modes, "choose from gt, pred")
+        if self.graph is None and (not self.methods or any(m not in METHOD_BUILDERS for m in self.methods)):
+            fail("methods", self.methods, f"choose from {', '.join(METHOD_BUILDERS)}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            fail("seeds", self.seeds, "need at least one seed, all different")
+        if (self.sequences is not None or self.graph is not None) and len(self.datasets) != 1:
+            fail("datasets", self.datasets, "--sequences and --graph need exactly one --dataset")
+        if self.sequences is not None and "pred" not in self.modes:
+            fail("modes", self.modes, "--sequences gives PRED-mode input; include mode 'pred'")
+        if any(not 0.0 <= r <= 1.0 for r in self.perturb):
+            fail("perturb", self.perturb, "rates must lie in [0, 1]")
+        if self.workers < 0:
+            fail("workers", self.workers, "must be >= 0")
+        if self.epochs is not None and self.epochs < 1:
+            fail("epochs", self.epochs, "must be >= 1")
+        unknown = set(self.config_files) - set(DATASETS)
+        if unknown:
+            fail("config_files", sorted(unknown)[0], f"not a dataset ({', '.join(DATASETS)})")
+
+
+@dataclass(frozen=True)
+class GraphJob:
+    """One graph to learn: dataset, method, seed (None for deterministic methods)."""
+
+    dataset: str
+    method: str
+    seed: int | None
+
+
+def _build_job(
+    data: BenchData, method: str, settings: Mapping[str, Any], seed: int | None, epochs: int | None
+) -> dict[str, Any]:
+    """Worker entry point: learn one graph and return it as file content (cheap to send between processes)."""
+    try:
+        import torch
+
+        torch.set_num_threads(1)  # one process per core: threads would only fight over the same cores
+    except ImportError:
+        pass
+    graph = METHOD_BUILDERS[method](data, settings, seed if seed is not None else 0, epochs)
+    return graph.to_dict()
+
+
+def plan_jobs(config: BenchConfig) -> list[GraphJob]:
+    """Graphs a run needs: one per seed for seeded methods, one for deterministic ones."""
+    return [
+        GraphJob(dataset, method, seed)
+        for dataset in config.datasets
+        for method in config.methods
+        for seed in (config.seeds if SEEDED[method] else (None,))
+    ]
+
+
+def learn_graphs(
+    config: BenchConfig,
+    datasets: Mapping[str, BenchData],
+    settings: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    progress: bool = True,
+) -> dict[GraphJob, TaskGraph]:
+    """Learn every graph of the plan, seeds in parallel processes when cores allow.
+
+    Args:
+        config: the run.
+        datasets: loaded datasets by name.
+        settings: ``{dataset: {method: settings}}``.
+        progress: show a rich progress bar.
+
+    Returns:
+        ``{job: graph}``.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    jobs = plan_jobs(config)
+    workers = config.workers or min(len(jobs), os.cpu_count() or 1)
+    graphs: dict[GraphJob, TaskGraph] = {}
+    columns = (TextColumn("learning task graphs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not progress, transient=True) as bar:
+        task = bar.add_task("graphs", total=len(jobs))
+
+        def args(job: GraphJob) -> tuple[Any, ...]:
+            return (datasets[job.dataset], job.method, settings[job.dataset][job.method], job.seed, config.epochs)
+
+        if workers <= 1 or len(jobs) == 1:
+            for job in jobs:
+                graphs[job] = TaskGraph.from_dict(_build_job(*args(job)))
+                bar.advance(task)
+        else:
+            # Slowest jobs (DO) first so the pool is not left waiting on one long graph at the end.
+            ordered = sorted(jobs, key=lambda j: (not SEEDED[j.method], j.dataset != "assembly101-o"))
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = {pool.submit(_build_job, *args(job)): job for job in ordered}
+                for future, job in futures.items():
+                    graphs[job] = TaskGraph.from_dict(future.result())
+                    bar.advance(task)
+    return {job: graphs[job] for job in jobs}
+
+
+def _method_entry(
+    runs: list[tuple[int | None, MistakeScores]], published: tuple[float, float, float] | None
+) -> dict[str, Any]:
+    mean, std = aggregate([flat_metrics(s) for _, s in runs])
+    return {
+        "per_seed": [{"seed": seed, "scores": scores.to_dict()} for seed, scores in runs],
+        "mean": mean,
+        "std": std,
+        "published": None
+        if published is None
+        else dict(zip(("avg_f1", "correct_f1", "mistake_f1"), published, strict=True)),
+    }
+
+
+
+def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
+    """Run the whole benchmark: learn graphs, score every dataset / mode / method / seed, aggregate.
+
+    Args:
+        config: what to run.
+        progress: show rich progress bars.
+
+    Returns:
+        The result document described in the module docstring.
+    """
+    started = time.perf_counter()
+    pred = "pred" in config.modes
+    layout = resolve_data(config.data, config.datasets, segments=pred and config.sequences is None)
+    datasets = {d: load_dataset(layout, d, pred=pred, sequences=config.sequences) for d in config.datasets}
+    settings = {d: load_method_settings(d, config.config_files.get(d)) for d in config.datasets}
+    if config.graph is not None:
+        dataset = config.datasets[0]
+        graph = load_graph(config.graph)
+        check_graph_matches(graph, datasets[dataset], config.graph)
+        method = f"graph:{Path(config.graph).name}"
+        graphs = {GraphJob(dataset, method, None): graph}
+        methods: tuple[str, ...] = (method,)
+    else:
+        for d in config.datasets:
+            missing = [m for m in config.methods if m not in settings[d]]
+            if missing:
+                raise InputError(f"settings of {d}: no [{missing[0]}] table in the benchmark settings file")
+        graphs = learn_graphs(config, datasets, settings, progress)
+        methods = config.methods
+    if config.save_graphs is not None:
+        for job, graph in graphs.items():
+            suffix = "" if job.seed is None else f"-seed{job.seed}"
+            save_graph(graph, Path(config.save_graphs) / f"{job.dataset}-{job.method.replace(':', '_')}{suffix}.json")
+
+    results: dict[str, Any] = {}
+    ablation: dict[str, Any] = {}
+    for dataset, data in datasets.items():
+        results[dataset] = {}
+        for mode in config.modes:
+            sequences = mode_sequences(data, mode)
+            results[dataset][mode] = {}
+            for method in methods:
+                runs = [
+                    (job.seed, evaluate_graph(g, sequences))
+                    for job, g in graphs.items()
+                    if job.dataset == dataset and job.method == method
+                ]
+                results[dataset][mode][method] = _method_entry(runs, PUBLISHED[dataset][mode].get(method))
+            if config.perturb:
+                ablation.setdefault(dataset, {})[mode] = perturbation_curves(
+                    config,
+                    data,
+                    mode,
+                    {m: [g for j, g in graphs.items() if j.dataset == dataset and j.method == m] for m in methods},
+                )
+    return {
+        "format": RESULTS_FORMAT,
+        "version": RESULTS_VERSION,
+        "settings": {
+            "data": str(config.data),
+            "seeds": list(config.seeds),
+            "modes": list(config.modes),
+            "methods": list(methods),
+            "sequences": None if config.sequences is None else str(config.sequences),
+            "graph": None if config.graph is None else str(config.graph),
+            "perturb": list(config.perturb),
+            "perturb_seed": config.perturb_seed,
+            "epochs_override": config.epochs,
+            "methods_settings": {d: {m: dict(settings[d].get(m, {})) for m in methods} for d in config.datasets},
+        },
+        "results": results,
+        "perturb": ablation,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def perturbation_curves(
+    config: BenchConfig, data: BenchData, mode: str, graphs: Mapping[str, Sequence[TaskGraph]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Noise ablation (SPEC §3): score each method's graphs on test sequences perturbed at each rate.
+
+    Each rate uses the same fixed noise seed for every method, so methods are compared on identical input.
+
+    Returns:
+        ``{method: [{"rate", "mean", "std"}]}``.
+    """
+    curves: dict[str, list[dict[str, Any]]] = {m: [] for m in graphs}
+    clean = mode_sequences(data, mode)
+    for rate in config.perturb:
+        noisy = perturb_sequences(clean, rate, data.step_ids, seed=rate_seed(config.perturb_seed, rate))
+        for method, method_graphs in graphs.items():
+            mean, std = aggregate([flat_metrics(evaluate_graph(g, noisy)) for g in method_graphs])
+            curves[method].append({"rate": rate, "mean": mean, "std": std})
+    return curves
+

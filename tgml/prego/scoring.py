@@ -1,0 +1,65 @@
+"""Scoring a task graph on PREGO test sequences (SPEC §2) and aggregating the figures over seeds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+import numpy as np
+
+from graphs.checker import precondition_violations
+from graphs.mistake_metrics import MistakeScores, mistake_scores
+from graphs.task_graph import TaskGraph
+
+METRIC_KEYS: Final = (
+    "avg_f1",
+    "correct_f1",
+    "correct_precision",
+    "correct_recall",
+    "mistake_f1",
+    "mistake_precision",
+    "mistake_recall",
+)
+
+
+
+def evaluate_graph(graph: TaskGraph, sequences: Iterable[Sequence[int]]) -> MistakeScores:
+    """Score test sequences online with the pre-condition checker and pool them (SPEC §2).
+
+    Args:
+        graph: the binary task graph.
+        sequences: one key-step sequence per test video, its last step the mistake.
+
+    Returns:
+        Avg F1 and per-class true P/R/F1.
+    """
+    return mistake_scores(precondition_violations(graph, seq) for seq in sequences)
+
+
+def flat_metrics(scores: MistakeScores) -> dict[str, float]:
+    """The seven table figures of one evaluation (`METRIC_KEYS`)."""
+    return {
+        "avg_f1": scores.avg_f1,
+        "correct_f1": scores.correct.f1,
+        "correct_precision": scores.correct.precision,
+        "correct_recall": scores.correct.recall,
+        "mistake_f1": scores.mistake.f1,
+        "mistake_precision": scores.mistake.precision,
+        "mistake_recall": scores.mistake.recall,
+    }
+
+
+def aggregate(runs: Sequence[Mapping[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Mean and population std over seeds of each metric.
+
+    Args:
+        runs: one `flat_metrics` dict per seed.
+
+    Returns:
+        ``(mean, std)`` keyed like `METRIC_KEYS`.
+    """
+    table = np.array([[run[k] for k in METRIC_KEYS] for run in runs], dtype=np.float64)  # (seeds, metrics)
+    return dict(zip(METRIC_KEYS, table.mean(axis=0).tolist(), strict=True)), dict(
+        zip(METRIC_KEYS, table.std(axis=0).tolist(), strict=True)
+    )
+

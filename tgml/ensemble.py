@@ -273,7 +273,6 @@ def cross_validate_ensemble(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-
     if config.folds > len(data.train):
         raise InputError(f"--folds {config.folds}: need between 2 and {len(data.train)} (training videos)")
     order = np.random.default_rng(0).permutation(len(data.train))  # fixed folds: every candidate sees the same

@@ -10,6 +10,20 @@ from typing import Any
 from graphs.errors import InputError
 
 
+def _read_text(path: Path, what: str, hint: str = "") -> str:
+    """The file's UTF-8 text; the I/O failures every reader shares become one-line `InputError`s."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: {what} not found{hint}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a {what}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file, expected a {what}") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read {what} ({err.strerror})") from None
+
+
 def read_json(path: str | Path, what: str = "file") -> Any:
     """Load a JSON file; a missing file, a folder, unreadable bytes or bad JSON become one-line `InputError`s.
 
@@ -21,23 +35,15 @@ def read_json(path: str | Path, what: str = "file") -> Any:
         The parsed JSON value.
     """
     path = Path(path)
+    text = _read_text(path, what)
     try:
-        with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, expected a {what}") from None
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file, expected a {what}") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read {what} ({err.strerror})") from None
 
 
 def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> dict[str, Any]:
-    """Load a TOML file; a missing file or bad TOML become one-line `InputError`s.
+    """Load a TOML file; a missing file, a folder, unreadable bytes or bad TOML become one-line `InputError`s.
 
     Args:
         path: the file.
@@ -48,12 +54,8 @@ def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> di
         The parsed TOML document.
     """
     path = Path(path)
+    text = _read_text(path, what, hint)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found{hint}") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, expected a {what}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{path}: invalid TOML: {err}") from None

@@ -1,0 +1,49 @@
+"""The JSON and TOML readers every loader uses: each user mistake is one line naming the file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphs.errors import InputError
+from graphs.files import read_json, read_toml
+
+Reader = Callable[..., Any]
+
+
+@pytest.mark.parametrize(("read", "good"), [(read_json, '{"a": 1}'), (read_toml, "a = 1\n")])
+def test_reads_a_good_file(tmp_path: Path, read: Reader, good: str) -> None:
+    path = tmp_path / "f"
+    path.write_text(good)
+    assert read(path) == {"a": 1}
+
+
+@pytest.mark.parametrize("read", [read_json, read_toml])
+def test_missing_folder_and_binary_files_are_one_line_errors(tmp_path: Path, read: Reader) -> None:
+    with pytest.raises(InputError, match=r"absent: settings not found$"):
+        read(tmp_path / "absent", "settings")
+    with pytest.raises(InputError, match="is a folder, expected a settings"):
+        read(tmp_path, "settings")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b'a = "\xff"\n')
+    with pytest.raises(InputError, match="binary: not a text file, expected a settings"):
+        read(binary, "settings")
+
+
+def test_bad_syntax_names_the_format_and_place(tmp_path: Path) -> None:
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('{"a": ')
+    with pytest.raises(InputError, match=r"bad.json: invalid JSON at line 1 column 7"):
+        read_json(bad_json)
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text("a = \n")
+    with pytest.raises(InputError, match=r"bad.toml: invalid TOML: .*line 1"):
+        read_toml(bad_toml)
+
+
+def test_missing_toml_says_where_such_a_file_comes_from(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"absent.toml: settings not found \(ships with the checkout\)"):
+        read_toml(tmp_path / "absent.toml", "settings", " (ships with the checkout)")

@@ -16,6 +16,7 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.files import read_json
+from graphs.mistake_metrics import precision_recall_f1
 from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, load_graph
 
 
@@ -48,10 +49,7 @@ def edge_scores(pred: np.ndarray, gt: np.ndarray) -> EdgeScores:
     tp = int((pred & gt).sum())
     n_pred = int(pred.sum())
     n_gt = int(gt.sum())
-    precision = tp / n_pred if n_pred else 0.0
-    recall = tp / n_gt if n_gt else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return EdgeScores(100 * precision, 100 * recall, 100 * f1, tp, n_pred, n_gt)
+    return EdgeScores(*precision_recall_f1(tp, n_pred, n_gt), tp, n_pred, n_gt)
 
 
 def compare_graphs(pred: TaskGraph, gt: TaskGraph) -> EdgeScores:

@@ -48,14 +48,26 @@ def protocol_labels(length: int) -> np.ndarray:
     return labels
 
 
-def _class_scores(truth: np.ndarray, pred: np.ndarray, positive: int) -> ClassScores:
-    tp = float(np.sum((pred == positive) & (truth == positive)))
-    predicted = float(np.sum(pred == positive))
-    actual = float(np.sum(truth == positive))
-    precision = tp / predicted if predicted else 0.0
-    recall = tp / actual if actual else 0.0
+def precision_recall_f1(true_positives: int, predicted: int, actual: int) -> tuple[float, float, float]:
+    """Precision, recall and F1 in percent from counts; a metric whose denominator is zero is 0.
+
+    Args:
+        true_positives: items both predicted and actual.
+        predicted: items predicted positive.
+        actual: items actually positive.
+
+    Returns:
+        ``(precision, recall, f1)``.
+    """
+    precision = true_positives / predicted if predicted else 0.0
+    recall = true_positives / actual if actual else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return ClassScores(100 * precision, 100 * recall, 100 * f1)
+    return 100 * precision, 100 * recall, 100 * f1
+
+
+def _class_scores(truth: np.ndarray, pred: np.ndarray, positive: int) -> ClassScores:
+    tp = int(np.sum((pred == positive) & (truth == positive)))
+    return ClassScores(*precision_recall_f1(tp, int(np.sum(pred == positive)), int(np.sum(truth == positive))))
 
 
 def mistake_scores(per_video: Iterable[Sequence[bool] | np.ndarray]) -> MistakeScores:

@@ -15,6 +15,8 @@ Numpy and networkx only (ground floor: never torch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import networkx as nx
 import numpy as np
 
@@ -29,6 +31,11 @@ def _check_square(weights: np.ndarray, present: np.ndarray) -> int:
     if present.shape != (n,):
         raise InputError(f"post-processing: 'present' has shape {present.shape}, expected ({n},)")
     return n
+
+
+def present_steps(step_ids: Sequence[int], sequences: Sequence[Sequence[int]]) -> np.ndarray:
+    """bool ``(n,)``: key-steps that occur in the training sequences (the others leave the graph, step 1)."""
+    return np.isin(np.asarray(step_ids), np.fromiter((s for seq in sequences for s in seq), dtype=np.int64))
 
 
 def remove_unseen(weights: np.ndarray, present: np.ndarray) -> np.ndarray:

@@ -30,10 +30,10 @@ from rich.table import Table
 
 from graphs.edge_metrics import EdgeScores, compare_graphs, load_reference_graph
 from graphs.errors import InputError
-from graphs.postprocess import binarize
+from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
-from tgml.ensemble import average_weights, member_seeds, present_steps
+from tgml.ensemble import average_weights, member_seeds
 from tgml.train import TrainConfig, train_task_graph
 
 ANNOTATIONS = "task_graph_generation_annotations.json"

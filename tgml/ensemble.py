@@ -8,10 +8,10 @@ pipeline use it unchanged.
 
 Selection (`cross_validate_ensemble`, the ``prego-bench select --method do-ensemble`` command): K-fold
 cross-validation over the *training* videos. Each fold trains the members on the other folds and scores
-PREGO-style validation items built from its held-out videos (`synthetic_slips`: a correct prefix, then one
-mistaken step), clean (stand-in for GT mode) and perturbed at rate ``noise`` (stand-in for PRED mode). The
-candidate with the best mean of the two pooled Avg F1 wins; one configuration per dataset serves both modes.
-The test split is never read.
+PREGO-style validation items built from its held-out videos (`tgml.prego.selection.validation_folds`: a
+correct prefix, then one mistaken step), clean (stand-in for GT mode) and perturbed at rate ``noise`` (stand-in
+for PRED mode). The candidate with the best mean of the two pooled Avg F1 wins; one configuration per dataset
+serves both modes. The test split is never read.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.postprocess import binarize
+from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import TaskGraph
-from tgml.perturb import perturb_sequences
 from tgml.prego.data import BenchData
 from tgml.prego.methods import build_do
+from tgml.prego.selection import validation_folds
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,6 @@ def average_weights(weights: Sequence[np.ndarray]) -> np.ndarray:
         raise InputError("ensemble: no member weights to average")
     stack = np.stack([np.asarray(w, dtype=np.float64) for w in weights])  # (K, n+2, n+2)
     return stack.mean(axis=0)
-
-
-def present_steps(step_ids: Sequence[int], sequences: Sequence[Sequence[int]]) -> np.ndarray:
-    """bool ``(n,)``: key-steps that occur in the training sequences (the others leave the graph, SPEC §1 step 1)."""
-    return np.isin(np.asarray(step_ids), np.fromiter((s for seq in sequences for s in seq), dtype=np.int64))
 
 
 def ensemble_graph(
@@ -147,46 +142,6 @@ def train_ensemble(
 
 
 # -- selection on the training split ------------------------------------------------------------------------------
-def synthetic_slips(
-    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], per_video: int, seed: int, slip_rate: float = 0.5
-) -> list[tuple[int, ...]]:
-    """PREGO-like validation items from held-out training videos: a correct prefix, then one mistaken step.
-
-    The mistaken step is, with probability ``1 - slip_rate``, a later step of the same video done too early
-    (skipping the true next step, an order mistake); otherwise a random key-step of the taxonomy not done yet
-    (a slip: a wrong or foreign action, possibly one never seen in training). The last step is the mistake,
-    as in SPEC §2.
-
-    Args:
-        sequences: held-out training sequences (raw; the prefix uses first occurrences).
-        step_ids: the taxonomy.
-        per_video: items drawn per video (videos with fewer than 3 distinct steps give none).
-        seed: random cut positions and mistakes.
-        slip_rate: share of random-slip mistakes.
-
-    Returns:
-        Key-step sequences whose last step is the mistake.
-    """
-    if not 0.0 <= slip_rate <= 1.0:
-        raise InputError(f"slip rate {slip_rate} is outside [0, 1]")
-    rng = np.random.default_rng(seed)
-    taxonomy = np.asarray(step_ids, dtype=np.int64)
-    items: list[tuple[int, ...]] = []
-    for seq in sequences:
-        steps = list(dict.fromkeys(int(s) for s in seq))
-        if len(steps) < 3:
-            continue
-        for _ in range(per_video):
-            cut = int(rng.integers(1, len(steps) - 1))
-            prefix = steps[:cut]
-            if slip_rate > 0 and rng.random() < slip_rate:  # no draw at 0: same stream as order mistakes only
-                pool = taxonomy[~np.isin(taxonomy, prefix)]
-            else:
-                pool = np.asarray(steps[cut + 1 :], dtype=np.int64)
-            items.append((*prefix, int(rng.choice(pool))))
-    return items
-
-
 @dataclass(frozen=True)
 class SelectionConfig:
     """The search behind ``prego-bench select --method do-ensemble``.
@@ -198,7 +153,7 @@ class SelectionConfig:
         scales: edge threshold scales ``s`` (threshold ``1 / (n * s)``).
         sizes: ensemble sizes; members are trained once for the largest and the first ``m`` form size ``m``.
         noise: perturbation rate of the PRED-mode stand-in.
-        slip_rate: share of random-slip validation mistakes (`synthetic_slips`).
+        slip_rate: share of random-slip validation mistakes (`tgml.prego.selection.synthetic_slips`).
         per_video: validation items per held-out video.
         seed: benchmark seed whose `member_seeds` are trained.
         workers: processes (0 = one per core).
@@ -273,20 +228,10 @@ def cross_validate_ensemble(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    if config.folds > len(data.train):
-        raise InputError(f"--folds {config.folds}: need between 2 and {len(data.train)} (training videos)")
-    order = np.random.default_rng(0).permutation(len(data.train))  # fixed folds: every candidate sees the same
+    folds = validation_folds(data, config.folds, config.per_video, config.noise, config.slip_rate)
+    fold_data, items = [f.data for f in folds], [f.items for f in folds]
     trainings = _trainings(settings, config)
     seeds = member_seeds(config.seed, max(config.sizes))
-    fold_data, items = [], []
-    for k, held in enumerate(np.array_split(order, config.folds)):
-        held_set = set(held.tolist())
-        train = tuple(s for j, s in enumerate(data.train) if j not in held_set)
-        fold_data.append(BenchData(data.name, data.scenario, data.step_ids, data.step_names, train, {}))
-        clean = synthetic_slips(
-            [data.train[j] for j in sorted(held_set)], data.step_ids, config.per_video, 100 + k, config.slip_rate
-        )
-        items.append({"clean": clean, "noisy": perturb_sequences(clean, config.noise, data.step_ids, seed=200 + k)})
 
     jobs = [(k, t, s) for k in range(config.folds) for t in trainings for s in seeds]
     weights: dict[tuple[int, tuple[int, str], int], np.ndarray] = {}

@@ -10,11 +10,11 @@ import pytest
 from rich.console import Console
 
 from graphs.edge_metrics import compare_graphs
-from graphs.postprocess import binarize
+from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import END, START, TaskGraph
 from tgml.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
 from tgml.cli import main
-from tgml.ensemble import member_seeds, present_steps
+from tgml.ensemble import member_seeds
 from tgml.train import train_task_graph
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from graphs import InputError, PreconditionChecker
+from graphs.postprocess import present_steps
 from graphs.task_graph import load_graph
 from tgml import bench_cli, prego
 from tgml.ensemble import (
@@ -19,10 +20,9 @@ from tgml.ensemble import (
     cross_validate_ensemble,
     ensemble_graph,
     member_seeds,
-    present_steps,
-    synthetic_slips,
     train_ensemble,
 )
+from tgml.prego.selection import synthetic_slips
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-import numpy as np
-
 from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.errors import InputError
 from graphs.files import read_toml
@@ -80,13 +78,13 @@ def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs:
     instead of ``1 / n`` (SPEC §1 step 2); ``threshold_scale`` and ``epochs`` come from the settings file, where
     they were written after `cross_validate` picked them on training data only.
     """
-    from graphs.postprocess import binarize
+    from graphs.postprocess import binarize, present_steps
 
     do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
     graph = build_do(data, do_settings, seed, epochs)
     assert graph.weights is not None
     scale = float(settings.get("threshold_scale", 1.0))
-    present = np.isin(np.asarray(graph.step_ids), [s for seq in data.train for s in seq])
+    present = present_steps(graph.step_ids, data.train)
     n_threshold = max(1, round(graph.n_steps * scale))
     adjacency = binarize(graph.weights, present, bool(settings.get("relaxed", True)), threshold_steps=n_threshold)
     info = {**graph.info, "method": "do-cv", "threshold_scale": scale, "threshold": 1.0 / n_threshold}

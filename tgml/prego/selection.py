@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,10 +11,51 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
+from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import TaskGraph
 from tgml.perturb import perturb_sequences
 from tgml.prego.data import BenchData
 from tgml.prego.methods import build_do
+
+
+def synthetic_slips(
+    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], per_video: int, seed: int, slip_rate: float = 0.5
+) -> list[tuple[int, ...]]:
+    """PREGO-like validation items from held-out training videos: a correct prefix, then one mistaken step.
+
+    The mistaken step is, with probability ``1 - slip_rate``, a later step of the same video done too early
+    (skipping the true next step, an order mistake); otherwise a random key-step of the taxonomy not done yet
+    (a slip: a wrong or foreign action, possibly one never seen in training). The last step is the mistake,
+    as in SPEC §2.
+
+    Args:
+        sequences: held-out training sequences (raw; the prefix uses first occurrences).
+        step_ids: the taxonomy.
+        per_video: items drawn per video (videos with fewer than 3 distinct steps give none).
+        seed: random cut positions and mistakes.
+        slip_rate: share of random-slip mistakes.
+
+    Returns:
+        Key-step sequences whose last step is the mistake.
+    """
+    if not 0.0 <= slip_rate <= 1.0:
+        raise InputError(f"slip rate {slip_rate} is outside [0, 1]")
+    rng = np.random.default_rng(seed)
+    taxonomy = np.asarray(step_ids, dtype=np.int64)
+    items: list[tuple[int, ...]] = []
+    for seq in sequences:
+        steps = list(dict.fromkeys(int(s) for s in seq))
+        if len(steps) < 3:
+            continue
+        for _ in range(per_video):
+            cut = int(rng.integers(1, len(steps) - 1))
+            prefix = steps[:cut]
+            if slip_rate > 0 and rng.random() < slip_rate:  # no draw at 0: same stream as order mistakes only
+                pool = taxonomy[~np.isin(taxonomy, prefix)]
+            else:
+                pool = np.asarray(steps[cut + 1 :], dtype=np.int64)
+            items.append((*prefix, int(rng.choice(pool))))
+    return items
 
 
 def synthetic_mistakes(sequences: Sequence[Sequence[int]], per_video: int, seed: int) -> list[tuple[int, ...]]:
@@ -30,9 +72,52 @@ def synthetic_mistakes(sequences: Sequence[Sequence[int]], per_video: int, seed:
     Returns:
         Key-step sequences whose last step is the mistake.
     """
-    from tgml.ensemble import synthetic_slips  # lazy: tgml.ensemble imports this package at load time
-
     return synthetic_slips(sequences, (), per_video, seed, slip_rate=0.0)
+
+
+@dataclass(frozen=True)
+class ValidationFold:
+    """One cross-validation fold of the training split.
+
+    Attributes:
+        data: the dataset with ``train`` cut down to the other folds' videos (no test sequences).
+        items: ``{"clean": [...], "noisy": [...]}`` validation sequences from the held-out videos, last step the
+            mistake; ``noisy`` is ``clean`` perturbed (a stand-in for recognition errors).
+    """
+
+    data: BenchData
+    items: dict[str, list[tuple[int, ...]]]
+
+
+def validation_folds(
+    data: BenchData, folds: int, per_video: int, noise: float, slip_rate: float
+) -> list[ValidationFold]:
+    """Split the training videos into fixed folds and build each fold's validation items (`synthetic_slips`).
+
+    The split is the same for every call (fixed permutation), so all candidates of a search see the same folds.
+
+    Args:
+        data: the dataset; only ``train`` and the taxonomy are read.
+        folds: number of folds, between 2 and the number of training videos.
+        per_video: validation items per held-out video.
+        noise: perturbation rate of the ``noisy`` items.
+        slip_rate: share of random-slip mistakes.
+
+    Returns:
+        One `ValidationFold` per fold.
+    """
+    if not 2 <= folds <= len(data.train):
+        raise InputError(f"--folds {folds}: need between 2 and {len(data.train)} (training videos)")
+    order = np.random.default_rng(0).permutation(len(data.train))
+    out = []
+    for k, held in enumerate(np.array_split(order, folds)):
+        held_set = set(held.tolist())
+        train = tuple(s for j, s in enumerate(data.train) if j not in held_set)
+        clean = synthetic_slips([data.train[j] for j in sorted(held_set)], data.step_ids, per_video, 100 + k, slip_rate)
+        noisy = perturb_sequences(clean, noise, data.step_ids, seed=200 + k)
+        fold_data = BenchData(data.name, data.scenario, data.step_ids, data.step_names, train, {})
+        out.append(ValidationFold(fold_data, {"clean": clean, "noisy": noisy}))
+    return out
 
 
 def cross_validate(
@@ -56,23 +141,13 @@ def cross_validate(
     """
     from rich.progress import Progress
 
-    from graphs.postprocess import binarize
-
-    if not 2 <= folds <= len(data.train):
-        raise InputError(f"--folds {folds}: need between 2 and {len(data.train)} (training videos)")
-    order = np.random.default_rng(0).permutation(len(data.train))  # fixed folds: candidates see the same split
     flags: dict[tuple[int, float, str], list[np.ndarray]] = {}
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("cross-validation", total=folds * len(epochs_grid))
-        for k, held in enumerate(np.array_split(order, folds)):
-            held_set = set(held.tolist())
-            train = tuple(s for j, s in enumerate(data.train) if j not in held_set)
-            clean = synthetic_mistakes([data.train[j] for j in sorted(held_set)], per_video=3, seed=100 + k)
-            noisy = perturb_sequences(clean, noise, data.step_ids, seed=200 + k)
-            fold_data = BenchData(data.name, data.scenario, data.step_ids, data.step_names, train, {})
-            present = np.isin(np.asarray(data.step_ids), [s for seq in train for s in seq])
+        for fold in validation_folds(data, folds, per_video=3, noise=noise, slip_rate=0.0):
+            present = present_steps(data.step_ids, fold.data.train)
             for epochs in epochs_grid:
-                graph = build_do(fold_data, settings, seed, epochs)
+                graph = build_do(fold.data, settings, seed, epochs)
                 assert graph.weights is not None
                 for scale in scale_grid:
                     n_threshold = max(1, round(graph.n_steps * scale))
@@ -80,7 +155,7 @@ def cross_validate(
                         graph.weights, present, bool(settings.get("relaxed", True)), threshold_steps=n_threshold
                     )
                     candidate = TaskGraph(graph.step_ids, graph.step_names, adj, graph.weights)
-                    for name, items in (("clean", clean), ("noisy", noisy)):
+                    for name, items in fold.items.items():
                         flags.setdefault((epochs, scale, name), []).extend(
                             precondition_violations(candidate, s) for s in items
                         )

@@ -113,17 +113,18 @@ class CheckerCore:
         if not isinstance(message, KeyStepEvent | Heartbeat):
             return []
         state = self.streams.get(message.stream_id)
+        if state is None and len(self.streams) >= self.max_streams:
+            self.refused += 1
+            return []
         if state is None or state.session != message.session:
-            if state is None and len(self.streams) >= self.max_streams:
-                self.refused += 1
-                return []
-            seq_out = state.seq_out if state else 0
-            state = StreamState(
-                message.session, PreconditionChecker(self.graph), seq_out=seq_out, last_snapshot=self.clock()
-            )
-            self.streams[message.stream_id] = state
+            state = self._start_over(message, state)
         if message.seq <= state.last_seq:
             return []  # old or duplicated: its history is a prefix of what was applied
+        applied = tuple(v.step for v in state.checker.history)
+        if tuple(message.history[: len(applied)]) != applied:
+            # Within a session the history only grows; one that disagrees cannot be continued, so the stream
+            # starts over exactly as for a new session (counters and re-sent alerts included).
+            state = self._start_over(message, state)
         if state.last_seq >= 0:
             state.gaps += message.seq - state.last_seq - 1
         state.last_seq = message.seq
@@ -138,16 +139,23 @@ class CheckerCore:
         out.append(self.status(message.stream_id))
         return out
 
+    def _start_over(self, message: KeyStepEvent | Heartbeat, previous: StreamState | None) -> StreamState:
+        """A fresh state for the message's stream; outgoing ``seq`` keeps counting so viewers see no reset."""
+        state = StreamState(
+            message.session,
+            PreconditionChecker(self.graph),
+            seq_out=previous.seq_out if previous else 0,
+            last_snapshot=self.clock(),
+        )
+        self.streams[message.stream_id] = state
+        return state
+
     def _apply_history(self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat) -> list[Alert]:
+        """Observe the part of the message's history not applied yet (a prefix of it is, see `handle`)."""
         history = message.history
-        applied = [v.step for v in state.checker.history]
-        if tuple(history[: len(applied)]) != tuple(applied):
-            # The detector's history disagrees with ours (it cannot shrink within a session): rebuild.
-            state.checker = PreconditionChecker(self.graph)
-            applied = []
         alerts: list[Alert] = []
         live_index = message.index if isinstance(message, KeyStepEvent) else -1
-        for index in range(len(applied), len(history)):
+        for index in range(len(state.checker.history), len(history)):
             verdict = state.checker.observe(history[index])
             if not verdict.is_mistake:
                 continue
@@ -279,17 +287,23 @@ class CheckerService:
         self.receiver.sock.close()
 
 
-def run_checker(graph_path: str, config: CheckerConfig, ready: Callable[[str, str], None] | None = None) -> None:
+def run_checker(
+    graph_path: str,
+    config: CheckerConfig,
+    ready: Callable[[str, str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 
     Args:
         graph_path: task graph JSON file.
         config: endpoints and periods.
         ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
+        stop: set it to end the loop (the child process sets it on SIGTERM).
     """
     from graphs.task_graph import load_graph
 
     service = CheckerService(load_graph(graph_path), config)
     if ready is not None:
         ready(service.events_endpoint, service.alerts_endpoint)
-    service.run()
+    service.run(stop)

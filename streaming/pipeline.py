@@ -26,7 +26,7 @@ from rich.live import Live
 
 from graphs.errors import InputError
 from graphs.task_graph import TaskGraph, load_graph
-from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.checker_service import CheckerConfig, run_checker
 from streaming.messages import _STREAM_ID, Alert, KeyStepEvent, Status, _Message
 from streaming.transport import POLL_MS, Receiver, connect, subscribe
 from streaming.view import ViewState, jsonl_line, render
@@ -79,12 +79,9 @@ def _checker_child(graph_path: str, config: CheckerConfig, pipe: Connection) -> 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the checker stops
     try:
-        service = CheckerService(load_graph(graph_path), config)
+        run_checker(graph_path, config, ready=lambda events, alerts: pipe.send(("ready", events, alerts)), stop=stop)
     except InputError as err:
         pipe.send(("error", str(err)))
-        return
-    pipe.send(("ready", service.events_endpoint, service.alerts_endpoint))
-    service.run(stop)
 
 
 class CheckerProcess:

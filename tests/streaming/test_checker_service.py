@@ -62,6 +62,16 @@ def test_new_session_on_the_same_stream_starts_over() -> None:
     assert [m for m in out if isinstance(m, Status)][-1].done == (3,)
 
 
+def test_history_that_disagrees_within_a_session_starts_the_stream_over() -> None:
+    core = CheckerCore(tea_graph())
+    core.handle(KeyStepEvent("cam0", 0, 1.0, "s", MISTAKE[1], "x", 0.0, 1.0, 0.9, 1, MISTAKE[:2]))  # one alert
+    out = core.handle(KeyStepEvent("cam0", 1, 1.0, "s", CORRECT[2], "x", 0.0, 1.0, 0.9, 2, CORRECT[:3]))
+    status = [m for m in out if isinstance(m, Status)][-1]
+    assert not [m for m in out if isinstance(m, Alert)]
+    assert status.done == CORRECT[:3] and status.alerts == 0  # as a fresh session would report
+    assert core.periodic(0.0)[:-1] == []  # the old stream's alert is not re-sent
+
+
 def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
     ctx = zmq.Context()
     stop = threading.Event()

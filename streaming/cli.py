@@ -113,18 +113,21 @@ def _print_ready(events: str, alerts: str) -> None:
 
 def _detector(args: argparse.Namespace) -> int:
     from graphs.task_graph import load_graph
-    from streaming.detector_service import DetectorConfig, check_detector_matches_graph, load_detector_for_stream
+    from streaming.detector_service import (
+        DetectorConfig,
+        check_detector_matches_graph,
+        load_detector_for_stream,
+        run_detector,
+    )
     from streaming.pipeline import resolve_video
     from streaming.readers import ReaderConfig, open_reader
 
     config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads)
-    _, checkpoint, _ = load_detector_for_stream(args.detector, args.backbone, args.threads)
+    model, checkpoint, extractor = load_detector_for_stream(args.detector, args.backbone, args.threads)
     check_detector_matches_graph(checkpoint, load_graph(args.graph), args.detector, args.graph)
     reader = open_reader(resolve_video(args.video),
                          ReaderConfig(fps=checkpoint.fps, reader=args.reader, realtime=not args.fast))
-    from streaming.detector_service import run_detector
-
-    stats = run_detector(reader, args.detector, args.backbone, config, threading.Event())
+    stats = run_detector(reader, model, checkpoint, extractor, config, threading.Event())
     print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "
           f"{stats.events} key-steps", file=sys.stderr)
     if stats.error:

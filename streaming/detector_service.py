@@ -327,8 +327,9 @@ def load_detector_for_stream(
 
 def run_detector(
     reader: VideoReader,
-    detector_path: str | Path,
-    backbone: str | Path | None,
+    model: MiniROAD,
+    checkpoint: DetectorCheckpoint,
+    extractor: FeatureExtractor,
     config: DetectorConfig,
     stop: threading.Event | None = None,
     ctx: zmq.Context | None = None,
@@ -337,8 +338,7 @@ def run_detector(
 
     Args:
         reader: an open reader.
-        detector_path: checkpoint file.
-        backbone: TorchScript backbone, if the checkpoint needs one.
+        model / checkpoint / extractor: what `load_detector_for_stream` returned (loaded once, checked already).
         config: stream id, endpoint, limits.
         stop: set to end early.
         ctx: ZeroMQ context.
@@ -346,7 +346,6 @@ def run_detector(
     Returns:
         Run statistics.
     """
-    model, checkpoint, extractor = load_detector_for_stream(detector_path, backbone, config.threads)
     ctx = ctx or zmq.Context.instance()
     sock = connect(ctx, zmq.PUB, config.connect)
     try:

@@ -119,16 +119,18 @@ class TorchScriptExtractor(FeatureExtractor):
     Args:
         path: the ``.pt`` TorchScript file.
         size: frames are resized to ``size x size`` before the backbone (0 keeps them as they are).
-        threads: torch intra-op threads.
+
+    Torch's thread count is the caller's to set (``--threads``); the extractor leaves it alone.
     """
 
     name = TORCHSCRIPT_NAME
 
-    def __init__(self, path: str | Path, size: int = 224, threads: int = 1) -> None:
+    def __init__(self, path: str | Path, size: int = 224) -> None:
         import torch
 
         self._torch = torch
-        torch.set_num_threads(threads)
+        self._mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+        self._std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
         path = Path(path)
         if not path.is_file():
             raise InputError(f"--backbone {path}: file not found")
@@ -152,10 +154,8 @@ class TorchScriptExtractor(FeatureExtractor):
         x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div_(255.0)  # (B,3,H,W)
         if self.size:
             x = torch.nn.functional.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
-        mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
-        std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
         with torch.inference_mode():
-            out = self.module((x - mean) / std)
+            out = self.module((x - self._mean) / self._std)
         if isinstance(out, tuple | list):
             out = out[0]
         return out.reshape(out.shape[0], -1).float().numpy()

@@ -188,7 +188,6 @@ class Status(_Message):
     ended: bool
 
 
-Message = KeyStepEvent | Heartbeat | Alert | Status
 KINDS: Final[dict[str, type[_Message]]] = {cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, Alert, Status)}
 
 

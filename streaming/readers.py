@@ -223,7 +223,6 @@ class DecordReader(_FileReader):
             raise InputError(f"--video {path}: no frames or no frame rate")
         self._indices = sample_indices(n, native, config.fps)
         self._buffer: np.ndarray | None = None
-        self._pos = 0
 
     def read(self) -> Frame | None:
         k = self.frames

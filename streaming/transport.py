@@ -124,12 +124,10 @@ class Publisher:
 
     def __init__(self, sock: zmq.Socket) -> None:
         self.sock = sock
-        self.sent = 0
 
     def send(self, message: _Message) -> None:
         """Encode and send one message."""
         self.sock.send_multipart(encode(message), copy=False)
-        self.sent += 1
 
 
 @dataclass

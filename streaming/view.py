@@ -7,16 +7,15 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from streaming.messages import WIRE_VERSION, Alert, KeyStepEvent, Status, _Message
+from streaming.messages import Alert, KeyStepEvent, Status, _Message, encode
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -158,4 +157,4 @@ def render(state: ViewState) -> RenderableType:
 
 def jsonl_line(message: _Message) -> str:
     """One JSON line for ``--jsonl``: the message's wire payload (version, kind and fields)."""
-    return json.dumps({"version": WIRE_VERSION, "kind": message.KIND, **asdict(message)}, separators=(",", ":"))
+    return encode(message)[1].decode("utf-8")

@@ -36,12 +36,6 @@ def name_of(step: int) -> str:
     return STEP_NAMES[STEP_IDS.index(step)]
 
 
-def is_valid_order(order: tuple[int, ...] | list[int]) -> bool:
-    """True if every step comes after all of its pre-conditions."""
-    position = {s: i for i, s in enumerate(order)}
-    return all(position[r] < position[s] for s in order for r in PRECONDITIONS[s] if r in position)
-
-
 def sample_correct_order(rng: np.random.Generator) -> tuple[int, ...]:
     """A uniformly random step at a time among those whose pre-conditions are done (a linear extension).
 

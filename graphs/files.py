@@ -1,4 +1,4 @@
-"""Reading the JSON and TOML files users hand us, with one-line errors instead of tracebacks."""
+"""Reading the JSON, TOML and YAML files users hand us, with one-line errors instead of tracebacks."""
 
 from __future__ import annotations
 
@@ -59,3 +59,25 @@ def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> di
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{path}: invalid TOML: {err}") from None
+
+
+def read_yaml(path: str | Path, what: str = "config file") -> Any:
+    """Load a YAML file (PyYAML is optional: without it, say so); failures become one-line `InputError`s.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message.
+
+    Returns:
+        The parsed document (an empty file gives ``{}``).
+    """
+    path = Path(path)
+    text = _read_text(path, what)
+    try:
+        import yaml
+    except ImportError:
+        raise InputError(f"{path}: YAML configs need PyYAML (pip install pyyaml), or use TOML") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None

@@ -30,12 +30,12 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
-from graphs.checker import PreconditionChecker
+from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.files import read_json
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
-from recognition.segmenter import OnlineSegmenter, SegmenterConfig, run_length_encode
+from recognition.segmenter import SegmenterConfig, segment_labels
 
 RESULT_FORMAT: Final = "prego-replay-results"
 RESULT_VERSION: Final = 1
@@ -100,8 +100,9 @@ class ReplayResult:
 def replay_video(labels: np.ndarray, graph: TaskGraph, config: SegmenterConfig) -> VideoReplay:
     """Run one video's labels through segmenter and checker, online.
 
-    Labels are fed run by run (`OnlineSegmenter.update_run`, identical to frame by frame); each event
-    goes to the checker the moment the segmenter emits it.
+    The segmenter's events (`segment_labels`, in the order it emits them) are checked in that order
+    (`precondition_violations`); the checker never feeds back into the segmenter, so this is what the live
+    pipeline computes event by event.
 
     Args:
         labels: ``(T,)`` per-frame key-step ids.
@@ -111,19 +112,8 @@ def replay_video(labels: np.ndarray, graph: TaskGraph, config: SegmenterConfig) 
     Returns:
         The confirmed steps and their alert flags.
     """
-    segmenter = OnlineSegmenter(config)
-    checker = PreconditionChecker(graph)
-    run_labels, run_lengths = run_length_encode(labels)
-    steps: list[int] = []
-    alerts: list[bool] = []
-    for label, length in zip(run_labels.tolist(), run_lengths.tolist(), strict=True):
-        for event in segmenter.update_run(label, length):
-            steps.append(event.step)
-            alerts.append(checker.observe(event.step).is_mistake)
-    for event in segmenter.flush():
-        steps.append(event.step)
-        alerts.append(checker.observe(event.step).is_mistake)
-    return VideoReplay(tuple(steps), tuple(alerts))
+    steps = tuple(event.step for event in segment_labels(labels, config))
+    return VideoReplay(steps, tuple(precondition_violations(graph, steps).tolist()))
 
 
 def replay(frames: dict[str, np.ndarray], graph: TaskGraph, config: SegmenterConfig) -> ReplayResult:

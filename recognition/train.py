@@ -42,7 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graphs.errors import InputError
-from graphs.files import read_toml
+from graphs.files import read_toml, read_yaml
 from recognition.checkpoint import save_detector
 from recognition.features import (
     FeatureConfig,
@@ -127,21 +127,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig
         The validated config; unknown sections or keys are refused with the file and key named.
     """
     path = Path(path)
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise InputError(f"{path}: config file not found") from None
-        try:
-            import yaml
-        except ImportError:
-            raise InputError(f"{path}: YAML configs need PyYAML (pip install pyyaml), or use TOML") from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as err:
-            raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
-    else:
-        data = read_toml(path, "config file")
+    data = read_yaml(path) if path.suffix in (".yaml", ".yml") else read_toml(path, "config file")
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected sections [features], [model], [train]")
     for section, body in data.items():

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from graphs.errors import InputError
-from graphs.files import read_json, read_toml
+from graphs.files import read_json, read_toml, read_yaml
 
 Reader = Callable[..., Any]
 
@@ -21,7 +21,7 @@ def test_reads_a_good_file(tmp_path: Path, read: Reader, good: str) -> None:
     assert read(path) == {"a": 1}
 
 
-@pytest.mark.parametrize("read", [read_json, read_toml])
+@pytest.mark.parametrize("read", [read_json, read_toml, read_yaml])
 def test_missing_folder_and_binary_files_are_one_line_errors(tmp_path: Path, read: Reader) -> None:
     with pytest.raises(InputError, match=r"absent: settings not found$"):
         read(tmp_path / "absent", "settings")
@@ -47,3 +47,14 @@ def test_bad_syntax_names_the_format_and_place(tmp_path: Path) -> None:
 def test_missing_toml_says_where_such_a_file_comes_from(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"absent.toml: settings not found \(ships with the checkout\)"):
         read_toml(tmp_path / "absent.toml", "settings", " (ships with the checkout)")
+
+
+def test_yaml_reads_and_bad_yaml_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("yaml", reason="PyYAML is optional")
+    good = tmp_path / "good.yaml"
+    good.write_text("a: 1\n")
+    assert read_yaml(good) == {"a": 1}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    with pytest.raises(InputError, match=r"bad.yaml: invalid YAML \("):
+        read_yaml(bad)

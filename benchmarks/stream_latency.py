@@ -28,13 +28,12 @@ import zmq
 from rich.console import Console
 from rich.table import Table
 
-from graphs.task_graph import load_graph
 from streaming.checker_service import CheckerConfig
 from streaming.demo.procedure import DEMO_MISTAKE_STEP
 from streaming.demo.render import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import Alert
-from streaming.pipeline import CheckerProcess, Viewer, default_demo_paths
+from streaming.pipeline import CheckerProcess, Viewer, await_subscription, default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
@@ -67,10 +66,7 @@ def throughput(ctx: zmq.Context, checker: CheckerProcess, video: Path, detector_
     viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False)
     sock = connect(ctx, zmq.PUB, checker.events_endpoint)
     events = EventPublisher(Publisher(sock), "bench-demo")
-    deadline = time.monotonic() + 10
-    while "bench-demo" not in viewer.state.streams and time.monotonic() < deadline:
-        events.heartbeat(None, 0, 0, 0.0)
-        viewer.pump(50)
+    await_subscription(viewer, events)
     detector = Detector(reader, extractor, model, checkpoint, events, DetectorConfig(connect=checker.events_endpoint))
     stats = detector.run()
     deadline = time.monotonic() + 3
@@ -87,11 +83,7 @@ def hop_latency(ctx: zmq.Context, checker: CheckerProcess, n: int, rate: float) 
     viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False)
     sock = connect(ctx, zmq.PUB, checker.events_endpoint)
     publisher = Publisher(sock)
-    warm = EventPublisher(publisher, "bench-hop")
-    deadline = time.monotonic() + 10
-    while "bench-hop" not in viewer.state.streams and time.monotonic() < deadline:
-        warm.heartbeat(None, 0, 0, 0.0)
-        viewer.pump(50)
+    await_subscription(viewer, EventPublisher(publisher, "bench-hop"))
     sent_ms: list[float] = []
     recv_ms: list[float] = []
     period = 1.0 / rate
@@ -141,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             checker.stop()
             ctx.destroy(linger=0)
-    _ = load_graph(graph_path)
 
     table = Table(title="stream-detect demo pipeline (320x240 demo video, built-in light-v1 extractor)")
     table.add_column("measure")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import zmq
 from rich.console import Console
@@ -30,6 +30,9 @@ from streaming.checker_service import CheckerConfig, run_checker
 from streaming.messages import _STREAM_ID, Alert, KeyStepEvent, Status, _Message
 from streaming.transport import POLL_MS, Receiver, connect, subscribe
 from streaming.view import ViewState, jsonl_line, render
+
+if TYPE_CHECKING:
+    from streaming.detector_service import EventPublisher  # the detector floor (torch) loads only when used
 
 CHECKER_START_TIMEOUT_S = 30.0  # longest wait for the checker child to bind its sockets
 END_TIMEOUT_S = 5.0  # after the detector ends, longest wait for the checker to report the stream ended
@@ -219,7 +222,7 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
         sock = connect(ctx, zmq.PUB, checker.events_endpoint)
         events = EventPublisher(Publisher(sock), config.stream_id)
         detector = Detector(reader, extractor, model, checkpoint, events, det_config)
-        _await_subscription(viewer, events)
+        await_subscription(viewer, events)
         stop = threading.Event()
         result: dict[str, object] = {}
 
@@ -266,16 +269,13 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
         ctx.destroy(linger=0)
 
 
-def _await_subscription(viewer: Viewer, events: object) -> None:
+def await_subscription(viewer: Viewer, events: EventPublisher) -> None:
     """Send heartbeats until the viewer hears the checker's status for this stream.
 
     PUB/SUB connections are made asynchronously (the ZeroMQ "slow joiner"): without this the first
     messages of a fast file run could leave before both hops are connected. Bounded by
     `CHECKER_START_TIMEOUT_S`.
     """
-    from streaming.detector_service import EventPublisher
-
-    assert isinstance(events, EventPublisher)
     deadline = time.monotonic() + CHECKER_START_TIMEOUT_S
     while time.monotonic() < deadline:
         events.heartbeat(None, 0, 0, 0.0)

@@ -25,8 +25,8 @@ from rich.table import Table
 
 from tgml.annotations import load_annotations
 from tgml.do_model import DirectOptimization, wrap
-from tgml.sequences import first_occurrence, last_occurrence, observed_rows, random_dedup_mask
-from tgml.train import TrainConfig, build_training_set, train_task_graph
+from tgml.sequences import first_occurrence, last_occurrence
+from tgml.train import TrainConfig, build_training_set, epoch_rows, train_task_graph
 
 SCENARIO = "assembly101"
 
@@ -75,15 +75,9 @@ def main() -> None:
     model = DirectOptimization(n, torch.Generator().manual_seed(0))
     opt = torch.optim.Adam(model.parameters(), lr=0.1)
     rng = np.random.default_rng(0)
-    fixed = (torch.from_numpy(data.fixed.observed), torch.from_numpy(data.fixed.targets),
-             torch.from_numpy(data.fixed_weights))
 
     def fast_epoch() -> int:
-        assert data.dynamic is not None
-        dyn = observed_rows(data.dynamic, random_dedup_mask(data.dynamic, rng), data.dynamic_rows_at, n + 4)
-        observed = torch.cat([fixed[0], torch.from_numpy(dyn.observed)])
-        targets = torch.cat([fixed[1], torch.from_numpy(dyn.targets)])
-        weights = torch.cat([fixed[2], torch.ones(len(dyn.targets))])
+        observed, targets, weights = epoch_rows(data, rng)
         _, loss = model(observed, targets, weights, config.beta)
         opt.zero_grad()
         loss.backward()  # type: ignore[union-attr]

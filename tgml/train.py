@@ -277,6 +277,29 @@ def merge_identical_rows(rows: ObservedRows, weights: np.ndarray) -> tuple[Obser
     return ObservedRows(rows.observed[first], rows.targets[first], rows.sequence[first]), merged
 
 
+def epoch_rows(data: TrainingSet, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One epoch's loss rows: the fixed rows plus part (c) of the augmentation de-duplicated afresh (SPEC §1).
+
+    Args:
+        data: the training set.
+        rng: draws this epoch's random de-duplication.
+
+    Returns:
+        ``(observed, targets, weights)`` for `DirectOptimization.forward`.
+    """
+    observed = torch.from_numpy(data.fixed.observed)  # zero-copy views of the fixed rows
+    targets = torch.from_numpy(data.fixed.targets)
+    weights = torch.from_numpy(data.fixed_weights)
+    if data.dynamic is None:
+        return observed, targets, weights
+    dyn = observed_rows(data.dynamic, random_dedup_mask(data.dynamic, rng), data.dynamic_rows_at, observed.shape[1])
+    return (
+        torch.cat([observed, torch.from_numpy(dyn.observed)]),
+        torch.cat([targets, torch.from_numpy(dyn.targets)]),
+        torch.cat([weights, torch.ones(len(dyn.targets))]),
+    )
+
+
 @contextlib.contextmanager
 def _deterministic() -> Iterator[None]:
     """Deterministic torch algorithms and one intra-op thread for a training run (both restored afterwards).
@@ -336,9 +359,6 @@ def train_task_graph(
     if not sequences:
         raise InputError(f"scenario {scenario!r}: no usable sequence to train on")
     data = build_training_set(sequences, step_ids, config.augment)
-    fixed_observed = torch.from_numpy(data.fixed.observed)
-    fixed_targets = torch.from_numpy(data.fixed.targets)
-    fixed_weights = torch.from_numpy(data.fixed_weights)
     rng = np.random.default_rng(config.seed)
     stopper = EarlyStopping(config.early_stop, config.sa_plateau_min, config.sa_patience)
 
@@ -357,13 +377,7 @@ def train_task_graph(
         with _progress(progress) as bar:
             task = bar.add_task(scenario or "training", total=config.epochs, loss=float("nan"), sa="  -  ")
             for epoch in range(1, config.epochs + 1):
-                observed, targets, weights = fixed_observed, fixed_targets, fixed_weights
-                if data.dynamic is not None:
-                    dyn = observed_rows(data.dynamic, random_dedup_mask(data.dynamic, rng), data.dynamic_rows_at,
-                                        fixed_observed.shape[1])
-                    observed = torch.cat([observed, torch.from_numpy(dyn.observed)])
-                    targets = torch.cat([targets, torch.from_numpy(dyn.targets)])
-                    weights = torch.cat([weights, torch.ones(len(dyn.targets))])
+                observed, targets, weights = epoch_rows(data, rng)
                 _, loss = model(observed, targets, weights, config.beta_at(epoch))
                 assert loss is not None
                 optimizer.zero_grad(set_to_none=True)

@@ -11,6 +11,7 @@ import zmq
 from graphs.task_graph import save_graph
 from streaming.cli import main
 from streaming.pipeline import default_demo_paths
+from tests.cli_errors import cli_error
 from tests.streaming.helpers import tea_graph
 
 GRAPH, DETECTOR = default_demo_paths()
@@ -21,25 +22,15 @@ def _demo_videos_in_a_temporary_cache(demo_cache: Path) -> None:
     """Never render demo videos into the user's cache from tests."""
 
 
-def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """Run the command, assert exit 2 and a single stderr line; return that line."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(argv))
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
-    return err
-
-
 def test_unopenable_video_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "clip.mp4"
     bad.write_text("not a video at all")
-    line = refused(capsys, "--video", str(bad), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl")
+    line = cli_error(main, ["--video", str(bad), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl"], capsys)
     assert "clip.mp4" in line
 
 
 def test_missing_camera(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refused(capsys, "--video", "cam57", "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl")
+    line = cli_error(main, ["--video", "cam57", "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl"], capsys)
     assert "cam57" in line and "camera" in line
 
 
@@ -48,7 +39,7 @@ def test_graph_that_is_not_a_dag(tmp_path: Path, capsys: pytest.CaptureFixture[s
     data["edges"] += [{"step": 1, "requires": 6}]  # 6 -> 5 -> 2 -> 1 -> 6
     path = tmp_path / "cyclic.json"
     path.write_text(json.dumps(data))
-    line = refused(capsys, "--video", "demo", "--graph", str(path), "--jsonl")
+    line = cli_error(main, ["--video", "demo", "--graph", str(path), "--jsonl"], capsys)
     assert "cyclic.json" in line and "cycle" in line
 
 
@@ -59,7 +50,7 @@ def test_detector_classes_that_do_not_match_the_graph(tmp_path: Path, capsys: py
     data["edges"] = [e for e in data["edges"] if 1 not in (e["step"], e["requires"])]
     path = tmp_path / "other.json"
     path.write_text(json.dumps(data))
-    line = refused(capsys, "--video", "demo", "--graph", str(path), "--jsonl")
+    line = cli_error(main, ["--video", "demo", "--graph", str(path), "--jsonl"], capsys)
     assert "classes [1]" in line and "[99]" in line
 
 
@@ -77,17 +68,17 @@ def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[s
             args += ["--video", "demo", "--jsonl"]
         else:
             args += ["--graph", str(graph)]
-        line = refused(capsys, command, *args)
+        line = cli_error(main, [command, *args], capsys)
         assert str(port) in line and "already in use" in line
     finally:
         ctx.destroy(linger=0)
 
 
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = refused(capsys, "--video", "cam0", "--graph", str(GRAPH))
+    line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line
 
 
 def test_bad_stream_id(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refused(capsys, "--video", "demo", "--stream-id", "no spaces allowed", "--jsonl")
+    line = cli_error(main, ["--video", "demo", "--stream-id", "no spaces allowed", "--jsonl"], capsys)
     assert "stream" in line

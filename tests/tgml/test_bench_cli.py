@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_errors import cli_error
 from tgml.bench_cli import main
-
-
-def run_failing(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
-    return err
 
 
 def test_benchmark_prints_table_and_writes_json(
@@ -61,24 +53,24 @@ def test_bad_sequence_file_is_one_line_naming_video_and_field(
     seq = tmp_path / "bad.json"
     seq.write_text(json.dumps({"video_7": {"pred": [1, 2, 300]}}))
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "pred", "--sequences", str(seq)]
-    err = run_failing(argv, capsys)
+    err = cli_error(main, argv, capsys)
     assert "video_7" in err and "'pred'" in err and "300" in err
 
 
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = run_failing(["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
+    err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err
 
 
 def test_missing_split_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "epic-tent-o").mkdir()
-    err = run_failing(["--data", str(tmp_path), "--dataset", "epic-tent-o", "--mode", "gt"], capsys)
+    err = cli_error(main, ["--data", str(tmp_path), "--dataset", "epic-tent-o", "--mode", "gt"], capsys)
     assert "epic-tent-o/train.json" in err and "prepare --epic-tent RAW" in err
 
 
 def test_missing_graph_file_is_named(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--graph", str(tmp_path / "g.json")]
-    assert "g.json: graph file not found" in run_failing(argv, capsys)
+    assert "g.json: graph file not found" in cli_error(main, argv, capsys)
 
 
 def test_prepare_subcommand_writes_the_splits(

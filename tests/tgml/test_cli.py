@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from graphs.task_graph import load_graph
+from tests.cli_errors import cli_error
 from tgml.cli import main
 
 TINY = {
@@ -30,16 +31,6 @@ TINY = {
 def write(path: Path, content: object) -> Path:
     path.write_text(content if isinstance(content, str) else json.dumps(content))
     return path
-
-
-def run_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Run main(), assert exit status 2 and a one-line error; return that line."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
-    return err
 
 
 def test_train_show_dot_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,21 +73,21 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path: Path) -> N
 
 
 def test_missing_annotation_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = run_error(["train", "--annotations", str(tmp_path / "no.json"), "--scenario", "tea", "--out",
+    err = cli_error(main, ["train", "--annotations", str(tmp_path / "no.json"), "--scenario", "tea", "--out",
                      str(tmp_path / "g.json")], capsys)
     assert "no.json" in err and "not found" in err
 
 
 def test_invalid_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = write(tmp_path / "bad.json", '{"annotations": ')
-    err = run_error(["train", "--annotations", str(bad), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
+    err = cli_error(main, ["train", "--annotations", str(bad), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
                     capsys)
     assert "bad.json" in err and "invalid JSON" in err
 
 
 def test_unknown_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ann = write(tmp_path / "ann.json", TINY)
-    err = run_error(["train", "--annotations", str(ann), "--scenario", "cake", "--out", str(tmp_path / "g.json")],
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "cake", "--out", str(tmp_path / "g.json")],
                     capsys)
     assert "unknown scenario 'cake'" in err
 
@@ -105,15 +96,15 @@ def test_segment_step_not_in_taxonomy(tmp_path: Path, capsys: pytest.CaptureFixt
     data = json.loads(json.dumps(TINY))
     data["annotations"]["v2"]["segments"][1]["step_id"] = 42
     ann = write(tmp_path / "ann.json", data)
-    err = run_error(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
                     capsys)
     assert "'v2'" in err and "segments[1]" in err and "42" in err
 
 
 def test_scenario_with_no_usable_sequence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ann = write(tmp_path / "ann.json", TINY)
-    err = run_error(["train", "--annotations", str(ann), "--scenario", "coffee", "--out", str(tmp_path / "g.json")],
-                    capsys)
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "coffee", "--out",
+                           str(tmp_path / "g.json")], capsys)
     assert "'coffee'" in err and "no usable sequence" in err
 
 
@@ -122,19 +113,19 @@ def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[s
               "steps": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],
               "edges": [{"step": 1, "requires": 2}, {"step": 2, "requires": 1}], "weights": None, "info": {}}
     path = write(tmp_path / "cyclic.json", cyclic)
-    assert "cycle" in run_error(["show", str(path)], capsys)
-    assert "cycle" in run_error(["eval", "--pred", str(path), "--gt", str(path)], capsys)
+    assert "cycle" in cli_error(main, ["show", str(path)], capsys)
+    assert "cycle" in cli_error(main, ["eval", "--pred", str(path), "--gt", str(path)], capsys)
 
 
 def test_bad_config_value_and_unknown_render_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ann = write(tmp_path / "ann.json", TINY)
-    err = run_error(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
                      "--early-stop", "sometimes"], capsys)
     assert "early_stop = 'sometimes'" in err
     out = tmp_path / "g.json"
     main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--epochs", "2", "--quiet"])
     capsys.readouterr()
-    assert "unknown output format" in run_error(["show", str(out), "--dot", str(tmp_path / "g.bmp")], capsys)
+    assert "unknown output format" in cli_error(main, ["show", str(out), "--dot", str(tmp_path / "g.bmp")], capsys)
 
 
 def test_eval_against_captaincook_ground_truth(tmp_path: Path, data_dir: Path,

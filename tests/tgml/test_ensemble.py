@@ -12,6 +12,7 @@ import pytest
 from graphs import InputError, PreconditionChecker
 from graphs.postprocess import present_steps
 from graphs.task_graph import load_graph
+from tests.cli_errors import cli_error
 from tgml import bench_cli, prego
 from tgml.ensemble import (
     EnsembleConfig,
@@ -156,7 +157,5 @@ def test_select_command_prints_the_best_ensemble(data_dir: Path, capsys: pytest.
     assert bench_cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "best: epochs = 10, early_stop = none, size = 2, threshold_scale = 1" in out
-    with pytest.raises(SystemExit) as exit_info:
-        bench_cli.main([*argv[:-4], "--sizes", "two"])
-    assert exit_info.value.code == 2
-    assert "error: --sizes 'two': expected comma-separated numbers" in capsys.readouterr().err
+    err = cli_error(bench_cli.main, [*argv[:-4], "--sizes", "two"], capsys)
+    assert err.startswith("error: --sizes 'two': expected comma-separated numbers")

@@ -27,11 +27,6 @@ from tgml.prego.selection import synthetic_slips
 
 
 @pytest.fixture(scope="module")
-def epic(data_dir: Path) -> prego.BenchData:
-    return prego.load_dataset(prego.resolve_data(data_dir, ["epic-tent-o"], segments=True), "epic-tent-o")
-
-
-@pytest.fixture(scope="module")
 def do_settings() -> dict:
     return {**prego.load_method_settings("epic-tent-o")["do"], "epochs": 20, "early_stop": "none"}
 

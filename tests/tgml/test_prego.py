@@ -15,11 +15,6 @@ from tgml import prego
 from tgml.perturb import perturb_sequences, rate_seed
 
 
-@pytest.fixture(scope="module")
-def epic(data_dir: Path) -> prego.BenchData:
-    return prego.load_dataset(prego.resolve_data(data_dir, ["epic-tent-o"], segments=True), "epic-tent-o")
-
-
 def test_missing_split_says_how_to_build_it(data_dir: Path, tmp_path: Path) -> None:
     shutil.copytree(data_dir / "prego-miniroad", tmp_path / "prego-miniroad")
     with pytest.raises(InputError, match=r"missing .*epic-tent-o/train\.json; build it with `prego-bench prepare"):

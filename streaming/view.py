@@ -22,21 +22,6 @@ EVENT_LOG: int = 8  # recent key-steps kept on screen
 
 
 @dataclass
-class StreamRow:
-    """What the view shows for one stream (from the checker's `Status`)."""
-
-    current: int | None = None
-    done: tuple[int, ...] = ()
-    allowed: tuple[int, ...] = ()
-    fps: float = 0.0
-    frames: int = 0
-    dropped: int = 0
-    gaps: int = 0
-    alerts: int = 0
-    ended: bool = False
-
-
-@dataclass
 class ViewState:
     """Everything the terminal view draws.
 
@@ -45,7 +30,8 @@ class ViewState:
     """
 
     names: dict[int, str] = field(default_factory=dict)
-    streams: dict[str, StreamRow] = field(default_factory=dict)
+    # The latest `Status` per stream is the row itself: every field the table shows is on it.
+    streams: dict[str, Status] = field(default_factory=dict)
     alerts: deque[tuple[float, Alert]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
     events: deque[tuple[float, KeyStepEvent]] = field(default_factory=lambda: deque(maxlen=EVENT_LOG))
     alert_ids: set[str] = field(default_factory=set)
@@ -74,17 +60,7 @@ class ViewState:
             self.names.setdefault(message.step, message.step_name)
             return True
         if isinstance(message, Status):
-            self.streams[message.stream_id] = StreamRow(
-                message.current,
-                message.done,
-                message.allowed,
-                message.fps,
-                message.frames,
-                message.dropped,
-                message.gaps,
-                message.alerts,
-                message.ended,
-            )
+            self.streams[message.stream_id] = message
             return True
         return False
 

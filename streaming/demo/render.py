@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from graphs.errors import InputError
+from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
 
 RENDER_VERSION: Final = 1
@@ -107,13 +108,13 @@ def segments_of(labels: np.ndarray, fps: float) -> list[tuple[int, float, float]
     Returns:
         The key-step segments in order.
     """
-    change = np.flatnonzero(np.diff(labels)) + 1
-    starts = np.concatenate([[0], change])
-    ends = np.concatenate([change, [len(labels)]])
+    run_labels, run_lengths = run_length_encode(labels)  # (R,), (R,)
+    ends = np.cumsum(run_lengths)
+    starts = ends - run_lengths
     return [
-        (int(labels[s]), float(s / fps), float(e / fps))
-        for s, e in zip(starts, ends, strict=True)
-        if labels[s] != BACKGROUND
+        (step, s / fps, e / fps)
+        for step, s, e in zip(run_labels.tolist(), starts.tolist(), ends.tolist(), strict=True)
+        if step != BACKGROUND
     ]
 
 
@@ -175,8 +176,8 @@ def render_frames(steps: tuple[int, ...], seed: int, config: RenderConfig) -> tu
     cast = rng.uniform(-18, 18, size=3) * rng.uniform(0.85, 1.15)
     phase = float(rng.uniform(0, 2 * np.pi))
     fade = max(int(round(config.fade_s * config.fps)), 1)
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(labels)) + 1])
-    seg_start = starts[np.searchsorted(starts, np.arange(len(labels)), side="right") - 1]  # (T,)
+    _, run_lengths = run_length_encode(labels)  # (R,)
+    seg_start = np.repeat(np.cumsum(run_lengths) - run_lengths, run_lengths)  # (T,) first frame of each frame's run
 
     def frames() -> Iterator[np.ndarray]:
         noise_rng = np.random.default_rng(seed + 1)

@@ -11,31 +11,20 @@ import pytest
 from graphs import END, START, InputError, TaskGraph, load_graph, save_graph
 
 
-def tent_graph() -> TaskGraph:
-    """START <- unpack(10) <- spread(11) <- stake(12); spread <- open bag(13); END needs stake and bag chain."""
-    ids = (10, 11, 12, 13)
-    names = ("unpack", "spread", "stake", "open_bag")
-    adj = np.zeros((6, 6), dtype=bool)
-    idx = {START: 0, 10: 1, 11: 2, 12: 3, 13: 4, END: 5}
-    for step, req in [(10, START), (13, START), (11, 10), (11, 13), (12, 11), (END, 12)]:
-        adj[idx[step], idx[req]] = True
-    weights = np.random.default_rng(0).random((6, 6))
-    return TaskGraph(ids, names, adj, weights, scenario="tent", info={"method": "test"})
-
-
-def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path) -> None:
-    graph = tent_graph()
-    save_graph(graph, tmp_path / "g.json")
+def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path, tent_graph: TaskGraph) -> None:
+    save_graph(tent_graph, tmp_path / "g.json")
     loaded = load_graph(tmp_path / "g.json")
-    assert loaded.step_ids == graph.step_ids
-    assert loaded.step_names == graph.step_names
+    assert loaded.step_ids == tent_graph.step_ids
+    assert loaded.step_names == tent_graph.step_names
     assert loaded.scenario == "tent" and loaded.info == {"method": "test"}
-    np.testing.assert_array_equal(loaded.adjacency, graph.adjacency)
-    np.testing.assert_allclose(loaded.weights, graph.weights)
+    np.testing.assert_array_equal(loaded.adjacency, tent_graph.adjacency)
+    np.testing.assert_allclose(loaded.weights, tent_graph.weights)
 
 
-def test_file_lists_preconditions_by_step_id_readable_without_this_package(tmp_path: Path) -> None:
-    save_graph(tent_graph(), tmp_path / "g.json")
+def test_file_lists_preconditions_by_step_id_readable_without_this_package(
+    tmp_path: Path, tent_graph: TaskGraph
+) -> None:
+    save_graph(tent_graph, tmp_path / "g.json")
     data = json.loads((tmp_path / "g.json").read_text())
     assert data["format"] == "task-graph" and data["version"] == 1
     pairs = {(e["step"], e["requires"]) for e in data["edges"]}
@@ -43,13 +32,12 @@ def test_file_lists_preconditions_by_step_id_readable_without_this_package(tmp_p
     assert data["steps"][0] == {"id": 10, "name": "unpack"}
 
 
-def test_preconditions_and_unmet_queries() -> None:
-    graph = tent_graph()
-    assert graph.preconditions(11) == {10, 13}
-    assert graph.preconditions(10) == {START}
-    assert graph.unmet_preconditions(11, done=[10]) == {13}
-    assert graph.unmet_preconditions(10, done=[]) == frozenset()  # START is always done
-    assert graph.preconditions(99) == frozenset()  # unknown step: nothing defined
+def test_preconditions_and_unmet_queries(tent_graph: TaskGraph) -> None:
+    assert tent_graph.preconditions(11) == {10, 13}
+    assert tent_graph.preconditions(10) == {START}
+    assert tent_graph.unmet_preconditions(11, done=[10]) == {13}
+    assert tent_graph.unmet_preconditions(10, done=[]) == frozenset()  # START is always done
+    assert tent_graph.preconditions(99) == frozenset()  # unknown step: nothing defined
 
 
 def test_isolated_steps_are_reported_as_removed() -> None:
@@ -59,8 +47,8 @@ def test_isolated_steps_are_reported_as_removed() -> None:
     assert graph.removed_steps == (6,)
 
 
-def test_to_networkx_has_step_to_requirement_edges() -> None:
-    nxg = tent_graph().to_networkx()
+def test_to_networkx_has_step_to_requirement_edges(tent_graph: TaskGraph) -> None:
+    nxg = tent_graph.to_networkx()
     assert nxg.has_edge(11, 10) and not nxg.has_edge(10, 11)
     assert nxg.nodes[12]["name"] == "stake"
 
@@ -85,8 +73,10 @@ def _write(tmp_path: Path, data: object) -> Path:
         (lambda d: d.pop("steps"), "'steps'"),
     ],
 )
-def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(tmp_path: Path, mutate, message: str) -> None:
-    data = tent_graph().to_dict()
+def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(
+    tmp_path: Path, mutate, message: str, tent_graph: TaskGraph
+) -> None:
+    data = tent_graph.to_dict()
     mutate(data)
     path = _write(tmp_path, data)
     with pytest.raises(InputError) as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -72,40 +73,37 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path: Path) -> N
     assert done.stderr.strip().count("\n") == 0 and "graph file not found" in done.stderr
 
 
-def test_missing_annotation_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = cli_error(main, ["train", "--annotations", str(tmp_path / "no.json"), "--scenario", "tea", "--out",
-                     str(tmp_path / "g.json")], capsys)
-    assert "no.json" in err and "not found" in err
+def tiny_with_step(video: str, segment: int, step_id: int) -> dict:
+    """TINY with the step id of one segment replaced."""
+    data = copy.deepcopy(TINY)
+    data["annotations"][video]["segments"][segment]["step_id"] = step_id
+    return data
 
 
-def test_invalid_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = write(tmp_path / "bad.json", '{"annotations": ')
-    err = cli_error(main, ["train", "--annotations", str(bad), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
+@pytest.mark.parametrize(
+    ("annotations", "scenario", "flags", "fragments"),
+    [
+        pytest.param(None, "tea", [], ["ann.json", "not found"], id="missing-annotation-file"),
+        pytest.param('{"annotations": ', "tea", [], ["ann.json", "invalid JSON"], id="invalid-json"),
+        pytest.param(TINY, "cake", [], ["unknown scenario 'cake'"], id="unknown-scenario"),
+        pytest.param(tiny_with_step("v2", 1, 42), "tea", [], ["'v2'", "segments[1]", "42"],
+                     id="segment-step-not-in-taxonomy"),
+        pytest.param(TINY, "coffee", [], ["'coffee'", "no usable sequence"], id="scenario-with-no-usable-sequence"),
+        pytest.param(TINY, "tea", ["--early-stop", "sometimes"], ["early_stop = 'sometimes'"], id="bad-config-value"),
+    ],
+)
+def test_train_refuses_bad_input(
+    annotations: object, scenario: str, flags: list[str], fragments: list[str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ann = tmp_path / "ann.json"
+    if annotations is not None:  # None: the annotation file does not exist
+        write(ann, annotations)
+    out = tmp_path / "g.json"
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", scenario, "--out", str(out), *flags],
                     capsys)
-    assert "bad.json" in err and "invalid JSON" in err
-
-
-def test_unknown_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ann = write(tmp_path / "ann.json", TINY)
-    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "cake", "--out", str(tmp_path / "g.json")],
-                    capsys)
-    assert "unknown scenario 'cake'" in err
-
-
-def test_segment_step_not_in_taxonomy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = json.loads(json.dumps(TINY))
-    data["annotations"]["v2"]["segments"][1]["step_id"] = 42
-    ann = write(tmp_path / "ann.json", data)
-    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json")],
-                    capsys)
-    assert "'v2'" in err and "segments[1]" in err and "42" in err
-
-
-def test_scenario_with_no_usable_sequence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ann = write(tmp_path / "ann.json", TINY)
-    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "coffee", "--out",
-                           str(tmp_path / "g.json")], capsys)
-    assert "'coffee'" in err and "no usable sequence" in err
+    assert [f for f in fragments if f not in err] == [], err
+    assert not out.exists()
 
 
 def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,11 +115,8 @@ def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "cycle" in cli_error(main, ["eval", "--pred", str(path), "--gt", str(path)], capsys)
 
 
-def test_bad_config_value_and_unknown_render_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_render_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ann = write(tmp_path / "ann.json", TINY)
-    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
-                     "--early-stop", "sometimes"], capsys)
-    assert "early_stop = 'sometimes'" in err
     out = tmp_path / "g.json"
     main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--epochs", "2", "--quiet"])
     capsys.readouterr()

@@ -24,9 +24,16 @@ from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
 from streaming.features import FeatureExtractor, make_extractor
-from streaming.messages import _STREAM_ID, MAX_HISTORY, Heartbeat, KeyStepEvent
+from streaming.messages import MAX_HISTORY, Heartbeat, KeyStepEvent
 from streaming.readers import VideoReader
-from streaming.transport import DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
+from streaming.transport import (
+    DEFAULT_EVENTS_ENDPOINT,
+    HEARTBEAT_S,
+    Publisher,
+    check_detector_options,
+    check_endpoint,
+    connect,
+)
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, HEARTBEAT_S / 5 apart
@@ -52,13 +59,10 @@ class DetectorConfig:
     max_frames: int = 0
 
     def __post_init__(self) -> None:
-        if not _STREAM_ID.fullmatch(self.stream_id):
-            raise InputError(f"--stream-id {self.stream_id!r}: use 1-64 characters from [A-Za-z0-9_.:-]")
+        check_detector_options(self.stream_id, self.threads)
         check_endpoint(self.connect, "--connect")
         if not self.heartbeat_s > 0:
             raise InputError(f"DetectorConfig.heartbeat_s = {self.heartbeat_s} must be > 0")
-        if self.threads < 1:
-            raise InputError(f"DetectorConfig.threads = {self.threads} must be >= 1")
         if self.max_frames < 0:
             raise InputError(f"DetectorConfig.max_frames = {self.max_frames} must be >= 0")
 

@@ -42,11 +42,24 @@ WIRE_VERSION: Final = 1
 MAX_MESSAGE_BYTES: Final = 64 * 1024  # a history of thousands of steps still fits; anything bigger is refused
 MAX_HISTORY: Final = 4096  # confirmed key-steps per stream a message may carry
 MAX_TEXT: Final = 256  # characters in a free-text field (step names)
+STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 
 
 class MessageError(ValueError):
     """A received message is malformed, oversized or of an unknown kind/version."""
+
+
+def is_stream_id(value: object) -> bool:
+    """Whether ``value`` may name a stream on the wire (`STREAM_ID_RULE`).
+
+    Args:
+        value: a candidate stream id (from a message or a command line).
+
+    Returns:
+        True if messages may carry it as ``stream_id``.
+    """
+    return isinstance(value, str) and _STREAM_ID.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -298,8 +311,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
 
 def _validate(message: _Message) -> None:
     """Range checks shared by construction and decoding, so nothing invalid is ever sent either."""
-    if not isinstance(message.stream_id, str) or not _STREAM_ID.fullmatch(message.stream_id):
-        raise MessageError(f"stream_id {message.stream_id!r} must be 1-64 characters from [A-Za-z0-9_.:-]")
+    if not is_stream_id(message.stream_id):
+        raise MessageError(f"stream_id {message.stream_id!r} must be {STREAM_ID_RULE}")
     if not isinstance(message.seq, int) or message.seq < 0:
         raise MessageError(f"seq {message.seq!r} must be a non-negative integer")
     for f in fields(message):

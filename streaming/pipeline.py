@@ -27,8 +27,8 @@ from rich.live import Live
 from graphs.errors import InputError
 from graphs.task_graph import TaskGraph, load_graph
 from streaming.checker_service import CheckerConfig, run_checker
-from streaming.messages import _STREAM_ID, Alert, KeyStepEvent, Status, _Message
-from streaming.transport import POLL_MS, Receiver, connect, subscribe
+from streaming.messages import Alert, KeyStepEvent, Status, _Message
+from streaming.transport import POLL_MS, Receiver, check_detector_options, connect, subscribe
 from streaming.view import ViewState, jsonl_line, render
 
 if TYPE_CHECKING:
@@ -70,10 +70,7 @@ class RunConfig:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.threads < 1:
-            raise InputError(f"--threads {self.threads} must be >= 1")
-        if not _STREAM_ID.fullmatch(self.stream_id):
-            raise InputError(f"--stream-id {self.stream_id!r}: use 1-64 characters from [A-Za-z0-9_.:-]")
+        check_detector_options(self.stream_id, self.threads)
 
 
 def _checker_child(graph_path: str, config: CheckerConfig, pipe: Connection) -> None:

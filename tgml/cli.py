@@ -4,11 +4,12 @@ Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
         [--config configs/do-epic-tent.toml] [--beta 0.005] [--epochs 1200] [--seed 42] [--augment] [--relaxed] \\
-        [--early-stop {none,sa-plateau,sa-threshold:X}] [--edge-threshold {1/n,1/N}] [--quiet]
+        [--early-stop {none,sa-plateau,sa-threshold:X}] [--edge-threshold {1/n,1/(n+2),1/N}] [--quiet]
     tgml show tent.json [--dot tent.dot | --dot tent.svg]
     tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
     tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
-        [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/N,1/n}] [--config FILE] [--json out.json]
+        [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
+        [--json out.json]
 
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
@@ -29,7 +30,7 @@ from graphs.errors import exit_on_input_error
 from graphs.render import terminal_view, write_rendering
 from graphs.task_graph import load_graph, save_graph
 from tgml.captaincook import DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
-from tgml.train import TrainConfig, load_train_config, train_from_annotations
+from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_train_config, train_from_annotations
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,8 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
                        help="relaxed post-processing rule (SPEC §1)")
     train.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
-    train.add_argument("--edge-threshold", choices=["1/n", "1/N"],
-                       help="cut weights at 1/n (n key-steps, SPEC; default) or 1/N (N = n + 4 nodes)")
+    train.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
+                       help="cut weights at 1/n (n key-steps, SPEC; default), 1/(n+2) (the authors' code) "
+                            "or 1/N (N = n + 4 nodes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
@@ -70,8 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--procedures", help="comma-separated subset of procedures")
     bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
     bench.add_argument("--config", help="TOML file of training settings")
-    bench.add_argument("--edge-threshold", choices=["1/n", "1/N"],
-                       help="1/n (SPEC, default) or 1/N (N = n + 4 nodes; reproduces the published figures)")
+    bench.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
+                       help="1/n (SPEC, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
     bench.add_argument("--ensemble", type=int, default=1,
                        help="average the weights of K DO models per seed before post-processing (default 1)")
     bench.add_argument("--json", help="write all results to this JSON file")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -27,11 +28,18 @@ CHAIN = [p for p in itertools.permutations([A, B, C, D]) if p.index(A) < p.index
 @pytest.mark.parametrize(
     ("field", "value"),
     [("beta", -1.0), ("epochs", 0), ("lr", 0.0), ("seed", -3), ("early_stop", "sa-threshold:2"),
-     ("early_stop", "sometimes"), ("beta_schedule", "cosine"), ("augment", "yes"), ("epochs", 2.5)],
+     ("early_stop", "sometimes"), ("beta_schedule", "cosine"), ("augment", "yes"), ("epochs", 2.5),
+     ("edge_threshold", "1/(n+1)")],
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
-    with pytest.raises(InputError, match=rf"TrainConfig\.{field} = {value!r}"):
+    with pytest.raises(InputError, match=re.escape(f"TrainConfig.{field} = {value!r}")):
         TrainConfig(**{field: value})
+
+
+def test_edge_threshold_rules_cut_where_documented() -> None:
+    # 12 key-steps: SPEC 1/n, the authors' code 1/(n+2) (the S..E block), our 1/N (the whole n+4 matrix).
+    cuts = {rule: TrainConfig(edge_threshold=rule).threshold_steps(12) for rule in ("1/n", "1/(n+2)", "1/N")}
+    assert cuts == {"1/n": 12, "1/(n+2)": 14, "1/N": 16}
 
 
 def test_config_file_sets_fields_and_flags_override(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from graphs.errors import InputError
 from graphs.files import read_toml
 from graphs.task_graph import TaskGraph
 from tgml.prego.data import BenchData
+from tgml.train_config import TrainConfig
 
 CONFIG_DIR: Final = Path(__file__).resolve().parents[2] / "configs"
 
@@ -38,36 +39,64 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
         for key in settings:
             if key not in METHOD_KEYS[method]:
                 raise InputError(f"{path}: [{method}] has unknown setting {key!r}")
+        try:
+            _check_settings(method, settings)
+        except InputError as err:
+            raise InputError(f"{path}: [{method}] {err}") from None
     return methods
 
 
 
-def _train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> Any:
-    from tgml.train import TrainConfig  # torch floor, loaded only when DO is requested
-
+def train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> TrainConfig:
+    """The `TrainConfig` of a DO-type table (values are passed as read, so `TrainConfig` checks their types)."""
     return TrainConfig(
-        beta=float(settings.get("beta", 0.005)),
-        epochs=int(epochs if epochs is not None else settings.get("epochs", 1000)),
-        lr=float(settings.get("lr", 0.1)),
+        beta=settings.get("beta", 0.005),
+        epochs=epochs if epochs is not None else settings.get("epochs", 1000),
+        lr=settings.get("lr", 0.1),
         seed=seed,
-        augment=bool(settings.get("augment", True)),
-        relaxed=bool(settings.get("relaxed", True)),
-        early_stop=str(settings.get("early_stop", "none")),
+        augment=settings.get("augment", True),
+        relaxed=settings.get("relaxed", True),
+        early_stop=settings.get("early_stop", "none"),
+        edge_threshold=settings.get("edge_threshold", "1/n"),
     )
+
+
+def _combination(settings: Mapping[str, Any]) -> Any:
+    from tgml.ensemble import EnsembleConfig  # tgml.ensemble imports this module
+
+    return EnsembleConfig(
+        size=settings.get("ensemble_size", 5),
+        threshold_scale=settings.get("threshold_scale", 1.0),
+        relaxed=settings.get("relaxed", True),
+    )
+
+
+def _count_based_config(settings: Mapping[str, Any]) -> CountBasedConfig:
+    return CountBasedConfig(first_occurrence=settings.get("first_occurrence", False))
+
+
+def _check_settings(method: str, settings: Mapping[str, Any]) -> None:
+    """Build every config object a method table feeds, so a bad value fails before any training starts."""
+    if method == "count-based":
+        _count_based_config(settings)
+        return
+    train_config({k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}, seed=0, epochs=None)
+    if "threshold_scale" in METHOD_KEYS[method]:
+        _combination(settings)
 
 
 def build_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
     """Direct Optimization (TGML) graph of one seed, with the dataset's settings (SPEC §1)."""
     from tgml.train import train_task_graph
 
-    config = _train_config(settings, seed, epochs)
+    config = train_config(settings, seed, epochs)
     result = train_task_graph(data.train, data.step_ids, data.step_names, config, scenario=data.scenario)
     return result.graph
 
 
 def build_count_based(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
     """Count-Based baseline graph (deterministic: ``seed`` and ``epochs`` are ignored)."""
-    config = CountBasedConfig(first_occurrence=bool(settings.get("first_occurrence", False)))
+    config = _count_based_config(settings)
     return count_based_graph(data.train, data.step_ids, data.step_names, config, scenario=data.scenario)
 
 
@@ -83,11 +112,11 @@ def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs:
     do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
     graph = build_do(data, do_settings, seed, epochs)
     assert graph.weights is not None
-    scale = float(settings.get("threshold_scale", 1.0))
+    cut = _combination(settings)  # one member: only its threshold and relaxed rule apply
     present = present_steps(graph.step_ids, data.train)
-    n_threshold = max(1, round(graph.n_steps * scale))
-    adjacency = binarize(graph.weights, present, bool(settings.get("relaxed", True)), threshold_steps=n_threshold)
-    info = {**graph.info, "method": "do-cv", "threshold_scale": scale, "threshold": 1.0 / n_threshold}
+    n_threshold = cut.threshold_steps(graph.n_steps)
+    adjacency = binarize(graph.weights, present, cut.relaxed, threshold_steps=n_threshold)
+    info = {**graph.info, "method": "do-cv", "threshold_scale": cut.threshold_scale, "threshold": 1.0 / n_threshold}
     return TaskGraph(graph.step_ids, graph.step_names, adjacency, graph.weights, graph.scenario, info)
 
 
@@ -97,13 +126,9 @@ def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, e
     ``epochs`` / ``early_stop`` / ``threshold_scale`` come from the settings file, where they were written after
     ``prego-bench select --method do-ensemble`` picked them on the training split only.
     """
-    from tgml.ensemble import EnsembleConfig, train_ensemble
+    from tgml.ensemble import train_ensemble
 
-    config = EnsembleConfig(
-        size=int(settings.get("ensemble_size", 5)),
-        threshold_scale=float(settings.get("threshold_scale", 1.0)),
-        relaxed=bool(settings.get("relaxed", True)),
-    )
+    config = _combination(settings)
     do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
     return train_ensemble(data, do_settings, seed, config, epochs)
 
@@ -116,7 +141,7 @@ METHOD_BUILDERS: dict[str, GraphBuilder] = {
     "do-ensemble": build_do_ensemble,
 }
 METHOD_KEYS: dict[str, frozenset[str]] = {
-    "do": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop"}),
+    "do": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "edge_threshold"}),
     "count-based": frozenset({"first_occurrence"}),
     "do-cv": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "threshold_scale"}),
     "do-ensemble": frozenset(

@@ -12,6 +12,7 @@ from rich.console import Console
 from graphs.edge_metrics import compare_graphs
 from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import END, START, TaskGraph
+from tests.cli_errors import cli_error
 from tgml.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
 from tgml.cli import main
 from tgml.ensemble import member_seeds
@@ -86,9 +87,8 @@ def test_bench_command_writes_json(tmp_path: Path, data_dir: Path, capsys: pytes
 
 
 def test_bench_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["bench-captaincook", "--data", str(tmp_path / "nowhere"), "--quiet"])
-    assert exc.value.code == 2 and "data folder not found" in capsys.readouterr().err
+    assert "data folder not found" in cli_error(main, ["bench-captaincook", "--data", str(tmp_path / "nowhere"),
+                                                      "--quiet"], capsys)
 
     # A procedure whose only video has an erroneous segment has no usable sequence.
     (tmp_path / "ground_truth_task_graphs").mkdir()
@@ -96,7 +96,5 @@ def test_bench_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
                                  "segments": [{"step_id": 1, "has_errors": True}]}},
            "taxonomy": {"tea": {"1": {"name": "boil", "id": 1}}}}
     (tmp_path / "task_graph_generation_annotations.json").write_text(json.dumps(ann))
-    with pytest.raises(SystemExit) as exc:
-        main(["bench-captaincook", "--data", str(tmp_path), "--workers", "1", "--quiet"])
-    err = capsys.readouterr().err.strip()
-    assert exc.value.code == 2 and "'tea'" in err and "no usable" in err and "\n" not in err
+    err = cli_error(main, ["bench-captaincook", "--data", str(tmp_path), "--workers", "1", "--quiet"], capsys)
+    assert "'tea'" in err and "no usable" in err

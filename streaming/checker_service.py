@@ -99,7 +99,7 @@ class CheckerCore:
         self.clock = clock
         self.max_streams = max_streams
         self.streams: dict[str, StreamState] = {}
-        self.refused = 0  # messages from streams beyond max_streams
+        self.refused = 0  # messages from streams beyond max_streams (shown by CheckerService.summary)
 
     def handle(self, message: _Message) -> list[_Message]:
         """Apply one incoming message.
@@ -281,6 +281,20 @@ class CheckerService:
         finally:
             self.close()
 
+    def summary(self) -> str:
+        """One line on what the checker took in and turned away, for the end of a run.
+
+        Refused and malformed messages are otherwise silent (the wire has no place for them), so a
+        person who started a checker learns here that a detector was turned away or spoke garbage.
+        """
+        stats = self.receiver.stats
+        line = (
+            f"checker: {stats.received} messages received, {len(self.core.streams)} streams tracked; "
+            f"{self.core.refused} refused (over the {self.core.max_streams}-stream limit), "
+            f"{stats.malformed} malformed dropped"
+        )
+        return line + (f" (last: {stats.last_error})" if stats.last_error else "")
+
     def close(self) -> None:
         """Close both sockets (LINGER 0: never blocks)."""
         self.publisher.sock.close()
@@ -292,6 +306,7 @@ def run_checker(
     config: CheckerConfig,
     ready: Callable[[str, str], None] | None = None,
     stop: threading.Event | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 
@@ -300,10 +315,15 @@ def run_checker(
         config: endpoints and periods.
         ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
         stop: set it to end the loop (the child process sets it on SIGTERM).
+        report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
     """
     from graphs.task_graph import load_graph
 
     service = CheckerService(load_graph(graph_path), config)
     if ready is not None:
         ready(service.events_endpoint, service.alerts_endpoint)
-    service.run(stop)
+    try:
+        service.run(stop)
+    finally:
+        if report is not None:
+            report(service.summary())

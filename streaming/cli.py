@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "checker":
         from streaming.checker_service import CheckerConfig, run_checker
 
-        run_checker(args.graph, CheckerConfig(args.bind, args.publish), ready=_print_ready)
+        run_checker(args.graph, CheckerConfig(args.bind, args.publish), ready=_print_ready, report=_print_line)
         return 0
     if args.command == "detector":
         return _detector(args)
@@ -109,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_ready(events: str, alerts: str) -> None:
     print(f"checker: detectors connect to {events}, viewers to {alerts}", file=sys.stderr, flush=True)
+
+
+def _print_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _detector(args: argparse.Namespace) -> int:

@@ -151,7 +151,10 @@ class Publisher:
 
 @dataclass
 class ReceiveStats:
-    """What a receiver took in: valid messages and the malformed ones it dropped."""
+    """What a receiver took in: valid messages and the malformed ones it dropped.
+
+    The viewer shows ``malformed``; the checker's end-of-run line (`CheckerService.summary`) shows all three.
+    """
 
     received: int = 0
     malformed: int = 0

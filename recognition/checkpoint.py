@@ -91,11 +91,7 @@ class DetectorCheckpoint:
                 f"{source}: features come from {extractor!r} but the detector was trained on "
                 f"{self.feature_extractor!r} features"
             )
-        if width != self.config.input_dim:
-            raise InputError(
-                f"{source}: feature width {width} does not match the detector's input_dim "
-                f"{self.config.input_dim} (it expects {self.feature_extractor!r} features)"
-            )
+        self.config.check_feature_width(width, source, self.feature_extractor)
 
 
 def save_detector(

@@ -54,6 +54,24 @@ class MiniROADConfig:
         if not isinstance(self.dropout, int | float) or not 0.0 <= float(self.dropout) < 1.0:
             raise InputError(f"MiniROADConfig.dropout = {self.dropout!r}: must be in [0, 1)")
 
+    def check_feature_width(self, width: int, source: str = "", extractor: str = "") -> None:
+        """Refuse feature vectors of another width than ``input_dim`` (batch forward, step and checkpoints).
+
+        Args:
+            width: width of the features about to be fed.
+            source: what to name first in the error (a file, a video, a stream); nothing if empty.
+            extractor: the extractor the detector expects, named in the error if given.
+
+        Raises:
+            InputError: the width differs from ``input_dim``.
+        """
+        if width != self.input_dim:
+            where = f"{source}: " if source else ""
+            expects = f" (it expects {extractor!r} features)" if extractor else ""
+            raise InputError(
+                f"{where}feature width {width} does not match the detector's input_dim {self.input_dim}{expects}"
+            )
+
 
 def frame_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean per-frame cross-entropy (SPEC §5, "non-uniform" loss on one-hot targets).
@@ -94,12 +112,6 @@ class MiniROAD(nn.Module):
         self.gru = nn.GRU(config.embed_dim, config.hidden_dim, num_layers=1, batch_first=True)
         self.head = nn.Sequential(nn.ReLU(), nn.Linear(config.hidden_dim, config.num_classes))
 
-    def _check_width(self, x: Tensor) -> None:
-        if x.shape[-1] != self.config.input_dim:
-            raise InputError(
-                f"feature width {x.shape[-1]} does not match the detector's input_dim {self.config.input_dim}"
-            )
-
     def forward(self, x: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """Batch forward over whole windows, GRU started from zeros.
 
@@ -110,7 +122,7 @@ class MiniROAD(nn.Module):
         Returns:
             ``(logits (B, T, C), loss)``; loss is None without targets.
         """
-        self._check_width(x)
+        self.config.check_feature_width(x.shape[-1])
         e = self.embed(x)  # (B, T, E)
         h, _ = self.gru(e)  # (B, T, H)
         logits = self.head(h)  # (B, T, C)
@@ -141,7 +153,7 @@ class MiniROAD(nn.Module):
             ``(probs, new_state)``: softmax probabilities of the last frame ``(B, C)`` (or of all
             frames with ``return_all``) and the state after the last frame.
         """
-        self._check_width(x_t)
+        self.config.check_feature_width(x_t.shape[-1])
         chunk = x_t if x_t.dim() == 3 else x_t.unsqueeze(1)  # (B, k, F)
         e = self.embed(chunk)  # (B, k, E)
         h, new_state = self.gru(e, state)  # (B, k, H), (1, B, H)
@@ -265,10 +277,7 @@ class FastStepper:
             ``(1, C)`` probabilities; a view of an internal buffer, overwritten by the next call.
         """
         x = x_t.reshape(1, -1)
-        if x.shape[1] != self.config.input_dim:
-            raise InputError(
-                f"feature width {x.shape[1]} does not match the detector's input_dim {self.config.input_dim}"
-            )
+        self.config.check_feature_width(x.shape[1])
         if x.dtype != torch.float32:
             x = self._x.copy_(x)
         e = self._embed.into(x, self._e)  # (1, E)

@@ -169,11 +169,6 @@ class OnlineSegmenter:
         self._pending: list[_Run] = []  # closed short runs after the committed segment
 
     @property
-    def frame(self) -> int:
-        """Number of frames fed since the start (or the last reset)."""
-        return self._frame
-
-    @property
     def active(self) -> tuple[int, float] | None:
         """The confirmed step in progress as ``(step, start seconds)``, or None (background/unsure)."""
         if not self._run_is_committed or self._committed is None or self._committed.label in self._background:

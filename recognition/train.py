@@ -30,7 +30,7 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -212,19 +212,14 @@ def _progress(enabled: bool) -> Progress:
     )
 
 
-def train_detector(
-    data: FeatureDataset,
-    config: DetectorTrainConfig,
-    progress: bool = True,
-    on_epoch: Callable[[int, float], None] | None = None,
-) -> TrainOutcome:
+def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: bool | Progress = True) -> TrainOutcome:
     """Train MiniROAD on the training split and score it on the test split.
 
     Args:
         data: the validated feature folder.
         config: model sizes and optimisation settings.
-        progress: show a rich progress bar (one tick per batch).
-        on_epoch: called with ``(epoch, mean loss)`` after each epoch.
+        progress: show a rich progress bar (one tick per batch), or a `Progress` the caller owns
+            (started and stopped by the caller) to add the training task to.
 
     Returns:
         The trained model, test mAP and the loss curve.
@@ -240,14 +235,18 @@ def train_detector(
     lengths = [len(v.features) for v in data.train]
     feats = np.concatenate([v.features for v in data.train])  # (L_total, D)
     targs = np.concatenate([v.targets for v in data.train])  # (L_total, C)
-    n_windows = len(window_index(lengths, config.window)[0])
-    per_epoch = math.ceil(n_windows / config.batch_size) + 1  # random offsets may add one window per video
-    with _progress(progress) as bar:
-        task = bar.add_task("training", total=config.epochs * per_epoch, loss=float("nan"))
+    done = 0  # batches trained so far
+    with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
+        task = bar.add_task("training", total=None, loss=float("nan"))
         for epoch in range(1, config.epochs + 1):
             model.train()
             index, valid = window_index(lengths, config.window, rng)  # (N, W) each
             order = rng.permutation(len(index))
+            # Each epoch's random offsets change its window count (by up to one per video), so the total
+            # is re-estimated from the epoch at hand: every batch advances the bar by one and the last
+            # epoch's estimate is exact, so the bar ends at its total without overshooting or jumping.
+            batches = math.ceil(len(order) / config.batch_size)
+            bar.update(task, total=done + batches * (config.epochs - epoch + 1))
             total, count = 0.0, 0
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
@@ -260,11 +259,9 @@ def train_detector(
                 optimizer.step()
                 total += float(loss.detach()) * len(batch)
                 count += len(batch)
+                done += 1
                 bar.update(task, advance=1, loss=total / count)
             losses.append(total / max(count, 1))
-            bar.update(task, completed=epoch * per_epoch)
-            if on_epoch is not None:
-                on_epoch(epoch, losses[-1])
     model.eval()
     test_map, class_ap = evaluate_detector(model, data.test, background)
     return TrainOutcome(model, test_map, class_ap, tuple(losses))

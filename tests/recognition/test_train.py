@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from rich.progress import Progress, TaskID
 
 from graphs.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.cli import main
 from recognition.features import load_feature_dataset
-from recognition.train import load_train_config, predict_video
+from recognition.train import load_train_config, predict_video, train_detector
 
 
 def test_cli_trains_a_detector_that_reaches_the_map_target(
@@ -36,6 +38,32 @@ def test_cli_trains_a_detector_that_reaches_the_map_target(
     with torch.inference_mode():
         probs, _ = model.step(torch.from_numpy(video.features[None, :50]), state, return_all=True)
     np.testing.assert_allclose(probs[0].numpy(), predict_video(model, video.features[:50]), atol=1e-5)
+
+
+class RecordingProgress(Progress):
+    """A hidden progress bar that remembers ``(completed, total)`` after every update."""
+
+    def __init__(self) -> None:
+        super().__init__(disable=True)
+        self.seen: list[tuple[float, float | None]] = []
+
+    def update(self, task_id: TaskID, **changes: object) -> None:  # type: ignore[override]
+        super().update(task_id, **changes)  # type: ignore[arg-type]
+        task = self._tasks[task_id]
+        self.seen.append((task.completed, task.total))
+
+
+def test_progress_bar_advances_once_per_batch_and_ends_at_its_total(feature_folder: Path, small_config: Path) -> None:
+    # One window per batch: the random window offsets add several windows per epoch, which the old
+    # fixed estimate (windows at offset 0, plus one batch) did not cover, so the bar ran past its total.
+    config = replace(load_train_config(small_config), batch_size=1, epochs=2, embed_dim=8, hidden_dim=8)
+    bar = RecordingProgress()
+    train_detector(load_feature_dataset(feature_folder, config.features), config, progress=bar)
+    completed = [c for c, _ in bar.seen]
+    assert bar.seen, "training did not use the given progress bar"
+    assert all(total is None or c <= total for c, total in bar.seen), "the bar ran past its total"
+    assert completed == sorted(completed), "the bar went backwards"
+    assert bar.seen[-1][0] == bar.seen[-1][1]
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(

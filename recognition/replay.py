@@ -161,8 +161,9 @@ def sweep(
     config: SegmenterConfig,
     values: Sequence[float] = DEFAULT_SWEEP,
     parameter: str = "min_duration",
+    base: ReplayResult | None = None,
 ) -> list[tuple[float, ReplayResult]]:
-    """Ablation over one segmenter parameter.
+    """Ablation over one segmenter parameter; each distinct setting is replayed once.
 
     Args:
         frames: per-video labels.
@@ -170,11 +171,21 @@ def sweep(
         config: the base settings.
         values: values of ``parameter`` (seconds).
         parameter: ``min_duration`` (default), ``min_run`` or ``max_delay``.
+        base: `replay` of ``config`` if the caller already ran it; the value equal to the base setting
+            (the default is usually among the swept values) then reuses it instead of replaying again.
 
     Returns:
         ``[(value, result)]`` in the order given.
     """
-    return [(float(v), replay(frames, graph, sweep_config(config, parameter, float(v)))) for v in values]
+    # Replays are deterministic in their config, so equal configs share one result.
+    done: dict[SegmenterConfig, ReplayResult] = {} if base is None else {config: base}
+    rows: list[tuple[float, ReplayResult]] = []
+    for value in values:
+        varied = sweep_config(config, parameter, float(value))
+        if varied not in done:
+            done[varied] = replay(frames, graph, varied)
+        rows.append((float(value), done[varied]))
+    return rows
 
 
 def result_json(

@@ -1,9 +1,14 @@
-"""Reading the JSON, TOML and YAML files users hand us, with one-line errors instead of tracebacks."""
+"""Reading the JSON, TOML and YAML files users hand us, with one-line errors instead of tracebacks;
+writing files atomically (`atomic_path`).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +86,28 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
         raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
+
+
+@contextmanager
+def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to, moved onto ``path`` only if the block succeeds.
+
+    The move is ``os.replace`` within one folder, so readers see the old file or the whole new one,
+    never half a file (a crash, a full disk, Ctrl-C); on failure the temporary file is removed and
+    ``path`` is left as it was. The process id in the name keeps two writers of one file apart.
+
+    Args:
+        path: the file to write; its parent folders are created.
+        suffix: ending of the temporary name, for writers that choose the format by it (``".mp4"``).
+
+    Yields:
+        The temporary path (hidden: a dot name in the same folder).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

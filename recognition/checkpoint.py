@@ -32,6 +32,7 @@ from typing import Any, Final
 import torch
 
 from graphs.errors import InputError
+from graphs.files import atomic_path
 from recognition.model import MiniROAD, MiniROADConfig
 
 FORMAT_NAME: Final = "miniroad-detector"
@@ -131,11 +132,8 @@ def save_detector(
         "info": meta.info,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
     return meta
 
 

@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from graphs.errors import InputError
+from graphs.files import atomic_path
 from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
 
@@ -210,18 +211,17 @@ def write_video(path: Path, steps: tuple[int, ...], seed: int, config: RenderCon
     Returns:
         ``[(step, start_s, end_s), ...]``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.mp4")
-    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), config.fps, (config.width, config.height))
-    if not writer.isOpened():
-        raise InputError(f"{path}: OpenCV cannot write an mp4v video here")
-    frames, labels = render_frames(steps, seed, config)
-    try:
-        for rgb in frames:
-            writer.write(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
-    finally:
-        writer.release()
-    tmp.replace(path)
+    with atomic_path(path, suffix=".mp4") as tmp:  # OpenCV picks the container by the file's ending
+        fourcc = cv2.VideoWriter_fourcc(*"mp4v")
+        writer = cv2.VideoWriter(str(tmp), fourcc, config.fps, (config.width, config.height))
+        if not writer.isOpened():
+            raise InputError(f"{path}: OpenCV cannot write an mp4v video here")
+        frames, labels = render_frames(steps, seed, config)
+        try:
+            for rgb in frames:
+                writer.write(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        finally:
+            writer.release()
     return segments_of(labels, config.fps)
 
 
@@ -248,7 +248,6 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
     if path.is_file() and sidecar.is_file():
         return path, [tuple(s) for s in json.loads(sidecar.read_text())["segments"]]  # type: ignore[misc]
     segments = write_video(path, steps, seed, config)
-    tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}))
-    tmp.replace(sidecar)
+    with atomic_path(sidecar) as tmp:
+        tmp.write_text(json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}))
     return path, segments

@@ -32,7 +32,7 @@ import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.files import atomic_path, read_json
 
 START: Final = "START"
 END: Final = "END"
@@ -237,12 +237,9 @@ def _is_int(value: Any) -> bool:
 
 
 def save_graph(graph: TaskGraph, path: str | Path) -> None:
-    """Write a graph file; the parent folder is created if needed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(graph.to_dict(), indent=2) + "\n")
-    tmp.replace(path)  # never leave a half-written graph behind
+    """Write a graph file (atomically: never half a graph); the parent folder is created if needed."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(graph.to_dict(), indent=2) + "\n")
 
 
 def load_graph(path: str | Path) -> TaskGraph:

@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
     console.print(
         results_table(result, f"Replay of {frames_path.name} ({args.field}), {len(frames)} videos", published)
     )
-    rows = sweep(frames, graph, config, values) if values else []
+    rows = sweep(frames, graph, config, values, base=result) if values else []
     if rows:
         console.print(sweep_table(rows, "min_duration", config.min_duration))
     if args.json:

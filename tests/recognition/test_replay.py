@@ -14,6 +14,7 @@ from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import save_graph
 from recognition.replay import load_frames_file, replay, sweep
 from recognition.segmenter import SegmenterConfig
+from tests.cli_errors import cli_error
 from tgml.bench_cli import main as bench_main
 from tgml.replay_cli import main as replay_main
 
@@ -82,19 +83,15 @@ def test_unknown_class_in_frames_file_is_one_line_exit_2(
     small["annotations_2"]["pred"] = small["annotations_2"]["pred"][:100] + [42] + small["annotations_2"]["pred"][101:]
     bad = tmp_path / "bad_frames.json"
     bad.write_text(json.dumps(small))
-    with pytest.raises(SystemExit) as exit_info:
-        replay_main(["--frames", str(bad), "--graph", str(graph_file), "--no-sweep"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    assert err.startswith("error: ") and "video 'annotations_2': frame 100 has label 42" in err
+    err = cli_error(replay_main, ["--frames", str(bad), "--graph", str(graph_file), "--no-sweep"], capsys)
+    assert "video 'annotations_2': frame 100 has label 42" in err
 
 
-def test_missing_field_and_missing_graph(epic_graph, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_field_and_missing_graph(  # type: ignore[no-untyped-def]
+    epic_graph, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "f.json"
     bad.write_text(json.dumps({"v1": {"gt": [1, 1, 2]}}))
     with pytest.raises(InputError, match="video 'v1': field 'pred' must be a non-empty list"):
         load_frames_file(bad, "pred", epic_graph)
-    with pytest.raises(SystemExit) as exit_info:
-        replay_main(["--frames", str(bad)])
-    assert exit_info.value.code == 2
+    assert "graph" in cli_error(replay_main, ["--frames", str(bad)], capsys)

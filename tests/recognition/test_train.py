@@ -15,6 +15,7 @@ from recognition.checkpoint import load_detector
 from recognition.cli import main
 from recognition.features import load_feature_dataset
 from recognition.train import load_train_config, predict_video, train_detector
+from tests.cli_errors import cli_error
 
 
 def test_cli_trains_a_detector_that_reaches_the_map_target(
@@ -70,11 +71,9 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (feature_folder / "target_perframe" / "video_05.npy").unlink()
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--features", str(feature_folder), "--config", str(small_config), "--out", str(tmp_path / "x.pt")])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: video 'video_05'") and "\n" not in err
+    err = cli_error(main, ["--features", str(feature_folder), "--config", str(small_config),
+                           "--out", str(tmp_path / "x.pt")], capsys)
+    assert err.startswith("error: video 'video_05'")
     assert not (tmp_path / "x.pt").exists()
 
 

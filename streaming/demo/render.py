@@ -147,7 +147,8 @@ def _scene(step: int, t: float, h: int, w: int, cast: np.ndarray, seed: int) -> 
             x0 = int(k * w / 6 + 50 * t) % (2 * w) - w // 2
             cv2.line(img, (x0, 0), (x0 + h, h), (60, 230, 230), 7)
     elif step == 6:  # milk drops growing
-        drops = np.random.default_rng(seed).integers(20, min(w, h) - 20, size=(7, 2))
+        margin = min(20, min(w, h) // 4)  # 20 px at the default size; smaller frames (down to 32 px) need less
+        drops = np.random.default_rng(seed).integers(margin, min(w, h) - margin, size=(7, 2))
         for x, y in drops:
             cv2.circle(img, (int(x * w / min(w, h)) % w, int(y)), int(6 + 6 * min(t, 2.0)), (250, 250, 245), -1)
     return img

@@ -104,3 +104,13 @@ def test_unknown_demo_name_is_refused(name: str, capsys: pytest.CaptureFixture[s
     from streaming.cli import main
 
     assert name in cli_error(main, ["--video", f"demo:{name}", "--jsonl"], capsys)
+
+
+def test_every_scene_renders_at_the_smallest_allowed_size() -> None:
+    from streaming.demo.render import RenderConfig, render_frames
+
+    # RenderConfig accepts 32x32; the milk-drop scene (step 6) used to need more than 40 px.
+    config = RenderConfig(width=32, height=32, fps=10.0, step_s=(0.3, 0.3), pause_s=(0.1, 0.1), fade_s=0.0)
+    frames, labels = render_frames(tuple(STEP_IDS), seed=1, config=config)
+    shapes = {frame.shape for frame in frames}
+    assert shapes == {(32, 32, 3)} and set(STEP_IDS) <= set(labels.tolist())

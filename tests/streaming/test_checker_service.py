@@ -198,3 +198,33 @@ def test_busy_stream_still_resends_its_alerts_every_period() -> None:
         core.handle(Heartbeat("cam0", seq, now[0], "s", MISTAKE[:2], None, seq, 0, 10.0, False))
         resent += [m for m in core.periodic(0.5) if isinstance(m, Alert)]
     assert [a.alert_id for a in resent] == ["cam0#1"] * 4 and all(a.replayed for a in resent)
+
+
+def test_end_of_run_summary_counts_refused_streams_and_malformed_messages(tmp_path: Path) -> None:
+    # A detector turned away (stream limit) or speaking garbage gets nothing back on the wire; the person who
+    # started the checker learns it from this line.
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", max_streams=1),
+                             ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        sock = connect(ctx, zmq.PUB, service.events_endpoint)
+        kitchen = EventPublisher(Publisher(sock), "kitchen")
+        garage = EventPublisher(Publisher(sock), "garage")
+        assert wait_for(lambda: "kitchen" in service.core.streams, 10.0, lambda: kitchen.heartbeat(None, 0, 0, 0.0))
+        assert wait_for(
+            lambda: service.core.refused > 0 and service.receiver.stats.malformed > 0,
+            10.0,
+            lambda: (garage.heartbeat(None, 0, 0, 0.0), sock.send_multipart([b"heartbeat/garage", b"\xff"])),
+        )
+        sock.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    line = service.summary()
+    assert line.startswith("checker: ") and "\n" not in line
+    assert "1 streams tracked" in line and "refused (over the 1-stream limit)" in line
+    assert "malformed dropped (last: " in line

@@ -46,7 +46,6 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
     return methods
 
 
-
 def train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> TrainConfig:
     """The `TrainConfig` of a DO-type table (values are passed as read, so `TrainConfig` checks their types)."""
     return TrainConfig(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tgml.train_config import parse_early_stop
+
 
 def sequence_accuracy(adjacency: np.ndarray, observed: np.ndarray, targets: np.ndarray, sequence: np.ndarray) -> float:
     """SA of a graph on pre-built rows (one per position of every sequence), vectorised.
@@ -34,31 +36,6 @@ def sequence_accuracy(adjacency: np.ndarray, observed: np.ndarray, targets: np.n
     )
     per_sequence = np.bincount(sequence, weights=score) / np.bincount(sequence)
     return float(per_sequence.mean())
-
-
-def parse_early_stop(rule: str) -> tuple[str, float]:
-    """Split an early-stopping rule into ``(kind, threshold)``.
-
-    Args:
-        rule: ``"none"``, ``"sa-plateau"`` or ``"sa-threshold:X"`` with ``0 < X <= 1``.
-
-    Returns:
-        ``("none", 0)``, ``("sa-plateau", 0)`` or ``("sa-threshold", X)``.
-
-    Raises:
-        ValueError: the rule is not one of those forms.
-    """
-    if rule in ("none", "sa-plateau"):
-        return rule, 0.0
-    kind, _, value = rule.partition(":")
-    if kind == "sa-threshold":
-        try:
-            x = float(value)
-        except ValueError:
-            x = float("nan")
-        if 0.0 < x <= 1.0:
-            return kind, x
-    raise ValueError(f"early_stop = {rule!r}: expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
 
 
 class EarlyStopping:

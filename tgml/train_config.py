@@ -13,7 +13,17 @@ from typing import Any, Final
 
 from graphs.errors import InputError
 from graphs.files import read_toml
-from tgml.sequence_accuracy import parse_early_stop
+
+
+def _number_after(rule: str, kind: str) -> float:
+    """The number of a ``"kind:X"`` rule; NaN when the rule is of another kind or X is not a number."""
+    name, _, value = rule.partition(":")
+    if name != kind:
+        return float("nan")
+    try:
+        return float(value)
+    except ValueError:
+        return float("nan")
 
 
 def parse_beta_schedule(schedule: str) -> float | None:
@@ -24,15 +34,30 @@ def parse_beta_schedule(schedule: str) -> float | None:
     """
     if schedule == "constant":
         return None
-    kind, _, value = schedule.partition(":")
-    if kind == "linear":
-        try:
-            start = float(value)
-        except ValueError:
-            start = float("nan")
-        if math.isfinite(start) and start >= 0:
-            return start
+    start = _number_after(schedule, "linear")
+    if math.isfinite(start) and start >= 0:
+        return start
     raise ValueError(f"beta_schedule = {schedule!r}: expected 'constant' or 'linear:B0' with B0 >= 0")
+
+
+def parse_early_stop(rule: str) -> tuple[str, float]:
+    """Split an early-stopping rule into ``(kind, threshold)``.
+
+    Args:
+        rule: ``"none"``, ``"sa-plateau"`` or ``"sa-threshold:X"`` with ``0 < X <= 1``.
+
+    Returns:
+        ``("none", 0)``, ``("sa-plateau", 0)`` or ``("sa-threshold", X)``.
+
+    Raises:
+        ValueError: the rule is not one of those forms.
+    """
+    if rule in ("none", "sa-plateau"):
+        return rule, 0.0
+    x = _number_after(rule, "sa-threshold")
+    if 0.0 < x <= 1.0:
+        return "sa-threshold", x
+    raise ValueError(f"early_stop = {rule!r}: expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
 
 
 # Edge-threshold rule -> what it adds to the number of key-steps n in the cut 1/(n + k) (see TrainConfig).

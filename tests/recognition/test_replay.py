@@ -11,7 +11,7 @@ import pytest
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.task_graph import save_graph
+from graphs.task_graph import TaskGraph, save_graph
 from recognition.replay import load_frames_file, replay, sweep
 from recognition.segmenter import SegmenterConfig
 from tests.cli_errors import cli_error
@@ -27,13 +27,13 @@ def frames_file(data_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def graph_file(epic_graph, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
+def graph_file(epic_graph: TaskGraph, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("graph") / "epic-do.json"
     save_graph(epic_graph, path)
     return path
 
 
-def test_replay_of_real_predictions_reaches_the_published_pred_figure(epic_graph, frames_file: Path) -> None:  # type: ignore[no-untyped-def]
+def test_replay_of_real_predictions_reaches_the_published_pred_figure(epic_graph: TaskGraph, frames_file: Path) -> None:
     frames = load_frames_file(frames_file, "pred", epic_graph)
     result = replay(frames, epic_graph, CONFIG)
     assert result.metrics.n_videos == 15
@@ -43,7 +43,7 @@ def test_replay_of_real_predictions_reaches_the_published_pred_figure(epic_graph
         np.testing.assert_array_equal(precondition_violations(epic_graph, video.steps), video.alerts)
 
 
-def test_replay_of_ground_truth_frames_equals_gt_mode(epic_graph, frames_file: Path, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_replay_of_ground_truth_frames_equals_gt_mode(epic_graph: TaskGraph, frames_file: Path, data_dir: Path) -> None:
     segments = json.loads((data_dir / "prego-miniroad" / "epic-tent-o_segments.json").read_text())
     expected = mistake_scores(precondition_violations(epic_graph, r["gt"]) for r in segments.values())
     result = replay(load_frames_file(frames_file, "gt", epic_graph), epic_graph, CONFIG)
@@ -51,7 +51,7 @@ def test_replay_of_ground_truth_frames_equals_gt_mode(epic_graph, frames_file: P
     assert result.metrics.avg_f1 == pytest.approx(58.3, abs=0.05)  # published DO GT figure, SPEC §3
 
 
-def test_sweep_changes_how_many_steps_are_confirmed(epic_graph, frames_file: Path) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_changes_how_many_steps_are_confirmed(epic_graph: TaskGraph, frames_file: Path) -> None:
     frames = load_frames_file(frames_file, "pred", epic_graph)
     rows = sweep(frames, epic_graph, CONFIG, (0.25, 1.0, 4.0))
     steps = [r.metrics.n_steps for _, r in rows]
@@ -87,8 +87,8 @@ def test_unknown_class_in_frames_file_is_one_line_exit_2(
     assert "video 'annotations_2': frame 100 has label 42" in err
 
 
-def test_missing_field_and_missing_graph(  # type: ignore[no-untyped-def]
-    epic_graph, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_missing_field_and_missing_graph(
+    epic_graph: TaskGraph, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "f.json"
     bad.write_text(json.dumps({"v1": {"gt": [1, 1, 2]}}))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.errors import InputError
@@ -15,6 +15,9 @@ from graphs.files import read_toml
 from graphs.task_graph import TaskGraph
 from tgml.prego.data import BenchData
 from tgml.train_config import TrainConfig
+
+if TYPE_CHECKING:
+    from tgml.ensemble import EnsembleConfig
 
 CONFIG_DIR: Final = Path(__file__).resolve().parents[2] / "configs"
 
@@ -60,8 +63,8 @@ def train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> 
     )
 
 
-def _combination(settings: Mapping[str, Any]) -> Any:
-    from tgml.ensemble import EnsembleConfig  # tgml.ensemble imports this module
+def _ensemble_config(settings: Mapping[str, Any]) -> EnsembleConfig:
+    from tgml.ensemble import EnsembleConfig  # tgml.ensemble imports this module: import at call time
 
     return EnsembleConfig(
         size=settings.get("ensemble_size", 5),
@@ -81,7 +84,7 @@ def _check_settings(method: str, settings: Mapping[str, Any]) -> None:
         return
     train_config({k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}, seed=0, epochs=None)
     if "threshold_scale" in METHOD_KEYS[method]:
-        _combination(settings)
+        _ensemble_config(settings)
 
 
 def build_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
@@ -111,7 +114,7 @@ def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs:
     do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
     graph = build_do(data, do_settings, seed, epochs)
     assert graph.weights is not None
-    cut = _combination(settings)  # one member: only its threshold and relaxed rule apply
+    cut = _ensemble_config(settings)  # one member: only its threshold and relaxed rule apply
     present = present_steps(graph.step_ids, data.train)
     n_threshold = cut.threshold_steps(graph.n_steps)
     adjacency = binarize(graph.weights, present, cut.relaxed, threshold_steps=n_threshold)
@@ -127,7 +130,7 @@ def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, e
     """
     from tgml.ensemble import train_ensemble
 
-    config = _combination(settings)
+    config = _ensemble_config(settings)
     do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
     return train_ensemble(data, do_settings, seed, config, epochs)
 

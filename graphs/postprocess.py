@@ -70,6 +70,15 @@ def threshold_edges(weights: np.ndarray, n_steps: int) -> np.ndarray:
     return adj
 
 
+def scaled_threshold_steps(n_steps: int, scale: float) -> int:
+    """The ``n'`` of a scaled edge cut ``1/n'``: ``n' = round(n * scale)``, at least 1 (``scale = 1`` is SPEC's 1/n).
+
+    The one rule behind the ``threshold_scale`` of our ``do-cv`` / ``do-ensemble`` graphs and of the
+    cross-validation that chooses it, so the scale chosen is the scale applied.
+    """
+    return max(1, round(n_steps * scale))
+
+
 def _to_digraph(adj: np.ndarray, weights: np.ndarray | None = None) -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from(range(adj.shape[0]))

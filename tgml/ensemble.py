@@ -28,7 +28,7 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.postprocess import binarize, present_steps
+from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
 from tgml.prego.data import BenchData
 from tgml.prego.methods import build_do
@@ -60,7 +60,7 @@ class EnsembleConfig:
 
     def threshold_steps(self, n_steps: int) -> int:
         """The ``n'`` of the edge threshold ``1 / n'`` for a taxonomy of ``n_steps`` key-steps."""
-        return max(1, round(n_steps * self.threshold_scale))
+        return scaled_threshold_steps(n_steps, self.threshold_scale)
 
 
 def member_seeds(seed: int, size: int) -> tuple[int, ...]:

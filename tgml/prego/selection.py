@@ -11,7 +11,7 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.postprocess import binarize, present_steps
+from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
 from tgml.perturb import perturb_sequences
 from tgml.prego.data import BenchData
@@ -150,7 +150,7 @@ def cross_validate(
                 graph = build_do(fold.data, settings, seed, epochs)
                 assert graph.weights is not None
                 for scale in scale_grid:
-                    n_threshold = max(1, round(graph.n_steps * scale))
+                    n_threshold = scaled_threshold_steps(graph.n_steps, scale)
                     adj = binarize(
                         graph.weights, present, bool(settings.get("relaxed", True)), threshold_steps=n_threshold
                     )

@@ -208,6 +208,7 @@ def _progress(enabled: bool) -> Progress:
         MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]:.4f}"),
         TimeRemainingColumn(),
+        console=Console(stderr=True),  # stdout stays for the results table
         disable=not enabled,
     )
 

@@ -226,6 +226,7 @@ def cross_validate_ensemble(
         One row per candidate, best first: ``{"epochs", "early_stop", "size", "threshold_scale", "clean",
         "noisy", "score"}`` (pooled Avg F1 in percent; score = mean of clean and noisy).
     """
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     folds = validation_folds(data, config.folds, config.per_video, config.noise, config.slip_rate)
@@ -237,7 +238,7 @@ def cross_validate_ensemble(
     weights: dict[tuple[int, tuple[int, str], int], np.ndarray] = {}
     workers = config.workers or min(len(jobs), os.cpu_count() or 1)
     columns = (TextColumn("cross-validation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not progress, transient=True) as bar:
+    with Progress(*columns, disable=not progress, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("members", total=len(jobs))
 
         def job_settings(training: tuple[int, str]) -> dict[str, Any]:

@@ -154,13 +154,14 @@ def learn_graphs(
     Returns:
         ``{job: graph}``.
     """
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     jobs = plan_jobs(config)
     workers = config.workers or min(len(jobs), os.cpu_count() or 1)
     graphs: dict[GraphJob, TaskGraph] = {}
     columns = (TextColumn("learning task graphs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not progress, transient=True) as bar:
+    with Progress(*columns, disable=not progress, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("graphs", total=len(jobs))
 
         def args(job: GraphJob) -> tuple[Any, ...]:

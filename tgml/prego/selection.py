@@ -139,10 +139,11 @@ def cross_validate(
         One row per candidate: ``{"epochs", "threshold_scale", "clean", "noisy", "score"}`` (Avg F1, score = mean
         of clean and noisy), best first.
     """
+    from rich.console import Console
     from rich.progress import Progress
 
     flags: dict[tuple[int, float, str], list[np.ndarray]] = {}
-    with Progress(disable=not progress, transient=True) as bar:
+    with Progress(disable=not progress, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("cross-validation", total=folds * len(epochs_grid))
         for fold in validation_folds(data, folds, per_video=3, noise=noise, slip_rate=0.0):
             present = present_steps(data.step_ids, fold.data.train)

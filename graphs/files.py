@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,26 @@ def _read_text(path: Path, what: str, hint: str = "") -> str:
         raise InputError(f"{path}: cannot read {what} ({err.strerror})") from None
 
 
+def _unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json`` object hook that refuses a key written twice in one object (``json`` keeps the last silently,
+    so a duplicated video or step would otherwise vanish without a word)."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise InputError(f"{path}: key {key!r} appears twice in one JSON object")
+                seen.add(key)
+        return obj
+
+    return build
+
+
 def read_json(path: str | Path, what: str = "file") -> Any:
-    """Load a JSON file; a missing file, a folder, unreadable bytes or bad JSON become one-line `InputError`s.
+    """Load a JSON file; a missing file, a folder, unreadable bytes, bad JSON or a key written twice in one object
+    (a duplicated video, say) become one-line `InputError`s.
 
     Args:
         path: the file.
@@ -42,7 +60,7 @@ def read_json(path: str | Path, what: str = "file") -> Any:
     path = Path(path)
     text = _read_text(path, what)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys(path))
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
 

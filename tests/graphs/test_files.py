@@ -44,6 +44,13 @@ def test_bad_syntax_names_the_format_and_place(tmp_path: Path) -> None:
         read_toml(bad_toml)
 
 
+def test_a_key_written_twice_in_one_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "twice.json"
+    path.write_text('{"videos": {"v1": [1, 2], "v2": [3], "v1": [4]}}')  # json.loads would keep [4] silently
+    with pytest.raises(InputError, match=r"twice.json: key 'v1' appears twice in one JSON object"):
+        read_json(path)
+
+
 def test_missing_toml_says_where_such_a_file_comes_from(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"absent.toml: settings not found \(ships with the checkout\)"):
         read_toml(tmp_path / "absent.toml", "settings", " (ships with the checkout)")

@@ -57,6 +57,16 @@ def test_bad_sequence_file_is_one_line_naming_video_and_field(
     assert "video_7" in err and "'pred'" in err and "300" in err
 
 
+def test_sequence_file_with_a_video_written_twice_is_refused(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seq = tmp_path / "twice.json"
+    seq.write_text('{"v1": {"pred": [4, 7]}, "v2": {"pred": [3]}, "v1": {"pred": [6, 3]}}')
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "pred", "--method", "count-based"]
+    err = cli_error(main, [*argv, "--sequences", str(seq), "--quiet"], capsys)
+    assert "twice.json" in err and "'v1' appears twice" in err
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err

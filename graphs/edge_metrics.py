@@ -91,6 +91,8 @@ def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
         numbered = {int(k): str(v) for k, v in steps.items()}
     except ValueError:
         raise InputError(f"{source}: 'steps' keys must be integer ids") from None
+    if len(numbered) < 2:
+        raise InputError(f"{source}: 'steps' must hold at least START and END (node 0 and the last node)")
     first, last = min(numbered), max(numbered)
     by_name = {name: sid for sid, name in zip(like.step_ids, like.step_names, strict=True)}
     node_of: dict[int, Node] = {first: START, last: END}
@@ -106,7 +108,7 @@ def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
     index = {node: i for i, node in enumerate(like.nodes)}
     adj = np.zeros((like.n_steps + 2, like.n_steps + 2), dtype=bool)
     for k, edge in enumerate(edges):
-        if not (isinstance(edge, list) and len(edge) == 2 and all(isinstance(x, int) for x in edge)):
+        if not (isinstance(edge, list) and len(edge) == 2 and all(type(x) is int for x in edge)):
             raise InputError(f"{source}: edges[{k}] must be a pair of step ids")
         before, after = edge
         if before not in node_of or after not in node_of:

@@ -183,7 +183,7 @@ class TaskGraph:
         if data.get("format") != FORMAT_NAME:
             raise InputError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT_NAME!r}")
         version = data.get("version")
-        if version != FORMAT_VERSION:
+        if not _is_int(version) or version != FORMAT_VERSION:
             raise InputError(f"{source}: unsupported version {version!r} (this program reads {FORMAT_VERSION})")
         steps = data.get("steps")
         if not isinstance(steps, list) or not steps:
@@ -210,7 +210,7 @@ class TaskGraph:
             ends = []
             for key in ("step", "requires"):
                 node = edge[key]
-                if isinstance(node, bool | float) or node not in index:
+                if not (_is_int(node) or isinstance(node, str)) or node not in index:
                     raise InputError(f"{source}: edges[{k}].{key} = {node!r} is not a step of this graph")
                 ends.append(index[node])
             adjacency[ends[0], ends[1]] = True

@@ -63,6 +63,22 @@ def test_captaincook_file_with_unknown_step_name(tmp_path: Path) -> None:
         load_reference_graph(path, chain((10, 20, 30), ("a", "b", "c")))
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ({"steps": {}, "edges": []}, "at least START and END"),
+        ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "END"}, "edges": [[0, 1], [True, 2]]},
+         r"edges\[1\] must be a pair of step ids"),
+    ],
+    ids=["no-steps", "boolean-step-id"],
+)
+def test_malformed_captaincook_file_is_one_line(tmp_path: Path, content: dict, message: str) -> None:
+    path = tmp_path / "tea.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(InputError, match=message):
+        load_reference_graph(path, chain((10, 20, 30), ("a", "b", "c")))
+
+
 def test_missing_ground_truth_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not found"):
         load_reference_graph(tmp_path / "none.json", chain((10, 20, 30), ("a", "b", "c")))

@@ -115,6 +115,13 @@ def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "cycle" in cli_error(main, ["eval", "--pred", str(path), "--gt", str(path)], capsys)
 
 
+def test_graph_file_with_a_list_as_edge_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = {"format": "task-graph", "version": 1, "scenario": "tea", "steps": [{"id": 1, "name": "a"}],
+             "edges": [{"step": [1], "requires": "START"}], "weights": None, "info": {}}
+    path = write(tmp_path / "listed.json", graph)
+    assert "edges[0].step = [1] is not a step" in cli_error(main, ["show", str(path)], capsys)
+
+
 def test_unknown_render_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ann = write(tmp_path / "ann.json", TINY)
     out = tmp_path / "g.json"

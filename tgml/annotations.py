@@ -76,10 +76,13 @@ def load_annotations(path: str | Path) -> Annotations:
         for key, entry in table.items():
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}] needs a string 'name'")
-            try:
-                step_id = int(entry.get("id", key))
-            except (TypeError, ValueError):
-                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id is not an integer") from None
+            step_id = entry.get("id", key)
+            if isinstance(step_id, str) and step_id.strip().lstrip("-").isdigit():
+                step_id = int(step_id)
+            if not isinstance(step_id, int) or isinstance(step_id, bool):
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id!r} is not an integer")
+            if step_id in steps:
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} is the id of another step")
             steps[step_id] = entry["name"]
         taxonomy[scenario] = steps
     videos: dict[str, Video] = {}
@@ -87,7 +90,7 @@ def load_annotations(path: str | Path) -> Annotations:
         if not isinstance(record, dict):
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
         scenario = record.get("scenario")
-        if scenario not in taxonomy:
+        if not isinstance(scenario, str) or scenario not in taxonomy:
             raise InputError(f"{src}: annotations[{video!r}].scenario = {scenario!r} is not in the taxonomy")
         segments = record.get("segments")
         if not isinstance(segments, list):
@@ -103,7 +106,12 @@ def load_annotations(path: str | Path) -> Annotations:
                     f"{src}: annotations[{video!r}].segments[{k}].step_id = {step} "
                     f"is not in the {scenario!r} taxonomy"
                 )
+            has_errors = seg.get("has_errors", False)
+            if not isinstance(has_errors, bool):
+                raise InputError(
+                    f"{src}: annotations[{video!r}].segments[{k}].has_errors = {has_errors!r} is not true or false"
+                )
             steps_list.append(step)
-            errors.append(bool(seg.get("has_errors", False)))
+            errors.append(has_errors)
         videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors))
     return Annotations(src, videos, taxonomy)

@@ -55,6 +55,27 @@ def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
         load_annotations(_annotation_file(tmp_path, scenario="nope"))
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["annotations"]["v1"].update(scenario=["tent"]), r"annotations\['v1'\]\.scenario = \['tent'\]"),
+        (lambda d: d["taxonomy"]["tent"].update({"2": {"name": "stake", "id": 1}}),
+         r"taxonomy\['tent'\]\['2'\]\.id = 1 is the id of another step"),
+        (lambda d: d["taxonomy"]["tent"]["1"].update(id=1.5), r"taxonomy\['tent'\]\['1'\]\.id = 1.5 is not an integer"),
+        (lambda d: d["annotations"]["v1"]["segments"][0].update(has_errors="no"),
+         r"segments\[0\]\.has_errors = 'no' is not true or false"),
+    ],
+    ids=["scenario-not-a-string", "taxonomy-id-twice", "taxonomy-id-not-integer", "has-errors-not-boolean"],
+)
+def test_wrong_types_and_repeated_taxonomy_ids_are_one_line(tmp_path: Path, change, message: str) -> None:
+    path = _annotation_file(tmp_path)
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=message):
+        load_annotations(path)
+
+
 def test_missing_file_and_invalid_json(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="annotation file not found"):
         load_annotations(tmp_path / "none.json")

@@ -15,13 +15,15 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
       "state_dict": {...}                                           # MiniROAD weights
     }
 
-`load_detector` refuses, with one line naming the file, anything else: another format, another
-version, weights that do not fit the stored config, inconsistent class lists.
+`load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
+file, another format, another version, weights that do not fit the stored config or are not finite,
+inconsistent class lists.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import pickle
 import zipfile
 from collections.abc import Sequence
@@ -61,8 +63,16 @@ class DetectorCheckpoint:
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "class_names", tuple(str(n) for n in self.class_names))
-        object.__setattr__(self, "class_step_ids", tuple(None if s is None else int(s) for s in self.class_step_ids))
+        names, step_ids = tuple(self.class_names), tuple(self.class_step_ids)
+        for i, name in enumerate(names):
+            if not isinstance(name, str):
+                raise InputError(f"detector checkpoint: class_names[{i}] = {name!r} must be a string")
+        for i, step in enumerate(step_ids):
+            # int() would silently turn 1.5 into 1 and True into 1: a step id must already be an integer.
+            if step is not None and (not isinstance(step, numbers.Integral) or isinstance(step, bool)):
+                raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step!r} must be an integer or null")
+        object.__setattr__(self, "class_names", names)
+        object.__setattr__(self, "class_step_ids", tuple(None if s is None else int(s) for s in step_ids))
         c = self.config.num_classes
         if len(self.class_names) != c:
             raise InputError(f"detector checkpoint: {len(self.class_names)} class names for {c} classes")
@@ -73,7 +83,8 @@ class DetectorCheckpoint:
             raise InputError("detector checkpoint: a step id is assigned to two classes")
         if not isinstance(self.feature_extractor, str) or not self.feature_extractor:
             raise InputError(f"detector checkpoint: feature_extractor = {self.feature_extractor!r} must be a name")
-        if not isinstance(self.fps, int | float) or not math.isfinite(self.fps) or self.fps <= 0:
+        fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool)
+        if not fps_ok or not math.isfinite(self.fps) or self.fps <= 0:
             raise InputError(f"detector checkpoint: fps = {self.fps!r} must be a positive number")
 
     def check_features(self, width: int, extractor: str | None = None, source: str = "features") -> None:
@@ -148,7 +159,8 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         ``(model, checkpoint)``.
 
     Raises:
-        InputError: missing/unreadable file, another format or version, weights that do not fit.
+        InputError: missing/unreadable/truncated file, another format or version, weights that do not fit
+            or hold NaN/infinity, class lists of the wrong length or type.
     """
     path = Path(path)
     src = str(path)
@@ -156,7 +168,8 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         raise InputError(f"{src}: detector checkpoint not found")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError) as err:
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError) as err:
+        # A truncated file fails inside torch's zip reader with a bare OSError (EINVAL), an unreadable one too.
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{src}: not a detector checkpoint ({first[:120]})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
@@ -175,14 +188,20 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         raise InputError(f"{src}: bad field 'config' ({err})") from None
     except InputError as err:
         raise InputError(f"{src}: {err}") from None
+    for key in ("class_names", "class_step_ids"):
+        if not isinstance(data.get(key), list | tuple):  # a string would pass as a list of one-letter names
+            raise InputError(f"{src}: field {key!r} must be a list (one entry per class)")
+    info = data.get("info", {})
+    if not isinstance(info, dict):
+        raise InputError(f"{src}: field 'info' must be an object")
     try:
         meta = DetectorCheckpoint(
             config,
-            tuple(data.get("class_names") or ()),
-            tuple(data.get("class_step_ids") or ()),
+            tuple(data["class_names"]),
+            tuple(data["class_step_ids"]),
             data.get("feature_extractor", ""),
             data.get("fps", 0.0),
-            dict(data.get("info") or {}),
+            dict(info),
         )
     except (InputError, TypeError, ValueError) as err:
         raise InputError(f"{src}: {str(err).removeprefix('detector checkpoint: ')}") from None
@@ -190,6 +209,10 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     state = data.get("state_dict")
     if not isinstance(state, dict):
         raise InputError(f"{src}: field 'state_dict' is missing")
+    for name, tensor in state.items():
+        # NaN weights load fine and only show up as NaN probabilities at the first live frame.
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise InputError(f"{src}: weights {name!r} contain NaN or infinity (a diverged training run?)")
     try:
         model.load_state_dict(state)
     except RuntimeError as err:

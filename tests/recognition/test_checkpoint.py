@@ -74,3 +74,42 @@ def test_version_and_tampered_contents_are_refused(tmp_path: Path) -> None:
     torch.save(data, path)
     with pytest.raises(InputError, match="2 class names for 4 classes"):
         load_detector(path)
+
+
+def test_truncated_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+    # A copy cut short (full disk, interrupted download) failed inside torch's zip reader with a bare OSError.
+    _, path = _saved(tmp_path)
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(InputError, match=r"cut\.pt: not a detector checkpoint"):
+        load_detector(cut)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("class_step_ids", [None, 7.5, 3, 5], r"class_step_ids\[1\] = 7.5 must be an integer or null"),
+        ("class_step_ids", [None, True, 3, 5], r"class_step_ids\[1\] = True must be an integer or null"),
+        ("class_names", "abcd", "field 'class_names' must be a list"),
+        ("class_names", ["background", 1, "b", "c"], r"class_names\[1\] = 1 must be a string"),
+        ("info", "notes", "field 'info' must be an object"),
+        ("fps", True, "fps = True must be a positive number"),
+    ],
+)
+def test_wrongly_typed_fields_are_refused_not_coerced(tmp_path: Path, key: str, value: object, message: str) -> None:
+    # int(7.5) == 7 and str(1) == "1": coercing would load a detector that talks about the wrong key-steps.
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data[key] = value
+    torch.save(data, path)
+    with pytest.raises(InputError, match=message):
+        load_detector(path)
+
+
+def test_non_finite_weights_are_refused(tmp_path: Path) -> None:
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data["state_dict"]["head.1.weight"][0, 0] = float("nan")
+    torch.save(data, path)
+    with pytest.raises(InputError, match="weights 'head.1.weight' contain NaN or infinity"):
+        load_detector(path)

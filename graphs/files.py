@@ -1,5 +1,5 @@
 """Reading the JSON, TOML and YAML files users hand us, with one-line errors instead of tracebacks;
-writing files atomically (`atomic_path`).
+checking outputs before a run (`check_output`) and writing files atomically (`atomic_path`, `write_text`).
 """
 
 from __future__ import annotations
@@ -104,6 +104,56 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
         raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
+
+
+def check_output(path: str | Path, what: str = "output file", folder: bool = False) -> Path:
+    """Refuse, before any work starts, an output the run could not write at its end.
+
+    A long run that fails only when it saves its result loses the work; this checks up front that ``path`` is
+    not a folder (a file output) or not a file (a ``folder`` output), that no existing part of its parent path
+    is a file, and that the nearest existing folder can be written to.
+
+    Args:
+        path: the output file (or folder, with ``folder=True``); missing parent folders are fine.
+        what: what the output is, for the message (``"results file"``...).
+        folder: the output is a folder.
+
+    Returns:
+        ``path`` as a `Path`.
+    """
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise InputError(f"{path}: is a file, expected a folder for the {what}")
+    if not folder and path.is_dir():
+        raise InputError(f"{path}: is a folder, expected a file name for the {what}")
+    existing = path if folder else path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{path}: cannot write the {what}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write the {what}: folder {existing} is not writable")
+    return path
+
+
+def write_text(path: str | Path, text: str, what: str = "output file") -> Path:
+    """Write a text file atomically (`atomic_path`), parents created; an OS failure is a one-line `InputError`.
+
+    Args:
+        path: the file.
+        text: its whole content.
+        what: what the file is, for the message.
+
+    Returns:
+        ``path`` as a `Path`.
+    """
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
+    return path
 
 
 @contextmanager

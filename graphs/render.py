@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphs.errors import InputError
+from graphs.files import atomic_path, check_output, write_text
 from graphs.task_graph import END, START, Node, TaskGraph
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
@@ -72,18 +73,18 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     text = to_dot(graph)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if fmt in ("dot", "gv"):
-        path.write_text(text)
-        return path
+        return write_text(check_output(path, "rendering"), text, "rendering")
     if fmt not in IMAGE_FORMATS:
         raise InputError(f"{path}: unknown output format {fmt!r} (use .dot, .gv, .svg, .png or .pdf)")
     dot = shutil.which("dot")
     if dot is None:
         raise InputError(f"{path}: Graphviz 'dot' is not installed; write a .dot file instead")
-    done = subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=text, text=True, capture_output=True)
-    if done.returncode != 0:
-        raise InputError(f"{path}: Graphviz failed: {done.stderr.strip().splitlines()[-1:]}")
+    check_output(path, "rendering")
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        done = subprocess.run([dot, f"-T{fmt}", "-o", str(tmp)], input=text, text=True, capture_output=True)
+        if done.returncode != 0:
+            raise InputError(f"{path}: Graphviz failed: {done.stderr.strip().splitlines()[-1:]}")
     return path
 
 

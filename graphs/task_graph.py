@@ -32,7 +32,7 @@ import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.files import atomic_path, read_json
+from graphs.files import read_json, write_text
 
 START: Final = "START"
 END: Final = "END"
@@ -237,9 +237,11 @@ def _is_int(value: Any) -> bool:
 
 
 def save_graph(graph: TaskGraph, path: str | Path) -> None:
-    """Write a graph file (atomically: never half a graph); the parent folder is created if needed."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(graph.to_dict(), indent=2) + "\n")
+    """Write a graph file (atomically: never half a graph); the parent folder is created if needed.
+
+    An OS failure (the path is a folder, a parent is a file, no permission) is a one-line `InputError`.
+    """
+    write_text(path, json.dumps(graph.to_dict(), indent=2) + "\n", "graph file")
 
 
 def load_graph(path: str | Path) -> TaskGraph:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from graphs.errors import InputError, exit_on_input_error
+from graphs.files import check_output
 from tgml import prego
 from tgml.prepare import PrepareConfig, prepare_all
 
@@ -180,6 +181,11 @@ def _bench(argv: list[str]) -> int:
         raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
     if args.seeds < 1:
         raise InputError(f"--seeds {args.seeds}: need at least 1")
+    # Outputs written after the run are checked now, so a bad path cannot throw the finished run away.
+    if args.json is not None:
+        check_output(args.json, "results file")
+    if args.perturb:
+        check_output(args.plot, "ablation plot")
     config = prego.BenchConfig(
         data=args.data,
         datasets=tuple(args.dataset),

@@ -21,12 +21,12 @@ import argparse
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.console import Console
 
 from graphs.edge_metrics import evaluate_files
 from graphs.errors import exit_on_input_error
+from graphs.files import check_output, write_text
 from graphs.render import terminal_view, write_rendering
 from graphs.task_graph import load_graph, save_graph
 from tgml.captaincook import DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
@@ -96,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
     if args.command == "train":
+        check_output(args.out, "graph file")  # before training: a failed save would lose the run
         result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
                                         progress=not args.quiet)
         save_graph(result.graph, args.out)
@@ -111,14 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
                       f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
     else:
+        if args.json:
+            check_output(args.json, "results file")
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))
         procedures = [p for p in (args.procedures or "").split(",") if p]
         result = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,
                                progress=not args.quiet, ensemble=args.ensemble)
         console.print(results_table(result))
         if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+            write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
             console.print(f"wrote {args.json}")
     return 0
 

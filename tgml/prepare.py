@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.files import check_output, read_json, write_text
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"
@@ -206,21 +206,24 @@ def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
 def prepare_all(config: PrepareConfig) -> list[Path]:
     """Write ``train.json`` / ``test.json`` of each requested dataset under ``config.out``.
 
+    Every file is built before the first one is written, and each is written atomically, so a raw source that
+    turns out to be broken leaves the files already in ``config.out`` as they were.
+
     Returns:
         The files written.
     """
-    written: list[Path] = []
     jobs = [
         ("assembly101-o", config.assembly101, build_assembly101),
         ("epic-tent-o", config.epic_tent, build_epic_tent),
     ]
-    for folder, raw, build in jobs:
-        if raw is None:
-            continue
-        target = Path(config.out) / folder
-        target.mkdir(parents=True, exist_ok=True)
-        for split in SPLITS:
-            path = target / f"{split}.json"
-            path.write_text(dump_annotations(build(Path(raw), split)))
-            written.append(path)
-    return written
+    out = check_output(config.out, "data folder", folder=True)
+    for folder, raw, _ in jobs:
+        if raw is not None:
+            check_output(out / folder, "data folder", folder=True)
+    contents = {
+        out / folder / f"{split}.json": dump_annotations(build(Path(raw), split))
+        for folder, raw, build in jobs
+        if raw is not None
+        for split in SPLITS
+    }
+    return [write_text(path, text, "annotation file") for path, text in contents.items()]

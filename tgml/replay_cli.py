@@ -23,6 +23,7 @@ from pathlib import Path
 from rich.console import Console
 
 from graphs.errors import InputError, exit_on_input_error
+from graphs.files import check_output, write_text
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.replay import (
     DEFAULT_SWEEP,
@@ -96,6 +97,8 @@ def main(argv: list[str]) -> int:
     config = SegmenterConfig(
         fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay, background=None
     )
+    if args.json:
+        check_output(args.json, "results file")  # before the replay, so a bad path cannot waste it
     graph, graph_source = _graph(args, console)
     frames = load_frames_file(frames_path, args.field, graph)
     result = replay(frames, graph, config)
@@ -115,8 +118,6 @@ def main(argv: list[str]) -> int:
             "graph": graph_source,
             "segmenter": segmenter_settings(config),
         }
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result_json(result, settings, rows), indent=2) + "\n")
+        out = write_text(args.json, json.dumps(result_json(result, settings, rows), indent=2) + "\n", "results file")
         console.print(f"results written to {out}")
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from graphs.errors import InputError
-from graphs.files import read_json, read_toml, read_yaml
+from graphs.files import check_output, read_json, read_toml, read_yaml, write_text
 
 Reader = Callable[..., Any]
 
@@ -65,3 +65,24 @@ def test_yaml_reads_and_bad_yaml_is_one_line(tmp_path: Path) -> None:
     bad.write_text("a: [1,\n")
     with pytest.raises(InputError, match=r"bad.yaml: invalid YAML \("):
         read_yaml(bad)
+
+
+def test_outputs_are_checked_before_a_run(tmp_path: Path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert check_output(tmp_path / "new" / "deeper" / "out.json") == tmp_path / "new" / "deeper" / "out.json"
+    assert check_output(tmp_path / "graphs", folder=True) == tmp_path / "graphs"
+    with pytest.raises(InputError, match=r"is a folder, expected a file name for the results file$"):
+        check_output(tmp_path, "results file")
+    with pytest.raises(InputError, match=r"out.json: cannot write the results file: .*a_file is a file, not a folder"):
+        check_output(a_file / "sub" / "out.json", "results file")
+    with pytest.raises(InputError, match=r"a_file: is a file, expected a folder for the graphs folder"):
+        check_output(a_file, "graphs folder", folder=True)
+
+
+def test_write_text_is_atomic_and_failures_are_one_line(tmp_path: Path) -> None:
+    path = write_text(tmp_path / "sub" / "out.txt", "hello\n")
+    assert path.read_text() == "hello\n" and sorted(p.name for p in path.parent.iterdir()) == ["out.txt"]
+    with pytest.raises(InputError, match=r"cannot write the results file \(Is a directory\)"):
+        write_text(tmp_path / "sub", "x", "results file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # no temporary left behind

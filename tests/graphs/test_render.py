@@ -34,6 +34,8 @@ def test_write_dot_file_and_reject_unknown_format(tmp_path: Path) -> None:
     assert out.read_text() == to_dot(tea())
     with pytest.raises(InputError, match="unknown output format"):
         write_rendering(tea(), tmp_path / "tea.jpeg2")
+    with pytest.raises(InputError, match="tea.dot: cannot write the rendering: .*is a file, not a folder"):
+        write_rendering(tea(), out / "tea.dot")  # a parent that is a file
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")

@@ -88,6 +88,12 @@ def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(
     assert message in text and str(path) in text and "\n" not in text
 
 
+def test_saving_onto_a_folder_is_a_one_line_error(tmp_path: Path, tent_graph: TaskGraph) -> None:
+    (tmp_path / "g.json").mkdir()
+    with pytest.raises(InputError, match=r"g.json: cannot write the graph file \(Is a directory\)"):
+        save_graph(tent_graph, tmp_path / "g.json")
+
+
 def test_invalid_json_and_missing_file_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="invalid JSON at line 1"):
         load_graph(_write(tmp_path, "{not json"))

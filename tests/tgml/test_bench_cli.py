@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from graphs.task_graph import TaskGraph, save_graph
 from tests.cli_errors import cli_error
 from tgml.bench_cli import main
 
@@ -67,6 +70,37 @@ def test_sequence_file_with_a_video_written_twice_is_refused(
     assert "twice.json" in err and "'v1' appears twice" in err
 
 
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--json", "."], "is a folder, expected a file name for the results file"),
+        (["--json", "a_file/r.json"], "a_file is a file, not a folder"),
+        (["--save-graphs", "a_file"], "a_file: is a file, expected a folder for the graphs folder"),
+        (["--perturb", "0.1", "--plot", "a_file/p.png", "--json", "r.json"], "cannot write the ablation plot"),
+    ],
+    ids=["json-is-a-folder", "json-under-a-file", "save-graphs-is-a-file", "plot-under-a-file"],
+)
+def test_outputs_that_cannot_be_written_are_refused_before_the_run(
+    flags: list[str], fragment: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a_file").write_text("not a folder")
+    flags = [str(tmp_path / f) if not f[0].isdigit() and not f.startswith("--") else f for f in flags]
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "count-based", *flags, "--quiet"]
+    assert fragment in cli_error(main, argv, capsys)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_replay_refuses_a_results_path_it_could_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    adjacency = np.zeros((4, 4), dtype=bool)
+    adjacency[1, 0] = adjacency[2, 1] = adjacency[3, 2] = True  # START <- 0 <- 1 <- END
+    save_graph(TaskGraph((0, 1), ("a", "b"), adjacency), tmp_path / "g.json")
+    frames = tmp_path / "frames.json"
+    frames.write_text(json.dumps({"v1": {"pred": [0] * 120 + [1] * 120}}))
+    argv = ["replay", "--frames", str(frames), "--graph", str(tmp_path / "g.json"), "--no-sweep"]
+    argv += ["--json", str(tmp_path)]
+    assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err
@@ -91,6 +125,28 @@ def test_prepare_subcommand_writes_the_splits(
         data_dir / "epic-tent-o" / "test.json"
     ).read_bytes()
     assert "wrote" in capsys.readouterr().out
+
+
+def test_prepare_refuses_an_out_that_is_a_file(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a_file").write_text("not a folder")
+    argv = ["prepare", "--epic-tent", str(data_dir / "epic-tent-o" / "raw"), "--out", str(tmp_path / "a_file")]
+    assert "a_file: is a file, expected a folder for the data folder" in cli_error(main, argv, capsys)
+
+
+def test_prepare_with_a_broken_source_leaves_existing_files_alone(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(data_dir / "epic-tent-o" / "raw", raw)
+    (raw / "test_split.json").write_text('{"annotations_999": 3}')  # a video the label file does not have
+    out = tmp_path / "data"
+    (out / "epic-tent-o").mkdir(parents=True)
+    (out / "epic-tent-o" / "train.json").write_text("earlier train split")
+    err = cli_error(main, ["prepare", "--epic-tent", str(raw), "--out", str(out)], capsys)
+    assert "annotations_999" in err
+    assert (out / "epic-tent-o" / "train.json").read_text() == "earlier train split"
 
 
 def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -106,6 +106,31 @@ def test_train_refuses_bad_input(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("out", "fragment"),
+    [
+        (".", "is a folder, expected a file name for the graph file"),
+        ("a_file/g.json", "a_file is a file, not a folder"),
+    ],
+    ids=["out-is-a-folder", "out-under-a-file"],
+)
+def test_train_refuses_an_unwritable_out_before_training(
+    out: str, fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    write(tmp_path / "a_file", "not a folder")
+    argv = ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / out), "--quiet"]
+    assert fragment in cli_error(main, argv, capsys)
+
+
+def test_bench_captaincook_refuses_a_results_path_it_could_not_write(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--procedures", "ramen", "--seeds", "1",
+            "--epochs", "2", "--workers", "1", "--json", str(tmp_path), "--quiet"]
+    assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
+
+
 def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cyclic = {"format": "task-graph", "version": 1, "scenario": "tea",
               "steps": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],

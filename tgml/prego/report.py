@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from graphs.errors import InputError
+from graphs.files import atomic_path, write_text
 from tgml.prego.data import MODE_MARKS
 from tgml.prego.published import published_best
 from tgml.prego.scoring import METRIC_KEYS
@@ -137,18 +139,19 @@ def plot_perturbation(result: Mapping[str, Any], path: str | Path) -> Path | Non
         ax.legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_path(path, suffix=path.suffix) as tmp:  # savefig picks the format by the ending
+            fig.savefig(tmp, dpi=120)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write the ablation plot ({err.strerror or err})") from None
+    finally:
+        plt.close(fig)
     return path
 
 
 def write_results(result: Mapping[str, Any], path: str | Path) -> Path:
-    """Write a result document as indented JSON (parent folder created)."""
+    """Write a result document as indented JSON, atomically (parent folder created; failures are `InputError`)."""
     import json
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    return path
+    return write_text(path, json.dumps(result, indent=2) + "\n", "results file")
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
+from graphs.files import check_output
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tgml.perturb import perturb_sequences, rate_seed
@@ -208,6 +209,8 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         The result document described in the module docstring.
     """
     started = time.perf_counter()
+    if config.save_graphs is not None:
+        check_output(config.save_graphs, "graphs folder", folder=True)  # before learning, not after
     pred = "pred" in config.modes
     layout = resolve_data(config.data, config.datasets, segments=pred and config.sequences is None)
     datasets = {d: load_dataset(layout, d, pred=pred, sequences=config.sequences) for d in config.datasets}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 EXIT_USAGE = 2
 
@@ -18,6 +19,19 @@ class InputError(Exception):
     The message is one line that names the file, field or value at fault; commands print it
     as ``error: <message>`` and exit with status 2 instead of showing a traceback.
     """
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose usage errors (a missing option, a bad choice, a value its ``type`` refuses)
+    are `InputError`s, so a command decorated with `exit_on_input_error` reports them like every other user
+    mistake: one ``error: ...`` line and exit status 2 (argparse prints its usage block, then the message).
+
+    Sub-command parsers made with ``add_subparsers().add_parser`` are of this class too.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the usage error as an `InputError` naming the command."""
+        raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def exit_on_input_error(main: F) -> F:

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from graphs.errors import InputError, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output
 from tgml import prego
 from tgml.prepare import PrepareConfig, prepare_all
@@ -48,9 +48,9 @@ def _config_pair(text: str) -> tuple[str, Path]:
     return dataset, Path(path)
 
 
-def bench_parser() -> argparse.ArgumentParser:
+def bench_parser() -> ArgumentParser:
     """Arguments of the benchmark run."""
-    p = argparse.ArgumentParser(prog="prego-bench", description="PREGO online mistake-detection benchmark.")
+    p = ArgumentParser(prog="prego-bench", description="PREGO online mistake-detection benchmark.")
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder (like shared/data)")
     p.add_argument("--dataset", nargs="+", default=list(prego.DATASETS), choices=list(prego.DATASETS))
     p.add_argument("--mode", nargs="+", default=list(prego.MODES), choices=list(prego.MODES))
@@ -71,19 +71,19 @@ def bench_parser() -> argparse.ArgumentParser:
     return p
 
 
-def prepare_parser() -> argparse.ArgumentParser:
+def prepare_parser() -> ArgumentParser:
     """Arguments of `prego-bench prepare`."""
-    p = argparse.ArgumentParser(prog="prego-bench prepare", description="Rebuild train/test JSON from raw files.")
+    p = ArgumentParser(prog="prego-bench prepare", description="Rebuild train/test JSON from raw files.")
     p.add_argument("--assembly101", type=Path, help="Assembly101-O raw folder (annots/, splits, action dict)")
     p.add_argument("--epic-tent", type=Path, help="EPIC-Tent-O raw folder (Synchronised_action_label.txt, ...)")
     p.add_argument("--out", type=Path, required=True, help="output data folder")
     return p
 
 
-def select_parser() -> argparse.ArgumentParser:
+def select_parser() -> ArgumentParser:
     """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble``
     were chosen)."""
-    p = argparse.ArgumentParser(prog="prego-bench select", description="Choose DO settings on training data only.")
+    p = ArgumentParser(prog="prego-bench select", description="Choose DO settings on training data only.")
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder")
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
     p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble"], help="method whose settings to pick")

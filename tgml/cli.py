@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from graphs.edge_metrics import evaluate_files
-from graphs.errors import exit_on_input_error
+from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.render import terminal_view, write_rendering
 from graphs.task_graph import load_graph, save_graph
@@ -33,8 +33,8 @@ from tgml.captaincook import DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, r
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_train_config, train_from_annotations
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tgml", description="Learn task graphs with TGML (Direct Optimization).")
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (Direct Optimization).")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="learn the task graph of one scenario")

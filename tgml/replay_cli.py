@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from graphs.errors import InputError, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.replay import (
@@ -42,10 +42,10 @@ from tgml.prego import DATASETS, PUBLISHED, build_do, load_dataset, load_method_
 DEFAULT_FPS = 60.0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     """The command-line interface."""
     defaults = SegmenterConfig(fps=DEFAULT_FPS)
-    p = argparse.ArgumentParser(prog="prego-bench replay", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="prego-bench replay", description=__doc__.splitlines()[0])
     p.add_argument("--frames", help="per-frame labels {video: {pred: [...], gt: [...]}}")
     p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split)")
     p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")

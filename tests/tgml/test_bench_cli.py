@@ -101,6 +101,23 @@ def test_replay_refuses_a_results_path_it_could_not_write(tmp_path: Path, capsys
     assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
 
 
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (["--perturb", "0.1,lots"], ["prego-bench:", "--perturb", "0.1,lots"]),
+        (["--dataset", "tent"], ["invalid choice: 'tent'"]),
+        (["--config", "settings.toml"], ["--config", "DATASET=FILE"]),
+        (["select", "--folds", "2"], ["prego-bench select:", "required: --dataset"]),
+        (["replay", "--field", "both"], ["prego-bench replay:", "invalid choice: 'both'"]),
+    ],
+    ids=["bad-perturb-list", "unknown-dataset", "config-without-dataset", "select-without-dataset", "replay-bad-field"],
+)
+def test_usage_mistakes_are_one_error_line(argv: list[str], fragments: list[str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    err = cli_error(main, argv, capsys)
+    assert [f for f in fragments if f not in err] == [], err
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err

@@ -131,6 +131,23 @@ def test_bench_captaincook_refuses_a_results_path_it_could_not_write(
     assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
 
 
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (["train", "--scenario", "tea"], ["tgml train:", "required: --annotations, --out"]),
+        (["train", "--annotations", "a.json", "--scenario", "tea", "--out", "g.json", "--edge-threshold", "1/x"],
+         ["--edge-threshold", "'1/x'"]),
+        (["bench-captaincook", "--data", "cc", "--seeds", "many"], ["--seeds", "'many'"]),
+        (["shows", "g.json"], ["invalid choice: 'shows'"]),
+    ],
+    ids=["missing-options", "bad-choice", "not-a-number", "unknown-command"],
+)
+def test_usage_mistakes_are_one_error_line(argv: list[str], fragments: list[str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    err = cli_error(main, argv, capsys)
+    assert [f for f in fragments if f not in err] == [], err
+
+
 def test_graph_file_with_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cyclic = {"format": "task-graph", "version": 1, "scenario": "tea",
               "steps": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}],

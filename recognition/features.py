@@ -5,7 +5,8 @@ Folder layout::
     DIR/
       rgb_<type>/<video>.npy          (L, D_rgb) float features, one row per feature frame
       flow_<type>/<video>.npy         (L, D_flow), optional, concatenated after RGB
-      target_perframe/<video>.npy     (L, C) one-hot targets, class 0 = background
+      target_perframe/<video>.npy     (L, C) one-hot 0/1 targets, class 0 = background (multi-hot rows,
+                                      where classes overlap, are split evenly between their classes)
       split.json                      the video list with the train/test split
 
 ``split.json``::
@@ -17,11 +18,12 @@ Folder layout::
 
 MiniROAD's own ``train_session_set`` / ``test_session_set`` keys are accepted for the lists. Every
 problem (a missing file, lengths that disagree, NaN, a target row that is not a class) is an
-`InputError` naming the video.
+`InputError` naming the video; problems of ``split.json`` (class lists, fps) are `InputError`s naming it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +61,9 @@ class FeatureConfig:
             raise InputError(f"FeatureConfig.split = {self.split!r}: must name the split file")
         if not isinstance(self.extractor, str) or not self.extractor:
             raise InputError(f"FeatureConfig.extractor = {self.extractor!r}: must be a name")
-        if isinstance(self.fps, bool) or not isinstance(self.fps, int | float) or not self.fps > 0:
-            raise InputError(f"FeatureConfig.fps = {self.fps!r}: must be > 0")
+        fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool) and math.isfinite(self.fps)
+        if not fps_ok or not self.fps > 0:
+            raise InputError(f"FeatureConfig.fps = {self.fps!r}: must be a finite number > 0")
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class FeatureDataset:
         return int(self.train[0].targets.shape[1])
 
 
-def _load_array(path: Path, video: str, what: str) -> np.ndarray:
+def _load_array(path: Path, video: str, what: str, allow_bool: bool = False) -> np.ndarray:
     if not path.is_file():
         raise InputError(f"video {video!r}: {what} file {path} is missing")
     try:
@@ -114,8 +117,10 @@ def _load_array(path: Path, video: str, what: str) -> np.ndarray:
         raise InputError(f"video {video!r}: cannot read {what} file {path} ({err})") from None
     if array.ndim != 2 or array.shape[0] == 0:
         raise InputError(f"video {video!r}: {what} in {path} has shape {array.shape}, expected (frames, width)")
-    if not np.issubdtype(array.dtype, np.number):
-        raise InputError(f"video {video!r}: {what} in {path} is not numeric")
+    # Real numbers only: complex values would lose their imaginary part in the float32 cast without a word.
+    real = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    if not (real or (allow_bool and array.dtype == np.bool_)):
+        raise InputError(f"video {video!r}: {what} in {path} has dtype {array.dtype}, expected real numbers")
     return array
 
 
@@ -136,7 +141,7 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     streams = [_load_array(root / config.rgb / f"{video}.npy", video, "RGB features")]
     if config.flow:
         streams.append(_load_array(root / config.flow / f"{video}.npy", video, "flow features"))
-    targets = _load_array(root / "target_perframe" / f"{video}.npy", video, "targets")
+    targets = _load_array(root / "target_perframe" / f"{video}.npy", video, "targets", allow_bool=True)
     lengths = {len(s) for s in streams} | {len(targets)}
     if len(lengths) != 1:
         parts = ", ".join(f"{n} {len(a)}" for n, a in zip(("rgb", "flow"), streams, strict=False))
@@ -146,13 +151,22 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
         frame = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
         raise InputError(f"video {video!r}: features contain NaN or infinity (first at frame {frame})")
     targets = targets.astype(np.float32)
-    row_sum = targets.sum(axis=1)
-    bad = ~np.isfinite(row_sum) | (row_sum <= 0) | (targets < 0).any(axis=1)
-    if bad.any():
+    # Rows are one-hot, or multi-hot where classes overlap (THUMOS: every CliffDiving frame is also Diving);
+    # anything else (probabilities, counts, label indices) is not a target row.
+    not_binary = ((targets != 0) & (targets != 1)).any(axis=1)
+    if not_binary.any():
+        row = int(np.flatnonzero(not_binary)[0])
+        value = targets[row][(targets[row] != 0) & (targets[row] != 1)][0]
         raise InputError(
-            f"video {video!r}: target row {int(np.flatnonzero(bad)[0])} is not a class (needs a one-hot row)"
+            f"video {video!r}: target row {row} holds {float(value):g}; targets must be one-hot 0/1 rows"
         )
-    return VideoFeatures(video, features, targets / row_sum[:, None])
+    row_sum = targets.sum(axis=1)
+    empty = row_sum == 0
+    if empty.any():
+        raise InputError(
+            f"video {video!r}: target row {int(np.flatnonzero(empty)[0])} is not a class (needs a one-hot row)"
+        )
+    return VideoFeatures(video, features, targets / row_sum[:, None])  # a multi-hot row is split evenly
 
 
 def _names(value: object, key: str, src: str) -> list[str]:
@@ -196,15 +210,24 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
             raise InputError(f"video {video.name!r}: feature width {video.features.shape[1]}, others have {width}")
         if video.targets.shape[1] != n_cls:
             raise InputError(f"video {video.name!r}: {video.targets.shape[1]} target classes, others have {n_cls}")
+    # Everything the checkpoint will hold is checked here, before training, not when it is saved.
     names = split.get("class_names") or ["background", *(f"class_{c}" for c in range(1, n_cls))]
     step_ids = split.get("class_step_ids") or [None, *range(1, n_cls)]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{src}: field 'class_names' must be a list of names")
+    if not isinstance(step_ids, list):
+        raise InputError(f"{src}: field 'class_step_ids' must be a list of integers or null")
     if len(names) != n_cls or len(step_ids) != n_cls:
         raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
     if any(s is not None and (not isinstance(s, int) or isinstance(s, bool)) for s in step_ids):
         raise InputError(f"{src}: 'class_step_ids' must hold integers or null")
+    taken = [s for s in step_ids if s is not None]
+    if len(set(taken)) != len(taken):
+        twice = next(s for s in taken if taken.count(s) > 1)
+        raise InputError(f"{src}: 'class_step_ids' gives step id {twice} to two classes")
     fps = split.get("fps", config.fps)
-    if isinstance(fps, bool) or not isinstance(fps, int | float) or fps <= 0:
-        raise InputError(f"{src}: field 'fps' = {fps!r} must be > 0")
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
+        raise InputError(f"{src}: field 'fps' = {fps!r} must be a finite number > 0")
     extractor = split.get("feature_extractor", config.extractor)
     if not isinstance(extractor, str) or not extractor:
         raise InputError(f"{src}: field 'feature_extractor' must be a name")

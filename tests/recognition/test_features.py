@@ -76,3 +76,64 @@ def test_windows_cover_every_frame_once_and_pad_with_ignored_rows(feature_folder
     assert not x[2, 40:].any() and not y[2, 40:].any()
     x_r, y_r = make_windows(videos, 100, np.random.default_rng(0))
     assert y_r.sum() == pytest.approx(3 * 240)  # random offsets move borders, never drop frames
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ([0.2, 0.2, 0.2, 0.2, 0.2], "target row 7 holds 0.2; targets must be one-hot 0/1 rows"),  # probabilities
+        ([0, 0, 5, 0, 0], "target row 7 holds 5; targets must be one-hot 0/1 rows"),  # counts / scaled
+        ([0, 0, np.nan, 1, 0], "target row 7 holds nan"),
+    ],
+)
+def test_target_rows_that_are_not_zeros_and_ones_are_refused(
+    feature_folder: Path, row: list[float], message: str
+) -> None:
+    # They used to be divided by their sum and trained on as soft labels (and counted as positives of every
+    # class in the test mAP) without a word.
+    path = feature_folder / "target_perframe" / "video_02.npy"
+    targets = np.load(path)
+    targets[7] = row
+    np.save(path, targets)
+    with pytest.raises(InputError, match=f"video 'video_02': {message}"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+def test_multi_hot_rows_of_overlapping_classes_are_split_evenly_and_bool_targets_read(feature_folder: Path) -> None:
+    path = feature_folder / "target_perframe" / "video_00.npy"
+    targets = np.load(path).astype(bool)
+    targets[3] = [False, True, True, False, False]  # two overlapping classes (THUMOS: CliffDiving is also Diving)
+    np.save(path, targets)
+    video = load_feature_dataset(feature_folder, SYNTH).train[0]
+    np.testing.assert_array_equal(video.targets[3], [0, 0.5, 0.5, 0, 0])
+
+
+def test_complex_features_are_refused_not_truncated(feature_folder: Path) -> None:
+    path = feature_folder / "rgb_synth" / "video_01.npy"
+    np.save(path, np.load(path).astype(np.complex64))
+    with pytest.raises(InputError, match="video 'video_01': RGB features in .* has dtype complex64, expected real"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"class_step_ids": [None, 10, 11, 11, 13]}, "'class_step_ids' gives step id 11 to two classes"),
+        ({"fps": 1e999}, "field 'fps' = inf must be a finite number > 0"),
+        ({"class_names": "abcde"}, "field 'class_names' must be a list of names"),
+        ({"class_names": ["bg", 1, 2, 3, 4]}, "field 'class_names' must be a list of names"),
+    ],
+)
+def test_split_fields_the_checkpoint_needs_are_checked_before_training(
+    feature_folder: Path, changes: dict, message: str
+) -> None:
+    # Duplicate step ids and an infinite fps were only refused by save_detector, after the whole training run.
+    split = json.loads((feature_folder / "split.json").read_text())
+    (feature_folder / "split.json").write_text(json.dumps({**split, **changes}).replace("Infinity", "1e999"))
+    with pytest.raises(InputError, match=rf"split\.json: {message}"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
+def test_infinite_fps_in_the_config_is_refused() -> None:
+    with pytest.raises(InputError, match="FeatureConfig.fps = inf: must be a finite number > 0"):
+        FeatureConfig(fps=float("inf"))

@@ -23,6 +23,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -36,15 +37,23 @@ from tgml.prepare import PrepareConfig, prepare_all
 
 def _rates(text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        rates = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--perturb {text!r}: expected comma-separated rates like 0,0.1,0.2") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated rates like 0,0.1,0.2") from None
+    if not rates:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one rate, like 0,0.1,0.2")
+    for k, rate in enumerate(rates):
+        if not 0.0 <= rate <= 1.0:
+            raise argparse.ArgumentTypeError(f"{text!r}: rate {rate:g} is outside [0, 1]")
+        if rate in rates[:k]:
+            raise argparse.ArgumentTypeError(f"{text!r}: rate {rate:g} is listed twice")
+    return rates
 
 
 def _config_pair(text: str) -> tuple[str, Path]:
     dataset, sep, path = text.partition("=")
     if not sep or not path:
-        raise argparse.ArgumentTypeError(f"--config {text!r}: expected DATASET=FILE")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected DATASET=FILE")
     return dataset, Path(path)
 
 
@@ -102,10 +111,16 @@ def select_parser() -> ArgumentParser:
 
 
 def _numbers(text: str | None, default: str, kind: type, option: str) -> list:
+    """The positive numbers of a comma-separated option (``--epochs``, ``--scales``, ``--sizes``), or its default."""
     try:
-        return [kind(x) for x in (text or default).split(",") if x.strip()]
+        values = [kind(x) for x in (text or default).split(",") if x.strip()]
     except ValueError:
         raise InputError(f"{option} {text!r}: expected comma-separated numbers") from None
+    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    if not values or bad:
+        got = f", got {bad[0]:g}" if bad else ""
+        raise InputError(f"{option} {text!r}: expected comma-separated numbers > 0{got}")
+    return values
 
 
 def _cell(key: str, value: object) -> str:

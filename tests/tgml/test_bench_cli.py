@@ -105,12 +105,16 @@ def test_replay_refuses_a_results_path_it_could_not_write(tmp_path: Path, capsys
     ("argv", "fragments"),
     [
         (["--perturb", "0.1,lots"], ["prego-bench:", "--perturb", "0.1,lots"]),
+        (["--perturb", ""], ["--perturb", "at least one rate"]),
+        (["--perturb", "0,0.2,0.2"], ["--perturb", "rate 0.2 is listed twice"]),
+        (["--perturb", "0,1.5"], ["--perturb", "rate 1.5 is outside [0, 1]"]),
         (["--dataset", "tent"], ["invalid choice: 'tent'"]),
         (["--config", "settings.toml"], ["--config", "DATASET=FILE"]),
         (["select", "--folds", "2"], ["prego-bench select:", "required: --dataset"]),
         (["replay", "--field", "both"], ["prego-bench replay:", "invalid choice: 'both'"]),
     ],
-    ids=["bad-perturb-list", "unknown-dataset", "config-without-dataset", "select-without-dataset", "replay-bad-field"],
+    ids=["bad-perturb-list", "empty-perturb-list", "repeated-rate", "rate-above-1", "unknown-dataset",
+         "config-without-dataset", "select-without-dataset", "replay-bad-field"],
 )
 def test_usage_mistakes_are_one_error_line(argv: list[str], fragments: list[str],
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,6 +168,14 @@ def test_prepare_with_a_broken_source_leaves_existing_files_alone(
     err = cli_error(main, ["prepare", "--epic-tent", str(raw), "--out", str(out)], capsys)
     assert "annotations_999" in err
     assert (out / "epic-tent-o" / "train.json").read_text() == "earlier train split"
+
+
+@pytest.mark.parametrize("scales", ["nan", "-1", "0,1"])
+def test_select_refuses_scales_that_are_not_positive(
+    scales: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "2"]
+    assert "--scales" in cli_error(main, [*argv, "--scales", scales, "--quiet"], capsys)
 
 
 def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

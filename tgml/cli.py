@@ -86,7 +86,7 @@ def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
     overrides["early_stop"] = getattr(args, "early_stop", None)
     overrides["edge_threshold"] = getattr(args, "edge_threshold", None)
     if args.config:
-        return load_train_config(args.config, **overrides)
+        return load_train_config(args.config, base, **overrides)
     return base.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 

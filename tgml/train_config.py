@@ -147,11 +147,13 @@ class TrainConfig:
         return TrainConfig(**{**asdict(self), **changes})
 
 
-def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
+def load_train_config(path: str | Path, base: TrainConfig | None = None, **overrides: Any) -> TrainConfig:
     """Read a TOML file of `TrainConfig` fields (e.g. ``configs/do-captaincook.toml``) and apply overrides.
 
     Args:
         path: TOML file with top-level keys named like the `TrainConfig` fields.
+        base: values of the fields the file does not set (default: the `TrainConfig` defaults); a command with
+            its own protocol (``tgml bench-captaincook``) passes it so that a partial file keeps the rest.
         overrides: field values that win over the file (None values are ignored).
 
     Returns:
@@ -163,7 +165,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     unknown = sorted(set(data) - known)
     if unknown:
         raise InputError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
-    merged = {**data, **{k: v for k, v in overrides.items() if v is not None}}
+    merged = {**asdict(base or TrainConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
     try:
         return TrainConfig(**merged)
     except InputError as err:

@@ -65,6 +65,18 @@ def test_train_uses_config_file_and_flags(tmp_path: Path) -> None:
     assert info["epochs_run"] == 1  # sa-threshold:0.1 from the file stops after the first epoch
 
 
+def test_bench_captaincook_partial_config_keeps_the_benchmark_protocol(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write(tmp_path / "beta.toml", "beta = 0.01\n")  # says nothing about early stopping or epochs
+    out = tmp_path / "cc.json"
+    assert main(["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--procedures", "ramen",
+                 "--seeds", "1", "--workers", "1", "--config", str(cfg), "--json", str(out), "--quiet"]) == 0
+    config = json.loads(out.read_text())["config"]
+    assert config["beta"] == 0.01
+    assert config["early_stop"] == "sa-plateau" and config["epochs"] == 1000  # the benchmark's, not TrainConfig's
+
+
 def test_console_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
     exe = shutil.which("tgml")
     cmd = [exe] if exe else [sys.executable, "-m", "tgml.cli"]

@@ -157,9 +157,7 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     if not_binary.any():
         row = int(np.flatnonzero(not_binary)[0])
         value = targets[row][(targets[row] != 0) & (targets[row] != 1)][0]
-        raise InputError(
-            f"video {video!r}: target row {row} holds {float(value):g}; targets must be one-hot 0/1 rows"
-        )
+        raise InputError(f"video {video!r}: target row {row} holds {float(value):g}; targets must be one-hot 0/1 rows")
     row_sum = targets.sum(axis=1)
     empty = row_sum == 0
     if empty.any():
@@ -249,7 +247,8 @@ def window_index(
         rng: random offsets when given, offset 0 otherwise.
 
     Returns:
-        ``(index (N, window), valid (N, window))``: rows into the concatenated frames (0 where padded).
+        ``(index (N, W), valid (N, W))``: rows into the concatenated frames (0 where padded), with
+        ``W = min(window, longest video)``.
     """
     lengths_arr = np.asarray(lengths, dtype=np.int64)
     video_start = np.r_[0, np.cumsum(lengths_arr)[:-1]]
@@ -263,7 +262,10 @@ def window_index(
     ends_list = [np.r_[s[1:], n] for s, n in zip(starts_list, lengths_arr.tolist(), strict=True)]
     starts = np.concatenate([s + b for s, b in zip(starts_list, video_start, strict=True)])
     ends = np.concatenate([e + b for e, b in zip(ends_list, video_start, strict=True)])
-    idx = starts[:, None] + np.arange(window)[None, :]  # (N, window)
+    # No window holds more frames than the longest video: a window far longer than every video (a typo such
+    # as 100000) would otherwise allocate (N, window) indices of pure padding, which the loss skips anyway.
+    width = min(window, int(lengths_arr.max(initial=1)))
+    idx = starts[:, None] + np.arange(width)[None, :]  # (N, width)
     valid = idx < ends[:, None]
     return np.where(valid, idx, 0), valid
 
@@ -297,7 +299,7 @@ def make_windows(
         rng: random offsets when given, offset 0 otherwise.
 
     Returns:
-        ``(features (N, window, D), targets (N, window, C))`` float32.
+        ``(features (N, W, D), targets (N, W, C))`` float32, ``W = min(window, longest video)``.
     """
     index, valid = window_index([len(v.features) for v in videos], window, rng)
     feats = np.concatenate([v.features for v in videos])

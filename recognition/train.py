@@ -30,6 +30,7 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
 from __future__ import annotations
 
 import math
+import os
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -224,14 +225,24 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
 
     Returns:
         The trained model, test mAP and the loss curve.
+
+    Raises:
+        InputError: before training, when no test frame belongs to a key-step class (the mAP would be
+            undefined); during it, when the loss or the weights stop being finite (the run diverged).
     """
+    background = tuple(c for c, s in enumerate(data.class_step_ids) if s is None)
+    steps = [c for c in range(data.num_classes) if c not in background]
+    if not any(v.targets[:, steps].any() for v in data.test):
+        raise InputError(
+            f"{data.root / config.features.split}: no test video has a frame of a key-step class "
+            "(class_step_ids not null), so the test mAP is undefined"
+        )
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    background = tuple(c for c, s in enumerate(data.class_step_ids) if s is None) or (0,)
     losses: list[float] = []
     lengths = [len(v.features) for v in data.train]
     feats = np.concatenate([v.features for v in data.train])  # (L_total, D)
@@ -255,14 +266,24 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
                 x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
                 _, loss = model(x, y)
                 assert loss is not None
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    raise InputError(
+                        f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
+                        f"(try a smaller [train] lr than {config.lr:g}); no checkpoint written"
+                    )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                total += float(loss.detach()) * len(batch)
+                total += value * len(batch)
                 count += len(batch)
                 done += 1
                 bar.update(task, advance=1, loss=total / count)
             losses.append(total / max(count, 1))
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise InputError(
+            f"training diverged: the last step left NaN/infinite weights (try a smaller [train] lr than {config.lr:g})"
+        )
     model.eval()
     test_map, class_ap = evaluate_detector(model, data.test, background)
     return TrainOutcome(model, test_map, class_ap, tuple(losses))
@@ -282,6 +303,31 @@ def results_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
         table.add_row(name, "n/a" if math.isnan(ap) else f"{100 * ap:.1f}")
     table.add_row("[bold]mAP (background excluded)", f"[bold]{100 * outcome.test_map:.1f}")
     return table
+
+
+def check_output_path(out: str | Path) -> Path:
+    """Refuse, before any work is done, a checkpoint path that cannot be written.
+
+    Args:
+        out: the checkpoint file to write (missing parent folders are fine: they are created).
+
+    Returns:
+        ``out`` as a path.
+
+    Raises:
+        InputError: ``out`` is a folder, a parent is a file, or the folder that would hold it is not writable.
+    """
+    out = Path(out)
+    if out.is_dir():
+        raise InputError(f"{out}: is a folder, expected the checkpoint file to write")
+    existing = out.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the nearest folder that exists: the missing ones are created in it
+    if not existing.is_dir():
+        raise InputError(f"{out}: cannot write there, {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{out}: cannot write there, folder {existing} is not writable")
+    return out
 
 
 def run_training(
@@ -306,6 +352,7 @@ def run_training(
         The training outcome.
     """
     config = load_train_config(config_path, **overrides)
+    out = check_output_path(out)  # before training, so that a bad path costs no work
     data = load_feature_dataset(features, config.features)
     outcome = train_detector(data, config, progress=progress)
     info = {
@@ -315,7 +362,10 @@ def run_training(
         "train_videos": [v.name for v in data.train],
         "test_videos": [v.name for v in data.test],
     }
-    save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info)
+    try:
+        save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info)
+    except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
+        raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()
     console.print(results_table(outcome, data.class_names))
     console.print(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from rich.progress import Progress, TaskID
 from graphs.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.cli import main
-from recognition.features import load_feature_dataset
+from recognition.features import load_feature_dataset, window_index
 from recognition.train import load_train_config, predict_video, train_detector
 from tests.cli_errors import cli_error
 
@@ -73,8 +74,11 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (feature_folder / "target_perframe" / "video_05.npy").unlink()
-    err = cli_error(main, ["--features", str(feature_folder), "--config", str(small_config),
-                           "--out", str(tmp_path / "x.pt")], capsys)
+    err = cli_error(
+        main,
+        ["--features", str(feature_folder), "--config", str(small_config), "--out", str(tmp_path / "x.pt")],
+        capsys,
+    )
     assert err.startswith("error: video 'video_05'")
     assert not (tmp_path / "x.pt").exists()
 
@@ -99,3 +103,66 @@ def test_shipped_configs_load() -> None:
     assert (published.embed_dim, published.hidden_dim, published.window, published.batch_size) == (2048, 1024, 128, 16)
     assert (published.lr, published.weight_decay, published.epochs) == (1e-4, 0.05, 10)
     assert load_train_config(root / "miniroad-tiny.toml").features.extractor == "builtin-tiny"
+
+
+def _argv(features: Path, config: Path, out: Path) -> list[str]:
+    return ["--features", str(features), "--config", str(config), "--out", str(out), "--quiet"]
+
+
+def test_an_unwritable_output_path_is_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both used to train for the whole run, then die in save_detector with a traceback.
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path), capsys)
+    assert err == f"error: {tmp_path}: is a folder, expected the checkpoint file to write"
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "notes.txt" / "sub" / "d.pt"), capsys)
+    assert f"{tmp_path / 'notes.txt'} is a file, not a folder" in err
+    assert "training" not in capsys.readouterr().err
+
+
+def test_a_diverging_run_is_an_error_and_keeps_the_existing_checkpoint(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # lr = 1e6 made the loss NaN; the NaN weights were saved over the good checkpoint with a "test mAP" printed.
+    out = tmp_path / "detector.pt"
+    out.write_bytes(b"the previous, good checkpoint")
+    config = tmp_path / "wild.toml"
+    config.write_text(small_config.read_text().replace("lr = 3e-3", "lr = 1e6").replace("epochs = 6", "epochs = 2"))
+    err = cli_error(main, _argv(feature_folder, config, out), capsys)
+    assert err.startswith("error: training diverged: loss nan at epoch 1") and "lr than 1e+06" in err
+    assert out.read_bytes() == b"the previous, good checkpoint"
+
+
+def test_a_test_split_without_key_step_frames_is_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run used to train, then print "test mAP nan%" and save it.
+    for video in ("video_12", "video_13", "video_14", "video_15"):
+        np.save(feature_folder / "target_perframe" / f"{video}.npy", np.eye(5, dtype=np.float32)[np.zeros(240, int)])
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "d.pt"), capsys)
+    assert "split.json: no test video has a frame of a key-step class" in err
+    assert not (tmp_path / "d.pt").exists()
+
+
+def test_without_a_background_class_every_class_counts_in_the_map(feature_folder: Path, small_config: Path) -> None:
+    # class_step_ids without null: class 0 is a key-step like the others, and used to be left out of the mAP.
+    split = json.loads((feature_folder / "split.json").read_text())
+    split["class_step_ids"] = [9, 10, 11, 12, 13]
+    (feature_folder / "split.json").write_text(json.dumps(split))
+    config = replace(load_train_config(small_config), epochs=1, embed_dim=8, hidden_dim=8)
+    outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
+    assert outcome.test_map == pytest.approx(float(np.mean(outcome.class_ap)))
+
+
+def test_a_window_longer_than_every_video_costs_no_more_than_the_longest_video(
+    feature_folder: Path, small_config: Path
+) -> None:
+    # A window of 10**6 frames used to allocate (N, 10**6) index rows, and batches of that many frames, of
+    # padding the loss skips anyway (trailing padding cannot change a causal model's real frames).
+    for rng in (None, np.random.default_rng(0)):
+        index, valid = window_index([240, 100], 10**6, rng)
+        assert index.shape == valid.shape == (2, 240) and valid.sum() == 340
+    config = replace(load_train_config(small_config), epochs=1, embed_dim=8, hidden_dim=8, window=10**6)
+    outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
+    assert np.isfinite(outcome.losses).all()

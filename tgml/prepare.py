@@ -75,6 +75,13 @@ def _segment(step_id: int, start: int, end: int, name: str, has_errors: bool) ->
     }
 
 
+def _check_id_keys(names: dict[str, Any], path: Path) -> None:
+    """An action dictionary maps integer ids (written as JSON keys) to names."""
+    bad = next((key for key, name in names.items() if not key.isdigit() or not isinstance(name, str)), None)
+    if bad is not None:
+        raise InputError(f"{path}: entry {bad!r}: expected an integer action id mapped to a name")
+
+
 def _read_lines(path: Path, what: str) -> list[str]:
     try:
         return path.read_text().splitlines()
@@ -103,6 +110,7 @@ def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
     names = read_json(raw / "Assembly101-O_action_dict.json", "Assembly101-O action dictionary")
     if not isinstance(names, dict):
         raise InputError(f"{raw / 'Assembly101-O_action_dict.json'}: expected an object id -> name")
+    _check_id_keys(names, raw / "Assembly101-O_action_dict.json")
     id_of = {name: int(key) for key, name in names.items()}
     videos = {line.strip() for line in _read_lines(raw / f"{split}_split.txt", "split file") if line.strip()}
     csvs = sorted(p for p in (raw / "annots").glob("*.csv") if p.stem in videos)
@@ -135,11 +143,19 @@ def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
 # -- EPIC-Tent-O --------------------------------------------------------------------------------------------------
 def timecode_ms(code: str) -> int:
     """``HH:MM:SS:mmm`` to milliseconds (DERIVATION.md); fields may be -1 (missing), kept as the formula gives."""
-    match = _TIMECODE.match(code.strip())
+    match = _TIMECODE.match(code.strip()) if isinstance(code, str) else None  # a short CSV row gives None
     if not match:
         raise InputError(f"EPIC-Tent timecode {code!r} is not HH:MM:SS:mmm")
     hh, mm, ss, ms = (int(g) for g in match.groups())
     return (hh * 3600 + mm * 60 + ss) * 1000 + ms
+
+
+def _timecode_at(code: str, where: str) -> int:
+    """`timecode_ms`, with the file and video of a bad timecode in the message."""
+    try:
+        return timecode_ms(code)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
 
 
 def repaired_epic_rows(path: Path) -> list[dict[str, str]]:
@@ -174,7 +190,9 @@ def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
     counts = read_json(raw / f"{split}_split.json", "split file")
     if not isinstance(names, dict) or not isinstance(counts, dict):
         raise InputError(f"{raw}: action dictionary and split file must be JSON objects")
-    rows = repaired_epic_rows(raw / "Synchronised_action_label.txt")
+    _check_id_keys(names, raw / "EPIC-Tent-O_action_dict.json")
+    labels_path = raw / "Synchronised_action_label.txt"
+    rows = repaired_epic_rows(labels_path)
     by_subject: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         by_subject.setdefault(f"annotations_{row['subject_id']}", []).append(row)
@@ -182,17 +200,26 @@ def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
     for video, count in counts.items():
         if video not in by_subject:
             raise InputError(f"{raw / f'{split}_split.json'}: video {video!r} has no rows in the label file")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise InputError(f"{raw / f'{split}_split.json'}: video {video!r}: {count!r} is not a number of steps >= 1")
         segments: list[dict[str, Any]] = []
         previous: int | None = None
+        where = f"{labels_path}: {video}"
         for row in by_subject[video]:
-            label = int(row["action_label"])
+            text = row["action_label"]
+            if not (text or "").strip().isdigit() or str(int(text) + 1) not in names:
+                raise InputError(
+                    f"{where}: action_label {text!r} is not an action of "
+                    f"{raw / 'EPIC-Tent-O_action_dict.json'}"
+                )
+            label = int(text)
             if label == previous:
                 # A repeated label continues the segment before it (the source splits long actions).
-                segments[-1]["end_time"] = timecode_ms(row["end_GoPro_ts"])
+                segments[-1]["end_time"] = _timecode_at(row["end_GoPro_ts"], where)
                 continue
             if len(segments) < count:
                 name = names[str(label + 1)]
-                start, end = timecode_ms(row["str_GoPro_ts"]), timecode_ms(row["end_GoPro_ts"])
+                start, end = _timecode_at(row["str_GoPro_ts"], where), _timecode_at(row["end_GoPro_ts"], where)
                 segments.append(_segment(label, start, end, name, False))
                 previous = label
             else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -51,3 +52,53 @@ def test_missing_source_file_is_named(data_dir: Path, tmp_path: Path) -> None:
     (raw / "Synchronised_action_label.txt").unlink()
     with pytest.raises(InputError, match="Synchronised_action_label.txt"):
         prepare_all(PrepareConfig(None, raw, tmp_path / "out"))
+
+
+def _label_line_500(raw: Path, change) -> None:
+    """Apply ``change`` to the fields of one data line of the EPIC-Tent label file."""
+    path = raw / "Synchronised_action_label.txt"
+    lines = path.read_text().splitlines()
+    fields = lines[500].split(",")
+    change(fields)
+    lines[500] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _first_split_count(raw: Path, value: object) -> None:
+    path = raw / "train_split.json"
+    counts = json.loads(path.read_text())
+    counts[next(iter(counts))] = value
+    path.write_text(json.dumps(counts))
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (lambda raw: _first_split_count(raw, "x"), r"train_split.json: video 'annotations_\d+': 'x' is not a number"),
+        (lambda raw: _label_line_500(raw, lambda f: f.__setitem__(-1, "abc")),
+         r"Synchronised_action_label.txt: annotations_14: action_label 'abc' is not an action"),
+        (lambda raw: _label_line_500(raw, lambda f: f.__setitem__(-1, "40")), r"action_label '40' is not an action"),
+        (lambda raw: _label_line_500(raw, lambda f: f.__setitem__(1, "12:xx:00:00")),
+         r"Synchronised_action_label.txt: annotations_14: EPIC-Tent timecode '12:xx:00:00'"),
+        (lambda raw: _label_line_500(raw, lambda f: f.__delitem__(slice(2, None))),
+         r"annotations_14: action_label None is not an action"),
+        (lambda raw: (raw / "EPIC-Tent-O_action_dict.json").write_text('{"one": "assemble_support"}'),
+         r"EPIC-Tent-O_action_dict.json: entry 'one': expected an integer action id"),
+    ],
+    ids=["split-count-not-a-number", "label-not-a-number", "label-not-in-dictionary", "bad-timecode", "short-row",
+         "dictionary-key-not-an-id"],
+)
+def test_broken_epic_tent_sources_are_one_line_errors(data_dir: Path, tmp_path: Path, corrupt, message: str) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(data_dir / "epic-tent-o" / "raw", raw)
+    corrupt(raw)
+    with pytest.raises(InputError, match=message):
+        prepare_all(PrepareConfig(None, raw, tmp_path / "out"))
+
+
+def test_assembly_dictionary_key_that_is_not_an_id(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "Assembly101-O_action_dict.json").write_text('{"0": "attach-tilter", "x1": "attach-dashboard"}')
+    with pytest.raises(InputError, match=r"Assembly101-O_action_dict.json: entry 'x1': expected an integer action id"):
+        prepare_all(PrepareConfig(raw, None, tmp_path / "out"))

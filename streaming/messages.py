@@ -240,12 +240,12 @@ def decode(frames: list[bytes]) -> _Message:
         raise MessageError(f"message of {len(payload)} bytes exceeds {MAX_MESSAGE_BYTES}")
     try:
         body = json.loads(payload.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
+    except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, NaN, too many digits, nesting too deep
         raise MessageError(f"payload is not UTF-8 JSON: {err}") from None
     if not isinstance(body, dict):
         raise MessageError("payload is not a JSON object")
     version = body.pop("version", None)
-    if version != WIRE_VERSION or isinstance(version, bool):
+    if type(version) is not int or version != WIRE_VERSION:
         raise MessageError(f"unsupported version {version!r} (this program speaks {WIRE_VERSION})")
     kind = body.pop("kind", None)
     cls = KINDS.get(kind) if isinstance(kind, str) else None
@@ -301,7 +301,10 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if hint is float:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise MessageError(f"{where} must be a number")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer literal beyond the float range
+            raise MessageError(f"{where} is not finite") from None
     if hint is str:
         if not isinstance(value, str):
             raise MessageError(f"{where} must be a string")

@@ -228,3 +228,31 @@ def test_end_of_run_summary_counts_refused_streams_and_malformed_messages(tmp_pa
     assert line.startswith("checker: ") and "\n" not in line
     assert "1 streams tracked" in line and "refused (over the 1-stream limit)" in line
     assert "malformed dropped (last: " in line
+
+
+def test_checker_survives_hostile_payloads_and_keeps_serving(tmp_path: Path) -> None:
+    # Deep JSON nesting and an integer too large for a float field used to escape `decode` and end the loop.
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        sock = connect(ctx, zmq.PUB, service.events_endpoint)
+        kitchen = EventPublisher(Publisher(sock), "kitchen")
+        assert wait_for(lambda: "kitchen" in service.core.streams, 10.0, lambda: kitchen.heartbeat(None, 0, 0, 0.0))
+        huge = (
+            b'{"version":1,"kind":"heartbeat","stream_id":"garage","seq":0,"timestamp":1' + b"0" * 400
+            + b',"session":"s","history":[],"current":null,"frames":0,"dropped":0,"fps":0,"ended":false}'
+        )
+        sock.send_multipart([b"heartbeat/garage", b"[" * 60_000])
+        sock.send_multipart([b"heartbeat/garage", huge])
+        assert wait_for(lambda: service.receiver.stats.malformed >= 2 or not thread.is_alive(), 10.0)
+        garage = EventPublisher(Publisher(sock), "garage")
+        assert wait_for(lambda: "garage" in service.core.streams, 10.0, lambda: garage.heartbeat(None, 0, 0, 0.0))
+        assert thread.is_alive() and service.receiver.stats.malformed == 2
+        sock.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)

@@ -105,3 +105,17 @@ def test_sender_cannot_build_an_invalid_message() -> None:
         keystep(stream_id="")
     with pytest.raises(MessageError):
         keystep(timestamp=float("inf"))
+
+
+def test_hostile_json_is_a_message_error_not_a_crash() -> None:
+    # A receiver must survive anything a peer can fit in 64 KiB: deep nesting used to raise RecursionError
+    # and an integer too large for a float field OverflowError, either of which killed the checker's loop.
+    body = payload(keystep())
+    with pytest.raises(MessageError, match="JSON"):
+        decode([b"keystep/cam0", b"[" * 60_000])
+    huge = json.dumps(body).replace('"timestamp": 1.5', '"timestamp": 1' + "0" * 400).encode()
+    with pytest.raises(MessageError, match="timestamp"):
+        decode([b"keystep/cam0", huge])
+    body["version"] = 1.0  # the version is the integer 1, not a number equal to it
+    with pytest.raises(MessageError, match="version"):
+        decode(frames_of(body))

@@ -64,14 +64,16 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--dataset", nargs="+", default=list(prego.DATASETS), choices=list(prego.DATASETS))
     p.add_argument("--mode", nargs="+", default=list(prego.MODES), choices=list(prego.MODES))
     p.add_argument("--method", nargs="+", default=["do", "count-based"], choices=list(prego.METHOD_BUILDERS))
-    p.add_argument("--seeds", type=int, default=1, help="number of training seeds (seeds 1..N)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="number N of training seeds: seeds S..S+N-1, S = --first-seed (default 1)")
     p.add_argument("--first-seed", type=int, default=42, help="first training seed (default 42, the reference's)")
     p.add_argument("--json", type=Path, help="write the results here (schema in tgml/prego/run.py and the README)")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")
     p.add_argument("--perturb-seed", type=int, default=0, help="base seed of the ablation noise")
-    p.add_argument("--plot", type=Path, default=Path("prego-perturb.png"), help="PNG of the ablation")
+    p.add_argument("--plot", type=Path, default=Path("prego-perturb.png"),
+                   help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=int, default=0, help="parallel processes (0 = one per core)")
     p.add_argument("--epochs", type=int, help="override the configured DO epochs (quick checks)")
     p.add_argument("--config", type=_config_pair, action="append", default=[], help="DATASET=FILE settings")

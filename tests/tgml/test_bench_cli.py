@@ -28,6 +28,14 @@ def test_benchmark_prints_table_and_writes_json(
     assert round(result["results"]["epic-tent-o"]["pred"]["count-based"]["mean"]["avg_f1"], 1) == 44.8
 
 
+def test_help_gives_the_seed_range_the_run_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seeds S..S+N-1, S = --first-seed" in text and "seeds 1..N" not in text  # the default S is 42, not 1
+
+
 def test_perturbation_ablation_table_and_plot(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,7 +5,7 @@ Result JSON (``format: "prego-bench-results"``, ``version: 1``), written by ``pr
     {
       "format": "prego-bench-results", "version": 1,
       "settings": {"data": str, "seeds": [int], "modes": [...], "methods": [...], "sequences": str|null,
-                   "graph": str|null, "perturb": [float], "perturb_seed": int,
+                   "graph": str|null, "perturb": [float], "perturb_seed": int, "epochs_override": int|null,
                    "methods_settings": {dataset: {method: {...}}}},
       "results": {dataset: {mode: {method: {
           "per_seed": [{"seed": int|null, "scores": MISTAKE_SCORES}],

@@ -24,8 +24,9 @@ end a segment but are never emitted as a key-step.
 possible clean short run) is confirmed. On clean input that is at most ``2 * min_duration`` after
 the segment's last frame (a short run of < ``min_duration`` then ``min_duration`` of the next
 step). Inside a flicker cluster the decision waits, but never longer than ``max_delay`` (default
-2 s, the horizon in which feedback about a just-finished step is still useful): then the segment
-is emitted as it stands and the cluster is judged without it.
+2 s, the horizon in which feedback about a just-finished step is still useful) after the segment's
+last frame: then the segment is emitted as it stands and the cluster is judged without it. A lone
+short run waiting for the stable run that would make it a clean short step is bound the same way.
 
 Times are in seconds from the first frame fed: frame ``i`` covers ``[i / fps, (i + 1) / fps)``.
 
@@ -294,9 +295,22 @@ class OnlineSegmenter:
         far = 1 << 62
         to_stable = far if self._run_is_committed else max(1, self._min_len - run.length)
         to_timeout = far
-        if self._committed is not None and not self._run_is_committed:
-            to_timeout = max(1, self._committed.end + self._max_delay - self._frame)
+        waiting = self._waiting()
+        if waiting is not None:
+            to_timeout = max(1, waiting.end + self._max_delay - self._frame)
         return min(to_stable, to_timeout)
+
+    def _waiting(self) -> _Run | None:
+        """The oldest finished segment whose emission waits on what follows, if any.
+
+        That is the committed segment while the stream has left it, else a lone short run after it (a
+        candidate clean short step waiting for the next stable run). Both are bound by ``max_delay``.
+        """
+        if self._run_is_committed:
+            return None
+        if self._committed is not None:
+            return self._committed
+        return self._pending[0] if len(self._pending) == 1 else None
 
     def _after_frame(self, events: list[SegmentEvent]) -> None:
         """Apply confirmation and the delay bound after the newest frame."""
@@ -304,14 +318,16 @@ class OnlineSegmenter:
         assert run is not None
         if not self._run_is_committed and run.length >= self._min_len:
             self._confirm(run, events)
-        elif (
-            self._committed is not None
-            and not self._run_is_committed
-            and self._frame - self._committed.end >= self._max_delay
-        ):
-            # Waited long enough inside flicker: the segment is over as it stands.
-            self._emit(self._committed, events)
-            self._committed = None
+            return
+        # Waited long enough inside flicker: the segment is over as it stands. The committed segment goes
+        # first; a lone short run after it (which would be a clean short step if a stable run came) is then
+        # bound by the same delay, and the flicker after it is judged without it.
+        while (waiting := self._waiting()) is not None and self._frame - waiting.end >= self._max_delay:
+            self._emit(waiting, events)
+            if waiting is self._committed:
+                self._committed = None
+            else:
+                self._pending = []
 
     def _confirm(self, run: _Run, events: list[SegmentEvent]) -> None:
         """``run`` just became stable: settle the segment before it and the short runs between."""

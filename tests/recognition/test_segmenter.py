@@ -119,6 +119,23 @@ def test_delay_is_bounded() -> None:
     assert seg.active == (1, 0.0)
 
 
+def test_a_lone_short_run_followed_by_flicker_is_emitted_within_max_delay() -> None:
+    # A short step, then single-frame flicker (shorter than min_run, so it is no run at all) for 3 s, then a
+    # stable step. The short step waited for that stable step: it came out 3.5 s after its last frame, past
+    # max_delay (2 s), both after a stable step and at the start of the stream.
+    max_delay = CFG.frames(CFG.max_delay)  # 40 frames
+    flicker = [3, 4] * 30
+    for head in ([(1, 40)], []):
+        labels = _labels(*head, (2, 5)) + flicker + _labels((5, 40))
+        out = _frame_by_frame(labels)
+        assert _steps([e for _, e in out]) == [*(1 for _ in head), 2, 5]
+        delays = [i + 1 - e.end_frame for i, e in out if i < len(labels)]
+        assert max(delays) <= max_delay, delays
+        short = next(e for _, e in out if e.step == 2)
+        assert next(i for i, e in out if e is short) + 1 - short.end_frame == max_delay  # emitted at the bound
+        assert [e for _, e in out] == segment_labels(labels, CFG)  # run by run: same events
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

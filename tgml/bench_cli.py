@@ -102,7 +102,7 @@ def select_parser() -> ArgumentParser:
     p.add_argument(
         "--epochs", help="comma-separated epoch caps (default do-cv: 50,100,200,400,1200; do-ensemble: 25,...,1200)"
     )
-    p.add_argument("--scales", help="edge threshold 1/(n*s): comma-separated s (default 0.5,1,2 / 0.25,...,4)")
+    p.add_argument("--scales", help="edge threshold 1/round(n*s): comma-separated s (default 0.5,1,2 / 0.25,...,4)")
     p.add_argument("--sizes", default="1,5", help="do-ensemble: comma-separated ensemble sizes")
     p.add_argument("--slip-rate", type=float, default=0.5, help="do-ensemble: share of random-slip mistakes")
     p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")

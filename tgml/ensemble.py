@@ -2,7 +2,7 @@
 
 Method: train ``size`` DO models (SPEC §1) that differ only in their seed, average their row-softmax weight
 matrices ``Z`` (rows stay distributions, so the mean is again a valid TGML weight matrix), and post-process the
-mean with the usual SPEC §1 steps, keeping edges ``Z[i, j] >= 1 / (n * threshold_scale)``. The result is an
+mean with the usual SPEC §1 steps, keeping edges ``Z[i, j] >= 1 / round(n * threshold_scale)``. The result is an
 ordinary `graphs.TaskGraph` (binary DAG + the averaged weights), so `graphs.PreconditionChecker` and the live
 pipeline use it unchanged.
 
@@ -150,7 +150,7 @@ class SelectionConfig:
         folds: folds over the training videos (the number of videos = leave-one-video-out).
         epochs: DO epoch caps tried without early stopping.
         early_stop: also try the dataset's own early-stopping rule (with its configured epoch cap).
-        scales: edge threshold scales ``s`` (threshold ``1 / (n * s)``).
+        scales: edge threshold scales ``s`` (threshold ``1 / round(n * s)``).
         sizes: ensemble sizes; members are trained once for the largest and the first ``m`` form size ``m``.
         noise: perturbation rate of the PRED-mode stand-in.
         slip_rate: share of random-slip validation mistakes (`tgml.prego.selection.synthetic_slips`).

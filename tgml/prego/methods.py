@@ -105,7 +105,7 @@ def build_count_based(data: BenchData, settings: Mapping[str, Any], seed: int, e
 def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
     """Our variant: DO with the epochs and edge threshold chosen by cross-validation on the training split.
 
-    The graph is trained like `build_do` and re-binarised with the threshold ``1 / (n * threshold_scale)``
+    The graph is trained like `build_do` and re-binarised with the threshold ``1 / round(n * threshold_scale)``
     instead of ``1 / n`` (SPEC §1 step 2); ``threshold_scale`` and ``epochs`` come from the settings file, where
     they were written after `cross_validate` picked them on training data only.
     """

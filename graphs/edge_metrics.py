@@ -94,6 +94,10 @@ def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
     if len(numbered) < 2:
         raise InputError(f"{source}: 'steps' must hold at least START and END (node 0 and the last node)")
     first, last = min(numbered), max(numbered)
+    for what, names in ((source, list(numbered.values())), (f"the {like.scenario or 'given'} graph", like.step_names)):
+        repeated = next((name for k, name in enumerate(names) if name in names[:k]), None)
+        if repeated is not None:  # steps are matched by name: a repeated name would merge two steps silently
+            raise InputError(f"{source}: step name {repeated!r} appears twice in {what}, so steps cannot be matched")
     by_name = {name: sid for sid, name in zip(like.step_ids, like.step_names, strict=True)}
     node_of: dict[int, Node] = {first: START, last: END}
     for gid, name in numbered.items():

@@ -69,8 +69,10 @@ def test_captaincook_file_with_unknown_step_name(tmp_path: Path) -> None:
         ({"steps": {}, "edges": []}, "at least START and END"),
         ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "END"}, "edges": [[0, 1], [True, 2]]},
          r"edges\[1\] must be a pair of step ids"),
+        ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "a", "5": "END"}, "edges": [[0, 1], [3, 4]]},
+         r"tea.json: step name 'a' appears twice in .*tea.json, so steps cannot be matched"),
     ],
-    ids=["no-steps", "boolean-step-id"],
+    ids=["no-steps", "boolean-step-id", "repeated-name"],
 )
 def test_malformed_captaincook_file_is_one_line(tmp_path: Path, content: dict, message: str) -> None:
     path = tmp_path / "tea.json"

@@ -92,6 +92,13 @@ def test_settings_file_rejects_unknown_keys(tmp_path: Path) -> None:
         prego.load_method_settings("epic-tent-o", path)
 
 
+def test_settings_file_rejects_a_setting_outside_any_table(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text("epochs = 50\n\n[do]\nbeta = 0.005\n")  # epochs would apply to no method
+    with pytest.raises(InputError, match="setting 'epochs' is outside any method table"):
+        prego.load_method_settings("epic-tent-o", path)
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [

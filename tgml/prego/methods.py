@@ -35,7 +35,10 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
     path = Path(config_file) if config_file is not None else CONFIG_DIR / f"prego-{dataset}.toml"
     hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
     data = read_toml(path, "benchmark settings file", hint)
-    methods = {k: v for k, v in data.items() if isinstance(v, dict)}
+    loose = next((k for k, v in data.items() if not isinstance(v, dict)), None)
+    if loose is not None:  # it would apply to no method, silently
+        raise InputError(f"{path}: setting {loose!r} is outside any method table ([do], [count-based], ...)")
+    methods = dict(data)
     for method, settings in methods.items():
         if method not in METHOD_BUILDERS:
             raise InputError(f"{path}: unknown method table [{method}] (known: {', '.join(METHOD_BUILDERS)})")

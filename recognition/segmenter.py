@@ -181,16 +181,37 @@ class OnlineSegmenter:
         """Feed the next frame.
 
         Args:
-            probs_or_label: the frame's class probabilities ``(C,)`` or its class label (int).
+            probs_or_label: the frame's class probabilities ``(C,)`` (or ``(1, C)``), or its class label: an
+                int, or a 0-d integer array or tensor such as ``probs.argmax()``.
 
         Returns:
             Segments confirmed by this frame (usually none, sometimes one or two).
+
+        Raises:
+            InputError: non-finite probabilities, or not one frame's probabilities (another shape, or
+                another number of classes than ``class_step_ids`` has).
         """
         if isinstance(probs_or_label, int | np.integer):
             return self.update_run(int(probs_or_label), 1)
-        probs = probs_or_label.detach().cpu().numpy() if isinstance(probs_or_label, torch.Tensor) else probs_or_label
-        probs = np.asarray(probs, dtype=np.float64).reshape(-1)
-        if probs.size == 0 or not np.all(np.isfinite(probs)):
+        raw = probs_or_label.detach().cpu().numpy() if isinstance(probs_or_label, torch.Tensor) else probs_or_label
+        raw = np.asarray(raw)
+        if raw.ndim == 0 and np.issubdtype(raw.dtype, np.integer):
+            # A label as a 0-d array/tensor (probs.argmax()) used to be read as one probability: label 0 forever.
+            return self.update_run(int(raw), 1)
+        probs = np.asarray(raw, dtype=np.float64)
+        if probs.ndim == 2 and probs.shape[0] == 1:
+            probs = probs[0]
+        if probs.ndim != 1 or probs.size < 2:
+            raise InputError(
+                f"segmenter: frame {self._frame}: expected one frame's class probabilities (C,) or an integer "
+                f"label, got an array of shape {raw.shape}"
+            )
+        if self.class_step_ids is not None and probs.size != len(self.class_step_ids):
+            raise InputError(
+                f"segmenter: frame {self._frame} has {probs.size} probabilities for a detector of "
+                f"{len(self.class_step_ids)} classes"
+            )
+        if not np.all(np.isfinite(probs)):
             raise InputError(f"segmenter: frame {self._frame} has empty or non-finite probabilities")
         label = int(np.argmax(probs))
         run = self._run

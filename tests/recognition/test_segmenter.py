@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from graphs.errors import InputError
 from recognition.segmenter import (
@@ -157,3 +158,30 @@ def test_bad_frames_are_refused() -> None:
         seg.update(np.array([np.nan, 1.0]))
     with pytest.raises(InputError, match="label 5 is not a class"):
         seg.update(5)
+
+
+def test_a_label_given_as_a_0d_array_or_tensor_is_a_label() -> None:
+    # probs.argmax() is a 0-d tensor/array: it was read as a one-class probability vector, i.e. label 0 forever.
+    for label in (np.int64(3), np.array(3), torch.tensor(3)):
+        seg = OnlineSegmenter(CFG)
+        events = [e for _ in range(20) for e in seg.update(label)] + seg.flush()
+        assert _steps(events) == [3], type(label)
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (
+            np.full((4, 3), 1 / 3),
+            r"expected one frame's class probabilities \(C,\) or an integer label, got .*\(4, 3\)",
+        ),
+        (np.float64(0.7), "expected one frame's class probabilities"),
+        (np.array([0.1, 0.2, 0.3, 0.4]), "frame 0 has 4 probabilities for a detector of 3 classes"),
+    ],
+)
+def test_what_is_not_one_frames_probabilities_is_refused(frame: np.ndarray, message: str) -> None:
+    # A (T, C) batch used to be flattened and its argmax taken over all of it; a wrong class count went unseen.
+    seg = OnlineSegmenter(SegmenterConfig(fps=10.0), class_step_ids=(None, 1, 2))
+    with pytest.raises(InputError, match=message):
+        seg.update(frame)
+    seg.update(np.array([[0.2, 0.7, 0.1]]))  # (1, C), as FastStepper.step returns it, is one frame

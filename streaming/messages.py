@@ -21,7 +21,8 @@ checker to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's whole conf
 ``history``, so a checker that restarts mid-stream rebuilds its state from the next message it
 gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. `Alert.alert_id` is
 stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent alerts with
-its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it.
+its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
+within a ``session`` (a new detector session on the stream starts its indexes, and so its ids, over).
 
 Decoding never unpickles anything: `decode` checks the frame count, the size (`MAX_MESSAGE_BYTES`),
 the topic, the JSON, the version and every field's type and range, and raises `MessageError`
@@ -143,7 +144,8 @@ class Alert(_Message):
     """A key-step done before its pre-conditions (checker -> viewers).
 
     Attributes:
-        alert_id: stable id ``"<stream_id>#<index>"``; re-sent alerts (after a checker restart) repeat it.
+        alert_id: stable id ``"<stream_id>#<index>"``, unique within the session; re-sent alerts (after a
+            checker restart) repeat it.
         session: detector session the step belongs to.
         step: the key-step that was done too early.
         step_name: its name in the task graph.

@@ -1,7 +1,8 @@
 """The live terminal view: a state dataclass fed with messages, and a pure function state -> rich renderable.
 
 `ViewState.apply` folds one received message into the state (alerts de-duplicated by their stable
-``alert_id``, so a restarted checker's re-sent alerts show once); `render` draws it; the loop in
+``alert_id`` within their detector ``session``, so a restarted checker's re-sent alerts show once and a
+new session's alerts, whose ids start over, show too); `render` draws it; the loop in
 `streaming.pipeline` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
 """
 
@@ -34,7 +35,9 @@ class ViewState:
     streams: dict[str, Status] = field(default_factory=dict)
     alerts: deque[tuple[float, Alert]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
     events: deque[tuple[float, KeyStepEvent]] = field(default_factory=lambda: deque(maxlen=EVENT_LOG))
-    alert_ids: set[str] = field(default_factory=set)
+    # stream id -> (its latest session, the alert ids seen in that session): alert ids restart with every
+    # session, and keeping only the latest session's bounds the set by the session's history.
+    alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
     malformed: int = 0
 
     def apply(self, message: _Message, received_at: float | None = None) -> bool:
@@ -45,13 +48,17 @@ class ViewState:
             received_at: wall time of arrival (for the log); the message's timestamp if None.
 
         Returns:
-            True if the message was new (an alert seen before returns False).
+            True if the message was new (an alert seen before in its session returns False).
         """
         when = message.timestamp if received_at is None else received_at
         if isinstance(message, Alert):
-            if message.alert_id in self.alert_ids:
+            session, seen = self.alert_ids.get(message.stream_id, ("", set()))
+            if session != message.session:
+                session, seen = message.session, set()
+                self.alert_ids[message.stream_id] = (session, seen)
+            if message.alert_id in seen:
                 return False
-            self.alert_ids.add(message.alert_id)
+            seen.add(message.alert_id)
             self.alerts.append((when, message))
             self.names.setdefault(message.step, message.step_name)
             return True
@@ -90,10 +97,10 @@ def render(state: ViewState) -> RenderableType:
             streams.add_column(col, ratio=1)
         else:
             streams.add_column(col, no_wrap=True, justify="right" if col in ("fps", "frames", "dropped") else "left")
-    mistaken = {(a.stream_id, a.step) for _, a in state.alerts}
+    mistaken = {(a.stream_id, a.session, a.step) for _, a in state.alerts}
     for sid, row in sorted(state.streams.items()):
         done = Text(", ").join(
-            Text(state.name(s), style="bold red" if (sid, s) in mistaken else "green") for s in row.done
+            Text(state.name(s), style="bold red" if (sid, row.session, s) in mistaken else "green") for s in row.done
         )
         streams.add_row(
             sid + (" (ended)" if row.ended else ""),

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+from pathlib import Path
 
+import zmq
 from rich.console import Console
 
+from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, KeyStepEvent, Status
+from streaming.pipeline import Viewer
+from streaming.transport import Publisher, connect
 from streaming.view import ViewState, jsonl_line, render
+from tests.streaming.helpers import tea_graph, wait_for
 
 
 def draw(state: ViewState) -> str:
@@ -52,3 +61,52 @@ def test_empty_view_says_it_is_waiting_and_counts_malformed() -> None:
 def test_jsonl_line_is_the_wire_payload() -> None:
     line = json.loads(jsonl_line(alert()))
     assert line["kind"] == "alert" and line["version"] == 1 and line["missing_names"] == ["fill_kettle"]
+
+
+def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -> None:
+    # Alert ids restart with every detector session ("kitchen#1" again); the view and --jsonl used to
+    # drop the second run's alert as a re-send of the first one's.
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    out = io.StringIO()
+    try:
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=True, out=out)
+        sock = connect(ctx, zmq.PUB, service.events_endpoint)
+        for run in ("first", "second"):
+            events = EventPublisher(Publisher(sock), "kitchen", session=run)
+            assert wait_for(
+                lambda run=run: (row := viewer.state.streams.get("kitchen")) is not None and row.session == run,
+                10.0,
+                lambda events=events: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)),
+            )
+            for step in DEMO_EXECUTIONS["mistake"][:2]:
+                events.keystep(step, "x", 0.0, 1.0, 0.9)
+            assert wait_for(
+                lambda: viewer.state.streams["kitchen"].alerts == 1 and len(viewer.state.streams["kitchen"].done) == 2,
+                10.0,
+                lambda: viewer.pump(20),
+            )
+        viewer.pump(50)
+        printed = [json.loads(line) for line in out.getvalue().splitlines()]
+        alerts = [(m["session"], m["alert_id"]) for m in printed if m["kind"] == "alert"]
+        assert alerts == [("first", "kitchen#1"), ("second", "kitchen#1")]
+        assert [a.session for _, a in viewer.state.alerts] == ["first", "second"]
+        viewer.close()
+        sock.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+
+
+def test_only_the_current_sessions_mistakes_are_drawn_red() -> None:
+    state = ViewState(names={1: "fill_kettle", 2: "boil_water"})
+    state.apply(alert())  # session "s": boil_water before fill_kettle
+    state.apply(Status("kitchen", 9, 2.0, "t", (1, 2), (), 0, 0, 10, 0, 30.0, 0, False))  # a new, correct session
+    console = Console(width=140, record=True, file=io.StringIO(), color_system="standard")
+    console.print(render(state).renderables[0])  # the streams table
+    table = console.export_text(styles=True)
+    assert "\x1b[32mboil_water" in table and "\x1b[1;31m" not in table  # green, as a correct step

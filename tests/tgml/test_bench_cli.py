@@ -130,6 +130,14 @@ def test_usage_mistakes_are_one_error_line(argv: list[str], fragments: list[str]
     assert [f for f in fragments if f not in err] == [], err
 
 
+def test_replay_without_a_frames_file_points_to_frames_option(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only EPIC-Tent-O's per-frame labels ship; the hint named --sequences, an option replay does not have.
+    err = cli_error(main, ["replay", "--data", str(data_dir), "--dataset", "assembly101-o", "--no-sweep"], capsys)
+    assert "assembly101-o_frames.json" in err and "--frames FILE" in err and "--sequences" not in err
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err

@@ -82,11 +82,12 @@ def resolve_data(
         if splits:
             hint = PREPARE_HINT.replace("--assembly101 RAW --epic-tent RAW", f"{DATASETS[dataset].raw_flag} RAW")
             needed += [(layout.train_file(dataset), hint), (layout.test_file(dataset), hint)]
-        miniroad = "it is the MiniROAD output shipped in shared/data/prego-miniroad (or give --sequences FILE)"
         if segments:
-            needed.append((layout.segments_file(dataset), miniroad))
+            hint = "it is the MiniROAD output shipped in shared/data/prego-miniroad (or give --sequences FILE)"
+            needed.append((layout.segments_file(dataset), hint))
         if frames:
-            needed.append((layout.frames_file(dataset), miniroad))
+            hint = "per-frame MiniROAD labels (shared/data/prego-miniroad has them for epic-tent-o); give --frames FILE"
+            needed.append((layout.frames_file(dataset), hint))
         for path, hint in needed:
             if not path.is_file():
                 raise InputError(f"missing {path}; {hint}")

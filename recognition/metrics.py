@@ -17,6 +17,8 @@ def average_precision(scores: np.ndarray, positives: np.ndarray) -> np.ndarray:
     """Average precision of every class, all classes at once.
 
     ``AP_c = (1 / P_c) Σ_k precision_c@k · [frame k is positive]`` with frames sorted by descending score.
+    Frames with equal scores are one threshold (as in scikit-learn's ``average_precision_score``): each
+    gets the precision after the whole tie, so the value does not depend on the order of the frames.
 
     Args:
         scores: ``(N, C)`` per-frame class scores (probabilities or logits).
@@ -25,11 +27,19 @@ def average_precision(scores: np.ndarray, positives: np.ndarray) -> np.ndarray:
     Returns:
         ``(C,)`` AP per class; NaN for a class with no positive frame.
     """
+    n = len(scores)
     order = np.argsort(-scores, axis=0, kind="stable")  # (N, C): frame ranks per class
+    ranked = np.take_along_axis(scores, order, axis=0)  # (N, C) descending
     hits = np.take_along_axis(positives.astype(np.float64), order, axis=0)  # (N, C)
     cum_hits = np.cumsum(hits, axis=0)
-    ranks = np.arange(1, len(scores) + 1, dtype=np.float64)[:, None]  # (N, 1)
-    precision_at_hit = cum_hits / ranks * hits
+    ranks = np.arange(1, n + 1, dtype=np.float64)[:, None]  # (N, 1)
+    precision = cum_hits / ranks  # (N, C)
+    # Row where each row's tie group ends (the next row has another score): backward running minimum.
+    tie_end = np.ones(ranked.shape, dtype=bool)
+    tie_end[:-1] = ranked[1:] != ranked[:-1]
+    rows = np.broadcast_to(np.arange(n)[:, None], ranked.shape)
+    group_end = np.minimum.accumulate(np.where(tie_end, rows, n)[::-1], axis=0)[::-1]  # (N, C)
+    precision_at_hit = np.take_along_axis(precision, group_end, axis=0) * hits
     n_pos = hits.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n_pos > 0, precision_at_hit.sum(axis=0) / n_pos, np.nan)

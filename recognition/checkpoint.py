@@ -50,7 +50,7 @@ class DetectorCheckpoint:
         class_names: one name per output class (index 0 is background).
         class_step_ids: taxonomy key-step id per class; None for background classes.
         feature_extractor: name of the feature extractor the detector expects (``"tsn-resnet50"``,
-            ``"builtin-tiny"``) or the TorchScript file it was trained with.
+            ``"light-v1"``) or the TorchScript file it was trained with.
         fps: feature frames per second the detector was trained on.
         info: free-form provenance (training settings, test mAP).
     """

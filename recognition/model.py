@@ -229,7 +229,8 @@ class FastStepper:
     70 MB of fp32 weights. The state and all element-wise math stay fp32.
 
     Args:
-        model: the detector (fp32 weights are shared with it, not copied).
+        model: the detector. Its weights are read once, here: the three large matrices are copied
+            (transposed for fp32, quantised for int8), so build a new stepper after changing the model.
         precision: ``"fp32"`` or ``"int8"``.
     """
 

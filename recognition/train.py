@@ -144,10 +144,11 @@ def load_train_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig
     try:
         features = FeatureConfig(**data.get("features", {}))
         config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}))
-        changes = {k: v for k, v in overrides.items() if v is not None}
-        return replace(config, **changes) if changes else config
     except InputError as err:
         raise InputError(f"{path}: {err}") from None
+    # A bad override (--epochs 0) is not the file's fault: its error names the field and value, not the file.
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return replace(config, **changes) if changes else config
 
 
 @dataclass(frozen=True)

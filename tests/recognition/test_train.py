@@ -170,3 +170,10 @@ def test_a_window_longer_than_every_video_costs_no_more_than_the_longest_video(
     config = replace(load_train_config(small_config), epochs=1, embed_dim=8, hidden_dim=8, window=10**6)
     outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
     assert np.isfinite(outcome.losses).all()
+
+
+def test_a_bad_command_line_override_does_not_blame_the_config_file(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = cli_error(main, [*_argv(feature_folder, small_config, tmp_path / "d.pt"), "--epochs", "0"], capsys)
+    assert err == "error: DetectorTrainConfig.epochs = 0: must be an integer >= 1"

@@ -60,7 +60,7 @@ class DetectorConfig:
 
     def __post_init__(self) -> None:
         check_detector_options(self.stream_id, self.threads)
-        check_endpoint(self.connect, "--connect")
+        check_endpoint(self.connect, "--connect", peer=True)
         if not self.heartbeat_s > 0:
             raise InputError(f"DetectorConfig.heartbeat_s = {self.heartbeat_s} must be > 0")
         if self.max_frames < 0:

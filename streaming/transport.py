@@ -33,20 +33,30 @@ DEFAULT_EVENTS_ENDPOINT: Final = "tcp://127.0.0.1:5555"  # checker's input (dete
 DEFAULT_ALERTS_ENDPOINT: Final = "tcp://127.0.0.1:5556"  # checker's output (viewers connect here)
 
 _ENDPOINT = re.compile(r"(tcp://[^\s]+:(\d+|\*)|ipc://[^\s]+|inproc://[^\s]+)")
+MAX_PORT: Final = 65_535
 
 
-def check_endpoint(endpoint: str, option: str = "endpoint") -> str:
+def check_endpoint(endpoint: str, option: str = "endpoint", peer: bool = False) -> str:
     """Validate a ZeroMQ endpoint string.
 
     Args:
         endpoint: e.g. ``tcp://127.0.0.1:5555``.
         option: the command-line option it came from, named in the error.
+        peer: the endpoint names a peer to connect to, so a tcp port must be a real one (1-65535);
+            to bind, 0 and ``*`` (a free port) are allowed too.
 
     Returns:
         The endpoint unchanged.
     """
-    if not isinstance(endpoint, str) or not _ENDPOINT.fullmatch(endpoint):
+    match = _ENDPOINT.fullmatch(endpoint) if isinstance(endpoint, str) else None
+    if match is None:
         raise InputError(f"{option} {endpoint!r} is not a ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH, inproc://NAME)")
+    port = match.group(2)
+    if port is not None:
+        lowest = 1 if peer else 0
+        if (peer and port == "*") or (port != "*" and not lowest <= int(port) <= MAX_PORT):
+            rule = f"1-{MAX_PORT} (the port the peer listens on)" if peer else f"0-{MAX_PORT} (0 or *: a free one)"
+            raise InputError(f"{option} {endpoint}: the port must be {rule}")
     return endpoint
 
 
@@ -116,7 +126,7 @@ def connect(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--connect
     Returns:
         The connected socket.
     """
-    check_endpoint(endpoint, option)
+    check_endpoint(endpoint, option, peer=True)
     sock = ctx.socket(kind)
     _configure(sock)
     try:

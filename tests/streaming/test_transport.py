@@ -6,6 +6,7 @@ import pytest
 import zmq
 
 from graphs.errors import InputError
+from streaming.detector_service import DetectorConfig
 from streaming.messages import Heartbeat
 from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, subscribe
 from tests.streaming.helpers import wait_for
@@ -54,3 +55,30 @@ def test_receive_times_out_instead_of_blocking() -> None:
 def test_bad_endpoints_are_refused(bad: str) -> None:
     with pytest.raises(InputError, match="not a ZeroMQ endpoint"):
         check_endpoint(bad, "--bind")
+
+
+@pytest.mark.parametrize("port", ["65536", "99999"])
+def test_a_port_out_of_range_is_refused_not_replaced(port: str) -> None:
+    # libzmq bound "tcp://127.0.0.1:99999" to some other free port without a word.
+    ctx = zmq.Context()
+    try:
+        with pytest.raises(InputError, match=f"--bind tcp://127.0.0.1:{port}: the port must be 0-65535"):
+            bind(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
+        with pytest.raises(InputError, match="the port must be 1-65535"):
+            connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
+    finally:
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("port", ["0", "*"])
+def test_connecting_to_a_free_port_placeholder_is_refused(port: str) -> None:
+    # Port 0 / * only mean "pick a free one" when binding; a viewer or detector told to connect there
+    # used to wait forever for a peer that cannot exist.
+    ctx = zmq.Context()
+    try:
+        with pytest.raises(InputError, match="--connect .*the port must be 1-65535"):
+            connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
+        with pytest.raises(InputError, match="--connect"):
+            DetectorConfig(connect=f"tcp://127.0.0.1:{port}")
+    finally:
+        ctx.destroy(linger=0)

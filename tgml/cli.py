@@ -94,23 +94,23 @@ def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tgml`` console script."""
     args = _parser().parse_args(argv)
-    console = Console()
+    console = Console()  # tables only: result lines are plain print()s, never wrapped or read as rich markup
     if args.command == "train":
         check_output(args.out, "graph file")  # before training: a failed save would lose the run
         result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
                                         progress=not args.quiet)
         save_graph(result.graph, args.out)
-        console.print(f"{args.scenario}: {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
-                      f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
+        print(f"{args.scenario}: {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
+              f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":
         graph = load_graph(args.graph)
         console.print(terminal_view(graph))
         if args.dot:
-            console.print(f"wrote {write_rendering(graph, args.dot)}")
+            print(f"wrote {write_rendering(graph, args.dot)}")
     elif args.command == "eval":
         s = evaluate_files(args.pred, args.gt)
-        console.print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
-                      f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
+        print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
+              f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
     else:
         if args.json:
             check_output(args.json, "results file")
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(results_table(result))
         if args.json:
             write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
-            console.print(f"wrote {args.json}")
+            print(f"wrote {args.json}")
     return 0
 
 

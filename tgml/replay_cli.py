@@ -66,7 +66,7 @@ def build_parser() -> ArgumentParser:
     return p
 
 
-def _graph(args: argparse.Namespace, console: Console) -> tuple[TaskGraph, str]:
+def _graph(args: argparse.Namespace) -> tuple[TaskGraph, str]:
     if args.graph:
         return load_graph(args.graph), str(args.graph)
     if not args.data:
@@ -74,7 +74,7 @@ def _graph(args: argparse.Namespace, console: Console) -> tuple[TaskGraph, str]:
     layout = resolve_data(args.data, [args.dataset], splits=True)
     data = load_dataset(layout, args.dataset, pred=False)
     settings = load_method_settings(args.dataset)["do"]
-    console.print(f"learning the DO graph of {args.dataset} (seed {args.seed}) from {layout.train_file(args.dataset)}")
+    print(f"learning the DO graph of {args.dataset} (seed {args.seed}) from {layout.train_file(args.dataset)}")
     return build_do(data, settings, args.seed), f"DO learned from {layout.train_file(args.dataset)} seed {args.seed}"
 
 
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
     )
     if args.json:
         check_output(args.json, "results file")  # before the replay, so a bad path cannot waste it
-    graph, graph_source = _graph(args, console)
+    graph, graph_source = _graph(args)
     frames = load_frames_file(frames_path, args.field, graph)
     result = replay(frames, graph, config)
     published = None
@@ -119,5 +119,5 @@ def main(argv: list[str]) -> int:
             "segmenter": segmenter_settings(config),
         }
         out = write_text(args.json, json.dumps(result_json(result, settings, rows), indent=2) + "\n", "results file")
-        console.print(f"results written to {out}")
+        print(f"results written to {out}")  # plain: a path is not rich markup
     return 0

@@ -98,15 +98,26 @@ def test_outputs_that_cannot_be_written_are_refused_before_the_run(
     assert not (tmp_path / "r.json").exists()
 
 
-def test_replay_refuses_a_results_path_it_could_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _tiny_replay(tmp_path: Path) -> list[str]:
+    """A replay command line over a two-step graph and one video of per-frame labels (no --json yet)."""
     adjacency = np.zeros((4, 4), dtype=bool)
     adjacency[1, 0] = adjacency[2, 1] = adjacency[3, 2] = True  # START <- 0 <- 1 <- END
     save_graph(TaskGraph((0, 1), ("a", "b"), adjacency), tmp_path / "g.json")
     frames = tmp_path / "frames.json"
     frames.write_text(json.dumps({"v1": {"pred": [0] * 120 + [1] * 120}}))
-    argv = ["replay", "--frames", str(frames), "--graph", str(tmp_path / "g.json"), "--no-sweep"]
-    argv += ["--json", str(tmp_path)]
+    return ["replay", "--frames", str(frames), "--graph", str(tmp_path / "g.json"), "--no-sweep"]
+
+
+def test_replay_refuses_a_results_path_it_could_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*_tiny_replay(tmp_path), "--json", str(tmp_path)]
     assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
+
+
+def test_replay_names_the_results_file_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "[run 1] replay.json"
+    assert main([*_tiny_replay(tmp_path), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["format"] == "prego-replay-results"
+    assert f"results written to {out}" in capsys.readouterr().out  # the [run 1] was eaten as rich markup
 
 
 @pytest.mark.parametrize(

@@ -160,6 +160,20 @@ def test_missing_split_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "epic-tent-o/train.json" in err and "prepare --epic-tent RAW" in err
 
 
+def test_graph_file_name_with_brackets_is_shown_as_given(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph = tmp_path / "[v2]g.json"
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "count-based"]
+    assert main([*argv, "--save-graphs", str(tmp_path), "--quiet"]) == 0
+    (tmp_path / "epic-tent-o-count-based.json").rename(graph)
+    capsys.readouterr()
+    assert main([*argv, "--mode", "gt", "--graph", str(graph), "--perturb", "0.2", "--plot", str(tmp_path / "p.png"),
+                 "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("graph:[v2]g.json") == 2  # results and ablation tables; rich took "[v2]" for markup
+
+
 def test_missing_graph_file_is_named(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--graph", str(tmp_path / "g.json")]
     assert "g.json: graph file not found" in cli_error(main, argv, capsys)

@@ -31,6 +31,7 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
     Returns:
         ``rich.table.Table`` objects, one per dataset.
     """
+    from rich.markup import escape
     from rich.table import Table
 
     tables = []
@@ -52,7 +53,7 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
                 label = f"{method} (n={len(entry['per_seed'])})" if seeded else method
                 mark = MODE_MARKS[mode]
                 table.add_row(
-                    label,
+                    escape(label),  # "graph:<file name>" is the user's text, not rich markup
                     f"{mode} {mark}",
                     *(_cell(entry["mean"][k], entry["std"][k], seeded) for k in METRIC_KEYS),
                 )
@@ -82,6 +83,7 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
 
 def perturbation_tables(result: Mapping[str, Any]) -> list[Any]:
     """Rich tables of the noise ablation: Avg / Correct / Mistake F1 per rate, one table per dataset and mode."""
+    from rich.markup import escape
     from rich.table import Table
 
     tables = []
@@ -94,7 +96,7 @@ def perturbation_tables(result: Mapping[str, Any]) -> list[Any]:
                 table.add_column(f"p={rate:g}", justify="right")
             for method, curve in methods.items():
                 table.add_row(
-                    method,
+                    escape(method),
                     *(
                         f"{p['mean']['avg_f1']:.1f} / {p['mean']['correct_f1']:.1f} / {p['mean']['mistake_f1']:.1f}"
                         for p in curve

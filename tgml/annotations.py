@@ -20,7 +20,9 @@ class Video:
     Attributes:
         video: the video (recording) key.
         scenario: the procedure it executes.
-        steps: key-step ids of its segments in temporal order, repeats kept.
+        steps: key-step ids of its segments in file order, repeats kept. That is the order every benchmark uses;
+            ``start_time`` / ``end_time`` are not read (41 of the 194 CaptainCook4D videos list segments out of
+            start-time order, and the published figures come from the file order).
         has_errors: per segment, the ``has_errors`` flag (the PREGO test splits mark the mistake).
     """
 

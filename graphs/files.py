@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -106,22 +106,29 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
 
 
-def check_output(path: str | Path, what: str = "output file", folder: bool = False) -> Path:
-    """Refuse, before any work starts, an output the run could not write at its end.
+def check_output(
+    path: str | Path, what: str = "output file", folder: bool = False, inputs: Iterable[str | Path | None] = ()
+) -> Path:
+    """Refuse, before any work starts, an output the run could not write at its end, or that is one of its inputs.
 
     A long run that fails only when it saves its result loses the work; this checks up front that ``path`` is
     not a folder (a file output) or not a file (a ``folder`` output), that no existing part of its parent path
-    is a file, and that the nearest existing folder can be written to.
+    is a file, and that the nearest existing folder can be written to. An output that is also an input file of
+    the run (``--out`` naming the annotation file) would be overwritten by the result, so it is refused too.
 
     Args:
         path: the output file (or folder, with ``folder=True``); missing parent folders are fine.
         what: what the output is, for the message (``"results file"``...).
         folder: the output is a folder.
+        inputs: the files the run reads (None entries are skipped).
 
     Returns:
         ``path`` as a `Path`.
     """
     path = Path(path)
+    for source in inputs:
+        if source is not None and path.is_file() and Path(source).is_file() and path.samefile(source):
+            raise InputError(f"{path}: the {what} would overwrite this input file of the run; choose another name")
     if folder and path.exists() and not path.is_dir():
         raise InputError(f"{path}: is a file, expected a folder for the {what}")
     if not folder and path.is_dir():

@@ -198,11 +198,15 @@ def _bench(argv: list[str]) -> int:
         raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
     if args.seeds < 1:
         raise InputError(f"--seeds {args.seeds}: need at least 1")
-    # Outputs written after the run are checked now, so a bad path cannot throw the finished run away.
+    # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
+    # overwrite one of the run's own inputs).
+    layout = prego.DataLayout(args.data)
+    inputs = [args.sequences, args.graph, *(path for _, path in args.config)]
+    inputs += [f(d) for d in args.dataset for f in (layout.train_file, layout.test_file, layout.segments_file)]
     if args.json is not None:
-        check_output(args.json, "results file")
+        check_output(args.json, "results file", inputs=inputs)
     if args.perturb:
-        check_output(args.plot, "ablation plot")
+        check_output(args.plot, "ablation plot", inputs=inputs)
     config = prego.BenchConfig(
         data=args.data,
         datasets=tuple(args.dataset),

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -29,7 +30,7 @@ from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.render import terminal_view, write_rendering
 from graphs.task_graph import load_graph, save_graph
-from tgml.captaincook import DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
+from tgml.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_train_config, train_from_annotations
 
 
@@ -96,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()  # tables only: result lines are plain print()s, never wrapped or read as rich markup
     if args.command == "train":
-        check_output(args.out, "graph file")  # before training: a failed save would lose the run
+        # Before training: a failed save would lose the run.
+        check_output(args.out, "graph file", inputs=[args.annotations, args.config])
         result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
                                         progress=not args.quiet)
         save_graph(result.graph, args.out)
@@ -113,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
     else:
         if args.json:
-            check_output(args.json, "results file")
+            check_output(args.json, "results file", inputs=[args.config, Path(args.data) / ANNOTATIONS])
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))
         procedures = [p for p in (args.procedures or "").split(",") if p]
         result = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
         fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay, background=None
     )
     if args.json:
-        check_output(args.json, "results file")  # before the replay, so a bad path cannot waste it
+        check_output(args.json, "results file", inputs=[frames_path, args.graph])  # before the replay
     graph, graph_source = _graph(args)
     frames = load_frames_file(frames_path, args.field, graph)
     result = replay(frames, graph, config)

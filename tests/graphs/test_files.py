@@ -80,6 +80,14 @@ def test_outputs_are_checked_before_a_run(tmp_path: Path) -> None:
         check_output(a_file, "graphs folder", folder=True)
 
 
+def test_an_output_that_is_an_input_of_the_run_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "annotations.json"
+    source.write_text("{}")
+    with pytest.raises(InputError, match=r"annotations.json: the graph file would overwrite this input file"):
+        check_output(tmp_path / "." / "annotations.json", "graph file", inputs=[None, source])
+    assert check_output(tmp_path / "graph.json", "graph file", inputs=[source]) == tmp_path / "graph.json"
+
+
 def test_write_text_is_atomic_and_failures_are_one_line(tmp_path: Path) -> None:
     path = write_text(tmp_path / "sub" / "out.txt", "hello\n")
     assert path.read_text() == "hello\n" and sorted(p.name for p in path.parent.iterdir()) == ["out.txt"]

@@ -113,6 +113,20 @@ def test_replay_refuses_a_results_path_it_could_not_write(tmp_path: Path, capsys
     assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
 
 
+def test_results_file_may_not_overwrite_an_input(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seq = tmp_path / "mine.json"
+    seq.write_text(json.dumps({"v": {"pred": [4, 7, 6, 3]}}))
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "pred", "--method", "count-based"]
+    assert "would overwrite this input file" in cli_error(main, [*argv, "--sequences", str(seq), "--json", str(seq)],
+                                                          capsys)
+    assert json.loads(seq.read_text()) == {"v": {"pred": [4, 7, 6, 3]}}
+    frames_argv = _tiny_replay(tmp_path)
+    frames = frames_argv[frames_argv.index("--frames") + 1]
+    assert "would overwrite this input file" in cli_error(main, [*frames_argv, "--json", frames], capsys)
+
+
 def test_replay_names_the_results_file_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "[run 1] replay.json"
     assert main([*_tiny_replay(tmp_path), "--json", str(out)]) == 0

@@ -141,6 +141,15 @@ def test_train_refuses_an_unwritable_out_before_training(
     assert fragment in cli_error(main, argv, capsys)
 
 
+def test_train_refuses_to_write_the_graph_over_its_annotation_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    argv = ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(ann), "--epochs", "2", "--quiet"]
+    assert "would overwrite this input file" in cli_error(main, argv, capsys)
+    assert json.loads(ann.read_text()) == TINY
+
+
 def test_bench_captaincook_refuses_a_results_path_it_could_not_write(
     tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

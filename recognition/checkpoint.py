@@ -216,7 +216,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
-        first = str(err).strip().splitlines()
-        detail = " ".join(line.strip() for line in first[1:3]) or first[0]
+        lines = str(err).strip().splitlines()
+        detail = " ".join(line.strip() for line in lines[1:3]) or lines[0]
         raise InputError(f"{src}: weights do not fit the stored config ({detail[:160]})") from None
     return model.to(device).eval(), meta

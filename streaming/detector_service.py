@@ -282,7 +282,7 @@ class Detector:
         finally:
             self.stats.seconds = self.clock() - t0
             self.stats.dropped = self.reader.dropped
-            self.stats.error = getattr(self.reader, "error", "")
+            self.stats.error = self.reader.error
             final_fps = fps or self.stats.fps
             for k in range(FINAL_REPEATS):
                 if k:

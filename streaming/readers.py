@@ -9,7 +9,8 @@
 
 Files are sampled at the detector's rate (``fps``): frame ``k`` of the output is the source frame
 on screen at ``k / fps`` seconds, and the end of the file ends the stream. With ``realtime`` the file
-is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it.
+is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it. A file
+that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set.
 
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
 that the consumer never took is counted in ``dropped``. A camera or stream that stops delivering
@@ -35,6 +36,13 @@ from graphs.errors import InputError
 
 READER_NAMES: Final = ("auto", "decord", "opencv")
 DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amortises the call
+EARLY_END_S: Final = 1.0  # a file whose frames run out this much before its container says is damaged
+
+
+def _native_message(err: BaseException) -> str:
+    """The first line of a native library's error without its ``[hh:mm:ss] file.cc:123:`` log prefixes."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    return re.sub(r"^(\[[\d:]+\] \S+:\d+: )+", "", lines[0])[:120]
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,8 @@ class VideoReader(abc.ABC):
     Attributes:
         frames: frames delivered so far.
         dropped: frames the source produced that were never delivered (live sources only).
+        error: why the source ended early, naming it (empty while it is fine and when it ended normally);
+            set when `read` has returned None.
     """
 
     name: str = ""
@@ -157,6 +167,7 @@ class VideoReader(abc.ABC):
         self.config = config
         self.frames = 0
         self.dropped = 0
+        self.error = ""
 
     @abc.abstractmethod
     def read(self) -> Frame | None:
@@ -218,7 +229,7 @@ class DecordReader(_FileReader):
             self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **size)
             n, native = len(self._vr), float(self._vr.get_avg_fps())
         except Exception as err:  # decord raises its own DECORDError or RuntimeError on unknown formats
-            raise InputError(f"--video {path}: decord cannot open it ({str(err).splitlines()[0][:120]})") from None
+            raise InputError(f"--video {path}: decord cannot open it ({_native_message(err)})") from None
         if n == 0 or not native > 0:
             raise InputError(f"--video {path}: no frames or no frame rate")
         self._indices = sample_indices(n, native, config.fps)
@@ -231,7 +242,15 @@ class DecordReader(_FileReader):
         offset = k % DECODE_BATCH
         if offset == 0 or self._buffer is None:
             chunk = self._indices[k : k + DECODE_BATCH]
-            self._buffer = self._vr.get_batch(chunk.tolist()).asnumpy()  # (B, H, W, 3) RGB
+            try:
+                self._buffer = self._vr.get_batch(chunk.tolist()).asnumpy()  # (B, H, W, 3) RGB
+            except Exception as err:  # decord's DECORDError on a damaged frame
+                self.error = (
+                    f"--video {self.source.spec}: cannot decode source frames {chunk[0]}-{chunk[-1]} "
+                    f"of {len(self._vr)}, the file is damaged ({_native_message(err)})"
+                )
+                self._indices = self._indices[:k]  # ended: later calls return None too
+                return None
         self._pace(k)
         self.frames += 1
         return Frame(self._buffer[offset], k, k / self.config.fps)
@@ -260,6 +279,8 @@ class OpenCVFileReader(_FileReader):
         # The container's frame count may be approximate; sample generously and stop at the real end.
         self._indices = sample_indices(n if n > 0 else int(native * 36_000), native, config.fps)
         self._src_pos = -1
+        self._announced = n
+        self._native = native
 
     def read(self) -> Frame | None:
         k = self.frames
@@ -268,17 +289,27 @@ class OpenCVFileReader(_FileReader):
         target = int(self._indices[k])
         while self._src_pos < target:
             if not self._cap.grab():
-                return None
+                return self._ended()
             self._src_pos += 1
         ok, bgr = self._cap.retrieve()
         if not ok:
-            return None
+            return self._ended()
         self._pace(k)
         self.frames += 1
         return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps)
 
     def close(self) -> None:
         self._cap.release()
+
+    def _ended(self) -> None:
+        """The frames ran out: fine near the container's frame count, a damaged file well before it."""
+        self._indices = self._indices[: self.frames]  # ended: later calls return None too
+        decoded = self._src_pos + 1
+        if self._announced > 0 and decoded < self._announced - EARLY_END_S * self._native:
+            self.error = (
+                f"--video {self.source.spec}: cannot decode source frame {decoded} of {self._announced}, "
+                "the file is damaged or truncated"
+            )
 
 
 class LiveReader(VideoReader):
@@ -304,7 +335,6 @@ class LiveReader(VideoReader):
         self._open = open_capture
         self.clock = clock
         self.reopens = 0
-        self.error: str = ""
         # OpenCV's own warnings about a missing camera would add lines to our one-line error.
         cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
         cap = self._open(source.target)

@@ -1,10 +1,12 @@
-"""Shared helpers of the streaming tests: the demo-procedure task graph and polling with a deadline."""
+"""Shared helpers of the streaming tests: the demo-procedure task graph, polling with a deadline, damaged videos."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import cv2
 import numpy as np
 
 from graphs.task_graph import END, START, TaskGraph
@@ -38,3 +40,24 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Calla
         if step is None:
             time.sleep(0.01)
     return predicate()
+
+
+def write_damaged_video(path: Path, frames: int = 60) -> Path:
+    """Write a 30 fps noise video with OpenCV, then zero the middle fifth of its frame data.
+
+    The container (``moov``, written last) stays intact, so the file opens and its first frames
+    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer.
+    """
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (64, 48))
+    assert writer.isOpened()
+    rng = np.random.default_rng(0)
+    for _ in range(frames):
+        writer.write(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))  # noise: every frame is large
+    writer.release()
+    data = bytearray(path.read_bytes())
+    end = data.find(b"moov")
+    assert end > 0
+    start, stop = int(end * 0.4), int(end * 0.6)
+    data[start:stop] = bytes(stop - start)
+    path.write_bytes(bytes(data))
+    return path

@@ -12,7 +12,7 @@ from graphs.task_graph import save_graph
 from streaming.cli import main
 from streaming.pipeline import default_demo_paths
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import tea_graph
+from tests.streaming.helpers import tea_graph, write_damaged_video
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -82,3 +82,15 @@ def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_bad_stream_id(capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "demo", "--stream-id", "no spaces allowed", "--jsonl"], capsys)
     assert "stream" in line
+
+
+@pytest.mark.parametrize("reader", ["auto", "opencv"])
+def test_damaged_video_file_ends_the_run_with_one_error_line(
+    reader: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It used to end in decord's traceback (auto) or, through OpenCV, in exit status 0 at the damage.
+    video = write_damaged_video(tmp_path / "damaged.mp4")
+    args = ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl", "--fast"]
+    line = cli_error(main, [*args, "--reader", reader], capsys)
+    assert "damaged.mp4: cannot decode source frame" in line
+

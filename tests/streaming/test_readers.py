@@ -19,6 +19,7 @@ from streaming.readers import (
     parse_source,
     sample_indices,
 )
+from tests.streaming.helpers import write_damaged_video
 
 N_FRAMES, SOURCE_FPS = 60, 30.0
 
@@ -60,7 +61,23 @@ def test_file_is_sampled_at_the_detector_rate_and_ends_cleanly(numbered_video: P
     assert [frame_number(f.image) for f in frames] == list(range(0, 60, 3))
     assert frames[0].image.shape == (48, 64, 3) and frames[0].image.dtype == np.uint8
     assert [f.index for f in frames] == list(range(20)) and frames[5].time == pytest.approx(0.5)
-    assert reader.dropped == 0
+    assert reader.dropped == 0 and reader.error == ""
+
+
+@pytest.mark.parametrize("reader_cls", [DecordReader, OpenCVFileReader], ids=["decord", "opencv"])
+def test_a_damaged_file_ends_early_with_an_error_naming_it(tmp_path: Path, reader_cls: type) -> None:
+    # decord raised its DECORDError out of read() (a traceback); OpenCV ended at the damage as if the file
+    # were over, so the run exited 0 having silently skipped most of the video.
+    if reader_cls is DecordReader:
+        pytest.importorskip("decord", reason="decord has no wheel for this platform")
+    path = write_damaged_video(tmp_path / "damaged.mp4")
+    reader = reader_cls(Source("file", str(path), str(path)), ReaderConfig(fps=30.0))
+    frames = list(reader)
+    assert reader.read() is None  # stays ended
+    reader.close()
+    assert len(frames) < 30
+    assert reader.error.startswith(f"--video {path}: cannot decode source frame") and "damaged" in reader.error
+    assert "\n" not in reader.error and ".cc:" not in reader.error  # one line, no native log prefix
 
 
 def test_both_readers_deliver_the_same_frames_resized(numbered_video: Path) -> None:

@@ -76,6 +76,9 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
         raise InputError(f"{data_dir}: CaptainCook4D data folder not found")
     annotations = load_annotations(data_dir / ANNOTATIONS)
     names = list(scenarios) or list(annotations.taxonomy)
+    repeated = next((name for k, name in enumerate(names) if name in names[:k]), None)
+    if repeated is not None:  # it would count twice in the mean over procedures
+        raise InputError(f"captaincook benchmark: procedure {repeated!r} is listed twice")
     procedures = []
     for scenario in names:
         ids, step_names = annotations.steps_of(scenario)

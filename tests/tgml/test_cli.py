@@ -150,6 +150,14 @@ def test_train_refuses_to_write_the_graph_over_its_annotation_file(
     assert json.loads(ann.read_text()) == TINY
 
 
+def test_bench_captaincook_refuses_a_procedure_listed_twice(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--procedures", "ramen,coffee,ramen",
+            "--seeds", "1", "--epochs", "2", "--workers", "1", "--quiet"]
+    assert "procedure 'ramen' is listed twice" in cli_error(main, argv, capsys)  # it weighed twice in the mean
+
+
 def test_bench_captaincook_refuses_a_results_path_it_could_not_write(
     tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

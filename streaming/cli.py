@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv = ["run", *argv]
     args = build_parser().parse_args(argv)
+    if args.command in ("run", "detector"):
+        from streaming.readers import quiet_codec_logs
+
+        quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
     if args.command == "view":
         from streaming.pipeline import run_view
 

@@ -21,6 +21,8 @@ stream ends with an `InputError`.
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
 import re
 import threading
 import time
@@ -37,6 +39,40 @@ from graphs.errors import InputError
 READER_NAMES: Final = ("auto", "decord", "opencv")
 DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amortises the call
 EARLY_END_S: Final = 1.0  # a file whose frames run out this much before its container says is damaged
+FFMPEG_QUIET: Final = -8  # FFmpeg's AV_LOG_QUIET
+
+
+def quiet_codec_logs() -> None:
+    """Stop the FFmpeg inside OpenCV and inside decord from printing on stderr (process-wide).
+
+    FFmpeg reports every damaged packet and refused connection on stderr itself: lines that would
+    break a command's one-line ``error:`` and scroll through the live view. What matters reaches the
+    user anyway (a reader's `InputError` or ``error``). Call it before OpenCV first opens a video (it
+    reads ``OPENCV_FFMPEG_LOGLEVEL`` once); a value the user set is kept.
+    """
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(FFMPEG_QUIET))
+    try:
+        import decord
+    except ImportError:
+        return
+    decord.logging.set_level(decord.logging.QUIET)
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Discard what native code writes to file descriptor 2 meanwhile (decord logs failed opens itself)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _native_message(err: BaseException) -> str:
@@ -226,7 +262,8 @@ class DecordReader(_FileReader):
             raise InputError(f"--video {path}: file not found")
         size = {"width": config.width, "height": config.height} if config.width else {}
         try:
-            self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **size)
+            with _native_stderr_silenced():  # the exception says why; decord's own log line would be a second one
+                self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **size)
             n, native = len(self._vr), float(self._vr.get_avg_fps())
         except Exception as err:  # decord raises its own DECORDError or RuntimeError on unknown formats
             raise InputError(f"--video {path}: decord cannot open it ({_native_message(err)})") from None

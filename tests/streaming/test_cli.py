@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,14 @@ def test_damaged_video_file_ends_the_run_with_one_error_line(
     line = cli_error(main, [*args, "--reader", reader], capsys)
     assert "damaged.mp4: cannot decode source frame" in line
 
+
+def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
+    # FFmpeg (in OpenCV and in decord) and decord's own log printed "moov atom not found" and "ERROR opening"
+    # on stderr around our error; a real process is needed to see what reaches file descriptor 2.
+    video = write_damaged_video(tmp_path / "cut.mp4")
+    video.write_bytes(video.read_bytes()[:2000])  # truncated: the container index is gone
+    args = ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl"]
+    result = subprocess.run([sys.executable, "-m", "streaming.cli", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: --video {video}: OpenCV cannot open it (not a video, or an "
+                                          "unsupported format)"]

@@ -163,6 +163,11 @@ def test_replay_without_a_frames_file_points_to_frames_option(
     assert "assembly101-o_frames.json" in err and "--frames FILE" in err and "--sequences" not in err
 
 
+def test_a_method_given_twice_is_refused(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--data", str(data_dir), "--method", "count-based", "do", "count-based", "--quiet"]
+    assert "methods = ('count-based', 'do', 'count-based'): each may be given once" in cli_error(main, argv, capsys)
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err

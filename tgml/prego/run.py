@@ -88,6 +88,10 @@ class BenchConfig:
             fail("modes", self.modes, "choose from gt, pred")
         if self.graph is None and (not self.methods or any(m not in METHOD_BUILDERS for m in self.methods)):
             fail("methods", self.methods, f"choose from {', '.join(METHOD_BUILDERS)}")
+        for name in ("datasets", "modes", "methods"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):  # a repeat would be learned and reported twice
+                fail(name, values, "each may be given once")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             fail("seeds", self.seeds, "need at least one seed, all different")
         if (self.sequences is not None or self.graph is not None) and len(self.datasets) != 1:

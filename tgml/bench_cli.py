@@ -198,6 +198,11 @@ def _bench(argv: list[str]) -> int:
         raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
     if args.seeds < 1:
         raise InputError(f"--seeds {args.seeds}: need at least 1")
+    for k, (dataset, path) in enumerate(args.config):
+        if dataset in (d for d, _ in args.config[:k]):
+            raise InputError(f"--config {dataset}={path}: a second settings file for {dataset}")
+        if dataset in prego.DATASETS and dataset not in args.dataset:
+            raise InputError(f"--config {dataset}={path}: {dataset} is not run (--dataset {' '.join(args.dataset)})")
     # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
     # overwrite one of the run's own inputs).
     layout = prego.DataLayout(args.data)

@@ -168,6 +168,22 @@ def test_a_method_given_twice_is_refused(data_dir: Path, capsys: pytest.CaptureF
     assert "methods = ('count-based', 'do', 'count-based'): each may be given once" in cli_error(main, argv, capsys)
 
 
+@pytest.mark.parametrize(
+    ("configs", "fragment"),
+    [
+        (["epic-tent-o=a.toml", "epic-tent-o=b.toml"], "a second settings file for epic-tent-o"),
+        (["assembly101-o=a.toml"], "assembly101-o is not run (--dataset epic-tent-o)"),
+    ],
+    ids=["twice", "dataset-not-run"],
+)
+def test_settings_files_that_would_be_ignored_are_refused(
+    configs: list[str], fragment: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "count-based", "--quiet"]
+    err = cli_error(main, [*argv, *(x for c in configs for x in ("--config", c))], capsys)
+    assert fragment in err
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err

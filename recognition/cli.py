@@ -15,15 +15,13 @@ is only replaced by a run that succeeds.
 
 from __future__ import annotations
 
-import argparse
-
-from graphs.errors import exit_on_input_error
+from graphs.errors import ArgumentParser, exit_on_input_error
 from recognition.train import run_training
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command-line interface."""
-    parser = argparse.ArgumentParser(prog="recognition-train", description=__doc__.splitlines()[0])
+def build_parser() -> ArgumentParser:
+    """The command-line interface (usage mistakes are one ``error:`` line, like every other user mistake)."""
+    parser = ArgumentParser(prog="recognition-train", description=__doc__.splitlines()[0])
     parser.add_argument("--features", required=True, help="MiniROAD feature folder")
     parser.add_argument("--config", required=True, help="training config (.toml, .yaml)")
     parser.add_argument("--out", required=True, help="checkpoint file to write")

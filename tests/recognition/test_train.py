@@ -84,6 +84,20 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "x.pt").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--config", "c.toml", "--out", "x.pt"], "--features"),
+        (["--features", "F", "--config", "c.toml", "--out", "x.pt", "--epochs", "three"], "--epochs"),
+    ],
+)
+def test_usage_mistakes_are_one_line_and_exit_2(
+    argv: list[str], names: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = cli_error(main, argv, capsys)
+    assert err.startswith("error: recognition-train: ") and names in err
+
+
 def test_config_files_are_checked(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[train]\nepochz = 3\n")

@@ -307,6 +307,7 @@ def run_checker(
     ready: Callable[[str, str], None] | None = None,
     stop: threading.Event | None = None,
     report: Callable[[str], None] | None = None,
+    until: Callable[[CheckerCore], bool] | None = None,
 ) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 
@@ -316,14 +317,16 @@ def run_checker(
         ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
         stop: set it to end the loop (the child process sets it on SIGTERM).
         report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
+        until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
     """
     from graphs.task_graph import load_graph
 
     service = CheckerService(load_graph(graph_path), config)
-    if ready is not None:
-        ready(service.events_endpoint, service.alerts_endpoint)
-    try:
-        service.run(stop)
+    try:  # a Ctrl-C right after ``ready`` must still close the sockets and report
+        if ready is not None:
+            ready(service.events_endpoint, service.alerts_endpoint)
+        service.run(stop, until)
     finally:
+        service.close()
         if report is not None:
             report(service.summary())

@@ -15,14 +15,18 @@ Usage::
 
 Without a sub-command, one command runs the checker, one detector and the view on loopback.
 Bad input (unopenable video, a graph that is not a DAG, a detector whose classes are not the graph's
-key-steps, a busy port) ends with one line on stderr and exit status 2.
+key-steps, a busy port) ends with one line on stderr and exit status 2. SIGTERM stops every command the
+way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import threading
+from collections.abc import Iterator
 
 from graphs.errors import InputError, exit_on_input_error
 
@@ -88,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv = ["run", *argv]
     args = build_parser().parse_args(argv)
+    with _sigterm_as_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; returns its exit status."""
     if args.command in ("run", "detector"):
         from streaming.readers import quiet_codec_logs
 
@@ -109,6 +119,27 @@ def main(argv: list[str] | None = None) -> int:
     config = RunConfig(args.video, args.graph, args.detector, args.backbone, args.stream_id, args.bind, args.publish,
                        realtime=not args.fast, jsonl=args.jsonl, reader=args.reader, threads=args.threads)
     return run_all(config)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Meanwhile SIGTERM (``kill``, ``timeout``, systemd, ``docker stop``) shuts down the way Ctrl-C does.
+
+    Python's default for SIGTERM ends the process on the spot: no checker summary line, no final
+    ``ended`` heartbeat, and the all-in-one run's checker child left behind.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_ready(events: str, alerts: str) -> None:

@@ -74,12 +74,19 @@ class RunConfig:
 
 
 def _checker_child(graph_path: str, config: CheckerConfig, pipe: Connection) -> None:
-    """Entry point of the checker child process: report the bound endpoints (or the error), then serve."""
+    """Entry point of the checker child process: report the bound endpoints (or the error), then serve.
+
+    It serves until the parent asks (SIGTERM) or is gone: a parent that is killed outright (SIGKILL, or a
+    signal it does not handle) cannot ask, and the checker would otherwise hold its ports forever.
+    """
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the checker stops
+    parent = mp.parent_process()
+    orphaned = (lambda _core: not parent.is_alive()) if parent is not None else None
     try:
-        run_checker(graph_path, config, ready=lambda events, alerts: pipe.send(("ready", events, alerts)), stop=stop)
+        run_checker(graph_path, config, ready=lambda events, alerts: pipe.send(("ready", events, alerts)), stop=stop,
+                    until=orphaned)
     except InputError as err:
         pipe.send(("error", str(err)))
 

@@ -42,18 +42,24 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Calla
     return predicate()
 
 
-def write_damaged_video(path: Path, frames: int = 60) -> Path:
-    """Write a 30 fps noise video with OpenCV, then zero the middle fifth of its frame data.
-
-    The container (``moov``, written last) stays intact, so the file opens and its first frames
-    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer.
-    """
+def write_noise_video(path: Path, frames: int = 60) -> Path:
+    """Write a 30 fps, 64x48 video of random noise (every frame is large and unlike the last) with OpenCV."""
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (64, 48))
     assert writer.isOpened()
     rng = np.random.default_rng(0)
     for _ in range(frames):
-        writer.write(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))  # noise: every frame is large
+        writer.write(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))
     writer.release()
+    return path
+
+
+def write_damaged_video(path: Path, frames: int = 60) -> Path:
+    """Write a noise video (`write_noise_video`), then zero the middle fifth of its frame data.
+
+    The container (``moov``, written last) stays intact, so the file opens and its first frames
+    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer.
+    """
+    write_noise_video(path, frames)
     data = bytearray(path.read_bytes())
     end = data.find(b"moov")
     assert end > 0

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import zmq
 
 from graphs.task_graph import save_graph
+from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.cli import main
 from streaming.pipeline import default_demo_paths
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import tea_graph, write_damaged_video
+from tests.streaming.helpers import tea_graph, wait_for, write_damaged_video, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -107,3 +110,47 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"error: --video {video}: OpenCV cannot open it (not a video, or an "
                                           "unsupported format)"]
+
+
+def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
+    # Python's default SIGTERM (kill, timeout, systemd, docker stop) ended the checker without its summary line.
+    args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
+    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", *args], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("checker: detectors connect to ")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert err.startswith("checker: 0 messages received, 0 streams tracked;")
+    assert proc.returncode == 130
+
+
+def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
+    # Without it the checker and every viewer kept showing the stream as running.
+    video = write_noise_video(tmp_path / "long.mp4", frames=600)  # 20 s, read in real time
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
+            "--connect", service.events_endpoint, "--stream-id", "term"]
+    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", *args], stderr=subprocess.PIPE, text=True)
+    try:
+        streams = service.core.streams
+        assert wait_for(lambda: "term" in streams and streams["term"].frames > 0, 30.0)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        assert wait_for(lambda: streams["term"].ended, 5.0)
+        assert proc.returncode == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)

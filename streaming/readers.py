@@ -15,7 +15,8 @@ that cannot be decoded to its end (damaged or truncated) ends the stream early w
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
 that the consumer never took is counted in ``dropped``. A camera or stream that stops delivering
 is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), after which the
-stream ends with an `InputError`.
+stream ends with ``error`` set. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a read
+waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from graphs.errors import InputError
 READER_NAMES: Final = ("auto", "decord", "opencv")
 DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amortises the call
 EARLY_END_S: Final = 1.0  # a file whose frames run out this much before its container says is damaged
+STREAM_OPEN_TIMEOUT_S: Final = 10.0  # longest a network stream may take to open (OpenCV's default: 30 s)
 FFMPEG_QUIET: Final = -8  # FFmpeg's AV_LOG_QUIET
 
 
@@ -349,13 +351,36 @@ class OpenCVFileReader(_FileReader):
             )
 
 
+def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCapture:
+    """Open a camera, or a network stream with bounded waits (FFmpeg backend).
+
+    Args:
+        target: camera index or path, or a stream URL.
+        config: ``stall_timeout_s`` bounds each read of a stream.
+
+    Returns:
+        The capture (check ``isOpened()``).
+    """
+    if isinstance(target, str) and "://" in target and cv2.videoio_registry.hasBackend(cv2.CAP_FFMPEG):
+        params = [
+            cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, int(STREAM_OPEN_TIMEOUT_S * 1000),
+            cv2.CAP_PROP_READ_TIMEOUT_MSEC, int(config.stall_timeout_s * 1000),
+        ]  # fmt: skip
+        return cv2.VideoCapture(target, cv2.CAP_FFMPEG, params)
+    return cv2.VideoCapture(target)
+
+
 class LiveReader(VideoReader):
     """Cameras and network streams through OpenCV: a grab thread keeps only the newest frame.
+
+    The grab thread owns the capture (it reopens and finally releases it), so `close` never releases
+    a capture in the middle of a read.
 
     Args:
         source: a ``camera`` or ``stream`` source.
         config: rate, size and reopen policy.
-        open_capture: opens the source (a constructor argument so tests can hand in any capture).
+        open_capture: opens the source (a constructor argument so tests can hand in any capture;
+            default: `open_live_capture` with ``config``).
         clock: monotonic clock.
     """
 
@@ -365,11 +390,11 @@ class LiveReader(VideoReader):
         self,
         source: Source,
         config: ReaderConfig,
-        open_capture: Callable[[str | int], cv2.VideoCapture] = cv2.VideoCapture,
+        open_capture: Callable[[str | int], cv2.VideoCapture] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(source, config)
-        self._open = open_capture
+        self._open = open_capture or (lambda target: open_live_capture(target, config))
         self.clock = clock
         self.reopens = 0
         # OpenCV's own warnings about a missing camera would add lines to our one-line error.
@@ -383,7 +408,6 @@ class LiveReader(VideoReader):
         self._latest: np.ndarray | None = None
         self._latest_id = 0
         self._taken_id = 0
-        self._grabbed = 0
         self._stop = threading.Event()
         self._ended = False
         self._t0 = self.clock()
@@ -392,25 +416,30 @@ class LiveReader(VideoReader):
         self._thread.start()
 
     def _grab_loop(self) -> None:
-        last_frame = self.clock()
-        while not self._stop.is_set():
-            ok, bgr = self._cap.read()
-            if ok and bgr is not None:
-                last_frame = self.clock()
-                with self._lock:
-                    self._latest = bgr
-                    self._latest_id += 1
-                    self._lock.notify_all()
-                continue
-            if self.clock() - last_frame < self.config.stall_timeout_s and self._cap.isOpened():
-                time.sleep(0.01)
-                continue
-            if not self._reopen():
-                with self._lock:
-                    self._ended = True
-                    self._lock.notify_all()
-                return
+        try:
             last_frame = self.clock()
+            while not self._stop.is_set():
+                ok, bgr = self._cap.read()
+                if ok and bgr is not None:
+                    last_frame = self.clock()
+                    with self._lock:
+                        self._latest = bgr
+                        self._latest_id += 1
+                        self._lock.notify_all()
+                    continue
+                if self.clock() - last_frame < self.config.stall_timeout_s and self._cap.isOpened():
+                    time.sleep(0.01)
+                    continue
+                if not self._reopen():
+                    return
+                last_frame = self.clock()
+        except Exception as err:  # cv2.error from a backend: end the stream, never leave read() waiting
+            self.error = f"--video {self.source.spec}: {str(err).strip().splitlines()[-1][:160]}"
+        finally:
+            self._cap.release()
+            with self._lock:
+                self._ended = True
+                self._lock.notify_all()
 
     def _reopen(self) -> bool:
         """Reopen with bounded exponential backoff; False once `reopen_attempts` are used up."""
@@ -434,7 +463,7 @@ class LiveReader(VideoReader):
         if self._next_due > now:
             time.sleep(self._next_due - now)
         with self._lock:
-            while self._latest_id == self._taken_id and not self._ended:
+            while self._latest_id == self._taken_id and not self._ended and not self._stop.is_set():
                 self._lock.wait(0.1)
             if self._latest_id == self._taken_id:
                 return None
@@ -447,9 +476,9 @@ class LiveReader(VideoReader):
         return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0)
 
     def close(self) -> None:
+        """Stop the grab thread; it releases the capture once its current read or open returns."""
         self._stop.set()
         self._thread.join(timeout=2.0)
-        self._cap.release()
 
 
 def open_reader(spec: str, config: ReaderConfig) -> VideoReader:

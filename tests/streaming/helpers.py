@@ -1,10 +1,13 @@
-"""Shared helpers of the streaming tests: the demo-procedure task graph, polling with a deadline, damaged videos."""
+"""Shared helpers of the streaming tests: the demo task graph, polling with a deadline, test videos and streams."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 
 import cv2
 import numpy as np
@@ -67,3 +70,51 @@ def write_damaged_video(path: Path, frames: int = 60) -> Path:
     data[start:stop] = bytes(stop - start)
     path.write_bytes(bytes(data))
     return path
+
+
+class StalledStream:
+    """An HTTP MJPEG stream on 127.0.0.1 that goes silent: a network camera whose link hangs.
+
+    The first client gets ``frames`` JPEG frames, then nothing, its connection held open; every later
+    client is disconnected at once (the camera is gone). Use it as a context manager; ``url`` is its address.
+
+    Args:
+        frames: frames sent before the stall.
+    """
+
+    def __init__(self, frames: int = 5) -> None:
+        jpegs = [cv2.imencode(".jpg", np.full((48, 64, 3), 40 * k % 256, np.uint8))[1].tobytes() for k in range(frames)]
+        self._parts = [
+            b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n%s\r\n" % (len(j), j) for j in jpegs
+        ]
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.05)
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/stream.mjpg"
+        self._clients: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            if self._clients:
+                client.close()
+                continue
+            self._clients.append(client)
+            client.settimeout(1.0)
+            client.recv(4096)  # the request
+            client.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: multipart/x-mixed-replace; boundary=frame\r\n\r\n")
+            client.sendall(b"".join(self._parts))
+
+    def __enter__(self) -> StalledStream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+        for sock in (*self._clients, self._server):
+            sock.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import cv2
@@ -19,7 +21,7 @@ from streaming.readers import (
     parse_source,
     sample_indices,
 )
-from tests.streaming.helpers import write_damaged_video
+from tests.streaming.helpers import StalledStream, write_damaged_video
 
 N_FRAMES, SOURCE_FPS = 60, 30.0
 
@@ -139,3 +141,32 @@ def test_lost_live_source_is_reopened_with_bounded_backoff(numbered_video: Path,
     reader.close()
     assert frames and reader.reopens == 3 and len(opened) == 4
     assert "3 reopen attempts failed" in reader.error
+
+
+def test_a_stalled_network_stream_is_noticed_within_the_stall_timeout() -> None:
+    # OpenCV's own read timeout is 30 s: a network camera whose link hung kept the reader waiting that long
+    # before the stall (stall_timeout_s) and reopen logic could act.
+    config = ReaderConfig(fps=100.0, stall_timeout_s=0.5, reopen_attempts=1, reopen_backoff_s=0.01,
+                          reopen_backoff_max_s=0.01)
+    with StalledStream(frames=5) as stream:
+        start = time.monotonic()
+        reader = LiveReader(Source("stream", stream.url, stream.url), config)
+        frames = list(reader)
+        reader.close()
+        elapsed = time.monotonic() - start
+    assert 1 <= len(frames) <= 5
+    assert elapsed < 5.0 and "1 reopen attempts failed" in reader.error
+
+
+def test_close_releases_a_consumer_waiting_on_a_stalled_stream() -> None:
+    # read() waited for the grab thread alone, so a detector blocked in it did not see close() (Ctrl-C) until
+    # the stream's read timed out; close() also released the capture under the grab thread's read.
+    with StalledStream(frames=5) as stream:
+        reader = LiveReader(Source("stream", stream.url, stream.url), ReaderConfig(fps=100.0, stall_timeout_s=30.0))
+        closer = threading.Timer(0.5, reader.close)
+        start = time.monotonic()
+        closer.start()
+        frames = list(reader)
+        elapsed = time.monotonic() - start
+        closer.join(5.0)
+    assert 1 <= len(frames) <= 5 and elapsed < 3.0

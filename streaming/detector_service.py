@@ -27,6 +27,7 @@ from streaming.features import FeatureExtractor, make_extractor
 from streaming.messages import MAX_HISTORY, Heartbeat, KeyStepEvent
 from streaming.readers import VideoReader
 from streaming.transport import (
+    CONNECT_WAIT_S,
     DEFAULT_EVENTS_ENDPOINT,
     HEARTBEAT_S,
     Publisher,
@@ -50,6 +51,7 @@ class DetectorConfig:
         heartbeat_s: seconds between heartbeats.
         threads: torch intra-op threads for the model.
         max_frames: stop after this many frames (0: until the source ends).
+        connect_wait_s: `run_detector` refuses to start if the checker does not answer within this long.
     """
 
     stream_id: str = "cam0"
@@ -57,6 +59,7 @@ class DetectorConfig:
     heartbeat_s: float = HEARTBEAT_S
     threads: int = 1
     max_frames: int = 0
+    connect_wait_s: float = CONNECT_WAIT_S
 
     def __post_init__(self) -> None:
         check_detector_options(self.stream_id, self.threads)
@@ -65,6 +68,8 @@ class DetectorConfig:
             raise InputError(f"DetectorConfig.heartbeat_s = {self.heartbeat_s} must be > 0")
         if self.max_frames < 0:
             raise InputError(f"DetectorConfig.max_frames = {self.max_frames} must be >= 0")
+        if not self.connect_wait_s > 0:
+            raise InputError(f"DetectorConfig.connect_wait_s = {self.connect_wait_s} must be > 0")
 
 
 class EventPublisher:
@@ -341,7 +346,7 @@ def run_detector(
     """Run one detector stream publishing to a checker (the ``stream-detect detector`` command).
 
     Args:
-        reader: an open reader.
+        reader: an open reader (closed on return).
         model / checkpoint / extractor: what `load_detector_for_stream` returned (loaded once, checked already).
         config: stream id, endpoint, limits.
         stop: set to end early.
@@ -349,15 +354,20 @@ def run_detector(
 
     Returns:
         Run statistics.
+
+    Raises:
+        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
     ctx = ctx or zmq.Context.instance()
-    sock = connect(ctx, zmq.PUB, config.connect)
+    sock = None
     try:
+        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s)
         detector = Detector(
             reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config
         )
         return detector.run(stop)
     finally:
-        sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
-        sock.close()
+        if sock is not None:
+            sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
+            sock.close()
         reader.close()

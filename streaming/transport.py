@@ -27,6 +27,7 @@ HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic st
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop
+CONNECT_WAIT_S: Final = 10.0  # longest a detector waits for its checker to answer before it refuses to run
 HARD_MAX_BYTES: Final = 4 * MAX_MESSAGE_BYTES  # libzmq refuses anything larger before it reaches Python
 
 DEFAULT_EVENTS_ENDPOINT: Final = "tcp://127.0.0.1:5555"  # checker's input (detectors connect here)
@@ -114,26 +115,48 @@ def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> 
     return sock, last.decode() if isinstance(last, bytes) else str(last)
 
 
-def connect(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--connect") -> zmq.Socket:
+def connect(
+    ctx: zmq.Context, kind: int, endpoint: str, option: str = "--connect", wait_s: float = 0.0
+) -> zmq.Socket:
     """Create a socket and connect it (ZeroMQ reconnects by itself if the peer restarts).
+
+    ZeroMQ connects in the background and never says that nobody is there: a PUB socket aimed at the
+    wrong endpoint silently drops everything. With ``wait_s`` the first connection must be made (a
+    ZeroMQ handshake with the peer) within that many seconds, or the call fails.
 
     Args:
         ctx: the ZeroMQ context.
         kind: socket type.
         endpoint: the peer's bound endpoint.
         option: the option the endpoint came from, named in errors.
+        wait_s: if > 0, wait up to this long for the peer to answer.
 
     Returns:
         The connected socket.
+
+    Raises:
+        InputError: a bad endpoint, or no peer answered within ``wait_s``.
     """
     check_endpoint(endpoint, option, peer=True)
     sock = ctx.socket(kind)
     _configure(sock)
+    # The monitor must watch before the connection starts, or a fast handshake is missed.
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if wait_s > 0 else None
     try:
-        sock.connect(endpoint)
-    except zmq.ZMQError as err:
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as err:
+            raise InputError(f"{option} {endpoint}: cannot connect ({err.strerror})") from None
+        if monitor is not None and not monitor.poll(int(wait_s * 1000)):
+            raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
+    except BaseException:
         sock.close()
-        raise InputError(f"{option} {endpoint}: cannot connect ({err.strerror})") from None
+        if monitor is not None:
+            monitor.close()
+        raise
+    if monitor is not None:
+        sock.disable_monitor()
+        monitor.close()
     return sock
 
 

@@ -1,0 +1,58 @@
+"""The detector command's loop around a real reader, model and socket."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from graphs.errors import InputError
+from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.detector_service import DetectorConfig, load_detector_for_stream, run_detector
+from streaming.pipeline import default_demo_paths
+from streaming.readers import ReaderConfig, open_reader
+from tests.streaming.helpers import tea_graph, wait_for, write_noise_video
+
+_, DETECTOR = default_demo_paths()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_detector_refuses_to_run_when_no_checker_answers(tmp_path: Path) -> None:
+    # ZeroMQ connects in the background and never says nobody is there: a detector with a wrong --connect
+    # read the whole video, sent every key-step into the void and exited 0.
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    with pytest.raises(InputError, match=f"--connect {endpoint}: nothing answered within 0.3 s"):
+        run_detector(reader, model, checkpoint, extractor, DetectorConfig(connect=endpoint, connect_wait_s=0.3),
+                     ctx=zmq.Context.instance())
+    assert time.monotonic() - start < 3.0 and reader.frames == 0
+
+
+def test_detector_runs_once_its_checker_answers(tmp_path: Path) -> None:
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        stats = run_detector(reader, model, checkpoint, extractor,
+                             DetectorConfig(stream_id="noise", connect=service.events_endpoint), ctx=ctx)
+        assert stats.frames > 0 and stats.error == ""
+        assert wait_for(lambda: "noise" in service.core.streams and service.core.streams["noise"].ended, 5.0)
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)

@@ -203,6 +203,7 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
     from streaming.detector_service import (
         Detector,
         DetectorConfig,
+        DetectorStats,
         EventPublisher,
         check_detector_matches_graph,
         load_detector_for_stream,
@@ -228,13 +229,13 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
         detector = Detector(reader, extractor, model, checkpoint, events, det_config)
         await_subscription(viewer, events)
         stop = threading.Event()
-        result: dict[str, object] = {}
+        outcome: list[DetectorStats | BaseException] = []  # what the detector thread ended with
 
         def work() -> None:
             try:
-                result["stats"] = detector.run(stop)
+                outcome.append(detector.run(stop))
             except BaseException as err:  # reported by the main thread, never lost in a thread
-                result["error"] = err
+                outcome.append(err)
 
         thread = threading.Thread(target=work, name="detector", daemon=True)
         thread.start()
@@ -258,11 +259,11 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
             raise
         thread.join(5.0)
         sock.close()
-        if "error" in result:
-            raise result["error"]  # type: ignore[misc]
-        stats = result.get("stats")
-        if stats is not None and getattr(stats, "error", ""):
-            raise InputError(stats.error)  # type: ignore[union-attr]
+        ended = outcome[0] if outcome else None
+        if isinstance(ended, BaseException):
+            raise ended
+        if ended is not None and ended.error:
+            raise InputError(ended.error)
         return 0
     finally:
         reader.close()

@@ -54,7 +54,7 @@ def quiet_codec_logs() -> None:
     """
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(FFMPEG_QUIET))
     try:
-        import decord
+        import decord  # type: ignore[import-untyped]
     except ImportError:
         return
     decord.logging.set_level(decord.logging.QUIET)
@@ -328,11 +328,13 @@ class OpenCVFileReader(_FileReader):
         target = int(self._indices[k])
         while self._src_pos < target:
             if not self._cap.grab():
-                return self._ended()
+                self._ended()
+                return None
             self._src_pos += 1
         ok, bgr = self._cap.retrieve()
         if not ok:
-            return self._ended()
+            self._ended()
+            return None
         self._pace(k)
         self.frames += 1
         return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps)
@@ -470,6 +472,7 @@ class LiveReader(VideoReader):
             self.dropped += self._latest_id - self._taken_id - 1
             self._taken_id = self._latest_id
             bgr = self._latest
+        assert bgr is not None  # a frame was taken, so one was stored
         self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
         k = self.frames
         self.frames += 1

@@ -54,8 +54,8 @@ def to_dot(graph: TaskGraph, wrap: int = 28) -> str:
     for step, name in zip(graph.step_ids, graph.step_names, strict=True):
         style = ', style="rounded,dashed", color=grey, fontcolor=grey' if step in removed else ""
         lines.append(f'  {_dot_id(step)} [label="{step}: {_dot_label(name, wrap)}"{style}];')
-    for step, requires in graph.edges():
-        lines.append(f"  {_dot_id(requires)} -> {_dot_id(step)};")  # drawn in execution order
+    for dependent, requires in graph.edges():
+        lines.append(f"  {_dot_id(requires)} -> {_dot_id(dependent)};")  # drawn in execution order
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -136,7 +136,7 @@ class TaskGraph:
         """Steps with no edge at all: removed because they were never seen in training (SPEC §1)."""
         inner = self.adjacency[1:-1]
         isolated = ~inner.any(axis=1) & ~self.adjacency[:, 1:-1].any(axis=0)
-        return tuple(s for s, iso in zip(self.step_ids, isolated, strict=True) if iso)
+        return tuple(self.step_ids[i] for i in np.flatnonzero(isolated))
 
     def edges(self) -> list[tuple[Node, Node]]:
         """Binary pre-condition edges as ``(step, requires)`` pairs, in matrix order."""

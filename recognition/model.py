@@ -13,6 +13,7 @@ being background. The model has two ways in:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -138,7 +139,7 @@ class MiniROAD(nn.Module):
         Returns:
             ``(1, batch, H)`` zeros on the model's device and dtype.
         """
-        weight = self.head[1].weight
+        weight = cast(nn.Linear, self.head[1]).weight
         return torch.zeros(1, batch, self.config.hidden_dim, device=weight.device, dtype=weight.dtype)
 
     def step(self, x_t: Tensor, state: Tensor, return_all: bool = False) -> tuple[Tensor, Tensor]:
@@ -240,15 +241,17 @@ class FastStepper:
         cfg = model.config
         self.config = cfg
         self.precision = precision
-        lin = model.embed[0]
-        norm = model.embed[1]
+        lin = cast(nn.Linear, model.embed[0])  # nn.Sequential indexing is typed as a bare Module
+        norm = cast(nn.LayerNorm, model.embed[1])
+        head = cast(nn.Linear, model.head[1])
         self._embed = _Gemv(lin.weight, lin.bias, precision)
         self._ln_w = norm.weight.detach()
         self._ln_b = norm.bias.detach()
         self._ln_eps = norm.eps
-        self._input = _Gemv(model.gru.weight_ih_l0, model.gru.bias_ih_l0, precision)
-        self._hidden = _Gemv(model.gru.weight_hh_l0, model.gru.bias_hh_l0, precision)
-        self._head = _Gemv(model.head[1].weight, model.head[1].bias, "fp32")  # tiny: keep it exact
+        gru = model.gru.get_parameter  # typed access to the GRU's flat weights
+        self._input = _Gemv(gru("weight_ih_l0"), gru("bias_ih_l0"), precision)
+        self._hidden = _Gemv(gru("weight_hh_l0"), gru("bias_hh_l0"), precision)
+        self._head = _Gemv(head.weight, head.bias, "fp32")  # tiny: keep it exact
         dtype = torch.float32
         H = cfg.hidden_dim
         self._x = torch.empty(1, cfg.input_dim, dtype=dtype)

@@ -163,8 +163,10 @@ def _select(argv: list[str]) -> int:
             workers=args.workers,
         )
         rows = cross_validate_ensemble(data, settings, config, progress=not args.quiet)
-        keys = ("epochs", "early_stop", "size", "threshold_scale", "clean", "noisy", "score")
-        headers = ("epochs", "early stop", "size", "threshold scale", "clean", f"noise {args.noise:g}", "score")
+        keys: tuple[str, ...] = ("epochs", "early_stop", "size", "threshold_scale", "clean", "noisy", "score")
+        headers: tuple[str, ...] = (
+            "epochs", "early stop", "size", "threshold scale", "clean", f"noise {args.noise:g}", "score"
+        )
     else:
         rows = prego.cross_validate(data, settings, args.folds, epochs, scales, noise=args.noise)
         keys = ("epochs", "threshold_scale", "clean", "noisy", "score")

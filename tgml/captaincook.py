@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -228,6 +228,7 @@ def run_benchmark(
                    console=Console(stderr=True), disable=not progress)
     with bar:
         task = bar.add_task("runs", total=len(jobs))
+        outcomes: Iterator[tuple[TaskGraph, int]]
         if workers == 1:
             outcomes = map(_train_job, jobs)
             pool = None

@@ -118,11 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output(args.json, "results file", inputs=[args.config, Path(args.data) / ANNOTATIONS])
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))
         procedures = [p for p in (args.procedures or "").split(",") if p]
-        result = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,
-                               progress=not args.quiet, ensemble=args.ensemble)
-        console.print(results_table(result))
+        bench = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,
+                              progress=not args.quiet, ensemble=args.ensemble)
+        console.print(results_table(bench))
         if args.json:
-            write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+            write_text(args.json, json.dumps(bench.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")
     return 0
 

@@ -68,6 +68,10 @@ class DirectOptimization(nn.Module):
         generator: torch generator for the uniform [0, 1) initialisation (seeded by the trainer).
     """
 
+    blocked: torch.Tensor  # (N, N) bool: entries masked to -inf (SPEC §1)
+    live_rows: torch.Tensor  # (N, 1) bool: rows with at least one allowed entry
+    contrast: torch.Tensor  # (N,) float 0/1: nodes the contrastive term ranges over
+
     def __init__(self, n_steps: int, generator: torch.Generator | None = None) -> None:
         super().__init__()
         self.n_steps = n_steps

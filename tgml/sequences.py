@@ -101,7 +101,7 @@ def random_dedup_mask(packed: PackedSequences, rng: np.random.Generator) -> np.n
     Returns:
         bool ``(P,)`` keep mask: each repeat moves its step to the later position with probability 0.5.
     """
-    return keep_latest_candidate(packed, rng.random(packed.steps.shape[0]) < 0.5)
+    return keep_latest_candidate(packed, np.less(rng.random(packed.steps.shape[0]), 0.5))
 
 
 def first_occurrence(sequence: Sequence[int]) -> tuple[int, ...]:

@@ -269,8 +269,8 @@ def train_task_graph(
         with _progress(progress) as bar:
             task = bar.add_task(scenario or "training", total=config.epochs, loss=float("nan"), sa="  -  ")
             for epoch in range(1, config.epochs + 1):
-                observed, targets, weights = epoch_rows(data, rng)
-                _, loss = model(observed, targets, weights, config.beta_at(epoch))
+                observed, targets, multiplicity = epoch_rows(data, rng)
+                _, loss = model(observed, targets, multiplicity, config.beta_at(epoch))
                 assert loss is not None
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -107,8 +107,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            expected = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}[str(f.type)]
-            if not isinstance(value, expected) or (str(f.type) != "bool" and isinstance(value, bool)):
+            types = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}[str(f.type)]
+            if not isinstance(value, types) or (str(f.type) != "bool" and isinstance(value, bool)):
                 raise InputError(f"TrainConfig.{f.name} = {value!r}: expected {f.type}")
         checks = [
             ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),

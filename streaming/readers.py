@@ -401,9 +401,12 @@ class LiveReader(VideoReader):
         self.reopens = 0
         # OpenCV's own warnings about a missing camera would add lines to our one-line error.
         cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
-        cap = self._open(source.target)
+        what = "camera" if source.kind == "camera" else "stream"
+        try:
+            cap = self._open(source.target)
+        except cv2.error as err:  # e.g. a camera index beyond a C long
+            raise InputError(f"--video {source.spec}: cannot open {what} ({_native_message(err)})") from None
         if not cap.isOpened():
-            what = "camera" if source.kind == "camera" else "stream"
             raise InputError(f"--video {source.spec}: cannot open {what}")
         self._cap = cap
         self._lock = threading.Condition()
@@ -499,6 +502,9 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
         return LiveReader(source, config)
     if not Path(spec).exists():
         raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
+    if not Path(spec).is_file():
+        kind = "a folder" if Path(spec).is_dir() else "not a regular file"
+        raise InputError(f"--video {spec}: {kind}, expected a video file")
     if config.reader == "opencv":
         return OpenCVFileReader(source, config)
     try:

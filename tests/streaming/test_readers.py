@@ -170,3 +170,13 @@ def test_close_releases_a_consumer_waiting_on_a_stalled_stream() -> None:
         elapsed = time.monotonic() - start
         closer.join(5.0)
     assert 1 <= len(frames) <= 5 and elapsed < 3.0
+
+
+def test_odd_video_values_are_named_for_what_they_are(tmp_path: Path) -> None:
+    # A camera index beyond a C long raised cv2.error (a traceback); a folder or a device was "file not found".
+    with pytest.raises(InputError, match="--video cam99999999999999999999: cannot open camera"):
+        open_reader("cam99999999999999999999", ReaderConfig())
+    with pytest.raises(InputError, match=f"--video {tmp_path}: a folder, expected a video file"):
+        open_reader(str(tmp_path), ReaderConfig())
+    with pytest.raises(InputError, match="--video /dev/null: not a regular file, expected a video file"):
+        open_reader("/dev/null", ReaderConfig())

@@ -16,7 +16,7 @@ import abc
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -116,6 +116,10 @@ class LightExtractor(FeatureExtractor):
 class TorchScriptExtractor(FeatureExtractor):
     """A TorchScript backbone: ``(B, 3, H, W)`` normalised RGB -> ``(B, D)``.
 
+    An output of more dimensions, ``(B, C, 1, 1)`` say, is flattened to ``(B, C)``; a tuple or list
+    output uses its first item. The backbone is probed on a blank batch when loaded, so one that fails
+    or does not keep the batch dimension is refused there, naming the file.
+
     Args:
         path: the ``.pt`` TorchScript file.
         size: frames are resized to ``size x size`` before the backbone (0 keeps them as they are).
@@ -143,12 +147,18 @@ class TorchScriptExtractor(FeatureExtractor):
             raise InputError(f"--backbone {path}: not a TorchScript file ({str(err).splitlines()[0][:100]})") from None
         self.size = size
         self.path = path
-        probe = self(np.zeros((1, max(size, 32), max(size, 32), 3), dtype=np.uint8))
-        if probe.ndim != 2:
-            raise InputError(f"--backbone {path}: output has shape {probe.shape}, expected (batch, features)")
-        self.dim = int(probe.shape[1])
+        side = max(size, 32)
+        try:
+            probe = self._forward(np.zeros((2, side, side, 3), dtype=np.uint8))
+        except Exception as err:  # whatever the module raises on a well-formed batch
+            why = ([line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__])[-1]
+            raise InputError(f"--backbone {path}: fails on a (2, 3, {side}, {side}) batch ({why[:120]})") from None
+        if probe.ndim < 2 or probe.shape[0] != 2:
+            raise InputError(f"--backbone {path}: output has shape {tuple(probe.shape)}, expected (batch, features)")
+        self.dim = int(probe[0].numel())
 
-    def __call__(self, frames: np.ndarray) -> np.ndarray:
+    def _forward(self, frames: np.ndarray) -> Any:
+        """The module's output tensor (the first item of a tuple or list) for ``(B, H, W, 3)`` uint8 frames."""
         torch = self._torch
         _check_frames(frames)
         x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div_(255.0)  # (B,3,H,W)
@@ -156,8 +166,14 @@ class TorchScriptExtractor(FeatureExtractor):
             x = torch.nn.functional.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
         with torch.inference_mode():
             out = self.module((x - self._mean) / self._std)
-        if isinstance(out, tuple | list):
+        if isinstance(out, tuple | list) and out:
             out = out[0]
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the output is a {type(out).__name__}, not a tensor")
+        return out
+
+    def __call__(self, frames: np.ndarray) -> np.ndarray:
+        out = self._forward(frames)  # (B, D) or (B, ...)
         return out.reshape(out.shape[0], -1).float().numpy()
 
 

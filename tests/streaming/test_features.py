@@ -54,6 +54,37 @@ def test_torchscript_backbone_is_loaded_and_probed(tmp_path: Path) -> None:
     assert out.shape == (2, 3) and np.allclose(out[0], expected, atol=1e-4)
 
 
+class _Failing(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(7, -1, 13)  # fails for any batch of 224x224 frames
+
+
+class _Unbatched(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[0].mean(dim=(1, 2))  # (3,): the batch dimension is gone
+
+
+class _Named(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"features": x.mean(dim=(2, 3))}
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(
+    ("module", "reason"),
+    [(_Failing, "fails on a .* shape '\\[7, -1, 13\\]' is invalid"), (_Unbatched, "output has shape \\(3,\\)"),
+     (_Named, "fails on a .*the output is a dict, not a tensor")],
+    ids=["raises", "unbatched", "dict"],
+)
+def test_backbone_that_does_not_work_is_refused_when_loaded(module: type, reason: str, tmp_path: Path) -> None:
+    # The probe raised the module's own RuntimeError/AttributeError (a traceback), and its (batch, features)
+    # check could never fire: outputs were flattened to (B, -1) before it looked.
+    path = tmp_path / "backbone.pt"
+    torch.jit.script(module()).save(str(path))
+    with pytest.raises(InputError, match=f"--backbone {path}: {reason}"):
+        make_extractor("torchscript", path)
+
+
 def test_wrong_extractor_choices_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--backbone"):
         make_extractor("torchscript", None)

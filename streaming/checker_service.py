@@ -50,7 +50,8 @@ class CheckerConfig:
         bind_events: endpoint detectors connect to (SUB, bound).
         bind_alerts: endpoint viewers connect to (PUB, bound).
         status_period_s: how often each stream's status is re-sent even without change.
-        max_streams: most streams tracked at once (a bound on memory from untrusted peers).
+        max_streams: most streams tracked at once (a bound on memory from untrusted peers); when full, the
+            earliest-tracked stream that has ended makes room for a new one.
     """
 
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
@@ -91,7 +92,7 @@ class CheckerCore:
     Args:
         graph: the task graph every stream is checked against.
         clock: wall clock for outgoing timestamps (a constructor argument so tests can fix it).
-        max_streams: most streams tracked at once.
+        max_streams: most streams tracked at once; an ended stream gives its place to a new one.
     """
 
     def __init__(self, graph: TaskGraph, clock: Callable[[], float] = time.time, max_streams: int = 256) -> None:
@@ -114,8 +115,12 @@ class CheckerCore:
             return []
         state = self.streams.get(message.stream_id)
         if state is None and len(self.streams) >= self.max_streams:
-            self.refused += 1
-            return []
+            # A long-running checker sees many detector runs; those that ended must not fill it for good.
+            ended = next((sid for sid, s in self.streams.items() if s.ended), None)
+            if ended is None:
+                self.refused += 1
+                return []
+            del self.streams[ended]
         if state is None or state.session != message.session:
             state = self._start_over(message, state)
         if message.seq <= state.last_seq:

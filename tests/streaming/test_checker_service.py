@@ -256,3 +256,15 @@ def test_checker_survives_hostile_payloads_and_keeps_serving(tmp_path: Path) -> 
         stop.set()
         thread.join(5)
         ctx.destroy(linger=0)
+
+
+def test_an_ended_stream_makes_room_for_a_new_one_at_the_stream_limit() -> None:
+    # Ended streams were kept for good, so a long-running checker that had seen max_streams detector runs
+    # turned every later one away.
+    core = CheckerCore(tea_graph(), max_streams=1)
+    core.handle(Heartbeat("kitchen", 0, 1.0, "a", (1,), None, 10, 0, 30.0, False))
+    assert core.handle(Heartbeat("garage", 0, 1.0, "b", (), None, 0, 0, 0.0, False)) == []  # kitchen still runs
+    core.handle(Heartbeat("kitchen", 1, 2.0, "a", (1,), None, 20, 0, 30.0, True))
+    out = core.handle(Heartbeat("garage", 1, 3.0, "b", (), None, 0, 0, 0.0, False))
+    assert [m.stream_id for m in out] == ["garage"] and list(core.streams) == ["garage"]
+    assert core.refused == 1

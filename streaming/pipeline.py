@@ -274,20 +274,28 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
         ctx.destroy(linger=0)
 
 
-def await_subscription(viewer: Viewer, events: EventPublisher) -> None:
+def await_subscription(viewer: Viewer, events: EventPublisher, timeout_s: float = CHECKER_START_TIMEOUT_S) -> None:
     """Send heartbeats until the viewer hears the checker's status for this stream.
 
     PUB/SUB connections are made asynchronously (the ZeroMQ "slow joiner"): without this the first
-    messages of a fast file run could leave before both hops are connected. Bounded by
-    `CHECKER_START_TIMEOUT_S`.
+    messages of a fast file run could leave before both hops are connected.
+
+    Args:
+        viewer: subscribed to the checker's output.
+        events: publishes to the checker's input.
+        timeout_s: longest wait.
+
+    Raises:
+        InputError: no status came back within ``timeout_s``, naming the checker's output endpoint.
     """
-    deadline = time.monotonic() + CHECKER_START_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         events.heartbeat(None, 0, 0, 0.0)
         for message in viewer.pump(50):
             if isinstance(message, Status) and message.stream_id == events.stream_id:
                 return
-    raise InputError(f"the checker at {viewer.receiver.sock.LAST_ENDPOINT!r} does not answer")
+    endpoint = viewer.receiver.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    raise InputError(f"the checker at {endpoint} does not answer within {timeout_s:g} s")
 
 
 def run_view(endpoint: str, graph_path: str | None, jsonl: bool, out: TextIO = sys.stdout) -> int:

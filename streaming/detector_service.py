@@ -37,7 +37,8 @@ from streaming.transport import (
 )
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
-FINAL_REPEATS = 3  # the last heartbeat is sent this many times, HEARTBEAT_S / 5 apart
+FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
+FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
 
 
@@ -291,7 +292,7 @@ class Detector:
             final_fps = fps or self.stats.fps
             for k in range(FINAL_REPEATS):
                 if k:
-                    time.sleep(self.config.heartbeat_s / 5)
+                    time.sleep(FINAL_GAP_S)
                 self.events.heartbeat(None, self.stats.frames, self.stats.dropped, final_fps, ended=True)
         return self.stats
 

@@ -12,9 +12,10 @@ import zmq
 
 from graphs.errors import InputError
 from streaming.checker_service import CheckerConfig, CheckerService
-from streaming.detector_service import DetectorConfig, load_detector_for_stream, run_detector
+from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
 from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
+from streaming.transport import Publisher, bind
 from tests.streaming.helpers import tea_graph, wait_for, write_noise_video
 
 _, DETECTOR = default_demo_paths()
@@ -55,4 +56,22 @@ def test_detector_runs_once_its_checker_answers(tmp_path: Path) -> None:
     finally:
         stop.set()
         thread.join(5)
+        ctx.destroy(linger=0)
+
+
+def test_stopping_takes_a_fixed_moment_whatever_the_heartbeat_period(tmp_path: Path) -> None:
+    # The last heartbeat's repeats were heartbeat_s / 5 apart: with heartbeat_s = 60 every run ended with
+    # 24 s of sleep (the demo recognition test spent 48 of its 55 s there).
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.PUB, "inproc://stop-test")
+        config = DetectorConfig(connect=endpoint, heartbeat_s=60.0)
+        detector = Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), "t"), config)
+        start = time.monotonic()
+        stats = detector.run()
+        assert stats.frames > 0 and time.monotonic() - start < 2.0
+    finally:
+        reader.close()
         ctx.destroy(linger=0)

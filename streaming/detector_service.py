@@ -76,6 +76,10 @@ class DetectorConfig:
 class EventPublisher:
     """Publishes one stream's key-step events and heartbeats with seq numbers and the full history.
 
+    A message carries at most `MAX_HISTORY` key-steps, so a stream that confirms more (a camera left
+    running for days) starts a new session with an empty history; the checker starts the stream over,
+    as for a restarted detector.
+
     Args:
         publisher: a connected PUB `Publisher`.
         stream_id: the stream's name.
@@ -115,7 +119,8 @@ class EventPublisher:
             The message sent.
         """
         if len(self.history) >= MAX_HISTORY:
-            raise InputError(f"stream {self.stream_id}: more than {MAX_HISTORY} key-steps in one session")
+            self.session = secrets.token_hex(6)
+            self.history = []
         self.history.append(int(step))
         message = KeyStepEvent(
             stream_id=self.stream_id,

@@ -13,9 +13,10 @@ import zmq
 from graphs.errors import InputError
 from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
+from streaming.messages import MAX_HISTORY
 from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
-from streaming.transport import Publisher, bind
+from streaming.transport import Publisher, bind, connect
 from tests.streaming.helpers import tea_graph, wait_for, write_noise_video
 
 _, DETECTOR = default_demo_paths()
@@ -74,4 +75,31 @@ def test_stopping_takes_a_fixed_moment_whatever_the_heartbeat_period(tmp_path: P
         assert stats.frames > 0 and time.monotonic() - start < 2.0
     finally:
         reader.close()
+        ctx.destroy(linger=0)
+
+
+def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path) -> None:
+    # The 4097th key-step of a session raised InputError: a camera left running ended with "error: ..." though
+    # nobody had made a mistake.
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0)), "cam0")
+        first = events.session
+        events.keystep(1, "fill_kettle", 0.0, 1.0, 0.9)
+        events.history *= MAX_HISTORY  # as after MAX_HISTORY key-steps, without sending them all
+        message = events.keystep(3, "get_cup", 1.0, 2.0, 0.9)
+        assert message.session != first and message.history == (3,) and message.index == 0
+        assert wait_for(
+            lambda: (row := service.core.streams.get("cam0")) is not None and row.session == message.session,
+            10.0,
+            lambda: events.heartbeat(None, 0, 0, 0.0),
+        )
+        assert service.core.streams["cam0"].checker.done == (3,)
+    finally:
+        stop.set()
+        thread.join(5)
         ctx.destroy(linger=0)

@@ -1,10 +1,12 @@
-"""ZeroMQ sockets with the reliability rules of the ZeroMQ guide, all limits named here.
+"""ZeroMQ sockets with the reliability rules of the ZeroMQ guide; the socket limits are named here.
 
 - every receive is polled with a timeout (`POLL_MS`), never a blocking ``recv``;
 - ``LINGER`` is 0, so closing never hangs on unsent messages;
 - a peer sends a `Heartbeat` every `HEARTBEAT_S`; state travels in messages so a restarted peer
   rebuilds it (Clone pattern, see `streaming.messages`);
-- oversized or malformed messages are dropped and counted (`Receiver.malformed`), never raised.
+- oversized or malformed messages are dropped and counted (`Receiver.stats`), never raised;
+- ZeroMQ never says that nobody listens at a connected endpoint, so a sender that must reach its
+  peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`).
 
 Endpoints are ZeroMQ strings: ``tcp://127.0.0.1:5555`` (port 0 or ``*`` picks a free port on bind),
 ``ipc:///tmp/x.sock``, ``inproc://name``. A port already in use is an `InputError` (one line, exit 2).

@@ -134,15 +134,25 @@ class Viewer:
         state: the view state (holds step names from the graph).
         jsonl: print ``keystep`` and ``alert`` messages as JSON lines to ``out`` instead of drawing.
         out: where JSON lines go.
+        warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
+            no screen to count them on: a checker speaking another wire version would otherwise look idle).
     """
 
     def __init__(
-        self, ctx: zmq.Context, endpoint: str, state: ViewState, jsonl: bool, out: TextIO = sys.stdout
+        self,
+        ctx: zmq.Context,
+        endpoint: str,
+        state: ViewState,
+        jsonl: bool,
+        out: TextIO = sys.stdout,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint, "--connect")))
+        self.endpoint = endpoint
         self.state = state
         self.jsonl = jsonl
         self.out = out
+        self.warn = warn
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[_Message]:
         """Take what arrived (waiting up to ``timeout_ms``), fold it into the state, print JSON lines."""
@@ -152,7 +162,10 @@ class Viewer:
             new = self.state.apply(message, now)
             if self.jsonl and new and isinstance(message, KeyStepEvent | Alert):
                 print(jsonl_line(message), file=self.out, flush=True)
-        self.state.malformed = self.receiver.stats.malformed
+        stats = self.receiver.stats
+        if stats.malformed and not self.state.malformed and self.warn is not None:
+            self.warn(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})")
+        self.state.malformed = stats.malformed
         return messages
 
     def loop(self, done: Callable[[], bool], console: Console | None = None) -> None:
@@ -298,24 +311,43 @@ def await_subscription(viewer: Viewer, events: EventPublisher, timeout_s: float 
     raise InputError(f"the checker at {endpoint} does not answer within {timeout_s:g} s")
 
 
-def run_view(endpoint: str, graph_path: str | None, jsonl: bool, out: TextIO = sys.stdout) -> int:
+def run_view(
+    endpoint: str,
+    graph_path: str | None,
+    jsonl: bool,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    done: Callable[[], bool] = lambda: False,
+) -> int:
     """The ``stream-detect view`` command: show a checker's output until interrupted.
+
+    Malformed messages are dropped and counted (on screen in the live view); with ``jsonl`` the first
+    one is also reported on ``err`` at once, and a count ends the run if there were any.
 
     Args:
         endpoint: the checker's alerts endpoint.
         graph_path: optional graph file, for step names.
         jsonl: print JSON lines instead of the live view.
         out: where JSON lines go.
+        err: where the malformed-message notes go.
+        done: the view ends once it returns true (default: never, until interrupted).
 
     Returns:
         Exit status.
     """
     names = graph_names(load_graph(graph_path)) if graph_path else {}
     ctx = zmq.Context()
-    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out)
+
+    def warn(line: str) -> None:
+        print(line, file=err, flush=True)
+
+    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None)
     try:
-        viewer.loop(lambda: False, None if jsonl else Console())
+        viewer.loop(done, None if jsonl else Console())
     finally:
+        stats = viewer.receiver.stats
+        if stats.malformed:
+            warn(f"view: {stats.malformed} malformed messages dropped (last: {stats.last_error})")
         viewer.close()
         ctx.destroy(linger=0)
     return 0

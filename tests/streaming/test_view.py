@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from pathlib import Path
 
 import zmq
@@ -14,8 +15,8 @@ from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, KeyStepEvent, Status
-from streaming.pipeline import Viewer
-from streaming.transport import Publisher, connect
+from streaming.pipeline import Viewer, run_view
+from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, jsonl_line, render
 from tests.streaming.helpers import tea_graph, wait_for
 
@@ -110,3 +111,36 @@ def test_only_the_current_sessions_mistakes_are_drawn_red() -> None:
     console.print(render(state).renderables[0])  # the streams table
     table = console.export_text(styles=True)
     assert "\x1b[32mboil_water" in table and "\x1b[1;31m" not in table  # green, as a correct step
+
+
+def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
+    # Every message of a checker speaking another wire version is dropped; the --jsonl view printed nothing at
+    # all, so it looked exactly like an idle checker.
+    ctx = zmq.Context()
+    out, err = io.StringIO(), io.StringIO()
+    stop = threading.Event()
+    try:
+        pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+        body = json.loads(jsonl_line(alert()))
+        body["version"] = 2
+
+        def publish() -> None:
+            while not stop.wait(0.02):
+                pub.send_multipart([b"alert/kitchen", json.dumps(body).encode()])
+
+        sender = threading.Thread(target=publish, daemon=True)
+        sender.start()
+        deadline = time.monotonic() + 10.0
+        try:
+            run_view(endpoint, None, jsonl=True, out=out, err=err,
+                     done=lambda: "dropping" in err.getvalue() or time.monotonic() > deadline)
+        finally:
+            stop.set()
+            sender.join(5.0)
+    finally:
+        ctx.destroy(linger=0)
+    lines = err.getvalue().splitlines()
+    assert lines[0] == f"view: dropping malformed messages from {endpoint} (first: unsupported version 2 " \
+                       "(this program speaks 1))"
+    assert lines[-1].startswith("view: ") and "malformed messages dropped (last: unsupported version 2" in lines[-1]
+    assert out.getvalue() == ""

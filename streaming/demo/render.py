@@ -248,7 +248,14 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
     sidecar = path.with_suffix(".json")
     if path.is_file() and sidecar.is_file():
         return path, [tuple(s) for s in json.loads(sidecar.read_text())["segments"]]  # type: ignore[misc]
-    segments = write_video(path, steps, seed, config)
-    with atomic_path(sidecar) as tmp:
-        tmp.write_text(json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}))
+    try:
+        segments = write_video(path, steps, seed, config)
+        with atomic_path(sidecar) as tmp:
+            tmp.write_text(json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}))
+    except OSError as err:  # the cache folder cannot be made or written
+        where = f"{err.filename}: " if err.filename else ""
+        raise InputError(
+            f"cannot render the demo video into {path.parent} (set $MISTAKE_CACHE to a writable folder): "
+            f"{where}{err.strerror or err}"
+        ) from None
     return path, segments

@@ -154,3 +154,13 @@ def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> No
         stop.set()
         thread.join(5)
         ctx.destroy(linger=0)
+
+
+def test_demo_cache_that_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # Making the cache folder under a file raised NotADirectoryError from pathlib (a traceback).
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("MISTAKE_CACHE", str(blocker / "cache"))
+    line = cli_error(main, ["--video", "demo", "--jsonl", "--fast"], capsys)
+    assert "$MISTAKE_CACHE" in line and str(blocker) in line

@@ -110,6 +110,10 @@ class LightExtractor(FeatureExtractor):
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
         _check_frames(frames)
+        side = 2 * self.config.grid - 1  # the frame is halved, then every grid cell needs a pixel
+        if min(frames.shape[1:3]) < side:
+            height, width = frames.shape[1:3]
+            raise InputError(f"{LIGHT_NAME} features need frames of at least {side}x{side} px, got {width}x{height}")
         return light_features(frames, self.config.grid)
 
 

@@ -249,7 +249,11 @@ class _FileReader(VideoReader):
 
 
 class DecordReader(_FileReader):
-    """Video files through decord, decoding `DECODE_BATCH` sampled frames per call."""
+    """Video files through decord, decoding `DECODE_BATCH` sampled frames per call.
+
+    The first batch is decoded when the reader opens, so a file decord opens but cannot decode (damage
+    at its start, frames of a few pixels) is refused there and ``reader="auto"`` falls back to OpenCV.
+    """
 
     name = "decord"
 
@@ -272,18 +276,27 @@ class DecordReader(_FileReader):
         if n == 0 or not native > 0:
             raise InputError(f"--video {path}: no frames or no frame rate")
         self._indices = sample_indices(n, native, config.fps)
-        self._buffer: np.ndarray | None = None
+        self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
+        if len(self._indices):
+            try:
+                self._buffer = self._decode(0)
+            except Exception as err:  # decord's DECORDError
+                raise InputError(f"--video {path}: decord cannot decode it ({_native_message(err)})") from None
+
+    def _decode(self, k: int) -> np.ndarray:
+        """The `DECODE_BATCH` sampled frames from output frame ``k`` on: ``(B, H, W, 3)`` RGB."""
+        return self._vr.get_batch(self._indices[k : k + DECODE_BATCH].tolist()).asnumpy()
 
     def read(self) -> Frame | None:
         k = self.frames
         if k >= len(self._indices):
             return None
         offset = k % DECODE_BATCH
-        if offset == 0 or self._buffer is None:
-            chunk = self._indices[k : k + DECODE_BATCH]
+        if offset == 0 and k > 0:
             try:
-                self._buffer = self._vr.get_batch(chunk.tolist()).asnumpy()  # (B, H, W, 3) RGB
+                self._buffer = self._decode(k)
             except Exception as err:  # decord's DECORDError on a damaged frame
+                chunk = self._indices[k : k + DECODE_BATCH]
                 self.error = (
                     f"--video {self.source.spec}: cannot decode source frames {chunk[0]}-{chunk[-1]} "
                     f"of {len(self._vr)}, the file is damaged ({_native_message(err)})"

@@ -45,22 +45,29 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Calla
     return predicate()
 
 
-def write_noise_video(path: Path, frames: int = 60) -> Path:
-    """Write a 30 fps, 64x48 video of random noise (every frame is large and unlike the last) with OpenCV."""
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (64, 48))
+def write_noise_video(path: Path, frames: int = 60, size: tuple[int, int] = (64, 48)) -> Path:
+    """Write a 30 fps video of random noise (every frame is large and unlike the last) with OpenCV.
+
+    Args:
+        path: the ``.mp4`` to write.
+        frames: how many frames.
+        size: ``(width, height)``.
+    """
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, size)
     assert writer.isOpened()
     rng = np.random.default_rng(0)
     for _ in range(frames):
-        writer.write(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))
+        writer.write(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
     writer.release()
     return path
 
 
-def write_damaged_video(path: Path, frames: int = 60) -> Path:
+def write_damaged_video(path: Path, frames: int = 120) -> Path:
     """Write a noise video (`write_noise_video`), then zero the middle fifth of its frame data.
 
     The container (``moov``, written last) stays intact, so the file opens and its first frames
-    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer.
+    (more than one decord batch) decode; decoding fails in the zeroed part, from about a third of the
+    way in, as for a file damaged on disk or in transfer.
     """
     write_noise_video(path, frames)
     data = bytearray(path.read_bytes())

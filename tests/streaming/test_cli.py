@@ -164,3 +164,10 @@ def test_demo_cache_that_cannot_be_written(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("MISTAKE_CACHE", str(blocker / "cache"))
     line = cli_error(main, ["--video", "demo", "--jsonl", "--fast"], capsys)
     assert "$MISTAKE_CACHE" in line and str(blocker) in line
+
+
+def test_video_too_small_for_the_detector_features(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    video = write_noise_video(tmp_path / "tiny.mp4", frames=30, size=(4, 4))
+    line = cli_error(main, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl",
+                            "--fast"], capsys)
+    assert line == "error: light-v1 features need frames of at least 7x7 px, got 4x4"

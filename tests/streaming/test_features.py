@@ -32,6 +32,15 @@ def test_light_features_separate_demo_steps_more_than_noise() -> None:
     assert between > 5 * within
 
 
+def test_frames_too_small_for_the_grid_are_refused() -> None:
+    # Below 7x7 pixels a grid cell of the halved frame is empty: the features were NaN (with numpy warnings)
+    # and the run ended with "segmenter: frame 0 has empty or non-finite probabilities".
+    extractor = LightExtractor()
+    with pytest.raises(InputError, match="light-v1 features need frames of at least 7x7 px, got 4x6"):
+        extractor(np.zeros((1, 6, 4, 3), dtype=np.uint8))
+    assert np.isfinite(extractor(np.zeros((1, 7, 7, 3), dtype=np.uint8))).all()
+
+
 def test_batch_and_single_frame_agree() -> None:
     images = np.random.default_rng(0).integers(0, 256, size=(3, 240, 320, 3), dtype=np.uint8)
     extractor = LightExtractor()

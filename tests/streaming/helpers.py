@@ -62,18 +62,24 @@ def write_noise_video(path: Path, frames: int = 60, size: tuple[int, int] = (64,
     return path
 
 
-def write_damaged_video(path: Path, frames: int = 120) -> Path:
-    """Write a noise video (`write_noise_video`), then zero the middle fifth of its frame data.
+def write_damaged_video(path: Path, frames: int = 240, at: tuple[float, float] = (0.6, 0.7)) -> Path:
+    """Write a noise video (`write_noise_video`), then zero part of its frame data.
 
     The container (``moov``, written last) stays intact, so the file opens and its first frames
-    (more than one decord batch) decode; decoding fails in the zeroed part, from about a third of the
-    way in, as for a file damaged on disk or in transfer.
+    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer. The
+    default damage starts well after decord's first batch: its decoder thread reads ahead, and
+    damage close after the frames asked for may fail them too.
+
+    Args:
+        path: the ``.mp4`` to write.
+        frames: frames in the video.
+        at: the zeroed part, as fractions of the frame data.
     """
     write_noise_video(path, frames)
     data = bytearray(path.read_bytes())
     end = data.find(b"moov")
     assert end > 0
-    start, stop = int(end * 0.4), int(end * 0.6)
+    start, stop = int(end * at[0]), int(end * at[1])
     data[start:stop] = bytes(stop - start)
     path.write_bytes(bytes(data))
     return path

@@ -213,7 +213,7 @@ def write_video(path: Path, steps: tuple[int, ...], seed: int, config: RenderCon
         ``[(step, start_s, end_s), ...]``.
     """
     with atomic_path(path, suffix=".mp4") as tmp:  # OpenCV picks the container by the file's ending
-        fourcc = cv2.VideoWriter_fourcc(*"mp4v")
+        fourcc = cv2.VideoWriter.fourcc(*"mp4v")
         writer = cv2.VideoWriter(str(tmp), fourcc, config.fps, (config.width, config.height))
         if not writer.isOpened():
             raise InputError(f"{path}: OpenCV cannot write an mp4v video here")

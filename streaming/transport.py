@@ -8,14 +8,16 @@
 - ZeroMQ never says that nobody listens at a connected endpoint, so a sender that must reach its
   peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`).
 
-Endpoints are ZeroMQ strings: ``tcp://127.0.0.1:5555`` (port 0 or ``*`` picks a free port on bind),
-``ipc:///tmp/x.sock``, ``inproc://name``. A port already in use is an `InputError` (one line, exit 2).
+Endpoints are ZeroMQ strings: ``tcp://127.0.0.1:5555`` (port 0 or ``*`` picks a free port on bind;
+IPv6 addresses in brackets, ``tcp://[::1]:5555``), ``ipc:///tmp/x.sock``, ``inproc://name``. A port or
+an ipc path already in use is an `InputError` (one line, exit 2).
 """
 
 from __future__ import annotations
 
 import errno
 import re
+import socket
 from dataclasses import dataclass
 from typing import Final
 
@@ -82,11 +84,29 @@ def check_detector_options(stream_id: str, threads: int) -> None:
         raise InputError(f"--threads {threads} must be >= 1")
 
 
-def _configure(sock: zmq.Socket) -> None:
+def _configure(sock: zmq.Socket, endpoint: str) -> None:
     sock.setsockopt(zmq.LINGER, LINGER_MS)
     sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
     if sock.type == zmq.PUB:
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+    if endpoint.startswith("tcp://["):  # libzmq refuses IPv6 addresses unless asked ("No such device")
+        sock.setsockopt(zmq.IPV6, 1)
+
+
+def _ipc_in_use(endpoint: str) -> bool:
+    """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over)."""
+    path = endpoint[len("ipc://") :]
+    if not path or path.startswith("@"):  # abstract namespace: the kernel refuses a second bind itself
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except OSError:  # no file, a stale file nobody listens on, or not a socket
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> tuple[zmq.Socket, str]:
@@ -102,16 +122,18 @@ def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> 
         ``(socket, endpoint actually bound)``.
     """
     check_endpoint(endpoint, option)
-    if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
-        endpoint = endpoint[:-2] + ":*"
+    in_use = f"{option} {endpoint}: address already in use (is another checker running?)"
+    if endpoint.startswith("ipc://") and _ipc_in_use(endpoint):
+        raise InputError(in_use)
+    target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint
     sock = ctx.socket(kind)
-    _configure(sock)
+    _configure(sock, endpoint)
     try:
-        sock.bind(endpoint)
+        sock.bind(target)
     except zmq.ZMQError as err:
         sock.close()
         if err.errno == errno.EADDRINUSE:
-            raise InputError(f"{option} {endpoint}: address already in use (is another checker running?)") from None
+            raise InputError(in_use) from None
         raise InputError(f"{option} {endpoint}: cannot bind ({err.strerror})") from None
     last = sock.getsockopt(zmq.LAST_ENDPOINT)
     return sock, last.decode() if isinstance(last, bytes) else str(last)
@@ -141,7 +163,7 @@ def connect(
     """
     check_endpoint(endpoint, option, peer=True)
     sock = ctx.socket(kind)
-    _configure(sock)
+    _configure(sock, endpoint)
     # The monitor must watch before the connection starts, or a fast handshake is missed.
     monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if wait_s > 0 else None
     try:

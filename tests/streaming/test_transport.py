@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import pytest
 import zmq
 
@@ -80,5 +83,46 @@ def test_connecting_to_a_free_port_placeholder_is_refused(port: str) -> None:
             connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
         with pytest.raises(InputError, match="--connect"):
             DetectorConfig(connect=f"tcp://127.0.0.1:{port}")
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_an_ipc_path_in_use_is_refused_and_a_stale_one_reused(tmp_path: Path) -> None:
+    # libzmq replaces an ipc socket file on bind: a second checker on the same path started without a word and
+    # took the path over from the first, which went deaf.
+    ctx = zmq.Context()
+    try:
+        endpoint = f"ipc://{tmp_path}/in"
+        sub, _ = bind(ctx, zmq.SUB, endpoint)
+        receiver, publisher = Receiver(subscribe(sub)), Publisher(connect(ctx, zmq.PUB, endpoint))
+        beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
+        assert wait_for(lambda: bool(receiver.poll(20)), 5.0, lambda: publisher.send(beat))  # a running checker
+        with pytest.raises(InputError, match=f"--bind {endpoint}: address already in use"):
+            bind(ctx, zmq.SUB, endpoint)
+        stale = tmp_path / "stale"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+            dead.bind(str(stale))  # left behind by a process that is gone: nobody listens
+        bind(ctx, zmq.SUB, f"ipc://{stale}")
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_ipv6_endpoints_and_errors_name_the_endpoint_as_given() -> None:
+    # IPv6 addresses failed with "No such device" (libzmq needs its IPV6 option), and a port-0 endpoint was named
+    # in errors as ":*", which the user never typed.
+    ctx = zmq.Context()
+    try:
+        with pytest.raises(InputError, match=r"--bind tcp://256\.1\.1\.1:0: cannot bind"):
+            bind(ctx, zmq.PUB, "tcp://256.1.1.1:0")
+        try:
+            socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        pub, endpoint = bind(ctx, zmq.PUB, "tcp://[::1]:0")
+        assert endpoint.startswith("tcp://[::1]:")
+        receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
+        got: list[object] = []
+        beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
+        assert wait_for(lambda: bool(got), 5.0, lambda: (Publisher(pub).send(beat), got.extend(receiver.poll(20))))
     finally:
         ctx.destroy(linger=0)

@@ -66,9 +66,9 @@ def write_damaged_video(path: Path, frames: int = 240, at: tuple[float, float] =
     """Write a noise video (`write_noise_video`), then zero part of its frame data.
 
     The container (``moov``, written last) stays intact, so the file opens and its first frames
-    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer. The
-    default damage starts well after decord's first batch: its decoder thread reads ahead, and
-    damage close after the frames asked for may fail them too.
+    decode; decoding fails in the zeroed part, as for a file damaged on disk or in transfer. decord's
+    decoder thread reads ahead, so it may fail frames before the damage (timing-dependent); the default
+    damage starts well after its first batch, which it then usually decodes.
 
     Args:
         path: the ``.mp4`` to write.

@@ -73,11 +73,17 @@ def test_a_damaged_file_ends_early_with_an_error_naming_it(tmp_path: Path, reade
     if reader_cls is DecordReader:
         pytest.importorskip("decord", reason="decord has no wheel for this platform")
     path = write_damaged_video(tmp_path / "damaged.mp4")
-    reader = reader_cls(Source("file", str(path), str(path)), ReaderConfig(fps=30.0))
+    try:
+        reader = reader_cls(Source("file", str(path), str(path)), ReaderConfig(fps=30.0))
+    except InputError as err:
+        # decord's decoder thread reads ahead, so (on a busy machine) the damage can fail even its first batch:
+        # the reader then refuses the file when it opens, and --reader auto goes on with OpenCV.
+        assert reader_cls is DecordReader and f"--video {path}: decord cannot decode it" in str(err)
+        return
     frames = list(reader)
     assert reader.read() is None  # stays ended
     reader.close()
-    assert 32 <= len(frames) < 160  # of 240, damaged from about 140 on: what came before the damage
+    assert 1 <= len(frames) < 160  # of 240, damaged from about 140 on: at most what came before the damage
     assert reader.error.startswith(f"--video {path}: cannot decode source frame") and "damaged" in reader.error
     assert "\n" not in reader.error and ".cc:" not in reader.error  # one line, no native log prefix
 

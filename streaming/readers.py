@@ -452,7 +452,7 @@ class LiveReader(VideoReader):
                     return
                 last_frame = self.clock()
         except Exception as err:  # cv2.error from a backend: end the stream, never leave read() waiting
-            self.error = f"--video {self.source.spec}: {str(err).strip().splitlines()[-1][:160]}"
+            self.error = f"--video {self.source.spec}: {(str(err).strip().splitlines() or [repr(err)])[-1][:160]}"
         finally:
             self._cap.release()
             with self._lock:

@@ -54,7 +54,7 @@ def quiet_codec_logs() -> None:
     """
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(FFMPEG_QUIET))
     try:
-        import decord  # type: ignore[import-untyped]
+        import decord
     except ImportError:
         return
     decord.logging.set_level(decord.logging.QUIET)

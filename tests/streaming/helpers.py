@@ -5,14 +5,18 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import cv2
 import numpy as np
+import zmq
 
 from graphs.task_graph import END, START, TaskGraph
+from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES
 
 
@@ -30,6 +34,30 @@ def tea_graph() -> TaskGraph:
         if step not in needed:
             adj[index[END], index[step]] = True
     return TaskGraph(STEP_IDS, STEP_NAMES, adj, scenario=SCENARIO)
+
+
+@contextmanager
+def running_checker(tmp_path: Path, **config: Any) -> Iterator[tuple[zmq.Context, CheckerService, threading.Thread]]:
+    """A `CheckerService` on `tea_graph`, at ipc endpoints under ``tmp_path``, served by a thread for the block.
+
+    Args:
+        tmp_path: folder for the ipc socket files.
+        config: further `CheckerConfig` fields (``max_streams=1``).
+
+    Yields:
+        ``(ctx, service, thread)``; on exit the thread is stopped (joined for at most 5 s) and ``ctx`` destroyed.
+    """
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", **config), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield ctx, service, thread
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Callable[[], object] | None = None) -> bool:

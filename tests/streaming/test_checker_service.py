@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from pathlib import Path
 
 import zmq
 
 from graphs.checker import PreconditionChecker
 from graphs.task_graph import save_graph
-from streaming.checker_service import CheckerConfig, CheckerCore, CheckerService
+from streaming.checker_service import CheckerConfig, CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status
 from streaming.pipeline import CheckerProcess, Viewer
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
-from tests.streaming.helpers import tea_graph, wait_for
+from tests.streaming.helpers import running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
@@ -88,13 +87,7 @@ def test_history_that_disagrees_within_a_session_starts_the_stream_over() -> Non
 
 
 def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
-    ctx = zmq.Context()
-    stop = threading.Event()
-    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")
-    service = CheckerService(tea_graph(), config, ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path) as (ctx, service, _thread):
         viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         a = EventPublisher(Publisher(sock), "kitchen")
@@ -120,10 +113,6 @@ def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
         assert state.streams["garage"].alerts == 0 and state.streams["kitchen"].alerts == 1
         viewer.close()
         sock.close()
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
 
 
 def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -> None:
@@ -203,13 +192,7 @@ def test_busy_stream_still_resends_its_alerts_every_period() -> None:
 def test_end_of_run_summary_counts_refused_streams_and_malformed_messages(tmp_path: Path) -> None:
     # A detector turned away (stream limit) or speaking garbage gets nothing back on the wire; the person who
     # started the checker learns it from this line.
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", max_streams=1),
-                             ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path, max_streams=1) as (ctx, service, _thread):
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         kitchen = EventPublisher(Publisher(sock), "kitchen")
         garage = EventPublisher(Publisher(sock), "garage")
@@ -220,10 +203,6 @@ def test_end_of_run_summary_counts_refused_streams_and_malformed_messages(tmp_pa
             lambda: (garage.heartbeat(None, 0, 0, 0.0), sock.send_multipart([b"heartbeat/garage", b"\xff"])),
         )
         sock.close()
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
     line = service.summary()
     assert line.startswith("checker: ") and "\n" not in line
     assert "1 streams tracked" in line and "refused (over the 1-stream limit)" in line
@@ -232,12 +211,7 @@ def test_end_of_run_summary_counts_refused_streams_and_malformed_messages(tmp_pa
 
 def test_checker_survives_hostile_payloads_and_keeps_serving(tmp_path: Path) -> None:
     # Deep JSON nesting and an integer too large for a float field used to escape `decode` and end the loop.
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path) as (ctx, service, thread):
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         kitchen = EventPublisher(Publisher(sock), "kitchen")
         assert wait_for(lambda: "kitchen" in service.core.streams, 10.0, lambda: kitchen.heartbeat(None, 0, 0, 0.0))
@@ -252,10 +226,6 @@ def test_checker_survives_hostile_payloads_and_keeps_serving(tmp_path: Path) -> 
         assert wait_for(lambda: "garage" in service.core.streams, 10.0, lambda: garage.heartbeat(None, 0, 0, 0.0))
         assert thread.is_alive() and service.receiver.stats.malformed == 2
         sock.close()
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
 
 
 def test_an_ended_stream_makes_room_for_a_new_one_at_the_stream_limit() -> None:

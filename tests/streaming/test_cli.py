@@ -6,18 +6,16 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 import zmq
 
 from graphs.task_graph import save_graph
-from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.cli import main
 from streaming.pipeline import default_demo_paths
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import tea_graph, wait_for, write_damaged_video, write_noise_video
+from tests.streaming.helpers import running_checker, tea_graph, wait_for, write_damaged_video, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -132,28 +130,21 @@ def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
     # Without it the checker and every viewer kept showing the stream as running.
     video = write_noise_video(tmp_path / "long.mp4", frames=600)  # 20 s, read in real time
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
-            "--connect", service.events_endpoint, "--stream-id", "term"]
-    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", *args], stderr=subprocess.PIPE, text=True)
-    try:
-        streams = service.core.streams
-        assert wait_for(lambda: "term" in streams and streams["term"].frames > 0, 30.0)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
-        assert wait_for(lambda: streams["term"].ended, 5.0)
-        assert proc.returncode == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
+    with running_checker(tmp_path) as (_ctx, service, _thread):
+        args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
+                "--connect", service.events_endpoint, "--stream-id", "term"]
+        proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", *args], stderr=subprocess.PIPE, text=True)
+        try:
+            streams = service.core.streams
+            assert wait_for(lambda: "term" in streams and streams["term"].frames > 0, 30.0)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+            assert wait_for(lambda: streams["term"].ended, 5.0)
+            assert proc.returncode == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
 
 
 def test_demo_cache_that_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

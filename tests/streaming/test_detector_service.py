@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -11,13 +10,12 @@ import pytest
 import zmq
 
 from graphs.errors import InputError
-from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
 from streaming.messages import MAX_HISTORY
 from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind, connect
-from tests.streaming.helpers import tea_graph, wait_for, write_noise_video
+from tests.streaming.helpers import running_checker, wait_for, write_noise_video
 
 _, DETECTOR = default_demo_paths()
 
@@ -44,20 +42,11 @@ def test_detector_refuses_to_run_when_no_checker_answers(tmp_path: Path) -> None
 def test_detector_runs_once_its_checker_answers(tmp_path: Path) -> None:
     model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
     reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path) as (ctx, service, _thread):
         stats = run_detector(reader, model, checkpoint, extractor,
                              DetectorConfig(stream_id="noise", connect=service.events_endpoint), ctx=ctx)
         assert stats.frames > 0 and stats.error == ""
         assert wait_for(lambda: "noise" in service.core.streams and service.core.streams["noise"].ended, 5.0)
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
 
 
 def test_stopping_takes_a_fixed_moment_whatever_the_heartbeat_period(tmp_path: Path) -> None:
@@ -81,12 +70,7 @@ def test_stopping_takes_a_fixed_moment_whatever_the_heartbeat_period(tmp_path: P
 def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path) -> None:
     # The 4097th key-step of a session raised InputError: a camera left running ended with "error: ..." though
     # nobody had made a mistake.
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path) as (ctx, service, _thread):
         events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0)), "cam0")
         first = events.session
         events.keystep(1, "fill_kettle", 0.0, 1.0, 0.9)
@@ -99,7 +83,3 @@ def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path
             lambda: events.heartbeat(None, 0, 0, 0.0),
         )
         assert service.core.streams["cam0"].checker.done == (3,)
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)

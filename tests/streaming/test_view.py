@@ -11,14 +11,13 @@ from pathlib import Path
 import zmq
 from rich.console import Console
 
-from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, KeyStepEvent, Status
 from streaming.pipeline import Viewer, run_view
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, jsonl_line, render
-from tests.streaming.helpers import tea_graph, wait_for
+from tests.streaming.helpers import running_checker, wait_for
 
 
 def draw(state: ViewState) -> str:
@@ -67,13 +66,8 @@ def test_jsonl_line_is_the_wire_payload() -> None:
 def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -> None:
     # Alert ids restart with every detector session ("kitchen#1" again); the view and --jsonl used to
     # drop the second run's alert as a re-send of the first one's.
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
     out = io.StringIO()
-    try:
+    with running_checker(tmp_path) as (ctx, service, _thread):
         viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=True, out=out)
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         for run in ("first", "second"):
@@ -97,10 +91,6 @@ def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -
         assert [a.session for _, a in viewer.state.alerts] == ["first", "second"]
         viewer.close()
         sock.close()
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
 
 
 def test_only_the_current_sessions_mistakes_are_drawn_red() -> None:

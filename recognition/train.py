@@ -30,7 +30,6 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
 from __future__ import annotations
 
 import math
-import os
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -43,7 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graphs.errors import InputError
-from graphs.files import read_toml, read_yaml
+from graphs.files import check_output, read_toml, read_yaml
 from recognition.checkpoint import save_detector
 from recognition.features import (
     FeatureConfig,
@@ -306,31 +305,6 @@ def results_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
     return table
 
 
-def check_output_path(out: str | Path) -> Path:
-    """Refuse, before any work is done, a checkpoint path that cannot be written.
-
-    Args:
-        out: the checkpoint file to write (missing parent folders are fine: they are created).
-
-    Returns:
-        ``out`` as a path.
-
-    Raises:
-        InputError: ``out`` is a folder, a parent is a file, or the folder that would hold it is not writable.
-    """
-    out = Path(out)
-    if out.is_dir():
-        raise InputError(f"{out}: is a folder, expected the checkpoint file to write")
-    existing = out.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent  # the nearest folder that exists: the missing ones are created in it
-    if not existing.is_dir():
-        raise InputError(f"{out}: cannot write there, {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{out}: cannot write there, folder {existing} is not writable")
-    return out
-
-
 def run_training(
     features: str | Path,
     config_path: str | Path,
@@ -353,7 +327,8 @@ def run_training(
         The training outcome.
     """
     config = load_train_config(config_path, **overrides)
-    out = check_output_path(out)  # before training, so that a bad path costs no work
+    # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
+    out = check_output(out, "checkpoint", inputs=[config_path])
     data = load_feature_dataset(features, config.features)
     outcome = train_detector(data, config, progress=progress)
     info = {

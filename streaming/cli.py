@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from graphs.errors import InputError, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 
 SUBCOMMANDS = ("run", "detector", "checker", "view")
 
@@ -46,9 +46,9 @@ def _video_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads of the detector (default 1)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``)."""
-    parser = argparse.ArgumentParser(prog="stream-detect", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="stream-detect", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)

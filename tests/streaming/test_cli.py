@@ -25,6 +25,12 @@ def _demo_videos_in_a_temporary_cache(demo_cache: Path) -> None:
     """Never render demo videos into the user's cache from tests."""
 
 
+@pytest.mark.parametrize("argv", [["--video"], ["checker", "--bogus"], ["view", "--connect"]])
+def test_usage_mistakes_are_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse printed its usage block before the message; every other command answers with one error line.
+    assert cli_error(main, argv, capsys).startswith("error: stream-detect")
+
+
 def test_unopenable_video_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "clip.mp4"
     bad.write_text("not a video at all")

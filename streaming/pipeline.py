@@ -198,7 +198,7 @@ def resolve_video(video: str) -> str:
     if video == "demo" or video.startswith("demo:"):
         from streaming.demo.render import demo_video
 
-        return str(demo_video(video.partition(":")[2] or "mistake")[0])
+        return str(demo_video(video.partition(":")[2] if ":" in video else "mistake")[0])
     return video
 
 

@@ -231,6 +231,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MISTAKE_CACHE") or Path.home() / ".cache" / "mistake-detection")
 
 
+def _cached_segments(sidecar: Path) -> list[tuple[int, float, float]] | None:
+    """The segments of a cached demo video's sidecar, or None when it cannot be read or is malformed."""
+    try:
+        segments = json.loads(sidecar.read_text())["segments"]
+        out = [(int(step), float(start), float(end)) for step, start, end in segments]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+    return out
+
+
 def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, float]]]:
     """The path of a demo video, rendered on first use, and its ground-truth segments.
 
@@ -247,7 +257,10 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
     path = cache_dir() / f"demo-{name}-{key}.mp4"
     sidecar = path.with_suffix(".json")
     if path.is_file() and sidecar.is_file():
-        return path, [tuple(s) for s in json.loads(sidecar.read_text())["segments"]]  # type: ignore[misc]
+        cached = _cached_segments(sidecar)
+        if cached is not None:
+            return path, cached
+        # A damaged cache entry is ours to rebuild, not the user's problem: render it again.
     try:
         segments = write_video(path, steps, seed, config)
         with atomic_path(sidecar) as tmp:

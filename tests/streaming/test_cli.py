@@ -168,3 +168,10 @@ def test_video_too_small_for_the_detector_features(tmp_path: Path, capsys: pytes
     line = cli_error(main, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl",
                             "--fast"], capsys)
     assert line == "error: light-v1 features need frames of at least 7x7 px, got 4x4"
+
+
+@pytest.mark.parametrize("video", ["demo:", "demo:typo"])
+def test_demo_with_an_empty_or_unknown_name_is_refused(video: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # "demo:" used to play the mistake demo as if nothing had been asked.
+    line = cli_error(main, ["--video", video, "--jsonl", "--fast"], capsys)
+    assert line.startswith(f"error: --video {video}: unknown demo") and "mistake, correct" in line

@@ -114,3 +114,14 @@ def test_every_scene_renders_at_the_smallest_allowed_size() -> None:
     frames, labels = render_frames(tuple(STEP_IDS), seed=1, config=config)
     shapes = {frame.shape for frame in frames}
     assert shapes == {(32, 32, 3)} and set(STEP_IDS) <= set(labels.tolist())
+
+
+def test_damaged_demo_cache_entry_is_rendered_again(demo_cache: Path) -> None:
+    # A hand-edited or half-written sidecar used to end stream-detect in a JSON traceback.
+    video, segments = demo_video("correct")
+    sidecar = video.with_suffix(".json")
+    for damage in ("{not json", '{"steps": []}', '{"segments": [[1, 2]]}'):
+        sidecar.write_text(damage)
+        again, segments_again = demo_video("correct")
+        assert again == video and segments_again == segments
+        assert json.loads(sidecar.read_text())["segments"] == [list(s) for s in segments]

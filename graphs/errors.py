@@ -6,11 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import NoReturn, TypeVar
+from typing import NoReturn, ParamSpec, TypeVar
 
 EXIT_USAGE = 2
 
-F = TypeVar("F", bound=Callable[..., int | None])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class InputError(Exception):
@@ -34,7 +35,7 @@ class ArgumentParser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def exit_on_input_error(main: F) -> F:
+def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2.
 
     Only `InputError` (and a Ctrl-C) is turned into a short message: any other exception is a
@@ -42,7 +43,7 @@ def exit_on_input_error(main: F) -> F:
     """
 
     @wraps(main)
-    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return main(*args, **kwargs)
         except InputError as err:
@@ -52,4 +53,4 @@ def exit_on_input_error(main: F) -> F:
             print("interrupted", file=sys.stderr)
             raise SystemExit(130) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper

@@ -308,7 +308,7 @@ class DecordReader(_FileReader):
         return Frame(self._buffer[offset], k, k / self.config.fps)
 
     def close(self) -> None:
-        self._vr = None  # type: ignore[assignment]
+        self._vr = None
 
 
 class OpenCVFileReader(_FileReader):

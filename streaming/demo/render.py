@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.files import atomic_path
+from graphs.files import atomic_path, read_json
 from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
 
@@ -234,9 +234,9 @@ def cache_dir() -> Path:
 def _cached_segments(sidecar: Path) -> list[tuple[int, float, float]] | None:
     """The segments of a cached demo video's sidecar, or None when it cannot be read or is malformed."""
     try:
-        segments = json.loads(sidecar.read_text())["segments"]
+        segments = read_json(sidecar, "demo cache sidecar")["segments"]
         out = [(int(step), float(start), float(end)) for step, start, end in segments]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+    except (InputError, KeyError, TypeError, ValueError):  # unreadable or bad JSON, or not the shape we write
         return None
     return out
 

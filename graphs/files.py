@@ -99,7 +99,7 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
     try:
         import yaml
     except ImportError:
-        raise InputError(f"{path}: YAML configs need PyYAML (pip install pyyaml), or use TOML") from None
+        raise InputError(f"{path}: YAML needs the optional yaml extra (pip install pyyaml), or use TOML") from None
     try:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:

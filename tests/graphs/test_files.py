@@ -57,7 +57,7 @@ def test_missing_toml_says_where_such_a_file_comes_from(tmp_path: Path) -> None:
 
 
 def test_yaml_reads_and_bad_yaml_is_one_line(tmp_path: Path) -> None:
-    pytest.importorskip("yaml", reason="PyYAML is optional")
+    pytest.importorskip("yaml", reason="YAML needs the optional 'yaml' extra (PyYAML), which is not installed")
     good = tmp_path / "good.yaml"
     good.write_text("a: 1\n")
     assert read_yaml(good) == {"a": 1}

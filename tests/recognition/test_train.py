@@ -106,6 +106,10 @@ def test_config_files_are_checked(tmp_path: Path) -> None:
     bad.write_text("[train]\nlr = -1.0\n")
     with pytest.raises(InputError, match=r"DetectorTrainConfig.lr = -1.0"):
         load_train_config(bad)
+
+
+def test_yaml_configs_are_read(tmp_path: Path) -> None:
+    pytest.importorskip("yaml", reason="YAML configs need the optional 'yaml' extra (PyYAML), which is not installed")
     yaml_cfg = tmp_path / "c.yaml"
     yaml_cfg.write_text("features:\n  rgb: rgb_x\ntrain:\n  epochs: 2\n")
     config = load_train_config(yaml_cfg, epochs=5)

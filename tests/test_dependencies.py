@@ -1,0 +1,109 @@
+"""Every third-party import is declared in pyproject.toml, so a fresh install can run what the code imports.
+
+A package that only the developer's machine happened to have once kept CI green while a new user's run failed.
+This guard reads the import statements of the four packages (and of tests/ and benchmarks/), maps each imported
+top-level module to the distribution that provides it, and checks it against pyproject.toml:
+- a module-level import in a package must be a core dependency (it runs on every `import`);
+- an import inside a function (loaded on use) may come from an optional extra;
+- tests and benchmark scripts may use the core or any extra (the test command installs `dev`, which holds them).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from collections.abc import Iterator
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("graphs", "tgml", "recognition", "streaming")
+PROJECT = "mistake-detection"
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    assert match, f"unparsable requirement {requirement!r}"
+    return _normalise(match.group(1))
+
+
+def _declared() -> tuple[set[str], set[str]]:
+    """(core distributions, distributions of every optional extra), normalised names."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {_requirement_name(r) for r in project["dependencies"]}
+    extras = {_requirement_name(r) for reqs in project.get("optional-dependencies", {}).values() for r in reqs}
+    return core, extras - {PROJECT}
+
+
+def _imports(path: Path) -> Iterator[tuple[str, bool, int]]:
+    """Yield (top-level module, imported at module level?, line) for every absolute import in a file."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    top_level = {id(node) for node in tree.body}
+    # An import guarded by `if TYPE_CHECKING:` or `try:` at module level still runs (or is meant to) on import.
+    for node in tree.body:
+        if isinstance(node, ast.If | ast.Try):
+            top_level.update(id(child) for child in ast.walk(node))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name.split(".")[0], id(node) in top_level, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0], id(node) in top_level, node.lineno
+
+
+def _distributions(module: str, provided: dict[str, list[str]]) -> set[str]:
+    # A module that is not installed here (decord off x86-64) can only be matched by its own name.
+    return {_normalise(d) for d in provided.get(module, [module])}
+
+
+def _first_party() -> set[str]:
+    local = {path.stem for path in (ROOT / "tests").rglob("*.py")} | {"conftest", "helpers", "cli_errors"}
+    return set(PACKAGES) | local | {"tests", "benchmarks"}
+
+
+def _violations(files: list[Path], allowed_top: set[str], allowed_any: set[str]) -> list[str]:
+    provided = packages_distributions()
+    skip = set(sys.stdlib_module_names) | _first_party()
+    problems = []
+    for path in files:
+        for module, at_top, line in _imports(path):
+            if module in skip:
+                continue
+            dists = _distributions(module, provided)
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            where = f"{shown}:{line} imports {module!r} ({', '.join(sorted(dists))})"
+            if not dists & allowed_any:
+                problems.append(f"{where}: not declared in pyproject.toml")
+            elif at_top and not dists & allowed_top:
+                problems.append(f"{where}: an optional extra imported at module level (import it where it is used)")
+    return problems
+
+
+def test_package_imports_are_declared_core_or_loaded_on_use_from_an_extra() -> None:
+    core, extras = _declared()
+    files = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+    assert files
+    assert _violations(files, core, core | extras) == []
+
+
+def test_test_and_benchmark_imports_are_declared() -> None:
+    core, extras = _declared()
+    files = sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")])
+    assert _violations(files, core | extras, core | extras) == []
+
+
+def test_the_guard_catches_an_undeclared_import(tmp_path: Path) -> None:
+    # The guard itself must be able to fail: an import of a package nobody declared, and an extra at module level.
+    module = tmp_path / "probe.py"
+    module.write_text("import left_pad_for_python\nimport matplotlib\n\ndef f():\n    import yaml\n")
+    core, extras = _declared()
+    problems = _violations([module], core, core | extras)
+    assert len(problems) == 2
+    assert "'left_pad_for_python'" in problems[0] and "not declared" in problems[0]
+    assert "'matplotlib'" in problems[1] and "module level" in problems[1]

@@ -30,7 +30,7 @@ from rich.table import Table
 
 from streaming.checker_service import CheckerConfig
 from streaming.demo.procedure import DEMO_MISTAKE_STEP
-from streaming.demo.render import demo_video
+from streaming.demo.synthetic_video import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import Alert
 from streaming.pipeline import CheckerProcess, Viewer, await_subscription, default_demo_paths

@@ -44,7 +44,7 @@ from rich.table import Table
 from graphs.errors import InputError
 from graphs.files import check_output, read_toml, read_yaml
 from recognition.checkpoint import save_detector
-from recognition.features import (
+from recognition.feature_folders import (
     FeatureConfig,
     FeatureDataset,
     VideoFeatures,

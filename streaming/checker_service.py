@@ -27,7 +27,7 @@ import zmq
 from graphs.checker import PreconditionChecker
 from graphs.errors import InputError
 from graphs.task_graph import START, TaskGraph
-from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status, _Message
+from streaming.messages import Alert, Heartbeat, KeyStepEvent, Message, Status
 from streaming.transport import (
     DEFAULT_ALERTS_ENDPOINT,
     DEFAULT_EVENTS_ENDPOINT,
@@ -102,7 +102,7 @@ class CheckerCore:
         self.streams: dict[str, StreamState] = {}
         self.refused = 0  # messages from streams beyond max_streams (shown by CheckerService.summary)
 
-    def handle(self, message: _Message) -> list[_Message]:
+    def handle(self, message: Message) -> list[Message]:
         """Apply one incoming message.
 
         Args:
@@ -134,7 +134,7 @@ class CheckerCore:
             state.gaps += message.seq - state.last_seq - 1
         state.last_seq = message.seq
         # Alerts go out first: they are what a person waits for.
-        out: list[_Message] = list(self._apply_history(message.stream_id, state, message))
+        out: list[Message] = list(self._apply_history(message.stream_id, state, message))
         if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
             state.forwarded.add(message.index)
             out.append(message)

@@ -23,7 +23,7 @@ from graphs.task_graph import TaskGraph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
-from streaming.features import FeatureExtractor, make_extractor
+from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.messages import MAX_HISTORY, Heartbeat, KeyStepEvent
 from streaming.readers import VideoReader
 from streaming.transport import (

@@ -64,7 +64,7 @@ def is_stream_id(value: object) -> bool:
 
 
 @dataclass(frozen=True)
-class _Message:
+class Message:
     """Fields every message has; subclasses add their own."""
 
     KIND: ClassVar[str] = ""
@@ -88,7 +88,7 @@ class _Message:
 
 
 @dataclass(frozen=True)
-class KeyStepEvent(_Message):
+class KeyStepEvent(Message):
     """A key-step segment the online segmenter just confirmed (detector -> checker).
 
     Attributes:
@@ -115,7 +115,7 @@ class KeyStepEvent(_Message):
 
 
 @dataclass(frozen=True)
-class Heartbeat(_Message):
+class Heartbeat(Message):
     """Periodic liveness and stream statistics (detector -> checker), with the full history.
 
     Attributes:
@@ -140,7 +140,7 @@ class Heartbeat(_Message):
 
 
 @dataclass(frozen=True)
-class Alert(_Message):
+class Alert(Message):
     """A key-step done before its pre-conditions (checker -> viewers).
 
     Attributes:
@@ -173,7 +173,7 @@ class Alert(_Message):
 
 
 @dataclass(frozen=True)
-class Status(_Message):
+class Status(Message):
     """The checker's view of one stream (checker -> viewers), sent on every change and periodically.
 
     Attributes:
@@ -203,10 +203,10 @@ class Status(_Message):
     ended: bool
 
 
-KINDS: Final[dict[str, type[_Message]]] = {cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, Alert, Status)}
+KINDS: Final[dict[str, type[Message]]] = {cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, Alert, Status)}
 
 
-def encode(message: _Message) -> list[bytes]:
+def encode(message: Message) -> list[bytes]:
     """Serialise a message to its two frames ``[topic, payload]``.
 
     Args:
@@ -225,7 +225,7 @@ def encode(message: _Message) -> list[bytes]:
     return [message.topic, payload]
 
 
-def decode(frames: list[bytes]) -> _Message:
+def decode(frames: list[bytes]) -> Message:
     """Parse and validate received frames; never trusts the sender.
 
     Args:
@@ -321,7 +321,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     raise MessageError(f"{where}: unsupported field type {hint!r}")  # pragma: no cover - a programming error
 
 
-def _validate(message: _Message) -> None:
+def _validate(message: Message) -> None:
     """Range checks shared by construction and decoding, so nothing invalid is ever sent either."""
     if not is_stream_id(message.stream_id):
         raise MessageError(f"stream_id {message.stream_id!r} must be {STREAM_ID_RULE}")

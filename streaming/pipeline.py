@@ -27,7 +27,7 @@ from rich.live import Live
 from graphs.errors import InputError
 from graphs.task_graph import TaskGraph, load_graph
 from streaming.checker_service import CheckerConfig, run_checker
-from streaming.messages import Alert, KeyStepEvent, Status, _Message
+from streaming.messages import Alert, KeyStepEvent, Message, Status
 from streaming.transport import POLL_MS, Receiver, check_detector_options, connect, subscribe
 from streaming.view import ViewState, jsonl_line, render
 
@@ -154,7 +154,7 @@ class Viewer:
         self.out = out
         self.warn = warn
 
-    def pump(self, timeout_ms: int = POLL_MS) -> list[_Message]:
+    def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Take what arrived (waiting up to ``timeout_ms``), fold it into the state, print JSON lines."""
         messages = self.receiver.poll(timeout_ms)
         now = time.time()
@@ -196,7 +196,7 @@ def graph_names(graph: TaskGraph) -> dict[int, str]:
 def resolve_video(video: str) -> str:
     """Map ``demo`` / ``demo:<name>`` to the cached demo video file (rendered on first use); else unchanged."""
     if video == "demo" or video.startswith("demo:"):
-        from streaming.demo.render import demo_video
+        from streaming.demo.synthetic_video import demo_video
 
         return str(demo_video(video.partition(":")[2] if ":" in video else "mistake")[0])
     return video

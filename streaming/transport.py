@@ -24,7 +24,7 @@ from typing import Final
 import zmq
 
 from graphs.errors import InputError
-from streaming.messages import MAX_MESSAGE_BYTES, STREAM_ID_RULE, MessageError, _Message, decode, encode, is_stream_id
+from streaming.messages import MAX_MESSAGE_BYTES, STREAM_ID_RULE, Message, MessageError, decode, encode, is_stream_id
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
 HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
@@ -201,7 +201,7 @@ class Publisher:
     def __init__(self, sock: zmq.Socket) -> None:
         self.sock = sock
 
-    def send(self, message: _Message) -> None:
+    def send(self, message: Message) -> None:
         """Encode and send one message."""
         self.sock.send_multipart(encode(message), copy=False)
 
@@ -231,7 +231,7 @@ class Receiver:
         self.poller.register(sock, zmq.POLLIN)
         self.stats = ReceiveStats()
 
-    def poll(self, timeout_ms: int = POLL_MS) -> list[_Message]:
+    def poll(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH`).
 
         Args:
@@ -242,7 +242,7 @@ class Receiver:
         """
         if not self.poller.poll(timeout_ms):
             return []
-        out: list[_Message] = []
+        out: list[Message] = []
         for _ in range(RECV_BATCH):
             try:
                 frames = self.sock.recv_multipart(zmq.NOBLOCK)

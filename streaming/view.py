@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from streaming.messages import Alert, KeyStepEvent, Status, _Message, encode
+from streaming.messages import Alert, KeyStepEvent, Message, Status, encode
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -40,7 +40,7 @@ class ViewState:
     alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
     malformed: int = 0
 
-    def apply(self, message: _Message, received_at: float | None = None) -> bool:
+    def apply(self, message: Message, received_at: float | None = None) -> bool:
         """Fold one message into the state.
 
         Args:
@@ -138,6 +138,6 @@ def render(state: ViewState) -> RenderableType:
     return Group(*parts)
 
 
-def jsonl_line(message: _Message) -> str:
+def jsonl_line(message: Message) -> str:
     """One JSON line for ``--jsonl``: the message's wire payload (version, kind and fields)."""
     return encode(message)[1].decode("utf-8")

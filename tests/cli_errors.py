@@ -15,7 +15,7 @@ def cli_error(main: Callable[[list[str]], object], argv: list[str], capsys: pyte
     """Run a command's ``main(argv)`` that must refuse its input, and check how it refuses.
 
     Args:
-        main: the command's entry point (``tgml.cli.main``, ``streaming.cli.main``, ...).
+        main: the command's entry point (``tgml.tgml_cli.main``, ``streaming.stream_detect_cli.main``, ...).
         argv: the command line, without the program name.
         capsys: the test's capture fixture; what was written to stderr before the call must have been read.
 

@@ -8,7 +8,7 @@ pipeline use it unchanged.
 
 Selection (`cross_validate_ensemble`, the ``prego-bench select --method do-ensemble`` command): K-fold
 cross-validation over the *training* videos. Each fold trains the members on the other folds and scores
-PREGO-style validation items built from its held-out videos (`tgml.prego.selection.validation_folds`: a
+PREGO-style validation items built from its held-out videos (`tgml.bench.prego.selection.validation_folds`: a
 correct prefix, then one mistaken step), clean (stand-in for GT mode) and perturbed at rate ``noise`` (stand-in
 for PRED mode). The candidate with the best mean of the two pooled Avg F1 wins; one configuration per dataset
 serves both modes. The test split is never read.
@@ -30,9 +30,9 @@ from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
-from tgml.prego.data import BenchData
-from tgml.prego.methods import build_do
-from tgml.prego.selection import validation_folds
+from tgml.bench.prego.data import BenchData
+from tgml.bench.prego.methods import build_do
+from tgml.bench.prego.selection import validation_folds
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def train_ensemble(
 
     Args:
         data: the dataset (only ``train`` and the taxonomy are used).
-        settings: DO settings (``beta``, ``epochs``, ``early_stop``...; see `tgml.prego.methods.METHOD_KEYS`).
+        settings: DO settings (``beta``, ``epochs``, ``early_stop``...; see `tgml.bench.prego.methods.METHOD_KEYS`).
         seed: benchmark seed; the members use `member_seeds` of it.
         config: ensemble settings.
         epochs: override of the DO epochs (quick checks).
@@ -153,7 +153,7 @@ class SelectionConfig:
         scales: edge threshold scales ``s`` (threshold ``1 / round(n * s)``).
         sizes: ensemble sizes; members are trained once for the largest and the first ``m`` form size ``m``.
         noise: perturbation rate of the PRED-mode stand-in.
-        slip_rate: share of random-slip validation mistakes (`tgml.prego.selection.synthetic_slips`).
+        slip_rate: share of random-slip validation mistakes (`tgml.bench.prego.selection.synthetic_slips`).
         per_video: validation items per held-out video.
         seed: benchmark seed whose `member_seeds` are trained.
         workers: processes (0 = one per core).

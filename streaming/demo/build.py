@@ -34,7 +34,7 @@ from streaming.demo.procedure import (
     name_of,
     sample_correct_order,
 )
-from streaming.demo.render import RenderConfig, segments_of, timeline, write_video
+from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
 
 HERE = Path(__file__).resolve().parent
 N_GRAPH_EXECUTIONS = 40
@@ -55,7 +55,7 @@ def build_graph(out: Path) -> Path:
     Returns:
         The graph file written.
     """
-    from tgml.cli import main as tgml_main
+    from tgml.tgml_cli import main as tgml_main
 
     rng = np.random.default_rng(GRAPH_SEED)
     config = RenderConfig()
@@ -83,7 +83,7 @@ def build_features(work: Path, console: Console) -> Path:
     Returns:
         The feature folder.
     """
-    from streaming.features import LightExtractor
+    from streaming.extractors import LightExtractor
     from streaming.readers import DecordReader, ReaderConfig, Source
 
     config = RenderConfig()

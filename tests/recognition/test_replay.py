@@ -15,8 +15,8 @@ from graphs.task_graph import TaskGraph, save_graph
 from recognition.replay import load_frames_file, replay, sweep
 from recognition.segmenter import SegmenterConfig
 from tests.cli_errors import cli_error
-from tgml.bench_cli import main as bench_main
-from tgml.replay_cli import main as replay_main
+from tgml.bench.prego_bench_cli import main as bench_main
+from tgml.bench.prego_replay_cli import main as replay_main
 
 CONFIG = SegmenterConfig(fps=60.0, background=None)
 

@@ -13,10 +13,10 @@ from rich.progress import Progress, TaskID
 
 from graphs.errors import InputError
 from recognition.checkpoint import load_detector
-from recognition.cli import main
-from recognition.features import load_feature_dataset, window_index
+from recognition.feature_folders import load_feature_dataset, window_index
+from recognition.recognition_train_cli import main
 from recognition.train import load_train_config, predict_video, train_detector
-from streaming.features import make_extractor
+from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,8 @@ import zmq
 from graphs.task_graph import END, START, TaskGraph
 from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES
+
+STREAM_DETECT = [sys.executable, "-m", "streaming.stream_detect_cli"]  # the command, run as a child process
 
 
 def tea_graph() -> TaskGraph:

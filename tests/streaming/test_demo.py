@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,14 @@ import zmq
 from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP, STEP_IDS
-from streaming.demo.render import demo_video
+from streaming.demo.synthetic_video import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import KeyStepEvent
 from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error
+from tests.streaming.helpers import STREAM_DETECT
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -73,7 +73,7 @@ def test_demo_key_step_segments_are_recognised(demo_cache: Path) -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streaming.cli", *args], capture_output=True, text=True, timeout=240)
+    return subprocess.run([*STREAM_DETECT, *args], capture_output=True, text=True, timeout=240)
 
 
 def lines_of(stdout: str) -> list[dict]:
@@ -101,13 +101,13 @@ def test_stream_detect_correct_execution_raises_no_alert(demo_cache: Path) -> No
 
 @pytest.mark.parametrize("name", ["nope"])
 def test_unknown_demo_name_is_refused(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from streaming.cli import main
+    from streaming.stream_detect_cli import main
 
     assert name in cli_error(main, ["--video", f"demo:{name}", "--jsonl"], capsys)
 
 
 def test_every_scene_renders_at_the_smallest_allowed_size() -> None:
-    from streaming.demo.render import RenderConfig, render_frames
+    from streaming.demo.synthetic_video import RenderConfig, render_frames
 
     # RenderConfig accepts 32x32; the milk-drop scene (step 6) used to need more than 40 px.
     config = RenderConfig(width=32, height=32, fps=10.0, step_s=(0.3, 0.3), pause_s=(0.1, 0.1), fade_s=0.0)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tgml import prego
+from tgml.bench import prego
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ from graphs import InputError, PreconditionChecker
 from graphs.postprocess import present_steps
 from graphs.task_graph import load_graph
 from tests.cli_errors import cli_error
-from tgml import bench_cli, prego
+from tgml.bench import prego
+from tgml.bench import prego_bench_cli as bench_cli
+from tgml.bench.prego.selection import synthetic_slips
 from tgml.ensemble import (
     EnsembleConfig,
     SelectionConfig,
@@ -23,7 +25,6 @@ from tgml.ensemble import (
     member_seeds,
     train_ensemble,
 )
-from tgml.prego.selection import synthetic_slips
 
 
 @pytest.fixture(scope="module")

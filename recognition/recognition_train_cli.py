@@ -6,7 +6,7 @@ Usage::
     recognition-train --features DIR --config configs/miniroad-tiny.toml --out tiny.pt --epochs 3 --threads 2
 
 ``DIR`` follows the MiniROAD layout (``rgb_*/``, optional ``flow_*/``, ``target_perframe/``, ``split.json``;
-see `recognition.features`). Training shows a progress bar; at the end the per-frame mAP on the test split
+see `recognition.feature_folders`). Training shows a progress bar; at the end the per-frame mAP on the test split
 (background excluded) is printed with the AP of every class, and stored in the checkpoint's ``info``.
 Bad input (missing targets, NaN features, a bad config key, an ``--out`` that cannot be written, checked before
 training) and a diverging run end with one ``error:`` line and exit status 2; an existing checkpoint at ``--out``

@@ -13,7 +13,7 @@ import pytest
 
 from graphs.task_graph import load_graph
 from tests.cli_errors import cli_error
-from tgml.cli import main
+from tgml.tgml_cli import main
 
 TINY = {
     "annotations": {
@@ -85,7 +85,7 @@ def test_bench_captaincook_partial_config_keeps_the_benchmark_protocol(
 
 def test_console_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
     exe = shutil.which("tgml")
-    cmd = [exe] if exe else [sys.executable, "-m", "tgml.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "tgml.tgml_cli"]
     done = subprocess.run([*cmd, "show", str(tmp_path / "missing.json")], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "graph file not found" in done.stderr

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output
-from tgml import prego
-from tgml.prepare import PrepareConfig, prepare_all
+from tgml.bench import prego
+from tgml.bench.prepare import PrepareConfig, prepare_all
 
 
 def _rates(text: str) -> tuple[float, ...]:
@@ -253,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["select"]:
         return _select(argv[1:])
     if argv[:1] == ["replay"]:
-        from tgml.replay_cli import main as replay_main  # owned by the recognition part; loaded only when asked
+        from tgml.bench.prego_replay_cli import (
+            main as replay_main,  # owned by the recognition part; loaded only when asked
+        )
 
         return replay_main(argv[1:])
     return _bench(argv)

@@ -36,7 +36,7 @@ from recognition.replay import (
     sweep_table,
 )
 from recognition.segmenter import SegmenterConfig
-from tgml.prego import DATASETS, PUBLISHED, build_do, load_dataset, load_method_settings, resolve_data
+from tgml.bench.prego import DATASETS, PUBLISHED, build_do, load_dataset, load_method_settings, resolve_data
 
 # The PREGO MiniROAD frames files hold about 60 labels per second of video.
 DEFAULT_FPS = 60.0
@@ -80,7 +80,7 @@ def _graph(args: argparse.Namespace) -> tuple[TaskGraph, str]:
 
 @exit_on_input_error
 def main(argv: list[str]) -> int:
-    """Entry point of ``prego-bench replay`` (dispatched by `tgml.bench_cli`)."""
+    """Entry point of ``prego-bench replay`` (dispatched by `tgml.bench.prego_bench_cli`)."""
     args = build_parser().parse_args(argv)
     console = Console()
     if not args.frames and not args.data:

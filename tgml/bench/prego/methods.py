@@ -13,13 +13,13 @@ from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.errors import InputError
 from graphs.files import read_toml
 from graphs.task_graph import TaskGraph
-from tgml.prego.data import BenchData
+from tgml.bench.prego.data import BenchData
 from tgml.train_config import TrainConfig
 
 if TYPE_CHECKING:
     from tgml.ensemble import EnsembleConfig
 
-CONFIG_DIR: Final = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR: Final = Path(__file__).resolve().parents[3] / "configs"
 
 
 def load_method_settings(dataset: str, config_file: str | Path | None = None) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from graphs.errors import InputError
-from recognition.features import FeatureConfig, load_feature_dataset, make_windows
+from recognition.feature_folders import FeatureConfig, load_feature_dataset, make_windows
 
 SYNTH = FeatureConfig(rgb="rgb_synth")
 

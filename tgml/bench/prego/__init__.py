@@ -7,7 +7,7 @@ the GT (*) and PRED (+) test sequences online with the same `graphs.Precondition
 `selection` chooses our methods' settings on the training split only. The result JSON schema is in `run`.
 """
 
-from tgml.prego.data import (
+from tgml.bench.prego.data import (
     DATASETS,
     MODE_MARKS,
     MODES,
@@ -20,7 +20,7 @@ from tgml.prego.data import (
     mode_sequences,
     resolve_data,
 )
-from tgml.prego.methods import (
+from tgml.bench.prego.methods import (
     METHOD_BUILDERS,
     METHOD_KEYS,
     SEEDED,
@@ -30,11 +30,11 @@ from tgml.prego.methods import (
     build_do_ensemble,
     load_method_settings,
 )
-from tgml.prego.published import PUBLISHED, published_best
-from tgml.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
-from tgml.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
-from tgml.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
-from tgml.prego.selection import cross_validate, synthetic_mistakes
+from tgml.bench.prego.published import PUBLISHED, published_best
+from tgml.bench.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
+from tgml.bench.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
+from tgml.bench.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
+from tgml.bench.prego.selection import cross_validate, synthetic_mistakes
 
 __all__ = [
     "DATASETS",

@@ -13,9 +13,9 @@ from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
-from tgml.perturb import perturb_sequences
-from tgml.prego.data import BenchData
-from tgml.prego.methods import build_do
+from tgml.bench.perturb import perturb_sequences
+from tgml.bench.prego.data import BenchData
+from tgml.bench.prego.methods import build_do
 
 
 def synthetic_slips(

@@ -11,7 +11,7 @@ import pytest
 
 from graphs.task_graph import TaskGraph, save_graph
 from tests.cli_errors import cli_error
-from tgml.bench_cli import main
+from tgml.bench.prego_bench_cli import main
 
 
 def test_benchmark_prints_table_and_writes_json(

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from graphs.errors import InputError
-from streaming.demo.render import RenderConfig, render_frames
-from streaming.features import LightExtractor, TorchScriptExtractor, grid_means, make_extractor
+from streaming.demo.synthetic_video import RenderConfig, render_frames
+from streaming.extractors import LightExtractor, TorchScriptExtractor, grid_means, make_extractor
 
 
 def test_grid_means_average_each_cell() -> None:

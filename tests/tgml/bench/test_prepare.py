@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graphs.errors import InputError
-from tgml.prepare import PrepareConfig, assembly_step_name, prepare_all, timecode_ms
+from tgml.bench.prepare import PrepareConfig, assembly_step_name, prepare_all, timecode_ms
 
 
 def expected_hashes(data_dir: Path) -> dict[str, str]:

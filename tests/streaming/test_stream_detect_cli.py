@@ -5,17 +5,23 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import zmq
 
 from graphs.task_graph import save_graph
-from streaming.cli import main
 from streaming.pipeline import default_demo_paths
+from streaming.stream_detect_cli import main
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import running_checker, tea_graph, wait_for, write_damaged_video, write_noise_video
+from tests.streaming.helpers import (
+    STREAM_DETECT,
+    running_checker,
+    tea_graph,
+    wait_for,
+    write_damaged_video,
+    write_noise_video,
+)
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -110,7 +116,7 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
     video = write_damaged_video(tmp_path / "cut.mp4")
     video.write_bytes(video.read_bytes()[:2000])  # truncated: the container index is gone
     args = ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl"]
-    result = subprocess.run([sys.executable, "-m", "streaming.cli", *args], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*STREAM_DETECT, *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"error: --video {video}: OpenCV cannot open it (not a video, or an "
                                           "unsupported format)"]
@@ -119,7 +125,7 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
 def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
     # Python's default SIGTERM (kill, timeout, systemd, docker stop) ended the checker without its summary line.
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
-    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", *args], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         assert proc.stderr.readline().startswith("checker: detectors connect to ")
@@ -139,7 +145,7 @@ def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> No
     with running_checker(tmp_path) as (_ctx, service, _thread):
         args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
                 "--connect", service.events_endpoint, "--stream-id", "term"]
-        proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", *args], stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
         try:
             streams = service.core.streams
             assert wait_for(lambda: "term" in streams and streams["term"].frames > 0, 30.0)

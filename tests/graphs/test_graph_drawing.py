@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from graphs.errors import InputError
-from graphs.render import terminal_view, to_dot, write_rendering
+from graphs.graph_drawing import terminal_view, to_dot, write_rendering
 from graphs.task_graph import TaskGraph
 
 

@@ -8,9 +8,9 @@ from typing import Any, Final
 
 from graphs.errors import InputError
 from graphs.files import atomic_path, write_text
-from tgml.prego.data import MODE_MARKS
-from tgml.prego.published import published_best
-from tgml.prego.scoring import METRIC_KEYS
+from tgml.bench.prego.data import MODE_MARKS
+from tgml.bench.prego.published import published_best
+from tgml.bench.prego.scoring import METRIC_KEYS
 
 SWAP_NOTE: Final = (
     "P/R are true precision / recall. The published tables list them swapped (the reference scores predictions "

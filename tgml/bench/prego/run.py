@@ -34,11 +34,19 @@ from graphs.errors import InputError
 from graphs.files import check_output
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
-from tgml.perturb import perturb_sequences, rate_seed
-from tgml.prego.data import DATASETS, MODES, BenchData, check_graph_matches, load_dataset, mode_sequences, resolve_data
-from tgml.prego.methods import METHOD_BUILDERS, SEEDED, load_method_settings
-from tgml.prego.published import PUBLISHED
-from tgml.prego.scoring import aggregate, evaluate_graph, flat_metrics
+from tgml.bench.perturb import perturb_sequences, rate_seed
+from tgml.bench.prego.data import (
+    DATASETS,
+    MODES,
+    BenchData,
+    check_graph_matches,
+    load_dataset,
+    mode_sequences,
+    resolve_data,
+)
+from tgml.bench.prego.methods import METHOD_BUILDERS, SEEDED, load_method_settings
+from tgml.bench.prego.published import PUBLISHED
+from tgml.bench.prego.scoring import aggregate, evaluate_graph, flat_metrics
 
 RESULTS_FORMAT: Final = "prego-bench-results"
 RESULTS_VERSION: Final = 1

@@ -13,9 +13,9 @@ from graphs.edge_metrics import compare_graphs
 from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import END, START, TaskGraph
 from tests.cli_errors import cli_error
-from tgml.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
-from tgml.cli import main
+from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
 from tgml.ensemble import member_seeds
+from tgml.tgml_cli import main
 from tgml.train import train_task_graph
 
 

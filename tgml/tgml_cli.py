@@ -31,7 +31,7 @@ from graphs.files import check_output, write_text
 from graphs.graph_drawing import terminal_view, write_rendering
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
-from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_train_config, train_from_annotations
+from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 
 def _parser() -> ArgumentParser:
@@ -87,7 +87,7 @@ def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
     overrides["early_stop"] = getattr(args, "early_stop", None)
     overrides["edge_threshold"] = getattr(args, "edge_threshold", None)
     if args.config:
-        return load_train_config(args.config, base, **overrides)
+        return load_graph_training_config(args.config, base, **overrides)
     return base.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 

@@ -101,7 +101,7 @@ def epic_graph(data_dir: Path) -> TaskGraph:
 
     That file holds the SPEC §1 settings with seed 42, the graph behind the published GT figure (58.3 Avg F1).
     """
-    from tgml.train import load_train_config, train_from_annotations
+    from tgml.train import load_graph_training_config, train_from_annotations
 
-    config = load_train_config(REPO_ROOT / "configs" / "do-epic-tent.toml")
+    config = load_graph_training_config(REPO_ROOT / "configs" / "do-epic-tent.toml")
     return train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph

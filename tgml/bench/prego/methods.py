@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from graphs.count_based import CountBasedConfig, count_based_graph
-from graphs.errors import InputError
-from graphs.files import read_toml
+from graphs.settings_files import check_tables, naming_the_file, read_settings
 from graphs.task_graph import TaskGraph
 from tgml.bench.prego.data import BenchData
 from tgml.train_config import TrainConfig
@@ -27,28 +26,18 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
 
     Args:
         dataset: dataset name.
-        config_file: another TOML file with the same tables (``[do]``, ``[count-based]``...).
+        config_file: another settings file with the same tables (``[do]``, ``[count-based]``...).
 
     Returns:
-        ``{method: {setting: value}}``.
+        ``{method: {setting: value}}``, every value checked by the config it feeds.
     """
     path = Path(config_file) if config_file is not None else CONFIG_DIR / f"prego-{dataset}.toml"
     hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
-    data = read_toml(path, "benchmark settings file", hint)
-    loose = next((k for k, v in data.items() if not isinstance(v, dict)), None)
-    if loose is not None:  # it would apply to no method, silently
-        raise InputError(f"{path}: setting {loose!r} is outside any method table ([do], [count-based], ...)")
-    methods = dict(data)
+    methods = read_settings(path, "benchmark settings file", hint)
+    check_tables(methods, METHOD_KEYS, path, kind="method")
     for method, settings in methods.items():
-        if method not in METHOD_BUILDERS:
-            raise InputError(f"{path}: unknown method table [{method}] (known: {', '.join(METHOD_BUILDERS)})")
-        for key in settings:
-            if key not in METHOD_KEYS[method]:
-                raise InputError(f"{path}: [{method}] has unknown setting {key!r}")
-        try:
+        with naming_the_file(path, method):
             _check_settings(method, settings)
-        except InputError as err:
-            raise InputError(f"{path}: [{method}] {err}") from None
     return methods
 
 

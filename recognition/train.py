@@ -281,7 +281,7 @@ def config_summary(config: DetectorTrainConfig) -> dict[str, Any]:
     return asdict(config)
 
 
-def results_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
+def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
     """A rich table of the test AP per class and the mAP."""
     table = Table(title="MiniROAD test split: per-frame average precision")
     table.add_column("class")
@@ -330,6 +330,6 @@ def run_training(
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
         raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()
-    console.print(results_table(outcome, data.class_names))
+    console.print(detector_ap_table(outcome, data.class_names))
     console.print(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}")
     return outcome

@@ -30,7 +30,7 @@ from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import terminal_view, write_rendering
 from graphs.task_graph import load_graph, save_graph
-from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
+from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         procedures = [p for p in (args.procedures or "").split(",") if p]
         bench = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,
                               progress=not args.quiet, ensemble=args.ensemble)
-        console.print(results_table(bench))
+        console.print(captaincook_table(bench))
         if args.json:
             write_text(args.json, json.dumps(bench.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")

@@ -218,7 +218,7 @@ def run_benchmark(
     return result
 
 
-def results_table(result: BenchmarkResult) -> Table:
+def captaincook_table(result: BenchmarkResult) -> Table:
     """Rich table: one row per procedure (P/R/F1 mean over seeds, mean epochs), then the overall mean ± 90% CI."""
     method = "DO" if result.ensemble == 1 else f"DO ensemble of {result.ensemble}"
     title = (f"CaptainCook4D task graph generation, {method}, seeds {', '.join(map(str, result.seeds))}, "

@@ -9,8 +9,8 @@ Usage::
 
 With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json`` and, without ``--graph``,
 the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
-(``configs/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class F1 and true
-P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
+(``tgml/bench/settings/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class
+F1 and true P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
 (format in `recognition.replay`). Bad input ends with one ``error:`` line and exit status 2.
 """
 

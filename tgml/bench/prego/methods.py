@@ -1,6 +1,8 @@
-"""Graph-learning methods of the benchmark and their per-dataset settings files (``configs/prego-<dataset>.toml``).
+"""Graph-learning methods of the benchmark and their per-dataset settings files.
 
-Builders are top-level functions because they run in worker processes.
+The settings of each dataset ship inside the package, ``tgml/bench/settings/prego-<dataset>.toml``, so that an
+installed ``prego-bench`` finds them without a source checkout. Builders are top-level functions because they run
+in worker processes.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from tgml.bench.prego.data import BenchData
 from tgml.ensemble import EnsembleConfig, mean_weights_graph, train_ensemble
 from tgml.train_config import TrainConfig
 
-CONFIG_DIR: Final = Path(__file__).resolve().parents[3] / "configs"
+SETTINGS_DIR: Final = Path(__file__).resolve().parents[1] / "settings"
 
 
 def load_method_settings(dataset: str, config_file: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Per-dataset method settings (SPEC §1) from ``configs/prego-<dataset>.toml``.
+    """Per-dataset method settings, from the shipped ``tgml/bench/settings/prego-<dataset>.toml`` or a user's file.
 
     Args:
         dataset: dataset name.
@@ -30,8 +32,8 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
     Returns:
         ``{method: {setting: value}}``, every value checked by the config it feeds.
     """
-    path = Path(config_file) if config_file is not None else CONFIG_DIR / f"prego-{dataset}.toml"
-    hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
+    path = Path(config_file) if config_file is not None else SETTINGS_DIR / f"prego-{dataset}.toml"
+    hint = "" if config_file is not None else " (it ships inside the package: reinstall mistake-detection)"
     methods = read_settings(path, "benchmark settings file", hint)
     check_tables(methods, METHOD_KEYS, path, kind="method")
     for method, settings in methods.items():

@@ -67,7 +67,7 @@ class BenchConfig:
         perturb_seed: base seed of the ablation noise (each rate uses a fixed seed derived from it).
         workers: parallel processes for graph learning (0 = as many as cores and jobs allow).
         epochs: override the configured DO epochs (quick checks); None keeps the settings.
-        config_files: per-dataset settings files replacing ``configs/prego-<dataset>.toml``.
+        config_files: per-dataset settings files replacing the shipped ``tgml/bench/settings/prego-<dataset>.toml``.
         save_graphs: folder to save every learned graph into, or None.
     """
 

@@ -287,21 +287,3 @@ def gather_windows(
     y = targets[index] * valid[..., None]
     return x.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
 
-
-def make_windows(
-    videos: Sequence[VideoFeatures], window: int, rng: np.random.Generator | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """All training windows of some videos at once (see `window_index`).
-
-    Args:
-        videos: the videos.
-        window: window length in frames.
-        rng: random offsets when given, offset 0 otherwise.
-
-    Returns:
-        ``(features (N, W, D), targets (N, W, C))`` float32, ``W = min(window, longest video)``.
-    """
-    index, valid = window_index([len(v.features) for v in videos], window, rng)
-    feats = np.concatenate([v.features for v in videos])
-    targs = np.concatenate([v.targets for v in videos])
-    return gather_windows(feats, targs, index, valid)

@@ -27,7 +27,6 @@ DEMO_EXECUTIONS: Final[dict[str, tuple[int, ...]]] = {
     "mistake": (3, 2, 1, 4, 5, 6),  # boil_water (2) before fill_kettle (1)
     "correct": (3, 1, 2, 4, 5, 6),
 }
-DEMO_MISTAKE_STEP: Final = 2  # the one step of DEMO_EXECUTIONS["mistake"] that must raise an alert
 DEMO_SEEDS: Final[dict[str, int]] = {"mistake": 1001, "correct": 1002}
 
 

@@ -21,6 +21,7 @@ from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES
 
 STREAM_DETECT = [sys.executable, "-m", "streaming.stream_detect_cli"]  # the command, run as a child process
+MISTAKE_STEP = 2  # boil_water: the one step of DEMO_EXECUTIONS["mistake"] done before its pre-condition (fill_kettle)
 
 
 def tea_graph() -> TaskGraph:

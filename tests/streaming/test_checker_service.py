@@ -11,13 +11,13 @@ import zmq
 from graphs.checker import PreconditionChecker
 from graphs.task_graph import save_graph
 from streaming.checker_service import CheckerConfig, CheckerCore
-from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP
+from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status
 from streaming.pipeline import CheckerProcess, Viewer
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
-from tests.streaming.helpers import running_checker, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
@@ -52,7 +52,7 @@ def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None
         out += core.handle(event)
         out += core.handle(event)  # a duplicate changes nothing
     alerts = [m for m in out if isinstance(m, Alert)]
-    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(DEMO_MISTAKE_STEP, 1, "cam0#1")]
+    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(MISTAKE_STEP, 1, "cam0#1")]
     assert alerts[0].missing_names == ("fill_kettle",) and not alerts[0].replayed
     forwarded = [m for m in out if isinstance(m, KeyStepEvent)]
     assert [m.step for m in forwarded] == list(MISTAKE)
@@ -66,7 +66,7 @@ def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
     out = core.handle(last)  # seq 1..4 never arrived
     status = [m for m in out if isinstance(m, Status)][-1]
     assert status.gaps == 4 and status.done == MISTAKE[:4]
-    assert [m.step for m in out if isinstance(m, Alert)] == [DEMO_MISTAKE_STEP]
+    assert [m.step for m in out if isinstance(m, Alert)] == [MISTAKE_STEP]
 
 
 def test_new_session_on_the_same_stream_starts_over() -> None:
@@ -108,7 +108,7 @@ def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
             10.0,
             lambda: viewer.pump(20),
         )
-        assert [(al.stream_id, al.step) for _, al in state.alerts] == [("kitchen", DEMO_MISTAKE_STEP)]
+        assert [(al.stream_id, al.step) for _, al in state.alerts] == [("kitchen", MISTAKE_STEP)]
         assert state.streams["kitchen"].done == MISTAKE and state.streams["garage"].done == CORRECT
         assert state.streams["garage"].alerts == 0 and state.streams["kitchen"].alerts == 1
         viewer.close()

@@ -28,15 +28,18 @@ import zmq
 from rich.console import Console
 from rich.table import Table
 
+from streaming.all_in_one import await_subscription
+from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig
+from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.demo.synthetic_video import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import Alert
-from streaming.pipeline import CheckerProcess, Viewer, await_subscription, default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
+from streaming.viewer import Viewer
 
 # A step that needs another: as the first step of a session it is always a pre-condition violation.
 VIOLATING_STEP = next(step for step, needs in PRECONDITIONS.items() if needs)

@@ -10,13 +10,14 @@ import zmq
 
 from graphs.checker import PreconditionChecker
 from graphs.task_graph import save_graph
+from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig, CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status
-from streaming.pipeline import CheckerProcess, Viewer
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
+from streaming.viewer import Viewer
 from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]

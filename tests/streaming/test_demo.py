@@ -11,11 +11,11 @@ import zmq
 
 from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector
+from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS, STEP_IDS
 from streaming.demo.synthetic_video import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import KeyStepEvent
-from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error

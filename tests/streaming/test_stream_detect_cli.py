@@ -11,7 +11,7 @@ import pytest
 import zmq
 
 from graphs.task_graph import save_graph
-from streaming.pipeline import default_demo_paths
+from streaming.demo.paths import default_demo_paths
 from streaming.stream_detect_cli import main
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import (

@@ -14,9 +14,9 @@ from rich.console import Console
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, KeyStepEvent, Status
-from streaming.pipeline import Viewer, run_view
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, jsonl_line, render
+from streaming.viewer import Viewer, run_view
 from tests.streaming.helpers import running_checker, wait_for
 
 

@@ -10,13 +10,13 @@ top-level module to the distribution that provides it, and checks it against pyp
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
 from importlib.metadata import packages_distributions
 from pathlib import Path
+
+from tests.source_imports import imports_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("graphs", "tgml", "recognition", "streaming")
@@ -41,22 +41,6 @@ def _declared() -> tuple[set[str], set[str]]:
     return core, extras - {PROJECT}
 
 
-def _imports(path: Path) -> Iterator[tuple[str, bool, int]]:
-    """Yield (top-level module, imported at module level?, line) for every absolute import in a file."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    top_level = {id(node) for node in tree.body}
-    # An import guarded by `if TYPE_CHECKING:` or `try:` at module level still runs (or is meant to) on import.
-    for node in tree.body:
-        if isinstance(node, ast.If | ast.Try):
-            top_level.update(id(child) for child in ast.walk(node))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name.split(".")[0], id(node) in top_level, node.lineno
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module.split(".")[0], id(node) in top_level, node.lineno
-
-
 def _distributions(module: str, provided: dict[str, list[str]]) -> set[str]:
     # A module that is not installed here (decord off x86-64) can only be matched by its own name.
     return {_normalise(d) for d in provided.get(module, [module])}
@@ -72,7 +56,8 @@ def _violations(files: list[Path], allowed_top: set[str], allowed_any: set[str])
     skip = set(sys.stdlib_module_names) | _first_party()
     problems = []
     for path in files:
-        for module, at_top, line in _imports(path):
+        for dotted, at_top, line in imports_of(path):
+            module = dotted.split(".")[0]
             if module in skip:
                 continue
             dists = _distributions(module, provided)

@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
+
+from tests.source_imports import imports_of
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 ALLOWED = {"numpy", "networkx", "graphs"}
 
 
-def module_level_imports(tree: ast.Module) -> list[tuple[str, int]]:
-    """``(module, line)`` of every import that runs on import: top level, or under a top-level ``if``/``try``.
-
-    An optional extra imported inside a function (PyYAML in ``read_yaml``) loads only when that function runs.
-    """
-    nodes = [n for top in tree.body for n in (ast.walk(top) if isinstance(top, ast.If | ast.Try) else [top])]
-    found = []
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.module, node.lineno))
-    return found
-
-
 def test_graphs_imports_only_numpy_and_networkx() -> None:
+    # An optional extra imported inside a function (PyYAML in read_yaml) loads only when that function runs.
     outside = [
-        f"{path.name}:{line} imports {name}"
+        f"{path.name}:{line} imports {module}"
         for path in sorted(GRAPHS.rglob("*.py"))
-        for name, line in module_level_imports(ast.parse(path.read_text(), filename=str(path)))
-        if name.split(".")[0] not in ALLOWED | set(sys.stdlib_module_names)
+        for module, at_top, line in imports_of(path)
+        if at_top and module.split(".")[0] not in ALLOWED | set(sys.stdlib_module_names)
     ]
     assert outside == []

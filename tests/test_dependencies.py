@@ -1,11 +1,11 @@
 """Every third-party import is declared in pyproject.toml, so a fresh install can run what the code imports.
 
 A package that only the developer's machine happened to have once kept CI green while a new user's run failed.
-This guard reads the import statements of the four packages (and of tests/ and benchmarks/), maps each imported
-top-level module to the distribution that provides it, and checks it against pyproject.toml:
+This guard reads the import statements of the four packages (and of tests/, benchmarks/ and tools/), maps each
+imported top-level module to the distribution that provides it, and checks it against pyproject.toml:
 - a module-level import in a package must be a core dependency (it runs on every `import`);
 - an import inside a function (loaded on use) may come from an optional extra;
-- tests and benchmark scripts may use the core or any extra (the test command installs `dev`, which holds them).
+- tests, benchmark scripts and tools may use the core or any extra (the test command installs `dev`, which holds them).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _distributions(module: str, provided: dict[str, list[str]]) -> set[str]:
 
 def _first_party() -> set[str]:
     local = {path.stem for path in (ROOT / "tests").rglob("*.py")} | {"conftest", "helpers", "cli_errors"}
-    return set(PACKAGES) | local | {"tests", "benchmarks"}
+    return set(PACKAGES) | local | {"tests", "benchmarks", "tools"}
 
 
 def _violations(files: list[Path], allowed_top: set[str], allowed_any: set[str]) -> list[str]:
@@ -77,9 +77,9 @@ def test_package_imports_are_declared_core_or_loaded_on_use_from_an_extra() -> N
     assert _violations(files, core, core | extras) == []
 
 
-def test_test_and_benchmark_imports_are_declared() -> None:
+def test_test_benchmark_and_tool_imports_are_declared() -> None:
     core, extras = _declared()
-    files = sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")])
+    files = sorted(path for folder in ("tests", "benchmarks", "tools") for path in (ROOT / folder).rglob("*.py"))
     assert _violations(files, core | extras, core | extras) == []
 
 

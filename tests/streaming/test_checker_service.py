@@ -18,25 +18,10 @@ from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
 from streaming.viewer import Viewer
-from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
-
-
-def keystep(seq: int, history: tuple[int, ...], session: str = "s", timestamp: float = 1.0) -> KeyStepEvent:
-    """The event the detector of stream "cam0" sends when it confirms ``history[-1]`` (the rest is filler).
-
-    Args:
-        seq: the message sequence number.
-        history: every key-step confirmed so far in the session, the new one last.
-        session: the detector run's token.
-        timestamp: the message time.
-
-    Returns:
-        The event, with ``step`` and ``index`` taken from ``history``.
-    """
-    return KeyStepEvent("cam0", seq, timestamp, session, history[-1], "x", 0.0, 1.0, 0.9, len(history) - 1, history)
 
 
 def expected_alerts(steps: tuple[int, ...]) -> dict[int, int]:
@@ -49,7 +34,7 @@ def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None
     core = CheckerCore(tea_graph(), clock=lambda: 100.0)
     out = []
     for i in range(len(MISTAKE)):
-        event = keystep(i, MISTAKE[: i + 1])
+        event = keystep(MISTAKE[: i + 1], i)
         out += core.handle(event)
         out += core.handle(event)  # a duplicate changes nothing
     alerts = [m for m in out if isinstance(m, Alert)]
@@ -61,8 +46,8 @@ def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None
 
 def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
     core = CheckerCore(tea_graph())
-    first = keystep(0, MISTAKE[:1])
-    last = keystep(5, MISTAKE[:4], timestamp=2.0)
+    first = keystep(MISTAKE[:1], 0)
+    last = keystep(MISTAKE[:4], 5, timestamp=2.0)
     core.handle(first)
     out = core.handle(last)  # seq 1..4 never arrived
     status = [m for m in out if isinstance(m, Status)][-1]
@@ -72,15 +57,15 @@ def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
 
 def test_new_session_on_the_same_stream_starts_over() -> None:
     core = CheckerCore(tea_graph())
-    core.handle(keystep(0, (1,), session="a"))
-    out = core.handle(keystep(0, (3,), session="b"))
+    core.handle(keystep((1,), 0, session="a"))
+    out = core.handle(keystep((3,), 0, session="b"))
     assert [m for m in out if isinstance(m, Status)][-1].done == (3,)
 
 
 def test_history_that_disagrees_within_a_session_starts_the_stream_over() -> None:
     core = CheckerCore(tea_graph())
-    core.handle(keystep(0, MISTAKE[:2]))  # one alert
-    out = core.handle(keystep(1, CORRECT[:3]))
+    core.handle(keystep(MISTAKE[:2], 0))  # one alert
+    out = core.handle(keystep(CORRECT[:3], 1))
     status = [m for m in out if isinstance(m, Status)][-1]
     assert not [m for m in out if isinstance(m, Alert)]
     assert status.done == CORRECT[:3] and status.alerts == 0  # as a fresh session would report
@@ -165,8 +150,8 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
 def test_periodic_resend_repeats_recent_alerts_for_late_viewers() -> None:
     now = [100.0]
     core = CheckerCore(tea_graph(), clock=lambda: now[0])
-    core.handle(keystep(0, MISTAKE[:1]))
-    live = [m for m in core.handle(keystep(1, MISTAKE[:2])) if isinstance(m, Alert)]
+    core.handle(keystep(MISTAKE[:1], 0))
+    live = [m for m in core.handle(keystep(MISTAKE[:2], 1)) if isinstance(m, Alert)]
     assert core.periodic(0.5) == []  # nothing due yet
     now[0] += 1.0
     again = core.periodic(0.5)
@@ -180,8 +165,8 @@ def test_busy_stream_still_resends_its_alerts_every_period() -> None:
     # lets a slow-joining viewer catch up on a missed alert must still go out once per period.
     now = [100.0]
     core = CheckerCore(tea_graph(), clock=lambda: now[0])
-    core.handle(keystep(0, MISTAKE[:1]))
-    core.handle(keystep(1, MISTAKE[:2]))
+    core.handle(keystep(MISTAKE[:1], 0))
+    core.handle(keystep(MISTAKE[:2], 1))
     resent: list[Alert] = []
     for seq in range(2, 18):  # 2 s of heartbeats every 0.125 s (exact in binary)
         now[0] += 0.125

@@ -52,7 +52,7 @@ def sample_correct_order(rng: np.random.Generator) -> tuple[int, ...]:
 
 
 def annotation_file(executions: dict[str, list[tuple[int, float, float]]]) -> dict[str, Any]:
-    """The SPEC §4 annotation JSON for demo executions.
+    """The annotation JSON of demo executions, in the format of the datasets' annotation files.
 
     Args:
         executions: video name -> ``[(step, start_s, end_s), ...]``.

@@ -28,9 +28,10 @@ from rich.console import Console
 from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
-from graphs.graph_drawing import terminal_view, write_rendering
+from graphs.graph_drawing import write_rendering
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
+from tgml.graph_table import terminal_view
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from tgml.annotations import load_annotations
 from tgml.do_model import DirectOptimization, wrap
-from tgml.sequences import first_occurrence, last_occurrence
+from tgml.sequences import first_occurrence
 from tgml.train import TrainConfig, build_training_set, epoch_rows, train_task_graph
 
 SCENARIO = "assembly101"
@@ -43,6 +43,11 @@ def loop_loss(z: torch.Tensor, sequences: list[list[int]], contrast: list[int], 
             denominator = (z[unseen][:, seen] + eps).sum()
             total = total - (torch.log(numerator) - beta * torch.log(denominator))
     return total
+
+
+def last_occurrence(seq: list[int]) -> list[int]:
+    """Part (b) written plainly: a repeat moves the step to its latest position."""
+    return list(reversed(dict.fromkeys(reversed(seq))))
 
 
 def random_dedup(seq: list[int], rng: np.random.Generator) -> list[int]:

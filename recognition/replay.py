@@ -227,7 +227,7 @@ def _metric_cells(m: MistakeScores) -> list[str]:
 _HEADERS: Final = ("Avg F1", "C F1", "C P", "C R", "M F1", "M P", "M R", "steps")
 
 
-def results_table(result: ReplayResult, title: str, published: float | None = None) -> Table:
+def replay_scores_table(result: ReplayResult, title: str, published: float | None = None) -> Table:
     """Rich table of the replay scores (true P/R), with the published figure beside them when given."""
     table = Table(
         title=title, caption="C = correct, M = mistake; P/R are true precision/recall (the published tables swap them)"

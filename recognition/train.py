@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graphs.errors import InputError
-from graphs.files import check_output, read_toml, read_yaml
+from graphs.files import check_output
+from graphs.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.checkpoint import save_detector
 from recognition.feature_folders import (
     FeatureConfig,
@@ -111,12 +112,11 @@ class DetectorTrainConfig:
         return MiniROADConfig(input_dim, self.embed_dim, self.hidden_dim, num_classes, float(self.dropout))
 
 
-_SECTIONS = {"features": FeatureConfig, "model": None, "train": None}
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads"}
 
 
-def load_train_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig:
+def load_detector_training_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig:
     """Read a detector training config (TOML, or YAML with the same sections).
 
     Args:
@@ -127,24 +127,11 @@ def load_train_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig
         The validated config; unknown sections or keys are refused with the file and key named.
     """
     path = Path(path)
-    data = read_yaml(path) if path.suffix in (".yaml", ".yml") else read_toml(path, "config file")
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected sections [features], [model], [train]")
-    for section, body in data.items():
-        if section not in _SECTIONS:
-            raise InputError(f"{path}: unknown section [{section}] (known: features, model, train)")
-        if not isinstance(body, dict):
-            raise InputError(f"{path}: [{section}] must be a table")
-    feat_keys = {f.name for f in fields(FeatureConfig)}
-    for section, allowed in (("features", feat_keys), ("model", _MODEL_KEYS), ("train", _TRAIN_KEYS)):
-        for key in data.get(section, {}):
-            if key not in allowed:
-                raise InputError(f"{path}: [{section}] has unknown key {key!r} (known: {', '.join(sorted(allowed))})")
-    try:
+    data = read_settings(path)
+    check_tables(data, {"features": field_names(FeatureConfig), "model": _MODEL_KEYS, "train": _TRAIN_KEYS}, path)
+    with naming_the_file(path):
         features = FeatureConfig(**data.get("features", {}))
         config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}))
-    except InputError as err:
-        raise InputError(f"{path}: {err}") from None
     # A bad override (--epochs 0) is not the file's fault: its error names the field and value, not the file.
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(config, **changes) if changes else config
@@ -294,7 +281,7 @@ def config_summary(config: DetectorTrainConfig) -> dict[str, Any]:
     return asdict(config)
 
 
-def results_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
+def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
     """A rich table of the test AP per class and the mAP."""
     table = Table(title="MiniROAD test split: per-frame average precision")
     table.add_column("class")
@@ -326,7 +313,7 @@ def run_training(
     Returns:
         The training outcome.
     """
-    config = load_train_config(config_path, **overrides)
+    config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     out = check_output(out, "checkpoint", inputs=[config_path])
     data = load_feature_dataset(features, config.features)
@@ -343,6 +330,6 @@ def run_training(
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
         raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()
-    console.print(results_table(outcome, data.class_names))
+    console.print(detector_ap_table(outcome, data.class_names))
     console.print(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}")
     return outcome

@@ -1,38 +1,28 @@
-"""``do-ensemble``: a seed ensemble of Direct Optimization graphs, with its settings chosen on training data only.
+"""Seed ensembles of Direct Optimization graphs: several DO models that differ only in their seed, as one graph.
 
-Method: train ``size`` DO models (SPEC §1) that differ only in their seed, average their row-softmax weight
-matrices ``Z`` (rows stay distributions, so the mean is again a valid TGML weight matrix), and post-process the
-mean with the usual SPEC §1 steps, keeping edges ``Z[i, j] >= 1 / round(n * threshold_scale)``. The result is an
-ordinary `graphs.TaskGraph` (binary DAG + the averaged weights), so `graphs.PreconditionChecker` and the live
-pipeline use it unchanged.
+Method: train ``size`` DO models, average their row-softmax weight matrices ``Z`` (rows stay distributions, so
+the mean is again a valid TGML weight matrix), and post-process the mean with the usual TGML steps (unseen steps
+removed, edges kept where ``Z[i, j] >= 1 / n'``, cycles broken...), with the cut ``n' = round(n * threshold_scale)``
+(scale 1 is the method's own ``1/n``). The result is an ordinary `graphs.TaskGraph` (binary DAG + the averaged
+weights), so `graphs.PreconditionChecker` and the live pipeline use it unchanged.
 
-Selection (`cross_validate_ensemble`, the ``prego-bench select --method do-ensemble`` command): K-fold
-cross-validation over the *training* videos. Each fold trains the members on the other folds and scores
-PREGO-style validation items built from its held-out videos (`tgml.bench.prego.selection.validation_folds`: a
-correct prefix, then one mistaken step), clean (stand-in for GT mode) and perturbed at rate ``noise`` (stand-in
-for PRED mode). The candidate with the best mean of the two pooled Avg F1 wins; one configuration per dataset
-serves both modes. The test split is never read.
+How the benchmark chooses the ensemble's settings on training data only lives with the benchmark
+(`tgml.bench.prego.selection`).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from graphs.checker import precondition_violations
 from graphs.errors import InputError
-from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
-from tgml.bench.prego.data import BenchData
-from tgml.bench.prego.methods import build_do
-from tgml.bench.prego.selection import validation_folds
+from tgml.train_config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -41,8 +31,9 @@ class EnsembleConfig:
 
     Attributes:
         size: number of DO members (seeds) averaged.
-        threshold_scale: edges need ``Z[i, j] >= 1 / round(n * threshold_scale)`` (1 = SPEC §1 step 2).
-        relaxed: apply SPEC §1 post-processing step 4.
+        threshold_scale: edges need ``Z[i, j] >= 1 / round(n * threshold_scale)`` (1 = the method's ``1/n``).
+        relaxed: apply the relaxed post-processing rule (a step that ends up with no pre-condition but START
+            keeps its strongest one).
     """
 
     size: int = 5
@@ -64,16 +55,16 @@ class EnsembleConfig:
 
 
 def member_seeds(seed: int, size: int) -> tuple[int, ...]:
-    """Training seeds of the ensemble run under benchmark seed ``seed``.
+    """Training seeds of the ensemble run under seed ``seed``.
 
-    Blocks ``[seed * size, seed * size + size)`` never overlap for different benchmark seeds, so the spread
-    over benchmark seeds measures independent ensembles.
+    Blocks ``[seed * size, seed * size + size)`` never overlap for different seeds, so the spread over seeds
+    measures independent ensembles.
     """
     return tuple(range(seed * size, seed * size + size))
 
 
 def average_weights(weights: Sequence[np.ndarray]) -> np.ndarray:
-    """Element-wise mean of member weight matrices (row-softmax ``Z`` of SPEC §1, one per seed).
+    """Element-wise mean of member weight matrices (the row-softmax ``Z`` of TGML, one per seed).
 
     Args:
         weights: ``K`` float arrays of the same ``(n+2, n+2)`` shape.
@@ -85,6 +76,38 @@ def average_weights(weights: Sequence[np.ndarray]) -> np.ndarray:
         raise InputError("ensemble: no member weights to average")
     stack = np.stack([np.asarray(w, dtype=np.float64) for w in weights])  # (K, n+2, n+2)
     return stack.mean(axis=0)
+
+
+def mean_weights_graph(
+    step_ids: Sequence[int],
+    step_names: Sequence[str],
+    weights: Sequence[np.ndarray],
+    present: np.ndarray,
+    relaxed: bool,
+    threshold_steps: int,
+    scenario: str = "",
+    info: Mapping[str, Any] | None = None,
+) -> TaskGraph:
+    """The task graph of the mean of some weight matrices, post-processed with the edge cut ``1 / threshold_steps``.
+
+    One matrix is its own mean: this also re-cuts a single graph's weights at another threshold.
+
+    Args:
+        step_ids: taxonomy ids, in matrix order.
+        step_names: their names.
+        weights: ``K >= 1`` float ``(n+2, n+2)`` matrices.
+        present: bool ``(n,)`` key-steps seen in training (the others leave the graph).
+        relaxed: apply the relaxed post-processing rule.
+        threshold_steps: ``n'`` of the edge cut ``1 / n'``.
+        scenario: procedure name stored in the graph.
+        info: provenance stored in the graph.
+
+    Returns:
+        The binary DAG with the mean weights.
+    """
+    mean = average_weights(weights)  # (n+2, n+2)
+    adjacency = binarize(mean, present, relaxed, threshold_steps=threshold_steps)
+    return TaskGraph(tuple(step_ids), tuple(step_names), adjacency, mean, scenario, dict(info or {}))
 
 
 def ensemble_graph(
@@ -106,9 +129,7 @@ def ensemble_graph(
     first = members[0]
     if any(m.step_ids != first.step_ids for m in members):
         raise InputError("ensemble: member graphs describe different taxonomies")
-    mean = average_weights([m.weights for m in members if m.weights is not None])
     n_threshold = config.threshold_steps(first.n_steps)
-    adjacency = binarize(mean, present, config.relaxed, threshold_steps=n_threshold)
     meta = {
         "method": "do-ensemble",
         "members": len(members),
@@ -117,175 +138,40 @@ def ensemble_graph(
         "relaxed": config.relaxed,
         **(info or {}),
     }
-    return TaskGraph(first.step_ids, first.step_names, adjacency, mean, first.scenario, meta)
+    weights = [m.weights for m in members if m.weights is not None]
+    return mean_weights_graph(
+        first.step_ids, first.step_names, weights, present, config.relaxed, n_threshold, first.scenario, meta
+    )
 
 
 def train_ensemble(
-    data: BenchData, settings: Mapping[str, Any], seed: int, config: EnsembleConfig, epochs: int | None = None
+    sequences: Sequence[Sequence[int]],
+    step_ids: Sequence[int],
+    step_names: Sequence[str],
+    training: TrainConfig,
+    config: EnsembleConfig,
+    seed: int,
+    scenario: str = "",
 ) -> TaskGraph:
-    """Train the members of one ensemble on a benchmark dataset's training split and combine them.
+    """Train the members of one ensemble, one after the other, and combine them.
 
     Args:
-        data: the dataset (only ``train`` and the taxonomy are used).
-        settings: DO settings (``beta``, ``epochs``, ``early_stop``...; see `tgml.bench.prego.methods.METHOD_KEYS`).
-        seed: benchmark seed; the members use `member_seeds` of it.
+        sequences: raw training key-step sequences (repeats kept).
+        step_ids: taxonomy ids, in matrix order.
+        step_names: their names.
+        training: DO settings of every member (its seed is replaced by the member's).
         config: ensemble settings.
-        epochs: override of the DO epochs (quick checks).
+        seed: the ensemble's seed; the members use `member_seeds` of it.
+        scenario: procedure name stored in the graph.
 
     Returns:
         The ensemble graph; ``info`` lists the member seeds and how many epochs each ran.
     """
+    from tgml.train import train_task_graph  # torch loads only when a graph is trained
+
     seeds = member_seeds(seed, config.size)
-    members = [build_do(data, settings, s, epochs) for s in seeds]
+    members = [
+        train_task_graph(sequences, step_ids, step_names, training.replace(seed=s), scenario).graph for s in seeds
+    ]
     info = {"member_seeds": list(seeds), "member_epochs": [int(m.info.get("epochs_run", 0)) for m in members]}
-    return ensemble_graph(members, present_steps(data.step_ids, data.train), config, info)
-
-
-# -- selection on the training split ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SelectionConfig:
-    """The search behind ``prego-bench select --method do-ensemble``.
-
-    Attributes:
-        folds: folds over the training videos (the number of videos = leave-one-video-out).
-        epochs: DO epoch caps tried without early stopping.
-        early_stop: also try the dataset's own early-stopping rule (with its configured epoch cap).
-        scales: edge threshold scales ``s`` (threshold ``1 / round(n * s)``).
-        sizes: ensemble sizes; members are trained once for the largest and the first ``m`` form size ``m``.
-        noise: perturbation rate of the PRED-mode stand-in.
-        slip_rate: share of random-slip validation mistakes (`tgml.bench.prego.selection.synthetic_slips`).
-        per_video: validation items per held-out video.
-        seed: benchmark seed whose `member_seeds` are trained.
-        workers: processes (0 = one per core).
-    """
-
-    folds: int = 5
-    epochs: tuple[int, ...] = (25, 50, 75, 100, 200, 400, 1200)
-    early_stop: bool = True
-    scales: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
-    sizes: tuple[int, ...] = (1, 5)
-    noise: float = 0.2
-    slip_rate: float = 0.5
-    per_video: int = 3
-    seed: int = 1
-    workers: int = 0
-
-    def __post_init__(self) -> None:
-        def fail(name: str, why: str) -> None:
-            raise InputError(f"SelectionConfig.{name} = {getattr(self, name)!r}: {why}")
-
-        if self.folds < 2:
-            fail("folds", "need at least 2")
-        if not self.epochs or any(e < 1 for e in self.epochs):
-            fail("epochs", "need epoch caps >= 1")
-        if not self.scales or any(not (math.isfinite(s) and s > 0) for s in self.scales):
-            fail("scales", "need finite scales > 0")
-        if not self.sizes or any(m < 1 for m in self.sizes):
-            fail("sizes", "need ensemble sizes >= 1")
-        if not 0.0 <= self.noise <= 1.0:
-            fail("noise", "must lie in [0, 1]")
-        if not 0.0 <= self.slip_rate <= 1.0:
-            fail("slip_rate", "must lie in [0, 1]")
-        if self.per_video < 1:
-            fail("per_video", "must be >= 1")
-        if self.workers < 0:
-            fail("workers", "must be >= 0")
-
-
-def _member_job(data: BenchData, settings: Mapping[str, Any], seed: int) -> np.ndarray:
-    """Worker: the weights of one DO member (top-level so it pickles into a process pool)."""
-    import torch
-
-    torch.set_num_threads(1)  # one process per core
-    graph = build_do(data, settings, seed)
-    assert graph.weights is not None
-    return graph.weights
-
-
-def _trainings(settings: Mapping[str, Any], config: SelectionConfig) -> list[tuple[int, str]]:
-    """Candidate training schedules: each epoch cap without early stopping, plus the dataset's own rule."""
-    out = [(int(e), "none") for e in config.epochs]
-    rule = str(settings.get("early_stop", "none"))
-    if config.early_stop and rule != "none":
-        out.append((int(settings.get("epochs", 1000)), rule))
-    return out
-
-
-def cross_validate_ensemble(
-    data: BenchData, settings: Mapping[str, Any], config: SelectionConfig, progress: bool = True
-) -> list[dict[str, Any]]:
-    """K-fold cross-validation of training schedule x ensemble size x edge threshold on the training split.
-
-    Args:
-        data: the dataset; only ``train`` and the taxonomy are read (never ``test`` / ``pred``).
-        settings: the dataset's DO settings (beta, lr, augmentation, relaxation, early-stopping rule).
-        config: the search.
-        progress: show a rich progress bar.
-
-    Returns:
-        One row per candidate, best first: ``{"epochs", "early_stop", "size", "threshold_scale", "clean",
-        "noisy", "score"}`` (pooled Avg F1 in percent; score = mean of clean and noisy).
-    """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    folds = validation_folds(data, config.folds, config.per_video, config.noise, config.slip_rate)
-    fold_data, items = [f.data for f in folds], [f.items for f in folds]
-    trainings = _trainings(settings, config)
-    seeds = member_seeds(config.seed, max(config.sizes))
-
-    jobs = [(k, t, s) for k in range(config.folds) for t in trainings for s in seeds]
-    weights: dict[tuple[int, tuple[int, str], int], np.ndarray] = {}
-    workers = config.workers or min(len(jobs), os.cpu_count() or 1)
-    columns = (TextColumn("cross-validation"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not progress, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task("members", total=len(jobs))
-
-        def job_settings(training: tuple[int, str]) -> dict[str, Any]:
-            return {**settings, "epochs": training[0], "early_stop": training[1]}
-
-        if workers <= 1:
-            for k, t, s in jobs:
-                weights[(k, t, s)] = _member_job(fold_data[k], job_settings(t), s)
-                bar.advance(task)
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = {(k, t, s): pool.submit(_member_job, fold_data[k], job_settings(t), s) for k, t, s in jobs}
-                for key, future in futures.items():
-                    weights[key] = future.result()
-                    bar.advance(task)
-
-    relaxed = bool(settings.get("relaxed", True))
-    flags: dict[tuple[Any, ...], list[np.ndarray]] = {}
-    for k, fold in enumerate(fold_data):
-        present = present_steps(data.step_ids, fold.train)
-        for t in trainings:
-            for size in config.sizes:
-                mean = average_weights([weights[(k, t, s)] for s in seeds[:size]])
-                for scale in config.scales:
-                    threshold = EnsembleConfig(size, float(scale), relaxed).threshold_steps(len(data.step_ids))
-                    adjacency = binarize(mean, present, relaxed, threshold_steps=threshold)
-                    graph = TaskGraph(data.step_ids, data.step_names, adjacency, mean)
-                    for name, seqs in items[k].items():
-                        flags.setdefault((t, size, scale, name), []).extend(
-                            precondition_violations(graph, seq) for seq in seqs
-                        )
-    rows = []
-    for t in trainings:
-        for size in config.sizes:
-            for scale in config.scales:
-                clean = mistake_scores(flags[(t, size, scale, "clean")]).avg_f1
-                noisy = mistake_scores(flags[(t, size, scale, "noisy")]).avg_f1
-                rows.append(
-                    {
-                        "epochs": t[0],
-                        "early_stop": t[1],
-                        "size": size,
-                        "threshold_scale": float(scale),
-                        "clean": clean,
-                        "noisy": noisy,
-                        "score": (clean + noisy) / 2,
-                    }
-                )
-    # Stable sort: among equal scores the earlier (cheaper, smaller) candidate stays first.
-    return sorted(rows, key=lambda r: -r["score"])
+    return ensemble_graph(members, present_steps(step_ids, sequences), config, info)

@@ -109,11 +109,6 @@ def first_occurrence(sequence: Sequence[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(sequence))
 
 
-def last_occurrence(sequence: Sequence[int]) -> tuple[int, ...]:
-    """``BACAD -> BCAD``: a repeat moves the step to its latest position (SPEC §1)."""
-    return tuple(reversed(dict.fromkeys(reversed(sequence))))
-
-
 @dataclass(frozen=True)
 class ObservedRows:
     """The loss rows of a set of de-duplicated sequences (SPEC §1, vectorised form).

@@ -30,9 +30,9 @@ from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
 from graphs.task_graph import load_graph, save_graph
-from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
+from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
 from tgml.graph_table import terminal_view
-from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_train_config, train_from_annotations
+from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 
 def _parser() -> ArgumentParser:
@@ -88,7 +88,7 @@ def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
     overrides["early_stop"] = getattr(args, "early_stop", None)
     overrides["edge_threshold"] = getattr(args, "edge_threshold", None)
     if args.config:
-        return load_train_config(args.config, base, **overrides)
+        return load_graph_training_config(args.config, base, **overrides)
     return base.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         procedures = [p for p in (args.procedures or "").split(",") if p]
         bench = run_benchmark(args.data, seeds, _config(args, DEFAULT_CONFIG), procedures, args.workers,
                               progress=not args.quiet, ensemble=args.ensemble)
-        console.print(results_table(bench))
+        console.print(captaincook_table(bench))
         if args.json:
             write_text(args.json, json.dumps(bench.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")

@@ -36,7 +36,7 @@ from tgml.sequences import (
     pack,
     random_dedup_mask,
 )
-from tgml.train_config import EDGE_THRESHOLDS, TrainConfig, load_train_config, parse_beta_schedule
+from tgml.train_config import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, parse_beta_schedule
 
 # The settings live in `tgml.train_config` (torch-free); they are re-exported here, next to the trainer.
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "TrainingSet",
     "build_training_set",
     "epoch_rows",
-    "load_train_config",
+    "load_graph_training_config",
     "merge_identical_rows",
     "parse_beta_schedule",
     "train_from_annotations",

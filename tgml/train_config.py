@@ -1,7 +1,7 @@
 """Settings of a Direct Optimization training run (`TrainConfig`), validated on construction.
 
 Kept apart from `tgml.train` so that settings files can be checked, with the file named in the error, without
-loading torch (`prego-bench` validates its ``configs/`` tables in the main process before any training starts).
+loading torch (`prego-bench` validates its settings tables in the main process before any training starts).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.files import read_toml
+from graphs.settings_files import check_known_keys, field_names, naming_the_file, read_settings
 
 
 def _number_after(rule: str, kind: str) -> float:
@@ -147,11 +147,13 @@ class TrainConfig:
         return TrainConfig(**{**asdict(self), **changes})
 
 
-def load_train_config(path: str | Path, base: TrainConfig | None = None, **overrides: Any) -> TrainConfig:
-    """Read a TOML file of `TrainConfig` fields (e.g. ``configs/do-captaincook.toml``) and apply overrides.
+def load_graph_training_config(
+    path: str | Path, base: TrainConfig | None = None, **overrides: Any
+) -> TrainConfig:
+    """Read a settings file of `TrainConfig` fields (e.g. ``configs/do-captaincook.toml``) and apply overrides.
 
     Args:
-        path: TOML file with top-level keys named like the `TrainConfig` fields.
+        path: TOML (or YAML) file with top-level keys named like the `TrainConfig` fields.
         base: values of the fields the file does not set (default: the `TrainConfig` defaults); a command with
             its own protocol (``tgml bench-captaincook``) passes it so that a partial file keeps the rest.
         overrides: field values that win over the file (None values are ignored).
@@ -160,13 +162,8 @@ def load_train_config(path: str | Path, base: TrainConfig | None = None, **overr
         The validated config.
     """
     path = Path(path)
-    data = read_toml(path, "config file")
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise InputError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    data = read_settings(path)
+    check_known_keys(data, field_names(TrainConfig), path)
     merged = {**asdict(base or TrainConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
+    with naming_the_file(path):
         return TrainConfig(**merged)
-    except InputError as err:
-        raise InputError(f"{path}: {err}") from None

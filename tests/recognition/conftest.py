@@ -1,4 +1,4 @@
-"""Fixtures of the recognition tests: a small synthetic MiniROAD feature folder, the EPIC-Tent-O DO graph."""
+"""Fixtures of the recognition tests: a small synthetic MiniROAD feature folder."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from graphs.task_graph import TaskGraph
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_feature_folder(
@@ -93,15 +89,3 @@ def small_config(tmp_path: Path) -> Path:
     path = tmp_path / "small.toml"
     path.write_text(SMALL_CONFIG)
     return path
-
-
-@pytest.fixture(scope="session")
-def epic_graph(data_dir: Path) -> TaskGraph:
-    """The DO task graph of EPIC-Tent-O learned from its training split with `configs/do-epic-tent.toml`.
-
-    That file holds the paper's DO settings with seed 42, the graph behind the published GT figure (58.3 Avg F1).
-    """
-    from tgml.train import load_train_config, train_from_annotations
-
-    config = load_train_config(REPO_ROOT / "configs" / "do-epic-tent.toml")
-    return train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph

@@ -15,7 +15,7 @@ from graphs.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import load_feature_dataset, window_index
 from recognition.recognition_train_cli import main
-from recognition.train import load_train_config, predict_video, train_detector
+from recognition.train import load_detector_training_config, predict_video, train_detector
 from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
 
@@ -34,7 +34,7 @@ def test_cli_trains_a_detector_that_reaches_the_map_target(
     assert meta.class_step_ids == (None, 10, 11, 12, 13)
     assert (meta.feature_extractor, meta.fps, meta.config.input_dim) == ("synthetic", 4.0, 24)
     # The saved model is the one that was scored: its causal predictions classify the test frames.
-    data = load_feature_dataset(feature_folder, load_train_config(small_config).features)
+    data = load_feature_dataset(feature_folder, load_detector_training_config(small_config).features)
     video = data.test[0]
     accuracy = np.mean(predict_video(model, video.features).argmax(1) == video.targets.argmax(1))
     assert accuracy > 0.85
@@ -61,7 +61,7 @@ class RecordingProgress(Progress):
 def test_progress_bar_advances_once_per_batch_and_ends_at_its_total(feature_folder: Path, small_config: Path) -> None:
     # One window per batch: the random window offsets add several windows per epoch, which the old
     # fixed estimate (windows at offset 0, plus one batch) did not cover, so the bar ran past its total.
-    config = replace(load_train_config(small_config), batch_size=1, epochs=2, embed_dim=8, hidden_dim=8)
+    config = replace(load_detector_training_config(small_config), batch_size=1, epochs=2, embed_dim=8, hidden_dim=8)
     bar = RecordingProgress()
     train_detector(load_feature_dataset(feature_folder, config.features), config, progress=bar)
     completed = [c for c, _ in bar.seen]
@@ -101,29 +101,29 @@ def test_usage_mistakes_are_one_line_and_exit_2(
 def test_config_files_are_checked(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[train]\nepochz = 3\n")
-    with pytest.raises(InputError, match=r"bad.toml: \[train\] has unknown key 'epochz'"):
-        load_train_config(bad)
+    with pytest.raises(InputError, match=r"bad.toml: \[train\] has unknown setting 'epochz'"):
+        load_detector_training_config(bad)
     bad.write_text("[train]\nlr = -1.0\n")
     with pytest.raises(InputError, match=r"DetectorTrainConfig.lr = -1.0"):
-        load_train_config(bad)
+        load_detector_training_config(bad)
 
 
 def test_yaml_configs_are_read(tmp_path: Path) -> None:
     pytest.importorskip("yaml", reason="YAML configs need the optional 'yaml' extra (PyYAML), which is not installed")
     yaml_cfg = tmp_path / "c.yaml"
     yaml_cfg.write_text("features:\n  rgb: rgb_x\ntrain:\n  epochs: 2\n")
-    config = load_train_config(yaml_cfg, epochs=5)
+    config = load_detector_training_config(yaml_cfg, epochs=5)
     assert (config.features.rgb, config.epochs, config.window) == ("rgb_x", 5, 128)
 
 
 def test_shipped_configs_load() -> None:
     root = Path(__file__).resolve().parents[2] / "configs"
-    published = load_train_config(root / "miniroad-thumos.toml")
+    published = load_detector_training_config(root / "miniroad-thumos.toml")
     assert (published.embed_dim, published.hidden_dim, published.window, published.batch_size) == (2048, 1024, 128, 16)
     assert (published.lr, published.weight_decay, published.epochs) == (1e-4, 0.05, 10)
     # The tiny config is for the live pipeline's built-in extractor: a detector trained with it must be one
     # stream-detect can feed (it named "builtin-tiny", which no extractor answers to).
-    tiny = load_train_config(root / "miniroad-tiny.toml").features
+    tiny = load_detector_training_config(root / "miniroad-tiny.toml").features
     assert make_extractor(tiny.extractor).name == tiny.extractor == "light-v1"
 
 
@@ -172,7 +172,7 @@ def test_without_a_background_class_every_class_counts_in_the_map(feature_folder
     split = json.loads((feature_folder / "split.json").read_text())
     split["class_step_ids"] = [9, 10, 11, 12, 13]
     (feature_folder / "split.json").write_text(json.dumps(split))
-    config = replace(load_train_config(small_config), epochs=1, embed_dim=8, hidden_dim=8)
+    config = replace(load_detector_training_config(small_config), epochs=1, embed_dim=8, hidden_dim=8)
     outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
     assert outcome.test_map == pytest.approx(float(np.mean(outcome.class_ap)))
 
@@ -185,7 +185,7 @@ def test_a_window_longer_than_every_video_costs_no_more_than_the_longest_video(
     for rng in (None, np.random.default_rng(0)):
         index, valid = window_index([240, 100], 10**6, rng)
         assert index.shape == valid.shape == (2, 240) and valid.sum() == 340
-    config = replace(load_train_config(small_config), epochs=1, embed_dim=8, hidden_dim=8, window=10**6)
+    config = replace(load_detector_training_config(small_config), epochs=1, embed_dim=8, hidden_dim=8, window=10**6)
     outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
     assert np.isfinite(outcome.losses).all()
 

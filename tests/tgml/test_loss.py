@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from tests.tgml.helpers import last_occurrence
 from tgml.do_model import DirectOptimization, wrap
 from tgml.loss import tgml_loss
-from tgml.sequences import first_occurrence, last_occurrence, observed_rows, pack, random_dedup_mask
+from tgml.sequences import first_occurrence, observed_rows, pack, random_dedup_mask
 from tgml.train import build_training_set
 
 

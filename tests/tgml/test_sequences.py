@@ -6,10 +6,10 @@ from collections import Counter
 
 import numpy as np
 
+from tests.tgml.helpers import last_occurrence
 from tgml.sequences import (
     first_occurrence,
     first_occurrence_mask,
-    last_occurrence,
     last_occurrence_mask,
     observed_rows,
     pack,

@@ -13,10 +13,10 @@ import pytest
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.task_graph import END, START, load_graph, save_graph
+from graphs.task_graph import END, START, TaskGraph, load_graph, save_graph
 from tgml.annotations import load_annotations
 from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
-from tgml.train import TrainConfig, load_train_config, train_from_annotations, train_task_graph
+from tgml.train import TrainConfig, load_graph_training_config, train_from_annotations, train_task_graph
 
 A, B, C, D, X = 10, 11, 12, 13, 14
 IDS = [A, B, C, D, X]
@@ -45,18 +45,18 @@ def test_edge_threshold_rules_cut_where_documented() -> None:
 def test_config_file_sets_fields_and_flags_override(tmp_path: Path) -> None:
     path = tmp_path / "do.toml"
     path.write_text('epochs = 77\nearly_stop = "sa-plateau"\naugment = true\n')
-    config = load_train_config(path, epochs=12, seed=None)
+    config = load_graph_training_config(path, epochs=12, seed=None)
     assert (config.epochs, config.early_stop, config.augment, config.seed) == (12, "sa-plateau", True, 42)
     path.write_text("epoch = 3\n")
     with pytest.raises(InputError, match="unknown setting 'epoch'"):
-        load_train_config(path)
+        load_graph_training_config(path)
 
 
 def test_repo_configs_are_valid() -> None:
     configs = sorted((Path(__file__).resolve().parents[2] / "configs").glob("do-*.toml"))
     assert configs, "configs/do-*.toml missing"
     for path in configs:
-        load_train_config(path)
+        load_graph_training_config(path)
 
 
 def test_learns_a_chain_and_removes_unseen_steps() -> None:
@@ -149,12 +149,11 @@ def test_assembly_unseen_steps_are_removed(data_dir: Path) -> None:
     assert set(result.graph.removed_steps) == expected
 
 
-def test_epic_tent_seed_42_graph_reproduces_the_published_gt_mode_figures(data_dir: Path) -> None:
-    # SPEC §3: DO on EPIC-Tent-O, GT mode, seed 42 = Avg F1 58.3 (correct 93.5, mistake 23.1).
-    repo = Path(__file__).resolve().parents[2]
-    config = load_train_config(repo / "configs" / "do-epic-tent.toml")
-    graph = train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph
+def test_epic_tent_seed_42_graph_reproduces_the_published_gt_mode_figures(
+    epic_graph: TaskGraph, data_dir: Path
+) -> None:
+    # The published DO figures on EPIC-Tent-O, GT mode, seed 42: Avg F1 58.3 (correct 93.5, mistake 23.1).
     test = load_annotations(data_dir / "epic-tent-o" / "test.json")
-    scores = mistake_scores(precondition_violations(graph, v.steps) for v in test.videos.values())
+    scores = mistake_scores(precondition_violations(epic_graph, v.steps) for v in test.videos.values())
     assert scores.avg_f1 == pytest.approx(58.3, abs=0.05)
     assert scores.correct.f1 == pytest.approx(93.5, abs=0.05) and scores.mistake.f1 == pytest.approx(23.1, abs=0.05)

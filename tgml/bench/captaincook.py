@@ -15,25 +15,21 @@ Ground-truth step ids differ from the taxonomy ids, so steps are matched by name
 from __future__ import annotations
 
 import math
-import multiprocessing
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from graphs.edge_metrics import EdgeScores, compare_graphs, load_reference_graph
 from graphs.errors import InputError
-from graphs.postprocess import binarize, present_steps
+from graphs.postprocess import present_steps
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
-from tgml.ensemble import average_weights, member_seeds
+from tgml.bench.process_pool import run_jobs
+from tgml.ensemble import mean_weights_graph, member_seeds
 from tgml.train import TrainConfig, train_task_graph
 
 ANNOTATIONS = "task_graph_generation_annotations.json"
@@ -92,18 +88,8 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
     return procedures
 
 
-def evaluate_procedure(procedure: Procedure, config: TrainConfig) -> tuple[EdgeScores, int]:
-    """Train one graph and score it against the ground truth.
-
-    Returns:
-        ``(scores, epochs_run)``.
-    """
-    graph, epochs = _train_job((procedure, config))
-    return compare_graphs(graph, procedure.ground_truth), epochs
-
-
-def _train_job(job: tuple[Procedure, TrainConfig]) -> tuple[TaskGraph, int]:
-    procedure, config = job
+def _train_job(procedure: Procedure, config: TrainConfig) -> tuple[TaskGraph, int]:
+    """Worker job: one DO graph of one procedure and the epochs it ran."""
     result = train_task_graph(procedure.sequences, procedure.step_ids, procedure.step_names, config,
                               procedure.scenario)
     return result.graph, result.epochs_run
@@ -113,15 +99,10 @@ def _combine_members(procedure: Procedure, config: TrainConfig, members: list[Ta
     """One seed's graph: the single member, or the post-processed mean of the members' weights."""
     if len(members) == 1:
         return members[0]
-    mean = average_weights([m.weights for m in members if m.weights is not None])  # (n+2, n+2)
-    adjacency = binarize(mean, present_steps(procedure.step_ids, procedure.sequences), config.relaxed,
-                         threshold_steps=config.threshold_steps(len(procedure.step_ids)))
-    return TaskGraph(procedure.step_ids, procedure.step_names, adjacency, mean, procedure.scenario)
-
-
-def _single_thread() -> None:
-    # One process per core: intra-op threads would only fight over the same cores.
-    torch.set_num_threads(1)
+    weights = [m.weights for m in members if m.weights is not None]
+    present = present_steps(procedure.step_ids, procedure.sequences)
+    return mean_weights_graph(procedure.step_ids, procedure.step_names, weights, present, config.relaxed,
+                              config.threshold_steps(len(procedure.step_ids)), procedure.scenario)
 
 
 @dataclass(frozen=True)
@@ -224,40 +205,20 @@ def run_benchmark(
     member_of = {int(s): member_seeds(int(s), ensemble) if ensemble > 1 else (int(s),) for s in seeds}
     jobs = [(p, config.replace(seed=m)) for s in seeds for p in procedures for m in member_of[int(s)]]
     result = BenchmarkResult(config, tuple(int(s) for s in seeds), ensemble)
-    bar = Progress(TextColumn("[bold]CaptainCook4D"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(stderr=True), disable=not progress)
-    with bar:
-        task = bar.add_task("runs", total=len(jobs))
-        outcomes: Iterator[tuple[TaskGraph, int]]
-        if workers == 1:
-            outcomes = map(_train_job, jobs)
-            pool = None
-        else:
-            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_single_thread)
-            outcomes = pool.map(_train_job, jobs)
-        try:
-            members: list[TaskGraph] = []
-            epochs_run: list[int] = []
-            # Jobs are ordered seed, procedure, member: every `ensemble` consecutive outcomes form one graph.
-            for k, ((procedure, _), (graph, epochs)) in enumerate(zip(jobs, outcomes, strict=True)):
-                members.append(graph)
-                epochs_run.append(epochs)
-                bar.advance(task)
-                if len(members) < ensemble:
-                    continue
-                seed = int(seeds[k // (ensemble * len(procedures))])
-                scores = compare_graphs(_combine_members(procedure, config, members), procedure.ground_truth)
-                result.runs.append(RunScore(procedure.scenario, seed, len(procedure.step_ids),
-                                            round(float(np.mean(epochs_run))), scores))
-                members, epochs_run = [], []
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+    outcomes = run_jobs(_train_job, jobs, workers, "[bold]CaptainCook4D", progress)
+    # Jobs are ordered seed, procedure, member: every `ensemble` consecutive outcomes form one graph.
+    for k in range(0, len(jobs), ensemble):
+        procedure = jobs[k][0]
+        members = [graph for graph, _ in outcomes[k : k + ensemble]]
+        epochs_run = [epochs for _, epochs in outcomes[k : k + ensemble]]
+        seed = int(seeds[k // (ensemble * len(procedures))])
+        scores = compare_graphs(_combine_members(procedure, config, members), procedure.ground_truth)
+        result.runs.append(RunScore(procedure.scenario, seed, len(procedure.step_ids),
+                                    round(float(np.mean(epochs_run))), scores))
     return result
 
 
-def results_table(result: BenchmarkResult) -> Table:
+def captaincook_table(result: BenchmarkResult) -> Table:
     """Rich table: one row per procedure (P/R/F1 mean over seeds, mean epochs), then the overall mean ± 90% CI."""
     method = "DO" if result.ensemble == 1 else f"DO ensemble of {result.ensemble}"
     title = (f"CaptainCook4D task graph generation, {method}, seeds {', '.join(map(str, result.seeds))}, "

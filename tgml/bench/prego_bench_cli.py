@@ -112,7 +112,7 @@ def select_parser() -> ArgumentParser:
     p.add_argument("--slip-rate", type=float, default=0.5, help="do-ensemble: share of random-slip mistakes")
     p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")
     p.add_argument("--noise", type=float, default=0.2, help="perturbation rate standing in for recognition errors")
-    p.add_argument("--workers", type=int, default=0, help="do-ensemble: processes (0 = one per core)")
+    p.add_argument("--workers", type=int, default=0, help="processes (0 = one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -155,9 +155,7 @@ def _select(argv: list[str]) -> int:
     settings = prego.load_method_settings(args.dataset)["do"]
     title = f"Cross-validation on the {args.dataset} training split (Avg F1, synthetic mistakes)"
     if ensemble:
-        from tgml.ensemble import SelectionConfig, cross_validate_ensemble
-
-        config = SelectionConfig(
+        search = prego.SelectionConfig(
             folds=args.folds,
             epochs=tuple(epochs),
             early_stop=not args.no_early_stop,
@@ -167,15 +165,15 @@ def _select(argv: list[str]) -> int:
             slip_rate=args.slip_rate,
             workers=args.workers,
         )
-        rows = cross_validate_ensemble(data, settings, config, progress=not args.quiet)
         keys: tuple[str, ...] = ("epochs", "early_stop", "size", "threshold_scale", "clean", "noisy", "score")
         headers: tuple[str, ...] = (
             "epochs", "early stop", "size", "threshold scale", "clean", f"noise {args.noise:g}", "score"
         )
     else:
-        rows = prego.cross_validate(data, settings, args.folds, epochs, scales, noise=args.noise)
+        search = prego.do_cv_search(args.folds, tuple(epochs), tuple(scales), args.noise, args.workers)
         keys = ("epochs", "threshold_scale", "clean", "noisy", "score")
         headers = ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score")
+    rows = prego.cross_validate(data, settings, search, progress=not args.quiet)
     table = Table(title=title)
     for header in headers:
         table.add_column(header, justify="right")

@@ -9,8 +9,8 @@ Usage::
 
 With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json`` and, without ``--graph``,
 the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
-(``configs/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class F1 and true
-P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
+(``tgml/bench/settings/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class
+F1 and true P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
 (format in `recognition.replay`). Bad input ends with one ``error:`` line and exit status 2.
 """
 
@@ -29,8 +29,8 @@ from recognition.replay import (
     DEFAULT_SWEEP,
     load_frames_file,
     replay,
+    replay_scores_table,
     result_json,
-    results_table,
     segmenter_settings,
     sweep,
     sweep_table,
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
     if args.field == "pred" and (args.data or args.dataset in frames_path.name):
         published = PUBLISHED[args.dataset]["pred"]["do"][0]
     console.print(
-        results_table(result, f"Replay of {frames_path.name} ({args.field}), {len(frames)} videos", published)
+        replay_scores_table(result, f"Replay of {frames_path.name} ({args.field}), {len(frames)} videos", published)
     )
     rows = sweep(frames, graph, config, values, base=result) if values else []
     if rows:

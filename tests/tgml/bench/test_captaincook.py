@@ -13,7 +13,7 @@ from graphs.edge_metrics import compare_graphs
 from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import END, START, TaskGraph
 from tests.cli_errors import cli_error
-from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures, mean_ci90, results_table, run_benchmark
+from tgml.bench.captaincook import DEFAULT_CONFIG, captaincook_table, load_procedures, mean_ci90, run_benchmark
 from tgml.ensemble import member_seeds
 from tgml.tgml_cli import main
 from tgml.train import train_task_graph
@@ -46,7 +46,7 @@ def test_short_benchmark_run_scores_and_summarises(data_dir: Path) -> None:
     assert 60.0 < summary["f1"]["mean"] <= 100.0 and summary["f1"]["ci90"] >= 0.0
     console = Console(width=120)
     with console.capture() as captured:
-        console.print(results_table(result))
+        console.print(captaincook_table(result))
     rendered = captured.get()
     assert "ramen" in rendered and "published DO" in rendered and "87.8" in rendered
     payload = result.to_dict()

@@ -12,6 +12,7 @@ import pytest
 
 from graphs import InputError
 from graphs.count_based import count_based_graph
+from graphs.task_graph import load_graph
 from tgml.bench import prego
 from tgml.bench.perturb import perturb_sequences, rate_seed
 
@@ -180,25 +181,6 @@ def test_perturbation_is_reproducible_and_scales_with_the_rate() -> None:
     assert all(len(seq) >= 1 and set(seq) <= set(ids) for seq in noisy)
 
 
-def test_synthetic_validation_items_end_with_a_step_done_too_early() -> None:
-    items = prego.synthetic_mistakes([[5, 6, 6, 7, 8, 9]], per_video=20, seed=0)
-    assert len(items) == 20
-    for item in items:
-        order = [5, 6, 7, 8, 9]
-        prefix, last = item[:-1], item[-1]
-        assert list(prefix) == order[: len(prefix)]  # a correct prefix
-        assert order.index(last) > len(prefix)  # skips at least the true next step
-
-
-def test_cross_validation_ranks_candidates_on_training_data(epic: prego.BenchData) -> None:
-    settings = prego.load_method_settings("epic-tent-o")["do"]
-    rows = prego.cross_validate(epic, settings, folds=2, epochs_grid=[20], scale_grid=[0.5, 1.0], progress=False)
-    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
-    assert {r["threshold_scale"] for r in rows} == {0.5, 1.0}
-    with pytest.raises(InputError, match="--folds 99"):
-        prego.cross_validate(epic, settings, folds=99, epochs_grid=[20], scale_grid=[1.0], progress=False)
-
-
 def test_early_stop_settings_reproduce_the_published_assembly_pred_figures(data_dir: Path) -> None:
     # SPEC §3: the published Assembly101-O PRED row (53.5 = 78.9 / 28.1) came from a graph early-stopped at
     # SA > 0.79, which scores 69.9 in GT mode; the shipped settings file for that run (with the authors' 1/(n+2)
@@ -214,3 +196,28 @@ def test_early_stop_settings_reproduce_the_published_assembly_pred_figures(data_
     assert pred["correct_f1"] == pytest.approx(78.9, abs=0.05) and pred["mistake_f1"] == pytest.approx(28.1, abs=0.05)
     gt = prego.flat_metrics(prego.evaluate_graph(graph, prego.mode_sequences(data, "gt")))
     assert gt["avg_f1"] == pytest.approx(69.9, abs=0.05)
+
+
+def test_benchmark_runs_the_ensemble_from_the_settings_file(data_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "epic.toml"
+    config.write_text('[do-ensemble]\nepochs = 15\nearly_stop = "none"\nthreshold_scale = 2.0\nensemble_size = 2\n')
+    bench = prego.BenchConfig(
+        data_dir,
+        datasets=("epic-tent-o",),
+        methods=("do-ensemble",),
+        seeds=(1, 2),
+        workers=1,
+        config_files={"epic-tent-o": config},
+        save_graphs=tmp_path / "graphs",
+    )
+    result = prego.run_benchmark(bench, progress=False)
+    entry = result["results"]["epic-tent-o"]["pred"]["do-ensemble"]
+    assert [run["seed"] for run in entry["per_seed"]] == [1, 2] and entry["published"] is None
+    saved = load_graph(tmp_path / "graphs" / "epic-tent-o-do-ensemble-seed2.json")
+    assert saved.info["method"] == "do-ensemble" and saved.info["member_seeds"] == [4, 5]
+
+
+def test_shipped_settings_define_the_ensemble_for_both_datasets() -> None:
+    for dataset in prego.DATASETS:
+        settings = prego.load_method_settings(dataset)["do-ensemble"]
+        assert settings["ensemble_size"] >= 1 and settings["threshold_scale"] > 0

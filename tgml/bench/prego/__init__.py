@@ -34,7 +34,7 @@ from tgml.bench.prego.published import PUBLISHED, published_best
 from tgml.bench.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
 from tgml.bench.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
 from tgml.bench.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
-from tgml.bench.prego.selection import cross_validate, synthetic_mistakes
+from tgml.bench.prego.selection import SelectionConfig, cross_validate, do_cv_search, synthetic_mistakes
 
 __all__ = [
     "DATASETS",
@@ -52,6 +52,7 @@ __all__ = [
     "DataLayout",
     "DatasetSpec",
     "GraphJob",
+    "SelectionConfig",
     "aggregate",
     "build_count_based",
     "build_do",
@@ -59,6 +60,7 @@ __all__ = [
     "build_do_ensemble",
     "check_graph_matches",
     "cross_validate",
+    "do_cv_search",
     "evaluate_graph",
     "flat_metrics",
     "learn_graphs",

@@ -1,58 +1,48 @@
-"""Graph-learning methods of the benchmark and their per-dataset settings files (``configs/prego-<dataset>.toml``).
+"""Graph-learning methods of the benchmark and their per-dataset settings files.
 
-Builders are top-level functions because they run in worker processes.
+The settings of each dataset ship inside the package, ``tgml/bench/settings/prego-<dataset>.toml``, so that an
+installed ``prego-bench`` finds them without a source checkout. Builders are top-level functions because they run
+in worker processes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from graphs.count_based import CountBasedConfig, count_based_graph
-from graphs.errors import InputError
-from graphs.files import read_toml
+from graphs.postprocess import present_steps
+from graphs.settings_files import check_tables, naming_the_file, read_settings
 from graphs.task_graph import TaskGraph
 from tgml.bench.prego.data import BenchData
+from tgml.ensemble import EnsembleConfig, mean_weights_graph, train_ensemble
 from tgml.train_config import TrainConfig
 
-if TYPE_CHECKING:
-    from tgml.ensemble import EnsembleConfig
-
-CONFIG_DIR: Final = Path(__file__).resolve().parents[3] / "configs"
+SETTINGS_DIR: Final = Path(__file__).resolve().parents[1] / "settings"
 
 
 def load_method_settings(dataset: str, config_file: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Per-dataset method settings (SPEC §1) from ``configs/prego-<dataset>.toml``.
+    """Per-dataset method settings, from the shipped ``tgml/bench/settings/prego-<dataset>.toml`` or a user's file.
 
     Args:
         dataset: dataset name.
-        config_file: another TOML file with the same tables (``[do]``, ``[count-based]``...).
+        config_file: another settings file with the same tables (``[do]``, ``[count-based]``...).
 
     Returns:
-        ``{method: {setting: value}}``.
+        ``{method: {setting: value}}``, every value checked by the config it feeds.
     """
-    path = Path(config_file) if config_file is not None else CONFIG_DIR / f"prego-{dataset}.toml"
-    hint = "" if config_file is not None else " (configs/ ships with the source checkout: install it with pip -e)"
-    data = read_toml(path, "benchmark settings file", hint)
-    loose = next((k for k, v in data.items() if not isinstance(v, dict)), None)
-    if loose is not None:  # it would apply to no method, silently
-        raise InputError(f"{path}: setting {loose!r} is outside any method table ([do], [count-based], ...)")
-    methods = dict(data)
+    path = Path(config_file) if config_file is not None else SETTINGS_DIR / f"prego-{dataset}.toml"
+    hint = "" if config_file is not None else " (it ships inside the package: reinstall mistake-detection)"
+    methods = read_settings(path, "benchmark settings file", hint)
+    check_tables(methods, METHOD_KEYS, path, kind="method")
     for method, settings in methods.items():
-        if method not in METHOD_BUILDERS:
-            raise InputError(f"{path}: unknown method table [{method}] (known: {', '.join(METHOD_BUILDERS)})")
-        for key in settings:
-            if key not in METHOD_KEYS[method]:
-                raise InputError(f"{path}: [{method}] has unknown setting {key!r}")
-        try:
+        with naming_the_file(path, method):
             _check_settings(method, settings)
-        except InputError as err:
-            raise InputError(f"{path}: [{method}] {err}") from None
     return methods
 
 
-def train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> TrainConfig:
+def do_train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> TrainConfig:
     """The `TrainConfig` of a DO-type table (values are passed as read, so `TrainConfig` checks their types)."""
     return TrainConfig(
         beta=settings.get("beta", 0.005),
@@ -67,8 +57,6 @@ def train_config(settings: Mapping[str, Any], seed: int, epochs: int | None) -> 
 
 
 def _ensemble_config(settings: Mapping[str, Any]) -> EnsembleConfig:
-    from tgml.ensemble import EnsembleConfig  # tgml.ensemble imports this module: import at call time
-
     return EnsembleConfig(
         size=settings.get("ensemble_size", 5),
         threshold_scale=settings.get("threshold_scale", 1.0),
@@ -85,16 +73,21 @@ def _check_settings(method: str, settings: Mapping[str, Any]) -> None:
     if method == "count-based":
         _count_based_config(settings)
         return
-    train_config({k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}, seed=0, epochs=None)
+    do_train_config(_do_settings(settings), seed=0, epochs=None)
     if "threshold_scale" in METHOD_KEYS[method]:
         _ensemble_config(settings)
 
 
-def build_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
-    """Direct Optimization (TGML) graph of one seed, with the dataset's settings (SPEC §1)."""
-    from tgml.train import train_task_graph
+def _do_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The DO training part of a ``do-cv`` / ``do-ensemble`` table."""
+    return {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
 
-    config = train_config(settings, seed, epochs)
+
+def build_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Direct Optimization (TGML) graph of one seed, with the dataset's settings."""
+    from tgml.train import train_task_graph  # torch loads only when a graph is trained
+
+    config = do_train_config(settings, seed, epochs)
     result = train_task_graph(data.train, data.step_ids, data.step_names, config, scenario=data.scenario)
     return result.graph
 
@@ -109,20 +102,18 @@ def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs:
     """Our variant: DO with the epochs and edge threshold chosen by cross-validation on the training split.
 
     The graph is trained like `build_do` and re-binarised with the threshold ``1 / round(n * threshold_scale)``
-    instead of ``1 / n`` (SPEC §1 step 2); ``threshold_scale`` and ``epochs`` come from the settings file, where
-    they were written after `cross_validate` picked them on training data only.
+    instead of DO's ``1 / n``; ``threshold_scale`` and ``epochs`` come from the settings file, where they were
+    written after ``prego-bench select`` picked them on training data only.
     """
-    from graphs.postprocess import binarize, present_steps
-
-    do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
-    graph = build_do(data, do_settings, seed, epochs)
+    graph = build_do(data, _do_settings(settings), seed, epochs)
     assert graph.weights is not None
     cut = _ensemble_config(settings)  # one member: only its threshold and relaxed rule apply
-    present = present_steps(graph.step_ids, data.train)
     n_threshold = cut.threshold_steps(graph.n_steps)
-    adjacency = binarize(graph.weights, present, cut.relaxed, threshold_steps=n_threshold)
     info = {**graph.info, "method": "do-cv", "threshold_scale": cut.threshold_scale, "threshold": 1.0 / n_threshold}
-    return TaskGraph(graph.step_ids, graph.step_names, adjacency, graph.weights, graph.scenario, info)
+    present = present_steps(graph.step_ids, data.train)
+    return mean_weights_graph(
+        graph.step_ids, graph.step_names, [graph.weights], present, cut.relaxed, n_threshold, graph.scenario, info
+    )
 
 
 def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
@@ -131,11 +122,10 @@ def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, e
     ``epochs`` / ``early_stop`` / ``threshold_scale`` come from the settings file, where they were written after
     ``prego-bench select --method do-ensemble`` picked them on the training split only.
     """
-    from tgml.ensemble import train_ensemble
-
-    config = _ensemble_config(settings)
-    do_settings = {k: v for k, v in settings.items() if k in METHOD_KEYS["do"]}
-    return train_ensemble(data, do_settings, seed, config, epochs)
+    training = do_train_config(_do_settings(settings), seed, epochs)
+    return train_ensemble(
+        data.train, data.step_ids, data.step_names, training, _ensemble_config(settings), seed, data.scenario
+    )
 
 
 GraphBuilder = Callable[[BenchData, Mapping[str, Any], int, "int | None"], TaskGraph]

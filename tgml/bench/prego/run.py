@@ -22,10 +22,8 @@ swap them, SPEC §2). ``MISTAKE_SCORES`` is `graphs.mistake_metrics.MistakeScore
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -47,6 +45,7 @@ from tgml.bench.prego.data import (
 from tgml.bench.prego.methods import METHOD_BUILDERS, SEEDED, load_method_settings
 from tgml.bench.prego.published import PUBLISHED
 from tgml.bench.prego.scoring import aggregate, evaluate_graph, flat_metrics
+from tgml.bench.process_pool import run_jobs
 
 RESULTS_FORMAT: Final = "prego-bench-results"
 RESULTS_VERSION: Final = 1
@@ -68,7 +67,7 @@ class BenchConfig:
         perturb_seed: base seed of the ablation noise (each rate uses a fixed seed derived from it).
         workers: parallel processes for graph learning (0 = as many as cores and jobs allow).
         epochs: override the configured DO epochs (quick checks); None keeps the settings.
-        config_files: per-dataset settings files replacing ``configs/prego-<dataset>.toml``.
+        config_files: per-dataset settings files replacing the shipped ``tgml/bench/settings/prego-<dataset>.toml``.
         save_graphs: folder to save every learned graph into, or None.
     """
 
@@ -129,13 +128,7 @@ class GraphJob:
 def _build_job(
     data: BenchData, method: str, settings: Mapping[str, Any], seed: int | None, epochs: int | None
 ) -> dict[str, Any]:
-    """Worker entry point: learn one graph and return it as file content (cheap to send between processes)."""
-    try:
-        import torch
-
-        torch.set_num_threads(1)  # one process per core: threads would only fight over the same cores
-    except ImportError:
-        pass
+    """Worker job: learn one graph and return it as file content (cheap to send between processes)."""
     graph = METHOD_BUILDERS[method](data, settings, seed if seed is not None else 0, epochs)
     return graph.to_dict()
 
@@ -165,33 +158,17 @@ def learn_graphs(
         progress: show a rich progress bar.
 
     Returns:
-        ``{job: graph}``.
+        ``{job: graph}``, in the order of `plan_jobs`.
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     jobs = plan_jobs(config)
-    workers = config.workers or min(len(jobs), os.cpu_count() or 1)
-    graphs: dict[GraphJob, TaskGraph] = {}
-    columns = (TextColumn("learning task graphs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not progress, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task("graphs", total=len(jobs))
-
-        def args(job: GraphJob) -> tuple[Any, ...]:
-            return (datasets[job.dataset], job.method, settings[job.dataset][job.method], job.seed, config.epochs)
-
-        if workers <= 1 or len(jobs) == 1:
-            for job in jobs:
-                graphs[job] = TaskGraph.from_dict(_build_job(*args(job)))
-                bar.advance(task)
-        else:
-            # Slowest jobs (DO) first so the pool is not left waiting on one long graph at the end.
-            ordered = sorted(jobs, key=lambda j: (not SEEDED[j.method], j.dataset != "assembly101-o"))
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = {pool.submit(_build_job, *args(job)): job for job in ordered}
-                for future, job in futures.items():
-                    graphs[job] = TaskGraph.from_dict(future.result())
-                    bar.advance(task)
+    # Slowest jobs (DO) first so the pool is not left waiting on one long graph at the end.
+    ordered = sorted(jobs, key=lambda j: (not SEEDED[j.method], j.dataset != "assembly101-o"))
+    arguments = [
+        (datasets[job.dataset], job.method, settings[job.dataset][job.method], job.seed, config.epochs)
+        for job in ordered
+    ]
+    learned = run_jobs(_build_job, arguments, config.workers, "learning task graphs", progress)
+    graphs = {job: TaskGraph.from_dict(content) for job, content in zip(ordered, learned, strict=True)}
     return {job: graphs[job] for job in jobs}
 
 
@@ -207,7 +184,6 @@ def _method_entry(
         if published is None
         else dict(zip(("avg_f1", "correct_f1", "mistake_f1"), published, strict=True)),
     }
-
 
 
 def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:

@@ -1,7 +1,17 @@
-"""Choosing a method's settings on the training split only (``prego-bench select``): no test data is ever used."""
+"""Choosing a method's settings on the training split only (``prego-bench select``): no test data is ever used.
+
+K-fold cross-validation over the *training* videos. Each fold trains DO members on the other folds and scores
+PREGO-style validation items built from its held-out videos (`synthetic_slips`: a correct prefix, then one
+mistaken step), clean (a stand-in for GT mode) and perturbed at rate ``noise`` (a stand-in for PRED mode). Each
+candidate (training schedule x ensemble size x edge threshold scale) pools its flags over the folds; the best mean
+of the clean and noisy Avg F1 wins, and one configuration per dataset serves both modes. ``do-cv`` is the search
+with single members (size 1) whose epoch caps keep the dataset's early-stopping rule; ``do-ensemble`` searches
+sizes too, and caps without early stopping beside the dataset's own rule.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,11 +21,14 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
-from graphs.task_graph import TaskGraph
+from graphs.postprocess import present_steps, scaled_threshold_steps
 from tgml.bench.perturb import perturb_sequences
 from tgml.bench.prego.data import BenchData
-from tgml.bench.prego.methods import build_do
+from tgml.bench.prego.methods import do_train_config
+from tgml.bench.process_pool import run_jobs
+from tgml.ensemble import mean_weights_graph, member_seeds
+from tgml.sequences import first_occurrence
+from tgml.train_config import TrainConfig
 
 
 def synthetic_slips(
@@ -44,7 +57,7 @@ def synthetic_slips(
     taxonomy = np.asarray(step_ids, dtype=np.int64)
     items: list[tuple[int, ...]] = []
     for seq in sequences:
-        steps = list(dict.fromkeys(int(s) for s in seq))
+        steps = list(first_occurrence([int(s) for s in seq]))
         if len(steps) < 3:
             continue
         for _ in range(per_video):
@@ -120,59 +133,173 @@ def validation_folds(
     return out
 
 
-def cross_validate(
-    data: BenchData,
-    settings: Mapping[str, Any],
-    folds: int,
-    epochs_grid: Sequence[int],
-    scale_grid: Sequence[float],
-    noise: float = 0.2,
-    seed: int = 1,
-    progress: bool = True,
-) -> list[dict[str, Any]]:
-    """K-fold cross-validation of DO epochs x edge-threshold scale on the training split (how ``do-cv`` was chosen).
+@dataclass(frozen=True)
+class SelectionConfig:
+    """The search behind ``prego-bench select``.
 
-    Each fold trains DO on the other folds, scores `synthetic_mistakes` of its held-out videos clean and perturbed
-    at rate ``noise`` (a stand-in for recognition errors), and pools the flags over folds.
+    Attributes:
+        folds: folds over the training videos (the number of videos = leave-one-video-out).
+        epochs: DO epoch caps tried.
+        caps_keep_rule: train to each cap under the dataset's early-stopping rule (the ``do-cv`` search) instead
+            of without early stopping.
+        early_stop: also try the dataset's own early-stopping rule with its configured epoch cap.
+        scales: edge threshold scales ``s`` (threshold ``1 / round(n * s)``).
+        sizes: ensemble sizes; members are trained once for the largest and the first ``m`` form size ``m``.
+        noise: perturbation rate of the PRED-mode stand-in.
+        slip_rate: share of random-slip validation mistakes (`synthetic_slips`).
+        per_video: validation items per held-out video.
+        seed: the seed whose `tgml.ensemble.member_seeds` are trained.
+        workers: processes (0 = one per core).
+    """
+
+    folds: int = 5
+    epochs: tuple[int, ...] = (25, 50, 75, 100, 200, 400, 1200)
+    caps_keep_rule: bool = False
+    early_stop: bool = True
+    scales: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+    sizes: tuple[int, ...] = (1, 5)
+    noise: float = 0.2
+    slip_rate: float = 0.5
+    per_video: int = 3
+    seed: int = 1
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        def fail(name: str, why: str) -> None:
+            raise InputError(f"SelectionConfig.{name} = {getattr(self, name)!r}: {why}")
+
+        if self.folds < 2:
+            fail("folds", "need at least 2")
+        if not self.epochs or any(e < 1 for e in self.epochs):
+            fail("epochs", "need epoch caps >= 1")
+        if not self.scales or any(not (math.isfinite(s) and s > 0) for s in self.scales):
+            fail("scales", "need finite scales > 0")
+        if not self.sizes or any(m < 1 for m in self.sizes):
+            fail("sizes", "need ensemble sizes >= 1")
+        if not 0.0 <= self.noise <= 1.0:
+            fail("noise", "must lie in [0, 1]")
+        if not 0.0 <= self.slip_rate <= 1.0:
+            fail("slip_rate", "must lie in [0, 1]")
+        if self.per_video < 1:
+            fail("per_video", "must be >= 1")
+        if self.workers < 0:
+            fail("workers", "must be >= 0")
+
+
+def do_cv_search(
+    folds: int, epochs: tuple[int, ...], scales: tuple[float, ...], noise: float = 0.2, workers: int = 0
+) -> SelectionConfig:
+    """The search that chose the ``do-cv`` settings: one member (seed 1) trained to each epoch cap under the
+    dataset's early-stopping rule, scored on order mistakes only (no random slips).
+
+    Args:
+        folds: folds over the training videos.
+        epochs: epoch caps.
+        scales: edge threshold scales.
+        noise: perturbation rate of the PRED-mode stand-in.
+        workers: processes (0 = one per core).
 
     Returns:
-        One row per candidate: ``{"epochs", "threshold_scale", "clean", "noisy", "score"}`` (Avg F1, score = mean
-        of clean and noisy), best first.
+        The search, for `cross_validate`.
     """
-    from rich.console import Console
-    from rich.progress import Progress
+    return SelectionConfig(
+        folds=folds,
+        epochs=epochs,
+        caps_keep_rule=True,
+        early_stop=False,
+        scales=scales,
+        sizes=(1,),
+        noise=noise,
+        slip_rate=0.0,
+        workers=workers,
+    )
 
-    flags: dict[tuple[int, float, str], list[np.ndarray]] = {}
-    with Progress(disable=not progress, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task("cross-validation", total=folds * len(epochs_grid))
-        for fold in validation_folds(data, folds, per_video=3, noise=noise, slip_rate=0.0):
-            present = present_steps(data.step_ids, fold.data.train)
-            for epochs in epochs_grid:
-                graph = build_do(fold.data, settings, seed, epochs)
-                assert graph.weights is not None
-                for scale in scale_grid:
-                    n_threshold = scaled_threshold_steps(graph.n_steps, scale)
-                    adj = binarize(
-                        graph.weights, present, bool(settings.get("relaxed", True)), threshold_steps=n_threshold
-                    )
-                    candidate = TaskGraph(graph.step_ids, graph.step_names, adj, graph.weights)
+
+def training_schedules(settings: Mapping[str, Any], config: SelectionConfig) -> list[tuple[int, str]]:
+    """Candidate ``(epoch cap, early-stopping rule)`` pairs of a search, in the order they are reported.
+
+    Args:
+        settings: the dataset's DO settings (their ``early_stop`` rule and ``epochs`` cap).
+        config: the search.
+
+    Returns:
+        Each cap, under the dataset's rule or none (`SelectionConfig.caps_keep_rule`), then the dataset's rule
+        with its own cap when `SelectionConfig.early_stop` asks for it; no pair twice.
+    """
+    rule = str(settings.get("early_stop", "none"))
+    out = [(int(e), rule if config.caps_keep_rule else "none") for e in config.epochs]
+    if config.early_stop and rule != "none":
+        out.append((int(settings.get("epochs", 1000)), rule))
+    return list(dict.fromkeys(out))
+
+
+def _member_weights(
+    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str], config: TrainConfig
+) -> np.ndarray:
+    """Worker job: the weights of one DO member (module-level so worker processes can import it)."""
+    from tgml.train import train_task_graph  # torch loads in the worker, when a graph is trained
+
+    weights = train_task_graph(sequences, step_ids, step_names, config).graph.weights
+    assert weights is not None
+    return weights
+
+
+def cross_validate(
+    data: BenchData, settings: Mapping[str, Any], config: SelectionConfig, progress: bool = True
+) -> list[dict[str, Any]]:
+    """K-fold cross-validation of training schedule x ensemble size x edge threshold on the training split.
+
+    Args:
+        data: the dataset; only ``train`` and the taxonomy are read (never ``test`` / ``pred``).
+        settings: the dataset's DO settings (beta, lr, augmentation, relaxation, early-stopping rule).
+        config: the search.
+        progress: show a rich progress bar.
+
+    Returns:
+        One row per candidate, best first: ``{"epochs", "early_stop", "size", "threshold_scale", "clean",
+        "noisy", "score"}`` (pooled Avg F1 in percent; score = mean of clean and noisy). Among equal scores the
+        earlier candidate (smaller cap, size, scale as listed) stays first.
+    """
+    folds = validation_folds(data, config.folds, config.per_video, config.noise, config.slip_rate)
+    schedules = training_schedules(settings, config)
+    seeds = member_seeds(config.seed, max(config.sizes))
+    jobs = [(k, t, s) for k in range(len(folds)) for t in schedules for s in seeds]
+    arguments = [
+        (folds[k].data.train, data.step_ids, data.step_names, do_train_config({**settings, "early_stop": rule}, s, cap))
+        for k, (cap, rule), s in jobs
+    ]
+    trained = run_jobs(_member_weights, arguments, config.workers, "cross-validation", progress)
+    weights = dict(zip(jobs, trained, strict=True))
+
+    relaxed = bool(settings.get("relaxed", True))
+    flags: dict[tuple[Any, ...], list[np.ndarray]] = {}
+    for k, fold in enumerate(folds):
+        present = present_steps(data.step_ids, fold.data.train)
+        for t in schedules:
+            for size in config.sizes:
+                members = [weights[(k, t, s)] for s in seeds[:size]]
+                for scale in config.scales:
+                    n_threshold = scaled_threshold_steps(len(data.step_ids), scale)
+                    graph = mean_weights_graph(data.step_ids, data.step_names, members, present, relaxed, n_threshold)
                     for name, items in fold.items.items():
-                        flags.setdefault((epochs, scale, name), []).extend(
-                            precondition_violations(candidate, s) for s in items
+                        flags.setdefault((t, size, scale, name), []).extend(
+                            precondition_violations(graph, seq) for seq in items
                         )
-                bar.advance(task)
     rows = []
-    for epochs in epochs_grid:
-        for scale in scale_grid:
-            clean_f1 = mistake_scores(flags[(epochs, scale, "clean")]).avg_f1
-            noisy_f1 = mistake_scores(flags[(epochs, scale, "noisy")]).avg_f1
-            rows.append(
-                {
-                    "epochs": epochs,
-                    "threshold_scale": scale,
-                    "clean": clean_f1,
-                    "noisy": noisy_f1,
-                    "score": (clean_f1 + noisy_f1) / 2,
-                }
-            )
-    return sorted(rows, key=lambda r: -r["score"])
+    for t in schedules:
+        for size in config.sizes:
+            for scale in config.scales:
+                clean = mistake_scores(flags[(t, size, scale, "clean")]).avg_f1
+                noisy = mistake_scores(flags[(t, size, scale, "noisy")]).avg_f1
+                rows.append(
+                    {
+                        "epochs": t[0],
+                        "early_stop": t[1],
+                        "size": size,
+                        "threshold_scale": float(scale),
+                        "clean": clean,
+                        "noisy": noisy,
+                        "score": (clean + noisy) / 2,
+                    }
+                )
+    return sorted(rows, key=lambda r: -r["score"])  # stable: ties keep the earlier candidate first

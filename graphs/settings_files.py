@@ -1,0 +1,93 @@
+"""Settings files read into typed config dataclasses, the one way every command reads them.
+
+A settings file is TOML (YAML with the same layout where the name ends in ``.yaml`` / ``.yml``). It is either flat,
+the fields of one config (``tgml train --config``), or a set of tables, one per part (``[features]`` /
+``[model]`` / ``[train]`` of ``recognition-train``, one table per method in ``prego-bench``'s settings). Keys no
+config knows are refused (a misspelt key would otherwise be dropped without a word), and a value its config
+refuses is reported with the file, and the table, in front of the config's own message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from graphs.errors import InputError
+from graphs.files import read_toml, read_yaml
+
+
+def field_names(config_type: type) -> frozenset[str]:
+    """The field names of a config dataclass: the keys a settings table for it may hold."""
+    return frozenset(f.name for f in fields(config_type))
+
+
+def read_settings(path: str | Path, what: str = "config file", hint: str = "") -> dict[str, Any]:
+    """Load a settings file: TOML, or YAML for a ``.yaml`` / ``.yml`` name; the document must be a table.
+
+    Args:
+        path: the file.
+        what: what the file is, for the messages.
+        hint: appended to the "not found" message of a TOML file (where such a file comes from).
+
+    Returns:
+        The document as a dict.
+    """
+    path = Path(path)
+    data = read_yaml(path, what) if path.suffix in (".yaml", ".yml") else read_toml(path, what, hint)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a table of settings, got {type(data).__name__}")
+    return data
+
+
+def check_known_keys(table: Mapping[str, Any], known: Collection[str], path: Path, table_name: str = "") -> None:
+    """Refuse the first key of ``table`` that is not in ``known``.
+
+    Args:
+        table: the settings as read.
+        known: the keys the config takes.
+        path: the file, for the message.
+        table_name: the table the keys sit in (empty for a flat file).
+    """
+    unknown = next((key for key in table if key not in known), None)
+    if unknown is not None:
+        where = f"[{table_name}] has unknown" if table_name else "unknown"
+        raise InputError(f"{path}: {where} setting {unknown!r} (known: {', '.join(sorted(known))})")
+
+
+def check_tables(
+    document: Mapping[str, Any], tables: Mapping[str, Collection[str]], path: Path, kind: str = ""
+) -> None:
+    """Refuse a settings file of tables with a key outside any table, an unknown table, or an unknown key in one.
+
+    Args:
+        document: the file as read.
+        tables: ``{table name: keys it may hold}``.
+        path: the file, for the message.
+        kind: what a table stands for, for the message (``"method"`` reads "unknown method table").
+    """
+    noun = f"{kind} table" if kind else "table"
+    for name, body in document.items():
+        if not isinstance(body, dict):  # it would apply to no table, silently
+            known = ", ".join(f"[{t}]" for t in tables)
+            raise InputError(f"{path}: setting {name!r} is outside any {noun} ({known})")
+        if name not in tables:
+            raise InputError(f"{path}: unknown {noun} [{name}] (known: {', '.join(tables)})")
+        check_known_keys(body, tables[name], path, name)
+
+
+@contextmanager
+def naming_the_file(path: Path, table_name: str = "") -> Iterator[None]:
+    """Inside the block, a config's `InputError` is raised again with the file (and table) in front of it.
+
+    Args:
+        path: the settings file the values came from.
+        table_name: the table they came from (empty for a flat file).
+    """
+    try:
+        yield
+    except InputError as err:
+        where = f" [{table_name}]" if table_name else ""
+        raise InputError(f"{path}:{where} {err}") from None

@@ -1,0 +1,27 @@
+"""Training jobs in worker processes: results in the order given, whatever the number of workers; a failed job
+fails the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphs.postprocess import scaled_threshold_steps
+from tgml.bench.process_pool import run_jobs, worker_count
+
+JOBS = [(12, 0.5), (12, 2.0), (7, 1.0), (30, 0.25)]  # any module-level function serves as a job
+
+
+def test_results_come_back_in_the_order_of_the_jobs_with_one_worker_or_several() -> None:
+    expected = [6, 24, 7, 8]
+    assert run_jobs(scaled_threshold_steps, JOBS, workers=1, label="here", progress=False) == expected
+    assert run_jobs(scaled_threshold_steps, JOBS, workers=2, label="pool", progress=False) == expected
+
+
+def test_a_failing_job_fails_the_run() -> None:
+    with pytest.raises(TypeError):
+        run_jobs(scaled_threshold_steps, [*JOBS, ("twelve", None)], workers=2, label="pool", progress=False)
+
+
+def test_worker_count_never_exceeds_the_jobs() -> None:
+    assert worker_count(4, 2) == 2 and worker_count(1, 9) == 1 and worker_count(3, 0) == 1
+    assert 1 <= worker_count(0, 100) <= 100  # 0: one per core

@@ -382,15 +382,16 @@ class ProcedureQueries:
         self._learned = np.ones(size, dtype=bool)  # steps that were seen in training (the others are removed)
         self._learned[[graph.index(s) for s in graph.removed_steps]] = False
         self._global = np.zeros(graph.n_steps) if graph.optional_scores is None else graph.optional_scores
+        self._position = {s: k + 1 for k, s in enumerate(graph.step_ids)}
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _index(self, step: int) -> int | None:
-        return self.graph.index(step) if self.graph.has_step(step) else None
+        return self._position.get(step)
 
     def _done(self, history: Iterable[int]) -> np.ndarray:
         done = np.zeros(self.graph.n_steps + 2, dtype=bool)
         done[0] = True
-        done[[i for s in history if (i := self._index(int(s))) is not None]] = True
+        done[[self._position.get(s, 0) for s in history]] = True  # an unknown id marks START, already done
         return done
 
     def _ranked(self, scores: np.ndarray) -> RankedSteps:

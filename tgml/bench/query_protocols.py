@@ -76,13 +76,19 @@ def average_precision(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float(100 * np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
+def predict(scores: np.ndarray, threshold: float) -> np.ndarray:
+    """The yes/no answers: items scoring at least ``threshold`` and above 0 (a zero score never says yes)."""
+    scores = np.asarray(scores)
+    return (scores >= threshold) & (scores > 0)
+
+
 def f1_at(scores: np.ndarray, labels: np.ndarray, threshold: float) -> tuple[float, float, float]:
-    """Precision, recall, F1 (percent) of predicting "yes" for items scoring at least ``threshold`` (and above 0).
+    """Precision, recall, F1 (percent) of the answers `predict` gives at ``threshold``.
 
     Returns:
         ``(precision, recall, f1)``.
     """
-    predicted = (np.asarray(scores) >= threshold) & (np.asarray(scores) > 0)
+    predicted = predict(scores, threshold)
     labels = np.asarray(labels, dtype=bool)
     return precision_recall_f1(int((predicted & labels).sum()), int(predicted.sum()), int(labels.sum()))
 
@@ -257,6 +263,35 @@ def ready_step_hits(ground_truth: TaskGraph, execution: Sequence[int], ks: Seque
         ready = np.array([float(ground_truth.preconditions(s) <= done) for s in candidates])
         target = candidates.index(execution[t + 1])
         hits[t] = [top_k_hit(ready, target, k) for k in ks]
+    return hits
+
+
+def transition_hits(
+    train: Sequence[Sequence[int]], execution: Sequence[int], ks: Sequence[int] = TOP_K
+) -> np.ndarray:
+    """A reference for the future question that uses no graph: rank the steps not done yet by how often each
+    directly followed the current step in the training executions (first occurrences; ties broken by how often
+    the step occurs at all, then at random in expectation).
+
+    Returns:
+        float ``(len(execution) - 1, len(ks))`` like `future_hits`.
+    """
+    follows: dict[tuple[int, int], int] = {}
+    occurs: dict[int, int] = {}
+    for run in train:
+        for a, b in zip(run[:-1], run[1:], strict=True):
+            follows[a, b] = follows.get((a, b), 0) + 1
+        for step in run:
+            occurs[step] = occurs.get(step, 0) + 1
+    total = max(sum(occurs.values()), 1)
+    hits = np.zeros((max(len(execution) - 1, 0), len(ks)))
+    steps = sorted({s for run in train for s in run} | set(execution))
+    for t in range(len(execution) - 1):
+        done = set(execution[: t + 1])
+        candidates = [s for s in steps if s not in done]
+        scores = np.array([follows.get((execution[t], s), 0) + occurs.get(s, 0) / total for s in candidates])
+        target = candidates.index(execution[t + 1])
+        hits[t] = [top_k_hit(scores, target, k) for k in ks]
     return hits
 
 

@@ -281,6 +281,7 @@ class Tally:
     missing: dict[str, list[Items]] = field(default_factory=lambda: {"end": [], "need": []})
     predicted: dict[str, list[np.ndarray]] = field(default_factory=lambda: {"end": [], "need": []})
     future: list[np.ndarray] = field(default_factory=list)
+    thresholds: dict[str, list[float]] = field(default_factory=lambda: {"end": [], "need": []})
 
     def metrics(self) -> dict[str, float | None]:
         """Percentages and counts (None where nothing was asked)."""
@@ -308,6 +309,8 @@ class Tally:
         out["future_top1"] = float(100 * hits[:, 0].mean()) if len(hits) else None
         out["future_top3"] = float(100 * hits[:, 1].mean()) if len(hits) else None
         out["future_questions"] = float(len(hits))
+        for where, chosen in self.thresholds.items():  # the missing-score cuts chosen on the training folds
+            out[f"missing_{where}_threshold_median"] = float(np.median(chosen)) if chosen else None
         return out
 
 
@@ -355,6 +358,8 @@ def _score_fold(
                 if ap is not None:
                     found.append(ap)
         thresholds = _missing_thresholds(queries, train_runs, needs)
+        for where, value in thresholds.items():
+            tally.thresholds[where].append(value)
         for raw in held_out:
             run = first_occurrences(raw)
             tally.future.append(future_hits(queries, run))

@@ -337,12 +337,14 @@ def _optional_truth(procedure: Procedure) -> set[int]:
 
 
 def _score_fold(
-    procedure: Procedure, graphs: dict[str, TaskGraph], train: Sequence[Sequence[int]],
-    held_out: Sequence[Sequence[int]], tallies: dict[str, Tally],
+    procedure: Procedure, graphs: dict[str, TaskGraph], held_out_ids: set[int], tallies: dict[str, Tally]
 ) -> None:
-    """Ask every question of one fold for every method."""
+    """Ask every question of one fold (``held_out_ids`` held out, graphs trained on the rest) for every method."""
     gt = procedure.ground_truth
-    train_runs = [first_occurrences(s) for s in train]
+    train_runs = [first_occurrences(s) for k, s in enumerate(procedure.executions) if k not in held_out_ids]
+    correct_train = [first_occurrences(s) for k, s in enumerate(procedure.executions)
+                     if k not in held_out_ids and procedure.correct[k]]
+    held_out = [procedure.executions[k] for k in sorted(held_out_ids)]
     needs = ground_truth_needs(gt) if gt is not None else always_before(train_runs)
     optional = _optional_truth(procedure)
     if gt is not None:
@@ -357,7 +359,7 @@ def _score_fold(
                 ap = average_precision(items.scores, items.labels)
                 if ap is not None:
                     found.append(ap)
-        thresholds = _missing_thresholds(queries, train_runs, needs)
+        thresholds = _missing_thresholds(queries, correct_train, needs)
         for where, value in thresholds.items():
             tally.thresholds[where].append(value)
         for raw in held_out:
@@ -438,7 +440,7 @@ def run_query_bench(config: QueryBenchConfig, progress: bool = False) -> QueryBe
                     out = {correct[i] for i in part}
                     train = [s for k, s in enumerate(procedure.executions) if k not in out]
                     graphs = _train_graphs(procedure, train, config)
-                    _score_fold(procedure, graphs, train, [procedure.executions[k] for k in sorted(out)], tallies)
+                    _score_fold(procedure, graphs, out, tallies)
                     bar.advance(task)
                 if procedure.tests:  # real mistakes: the PREGO test videos, graph from the whole training split
                     graphs = _train_graphs(procedure, procedure.executions, config)
@@ -457,11 +459,12 @@ def results_tables(result: QueryBenchResult) -> list[Table]:
     """One rich table per dataset: a row per question and metric, a column per method, and the paper's DO figure
     on Ego-Exo4D beside it (a different dataset, marked as such)."""
     tables = []
-    for dataset, methods in result.results.items():
+    for number, (dataset, methods) in enumerate(result.results.items(), start=1):
         k = result.config.folds_of(dataset)
         folds = "leave-one-execution-out" if k is None else f"{k}-fold over executions"
+        last = number == len(result.results)  # the legend once, under the last table
         table = Table(title=f"{dataset}: procedure questions on held-out executions ({folds})", header_style="bold",
-                      caption=CAPTION)
+                      caption=CAPTION if last else None)
         table.add_column("question, metric")
         for name in methods:  # narrow columns: a header breaks at its spaces and hyphens
             table.add_column(name.replace(" ", "\n").replace("-", "-\n"), justify="right")

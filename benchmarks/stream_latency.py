@@ -28,15 +28,21 @@ import zmq
 from rich.console import Console
 from rich.table import Table
 
+from streaming.all_in_one import await_subscription
+from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig
-from streaming.demo.procedure import DEMO_MISTAKE_STEP
+from streaming.demo.paths import default_demo_paths
+from streaming.demo.procedure import PRECONDITIONS
 from streaming.demo.synthetic_video import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import Alert
-from streaming.pipeline import CheckerProcess, Viewer, await_subscription, default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
+from streaming.viewer import Viewer
+
+# A step that needs another: as the first step of a session it is always a pre-condition violation.
+VIOLATING_STEP = next(step for step, needs in PRECONDITIONS.items() if needs)
 
 
 def stage_costs(video: Path, detector_path: Path, frames: int = 300) -> dict[str, float]:
@@ -89,9 +95,8 @@ def hop_latency(ctx: zmq.Context, checker: CheckerProcess, n: int, rate: float) 
     period = 1.0 / rate
     next_send = time.monotonic()
     for k in range(n):
-        # A fresh session each time: the step is its first one, and DEMO_MISTAKE_STEP needs a predecessor.
-        events = EventPublisher(publisher, "bench-hop", session=f"s{k}")
-        events.keystep(DEMO_MISTAKE_STEP, "x", 0.0, 1.0, 1.0)
+        events = EventPublisher(publisher, "bench-hop", session=f"s{k}")  # a fresh session: the step comes first
+        events.keystep(VIOLATING_STEP, "x", 0.0, 1.0, 1.0)
         next_send += period
         while True:
             for message in viewer.receiver.poll(max(0, int((next_send - time.monotonic()) * 1000))):

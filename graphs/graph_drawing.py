@@ -1,7 +1,8 @@
-"""Task-graph rendering: Graphviz DOT text (SVG/PNG through the ``dot`` program) and a rich terminal view.
+"""Task-graph drawing: Graphviz DOT text, and SVG/PNG/PDF through the ``dot`` program when it is installed.
 
-Both views draw edges in execution order (``requirement -> step``, START at the top), the way people read a
-recipe; the file format and `TaskGraph` keep the opposite, "step needs requirement", orientation.
+The drawing shows edges in execution order (``requirement -> step``, START at the top), the way people read a
+recipe; the file format and `TaskGraph` keep the opposite, "step needs requirement", orientation. The rich
+terminal table of ``tgml show`` is `tgml.graph_table` (this floor stays numpy + networkx only).
 """
 
 from __future__ import annotations
@@ -10,11 +11,6 @@ import shutil
 import subprocess
 import textwrap
 from pathlib import Path
-
-import networkx as nx
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from graphs.errors import InputError
 from graphs.files import atomic_path, check_output, write_text
@@ -86,39 +82,3 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
         if done.returncode != 0:
             raise InputError(f"{path}: Graphviz failed: {done.stderr.strip().splitlines()[-1:]}")
     return path
-
-
-def terminal_view(graph: TaskGraph) -> Group:
-    """A rich renderable: one table row per step, grouped by execution level, with its pre-conditions.
-
-    Args:
-        graph: the task graph.
-
-    Returns:
-        A rich `Group` (title line + table) ready for ``console.print``.
-    """
-    execution = graph.to_networkx().reverse(copy=False)  # requirement -> step
-    level = {node: depth for depth, layer in enumerate(nx.topological_generations(execution)) for node in layer}
-    removed = set(graph.removed_steps)
-    table = Table(show_lines=False, header_style="bold")
-    table.add_column("level", justify="right")
-    table.add_column("id", justify="right")
-    table.add_column("step")
-    table.add_column("requires")
-    order = sorted(graph.nodes, key=lambda node: (node in removed, level[node], graph.index(node)))
-    for node in order:
-        if node in removed:
-            table.add_row("-", str(node), Text(graph.name_of(node), style="dim"), Text("not seen in training", "dim"))
-            continue
-        needs = sorted(graph.preconditions(node), key=graph.index)
-        req = ", ".join(str(x) for x in needs) if needs else "-"
-        label = Text(graph.name_of(node), style="bold" if node in (START, END) else "")
-        table.add_row(str(level[node]), "" if node in (START, END) else str(node), label, req)
-    method = graph.info.get("method", "")
-    head = Text.assemble(
-        (graph.scenario or "task graph", "bold cyan"),
-        f"  {graph.n_steps} steps, {len(graph.edges())} edges",
-        f", {len(removed)} removed" if removed else "",
-        f"  ({method})" if method else "",
-    )
-    return Group(head, table)

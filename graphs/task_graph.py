@@ -149,10 +149,6 @@ class TaskGraph:
             return str(node)
         return self.step_names[self.step_ids.index(int(node))]
 
-    def has_step(self, step_id: int) -> bool:
-        """True if the step is a node of the graph (it may still have been removed in training)."""
-        return step_id in self._index  # type: ignore[attr-defined]
-
     @property
     def removed_steps(self) -> tuple[int, ...]:
         """Steps with no edge at all: removed because they were never seen in training (SPEC §1)."""

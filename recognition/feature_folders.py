@@ -1,4 +1,4 @@
-"""MiniROAD feature folders (SPEC §5): reading, validation and training windows.
+"""MiniROAD feature folders (the layout of the MiniROAD code): reading, validation and training windows.
 
 Folder layout::
 
@@ -235,7 +235,7 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
 def window_index(
     lengths: Sequence[int], window: int, rng: np.random.Generator | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Frame indices of fixed-length training windows (SPEC §5: 128 frames) over concatenated videos.
+    """Frame indices of fixed-length training windows (MiniROAD trains on 128 frames) over concatenated videos.
 
     Each video is cut at a random offset (a fresh one per epoch when ``rng`` is given) so that
     window borders move between epochs; the frames before the offset form a shorter first window.
@@ -287,21 +287,3 @@ def gather_windows(
     y = targets[index] * valid[..., None]
     return x.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
 
-
-def make_windows(
-    videos: Sequence[VideoFeatures], window: int, rng: np.random.Generator | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """All training windows of some videos at once (see `window_index`).
-
-    Args:
-        videos: the videos.
-        window: window length in frames.
-        rng: random offsets when given, offset 0 otherwise.
-
-    Returns:
-        ``(features (N, W, D), targets (N, W, C))`` float32, ``W = min(window, longest video)``.
-    """
-    index, valid = window_index([len(v.features) for v in videos], window, rng)
-    feats = np.concatenate([v.features for v in videos])
-    targs = np.concatenate([v.targets for v in videos])
-    return gather_windows(feats, targs, index, valid)

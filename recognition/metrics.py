@@ -1,4 +1,4 @@
-"""Per-frame mean average precision, the standard online action detection score (MiniROAD, SPEC §5).
+"""Per-frame mean average precision, the standard online action detection score (as MiniROAD reports it).
 
 Every frame of every test video is one sample; for each class, frames are ranked by the
 detector's score for that class and the (non-interpolated) average precision is taken against the

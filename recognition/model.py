@@ -1,4 +1,4 @@
-"""MiniROAD online action detector (SPEC §5).
+"""MiniROAD online action detector (An et al., ICCV 2023), as its published recipe builds it.
 
 Per-frame features ``(B, T, F)`` go through ``Linear(F, E) -> LayerNorm -> ReLU -> Dropout`` and a
 one-layer GRU ``(E -> H, h0 = 0)``; ``ReLU -> Linear(H, C)`` gives per-frame class logits, class 0
@@ -75,7 +75,7 @@ class MiniROADConfig:
 
 
 def frame_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean per-frame cross-entropy (SPEC §5, "non-uniform" loss on one-hot targets).
+    """Mean per-frame cross-entropy (MiniROAD's "non-uniform" loss on one-hot targets).
 
     Args:
         logits: ``(B, T, C)`` raw scores.

@@ -2,7 +2,7 @@
 
 Per video: labels frame by frame -> `OnlineSegmenter` -> every confirmed segment, as soon as it is
 emitted, to a `graphs.PreconditionChecker` (the object the live checker process runs) -> alert flags.
-The flags of all videos are scored with the PREGO protocol (SPEC §2: the last segment of each video
+The flags of all videos are scored with the PREGO protocol (the last segment of each video
 is the mistake) by `graphs.mistake_metrics.mistake_scores`.
 
 Frames file (``prego-miniroad/epic-tent-o_frames.json``)::
@@ -17,7 +17,7 @@ Result JSON written by ``prego-bench replay --json FILE`` (``format: "prego-repl
      "videos": {video: {"steps": [...], "alerts": [...]}},
      "sweep": [{"parameter": "min_duration", "value": float, "metrics": MistakeScores.to_dict()}]}
 
-Precision and recall are the true ones (the published PREGO tables swap them, SPEC §2).
+Precision and recall are the true ones (the published PREGO tables swap them).
 """
 
 from __future__ import annotations

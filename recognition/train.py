@@ -1,4 +1,4 @@
-"""Training a MiniROAD detector on a feature folder (SPEC §5) and scoring it with per-frame mAP.
+"""Training a MiniROAD detector on a feature folder (the published MiniROAD recipe) and scoring it with per-frame mAP.
 
 Recipe (defaults as published): windows of 128 frames, batch 16, AdamW (lr 1e-4, weight decay
 0.05), 10 epochs, cross-entropy on per-frame one-hot targets. The test split is scored at the end

@@ -3,6 +3,10 @@
 `Detector` runs the per-frame loop; `EventPublisher` owns what goes on the wire for one stream: the
 session token, the per-stream ``seq``, and the confirmed-step ``history`` every `KeyStepEvent` and
 `Heartbeat` carries (so a restarted checker rebuilds the stream from the next message).
+
+The wiring every detector stream shares (``stream-detect detector`` and the all-in-one run): `open_stream`
+loads and cross-checks what a `StreamSource` names and opens its video, before any frame is read;
+`publishing_detector` connects a `Detector` to its checker; `run_detector` runs it to the end.
 """
 
 from __future__ import annotations
@@ -11,30 +15,24 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 import zmq
 
 from graphs.errors import InputError
-from graphs.task_graph import TaskGraph
+from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
+from streaming.demo.paths import resolve_video
 from streaming.extractors import FeatureExtractor, make_extractor
-from streaming.messages import MAX_HISTORY, Heartbeat, KeyStepEvent
-from streaming.readers import VideoReader
-from streaming.transport import (
-    CONNECT_WAIT_S,
-    DEFAULT_EVENTS_ENDPOINT,
-    HEARTBEAT_S,
-    Publisher,
-    check_detector_options,
-    check_endpoint,
-    connect,
-)
+from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, is_stream_id
+from streaming.readers import ReaderConfig, VideoReader, open_reader
+from streaming.transport import CONNECT_WAIT_S, DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
@@ -63,7 +61,10 @@ class DetectorConfig:
     connect_wait_s: float = CONNECT_WAIT_S
 
     def __post_init__(self) -> None:
-        check_detector_options(self.stream_id, self.threads)
+        if not is_stream_id(self.stream_id):
+            raise InputError(f"--stream-id {self.stream_id!r}: use {STREAM_ID_RULE}")
+        if self.threads < 1:
+            raise InputError(f"--threads {self.threads} must be >= 1")
         check_endpoint(self.connect, "--connect", peer=True)
         if not self.heartbeat_s > 0:
             raise InputError(f"DetectorConfig.heartbeat_s = {self.heartbeat_s} must be > 0")
@@ -340,6 +341,104 @@ def load_detector_for_stream(
     return model, checkpoint, extractor
 
 
+@dataclass(frozen=True)
+class StreamSource:
+    """What one detector stream reads, as the command line names it (checked by `open_stream`).
+
+    Args:
+        video: the ``--video`` value: ``demo`` / ``demo:<name>``, a camera, a URL or a file.
+        graph: task graph file; the detector's key-step classes must be exactly its key-steps.
+        detector: detector checkpoint file.
+        backbone: TorchScript backbone file, for detectors trained on its features.
+        reader: how to read the video; its ``fps`` is replaced by the detector's rate.
+    """
+
+    video: str
+    graph: str
+    detector: str
+    backbone: str | None = None
+    reader: ReaderConfig = field(default_factory=lambda: ReaderConfig(realtime=True))
+
+    def __post_init__(self) -> None:
+        for name in ("video", "graph", "detector"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise InputError(f"StreamSource.{name} = {value!r} must name a source or a file")
+
+
+@dataclass
+class OpenedStream:
+    """Everything one detector stream needs, loaded, checked against each other, and its video open.
+
+    Attributes:
+        graph: the task graph.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        extractor: the feature extractor the checkpoint names.
+        reader: the open video, delivering frames at the detector's rate.
+    """
+
+    graph: TaskGraph
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor
+    reader: VideoReader
+
+
+def open_stream(source: StreamSource, threads: int = 1) -> OpenedStream:
+    """Load the graph and the detector, check them against each other, then open the video.
+
+    Every mistake in what the user named (a graph that is not a DAG, a detector whose classes are not the
+    graph's key-steps, an unopenable video) is refused here, before any frame is read.
+
+    Args:
+        source: the stream's video, graph, detector and backbone.
+        threads: torch threads of the detector.
+
+    Returns:
+        The opened stream (its reader is the caller's to close).
+    """
+    graph = load_graph(source.graph)
+    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads)
+    check_detector_matches_graph(checkpoint, graph, source.detector, source.graph)
+    reader = open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps))
+    return OpenedStream(graph, model, checkpoint, extractor, reader)
+
+
+@contextmanager
+def publishing_detector(
+    reader: VideoReader,
+    model: MiniROAD,
+    checkpoint: DetectorCheckpoint,
+    extractor: FeatureExtractor,
+    config: DetectorConfig,
+    ctx: zmq.Context,
+) -> Iterator[Detector]:
+    """A `Detector` connected to the checker at ``config.connect``; on exit its socket and the reader close.
+
+    Args:
+        reader: an open reader (closed on exit, also when no checker answers).
+        model / checkpoint / extractor: what `load_detector_for_stream` returned (loaded once, checked already).
+        config: stream id, endpoint, limits.
+        ctx: ZeroMQ context.
+
+    Yields:
+        The detector, not started yet (call its ``run``).
+
+    Raises:
+        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
+    """
+    sock = None
+    try:
+        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s)
+        yield Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config)
+    finally:
+        if sock is not None:
+            sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
+            sock.close()
+        reader.close()
+
+
 def run_detector(
     reader: VideoReader,
     model: MiniROAD,
@@ -364,16 +463,5 @@ def run_detector(
     Raises:
         InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
-    ctx = ctx or zmq.Context.instance()
-    sock = None
-    try:
-        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s)
-        detector = Detector(
-            reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config
-        )
+    with publishing_detector(reader, model, checkpoint, extractor, config, ctx or zmq.Context.instance()) as detector:
         return detector.run(stop)
-    finally:
-        if sock is not None:
-            sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
-            sock.close()
-        reader.close()

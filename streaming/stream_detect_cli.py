@@ -27,8 +27,12 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
+
+if TYPE_CHECKING:
+    from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
 SUBCOMMANDS = ("run", "detector", "checker", "view")
 
@@ -71,10 +75,10 @@ def build_parser() -> ArgumentParser:
 
 def _defaults(args: argparse.Namespace) -> None:
     """Fill --graph / --detector for the demo; refuse their absence otherwise."""
-    from streaming.pipeline import default_demo_paths
+    from streaming.demo.paths import default_demo_paths, is_demo_video
 
     graph, detector = default_demo_paths()
-    is_demo = getattr(args, "video", "demo") == "demo" or str(getattr(args, "video", "")).startswith("demo:")
+    is_demo = is_demo_video(str(getattr(args, "video", "demo")))
     if args.graph is None:
         if not is_demo and args.command != "checker":
             raise InputError("--graph is required unless --video demo")
@@ -103,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 
         quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
     if args.command == "view":
-        from streaming.pipeline import run_view
+        from streaming.viewer import run_view
 
         return run_view(args.connect, args.graph, args.jsonl)
     _defaults(args)
@@ -114,11 +118,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "detector":
         return _detector(args)
-    from streaming.pipeline import RunConfig, run_all
+    from streaming.all_in_one import RunConfig, run_all
+    from streaming.checker_service import CheckerConfig
+    from streaming.detector_service import DetectorConfig
 
-    config = RunConfig(args.video, args.graph, args.detector, args.backbone, args.stream_id, args.bind, args.publish,
-                       realtime=not args.fast, jsonl=args.jsonl, reader=args.reader, threads=args.threads)
-    return run_all(config)
+    detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads)  # connects where the checker binds
+    return run_all(RunConfig(_source(args), detector, CheckerConfig(args.bind, args.publish), jsonl=args.jsonl))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -150,23 +155,21 @@ def _print_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _source(args: argparse.Namespace) -> StreamSource:
+    """What a detector stream reads, from the options both ``run`` and ``detector`` take."""
+    from streaming.detector_service import StreamSource
+    from streaming.readers import ReaderConfig
+
+    reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
+    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader)
+
+
 def _detector(args: argparse.Namespace) -> int:
-    from graphs.task_graph import load_graph
-    from streaming.detector_service import (
-        DetectorConfig,
-        check_detector_matches_graph,
-        load_detector_for_stream,
-        run_detector,
-    )
-    from streaming.pipeline import resolve_video
-    from streaming.readers import ReaderConfig, open_reader
+    from streaming.detector_service import DetectorConfig, open_stream, run_detector
 
     config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads)
-    model, checkpoint, extractor = load_detector_for_stream(args.detector, args.backbone, args.threads)
-    check_detector_matches_graph(checkpoint, load_graph(args.graph), args.detector, args.graph)
-    reader = open_reader(resolve_video(args.video),
-                         ReaderConfig(fps=checkpoint.fps, reader=args.reader, realtime=not args.fast))
-    stats = run_detector(reader, model, checkpoint, extractor, config, threading.Event())
+    stream = open_stream(_source(args), args.threads)
+    stats = run_detector(stream.reader, stream.model, stream.checkpoint, stream.extractor, config, threading.Event())
     print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "
           f"{stats.events} key-steps", file=sys.stderr)
     if stats.error:

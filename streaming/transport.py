@@ -24,7 +24,7 @@ from typing import Final
 import zmq
 
 from graphs.errors import InputError
-from streaming.messages import MAX_MESSAGE_BYTES, STREAM_ID_RULE, Message, MessageError, decode, encode, is_stream_id
+from streaming.messages import MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
 HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
@@ -63,25 +63,6 @@ def check_endpoint(endpoint: str, option: str = "endpoint", peer: bool = False) 
             rule = f"1-{MAX_PORT} (the port the peer listens on)" if peer else f"0-{MAX_PORT} (0 or *: a free one)"
             raise InputError(f"{option} {endpoint}: the port must be {rule}")
     return endpoint
-
-
-def check_detector_options(stream_id: str, threads: int) -> None:
-    """Validate the ``--stream-id`` and ``--threads`` a detector runs with.
-
-    Both `DetectorConfig` and the all-in-one `RunConfig` take them; the rule lives here, beside
-    `check_endpoint` and free of torch, so the all-in-one run checks them before loading the detector.
-
-    Args:
-        stream_id: name of the stream on the wire.
-        threads: torch intra-op threads of the model.
-
-    Raises:
-        InputError: naming the option and the value at fault.
-    """
-    if not is_stream_id(stream_id):
-        raise InputError(f"--stream-id {stream_id!r}: use {STREAM_ID_RULE}")
-    if threads < 1:
-        raise InputError(f"--threads {threads} must be >= 1")
 
 
 def _configure(sock: zmq.Socket, endpoint: str) -> None:

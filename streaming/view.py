@@ -3,7 +3,7 @@
 `ViewState.apply` folds one received message into the state (alerts de-duplicated by their stable
 ``alert_id`` within their detector ``session``, so a restarted checker's re-sent alerts show once and a
 new session's alerts, whose ids start over, show too); `render` draws it; the loop in
-`streaming.pipeline` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
+`streaming.viewer` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, KeyStepEvent, Message, Status, encode
 
 ALERT_LOG: int = 12  # alerts kept on screen
@@ -76,6 +77,11 @@ class ViewState:
         if step is None:
             return "-"
         return self.names.get(step, str(step))
+
+
+def graph_names(graph: TaskGraph) -> dict[int, str]:
+    """Step id -> name map of a task graph, for `ViewState.names`."""
+    return dict(zip(graph.step_ids, graph.step_names, strict=True))
 
 
 def _clock(t: float) -> str:

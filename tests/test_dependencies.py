@@ -1,22 +1,22 @@
 """Every third-party import is declared in pyproject.toml, so a fresh install can run what the code imports.
 
 A package that only the developer's machine happened to have once kept CI green while a new user's run failed.
-This guard reads the import statements of the four packages (and of tests/ and benchmarks/), maps each imported
-top-level module to the distribution that provides it, and checks it against pyproject.toml:
+This guard reads the import statements of the four packages (and of tests/, benchmarks/ and tools/), maps each
+imported top-level module to the distribution that provides it, and checks it against pyproject.toml:
 - a module-level import in a package must be a core dependency (it runs on every `import`);
 - an import inside a function (loaded on use) may come from an optional extra;
-- tests and benchmark scripts may use the core or any extra (the test command installs `dev`, which holds them).
+- tests, benchmark scripts and tools may use the core or any extra (the test command installs `dev`, which holds them).
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
 from importlib.metadata import packages_distributions
 from pathlib import Path
+
+from tests.source_imports import imports_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("graphs", "tgml", "recognition", "streaming")
@@ -41,22 +41,6 @@ def _declared() -> tuple[set[str], set[str]]:
     return core, extras - {PROJECT}
 
 
-def _imports(path: Path) -> Iterator[tuple[str, bool, int]]:
-    """Yield (top-level module, imported at module level?, line) for every absolute import in a file."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    top_level = {id(node) for node in tree.body}
-    # An import guarded by `if TYPE_CHECKING:` or `try:` at module level still runs (or is meant to) on import.
-    for node in tree.body:
-        if isinstance(node, ast.If | ast.Try):
-            top_level.update(id(child) for child in ast.walk(node))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name.split(".")[0], id(node) in top_level, node.lineno
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module.split(".")[0], id(node) in top_level, node.lineno
-
-
 def _distributions(module: str, provided: dict[str, list[str]]) -> set[str]:
     # A module that is not installed here (decord off x86-64) can only be matched by its own name.
     return {_normalise(d) for d in provided.get(module, [module])}
@@ -64,7 +48,7 @@ def _distributions(module: str, provided: dict[str, list[str]]) -> set[str]:
 
 def _first_party() -> set[str]:
     local = {path.stem for path in (ROOT / "tests").rglob("*.py")} | {"conftest", "helpers", "cli_errors"}
-    return set(PACKAGES) | local | {"tests", "benchmarks"}
+    return set(PACKAGES) | local | {"tests", "benchmarks", "tools"}
 
 
 def _violations(files: list[Path], allowed_top: set[str], allowed_any: set[str]) -> list[str]:
@@ -72,7 +56,8 @@ def _violations(files: list[Path], allowed_top: set[str], allowed_any: set[str])
     skip = set(sys.stdlib_module_names) | _first_party()
     problems = []
     for path in files:
-        for module, at_top, line in _imports(path):
+        for dotted, at_top, line in imports_of(path):
+            module = dotted.split(".")[0]
             if module in skip:
                 continue
             dists = _distributions(module, provided)
@@ -92,9 +77,9 @@ def test_package_imports_are_declared_core_or_loaded_on_use_from_an_extra() -> N
     assert _violations(files, core, core | extras) == []
 
 
-def test_test_and_benchmark_imports_are_declared() -> None:
+def test_test_benchmark_and_tool_imports_are_declared() -> None:
     core, extras = _declared()
-    files = sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")])
+    files = sorted(path for folder in ("tests", "benchmarks", "tools") for path in (ROOT / folder).rglob("*.py"))
     assert _violations(files, core | extras, core | extras) == []
 
 

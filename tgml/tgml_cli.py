@@ -30,10 +30,11 @@ from rich.console import Console
 from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
-from graphs.graph_drawing import terminal_view, write_rendering
+from graphs.graph_drawing import write_rendering
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, results_tables, run_query_bench
+from tgml.graph_table import terminal_view
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_train_config, train_from_annotations
 
 

@@ -27,7 +27,6 @@ DEMO_EXECUTIONS: Final[dict[str, tuple[int, ...]]] = {
     "mistake": (3, 2, 1, 4, 5, 6),  # boil_water (2) before fill_kettle (1)
     "correct": (3, 1, 2, 4, 5, 6),
 }
-DEMO_MISTAKE_STEP: Final = 2  # the one step of DEMO_EXECUTIONS["mistake"] that must raise an alert
 DEMO_SEEDS: Final[dict[str, int]] = {"mistake": 1001, "correct": 1002}
 
 
@@ -53,7 +52,7 @@ def sample_correct_order(rng: np.random.Generator) -> tuple[int, ...]:
 
 
 def annotation_file(executions: dict[str, list[tuple[int, float, float]]]) -> dict[str, Any]:
-    """The SPEC §4 annotation JSON for demo executions.
+    """The annotation JSON of demo executions, in the format of the datasets' annotation files.
 
     Args:
         executions: video name -> ``[(step, start_s, end_s), ...]``.

@@ -109,14 +109,18 @@ def segments_of(labels: np.ndarray, fps: float) -> list[tuple[int, float, float]
     Returns:
         The key-step segments in order.
     """
-    run_labels, run_lengths = run_length_encode(labels)  # (R,), (R,)
-    ends = np.cumsum(run_lengths)
-    starts = ends - run_lengths
+    run_labels, starts, lengths = _runs(labels)
     return [
-        (step, s / fps, e / fps)
-        for step, s, e in zip(run_labels.tolist(), starts.tolist(), ends.tolist(), strict=True)
+        (step, start / fps, (start + length) / fps)
+        for step, start, length in zip(run_labels.tolist(), starts.tolist(), lengths.tolist(), strict=True)
         if step != BACKGROUND
     ]
+
+
+def _runs(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of equal labels (`run_length_encode`) with the first frame of each: ``(labels, starts, lengths)``, (R,)."""
+    run_labels, lengths = run_length_encode(labels)
+    return run_labels, np.cumsum(lengths) - lengths, lengths
 
 
 def _scene(step: int, t: float, h: int, w: int, cast: np.ndarray, seed: int) -> np.ndarray:
@@ -178,8 +182,8 @@ def render_frames(steps: tuple[int, ...], seed: int, config: RenderConfig) -> tu
     cast = rng.uniform(-18, 18, size=3) * rng.uniform(0.85, 1.15)
     phase = float(rng.uniform(0, 2 * np.pi))
     fade = max(int(round(config.fade_s * config.fps)), 1)
-    _, run_lengths = run_length_encode(labels)  # (R,)
-    seg_start = np.repeat(np.cumsum(run_lengths) - run_lengths, run_lengths)  # (T,) first frame of each frame's run
+    _, starts, lengths = _runs(labels)
+    seg_start = np.repeat(starts, lengths)  # (T,) first frame of each frame's run
 
     def frames() -> Iterator[np.ndarray]:
         noise_rng = np.random.default_rng(seed + 1)

@@ -1,4 +1,4 @@
-"""The online pre-condition check of SPEC §2, as the benchmark and the live pipeline use it."""
+"""The online pre-condition check of the PREGO protocol, as the benchmark and the live pipeline use it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Edge precision/recall/F1 between task graphs (SPEC §3), including CaptainCook4D ground-truth files."""
+"""Edge precision/recall/F1 between task graphs, including CaptainCook4D ground-truth files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rendering task graphs: DOT text, images through Graphviz when installed, the rich terminal view."""
+"""Drawing task graphs: DOT text, images through Graphviz when installed."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from graphs.errors import InputError
-from graphs.graph_drawing import terminal_view, to_dot, write_rendering
+from graphs.graph_drawing import to_dot, write_rendering
 from graphs.task_graph import TaskGraph
 
 
@@ -48,16 +47,3 @@ def test_svg_through_graphviz(tmp_path: Path) -> None:
 def test_image_without_graphviz_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="Graphviz 'dot' is not installed"):
         write_rendering(tea(), tmp_path / "tea.png")
-
-
-def test_terminal_view_lists_steps_by_level_with_requirements() -> None:
-    console = Console(width=100)
-    with console.capture() as captured:
-        console.print(terminal_view(tea()))
-    text = captured.get()
-    assert "tea" in text and "3 steps" in text and "1 removed" in text
-    lines = text.splitlines()
-    boil = next(i for i, line in enumerate(lines) if "boil water" in line)
-    steep = next(i for i, line in enumerate(lines) if "steep" in line)
-    assert boil < steep and "START" in lines[boil]
-    assert "not seen in training" in next(line for line in lines if "spare step" in line)

@@ -1,4 +1,4 @@
-"""Post-processing of learned weights into a binary DAG (SPEC §1 steps 1-6)."""
+"""Post-processing of learned weights into a binary DAG (the six steps of the reference evaluation)."""
 
 from __future__ import annotations
 

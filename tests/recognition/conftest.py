@@ -99,7 +99,7 @@ def small_config(tmp_path: Path) -> Path:
 def epic_graph(data_dir: Path) -> TaskGraph:
     """The DO task graph of EPIC-Tent-O learned from its training split with `configs/do-epic-tent.toml`.
 
-    That file holds the SPEC §1 settings with seed 42, the graph behind the published GT figure (58.3 Avg F1).
+    That file holds the paper's DO settings with seed 42, the graph behind the published GT figure (58.3 Avg F1).
     """
     from tgml.train import load_train_config, train_from_annotations
 

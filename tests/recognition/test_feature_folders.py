@@ -9,9 +9,29 @@ import numpy as np
 import pytest
 
 from graphs.errors import InputError
-from recognition.feature_folders import FeatureConfig, load_feature_dataset, make_windows
+from recognition.feature_folders import (
+    FeatureConfig,
+    VideoFeatures,
+    gather_windows,
+    load_feature_dataset,
+    window_index,
+)
 
 SYNTH = FeatureConfig(rgb="rgb_synth")
+
+
+def make_windows(
+    videos: tuple[VideoFeatures, ...], window: int, rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every training window of some videos at once, as the trainer cuts them batch by batch.
+
+    Returns:
+        ``(features (N, W, D), targets (N, W, C))``.
+    """
+    index, valid = window_index([len(v.features) for v in videos], window, rng)
+    feats = np.concatenate([v.features for v in videos])
+    targs = np.concatenate([v.targets for v in videos])
+    return gather_windows(feats, targs, index, valid)
 
 
 def test_reads_split_classes_and_metadata(feature_folder: Path) -> None:

@@ -37,7 +37,7 @@ def test_replay_of_real_predictions_reaches_the_published_pred_figure(epic_graph
     frames = load_frames_file(frames_file, "pred", epic_graph)
     result = replay(frames, epic_graph, CONFIG)
     assert result.metrics.n_videos == 15
-    assert result.metrics.avg_f1 >= 46.5  # DO on offline-aggregated MiniROAD segments, SPEC §3
+    assert result.metrics.avg_f1 >= 46.5  # DO on offline-aggregated MiniROAD segments (published PRED figure)
     # the alerts are exactly what the checker says about the confirmed steps, per video
     for video in result.videos.values():
         np.testing.assert_array_equal(precondition_violations(epic_graph, video.steps), video.alerts)
@@ -48,7 +48,7 @@ def test_replay_of_ground_truth_frames_equals_gt_mode(epic_graph: TaskGraph, fra
     expected = mistake_scores(precondition_violations(epic_graph, r["gt"]) for r in segments.values())
     result = replay(load_frames_file(frames_file, "gt", epic_graph), epic_graph, CONFIG)
     assert result.metrics == expected
-    assert result.metrics.avg_f1 == pytest.approx(58.3, abs=0.05)  # published DO GT figure, SPEC §3
+    assert result.metrics.avg_f1 == pytest.approx(58.3, abs=0.05)  # published DO GT figure (Seminara et al.)
 
 
 def test_sweep_changes_how_many_steps_are_confirmed(epic_graph: TaskGraph, frames_file: Path) -> None:

@@ -1,4 +1,4 @@
-"""Fixtures of the streaming tests: a per-session cache for the rendered demo videos."""
+"""Fixtures of the streaming tests: a per-session cache for the rendered demo videos, a ZeroMQ context."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zmq
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,11 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("MISTAKE_CACHE", None)
     else:
         os.environ["MISTAKE_CACHE"] = before
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    """A ZeroMQ context for one test, destroyed afterwards with LINGER 0 (its sockets closed, nothing waits)."""
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)

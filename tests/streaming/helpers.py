@@ -18,9 +18,11 @@ import zmq
 
 from graphs.task_graph import END, START, TaskGraph
 from streaming.checker_service import CheckerConfig, CheckerService
-from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES
+from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES, name_of
+from streaming.messages import KeyStepEvent
 
 STREAM_DETECT = [sys.executable, "-m", "streaming.stream_detect_cli"]  # the command, run as a child process
+MISTAKE_STEP = 2  # boil_water: the one step of DEMO_EXECUTIONS["mistake"] done before its pre-condition (fill_kettle)
 
 
 def tea_graph() -> TaskGraph:
@@ -37,6 +39,27 @@ def tea_graph() -> TaskGraph:
         if step not in needed:
             adj[index[END], index[step]] = True
     return TaskGraph(STEP_IDS, STEP_NAMES, adj, scenario=SCENARIO)
+
+
+def keystep(history: tuple[int, ...] = (1, 3, 5), seq: int = 0, **fields: Any) -> KeyStepEvent:
+    """The event a detector sends when it confirms ``history[-1]``, a demo step (the one way tests build one).
+
+    Args:
+        history: every key-step confirmed so far in the session, the new one last; ``step`` and ``index``
+            are taken from it.
+        seq: the message sequence number.
+        fields: any other field to set (``stream_id``, ``session``, ``timestamp``, ``start``, ...), or to break.
+
+    Returns:
+        The event; unless given: stream ``cam0``, session ``s``, sent at 1.5 s, the step's demo name, a segment
+        from 1.0 to 2.0 s with confidence 0.8.
+    """
+    values: dict[str, Any] = {
+        "stream_id": "cam0", "seq": seq, "timestamp": 1.5, "session": "s", "step": history[-1],
+        "step_name": name_of(history[-1]), "start": 1.0, "end": 2.0, "confidence": 0.8,
+        "index": len(history) - 1, "history": history,
+    }
+    return KeyStepEvent(**(values | fields))
 
 
 @contextmanager

@@ -10,32 +10,18 @@ import zmq
 
 from graphs.checker import PreconditionChecker
 from graphs.task_graph import save_graph
+from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig, CheckerCore
-from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP
+from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, Heartbeat, KeyStepEvent, Status
-from streaming.pipeline import CheckerProcess, Viewer
 from streaming.transport import Publisher, connect
 from streaming.view import ViewState
-from tests.streaming.helpers import running_checker, tea_graph, wait_for
+from streaming.viewer import Viewer
+from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
-
-
-def keystep(seq: int, history: tuple[int, ...], session: str = "s", timestamp: float = 1.0) -> KeyStepEvent:
-    """The event the detector of stream "cam0" sends when it confirms ``history[-1]`` (the rest is filler).
-
-    Args:
-        seq: the message sequence number.
-        history: every key-step confirmed so far in the session, the new one last.
-        session: the detector run's token.
-        timestamp: the message time.
-
-    Returns:
-        The event, with ``step`` and ``index`` taken from ``history``.
-    """
-    return KeyStepEvent("cam0", seq, timestamp, session, history[-1], "x", 0.0, 1.0, 0.9, len(history) - 1, history)
 
 
 def expected_alerts(steps: tuple[int, ...]) -> dict[int, int]:
@@ -48,11 +34,11 @@ def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None
     core = CheckerCore(tea_graph(), clock=lambda: 100.0)
     out = []
     for i in range(len(MISTAKE)):
-        event = keystep(i, MISTAKE[: i + 1])
+        event = keystep(MISTAKE[: i + 1], i)
         out += core.handle(event)
         out += core.handle(event)  # a duplicate changes nothing
     alerts = [m for m in out if isinstance(m, Alert)]
-    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(DEMO_MISTAKE_STEP, 1, "cam0#1")]
+    assert [(a.step, a.index, a.alert_id) for a in alerts] == [(MISTAKE_STEP, 1, "cam0#1")]
     assert alerts[0].missing_names == ("fill_kettle",) and not alerts[0].replayed
     forwarded = [m for m in out if isinstance(m, KeyStepEvent)]
     assert [m.step for m in forwarded] == list(MISTAKE)
@@ -60,26 +46,26 @@ def test_core_alerts_the_out_of_order_step_only_and_ignores_duplicates() -> None
 
 def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
     core = CheckerCore(tea_graph())
-    first = keystep(0, MISTAKE[:1])
-    last = keystep(5, MISTAKE[:4], timestamp=2.0)
+    first = keystep(MISTAKE[:1], 0)
+    last = keystep(MISTAKE[:4], 5, timestamp=2.0)
     core.handle(first)
     out = core.handle(last)  # seq 1..4 never arrived
     status = [m for m in out if isinstance(m, Status)][-1]
     assert status.gaps == 4 and status.done == MISTAKE[:4]
-    assert [m.step for m in out if isinstance(m, Alert)] == [DEMO_MISTAKE_STEP]
+    assert [m.step for m in out if isinstance(m, Alert)] == [MISTAKE_STEP]
 
 
 def test_new_session_on_the_same_stream_starts_over() -> None:
     core = CheckerCore(tea_graph())
-    core.handle(keystep(0, (1,), session="a"))
-    out = core.handle(keystep(0, (3,), session="b"))
+    core.handle(keystep((1,), 0, session="a"))
+    out = core.handle(keystep((3,), 0, session="b"))
     assert [m for m in out if isinstance(m, Status)][-1].done == (3,)
 
 
 def test_history_that_disagrees_within_a_session_starts_the_stream_over() -> None:
     core = CheckerCore(tea_graph())
-    core.handle(keystep(0, MISTAKE[:2]))  # one alert
-    out = core.handle(keystep(1, CORRECT[:3]))
+    core.handle(keystep(MISTAKE[:2], 0))  # one alert
+    out = core.handle(keystep(CORRECT[:3], 1))
     status = [m for m in out if isinstance(m, Status)][-1]
     assert not [m for m in out if isinstance(m, Alert)]
     assert status.done == CORRECT[:3] and status.alerts == 0  # as a fresh session would report
@@ -108,7 +94,7 @@ def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:
             10.0,
             lambda: viewer.pump(20),
         )
-        assert [(al.stream_id, al.step) for _, al in state.alerts] == [("kitchen", DEMO_MISTAKE_STEP)]
+        assert [(al.stream_id, al.step) for _, al in state.alerts] == [("kitchen", MISTAKE_STEP)]
         assert state.streams["kitchen"].done == MISTAKE and state.streams["garage"].done == CORRECT
         assert state.streams["garage"].alerts == 0 and state.streams["kitchen"].alerts == 1
         viewer.close()
@@ -164,8 +150,8 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
 def test_periodic_resend_repeats_recent_alerts_for_late_viewers() -> None:
     now = [100.0]
     core = CheckerCore(tea_graph(), clock=lambda: now[0])
-    core.handle(keystep(0, MISTAKE[:1]))
-    live = [m for m in core.handle(keystep(1, MISTAKE[:2])) if isinstance(m, Alert)]
+    core.handle(keystep(MISTAKE[:1], 0))
+    live = [m for m in core.handle(keystep(MISTAKE[:2], 1)) if isinstance(m, Alert)]
     assert core.periodic(0.5) == []  # nothing due yet
     now[0] += 1.0
     again = core.periodic(0.5)
@@ -179,8 +165,8 @@ def test_busy_stream_still_resends_its_alerts_every_period() -> None:
     # lets a slow-joining viewer catch up on a missed alert must still go out once per period.
     now = [100.0]
     core = CheckerCore(tea_graph(), clock=lambda: now[0])
-    core.handle(keystep(0, MISTAKE[:1]))
-    core.handle(keystep(1, MISTAKE[:2]))
+    core.handle(keystep(MISTAKE[:1], 0))
+    core.handle(keystep(MISTAKE[:2], 1))
     resent: list[Alert] = []
     for seq in range(2, 18):  # 2 s of heartbeats every 0.125 s (exact in binary)
         now[0] += 0.125

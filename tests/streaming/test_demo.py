@@ -11,15 +11,15 @@ import zmq
 
 from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector
-from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_MISTAKE_STEP, STEP_IDS
+from streaming.demo.paths import default_demo_paths
+from streaming.demo.procedure import DEMO_EXECUTIONS, STEP_IDS
 from streaming.demo.synthetic_video import demo_video
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.messages import KeyStepEvent
-from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import STREAM_DETECT
+from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -86,7 +86,7 @@ def test_stream_detect_jsonl_alerts_the_injected_mistake(demo_cache: Path) -> No
     lines = lines_of(result.stdout)
     alerts = [m for m in lines if m["kind"] == "alert"]
     steps = [m["step"] for m in lines if m["kind"] == "keystep"]
-    assert [a["step"] for a in alerts] == [DEMO_MISTAKE_STEP]
+    assert [a["step"] for a in alerts] == [MISTAKE_STEP]
     assert alerts[0]["missing_names"] == ["fill_kettle"]
     assert steps == list(DEMO_EXECUTIONS["mistake"])
 

@@ -10,9 +10,9 @@ import pytest
 import zmq
 
 from graphs.errors import InputError
+from streaming.demo.paths import default_demo_paths
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
 from streaming.messages import MAX_HISTORY
-from streaming.pipeline import default_demo_paths
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind, connect
 from tests.streaming.helpers import running_checker, wait_for, write_noise_video

@@ -12,30 +12,12 @@ from streaming.messages import (
     MAX_MESSAGE_BYTES,
     Alert,
     Heartbeat,
-    KeyStepEvent,
     MessageError,
     Status,
     decode,
     encode,
 )
-
-
-def keystep(**changes: object) -> KeyStepEvent:
-    base = dict(
-        stream_id="cam0",
-        seq=3,
-        timestamp=1.5,
-        session="s1",
-        step=5,
-        step_name="pour_water",
-        start=1.0,
-        end=2.0,
-        confidence=0.8,
-        index=2,
-        history=(1, 3, 5),
-    )
-    base.update(changes)
-    return KeyStepEvent(**base)  # type: ignore[arg-type]
+from tests.streaming.helpers import keystep
 
 
 def all_kinds() -> list[object]:

@@ -11,7 +11,7 @@ import pytest
 import zmq
 
 from graphs.task_graph import save_graph
-from streaming.pipeline import default_demo_paths
+from streaming.demo.paths import default_demo_paths
 from streaming.stream_detect_cli import main
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import (
@@ -70,23 +70,19 @@ def test_detector_classes_that_do_not_match_the_graph(tmp_path: Path, capsys: py
 
 
 @pytest.mark.parametrize("command", ["checker", "run"])
-def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ctx = zmq.Context()
-    try:
-        sock = ctx.socket(zmq.SUB)
-        sock.setsockopt(zmq.LINGER, 0)
-        port = sock.bind_to_random_port("tcp://127.0.0.1")
-        graph = tmp_path / "tea.json"
-        save_graph(tea_graph(), graph)
-        args = ["--bind", f"tcp://127.0.0.1:{port}", "--publish", "tcp://127.0.0.1:0"]
-        if command == "run":
-            args += ["--video", "demo", "--jsonl"]
-        else:
-            args += ["--graph", str(graph)]
-        line = cli_error(main, [command, *args], capsys)
-        assert str(port) in line and "already in use" in line
-    finally:
-        ctx.destroy(linger=0)
+def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], ctx: zmq.Context) -> None:
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    args = ["--bind", f"tcp://127.0.0.1:{port}", "--publish", "tcp://127.0.0.1:0"]
+    if command == "run":
+        args += ["--video", "demo", "--jsonl"]
+    else:
+        args += ["--graph", str(graph)]
+    line = cli_error(main, [command, *args], capsys)
+    assert str(port) in line and "already in use" in line
 
 
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

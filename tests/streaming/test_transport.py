@@ -15,43 +15,31 @@ from streaming.transport import Publisher, Receiver, bind, check_endpoint, conne
 from tests.streaming.helpers import wait_for
 
 
-def test_round_trip_on_loopback_with_free_port() -> None:
-    ctx = zmq.Context()
-    try:
-        pub_sock, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
-        assert endpoint.startswith("tcp://127.0.0.1:") and not endpoint.endswith(":0")
-        receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
-        publisher = Publisher(pub_sock)
-        got: list[object] = []
-        beat = Heartbeat("cam0", 0, 1.0, "s", (1, 2), 2, 10, 0, 30.0, False)
-        assert wait_for(lambda: bool(got), 5.0, lambda: (publisher.send(beat), got.extend(receiver.poll(20))))
-        assert got[0] == beat
-        # Garbage from a peer is dropped and counted, never raised.
-        pub_sock.send_multipart([b"heartbeat/cam0", b"{not json"])
-        pub_sock.send_multipart([b"one frame only"])
-        assert wait_for(lambda: receiver.stats.malformed >= 2, 5.0, lambda: receiver.poll(20))
-    finally:
-        ctx.destroy(linger=0)
+def test_round_trip_on_loopback_with_free_port(ctx: zmq.Context) -> None:
+    pub_sock, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    assert endpoint.startswith("tcp://127.0.0.1:") and not endpoint.endswith(":0")
+    receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
+    publisher = Publisher(pub_sock)
+    got: list[object] = []
+    beat = Heartbeat("cam0", 0, 1.0, "s", (1, 2), 2, 10, 0, 30.0, False)
+    assert wait_for(lambda: bool(got), 5.0, lambda: (publisher.send(beat), got.extend(receiver.poll(20))))
+    assert got[0] == beat
+    # Garbage from a peer is dropped and counted, never raised.
+    pub_sock.send_multipart([b"heartbeat/cam0", b"{not json"])
+    pub_sock.send_multipart([b"one frame only"])
+    assert wait_for(lambda: receiver.stats.malformed >= 2, 5.0, lambda: receiver.poll(20))
 
 
-def test_busy_port_is_a_one_line_input_error() -> None:
-    ctx = zmq.Context()
-    try:
-        _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
-        with pytest.raises(InputError, match="address already in use"):
-            bind(ctx, zmq.SUB, endpoint)
-    finally:
-        ctx.destroy(linger=0)
+def test_busy_port_is_a_one_line_input_error(ctx: zmq.Context) -> None:
+    _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    with pytest.raises(InputError, match="address already in use"):
+        bind(ctx, zmq.SUB, endpoint)
 
 
-def test_receive_times_out_instead_of_blocking() -> None:
-    ctx = zmq.Context()
-    try:
-        _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
-        receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
-        assert receiver.poll(10) == []
-    finally:
-        ctx.destroy(linger=0)
+def test_receive_times_out_instead_of_blocking(ctx: zmq.Context) -> None:
+    _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
+    assert receiver.poll(10) == []
 
 
 @pytest.mark.parametrize("bad", ["localhost:5555", "tcp://127.0.0.1", "udp://x:1", ""])
@@ -61,68 +49,52 @@ def test_bad_endpoints_are_refused(bad: str) -> None:
 
 
 @pytest.mark.parametrize("port", ["65536", "99999"])
-def test_a_port_out_of_range_is_refused_not_replaced(port: str) -> None:
+def test_a_port_out_of_range_is_refused_not_replaced(port: str, ctx: zmq.Context) -> None:
     # libzmq bound "tcp://127.0.0.1:99999" to some other free port without a word.
-    ctx = zmq.Context()
-    try:
-        with pytest.raises(InputError, match=f"--bind tcp://127.0.0.1:{port}: the port must be 0-65535"):
-            bind(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
-        with pytest.raises(InputError, match="the port must be 1-65535"):
-            connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
-    finally:
-        ctx.destroy(linger=0)
+    with pytest.raises(InputError, match=f"--bind tcp://127.0.0.1:{port}: the port must be 0-65535"):
+        bind(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
+    with pytest.raises(InputError, match="the port must be 1-65535"):
+        connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
 
 
 @pytest.mark.parametrize("port", ["0", "*"])
-def test_connecting_to_a_free_port_placeholder_is_refused(port: str) -> None:
+def test_connecting_to_a_free_port_placeholder_is_refused(port: str, ctx: zmq.Context) -> None:
     # Port 0 / * only mean "pick a free one" when binding; a viewer or detector told to connect there
     # used to wait forever for a peer that cannot exist.
-    ctx = zmq.Context()
-    try:
-        with pytest.raises(InputError, match="--connect .*the port must be 1-65535"):
-            connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
-        with pytest.raises(InputError, match="--connect"):
-            DetectorConfig(connect=f"tcp://127.0.0.1:{port}")
-    finally:
-        ctx.destroy(linger=0)
+    with pytest.raises(InputError, match="--connect .*the port must be 1-65535"):
+        connect(ctx, zmq.SUB, f"tcp://127.0.0.1:{port}")
+    with pytest.raises(InputError, match="--connect"):
+        DetectorConfig(connect=f"tcp://127.0.0.1:{port}")
 
 
-def test_an_ipc_path_in_use_is_refused_and_a_stale_one_reused(tmp_path: Path) -> None:
+def test_an_ipc_path_in_use_is_refused_and_a_stale_one_reused(tmp_path: Path, ctx: zmq.Context) -> None:
     # libzmq replaces an ipc socket file on bind: a second checker on the same path started without a word and
     # took the path over from the first, which went deaf.
-    ctx = zmq.Context()
-    try:
-        endpoint = f"ipc://{tmp_path}/in"
-        sub, _ = bind(ctx, zmq.SUB, endpoint)
-        receiver, publisher = Receiver(subscribe(sub)), Publisher(connect(ctx, zmq.PUB, endpoint))
-        beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
-        assert wait_for(lambda: bool(receiver.poll(20)), 5.0, lambda: publisher.send(beat))  # a running checker
-        with pytest.raises(InputError, match=f"--bind {endpoint}: address already in use"):
-            bind(ctx, zmq.SUB, endpoint)
-        stale = tmp_path / "stale"
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
-            dead.bind(str(stale))  # left behind by a process that is gone: nobody listens
-        bind(ctx, zmq.SUB, f"ipc://{stale}")
-    finally:
-        ctx.destroy(linger=0)
+    endpoint = f"ipc://{tmp_path}/in"
+    sub, _ = bind(ctx, zmq.SUB, endpoint)
+    receiver, publisher = Receiver(subscribe(sub)), Publisher(connect(ctx, zmq.PUB, endpoint))
+    beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
+    assert wait_for(lambda: bool(receiver.poll(20)), 5.0, lambda: publisher.send(beat))  # a running checker
+    with pytest.raises(InputError, match=f"--bind {endpoint}: address already in use"):
+        bind(ctx, zmq.SUB, endpoint)
+    stale = tmp_path / "stale"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(str(stale))  # left behind by a process that is gone: nobody listens
+    bind(ctx, zmq.SUB, f"ipc://{stale}")
 
 
-def test_ipv6_endpoints_and_errors_name_the_endpoint_as_given() -> None:
+def test_ipv6_endpoints_and_errors_name_the_endpoint_as_given(ctx: zmq.Context) -> None:
     # IPv6 addresses failed with "No such device" (libzmq needs its IPV6 option), and a port-0 endpoint was named
     # in errors as ":*", which the user never typed.
-    ctx = zmq.Context()
+    with pytest.raises(InputError, match=r"--bind tcp://256\.1\.1\.1:0: cannot bind"):
+        bind(ctx, zmq.PUB, "tcp://256.1.1.1:0")
     try:
-        with pytest.raises(InputError, match=r"--bind tcp://256\.1\.1\.1:0: cannot bind"):
-            bind(ctx, zmq.PUB, "tcp://256.1.1.1:0")
-        try:
-            socket.create_server(("::1", 0), family=socket.AF_INET6).close()
-        except OSError:
-            pytest.skip("no IPv6 loopback here")
-        pub, endpoint = bind(ctx, zmq.PUB, "tcp://[::1]:0")
-        assert endpoint.startswith("tcp://[::1]:")
-        receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
-        got: list[object] = []
-        beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
-        assert wait_for(lambda: bool(got), 5.0, lambda: (Publisher(pub).send(beat), got.extend(receiver.poll(20))))
-    finally:
-        ctx.destroy(linger=0)
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://[::1]:0")
+    assert endpoint.startswith("tcp://[::1]:")
+    receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
+    got: list[object] = []
+    beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
+    assert wait_for(lambda: bool(got), 5.0, lambda: (Publisher(pub).send(beat), got.extend(receiver.poll(20))))

@@ -13,11 +13,11 @@ from rich.console import Console
 
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
-from streaming.messages import Alert, KeyStepEvent, Status
-from streaming.pipeline import Viewer, run_view
+from streaming.messages import Alert, Status
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, jsonl_line, render
-from tests.streaming.helpers import running_checker, wait_for
+from streaming.viewer import Viewer, run_view
+from tests.streaming.helpers import keystep, running_checker, wait_for
 
 
 def draw(state: ViewState) -> str:
@@ -33,7 +33,7 @@ def alert(replayed: bool = False) -> Alert:
 def test_view_shows_streams_alerts_and_recent_steps() -> None:
     state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
     state.apply(Status("kitchen", 3, 1.0, "s", (3, 2), (1, 4), 2, 1, 250, 4, 29.7, 0, False))
-    state.apply(KeyStepEvent("kitchen", 1, 1.0, "s", 2, "boil_water", 4.0, 7.5, 0.93, 1, (3, 2)))
+    state.apply(keystep((3, 2), 1, stream_id="kitchen", start=4.0, end=7.5, confidence=0.93))
     state.apply(alert())
     text = draw(state)
     assert "kitchen" in text and "29.7" in text and "250" in text

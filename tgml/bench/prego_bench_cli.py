@@ -59,7 +59,12 @@ def _config_pair(text: str) -> tuple[str, Path]:
 
 def bench_parser() -> ArgumentParser:
     """Arguments of the benchmark run."""
-    p = ArgumentParser(prog="prego-bench", description="PREGO online mistake-detection benchmark.")
+    p = ArgumentParser(
+        prog="prego-bench",
+        description="PREGO online mistake-detection benchmark.",
+        epilog="sub-commands (each has --help): prepare (rebuild the split files from the raw annotations), "
+        "select (choose settings on training data only), replay (per-frame recogniser output through the checker)",
+    )
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder (like shared/data)")
     p.add_argument("--dataset", nargs="+", default=list(prego.DATASETS), choices=list(prego.DATASETS))
     p.add_argument("--mode", nargs="+", default=list(prego.MODES), choices=list(prego.MODES))

@@ -1,11 +1,13 @@
-"""Rebuild the bundled demo artefacts: ``demo_graph.json`` and ``demo_detector.pt`` (in this folder).
+"""Rebuild the demo artefacts bundled in ``streaming/demo/``: ``demo_graph.json`` and ``demo_detector.pt``.
 
 Usage::
 
-    python -m streaming.demo.build [--out streaming/demo] [--work /tmp/demo-build] [--only graph|detector]
+    python tools/build_demo.py [--out streaming/demo] [--work /tmp/demo-build] [--only graph|detector]
+
+A training tool, kept out of the ``streaming`` package: ``stream-detect`` only reads what it writes.
 
 1. Graph: `N_GRAPH_EXECUTIONS` correct executions of the demo procedure are sampled (random
-   linear extensions of its partial order), written as a SPEC §4 annotation file
+   linear extensions of its partial order), written in the datasets' annotation format
    (``demo_annotations.json``), and the task graph is learned from it by ``tgml train`` (Direct
    Optimization, default settings).
 2. Detector: executions in random orders (so the detector learns to see steps, not to expect an
@@ -17,7 +19,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,17 +27,18 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from graphs.errors import InputError, exit_on_input_error
-from streaming.demo.procedure import (
-    SCENARIO,
-    STEP_IDS,
-    annotation_file,
-    name_of,
-    sample_correct_order,
-)
+from graphs.errors import ArgumentParser, exit_on_input_error
+from graphs.files import check_output, write_text
+from graphs.task_graph import save_graph
+from recognition.checkpoint import load_detector, save_detector
+from recognition.train import run_training
+from streaming.demo.paths import DEMO_DIR
+from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, name_of, sample_correct_order
 from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
+from streaming.extractors import LightExtractor
+from streaming.readers import DecordReader, ReaderConfig, Source
+from tgml.train import TrainConfig, train_from_annotations
 
-HERE = Path(__file__).resolve().parent
 N_GRAPH_EXECUTIONS = 40
 N_TRAIN_VIDEOS = 12
 N_TEST_VIDEOS = 3
@@ -55,21 +57,17 @@ def build_graph(out: Path) -> Path:
     Returns:
         The graph file written.
     """
-    from tgml.tgml_cli import main as tgml_main
-
     rng = np.random.default_rng(GRAPH_SEED)
     config = RenderConfig()
     executions = {}
     for k in range(N_GRAPH_EXECUTIONS):
         order = sample_correct_order(rng)
         executions[f"demo_{k:03d}"] = segments_of(timeline(order, rng, config), config.fps)
-    out.mkdir(parents=True, exist_ok=True)
     annotations_path = out / "demo_annotations.json"  # shipped: `tgml train` can be re-run on it by hand
-    annotations_path.write_text(json.dumps(annotation_file(executions)))
+    write_text(annotations_path, json.dumps(annotation_file(executions)), "demo annotations")
+    result = train_from_annotations(annotations_path, SCENARIO, TrainConfig(), progress=True)  # as `tgml train`
     path = out / "demo_graph.json"
-    status = tgml_main(["train", "--annotations", str(annotations_path), "--scenario", SCENARIO, "--out", str(path)])
-    if status:
-        raise InputError(f"tgml train failed with status {status}")
+    save_graph(result.graph, path)
     return path
 
 
@@ -83,9 +81,6 @@ def build_features(work: Path, console: Console) -> Path:
     Returns:
         The feature folder.
     """
-    from streaming.extractors import LightExtractor
-    from streaming.readers import DecordReader, ReaderConfig, Source
-
     config = RenderConfig()
     extractor = LightExtractor()
     root = work / "features"
@@ -132,11 +127,9 @@ def build_detector(out: Path, work: Path, console: Console) -> Path:
     Returns:
         The checkpoint written.
     """
-    from recognition.train import run_training
-
     features = build_features(work, console)
     path = out / "demo_detector.pt"
-    run_training(features, HERE / "demo_detector.toml", path, console=console)
+    run_training(features, DEMO_DIR / "demo_detector.toml", path, console=console)
     add_segmenter_settings(path, DEMO_SEGMENTER)
     return path
 
@@ -148,8 +141,6 @@ def add_segmenter_settings(path: Path, settings: dict[str, float]) -> None:
         path: detector checkpoint, rewritten in place.
         settings: `recognition.segmenter.SegmenterConfig` fields other than ``fps``.
     """
-    from recognition.checkpoint import load_detector, save_detector
-
     model, ckpt = load_detector(path)
     info = {**ckpt.info, "segmenter": dict(settings)}
     save_detector(path, model, ckpt.class_names, ckpt.class_step_ids, ckpt.feature_extractor, ckpt.fps, info)
@@ -158,13 +149,15 @@ def add_segmenter_settings(path: Path, settings: dict[str, float]) -> None:
 @exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m streaming.demo.build", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(HERE), help="where the demo graph and detector go")
+    parser = ArgumentParser(prog="python tools/build_demo.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(DEMO_DIR), help="where the demo graph and detector go")
     parser.add_argument("--work", default="/tmp/demo-build", help="scratch folder for videos and features")
     parser.add_argument("--only", choices=("graph", "detector"), help="rebuild one of the two")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
-    out, work = Path(args.out), Path(args.work)
+    # Both folders are checked before the first video is rendered: a bad path must not cost minutes of work.
+    out = check_output(args.out, "output folder", folder=True)
+    work = check_output(args.work, "scratch folder", folder=True)
     if args.only in (None, "graph"):
         console.print(f"graph written to {build_graph(out)}")
     if args.only in (None, "detector"):

@@ -1,4 +1,4 @@
-"""The all-in-one wiring: the checker child process and its lifetime, waiting for the checker."""
+"""The checker child process of the all-in-one run, and its lifetime."""
 
 from __future__ import annotations
 
@@ -9,15 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-import zmq
-
-from graphs.errors import InputError
 from graphs.task_graph import save_graph
-from streaming.detector_service import EventPublisher
-from streaming.pipeline import Viewer, await_subscription
-from streaming.transport import Publisher, bind, connect
-from streaming.view import ViewState
 from tests.streaming.helpers import tea_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +32,7 @@ def test_checker_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
     code = (
         "import time\n"
         "from streaming.checker_service import CheckerConfig\n"
-        "from streaming.pipeline import CheckerProcess\n"
+        "from streaming.checker_process import CheckerProcess\n"
         f"checker = CheckerProcess({str(graph)!r}, CheckerConfig('ipc://{tmp_path}/in', 'ipc://{tmp_path}/out'))\n"
         "print(checker.process.pid, flush=True)\n"
         "time.sleep(60)\n"
@@ -63,18 +55,3 @@ def test_checker_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
             parent.wait(5)
         if child and running(child):
             os.kill(child, signal.SIGKILL)
-
-
-def test_a_checker_that_never_answers_is_named_in_one_plain_line() -> None:
-    # The message showed the endpoint as a bytes repr: "the checker at b'tcp://127.0.0.1:5556' does not answer".
-    ctx = zmq.Context()
-    try:
-        silent_out, out_endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")  # a "checker" that never publishes
-        silent_in, in_endpoint = bind(ctx, zmq.SUB, "tcp://127.0.0.1:0")
-        viewer = Viewer(ctx, out_endpoint, ViewState(), jsonl=False)
-        events = EventPublisher(Publisher(connect(ctx, zmq.PUB, in_endpoint)), "cam0")
-        with pytest.raises(InputError) as caught:
-            await_subscription(viewer, events, timeout_s=0.2)
-        assert str(caught.value) == f"the checker at {out_endpoint} does not answer within 0.2 s"
-    finally:
-        ctx.destroy(linger=0)

@@ -1,0 +1,191 @@
+"""The all-in-one ``stream-detect`` run: checker, one detector and the view, on loopback, from one command.
+
+The checker runs in a child process (`streaming.checker_process`), bound to free loopback ports unless
+``--bind`` / ``--publish`` say otherwise; the detector, wired exactly as ``stream-detect detector`` wires it
+(`streaming.detector_service.open_stream` and `publishing_detector`), runs in a thread of this process; the
+viewer (`streaming.viewer`: rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the
+checker's output. Everything the user got wrong (video, graph, detector, port) is refused before any
+frame is read, in one line, exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import TextIO
+
+import zmq
+from rich.console import Console
+
+from graphs.errors import InputError
+from streaming.checker_process import CHECKER_START_TIMEOUT_S, CheckerProcess
+from streaming.checker_service import CheckerConfig
+from streaming.detector_service import (
+    Detector,
+    DetectorConfig,
+    DetectorStats,
+    EventPublisher,
+    StreamSource,
+    open_stream,
+    publishing_detector,
+)
+from streaming.messages import Status
+from streaming.view import ViewState, graph_names
+from streaming.viewer import Viewer
+
+FREE_LOOPBACK_PORT = "tcp://127.0.0.1:0"  # the checker's default endpoints here: any free port on loopback
+END_TIMEOUT_S = 5.0  # after the detector ends, longest wait for the checker to report the stream ended
+JOIN_TIMEOUT_S = 5.0  # longest wait for the detector thread to finish its last heartbeats
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One all-in-one ``stream-detect`` run; each part is the config its own component validates.
+
+    Args:
+        source: the video, graph, detector and backbone.
+        detector: stream id, threads and heartbeat period; its ``connect`` is replaced by the endpoint the
+            checker child bound.
+        checker: the checker's endpoints (default: free loopback ports).
+        jsonl: print JSON lines instead of the live view.
+    """
+
+    source: StreamSource
+    detector: DetectorConfig = field(default_factory=DetectorConfig)
+    checker: CheckerConfig = field(default_factory=lambda: CheckerConfig(FREE_LOOPBACK_PORT, FREE_LOOPBACK_PORT))
+    jsonl: bool = False
+
+
+def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None = None) -> int:
+    """The default ``stream-detect`` command: checker process, detector thread, viewer, on loopback.
+
+    Args:
+        config: the run's settings.
+        out: where ``--jsonl`` lines go.
+        console: rich console of the live view (a new stdout console if None).
+
+    Returns:
+        Exit status (0: the stream ended normally).
+
+    Raises:
+        InputError: bad input, a checker that does not answer, or a stream that ended with an error.
+    """
+    stream = open_stream(config.source, config.detector.threads)
+    state = ViewState(names=graph_names(stream.graph))
+    ctx = zmq.Context()
+    try:
+        with (
+            CheckerProcess(config.source.graph, config.checker) as checker,
+            Viewer(ctx, checker.alerts_endpoint, state, config.jsonl, out) as viewer,
+            publishing_detector(
+                stream.reader, stream.model, stream.checkpoint, stream.extractor,
+                replace(config.detector, connect=checker.events_endpoint), ctx,
+            ) as detector,
+        ):
+            await_subscription(viewer, detector.events)
+            with DetectorThread(detector) as thread:
+                viewer.loop(shown_to_the_end(viewer, thread), None if config.jsonl else (console or Console()))
+            stats = thread.result()
+    finally:
+        stream.reader.close()
+        ctx.destroy(linger=0)
+    if stats is not None and stats.error:
+        raise InputError(stats.error)
+    return 0
+
+
+def await_subscription(viewer: Viewer, events: EventPublisher, timeout_s: float = CHECKER_START_TIMEOUT_S) -> None:
+    """Send heartbeats until the viewer hears the checker's status for this stream.
+
+    PUB/SUB connections are made asynchronously (the ZeroMQ "slow joiner"): without this the first
+    messages of a fast file run could leave before both hops are connected.
+
+    Args:
+        viewer: subscribed to the checker's output.
+        events: publishes to the checker's input.
+        timeout_s: longest wait.
+
+    Raises:
+        InputError: no status came back within ``timeout_s``, naming the checker's output endpoint.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        events.heartbeat(None, 0, 0, 0.0)
+        for message in viewer.pump(50):
+            if isinstance(message, Status) and message.stream_id == events.stream_id:
+                return
+    endpoint = viewer.receiver.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    raise InputError(f"the checker at {endpoint} does not answer within {timeout_s:g} s")
+
+
+class DetectorThread:
+    """`Detector.run` in a thread; what it returned or raised comes back to the thread that asks (`result`).
+
+    On leaving the ``with`` block the detector is asked to stop (its last heartbeat still goes out) and the
+    thread is joined for at most `JOIN_TIMEOUT_S`: a Ctrl-C in the viewer stops the detector too.
+
+    Args:
+        detector: a connected detector, not started.
+    """
+
+    def __init__(self, detector: Detector) -> None:
+        self.detector = detector
+        self.stop = threading.Event()
+        self._outcome: list[DetectorStats | BaseException] = []
+        self._thread = threading.Thread(target=self._work, name="detector", daemon=True)
+
+    def _work(self) -> None:
+        try:
+            self._outcome.append(self.detector.run(self.stop))
+        except BaseException as err:  # handed to the main thread by `result`, never lost in this one
+            self._outcome.append(err)
+
+    def is_alive(self) -> bool:
+        """Whether the detector is still running."""
+        return self._thread.is_alive()
+
+    def result(self) -> DetectorStats | None:
+        """The run's statistics (None if it has not finished); re-raises what the detector raised."""
+        outcome = self._outcome[0] if self._outcome else None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def __enter__(self) -> DetectorThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.stop.set()
+        self._thread.join(JOIN_TIMEOUT_S)
+
+
+def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], bool]:
+    """When the view of a detector's stream may close.
+
+    Args:
+        viewer: the view of the checker's output.
+        thread: the detector publishing the stream.
+
+    Returns:
+        A predicate: true once the detector has finished and the checker reported the stream ended, or
+        `END_TIMEOUT_S` after the detector finished without that report (a lost last heartbeat).
+    """
+    stream_id = thread.detector.events.stream_id
+    finished_at: list[float] = []
+
+    def done() -> bool:
+        if thread.is_alive():
+            return False
+        row = viewer.state.streams.get(stream_id)
+        if row is not None and row.ended:
+            return True
+        if not finished_at:
+            finished_at.append(time.monotonic())
+        return time.monotonic() - finished_at[0] > END_TIMEOUT_S
+
+    return done

@@ -1,0 +1,138 @@
+"""The viewer loop: subscribe to a checker's output, fold it into a `ViewState`, draw it or print JSON lines.
+
+`streaming.view` holds the state and the pure drawing function; this module owns the socket and decides
+when to redraw (rich Live, `REFRESH_HZ` times a second). `run_view` is the ``stream-detect view`` command;
+the all-in-one run (`streaming.all_in_one`) shows its stream with the same `Viewer`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TextIO
+
+import zmq
+from rich.console import Console
+from rich.live import Live
+
+from graphs.task_graph import load_graph
+from streaming.messages import Alert, KeyStepEvent, Message
+from streaming.transport import POLL_MS, Receiver, connect, subscribe
+from streaming.view import ViewState, graph_names, jsonl_line, render
+
+REFRESH_HZ = 8  # terminal view refreshes per second
+
+
+class Viewer:
+    """Subscribes to a checker's output and shows it (rich Live) or prints JSON lines.
+
+    Use it as a context manager, or call `close`.
+
+    Args:
+        ctx: ZeroMQ context.
+        endpoint: the checker's alerts endpoint.
+        state: the view state (holds step names from the graph).
+        jsonl: print ``keystep`` and ``alert`` messages as JSON lines to ``out`` instead of drawing.
+        out: where JSON lines go.
+        warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
+            no screen to count them on: a checker speaking another wire version would otherwise look idle).
+    """
+
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        endpoint: str,
+        state: ViewState,
+        jsonl: bool,
+        out: TextIO = sys.stdout,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint, "--connect")))
+        self.endpoint = endpoint
+        self.state = state
+        self.jsonl = jsonl
+        self.out = out
+        self.warn = warn
+
+    def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
+        """Take what arrived (waiting up to ``timeout_ms``), fold it into the state, print JSON lines."""
+        messages = self.receiver.poll(timeout_ms)
+        now = time.time()
+        for message in messages:
+            new = self.state.apply(message, now)
+            if self.jsonl and new and isinstance(message, KeyStepEvent | Alert):
+                print(jsonl_line(message), file=self.out, flush=True)
+        stats = self.receiver.stats
+        if stats.malformed and not self.state.malformed and self.warn is not None:
+            self.warn(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})")
+        self.state.malformed = stats.malformed
+        return messages
+
+    def loop(self, done: Callable[[], bool], console: Console | None = None) -> None:
+        """Pump until ``done()``; with a console, redraw the live view `REFRESH_HZ` times a second."""
+        if self.jsonl or console is None:
+            while not done():
+                self.pump()
+            return
+        with Live(render(self.state), console=console, refresh_per_second=REFRESH_HZ, transient=False) as live:
+            next_draw = 0.0
+            while not done():
+                self.pump(int(1000 / REFRESH_HZ))
+                if time.monotonic() >= next_draw:
+                    live.update(render(self.state))
+                    next_draw = time.monotonic() + 1.0 / REFRESH_HZ
+            live.update(render(self.state))
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.receiver.sock.close()
+
+    def __enter__(self) -> Viewer:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+def run_view(
+    endpoint: str,
+    graph_path: str | None,
+    jsonl: bool,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    done: Callable[[], bool] = lambda: False,
+) -> int:
+    """The ``stream-detect view`` command: show a checker's output until interrupted.
+
+    Malformed messages are dropped and counted (on screen in the live view); with ``jsonl`` the first
+    one is also reported on ``err`` at once, and a count ends the run if there were any.
+
+    Args:
+        endpoint: the checker's alerts endpoint.
+        graph_path: optional graph file, for step names.
+        jsonl: print JSON lines instead of the live view.
+        out: where JSON lines go.
+        err: where the malformed-message notes go.
+        done: the view ends once it returns true (default: never, until interrupted).
+
+    Returns:
+        Exit status.
+    """
+    names = graph_names(load_graph(graph_path)) if graph_path else {}
+    ctx = zmq.Context()
+
+    def warn(line: str) -> None:
+        print(line, file=err, flush=True)
+
+    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None)
+    try:
+        viewer.loop(done, None if jsonl else Console())
+    finally:
+        stats = viewer.receiver.stats
+        if stats.malformed:
+            warn(f"view: {stats.malformed} malformed messages dropped (last: {stats.last_error})")
+        viewer.close()
+        ctx.destroy(linger=0)
+    return 0

@@ -1,0 +1,180 @@
+"""The README and docs/ cannot drift from the code: every command, sub-command and option they name exists.
+
+Command lines in code blocks and in inline code (`stream-detect checker --graph g.json`) are checked against the
+`--help` of that very (sub-)command; an option named on its own (a table row such as `--fast`) must exist in some
+command of the project. Scripts named as `python benchmarks/x.py --opt` or `python tools/x.py` must exist and
+accept their options. The README stays a front door: at most 250 lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import io
+import re
+import runpy
+import shlex
+import sys
+import tomllib
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DEFAULT_SUBCOMMAND = {"stream-detect": "run"}  # `stream-detect --video demo` is `stream-detect run --video demo`
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# Options of other programs that the docs mention (pip, pytest).
+FOREIGN_OPTIONS = frozenset({"--no-deps", "--help"})
+
+
+@cache
+def _entry_points() -> dict[str, Callable[[list[str]], object]]:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    found = {}
+    for name, target in scripts.items():
+        module, _, func = target.partition(":")
+        found[name] = getattr(importlib.import_module(module), func)
+    return found
+
+
+def _capture_help(run: Callable[[], object]) -> str | None:
+    """The help text a command prints, or None when it refuses (an unknown sub-command, say)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            run()
+        except SystemExit as stop:
+            return out.getvalue() if stop.code in (0, None) else None
+    return out.getvalue()
+
+
+@cache
+def _help(command: str, sub: str | None) -> str | None:
+    main = _entry_points()[command]
+    return _capture_help(lambda: main([sub, "--help"] if sub else ["--help"]))
+
+
+@cache
+def _script_help(path: str) -> str | None:
+    argv = sys.argv
+    sys.argv = [path, "--help"]
+    try:
+        return _capture_help(lambda: runpy.run_path(str(ROOT / path), run_name="__main__"))
+    finally:
+        sys.argv = argv
+
+
+def _code_lines(text: str) -> Iterator[str]:
+    """Lines of fenced code blocks (continuations joined) and inline code spans."""
+    in_block = False
+    pending = ""
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            in_block = not in_block
+            continue
+        if in_block:
+            joined = pending + line.strip()
+            if joined.endswith("\\"):
+                pending = joined[:-1] + " "
+                continue
+            pending = ""
+            yield joined.split(" #")[0]
+        else:
+            yield from re.findall(r"`([^`]+)`", line)
+
+
+def _commands_in_docs() -> Iterator[tuple[str, str, list[str]]]:
+    """(page, command line, its words) for every line that runs one of our commands or scripts."""
+    names = set(_entry_points())
+    for page in PAGES:
+        for line in _code_lines(page.read_text()):
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                words = line.split()
+            script = len(words) > 1 and words[0] == "python" and words[1].startswith(("benchmarks/", "tools/"))
+            if words and (words[0] in names or script):
+                yield page.name, line, words
+
+
+def _all_help() -> str:
+    texts = []
+    for command in _entry_points():
+        top = _help(command, None) or ""
+        texts.append(top)
+        for group in re.findall(r"\{([a-z0-9,-]+)\}", top.split("\n\n")[0]):
+            texts.extend(_help(command, sub) or "" for sub in group.split(","))
+    for _, _, words in _commands_in_docs():
+        if words[0] in _entry_points() and len(words) > 1 and not words[1].startswith("-"):
+            texts.append(_help(words[0], words[1]) or "")
+        elif words[0] == "python" and (ROOT / words[1]).is_file():
+            texts.append(_script_help(words[1]) or "")
+    return "\n".join(texts)
+
+
+def test_the_readme_is_a_front_door() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; manuals belong in docs/"
+    for page in ("live-pipeline", "wire-format", "task-graphs", "prego-benchmark", "captaincook-benchmark",
+                 "recognition", "data-and-citations"):
+        assert (ROOT / "docs" / f"{page}.md").is_file(), f"docs/{page}.md is missing"
+
+
+def test_every_documented_command_line_runs_with_its_options() -> None:
+    problems = []
+    for page, line, words in _commands_in_docs():
+        if words[0] == "python":
+            script = words[1]
+            if not (ROOT / script).is_file():
+                problems.append(f"{page}: `{line}` names {script}, which does not exist")
+                continue
+            help_text = _script_help(script) if OPTION.search(line) else ""
+            where = script
+        else:
+            named = words[1] if len(words) > 1 and not words[1].startswith("-") else None
+            sub = named or DEFAULT_SUBCOMMAND.get(words[0])
+            help_text = _help(words[0], sub)
+            where = f"{words[0]} {sub}" if sub else words[0]
+            # A command that takes no sub-command would print its own help for `cmd typo --help`: the top-level
+            # help must name every sub-command the docs use.
+            listed = named is None or re.search(rf"(?<![\w-]){re.escape(named)}(?![\w-])", _help(words[0], None) or "")
+            if help_text is None or not listed:
+                problems.append(f"{page}: `{line}`: `{where}` is not a command")
+                continue
+        for option in OPTION.findall(" ".join(words[1:])):
+            if option not in (help_text or "") and option not in FOREIGN_OPTIONS:
+                problems.append(f"{page}: `{line}`: {where} has no option {option}")
+    assert problems == []
+
+
+def test_every_option_named_in_the_docs_exists() -> None:
+    known = set(OPTION.findall(_all_help())) | FOREIGN_OPTIONS
+    problems = [
+        f"{page.name}: {option}"
+        for page in PAGES
+        for option in sorted(set(OPTION.findall(page.read_text())))
+        if option not in known
+    ]
+    assert problems == []
+
+
+def test_every_documented_python_module_exists() -> None:
+    tools = {"pytest", "ruff", "mypy", "pip", "venv"}
+    problems = [
+        f"{page.name}: `{line}`: no module {module}"
+        for page in PAGES
+        for line in _code_lines(page.read_text())
+        for module in re.findall(r"python3? -m ([\w.]+)", line)
+        if module not in tools and importlib.util.find_spec(module) is None
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_between_pages_resolve(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+        assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"

@@ -1,0 +1,30 @@
+"""The terminal table of ``tgml show``: steps by execution level with what each requires."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+
+from graphs.task_graph import TaskGraph
+from tgml.graph_table import terminal_view
+
+
+def shown(graph: TaskGraph) -> str:
+    """The table as a 100-column terminal shows it."""
+    console = Console(width=100)
+    with console.capture() as captured:
+        console.print(terminal_view(graph))
+    return captured.get()
+
+
+def test_terminal_view_lists_steps_by_level_with_requirements() -> None:
+    # S=0, boil=1, steep=2, spare=3 (never seen: isolated), E=4
+    adj = np.zeros((5, 5), bool)
+    adj[1, 0] = adj[2, 1] = adj[4, 2] = True
+    text = shown(TaskGraph((7, 8, 9), ("boil water", "steep tea", "spare step"), adj, scenario="tea"))
+    assert "tea" in text and "3 steps" in text and "1 removed" in text
+    lines = text.splitlines()
+    boil = next(i for i, line in enumerate(lines) if "boil water" in line)
+    steep = next(i for i, line in enumerate(lines) if "steep" in line)
+    assert boil < steep and "START" in lines[boil]
+    assert "not seen in training" in next(line for line in lines if "spare step" in line)

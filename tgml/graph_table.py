@@ -1,0 +1,51 @@
+"""The rich terminal table of a task graph that ``tgml show`` prints.
+
+One row per node, grouped by execution level (START on level 0, then every step once all its
+pre-conditions are on earlier levels), with the pre-conditions each step requires. The DOT/Graphviz
+drawing stays in `graphs.graph_drawing`; this table lives above the ground floor because it needs rich.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from graphs.task_graph import END, START, TaskGraph
+
+
+def terminal_view(graph: TaskGraph) -> Group:
+    """A rich renderable: one table row per step, grouped by execution level, with its pre-conditions.
+
+    Args:
+        graph: the task graph.
+
+    Returns:
+        A rich `Group` (title line + table) ready for ``console.print``.
+    """
+    execution = graph.to_networkx().reverse(copy=False)  # requirement -> step
+    level = {node: depth for depth, layer in enumerate(nx.topological_generations(execution)) for node in layer}
+    removed = set(graph.removed_steps)
+    table = Table(show_lines=False, header_style="bold")
+    table.add_column("level", justify="right")
+    table.add_column("id", justify="right")
+    table.add_column("step")
+    table.add_column("requires")
+    order = sorted(graph.nodes, key=lambda node: (node in removed, level[node], graph.index(node)))
+    for node in order:
+        if node in removed:
+            table.add_row("-", str(node), Text(graph.name_of(node), style="dim"), Text("not seen in training", "dim"))
+            continue
+        needs = sorted(graph.preconditions(node), key=graph.index)
+        req = ", ".join(str(x) for x in needs) if needs else "-"
+        label = Text(graph.name_of(node), style="bold" if node in (START, END) else "")
+        table.add_row(str(level[node]), "" if node in (START, END) else str(node), label, req)
+    method = graph.info.get("method", "")
+    head = Text.assemble(
+        (graph.scenario or "task graph", "bold cyan"),
+        f"  {graph.n_steps} steps, {len(graph.edges())} edges",
+        f", {len(removed)} removed" if removed else "",
+        f"  ({method})" if method else "",
+    )
+    return Group(head, table)

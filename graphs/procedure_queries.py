@@ -413,7 +413,9 @@ class ProcedureQueries:
             return self._empty()
         if self._q is None:
             return self._ranked(binary_previous(self.graph.adjacency, i))
-        return self._ranked(np.where(_key_steps(len(self._q)), self._q[i], 0.0))
+        others = _key_steps(len(self._q))
+        others[i] = False  # weights that count repeats (Count-Based) may link a step to itself
+        return self._ranked(np.where(others, self._q[i], 0.0))
 
     def optional(self, step: int, history: Iterable[int] | None = None) -> StepScore:
         """Optionality of ``step`` (optional above 0.5).

@@ -57,6 +57,13 @@ def test_previous_key_steps_are_ranked_by_p_of_the_step_given_each_one() -> None
     assert answer.scores == pytest.approx((5 / 7, 1 / 3))
 
 
+def test_a_step_is_never_its_own_previous_step() -> None:
+    looped = Z.copy()
+    looped[3, 3] = 0.4  # Count-Based weights count repeats, so a step can follow itself
+    answer = ProcedureQueries(TaskGraph((1, 2, 3), ("a", "b", "c"), CHAIN, looped)).previous(3)
+    assert 3 not in answer.steps and answer.steps == (2, 1)
+
+
 def test_mistake_score_adds_the_probabilities_of_the_pre_conditions_not_done() -> None:
     queries = ProcedureQueries(weighted_graph())
     assert queries.mistake(3, [1]).value == pytest.approx(5 / 7)  # B not done: P(C|B)

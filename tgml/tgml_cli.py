@@ -143,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = run_query_bench(config, progress=not args.quiet)
         for table in results_tables(outcome):
             console.print(table)
+        print(f"bench-queries: {outcome.seconds:.0f} s")
         if args.json:
             write_text(args.json, json.dumps(outcome.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")

@@ -33,6 +33,7 @@ def test_captaincook_subset_prints_the_table_and_writes_json(
                  "--json", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "captaincook4d: procedure questions on held-out executions (4-fold" in printed
+    assert "bench-queries: " in printed and printed.rstrip().endswith(f"wrote {out}")
     for text in ("previous AP all", "missing F1 need", "future top-3", "Count-", "binary", "Exo4D*", "82.2"):
         assert text in printed
     payload = json.loads(out.read_text())

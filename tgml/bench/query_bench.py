@@ -5,8 +5,8 @@ the data we have, with graphs learned on the other videos only (k-fold over the 
 procedure; the held-out execution is never trained on, and every setting is chosen on training folds):
 
 - CaptainCook4D (24 procedures, error-free executions, ground-truth graphs): 4 folds per procedure (5 to 13
-  executions each; leave-one-out would train 194 graphs and ask the in-sample threshold questions about 7 times
-  as often, for the same held-out questions).
+  executions each; leave-one-out would train 194 graphs instead of 96 and replay 1496 training executions
+  instead of 582 to choose thresholds, for the same held-out questions).
 - EPIC-Tent-O (training split): leave-one-execution-out over its 10 error-free videos (the 3 with an annotated
   error are always training data).
 - Assembly101-O (training split, 135 correct videos): 5 folds.

@@ -4,13 +4,13 @@ Layout (SPEC §1): nodes are ``START, K_1..K_n, END``; ``adjacency[i, j]`` is tr
 is a pre-condition of node ``i`` (edges point from a step to what it needs). ``weights`` has the
 same layout and holds the learned, row-normalised scores the binary graph was cut from.
 
-File format (``version`` 1), documented in the README::
+File format (``version`` 2), documented in the README::
 
     {
       "format": "task-graph",
-      "version": 1,
+      "version": 2,
       "scenario": "epic-tent",
-      "steps": [{"id": 0, "name": "assemble_support"}, ...],      # matrix order K_1..K_n
+      "steps": [{"id": 0, "name": "assemble_support", "optional": 0.0}, ...],   # matrix order K_1..K_n
       "edges": [{"step": 0, "requires": "START"}, ...],           # binary pre-conditions
       "weights": [[...], ...] | null,                             # (n+2)x(n+2), START..END order
       "info": {...}                                               # how the graph was made
@@ -18,6 +18,11 @@ File format (``version`` 1), documented in the README::
 
 Steps are named by their taxonomy id; the two placeholders are the strings ``"START"`` and
 ``"END"``. Other tools can read the pre-conditions from ``edges`` without this package.
+
+``optional`` (new in version 2, per step, may be left out) is the step's global optionality score: the
+fraction of the training executions containing the step whose likelihood under the weights says the step
+could have been skipped (`graphs.procedure_queries.global_optionality`); above ``OPTIONAL_THRESHOLD`` the step
+is optional. A step without it, and every step of a version 1 file (still read), is required.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ from graphs.files import read_json, write_text
 START: Final = "START"
 END: Final = "END"
 FORMAT_NAME: Final = "task-graph"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)
+# A step whose global optionality score is above this is optional (the score is a fraction of executions).
+OPTIONAL_THRESHOLD: Final = 0.5
 
 Node = int | str
 
@@ -53,6 +61,9 @@ class TaskGraph:
         weights: optional float ``(n+2, n+2)`` in the same layout.
         scenario: the procedure this graph describes (``"epic-tent"``, ``"coffee"``...).
         info: provenance: method and settings that produced the graph (saved with it).
+        optional_scores: optional float ``(n,)`` in [0, 1], same order as ``step_ids``: each step's global
+            optionality score, learned from the training executions; None when never learned (every step is
+            then required).
     """
 
     step_ids: tuple[int, ...]
@@ -61,6 +72,7 @@ class TaskGraph:
     weights: np.ndarray | None = None
     scenario: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    optional_scores: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.step_ids)
@@ -83,6 +95,16 @@ class TaskGraph:
                 raise InputError("task graph: weights contain NaN or infinity")
             weights.setflags(write=False)
             object.__setattr__(self, "weights", weights)
+        if self.optional_scores is not None:
+            scores = np.asarray(self.optional_scores, dtype=np.float64)
+            if scores.shape != (n,):
+                raise InputError(f"task graph: optional scores have shape {scores.shape}, expected {(n,)}")
+            outside = ~((scores >= 0) & (scores <= 1))  # NaN is outside too
+            if outside.any():
+                step = self.step_ids[int(np.flatnonzero(outside)[0])]
+                raise InputError(f"task graph: optional score of step {step} is not a number in [0, 1]")
+            scores.setflags(write=False)
+            object.__setattr__(self, "optional_scores", scores)
         if adjacency[np.arange(n + 2), np.arange(n + 2)].any():
             bad = self.nodes[int(np.flatnonzero(np.diag(adjacency))[0])]
             raise InputError(f"task graph: step {bad!r} is its own pre-condition")
@@ -134,6 +156,13 @@ class TaskGraph:
         isolated = ~inner.any(axis=1) & ~self.adjacency[:, 1:-1].any(axis=0)
         return tuple(self.step_ids[i] for i in np.flatnonzero(isolated))
 
+    @property
+    def optional_steps(self) -> tuple[int, ...]:
+        """Steps whose stored optionality score is above `OPTIONAL_THRESHOLD`; empty when none was learned."""
+        if self.optional_scores is None:
+            return ()
+        return tuple(self.step_ids[i] for i in np.flatnonzero(self.optional_scores > OPTIONAL_THRESHOLD))
+
     def edges(self) -> list[tuple[Node, Node]]:
         """Binary pre-condition edges as ``(step, requires)`` pairs, in matrix order."""
         rows, cols = np.nonzero(self.adjacency)
@@ -165,11 +194,19 @@ class TaskGraph:
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "scenario": self.scenario,
-            "steps": [{"id": i, "name": n} for i, n in zip(self.step_ids, self.step_names, strict=True)],
+            "steps": self._step_entries(),
             "edges": [{"step": s, "requires": r} for s, r in self.edges()],
             "weights": None if self.weights is None else [[float(x) for x in row] for row in self.weights],
             "info": self.info,
         }
+
+    def _step_entries(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = [{"id": i, "name": n} for i, n in zip(self.step_ids, self.step_names,
+                                                                             strict=True)]
+        if self.optional_scores is not None:
+            for entry, score in zip(entries, self.optional_scores.tolist(), strict=True):
+                entry["optional"] = score
+        return entries
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "task graph") -> TaskGraph:
@@ -179,8 +216,9 @@ class TaskGraph:
         if data.get("format") != FORMAT_NAME:
             raise InputError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT_NAME!r}")
         version = data.get("version")
-        if not _is_int(version) or version != FORMAT_VERSION:
-            raise InputError(f"{source}: unsupported version {version!r} (this program reads {FORMAT_VERSION})")
+        if not _is_int(version) or version not in READABLE_VERSIONS:
+            readable = " and ".join(map(str, READABLE_VERSIONS))
+            raise InputError(f"{source}: unsupported version {version!r} (this program reads {readable})")
         steps = data.get("steps")
         if not isinstance(steps, list) or not steps:
             raise InputError(f"{source}: field 'steps' must be a non-empty list")
@@ -191,6 +229,7 @@ class TaskGraph:
                 raise InputError(f"{source}: steps[{k}] must be {{'id': int, 'name': str}}")
             ids.append(int(step["id"]))
             names.append(step["name"])
+        optional_scores = _optional_scores(steps, version, source)
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise InputError(f"{source}: step id {dup} appears twice in 'steps'")
@@ -223,13 +262,34 @@ class TaskGraph:
         if not isinstance(scenario, str):
             raise InputError(f"{source}: field 'scenario' must be a string")
         try:
-            return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info)
+            return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info, optional_scores)
         except InputError as err:
             raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_scores(steps: list[dict[str, Any]], version: int, source: str) -> np.ndarray | None:
+    """The per-step ``optional`` fields as an ``(n,)`` array; None when no step has one (all required).
+
+    A step that leaves the field out is required (0); a value that is not a number in [0, 1] (true/false
+    included: the field is a score, not a flag) is refused, naming the step entry.
+    """
+    if not any("optional" in step for step in steps):
+        return None
+    scores = np.zeros(len(steps))
+    for k, step in enumerate(steps):
+        if "optional" not in step:
+            continue
+        if version < 2:
+            raise InputError(f"{source}: steps[{k}].optional needs version 2 (the file says version {version})")
+        value = step["optional"]
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+            raise InputError(f"{source}: steps[{k}].optional = {value!r} is not a number in [0, 1]")
+        scores[k] = float(value)
+    return scores
 
 
 def save_graph(graph: TaskGraph, path: str | Path) -> None:

@@ -10,6 +10,8 @@ Usage::
     tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
         [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
         [--json out.json]
+    tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
+        [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
 
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
@@ -31,6 +33,7 @@ from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
+from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
 from tgml.graph_table import terminal_view
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
@@ -80,6 +83,19 @@ def _parser() -> ArgumentParser:
                        help="average the weights of K DO models per seed before post-processing (default 1)")
     bench.add_argument("--json", help="write all results to this JSON file")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    queries = sub.add_parser("bench-queries", help="procedure questions (previous, optional, mistake, missing, "
+                                                   "future) on held-out executions")
+    queries.add_argument("--data", required=True, help="data folder holding captaincook4d/, epic-tent-o/, "
+                                                       "assembly101-o/")
+    queries.add_argument("--dataset", help=f"comma-separated subset of {','.join(DATASET_NAMES)} (default all)")
+    queries.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
+    queries.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
+                                                   "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
+    queries.add_argument("--seed", type=int, default=42, help="DO training seed (default 42)")
+    queries.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
+    queries.add_argument("--json", help="write all results to this JSON file")
+    queries.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -90,6 +106,11 @@ def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
     if args.config:
         return load_graph_training_config(args.config, base, **overrides)
     return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _names(option: str | None) -> list[str]:
+    """A comma-separated option as a list (empty items dropped)."""
+    return [name for name in (option or "").split(",") if name]
 
 
 @exit_on_input_error
@@ -114,6 +135,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = evaluate_files(args.pred, args.gt)
         print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
               f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
+    elif args.command == "bench-queries":
+        config = QueryBenchConfig(Path(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
+                                  args.seed, args.epochs, tuple(_names(args.procedures)))
+        if args.json:
+            check_output(args.json, "results file")
+        outcome = run_query_bench(config, progress=not args.quiet)
+        for table in query_bench_tables(outcome):
+            console.print(table)
+        print(f"bench-queries: {outcome.seconds:.0f} s")
+        if args.json:
+            write_text(args.json, json.dumps(outcome.to_dict(), indent=2) + "\n", "results file")
+            print(f"wrote {args.json}")
     else:
         if args.json:
             check_output(args.json, "results file", inputs=[args.config, Path(args.data) / ANNOTATIONS])

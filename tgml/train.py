@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from graphs.errors import InputError
 from graphs.postprocess import binarize
+from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.do_model import DirectOptimization, n_nodes, wrap
@@ -242,7 +243,8 @@ def train_task_graph(
         progress: show a rich progress bar (loss and SA) on stderr.
 
     Returns:
-        `TrainResult`; key-steps never seen in ``sequences`` are removed from the graph (SPEC §1 step 1).
+        `TrainResult`; key-steps never seen in ``sequences`` are removed from the graph (SPEC §1 step 1), and each
+        step's global optionality over ``sequences`` is stored in it (`graphs.procedure_queries`).
     """
     if len(step_ids) != len(step_names):
         raise InputError(f"{len(step_ids)} step ids but {len(step_names)} step names")
@@ -302,6 +304,8 @@ def train_task_graph(
         "removed_steps": [int(s) for s, p in zip(step_ids, data.present, strict=True) if not p],
     }
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
+    # Which steps the training executions show to be optional is stored with the graph (its file, version 2).
+    graph = learn_optional_scores(graph, sequences)
     return TrainResult(graph, epoch, loss_value, sa_final)
 
 

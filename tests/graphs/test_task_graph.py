@@ -26,10 +26,39 @@ def test_file_lists_preconditions_by_step_id_readable_without_this_package(
 ) -> None:
     save_graph(tent_graph, tmp_path / "g.json")
     data = json.loads((tmp_path / "g.json").read_text())
-    assert data["format"] == "task-graph" and data["version"] == 1
+    assert data["format"] == "task-graph" and data["version"] == 2
     pairs = {(e["step"], e["requires"]) for e in data["edges"]}
     assert pairs == {(10, "START"), (13, "START"), (11, 10), (11, 13), (12, 11), ("END", 12)}
     assert data["steps"][0] == {"id": 10, "name": "unpack"}
+
+
+def test_optional_scores_are_saved_per_step_and_read_back(tmp_path: Path, tent_graph: TaskGraph) -> None:
+    scores = np.array([0.0, 0.25, 0.0, 0.75, 0.0])
+    graph = TaskGraph(tent_graph.step_ids, tent_graph.step_names, tent_graph.adjacency, tent_graph.weights,
+                      optional_scores=scores)
+    save_graph(graph, tmp_path / "g.json")
+    data = json.loads((tmp_path / "g.json").read_text())
+    assert data["steps"][3] == {"id": 13, "name": "open_bag", "optional": 0.75}
+    loaded = load_graph(tmp_path / "g.json")
+    np.testing.assert_array_equal(loaded.optional_scores, scores)
+    assert loaded.optional_steps == (13,)  # above 0.5; 0.25 is not optional
+
+
+def test_a_step_without_an_optional_field_is_required(tmp_path: Path, tent_graph: TaskGraph) -> None:
+    data = tent_graph.to_dict()
+    assert all("optional" not in step for step in data["steps"])  # never learned: no field written
+    data["steps"][1]["optional"] = 1
+    loaded = load_graph(_write(tmp_path, data))
+    np.testing.assert_array_equal(loaded.optional_scores, [0, 1, 0, 0, 0])
+    assert loaded.optional_steps == (11,)
+
+
+def test_version_1_files_are_still_read_with_every_step_required(tmp_path: Path, tent_graph: TaskGraph) -> None:
+    data = tent_graph.to_dict()
+    data["version"] = 1
+    loaded = load_graph(_write(tmp_path, data))
+    assert loaded.optional_scores is None and loaded.optional_steps == ()
+    np.testing.assert_array_equal(loaded.adjacency, tent_graph.adjacency)
 
 
 def test_preconditions_and_unmet_queries(tent_graph: TaskGraph) -> None:
@@ -74,6 +103,11 @@ def _write(tmp_path: Path, data: object) -> Path:
         (lambda d: d["edges"].append({"step": 10, "requires": {"id": 12}}), "edges[6].requires = {'id': 12}"),
         (lambda d: d.update(weights=[[0.0]]), "weights have shape"),
         (lambda d: d.pop("steps"), "'steps'"),
+        (lambda d: d["steps"][2].update(optional=1.5), "steps[2].optional = 1.5 is not a number in [0, 1]"),
+        (lambda d: d["steps"][0].update(optional=True), "steps[0].optional = True is not a number"),
+        (lambda d: d["steps"][4].update(optional="yes"), "steps[4].optional = 'yes' is not a number"),
+        (lambda d: d["steps"][1].update(optional=None), "steps[1].optional = None is not a number"),
+        (lambda d: (d.update(version=1), d["steps"][0].update(optional=0.5)), "steps[0].optional needs version 2"),
     ],
 )
 def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(
@@ -99,3 +133,11 @@ def test_invalid_json_and_missing_file_name_the_file(tmp_path: Path) -> None:
         load_graph(_write(tmp_path, "{not json"))
     with pytest.raises(InputError, match="not found"):
         load_graph(tmp_path / "missing.json")
+
+
+def test_optional_scores_of_the_wrong_shape_or_range_are_refused(tent_graph: TaskGraph) -> None:
+    parts = (tent_graph.step_ids, tent_graph.step_names, tent_graph.adjacency)
+    with pytest.raises(InputError, match=r"optional scores have shape \(2,\), expected \(5,\)"):
+        TaskGraph(*parts, optional_scores=np.array([0.1, 0.2]))
+    with pytest.raises(InputError, match="optional score of step 12 is not a number in"):
+        TaskGraph(*parts, optional_scores=np.array([0.1, 0.2, np.nan, 0.0, 0.0]))

@@ -1,0 +1,539 @@
+"""Procedure-understanding queries on a task graph: previous, optional, mistaken, missing and future key-steps.
+
+Seminara et al. ("Differentiable Task Graph Learning", NeurIPS 2024) answer five questions about an ongoing
+procedure from a learned graph, given the key-step ``K_i`` just done and the set ``J`` of steps done before it:
+
+1. which key-steps are *previous* to ``K_i`` (its pre-conditions), with scores;
+2. is ``K_i`` *optional*;
+3. how likely is ``K_i`` a *procedural mistake* (done before its pre-conditions);
+4. which key-steps are *missing* for ``K_i``, with scores;
+5. which key-steps come *next* (future), with probabilities.
+
+Two rules answer them. With the learned weights ``Z`` (the graph before post-processing, saved with most
+graphs) the paper's weighted formulas apply; with a binary graph only (a file without weights) the binary
+rules do. Every answer says which rule produced it.
+
+The optional question is the one the binary graph cannot answer: its weighted form needs ``Z``. Without weights
+the answer falls back to the optionality learned at training time and stored per step in the graph file
+(``TaskGraph.optional_scores``, or "required" when the file has none), and says so (``rule == "binary"``). A
+fallback rather than an error, because a live checker must keep working with an older or hand-written graph,
+and because stored per-step flags are exactly what the paper uses for the binary graphs it compares with (their
+optional flags came from a separate source, not from the graph).
+
+Matrices use the `TaskGraph` layout: nodes ``START, K_1..K_n, END`` (indices ``0..n+1``), ``Z[i, j]`` the
+weight of "node ``j`` is a pre-condition of node ``i``". The math lives in small pure functions over index
+arrays; `ProcedureQueries` maps step ids to indices, picks the rule and is what a live checker holds.
+Numpy only (ground floor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.task_graph import OPTIONAL_THRESHOLD, TaskGraph
+
+Rule = Literal["weighted", "binary"]
+
+ALPHA: Final = 0.7  # weight of the global optionality against the local one (the paper's value)
+EPS: Final = 1e-6  # added to Z before logarithms, as in the TGML loss
+UNDEFINED_MISTAKE: Final = 1.0  # a step the graph knows nothing about counts as a mistake (PREGO protocol)
+
+
+# -- the TGML probabilities ---------------------------------------------------------------------------------
+def single_precondition_probability(weights: np.ndarray) -> np.ndarray:
+    """``Q[i, p] = P(K_i | K_p, Z) = Z[i, p] / Σ_{h ≠ p} Z[h, p]``: how likely ``K_i`` comes next if only ``K_p``
+    was done. The paper's score for "``K_p`` is a previous key-step of ``K_i``" and the building block of the
+    mistake and missing scores.
+
+    The sum runs over every node that can follow (key-steps and END, not START), as the TGML step probability's
+    denominator does; a column whose sum is zero gives zeros.
+
+    Args:
+        weights: float ``(n+2, n+2)`` weights ``Z``.
+
+    Returns:
+        float ``(n+2, n+2)``; row START is zero (START never follows).
+    """
+    z = np.asarray(weights, dtype=np.float64)
+    size = z.shape[0]
+    diagonal = np.where(np.arange(size) > 0, np.diagonal(z), 0.0)  # h = p is left out of the sum
+    totals = z[1:].sum(axis=0) - diagonal  # (n+2,) per column p
+    q = np.divide(z, totals, out=np.zeros_like(z), where=totals > 0)
+    q[0] = 0.0
+    return q
+
+
+def step_probabilities(weights: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """TGML step probability of every node not yet done (the paper's future key-step score):
+    ``P(K_f | H, Z) = Σ_{j∈H} Z[f, j] / Σ_{h∉H} Σ_{j∈H} Z[h, j]``.
+
+    Args:
+        weights: float ``(n+2, n+2)`` weights ``Z``.
+        done: bool ``(n+2,)`` the set ``H`` (START is always counted as done).
+
+    Returns:
+        float ``(n+2,)``: probabilities over the nodes not in ``H`` (END included), zero for the others; all
+        zero when the weights give the candidates no mass.
+    """
+    z = np.asarray(weights, dtype=np.float64)
+    seen = np.asarray(done, dtype=bool).copy()
+    seen[0] = True
+    mass = np.where(seen, 0.0, z[:, seen].sum(axis=1))  # (n+2,) Σ_{j∈H} Z[h, j] for h ∉ H
+    total = mass.sum()
+    return mass / total if total > 0 else mass
+
+
+def sequence_log_likelihoods(weights: np.ndarray, sequences: Sequence[Sequence[int] | np.ndarray]) -> np.ndarray:
+    """Log-likelihood of whole executions under the TGML model: ``log P(y) = Σ_t log P(y_t | J_t, Z)`` over
+    ``y = <S, y_1..y_m, E>`` (END is the last target), with ``eps`` added to ``Z`` before the logs.
+
+    Vectorised over all positions of all sequences: ``M`` marks what was seen before each position and
+    ``F = M (Z + eps)ᵀ`` gives every numerator ``F[t, y_t]`` and denominator ``Σ_h (1 − M[t, h]) F[t, h]``.
+
+    Args:
+        weights: float ``(n+2, n+2)`` weights ``Z``.
+        sequences: executions as key-step *indices* ``1..n`` (no repeats, no START/END).
+
+    Returns:
+        float ``(len(sequences),)``.
+    """
+    z = np.asarray(weights, dtype=np.float64) + EPS
+    size = z.shape[0]
+    if not sequences:
+        return np.zeros(0)
+    lengths = np.array([len(s) + 1 for s in sequences])  # + END
+    targets = np.concatenate([np.r_[np.asarray(s, dtype=np.int64), size - 1] for s in sequences])  # (R,)
+    owner = np.repeat(np.arange(len(sequences)), lengths)  # (R,)
+    one_hot = np.zeros((len(targets), size))
+    one_hot[np.arange(len(targets)), targets] = 1.0
+    before = np.cumsum(one_hot, axis=0) - one_hot  # (R, N) everything seen earlier in the packed array
+    first_row = np.r_[0, np.cumsum(lengths)[:-1]]
+    observed = before - before[first_row][owner]  # (R, N) only this sequence's earlier steps
+    observed[:, 0] = 1.0  # START
+    f = observed @ z.T  # (R, N): F[t, h] = Σ_j Z[h, j] M[t, j]
+    numerator = f[np.arange(len(targets)), targets]
+    denominator = ((1.0 - observed) * f).sum(axis=1)
+    return np.bincount(owner, weights=np.log(numerator) - np.log(denominator), minlength=len(sequences))
+
+
+# -- the five queries, weighted rule ------------------------------------------------------------------------
+def global_optionality(weights: np.ndarray, sequences: Sequence[Sequence[int] | np.ndarray]) -> np.ndarray:
+    """Global optionality ``O_g`` of every key-step, from the training executions (the paper's global score).
+
+    For an execution ``y`` containing ``K_i``, with ``fr`` the fraction of executions that contain ``K_i``:
+    ``O_y = P(y − K_i)(1 − fr) / (P(y − K_i)(1 − fr) + P(y) fr)``, the posterior that ``y`` would be just as
+    plausible without ``K_i``; ``K_i`` looks optional in ``y`` when ``O_y > 0.5``. ``O_g(K_i)`` is the fraction
+    of the executions containing ``K_i`` where it does. A step in every execution (``fr = 1``) gets 0; one in
+    none gets 0 too (nothing says it may be skipped). Computed in log space.
+
+    Args:
+        weights: float ``(n+2, n+2)`` weights ``Z``.
+        sequences: executions as key-step indices ``1..n``, first occurrences only.
+
+    Returns:
+        float ``(n,)`` in [0, 1], key-steps in matrix order.
+    """
+    n = np.asarray(weights).shape[0] - 2
+    runs = [np.asarray(s, dtype=np.int64) for s in sequences if len(s)]
+    if not runs:
+        return np.zeros(n)
+    contains = np.zeros((len(runs), n + 2), dtype=bool)
+    for d, run in enumerate(runs):
+        contains[d, run] = True
+    frequency = contains.mean(axis=0)  # (n+2,)
+    # Every execution, then every execution with one of its steps left out.
+    variants = [np.delete(run, t) for run in runs for t in range(len(run))]
+    loglik = sequence_log_likelihoods(weights, runs + variants)
+    whole, without = loglik[: len(runs)], loglik[len(runs):]
+    owner = np.repeat(np.arange(len(runs)), [len(r) for r in runs])
+    removed = np.concatenate(runs)
+    with np.errstate(divide="ignore"):  # fr = 1 gives log 0 = -inf: never optional, as intended
+        skip = without + np.log1p(-frequency[removed])
+        keep = whole[owner] + np.log(frequency[removed])
+    votes = np.bincount(removed, weights=(skip > keep).astype(np.float64), minlength=n + 2)
+    counts = contains.sum(axis=0)
+    scores = np.divide(votes, counts, out=np.zeros(n + 2), where=counts > 0)
+    return scores[1:-1]
+
+
+def local_optionality(weights: np.ndarray, step: int, done: np.ndarray) -> float:
+    """Local optionality ``O_l`` of ``K_i`` right now: the likelihood of the prefix with ``K_i`` replaced by END
+    (finishing now), against the prefix continued by ``K_i``.
+
+    The prefix ``J`` is shared by both, so its likelihood cancels and what is left is
+    ``P(E | J, Z) / (P(E | J, Z) + P(K_i | J, Z))``, a number in [0, 1] like ``O_g`` (the raw prefix
+    likelihood shrinks with every step and could not be mixed with a fraction).
+
+    Args:
+        weights: float ``(n+2, n+2)`` weights ``Z``.
+        step: index of ``K_i``.
+        done: bool ``(n+2,)`` the set ``J`` of steps done before it.
+
+    Returns:
+        ``O_l``; 0 when the weights give neither END nor ``K_i`` any mass.
+    """
+    seen = np.asarray(done, dtype=bool).copy()
+    seen[step] = False
+    probability = step_probabilities(weights, seen)
+    end, here = probability[-1], probability[step]
+    return float(end / (end + here)) if end + here > 0 else 0.0
+
+
+def optionality(global_score: float, local_score: float, alpha: float = ALPHA) -> float:
+    """The paper's optionality ``O(K_i) = α O_g(K_i) + (1 − α) O_l(K_i)`` (α = 0.7); optional above 0.5."""
+    return alpha * global_score + (1.0 - alpha) * local_score
+
+
+def weighted_mistake(q: np.ndarray, step: int, done: np.ndarray) -> float:
+    """Procedural-mistake score ``Σ_p 1(K_p ∉ J) P(K_i | K_p, Z)`` over the key-steps ``K_p ≠ K_i``.
+
+    Args:
+        q: ``single_precondition_probability(Z)``.
+        step: index of ``K_i``.
+        done: bool ``(n+2,)`` the set ``J``.
+
+    Returns:
+        The score (not bounded by 1: it adds one probability per pre-condition not met).
+    """
+    return float(weighted_missing(q, step, done).sum())
+
+
+def weighted_missing(q: np.ndarray, step: int, done: np.ndarray) -> np.ndarray:
+    """Missing-step scores ``1(K_m ∉ J) P(K_i | K_m, Z)`` for every key-step ``K_m ≠ K_i``.
+
+    Args:
+        q: ``single_precondition_probability(Z)``.
+        step: index of ``K_i``.
+        done: bool ``(n+2,)`` the set ``J``.
+
+    Returns:
+        float ``(n+2,)``; zero for START, END, ``K_i`` and the steps in ``J``.
+    """
+    candidate = _key_steps(len(done)) & ~np.asarray(done, dtype=bool)
+    candidate[step] = False
+    return np.where(candidate, q[step], 0.0)
+
+
+def weighted_missing_at_end(q: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """Missing-step scores when the procedure ends: the missing score of each ``K_m ∉ J`` for every step that
+    was done and for END, keeping the largest, ``max_{i ∈ J ∪ {E}} 1(K_m ∉ J) P(K_i | K_m, Z)``.
+
+    The paper asks the missing question for the current step; at the end the current step is END, whose own
+    pre-conditions are only the last steps, so a step forgotten mid-way is found through the steps that needed
+    it (what a live checker asking the question at every step has seen).
+
+    Args:
+        q: ``single_precondition_probability(Z)``.
+        done: bool ``(n+2,)`` the set ``J`` of steps done.
+
+    Returns:
+        float ``(n+2,)``; zero for START, END and the steps in ``J``.
+    """
+    seen = np.asarray(done, dtype=bool)
+    askers = seen.copy()
+    askers[0] = False
+    askers[-1] = True
+    candidate = _key_steps(len(seen)) & ~seen
+    return np.where(candidate, q[askers].max(axis=0), 0.0)
+
+
+def _key_steps(size: int) -> np.ndarray:
+    mask = np.ones(size, dtype=bool)
+    mask[[0, size - 1]] = False
+    return mask
+
+
+# -- the binary rules ----------------------------------------------------------------------------------------
+def binary_previous(adjacency: np.ndarray, step: int) -> np.ndarray:
+    """Previous key-steps from a binary graph: the pre-conditions of ``K_i``, each scored ``1/|pre(K_i)|``
+    (START is not a key-step and is left out of both).
+
+    Returns:
+        float ``(n+2,)``.
+    """
+    required = np.asarray(adjacency, dtype=bool)[step] & _key_steps(len(adjacency))
+    return required / required.sum() if required.any() else required.astype(np.float64)
+
+
+def binary_mistake(adjacency: np.ndarray, step: int, done: np.ndarray) -> float:
+    """Mistake score from a binary graph: ``Σ_{p ∈ pre(K_i)} 1(K_p ∉ J) / |pre(K_i)|`` (START is always done).
+
+    A step without any pre-condition (not learned, or removed in training) scores `UNDEFINED_MISTAKE`, as the
+    online mistake-detection protocol counts it.
+    """
+    required = np.asarray(adjacency, dtype=bool)[step]
+    if not required.any():
+        return UNDEFINED_MISTAKE
+    seen = np.asarray(done, dtype=bool).copy()
+    seen[0] = True
+    return float((required & ~seen).sum() / required.sum())
+
+
+def binary_missing(adjacency: np.ndarray, step: int, done: np.ndarray) -> np.ndarray:
+    """Missing steps from a binary graph: the unmet pre-conditions of ``K_i``, each scored ``1/|unmet|``.
+
+    Returns:
+        float ``(n+2,)``.
+    """
+    seen = np.asarray(done, dtype=bool).copy()
+    seen[0] = True
+    unmet = np.asarray(adjacency, dtype=bool)[step] & ~seen
+    return unmet / unmet.sum() if unmet.any() else unmet.astype(np.float64)
+
+
+def binary_missing_at_end(adjacency: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """Missing steps at the end from a binary graph: the unmet pre-conditions of every step done and of END,
+    each scored ``1/|unmet|`` (the binary counterpart of `weighted_missing_at_end`).
+
+    Returns:
+        float ``(n+2,)``.
+    """
+    adj = np.asarray(adjacency, dtype=bool)
+    seen = np.asarray(done, dtype=bool).copy()
+    seen[0] = True
+    askers = seen.copy()
+    askers[0] = False
+    askers[-1] = True
+    unmet = adj[askers].any(axis=0) & ~seen
+    return unmet / unmet.sum() if unmet.any() else unmet.astype(np.float64)
+
+
+def binary_future(adjacency: np.ndarray, step: int, done: np.ndarray) -> np.ndarray:
+    """Future key-steps from a binary graph: with ``H = J ∪ {K_i}``, each successor ``K_f ∉ H`` of ``K_i`` (a
+    key-step that has ``K_i`` as pre-condition) scores ``1 / (|succ(K_i)| + |pre(K_f) − H|)``, then the scores
+    are normalised to sum to 1 (fewer unmet pre-conditions: more likely next).
+
+    Args:
+        adjacency: bool ``(n+2, n+2)``.
+        step: index of ``K_i``.
+        done: bool ``(n+2,)`` the set ``J``.
+
+    Returns:
+        float ``(n+2,)``; all zero when ``K_i`` has no successor left.
+    """
+    adj = np.asarray(adjacency, dtype=bool)
+    history = np.asarray(done, dtype=bool).copy()
+    history[[0, step]] = True
+    successors = adj[:, step] & _key_steps(len(adj)) & ~history
+    if not successors.any():
+        return np.zeros(len(adj))
+    unmet = (adj & ~history).sum(axis=1)  # (n+2,) |pre(K_f) − H|
+    raw = np.where(successors, 1.0 / (successors.sum() + unmet), 0.0)
+    return raw / raw.sum()
+
+
+# -- answers for step ids ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankedSteps:
+    """Key-steps with scores, highest first (ties in graph order); steps scoring 0 are left out.
+
+    Attributes:
+        rule: ``"weighted"`` (the learned weights) or ``"binary"`` (the binary graph only).
+        steps: step ids, best first.
+        scores: their scores, same order.
+    """
+
+    rule: Rule
+    steps: tuple[int, ...]
+    scores: tuple[float, ...]
+
+    def score(self, step: int) -> float:
+        """Score of one step (0 when it is not listed)."""
+        return self.scores[self.steps.index(step)] if step in self.steps else 0.0
+
+    def top(self, k: int) -> tuple[int, ...]:
+        """The ``k`` best steps."""
+        return self.steps[:k]
+
+    def above(self, threshold: float) -> tuple[int, ...]:
+        """Steps whose score is at least ``threshold`` (how a caller turns scores into a yes/no answer)."""
+        return tuple(s for s, v in zip(self.steps, self.scores, strict=True) if v >= threshold)
+
+
+@dataclass(frozen=True)
+class StepScore:
+    """A single score about one step, and the rule that gave it."""
+
+    rule: Rule
+    value: float
+
+
+class ProcedureQueries:
+    """The five questions for one task graph, asked with step ids (what a live checker holds, with the history).
+
+    Uses the weighted rule when the graph has weights, the binary rule otherwise (``rule`` says which).
+    ``history`` arguments are the step ids done before the current step, in any order, repeats allowed; ids the
+    graph does not know are ignored there.
+
+    Args:
+        graph: the task graph (its weights, binary pre-conditions and stored optionality scores).
+    """
+
+    def __init__(self, graph: TaskGraph) -> None:
+        self.graph = graph
+        self.rule: Rule = "weighted" if graph.weights is not None else "binary"
+        self._q = single_precondition_probability(graph.weights) if graph.weights is not None else None
+        size = graph.n_steps + 2
+        self._learned = np.ones(size, dtype=bool)  # steps that were seen in training (the others are removed)
+        self._learned[[graph.index(s) for s in graph.removed_steps]] = False
+        self._global = np.zeros(graph.n_steps) if graph.optional_scores is None else graph.optional_scores
+        self._position = {s: k + 1 for k, s in enumerate(graph.step_ids)}
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _index(self, step: int) -> int | None:
+        return self._position.get(step)
+
+    def _done(self, history: Iterable[int]) -> np.ndarray:
+        done = np.zeros(self.graph.n_steps + 2, dtype=bool)
+        done[0] = True
+        done[[self._position.get(s, 0) for s in history]] = True  # an unknown id marks START, already done
+        return done
+
+    def _ranked(self, scores: np.ndarray) -> RankedSteps:
+        inner = scores[1:-1]
+        order = np.argsort(-inner, kind="stable")
+        order = order[inner[order] > 0]
+        ids = self.graph.step_ids
+        return RankedSteps(self.rule, tuple(ids[k] for k in order), tuple(float(inner[k]) for k in order))
+
+    def _empty(self) -> RankedSteps:
+        return RankedSteps(self.rule, (), ())
+
+    # -- the queries --------------------------------------------------------------------------------------
+    def previous(self, step: int) -> RankedSteps:
+        """Key-steps that come before ``step`` (its pre-conditions), scored ``P(K_i | K_p, Z)`` or
+        ``1/|pre(K_i)|`` (binary)."""
+        i = self._index(step)
+        if i is None:
+            return self._empty()
+        if self._q is None:
+            return self._ranked(binary_previous(self.graph.adjacency, i))
+        others = _key_steps(len(self._q))
+        others[i] = False  # weights that count repeats (Count-Based) may link a step to itself
+        return self._ranked(np.where(others, self._q[i], 0.0))
+
+    def optional(self, step: int, history: Iterable[int] | None = None) -> StepScore:
+        """Optionality of ``step`` (optional above 0.5).
+
+        Weighted: ``α O_g + (1 − α) O_l`` with the stored ``O_g`` and, given the ``history``, the local
+        ``O_l`` (without a history only ``O_g``). Binary (no weights): the stored ``O_g`` alone; 0 (required)
+        when the file stores none, and for a step the graph does not know.
+        """
+        i = self._index(step)
+        if i is None:
+            return StepScore(self.rule, 0.0)
+        stored = float(self._global[i - 1])
+        if self.graph.weights is None or history is None:
+            return StepScore(self.rule, stored)
+        local = local_optionality(self.graph.weights, i, self._done(history))
+        return StepScore(self.rule, optionality(stored, local))
+
+    def is_optional(self, step: int) -> bool:
+        """True when the stored optionality of ``step`` is above `OPTIONAL_THRESHOLD` (no local context)."""
+        return step in self.graph.optional_steps
+
+    def mistake(self, step: int, history: Iterable[int]) -> StepScore:
+        """Procedural-mistake score of ``step`` done after ``history``; a step unknown to the graph or removed
+        in training scores `UNDEFINED_MISTAKE` under both rules."""
+        i = self._index(step)
+        if i is None or not self._learned[i]:
+            return StepScore(self.rule, UNDEFINED_MISTAKE)
+        done = self._done(history)
+        if self._q is None:
+            return StepScore(self.rule, binary_mistake(self.graph.adjacency, i, done))
+        return StepScore(self.rule, weighted_mistake(self._q, i, done))
+
+    def missing(self, step: int, history: Iterable[int]) -> RankedSteps:
+        """Key-steps missing for ``step`` done after ``history``; steps removed in training are never missing."""
+        i = self._index(step)
+        if i is None:
+            return self._empty()
+        done = self._done(history)
+        if self._q is None:
+            scores = binary_missing(self.graph.adjacency, i, done)
+        else:
+            scores = weighted_missing(self._q, i, done)
+        return self._ranked(np.where(self._learned, scores, 0.0))
+
+    def missing_at_end(self, history: Iterable[int]) -> RankedSteps:
+        """Key-steps missing when the procedure ends after ``history``: the end-of-procedure missing score
+        times ``1 − O_g`` (a step the training executions often skip is less likely forgotten)."""
+        done = self._done(history)
+        if self._q is None:
+            scores = binary_missing_at_end(self.graph.adjacency, done)
+        else:
+            scores = weighted_missing_at_end(self._q, done)
+        required = np.r_[0.0, 1.0 - self._global, 0.0]
+        return self._ranked(np.where(self._learned, scores * required, 0.0))
+
+    def future(self, step: int, history: Iterable[int]) -> RankedSteps:
+        """Key-steps likely next after ``step`` (done after ``history``), with their probabilities.
+
+        Weighted: the TGML step probability given ``H = history ∪ {step}`` (END takes the rest of the mass and
+        is not listed). Binary: the normalised successor scores.
+        """
+        done = self._done(history)
+        i = self._index(step)
+        if i is not None:
+            done[i] = True
+        if self.graph.weights is None:
+            if i is None:
+                return self._empty()
+            return self._ranked(binary_future(self.graph.adjacency, i, done))
+        probability = step_probabilities(self.graph.weights, done)
+        return self._ranked(np.where(_key_steps(len(done)), probability, 0.0))
+
+
+def learn_optional_scores(
+    graph: TaskGraph, sequences: Iterable[Sequence[int]]
+) -> TaskGraph:
+    """The graph with its global optionality scores learned from the training executions.
+
+    Args:
+        graph: a graph with weights (the TGML likelihood needs them).
+        sequences: the training executions as step ids, repeats allowed (first occurrences are used).
+
+    Returns:
+        A copy of ``graph`` with ``optional_scores`` set (`global_optionality`).
+    """
+    if graph.weights is None:
+        raise InputError("optional steps: the graph has no weights, so the likelihood of executions is unknown")
+    position = {s: k + 1 for k, s in enumerate(graph.step_ids)}
+    runs: list[list[int]] = []
+    for k, seq in enumerate(sequences):
+        unknown = [s for s in seq if int(s) not in position]
+        if unknown:
+            raise InputError(f"optional steps: sequence {k}: step id {unknown[0]} is not in the graph")
+        runs.append([position[int(s)] for s in dict.fromkeys(int(s) for s in seq)])
+    scores = global_optionality(graph.weights, runs)
+    return TaskGraph(graph.step_ids, graph.step_names, graph.adjacency, graph.weights, graph.scenario, graph.info,
+                     scores)
+
+
+__all__ = [
+    "ALPHA",
+    "OPTIONAL_THRESHOLD",
+    "ProcedureQueries",
+    "RankedSteps",
+    "StepScore",
+    "binary_future",
+    "binary_missing",
+    "binary_missing_at_end",
+    "binary_mistake",
+    "binary_previous",
+    "global_optionality",
+    "learn_optional_scores",
+    "local_optionality",
+    "optionality",
+    "sequence_log_likelihoods",
+    "single_precondition_probability",
+    "step_probabilities",
+    "weighted_missing",
+    "weighted_missing_at_end",
+    "weighted_mistake",
+]

@@ -8,7 +8,7 @@ drawing stays in `graphs.graph_drawing`; this table lives above the ground floor
 from __future__ import annotations
 
 import networkx as nx
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -32,15 +32,23 @@ def terminal_view(graph: TaskGraph) -> Group:
     table.add_column("id", justify="right")
     table.add_column("step")
     table.add_column("requires")
+    scores = graph.optional_scores
+    if scores is not None:
+        table.add_column("optional", justify="right")
+    optional = set(graph.optional_steps)
     order = sorted(graph.nodes, key=lambda node: (node in removed, level[node], graph.index(node)))
     for node in order:
+        cells: list[RenderableType]
         if node in removed:
-            table.add_row("-", str(node), Text(graph.name_of(node), style="dim"), Text("not seen in training", "dim"))
-            continue
-        needs = sorted(graph.preconditions(node), key=graph.index)
-        req = ", ".join(str(x) for x in needs) if needs else "-"
-        label = Text(graph.name_of(node), style="bold" if node in (START, END) else "")
-        table.add_row(str(level[node]), "" if node in (START, END) else str(node), label, req)
+            cells = ["-", str(node), Text(graph.name_of(node), style="dim"), Text("not seen in training", "dim")]
+        else:
+            needs = sorted(graph.preconditions(node), key=graph.index)
+            req = ", ".join(str(x) for x in needs) if needs else "-"
+            label = Text(graph.name_of(node), style="bold" if node in (START, END) else "")
+            cells = [str(level[node]), "" if node in (START, END) else str(node), label, req]
+        if scores is not None:
+            cells.append(_optional_cell(graph, node, optional))
+        table.add_row(*cells)
     method = graph.info.get("method", "")
     head = Text.assemble(
         (graph.scenario or "task graph", "bold cyan"),
@@ -48,4 +56,19 @@ def terminal_view(graph: TaskGraph) -> Group:
         f", {len(removed)} removed" if removed else "",
         f"  ({method})" if method else "",
     )
-    return Group(head, table)
+    if scores is None:
+        note = Text("no optionality stored (a version 1 file): every step is required", style="dim")
+    else:
+        note = Text(
+            "optional: in most training executions that contain the step, the execution was as likely without it",
+            style="dim",
+        )
+    return Group(head, table, note)
+
+
+def _optional_cell(graph: TaskGraph, node: int | str, optional: set[int]) -> Text:
+    """The optionality score of a step (two decimals), marked when the step counts as optional."""
+    if node in (START, END) or graph.optional_scores is None:
+        return Text("")
+    value = float(graph.optional_scores[graph.step_ids.index(int(node))])
+    return Text(f"{value:.2f} optional", style="yellow") if node in optional else Text(f"{value:.2f}")

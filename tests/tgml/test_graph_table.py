@@ -28,3 +28,13 @@ def test_terminal_view_lists_steps_by_level_with_requirements() -> None:
     steep = next(i for i, line in enumerate(lines) if "steep" in line)
     assert boil < steep and "START" in lines[boil]
     assert "not seen in training" in next(line for line in lines if "spare step" in line)
+
+
+def test_terminal_view_marks_optional_steps_and_says_when_none_were_learned() -> None:
+    adj = np.zeros((4, 4), bool)
+    adj[1, 0] = adj[2, 1] = adj[3, 2] = True  # S <- milk? <- serve <- E
+    learned = TaskGraph((1, 2), ("add_sugar", "serve"), adj, scenario="tea", optional_scores=np.array([0.8, 0.0]))
+    text = shown(learned)
+    assert "0.80 optional" in next(line for line in text.splitlines() if "add_sugar" in line)
+    assert "optional" not in next(line for line in text.splitlines() if "serve" in line)
+    assert "every step is required" in shown(TaskGraph((1, 2), ("add_sugar", "serve"), adj, scenario="tea"))

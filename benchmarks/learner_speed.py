@@ -30,7 +30,7 @@ from rich.table import Table
 
 from tgml.annotations import load_annotations
 from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures
-from tgml.bench.prego.methods import load_method_settings, train_config
+from tgml.bench.prego.methods import do_train_config, load_method_settings
 from tgml.noisy_and_config import NoisyAndConfig, load_noisy_and_config
 from tgml.noisy_and_train import train_noisy_and_graph
 from tgml.train import train_task_graph
@@ -74,7 +74,7 @@ def main() -> None:
         ann = load_annotations(data / dataset / "train.json")
         ids, names = ann.steps_of(scenario)
         train = [v.steps for v in ann.scenario_videos(scenario)]
-        do_config = train_config(load_method_settings(dataset)["do"], seed=42, epochs=None)
+        do_config = do_train_config(load_method_settings(dataset)["do"], seed=42, epochs=None)
         and_config = load_noisy_and_config(CONFIGS / f"noisy-and-{dataset}.toml")
         do_s = seconds_per_call([partial(train_task_graph, train, ids, names, do_config)], args.repeats)
         and_s = seconds_per_call([partial(train_noisy_and_graph, train, ids, names, and_config)], args.repeats)

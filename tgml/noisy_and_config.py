@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.files import read_toml
+from graphs.settings_files import check_known_keys, field_names, naming_the_file, read_settings
 from tgml.train_config import TrainConfig
 
 METHOD_NAME: Final = "noisy-and"
@@ -68,8 +68,7 @@ class NoisyAndConfig:
         return NoisyAndConfig(**{**asdict(self), **changes})
 
 
-SETTING_KEYS: Final = frozenset(f.name for f in fields(NoisyAndConfig)) - {"seed"}
-
+SETTING_KEYS: Final = field_names(NoisyAndConfig) - {"seed"}
 
 
 def noisy_and_config(settings: dict[str, Any], seed: int, epochs: int | None = None) -> NoisyAndConfig:
@@ -93,34 +92,27 @@ def noisy_and_config(settings: dict[str, Any], seed: int, epochs: int | None = N
 
 
 def load_noisy_and_config(path: str | Path, base: NoisyAndConfig | None = None, **overrides: Any) -> NoisyAndConfig:
-    """Read a TOML file of `NoisyAndConfig` fields and apply overrides (None values are ignored).
+    """Read a settings file of `NoisyAndConfig` fields (e.g. ``configs/noisy-and-epic-tent-o.toml``), apply overrides.
 
     Args:
-        path: TOML file with top-level keys named like the fields.
+        path: TOML (or YAML) file with top-level keys named like the fields.
         base: values of the fields the file does not set (default: the defaults).
-        overrides: field values that win over the file.
+        overrides: field values that win over the file (None values are ignored).
 
     Returns:
         The validated config; errors name the file.
     """
     path = Path(path)
-    data = read_toml(path, "config file")
-    known = {f.name for f in fields(NoisyAndConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise InputError(f"{path}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    data = read_settings(path)
+    check_known_keys(data, field_names(NoisyAndConfig), path)
     merged = {**asdict(base or NoisyAndConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
-    try:
+    with naming_the_file(path):
         return NoisyAndConfig(**merged)
-    except InputError as err:
-        raise InputError(f"{path}: {err}") from None
 
 
 # Settings only one of the two learners has (flags of `tgml train`, or keys of its --config file).
-_DO_FIELDS: Final = frozenset(f.name for f in fields(TrainConfig))
-_NOISY_AND_FIELDS: Final = frozenset(f.name for f in fields(NoisyAndConfig))
-DO_ONLY_SETTINGS: Final = _DO_FIELDS - _NOISY_AND_FIELDS
-NOISY_AND_ONLY_SETTINGS: Final = _NOISY_AND_FIELDS - _DO_FIELDS
+DO_ONLY_SETTINGS: Final = field_names(TrainConfig) - field_names(NoisyAndConfig)
+NOISY_AND_ONLY_SETTINGS: Final = field_names(NoisyAndConfig) - field_names(TrainConfig)
 LEARNER_METHODS: Final = (METHOD_NAME, "do")
 
 

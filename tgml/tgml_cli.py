@@ -39,8 +39,8 @@ from rich.console import Console
 from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
-from graphs.settings_files import read_settings
 from graphs.graph_drawing import write_rendering
+from graphs.settings_files import read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
@@ -210,10 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "bench-synthetic":
         if args.json:
             check_output(args.json, "results file")
-        config = SyntheticConfig(_listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
-                                 _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
-                                 learners=_listed(args.learners, str, "--learners"), workers=args.workers)
-        synthetic = run_synthetic(config, progress=not args.quiet)
+        synthetic_config = SyntheticConfig(
+            _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
+            _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
+            learners=_listed(args.learners, str, "--learners"), workers=args.workers)
+        synthetic = run_synthetic(synthetic_config, progress=not args.quiet)
         wide = console if console.is_terminal else Console(width=150)  # logs and pipes: keep the whole table
         wide.print(synthetic_table(synthetic))
         wide.print(summary_table(synthetic))

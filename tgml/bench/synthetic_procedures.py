@@ -20,22 +20,19 @@ step misses). Each table cell averages every density and seed.
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from graphs.edge_metrics import edge_scores
 from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
+from tgml.bench.process_pool import run_jobs
 from tgml.noisy_and_config import NoisyAndConfig
 from tgml.noisy_and_train import train_noisy_and_graph
 from tgml.train import TrainConfig, train_task_graph
@@ -183,7 +180,7 @@ class SyntheticConfig:
         seeds: graphs per (size, density); graph seeds are ``first_seed .. first_seed + seeds - 1``.
         first_seed: first graph seed.
         learners: learner names (keys of `LEARNERS`, or of the mapping given to `run_synthetic`).
-        workers: processes (1 = this process).
+        workers: processes (1 = this process, 0 = one per core).
     """
 
     sizes: tuple[int, ...] = (5, 10, 20, 30)
@@ -214,8 +211,8 @@ class SyntheticConfig:
             fail("first_seed", "must be >= 0")
         if not self.learners:
             fail("learners", "need at least one learner")
-        if self.workers < 1:
-            fail("workers", "must be >= 1")
+        if self.workers < 0:
+            fail("workers", "must be >= 0")
         for name in ("sizes", "executions", "noise", "densities", "learners"):
             values = getattr(self, name)
             if len(set(values)) != len(values):
@@ -272,9 +269,8 @@ class Run:
     seconds: float
 
 
-def _learn_job(job: tuple[str, Learner, Case]) -> Run:
+def _learn_job(name: str, learner: Learner, case: Case) -> Run:
     """Worker: learn one graph and score it (top-level so it pickles)."""
-    name, learner, case = job
     step_ids = list(range(case.size))
     started = time.perf_counter()
     graph = learner(case.sequences, step_ids, [f"step {k}" for k in step_ids], case.seed)
@@ -283,12 +279,6 @@ def _learn_job(job: tuple[str, Learner, Case]) -> Run:
     recovered, total = multi_precondition_recall(graph.adjacency, case.truth)
     return Run(name, case.size, case.density, case.seed, case.executions, case.noise, scores.precision,
                scores.recall, scores.f1, recovered, total, seconds)
-
-
-def _single_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)  # one process per core
 
 
 @dataclass
@@ -345,23 +335,10 @@ def run_synthetic(
     unknown = [name for name in config.learners if name not in registry]
     if unknown:
         raise InputError(f"synthetic benchmark: unknown learner {unknown[0]!r} (known: {', '.join(registry)})")
-    jobs = [(name, registry[name], case) for case in make_cases(config) for name in config.learners]
-    result = SyntheticResult(config)
-    bar = Progress(TextColumn("[bold]synthetic procedures"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(stderr=True), disable=not progress)
-    with bar:
-        task = bar.add_task("graphs", total=len(jobs))
-        if config.workers == 1:
-            for job in jobs:
-                result.runs.append(_learn_job(job))
-                bar.advance(task)
-        else:
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(config.workers, mp_context=context, initializer=_single_thread) as pool:
-                for run in pool.map(_learn_job, jobs, chunksize=4):
-                    result.runs.append(run)
-                    bar.advance(task)
-    return result
+    # Largest graphs first, so no worker is left alone on a long job at the end.
+    cases = sorted(make_cases(config), key=lambda c: (-c.size, -c.executions))
+    jobs = [(name, registry[name], case) for case in cases for name in config.learners]
+    return SyntheticResult(config, run_jobs(_learn_job, jobs, config.workers, "synthetic procedures", progress))
 
 
 def synthetic_table(result: SyntheticResult) -> Table:

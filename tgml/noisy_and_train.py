@@ -200,6 +200,8 @@ def train_noisy_and_graph(
     sa_value = sequence_accuracy(adjacency, first.observed, first.targets, first.sequence)
     info = {
         "method": METHOD_NAME,
+        # Not a row-softmax: the weighted procedure-question rules (which read Z as DO's) do not apply to them.
+        "weights": "edge probabilities theta[step, requires]",
         "config": asdict(config),
         "epochs_run": config.epochs,
         "final_loss": loss_value,

@@ -143,6 +143,7 @@ def test_unseen_steps_are_removed_and_weights_are_edge_probabilities() -> None:
     graph = train_noisy_and_graph([(1, 2), (1, 2)], [1, 2, 9], ["a", "b", "never"], NoisyAndConfig(epochs=50)).graph
     assert graph.info["removed_steps"] == [9] and graph.preconditions(9) == frozenset()
     assert graph.weights is not None and graph.weights.min() >= 0 and graph.weights.max() <= 1
+    assert graph.info["weights"].startswith("edge probabilities")
     assert graph.weights[graph.index(2), graph.index(1)] >= 0.9
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,12 +30,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from graphs.errors import InputError
 from graphs.postprocess import binarize
+from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.noisy_and_config import METHOD_NAME, NoisyAndConfig, noisy_and_config
-from tgml.noisy_and_loss import edge_probabilities, noisy_and_loss
+from tgml.noisy_and_loss import edge_probabilities, log_readiness, noisy_and_loss, step_log_likelihood
 from tgml.sequence_accuracy import sequence_accuracy
-from tgml.sequences import ObservedRows
+from tgml.sequences import ObservedRows, observed_rows, pack
 from tgml.train import TrainResult, build_training_set
 
 # Initial scores: θ = 0.5 everywhere (no edge favoured), plus this much seeded jitter to break ties.
@@ -77,15 +79,61 @@ def order_rows(first: ObservedRows, n_steps: int) -> OrderRows:
     unseen = 1.0 - first.observed[step][:, 1 : n_steps + 1]  # (R, n)
     targets = first.targets[step] - 1
     sequence = first.sequence[step]
-    members = np.zeros((int(first.sequence.max()) + 1, n_steps), dtype=np.float32)
-    members[sequence, targets] = 1.0
-    candidates = members[sequence] * unseen
+    members, candidates = still_to_do(unseen, targets, sequence, int(first.sequence.max()) + 1)
     key = np.concatenate([unseen, candidates, targets[:, None].astype(np.float32)], axis=1)
     _, first_row, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     weights = np.bincount(inverse.ravel(), minlength=first_row.size).astype(np.float32)
     present = np.asarray(members.any(axis=0))
     n_executions = int(np.unique(sequence).size)
     return OrderRows(unseen[first_row], targets[first_row], candidates[first_row], weights, n_executions, present)
+
+
+def still_to_do(
+    unseen: np.ndarray, targets: np.ndarray, sequence: np.ndarray, n_sequences: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The contrast sets ``C_t``: the steps of each row's execution not done before the row.
+
+    Args:
+        unseen: ``(R, n)`` 0/1 steps not done before each row.
+        targets: int ``(R,)`` step of each row.
+        sequence: int ``(R,)`` execution of each row, ``0..n_sequences-1``.
+        n_sequences: executions.
+
+    Returns:
+        ``(members (D, n), candidates (R, n))``: which steps each execution contains, and ``C_t`` per row.
+    """
+    members = np.zeros((n_sequences, unseen.shape[1]), dtype=np.float32)
+    members[sequence, targets] = 1.0
+    return members, members[sequence] * unseen
+
+
+def execution_log_likelihoods(weights: np.ndarray, sequences: Sequence[Sequence[int] | np.ndarray],
+                              noise: float) -> np.ndarray:
+    """``log P(y) = Σ_t log P_ρ(y_t | J_t)`` of whole executions under edge probabilities (noisy-AND model).
+
+    The likelihood `graphs.procedure_queries.global_optionality` needs to tell which steps are optional: leaving
+    out a step that later steps require makes them unready, so such a step never looks optional.
+
+    Args:
+        weights: ``(n+2, n+2)`` edge probabilities in the START..END layout (`graph_weights`).
+        sequences: executions as key-step indices ``1..n``, no repeats (empty ones allowed).
+        noise: ``ρ``.
+
+    Returns:
+        float ``(len(sequences),)``; 0 for an empty execution.
+    """
+    theta = torch.tensor(np.asarray(weights, dtype=np.float64)[1:-1, 1:-1])  # a copy: the graph's are read-only
+    n = theta.shape[0]
+    packed = pack([[int(k) - 1 for k in seq] for seq in sequences])
+    everywhere = np.ones(packed.steps.shape, dtype=bool)
+    rows = observed_rows(packed, everywhere, everywhere, n)
+    unseen = 1.0 - rows.observed
+    _, candidates = still_to_do(unseen, rows.targets, rows.sequence, len(sequences))
+    log_free = torch.log1p(-theta.clamp(max=1.0 - 1e-12))  # θ = 1 exactly would give log 0 = -inf
+    with torch.no_grad():
+        log_p = step_log_likelihood(log_readiness(log_free, torch.from_numpy(unseen).double()),
+                                    torch.from_numpy(rows.targets), torch.from_numpy(candidates).double(), noise)
+    return np.bincount(rows.sequence, weights=log_p.numpy(), minlength=len(sequences))
 
 
 def graph_weights(theta: np.ndarray) -> np.ndarray:
@@ -210,6 +258,8 @@ def train_noisy_and_graph(
         "removed_steps": [int(s) for s, p in zip(step_ids, rows.present, strict=True) if not p],
     }
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
+    # Which steps the executions show to be optional is stored with the graph, judged by this model's likelihood.
+    graph = learn_optional_scores(graph, sequences, partial(execution_log_likelihoods, noise=config.noise))
     return TrainResult(graph, config.epochs, loss_value, sa_value)
 
 

@@ -224,3 +224,10 @@ def test_repo_noisy_and_configs_are_valid() -> None:
     assert [p.name for p in configs] == ["noisy-and-assembly101-o.toml", "noisy-and-epic-tent-o.toml"]
     for path in configs:
         assert load_noisy_and_config(path).relaxed is True  # PREGO graphs use the relaxed rule, like DO's
+
+
+def test_a_step_most_executions_skip_is_stored_as_optional() -> None:
+    executions = [(BREAD, BUTTER, CHEESE, CLOSE)] * 9 + [(BREAD, CHEESE, BUTTER, CLOSE, JUICE)]  # juice in 1 of 10
+    graph = train_noisy_and_graph(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
+    assert graph.optional_steps == (JUICE,)
+    assert graph.optional_scores is not None and graph.optional_scores.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0]

@@ -6,7 +6,7 @@ Torch-free, like `tgml.train_config`, so settings files can be checked before an
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final
@@ -71,7 +71,7 @@ class NoisyAndConfig:
 SETTING_KEYS: Final = field_names(NoisyAndConfig) - {"seed"}
 
 
-def noisy_and_config(settings: dict[str, Any], seed: int, epochs: int | None = None) -> NoisyAndConfig:
+def noisy_and_config(settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> NoisyAndConfig:
     """The config of a settings table (a ``[noisy-and]`` TOML table): its keys are `SETTING_KEYS`.
 
     Args:

@@ -229,8 +229,9 @@ def train_noisy_and_graph(
         progress: show a rich progress bar on stderr.
 
     Returns:
-        `TrainResult`: the graph (weights = edge probabilities ``θ``), epochs run, final loss, and the Sequence
-        Accuracy of the binary graph on the training sequences. Key-steps never seen are removed from the graph.
+        `TrainResult`: the graph (weights = edge probabilities ``θ``; each step's optionality over ``sequences``
+        judged by this model's likelihood), epochs run, final loss, and the Sequence Accuracy of the binary graph on
+        the training sequences. Key-steps never seen are removed from the graph.
     """
     if not step_ids or len(step_ids) != len(step_names):
         raise InputError(f"scenario {scenario!r}: {len(step_ids)} step ids and {len(step_names)} step names "

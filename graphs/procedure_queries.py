@@ -28,7 +28,7 @@ Numpy only (ground floor).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -122,7 +122,15 @@ def sequence_log_likelihoods(weights: np.ndarray, sequences: Sequence[Sequence[i
 
 
 # -- the five queries, weighted rule ------------------------------------------------------------------------
-def global_optionality(weights: np.ndarray, sequences: Sequence[Sequence[int] | np.ndarray]) -> np.ndarray:
+# (weights, executions as key-step indices 1..n) -> log-likelihood of each execution.
+LogLikelihoods = Callable[[np.ndarray, Sequence[Sequence[int] | np.ndarray]], np.ndarray]
+
+
+def global_optionality(
+    weights: np.ndarray,
+    sequences: Sequence[Sequence[int] | np.ndarray],
+    log_likelihoods: LogLikelihoods = sequence_log_likelihoods,
+) -> np.ndarray:
     """Global optionality ``O_g`` of every key-step, from the training executions (the paper's global score).
 
     For an execution ``y`` containing ``K_i``, with ``fr`` the fraction of executions that contain ``K_i``:
@@ -134,6 +142,8 @@ def global_optionality(weights: np.ndarray, sequences: Sequence[Sequence[int] | 
     Args:
         weights: float ``(n+2, n+2)`` weights ``Z``.
         sequences: executions as key-step indices ``1..n``, first occurrences only.
+        log_likelihoods: ``P(y)`` of the model the weights belong to (default DO's TGML likelihood; a learner
+            with another parametrisation of the weights passes its own).
 
     Returns:
         float ``(n,)`` in [0, 1], key-steps in matrix order.
@@ -148,7 +158,7 @@ def global_optionality(weights: np.ndarray, sequences: Sequence[Sequence[int] | 
     frequency = contains.mean(axis=0)  # (n+2,)
     # Every execution, then every execution with one of its steps left out.
     variants = [np.delete(run, t) for run in runs for t in range(len(run))]
-    loglik = sequence_log_likelihoods(weights, runs + variants)
+    loglik = log_likelihoods(weights, runs + variants)
     whole, without = loglik[: len(runs)], loglik[len(runs):]
     owner = np.repeat(np.arange(len(runs)), [len(r) for r in runs])
     removed = np.concatenate(runs)
@@ -490,13 +500,14 @@ class ProcedureQueries:
 
 
 def learn_optional_scores(
-    graph: TaskGraph, sequences: Iterable[Sequence[int]]
+    graph: TaskGraph, sequences: Iterable[Sequence[int]], log_likelihoods: LogLikelihoods = sequence_log_likelihoods
 ) -> TaskGraph:
     """The graph with its global optionality scores learned from the training executions.
 
     Args:
         graph: a graph with weights (the TGML likelihood needs them).
         sequences: the training executions as step ids, repeats allowed (first occurrences are used).
+        log_likelihoods: likelihood of executions under the graph's weights (`global_optionality`).
 
     Returns:
         A copy of ``graph`` with ``optional_scores`` set (`global_optionality`).
@@ -510,7 +521,7 @@ def learn_optional_scores(
         if unknown:
             raise InputError(f"optional steps: sequence {k}: step id {unknown[0]} is not in the graph")
         runs.append([position[int(s)] for s in dict.fromkeys(int(s) for s in seq)])
-    scores = global_optionality(graph.weights, runs)
+    scores = global_optionality(graph.weights, runs, log_likelihoods)
     return TaskGraph(graph.step_ids, graph.step_names, graph.adjacency, graph.weights, graph.scenario, graph.info,
                      scores)
 

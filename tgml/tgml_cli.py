@@ -3,8 +3,10 @@
 Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
-        [--config configs/do-epic-tent.toml] [--beta 0.005] [--epochs 1200] [--seed 42] [--augment] [--relaxed] \\
-        [--early-stop {none,sa-plateau,sa-threshold:X}] [--edge-threshold {1/n,1/(n+2),1/N}] [--quiet]
+        [--method {noisy-and,do}] [--config FILE] [--epochs N] [--lr LR] [--seed 42] [--relaxed] [--quiet] \\
+        noisy-and only: [--edge-cost NATS] [--noise RHO] [--cut THETA] \\
+        do only:        [--beta 0.005] [--augment] [--early-stop {none,sa-plateau,sa-threshold:X}] \\
+                        [--edge-threshold {1/n,1/(n+2),1/N}]
     tgml show tent.json [--dot tent.dot | --dot tent.svg]
     tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
     tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
@@ -12,6 +14,13 @@ Usage::
         [--json out.json]
     tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
+    tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
+
+``tgml train`` learns with the noisy-AND learner (`tgml.noisy_and_train`: every pre-condition of a step is kept)
+unless ``--method do`` asks for Direct Optimization; without ``--method``, a Direct Optimization option (``--beta``,
+``--augment``, ``--early-stop``, ``--edge-threshold``, or such a key in ``--config``) selects ``do``. The graph
+file's ``info.method`` says which learner made it. ``tgml bench-synthetic`` scores the learners on random
+procedures (`tgml.bench.synthetic_procedures`).
 
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
@@ -28,27 +37,36 @@ from pathlib import Path
 from rich.console import Console
 
 from graphs.edge_metrics import evaluate_files
-from graphs.errors import ArgumentParser, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
+from graphs.settings_files import read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
+from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synthetic, summary_table, synthetic_table
 from tgml.graph_table import terminal_view
+from tgml.noisy_and_config import LEARNER_METHODS, NoisyAndConfig, load_noisy_and_config, resolve_method
+from tgml.noisy_and_train import noisy_and_from_annotations
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 
 def _parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (Direct Optimization).")
+    parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (noisy-AND or Direct Optimization).")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="learn the task graph of one scenario")
     train.add_argument("--annotations", required=True, help="annotation JSON file")
     train.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
     train.add_argument("--out", required=True, help="output task-graph JSON")
+    train.add_argument("--method", choices=list(LEARNER_METHODS),
+                       help="learner (default noisy-and, or do when a Direct Optimization option is given)")
     train.add_argument("--config", help="TOML file of training settings (flags override it)")
-    train.add_argument("--beta", type=float, help="contrastive weight (default 0.005)")
-    train.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
+    train.add_argument("--edge-cost", type=float, help="noisy-and: prior cost of an edge in nats (default 0)")
+    train.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
+    train.add_argument("--cut", type=float, help="noisy-and: keep edges with probability >= CUT (default 0.9)")
+    train.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
+    train.add_argument("--epochs", type=int, help="epochs (default: noisy-and 150, do 1000)")
     train.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
     train.add_argument("--seed", type=int, help="random seed (default 42)")
     train.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
@@ -96,7 +114,44 @@ def _parser() -> ArgumentParser:
     queries.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
     queries.add_argument("--json", help="write all results to this JSON file")
     queries.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    syn = sub.add_parser("bench-synthetic", help="edge F1 of the learners on random procedures")
+    syn.add_argument("--seeds", type=int, default=2, help="graphs per size and density (default 2)")
+    syn.add_argument("--first-seed", type=int, default=0, help="first graph seed (default 0)")
+    syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
+    syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
+    syn.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
+    syn.add_argument("--learners", default=",".join(LEARNERS), help=f"comma-separated, from {', '.join(LEARNERS)}")
+    syn.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4), help="worker processes")
+    syn.add_argument("--json", help="write all results to this JSON file")
+    syn.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def _listed(text: str, kind: type, option: str) -> tuple:
+    """The values of a comma-separated option (``--sizes 5,10``), or an error naming the option."""
+    try:
+        values = tuple(kind(x) for x in _names(text))
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected comma-separated {kind.__name__} values") from None
+    if not values:
+        raise InputError(f"{option} {text!r}: expected at least one value")
+    return values
+
+
+def _noisy_and_config(args: argparse.Namespace) -> NoisyAndConfig:
+    overrides = {k: getattr(args, k) for k in ("edge_cost", "noise", "cut", "epochs", "lr", "seed", "relaxed")}
+    if args.config:
+        return load_noisy_and_config(args.config, **overrides)
+    return NoisyAndConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _train_method(args: argparse.Namespace) -> str:
+    """The learner asked for, or the one the given flags and config-file keys belong to."""
+    given = {k for k, v in vars(args).items() if v is not None}
+    if args.config:
+        given |= set(read_settings(args.config))
+    return resolve_method(args.method, given)
 
 
 def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
@@ -121,10 +176,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "train":
         # Before training: a failed save would lose the run.
         check_output(args.out, "graph file", inputs=[args.annotations, args.config])
-        result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
-                                        progress=not args.quiet)
+        method = _train_method(args)
+        if method == "do":
+            result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
+                                            progress=not args.quiet)
+        else:
+            result = noisy_and_from_annotations(args.annotations, args.scenario, _noisy_and_config(args),
+                                                progress=not args.quiet)
         save_graph(result.graph, args.out)
-        print(f"{args.scenario}: {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
+        print(f"{args.scenario}: {method}, {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
               f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":
         graph = load_graph(args.graph)
@@ -146,6 +206,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench-queries: {outcome.seconds:.0f} s")
         if args.json:
             write_text(args.json, json.dumps(outcome.to_dict(), indent=2) + "\n", "results file")
+            print(f"wrote {args.json}")
+    elif args.command == "bench-synthetic":
+        if args.json:
+            check_output(args.json, "results file")
+        synthetic_config = SyntheticConfig(
+            _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
+            _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
+            learners=_listed(args.learners, str, "--learners"), workers=args.workers)
+        synthetic = run_synthetic(synthetic_config, progress=not args.quiet)
+        wide = console if console.is_terminal else Console(width=150)  # logs and pipes: keep the whole table
+        wide.print(synthetic_table(synthetic))
+        wide.print(summary_table(synthetic))
+        if args.json:
+            write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")
     else:
         if args.json:

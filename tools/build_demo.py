@@ -8,8 +8,8 @@ A training tool, kept out of the ``streaming`` package: ``stream-detect`` only r
 
 1. Graph: `N_GRAPH_EXECUTIONS` correct executions of the demo procedure are sampled (random
    linear extensions of its partial order), written in the datasets' annotation format
-   (``demo_annotations.json``), and the task graph is learned from it by ``tgml train`` (Direct
-   Optimization, default settings).
+   (``demo_annotations.json``), and the task graph is learned from it as ``tgml train`` does by
+   default (the noisy-AND learner, which keeps both pre-conditions of ``pour_water``).
 2. Detector: executions in random orders (so the detector learns to see steps, not to expect an
    order) are rendered to MP4 with OpenCV, read back through the same reader and built-in
    ``light-v1`` extractor the live pipeline uses, written as a MiniROAD feature folder, and trained
@@ -37,7 +37,8 @@ from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, name_o
 from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
 from streaming.extractors import LightExtractor
 from streaming.readers import DecordReader, ReaderConfig, Source
-from tgml.train import TrainConfig, train_from_annotations
+from tgml.noisy_and_config import NoisyAndConfig
+from tgml.noisy_and_train import noisy_and_from_annotations
 
 N_GRAPH_EXECUTIONS = 40
 N_TRAIN_VIDEOS = 12
@@ -65,7 +66,7 @@ def build_graph(out: Path) -> Path:
         executions[f"demo_{k:03d}"] = segments_of(timeline(order, rng, config), config.fps)
     annotations_path = out / "demo_annotations.json"  # shipped: `tgml train` can be re-run on it by hand
     write_text(annotations_path, json.dumps(annotation_file(executions)), "demo annotations")
-    result = train_from_annotations(annotations_path, SCENARIO, TrainConfig(), progress=True)  # as `tgml train`
+    result = noisy_and_from_annotations(annotations_path, SCENARIO, NoisyAndConfig(), progress=True)  # as `tgml train`
     path = out / "demo_graph.json"
     save_graph(result.graph, path)
     return path

@@ -71,6 +71,44 @@ def test_train_uses_config_file_and_flags(tmp_path: Path) -> None:
     assert info["epochs_run"] == 1  # sa-threshold:0.1 from the file stops after the first epoch
 
 
+def test_train_defaults_to_noisy_and_and_keeps_direct_optimization_on_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    out = tmp_path / "g.json"
+    base = ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--quiet"]
+    assert main([*base, "--epochs", "30"]) == 0
+    assert "tea: noisy-and," in capsys.readouterr().out
+    info = load_graph(out).info
+    assert info["method"] == "noisy-and" and info["config"]["epochs"] == 30
+    assert main([*base, "--method", "do", "--epochs", "20"]) == 0
+    assert load_graph(out).info["method"] == "direct-optimization"
+    assert main([*base, "--beta", "0.01", "--epochs", "20"]) == 0  # a DO option selects DO
+    assert load_graph(out).info["config"]["beta"] == 0.01
+    cfg = write(tmp_path / "na.toml", "edge_cost = 0.5\ncut = 0.8\n")
+    assert main([*base, "--config", str(cfg), "--epochs", "20", "--seed", "3"]) == 0
+    config = load_graph(out).info["config"]
+    assert (config["edge_cost"], config["cut"], config["seed"]) == (0.5, 0.8, 3)
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [(["--cut", "1.5"], "NoisyAndConfig.cut = 1.5"),
+     (["--beta", "0.1", "--cut", "0.5"], "belong to different learners"),
+     (["--method", "noisy-and", "--augment"], "setting 'augment' belongs to Direct Optimization"),
+     (["--method", "do", "--edge-cost", "1"], "setting 'edge_cost' belongs to the noisy-and learner")],
+)
+def test_train_refuses_settings_of_the_other_learner(
+    flags: list[str], fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    out = tmp_path / "g.json"
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), *flags],
+                    capsys)
+    assert fragment in err
+    assert not out.exists()
+
+
 def test_bench_captaincook_partial_config_keeps_the_benchmark_protocol(
     tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

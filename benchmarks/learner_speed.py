@@ -1,0 +1,86 @@
+"""Training time of the noisy-AND learner next to Direct Optimization, one graph at a time, one thread.
+
+Prints seconds per graph (mean over graphs, after one untimed warm-up graph) for:
+
+* CaptainCook4D, the 24 procedures: DO with the benchmark protocol (up to 1000 epochs, SA-plateau stopping) and
+  noisy-AND with its default settings;
+* the PREGO training splits: DO with the ``[do]`` table of ``configs/prego-<dataset>.toml`` and noisy-AND with
+  ``configs/noisy-and-<dataset>.toml``.
+
+Budget from the issue: noisy-AND should not take much longer than DO (about 0.3 s per CaptainCook4D procedure and
+1-2 s per PREGO graph).
+
+Usage::
+
+    python benchmarks/learner_speed.py [--data ../shared/data] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from tgml.annotations import load_annotations
+from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures
+from tgml.bench.prego.methods import do_train_config, load_method_settings
+from tgml.noisy_and_config import NoisyAndConfig, load_noisy_and_config
+from tgml.noisy_and_train import train_noisy_and_graph
+from tgml.train import train_task_graph
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+PREGO = {"assembly101-o": "assembly101", "epic-tent-o": "epic-tent"}
+
+
+def seconds_per_call(calls: list[Callable[[], object]], repeats: int) -> float:
+    """Mean wall time of the calls (each run ``repeats`` times) after one untimed warm-up call."""
+    calls[0]()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        for call in calls:
+            call()
+    return (time.perf_counter() - start) / (repeats * len(calls))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_data = os.environ.get("MISTAKE_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data", default=default_data, help="shared data folder")
+    parser.add_argument("--repeats", type=int, default=1, help="times every graph is trained")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    data = Path(args.data)
+
+    table = Table(title="Seconds per learned graph (1 thread)")
+    for column in ("data", "graphs", "DO", "noisy-AND", "ratio"):
+        table.add_column(column, justify="left" if column == "data" else "right")
+
+    procedures = load_procedures(data / "captaincook4d")
+    do_cc = [lambda p=p: train_task_graph(p.sequences, p.step_ids, p.step_names, DEFAULT_CONFIG)
+             for p in procedures]
+    and_cc = [lambda p=p: train_noisy_and_graph(p.sequences, p.step_ids, p.step_names, NoisyAndConfig())
+              for p in procedures]
+    do_s, and_s = seconds_per_call(do_cc, args.repeats), seconds_per_call(and_cc, args.repeats)
+    table.add_row("CaptainCook4D", str(len(procedures)), f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
+
+    for dataset, scenario in PREGO.items():
+        ann = load_annotations(data / dataset / "train.json")
+        ids, names = ann.steps_of(scenario)
+        train = [v.steps for v in ann.scenario_videos(scenario)]
+        do_config = do_train_config(load_method_settings(dataset)["do"], seed=42, epochs=None)
+        and_config = load_noisy_and_config(CONFIGS / f"noisy-and-{dataset}.toml")
+        do_s = seconds_per_call([partial(train_task_graph, train, ids, names, do_config)], args.repeats)
+        and_s = seconds_per_call([partial(train_noisy_and_graph, train, ids, names, and_config)], args.repeats)
+        table.add_row(f"PREGO {dataset}", "1", f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -376,7 +376,8 @@ class StepScore:
 class ProcedureQueries:
     """The five questions for one task graph, asked with step ids (what a live checker holds, with the history).
 
-    Uses the weighted rule when the graph has weights, the binary rule otherwise (``rule`` says which).
+    Uses the weighted rule when the graph has row-softmax weights (`TaskGraph.row_softmax_weights`: DO's), the
+    binary rule otherwise, noisy-AND's per-edge probabilities included (``rule`` says which).
     ``history`` arguments are the step ids done before the current step, in any order, repeats allowed; ids the
     graph does not know are ignored there.
 
@@ -386,8 +387,9 @@ class ProcedureQueries:
 
     def __init__(self, graph: TaskGraph) -> None:
         self.graph = graph
-        self.rule: Rule = "weighted" if graph.weights is not None else "binary"
-        self._q = single_precondition_probability(graph.weights) if graph.weights is not None else None
+        self._weights = graph.row_softmax_weights
+        self.rule: Rule = "weighted" if self._weights is not None else "binary"
+        self._q = single_precondition_probability(self._weights) if self._weights is not None else None
         size = graph.n_steps + 2
         self._learned = np.ones(size, dtype=bool)  # steps that were seen in training (the others are removed)
         self._learned[[graph.index(s) for s in graph.removed_steps]] = False
@@ -438,9 +440,9 @@ class ProcedureQueries:
         if i is None:
             return StepScore(self.rule, 0.0)
         stored = float(self._global[i - 1])
-        if self.graph.weights is None or history is None:
+        if self._weights is None or history is None:
             return StepScore(self.rule, stored)
-        local = local_optionality(self.graph.weights, i, self._done(history))
+        local = local_optionality(self._weights, i, self._done(history))
         return StepScore(self.rule, optionality(stored, local))
 
     def is_optional(self, step: int) -> bool:
@@ -491,11 +493,11 @@ class ProcedureQueries:
         i = self._index(step)
         if i is not None:
             done[i] = True
-        if self.graph.weights is None:
+        if self._weights is None:
             if i is None:
                 return self._empty()
             return self._ranked(binary_future(self.graph.adjacency, i, done))
-        probability = step_probabilities(self.graph.weights, done)
+        probability = step_probabilities(self._weights, done)
         return self._ranked(np.where(_key_steps(len(done)), probability, 0.0))
 
 

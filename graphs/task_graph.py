@@ -46,6 +46,9 @@ FORMAT_VERSION: Final = 2
 READABLE_VERSIONS: Final = (1, 2)
 # A step whose global optionality score is above this is optional (the score is a fraction of executions).
 OPTIONAL_THRESHOLD: Final = 0.5
+# ``info["weights"]`` of a graph whose weights are independent per-edge probabilities (noisy-AND TGML) rather than
+# Direct Optimization's row-softmax: formulas that read the weights as transition mass must not use them.
+EDGE_PROBABILITY_WEIGHTS: Final = "edge probabilities theta[step, requires]"
 
 Node = int | str
 
@@ -155,6 +158,15 @@ class TaskGraph:
         inner = self.adjacency[1:-1]
         isolated = ~inner.any(axis=1) & ~self.adjacency[:, 1:-1].any(axis=0)
         return tuple(self.step_ids[i] for i in np.flatnonzero(isolated))
+
+    @property
+    def row_softmax_weights(self) -> np.ndarray | None:
+        """The weights when they are a row-softmax ``Z`` (each row a distribution over pre-conditions, as DO learns
+        them), which the weighted procedure questions read; None when the graph has no weights or per-edge
+        probabilities (`EDGE_PROBABILITY_WEIGHTS`)."""
+        if self.weights is None or self.info.get("weights") == EDGE_PROBABILITY_WEIGHTS:
+            return None
+        return self.weights
 
     @property
     def optional_steps(self) -> tuple[int, ...]:

@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
-from graphs.task_graph import TaskGraph
+from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS, TaskGraph
 from tgml.annotations import load_annotations
 from tgml.noisy_and_config import METHOD_NAME, NoisyAndConfig, noisy_and_config
 from tgml.noisy_and_loss import edge_probabilities, log_readiness, noisy_and_loss, step_log_likelihood
@@ -250,7 +250,7 @@ def train_noisy_and_graph(
     info = {
         "method": METHOD_NAME,
         # Not a row-softmax: the weighted procedure-question rules (which read Z as DO's) do not apply to them.
-        "weights": "edge probabilities theta[step, requires]",
+        "weights": EDGE_PROBABILITY_WEIGHTS,
         "config": asdict(config),
         "epochs_run": config.epochs,
         "final_loss": loss_value,

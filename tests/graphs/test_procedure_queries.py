@@ -19,6 +19,7 @@ from graphs.procedure_queries import (
     single_precondition_probability,
     step_probabilities,
 )
+from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS
 
 # Weighted example: key-steps A=1, B=2, C=3 (ids 1, 2, 3), nodes S=0 .. E=4. Z[i, j]: j is a pre-condition of i.
 #   A <- S 1.0;  B <- S 0.2, A 0.8;  C <- A 0.5, B 0.5;  E <- A 0.2, B 0.2, C 0.6
@@ -174,3 +175,17 @@ def test_an_old_version_1_file_without_weights_answers_every_question(tmp_path: 
     queries = ProcedureQueries(load_graph(path))
     assert queries.rule == "binary" and queries.optional(4, [1, 3]).value == 0.0
     assert queries.missing_at_end([1, 3, 4]).steps == (2,)  # END needed B
+
+
+def test_per_edge_probability_weights_are_answered_by_the_binary_rules() -> None:
+    # noisy-AND graphs store per-edge probabilities, not a row-softmax: reading them as transition mass would give
+    # meaningless previous/future scores, so the queries fall back to the graph's binary pre-conditions.
+    adj = np.zeros((4, 4), dtype=bool)
+    adj[1, 0] = adj[2, 1] = adj[3, 2] = True
+    theta = np.full((4, 4), 0.97)
+    graph = TaskGraph((1, 2), ("a", "b"), adj, theta, info={"weights": EDGE_PROBABILITY_WEIGHTS})
+    assert graph.row_softmax_weights is None
+    queries = ProcedureQueries(graph)
+    assert queries.rule == "binary"
+    assert queries.previous(2).steps == (1,)
+    assert ProcedureQueries(TaskGraph((1, 2), ("a", "b"), adj, theta)).rule == "weighted"

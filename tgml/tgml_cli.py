@@ -29,6 +29,7 @@ from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
+from graphs.options import workers_option
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, results_table, run_benchmark
 from tgml.graph_table import terminal_view
@@ -70,7 +71,8 @@ def _parser() -> ArgumentParser:
     bench.add_argument("--data", required=True, help="captaincook4d data folder")
     bench.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, help="first seed (default 42)")
-    bench.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4), help="worker processes")
+    bench.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                       help="worker processes (0: one per core; at most 4 per core)")
     bench.add_argument("--procedures", help="comma-separated subset of procedures")
     bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
     bench.add_argument("--config", help="TOML file of training settings")

@@ -3,6 +3,7 @@
 One row per node, grouped by execution level (START on level 0, then every step once all its
 pre-conditions are on earlier levels), with the pre-conditions each step requires. The DOT/Graphviz
 drawing stays in `graphs.graph_drawing`; this table lives above the ground floor because it needs rich.
+Names come from the graph file, which is not trusted: every cell is `rich.text.Text` made `printable`, never markup.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphs.safe_text import printable
 from graphs.task_graph import END, START, TaskGraph
 
 
@@ -34,18 +36,19 @@ def terminal_view(graph: TaskGraph) -> Group:
     table.add_column("requires")
     order = sorted(graph.nodes, key=lambda node: (node in removed, level[node], graph.index(node)))
     for node in order:
+        style = "dim" if node in removed else "bold" if node in (START, END) else ""
+        name = Text(printable(graph.name_of(node)), style=style)
         if node in removed:
-            table.add_row("-", str(node), Text(graph.name_of(node), style="dim"), Text("not seen in training", "dim"))
+            table.add_row(Text("-"), Text(str(node)), name, Text("not seen in training", "dim"))
             continue
         needs = sorted(graph.preconditions(node), key=graph.index)
         req = ", ".join(str(x) for x in needs) if needs else "-"
-        label = Text(graph.name_of(node), style="bold" if node in (START, END) else "")
-        table.add_row(str(level[node]), "" if node in (START, END) else str(node), label, req)
+        table.add_row(Text(str(level[node])), Text("" if node in (START, END) else str(node)), name, Text(req))
     method = graph.info.get("method", "")
     head = Text.assemble(
-        (graph.scenario or "task graph", "bold cyan"),
+        (printable(graph.scenario or "task graph"), "bold cyan"),
         f"  {graph.n_steps} steps, {len(graph.edges())} edges",
         f", {len(removed)} removed" if removed else "",
-        f"  ({method})" if method else "",
+        f"  ({printable(method)})" if method else "",
     )
     return Group(head, table)

@@ -12,17 +12,19 @@ from typing import Any
 import zmq
 from rich.console import Console
 
+from graphs.task_graph import load_graph
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, Status, StepEvent, run_of
 from streaming.transport import Publisher, bind, connect
-from streaming.view import ViewState, jsonl_line, render
+from streaming.view import ViewState, graph_names, jsonl_line, render
 from streaming.viewer import Viewer, run_view
-from tests.streaming.helpers import running_checker, wait_for
+from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
+from tests.streaming.helpers import running_checker, tea_graph, wait_for
 
 
-def draw(state: ViewState) -> str:
-    console = Console(width=140, record=True, file=io.StringIO(), color_system=None)
+def draw(state: ViewState, width: int = 140) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(render(state))
     return console.export_text()
 
@@ -146,3 +148,35 @@ def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
                        "(this program speaks 2))"
     assert lines[-1].startswith("view: ") and "malformed messages dropped (last: unsupported version 3" in lines[-1]
     assert out.getvalue() == ""
+
+
+def test_names_from_a_graph_file_are_drawn_as_plain_text(tmp_path: Path) -> None:
+    # A step name holding "[/]" raised MarkupError inside the live display; escape sequences reached the terminal.
+    graph = tea_graph()
+    data = graph.to_dict()
+    for step, name in zip(data["steps"], HOSTILE_NAMES, strict=False):
+        step["name"] = name
+    (tmp_path / "g.json").write_text(json.dumps(data))
+    state = ViewState(names=graph_names(load_graph(tmp_path / "g.json")))
+    state.apply(status(done=(1, 2, 3), allowed=(4, 5, 6), current=2))
+    assert_shown_safely(draw(state, width=400), HOSTILE_NAMES[:6])
+
+
+def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zmq.Context) -> None:
+    # A checker (or anything publishing where a viewer connects) is the third source of names.
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    out = io.StringIO()
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True, out=out)
+    hostile = [Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False)
+               for k, name in enumerate(HOSTILE_NAMES)]
+    hostile += [StepEvent("kitchen", 50, 1.0, "r", 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0)]
+    hostile += [status("r", done=(0, 1), allowed=(7,), current=3)]
+    assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events, 10.0,
+                    lambda: ([Publisher(pub).send(m) for m in hostile], viewer.pump(20)))
+    text = draw(viewer.state, width=600)
+    assert_shown_safely(text, HOSTILE_NAMES[-len(viewer.state.alerts) :])
+    printed = out.getvalue()
+    assert all(ord(c) < 128 and (c == "\n" or c.isprintable()) for c in printed)  # JSON escapes every other char
+    names = {json.loads(line)["step_name"] for line in printed.splitlines()}
+    assert set(HOSTILE_NAMES) <= names
+    viewer.close()

@@ -65,6 +65,7 @@ from streaming.transport import (
     Receiver,
     ReceiveStats,
     bind,
+    check_endpoint,
     subscribe,
 )
 
@@ -137,6 +138,8 @@ class CheckerConfig:
             raise InputError(f"CheckerConfig.status_period_s = {self.status_period_s} must be > 0")
         if self.max_streams < 1:
             raise InputError(f"CheckerConfig.max_streams = {self.max_streams} must be >= 1")
+        check_endpoint(self.bind_events, "--bind")  # now, before a run loads models or renders the demo video
+        check_endpoint(self.bind_alerts, "--publish")
         lowest = 2 * HEARTBEAT_S  # one lost heartbeat must not mark a live stream lost
         if not lowest <= self.stream_timeout_s <= MAX_STREAM_TIMEOUT_S:  # also refuses NaN
             raise InputError(f"--stream-timeout {self.stream_timeout_s}: must be {lowest:g}..{MAX_STREAM_TIMEOUT_S:g}"

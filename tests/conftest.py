@@ -3,11 +3,14 @@
 `data_dir` locates the shared, read-only datasets: `$MISTAKE_DATA` when set, else `<repo>/../shared/data`.
 Tests that need the data take the fixture; when the folder is missing they are skipped with a reason that
 says where the data was looked for, so a checkout without the data still runs the rest of the suite.
+`demo_cache` points ``$MISTAKE_CACHE`` at a folder of the test session, so a test that reaches the demo video
+renders it once per run and never into the user's cache.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,3 +38,16 @@ def data_dir() -> Path:
         where = os.environ.get("MISTAKE_DATA") or str(REPO_ROOT.parent / "shared" / "data")
         pytest.skip(f"shared data folder not found at {where} (set $MISTAKE_DATA to the data folder)")
     return found
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point ``$MISTAKE_CACHE`` at a session folder so the demo videos render once per test run."""
+    path = tmp_path_factory.mktemp("demo-cache")
+    before = os.environ.get("MISTAKE_CACHE")
+    os.environ["MISTAKE_CACHE"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("MISTAKE_CACHE", None)
+    else:
+        os.environ["MISTAKE_CACHE"] = before

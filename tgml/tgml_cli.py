@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from graphs.edge_metrics import evaluate_files
-from graphs.errors import ArgumentParser, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
 from graphs.options import workers_option
@@ -117,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
               f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
     else:
+        if args.seeds < 1:
+            raise InputError(f"--seeds {args.seeds}: need at least 1")
         if args.json:
             check_output(args.json, "results file", inputs=[args.config, Path(args.data) / ANNOTATIONS])
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))

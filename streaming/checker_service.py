@@ -75,7 +75,7 @@ MAX_STREAM_TIMEOUT_S: Final = 3600.0
 FORGET_AFTER: Final = 12  # an ended or lost stream is freed after this many stream timeouts (60 s by default)
 STREAM_BUDGET: Final = 8  # messages one stream may have served per poll (a detector sends about one)
 CHEAP_ITEMS: Final = 64  # a message that applies at most this many new history items is served at once
-REPLAY_BUDGET: Final = 8192  # history items all replays of one poll may apply together: two full histories
+REPLAY_BUDGET: Final = 4096  # history items all replays of one poll may apply together: one full history (~10 ms)
 SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 
@@ -506,6 +506,7 @@ class CheckerCore:
             The message (``seq`` counts the checker's own health messages).
         """
         self._health_seq += 1
+        counts = {name: self.counts[name] for name in COUNTED}
         return CheckerHealth(
             stream_id=CHECKER_STREAM,
             seq=self._health_seq - 1,
@@ -514,7 +515,7 @@ class CheckerCore:
             lost_streams=sum(state.lost for state in self.streams.values()),
             received=stats.received,
             malformed=stats.malformed,
-            **{name: self.counts[name] for name in COUNTED},
+            **(counts | {"over_budget": counts["over_budget"] + stats.over_budget}),
         )
 
     def _name(self, node: int | str) -> str:
@@ -556,7 +557,8 @@ class CheckerService:
             pub.close()
             raise
         self.publisher = Publisher(pub)
-        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")))
+        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
+        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")), topic_budget=STREAM_BUDGET)
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -597,7 +599,7 @@ class CheckerService:
             f"checker: {stats.received} messages received, {len(core.streams)} streams tracked ({lost} lost); "
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
-            f"{counts['over_budget']} over budget, {counts['unsendable']} unsendable, "
+            f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
             f"{stats.malformed} malformed dropped"
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))

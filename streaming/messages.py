@@ -426,8 +426,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise MessageError(f"{where} must be an array")
         item = typing.get_args(hint)[0]
-        if item is int:  # the histories: one pass in C instead of a call per item
-            if not all(type(v) is int for v in value):  # bool is not int here, as in the scalar case
+        if item is int:  # the histories: passes in C instead of a Python call per item
+            if not set(map(type, value)) <= {int}:  # exactly int: a bool is not a step id, as in the scalar case
                 raise MessageError(f"{where}[] must be an integer")
             return tuple(value)
         return tuple(_coerce(v, item, f"{where}[]") for v in value)

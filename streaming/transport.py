@@ -7,8 +7,9 @@
 - oversized or malformed messages are dropped and counted (`Receiver.stats`), never raised;
 - memory and time per peer are bounded: a message is received frame by frame and one of more than 2 frames is
   dropped without keeping its frames (`MAX_FRAMES`), each frame is at most `HARD_MAX_BYTES` (libzmq disconnects a
-  peer that sends a larger one), at most `RECV_HWM` messages wait per peer, and one poll takes at most
-  `RECV_BATCH` messages or `RECV_BUDGET_S` seconds of receiving;
+  peer that sends a larger one), at most `RECV_HWM` messages wait per peer, one poll takes at most
+  `RECV_BATCH` messages or `RECV_BUDGET_S` seconds of receiving, and a receiver may give each topic (each
+  stream) a budget per poll, beyond which messages are dropped before they are decoded;
 - ZeroMQ never says that nobody listens at a connected endpoint, so a sender that must reach its
   peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`).
 
@@ -23,6 +24,7 @@ import errno
 import re
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -37,7 +39,7 @@ HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic st
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop
-RECV_BUDGET_S: Final = 0.05  # most time one poll spends receiving, so a flood cannot hold the loop
+RECV_BUDGET_S: Final = 0.02  # most time one poll spends receiving, so a flood cannot hold the loop
 # Messages queued per connected peer before libzmq stops reading from it. A detector sends a few messages a
 # second, so 128 is a minute of backlog; at most 128 x 64 KiB = 8 MiB of well-formed traffic waits per peer.
 RECV_HWM: Final = 128
@@ -219,6 +221,7 @@ class ReceiveStats:
 
     received: int = 0
     malformed: int = 0
+    over_budget: int = 0  # dropped undecoded: their topic had used its share of a poll (`Receiver` topic_budget)
     last_error: str = ""
 
 
@@ -228,14 +231,19 @@ class Receiver:
     Args:
         sock: a SUB socket, already subscribed.
         clock: monotonic clock bounding the time one poll spends receiving.
+        topic_budget: if set, the most messages of one topic (one kind of one stream) a poll decodes; the rest are
+            dropped undecoded and counted in ``stats.over_budget``, so a flood from one stream costs little.
     """
 
-    def __init__(self, sock: zmq.Socket, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, sock: zmq.Socket, clock: Callable[[], float] = time.monotonic, topic_budget: int | None = None
+    ) -> None:
         self.sock = sock
         self.poller = zmq.Poller()
         self.poller.register(sock, zmq.POLLIN)
         self.stats = ReceiveStats()
         self.clock = clock
+        self.topic_budget = topic_budget
 
     def poll(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH` messages, and
@@ -251,11 +259,17 @@ class Receiver:
             return []
         out: list[Message] = []
         deadline = self.clock() + RECV_BUDGET_S
+        per_topic: Counter[bytes] = Counter()
         for _ in range(RECV_BATCH):
             try:
                 frames, count = self._receive()
             except zmq.Again:
                 break
+            if self.topic_budget is not None and count == MAX_FRAMES:
+                per_topic[frames[0]] += 1
+                if per_topic[frames[0]] > self.topic_budget:
+                    self.stats.over_budget += 1
+                    continue
             try:
                 if count > MAX_FRAMES:
                     raise MessageError(f"expected {MAX_FRAMES} frames, got {count}")

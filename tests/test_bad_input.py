@@ -279,6 +279,7 @@ def flag_cases(tmp: str) -> list[Case]:
         flag("stream-detect-unknown-demo", stream_detect, ["--video", "demo:nope", "--jsonl"], "demo:nope"),
         flag("stream-detect-no-detector", stream_detect, ["--video", "cam0", "--graph", str(GRAPH)], "--detector"),
         flag("stream-detect-no-graph", stream_detect, ["--video", "cam0"], "--graph"),
+        flag("tgml-show-path-with-escapes", tgml, ["show", f"{tmp}/g\x1b[2J\n.json"], "g\\x1b[2J\\x0a.json: graph file"),
         flag("tgml-no-command", tgml, [], "tgml"),
         flag("tgml-unknown-command", tgml, ["learn"], "learn"),
         flag("tgml-train-no-out", tgml, tgml_train[:-2], "--out"),

@@ -15,7 +15,7 @@ from rich.console import Console
 from graphs.task_graph import load_graph
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
-from streaming.messages import Alert, Status, StepEvent, run_of
+from streaming.messages import Alert, CheckerHealth, Status, StepEvent, run_of
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, graph_names, jsonl_line, render
 from streaming.viewer import Viewer, run_view
@@ -180,3 +180,13 @@ def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zm
     names = {json.loads(line)["step_name"] for line in printed.splitlines()}
     assert set(HOSTILE_NAMES) <= names
     viewer.close()
+
+
+def test_a_lost_stream_and_what_the_checker_refused_are_shown() -> None:
+    state = ViewState(names={1: "fill_kettle"})
+    state.apply(status(lost=True))
+    state.apply(CheckerHealth("checker", 0, 1.0, 3, 1, 500, 4, 2, 1, 7, 9, 0))
+    text = draw(state, width=300)
+    assert "kitchen (lost)" in text
+    assert "checker: 3 streams (1 lost), 1 idle evicted" in text
+    assert "2 over the stream limit, 7 with a step not in the task graph, 9 over a stream's budget, 4 malformed" in text

@@ -77,6 +77,7 @@ STREAM_BUDGET: Final = 8  # messages one stream may have served per poll (a dete
 CHEAP_ITEMS: Final = 64  # a message that applies at most this many new history items is served at once
 REPLAY_BUDGET: Final = 4096  # history items all replays of one poll may apply together: one full history (~10 ms)
 SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
+SNAPSHOT_BUDGET: Final = 512  # messages one periodic call may re-send; streams left over are due at the next call
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 
 
@@ -460,8 +461,10 @@ class CheckerCore:
         ``replayed=True``, same ``alert_id``) and its status go out: a viewer that joined late, or reconnected to a
         restarted checker, catches up (the snapshot half of the Clone pattern); consumers de-duplicate alerts by
         ``alert_id``. The period runs on its own clock: the status sent on every change does not postpone it, or a
-        busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed. One
-        `CheckerHealth` goes out per period.
+        busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed. One call
+        sends at most `SNAPSHOT_BUDGET` messages, the streams that waited longest first; the others stay due for the
+        next call (a loop later), so 256 streams of 32 alerts never stall the loop in one go. One `CheckerHealth`
+        goes out per period.
 
         Args:
             period_s: re-send period in seconds.
@@ -473,7 +476,8 @@ class CheckerCore:
         now = self.clock()
         idle_now = self.monotonic()
         out: list[Message] = []
-        for sid, state in list(self.streams.items()):
+        budget = SNAPSHOT_BUDGET
+        for sid, state in sorted(self.streams.items(), key=lambda item: item[1].last_snapshot):
             silent = idle_now - state.last_heard
             if state.idle and silent > FORGET_AFTER * self.stream_timeout_s:
                 del self.streams[sid]
@@ -481,8 +485,9 @@ class CheckerCore:
             if not state.idle and silent > self.stream_timeout_s:
                 state.lost = True
                 out.append(self.status(sid))
-            if now - state.last_snapshot < period_s:
+            if now - state.last_snapshot < period_s or budget <= 0:
                 continue
+            budget -= len(state.recent_alerts) + 1
             state.last_snapshot = now
             out.extend(
                 replace(a, seq=self._next_seq(state), timestamp=now, replayed=True) for a in state.recent_alerts

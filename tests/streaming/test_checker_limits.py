@@ -16,6 +16,7 @@ from streaming.checker_service import (
     FORGET_AFTER,
     REPLAY_BUDGET,
     RESEND_ALERTS,
+    SNAPSHOT_BUDGET,
     STREAM_BUDGET,
     CheckerCore,
 )
@@ -244,3 +245,16 @@ def test_every_socket_bounds_what_a_peer_can_queue(ctx: zmq.Context) -> None:
     assert sub.getsockopt(zmq.RCVHWM) == RECV_HWM and sub.getsockopt(zmq.MAXMSGSIZE) == HARD_MAX_BYTES
     assert RECV_HWM * MAX_MESSAGE_BYTES <= 16 * 2**20  # at most 16 MiB of well-formed messages wait per peer
     sub.close()
+
+
+def test_the_periodic_snapshot_of_many_streams_is_spread_over_several_calls() -> None:
+    # 256 streams with 32 alerts each re-sent in one call stalled the loop for every other stream.
+    now = [100.0]
+    core = CheckerCore(tea_graph(), clock=lambda: now[0])
+    core.serve([beat(f"s{k}", 0, (MISTAKE_STEP,) * 40) for k in range(64)])
+    now[0] += 1.0
+    calls = [core.periodic(0.5) for _ in range(8)]
+    sizes = [len(out) for out in calls]
+    assert max(sizes) <= SNAPSHOT_BUDGET + RESEND_ALERTS + 2  # one stream may go past the budget, plus the health
+    resent = {m.stream_id for out in calls for m in out if isinstance(m, Status)}
+    assert resent == {f"s{k}" for k in range(64)}  # every stream's snapshot went out, a few calls later at most

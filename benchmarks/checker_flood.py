@@ -94,7 +94,7 @@ def flood(kind: str, endpoint: str, stop: EventType) -> None:
 
 def victim_keystep(publisher: Publisher, k: int) -> KeyStepEvent:
     """Send the victim's ``k``-th key-step: the first of a fresh session, so always a pre-condition violation."""
-    event = KeyStepEvent("victim", 0, time.time(), f"v{k}", VIOLATING_STEP, "x", 0.0, 1.0, 1.0, 0, (VIOLATING_STEP,))
+    event = KeyStepEvent("victim", 0, time.time(), VIOLATING_STEP, "x", 0.0, 1.0, 1.0, 0, f"v{k}", (VIOLATING_STEP,))
     publisher.send(event)
     return event
 

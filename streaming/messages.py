@@ -118,29 +118,38 @@ class Message:
 
 
 @dataclass(frozen=True)
-class KeyStepEvent(Message):
-    """A key-step segment the online segmenter just confirmed (detector -> checker).
+class KeyStepSegment(Message):
+    """The fields of a confirmed key-step segment, shared by the detector's event and the viewers' copy of it.
 
     Attributes:
-        session: random token of the detector run; a new session resets the stream's checker.
         step: taxonomy id of the key-step.
-        step_name: readable name from the detector checkpoint.
+        step_name: its name (the detector checkpoint's on a `KeyStepEvent`, the task graph's on a `StepEvent`).
         start: segment start, seconds of video time.
         end: segment end, seconds of video time.
         confidence: mean class probability over the segment, in [0, 1].
-        index: position of this step in ``history`` (0-based).
-        history: every key-step confirmed so far in this session, this one last.
+        index: position of this step in the session's history (0-based).
     """
 
-    KIND: ClassVar[str] = "keystep"
-
-    session: str
     step: int
     step_name: str
     start: float
     end: float
     confidence: float
     index: int
+
+
+@dataclass(frozen=True)
+class KeyStepEvent(KeyStepSegment):
+    """A key-step segment the online segmenter just confirmed (detector -> checker).
+
+    Attributes (besides the segment's, `KeyStepSegment`):
+        session: random token of the detector run; a new session resets the stream's checker.
+        history: every key-step confirmed so far in this session, this one last (``history[index] == step``).
+    """
+
+    KIND: ClassVar[str] = "keystep"
+
+    session: str
     history: tuple[int, ...]
 
 
@@ -170,28 +179,17 @@ class Heartbeat(Message):
 
 
 @dataclass(frozen=True)
-class StepEvent(Message):
-    """A key-step the checker accepted, as viewers get it (checker -> viewers), once per step.
+class StepEvent(KeyStepSegment):
+    """A key-step the checker accepted, as viewers get it (checker -> viewers), once per step: the segment, named
+    by the checker's task graph, without the detector's session token or history.
 
-    Attributes:
+    Attributes (besides the segment's, `KeyStepSegment`):
         run: the detector run (`run_of` its session).
-        step: taxonomy id of the key-step.
-        step_name: its name in the checker's task graph.
-        start: segment start, seconds of video time.
-        end: segment end, seconds of video time.
-        confidence: the detector's mean class probability over the segment, in [0, 1].
-        index: position of this step in the run's history (0-based).
     """
 
     KIND: ClassVar[str] = "step"
 
     run: str
-    step: int
-    step_name: str
-    start: float
-    end: float
-    confidence: float
-    index: int
 
 
 @dataclass(frozen=True)
@@ -476,14 +474,12 @@ def _validate(message: Message) -> None:
                 raise MessageError(f"{kind}.{name} is longer than {MAX_TEXT} characters")
         elif isinstance(value, tuple):
             _validate_items(kind, name, value)
-    if isinstance(message, KeyStepEvent | StepEvent):
+    if isinstance(message, KeyStepSegment):
         _validate_segment(message)
     if isinstance(message, KeyStepEvent) and message.history[message.index : message.index + 1] != (message.step,):
         raise MessageError(f"keystep.index = {message.index} does not point at step {message.step} in history")
-    if isinstance(message, Heartbeat) and message.fps < 0:
-        raise MessageError(f"heartbeat.fps = {message.fps} must not be negative")
-    if isinstance(message, Status) and message.fps < 0:
-        raise MessageError(f"status.fps = {message.fps} must not be negative")
+    if isinstance(message, Heartbeat | Status) and message.fps < 0:
+        raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
     if isinstance(message, Alert):
         if len(message.missing_names) > len(message.missing):
             raise MessageError("alert.missing_names has more names than alert.missing has steps")
@@ -505,7 +501,7 @@ def _validate_items(kind: str, name: str, items: tuple[Any, ...]) -> None:
         raise MessageError(f"{kind}.{name}[] is longer than {MAX_TEXT} characters")
 
 
-def _validate_segment(message: KeyStepEvent | StepEvent) -> None:
+def _validate_segment(message: KeyStepSegment) -> None:
     if not 0.0 <= message.confidence <= 1.0:
         raise MessageError(f"{message.KIND}.confidence = {message.confidence} is not in [0, 1]")
     if message.start < 0:

@@ -26,7 +26,7 @@ def all_kinds() -> list[object]:
     return [
         keystep(),
         Heartbeat("cam0", 4, 2.0, "s1", (1, 3), None, 120, 2, 29.5, False),
-        StepEvent("cam0", 3, 2.05, run_of("s1"), 5, "pour_water", 4.0, 7.5, 0.93, 2),
+        StepEvent("cam0", 3, 2.05, 5, "pour_water", 4.0, 7.5, 0.93, 2, run=run_of("s1")),
         Alert("cam0", 0, 2.1, "cam0#2", run_of("s1"), 5, "pour_water", 2, (2,), ("boil_water",), False, 1.5, False),
         Status("cam0", 1, 2.2, run_of("s1"), (1, 3), (2, 4), 4, 1, 120, 0, 30.0, 0, True, False),
     ]

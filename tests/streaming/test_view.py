@@ -45,7 +45,7 @@ def status(run: str = "s", done: tuple[int, ...] = (3, 2), allowed: tuple[int, .
 def test_view_shows_streams_alerts_and_recent_steps() -> None:
     state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
     state.apply(status())
-    state.apply(StepEvent("kitchen", 4, 1.2, "s", 2, "boil_water", 4.0, 7.5, 0.93, 1))
+    state.apply(StepEvent("kitchen", 4, 1.2, 2, "boil_water", 4.0, 7.5, 0.93, 1, run="s"))
     state.apply(alert())
     text = draw(state)
     assert "kitchen" in text and "29.7" in text and "250" in text
@@ -169,7 +169,7 @@ def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zm
     viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True, out=out)
     hostile = [Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False)
                for k, name in enumerate(HOSTILE_NAMES)]
-    hostile += [StepEvent("kitchen", 50, 1.0, "r", 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0)]
+    hostile += [StepEvent("kitchen", 50, 1.0, 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0, run="r")]
     hostile += [status("r", done=(0, 1), allowed=(7,), current=3)]
     assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events, 10.0,
                     lambda: ([Publisher(pub).send(m) for m in hostile], viewer.pump(20)))

@@ -8,7 +8,10 @@ from collections.abc import Callable
 from functools import wraps
 from typing import NoReturn, ParamSpec, TypeVar
 
+from graphs.safe_text import printable
+
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -19,6 +22,14 @@ class InputError(Exception):
 
     The message is one line that names the file, field or value at fault; commands print it
     as ``error: <message>`` and exit with status 2 instead of showing a traceback.
+    """
+
+
+class RunError(Exception):
+    """A run that failed for a reason other than its input: a part of it (the checker process, the view) died.
+
+    Commands print it as one ``error: <message>`` line and exit with status 1: the run did not succeed, and it
+    never reports that it did.
     """
 
 
@@ -38,8 +49,9 @@ class ArgumentParser(argparse.ArgumentParser):
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2.
 
-    Only `InputError` (and a Ctrl-C) is turned into a short message: any other exception is a
-    bug in this project and keeps its traceback.
+    Only `InputError`, `RunError` (exit status 1) and a Ctrl-C are turned into a short message: any other
+    exception is a bug in this project and keeps its traceback. The line is made `printable`: a path or a name
+    holding a newline or a terminal escape sequence is shown escaped, on one line.
     """
 
     @wraps(main)
@@ -47,8 +59,11 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
         try:
             return main(*args, **kwargs)
         except InputError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {printable(err)}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
+        except RunError as err:
+            print(f"error: {printable(err)}", file=sys.stderr)
+            raise SystemExit(EXIT_FAILURE) from None
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             raise SystemExit(130) from None

@@ -23,6 +23,10 @@ Steps are named by their taxonomy id; the two placeholders are the strings ``"ST
 fraction of the training executions containing the step whose likelihood under the weights says the step
 could have been skipped (`graphs.procedure_queries.global_optionality`); above ``OPTIONAL_THRESHOLD`` the step
 is optional. A step without it, and every step of a version 1 file (still read), is required.
+
+A graph holds what the live pipeline can serve (`graphs.limits`): at most `MAX_STEPS` key-steps, ids in
+``0..2^31-1``, names (and the scenario) of at most `MAX_NAME` characters. Construction refuses anything else, so a
+graph that loads, or that a learner produced, is never refused by the wire half-way through a run.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.files import read_json, write_text
+from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id
 
 START: Final = "START"
 END: Final = "END"
@@ -85,6 +90,19 @@ class TaskGraph:
             raise InputError(f"task graph: {n} step ids but {len(self.step_names)} step names")
         if len(set(self.step_ids)) != n:
             raise InputError("task graph: step ids are not unique")
+        if n > MAX_STEPS:
+            raise InputError(f"task graph: {n} key-steps; at most {MAX_STEPS} can be served live")
+        out_of_range = next((s for s in self.step_ids if not 0 <= s <= MAX_STEP_ID), None)
+        if out_of_range is not None:
+            raise InputError(f"task graph: step id {out_of_range} must be {STEP_ID_RULE}")
+        long = next((k for k, name in enumerate(self.step_names) if len(name) > MAX_NAME), None)
+        if long is not None:
+            raise InputError(f"task graph: the name of step {self.step_ids[long]} is "
+                             f"{len(self.step_names[long])} characters long; at most {MAX_NAME}")
+        if len(self.scenario) > MAX_NAME:
+            raise InputError(
+                f"task graph: the scenario name is {len(self.scenario)} characters long; at most {MAX_NAME}"
+            )
         adjacency = np.asarray(self.adjacency).astype(bool)
         if adjacency.shape != (n + 2, n + 2):
             raise InputError(f"task graph: adjacency has shape {adjacency.shape}, expected {(n + 2, n + 2)}")
@@ -234,11 +252,19 @@ class TaskGraph:
         steps = data.get("steps")
         if not isinstance(steps, list) or not steps:
             raise InputError(f"{source}: field 'steps' must be a non-empty list")
+        if len(steps) > MAX_STEPS:
+            raise InputError(f"{source}: {len(steps)} steps; at most {MAX_STEPS} can be served live")
         ids: list[int] = []
         names: list[str] = []
         for k, step in enumerate(steps):
             if not isinstance(step, dict) or not _is_int(step.get("id")) or not isinstance(step.get("name"), str):
                 raise InputError(f"{source}: steps[{k}] must be {{'id': int, 'name': str}}")
+            if not is_step_id(step["id"]):
+                raise InputError(f"{source}: steps[{k}].id = {step['id']} must be {STEP_ID_RULE}")
+            if len(step["name"]) > MAX_NAME:
+                raise InputError(
+                    f"{source}: steps[{k}].name is {len(step['name'])} characters long; at most {MAX_NAME}"
+                )
             ids.append(int(step["id"]))
             names.append(step["name"])
         optional_scores = _optional_scores(steps, version, source)
@@ -263,10 +289,9 @@ class TaskGraph:
             adjacency[ends[0], ends[1]] = True
         weights = data.get("weights")
         if weights is not None:
-            try:
-                weights = np.asarray(weights, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise InputError(f"{source}: field 'weights' must be a square matrix of numbers") from None
+            weights = _number_array(weights)
+            if weights is None:
+                raise InputError(f"{source}: field 'weights' must be a square matrix of numbers")
         info = data.get("info", {})
         if not isinstance(info, dict):
             raise InputError(f"{source}: field 'info' must be an object")
@@ -277,6 +302,16 @@ class TaskGraph:
             return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info, optional_scores)
         except InputError as err:
             raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
+
+
+def _number_array(value: Any) -> np.ndarray | None:
+    """``value`` as a float array if it holds numbers only; None for ragged rows, strings, nulls or objects
+    (``np.asarray(..., dtype=float)`` would quietly turn the string ``"0.5"`` into a number)."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):
+        return None
+    return array.astype(np.float64) if array.dtype.kind in "iuf" else None
 
 
 def _is_int(value: Any) -> bool:

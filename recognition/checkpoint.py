@@ -17,7 +17,8 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
 file, another format, another version, weights that do not fit the stored config or are not finite,
-inconsistent class lists.
+inconsistent class lists, and class names or step ids the live pipeline could not send (`graphs.limits`: names of
+at most `MAX_NAME` characters, step ids in ``0..2^31-1``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import torch
 
 from graphs.errors import InputError
 from graphs.files import atomic_path
+from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.model import MiniROAD, MiniROADConfig
 
 FORMAT_NAME: Final = "miniroad-detector"
@@ -66,11 +68,16 @@ class DetectorCheckpoint:
         names, step_ids = tuple(self.class_names), tuple(self.class_step_ids)
         for i, name in enumerate(names):
             if not isinstance(name, str):
-                raise InputError(f"detector checkpoint: class_names[{i}] = {name!r} must be a string")
+                raise InputError(f"detector checkpoint: class_names[{i}] = {name!r:.60} must be a string")
+            if len(name) > MAX_NAME:
+                raise InputError(f"detector checkpoint: class_names[{i}] is {len(name)} characters long; "
+                                 f"at most {MAX_NAME}")
         for i, step in enumerate(step_ids):
             # int() would silently turn 1.5 into 1 and True into 1: a step id must already be an integer.
             if step is not None and (not isinstance(step, numbers.Integral) or isinstance(step, bool)):
-                raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step!r} must be an integer or null")
+                raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step!r:.60} must be an integer or null")
+            if step is not None and not is_step_id(int(step)):
+                raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step} must be {STEP_ID_RULE} or null")
         object.__setattr__(self, "class_names", names)
         object.__setattr__(self, "class_step_ids", tuple(None if s is None else int(s) for s in step_ids))
         c = self.config.num_classes

@@ -33,6 +33,7 @@ from rich.table import Table
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.files import read_json
+from graphs.limits import is_step_id
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
 from recognition.segmenter import SegmenterConfig, segment_labels
@@ -69,12 +70,16 @@ def load_frames_file(path: str | Path, field: str, graph: TaskGraph) -> dict[str
             raise InputError(f"{path}: video {video!r}: field {field!r} must be a non-empty list of per-frame labels")
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in labels):
             raise InputError(f"{path}: video {video!r}: field {field!r} holds a label that is not an integer")
-        arr = np.asarray(labels, dtype=np.int64)
-        unknown = ~np.isin(arr, known)
+        unknown = np.zeros(len(labels), dtype=bool)
+        if all(map(is_step_id, labels)):  # else a label like 10**30 does not even fit an int64
+            arr = np.asarray(labels, dtype=np.int64)
+            unknown = ~np.isin(arr, known)
+        else:
+            unknown[[not is_step_id(x) for x in labels]] = True
         if unknown.any():
             frame = int(np.flatnonzero(unknown)[0])
             raise InputError(
-                f"{path}: video {video!r}: frame {frame} has label {int(arr[frame])}, "
+                f"{path}: video {video!r}: frame {frame} has label {str(labels[frame])[:40]}, "
                 f"which is not a key-step of the graph ({graph.scenario or 'task graph'})"
             )
         out[str(video)] = arr

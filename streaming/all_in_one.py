@@ -6,6 +6,9 @@ The checker runs in a child process (`streaming.checker_process`), bound to free
 viewer (`streaming.viewer`: rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the
 checker's output. Everything the user got wrong (video, graph, detector, port) is refused before any
 frame is read, in one line, exit status 2.
+
+The run watches its parts: if the checker process dies, the view fails, or the checker does not confirm the end
+of the stream, it stops with one `RunError` line (exit status 1) and never reports success: alerts may be missing.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import TextIO
 import zmq
 from rich.console import Console
 
-from graphs.errors import InputError
+from graphs.errors import InputError, RunError
 from streaming.checker_process import CHECKER_START_TIMEOUT_S, CheckerProcess
 from streaming.checker_service import CheckerConfig
 from streaming.detector_service import (
@@ -69,10 +72,11 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
         console: rich console of the live view (a new stdout console if None).
 
     Returns:
-        Exit status (0: the stream ended normally).
+        Exit status (0: the stream ended normally and the checker confirmed it).
 
     Raises:
         InputError: bad input, a checker that does not answer, or a stream that ended with an error.
+        RunError: the checker process died, the view failed, or the end of the stream was never confirmed.
     """
     stream = open_stream(config.source, config.detector.threads)
     state = ViewState(names=graph_names(stream.graph))
@@ -86,9 +90,11 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
                 replace(config.detector, connect=checker.events_endpoint), ctx,
             ) as detector,
         ):
-            await_subscription(viewer, detector.events)
+            alive = checker_alive(checker)
+            await_subscription(viewer, detector.events, alive=alive)
             with DetectorThread(detector) as thread:
-                viewer.loop(shown_to_the_end(viewer, thread), None if config.jsonl else (console or Console()))
+                done = shown_to_the_end(viewer, thread)
+                watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()))
             stats = thread.result()
     finally:
         stream.reader.close()
@@ -98,7 +104,50 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
     return 0
 
 
-def await_subscription(viewer: Viewer, events: EventPublisher, timeout_s: float = CHECKER_START_TIMEOUT_S) -> None:
+def checker_alive(checker: CheckerProcess) -> Callable[[], bool]:
+    """A check to call in every wait on the checker: true while its process lives.
+
+    Args:
+        checker: the checker child process.
+
+    Returns:
+        A predicate that returns True, or raises `RunError` naming the exit status once the process has ended.
+    """
+
+    def alive() -> bool:
+        if checker.process.is_alive():
+            return True
+        raise RunError(f"the checker process ended unexpectedly (exit status {checker.process.exitcode}); "
+                       "alerts from then on are missing")
+
+    return alive
+
+
+def watch(viewer: Viewer, done: Callable[[], bool], console: Console | None) -> None:
+    """Run the view until ``done()``; a view that fails ends the run as a `RunError`, never as a frozen screen.
+
+    Args:
+        viewer: the view of the checker's output.
+        done: when to stop (it may raise `RunError` itself: a dead checker).
+        console: the live view's console; None for JSON lines.
+
+    Raises:
+        RunError: the view failed (its error, in one line), or ``done`` raised it.
+    """
+    try:
+        viewer.loop(done, console)
+    except (RunError, InputError):
+        raise
+    except Exception as err:  # whatever broke the view, the run must say it failed rather than exit 0 or hang
+        raise RunError(f"the live view failed ({type(err).__name__}: {err})") from err
+
+
+def await_subscription(
+    viewer: Viewer,
+    events: EventPublisher,
+    timeout_s: float = CHECKER_START_TIMEOUT_S,
+    alive: Callable[[], bool] = lambda: True,
+) -> None:
     """Send heartbeats until the viewer hears the checker's status for this stream.
 
     PUB/SUB connections are made asynchronously (the ZeroMQ "slow joiner"): without this the first
@@ -108,12 +157,13 @@ def await_subscription(viewer: Viewer, events: EventPublisher, timeout_s: float 
         viewer: subscribed to the checker's output.
         events: publishes to the checker's input.
         timeout_s: longest wait.
+        alive: checked at every try; it raises (`checker_alive`) once the checker is gone.
 
     Raises:
         InputError: no status came back within ``timeout_s``, naming the checker's output endpoint.
     """
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and alive():
         events.heartbeat(None, 0, 0, 0.0)
         for message in viewer.pump(50):
             if isinstance(message, Status) and message.stream_id == events.stream_id:
@@ -172,8 +222,9 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
         thread: the detector publishing the stream.
 
     Returns:
-        A predicate: true once the detector has finished and the checker reported the stream ended, or
-        `END_TIMEOUT_S` after the detector finished without that report (a lost last heartbeat).
+        A predicate: true once the detector has finished and the checker reported the stream ended. If that report
+        has not come `END_TIMEOUT_S` after the detector finished, it raises `RunError`: the checker's last alerts
+        may be missing, and the run must not end as a success.
     """
     stream_id = thread.detector.events.stream_id
     finished_at: list[float] = []
@@ -186,6 +237,9 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
             return True
         if not finished_at:
             finished_at.append(time.monotonic())
-        return time.monotonic() - finished_at[0] > END_TIMEOUT_S
+        if time.monotonic() - finished_at[0] > END_TIMEOUT_S:
+            raise RunError(f"the checker did not confirm the end of stream {stream_id} within {END_TIMEOUT_S:g} s; "
+                           "its last alerts may be missing")
+        return False
 
     return done

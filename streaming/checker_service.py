@@ -1,10 +1,9 @@
 """The checker process: one `graphs.PreconditionChecker` per stream, alerts and status out.
 
 Input: `KeyStepEvent` / `Heartbeat` from any number of detectors on a bound SUB socket.
-Output (bound PUB socket): an `Alert` for each key-step done before its pre-conditions, every new
-`KeyStepEvent` forwarded once, and a `Status` per stream on every change; every `HEARTBEAT_S` each
-stream's status and its most recent alerts are re-sent (``replayed=True``) for late or reconnecting
-viewers.
+Output (bound PUB socket): an `Alert` for each key-step done before its pre-conditions, a `StepEvent` for every
+new key-step, and a `Status` per stream on every change; every `HEARTBEAT_S` each stream's status and its most
+recent alerts are re-sent (``replayed=True``) for late or reconnecting viewers, with one `CheckerHealth`.
 
 Restart safety (Clone pattern): every incoming message carries the stream's full confirmed-step
 history. `CheckerCore` applies only the part of the history it has not applied yet, so a lost or
@@ -12,22 +11,51 @@ duplicated message changes nothing, and a freshly started checker rebuilds each 
 same checker object (observing the history in order), re-sending the alerts of the steps it had not
 seen (``replayed=True``) with their stable ``alert_id`` so viewers de-duplicate them. A missing
 ``seq`` is counted as a gap; it costs no state.
+
+No message stops the checker, and none may cost it much (peers are not trusted):
+
+- a message the checker will not apply raises a named `Refused` error (`UnknownStep`, `StreamLimit`,
+  `OverBudget`); `CheckerCore.serve` counts it by name, logs it (rate-limited) and serves the next one. The counts
+  are in the summary line and in every `CheckerHealth`;
+- the work of one message is bounded: a replayed history (a new session, a restarted checker) is applied in one go
+  and sends one status and at most `RESEND_ALERTS` of the alerts it rebuilds (the rest are counted in the status);
+- each poll, a stream gets at most `STREAM_BUDGET` messages, and all replays together at most `REPLAY_BUDGET`
+  history items, served to the stream that has waited longest first; a message cheaper than `CHEAP_ITEMS` new
+  items (what a live stream sends) is never held back by a replay. What is dropped is sent again: every detector
+  message carries the whole history;
+- streams have a life cycle: one silent for ``stream_timeout_s`` is marked lost, and an ended or lost stream is
+  freed after `FORGET_AFTER` timeouts, or evicted (the longest idle first) when a new stream needs its slot; a live
+  stream is never evicted;
+- ``seq`` only counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never frozen.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import ClassVar, Final
 
 import zmq
 
 from graphs.checker import PreconditionChecker
 from graphs.errors import InputError
+from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
-from streaming.messages import Alert, Heartbeat, KeyStepEvent, Message, Status
+from streaming.messages import (
+    CHECKER_STREAM,
+    Alert,
+    CheckerHealth,
+    Heartbeat,
+    KeyStepEvent,
+    Message,
+    MessageError,
+    Status,
+    StepEvent,
+    run_of,
+)
 from streaming.transport import (
     DEFAULT_ALERTS_ENDPOINT,
     DEFAULT_EVENTS_ENDPOINT,
@@ -35,11 +63,55 @@ from streaming.transport import (
     POLL_MS,
     Publisher,
     Receiver,
+    ReceiveStats,
     bind,
+    check_endpoint,
     subscribe,
 )
 
-RESEND_ALERTS = 32  # most recent alerts per stream re-sent with every periodic status
+RESEND_ALERTS: Final = 32  # most recent alerts per stream re-sent with every periodic status, and per replay
+STREAM_TIMEOUT_S: Final = 5.0  # a stream silent this long is lost (10 heartbeats missed)
+MAX_STREAM_TIMEOUT_S: Final = 3600.0
+FORGET_AFTER: Final = 12  # an ended or lost stream is freed after this many stream timeouts (60 s by default)
+STREAM_BUDGET: Final = 8  # messages one stream may have served per poll (a detector sends about one)
+CHEAP_ITEMS: Final = 64  # a message that applies at most this many new history items is served at once
+REPLAY_BUDGET: Final = 4096  # history items all replays of one poll may apply together: one full history (~10 ms)
+SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
+SNAPSHOT_BUDGET: Final = 512  # messages one periodic call may re-send; streams left over are due at the next call
+LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
+
+
+class Refused(Exception):
+    """A message the checker will not apply; ``reason`` names the counter it is counted under."""
+
+    reason: ClassVar[str] = ""
+
+
+class UnknownStep(Refused):
+    """The message names a step id that is not in the task graph (a detector for another procedure)."""
+
+    reason = "unknown_step"
+
+
+class StreamLimit(Refused):
+    """Every stream slot is taken by a stream that is not idle: the new stream is turned away."""
+
+    reason = "stream_limit"
+
+
+class OverBudget(Refused):
+    """The stream used its share of this poll; its next message, which carries the whole history, is served."""
+
+    reason = "over_budget"
+
+
+class Unsendable(Refused):
+    """An output could not be encoded (a defect: by construction every output fits the wire)."""
+
+    reason = "unsendable"
+
+
+COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable")  # CheckerCore.counts keys
 
 
 @dataclass(frozen=True)
@@ -50,20 +122,29 @@ class CheckerConfig:
         bind_events: endpoint detectors connect to (SUB, bound).
         bind_alerts: endpoint viewers connect to (PUB, bound).
         status_period_s: how often each stream's status is re-sent even without change.
-        max_streams: most streams tracked at once (a bound on memory from untrusted peers); when full, the
-            earliest-tracked stream that has ended makes room for a new one.
+        max_streams: most streams tracked at once (a bound on memory from untrusted peers); when full, the idle
+            (ended or lost) stream that has waited longest makes room for a new one.
+        stream_timeout_s: a stream with no message for this long is marked lost (``--stream-timeout``); it is
+            freed after `FORGET_AFTER` times as long.
     """
 
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
     bind_alerts: str = DEFAULT_ALERTS_ENDPOINT
     status_period_s: float = HEARTBEAT_S
     max_streams: int = 256
+    stream_timeout_s: float = STREAM_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not self.status_period_s > 0:
             raise InputError(f"CheckerConfig.status_period_s = {self.status_period_s} must be > 0")
         if self.max_streams < 1:
             raise InputError(f"CheckerConfig.max_streams = {self.max_streams} must be >= 1")
+        check_endpoint(self.bind_events, "--bind")  # now, before a run loads models or renders the demo video
+        check_endpoint(self.bind_alerts, "--publish")
+        lowest = 2 * HEARTBEAT_S  # one lost heartbeat must not mark a live stream lost
+        if not lowest <= self.stream_timeout_s <= MAX_STREAM_TIMEOUT_S:  # also refuses NaN
+            raise InputError(f"--stream-timeout {self.stream_timeout_s}: must be {lowest:g}..{MAX_STREAM_TIMEOUT_S:g}"
+                             f" seconds (at least two heartbeat periods)")
 
 
 @dataclass
@@ -72,6 +153,8 @@ class StreamState:
 
     session: str
     checker: PreconditionChecker
+    last_heard: float  # monotonic time of the last message applied
+    applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
     last_seq: int = -1
     gaps: int = 0
     alerts: int = 0
@@ -80,10 +163,21 @@ class StreamState:
     dropped: int = 0
     fps: float = 0.0
     ended: bool = False
+    lost: bool = False
     seq_out: int = 0
     last_snapshot: float = 0.0  # when the periodic snapshot last went out (not touched by on-change statuses)
     forwarded: set[int] = field(default_factory=set)
     recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
+
+    @property
+    def run(self) -> str:
+        """What viewers call this detector run (`run_of` its session: never the token)."""
+        return run_of(self.session)
+
+    @property
+    def idle(self) -> bool:
+        """Ended or lost: the stream may be evicted for a new one."""
+        return self.ended or self.lost
 
 
 class CheckerCore:
@@ -91,17 +185,120 @@ class CheckerCore:
 
     Args:
         graph: the task graph every stream is checked against.
-        clock: wall clock for outgoing timestamps (a constructor argument so tests can fix it).
-        max_streams: most streams tracked at once; an ended stream gives its place to a new one.
+        clock: wall clock for outgoing timestamps and the periodic snapshot (an argument so tests can fix it).
+        max_streams: most streams tracked at once; an idle stream gives its place to a new one.
+        stream_timeout_s: a stream silent this long is lost.
+        monotonic: the clock of stream life cycles.
+        log: called with a line for each kind of refusal (first occurrence, then every `LOG_EVERY_S`).
     """
 
-    def __init__(self, graph: TaskGraph, clock: Callable[[], float] = time.time, max_streams: int = 256) -> None:
+    def __init__(
+        self,
+        graph: TaskGraph,
+        clock: Callable[[], float] = time.time,
+        max_streams: int = 256,
+        stream_timeout_s: float = STREAM_TIMEOUT_S,
+        monotonic: Callable[[], float] = time.monotonic,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.graph = graph
         self.clock = clock
         self.max_streams = max_streams
+        self.stream_timeout_s = stream_timeout_s
+        self.monotonic = monotonic
+        self.log = log
         self.streams: dict[str, StreamState] = {}
-        self.refused = 0  # messages from streams beyond max_streams (shown by CheckerService.summary)
+        self.counts: Counter[str] = Counter({name: 0 for name in COUNTED})
+        self.last_refusal = ""
+        self._steps = frozenset(graph.step_ids)
+        self._names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+        self._waiting: dict[str, float] = {}  # stream -> when its replay was first deferred
+        self._logged: dict[str, float] = {}
+        self._last_health = float("-inf")
+        self._health_seq = 0
 
+    @property
+    def refused(self) -> int:
+        """Messages refused at the stream limit."""
+        return self.counts["stream_limit"]
+
+    # -- one poll -----------------------------------------------------------------------------
+    def serve(self, messages: Iterable[Message]) -> list[Message]:
+        """Apply one poll's messages with each stream's budget; a refused message is counted and skipped.
+
+        Messages that apply at most `CHEAP_ITEMS` new steps are served in arrival order. Replays (more new steps)
+        are held to the end: a later message of the same stream supersedes an earlier one (it carries the whole
+        history), and they share `REPLAY_BUDGET`, the stream that has waited longest first; a replay over budget
+        is dropped (counted as ``over_budget``) and served from the stream's next message.
+
+        Args:
+            messages: the messages of one poll, in arrival order.
+
+        Returns:
+            Messages to publish.
+        """
+        out: list[Message] = []
+        taken: Counter[str] = Counter()
+        replays: dict[str, tuple[int, KeyStepEvent | Heartbeat]] = {}
+        for arrival, message in enumerate(messages):
+            if not isinstance(message, KeyStepEvent | Heartbeat):
+                continue
+            sid = message.stream_id
+            taken[sid] += 1
+            if taken[sid] > STREAM_BUDGET:
+                self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
+            elif sid in replays or self._cost(message) > CHEAP_ITEMS:
+                replays[sid] = (arrival, message)
+            else:
+                out += self._guarded(message)
+        budget = REPLAY_BUDGET
+        never = float("inf")
+        waited_longest_first = sorted(replays.items(), key=lambda kv: (self._waiting.get(kv[0], never), kv[1][0]))
+        for sid, (_arrival, message) in waited_longest_first:
+            cost = self._cost(message)
+            if cost > budget:
+                if sid not in self._waiting and len(self._waiting) < 2 * self.max_streams:
+                    self._waiting[sid] = self.monotonic()
+                self.refuse(OverBudget(f"{sid}: replay of {cost} steps deferred to a later poll"))
+                continue
+            budget -= cost
+            self._waiting.pop(sid, None)
+            out += self._guarded(message)
+        return out
+
+    def _guarded(self, message: KeyStepEvent | Heartbeat) -> list[Message]:
+        """`handle`, with a refusal or an unencodable output counted and logged instead of raised."""
+        try:
+            return self.handle(message)
+        except Refused as err:
+            self.refuse(err)
+        except MessageError as err:  # an output the wire refuses: a defect, contained to this message
+            self.refuse(Unsendable(f"{message.stream_id}: {err}"))
+        return []
+
+    def refuse(self, err: Refused) -> None:
+        """Count a refused message under its reason, remember it, and log it (rate-limited per reason)."""
+        self.counts[err.reason] += 1
+        self.last_refusal = f"{err.reason}: {err}"
+        now = self.monotonic()
+        if self.log is not None and now - self._logged.get(err.reason, float("-inf")) >= LOG_EVERY_S:
+            self._logged[err.reason] = now
+            self.log(f"checker: refused ({err.reason}, {self.counts[err.reason]} so far): {printable(err)}")
+
+    def _cost(self, message: KeyStepEvent | Heartbeat) -> int:
+        """How many history items applying the message would observe."""
+        state = self.streams.get(message.stream_id)
+        if state is None or not self._continues(state, message):
+            return len(message.history)
+        return len(message.history) - len(state.applied)
+
+    @staticmethod
+    def _continues(state: StreamState, message: KeyStepEvent | Heartbeat) -> bool:
+        """Whether the message's history extends what the stream applied (same session, an agreeing prefix)."""
+        n = len(state.applied)
+        return state.session == message.session and message.history[:n] == state.applied
+
+    # -- one message --------------------------------------------------------------------------
     def handle(self, message: Message) -> list[Message]:
         """Apply one incoming message.
 
@@ -109,81 +306,131 @@ class CheckerCore:
             message: a `KeyStepEvent` or `Heartbeat` (other kinds are ignored).
 
         Returns:
-            Messages to publish: alerts for newly applied steps, the forwarded event if new, a status.
+            Messages to publish: alerts for newly applied steps (the live one, and at most `RESEND_ALERTS`
+            rebuilt ones), the `StepEvent` if new, one status.
+
+        Raises:
+            UnknownStep: the message names a step that is not in the graph (nothing is changed).
+            StreamLimit: a new stream, and no idle stream to evict (nothing is changed).
         """
         if not isinstance(message, KeyStepEvent | Heartbeat):
             return []
-        state = self.streams.get(message.stream_id)
-        if state is None and len(self.streams) >= self.max_streams:
-            # A long-running checker sees many detector runs; those that ended must not fill it for good.
-            ended = next((sid for sid, s in self.streams.items() if s.ended), None)
-            if ended is None:
-                self.refused += 1
-                return []
-            del self.streams[ended]
-        if state is None or state.session != message.session:
+        sid = message.stream_id
+        state = self.streams.get(sid)
+        if state is not None and state.session == message.session:
+            behind = state.last_seq - message.seq
+            if 0 <= behind < SEQ_WINDOW:
+                return []  # old or duplicated: its history is a prefix of what was applied
+        continues = state is not None and self._continues(state, message)
+        new = message.history[len(state.applied) :] if continues and state is not None else message.history
+        self._check_steps(message, new)
+        if state is None:
+            self._make_room(sid)
+        if state is None or not continues:
+            # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):
+            # the stream starts over, counters and re-sent alerts included.
             state = self._start_over(message, state)
-        if message.seq <= state.last_seq:
-            return []  # old or duplicated: its history is a prefix of what was applied
-        applied = tuple(v.step for v in state.checker.history)
-        if tuple(message.history[: len(applied)]) != applied:
-            # Within a session the history only grows; one that disagrees cannot be continued, so the stream
-            # starts over exactly as for a new session (counters and re-sent alerts included).
-            state = self._start_over(message, state)
-        if state.last_seq >= 0:
+        elif 1 < message.seq - state.last_seq < SEQ_WINDOW:
             state.gaps += message.seq - state.last_seq - 1
         state.last_seq = message.seq
+        state.last_heard = self.monotonic()
+        state.lost = False
         # Alerts go out first: they are what a person waits for.
-        out: list[Message] = list(self._apply_history(message.stream_id, state, message))
+        out: list[Message] = list(self._apply_history(sid, state, message, len(state.applied)))
         if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
             state.forwarded.add(message.index)
-            out.append(message)
+            out.append(self._step_event(state, message))
         if isinstance(message, Heartbeat):
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended
-        out.append(self.status(message.stream_id))
+        out.append(self.status(sid))
         return out
+
+    def _check_steps(self, message: KeyStepEvent | Heartbeat, new: tuple[int, ...]) -> None:
+        unknown = set(new) - self._steps
+        if isinstance(message, Heartbeat) and message.current is not None and message.current not in self._steps:
+            unknown.add(message.current)
+        if unknown:
+            raise UnknownStep(f"{message.stream_id}: step {min(unknown)} is not in the task graph")
+
+    def _make_room(self, stream_id: str) -> None:
+        """Free a slot for a new stream: evict the idle stream that has waited longest, never a live one."""
+        if len(self.streams) < self.max_streams:
+            return
+        idle = [(state.last_heard, sid) for sid, state in self.streams.items() if state.idle]
+        if not idle:
+            raise StreamLimit(f"{stream_id}: all {self.max_streams} stream slots are taken by live streams")
+        del self.streams[min(idle)[1]]
+        self.counts["evicted"] += 1
 
     def _start_over(self, message: KeyStepEvent | Heartbeat, previous: StreamState | None) -> StreamState:
         """A fresh state for the message's stream; outgoing ``seq`` keeps counting so viewers see no reset."""
         state = StreamState(
             message.session,
             PreconditionChecker(self.graph),
+            last_heard=self.monotonic(),
             seq_out=previous.seq_out if previous else 0,
             last_snapshot=self.clock(),
         )
         self.streams[message.stream_id] = state
         return state
 
-    def _apply_history(self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat) -> list[Alert]:
-        """Observe the part of the message's history not applied yet (a prefix of it is, see `handle`)."""
+    def _apply_history(
+        self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, first: int
+    ) -> list[Alert]:
+        """Observe ``message.history[first:]`` (the part not applied yet) and build the alerts to send.
+
+        A replay (many new steps at once) is coalesced: every mistake is counted, but only the live step's alert
+        and the `RESEND_ALERTS` most recent rebuilt ones are built and sent.
+        """
         history = message.history
-        alerts: list[Alert] = []
-        live_index = message.index if isinstance(message, KeyStepEvent) else -1
-        for index in range(len(state.checker.history), len(history)):
-            verdict = state.checker.observe(history[index])
-            if not verdict.is_mistake:
-                continue
-            state.alerts += 1
-            alerts.append(
-                alert := Alert(
-                    stream_id=stream_id,
-                    seq=self._next_seq(state),
-                    timestamp=self.clock(),
-                    alert_id=f"{stream_id}#{index}",
-                    session=state.session,
-                    step=verdict.step,
-                    step_name=self._name(verdict.step),
-                    index=index,
-                    missing=tuple(int(m) for m in verdict.missing if m != START),
-                    missing_names=tuple(self._name(m) for m in verdict.missing if m != START),
-                    undefined=verdict.undefined,
-                    event_timestamp=message.timestamp,
-                    replayed=index != live_index,
-                )
-            )
-            state.recent_alerts.append(alert)
+        live = message.index if isinstance(message, KeyStepEvent) else -1
+        observe = state.checker.observe
+        mistakes = [index for index in range(first, len(history)) if observe(history[index]).is_mistake]
+        state.applied = history
+        state.alerts += len(mistakes)
+        sent = [index for index in mistakes if index != live][-RESEND_ALERTS:]
+        if live in mistakes:
+            sent = sorted([*sent, live])
+        alerts = [self._alert(stream_id, state, message, index, replayed=index != live) for index in sent]
+        state.recent_alerts.extend(alerts)
         return alerts
+
+    def _alert(
+        self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, index: int, replayed: bool
+    ) -> Alert:
+        verdict = state.checker.history[index]
+        missing = tuple(int(m) for m in verdict.missing if m != START)
+        return Alert(
+            stream_id=stream_id,
+            seq=self._next_seq(state),
+            timestamp=self.clock(),
+            alert_id=f"{stream_id}#{index}",
+            run=state.run,
+            step=verdict.step,
+            step_name=self._name(verdict.step),
+            index=index,
+            missing=missing,
+            missing_names=tuple(self._name(m) for m in missing),
+            undefined=verdict.undefined,
+            event_timestamp=message.timestamp,
+            replayed=replayed,
+        ).fitted()
+
+    def _step_event(self, state: StreamState, message: KeyStepEvent) -> StepEvent:
+        """The viewers' copy of a key-step: the graph's name for it, and neither the session token nor the history."""
+        return StepEvent(
+            stream_id=message.stream_id,
+            seq=self._next_seq(state),
+            timestamp=self.clock(),
+            run=state.run,
+            step=message.step,
+            step_name=self._name(message.step),
+            start=message.start,
+            end=message.end,
+            confidence=message.confidence,
+            index=message.index,
+        )
 
     def status(self, stream_id: str) -> Status:
         """The current `Status` message of a stream (also used for the periodic re-send)."""
@@ -192,7 +439,7 @@ class CheckerCore:
             stream_id=stream_id,
             seq=self._next_seq(state),
             timestamp=self.clock(),
-            session=state.session,
+            run=state.run,
             done=state.checker.done,
             allowed=state.checker.allowed_next(),
             current=state.current,
@@ -202,40 +449,82 @@ class CheckerCore:
             fps=state.fps,
             gaps=state.gaps,
             ended=state.ended,
+            lost=state.lost,
         )
 
-    def periodic(self, period_s: float) -> list[Alert | Status]:
-        """The periodic snapshot of every stream whose last snapshot is older than ``period_s``.
+    # -- time ---------------------------------------------------------------------------------
+    def periodic(self, period_s: float, stats: ReceiveStats | None = None) -> list[Message]:
+        """Stream life cycles, and the periodic snapshot of every stream whose last one is older than ``period_s``.
 
-        Each due stream's most recent alerts (`RESEND_ALERTS`, ``replayed=True``, same ``alert_id``) and
-        its status: a viewer that joined late, or reconnected to a restarted checker, catches up
-        (the snapshot half of the Clone pattern); consumers de-duplicate alerts by ``alert_id``.
-        The period runs on its own clock: the status sent on every change does not postpone it, or a
-        busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed.
+        A stream silent for the stream timeout is marked lost (its status goes out at once); an ended or lost
+        stream silent for `FORGET_AFTER` timeouts is freed. Each due stream's most recent alerts (`RESEND_ALERTS`,
+        ``replayed=True``, same ``alert_id``) and its status go out: a viewer that joined late, or reconnected to a
+        restarted checker, catches up (the snapshot half of the Clone pattern); consumers de-duplicate alerts by
+        ``alert_id``. The period runs on its own clock: the status sent on every change does not postpone it, or a
+        busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed. One call
+        sends at most `SNAPSHOT_BUDGET` messages, the streams that waited longest first; the others stay due for the
+        next call (a loop later), so 256 streams of 32 alerts never stall the loop in one go. One `CheckerHealth`
+        goes out per period.
 
         Args:
             period_s: re-send period in seconds.
+            stats: the receiver's counts, for the `CheckerHealth`.
 
         Returns:
             Messages to publish.
         """
         now = self.clock()
-        out: list[Alert | Status] = []
-        for sid, state in list(self.streams.items()):
-            if now - state.last_snapshot < period_s:
+        idle_now = self.monotonic()
+        out: list[Message] = []
+        budget = SNAPSHOT_BUDGET
+        for sid, state in sorted(self.streams.items(), key=lambda item: item[1].last_snapshot):
+            silent = idle_now - state.last_heard
+            if state.idle and silent > FORGET_AFTER * self.stream_timeout_s:
+                del self.streams[sid]
                 continue
+            if not state.idle and silent > self.stream_timeout_s:
+                state.lost = True
+                out.append(self.status(sid))
+            if now - state.last_snapshot < period_s or budget <= 0:
+                continue
+            budget -= len(state.recent_alerts) + 1
             state.last_snapshot = now
             out.extend(
                 replace(a, seq=self._next_seq(state), timestamp=now, replayed=True) for a in state.recent_alerts
             )
             out.append(self.status(sid))
+        for sid, since in list(self._waiting.items()):
+            if idle_now - since > FORGET_AFTER * self.stream_timeout_s:
+                del self._waiting[sid]
+        if now - self._last_health >= period_s:
+            self._last_health = now
+            out.append(self.health(stats or ReceiveStats()))
         return out
 
+    def health(self, stats: ReceiveStats) -> CheckerHealth:
+        """The checker's counts as a `CheckerHealth` message.
+
+        Args:
+            stats: the receiver's counts (received, malformed).
+
+        Returns:
+            The message (``seq`` counts the checker's own health messages).
+        """
+        self._health_seq += 1
+        counts = {name: self.counts[name] for name in COUNTED}
+        return CheckerHealth(
+            stream_id=CHECKER_STREAM,
+            seq=self._health_seq - 1,
+            timestamp=self.clock(),
+            streams=len(self.streams),
+            lost_streams=sum(state.lost for state in self.streams.values()),
+            received=stats.received,
+            malformed=stats.malformed,
+            **(counts | {"over_budget": counts["over_budget"] + stats.over_budget}),
+        )
+
     def _name(self, node: int | str) -> str:
-        try:
-            return self.graph.name_of(node)
-        except ValueError:
-            return f"step {node}"
+        return self._names.get(node, str(node)) if isinstance(node, int) else str(node)
 
     @staticmethod
     def _next_seq(state: StreamState) -> int:
@@ -250,11 +539,20 @@ class CheckerService:
         graph: the task graph.
         config: endpoints and periods.
         ctx: ZeroMQ context (a new one if None).
+        log: called with one line per kind of refusal (rate-limited); None: no log, the counts only.
     """
 
-    def __init__(self, graph: TaskGraph, config: CheckerConfig, ctx: zmq.Context | None = None) -> None:
+    def __init__(
+        self,
+        graph: TaskGraph,
+        config: CheckerConfig,
+        ctx: zmq.Context | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
-        self.core = CheckerCore(graph, max_streams=config.max_streams)
+        self.core = CheckerCore(
+            graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log
+        )
         self.ctx = ctx or zmq.Context.instance()
         # Bind the output first so the forwarded first event cannot be published before it exists.
         pub, self.alerts_endpoint = bind(self.ctx, zmq.PUB, config.bind_alerts, "--publish")
@@ -264,7 +562,8 @@ class CheckerService:
             pub.close()
             raise
         self.publisher = Publisher(pub)
-        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")))
+        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
+        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")), topic_budget=STREAM_BUDGET)
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -276,29 +575,39 @@ class CheckerService:
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
-                for message in self.receiver.poll(POLL_MS):
-                    for out in self.core.handle(message):
-                        self.publisher.send(out)
-                for periodic in self.core.periodic(self.config.status_period_s):
-                    self.publisher.send(periodic)
+                self.send(self.core.serve(self.receiver.poll(POLL_MS)))
+                self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
                 if until is not None and until(self.core):
                     break
         finally:
             self.close()
 
+    def send(self, messages: list[Message]) -> None:
+        """Publish messages; one that cannot be encoded is counted (``unsendable``) and the rest still go out."""
+        for message in messages:
+            try:
+                self.publisher.send(message)
+            except MessageError as err:
+                self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
+
     def summary(self) -> str:
         """One line on what the checker took in and turned away, for the end of a run.
 
-        Refused and malformed messages are otherwise silent (the wire has no place for them), so a
-        person who started a checker learns here that a detector was turned away or spoke garbage.
+        Refused and malformed messages are otherwise silent (the wire has no place for them but the
+        `CheckerHealth` viewers get), so a person who started a checker learns here that a detector was turned
+        away or spoke garbage.
         """
-        stats = self.receiver.stats
+        stats, core = self.receiver.stats, self.core
+        counts = core.counts
+        lost = sum(state.lost for state in core.streams.values())
         line = (
-            f"checker: {stats.received} messages received, {len(self.core.streams)} streams tracked; "
-            f"{self.core.refused} refused (over the {self.core.max_streams}-stream limit), "
+            f"checker: {stats.received} messages received, {len(core.streams)} streams tracked ({lost} lost); "
+            f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
+            f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
+            f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
             f"{stats.malformed} malformed dropped"
         )
-        return line + (f" (last: {stats.last_error})" if stats.last_error else "")
+        return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 
     def close(self) -> None:
         """Close both sockets (LINGER 0: never blocks)."""
@@ -313,6 +622,7 @@ def run_checker(
     stop: threading.Event | None = None,
     report: Callable[[str], None] | None = None,
     until: Callable[[CheckerCore], bool] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 
@@ -323,10 +633,11 @@ def run_checker(
         stop: set it to end the loop (the child process sets it on SIGTERM).
         report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
         until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
+        log: called with a line per kind of refused message (rate-limited).
     """
     from graphs.task_graph import load_graph
 
-    service = CheckerService(load_graph(graph_path), config)
+    service = CheckerService(load_graph(graph_path), config, log=log)
     try:  # a Ctrl-C right after ``ready`` must still close the sockets and report
         if ready is not None:
             ready(service.events_endpoint, service.alerts_endpoint)

@@ -24,6 +24,7 @@ import torch
 import zmq
 
 from graphs.errors import InputError
+from graphs.options import check_threads
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
@@ -63,8 +64,7 @@ class DetectorConfig:
     def __post_init__(self) -> None:
         if not is_stream_id(self.stream_id):
             raise InputError(f"--stream-id {self.stream_id!r}: use {STREAM_ID_RULE}")
-        if self.threads < 1:
-            raise InputError(f"--threads {self.threads} must be >= 1")
+        check_threads(self.threads)
         check_endpoint(self.connect, "--connect", peer=True)
         if not self.heartbeat_s > 0:
             raise InputError(f"DetectorConfig.heartbeat_s = {self.heartbeat_s} must be > 0")

@@ -3,26 +3,34 @@
 Every message is one ZeroMQ multipart message of exactly two frames (pyzmq does the framing)::
 
     frame 0  topic    ASCII  "<kind>/<stream_id>"   e.g. b"keystep/kitchen-cam"
-    frame 1  payload  UTF-8  one JSON object        e.g. b'{"version": 1, "kind": "keystep", ...}'
+    frame 1  payload  UTF-8  one JSON object        e.g. b'{"version": 2, "kind": "keystep", ...}'
 
 Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The payload object holds
-exactly the fields of the dataclass named by ``kind`` (no more, no fewer); tuples travel as JSON
+exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice); tuples travel as JSON
 arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
 
-    version    int    WIRE_VERSION (1); a receiver refuses any other version
-    kind       str    "keystep" | "heartbeat" | "alert" | "status"
-    stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream
-    seq        int    >= 0, per stream and per sender, +1 for every message sent
+    version    int    WIRE_VERSION (2); a receiver refuses any other version
+    kind       str    "keystep" | "heartbeat" (detector -> checker); "step" | "alert" | "status" | "checker"
+                      (checker -> viewers)
+    stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream ("checker" for kind checker)
+    seq        int    0..2^53-1, per stream and per sender, +1 for every message sent
     timestamp  float  sender's wall clock (Unix seconds) when the message was made
 
 Kinds (see each dataclass for its own fields): `KeyStepEvent` and `Heartbeat` go from a detector
-to the checker; `Alert`, `Status` and a forwarded copy of each new `KeyStepEvent` go from the
-checker to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's whole confirmed-step
-``history``, so a checker that restarts mid-stream rebuilds its state from the next message it
-gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. `Alert.alert_id` is
-stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent alerts with
-its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
-within a ``session`` (a new detector session on the stream starts its indexes, and so its ids, over).
+to the checker; `StepEvent` (each new key-step, without the detector's session token or history), `Alert`,
+`Status` and `CheckerHealth` go from the checker to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's
+whole confirmed-step ``history``, so a checker that restarts mid-stream rebuilds its state from the next message
+it gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. Viewers never get the detector's
+``session`` token: the checker names a detector run to them by ``run``, a digest of the session (`run_of`).
+`Alert.alert_id` is stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent
+alerts with its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
+within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over).
+
+Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, and every item of
+``history``, ``missing``, ``done``, ``allowed``) lie in 0..2^31-1; ``index`` in 0..`MAX_HISTORY`-1; counters in
+0..2^53-1; step names hold at most 512 characters; a history at most `MAX_HISTORY` items and a step list at most
+2048. Every message the checker builds fits `MAX_MESSAGE_BYTES` by construction: an alert whose pre-condition
+names would not fit carries the names of the first ones only (`Alert.fitted`; ``missing`` always lists them all).
 
 Decoding never unpickles anything: `decode` checks the frame count, the size (`MAX_MESSAGE_BYTES`),
 the topic, the JSON, the version and every field's type and range, and raises `MessageError`
@@ -31,24 +39,46 @@ otherwise; receivers drop and count such messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Final, Union
 
-WIRE_VERSION: Final = 1
+from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
+
+WIRE_VERSION: Final = 2  # 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`
 MAX_MESSAGE_BYTES: Final = 64 * 1024  # a history of thousands of steps still fits; anything bigger is refused
 MAX_HISTORY: Final = 4096  # confirmed key-steps per stream a message may carry
-MAX_TEXT: Final = 256  # characters in a free-text field (step names)
+MAX_TEXT: Final = MAX_NAME  # characters in a free-text field (step names), as the file loaders allow
+MAX_COUNT: Final = 2**53 - 1  # counters and seq: exact in every JSON reader (a double holds integers up to 2^53)
 STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
+CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+_STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed"})  # 0..MAX_STEP_ID
+_TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
 
 
 class MessageError(ValueError):
     """A received message is malformed, oversized or of an unknown kind/version."""
+
+
+def run_of(session: str) -> str:
+    """The name viewers get for a detector run: a digest of its session token, never the token itself.
+
+    The same session always gives the same ``run`` (a restarted checker names it the same, so viewers still
+    de-duplicate its re-sent alerts), and the token cannot be read back from it.
+
+    Args:
+        session: the detector's session token.
+
+    Returns:
+        12 hexadecimal characters.
+    """
+    return hashlib.sha256(b"run:" + session.encode("utf-8")).hexdigest()[:12]
 
 
 def is_stream_id(value: object) -> bool:
@@ -88,29 +118,38 @@ class Message:
 
 
 @dataclass(frozen=True)
-class KeyStepEvent(Message):
-    """A key-step segment the online segmenter just confirmed (detector -> checker).
+class KeyStepSegment(Message):
+    """The fields of a confirmed key-step segment, shared by the detector's event and the viewers' copy of it.
 
     Attributes:
-        session: random token of the detector run; a new session resets the stream's checker.
         step: taxonomy id of the key-step.
-        step_name: readable name from the detector checkpoint.
+        step_name: its name (the detector checkpoint's on a `KeyStepEvent`, the task graph's on a `StepEvent`).
         start: segment start, seconds of video time.
         end: segment end, seconds of video time.
         confidence: mean class probability over the segment, in [0, 1].
-        index: position of this step in ``history`` (0-based).
-        history: every key-step confirmed so far in this session, this one last.
+        index: position of this step in the session's history (0-based).
     """
 
-    KIND: ClassVar[str] = "keystep"
-
-    session: str
     step: int
     step_name: str
     start: float
     end: float
     confidence: float
     index: int
+
+
+@dataclass(frozen=True)
+class KeyStepEvent(KeyStepSegment):
+    """A key-step segment the online segmenter just confirmed (detector -> checker).
+
+    Attributes (besides the segment's, `KeyStepSegment`):
+        session: random token of the detector run; a new session resets the stream's checker.
+        history: every key-step confirmed so far in this session, this one last (``history[index] == step``).
+    """
+
+    KIND: ClassVar[str] = "keystep"
+
+    session: str
     history: tuple[int, ...]
 
 
@@ -140,18 +179,33 @@ class Heartbeat(Message):
 
 
 @dataclass(frozen=True)
+class StepEvent(KeyStepSegment):
+    """A key-step the checker accepted, as viewers get it (checker -> viewers), once per step: the segment, named
+    by the checker's task graph, without the detector's session token or history.
+
+    Attributes (besides the segment's, `KeyStepSegment`):
+        run: the detector run (`run_of` its session).
+    """
+
+    KIND: ClassVar[str] = "step"
+
+    run: str
+
+
+@dataclass(frozen=True)
 class Alert(Message):
     """A key-step done before its pre-conditions (checker -> viewers).
 
     Attributes:
-        alert_id: stable id ``"<stream_id>#<index>"``, unique within the session; re-sent alerts (after a
+        alert_id: stable id ``"<stream_id>#<index>"``, unique within the run; re-sent alerts (after a
             checker restart) repeat it.
-        session: detector session the step belongs to.
+        run: the detector run the step belongs to (`run_of` its session).
         step: the key-step that was done too early.
         step_name: its name in the task graph.
         index: its position in the stream's history.
-        missing: pre-conditions not done yet (step ids).
-        missing_names: their names.
+        missing: pre-conditions not done yet (step ids), all of them.
+        missing_names: the names of the first ``len(missing_names)`` of them: all, unless they would not fit one
+            message (`fitted`).
         undefined: the step has no pre-conditions in the graph (counted as a mistake by the protocol).
         event_timestamp: ``timestamp`` of the message that brought the step (for latency figures).
         replayed: false only on the alert sent the moment its key-step arrived; true on an alert rebuilt
@@ -161,7 +215,7 @@ class Alert(Message):
     KIND: ClassVar[str] = "alert"
 
     alert_id: str
-    session: str
+    run: str
     step: int
     step_name: str
     index: int
@@ -171,13 +225,32 @@ class Alert(Message):
     event_timestamp: float
     replayed: bool
 
+    def fitted(self) -> Alert:
+        """This alert, with as many of its pre-condition names as fit in one message (all of them, usually).
+
+        The ids in ``missing`` always fit (a graph has at most 2048 steps); the names are up to 512 characters
+        each, so a step with many long-named pre-conditions is sent with the names of the first ones only.
+
+        Returns:
+            ``self`` if it fits, else a copy with ``missing_names`` cut to fit `MAX_MESSAGE_BYTES`.
+        """
+        size = len(encode_payload(replace(self, missing_names=())))
+        room = MAX_MESSAGE_BYTES - size
+        keep = 0
+        for name in self.missing_names:
+            room -= len(json.dumps(name)) + 1  # the name as JSON writes it, and its comma
+            if room < 0:
+                break
+            keep += 1
+        return self if keep == len(self.missing_names) else replace(self, missing_names=self.missing_names[:keep])
+
 
 @dataclass(frozen=True)
 class Status(Message):
     """The checker's view of one stream (checker -> viewers), sent on every change and periodically.
 
     Attributes:
-        session: detector session.
+        run: the detector run (`run_of` its session).
         done: steps recorded as done, in order.
         allowed: steps whose pre-conditions are all met now.
         current: step the detector sees right now (None: background).
@@ -186,12 +259,13 @@ class Status(Message):
         dropped: frames the source dropped.
         fps: detector frame rate.
         gaps: messages from the detector the checker never received (recovered from history).
-        ended: the stream has ended.
+        ended: the stream has ended (its detector said so).
+        lost: no message from the stream for the checker's stream timeout: its detector died or its link broke.
     """
 
     KIND: ClassVar[str] = "status"
 
-    session: str
+    run: str
     done: tuple[int, ...]
     allowed: tuple[int, ...]
     current: int | None
@@ -201,9 +275,44 @@ class Status(Message):
     fps: float
     gaps: int
     ended: bool
+    lost: bool
 
 
-KINDS: Final[dict[str, type[Message]]] = {cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, Alert, Status)}
+@dataclass(frozen=True)
+class CheckerHealth(Message):
+    """What the checker took in and turned away, over its whole run (checker -> viewers, every status period).
+
+    Refusals have no other place on the wire: a detector that was turned away, or a peer that speaks garbage,
+    gets no reply, so the viewer shows these counts. ``stream_id`` is `CHECKER_STREAM`.
+
+    Attributes:
+        streams: streams tracked now.
+        lost_streams: how many of them are lost (no message for the stream timeout).
+        received: valid messages received.
+        malformed: messages dropped undecoded (bad framing, size, JSON, version, field type or range).
+        stream_limit: messages refused because every stream slot was taken by a stream that is not idle.
+        evicted: idle (ended or lost) streams evicted to make room for a new one.
+        unknown_step: messages refused because they name a step id that is not in the task graph.
+        over_budget: messages dropped because their stream used its share of a poll (sent again by the detector).
+        unsendable: outputs that could not be encoded (a defect; counted, never fatal).
+    """
+
+    KIND: ClassVar[str] = "checker"
+
+    streams: int
+    lost_streams: int
+    received: int
+    malformed: int
+    stream_limit: int
+    evicted: int
+    unknown_step: int
+    over_budget: int
+    unsendable: int
+
+
+KINDS: Final[dict[str, type[Message]]] = {
+    cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, StepEvent, Alert, Status, CheckerHealth)
+}
 
 
 def encode(message: Message) -> list[bytes]:
@@ -215,14 +324,26 @@ def encode(message: Message) -> list[bytes]:
     Returns:
         The multipart frames to send.
     """
+    payload = encode_payload(message)
+    if len(payload) > MAX_MESSAGE_BYTES:
+        raise MessageError(f"{message.KIND} message of {len(payload)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    return [message.topic, payload]
+
+
+def encode_payload(message: Message) -> bytes:
+    """Frame 1 of a message, its JSON payload, whatever its size (`encode` refuses one that is too big).
+
+    Args:
+        message: any of the message dataclasses.
+
+    Returns:
+        The UTF-8 JSON object (ASCII only: every other character is written as an escape).
+    """
     # Fields are numbers, strings, None or tuples of them: read them as they are (asdict deep-copies every
     # history item, 14x slower for a 4096-step history).
     body = {"version": WIRE_VERSION, "kind": message.KIND}
     body.update((f.name, getattr(message, f.name)) for f in fields(message))
-    payload = json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
-    if len(payload) > MAX_MESSAGE_BYTES:
-        raise MessageError(f"{message.KIND} message of {len(payload)} bytes exceeds {MAX_MESSAGE_BYTES}")
-    return [message.topic, payload]
+    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 def decode(frames: list[bytes]) -> Message:
@@ -236,7 +357,7 @@ def decode(frames: list[bytes]) -> Message:
 
     Raises:
         MessageError: wrong frame count, oversized, bad UTF-8/JSON, unknown kind or version, a missing,
-            extra or ill-typed field, or a topic that does not match the payload.
+            extra, repeated or ill-typed field, a value out of range, or a topic that does not match the payload.
     """
     if len(frames) != 2:
         raise MessageError(f"expected 2 frames, got {len(frames)}")
@@ -244,9 +365,9 @@ def decode(frames: list[bytes]) -> Message:
     if len(payload) > MAX_MESSAGE_BYTES or len(topic) > 128:
         raise MessageError(f"message of {len(payload)} bytes exceeds {MAX_MESSAGE_BYTES}")
     try:
-        body = json.loads(payload.decode("utf-8"), parse_constant=_refuse_constant)
+        body = json.loads(payload.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_fields)
     except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, NaN, too many digits, nesting too deep
-        raise MessageError(f"payload is not UTF-8 JSON: {err}") from None
+        raise MessageError(f"payload is not UTF-8 JSON: {str(err)[:120]}") from None
     if not isinstance(body, dict):
         raise MessageError("payload is not a JSON object")
     version = body.pop("version", None)
@@ -273,6 +394,15 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different: ``json`` would keep the last of two silently, so a peer could
+    show one value to a filter and another to the reader."""
+    body = dict(pairs)
+    if len(body) != len(pairs):
+        raise ValueError("a field appears twice in one object")
+    return body
+
+
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
@@ -294,8 +424,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise MessageError(f"{where} must be an array")
         item = typing.get_args(hint)[0]
-        if item is int:  # the histories: one pass in C instead of a call per item
-            if not all(type(v) is int for v in value):  # bool is not int here, as in the scalar case
+        if item is int:  # the histories: passes in C instead of a Python call per item
+            if not set(map(type, value)) <= {int}:  # exactly int: a bool is not a step id, as in the scalar case
                 raise MessageError(f"{where}[] must be an integer")
             return tuple(value)
         return tuple(_coerce(v, item, f"{where}[]") for v in value)
@@ -323,26 +453,58 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
 
 def _validate(message: Message) -> None:
     """Range checks shared by construction and decoding, so nothing invalid is ever sent either."""
+    kind = message.KIND
     if not is_stream_id(message.stream_id):
-        raise MessageError(f"stream_id {message.stream_id!r} must be {STREAM_ID_RULE}")
-    if not isinstance(message.seq, int) or message.seq < 0:
-        raise MessageError(f"seq {message.seq!r} must be a non-negative integer")
+        raise MessageError(f"stream_id {message.stream_id!r:.80} must be {STREAM_ID_RULE}")
     for f in fields(message):
-        value = getattr(message, f.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise MessageError(f"{message.KIND}.{f.name} is not finite")
-        if isinstance(value, str) and len(value) > MAX_TEXT:
-            raise MessageError(f"{message.KIND}.{f.name} is longer than {MAX_TEXT} characters")
-        if isinstance(value, tuple) and len(value) > MAX_HISTORY:
-            raise MessageError(f"{message.KIND}.{f.name} has more than {MAX_HISTORY} items")
-        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            raise MessageError(f"{message.KIND}.{f.name} = {value} must not be negative")
-    if isinstance(message, KeyStepEvent):
-        if not 0.0 <= message.confidence <= 1.0:
-            raise MessageError(f"keystep.confidence = {message.confidence} is not in [0, 1]")
-        if message.end < message.start:
-            raise MessageError(f"keystep.end = {message.end} is before start = {message.start}")
-        if not (0 <= message.index < len(message.history)) or message.history[message.index] != message.step:
-            raise MessageError(f"keystep.index = {message.index} does not point at step {message.step} in history")
-    if isinstance(message, Alert) and len(message.missing) != len(message.missing_names):
-        raise MessageError("alert.missing and alert.missing_names differ in length")
+        name, value = f.name, getattr(message, f.name)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise MessageError(f"{kind}.{name} is not finite")
+        elif isinstance(value, int):
+            highest = MAX_STEP_ID if name in _STEP_FIELDS else MAX_HISTORY - 1 if name == "index" else MAX_COUNT
+            if not 0 <= value <= highest:
+                raise MessageError(f"{kind}.{name} = {str(value)[:40]} must be in 0..{highest}")
+        elif isinstance(value, str):
+            if name in _TOKEN_FIELDS and not is_stream_id(value):
+                raise MessageError(f"{kind}.{name} {value!r:.80} must be {STREAM_ID_RULE}")
+            if len(value) > MAX_TEXT:
+                raise MessageError(f"{kind}.{name} is longer than {MAX_TEXT} characters")
+        elif isinstance(value, tuple):
+            _validate_items(kind, name, value)
+    if isinstance(message, KeyStepSegment):
+        _validate_segment(message)
+    if isinstance(message, KeyStepEvent) and message.history[message.index : message.index + 1] != (message.step,):
+        raise MessageError(f"keystep.index = {message.index} does not point at step {message.step} in history")
+    if isinstance(message, Heartbeat | Status) and message.fps < 0:
+        raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
+    if isinstance(message, Alert):
+        if len(message.missing_names) > len(message.missing):
+            raise MessageError("alert.missing_names has more names than alert.missing has steps")
+        if message.alert_id != f"{message.stream_id}#{message.index}":
+            raise MessageError(f"alert.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
+    if isinstance(message, CheckerHealth) and message.stream_id != CHECKER_STREAM:
+        raise MessageError(f"checker.stream_id must be {CHECKER_STREAM!r}")
+
+
+def _validate_items(kind: str, name: str, items: tuple[Any, ...]) -> None:
+    """Length and range of a tuple field: step-id lists, or the alert's names."""
+    longest = MAX_HISTORY if name == "history" else MAX_STEPS
+    if len(items) > longest:
+        raise MessageError(f"{kind}.{name} has more than {longest} items")
+    if name in _STEP_FIELDS:
+        if items and not (min(items) >= 0 and max(items) <= MAX_STEP_ID):  # min/max run in C: one pass each
+            raise MessageError(f"{kind}.{name}[] must be step ids in 0..{MAX_STEP_ID}")
+    elif any(len(item) > MAX_TEXT for item in items):
+        raise MessageError(f"{kind}.{name}[] is longer than {MAX_TEXT} characters")
+
+
+def _validate_segment(message: KeyStepSegment) -> None:
+    if not 0.0 <= message.confidence <= 1.0:
+        raise MessageError(f"{message.KIND}.confidence = {message.confidence} is not in [0, 1]")
+    if message.start < 0:
+        raise MessageError(f"{message.KIND}.start = {message.start} must not be negative")
+    if message.end < message.start:
+        raise MessageError(f"{message.KIND}.end = {message.end} is before start = {message.start}")

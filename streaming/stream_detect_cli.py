@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.options import threads_option
+from graphs.safe_text import printable
 
 if TYPE_CHECKING:
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
@@ -47,7 +49,13 @@ def _video_args(p: argparse.ArgumentParser) -> None:
     pace = p.add_mutually_exclusive_group()
     pace.add_argument("--fast", action="store_true", help="read files as fast as possible (default: real time)")
     pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the detector (default 1)")
+    p.add_argument("--threads", type=threads_option, default=1,
+                   help="torch threads of the detector (default 1; at most 4 per core)")
+
+
+def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="a stream with no heartbeat for this long is shown as lost (default 5)")
 
 
 def build_parser() -> ArgumentParser:
@@ -59,6 +67,7 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--jsonl", action="store_true", help="print events and alerts as JSON lines")
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
+    _stream_timeout_arg(run)
     det = sub.add_parser("detector", help="one detector stream publishing to a checker")
     _video_args(det)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
@@ -66,6 +75,7 @@ def build_parser() -> ArgumentParser:
     chk.add_argument("--graph", help="task graph JSON (default: the bundled demo graph)")
     chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
     chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
+    _stream_timeout_arg(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
     view.add_argument("--graph", help="task graph JSON, for step names")
@@ -114,7 +124,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "checker":
         from streaming.checker_service import CheckerConfig, run_checker
 
-        run_checker(args.graph, CheckerConfig(args.bind, args.publish), ready=_print_ready, report=_print_line)
+        config = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout)
+        run_checker(args.graph, config, ready=_print_ready, report=_print_line, log=_print_line)
         return 0
     if args.command == "detector":
         return _detector(args)
@@ -123,7 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     from streaming.detector_service import DetectorConfig
 
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads)  # connects where the checker binds
-    return run_all(RunConfig(_source(args), detector, CheckerConfig(args.bind, args.publish), jsonl=args.jsonl))
+    checker = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout)
+    return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -152,7 +164,7 @@ def _print_ready(events: str, alerts: str) -> None:
 
 
 def _print_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(printable(line), file=sys.stderr, flush=True)
 
 
 def _source(args: argparse.Namespace) -> StreamSource:

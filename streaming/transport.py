@@ -5,6 +5,11 @@
 - a peer sends a `Heartbeat` every `HEARTBEAT_S`; state travels in messages so a restarted peer
   rebuilds it (Clone pattern, see `streaming.messages`);
 - oversized or malformed messages are dropped and counted (`Receiver.stats`), never raised;
+- memory and time per peer are bounded: a message is received frame by frame and one of more than 2 frames is
+  dropped without keeping its frames (`MAX_FRAMES`), each frame is at most `HARD_MAX_BYTES` (libzmq disconnects a
+  peer that sends a larger one), at most `RECV_HWM` messages wait per peer, one poll takes at most
+  `RECV_BATCH` messages or `RECV_BUDGET_S` seconds of receiving, and a receiver may give each topic (each
+  stream) a budget per poll, beyond which messages are dropped before they are decoded;
 - ZeroMQ never says that nobody listens at a connected endpoint, so a sender that must reach its
   peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`).
 
@@ -18,6 +23,9 @@ from __future__ import annotations
 import errno
 import re
 import socket
+import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,8 +39,17 @@ HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic st
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop
+RECV_BUDGET_S: Final = 0.02  # most time one poll spends receiving, so a flood cannot hold the loop
+# Messages queued per connected peer before libzmq stops reading from it. A detector sends a few messages a
+# second, so 128 is a minute of backlog; at most 128 x 64 KiB = 8 MiB of well-formed traffic waits per peer.
+RECV_HWM: Final = 128
+VIEW_RECV_HWM: Final = 10_000  # a viewer trusts its checker, whose periodic re-sends come in bursts
+MAX_FRAMES: Final = 2  # topic and payload: a message with more is dropped as it is received, never kept
 CONNECT_WAIT_S: Final = 10.0  # longest a detector waits for its checker to answer before it refuses to run
-HARD_MAX_BYTES: Final = 4 * MAX_MESSAGE_BYTES  # libzmq refuses anything larger before it reaches Python
+# libzmq drops a frame larger than this, and the connection of the peer that sent it, before Python sees it. Up to
+# it, an oversized payload is received and counted as malformed (a sender's bug is reported, not silent). libzmq
+# holds a whole multipart message before delivering its first frame, so this bounds the memory of each frame.
+HARD_MAX_BYTES: Final = 2 * MAX_MESSAGE_BYTES
 
 DEFAULT_EVENTS_ENDPOINT: Final = "tcp://127.0.0.1:5555"  # checker's input (detectors connect here)
 DEFAULT_ALERTS_ENDPOINT: Final = "tcp://127.0.0.1:5556"  # checker's output (viewers connect here)
@@ -65,11 +82,13 @@ def check_endpoint(endpoint: str, option: str = "endpoint", peer: bool = False) 
     return endpoint
 
 
-def _configure(sock: zmq.Socket, endpoint: str) -> None:
+def _configure(sock: zmq.Socket, endpoint: str, recv_hwm: int = RECV_HWM) -> None:
     sock.setsockopt(zmq.LINGER, LINGER_MS)
     sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
     if sock.type == zmq.PUB:
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+    else:
+        sock.setsockopt(zmq.RCVHWM, recv_hwm)
     if endpoint.startswith("tcp://["):  # libzmq refuses IPv6 addresses unless asked ("No such device")
         sock.setsockopt(zmq.IPV6, 1)
 
@@ -121,7 +140,12 @@ def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> 
 
 
 def connect(
-    ctx: zmq.Context, kind: int, endpoint: str, option: str = "--connect", wait_s: float = 0.0
+    ctx: zmq.Context,
+    kind: int,
+    endpoint: str,
+    option: str = "--connect",
+    wait_s: float = 0.0,
+    recv_hwm: int = RECV_HWM,
 ) -> zmq.Socket:
     """Create a socket and connect it (ZeroMQ reconnects by itself if the peer restarts).
 
@@ -135,6 +159,7 @@ def connect(
         endpoint: the peer's bound endpoint.
         option: the option the endpoint came from, named in errors.
         wait_s: if > 0, wait up to this long for the peer to answer.
+        recv_hwm: messages queued before libzmq stops reading (`RECV_HWM`; a viewer uses `VIEW_RECV_HWM`).
 
     Returns:
         The connected socket.
@@ -144,7 +169,7 @@ def connect(
     """
     check_endpoint(endpoint, option, peer=True)
     sock = ctx.socket(kind)
-    _configure(sock, endpoint)
+    _configure(sock, endpoint, recv_hwm)
     # The monitor must watch before the connection starts, or a fast handshake is missed.
     monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if wait_s > 0 else None
     try:
@@ -196,6 +221,7 @@ class ReceiveStats:
 
     received: int = 0
     malformed: int = 0
+    over_budget: int = 0  # dropped undecoded: their topic had used its share of a poll (`Receiver` topic_budget)
     last_error: str = ""
 
 
@@ -204,16 +230,24 @@ class Receiver:
 
     Args:
         sock: a SUB socket, already subscribed.
+        clock: monotonic clock bounding the time one poll spends receiving.
+        topic_budget: if set, the most messages of one topic (one kind of one stream) a poll decodes; the rest are
+            dropped undecoded and counted in ``stats.over_budget``, so a flood from one stream costs little.
     """
 
-    def __init__(self, sock: zmq.Socket) -> None:
+    def __init__(
+        self, sock: zmq.Socket, clock: Callable[[], float] = time.monotonic, topic_budget: int | None = None
+    ) -> None:
         self.sock = sock
         self.poller = zmq.Poller()
         self.poller.register(sock, zmq.POLLIN)
         self.stats = ReceiveStats()
+        self.clock = clock
+        self.topic_budget = topic_budget
 
     def poll(self, timeout_ms: int = POLL_MS) -> list[Message]:
-        """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH`).
+        """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH` messages, and
+        for at most `RECV_BUDGET_S`; the rest wait for the next poll).
 
         Args:
             timeout_ms: longest wait for the first message.
@@ -224,15 +258,45 @@ class Receiver:
         if not self.poller.poll(timeout_ms):
             return []
         out: list[Message] = []
+        deadline = self.clock() + RECV_BUDGET_S
+        per_topic: Counter[bytes] = Counter()
         for _ in range(RECV_BATCH):
             try:
-                frames = self.sock.recv_multipart(zmq.NOBLOCK)
+                frames, count = self._receive()
             except zmq.Again:
                 break
+            if self.topic_budget is not None and count == MAX_FRAMES:
+                per_topic[frames[0]] += 1
+                if per_topic[frames[0]] > self.topic_budget:
+                    self.stats.over_budget += 1
+                    continue
             try:
+                if count > MAX_FRAMES:
+                    raise MessageError(f"expected {MAX_FRAMES} frames, got {count}")
                 out.append(decode(frames))
                 self.stats.received += 1
             except MessageError as err:
                 self.stats.malformed += 1
                 self.stats.last_error = str(err)
+            if self.clock() > deadline:
+                break
         return out
+
+    def _receive(self) -> tuple[list[bytes], int]:
+        """One message, frame by frame: its first `MAX_FRAMES` frames and how many it had.
+
+        libzmq delivers a multipart message whole or not at all, so once the first frame is here the rest are too;
+        they are taken one by one, and the frames of an over-long message past `MAX_FRAMES` are released at once,
+        never gathered.
+
+        Raises:
+            zmq.Again: nothing is waiting.
+        """
+        frames = [self.sock.recv(zmq.NOBLOCK)]
+        count = 1
+        while self.sock.getsockopt(zmq.RCVMORE):
+            frame = self.sock.recv(zmq.NOBLOCK, copy=False)  # no copy: a dropped frame never becomes a Python bytes
+            count += 1
+            if count <= MAX_FRAMES:
+                frames.append(frame.bytes)
+        return frames, count

@@ -1,9 +1,14 @@
 """The live terminal view: a state dataclass fed with messages, and a pure function state -> rich renderable.
 
 `ViewState.apply` folds one received message into the state (alerts de-duplicated by their stable
-``alert_id`` within their detector ``session``, so a restarted checker's re-sent alerts show once and a
-new session's alerts, whose ids start over, show too); `render` draws it; the loop in
+``alert_id`` within their detector ``run``, so a restarted checker's re-sent alerts show once and a
+new run's alerts, whose ids start over, show too); `render` draws it; the loop in
 `streaming.viewer` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
+
+Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
+as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
+shown escaped instead of reaching the terminal. JSON lines are safe as they are: JSON writes every control and
+non-ASCII character as an escape.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphs.limits import MAX_STEPS
+from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph
-from streaming.messages import Alert, KeyStepEvent, Message, Status, encode
+from streaming.messages import Alert, CheckerHealth, Message, Status, StepEvent, encode
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
+MAX_VIEW_STREAMS: int = 256  # streams kept in the view (the checker tracks as many); the least recent one goes
 
 
 @dataclass
@@ -35,11 +43,12 @@ class ViewState:
     # The latest `Status` per stream is the row itself: every field the table shows is on it.
     streams: dict[str, Status] = field(default_factory=dict)
     alerts: deque[tuple[float, Alert]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
-    events: deque[tuple[float, KeyStepEvent]] = field(default_factory=lambda: deque(maxlen=EVENT_LOG))
-    # stream id -> (its latest session, the alert ids seen in that session): alert ids restart with every
-    # session, and keeping only the latest session's bounds the set by the session's history.
+    events: deque[tuple[float, StepEvent]] = field(default_factory=lambda: deque(maxlen=EVENT_LOG))
+    # stream id -> (its latest run, the alert ids seen in that run): alert ids restart with every
+    # run, and keeping only the latest run's bounds the set by the run's history.
     alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
     malformed: int = 0
+    health: CheckerHealth | None = None  # the checker's latest counts of what it refused
 
     def apply(self, message: Message, received_at: float | None = None) -> bool:
         """Fold one message into the state.
@@ -53,24 +62,35 @@ class ViewState:
         """
         when = message.timestamp if received_at is None else received_at
         if isinstance(message, Alert):
-            session, seen = self.alert_ids.get(message.stream_id, ("", set()))
-            if session != message.session:
-                session, seen = message.session, set()
-                self.alert_ids[message.stream_id] = (session, seen)
+            run, seen = self.alert_ids.get(message.stream_id, ("", set()))
+            if run != message.run:
+                run, seen = message.run, set()
+                self.alert_ids[message.stream_id] = (run, seen)
             if message.alert_id in seen:
                 return False
             seen.add(message.alert_id)
             self.alerts.append((when, message))
-            self.names.setdefault(message.step, message.step_name)
+            self._learn_name(message.step, message.step_name)
             return True
-        if isinstance(message, KeyStepEvent):
+        if isinstance(message, StepEvent):
             self.events.append((when, message))
-            self.names.setdefault(message.step, message.step_name)
+            self._learn_name(message.step, message.step_name)
             return True
         if isinstance(message, Status):
+            if message.stream_id not in self.streams and len(self.streams) >= MAX_VIEW_STREAMS:
+                oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
+                del self.streams[oldest]
+                self.alert_ids.pop(oldest, None)
             self.streams[message.stream_id] = message
             return True
+        if isinstance(message, CheckerHealth):
+            self.health = message
+            return True
         return False
+
+    def _learn_name(self, step: int, name: str) -> None:
+        if len(self.names) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
+            self.names.setdefault(step, name)
 
     def name(self, step: int | None) -> str:
         """Readable name of a step (``-`` for none)."""
@@ -85,7 +105,39 @@ def graph_names(graph: TaskGraph) -> dict[int, str]:
 
 
 def _clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int((t % 1) * 1000):03d}"
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int((t % 1) * 1000):03d}"
+    except (OverflowError, OSError, ValueError):  # a timestamp beyond what the platform's clock functions take
+        return "--:--:--.---"
+
+
+def _text(value: object, style: str = "") -> Text:
+    """A table cell that shows ``value`` as written: never read as markup, controls and escapes made visible."""
+    return Text(printable(value), style=style)
+
+
+def _missing(alert: Alert, state: ViewState) -> Text:
+    """The missing pre-conditions of an alert; those whose names did not fit the message are named by the view."""
+    if not alert.missing:
+        return _text("not in the task graph" if alert.undefined else "-")
+    names = list(alert.missing_names) + [state.name(s) for s in alert.missing[len(alert.missing_names) :]]
+    return _text(", ".join(names))
+
+
+def _health(health: CheckerHealth) -> Text | None:
+    """One line on what the checker turned away, or None when it turned nothing away and no stream is lost."""
+    refused = [
+        (health.stream_limit, "over the stream limit"),
+        (health.unknown_step, "with a step not in the task graph"),
+        (health.over_budget, "over a stream's budget"),
+        (health.malformed, "malformed"),
+        (health.unsendable, "unsendable"),
+    ]
+    parts = [f"{count} {what}" for count, what in refused if count]
+    if not parts and not health.lost_streams and not health.evicted:
+        return None
+    line = f"checker: {health.streams} streams ({health.lost_streams} lost), {health.evicted} idle evicted"
+    return Text(line + (f"; messages refused: {', '.join(parts)}" if parts else ""), style="yellow")
 
 
 def render(state: ViewState) -> RenderableType:
@@ -103,42 +155,47 @@ def render(state: ViewState) -> RenderableType:
             streams.add_column(col, ratio=1)
         else:
             streams.add_column(col, no_wrap=True, justify="right" if col in ("fps", "frames", "dropped") else "left")
-    mistaken = {(a.stream_id, a.session, a.step) for _, a in state.alerts}
+    mistaken = {(a.stream_id, a.run, a.step) for _, a in state.alerts}
     for sid, row in sorted(state.streams.items()):
         done = Text(", ").join(
-            Text(state.name(s), style="bold red" if (sid, row.session, s) in mistaken else "green") for s in row.done
+            _text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green") for s in row.done
         )
+        mark = " (lost)" if row.lost else " (ended)" if row.ended else ""
         streams.add_row(
-            sid + (" (ended)" if row.ended else ""),
-            state.name(row.current),
-            done if row.done else "-",
-            ", ".join(state.name(s) for s in row.allowed) or "-",
-            f"{row.fps:.1f}",
-            str(row.frames),
-            str(row.dropped),
-            Text(str(row.alerts), style="bold red" if row.alerts else ""),
+            _text(sid + mark, "yellow" if row.lost else ""),
+            _text(state.name(row.current)),
+            done if row.done else _text("-"),
+            _text(", ".join(state.name(s) for s in row.allowed) or "-"),
+            _text(f"{row.fps:.1f}"),
+            _text(row.frames),
+            _text(row.dropped),
+            _text(row.alerts, "bold red" if row.alerts else ""),
         )
     if not state.streams:
-        streams.add_row("waiting for streams...", "", "", "", "", "", "", "")
+        streams.add_row(_text("waiting for streams..."), *(_text("") for _ in range(7)))
 
     alerts = Table(title="alerts", expand=True, title_style="bold red")
     for col in ("time", "stream", "mistake", "missing pre-conditions"):
         alerts.add_column(col)
     for when, alert in state.alerts:
-        missing = ", ".join(alert.missing_names) or ("not in the task graph" if alert.undefined else "-")
-        alerts.add_row(_clock(when), alert.stream_id, Text(alert.step_name, style="bold red"), missing)
+        alerts.add_row(_text(_clock(when)), _text(alert.stream_id), _text(alert.step_name, "bold red"),
+                       _missing(alert, state))
     if not state.alerts:
-        alerts.add_row("-", "-", "no mistakes so far", "")
+        alerts.add_row(_text("-"), _text("-"), _text("no mistakes so far"), _text(""))
 
     events = Table(title="recent key-steps", expand=True)
     for col in ("time", "stream", "key-step", "video time", "confidence"):
         events.add_column(col)
     for when, ev in state.events:
         events.add_row(
-            _clock(when), ev.stream_id, ev.step_name, f"{ev.start:.1f}-{ev.end:.1f} s", f"{ev.confidence:.2f}"
+            _text(_clock(when)), _text(ev.stream_id), _text(ev.step_name), _text(f"{ev.start:.1f}-{ev.end:.1f} s"),
+            _text(f"{ev.confidence:.2f}"),
         )
 
     parts: list[RenderableType] = [streams, alerts, events]
+    health = _health(state.health) if state.health is not None else None
+    if health is not None:
+        parts.append(health)
     if state.malformed:
         parts.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
     return Group(*parts)

@@ -1,7 +1,8 @@
 """The viewer loop: subscribe to a checker's output, fold it into a `ViewState`, draw it or print JSON lines.
 
 `streaming.view` holds the state and the pure drawing function; this module owns the socket and decides
-when to redraw (rich Live, `REFRESH_HZ` times a second). `run_view` is the ``stream-detect view`` command;
+when to redraw (rich Live, `REFRESH_HZ` times a second, from this loop only: rich's own refresh thread is off, so a
+drawing error surfaces here instead of silently freezing the screen). `run_view` is the ``stream-detect view`` command;
 the all-in-one run (`streaming.all_in_one`) shows its stream with the same `Viewer`.
 """
 
@@ -17,9 +18,10 @@ import zmq
 from rich.console import Console
 from rich.live import Live
 
+from graphs.safe_text import printable
 from graphs.task_graph import load_graph
-from streaming.messages import Alert, KeyStepEvent, Message
-from streaming.transport import POLL_MS, Receiver, connect, subscribe
+from streaming.messages import Alert, Message, StepEvent
+from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect, subscribe
 from streaming.view import ViewState, graph_names, jsonl_line, render
 
 REFRESH_HZ = 8  # terminal view refreshes per second
@@ -34,7 +36,7 @@ class Viewer:
         ctx: ZeroMQ context.
         endpoint: the checker's alerts endpoint.
         state: the view state (holds step names from the graph).
-        jsonl: print ``keystep`` and ``alert`` messages as JSON lines to ``out`` instead of drawing.
+        jsonl: print ``step`` and ``alert`` messages as JSON lines to ``out`` instead of drawing.
         out: where JSON lines go.
         warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
             no screen to count them on: a checker speaking another wire version would otherwise look idle).
@@ -49,7 +51,7 @@ class Viewer:
         out: TextIO = sys.stdout,
         warn: Callable[[str], None] | None = None,
     ) -> None:
-        self.receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint, "--connect")))
+        self.receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint, "--connect", recv_hwm=VIEW_RECV_HWM)))
         self.endpoint = endpoint
         self.state = state
         self.jsonl = jsonl
@@ -62,11 +64,11 @@ class Viewer:
         now = time.time()
         for message in messages:
             new = self.state.apply(message, now)
-            if self.jsonl and new and isinstance(message, KeyStepEvent | Alert):
+            if self.jsonl and new and isinstance(message, StepEvent | Alert):
                 print(jsonl_line(message), file=self.out, flush=True)
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:
-            self.warn(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})")
+            self.warn(printable(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})"))
         self.state.malformed = stats.malformed
         return messages
 
@@ -76,14 +78,14 @@ class Viewer:
             while not done():
                 self.pump()
             return
-        with Live(render(self.state), console=console, refresh_per_second=REFRESH_HZ, transient=False) as live:
+        with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
             next_draw = 0.0
             while not done():
                 self.pump(int(1000 / REFRESH_HZ))
                 if time.monotonic() >= next_draw:
-                    live.update(render(self.state))
+                    live.update(render(self.state), refresh=True)
                     next_draw = time.monotonic() + 1.0 / REFRESH_HZ
-            live.update(render(self.state))
+            live.update(render(self.state), refresh=True)
 
     def close(self) -> None:
         """Close the socket."""
@@ -132,7 +134,7 @@ def run_view(
     finally:
         stats = viewer.receiver.stats
         if stats.malformed:
-            warn(f"view: {stats.malformed} malformed messages dropped (last: {stats.last_error})")
+            warn(printable(f"view: {stats.malformed} malformed messages dropped (last: {stats.last_error})"))
         viewer.close()
         ctx.destroy(linger=0)
     return 0

@@ -5,11 +5,14 @@ Tests that need the data take the fixture; when the folder is missing they are s
 says where the data was looked for, so a checkout without the data still runs the rest of the suite.
 `epic_graph` is the EPIC-Tent-O task graph behind the published figures, learned once per session for the tgml
 and recognition tests.
+`demo_cache` points ``$MISTAKE_CACHE`` at a folder of the test session, so a test that reaches the demo video
+renders it once per run and never into the user's cache.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,3 +55,16 @@ def epic_graph(data_dir: Path) -> TaskGraph:
 
     config = load_graph_training_config(REPO_ROOT / "configs" / "do-epic-tent.toml")
     return train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point ``$MISTAKE_CACHE`` at a session folder so the demo videos render once per test run."""
+    path = tmp_path_factory.mktemp("demo-cache")
+    before = os.environ.get("MISTAKE_CACHE")
+    os.environ["MISTAKE_CACHE"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("MISTAKE_CACHE", None)
+    else:
+        os.environ["MISTAKE_CACHE"] = before

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from graphs.errors import InputError
 from graphs.files import read_json
+from graphs.limits import MAX_NAME, STEP_ID_RULE, is_finite_number, is_step_id
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ def load_annotations(path: str | Path) -> Annotations:
     """Read and validate an annotation file.
 
     Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
-    segment index and field.
+    segment index and field. The file holds to the live pipeline's limits (`graphs.limits`): step ids in
+    ``0..2^31-1``, names of at most `MAX_NAME` characters; ``start_time`` / ``end_time``, when present, are finite
+    numbers (they are not read, but a string there is a broken file, not a time).
     """
     data = read_json(path, "annotation file")
     src = str(path)
@@ -78,11 +81,16 @@ def load_annotations(path: str | Path) -> Annotations:
         for key, entry in table.items():
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}] needs a string 'name'")
+            if len(entry["name"]) > MAX_NAME:
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name is {len(entry['name'])} characters "
+                                 f"long; at most {MAX_NAME}")
             step_id = entry.get("id", key)
             if isinstance(step_id, str) and step_id.strip().lstrip("-").isdigit():
                 step_id = int(step_id)
             if not isinstance(step_id, int) or isinstance(step_id, bool):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id!r} is not an integer")
+            if not is_step_id(step_id):
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} is the id of another step")
             steps[step_id] = entry["name"]
@@ -108,6 +116,11 @@ def load_annotations(path: str | Path) -> Annotations:
                     f"{src}: annotations[{video!r}].segments[{k}].step_id = {step} "
                     f"is not in the {scenario!r} taxonomy"
                 )
+            for key in ("start_time", "end_time"):
+                if key in seg and not is_finite_number(seg[key]):
+                    raise InputError(
+                        f"{src}: annotations[{video!r}].segments[{k}].{key} = {seg[key]!r:.60} is not a number"
+                    )
             has_errors = seg.get("has_errors", False)
             if not isinstance(has_errors, bool):
                 raise InputError(

@@ -3,6 +3,7 @@
 One row per node, grouped by execution level (START on level 0, then every step once all its
 pre-conditions are on earlier levels), with the pre-conditions each step requires. The DOT/Graphviz
 drawing stays in `graphs.graph_drawing`; this table lives above the ground floor because it needs rich.
+Names come from the graph file, which is not trusted: every cell is `rich.text.Text` made `printable`, never markup.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphs.safe_text import printable
 from graphs.task_graph import END, START, TaskGraph
 
 
@@ -39,22 +41,23 @@ def terminal_view(graph: TaskGraph) -> Group:
     order = sorted(graph.nodes, key=lambda node: (node in removed, level[node], graph.index(node)))
     for node in order:
         cells: list[RenderableType]
+        style = "dim" if node in removed else "bold" if node in (START, END) else ""
+        name = Text(printable(graph.name_of(node)), style=style)
         if node in removed:
-            cells = ["-", str(node), Text(graph.name_of(node), style="dim"), Text("not seen in training", "dim")]
+            cells = [Text("-"), Text(str(node)), name, Text("not seen in training", "dim")]
         else:
             needs = sorted(graph.preconditions(node), key=graph.index)
             req = ", ".join(str(x) for x in needs) if needs else "-"
-            label = Text(graph.name_of(node), style="bold" if node in (START, END) else "")
-            cells = [str(level[node]), "" if node in (START, END) else str(node), label, req]
+            cells = [Text(str(level[node])), Text("" if node in (START, END) else str(node)), name, Text(req)]
         if scores is not None:
             cells.append(_optional_cell(graph, node, optional))
         table.add_row(*cells)
     method = graph.info.get("method", "")
     head = Text.assemble(
-        (graph.scenario or "task graph", "bold cyan"),
+        (printable(graph.scenario or "task graph"), "bold cyan"),
         f"  {graph.n_steps} steps, {len(graph.edges())} edges",
         f", {len(removed)} removed" if removed else "",
-        f"  ({method})" if method else "",
+        f"  ({printable(method)})" if method else "",
     )
     if scores is None:
         note = Text("no optionality stored (a version 1 file): every step is required", style="dim")

@@ -40,6 +40,7 @@ from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
+from graphs.options import workers_option
 from graphs.settings_files import read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, run_benchmark
@@ -91,7 +92,8 @@ def _parser() -> ArgumentParser:
     bench.add_argument("--data", required=True, help="captaincook4d data folder")
     bench.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, help="first seed (default 42)")
-    bench.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4), help="worker processes")
+    bench.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                       help="worker processes (0: one per core; at most 4 per core)")
     bench.add_argument("--procedures", help="comma-separated subset of procedures")
     bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
     bench.add_argument("--config", help="TOML file of training settings")
@@ -122,7 +124,7 @@ def _parser() -> ArgumentParser:
     syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
     syn.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
     syn.add_argument("--learners", default=",".join(LEARNERS), help=f"comma-separated, from {', '.join(LEARNERS)}")
-    syn.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4), help="worker processes")
+    syn.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
     syn.add_argument("--json", help="write all results to this JSON file")
     syn.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -222,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")
     else:
+        if args.seeds < 1:
+            raise InputError(f"--seeds {args.seeds}: need at least 1")
         if args.json:
             check_output(args.json, "results file", inputs=[args.config, Path(args.data) / ANNOTATIONS])
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))

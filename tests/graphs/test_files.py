@@ -94,6 +94,9 @@ def test_an_output_that_is_an_input_of_the_run_is_refused(tmp_path: Path) -> Non
 def test_write_text_is_atomic_and_failures_are_one_line(tmp_path: Path) -> None:
     path = write_text(tmp_path / "sub" / "out.txt", "hello\n")
     assert path.read_text() == "hello\n" and sorted(p.name for p in path.parent.iterdir()) == ["out.txt"]
-    with pytest.raises(InputError, match=r"cannot write the results file \(Is a directory\)"):
+    with pytest.raises(InputError, match=r"sub: is a folder, not a regular file; refusing"):
         write_text(tmp_path / "sub", "x", "results file")
+    blocker = tmp_path / "sub" / "out.txt"
+    with pytest.raises(InputError, match=r"deeper.txt: cannot write the results file \("):
+        write_text(blocker / "deeper.txt", "x", "results file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # no temporary left behind

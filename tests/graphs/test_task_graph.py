@@ -124,7 +124,7 @@ def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(
 
 def test_saving_onto_a_folder_is_a_one_line_error(tmp_path: Path, tent_graph: TaskGraph) -> None:
     (tmp_path / "g.json").mkdir()
-    with pytest.raises(InputError, match=r"g.json: cannot write the graph file \(Is a directory\)"):
+    with pytest.raises(InputError, match=r"g.json: is a folder, not a regular file; refusing to replace"):
         save_graph(tent_graph, tmp_path / "g.json")
 
 

@@ -1,26 +1,11 @@
-"""Fixtures of the streaming tests: a per-session cache for the rendered demo videos, a ZeroMQ context."""
+"""Fixtures of the streaming tests: a ZeroMQ context (the demo-video cache, `demo_cache`, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import zmq
-
-
-@pytest.fixture(scope="session")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Point ``$MISTAKE_CACHE`` at a session folder so the demo videos render once per test run."""
-    path = tmp_path_factory.mktemp("demo-cache")
-    before = os.environ.get("MISTAKE_CACHE")
-    os.environ["MISTAKE_CACHE"] = str(path)
-    yield path
-    if before is None:
-        os.environ.pop("MISTAKE_CACHE", None)
-    else:
-        os.environ["MISTAKE_CACHE"] = before
 
 
 @pytest.fixture

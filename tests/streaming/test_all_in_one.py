@@ -1,16 +1,32 @@
-"""The all-in-one run's wiring: waiting for the checker to answer before the first frame."""
+"""The all-in-one run: waiting for the checker before the first frame, watching its checker and view, safe names."""
 
 from __future__ import annotations
 
+import io
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
 import pytest
 import zmq
+from rich.console import Console
 
-from graphs.errors import InputError
-from streaming.all_in_one import await_subscription
-from streaming.detector_service import EventPublisher
+from graphs.errors import InputError, RunError
+from graphs.safe_text import printable
+from graphs.task_graph import TaskGraph, load_graph, save_graph
+from recognition.checkpoint import load_detector, save_detector
+from streaming.all_in_one import RunConfig, await_subscription, run_all
+from streaming.demo.paths import default_demo_paths
+from streaming.detector_service import EventPublisher, StreamSource
+from streaming.readers import ReaderConfig
+from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState
 from streaming.viewer import Viewer
+from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 
 
 def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Context) -> None:
@@ -22,3 +38,78 @@ def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Contex
     with pytest.raises(InputError) as caught:
         await_subscription(viewer, events, timeout_s=0.2)
     assert str(caught.value) == f"the checker at {out_endpoint} does not answer within 0.2 s"
+
+
+@pytest.fixture
+def _demo_videos_in_a_temporary_cache(demo_cache: Path) -> None:
+    """The all-in-one runs below read the demo video: render it in the test session's cache."""
+
+
+def hostile_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """The demo graph and detector, their step and class names replaced by names that break terminals and markup."""
+    graph_path, detector_path = default_demo_paths()
+    graph = load_graph(graph_path)
+    names = HOSTILE_NAMES[: graph.n_steps]
+    save_graph(TaskGraph(graph.step_ids, names, graph.adjacency, graph.weights, graph.scenario), tmp_path / "g.json")
+    model, checkpoint = load_detector(detector_path)
+    by_step = dict(zip(graph.step_ids, names, strict=True))
+    classes = [by_step.get(s, "[/]background\x1b[2J") for s in checkpoint.class_step_ids]  # type: ignore[arg-type]
+    save_detector(tmp_path / "d.pt", model, classes, checkpoint.class_step_ids, checkpoint.feature_extractor,
+                  checkpoint.fps, checkpoint.info)
+    return tmp_path / "g.json", tmp_path / "d.pt"
+
+
+@pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
+def test_the_live_view_shows_names_from_a_graph_and_a_checkpoint_as_plain_text(tmp_path: Path) -> None:
+    # "[/]" in a step name raised MarkupError inside rich Live: stream-detect crashed or froze with it.
+    graph, detector = hostile_inputs(tmp_path)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, color_system=None, width=400, height=200)
+    source = StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=False))
+    assert run_all(RunConfig(source), console=console) == 0
+    shown = screen.getvalue()
+    assert_shown_safely(shown, HOSTILE_NAMES[:6])
+    assert printable(HOSTILE_NAMES[1]) in shown.split("alerts")[-1]  # the demo mistake, boil_water, renamed
+
+
+class BrokenTerminal(io.StringIO):
+    """A terminal that went away (a hung-up ssh session): every write fails. (rich handles a broken pipe itself.)"""
+
+    def write(self, text: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+@pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
+def test_a_view_that_fails_ends_the_run_as_a_failure_not_a_success() -> None:
+    graph, detector = default_demo_paths()
+    console = Console(file=BrokenTerminal(), force_terminal=True)
+    source = StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=False))
+    with pytest.raises(RunError, match=r"the live view failed \(OSError: \[Errno 5\] Input/output error\)"):
+        run_all(RunConfig(source), console=console)
+
+
+@pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
+def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys: pytest.CaptureFixture[str]) -> None:
+    # When the checker died, stream-detect still exited 0, with the alert missing.
+    before = {p.pid for p in multiprocessing.active_children()}
+    killed: list[int] = []
+
+    def kill_the_checker() -> None:
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline and not killed:
+            started = [p.pid for p in multiprocessing.active_children() if p.pid not in before]
+            if started:
+                time.sleep(1.0)  # mid-run: the demo plays in real time for about 25 s
+                os.kill(started[0], signal.SIGKILL)
+                killed.append(started[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_checker, daemon=True)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--video", "demo", "--jsonl"])
+    killer.join(5.0)
+    assert killed and exit_info.value.code == 1 and time.monotonic() - started < 20.0
+    err = capsys.readouterr().err.strip()
+    assert err == "error: the checker process ended unexpectedly (exit status -9); alerts from then on are missing"

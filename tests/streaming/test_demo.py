@@ -85,7 +85,7 @@ def test_stream_detect_jsonl_alerts_the_injected_mistake(demo_cache: Path) -> No
     assert result.returncode == 0, result.stderr
     lines = lines_of(result.stdout)
     alerts = [m for m in lines if m["kind"] == "alert"]
-    steps = [m["step"] for m in lines if m["kind"] == "keystep"]
+    steps = [m["step"] for m in lines if m["kind"] == "step"]
     assert [a["step"] for a in alerts] == [MISTAKE_STEP]
     assert alerts[0]["missing_names"] == ["fill_kettle"]
     assert steps == list(DEMO_EXECUTIONS["mistake"])
@@ -96,7 +96,7 @@ def test_stream_detect_correct_execution_raises_no_alert(demo_cache: Path) -> No
     assert result.returncode == 0, result.stderr
     lines = lines_of(result.stdout)
     assert [m for m in lines if m["kind"] == "alert"] == []
-    assert [m["step"] for m in lines if m["kind"] == "keystep"] == list(DEMO_EXECUTIONS["correct"])
+    assert [m["step"] for m in lines if m["kind"] == "step"] == list(DEMO_EXECUTIONS["correct"])
 
 
 @pytest.mark.parametrize("name", ["nope"])

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from streaming.messages import (
     MAX_HISTORY,
     MAX_MESSAGE_BYTES,
+    WIRE_VERSION,
     Alert,
     Heartbeat,
     MessageError,
     Status,
+    StepEvent,
     decode,
     encode,
+    run_of,
 )
 from tests.streaming.helpers import keystep
 
@@ -24,8 +26,9 @@ def all_kinds() -> list[object]:
     return [
         keystep(),
         Heartbeat("cam0", 4, 2.0, "s1", (1, 3), None, 120, 2, 29.5, False),
-        Alert("cam0", 0, 2.1, "cam0#2", "s1", 5, "pour_water", 2, (2,), ("boil_water",), False, 1.5, False),
-        Status("cam0", 1, 2.2, "s1", (1, 3), (2, 4), 4, 1, 120, 0, 30.0, 0, True),
+        StepEvent("cam0", 3, 2.05, 5, "pour_water", 4.0, 7.5, 0.93, 2, run=run_of("s1")),
+        Alert("cam0", 0, 2.1, "cam0#2", run_of("s1"), 5, "pour_water", 2, (2,), ("boil_water",), False, 1.5, False),
+        Status("cam0", 1, 2.2, run_of("s1"), (1, 3), (2, 4), 4, 1, 120, 0, 30.0, 0, True, False),
     ]
 
 
@@ -34,7 +37,7 @@ def test_every_kind_round_trips_with_topic_and_version(message: object) -> None:
     frames = encode(message)  # type: ignore[arg-type]
     assert frames[0] == f"{message.KIND}/cam0".encode()  # type: ignore[attr-defined]
     body = json.loads(frames[1])
-    assert body["version"] == 1 and body["kind"] == message.KIND  # type: ignore[attr-defined]
+    assert body["version"] == WIRE_VERSION and body["kind"] == message.KIND  # type: ignore[attr-defined]
     assert decode(frames) == message
 
 
@@ -49,13 +52,21 @@ def frames_of(body: dict, topic: bytes = b"keystep/cam0") -> list[bytes]:
 @pytest.mark.parametrize(
     ("mutate", "reason"),
     [
-        (lambda b: b.update(version=2), "version"),
+        (lambda b: b.update(version=3), "version"),
+        (lambda b: b.update(version=1), "version"),  # the first wire version handed session tokens to viewers
         (lambda b: b.update(kind="pickle"), "kind"),
         (lambda b: b.pop("seq"), "missing"),
         (lambda b: b.update(extra=1), "unexpected"),
         (lambda b: b.update(seq="3"), "integer"),
         (lambda b: b.update(seq=True), "integer"),
-        (lambda b: b.update(seq=-1), "negative"),
+        (lambda b: b.update(seq=-1), r"seq = -1 must be in 0\.\."),
+        (lambda b: b.update(seq=2**53), "seq"),
+        (lambda b: b.update(history=[-1], index=0, step=-1), "step = -1 must be in 0..2147483647"),
+        (lambda b: b.update(history=[1, 3, 10**300]), r"history\[\] must be step ids in 0\.\.2147483647"),
+        (lambda b: b.update(history=[1, 3, 2**31]), r"history\[\] must be step ids"),
+        (lambda b: b.update(session="a b"), "session"),
+        (lambda b: b.update(step_name="x" * 513), "longer than 512"),
+        (lambda b: b.update(start=-1.0, end=-0.5), "start = -1.0 must not be negative"),
         (lambda b: b.update(history=[1, "x", 5]), "integer"),
         (lambda b: b.update(confidence=1.5), "confidence"),
         (lambda b: b.update(stream_id="bad id!"), "stream_id"),
@@ -68,6 +79,14 @@ def test_malformed_payloads_are_refused(mutate: object, reason: str) -> None:
     mutate(body)  # type: ignore[operator]
     with pytest.raises(MessageError, match=reason):
         decode(frames_of(body))
+
+
+def test_a_field_written_twice_is_refused() -> None:
+    # json keeps the last of two equal keys: a filter reading the first and the checker the second could disagree.
+    text = encode(keystep())[1].decode()
+    twice = text.replace('"seq":0', '"seq":0,"seq":1')
+    with pytest.raises(MessageError, match="twice"):
+        decode([b"keystep/cam0", twice.encode()])
 
 
 def test_garbage_wrong_framing_nan_and_oversize_are_refused() -> None:
@@ -106,16 +125,12 @@ def test_hostile_json_is_a_message_error_not_a_crash() -> None:
 
 
 def test_a_full_history_encodes_and_decodes_in_one_pass() -> None:
-    # asdict deep-copied every history item and decode checked each through a generic call: a 4096-step
-    # heartbeat took about 4 ms each way, so a checker with many long streams fell behind.
+    # How long a full history takes each way is printed by benchmarks/wire_speed.py (a timed unit test flaked on
+    # a busy machine); here, that it round-trips whole and that no item slips through unchecked.
     history = tuple(range(1, 7)) * (MAX_HISTORY // 6)
     beat = Heartbeat("cam0", 4, 2.0, "s1", history, None, 120, 2, 29.5, False)
     frames = encode(beat)
     assert decode(frames) == beat and json.loads(frames[1])["history"] == list(history)
-    start = time.perf_counter()
-    for _ in range(20):
-        decode(encode(beat))
-    assert (time.perf_counter() - start) / 20 < 2e-3  # about 0.4 ms now; 4 ms before
     body = payload(beat)
     body["history"] = [1, True, 3]  # a bool is not a step id, in a history as anywhere
     with pytest.raises(MessageError, match="history"):

@@ -131,7 +131,7 @@ def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    assert err.startswith("checker: 0 messages received, 0 streams tracked;")
+    assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
     assert proc.returncode == 130
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,24 @@ def test_ipv6_endpoints_and_errors_name_the_endpoint_as_given(ctx: zmq.Context) 
     got: list[object] = []
     beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
     assert wait_for(lambda: bool(got), 5.0, lambda: (Publisher(pub).send(beat), got.extend(receiver.poll(20))))
+
+
+def test_a_topic_over_its_budget_is_dropped_before_decoding(ctx: zmq.Context) -> None:
+    # A flood from one stream must not cost the checker a JSON parse per message.
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)), topic_budget=3)
+    publisher = Publisher(pub)
+    hello = Heartbeat("hello", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
+    assert wait_for(lambda: bool(receiver.poll(20)), 5.0, lambda: publisher.send(hello))
+    while receiver.poll(50):  # drain the hellos
+        pass
+    flood = [Heartbeat("flood", k, 1.0, "s", (), None, 0, 0, 0.0, False) for k in range(40)]
+    for message in flood:
+        publisher.send(message)
+    publisher.send(Heartbeat("victim", 0, 1.0, "s", (), None, 0, 0, 0.0, False))
+    time.sleep(0.2)  # all queued before the first poll: one poll sees the whole flood
+    got: list[object] = []
+    assert wait_for(lambda: any(m.stream_id == "victim" for m in got), 5.0,  # type: ignore[attr-defined]
+                    lambda: got.extend(receiver.poll(20)))
+    assert receiver.stats.over_budget > 0 and receiver.stats.malformed == 0
+    assert len(got) + receiver.stats.over_budget == 41

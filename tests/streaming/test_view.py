@@ -7,21 +7,24 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import zmq
 from rich.console import Console
 
+from graphs.task_graph import load_graph
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
-from streaming.messages import Alert, Status
+from streaming.messages import Alert, CheckerHealth, Status, StepEvent, run_of
 from streaming.transport import Publisher, bind, connect
-from streaming.view import ViewState, jsonl_line, render
+from streaming.view import ViewState, graph_names, jsonl_line, render
 from streaming.viewer import Viewer, run_view
-from tests.streaming.helpers import keystep, running_checker, wait_for
+from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
+from tests.streaming.helpers import running_checker, tea_graph, wait_for
 
 
-def draw(state: ViewState) -> str:
-    console = Console(width=140, record=True, file=io.StringIO(), color_system=None)
+def draw(state: ViewState, width: int = 140) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(render(state))
     return console.export_text()
 
@@ -30,10 +33,19 @@ def alert(replayed: bool = False) -> Alert:
     return Alert("kitchen", 7, 1.0, "kitchen#1", "s", 2, "boil_water", 1, (1,), ("fill_kettle",), False, 0.9, replayed)
 
 
+def status(run: str = "s", done: tuple[int, ...] = (3, 2), allowed: tuple[int, ...] = (1, 4), **fields: Any) -> Status:
+    """A status of stream ``kitchen``; any other field can be set."""
+    values: dict[str, Any] = {
+        "stream_id": "kitchen", "seq": 3, "timestamp": 1.0, "run": run, "done": done, "allowed": allowed,
+        "current": 2, "alerts": 1, "frames": 250, "dropped": 4, "fps": 29.7, "gaps": 0, "ended": False, "lost": False,
+    }
+    return Status(**(values | fields))
+
+
 def test_view_shows_streams_alerts_and_recent_steps() -> None:
     state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
-    state.apply(Status("kitchen", 3, 1.0, "s", (3, 2), (1, 4), 2, 1, 250, 4, 29.7, 0, False))
-    state.apply(keystep((3, 2), 1, stream_id="kitchen", start=4.0, end=7.5, confidence=0.93))
+    state.apply(status())
+    state.apply(StepEvent("kitchen", 4, 1.2, 2, "boil_water", 4.0, 7.5, 0.93, 1, run="s"))
     state.apply(alert())
     text = draw(state)
     assert "kitchen" in text and "29.7" in text and "250" in text
@@ -60,12 +72,13 @@ def test_empty_view_says_it_is_waiting_and_counts_malformed() -> None:
 
 def test_jsonl_line_is_the_wire_payload() -> None:
     line = json.loads(jsonl_line(alert()))
-    assert line["kind"] == "alert" and line["version"] == 1 and line["missing_names"] == ["fill_kettle"]
+    assert line["kind"] == "alert" and line["version"] == 2 and line["missing_names"] == ["fill_kettle"]
 
 
 def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -> None:
     # Alert ids restart with every detector session ("kitchen#1" again); the view and --jsonl used to
-    # drop the second run's alert as a re-send of the first one's.
+    # drop the second run's alert as a re-send of the first one's. Viewers tell runs apart by `run`, a digest of the
+    # session: the session token itself never reaches them.
     out = io.StringIO()
     with running_checker(tmp_path) as (ctx, service, _thread):
         viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=True, out=out)
@@ -73,7 +86,7 @@ def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -
         for run in ("first", "second"):
             events = EventPublisher(Publisher(sock), "kitchen", session=run)
             assert wait_for(
-                lambda run=run: (row := viewer.state.streams.get("kitchen")) is not None and row.session == run,
+                lambda run=run: (row := viewer.state.streams.get("kitchen")) is not None and row.run == run_of(run),
                 10.0,
                 lambda events=events: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)),
             )
@@ -86,9 +99,10 @@ def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -
             )
         viewer.pump(50)
         printed = [json.loads(line) for line in out.getvalue().splitlines()]
-        alerts = [(m["session"], m["alert_id"]) for m in printed if m["kind"] == "alert"]
-        assert alerts == [("first", "kitchen#1"), ("second", "kitchen#1")]
-        assert [a.session for _, a in viewer.state.alerts] == ["first", "second"]
+        alerts = [(m["run"], m["alert_id"]) for m in printed if m["kind"] == "alert"]
+        assert alerts == [(run_of("first"), "kitchen#1"), (run_of("second"), "kitchen#1")]
+        assert [a.run for _, a in viewer.state.alerts] == [run_of("first"), run_of("second")]
+        assert "first" not in out.getvalue() and "second" not in out.getvalue()  # no session token in any line
         viewer.close()
         sock.close()
 
@@ -96,7 +110,7 @@ def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -
 def test_only_the_current_sessions_mistakes_are_drawn_red() -> None:
     state = ViewState(names={1: "fill_kettle", 2: "boil_water"})
     state.apply(alert())  # session "s": boil_water before fill_kettle
-    state.apply(Status("kitchen", 9, 2.0, "t", (1, 2), (), 0, 0, 10, 0, 30.0, 0, False))  # a new, correct session
+    state.apply(status("t", (1, 2), (), seq=9, timestamp=2.0, alerts=0))  # a new, correct run
     console = Console(width=140, record=True, file=io.StringIO(), color_system="standard")
     console.print(render(state).renderables[0])  # the streams table
     table = console.export_text(styles=True)
@@ -112,7 +126,7 @@ def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
     try:
         pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
         body = json.loads(jsonl_line(alert()))
-        body["version"] = 2
+        body["version"] = 3
 
         def publish() -> None:
             while not stop.wait(0.02):
@@ -130,7 +144,49 @@ def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
     finally:
         ctx.destroy(linger=0)
     lines = err.getvalue().splitlines()
-    assert lines[0] == f"view: dropping malformed messages from {endpoint} (first: unsupported version 2 " \
-                       "(this program speaks 1))"
-    assert lines[-1].startswith("view: ") and "malformed messages dropped (last: unsupported version 2" in lines[-1]
+    assert lines[0] == f"view: dropping malformed messages from {endpoint} (first: unsupported version 3 " \
+                       "(this program speaks 2))"
+    assert lines[-1].startswith("view: ") and "malformed messages dropped (last: unsupported version 3" in lines[-1]
     assert out.getvalue() == ""
+
+
+def test_names_from_a_graph_file_are_drawn_as_plain_text(tmp_path: Path) -> None:
+    # A step name holding "[/]" raised MarkupError inside the live display; escape sequences reached the terminal.
+    graph = tea_graph()
+    data = graph.to_dict()
+    for step, name in zip(data["steps"], HOSTILE_NAMES, strict=False):
+        step["name"] = name
+    (tmp_path / "g.json").write_text(json.dumps(data))
+    state = ViewState(names=graph_names(load_graph(tmp_path / "g.json")))
+    state.apply(status(done=(1, 2, 3), allowed=(4, 5, 6), current=2))
+    assert_shown_safely(draw(state, width=400), HOSTILE_NAMES[:6])
+
+
+def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zmq.Context) -> None:
+    # A checker (or anything publishing where a viewer connects) is the third source of names.
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    out = io.StringIO()
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True, out=out)
+    hostile = [Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False)
+               for k, name in enumerate(HOSTILE_NAMES)]
+    hostile += [StepEvent("kitchen", 50, 1.0, 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0, run="r")]
+    hostile += [status("r", done=(0, 1), allowed=(7,), current=3)]
+    assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events, 10.0,
+                    lambda: ([Publisher(pub).send(m) for m in hostile], viewer.pump(20)))
+    text = draw(viewer.state, width=600)
+    assert_shown_safely(text, HOSTILE_NAMES[-len(viewer.state.alerts) :])
+    printed = out.getvalue()
+    assert all(ord(c) < 128 and (c == "\n" or c.isprintable()) for c in printed)  # JSON escapes every other char
+    names = {json.loads(line)["step_name"] for line in printed.splitlines()}
+    assert set(HOSTILE_NAMES) <= names
+    viewer.close()
+
+
+def test_a_lost_stream_and_what_the_checker_refused_are_shown() -> None:
+    state = ViewState(names={1: "fill_kettle"})
+    state.apply(status(lost=True))
+    state.apply(CheckerHealth("checker", 0, 1.0, 3, 1, 500, 4, 2, 1, 7, 9, 0))
+    text = draw(state, width=300)
+    assert "kitchen (lost)" in text
+    assert "checker: 3 streams (1 lost), 1 idle evicted" in text
+    assert "2 over the stream limit, 7 with a step not in the task graph, 9 over a stream's budget, 4 malformed" in text

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from rich.console import Console
 
-from graphs.task_graph import TaskGraph
+from graphs.task_graph import TaskGraph, load_graph, save_graph
+from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tgml.graph_table import terminal_view
 
 
-def shown(graph: TaskGraph) -> str:
-    """The table as a 100-column terminal shows it."""
-    console = Console(width=100)
+def shown(graph: TaskGraph, width: int = 100) -> str:
+    """The table as a terminal of ``width`` columns shows it."""
+    console = Console(width=width)
     with console.capture() as captured:
         console.print(terminal_view(graph))
     return captured.get()
@@ -38,3 +41,14 @@ def test_terminal_view_marks_optional_steps_and_says_when_none_were_learned() ->
     assert "0.80 optional" in next(line for line in text.splitlines() if "add_sugar" in line)
     assert "optional" not in next(line for line in text.splitlines() if "serve" in line)
     assert "every step is required" in shown(TaskGraph((1, 2), ("add_sugar", "serve"), adj, scenario="tea"))
+
+
+def test_names_from_a_graph_file_are_shown_as_plain_text(tmp_path: Path) -> None:
+    # A step name holding rich markup raised MarkupError; escape sequences reached the terminal raw.
+    n = len(HOSTILE_NAMES)
+    adj = np.zeros((n + 2, n + 2), bool)
+    adj[1 : n + 1, 0] = True
+    adj[n + 1, 1 : n + 1] = True
+    save_graph(TaskGraph(tuple(range(n)), HOSTILE_NAMES, adj, scenario="\x1b[2J[/]"), tmp_path / "g.json")
+    text = shown(load_graph(tmp_path / "g.json"), width=300)
+    assert_shown_safely(text, (*HOSTILE_NAMES, "\x1b[2J[/]"))

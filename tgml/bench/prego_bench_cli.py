@@ -31,6 +31,7 @@ from pathlib import Path
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output
+from graphs.options import workers_option
 from tgml.bench import prego
 from tgml.bench.prepare import PrepareConfig, prepare_all
 
@@ -79,7 +80,7 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--perturb-seed", type=int, default=0, help="base seed of the ablation noise")
     p.add_argument("--plot", type=Path, default=Path("prego-perturb.png"),
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
-    p.add_argument("--workers", type=int, default=0, help="parallel processes (0 = one per core)")
+    p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
     p.add_argument("--epochs", type=int, help="override the configured DO epochs (quick checks)")
     p.add_argument("--config", type=_config_pair, action="append", default=[], help="DATASET=FILE settings")
     p.add_argument("--save-graphs", type=Path, help="save every learned graph into this folder")
@@ -112,7 +113,7 @@ def select_parser() -> ArgumentParser:
     p.add_argument("--slip-rate", type=float, default=0.5, help="do-ensemble: share of random-slip mistakes")
     p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")
     p.add_argument("--noise", type=float, default=0.2, help="perturbation rate standing in for recognition errors")
-    p.add_argument("--workers", type=int, default=0, help="processes (0 = one per core)")
+    p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
+from graphs.options import fps_option
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.replay import (
     DEFAULT_SWEEP,
@@ -52,7 +53,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--graph", help="task graph file; learned with DO from --data when omitted")
     p.add_argument("--seed", type=int, default=42, help="seed of the DO graph learned without --graph")
     p.add_argument("--field", default="pred", choices=("pred", "gt"), help="which label stream to replay")
-    p.add_argument("--fps", type=float, default=DEFAULT_FPS, help="labels per second of video")
+    p.add_argument("--fps", type=fps_option, default=DEFAULT_FPS, help="labels per second of video (1..1000)")
     p.add_argument("--min-duration", type=float, default=defaults.min_duration, help="seconds to confirm a run")
     p.add_argument("--min-run", type=float, default=defaults.min_run, help="runs shorter than this are flicker")
     p.add_argument("--max-delay", type=float, default=defaults.max_delay, help="longest wait before emitting")

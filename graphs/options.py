@@ -1,0 +1,103 @@
+"""Bounds of the options several commands share (``--threads``, ``--workers``, ``--fps``), checked in one place.
+
+Each bound turns a value that would crash or silently do nothing into a one-line error: ``torch.set_num_threads``
+with 100000 threads ends the process with a segmentation fault, 0 threads means "torch's default" only by
+accident, and a frame rate below one frame per second leaves no frame to process in a short video. The ``*_option``
+functions are argparse ``type=`` callables; `check_threads` serves config files and dataclasses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Final
+
+from graphs.errors import InputError
+
+THREADS_PER_CORE: Final = 4  # more threads than this per core only adds switching; far more crashes torch
+MIN_FPS: Final = 1.0  # frames per second of video: below one, a short video yields no frame at all
+MAX_FPS: Final = 1000.0  # far above any camera or label stream; a typo (60000) is refused instead of run
+
+
+def max_threads() -> int:
+    """The most threads (or worker processes) a command accepts: `THREADS_PER_CORE` per core of this machine."""
+    return THREADS_PER_CORE * (os.cpu_count() or 1)
+
+
+def check_threads(value: object, option: str = "--threads", zero_means: str = "") -> int:
+    """Refuse a thread or process count outside ``1..max_threads()`` (or ``0..`` when ``zero_means`` says what 0 is).
+
+    Args:
+        value: the count (an int; anything else is refused).
+        option: the option or field named in the error.
+        zero_means: if given, 0 is allowed and means this (``"one per core"``).
+
+    Returns:
+        The count.
+
+    Raises:
+        InputError: naming the option, the value and the allowed range.
+    """
+    lowest = 0 if zero_means else 1
+    highest = max_threads()
+    if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= highest:
+        zero = f"; 0: {zero_means}" if zero_means else ""
+        raise InputError(f"{option} {value!r}: must be an integer in {lowest}..{highest} "
+                         f"({THREADS_PER_CORE} per core of this machine{zero})")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def threads_option(text: str) -> int:
+    """argparse type of ``--threads``: an integer in ``1..max_threads()``."""
+    try:
+        return check_threads(_integer(text), "value")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
+
+
+def workers_option(text: str) -> int:
+    """argparse type of ``--workers``: an integer in ``0..max_threads()``, 0 meaning one process per core."""
+    try:
+        return check_threads(_integer(text), "value", zero_means="one per core")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
+
+
+def check_fps(value: object, option: str = "--fps") -> float:
+    """Refuse a frame rate that is not a finite number in ``MIN_FPS..MAX_FPS``.
+
+    Args:
+        value: frames (or labels) per second of video.
+        option: the option or field named in the error.
+
+    Returns:
+        The rate as a float.
+
+    Raises:
+        InputError: naming the option and the value.
+    """
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    if not ok or not MIN_FPS <= value <= MAX_FPS:  # type: ignore[operator]
+        raise InputError(f"{option} {value!r}: must be a number of frames per second in {MIN_FPS:g}..{MAX_FPS:g} "
+                         "(at least one frame per second of video)")
+    return float(value)  # type: ignore[arg-type]
+
+
+def fps_option(text: str) -> float:
+    """argparse type of ``--fps``: see `check_fps`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    try:
+        return check_fps(value, "value")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None

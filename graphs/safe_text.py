@@ -1,0 +1,42 @@
+"""Text from files and peers, made safe to show: on a terminal, in rich markup, on one error line.
+
+Step names come from graph files, detector checkpoints and the wire; stream ids, paths and values come from users
+and peers. None of them is trusted: a name holding ``[/]`` breaks rich markup, an escape sequence (``\\x1b[2J``, an
+OSC title) reaches the terminal raw, a newline splits the one-line error. `printable` replaces every character that
+is not plain visible text by its escape, so it is shown, never obeyed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+# Unicode categories that are not plain text: controls (C0, DEL, C1: ESC and CSI included), format characters
+# (bidirectional overrides, zero-width joiners), surrogates, private use, unassigned, and line/paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+@lru_cache(maxsize=4096)
+def _safe_char(char: str) -> str:
+    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def printable(text: object) -> str:
+    """``text`` as plain visible characters: controls, escape sequences and invisible formatting become escapes.
+
+    The result holds no newline, no escape character and no bidirectional override, so it can be printed on one
+    line of a terminal. Brackets are kept: in rich, show it with `rich.text.Text`, never as a markup string.
+
+    Args:
+        text: any value; non-strings are converted with ``str``.
+
+    Returns:
+        The safe text (unchanged when it was already plain).
+    """
+    value = text if isinstance(text, str) else str(text)
+    if value.isprintable():  # the common case, in C: no control, format or separator character at all
+        return value
+    return "".join(map(_safe_char, value))

@@ -1,0 +1,260 @@
+"""The checker under hostile or excessive traffic: refusals counted by name, bounded work, stream life cycles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+
+from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
+from graphs.task_graph import TaskGraph
+from streaming.checker_service import (
+    CHEAP_ITEMS,
+    FORGET_AFTER,
+    REPLAY_BUDGET,
+    RESEND_ALERTS,
+    SNAPSHOT_BUDGET,
+    STREAM_BUDGET,
+    CheckerCore,
+)
+from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.detector_service import EventPublisher
+from streaming.messages import (
+    MAX_HISTORY,
+    MAX_MESSAGE_BYTES,
+    Alert,
+    CheckerHealth,
+    Heartbeat,
+    Message,
+    Status,
+    StepEvent,
+    encode,
+    run_of,
+)
+from streaming.transport import Publisher, ReceiveStats, connect
+from streaming.view import ViewState
+from streaming.viewer import Viewer
+from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
+
+MISTAKE = DEMO_EXECUTIONS["mistake"]
+
+
+def beat(stream: str = "cam0", seq: int = 0, history: tuple[int, ...] = (), **fields: Any) -> Heartbeat:
+    """A heartbeat of a demo stream (session ``s``), any field replaceable."""
+    values: dict[str, Any] = {
+        "stream_id": stream, "seq": seq, "timestamp": 1.0, "session": "s", "history": history, "current": None,
+        "frames": 10, "dropped": 0, "fps": 10.0, "ended": False,
+    }
+    return Heartbeat(**(values | fields))
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def statuses(out: list[Message]) -> list[Status]:
+    return [m for m in out if isinstance(m, Status)]
+
+
+def test_a_step_outside_the_graph_is_refused_counted_and_the_next_message_served() -> None:
+    core = CheckerCore(tea_graph())
+    assert core.serve([beat(history=(1, 99))]) == []  # 99 is not a step of the tea graph
+    assert core.serve([beat(current=4242)]) == []
+    assert core.counts["unknown_step"] == 2 and "cam0" not in core.streams  # a refused message changes nothing
+    assert "step 99 is not in the task graph" in core.last_refusal or "4242" in core.last_refusal
+    out = core.serve([keystep(MISTAKE[:2], 1)])
+    assert [a.step for a in out if isinstance(a, Alert)] == [MISTAKE_STEP]
+
+
+def test_a_replayed_history_sends_one_status_and_only_the_newest_rebuilt_alerts() -> None:
+    # A new session with a 4096-step history of mistakes sent 4097 messages (58 ms of CPU each).
+    core = CheckerCore(tea_graph())
+    history = (MISTAKE_STEP,) * MAX_HISTORY  # boil_water every time, the kettle never filled: all mistakes
+    out = core.handle(beat(history=history))
+    alerts = [m for m in out if isinstance(m, Alert)]
+    assert len(alerts) == RESEND_ALERTS and all(a.replayed for a in alerts)
+    assert [a.index for a in alerts] == list(range(MAX_HISTORY - RESEND_ALERTS, MAX_HISTORY))
+    assert len(statuses(out)) == 1 and statuses(out)[0].alerts == MAX_HISTORY  # every mistake counted
+    # A history that disagrees starts over: a replay again, and its live step's alert is never among those dropped.
+    live = [m for m in core.handle(keystep((*history[:-1], 5), 1)) if isinstance(m, Alert)]  # pour_water: a mistake
+    assert len(live) == RESEND_ALERTS + 1 and [a.index for a in live if not a.replayed] == [MAX_HISTORY - 1]
+
+
+def test_one_stream_gets_a_bounded_share_of_a_poll() -> None:
+    core = CheckerCore(tea_graph())
+    flood = [beat("flood", seq) for seq in range(100)]
+    out = core.serve([*flood, keystep(MISTAKE[:2], 0, stream_id="victim")])
+    assert core.counts["over_budget"] == 100 - STREAM_BUDGET
+    assert len(statuses([m for m in out if m.stream_id == "flood"])) == STREAM_BUDGET
+    assert [a.stream_id for a in out if isinstance(a, Alert)] == ["victim"]
+
+
+def test_replays_share_a_budget_and_never_hold_back_a_live_stream() -> None:
+    core = CheckerCore(tea_graph(), monotonic=Clock())
+    core.serve([keystep(MISTAKE[:1], 0, stream_id="victim")])
+    history = (1, 3) * (MAX_HISTORY // 2)  # no mistake in it: only the victim can raise an alert
+    replays = [beat(f"replay{k}", 0, history) for k in range(6)]
+    out = core.serve([*replays[:3], keystep(MISTAKE[:2], 1, stream_id="victim"), *replays[3:]])
+    served = {m.stream_id for m in statuses(out)}
+    alerts = [a for a in out if isinstance(a, Alert)]
+    assert [(a.stream_id, a.replayed) for a in alerts] == [("victim", False)] and out[0] is alerts[0]
+    assert len(served - {"victim"}) == REPLAY_BUDGET // MAX_HISTORY
+    assert core.counts["over_budget"] == 6 - REPLAY_BUDGET // MAX_HISTORY
+    # Next poll: the streams that waited are served before a newcomer (their detectors send the history again).
+    waiting = [r for r in replays if r.stream_id not in served]
+    newcomer = beat("newcomer", 0, history)
+    out = core.serve([newcomer, *(beat(r.stream_id, 1, history) for r in waiting)])
+    assert {m.stream_id for m in statuses(out)} == {r.stream_id for r in waiting[: REPLAY_BUDGET // MAX_HISTORY]}
+    assert len(history) > CHEAP_ITEMS
+
+
+def test_a_silent_stream_is_lost_then_freed_and_comes_back_when_it_speaks() -> None:
+    clock = Clock()
+    core = CheckerCore(tea_graph(), stream_timeout_s=5.0, monotonic=clock)
+    core.serve([beat("kitchen", 0, (1,))])
+    clock.now += 4.0
+    assert not any(s.lost for s in statuses(core.periodic(0.5)))
+    clock.now += 2.0  # 6 s without a heartbeat: a detector killed with kill -9 never says it ended
+    lost = [s for s in statuses(core.periodic(0.5)) if s.lost]
+    assert lost and lost[0].stream_id == "kitchen" and core.streams["kitchen"].lost
+    back = statuses(core.serve([beat("kitchen", 1, (1, 3))]))
+    assert not back[-1].lost and back[-1].done == (1, 3)
+    clock.now += 5.5
+    core.periodic(0.5)
+    clock.now += FORGET_AFTER * 5.0
+    core.periodic(0.5)
+    assert "kitchen" not in core.streams  # freed: its slot is free for good
+
+
+def test_a_full_checker_evicts_the_longest_idle_stream_never_a_live_one() -> None:
+    clock = Clock()
+    core = CheckerCore(tea_graph(), max_streams=3, monotonic=clock)
+    core.serve([beat("a"), beat("b"), beat("c")])
+    assert core.serve([beat("d")]) == [] and core.counts["stream_limit"] == 1  # three live streams: refused
+    core.serve([beat("b", 1, ended=True)])
+    clock.now += 1.0
+    core.serve([beat("c", 1, ended=True)])
+    core.serve([beat("d")])
+    assert set(core.streams) == {"a", "c", "d"} and core.counts["evicted"] == 1  # b waited longest
+    clock.now += 6.0  # a, c and d all silent: a and d are lost now, c has ended
+    core.periodic(0.5)
+    core.serve([beat("e")])
+    assert set(core.streams) == {"c", "d", "e"}  # a was heard from first: it had waited longest
+    health = core.health(ReceiveStats(received=9, malformed=2))
+    counts = (health.stream_limit, health.evicted, health.lost_streams, health.received, health.malformed)
+    assert counts == (1, 2, 1, 9, 2)
+
+
+def test_a_jump_in_seq_does_not_freeze_the_stream() -> None:
+    # A peer sending seq 2^50 on a live stream made the checker ignore every later (smaller) seq of the detector.
+    core = CheckerCore(tea_graph())
+    core.serve([keystep(MISTAKE[:1], 0)])
+    core.serve([beat(seq=2**50, history=MISTAKE[:1])])
+    out = core.serve([keystep(MISTAKE[:2], 1)])
+    assert [a.step for a in out if isinstance(a, Alert)] == [MISTAKE_STEP]
+    assert core.serve([keystep(MISTAKE[:2], 1)]) == []  # a real duplicate is still ignored
+    assert statuses(core.serve([keystep(MISTAKE[:3], 2)]))[-1].gaps == 0
+
+
+def wide_graph(names: list[str]) -> TaskGraph:
+    """Step 0 requires every other step; names as given (step k is named names[k])."""
+    n = len(names)
+    adjacency = np.zeros((n + 2, n + 2), dtype=bool)
+    adjacency[1, 2 : n + 1] = True  # step 0 needs steps 1..n-1
+    adjacency[2 : n + 1, 0] = True  # which need START
+    adjacency[n + 1, 1] = True  # END needs step 0
+    return TaskGraph(tuple(range(MAX_STEP_ID - n + 1, MAX_STEP_ID + 1)), tuple(names), adjacency)
+
+
+def test_every_alert_and_status_fits_one_message_by_construction() -> None:
+    # A keystep whose alert re-encoded to more than 64 KiB raised in the checker's loop. Worst case: the largest
+    # graph, the largest ids, and names as long as allowed in characters that JSON writes as 12-byte escapes.
+    names = ["\U0001f375" * MAX_NAME] * MAX_STEPS
+    graph = wide_graph(names)
+    core = CheckerCore(graph)
+    first = graph.step_ids[0]
+    out = core.handle(beat(history=(first,), current=first))
+    alert = next(m for m in out if isinstance(m, Alert))
+    assert len(alert.missing) == MAX_STEPS - 1 and 0 < len(alert.missing_names) < len(alert.missing)
+    assert all(len(encode(m)[1]) <= MAX_MESSAGE_BYTES for m in out)
+    every = core.handle(beat(seq=1, history=(first, *graph.step_ids[1:])))  # done lists them all
+    assert statuses(every)[-1].done == graph.step_ids
+    assert all(len(encode(m)[1]) <= MAX_MESSAGE_BYTES for m in every)
+
+
+def test_viewers_never_get_the_detector_session_token() -> None:
+    core = CheckerCore(tea_graph(), clock=lambda: 5.0)
+    token = "secret-token-1234"
+    out = core.serve([keystep(MISTAKE[:2], 0, session=token), beat(seq=1, session=token, history=MISTAKE[:2])])
+    out += core.periodic(0.0)
+    assert {type(m) for m in out} == {Alert, StepEvent, Status, CheckerHealth}
+    assert all(token not in encode(m)[1].decode() for m in out)
+    assert {m.run for m in out if isinstance(m, Alert | StepEvent | Status)} == {run_of(token)}
+
+
+def test_refusals_are_logged_once_per_reason_then_rate_limited() -> None:
+    lines: list[str] = []
+    clock = Clock()
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append)
+    for _ in range(3):
+        core.serve([beat(history=(77,))])
+    clock.now += 11.0
+    core.serve([beat(history=(78,))])
+    assert len(lines) == 2 and "unknown_step, 1 so far" in lines[0] and "4 so far" in lines[1]
+
+
+def test_multipart_and_hostile_messages_over_a_socket_are_counted_and_the_checker_serves_on(tmp_path: Path) -> None:
+    # The heartbeat that killed the checker ([-1] in its history), a 2000-frame message, a replay, a huge seq.
+    body = json.loads(encode(beat("garage"))[1])
+    with running_checker(tmp_path) as (ctx, service, thread):
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+        sock = connect(ctx, zmq.PUB, service.events_endpoint)
+        kitchen = EventPublisher(Publisher(sock), "kitchen")
+        assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,
+                        lambda: (kitchen.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+        stats = service.receiver.stats
+        before = stats.malformed
+        sock.send_multipart([b"heartbeat/garage", json.dumps(body | {"history": [-1]}).encode()])
+        sock.send_multipart([b"heartbeat/garage", json.dumps(body | {"history": [10**300]}).encode()])
+        sock.send_multipart([b"heartbeat/garage"] + [b"x" * 1024] * 2000)
+        sock.send_multipart([b"heartbeat/garage", encode(beat("garage"))[1], b"third"])
+        sock.send_multipart([b"heartbeat/garage", json.dumps(body | {"history": [1, 2, 99]}).encode()])
+        assert wait_for(lambda: stats.malformed - before >= 4 and service.core.counts["unknown_step"] >= 1, 10.0)
+        for step in MISTAKE[:2]:
+            kitchen.keystep(step, "x", 0.0, 1.0, 0.9)
+        assert wait_for(lambda: any(a.step == MISTAKE_STEP for _, a in viewer.state.alerts), 10.0,
+                        lambda: viewer.pump(20))
+        assert thread.is_alive() and stats.malformed - before == 4
+        viewer.close()
+        sock.close()
+
+
+def test_every_socket_bounds_what_a_peer_can_queue(ctx: zmq.Context) -> None:
+    from streaming.transport import HARD_MAX_BYTES, RECV_HWM, bind
+
+    sub, _ = bind(ctx, zmq.SUB, "tcp://127.0.0.1:0")
+    assert sub.getsockopt(zmq.RCVHWM) == RECV_HWM and sub.getsockopt(zmq.MAXMSGSIZE) == HARD_MAX_BYTES
+    assert RECV_HWM * MAX_MESSAGE_BYTES <= 16 * 2**20  # at most 16 MiB of well-formed messages wait per peer
+    sub.close()
+
+
+def test_the_periodic_snapshot_of_many_streams_is_spread_over_several_calls() -> None:
+    # 256 streams with 32 alerts each re-sent in one call stalled the loop for every other stream.
+    now = [100.0]
+    core = CheckerCore(tea_graph(), clock=lambda: now[0])
+    core.serve([beat(f"s{k}", 0, (MISTAKE_STEP,) * 40) for k in range(64)])
+    now[0] += 1.0
+    calls = [core.periodic(0.5) for _ in range(8)]
+    sizes = [len(out) for out in calls]
+    assert max(sizes) <= SNAPSHOT_BUDGET + RESEND_ALERTS + 2  # one stream may go past the budget, plus the health
+    resent = {m.stream_id for out in calls for m in out if isinstance(m, Status)}
+    assert resent == {f"s{k}" for k in range(64)}  # every stream's snapshot went out, a few calls later at most

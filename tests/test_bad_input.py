@@ -1,0 +1,380 @@
+"""A table of bad input across the four commands: each case exits with status 2 and one ``error:`` line that names
+the culprit (file, field, option or value), never a traceback.
+
+Users found 11 tracebacks, 8 wrong exit statuses and 1 crash in 174 such cases; this table keeps them fixed. Every
+case runs in-process and fails before any long work (training, decoding video), so the table stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphs.task_graph import load_graph
+from recognition.recognition_train_cli import main as recognition_train
+from streaming.demo.paths import DEMO_DIR, default_demo_paths
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
+from tgml.bench.prego_bench_cli import main as prego_bench
+from tgml.tgml_cli import main as tgml
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPH, DETECTOR = default_demo_paths()
+ANNOTATIONS = DEMO_DIR / "demo_annotations.json"
+TINY = ROOT / "configs" / "miniroad-tiny.toml"
+TOO_MANY = str(4 * (os.cpu_count() or 1) + 1)
+
+
+class Files:
+    """Bad input files written on demand in a temporary folder; each method returns the file's path as a string."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def text(self, name: str, content: str | bytes) -> str:
+        path = self.root / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return str(path)
+
+    def json(self, name: str, value: Any) -> str:
+        return self.text(name, json.dumps(value))
+
+    def graph(self, change: Callable[[dict[str, Any]], object]) -> str:
+        """The demo graph file with one change."""
+        data = load_graph(GRAPH).to_dict()
+        change(data)
+        return self.json("graph.json", data)
+
+    def annotations(self, change: Callable[[dict[str, Any]], object]) -> str:
+        """The demo annotation file with one change."""
+        data = json.loads(ANNOTATIONS.read_text())
+        change(data)
+        return self.json("annotations.json", data)
+
+    def checkpoint(self, change: Callable[[dict[str, Any]], object]) -> str:
+        """The demo detector checkpoint with one change to its stored dictionary."""
+        import torch
+
+        data = torch.load(DETECTOR, weights_only=True)
+        change(data)
+        path = self.root / "detector.pt"
+        torch.save(data, path)
+        return str(path)
+
+    def folder(self, name: str) -> str:
+        (self.root / name).mkdir(exist_ok=True)
+        return str(self.root / name)
+
+    def missing(self, name: str) -> str:
+        return str(self.root / name)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad command line: the command, its argv built from `Files`, and the text its error line must hold."""
+
+    name: str
+    main: Callable[[list[str]], object]
+    argv: Callable[[Files], list[str]]
+    culprit: str  # "{file}" stands for the last file path in argv
+
+
+def step0(data: dict[str, Any], key: str, value: Any) -> None:
+    data["steps"][0][key] = value
+
+
+def video0(data: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(data["annotations"].values()))
+
+
+def segment0(data: dict[str, Any], key: str, value: Any) -> None:
+    video0(data)["segments"][0][key] = value
+
+
+def taxonomy(data: dict[str, Any], key: str, value: Any) -> None:
+    table = data["taxonomy"]["demo-tea"]
+    next(iter(table.values()))[key] = value
+
+
+# The same broken JSON in every option that reads a JSON file: the reader every loader shares turns each into one line.
+BROKEN_JSON: dict[str, Callable[[Files, str], str]] = {
+    "missing": lambda f, n: f.missing(n),
+    "folder": lambda f, n: f.folder(n),
+    "binary": lambda f, n: f.text(n, b"\xff\xfe\x00\x81"),
+    "empty": lambda f, n: f.text(n, ""),
+    "nested-too-deep": lambda f, n: f.text(n, "[" * 100_000),
+    "number-overflow": lambda f, n: f.text(n, '{"a": 1e400}'),
+    "nan": lambda f, n: f.text(n, '{"a": NaN}'),
+    "huge-integer": lambda f, n: f.text(n, "1" * 5000),
+    "key-twice": lambda f, n: f.text(n, '{"a": 1, "a": 2}'),
+    "not-an-object": lambda f, n: f.text(n, "[1, 2]"),
+}
+JSON_OPTIONS: dict[str, tuple[Callable[[list[str]], object], Callable[[str], list[str]]]] = {
+    "tgml-train-annotations": (tgml, lambda p: ["train", "--annotations", p, "--scenario", "demo-tea", "--out", "o"]),
+    "tgml-show": (tgml, lambda p: ["show", p]),
+    "tgml-eval-pred": (tgml, lambda p: ["eval", "--pred", p, "--gt", str(GRAPH)]),
+    "stream-detect-graph": (stream_detect, lambda p: ["--video", "demo", "--graph", p, "--jsonl"]),
+    "stream-detect-checker-graph": (stream_detect, lambda p: ["checker", "--graph", p, "--bind", "tcp://127.0.0.1:0",
+                                                              "--publish", "tcp://127.0.0.1:0"]),
+    "stream-detect-view-graph": (stream_detect, lambda p: ["view", "--graph", p]),
+    "prego-replay-frames": (prego_bench, lambda p: ["replay", "--frames", p, "--graph", str(GRAPH)]),
+    "prego-replay-graph": (prego_bench, lambda p: ["replay", "--frames", str(ANNOTATIONS), "--graph", p]),
+}
+
+
+def json_cases() -> list[Case]:
+    cases = []
+    for option, (main, argv) in JSON_OPTIONS.items():
+        for broken, make in BROKEN_JSON.items():
+            if broken == "not-an-object" and option == "prego-replay-graph":
+                continue  # the frames file is read after the graph: covered by prego-replay-frames
+            cases.append(Case(f"{option}/{broken}", main,
+                              lambda f, make=make, argv=argv: argv(make(f, "input.json")),
+                              "input.json"))
+    return cases
+
+
+GRAPH_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "negative-id": (lambda d: step0(d, "id", -1), "steps[0].id = -1 must be an integer in 0..2147483647"),
+    "id-over-2^31": (lambda d: step0(d, "id", 2**31), "steps[0].id = 2147483648 must be"),
+    "bool-id": (lambda d: step0(d, "id", True), "steps[0] must be"),
+    "float-id": (lambda d: step0(d, "id", 1.5), "steps[0] must be"),
+    "name-513": (lambda d: step0(d, "name", "x" * 513), "steps[0].name is 513 characters long; at most 512"),
+    "name-number": (lambda d: step0(d, "name", 7), "steps[0] must be"),
+    "2049-steps": (lambda d: d.update(steps=[{"id": k, "name": "s"} for k in range(2049)]), "at most 2048"),
+    "scenario-long": (lambda d: d.update(scenario="x" * 600), "scenario name is 600 characters"),
+    "scenario-number": (lambda d: d.update(scenario=3), "field 'scenario' must be a string"),
+    "string-weights": (lambda d: d.update(weights=[["0.5"] * 8] * 8), "field 'weights' must be a square matrix"),
+    "ragged-weights": (lambda d: d.update(weights=[[0.5], [0.5, 0.5]]), "field 'weights' must be a square matrix"),
+    "weights-shape": (lambda d: d.update(weights=[[0.5]]), "weights have shape"),
+    "cycle": (lambda d: d["edges"].extend([{"step": 1, "requires": 2}, {"step": 2, "requires": 1}]), "cycle"),
+    "edge-to-nowhere": (lambda d: d["edges"].append({"step": 1, "requires": 99}), "edges["),
+    "edge-not-object": (lambda d: d["edges"].append([1, 2]), "edges["),
+    "format": (lambda d: d.update(format="other"), "field 'format'"),
+    "version": (lambda d: d.update(version=3), "unsupported version 3"),
+    "no-steps": (lambda d: d.update(steps=[]), "field 'steps' must be a non-empty list"),
+    "duplicate-id": (lambda d: d["steps"].append(dict(d["steps"][0])), "appears twice in 'steps'"),
+    "info-list": (lambda d: d.update(info=[]), "field 'info' must be an object"),
+}
+
+
+def graph_cases() -> list[Case]:
+    cases = []
+    for bad, (change, culprit) in GRAPH_FILE.items():
+        for option in ("tgml-show", "stream-detect-graph"):
+            main, argv = JSON_OPTIONS[option]
+            cases.append(Case(f"graph-{bad}/{option}", main, lambda f, c=change, a=argv: a(f.graph(c)), culprit))
+    return cases
+
+
+ANNOTATION_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "string-start-time": (lambda d: segment0(d, "start_time", "1.3"), "segments[0].start_time = '1.3' is not a number"),
+    "bool-end-time": (lambda d: segment0(d, "end_time", True), "segments[0].end_time = True is not a number"),
+    "null-start-time": (lambda d: segment0(d, "start_time", None), "segments[0].start_time = None is not a number"),
+    "list-end-time": (lambda d: segment0(d, "end_time", [1]), "segments[0].end_time = [1] is not a number"),
+    "step-not-in-taxonomy": (lambda d: segment0(d, "step_id", 99), "segments[0].step_id = 99 is not in"),
+    "string-step": (lambda d: segment0(d, "step_id", "3"), "segments[0].step_id is missing or not an integer"),
+    "has-errors-string": (lambda d: segment0(d, "has_errors", "no"), "has_errors = 'no' is not true or false"),
+    "negative-taxonomy-id": (lambda d: taxonomy(d, "id", -4), ".id = -4 must be an integer in 0..2147483647"),
+    "taxonomy-id-2^31": (lambda d: taxonomy(d, "id", 2**31), ".id = 2147483648 must be"),
+    "taxonomy-name-long": (lambda d: taxonomy(d, "name", "y" * 513), ".name is 513 characters long"),
+    "taxonomy-name-missing": (lambda d: taxonomy(d, "name", None), "needs a string 'name'"),
+    "no-annotations": (lambda d: d.pop("annotations"), "missing object field 'annotations'"),
+    "no-taxonomy": (lambda d: d.pop("taxonomy"), "missing object field 'taxonomy'"),
+    "segments-not-list": (lambda d: video0(d).update(segments={}), "segments must be a list"),
+    "scenario-unknown": (lambda d: video0(d).update(scenario="x"), "scenario = 'x'"),
+}
+
+
+def annotation_cases() -> list[Case]:
+    main, argv = JSON_OPTIONS["tgml-train-annotations"]
+    return [Case(f"annotations-{bad}", main, lambda f, c=change: argv(f.annotations(c)), culprit)
+            for bad, (change, culprit) in ANNOTATION_FILE.items()]
+
+
+CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "class-name-long": (lambda d: d["class_names"].__setitem__(1, "z" * 513), "class_names[1] is 513 characters"),
+    "class-name-number": (lambda d: d["class_names"].__setitem__(1, 5), "class_names[1] = 5 must be a string"),
+    "class-step-negative": (lambda d: d["class_step_ids"].__setitem__(1, -1), "class_step_ids[1] = -1 must be"),
+    "class-step-2^31": (lambda d: d["class_step_ids"].__setitem__(1, 2**31), "class_step_ids[1] = 2147483648"),
+    "class-step-float": (lambda d: d["class_step_ids"].__setitem__(1, 1.5), "class_step_ids[1] = 1.5 must be"),
+    "fps-zero": (lambda d: d.update(fps=0.0), "fps = 0.0 must be a positive number"),
+    "fps-string": (lambda d: d.update(fps="10"), "fps = '10' must be a positive number"),
+    "format": (lambda d: d.update(format="other"), "field 'format' is 'other'"),
+    "version": (lambda d: d.update(version=9), "unsupported checkpoint version 9"),
+    "names-string": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list"),
+    "config-missing": (lambda d: d.pop("config"), "field 'config' must be an object"),
+}
+
+
+def checkpoint_cases() -> list[Case]:
+    cases = [Case(f"checkpoint-{bad}", stream_detect,
+                  lambda f, c=change: ["--video", "demo", "--detector", f.checkpoint(c), "--jsonl"], culprit)
+             for bad, (change, culprit) in CHECKPOINT.items()]
+    for bad, content in (("text", "not a checkpoint"), ("empty", ""), ("truncated", DETECTOR.read_bytes()[:2000])):
+        cases.append(Case(f"checkpoint-{bad}", stream_detect,
+                          lambda f, c=content: ["--video", "demo", "--detector", f.text("d.pt", c), "--jsonl"],
+                          "d.pt: not a detector checkpoint"))
+    cases.append(Case("checkpoint-missing", stream_detect,
+                      lambda f: ["--video", "demo", "--detector", f.missing("d.pt"), "--jsonl"], "d.pt"))
+    return cases
+
+
+def flag(name: str, main: Callable[[list[str]], object], argv: list[str], culprit: str) -> Case:
+    return Case(name, main, lambda f, argv=argv: list(argv), culprit)
+
+
+def flag_cases(tmp: str) -> list[Case]:
+    run = ["--video", "demo", "--jsonl"]
+    train = ["--features", tmp, "--config", str(TINY), "--out", f"{tmp}/d.pt"]
+    replay = ["replay", "--frames", str(ANNOTATIONS), "--graph", str(GRAPH)]
+    tgml_train = ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", f"{tmp}/g.json"]
+    cases = []
+    for value in ("0", "-1", TOO_MANY, "100000", "x", "1.5"):
+        cases += [
+            flag(f"stream-detect-threads-{value}", stream_detect, [*run, "--threads", value], "--threads"),
+            flag(f"stream-detect-detector-threads-{value}", stream_detect, ["detector", *run[:2], "--threads", value],
+                 "--threads"),
+            flag(f"recognition-train-threads-{value}", recognition_train, [*train, "--threads", value], "--threads"),
+        ]
+    for value in ("-1", TOO_MANY, "100000", "x"):
+        cases += [
+            flag(f"prego-bench-workers-{value}", prego_bench, ["--data", tmp, "--workers", value], "--workers"),
+            flag(f"prego-select-workers-{value}", prego_bench,
+                 ["select", "--dataset", "epic-tent-o", "--workers", value], "--workers"),
+            flag(f"tgml-bench-workers-{value}", tgml, ["bench-captaincook", "--data", tmp, "--workers", value],
+                 "--workers"),
+        ]
+    for value in ("0", "1e-6", "0.5", "-1", "nan", "inf", "1e9", "x"):
+        cases.append(flag(f"prego-replay-fps-{value}", prego_bench, [*replay, "--fps", value], "--fps"))
+    for value in ("0", "0.5", "-1", "nan", "inf", "1e9", "x"):
+        cases += [
+            flag(f"checker-stream-timeout-{value}", stream_detect, ["checker", "--stream-timeout", value],
+                 "--stream-timeout"),
+            flag(f"run-stream-timeout-{value}", stream_detect, [*run, "--stream-timeout", value], "--stream-timeout"),
+        ]
+    cases += [
+        flag("stream-detect-stream-id-space", stream_detect, [*run, "--stream-id", "a b"], "--stream-id"),
+        flag("stream-detect-stream-id-long", stream_detect, [*run, "--stream-id", "x" * 65], "--stream-id"),
+        flag("stream-detect-stream-id-escape", stream_detect, [*run, "--stream-id", "\x1b[2J"], "--stream-id"),
+        flag("stream-detect-bind", stream_detect, [*run, "--bind", "localhost:1"], "--bind"),
+        flag("stream-detect-publish-port", stream_detect, [*run, "--publish", "tcp://127.0.0.1:70000"], "--publish"),
+        flag("stream-detect-connect-port-0", stream_detect, ["view", "--connect", "tcp://127.0.0.1:0"], "--connect"),
+        flag("stream-detect-detector-connect", stream_detect, ["detector", *run[:2], "--connect", "udp://x:1"],
+             "--connect"),
+        flag("stream-detect-reader", stream_detect, [*run, "--reader", "vlc"], "--reader"),
+        flag("stream-detect-unknown-option", stream_detect, [*run, "--colour"], "--colour"),
+        flag("stream-detect-fast-and-realtime", stream_detect, [*run, "--fast", "--realtime"], "--realtime"),
+        flag("stream-detect-video-missing-file", stream_detect, ["--video", f"{tmp}/none.mp4", "--graph", str(GRAPH),
+                                                                 "--detector", str(DETECTOR), "--jsonl"], "none.mp4"),
+        flag("stream-detect-unknown-demo", stream_detect, ["--video", "demo:nope", "--jsonl"], "demo:nope"),
+        flag("stream-detect-no-detector", stream_detect, ["--video", "cam0", "--graph", str(GRAPH)], "--detector"),
+        flag("stream-detect-no-graph", stream_detect, ["--video", "cam0"], "--graph"),
+        flag("tgml-show-path-with-escapes", tgml, ["show", f"{tmp}/g\x1b[2J\n.json"],
+             "g\\x1b[2J\\x0a.json: graph file"),
+        flag("tgml-no-command", tgml, [], "tgml"),
+        flag("tgml-unknown-command", tgml, ["learn"], "learn"),
+        flag("tgml-train-no-out", tgml, tgml_train[:-2], "--out"),
+        flag("tgml-train-unknown-scenario", tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "x",
+                                                   "--out", f"{tmp}/g.json"], "'x'"),
+        flag("tgml-train-epochs-0", tgml, [*tgml_train, "--epochs", "0"], "epochs"),
+        flag("tgml-train-epochs-x", tgml, [*tgml_train, "--epochs", "x"], "--epochs"),
+        flag("tgml-train-beta-nan", tgml, [*tgml_train, "--beta", "nan"], "beta"),
+        flag("tgml-train-lr-negative", tgml, [*tgml_train, "--lr", "-1"], "lr"),
+        flag("tgml-train-early-stop", tgml, [*tgml_train, "--early-stop", "sometimes"], "sometimes"),
+        flag("tgml-train-edge-threshold", tgml, [*tgml_train, "--edge-threshold", "1/3"], "--edge-threshold"),
+        flag("tgml-train-out-is-input", tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea",
+                                               "--out", str(ANNOTATIONS)], "would overwrite this input file"),
+        flag("tgml-show-dot-format", tgml, ["show", str(GRAPH), "--dot", f"{tmp}/g.bmp"], "unknown output format"),
+        flag("tgml-bench-seeds-0", tgml, ["bench-captaincook", "--data", tmp, "--seeds", "0"], "--seeds 0"),
+        flag("prego-bench-seeds-0", prego_bench, ["--data", tmp, "--seeds", "0"], "--seeds 0"),
+        flag("prego-bench-perturb-2", prego_bench, ["--data", tmp, "--perturb", "0,2"], "rate 2 is outside [0, 1]"),
+        flag("prego-bench-perturb-x", prego_bench, ["--data", tmp, "--perturb", "x"], "--perturb"),
+        flag("prego-bench-dataset", prego_bench, ["--data", tmp, "--dataset", "kitchen"], "kitchen"),
+        flag("prego-bench-mode", prego_bench, ["--data", tmp, "--mode", "live"], "live"),
+        flag("prego-bench-config-pair", prego_bench, ["--data", tmp, "--config", "nofile"], "DATASET=FILE"),
+        flag("prego-bench-missing-data", prego_bench, ["--data", f"{tmp}/nowhere", "--method", "count-based"],
+             "nowhere"),
+        flag("prego-select-folds-x", prego_bench, ["select", "--dataset", "epic-tent-o", "--folds", "x"], "--folds"),
+        flag("prego-select-scales", prego_bench, ["select", "--data", tmp, "--dataset", "epic-tent-o", "--scales",
+                                                  "0,-1"], "--scales"),
+        flag("prego-replay-no-frames", prego_bench, ["replay", "--graph", str(GRAPH)], "--frames"),
+        flag("stream-detect-backbone-missing", stream_detect, [*run, "--backbone", f"{tmp}/b.pt"], "b.pt"),
+        flag("prego-replay-field", prego_bench, [*replay, "--field", "both"], "--field"),
+        flag("prego-replay-sweep", prego_bench, [*replay, "--sweep", "a,b"], "--sweep"),
+        flag("recognition-train-no-out", recognition_train, train[:-2], "--out"),
+        flag("recognition-train-epochs-x", recognition_train, [*train, "--epochs", "x"], "--epochs"),
+        flag("recognition-train-epochs-0", recognition_train, [*train, "--epochs", "0"], "epochs"),
+        flag("recognition-train-seed-negative", recognition_train, [*train, "--seed", "-1"], "seed"),
+        flag("recognition-train-config-missing", recognition_train, [*train[:2], "--config", f"{tmp}/c.toml",
+                                                                     "--out", f"{tmp}/d.pt"], "c.toml"),
+        flag("recognition-train-out-folder", recognition_train, [*train[:4], "--out", tmp], "is a folder"),
+    ]
+    return cases
+
+
+def frames_cases() -> list[Case]:
+    labels = {"label-10^30": 10**30, "label-negative": -5, "label-2^31": 2**31, "label-bool": True, "label-float": 1.0}
+    return [Case(f"prego-replay-frames-{bad}", prego_bench,
+                 lambda f, v=value: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1, v], "gt": [1, 1]}}),
+                                     "--graph", str(GRAPH), "--no-sweep"], "frames.json: video 'v'")
+            for bad, value in labels.items()]
+
+
+def toml_cases() -> list[Case]:
+    bad_toml = {
+        "syntax": ("[train\nepochs = 1", "invalid TOML"),
+        "threads-too-many": (f"[train]\nthreads = {TOO_MANY}", "threads"),
+        "threads-negative": ("[train]\nthreads = -1", "threads"),
+        "unknown-key": ("[train]\nepoch = 3", "epoch"),
+        "epochs-string": ('[train]\nepochs = "3"', "epochs"),
+    }
+    cases = []
+    for bad, (content, culprit) in bad_toml.items():
+        cases.append(Case(f"recognition-train-config-{bad}", recognition_train,
+                          lambda f, c=content: ["--features", f.folder("feats"), "--config", f.text("c.toml", c),
+                                                "--out", f.missing("d.pt")], culprit))
+    cases.append(Case("tgml-train-config-syntax", tgml,
+                      lambda f: ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
+                                 f.missing("g.json"), "--config", f.text("c.toml", "[x\n")], "invalid TOML"))
+    cases.append(Case("tgml-train-config-unknown-key", tgml,
+                      lambda f: ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
+                                 f.missing("g.json"), "--config", f.text("c.toml", "bogus = 1\n")], "bogus"))
+    return cases
+
+
+def all_cases(tmp: str) -> list[Case]:
+    files = json_cases() + graph_cases() + annotation_cases() + checkpoint_cases() + frames_cases() + toml_cases()
+    return files + flag_cases(tmp)
+
+
+TMP = "/tmp/bad-input-table"  # flag cases name paths under the test's own folder: this placeholder is replaced
+CASES = all_cases(TMP)
+
+
+def test_the_table_is_large_and_covers_the_four_commands() -> None:
+    assert len(CASES) >= 150 and len({c.name for c in CASES}) == len(CASES)
+    assert {c.main for c in CASES} == {stream_detect, tgml, prego_bench, recognition_train}
+
+
+@pytest.fixture(autouse=True)
+def _demo_videos_in_a_temporary_cache(demo_cache: Path) -> None:
+    """Cases that reach the demo video render it in the test session's cache."""
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_one_error_line_naming_the_culprit_and_exit_2(
+    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [arg.replace(TMP, str(tmp_path)) for arg in case.argv(Files(tmp_path))]
+    line = cli_error(case.main, argv, capsys)
+    assert case.culprit.replace(TMP, str(tmp_path)) in line, f"{line!r} does not name {case.culprit!r}"

@@ -1,0 +1,178 @@
+"""Writes never destroy: every command that writes refuses a device node, FIFO, socket or folder at its output, and
+writes through a symlink instead of replacing it.
+
+`tgml train --out /dev/full`, run as root, replaced the device with a regular file; onto a symlink it replaced the
+link. CI runs as root, so these tests never aim a writer at a real device: the device node is made with ``mknod``
+in a temporary folder (root only; skipped otherwise), and the real ``/dev/null`` is only ever examined
+(`output_target`), never handed to a writer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from graphs.errors import InputError
+from graphs.files import atomic_path, check_output, output_target, write_text
+from graphs.task_graph import load_graph, save_graph
+from recognition.checkpoint import load_detector, save_detector
+from recognition.recognition_train_cli import main as recognition_train
+from streaming.demo.paths import DEMO_DIR, default_demo_paths
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
+from tgml.bench.prego_bench_cli import main as prego_bench
+from tgml.tgml_cli import main as tgml
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPH, DETECTOR = default_demo_paths()
+ANNOTATIONS = DEMO_DIR / "demo_annotations.json"
+KINDS = ("fifo", "socket", "folder", "device", "link-to-fifo", "link-to-device")
+IS_KIND = {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "folder": stat.S_ISDIR, "device": stat.S_ISCHR}
+
+
+@pytest.fixture
+def special(tmp_path: Path) -> Iterator[Callable[[str, str], Path]]:
+    """Make a non-regular file of a kind at ``tmp_path/<name>``; sockets stay bound for the test."""
+    sockets: list[socket.socket] = []
+
+    def make(kind: str, name: str) -> Path:
+        path = tmp_path / name
+        base = kind.removeprefix("link-to-")
+        target = tmp_path / f"real-{name}" if kind != base else path
+        if base == "fifo":
+            os.mkfifo(target)
+        elif base == "socket":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(target))
+            sockets.append(sock)
+        elif base == "folder":
+            target.mkdir()
+        elif base == "device":
+            if os.geteuid() != 0:
+                pytest.skip("a device node can only be made as root (CI runs as root)")
+            try:  # the null device's numbers, in a temporary folder: nothing real is at stake
+                os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+            except PermissionError:
+                pytest.skip("this container forbids mknod")
+        if target != path:
+            path.symlink_to(target)
+        return path
+
+    yield make
+    for sock in sockets:
+        sock.close()
+
+
+def unchanged(path: Path, kind: str) -> bool:
+    """The node (and its link, for a link) is still what the test made."""
+    base = kind.removeprefix("link-to-")
+    return (path.is_symlink() == (kind != base)) and IS_KIND[base](os.stat(path).st_mode)
+
+
+def commands(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], object], Callable[[Path], list[str]], str]]:
+    """Every command that writes a file: its main, its argv for an output path, and the output's file name."""
+    frames = tmp_path / "frames.json"
+    frames.write_text(json.dumps({"v1": {"pred": [1, 1, 2], "gt": [1, 1, 2]}}))
+    config = ROOT / "configs" / "miniroad-tiny.toml"
+    return {
+        "tgml train --out": (tgml, lambda out: ["train", "--annotations", str(ANNOTATIONS), "--scenario",
+                                                "demo-tea", "--out", str(out), "--epochs", "5", "--quiet"], "g.json"),
+        "tgml show --dot": (tgml, lambda out: ["show", str(GRAPH), "--dot", str(out)], "g.dot"),
+        "tgml bench-captaincook --json": (tgml, lambda out: ["bench-captaincook", "--data", str(tmp_path),
+                                                             "--json", str(out)], "r.json"),
+        "prego-bench --json": (prego_bench, lambda out: ["--data", str(tmp_path), "--json", str(out)], "r.json"),
+        "prego-bench --plot": (prego_bench, lambda out: ["--data", str(tmp_path), "--perturb", "0,0.5", "--plot",
+                                                         str(out)], "p.png"),
+        "prego-bench replay --json": (prego_bench, lambda out: ["replay", "--frames", str(frames), "--graph",
+                                                                str(GRAPH), "--json", str(out)], "r.json"),
+        "recognition-train --out": (recognition_train, lambda out: ["--features", str(tmp_path), "--config",
+                                                                    str(config), "--out", str(out)], "d.pt"),
+    }
+
+
+COMMANDS = ("tgml train --out", "tgml show --dot", "tgml bench-captaincook --json", "prego-bench --json",
+            "prego-bench --plot", "prego-bench replay --json", "recognition-train --out")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_refuses_a_special_file_at_its_output(
+    command: str, kind: str, tmp_path: Path, special: Callable[[str, str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    main, argv, name = commands(tmp_path)[command]
+    out = special(kind, name)
+    line = cli_error(main, argv(out), capsys)
+    assert str(out) in line
+    assert ("is a folder" in line) if kind == "folder" else ("not a regular file" in line)
+    assert unchanged(out, kind)
+
+
+@pytest.mark.parametrize("kind", ("fifo", "socket", "device", "link-to-device"))
+def test_the_demo_cache_refuses_a_special_file(
+    kind: str, special: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What stream-detect writes is the rendered demo video, in $MISTAKE_CACHE.
+    node = special(kind, "cache")
+    monkeypatch.setenv("MISTAKE_CACHE", str(node))
+    line = cli_error(stream_detect, ["--video", "demo", "--jsonl", "--fast"], capsys)
+    assert "$MISTAKE_CACHE" in line and unchanged(node, kind)
+
+
+def test_commands_write_through_a_symlink_instead_of_replacing_it(tmp_path: Path) -> None:
+    real = tmp_path / "graphs" / "tea.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "tea-link.json"
+    link.symlink_to(real)
+    assert tgml(["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", str(link),
+                 "--epochs", "5", "--quiet"]) == 0
+    assert link.is_symlink() and load_graph(real).n_steps == 6
+    dot = tmp_path / "tea.dot"
+    dot.symlink_to(tmp_path / "graphs" / "drawn.dot")  # dangling: the target is made
+    assert tgml(["show", str(GRAPH), "--dot", str(dot)]) == 0
+    assert dot.is_symlink() and (tmp_path / "graphs" / "drawn.dot").read_text().startswith("digraph")
+    assert sorted(p.name for p in real.parent.iterdir()) == ["drawn.dot", "tea.json"]  # no temporary left
+
+
+def test_every_writer_goes_through_the_same_helper(tmp_path: Path, special: Callable[[str, str], Path]) -> None:
+    # The helpers the commands use (graph, checkpoint, text, atomic_path) all refuse, and none leaves a temporary.
+    model, checkpoint = load_detector(DETECTOR)
+    writers: list[Callable[[Path], object]] = [
+        lambda p: save_graph(load_graph(GRAPH), p),
+        lambda p: save_detector(p, model, checkpoint.class_names, checkpoint.class_step_ids,
+                                checkpoint.feature_extractor, checkpoint.fps),
+        lambda p: write_text(p, "x"),
+        lambda p: check_output(p),
+    ]
+    for k, kind in enumerate(("fifo", "socket", "link-to-fifo")):
+        node = special(kind, f"node{k}")
+        for write in writers:
+            with pytest.raises(InputError, match="not a regular file; refusing to replace it"):
+                write(node)
+            assert unchanged(node, kind)
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+def test_atomic_path_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Path) -> None:
+    real = tmp_path / "shared.json"
+    real.write_text("old")
+    real.chmod(0o640)
+    (tmp_path / "link").symlink_to(real)
+    with atomic_path(tmp_path / "link") as tmp:
+        tmp.write_text("new")
+    assert real.read_text() == "new" and stat.S_IMODE(real.stat().st_mode) == 0o640
+
+
+def test_the_real_null_device_is_only_examined(tmp_path: Path) -> None:
+    # The one check that touches /dev/null asks what is there; nothing is ever written to or renamed over it.
+    (tmp_path / "null-link").symlink_to("/dev/null")
+    for path in (Path("/dev/null"), tmp_path / "null-link"):
+        with pytest.raises(InputError, match="is a character device"):
+            output_target(path)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

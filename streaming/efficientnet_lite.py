@@ -20,7 +20,8 @@ Pre-processing (`preprocess`), chosen for what these weights were trained on and
 
 For speed on CPUs the network is rewritten once when loaded, with the same arithmetic: each batch normalisation is
 folded into the convolution before it (`fold_batch_norms`), symmetric "same" padding moves into the convolution
-(`inline_symmetric_padding`), and activations use the channels-last memory layout the CPU kernels prefer.
+(`inline_symmetric_padding`), activations are computed in place (`use_inplace_activations`), and tensors use the
+channels-last memory layout the CPU kernels prefer.
 """
 
 from __future__ import annotations
@@ -39,33 +40,10 @@ FEATURE_DIM: Final = 1280
 INPUT_SIZE: Final = 224
 PIXEL_MEAN: Final = 127.0  # on the 0-255 scale, every channel
 PIXEL_STD: Final = 128.0
-DEVICES: Final = ("auto", "cpu", "cuda")
 
 # (convolution, batch norm) attribute pairs of the library's stem, head and MBConv blocks.
 _STEM_HEAD_PAIRS: Final = (("_conv_stem", "_bn0"), ("_conv_head", "_bn1"))
 _BLOCK_PAIRS: Final = (("_expand_conv", "_bn0"), ("_depthwise_conv", "_bn1"), ("_project_conv", "_bn2"))
-
-
-def resolve_device(device: str, option: str = "--device") -> torch.device:
-    """The torch device a ``--device`` value means.
-
-    Args:
-        device: ``"auto"`` (CUDA when torch sees a CUDA device, else the CPU), ``"cpu"`` or ``"cuda"``.
-        option: the option named in errors.
-
-    Returns:
-        The device.
-
-    Raises:
-        InputError: an unknown value, or ``"cuda"`` where torch sees no CUDA device.
-    """
-    if device not in DEVICES:
-        raise InputError(f"{option} {device!r}: choose one of {', '.join(DEVICES)}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"{option} cuda: torch {torch.__version__} sees no CUDA device; use --device cpu (or auto)")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def preprocess(frames: Tensor) -> Tensor:
@@ -124,6 +102,20 @@ def inline_symmetric_padding(net: nn.Module) -> None:
                 module.static_padding = nn.Identity()
 
 
+def use_inplace_activations(net: nn.Module) -> None:
+    """Make every ReLU6 overwrite its input, in place.
+
+    Each one follows a convolution whose output nothing else reads, so the result is the same without allocating (and
+    first touching) a fresh activation-sized buffer per layer.
+
+    Args:
+        net: the library's ``EfficientNet``.
+    """
+    for module in net.modules():
+        if isinstance(module, nn.ReLU6):
+            module.inplace = True
+
+
 class EfficientNetLite0(nn.Module):
     """The pretrained backbone: uint8 frames in, pooled 1280-value features out (see the module docstring).
 
@@ -135,6 +127,7 @@ class EfficientNetLite0(nn.Module):
         super().__init__()
         fold_batch_norms(net)
         inline_symmetric_padding(net)
+        use_inplace_activations(net)
         self.net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
     def forward(self, frames: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ import torch
 from skimage import data
 
 from graphs.errors import InputError
-from streaming.efficientnet_lite import load_efficientnet_lite0, preprocess, resolve_device
+from streaming.efficientnet_lite import load_efficientnet_lite0, preprocess
 from streaming.extractors import EfficientNetLiteExtractor, make_extractor
 
 
@@ -64,13 +64,6 @@ def test_every_frame_size_becomes_the_network_input() -> None:
     for height, width in ((480, 640), (224, 224), (20, 30)):
         x = preprocess(torch.full((1, height, width, 3), 255, dtype=torch.uint8))
         assert x.shape == (1, 3, 224, 224) and torch.allclose(x, torch.full_like(x, (255 - 127) / 128))
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-def test_cuda_without_cuda_is_one_plain_error() -> None:
-    with pytest.raises(InputError, match="^--device cuda: torch .* sees no CUDA device; use --device cpu"):
-        resolve_device("cuda")
-    assert resolve_device("auto") == torch.device("cpu")
 
 
 def test_a_backbone_file_is_refused_for_the_built_in_network() -> None:

@@ -48,6 +48,8 @@ def _video_args(p: argparse.ArgumentParser) -> None:
     pace.add_argument("--fast", action="store_true", help="read files as fast as possible (default: real time)")
     pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the detector (default 1)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="where features and detector run (auto: CUDA when torch sees one)")
 
 
 def build_parser() -> ArgumentParser:
@@ -161,7 +163,7 @@ def _source(args: argparse.Namespace) -> StreamSource:
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
-    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader)
+    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device)
 
 
 def _detector(args: argparse.Namespace) -> int:

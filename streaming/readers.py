@@ -196,6 +196,7 @@ class VideoReader(abc.ABC):
         dropped: frames the source produced that were never delivered (live sources only).
         error: why the source ended early, naming it (empty while it is fine and when it ended normally);
             set when `read` has returned None.
+        duration: seconds of video a file's container announces (None for live sources, or when unknown).
     """
 
     name: str = ""
@@ -206,6 +207,7 @@ class VideoReader(abc.ABC):
         self.frames = 0
         self.dropped = 0
         self.error = ""
+        self.duration: float | None = None
 
     @abc.abstractmethod
     def read(self) -> Frame | None:
@@ -276,6 +278,7 @@ class DecordReader(_FileReader):
         if n == 0 or not native > 0:
             raise InputError(f"--video {path}: no frames or no frame rate")
         self._indices = sample_indices(n, native, config.fps)
+        self.duration = n / native
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
         if len(self._indices):
             try:
@@ -333,6 +336,7 @@ class OpenCVFileReader(_FileReader):
         self._src_pos = -1
         self._announced = n
         self._native = native
+        self.duration = n / native if n > 0 else None
 
     def read(self) -> Frame | None:
         k = self.frames

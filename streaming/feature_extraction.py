@@ -19,12 +19,15 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
@@ -59,10 +62,12 @@ class FeatureExtractionConfig:
         test_fraction: share of the videos held out for testing, when ``test_videos`` is empty.
         test_videos: the test videos by name (overrides ``test_fraction``).
         seed: draws the ``test_fraction`` videos.
-        threads: torch CPU threads (None: torch's default, every core).
+        threads: batches computed at once, one CPU core each (None: one per core). Independent batches keep
+            busy cores busy; one batch split across cores makes every core wait for the slowest, which on a
+            machine shared with other work is slower than one core.
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the extractor.
         reader: file reader, as for ``stream-detect``: ``"auto"``, ``"decord"`` or ``"opencv"``.
-        batch: frames per extractor call.
+        batch: frames per extractor call (a worker's unit of work).
     """
 
     videos: str
@@ -77,7 +82,7 @@ class FeatureExtractionConfig:
     threads: int | None = None
     device: str = "auto"
     reader: str = "auto"
-    batch: int = 32
+    batch: int = 8
 
     def __post_init__(self) -> None:
         if self.extractor not in EXTRACTOR_NAMES:
@@ -408,14 +413,24 @@ def _batches(reader: VideoReader, size: int) -> Iterator[tuple[np.ndarray, np.nd
 
 
 def extract_video(
-    video: PlannedVideo, extractor: FeatureExtractor, config: FeatureExtractionConfig, advance: Any = None
+    video: PlannedVideo,
+    extractor: FeatureExtractor,
+    config: FeatureExtractionConfig,
+    pool: ThreadPoolExecutor,
+    workers: int,
+    advance: Callable[[int], object] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one video at the feature rate and compute its features, a batch at a time.
+    """Decode one video at the feature rate and compute its features, batches in parallel on ``pool``.
+
+    Decoding goes on in this thread while the pool computes; at most two batches per worker wait, which bounds
+    memory whatever the video's length.
 
     Args:
         video: the planned video.
-        extractor: the feature extractor.
+        extractor: the feature extractor (called from the pool's threads).
         config: rate, reader and batch size.
+        pool: the workers.
+        workers: how many threads ``pool`` has.
         advance: called with the number of frames after each batch (a progress bar).
 
     Returns:
@@ -426,12 +441,21 @@ def extract_video(
     """
     feats: list[np.ndarray] = []
     times: list[np.ndarray] = []
+    pending: deque[Future[np.ndarray]] = deque()
+    limit = 2 * workers
+
+    def collect(until: int) -> None:
+        while len(pending) > until:
+            feats.append(pending.popleft().result())
+            if advance is not None:
+                advance(len(feats[-1]))
+
     with _open(video.path, config) as reader:
         for images, stamps in _batches(reader, config.batch):
-            feats.append(extractor(images))
+            pending.append(pool.submit(extractor, images))
             times.append(stamps)
-            if advance is not None:
-                advance(len(images))
+            collect(limit)
+        collect(0)
         if reader.error:
             raise InputError(f"{reader.error.removeprefix('--video ')}; the videos extracted before it are kept")
     if not feats:
@@ -471,11 +495,9 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
     manifest = read_manifest(folder)
     report = ExtractionReport(folder)
     extractor: FeatureExtractor | None = None  # loaded only when some video needs it
-    if config.threads is not None:
-        import torch
-
-        torch.set_num_threads(config.threads)
-    with _progress(progress) as bar:
+    workers = config.threads or os.cpu_count() or 1
+    torch.set_num_threads(1)  # each worker on its own core (see FeatureExtractionConfig.threads)
+    with _progress(progress) as bar, ThreadPoolExecutor(workers, thread_name_prefix="features") as pool:
         videos_task = bar.add_task("videos", total=len(plan.videos))
         for video in plan.videos:
             settings = _settings(video, config)
@@ -486,7 +508,7 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
                 report.skipped.append(video.name)
             else:
                 extractor = extractor or make_extractor(config.extractor, device=config.device)
-                features, times = _extract_with_bar(bar, video, extractor, config, report)
+                features, times = _extract_with_bar(bar, video, extractor, config, pool, workers, report)
                 report.extracted.append(video.name)
             if video.duration is None:  # the container did not say how long it is: check against what was read
                 check_segments_fit(
@@ -511,6 +533,8 @@ def _extract_with_bar(
     video: PlannedVideo,
     extractor: FeatureExtractor,
     config: FeatureExtractionConfig,
+    pool: ThreadPoolExecutor,
+    workers: int,
     report: ExtractionReport,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`extract_video` with a frames bar for the video, timing the work into ``report``."""
@@ -518,7 +542,7 @@ def _extract_with_bar(
     task: TaskID = bar.add_task(f"  {video.name}", total=expected)
     started = time.perf_counter()
     try:
-        features, times = extract_video(video, extractor, config, lambda n: bar.advance(task, n))
+        features, times = extract_video(video, extractor, config, pool, workers, lambda n: bar.advance(task, n))
     finally:
         bar.remove_task(task)
     report.seconds += time.perf_counter() - started

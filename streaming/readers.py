@@ -13,7 +13,9 @@ is paced to the wall clock (a live look), otherwise it is read as fast as the co
 that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set.
 
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
-that the consumer never took is counted in ``dropped``. A camera or stream that stops delivering
+that the consumer never took is counted in ``dropped``. A consumer that is on time gets, at each of its
+``fps`` slots, the first frame that arrives in the slot (not one that waited since the slot before), so a
+frame's age when it is delivered is the hand-over, not up to a source period. A camera or stream that stops delivering
 is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), after which the
 stream ends with ``error`` set. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a read
 waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
@@ -429,6 +431,7 @@ class LiveReader(VideoReader):
         self._lock = threading.Condition()
         self._latest: np.ndarray | None = None
         self._latest_id = 0
+        self._latest_at = 0.0  # when the newest frame arrived (clock seconds)
         self._taken_id = 0
         self._stop = threading.Event()
         self._ended = False
@@ -447,6 +450,7 @@ class LiveReader(VideoReader):
                     with self._lock:
                         self._latest = bgr
                         self._latest_id += 1
+                        self._latest_at = last_frame
                         self._lock.notify_all()
                     continue
                 if self.clock() - last_frame < self.config.stall_timeout_s and self._cap.isOpened():
@@ -480,12 +484,20 @@ class LiveReader(VideoReader):
         return False
 
     def read(self) -> Frame | None:
-        # Deliver at most `fps` frames per second: wait for the next slot, then take the newest frame.
+        # Deliver at most `fps` frames per second: wait for the next slot, then take the first frame that arrives in it.
         now = self.clock()
-        if self._next_due > now:
-            time.sleep(self._next_due - now)
+        due = self._next_due
+        on_time = due > now
+        if on_time:
+            time.sleep(due - now)
         with self._lock:
-            while self._latest_id == self._taken_id and not self._ended and not self._stop.is_set():
+            # On time, a frame that arrived before the slot has already aged up to a source period: take the next
+            # one, which arrives within that period and is processed the moment it does. Behind, take the newest.
+            while (
+                (self._latest_id == self._taken_id or (on_time and self._latest_at < due))
+                and not self._ended
+                and not self._stop.is_set()
+            ):
                 self._lock.wait(0.1)
             if self._latest_id == self._taken_id:
                 return None

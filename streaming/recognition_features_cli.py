@@ -41,7 +41,7 @@ def build_parser() -> ArgumentParser:
     split.add_argument("--test-fraction", type=float, default=0.2, help="share of videos held out (default 0.2)")
     split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
     parser.add_argument("--seed", type=int, default=0, help="seeds the --test-fraction draw (default 0)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: every core)")
+    parser.add_argument("--threads", type=int, help="batches computed at once, one core each (default: every core)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the extractor runs")
     parser.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import torch
 
 from graphs.errors import InputError
+from streaming.devices import resolve_device
 from streaming.efficientnet_lite import FEATURE_DIM as EFFICIENTNET_DIM
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
+from streaming.efficientnet_lite import load_efficientnet_lite0
 
 LIGHT_NAME: Final = "light-v1"
 TORCHSCRIPT_NAME: Final = "torchscript"
@@ -143,9 +146,6 @@ class TorchScriptExtractor(FeatureExtractor):
     name = TORCHSCRIPT_NAME
 
     def __init__(self, path: str | Path, size: int = 224) -> None:
-        import torch
-
-        self._torch = torch
         self._mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
         self._std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
         path = Path(path)
@@ -172,7 +172,6 @@ class TorchScriptExtractor(FeatureExtractor):
 
     def _forward(self, frames: np.ndarray) -> Any:
         """The module's output tensor (the first item of a tuple or list) for ``(B, H, W, 3)`` uint8 frames."""
-        torch = self._torch
         _check_frames(frames)
         x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div_(255.0)  # (B,3,H,W)
         if self.size:
@@ -204,18 +203,11 @@ class EfficientNetLiteExtractor(FeatureExtractor):
     dim = EFFICIENTNET_DIM
 
     def __init__(self, device: str = "auto") -> None:
-        import torch
-
-        from streaming.devices import resolve_device
-        from streaming.efficientnet_lite import load_efficientnet_lite0
-
-        self._torch = torch
         self.device = resolve_device(device)
         self.backbone = load_efficientnet_lite0(self.device)
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
         _check_frames(frames)
-        torch = self._torch
         out = np.empty((len(frames), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(frames), EFFICIENTNET_BATCH):

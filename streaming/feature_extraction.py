@@ -219,8 +219,10 @@ def read_segments(raw: dict[str, Any], src: str, video: str, steps: tuple[int, .
         where = f"annotations[{video!r}].segments[{k}]"
         start = _time_of(seg.get("start_time"), src, f"{where}.start_time")
         end = _time_of(seg.get("end_time"), src, f"{where}.end_time")
-        if end <= start:
+        if end < start:
             raise InputError(f"{src}: {where} ends at {end:g} s, before it starts ({start:g} s)")
+        if end == start:
+            raise InputError(f"{src}: {where} has no duration (it starts and ends at {start:g} s)")
         segments.append((start, k, Segment(step, start, end)))
     segments.sort(key=lambda item: item[:2])
     for (_, k_a, a), (_, k_b, b) in zip(segments, segments[1:], strict=False):

@@ -492,42 +492,49 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"--out {folder}: cannot create the feature folder ({err.strerror or err})") from None
-    class_of = {step: k + 1 for k, step in enumerate(plan.step_ids)}
-    num_classes = len(plan.step_ids) + 1
     manifest = read_manifest(folder)
     report = ExtractionReport(folder)
     extractor: FeatureExtractor | None = None  # loaded only when some video needs it
     workers = config.threads or os.cpu_count() or 1
+    threads_before = torch.get_num_threads()
     torch.set_num_threads(1)  # each worker on its own core (see FeatureExtractionConfig.threads)
-    with _progress(progress) as bar, ThreadPoolExecutor(workers, thread_name_prefix="features") as pool:
-        videos_task = bar.add_task("videos", total=len(plan.videos))
-        for video in plan.videos:
-            settings = _settings(video, config)
-            frames = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
-            if frames:
-                features = None
-                times = np.arange(frames) / config.fps  # the file readers' frame times
-                report.skipped.append(video.name)
-            else:
-                extractor = extractor or make_extractor(config.extractor, device=config.device)
-                features, times = _extract_with_bar(bar, video, extractor, config, pool, workers, report)
-                report.extracted.append(video.name)
-            if video.duration is None:  # the container did not say how long it is: check against what was read
-                check_segments_fit(
-                    video.segments, len(times) / config.fps, 1 / config.fps, config.annotations, video.name
-                )
-            starts = np.array([s.start for s in video.segments])
-            ends = np.array([s.end for s in video.segments])
-            classes = np.array([class_of[s.step] for s in video.segments], dtype=np.int64)
-            targets = segment_targets(times, starts, ends, classes, num_classes)  # (L, C)
-            _write(folder, config, video.name, features, targets)
-            manifest[video.name] = {**settings, "frames": len(times)}
-            _write_manifest(folder, manifest)
-            bar.advance(videos_task)
+    try:
+        with _progress(progress) as bar, ThreadPoolExecutor(workers, thread_name_prefix="features") as pool:
+            videos_task = bar.add_task("videos", total=len(plan.videos))
+            for video in plan.videos:
+                settings = _settings(video, config)
+                frames = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
+                if frames:
+                    features = None
+                    times = np.arange(frames) / config.fps  # the file readers' frame times
+                    report.skipped.append(video.name)
+                else:
+                    extractor = extractor or make_extractor(config.extractor, device=config.device)
+                    features, times = _extract_with_bar(bar, video, extractor, config, pool, workers, report)
+                    report.extracted.append(video.name)
+                _write(folder, config, video.name, features, _targets(video, times, plan, config))
+                manifest[video.name] = {**settings, "frames": len(times)}
+                _write_manifest(folder, manifest)
+                bar.advance(videos_task)
+    finally:
+        torch.set_num_threads(threads_before)
     class_names = ["background", *plan.step_names]
     class_step_ids: list[int | None] = [None, *plan.step_ids]
     write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor)
     return report
+
+
+def _targets(
+    video: PlannedVideo, times: np.ndarray, plan: ExtractionPlan, config: FeatureExtractionConfig
+) -> np.ndarray:
+    """The video's one-hot targets ``(L, C)`` at its frame times (class ``k + 1`` is ``plan.step_ids[k]``)."""
+    if video.duration is None:  # the container did not say how long it is: check against what was read
+        check_segments_fit(video.segments, len(times) / config.fps, 1 / config.fps, config.annotations, video.name)
+    class_of = {step: k + 1 for k, step in enumerate(plan.step_ids)}
+    starts = np.array([s.start for s in video.segments])
+    ends = np.array([s.end for s in video.segments])
+    classes = np.array([class_of[s.step] for s in video.segments], dtype=np.int64)
+    return segment_targets(times, starts, ends, classes, len(plan.step_ids) + 1)
 
 
 def _extract_with_bar(

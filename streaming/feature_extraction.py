@@ -294,7 +294,7 @@ def choose_test_videos(names: list[str], config: FeatureExtractionConfig) -> fro
         test = frozenset(config.test_videos)
         what = f"--test-videos {','.join(config.test_videos)}"
     else:
-        count = round(config.test_fraction * len(names))
+        count = math.floor(config.test_fraction * len(names) + 0.5)  # half up: 0.5 of a video is one
         rng = np.random.default_rng(config.seed)
         test = frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()
         what = f"--test-fraction {config.test_fraction:g} of {len(names)} videos"

@@ -17,6 +17,8 @@ Usage::
    second to the checker process; the latency from the segment's confirmation (the event's timestamp) to the
    alert leaving the checker, p50 / p99 (target p99 < 2 ms), and to the alert reaching a subscriber.
 
+The load average before and after is printed too: on a machine shared with other work the rates and tails move.
+
 The detector is the bundled demo detector when it was trained on ``--extractor`` features; otherwise one of the same
 size with untrained weights (the speed does not depend on the weights; no alert is then expected).
 """
@@ -24,6 +26,7 @@ size with untrained weights (the speed does not depend on the weights; no alert 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -256,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=200.0, help="events per second for the hop latency")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
     console = Console()
     graph_path, _ = default_demo_paths()
     video, _ = demo_video("mistake")
@@ -302,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row("demo alerts", ", ".join(alerts) or "none", "boil_water")
     table.add_row(f"checker hop p50 / p99, ms ({len(sent)} alerts)", _percentiles(sent), "p99 < 2")
     table.add_row("confirmation -> alert at subscriber p50 / p99, ms", _percentiles(recv), "")
+    table.add_row("load average (1 min) before / after", f"{load_before:.2f} / {os.getloadavg()[0]:.2f}", "")
     console.print(table)
     return 0
 

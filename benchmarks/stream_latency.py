@@ -6,7 +6,8 @@ Usage::
         [--seconds 10] [--events 1000] [--rate 200]
 
 1. Stage costs: the demo video (320x240) through the real reader, the extractor (on the frame upscaled to 640x480,
-   as a camera delivers it), MiniROAD ``step``; milliseconds per frame of each, measured alone, one frame at a time.
+   as a camera delivers it), MiniROAD ``step``; wall and CPU milliseconds per frame of each, measured alone, one
+   frame at a time (the CPU time hardly depends on other work sharing the cores).
 2. Camera: a paced source delivers 640x480 frames at 30 fps (the demo video, upscaled, on a loop) through the live
    reader, which keeps only the newest frame; the detector (extractor, MiniROAD step, segmenter, publishing to a
    checker in its own process) takes frames at each ``--rates`` feature rate for ``--seconds``. Per rate it prints
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -124,24 +126,31 @@ def detector_for(extractor: FeatureExtractor) -> tuple[MiniROAD, DetectorCheckpo
     return MiniROAD(config).eval(), untrained, False
 
 
-def stage_costs(video: Path, extractor: FeatureExtractor, model: MiniROAD, frames: int = 150) -> dict[str, float]:
-    """Milliseconds per frame of each stage, measured alone, one frame at a time."""
+def _timed(work: Callable[[], object], count: int) -> tuple[float, float]:
+    """Wall and CPU (this process, all threads) milliseconds per item of ``work()`` over ``count`` items."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return (time.perf_counter() - wall) * 1000 / count, (time.process_time() - cpu) * 1000 / count
+
+
+def stage_costs(
+    video: Path, extractor: FeatureExtractor, model: MiniROAD, frames: int = 150
+) -> dict[str, tuple[float, float]]:
+    """Wall and CPU milliseconds per frame of each stage, measured alone, one frame at a time.
+
+    CPU time hardly depends on other work sharing the cores: it says what an idle core would take.
+    """
     reader = open_reader(str(video), ReaderConfig(fps=CAMERA_FPS))
-    t = time.perf_counter()
-    images = [f.image for _, f in zip(range(frames), reader, strict=False)]
-    read_ms = (time.perf_counter() - t) * 1000 / len(images)
+    images: list[np.ndarray] = []
+    read = _timed(lambda: images.extend(f.image for _, f in zip(range(frames), reader, strict=False)), frames)
     large = [cv2.resize(im, CAMERA_SIZE) for im in images]
     extractor(large[0][None])  # first call: allocations and kernel choices
-    t = time.perf_counter()
-    feats = [extractor(im[None]) for im in large]
-    feat_ms = (time.perf_counter() - t) * 1000 / len(images)
+    feats: list[np.ndarray] = []
+    extract = _timed(lambda: feats.extend(extractor(im[None]) for im in large), len(large))
     stepper = FastStepper(model)
-    t = time.perf_counter()
-    for f in feats:
-        stepper.step(torch.from_numpy(f))
-    step_ms = (time.perf_counter() - t) * 1000 / len(images)
-    return {"read + decode (320x240 file)": read_ms, f"{extractor.name} features (640x480)": feat_ms,
-            "MiniROAD step": step_ms}  # fmt: skip
+    step = _timed(lambda: [stepper.step(torch.from_numpy(f)) for f in feats], len(feats))
+    return {"read + decode (320x240 file)": read, f"{extractor.name} features (640x480)": extract,
+            "MiniROAD step": step}  # fmt: skip
 
 
 @dataclass
@@ -281,9 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     title = f"stream-detect, {args.extractor}, {args.threads} torch thread(s)"
     stages = Table(title=f"{title}: stage costs, one frame at a time")
     stages.add_column("stage")
-    stages.add_column("ms/frame", justify="right")
-    for stage, ms in costs.items():
-        stages.add_row(stage, f"{ms:.2f}")
+    stages.add_column("wall ms/frame", justify="right")
+    stages.add_column("CPU ms/frame", justify="right")
+    for stage, (wall_ms, cpu_ms) in costs.items():
+        stages.add_row(stage, f"{wall_ms:.2f}", f"{cpu_ms:.2f}")
     console.print(stages)
     camera = Table(title=f"{title}: 30 fps 640x480 camera, {args.seconds:g} s per feature rate")
     for column in ("feature rate", "frames", "slots missed", "arrival -> probs p50 ms", "p99 ms"):

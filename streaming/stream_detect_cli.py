@@ -51,6 +51,8 @@ def _video_args(p: argparse.ArgumentParser) -> None:
     pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
     p.add_argument("--threads", type=threads_option, default=1,
                    help="torch threads of the detector (default 1; at most 4 per core)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="where features and detector run (auto: CUDA when torch sees one)")
 
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
@@ -173,7 +175,7 @@ def _source(args: argparse.Namespace) -> StreamSource:
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
-    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader)
+    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device)
 
 
 def _detector(args: argparse.Namespace) -> int:

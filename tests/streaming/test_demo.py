@@ -30,7 +30,7 @@ def test_bundled_demo_files_are_small_and_consistent() -> None:
     _, checkpoint = load_detector(DETECTOR)
     assert set(graph.step_ids) == set(STEP_IDS)
     assert {s for s in checkpoint.class_step_ids if s is not None} == set(STEP_IDS)
-    assert checkpoint.feature_extractor == "light-v1"
+    assert checkpoint.feature_extractor == "efficientnet-lite0"
 
 
 def detect(video: Path) -> list[KeyStepEvent]:

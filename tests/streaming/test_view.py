@@ -271,3 +271,17 @@ def test_jsonl_prints_statuses_when_the_procedure_changes_and_each_report_once(t
                                                                                           "pour_water", "add_milk"])]
         viewer.close()
         sock.close()
+
+
+def test_a_malformed_report_on_the_wire_is_dropped_counted_and_the_next_one_shown(ctx: zmq.Context) -> None:
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False)
+    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
+                    lambda: (Publisher(pub).send(status()), viewer.pump(20)))
+    good = json.loads(jsonl_line(report()))
+    for body in (good | {"missing": [4, "six"]}, good | {"missing_id": "kitchen#1"}, good | {"version": 1}, good):
+        pub.send_multipart([b"missing/kitchen", json.dumps(body).encode()])
+    assert wait_for(lambda: bool(viewer.state.missing), 10.0, lambda: viewer.pump(20))
+    assert viewer.receiver.stats.malformed == 3 and [r.missing for _, r in viewer.state.missing] == [(4, 6)]
+    assert "3 malformed messages dropped" in draw(viewer.state)
+    viewer.close()

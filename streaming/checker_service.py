@@ -392,7 +392,7 @@ class CheckerCore:
             seq_out=previous.seq_out if previous else 0,
             last_snapshot=self.clock(),
         )
-        state.allowed = self._likely_next(state.checker)
+        state.allowed = self._likely_next(state.checker, ())
         self.streams[message.stream_id] = state
         return state
 
@@ -405,7 +405,7 @@ class CheckerCore:
         """
         if state.report is not None or state.lost:
             return []
-        done = set(state.checker.done)
+        done = set(state.applied)  # its steps outside `_required` (removed in training) are never missing anyway
         missing = tuple(s for s in self._required if s not in done)
         if not missing:
             return []
@@ -421,14 +421,19 @@ class CheckerCore:
         ).fitted()
         return [state.report]
 
-    def _likely_next(self, checker: PreconditionChecker) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    def _likely_next(
+        self, checker: PreconditionChecker, history: tuple[int, ...]
+    ) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """The allowed steps, likeliest next first, with their future-step probabilities (ties in graph order).
 
         The probability is the procedure question's (`ProcedureQueries.future`) given the step done last and
         everything done; before the first step, START counts as the step just done.
+
+        Args:
+            checker: the stream's checker, which has observed ``history``.
+            history: the stream's history (a set of it is what the question reads: a replay repeats steps).
         """
-        last = checker.history[-1].step if checker.history else None
-        future = self.queries.future(last, checker.done)
+        future = self.queries.future(history[-1] if history else None, set(history))
         probability = dict(zip(future.steps, future.scores, strict=True))
         allowed = sorted(checker.allowed_next(), key=lambda s: -probability.get(s, 0.0))  # stable: graph order
         return tuple(allowed), tuple(round(probability.get(s, 0.0), SCORE_DECIMALS) for s in allowed)
@@ -446,22 +451,34 @@ class CheckerCore:
         observe = state.checker.observe
         mistakes = [index for index in range(first, len(history)) if observe(history[index]).is_mistake]
         if first < len(history):
-            state.allowed = self._likely_next(state.checker)
+            state.allowed = self._likely_next(state.checker, history)
         state.applied = history
         state.alerts += len(mistakes)
         sent = [index for index in mistakes if index != live][-RESEND_ALERTS:]
         if live in mistakes:
             sent = sorted([*sent, live])
-        alerts = [self._alert(stream_id, state, message, index, replayed=index != live) for index in sent]
+        alerts = []
+        before: set[int] = set()  # the steps done before each alert's step, grown alert by alert
+        done_to = 0
+        for index in sent:
+            before.update(history[done_to:index])
+            done_to = index
+            alerts.append(self._alert(stream_id, state, message, index, replayed=index != live, before=before))
         state.recent_alerts.extend(alerts)
         return alerts
 
     def _alert(
-        self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, index: int, replayed: bool
+        self,
+        stream_id: str,
+        state: StreamState,
+        message: KeyStepEvent | Heartbeat,
+        index: int,
+        replayed: bool,
+        before: set[int],
     ) -> Alert:
         verdict = state.checker.history[index]
         missing = tuple(int(m) for m in verdict.missing if m != START)
-        forgotten, score = self._forgotten(verdict.step, missing, message.history[:index])
+        forgotten, score = self._forgotten(verdict.step, missing, before)
         return Alert(
             stream_id=stream_id,
             seq=self._next_seq(state),
@@ -483,7 +500,7 @@ class CheckerCore:
         ).fitted()
 
     def _forgotten(
-        self, step: int, missing: tuple[int, ...], before: tuple[int, ...]
+        self, step: int, missing: tuple[int, ...], before: set[int]
     ) -> tuple[int, float] | tuple[None, None]:
         """The missing pre-condition most likely forgotten: the highest missing-step score
         (`ProcedureQueries.missing`, given the steps done before), the first in graph order on a tie.
@@ -491,14 +508,14 @@ class CheckerCore:
         Args:
             step: the step done too early.
             missing: its pre-conditions not done (graph order).
-            before: the history before it.
+            before: the steps done before it.
 
         Returns:
             ``(step id, score)``, or ``(None, None)`` when none of them scores above 0.
         """
         if not missing:
             return None, None
-        ranked = self.queries.missing(step, set(before))  # a set: a replayed history repeats steps thousands of times
+        ranked = self.queries.missing(step, before)
         score = dict(zip(ranked.steps, ranked.scores, strict=True))
         best = max(missing, key=lambda m: score.get(m, 0.0))
         if score.get(best, 0.0) <= 0.0:

@@ -260,7 +260,7 @@ class MissingSteps(Message):
 
     A session ends with its detector's last heartbeat (end of file, Ctrl-C, SIGTERM) or when a new session starts
     on its stream; a lost stream (its detector silent for the stream timeout) has not ended and is never reported.
-    Steps the graph marks optional, and steps it does not hold (removed in training), are never named; a session
+    Steps the graph marks optional, and steps removed in training (no edge in the graph), are never named; a session
     that did every required step gets no report.
 
     Attributes:

@@ -326,7 +326,8 @@ def run_training(
         "test_videos": [v.name for v in data.test],
     }
     try:
-        save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info)
+        save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info,
+                      data.scenario)
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
         raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()

@@ -12,6 +12,7 @@ loads and cross-checks what a `StreamSource` names and opens its video, before a
 from __future__ import annotations
 
 import secrets
+import sys
 import threading
 import time
 from collections import deque
@@ -26,6 +27,7 @@ import zmq
 
 from graphs.errors import InputError
 from graphs.options import check_threads
+from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
@@ -171,15 +173,28 @@ class EventPublisher:
 
 
 def check_detector_matches_graph(
-    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str
-) -> None:
-    """Refuse a detector whose key-step classes are not exactly the graph's key-steps.
+    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str, ignore_names: bool = False
+) -> list[str]:
+    """Refuse a detector that does not speak of the graph's key-steps: other step ids, names or scenario.
+
+    Step ids must be exactly the graph's (the checker refuses any other id, so nothing overrides that). Then each
+    step's name in the checkpoint is compared with the graph's, and the scenarios when both record one (checkpoints
+    written before they recorded it have none): a graph whose ``boil_water`` became ``cut_bread`` would otherwise
+    run with the detector's idea of step 2 and alert in the graph's words.
 
     Args:
         checkpoint: the detector's description.
         graph: the task graph.
         detector: detector path (named in the error).
         graph_path: graph path (named in the error).
+        ignore_names: run despite differing names or scenarios (``--ignore-names``); they come back as a warning.
+
+    Returns:
+        Warnings to show (the differences ``ignore_names`` let through), empty when everything agrees.
+
+    Raises:
+        InputError: the step ids differ, or (without ``ignore_names``) a name or the scenario does, listing every
+            differing step in one line.
     """
     classes = {s for s in checkpoint.class_step_ids if s is not None}
     steps = set(graph.step_ids)
@@ -191,6 +206,36 @@ def check_detector_matches_graph(
         if missing:
             parts.append(f"key-steps {missing} of {graph_path} are not among its classes")
         raise InputError(f"--detector {detector}: " + "; ".join(parts))
+    differences = name_differences(checkpoint, graph)
+    if not differences:
+        return []
+    listed = "; ".join(differences)
+    if not ignore_names:
+        raise InputError(f"--detector {detector} and --graph {graph_path} name different steps: {listed} "
+                         "(retrain the detector on this procedure, or run anyway with --ignore-names)")
+    return [f"--ignore-names: --detector {detector} and --graph {graph_path} name different steps ({listed}); "
+            "alerts use the graph's names"]
+
+
+def name_differences(checkpoint: DetectorCheckpoint, graph: TaskGraph) -> list[str]:
+    """How a detector and a graph with the same step ids disagree: the scenario, then each step whose name differs.
+
+    Args:
+        checkpoint: the detector's description (its class names, its scenario if recorded).
+        graph: the task graph.
+
+    Returns:
+        One phrase per difference, in graph order (``"step 2 is 'boil_water' in the detector, 'cut_bread' in the
+        graph"``); empty when they agree.
+    """
+    found = []
+    if checkpoint.scenario and graph.scenario and checkpoint.scenario != graph.scenario:
+        found.append(f"scenario {checkpoint.scenario!r} in the detector, {graph.scenario!r} in the graph")
+    named = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True) if s is not None}
+    for step, name in zip(graph.step_ids, graph.step_names, strict=True):
+        if named[step] != name:
+            found.append(f"step {step} is {named[step]!r} in the detector, {name!r} in the graph")
+    return found
 
 
 class ModelStepper:
@@ -344,6 +389,11 @@ class Detector:
         return self.stats
 
 
+def print_warning(line: str) -> None:
+    """Show a warning as one ``warning: ...`` line on stderr (names made printable)."""
+    print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
+
+
 def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
     """The segmenter settings a checkpoint asks for (``info["segmenter"]``), at its fps; defaults otherwise.
 
@@ -394,6 +444,7 @@ class StreamSource:
         backbone: TorchScript backbone file, for detectors trained on its features.
         reader: how to read the video; its ``fps`` is replaced by the detector's rate.
         device: where the extractor and the detector run: ``"auto"`` (CUDA when torch sees one), ``"cpu"``, ``"cuda"``.
+        ignore_names: run even if the detector and the graph name the steps differently (``--ignore-names``).
     """
 
     video: str
@@ -402,6 +453,7 @@ class StreamSource:
     backbone: str | None = None
     reader: ReaderConfig = field(default_factory=lambda: ReaderConfig(realtime=True))
     device: str = "auto"
+    ignore_names: bool = False
 
     def __post_init__(self) -> None:
         for name in ("video", "graph", "detector"):
@@ -431,22 +483,24 @@ class OpenedStream:
     reader: VideoReader
 
 
-def open_stream(source: StreamSource, threads: int = 1) -> OpenedStream:
+def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
     """Load the graph and the detector, check them against each other, then open the video.
 
-    Every mistake in what the user named (a graph that is not a DAG, a detector whose classes are not the
-    graph's key-steps, an unopenable video) is refused here, before any frame is read.
+    Every mistake in what the user named (a graph that is not a DAG, a detector whose classes or step names are not
+    the graph's, an unopenable video) is refused here, before any frame is read.
 
     Args:
         source: the stream's video, graph, detector and backbone.
         threads: torch threads of the detector.
+        warn: called with each warning (names that differ, let through by ``ignore_names``).
 
     Returns:
         The opened stream (its reader is the caller's to close).
     """
     graph = load_graph(source.graph)
     model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
-    check_detector_matches_graph(checkpoint, graph, source.detector, source.graph)
+    for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
+        warn(line)
     reader = open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps))
     return OpenedStream(graph, model, checkpoint, extractor, reader)
 

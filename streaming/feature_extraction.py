@@ -519,7 +519,8 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         torch.set_num_threads(threads_before)
     class_names = ["background", *plan.step_names]
     class_step_ids: list[int | None] = [None, *plan.step_ids]
-    write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor)
+    write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor,
+                plan.scenario)
     return report
 
 

@@ -9,15 +9,16 @@ Usage::
     stream-detect --video clip.mp4 --graph tent.json --detector detector.pt --jsonl
 
     # one checker, cameras on other machines
-    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556
+    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556   # or --demo
     stream-detect detector --video cam0 --detector detector.pt --graph tent.json \
         --connect tcp://checker-host:5555 --stream-id kitchen
     stream-detect view --connect tcp://checker-host:5556 --graph tent.json [--jsonl]
 
 Without a sub-command, one command runs the checker, one detector and the view on loopback.
-Bad input (unopenable video, a graph that is not a DAG, a detector whose classes are not the graph's
-key-steps, a busy port) ends with one line on stderr and exit status 2. SIGTERM stops every command the
-way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
+Bad input (unopenable video, a graph that is not a DAG, a detector whose classes or step names are not the
+graph's (``--ignore-names`` runs anyway, with a warning), a busy port) ends with one line on stderr and exit
+status 2. ``checker`` and ``view`` need ``--graph`` (or ``--demo`` for the bundled demo graph). SIGTERM stops
+every command the way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
 """
 
 from __future__ import annotations
@@ -56,11 +57,19 @@ def _video_args(p: argparse.ArgumentParser) -> None:
                    help="torch threads of the detector (default 1; at most 4 per core)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where features and detector run (auto: CUDA when torch sees one)")
+    p.add_argument("--ignore-names", action="store_true",
+                   help="run even if the detector and the graph name the steps differently (with a warning)")
 
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="a stream with no heartbeat for this long is shown as lost (default 5)")
+
+
+def _graph_or_demo(p: argparse.ArgumentParser) -> None:
+    graph = p.add_mutually_exclusive_group()
+    graph.add_argument("--graph", help="task graph JSON (required unless --demo)")
+    graph.add_argument("--demo", action="store_true", help="use the bundled demo graph")
 
 
 def build_parser() -> ArgumentParser:
@@ -77,25 +86,34 @@ def build_parser() -> ArgumentParser:
     _video_args(det)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
     chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
-    chk.add_argument("--graph", help="task graph JSON (default: the bundled demo graph)")
+    _graph_or_demo(chk)
     chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
     chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
     _stream_timeout_arg(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
-    view.add_argument("--graph", help="task graph JSON, for step names")
+    _graph_or_demo(view)
     view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     return parser
 
 
 def _defaults(args: argparse.Namespace) -> None:
-    """Fill --graph / --detector for the demo; refuse their absence otherwise."""
+    """Fill --graph / --detector for the demo; refuse their absence otherwise.
+
+    A checker or viewer never falls back on the demo graph by itself: in a deployment a forgotten ``--graph``
+    would apply the tea-making rules without a word, so they take the demo graph only when ``--demo`` says so.
+    """
     from streaming.demo.paths import default_demo_paths, is_demo_video
 
     graph, detector = default_demo_paths()
+    if args.command in ("checker", "view"):
+        if args.graph is None and not args.demo:
+            raise InputError(f"stream-detect {args.command}: --graph is required (or --demo for the demo graph)")
+        args.graph = args.graph or str(graph)
+        return
     is_demo = is_demo_video(str(getattr(args, "video", "demo")))
     if args.graph is None:
-        if not is_demo and args.command != "checker":
+        if not is_demo:
             raise InputError("--graph is required unless --video demo")
         args.graph = str(graph)
     if hasattr(args, "detector") and args.detector is None:
@@ -121,11 +139,11 @@ def _run(args: argparse.Namespace) -> int:
         from streaming.readers import quiet_codec_logs
 
         quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
+    _defaults(args)
     if args.command == "view":
         from streaming.viewer import run_view
 
         return run_view(args.connect, args.graph, args.jsonl)
-    _defaults(args)
     if args.command == "checker":
         from streaming.checker_service import CheckerConfig, run_checker
 
@@ -178,7 +196,7 @@ def _source(args: argparse.Namespace) -> StreamSource:
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
-    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device)
+    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device, args.ignore_names)
 
 
 def _detector(args: argparse.Namespace) -> int:

@@ -258,7 +258,7 @@ def flag_cases(tmp: str) -> list[Case]:
         cases.append(flag(f"prego-replay-fps-{value}", prego_bench, [*replay, "--fps", value], "--fps"))
     for value in ("0", "0.5", "-1", "nan", "inf", "1e9", "x"):
         cases += [
-            flag(f"checker-stream-timeout-{value}", stream_detect, ["checker", "--stream-timeout", value],
+            flag(f"checker-stream-timeout-{value}", stream_detect, ["checker", "--demo", "--stream-timeout", value],
                  "--stream-timeout"),
             flag(f"run-stream-timeout-{value}", stream_detect, [*run, "--stream-timeout", value], "--stream-timeout"),
         ]

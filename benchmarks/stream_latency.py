@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/stream_latency.py [--extractor efficientnet-lite0] [--threads 1] [--device cpu|cuda] [--rates 5,10,15,20,30]
-        [--seconds 10] [--events 1000] [--rate 200]
+    python benchmarks/stream_latency.py [--extractor efficientnet-lite0] [--threads 1] [--device cpu|cuda]
+        [--rates 5,10,15,20,30] [--seconds 10] [--events 1000] [--rate 200]
 
 1. Stage costs: the demo video (320x240) through the real reader, the extractor (on the frame upscaled to 640x480,
    as a camera delivers it), MiniROAD ``step``; wall and CPU milliseconds per frame of each, measured alone, one

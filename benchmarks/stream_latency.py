@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/stream_latency.py [--extractor efficientnet-lite0] [--threads 1] [--rates 5,10,15,20,30]
-        [--seconds 10] [--events 1000] [--rate 200]
+    python benchmarks/stream_latency.py [--extractor efficientnet-lite0] [--threads 1] [--device cpu|cuda]
+        [--rates 5,10,15,20,30] [--seconds 10] [--events 1000] [--rate 200]
 
 1. Stage costs: the demo video (320x240) through the real reader, the extractor (on the frame upscaled to 640x480,
    as a camera delivers it), MiniROAD ``step``; wall and CPU milliseconds per frame of each, measured alone, one
@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--extractor", default="efficientnet-lite0", choices=EXTRACTOR_NAMES, help="feature extractor")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the detector (default 1)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where the feature extractor runs (the small MiniROAD step stays on the CPU)")
     parser.add_argument("--rates", default="5,10,15,20,25,30", help="feature rates to try on the 30 fps camera")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of camera per rate")
     parser.add_argument("--events", type=int, default=1000, help="key-step events for the hop latency")
@@ -272,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     graph_path, _ = default_demo_paths()
     video, _ = demo_video("mistake")
-    extractor = make_extractor(args.extractor, device="cpu")
+    extractor = make_extractor(args.extractor, device=args.device)
     model, checkpoint, trained = detector_for(extractor)
     costs = stage_costs(video, extractor, model)
     rates = [float(r) for r in args.rates.split(",")]
@@ -287,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             checker.stop()
             ctx.destroy(linger=0)
 
-    title = f"stream-detect, {args.extractor}, {args.threads} torch thread(s)"
+    where = f"on {torch.cuda.get_device_name()}" if args.device == "cuda" else f"{args.threads} torch thread(s)"
+    title = f"stream-detect, {args.extractor}, {where}"
     stages = Table(title=f"{title}: stage costs, one frame at a time")
     stages.add_column("stage")
     stages.add_column("wall ms/frame", justify="right")

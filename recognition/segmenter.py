@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -120,6 +121,54 @@ class SegmenterConfig:
     def frames(self, seconds: float) -> int:
         """Duration in whole frames (at least one)."""
         return max(1, round(seconds * self.fps))
+
+
+@dataclass(frozen=True)
+class SegmenterOverrides:
+    """Command-line changes to a detector's segmenter settings (None: keep the checkpoint's value).
+
+    Args:
+        threshold: ``--threshold``, the probability below which a frame is read as background, in [0, 1).
+        min_frames: ``--min-frames``, the frames a key-step must last to be confirmed (>= 1).
+        onset_frames: ``--onset-frames``, the frames after which a key-step is announced provisionally (0: never).
+    """
+
+    threshold: float | None = None
+    min_frames: int | None = None
+    onset_frames: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.threshold is not None and (
+            isinstance(self.threshold, bool) or not isinstance(self.threshold, int | float)
+            or not 0 <= self.threshold < 1
+        ):
+            raise InputError(f"--threshold {self.threshold!r}: must be a probability in [0, 1)")
+        for flag, value, least in (("--min-frames", self.min_frames, 1), ("--onset-frames", self.onset_frames, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise InputError(f"{flag} {value!r}: must be an integer >= {least}")
+
+    def apply(self, config: SegmenterConfig) -> SegmenterConfig:
+        """``config`` with these changes (``min_frames`` becomes ``min_duration`` at the config's fps).
+
+        Args:
+            config: the checkpoint's settings.
+
+        Returns:
+            The validated settings to run with.
+        """
+        changes: dict[str, Any] = {}
+        if self.threshold is not None:
+            changes["threshold"] = float(self.threshold)
+        if self.min_frames is not None:
+            seconds = self.min_frames / config.fps
+            # The other durations follow, so that any --min-frames the flag accepts makes a valid config.
+            changes |= {"min_duration": seconds, "min_run": min(config.min_run, seconds),
+                        "max_delay": max(config.max_delay, 2 * seconds)}
+        if self.onset_frames is not None:
+            changes["onset_frames"] = self.onset_frames
+        if self.threshold and config.background is None:
+            raise InputError("--threshold needs a detector with a background class")
+        return replace(config, **changes)
 
 
 @dataclass(frozen=True)

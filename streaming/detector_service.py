@@ -31,11 +31,11 @@ from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
-from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
+from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
 from streaming.demo.paths import resolve_video
 from streaming.devices import DEVICES, resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
-from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, is_stream_id
+from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, KeyStepOnset, is_stream_id
 from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader
 from streaming.transport import CONNECT_WAIT_S, DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
 
@@ -43,6 +43,8 @@ FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to le
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
+ALERT_MODES = ("end", "onset")  # --alert-on: alert once a step is confirmed, or on its provisional announcement
+DEFAULT_ONSET_FRAMES = 2  # --alert-on onset on a checkpoint that sets no onset_frames, without --onset-frames
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class DetectorConfig:
         threads: torch intra-op threads for the model.
         max_frames: stop after this many frames (0: until the source ends).
         connect_wait_s: `run_detector` refuses to start if the checker does not answer within this long.
+        alert_on: ``"end"``: publish confirmed key-steps only; ``"onset"``: announce each key-step provisionally
+            too (`KeyStepOnset`), so that the checker can alert before it ends.
+        segmenter: command-line changes to the checkpoint's segmenter settings.
     """
 
     stream_id: str = "cam0"
@@ -64,8 +69,12 @@ class DetectorConfig:
     threads: int = 1
     max_frames: int = 0
     connect_wait_s: float = CONNECT_WAIT_S
+    alert_on: str = "end"
+    segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
 
     def __post_init__(self) -> None:
+        if self.alert_on not in ALERT_MODES:
+            raise InputError(f"--alert-on {self.alert_on!r}: choose one of {', '.join(ALERT_MODES)}")
         if not is_stream_id(self.stream_id):
             raise InputError(f"--stream-id {self.stream_id!r}: use {STREAM_ID_RULE}")
         check_threads(self.threads)
@@ -139,6 +148,33 @@ class EventPublisher:
             confidence=float(min(max(confidence, 0.0), 1.0)),
             index=len(self.history) - 1,
             history=tuple(self.history),
+        )
+        self.publisher.send(message)
+        return message
+
+    def onset(self, event: OnsetEvent, name: str) -> KeyStepOnset:
+        """Publish a provisional key-step (or its withdrawal); the history does not change.
+
+        Args:
+            event: the segmenter's announcement.
+            name: the step's name.
+
+        Returns:
+            The message sent.
+        """
+        message = KeyStepOnset(
+            stream_id=self.stream_id,
+            seq=self._next_seq(),
+            timestamp=self.clock(),
+            session=self.session,
+            history=tuple(self.history),
+            step=int(event.step),
+            step_name=name[:256],
+            start=max(float(event.start), 0.0),
+            confidence=float(min(max(event.confidence, 0.0), 1.0)),
+            index=len(self.history) + len(event.before),
+            before=tuple(int(s) for s in event.before),
+            withdrawn=event.withdrawn,
         )
         self.publisher.send(message)
         return message
@@ -299,7 +335,7 @@ class Detector:
         checkpoint: its description (class ids and names, fps).
         events: where confirmed key-steps and heartbeats go.
         config: heartbeat period and limits.
-        segmenter_config: segmenter durations (defaults at the checkpoint's fps).
+        segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
         clock: monotonic clock for rates and heartbeats.
     """
 
@@ -321,7 +357,9 @@ class Detector:
         self.checkpoint = checkpoint
         self.events = events
         self.config = config
-        self.segmenter = OnlineSegmenter(segmenter_config or segmenter_config_of(checkpoint), checkpoint.class_step_ids)
+        segmenter_config = segmenter_config or live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
+        self.segmenter = OnlineSegmenter(segmenter_config, checkpoint.class_step_ids)
+        self.onsets = config.alert_on == "onset"
         self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
         self.clock = clock
         self.stats = DetectorStats()
@@ -329,8 +367,12 @@ class Detector:
         # Called for every frame with its features (F,) and class probabilities (C,), once they are known.
         self.on_frame: Callable[[Frame, np.ndarray, np.ndarray], None] | None = None
 
-    def _publish(self, segments: list[SegmentEvent]) -> None:
-        for seg in segments:
+    def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        for seg in events:
+            if isinstance(seg, OnsetEvent):
+                if self.onsets:
+                    self.events.onset(seg, self.names.get(seg.step, str(seg.step)))
+                continue
             message = self.events.keystep(
                 seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence
             )
@@ -364,7 +406,7 @@ class Detector:
                 probs = self.stepper.step(torch.from_numpy(feats))[0].numpy()  # (C,)
                 if self.on_frame is not None:
                     self.on_frame(frame, feats[0], probs)
-                self._publish(self.segmenter.update(probs))
+                self._publish(self.segmenter.update_events(probs))
                 self.stats.frames += 1
                 now = self.clock()
                 window.append(now)
@@ -376,7 +418,7 @@ class Detector:
                         fps = (len(window) - 1) / (window[-1] - window[0])
                     active = self.segmenter.active
                     self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, fps)
-            self._publish(self.segmenter.flush())
+            self._publish(self.segmenter.flush_events())
         finally:
             self.stats.seconds = self.clock() - t0
             self.stats.dropped = self.reader.dropped
@@ -410,6 +452,30 @@ def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
         return SegmenterConfig(fps=checkpoint.fps, **settings)
     except TypeError as err:
         raise InputError(f"detector checkpoint: bad info.segmenter ({err})") from None
+
+
+def live_segmenter_config(
+    checkpoint: DetectorCheckpoint, overrides: SegmenterOverrides, alert_on: str = "end"
+) -> SegmenterConfig:
+    """The segmenter settings a stream runs with: the checkpoint's, changed by the command line.
+
+    With ``alert_on="onset"`` a key-step must be announced, so a config without ``onset_frames`` gets
+    `DEFAULT_ONSET_FRAMES`; with ``"end"`` nothing is announced (``onset_frames`` 0).
+
+    Args:
+        checkpoint: the detector's description.
+        overrides: ``--threshold``, ``--min-frames``, ``--onset-frames``.
+        alert_on: ``"end"`` or ``"onset"``.
+
+    Returns:
+        The validated settings.
+    """
+    config = overrides.apply(segmenter_config_of(checkpoint))
+    if alert_on == "onset" and config.onset_frames == 0:
+        return replace(config, onset_frames=DEFAULT_ONSET_FRAMES)
+    if alert_on == "end":
+        return replace(config, onset_frames=0)
+    return config
 
 
 def load_detector_for_stream(

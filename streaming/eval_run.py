@@ -36,6 +36,7 @@ from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.checker_service import CheckerCore
 from streaming.detector_service import (
     ALERT_MODES,
+    DEFAULT_ALERT_ON,
     Detector,
     DetectorConfig,
     EventPublisher,
@@ -45,9 +46,10 @@ from streaming.detector_service import (
     print_warning,
 )
 from streaming.extractors import FeatureExtractor
-from streaming.messages import Alert, KeyStepOnset, Message, Retraction, StepEvent, decode, encode
+from streaming.local_checker import CheckerLink
+from streaming.messages import Alert, Retraction, StepEvent
+from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, open_reader
-from streaming.transport import Publisher
 
 EVAL_VERSION = 1  # bump when what a cached result holds changes
 STREAM_ID = "eval"
@@ -74,6 +76,8 @@ class EvalConfig:
         reader: file reader.
         ignore_names: run even if the detector and the graph name the steps differently.
         use_cache: reuse cached per-video results.
+        annotate_out: a folder to write each video with what the system saw drawn over it (``<video>.mp4``).
+        preview: show the same in a window while the videos run (needs a display and an OpenCV with a GUI).
     """
 
     graph: str
@@ -84,7 +88,7 @@ class EvalConfig:
     split: str | None = None
     demo: bool = False
     backbone: str | None = None
-    alert_on: str = "end"
+    alert_on: str = DEFAULT_ALERT_ON
     segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
     json_out: str | None = None
     threads: int = 1
@@ -92,6 +96,8 @@ class EvalConfig:
     reader: str = "auto"
     ignore_names: bool = False
     use_cache: bool = True
+    annotate_out: str | None = None
+    preview: bool = False
 
     def __post_init__(self) -> None:
         if self.alert_on not in ALERT_MODES:
@@ -178,28 +184,6 @@ def _split_names(split: str | None) -> list[str]:
     return list(test)
 
 
-class CheckerLink(Publisher):
-    """A detector's publisher wired straight into a `CheckerCore`, through the wire encoding, in-process.
-
-    What the checker answers is kept with the video time set by the caller before each frame (``now``).
-
-    Args:
-        core: the checker.
-    """
-
-    def __init__(self, core: CheckerCore) -> None:  # no socket: nothing leaves the process
-        self.core = core
-        self.now = 0.0
-        self.received: list[tuple[float, Message]] = []
-        self.onset_starts: dict[int, float] = {}  # history position -> start of the run announced for it
-
-    def send(self, message: Message) -> None:
-        """Hand the message to the checker as the wire would deliver it; keep its answers."""
-        if isinstance(message, KeyStepOnset) and not message.withdrawn:
-            self.onset_starts.setdefault(message.index, message.start)
-        self.received += [(self.now, out) for out in self.core.serve([decode(encode(message))])]
-
-
 @dataclass
 class LoadedChain:
     """The parts every video shares, loaded once: graph, detector, extractor, segmenter settings."""
@@ -242,14 +226,24 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on)
     detector = Detector(reader, chain.extractor, chain.model, chain.checkpoint, EventPublisher(link, STREAM_ID),
                         settings, chain.segmenter)
+    overlay = None
+    if config.annotate_out is not None or config.preview:
+        path = None if config.annotate_out is None else annotated_path(config.annotate_out, video.name)
+        overlay = OverlayWriter(path, fps, config.preview)
+    annotator = FrameAnnotator(overlay, link, chain.checkpoint) if overlay is not None else None
 
     def seen(frame: Frame, features: Any, probs: Any) -> None:
+        if annotator is not None:
+            annotator.seen(frame, features, probs)
         link.now = frame.time + 1.0 / fps  # an event caused by this frame is known once the frame is over
         on_frame()
 
     detector.on_frame = seen
     try:
-        stats = detector.run()
+        with overlay if overlay is not None else contextlib.nullcontext():
+            stats = detector.run()
+            if annotator is not None:
+                annotator.finish()
     finally:
         reader.close()
     if stats.error:
@@ -268,6 +262,12 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
         alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted)
     recognised = tuple(TimedSegment(s.step, s.start, s.end) for _, s in sorted(steps.items()))
     return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), stats.frames)
+
+
+def annotated_path(folder: str | Path, video: str) -> Path:
+    """Where ``--annotate-out`` writes a video: ``<folder>/<video>.mp4`` (``demo:x`` becomes ``demo-x``)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in video)[:120]
+    return Path(folder) / f"{safe}.mp4"
 
 
 def _digest(path: str | Path | None) -> str | None:
@@ -353,6 +353,10 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     if config.json_out is not None:
         check_output(config.json_out, "results file",
                      inputs=(config.graph, config.detector, config.annotations, config.split))
+    if config.annotate_out is not None:
+        check_output(config.annotate_out, "annotated videos folder", folder=True)
+    if config.preview:
+        check_preview()
     chain = load_chain(config, warn)
     videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
     runs, cached = [], 0
@@ -363,7 +367,9 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         frames = bars.add_task("frames", total=None)
         for video in videos:
             path = _cache_file(video, cache_key(video, config, chain))
-            run = _load_cached(path) if config.use_cache else None
+            # An annotated video is drawn while the video runs: that needs the run, not its cached result.
+            drawn = config.annotate_out is not None or config.preview
+            run = _load_cached(path) if config.use_cache and not drawn else None
             if run is None:
                 bars.update(frames, description=f"frames of {video.name}", completed=0)
                 run = run_video(video, chain, config, lambda: bars.advance(frames))

@@ -100,9 +100,9 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onset-frames", type=_frames(0), metavar="N",
                    help=f"with --alert-on onset, frames after which a key-step is announced (default: the "
                         f"detector's, else {DEFAULT_ONSET_FRAMES})")
-    p.add_argument("--alert-on", default="end", choices=("end", "onset"),
-                   help="alert once a step is confirmed (end, the default) or as soon as it is announced (onset: "
-                        "earlier; retracted if the step turns out to be another)")
+    p.add_argument("--alert-on", default="onset", choices=("end", "onset"),
+                   help="alert as soon as a step is announced (onset, the default: seconds earlier; the alert is "
+                        "retracted if the step turns out to be another) or once it is confirmed (end)")
 
 
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:
@@ -129,6 +129,10 @@ def build_parser() -> ArgumentParser:
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
+    run.add_argument("--annotate-out", metavar="FILE.mp4",
+                     help="write the video with the step seen, the steps done and the alerts drawn over it")
+    run.add_argument("--preview", action="store_true",
+                     help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
@@ -156,6 +160,10 @@ def build_parser() -> ArgumentParser:
     which.add_argument("--split", help="split.json of a feature folder: evaluate its test videos")
     _segmenter_args(ev)
     ev.add_argument("--json", dest="json_out", metavar="OUT", help="also write the figures as JSON")
+    ev.add_argument("--annotate-out", metavar="DIR",
+                    help="write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts drawn")
+    ev.add_argument("--preview", action="store_true",
+                    help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
     ev.add_argument("--threads", type=threads_option, default=1, help="torch threads (default 1)")
@@ -244,7 +252,8 @@ def _run(args: argparse.Namespace) -> int:
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
                               segmenter=_overrides(args))  # connects where the checker binds
     checker = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout)
-    return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl))
+    return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
+                             preview=args.preview))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -310,6 +319,7 @@ def _eval(args: argparse.Namespace) -> int:
         names=args.videos_list or (), split=args.split, demo=args.demo, backbone=args.backbone,
         alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
         device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
+        annotate_out=args.annotate_out, preview=args.preview,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)
     title = (f"stream-detect eval: {len(result.runs)} videos, alerts on {args.alert_on}"

@@ -9,12 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
+from streaming.demo.synthetic_video import demo_video
 from streaming.eval_run import EvalConfig, evaluate
 from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, latency_summary, score_video, total
+from streaming.overlay import ALERT_SHOW_S, band_height
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import tea_graph
@@ -75,8 +79,9 @@ def demo_eval(demo_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     results = {}
     for mode in ("end", "onset"):
         path = out / f"{mode}.json"
-        assert stream_detect(["eval", "--demo", "--alert-on", mode, "--json", str(path), "--quiet"]) == 0
-        results[mode] = json.loads(path.read_text())
+        drawn = ["--annotate-out", str(out / "annotated")] if mode == "onset" else []
+        assert stream_detect(["eval", "--demo", "--alert-on", mode, "--json", str(path), "--quiet", *drawn]) == 0
+        results[mode] = json.loads(path.read_text()) | {"annotated": str(out / "annotated")}
     return results
 
 
@@ -120,6 +125,7 @@ def test_a_second_run_reuses_each_videos_cached_result(demo_eval: dict[str, dict
         (["--min-frames", "0"], "--min-frames: '0' must be >= 1"),
         (["--alert-on", "later"], "--alert-on: invalid choice"),
         (["--videos-list", "a", "--split", "s.json"], "not allowed with argument"),
+        (["--preview"], "--preview: "),  # no display here, and the headless OpenCV has no window anyway
     ],
 )
 def test_bad_eval_options_are_one_line_errors(
@@ -143,3 +149,36 @@ def test_eval_without_annotations_or_with_a_renamed_graph_is_refused(
     line = cli_error(stream_detect, ["eval", "--demo", "--graph", str(other), "--json", str(out)], capsys)
     assert "'boil_water' in the detector, 'cut_bread' in the graph" in line
     assert not out.exists()
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    while len(frames) < 10_000:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames
+
+
+def _red(frame: np.ndarray) -> bool:
+    """Whether the bottom band of a BGR frame is the alert's red."""
+    b, g, r = frame[-band_height(frame.shape[0]) // 2 :].reshape(-1, 3).mean(axis=0)
+    return r > 150 and g < 60 and b < 60
+
+
+def test_the_annotated_video_shows_the_alert_in_red_from_the_moment_it_was_raised(
+    demo_eval: dict[str, dict], demo_cache: Path
+) -> None:
+    frames = _frames(Path(demo_eval["onset"]["annotated"]) / "demo-mistake.mp4")
+    fps = 5.0  # the demo detector's rate: the annotated video has one frame per frame the detector read
+    (boil,) = [start for step, start, _ in demo_video("mistake")[1] if step == 2]
+    (latency,) = demo_eval["onset"]["total"]["latency_s"]["values"]
+    first = round((boil + latency) * fps) - 1  # the frame whose end raised the alert
+    assert [_red(f) for f in frames[first - 2 : first + 2]] == [False, False, True, True]
+    assert _red(frames[first + int(ALERT_SHOW_S * fps) - 1]) and not _red(frames[first + int(ALERT_SHOW_S * fps) + 1])
+    assert not any(_red(f) for f in _frames(Path(demo_eval["onset"]["annotated"]) / "demo-correct.mp4"))
+    # The top band is drawn on every frame: dark, over a scene that is not.
+    assert all(f[: band_height(f.shape[0]) // 3].mean() < 60 for f in frames)

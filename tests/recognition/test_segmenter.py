@@ -274,3 +274,17 @@ def test_a_threshold_needs_a_background_class() -> None:
         OnlineSegmenter(SegmenterConfig(fps=FPS, background=None, threshold=0.5))
     with pytest.raises(InputError, match="onset_frames"):
         SegmenterConfig(fps=FPS, onset_frames=-1)
+
+
+def test_command_line_overrides_change_only_what_they_name_and_stay_valid() -> None:
+    from recognition.segmenter import SegmenterOverrides
+
+    base = SegmenterConfig(fps=FPS, background=0, min_duration=0.5, max_delay=2.0)
+    longer = SegmenterOverrides(min_frames=40).apply(base)  # 2 s at 20 fps: max_delay widens to keep short steps
+    assert (longer.min_duration, longer.max_delay, longer.threshold) == (2.0, 4.0, base.threshold)
+    assert SegmenterOverrides(threshold=0.6, onset_frames=3).apply(base).onset_frames == 3
+    assert SegmenterOverrides().apply(base) == base
+    with pytest.raises(InputError, match="--min-frames 0"):
+        SegmenterOverrides(min_frames=0)
+    with pytest.raises(InputError, match="--threshold"):
+        SegmenterOverrides(threshold=0.5).apply(SegmenterConfig(fps=FPS, background=None))

@@ -182,3 +182,18 @@ def test_the_annotated_video_shows_the_alert_in_red_from_the_moment_it_was_raise
     assert not any(_red(f) for f in _frames(Path(demo_eval["onset"]["annotated"]) / "demo-correct.mp4"))
     # The top band is drawn on every frame: dark, over a scene that is not.
     assert all(f[: band_height(f.shape[0]) // 3].mean() < 60 for f in frames)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--annotate-out", "x.avi"], "--annotate-out x.avi: must end in .mp4"),
+        (["--preview"], "--preview: "),
+        (["--threshold", "-0.1"], "--threshold: '-0.1' must be a probability"),
+        (["--onset-frames", "two"], "--onset-frames: 'two' is not a whole number"),
+    ],
+)
+def test_bad_live_run_options_are_refused_before_the_stream_starts(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert message in cli_error(stream_detect, ["--video", "demo", "--fast", *args], capsys)

@@ -111,6 +111,12 @@ def _overrides(args: argparse.Namespace) -> SegmenterOverrides:
     return SegmenterOverrides(args.threshold, args.min_frames, args.onset_frames)
 
 
+def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> None:
+    p.add_argument("--annotate-out", metavar=metavar, help=help_text)
+    p.add_argument("--preview", action="store_true",
+                   help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
+
+
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="a stream with no heartbeat for this long is shown as lost (default 5)")
@@ -129,10 +135,7 @@ def build_parser() -> ArgumentParser:
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
-    run.add_argument("--annotate-out", metavar="FILE.mp4",
-                     help="write the video with the step seen, the steps done and the alerts drawn over it")
-    run.add_argument("--preview", action="store_true",
-                     help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
+    _overlay_args(run, "FILE.mp4", "write the video with the step seen, the steps done and the alerts drawn over it")
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
@@ -160,10 +163,7 @@ def build_parser() -> ArgumentParser:
     which.add_argument("--split", help="split.json of a feature folder: evaluate its test videos")
     _segmenter_args(ev)
     ev.add_argument("--json", dest="json_out", metavar="OUT", help="also write the figures as JSON")
-    ev.add_argument("--annotate-out", metavar="DIR",
-                    help="write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts drawn")
-    ev.add_argument("--preview", action="store_true",
-                    help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
+    _overlay_args(ev, "DIR", "write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts")
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
     ev.add_argument("--threads", type=threads_option, default=1, help="torch threads (default 1)")

@@ -259,13 +259,16 @@ class CheckerCore:
         taken: Counter[str] = Counter()
         replays: dict[str, tuple[int, KeyStepEvent | Heartbeat]] = {}
         for arrival, message in enumerate(messages):
-            if isinstance(message, KeyStepOnset):
-                out += self.onset(message)
-                continue
-            if not isinstance(message, KeyStepEvent | Heartbeat):
+            if not isinstance(message, KeyStepEvent | Heartbeat | KeyStepOnset):
                 continue
             sid = message.stream_id
             taken[sid] += 1
+            if isinstance(message, KeyStepOnset):  # an early alert is as urgent as a live step: served in order
+                if taken[sid] > STREAM_BUDGET:
+                    self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
+                else:
+                    out += self._guarded(message)
+                continue
             if taken[sid] > STREAM_BUDGET:
                 self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
             elif sid in replays or self._cost(message) > CHEAP_ITEMS:
@@ -287,10 +290,10 @@ class CheckerCore:
             out += self._guarded(message)
         return out
 
-    def _guarded(self, message: KeyStepEvent | Heartbeat) -> list[Message]:
-        """`handle`, with a refusal or an unencodable output counted and logged instead of raised."""
+    def _guarded(self, message: KeyStepEvent | Heartbeat | KeyStepOnset) -> list[Message]:
+        """`handle` (or `onset`), with a refusal or an unencodable output counted and logged instead of raised."""
         try:
-            return self.handle(message)
+            return self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
         except Refused as err:
             self.refuse(err)
         except MessageError as err:  # an output the wire refuses: a defect, contained to this message
@@ -385,14 +388,16 @@ class CheckerCore:
 
         Returns:
             The early alert, or the retraction of one, or nothing.
+
+        Raises:
+            UnknownStep: the onset names a step that is not in the graph.
         """
         sid = message.stream_id
         state = self.streams.get(sid)
         if state is None or state.session != message.session or message.history != state.applied:
             return []
         if set(message.before) - self._steps or message.step not in self._steps:
-            self.refuse(UnknownStep(f"{sid}: onset names a step that is not in the task graph"))
-            return []
+            raise UnknownStep(f"{sid}: onset names a step that is not in the task graph")
         if message.withdrawn:
             early = state.early.get(message.index)
             if early is None or early.step != message.step:

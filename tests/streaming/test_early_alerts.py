@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from streaming.checker_service import CheckerCore
-from streaming.demo.procedure import name_of
+from streaming.demo.procedure import STEP_IDS, name_of
 from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, decode, encode
 from streaming.view import ViewState, render
 from tests.streaming.helpers import keystep, tea_graph
@@ -20,7 +20,8 @@ def onset(history: tuple[int, ...], step: int, seq: int, before: tuple[int, ...]
     """The announcement a detector sends for ``step`` after ``history`` (and ``before``, not confirmed yet)."""
     values: dict[str, Any] = {
         "stream_id": "cam0", "seq": seq, "timestamp": 1.5, "session": "s", "history": history, "step": step,
-        "step_name": name_of(step), "start": 3.0, "confidence": 0.9, "index": len(history) + len(before),
+        "step_name": name_of(step) if step in STEP_IDS else str(step), "start": 3.0, "confidence": 0.9,
+        "index": len(history) + len(before),
         "before": before, "withdrawn": False,
     }
     return KeyStepOnset(**(values | fields))
@@ -73,3 +74,11 @@ def test_the_view_shows_a_retracted_alert_struck_out_with_the_step_confirmed_ins
     console.print(render(state))
     text = console.export_text()
     assert "retracted: it was fill_kettle" in text and "boil_water" in text
+
+
+def test_an_onset_of_a_step_not_in_the_graph_is_refused_counted_and_the_next_one_served() -> None:
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0))
+    assert served(core, onset((GET_CUP,), 42, 1)) == []
+    assert core.counts["unknown_step"] == 1
+    assert [type(m).__name__ for m in served(core, onset((GET_CUP,), BOIL, 2))] == ["Alert"]

@@ -34,6 +34,8 @@ from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.checker_service import CheckerCore
+from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
+from streaming.demo.synthetic_video import cache_dir, demo_video
 from streaming.detector_service import (
     ALERT_MODES,
     DEFAULT_ALERT_ON,
@@ -45,11 +47,14 @@ from streaming.detector_service import (
     load_detector_for_stream,
     print_warning,
 )
+from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, VideoScores, score_video, scores_json, total
 from streaming.extractors import FeatureExtractor
+from streaming.feature_extraction import choose_scenario, find_video, read_segments
 from streaming.local_checker import CheckerLink
 from streaming.messages import Alert, Retraction, StepEvent
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, open_reader
+from tgml.annotations import load_annotations
 
 EVAL_VERSION = 1  # bump when what a cached result holds changes
 STREAM_ID = "eval"
@@ -114,15 +119,11 @@ class EvalVideo:
 
     name: str
     path: Path
-    annotated: tuple[Any, ...]  # AnnotatedSegment
+    annotated: tuple[AnnotatedSegment, ...]
 
 
 def demo_videos() -> list[EvalVideo]:
     """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions."""
-    from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
-    from streaming.demo.synthetic_video import demo_video
-    from streaming.eval_scores import AnnotatedSegment
-
     out = []
     for name in DEMO_EXECUTIONS:
         path, segments = demo_video(name)
@@ -145,10 +146,6 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     Returns:
         The videos in annotation-file order (or ``--videos-list`` order).
     """
-    from streaming.eval_scores import AnnotatedSegment
-    from streaming.feature_extraction import choose_scenario, find_video, read_segments
-    from tgml.annotations import load_annotations
-
     assert config.annotations is not None and config.videos is not None
     annotations = load_annotations(config.annotations)
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
@@ -178,7 +175,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
 def _split_names(split: str | None) -> list[str]:
     if split is None:
         return []
-    test = read_json(split, "split file").get("test") if isinstance(read_json(split, "split file"), dict) else None
+    raw = read_json(split, "split file")
+    test = raw.get("test") if isinstance(raw, dict) else None
     if not isinstance(test, list) or not test or not all(isinstance(n, str) for n in test):
         raise InputError(f"--split {split}: field 'test' must be a non-empty list of video names")
     return list(test)
@@ -206,7 +204,7 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
     return LoadedChain(graph, model, checkpoint, extractor, segmenter)
 
 
-def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]) -> Any:
+def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]) -> VideoRun:
     """Run the live chain over one video and collect what the checker said, with video times.
 
     Args:
@@ -218,8 +216,6 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
     Returns:
         The `VideoRun`.
     """
-    from streaming.eval_scores import RaisedAlert, VideoRun
-
     fps = chain.checkpoint.fps
     reader = open_reader(str(video.path), ReaderConfig(reader=config.reader, realtime=False, fps=fps))
     link = CheckerLink(CheckerCore(chain.graph))
@@ -298,16 +294,12 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
 
 
 def _cache_file(video: EvalVideo, key: str) -> Path:
-    from streaming.demo.synthetic_video import cache_dir
-
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in video.name)[:80]
     return cache_dir() / "eval" / f"{safe}-{key}.json"
 
 
-def _load_cached(path: Path) -> Any:
+def _load_cached(path: Path) -> VideoRun | None:
     """A cached `VideoRun`, or None when there is none or it cannot be read (then the video runs again)."""
-    from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun
-
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         return VideoRun(
@@ -321,7 +313,7 @@ def _load_cached(path: Path) -> Any:
         return None
 
 
-def _store(path: Path, run: Any) -> None:
+def _store(path: Path, run: VideoRun) -> None:
     # A cache that cannot be written costs a recomputation next time, never this run's result.
     with contextlib.suppress(InputError):
         write_text(path, json.dumps(asdict(run)), "eval cache entry")
@@ -331,8 +323,8 @@ def _store(path: Path, run: Any) -> None:
 class EvalResult:
     """Per-video runs and scores of one ``stream-detect eval``, with the settings they were measured with."""
 
-    runs: list[Any]  # VideoRun
-    scores: list[Any]  # VideoScores
+    runs: list[VideoRun]
+    scores: list[VideoScores]
     settings: dict[str, Any]
     cached: int = 0
 
@@ -348,8 +340,6 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     Returns:
         The runs and their scores.
     """
-    from streaming.eval_scores import score_video
-
     if config.json_out is not None:
         check_output(config.json_out, "results file",
                      inputs=(config.graph, config.detector, config.annotations, config.split))
@@ -359,7 +349,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_preview()
     chain = load_chain(config, warn)
     videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
-    runs, cached = [], 0
+    runs: list[VideoRun] = []
+    cached = 0
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=Console(stderr=True), disable=not progress)
     with bars:
@@ -393,8 +384,6 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
 
 def result_json(result: EvalResult) -> dict[str, Any]:
     """The figures of a run as JSON: settings, one entry per video, the total."""
-    from streaming.eval_scores import scores_json, total
-
     return {
         "settings": result.settings,
         "videos": [scores_json(s) for s in result.scores],

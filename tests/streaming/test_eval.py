@@ -197,3 +197,18 @@ def test_bad_live_run_options_are_refused_before_the_stream_starts(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert message in cli_error(stream_detect, ["--video", "demo", "--fast", *args], capsys)
+
+
+def test_the_live_run_writes_the_annotated_video_too(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "live.mp4"
+    assert stream_detect(["--video", "demo", "--fast", "--jsonl", "--annotate-out", str(out)]) == 0
+    alerts = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"kind":"alert"' in line]
+    frames = _frames(out)
+    red = [k for k, f in enumerate(frames) if _red(f)]
+    assert [a["step_name"] for a in alerts] == ["boil_water"]
+    # One red stretch of ALERT_SHOW_S seconds at the demo detector's 5 frames per second, while boil_water is seen.
+    assert len(red) == int(ALERT_SHOW_S * 5) and red == list(range(red[0], red[0] + len(red)))
+    (boil,) = [(start, end) for step, start, end in demo_video("mistake")[1] if step == 2]
+    assert boil[0] < red[0] / 5 < boil[1]

@@ -12,8 +12,12 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
       "feature_extractor": "tsn-resnet50",                          # the features it was trained on
       "fps": 4.0,                                                   # feature frames per second
       "info": {...},                                                # training settings, scores
+      "scenario": "tent",                                           # the procedure (optional: null if unknown)
       "state_dict": {...}                                           # MiniROAD weights
     }
+
+``scenario`` was added without a version change: a checkpoint written before it (or from a feature folder that
+names none) loads with ``scenario = None``, and only its step names are compared with a task graph's.
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
 file, another format, another version, weights that do not fit the stored config or are not finite,
@@ -55,6 +59,8 @@ class DetectorCheckpoint:
             ``"light-v1"``) or the TorchScript file it was trained with.
         fps: feature frames per second the detector was trained on.
         info: free-form provenance (training settings, test mAP).
+        scenario: the procedure the detector was trained on (the annotation file's scenario); None when the
+            checkpoint does not say (written before checkpoints recorded it, or from a folder that names none).
     """
 
     config: MiniROADConfig
@@ -63,8 +69,12 @@ class DetectorCheckpoint:
     feature_extractor: str
     fps: float
     info: dict[str, Any] = field(default_factory=dict)
+    scenario: str | None = None
 
     def __post_init__(self) -> None:
+        if self.scenario is not None and (not isinstance(self.scenario, str) or len(self.scenario) > MAX_NAME):
+            raise InputError(f"detector checkpoint: scenario = {self.scenario!r:.60} must be a name of at most "
+                             f"{MAX_NAME} characters or null")
         names, step_ids = tuple(self.class_names), tuple(self.class_step_ids)
         for i, name in enumerate(names):
             if not isinstance(name, str):
@@ -121,6 +131,7 @@ def save_detector(
     feature_extractor: str,
     fps: float,
     info: dict[str, Any] | None = None,
+    scenario: str | None = None,
 ) -> DetectorCheckpoint:
     """Write a detector checkpoint (atomically: a crash never leaves half a file).
 
@@ -132,12 +143,14 @@ def save_detector(
         feature_extractor: the feature extractor the detector expects.
         fps: feature frames per second.
         info: optional provenance saved with it.
+        scenario: the procedure it was trained on (None: unknown).
 
     Returns:
         The checkpoint description that was written.
     """
     meta = DetectorCheckpoint(
-        model.config, tuple(class_names), tuple(class_step_ids), feature_extractor, float(fps), dict(info or {})
+        model.config, tuple(class_names), tuple(class_step_ids), feature_extractor, float(fps), dict(info or {}),
+        scenario,
     )
     payload = {
         "format": FORMAT_NAME,
@@ -148,6 +161,7 @@ def save_detector(
         "feature_extractor": meta.feature_extractor,
         "fps": meta.fps,
         "info": meta.info,
+        "scenario": meta.scenario,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
     with atomic_path(path) as tmp:
@@ -209,6 +223,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
             data.get("feature_extractor", ""),
             data.get("fps", 0.0),
             dict(info),
+            data.get("scenario"),
         )
     except (InputError, TypeError, ValueError) as err:
         raise InputError(f"{src}: {str(err).removeprefix('detector checkpoint: ')}") from None

@@ -14,7 +14,8 @@ Folder layout::
     {"train": ["video_a", ...], "test": ["video_b", ...],
      "class_names": ["background", "assemble_support", ...],      # optional, one per target column
      "class_step_ids": [null, 0, 1, ...],                          # optional, null = background
-     "fps": 4.0, "feature_extractor": "tsn-resnet50"}              # optional, stored in the checkpoint
+     "fps": 4.0, "feature_extractor": "tsn-resnet50",              # optional, stored in the checkpoint
+     "scenario": "tent"}                                            # optional, stored in the checkpoint
 
 MiniROAD's own ``train_session_set`` / ``test_session_set`` keys are accepted for the lists. Every
 problem (a missing file, lengths that disagree, NaN, a target row that is not a class) is an
@@ -94,6 +95,7 @@ class FeatureDataset:
         class_step_ids: step id per class, None for background.
         feature_extractor: what produced the features.
         fps: feature frames per second.
+        scenario: the procedure the videos execute (None when ``split.json`` names none).
     """
 
     root: Path
@@ -103,6 +105,7 @@ class FeatureDataset:
     class_step_ids: tuple[int | None, ...]
     feature_extractor: str
     fps: float
+    scenario: str | None = None
 
     @property
     def input_dim(self) -> int:
@@ -236,7 +239,12 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     extractor = split.get("feature_extractor", config.extractor)
     if not isinstance(extractor, str) or not extractor:
         raise InputError(f"{src}: field 'feature_extractor' must be a name")
-    return FeatureDataset(root, train, test, tuple(map(str, names)), tuple(step_ids), extractor, float(fps))
+    scenario = split.get("scenario")
+    if scenario is not None and not isinstance(scenario, str):
+        raise InputError(f"{src}: field 'scenario' must be a name or null")
+    return FeatureDataset(
+        root, train, test, tuple(map(str, names)), tuple(step_ids), extractor, float(fps), scenario or None
+    )
 
 
 def window_index(
@@ -366,6 +374,7 @@ def write_split(
     class_step_ids: Sequence[int | None],
     fps: float,
     feature_extractor: str,
+    scenario: str | None = None,
 ) -> Path:
     """Write ``split.json`` (atomically) with the lists and everything a checkpoint will record.
 
@@ -377,6 +386,7 @@ def write_split(
         class_step_ids: task-graph step id per column, None for background.
         fps: feature frames per second.
         feature_extractor: the extractor's name.
+        scenario: the procedure the videos execute (recorded in the checkpoints trained on the folder).
 
     Returns:
         The file written.
@@ -388,6 +398,7 @@ def write_split(
         "class_step_ids": list(class_step_ids),
         "fps": float(fps),
         "feature_extractor": feature_extractor,
+        "scenario": scenario,
     }
     path = Path(root) / SPLIT_FILE
     with atomic_path(path) as tmp:

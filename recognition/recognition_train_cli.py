@@ -4,6 +4,7 @@ Usage::
 
     recognition-train --features DIR --config configs/miniroad-thumos.toml --out detector.pt
     recognition-train --features DIR --config configs/miniroad-tiny.toml --out tiny.pt --epochs 3 --threads 2
+    recognition-train --features DIR --out detector.pt     # a recognition-features folder: no config needed
 
 ``DIR`` follows the MiniROAD layout (``rgb_*/``, optional ``flow_*/``, ``target_perframe/``, ``split.json``;
 see `recognition.feature_folders`). Training shows a progress bar; at the end the per-frame mAP on the test split
@@ -24,7 +25,8 @@ def build_parser() -> ArgumentParser:
     """The command-line interface (usage mistakes are one ``error:`` line, like every other user mistake)."""
     parser = ArgumentParser(prog="recognition-train", description=__doc__.splitlines()[0])
     parser.add_argument("--features", required=True, help="MiniROAD feature folder")
-    parser.add_argument("--config", required=True, help="training config (.toml, .yaml)")
+    parser.add_argument("--config", help="training config (.toml, .yaml); default: the folder's split.json and a "
+                        "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")
     parser.add_argument("--out", required=True, help="checkpoint file to write")
     parser.add_argument("--epochs", type=int, default=None, help="override [train] epochs")
     parser.add_argument("--seed", type=int, default=None, help="override [train] seed")

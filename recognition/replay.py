@@ -44,13 +44,16 @@ RESULT_VERSION: Final = 1
 DEFAULT_SWEEP: Final = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def load_frames_file(path: str | Path, field: str, graph: TaskGraph) -> dict[str, np.ndarray]:
+def load_frames_file(
+    path: str | Path, field: str, graph: TaskGraph, background: int | None = None
+) -> dict[str, np.ndarray]:
     """Read per-frame labels of every video and check them against the graph's key-steps.
 
     Args:
         path: ``{video: {"pred": [...], "gt": [...]}}`` JSON file.
         field: which label list to read (``"pred"`` or ``"gt"``).
-        graph: the task graph; every label must be one of its key-steps.
+        graph: the task graph; every label must be one of its key-steps, or ``background``.
+        background: the label of frames showing no key-step (None: every frame shows one).
 
     Returns:
         ``{video: labels (T,) int64}`` in file order.
@@ -62,7 +65,9 @@ def load_frames_file(path: str | Path, field: str, graph: TaskGraph) -> dict[str
     data = read_json(path, "frames file")
     if not isinstance(data, dict) or not data:
         raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
-    known = np.array(sorted(graph.step_ids), dtype=np.int64)
+    if background is not None and background in graph.step_ids:
+        raise InputError(f"--background {background}: is a key-step of the graph ({graph.name_of(background)!r})")
+    known = np.array(sorted([*graph.step_ids, *([] if background is None else [background])]), dtype=np.int64)
     out: dict[str, np.ndarray] = {}
     for video, record in data.items():
         labels = record.get(field) if isinstance(record, dict) else None

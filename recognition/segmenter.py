@@ -28,6 +28,18 @@ step). Inside a flicker cluster the decision waits, but never longer than ``max_
 last frame: then the segment is emitted as it stands and the cluster is judged without it. A lone
 short run waiting for the stable run that would make it a clean short step is bound the same way.
 
+**Unsure frames (``threshold``, default 0).** With probability input, a frame whose most likely class
+scores below ``threshold`` is read as background: a step is built from confident frames only.
+
+**Provisional key-steps (``onset_frames``, default 0: off).** Waiting for a step to end is too late for a
+warning that should come before the harm (pouring water that has not boiled). With ``onset_frames = n``, a run
+of a key-step that has lasted ``n`` frames is announced at once as an `OnsetEvent`, before it ends, with the
+steps the segmenter will confirm before it (``before``: the segment still open before it). The announcement is
+provisional: the run normally becomes the confirmed segment of the same step (nothing more is said: its
+`SegmentEvent` follows); if it turns out to be flicker, or part of another segment, a withdrawal
+(``OnsetEvent.withdrawn``) follows instead. `OnlineSegmenter.update_events` / `flush_events` return both kinds in
+the order they happen; `update` / `flush` return the confirmed segments only.
+
 Times are in seconds from the first frame fed: frame ``i`` covers ``[i / fps, (i + 1) / fps)``.
 
 Example::
@@ -44,7 +56,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -65,6 +78,10 @@ class SegmenterConfig:
             None when the input has no background class.
         switch_margin: with probability input, a frame leaves the current label only when another
             class beats it by this much (hysteresis against near-ties).
+        threshold: with probability input, a frame whose most likely class scores below this is read as
+            background (0: every frame counts); needs a background class.
+        onset_frames: announce a key-step provisionally (`OnsetEvent`) once its run has lasted this many
+            frames; 0 announces nothing.
     """
 
     fps: float
@@ -73,9 +90,11 @@ class SegmenterConfig:
     max_delay: float = 2.0
     background: int | None = 0
     switch_margin: float = 0.1
+    threshold: float = 0.0
+    onset_frames: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("fps", "min_duration", "min_run", "max_delay", "switch_margin"):
+        for name in ("fps", "min_duration", "min_run", "max_delay", "switch_margin", "threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InputError(f"SegmenterConfig.{name} = {value!r}: must be a finite number")
@@ -94,10 +113,62 @@ class SegmenterConfig:
             raise InputError(f"SegmenterConfig.switch_margin = {self.switch_margin!r}: must be in [0, 1)")
         if self.background is not None and (not isinstance(self.background, int) or self.background < 0):
             raise InputError(f"SegmenterConfig.background = {self.background!r}: must be a class index or None")
+        if not 0 <= self.threshold < 1:
+            raise InputError(f"SegmenterConfig.threshold = {self.threshold!r}: must be in [0, 1)")
+        if isinstance(self.onset_frames, bool) or not isinstance(self.onset_frames, int) or self.onset_frames < 0:
+            raise InputError(f"SegmenterConfig.onset_frames = {self.onset_frames!r}: must be an integer >= 0")
 
     def frames(self, seconds: float) -> int:
         """Duration in whole frames (at least one)."""
         return max(1, round(seconds * self.fps))
+
+
+@dataclass(frozen=True)
+class SegmenterOverrides:
+    """Command-line changes to a detector's segmenter settings (None: keep the checkpoint's value).
+
+    Args:
+        threshold: ``--threshold``, the probability below which a frame is read as background, in [0, 1).
+        min_frames: ``--min-frames``, the frames a key-step must last to be confirmed (>= 1).
+        onset_frames: ``--onset-frames``, the frames after which a key-step is announced provisionally (0: never).
+    """
+
+    threshold: float | None = None
+    min_frames: int | None = None
+    onset_frames: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.threshold is not None and (
+            isinstance(self.threshold, bool) or not isinstance(self.threshold, int | float)
+            or not 0 <= self.threshold < 1
+        ):
+            raise InputError(f"--threshold {self.threshold!r}: must be a probability in [0, 1)")
+        for flag, value, least in (("--min-frames", self.min_frames, 1), ("--onset-frames", self.onset_frames, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise InputError(f"{flag} {value!r}: must be an integer >= {least}")
+
+    def apply(self, config: SegmenterConfig) -> SegmenterConfig:
+        """``config`` with these changes (``min_frames`` becomes ``min_duration`` at the config's fps).
+
+        Args:
+            config: the checkpoint's settings.
+
+        Returns:
+            The validated settings to run with.
+        """
+        changes: dict[str, Any] = {}
+        if self.threshold is not None:
+            changes["threshold"] = float(self.threshold)
+        if self.min_frames is not None:
+            seconds = self.min_frames / config.fps
+            # The other durations follow, so that any --min-frames the flag accepts makes a valid config.
+            changes |= {"min_duration": seconds, "min_run": min(config.min_run, seconds),
+                        "max_delay": max(config.max_delay, 2 * seconds)}
+        if self.onset_frames is not None:
+            changes["onset_frames"] = self.onset_frames
+        if self.threshold and config.background is None:
+            raise InputError("--threshold needs a detector with a background class")
+        return replace(config, **changes)
 
 
 @dataclass(frozen=True)
@@ -122,6 +193,33 @@ class SegmentEvent:
     class_index: int = -1
     start_frame: int = 0
     end_frame: int = 0
+
+
+@dataclass(frozen=True)
+class OnsetEvent:
+    """A key-step seen for ``onset_frames`` frames, announced before it ends: provisional (see the module docstring).
+
+    Attributes:
+        step: the key-step id (as `SegmentEvent.step`).
+        start: start time of its run in seconds.
+        confidence: mean probability of the step over the run so far.
+        frame: the frame whose arrival announced it (or withdrew it).
+        before: steps the segmenter has yet to confirm before this one, in order (the segment still open before
+            it, and a clean short step between them).
+        withdrawn: true on the withdrawal of an earlier announcement of the same run: it will not be confirmed as
+            a key-step of its own (flicker, or absorbed into another segment).
+        class_index: the detector class.
+        start_frame: first frame of its run.
+    """
+
+    step: int
+    start: float
+    confidence: float
+    frame: int
+    before: tuple[int, ...] = ()
+    withdrawn: bool = False
+    class_index: int = -1
+    start_frame: int = 0
 
 
 @dataclass
@@ -158,6 +256,11 @@ class OnlineSegmenter:
         self._min_run = config.frames(config.min_run) if config.min_run > 0 else 0
         self._min_len = config.frames(config.min_duration)
         self._max_delay = config.frames(config.max_delay)
+        # Unsure frames (below the threshold) become this background class.
+        self._unsure = min(self._background) if self._background else None
+        if config.threshold > 0 and self._unsure is None:
+            raise InputError(f"SegmenterConfig.threshold = {config.threshold}: needs a background class to read "
+                             "unsure frames as")
         self.reset()
 
     # -- state -----------------------------------------------------------------------------------
@@ -168,6 +271,10 @@ class OnlineSegmenter:
         self._committed: _Run | None = None  # last stable segment, not emitted yet
         self._run_is_committed = False  # the open run continues the committed segment
         self._pending: list[_Run] = []  # closed short runs after the committed segment
+        # Announced runs (with their onset) until each is confirmed or withdrawn: a short run announced before the
+        # next one is, is decided only when a later run becomes stable.
+        self._announced: list[tuple[_Run, OnsetEvent]] = []
+        self._onset_done: _Run | None = None  # the last run an onset was decided for (announced or not)
 
     @property
     def active(self) -> tuple[int, float] | None:
@@ -178,6 +285,19 @@ class OnlineSegmenter:
 
     # -- input -----------------------------------------------------------------------------------
     def update(self, probs_or_label: int | np.ndarray | torch.Tensor | Sequence[float]) -> list[SegmentEvent]:
+        """Feed the next frame; only the confirmed segments come back (`update_events` adds the onsets).
+
+        Args:
+            probs_or_label: as for `update_events`.
+
+        Returns:
+            Segments confirmed by this frame (usually none, sometimes one or two).
+        """
+        return _segments(self.update_events(probs_or_label))
+
+    def update_events(
+        self, probs_or_label: int | np.ndarray | torch.Tensor | Sequence[float]
+    ) -> list[SegmentEvent | OnsetEvent]:
         """Feed the next frame.
 
         Args:
@@ -185,19 +305,20 @@ class OnlineSegmenter:
                 int, or a 0-d integer array or tensor such as ``probs.argmax()``.
 
         Returns:
-            Segments confirmed by this frame (usually none, sometimes one or two).
+            Segments confirmed by this frame and, with ``onset_frames``, provisional announcements and withdrawals,
+            in the order they happen.
 
         Raises:
             InputError: non-finite probabilities, or not one frame's probabilities (another shape, or
                 another number of classes than ``class_step_ids`` has).
         """
         if isinstance(probs_or_label, int | np.integer):
-            return self.update_run(int(probs_or_label), 1)
+            return self._feed(int(probs_or_label), 1)
         raw = probs_or_label.detach().cpu().numpy() if isinstance(probs_or_label, torch.Tensor) else probs_or_label
         raw = np.asarray(raw)
         if raw.ndim == 0 and np.issubdtype(raw.dtype, np.integer):
             # A label as a 0-d array/tensor (probs.argmax()) used to be read as one probability: label 0 forever.
-            return self.update_run(int(raw), 1)
+            return self._feed(int(raw), 1)
         probs = np.asarray(raw, dtype=np.float64)
         if probs.ndim == 2 and probs.shape[0] == 1:
             probs = probs[0]
@@ -223,7 +344,9 @@ class OnlineSegmenter:
             and probs[run.label] + self.config.switch_margin >= probs[label]
         ):
             label = run.label
-        return self.update_run(label, 1, float(probs[label]))
+        if self._unsure is not None and probs[label] < self.config.threshold:
+            label = self._unsure
+        return self._feed(label, 1, float(probs[label]))
 
     def update_run(self, label: int, length: int, confidence: float = 1.0) -> list[SegmentEvent]:
         """Feed ``length`` consecutive frames with the same label (same result as feeding them one by one).
@@ -234,13 +357,17 @@ class OnlineSegmenter:
             confidence: per-frame probability of the label.
 
         Returns:
-            Segments confirmed within these frames.
+            Segments confirmed within these frames (onsets are left out: `update_events` gives them).
         """
+        return _segments(self._feed(label, length, confidence))
+
+    def _feed(self, label: int, length: int, confidence: float = 1.0) -> list[SegmentEvent | OnsetEvent]:
+        """`update_run` with the onsets: every decision, in order."""
         if length < 1:
             raise InputError(f"segmenter: run length {length} must be >= 1")
         if self.class_step_ids is not None and not 0 <= label < len(self.class_step_ids):
             raise InputError(f"segmenter: label {label} is not a class of the detector")
-        events: list[SegmentEvent] = []
+        events: list[SegmentEvent | OnsetEvent] = []
         if self._run is None or label != self._run.label:
             self._start_run(label, confidence, events)
             self._after_frame(events)
@@ -263,7 +390,15 @@ class OnlineSegmenter:
         Returns:
             The remaining segments, in time order.
         """
-        events: list[SegmentEvent] = []
+        return _segments(self.flush_events())
+
+    def flush_events(self) -> list[SegmentEvent | OnsetEvent]:
+        """`flush`, with the withdrawal of an announced run that the end of the stream leaves unconfirmed.
+
+        Returns:
+            The remaining segments in time order, then the withdrawal if any.
+        """
+        events: list[SegmentEvent | OnsetEvent] = []
         run = self._run
         if run is not None and not self._run_is_committed and run.length >= self._min_run:
             self._pending.append(run)
@@ -271,11 +406,13 @@ class OnlineSegmenter:
             self._emit(self._committed, events)
         if len(self._pending) == 1:  # the end of the stream brackets a clean short run
             self._emit(self._pending[0], events)
+        self._pending, self._committed, self._run = [], None, None
+        self._check_withdrawn(events)
         self.reset()
         return events
 
     # -- rules -----------------------------------------------------------------------------------
-    def _start_run(self, label: int, confidence: float, events: list[SegmentEvent]) -> None:
+    def _start_run(self, label: int, confidence: float, events: list[SegmentEvent | OnsetEvent]) -> None:
         """Close the open run and open one for ``label`` at the current frame."""
         old = self._run
         frame = self._frame
@@ -319,7 +456,10 @@ class OnlineSegmenter:
         waiting = self._waiting()
         if waiting is not None:
             to_timeout = max(1, waiting.end + self._max_delay - self._frame)
-        return min(to_stable, to_timeout)
+        to_onset = far
+        if self.config.onset_frames and self._onset_done is not run:
+            to_onset = max(1, self.config.onset_frames - run.length)
+        return min(to_stable, to_timeout, to_onset)
 
     def _waiting(self) -> _Run | None:
         """The oldest finished segment whose emission waits on what follows, if any.
@@ -333,8 +473,15 @@ class OnlineSegmenter:
             return self._committed
         return self._pending[0] if len(self._pending) == 1 else None
 
-    def _after_frame(self, events: list[SegmentEvent]) -> None:
-        """Apply confirmation and the delay bound after the newest frame."""
+    def _after_frame(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        """Apply confirmation and the delay bound after the newest frame, then the onset rules."""
+        self._settle(events)
+        if self.config.onset_frames:
+            self._check_withdrawn(events)
+            self._check_onset(events)
+
+    def _settle(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        """Confirmation and the delay bound after the newest frame."""
         run = self._run
         assert run is not None
         if not self._run_is_committed and run.length >= self._min_len:
@@ -350,7 +497,43 @@ class OnlineSegmenter:
             else:
                 self._pending = []
 
-    def _confirm(self, run: _Run, events: list[SegmentEvent]) -> None:
+    def _check_onset(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        """Announce the open run once it has lasted ``onset_frames`` frames (each run is decided once)."""
+        run = self._run
+        if run is None or self._onset_done is run or run.length < self.config.onset_frames:
+            return
+        self._onset_done = run
+        if run.label in self._background:
+            return
+        committed, pending = self._committed, self._pending
+        if not self._run_is_committed and committed is not None and committed.label == run.label and pending:
+            return  # the open step resuming after flicker: the cluster will be absorbed into it, nothing new starts
+        before: list[int] = []
+        if not self._run_is_committed:
+            # What `_confirm` will emit when this run becomes stable: the committed segment, a clean short step.
+            ahead = ([committed] if committed is not None else []) + (pending if len(pending) == 1 else [])
+            before = [self._step_of(r.label) for r in ahead if r.label not in self._background]
+        fps = self.config.fps
+        conf = run.conf_sum / run.conf_frames if run.conf_frames else 0.0
+        event = OnsetEvent(self._step_of(run.label), run.start / fps, conf, self._frame - 1, tuple(before), False,
+                           run.label, run.start)
+        self._announced.append((run, event))
+        events.append(event)
+
+    def _check_withdrawn(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        """Withdraw each announced run the segmenter no longer holds: it will never be confirmed."""
+        if not self._announced:
+            return
+        held = [self._run, self._committed, *self._pending]
+        kept = []
+        for run, event in self._announced:
+            if any(run is h for h in held):
+                kept.append((run, event))
+            else:
+                events.append(replace(event, frame=max(self._frame - 1, 0), withdrawn=True))
+        self._announced = kept
+
+    def _confirm(self, run: _Run, events: list[SegmentEvent | OnsetEvent]) -> None:
         """``run`` just became stable: settle the segment before it and the short runs between."""
         pending, committed = self._pending, self._committed
         self._pending = []
@@ -376,7 +559,9 @@ class OnlineSegmenter:
         assert step is not None
         return step
 
-    def _emit(self, run: _Run, events: list[SegmentEvent]) -> None:
+    def _emit(self, run: _Run, events: list[SegmentEvent | OnsetEvent]) -> None:
+        # Confirmed as announced: its segment says so, no withdrawal will follow.
+        self._announced = [(r, e) for r, e in self._announced if r is not run]
         if run.label in self._background:
             return
         fps = self.config.fps
@@ -384,6 +569,11 @@ class OnlineSegmenter:
         events.append(
             SegmentEvent(self._step_of(run.label), run.start / fps, run.end / fps, conf, run.label, run.start, run.end)
         )
+
+
+def _segments(events: list[SegmentEvent | OnsetEvent]) -> list[SegmentEvent]:
+    """The confirmed segments among a segmenter's events."""
+    return [e for e in events if isinstance(e, SegmentEvent)]
 
 
 def run_length_encode(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

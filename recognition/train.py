@@ -42,11 +42,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graphs.errors import InputError
-from graphs.files import check_output
+from graphs.files import check_output, read_json
 from graphs.options import check_threads
 from graphs.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.checkpoint import save_detector
 from recognition.feature_folders import (
+    SPLIT_FILE,
     FeatureConfig,
     FeatureDataset,
     VideoFeatures,
@@ -135,6 +136,38 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
     # A bad override (--epochs 0) is not the file's fault: its error names the field and value, not the file.
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(config, **changes) if changes else config
+
+
+# Without --config: a small MiniROAD that trains on one CPU core in seconds to minutes, the sizes of
+# configs/miniroad-efficientnet-lite0.toml (a few dozen short videos of one's own procedure).
+SMALL_CPU_DETECTOR: dict[str, Any] = {"embed_dim": 128, "hidden_dim": 128, "dropout": 0.2, "window": 64,
+                                      "batch_size": 8, "lr": 1e-3, "weight_decay": 0.05, "epochs": 60, "threads": 1}
+
+
+def training_config_of_folder(features: str | Path, **overrides: Any) -> DetectorTrainConfig:
+    """The training config of a feature folder when no file is given: features as its ``split.json`` names them.
+
+    ``recognition-features`` records the extractor and the rate in ``split.json``; the RGB folder is
+    ``rgb_<extractor>``. The model and training sizes are `SMALL_CPU_DETECTOR`.
+
+    Args:
+        features: the feature folder.
+        overrides: fields replaced (``epochs``, ``seed``, ``threads``; None ignored).
+
+    Returns:
+        The validated config.
+    """
+    split = Path(features) / SPLIT_FILE
+    if not split.is_file():
+        raise InputError(f"--features {features}: no {SPLIT_FILE} (give --config to name the folders)")
+    raw = read_json(split, "split file")
+    extractor = raw.get("feature_extractor") if isinstance(raw, dict) else None
+    if not isinstance(extractor, str) or not extractor:
+        raise InputError(f"{split}: names no feature_extractor; give --config with a [features] table")
+    fps = raw.get("fps", FeatureConfig.fps)
+    feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor, fps=fps)
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return DetectorTrainConfig(features=feature_config, **(SMALL_CPU_DETECTOR | changes))
 
 
 @dataclass(frozen=True)
@@ -294,7 +327,7 @@ def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Ta
 
 def run_training(
     features: str | Path,
-    config_path: str | Path,
+    config_path: str | Path | None,
     out: str | Path,
     progress: bool = True,
     console: Console | None = None,
@@ -304,7 +337,7 @@ def run_training(
 
     Args:
         features: the MiniROAD feature folder.
-        config_path: training config file.
+        config_path: training config file (None: `training_config_of_folder`).
         out: checkpoint to write.
         progress: show the progress bar.
         console: where to print the results table (stdout by default).
@@ -313,7 +346,10 @@ def run_training(
     Returns:
         The training outcome.
     """
-    config = load_detector_training_config(config_path, **overrides)
+    if config_path is None:
+        config = training_config_of_folder(features, **overrides)
+    else:
+        config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     out = check_output(out, "checkpoint", inputs=[config_path])
     data = load_feature_dataset(features, config.features)
@@ -326,7 +362,8 @@ def run_training(
         "test_videos": [v.name for v in data.test],
     }
     try:
-        save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info)
+        save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info,
+                      data.scenario)
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
         raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()

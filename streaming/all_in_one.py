@@ -13,6 +13,7 @@ of the stream, it stops with one `RunError` line (exit status 1) and never repor
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -26,7 +27,7 @@ from rich.console import Console
 
 from graphs.errors import InputError, RunError
 from streaming.checker_process import CHECKER_START_TIMEOUT_S, CheckerProcess
-from streaming.checker_service import CheckerConfig
+from streaming.checker_service import CheckerConfig, CheckerCore
 from streaming.detector_service import (
     Detector,
     DetectorConfig,
@@ -36,7 +37,9 @@ from streaming.detector_service import (
     open_stream,
     publishing_detector,
 )
+from streaming.local_checker import CheckerLink, TeePublisher
 from streaming.messages import Status
+from streaming.overlay import FrameAnnotator, OverlayWriter
 from streaming.view import ViewState, graph_names
 from streaming.viewer import Viewer
 
@@ -55,12 +58,16 @@ class RunConfig:
             checker child bound.
         checker: the checker's endpoints (default: free loopback ports).
         jsonl: print JSON lines instead of the live view.
+        annotate_out: write the video with what the system saw drawn over it to this ``.mp4`` (None: no file).
+        preview: show the same in a window (needs a display and an OpenCV with a GUI).
     """
 
     source: StreamSource
     detector: DetectorConfig = field(default_factory=DetectorConfig)
     checker: CheckerConfig = field(default_factory=lambda: CheckerConfig(FREE_LOOPBACK_PORT, FREE_LOOPBACK_PORT))
     jsonl: bool = False
+    annotate_out: str | None = None
+    preview: bool = False
 
 
 def run_all(config: RunConfig, out: TextIO | None = None, console: Console | None = None) -> int:
@@ -78,6 +85,8 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
         InputError: bad input, a checker that does not answer, or a stream that ended with an error.
         RunError: the checker process died, the view failed, or the end of the stream was never confirmed.
     """
+    drawn = config.annotate_out is not None or config.preview
+    overlay = OverlayWriter(config.annotate_out, 1.0, config.preview) if drawn else None  # checked before the stream
     stream = open_stream(config.source, config.detector.threads)
     state = ViewState(names=graph_names(stream.graph))
     ctx = zmq.Context()
@@ -89,13 +98,24 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
                 stream.reader, stream.model, stream.checkpoint, stream.extractor,
                 replace(config.detector, connect=checker.events_endpoint), ctx,
             ) as detector,
+            overlay if overlay is not None else contextlib.nullcontext(),
         ):
+            annotator = None
+            if overlay is not None:
+                # The frames are drawn with what a checker beside the detector answers, at the frame that caused it.
+                overlay.fps = stream.checkpoint.fps
+                link = CheckerLink(CheckerCore(stream.graph))
+                detector.events.publisher = TeePublisher(detector.events.publisher, link)
+                annotator = FrameAnnotator(overlay, link, stream.checkpoint)
+                detector.on_frame = annotator.seen
             alive = checker_alive(checker)
             await_subscription(viewer, detector.events, alive=alive)
             with DetectorThread(detector) as thread:
                 done = shown_to_the_end(viewer, thread)
                 watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()))
             stats = thread.result()
+            if annotator is not None:
+                annotator.finish()
     finally:
         stream.reader.close()
         ctx.destroy(linger=0)

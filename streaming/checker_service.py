@@ -47,7 +47,7 @@ from typing import ClassVar, Final
 
 import zmq
 
-from graphs.checker import PreconditionChecker
+from graphs.checker import PreconditionChecker, StepVerdict
 from graphs.errors import InputError
 from graphs.procedure_queries import ProcedureQueries
 from graphs.safe_text import printable
@@ -58,9 +58,11 @@ from streaming.messages import (
     CheckerHealth,
     Heartbeat,
     KeyStepEvent,
+    KeyStepOnset,
     Message,
     MessageError,
     MissingSteps,
+    Retraction,
     Status,
     StepEvent,
     run_of,
@@ -180,6 +182,7 @@ class StreamState:
     recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
     allowed: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())  # allowed steps, likeliest first; probabilities
     report: MissingSteps | None = None  # the session's end report, once sent (re-sent with the snapshots)
+    early: dict[int, Alert] = field(default_factory=dict)  # early alerts (on an onset) not confirmed yet, by index
 
     @property
     def run(self) -> str:
@@ -256,10 +259,16 @@ class CheckerCore:
         taken: Counter[str] = Counter()
         replays: dict[str, tuple[int, KeyStepEvent | Heartbeat]] = {}
         for arrival, message in enumerate(messages):
-            if not isinstance(message, KeyStepEvent | Heartbeat):
+            if not isinstance(message, KeyStepEvent | Heartbeat | KeyStepOnset):
                 continue
             sid = message.stream_id
             taken[sid] += 1
+            if isinstance(message, KeyStepOnset):  # an early alert is as urgent as a live step: served in order
+                if taken[sid] > STREAM_BUDGET:
+                    self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
+                else:
+                    out += self._guarded(message)
+                continue
             if taken[sid] > STREAM_BUDGET:
                 self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
             elif sid in replays or self._cost(message) > CHEAP_ITEMS:
@@ -281,10 +290,10 @@ class CheckerCore:
             out += self._guarded(message)
         return out
 
-    def _guarded(self, message: KeyStepEvent | Heartbeat) -> list[Message]:
-        """`handle`, with a refusal or an unencodable output counted and logged instead of raised."""
+    def _guarded(self, message: KeyStepEvent | Heartbeat | KeyStepOnset) -> list[Message]:
+        """`handle` (or `onset`), with a refusal or an unencodable output counted and logged instead of raised."""
         try:
-            return self.handle(message)
+            return self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
         except Refused as err:
             self.refuse(err)
         except MessageError as err:  # an output the wire refuses: a defect, contained to this message
@@ -355,6 +364,7 @@ class CheckerCore:
         state.lost = False
         # Alerts go out first: they are what a person waits for.
         out += self._apply_history(sid, state, message, len(state.applied))
+        out += self._settle_early(sid, state, ended=isinstance(message, Heartbeat) and message.ended)
         if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
             state.forwarded.add(message.index)
             out.append(self._step_event(state, message))
@@ -365,6 +375,71 @@ class CheckerCore:
                 out += self._end_session(sid, state)
         out.append(self.status(sid))  # after the report: a viewer that stops at "ended" has seen it
         return out
+
+    def onset(self, message: KeyStepOnset) -> list[Message]:
+        """Alert at once on a key-step announced before it ends, if it is done too early; retract on a withdrawal.
+
+        The step is checked as if the steps confirmed so far and ``before`` were done, without changing the stream:
+        only its confirmed `KeyStepEvent` does. An onset that does not continue what the stream applied (another
+        session, a history the checker has not caught up with) is left alone: nothing sure can be said about it.
+
+        Args:
+            message: the detector's announcement or withdrawal.
+
+        Returns:
+            The early alert, or the retraction of one, or nothing.
+
+        Raises:
+            UnknownStep: the onset names a step that is not in the graph.
+        """
+        sid = message.stream_id
+        state = self.streams.get(sid)
+        if state is None or state.session != message.session or message.history != state.applied:
+            return []
+        if set(message.before) - self._steps or message.step not in self._steps:
+            raise UnknownStep(f"{sid}: onset names a step that is not in the task graph")
+        if message.withdrawn:
+            early = state.early.get(message.index)
+            if early is None or early.step != message.step:
+                return []
+            del state.early[message.index]
+            return [self._retraction(state, early, None)]
+        if message.index in state.early:
+            return []
+        checker = PreconditionChecker.replay(self.graph, message.history + message.before)
+        verdict = checker.observe(message.step)
+        if not verdict.is_mistake:
+            return []
+        before = set(message.history) | set(message.before)
+        alert = self._alert(sid, state, message, message.index, replayed=False, before=before, verdict=verdict)
+        state.early[message.index] = alert
+        return [alert]
+
+    def _settle_early(self, stream_id: str, state: StreamState, ended: bool) -> list[Message]:
+        """Retract each early alert whose position was confirmed as another step (or never, at the end)."""
+        out: list[Message] = []
+        for index in sorted(state.early):
+            if index < len(state.applied):
+                early = state.early.pop(index)
+                if state.applied[index] != early.step:
+                    out.append(self._retraction(state, early, state.applied[index]))
+            elif ended:
+                out.append(self._retraction(state, state.early.pop(index), None))
+        return out
+
+    def _retraction(self, state: StreamState, early: Alert, confirmed: int | None) -> Retraction:
+        return Retraction(
+            stream_id=early.stream_id,
+            seq=self._next_seq(state),
+            timestamp=self.clock(),
+            alert_id=early.alert_id,
+            run=state.run,
+            step=early.step,
+            step_name=early.step_name,
+            index=early.index,
+            confirmed=confirmed,
+            confirmed_name=None if confirmed is None else self._name(confirmed),
+        )
 
     def _check_steps(self, message: KeyStepEvent | Heartbeat, new: tuple[int, ...]) -> None:
         unknown = set(new) - self._steps
@@ -471,12 +546,13 @@ class CheckerCore:
         self,
         stream_id: str,
         state: StreamState,
-        message: KeyStepEvent | Heartbeat,
+        message: KeyStepEvent | Heartbeat | KeyStepOnset,
         index: int,
         replayed: bool,
         before: set[int],
+        verdict: StepVerdict | None = None,
     ) -> Alert:
-        verdict = state.checker.history[index]
+        verdict = verdict or state.checker.history[index]  # an early alert's verdict is not in the history yet
         missing = tuple(int(m) for m in verdict.missing if m != START)
         forgotten, score = self._forgotten(verdict.step, missing, before)
         return Alert(

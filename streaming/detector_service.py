@@ -12,6 +12,7 @@ loads and cross-checks what a `StreamSource` names and opens its video, before a
 from __future__ import annotations
 
 import secrets
+import sys
 import threading
 import time
 from collections import deque
@@ -26,14 +27,15 @@ import zmq
 
 from graphs.errors import InputError
 from graphs.options import check_threads
+from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
-from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
+from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
 from streaming.demo.paths import resolve_video
 from streaming.devices import DEVICES, resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
-from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, is_stream_id
+from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, KeyStepOnset, is_stream_id
 from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader
 from streaming.transport import CONNECT_WAIT_S, DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
 
@@ -41,6 +43,10 @@ FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to le
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
+ALERT_MODES = ("end", "onset")  # --alert-on: alert once a step is confirmed, or on its provisional announcement
+# Onset: on the demo and the walkthrough procedure it alerts 2.2-2.8 s sooner at the same precision (see eval).
+DEFAULT_ALERT_ON = "onset"
+DEFAULT_ONSET_FRAMES = 2  # --alert-on onset on a checkpoint that sets no onset_frames, without --onset-frames
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,9 @@ class DetectorConfig:
         threads: torch intra-op threads for the model.
         max_frames: stop after this many frames (0: until the source ends).
         connect_wait_s: `run_detector` refuses to start if the checker does not answer within this long.
+        alert_on: ``"onset"`` (the default): announce each key-step provisionally too (`KeyStepOnset`), so that the
+            checker can alert before it ends; ``"end"``: publish confirmed key-steps only.
+        segmenter: command-line changes to the checkpoint's segmenter settings.
     """
 
     stream_id: str = "cam0"
@@ -62,8 +71,12 @@ class DetectorConfig:
     threads: int = 1
     max_frames: int = 0
     connect_wait_s: float = CONNECT_WAIT_S
+    alert_on: str = DEFAULT_ALERT_ON
+    segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
 
     def __post_init__(self) -> None:
+        if self.alert_on not in ALERT_MODES:
+            raise InputError(f"--alert-on {self.alert_on!r}: choose one of {', '.join(ALERT_MODES)}")
         if not is_stream_id(self.stream_id):
             raise InputError(f"--stream-id {self.stream_id!r}: use {STREAM_ID_RULE}")
         check_threads(self.threads)
@@ -141,6 +154,33 @@ class EventPublisher:
         self.publisher.send(message)
         return message
 
+    def onset(self, event: OnsetEvent, name: str) -> KeyStepOnset:
+        """Publish a provisional key-step (or its withdrawal); the history does not change.
+
+        Args:
+            event: the segmenter's announcement.
+            name: the step's name.
+
+        Returns:
+            The message sent.
+        """
+        message = KeyStepOnset(
+            stream_id=self.stream_id,
+            seq=self._next_seq(),
+            timestamp=self.clock(),
+            session=self.session,
+            history=tuple(self.history),
+            step=int(event.step),
+            step_name=name[:256],
+            start=max(float(event.start), 0.0),
+            confidence=float(min(max(event.confidence, 0.0), 1.0)),
+            index=len(self.history) + len(event.before),
+            before=tuple(int(s) for s in event.before),
+            withdrawn=event.withdrawn,
+        )
+        self.publisher.send(message)
+        return message
+
     def heartbeat(self, current: int | None, frames: int, dropped: int, fps: float, ended: bool = False) -> Heartbeat:
         """Publish a heartbeat with stream statistics and the history.
 
@@ -171,15 +211,28 @@ class EventPublisher:
 
 
 def check_detector_matches_graph(
-    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str
-) -> None:
-    """Refuse a detector whose key-step classes are not exactly the graph's key-steps.
+    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str, ignore_names: bool = False
+) -> list[str]:
+    """Refuse a detector that does not speak of the graph's key-steps: other step ids, names or scenario.
+
+    Step ids must be exactly the graph's (the checker refuses any other id, so nothing overrides that). Then each
+    step's name in the checkpoint is compared with the graph's, and the scenarios when both record one (checkpoints
+    written before they recorded it have none): a graph whose ``boil_water`` became ``cut_bread`` would otherwise
+    run with the detector's idea of step 2 and alert in the graph's words.
 
     Args:
         checkpoint: the detector's description.
         graph: the task graph.
         detector: detector path (named in the error).
         graph_path: graph path (named in the error).
+        ignore_names: run despite differing names or scenarios (``--ignore-names``); they come back as a warning.
+
+    Returns:
+        Warnings to show (the differences ``ignore_names`` let through), empty when everything agrees.
+
+    Raises:
+        InputError: the step ids differ, or (without ``ignore_names``) a name or the scenario does, listing every
+            differing step in one line.
     """
     classes = {s for s in checkpoint.class_step_ids if s is not None}
     steps = set(graph.step_ids)
@@ -191,6 +244,36 @@ def check_detector_matches_graph(
         if missing:
             parts.append(f"key-steps {missing} of {graph_path} are not among its classes")
         raise InputError(f"--detector {detector}: " + "; ".join(parts))
+    differences = name_differences(checkpoint, graph)
+    if not differences:
+        return []
+    listed = "; ".join(differences)
+    if not ignore_names:
+        raise InputError(f"--detector {detector} and --graph {graph_path} name different steps: {listed} "
+                         "(retrain the detector on this procedure, or run anyway with --ignore-names)")
+    return [f"--ignore-names: --detector {detector} and --graph {graph_path} name different steps ({listed}); "
+            "alerts use the graph's names"]
+
+
+def name_differences(checkpoint: DetectorCheckpoint, graph: TaskGraph) -> list[str]:
+    """How a detector and a graph with the same step ids disagree: the scenario, then each step whose name differs.
+
+    Args:
+        checkpoint: the detector's description (its class names, its scenario if recorded).
+        graph: the task graph.
+
+    Returns:
+        One phrase per difference, in graph order (``"step 2 is 'boil_water' in the detector, 'cut_bread' in the
+        graph"``); empty when they agree.
+    """
+    found = []
+    if checkpoint.scenario and graph.scenario and checkpoint.scenario != graph.scenario:
+        found.append(f"scenario {checkpoint.scenario!r} in the detector, {graph.scenario!r} in the graph")
+    named = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True) if s is not None}
+    for step, name in zip(graph.step_ids, graph.step_names, strict=True):
+        if named[step] != name:
+            found.append(f"step {step} is {named[step]!r} in the detector, {name!r} in the graph")
+    return found
 
 
 class ModelStepper:
@@ -254,7 +337,7 @@ class Detector:
         checkpoint: its description (class ids and names, fps).
         events: where confirmed key-steps and heartbeats go.
         config: heartbeat period and limits.
-        segmenter_config: segmenter durations (defaults at the checkpoint's fps).
+        segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
         clock: monotonic clock for rates and heartbeats.
     """
 
@@ -276,7 +359,9 @@ class Detector:
         self.checkpoint = checkpoint
         self.events = events
         self.config = config
-        self.segmenter = OnlineSegmenter(segmenter_config or segmenter_config_of(checkpoint), checkpoint.class_step_ids)
+        segmenter_config = segmenter_config or live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
+        self.segmenter = OnlineSegmenter(segmenter_config, checkpoint.class_step_ids)
+        self.onsets = config.alert_on == "onset"
         self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
         self.clock = clock
         self.stats = DetectorStats()
@@ -284,8 +369,12 @@ class Detector:
         # Called for every frame with its features (F,) and class probabilities (C,), once they are known.
         self.on_frame: Callable[[Frame, np.ndarray, np.ndarray], None] | None = None
 
-    def _publish(self, segments: list[SegmentEvent]) -> None:
-        for seg in segments:
+    def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        for seg in events:
+            if isinstance(seg, OnsetEvent):
+                if self.onsets:
+                    self.events.onset(seg, self.names.get(seg.step, str(seg.step)))
+                continue
             message = self.events.keystep(
                 seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence
             )
@@ -319,7 +408,7 @@ class Detector:
                 probs = self.stepper.step(torch.from_numpy(feats))[0].numpy()  # (C,)
                 if self.on_frame is not None:
                     self.on_frame(frame, feats[0], probs)
-                self._publish(self.segmenter.update(probs))
+                self._publish(self.segmenter.update_events(probs))
                 self.stats.frames += 1
                 now = self.clock()
                 window.append(now)
@@ -331,7 +420,7 @@ class Detector:
                         fps = (len(window) - 1) / (window[-1] - window[0])
                     active = self.segmenter.active
                     self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, fps)
-            self._publish(self.segmenter.flush())
+            self._publish(self.segmenter.flush_events())
         finally:
             self.stats.seconds = self.clock() - t0
             self.stats.dropped = self.reader.dropped
@@ -342,6 +431,11 @@ class Detector:
                     time.sleep(FINAL_GAP_S)
                 self.events.heartbeat(None, self.stats.frames, self.stats.dropped, final_fps, ended=True)
         return self.stats
+
+
+def print_warning(line: str) -> None:
+    """Show a warning as one ``warning: ...`` line on stderr (names made printable)."""
+    print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
 
 
 def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
@@ -360,6 +454,30 @@ def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
         return SegmenterConfig(fps=checkpoint.fps, **settings)
     except TypeError as err:
         raise InputError(f"detector checkpoint: bad info.segmenter ({err})") from None
+
+
+def live_segmenter_config(
+    checkpoint: DetectorCheckpoint, overrides: SegmenterOverrides, alert_on: str = "end"
+) -> SegmenterConfig:
+    """The segmenter settings a stream runs with: the checkpoint's, changed by the command line.
+
+    With ``alert_on="onset"`` a key-step must be announced, so a config without ``onset_frames`` gets
+    `DEFAULT_ONSET_FRAMES`; with ``"end"`` nothing is announced (``onset_frames`` 0).
+
+    Args:
+        checkpoint: the detector's description.
+        overrides: ``--threshold``, ``--min-frames``, ``--onset-frames``.
+        alert_on: ``"end"`` or ``"onset"``.
+
+    Returns:
+        The validated settings.
+    """
+    config = overrides.apply(segmenter_config_of(checkpoint))
+    if alert_on == "onset" and config.onset_frames == 0:
+        return replace(config, onset_frames=DEFAULT_ONSET_FRAMES)
+    if alert_on == "end":
+        return replace(config, onset_frames=0)
+    return config
 
 
 def load_detector_for_stream(
@@ -394,6 +512,7 @@ class StreamSource:
         backbone: TorchScript backbone file, for detectors trained on its features.
         reader: how to read the video; its ``fps`` is replaced by the detector's rate.
         device: where the extractor and the detector run: ``"auto"`` (CUDA when torch sees one), ``"cpu"``, ``"cuda"``.
+        ignore_names: run even if the detector and the graph name the steps differently (``--ignore-names``).
     """
 
     video: str
@@ -402,6 +521,7 @@ class StreamSource:
     backbone: str | None = None
     reader: ReaderConfig = field(default_factory=lambda: ReaderConfig(realtime=True))
     device: str = "auto"
+    ignore_names: bool = False
 
     def __post_init__(self) -> None:
         for name in ("video", "graph", "detector"):
@@ -431,22 +551,24 @@ class OpenedStream:
     reader: VideoReader
 
 
-def open_stream(source: StreamSource, threads: int = 1) -> OpenedStream:
+def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
     """Load the graph and the detector, check them against each other, then open the video.
 
-    Every mistake in what the user named (a graph that is not a DAG, a detector whose classes are not the
-    graph's key-steps, an unopenable video) is refused here, before any frame is read.
+    Every mistake in what the user named (a graph that is not a DAG, a detector whose classes or step names are not
+    the graph's, an unopenable video) is refused here, before any frame is read.
 
     Args:
         source: the stream's video, graph, detector and backbone.
         threads: torch threads of the detector.
+        warn: called with each warning (names that differ, let through by ``ignore_names``).
 
     Returns:
         The opened stream (its reader is the caller's to close).
     """
     graph = load_graph(source.graph)
     model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
-    check_detector_matches_graph(checkpoint, graph, source.detector, source.graph)
+    for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
+        warn(line)
     reader = open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps))
     return OpenedStream(graph, model, checkpoint, extractor, reader)
 

@@ -35,6 +35,7 @@ from graphs.errors import InputError
 from graphs.files import atomic_path, check_output, read_json
 from graphs.options import check_fps, check_threads
 from recognition.feature_folders import segment_targets, write_features, write_split, write_targets
+from recognition.segment_metrics import TimedSegment as Segment  # a labelled key-step: id and time span
 from streaming.devices import DEVICES
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
@@ -105,15 +106,6 @@ class FeatureExtractionConfig:
     def rgb(self) -> str:
         """The feature folder's RGB sub-folder, ``rgb_<extractor>``."""
         return f"rgb_{self.extractor}"
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One labelled key-step of a video: its step id and its time span in seconds."""
-
-    step: int
-    start: float
-    end: float
 
 
 @dataclass(frozen=True)
@@ -519,7 +511,8 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         torch.set_num_threads(threads_before)
     class_names = ["background", *plan.step_names]
     class_step_ids: list[int | None] = [None, *plan.step_ids]
-    write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor)
+    write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor,
+                plan.scenario)
     return report
 
 

@@ -10,8 +10,8 @@ exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none t
 arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
 
     version    int    WIRE_VERSION (2); a receiver refuses any other version
-    kind       str    "keystep" | "heartbeat" (detector -> checker); "step" | "alert" | "missing" | "status" |
-                      "checker" (checker -> viewers)
+    kind       str    "keystep" | "heartbeat" | "onset" (detector -> checker); "step" | "alert" | "missing" |
+                      "retraction" | "status" | "checker" (checker -> viewers)
     stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream ("checker" for kind checker)
     seq        int    0..2^53-1, per stream and per sender, +1 for every message sent
     timestamp  float  sender's wall clock (Unix seconds) when the message was made
@@ -62,7 +62,8 @@ MAX_COUNT: Final = 2**53 - 1  # counters and seq: exact in every JSON reader (a 
 STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
-_STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten"})
+_STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten", "before",
+                                   "confirmed"})
 _SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score"})  # probabilities and scores: [0, 1]
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
@@ -183,6 +184,64 @@ class Heartbeat(Message):
     dropped: int
     fps: float
     ended: bool
+
+
+@dataclass(frozen=True)
+class KeyStepOnset(Message):
+    """A key-step announced before it ends (detector -> checker, ``--alert-on onset``), or the withdrawal of one.
+
+    The online segmenter announces a step seen with confidence for ``--onset-frames`` frames; the checker alerts on it
+    at once if it is done too early. It is provisional: the confirmed `KeyStepEvent` at ``index`` follows (its alert
+    repeats the same ``alert_id``), or it turns out to be another step or none, and the checker retracts the alert.
+
+    Attributes:
+        session: random token of the detector run.
+        history: every key-step confirmed so far in this session.
+        step: the key-step seen.
+        step_name: its name (the detector checkpoint's).
+        start: when its run started, seconds of video time.
+        confidence: mean class probability over the run so far, in [0, 1].
+        index: the position it will take in the history: ``len(history) + len(before)``.
+        before: the steps that will be confirmed before it (the segment still open when it began).
+        withdrawn: true when the announcement is withdrawn: the run will not be confirmed as this step.
+    """
+
+    KIND: ClassVar[str] = "onset"
+
+    session: str
+    history: tuple[int, ...]
+    step: int
+    step_name: str
+    start: float
+    confidence: float
+    index: int
+    before: tuple[int, ...]
+    withdrawn: bool
+
+
+@dataclass(frozen=True)
+class Retraction(Message):
+    """An early alert withdrawn (checker -> viewers): the step it was raised on was not confirmed at its position.
+
+    Attributes:
+        alert_id: the retracted alert's id (``"<stream_id>#<index>"``).
+        run: the detector run (`run_of` its session).
+        step: the step the early alert named.
+        step_name: its name in the task graph.
+        index: the position in the history the alert was raised for.
+        confirmed: the step confirmed at that position instead (None: none, the announcement was withdrawn).
+        confirmed_name: its name in the task graph (None with ``confirmed``).
+    """
+
+    KIND: ClassVar[str] = "retraction"
+
+    alert_id: str
+    run: str
+    step: int
+    step_name: str
+    index: int
+    confirmed: int | None
+    confirmed_name: str | None
 
 
 @dataclass(frozen=True)
@@ -379,7 +438,9 @@ class CheckerHealth(Message):
 
 
 KINDS: Final[dict[str, type[Message]]] = {
-    cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, StepEvent, Alert, MissingSteps, Status, CheckerHealth)
+    cls.KIND: cls
+    for cls in (KeyStepEvent, Heartbeat, StepEvent, Alert, MissingSteps, Status, CheckerHealth, KeyStepOnset,
+                Retraction)
 }
 
 
@@ -546,6 +607,13 @@ def _validate(message: Message) -> None:
         _validate_segment(message)
     if isinstance(message, KeyStepEvent) and message.history[message.index : message.index + 1] != (message.step,):
         raise MessageError(f"keystep.index = {message.index} does not point at step {message.step} in history")
+    if isinstance(message, KeyStepOnset):
+        _validate_onset(message)
+    if isinstance(message, Retraction):
+        if message.alert_id != f"{message.stream_id}#{message.index}":
+            raise MessageError(f"retraction.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
+        if (message.confirmed is None) != (message.confirmed_name is None):
+            raise MessageError("retraction.confirmed and retraction.confirmed_name go together (or both null)")
     if isinstance(message, Heartbeat | Status) and message.fps < 0:
         raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
     if isinstance(message, Alert | MissingSteps) and len(message.missing_names) > len(message.missing):
@@ -601,3 +669,14 @@ def _validate_segment(message: KeyStepSegment) -> None:
         raise MessageError(f"{message.KIND}.start = {message.start} must not be negative")
     if message.end < message.start:
         raise MessageError(f"{message.KIND}.end = {message.end} is before start = {message.start}")
+
+
+def _validate_onset(onset: KeyStepOnset) -> None:
+    """An announcement's position follows the steps before it, and its run a real time and confidence."""
+    if onset.index != len(onset.history) + len(onset.before):
+        raise MessageError(f"onset.index = {onset.index} must be len(history) + len(before) "
+                           f"({len(onset.history) + len(onset.before)})")
+    if not 0.0 <= onset.confidence <= 1.0:
+        raise MessageError(f"onset.confidence = {onset.confidence} is not in [0, 1]")
+    if onset.start < 0:
+        raise MessageError(f"onset.start = {onset.start} must not be negative")

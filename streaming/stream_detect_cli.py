@@ -9,15 +9,20 @@ Usage::
     stream-detect --video clip.mp4 --graph tent.json --detector detector.pt --jsonl
 
     # one checker, cameras on other machines
-    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556
+    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556   # or --demo
     stream-detect detector --video cam0 --detector detector.pt --graph tent.json \
         --connect tcp://checker-host:5555 --stream-id kitchen
     stream-detect view --connect tcp://checker-host:5556 --graph tent.json [--jsonl]
 
+    # how well it catches mistakes on your annotated held-out videos (or on the demo: --demo)
+    stream-detect eval --videos videos/ --annotations labels.json --graph tent.json --detector detector.pt \
+        [--split features/split.json | --videos-list a,b] [--alert-on end|onset] [--json eval.json]
+
 Without a sub-command, one command runs the checker, one detector and the view on loopback.
-Bad input (unopenable video, a graph that is not a DAG, a detector whose classes are not the graph's
-key-steps, a busy port) ends with one line on stderr and exit status 2. SIGTERM stops every command the
-way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
+Bad input (unopenable video, a graph that is not a DAG, a detector whose classes or step names are not the
+graph's (``--ignore-names`` runs anyway, with a warning), a busy port) ends with one line on stderr and exit
+status 2. ``checker`` and ``view`` need ``--graph`` (or ``--demo`` for the bundled demo graph). SIGTERM stops
+every command the way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
@@ -35,9 +40,11 @@ from graphs.options import threads_option
 from graphs.safe_text import printable
 
 if TYPE_CHECKING:
+    from recognition.segmenter import SegmenterOverrides
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
-SUBCOMMANDS = ("run", "detector", "checker", "view")
+DEFAULT_ONSET_FRAMES = 2  # detector_service.DEFAULT_ONSET_FRAMES (not imported here: it loads torch)
+SUBCOMMANDS = ("run", "detector", "checker", "view", "eval")
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -56,11 +63,69 @@ def _video_args(p: argparse.ArgumentParser) -> None:
                    help="torch threads of the detector (default 1; at most 4 per core)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where features and detector run (auto: CUDA when torch sees one)")
+    p.add_argument("--ignore-names", action="store_true",
+                   help="run even if the detector and the graph name the steps differently (with a warning)")
+    _segmenter_args(p)
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a probability in [0, 1)")
+    return value
+
+
+def _frames(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of frames") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= {least}")
+        return value
+
+    return parse
+
+
+def _segmenter_args(p: argparse.ArgumentParser) -> None:
+    """The segmenter's settings and the alert mode (the detector checkpoint's values are the defaults)."""
+    p.add_argument("--threshold", type=_probability, metavar="P",
+                   help="a frame whose likeliest class scores below P counts as background (default: the detector's)")
+    p.add_argument("--min-frames", type=_frames(1), metavar="N",
+                   help="frames a key-step must last to be confirmed (default: the detector's)")
+    p.add_argument("--onset-frames", type=_frames(0), metavar="N",
+                   help=f"with --alert-on onset, frames after which a key-step is announced (default: the "
+                        f"detector's, else {DEFAULT_ONSET_FRAMES})")
+    p.add_argument("--alert-on", default="onset", choices=("end", "onset"),
+                   help="alert as soon as a step is announced (onset, the default: seconds earlier; the alert is "
+                        "retracted if the step turns out to be another) or once it is confirmed (end)")
+
+
+def _overrides(args: argparse.Namespace) -> SegmenterOverrides:
+    from recognition.segmenter import SegmenterOverrides
+
+    return SegmenterOverrides(args.threshold, args.min_frames, args.onset_frames)
+
+
+def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> None:
+    p.add_argument("--annotate-out", metavar=metavar, help=help_text)
+    p.add_argument("--preview", action="store_true",
+                   help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
 
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="a stream with no heartbeat for this long is shown as lost (default 5)")
+
+
+def _graph_or_demo(p: argparse.ArgumentParser) -> None:
+    graph = p.add_mutually_exclusive_group()
+    graph.add_argument("--graph", help="task graph JSON (required unless --demo)")
+    graph.add_argument("--demo", action="store_true", help="use the bundled demo graph")
 
 
 def build_parser() -> ArgumentParser:
@@ -70,6 +135,7 @@ def build_parser() -> ArgumentParser:
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
+    _overlay_args(run, "FILE.mp4", "write the video with the step seen, the steps done and the alerts drawn over it")
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
@@ -77,25 +143,68 @@ def build_parser() -> ArgumentParser:
     _video_args(det)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
     chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
-    chk.add_argument("--graph", help="task graph JSON (default: the bundled demo graph)")
+    _graph_or_demo(chk)
     chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
     chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
     _stream_timeout_arg(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
-    view.add_argument("--graph", help="task graph JSON, for step names")
+    _graph_or_demo(view)
     view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
+    ev = sub.add_parser("eval", help="score the live chain's alerts and key-steps on annotated videos")
+    ev.add_argument("--demo", action="store_true", help="the demo executions, graph and detector")
+    ev.add_argument("--videos", help="folder of the videos, named as in the annotation file")
+    ev.add_argument("--annotations", help="annotation JSON (the file tgml train reads)")
+    ev.add_argument("--graph", help="task graph JSON")
+    ev.add_argument("--detector", help="detector checkpoint .pt")
+    ev.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")
+    which = ev.add_mutually_exclusive_group()
+    which.add_argument("--videos-list", type=_names, metavar="A,B", help="videos to evaluate, comma-separated")
+    which.add_argument("--split", help="split.json of a feature folder: evaluate its test videos")
+    _segmenter_args(ev)
+    ev.add_argument("--json", dest="json_out", metavar="OUT", help="also write the figures as JSON")
+    _overlay_args(ev, "DIR", "write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts")
+    ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
+    ev.add_argument("--quiet", action="store_true", help="no progress bars")
+    ev.add_argument("--threads", type=threads_option, default=1, help="torch threads (default 1)")
+    ev.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the detector runs")
+    ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
+    ev.add_argument("--ignore-names", action="store_true",
+                    help="run even if the detector and the graph name the steps differently (with a warning)")
     return parser
 
 
+def _names(value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"{value!r}: give video names separated by commas")
+    return names
+
+
 def _defaults(args: argparse.Namespace) -> None:
-    """Fill --graph / --detector for the demo; refuse their absence otherwise."""
+    """Fill --graph / --detector for the demo; refuse their absence otherwise.
+
+    A checker or viewer never falls back on the demo graph by itself: in a deployment a forgotten ``--graph``
+    would apply the tea-making rules without a word, so they take the demo graph only when ``--demo`` says so.
+    """
     from streaming.demo.paths import default_demo_paths, is_demo_video
 
     graph, detector = default_demo_paths()
+    if args.command == "eval":
+        if args.demo:
+            args.graph, args.detector = args.graph or str(graph), args.detector or str(detector)
+        for flag in ("graph", "detector") if not args.demo else ():
+            if getattr(args, flag) is None:
+                raise InputError(f"stream-detect eval: --{flag} is required (or --demo)")
+        return
+    if args.command in ("checker", "view"):
+        if args.graph is None and not args.demo:
+            raise InputError(f"stream-detect {args.command}: --graph is required (or --demo for the demo graph)")
+        args.graph = args.graph or str(graph)
+        return
     is_demo = is_demo_video(str(getattr(args, "video", "demo")))
     if args.graph is None:
-        if not is_demo and args.command != "checker":
+        if not is_demo:
             raise InputError("--graph is required unless --video demo")
         args.graph = str(graph)
     if hasattr(args, "detector") and args.detector is None:
@@ -121,11 +230,11 @@ def _run(args: argparse.Namespace) -> int:
         from streaming.readers import quiet_codec_logs
 
         quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
+    _defaults(args)
     if args.command == "view":
         from streaming.viewer import run_view
 
         return run_view(args.connect, args.graph, args.jsonl)
-    _defaults(args)
     if args.command == "checker":
         from streaming.checker_service import CheckerConfig, run_checker
 
@@ -134,13 +243,17 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "detector":
         return _detector(args)
+    if args.command == "eval":
+        return _eval(args)
     from streaming.all_in_one import RunConfig, run_all
     from streaming.checker_service import CheckerConfig
     from streaming.detector_service import DetectorConfig
 
-    detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads)  # connects where the checker binds
+    detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
+                              segmenter=_overrides(args))  # connects where the checker binds
     checker = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout)
-    return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl))
+    return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
+                             preview=args.preview))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -178,19 +291,40 @@ def _source(args: argparse.Namespace) -> StreamSource:
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
-    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device)
+    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device, args.ignore_names)
 
 
 def _detector(args: argparse.Namespace) -> int:
     from streaming.detector_service import DetectorConfig, open_stream, run_detector
 
-    config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads)
+    config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads,
+                            alert_on=args.alert_on, segmenter=_overrides(args))
     stream = open_stream(_source(args), args.threads)
     stats = run_detector(stream.reader, stream.model, stream.checkpoint, stream.extractor, config, threading.Event())
     print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "
           f"{stats.events} key-steps", file=sys.stderr)
     if stats.error:
         raise InputError(stats.error)
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from streaming.eval_run import EvalConfig, evaluate
+    from streaming.eval_scores import eval_table
+
+    config = EvalConfig(
+        graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,
+        names=args.videos_list or (), split=args.split, demo=args.demo, backbone=args.backbone,
+        alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
+        device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
+        annotate_out=args.annotate_out, preview=args.preview,
+    )  # fmt: skip
+    result = evaluate(config, progress=not args.quiet)
+    title = (f"stream-detect eval: {len(result.runs)} videos, alerts on {args.alert_on}"
+             f" ({result.cached} from the cache)")
+    Console(width=160).print(eval_table(result.scores, title))
     return 0
 
 

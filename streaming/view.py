@@ -24,7 +24,7 @@ from rich.text import Text
 from graphs.limits import MAX_STEPS
 from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph
-from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Status, StepEvent, encode
+from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent, encode
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -51,6 +51,8 @@ class ViewState:
     # starts a new run).
     missing: deque[tuple[float, MissingSteps]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
     reported: dict[str, str] = field(default_factory=dict)
+    # Early alerts retracted, per stream: id -> the retraction (kept with the alert ids of the same run).
+    retracted: dict[str, dict[str, Retraction]] = field(default_factory=dict)
     malformed: int = 0
     health: CheckerHealth | None = None  # the checker's latest counts of what it refused
 
@@ -71,11 +73,19 @@ class ViewState:
             if run != message.run:
                 run, seen = message.run, set()
                 self.alert_ids[message.stream_id] = (run, seen)
+                self.retracted.pop(message.stream_id, None)
             if message.alert_id in seen:
                 return False
             seen.add(message.alert_id)
             self.alerts.append((when, message))
             self._learn_name(message.step, message.step_name)
+            return True
+        if isinstance(message, Retraction):
+            run, seen = self.alert_ids.get(message.stream_id, ("", set()))
+            known = self.retracted.setdefault(message.stream_id, {})
+            if run != message.run or message.alert_id not in seen or message.alert_id in known:
+                return False  # an alert this view never showed, or already shown as retracted
+            known[message.alert_id] = message
             return True
         if isinstance(message, MissingSteps):
             if self.reported.get(message.stream_id) == message.run:
@@ -95,6 +105,7 @@ class ViewState:
                 oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
                 del self.streams[oldest]
                 self.alert_ids.pop(oldest, None)
+                self.retracted.pop(oldest, None)
             self.streams[message.stream_id] = message
             return previous is None or _procedure(previous) != _procedure(message)
         if isinstance(message, CheckerHealth):
@@ -216,6 +227,12 @@ def render(state: ViewState) -> RenderableType:
     for col in ("time", "stream", "mistake", "missing pre-conditions", "likely forgotten"):
         alerts.add_column(col)
     for when, alert in state.alerts:
+        withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
+        if withdrawn is not None:  # an early alert whose step was not confirmed: shown struck out, with why
+            instead = "no step" if withdrawn.confirmed_name is None else withdrawn.confirmed_name
+            alerts.add_row(_text(_clock(when)), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
+                           _text(f"retracted: it was {instead}", "yellow"), _text(""))
+            continue
         alerts.add_row(_text(_clock(when)), _text(alert.stream_id), _text(alert.step_name, "bold red"),
                        _missing(alert, state), _forgotten(alert))
     if not state.alerts:

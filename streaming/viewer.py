@@ -20,7 +20,7 @@ from rich.live import Live
 
 from graphs.safe_text import printable
 from graphs.task_graph import load_graph
-from streaming.messages import Alert, Message, MissingSteps, Status, StepEvent
+from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect, subscribe
 from streaming.view import ViewState, graph_names, jsonl_line, render
 
@@ -65,7 +65,7 @@ class Viewer:
         now = time.time()
         for message in messages:
             new = self.state.apply(message, now)
-            if self.jsonl and new and isinstance(message, StepEvent | Alert | MissingSteps | Status):
+            if self.jsonl and new and isinstance(message, StepEvent | Alert | Retraction | MissingSteps | Status):
                 print(jsonl_line(message), file=self.out, flush=True)
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:

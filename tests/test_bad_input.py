@@ -258,7 +258,7 @@ def flag_cases(tmp: str) -> list[Case]:
         cases.append(flag(f"prego-replay-fps-{value}", prego_bench, [*replay, "--fps", value], "--fps"))
     for value in ("0", "0.5", "-1", "nan", "inf", "1e9", "x"):
         cases += [
-            flag(f"checker-stream-timeout-{value}", stream_detect, ["checker", "--stream-timeout", value],
+            flag(f"checker-stream-timeout-{value}", stream_detect, ["checker", "--demo", "--stream-timeout", value],
                  "--stream-timeout"),
             flag(f"run-stream-timeout-{value}", stream_detect, [*run, "--stream-timeout", value], "--stream-timeout"),
         ]
@@ -268,7 +268,8 @@ def flag_cases(tmp: str) -> list[Case]:
         flag("stream-detect-stream-id-escape", stream_detect, [*run, "--stream-id", "\x1b[2J"], "--stream-id"),
         flag("stream-detect-bind", stream_detect, [*run, "--bind", "localhost:1"], "--bind"),
         flag("stream-detect-publish-port", stream_detect, [*run, "--publish", "tcp://127.0.0.1:70000"], "--publish"),
-        flag("stream-detect-connect-port-0", stream_detect, ["view", "--connect", "tcp://127.0.0.1:0"], "--connect"),
+        flag("stream-detect-connect-port-0", stream_detect, ["view", "--demo", "--connect", "tcp://127.0.0.1:0"],
+             "--connect"),
         flag("stream-detect-detector-connect", stream_detect, ["detector", *run[:2], "--connect", "udp://x:1"],
              "--connect"),
         flag("stream-detect-reader", stream_detect, [*run, "--reader", "vlc"], "--reader"),

@@ -95,3 +95,22 @@ def test_missing_field_and_missing_graph(
     with pytest.raises(InputError, match="video 'v1': field 'pred' must be a non-empty list"):
         load_frames_file(bad, "pred", epic_graph)
     assert "graph" in cli_error(replay_main, ["--frames", str(bad)], capsys)
+
+
+def test_a_background_label_is_named_with_background(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.streaming.helpers import tea_graph
+
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    # get_cup, then boil_water before fill_kettle, with empty-table frames (label 0) around each step.
+    labels = [0] * 30 + [3] * 60 + [0] * 30 + [2] * 60 + [0] * 30 + [1] * 60 + [0] * 30
+    frames = tmp_path / "mine_frames.json"
+    frames.write_text(json.dumps({"v1": {"pred": labels, "gt": labels}}))
+    out = tmp_path / "replay.json"
+    argv = ["--frames", str(frames), "--graph", str(graph), "--background", "0", "--no-sweep", "--json", str(out)]
+    assert replay_main(argv) == 0
+    video = json.loads(out.read_text())["videos"]["v1"]
+    assert video["steps"] == [3, 2, 1] and video["alerts"] == [False, True, False]
+    capsys.readouterr()
+    assert "frame 0 has label 0" in cli_error(replay_main, argv[:4] + ["--no-sweep"], capsys)  # 0 is not a step
+    assert "--background 2: is a key-step" in cli_error(replay_main, [*argv[:4], "--background", "2"], capsys)

@@ -12,6 +12,7 @@ import torch
 from graphs.errors import InputError
 from recognition.segmenter import (
     OnlineSegmenter,
+    OnsetEvent,
     SegmenterConfig,
     SegmentEvent,
     run_length_encode,
@@ -185,3 +186,105 @@ def test_what_is_not_one_frames_probabilities_is_refused(frame: np.ndarray, mess
     with pytest.raises(InputError, match=message):
         seg.update(frame)
     seg.update(np.array([[0.2, 0.7, 0.1]]))  # (1, C), as FastStepper.step returns it, is one frame
+
+
+# -- provisional key-steps (onset_frames) and unsure frames (threshold) -------------------------------------------
+ONSET = SegmenterConfig(fps=FPS, background=0, onset_frames=4)  # a step is announced after 0.2 s
+
+
+def _onsets(labels: list[int], config: SegmenterConfig = ONSET) -> list[tuple[int, SegmentEvent | OnsetEvent]]:
+    """Every event (segments, onsets, withdrawals) with the index of the frame that produced it."""
+    seg = OnlineSegmenter(config)
+    out = [(i, e) for i, label in enumerate(labels) for e in seg.update_events(label)]
+    return out + [(len(labels), e) for e in seg.flush_events()]
+
+
+def test_a_step_is_announced_after_onset_frames_long_before_its_segment_is_confirmed() -> None:
+    labels = _labels((0, 20), (3, 60), (0, 20), (5, 60), (0, 20))
+    events = _onsets(labels)
+    onsets = [(i, e) for i, e in events if isinstance(e, OnsetEvent)]
+    segments = [(i, e) for i, e in events if isinstance(e, SegmentEvent)]
+    assert [(i, e.step, e.withdrawn) for i, e in onsets] == [(23, 3, False), (103, 5, False)]
+    assert onsets[0][1].start == 1.0 and onsets[0][1].start_frame == 20 and onsets[0][1].frame == 23
+    # Confirmed once the background after them is stable: 66 frames (3.3 s) after the announcement.
+    assert [(i, e.step) for i, e in segments] == [(89, 3), (169, 5)]
+    assert onsets[1][1].before == ()  # step 3 was confirmed before step 5 began
+
+
+def test_an_announcement_names_the_open_step_it_follows() -> None:
+    # Step 5 follows step 3 directly: when 5 is announced, 3 is still waiting for 5 to become stable.
+    events = _onsets(_labels((3, 40), (5, 40)))
+    onsets = [e for _, e in events if isinstance(e, OnsetEvent)]
+    assert [(e.step, e.before) for e in onsets] == [(3, ()), (5, (3,))]
+    assert [e.step for _, e in events if isinstance(e, SegmentEvent)] == [3, 5]
+
+
+def test_flicker_that_was_announced_is_withdrawn_and_never_confirmed() -> None:
+    config = SegmenterConfig(fps=FPS, background=0, onset_frames=1)  # announce at the first frame
+    labels = _labels((3, 40), (7, 1), (3, 40))  # one frame of 7 inside step 3: flicker
+    events = _onsets(labels, config)
+    seven = [(i, e.withdrawn) for i, e in events if isinstance(e, OnsetEvent) and e.step == 7]
+    assert seven == [(40, False), (41, True)]  # withdrawn as soon as the flicker is absorbed
+    assert [e.step for _, e in events if isinstance(e, SegmentEvent)] == [3]
+
+
+def test_an_announced_run_left_unconfirmed_at_the_end_of_the_stream_is_withdrawn() -> None:
+    config = SegmenterConfig(fps=FPS, background=0, onset_frames=1, min_run=0.1)
+    events = _onsets(_labels((3, 40), (7, 1)), config)  # one frame of 7 at the very end: flicker, never a step
+    assert [(e.step, e.withdrawn) for _, e in events if isinstance(e, OnsetEvent)] == [(3, False), (7, False),
+                                                                                        (7, True)]
+
+
+def test_onsets_change_no_confirmed_segment() -> None:
+    rng = np.random.default_rng(3)
+    labels = rng.choice(4, size=3000, p=[0.4, 0.2, 0.2, 0.2])
+    labels = np.repeat(labels, rng.integers(1, 15, size=labels.size))  # runs from flicker to stable
+    plain = segment_labels(labels, SegmenterConfig(fps=FPS, background=0))
+    for onset_frames in (1, 3, 10, 30):
+        config = SegmenterConfig(fps=FPS, background=0, onset_frames=onset_frames)
+        seg = OnlineSegmenter(config)
+        events = [e for label in labels.tolist() for e in seg.update_events(label)] + seg.flush_events()
+        assert [e for e in events if isinstance(e, SegmentEvent)] == plain
+        announced = [e for e in events if isinstance(e, OnsetEvent) and not e.withdrawn]
+        withdrawn = [e for e in events if isinstance(e, OnsetEvent) and e.withdrawn]
+        # Every announcement is confirmed by a segment of its run or withdrawn, never both.
+        confirmed = {(e.class_index, e.start_frame) for e in plain}
+        for onset in announced:
+            kept = (onset.class_index, onset.start_frame) in confirmed or any(
+                s.class_index == onset.class_index and s.start_frame <= onset.start_frame < s.end_frame for s in plain
+            )
+            assert kept != any(w.start_frame == onset.start_frame and w.step == onset.step for w in withdrawn)
+
+
+def test_unsure_frames_below_the_threshold_are_background() -> None:
+    # Step 1 at p = 0.45 (most likely, but unsure) for a second, then surely.
+    unsure = np.array([0.3, 0.45, 0.25])
+    sure = np.array([0.05, 0.9, 0.05])
+    frames = [unsure] * 20 + [sure] * 20
+    plain = OnlineSegmenter(SegmenterConfig(fps=FPS, background=0, switch_margin=0.0))
+    picky = OnlineSegmenter(SegmenterConfig(fps=FPS, background=0, switch_margin=0.0, threshold=0.5))
+    a = [e for f in frames for e in plain.update(f)] + plain.flush()
+    b = [e for f in frames for e in picky.update(f)] + picky.flush()
+    assert [(e.step, e.start) for e in a] == [(1, 0.0)]
+    assert [(e.step, e.start) for e in b] == [(1, 1.0)]
+
+
+def test_a_threshold_needs_a_background_class() -> None:
+    with pytest.raises(InputError, match="threshold"):
+        OnlineSegmenter(SegmenterConfig(fps=FPS, background=None, threshold=0.5))
+    with pytest.raises(InputError, match="onset_frames"):
+        SegmenterConfig(fps=FPS, onset_frames=-1)
+
+
+def test_command_line_overrides_change_only_what_they_name_and_stay_valid() -> None:
+    from recognition.segmenter import SegmenterOverrides
+
+    base = SegmenterConfig(fps=FPS, background=0, min_duration=0.5, max_delay=2.0)
+    longer = SegmenterOverrides(min_frames=40).apply(base)  # 2 s at 20 fps: max_delay widens to keep short steps
+    assert (longer.min_duration, longer.max_delay, longer.threshold) == (2.0, 4.0, base.threshold)
+    assert SegmenterOverrides(threshold=0.6, onset_frames=3).apply(base).onset_frames == 3
+    assert SegmenterOverrides().apply(base) == base
+    with pytest.raises(InputError, match="--min-frames 0"):
+        SegmenterOverrides(min_frames=0)
+    with pytest.raises(InputError, match="--threshold"):
+        SegmenterOverrides(threshold=0.5).apply(SegmenterConfig(fps=FPS, background=None))

@@ -198,3 +198,23 @@ def test_a_bad_command_line_override_does_not_blame_the_config_file(
 ) -> None:
     err = cli_error(main, [*_argv(feature_folder, small_config, tmp_path / "d.pt"), "--epochs", "0"], capsys)
     assert err == "error: DetectorTrainConfig.epochs = 0: must be an integer >= 1"
+
+
+def test_a_recognition_features_folder_trains_without_a_config(feature_folder: Path, tmp_path: Path) -> None:
+    # recognition-features names the RGB folder after the extractor it records in split.json.
+    (feature_folder / "rgb_synth").rename(feature_folder / "rgb_synthetic")
+    out = tmp_path / "d.pt"
+    assert main(["--features", str(feature_folder), "--out", str(out), "--epochs", "2", "--quiet"]) == 0
+    model, checkpoint = load_detector(out)
+    assert checkpoint.feature_extractor == "synthetic" and checkpoint.fps == 4.0
+    assert checkpoint.info["train"]["hidden_dim"] == 128  # the small CPU-sized MiniROAD
+
+
+def test_without_a_config_a_split_file_naming_no_extractor_is_refused(
+    feature_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    split = json.loads((feature_folder / "split.json").read_text())
+    del split["feature_extractor"]
+    (feature_folder / "split.json").write_text(json.dumps(split))
+    err = cli_error(main, ["--features", str(feature_folder), "--out", str(tmp_path / "d.pt")], capsys)
+    assert "names no feature_extractor" in err and "--config" in err

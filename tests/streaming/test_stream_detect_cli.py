@@ -72,6 +72,55 @@ def test_detector_classes_that_do_not_match_the_graph(tmp_path: Path, capsys: py
     assert "classes [1]" in line and "[99]" in line
 
 
+def _renamed_demo_graph(tmp_path: Path, renames: dict[str, str], scenario: str | None = None) -> Path:
+    """The bundled demo graph with some steps renamed (same ids, same edges): another procedure's graph."""
+    data = json.loads(GRAPH.read_text())
+    for step in data["steps"]:
+        step["name"] = renames.get(step["name"], step["name"])
+    if scenario is not None:
+        data["scenario"] = scenario
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_graph_whose_steps_were_renamed_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The ids matched, so this ran, exited 0 and alerted on "cut_bread".
+    graph = _renamed_demo_graph(tmp_path, {"boil_water": "cut_bread", "add_milk": "butter_toast"})
+    line = cli_error(main, ["--video", "demo", "--graph", str(graph), "--jsonl", "--fast"], capsys)
+    assert "name different steps" in line and "--ignore-names" in line
+    assert "step 2 is 'boil_water' in the detector, 'cut_bread' in the graph" in line
+    assert "step 6 is 'add_milk' in the detector, 'butter_toast' in the graph" in line
+    assert "fill_kettle" not in line  # only the steps that differ are listed
+
+
+def test_a_graph_of_another_scenario_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = _renamed_demo_graph(tmp_path, {}, scenario="make-coffee")
+    line = cli_error(main, ["detector", "--video", "demo", "--graph", str(graph), "--connect", "tcp://127.0.0.1:9"],
+                     capsys)
+    assert "scenario 'demo-tea' in the detector, 'make-coffee' in the graph" in line
+
+
+def test_ignore_names_runs_anyway_with_a_warning(tmp_path: Path) -> None:
+    graph = _renamed_demo_graph(tmp_path, {"boil_water": "cut_bread"})
+    args = ["--video", "demo", "--graph", str(graph), "--jsonl", "--fast", "--ignore-names"]
+    result = subprocess.run([*STREAM_DETECT, *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1 and "'boil_water' in the detector, 'cut_bread' in the graph" in warning[0]
+    alerts = [json.loads(line) for line in result.stdout.splitlines() if '"kind":"alert"' in line]
+    assert [a["step_name"] for a in alerts] == ["cut_bread"]  # the graph's names, as the warning says
+
+
+@pytest.mark.parametrize("command", ["checker", "view"])
+def test_checker_and_view_need_a_graph_or_demo(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # A checker without --graph quietly applied the tea-making rules of the demo.
+    line = cli_error(main, [command], capsys)
+    assert line == f"error: stream-detect {command}: --graph is required (or --demo for the demo graph)"
+    line = cli_error(main, [command, "--demo", "--graph", str(GRAPH)], capsys)
+    assert "--graph" in line and "--demo" in line
+
+
 @pytest.mark.parametrize("command", ["checker", "run"])
 def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], ctx: zmq.Context) -> None:
     sock = ctx.socket(zmq.SUB)

@@ -6,6 +6,7 @@ Usage::
     prego-bench replay --data ../shared/data --json replay.json            # learns the DO graph itself
     prego-bench replay --data ../shared/data --graph graph.json --field gt --no-sweep
     prego-bench replay --frames F --graph G --min-duration 1.0 --sweep 0.25,0.5,1,2,4
+    prego-bench replay --frames mine_frames.json --graph G --background 0 --fps 5   # labels with a background
 
 With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json`` and, without ``--graph``,
 the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
@@ -53,6 +54,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--graph", help="task graph file; learned with DO from --data when omitted")
     p.add_argument("--seed", type=int, default=42, help="seed of the DO graph learned without --graph")
     p.add_argument("--field", default="pred", choices=("pred", "gt"), help="which label stream to replay")
+    p.add_argument("--background", type=int, metavar="ID",
+                   help="the label of frames showing no key-step (default: none, as in the PREGO frames files)")
     p.add_argument("--fps", type=fps_option, default=DEFAULT_FPS, help="labels per second of video (1..1000)")
     p.add_argument("--min-duration", type=float, default=defaults.min_duration, help="seconds to confirm a run")
     p.add_argument("--min-run", type=float, default=defaults.min_run, help="runs shorter than this are flicker")
@@ -86,6 +89,8 @@ def main(argv: list[str]) -> int:
     console = Console()
     if not args.frames and not args.data:
         raise InputError("give --frames FILE or --data DIR")
+    if args.background is not None and args.background < 0:
+        raise InputError(f"--background {args.background}: must be a label >= 0")
     frames_path = (
         Path(args.frames)
         if args.frames
@@ -96,12 +101,13 @@ def main(argv: list[str]) -> int:
     except ValueError:
         raise InputError(f"--sweep {args.sweep!r}: expected comma-separated seconds") from None
     config = SegmenterConfig(
-        fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay, background=None
+        fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay,
+        background=args.background
     )
     if args.json:
         check_output(args.json, "results file", inputs=[frames_path, args.graph])  # before the replay
     graph, graph_source = _graph(args)
-    frames = load_frames_file(frames_path, args.field, graph)
+    frames = load_frames_file(frames_path, args.field, graph, args.background)
     result = replay(frames, graph, config)
     published = None
     if args.field == "pred" and (args.data or args.dataset in frames_path.name):

@@ -1,0 +1,400 @@
+"""``stream-detect eval``: the live chain over annotated videos, scored against their annotations.
+
+Each video goes through exactly what ``stream-detect`` runs live: the same reader (read as fast as the CPU allows), the
+detector's feature extractor, MiniROAD stepped frame by frame, the online segmenter, and a `CheckerCore` receiving
+every message the detector publishes (encoded and decoded as on the wire, in-process instead of over ZeroMQ). What the
+checker sends back (key-steps, alerts, retractions) is kept with the video time at which it came, and scored by
+`streaming.eval_scores`.
+
+Each video's result is cached under ``$MISTAKE_CACHE/eval`` keyed by everything that shapes it (the video file, its
+annotations, the graph, the detector, the backbone, the segmenter settings, the alert mode): a run stopped half-way
+resumes with the videos not done yet, and a second run with other settings recomputes only what they change.
+``--demo`` evaluates the three demo executions, rendered with their annotations (``has_errors`` marks the steps done
+before their true pre-conditions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from graphs.errors import InputError
+from graphs.files import check_output, read_json, write_text
+from graphs.task_graph import TaskGraph, load_graph
+from recognition.checkpoint import DetectorCheckpoint
+from recognition.model import MiniROAD
+from recognition.segment_metrics import TimedSegment
+from recognition.segmenter import SegmenterConfig, SegmenterOverrides
+from streaming.checker_service import CheckerCore
+from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
+from streaming.demo.synthetic_video import cache_dir, demo_video
+from streaming.detector_service import (
+    ALERT_MODES,
+    DEFAULT_ALERT_ON,
+    Detector,
+    DetectorConfig,
+    EventPublisher,
+    check_detector_matches_graph,
+    live_segmenter_config,
+    load_detector_for_stream,
+    print_warning,
+)
+from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, VideoScores, score_video, scores_json, total
+from streaming.extractors import FeatureExtractor
+from streaming.feature_extraction import choose_scenario, find_video, read_segments
+from streaming.local_checker import CheckerLink
+from streaming.messages import Alert, Retraction, StepEvent
+from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
+from streaming.readers import Frame, ReaderConfig, open_reader
+from tgml.annotations import load_annotations
+
+EVAL_VERSION = 1  # bump when what a cached result holds changes
+STREAM_ID = "eval"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One ``stream-detect eval`` run.
+
+    Args:
+        graph: task graph file.
+        detector: detector checkpoint file.
+        videos: folder of the videos, named as in the annotation file (None with ``demo``).
+        annotations: annotation JSON (None with ``demo``).
+        names: videos to evaluate (``--videos-list``); empty: ``split`` or every annotated video of the scenario.
+        split: a ``split.json`` whose ``test`` list names the videos to evaluate.
+        demo: evaluate the demo executions (graph, detector and videos bundled).
+        backbone: TorchScript backbone, for detectors trained on its features.
+        alert_on: ``"end"`` (alert once the step is confirmed) or ``"onset"`` (alert on its provisional announcement).
+        segmenter: command-line changes to the checkpoint's segmenter settings.
+        json_out: where to write the figures as JSON (checked before any video runs).
+        threads: torch threads.
+        device: where the extractor and the detector run.
+        reader: file reader.
+        ignore_names: run even if the detector and the graph name the steps differently.
+        use_cache: reuse cached per-video results.
+        annotate_out: a folder to write each video with what the system saw drawn over it (``<video>.mp4``).
+        preview: show the same in a window while the videos run (needs a display and an OpenCV with a GUI).
+    """
+
+    graph: str
+    detector: str
+    videos: str | None = None
+    annotations: str | None = None
+    names: tuple[str, ...] = ()
+    split: str | None = None
+    demo: bool = False
+    backbone: str | None = None
+    alert_on: str = DEFAULT_ALERT_ON
+    segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
+    json_out: str | None = None
+    threads: int = 1
+    device: str = "auto"
+    reader: str = "auto"
+    ignore_names: bool = False
+    use_cache: bool = True
+    annotate_out: str | None = None
+    preview: bool = False
+
+    def __post_init__(self) -> None:
+        if self.alert_on not in ALERT_MODES:
+            raise InputError(f"--alert-on {self.alert_on!r}: choose one of {', '.join(ALERT_MODES)}")
+        if not self.demo and (self.videos is None or self.annotations is None):
+            raise InputError("stream-detect eval: --videos and --annotations are required (or --demo)")
+        if self.names and self.split:
+            raise InputError("stream-detect eval: give --videos-list or --split, not both")
+
+
+@dataclass(frozen=True)
+class EvalVideo:
+    """One video to evaluate: its name, file and annotated segments (time order)."""
+
+    name: str
+    path: Path
+    annotated: tuple[AnnotatedSegment, ...]
+
+
+def demo_videos() -> list[EvalVideo]:
+    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions."""
+    out = []
+    for name in DEMO_EXECUTIONS:
+        path, segments = demo_video(name)
+        done: set[int] = set()
+        annotated = []
+        for step, start, end in segments:
+            annotated.append(AnnotatedSegment(step, start, end, not set(PRECONDITIONS[step]) <= done))
+            done.add(step)
+        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated)))
+    return out
+
+
+def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
+    """The videos the run evaluates, found and read before any of them runs.
+
+    Args:
+        config: the run (``videos``, ``annotations``, ``names`` / ``split``).
+        graph: the task graph (its scenario picks the annotation file's, when it records one).
+
+    Returns:
+        The videos in annotation-file order (or ``--videos-list`` order).
+    """
+    assert config.annotations is not None and config.videos is not None
+    annotations = load_annotations(config.annotations)
+    scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
+    raw = read_json(config.annotations, "annotation file")
+    known = {v.video: v for v in annotations.scenario_videos(scenario)}
+    names = list(config.names) or _split_names(config.split) or list(known)
+    _check_unique(names)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        where = f"--split {config.split}" if config.split else "--videos-list"
+        raise InputError(f"{where}: {', '.join(unknown)} not annotated in {config.annotations} (scenario {scenario})")
+    folder = Path(config.videos)
+    if not folder.is_dir():
+        raise InputError(f"--videos {folder}: not a folder")
+    out = []
+    for name in names:
+        video = known[name]
+        segments = read_segments(raw, config.annotations, name, video.steps)
+        # read_segments sorts by time; has_errors follows its segment through the sort.
+        flags = {(s, float(seg["start_time"])): bool(seg.get("has_errors", False))
+                 for s, seg in zip(video.steps, raw["annotations"][name]["segments"], strict=True)}
+        annotated = tuple(AnnotatedSegment(s.step, s.start, s.end, flags[(s.step, s.start)]) for s in segments)
+        out.append(EvalVideo(name, find_video(folder, name), annotated))
+    return out
+
+
+def _split_names(split: str | None) -> list[str]:
+    if split is None:
+        return []
+    raw = read_json(split, "split file")
+    test = raw.get("test") if isinstance(raw, dict) else None
+    if not isinstance(test, list) or not test or not all(isinstance(n, str) for n in test):
+        raise InputError(f"--split {split}: field 'test' must be a non-empty list of video names")
+    return list(test)
+
+
+@dataclass
+class LoadedChain:
+    """The parts every video shares, loaded once: graph, detector, extractor, segmenter settings."""
+
+    graph: TaskGraph
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor
+    segmenter: SegmenterConfig
+
+
+def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
+    """Load and cross-check the graph and the detector (names included), and settle the segmenter settings."""
+    graph = load_graph(config.graph)
+    model, checkpoint, extractor = load_detector_for_stream(config.detector, config.backbone, config.threads,
+                                                            config.device)
+    for line in check_detector_matches_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names):
+        warn(line)
+    segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
+    return LoadedChain(graph, model, checkpoint, extractor, segmenter)
+
+
+def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]) -> VideoRun:
+    """Run the live chain over one video and collect what the checker said, with video times.
+
+    Args:
+        video: the video and its annotations.
+        chain: the loaded parts.
+        config: the run (reader, threads).
+        on_frame: called after every frame (the progress bar).
+
+    Returns:
+        The `VideoRun`.
+    """
+    fps = chain.checkpoint.fps
+    reader = open_reader(str(video.path), ReaderConfig(reader=config.reader, realtime=False, fps=fps))
+    link = CheckerLink(CheckerCore(chain.graph))
+    settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on)
+    detector = Detector(reader, chain.extractor, chain.model, chain.checkpoint, EventPublisher(link, STREAM_ID),
+                        settings, chain.segmenter)
+    overlay = None
+    if config.annotate_out is not None or config.preview:
+        path = None if config.annotate_out is None else annotated_path(config.annotate_out, video.name)
+        overlay = OverlayWriter(path, fps, config.preview)
+    annotator = FrameAnnotator(overlay, link, chain.checkpoint) if overlay is not None else None
+
+    def seen(frame: Frame, features: Any, probs: Any) -> None:
+        if annotator is not None:
+            annotator.seen(frame, features, probs)
+        link.now = frame.time + 1.0 / fps  # an event caused by this frame is known once the frame is over
+        on_frame()
+
+    detector.on_frame = seen
+    try:
+        with overlay if overlay is not None else contextlib.nullcontext():
+            stats = detector.run()
+            if annotator is not None:
+                annotator.finish()
+    finally:
+        reader.close()
+    if stats.error:
+        raise InputError(stats.error)
+    steps = {m.index: m for _, m in link.received if isinstance(m, StepEvent)}
+    retracted = {m.alert_id for _, m in link.received if isinstance(m, Retraction)}
+    alerts: dict[str, RaisedAlert] = {}
+    for t, m in link.received:
+        if not isinstance(m, Alert) or m.alert_id in alerts:
+            continue  # a confirmed step's alert repeats its early alert's id: one alert for the person
+        step = steps.get(m.index)
+        if step is not None and step.step == m.step:  # confirmed: the alert names the recognised segment
+            start, end = step.start, step.end
+        else:  # an early alert never confirmed: its run, from its start to when the alert came
+            start, end = link.onset_starts.get(m.index, t), t
+        alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted)
+    recognised = tuple(TimedSegment(s.step, s.start, s.end) for _, s in sorted(steps.items()))
+    return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), stats.frames)
+
+
+def annotated_path(folder: str | Path, video: str) -> Path:
+    """Where ``--annotate-out`` writes a video: ``<folder>/<video>.mp4`` (``demo:x`` becomes ``demo-x``)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in video)[:120]
+    return Path(folder) / f"{safe}.mp4"
+
+
+def _digest(path: str | Path | None) -> str | None:
+    if path is None:
+        return None
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
+    """Hash of everything that shapes a video's result."""
+    stat = video.path.stat()
+    settings = {
+        "version": EVAL_VERSION,
+        "video": [str(video.path.resolve()), stat.st_size, stat.st_mtime_ns],
+        "annotated": [asdict(s) for s in video.annotated],
+        "graph": _digest(config.graph),
+        "detector": _digest(config.detector),
+        "backbone": _digest(config.backbone),
+        "segmenter": asdict(chain.segmenter),
+        "alert_on": config.alert_on,
+        "reader": config.reader,
+    }
+    return hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _cache_file(video: EvalVideo, key: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in video.name)[:80]
+    return cache_dir() / "eval" / f"{safe}-{key}.json"
+
+
+def _load_cached(path: Path) -> VideoRun | None:
+    """A cached `VideoRun`, or None when there is none or it cannot be read (then the video runs again)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return VideoRun(
+            raw["video"],
+            tuple(AnnotatedSegment(**s) for s in raw["annotated"]),
+            tuple(TimedSegment(**s) for s in raw["recognised"]),
+            tuple(RaisedAlert(**a) for a in raw["alerts"]),
+            int(raw["frames"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store(path: Path, run: VideoRun) -> None:
+    # A cache that cannot be written costs a recomputation next time, never this run's result.
+    with contextlib.suppress(InputError):
+        write_text(path, json.dumps(asdict(run)), "eval cache entry")
+
+
+@dataclass
+class EvalResult:
+    """Per-video runs and scores of one ``stream-detect eval``, with the settings they were measured with."""
+
+    runs: list[VideoRun]
+    scores: list[VideoScores]
+    settings: dict[str, Any]
+    cached: int = 0
+
+
+def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], None] = print_warning) -> EvalResult:
+    """What ``stream-detect eval`` does: check everything, run (or reuse) each video, score, write ``--json``.
+
+    Args:
+        config: the run.
+        progress: show progress bars on stderr.
+        warn: called with warnings (``--ignore-names``).
+
+    Returns:
+        The runs and their scores.
+    """
+    if config.json_out is not None:
+        check_output(config.json_out, "results file",
+                     inputs=(config.graph, config.detector, config.annotations, config.split))
+    if config.annotate_out is not None:
+        check_output(config.annotate_out, "annotated videos folder", folder=True)
+    if config.preview:
+        check_preview()
+    chain = load_chain(config, warn)
+    videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
+    runs: list[VideoRun] = []
+    cached = 0
+    bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), disable=not progress)
+    with bars:
+        task = bars.add_task("videos", total=len(videos))
+        frames = bars.add_task("frames", total=None)
+        for video in videos:
+            path = _cache_file(video, cache_key(video, config, chain))
+            # An annotated video is drawn while the video runs: that needs the run, not its cached result.
+            drawn = config.annotate_out is not None or config.preview
+            run = _load_cached(path) if config.use_cache and not drawn else None
+            if run is None:
+                bars.update(frames, description=f"frames of {video.name}", completed=0)
+                run = run_video(video, chain, config, lambda: bars.advance(frames))
+                _store(path, run)
+            else:
+                cached += 1
+            runs.append(run)
+            bars.advance(task)
+    settings = {
+        "graph": config.graph,
+        "detector": config.detector,
+        "alert_on": config.alert_on,
+        "segmenter": asdict(chain.segmenter),
+        "videos": [v.name for v in videos],
+    }
+    result = EvalResult(runs, [score_video(r, chain.graph) for r in runs], settings, cached)
+    if config.json_out is not None:
+        write_text(config.json_out, json.dumps(result_json(result), indent=1) + "\n", "results file")
+    return result
+
+
+def result_json(result: EvalResult) -> dict[str, Any]:
+    """The figures of a run as JSON: settings, one entry per video, the total."""
+    return {
+        "settings": result.settings,
+        "videos": [scores_json(s) for s in result.scores],
+        "total": scores_json(total(result.scores)),
+    }
+
+
+def _check_unique(names: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InputError(f"--videos-list: {name!r} is named twice")
+        seen.add(name)
+

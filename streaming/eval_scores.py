@@ -1,0 +1,267 @@
+"""Scores of ``stream-detect eval``: what the live chain did on an annotated video, against its annotations.
+
+Three questions, per video and in total:
+
+- **Mistake detection.** An alert names a recognised segment (its step and time span). It is matched to the annotated
+  segment of the same step it overlaps most (none: a false alarm). It is correct when that annotated segment is a
+  mistake, under one of two rules, both reported:
+
+  - ``graph``: the annotated step was done before its pre-conditions under the task graph, replaying the annotated
+    order (what a perfect recogniser would make the checker say);
+  - ``has_errors``: the annotation marks the segment ``has_errors`` (the datasets' own mistake labels).
+
+  Precision = correct alerts / alerts raised (an early alert later retracted counts as raised: the person saw it),
+  recall = annotated mistakes with a correct alert / annotated mistakes, F1 their harmonic mean.
+- **Key-step recognition**: segment F1@{10, 25, 50} and the edit score (`recognition.segment_metrics`).
+- **Alert latency**: for each annotated mistake caught, seconds from its annotated start to its first correct alert
+  (negative: the alert came before the annotated start); the median and the 90th percentile over all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+
+from graphs.checker import precondition_violations
+from graphs.task_graph import TaskGraph
+from recognition.segment_metrics import IOU_THRESHOLDS, MatchCounts, TimedSegment, edit_score, segment_matches
+
+RULES = ("graph", "has_errors")
+
+
+@dataclass(frozen=True)
+class AnnotatedSegment:
+    """One annotated key-step: step id, time span (s), and the annotation's ``has_errors`` flag."""
+
+    step: int
+    start: float
+    end: float
+    has_errors: bool = False
+
+
+@dataclass(frozen=True)
+class RaisedAlert:
+    """One alert of the live chain on a video.
+
+    Attributes:
+        step: the step alerted.
+        start: start (s) of the recognised segment it names.
+        end: end (s) of that segment (for an early alert not confirmed by the end of the video: when it was raised).
+        raised: video time (s) at which the alert was raised (the end of the frame that raised it).
+        retracted: the alert was withdrawn later (an early alert whose step was not confirmed).
+    """
+
+    step: int
+    start: float
+    end: float
+    raised: float
+    retracted: bool = False
+
+
+@dataclass(frozen=True)
+class VideoRun:
+    """What the live chain did on one annotated video (what the per-video cache stores)."""
+
+    video: str
+    annotated: tuple[AnnotatedSegment, ...]
+    recognised: tuple[TimedSegment, ...]
+    alerts: tuple[RaisedAlert, ...]
+    frames: int = 0
+
+
+@dataclass(frozen=True)
+class MistakeCounts:
+    """Alert counts under one rule: alerts raised, correct ones, annotated mistakes, those caught."""
+
+    alerts: int = 0
+    correct: int = 0
+    mistakes: int = 0
+    caught: int = 0
+
+    def __add__(self, other: MistakeCounts) -> MistakeCounts:
+        return MistakeCounts(self.alerts + other.alerts, self.correct + other.correct,
+                             self.mistakes + other.mistakes, self.caught + other.caught)
+
+    @property
+    def precision(self) -> float:
+        """Correct alerts / alerts (1.0 when no alert was raised)."""
+        return self.correct / self.alerts if self.alerts else 1.0
+
+    @property
+    def recall(self) -> float:
+        """Caught mistakes / annotated mistakes (1.0 when there is none)."""
+        return self.caught / self.mistakes if self.mistakes else 1.0
+
+    @property
+    def f1(self) -> float:
+        """Harmonic mean of precision and recall."""
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+
+@dataclass
+class VideoScores:
+    """The scores of one video, or of several added up (``video = "total"``)."""
+
+    video: str
+    mistakes: dict[str, MistakeCounts]
+    segments: dict[float, MatchCounts]
+    edit: list[float]  # one edit score per video: the total reports their mean
+    latencies: list[float] = field(default_factory=list)  # graph rule: seconds from mistake start to alert
+    retracted: int = 0
+    frames: int = 0
+
+    def __add__(self, other: VideoScores) -> VideoScores:
+        return VideoScores(
+            "total",
+            {r: self.mistakes[r] + other.mistakes[r] for r in RULES},
+            {k: self.segments[k] + other.segments[k] for k in IOU_THRESHOLDS},
+            self.edit + other.edit,
+            self.latencies + other.latencies,
+            self.retracted + other.retracted,
+            self.frames + other.frames,
+        )
+
+
+def annotated_mistakes(graph: TaskGraph, annotated: Sequence[AnnotatedSegment]) -> dict[str, np.ndarray]:
+    """Which annotated segments are mistakes, under each rule.
+
+    Args:
+        graph: the task graph.
+        annotated: the video's segments in time order.
+
+    Returns:
+        ``{"graph": bool array, "has_errors": bool array}``, one entry per segment.
+    """
+    return {
+        "graph": precondition_violations(graph, [s.step for s in annotated]),
+        "has_errors": np.array([s.has_errors for s in annotated], dtype=bool),
+    }
+
+
+def match_alerts(alerts: Sequence[RaisedAlert], annotated: Sequence[AnnotatedSegment]) -> np.ndarray:
+    """The annotated segment each alert names: same step, the largest overlap with the alert's span; -1 for none.
+
+    Args:
+        alerts: the alerts raised.
+        annotated: the annotated segments.
+
+    Returns:
+        ``(len(alerts),)`` integer array of segment indices.
+    """
+    a = np.array([(x.start, x.end, x.step) for x in alerts], dtype=np.float64).reshape(-1, 3)
+    g = np.array([(x.start, x.end, x.step) for x in annotated], dtype=np.float64).reshape(-1, 3)
+    overlap = np.minimum(a[:, None, 1], g[None, :, 1]) - np.maximum(a[:, None, 0], g[None, :, 0])
+    # An instantaneous span (an early alert raised on its first frame) still touches the segment it falls in.
+    overlap = np.where((a[:, None, 2] == g[None, :, 2]) & (overlap >= 0), overlap, -1.0)
+    best = overlap.argmax(axis=1) if g.shape[0] else np.zeros(a.shape[0], dtype=int)
+    found = overlap[np.arange(a.shape[0]), best] >= 0 if g.shape[0] else np.zeros(a.shape[0], dtype=bool)
+    return np.where(found, best, -1)
+
+
+def score_video(run: VideoRun, graph: TaskGraph) -> VideoScores:
+    """Every figure of one video.
+
+    Args:
+        run: what the live chain did, with the video's annotations.
+        graph: the task graph the alerts were checked against.
+
+    Returns:
+        The video's scores.
+    """
+    mistakes = annotated_mistakes(graph, run.annotated)
+    named = match_alerts(run.alerts, run.annotated)
+    counts = {}
+    latencies: list[float] = []
+    for rule in RULES:
+        is_mistake = mistakes[rule]
+        correct = (named >= 0) & is_mistake[np.clip(named, 0, None)] if named.size else np.zeros(0, dtype=bool)
+        caught = sorted({int(k) for k in named[correct]})
+        counts[rule] = MistakeCounts(len(run.alerts), int(correct.sum()), int(is_mistake.sum()), len(caught))
+        if rule == "graph":
+            raised = np.array([a.raised for a in run.alerts])
+            latencies = [float(raised[correct & (named == k)].min() - run.annotated[k].start) for k in caught]
+    annotated = [TimedSegment(s.step, s.start, s.end) for s in run.annotated]
+    return VideoScores(
+        run.video,
+        counts,
+        {k: segment_matches(run.recognised, annotated, k) for k in IOU_THRESHOLDS},
+        [edit_score([s.step for s in run.recognised], [s.step for s in annotated])],
+        latencies,
+        sum(a.retracted for a in run.alerts),
+        run.frames,
+    )
+
+
+def total(scores: Sequence[VideoScores]) -> VideoScores:
+    """The sum of per-video scores (counts added, latencies pooled, edit scores kept for their mean)."""
+    out = VideoScores("total", {r: MistakeCounts() for r in RULES}, {k: MatchCounts() for k in IOU_THRESHOLDS}, [])
+    for score in scores:
+        out = out + score
+    return out
+
+
+def latency_summary(latencies: Sequence[float]) -> tuple[float | None, float | None]:
+    """Median and 90th percentile (linear interpolation) of alert latencies; None when no mistake was caught."""
+    if not latencies:
+        return None, None
+    values = np.asarray(latencies, dtype=np.float64)
+    return float(np.median(values)), float(np.percentile(values, 90))
+
+
+def scores_json(score: VideoScores) -> dict[str, Any]:
+    """The figures of one row as JSON (fractions in [0, 1], seconds, counts)."""
+    median, p90 = latency_summary(score.latencies)
+    return {
+        "video": score.video,
+        "frames": score.frames,
+        "mistakes": {
+            rule: {"alerts": c.alerts, "correct": c.correct, "mistakes": c.mistakes, "caught": c.caught,
+                   "precision": c.precision, "recall": c.recall, "f1": c.f1}
+            for rule, c in score.mistakes.items()
+        },
+        "retracted": score.retracted,
+        "segment_f1": {f"{k:g}": c.f1 for k, c in score.segments.items()},
+        "edit": float(np.mean(score.edit)) if score.edit else None,
+        "latency_s": {"median": median, "p90": p90, "values": [round(x, 4) for x in score.latencies]},
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _seconds(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.2f}"
+
+
+def eval_table(scores: Sequence[VideoScores], title: str) -> Table:
+    """The per-video table of ``stream-detect eval``, with a total row (percentages, seconds).
+
+    Args:
+        scores: one entry per video.
+        title: the table's title (the settings).
+
+    Returns:
+        A rich table.
+    """
+    table = Table(title=title, show_footer=False)
+    for name in ("video", "alerts", "retracted", "P", "R", "F1", "P err", "R err", "F1 err", "F1@10", "F1@25",
+                 "F1@50", "edit", "latency med s", "p90 s"):
+        table.add_column(name, justify="left" if name == "video" else "right")
+    rows = [*scores, total(scores)]
+    for k, score in enumerate(rows):
+        g, e = score.mistakes["graph"], score.mistakes["has_errors"]
+        median, p90 = latency_summary(score.latencies)
+        table.add_row(
+            score.video, str(g.alerts), str(score.retracted),
+            _pct(g.precision), _pct(g.recall), _pct(g.f1), _pct(e.precision), _pct(e.recall), _pct(e.f1),
+            *(_pct(score.segments[t].f1) for t in IOU_THRESHOLDS),
+            f"{np.mean(score.edit):.1f}" if score.edit else "-", _seconds(median), _seconds(p90),
+            end_section=k == len(rows) - 2,
+        )  # fmt: skip
+    return table

@@ -1,0 +1,52 @@
+"""A checker in the detector's own process: what it answers, at the video time it answers.
+
+`CheckerLink` stands where a detector's ZeroMQ publisher stands: every message it is given is encoded and decoded as
+on the wire and served by a `CheckerCore` right away, and the answers are kept with the video time the caller set.
+``stream-detect eval`` scores them; ``--annotate-out`` draws them on the frame that caused them.
+"""
+
+from __future__ import annotations
+
+from streaming.checker_service import CheckerCore
+from streaming.messages import KeyStepOnset, Message, decode, encode
+from streaming.transport import Publisher
+
+
+class TeePublisher(Publisher):
+    """Sends each message to two publishers (the checker's socket, and a `CheckerLink` beside the detector).
+
+    Args:
+        first: the publisher whose failures matter (the socket).
+        second: the other.
+    """
+
+    def __init__(self, first: Publisher, second: Publisher) -> None:  # no socket of its own
+        self.first = first
+        self.second = second
+
+    def send(self, message: Message) -> None:
+        """Send to both, the first first."""
+        self.first.send(message)
+        self.second.send(message)
+
+
+class CheckerLink(Publisher):
+    """A detector's publisher wired straight into a `CheckerCore`, through the wire encoding, in-process.
+
+    What the checker answers is kept with the video time set by the caller before each frame (``now``).
+
+    Args:
+        core: the checker.
+    """
+
+    def __init__(self, core: CheckerCore) -> None:  # no socket: nothing leaves the process
+        self.core = core
+        self.now = 0.0
+        self.received: list[tuple[float, Message]] = []
+        self.onset_starts: dict[int, float] = {}  # history position -> start of the run announced for it
+
+    def send(self, message: Message) -> None:
+        """Hand the message to the checker as the wire would deliver it; keep its answers."""
+        if isinstance(message, KeyStepOnset) and not message.withdrawn:
+            self.onset_starts.setdefault(message.index, message.start)
+        self.received += [(self.now, out) for out in self.core.serve([decode(encode(message))])]

@@ -1,0 +1,215 @@
+"""What the system saw, drawn over the video: ``--annotate-out FILE.mp4`` and ``--preview``.
+
+Each frame the detector reads gets a dark band at the top with the key-step it sees now and its probability, and the
+steps confirmed so far; an alert shows as a red band at the bottom from the frame at which it was raised, for
+`ALERT_SHOW_S` seconds, naming the step and its missing pre-conditions (a retracted early alert turns grey and says
+so). `draw_overlay` is the pure drawing; `OverlayWriter` writes the frames to an MP4 file (atomically: the file appears
+complete or not at all) and, with ``preview``, shows them in an OpenCV window.
+
+``--preview`` needs a display and an OpenCV built with a GUI. The project depends on ``opencv-python-headless``,
+which has none; `check_preview` refuses with one line that says what to install (``opencv-python``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import cv2
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.files import atomic_path, check_output
+from recognition.checkpoint import DetectorCheckpoint
+from streaming.local_checker import CheckerLink
+from streaming.messages import Alert, Message, Retraction, StepEvent
+from streaming.readers import Frame
+
+ALERT_SHOW_S = 3.0  # an alert's red band stays this long after it was raised
+ALERT_RED = (0, 0, 220)  # BGR
+RETRACTED_GREY = (110, 110, 110)
+BAND = (25, 25, 25)
+WINDOW = "stream-detect"
+
+
+@dataclass
+class OverlayState:
+    """What the overlay shows: the step seen now, the steps done, and the alerts with the video time they came."""
+
+    names: dict[int, str] = field(default_factory=dict)
+    current: tuple[str, float] | None = None  # step name and probability; None: background
+    done: list[str] = field(default_factory=list)
+    alerts: list[tuple[float, Alert]] = field(default_factory=list)
+    retracted: dict[str, Retraction] = field(default_factory=dict)
+
+    def apply(self, message: Message, now: float) -> None:
+        """Fold a checker message in (key-steps, alerts, retractions), at video time ``now``."""
+        if isinstance(message, StepEvent):
+            self.done.append(message.step_name)
+        elif isinstance(message, Alert) and all(a.alert_id != message.alert_id for _, a in self.alerts):
+            self.alerts.append((now, message))
+        elif isinstance(message, Retraction):
+            self.retracted[message.alert_id] = message
+
+
+def _text(img: np.ndarray, text: str, y: int, colour: tuple[int, int, int] = (255, 255, 255)) -> None:
+    scale = max(0.35, img.shape[1] / 900)
+    cv2.putText(img, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, scale, colour, 1, cv2.LINE_AA)
+
+
+def band_height(height: int) -> int:
+    """Height in pixels of the top band and of the alert band of a frame ``height`` pixels high."""
+    return max(14, height // 8)
+
+
+def draw_overlay(bgr: np.ndarray, state: OverlayState, now: float) -> np.ndarray:
+    """One annotated frame.
+
+    Args:
+        bgr: ``(H, W, 3)`` uint8 frame in OpenCV's BGR order (left unchanged).
+        state: what to show.
+        now: the frame's video time in seconds (alerts raised in the last `ALERT_SHOW_S` seconds are shown).
+
+    Returns:
+        A new ``(H, W, 3)`` uint8 BGR frame.
+    """
+    out = bgr.copy()
+    h = out.shape[0]
+    band = band_height(h)
+    out[:band] = BAND
+    seen = "-" if state.current is None else f"{state.current[0]} {state.current[1]:.2f}"
+    _text(out, f"now: {seen}   done: {', '.join(state.done[-4:]) or '-'}", band - band // 3)
+    showing = [(t, a) for t, a in state.alerts if t <= now < t + ALERT_SHOW_S]
+    if showing:
+        _, alert = showing[-1]
+        withdrawn = alert.alert_id in state.retracted
+        out[h - band :] = RETRACTED_GREY if withdrawn else ALERT_RED
+        needs = ", ".join(alert.missing_names) or "?"
+        what = f"retracted: {alert.step_name}" if withdrawn else f"MISTAKE: {alert.step_name} before {needs}"
+        _text(out, what, h - band // 3)
+    return out
+
+
+def check_preview() -> None:
+    """Refuse ``--preview`` where no window can open: no display, or an OpenCV without a GUI (the headless wheel).
+
+    Raises:
+        InputError: one line naming what is missing and what to do.
+    """
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise InputError("--preview: no display (DISPLAY is not set); use --annotate-out FILE.mp4 and watch the file")
+    gui = [line for line in cv2.getBuildInformation().splitlines() if line.strip().startswith("GUI:")]
+    if not gui or gui[0].split(":", 1)[1].strip().upper() in ("", "NONE"):
+        raise InputError("--preview: this OpenCV has no GUI (opencv-python-headless); run "
+                         "'pip install opencv-python' in this environment for a window, or use --annotate-out FILE.mp4")
+
+
+class OverlayWriter(AbstractContextManager["OverlayWriter"]):
+    """Writes annotated frames to an MP4 file and/or shows them in a window.
+
+    Args:
+        path: the ``.mp4`` to write (None: preview only); checked on construction.
+        fps: frame rate of the frames given.
+        preview: also show each frame in an OpenCV window (`check_preview` first).
+    """
+
+    def __init__(self, path: str | Path | None, fps: float, preview: bool = False) -> None:
+        if path is not None:
+            path = check_output(path, "annotated video")
+            if path.suffix.lower() != ".mp4":
+                raise InputError(f"--annotate-out {path}: must end in .mp4")
+        if preview:
+            check_preview()
+        self.path = None if path is None else Path(path)
+        self.fps = fps
+        self.preview = preview
+        self.state = OverlayState()
+        self.frames = 0
+        self._stack = ExitStack()
+        self._tmp: Path | None = None
+        self._writer: cv2.VideoWriter | None = None
+
+    def __enter__(self) -> OverlayWriter:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = self._stack.enter_context(_atomic(self.path))
+        return self
+
+    def frame(self, rgb: np.ndarray, now: float) -> None:
+        """Draw and write (or show) one frame.
+
+        Args:
+            rgb: ``(H, W, 3)`` uint8 RGB frame, as the readers deliver it.
+            now: its video time in seconds.
+        """
+        out = draw_overlay(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), self.state, now)
+        if self._tmp is not None:
+            if self._writer is None:
+                size = (out.shape[1], out.shape[0])
+                self._writer = cv2.VideoWriter(str(self._tmp), cv2.VideoWriter.fourcc(*"mp4v"), self.fps, size)
+                if not self._writer.isOpened():
+                    raise InputError(f"--annotate-out {self.path}: OpenCV cannot write an mp4v video here")
+            self._writer.write(out)
+        if self.preview:
+            cv2.imshow(WINDOW, out)
+            cv2.waitKey(1)
+        self.frames += 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._writer is not None:
+            self._writer.release()
+        if self.preview:
+            cv2.destroyAllWindows()
+        self._stack.__exit__(kind, err, tb)
+
+
+def _atomic(path: Path) -> AbstractContextManager[Path]:
+    return atomic_path(path, suffix=".mp4", what="annotated video")
+
+
+class FrameAnnotator:
+    """Draws each frame a detector reads with what the checker had said by the end of that frame.
+
+    Give `seen` as the detector's ``on_frame`` (or call it from there). A frame is drawn when the next one arrives (or
+    at `finish`), once the key-steps and alerts it caused have come back from the ``link``.
+
+    Args:
+        overlay: the open writer.
+        link: the in-process checker the detector also publishes to.
+        checkpoint: the detector's description (class names, rate).
+    """
+
+    def __init__(self, overlay: OverlayWriter, link: CheckerLink, checkpoint: DetectorCheckpoint) -> None:
+        self.overlay = overlay
+        self.link = link
+        self.steps = checkpoint.class_step_ids
+        self.names = checkpoint.class_names
+        self.period = 1.0 / checkpoint.fps
+        self._held: tuple[Frame, np.ndarray] | None = None
+        self._shown = 0
+
+    def seen(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
+        """The detector's ``on_frame``: draw the frame before this one, hold this one."""
+        self.finish()
+        self._held = (frame, probs)
+        self.link.now = frame.time + self.period  # what this frame causes is known once it is over
+
+    def finish(self) -> None:
+        """Draw the frame held, if any (call it once the stream has ended)."""
+        if self._held is None:
+            return
+        frame, probs = self._held
+        self._held = None
+        received = self.link.received
+        for t, message in received[self._shown :]:
+            self.overlay.state.apply(message, t)
+        self._shown = len(received)
+        best = int(probs.argmax())
+        self.overlay.state.current = None if self.steps[best] is None else (self.names[best], float(probs[best]))
+        self.overlay.frame(frame.image, frame.time + self.period)  # what is known once the frame is over

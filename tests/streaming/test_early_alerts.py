@@ -1,0 +1,84 @@
+"""Early alerts (``--alert-on onset``): the checker alerts on an announced step and retracts what is not confirmed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from streaming.checker_service import CheckerCore
+from streaming.demo.procedure import STEP_IDS, name_of
+from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, decode, encode
+from streaming.view import ViewState, render
+from tests.streaming.helpers import keystep, tea_graph
+
+BOIL, FILL, GET_CUP = 2, 1, 3  # boil_water needs fill_kettle
+
+
+def onset(history: tuple[int, ...], step: int, seq: int, before: tuple[int, ...] = (), **fields: Any) -> KeyStepOnset:
+    """The announcement a detector sends for ``step`` after ``history`` (and ``before``, not confirmed yet)."""
+    values: dict[str, Any] = {
+        "stream_id": "cam0", "seq": seq, "timestamp": 1.5, "session": "s", "history": history, "step": step,
+        "step_name": name_of(step) if step in STEP_IDS else str(step), "start": 3.0, "confidence": 0.9,
+        "index": len(history) + len(before),
+        "before": before, "withdrawn": False,
+    }
+    return KeyStepOnset(**(values | fields))
+
+
+def served(core: CheckerCore, *messages: Any) -> list[Any]:
+    """What the checker sends for each message, as the wire delivers it."""
+    return [out for m in messages for out in core.serve([decode(encode(m))])]
+
+
+def test_an_announced_step_done_too_early_is_alerted_before_it_is_confirmed() -> None:
+    core = CheckerCore(tea_graph())
+    early = served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1))
+    assert [(a.step, a.alert_id) for a in early if isinstance(a, Alert)] == [(BOIL, "cam0#1")]
+    later = served(core, keystep((GET_CUP, BOIL), 2))
+    # Confirmed as announced: the confirmed alert repeats the id (viewers show one), nothing is retracted.
+    assert [a.alert_id for a in later if isinstance(a, Alert)] == ["cam0#1"]
+    assert not [m for m in later if isinstance(m, Retraction)]
+
+
+def test_an_early_alert_is_retracted_when_another_step_is_confirmed_in_its_place() -> None:
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1))
+    out = served(core, keystep((GET_CUP, FILL), 2))
+    (retraction,) = [m for m in out if isinstance(m, Retraction)]
+    assert (retraction.alert_id, retraction.step, retraction.confirmed_name) == ("cam0#1", BOIL, "fill_kettle")
+
+
+def test_a_withdrawn_announcement_retracts_its_alert_and_a_step_announced_in_order_raises_none() -> None:
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0))
+    out = served(core, onset((GET_CUP,), BOIL, 1), onset((GET_CUP,), BOIL, 2, withdrawn=True))
+    assert [type(m).__name__ for m in out] == ["Alert", "Retraction"]
+    assert out[1].confirmed is None
+    # fill_kettle still open before boil_water: the announcement counts it as done, so boil_water is in order.
+    assert served(core, onset((GET_CUP,), BOIL, 3, before=(FILL,))) == []
+
+
+def test_an_onset_whose_position_does_not_follow_its_history_is_refused_on_the_wire() -> None:
+    with pytest.raises(MessageError, match="onset.index"):
+        onset((GET_CUP,), BOIL, 1, index=5)
+
+
+def test_the_view_shows_a_retracted_alert_struck_out_with_the_step_confirmed_instead() -> None:
+    core = CheckerCore(tea_graph())
+    state = ViewState()
+    for m in served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1), keystep((GET_CUP, FILL), 2)):
+        state.apply(m)
+    console = Console(width=160, record=True)
+    console.print(render(state))
+    text = console.export_text()
+    assert "retracted: it was fill_kettle" in text and "boil_water" in text
+
+
+def test_an_onset_of_a_step_not_in_the_graph_is_refused_counted_and_the_next_one_served() -> None:
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0))
+    assert served(core, onset((GET_CUP,), 42, 1)) == []
+    assert core.counts["unknown_step"] == 1
+    assert [type(m).__name__ for m in served(core, onset((GET_CUP,), BOIL, 2))] == ["Alert"]

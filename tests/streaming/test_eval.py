@@ -1,0 +1,214 @@
+"""``stream-detect eval``: the live chain over annotated videos, scored against the annotations.
+
+The scores are checked against counts made by hand on a small case; the whole command runs on the demo executions
+(the real chain: rendered videos, efficientnet-lite0 features, the bundled detector, the checker) in both alert modes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
+from streaming.demo.paths import default_demo_paths
+from streaming.demo.synthetic_video import demo_video
+from streaming.eval_run import EvalConfig, evaluate
+from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, latency_summary, score_video, total
+from streaming.overlay import ALERT_SHOW_S, band_height
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
+from tests.streaming.helpers import tea_graph
+
+# A made-up run of the tea procedure: get_cup, boil_water (before fill_kettle: a mistake under the graph), fill_kettle,
+# add_teabag (marked has_errors by the annotator), pour_water, add_milk.
+ANNOTATED = (
+    AnnotatedSegment(3, 0.0, 10.0), AnnotatedSegment(2, 10.0, 20.0), AnnotatedSegment(1, 20.0, 30.0),
+    AnnotatedSegment(4, 30.0, 40.0, has_errors=True), AnnotatedSegment(5, 40.0, 50.0), AnnotatedSegment(6, 50.0, 60.0),
+)  # fmt: skip
+RECOGNISED = (
+    TimedSegment(3, 0.0, 10.0), TimedSegment(2, 10.0, 20.0), TimedSegment(1, 20.0, 30.0),
+    TimedSegment(4, 34.0, 40.0),  # IoU 0.6 with its annotated segment
+    TimedSegment(5, 46.0, 50.0),  # IoU 0.4
+    TimedSegment(5, 50.5, 51.0),  # a spurious pour_water: IoU 0 (inside add_milk)
+)  # fmt: skip
+ALERTS = (
+    RaisedAlert(2, 10.0, 20.0, raised=23.0),  # boil_water: right under the graph, not under has_errors
+    RaisedAlert(4, 34.0, 40.0, raised=42.0),  # add_teabag: right under has_errors only
+    RaisedAlert(5, 50.5, 51.0, raised=53.0),  # the spurious pour_water: overlaps no pour_water, a false alarm
+)
+
+
+def test_scores_match_a_hand_count() -> None:
+    score = score_video(VideoRun("v", ANNOTATED, RECOGNISED, ALERTS, frames=600), tea_graph())
+    graph, errors = score.mistakes["graph"], score.mistakes["has_errors"]
+    assert (graph.alerts, graph.correct, graph.mistakes, graph.caught) == (3, 1, 1, 1)
+    assert (errors.alerts, errors.correct, errors.mistakes, errors.caught) == (3, 1, 1, 1)
+    assert graph.precision == pytest.approx(1 / 3) and graph.recall == 1.0 and graph.f1 == pytest.approx(0.5)
+    # F1@10: 5 matched (IoU 1, 1, 1, 0.6, 0.4), 1 spurious, add_milk missed: 2*5 / (2*5 + 1 + 1).
+    assert score.segments[0.10].f1 == pytest.approx(10 / 12)
+    assert score.segments[0.50].f1 == pytest.approx(8 / 12)  # pour_water at 0.4 no longer matches: tp 4, fp 2, fn 2
+    # Labels 3 2 1 4 5 5 against 3 2 1 4 5 6: one substitution in six.
+    assert score.edit == [pytest.approx(100 * 5 / 6)]
+    assert score.latencies == [13.0]  # boil_water started at 10 s, alerted at 23 s
+
+
+def test_edit_distance_and_latency_summary() -> None:
+    assert levenshtein([1, 2, 3], [1, 3]) == 1 and levenshtein([], [4, 5]) == 2 and levenshtein([1, 2], [2, 1]) == 2
+    assert levenshtein([5, 1, 2, 3, 4], [1, 2, 3, 4, 6]) == 2
+    assert edit_score([], []) == 100.0
+    assert latency_summary([1.0, 2.0, 3.0, 4.0, 10.0]) == (3.0, pytest.approx(7.6))
+    assert latency_summary([]) == (None, None)
+
+
+def test_totals_add_counts_and_pool_latencies() -> None:
+    one = score_video(VideoRun("a", ANNOTATED, RECOGNISED, ALERTS), tea_graph())
+    clean = score_video(VideoRun("b", ANNOTATED[:1], RECOGNISED[:1], ()), tea_graph())
+    both = total([one, clean])
+    assert both.mistakes["graph"].alerts == 3 and both.mistakes["graph"].mistakes == 1
+    assert both.segments[0.10].tp == 6 and both.latencies == [13.0] and len(both.edit) == 2
+
+
+@pytest.fixture(scope="module")
+def demo_eval(demo_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """``stream-detect eval --demo --json`` in both alert modes: the JSON each one wrote."""
+    out = tmp_path_factory.mktemp("eval")
+    results = {}
+    for mode in ("end", "onset"):
+        path = out / f"{mode}.json"
+        drawn = ["--annotate-out", str(out / "annotated")] if mode == "onset" else []
+        assert stream_detect(["eval", "--demo", "--alert-on", mode, "--json", str(path), "--quiet", *drawn]) == 0
+        results[mode] = json.loads(path.read_text()) | {"annotated": str(out / "annotated")}
+    return results
+
+
+def test_eval_on_the_demo_catches_the_one_mistake_and_recognises_every_step(demo_eval: dict[str, dict]) -> None:
+    result = demo_eval["end"]
+    by_video = {v["video"]: v for v in result["videos"]}
+    assert list(by_video) == ["demo:mistake", "demo:correct", "demo:missing"]
+    # By hand: the mistake execution boils water before filling the kettle, the other two make no mistake.
+    mistake = by_video["demo:mistake"]["mistakes"]
+    assert {rule: (c["alerts"], c["correct"], c["mistakes"]) for rule, c in mistake.items()} == {
+        "graph": (1, 1, 1), "has_errors": (1, 1, 1)}
+    for video in ("demo:correct", "demo:missing"):
+        assert by_video[video]["mistakes"]["graph"]["alerts"] == 0
+        assert by_video[video]["mistakes"]["graph"]["mistakes"] == 0
+    totals = result["total"]
+    assert totals["mistakes"]["graph"]["precision"] == 1.0 and totals["mistakes"]["graph"]["recall"] == 1.0
+    assert totals["segment_f1"]["0.5"] == 1.0 and totals["edit"] == 100.0  # 6 + 6 + 5 steps, all recognised
+    # The alert of a confirmed step comes once it has ended: after the step's length (2.5-3.5 s in the demo).
+    (latency,) = totals["latency_s"]["values"]
+    assert 2.0 < latency < 6.0
+
+
+def test_onset_alerts_come_earlier_than_end_alerts_on_the_demo_mistake(demo_eval: dict[str, dict]) -> None:
+    end, onset = (demo_eval[m]["total"] for m in ("end", "onset"))
+    assert onset["mistakes"]["graph"]["correct"] == 1 and onset["retracted"] == 0
+    assert onset["latency_s"]["median"] < 1.5 < end["latency_s"]["median"]
+    assert demo_eval["onset"]["settings"]["segmenter"]["onset_frames"] > 0
+
+
+def test_a_second_run_reuses_each_videos_cached_result(demo_eval: dict[str, dict]) -> None:
+    graph, detector = default_demo_paths()
+    result = evaluate(EvalConfig(str(graph), str(detector), demo=True), progress=False)
+    assert result.cached == 3
+    assert [s.mistakes["graph"].alerts for s in result.scores] == [1, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threshold", "1.5"], "--threshold: '1.5' must be a probability"),
+        (["--min-frames", "0"], "--min-frames: '0' must be >= 1"),
+        (["--alert-on", "later"], "--alert-on: invalid choice"),
+        (["--videos-list", "a", "--split", "s.json"], "not allowed with argument"),
+        (["--preview"], "--preview: "),  # no display here, and the headless OpenCV has no window anyway
+    ],
+)
+def test_bad_eval_options_are_one_line_errors(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert message in cli_error(stream_detect, ["eval", "--demo", *args], capsys)
+
+
+def test_eval_without_annotations_or_with_a_renamed_graph_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph, detector = default_demo_paths()
+    line = cli_error(stream_detect, ["eval", "--graph", str(graph), "--detector", str(detector)], capsys)
+    assert "--videos and --annotations are required" in line
+    raw = json.loads(graph.read_text())
+    for step in raw["steps"]:
+        step["name"] = "cut_bread" if step["name"] == "boil_water" else step["name"]
+    other = tmp_path / "renamed.json"
+    other.write_text(json.dumps(raw))
+    out = tmp_path / "eval.json"
+    line = cli_error(stream_detect, ["eval", "--demo", "--graph", str(other), "--json", str(out)], capsys)
+    assert "'boil_water' in the detector, 'cut_bread' in the graph" in line
+    assert not out.exists()
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    while len(frames) < 10_000:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames
+
+
+def _red(frame: np.ndarray) -> bool:
+    """Whether the bottom band of a BGR frame is the alert's red."""
+    b, g, r = frame[-band_height(frame.shape[0]) // 2 :].reshape(-1, 3).mean(axis=0)
+    return r > 150 and g < 60 and b < 60
+
+
+def test_the_annotated_video_shows_the_alert_in_red_from_the_moment_it_was_raised(
+    demo_eval: dict[str, dict], demo_cache: Path
+) -> None:
+    frames = _frames(Path(demo_eval["onset"]["annotated"]) / "demo-mistake.mp4")
+    fps = 5.0  # the demo detector's rate: the annotated video has one frame per frame the detector read
+    (boil,) = [start for step, start, _ in demo_video("mistake")[1] if step == 2]
+    (latency,) = demo_eval["onset"]["total"]["latency_s"]["values"]
+    first = round((boil + latency) * fps) - 1  # the frame whose end raised the alert
+    assert [_red(f) for f in frames[first - 2 : first + 2]] == [False, False, True, True]
+    assert _red(frames[first + int(ALERT_SHOW_S * fps) - 1]) and not _red(frames[first + int(ALERT_SHOW_S * fps) + 1])
+    assert not any(_red(f) for f in _frames(Path(demo_eval["onset"]["annotated"]) / "demo-correct.mp4"))
+    # The top band is drawn on every frame: dark, over a scene that is not.
+    assert all(f[: band_height(f.shape[0]) // 3].mean() < 60 for f in frames)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--annotate-out", "x.avi"], "--annotate-out x.avi: must end in .mp4"),
+        (["--preview"], "--preview: "),
+        (["--threshold", "-0.1"], "--threshold: '-0.1' must be a probability"),
+        (["--onset-frames", "two"], "--onset-frames: 'two' is not a whole number"),
+    ],
+)
+def test_bad_live_run_options_are_refused_before_the_stream_starts(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert message in cli_error(stream_detect, ["--video", "demo", "--fast", *args], capsys)
+
+
+def test_the_live_run_writes_the_annotated_video_too(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "live.mp4"
+    assert stream_detect(["--video", "demo", "--fast", "--jsonl", "--annotate-out", str(out)]) == 0
+    alerts = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"kind":"alert"' in line]
+    frames = _frames(out)
+    red = [k for k, f in enumerate(frames) if _red(f)]
+    assert [a["step_name"] for a in alerts] == ["boil_water"]
+    # One red stretch of ALERT_SHOW_S seconds at the demo detector's 5 frames per second, while boil_water is seen.
+    assert len(red) == int(ALERT_SHOW_S * 5) and red == list(range(red[0], red[0] + len(red)))
+    (boil,) = [(start, end) for step, start, end in demo_video("mistake")[1] if step == 2]
+    assert boil[0] < red[0] / 5 < boil[1]

@@ -27,6 +27,12 @@ No message stops the checker, and none may cost it much (peers are not trusted):
   freed after `FORGET_AFTER` timeouts, or evicted (the longest idle first) when a new stream needs its slot; a live
   stream is never evicted;
 - ``seq`` only counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never frozen.
+
+With CURVE (``CheckerConfig.curve``) both sockets are CURVE servers and a ZAP authenticator lets in only the clients
+whose public keys are in the client folder; refused handshakes are counted (``denied``). The folder is read again
+when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
+revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
+CURVE is refused unless ``CheckerConfig.insecure``.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar, Final
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
 from graphs.checker import PreconditionChecker
-from graphs.errors import InputError
+from graphs.errors import InputError, RunError
 from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
+from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
 from streaming.messages import (
     CHECKER_STREAM,
     Alert,
@@ -66,6 +74,7 @@ from streaming.transport import (
     ReceiveStats,
     bind,
     check_endpoint,
+    check_exposure,
     subscribe,
 )
 
@@ -79,6 +88,8 @@ REPLAY_BUDGET: Final = 4096  # history items all replays of one poll may apply t
 SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
 SNAPSHOT_BUDGET: Final = 512  # messages one periodic call may re-send; streams left over are due at the next call
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
+REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
+REOPEN_GAP_S: Final = 0.02
 
 
 class Refused(Exception):
@@ -111,7 +122,8 @@ class Unsendable(Refused):
     reason = "unsendable"
 
 
-COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable")  # CheckerCore.counts keys
+# CheckerCore.counts keys; "denied" (refused CURVE handshakes) is set by `CheckerService` from its `ClientKeys`.
+COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
 
 
 @dataclass(frozen=True)
@@ -126,6 +138,8 @@ class CheckerConfig:
             (ended or lost) stream that has waited longest makes room for a new one.
         stream_timeout_s: a stream with no message for this long is marked lost (``--stream-timeout``); it is
             freed after `FORGET_AFTER` times as long.
+        curve: the checker's keys and client folder (``--curve-secret``, ``--curve-clients``); None: no CURVE.
+        insecure: bind beyond loopback without CURVE (``--insecure``); refused otherwise.
     """
 
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
@@ -133,6 +147,8 @@ class CheckerConfig:
     status_period_s: float = HEARTBEAT_S
     max_streams: int = 256
     stream_timeout_s: float = STREAM_TIMEOUT_S
+    curve: CurveServer | None = None
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         if not self.status_period_s > 0:
@@ -141,6 +157,8 @@ class CheckerConfig:
             raise InputError(f"CheckerConfig.max_streams = {self.max_streams} must be >= 1")
         check_endpoint(self.bind_events, "--bind")  # now, before a run loads models or renders the demo video
         check_endpoint(self.bind_alerts, "--publish")
+        for endpoint, option in ((self.bind_events, "--bind"), (self.bind_alerts, "--publish")):
+            check_exposure(endpoint, option, self.curve is not None, self.insecure)
         lowest = 2 * HEARTBEAT_S  # one lost heartbeat must not mark a live stream lost
         if not lowest <= self.stream_timeout_s <= MAX_STREAM_TIMEOUT_S:  # also refuses NaN
             raise InputError(f"--stream-timeout {self.stream_timeout_s}: must be {lowest:g}..{MAX_STREAM_TIMEOUT_S:g}"
@@ -554,16 +572,61 @@ class CheckerService:
             graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log
         )
         self.ctx = ctx or zmq.Context.instance()
-        # Bind the output first so the forwarded first event cannot be published before it exists.
-        pub, self.alerts_endpoint = bind(self.ctx, zmq.PUB, config.bind_alerts, "--publish")
+        self.keys: ClientKeys | None = None
+        self.authenticator: ThreadAuthenticator | None = None
+        if config.curve is not None:  # the ZAP handler first: a CURVE socket bound without one lets everyone in
+            self.keys = ClientKeys(config.curve.clients, config.curve.extra_clients, log=log)
+            self.authenticator = start_authenticator(self.ctx, self.keys)
         try:
-            sub, self.events_endpoint = bind(self.ctx, zmq.SUB, config.bind_events, "--bind")
+            pub, sub = self._bind(config.bind_alerts, config.bind_events)
+        except InputError:
+            self._stop_authenticator()
+            raise
+        self.alerts_endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.events_endpoint = sub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.publisher = Publisher(pub)
+        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
+        self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET)
+
+    def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
+        """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
+        curve = self.config.curve
+        pub, _ = bind(self.ctx, zmq.PUB, alerts, "--publish", curve=curve)
+        try:
+            sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
         except InputError:
             pub.close()
             raise
-        self.publisher = Publisher(pub)
-        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
-        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")), topic_budget=STREAM_BUDGET)
+        return pub, subscribe(sub, (b"keystep/", b"heartbeat/"))
+
+    def reload_keys(self) -> None:
+        """Follow the client folder (at most every `streaming.curve_keys.KEY_RELOAD_S`); when a key was removed,
+        re-open both sockets so that every client handshakes again and a revoked one is refused."""
+        if self.keys is None:
+            return
+        self.core.counts["denied"] = self.keys.denied
+        if self.keys.reload():
+            self.reopen()
+
+    def reopen(self) -> None:
+        """Close both sockets and bind them again at the same endpoints; clients re-connect by themselves.
+
+        Raises:
+            RunError: an endpoint could not be bound again (another process took the port meanwhile).
+        """
+        self.publisher.sock.close()
+        self.receiver.sock.close()
+        for _ in range(REOPEN_TRIES):
+            try:
+                pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint)
+                break
+            except InputError:  # libzmq releases a closed listener asynchronously
+                time.sleep(REOPEN_GAP_S)
+        else:
+            raise RunError(f"could not bind {self.events_endpoint} and {self.alerts_endpoint} again after a client key "
+                           "was revoked")
+        self.publisher.sock = pub
+        self.receiver.replace_socket(sub)
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -576,6 +639,7 @@ class CheckerService:
         try:
             while not stop.is_set():
                 self.send(self.core.serve(self.receiver.poll(POLL_MS)))
+                self.reload_keys()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
                 if until is not None and until(self.core):
                     break
@@ -605,14 +669,21 @@ class CheckerService:
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
-            f"{stats.malformed} malformed dropped"
+            + (f"{self.keys.denied} handshakes refused (key not allowed), " if self.keys is not None else "")
+            + f"{stats.malformed} malformed dropped"
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 
     def close(self) -> None:
-        """Close both sockets (LINGER 0: never blocks)."""
+        """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
         self.publisher.sock.close()
         self.receiver.sock.close()
+        self._stop_authenticator()
+
+    def _stop_authenticator(self) -> None:
+        if self.authenticator is not None:
+            self.authenticator.stop()
+            self.authenticator = None
 
 
 def run_checker(

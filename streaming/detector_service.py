@@ -29,6 +29,7 @@ from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
+from streaming.curve_keys import CurveClient
 from streaming.demo.paths import resolve_video
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, is_stream_id
@@ -52,6 +53,8 @@ class DetectorConfig:
         threads: torch intra-op threads for the model.
         max_frames: stop after this many frames (0: until the source ends).
         connect_wait_s: `run_detector` refuses to start if the checker does not answer within this long.
+        curve: this detector's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``);
+            None: no CURVE (a checker on loopback, or one started with ``--insecure``).
     """
 
     stream_id: str = "cam0"
@@ -60,6 +63,7 @@ class DetectorConfig:
     threads: int = 1
     max_frames: int = 0
     connect_wait_s: float = CONNECT_WAIT_S
+    curve: CurveClient | None = None
 
     def __post_init__(self) -> None:
         if not is_stream_id(self.stream_id):
@@ -430,7 +434,7 @@ def publishing_detector(
     """
     sock = None
     try:
-        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s)
+        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
         yield Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config)
     finally:
         if sock is not None:

@@ -295,6 +295,7 @@ class CheckerHealth(Message):
         unknown_step: messages refused because they name a step id that is not in the task graph.
         over_budget: messages dropped because their stream used its share of a poll (sent again by the detector).
         unsendable: outputs that could not be encoded (a defect; counted, never fatal).
+        denied: CURVE handshakes refused: a client whose key is not in the checker's client folder.
     """
 
     KIND: ClassVar[str] = "checker"
@@ -308,6 +309,7 @@ class CheckerHealth(Message):
     unknown_step: int
     over_budget: int
     unsendable: int
+    denied: int = 0
 
 
 KINDS: Final[dict[str, type[Message]]] = {

@@ -42,10 +42,9 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
 
 from graphs.checker import PreconditionChecker
 from graphs.errors import InputError, RunError
@@ -78,6 +77,9 @@ from streaming.transport import (
     subscribe,
 )
 
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
+
 RESEND_ALERTS: Final = 32  # most recent alerts per stream re-sent with every periodic status, and per replay
 STREAM_TIMEOUT_S: Final = 5.0  # a stream silent this long is lost (10 heartbeats missed)
 MAX_STREAM_TIMEOUT_S: Final = 3600.0
@@ -86,7 +88,11 @@ STREAM_BUDGET: Final = 8  # messages one stream may have served per poll (a dete
 CHEAP_ITEMS: Final = 64  # a message that applies at most this many new history items is served at once
 REPLAY_BUDGET: Final = 4096  # history items all replays of one poll may apply together: one full history (~10 ms)
 SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
-SNAPSHOT_BUDGET: Final = 512  # messages one periodic call may re-send; streams left over are due at the next call
+# Messages one periodic call may re-send; streams left over are due at the next call, which comes within
+# SNAPSHOT_POLL_MS. A live key-step waits for at most one such slice (32 messages, about 1 ms), where 512 in one go
+# held the loop for 20-50 ms, the whole p99 of 100 streams at 10 key-steps a second.
+SNAPSHOT_BUDGET: Final = 32
+SNAPSHOT_POLL_MS: Final = 1
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
@@ -186,6 +192,9 @@ class StreamState:
     last_snapshot: float = 0.0  # when the periodic snapshot last went out (not touched by on-change statuses)
     forwarded: set[int] = field(default_factory=set)
     recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
+    # (steps observed, done, allowed next) as of the last status: both only change when a step is observed, and a
+    # stream's status goes out with every message it sends.
+    progress: tuple[int, tuple[int, ...], tuple[int, ...]] = (-1, (), ())
 
     @property
     def run(self) -> str:
@@ -234,6 +243,7 @@ class CheckerCore:
         self._logged: dict[str, float] = {}
         self._last_health = float("-inf")
         self._health_seq = 0
+        self.snapshot_pending = False  # the last periodic call left due streams for the next (see SNAPSHOT_POLL_MS)
 
     @property
     def refused(self) -> int:
@@ -241,7 +251,9 @@ class CheckerCore:
         return self.counts["stream_limit"]
 
     # -- one poll -----------------------------------------------------------------------------
-    def serve(self, messages: Iterable[Message]) -> list[Message]:
+    def serve(
+        self, messages: Iterable[Message], emit: Callable[[list[Message]], None] | None = None
+    ) -> list[Message]:
         """Apply one poll's messages with each stream's budget; a refused message is counted and skipped.
 
         Messages that apply at most `CHEAP_ITEMS` new steps are served in arrival order. Replays (more new steps)
@@ -251,11 +263,14 @@ class CheckerCore:
 
         Args:
             messages: the messages of one poll, in arrival order.
+            emit: if given, called with each message's outputs as soon as they are built (the service publishes
+                them at once: the first key-step of a large poll does not wait for the last one to be applied).
 
         Returns:
-            Messages to publish.
+            Messages to publish (none with ``emit``: they went to it).
         """
         out: list[Message] = []
+        put = out.extend if emit is None else emit
         taken: Counter[str] = Counter()
         replays: dict[str, tuple[int, KeyStepEvent | Heartbeat]] = {}
         for arrival, message in enumerate(messages):
@@ -268,7 +283,7 @@ class CheckerCore:
             elif sid in replays or self._cost(message) > CHEAP_ITEMS:
                 replays[sid] = (arrival, message)
             else:
-                out += self._guarded(message)
+                put(self._guarded(message))
         budget = REPLAY_BUDGET
         never = float("inf")
         waited_longest_first = sorted(replays.items(), key=lambda kv: (self._waiting.get(kv[0], never), kv[1][0]))
@@ -281,7 +296,7 @@ class CheckerCore:
                 continue
             budget -= cost
             self._waiting.pop(sid, None)
-            out += self._guarded(message)
+            put(self._guarded(message))
         return out
 
     def _guarded(self, message: KeyStepEvent | Heartbeat) -> list[Message]:
@@ -453,13 +468,15 @@ class CheckerCore:
     def status(self, stream_id: str) -> Status:
         """The current `Status` message of a stream (also used for the periodic re-send)."""
         state = self.streams[stream_id]
+        if state.progress[0] != len(state.checker.history):
+            state.progress = (len(state.checker.history), state.checker.done, state.checker.allowed_next())
         return Status(
             stream_id=stream_id,
             seq=self._next_seq(state),
             timestamp=self.clock(),
             run=state.run,
-            done=state.checker.done,
-            allowed=state.checker.allowed_next(),
+            done=state.progress[1],
+            allowed=state.progress[2],
             current=state.current,
             alerts=state.alerts,
             frames=state.frames,
@@ -481,8 +498,8 @@ class CheckerCore:
         ``alert_id``. The period runs on its own clock: the status sent on every change does not postpone it, or a
         busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed. One call
         sends at most `SNAPSHOT_BUDGET` messages, the streams that waited longest first; the others stay due for the
-        next call (a loop later), so 256 streams of 32 alerts never stall the loop in one go. One `CheckerHealth`
-        goes out per period.
+        next call (``snapshot_pending``: the service polls again within `SNAPSHOT_POLL_MS`), so 256 streams of 32 alerts
+        never stall the loop in one go. One `CheckerHealth` goes out per period.
 
         Args:
             period_s: re-send period in seconds.
@@ -495,6 +512,7 @@ class CheckerCore:
         idle_now = self.monotonic()
         out: list[Message] = []
         budget = SNAPSHOT_BUDGET
+        self.snapshot_pending = False
         for sid, state in sorted(self.streams.items(), key=lambda item: item[1].last_snapshot):
             silent = idle_now - state.last_heard
             if state.idle and silent > FORGET_AFTER * self.stream_timeout_s:
@@ -503,7 +521,10 @@ class CheckerCore:
             if not state.idle and silent > self.stream_timeout_s:
                 state.lost = True
                 out.append(self.status(sid))
-            if now - state.last_snapshot < period_s or budget <= 0:
+            if now - state.last_snapshot < period_s:
+                continue
+            if budget <= 0:
+                self.snapshot_pending = True
                 continue
             budget -= len(state.recent_alerts) + 1
             state.last_snapshot = now
@@ -638,7 +659,8 @@ class CheckerService:
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
-                self.send(self.core.serve(self.receiver.poll(POLL_MS)))
+                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending else POLL_MS
+                self.core.serve(self.receiver.poll(wait_ms), emit=self.send)
                 self.reload_keys()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
                 if until is not None and until(self.core):

@@ -32,15 +32,17 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
 from graphs.errors import InputError
 from graphs.files import output_target
+
+if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
+    from zmq.auth.thread import ThreadAuthenticator
 
 CHECKER_NAME: Final = "checker"  # DIR/checker.key, DIR/checker.key_secret
 CLIENTS_FOLDER: Final = "clients"  # DIR/clients/<name>.key(_secret)
@@ -461,6 +463,8 @@ def start_authenticator(ctx: zmq.Context, keys: ClientKeys) -> ThreadAuthenticat
     Returns:
         The running authenticator (stop it after the sockets are closed).
     """
+    from zmq.auth.thread import ThreadAuthenticator
+
     auth = ThreadAuthenticator(ctx)
     auth.start()
     auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=keys)

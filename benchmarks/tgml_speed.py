@@ -32,7 +32,7 @@ SCENARIO = "assembly101"
 
 
 def loop_loss(z: torch.Tensor, sequences: list[list[int]], contrast: list[int], beta: float) -> torch.Tensor:
-    """The TGML loss as a plain loop over positions (SPEC §1 formula, no vectorisation)."""
+    """The TGML loss as a plain loop over positions (the TGML formula of docs/method.md, no vectorisation)."""
     eps = 1e-6
     total = z.new_zeros(())
     for seq in sequences:

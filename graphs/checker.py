@@ -1,4 +1,4 @@
-"""Online pre-condition checking (SPEC §2, the PREGO protocol).
+"""Online pre-condition checking (the PREGO protocol, docs/method.md).
 
 `PreconditionChecker` is fed one recognised key-step at a time and says at once whether it was
 done before its pre-conditions. The same object scores the offline benchmark and runs in the
@@ -37,7 +37,7 @@ class PreconditionChecker:
     """Stateful online checker: ``seen`` starts as ``{START}`` and grows with each observed step.
 
     A step is a mistake iff one of its pre-conditions is not in ``seen`` or it has no
-    pre-condition defined (SPEC §2). Every defined step is then added to ``seen`` whether or not
+    pre-condition defined (the PREGO protocol). Every defined step is then added to ``seen`` whether or not
     it was a mistake; an undefined one is not (as in the reference evaluation).
 
     Args:

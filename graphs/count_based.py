@@ -15,8 +15,8 @@ How the graph is made (numpy + networkx, no gradient):
    transitively reduced.
 
 Steps never seen in training are not nodes: at test time they have no pre-condition and count as mistakes
-(SPEC §1-§2). The weights saved with the graph are the scores ``C`` in the `TaskGraph` layout
-(``weights[x, a] = C[a, x]``).
+(the PREGO protocol, docs/method.md). The weights saved with the graph are the scores ``C`` in the
+`TaskGraph` layout (``weights[x, a] = C[a, x]``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Edge precision, recall and F1 between a predicted and a ground-truth task graph (SPEC §3).
+"""Edge precision, recall and F1 between a predicted and a ground-truth task graph (docs/method.md).
 
 Edges are compared on the full ``START..END`` adjacency, START/END edges included. Ground truth can be a
 task-graph file of this project or a CaptainCook4D graph (``{"steps": {id: name}, "edges": [[a, b], ...]}``,
@@ -33,7 +33,7 @@ class EdgeScores:
 
 
 def edge_scores(pred: np.ndarray, gt: np.ndarray) -> EdgeScores:
-    """Compare two adjacency matrices of the same node layout (SPEC §3).
+    """Compare two adjacency matrices of the same node layout (START..END, START/END edges included).
 
     Args:
         pred: bool ``(m, m)`` predicted edges.

@@ -1,4 +1,4 @@
-"""PREGO mistake-detection metrics (SPEC §2): per-class F1 for "correct" and "mistake", and their mean.
+"""PREGO mistake-detection metrics (docs/method.md): per-class F1 for "correct" and "mistake", and their mean.
 
 Labels and predictions are pooled over all videos: label 1 marks the last (mistaken) step of
 each test video, 0 the steps before it; a prediction of 1 means the checker raised an alert.
@@ -37,7 +37,7 @@ class MistakeScores:
 
 
 def protocol_labels(length: int) -> np.ndarray:
-    """Ground truth of one PREGO test video: every step correct but the last (SPEC §2).
+    """Ground truth of one PREGO test video: every step correct but the last (the PREGO protocol, docs/method.md).
 
     Returns:
         int array ``(length,)``: ``[0] * (length - 1) + [1]``.

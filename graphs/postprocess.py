@@ -1,4 +1,4 @@
-"""Post-processing of learned TGML weights into a binary pre-condition DAG (SPEC §1, steps 1-6).
+"""Post-processing of learned TGML weights into a binary pre-condition DAG (docs/method.md, steps 1-6).
 
 All matrices use the task-graph layout ``START, K_1..K_n, END`` (size ``n+2``); ``adj[i, j]`` means node ``j``
 is a pre-condition of node ``i``. The steps, in the order of the reference evaluation:
@@ -39,7 +39,7 @@ def present_steps(step_ids: Sequence[int], sequences: Sequence[Sequence[int]]) -
 
 
 def remove_unseen(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """SPEC §1 step 1: zero the rows and columns of key-steps never seen in training.
+    """Post-processing step 1: zero the rows and columns of key-steps never seen in training.
 
     Args:
         weights: float ``(n+2, n+2)`` learned weights.
@@ -56,7 +56,7 @@ def remove_unseen(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 
 def threshold_edges(weights: np.ndarray, n_steps: int) -> np.ndarray:
-    """SPEC §1 step 2: keep edges whose weight is at least ``1/n``; the diagonal is never an edge.
+    """Post-processing step 2: keep edges whose weight is at least ``1/n``; the diagonal is never an edge.
 
     Args:
         weights: float ``(n+2, n+2)``.
@@ -71,7 +71,7 @@ def threshold_edges(weights: np.ndarray, n_steps: int) -> np.ndarray:
 
 
 def scaled_threshold_steps(n_steps: int, scale: float) -> int:
-    """The ``n'`` of a scaled edge cut ``1/n'``: ``n' = round(n * scale)``, at least 1 (``scale = 1`` is SPEC's 1/n).
+    """The ``n'`` of a scaled edge cut ``1/n'``: ``n' = round(n * scale)``, at least 1 (``scale = 1``: 1/n).
 
     The one rule behind the ``threshold_scale`` of our ``do-cv`` / ``do-ensemble`` graphs and of the
     cross-validation that chooses it, so the scale chosen is the scale applied.
@@ -98,7 +98,7 @@ def _from_digraph(graph: nx.DiGraph, size: int) -> np.ndarray:
 
 
 def break_cycles(adj: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """SPEC §1 step 3: while a cycle exists, drop its lowest-weight edge (closing edge included).
+    """Post-processing step 3: while a cycle exists, drop its lowest-weight edge (closing edge included).
 
     Cycles are found one at a time with networkx (depth-first, deterministic for a given matrix), so the
     cost stays polynomial even for the dense graphs of early training; every removal breaks at least the
@@ -124,7 +124,7 @@ def break_cycles(adj: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def relax_start_pairs(adj: np.ndarray) -> np.ndarray:
-    """SPEC §1 step 4 ("relaxed"): a key-step whose only pre-conditions are START and one other keeps START only.
+    """Post-processing step 4, "relaxed": a step whose only pre-conditions are START and one other keeps START only.
 
     Args:
         adj: bool ``(n+2, n+2)`` adjacency.
@@ -140,7 +140,7 @@ def relax_start_pairs(adj: np.ndarray) -> np.ndarray:
 
 
 def attach_start_end(adj: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """SPEC §1 step 5: ``K -> START`` for key-steps with no pre-condition, ``END -> K`` for those nothing needs.
+    """Post-processing step 5: ``K -> START`` for key-steps with no pre-condition, ``END -> K`` for those nothing needs.
 
     Removed (absent) key-steps get neither.
 
@@ -163,7 +163,7 @@ def attach_start_end(adj: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 
 def transitive_reduction(adj: np.ndarray) -> np.ndarray:
-    """SPEC §1 step 6: drop every edge implied by a longer path (networkx transitive reduction).
+    """Post-processing step 6: drop every edge implied by a longer path (networkx transitive reduction).
 
     Args:
         adj: bool acyclic ``(n+2, n+2)`` adjacency.
@@ -187,7 +187,7 @@ def binarize(
     cycles: bool = True,
     relax_after_attach: bool = False,
 ) -> np.ndarray:
-    """Learned weights -> binary pre-condition DAG, SPEC §1 steps 1-6 in the reference order.
+    """Learned weights -> binary pre-condition DAG, post-processing steps 1-6 (docs/method.md) in the reference order.
 
     Args:
         weights: float ``(n+2, n+2)`` learned weights, layout ``START, K_1..K_n, END``.

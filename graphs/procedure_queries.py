@@ -483,14 +483,15 @@ class ProcedureQueries:
         required = np.r_[0.0, 1.0 - self._global, 0.0]
         return self._ranked(np.where(self._learned, scores * required, 0.0))
 
-    def future(self, step: int, history: Iterable[int]) -> RankedSteps:
+    def future(self, step: int | None, history: Iterable[int]) -> RankedSteps:
         """Key-steps likely next after ``step`` (done after ``history``), with their probabilities.
 
         Weighted: the TGML step probability given ``H = history ∪ {step}`` (END takes the rest of the mass and
-        is not listed). Binary: the normalised successor scores.
+        is not listed). Binary: the normalised successor scores. ``step`` None: nothing done yet, START is the
+        step just done (a live stream before its first key-step).
         """
         done = self._done(history)
-        i = self._index(step)
+        i = 0 if step is None else self._index(step)
         if i is not None:
             done[i] = True
         if self._weights is None:

@@ -1,6 +1,6 @@
 """The `TaskGraph` type and its versioned JSON file.
 
-Layout (SPEC §1): nodes are ``START, K_1..K_n, END``; ``adjacency[i, j]`` is true when node ``j``
+Layout (docs/method.md, "Task graphs"): nodes are ``START, K_1..K_n, END``; ``adjacency[i, j]`` is true when node ``j``
 is a pre-condition of node ``i`` (edges point from a step to what it needs). ``weights`` has the
 same layout and holds the learned, row-normalised scores the binary graph was cut from.
 
@@ -172,7 +172,7 @@ class TaskGraph:
 
     @property
     def removed_steps(self) -> tuple[int, ...]:
-        """Steps with no edge at all: removed because they were never seen in training (SPEC §1)."""
+        """Steps with no edge at all: removed because they were never seen in training (post-processing step 1)."""
         inner = self.adjacency[1:-1]
         isolated = ~inner.any(axis=1) & ~self.adjacency[:, 1:-1].any(axis=0)
         return tuple(self.step_ids[i] for i in np.flatnonzero(isolated))

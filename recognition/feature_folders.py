@@ -1,4 +1,4 @@
-"""MiniROAD feature folders (the layout of the MiniROAD code): reading, validation and training windows.
+"""MiniROAD feature folders (the layout of the MiniROAD code): reading, validation, training windows, and writing.
 
 Folder layout::
 
@@ -19,10 +19,14 @@ Folder layout::
 MiniROAD's own ``train_session_set`` / ``test_session_set`` keys are accepted for the lists. Every
 problem (a missing file, lengths that disagree, NaN, a target row that is not a class) is an
 `InputError` naming the video; problems of ``split.json`` (class lists, fps) are `InputError`s naming it.
+
+Writing (`segment_targets`, `write_features`, `write_targets`, `write_split`): every file is written atomically, so an
+interrupted writer leaves each file whole or absent, never half written.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.files import atomic_path, read_json
+
+TARGETS_DIR = "target_perframe"
+SPLIT_FILE = "split.json"
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class FeatureConfig:
 
     rgb: str = "rgb_kinetics_resnet50"
     flow: str = ""
-    split: str = "split.json"
+    split: str = SPLIT_FILE
     extractor: str = "tsn-resnet50"
     fps: float = 4.0
 
@@ -141,7 +148,7 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     streams = [_load_array(root / config.rgb / f"{video}.npy", video, "RGB features")]
     if config.flow:
         streams.append(_load_array(root / config.flow / f"{video}.npy", video, "flow features"))
-    targets = _load_array(root / "target_perframe" / f"{video}.npy", video, "targets", allow_bool=True)
+    targets = _load_array(root / TARGETS_DIR / f"{video}.npy", video, "targets", allow_bool=True)
     lengths = {len(s) for s in streams} | {len(targets)}
     if len(lengths) != 1:
         parts = ", ".join(f"{n} {len(a)}" for n, a in zip(("rgb", "flow"), streams, strict=False))
@@ -287,3 +294,102 @@ def gather_windows(
     y = targets[index] * valid[..., None]
     return x.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
 
+
+def segment_targets(
+    times: np.ndarray, starts: np.ndarray, ends: np.ndarray, classes: np.ndarray, num_classes: int
+) -> np.ndarray:
+    """One-hot per-frame targets from labelled segments: a frame shown at time ``t`` belongs to the segment with
+    ``start <= t < end``, and to class 0 (background) outside every segment.
+
+    Args:
+        times: ``(L,)`` seconds at which each feature frame was shown.
+        starts: ``(S,)`` segment starts in seconds, increasing; segments do not overlap.
+        ends: ``(S,)`` segment ends in seconds.
+        classes: ``(S,)`` class index of each segment, in ``1..num_classes-1``.
+        num_classes: columns of the result, background included.
+
+    Returns:
+        ``(L, num_classes)`` float32 one-hot rows.
+    """
+    labels = np.zeros(len(times), dtype=np.int64)  # (L,) background unless inside a segment
+    if len(starts):
+        seg = np.searchsorted(starts, times, side="right") - 1  # (L,) the last segment starting at or before t
+        safe = np.maximum(seg, 0)
+        inside = (seg >= 0) & (times < np.asarray(ends)[safe])
+        labels[inside] = np.asarray(classes, dtype=np.int64)[safe[inside]]
+    return np.eye(num_classes, dtype=np.float32)[labels]
+
+
+def _save_array(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:  # np.save to a handle: no ".npy" appended
+        np.save(handle, array, allow_pickle=False)
+
+
+def write_features(root: str | Path, rgb: str, video: str, features: np.ndarray) -> Path:
+    """Write one video's features into a MiniROAD folder (atomically).
+
+    Args:
+        root: the folder.
+        rgb: name of the RGB feature folder (``rgb_<extractor>``).
+        video: video name (file stem).
+        features: ``(L, D)``, stored as float32.
+
+    Returns:
+        The file written.
+    """
+    path = Path(root) / rgb / f"{video}.npy"
+    _save_array(path, np.asarray(features, dtype=np.float32))
+    return path
+
+
+def write_targets(root: str | Path, video: str, targets: np.ndarray) -> Path:
+    """Write one video's per-frame targets into a MiniROAD folder (atomically).
+
+    Args:
+        root: the folder.
+        video: video name (file stem).
+        targets: ``(L, C)`` one-hot, stored as float32.
+
+    Returns:
+        The file written.
+    """
+    path = Path(root) / TARGETS_DIR / f"{video}.npy"
+    _save_array(path, np.asarray(targets, dtype=np.float32))
+    return path
+
+
+def write_split(
+    root: str | Path,
+    train: Sequence[str],
+    test: Sequence[str],
+    class_names: Sequence[str],
+    class_step_ids: Sequence[int | None],
+    fps: float,
+    feature_extractor: str,
+) -> Path:
+    """Write ``split.json`` (atomically) with the lists and everything a checkpoint will record.
+
+    Args:
+        root: the folder.
+        train: training video names.
+        test: test video names.
+        class_names: one per target column (``"background"`` first).
+        class_step_ids: task-graph step id per column, None for background.
+        fps: feature frames per second.
+        feature_extractor: the extractor's name.
+
+    Returns:
+        The file written.
+    """
+    split = {
+        "train": list(train),
+        "test": list(test),
+        "class_names": list(class_names),
+        "class_step_ids": list(class_step_ids),
+        "fps": float(fps),
+        "feature_extractor": feature_extractor,
+    }
+    path = Path(root) / SPLIT_FILE
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(split, indent=1), encoding="utf-8")
+    return path

@@ -63,12 +63,12 @@ class RunConfig:
     jsonl: bool = False
 
 
-def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None = None) -> int:
+def run_all(config: RunConfig, out: TextIO | None = None, console: Console | None = None) -> int:
     """The default ``stream-detect`` command: checker process, detector thread, viewer, on loopback.
 
     Args:
         config: the run's settings.
-        out: where ``--jsonl`` lines go.
+        out: where ``--jsonl`` lines go (None: ``sys.stdout`` as it is at the call, not at import).
         console: rich console of the live view (a new stdout console if None).
 
     Returns:
@@ -84,7 +84,9 @@ def run_all(config: RunConfig, out: TextIO = sys.stdout, console: Console | None
     try:
         with (
             CheckerProcess(config.source.graph, config.checker) as checker,
-            Viewer(ctx, checker.alerts_endpoint, state, config.jsonl, out, curve=config.detector.curve) as viewer,
+            Viewer(
+                ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve
+            ) as viewer,
             publishing_detector(
                 stream.reader, stream.model, stream.checkpoint, stream.extractor,
                 replace(config.detector, connect=checker.events_endpoint), ctx,

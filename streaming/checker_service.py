@@ -5,6 +5,13 @@ Output (bound PUB socket): an `Alert` for each key-step done before its pre-cond
 new key-step, and a `Status` per stream on every change; every `HEARTBEAT_S` each stream's status and its most
 recent alerts are re-sent (``replayed=True``) for late or reconnecting viewers, with one `CheckerHealth`.
 
+Beyond the binary pre-condition check, the graph's procedure questions (`graphs.procedure_queries`): each alert names
+its missing pre-condition most likely forgotten (the missing-step score), each status orders the allowed steps by
+their future-step probability, and a session that ends (its detector's last heartbeat, or a new session on the
+stream) gets a `MissingSteps` report of the required steps it never did, re-sent with the snapshots like alerts.
+A lost stream is not an ended session and is never reported, not even when it is freed: its detector died without
+saying so, and the steps it did not report may have been done while nobody watched.
+
 Restart safety (Clone pattern): every incoming message carries the stream's full confirmed-step
 history. `CheckerCore` applies only the part of the history it has not applied yet, so a lost or
 duplicated message changes nothing, and a freshly started checker rebuilds each stream with the very
@@ -48,6 +55,7 @@ import zmq
 
 from graphs.checker import PreconditionChecker
 from graphs.errors import InputError, RunError
+from graphs.procedure_queries import ProcedureQueries
 from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
 from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
@@ -59,6 +67,7 @@ from streaming.messages import (
     KeyStepEvent,
     Message,
     MessageError,
+    MissingSteps,
     Status,
     StepEvent,
     run_of,
@@ -96,6 +105,7 @@ SNAPSHOT_POLL_MS: Final = 1
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
+SCORE_DECIMALS: Final = 4  # scores on the wire: 2048 of them take at most 14 KiB, so a status always fits
 
 
 class Refused(Exception):
@@ -192,9 +202,11 @@ class StreamState:
     last_snapshot: float = 0.0  # when the periodic snapshot last went out (not touched by on-change statuses)
     forwarded: set[int] = field(default_factory=set)
     recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
-    # (steps observed, done, allowed next) as of the last status: both only change when a step is observed, and a
-    # stream's status goes out with every message it sends.
-    progress: tuple[int, tuple[int, ...], tuple[int, ...]] = (-1, (), ())
+    allowed: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())  # allowed steps, likeliest first; probabilities
+    report: MissingSteps | None = None  # the session's end report, once sent (re-sent with the snapshots)
+    # (steps observed, done) as of the last status: it only changes when a step is observed, and a stream's status
+    # goes out with every message it sends.
+    progress: tuple[int, tuple[int, ...]] = (-1, ())
 
     @property
     def run(self) -> str:
@@ -239,6 +251,9 @@ class CheckerCore:
         self.last_refusal = ""
         self._steps = frozenset(graph.step_ids)
         self._names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+        self.queries = ProcedureQueries(graph)
+        skipped = set(graph.optional_steps) | set(graph.removed_steps)
+        self._required = tuple(s for s in graph.step_ids if s not in skipped)  # what an ended session must have done
         self._waiting: dict[str, float] = {}  # stream -> when its replay was first deferred
         self._logged: dict[str, float] = {}
         self._last_health = float("-inf")
@@ -359,7 +374,10 @@ class CheckerCore:
         self._check_steps(message, new)
         if state is None:
             self._make_room(sid)
+        out: list[Message] = []
         if state is None or not continues:
+            if state is not None and state.session != message.session:
+                out += self._end_session(sid, state)  # a new session ends the old one
             # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):
             # the stream starts over, counters and re-sent alerts included.
             state = self._start_over(message, state)
@@ -369,14 +387,16 @@ class CheckerCore:
         state.last_heard = self.monotonic()
         state.lost = False
         # Alerts go out first: they are what a person waits for.
-        out: list[Message] = list(self._apply_history(sid, state, message, len(state.applied)))
+        out += self._apply_history(sid, state, message, len(state.applied))
         if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
             state.forwarded.add(message.index)
             out.append(self._step_event(state, message))
         if isinstance(message, Heartbeat):
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended
-        out.append(self.status(sid))
+            if message.ended:
+                out += self._end_session(sid, state)
+        out.append(self.status(sid))  # after the report: a viewer that stops at "ended" has seen it
         return out
 
     def _check_steps(self, message: KeyStepEvent | Heartbeat, new: tuple[int, ...]) -> None:
@@ -405,8 +425,51 @@ class CheckerCore:
             seq_out=previous.seq_out if previous else 0,
             last_snapshot=self.clock(),
         )
+        state.allowed = self._likely_next(state.checker, ())
         self.streams[message.stream_id] = state
         return state
+
+    def _end_session(self, stream_id: str, state: StreamState) -> list[MissingSteps]:
+        """The end report of a session that ended (once per session): the required steps it never did.
+
+        Returns:
+            ``[report]``, or ``[]`` when the session did every required step, was reported already, or is lost (a
+            lost detector died unheard: what it did not report may have been done, so nothing is named).
+        """
+        if state.report is not None or state.lost:
+            return []
+        done = set(state.applied)  # its steps outside `_required` (removed in training) are never missing anyway
+        missing = tuple(s for s in self._required if s not in done)
+        if not missing:
+            return []
+        state.report = MissingSteps(
+            stream_id=stream_id,
+            seq=self._next_seq(state),
+            timestamp=self.clock(),
+            missing_id=f"{stream_id}#end",
+            run=state.run,
+            missing=missing,
+            missing_names=tuple(self._name(s) for s in missing),
+            replayed=False,
+        ).fitted()
+        return [state.report]
+
+    def _likely_next(
+        self, checker: PreconditionChecker, history: tuple[int, ...]
+    ) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The allowed steps, likeliest next first, with their future-step probabilities (ties in graph order).
+
+        The probability is the procedure question's (`ProcedureQueries.future`) given the step done last and
+        everything done; before the first step, START counts as the step just done.
+
+        Args:
+            checker: the stream's checker, which has observed ``history``.
+            history: the stream's history (a set of it is what the question reads: a replay repeats steps).
+        """
+        future = self.queries.future(history[-1] if history else None, set(history))
+        probability = dict(zip(future.steps, future.scores, strict=True))
+        allowed = sorted(checker.allowed_next(), key=lambda s: -probability.get(s, 0.0))  # stable: graph order
+        return tuple(allowed), tuple(round(probability.get(s, 0.0), SCORE_DECIMALS) for s in allowed)
 
     def _apply_history(
         self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, first: int
@@ -420,20 +483,35 @@ class CheckerCore:
         live = message.index if isinstance(message, KeyStepEvent) else -1
         observe = state.checker.observe
         mistakes = [index for index in range(first, len(history)) if observe(history[index]).is_mistake]
+        if first < len(history):
+            state.allowed = self._likely_next(state.checker, history)
         state.applied = history
         state.alerts += len(mistakes)
         sent = [index for index in mistakes if index != live][-RESEND_ALERTS:]
         if live in mistakes:
             sent = sorted([*sent, live])
-        alerts = [self._alert(stream_id, state, message, index, replayed=index != live) for index in sent]
+        alerts = []
+        before: set[int] = set()  # the steps done before each alert's step, grown alert by alert
+        done_to = 0
+        for index in sent:
+            before.update(history[done_to:index])
+            done_to = index
+            alerts.append(self._alert(stream_id, state, message, index, replayed=index != live, before=before))
         state.recent_alerts.extend(alerts)
         return alerts
 
     def _alert(
-        self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, index: int, replayed: bool
+        self,
+        stream_id: str,
+        state: StreamState,
+        message: KeyStepEvent | Heartbeat,
+        index: int,
+        replayed: bool,
+        before: set[int],
     ) -> Alert:
         verdict = state.checker.history[index]
         missing = tuple(int(m) for m in verdict.missing if m != START)
+        forgotten, score = self._forgotten(verdict.step, missing, before)
         return Alert(
             stream_id=stream_id,
             seq=self._next_seq(state),
@@ -448,7 +526,34 @@ class CheckerCore:
             undefined=verdict.undefined,
             event_timestamp=message.timestamp,
             replayed=replayed,
+            forgotten=forgotten,
+            forgotten_name=None if forgotten is None else self._name(forgotten),
+            forgotten_score=score,
+            rule=self.queries.rule,
         ).fitted()
+
+    def _forgotten(
+        self, step: int, missing: tuple[int, ...], before: set[int]
+    ) -> tuple[int, float] | tuple[None, None]:
+        """The missing pre-condition most likely forgotten: the highest missing-step score
+        (`ProcedureQueries.missing`, given the steps done before), the first in graph order on a tie.
+
+        Args:
+            step: the step done too early.
+            missing: its pre-conditions not done (graph order).
+            before: the steps done before it.
+
+        Returns:
+            ``(step id, score)``, or ``(None, None)`` when none of them scores above 0.
+        """
+        if not missing:
+            return None, None
+        ranked = self.queries.missing(step, before)
+        score = dict(zip(ranked.steps, ranked.scores, strict=True))
+        best = max(missing, key=lambda m: score.get(m, 0.0))
+        if score.get(best, 0.0) <= 0.0:
+            return None, None
+        return best, round(score[best], SCORE_DECIMALS)
 
     def _step_event(self, state: StreamState, message: KeyStepEvent) -> StepEvent:
         """The viewers' copy of a key-step: the graph's name for it, and neither the session token nor the history."""
@@ -469,14 +574,14 @@ class CheckerCore:
         """The current `Status` message of a stream (also used for the periodic re-send)."""
         state = self.streams[stream_id]
         if state.progress[0] != len(state.checker.history):
-            state.progress = (len(state.checker.history), state.checker.done, state.checker.allowed_next())
+            state.progress = (len(state.checker.history), state.checker.done)
         return Status(
             stream_id=stream_id,
             seq=self._next_seq(state),
             timestamp=self.clock(),
             run=state.run,
             done=state.progress[1],
-            allowed=state.progress[2],
+            allowed=state.allowed[0],
             current=state.current,
             alerts=state.alerts,
             frames=state.frames,
@@ -485,6 +590,8 @@ class CheckerCore:
             gaps=state.gaps,
             ended=state.ended,
             lost=state.lost,
+            allowed_scores=state.allowed[1],
+            rule=self.queries.rule,
         )
 
     # -- time ---------------------------------------------------------------------------------
@@ -499,7 +606,8 @@ class CheckerCore:
         busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed. One call
         sends at most `SNAPSHOT_BUDGET` messages, the streams that waited longest first; the others stay due for the
         next call (``snapshot_pending``: the service polls again within `SNAPSHOT_POLL_MS`), so 256 streams of 32 alerts
-        never stall the loop in one go. One `CheckerHealth` goes out per period.
+        never stall the loop in one go. An ended session's `MissingSteps` report is re-sent with its stream's alerts.
+        One `CheckerHealth` goes out per period.
 
         Args:
             period_s: re-send period in seconds.
@@ -526,11 +634,10 @@ class CheckerCore:
             if budget <= 0:
                 self.snapshot_pending = True
                 continue
-            budget -= len(state.recent_alerts) + 1
+            resent: list[Alert | MissingSteps] = [*state.recent_alerts, *([state.report] if state.report else [])]
+            budget -= len(resent) + 1
             state.last_snapshot = now
-            out.extend(
-                replace(a, seq=self._next_seq(state), timestamp=now, replayed=True) for a in state.recent_alerts
-            )
+            out.extend(replace(m, seq=self._next_seq(state), timestamp=now, replayed=True) for m in resent)
             out.append(self.status(sid))
         for sid, since in list(self._waiting.items()):
             if idle_now - since > FORGET_AFTER * self.stream_timeout_s:

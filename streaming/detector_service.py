@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 import zmq
 
@@ -31,9 +32,10 @@ from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
 from streaming.curve_keys import CurveClient
 from streaming.demo.paths import resolve_video
+from streaming.devices import DEVICES, resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, is_stream_id
-from streaming.readers import ReaderConfig, VideoReader, open_reader
+from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader
 from streaming.transport import CONNECT_WAIT_S, DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
@@ -195,6 +197,41 @@ def check_detector_matches_graph(
         raise InputError(f"--detector {detector}: " + "; ".join(parts))
 
 
+class ModelStepper:
+    """`MiniROAD.step` carrying the GRU state from frame to frame, on the model's device (the CUDA path).
+
+    Same interface as `recognition.model.FastStepper`, which serves the CPU: one frame's features in, its class
+    probabilities out.
+
+    Args:
+        model: the detector in eval mode, on its device.
+    """
+
+    def __init__(self, model: MiniROAD) -> None:
+        self.model = model
+        self.state = model.init_state(1)  # (1, 1, H) on the model's device
+        self.device = self.state.device
+
+    @torch.inference_mode()
+    def step(self, x_t: torch.Tensor) -> torch.Tensor:
+        """One frame in, that frame's class probabilities out.
+
+        Args:
+            x_t: ``(F,)`` or ``(1, F)`` features of the newest frame.
+
+        Returns:
+            ``(1, C)`` probabilities on the CPU.
+        """
+        probs, self.state = self.model.step(x_t.reshape(1, -1).to(self.device, torch.float32), self.state)
+        return probs.cpu()
+
+
+def make_stepper(model: MiniROAD) -> FastStepper | ModelStepper:
+    """The live stepper for a detector: the allocation-free `FastStepper` on the CPU, `ModelStepper` elsewhere."""
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    return FastStepper(model) if on_cpu else ModelStepper(model)
+
+
 @dataclass
 class DetectorStats:
     """What a detector run did."""
@@ -239,7 +276,7 @@ class Detector:
         checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
         self.reader = reader
         self.extractor = extractor
-        self.stepper = FastStepper(model)
+        self.stepper = make_stepper(model)
         self.checkpoint = checkpoint
         self.events = events
         self.config = config
@@ -248,6 +285,8 @@ class Detector:
         self.clock = clock
         self.stats = DetectorStats()
         self.on_event: Callable[[KeyStepEvent], None] | None = None
+        # Called for every frame with its features (F,) and class probabilities (C,), once they are known.
+        self.on_frame: Callable[[Frame, np.ndarray, np.ndarray], None] | None = None
 
     def _publish(self, segments: list[SegmentEvent]) -> None:
         for seg in segments:
@@ -280,8 +319,10 @@ class Detector:
                 frame = self.reader.read()
                 if frame is None:
                     break
-                feats = torch.from_numpy(self.extractor(frame.image[None]))  # (1, F)
-                probs = self.stepper.step(feats)[0].numpy()  # (C,)
+                feats = self.extractor(frame.image[None])  # (1, F)
+                probs = self.stepper.step(torch.from_numpy(feats))[0].numpy()  # (C,)
+                if self.on_frame is not None:
+                    self.on_frame(frame, feats[0], probs)
                 self._publish(self.segmenter.update(probs))
                 self.stats.frames += 1
                 now = self.clock()
@@ -326,7 +367,7 @@ def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
 
 
 def load_detector_for_stream(
-    detector_path: str | Path, backbone: str | Path | None, threads: int = 1
+    detector_path: str | Path, backbone: str | Path | None, threads: int = 1, device: str = "auto"
 ) -> tuple[MiniROAD, DetectorCheckpoint, FeatureExtractor]:
     """Load a detector checkpoint and the feature extractor it names, checked against each other.
 
@@ -334,13 +375,14 @@ def load_detector_for_stream(
         detector_path: checkpoint file.
         backbone: TorchScript backbone file (for checkpoints trained on TorchScript features).
         threads: torch threads.
+        device: ``"auto"`` (CUDA when torch sees one), ``"cpu"`` or ``"cuda"``, for the detector and the extractor.
 
     Returns:
         ``(model, checkpoint, extractor)``.
     """
     torch.set_num_threads(threads)
-    model, checkpoint = load_detector(detector_path)
-    extractor = make_extractor(checkpoint.feature_extractor, backbone)
+    model, checkpoint = load_detector(detector_path, resolve_device(device))
+    extractor = make_extractor(checkpoint.feature_extractor, backbone, device)
     checkpoint.check_features(extractor.dim, source=f"--detector {detector_path}")
     return model, checkpoint, extractor
 
@@ -355,6 +397,7 @@ class StreamSource:
         detector: detector checkpoint file.
         backbone: TorchScript backbone file, for detectors trained on its features.
         reader: how to read the video; its ``fps`` is replaced by the detector's rate.
+        device: where the extractor and the detector run: ``"auto"`` (CUDA when torch sees one), ``"cpu"``, ``"cuda"``.
     """
 
     video: str
@@ -362,12 +405,15 @@ class StreamSource:
     detector: str
     backbone: str | None = None
     reader: ReaderConfig = field(default_factory=lambda: ReaderConfig(realtime=True))
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("video", "graph", "detector"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise InputError(f"StreamSource.{name} = {value!r} must name a source or a file")
+        if self.device not in DEVICES:
+            raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")
 
 
 @dataclass
@@ -403,7 +449,7 @@ def open_stream(source: StreamSource, threads: int = 1) -> OpenedStream:
         The opened stream (its reader is the caller's to close).
     """
     graph = load_graph(source.graph)
-    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads)
+    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
     check_detector_matches_graph(checkpoint, graph, source.detector, source.graph)
     reader = open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps))
     return OpenedStream(graph, model, checkpoint, extractor, reader)

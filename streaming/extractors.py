@@ -4,10 +4,15 @@
   core. The frame is split into a 4x4 grid; per cell it keeps the mean colour (3), the luminance
   standard deviation (1) and the mean gradient magnitude (1): 80 numbers that see layout, colour and
   texture. Good for the synthetic demo and for fixed-camera setups; not a general-purpose backbone.
+- ``"efficientnet-lite0"`` (`EfficientNetLiteExtractor`): EfficientNet-Lite0 pretrained on ImageNet, 1280
+  values per frame (see `streaming.efficientnet_lite` for the pre-processing and why). The backbone for real
+  procedures; on CPU or CUDA (``--device``).
 - ``"torchscript"`` (`TorchScriptExtractor`, ``--backbone model.pt``): any TorchScript module mapping a
   float batch ``(B, 3, H, W)`` (RGB in [0, 1], ImageNet-normalised) to ``(B, D)`` features.
 
-`make_extractor(name, backbone)` builds the one a checkpoint asks for.
+`make_extractor(name, backbone, device)` builds the one a checkpoint asks for. An extractor computes each frame
+independently of the others in its batch: a file read in batches gives the features a live stream gets one frame at
+a time.
 """
 
 from __future__ import annotations
@@ -19,11 +24,19 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import torch
 
 from graphs.errors import InputError
+from streaming.devices import resolve_device
+from streaming.efficientnet_lite import FEATURE_DIM as EFFICIENTNET_DIM
+from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
+from streaming.efficientnet_lite import load_efficientnet_lite0
 
 LIGHT_NAME: Final = "light-v1"
 TORCHSCRIPT_NAME: Final = "torchscript"
+EXTRACTOR_NAMES: Final = (EFFICIENTNET_NAME, LIGHT_NAME)  # the ones that need no file of the user's
+EFFICIENTNET_BATCH: Final = 4  # frames per forward pass on a CPU: larger batches spill the caches and run slower
+EFFICIENTNET_GPU_BATCH: Final = 256  # on a GPU a large batch is what keeps it busy
 IMAGENET_MEAN: Final = (0.485, 0.456, 0.406)
 IMAGENET_STD: Final = (0.229, 0.224, 0.225)
 
@@ -134,9 +147,6 @@ class TorchScriptExtractor(FeatureExtractor):
     name = TORCHSCRIPT_NAME
 
     def __init__(self, path: str | Path, size: int = 224) -> None:
-        import torch
-
-        self._torch = torch
         self._mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
         self._std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
         path = Path(path)
@@ -163,7 +173,6 @@ class TorchScriptExtractor(FeatureExtractor):
 
     def _forward(self, frames: np.ndarray) -> Any:
         """The module's output tensor (the first item of a tuple or list) for ``(B, H, W, 3)`` uint8 frames."""
-        torch = self._torch
         _check_frames(frames)
         x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div_(255.0)  # (B,3,H,W)
         if self.size:
@@ -181,27 +190,58 @@ class TorchScriptExtractor(FeatureExtractor):
         return out.reshape(out.shape[0], -1).float().numpy()
 
 
+class EfficientNetLiteExtractor(FeatureExtractor):
+    """EfficientNet-Lite0 pretrained on ImageNet: 1280 features per frame (`streaming.efficientnet_lite`).
+
+    Runs under ``torch.inference_mode``; a batch larger than `EFFICIENTNET_BATCH` frames (on a CPU) or
+    `EFFICIENTNET_GPU_BATCH` frames (on a GPU) is split. Torch's thread count is the caller's to set (``--threads``).
+
+    Args:
+        device: ``"auto"`` (CUDA when torch sees one), ``"cpu"`` or ``"cuda"``.
+    """
+
+    name = EFFICIENTNET_NAME
+    dim = EFFICIENTNET_DIM
+
+    def __init__(self, device: str = "auto") -> None:
+        self.device = resolve_device(device)
+        self.backbone = load_efficientnet_lite0(self.device)
+        self.pass_size = EFFICIENTNET_BATCH if self.device.type == "cpu" else EFFICIENTNET_GPU_BATCH
+
+    def __call__(self, frames: np.ndarray) -> np.ndarray:
+        _check_frames(frames)
+        out = np.empty((len(frames), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(frames), self.pass_size):
+                chunk = torch.from_numpy(np.ascontiguousarray(frames[start : start + self.pass_size]))
+                feats = self.backbone(chunk.to(self.device, non_blocking=True))  # (b, 1280)
+                out[start : start + len(chunk)] = feats.float().cpu().numpy()
+        return out
+
+
 def _check_frames(frames: np.ndarray) -> None:
     if frames.ndim != 4 or frames.shape[3] != 3 or frames.dtype != np.uint8:
         raise ValueError(f"frames must be (B, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
 
 
-def make_extractor(name: str, backbone: str | Path | None = None) -> FeatureExtractor:
+def make_extractor(name: str, backbone: str | Path | None = None, device: str = "auto") -> FeatureExtractor:
     """Build the extractor a detector checkpoint names.
 
     Args:
-        name: ``"light-v1"`` or ``"torchscript"`` (the checkpoint's ``feature_extractor``).
+        name: ``"efficientnet-lite0"``, ``"light-v1"`` or ``"torchscript"`` (the checkpoint's ``feature_extractor``).
         backbone: TorchScript file, required for ``"torchscript"``.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for ``"efficientnet-lite0"`` (the others run on the CPU).
 
     Returns:
         The extractor.
     """
-    if name == LIGHT_NAME:
+    if name in EXTRACTOR_NAMES:
         if backbone is not None:
-            raise InputError(f"--backbone {backbone}: this detector was trained on the built-in {LIGHT_NAME} features")
-        return LightExtractor()
+            raise InputError(f"--backbone {backbone}: this detector was trained on the built-in {name} features")
+        return EfficientNetLiteExtractor(device) if name == EFFICIENTNET_NAME else LightExtractor()
     if name.startswith(TORCHSCRIPT_NAME):
         if backbone is None:
             raise InputError(f"the detector needs TorchScript backbone features ({name}): pass --backbone model.pt")
         return TorchScriptExtractor(backbone)
-    raise InputError(f"the detector asks for feature extractor {name!r}; known: {LIGHT_NAME}, {TORCHSCRIPT_NAME}")
+    known = ", ".join((*EXTRACTOR_NAMES, TORCHSCRIPT_NAME))
+    raise InputError(f"the detector asks for feature extractor {name!r}; known: {known}")

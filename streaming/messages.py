@@ -10,27 +10,31 @@ exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none t
 arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
 
     version    int    WIRE_VERSION (2); a receiver refuses any other version
-    kind       str    "keystep" | "heartbeat" (detector -> checker); "step" | "alert" | "status" | "checker"
-                      (checker -> viewers)
+    kind       str    "keystep" | "heartbeat" (detector -> checker); "step" | "alert" | "missing" | "status" |
+                      "checker" (checker -> viewers)
     stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream ("checker" for kind checker)
     seq        int    0..2^53-1, per stream and per sender, +1 for every message sent
     timestamp  float  sender's wall clock (Unix seconds) when the message was made
 
 Kinds (see each dataclass for its own fields): `KeyStepEvent` and `Heartbeat` go from a detector
 to the checker; `StepEvent` (each new key-step, without the detector's session token or history), `Alert`,
-`Status` and `CheckerHealth` go from the checker to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's
+`MissingSteps` (the required steps a session that ended never did), `Status` and `CheckerHealth` go from the checker
+to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's
 whole confirmed-step ``history``, so a checker that restarts mid-stream rebuilds its state from the next message
 it gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. Viewers never get the detector's
 ``session`` token: the checker names a detector run to them by ``run``, a digest of the session (`run_of`).
 `Alert.alert_id` is stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent
 alerts with its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
-within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over).
+within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over). A
+`MissingSteps` report is re-sent the same way, with the id ``"<stream_id>#end"`` (one report per run).
 
 Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, and every item of
-``history``, ``missing``, ``done``, ``allowed``) lie in 0..2^31-1; ``index`` in 0..`MAX_HISTORY`-1; counters in
+``history``, ``missing``, ``done``, ``allowed``, ``forgotten``) lie in 0..2^31-1; scores (``allowed_scores``,
+``forgotten_score``) in [0, 1]; ``index`` in 0..`MAX_HISTORY`-1; counters in
 0..2^53-1; step names hold at most 512 characters; a history at most `MAX_HISTORY` items and a step list at most
 2048. Every message the checker builds fits `MAX_MESSAGE_BYTES` by construction: an alert whose pre-condition
-names would not fit carries the names of the first ones only (`Alert.fitted`; ``missing`` always lists them all).
+names would not fit carries the names of the first ones only (`Alert.fitted`, `MissingSteps.fitted`; ``missing``
+always lists them all).
 
 Decoding never unpickles anything: `decode` checks the frame count, the size (`MAX_MESSAGE_BYTES`),
 the topic, the JSON, the version and every field's type and range, and raises `MessageError`
@@ -46,7 +50,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Final, Union
+from typing import Any, ClassVar, Final, TypeVar, Union
 
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 
@@ -58,7 +62,10 @@ MAX_COUNT: Final = 2**53 - 1  # counters and seq: exact in every JSON reader (a 
 STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
-_STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed"})  # 0..MAX_STEP_ID
+_STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten"})
+_SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score"})  # probabilities and scores: [0, 1]
+# Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
+RULES: Final = ("weighted", "binary")
 _TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
 
 
@@ -210,6 +217,12 @@ class Alert(Message):
         event_timestamp: ``timestamp`` of the message that brought the step (for latency figures).
         replayed: false only on the alert sent the moment its key-step arrived; true on an alert rebuilt
             from history (after a checker restart or a lost event) and on the periodic re-sends.
+        forgotten: the missing pre-condition most likely forgotten: the one with the highest missing-step score
+            (`graphs.procedure_queries.ProcedureQueries.missing`); None when no missing step scores above 0 (an
+            undefined step has none).
+        forgotten_name: its name in the task graph (None with ``forgotten``).
+        forgotten_score: its missing-step score, in [0, 1] (None with ``forgotten``).
+        rule: ``"weighted"`` or ``"binary"``: the procedure-question rule the score comes from.
     """
 
     KIND: ClassVar[str] = "alert"
@@ -224,6 +237,10 @@ class Alert(Message):
     undefined: bool
     event_timestamp: float
     replayed: bool
+    forgotten: int | None
+    forgotten_name: str | None
+    forgotten_score: float | None
+    rule: str
 
     def fitted(self) -> Alert:
         """This alert, with as many of its pre-condition names as fit in one message (all of them, usually).
@@ -234,15 +251,60 @@ class Alert(Message):
         Returns:
             ``self`` if it fits, else a copy with ``missing_names`` cut to fit `MAX_MESSAGE_BYTES`.
         """
-        size = len(encode_payload(replace(self, missing_names=())))
-        room = MAX_MESSAGE_BYTES - size
-        keep = 0
-        for name in self.missing_names:
-            room -= len(json.dumps(name)) + 1  # the name as JSON writes it, and its comma
-            if room < 0:
-                break
-            keep += 1
-        return self if keep == len(self.missing_names) else replace(self, missing_names=self.missing_names[:keep])
+        return _fitted(self)
+
+
+@dataclass(frozen=True)
+class MissingSteps(Message):
+    """The required key-steps a detector session never did, sent when the session ends (checker -> viewers).
+
+    A session ends with its detector's last heartbeat (end of file, Ctrl-C, SIGTERM) or when a new session starts
+    on its stream; a lost stream (its detector silent for the stream timeout) has not ended and is never reported.
+    Steps the graph marks optional, and steps removed in training (no edge in the graph), are never named; a session
+    that did every required step gets no report.
+
+    Attributes:
+        missing_id: stable id ``"<stream_id>#end"``: one report per run; re-sends repeat it.
+        run: the detector run that ended (`run_of` its session).
+        missing: the required steps never done (step ids, graph order), all of them.
+        missing_names: the names of the first ``len(missing_names)`` of them: all, unless they would not fit one
+            message (`fitted`).
+        replayed: false on the report sent when the session ended; true on the periodic re-sends.
+    """
+
+    KIND: ClassVar[str] = "missing"
+
+    missing_id: str
+    run: str
+    missing: tuple[int, ...]
+    missing_names: tuple[str, ...]
+    replayed: bool
+
+    def fitted(self) -> MissingSteps:
+        """This report, with as many step names as fit in one message (all of them, usually; see `Alert.fitted`).
+
+        Returns:
+            ``self`` if it fits, else a copy with ``missing_names`` cut to fit `MAX_MESSAGE_BYTES`.
+        """
+        return _fitted(self)
+
+
+_Named = TypeVar("_Named", Alert, MissingSteps)
+
+
+def _fitted(message: _Named) -> _Named:
+    """``message`` with ``missing_names`` cut to the first names that fit `MAX_MESSAGE_BYTES` (ids always fit)."""
+    size = len(encode_payload(replace(message, missing_names=())))
+    room = MAX_MESSAGE_BYTES - size
+    keep = 0
+    for name in message.missing_names:
+        room -= len(json.dumps(name)) + 1  # the name as JSON writes it, and its comma
+        if room < 0:
+            break
+        keep += 1
+    if keep == len(message.missing_names):
+        return message
+    return replace(message, missing_names=message.missing_names[:keep])
 
 
 @dataclass(frozen=True)
@@ -252,7 +314,8 @@ class Status(Message):
     Attributes:
         run: the detector run (`run_of` its session).
         done: steps recorded as done, in order.
-        allowed: steps whose pre-conditions are all met now.
+        allowed: steps whose pre-conditions are all met now, the most likely next first (``allowed_scores``; ties
+            in graph order).
         current: step the detector sees right now (None: background).
         alerts: number of alerts raised on this stream.
         frames: frames the detector processed.
@@ -261,6 +324,9 @@ class Status(Message):
         gaps: messages from the detector the checker never received (recovered from history).
         ended: the stream has ended (its detector said so).
         lost: no message from the stream for the checker's stream timeout: its detector died or its link broke.
+        allowed_scores: the future-step probability of each step of ``allowed`` (same order), given the step done
+            last and those before it (`graphs.procedure_queries.ProcedureQueries.future`), rounded to 4 decimals.
+        rule: ``"weighted"`` or ``"binary"``: the procedure-question rule the probabilities come from.
     """
 
     KIND: ClassVar[str] = "status"
@@ -276,6 +342,8 @@ class Status(Message):
     gaps: int
     ended: bool
     lost: bool
+    allowed_scores: tuple[float, ...]
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -313,7 +381,7 @@ class CheckerHealth(Message):
 
 
 KINDS: Final[dict[str, type[Message]]] = {
-    cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, StepEvent, Alert, Status, CheckerHealth)
+    cls.KIND: cls for cls in (KeyStepEvent, Heartbeat, StepEvent, Alert, MissingSteps, Status, CheckerHealth)
 }
 
 
@@ -492,23 +560,48 @@ def _validate(message: Message) -> None:
         raise MessageError(f"keystep.index = {message.index} does not point at step {message.step} in history")
     if isinstance(message, Heartbeat | Status) and message.fps < 0:
         raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
+    if isinstance(message, Alert | MissingSteps) and len(message.missing_names) > len(message.missing):
+        raise MessageError(f"{kind}.missing_names has more names than {kind}.missing has steps")
     if isinstance(message, Alert):
-        if len(message.missing_names) > len(message.missing):
-            raise MessageError("alert.missing_names has more names than alert.missing has steps")
         if message.alert_id != f"{message.stream_id}#{message.index}":
             raise MessageError(f"alert.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
+        _validate_forgotten(message)
+    if isinstance(message, MissingSteps):
+        if message.missing_id != f"{message.stream_id}#end":
+            raise MessageError(f"missing.missing_id {message.missing_id!r:.80} must be '<stream_id>#end'")
+        if not message.missing:
+            raise MessageError("missing.missing is empty: a session that did every required step is not reported")
+    if isinstance(message, Status) and len(message.allowed_scores) != len(message.allowed):
+        raise MessageError(f"status.allowed_scores has {len(message.allowed_scores)} items for "
+                           f"{len(message.allowed)} allowed steps")
+    if isinstance(message, Alert | Status) and message.rule not in RULES:
+        raise MessageError(f"{kind}.rule {message.rule!r:.40} must be one of {', '.join(RULES)}")
     if isinstance(message, CheckerHealth) and message.stream_id != CHECKER_STREAM:
         raise MessageError(f"checker.stream_id must be {CHECKER_STREAM!r}")
 
 
+def _validate_forgotten(alert: Alert) -> None:
+    """The likely forgotten step of an alert: all three fields or none, one of the missing steps, a score in [0, 1]."""
+    given = (alert.forgotten is not None, alert.forgotten_name is not None, alert.forgotten_score is not None)
+    if any(given) and not all(given):
+        raise MessageError("alert.forgotten, alert.forgotten_name and alert.forgotten_score go together (or all null)")
+    if alert.forgotten is not None and alert.forgotten not in alert.missing:
+        raise MessageError(f"alert.forgotten = {alert.forgotten} is not one of alert.missing")
+    if alert.forgotten_score is not None and not 0.0 <= alert.forgotten_score <= 1.0:
+        raise MessageError(f"alert.forgotten_score = {alert.forgotten_score} is not in [0, 1]")
+
+
 def _validate_items(kind: str, name: str, items: tuple[Any, ...]) -> None:
-    """Length and range of a tuple field: step-id lists, or the alert's names."""
+    """Length and range of a tuple field: step-id lists, scores, or names."""
     longest = MAX_HISTORY if name == "history" else MAX_STEPS
     if len(items) > longest:
         raise MessageError(f"{kind}.{name} has more than {longest} items")
     if name in _STEP_FIELDS:
         if items and not (min(items) >= 0 and max(items) <= MAX_STEP_ID):  # min/max run in C: one pass each
             raise MessageError(f"{kind}.{name}[] must be step ids in 0..{MAX_STEP_ID}")
+    elif name in _SCORE_FIELDS:
+        if not all(0.0 <= item <= 1.0 for item in items):  # also refuses NaN (min/max would let it through)
+            raise MessageError(f"{kind}.{name}[] must be numbers in [0, 1]")
     elif any(len(item) > MAX_TEXT for item in items):
         raise MessageError(f"{kind}.{name}[] is longer than {MAX_TEXT} characters")
 

@@ -13,7 +13,9 @@ is paced to the wall clock (a live look), otherwise it is read as fast as the co
 that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set.
 
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
-that the consumer never took is counted in ``dropped``. A camera or stream that stops delivering
+that the consumer never took is counted in ``dropped``. A consumer that is on time gets, at each of its
+``fps`` slots, the first frame that arrives in the slot (not one that waited since the slot before), so a
+frame's age when it is delivered is the hand-over, not up to a source period. A camera or stream that stops delivering
 is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), after which the
 stream ends with ``error`` set. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a read
 waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
@@ -196,6 +198,7 @@ class VideoReader(abc.ABC):
         dropped: frames the source produced that were never delivered (live sources only).
         error: why the source ended early, naming it (empty while it is fine and when it ended normally);
             set when `read` has returned None.
+        duration: seconds of video a file's container announces (None for live sources, or when unknown).
     """
 
     name: str = ""
@@ -206,6 +209,7 @@ class VideoReader(abc.ABC):
         self.frames = 0
         self.dropped = 0
         self.error = ""
+        self.duration: float | None = None
 
     @abc.abstractmethod
     def read(self) -> Frame | None:
@@ -276,6 +280,7 @@ class DecordReader(_FileReader):
         if n == 0 or not native > 0:
             raise InputError(f"--video {path}: no frames or no frame rate")
         self._indices = sample_indices(n, native, config.fps)
+        self.duration = n / native
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
         if len(self._indices):
             try:
@@ -333,6 +338,7 @@ class OpenCVFileReader(_FileReader):
         self._src_pos = -1
         self._announced = n
         self._native = native
+        self.duration = n / native if n > 0 else None
 
     def read(self) -> Frame | None:
         k = self.frames
@@ -425,6 +431,7 @@ class LiveReader(VideoReader):
         self._lock = threading.Condition()
         self._latest: np.ndarray | None = None
         self._latest_id = 0
+        self._latest_at = 0.0  # when the newest frame arrived (clock seconds)
         self._taken_id = 0
         self._stop = threading.Event()
         self._ended = False
@@ -443,6 +450,7 @@ class LiveReader(VideoReader):
                     with self._lock:
                         self._latest = bgr
                         self._latest_id += 1
+                        self._latest_at = last_frame
                         self._lock.notify_all()
                     continue
                 if self.clock() - last_frame < self.config.stall_timeout_s and self._cap.isOpened():
@@ -476,12 +484,20 @@ class LiveReader(VideoReader):
         return False
 
     def read(self) -> Frame | None:
-        # Deliver at most `fps` frames per second: wait for the next slot, then take the newest frame.
+        # Deliver at most `fps` frames per second: wait for the next slot, then take the first frame that arrives in it.
         now = self.clock()
-        if self._next_due > now:
-            time.sleep(self._next_due - now)
+        due = self._next_due
+        on_time = due > now
+        if on_time:
+            time.sleep(due - now)
         with self._lock:
-            while self._latest_id == self._taken_id and not self._ended and not self._stop.is_set():
+            # On time, a frame that arrived before the slot has already aged up to a source period: take the next
+            # one, which arrives within that period and is processed the moment it does. Behind, take the newest.
+            while (
+                (self._latest_id == self._taken_id or (on_time and self._latest_at < due))
+                and not self._ended
+                and not self._stop.is_set()
+            ):
                 self._lock.wait(0.1)
             if self._latest_id == self._taken_id:
                 return None

@@ -4,6 +4,7 @@ Usage::
 
     stream-detect --video demo                                  # built-in demo: graph and detector bundled
     stream-detect --video demo:correct --jsonl --fast           # JSON lines, as fast as the CPU allows
+    stream-detect --video demo:missing                          # ends without add_milk: reported missing
     stream-detect --video cam0 --graph tent.json --detector detector.pt [--backbone model.pt]
     stream-detect --video clip.mp4 --graph tent.json --detector detector.pt --jsonl
 
@@ -47,10 +48,12 @@ if TYPE_CHECKING:
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
 SUBCOMMANDS = ("run", "detector", "checker", "view", "keys")
+JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
 def _video_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--video", default="demo", help="demo, demo:correct, cam0, /dev/video0, a URL or a file")
+    p.add_argument("--video", default="demo",
+                   help="demo, demo:correct, demo:missing, cam0, /dev/video0, a URL or a file")
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
     p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
     p.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")
@@ -61,6 +64,8 @@ def _video_args(p: argparse.ArgumentParser) -> None:
     pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
     p.add_argument("--threads", type=threads_option, default=1,
                    help="torch threads of the detector (default 1; at most 4 per core)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="where features and detector run (auto: CUDA when torch sees one)")
 
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
@@ -88,7 +93,7 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
-    run.add_argument("--jsonl", action="store_true", help="print events and alerts as JSON lines")
+    run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
@@ -106,7 +111,7 @@ def build_parser() -> ArgumentParser:
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
     view.add_argument("--graph", help="task graph JSON, for step names")
-    view.add_argument("--jsonl", action="store_true", help="print events and alerts as JSON lines")
+    view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     _client_curve_args(view)
     keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients")
     keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
@@ -250,7 +255,7 @@ def _source(args: argparse.Namespace) -> StreamSource:
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
-    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader)
+    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device)
 
 
 def _detector(args: argparse.Namespace) -> int:

@@ -2,8 +2,8 @@
 
 `ViewState.apply` folds one received message into the state (alerts de-duplicated by their stable
 ``alert_id`` within their detector ``run``, so a restarted checker's re-sent alerts show once and a
-new run's alerts, whose ids start over, show too); `render` draws it; the loop in
-`streaming.viewer` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
+new run's alerts, whose ids start over, show too; end-of-session reports likewise, once per run); `render` draws it;
+the loop in `streaming.viewer` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
@@ -24,7 +24,7 @@ from rich.text import Text
 from graphs.limits import MAX_STEPS
 from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph
-from streaming.messages import Alert, CheckerHealth, Message, Status, StepEvent, encode
+from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Status, StepEvent, encode
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -47,6 +47,10 @@ class ViewState:
     # stream id -> (its latest run, the alert ids seen in that run): alert ids restart with every
     # run, and keeping only the latest run's bounds the set by the run's history.
     alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
+    # End-of-session reports, and the run each stream was last reported for (a report is re-sent until its stream
+    # starts a new run).
+    missing: deque[tuple[float, MissingSteps]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
+    reported: dict[str, str] = field(default_factory=dict)
     malformed: int = 0
     health: CheckerHealth | None = None  # the checker's latest counts of what it refused
 
@@ -58,7 +62,8 @@ class ViewState:
             received_at: wall time of arrival (for the log); the message's timestamp if None.
 
         Returns:
-            True if the message was new (an alert seen before in its session returns False).
+            True if the message was new: an alert or report seen before in its run, and a status that changes
+            nothing but the detector's counters (``current``, frames, rate, gaps), return False.
         """
         when = message.timestamp if received_at is None else received_at
         if isinstance(message, Alert):
@@ -72,17 +77,26 @@ class ViewState:
             self.alerts.append((when, message))
             self._learn_name(message.step, message.step_name)
             return True
+        if isinstance(message, MissingSteps):
+            if self.reported.get(message.stream_id) == message.run:
+                return False
+            if message.stream_id not in self.reported and len(self.reported) >= MAX_VIEW_STREAMS:
+                del self.reported[next(iter(self.reported))]  # the stream reported first: a bound on peers' ids
+            self.reported[message.stream_id] = message.run
+            self.missing.append((when, message))
+            return True
         if isinstance(message, StepEvent):
             self.events.append((when, message))
             self._learn_name(message.step, message.step_name)
             return True
         if isinstance(message, Status):
-            if message.stream_id not in self.streams and len(self.streams) >= MAX_VIEW_STREAMS:
+            previous = self.streams.get(message.stream_id)
+            if previous is None and len(self.streams) >= MAX_VIEW_STREAMS:
                 oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
                 del self.streams[oldest]
                 self.alert_ids.pop(oldest, None)
             self.streams[message.stream_id] = message
-            return True
+            return previous is None or _procedure(previous) != _procedure(message)
         if isinstance(message, CheckerHealth):
             self.health = message
             return True
@@ -97,6 +111,11 @@ class ViewState:
         if step is None:
             return "-"
         return self.names.get(step, str(step))
+
+
+def _procedure(row: Status) -> tuple[object, ...]:
+    """What a status says about the procedure (not the detector's counters): when it changes, the status is news."""
+    return (row.run, row.done, row.allowed, row.allowed_scores, row.rule, row.alerts, row.ended, row.lost)
 
 
 def graph_names(graph: TaskGraph) -> dict[int, str]:
@@ -124,6 +143,22 @@ def _missing(alert: Alert, state: ViewState) -> Text:
     return _text(", ".join(names))
 
 
+def _likely_next(row: Status, state: ViewState) -> Text:
+    """The allowed steps of a stream, likeliest first, each with its future-step probability when it has one."""
+    parts = [
+        state.name(step) + (f" {score:.2f}" if score > 0 else "")
+        for step, score in zip(row.allowed, row.allowed_scores, strict=True)
+    ]
+    return _text(", ".join(parts) or "-")
+
+
+def _forgotten(alert: Alert) -> Text:
+    """The missing step most likely forgotten, with its score (``-`` when the alert has none)."""
+    if alert.forgotten_name is None or alert.forgotten_score is None:
+        return _text("-")
+    return _text(f"{alert.forgotten_name} {alert.forgotten_score:.2f}", "bold")
+
+
 def _health(health: CheckerHealth) -> Text | None:
     """One line on what the checker turned away, or None when it turned nothing away and no stream is lost."""
     refused = [
@@ -143,7 +178,7 @@ def _health(health: CheckerHealth) -> Text | None:
 
 
 def render(state: ViewState) -> RenderableType:
-    """Draw the state: a table of streams, the alert log and the recent key-steps.
+    """Draw the state: a table of streams, the alert log, the steps ended sessions never did, the recent key-steps.
 
     Args:
         state: what to show.
@@ -167,7 +202,7 @@ def render(state: ViewState) -> RenderableType:
             _text(sid + mark, "yellow" if row.lost else ""),
             _text(state.name(row.current)),
             done if row.done else _text("-"),
-            _text(", ".join(state.name(s) for s in row.allowed) or "-"),
+            _likely_next(row, state),
             _text(f"{row.fps:.1f}"),
             _text(row.frames),
             _text(row.dropped),
@@ -175,15 +210,18 @@ def render(state: ViewState) -> RenderableType:
         )
     if not state.streams:
         streams.add_row(_text("waiting for streams..."), *(_text("") for _ in range(7)))
+    rules = sorted({row.rule for row in state.streams.values()})
+    if rules:  # the query names its rule: without row-softmax weights the binary rule orders the allowed steps
+        streams.caption = f"allowed next: likeliest first, future-step probability by the {'/'.join(rules)} rule"
 
     alerts = Table(title="alerts", expand=True, title_style="bold red")
-    for col in ("time", "stream", "mistake", "missing pre-conditions"):
+    for col in ("time", "stream", "mistake", "missing pre-conditions", "likely forgotten"):
         alerts.add_column(col)
     for when, alert in state.alerts:
         alerts.add_row(_text(_clock(when)), _text(alert.stream_id), _text(alert.step_name, "bold red"),
-                       _missing(alert, state))
+                       _missing(alert, state), _forgotten(alert))
     if not state.alerts:
-        alerts.add_row(_text("-"), _text("-"), _text("no mistakes so far"), _text(""))
+        alerts.add_row(_text("-"), _text("-"), _text("no mistakes so far"), _text(""), _text(""))
 
     events = Table(title="recent key-steps", expand=True)
     for col in ("time", "stream", "key-step", "video time", "confidence"):
@@ -194,7 +232,16 @@ def render(state: ViewState) -> RenderableType:
             _text(f"{ev.confidence:.2f}"),
         )
 
-    parts: list[RenderableType] = [streams, alerts, events]
+    parts: list[RenderableType] = [streams, alerts]
+    if state.missing:  # shown once a session has ended without some required step
+        never = Table(title="never done (session ended)", expand=True, title_style="bold red")
+        for col in ("time", "stream", "missing key-steps"):
+            never.add_column(col)
+        for when, report in state.missing:
+            names = list(report.missing_names) + [state.name(s) for s in report.missing[len(report.missing_names) :]]
+            never.add_row(_text(_clock(when)), _text(report.stream_id), _text(", ".join(names), "bold red"))
+        parts.append(never)
+    parts.append(events)
     health = _health(state.health) if state.health is not None else None
     if health is not None:
         parts.append(health)

@@ -21,7 +21,7 @@ from rich.live import Live
 from graphs.safe_text import printable
 from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
-from streaming.messages import Alert, Message, StepEvent
+from streaming.messages import Alert, Message, MissingSteps, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
 from streaming.view import ViewState, graph_names, jsonl_line, render
 
@@ -37,7 +37,8 @@ class Viewer:
         ctx: ZeroMQ context.
         endpoint: the checker's alerts endpoint.
         state: the view state (holds step names from the graph).
-        jsonl: print ``step`` and ``alert`` messages as JSON lines to ``out`` instead of drawing.
+        jsonl: print JSON lines to ``out`` instead of drawing: ``step``, ``alert`` and ``missing`` messages once
+            each, and a stream's ``status`` when what it says about the procedure changes.
         out: where JSON lines go.
         warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
             no screen to count them on: a checker speaking another wire version would otherwise look idle).
@@ -73,7 +74,7 @@ class Viewer:
         now = time.time()
         for message in messages:
             new = self.state.apply(message, now)
-            if self.jsonl and new and isinstance(message, StepEvent | Alert):
+            if self.jsonl and new and isinstance(message, StepEvent | Alert | MissingSteps | Status):
                 print(jsonl_line(message), file=self.out, flush=True)
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:

@@ -11,10 +11,10 @@ A training tool, kept out of the ``streaming`` package: ``stream-detect`` only r
    (``demo_annotations.json``), and the task graph is learned from it as ``tgml train`` does by
    default (the noisy-AND learner, which keeps both pre-conditions of ``pour_water``).
 2. Detector: executions in random orders (so the detector learns to see steps, not to expect an
-   order) are rendered to MP4 with OpenCV, read back through the same reader and built-in
-   ``light-v1`` extractor the live pipeline uses, written as a MiniROAD feature folder, and trained
-   with ``recognition-train``'s trainer using ``demo_detector.toml``; the segmenter settings that
-   suit the demo's step lengths (`DEMO_SEGMENTER`) are stored in the checkpoint's ``info``.
+   order) are rendered to MP4 with OpenCV and labelled in the same annotation format; then the user's own path
+   runs on them: ``recognition-features`` (``efficientnet-lite0`` features at `DEMO_FPS`) and
+   ``recognition-train``'s trainer with ``demo_detector.toml``. The segmenter settings that suit the demo's step
+   lengths (`DEMO_SEGMENTER`) are stored in the checkpoint's ``info``.
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ from graphs.task_graph import save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.train import run_training
 from streaming.demo.paths import DEMO_DIR
-from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, name_of, sample_correct_order
+from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, sample_correct_order
 from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
-from streaming.extractors import LightExtractor
-from streaming.readers import DecordReader, ReaderConfig, Source
+from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
 from tgml.noisy_and_config import NoisyAndConfig
 from tgml.noisy_and_train import noisy_and_from_annotations
 
@@ -44,8 +43,11 @@ N_GRAPH_EXECUTIONS = 40
 N_TRAIN_VIDEOS = 12
 N_TEST_VIDEOS = 3
 GRAPH_SEED = 7
-FEATURES = "rgb_light-v1"
-# Demo key-steps last 2.5-3.5 s: a run under 0.3 s is a cross-fade artefact, never a step.
+EXTRACTOR = "efficientnet-lite0"
+# Features per second of the demo detector: a demo key-step (2.5-3.5 s) spans 12-17 of them, and on 2 CPU cores
+# the backbone keeps this rate live with room to spare (benchmarks/stream_latency.py).
+DEMO_FPS = 5.0
+# Demo key-steps last 2.5-3.5 s: a run under 0.3 s (one frame at 5 fps) is a cross-fade artefact, never a step.
 DEMO_SEGMENTER = {"min_run": 0.3, "min_duration": 0.6, "max_delay": 2.0}
 
 
@@ -73,48 +75,34 @@ def build_graph(out: Path) -> Path:
 
 
 def build_features(work: Path, console: Console) -> Path:
-    """Render training/test videos and write them as a MiniROAD feature folder.
+    """Render labelled training/test videos, then extract them as ``recognition-features`` does.
 
     Args:
-        work: scratch folder (videos and features go below it).
+        work: scratch folder (videos, their annotation file and the feature folder go below it).
         console: for progress.
 
     Returns:
         The feature folder.
     """
     config = RenderConfig()
-    extractor = LightExtractor()
-    root = work / "features"
-    (root / FEATURES).mkdir(parents=True, exist_ok=True)
-    (root / "target_perframe").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(123)
     names = [f"train_{k:02d}" for k in range(N_TRAIN_VIDEOS)] + [f"test_{k:02d}" for k in range(N_TEST_VIDEOS)]
-    class_of = {s: c + 1 for c, s in enumerate(STEP_IDS)}
+    executions = {}
     with Progress(console=console) as bar:
-        task = bar.add_task("rendering demo videos", total=len(names))
-        for k, name in enumerate(names):
+        for k, name in enumerate(bar.track(names, description="rendering demo videos")):
             order = tuple(int(s) for s in rng.permutation(STEP_IDS))  # any order: see steps, not orders
-            video = work / "videos" / f"{name}.mp4"
-            segments = write_video(video, order, seed=k, config=config)
-            reader = DecordReader(Source("file", str(video), str(video)), ReaderConfig(fps=config.fps))
-            frames = np.stack([f.image for f in reader])  # (T, H, W, 3)
-            feats = np.concatenate([extractor(frames[i : i + 64]) for i in range(0, len(frames), 64)])
-            labels = np.zeros(len(frames), dtype=np.int64)
-            for step, start, end in segments:
-                labels[int(round(start * config.fps)) : int(round(end * config.fps))] = class_of[step]
-            np.save(root / FEATURES / f"{name}.npy", feats.astype(np.float32))
-            np.save(root / "target_perframe" / f"{name}.npy", np.eye(len(STEP_IDS) + 1, dtype=np.float32)[labels])
-            bar.advance(task)
-    split = {
-        "train": names[:N_TRAIN_VIDEOS],
-        "test": names[N_TRAIN_VIDEOS:],
-        "class_names": ["background", *(name_of(s) for s in STEP_IDS)],
-        "class_step_ids": [None, *STEP_IDS],
-        "fps": config.fps,
-        "feature_extractor": extractor.name,
-    }
-    (root / "split.json").write_text(json.dumps(split, indent=1))
-    return root
+            executions[name] = write_video(work / "videos" / f"{name}.mp4", order, seed=k, config=config)
+    labels = work / "detector_annotations.json"
+    write_text(labels, json.dumps(annotation_file(executions)), "detector annotations")
+    features = FeatureExtractionConfig(
+        videos=str(work / "videos"),
+        annotations=str(labels),
+        out=str(work / "features"),
+        extractor=EXTRACTOR,
+        fps=DEMO_FPS,
+        test_videos=tuple(names[N_TRAIN_VIDEOS:]),
+    )
+    return extract_feature_folder(features).folder
 
 
 def build_detector(out: Path, work: Path, console: Console) -> Path:

@@ -7,9 +7,10 @@ Ground-truth pre-conditions (step -> what it needs)::
     pour_water   -> boil_water, add_teabag
     add_milk     -> pour_water
 
-`DEMO_EXECUTIONS` are the two videos ``--video demo`` can play: ``mistake`` switches the kettle on
-before filling it (the checker must alert on ``boil_water``), ``correct`` is a valid order (no alert).
-The mistake breaks a single-pre-condition edge, which TGML recovers reliably from few executions.
+`DEMO_EXECUTIONS` are the three videos ``--video demo`` can play: ``mistake`` switches the kettle on
+before filling it (the checker must alert on ``boil_water``), ``correct`` is a valid order (no alert),
+``missing`` is the correct order without its last step (no alert; when it ends, the checker reports ``add_milk``
+never done). The mistake breaks a single-pre-condition edge, which TGML recovers reliably from few executions.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ PRECONDITIONS: Final[dict[int, tuple[int, ...]]] = {1: (), 2: (1,), 3: (), 4: (3
 DEMO_EXECUTIONS: Final[dict[str, tuple[int, ...]]] = {
     "mistake": (3, 2, 1, 4, 5, 6),  # boil_water (2) before fill_kettle (1)
     "correct": (3, 1, 2, 4, 5, 6),
+    "missing": (3, 1, 2, 4, 5),  # add_milk (6) never done
 }
-DEMO_SEEDS: Final[dict[str, int]] = {"mistake": 1001, "correct": 1002}
+DEMO_SEEDS: Final[dict[str, int]] = {"mistake": 1001, "correct": 1002, "missing": 1003}
 
 
 def name_of(step: int) -> str:

@@ -1,4 +1,4 @@
-"""OpenCV renderer of synthetic demo-procedure videos, and the cache of the two demo videos.
+"""OpenCV renderer of synthetic demo-procedure videos, and the cache of the demo videos.
 
 Each key-step is its own scene (a colour, a moving shape and texture), background frames show an
 empty table; a skin-coloured "hand" wanders over every scene, each frame gets sensor noise, each
@@ -249,7 +249,7 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
     """The path of a demo video, rendered on first use, and its ground-truth segments.
 
     Args:
-        name: ``"mistake"`` or ``"correct"`` (see `DEMO_EXECUTIONS`).
+        name: ``"mistake"``, ``"correct"`` or ``"missing"`` (see `DEMO_EXECUTIONS`).
 
     Returns:
         ``(video path, segments)``.

@@ -161,6 +161,14 @@ def test_binary_future_prefers_successors_with_fewer_unmet_pre_conditions() -> N
     assert answer.steps == (2, 3, 4) and answer.scores == pytest.approx((4 / 11, 4 / 11, 3 / 11))
 
 
+def test_future_before_the_first_step_asks_what_follows_start() -> None:
+    # A live stream before its first key-step: START is the step just done. Binary: A is START's only successor.
+    assert ProcedureQueries(binary_graph()).future(None, []).steps == (1,)
+    # Weighted, H = {S}: mass A 1.0, B 0.2 (C and E need A or B); total 1.2.
+    answer = ProcedureQueries(weighted_graph()).future(None, [])
+    assert answer.steps == (1, 2) and answer.scores == pytest.approx((1 / 1.2, 0.2 / 1.2))
+
+
 def test_optional_without_weights_falls_back_to_the_stored_score_and_says_so() -> None:
     answer = ProcedureQueries(binary_graph([0.0, 0.9, 0.0, 0.0])).optional(2, [1])
     assert answer.rule == "binary" and answer.value == 0.9  # no local term without weights

@@ -125,6 +125,9 @@ def test_shipped_configs_load() -> None:
     # stream-detect can feed (it named "builtin-tiny", which no extractor answers to).
     tiny = load_detector_training_config(root / "miniroad-tiny.toml").features
     assert make_extractor(tiny.extractor).name == tiny.extractor == "light-v1"
+    # The config of the README's walkthrough reads the folder recognition-features writes for its default extractor.
+    lite = load_detector_training_config(root / "miniroad-efficientnet-lite0.toml").features
+    assert (lite.extractor, lite.rgb) == ("efficientnet-lite0", "rgb_efficientnet-lite0")
 
 
 def _argv(features: Path, config: Path, out: Path) -> list[str]:

@@ -41,6 +41,26 @@ def tea_graph() -> TaskGraph:
     return TaskGraph(STEP_IDS, STEP_NAMES, adj, scenario=SCENARIO)
 
 
+def weighted_tea_graph() -> TaskGraph:
+    """`tea_graph` with row-softmax weights (as Direct Optimization learns them), so the checker's procedure questions
+    use the weighted rule. Before anything else, ``add_teabag`` is likelier than ``fill_kettle`` (START weighs 0.2 in
+    fill_kettle's row), and ``pour_water`` follows ``add_teabag`` more surely than ``boil_water`` (which ``add_milk``
+    follows too)."""
+    binary = tea_graph()
+    nodes = binary.nodes
+    size = len(nodes)
+    weights = np.full((size, size), 0.02)
+    weights[0] = 0.0  # nothing precedes START
+    weights[:, -1] = 0.0  # nothing requires END
+    np.fill_diagonal(weights, 0.0)
+    strong = {(1, START): 0.2, (2, 1): 1.0, (3, START): 1.0, (4, 3): 1.0, (5, 2): 0.3, (5, 4): 0.6, (6, 5): 1.0,
+              (6, 2): 0.5, (END, 6): 1.0}
+    for (step, required), value in strong.items():
+        weights[nodes.index(step), nodes.index(required)] += value
+    weights[1:] /= weights[1:].sum(axis=1, keepdims=True)
+    return TaskGraph(binary.step_ids, binary.step_names, binary.adjacency, weights, binary.scenario)
+
+
 def keystep(history: tuple[int, ...] = (1, 3, 5), seq: int = 0, **fields: Any) -> KeyStepEvent:
     """The event a detector sends when it confirms ``history[-1]``, a demo step (the one way tests build one).
 

@@ -83,3 +83,19 @@ def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path
             lambda: events.heartbeat(None, 0, 0, 0.0),
         )
         assert service.core.streams["cam0"].checker.done == (3,)
+
+
+def test_the_device_stepper_carries_the_state_like_the_cpu_stepper() -> None:
+    # ModelStepper is what a CUDA run steps with; on the CPU it must give what FastStepper gives, frame after frame.
+    import torch
+
+    from recognition.model import FastStepper, MiniROAD, MiniROADConfig
+    from streaming.detector_service import ModelStepper, make_stepper
+
+    torch.manual_seed(0)
+    model = MiniROAD(MiniROADConfig(12, 8, 8, 4, 0.0)).eval()
+    frames = torch.randn(20, 12)
+    device, fast = ModelStepper(model), make_stepper(model)
+    assert isinstance(fast, FastStepper)
+    for x in frames:
+        assert torch.allclose(device.step(x), fast.step(x), atol=1e-5)

@@ -13,6 +13,7 @@ from streaming.messages import (
     Alert,
     Heartbeat,
     MessageError,
+    MissingSteps,
     Status,
     StepEvent,
     decode,
@@ -27,9 +28,21 @@ def all_kinds() -> list[object]:
         keystep(),
         Heartbeat("cam0", 4, 2.0, "s1", (1, 3), None, 120, 2, 29.5, False),
         StepEvent("cam0", 3, 2.05, 5, "pour_water", 4.0, 7.5, 0.93, 2, run=run_of("s1")),
-        Alert("cam0", 0, 2.1, "cam0#2", run_of("s1"), 5, "pour_water", 2, (2,), ("boil_water",), False, 1.5, False),
-        Status("cam0", 1, 2.2, run_of("s1"), (1, 3), (2, 4), 4, 1, 120, 0, 30.0, 0, True, False),
+        Alert("cam0", 0, 2.1, "cam0#2", run_of("s1"), 5, "pour_water", 2, (2,), ("boil_water",), False, 1.5, False,
+              2, "boil_water", 0.75, "weighted"),
+        missing_steps(),
+        Status("cam0", 1, 2.2, run_of("s1"), (1, 3), (2, 4), 4, 1, 120, 0, 30.0, 0, True, False, (0.625, 0.0),
+               "binary"),
     ]
+
+
+def missing_steps(**fields: object) -> MissingSteps:
+    """The end report of a session of stream ``cam0`` that never did steps 4 and 6; any field can be set."""
+    values: dict[str, object] = {
+        "stream_id": "cam0", "seq": 5, "timestamp": 2.3, "missing_id": "cam0#end", "run": run_of("s1"),
+        "missing": (4, 6), "missing_names": ("add_teabag", "add_milk"), "replayed": False,
+    }
+    return MissingSteps(**(values | fields))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("message", all_kinds(), ids=lambda m: type(m).__name__)
@@ -135,3 +148,85 @@ def test_a_full_history_encodes_and_decodes_in_one_pass() -> None:
     body["history"] = [1, True, 3]  # a bool is not a step id, in a history as anywhere
     with pytest.raises(MessageError, match="history"):
         decode(frames_of(body, b"heartbeat/cam0"))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda b: b.update(missing=[], missing_names=[]), "missing.missing is empty"),
+        (lambda b: b.update(missing=[4, -1]), r"missing\[\] must be step ids"),
+        (lambda b: b.update(missing=[4]), "more names than"),
+        (lambda b: b.update(missing_names=["add_teabag", 6]), "string"),
+        (lambda b: b.update(missing_id="cam0#1"), "'<stream_id>#end'"),
+        (lambda b: b.update(run="a token?"), "run"),
+        (lambda b: b.update(replayed="no"), "true or false"),
+        (lambda b: b.pop("run"), "missing fields"),
+        (lambda b: b.update(session="s1"), "unexpected fields"),  # viewers never get the detector's session token
+        (lambda b: b.update(version=1), "version"),
+    ],
+)
+def test_malformed_missing_steps_reports_are_refused(mutate: object, reason: str) -> None:
+    body = payload(missing_steps())
+    mutate(body)  # type: ignore[operator]
+    with pytest.raises(MessageError, match=reason):
+        decode(frames_of(body, b"missing/cam0"))
+
+
+def test_missing_steps_report_keeps_every_id_and_the_names_that_fit() -> None:
+    # 2048 steps of 512-character names would be 1 MiB: the ids all go, with the names of the first ones.
+    ids = tuple(range(2048))
+    report = missing_steps(missing=ids, missing_names=tuple("n" * 512 for _ in ids)).fitted()
+    frames = encode(report)
+    assert len(frames[1]) <= MAX_MESSAGE_BYTES and decode(frames) == report
+    assert report.missing == ids and 100 < len(report.missing_names) < 2048
+    assert missing_steps().fitted() == missing_steps()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda b: b.update(forgotten=7), "not one of alert.missing"),
+        (lambda b: b.update(forgotten=None), "go together"),
+        (lambda b: b.update(forgotten_score=1.5), r"not in \[0, 1\]"),
+        (lambda b: b.update(forgotten_score="high"), "number"),
+        (lambda b: b.update(rule="guess"), "rule"),
+        (lambda b: b.pop("rule"), "missing fields"),
+    ],
+)
+def test_malformed_likely_forgotten_steps_are_refused(mutate: object, reason: str) -> None:
+    body = payload(all_kinds()[3])
+    mutate(body)  # type: ignore[operator]
+    with pytest.raises(MessageError, match=reason):
+        decode(frames_of(body, b"alert/cam0"))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda b: b.update(allowed_scores=[0.5]), "allowed_scores has 1 items for 2 allowed steps"),
+        (lambda b: b.update(allowed_scores=[0.5, -0.1]), r"allowed_scores\[\] must be numbers in \[0, 1\]"),
+        (lambda b: b.update(allowed_scores=[0.5, True]), "number"),
+        (lambda b: b.update(rule="Binary"), "rule"),
+    ],
+)
+def test_malformed_next_step_probabilities_are_refused(mutate: object, reason: str) -> None:
+    body = payload(all_kinds()[5])
+    mutate(body)  # type: ignore[operator]
+    with pytest.raises(MessageError, match=reason):
+        decode(frames_of(body, b"status/cam0"))
+
+
+def test_an_infinite_probability_is_refused() -> None:
+    # JSON has no infinity, but 1e999 parses as one.
+    text = encode(all_kinds()[5])[1].replace(b'"allowed_scores":[0.625,0.0]', b'"allowed_scores":[0.625,1e999]')
+    with pytest.raises(MessageError, match=r"allowed_scores\[\] must be numbers in \[0, 1\]"):
+        decode([b"status/cam0", text])
+
+
+def test_a_status_of_the_largest_graph_fits_one_message() -> None:
+    # The largest graph (2048 steps, the largest ids) with every step allowed: ids and 4-decimal probabilities.
+    allowed = tuple(range(2**31 - 2048, 2**31))
+    row = Status("cam0", 2**53 - 1, 2.2, run_of("s1"), (), allowed, 2**31 - 1, 2**53 - 1, 2**53 - 1, 2**53 - 1,
+                 1e300, 2**53 - 1, False, False, (0.1235,) * 2048, "weighted")
+    frames = encode(row)
+    assert decode(frames) == row and len(frames[1]) < 38 * 1024  # docs/wire-format.md: "under 38 KiB"

@@ -199,3 +199,41 @@ def test_a_file_decord_cannot_decode_falls_back_to_opencv(tmp_path: Path) -> Non
     frames = list(reader)
     reader.close()
     assert reader.name == "opencv" and len(frames) == 30 and reader.error == ""
+
+
+class _PacedCapture:
+    """A 22 fps camera stand-in: each read returns when the camera's next frame is due, numbered in its pixels."""
+
+    period = 0.045  # not a divisor of the consumer's period: frames arrive at every phase of its slots
+
+    def __init__(self) -> None:
+        self.arrivals: list[float] = []
+        self._next = time.monotonic()
+
+    def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
+        return True
+
+    def read(self) -> tuple[bool, np.ndarray]:
+        self._next += self.period
+        time.sleep(max(0.0, self._next - time.monotonic()))
+        self.arrivals.append(time.monotonic())
+        return True, np.full((8, 8, 3), len(self.arrivals) % 256, dtype=np.uint8)
+
+    def release(self) -> None:
+        pass
+
+
+def test_an_on_time_consumer_gets_fresh_frames_from_a_live_source() -> None:
+    # At 8 fps from a 22 fps camera, the newest frame at a slot's start has waited up to 45 ms (23 on average); the
+    # reader waits for the next one instead, so a delivered frame is as old as the hand-over (the bound is generous).
+    camera = _PacedCapture()
+    reader = LiveReader(Source("camera", 0, "cam0"), ReaderConfig(fps=8.0), open_capture=lambda _: camera)
+    ages = []
+    try:
+        for _ in range(20):
+            frame = reader.read()
+            assert frame is not None
+            ages.append(time.monotonic() - camera.arrivals[int(frame.image[0, 0, 0]) - 1])
+    finally:
+        reader.close()
+    assert float(np.mean(ages)) < 0.01, ages

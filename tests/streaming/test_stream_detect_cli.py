@@ -8,9 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 import zmq
 
 from graphs.task_graph import save_graph
+from recognition.checkpoint import load_detector, save_detector
+from recognition.model import MiniROAD, MiniROADConfig
 from streaming.demo.paths import default_demo_paths
 from streaming.stream_detect_cli import main
 from tests.cli_errors import cli_error
@@ -166,10 +169,22 @@ def test_demo_cache_that_cannot_be_written(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_video_too_small_for_the_detector_features(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A light-v1 detector for the demo's steps (its weights do not matter: the frames are refused before them).
+    model, checkpoint = load_detector(DETECTOR)
+    light = tmp_path / "light.pt"
+    config = MiniROADConfig(80, 8, 8, checkpoint.config.num_classes, 0.0)
+    save_detector(light, MiniROAD(config), checkpoint.class_names, checkpoint.class_step_ids, "light-v1", 5.0)
     video = write_noise_video(tmp_path / "tiny.mp4", frames=30, size=(4, 4))
-    line = cli_error(main, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl",
+    line = cli_error(main, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(light), "--jsonl",
                             "--fast"], capsys)
     assert line == "error: light-v1 features need frames of at least 7x7 px, got 4x4"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(main, ["--video", "demo", "--device", "cuda", "--jsonl", "--fast"], capsys)
+    assert line.startswith("error: --device cuda: torch")
+    assert line.endswith("sees no CUDA device; use --device cpu (or auto)")
 
 
 @pytest.mark.parametrize("video", ["demo:", "demo:typo"])

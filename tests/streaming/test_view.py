@@ -15,7 +15,7 @@ from rich.console import Console
 from graphs.task_graph import load_graph
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
-from streaming.messages import Alert, CheckerHealth, Status, StepEvent, run_of
+from streaming.messages import Alert, CheckerHealth, MissingSteps, Status, StepEvent, run_of
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, graph_names, jsonl_line, render
 from streaming.viewer import Viewer, run_view
@@ -30,7 +30,8 @@ def draw(state: ViewState, width: int = 140) -> str:
 
 
 def alert(replayed: bool = False) -> Alert:
-    return Alert("kitchen", 7, 1.0, "kitchen#1", "s", 2, "boil_water", 1, (1,), ("fill_kettle",), False, 0.9, replayed)
+    return Alert("kitchen", 7, 1.0, "kitchen#1", "s", 2, "boil_water", 1, (1,), ("fill_kettle",), False, 0.9, replayed,
+                 1, "fill_kettle", 1.0, "binary")
 
 
 def status(run: str = "s", done: tuple[int, ...] = (3, 2), allowed: tuple[int, ...] = (1, 4), **fields: Any) -> Status:
@@ -38,6 +39,7 @@ def status(run: str = "s", done: tuple[int, ...] = (3, 2), allowed: tuple[int, .
     values: dict[str, Any] = {
         "stream_id": "kitchen", "seq": 3, "timestamp": 1.0, "run": run, "done": done, "allowed": allowed,
         "current": 2, "alerts": 1, "frames": 250, "dropped": 4, "fps": 29.7, "gaps": 0, "ended": False, "lost": False,
+        "allowed_scores": (0.0,) * len(allowed), "rule": "binary",
     }
     return Status(**(values | fields))
 
@@ -167,17 +169,21 @@ def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zm
     pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
     out = io.StringIO()
     viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True, out=out)
-    hostile = [Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False)
+    hostile = [Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False,
+                     99, name, 0.5, "binary")
                for k, name in enumerate(HOSTILE_NAMES)]
     hostile += [StepEvent("kitchen", 50, 1.0, 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0, run="r")]
+    hostile += [MissingSteps("kitchen", 51, 1.0, "kitchen#end", "r", (98, 99), HOSTILE_NAMES[:2], False)]
     hostile += [status("r", done=(0, 1), allowed=(7,), current=3)]
-    assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events, 10.0,
+    assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events
+                    and viewer.state.missing, 10.0,
                     lambda: ([Publisher(pub).send(m) for m in hostile], viewer.pump(20)))
     text = draw(viewer.state, width=600)
     assert_shown_safely(text, HOSTILE_NAMES[-len(viewer.state.alerts) :])
+    assert_shown_safely(text.split("never done")[1], HOSTILE_NAMES[:2])  # the ended session's report
     printed = out.getvalue()
     assert all(ord(c) < 128 and (c == "\n" or c.isprintable()) for c in printed)  # JSON escapes every other char
-    names = {json.loads(line)["step_name"] for line in printed.splitlines()}
+    names = {json.loads(line).get("step_name") for line in printed.splitlines()}
     assert set(HOSTILE_NAMES) <= names
     viewer.close()
 
@@ -190,3 +196,92 @@ def test_a_lost_stream_and_what_the_checker_refused_are_shown() -> None:
     assert "kitchen (lost)" in text
     assert "checker: 3 streams (1 lost), 1 idle evicted" in text
     assert "2 over the stream limit, 7 with a step not in the task graph, 9 over a stream's budget, 4 malformed" in text
+
+
+def test_allowed_steps_are_shown_likeliest_first_with_their_probability_and_the_rule() -> None:
+    state = ViewState(names={1: "fill_kettle", 3: "get_cup", 4: "add_teabag"})
+    state.apply(status(done=(3,), allowed=(4, 1), allowed_scores=(0.51, 0.41), rule="weighted"))
+    text = draw(state)
+    assert "add_teabag 0.51, fill_kettle 0.41" in text
+    assert "likeliest first, future-step probability by the weighted rule" in text
+    # A graph without weights: the binary rule, which gives steps that do not follow the last one no probability.
+    state.apply(status(done=(3,), allowed=(4, 1), allowed_scores=(1.0, 0.0), rule="binary", seq=4))
+    text = draw(state)
+    assert "add_teabag 1.00, fill_kettle" in text and "fill_kettle 0" not in text
+    assert "by the binary rule" in text
+
+
+def test_an_alert_shows_the_missing_step_most_likely_forgotten_with_its_score() -> None:
+    state = ViewState()
+    state.apply(Alert("kitchen", 7, 1.0, "kitchen#1", "s", 5, "pour_water", 1, (2, 4), ("boil_water", "add_teabag"),
+                      False, 0.9, False, 4, "add_teabag", 0.826, "weighted"))
+    state.apply(Alert("kitchen", 8, 1.0, "kitchen#2", "s", 7, "wash_up", 2, (), (), True, 0.9, False,
+                      None, None, None, "weighted"))
+    text = draw(state, width=160)
+    assert "likely forgotten" in text and "add_teabag 0.83" in text
+    assert "not in the task graph" in text  # the undefined step: nothing forgotten, nothing scored
+
+
+def report(run: str = "s", replayed: bool = False, **fields: Any) -> MissingSteps:
+    values: dict[str, Any] = {
+        "stream_id": "kitchen", "seq": 9, "timestamp": 3.0, "missing_id": "kitchen#end", "run": run,
+        "missing": (4, 6), "missing_names": ("add_teabag", "add_milk"), "replayed": replayed,
+    }
+    return MissingSteps(**(values | fields))
+
+
+def test_the_steps_an_ended_session_never_did_are_shown_once_per_run() -> None:
+    state = ViewState(names={6: "add_milk"})
+    assert "never done" not in draw(state)  # no table until a session ends without a step
+    assert state.apply(report())
+    assert not state.apply(report(replayed=True))  # the periodic re-send
+    assert state.apply(report("t", missing=(6,), missing_names=()))  # the next run: its names did not fit
+    text = draw(state)
+    assert "never done (session ended)" in text
+    assert "add_teabag, add_milk" in text and text.count("add_milk") == 2  # the view names what did not fit
+
+
+def test_jsonl_prints_statuses_when_the_procedure_changes_and_each_report_once(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with running_checker(tmp_path) as (ctx, service, _thread):
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=True, out=out)
+        sock = connect(ctx, zmq.PUB, service.events_endpoint)
+        events = EventPublisher(Publisher(sock), "kitchen")
+        assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,
+                        lambda: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+        for frames in range(1, 4):  # the detector's counters change, the procedure does not
+            events.heartbeat(3, frames, 0, 30.0)
+        for step in DEMO_EXECUTIONS["missing"][:2]:
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+        events.heartbeat(None, 9, 0, 30.0, ended=True)
+        assert wait_for(lambda: viewer.state.streams["kitchen"].ended, 10.0, lambda: viewer.pump(20))
+        resent: list[MissingSteps] = []  # the periodic re-send of the report (every 0.5 s)
+        assert wait_for(lambda: bool(resent), 10.0, lambda: resent.extend(
+            m for m in viewer.pump(20) if isinstance(m, MissingSteps) and m.replayed))
+        printed = [json.loads(line) for line in out.getvalue().splitlines()]
+        rows = [(m["done"], m["allowed"], m["allowed_scores"], m["ended"]) for m in printed if m["kind"] == "status"]
+        assert rows == [
+            ([], [1, 3], [0.5, 0.5], False),
+            ([3], [4, 1], [1.0, 0.0], False),
+            ([3, 1], [2, 4], [1.0, 0.0], False),
+            ([3, 1], [2, 4], [1.0, 0.0], True),
+        ]
+        missing = [m for m in printed if m["kind"] == "missing"]
+        assert [(m["missing"], m["missing_names"]) for m in missing] == [([2, 4, 5, 6], ["boil_water", "add_teabag",
+                                                                                          "pour_water", "add_milk"])]
+        viewer.close()
+        sock.close()
+
+
+def test_a_malformed_report_on_the_wire_is_dropped_counted_and_the_next_one_shown(ctx: zmq.Context) -> None:
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False)
+    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
+                    lambda: (Publisher(pub).send(status()), viewer.pump(20)))
+    good = json.loads(jsonl_line(report()))
+    for body in (good | {"missing": [4, "six"]}, good | {"missing_id": "kitchen#1"}, good | {"version": 1}, good):
+        pub.send_multipart([b"missing/kitchen", json.dumps(body).encode()])
+    assert wait_for(lambda: bool(viewer.state.missing), 10.0, lambda: viewer.pump(20))
+    assert viewer.receiver.stats.malformed == 3 and [r.missing for _, r in viewer.state.missing] == [(4, 6)]
+    assert "3 malformed messages dropped" in draw(viewer.state)
+    viewer.close()

@@ -1,4 +1,4 @@
-"""The vectorised TGML loss equals the SPEC §1 formula computed position by position."""
+"""The vectorised TGML loss equals the TGML formula (docs/method.md) computed position by position."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tgml.train import build_training_set
 
 
 def reference_loss(z: torch.Tensor, sequences: list[list[int]], contrast: list[int], beta: float) -> torch.Tensor:
-    """SPEC §1 written literally: one term per position t of <β, S, y…, E, γ>, positions S..E."""
+    """The TGML loss written literally: one term per position t of <β, S, y…, E, γ>, positions S..E."""
     eps = 1e-6
     total = z.new_zeros(())
     for seq in sequences:

@@ -1,4 +1,4 @@
-"""Sequence pre-processing (SPEC §1): first/last occurrence, random re-de-duplication, observed-before rows."""
+"""Sequence pre-processing (docs/method.md): first/last occurrence, random re-de-duplication, observed-before rows."""
 
 from __future__ import annotations
 

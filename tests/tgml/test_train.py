@@ -37,7 +37,7 @@ def test_config_rejects_bad_values_naming_field_and_value(field: str, value: obj
 
 
 def test_edge_threshold_rules_cut_where_documented() -> None:
-    # 12 key-steps: SPEC 1/n, the authors' code 1/(n+2) (the S..E block), our 1/N (the whole n+4 matrix).
+    # 12 key-steps: the method's 1/n, the authors' code 1/(n+2) (the S..E block), our 1/N (the whole n+4 matrix).
     cuts = {rule: TrainConfig(edge_threshold=rule).threshold_steps(12) for rule in ("1/n", "1/(n+2)", "1/N")}
     assert cuts == {"1/n": 12, "1/(n+2)": 14, "1/N": 16}
 

@@ -182,7 +182,7 @@ def test_perturbation_is_reproducible_and_scales_with_the_rate() -> None:
 
 
 def test_early_stop_settings_reproduce_the_published_assembly_pred_figures(data_dir: Path) -> None:
-    # SPEC §3: the published Assembly101-O PRED row (53.5 = 78.9 / 28.1) came from a graph early-stopped at
+    # The published Assembly101-O PRED row (53.5 = 78.9 / 28.1) came from a graph early-stopped at
     # SA > 0.79, which scores 69.9 in GT mode; the shipped settings file for that run (with the authors' 1/(n+2)
     # edge cut) must give both back with seed 42.
     repo = Path(__file__).resolve().parents[3]

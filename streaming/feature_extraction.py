@@ -1,0 +1,571 @@
+"""From a user's annotated videos to a MiniROAD feature folder: what ``recognition-features`` runs.
+
+The annotation file is the one ``tgml train`` reads (read and checked by `tgml.annotations.load_annotations`, so
+both commands accept and refuse the same files); ``start_time`` / ``end_time`` of each segment give the per-frame
+targets. Each annotated video of the scenario is looked up in the videos folder by its name (``<name>.mp4``,
+``.avi``, ``.mkv``, ``.mov`` or ``.webm``) and read with the live pipeline's own readers at the feature rate, so
+that a file gives the same frames, hence the same features, here and in ``stream-detect``.
+
+Everything the user named is checked before the first frame is decoded (`plan_extraction`): the output folder,
+the annotations (scenario, segment times, overlaps, key-step ids), that every video exists and opens and is as
+long as its segments, and the split. Then each video's features and targets are written atomically, and a
+manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
+or refused on a damaged video, is resumed by running the same command again: finished videos are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+from graphs.errors import InputError
+from graphs.files import atomic_path, check_output, read_json
+from graphs.options import check_fps, check_threads
+from recognition.feature_folders import segment_targets, write_features, write_split, write_targets
+from streaming.devices import DEVICES
+from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
+from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
+from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, open_reader
+from tgml.annotations import Annotations, load_annotations
+
+VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
+MANIFEST: Final = "extraction.json"
+MANIFEST_VERSION: Final = 1
+END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
+OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
+
+
+@dataclass(frozen=True)
+class FeatureExtractionConfig:
+    """One ``recognition-features`` run.
+
+    Args:
+        videos: folder holding the videos, named as in the annotation file.
+        annotations: annotation JSON (the ``tgml train`` format).
+        out: the feature folder to write (created; an existing one is resumed).
+        extractor: feature extractor name (`streaming.extractors.EXTRACTOR_NAMES`).
+        fps: feature frames per second (the detector's rate, live as well).
+        scenario: which scenario of the file; None when the file holds exactly one.
+        test_fraction: share of the videos held out for testing, when ``test_videos`` is empty.
+        test_videos: the test videos by name (overrides ``test_fraction``).
+        seed: draws the ``test_fraction`` videos.
+        threads: batches computed at once, one CPU core each (None: one per core). Independent batches keep
+            busy cores busy; one batch split across cores makes every core wait for the slowest, which on a
+            machine shared with other work is slower than one core.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the extractor.
+        reader: file reader, as for ``stream-detect``: ``"auto"``, ``"decord"`` or ``"opencv"``.
+        batch: frames per extractor call (a worker's unit of work).
+    """
+
+    videos: str
+    annotations: str
+    out: str
+    extractor: str = EFFICIENTNET_NAME
+    fps: float = 5.0
+    scenario: str | None = None
+    test_fraction: float = 0.2
+    test_videos: tuple[str, ...] = ()
+    seed: int = 0
+    threads: int | None = None
+    device: str = "auto"
+    reader: str = "auto"
+    batch: int = 8
+
+    def __post_init__(self) -> None:
+        if self.extractor not in EXTRACTOR_NAMES:
+            raise InputError(f"--extractor {self.extractor!r}: choose one of {', '.join(EXTRACTOR_NAMES)}")
+        check_fps(self.fps)
+        if not (isinstance(self.test_fraction, int | float) and 0 <= self.test_fraction < 1):
+            raise InputError(f"--test-fraction {self.test_fraction!r}: must be in [0, 1)")
+        if self.threads is not None:
+            check_threads(self.threads)
+        if self.device not in DEVICES:
+            raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")
+        if self.reader not in READER_NAMES:
+            raise InputError(f"--reader {self.reader!r}: choose one of {', '.join(READER_NAMES)}")
+        if self.batch < 1:
+            raise InputError(f"FeatureExtractionConfig.batch = {self.batch}: must be >= 1")
+        if len(set(self.test_videos)) != len(self.test_videos):
+            raise InputError(f"--test-videos {','.join(self.test_videos)}: a video is named twice")
+
+    @property
+    def rgb(self) -> str:
+        """The feature folder's RGB sub-folder, ``rgb_<extractor>``."""
+        return f"rgb_{self.extractor}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One labelled key-step of a video: its step id and its time span in seconds."""
+
+    step: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class PlannedVideo:
+    """An annotated video found in the videos folder, its segments in time order, and its announced length."""
+
+    name: str
+    path: Path
+    segments: tuple[Segment, ...]
+    duration: float | None
+
+
+@dataclass(frozen=True)
+class ExtractionPlan:
+    """Everything a run will do, checked before the first frame is decoded.
+
+    Attributes:
+        scenario: the scenario extracted.
+        step_ids: its key-steps in taxonomy order (detector class ``k + 1`` is ``step_ids[k]``).
+        step_names: their names.
+        videos: the annotated videos of the scenario, in annotation-file order.
+        test: names of the test videos (the others train).
+    """
+
+    scenario: str
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    videos: tuple[PlannedVideo, ...]
+    test: frozenset[str]
+
+    @property
+    def train_names(self) -> list[str]:
+        """Training video names, in file order."""
+        return [v.name for v in self.videos if v.name not in self.test]
+
+    @property
+    def test_names(self) -> list[str]:
+        """Test video names, in file order."""
+        return [v.name for v in self.videos if v.name in self.test]
+
+
+@dataclass
+class ExtractionReport:
+    """What a run did: videos extracted now and skipped (already there), frames computed, seconds spent."""
+
+    folder: Path
+    extracted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    frames: int = 0
+    seconds: float = 0.0
+
+    @property
+    def frames_per_second(self) -> float:
+        """Frames decoded and turned into features per second of the run's extraction time."""
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
+    """The scenario to extract: the one asked for, or the file's only one.
+
+    Args:
+        annotations: the read annotation file.
+        scenario: ``--scenario`` (None when not given).
+
+    Returns:
+        A scenario of the file with at least one annotated video.
+    """
+    if scenario is None:
+        used = sorted({v.scenario for v in annotations.videos.values()})
+        if not used:
+            raise InputError(f"{annotations.path}: no annotated video (field 'annotations' is empty)")
+        if len(used) > 1:
+            raise InputError(
+                f"{annotations.path}: holds several scenarios ({', '.join(used)}); choose one with --scenario"
+            )
+        scenario = used[0]
+    if not annotations.scenario_videos(scenario):
+        raise InputError(f"{annotations.path}: no annotated video of scenario {scenario!r}")
+    return scenario
+
+
+def _time_of(value: Any, src: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InputError(f"{src}: {where} = {value!r} must be a number of seconds >= 0")
+    return float(value)
+
+
+def read_segments(raw: dict[str, Any], src: str, video: str, steps: tuple[int, ...]) -> tuple[Segment, ...]:
+    """A video's segments with their times, in time order; refuses spans that end before they start or overlap.
+
+    Args:
+        raw: the annotation file's JSON object (already checked by `load_annotations`).
+        src: the file, named in errors.
+        video: the video key.
+        steps: the step ids `load_annotations` read for it, in file order.
+
+    Returns:
+        The segments sorted by start time.
+    """
+    segments = []
+    for k, (seg, step) in enumerate(zip(raw["annotations"][video]["segments"], steps, strict=True)):
+        where = f"annotations[{video!r}].segments[{k}]"
+        start = _time_of(seg.get("start_time"), src, f"{where}.start_time")
+        end = _time_of(seg.get("end_time"), src, f"{where}.end_time")
+        if end < start:
+            raise InputError(f"{src}: {where} ends at {end:g} s, before it starts ({start:g} s)")
+        if end == start:
+            raise InputError(f"{src}: {where} has no duration (it starts and ends at {start:g} s)")
+        segments.append((start, k, Segment(step, start, end)))
+    segments.sort(key=lambda item: item[:2])
+    for (_, k_a, a), (_, k_b, b) in zip(segments, segments[1:], strict=False):
+        if b.start < a.end - OVERLAP_SLACK_S:
+            raise InputError(
+                f"{src}: annotations[{video!r}].segments[{k_b}] ({b.start:g}-{b.end:g} s) overlaps "
+                f"segments[{k_a}] ({a.start:g}-{a.end:g} s); a frame can show one key-step only"
+            )
+    return tuple(item[2] for item in segments)
+
+
+def check_segments_fit(segments: tuple[Segment, ...], duration: float, slack: float, src: str, video: str) -> None:
+    """Refuse a segment that ends after the video does (beyond ``slack`` seconds of rounding).
+
+    Args:
+        segments: the video's segments.
+        duration: the video's length in seconds.
+        slack: seconds a segment may run past the end.
+        src: the annotation file, named in the error.
+        video: the video key.
+    """
+    late = [s for s in segments if s.end > duration + slack]
+    if late:
+        raise InputError(
+            f"{src}: a segment of video {video!r} ends at {late[0].end:g} s, after the video ({duration:.2f} s long)"
+        )
+
+
+def find_video(folder: Path, name: str) -> Path:
+    """The video file of an annotated video: ``<folder>/<name>`` with a common container ending.
+
+    Args:
+        folder: the videos folder.
+        name: the annotation file's video key.
+
+    Returns:
+        The one matching file.
+    """
+    found = [
+        path
+        for suffix in VIDEO_SUFFIXES
+        for path in {folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}"}
+        if path.is_file()
+    ]
+    if not found:
+        tried = ", ".join(f"{name}{s}" for s in VIDEO_SUFFIXES)
+        raise InputError(f"--videos {folder}: no video file for annotated video {name!r} (looked for {tried})")
+    if len(found) > 1:
+        raise InputError(
+            f"--videos {folder}: several files for video {name!r} ({', '.join(sorted(p.name for p in found))})"
+        )
+    return found[0]
+
+
+def choose_test_videos(names: list[str], config: FeatureExtractionConfig) -> frozenset[str]:
+    """The test split: the videos named by ``--test-videos``, or a seeded draw of ``--test-fraction`` of them.
+
+    Args:
+        names: the scenario's annotated videos.
+        config: the run's split settings.
+
+    Returns:
+        Test video names; both splits are non-empty.
+    """
+    if config.test_videos:
+        unknown = [v for v in config.test_videos if v not in names]
+        if unknown:
+            raise InputError(f"--test-videos: {unknown[0]!r} is not an annotated video of this scenario")
+        test = frozenset(config.test_videos)
+        what = f"--test-videos {','.join(config.test_videos)}"
+    else:
+        count = math.floor(config.test_fraction * len(names) + 0.5)  # half up: 0.5 of a video is one
+        rng = np.random.default_rng(config.seed)
+        test = frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()
+        what = f"--test-fraction {config.test_fraction:g} of {len(names)} videos"
+    if not test:
+        raise InputError(f"{what}: the test split would be empty; raise it or name test videos with --test-videos")
+    if len(test) == len(names):
+        raise InputError(f"{what}: no video would be left for training")
+    return test
+
+
+def _open(path: Path, config: FeatureExtractionConfig) -> VideoReader:
+    """The live pipeline's reader for a file, at the feature rate; its errors name the file, not ``--video``."""
+    try:
+        return open_reader(str(path), ReaderConfig(fps=config.fps, reader=config.reader))
+    except InputError as err:
+        raise InputError(str(err).removeprefix("--video ")) from None
+
+
+def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
+    """Check everything the run was given, before any frame is decoded.
+
+    Args:
+        config: the run.
+
+    Returns:
+        The plan: scenario, classes, videos with their segments, split.
+    """
+    check_output(config.out, "feature folder", folder=True, inputs=[config.annotations])
+    videos_dir = Path(config.videos)
+    if not videos_dir.is_dir():
+        raise InputError(f"--videos {videos_dir}: folder not found")
+    annotations = load_annotations(config.annotations)
+    raw = read_json(config.annotations, "annotation file")  # the times, which the task-graph reader leaves out
+    scenario = choose_scenario(annotations, config.scenario)
+    step_ids, step_names = annotations.steps_of(scenario)
+    planned = []
+    for video in annotations.scenario_videos(scenario):
+        segments = read_segments(raw, annotations.path, video.video, video.steps)
+        path = find_video(videos_dir, video.video)
+        with _open(path, config) as reader:
+            duration = reader.duration
+        if duration is not None:
+            check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
+        planned.append(PlannedVideo(video.video, path, segments, duration))
+    test = choose_test_videos([v.name for v in planned], config)
+    return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test)
+
+
+def _settings(video: PlannedVideo, config: FeatureExtractionConfig) -> dict[str, Any]:
+    """What a video's features depend on: the source file (as it is now), the extractor and the rate."""
+    stat = video.path.stat()
+    return {
+        "source": video.path.name,
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "extractor": config.extractor,
+        "fps": float(config.fps),
+    }
+
+
+def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """The per-video settings of an earlier run into ``folder`` (empty when there is none or it is unreadable).
+
+    Args:
+        folder: the feature folder.
+
+    Returns:
+        Video name -> the settings and frame count its features were extracted with.
+    """
+    path = folder / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        data = read_json(path, "extraction manifest")
+    except InputError:  # a damaged manifest only costs a re-extraction
+        return {}
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != MANIFEST_VERSION
+        or not isinstance(data.get("videos"), dict)
+    ):
+        return {}
+    return {k: v for k, v in data["videos"].items() if isinstance(v, dict)}
+
+
+def _write_manifest(folder: Path, videos: dict[str, dict[str, Any]]) -> None:
+    with atomic_path(folder / MANIFEST) as tmp:
+        tmp.write_text(json.dumps({"version": MANIFEST_VERSION, "videos": videos}, indent=1), encoding="utf-8")
+
+
+def _already_extracted(
+    folder: Path, rgb: str, video: str, entry: dict[str, Any] | None, settings: dict[str, Any]
+) -> int:
+    """Frames of a video's existing features when they were made with ``settings``; 0 when it must be extracted."""
+    if not entry or {k: entry.get(k) for k in settings} != settings:
+        return 0
+    path = folder / rgb / f"{video}.npy"
+    try:
+        rows = np.load(path, mmap_mode="r", allow_pickle=False).shape[0]
+    except (OSError, ValueError, IndexError):
+        return 0
+    frames = entry.get("frames")
+    return rows if isinstance(frames, int) and frames == rows > 0 else 0
+
+
+def _batches(reader: VideoReader, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The reader's frames in batches: ``(images (B, H, W, 3), times (B,))``."""
+    images: list[np.ndarray] = []
+    times: list[float] = []
+    for frame in reader:
+        images.append(frame.image)
+        times.append(frame.time)
+        if len(images) == size:
+            yield np.stack(images), np.array(times)
+            images, times = [], []
+    if images:
+        yield np.stack(images), np.array(times)
+
+
+def extract_video(
+    video: PlannedVideo,
+    extractor: FeatureExtractor,
+    config: FeatureExtractionConfig,
+    pool: ThreadPoolExecutor,
+    workers: int,
+    advance: Callable[[int], object] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one video at the feature rate and compute its features, batches in parallel on ``pool``.
+
+    Decoding goes on in this thread while the pool computes; at most two batches per worker wait, which bounds
+    memory whatever the video's length.
+
+    Args:
+        video: the planned video.
+        extractor: the feature extractor (called from the pool's threads).
+        config: rate, reader and batch size.
+        pool: the workers.
+        workers: how many threads ``pool`` has.
+        advance: called with the number of frames after each batch (a progress bar).
+
+    Returns:
+        ``(features (L, D) float32, times (L,) seconds)``.
+
+    Raises:
+        InputError: the file cannot be decoded to its end, or yields no frame at this rate.
+    """
+    feats: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    pending: deque[Future[np.ndarray]] = deque()
+    limit = 2 * workers
+
+    def collect(until: int) -> None:
+        while len(pending) > until:
+            feats.append(pending.popleft().result())
+            if advance is not None:
+                advance(len(feats[-1]))
+
+    with _open(video.path, config) as reader:
+        for images, stamps in _batches(reader, config.batch):
+            pending.append(pool.submit(extractor, images))
+            times.append(stamps)
+            collect(limit)
+        collect(0)
+        if reader.error:
+            raise InputError(f"{reader.error.removeprefix('--video ')}; the videos extracted before it are kept")
+    if not feats:
+        raise InputError(f"{video.path}: no frame at {config.fps:g} fps (is the video shorter than one frame?)")
+    return np.concatenate(feats), np.concatenate(times)
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+    )
+
+
+def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = True) -> ExtractionReport:
+    """What ``recognition-features`` does: plan and check, then extract every video not already extracted.
+
+    Args:
+        config: the run.
+        progress: show progress bars (videos, and frames of the current video) on stderr.
+
+    Returns:
+        What was extracted and skipped, and the extraction speed.
+    """
+    plan = plan_extraction(config)
+    folder = Path(config.out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out {folder}: cannot create the feature folder ({err.strerror or err})") from None
+    manifest = read_manifest(folder)
+    report = ExtractionReport(folder)
+    extractor: FeatureExtractor | None = None  # loaded only when some video needs it
+    workers = config.threads or os.cpu_count() or 1
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)  # each worker on its own core (see FeatureExtractionConfig.threads)
+    try:
+        with _progress(progress) as bar, ThreadPoolExecutor(workers, thread_name_prefix="features") as pool:
+            videos_task = bar.add_task("videos", total=len(plan.videos))
+            for video in plan.videos:
+                settings = _settings(video, config)
+                frames = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
+                if frames:
+                    features = None
+                    times = np.arange(frames) / config.fps  # the file readers' frame times
+                    report.skipped.append(video.name)
+                else:
+                    extractor = extractor or make_extractor(config.extractor, device=config.device)
+                    features, times = _extract_with_bar(bar, video, extractor, config, pool, workers, report)
+                    report.extracted.append(video.name)
+                _write(folder, config, video.name, features, _targets(video, times, plan, config))
+                manifest[video.name] = {**settings, "frames": len(times)}
+                _write_manifest(folder, manifest)
+                bar.advance(videos_task)
+    finally:
+        torch.set_num_threads(threads_before)
+    class_names = ["background", *plan.step_names]
+    class_step_ids: list[int | None] = [None, *plan.step_ids]
+    write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor)
+    return report
+
+
+def _targets(
+    video: PlannedVideo, times: np.ndarray, plan: ExtractionPlan, config: FeatureExtractionConfig
+) -> np.ndarray:
+    """The video's one-hot targets ``(L, C)`` at its frame times (class ``k + 1`` is ``plan.step_ids[k]``)."""
+    if video.duration is None:  # the container did not say how long it is: check against what was read
+        check_segments_fit(video.segments, len(times) / config.fps, 1 / config.fps, config.annotations, video.name)
+    class_of = {step: k + 1 for k, step in enumerate(plan.step_ids)}
+    starts = np.array([s.start for s in video.segments])
+    ends = np.array([s.end for s in video.segments])
+    classes = np.array([class_of[s.step] for s in video.segments], dtype=np.int64)
+    return segment_targets(times, starts, ends, classes, len(plan.step_ids) + 1)
+
+
+def _extract_with_bar(
+    bar: Progress,
+    video: PlannedVideo,
+    extractor: FeatureExtractor,
+    config: FeatureExtractionConfig,
+    pool: ThreadPoolExecutor,
+    workers: int,
+    report: ExtractionReport,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`extract_video` with a frames bar for the video, timing the work into ``report``."""
+    expected = int(video.duration * config.fps) if video.duration else None
+    task: TaskID = bar.add_task(f"  {video.name}", total=expected)
+    started = time.perf_counter()
+    try:
+        features, times = extract_video(video, extractor, config, pool, workers, lambda n: bar.advance(task, n))
+    finally:
+        bar.remove_task(task)
+    report.seconds += time.perf_counter() - started
+    report.frames += len(times)
+    return features, times
+
+
+def _write(
+    folder: Path, config: FeatureExtractionConfig, video: str, features: np.ndarray | None, targets: np.ndarray
+) -> None:
+    """Write a video's features (None: already there) and targets, naming the file on failure."""
+    try:
+        if features is not None:
+            write_features(folder, config.rgb, video, features)
+        write_targets(folder, video, targets)
+    except OSError as err:
+        where = err.filename or os.fspath(folder)
+        raise InputError(f"{where}: cannot write the arrays of video {video!r} ({err.strerror or err})") from None

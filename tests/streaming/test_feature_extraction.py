@@ -1,0 +1,252 @@
+"""``recognition-features``: labelled video files in, the MiniROAD folder ``recognition-train`` reads out.
+
+Real video files written with OpenCV (`tests.procedure_videos`); most runs use the fast built-in ``light-v1``
+extractor, the backbone itself where its features are what is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+import zmq
+
+from recognition.checkpoint import save_detector
+from recognition.feature_folders import FeatureConfig, load_feature_dataset, segment_targets
+from recognition.model import MiniROAD, MiniROADConfig
+from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
+from streaming.feature_extraction import MANIFEST
+from streaming.readers import ReaderConfig, open_reader
+from streaming.recognition_features_cli import main
+from streaming.transport import Publisher, bind
+from tests.cli_errors import cli_error
+from tests.procedure_videos import STEPS, VALID_ORDERS, write_execution, write_procedure
+
+FPS = 2.0
+
+
+@pytest.fixture(scope="module")
+def procedure(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three executions of the shelf procedure: ``videos/run0..2.mp4`` and ``labels.json``, never modified."""
+    folder = tmp_path_factory.mktemp("shelf")
+    write_procedure(folder, {f"run{k}": VALID_ORDERS[k] for k in range(3)})
+    return folder
+
+
+@pytest.fixture
+def work(procedure: Path, tmp_path: Path) -> Path:
+    """A copy of `procedure` a test may change."""
+    shutil.copytree(procedure, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def args(folder: Path, *extra: str, extractor: str = "light-v1") -> list[str]:
+    """A recognition-features command line over ``folder``'s videos and labels, into ``folder/features``."""
+    return [
+        "--videos", str(folder / "videos"), "--annotations", str(folder / "labels.json"), "--out",
+        str(folder / "features"), "--extractor", extractor, "--fps", str(FPS), "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def edit_labels(folder: Path, change: object) -> None:
+    """Rewrite ``folder/labels.json`` after ``change(data)`` edits it in place."""
+    path = folder / "labels.json"
+    data = json.loads(path.read_text())
+    change(data)  # type: ignore[operator]
+    path.write_text(json.dumps(data))
+
+
+def test_segment_targets_give_each_frame_the_segment_it_shows() -> None:
+    times = np.arange(10) / 2.0  # 0, 0.5, ..., 4.5 s
+    targets = segment_targets(times, np.array([1.0, 2.5]), np.array([2.0, 4.0]), np.array([2, 1]), 3)
+    # start inclusive, end exclusive; background (0) before, between and after
+    assert targets.argmax(axis=1).tolist() == [0, 0, 2, 2, 0, 1, 1, 1, 0, 0]
+    assert targets.dtype == np.float32 and (targets.sum(axis=1) == 1).all()
+    assert (segment_targets(times, np.array([]), np.array([]), np.array([]), 3).argmax(axis=1) == 0).all()
+
+
+def test_the_folder_is_what_recognition_train_reads(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args(work, "--test-videos", "run2")) == 0
+    assert "3 videos in" in capsys.readouterr().out
+    data = load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
+    assert [v.name for v in data.train] == ["run0", "run1"] and [v.name for v in data.test] == ["run2"]
+    assert data.class_names == ("background", *STEPS.values())
+    assert data.class_step_ids == (None, *STEPS)
+    assert data.fps == FPS and data.feature_extractor == "light-v1"
+    labels = json.loads((work / "labels.json").read_text())["annotations"]
+    for video in (*data.train, *data.test):
+        with open_reader(str(work / "videos" / f"{video.name}.mp4"), ReaderConfig(fps=FPS)) as reader:
+            frames = list(reader)
+        assert len(video.features) == len(frames)  # one row per frame the live reader delivers at this rate
+        for frame, row in zip(frames, video.targets, strict=True):
+            inside = [s for s in labels[video.name]["segments"] if s["start_time"] <= frame.time < s["end_time"]]
+            expected = 1 + inside[0]["step_id"] if inside else 0
+            assert int(row.argmax()) == expected, (video.name, frame.time)
+
+
+def test_a_second_run_skips_what_is_done_and_redoes_what_changed(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args(work)) == 0
+    features = work / "features" / "rgb_light-v1"
+    before = {p.name: p.stat().st_mtime_ns for p in features.iterdir()}
+    capsys.readouterr()
+    assert main(args(work)) == 0
+    assert "(0 extracted, 3 already there)" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in features.iterdir()} == before
+    write_execution(work / "videos" / "run1.mp4", VALID_ORDERS[4], seed=7)  # the user re-recorded one video
+    edit_labels(work, lambda d: d["annotations"]["run1"].update(segments=[]))
+    assert main(args(work)) == 0
+    assert "(1 extracted, 2 already there)" in capsys.readouterr().out
+    assert (np.load(work / "features" / "target_perframe" / "run1.npy").argmax(axis=1) == 0).all()
+
+
+def _truncated_avi(path: Path, seconds: float = 20.0, keep: float = 0.6) -> None:
+    """An MJPEG AVI whose header announces ``seconds`` of video, cut after ``keep`` of its bytes."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (160, 120))
+    for k in range(int(seconds * 10)):
+        writer.write(np.full((120, 160, 3), k % 256, np.uint8))
+    writer.release()
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+
+
+def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "videos" / "run2.mp4").unlink()
+    _truncated_avi(work / "videos" / "run2.avi")
+    edit_labels(work, lambda d: d["annotations"]["run2"].update(segments=[]))
+    line = cli_error(main, args(work, "--reader", "opencv"), capsys)
+    assert line.startswith(f"error: {work / 'videos' / 'run2.avi'}: cannot decode source frame")
+    assert "the videos extracted before it are kept" in line
+    done = json.loads((work / "features" / MANIFEST).read_text())["videos"]
+    assert set(done) == {"run0", "run1"}
+    assert {p.name for p in (work / "features" / "rgb_light-v1").iterdir()} == {"run0.npy", "run1.npy"}
+    (work / "videos" / "run2.avi").unlink()
+    write_execution(work / "videos" / "run2.mkv", VALID_ORDERS[2], seed=5)  # the user replaces the broken file
+    assert main(args(work, "--reader", "opencv")) == 0
+    assert "(1 extracted, 2 already there)" in capsys.readouterr().out
+
+
+def _delete_video(folder: Path) -> None:
+    (folder / "videos" / "run1.mp4").unlink()
+
+
+def _garbage_video(folder: Path) -> None:
+    (folder / "videos" / "run1.mp4").write_bytes(b"\x00not a video" * 100)
+
+
+def _truncated_video(folder: Path) -> None:
+    (folder / "videos" / "run1.mp4").unlink()
+    _truncated_avi(folder / "videos" / "run1.avi", seconds=30.0, keep=0.5)  # decord reads the 15 s that are there
+
+
+def _segment(folder: Path, index: int = 2, **fields: object) -> None:
+    edit_labels(folder, lambda d: d["annotations"]["run1"]["segments"][index].update(fields))
+
+
+def _overlap(folder: Path) -> None:
+    def change(data: dict) -> None:
+        first, second = data["annotations"]["run1"]["segments"][:2]
+        second["start_time"] = first["end_time"] - 0.5
+
+    edit_labels(folder, change)
+
+
+def _empty_file(folder: Path) -> None:
+    (folder / "labels.json").write_text("")
+
+
+def _no_videos(folder: Path) -> None:
+    edit_labels(folder, lambda d: d.update(annotations={}))
+
+
+def _out_under_a_file(folder: Path) -> None:
+    (folder / "features").write_text("a file where the folder should go")
+
+
+BAD_INPUT = {
+    "missing-video": (_delete_video, [], "--videos {f}/videos: no video file for annotated video 'run1' (looked for"),
+    "unreadable-video": (_garbage_video, [], "{f}/videos/run1.mp4: OpenCV cannot open it"),
+    "truncated-video": (_truncated_video, [], "labels.json: a segment of video 'run1' ends at 16.2 s, after the video"),
+    "ends-after-video": (lambda f: _segment(f, -1, end_time=99.0), [], "video 'run1' ends at 99 s, after the video"),
+    "ends-before-start": (lambda f: _segment(f, end_time=1.0), [], "segments[2] ends at 1 s, before it starts"),
+    "overlap": (_overlap, [], "annotations['run1'].segments[1] ("),
+    "unknown-step": (lambda f: _segment(f, step_id=42), [], "segments[2].step_id = 42 is not in the 'shelf' taxonomy"),
+    "empty-file": (_empty_file, [], "labels.json"),
+    "no-videos": (_no_videos, [], "no annotated video (field 'annotations' is empty)"),
+    "empty-test-split": (lambda f: None, ["--test-fraction", "0.1"], "--test-fraction 0.1 of 3 videos: the test split"),
+    "all-test": (lambda f: None, ["--test-videos", "run0,run1,run2"], "no video would be left for training"),
+    "unknown-test-video": (lambda f: None, ["--test-videos", "run9"], "'run9' is not an annotated video"),
+    "out-is-a-file": (_out_under_a_file, [], "{f}/features: is a file, expected a folder"),
+    "bad-fps": (lambda f: None, ["--fps", "0"], "--fps: 0.0: must be a number of frames per second in 1..1000"),
+    "unknown-extractor": (lambda f: None, ["--extractor", "resnet"], "--extractor 'resnet': choose one of"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_is_one_error_line_before_any_frame_is_decoded(
+    case: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damage, extra, message = BAD_INPUT[case]
+    damage(work)
+    line = cli_error(main, args(work, *extra), capsys)
+    assert message.format(f=work) in line
+    features = work / "features"
+    assert not features.is_dir() or not any(features.iterdir())
+
+
+def test_a_refused_run_leaves_an_earlier_extraction_as_it_was(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args(work)) == 0
+    files = {p: p.read_bytes() for p in (work / "features").rglob("*") if p.is_file()}
+    _segment(work, -1, end_time=99.0)
+    assert "after the video" in cli_error(main, args(work), capsys)
+    assert {p: p.read_bytes() for p in (work / "features").rglob("*") if p.is_file()} == files
+
+
+def test_several_scenarios_need_a_choice(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def add_scenario(data: dict) -> None:
+        data["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
+        data["annotations"]["tent_01"] = {"scenario": "tent", "recording_id": "tent_01", "segments": []}
+
+    edit_labels(work, add_scenario)
+    assert "holds several scenarios (shelf, tent); choose one with --scenario" in cli_error(main, args(work), capsys)
+    assert main(args(work, "--scenario", "shelf")) == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_one_error_line(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(main, args(work, "--device", "cuda", extractor="efficientnet-lite0"), capsys)
+    assert line.startswith("error: --device cuda: torch") and "sees no CUDA device" in line
+
+
+def test_offline_features_are_the_features_the_live_detector_computes(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same file gives the same frames and the same features in recognition-features and stream-detect."""
+    assert main(args(work, "--threads", "2", extractor="efficientnet-lite0")) == 0
+    offline = np.load(work / "features" / "rgb_efficientnet-lite0" / "run0.npy")  # computed 4 frames at a time
+    split = json.loads((work / "features" / "split.json").read_text())
+    detector = work / "detector.pt"  # untrained weights: only the features are compared
+    model = MiniROAD(MiniROADConfig(offline.shape[1], 16, 16, len(split["class_names"]), 0.0))
+    save_detector(detector, model, split["class_names"], split["class_step_ids"], split["feature_extractor"], FPS)
+    model, checkpoint, extractor = load_detector_for_stream(detector, None, threads=2)
+    live: list[np.ndarray] = []
+    ctx = zmq.Context()
+    try:
+        sock, _ = bind(ctx, zmq.PUB, "inproc://features-test")
+        reader = open_reader(str(work / "videos" / "run0.mp4"), ReaderConfig(fps=checkpoint.fps))
+        events = EventPublisher(Publisher(sock), "t")
+        config = DetectorConfig(connect="inproc://features-test", heartbeat_s=60.0)
+        run = Detector(reader, extractor, model, checkpoint, events, config)
+        run.on_frame = lambda frame, features, probs: live.append(features.copy())  # one frame at a time
+        run.run()
+    finally:
+        ctx.destroy(linger=0)
+    assert len(live) == len(offline) > 10
+    np.testing.assert_allclose(np.stack(live), offline, rtol=1e-4, atol=1e-4)

@@ -318,14 +318,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident memory (VmHWM) of a process, MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _keys(folder: Path, curve: bool) -> tuple[CurveServer | None, CurveClient | None, CurveClient | None]:
     """The checker's keys and two clients (the streams, the subscriber) when ``curve``."""
     if not curve:
@@ -339,6 +331,10 @@ def _keys(folder: Path, curve: bool) -> tuple[CurveServer | None, CurveClient | 
 
 def run_trial(config: LoadConfig) -> Result:
     """Start a checker, a subscriber and the publisher (and a flooder), measure one window, stop everything."""
+    # benchmarks/ is on the path of a script run from there; imported here, not at the top, so that the checker
+    # child (which re-imports this module) does not load the flood benchmark's viewer.
+    from checker_flood import peak_rss_mib
+
     spawn = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         graph = Path(tmp) / "graph.json"
@@ -354,28 +350,30 @@ def run_trial(config: LoadConfig) -> Result:
             spawn.Process(target=publish, args=(checker.events_endpoint, config, streams, go, pub_child), daemon=True),
         ]
         if config.flood:
-            from checker_flood import flood  # benchmarks/ is on the path of a script run from there
+            from checker_flood import flood
 
             flooder = (flood, ("malformed", checker.events_endpoint, flood_stop, streams))
             children.append(spawn.Process(target=flooder[0], args=flooder[1], daemon=True))
         load_before = os.getloadavg()[0]
+        pid = checker.process.pid
+        assert pid is not None
         try:
             for child in children:
                 child.start()
             _await_streams(sub_end, config.streams)
             if config.flood:
                 time.sleep(1.0)  # the flood is under way
-            cpu0, t0 = cpu_seconds(checker.process.pid), time.monotonic()
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
             go.set()
             if not pub_end.poll(config.seconds + READY_TIMEOUT_S):
                 raise RuntimeError("the publisher did not finish")
             sent: Sent = pub_end.recv()
-            cpu1, t1 = cpu_seconds(checker.process.pid), time.monotonic()
+            cpu1, t1 = cpu_seconds(pid), time.monotonic()
             flood_stop.set()
             time.sleep(GRACE_S)
             stop.set()
             seen = _await_seen(sub_end)
-            rss = peak_rss_mb(checker.process.pid)
+            rss = peak_rss_mib(pid)
         finally:
             go.set()
             stop.set()
@@ -404,7 +402,7 @@ def _await_seen(conn: Connection) -> Seen:
     while time.monotonic() < deadline and conn.poll(deadline - time.monotonic()):
         kind, value = conn.recv()
         if kind == "seen":
-            return value  # type: ignore[no-any-return]
+            return value
     raise RuntimeError("the subscriber did not report")
 
 

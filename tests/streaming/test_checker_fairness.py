@@ -1,5 +1,6 @@
 """A peer flooding the checker with garbage does not hold back a well-behaved stream's alerts (a real flooder process
-on loopback, the checker in its own process as ``stream-detect`` runs it)."""
+on loopback, the checker in its own process as ``stream-detect`` runs it), with and without CURVE (there the flooder
+holds an allowed key: a camera gone wrong, which CURVE does not keep out)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import zmq
 
 from graphs.task_graph import save_graph
 from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig
+from streaming.curve_keys import CurveClient, CurveServer, write_key_set
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, CheckerHealth, run_of
 from streaming.transport import Publisher, Receiver, connect, subscribe
@@ -22,16 +25,23 @@ ROOT = Path(__file__).resolve().parents[2]
 ALERT_BOUND_S = 1.0  # a live stream's alert arrives within this long whatever another peer sends
 
 # The flooder: malformed and oversized messages as fast as it can on one socket and, in a thread of the same process,
-# a well-behaved stream ("neighbour") on a socket of its own raising an alert twice a second.
+# a well-behaved stream ("neighbour") on a socket of its own raising an alert twice a second. With two more arguments
+# (the checker's public key file, a client's secret key file) both sockets speak CURVE with that client's key.
 FLOODER = """
 import sys, threading, time, zmq
+from streaming.curve_keys import CurveClient
 from streaming.detector_service import EventPublisher
 from streaming.transport import Publisher, connect
 endpoint = sys.argv[1]
+curve = CurveClient.from_files(sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else None
 ctx = zmq.Context()
 flood = ctx.socket(zmq.PUB)
 flood.setsockopt(zmq.LINGER, 0)
 flood.setsockopt(zmq.SNDHWM, 1000)
+if curve is not None:
+    flood.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
+    flood.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+    flood.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
 flood.connect(endpoint)
 beat = (b'{"version":2,"kind":"heartbeat","stream_id":"neighbour","seq":0,"timestamp":1.0,"session":"s",'
         b'"history":[],"current":null,"frames":0,"dropped":0,"fps":0.0,"ended":false}')
@@ -44,7 +54,7 @@ garbage = [
     [b"heartbeat/flood", beat.replace(b'"frames":0', b'"frames":' + b"9" * 4000)],
 ]
 def neighbour():
-    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, endpoint, wait_s=10.0)), "neighbour")
+    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, endpoint, wait_s=10.0, curve=curve)), "neighbour")
     while True:
         events = EventPublisher(events.publisher, "neighbour")  # a new session: its first step is a mistake
         events.keystep(2, "boil_water", 0.0, 1.0, 0.9)
@@ -58,16 +68,32 @@ while True:
 """
 
 
-def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Path) -> None:
+def client_keys(keys: Path | None, name: str) -> CurveClient | None:
+    """Client ``name``'s keys from the set in ``keys`` (None without CURVE)."""
+    if keys is None:
+        return None
+    return CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / f"{name}.key_secret"))
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["open", "curve"])
+def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Path, curve: bool) -> None:
     graph = tmp_path / "tea.json"
     save_graph(tea_graph(), graph)
+    keys = tmp_path / "keys" if curve else None
+    server, flooder_keys = None, []
+    if keys is not None:
+        write_key_set(keys, ("flooder", "victim", "viewer"))
+        server = CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
+        flooder_keys = [str(keys / "checker.key"), str(keys / "clients" / "flooder.key_secret")]
     ctx = zmq.Context()
-    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"))
-    flooder = subprocess.Popen([sys.executable, "-c", FLOODER, checker.events_endpoint], cwd=ROOT,
+    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server))
+    flooder = subprocess.Popen([sys.executable, "-c", FLOODER, checker.events_endpoint, *flooder_keys], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)
     try:
-        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, checker.alerts_endpoint), (b"alert/", b"checker/")))
-        victim = EventPublisher(Publisher(connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0)), "victim")
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, checker.alerts_endpoint, curve=client_keys(keys, "viewer")),
+                                    (b"alert/", b"checker/")))
+        victim = EventPublisher(Publisher(connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0,
+                                                  curve=client_keys(keys, "victim"))), "victim")
         assert flooder.stdout is not None and flooder.stdout.readline() == "flooding\n"
         health: list[CheckerHealth] = []
 

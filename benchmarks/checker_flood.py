@@ -62,9 +62,7 @@ def flood(kind: str, endpoint: str, stop: EventType, curve: CurveClient | None =
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 1000)
     if curve is not None:
-        sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
-        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
-        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+        curve.apply(sock)
     sock.connect(endpoint)
     time.sleep(0.5)  # the PUB/SUB handshake
     chunk = b"\0" * (64 * 1024)

@@ -312,6 +312,12 @@ class CurveClient:
         public, secret = zmq.curve_keypair()
         return cls(server, public, secret)
 
+    def apply(self, sock: zmq.Socket) -> None:
+        """Make ``sock`` a CURVE client of the checker with these keys (before it connects)."""
+        sock.setsockopt(zmq.CURVE_SERVERKEY, self.server)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, self.public)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
+
 
 def server_curve(
     secret_file: str | None, clients: str | None, extra_clients: tuple[bytes, ...] = ()

@@ -309,9 +309,7 @@ def _open(
     sock = ctx.socket(kind)
     _configure(sock, endpoint, recv_hwm)
     if curve is not None:
-        sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
-        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
-        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+        curve.apply(sock)
     # The monitor must watch before the connection starts, or a fast handshake is missed.
     watcher = HandshakeWatch(sock, endpoint, option, curve is not None) if watch else None
     try:

@@ -39,9 +39,7 @@ flood = ctx.socket(zmq.PUB)
 flood.setsockopt(zmq.LINGER, 0)
 flood.setsockopt(zmq.SNDHWM, 1000)
 if curve is not None:
-    flood.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
-    flood.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
-    flood.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+    curve.apply(flood)
 flood.connect(endpoint)
 beat = (b'{"version":2,"kind":"heartbeat","stream_id":"neighbour","seq":0,"timestamp":1.0,"session":"s",'
         b'"history":[],"current":null,"frames":0,"dropped":0,"fps":0.0,"ended":false}')

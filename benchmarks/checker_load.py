@@ -22,8 +22,9 @@ read from /proc. The last line is::
 
     streams=K rate=R events=N p50_ms=X p99_ms=Y cpu_pct=C rss_mb=M lost=L
 
-``--find-max`` doubles K from 100 while p99 < 5 ms and nothing is lost, then bisects to within 10 %, and prints the
-largest K that met the target (the checker's stream limit, 256 by default, is raised to K for the trials).
+``--find-max`` doubles K from 100 while p99 < 5 ms and nothing is lost (or halves it until they are), then bisects
+to within 10 %, and prints the largest K that met the target (the checker's stream limit, 256 by default, is raised
+to K for the trials).
 ``--flood`` adds a flooder process that sends malformed and oversized messages as fast as it can
 (`benchmarks/checker_flood.py`'s ``malformed`` flood), holding an allowed key under ``--curve``: the well-behaved
 streams' alerts must still arrive within 1 s.
@@ -451,7 +452,7 @@ def table(results: list[Result]) -> Table:
 
 
 def find_max(base: LoadConfig, console: Console) -> tuple[int, list[Result]]:
-    """The largest K whose p99 stays under the target with nothing lost (doubling, then bisection)."""
+    """The largest K whose p99 stays under the target with nothing lost (doubling or halving, then bisection)."""
     results: list[Result] = []
 
     def trial(k: int) -> Result:
@@ -463,14 +464,20 @@ def find_max(base: LoadConfig, console: Console) -> tuple[int, list[Result]]:
 
     passing, failing = 0, 0
     k = FIND_MAX_START
-    while True:
-        if trial(k).passed:
+    first = trial(k).passed
+    while True:  # double while the target holds, or halve until it does: bracket the largest K
+        if first:
             passing, k = k, 2 * k
+            if not trial(k).passed:
+                failing = k
+                break
         else:
-            failing = k
-            break
-    if passing == 0:
-        return 0, results
+            failing, k = k, k // 2
+            if k == 0:
+                return 0, results
+            if trial(k).passed:
+                passing = k
+                break
     while failing - passing > max(1, int(FIND_MAX_RESOLUTION * passing)):
         middle = (passing + failing) // 2
         if trial(middle).passed:

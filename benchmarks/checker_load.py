@@ -332,9 +332,12 @@ def _keys(folder: Path, curve: bool) -> tuple[CurveServer | None, CurveClient | 
 
 def run_trial(config: LoadConfig) -> Result:
     """Start a checker, a subscriber and the publisher (and a flooder), measure one window, stop everything."""
-    # benchmarks/ is on the path of a script run from there; imported here, not at the top, so that the checker
-    # child (which re-imports this module) does not load the flood benchmark's viewer.
-    from checker_flood import peak_rss_mib
+    # Imported here, not at the top, so that the checker child (which re-imports this module) does not load the
+    # flood benchmark's viewer; spawned children get this path too.
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks.checker_flood import peak_rss_mib
 
     spawn = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
@@ -351,7 +354,7 @@ def run_trial(config: LoadConfig) -> Result:
             spawn.Process(target=publish, args=(checker.events_endpoint, config, streams, go, pub_child), daemon=True),
         ]
         if config.flood:
-            from checker_flood import flood
+            from benchmarks.checker_flood import flood
 
             flooder = (flood, ("malformed", checker.events_endpoint, flood_stop, streams))
             children.append(spawn.Process(target=flooder[0], args=flooder[1], daemon=True))

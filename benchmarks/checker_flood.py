@@ -41,6 +41,7 @@ from rich.table import Table
 # so a heavy import would show in the checker's memory as if the checker needed it.
 from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig
+from streaming.curve_keys import CurveClient
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.messages import MAX_HISTORY, Alert, CheckerHealth, Heartbeat, KeyStepEvent, Status, encode
@@ -53,12 +54,15 @@ VIOLATING_STEP = next(step for step, needs in PRECONDITIONS.items() if needs)  #
 LOST_AFTER_S = 2.0
 
 
-def flood(kind: str, endpoint: str, stop: EventType) -> None:
-    """The flooder process: send ``kind`` messages to ``endpoint`` as fast as possible until ``stop`` is set."""
+def flood(kind: str, endpoint: str, stop: EventType, curve: CurveClient | None = None) -> None:
+    """The flooder process: send ``kind`` messages to ``endpoint`` as fast as possible until ``stop`` is set (with
+    ``curve``, as a client the checker lets in: a camera gone wrong, not a stranger, whom CURVE keeps out)."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 1000)
+    if curve is not None:
+        curve.apply(sock)
     sock.connect(endpoint)
     time.sleep(0.5)  # the PUB/SUB handshake
     chunk = b"\0" * (64 * 1024)

@@ -55,7 +55,7 @@ class RunConfig:
     Args:
         source: the video, graph, detector and backbone.
         detector: stream id, threads and heartbeat period; its ``connect`` is replaced by the endpoint the
-            checker child bound.
+            checker child bound. Its ``curve`` keys serve the view too (one process, one client identity).
         checker: the checker's endpoints (default: free loopback ports).
         jsonl: print JSON lines instead of the live view.
         annotate_out: write the video with what the system saw drawn over it to this ``.mp4`` (None: no file).
@@ -93,7 +93,9 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     try:
         with (
             CheckerProcess(config.source.graph, config.checker) as checker,
-            Viewer(ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout) as viewer,
+            Viewer(
+                ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve
+            ) as viewer,
             publishing_detector(
                 stream.reader, stream.model, stream.checkpoint, stream.extractor,
                 replace(config.detector, connect=checker.events_endpoint), ctx,

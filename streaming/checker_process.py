@@ -13,7 +13,7 @@ import threading
 from multiprocessing.connection import Connection
 from types import TracebackType
 
-from graphs.errors import InputError
+from graphs.errors import InputError, RunError
 from streaming.checker_service import CheckerConfig, run_checker
 
 CHECKER_START_TIMEOUT_S = 30.0  # longest wait for the checker child to bind its sockets
@@ -49,6 +49,7 @@ class CheckerProcess:
 
     Raises:
         InputError: the child could not bind or load the graph (its error line), or did not start in time.
+        RunError: the child died before it answered.
     """
 
     def __init__(self, graph_path: str, config: CheckerConfig) -> None:
@@ -60,7 +61,12 @@ class CheckerProcess:
         if not parent.poll(CHECKER_START_TIMEOUT_S):
             self.stop()
             raise InputError(f"the checker did not start within {CHECKER_START_TIMEOUT_S:.0f} s")
-        reply = parent.recv()
+        try:
+            reply = parent.recv()
+        except EOFError:  # it died before it could answer (killed, or out of memory)
+            self.process.join(STOP_TIMEOUT_S)
+            code = self.process.exitcode
+            raise RunError(f"the checker process ended before it started (exit status {code})") from None
         if reply[0] == "error":
             self.process.join(STOP_TIMEOUT_S)
             raise InputError(reply[1])

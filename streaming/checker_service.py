@@ -34,6 +34,12 @@ No message stops the checker, and none may cost it much (peers are not trusted):
   freed after `FORGET_AFTER` timeouts, or evicted (the longest idle first) when a new stream needs its slot; a live
   stream is never evicted;
 - ``seq`` only counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never frozen.
+
+With CURVE (``CheckerConfig.curve``) both sockets are CURVE servers and a ZAP authenticator lets in only the clients
+whose public keys are in the client folder; refused handshakes are counted (``denied``). The folder is read again
+when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
+revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
+CURVE is refused unless ``CheckerConfig.insecure``.
 """
 
 from __future__ import annotations
@@ -43,15 +49,16 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import zmq
 
 from graphs.checker import PreconditionChecker, StepVerdict
-from graphs.errors import InputError
+from graphs.errors import InputError, RunError
 from graphs.procedure_queries import ProcedureQueries
 from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
+from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
 from streaming.messages import (
     CHECKER_STREAM,
     Alert,
@@ -77,8 +84,12 @@ from streaming.transport import (
     ReceiveStats,
     bind,
     check_endpoint,
+    check_exposure,
     subscribe,
 )
+
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
 
 RESEND_ALERTS: Final = 32  # most recent alerts per stream re-sent with every periodic status, and per replay
 STREAM_TIMEOUT_S: Final = 5.0  # a stream silent this long is lost (10 heartbeats missed)
@@ -88,8 +99,14 @@ STREAM_BUDGET: Final = 8  # messages one stream may have served per poll (a dete
 CHEAP_ITEMS: Final = 64  # a message that applies at most this many new history items is served at once
 REPLAY_BUDGET: Final = 4096  # history items all replays of one poll may apply together: one full history (~10 ms)
 SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
-SNAPSHOT_BUDGET: Final = 512  # messages one periodic call may re-send; streams left over are due at the next call
+# Messages one periodic call may re-send; streams left over are due at the next call, which comes within
+# SNAPSHOT_POLL_MS. A live key-step waits for at most one such slice (32 messages, about 1 ms), where 512 in one go
+# held the loop for 20-50 ms, the whole p99 of 100 streams at 10 key-steps a second.
+SNAPSHOT_BUDGET: Final = 32
+SNAPSHOT_POLL_MS: Final = 1
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
+REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
+REOPEN_GAP_S: Final = 0.02
 SCORE_DECIMALS: Final = 4  # scores on the wire: 2048 of them take at most 14 KiB, so a status always fits
 
 
@@ -123,7 +140,8 @@ class Unsendable(Refused):
     reason = "unsendable"
 
 
-COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable")  # CheckerCore.counts keys
+# CheckerCore.counts keys; "denied" (refused CURVE handshakes) is set by `CheckerService` from its `ClientKeys`.
+COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,8 @@ class CheckerConfig:
             (ended or lost) stream that has waited longest makes room for a new one.
         stream_timeout_s: a stream with no message for this long is marked lost (``--stream-timeout``); it is
             freed after `FORGET_AFTER` times as long.
+        curve: the checker's keys and client folder (``--curve-secret``, ``--curve-clients``); None: no CURVE.
+        insecure: bind beyond loopback without CURVE (``--insecure``); refused otherwise.
     """
 
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
@@ -145,6 +165,8 @@ class CheckerConfig:
     status_period_s: float = HEARTBEAT_S
     max_streams: int = 256
     stream_timeout_s: float = STREAM_TIMEOUT_S
+    curve: CurveServer | None = None
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         if not self.status_period_s > 0:
@@ -153,6 +175,8 @@ class CheckerConfig:
             raise InputError(f"CheckerConfig.max_streams = {self.max_streams} must be >= 1")
         check_endpoint(self.bind_events, "--bind")  # now, before a run loads models or renders the demo video
         check_endpoint(self.bind_alerts, "--publish")
+        for endpoint, option in ((self.bind_events, "--bind"), (self.bind_alerts, "--publish")):
+            check_exposure(endpoint, option, self.curve is not None, self.insecure)
         lowest = 2 * HEARTBEAT_S  # one lost heartbeat must not mark a live stream lost
         if not lowest <= self.stream_timeout_s <= MAX_STREAM_TIMEOUT_S:  # also refuses NaN
             raise InputError(f"--stream-timeout {self.stream_timeout_s}: must be {lowest:g}..{MAX_STREAM_TIMEOUT_S:g}"
@@ -183,6 +207,9 @@ class StreamState:
     allowed: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())  # allowed steps, likeliest first; probabilities
     report: MissingSteps | None = None  # the session's end report, once sent (re-sent with the snapshots)
     early: dict[int, Alert] = field(default_factory=dict)  # early alerts (on an onset) not confirmed yet, by index
+    # (steps observed, done) as of the last status: it only changes when a step is observed, and a stream's status
+    # goes out with every message it sends.
+    progress: tuple[int, tuple[int, ...]] = (-1, ())
 
     @property
     def run(self) -> str:
@@ -234,6 +261,7 @@ class CheckerCore:
         self._logged: dict[str, float] = {}
         self._last_health = float("-inf")
         self._health_seq = 0
+        self.snapshot_pending = False  # the last periodic call left due streams for the next (see SNAPSHOT_POLL_MS)
 
     @property
     def refused(self) -> int:
@@ -241,7 +269,9 @@ class CheckerCore:
         return self.counts["stream_limit"]
 
     # -- one poll -----------------------------------------------------------------------------
-    def serve(self, messages: Iterable[Message]) -> list[Message]:
+    def serve(
+        self, messages: Iterable[Message], emit: Callable[[list[Message]], None] | None = None
+    ) -> list[Message]:
         """Apply one poll's messages with each stream's budget; a refused message is counted and skipped.
 
         Messages that apply at most `CHEAP_ITEMS` new steps are served in arrival order. Replays (more new steps)
@@ -251,11 +281,14 @@ class CheckerCore:
 
         Args:
             messages: the messages of one poll, in arrival order.
+            emit: if given, called with each message's outputs as soon as they are built (the service publishes
+                them at once: the first key-step of a large poll does not wait for the last one to be applied).
 
         Returns:
-            Messages to publish.
+            Messages to publish (none with ``emit``: they went to it).
         """
         out: list[Message] = []
+        put = out.extend if emit is None else emit
         taken: Counter[str] = Counter()
         replays: dict[str, tuple[int, KeyStepEvent | Heartbeat]] = {}
         for arrival, message in enumerate(messages):
@@ -267,14 +300,14 @@ class CheckerCore:
                 if taken[sid] > STREAM_BUDGET:
                     self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
                 else:
-                    out += self._guarded(message)
+                    put(self._guarded(message))
                 continue
             if taken[sid] > STREAM_BUDGET:
                 self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
             elif sid in replays or self._cost(message) > CHEAP_ITEMS:
                 replays[sid] = (arrival, message)
             else:
-                out += self._guarded(message)
+                put(self._guarded(message))
         budget = REPLAY_BUDGET
         never = float("inf")
         waited_longest_first = sorted(replays.items(), key=lambda kv: (self._waiting.get(kv[0], never), kv[1][0]))
@@ -287,7 +320,7 @@ class CheckerCore:
                 continue
             budget -= cost
             self._waiting.pop(sid, None)
-            out += self._guarded(message)
+            put(self._guarded(message))
         return out
 
     def _guarded(self, message: KeyStepEvent | Heartbeat | KeyStepOnset) -> list[Message]:
@@ -616,12 +649,14 @@ class CheckerCore:
     def status(self, stream_id: str) -> Status:
         """The current `Status` message of a stream (also used for the periodic re-send)."""
         state = self.streams[stream_id]
+        if state.progress[0] != len(state.checker.history):
+            state.progress = (len(state.checker.history), state.checker.done)
         return Status(
             stream_id=stream_id,
             seq=self._next_seq(state),
             timestamp=self.clock(),
             run=state.run,
-            done=state.checker.done,
+            done=state.progress[1],
             allowed=state.allowed[0],
             current=state.current,
             alerts=state.alerts,
@@ -646,8 +681,9 @@ class CheckerCore:
         ``alert_id``. The period runs on its own clock: the status sent on every change does not postpone it, or a
         busy stream (a heartbeat every period) would never re-send the alert a slow-joining viewer missed. One call
         sends at most `SNAPSHOT_BUDGET` messages, the streams that waited longest first; the others stay due for the
-        next call (a loop later), so 256 streams of 32 alerts never stall the loop in one go. An ended session's
-        `MissingSteps` report is re-sent with its stream's alerts. One `CheckerHealth` goes out per period.
+        next call (``snapshot_pending``: the service polls again within `SNAPSHOT_POLL_MS`), so 256 streams of 32 alerts
+        never stall the loop in one go. An ended session's `MissingSteps` report is re-sent with its stream's alerts.
+        One `CheckerHealth` goes out per period.
 
         Args:
             period_s: re-send period in seconds.
@@ -660,6 +696,7 @@ class CheckerCore:
         idle_now = self.monotonic()
         out: list[Message] = []
         budget = SNAPSHOT_BUDGET
+        self.snapshot_pending = False
         for sid, state in sorted(self.streams.items(), key=lambda item: item[1].last_snapshot):
             silent = idle_now - state.last_heard
             if state.idle and silent > FORGET_AFTER * self.stream_timeout_s:
@@ -668,7 +705,10 @@ class CheckerCore:
             if not state.idle and silent > self.stream_timeout_s:
                 state.lost = True
                 out.append(self.status(sid))
-            if now - state.last_snapshot < period_s or budget <= 0:
+            if now - state.last_snapshot < period_s:
+                continue
+            if budget <= 0:
+                self.snapshot_pending = True
                 continue
             resent: list[Alert | MissingSteps] = [*state.recent_alerts, *([state.report] if state.report else [])]
             budget -= len(resent) + 1
@@ -736,16 +776,61 @@ class CheckerService:
             graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log
         )
         self.ctx = ctx or zmq.Context.instance()
-        # Bind the output first so the forwarded first event cannot be published before it exists.
-        pub, self.alerts_endpoint = bind(self.ctx, zmq.PUB, config.bind_alerts, "--publish")
+        self.keys: ClientKeys | None = None
+        self.authenticator: ThreadAuthenticator | None = None
+        if config.curve is not None:  # the ZAP handler first: a CURVE socket bound without one lets everyone in
+            self.keys = ClientKeys(config.curve.clients, config.curve.extra_clients, log=log)
+            self.authenticator = start_authenticator(self.ctx, self.keys)
         try:
-            sub, self.events_endpoint = bind(self.ctx, zmq.SUB, config.bind_events, "--bind")
+            pub, sub = self._bind(config.bind_alerts, config.bind_events)
+        except InputError:
+            self._stop_authenticator()
+            raise
+        self.alerts_endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.events_endpoint = sub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.publisher = Publisher(pub)
+        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
+        self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET)
+
+    def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
+        """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
+        curve = self.config.curve
+        pub, _ = bind(self.ctx, zmq.PUB, alerts, "--publish", curve=curve)
+        try:
+            sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
         except InputError:
             pub.close()
             raise
-        self.publisher = Publisher(pub)
-        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
-        self.receiver = Receiver(subscribe(sub, (b"keystep/", b"heartbeat/")), topic_budget=STREAM_BUDGET)
+        return pub, subscribe(sub, (b"keystep/", b"heartbeat/"))
+
+    def reload_keys(self) -> None:
+        """Follow the client folder (at most every `streaming.curve_keys.KEY_RELOAD_S`); when a key was removed,
+        re-open both sockets so that every client handshakes again and a revoked one is refused."""
+        if self.keys is None:
+            return
+        self.core.counts["denied"] = self.keys.denied
+        if self.keys.reload():
+            self.reopen()
+
+    def reopen(self) -> None:
+        """Close both sockets and bind them again at the same endpoints; clients re-connect by themselves.
+
+        Raises:
+            RunError: an endpoint could not be bound again (another process took the port meanwhile).
+        """
+        self.publisher.sock.close()
+        self.receiver.sock.close()
+        for _ in range(REOPEN_TRIES):
+            try:
+                pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint)
+                break
+            except InputError:  # libzmq releases a closed listener asynchronously
+                time.sleep(REOPEN_GAP_S)
+        else:
+            raise RunError(f"could not bind {self.events_endpoint} and {self.alerts_endpoint} again after a client key "
+                           "was revoked")
+        self.publisher.sock = pub
+        self.receiver.replace_socket(sub)
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -757,7 +842,9 @@ class CheckerService:
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
-                self.send(self.core.serve(self.receiver.poll(POLL_MS)))
+                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending else POLL_MS
+                self.core.serve(self.receiver.poll(wait_ms), emit=self.send)
+                self.reload_keys()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
                 if until is not None and until(self.core):
                     break
@@ -787,14 +874,21 @@ class CheckerService:
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
-            f"{stats.malformed} malformed dropped"
+            + (f"{self.keys.denied} handshakes refused (key not allowed), " if self.keys is not None else "")
+            + f"{stats.malformed} malformed dropped"
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 
     def close(self) -> None:
-        """Close both sockets (LINGER 0: never blocks)."""
+        """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
         self.publisher.sock.close()
         self.receiver.sock.close()
+        self._stop_authenticator()
+
+    def _stop_authenticator(self) -> None:
+        if self.authenticator is not None:
+            self.authenticator.stop()
+            self.authenticator = None
 
 
 def run_checker(

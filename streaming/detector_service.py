@@ -32,6 +32,7 @@ from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
+from streaming.curve_keys import CurveClient
 from streaming.demo.paths import resolve_video
 from streaming.devices import DEVICES, resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
@@ -63,6 +64,8 @@ class DetectorConfig:
         alert_on: ``"onset"`` (the default): announce each key-step provisionally too (`KeyStepOnset`), so that the
             checker can alert before it ends; ``"end"``: publish confirmed key-steps only.
         segmenter: command-line changes to the checkpoint's segmenter settings.
+        curve: this detector's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``);
+            None: no CURVE (a checker on loopback, or one started with ``--insecure``).
     """
 
     stream_id: str = "cam0"
@@ -73,6 +76,7 @@ class DetectorConfig:
     connect_wait_s: float = CONNECT_WAIT_S
     alert_on: str = DEFAULT_ALERT_ON
     segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
+    curve: CurveClient | None = None
 
     def __post_init__(self) -> None:
         if self.alert_on not in ALERT_MODES:
@@ -598,7 +602,7 @@ def publishing_detector(
     """
     sock = None
     try:
-        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s)
+        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
         yield Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config)
     finally:
         if sock is not None:

@@ -8,17 +8,22 @@ Usage::
     stream-detect --video cam0 --graph tent.json --detector detector.pt [--backbone model.pt]
     stream-detect --video clip.mp4 --graph tent.json --detector detector.pt --jsonl
 
-    # one checker, cameras on other machines
-    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556   # or --demo
+    # one checker, cameras on other machines, CURVE keys (see docs/deployment.md)
+    stream-detect keys --out keys --clients kitchen,viewer
+    stream-detect checker --graph tent.json --bind tcp://0.0.0.0:5555 --publish tcp://0.0.0.0:5556 \
+        --curve-secret keys/checker.key_secret --curve-clients keys/clients
     stream-detect detector --video cam0 --detector detector.pt --graph tent.json \
-        --connect tcp://checker-host:5555 --stream-id kitchen
-    stream-detect view --connect tcp://checker-host:5556 --graph tent.json [--jsonl]
+        --connect tcp://checker-host:5555 --stream-id kitchen \
+        --curve-server checker.key --curve-secret kitchen.key_secret
+    stream-detect view --connect tcp://checker-host:5556 --graph tent.json [--jsonl] \
+        --curve-server checker.key --curve-secret viewer.key_secret
 
     # how well it catches mistakes on your annotated held-out videos (or on the demo: --demo)
     stream-detect eval --videos videos/ --annotations labels.json --graph tent.json --detector detector.pt \
         [--split features/split.json | --videos-list a,b] [--alert-on end|onset] [--json eval.json]
 
-Without a sub-command, one command runs the checker, one detector and the view on loopback.
+Without a sub-command, one command runs the checker, one detector and the view on loopback. Binding beyond
+loopback (any address but 127.0.0.0/8 and ::1, names included) needs CURVE keys, or --insecure.
 Bad input (unopenable video, a graph that is not a DAG, a detector whose classes or step names are not the
 graph's (``--ignore-names`` runs anyway, with a warning), a busy port) ends with one line on stderr and exit
 status 2. ``checker`` and ``view`` need ``--graph`` (or ``--demo`` for the bundled demo graph). SIGTERM stops
@@ -33,18 +38,23 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.options import threads_option
 from graphs.safe_text import printable
+from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
 if TYPE_CHECKING:
     from recognition.segmenter import SegmenterOverrides
+    from streaming.checker_service import CheckerConfig
+    from streaming.curve_keys import CurveClient
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
 DEFAULT_ONSET_FRAMES = 2  # detector_service.DEFAULT_ONSET_FRAMES (not imported here: it loads torch)
-SUBCOMMANDS = ("run", "detector", "checker", "view", "eval")
+SUBCOMMANDS = ("run", "detector", "checker", "view", "eval", "keys")
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -126,10 +136,22 @@ def _graph_or_demo(p: argparse.ArgumentParser) -> None:
     graph = p.add_mutually_exclusive_group()
     graph.add_argument("--graph", help="task graph JSON (required unless --demo)")
     graph.add_argument("--demo", action="store_true", help="use the bundled demo graph")
+def _server_curve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--curve-secret", metavar="FILE",
+                   help="the checker's secret key (keys/checker.key_secret): CURVE on both endpoints")
+    p.add_argument("--curve-clients", metavar="DIR",
+                   help="folder of the public keys (*.key) allowed to connect, read again when it changes")
+    p.add_argument("--insecure", action="store_true",
+                   help="bind beyond loopback without CURVE (anyone who reaches the ports can forge and read)")
+
+
+def _client_curve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--curve-server", metavar="FILE", help="the checker's public key (checker.key)")
+    p.add_argument("--curve-secret", metavar="FILE", help="this client's secret key (NAME.key_secret)")
 
 
 def build_parser() -> ArgumentParser:
-    """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``)."""
+    """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``, ``keys``)."""
     parser = ArgumentParser(prog="stream-detect", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
@@ -139,14 +161,17 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
+    _server_curve_args(run)
     det = sub.add_parser("detector", help="one detector stream publishing to a checker")
     _video_args(det)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
+    _client_curve_args(det)
     chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
     _graph_or_demo(chk)
     chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
     chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
     _stream_timeout_arg(chk)
+    _server_curve_args(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
     _graph_or_demo(view)
@@ -171,6 +196,14 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     ev.add_argument("--ignore-names", action="store_true",
                     help="run even if the detector and the graph name the steps differently (with a warning)")
+    _client_curve_args(view)
+    keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients")
+    keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
+    keys.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
+                      help=f"comma-separated client names (default {','.join(DEFAULT_CLIENTS)}); "
+                           f"each {CLIENT_NAME_RULE}")
+    keys.add_argument("--add", action="store_true", help="add clients to an existing set (its checker pair is kept)")
+    keys.add_argument("--force", action="store_true", help="replace key files that exist")
     return parser
 
 
@@ -230,15 +263,18 @@ def _run(args: argparse.Namespace) -> int:
         from streaming.readers import quiet_codec_logs
 
         quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
+    if args.command == "keys":
+        return _keys(args)
     _defaults(args)
     if args.command == "view":
+        from streaming.curve_keys import client_curve
         from streaming.viewer import run_view
 
-        return run_view(args.connect, args.graph, args.jsonl)
+        return run_view(args.connect, args.graph, args.jsonl, curve=client_curve(args.curve_server, args.curve_secret))
     if args.command == "checker":
-        from streaming.checker_service import CheckerConfig, run_checker
+        from streaming.checker_service import run_checker
 
-        config = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout)
+        config, _ = _checker_config(args)
         run_checker(args.graph, config, ready=_print_ready, report=_print_line, log=_print_line)
         return 0
     if args.command == "detector":
@@ -246,14 +282,53 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         return _eval(args)
     from streaming.all_in_one import RunConfig, run_all
-    from streaming.checker_service import CheckerConfig
     from streaming.detector_service import DetectorConfig
 
+    checker, own = _checker_config(args, own_client=True)
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
-                              segmenter=_overrides(args))  # connects where the checker binds
-    checker = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout)
+                              segmenter=_overrides(args), curve=own)  # connects where the checker binds
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
                              preview=args.preview))
+
+
+def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple[CheckerConfig, CurveClient | None]:
+    """The checker's settings from ``checker`` or ``run`` options, keys loaded and checked.
+
+    With ``own_client`` (the all-in-one run) and CURVE, the run's own detector and view get a key pair that lives in
+    memory only, and the checker lets it in besides its client folder.
+
+    Returns:
+        ``(config, the run's own client keys or None)``.
+    """
+    from streaming.checker_service import CheckerConfig
+    from streaming.curve_keys import CurveClient, server_curve
+    from streaming.transport import is_local
+
+    curve = server_curve(args.curve_secret, args.curve_clients)
+    own = CurveClient.ephemeral(curve.public) if own_client and curve is not None else None
+    if curve is not None and own is not None:
+        curve = replace(curve, extra_clients=(own.public,))
+    config = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout, curve=curve,
+                           insecure=args.insecure)
+    exposed = [e for e in (config.bind_events, config.bind_alerts) if not is_local(e)]
+    if args.insecure and curve is None and exposed:
+        print(printable(f"warning: --insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this "
+                        "checker or read its alerts"), file=sys.stderr, flush=True)
+    return config, own
+
+
+def _keys(args: argparse.Namespace) -> int:
+    """``stream-detect keys``: write the key pairs and say where each goes."""
+    from streaming.curve_keys import CHECKER_NAME, CLIENTS_FOLDER, parse_client_names, write_key_set
+
+    written = write_key_set(args.out, parse_client_names(args.clients), force=args.force, add=args.add)
+    for path in written.files:
+        print(printable(f"wrote {path}"))
+    out = Path(args.out)
+    print(printable(f"checker machine: {out / (CHECKER_NAME + '.key_secret')} and the allowed clients' public keys "
+                    f"({out / CLIENTS_FOLDER}/*.key); each camera or viewer: {out / (CHECKER_NAME + '.key')} and its "
+                    f"own {out / CLIENTS_FOLDER}/NAME.key_secret"))
+    return 0
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -295,10 +370,12 @@ def _source(args: argparse.Namespace) -> StreamSource:
 
 
 def _detector(args: argparse.Namespace) -> int:
+    from streaming.curve_keys import client_curve
     from streaming.detector_service import DetectorConfig, open_stream, run_detector
 
     config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads,
-                            alert_on=args.alert_on, segmenter=_overrides(args))
+                            alert_on=args.alert_on, segmenter=_overrides(args),
+                            curve=client_curve(args.curve_server, args.curve_secret))
     stream = open_stream(_source(args), args.threads)
     stats = run_detector(stream.reader, stream.model, stream.checkpoint, stream.extractor, config, threading.Event())
     print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "

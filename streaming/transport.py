@@ -9,18 +9,28 @@
   dropped without keeping its frames (`MAX_FRAMES`), each frame is at most `HARD_MAX_BYTES` (libzmq disconnects a
   peer that sends a larger one), at most `RECV_HWM` messages wait per peer, one poll takes at most
   `RECV_BATCH` messages or `RECV_BUDGET_S` seconds of receiving, and a receiver may give each topic (each
-  stream) a budget per poll, beyond which messages are dropped before they are decoded;
+  stream) a budget of valid messages per poll, beyond which messages are dropped before they are decoded;
 - ZeroMQ never says that nobody listens at a connected endpoint, so a sender that must reach its
-  peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`).
+  peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`);
+- beyond loopback, sockets use CURVE (`streaming.curve_keys`): `bind` makes a CURVE server socket, `connect` a
+  CURVE client, and a refused handshake is named (`HandshakeWatch`). `check_exposure` refuses to bind beyond
+  loopback without CURVE unless the user says ``--insecure``.
 
 Endpoints are ZeroMQ strings: ``tcp://127.0.0.1:5555`` (port 0 or ``*`` picks a free port on bind;
 IPv6 addresses in brackets, ``tcp://[::1]:5555``), ``ipc:///tmp/x.sock``, ``inproc://name``. A port or
 an ipc path already in use is an `InputError` (one line, exit 2).
+
+Loopback is a literal address in 127.0.0.0/8 or ``::1``; ``ipc://`` and ``inproc://`` stay on this machine. Any
+other host is "beyond loopback": ``*``, ``0.0.0.0``, a network address, and also every name (``localhost``, an
+interface name such as ``lo``, short forms such as ``127.1``, which libzmq reads as it likes), so the rule never
+depends on what a name resolves to. CURVE applies to ``tcp://`` and ``ipc://`` (on ipc it authenticates other local
+users' processes); ``inproc://`` has no handshake, so CURVE options there are refused.
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import re
 import socket
 import time
@@ -30,8 +40,10 @@ from dataclasses import dataclass
 from typing import Final
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from graphs.errors import InputError
+from streaming.curve_keys import CurveClient, CurveServer
 from streaming.messages import MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
@@ -82,6 +94,69 @@ def check_endpoint(endpoint: str, option: str = "endpoint", peer: bool = False) 
     return endpoint
 
 
+KEYS_HINT: Final = "make keys with 'stream-detect keys --out keys'"
+
+
+def _tcp_host(endpoint: str) -> str | None:
+    """The host part of a ``tcp://`` endpoint (brackets removed), None for other transports."""
+    if not endpoint.startswith("tcp://"):
+        return None
+    host = endpoint[len("tcp://") :].rsplit(":", 1)[0]
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def is_local(endpoint: str) -> bool:
+    """Whether an endpoint stays on this machine: ``ipc://``, ``inproc://``, or tcp on a literal loopback address.
+
+    Args:
+        endpoint: a checked endpoint.
+
+    Returns:
+        False for ``*``, ``0.0.0.0``, any other address, and every host name (names are never resolved).
+    """
+    host = _tcp_host(endpoint)
+    if host is None:
+        return endpoint.startswith(("ipc://", "inproc://"))
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a name, an interface, '*', or a short form ('127.1', '0') that libzmq would accept
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def check_exposure(endpoint: str, option: str, curve: bool, insecure: bool) -> None:
+    """Refuse to bind beyond loopback without CURVE (anyone on the network could forge key-steps or read alerts),
+    and refuse CURVE on ``inproc://`` (no handshake there, so it would silently not apply).
+
+    Args:
+        endpoint: where a socket will bind.
+        option: the option it came from, named in the error.
+        curve: the socket will use CURVE.
+        insecure: the user accepted an open socket beyond loopback (``--insecure``).
+
+    Raises:
+        InputError: the endpoint is beyond loopback without CURVE or ``insecure``, or CURVE on inproc.
+    """
+    if curve and endpoint.startswith("inproc://"):
+        raise InputError(f"{option} {endpoint}: CURVE does not apply to inproc:// (no handshake); use tcp:// or ipc://")
+    if curve or insecure or is_local(endpoint):
+        return
+    host = _tcp_host(endpoint) or ""
+    try:
+        ipaddress.ip_address(host)
+        where = "is reachable beyond this machine"
+    except ValueError:
+        where = ("names its host by name (names are not resolved: only 127.0.0.1 or [::1] counts as this machine)"
+                 if host != "*" else "is reachable beyond this machine")
+    raise InputError(
+        f"{option} {endpoint} {where}: anyone there could send forged key-steps and read the alerts; {KEYS_HINT} and "
+        "pass --curve-secret keys/checker.key_secret --curve-clients keys/clients (bind 127.0.0.1 to stay on this "
+        "machine, or --insecure on a network you trust)"
+    )
+
+
 def _configure(sock: zmq.Socket, endpoint: str, recv_hwm: int = RECV_HWM) -> None:
     sock.setsockopt(zmq.LINGER, LINGER_MS)
     sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
@@ -109,7 +184,9 @@ def _ipc_in_use(endpoint: str) -> bool:
     return True
 
 
-def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> tuple[zmq.Socket, str]:
+def bind(
+    ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind", curve: CurveServer | None = None
+) -> tuple[zmq.Socket, str]:
     """Create a socket and bind it.
 
     Args:
@@ -117,6 +194,8 @@ def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> 
         kind: socket type (``zmq.PUB``, ``zmq.SUB``).
         endpoint: where to bind; a tcp port of 0 picks a free one.
         option: the option the endpoint came from, named in errors.
+        curve: the server's keys: the socket is a CURVE server, and the context's ZAP handler
+            (`streaming.curve_keys.start_authenticator`, started before) decides which clients get in.
 
     Returns:
         ``(socket, endpoint actually bound)``.
@@ -128,6 +207,10 @@ def bind(ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind") -> 
     target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint
     sock = ctx.socket(kind)
     _configure(sock, endpoint)
+    if curve is not None:
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
     try:
         sock.bind(target)
     except zmq.ZMQError as err:
@@ -146,12 +229,14 @@ def connect(
     option: str = "--connect",
     wait_s: float = 0.0,
     recv_hwm: int = RECV_HWM,
+    curve: CurveClient | None = None,
 ) -> zmq.Socket:
     """Create a socket and connect it (ZeroMQ reconnects by itself if the peer restarts).
 
     ZeroMQ connects in the background and never says that nobody is there: a PUB socket aimed at the
     wrong endpoint silently drops everything. With ``wait_s`` the first connection must be made (a
-    ZeroMQ handshake with the peer) within that many seconds, or the call fails.
+    ZeroMQ handshake with the peer) within that many seconds, or the call fails; a handshake the peer refuses
+    (a key it does not allow, the wrong checker key, CURVE on one side only) fails at once, saying which.
 
     Args:
         ctx: the ZeroMQ context.
@@ -160,34 +245,169 @@ def connect(
         option: the option the endpoint came from, named in errors.
         wait_s: if > 0, wait up to this long for the peer to answer.
         recv_hwm: messages queued before libzmq stops reading (`RECV_HWM`; a viewer uses `VIEW_RECV_HWM`).
+        curve: this client's CURVE keys and the checker's public key; None: no encryption (NULL mechanism).
 
     Returns:
         The connected socket.
 
     Raises:
-        InputError: a bad endpoint, or no peer answered within ``wait_s``.
+        InputError: a bad endpoint, CURVE on inproc, a refused handshake, or no peer answered within ``wait_s``.
     """
+    sock, watch = _open(ctx, kind, endpoint, option, recv_hwm, curve, watch=wait_s > 0)
+    if watch is not None:
+        try:
+            if not watch.wait(wait_s):
+                raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
+        except BaseException:
+            watch.close()
+            sock.close()
+            raise
+        watch.close()
+    return sock
+
+
+def connect_watched(
+    ctx: zmq.Context,
+    kind: int,
+    endpoint: str,
+    option: str = "--connect",
+    recv_hwm: int = RECV_HWM,
+    curve: CurveClient | None = None,
+) -> tuple[zmq.Socket, HandshakeWatch]:
+    """`connect` without waiting, with a `HandshakeWatch` that stays on the socket (a viewer checks it as it runs:
+    it may start before the checker, and must still learn that the checker refuses it).
+
+    Args:
+        ctx: the ZeroMQ context.
+        kind: socket type.
+        endpoint: the peer's bound endpoint.
+        option: the option the endpoint came from, named in errors.
+        recv_hwm: messages queued before libzmq stops reading.
+        curve: this client's CURVE keys; None: no encryption.
+
+    Returns:
+        ``(socket, watch)``; close the watch before the socket.
+    """
+    sock, watch = _open(ctx, kind, endpoint, option, recv_hwm, curve, watch=True)
+    assert watch is not None
+    return sock, watch
+
+
+def _open(
+    ctx: zmq.Context,
+    kind: int,
+    endpoint: str,
+    option: str,
+    recv_hwm: int,
+    curve: CurveClient | None,
+    watch: bool,
+) -> tuple[zmq.Socket, HandshakeWatch | None]:
+    """A configured socket connecting to ``endpoint``, watched from before its first handshake if asked."""
     check_endpoint(endpoint, option, peer=True)
+    if curve is not None and endpoint.startswith("inproc://"):
+        raise InputError(f"{option} {endpoint}: CURVE does not apply to inproc:// (no handshake)")
     sock = ctx.socket(kind)
     _configure(sock, endpoint, recv_hwm)
+    if curve is not None:
+        curve.apply(sock)
     # The monitor must watch before the connection starts, or a fast handshake is missed.
-    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) if wait_s > 0 else None
+    watcher = HandshakeWatch(sock, endpoint, option, curve is not None) if watch else None
     try:
-        try:
-            sock.connect(endpoint)
-        except zmq.ZMQError as err:
-            raise InputError(f"{option} {endpoint}: cannot connect ({err.strerror})") from None
-        if monitor is not None and not monitor.poll(int(wait_s * 1000)):
-            raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
-    except BaseException:
+        sock.connect(endpoint)
+    except zmq.ZMQError as err:
+        if watcher is not None:
+            watcher.close()
         sock.close()
-        if monitor is not None:
-            monitor.close()
-        raise
-    if monitor is not None:
-        sock.disable_monitor()
-        monitor.close()
-    return sock
+        raise InputError(f"{option} {endpoint}: cannot connect ({err.strerror})") from None
+    return sock, watcher
+
+
+_HANDSHAKE_EVENTS: Final = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+
+
+class HandshakeWatch:
+    """Watches a connecting socket's handshakes (a ZeroMQ socket monitor) and names a refusal.
+
+    What a client sees when the checker turns it away: its key is not in the checker's client folder (ZAP status
+    400), it has the wrong checker key (the checker cannot decrypt it and hangs up), or only one side uses CURVE
+    (mechanism mismatch). Each becomes one `InputError` line saying what to fix.
+
+    Args:
+        sock: the socket, not connected yet.
+        endpoint: where it connects (named in errors).
+        option: the option the endpoint came from.
+        curve: whether this side uses CURVE.
+    """
+
+    def __init__(self, sock: zmq.Socket, endpoint: str, option: str, curve: bool) -> None:
+        self.sock = sock
+        self.endpoint = endpoint
+        self.option = option
+        self.curve = curve
+        self.monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
+        self.succeeded = False
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait for the first successful handshake.
+
+        Args:
+            timeout_s: longest wait.
+
+        Returns:
+            True once a handshake succeeded; False if none did within ``timeout_s``.
+
+        Raises:
+            InputError: the peer refused the handshake.
+        """
+        deadline = time.monotonic() + timeout_s
+        while not self.succeeded:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not self.monitor.poll(left_ms):
+                return False
+            self.check()
+        return True
+
+    def check(self) -> None:
+        """Read the handshake events that arrived (never blocks); a refusal raises.
+
+        Raises:
+            InputError: the peer refused a handshake.
+        """
+        while True:
+            try:
+                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            parsed = parse_monitor_message(frames)
+            event, value = int(parsed["event"]), int(parsed["value"])
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.succeeded = True
+            else:
+                raise InputError(self._refusal(event, value))
+
+    def _refusal(self, event: int, value: int) -> str:
+        where = f"{self.option} {self.endpoint}"
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return (f"{where}: the checker refused this client's key (put its public key, clients/NAME.key, in the "
+                    "checker's --curve-clients folder, or check --curve-secret)")
+        if self.curve and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            return f"{where}: the checker does not use CURVE; drop --curve-server and --curve-secret"
+        if self.curve:
+            return (f"{where}: the checker did not accept the CURVE handshake (is --curve-server the public key of "
+                    "the checker at that address, and does that checker use CURVE?)")
+        return (f"{where}: the checker refused the handshake (does it use CURVE? then pass --curve-server "
+                "checker.key and --curve-secret with this client's .key_secret file)")
+
+    def close(self) -> None:
+        """Stop watching (the socket stays open)."""
+        if not self.sock.closed:
+            self.sock.disable_monitor()
+        self.monitor.close()
 
 
 def subscribe(sock: zmq.Socket, prefixes: tuple[bytes, ...] = (b"",)) -> zmq.Socket:
@@ -209,7 +429,9 @@ class Publisher:
 
     def send(self, message: Message) -> None:
         """Encode and send one message."""
-        self.sock.send_multipart(encode(message), copy=False)
+        # Copied: frames of at most 64 KiB are cheaper to copy than to lend (13 against 17 us a message on loopback;
+        # pyzmq copies anything under its 64 KiB threshold anyway, after building a frame object for it).
+        self.sock.send_multipart(encode(message))
 
 
 @dataclass
@@ -231,8 +453,9 @@ class Receiver:
     Args:
         sock: a SUB socket, already subscribed.
         clock: monotonic clock bounding the time one poll spends receiving.
-        topic_budget: if set, the most messages of one topic (one kind of one stream) a poll decodes; the rest are
-            dropped undecoded and counted in ``stats.over_budget``, so a flood from one stream costs little.
+        topic_budget: if set, the most valid messages of one topic (one kind of one stream) a poll takes; the rest
+            are dropped undecoded and counted in ``stats.over_budget``, so a flood from one stream costs little.
+            Malformed messages never spend a topic's budget (anyone can put a live stream's topic on garbage).
     """
 
     def __init__(
@@ -244,6 +467,17 @@ class Receiver:
         self.stats = ReceiveStats()
         self.clock = clock
         self.topic_budget = topic_budget
+
+    def replace_socket(self, sock: zmq.Socket) -> None:
+        """Receive from a new socket from now on (the checker re-opens its sockets to cut off revoked clients);
+        the counts go on.
+
+        Args:
+            sock: the new socket, subscribed already.
+        """
+        self.poller.unregister(self.sock)
+        self.sock = sock
+        self.poller.register(sock, zmq.POLLIN)
 
     def poll(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH` messages, and
@@ -265,16 +499,17 @@ class Receiver:
                 frames, count = self._receive()
             except zmq.Again:
                 break
-            if self.topic_budget is not None and count == MAX_FRAMES:
-                per_topic[frames[0]] += 1
-                if per_topic[frames[0]] > self.topic_budget:
-                    self.stats.over_budget += 1
-                    continue
+            if self.topic_budget is not None and per_topic[frames[0]] >= self.topic_budget:
+                self.stats.over_budget += 1
+                continue
             try:
                 if count > MAX_FRAMES:
                     raise MessageError(f"expected {MAX_FRAMES} frames, got {count}")
                 out.append(decode(frames))
                 self.stats.received += 1
+                # Only a valid message spends its topic's budget: garbage can name any topic, and a flood of it
+                # under a live stream's topic would otherwise push that stream's own messages out of every poll.
+                per_topic[frames[0]] += 1
             except MessageError as err:
                 self.stats.malformed += 1
                 self.stats.last_error = str(err)

@@ -180,10 +180,12 @@ def _health(health: CheckerHealth) -> Text | None:
         (health.unsendable, "unsendable"),
     ]
     parts = [f"{count} {what}" for count, what in refused if count]
-    if not parts and not health.lost_streams and not health.evicted:
+    if not parts and not health.lost_streams and not health.evicted and not health.denied:
         return None
     line = f"checker: {health.streams} streams ({health.lost_streams} lost), {health.evicted} idle evicted"
-    return Text(line + (f"; messages refused: {', '.join(parts)}" if parts else ""), style="yellow")
+    line += f"; messages refused: {', '.join(parts)}" if parts else ""
+    line += f"; {health.denied} handshakes refused (key not allowed)" if health.denied else ""
+    return Text(line, style="yellow")
 
 
 def render(state: ViewState) -> RenderableType:

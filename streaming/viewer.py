@@ -20,8 +20,9 @@ from rich.live import Live
 
 from graphs.safe_text import printable
 from graphs.task_graph import load_graph
+from streaming.curve_keys import CurveClient
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
-from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect, subscribe
+from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
 from streaming.view import ViewState, graph_names, jsonl_line, render
 
 REFRESH_HZ = 8  # terminal view refreshes per second
@@ -41,6 +42,11 @@ class Viewer:
         out: where JSON lines go.
         warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
             no screen to count them on: a checker speaking another wire version would otherwise look idle).
+        curve: this viewer's CURVE keys and the checker's public key; None: no CURVE.
+
+    Raises:
+        InputError: from `pump`, once the checker refuses the viewer's handshake (its key is not allowed, the wrong
+            checker key, CURVE on one side only): a refused viewer would otherwise wait forever on an empty screen.
     """
 
     def __init__(
@@ -51,8 +57,10 @@ class Viewer:
         jsonl: bool,
         out: TextIO = sys.stdout,
         warn: Callable[[str], None] | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
-        self.receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint, "--connect", recv_hwm=VIEW_RECV_HWM)))
+        sock, self.handshakes = connect_watched(ctx, zmq.SUB, endpoint, "--connect", VIEW_RECV_HWM, curve)
+        self.receiver = Receiver(subscribe(sock))
         self.endpoint = endpoint
         self.state = state
         self.jsonl = jsonl
@@ -61,6 +69,7 @@ class Viewer:
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Take what arrived (waiting up to ``timeout_ms``), fold it into the state, print JSON lines."""
+        self.handshakes.check()
         messages = self.receiver.poll(timeout_ms)
         now = time.time()
         for message in messages:
@@ -90,6 +99,7 @@ class Viewer:
 
     def close(self) -> None:
         """Close the socket."""
+        self.handshakes.close()
         self.receiver.sock.close()
 
     def __enter__(self) -> Viewer:
@@ -106,6 +116,7 @@ def run_view(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
     done: Callable[[], bool] = lambda: False,
+    curve: CurveClient | None = None,
 ) -> int:
     """The ``stream-detect view`` command: show a checker's output until interrupted.
 
@@ -119,6 +130,7 @@ def run_view(
         out: where JSON lines go.
         err: where the malformed-message notes go.
         done: the view ends once it returns true (default: never, until interrupted).
+        curve: this viewer's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``).
 
     Returns:
         Exit status.
@@ -129,7 +141,7 @@ def run_view(
     def warn(line: str) -> None:
         print(line, file=err, flush=True)
 
-    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None)
+    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None, curve=curve)
     try:
         viewer.loop(done, None if jsonl else Console())
     finally:

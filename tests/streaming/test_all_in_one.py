@@ -40,6 +40,18 @@ def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Contex
     assert str(caught.value) == f"the checker at {out_endpoint} does not answer within 0.2 s"
 
 
+def listens(pid: int) -> bool:
+    """Whether process ``pid`` holds a listening TCP socket (read from /proc: its socket inodes, the LISTEN table)."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        table = Path("/proc/net/tcp").read_text().splitlines()[1:] + Path("/proc/net/tcp6").read_text().splitlines()[1:]
+    except OSError:  # it ended, or a descriptor closed while it was read
+        return False
+    inodes = {link[len("socket:["):-1] for link in links if link.startswith("socket:[")}
+    listen = "0A"
+    return any(fields[3] == listen and fields[9] in inodes for fields in (row.split() for row in table))
+
+
 @pytest.fixture
 def _demo_videos_in_a_temporary_cache(demo_cache: Path) -> None:
     """The all-in-one runs below read the demo video: render it in the test session's cache."""
@@ -98,8 +110,10 @@ def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys:
         deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline and not killed:
             started = [p.pid for p in multiprocessing.active_children() if p.pid not in before]
-            if started:
-                time.sleep(1.0)  # mid-run: the demo plays in real time for about 25 s
+            # Mid-run: once it listens (on a busy machine its start alone can take over a second), and a second
+            # more; the demo plays in real time for about 25 s.
+            if started and listens(started[0]):
+                time.sleep(1.0)
                 os.kill(started[0], signal.SIGKILL)
                 killed.append(started[0])
             time.sleep(0.05)

@@ -1,0 +1,568 @@
+"""CURVE keys for the checker and its clients: making them, loading them, and the folder of allowed clients.
+
+ZeroMQ's CURVE mechanism encrypts a connection and authenticates both ends with elliptic-curve key pairs. The
+checker holds one pair (its public key is handed to every client); every detector and viewer holds its own pair,
+and the checker lets in only the clients whose public keys lie in its client folder. Keys are stored in pyzmq's
+certificate format (``zmq.auth.create_certificates``): ``NAME.key`` holds the public key, ``NAME.key_secret`` the
+public and the secret key (mode 0600). ``stream-detect keys --out DIR`` writes::
+
+    DIR/checker.key            the checker's public key: give it to every detector and viewer (--curve-server)
+    DIR/checker.key_secret     the checker's secret: stays on the checker machine (--curve-secret)
+    DIR/clients/NAME.key       a client's public key: the checker's --curve-clients folder holds the allowed ones
+    DIR/clients/NAME.key_secret  that client's secret: goes to that camera or viewer machine only (--curve-secret)
+
+Every key file is checked when it is loaded (a regular file of at most `MAX_KEY_FILE_BYTES`, a Z85 key of 32
+bytes, a secret key that matches its public key); a missing, unreadable or malformed file is a one-line
+`InputError` naming it.
+
+The client folder is read again whenever it changes (`ClientKeys.reload`, polled every `KEY_RELOAD_S` by the
+checker): a key file dropped into it lets that client in from its next connection; a key removed from it revokes
+that client (the checker then re-opens its sockets, so a revoked client that was connected is cut off too).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import struct
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import zmq
+import zmq.auth
+from zmq.utils import z85
+
+from graphs.errors import InputError
+from graphs.files import output_target
+
+if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
+    from zmq.auth.thread import ThreadAuthenticator
+
+CHECKER_NAME: Final = "checker"  # DIR/checker.key, DIR/checker.key_secret
+CLIENTS_FOLDER: Final = "clients"  # DIR/clients/<name>.key(_secret)
+PUBLIC_SUFFIX: Final = ".key"
+SECRET_SUFFIX: Final = ".key_secret"
+CLIENT_NAME_RULE: Final = "1-64 characters from [A-Za-z0-9_.-], starting with a letter or a digit"
+_CLIENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # no path separator, no hidden file, no '..'
+DEFAULT_CLIENTS: Final = ("cam0", "viewer")
+MAX_KEY_FILE_BYTES: Final = 4096  # a pyzmq certificate is about 400 bytes; a bigger "key" file is not one
+MAX_CLIENT_KEYS: Final = 1024  # public keys read from a client folder (the checker tracks at most 256 streams)
+KEY_RELOAD_S: Final = 1.0  # how often the checker looks for a change in its client folder
+Z85_KEY_LENGTH: Final = 40  # a 32-byte CURVE key in Z85
+_Z85_ALPHABET: Final = frozenset(z85.Z85CHARS)
+ZAP_DOMAIN: Final = "*"  # pyzmq's authenticator serves every domain under this name
+SECRET_MODE: Final = 0o600
+PUBLIC_MODE: Final = 0o644
+FOLDER_MODE: Final = 0o700  # the key folder holds secrets
+
+
+def is_client_name(value: object) -> bool:
+    """Whether ``value`` may name a client key (`CLIENT_NAME_RULE`: it becomes a file name, never a path).
+
+    Args:
+        value: a candidate name.
+
+    Returns:
+        True if ``clients/<value>.key`` stays inside the clients folder.
+    """
+    return isinstance(value, str) and _CLIENT_NAME.fullmatch(value) is not None
+
+
+def parse_client_names(text: str, option: str = "--clients") -> tuple[str, ...]:
+    """The client names of a comma-separated list, each checked, none twice.
+
+    Args:
+        text: e.g. ``"cam0,cam1,viewer"``.
+        option: the option named in errors.
+
+    Returns:
+        The names, in order.
+    """
+    names = tuple(name.strip() for name in text.split(","))
+    for name in names:
+        if not is_client_name(name):
+            raise InputError(f"{option} {text!r}: client name {name!r} must be {CLIENT_NAME_RULE}")
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise InputError(f"{option} {text!r}: client name {twice!r} appears twice")
+    return names
+
+
+# -- loading ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KeyPair:
+    """The keys of one certificate file, Z85-encoded (40 ASCII bytes each); ``secret`` is None in a public file."""
+
+    public: bytes
+    secret: bytes | None
+
+
+def _check_z85_key(key: object) -> bool:
+    if not isinstance(key, bytes) or len(key) != Z85_KEY_LENGTH or not set(key) <= _Z85_ALPHABET:
+        return False
+    try:
+        return len(z85.decode(key)) == 32
+    except (ValueError, struct.error):  # five characters can spell a number beyond 32 bits
+        return False
+
+
+def read_key_file(path: str | Path, option: str) -> KeyPair:
+    """Load one pyzmq certificate file, checked.
+
+    Args:
+        path: a ``.key`` or ``.key_secret`` file.
+        option: the option the path came from, named in errors.
+
+    Returns:
+        Its keys.
+
+    Raises:
+        InputError: the file is missing, not a regular file, unreadable, too big, or holds no valid key (or a
+            secret key that does not belong to its public key).
+    """
+    where = f"{option} {path}"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such key file (make keys with 'stream-detect keys --out DIR')") from None
+    except OSError as err:
+        raise InputError(f"{where}: cannot read the key file ({err.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open; a device would be read forever
+        raise InputError(f"{where}: not a regular file, expected a CURVE key file")
+    if info.st_size > MAX_KEY_FILE_BYTES:
+        raise InputError(f"{where}: {info.st_size} bytes is not a CURVE key file (at most {MAX_KEY_FILE_BYTES})")
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except OSError as err:
+        raise InputError(f"{where}: cannot read the key file ({err.strerror or err})") from None
+    except ValueError:
+        raise InputError(f"{where}: not a CURVE key file (no public-key line)") from None
+    if not _check_z85_key(public):
+        raise InputError(f"{where}: not a CURVE key file (its public key is not 40 Z85 characters)")
+    if secret is not None:
+        if not _check_z85_key(secret):
+            raise InputError(f"{where}: not a CURVE key file (its secret key is not 40 Z85 characters)")
+        if zmq.curve_public(secret) != public:
+            raise InputError(f"{where}: its secret key does not belong to its public key (an edited file?)")
+    return KeyPair(public, secret)
+
+
+def load_secret_key(path: str | Path, option: str = "--curve-secret") -> KeyPair:
+    """A key pair with its secret (a ``.key_secret`` file).
+
+    Args:
+        path: the file.
+        option: the option named in errors.
+
+    Returns:
+        The pair, ``secret`` set.
+    """
+    pair = read_key_file(path, option)
+    if pair.secret is None:
+        raise InputError(f"{option} {path}: holds no secret key (give the {SECRET_SUFFIX} file)")
+    return pair
+
+
+def load_public_key(path: str | Path, option: str = "--curve-server") -> bytes:
+    """The checker's public key as its clients load it; a file that holds a secret too is refused.
+
+    Args:
+        path: the checker's ``.key`` file.
+        option: the option named in errors.
+
+    Returns:
+        The Z85 public key.
+    """
+    pair = read_key_file(path, option)
+    if pair.secret is not None:
+        raise InputError(f"{option} {path}: holds a secret key; give the checker's public key file "
+                         f"({CHECKER_NAME}{PUBLIC_SUFFIX}): its secret never leaves the checker machine")
+    return pair.public
+
+
+def _key_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name.endswith(PUBLIC_SUFFIX) and not p.name.startswith("."))
+
+
+def read_client_folder(folder: str | Path, option: str = "--curve-clients") -> dict[bytes, str]:
+    """The public keys of the clients allowed to connect, every file checked.
+
+    Args:
+        folder: the folder of ``*.key`` files (other files, ``*.key_secret`` included, are not read).
+        option: the option named in errors.
+
+    Returns:
+        public key -> the name of the file that holds it.
+
+    Raises:
+        InputError: the folder is missing or unreadable, holds no ``*.key`` file or more than `MAX_CLIENT_KEYS`,
+            or one of them is not a valid public key file.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise InputError(f"{option} {folder}: {what}; it names the folder of the clients' public keys (*.key)")
+    try:
+        files = _key_files(folder)
+    except OSError as err:
+        raise InputError(f"{option} {folder}: cannot list the folder ({err.strerror})") from None
+    if not files:
+        raise InputError(f"{option} {folder}: holds no public key (*{PUBLIC_SUFFIX}); nobody could connect")
+    if len(files) > MAX_CLIENT_KEYS:
+        raise InputError(f"{option} {folder}: {len(files)} key files, more than {MAX_CLIENT_KEYS}")
+    return {read_key_file(path, option).public: path.name for path in files}
+
+
+# -- configs ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CurveServer:
+    """The checker's CURVE settings: its key pair and the folder of the clients it lets in.
+
+    Args:
+        public: the checker's public key (Z85).
+        secret: the checker's secret key (Z85).
+        clients: the folder of the allowed clients' public keys (``*.key``), read again when it changes.
+        extra_clients: public keys allowed besides the folder's (the all-in-one run's own detector and view).
+    """
+
+    public: bytes
+    secret: bytes
+    clients: str
+    extra_clients: tuple[bytes, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, key in (("public", self.public), ("secret", self.secret), *(("extra_clients", k)
+                                                                              for k in self.extra_clients)):
+            if not _check_z85_key(key):
+                raise InputError(f"CurveServer.{name}: not a 40-character Z85 CURVE key")
+        if zmq.curve_public(self.secret) != self.public:
+            raise InputError("CurveServer.secret does not belong to CurveServer.public")
+
+    @classmethod
+    def from_files(cls, secret_file: str, clients: str, extra_clients: tuple[bytes, ...] = ()) -> CurveServer:
+        """Load the checker's keys (``--curve-secret``) and check its client folder (``--curve-clients``).
+
+        Args:
+            secret_file: the checker's ``.key_secret`` file.
+            clients: the folder of allowed public keys.
+            extra_clients: more allowed public keys.
+
+        Returns:
+            The checked settings.
+        """
+        pair = load_secret_key(secret_file, "--curve-secret")
+        read_client_folder(clients)
+        assert pair.secret is not None  # load_secret_key refuses a file without one
+        return cls(pair.public, pair.secret, str(clients), extra_clients)
+
+
+@dataclass(frozen=True)
+class CurveClient:
+    """A detector's or viewer's CURVE settings: the checker's public key and the client's own pair.
+
+    Args:
+        server: the checker's public key (Z85).
+        public: this client's public key (Z85); the checker must have it in its client folder.
+        secret: this client's secret key (Z85).
+    """
+
+    server: bytes
+    public: bytes
+    secret: bytes
+
+    def __post_init__(self) -> None:
+        for name in ("server", "public", "secret"):
+            if not _check_z85_key(getattr(self, name)):
+                raise InputError(f"CurveClient.{name}: not a 40-character Z85 CURVE key")
+        if zmq.curve_public(self.secret) != self.public:
+            raise InputError("CurveClient.secret does not belong to CurveClient.public")
+
+    @classmethod
+    def from_files(cls, server_file: str, secret_file: str) -> CurveClient:
+        """Load ``--curve-server`` (the checker's public key) and ``--curve-secret`` (this client's pair).
+
+        Args:
+            server_file: the checker's ``.key`` file.
+            secret_file: this client's ``.key_secret`` file.
+
+        Returns:
+            The checked settings.
+        """
+        server = load_public_key(server_file, "--curve-server")
+        pair = load_secret_key(secret_file, "--curve-secret")
+        assert pair.secret is not None
+        return cls(server, pair.public, pair.secret)
+
+    @classmethod
+    def ephemeral(cls, server: bytes) -> CurveClient:
+        """A fresh key pair that lives in memory only (the all-in-one run's own detector and view).
+
+        Args:
+            server: the checker's public key.
+
+        Returns:
+            The settings; the checker must be told ``public`` (`CurveServer.extra_clients`).
+        """
+        public, secret = zmq.curve_keypair()
+        return cls(server, public, secret)
+
+    def apply(self, sock: zmq.Socket) -> None:
+        """Make ``sock`` a CURVE client of the checker with these keys (before it connects)."""
+        sock.setsockopt(zmq.CURVE_SERVERKEY, self.server)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, self.public)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
+
+
+def server_curve(
+    secret_file: str | None, clients: str | None, extra_clients: tuple[bytes, ...] = ()
+) -> CurveServer | None:
+    """The checker's CURVE settings from its options (``--curve-secret``, ``--curve-clients``), which come together.
+
+    Args:
+        secret_file: the checker's ``.key_secret`` file, or None.
+        clients: the folder of allowed public keys, or None.
+        extra_clients: more allowed public keys.
+
+    Returns:
+        None when neither option is given.
+    """
+    if secret_file is None and clients is None:
+        return None
+    if clients is None:
+        raise InputError("--curve-secret needs --curve-clients (the folder of the public keys allowed to connect)")
+    if secret_file is None:
+        raise InputError("--curve-clients needs --curve-secret (the checker's .key_secret file)")
+    return CurveServer.from_files(secret_file, clients, extra_clients)
+
+
+def client_curve(server_file: str | None, secret_file: str | None) -> CurveClient | None:
+    """A client's CURVE settings from its options (``--curve-server``, ``--curve-secret``), which come together.
+
+    Args:
+        server_file: the checker's ``.key`` file, or None.
+        secret_file: this client's ``.key_secret`` file, or None.
+
+    Returns:
+        None when neither option is given.
+    """
+    if server_file is None and secret_file is None:
+        return None
+    if secret_file is None:
+        raise InputError("--curve-server needs --curve-secret (this client's .key_secret file)")
+    if server_file is None:
+        raise InputError("--curve-secret needs --curve-server (the checker's public key file, checker.key)")
+    return CurveClient.from_files(server_file, secret_file)
+
+
+# -- the checker's side: who may connect ----------------------------------------------------------------------------
+class ClientKeys:
+    """The public keys allowed to connect, read from the client folder, and the count of refused handshakes.
+
+    pyzmq's authenticator asks `callback` for every CURVE handshake, from its own thread; the checker's loop calls
+    `reload` (at most every `KEY_RELOAD_S`), which swaps the allowed set in one assignment when the folder changed.
+    At reload a file that cannot be read as a public key is skipped (and reported): it lets nobody in.
+
+    Args:
+        folder: the client folder.
+        extra: public keys allowed besides the folder's.
+        log: called with one line per problem found at a reload, and per revoked or added key file.
+        monotonic: the clock of the reload period.
+    """
+
+    def __init__(
+        self,
+        folder: str | Path,
+        extra: Iterable[bytes] = (),
+        log: Callable[[str], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.folder = Path(folder)
+        self.extra = frozenset(extra)
+        self.log = log
+        self.monotonic = monotonic
+        self.denied = 0  # handshakes refused (ZAP denials); written by the authenticator's thread only
+        self.names: dict[bytes, str] = read_client_folder(self.folder)
+        self.allowed = frozenset(self.names) | self.extra
+        self._signature = self._scan()
+        self._next_check = self.monotonic() + KEY_RELOAD_S
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        """pyzmq's credentials-provider hook: whether a client key (Z85) may connect; a refusal is counted.
+
+        Args:
+            domain: the ZAP domain (unused: one checker, one set of keys).
+            key: the client's public key, Z85.
+
+        Returns:
+            True to let the client in.
+        """
+        if key in self.allowed:
+            return True
+        self.denied += 1
+        return False
+
+    def _scan(self) -> tuple[tuple[str, int, int, int], ...] | None:
+        """What identifies the folder's key files now (names, sizes, change times, inodes); None if unreadable."""
+        try:
+            files = _key_files(self.folder)[: MAX_CLIENT_KEYS + 1]
+            return tuple((p.name, (s := p.stat()).st_size, s.st_mtime_ns, s.st_ino) for p in files)
+        except OSError:
+            return None
+
+    def reload(self, force: bool = False) -> bool:
+        """Read the folder again if it changed since the last look (looks at most every `KEY_RELOAD_S`).
+
+        Args:
+            force: look now, whatever the period.
+
+        Returns:
+            True if a key that was allowed is no longer (its clients must be cut off: re-open the sockets).
+        """
+        now = self.monotonic()
+        if not force and now < self._next_check:
+            return False
+        self._next_check = now + KEY_RELOAD_S
+        signature = self._scan()
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        names: dict[bytes, str] = {}
+        if signature is None:
+            self._say(f"checker: cannot read the client key folder {self.folder}; every client key is revoked")
+        elif len(signature) > MAX_CLIENT_KEYS:
+            self._say(f"checker: {self.folder} holds more than {MAX_CLIENT_KEYS} key files; every key is revoked")
+        else:
+            for name, *_ in signature:
+                try:
+                    names[read_key_file(self.folder / name, "--curve-clients").public] = name
+                except InputError as err:
+                    self._say(f"checker: skipped {err}")
+        removed = set(self.names) - set(names)
+        added = set(names) - set(self.names)
+        self.names = names
+        self.allowed = frozenset(names) | self.extra
+        if added or removed:
+            self._say(f"checker: client keys reloaded from {self.folder}: {len(added)} added, {len(removed)} revoked "
+                      f"({len(names)} allowed)")
+        return bool(removed - self.extra)
+
+    def _say(self, line: str) -> None:
+        if self.log is not None:
+            self.log(line)
+
+
+def start_authenticator(ctx: zmq.Context, keys: ClientKeys) -> ThreadAuthenticator:
+    """Start the ZAP handler of a context: every CURVE handshake on a server socket of ``ctx`` asks ``keys``.
+
+    It must run before a CURVE socket binds: without a ZAP handler libzmq lets every client in.
+
+    Args:
+        ctx: the context of the checker's sockets (one authenticator per context).
+        keys: the allowed keys.
+
+    Returns:
+        The running authenticator (stop it after the sockets are closed).
+    """
+    from zmq.auth.thread import ThreadAuthenticator
+
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=keys)
+    return auth
+
+
+# -- making keys --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WrittenKeys:
+    """What `write_key_set` wrote: every file, and whether the checker's pair was already there and kept."""
+
+    files: tuple[Path, ...]
+    checker_kept: bool
+
+
+def _pair_paths(folder: Path, name: str) -> tuple[Path, Path]:
+    return folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
+
+
+def _make_folder(folder: Path) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder}: is a file, expected a folder for the keys")
+    try:
+        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out {folder}: cannot make the key folder ({err.strerror})") from None
+
+
+def _write_pair(folder: Path, name: str) -> tuple[Path, Path]:
+    """Make a key pair in a private temporary folder beside its destination, then move both files into place.
+
+    The secret is never readable by others, not even half-written: the temporary folder is 0700 and the file is
+    0600 before it moves. An existing file is replaced only where `write_key_set` allowed it (``force``).
+    """
+    public_path, secret_path = _pair_paths(folder, name)
+    targets = (output_target(public_path, "public key file"), output_target(secret_path, "secret key file"))
+    scratch = Path(tempfile.mkdtemp(prefix=".keys-", dir=folder))
+    try:
+        made_public, made_secret = (Path(p) for p in zmq.auth.create_certificates(scratch, name))
+        os.chmod(made_secret, SECRET_MODE)
+        os.chmod(made_public, PUBLIC_MODE)
+        os.replace(made_secret, targets[1])
+        os.replace(made_public, targets[0])
+    except OSError as err:
+        raise InputError(f"--out {folder}: cannot write the key files of {name!r} ({err.strerror or err})") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return public_path, secret_path
+
+
+def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, add: bool = False) -> WrittenKeys:
+    """Write the checker's key pair and one pair per client (``stream-detect keys``).
+
+    Args:
+        out: the key folder; ``out/clients`` holds the clients' pairs. Both are made (mode 0700) if missing.
+        clients: client names (`CLIENT_NAME_RULE`).
+        force: replace key files that exist already (a replaced checker pair means every client needs its new
+            public key).
+        add: add clients to an existing set: the checker's pair must exist and is kept.
+
+    Returns:
+        The files written.
+
+    Raises:
+        InputError: a bad name, a key file that exists (without ``force``), ``add`` without a checker pair, or a
+            folder that cannot be written. Nothing is written then.
+    """
+    out = Path(out)
+    for name in clients:
+        if not is_client_name(name):
+            raise InputError(f"--clients: client name {name!r} must be {CLIENT_NAME_RULE}")
+    checker = _pair_paths(out, CHECKER_NAME)
+    checker_there = [p for p in checker if p.exists() or p.is_symlink()]
+    if add and len(checker_there) != 2:
+        raise InputError(f"--add: {out} holds no checker key pair ({checker[0].name}, {checker[1].name}) to add "
+                         "clients to; make a new set without --add")
+    planned = [path for name in clients for path in _pair_paths(out / CLIENTS_FOLDER, name)]
+    if not add:
+        planned = [*checker, *planned]
+    existing = [p for p in planned if p.exists() or p.is_symlink()]
+    if existing and not force:
+        hint = "--force replaces them" + ("" if add else "; --add adds clients to an existing set")
+        raise InputError(f"--out {out}: {existing[0]} exists (keys are never overwritten; {hint})")
+    if add:
+        read_key_file(checker[1], "--add")
+    for path in planned:
+        output_target(path, "key file")  # a folder, FIFO or device where a key goes is refused before any write
+    _make_folder(out)
+    _make_folder(out / CLIENTS_FOLDER)
+    written: list[Path] = []
+    if not add:
+        written += _write_pair(out, CHECKER_NAME)
+    for name in clients:
+        written += _write_pair(out / CLIENTS_FOLDER, name)
+    return WrittenKeys(tuple(written), checker_kept=add)

@@ -1,0 +1,126 @@
+"""A peer flooding the checker with garbage does not hold back a well-behaved stream's alerts (a real flooder process
+on loopback, the checker in its own process as ``stream-detect`` runs it), with and without CURVE (there the flooder
+holds an allowed key: a camera gone wrong, which CURVE does not keep out)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from graphs.task_graph import save_graph
+from streaming.checker_process import CheckerProcess
+from streaming.checker_service import CheckerConfig
+from streaming.curve_keys import CurveClient, CurveServer, write_key_set
+from streaming.detector_service import EventPublisher
+from streaming.messages import Alert, CheckerHealth, run_of
+from streaming.transport import Publisher, Receiver, connect, subscribe
+from tests.streaming.helpers import MISTAKE_STEP, tea_graph, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+ALERT_BOUND_S = 1.0  # a live stream's alert arrives within this long whatever another peer sends
+
+# The flooder: malformed and oversized messages as fast as it can on one socket and, in a thread of the same process,
+# a well-behaved stream ("neighbour") on a socket of its own raising an alert twice a second. With two more arguments
+# (the checker's public key file, a client's secret key file) both sockets speak CURVE with that client's key.
+FLOODER = """
+import sys, threading, time, zmq
+from streaming.curve_keys import CurveClient
+from streaming.detector_service import EventPublisher
+from streaming.transport import Publisher, connect
+endpoint = sys.argv[1]
+curve = CurveClient.from_files(sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else None
+ctx = zmq.Context()
+flood = ctx.socket(zmq.PUB)
+flood.setsockopt(zmq.LINGER, 0)
+flood.setsockopt(zmq.SNDHWM, 1000)
+if curve is not None:
+    curve.apply(flood)
+flood.connect(endpoint)
+beat = (b'{"version":2,"kind":"heartbeat","stream_id":"neighbour","seq":0,"timestamp":1.0,"session":"s",'
+        b'"history":[],"current":null,"frames":0,"dropped":0,"fps":0.0,"ended":false}')
+garbage = [
+    [b"heartbeat/flood", b" " * (100 * 1024)],      # over the 64 KiB payload limit
+    [b"heartbeat/flood", b"{not json"],
+    [b"heartbeat/flood", b"[" * 60_000],             # nesting that costs the parser
+    [b"heartbeat/flood", beat, b"third frame"],
+    [b"keystep/neighbour", b"{}"],                   # its neighbour's topic: the per-stream budget counts topics
+    [b"heartbeat/flood", beat.replace(b'"frames":0', b'"frames":' + b"9" * 4000)],
+]
+def neighbour():
+    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, endpoint, wait_s=10.0, curve=curve)), "neighbour")
+    while True:
+        events = EventPublisher(events.publisher, "neighbour")  # a new session: its first step is a mistake
+        events.keystep(2, "boil_water", 0.0, 1.0, 0.9)
+        time.sleep(0.5)
+threading.Thread(target=neighbour, daemon=True).start()
+print("flooding", flush=True)
+k = 0
+while True:
+    flood.send_multipart(garbage[k % len(garbage)])
+    k += 1
+"""
+
+
+def client_keys(keys: Path | None, name: str) -> CurveClient | None:
+    """Client ``name``'s keys from the set in ``keys`` (None without CURVE)."""
+    if keys is None:
+        return None
+    return CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / f"{name}.key_secret"))
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["open", "curve"])
+def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Path, curve: bool) -> None:
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    keys = tmp_path / "keys" if curve else None
+    server, flooder_keys = None, []
+    if keys is not None:
+        write_key_set(keys, ("flooder", "victim", "viewer"))
+        server = CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
+        flooder_keys = [str(keys / "checker.key"), str(keys / "clients" / "flooder.key_secret")]
+    ctx = zmq.Context()
+    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server))
+    flooder = subprocess.Popen([sys.executable, "-c", FLOODER, checker.events_endpoint, *flooder_keys], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, checker.alerts_endpoint, curve=client_keys(keys, "viewer")),
+                                    (b"alert/", b"checker/")))
+        victim = EventPublisher(Publisher(connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0,
+                                                  curve=client_keys(keys, "victim"))), "victim")
+        assert flooder.stdout is not None and flooder.stdout.readline() == "flooding\n"
+        health: list[CheckerHealth] = []
+
+        def take() -> list[Alert]:
+            got = viewer.poll(20)
+            health.extend(m for m in got if isinstance(m, CheckerHealth))
+            return [m for m in got if isinstance(m, Alert) and not m.replayed]
+
+        assert wait_for(lambda: bool(health) and health[-1].malformed > 1000, 30.0, take)  # the flood is under way
+        latencies: dict[str, list[float]] = {"victim": [], "neighbour": []}
+        for _ in range(8):
+            victim = EventPublisher(victim.publisher, "victim")  # a fresh session: its first step is a mistake
+            sent = victim.keystep(MISTAKE_STEP, "boil_water", 0.0, 1.0, 0.9)
+            deadline = time.monotonic() + 2 * ALERT_BOUND_S
+            mine: list[Alert] = []
+            while not mine and time.monotonic() < deadline:
+                for alert in take():
+                    latencies.setdefault(alert.stream_id, []).append(alert.timestamp - alert.event_timestamp)
+                    if alert.stream_id == "victim" and alert.run == run_of(sent.session):
+                        mine.append(alert)
+            assert mine, "the victim's alert never came"
+            time.sleep(0.25)
+        assert len(latencies["victim"]) == 8 and max(latencies["victim"]) < ALERT_BOUND_S
+        assert len(latencies["neighbour"]) >= 3 and max(latencies["neighbour"]) < ALERT_BOUND_S
+        assert health[-1].malformed > 1000 and flooder.poll() is None  # still flooding at the end
+        viewer.sock.close()
+        victim.publisher.sock.close()
+    finally:
+        flooder.kill()
+        flooder.wait(5)
+        checker.stop()
+        ctx.destroy(linger=0)

@@ -1,0 +1,377 @@
+"""CURVE beyond loopback, on loopback: who gets through, what is refused and counted, revocation, restart safety.
+
+Every socket here is real (tcp on 127.0.0.1 or ipc); keys are made by `stream-detect keys` itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+import zmq.auth
+
+from graphs.errors import InputError
+from graphs.task_graph import save_graph
+from streaming.checker_process import CheckerProcess
+from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.curve_keys import ClientKeys, CurveClient, CurveServer, parse_client_names
+from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.detector_service import EventPublisher
+from streaming.messages import Alert, CheckerHealth
+from streaming.stream_detect_cli import main
+from streaming.transport import Publisher, Receiver, connect, is_local, subscribe
+from streaming.view import ViewState
+from streaming.viewer import Viewer
+from tests.cli_errors import cli_error
+from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
+
+MISTAKE = DEMO_EXECUTIONS["mistake"]
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    """A key set made by the command users run: the checker, cameras cam0 and cam1, a viewer."""
+    assert main(["keys", "--out", str(tmp_path / "keys"), "--clients", "cam0,cam1,viewer"]) == 0
+    return tmp_path / "keys"
+
+
+def client(keys: Path, name: str) -> CurveClient:
+    return CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / f"{name}.key_secret"))
+
+
+def stranger(keys: Path) -> CurveClient:
+    """A client with a valid key pair the checker was never given."""
+    public, secret = zmq.curve_keypair()
+    return CurveClient(CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients")).public,
+                       public, secret)
+
+
+def server(keys: Path) -> CurveServer:
+    return CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
+
+
+@pytest.fixture
+def curve_checker(keys: Path) -> Iterator[tuple[zmq.Context, CheckerService]]:
+    """A checker with CURVE on loopback TCP (free ports), served by a thread; clients share its context."""
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server(keys)),
+                             ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield ctx, service
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+
+
+def send_mistake(events: EventPublisher) -> None:
+    for step in MISTAKE[:2]:  # boil_water before fill_kettle: one alert
+        events.keystep(step, "x", 0.0, 1.0, 0.9)
+
+
+# -- keys -----------------------------------------------------------------------------------------------------------
+def test_keys_are_pyzmq_certificates_with_private_secrets(keys: Path) -> None:
+    for folder, name in [(keys, "checker"), *((keys / "clients", n) for n in ("cam0", "cam1", "viewer"))]:
+        public, none = zmq.auth.load_certificate(folder / f"{name}.key")
+        same, secret = zmq.auth.load_certificate(folder / f"{name}.key_secret")
+        assert none is None and same == public and secret is not None and zmq.curve_public(secret) == public
+        assert stat.S_IMODE((folder / f"{name}.key_secret").stat().st_mode) == 0o600
+        assert stat.S_IMODE((folder / f"{name}.key").stat().st_mode) == 0o644
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o700
+    assert not [p for p in keys.rglob(".*")]  # no scratch folder left behind
+
+
+def test_keys_are_never_overwritten_without_force(keys: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p: p.read_bytes() for p in keys.rglob("*.key*")}
+    line = cli_error(main, ["keys", "--out", str(keys), "--clients", "cam0"], capsys)
+    assert "checker.key exists" in line and "--force" in line
+    line = cli_error(main, ["keys", "--out", str(keys), "--add", "--clients", "cam9,cam1"], capsys)
+    assert "cam1.key exists" in line
+    assert {p: p.read_bytes() for p in keys.rglob("*.key*")} == before  # nothing written, not even cam9
+    assert main(["keys", "--out", str(keys), "--add", "--clients", "cam2"]) == 0  # adding keeps the checker
+    assert (keys / "checker.key").read_bytes() == before[keys / "checker.key"]
+    assert (keys / "clients" / "cam2.key_secret").exists()
+    assert main(["keys", "--out", str(keys), "--clients", "cam0", "--force"]) == 0
+    assert (keys / "checker.key").read_bytes() != before[keys / "checker.key"]
+    assert stat.S_IMODE((keys / "checker.key_secret").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("names", ["../cam", "a/b", ".hidden", "", "cam0,cam0", "x" * 65, "cam 0"])
+def test_client_names_cannot_leave_the_clients_folder(names: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(main, ["keys", "--out", str(tmp_path / "k"), "--clients", names], capsys)
+    assert line.startswith("error: --clients")
+    assert not (tmp_path / "k").exists()
+
+
+def test_add_needs_an_existing_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(main, ["keys", "--out", str(tmp_path / "k"), "--add", "--clients", "cam3"], capsys)
+    assert "holds no checker key pair" in line
+
+
+def test_parse_client_names() -> None:
+    assert parse_client_names("cam0, cam1,viewer") == ("cam0", "cam1", "viewer")
+
+
+# -- loopback and the exposure rule ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("endpoint", "local"), [
+    ("tcp://127.0.0.1:5555", True), ("tcp://127.9.9.9:0", True), ("tcp://[::1]:5555", True),
+    ("tcp://[::ffff:127.0.0.1]:1", True), ("ipc:///tmp/x", True), ("inproc://x", True),
+    ("tcp://0.0.0.0:5555", False), ("tcp://*:5555", False), ("tcp://[::]:1", False), ("tcp://10.0.0.5:1", False),
+    ("tcp://localhost:5555", False), ("tcp://lo:5555", False), ("tcp://127.1:5555", False), ("tcp://0:5555", False),
+])
+def test_only_literal_loopback_addresses_count_as_this_machine(endpoint: str, local: bool) -> None:
+    # libzmq reads '0' as 0.0.0.0 and 'lo' as an interface: only what is certainly loopback may stay open.
+    assert is_local(endpoint) is local
+
+
+def test_binding_beyond_loopback_without_keys_is_refused_before_any_bind(
+    ctx: zmq.Context, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Hold the port on loopback: a checker that tried to bind 0.0.0.0 on it would say "already in use" instead.
+    held = ctx.socket(zmq.SUB)
+    held.setsockopt(zmq.LINGER, 0)
+    port = held.bind_to_random_port("tcp://127.0.0.1")
+    for argv in (["checker", "--demo", "--bind", f"tcp://0.0.0.0:{port}"],
+                 ["checker", "--demo", "--publish", f"tcp://*:{port}"],
+                 ["--video", "demo", "--jsonl", "--bind", f"tcp://0.0.0.0:{port}"]):
+        line = cli_error(main, argv, capsys)
+        assert f":{port} is reachable beyond this machine" in line and "stream-detect keys --out" in line
+    line = cli_error(main, ["checker", "--demo", "--bind", f"tcp://localhost:{port}"], capsys)
+    assert "names its host by name" in line
+    with pytest.raises(InputError, match="reachable beyond this machine"):
+        CheckerConfig("tcp://127.0.0.1:0", "tcp://[::]:0")
+
+
+def test_insecure_lets_the_checker_bind_beyond_loopback_with_a_warning(
+    ctx: zmq.Context, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = ctx.socket(zmq.SUB)  # the port is taken on loopback, so the test never really opens one beyond it
+    held.setsockopt(zmq.LINGER, 0)
+    port = held.bind_to_random_port("tcp://127.0.0.1")
+    with pytest.raises(SystemExit):
+        main(["checker", "--demo", "--bind", f"tcp://0.0.0.0:{port}", "--insecure"])
+    warning, error = capsys.readouterr().err.splitlines()
+    assert warning.startswith(f"warning: --insecure: anyone who reaches tcp://0.0.0.0:{port} can send key-steps")
+    assert error.endswith("address already in use (is another checker running?)")  # it went on to bind
+
+
+# -- who gets through ------------------------------------------------------------------------------------------------
+def test_an_allowed_detectors_alert_reaches_an_allowed_viewer(
+    curve_checker: tuple[zmq.Context, CheckerService], keys: Path
+) -> None:
+    ctx, service = curve_checker
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
+    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0,
+                                              curve=client(keys, "cam0"))), "cam0")
+    assert wait_for(lambda: "cam0" in viewer.state.streams, 10.0,
+                    lambda: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+    send_mistake(events)
+    assert wait_for(lambda: len(viewer.state.alerts) == 1, 10.0, lambda: viewer.pump(20))
+    assert viewer.state.alerts[0][1].step == MISTAKE_STEP
+    assert service.core.counts["denied"] == 0 and service.keys is not None and service.keys.denied == 0
+    viewer.close()
+
+
+def test_a_detector_with_a_strangers_key_has_nothing_accepted(
+    curve_checker: tuple[zmq.Context, CheckerService], keys: Path
+) -> None:
+    ctx, service = curve_checker
+    with pytest.raises(InputError, match="the checker refused this client's key"):
+        connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=stranger(keys))
+    # Without waiting (ZeroMQ would drop everything silently), and without any keys at all: nothing gets in.
+    forged = [EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, curve=stranger(keys))), "evil"),
+              EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint)), "plain")]
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        for events in forged:
+            send_mistake(events)
+            events.heartbeat(None, 1, 0, 1.0)
+        time.sleep(0.05)
+    assert service.core.streams == {} and service.receiver.stats.received == 0
+    assert wait_for(lambda: service.keys is not None and service.keys.denied >= 2, 5.0)
+    assert "handshakes refused (key not allowed)" in service.summary()
+    assert any(n in service.summary() for n in ("2 handshakes", "3 handshakes", "4 handshakes"))
+
+
+def test_a_viewer_without_the_right_keys_receives_nothing(
+    curve_checker: tuple[zmq.Context, CheckerService], keys: Path
+) -> None:
+    ctx, service = curve_checker
+    plain = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint)))
+    wrong_server = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint, curve=CurveClient(
+        client(keys, "cam1").public, client(keys, "viewer").public, client(keys, "viewer").secret))))
+    refused = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=stranger(keys))
+    allowed = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
+    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0,
+                                              curve=client(keys, "cam0"))), "cam0")
+    assert wait_for(lambda: "cam0" in allowed.state.streams, 10.0,
+                    lambda: (events.heartbeat(None, 0, 0, 0.0), allowed.pump(20)))
+    send_mistake(events)
+    assert wait_for(lambda: len(allowed.state.alerts) == 1, 10.0, lambda: allowed.pump(20))
+    deadline = time.monotonic() + 1.5  # three periodic re-sends of the alert and of the checker's health
+    got = []
+    while time.monotonic() < deadline:
+        got += plain.poll(20) + wrong_server.poll(20)
+    assert got == [] and plain.stats.malformed == wrong_server.stats.malformed == 0
+    with pytest.raises(InputError, match="the checker refused this client's key"):
+        wait_for(lambda: False, 5.0, lambda: refused.pump(20))
+    assert refused.state.streams == {}
+    health = [m for m in allowed.pump(600) + allowed.pump(600) if isinstance(m, CheckerHealth)]
+    assert health and health[-1].denied >= 1  # the refused viewer, counted in the status viewers get
+    for sock in (plain.sock, wrong_server.sock):
+        sock.close()
+    allowed.close()
+    refused.close()
+
+
+def test_curve_applies_on_ipc_too(tmp_path: Path, keys: Path) -> None:
+    # On ipc the file permissions let a local user in; CURVE still asks for a key.
+    with running_checker(tmp_path, curve=server(keys)) as (ctx, service, _thread):
+        assert service.events_endpoint.startswith("ipc://")
+        with pytest.raises(InputError, match="refused this client's key"):
+            connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=stranger(keys))
+        connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=client(keys, "cam1")).close()
+
+
+# -- adding and revoking a camera ------------------------------------------------------------------------------------
+def test_a_key_dropped_into_the_folder_lets_its_camera_in_and_a_removed_one_cuts_it_off(
+    curve_checker: tuple[zmq.Context, CheckerService], keys: Path
+) -> None:
+    ctx, service = curve_checker
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
+    assert main(["keys", "--out", str(keys), "--add", "--clients", "cam7"]) == 0  # a new camera, checker running
+    sock = None
+    deadline = time.monotonic() + 10.0
+    while sock is None and time.monotonic() < deadline:
+        try:
+            sock = connect(ctx, zmq.PUB, service.events_endpoint, wait_s=1.0, curve=client(keys, "cam7"))
+        except InputError:  # refused until the checker reads its folder again (at most a second later)
+            time.sleep(0.2)
+    assert sock is not None
+    events = EventPublisher(Publisher(sock), "cam7")
+    assert wait_for(lambda: "cam7" in viewer.state.streams, 10.0,
+                    lambda: (events.heartbeat(None, 0, 0, 0), viewer.pump(20)))
+    denied = service.core.counts["denied"]
+    (keys / "clients" / "cam7.key").unlink()  # revoked while connected
+    assert wait_for(lambda: service.core.counts["denied"] > denied, 10.0,
+                    lambda: (events.heartbeat(None, 0, 0, 0), viewer.pump(20)))
+    received = service.receiver.stats.received
+    wait_for(lambda: False, 1.0, lambda: (events.heartbeat(None, 0, 0, 0), viewer.pump(20)))
+    assert service.receiver.stats.received == received  # nothing of cam7's gets in any more
+    # The allowed viewer came back by itself after the sockets were re-opened: the checker's health reaches it.
+    heard: list[object] = []
+    assert wait_for(lambda: any(isinstance(m, CheckerHealth) for m in heard), 10.0,
+                    lambda: heard.extend(viewer.pump(50)))
+    viewer.close()
+    sock.close()
+
+
+def test_a_broken_key_file_at_reload_is_skipped_and_named(tmp_path: Path, keys: Path) -> None:
+    lines: list[str] = []
+    now = [0.0]
+    folder = ClientKeys(keys / "clients", log=lines.append, monotonic=lambda: now[0])
+    allowed = set(folder.allowed)
+    (keys / "clients" / "cam1.key").write_text("not a key\n")
+    now[0] += 2.0
+    assert folder.reload() is True  # cam1's key is gone from the allowed set
+    assert len(folder.allowed) == len(allowed) - 1
+    assert any("cam1.key" in line and "not a CURVE key file" in line for line in lines)
+    assert folder.reload() is False  # nothing changed since
+
+
+# -- restart safety --------------------------------------------------------------------------------------------------
+def test_checker_killed_and_restarted_mid_stream_loses_nothing_with_curve(tmp_path: Path, keys: Path) -> None:
+    graph_path = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph_path)
+    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", curve=server(keys))
+    steps = (1, 5, 4, 6, 3, 2)  # a mistake before the kill (5), one while it is down (4)
+    ctx = zmq.Context()
+    checker = CheckerProcess(str(graph_path), config)
+    try:
+        viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
+        sock = connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0, curve=client(keys, "cam0"))
+        events = EventPublisher(Publisher(sock), "cam0")
+        state = viewer.state
+        assert wait_for(lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, 0),
+                                                                        viewer.pump(20)))
+        for step in steps[:2]:
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+        assert wait_for(lambda: len(state.streams["cam0"].done) == 2, 10.0, lambda: viewer.pump(20))
+        os.kill(checker.process.pid, signal.SIGKILL)
+        checker.process.join(5)
+        for step in steps[2:4]:
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+        checker = CheckerProcess(str(graph_path), config)  # both clients re-connect and handshake again
+        for step in steps[4:]:
+            events.keystep(step, "x", 0.0, 1.0, 0.9)
+        assert wait_for(lambda: state.streams["cam0"].done == steps and len(state.alerts) == 2, 15.0,
+                        lambda: (events.heartbeat(None, 5, 0, 30.0), viewer.pump(20)))
+        assert sorted(a.index for _, a in state.alerts) == [1, 2]
+        assert all(isinstance(a, Alert) for _, a in state.alerts)
+        viewer.close()
+        sock.close()
+    finally:
+        checker.stop()
+        ctx.destroy(linger=0)
+
+
+# -- bad input -------------------------------------------------------------------------------------------------------
+def bad_curve_cases(keys: Path, tmp: Path) -> list[tuple[list[str], str]]:
+    """(command line, what the error line must say) for every CURVE mistake a user can make."""
+    (tmp / "garbage.key_secret").write_text("public-key = \"short\"\n")
+    (tmp / "binary.key").write_bytes(bytes(range(256)))
+    (tmp / "empty").mkdir()
+    (tmp / "broken").mkdir()
+    (tmp / "broken" / "cam.key").write_text("curve\n")
+    os.mkfifo(tmp / "fifo.key")
+    secret, clients = str(keys / "checker.key_secret"), str(keys / "clients")
+    cam = ["--curve-server", str(keys / "checker.key"), "--curve-secret", str(keys / "clients" / "cam0.key_secret")]
+    checker = ["checker", "--demo", "--bind", f"ipc://{tmp}/in", "--publish", f"ipc://{tmp}/out"]
+    detector = ["detector", "--video", "demo", "--connect", "tcp://127.0.0.1:1"]
+    view = ["view", "--demo", "--connect", "tcp://127.0.0.1:1"]
+    return [
+        ([*checker, "--curve-secret", str(tmp / "none.key_secret"), "--curve-clients", clients], "none.key_secret"),
+        ([*checker, "--curve-secret", str(tmp / "garbage.key_secret"), "--curve-clients", clients],
+         "garbage.key_secret: not a CURVE key file"),
+        ([*checker, "--curve-secret", str(keys / "checker.key"), "--curve-clients", clients], "holds no secret key"),
+        ([*checker, "--curve-secret", str(tmp / "fifo.key"), "--curve-clients", clients], "fifo.key: not a regular"),
+        ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "nowhere")], "nowhere: no such folder"),
+        ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "empty")], "holds no public key"),
+        ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "broken")], "cam.key: not a CURVE key"),
+        ([*checker, "--curve-secret", secret], "--curve-secret needs --curve-clients"),
+        ([*checker, "--curve-clients", clients], "--curve-clients needs --curve-secret"),
+        (["checker", "--demo", "--bind", "inproc://x", "--curve-secret", secret, "--curve-clients", clients],
+         "CURVE does not apply to inproc://"),
+        (["checker", "--demo", "--bind", "tcp://0.0.0.0:0"], "stream-detect keys"),
+        ([*view, "--curve-server", str(keys / "checker.key")], "--curve-server needs --curve-secret"),
+        ([*detector, "--curve-server", str(keys / "checker.key")], "--curve-server needs --curve-secret"),
+        ([*detector, "--curve-secret", str(keys / "clients" / "cam0.key_secret")],
+         "--curve-secret needs --curve-server"),
+        ([*view, "--curve-server", secret, "--curve-secret", str(keys / "clients" / "viewer.key_secret")],
+         "holds a secret key"),
+        ([*view, "--curve-server", str(tmp / "binary.key"), "--curve-secret", secret], "binary.key: not a CURVE key"),
+        ([*view, *cam[:2], "--curve-secret", str(tmp / "missing.key_secret")], "missing.key_secret: no such key file"),
+        (["view", "--demo", "--connect", "inproc://x", *cam], "CURVE does not apply to inproc://"),
+        (["--video", "demo", "--curve-secret", secret, "--curve-clients", str(tmp / "nowhere")], "no such folder"),
+    ]
+
+
+def test_every_curve_mistake_is_one_line_naming_the_culprit(
+    keys: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for argv, expected in bad_curve_cases(keys, bad):
+        line = cli_error(main, argv, capsys)
+        assert expected in line, (argv, line)

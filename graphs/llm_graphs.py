@@ -90,7 +90,8 @@ def llm_adjacency(
     path = Path(path)
     graph = parse_adjacency_list(read_text_file(path, f"LLM task graph of procedure {scenario!r}"), str(path))
     by_name = {name: int(sid) for sid, name in zip(step_ids, step_names, strict=True)}
-    position = {START: 0, END: len(step_ids) + 1, **{int(s): k + 1 for k, s in enumerate(step_ids)}}
+    position: dict[int | str, int] = {START: 0, END: len(step_ids) + 1}
+    position.update({int(s): k + 1 for k, s in enumerate(step_ids)})
     index = {str(node): position[step_of_node(str(node), by_name, str(path), scenario)] for node in graph.nodes}
     if len(set(index.values())) != len(index):  # two ids with one step name would merge silently
         seen: dict[int, str] = {}

@@ -9,6 +9,7 @@ Usage::
                         [--edge-threshold {1/n,1/(n+2),1/N}]
     tgml show tent.json [--dot tent.dot | --dot tent.svg]
     tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
+    tgml eval --pred ../shared/data/captaincook4d/llm_task_graphs/graph_coffee.adjlist --gt .../coffee.json
     tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
         [--method do count-based msgi msg2 llm noisy-and] [--llm-graphs DIR] \\
         [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
@@ -93,7 +94,8 @@ def _parser() -> ArgumentParser:
     show.add_argument("--dot", metavar="OUT", help="write .dot/.gv text, or .svg/.png/.pdf if Graphviz exists")
 
     ev = sub.add_parser("eval", help="edge precision/recall/F1 against a ground-truth graph")
-    ev.add_argument("--pred", required=True, help="predicted task-graph JSON")
+    ev.add_argument("--pred", required=True, help="predicted task-graph JSON, or an LLM graph_<procedure>.adjlist "
+                                                   "(then --gt is its CaptainCook4D graph)")
     ev.add_argument("--gt", required=True, help="ground truth: task-graph JSON or CaptainCook4D graph")
 
     bench = sub.add_parser("bench-captaincook", help="CaptainCook4D task-graph generation benchmark")

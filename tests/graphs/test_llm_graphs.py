@@ -66,3 +66,15 @@ def test_bad_files(tmp_path: Path) -> None:
     path.write_text("7_Pour-Pour water;1\n8_Pour-Pour water;{}\n")
     with pytest.raises(InputError, match="name the same step"):
         llm_adjacency(path, ids, names, "tea")
+
+
+def test_tgml_eval_scores_an_llm_graph_file(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli_errors import cli_error
+    from tgml.tgml_cli import main
+
+    folder, gt = data_dir / "captaincook4d" / LLM_FOLDER, data_dir / "captaincook4d" / "ground_truth_task_graphs"
+    assert main(["eval", "--pred", str(folder / "graph_ramen.adjlist"), "--gt", str(gt / "ramen.json")]) == 0
+    assert "precision 47.8  recall 55.0  F1 51.2" in capsys.readouterr().out  # the cyclic one, scored as written
+    err = cli_error(main, ["eval", "--pred", str(folder / "graph_ramen.adjlist"), "--gt", str(gt / "coffee.json")],
+                    capsys)
+    assert "matches no step of procedure 'coffee'" in err

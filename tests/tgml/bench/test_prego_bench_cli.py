@@ -267,7 +267,8 @@ def test_msg2_reproduces_the_published_epic_tent_rows(
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "msg2", "msgi", "--json", str(out_json),
             "--quiet"]
     assert main(argv) == 0
-    assert "msgi" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "msgi" in printed and "tgt-text, published only" in printed and "64.1" in printed  # the paper's rows
     results = json.loads(out_json.read_text())["results"]["epic-tent-o"]
     assert round(results["gt"]["msg2"]["mean"]["avg_f1"], 1) == 54.1  # published 54.1
     assert round(results["pred"]["msg2"]["mean"]["avg_f1"], 1) == 45.2  # published 45.2

@@ -280,3 +280,17 @@ def test_methods_it_cannot_run_say_why(
     data_dir: Path, method: str, reason: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert reason in cli_error(main, ["--data", str(data_dir), "--method", method, "--quiet"], capsys)
+
+
+@pytest.mark.parametrize(("table", "line", "fragment"), [
+    ("msg2", 'unique_executions = "yes"', "[msg2] EligibilitySearchConfig.unique_executions = 'yes'"),
+    ("noisy-and", "cut = 2.0", "[noisy-and] NoisyAndConfig.cut = 2.0"),
+])
+def test_bad_values_of_the_new_methods_name_the_table(
+    data_dir: Path, tmp_path: Path, table: str, line: str, fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "s.toml"
+    settings.write_text(f"[{table}]\n{line}\n")
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", table, "--config",
+            f"epic-tent-o={settings}", "--quiet"]
+    assert fragment in cli_error(main, argv, capsys)

@@ -8,6 +8,7 @@ in worker processes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -77,14 +78,10 @@ def _eligibility_config(method: str, settings: Mapping[str, Any]) -> Eligibility
 
 def _check_settings(method: str, settings: Mapping[str, Any]) -> None:
     """Build every config object a method table feeds, so a bad value fails before any training starts."""
-    if method == "count-based":
-        _count_based_config(settings)
+    if method in SETTINGS_CHECKS:
+        SETTINGS_CHECKS[method](settings)
         return
-    if method in OBJECTIVES:
-        _eligibility_config(method, settings)
-        return
-    if method == "noisy-and":
-        noisy_and_config(dict(settings), seed=0)
+    if "beta" not in METHOD_KEYS[method]:  # a method without a check of its own (the builder checks its values)
         return
     do_train_config(_do_settings(settings), seed=0, epochs=None)
     if "threshold_scale" in METHOD_KEYS[method]:
@@ -170,6 +167,13 @@ METHOD_BUILDERS: dict[str, GraphBuilder] = {
     "msg2": build_msg2,
     "noisy-and": build_noisy_and,
     # "tgt-text": the Task Graph Transformer builder joins here (and in METHOD_KEYS / SEEDED) when it is merged.
+}
+# How a non-DO table's values are checked when the settings file is read (DO-type tables: `do_train_config`).
+SETTINGS_CHECKS: dict[str, Callable[[Mapping[str, Any]], object]] = {
+    "count-based": _count_based_config,
+    "msgi": partial(_eligibility_config, "msgi"),
+    "msg2": partial(_eligibility_config, "msg2"),
+    "noisy-and": lambda settings: noisy_and_config(dict(settings), seed=0),
 }
 # Methods of the paper that `prego-bench` knows but cannot run, and why.
 UNAVAILABLE: dict[str, str] = {

@@ -1,4 +1,5 @@
-"""Reader for the annotation JSON shared by Assembly101-O, EPIC-Tent-O and CaptainCook4D (SPEC §4).
+"""Reader for the annotation JSON shared by Assembly101-O, EPIC-Tent-O and CaptainCook4D
+(format in docs/data-and-citations.md).
 
 ``{"annotations": {video: {"scenario", "recording_id", "segments": [{"step_id", ...}]}},
 "taxonomy": {scenario: {"<id>": {"name", "id", ...}}}}``

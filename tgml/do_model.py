@@ -1,4 +1,4 @@
-"""Direct Optimization (DO) of a task graph: the adjacency scores are the parameters (SPEC §1).
+"""Direct Optimization (DO) of a task graph: the adjacency scores are the parameters (docs/method.md).
 
 Node layout of the published reference (needed to reproduce its figures): ``N = n + 4`` nodes
 ``β, S, K_1..K_n, E, γ``; every training sequence is ``<β, S, y…, E, γ>`` and contributes loss terms at
@@ -24,7 +24,7 @@ def n_nodes(n_steps: int) -> int:
 
 
 def blocked_entries(n_steps: int) -> torch.Tensor:
-    """Entries of ``A`` masked to −∞ before the softmax (SPEC §1 reference mask).
+    """Entries of ``A`` masked to −∞ before the softmax (the reference node layout, docs/method.md).
 
     Args:
         n_steps: number of key-steps ``n``.
@@ -68,7 +68,7 @@ class DirectOptimization(nn.Module):
         generator: torch generator for the uniform [0, 1) initialisation (seeded by the trainer).
     """
 
-    blocked: torch.Tensor  # (N, N) bool: entries masked to -inf (SPEC §1)
+    blocked: torch.Tensor  # (N, N) bool: entries masked to -inf (docs/method.md, "Node layout of the reference")
     live_rows: torch.Tensor  # (N, 1) bool: rows with at least one allowed entry
     contrast: torch.Tensor  # (N,) float 0/1: nodes the contrastive term ranges over
 

@@ -1,4 +1,4 @@
-"""The TGML loss (SPEC §1), vectorised over every position of every sequence.
+"""The TGML loss (Seminara et al. 2024; docs/method.md), vectorised over every position of every sequence.
 
 With ``M`` the 0/1 "observed-before" matrix (one row per position, ``M[t, j] = 1`` iff ``j ∈ J_t``) and
 ``F = M Zᵀ`` (``F[t, h] = Σ_j Z[h, j] M[t, j]``)::
@@ -25,7 +25,7 @@ def tgml_loss(
     weights: torch.Tensor | None = None,
     eps: float = EPS,
 ) -> torch.Tensor:
-    """Negative TGML log-likelihood of all rows at once (SPEC §1, vectorised form).
+    """Negative TGML log-likelihood of all rows at once (docs/method.md, vectorised form).
 
     Args:
         z: ``(N, N)`` row-normalised adjacency; ``z[i, j]`` = weight of "j is a pre-condition of i".

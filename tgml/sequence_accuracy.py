@@ -1,4 +1,4 @@
-"""Sequence Accuracy (SA, SPEC §1): how well a binary graph explains the training sequences.
+"""Sequence Accuracy (SA, docs/method.md): how well a binary graph explains the training sequences.
 
 For each sequence (with S and E) and each position ``i``, with ``pred(y_i)`` the binary pre-conditions of
 ``y_i`` and ``seen`` the nodes before it: 1 if nothing precedes and ``pred`` is empty; ``|seen ∩ pred| / |pred|``
@@ -39,7 +39,7 @@ def sequence_accuracy(adjacency: np.ndarray, observed: np.ndarray, targets: np.n
 
 
 class EarlyStopping:
-    """Decides after each epoch whether training should stop, from that epoch's SA (SPEC §1).
+    """Decides after each epoch whether training should stop, from that epoch's SA (docs/method.md).
 
     ``sa-plateau``: stop when SA > ``plateau_min`` and the best SA has not improved for ``patience`` epochs.
     ``sa-threshold:X``: stop as soon as SA > X.

@@ -1,4 +1,4 @@
-"""Key-step sequence pre-processing (SPEC §1) and the "observed-before" rows of the vectorised loss.
+"""Key-step sequence pre-processing (docs/method.md) and the "observed-before" rows of the vectorised loss.
 
 Sequences are packed into one flat array so that de-duplication and row building are a handful of numpy
 operations over all sequences at once, never a Python loop over positions. De-duplication is expressed as a
@@ -105,13 +105,13 @@ def random_dedup_mask(packed: PackedSequences, rng: np.random.Generator) -> np.n
 
 
 def first_occurrence(sequence: Sequence[int]) -> tuple[int, ...]:
-    """``BACAD -> BACD``: drop later repeats (SPEC §1)."""
+    """``BACAD -> BACD``: drop later repeats (docs/method.md)."""
     return tuple(dict.fromkeys(sequence))
 
 
 @dataclass(frozen=True)
 class ObservedRows:
-    """The loss rows of a set of de-duplicated sequences (SPEC §1, vectorised form).
+    """The loss rows of a set of de-duplicated sequences (docs/method.md, vectorised form).
 
     Attributes:
         observed: float32 ``(R, N)`` 0/1 matrix ``M``: ``M[r, j] = 1`` iff node ``j`` was seen before row ``r``.

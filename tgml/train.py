@@ -1,4 +1,4 @@
-"""Training a task graph with Direct Optimization and the TGML loss (SPEC §1).
+"""Training a task graph with Direct Optimization and the TGML loss (docs/method.md).
 
 `train_task_graph` takes raw key-step sequences (repeats kept), pre-processes them per `TrainConfig`
 (first occurrence, or the three-part augmentation), fits the DO model with Adam, optionally stops early on
@@ -171,7 +171,7 @@ def merge_identical_rows(rows: ObservedRows, weights: np.ndarray) -> tuple[Obser
 
 
 def epoch_rows(data: TrainingSet, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One epoch's loss rows: the fixed rows plus part (c) of the augmentation de-duplicated afresh (SPEC §1).
+    """One epoch's loss rows: the fixed rows plus part (c) of the augmentation de-duplicated afresh (docs/method.md).
 
     Args:
         data: the training set.
@@ -232,7 +232,7 @@ def train_task_graph(
     scenario: str = "",
     progress: bool = False,
 ) -> TrainResult:
-    """Learn a task graph from key-step sequences with Direct Optimization (SPEC §1).
+    """Learn a task graph from key-step sequences with Direct Optimization (docs/method.md).
 
     Args:
         sequences: raw key-step id sequences (repeats kept); pre-processing per ``config`` happens here.
@@ -243,8 +243,8 @@ def train_task_graph(
         progress: show a rich progress bar (loss and SA) on stderr.
 
     Returns:
-        `TrainResult`; key-steps never seen in ``sequences`` are removed from the graph (SPEC §1 step 1), and each
-        step's global optionality over ``sequences`` is stored in it (`graphs.procedure_queries`).
+        `TrainResult`; key-steps never seen in ``sequences`` are removed from the graph (post-processing step 1), and
+        each step's global optionality over ``sequences`` is stored in it (`graphs.procedure_queries`).
     """
     if len(step_ids) != len(step_names):
         raise InputError(f"{len(step_ids)} step ids but {len(step_names)} step names")
@@ -315,7 +315,7 @@ def train_from_annotations(
     """Train the graph of one scenario of an annotation file (what ``tgml train`` runs).
 
     Args:
-        annotations: annotation JSON (SPEC §4 format).
+        annotations: annotation JSON (format in docs/data-and-citations.md).
         scenario: the procedure to learn.
         config: training settings.
         progress: show the progress bar.

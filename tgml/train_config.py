@@ -69,25 +69,26 @@ class TrainConfig:
     """Settings of one DO training run, validated on construction.
 
     Attributes:
-        beta: weight of the contrastive term (SPEC §1; 0.005 for DO).
+        beta: weight of the contrastive term (docs/method.md; 0.005 for DO).
         epochs: maximum number of full-batch epochs.
         lr: Adam learning rate.
         seed: seeds the initialisation and the per-epoch random de-duplication.
-        augment: train on the three-part augmented set (SPEC §1) instead of first occurrences.
-        relaxed: apply post-processing rule 4 (SPEC §1).
+        augment: train on the three-part augmented set (docs/method.md) instead of first occurrences.
+        relaxed: apply post-processing rule 4 (docs/method.md).
         early_stop: ``"none"``, ``"sa-plateau"`` or ``"sa-threshold:X"``.
         beta_schedule: ``"constant"`` (DO) or ``"linear:B0"``: β goes linearly from ``B0`` at the first epoch
             to ``beta`` at the last (hook for models that anneal β).
-        sa_plateau_min: SA the plateau rule requires before it may stop (0.95 in SPEC §1).
-        sa_patience: epochs without SA improvement the plateau rule waits for (25 in SPEC §1).
-        cycle_breaking_from: the training-time SA graph breaks cycles only after this epoch (40 in SPEC §1).
+        sa_plateau_min: SA the plateau rule requires before it may stop (0.95 in the paper's protocol).
+        sa_patience: epochs without SA improvement the plateau rule waits for (25 in the paper's protocol).
+        cycle_breaking_from: the training-time SA graph breaks cycles only after this epoch (40 in the paper).
         keep_best: on early stopping, return the weights of the epoch with the best SA instead of the last.
-        edge_threshold: ``"1/n"`` keeps weights >= 1/n, n = key-steps (SPEC §1 step 2). ``"1/(n+2)"`` is the
-            cut the authors' code applies (it divides by the S..E block size, ``num_nodes - 2`` of its ``n + 4``
-            matrix); it reproduces SPEC §3's seed-42 figures of both Assembly101-O graphs exactly, where 1/n
-            misses the early-stopped one by 0.1 / 0.4 points. ``"1/N"`` uses N = n + 4, the whole training
-            matrix (our variant: a lower cut that keeps the weaker real pre-conditions whose rows also spend
-            mass on the auxiliary β node). The same cut serves the training-time SA graph.
+        edge_threshold: ``"1/n"`` keeps weights >= 1/n, n = key-steps (post-processing step 2, docs/method.md).
+            ``"1/(n+2)"`` is the cut the authors' code applies (it divides by the S..E block size,
+            ``num_nodes - 2`` of its ``n + 4`` matrix); it reproduces the published seed-42 figures of both
+            Assembly101-O graphs exactly, where 1/n misses the early-stopped one by 0.1 / 0.4 points. ``"1/N"``
+            uses N = n + 4, the whole training matrix (our variant: a lower cut that keeps the weaker real
+            pre-conditions whose rows also spend mass on the auxiliary β node).
+            The same cut serves the training-time SA graph.
     """
 
     beta: float = 0.005

@@ -16,6 +16,8 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.files import read_json
+from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
+from graphs.llm_graphs import llm_adjacency
 from graphs.mistake_metrics import precision_recall_f1
 from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, load_graph
 
@@ -138,15 +140,36 @@ def load_reference_graph(path: str | Path, like: TaskGraph) -> TaskGraph:
     return captaincook_graph(data, like, str(path))
 
 
+def _taxonomy_of(data: Any, source: str) -> TaskGraph:
+    """An edgeless graph over the steps of a CaptainCook4D ground-truth file (its own ids), to read a graph against."""
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if not isinstance(steps, dict) or len(steps) < 2:
+        raise InputError(f"{source}: expected a CaptainCook4D graph {{'steps': {{id: name}}, 'edges': [...]}}")
+    try:
+        numbered = sorted((int(k), str(v)) for k, v in steps.items())
+    except ValueError:
+        raise InputError(f"{source}: 'steps' keys must be integer ids") from None
+    inner = numbered[1:-1]  # node 0 is START and the last node END
+    size = len(inner) + 2
+    return TaskGraph(tuple(k for k, _ in inner), tuple(v for _, v in inner), np.zeros((size, size), dtype=bool),
+                     scenario=Path(source).stem)
+
+
 def evaluate_files(pred_path: str | Path, gt_path: str | Path) -> EdgeScores:
     """Edge scores of a predicted graph file against a ground-truth file (what ``tgml eval`` runs).
 
     Args:
-        pred_path: task-graph file.
+        pred_path: task-graph file, or an LLM graph (``.adjlist``, `graphs.llm_graphs`; its nodes are matched by
+            name to the steps of ``gt_path``, which must then be a CaptainCook4D graph, and it is scored as written).
         gt_path: task-graph file or CaptainCook4D ground-truth graph.
 
     Returns:
         `EdgeScores` on the full START..END adjacency.
     """
+    if str(pred_path).endswith(LLM_SUFFIX):
+        data = read_json(gt_path, "ground-truth graph")
+        like = _taxonomy_of(data, str(gt_path))
+        adjacency = llm_adjacency(pred_path, like.step_ids, like.step_names, like.scenario)
+        return edge_scores(adjacency, captaincook_graph(data, like, str(gt_path)).adjacency)
     pred = load_graph(pred_path)
     return compare_graphs(pred, load_reference_graph(gt_path, pred))

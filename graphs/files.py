@@ -35,6 +35,19 @@ def _read_text(path: Path, what: str, hint: str = "") -> str:
         raise InputError(f"{path}: cannot read {what} ({err.strerror})") from None
 
 
+def read_text_file(path: str | Path, what: str = "file") -> str:
+    """A text file's UTF-8 content; a missing file, a folder or unreadable bytes become one-line `InputError`s.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message.
+
+    Returns:
+        The text.
+    """
+    return _read_text(Path(path), what)
+
+
 def _unique_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     """A ``json`` object hook that refuses a key written twice in one object (``json`` keeps the last silently,
     so a duplicated video or step would otherwise vanish without a word)."""

@@ -116,7 +116,7 @@ def test_bench_captaincook_partial_config_keeps_the_benchmark_protocol(
     out = tmp_path / "cc.json"
     assert main(["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--procedures", "ramen",
                  "--seeds", "1", "--workers", "1", "--config", str(cfg), "--json", str(out), "--quiet"]) == 0
-    config = json.loads(out.read_text())["config"]
+    config = json.loads(out.read_text())["methods"]["do"]["config"]
     assert config["beta"] == 0.01
     assert config["early_stop"] == "sa-plateau" and config["epochs"] == 1000  # the benchmark's, not TrainConfig's
 

@@ -2,7 +2,8 @@
 
 Usage::
 
-    prego-bench --data DIR [--dataset assembly101-o epic-tent-o] [--mode gt pred] [--method do count-based]
+    prego-bench --data DIR [--dataset assembly101-o epic-tent-o] [--mode gt pred]
+                [--method do count-based msg2 msgi noisy-and do-cv do-ensemble]
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
@@ -69,7 +70,8 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder (like shared/data)")
     p.add_argument("--dataset", nargs="+", default=list(prego.DATASETS), choices=list(prego.DATASETS))
     p.add_argument("--mode", nargs="+", default=list(prego.MODES), choices=list(prego.MODES))
-    p.add_argument("--method", nargs="+", default=["do", "count-based"], choices=list(prego.METHOD_BUILDERS))
+    p.add_argument("--method", nargs="+", default=["do", "count-based"],
+                   choices=[*prego.METHOD_BUILDERS, *prego.UNAVAILABLE])
     p.add_argument("--seeds", type=int, default=1,
                    help="number N of training seeds: seeds S..S+N-1, S = --first-seed (default 1)")
     p.add_argument("--first-seed", type=int, default=42, help="first training seed (default 42, the reference's)")

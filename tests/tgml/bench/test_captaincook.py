@@ -83,7 +83,10 @@ def test_bench_command_writes_json(tmp_path: Path, data_dir: Path, capsys: pytes
                  "spicedhotchocolate", "--epochs", "60", "--workers", "1", "--json", str(out), "--quiet"]) == 0
     assert "spicedhot" in capsys.readouterr().out  # long names may be shortened on an 80-column console
     saved = json.loads(out.read_text())
-    assert saved["seeds"] == [42] and saved["runs"][0]["scenario"] == "spicedhotchocolate"
+    assert saved["version"] == 2 and list(saved["methods"]) == ["do"]
+    do = saved["methods"]["do"]
+    assert do["seeds"] == [42] and do["runs"][0]["scenario"] == "spicedhotchocolate"
+    assert do["published_do"]["f1"] == 87.8 and do["published"]["f1"] == 87.8
 
 
 def test_bench_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -258,3 +258,39 @@ def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pyt
     argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "20"]
     assert main(argv) == 0
     assert "best: epochs = 20" in capsys.readouterr().out
+
+
+def test_msg2_reproduces_the_published_epic_tent_rows(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "r.json"
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "msg2", "msgi", "--json", str(out_json),
+            "--quiet"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "msgi" in printed and "tgt-text, published only" in printed and "64.1" in printed  # the paper's rows
+    results = json.loads(out_json.read_text())["results"]["epic-tent-o"]
+    assert round(results["gt"]["msg2"]["mean"]["avg_f1"], 1) == 54.1  # published 54.1
+    assert round(results["pred"]["msg2"]["mean"]["avg_f1"], 1) == 45.2  # published 45.2
+    assert results["gt"]["msgi"]["published"] is None
+
+
+@pytest.mark.parametrize(("method", "reason"), [("llm", "CaptainCook4D only"), ("tgt-text", "not part of this build")])
+def test_methods_it_cannot_run_say_why(
+    data_dir: Path, method: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert reason in cli_error(main, ["--data", str(data_dir), "--method", method, "--quiet"], capsys)
+
+
+@pytest.mark.parametrize(("table", "line", "fragment"), [
+    ("msg2", 'unique_executions = "yes"', "[msg2] EligibilitySearchConfig.unique_executions = 'yes'"),
+    ("noisy-and", "cut = 2.0", "[noisy-and] NoisyAndConfig.cut = 2.0"),
+])
+def test_bad_values_of_the_new_methods_name_the_table(
+    data_dir: Path, tmp_path: Path, table: str, line: str, fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "s.toml"
+    settings.write_text(f"[{table}]\n{line}\n")
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", table, "--config",
+            f"epic-tent-o={settings}", "--quiet"]
+    assert fragment in cli_error(main, argv, capsys)

@@ -8,15 +8,19 @@ in worker processes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from graphs.count_based import CountBasedConfig, count_based_graph
+from graphs.eligibility_search import OBJECTIVES, EligibilitySearchConfig, eligibility_search_graph
 from graphs.postprocess import present_steps
 from graphs.settings_files import check_tables, naming_the_file, read_settings
 from graphs.task_graph import TaskGraph
 from tgml.bench.prego.data import BenchData
 from tgml.ensemble import EnsembleConfig, mean_weights_graph, train_ensemble
+from tgml.noisy_and_config import SETTING_KEYS as NOISY_AND_KEYS
+from tgml.noisy_and_config import noisy_and_config
 from tgml.train_config import TrainConfig
 
 SETTINGS_DIR: Final = Path(__file__).resolve().parents[1] / "settings"
@@ -68,10 +72,16 @@ def _count_based_config(settings: Mapping[str, Any]) -> CountBasedConfig:
     return CountBasedConfig(first_occurrence=settings.get("first_occurrence", False))
 
 
+def _eligibility_config(method: str, settings: Mapping[str, Any]) -> EligibilitySearchConfig:
+    return EligibilitySearchConfig(OBJECTIVES[method], unique_executions=settings.get("unique_executions", True))
+
+
 def _check_settings(method: str, settings: Mapping[str, Any]) -> None:
     """Build every config object a method table feeds, so a bad value fails before any training starts."""
-    if method == "count-based":
-        _count_based_config(settings)
+    if method in SETTINGS_CHECKS:
+        SETTINGS_CHECKS[method](settings)
+        return
+    if "beta" not in METHOD_KEYS[method]:  # a method without a check of its own (the builder checks its values)
         return
     do_train_config(_do_settings(settings), seed=0, epochs=None)
     if "threshold_scale" in METHOD_KEYS[method]:
@@ -96,6 +106,25 @@ def build_count_based(data: BenchData, settings: Mapping[str, Any], seed: int, e
     """Count-Based baseline graph (deterministic: ``seed`` and ``epochs`` are ignored)."""
     config = _count_based_config(settings)
     return count_based_graph(data.train, data.step_ids, data.step_names, config, scenario=data.scenario)
+
+
+def build_msgi(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """MSGI baseline graph: greedy eligibility search, accuracy objective (deterministic)."""
+    return eligibility_search_graph(data.train, data.step_ids, data.step_names, _eligibility_config("msgi", settings),
+                                    data.scenario)
+
+
+def build_msg2(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """MSG² baseline graph: greedy eligibility search, precision objective (deterministic)."""
+    return eligibility_search_graph(data.train, data.step_ids, data.step_names, _eligibility_config("msg2", settings),
+                                    data.scenario)
+
+
+def build_noisy_and(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Our noisy-AND TGML learner (`tgml.noisy_and_train.build_noisy_and`), with the dataset's settings."""
+    from tgml.noisy_and_train import build_noisy_and as build  # torch loads only when a graph is trained
+
+    return build(data, settings, seed, epochs)
 
 
 def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
@@ -134,6 +163,22 @@ METHOD_BUILDERS: dict[str, GraphBuilder] = {
     "count-based": build_count_based,
     "do-cv": build_do_cv,
     "do-ensemble": build_do_ensemble,
+    "msgi": build_msgi,
+    "msg2": build_msg2,
+    "noisy-and": build_noisy_and,
+    # "tgt-text": the Task Graph Transformer builder joins here (and in METHOD_KEYS / SEEDED) when it is merged.
+}
+# How a non-DO table's values are checked when the settings file is read (DO-type tables: `do_train_config`).
+SETTINGS_CHECKS: dict[str, Callable[[Mapping[str, Any]], object]] = {
+    "count-based": _count_based_config,
+    "msgi": partial(_eligibility_config, "msgi"),
+    "msg2": partial(_eligibility_config, "msg2"),
+    "noisy-and": lambda settings: noisy_and_config(dict(settings), seed=0),
+}
+# Methods of the paper that `prego-bench` knows but cannot run, and why.
+UNAVAILABLE: dict[str, str] = {
+    "llm": "the LLM graphs exist for CaptainCook4D only (tgml bench-captaincook --method llm)",
+    "tgt-text": "the Task Graph Transformer learner is not part of this build yet",
 }
 METHOD_KEYS: dict[str, frozenset[str]] = {
     "do": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "edge_threshold"}),
@@ -142,5 +187,11 @@ METHOD_KEYS: dict[str, frozenset[str]] = {
     "do-ensemble": frozenset(
         {"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "threshold_scale", "ensemble_size"}
     ),
+    "msgi": frozenset({"unique_executions"}),
+    "msg2": frozenset({"unique_executions"}),
+    "noisy-and": frozenset(NOISY_AND_KEYS),
 }
-SEEDED: dict[str, bool] = {"do": True, "count-based": False, "do-cv": True, "do-ensemble": True}
+SEEDED: dict[str, bool] = {
+    "do": True, "count-based": False, "do-cv": True, "do-ensemble": True, "msgi": False, "msg2": False,
+    "noisy-and": True,
+}

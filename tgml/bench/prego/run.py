@@ -42,7 +42,7 @@ from tgml.bench.prego.data import (
     mode_sequences,
     resolve_data,
 )
-from tgml.bench.prego.methods import METHOD_BUILDERS, SEEDED, load_method_settings
+from tgml.bench.prego.methods import METHOD_BUILDERS, SEEDED, UNAVAILABLE, load_method_settings
 from tgml.bench.prego.published import PUBLISHED
 from tgml.bench.prego.scoring import aggregate, evaluate_graph, flat_metrics
 from tgml.bench.process_pool import run_jobs
@@ -93,6 +93,9 @@ class BenchConfig:
             fail("datasets", self.datasets, f"choose from {', '.join(DATASETS)}")
         if not self.modes or any(m not in MODES for m in self.modes):
             fail("modes", self.modes, "choose from gt, pred")
+        unavailable = next((m for m in self.methods if m in UNAVAILABLE), None)
+        if self.graph is None and unavailable is not None:
+            fail("methods", self.methods, f"{unavailable}: {UNAVAILABLE[unavailable]}")
         if self.graph is None and (not self.methods or any(m not in METHOD_BUILDERS for m in self.methods)):
             fail("methods", self.methods, f"choose from {', '.join(METHOD_BUILDERS)}")
         for name in ("datasets", "modes", "methods"):

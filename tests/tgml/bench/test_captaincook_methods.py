@@ -1,0 +1,60 @@
+"""`tgml bench-captaincook --method`: the paper's baselines on the real data, one table, the JSON, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli_errors import cli_error
+from tgml.bench.captaincook_methods import run_methods
+from tgml.tgml_cli import main
+
+
+def test_deterministic_baselines_on_all_24_procedures(data_dir: Path) -> None:
+    outcome = run_methods(data_dir / "captaincook4d", ["count-based", "msgi", "msg2", "llm"], [42])
+    f1 = {m: r.summary()["f1"] for m, r in outcome.results.items()}
+    # Published: Count-Based 60.2, MSGI 12.2, MSG² 73.3, LLM 54.9 (the MSG² gap is explained in the docs: these
+    # graphs equal the authors' code's on this data, edge for edge).
+    assert {m: round(v["mean"], 1) for m, v in f1.items()} == {"count-based": 62.0, "msgi": 12.8, "msg2": 71.1,
+                                                                 "llm": 55.0}
+    assert all(v["ci90"] == 0.0 for v in f1.values())  # no randomness: one run per procedure
+    assert all(len(r.runs) == 24 and r.seeds == () for r in outcome.results.values())
+
+
+def test_command_prints_one_table_and_writes_per_method_json(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cc.json"
+    assert main(["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--method", "msg2", "noisy-and",
+                 "llm", "--seeds", "2", "--procedures", "coffee", "--workers", "1", "--json", str(out),
+                 "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    for text in ("msg2", "noisy-and", "llm", "73.3 / 73.6 / 73.3", "ours", "tgt-text (not run)", "79.9 / 81.9 / 80.8",
+                 "bench-captaincook: "):
+        assert text in printed
+    saved = json.loads(out.read_text())
+    assert saved["version"] == 2 and list(saved["methods"]) == ["msg2", "noisy-and", "llm"]
+    noisy, msg2 = saved["methods"]["noisy-and"], saved["methods"]["msg2"]
+    assert noisy["seeds"] == [42, 43] and set(noisy["per_seed"]) == {"42", "43"} and noisy["published"] is None
+    assert msg2["seeds"] == [] and msg2["runs"][0]["seed"] is None and set(msg2["per_seed"]) == {"-"}
+    assert msg2["published"] == {"precision": 73.3, "recall": 73.6, "f1": 73.3}
+    assert msg2["config"] == {"objective": "precision", "unique_executions": True}
+
+
+def test_bad_methods_and_llm_folders(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(data_dir / "captaincook4d")
+    err = cli_error(main, ["bench-captaincook", "--data", data, "--method", "tgt-text"], capsys)
+    assert "tgt-text" in err and "79.9 / 81.9 / 80.8" in err
+    assert "unknown" in cli_error(main, ["bench-captaincook", "--data", data, "--method", "gpt"], capsys)
+    assert "listed twice" in cli_error(main, ["bench-captaincook", "--data", data, "--method", "llm", "llm"], capsys)
+    # An LLM folder without one procedure's graph, then with a node that names no step.
+    folder = tmp_path / "llm"
+    shutil.copytree(data_dir / "captaincook4d" / "llm_task_graphs", folder)
+    (folder / "graph_coffee.adjlist").unlink()
+    argv = ["bench-captaincook", "--data", data, "--method", "llm", "--llm-graphs", str(folder), "--quiet"]
+    assert "graph_coffee.adjlist: LLM task graph of procedure 'coffee' not found" in cli_error(main, argv, capsys)
+    (folder / "graph_coffee.adjlist").write_text("12_Brew-Brew tea;1\nSTART;{}\n")
+    assert "node '12_Brew-Brew tea' matches no step of procedure 'coffee'" in cli_error(main, argv, capsys)

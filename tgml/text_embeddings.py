@@ -112,6 +112,7 @@ def load_encoder(encoder: str = DEFAULT_ENCODER) -> Any:
     # Offline before the import: the libraries read these once, and a model name must never trigger a download.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # its "Loading weights" bar is noise in our output
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
@@ -166,7 +167,7 @@ def step_embeddings(texts: Sequence[str], encoder: str = DEFAULT_ENCODER, folder
         raise InputError("text embeddings: no step text to embed")
     blank = next((k for k, t in enumerate(texts) if not t.strip()), None)
     if blank is not None:
-        raise InputError(f"text embeddings: step {blank} has an empty name; the tgt-text learner needs every step's text")
+        raise InputError(f"text embeddings: step {blank} has an empty name (the tgt-text learner embeds each name)")
     path = cache_path(texts, encoder, folder)
     cached = read_cached(path, texts, encoder)
     if cached is not None:

@@ -243,7 +243,7 @@ def fit_tgt(
         weights_t = torch.from_numpy(weights)
         model = TaskGraphTransformer(text_t.shape[1], text_t.shape[0], config.width, config.heads, config.layers,
                                      config.feedforward, config.relation_hidden, config.dropout)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, foreach=True)  # one update for all tensors
         task = bar.add_task(label or METHOD_NAME, total=config.epochs, loss=float("nan"))
         model.train()
         loss_value = float("nan")

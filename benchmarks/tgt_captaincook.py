@@ -27,7 +27,8 @@ from rich.table import Table
 from graphs.edge_metrics import compare_graphs
 from tgml.bench.captaincook import load_procedures, mean_ci90
 from tgml.text_embeddings import step_embeddings
-from tgml.tgt_train import load_tgt_text_config, train_tgt_text_graph
+from tgml.tgt_config import load_tgt_text_config
+from tgml.tgt_train import train_tgt_text_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_TGT_TEXT = (79.9, 81.9, 80.8)  # Seminara et al. 2024, CaptainCook4D table (EgoVLPv2 text features)

@@ -52,9 +52,10 @@ from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synth
 from tgml.graph_table import terminal_view
 from tgml.noisy_and_config import LEARNER_METHODS, NoisyAndConfig, load_noisy_and_config, resolve_method
 from tgml.noisy_and_train import noisy_and_from_annotations
-from tgml.tgt_train import METHOD_NAME as TGT_TEXT
-from tgml.tgt_train import SETTING_KEYS as TGT_TEXT_SETTINGS
-from tgml.tgt_train import TgtTextConfig, load_tgt_text_config, tgt_text_from_annotations
+from tgml.tgt_config import METHOD_NAME as TGT_TEXT
+from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_SETTINGS
+from tgml.tgt_config import TgtTextConfig, load_tgt_text_config
+from tgml.tgt_train import tgt_text_from_annotations
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 

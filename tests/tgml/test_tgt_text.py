@@ -18,8 +18,9 @@ from tests.cli_errors import cli_error
 from tgml import text_embeddings
 from tgml.text_embeddings import cache_path, read_cached, step_embeddings, write_cached
 from tgml.tgml_cli import main
+from tgml.tgt_config import TgtTextConfig
 from tgml.tgt_model import distinctiveness_loss
-from tgml.tgt_train import TgtTextConfig, beta_schedule, build_tgt_text, train_tgt_text_graph
+from tgml.tgt_train import beta_schedule, build_tgt_text, train_tgt_text_graph
 
 # Making coffee: the water is boiled, then poured, then the coffee is drunk; grinding beans happens at any time.
 STEPS = {1: "boil the water in the kettle", 2: "grind the coffee beans", 3: "pour the water over the ground coffee",

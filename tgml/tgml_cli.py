@@ -3,7 +3,8 @@
 Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
-        [--method {noisy-and,do}] [--config FILE] [--epochs N] [--lr LR] [--seed 42] [--relaxed] [--quiet] \\
+        [--method {noisy-and,do,tgt-text}] [--config FILE] [--epochs N] [--lr LR] [--seed 42] [--relaxed] \\
+        [--quiet] \\
         noisy-and only: [--edge-cost NATS] [--noise RHO] [--cut THETA] \\
         do only:        [--beta 0.005] [--augment] [--early-stop {none,sa-plateau,sa-threshold:X}] \\
                         [--edge-threshold {1/n,1/(n+2),1/N}]
@@ -26,8 +27,10 @@ apply to DO only.
 ``tgml train`` learns with the noisy-AND learner (`tgml.noisy_and_train`: every pre-condition of a step is kept)
 unless ``--method do`` asks for Direct Optimization; without ``--method``, a Direct Optimization option (``--beta``,
 ``--augment``, ``--early-stop``, ``--edge-threshold``, or such a key in ``--config``) selects ``do``. The graph
-file's ``info.method`` says which learner made it. ``tgml bench-synthetic`` scores the learners on random
-procedures (`tgml.bench.synthetic_procedures`).
+file's ``info.method`` says which learner made it. ``--method tgt-text`` learns with the Task Graph Transformer on
+the step names (`tgml.tgt_train`; needs the ``text`` extra; takes --config, --epochs, --lr, --seed, --relaxed,
+--edge-threshold). ``tgml bench-synthetic`` scores the learners on random procedures
+(`tgml.bench.synthetic_procedures`).
 
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
@@ -58,6 +61,10 @@ from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synth
 from tgml.graph_table import terminal_view
 from tgml.noisy_and_config import LEARNER_METHODS, NoisyAndConfig, load_noisy_and_config, resolve_method
 from tgml.noisy_and_train import noisy_and_from_annotations
+from tgml.tgt_config import METHOD_NAME as TGT_TEXT
+from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_SETTINGS
+from tgml.tgt_config import TgtTextConfig, load_tgt_text_config
+from tgml.tgt_train import tgt_text_from_annotations
 from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
 
 
@@ -69,8 +76,9 @@ def _parser() -> ArgumentParser:
     train.add_argument("--annotations", required=True, help="annotation JSON file")
     train.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
     train.add_argument("--out", required=True, help="output task-graph JSON")
-    train.add_argument("--method", choices=list(LEARNER_METHODS),
-                       help="learner (default noisy-and, or do when a Direct Optimization option is given)")
+    train.add_argument("--method", choices=[*LEARNER_METHODS, TGT_TEXT],
+                       help="learner (default noisy-and, or do when a Direct Optimization option is given; "
+                            "tgt-text: the Task Graph Transformer on the step names)")
     train.add_argument("--config", help="TOML file of training settings (flags override it)")
     train.add_argument("--edge-cost", type=float, help="noisy-and: prior cost of an edge in nats (default 0)")
     train.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
@@ -162,8 +170,24 @@ def _noisy_and_config(args: argparse.Namespace) -> NoisyAndConfig:
     return NoisyAndConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
+def _tgt_text_config(args: argparse.Namespace) -> TgtTextConfig:
+    """The tgt-text settings: --config file, then the flags; a flag of another learner is refused."""
+    flags = {"epochs", "lr", "seed", "relaxed", "edge_threshold"}
+    other = next((k for k in ("edge_cost", "noise", "cut", "beta", "augment", "early_stop")
+                  if getattr(args, k) is not None), None)
+    if other is not None:
+        raise InputError(f"--{other.replace('_', '-')} does not apply to --method {TGT_TEXT} "
+                         f"(its settings: {', '.join(sorted(TGT_TEXT_SETTINGS))})")
+    overrides = {k: getattr(args, k) for k in flags}
+    if args.config:
+        return load_tgt_text_config(args.config, **overrides)
+    return TgtTextConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
+
+
 def _train_method(args: argparse.Namespace) -> str:
     """The learner asked for, or the one the given flags and config-file keys belong to."""
+    if args.method == TGT_TEXT:
+        return TGT_TEXT
     given = {k for k, v in vars(args).items() if v is not None}
     if args.config:
         given |= set(read_settings(args.config))
@@ -193,7 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Before training: a failed save would lose the run.
         check_output(args.out, "graph file", inputs=[args.annotations, args.config])
         method = _train_method(args)
-        if method == "do":
+        if method == TGT_TEXT:
+            result = tgt_text_from_annotations(args.annotations, args.scenario, _tgt_text_config(args),
+                                               progress=not args.quiet)
+        elif method == "do":
             result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
                                             progress=not args.quiet)
         else:

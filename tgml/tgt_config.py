@@ -1,0 +1,145 @@
+"""Settings of a TGT-text training run (`TgtTextConfig`), validated on construction.
+
+Torch-free, like `tgml.noisy_and_config`, so settings files and benchmark tables can be checked before any training
+starts (and without the ``text`` extra).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Final
+
+from graphs.errors import InputError
+from graphs.settings_files import check_known_keys, field_names, naming_the_file, read_settings
+from tgml.text_embeddings import DEFAULT_ENCODER
+from tgml.train_config import EDGE_THRESHOLDS
+
+METHOD_NAME: Final = "tgt-text"
+
+
+@dataclass(frozen=True)
+class TgtTextConfig:
+    """Settings of one TGT-text training run, validated on construction.
+
+    Attributes:
+        epochs: full-batch Adam epochs (no early stopping: the last epoch's graph is kept, as in the paper).
+        lr: Adam learning rate.
+        width: model width the step embeddings are projected to.
+        heads: attention heads of the encoder (must divide ``width``).
+        layers: transformer encoder layers.
+        feedforward: hidden width of the encoder's feed-forward block.
+        relation_hidden: hidden width of the pair relation head.
+        dropout: encoder dropout during training.
+        beta_start: contrastive weight ``β`` at the first epoch (the paper: 1.0).
+        beta_end: the value ``β`` is moved towards (the paper: 0.05).
+        beta_updates: how many times ``β`` moves during training (the paper: every 100 of 3000 epochs, 30).
+        distinctiveness: weight of the distinctiveness term (0 turns it off).
+        similarity_scale: inverse temperature of its cosine similarities (the paper: e^0.9).
+        edge_threshold: weight cut of the post-processing, as for DO (``"1/n"``, ``"1/(n+2)"``, ``"1/N"``).
+        relaxed: apply the relaxed post-processing rule.
+        encoder: sentence encoder: ``"all-MiniLM-L6-v2"`` (the ``text`` extra) or a sentence-transformers folder.
+        seed: seeds the initialisation and dropout.
+    """
+
+    epochs: int = 500
+    lr: float = 0.001
+    width: int = 64
+    heads: int = 4
+    layers: int = 1
+    feedforward: int = 128
+    relation_hidden: int = 64
+    dropout: float = 0.1
+    beta_start: float = 1.0
+    beta_end: float = 0.05
+    beta_updates: int = 30
+    distinctiveness: float = 1.0
+    similarity_scale: float = math.exp(0.9)
+    edge_threshold: str = "1/(n+2)"
+    relaxed: bool = False
+    encoder: str = DEFAULT_ENCODER
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            types = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}[str(f.type)]
+            if not isinstance(value, types) or (str(f.type) != "bool" and isinstance(value, bool)):
+                raise InputError(f"TgtTextConfig.{f.name} = {value!r}: expected {f.type}")
+        finite = all(math.isfinite(getattr(self, f.name)) for f in fields(self) if str(f.type) == "float")
+        checks = [
+            ("epochs", self.epochs >= 1, "an integer >= 1"),
+            ("lr", finite and self.lr > 0, "a finite number > 0"),
+            ("width", self.width >= 1, "an integer >= 1"),
+            ("heads", self.heads >= 1 and self.width % self.heads == 0, "an integer >= 1 that divides width"),
+            ("layers", self.layers >= 1, "an integer >= 1"),
+            ("feedforward", self.feedforward >= 1, "an integer >= 1"),
+            ("relation_hidden", self.relation_hidden >= 1, "an integer >= 1"),
+            ("dropout", 0 <= self.dropout < 1, "a number in [0, 1)"),
+            ("beta_start", finite and self.beta_start >= 0, "a finite number >= 0"),
+            ("beta_end", finite and self.beta_end >= 0, "a finite number >= 0"),
+            ("beta_updates", self.beta_updates >= 0, "an integer >= 0"),
+            ("distinctiveness", finite and self.distinctiveness >= 0, "a finite number >= 0"),
+            ("similarity_scale", finite and self.similarity_scale > 0, "a finite number > 0"),
+            ("encoder", bool(self.encoder.strip()), "a model name or folder"),
+            ("seed", self.seed >= 0, "an integer >= 0"),
+        ]
+        for name, ok, what in checks:
+            if not ok:
+                raise InputError(f"TgtTextConfig.{name} = {getattr(self, name)!r}: expected {what}")
+        if self.edge_threshold not in EDGE_THRESHOLDS:
+            expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
+            raise InputError(f"TgtTextConfig.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")
+
+    def threshold_steps(self, n_steps: int) -> int:
+        """The ``n`` of the ``1/n`` edge threshold for a taxonomy of ``n_steps`` key-steps."""
+        return n_steps + EDGE_THRESHOLDS[self.edge_threshold]
+
+    def replace(self, **changes: Any) -> TgtTextConfig:
+        """A copy with some fields changed (validated again)."""
+        return TgtTextConfig(**{**asdict(self), **changes})
+
+
+SETTING_KEYS: Final = field_names(TgtTextConfig) - {"seed"}
+
+
+def tgt_text_config(settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TgtTextConfig:
+    """The config of a settings table (a ``[tgt-text]`` TOML table): its keys are `SETTING_KEYS`.
+
+    Args:
+        settings: setting -> value; keys it leaves out keep the defaults.
+        seed: training seed.
+        epochs: override of the configured epochs (quick checks), or None.
+
+    Returns:
+        The validated config.
+    """
+    unknown = sorted(set(settings) - SETTING_KEYS)
+    if unknown:
+        raise InputError(f"{METHOD_NAME}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(SETTING_KEYS))})")
+    values = {**settings, "seed": seed}
+    if epochs is not None:
+        values["epochs"] = epochs
+    return TgtTextConfig(**values)
+
+
+def load_tgt_text_config(path: str | Path, **overrides: Any) -> TgtTextConfig:
+    """Read a settings file of `TgtTextConfig` fields (``configs/tgt-text.toml``) and apply overrides.
+
+    Args:
+        path: TOML (or YAML) file with top-level keys named like the fields.
+        overrides: field values that win over the file (None values are ignored).
+
+    Returns:
+        The validated config; errors name the file.
+    """
+    path = Path(path)
+    data = read_settings(path)
+    check_known_keys(data, field_names(TgtTextConfig), path)
+    merged = {**asdict(TgtTextConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
+    with naming_the_file(path):
+        return TgtTextConfig(**merged)
+
+

@@ -275,7 +275,7 @@ def test_msg2_reproduces_the_published_epic_tent_rows(
     assert results["gt"]["msgi"]["published"] is None
 
 
-@pytest.mark.parametrize(("method", "reason"), [("llm", "CaptainCook4D only"), ("tgt-text", "not part of this build")])
+@pytest.mark.parametrize(("method", "reason"), [("llm", "CaptainCook4D only")])
 def test_methods_it_cannot_run_say_why(
     data_dir: Path, method: str, reason: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,8 @@ from tgml.bench.prego.data import BenchData
 from tgml.ensemble import EnsembleConfig, mean_weights_graph, train_ensemble
 from tgml.noisy_and_config import SETTING_KEYS as NOISY_AND_KEYS
 from tgml.noisy_and_config import noisy_and_config
+from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_KEYS
+from tgml.tgt_config import tgt_text_config
 from tgml.train_config import TrainConfig
 
 SETTINGS_DIR: Final = Path(__file__).resolve().parents[1] / "settings"
@@ -127,6 +129,13 @@ def build_noisy_and(data: BenchData, settings: Mapping[str, Any], seed: int, epo
     return build(data, settings, seed, epochs)
 
 
+def build_tgt_text(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """The Task Graph Transformer on the step names (`tgml.tgt_train.build_tgt_text`; needs the ``text`` extra)."""
+    from tgml.tgt_train import build_tgt_text as build  # torch and the text encoder load only when a graph is trained
+
+    return build(data, settings, seed, epochs)
+
+
 def build_do_cv(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
     """Our variant: DO with the epochs and edge threshold chosen by cross-validation on the training split.
 
@@ -166,7 +175,7 @@ METHOD_BUILDERS: dict[str, GraphBuilder] = {
     "msgi": build_msgi,
     "msg2": build_msg2,
     "noisy-and": build_noisy_and,
-    # "tgt-text": the Task Graph Transformer builder joins here (and in METHOD_KEYS / SEEDED) when it is merged.
+    "tgt-text": build_tgt_text,
 }
 # How a non-DO table's values are checked when the settings file is read (DO-type tables: `do_train_config`).
 SETTINGS_CHECKS: dict[str, Callable[[Mapping[str, Any]], object]] = {
@@ -174,11 +183,11 @@ SETTINGS_CHECKS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "msgi": partial(_eligibility_config, "msgi"),
     "msg2": partial(_eligibility_config, "msg2"),
     "noisy-and": lambda settings: noisy_and_config(dict(settings), seed=0),
+    "tgt-text": lambda settings: tgt_text_config(dict(settings), seed=0),
 }
 # Methods of the paper that `prego-bench` knows but cannot run, and why.
 UNAVAILABLE: dict[str, str] = {
     "llm": "the LLM graphs exist for CaptainCook4D only (tgml bench-captaincook --method llm)",
-    "tgt-text": "the Task Graph Transformer learner is not part of this build yet",
 }
 METHOD_KEYS: dict[str, frozenset[str]] = {
     "do": frozenset({"beta", "epochs", "lr", "augment", "relaxed", "early_stop", "edge_threshold"}),
@@ -190,8 +199,9 @@ METHOD_KEYS: dict[str, frozenset[str]] = {
     "msgi": frozenset({"unique_executions"}),
     "msg2": frozenset({"unique_executions"}),
     "noisy-and": frozenset(NOISY_AND_KEYS),
+    "tgt-text": frozenset(TGT_TEXT_KEYS),
 }
 SEEDED: dict[str, bool] = {
     "do": True, "count-based": False, "do-cv": True, "do-ensemble": True, "msgi": False, "msg2": False,
-    "noisy-and": True,
+    "noisy-and": True, "tgt-text": True,
 }

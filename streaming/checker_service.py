@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar, Final
@@ -107,6 +107,10 @@ SNAPSHOT_POLL_MS: Final = 1
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
+# Answers of `_likely_next` kept, for histories of at most NEXT_CACHE_ITEMS steps (a real session's are far shorter;
+# the bound keeps a hostile peer's long histories from filling memory: at most about 16 MiB).
+NEXT_CACHE: Final = 1024
+NEXT_CACHE_ITEMS: Final = 256
 SCORE_DECIMALS: Final = 4  # scores on the wire: 2048 of them take at most 14 KiB, so a status always fits
 
 
@@ -255,6 +259,10 @@ class CheckerCore:
         self._steps = frozenset(graph.step_ids)
         self._names = dict(zip(graph.step_ids, graph.step_names, strict=True))
         self.queries = ProcedureQueries(graph)
+        # The allowed steps and their probabilities depend only on the last step and the set done, which cameras
+        # running one procedure share: answered once per state (`_likely_next`), up to `NEXT_CACHE` states.
+        self._next_cache: OrderedDict[tuple[int | None, frozenset[int]], tuple[tuple[int, ...], tuple[float, ...]]]
+        self._next_cache = OrderedDict()
         skipped = set(graph.optional_steps) | set(graph.removed_steps)
         self._required = tuple(s for s in graph.step_ids if s not in skipped)  # what an ended session must have done
         self._waiting: dict[str, float] = {}  # stream -> when its replay was first deferred
@@ -541,10 +549,20 @@ class CheckerCore:
             checker: the stream's checker, which has observed ``history``.
             history: the stream's history (a set of it is what the question reads: a replay repeats steps).
         """
-        future = self.queries.future(history[-1] if history else None, set(history))
+        key = (history[-1] if history else None, frozenset(history))
+        answer = self._next_cache.get(key)
+        if answer is not None:
+            self._next_cache.move_to_end(key)
+            return answer
+        future = self.queries.future(key[0], key[1])
         probability = dict(zip(future.steps, future.scores, strict=True))
         allowed = sorted(checker.allowed_next(), key=lambda s: -probability.get(s, 0.0))  # stable: graph order
-        return tuple(allowed), tuple(round(probability.get(s, 0.0), SCORE_DECIMALS) for s in allowed)
+        answer = tuple(allowed), tuple(round(probability.get(s, 0.0), SCORE_DECIMALS) for s in allowed)
+        if len(history) <= NEXT_CACHE_ITEMS:
+            self._next_cache[key] = answer
+        if len(self._next_cache) > NEXT_CACHE:
+            self._next_cache.popitem(last=False)
+        return answer
 
     def _apply_history(
         self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, first: int

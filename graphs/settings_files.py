@@ -9,14 +9,16 @@ refuses is reported with the file, and the table, in front of the config's own m
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from graphs.errors import InputError
 from graphs.files import read_toml, read_yaml
+
+C = TypeVar("C")
 
 
 def field_names(config_type: type) -> frozenset[str]:
@@ -91,3 +93,52 @@ def naming_the_file(path: Path, table_name: str = "") -> Iterator[None]:
     except InputError as err:
         where = f" [{table_name}]" if table_name else ""
         raise InputError(f"{path}:{where} {err}") from None
+
+
+def learner_config(
+    make: Callable[..., C], method: str, known: Collection[str], settings: Mapping[str, Any], seed: int,
+    epochs: int | None = None,
+) -> C:
+    """A learner's config from one table of a benchmark settings file (``[noisy-and]``, ``[tgt-text]``...).
+
+    Args:
+        make: the config dataclass (it validates the values).
+        method: the method's name, named in errors.
+        known: the keys the table may hold (the config's fields but ``seed``).
+        settings: setting -> value; keys it leaves out keep the defaults.
+        seed: training seed.
+        epochs: override of the configured epochs (quick checks), or None.
+
+    Returns:
+        The validated config.
+    """
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise InputError(f"{method}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    values = {**settings, "seed": seed}
+    if epochs is not None:
+        values["epochs"] = epochs
+    return make(**values)
+
+
+def load_config_file(
+    make: Callable[..., C], path: str | Path, defaults: Mapping[str, Any], overrides: Mapping[str, Any]
+) -> C:
+    """A flat settings file of one config's fields (``tgml train --config``), with overrides that win over it.
+
+    Args:
+        make: the config dataclass (it validates the values).
+        path: TOML (or YAML) file with top-level keys named like the fields.
+        defaults: values of the fields the file does not set (all of them: the keys the file may hold).
+        overrides: field values that win over the file (None values are ignored).
+
+    Returns:
+        The validated config; errors name the file.
+    """
+    path = Path(path)
+    data = read_settings(path)
+    check_known_keys(data, defaults.keys(), path)
+    merged = {**defaults, **data, **{k: v for k, v in overrides.items() if v is not None}}
+    with naming_the_file(path):
+        return make(**merged)
+

@@ -53,6 +53,18 @@ class Annotations:
         table = self.taxonomy[scenario]
         return tuple(table), tuple(table.values())
 
+    def training_data(self, scenario: str) -> tuple[tuple[int, ...], tuple[str, ...], list[tuple[int, ...]]]:
+        """What a learner trains on: ``(step ids, step names, one key-step sequence per video)`` of a scenario.
+
+        Raises:
+            InputError: the scenario is unknown, or none of its videos has a segment.
+        """
+        step_ids, step_names = self.steps_of(scenario)
+        sequences = [v.steps for v in self.scenario_videos(scenario)]
+        if not any(sequences):
+            raise InputError(f"{self.path}: scenario {scenario!r} has no usable sequence (no video with segments)")
+        return step_ids, step_names, sequences
+
     def check_scenario(self, scenario: str) -> None:
         """Raise `InputError` naming the known scenarios if ``scenario`` is not one of them."""
         if scenario not in self.taxonomy:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.settings_files import check_known_keys, field_names, naming_the_file, read_settings
+from graphs.settings_files import field_names, learner_config, load_config_file
 from tgml.train_config import TrainConfig
 
 METHOD_NAME: Final = "noisy-and"
@@ -72,23 +72,8 @@ SETTING_KEYS: Final = field_names(NoisyAndConfig) - {"seed"}
 
 
 def noisy_and_config(settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> NoisyAndConfig:
-    """The config of a settings table (a ``[noisy-and]`` TOML table): its keys are `SETTING_KEYS`.
-
-    Args:
-        settings: setting -> value; keys it leaves out keep the defaults.
-        seed: training seed.
-        epochs: override of the configured epochs (quick checks), or None.
-
-    Returns:
-        The validated config.
-    """
-    unknown = sorted(set(settings) - SETTING_KEYS)
-    if unknown:
-        raise InputError(f"noisy-and: unknown setting {unknown[0]!r} (known: {', '.join(sorted(SETTING_KEYS))})")
-    values = {**settings, "seed": seed}
-    if epochs is not None:
-        values["epochs"] = epochs
-    return NoisyAndConfig(**values)
+    """The config of a ``[noisy-and]`` settings table (its keys are `SETTING_KEYS`; `learner_config`)."""
+    return learner_config(NoisyAndConfig, "noisy-and", SETTING_KEYS, settings, seed, epochs)
 
 
 def load_noisy_and_config(path: str | Path, base: NoisyAndConfig | None = None, **overrides: Any) -> NoisyAndConfig:
@@ -102,12 +87,7 @@ def load_noisy_and_config(path: str | Path, base: NoisyAndConfig | None = None, 
     Returns:
         The validated config; errors name the file.
     """
-    path = Path(path)
-    data = read_settings(path)
-    check_known_keys(data, field_names(NoisyAndConfig), path)
-    merged = {**asdict(base or NoisyAndConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
-    with naming_the_file(path):
-        return NoisyAndConfig(**merged)
+    return load_config_file(NoisyAndConfig, path, asdict(base or NoisyAndConfig()), overrides)
 
 
 # Settings only one of the two learners has (flags of `tgml train`, or keys of its --config file).

@@ -278,11 +278,7 @@ def noisy_and_from_annotations(
     Returns:
         The `TrainResult` (all videos of the scenario, repeats kept; first occurrences are used).
     """
-    data = load_annotations(annotations)
-    step_ids, step_names = data.steps_of(scenario)
-    sequences = [v.steps for v in data.scenario_videos(scenario)]
-    if not any(sequences):
-        raise InputError(f"{annotations}: scenario {scenario!r} has no usable sequence (no video with segments)")
+    step_ids, step_names, sequences = load_annotations(annotations).training_data(scenario)
     return train_noisy_and_graph(sequences, step_ids, step_names, config, scenario, progress)
 
 

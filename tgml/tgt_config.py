@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.settings_files import check_known_keys, field_names, naming_the_file, read_settings
+from graphs.settings_files import field_names, learner_config, load_config_file
 from tgml.text_embeddings import DEFAULT_ENCODER
 from tgml.train_config import EDGE_THRESHOLDS
 
@@ -106,23 +106,8 @@ SETTING_KEYS: Final = field_names(TgtTextConfig) - {"seed"}
 
 
 def tgt_text_config(settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TgtTextConfig:
-    """The config of a settings table (a ``[tgt-text]`` TOML table): its keys are `SETTING_KEYS`.
-
-    Args:
-        settings: setting -> value; keys it leaves out keep the defaults.
-        seed: training seed.
-        epochs: override of the configured epochs (quick checks), or None.
-
-    Returns:
-        The validated config.
-    """
-    unknown = sorted(set(settings) - SETTING_KEYS)
-    if unknown:
-        raise InputError(f"{METHOD_NAME}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(SETTING_KEYS))})")
-    values = {**settings, "seed": seed}
-    if epochs is not None:
-        values["epochs"] = epochs
-    return TgtTextConfig(**values)
+    """The config of a ``[tgt-text]`` settings table (its keys are `SETTING_KEYS`; `learner_config`)."""
+    return learner_config(TgtTextConfig, METHOD_NAME, SETTING_KEYS, settings, seed, epochs)
 
 
 def load_tgt_text_config(path: str | Path, **overrides: Any) -> TgtTextConfig:
@@ -135,11 +120,4 @@ def load_tgt_text_config(path: str | Path, **overrides: Any) -> TgtTextConfig:
     Returns:
         The validated config; errors name the file.
     """
-    path = Path(path)
-    data = read_settings(path)
-    check_known_keys(data, field_names(TgtTextConfig), path)
-    merged = {**asdict(TgtTextConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
-    with naming_the_file(path):
-        return TgtTextConfig(**merged)
-
-
+    return load_config_file(TgtTextConfig, path, asdict(TgtTextConfig()), overrides)

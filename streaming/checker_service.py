@@ -819,7 +819,7 @@ class CheckerService:
         except InputError:
             pub.close()
             raise
-        return pub, subscribe(sub, (b"keystep/", b"heartbeat/"))
+        return pub, subscribe(sub, (b"keystep/", b"heartbeat/", b"onset/"))
 
     def reload_keys(self) -> None:
         """Follow the client folder (at most every `streaming.curve_keys.KEY_RELOAD_S`); when a key was removed,

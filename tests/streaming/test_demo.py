@@ -101,6 +101,10 @@ def test_stream_detect_jsonl_alerts_the_injected_mistake(demo_cache: Path) -> No
                                                                                                "binary")
     assert steps == list(DEMO_EXECUTIONS["mistake"])
     assert of_kind(lines, "missing") == []  # every step was done in the end, if not in order
+    # The alert is raised on the step's onset, through the real sockets, well before the step ends and is confirmed
+    # (about 13 frames later at 5 fps; each frame costs the backbone tens of milliseconds even with --fast).
+    confirmed = next(m for m in of_kind(lines, "step") if m["step"] == MISTAKE_STEP)
+    assert confirmed["timestamp"] - alerts[0]["timestamp"] > 0.1
 
 
 def test_stream_detect_correct_execution_reports_nothing(demo_cache: Path) -> None:

@@ -263,11 +263,11 @@ def _bench(argv: list[str]) -> int:
         modes = ["gt"]
         configs: list[tuple[str, Path]] = []
     else:
+        configs = [_config_pair(text) for text in args.config]  # a usage mistake before a missing folder
         if args.data is None:
             raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA (or --annotations FILE)")
         datasets = args.dataset or list(prego.DATASETS)
         modes = args.mode or list(prego.MODES)
-        configs = [_config_pair(text) for text in args.config]
         for k, (dataset, path) in enumerate(configs):
             if dataset in (d for d, _ in configs[:k]):
                 raise InputError(f"--config {dataset}={path}: a second settings file for {dataset}")

@@ -76,7 +76,8 @@ def test_benchmark_scores_exactly_the_cut_sequences(
     printed = capsys.readouterr().out
     assert "PREGO online mistake detection — tea" in printed and "count-based" in printed
     assert "best published" not in printed and "  published" not in printed  # the paper has no row for it
-    assert "Scenario tea of" in printed and "1 without one are kept whole" in " ".join(printed.split())
+    caption = " ".join(printed.split())
+    assert "Scenario tea of" in caption and "1 without one are kept whole" in caption
     result = json.loads(out.read_text())
     graph = load_graph(graphs / "tea-count-based.json")
     expected = mistake_scores(

@@ -1,7 +1,8 @@
 """PREGO mistake-detection metrics (docs/method.md): per-class F1 for "correct" and "mistake", and their mean.
 
 Labels and predictions are pooled over all videos: label 1 marks the last (mistaken) step of
-each test video, 0 the steps before it; a prediction of 1 means the checker raised an alert.
+each test video, 0 the steps before it; a prediction of 1 means the checker raised an alert. A test video without a
+mistake (a correct execution kept whole) is labelled 0 throughout: it contributes correct steps only.
 """
 
 from __future__ import annotations
@@ -36,14 +37,18 @@ class MistakeScores:
         return asdict(self)
 
 
-def protocol_labels(length: int) -> np.ndarray:
+def protocol_labels(length: int, has_mistake: bool = True) -> np.ndarray:
     """Ground truth of one PREGO test video: every step correct but the last (the PREGO protocol, docs/method.md).
 
+    Args:
+        length: number of key-steps of the video.
+        has_mistake: False for a correct video kept whole, whose steps are all correct.
+
     Returns:
-        int array ``(length,)``: ``[0] * (length - 1) + [1]``.
+        int array ``(length,)``: ``[0] * (length - 1) + [1]``, or all zeros without a mistake.
     """
     labels = np.zeros(length, dtype=np.int8)
-    if length:
+    if length and has_mistake:
         labels[-1] = 1
     return labels
 
@@ -70,21 +75,27 @@ def _class_scores(truth: np.ndarray, pred: np.ndarray, positive: int) -> ClassSc
     return ClassScores(*precision_recall_f1(tp, int(np.sum(pred == positive)), int(np.sum(truth == positive))))
 
 
-def mistake_scores(per_video: Iterable[Sequence[bool] | np.ndarray]) -> MistakeScores:
+def mistake_scores(
+    per_video: Iterable[Sequence[bool] | np.ndarray], has_mistake: Sequence[bool] | None = None
+) -> MistakeScores:
     """Score alerts of several videos under the PREGO protocol.
 
     Args:
         per_video: for each test video, the checker's alert flags, one per key-step.
+        has_mistake: for each video, whether its last step is the mistake (None: every video's is, the protocol's
+            test sets); a video marked False is a correct execution and all its steps are labelled correct.
 
     Returns:
         Pooled per-class scores and Avg F1 (the mean of the two class F1s).
     """
     preds: list[np.ndarray] = []
     truths: list[np.ndarray] = []
-    for flags in per_video:
+    for k, flags in enumerate(per_video):
         flags = np.asarray(flags, dtype=np.int8)
         preds.append(flags)
-        truths.append(protocol_labels(len(flags)))
+        truths.append(protocol_labels(len(flags), True if has_mistake is None else bool(has_mistake[k])))
+    if has_mistake is not None and len(has_mistake) != len(preds):
+        raise ValueError(f"has_mistake has {len(has_mistake)} entries for {len(preds)} videos")
     pred = np.concatenate(preds) if preds else np.zeros(0, np.int8)
     truth = np.concatenate(truths) if truths else np.zeros(0, np.int8)
     correct = _class_scores(truth, pred, 0)

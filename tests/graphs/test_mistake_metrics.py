@@ -37,3 +37,15 @@ def test_precision_and_recall_are_not_swapped() -> None:
     assert scores.mistake.recall == pytest.approx(100.0)
     assert scores.mistake.precision == pytest.approx(100 / 3)
     assert scores.correct.f1 == 0.0
+
+
+def test_a_correct_video_contributes_only_correct_steps() -> None:
+    np.testing.assert_array_equal(protocol_labels(3, has_mistake=False), [0, 0, 0])
+    # truth: 0 1 | 0 0 0 (the second video has no mistake); alerts: 0 1 | 0 1 0
+    scores = mistake_scores([[False, True], [False, True, False]], has_mistake=[True, False])
+    # mistake class: tp=1, predicted=2, actual=1 -> P=50, R=100; correct: tp=3, predicted=3, actual=4
+    assert (scores.mistake.precision, scores.mistake.recall) == pytest.approx((50.0, 100.0))
+    assert (scores.correct.precision, scores.correct.recall) == pytest.approx((100.0, 75.0))
+    assert (scores.n_steps, scores.n_videos) == (5, 2)
+    with pytest.raises(ValueError, match="2 entries for 1 videos"):
+        mistake_scores([[False, True]], has_mistake=[True, False])

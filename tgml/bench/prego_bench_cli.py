@@ -1,4 +1,4 @@
-"""`prego-bench`: the PREGO online mistake-detection benchmark (Assembly101-O, EPIC-Tent-O).
+"""`prego-bench`: the PREGO online mistake-detection benchmark (Assembly101-O, EPIC-Tent-O, or a dataset of yours).
 
 Usage::
 
@@ -6,6 +6,9 @@ Usage::
                 [--method do count-based msg2 msgi noisy-and do-cv do-ensemble]
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
+    prego-bench --annotations FILE --scenario S (--test-videos A,B | --split FILE) [--config FILE]
+                [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR]
+                                      (GT mode on your own annotation file; tgml/bench/prego/own_dataset.py)
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
     prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble]
                                       (choose do-cv / do-ensemble settings on training data only)
@@ -17,6 +20,7 @@ Examples::
     prego-bench --data ../shared/data --dataset epic-tent-o --mode pred --sequences my_recogniser.json
     prego-bench --data ../shared/data --dataset epic-tent-o --graph graphs/epic-tent.json
     prego-bench --data ../shared/data --perturb 0,0.1,0.2,0.3,0.4,0.5 --plot ablation.png
+    prego-bench --annotations my.json --scenario tea --test-videos rec_7,rec_9 --method do count-based
 
 `--data` defaults to ``$MISTAKE_DATA``. Bad input ends with one ``error:`` line and exit status 2.
 """
@@ -55,8 +59,15 @@ def _rates(text: str) -> tuple[float, ...]:
 def _config_pair(text: str) -> tuple[str, Path]:
     dataset, sep, path = text.partition("=")
     if not sep or not path:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected DATASET=FILE")
+        raise InputError(f"--config {text!r}: expected DATASET=FILE (FILE alone only with --annotations)")
     return dataset, Path(path)
+
+
+def _video_names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not text.strip() or any(not name for name in names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated video names like a,b")
+    return names
 
 
 def bench_parser() -> ArgumentParser:
@@ -68,8 +79,18 @@ def bench_parser() -> ArgumentParser:
         "select (choose settings on training data only), replay (per-frame recogniser output through the checker)",
     )
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder (like shared/data)")
-    p.add_argument("--dataset", nargs="+", default=list(prego.DATASETS), choices=list(prego.DATASETS))
-    p.add_argument("--mode", nargs="+", default=list(prego.MODES), choices=list(prego.MODES))
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), help="built-in datasets (default: both)")
+    source.add_argument("--annotations", type=Path, metavar="FILE",
+                        help="your own annotation file (training and test videos) instead of the built-in datasets")
+    p.add_argument("--scenario", metavar="S", help="with --annotations: the scenario whose videos are run")
+    tests = p.add_mutually_exclusive_group()
+    tests.add_argument("--test-videos", type=_video_names, metavar="A,B",
+                       help="with --annotations: comma-separated test videos; the scenario's other videos train")
+    tests.add_argument("--split", type=Path, metavar="FILE",
+                       help='with --annotations: a {"train": [...], "test": [...]} file')
+    p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
+                   "with --annotations)")
     p.add_argument("--method", nargs="+", default=["do", "count-based"],
                    choices=[*prego.METHOD_BUILDERS, *prego.UNAVAILABLE])
     p.add_argument("--seeds", type=int, default=1,
@@ -84,7 +105,8 @@ def bench_parser() -> ArgumentParser:
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
     p.add_argument("--epochs", type=int, help="override the configured DO epochs (quick checks)")
-    p.add_argument("--config", type=_config_pair, action="append", default=[], help="DATASET=FILE settings")
+    p.add_argument("--config", action="append", default=[], metavar="SETTINGS",
+                   help="DATASET=FILE settings; with --annotations one FILE whose tables replace the defaults")
     p.add_argument("--save-graphs", type=Path, help="save every learned graph into this folder")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -197,33 +219,73 @@ def _prepare(argv: list[str]) -> int:
     return 0
 
 
+def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
+    """The ``--annotations`` dataset of the command line, or None; options that do not fit it are refused."""
+    own_options = {"--scenario": args.scenario, "--test-videos": args.test_videos, "--split": args.split}
+    if args.annotations is None:
+        given = next((option for option, value in own_options.items() if value is not None), None)
+        if given is not None:
+            raise InputError(f"{given} is an option of --annotations FILE (your own dataset)")
+        return None
+    refused = {
+        "--mode": ("pred" in (args.mode or []), "PRED mode needs recognised segments; --annotations runs GT mode"),
+        "--sequences": (args.sequences is not None, "PRED-mode input; --annotations runs GT mode only"),
+        "--perturb": (bool(args.perturb), "the noise ablation runs on the built-in datasets only"),
+        "--config": (len(args.config) > 1, "give one settings file with --annotations"),
+    }
+    for option, (bad, why) in refused.items():
+        if bad:
+            raise InputError(f"{option}: {why}")
+    if args.scenario is None:
+        raise InputError("--annotations needs --scenario S (a scenario of its taxonomy)")
+    if args.test_videos is None and args.split is None:
+        raise InputError("--annotations needs its test videos: --test-videos A,B or --split FILE")
+    return prego.AnnotationSource(
+        annotations=args.annotations,
+        scenario=args.scenario,
+        test_videos=args.test_videos,
+        split=args.split,
+        settings=Path(args.config[0]) if args.config else None,
+    )
+
+
 def _bench(argv: list[str]) -> int:
     from rich.console import Console
 
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
-    if args.data is None:
-        raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
     if args.seeds < 1:
         raise InputError(f"--seeds {args.seeds}: need at least 1")
-    for k, (dataset, path) in enumerate(args.config):
-        if dataset in (d for d, _ in args.config[:k]):
-            raise InputError(f"--config {dataset}={path}: a second settings file for {dataset}")
-        if dataset in prego.DATASETS and dataset not in args.dataset:
-            raise InputError(f"--config {dataset}={path}: {dataset} is not run (--dataset {' '.join(args.dataset)})")
+    own = _own_dataset(args)
+    if own is not None:
+        inputs = [args.graph, own.annotations, own.split, own.settings]
+        datasets: list[str] = []
+        modes = ["gt"]
+        configs: list[tuple[str, Path]] = []
+    else:
+        configs = [_config_pair(text) for text in args.config]  # a usage mistake before a missing folder
+        if args.data is None:
+            raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA (or --annotations FILE)")
+        datasets = args.dataset or list(prego.DATASETS)
+        modes = args.mode or list(prego.MODES)
+        for k, (dataset, path) in enumerate(configs):
+            if dataset in (d for d, _ in configs[:k]):
+                raise InputError(f"--config {dataset}={path}: a second settings file for {dataset}")
+            if dataset in prego.DATASETS and dataset not in datasets:
+                raise InputError(f"--config {dataset}={path}: {dataset} is not run (--dataset {' '.join(datasets)})")
+        layout = prego.DataLayout(args.data)
+        inputs = [args.sequences, args.graph, *(path for _, path in configs)]
+        inputs += [f(d) for d in datasets for f in (layout.train_file, layout.test_file, layout.segments_file)]
     # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
     # overwrite one of the run's own inputs).
-    layout = prego.DataLayout(args.data)
-    inputs = [args.sequences, args.graph, *(path for _, path in args.config)]
-    inputs += [f(d) for d in args.dataset for f in (layout.train_file, layout.test_file, layout.segments_file)]
     if args.json is not None:
-        check_output(args.json, "results file", inputs=inputs)
+        check_output(args.json, "results file", inputs=[i for i in inputs if i is not None])
     if args.perturb:
-        check_output(args.plot, "ablation plot", inputs=inputs)
+        check_output(args.plot, "ablation plot", inputs=[i for i in inputs if i is not None])
     config = prego.BenchConfig(
-        data=args.data,
-        datasets=tuple(args.dataset),
-        modes=tuple(args.mode),
+        data=None if own is not None else args.data,
+        datasets=tuple(datasets),
+        modes=tuple(modes),
         methods=tuple(args.method),
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         sequences=args.sequences,
@@ -232,8 +294,9 @@ def _bench(argv: list[str]) -> int:
         perturb_seed=args.perturb_seed,
         workers=args.workers,
         epochs=args.epochs,
-        config_files=dict(args.config),
+        config_files=dict(configs),
         save_graphs=args.save_graphs,
+        annotations=own,
     )
     console = Console()
     if not console.is_terminal:

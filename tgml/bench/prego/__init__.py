@@ -5,6 +5,7 @@ graph per dataset / method / seed from the training split (`methods`, seeds in p
 the GT (*) and PRED (+) test sequences online with the same `graphs.PreconditionChecker` the live pipeline runs
 (`scoring`); aggregate mean ± std over seeds and print them beside the published figures (`published`, `report`).
 `selection` chooses our methods' settings on the training split only. The result JSON schema is in `run`.
+`own_dataset` runs GT mode on a dataset of the user's (one annotation file, test videos cut at their first mistake).
 """
 
 from tgml.bench.prego.data import (
@@ -17,6 +18,7 @@ from tgml.bench.prego.data import (
     check_graph_matches,
     load_dataset,
     load_sequence_file,
+    mode_has_mistake,
     mode_sequences,
     resolve_data,
 )
@@ -31,6 +33,13 @@ from tgml.bench.prego.methods import (
     build_do_ensemble,
     load_method_settings,
 )
+from tgml.bench.prego.own_dataset import (
+    DEFAULT_SETTINGS,
+    AnnotationSource,
+    first_mistake_cut,
+    load_annotation_dataset,
+    own_method_settings,
+)
 from tgml.bench.prego.published import PUBLISHED, published_best
 from tgml.bench.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
 from tgml.bench.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
@@ -39,6 +48,7 @@ from tgml.bench.prego.selection import SelectionConfig, cross_validate, do_cv_se
 
 __all__ = [
     "DATASETS",
+    "DEFAULT_SETTINGS",
     "METHOD_BUILDERS",
     "METHOD_KEYS",
     "METRIC_KEYS",
@@ -49,6 +59,7 @@ __all__ = [
     "RESULTS_VERSION",
     "SEEDED",
     "UNAVAILABLE",
+    "AnnotationSource",
     "BenchConfig",
     "BenchData",
     "DataLayout",
@@ -64,12 +75,16 @@ __all__ = [
     "cross_validate",
     "do_cv_search",
     "evaluate_graph",
+    "first_mistake_cut",
     "flat_metrics",
     "learn_graphs",
+    "load_annotation_dataset",
     "load_dataset",
     "load_method_settings",
     "load_sequence_file",
+    "mode_has_mistake",
     "mode_sequences",
+    "own_method_settings",
     "perturbation_tables",
     "plot_perturbation",
     "published_best",

@@ -106,6 +106,8 @@ class BenchData:
         train: raw key-step sequences of the training videos (repeats kept), file order.
         test: GT-mode sequences ``{video: steps}``, each ending with its mistake.
         pred: PRED-mode sequences ``{video: steps}`` (empty when PRED mode is not requested).
+        correct_videos: test videos without a mistake, kept whole: all their steps are correct (only a dataset of
+            the user's, `tgml.bench.prego.own_dataset`, has them; the built-in test sets all end with a mistake).
     """
 
     name: str
@@ -115,6 +117,7 @@ class BenchData:
     train: tuple[tuple[int, ...], ...]
     test: dict[str, tuple[int, ...]]
     pred: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    correct_videos: frozenset[str] = frozenset()
 
 
 def load_sequence_file(
@@ -199,6 +202,11 @@ def load_dataset(layout: DataLayout, dataset: str, pred: bool = True, sequences:
 def mode_sequences(data: BenchData, mode: str) -> list[tuple[int, ...]]:
     """Test sequences of a mode: annotated (``gt``) or recognised (``pred``)."""
     return list((data.test if mode == "gt" else data.pred).values())
+
+
+def mode_has_mistake(data: BenchData, mode: str) -> list[bool]:
+    """Per sequence of `mode_sequences`, whether its last step is the mistake (False for a correct video)."""
+    return [video not in data.correct_videos for video in (data.test if mode == "gt" else data.pred)]
 
 
 

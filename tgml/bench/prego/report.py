@@ -35,10 +35,16 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
     from rich.table import Table
 
     tables = []
+    own = result["settings"].get("annotations")
     for dataset, modes in result["results"].items():
+        caption = SWAP_NOTE
+        if own is not None:
+            whole = len(own["correct_test_videos"])
+            caption += (f" Scenario {escape(dataset)} of {escape(own['file'])}: test videos are cut right after their "
+                        f"first segment with has_errors: true; {whole} without one are kept whole, all steps correct.")
         table = Table(
-            title=f"PREGO online mistake detection — {dataset} (mean ± std over seeds)",
-            caption=SWAP_NOTE,
+            title=f"PREGO online mistake detection — {escape(dataset)} (mean ± std over seeds)",
+            caption=caption,
             caption_justify="left",
         )
         table.add_column("method")
@@ -72,6 +78,9 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
                         style="dim",
                     )
             table.add_section()
+        if own is not None:  # a dataset of the user's: the paper has no figures for it
+            tables.append(table)
+            continue
         # The paper's other rows (PREGO itself, TGT-text, ...) are printed too, so the table is the paper's.
         for method in (m for m in PUBLISHED[dataset][next(iter(modes))] if m not in methods):
             for mode in modes:

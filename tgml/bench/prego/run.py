@@ -4,8 +4,9 @@ Result JSON (``format: "prego-bench-results"``, ``version: 1``), written by ``pr
 
     {
       "format": "prego-bench-results", "version": 1,
-      "settings": {"data": str, "seeds": [int], "modes": [...], "methods": [...], "sequences": str|null,
-                   "graph": str|null, "perturb": [float], "perturb_seed": int, "epochs_override": int|null,
+      "settings": {"data": str|null, "annotations": ANNOTATIONS|null, "seeds": [int], "modes": [...],
+                   "methods": [...], "sequences": str|null, "graph": str|null, "perturb": [float],
+                   "perturb_seed": int, "epochs_override": int|null,
                    "methods_settings": {dataset: {method: {...}}}},
       "results": {dataset: {mode: {method: {
           "per_seed": [{"seed": int|null, "scores": MISTAKE_SCORES}],
@@ -17,7 +18,9 @@ Result JSON (``format: "prego-bench-results"``, ``version: 1``), written by ``pr
 
 ``METRICS`` = ``{"avg_f1", "correct_f1", "correct_precision", "correct_recall", "mistake_f1",
 "mistake_precision", "mistake_recall"}`` in percent, with **true** precision / recall (the published tables
-swap them, SPEC §2). ``MISTAKE_SCORES`` is `graphs.mistake_metrics.MistakeScores.to_dict()`.
+swap them, SPEC §2). ``MISTAKE_SCORES`` is `graphs.mistake_metrics.MistakeScores.to_dict()`. ``ANNOTATIONS``
+(a dataset of the user's, `own_dataset`) is ``{"file", "scenario", "test_videos": [str]|null, "split": str|null,
+"config": str|null, "correct_test_videos": [str]}``; its dataset key is the scenario and it has no published row.
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ from tgml.bench.prego.data import (
     BenchData,
     check_graph_matches,
     load_dataset,
+    mode_has_mistake,
     mode_sequences,
     resolve_data,
 )
 from tgml.bench.prego.methods import METHOD_BUILDERS, SEEDED, UNAVAILABLE, load_method_settings
+from tgml.bench.prego.own_dataset import AnnotationSource, load_annotation_dataset, own_method_settings
 from tgml.bench.prego.published import PUBLISHED
 from tgml.bench.prego.scoring import aggregate, evaluate_graph, flat_metrics
 from tgml.bench.process_pool import run_jobs
@@ -56,8 +61,8 @@ class BenchConfig:
     """One `prego-bench` run.
 
     Args:
-        data: data folder laid out like ``shared/data``.
-        datasets: datasets to run.
+        data: data folder laid out like ``shared/data`` (None with ``annotations``).
+        datasets: built-in datasets to run (empty with ``annotations``).
         modes: ``gt`` (annotated test sequences) and/or ``pred`` (recogniser output).
         methods: graph methods (``do``, ``count-based``; ignored when ``graph`` is given).
         seeds: training seeds of the seeded methods.
@@ -69,9 +74,11 @@ class BenchConfig:
         epochs: override the configured DO epochs (quick checks); None keeps the settings.
         config_files: per-dataset settings files replacing the shipped ``tgml/bench/settings/prego-<dataset>.toml``.
         save_graphs: folder to save every learned graph into, or None.
+        annotations: a dataset of the user's replacing the built-in ones (GT mode only; its settings file is
+            its own ``settings``), or None.
     """
 
-    data: Path
+    data: Path | None
     datasets: tuple[str, ...] = tuple(DATASETS)
     modes: tuple[str, ...] = MODES
     methods: tuple[str, ...] = ("do", "count-based")
@@ -84,12 +91,27 @@ class BenchConfig:
     epochs: int | None = None
     config_files: Mapping[str, Path] = field(default_factory=dict)
     save_graphs: Path | None = None
+    annotations: AnnotationSource | None = None
 
     def __post_init__(self) -> None:
         def fail(name: str, value: Any, why: str) -> None:
             raise InputError(f"BenchConfig.{name} = {value!r}: {why}")
 
-        if not self.datasets or any(d not in DATASETS for d in self.datasets):
+        if self.annotations is not None:
+            own = "a dataset of your own (--annotations)"
+            if self.datasets:
+                fail("datasets", self.datasets, f"{own} replaces the built-in datasets")
+            if self.modes != ("gt",):
+                fail("modes", self.modes, f"{own} runs in GT mode only (PRED mode needs recognised segments)")
+            if self.sequences is not None:
+                fail("sequences", self.sequences, f"{own} has no recognised sequences (GT mode only)")
+            if self.perturb:
+                fail("perturb", self.perturb, f"{own} has no noise ablation")
+            if self.config_files:
+                fail("config_files", dict(self.config_files), f"{own} takes its settings file in annotations.settings")
+        elif self.data is None:
+            fail("data", self.data, "the built-in datasets need a data folder")
+        elif not self.datasets or any(d not in DATASETS for d in self.datasets):
             fail("datasets", self.datasets, f"choose from {', '.join(DATASETS)}")
         if not self.modes or any(m not in MODES for m in self.modes):
             fail("modes", self.modes, "choose from gt, pred")
@@ -104,7 +126,7 @@ class BenchConfig:
                 fail(name, values, "each may be given once")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             fail("seeds", self.seeds, "need at least one seed, all different")
-        if (self.sequences is not None or self.graph is not None) and len(self.datasets) != 1:
+        if (self.sequences is not None or self.graph is not None) and len(self.dataset_names) != 1:
             fail("datasets", self.datasets, "--sequences and --graph need exactly one --dataset")
         if self.sequences is not None and "pred" not in self.modes:
             fail("modes", self.modes, "--sequences gives PRED-mode input; include mode 'pred'")
@@ -117,6 +139,11 @@ class BenchConfig:
         unknown = set(self.config_files) - set(DATASETS)
         if unknown:
             fail("config_files", sorted(unknown)[0], f"not a dataset ({', '.join(DATASETS)})")
+
+    @property
+    def dataset_names(self) -> tuple[str, ...]:
+        """Names of the datasets the run scores: the built-in ones, or the user's dataset."""
+        return (self.annotations.name,) if self.annotations is not None else self.datasets
 
 
 @dataclass(frozen=True)
@@ -140,7 +167,7 @@ def plan_jobs(config: BenchConfig) -> list[GraphJob]:
     """Graphs a run needs: one per seed for seeded methods, one for deterministic ones."""
     return [
         GraphJob(dataset, method, seed)
-        for dataset in config.datasets
+        for dataset in config.dataset_names
         for method in config.methods
         for seed in (config.seeds if SEEDED[method] else (None,))
     ]
@@ -202,19 +229,16 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
     if config.save_graphs is not None:
         check_output(config.save_graphs, "graphs folder", folder=True)  # before learning, not after
-    pred = "pred" in config.modes
-    layout = resolve_data(config.data, config.datasets, segments=pred and config.sequences is None)
-    datasets = {d: load_dataset(layout, d, pred=pred, sequences=config.sequences) for d in config.datasets}
-    settings = {d: load_method_settings(d, config.config_files.get(d)) for d in config.datasets}
+    datasets, settings = _load_inputs(config)
     if config.graph is not None:
-        dataset = config.datasets[0]
+        dataset = config.dataset_names[0]
         graph = load_graph(config.graph)
         check_graph_matches(graph, datasets[dataset], config.graph)
         method = f"graph:{Path(config.graph).name}"
         graphs = {GraphJob(dataset, method, None): graph}
         methods: tuple[str, ...] = (method,)
     else:
-        for d in config.datasets:
+        for d in config.dataset_names:
             missing = [m for m in config.methods if m not in settings[d]]
             if missing:
                 raise InputError(f"settings of {d}: no [{missing[0]}] table in the benchmark settings file")
@@ -231,14 +255,16 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         results[dataset] = {}
         for mode in config.modes:
             sequences = mode_sequences(data, mode)
+            has_mistake = mode_has_mistake(data, mode)
             results[dataset][mode] = {}
             for method in methods:
                 runs = [
-                    (job.seed, evaluate_graph(g, sequences))
+                    (job.seed, evaluate_graph(g, sequences, has_mistake))
                     for job, g in graphs.items()
                     if job.dataset == dataset and job.method == method
                 ]
-                results[dataset][mode][method] = _method_entry(runs, PUBLISHED[dataset][mode].get(method))
+                published = None if config.annotations is not None else PUBLISHED[dataset][mode].get(method)
+                results[dataset][mode][method] = _method_entry(runs, published)
             if config.perturb:
                 ablation.setdefault(dataset, {})[mode] = perturbation_curves(
                     config,
@@ -250,7 +276,8 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         "format": RESULTS_FORMAT,
         "version": RESULTS_VERSION,
         "settings": {
-            "data": str(config.data),
+            "data": None if config.data is None or config.annotations is not None else str(config.data),
+            "annotations": _annotations_settings(config.annotations, datasets),
             "seeds": list(config.seeds),
             "modes": list(config.modes),
             "methods": list(methods),
@@ -259,11 +286,43 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
             "perturb": list(config.perturb),
             "perturb_seed": config.perturb_seed,
             "epochs_override": config.epochs,
-            "methods_settings": {d: {m: dict(settings[d].get(m, {})) for m in methods} for d in config.datasets},
+            "methods_settings": {
+                d: {m: dict(settings[d].get(m, {})) for m in methods} for d in config.dataset_names
+            },
         },
         "results": results,
         "perturb": ablation,
         "seconds": time.perf_counter() - started,
+    }
+
+
+def _load_inputs(
+    config: BenchConfig,
+) -> tuple[dict[str, BenchData], dict[str, dict[str, dict[str, Any]]]]:
+    """The datasets of a run and each one's method settings (a user's dataset: defaults plus its own file)."""
+    if config.annotations is not None:
+        methods = () if config.graph is not None else config.methods
+        settings = own_method_settings(config.annotations, methods)  # before reading data: a usage mistake first
+        data = load_annotation_dataset(config.annotations)
+        return {data.name: data}, {data.name: settings}
+    assert config.data is not None  # checked by BenchConfig
+    pred = "pred" in config.modes
+    layout = resolve_data(config.data, config.datasets, segments=pred and config.sequences is None)
+    datasets = {d: load_dataset(layout, d, pred=pred, sequences=config.sequences) for d in config.datasets}
+    return datasets, {d: load_method_settings(d, config.config_files.get(d)) for d in config.datasets}
+
+
+def _annotations_settings(source: AnnotationSource | None, datasets: Mapping[str, BenchData]) -> dict[str, Any] | None:
+    """The ``annotations`` entry of the results' settings: what the user's dataset was and which videos were whole."""
+    if source is None:
+        return None
+    return {
+        "file": str(source.annotations),
+        "scenario": source.scenario,
+        "test_videos": None if source.test_videos is None else list(source.test_videos),
+        "split": None if source.split is None else str(source.split),
+        "config": None if source.settings is None else str(source.settings),
+        "correct_test_videos": sorted(datasets[source.name].correct_videos),
     }
 
 

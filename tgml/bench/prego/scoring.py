@@ -23,17 +23,21 @@ METRIC_KEYS: Final = (
 
 
 
-def evaluate_graph(graph: TaskGraph, sequences: Iterable[Sequence[int]]) -> MistakeScores:
+def evaluate_graph(
+    graph: TaskGraph, sequences: Iterable[Sequence[int]], has_mistake: Sequence[bool] | None = None
+) -> MistakeScores:
     """Score test sequences online with the pre-condition checker and pool them (SPEC §2).
 
     Args:
         graph: the binary task graph.
         sequences: one key-step sequence per test video, its last step the mistake.
+        has_mistake: per sequence, whether it ends with a mistake (None: all do); a correct video kept whole
+            contributes correct steps only.
 
     Returns:
         Avg F1 and per-class true P/R/F1.
     """
-    return mistake_scores(precondition_violations(graph, seq) for seq in sequences)
+    return mistake_scores((precondition_violations(graph, seq) for seq in sequences), has_mistake)
 
 
 def flat_metrics(scores: MistakeScores) -> dict[str, float]:

@@ -88,12 +88,12 @@ def _parser() -> ArgumentParser:
     train.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
     train.add_argument("--seed", type=int, help="random seed (default 42)")
     train.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
-                       help="three-part sequence augmentation (SPEC §1)")
+                       help="three-part sequence augmentation (docs/method.md)")
     train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
-                       help="relaxed post-processing rule (SPEC §1)")
+                       help="relaxed post-processing rule (docs/method.md)")
     train.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
     train.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
-                       help="cut weights at 1/n (n key-steps, SPEC; default), 1/(n+2) (the authors' code) "
+                       help="cut weights at 1/n (n key-steps, as the paper; default), 1/(n+2) (the authors' code) "
                             "or 1/N (N = n + 4 nodes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -120,7 +120,7 @@ def _parser() -> ArgumentParser:
     bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
     bench.add_argument("--config", help="TOML file of training settings")
     bench.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
-                       help="1/n (SPEC, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
+                       help="1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
     bench.add_argument("--ensemble", type=int, default=1,
                        help="average the weights of K DO models per seed before post-processing (default 1)")
     bench.add_argument("--json", help="write all results to this JSON file")

@@ -1,7 +1,7 @@
-"""CaptainCook4D task-graph generation benchmark (SPEC §3).
+"""CaptainCook4D task-graph generation benchmark (Seminara et al. 2024; docs/captaincook-benchmark.md).
 
 DO is trained on each of the 24 procedures (error-free sequences, first occurrence, β = 0.005, up to 1000
-epochs, SA-plateau early stopping, the SPEC §1 edge threshold 1/n; see `DEFAULT_CONFIG`) for several seeds; each
+epochs, SA-plateau early stopping, the paper's edge threshold 1/n; see `DEFAULT_CONFIG`) for several seeds; each
 graph is compared with the ground-truth graph on the full START..END adjacency. With ``ensemble = K > 1`` each
 seed's graph is instead the post-processed mean of K DO weight matrices trained with different seeds
 (`tgml.ensemble`), our variance-reducing variant. Figures are averaged over
@@ -44,7 +44,7 @@ PUBLISHED: dict[str, tuple[float, float, float]] = {
     "tgt-text": (79.9, 81.9, 80.8),
     "do": (86.4, 89.7, 87.8),
 }
-# The SPEC protocol as written (edge threshold 1/n): 83.7 / 87.7 / 85.5 over seeds 42..46. The authors' code cuts
+# The paper's protocol as written (edge threshold 1/n): 83.7 / 87.7 / 85.5 over seeds 42..46. The authors' code cuts
 # at 1/(n+2) (85.7 / 89.0 / 87.1); edge_threshold="1/N" (N = n + 4 nodes of the reference layout) lands on the
 # published mean (86.4 / 89.7 / 87.8). Both are options, not the default.
 DEFAULT_CONFIG = TrainConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
@@ -206,7 +206,7 @@ def run_benchmark(
     Args:
         data_dir: the ``captaincook4d`` folder.
         seeds: training seeds (the config's seed is replaced by each).
-        config: training settings (default: the SPEC DO protocol).
+        config: training settings (default: the paper's DO protocol).
         scenarios: restrict to these procedures.
         workers: worker processes (1 = run in this process).
         progress: rich progress bar on stderr.

@@ -1,4 +1,4 @@
-"""Noise ablation of the PREGO benchmark (SPEC §3): how mistake detection degrades with recognition errors.
+"""Noise ablation of the PREGO benchmark: how mistake detection degrades with recognition errors.
 
 Each test key-step is perturbed with probability ``p``: the current (last, mistaken) step is replaced by another
 random class; each previous step is either replaced by another class, deleted, or preceded by an inserted random

@@ -1,4 +1,4 @@
-"""The PREGO online mistake-detection benchmark (SPEC §2-§3) on Assembly101-O and EPIC-Tent-O.
+"""The PREGO online mistake-detection benchmark (Flaborea et al. 2024; docs/method.md) on Assembly101-O and EPIC-Tent-O.
 
 Pipeline: check the data folder (`data.resolve_data`) and read each dataset (`data.load_dataset`); learn one task
 graph per dataset / method / seed from the training split (`methods`, seeds in parallel processes by `run`); score

@@ -1,4 +1,4 @@
-"""PREGO datasets on disk: the data-folder layout, its checks, the splits and key-step sequence files (SPEC §2, §4)."""
+"""PREGO datasets on disk: the data-folder layout, its checks, the splits and key-step sequence files."""
 
 from __future__ import annotations
 

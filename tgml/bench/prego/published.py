@@ -1,4 +1,4 @@
-"""The published PREGO figures (SPEC §3) that every benchmark table is printed beside."""
+"""The published PREGO figures (Seminara et al. 2024) that every benchmark table is printed beside."""
 
 from __future__ import annotations
 
@@ -41,6 +41,6 @@ PUBLISHED: Final[dict[str, dict[str, dict[str, tuple[float, float, float]]]]] = 
 
 
 def published_best(dataset: str, mode: str) -> float:
-    """Best published Avg F1 of a column of the SPEC §3 table (the figure to beat)."""
+    """Best published Avg F1 of a column of the published table (the figure to beat)."""
     return max(row[0] for row in PUBLISHED[dataset][mode].values())
 

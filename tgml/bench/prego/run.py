@@ -18,7 +18,7 @@ Result JSON (``format: "prego-bench-results"``, ``version: 1``), written by ``pr
 
 ``METRICS`` = ``{"avg_f1", "correct_f1", "correct_precision", "correct_recall", "mistake_f1",
 "mistake_precision", "mistake_recall"}`` in percent, with **true** precision / recall (the published tables
-swap them, SPEC §2). ``MISTAKE_SCORES`` is `graphs.mistake_metrics.MistakeScores.to_dict()`. ``ANNOTATIONS``
+swap them). ``MISTAKE_SCORES`` is `graphs.mistake_metrics.MistakeScores.to_dict()`. ``ANNOTATIONS``
 (a dataset of the user's, `own_dataset`) is ``{"file", "scenario", "test_videos": [str]|null, "split": str|null,
 "config": str|null, "correct_test_videos": [str]}``; its dataset key is the scenario and it has no published row.
 """
@@ -68,7 +68,7 @@ class BenchConfig:
         seeds: training seeds of the seeded methods.
         sequences: PRED-mode sequence file replacing the MiniROAD output (one dataset only).
         graph: evaluate this task graph file instead of learning graphs (one dataset only).
-        perturb: noise rates of the ablation (SPEC §3); empty for none.
+        perturb: noise rates of the ablation (docs/prego-benchmark.md); empty for none.
         perturb_seed: base seed of the ablation noise (each rate uses a fixed seed derived from it).
         workers: parallel processes for graph learning (0 = as many as cores and jobs allow).
         epochs: override the configured DO epochs (quick checks); None keeps the settings.
@@ -329,7 +329,7 @@ def _annotations_settings(source: AnnotationSource | None, datasets: Mapping[str
 def perturbation_curves(
     config: BenchConfig, data: BenchData, mode: str, graphs: Mapping[str, Sequence[TaskGraph]]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Noise ablation (SPEC §3): score each method's graphs on test sequences perturbed at each rate.
+    """Noise ablation (docs/prego-benchmark.md): score each method's graphs on test sequences perturbed at each rate.
 
     Each rate uses the same fixed noise seed for every method, so methods are compared on identical input.
 

@@ -1,4 +1,4 @@
-"""Scoring a task graph on PREGO test sequences (SPEC §2) and aggregating the figures over seeds."""
+"""Scoring a task graph on PREGO test sequences (the PREGO protocol) and aggregating the figures over seeds."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ METRIC_KEYS: Final = (
 def evaluate_graph(
     graph: TaskGraph, sequences: Iterable[Sequence[int]], has_mistake: Sequence[bool] | None = None
 ) -> MistakeScores:
-    """Score test sequences online with the pre-condition checker and pool them (SPEC §2).
+    """Score test sequences online with the pre-condition checker and pool them (the PREGO protocol, docs/method.md).
 
     Args:
         graph: the binary task graph.

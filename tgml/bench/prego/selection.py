@@ -39,7 +39,7 @@ def synthetic_slips(
     The mistaken step is, with probability ``1 - slip_rate``, a later step of the same video done too early
     (skipping the true next step, an order mistake); otherwise a random key-step of the taxonomy not done yet
     (a slip: a wrong or foreign action, possibly one never seen in training). The last step is the mistake,
-    as in SPEC §2.
+    as in the PREGO protocol (docs/method.md).
 
     Args:
         sequences: held-out training sequences (raw; the prefix uses first occurrences).
@@ -75,7 +75,8 @@ def synthetic_mistakes(sequences: Sequence[Sequence[int]], per_video: int, seed:
     """PREGO-like validation items from held-out *training* videos (no test data involved).
 
     Each item is a correct prefix of a video's first-occurrence sequence followed by a step of that video done too
-    early (one that comes later, skipping the true next step): the last step is the mistake, as in SPEC §2.
+    early (one that comes later, skipping the true next step): the last step is the mistake, as in the PREGO
+    protocol (docs/method.md).
 
     Args:
         sequences: held-out training sequences.

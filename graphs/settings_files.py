@@ -9,7 +9,7 @@ refuses is reported with the file, and the table, in front of the config's own m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
@@ -141,4 +141,36 @@ def load_config_file(
     merged = {**defaults, **data, **{k: v for k, v in overrides.items() if v is not None}}
     with naming_the_file(path):
         return make(**merged)
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
+
+
+def check_field_types(config: Any) -> None:
+    """Refuse a config dataclass field whose value is not of its declared type (a bool is not a number here).
+
+    Run first in ``__post_init__``: the value checks compare numbers, which a string from a settings file would break.
+
+    Raises:
+        InputError: ``"<Config>.<field> = <value>: expected <type>"``.
+    """
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if not isinstance(value, _FIELD_TYPES[str(f.type)]) or (str(f.type) != "bool" and isinstance(value, bool)):
+            raise InputError(f"{type(config).__name__}.{f.name} = {value!r}: expected {f.type}")
+
+
+def check_values(config: Any, checks: Iterable[tuple[str, bool, str]]) -> None:
+    """Refuse the first failed value check of a config dataclass.
+
+    Args:
+        config: the config being validated.
+        checks: ``(field, holds, what the field must be)``, in the order they are reported.
+
+    Raises:
+        InputError: ``"<Config>.<field> = <value>: expected <what>"``.
+    """
+    for name, ok, what in checks:
+        if not ok:
+            raise InputError(f"{type(config).__name__}.{name} = {getattr(config, name)!r}: expected {what}")
 

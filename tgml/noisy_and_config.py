@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.settings_files import field_names, learner_config, load_config_file
+from graphs.settings_files import check_field_types, check_values, field_names, learner_config, load_config_file
 from tgml.train_config import TrainConfig
 
 METHOD_NAME: Final = "noisy-and"
@@ -46,11 +46,7 @@ class NoisyAndConfig:
     relaxed: bool = False
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            types = {"float": (int, float), "int": (int,), "bool": (bool,)}[str(f.type)]
-            if not isinstance(value, types) or (str(f.type) != "bool" and isinstance(value, bool)):
-                raise InputError(f"NoisyAndConfig.{f.name} = {value!r}: expected {f.type}")
+        check_field_types(self)
         checks = [
             ("edge_cost", math.isfinite(self.edge_cost) and self.edge_cost >= 0, "a finite number >= 0"),
             ("noise", 0 <= self.noise < 1, "a number in [0, 1)"),
@@ -59,9 +55,7 @@ class NoisyAndConfig:
             ("lr", math.isfinite(self.lr) and self.lr > 0, "a finite number > 0"),
             ("seed", self.seed >= 0, "an integer >= 0"),
         ]
-        for name, ok, what in checks:
-            if not ok:
-                raise InputError(f"NoisyAndConfig.{name} = {getattr(self, name)!r}: expected {what}")
+        check_values(self, checks)
 
     def replace(self, **changes: Any) -> NoisyAndConfig:
         """A copy with some fields changed (validated again)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.settings_files import field_names, learner_config, load_config_file
+from graphs.settings_files import check_field_types, check_values, field_names, learner_config, load_config_file
 from tgml.text_embeddings import DEFAULT_ENCODER
 from tgml.train_config import EDGE_THRESHOLDS
 
@@ -63,11 +63,7 @@ class TgtTextConfig:
     seed: int = 42
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            types = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}[str(f.type)]
-            if not isinstance(value, types) or (str(f.type) != "bool" and isinstance(value, bool)):
-                raise InputError(f"TgtTextConfig.{f.name} = {value!r}: expected {f.type}")
+        check_field_types(self)
         finite = all(math.isfinite(getattr(self, f.name)) for f in fields(self) if str(f.type) == "float")
         checks = [
             ("epochs", self.epochs >= 1, "an integer >= 1"),
@@ -86,9 +82,7 @@ class TgtTextConfig:
             ("encoder", bool(self.encoder.strip()), "a model name or folder"),
             ("seed", self.seed >= 0, "an integer >= 0"),
         ]
-        for name, ok, what in checks:
-            if not ok:
-                raise InputError(f"TgtTextConfig.{name} = {getattr(self, name)!r}: expected {what}")
+        check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:
             expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
             raise InputError(f"TgtTextConfig.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")

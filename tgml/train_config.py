@@ -7,12 +7,19 @@ loading torch (`prego-bench` validates its settings tables in the main process b
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
-from graphs.settings_files import check_known_keys, field_names, naming_the_file, read_settings
+from graphs.settings_files import (
+    check_field_types,
+    check_known_keys,
+    check_values,
+    field_names,
+    naming_the_file,
+    read_settings,
+)
 
 
 def _number_after(rule: str, kind: str) -> float:
@@ -106,11 +113,7 @@ class TrainConfig:
     edge_threshold: str = "1/n"
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            types = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}[str(f.type)]
-            if not isinstance(value, types) or (str(f.type) != "bool" and isinstance(value, bool)):
-                raise InputError(f"TrainConfig.{f.name} = {value!r}: expected {f.type}")
+        check_field_types(self)
         checks = [
             ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),
             ("epochs", self.epochs >= 1, "an integer >= 1"),
@@ -120,9 +123,7 @@ class TrainConfig:
             ("sa_patience", self.sa_patience >= 1, "an integer >= 1"),
             ("cycle_breaking_from", self.cycle_breaking_from >= 0, "an integer >= 0"),
         ]
-        for name, ok, what in checks:
-            if not ok:
-                raise InputError(f"TrainConfig.{name} = {getattr(self, name)!r}: expected {what}")
+        check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:
             expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
             raise InputError(f"TrainConfig.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")

@@ -59,14 +59,30 @@ class PreconditionChecker:
         Returns:
             The verdict for this step.
         """
-        required = self.graph.preconditions(step)
-        undefined = not required
-        missing = tuple(sorted(required - self._seen, key=self._order.__getitem__))
-        verdict = StepVerdict(int(step), undefined or bool(missing), missing, undefined)
-        if not undefined:
+        verdict = self.verdict(step)
+        if not verdict.undefined:
             self._seen.add(step)
         self.history.append(verdict)
         return verdict
+
+    def verdict(self, step: int, also_done: Iterable[int] = ()) -> StepVerdict:
+        """The verdict `observe` would give ``step`` now, nothing recorded.
+
+        Args:
+            step: taxonomy id of the key-step.
+            also_done: steps taken as observed before it, in order, after those already observed (a step still to
+                be confirmed); like `observe`, only those with pre-conditions defined count as done.
+
+        Returns:
+            The verdict.
+        """
+        required = self.graph.preconditions(step)
+        undefined = not required
+        pending = required - self._seen
+        if pending and also_done:  # the seen set is never copied: a stream's may hold thousands of steps
+            pending -= {s for s in also_done if self.graph.preconditions(s)}
+        missing = tuple(sorted(pending, key=self._order.__getitem__))
+        return StepVerdict(int(step), undefined or bool(missing), missing, undefined)
 
     @property
     def done(self) -> tuple[int, ...]:

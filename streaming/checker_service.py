@@ -447,8 +447,7 @@ class CheckerCore:
             return [self._retraction(state, early, None)]
         if message.index in state.early:
             return []
-        checker = PreconditionChecker.replay(self.graph, message.history + message.before)
-        verdict = checker.observe(message.step)
+        verdict = state.checker.verdict(message.step, message.before)  # the stream's checker holds the history
         if not verdict.is_mistake:
             return []
         before = set(message.history) | set(message.before)

@@ -25,6 +25,15 @@ def test_flagged_step_still_counts_as_done_for_later_steps(tent_graph: TaskGraph
     assert precondition_violations(tent_graph, [10, 11, 12]).tolist() == [False, True, False]
 
 
+def test_a_verdict_asked_ahead_is_what_observing_would_say_and_records_nothing(tent_graph: TaskGraph) -> None:
+    # The live checker asks it for a step announced before it ends, with the steps still to be confirmed before it.
+    checker = PreconditionChecker(tent_graph)
+    checker.observe(10)
+    for step, before in [(11, ()), (11, (13,)), (11, (14, 99)), (12, (13, 11)), (99, (13,))]:
+        assert checker.verdict(step, before) == PreconditionChecker.replay(tent_graph, [10, *before]).observe(step)
+    assert checker.done == (10,) and len(checker.history) == 1
+
+
 def test_step_unknown_to_the_graph_is_a_mistake_and_is_not_recorded(tent_graph: TaskGraph) -> None:
     checker = PreconditionChecker(tent_graph)
     verdict = checker.observe(99)

@@ -177,7 +177,35 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     return VideoFeatures(video, features, targets / row_sum[:, None])  # a multi-hot row is split evenly
 
 
-def _names(value: object, key: str, src: str) -> list[str]:
+def read_split_file(path: str | Path) -> dict[str, object]:
+    """A ``split.json`` (this module's, or MiniROAD's) as a JSON object; `split_list` reads its video lists.
+
+    Raises:
+        InputError: the file is missing, unreadable, not JSON or not an object.
+    """
+    split = read_json(path, "split file")
+    if not isinstance(split, dict):
+        raise InputError(f"{path}: expected an object with 'train' and 'test' lists")
+    return split
+
+
+def split_list(split: dict[str, object], key: str, src: str) -> list[str]:
+    """One video list of a split file: ``key`` (``"train"`` / ``"test"``) or MiniROAD's ``<key>_session_set``.
+
+    Args:
+        split: the file's object (`read_split_file`).
+        key: ``"train"`` or ``"test"``.
+        src: what errors name (the file, or the option that gave it).
+
+    Returns:
+        The video names as listed.
+
+    Raises:
+        InputError: the list is missing or not a list of names.
+    """
+    value = split.get(key, split.get(f"{key}_session_set"))
+    if value is None:
+        raise InputError(f"{src}: missing field {key!r} (a list of video names)")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InputError(f"{src}: field {key!r} must be a list of video names")
     return value
@@ -198,12 +226,9 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     if not root.is_dir():
         raise InputError(f"{root}: features folder not found")
     split_path = root / config.split
-    split = read_json(split_path, "split file")
-    if not isinstance(split, dict):
-        raise InputError(f"{split_path}: expected a JSON object")
+    split = read_split_file(split_path)
     src = str(split_path)
-    train_names = _names(split.get("train", split.get("train_session_set")), "train", src)
-    test_names = _names(split.get("test", split.get("test_session_set")), "test", src)
+    train_names, test_names = split_list(split, "train", src), split_list(split, "test", src)
     if not train_names or not test_names:
         raise InputError(f"{src}: both 'train' and 'test' must list at least one video")
     if config.rgb and not (root / config.rgb).is_dir():

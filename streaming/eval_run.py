@@ -30,6 +30,7 @@ from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
+from recognition.feature_folders import read_split_file, split_list
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -175,11 +176,10 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
 def _split_names(split: str | None) -> list[str]:
     if split is None:
         return []
-    raw = read_json(split, "split file")
-    test = raw.get("test") if isinstance(raw, dict) else None
-    if not isinstance(test, list) or not test or not all(isinstance(n, str) for n in test):
+    test = split_list(read_split_file(split), "test", f"--split {split}")
+    if not test:
         raise InputError(f"--split {split}: field 'test' must be a non-empty list of video names")
-    return list(test)
+    return test
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.files import read_json
+from recognition.feature_folders import read_split_file, split_list
 from tgml.annotations import Annotations, load_annotations
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -83,27 +83,14 @@ def first_mistake_cut(has_errors: Sequence[bool]) -> tuple[int, bool]:
     return int(flagged[0]) + 1, True
 
 
-def _names(value: Any, key: str, path: Path) -> list[str]:
-    if not isinstance(value, list) or any(not isinstance(v, str) for v in value):
-        raise InputError(f"{path}: field {key!r} must be a list of video names")
-    return value
-
-
 def read_split(path: Path) -> tuple[list[str], list[str]]:
     """The train and test lists of a split file (``train`` / ``test``, or MiniROAD's ``*_session_set`` keys).
 
     Returns:
         ``(train, test)`` video names as listed.
     """
-    data = read_json(path, "split file")
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected an object with 'train' and 'test' lists")
-    lists: list[list[str]] = []
-    for key in ("train", "test"):
-        value = data.get(key, data.get(f"{key}_session_set"))
-        if value is None:
-            raise InputError(f"{path}: missing field {key!r} (a list of video names)")
-        lists.append(_names(value, key, path))
+    data = read_split_file(path)
+    lists = [split_list(data, key, str(path)) for key in ("train", "test")]
     both = next((v for v in lists[1] if v in set(lists[0])), None)
     if both is not None:
         raise InputError(f"{path}: video {both!r} is listed in both 'train' and 'test'")

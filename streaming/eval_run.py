@@ -184,13 +184,15 @@ def _split_names(split: str | None) -> list[str]:
 
 @dataclass
 class LoadedChain:
-    """The parts every video shares, loaded once: graph, detector, extractor, segmenter settings."""
+    """The parts every video shares, loaded once: graph, detector, extractor, segmenter settings, and the digests of
+    the graph, detector and backbone files (part of every video's cache key)."""
 
     graph: TaskGraph
     model: MiniROAD
     checkpoint: DetectorCheckpoint
     extractor: FeatureExtractor
     segmenter: SegmenterConfig
+    file_digests: dict[str, str | None]
 
 
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
@@ -201,7 +203,9 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
     for line in check_detector_matches_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names):
         warn(line)
     segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
-    return LoadedChain(graph, model, checkpoint, extractor, segmenter)
+    digests = {name: _digest(path) for name, path in
+               (("graph", config.graph), ("detector", config.detector), ("backbone", config.backbone))}
+    return LoadedChain(graph, model, checkpoint, extractor, segmenter, digests)
 
 
 def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]) -> VideoRun:
@@ -269,11 +273,8 @@ def annotated_path(folder: str | Path, video: str) -> Path:
 def _digest(path: str | Path | None) -> str | None:
     if path is None:
         return None
-    h = hashlib.sha1()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha1").hexdigest()
 
 
 def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
@@ -283,9 +284,7 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
         "version": EVAL_VERSION,
         "video": [str(video.path.resolve()), stat.st_size, stat.st_mtime_ns],
         "annotated": [asdict(s) for s in video.annotated],
-        "graph": _digest(config.graph),
-        "detector": _digest(config.detector),
-        "backbone": _digest(config.backbone),
+        **chain.file_digests,
         "segmenter": asdict(chain.segmenter),
         "alert_on": config.alert_on,
         "reader": config.reader,

@@ -32,6 +32,7 @@ from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
+from streaming.alert_modes import DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES, check_alert_on
 from streaming.curve_keys import CurveClient
 from streaming.demo.paths import resolve_video
 from streaming.devices import DEVICES, resolve_device
@@ -44,10 +45,6 @@ FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to le
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
-ALERT_MODES = ("end", "onset")  # --alert-on: alert once a step is confirmed, or on its provisional announcement
-# Onset: on the demo and the walkthrough procedure it alerts 2.2-2.8 s sooner at the same precision (see eval).
-DEFAULT_ALERT_ON = "onset"
-DEFAULT_ONSET_FRAMES = 2  # --alert-on onset on a checkpoint that sets no onset_frames, without --onset-frames
 
 
 @dataclass(frozen=True)
@@ -79,8 +76,7 @@ class DetectorConfig:
     curve: CurveClient | None = None
 
     def __post_init__(self) -> None:
-        if self.alert_on not in ALERT_MODES:
-            raise InputError(f"--alert-on {self.alert_on!r}: choose one of {', '.join(ALERT_MODES)}")
+        check_alert_on(self.alert_on)
         if not is_stream_id(self.stream_id):
             raise InputError(f"--stream-id {self.stream_id!r}: use {STREAM_ID_RULE}")
         check_threads(self.threads)

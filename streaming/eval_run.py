@@ -34,12 +34,11 @@ from recognition.feature_folders import read_split_file, split_list
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
+from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
 from streaming.checker_service import CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
 from streaming.demo.synthetic_video import cache_dir, demo_video
 from streaming.detector_service import (
-    ALERT_MODES,
-    DEFAULT_ALERT_ON,
     Detector,
     DetectorConfig,
     EventPublisher,
@@ -106,8 +105,7 @@ class EvalConfig:
     preview: bool = False
 
     def __post_init__(self) -> None:
-        if self.alert_on not in ALERT_MODES:
-            raise InputError(f"--alert-on {self.alert_on!r}: choose one of {', '.join(ALERT_MODES)}")
+        check_alert_on(self.alert_on)
         if not self.demo and (self.videos is None or self.annotations is None):
             raise InputError("stream-detect eval: --videos and --annotations are required (or --demo)")
         if self.names and self.split:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.options import threads_option
 from graphs.safe_text import printable
+from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
 if TYPE_CHECKING:
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from streaming.curve_keys import CurveClient
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
-DEFAULT_ONSET_FRAMES = 2  # detector_service.DEFAULT_ONSET_FRAMES (not imported here: it loads torch)
 SUBCOMMANDS = ("run", "detector", "checker", "view", "eval", "keys")
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
@@ -110,9 +110,9 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onset-frames", type=_frames(0), metavar="N",
                    help=f"with --alert-on onset, frames after which a key-step is announced (default: the "
                         f"detector's, else {DEFAULT_ONSET_FRAMES})")
-    p.add_argument("--alert-on", default="onset", choices=("end", "onset"),
-                   help="alert as soon as a step is announced (onset, the default: seconds earlier; the alert is "
-                        "retracted if the step turns out to be another) or once it is confirmed (end)")
+    p.add_argument("--alert-on", default=DEFAULT_ALERT_ON, choices=ALERT_MODES,
+                   help="alert as soon as a step is announced (onset: seconds earlier; the alert is retracted if the "
+                        f"step turns out to be another) or once it is confirmed (end); default {DEFAULT_ALERT_ON}")
 
 
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:

@@ -106,7 +106,7 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
             if overlay is not None:
                 # The frames are drawn with what a checker beside the detector answers, at the frame that caused it.
                 overlay.fps = stream.checkpoint.fps
-                link = CheckerLink(CheckerCore(stream.graph))
+                link = CheckerLink(CheckerCore(stream.graph), keep=False)
                 detector.events.publisher = TeePublisher(detector.events.publisher, link)
                 annotator = FrameAnnotator(overlay, link, stream.checkpoint)
                 detector.on_frame = annotator.seen

@@ -37,16 +37,29 @@ class CheckerLink(Publisher):
 
     Args:
         core: the checker.
+        keep: keep every answer for the end of the run (``eval`` scores them all); False: `take` hands each answer
+            over once and forgets it (a live camera runs for hours).
     """
 
-    def __init__(self, core: CheckerCore) -> None:  # no socket: nothing leaves the process
+    def __init__(self, core: CheckerCore, keep: bool = True) -> None:  # no socket: nothing leaves the process
         self.core = core
+        self.keep = keep
         self.now = 0.0
         self.received: list[tuple[float, Message]] = []
-        self.onset_starts: dict[int, float] = {}  # history position -> start of the run announced for it
+        self.onset_starts: dict[int, float] = {}  # history position -> start of the run announced for it (keep)
+        self._taken = 0
 
     def send(self, message: Message) -> None:
         """Hand the message to the checker as the wire would deliver it; keep its answers."""
-        if isinstance(message, KeyStepOnset) and not message.withdrawn:
+        if self.keep and isinstance(message, KeyStepOnset) and not message.withdrawn:
             self.onset_starts.setdefault(message.index, message.start)
         self.received += [(self.now, out) for out in self.core.serve([decode(encode(message))])]
+
+    def take(self) -> list[tuple[float, Message]]:
+        """The answers that came since the last call, with their video times."""
+        new = self.received[self._taken :]
+        if self.keep:
+            self._taken = len(self.received)
+        else:
+            self.received.clear()
+        return new

@@ -192,7 +192,6 @@ class FrameAnnotator:
         self.names = checkpoint.class_names
         self.period = 1.0 / checkpoint.fps
         self._held: tuple[Frame, np.ndarray] | None = None
-        self._shown = 0
 
     def seen(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
         """The detector's ``on_frame``: draw the frame before this one, hold this one."""
@@ -206,10 +205,8 @@ class FrameAnnotator:
             return
         frame, probs = self._held
         self._held = None
-        received = self.link.received
-        for t, message in received[self._shown :]:
+        for t, message in self.link.take():
             self.overlay.state.apply(message, t)
-        self._shown = len(received)
         best = int(probs.argmax())
         self.overlay.state.current = None if self.steps[best] is None else (self.names[best], float(probs[best]))
         self.overlay.frame(frame.image, frame.time + self.period)  # what is known once the frame is over

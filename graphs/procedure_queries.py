@@ -9,9 +9,11 @@ procedure from a learned graph, given the key-step ``K_i`` just done and the set
 4. which key-steps are *missing* for ``K_i``, with scores;
 5. which key-steps come *next* (future), with probabilities.
 
-Two rules answer them. With the learned weights ``Z`` (the graph before post-processing, saved with most
-graphs) the paper's weighted formulas apply; with a binary graph only (a file without weights) the binary
-rules do. Every answer says which rule produced it.
+Two rules answer them. With the learned weights (the graph before post-processing, saved with most graphs)
+the weighted rule applies: the paper's formulas for a row-softmax ``Z`` (DO, TGT), and their noisy-AND
+counterparts for per-edge probabilities ``θ`` (the noisy-AND learner, whose model says ``θ[i, j]`` is the
+probability that ``K_j`` is a pre-condition of ``K_i``). With a binary graph only (a file without weights) the
+binary rules do. Every answer says which rule produced it.
 
 The optional question is the one the binary graph cannot answer: its weighted form needs ``Z``. Without weights
 the answer falls back to the optionality learned at training time and stored per step in the graph file
@@ -258,6 +260,61 @@ def _key_steps(size: int) -> np.ndarray:
     return mask
 
 
+# -- the weighted rule for per-edge probabilities (noisy-AND graphs) -----------------------------------------
+# θ[i, j] is the probability that K_j is a pre-condition of K_i, edges independent (tgml.noisy_and_loss); a step is
+# ready when all its pre-conditions are done, so the paper's questions become products over the steps not done.
+def readiness(theta: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """Probability that each node is ready given the steps done: ``ready(h) = Π_{j ∉ H} (1 − θ[h, j])``.
+
+    Args:
+        theta: float ``(n+2, n+2)`` edge probabilities (START / END rows and columns 0).
+        done: bool ``(n+2,)`` the set ``H``.
+
+    Returns:
+        float ``(n+2,)`` in [0, 1].
+    """
+    free = np.log1p(-np.clip(np.asarray(theta, dtype=np.float64), 0.0, 1.0 - 1e-12))  # θ = 1 would give log 0
+    return np.exp(free @ (~np.asarray(done, dtype=bool)).astype(np.float64))
+
+
+def edge_probability_future(theta: np.ndarray, done: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Next-step probability of the noisy-AND model: the next step is drawn uniformly among the ready ones, so
+    ``P(K_f | H) = ready(f) / Σ_h ready(h)`` over the candidates (which steps an execution still holds is unknown
+    online, so every key-step not done and seen in training is one).
+
+    Args:
+        theta: float ``(n+2, n+2)`` edge probabilities.
+        done: bool ``(n+2,)`` the set ``H`` (the current step included).
+        candidates: bool ``(n+2,)`` the steps that may come next.
+
+    Returns:
+        float ``(n+2,)``, zero outside the candidates; all zero when no candidate can be ready.
+    """
+    ready = np.where(candidates, readiness(theta, done), 0.0)
+    total = ready.sum()
+    return ready / total if total > 0 else ready
+
+
+def edge_probability_mistake(theta: np.ndarray, step: int, done: np.ndarray) -> float:
+    """Mistake score ``1 − ready(K_i) = 1 − Π_{p ∉ J} (1 − θ[i, p])``: the probability that some pre-condition of
+    ``K_i`` is not done (START always is)."""
+    seen = np.asarray(done, dtype=bool).copy()
+    seen[[0, step]] = True
+    return float(1.0 - readiness(theta[step : step + 1], seen)[0])
+
+
+def edge_probability_missing(theta: np.ndarray, step: int, done: np.ndarray) -> np.ndarray:
+    """Missing-step scores ``1(K_m ∉ J) θ[i, m]``: the probability that ``K_m``, not done, is a pre-condition of
+    ``K_i``.
+
+    Returns:
+        float ``(n+2,)``; zero for START, END, ``K_i`` and the steps in ``J``.
+    """
+    candidate = _key_steps(len(done)) & ~np.asarray(done, dtype=bool)
+    candidate[step] = False
+    return np.where(candidate, np.asarray(theta, dtype=np.float64)[step], 0.0)
+
+
 # -- the binary rules ----------------------------------------------------------------------------------------
 def binary_previous(adjacency: np.ndarray, step: int) -> np.ndarray:
     """Previous key-steps from a binary graph: the pre-conditions of ``K_i``, each scored ``1/|pre(K_i)|``
@@ -376,8 +433,9 @@ class StepScore:
 class ProcedureQueries:
     """The five questions for one task graph, asked with step ids (what a live checker holds, with the history).
 
-    Uses the weighted rule when the graph has row-softmax weights (`TaskGraph.row_softmax_weights`: DO's), the
-    binary rule otherwise, noisy-AND's per-edge probabilities included (``rule`` says which).
+    Uses the weighted rule when the graph has weights: the paper's formulas for a row-softmax
+    (`TaskGraph.row_softmax_weights`: DO's, TGT's) and their noisy-AND forms for per-edge probabilities
+    (`TaskGraph.edge_probability_weights`); the binary rule otherwise (``rule`` says which).
     ``history`` arguments are the step ids done before the current step, in any order, repeats allowed; ids the
     graph does not know are ignored there.
 
@@ -388,13 +446,19 @@ class ProcedureQueries:
     def __init__(self, graph: TaskGraph) -> None:
         self.graph = graph
         self._weights = graph.row_softmax_weights
-        self.rule: Rule = "weighted" if self._weights is not None else "binary"
+        self._theta = graph.edge_probability_weights
+        self.rule: Rule = "weighted" if self._weights is not None or self._theta is not None else "binary"
         self._q = single_precondition_probability(self._weights) if self._weights is not None else None
         size = graph.n_steps + 2
         self._learned = np.ones(size, dtype=bool)  # steps that were seen in training (the others are removed)
         self._learned[[graph.index(s) for s in graph.removed_steps]] = False
         self._global = np.zeros(graph.n_steps) if graph.optional_scores is None else graph.optional_scores
         self._position = {s: k + 1 for k, s in enumerate(graph.step_ids)}
+
+    @property
+    def step_ids(self) -> tuple[int, ...]:
+        """The graph's key-steps, in matrix order."""
+        return self.graph.step_ids
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _index(self, step: int) -> int | None:
@@ -406,35 +470,37 @@ class ProcedureQueries:
         done[[self._position.get(s, 0) for s in history]] = True  # an unknown id marks START, already done
         return done
 
-    def _ranked(self, scores: np.ndarray) -> RankedSteps:
+    def _ranked(self, scores: np.ndarray, rule: Rule | None = None) -> RankedSteps:
         inner = scores[1:-1]
         order = np.argsort(-inner, kind="stable")
         order = order[inner[order] > 0]
         ids = self.graph.step_ids
-        return RankedSteps(self.rule, tuple(ids[k] for k in order), tuple(float(inner[k]) for k in order))
+        return RankedSteps(rule or self.rule, tuple(ids[k] for k in order), tuple(float(inner[k]) for k in order))
 
     def _empty(self) -> RankedSteps:
         return RankedSteps(self.rule, (), ())
 
     # -- the queries --------------------------------------------------------------------------------------
     def previous(self, step: int) -> RankedSteps:
-        """Key-steps that come before ``step`` (its pre-conditions), scored ``P(K_i | K_p, Z)`` or
-        ``1/|pre(K_i)|`` (binary)."""
+        """Key-steps that come before ``step`` (its pre-conditions), scored ``P(K_i | K_p, Z)``, the edge
+        probability ``θ[i, p]``, or ``1/|pre(K_i)|`` (binary)."""
         i = self._index(step)
         if i is None:
             return self._empty()
-        if self._q is None:
+        scores = self._q if self._q is not None else self._theta
+        if scores is None:
             return self._ranked(binary_previous(self.graph.adjacency, i))
-        others = _key_steps(len(self._q))
+        others = _key_steps(len(scores))
         others[i] = False  # weights that count repeats (Count-Based) may link a step to itself
-        return self._ranked(np.where(others, self._q[i], 0.0))
+        return self._ranked(np.where(others, scores[i], 0.0))
 
     def optional(self, step: int, history: Iterable[int] | None = None) -> StepScore:
         """Optionality of ``step`` (optional above 0.5).
 
         Weighted: ``α O_g + (1 − α) O_l`` with the stored ``O_g`` and, given the ``history``, the local
-        ``O_l`` (without a history only ``O_g``). Binary (no weights): the stored ``O_g`` alone; 0 (required)
-        when the file stores none, and for a step the graph does not know.
+        ``O_l`` (without a history only ``O_g``). Edge probabilities (END is not in their model, so no local
+        term) and binary (no weights): the stored ``O_g`` alone; 0 (required) when the file stores none, and for
+        a step the graph does not know.
         """
         i = self._index(step)
         if i is None:
@@ -456,9 +522,11 @@ class ProcedureQueries:
         if i is None or not self._learned[i]:
             return StepScore(self.rule, UNDEFINED_MISTAKE)
         done = self._done(history)
-        if self._q is None:
-            return StepScore(self.rule, binary_mistake(self.graph.adjacency, i, done))
-        return StepScore(self.rule, weighted_mistake(self._q, i, done))
+        if self._q is not None:
+            return StepScore(self.rule, weighted_mistake(self._q, i, done))
+        if self._theta is not None:
+            return StepScore(self.rule, edge_probability_mistake(self._theta, i, done))
+        return StepScore(self.rule, binary_mistake(self.graph.adjacency, i, done))
 
     def missing(self, step: int, history: Iterable[int]) -> RankedSteps:
         """Key-steps missing for ``step`` done after ``history``; steps removed in training are never missing."""
@@ -466,34 +534,45 @@ class ProcedureQueries:
         if i is None:
             return self._empty()
         done = self._done(history)
-        if self._q is None:
-            scores = binary_missing(self.graph.adjacency, i, done)
-        else:
+        if self._q is not None:
             scores = weighted_missing(self._q, i, done)
+        elif self._theta is not None:
+            scores = edge_probability_missing(self._theta, i, done)
+        else:
+            scores = binary_missing(self.graph.adjacency, i, done)
         return self._ranked(np.where(self._learned, scores, 0.0))
 
     def missing_at_end(self, history: Iterable[int]) -> RankedSteps:
         """Key-steps missing when the procedure ends after ``history``: the end-of-procedure missing score
-        times ``1 − O_g`` (a step the training executions often skip is less likely forgotten)."""
+        times ``1 − O_g`` (a step the training executions often skip is less likely forgotten).
+
+        Edge probabilities use the binary rule here and say so: END is not in their model, so only the binary
+        graph (where post-processing makes END need the last steps) knows what the procedure must end with.
+        """
         done = self._done(history)
         if self._q is None:
             scores = binary_missing_at_end(self.graph.adjacency, done)
         else:
             scores = weighted_missing_at_end(self._q, done)
         required = np.r_[0.0, 1.0 - self._global, 0.0]
-        return self._ranked(np.where(self._learned, scores * required, 0.0))
+        rule: Rule = "weighted" if self._q is not None else "binary"
+        return self._ranked(np.where(self._learned, scores * required, 0.0), rule)
 
     def future(self, step: int | None, history: Iterable[int]) -> RankedSteps:
         """Key-steps likely next after ``step`` (done after ``history``), with their probabilities.
 
         Weighted: the TGML step probability given ``H = history ∪ {step}`` (END takes the rest of the mass and
-        is not listed). Binary: the normalised successor scores. ``step`` None: nothing done yet, START is the
-        step just done (a live stream before its first key-step).
+        is not listed), or with edge probabilities the noisy-AND next-step probability over the steps not done
+        (`edge_probability_future`). Binary: the normalised successor scores. ``step`` None: nothing done yet,
+        START is the step just done (a live stream before its first key-step).
         """
         done = self._done(history)
         i = 0 if step is None else self._index(step)
         if i is not None:
             done[i] = True
+        if self._theta is not None:
+            candidates = _key_steps(len(done)) & ~done & self._learned
+            return self._ranked(edge_probability_future(self._theta, done, candidates))
         if self._weights is None:
             if i is None:
                 return self._empty()
@@ -540,10 +619,14 @@ __all__ = [
     "binary_missing_at_end",
     "binary_mistake",
     "binary_previous",
+    "edge_probability_future",
+    "edge_probability_missing",
+    "edge_probability_mistake",
     "global_optionality",
     "learn_optional_scores",
     "local_optionality",
     "optionality",
+    "readiness",
     "sequence_log_likelihoods",
     "single_precondition_probability",
     "step_probabilities",

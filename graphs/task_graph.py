@@ -187,6 +187,14 @@ class TaskGraph:
         return self.weights
 
     @property
+    def edge_probability_weights(self) -> np.ndarray | None:
+        """The weights when they are per-edge probabilities ``θ`` (`EDGE_PROBABILITY_WEIGHTS`, as the noisy-AND
+        learner saves them); None otherwise."""
+        if self.weights is None or self.info.get("weights") != EDGE_PROBABILITY_WEIGHTS:
+            return None
+        return self.weights
+
+    @property
     def optional_steps(self) -> tuple[int, ...]:
         """Steps whose stored optionality score is above `OPTIONAL_THRESHOLD`; empty when none was learned."""
         if self.optional_scores is None:

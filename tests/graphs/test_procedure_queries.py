@@ -185,15 +185,46 @@ def test_an_old_version_1_file_without_weights_answers_every_question(tmp_path: 
     assert queries.missing_at_end([1, 3, 4]).steps == (2,)  # END needed B
 
 
-def test_per_edge_probability_weights_are_answered_by_the_binary_rules() -> None:
-    # noisy-AND graphs store per-edge probabilities, not a row-softmax: reading them as transition mass would give
-    # meaningless previous/future scores, so the queries fall back to the graph's binary pre-conditions.
-    adj = np.zeros((4, 4), dtype=bool)
-    adj[1, 0] = adj[2, 1] = adj[3, 2] = True
-    theta = np.full((4, 4), 0.97)
-    graph = TaskGraph((1, 2), ("a", "b"), adj, theta, info={"weights": EDGE_PROBABILITY_WEIGHTS})
-    assert graph.row_softmax_weights is None
+def _noisy_and_graph() -> TaskGraph:
+    # a(1), b(2), c(3): c needs a (θ 0.9) and maybe b (0.5), b rarely needs a (0.2); binary graph a -> b -> c.
+    theta = np.zeros((5, 5))
+    theta[3, 1], theta[3, 2], theta[2, 1] = 0.9, 0.5, 0.2
+    adj = np.zeros((5, 5), dtype=bool)
+    adj[1, 0] = adj[2, 1] = adj[3, 2] = adj[4, 3] = True
+    return TaskGraph((1, 2, 3), ("a", "b", "c"), adj, theta, info={"weights": EDGE_PROBABILITY_WEIGHTS})
+
+
+def test_per_edge_probabilities_answer_with_the_noisy_and_rule() -> None:
+    graph = _noisy_and_graph()
+    assert graph.row_softmax_weights is None and graph.edge_probability_weights is not None
     queries = ProcedureQueries(graph)
-    assert queries.rule == "binary"
-    assert queries.previous(2).steps == (1,)
-    assert ProcedureQueries(TaskGraph((1, 2), ("a", "b"), adj, theta)).rule == "weighted"
+    assert queries.rule == "weighted"
+    previous = queries.previous(3)
+    assert previous.steps == (1, 2) and previous.scores == pytest.approx((0.9, 0.5))  # θ[c, ·]
+    # mistake = 1 − Π over pre-conditions not done of (1 − θ): 1 − 0.1 · 0.5, then 1 − 0.5 once a is done
+    assert queries.mistake(3, []).value == pytest.approx(0.95)
+    assert queries.mistake(3, [1]).value == pytest.approx(0.5)
+    assert queries.mistake(3, [1, 2]).value == pytest.approx(0.0)
+    missing = queries.missing(3, [2])
+    assert missing.steps == (1,) and missing.scores == pytest.approx((0.9,))
+    # future after a: ready(b) = 1 (its only pre-condition a is done), ready(c) = 1 − θ[c, b] = 0.5 -> 2/3, 1/3
+    after_a = queries.future(1, [])
+    assert after_a.steps == (2, 3) and after_a.scores == pytest.approx((2 / 3, 1 / 3))
+    # at the start: ready(a) = 1, ready(b) = 0.8, ready(c) = 0.1 · 0.5 = 0.05, normalised over 1.85
+    start = queries.future(None, [])
+    assert start.steps == (1, 2, 3) and start.scores == pytest.approx((1 / 1.85, 0.8 / 1.85, 0.05 / 1.85))
+    # END is not in the noisy-AND model: the end-of-procedure question reads the binary graph, and says so
+    end = queries.missing_at_end([1, 2])
+    assert (end.rule, end.steps) == ("binary", (3,))
+
+
+def test_an_edge_probability_of_one_gives_finite_answers() -> None:
+    graph = _noisy_and_graph()
+    theta = graph.weights.copy()
+    theta[3, 1] = 1.0
+    queries = ProcedureQueries(TaskGraph(graph.step_ids, graph.step_names, graph.adjacency, theta,
+                                         info=graph.info))
+    assert queries.mistake(3, []).value == pytest.approx(1.0)
+    assert queries.future(None, []).score(3) == pytest.approx(0.0)
+    assert ProcedureQueries(TaskGraph((1, 2), ("a", "b"), np.zeros((4, 4), dtype=bool), np.zeros((4, 4)))).rule \
+        == "weighted"  # weights without the edge-probability mark are a row-softmax

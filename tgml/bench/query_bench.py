@@ -28,8 +28,11 @@ Protocols (`tgml.bench.query_protocols`):
 
 Methods are graph learners answered through `graphs.procedure_queries` with the weighted or the binary rule:
 DO (`tgml.train.train_task_graph`, the benchmark's settings per dataset), the same DO graphs with the binary
-rules, and Count-Based (`graphs.count_based`, transition frequencies). Another learner is one entry in
-`LEARNERS` and one in `METHODS`.
+rules, Count-Based (`graphs.count_based`, transition frequencies) and ours, noisy-AND
+(`tgml.noisy_and_train.train_noisy_and_graph`, the benchmark's settings per dataset; its weighted rule reads
+per-edge probabilities). Another learner is one entry in `LEARNERS` and one in `METHODS`. Two references learn no
+graph: "No graph" answers every question from frequencies counted over the same training executions
+(`tgml.bench.frequency_answers`), and "GT graph" (CaptainCook4D) ranks the ground truth's ready steps at random.
 
 Result JSON (``format: "query-bench-results"``, ``version: 1``)::
 
@@ -64,10 +67,12 @@ from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.bench.captaincook import DEFAULT_CONFIG as CAPTAINCOOK_DO
 from tgml.bench.captaincook import load_procedures
+from tgml.bench.frequency_answers import FrequencyAnswers
 from tgml.bench.prego.data import DATASETS as PREGO_DATASETS
 from tgml.bench.prego.data import load_dataset, resolve_data
 from tgml.bench.prego.methods import do_train_config, load_method_settings
 from tgml.bench.query_protocols import (
+    Answering,
     Items,
     Needs,
     always_before,
@@ -83,8 +88,10 @@ from tgml.bench.query_protocols import (
     predict,
     previous_items,
     ready_step_hits,
-    transition_hits,
 )
+from tgml.noisy_and_config import METHOD_NAME as NOISY_AND
+from tgml.noisy_and_config import NoisyAndConfig, noisy_and_config
+from tgml.noisy_and_train import train_noisy_and_graph
 from tgml.train import TrainConfig, train_task_graph
 
 RESULTS_FORMAT: Final = "query-bench-results"
@@ -113,18 +120,18 @@ ROWS: Final = (
     ("future top-3", "future_top3", None),
 )
 CAPTION: Final = (
-    "Percent. DO binary: the DO graphs answered by the binary rules. References for the future question: GT "
-    "graph, the steps whose ground-truth pre-conditions are met, in random order; Next counts, the steps that most "
-    "often followed the current one in training (no graph). previous: against the direct pre-conditions / all "
-    "steps that must come earlier in the ground truth. missing: asked at the end / at the first step that needed "
-    "the deleted one. —: not asked (no ground truth, or one class only). *The paper's DO on Ego-Exo4D: a "
-    "different dataset, for reference, not comparable."
+    "Percent. DO binary: the DO graphs answered by the binary rules. No graph: every answer from frequencies "
+    "counted over the training executions (how often a step came before another, was skipped, directly followed "
+    "the current one). GT graph (future only): the steps whose ground-truth pre-conditions are met, in random "
+    "order. previous: against the direct pre-conditions / all steps that must come earlier in the ground truth. "
+    "missing: asked at the end / at the first step that needed the deleted one. —: not asked (no ground truth, "
+    "or one class only). *The paper's DO on Ego-Exo4D: a different dataset, for reference, not comparable."
 )
+# A reference column everywhere: every question answered from training counts alone, without a graph.
+FREQUENCY_REFERENCE: Final = "No graph"
 # A reference column where a ground-truth graph exists: the future question answered by a perfect graph.
 READY_REFERENCE: Final = "GT graph"
-# A reference column everywhere: the future question answered from transition counts alone, without a graph.
-TRANSITIONS_REFERENCE: Final = "Next counts"
-REFERENCES: Final = (READY_REFERENCE, TRANSITIONS_REFERENCE)
+REFERENCES: Final = (FREQUENCY_REFERENCE, READY_REFERENCE)
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,24 @@ def learn_do(procedure: Procedure, sequences: Sequence[Sequence[int]], config: Q
     return result.graph
 
 
+def noisy_and_settings(dataset: str, config: QueryBenchConfig) -> NoisyAndConfig:
+    """Noisy-AND settings of a dataset's benchmark: CaptainCook4D's defaults, or the ``[noisy-and]`` table of the
+    dataset's PREGO settings; seed and epoch cap from ``config``."""
+    if dataset == CAPTAINCOOK:
+        base = NoisyAndConfig(seed=config.seed)
+        return base if config.epochs is None else base.replace(epochs=min(config.epochs, base.epochs))
+    return noisy_and_config(load_method_settings(dataset)[NOISY_AND], config.seed, config.epochs)
+
+
+def learn_noisy_and(
+    procedure: Procedure, sequences: Sequence[Sequence[int]], config: QueryBenchConfig
+) -> TaskGraph:
+    """Our noisy-AND graph (edge probabilities as weights; its optional scores are learned by the trainer)."""
+    settings = noisy_and_settings(procedure.dataset, config)
+    return train_noisy_and_graph(sequences, procedure.step_ids, procedure.step_names, settings,
+                                 procedure.scenario).graph
+
+
 def learn_count_based(
     procedure: Procedure, sequences: Sequence[Sequence[int]], config: QueryBenchConfig
 ) -> TaskGraph:
@@ -241,7 +266,7 @@ def learn_count_based(
     return learn_optional_scores(graph, sequences)
 
 
-LEARNERS: Final[dict[str, Learner]] = {"do": learn_do, "count-based": learn_count_based}
+LEARNERS: Final[dict[str, Learner]] = {"do": learn_do, "count-based": learn_count_based, NOISY_AND: learn_noisy_and}
 
 
 @dataclass(frozen=True)
@@ -254,7 +279,7 @@ class Method:
 
 
 METHODS: Final = (Method("DO", "do"), Method("DO binary", "do", weighted=False),
-                  Method("Count-Based", "count-based"))
+                  Method("Count-Based", "count-based"), Method("Ours noisy-AND", NOISY_AND))
 
 
 def _answering(graph: TaskGraph, method: Method) -> ProcedureQueries:
@@ -317,7 +342,7 @@ class Tally:
 
 
 def _missing_thresholds(
-    queries: ProcedureQueries, executions: Sequence[Sequence[int]], needs: Needs
+    queries: Answering, executions: Sequence[Sequence[int]], needs: Needs
 ) -> dict[str, float]:
     """The F1-best thresholds of the missing question on the training executions (in-sample deletions)."""
     ends, at_need = [], []
@@ -338,6 +363,15 @@ def _optional_truth(procedure: Procedure) -> set[int]:
     return {s for s in done if any(s not in run for run in runs)}
 
 
+def _answerers(
+    procedure: Procedure, graphs: dict[str, TaskGraph], train: Sequence[Sequence[int]]
+) -> dict[str, Answering]:
+    """Every table column that answers all the questions: the graph methods, and the graph-free frequencies."""
+    answerers: dict[str, Answering] = {m.name: _answering(graphs[m.learner], m) for m in METHODS}
+    answerers[FREQUENCY_REFERENCE] = FrequencyAnswers(train, procedure.step_ids)
+    return answerers
+
+
 def _score_fold(
     procedure: Procedure, graphs: dict[str, TaskGraph], held_out_ids: set[int], tallies: dict[str, Tally]
 ) -> None:
@@ -351,10 +385,8 @@ def _score_fold(
     optional = _optional_truth(procedure)
     if gt is not None:
         tallies[READY_REFERENCE].future += [ready_step_hits(gt, first_occurrences(run)) for run in held_out]
-    tallies[TRANSITIONS_REFERENCE].future += [transition_hits(train_runs, first_occurrences(run)) for run in held_out]
-    for method in METHODS:
-        queries = _answering(graphs[method.learner], method)
-        tally = tallies[method.name]
+    for name, queries in _answerers(procedure, graphs, train_runs).items():
+        tally = tallies[name]
         if gt is not None:
             for ancestors, found in ((False, tally.previous_ap), (True, tally.previous_ancestors_ap)):
                 items = previous_items(queries, gt, ancestors)
@@ -433,8 +465,7 @@ def run_query_bench(config: QueryBenchConfig, progress: bool = False) -> QueryBe
     with bar:
         task = bar.add_task("folds", total=total, what="")
         for dataset, items in jobs.items():
-            tallies = {m.name: Tally() for m in METHODS}
-            tallies.update({name: Tally() for name in REFERENCES})
+            tallies = {name: Tally() for name in (*(m.name for m in METHODS), *REFERENCES)}
             for procedure, folds in items:
                 bar.update(task, what=f"{dataset} {procedure.scenario}")
                 correct = [k for k, ok in enumerate(procedure.correct) if ok]
@@ -446,13 +477,12 @@ def run_query_bench(config: QueryBenchConfig, progress: bool = False) -> QueryBe
                     bar.advance(task)
                 if procedure.tests:  # real mistakes: the PREGO test videos, graph from the whole training split
                     graphs = _train_graphs(procedure, procedure.executions, config)
-                    for method in METHODS:
-                        queries = _answering(graphs[method.learner], method)
-                        tallies[method.name].mistake += [mistake_items(queries, seq, protocol_labels(len(seq)))
-                                                         for seq in procedure.tests]
+                    for name, queries in _answerers(procedure, graphs, procedure.executions).items():
+                        tallies[name].mistake += [mistake_items(queries, seq, protocol_labels(len(seq)))
+                                                  for seq in procedure.tests]
                     bar.advance(task)
             results[dataset] = {name: tally.metrics() for name, tally in tallies.items()
-                                if name not in REFERENCES or tally.future}
+                                if name != READY_REFERENCE or tally.future}
     return QueryBenchResult(config, results, time.perf_counter() - start)
 
 
@@ -467,7 +497,7 @@ def query_bench_tables(result: QueryBenchResult) -> list[Table]:
         last = number == len(result.results)  # the legend once, under the last table
         table = Table(title=f"{dataset}: procedure questions on held-out executions ({folds})", header_style="bold",
                       caption=CAPTION if last else None)
-        table.add_column("question, metric")
+        table.add_column("question, metric", no_wrap=True)
         for name in methods:  # narrow columns: a header breaks at its spaces and hyphens
             table.add_column(name.replace(" ", "\n").replace("-", "-\n"), justify="right")
         table.add_column("Ego-\nExo4D*", justify="right", style="dim")

@@ -1,7 +1,8 @@
 """Offline protocols for the five procedure questions, on held-out executions (scores, labels and metrics).
 
 Each protocol turns one held-out execution (or a ground-truth graph) into scored items with 0/1 labels, asked
-through `graphs.procedure_queries.ProcedureQueries`, so any graph learner can be measured the same way:
+through the calls of `graphs.procedure_queries.ProcedureQueries` (`Answering`), so any graph learner, and the
+graph-free `tgml.bench.frequency_answers.FrequencyAnswers`, can be measured the same way:
 
 - *missing*: one step ``m`` is deleted from a correct execution; the question is asked at the end
   (`ProcedureQueries.missing_at_end`) and at the first later step that needed ``m`` (`ProcedureQueries.missing`).
@@ -17,21 +18,56 @@ ties broken at random (in expectation). Numpy only; no training here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import networkx as nx
 import numpy as np
 
 from graphs.mistake_metrics import precision_recall_f1
-from graphs.procedure_queries import ProcedureQueries, RankedSteps
 from graphs.task_graph import START, TaskGraph
 
 TOP_K: Final = (1, 3)
 
 # needs(step, deleted): does ``step`` need ``deleted`` to have been done first? (ground truth or a proxy)
 Needs = Callable[[int, int], bool]
+
+
+class Ranked(Protocol):
+    """Steps with scores, best first (`graphs.procedure_queries.RankedSteps`)."""
+
+    @property
+    def steps(self) -> tuple[int, ...]: ...
+
+    @property
+    def scores(self) -> tuple[float, ...]: ...
+
+
+class Scored(Protocol):
+    """One score (`graphs.procedure_queries.StepScore`)."""
+
+    @property
+    def value(self) -> float: ...
+
+
+class Answering(Protocol):
+    """What answers the five questions for the protocols (`graphs.procedure_queries.ProcedureQueries`)."""
+
+    @property
+    def step_ids(self) -> tuple[int, ...]: ...
+
+    def previous(self, step: int) -> Ranked: ...
+
+    def optional(self, step: int, history: Iterable[int] | None = None) -> Scored: ...
+
+    def mistake(self, step: int, history: Iterable[int]) -> Scored: ...
+
+    def missing(self, step: int, history: Iterable[int]) -> Ranked: ...
+
+    def missing_at_end(self, history: Iterable[int]) -> Ranked: ...
+
+    def future(self, step: int | None, history: Iterable[int]) -> Ranked: ...
 
 
 @dataclass(frozen=True)
@@ -137,7 +173,7 @@ def first_occurrences(sequence: Sequence[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(s) for s in sequence))
 
 
-def _items(answer: RankedSteps, candidates: Sequence[int], positive: int) -> Items:
+def _items(answer: Ranked, candidates: Sequence[int], positive: int) -> Items:
     by_step = dict(zip(answer.steps, answer.scores, strict=True))
     scores = np.array([by_step.get(s, 0.0) for s in candidates])
     return Items(scores, np.array([s == positive for s in candidates], dtype=bool))
@@ -176,14 +212,14 @@ def deletion_trials(execution: Sequence[int], needs: Needs) -> list[DeletionTria
     return trials
 
 
-def missing_items(queries: ProcedureQueries, trial: DeletionTrial) -> tuple[Items, Items | None]:
+def missing_items(queries: Answering, trial: DeletionTrial) -> tuple[Items, Items | None]:
     """The missing question of one deletion trial, asked at the end and at the first step that needed the step.
 
     Returns:
         ``(at_end, at_need)``: items over the key-steps not done at that point (labelled 1 for the deleted one);
         ``at_need`` is None when no later step needed it.
     """
-    steps = queries.graph.step_ids
+    steps = queries.step_ids
     done = set(trial.steps)
     at_end = _items(queries.missing_at_end(trial.steps), [s for s in steps if s not in done], trial.deleted)
     if trial.need_at is None:
@@ -194,13 +230,13 @@ def missing_items(queries: ProcedureQueries, trial: DeletionTrial) -> tuple[Item
     return at_end, _items(answer, [s for s in steps if s not in seen], trial.deleted)
 
 
-def mistake_items(queries: ProcedureQueries, sequence: Sequence[int], labels: Sequence[bool] | np.ndarray) -> Items:
+def mistake_items(queries: Answering, sequence: Sequence[int], labels: Sequence[bool] | np.ndarray) -> Items:
     """Each step of ``sequence`` scored online (history = the steps before it), with the given labels."""
     scores = np.array([queries.mistake(step, sequence[:t]).value for t, step in enumerate(sequence)])
     return Items(scores, np.asarray(labels, dtype=bool))
 
 
-def future_hits(queries: ProcedureQueries, execution: Sequence[int], ks: Sequence[int] = TOP_K) -> np.ndarray:
+def future_hits(queries: Answering, execution: Sequence[int], ks: Sequence[int] = TOP_K) -> np.ndarray:
     """Rank the next step at every position of a (first-occurrence) execution but the last.
 
     The candidates are the key-steps not done yet (the current one excluded); the answer is the next step.
@@ -212,14 +248,14 @@ def future_hits(queries: ProcedureQueries, execution: Sequence[int], ks: Sequenc
     for t in range(len(execution) - 1):
         history, current, target = execution[:t], execution[t], execution[t + 1]
         seen = {*history, current}
-        candidates = [s for s in queries.graph.step_ids if s not in seen]
+        candidates = [s for s in queries.step_ids if s not in seen]
         items = _items(queries.future(current, history), candidates, target)
         where = int(np.flatnonzero(items.labels)[0])
         hits[t] = [top_k_hit(items.scores, where, k) for k in ks]
     return hits
 
 
-def previous_items(queries: ProcedureQueries, ground_truth: TaskGraph, ancestors: bool = False) -> Items:
+def previous_items(queries: Answering, ground_truth: TaskGraph, ancestors: bool = False) -> Items:
     """Every ordered pair (step, other step): scored by the previous question, labelled 1 when the other step is
     a pre-condition of the step in the ground-truth graph (both graphs over the same step ids).
 
@@ -231,8 +267,8 @@ def previous_items(queries: ProcedureQueries, ground_truth: TaskGraph, ancestors
     """
     parts = []
     reachable = ground_truth.to_networkx() if ancestors else None
-    for step in queries.graph.step_ids:
-        candidates = [s for s in queries.graph.step_ids if s != step]
+    for step in queries.step_ids:
+        candidates = [s for s in queries.step_ids if s != step]
         direct = ground_truth.preconditions(step)
         truth = (nx.descendants(reachable, step) if reachable is not None else direct) - {START}
         answer = queries.previous(step)
@@ -242,7 +278,7 @@ def previous_items(queries: ProcedureQueries, ground_truth: TaskGraph, ancestors
     return Items.join(parts)
 
 
-def optional_items(queries: ProcedureQueries, execution: Sequence[int], optional: set[int]) -> Items:
+def optional_items(queries: Answering, execution: Sequence[int], optional: set[int]) -> Items:
     """Each step of a (first-occurrence) execution scored online by the optional question, labelled 1 when the
     step is in ``optional`` (skipped by some correct execution of the procedure)."""
     scores = np.array([queries.optional(step, execution[:t]).value for t, step in enumerate(execution)])
@@ -263,35 +299,6 @@ def ready_step_hits(ground_truth: TaskGraph, execution: Sequence[int], ks: Seque
         ready = np.array([float(ground_truth.preconditions(s) <= done) for s in candidates])
         target = candidates.index(execution[t + 1])
         hits[t] = [top_k_hit(ready, target, k) for k in ks]
-    return hits
-
-
-def transition_hits(
-    train: Sequence[Sequence[int]], execution: Sequence[int], ks: Sequence[int] = TOP_K
-) -> np.ndarray:
-    """A reference for the future question that uses no graph: rank the steps not done yet by how often each
-    directly followed the current step in the training executions (first occurrences; ties broken by how often
-    the step occurs at all, then at random in expectation).
-
-    Returns:
-        float ``(len(execution) - 1, len(ks))`` like `future_hits`.
-    """
-    follows: dict[tuple[int, int], int] = {}
-    occurs: dict[int, int] = {}
-    for run in train:
-        for a, b in zip(run[:-1], run[1:], strict=True):
-            follows[a, b] = follows.get((a, b), 0) + 1
-        for step in run:
-            occurs[step] = occurs.get(step, 0) + 1
-    total = max(sum(occurs.values()), 1)
-    hits = np.zeros((max(len(execution) - 1, 0), len(ks)))
-    steps = sorted({s for run in train for s in run} | set(execution))
-    for t in range(len(execution) - 1):
-        done = set(execution[: t + 1])
-        candidates = [s for s in steps if s not in done]
-        scores = np.array([follows.get((execution[t], s), 0) + occurs.get(s, 0) / total for s in candidates])
-        target = candidates.index(execution[t + 1])
-        hits[t] = [top_k_hit(scores, target, k) for k in ks]
     return hits
 
 

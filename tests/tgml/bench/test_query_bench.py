@@ -53,10 +53,11 @@ def test_epic_tent_is_scored_on_its_real_mistakes(data_dir: Path, capsys: pytest
     printed = capsys.readouterr().out
     assert "epic-tent-o: procedure questions on held-out executions (2-fold" in printed
     previous_row = next(line for line in printed.splitlines() if "previous AP " in line)
-    assert previous_row.count("—") == 4  # no ground-truth graph: not asked (three methods, one reference)
+    assert previous_row.count("—") == 5  # no ground-truth graph: not asked (four methods, no graph)
     assert not any("GT" in line for line in printed.splitlines() if line.startswith("┃"))  # no perfect-graph column
     optional_row = next(line for line in printed.splitlines() if "optional AP" in line)
-    assert optional_row.count("—") == 1  # asked for the three methods; the reference only answers "future"
+    assert optional_row.count("—") == 0  # asked of every column, the graph-free one included
+    assert "No" in printed and "noisy-" in printed
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -175,21 +175,25 @@ COMBINED_LEARNERS: Final = ("noisy-and", "do-ensemble")
 
 def _combination_config(settings: Mapping[str, Any]) -> CombinationConfig:
     """The rule of a ``[noisy-and-do]`` table, after checking its two learners' sub-tables."""
-    for learner in COMBINED_LEARNERS:
-        table = settings.get(learner)
-        if not isinstance(table, dict):
-            raise InputError(f"{NOISY_AND_DO}: needs the sub-table [{NOISY_AND_DO}.{learner}] of that learner's "
-                             "settings")
-        unknown = sorted(set(table) - METHOD_KEYS[learner])
-        if unknown:
-            raise InputError(f"[{NOISY_AND_DO}.{learner}] has unknown setting {unknown[0]!r} "
-                             f"(known: {', '.join(sorted(METHOD_KEYS[learner]))})")
-        _check_settings(learner, table)
-    return CombinationConfig(
+    config = CombinationConfig(
         rule=settings.get("rule", "geometric"),
         threshold=settings.get("threshold", 1.0),
         relaxed=settings.get("relaxed", True),
     )
+    for learner in COMBINED_LEARNERS:
+        where = f"sub-table [{NOISY_AND_DO}.{learner}]"
+        table = settings.get(learner)
+        if not isinstance(table, dict):
+            raise InputError(f"{NOISY_AND_DO} needs the {where} of that learner's settings")
+        unknown = sorted(set(table) - METHOD_KEYS[learner])
+        if unknown:
+            raise InputError(f"{where} has unknown setting {unknown[0]!r} "
+                             f"(known: {', '.join(sorted(METHOD_KEYS[learner]))})")
+        try:
+            _check_settings(learner, table)
+        except InputError as err:
+            raise InputError(f"{where}: {err}") from None
+    return config
 
 
 def build_noisy_and_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:

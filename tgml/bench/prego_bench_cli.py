@@ -3,15 +3,15 @@
 Usage::
 
     prego-bench --data DIR [--dataset assembly101-o epic-tent-o] [--mode gt pred]
-                [--method do count-based msg2 msgi noisy-and do-cv do-ensemble]
+                [--method do count-based msg2 msgi noisy-and do-cv do-ensemble noisy-and-do]
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
     prego-bench --annotations FILE --scenario S (--test-videos A,B | --split FILE) [--config FILE]
                 [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR]
                                       (GT mode on your own annotation file; tgml/bench/prego/own_dataset.py)
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
-    prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble]
-                                      (choose do-cv / do-ensemble settings on training data only)
+    prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble|noisy-and-do]
+                                      (choose do-cv / do-ensemble / noisy-and-do settings on training data only)
     prego-bench replay ...            (recorded per-frame predictions through the online segmenter)
 
 Examples::
@@ -123,9 +123,9 @@ def prepare_parser() -> ArgumentParser:
 
 
 def select_parser() -> ArgumentParser:
-    """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble``
-    were chosen)."""
-    p = ArgumentParser(prog="prego-bench select", description="Choose DO settings on training data only.")
+    """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble`` /
+    ``noisy-and-do`` were chosen)."""
+    p = ArgumentParser(prog="prego-bench select", description="Choose a method's settings on training data only.")
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder")
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
     p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble", "noisy-and-do"],

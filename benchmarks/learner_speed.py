@@ -5,7 +5,11 @@ Prints seconds per graph (mean over graphs, after one untimed warm-up graph) for
 * CaptainCook4D, the 24 procedures: DO with the benchmark protocol (up to 1000 epochs, SA-plateau stopping) and
   noisy-AND with its default settings;
 * the PREGO training splits: DO with the ``[do]`` table of ``configs/prego-<dataset>.toml`` and noisy-AND with
-  ``configs/noisy-and-<dataset>.toml``.
+  ``configs/noisy-and-<dataset>.toml``;
+* a second table: the PREGO benchmark's ``do-ensemble``, ``noisy-and`` and ``noisy-and-do`` graphs, each built by
+  the benchmark's own builder with its shipped ``tgml/bench/settings/prego-<dataset>.toml`` table, seed 42.
+  ``noisy-and-do`` trains both of the others, so it should take about their sum: the combination itself is a few
+  array operations and one post-processing.
 
 Budget from the issue: noisy-AND should not take much longer than DO (about 0.3 s per CaptainCook4D procedure and
 1-2 s per PREGO graph).
@@ -29,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tgml.annotations import load_annotations
+from tgml.bench import prego
 from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures
 from tgml.bench.prego.methods import do_train_config, load_method_settings
 from tgml.noisy_and_config import NoisyAndConfig, load_noisy_and_config
@@ -37,6 +42,7 @@ from tgml.train import train_task_graph
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PREGO = {"assembly101-o": "assembly101", "epic-tent-o": "epic-tent"}
+PREGO_METHODS = ("do-ensemble", "noisy-and", "noisy-and-do")
 
 
 def seconds_per_call(calls: list[Callable[[], object]], repeats: int) -> float:
@@ -80,6 +86,21 @@ def main() -> None:
         and_s = seconds_per_call([partial(train_noisy_and_graph, train, ids, names, and_config)], args.repeats)
         table.add_row(f"PREGO {dataset}", "1", f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
     Console().print(table)
+    Console().print(prego_method_table(data, args.repeats))
+
+
+def prego_method_table(data: Path, repeats: int) -> Table:
+    """Seconds per graph of the benchmark's ensemble / noisy-AND / combined methods on each PREGO training split."""
+    table = Table(title="Seconds per PREGO benchmark graph (1 thread, seed 42)")
+    table.add_column("data")
+    for method in PREGO_METHODS:
+        table.add_column(method, justify="right")
+    for dataset in PREGO:
+        bench_data = prego.load_dataset(prego.resolve_data(data, [dataset]), dataset, pred=False)
+        settings = prego.load_method_settings(dataset)
+        builds = [[partial(prego.METHOD_BUILDERS[m], bench_data, settings[m], 42, None)] for m in PREGO_METHODS]
+        table.add_row(f"PREGO {dataset}", *(f"{seconds_per_call(b, repeats):.2f}" for b in builds))
+    return table
 
 
 if __name__ == "__main__":

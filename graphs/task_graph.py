@@ -180,9 +180,9 @@ class TaskGraph:
     @property
     def row_softmax_weights(self) -> np.ndarray | None:
         """The weights when they are a row-softmax ``Z`` (each row a distribution over pre-conditions, as DO learns
-        them), which the weighted procedure questions read; None when the graph has no weights or per-edge
-        probabilities (`EDGE_PROBABILITY_WEIGHTS`)."""
-        if self.weights is None or self.info.get("weights") == EDGE_PROBABILITY_WEIGHTS:
+        them), which the weighted procedure questions read; None when the graph has no weights or declares other
+        weights in ``info["weights"]`` (per-edge probabilities, `EDGE_PROBABILITY_WEIGHTS`, or a combined evidence)."""
+        if self.weights is None or "weights" in self.info:
             return None
         return self.weights
 

@@ -3,15 +3,15 @@
 Usage::
 
     prego-bench --data DIR [--dataset assembly101-o epic-tent-o] [--mode gt pred]
-                [--method do count-based msg2 msgi noisy-and do-cv do-ensemble]
+                [--method do count-based msg2 msgi noisy-and do-cv do-ensemble noisy-and-do]
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
     prego-bench --annotations FILE --scenario S (--test-videos A,B | --split FILE) [--config FILE]
                 [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR]
                                       (GT mode on your own annotation file; tgml/bench/prego/own_dataset.py)
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
-    prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble]
-                                      (choose do-cv / do-ensemble settings on training data only)
+    prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble|noisy-and-do]
+                                      (choose do-cv / do-ensemble / noisy-and-do settings on training data only)
     prego-bench replay ...            (recorded per-frame predictions through the online segmenter)
 
 Examples::
@@ -39,6 +39,7 @@ from graphs.files import check_output
 from graphs.options import workers_option
 from tgml.bench import prego
 from tgml.bench.prepare import PrepareConfig, prepare_all
+from tgml.evidence_combination import RULES
 
 
 def _rates(text: str) -> tuple[float, ...]:
@@ -122,12 +123,13 @@ def prepare_parser() -> ArgumentParser:
 
 
 def select_parser() -> ArgumentParser:
-    """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble``
-    were chosen)."""
-    p = ArgumentParser(prog="prego-bench select", description="Choose DO settings on training data only.")
+    """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble`` /
+    ``noisy-and-do`` were chosen)."""
+    p = ArgumentParser(prog="prego-bench select", description="Choose a method's settings on training data only.")
     p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder")
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
-    p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble"], help="method whose settings to pick")
+    p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble", "noisy-and-do"],
+                   help="method whose settings to pick")
     p.add_argument("--folds", type=int, default=5, help="folds over the training videos")
     p.add_argument(
         "--epochs", help="comma-separated epoch caps (default do-cv: 50,100,200,400,1200; do-ensemble: 25,...,1200)"
@@ -136,6 +138,9 @@ def select_parser() -> ArgumentParser:
     p.add_argument("--sizes", default="1,5", help="do-ensemble: comma-separated ensemble sizes")
     p.add_argument("--slip-rate", type=float, default=0.5, help="do-ensemble: share of random-slip mistakes")
     p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")
+    p.add_argument("--rules", default=",".join(RULES), help="noisy-and-do: comma-separated combination rules")
+    p.add_argument("--thresholds", default="0.5,0.7,1,1.2,1.4,1.7,2",
+                   help="noisy-and-do: comma-separated thresholds on the combined evidence ratio")
     p.add_argument("--noise", type=float, default=0.2, help="perturbation rate standing in for recognition errors")
     p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -165,13 +170,12 @@ def _cell(key: str, value: object) -> str:
 
 
 def _select(argv: list[str]) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     started = time.perf_counter()
     args = select_parser().parse_args(argv)
     if args.data is None:
         raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
+    if args.method == "noisy-and-do":
+        return _select_combination(args, started)
     ensemble = args.method == "do-ensemble"
     epochs = _numbers(args.epochs, "25,50,75,100,200,400,1200" if ensemble else "50,100,200,400,1200", int, "--epochs")
     scales = _numbers(args.scales, "0.25,0.5,1,2,4" if ensemble else "0.5,1,2", float, "--scales")
@@ -199,6 +203,17 @@ def _select(argv: list[str]) -> int:
         keys = ("epochs", "threshold_scale", "clean", "noisy", "score")
         headers = ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score")
     rows = prego.cross_validate(data, settings, search, progress=not args.quiet)
+    return _print_selection(title, headers, keys, rows, started)
+
+
+def _print_selection(
+    title: str, headers: tuple[str, ...], keys: tuple[str, ...], rows: list[dict], started: float,
+    best: dict | None = None,
+) -> int:
+    """Print the cross-validation table, the best candidate (default: the first row) and the time taken."""
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=title)
     for header in headers:
         table.add_column(header, justify="right")
@@ -206,10 +221,34 @@ def _select(argv: list[str]) -> int:
         table.add_row(*(_cell(k, row[k]) for k in keys))
     console = Console() if Console().is_terminal else Console(width=130)
     console.print(table)
-    best = rows[0]
+    best = best or rows[0]
     print("best: " + ", ".join(f"{k} = {_cell(k, best[k])}" for k in keys[: keys.index("clean")]))
     print(f"finished in {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def _select_combination(args: argparse.Namespace, started: float) -> int:
+    """``select --method noisy-and-do``: the combination rule and threshold, each learner keeping its own table."""
+    rules = tuple(r.strip() for r in args.rules.split(",") if r.strip())
+    bad = next((r for r in rules if r not in RULES), None)
+    if not rules or bad is not None:
+        raise InputError(f"--rules {args.rules!r}: expected comma-separated rules among {', '.join(RULES)}")
+    search = prego.CombinationSearch(
+        rules=rules,
+        thresholds=tuple(_numbers(args.thresholds, "", float, "--thresholds")),
+        selection=prego.SelectionConfig(folds=args.folds, noise=args.noise, slip_rate=args.slip_rate,
+                                        workers=args.workers),
+    )
+    layout = prego.resolve_data(args.data, [args.dataset])
+    data = prego.load_dataset(layout, args.dataset, pred=False)
+    settings = prego.load_method_settings(args.dataset)["noisy-and-do"]
+    rows = prego.combination_cross_validate(data, settings, search, progress=not args.quiet)
+    title = f"Cross-validation of noisy-and-do on the {args.dataset} training split (Avg F1, synthetic mistakes)"
+    keys = ("rule", "threshold", "clean", "noisy", "score")
+    headers = ("rule", "threshold", "clean", f"noise {args.noise:g}", "score")
+    # The learners alone are listed for comparison in the same folds; the choice is among the combinations.
+    best = next(row for row in rows if row["rule"] in RULES)
+    return _print_selection(title, headers, keys, rows, started, best)
 
 
 def _prepare(argv: list[str]) -> int:

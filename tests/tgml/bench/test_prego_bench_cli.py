@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from graphs.task_graph import TaskGraph, save_graph
+from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tests.cli_errors import cli_error
 from tgml.bench.prego_bench_cli import main
 
@@ -294,3 +295,45 @@ def test_bad_values_of_the_new_methods_name_the_table(
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", table, "--config",
             f"epic-tent-o={settings}", "--quiet"]
     assert fragment in cli_error(main, argv, capsys)
+
+
+def test_noisy_and_do_runs_and_names_its_rule_in_the_graph(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "noisy-and-do", "--epochs", "20",
+            "--save-graphs", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
+    assert "noisy-and-do" in capsys.readouterr().out
+    saved = [load_graph(path) for path in tmp_path.rglob("*.json")]
+    assert saved and all(g.info["method"] == "noisy-and-do" and g.info["rule"] == "either" for g in saved)
+
+
+def test_select_noisy_and_do_compares_with_each_learner_alone(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "noisy-and-do", "--folds", "2",
+            "--rules", "either,both", "--thresholds", "1,2", "--quiet"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "do-ensemble" in printed and "noisy-and" in printed
+    assert re.search(r"best: rule = (either|both), threshold = [12]", printed)
+    assert "--rules" in cli_error(main, [*argv, "--rules", "mean"], capsys)
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ('rule = "mean"\n', "CombinationConfig.rule = 'mean'"),
+    ('rule = "either"\n[noisy-and-do.noisy-and]\n', "needs the sub-table [noisy-and-do.do-ensemble]"),
+    ('[noisy-and-do.noisy-and]\ncut = 2.0\n[noisy-and-do.do-ensemble]\n',
+     "[noisy-and-do.noisy-and]: NoisyAndConfig.cut = 2.0"),
+    ('[noisy-and-do.noisy-and]\n[noisy-and-do.do-ensemble]\nsize = 3\n',
+     "[noisy-and-do.do-ensemble] has unknown setting 'size'"),
+])
+def test_bad_noisy_and_do_settings_name_the_table(
+    data_dir: Path, tmp_path: Path, body: str, fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "s.toml"
+    settings.write_text(f"[noisy-and-do]\n{body}")
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "noisy-and-do", "--config",
+            f"epic-tent-o={settings}", "--quiet"]
+    message = cli_error(main, argv, capsys)
+    assert "[noisy-and-do]" in message and fragment in message

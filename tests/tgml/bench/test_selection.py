@@ -80,3 +80,20 @@ def test_select_command_prints_the_best_ensemble(data_dir: Path, capsys: pytest.
     assert "best: epochs = 10, early_stop = none, size = 2, threshold_scale = 1" in out
     err = cli_error(bench_cli.main, [*argv[:-4], "--sizes", "two"], capsys)
     assert err.startswith("error: --sizes 'two': expected comma-separated numbers")
+
+
+def test_combination_search_scores_do_ensemble_alone_as_its_own_search_does(epic: prego.BenchData) -> None:
+    settings = prego.load_method_settings("epic-tent-o")["noisy-and-do"]
+    settings = {**settings, "noisy-and": {**settings["noisy-and"], "epochs": 30},
+                "do-ensemble": {**settings["do-ensemble"], "epochs": 20, "ensemble_size": 2}}
+    folds = SelectionConfig(folds=2, workers=1)
+    rows = prego.combination_cross_validate(
+        epic, settings, prego.CombinationSearch(("either", "both"), (1.0, 2.0), folds), progress=False
+    )
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    assert {r["rule"] for r in rows} == {"either", "both", "noisy-and", "do-ensemble"} and len(rows) == 6
+    do_table = {k: v for k, v in settings["do-ensemble"].items() if k not in ("ensemble_size", "threshold_scale")}
+    alone = cross_validate(epic, do_table, replace(folds, epochs=(20,), early_stop=False, sizes=(2,),
+                                                   scales=(settings["do-ensemble"]["threshold_scale"],)),
+                           progress=False)
+    assert next(r for r in rows if r["rule"] == "do-ensemble")["score"] == alone[0]["score"]

@@ -44,9 +44,18 @@ from tgml.bench.prego.published import PUBLISHED, published_best
 from tgml.bench.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
 from tgml.bench.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
 from tgml.bench.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
-from tgml.bench.prego.selection import SelectionConfig, cross_validate, do_cv_search, synthetic_mistakes
+from tgml.bench.prego.selection import (
+    CombinationSearch,
+    SelectionConfig,
+    combination_cross_validate,
+    cross_validate,
+    do_cv_search,
+    synthetic_mistakes,
+)
 
 __all__ = [
+    "CombinationSearch",
+    "combination_cross_validate",
     "DATASETS",
     "DEFAULT_SETTINGS",
     "METHOD_BUILDERS",

@@ -14,11 +14,14 @@ from typing import Any, Final
 
 from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.eligibility_search import OBJECTIVES, EligibilitySearchConfig, eligibility_search_graph
+from graphs.errors import InputError
 from graphs.postprocess import present_steps
 from graphs.settings_files import check_tables, naming_the_file, read_settings
 from graphs.task_graph import TaskGraph
 from tgml.bench.prego.data import BenchData
 from tgml.ensemble import EnsembleConfig, mean_weights_graph, train_ensemble
+from tgml.evidence_combination import METHOD_NAME as NOISY_AND_DO
+from tgml.evidence_combination import CombinationConfig, combined_graph
 from tgml.noisy_and_config import SETTING_KEYS as NOISY_AND_KEYS
 from tgml.noisy_and_config import noisy_and_config
 from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_KEYS
@@ -166,6 +169,44 @@ def build_do_ensemble(data: BenchData, settings: Mapping[str, Any], seed: int, e
     )
 
 
+# The two learners' tables nested in a ``[noisy-and-do]`` table (``[noisy-and-do.noisy-and]``...).
+COMBINED_LEARNERS: Final = ("noisy-and", "do-ensemble")
+
+
+def _combination_config(settings: Mapping[str, Any]) -> CombinationConfig:
+    """The rule of a ``[noisy-and-do]`` table, after checking its two learners' sub-tables."""
+    config = CombinationConfig(
+        rule=settings.get("rule", "geometric"),
+        threshold=settings.get("threshold", 1.0),
+        relaxed=settings.get("relaxed", True),
+    )
+    for learner in COMBINED_LEARNERS:
+        where = f"sub-table [{NOISY_AND_DO}.{learner}]"
+        table = settings.get(learner)
+        if not isinstance(table, dict):
+            raise InputError(f"{NOISY_AND_DO} needs the {where} of that learner's settings")
+        unknown = sorted(set(table) - METHOD_KEYS[learner])
+        if unknown:
+            raise InputError(f"{where} has unknown setting {unknown[0]!r} "
+                             f"(known: {', '.join(sorted(METHOD_KEYS[learner]))})")
+        try:
+            _check_settings(learner, table)
+        except InputError as err:
+            raise InputError(f"{where}: {err}") from None
+    return config
+
+
+def build_noisy_and_do(data: BenchData, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
+    """Ours: noisy-AND and DO-ensemble graphs of the same seed, each edge kept by the combined evidence of both
+    (`tgml.evidence_combination`); ``rule`` and ``threshold`` were chosen by ``prego-bench select --method
+    noisy-and-do`` on the training split only."""
+    config = _combination_config(settings)
+    noisy_and = build_noisy_and(data, settings["noisy-and"], seed, epochs)
+    do_ensemble = build_do_ensemble(data, settings["do-ensemble"], seed, epochs)
+    info = {"noisy_and_seed": seed, "member_seeds": do_ensemble.info.get("member_seeds", [])}
+    return combined_graph(noisy_and, do_ensemble, present_steps(data.step_ids, data.train), config, info)
+
+
 GraphBuilder = Callable[[BenchData, Mapping[str, Any], int, "int | None"], TaskGraph]
 METHOD_BUILDERS: dict[str, GraphBuilder] = {
     "do": build_do,
@@ -176,6 +217,7 @@ METHOD_BUILDERS: dict[str, GraphBuilder] = {
     "msg2": build_msg2,
     "noisy-and": build_noisy_and,
     "tgt-text": build_tgt_text,
+    NOISY_AND_DO: build_noisy_and_do,
 }
 # How a non-DO table's values are checked when the settings file is read (DO-type tables: `do_train_config`).
 SETTINGS_CHECKS: dict[str, Callable[[Mapping[str, Any]], object]] = {
@@ -184,6 +226,7 @@ SETTINGS_CHECKS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "msg2": partial(_eligibility_config, "msg2"),
     "noisy-and": lambda settings: noisy_and_config(dict(settings), seed=0),
     "tgt-text": lambda settings: tgt_text_config(dict(settings), seed=0),
+    NOISY_AND_DO: _combination_config,
 }
 # Methods of the paper that `prego-bench` knows but cannot run, and why.
 UNAVAILABLE: dict[str, str] = {
@@ -200,8 +243,9 @@ METHOD_KEYS: dict[str, frozenset[str]] = {
     "msg2": frozenset({"unique_executions"}),
     "noisy-and": frozenset(NOISY_AND_KEYS),
     "tgt-text": frozenset(TGT_TEXT_KEYS),
+    NOISY_AND_DO: frozenset({"rule", "threshold", "relaxed", *COMBINED_LEARNERS}),
 }
 SEEDED: dict[str, bool] = {
     "do": True, "count-based": False, "do-cv": True, "do-ensemble": True, "msgi": False, "msg2": False,
-    "noisy-and": True, "tgt-text": True,
+    "noisy-and": True, "tgt-text": True, NOISY_AND_DO: True,
 }

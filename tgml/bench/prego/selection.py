@@ -21,12 +21,15 @@ import numpy as np
 from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
-from graphs.postprocess import present_steps, scaled_threshold_steps
+from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
+from graphs.task_graph import TaskGraph
 from tgml.bench.perturb import perturb_sequences
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import do_train_config
 from tgml.bench.process_pool import run_jobs
-from tgml.ensemble import mean_weights_graph, member_seeds
+from tgml.ensemble import EnsembleConfig, average_weights, mean_weights_graph, member_seeds
+from tgml.evidence_combination import RULES, CombinationConfig, combined_adjacency, evidence_ratios
+from tgml.noisy_and_config import NoisyAndConfig
 from tgml.sequences import first_occurrence
 from tgml.train_config import TrainConfig
 
@@ -303,4 +306,106 @@ def cross_validate(
                         "score": (clean + noisy) / 2,
                     }
                 )
+    return sorted(rows, key=lambda r: -r["score"])  # stable: ties keep the earlier candidate first
+
+
+def _noisy_and_theta(
+    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str],
+    settings: Mapping[str, Any], seed: int
+) -> np.ndarray:
+    """Worker job: the edge probabilities ``θ`` (START..END layout) of one noisy-AND graph."""
+    from tgml.noisy_and_config import noisy_and_config
+    from tgml.noisy_and_train import train_noisy_and_graph  # torch loads in the worker, when a graph is trained
+
+    graph = train_noisy_and_graph(sequences, step_ids, step_names, noisy_and_config(dict(settings), seed)).graph
+    assert graph.weights is not None
+    return graph.weights
+
+
+@dataclass(frozen=True)
+class CombinationSearch:
+    """The search behind ``prego-bench select --method noisy-and-do``.
+
+    Attributes:
+        rules: combination rules tried (`tgml.evidence_combination.RULES`).
+        thresholds: thresholds ``t`` on the combined evidence ratio tried.
+        selection: folds, validation items, seed and workers (its epoch / scale / size grid is not used: each
+            learner keeps the settings of its own table).
+    """
+
+    rules: tuple[str, ...] = RULES
+    thresholds: tuple[float, ...] = (0.5, 0.7, 1.0, 1.2, 1.4, 1.7, 2.0)
+    selection: SelectionConfig = SelectionConfig()
+
+    def __post_init__(self) -> None:
+        bad = next((r for r in self.rules if r not in RULES), None)
+        if not self.rules or bad is not None:
+            raise InputError(f"CombinationSearch.rules = {self.rules!r}: expected some of {', '.join(RULES)}")
+        if not self.thresholds or any(not (math.isfinite(t) and t > 0) for t in self.thresholds):
+            raise InputError(f"CombinationSearch.thresholds = {self.thresholds!r}: expected finite numbers > 0")
+
+
+def combination_cross_validate(
+    data: BenchData, settings: Mapping[str, Any], search: CombinationSearch, progress: bool = True
+) -> list[dict[str, Any]]:
+    """K-fold cross-validation of the combination rule and threshold of ``noisy-and-do`` on the training split.
+
+    Each fold trains the noisy-AND graph and the DO-ensemble members with the settings of the ``[noisy-and-do]``
+    table's two sub-tables, on the other folds' videos; every (rule, threshold) candidate, and each learner alone
+    with its own cut (rows ``noisy-and`` and ``do-ensemble``, for comparison in the same folds), is scored on the
+    held-out items like `cross_validate`.
+
+    Args:
+        data: the dataset; only ``train`` and the taxonomy are read (never ``test`` / ``pred``).
+        settings: the ``[noisy-and-do]`` table (with its ``noisy-and`` and ``do-ensemble`` sub-tables).
+        search: the candidates and folds.
+        progress: show a rich progress bar.
+
+    Returns:
+        One row per candidate, best first: ``{"rule", "threshold", "clean", "noisy", "score"}`` (pooled Avg F1
+        in percent); the two learners alone have rule ``noisy-and`` / ``do-ensemble`` and threshold 1.
+    """
+    config = search.selection
+    folds = validation_folds(data, config.folds, config.per_video, config.noise, config.slip_rate)
+    and_settings, ensemble_settings = dict(settings["noisy-and"]), dict(settings["do-ensemble"])
+    ensemble = EnsembleConfig(size=ensemble_settings.get("ensemble_size", 5),
+                              threshold_scale=ensemble_settings.get("threshold_scale", 1.0))
+    seeds = member_seeds(config.seed, ensemble.size)
+    do_settings = {k: v for k, v in ensemble_settings.items() if k not in ("ensemble_size", "threshold_scale")}
+    members = run_jobs(
+        _member_weights,
+        [(fold.data.train, data.step_ids, data.step_names, do_train_config(do_settings, s, None))
+         for fold in folds for s in seeds],
+        config.workers, "cross-validation (DO members)", progress,
+    )
+    thetas = run_jobs(
+        _noisy_and_theta,
+        [(fold.data.train, data.step_ids, data.step_names, and_settings, config.seed) for fold in folds],
+        config.workers, "cross-validation (noisy-AND)", progress,
+    )
+    cut = float(and_settings.get("cut", NoisyAndConfig.cut))
+    threshold_steps = ensemble.threshold_steps(len(data.step_ids))
+    alone = [("noisy-and", 1.0), ("do-ensemble", 1.0)]
+    candidates = alone + [(rule, float(t)) for rule in search.rules for t in search.thresholds]
+    flags: dict[tuple[str, float, str], list[np.ndarray]] = {}
+    for k, fold in enumerate(folds):
+        present = present_steps(data.step_ids, fold.data.train)
+        mean = average_weights(members[k * ensemble.size : (k + 1) * ensemble.size])
+        ratios = evidence_ratios(thetas[k], cut, mean, threshold_steps)
+        for rule, t in candidates:
+            if rule in RULES:
+                combo = CombinationConfig(rule, t, bool(settings.get("relaxed", True)))
+                adjacency, weights = combined_adjacency(ratios, present, combo)
+            else:  # one learner alone: its ratio against its own cut (1), with its own relaxed rule
+                table = and_settings if rule == "noisy-and" else ensemble_settings
+                weights = ratios[0] if rule == "noisy-and" else ratios[1]
+                adjacency = binarize(weights, present, bool(table.get("relaxed", True)), threshold_steps=1)
+            graph = TaskGraph(tuple(data.step_ids), tuple(data.step_names), adjacency, weights)
+            for name, items in fold.items.items():
+                flags.setdefault((rule, t, name), []).extend(precondition_violations(graph, seq) for seq in items)
+    rows = []
+    for rule, t in candidates:
+        clean = mistake_scores(flags[(rule, t, "clean")]).avg_f1
+        noisy = mistake_scores(flags[(rule, t, "noisy")]).avg_f1
+        rows.append({"rule": rule, "threshold": t, "clean": clean, "noisy": noisy, "score": (clean + noisy) / 2})
     return sorted(rows, key=lambda r: -r["score"])  # stable: ties keep the earlier candidate first

@@ -36,6 +36,7 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.postprocess import binarize
+from graphs.settings_files import check_field_types, check_values
 from graphs.task_graph import TaskGraph
 
 METHOD_NAME: Final = "noisy-and-do"
@@ -59,13 +60,11 @@ class CombinationConfig:
     relaxed: bool = True
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise InputError(f"CombinationConfig.rule = {self.rule!r}: expected one of {', '.join(RULES)}")
-        t = self.threshold
-        if isinstance(t, bool) or not isinstance(t, int | float) or not (math.isfinite(t) and t > 0):
-            raise InputError(f"CombinationConfig.threshold = {t!r}: expected a finite number > 0")
-        if not isinstance(self.relaxed, bool):
-            raise InputError(f"CombinationConfig.relaxed = {self.relaxed!r}: expected true or false")
+        check_field_types(self)
+        check_values(self, [
+            ("rule", self.rule in RULES, f"one of {', '.join(RULES)}"),
+            ("threshold", math.isfinite(self.threshold) and self.threshold > 0, "a finite number > 0"),
+        ])
 
 
 def evidence_ratios(theta: np.ndarray, cut: float, do_mean: np.ndarray, threshold_steps: int) -> np.ndarray:

@@ -243,6 +243,15 @@ def _mistake(alert: Alert, state: ViewState) -> str:
     return f"{alert.step_name} before {', '.join(_names(alert.missing, alert.missing_names, state))}"
 
 
+def _standing_alerts(stream_id: str, row: Status, state: ViewState) -> list[Alert]:
+    """The alerts shown for a stream's current run and not retracted, in the order of their steps."""
+    withdrawn = state.retracted.get(stream_id, {})
+    return sorted(
+        (a for _, a in state.alerts if (a.stream_id, a.run) == (stream_id, row.run) and a.alert_id not in withdrawn),
+        key=lambda a: a.index,
+    )
+
+
 def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     """One line on how a stream's session went, once it ended: its mistakes and the required steps it never did.
 
@@ -260,11 +269,7 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if not row.ended:
         return None
-    withdrawn = state.retracted.get(stream_id, {})
-    alerts = sorted(
-        (a for _, a in state.alerts if (a.stream_id, a.run) == (stream_id, row.run) and a.alert_id not in withdrawn),
-        key=lambda a: a.index,
-    )
+    alerts = _standing_alerts(stream_id, row, state)
     count = max(row.alerts, len(alerts))  # the status counts the alerts this view missed (it joined late)
     report = state.reported.get(stream_id)
     never = _names(report.missing, report.missing_names, state) if report is not None and report.run == row.run else []
@@ -329,7 +334,7 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
     streams = layout.table("streams")
     layout.stream(streams, mark=True)
     layout.names(streams, "now", 2)
-    layout.names(streams, "done", 3)
+    layout.names(streams, "done", 4)
     layout.names(streams, "allowed next", 3)
     for col in ("fps", "frames", "dropped", "alerts"):
         layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
@@ -339,6 +344,8 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
             _text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green") for s in row.done
         )
         mark = LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
+        # The status counts confirmed mistakes; an early alert is in the log (and counted here) before that.
+        alerts = max(row.alerts, len(_standing_alerts(sid, row, state)))
         streams.add_row(
             _text(sid + mark, "yellow" if row.lost else ""),
             _text(state.name(row.current)),
@@ -347,7 +354,7 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
             _text(f"{row.fps:.1f}"),
             _text(row.frames),
             _text(row.dropped),
-            _text(row.alerts, "bold red" if row.alerts else ""),
+            _text(alerts, "bold red" if alerts else ""),
         )
     if not state.streams:
         streams.add_row(_text("waiting for streams..."), *(_text("") for _ in range(7)))

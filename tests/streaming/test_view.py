@@ -405,7 +405,7 @@ def test_allowed_next_leaves_out_the_step_being_done_and_an_ended_stream_has_non
     now, allowed = stream_row(draw(session.state))[1:4:2]
     assert (now, allowed) == ("boil_water", "add_teabag")  # ... the view does not: it is now, not next
     session.heartbeat()  # nothing under way: both are next again
-    assert stream_row(draw(session.state))[3] == "boil_water 1.00, add_teabag"
+    assert stream_row(draw(session.state, width=200))[3] == "boil_water 1.00, add_teabag"
     session.heartbeat(ended=True)  # stops before add_milk: its report names it, and nothing is "next" any more
     assert session.state.streams["cam0"].allowed  # the checker still answers ...
     assert stream_row(draw(session.state))[:4:3] == ["cam0 (ended)", "-"]  # ... an ended stream has no next step
@@ -420,6 +420,7 @@ def test_an_alert_shows_where_in_the_video_its_step_was() -> None:
             session.announce(BOIL, 4.0)
             (alert_row,) = [row for row in draw(session.state).splitlines() if "fill_kettle 1.00" in row]
             assert "│ now " in alert_row
+            assert stream_row(draw(session.state))[-1] == "1"  # counted with the log, before the checker counts it
         session.confirm(BOIL, 4.0, 7.5)
         alert_rows = draw(session.state).split("missing pre-conditions")[1].split("recent key-steps")[0].splitlines()
         (alert_row,) = [row for row in alert_rows if "boil_water" in row]

@@ -37,6 +37,7 @@ ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
 MAX_VIEW_STREAMS: int = 256  # streams kept in the view (the checker tracks as many); the least recent one goes
 MISTAKES_NAMED: int = 3  # mistakes a verdict line names; it counts the rest
+NEVER_DONE_NAMED: int = 10  # steps never done a verdict line names (the "never done" table names them all)
 # Minimum widths of the fixed-format columns, so that a table keeps its shape as values come and go.
 CLOCK_WIDTH: int = len("00:00:00")
 VIDEO_WIDTH: int = len("100.0-100.0 s")
@@ -167,7 +168,7 @@ def _clock(t: float) -> str:
     try:
         return time.strftime("%H:%M:%S", time.localtime(t))  # to the second: the video time says where exactly
     except (OverflowError, OSError, ValueError):  # a timestamp beyond what the platform's clock functions take
-        return "--:--:--.---"
+        return "--:--:--"
 
 
 def _text(value: object, style: str = "") -> Text:
@@ -277,7 +278,7 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return _text(f"{stream_id} ended: correct (no mistake, nothing missing)", "bold green")
     described = _some([_mistake(a, state) for a in alerts], count, MISTAKES_NAMED, "; ")
     mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
-    missing = f"; never done: {', '.join(never)}" if never else ", nothing missing"
+    missing = f"; never done: {_some(never, len(never), NEVER_DONE_NAMED)}" if never else ", nothing missing"
     return _text(f"{stream_id} ended: {mistakes}{missing}", "bold red")
 
 

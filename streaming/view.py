@@ -5,6 +5,13 @@
 new run's alerts, whose ids start over, show too; end-of-session reports likewise, once per run); `render` draws it;
 the loop in `streaming.viewer` decides when to refresh. `jsonl_line` is the ``--jsonl`` form of a message.
 
+What the view promises a reader: every stream that ended gets a one-line verdict (its mistakes, the steps it never
+did, or "correct"); an alert shows where in the video its step was (the confirmed key-step's video time, matched by
+run and position); "allowed next" never lists the step being done now, and an ended stream has none; columns keep
+their widths from one refresh to the next (fixed-format columns have a minimum width, names share the rest), and
+names fold onto a second line instead of being cut. ``fit=True`` draws tables as wide as their contents, for output
+that is not a terminal.
+
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
 shown escaped instead of reaching the terminal. JSON lines are safe as they are: JSON writes every control and
@@ -29,6 +36,14 @@ from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retr
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
 MAX_VIEW_STREAMS: int = 256  # streams kept in the view (the checker tracks as many); the least recent one goes
+MISTAKES_NAMED: int = 3  # mistakes a verdict line names; it counts the rest
+NEVER_DONE_NAMED: int = 10  # steps never done a verdict line names (the "never done" table names them all)
+# Minimum widths of the fixed-format columns, so that a table keeps its shape as values come and go.
+CLOCK_WIDTH: int = len("00:00:00")
+VIDEO_WIDTH: int = len("100.0-100.0 s")
+NUMBER_WIDTH: int = 6
+ENDED_MARK: str = " (ended)"
+LOST_MARK: str = " (lost)"
 
 
 @dataclass
@@ -47,10 +62,11 @@ class ViewState:
     # stream id -> (its latest run, the alert ids seen in that run): alert ids restart with every
     # run, and keeping only the latest run's bounds the set by the run's history.
     alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
-    # End-of-session reports, and the run each stream was last reported for (a report is re-sent until its stream
-    # starts a new run).
+    # End-of-session reports, and each stream's latest one (a report is re-sent until its stream starts a new run).
     missing: deque[tuple[float, MissingSteps]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
-    reported: dict[str, str] = field(default_factory=dict)
+    reported: dict[str, MissingSteps] = field(default_factory=dict)
+    # (stream, run, index) of a shown alert -> the video seconds of its confirmed key-step (start, end).
+    alert_video: dict[tuple[str, str, int], tuple[float, float]] = field(default_factory=dict)
     # Early alerts retracted, per stream: id -> the retraction (kept with the alert ids of the same run).
     retracted: dict[str, dict[str, Retraction]] = field(default_factory=dict)
     malformed: int = 0
@@ -79,6 +95,11 @@ class ViewState:
             seen.add(message.alert_id)
             self.alerts.append((when, message))
             self._learn_name(message.step, message.step_name)
+            shown = {_position(a) for _, a in self.alerts}
+            self.alert_video = {key: span for key, span in self.alert_video.items() if key in shown}
+            for _, ev in self.events:  # in --alert-on end mode the key-step comes first
+                if _position(ev) == _position(message):
+                    self.alert_video[_position(ev)] = (ev.start, ev.end)
             return True
         if isinstance(message, Retraction):
             run, seen = self.alert_ids.get(message.stream_id, ("", set()))
@@ -88,16 +109,19 @@ class ViewState:
             known[message.alert_id] = message
             return True
         if isinstance(message, MissingSteps):
-            if self.reported.get(message.stream_id) == message.run:
+            previous_report = self.reported.get(message.stream_id)
+            if previous_report is not None and previous_report.run == message.run:
                 return False
-            if message.stream_id not in self.reported and len(self.reported) >= MAX_VIEW_STREAMS:
+            if previous_report is None and len(self.reported) >= MAX_VIEW_STREAMS:
                 del self.reported[next(iter(self.reported))]  # the stream reported first: a bound on peers' ids
-            self.reported[message.stream_id] = message.run
+            self.reported[message.stream_id] = message
             self.missing.append((when, message))
             return True
         if isinstance(message, StepEvent):
             self.events.append((when, message))
             self._learn_name(message.step, message.step_name)
+            if any(_position(a) == _position(message) for _, a in self.alerts):
+                self.alert_video[_position(message)] = (message.start, message.end)
             return True
         if isinstance(message, Status):
             previous = self.streams.get(message.stream_id)
@@ -124,6 +148,12 @@ class ViewState:
         return self.names.get(step, str(step))
 
 
+def _position(message: Alert | StepEvent) -> tuple[str, str, int]:
+    """Where a step is in the procedure: its stream, run and index in the run's history (an alert's and its key-step's
+    are equal)."""
+    return message.stream_id, message.run, message.index
+
+
 def _procedure(row: Status) -> tuple[object, ...]:
     """What a status says about the procedure (not the detector's counters): when it changes, the status is news."""
     return (row.run, row.done, row.allowed, row.allowed_scores, row.rule, row.alerts, row.ended, row.lost)
@@ -136,9 +166,9 @@ def graph_names(graph: TaskGraph) -> dict[int, str]:
 
 def _clock(t: float) -> str:
     try:
-        return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int((t % 1) * 1000):03d}"
+        return time.strftime("%H:%M:%S", time.localtime(t))  # to the second: the video time says where exactly
     except (OverflowError, OSError, ValueError):  # a timestamp beyond what the platform's clock functions take
-        return "--:--:--.---"
+        return "--:--:--"
 
 
 def _text(value: object, style: str = "") -> Text:
@@ -146,21 +176,58 @@ def _text(value: object, style: str = "") -> Text:
     return Text(printable(value), style=style)
 
 
+def _names(ids: tuple[int, ...], names: tuple[str, ...], state: ViewState) -> list[str]:
+    """The names of steps a message lists; those whose names did not fit the message are named by the view."""
+    return list(names) + [state.name(s) for s in ids[len(names) :]]
+
+
+def _some(items: list[str], total: int, limit: int, sep: str = ", ") -> str:
+    """The first ``limit`` items joined, and how many of ``total`` were left out."""
+    shown = sep.join(items[:limit])
+    return shown + (f"{sep}and {total - min(len(items), limit)} more" if total > min(len(items), limit) else "")
+
+
+def _span(start: float, end: float) -> str:
+    """A stretch of video, in seconds."""
+    return f"{start:.1f}-{end:.1f} s"
+
+
 def _missing(alert: Alert, state: ViewState) -> Text:
-    """The missing pre-conditions of an alert; those whose names did not fit the message are named by the view."""
+    """The missing pre-conditions of an alert."""
     if not alert.missing:
         return _text("not in the task graph" if alert.undefined else "-")
-    names = list(alert.missing_names) + [state.name(s) for s in alert.missing[len(alert.missing_names) :]]
-    return _text(", ".join(names))
+    return _text(", ".join(_names(alert.missing, alert.missing_names, state)))
 
 
 def _likely_next(row: Status, state: ViewState) -> Text:
-    """The allowed steps of a stream, likeliest first, each with its future-step probability when it has one."""
+    """The allowed steps of a stream, likeliest first, each with its future-step probability when it has one.
+
+    The step being done now is left out (it is not next, it is now: its pre-conditions are met because it is
+    allowed), and an ended stream has no next step. The probabilities are the checker's, shared among all allowed
+    steps, the one being done included, so those shown may sum to less than 1.
+    """
+    if row.ended:
+        return _text("-")
     parts = [
         state.name(step) + (f" {score:.2f}" if score > 0 else "")
         for step, score in zip(row.allowed, row.allowed_scores, strict=True)
+        if step != row.current
     ]
     return _text(", ".join(parts) or "-")
+
+
+def _video_time(alert: Alert, state: ViewState) -> Text:
+    """Where in the video the alerted step was: its confirmed key-step's span, ``now`` for an early alert on the step
+    being done, ``-`` when the view never got the key-step (it joined late)."""
+    span = state.alert_video.get(_position(alert))
+    if span is not None:
+        return _text(_span(*span))
+    row = state.streams.get(alert.stream_id)
+    being_done = (
+        row is not None and row.run == alert.run and not row.ended and row.current == alert.step
+        and len(row.done) <= alert.index
+    )
+    return _text("now" if being_done else "-")
 
 
 def _forgotten(alert: Alert) -> Text:
@@ -168,6 +235,51 @@ def _forgotten(alert: Alert) -> Text:
     if alert.forgotten_name is None or alert.forgotten_score is None:
         return _text("-")
     return _text(f"{alert.forgotten_name} {alert.forgotten_score:.2f}", "bold")
+
+
+def _mistake(alert: Alert, state: ViewState) -> str:
+    """An alert in a few words: ``boil_water before fill_kettle``."""
+    if not alert.missing:
+        return f"{alert.step_name} (not in the task graph)" if alert.undefined else alert.step_name
+    return f"{alert.step_name} before {', '.join(_names(alert.missing, alert.missing_names, state))}"
+
+
+def _standing_alerts(stream_id: str, row: Status, state: ViewState) -> list[Alert]:
+    """The alerts shown for a stream's current run and not retracted, in the order of their steps."""
+    withdrawn = state.retracted.get(stream_id, {})
+    return sorted(
+        (a for _, a in state.alerts if (a.stream_id, a.run) == (stream_id, row.run) and a.alert_id not in withdrawn),
+        key=lambda a: a.index,
+    )
+
+
+def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
+    """One line on how a stream's session went, once it ended: its mistakes and the required steps it never did.
+
+    Args:
+        stream_id: the stream.
+        row: its latest status.
+        state: the alerts, retractions and end-of-session reports to draw on.
+
+    Returns:
+        ``cam0 ended: correct (no mistake, nothing missing)``, ``cam0 ended: 1 mistake (boil_water before
+        fill_kettle), nothing missing``, ``cam0 ended: no mistake; never done: add_milk``; a line saying a lost
+        stream gets no verdict; None while the stream runs.
+    """
+    if row.lost:
+        return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
+    if not row.ended:
+        return None
+    alerts = _standing_alerts(stream_id, row, state)
+    count = max(row.alerts, len(alerts))  # the status counts the alerts this view missed (it joined late)
+    report = state.reported.get(stream_id)
+    never = _names(report.missing, report.missing_names, state) if report is not None and report.run == row.run else []
+    if not count and not never:
+        return _text(f"{stream_id} ended: correct (no mistake, nothing missing)", "bold green")
+    described = _some([_mistake(a, state) for a in alerts], count, MISTAKES_NAMED, "; ")
+    mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
+    missing = f"; never done: {_some(never, len(never), NEVER_DONE_NAMED)}" if never else ", nothing missing"
+    return _text(f"{stream_id} ended: {mistakes}{missing}", "bold red")
 
 
 def _health(health: CheckerHealth) -> Text | None:
@@ -188,27 +300,53 @@ def _health(health: CheckerHealth) -> Text | None:
     return Text(line, style="yellow")
 
 
-def render(state: ViewState) -> RenderableType:
-    """Draw the state: a table of streams, the alert log, the steps ended sessions never did, the recent key-steps.
+@dataclass(frozen=True)
+class _Layout:
+    """How the tables size their columns: fixed-format ones at least as wide as their widest value, names sharing
+    the rest of the width (or, with ``fit``, every column as wide as its contents)."""
 
-    Args:
-        state: what to show.
+    fit: bool
+    stream_width: int  # the longest stream id the view knows
 
-    Returns:
-        A rich renderable (no side effects: the caller prints or refreshes it).
-    """
-    streams = Table(title="streams", expand=True)
-    for col in ("stream", "now", "done", "allowed next", "fps", "frames", "dropped", "alerts"):
-        if col in ("done", "allowed next"):
-            streams.add_column(col, ratio=1)
-        else:
-            streams.add_column(col, no_wrap=True, justify="right" if col in ("fps", "frames", "dropped") else "left")
+    def table(self, title: str, title_style: str = "") -> Table:
+        return Table(title=title, title_style=title_style or None, expand=not self.fit)
+
+    def stream(self, table: Table, mark: bool = False) -> None:
+        width = self.stream_width + (len(ENDED_MARK) if mark else 0)
+        table.add_column("stream", min_width=max(width, len("stream")), overflow="fold")
+
+    @staticmethod
+    def fixed(table: Table, name: str, width: int, right: bool = False) -> None:
+        table.add_column(name, min_width=max(width, len(name)), no_wrap=True, justify="right" if right else "left")
+
+    @staticmethod
+    def names(table: Table, name: str, ratio: int) -> None:
+        """A column of step names: it takes its ``ratio`` of the width the fixed-format columns leave."""
+        table.add_column(name, ratio=ratio, overflow="fold")  # a long name goes on, on the next line: never cut
+
+
+def _layout(state: ViewState, fit: bool) -> _Layout:
+    ids = {*state.streams, *(a.stream_id for _, a in state.alerts), *(e.stream_id for _, e in state.events),
+           *(r.stream_id for _, r in state.missing)}
+    return _Layout(fit, max((len(printable(sid)) for sid in ids), default=0))
+
+
+def _streams_table(state: ViewState, layout: _Layout) -> Table:
+    streams = layout.table("streams")
+    layout.stream(streams, mark=True)
+    layout.names(streams, "now", 2)
+    layout.names(streams, "done", 4)
+    layout.names(streams, "allowed next", 3)
+    for col in ("fps", "frames", "dropped", "alerts"):
+        layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
     mistaken = {(a.stream_id, a.run, a.step) for _, a in state.alerts}
     for sid, row in sorted(state.streams.items()):
         done = Text(", ").join(
             _text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green") for s in row.done
         )
-        mark = " (lost)" if row.lost else " (ended)" if row.ended else ""
+        mark = LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
+        # The status counts confirmed mistakes; an early alert is in the log (and counted here) before that.
+        alerts = max(row.alerts, len(_standing_alerts(sid, row, state)))
         streams.add_row(
             _text(sid + mark, "yellow" if row.lost else ""),
             _text(state.name(row.current)),
@@ -217,48 +355,85 @@ def render(state: ViewState) -> RenderableType:
             _text(f"{row.fps:.1f}"),
             _text(row.frames),
             _text(row.dropped),
-            _text(row.alerts, "bold red" if row.alerts else ""),
+            _text(alerts, "bold red" if alerts else ""),
         )
     if not state.streams:
         streams.add_row(_text("waiting for streams..."), *(_text("") for _ in range(7)))
     rules = sorted({row.rule for row in state.streams.values()})
     if rules:  # the query names its rule: without row-softmax weights the binary rule orders the allowed steps
-        streams.caption = f"allowed next: likeliest first, future-step probability by the {'/'.join(rules)} rule"
+        streams.caption = (f"allowed next: likeliest first (the step being done now left out), future-step "
+                           f"probability by the {'/'.join(rules)} rule")
+    return streams
 
-    alerts = Table(title="alerts", expand=True, title_style="bold red")
-    for col in ("time", "stream", "mistake", "missing pre-conditions", "likely forgotten"):
-        alerts.add_column(col)
+
+def _alerts_table(state: ViewState, layout: _Layout) -> Table:
+    alerts = layout.table("alerts", "bold red")
+    layout.fixed(alerts, "time", CLOCK_WIDTH)
+    layout.fixed(alerts, "video time", VIDEO_WIDTH)
+    layout.stream(alerts)
+    layout.names(alerts, "mistake", 2)
+    layout.names(alerts, "missing pre-conditions", 3)
+    layout.names(alerts, "likely forgotten", 2)
     for when, alert in state.alerts:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         if withdrawn is not None:  # an early alert whose step was not confirmed: shown struck out, with why
             instead = "no step" if withdrawn.confirmed_name is None else withdrawn.confirmed_name
-            alerts.add_row(_text(_clock(when)), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
-                           _text(f"retracted: it was {instead}", "yellow"), _text(""))
+            alerts.add_row(_text(_clock(when)), _text("-"), _text(alert.stream_id),
+                           _text(alert.step_name, "strike dim"), _text(f"retracted: it was {instead}", "yellow"),
+                           _text(""))
             continue
-        alerts.add_row(_text(_clock(when)), _text(alert.stream_id), _text(alert.step_name, "bold red"),
-                       _missing(alert, state), _forgotten(alert))
+        alerts.add_row(_text(_clock(when)), _video_time(alert, state), _text(alert.stream_id),
+                       _text(alert.step_name, "bold red"), _missing(alert, state), _forgotten(alert))
     if not state.alerts:
-        alerts.add_row(_text("-"), _text("-"), _text("no mistakes so far"), _text(""), _text(""))
+        over = bool(state.streams) and all(row.ended for row in state.streams.values())
+        alerts.add_row(_text("-"), _text("-"), _text("-"), _text("no mistakes" if over else "no mistakes so far"),
+                       _text(""), _text(""))
+    return alerts
 
-    events = Table(title="recent key-steps", expand=True)
-    for col in ("time", "stream", "key-step", "video time", "confidence"):
-        events.add_column(col)
+
+def _never_done_table(state: ViewState, layout: _Layout) -> Table:
+    never = layout.table("never done (session ended)", "bold red")
+    layout.fixed(never, "time", CLOCK_WIDTH)
+    layout.stream(never)
+    layout.names(never, "missing key-steps", 1)
+    for when, report in state.missing:
+        names = _names(report.missing, report.missing_names, state)
+        never.add_row(_text(_clock(when)), _text(report.stream_id), _text(", ".join(names), "bold red"))
+    return never
+
+
+def _events_table(state: ViewState, layout: _Layout) -> Table:
+    events = layout.table("recent key-steps")
+    layout.fixed(events, "time", CLOCK_WIDTH)
+    layout.stream(events)
+    layout.names(events, "key-step", 1)
+    layout.fixed(events, "video time", VIDEO_WIDTH)
+    layout.fixed(events, "confidence", len("confidence"), right=True)
     for when, ev in state.events:
-        events.add_row(
-            _text(_clock(when)), _text(ev.stream_id), _text(ev.step_name), _text(f"{ev.start:.1f}-{ev.end:.1f} s"),
-            _text(f"{ev.confidence:.2f}"),
-        )
+        events.add_row(_text(_clock(when)), _text(ev.stream_id), _text(ev.step_name), _text(_span(ev.start, ev.end)),
+                       _text(f"{ev.confidence:.2f}"))
+    return events
 
-    parts: list[RenderableType] = [streams, alerts]
+
+def render(state: ViewState, fit: bool = False) -> RenderableType:
+    """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
+    never did, the recent key-steps.
+
+    Args:
+        state: what to show.
+        fit: size every table to its contents instead of the console's width (for output that is not a terminal:
+            printed on a wide console, no name is cut).
+
+    Returns:
+        A rich renderable (no side effects: the caller prints or refreshes it).
+    """
+    layout = _layout(state, fit)
+    parts: list[RenderableType] = [_streams_table(state, layout)]
+    parts += [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
+    parts.append(_alerts_table(state, layout))
     if state.missing:  # shown once a session has ended without some required step
-        never = Table(title="never done (session ended)", expand=True, title_style="bold red")
-        for col in ("time", "stream", "missing key-steps"):
-            never.add_column(col)
-        for when, report in state.missing:
-            names = list(report.missing_names) + [state.name(s) for s in report.missing[len(report.missing_names) :]]
-            never.add_row(_text(_clock(when)), _text(report.stream_id), _text(", ".join(names), "bold red"))
-        parts.append(never)
-    parts.append(events)
+        parts.append(_never_done_table(state, layout))
+    parts.append(_events_table(state, layout))
     health = _health(state.health) if state.health is not None else None
     if health is not None:
         parts.append(health)

@@ -26,6 +26,7 @@ from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watche
 from streaming.view import ViewState, graph_names, jsonl_line, render
 
 REFRESH_HZ = 8  # terminal view refreshes per second
+PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
 
 
 class Viewer:
@@ -83,10 +84,26 @@ class Viewer:
         return messages
 
     def loop(self, done: Callable[[], bool], console: Console | None = None) -> None:
-        """Pump until ``done()``; with a console, redraw the live view `REFRESH_HZ` times a second."""
+        """Pump until ``done()``; with a console, redraw the live view `REFRESH_HZ` times a second.
+
+        A console that is not a terminal (stdout sent to a file or a pipe) gets the final view once, at the end (also
+        on Ctrl-C), its tables as wide as their contents so that no name is cut.
+        """
         if self.jsonl or console is None:
             while not done():
                 self.pump()
+            return
+        if not console.is_terminal:
+            try:
+                while not done():
+                    self.pump()
+            finally:
+                narrow = console.width
+                console.width = max(narrow, PLAIN_WIDTH)  # only a cap: fitted tables are as wide as they need
+                try:
+                    console.print(render(self.state, fit=True))
+                finally:
+                    console.width = narrow
             return
         with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
             next_draw = 0.0

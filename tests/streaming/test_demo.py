@@ -140,7 +140,8 @@ def test_the_live_view_shows_what_the_missing_demo_never_did(demo_cache: Path) -
     source = StreamSource("demo:missing", str(GRAPH), str(DETECTOR), reader=ReaderConfig(realtime=False))
     assert run_all(RunConfig(source), console=console) == 0
     last = screen.getvalue().rsplit("streams", 1)[1]  # the final screen
-    assert "cam0 (ended)" in last and "no mistakes so far" in last
+    assert "cam0 (ended)" in last and "no mistakes so far" not in last and "no mistakes" in last
+    assert "cam0 ended: no mistake; never done: add_milk" in last
     never = last.split("never done (session ended)")[1]
     assert "add_milk" in never.split("recent key-steps")[0]
 

@@ -13,14 +13,27 @@ import zmq
 from rich.console import Console
 
 from graphs.task_graph import load_graph
-from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.checker_service import CheckerCore
+from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
 from streaming.detector_service import EventPublisher
-from streaming.messages import Alert, CheckerHealth, MissingSteps, Status, StepEvent, run_of
+from streaming.messages import (
+    Alert,
+    CheckerHealth,
+    Heartbeat,
+    KeyStepOnset,
+    Message,
+    MissingSteps,
+    Status,
+    StepEvent,
+    decode,
+    encode,
+    run_of,
+)
 from streaming.transport import Publisher, bind, connect
 from streaming.view import ViewState, graph_names, jsonl_line, render
 from streaming.viewer import Viewer, run_view
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
-from tests.streaming.helpers import running_checker, tea_graph, wait_for
+from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for
 
 
 def draw(state: ViewState, width: int = 140) -> str:
@@ -201,12 +214,12 @@ def test_a_lost_stream_and_what_the_checker_refused_are_shown() -> None:
 def test_allowed_steps_are_shown_likeliest_first_with_their_probability_and_the_rule() -> None:
     state = ViewState(names={1: "fill_kettle", 3: "get_cup", 4: "add_teabag"})
     state.apply(status(done=(3,), allowed=(4, 1), allowed_scores=(0.51, 0.41), rule="weighted"))
-    text = draw(state)
+    text = draw(state, width=200)
     assert "add_teabag 0.51, fill_kettle 0.41" in text
-    assert "likeliest first, future-step probability by the weighted rule" in text
+    assert "likeliest first (the step being done now left out), future-step probability by the weighted rule" in text
     # A graph without weights: the binary rule, which gives steps that do not follow the last one no probability.
     state.apply(status(done=(3,), allowed=(4, 1), allowed_scores=(1.0, 0.0), rule="binary", seq=4))
-    text = draw(state)
+    text = draw(state, width=200)
     assert "add_teabag 1.00, fill_kettle" in text and "fill_kettle 0" not in text
     assert "by the binary rule" in text
 
@@ -284,4 +297,172 @@ def test_a_malformed_report_on_the_wire_is_dropped_counted_and_the_next_one_show
     assert wait_for(lambda: bool(viewer.state.missing), 10.0, lambda: viewer.pump(20))
     assert viewer.receiver.stats.malformed == 3 and [r.missing for _, r in viewer.state.missing] == [(4, 6)]
     assert "3 malformed messages dropped" in draw(viewer.state)
+    viewer.close()
+
+
+# -- a session as the checker reports it: the view fed what a real `CheckerCore` sends -------------------------------
+
+FILL, BOIL, GET_CUP = 1, 2, 3
+
+
+class Session:
+    """A detector session on stream cam0 sent through a real checker core; the view gets what the checker sends."""
+
+    def __init__(self) -> None:
+        self.core = CheckerCore(tea_graph())
+        self.state = ViewState(names=graph_names(tea_graph()))
+        self.history: tuple[int, ...] = ()
+        self.seq = 0
+
+    def send(self, message: Message) -> None:
+        for out in self.core.serve([decode(encode(message))]):
+            self.state.apply(out)
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def heartbeat(self, current: int | None = None, ended: bool = False) -> None:
+        self.send(Heartbeat("cam0", self._next(), 1.0, "s", self.history, current, 10 * self.seq, 0, 5.0, ended))
+
+    def announce(self, step: int, start: float) -> None:
+        """The segmenter's early announcement (``--alert-on onset``), then the detector still seeing the step."""
+        self.send(KeyStepOnset("cam0", self._next(), 1.0, "s", self.history, step, name_of(step), start, 0.9,
+                               len(self.history), (), False))
+        self.heartbeat(current=step)
+
+    def confirm(self, step: int, start: float, end: float) -> None:
+        self.history += (step,)
+        self.send(keystep(self.history, self._next(), start=start, end=end))
+
+    def run(self, steps: tuple[int, ...], early: bool = False) -> None:
+        """Each step confirmed 4 s after the last (announced first when ``early``), then the end of the session."""
+        self.heartbeat()
+        for k, step in enumerate(steps):
+            if early:
+                self.announce(step, 4.0 * k)
+            self.confirm(step, 4.0 * k, 4.0 * k + 3.5)
+        self.heartbeat(ended=True)
+
+
+def test_an_ended_stream_gets_a_verdict_line_naming_its_mistakes_and_the_steps_it_never_did() -> None:
+    verdicts = {}
+    for execution in ("mistake", "correct", "missing"):
+        session = Session()
+        session.run(DEMO_EXECUTIONS[execution])
+        verdicts[execution] = draw(session.state)
+    assert "cam0 ended: 1 mistake (boil_water before fill_kettle), nothing missing" in verdicts["mistake"]
+    assert "cam0 ended: correct (no mistake, nothing missing)" in verdicts["correct"]
+    assert "cam0 ended: no mistake; never done: add_milk" in verdicts["missing"]
+    assert "no mistakes so far" not in verdicts["correct"] and "no mistakes " in verdicts["correct"]
+    # While it runs, a stream has no verdict and the alert log says "so far".
+    session = Session()
+    session.heartbeat()
+    session.confirm(GET_CUP, 0.0, 3.5)
+    text = draw(session.state)
+    assert "ended:" not in text and "no mistakes so far" in text
+
+
+def test_a_verdict_counts_mistakes_it_cannot_name_and_never_counts_a_retracted_one() -> None:
+    session = Session()
+    session.run((5, 6, BOIL, 4))  # pour_water first, then boil_water without fill_kettle, add_teabag without get_cup
+    verdict = ("cam0 ended: 3 mistakes (pour_water before boil_water, add_teabag; boil_water before fill_kettle; "
+               "add_teabag before get_cup); never done: fill_kettle, get_cup")
+    assert verdict in draw(session.state, width=300)
+    session.state.alerts.popleft()  # one the view never got (it joined late): counted from the status
+    assert ("cam0 ended: 3 mistakes (boil_water before fill_kettle; add_teabag before get_cup; and 1 more)"
+            in draw(session.state, width=300))
+    # An early alert on boil_water, then fill_kettle confirmed in its place: retracted, and the session is correct.
+    session = Session()
+    session.heartbeat()
+    session.confirm(GET_CUP, 0.0, 3.5)
+    session.announce(BOIL, 4.0)
+    session.confirm(FILL, 4.0, 7.5)
+    session.run((BOIL, 4, 5, 6))
+    text = draw(session.state)
+    assert "retracted: it was fill_kettle" in text and "cam0 ended: correct (no mistake, nothing missing)" in text
+
+
+def test_a_lost_stream_is_said_to_have_no_verdict() -> None:
+    state = ViewState()
+    state.apply(status(lost=True))
+    assert "kitchen lost: its detector went silent before ending its session, so no verdict" in draw(state)
+
+
+def stream_row(text: str, stream: str = "cam0") -> list[str]:
+    """The cells of a stream's row in the streams table (stream, now, done, allowed next, fps, ...)."""
+    (line,) = [line for line in text.splitlines() if line.startswith(f"│ {stream}")][:1]
+    return [cell.strip() for cell in line.strip("│").split("│")]
+
+
+def test_allowed_next_leaves_out_the_step_being_done_and_an_ended_stream_has_none() -> None:
+    session = Session()
+    session.heartbeat()
+    session.confirm(GET_CUP, 0.0, 3.5)
+    session.confirm(FILL, 4.0, 7.5)
+    session.heartbeat(current=BOIL)
+    assert session.state.streams["cam0"].allowed == (BOIL, 4)  # the checker lists the step under way ...
+    now, allowed = stream_row(draw(session.state))[1:4:2]
+    assert (now, allowed) == ("boil_water", "add_teabag")  # ... the view does not: it is now, not next
+    session.heartbeat()  # nothing under way: both are next again
+    assert stream_row(draw(session.state, width=200))[3] == "boil_water 1.00, add_teabag"
+    session.heartbeat(ended=True)  # stops before add_milk: its report names it, and nothing is "next" any more
+    assert session.state.streams["cam0"].allowed  # the checker still answers ...
+    assert stream_row(draw(session.state))[:4:3] == ["cam0 (ended)", "-"]  # ... an ended stream has no next step
+
+
+def test_an_alert_shows_where_in_the_video_its_step_was() -> None:
+    for early in (False, True):
+        session = Session()
+        session.heartbeat()
+        session.confirm(GET_CUP, 0.0, 3.5)
+        if early:  # the alert comes before the step is confirmed: it is being done now
+            session.announce(BOIL, 4.0)
+            (alert_row,) = [row for row in draw(session.state).splitlines() if "fill_kettle 1.00" in row]
+            assert "│ now " in alert_row
+            assert stream_row(draw(session.state))[-1] == "1"  # counted with the log, before the checker counts it
+        session.confirm(BOIL, 4.0, 7.5)
+        alert_rows = draw(session.state).split("missing pre-conditions")[1].split("recent key-steps")[0].splitlines()
+        (alert_row,) = [row for row in alert_rows if "boil_water" in row]
+        assert "4.0-7.5 s" in alert_row, (early, alert_row)
+
+
+def test_tables_keep_their_column_widths_as_values_come_and_go() -> None:
+    def borders(text: str) -> list[tuple[int, ...]]:
+        """Where the column borders of each table's header are."""
+        return [tuple(k for k, c in enumerate(line) if c in "┳┓") for line in text.splitlines() if line.startswith("┏")]
+
+    session = Session()
+    session.heartbeat()
+    first = borders(draw(session.state, width=110))
+    session.confirm(GET_CUP, 0.0, 3.5)
+    session.announce(BOIL, 4.0)
+    session.confirm(BOIL, 4.0, 7.5)
+    for _ in range(200):
+        session.heartbeat(current=4)  # frames grow to 4 digits
+    shown = borders(draw(session.state, width=110))
+    assert first[0] == shown[0]  # streams
+    assert first[1] == shown[1]  # alerts: "no mistakes so far", then an alert
+    assert first[-1] == shown[-1]  # recent key-steps
+
+
+def test_a_view_printed_to_a_file_shows_every_name_in_full_once_at_the_end(ctx: zmq.Context) -> None:
+    pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
+    long_name = "pour_the_boiled_water_slowly_over_the_teabag_in_the_cup"
+    viewer = Viewer(ctx, endpoint, ViewState(names={2: "boil_water", 5: long_name}), jsonl=False)
+    screen = io.StringIO()
+    console = Console(file=screen, width=80, color_system=None)  # stdout sent to a file: not a terminal
+    assert not console.is_terminal
+    deadline = time.monotonic() + 10.0
+
+    def ended() -> bool:
+        Publisher(pub).send(status(done=(2, 5), allowed=(), alerts=0, ended=True))
+        return "kitchen" in viewer.state.streams or time.monotonic() > deadline
+
+    viewer.loop(ended, console)
+    text = screen.getvalue()
+    assert text.count("streams") == 1  # the final view, once
+    assert f"boil_water, {long_name}" in text and "…" not in text
+    assert "kitchen ended: correct (no mistake, nothing missing)" in text
+    assert console.width == 80
     viewer.close()

@@ -47,7 +47,17 @@ from streaming.detector_service import (
     load_detector_for_stream,
     print_warning,
 )
-from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, VideoScores, score_video, scores_json, total
+from streaming.eval_scores import (
+    AnnotatedSegment,
+    RaisedAlert,
+    RuleDisagreement,
+    VideoRun,
+    VideoScores,
+    rule_disagreements,
+    score_video,
+    scores_json,
+    total,
+)
 from streaming.extractors import FeatureExtractor
 from streaming.feature_extraction import choose_scenario, find_video, read_segments
 from streaming.local_checker import CheckerLink
@@ -324,6 +334,7 @@ class EvalResult:
     scores: list[VideoScores]
     settings: dict[str, Any]
     cached: int = 0
+    disagreements: list[RuleDisagreement] = field(default_factory=list)
 
 
 def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], None] = print_warning) -> EvalResult:
@@ -332,7 +343,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     Args:
         config: the run.
         progress: show progress bars on stderr.
-        warn: called with warnings (``--ignore-names``).
+        warn: called with warnings (``--ignore-names``; an annotated ``has_errors`` the graph disagrees with, one per
+            segment, before any video runs).
 
     Returns:
         The runs and their scores.
@@ -346,6 +358,10 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_preview()
     chain = load_chain(config, warn)
     videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
+    # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
+    disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
+    for disagreement in disagreements:
+        warn(disagreement.message)
     runs: list[VideoRun] = []
     cached = 0
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -373,19 +389,19 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         "segmenter": asdict(chain.segmenter),
         "videos": [v.name for v in videos],
     }
-    result = EvalResult(runs, [score_video(r, chain.graph) for r in runs], settings, cached)
+    result = EvalResult(runs, [score_video(r, chain.graph) for r in runs], settings, cached, disagreements)
     if config.json_out is not None:
         write_text(config.json_out, json.dumps(result_json(result), indent=1) + "\n", "results file")
     return result
 
 
 def result_json(result: EvalResult) -> dict[str, Any]:
-    """The figures of a run as JSON: settings, one entry per video, the total."""
-    return {
-        "settings": result.settings,
-        "videos": [scores_json(s) for s in result.scores],
-        "total": scores_json(total(result.scores)),
-    }
+    """The figures of a run as JSON: settings, one entry per video (with its rule disagreements), the total."""
+    videos = []
+    for score in result.scores:
+        disagreements = [asdict(d) for d in result.disagreements if d.video == score.video]
+        videos.append(scores_json(score) | {"rule_disagreements": disagreements})
+    return {"settings": result.settings, "videos": videos, "total": scores_json(total(result.scores))}
 
 
 def _check_unique(names: Sequence[str]) -> None:

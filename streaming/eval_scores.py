@@ -11,7 +11,10 @@ Three questions, per video and in total:
   - ``has_errors``: the annotation marks the segment ``has_errors`` (the datasets' own mistake labels).
 
   Precision = correct alerts / alerts raised (an early alert later retracted counts as raised: the person saw it),
-  recall = annotated mistakes with a correct alert / annotated mistakes, F1 their harmonic mean.
+  recall = annotated mistakes with a correct alert / annotated mistakes, F1 their harmonic mean. A figure with
+  nothing to count is not measured (None, shown ``-``): precision without an alert, recall and F1 without a mistake
+  to find. Where the two rules disagree on a segment, `rule_disagreements` says so: a ``has_errors`` step the graph
+  allows usually means the graph was learned from that very video.
 - **Key-step recognition**: segment F1@{10, 25, 50} and the edit score (`recognition.segment_metrics`).
 - **Alert latency**: for each annotated mistake caught, seconds from its annotated start to its first correct alert
   (negative: the alert came before the annotated start); the median and the 90th percentile over all of them.
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from graphs.checker import precondition_violations
+from graphs.checker import PreconditionChecker, precondition_violations
 from graphs.task_graph import TaskGraph
 from recognition.segment_metrics import IOU_THRESHOLDS, MatchCounts, TimedSegment, edit_score, segment_matches
 
@@ -87,19 +90,23 @@ class MistakeCounts:
                              self.mistakes + other.mistakes, self.caught + other.caught)
 
     @property
-    def precision(self) -> float:
-        """Correct alerts / alerts (1.0 when no alert was raised)."""
-        return self.correct / self.alerts if self.alerts else 1.0
+    def precision(self) -> float | None:
+        """Correct alerts / alerts; None when no alert was raised (nothing to count)."""
+        return self.correct / self.alerts if self.alerts else None
 
     @property
-    def recall(self) -> float:
-        """Caught mistakes / annotated mistakes (1.0 when there is none)."""
-        return self.caught / self.mistakes if self.mistakes else 1.0
+    def recall(self) -> float | None:
+        """Caught mistakes / annotated mistakes; None when there is no mistake to find."""
+        return self.caught / self.mistakes if self.mistakes else None
 
     @property
-    def f1(self) -> float:
-        """Harmonic mean of precision and recall."""
+    def f1(self) -> float | None:
+        """Harmonic mean of precision and recall; None without a mistake to find, 0 when mistakes raised no alert."""
         p, r = self.precision, self.recall
+        if r is None:
+            return None
+        if p is None:
+            return 0.0
         return 2 * p * r / (p + r) if p + r else 0.0
 
 
@@ -141,6 +148,63 @@ def annotated_mistakes(graph: TaskGraph, annotated: Sequence[AnnotatedSegment]) 
         "graph": precondition_violations(graph, [s.step for s in annotated]),
         "has_errors": np.array([s.has_errors for s in annotated], dtype=bool),
     }
+
+
+@dataclass(frozen=True)
+class RuleDisagreement:
+    """An annotated segment that is a mistake under one rule and not the other.
+
+    Attributes:
+        video: the video.
+        segment: the segment's index (time order).
+        step: its step id.
+        has_errors: whether the annotation marks it ``has_errors``.
+        message: one line for the person, naming the step and what the graph says.
+    """
+
+    video: str
+    segment: int
+    step: int
+    has_errors: bool
+    message: str
+
+
+def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[AnnotatedSegment]) -> list[RuleDisagreement]:
+    """The segments whose ``has_errors`` mark disagrees with the graph, replaying the annotated order.
+
+    Args:
+        graph: the task graph.
+        video: the video's name (for the messages).
+        annotated: its segments in time order.
+
+    Returns:
+        One entry per disagreeing segment, in time order.
+    """
+    checker = PreconditionChecker(graph)
+    out = []
+    for k, segment in enumerate(annotated):
+        verdict = checker.observe(segment.step)
+        if verdict.is_mistake == segment.has_errors:
+            continue
+        name = _node_name(graph, segment.step)
+        if segment.has_errors:
+            needs = sorted(graph.preconditions(segment.step), key=graph.index)
+            allowed = ", ".join(_node_name(graph, n) for n in needs)
+            message = (f"{video}: {name} is marked has_errors but the graph lets it follow {allowed}: "
+                       "was the graph trained on this video?")
+        elif verdict.undefined:
+            message = (f"{video}: {name} is not marked has_errors but the graph defines no pre-condition for it "
+                       "(a step it never saw), so the checker flags it")
+        else:
+            missing = ", ".join(_node_name(graph, n) for n in verdict.missing)
+            message = f"{video}: {name} is not marked has_errors but the graph needs {missing} before it"
+        out.append(RuleDisagreement(video, k, segment.step, segment.has_errors, message))
+    return out
+
+
+def _node_name(graph: TaskGraph, node: int | str) -> str:
+    """A node's name in the graph, or its id when the graph does not know it."""
+    return graph.name_of(node) if node in graph.nodes else str(node)
 
 
 def match_alerts(alerts: Sequence[RaisedAlert], annotated: Sequence[AnnotatedSegment]) -> np.ndarray:
@@ -231,8 +295,35 @@ def scores_json(score: VideoScores) -> dict[str, Any]:
     }
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def count_of(n: int, noun: str) -> str:
+    """``1 video``, ``2 videos``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
+    """One line per figure of the total that had nothing to count (shown ``-``), saying why.
+
+    Args:
+        scores: one entry per video.
+
+    Returns:
+        The lines, empty when every figure was measured.
+    """
+    summed = total(scores)
+    graph, marked = summed.mistakes["graph"], summed.mistakes["has_errors"]
+    these = "the video" if len(scores) == 1 else f"these {len(scores)} videos"
+    notes = []
+    if not graph.mistakes:
+        notes.append(f"no mistake under the graph in the annotated order of {these}: R and F1 not measured")
+    if not marked.mistakes:
+        notes.append(f"no annotated mistake (has_errors) in {these}: R err and F1 err not measured")
+    if not graph.alerts:
+        notes.append(f"no alert raised in {these}: P and P err not measured")
+    return notes
 
 
 def _seconds(x: float | None) -> str:

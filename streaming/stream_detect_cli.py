@@ -389,7 +389,7 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from streaming.eval_run import EvalConfig, evaluate
-    from streaming.eval_scores import eval_table
+    from streaming.eval_scores import count_of, eval_table, unmeasured_notes
 
     config = EvalConfig(
         graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,
@@ -399,9 +399,11 @@ def _eval(args: argparse.Namespace) -> int:
         annotate_out=args.annotate_out, preview=args.preview,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)
-    title = (f"stream-detect eval: {len(result.runs)} videos, alerts on {args.alert_on}"
+    title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"
              f" ({result.cached} from the cache)")
     Console(width=160).print(eval_table(result.scores, title))
+    for note in unmeasured_notes(result.scores):
+        print(note)
     return 0
 
 

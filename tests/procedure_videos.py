@@ -9,6 +9,8 @@ low (10 fps), so tests decode and extract them quickly.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -114,16 +116,24 @@ def write_execution(path: Path, order: tuple[int, ...], seed: int) -> list[tuple
     return segments
 
 
+def done_too_early(order: Sequence[int]) -> list[bool]:
+    """Per step of an order, whether it was done before one of its true pre-conditions (what an annotator marks)."""
+    return [not set(PRECONDITIONS[s]) <= set(order[:k]) for k, s in enumerate(order)]
+
+
 def annotation_file(executions: dict[str, list[tuple[int, float, float]]]) -> dict[str, Any]:
-    """The annotation JSON (the format ``tgml train`` and ``recognition-features`` read) of some executions."""
+    """The annotation JSON (the format ``tgml train`` and ``recognition-features`` read) of some executions.
+
+    A step done before its true pre-conditions is marked ``has_errors``, as an annotator would.
+    """
     annotations = {
         name: {
             "scenario": SCENARIO,
             "recording_id": name,
             "segments": [
-                {"step_id": s, "start_time": a, "end_time": b, "description": "", "has_errors": False,
+                {"step_id": s, "start_time": a, "end_time": b, "description": "", "has_errors": wrong,
                  "step_name": STEPS[s]}
-                for s, a, b in segments
+                for (s, a, b), wrong in zip(segments, done_too_early([s for s, _, _ in segments]), strict=True)
             ],
         }
         for name, segments in executions.items()
@@ -151,3 +161,47 @@ def write_procedure(folder: Path, orders: dict[str, tuple[int, ...]], seed: int 
     labels = folder / "labels.json"
     labels.write_text(json.dumps(annotation_file(executions), indent=1))
     return labels
+
+
+WALKTHROUGH_TRAIN: Final = 10  # video_00 .. video_09: valid orders, the detector's training videos
+WALKTHROUGH_MISTAKE: Final = "video_11"  # attaches the legs before unboxing the parts
+
+
+def walkthrough_orders() -> dict[str, tuple[int, ...]]:
+    """The 12 executions of the own-procedure walkthrough: 11 valid orders, then `WALKTHROUGH_MISTAKE`."""
+    orders = {f"video_{k:02d}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(WALKTHROUGH_TRAIN + 1)}
+    return orders | {WALKTHROUGH_MISTAKE: MISTAKE_ORDER}
+
+
+def write_walkthrough(folder: Path) -> Path:
+    """Write the walkthrough's videos, ``labels.json`` and ``split.json`` (``test``: the last two videos).
+
+    Args:
+        folder: where to write (``folder/videos/video_XX.mp4``, ``folder/labels.json``, ``folder/split.json``).
+
+    Returns:
+        The annotation file.
+    """
+    orders = walkthrough_orders()
+    labels = write_procedure(folder, orders)
+    names = list(orders)
+    split = {"train": names[:WALKTHROUGH_TRAIN], "test": names[WALKTHROUGH_TRAIN:]}
+    (folder / "split.json").write_text(json.dumps(split, indent=1))
+    return labels
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.procedure_videos OUT_DIR``: write the walkthrough's 12 shelf videos and their labels."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m tests.procedure_videos OUT_DIR", file=sys.stderr)
+        return 2
+    folder = Path(args[0])
+    labels = write_walkthrough(folder)
+    print(f"wrote {len(walkthrough_orders())} videos to {folder / 'videos'}, {labels} and {folder / 'split.json'} "
+          f"({WALKTHROUGH_MISTAKE} attaches the legs before unboxing the parts, marked has_errors)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from graphs.errors import InputError
 from graphs.files import read_json
@@ -32,6 +34,53 @@ class Video:
     scenario: str
     steps: tuple[int, ...]
     has_errors: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class TrainingVideos:
+    """Which labelled executions of a scenario a graph learns from.
+
+    Attributes:
+        include_mistakes: also learn from executions with a ``has_errors`` segment. Off, they are left out: a graph
+            learned from a mistaken order takes it as allowed and loses exactly the pre-condition the mistake breaks.
+            The PREGO training splits hold a few such executions and the paper learned from them, so reproducing it
+            keeps them.
+        exclude: executions held out by name (test videos), each of which must be an execution of the scenario.
+    """
+
+    include_mistakes: bool = False
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(set(self.exclude)) != len(self.exclude):
+            twice = sorted({name for name in self.exclude if self.exclude.count(name) > 1})
+            raise InputError(f"--exclude-videos: {', '.join(twice)} named twice")
+
+
+EVERY_VIDEO = TrainingVideos(include_mistakes=True)  # what the benchmarks and `Annotations.training_data` learn from
+
+
+@dataclass(frozen=True)
+class TrainingSelection:
+    """The executions a learner trains on, and those it left out.
+
+    Attributes:
+        step_ids: the scenario's key-step ids, in taxonomy order.
+        step_names: their names.
+        sequences: one key-step sequence per kept execution, file order, repeats kept.
+        mistakes: executions left out because a segment is marked ``has_errors``.
+        excluded: executions left out by name.
+    """
+
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    sequences: list[tuple[int, ...]]
+    mistakes: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    def left_out_info(self) -> dict[str, Any]:
+        """What a graph file's ``info["left_out"]`` records: ``{"mistakes": [...], "excluded": [...]}``."""
+        return {"mistakes": list(self.mistakes), "excluded": list(self.excluded)}
 
 
 @dataclass(frozen=True)
@@ -59,11 +108,46 @@ class Annotations:
         Raises:
             InputError: the scenario is unknown, or none of its videos has a segment.
         """
+        chosen = self.training_selection(scenario, EVERY_VIDEO)
+        return chosen.step_ids, chosen.step_names, chosen.sequences
+
+    def training_selection(self, scenario: str, videos: TrainingVideos) -> TrainingSelection:
+        """The sequences a learner trains on, after leaving out mistaken and held-out executions.
+
+        Args:
+            scenario: the procedure.
+            videos: which executions to keep.
+
+        Returns:
+            The kept sequences and the names of those left out.
+
+        Raises:
+            InputError: the scenario is unknown, an excluded name is not one of its executions, or no kept execution
+                has a segment.
+        """
         step_ids, step_names = self.steps_of(scenario)
-        sequences = [v.steps for v in self.scenario_videos(scenario)]
-        if not any(sequences):
-            raise InputError(f"{self.path}: scenario {scenario!r} has no usable sequence (no video with segments)")
-        return step_ids, step_names, sequences
+        executions = self.scenario_videos(scenario)
+        names = {v.video for v in executions}
+        unknown = [name for name in videos.exclude if name not in names]
+        if unknown:
+            raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path}")
+        excluded = tuple(v.video for v in executions if v.video in videos.exclude)
+        mistakes = tuple(v.video for v in executions
+                         if v.video not in videos.exclude and any(v.has_errors) and not videos.include_mistakes)
+        kept = [v.steps for v in executions if v.video not in excluded and v.video not in mistakes]
+        if not any(kept):
+            raise InputError(self._nothing_left(scenario, mistakes, excluded))
+        return TrainingSelection(step_ids, step_names, kept, mistakes, excluded)
+
+    def _nothing_left(self, scenario: str, mistakes: Sequence[str], excluded: Sequence[str]) -> str:
+        """The error when no execution is left to learn from, saying what removed them."""
+        why = []
+        if mistakes:
+            why.append(f"{len(mistakes)} with an annotated mistake left out (--include-mistakes keeps them)")
+        if excluded:
+            why.append(f"{len(excluded)} excluded by --exclude-videos")
+        reason = f" ({'; '.join(why)})" if why else " (no video with segments)"
+        return f"{self.path}: scenario {scenario!r} has no usable sequence{reason}"
 
     def check_scenario(self, scenario: str) -> None:
         """Raise `InputError` naming the known scenarios if ``scenario`` is not one of them."""

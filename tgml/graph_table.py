@@ -8,6 +8,8 @@ Names come from the graph file, which is not trusted: every cell is `rich.text.T
 
 from __future__ import annotations
 
+from typing import Any
+
 import networkx as nx
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -59,6 +61,9 @@ def terminal_view(graph: TaskGraph) -> Group:
         f", {len(removed)} removed" if removed else "",
         f"  ({printable(method)})" if method else "",
     )
+    lines: list[RenderableType] = [head, table]
+    if "left_out" in graph.info:
+        lines.append(Text(printable(left_out_summary(graph.info["left_out"])), style="yellow"))
     if scores is None:
         note = Text("no optionality stored (a version 1 file): every step is required", style="dim")
     else:
@@ -66,7 +71,38 @@ def terminal_view(graph: TaskGraph) -> Group:
             "optional: in most training executions that contain the step, the execution was as likely without it",
             style="dim",
         )
-    return Group(head, table, note)
+    return Group(*lines, note)
+
+
+NAMES_SHOWN = 8  # executions named in the left-out line; the rest are counted
+
+
+def left_out_summary(left_out: Any) -> str:
+    """One line saying which executions a graph was not learned from (its file's ``info["left_out"]``).
+
+    Args:
+        left_out: ``{"mistakes": [names], "excluded": [names]}`` as `tgml.annotations.TrainingSelection` records it;
+            it comes from a file, so anything else is described as unreadable rather than trusted.
+
+    Returns:
+        E.g. ``left out 1 execution with an annotated mistake (video_11); --include-mistakes keeps them``.
+    """
+    if not isinstance(left_out, dict):
+        return "left out: (unreadable record)"
+    parts = []
+    for key, why in (("mistakes", "with an annotated mistake"), ("excluded", "named by --exclude-videos")):
+        listed = left_out.get(key)
+        names = [str(n) for n in listed] if isinstance(listed, list) else []
+        if names:
+            shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {len(names) - NAMES_SHOWN} more"
+                                                       if len(names) > NAMES_SHOWN else "")
+            parts.append(f"{len(names)} execution{'s' if len(names) != 1 else ''} {why} ({shown})")
+    if not parts:
+        return "left out no execution"
+    hint = ""
+    if left_out.get("mistakes"):
+        hint = "; --include-mistakes keeps them" if len(parts) == 1 else "; --include-mistakes keeps the mistaken ones"
+    return f"left out {' and '.join(parts)}{hint}"
 
 
 def _optional_cell(graph: TaskGraph, node: int | str, optional: set[int]) -> Text:

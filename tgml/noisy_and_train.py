@@ -32,12 +32,12 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS, TaskGraph
-from tgml.annotations import load_annotations
+from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
 from tgml.noisy_and_config import METHOD_NAME, NoisyAndConfig, noisy_and_config
 from tgml.noisy_and_loss import edge_probabilities, log_readiness, noisy_and_loss, step_log_likelihood
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.sequences import ObservedRows, observed_rows, pack
-from tgml.train import TrainResult, build_training_set
+from tgml.train import TrainResult, build_training_set, with_left_out
 
 # Initial scores: θ = 0.5 everywhere (no edge favoured), plus this much seeded jitter to break ties.
 INIT_JITTER = 0.01
@@ -265,7 +265,8 @@ def train_noisy_and_graph(
 
 
 def noisy_and_from_annotations(
-    annotations: str | Path, scenario: str, config: NoisyAndConfig, progress: bool = False
+    annotations: str | Path, scenario: str, config: NoisyAndConfig, progress: bool = False,
+    videos: TrainingVideos = EVERY_VIDEO,
 ) -> TrainResult:
     """Learn the noisy-AND graph of one scenario of an annotation file (what ``tgml train`` runs by default).
 
@@ -274,12 +275,16 @@ def noisy_and_from_annotations(
         scenario: the procedure to learn.
         config: training settings.
         progress: show the progress bar.
+        videos: which executions to learn from (default: every one; ``tgml train`` leaves out those with an
+            annotated mistake).
 
     Returns:
-        The `TrainResult` (all videos of the scenario, repeats kept; first occurrences are used).
+        The `TrainResult` (the chosen videos, repeats kept; first occurrences are used; ``info["left_out"]`` names
+        the executions left out, when any was).
     """
-    step_ids, step_names, sequences = load_annotations(annotations).training_data(scenario)
-    return train_noisy_and_graph(sequences, step_ids, step_names, config, scenario, progress)
+    chosen = load_annotations(annotations).training_selection(scenario, videos)
+    result = train_noisy_and_graph(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
+    return with_left_out(result, chosen)
 
 
 class TrainingSplit(Protocol):

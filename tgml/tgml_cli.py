@@ -4,7 +4,7 @@ Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
         [--method {noisy-and,do,tgt-text}] [--config FILE] [--epochs N] [--lr LR] [--seed 42] [--relaxed] \\
-        [--quiet] \\
+        [--include-mistakes] [--exclude-videos A,B] [--quiet] \\
         noisy-and only: [--edge-cost NATS] [--noise RHO] [--cut THETA] \\
         do only:        [--beta 0.005] [--augment] [--early-stop {none,sa-plateau,sa-threshold:X}] \\
                         [--edge-threshold {1/n,1/(n+2),1/N}]
@@ -32,6 +32,11 @@ the step names (`tgml.tgt_train`; needs the ``text`` extra; takes --config, --ep
 --edge-threshold). ``tgml bench-synthetic`` scores the learners on random procedures
 (`tgml.bench.synthetic_procedures`).
 
+``tgml train`` learns from the executions without a ``has_errors`` segment: one with an annotated mistake would teach
+the graph that the mistaken order is allowed. It says on stderr which it left out, and records them in the graph
+file's ``info.left_out``; ``--include-mistakes`` keeps them (the PREGO training splits hold a few, and the paper learned
+from them), ``--exclude-videos`` leaves out named executions too.
+
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
 """
@@ -41,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,12 +59,13 @@ from graphs.graph_drawing import write_rendering
 from graphs.options import workers_option
 from graphs.settings_files import read_settings
 from graphs.task_graph import load_graph, save_graph
+from tgml.annotations import TrainingVideos
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
 from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synthetic, summary_table, synthetic_table
-from tgml.graph_table import terminal_view
+from tgml.graph_table import left_out_summary, terminal_view
 from tgml.noisy_and_config import LEARNER_METHODS, NoisyAndConfig, load_noisy_and_config, resolve_method
 from tgml.noisy_and_train import noisy_and_from_annotations
 from tgml.tgt_config import METHOD_NAME as TGT_TEXT
@@ -95,6 +102,11 @@ def _parser() -> ArgumentParser:
     train.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
                        help="cut weights at 1/n (n key-steps, as the paper; default), 1/(n+2) (the authors' code) "
                             "or 1/N (N = n + 4 nodes)")
+    train.add_argument("--include-mistakes", action="store_true",
+                       help="also learn from executions with a has_errors segment (left out by default: the graph "
+                            "would take the mistaken order as allowed)")
+    train.add_argument("--exclude-videos", type=_names, default=[], metavar="A,B",
+                       help="leave these executions out (held-out test videos), comma-separated")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
@@ -217,16 +229,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Before training: a failed save would lose the run.
         check_output(args.out, "graph file", inputs=[args.annotations, args.config])
         method = _train_method(args)
+        videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
         if method == TGT_TEXT:
             result = tgt_text_from_annotations(args.annotations, args.scenario, _tgt_text_config(args),
-                                               progress=not args.quiet)
+                                               progress=not args.quiet, videos=videos)
         elif method == "do":
             result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
-                                            progress=not args.quiet)
+                                            progress=not args.quiet, videos=videos)
         else:
             result = noisy_and_from_annotations(args.annotations, args.scenario, _noisy_and_config(args),
-                                                progress=not args.quiet)
+                                                progress=not args.quiet, videos=videos)
         save_graph(result.graph, args.out)
+        if "left_out" in result.graph.info:
+            print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
         print(f"{args.scenario}: {method}, {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
               f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":

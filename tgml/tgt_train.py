@@ -29,14 +29,14 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import load_annotations
+from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
 from tgml.loss import tgml_loss
 from tgml.noisy_and_train import TrainingSplit
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.text_embeddings import step_embeddings
 from tgml.tgt_config import METHOD_NAME, TgtTextConfig, tgt_text_config
 from tgml.tgt_model import TaskGraphTransformer, distinctiveness_loss
-from tgml.train import TrainResult, build_training_set
+from tgml.train import TrainResult, build_training_set, with_left_out
 
 
 def beta_schedule(epochs: int, start: float, end: float, updates: int) -> np.ndarray:
@@ -188,7 +188,8 @@ def train_tgt_text_graph(
 
 
 def tgt_text_from_annotations(
-    annotations: str | Path, scenario: str, config: TgtTextConfig, progress: bool = False
+    annotations: str | Path, scenario: str, config: TgtTextConfig, progress: bool = False,
+    videos: TrainingVideos = EVERY_VIDEO,
 ) -> TrainResult:
     """Learn the TGT-text graph of one scenario of an annotation file (``tgml train --method tgt-text``).
 
@@ -197,12 +198,16 @@ def tgt_text_from_annotations(
         scenario: the procedure to learn.
         config: settings.
         progress: show the progress bar.
+        videos: which executions to learn from (default: every one; ``tgml train`` leaves out those with an
+            annotated mistake).
 
     Returns:
-        The `TrainResult` (all videos of the scenario, repeats kept; first occurrences are used).
+        The `TrainResult` (the chosen videos, repeats kept; first occurrences are used; ``info["left_out"]`` names
+        the executions left out, when any was).
     """
-    step_ids, step_names, sequences = load_annotations(annotations).training_data(scenario)
-    return train_tgt_text_graph(sequences, step_ids, step_names, config, scenario, progress)
+    chosen = load_annotations(annotations).training_selection(scenario, videos)
+    result = train_tgt_text_graph(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
+    return with_left_out(result, chosen)
 
 
 def build_tgt_text(data: TrainingSplit, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import load_annotations
+from tgml.annotations import EVERY_VIDEO, TrainingSelection, TrainingVideos, load_annotations
 from tgml.do_model import DirectOptimization, n_nodes, wrap
 from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
 from tgml.sequences import (
@@ -52,6 +52,7 @@ __all__ = [
     "parse_beta_schedule",
     "train_from_annotations",
     "train_task_graph",
+    "with_left_out",
 ]
 
 
@@ -310,18 +311,39 @@ def train_task_graph(
 
 
 def train_from_annotations(
-    annotations: str | Path, scenario: str, config: TrainConfig, progress: bool = False
+    annotations: str | Path, scenario: str, config: TrainConfig, progress: bool = False,
+    videos: TrainingVideos = EVERY_VIDEO,
 ) -> TrainResult:
-    """Train the graph of one scenario of an annotation file (what ``tgml train`` runs).
+    """Train the graph of one scenario of an annotation file (what ``tgml train --method do`` runs).
 
     Args:
         annotations: annotation JSON (format in docs/data-and-citations.md).
         scenario: the procedure to learn.
         config: training settings.
         progress: show the progress bar.
+        videos: which executions to learn from (default: every one, as the benchmarks; ``tgml train`` leaves out
+            those with an annotated mistake).
 
     Returns:
-        The `TrainResult` (all videos of the scenario are used, repeats kept; pre-processing per ``config``).
+        The `TrainResult` (the chosen videos, repeats kept; pre-processing per ``config``; ``info["left_out"]``
+        names the executions left out, when any was).
     """
-    step_ids, step_names, sequences = load_annotations(annotations).training_data(scenario)
-    return train_task_graph(sequences, step_ids, step_names, config, scenario, progress)
+    chosen = load_annotations(annotations).training_selection(scenario, videos)
+    result = train_task_graph(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
+    return with_left_out(result, chosen)
+
+
+def with_left_out(result: TrainResult, chosen: TrainingSelection) -> TrainResult:
+    """``result`` with the executions left out of its training recorded in its graph's ``info["left_out"]``.
+
+    Args:
+        result: a learner's result.
+        chosen: the selection it learned from.
+
+    Returns:
+        The same result; its graph's ``info`` gains ``left_out`` when an execution was left out.
+    """
+    if not (chosen.mistakes or chosen.excluded):
+        return result
+    info = {**result.graph.info, "left_out": chosen.left_out_info()}
+    return replace(result, graph=replace(result.graph, info=info))

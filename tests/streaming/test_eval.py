@@ -12,12 +12,24 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from rich.console import Console
 
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.synthetic_video import demo_video
 from streaming.eval_run import EvalConfig, evaluate
-from streaming.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, latency_summary, score_video, total
+from streaming.eval_scores import (
+    AnnotatedSegment,
+    MistakeCounts,
+    RaisedAlert,
+    VideoRun,
+    eval_table,
+    latency_summary,
+    rule_disagreements,
+    score_video,
+    total,
+    unmeasured_notes,
+)
 from streaming.overlay import ALERT_SHOW_S, band_height
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
@@ -70,6 +82,35 @@ def test_totals_add_counts_and_pool_latencies() -> None:
     both = total([one, clean])
     assert both.mistakes["graph"].alerts == 3 and both.mistakes["graph"].mistakes == 1
     assert both.segments[0.10].tp == 6 and both.latencies == [13.0] and len(both.edit) == 2
+
+
+def test_a_figure_with_nothing_to_count_is_not_measured() -> None:
+    assert MistakeCounts().precision is None and MistakeCounts().recall is None and MistakeCounts().f1 is None
+    missed = MistakeCounts(alerts=0, correct=0, mistakes=1, caught=0)  # the mistake raised no alert
+    assert missed.precision is None and missed.recall == 0.0 and missed.f1 == 0.0
+    false_alarm = MistakeCounts(alerts=2, correct=0, mistakes=0, caught=0)
+    assert false_alarm.precision == 0.0 and false_alarm.recall is None and false_alarm.f1 is None
+    clean = score_video(VideoRun("b", ANNOTATED[:1], RECOGNISED[:1], ()), tea_graph())
+    console = Console(width=200, record=True)
+    console.print(eval_table([clean], "t"))
+    (row,) = [line for line in console.export_text().splitlines() if line.startswith("│ b ")]
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[3:9] == ["-"] * 6  # P R F1, P err R err F1 err: no alert, no mistake
+    assert unmeasured_notes([clean]) == [
+        "no mistake under the graph in the annotated order of the video: R and F1 not measured",
+        "no annotated mistake (has_errors) in the video: R err and F1 err not measured",
+        "no alert raised in the video: P and P err not measured",
+    ]
+
+
+def test_segments_where_has_errors_and_the_graph_disagree_are_named() -> None:
+    found = rule_disagreements(tea_graph(), "v", ANNOTATED)
+    assert [(d.segment, d.step, d.has_errors) for d in found] == [(1, 2, False), (3, 4, True)]
+    assert found[0].message == "v: boil_water is not marked has_errors but the graph needs fill_kettle before it"
+    assert found[1].message == ("v: add_teabag is marked has_errors but the graph lets it follow get_cup: "
+                                "was the graph trained on this video?")  # fmt: skip
+    agreeing = [AnnotatedSegment(s.step, s.start, s.end, s.step == 2) for s in ANNOTATED]
+    assert rule_disagreements(tea_graph(), "v", agreeing) == []
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +190,33 @@ def test_eval_without_annotations_or_with_a_renamed_graph_is_refused(
     line = cli_error(stream_detect, ["eval", "--demo", "--graph", str(other), "--json", str(out)], capsys)
     assert "'boil_water' in the detector, 'cut_bread' in the graph" in line
     assert not out.exists()
+
+
+def test_eval_with_a_graph_that_allows_the_annotated_mistake_warns_and_measures_no_graph_figure(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a graph learned from the mistaken execution itself looks like: boil_water may follow START.
+    graph, _ = default_demo_paths()
+    raw = json.loads(graph.read_text())
+    raw["edges"] = [e | {"requires": "START"} if e["step"] == 2 else e for e in raw["edges"]]
+    allowing = tmp_path / "allowing.json"
+    allowing.write_text(json.dumps(raw))
+    out = tmp_path / "eval.json"
+    assert stream_detect(["eval", "--demo", "--graph", str(allowing), "--json", str(out), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "warning: demo:mistake: boil_water is marked has_errors but the graph lets it follow START: "
+        "was the graph trained on this video?"
+    ]
+    assert "stream-detect eval: 3 videos" in captured.out
+    assert "no mistake under the graph in the annotated order of these 3 videos: R and F1 not measured" in captured.out
+    (row,) = [line for line in captured.out.splitlines() if line.startswith("│ total")]
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[1] == "0" and cells[3:9] == ["-", "-", "-", "-", "0.0", "0.0"]  # not 100: the mistake was missed
+    result = json.loads(out.read_text())
+    assert result["total"]["mistakes"]["graph"]["f1"] is None and result["total"]["mistakes"]["has_errors"]["f1"] == 0
+    mistake = next(v for v in result["videos"] if v["video"] == "demo:mistake")
+    assert [(d["step"], d["has_errors"]) for d in mistake["rule_disagreements"]] == [(2, True)]
 
 
 def _frames(path: Path) -> list[np.ndarray]:

@@ -1,0 +1,96 @@
+"""Which labelled executions ``tgml train`` learns from.
+
+The walkthrough's shelf procedure (`tests.procedure_videos`): 11 valid executions and ``video_11``, which attaches the
+legs before unboxing the parts and is marked ``has_errors`` there. Learning from it would teach the graph that
+``attach_legs`` may follow START, the very pre-condition the mistake breaks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphs.task_graph import START, load_graph
+from tests.cli_errors import cli_error
+from tests.procedure_videos import MISTAKE_STEP, PRECONDITIONS, SCENARIO, annotation_file, walkthrough_orders
+from tgml.annotations import TrainingVideos, load_annotations
+from tgml.tgml_cli import main as tgml
+
+
+@pytest.fixture
+def labels(tmp_path: Path) -> Path:
+    """The walkthrough's annotation file (segments one second apart: the learners read the order only)."""
+    executions = {name: [(s, float(k), k + 1.0) for k, s in enumerate(order)]
+                  for name, order in walkthrough_orders().items()}  # fmt: skip
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps(annotation_file(executions)))
+    return path
+
+
+def _train(labels: Path, out: Path, *flags: str) -> list[str]:
+    assert tgml(["train", "--annotations", str(labels), "--scenario", SCENARIO, "--out", str(out), "--quiet",
+                 *flags]) == 0  # fmt: skip
+    return sorted(load_graph(out).preconditions(MISTAKE_STEP), key=str)
+
+
+@pytest.mark.parametrize("method", ["noisy-and", "do"])
+def test_train_leaves_out_the_mistaken_execution_and_keeps_the_precondition_it_breaks(
+    labels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str
+) -> None:
+    out = tmp_path / "shelf.json"
+    assert _train(labels, out, "--method", method) == list(PRECONDITIONS[MISTAKE_STEP])
+    err = capsys.readouterr().err.strip()
+    assert err == ("tgml train: left out 1 execution with an annotated mistake (video_11); "
+                   "--include-mistakes keeps them")  # fmt: skip
+    graph = load_graph(out)
+    assert graph.info["left_out"] == {"mistakes": ["video_11"], "excluded": []}
+    assert graph.info["train_sequences"] == 11
+    assert tgml(["show", str(out)]) == 0
+    assert "left out 1 execution with an annotated mistake (video_11)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_include_mistakes_learns_the_mistake_as_allowed(
+    labels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "shelf.json"
+    assert _train(labels, out, "--include-mistakes") == [START]  # what the walkthrough's user got before
+    assert capsys.readouterr().err == ""
+    assert "left_out" not in load_graph(out).info and load_graph(out).info["train_sequences"] == 12
+
+
+def test_exclude_videos_holds_executions_out(labels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "shelf.json"
+    _train(labels, out, "--exclude-videos", "video_10,video_03")
+    assert load_graph(out).info["left_out"] == {"mistakes": ["video_11"], "excluded": ["video_03", "video_10"]}
+    assert load_graph(out).info["train_sequences"] == 9
+    assert "2 executions named by --exclude-videos (video_03, video_10)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--exclude-videos", "video_10,video_99,run1"],
+         "--exclude-videos: video_99, run1 not an execution of 'shelf'"),
+        (["--exclude-videos", "video_10,video_10"], "--exclude-videos: video_10 named twice"),
+        (["--exclude-videos", ",".join(f"video_{k:02d}" for k in range(11))],
+         "no usable sequence (1 with an annotated mistake left out (--include-mistakes keeps them); "
+         "11 excluded by --exclude-videos)"),
+    ],
+)  # fmt: skip
+def test_bad_or_emptying_selections_are_one_line_errors_before_training(
+    labels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    out = tmp_path / "shelf.json"
+    argv = ["train", "--annotations", str(labels), "--scenario", SCENARIO, "--out", str(out), "--quiet", *flags]
+    assert message in cli_error(tgml, argv, capsys)
+    assert not out.exists()
+
+
+def test_the_library_keeps_every_execution_unless_asked(data_dir: Path) -> None:
+    # The PREGO EPIC-Tent-O training split holds 3 executions with a has_errors segment; the paper learned from all 13.
+    tent = load_annotations(data_dir / "epic-tent-o" / "train.json")
+    assert len(tent.training_data("epic-tent")[2]) == 13
+    chosen = tent.training_selection("epic-tent", TrainingVideos())
+    assert len(chosen.sequences) == 10 and len(chosen.mistakes) == 3 and chosen.excluded == ()

@@ -6,7 +6,10 @@ A first reader of the README found raw reStructuredText in the help pages, a ``s
 
 from __future__ import annotations
 
+import argparse
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from tests.cli_errors import cli_error
 from tgml.bench.prego_bench_cli import main as prego_bench
 from tgml.tgml_cli import main as tgml
 
+ROOT = Path(__file__).resolve().parents[1]
 TGML_SUBCOMMANDS = ("train", "show", "eval", "bench-captaincook", "bench-queries", "bench-synthetic")
 PAGES: list[tuple[str, Callable[[list[str]], object], list[str]]] = [
     ("stream-detect", stream_detect, []),
@@ -74,3 +78,44 @@ def test_an_unknown_option_points_to_the_page_that_lists_the_options(
 ) -> None:
     line = cli_error(main, argv, capsys)
     assert "unrecognized arguments: --bogus" in line and line.endswith(f"(see {page})")
+
+
+def _all_parsers() -> list[argparse.ArgumentParser]:
+    from recognition.recognition_train_cli import build_parser as train_parser
+    from streaming.recognition_features_cli import build_parser as features_parser
+    from streaming.stream_detect_cli import build_parser as stream_parser
+    from tgml.bench.prego_bench_cli import bench_parser, prepare_parser, select_parser
+    from tgml.bench.prego_replay_cli import build_parser as replay_parser
+    from tgml.tgml_cli import _parser as tgml_parser
+
+    found: list[argparse.ArgumentParser] = []
+    todo: list[argparse.ArgumentParser] = [make() for make in (
+        train_parser, features_parser, stream_parser, bench_parser, prepare_parser, select_parser, replay_parser,
+        tgml_parser)]
+    while todo:
+        parser = todo.pop()
+        found.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+def test_the_defaults_a_help_text_states_are_the_defaults() -> None:
+    # prego-bench --seeds said "(default 1)" of the first seed, whose default is 42.
+    stated = re.compile(r"\(default:? (-?\d+(?:\.\d+)?)[,;)]")
+    wrong = []
+    for parser in _all_parsers():
+        for action in parser._actions:
+            match = stated.search(action.help or "")
+            if match and isinstance(action.default, int | float) and float(match[1]) != action.default:
+                wrong.append(f"{parser.prog} {action.option_strings[0]}: says {match[1]}, is {action.default}")
+    assert wrong == []
+
+
+def test_prego_bench_help_names_the_results_schema_where_it_is() -> None:
+    from tgml.bench.prego_bench_cli import bench_parser
+
+    helps = {a.option_strings[0]: a.help or "" for a in bench_parser()._actions}
+    assert "schema: docs/prego-benchmark.md, 'Results document'" in helps["--json"]
+    assert "## Results document (`--json`)" in (ROOT / "docs" / "prego-benchmark.md").read_text()

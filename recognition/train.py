@@ -351,7 +351,7 @@ def run_training(
     else:
         config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
-    out = check_output(out, "checkpoint", inputs=[config_path])
+    out = check_output(out, "checkpoint", inputs=[config_path], option="--out")
     data = load_feature_dataset(features, config.features)
     outcome = train_detector(data, config, progress=progress)
     info = {

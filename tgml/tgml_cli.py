@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()  # tables only: result lines are plain print()s, never wrapped or read as rich markup
     if args.command == "train":
         # Before training: a failed save would lose the run.
-        check_output(args.out, "graph file", inputs=[args.annotations, args.config])
+        check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
         method = _train_method(args)
         if method == TGT_TEXT:
             result = tgt_text_from_annotations(args.annotations, args.scenario, _tgt_text_config(args),
@@ -242,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.scenario}: {method}, {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
               f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":
+        if args.dot:
+            check_output(args.dot, "rendering", option="--dot")
         graph = load_graph(args.graph)
         console.print(terminal_view(graph))
         if args.dot:
@@ -254,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
                                   args.seed, args.epochs, tuple(_names(args.procedures)))
         if args.json:
-            check_output(args.json, "results file")
+            check_output(args.json, "results file", option="--json")
         outcome = run_query_bench(config, progress=not args.quiet)
         for table in query_bench_tables(outcome):
             console.print(table)
@@ -264,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {args.json}")
     elif args.command == "bench-synthetic":
         if args.json:
-            check_output(args.json, "results file")
+            check_output(args.json, "results file", option="--json")
         synthetic_config = SyntheticConfig(
             _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
             _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
@@ -281,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"--seeds {args.seeds}: need at least 1")
         data = captaincook_folder(data_folder(args.data))
         if args.json:
-            check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS])
+            check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))
         procedures = [p for p in (args.procedures or "").split(",") if p]
         check_methods(args.method)

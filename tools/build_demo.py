@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     # Both folders are checked before the first video is rendered: a bad path must not cost minutes of work.
-    out = check_output(args.out, "output folder", folder=True)
-    work = check_output(args.work, "scratch folder", folder=True)
+    out = check_output(args.out, "output folder", folder=True, option="--out")
+    work = check_output(args.work, "scratch folder", folder=True, option="--work")
     if args.only in (None, "graph"):
         console.print(f"graph written to {build_graph(out)}")
     if args.only in (None, "detector"):

@@ -319,9 +319,11 @@ def _bench(argv: list[str]) -> int:
     # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
     # overwrite one of the run's own inputs).
     if args.json is not None:
-        check_output(args.json, "results file", inputs=[i for i in inputs if i is not None])
+        check_output(args.json, "results file", inputs=[i for i in inputs if i is not None], option="--json")
     if args.perturb:
-        check_output(args.plot, "ablation plot", inputs=[i for i in inputs if i is not None])
+        check_output(args.plot, "ablation plot", inputs=[i for i in inputs if i is not None], option="--plot")
+    if args.save_graphs is not None:
+        check_output(args.save_graphs, "graphs folder", folder=True, option="--save-graphs")
     config = prego.BenchConfig(
         data=None if own is not None else args.data,
         datasets=tuple(datasets),

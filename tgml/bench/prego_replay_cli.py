@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         background=args.background
     )
     if args.json:
-        check_output(args.json, "results file", inputs=[frames_path, args.graph])  # before the replay
+        check_output(args.json, "results file", inputs=[frames_path, args.graph], option="--json")  # before the replay
     graph, graph_source = _graph(args)
     frames = load_frames_file(frames_path, args.field, graph, args.background)
     result = replay(frames, graph, config)

@@ -157,6 +157,8 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     Returns:
         The validated config.
     """
+    if not Path(features).is_dir():
+        raise InputError(f"--features {features}: folder not found")
     split = Path(features) / SPLIT_FILE
     if not split.is_file():
         raise InputError(f"--features {features}: no {SPLIT_FILE} (give --config to name the folders)")

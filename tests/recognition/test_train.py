@@ -84,6 +84,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "x.pt").exists()
 
 
+def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without --config it said "no split.json", as if the folder were there but incomplete.
+    missing = tmp_path / "nosuch"
+    err = cli_error(main, ["--features", f"{missing}/", "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == f"error: --features {missing}/: folder not found"
+
+
 @pytest.mark.parametrize(
     ("argv", "names"),
     [

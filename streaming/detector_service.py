@@ -269,7 +269,7 @@ def procedure_summary(scenario: str | None, steps: Iterable[tuple[int, str]], sh
         shown: how many steps to name.
 
     Returns:
-        Text like ``"scenario 'demo-tea', steps 1 fill_kettle, 2 boil_water, 3 add_tea, ... (6 in all)"``.
+        Text like ``"scenario 'demo-tea', steps 1 fill_kettle, 2 boil_water, 3 get_cup, ... (6 in all)"``.
     """
     steps = list(steps)
     named = ", ".join(f"{step} {name}" for step, name in steps[:shown])

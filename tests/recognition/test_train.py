@@ -146,7 +146,7 @@ def test_an_unwritable_output_path_is_refused_before_training(
 ) -> None:
     # Both used to train for the whole run, then die in save_detector with a traceback.
     err = cli_error(main, _argv(feature_folder, small_config, tmp_path), capsys)
-    assert err == f"error: {tmp_path}: is a folder, expected a file name for the checkpoint"
+    assert err == f"error: --out {tmp_path}: is a folder, expected a file name for the checkpoint"
     (tmp_path / "notes.txt").write_text("a file, not a folder")
     err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "notes.txt" / "sub" / "d.pt"), capsys)
     assert f"{tmp_path / 'notes.txt'} is a file, not a folder" in err

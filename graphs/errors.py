@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import NoReturn, ParamSpec, TypeVar
 
@@ -44,6 +44,50 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Raise the usage error as an `InputError` naming the command."""
         raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
+        """Parse like argparse, but an unknown option is reported by the sub-command that was chosen.
+
+        argparse hands options no sub-command knows back to the top-level parser, whose message would send the
+        user to ``PROG --help``, a page that lists only the sub-commands, not the options meant.
+        """
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = chosen_parser(self, parsed)
+            raise InputError(f"{chosen.prog}: unrecognized arguments: {' '.join(extras)} (see {chosen.prog} --help)")
+        return parsed
+
+
+def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command parser that ``parsed`` went through (``parser`` itself without sub-commands).
+
+    Args:
+        parser: the top-level parser.
+        parsed: what it parsed.
+
+    Returns:
+        The parser of the chosen sub-command, followed down through nested sub-commands.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and action.choices:
+            name = getattr(parsed, action.dest, None) if action.dest != argparse.SUPPRESS else None
+            if isinstance(name, str) and name in action.choices:
+                return chosen_parser(action.choices[name], parsed)
+    return parser
+
+
+def plain_summary(docstring: str | None) -> str:
+    """A module docstring's first paragraph as plain text for ``--help``: the double backquotes of reStructuredText
+    literals dropped and its lines joined (argparse prints a description as it is given).
+
+    Args:
+        docstring: the module's ``__doc__``.
+
+    Returns:
+        The summary line.
+    """
+    first = (docstring or "").strip().split("\n\n")[0]
+    return " ".join(first.replace("``", "").split())
 
 
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:

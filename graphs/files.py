@@ -144,39 +144,50 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
 
 
 def check_output(
-    path: str | Path, what: str = "output file", folder: bool = False, inputs: Iterable[str | Path | None] = ()
+    path: str | Path,
+    what: str = "output file",
+    folder: bool = False,
+    inputs: Iterable[str | Path | None] = (),
+    option: str = "",
 ) -> Path:
     """Refuse, before any work starts, an output the run could not write at its end, or that is one of its inputs.
 
     A long run that fails only when it saves its result loses the work; this checks up front that ``path`` is
-    not a folder (a file output) or not a file (a ``folder`` output), that no existing part of its parent path
-    is a file, and that the nearest existing folder can be written to. An output that is also an input file of
-    the run (``--out`` naming the annotation file) would be overwritten by the result, so it is refused too.
+    not a folder (a file output) or not a file (a ``folder`` output), and that the folder it goes into exists and
+    can be written to. That folder is never created: a mistyped folder name (``--json reslts/run.json``) would
+    otherwise become a new folder holding the results where nobody looks. A ``folder`` output itself may be new
+    (the run creates it), its parent may not. An output that is also an input file of the run (``--out`` naming
+    the annotation file) would be overwritten by the result, so it is refused too.
 
     Args:
-        path: the output file (or folder, with ``folder=True``); missing parent folders are fine.
+        path: the output file (or folder, with ``folder=True``).
         what: what the output is, for the message (``"results file"``...).
         folder: the output is a folder.
         inputs: the files the run reads (None entries are skipped).
+        option: the command-line option that gave ``path`` (``"--json"``), named in the message.
 
     Returns:
         ``path`` as a `Path`.
     """
     path = Path(path)
+    named = f"{option} {path}" if option else str(path)
     for source in inputs:
         if source is not None and path.is_file() and Path(source).is_file() and path.samefile(source):
-            raise InputError(f"{path}: the {what} would overwrite this input file of the run; choose another name")
+            raise InputError(f"{named}: the {what} would overwrite this input file of the run; choose another name")
     if folder and path.exists() and not path.is_dir():
-        raise InputError(f"{path}: is a file, expected a folder for the {what}")
+        raise InputError(f"{named}: is a file, expected a folder for the {what}")
     if not folder and path.is_dir():
-        raise InputError(f"{path}: is a folder, expected a file name for the {what}")
-    existing = path if folder else output_target(path, what).parent
+        raise InputError(f"{named}: is a folder, expected a file name for the {what}")
+    parent = (path if folder else output_target(path, what)).parent
+    existing = parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise InputError(f"{path}: cannot write the {what}: {existing} is a file, not a folder")
+        raise InputError(f"{named}: cannot write the {what}: {existing} is a file, not a folder")
+    if existing != parent:
+        raise InputError(f"{named}: cannot write the {what}: folder {parent} does not exist")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{path}: cannot write the {what}: folder {existing} is not writable")
+        raise InputError(f"{named}: cannot write the {what}: folder {existing} is not writable")
     return path
 
 

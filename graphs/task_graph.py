@@ -251,6 +251,9 @@ class TaskGraph:
         """Build a graph from file content, with one-line errors that name ``source`` and the field."""
         if not isinstance(data, dict):
             raise InputError(f"{source}: expected a JSON object")
+        if "format" not in data and isinstance(data.get("annotations"), dict):
+            raise InputError(f"{source}: this looks like an annotation file, not a task graph; learn a graph from "
+                             "it with tgml train")
         if data.get("format") != FORMAT_NAME:
             raise InputError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT_NAME!r}")
         version = data.get("version")

@@ -189,10 +189,11 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         raise InputError(f"{src}: detector checkpoint not found")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError) as err:
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError):
         # A truncated file fails inside torch's zip reader with a bare OSError (EINVAL), an unreadable one too.
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"{src}: not a detector checkpoint ({first[:120]})") from None
+        # torch's own text speaks of its loader's options (weights_only...), not of what the user should give.
+        raise InputError(f"{src}: not a detector checkpoint: expected a .pt file written by recognition-train "
+                         "(this one cannot be read as one: another kind of file, or a damaged copy)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise InputError(f"{src}: field 'format' is {found!r}, expected {FORMAT_NAME!r}")

@@ -16,14 +16,14 @@ is only replaced by a run that succeeds.
 
 from __future__ import annotations
 
-from graphs.errors import ArgumentParser, exit_on_input_error
+from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
 from graphs.options import threads_option
 from recognition.train import run_training
 
 
 def build_parser() -> ArgumentParser:
     """The command-line interface (usage mistakes are one ``error:`` line, like every other user mistake)."""
-    parser = ArgumentParser(prog="recognition-train", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="recognition-train", description=plain_summary(__doc__))
     parser.add_argument("--features", required=True, help="MiniROAD feature folder")
     parser.add_argument("--config", help="training config (.toml, .yaml); default: the folder's split.json and a "
                         "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")

@@ -157,6 +157,8 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     Returns:
         The validated config.
     """
+    if not Path(features).is_dir():
+        raise InputError(f"--features {features}: folder not found")
     split = Path(features) / SPLIT_FILE
     if not split.is_file():
         raise InputError(f"--features {features}: no {SPLIT_FILE} (give --config to name the folders)")
@@ -351,7 +353,7 @@ def run_training(
     else:
         config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
-    out = check_output(out, "checkpoint", inputs=[config_path])
+    out = check_output(out, "checkpoint", inputs=[config_path], option="--out")
     data = load_feature_dataset(features, config.features)
     outcome = train_detector(data, config, progress=progress)
     info = {

@@ -39,7 +39,7 @@ import zmq.auth
 from zmq.utils import z85
 
 from graphs.errors import InputError
-from graphs.files import output_target
+from graphs.files import check_output, output_target
 
 if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
     from zmq.auth.thread import ThreadAuthenticator
@@ -525,7 +525,8 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
     """Write the checker's key pair and one pair per client (``stream-detect keys``).
 
     Args:
-        out: the key folder; ``out/clients`` holds the clients' pairs. Both are made (mode 0700) if missing.
+        out: the key folder; ``out/clients`` holds the clients' pairs. Both are made (mode 0700) if missing;
+            the folder holding ``out`` must exist.
         clients: client names (`CLIENT_NAME_RULE`).
         force: replace key files that exist already (a replaced checker pair means every client needs its new
             public key).
@@ -556,6 +557,7 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
         raise InputError(f"--out {out}: {existing[0]} exists (keys are never overwritten; {hint})")
     if add:
         read_key_file(checker[1], "--add")
+    check_output(out, "key folder", folder=True, option="--out")
     for path in planned:
         output_target(path, "key file")  # a folder, FIFO or device where a key goes is refused before any write
     _make_folder(out)

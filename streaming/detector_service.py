@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -243,7 +243,12 @@ def check_detector_matches_graph(
             parts.append(f"classes {extra} are not key-steps of {graph_path}")
         if missing:
             parts.append(f"key-steps {missing} of {graph_path} are not among its classes")
-        raise InputError(f"--detector {detector}: " + "; ".join(parts))
+        pairs = zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)
+        known = [(s, n) for s, n in pairs if s is not None]  # the background class has no step
+        graph_steps = list(zip(graph.step_ids, graph.step_names, strict=True))
+        raise InputError(f"--detector {detector} and --graph {graph_path} are not for the same procedure: "
+                         + "; ".join(parts) + f" (the detector: {procedure_summary(checkpoint.scenario, known)}; "
+                         f"the graph: {procedure_summary(graph.scenario, graph_steps)})")
     differences = name_differences(checkpoint, graph)
     if not differences:
         return []
@@ -253,6 +258,24 @@ def check_detector_matches_graph(
                          "(retrain the detector on this procedure, or run anyway with --ignore-names)")
     return [f"--ignore-names: --detector {detector} and --graph {graph_path} name different steps ({listed}); "
             "alerts use the graph's names"]
+
+
+def procedure_summary(scenario: str | None, steps: Iterable[tuple[int, str]], shown: int = 3) -> str:
+    """A procedure in a few words for an error line: its scenario and its first steps.
+
+    Args:
+        scenario: the scenario recorded in the file (None: none recorded).
+        steps: ``(step id, name)`` pairs in file order.
+        shown: how many steps to name.
+
+    Returns:
+        Text like ``"scenario 'demo-tea', steps 1 fill_kettle, 2 boil_water, 3 get_cup, ... (6 in all)"``.
+    """
+    steps = list(steps)
+    named = ", ".join(f"{step} {name}" for step, name in steps[:shown])
+    more = f", ... ({len(steps)} in all)" if len(steps) > shown else ""
+    where = f"scenario {scenario!r}" if scenario else "no scenario recorded"
+    return f"{where}, steps {named}{more}"
 
 
 def name_differences(checkpoint: DetectorCheckpoint, graph: TaskGraph) -> list[str]:

@@ -237,6 +237,8 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
     overlay = None
     if config.annotate_out is not None or config.preview:
         path = None if config.annotate_out is None else annotated_path(config.annotate_out, video.name)
+        if path is not None:
+            path.parent.mkdir(exist_ok=True)  # the --annotate-out folder, checked up front: only its parent must exist
         overlay = OverlayWriter(path, fps, config.preview)
     annotator = FrameAnnotator(overlay, link, chain.checkpoint) if overlay is not None else None
 
@@ -351,9 +353,9 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     """
     if config.json_out is not None:
         check_output(config.json_out, "results file",
-                     inputs=(config.graph, config.detector, config.annotations, config.split))
+                     inputs=(config.graph, config.detector, config.annotations, config.split), option="--json")
     if config.annotate_out is not None:
-        check_output(config.annotate_out, "annotated videos folder", folder=True)
+        check_output(config.annotate_out, "annotated videos folder", folder=True, option="--annotate-out")
     if config.preview:
         check_preview()
     chain = load_chain(config, warn)

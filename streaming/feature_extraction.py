@@ -313,7 +313,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     Returns:
         The plan: scenario, classes, videos with their segments, split.
     """
-    check_output(config.out, "feature folder", folder=True, inputs=[config.annotations])
+    check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
     videos_dir = Path(config.videos)
     if not videos_dir.is_dir():
         raise InputError(f"--videos {videos_dir}: folder not found")

@@ -119,7 +119,7 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
 
     def __init__(self, path: str | Path | None, fps: float, preview: bool = False) -> None:
         if path is not None:
-            path = check_output(path, "annotated video")
+            path = check_output(path, "annotated video", option="--annotate-out")
             if path.suffix.lower() != ".mp4":
                 raise InputError(f"--annotate-out {path}: must end in .mp4")
         if preview:

@@ -16,7 +16,7 @@ is decoded where it can be known then; every file is written atomically, so noth
 
 from __future__ import annotations
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
 from graphs.options import fps_option, threads_option
 
 
@@ -29,7 +29,7 @@ def _names(value: str) -> tuple[str, ...]:
 
 def build_parser() -> ArgumentParser:
     """The command-line interface."""
-    parser = ArgumentParser(prog="recognition-features", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="recognition-features", description=plain_summary(__doc__))
     parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--out", required=True, help="feature folder to write (an existing one is resumed)")

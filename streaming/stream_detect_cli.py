@@ -55,6 +55,21 @@ if TYPE_CHECKING:
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
 SUBCOMMANDS = ("run", "detector", "checker", "view", "eval", "keys")
+# The top-level --help page: a new user looks here first, and the run options live one level down.
+TOP_HELP = """Live mistake detection from video over ZeroMQ.
+
+The main use is stream-detect [run] --video SOURCE: watch a video file, a camera
+or the built-in demo, and alert when a key-step is done before its
+pre-conditions. Its options: stream-detect run --help. For example:
+
+  stream-detect --video demo                       # the demo, graph and detector bundled
+  stream-detect --video clip.mp4 --graph tea.json --detector detector.pt --jsonl
+  stream-detect --video cam0 --graph tea.json --detector detector.pt   # a camera
+
+The other sub-commands split the same chain over machines (checker, detector,
+view), score it on annotated videos (eval) or write CURVE keys (keys); each has
+its own --help."""
+TOP_USAGE = "stream-detect [run] --video SOURCE [options]\n       stream-detect {detector,checker,view,eval,keys} ..."
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -152,8 +167,9 @@ def _client_curve_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> ArgumentParser:
     """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``, ``keys``)."""
-    parser = ArgumentParser(prog="stream-detect", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command")
+    parser = ArgumentParser(prog="stream-detect", usage=TOP_USAGE, description=TOP_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", prog="stream-detect", metavar="{run,detector,checker,view,eval,keys}")
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)

@@ -24,6 +24,7 @@ from graphs.task_graph import load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.recognition_train_cli import main as recognition_train
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
+from streaming.recognition_features_cli import main as recognition_features
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tgml.bench.prego_bench_cli import main as prego_bench
@@ -176,3 +177,48 @@ def test_the_real_null_device_is_only_examined(tmp_path: Path) -> None:
         with pytest.raises(InputError, match="is a character device"):
             output_target(path)
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_refuses_a_missing_folder_instead_of_making_it(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A mistyped folder used to become a new folder holding the result, where nobody would look for it.
+    main, argv, name = commands(tmp_path)[command]
+    option = command.split()[-1]
+    line = cli_error(main, argv(tmp_path / "mistyped" / name), capsys)
+    assert line.startswith(f"error: {option} ") and f"folder {tmp_path / 'mistyped'} does not exist" in line
+    assert not (tmp_path / "mistyped").exists()
+
+
+def folder_outputs(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], object], Callable[[Path], list[str]]]]:
+    """The other outputs: the folder outputs (the folder itself may be new, its parent may not), and the videos."""
+    return {
+        "stream-detect --annotate-out": (stream_detect, lambda out: ["--video", "demo", "--fast", "--jsonl",
+                                                                     "--annotate-out", str(out / "a.mp4")]),
+        "stream-detect eval --annotate-out": (stream_detect, lambda out: ["eval", "--demo", "--annotate-out",
+                                                                          str(out / "videos")]),
+        "stream-detect eval --json": (stream_detect, lambda out: ["eval", "--demo", "--json", str(out / "r.json")]),
+        "stream-detect keys --out": (stream_detect, lambda out: ["keys", "--out", str(out / "keys")]),
+        "prego-bench --save-graphs": (prego_bench, lambda out: ["--data", str(tmp_path), "--save-graphs",
+                                                                str(out / "graphs")]),
+        "recognition-features --out": (recognition_features, lambda out: [
+            "--videos", str(tmp_path), "--annotations", str(ANNOTATIONS), "--out", str(out / "features")]),
+    }
+
+
+@pytest.mark.parametrize("command", ["stream-detect --annotate-out", "stream-detect eval --annotate-out",
+                                     "stream-detect eval --json", "stream-detect keys --out",
+                                     "prego-bench --save-graphs", "recognition-features --out"])
+def test_folder_outputs_and_videos_refuse_a_missing_parent_before_any_work(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main, argv = folder_outputs(tmp_path)[command]
+    line = cli_error(main, argv(tmp_path / "mistyped"), capsys)
+    assert line.startswith(f"error: {command.split()[-1]} ") and f"{tmp_path / 'mistyped'} does not exist" in line
+    assert not (tmp_path / "mistyped").exists()
+
+
+def test_a_new_folder_output_is_made_when_its_parent_exists(tmp_path: Path) -> None:
+    assert stream_detect(["keys", "--out", str(tmp_path / "keys")]) == 0
+    assert (tmp_path / "keys" / "checker.key").is_file()

@@ -11,7 +11,7 @@ Usage::
     tgml show tent.json [--dot tent.dot | --dot tent.svg]
     tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
     tgml eval --pred ../shared/data/captaincook4d/llm_task_graphs/graph_coffee.adjlist --gt .../coffee.json
-    tgml bench-captaincook --data ../shared/data/captaincook4d --seeds 5 [--seed-base 42] [--workers 2] \\
+    tgml bench-captaincook --data ../shared/data --seeds 5 [--seed-base 42] [--workers 2] \\
         [--method do count-based msgi msg2 llm noisy-and] [--llm-graphs DIR] \\
         [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
         [--json out.json]
@@ -36,6 +36,9 @@ the step names (`tgml.tgt_train`; needs the ``text`` extra; takes --config, --ep
 the graph that the mistaken order is allowed. It says on stderr which it left out, and records them in the graph
 file's ``info.left_out``; ``--include-mistakes`` keeps them (the PREGO training splits hold a few, and the paper learned
 from them), ``--exclude-videos`` leaves out named executions too.
+
+``--data`` of the benchmarks defaults to ``$MISTAKE_DATA``; ``bench-captaincook`` takes the data folder or its
+``captaincook4d/`` folder.
 
 Bad input (missing or malformed file, unknown scenario, step id not in the taxonomy, no usable sequence, a
 cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
@@ -63,6 +66,7 @@ from tgml.annotations import TrainingVideos
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
+from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, captaincook_folder, data_folder
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
 from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synthetic, summary_table, synthetic_table
 from tgml.graph_table import left_out_summary, terminal_view
@@ -119,16 +123,20 @@ def _parser() -> ArgumentParser:
     ev.add_argument("--gt", required=True, help="ground truth: task-graph JSON or CaptainCook4D graph")
 
     bench = sub.add_parser("bench-captaincook", help="CaptainCook4D task-graph generation benchmark")
-    bench.add_argument("--data", required=True, help="captaincook4d data folder")
-    bench.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, help="first seed (default 42)")
+    bench.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
+                                      f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
+    bench.add_argument("--seeds", type=int, default=5, metavar="N",
+                       help="how many training seeds: each procedure is learned with seeds S..S+N-1, S being "
+                            "--seed-base (default 5)")
+    bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, metavar="S",
+                       help=f"the first training seed (default {DEFAULT_SEED_BASE})")
     bench.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
                        help="worker processes (0: one per core; at most 4 per core)")
     bench.add_argument("--procedures", help="comma-separated subset of procedures")
     bench.add_argument("--method", nargs="+", default=["do"], metavar="METHOD",
                        help=f"methods to run, from {', '.join(CAPTAINCOOK_METHODS)} (default do)")
     bench.add_argument("--llm-graphs", help="folder of the LLM graph_<procedure>.adjlist files "
-                                            "(default DATA/llm_task_graphs)")
+                                            f"(default {CAPTAINCOOK_FOLDER}/llm_task_graphs of the data)")
     bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
     bench.add_argument("--config", help="TOML file of training settings")
     bench.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
@@ -140,20 +148,24 @@ def _parser() -> ArgumentParser:
 
     queries = sub.add_parser("bench-queries", help="procedure questions (previous, optional, mistake, missing, "
                                                    "future) on held-out executions")
-    queries.add_argument("--data", required=True, help="data folder holding captaincook4d/, epic-tent-o/, "
-                                                       "assembly101-o/")
+    queries.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/, epic-tent-o/, assembly101-o/ "
+                                        f"(like shared/data; default ${DATA_ENV})")
     queries.add_argument("--dataset", help=f"comma-separated subset of {','.join(DATASET_NAMES)} (default all)")
     queries.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
     queries.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
                                                    "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
-    queries.add_argument("--seed", type=int, default=42, help="DO training seed (default 42)")
+    queries.add_argument("--seed", type=int, default=42, help="the one training seed of the learned graphs "
+                                                              "(default 42)")
     queries.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
     queries.add_argument("--json", help="write all results to this JSON file")
     queries.add_argument("--quiet", action="store_true", help="no progress bar")
 
     syn = sub.add_parser("bench-synthetic", help="edge F1 of the learners on random procedures")
-    syn.add_argument("--seeds", type=int, default=2, help="graphs per size and density (default 2)")
-    syn.add_argument("--first-seed", type=int, default=0, help="first graph seed (default 0)")
+    syn.add_argument("--seeds", type=int, default=2, metavar="N",
+                     help="how many random graphs per size and density, drawn with seeds S..S+N-1, S being "
+                          "--first-seed (default 2)")
+    syn.add_argument("--first-seed", type=int, default=0, metavar="S",
+                     help="the seed of the first random graph (default 0)")
     syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
     syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
     syn.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
@@ -227,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()  # tables only: result lines are plain print()s, never wrapped or read as rich markup
     if args.command == "train":
         # Before training: a failed save would lose the run.
-        check_output(args.out, "graph file", inputs=[args.annotations, args.config])
+        check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
         method = _train_method(args)
         videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
         if method == TGT_TEXT:
@@ -245,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.scenario}: {method}, {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
               f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":
+        if args.dot:
+            check_output(args.dot, "rendering", option="--dot")
         graph = load_graph(args.graph)
         console.print(terminal_view(graph))
         if args.dot:
@@ -254,10 +268,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
               f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
     elif args.command == "bench-queries":
-        config = QueryBenchConfig(Path(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
+        config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
                                   args.seed, args.epochs, tuple(_names(args.procedures)))
         if args.json:
-            check_output(args.json, "results file")
+            check_output(args.json, "results file", option="--json")
         outcome = run_query_bench(config, progress=not args.quiet)
         for table in query_bench_tables(outcome):
             console.print(table)
@@ -267,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {args.json}")
     elif args.command == "bench-synthetic":
         if args.json:
-            check_output(args.json, "results file")
+            check_output(args.json, "results file", option="--json")
         synthetic_config = SyntheticConfig(
             _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
             _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
@@ -282,13 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         if args.seeds < 1:
             raise InputError(f"--seeds {args.seeds}: need at least 1")
+        data = captaincook_folder(data_folder(args.data))
         if args.json:
-            check_output(args.json, "results file", inputs=[args.config, Path(args.data) / ANNOTATIONS])
+            check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")
         seeds = list(range(args.seed_base, args.seed_base + args.seeds))
         procedures = [p for p in (args.procedures or "").split(",") if p]
         check_methods(args.method)
         settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
-        methods_run = run_methods(args.data, args.method, seeds, _config(args, DEFAULT_CONFIG), procedures,
+        methods_run = run_methods(data, args.method, seeds, _config(args, DEFAULT_CONFIG), procedures,
                                   args.workers, progress=not args.quiet, ensemble=args.ensemble, settings=settings)
         if len(args.method) == 1:
             console.print(captaincook_table(methods_run.results[args.method[0]]))

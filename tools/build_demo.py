@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from graphs.errors import ArgumentParser, exit_on_input_error
+from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
 from graphs.files import check_output, write_text
 from graphs.task_graph import save_graph
 from recognition.checkpoint import load_detector, save_detector
@@ -139,15 +139,15 @@ def add_segmenter_settings(path: Path, settings: dict[str, float]) -> None:
 @exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = ArgumentParser(prog="python tools/build_demo.py", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python tools/build_demo.py", description=plain_summary(__doc__))
     parser.add_argument("--out", default=str(DEMO_DIR), help="where the demo graph and detector go")
     parser.add_argument("--work", default="/tmp/demo-build", help="scratch folder for videos and features")
     parser.add_argument("--only", choices=("graph", "detector"), help="rebuild one of the two")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     # Both folders are checked before the first video is rendered: a bad path must not cost minutes of work.
-    out = check_output(args.out, "output folder", folder=True)
-    work = check_output(args.work, "scratch folder", folder=True)
+    out = check_output(args.out, "output folder", folder=True, option="--out")
+    work = check_output(args.work, "scratch folder", folder=True, option="--work")
     if args.only in (None, "graph"):
         console.print(f"graph written to {build_graph(out)}")
     if args.only in (None, "detector"):

@@ -73,14 +73,23 @@ def test_missing_toml_says_where_such_a_file_comes_from(tmp_path: Path) -> None:
 def test_outputs_are_checked_before_a_run(tmp_path: Path) -> None:
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    assert check_output(tmp_path / "new" / "deeper" / "out.json") == tmp_path / "new" / "deeper" / "out.json"
-    assert check_output(tmp_path / "graphs", folder=True) == tmp_path / "graphs"
+    assert check_output(tmp_path / "out.json") == tmp_path / "out.json"
+    assert check_output(tmp_path / "graphs", folder=True) == tmp_path / "graphs"  # a new folder output: created
     with pytest.raises(InputError, match=r"is a folder, expected a file name for the results file$"):
         check_output(tmp_path, "results file")
     with pytest.raises(InputError, match=r"out.json: cannot write the results file: .*a_file is a file, not a folder"):
         check_output(a_file / "sub" / "out.json", "results file")
     with pytest.raises(InputError, match=r"a_file: is a file, expected a folder for the graphs folder"):
         check_output(a_file, "graphs folder", folder=True)
+
+
+def test_a_missing_folder_is_refused_not_created(tmp_path: Path) -> None:
+    # A mistyped folder would silently become a new one, holding the results where nobody looks.
+    with pytest.raises(InputError, match=r"^--json .*out.json: cannot write the results file: folder .*new does not"):
+        check_output(tmp_path / "new" / "out.json", "results file", option="--json")
+    with pytest.raises(InputError, match=r"^--save-graphs .*graphs: cannot write the graphs folder: folder .*new does"):
+        check_output(tmp_path / "new" / "graphs", "graphs folder", folder=True, option="--save-graphs")
+    assert not (tmp_path / "new").exists()
 
 
 def test_an_output_that_is_an_input_of_the_run_is_refused(tmp_path: Path) -> None:

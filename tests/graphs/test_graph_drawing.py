@@ -29,7 +29,7 @@ def test_dot_draws_edges_in_execution_order_and_marks_removed_steps() -> None:
 
 
 def test_write_dot_file_and_reject_unknown_format(tmp_path: Path) -> None:
-    out = write_rendering(tea(), tmp_path / "sub" / "tea.dot")
+    out = write_rendering(tea(), tmp_path / "tea.dot")
     assert out.read_text() == to_dot(tea())
     with pytest.raises(InputError, match="unknown output format"):
         write_rendering(tea(), tmp_path / "tea.jpeg2")

@@ -47,8 +47,10 @@ def test_mismatched_backbone_is_refused_with_the_expected_extractor(tmp_path: Pa
 def test_not_a_checkpoint(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"\x00not a torch file")
-    with pytest.raises(InputError, match=r"garbage\.pt: not a detector checkpoint"):
+    with pytest.raises(InputError, match=r"garbage\.pt: not a detector checkpoint: expected a \.pt file written by "
+                                         r"recognition-train") as refused:
         load_detector(garbage)
+    assert "torch" not in str(refused.value).lower()  # torch's loader text speaks of its options, not of the user's
     with pytest.raises(InputError, match="detector checkpoint not found"):
         load_detector(tmp_path / "missing.pt")
     other = tmp_path / "other.pt"

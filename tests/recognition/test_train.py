@@ -84,6 +84,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "x.pt").exists()
 
 
+def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without --config it said "no split.json", as if the folder were there but incomplete.
+    missing = tmp_path / "nosuch"
+    err = cli_error(main, ["--features", f"{missing}/", "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == f"error: --features {missing}/: folder not found"
+
+
 @pytest.mark.parametrize(
     ("argv", "names"),
     [
@@ -139,7 +146,7 @@ def test_an_unwritable_output_path_is_refused_before_training(
 ) -> None:
     # Both used to train for the whole run, then die in save_detector with a traceback.
     err = cli_error(main, _argv(feature_folder, small_config, tmp_path), capsys)
-    assert err == f"error: {tmp_path}: is a folder, expected a file name for the checkpoint"
+    assert err == f"error: --out {tmp_path}: is a folder, expected a file name for the checkpoint"
     (tmp_path / "notes.txt").write_text("a file, not a folder")
     err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "notes.txt" / "sub" / "d.pt"), capsys)
     assert f"{tmp_path / 'notes.txt'} is a file, not a folder" in err

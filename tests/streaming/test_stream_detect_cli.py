@@ -66,10 +66,21 @@ def test_detector_classes_that_do_not_match_the_graph(tmp_path: Path, capsys: py
     data = graph.to_dict()
     data["steps"][0]["id"] = 99  # the detector knows step 1, this graph calls it 99
     data["edges"] = [e for e in data["edges"] if 1 not in (e["step"], e["requires"])]
+    data["scenario"] = "make-coffee"
     path = tmp_path / "other.json"
     path.write_text(json.dumps(data))
     line = cli_error(main, ["--video", "demo", "--graph", str(path), "--jsonl"], capsys)
-    assert "classes [1]" in line and "[99]" in line
+    assert "classes [1]" in line and "[99]" in line and "are not for the same procedure" in line
+    # Which procedure each file is for, so the user sees which of the two is the wrong one.
+    assert "the detector: scenario 'demo-tea', steps 1 fill_kettle, 2 boil_water, 3 get_cup, ... (6 in all)" in line
+    assert "the graph: scenario 'make-coffee', steps 99 fill_kettle" in line
+
+
+def test_an_annotation_file_given_as_the_graph_says_how_to_make_a_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    annotations = GRAPH.parent / "demo_annotations.json"
+    line = cli_error(main, ["--video", "demo", "--graph", str(annotations), "--jsonl"], capsys)
+    assert line == (f"error: {annotations}: this looks like an annotation file, not a task graph; learn a graph from "
+                    "it with tgml train")
 
 
 def _renamed_demo_graph(tmp_path: Path, renames: dict[str, str], scenario: str | None = None) -> Path:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output
 from graphs.options import workers_option
 from tgml.bench import prego
+from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
 from tgml.evidence_combination import RULES
 
@@ -79,7 +79,7 @@ def bench_parser() -> ArgumentParser:
         epilog="sub-commands (each has --help): prepare (rebuild the split files from the raw annotations), "
         "select (choose settings on training data only), replay (per-frame recogniser output through the checker)",
     )
-    p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder (like shared/data)")
+    p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), help="built-in datasets (default: both)")
     source.add_argument("--annotations", type=Path, metavar="FILE",
@@ -94,10 +94,13 @@ def bench_parser() -> ArgumentParser:
                    "with --annotations)")
     p.add_argument("--method", nargs="+", default=["do", "count-based"],
                    choices=[*prego.METHOD_BUILDERS, *prego.UNAVAILABLE])
-    p.add_argument("--seeds", type=int, default=1,
-                   help="number N of training seeds: seeds S..S+N-1, S = --first-seed (default 1)")
-    p.add_argument("--first-seed", type=int, default=42, help="first training seed (default 42, the reference's)")
-    p.add_argument("--json", type=Path, help="write the results here (schema in tgml/prego/run.py and the README)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
+                        "the tables show mean ± std over them (default 1)")
+    p.add_argument("--first-seed", type=int, default=42, metavar="S",
+                   help="the first training seed (default 42, the reference's)")
+    p.add_argument("--json", type=Path, metavar="FILE",
+                   help="write the results here (schema: docs/prego-benchmark.md, 'Results document')")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")
@@ -126,7 +129,7 @@ def select_parser() -> ArgumentParser:
     """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble`` /
     ``noisy-and-do`` were chosen)."""
     p = ArgumentParser(prog="prego-bench select", description="Choose a method's settings on training data only.")
-    p.add_argument("--data", type=Path, default=os.environ.get("MISTAKE_DATA"), help="data folder")
+    p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
     p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble", "noisy-and-do"],
                    help="method whose settings to pick")
@@ -172,8 +175,7 @@ def _cell(key: str, value: object) -> str:
 def _select(argv: list[str]) -> int:
     started = time.perf_counter()
     args = select_parser().parse_args(argv)
-    if args.data is None:
-        raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA")
+    args.data = data_folder(args.data)
     if args.method == "noisy-and-do":
         return _select_combination(args, started)
     ensemble = args.method == "do-ensemble"
@@ -303,8 +305,7 @@ def _bench(argv: list[str]) -> int:
         configs: list[tuple[str, Path]] = []
     else:
         configs = [_config_pair(text) for text in args.config]  # a usage mistake before a missing folder
-        if args.data is None:
-            raise InputError("no data folder: give --data DIR or set $MISTAKE_DATA (or --annotations FILE)")
+        args.data = data_folder(args.data, " (or --annotations FILE)")
         datasets = args.dataset or list(prego.DATASETS)
         modes = args.mode or list(prego.MODES)
         for k, (dataset, path) in enumerate(configs):
@@ -318,9 +319,11 @@ def _bench(argv: list[str]) -> int:
     # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
     # overwrite one of the run's own inputs).
     if args.json is not None:
-        check_output(args.json, "results file", inputs=[i for i in inputs if i is not None])
+        check_output(args.json, "results file", inputs=[i for i in inputs if i is not None], option="--json")
     if args.perturb:
-        check_output(args.plot, "ablation plot", inputs=[i for i in inputs if i is not None])
+        check_output(args.plot, "ablation plot", inputs=[i for i in inputs if i is not None], option="--plot")
+    if args.save_graphs is not None:
+        check_output(args.save_graphs, "graphs folder", folder=True, option="--save-graphs")
     config = prego.BenchConfig(
         data=None if own is not None else args.data,
         datasets=tuple(datasets),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
 from graphs.files import check_output, write_text
 from graphs.options import fps_option
 from graphs.task_graph import TaskGraph, load_graph
@@ -47,7 +47,7 @@ DEFAULT_FPS = 60.0
 def build_parser() -> ArgumentParser:
     """The command-line interface."""
     defaults = SegmenterConfig(fps=DEFAULT_FPS)
-    p = ArgumentParser(prog="prego-bench replay", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="prego-bench replay", description=plain_summary(__doc__))
     p.add_argument("--frames", help="per-frame labels {video: {pred: [...], gt: [...]}}")
     p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split)")
     p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         background=args.background
     )
     if args.json:
-        check_output(args.json, "results file", inputs=[frames_path, args.graph])  # before the replay
+        check_output(args.json, "results file", inputs=[frames_path, args.graph], option="--json")  # before the replay
     graph, graph_source = _graph(args)
     frames = load_frames_file(frames_path, args.field, graph, args.background)
     result = replay(frames, graph, config)

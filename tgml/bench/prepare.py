@@ -243,9 +243,9 @@ def prepare_all(config: PrepareConfig) -> list[Path]:
         ("assembly101-o", config.assembly101, build_assembly101),
         ("epic-tent-o", config.epic_tent, build_epic_tent),
     ]
-    out = check_output(config.out, "data folder", folder=True)
+    out = check_output(config.out, "data folder", folder=True, option="--out")
     for folder, raw, _ in jobs:
-        if raw is not None:
+        if raw is not None and out.is_dir():  # in a new folder nothing can stand in the way
             check_output(out / folder, "data folder", folder=True)
     contents = {
         out / folder / f"{split}.json": dump_annotations(build(Path(raw), split))

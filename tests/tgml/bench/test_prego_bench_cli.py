@@ -34,7 +34,8 @@ def test_help_gives_the_seed_range_the_run_uses(capsys: pytest.CaptureFixture[st
         main(["--help"])
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "seeds S..S+N-1, S = --first-seed" in text and "seeds 1..N" not in text  # the default S is 42, not 1
+    assert "seeds S..S+N-1, S being --first-seed" in text and "seeds 1..N" not in text  # the default S is 42, not 1
+    assert "first training seed (default 42" in text
 
 
 def test_perturbation_ablation_table_and_plot(

@@ -1,0 +1,121 @@
+"""What a new user reads first: every command's ``--help`` page, and where a mistyped option sends them.
+
+A first reader of the README found raw reStructuredText in the help pages, a ``stream-detect --help`` page without
+``--video``, and an "unrecognized arguments" line pointing at that page instead of the sub-command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from recognition.recognition_train_cli import main as recognition_train
+from streaming.recognition_features_cli import main as recognition_features
+from streaming.stream_detect_cli import SUBCOMMANDS
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
+from tgml.bench.prego_bench_cli import main as prego_bench
+from tgml.tgml_cli import main as tgml
+
+ROOT = Path(__file__).resolve().parents[1]
+TGML_SUBCOMMANDS = ("train", "show", "eval", "bench-captaincook", "bench-queries", "bench-synthetic")
+PAGES: list[tuple[str, Callable[[list[str]], object], list[str]]] = [
+    ("stream-detect", stream_detect, []),
+    *[(f"stream-detect {c}", stream_detect, [c]) for c in SUBCOMMANDS],
+    ("tgml", tgml, []),
+    *[(f"tgml {c}", tgml, [c]) for c in TGML_SUBCOMMANDS],
+    ("prego-bench", prego_bench, []),
+    *[(f"prego-bench {c}", prego_bench, [c]) for c in ("prepare", "select", "replay")],
+    ("recognition-train", recognition_train, []),
+    ("recognition-features", recognition_features, []),
+]
+
+
+def help_page(main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The text ``--help`` prints (it exits with status 0)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("name", "main", "argv"), PAGES, ids=[name for name, _, _ in PAGES])
+def test_help_pages_are_plain_text(
+    name: str, main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = help_page(main, argv, capsys)
+    assert page.startswith("usage:")
+    assert "``" not in page, f"{name} --help shows reStructuredText literals"
+
+
+def test_stream_detect_help_shows_the_main_use_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    page = help_page(stream_detect, [], capsys)
+    assert "stream-detect [run] --video SOURCE" in page
+    assert "stream-detect run --help" in page
+    for example in ("--video demo", "--video clip.mp4", "--video cam0"):
+        assert f"stream-detect {example}" in page
+
+
+@pytest.mark.parametrize("argv", [["--vidoe", "demo"], ["run", "--video", "demo", "--fsat"]])
+def test_a_mistyped_run_option_points_to_the_run_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(stream_detect, argv, capsys)
+    assert line.startswith("error: stream-detect run: unrecognized arguments: ")
+    assert line.endswith("(see stream-detect run --help)")
+
+
+@pytest.mark.parametrize(("main", "argv", "page"), [
+    (stream_detect, ["checker", "--demo", "--bogus"], "stream-detect checker --help"),
+    (tgml, ["bench-queries", "--bogus"], "tgml bench-queries --help"),
+    (tgml, ["show", "g.json", "--bogus"], "tgml show --help"),
+    (recognition_train, ["--features", "f", "--out", "o.pt", "--bogus"], "recognition-train --help"),
+])
+def test_an_unknown_option_points_to_the_page_that_lists_the_options(
+    main: Callable[[list[str]], object], argv: list[str], page: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(main, argv, capsys)
+    assert "unrecognized arguments: --bogus" in line and line.endswith(f"(see {page})")
+
+
+def _all_parsers() -> list[argparse.ArgumentParser]:
+    from recognition.recognition_train_cli import build_parser as train_parser
+    from streaming.recognition_features_cli import build_parser as features_parser
+    from streaming.stream_detect_cli import build_parser as stream_parser
+    from tgml.bench.prego_bench_cli import bench_parser, prepare_parser, select_parser
+    from tgml.bench.prego_replay_cli import build_parser as replay_parser
+    from tgml.tgml_cli import _parser as tgml_parser
+
+    found: list[argparse.ArgumentParser] = []
+    todo: list[argparse.ArgumentParser] = [make() for make in (
+        train_parser, features_parser, stream_parser, bench_parser, prepare_parser, select_parser, replay_parser,
+        tgml_parser)]
+    while todo:
+        parser = todo.pop()
+        found.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+def test_the_defaults_a_help_text_states_are_the_defaults() -> None:
+    # prego-bench --seeds said "(default 1)" of the first seed, whose default is 42.
+    stated = re.compile(r"\(default:? (-?\d+(?:\.\d+)?)[,;)]")
+    wrong = []
+    for parser in _all_parsers():
+        for action in parser._actions:
+            match = stated.search(action.help or "")
+            if match and isinstance(action.default, int | float) and float(match[1]) != action.default:
+                wrong.append(f"{parser.prog} {action.option_strings[0]}: says {match[1]}, is {action.default}")
+    assert wrong == []
+
+
+def test_prego_bench_help_names_the_results_schema_where_it_is() -> None:
+    from tgml.bench.prego_bench_cli import bench_parser
+
+    helps = {a.option_strings[0]: a.help or "" for a in bench_parser()._actions}
+    assert "schema: docs/prego-benchmark.md, 'Results document'" in helps["--json"]
+    assert "## Results document (`--json`)" in (ROOT / "docs" / "prego-benchmark.md").read_text()

@@ -1,0 +1,72 @@
+"""Every benchmark finds the data the same way: ``--data DIR``, else ``$MISTAKE_DATA`` (set once for all of them).
+
+``tgml bench-captaincook`` and ``tgml bench-queries`` used to require ``--data`` while ``prego-bench`` read the
+variable, and ``bench-captaincook`` wanted the ``captaincook4d`` folder where ``bench-queries`` wanted its parent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.cli_errors import cli_error
+from tgml.bench.data_folder import DATA_ENV, captaincook_folder, data_folder
+from tgml.bench.prego_bench_cli import main as prego_bench
+from tgml.tgml_cli import main as tgml
+
+COMMANDS: dict[str, tuple[Callable[[list[str]], object], list[str]]] = {
+    "prego-bench": (prego_bench, ["--method", "count-based"]),
+    "prego-bench select": (prego_bench, ["select", "--dataset", "epic-tent-o"]),
+    "tgml bench-captaincook": (tgml, ["bench-captaincook", "--seeds", "1"]),
+    "tgml bench-queries": (tgml, ["bench-queries"]),
+}
+
+
+def test_the_option_wins_over_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "from-env"))
+    assert data_folder(tmp_path / "given") == tmp_path / "given"
+    assert data_folder(None) == tmp_path / "from-env"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_benchmark_reads_the_data_folder_from_the_variable(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main, argv = COMMANDS[command]
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "nowhere"))
+    assert "nowhere" in cli_error(main, argv, capsys)  # the variable's folder was looked for
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_without_option_or_variable_the_error_says_both_ways(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main, argv = COMMANDS[command]
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    assert "no data folder: give --data DIR or set $MISTAKE_DATA" in cli_error(main, argv, capsys)
+
+
+def test_captaincook_folder_is_found_inside_the_data_folder(tmp_path: Path) -> None:
+    (tmp_path / "captaincook4d").mkdir()
+    assert captaincook_folder(tmp_path) == tmp_path / "captaincook4d"
+    assert captaincook_folder(tmp_path / "captaincook4d") == tmp_path / "captaincook4d"
+
+
+def test_bench_captaincook_takes_the_data_folder_or_its_captaincook4d_folder(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    argv = ["bench-captaincook", "--procedures", "ramen", "--seeds", "1", "--workers", "1", "--quiet"]
+    runs = {"parent": ["--data", str(data_dir)], "captaincook4d": ["--data", str(data_dir / "captaincook4d")]}
+    results = {}
+    for name, data in runs.items():
+        assert tgml([*argv, *data, "--json", str(tmp_path / f"{name}.json")]) == 0
+        results[name] = json.loads((tmp_path / f"{name}.json").read_text())["methods"]["do"]["runs"]
+    assert results["parent"] == results["captaincook4d"]
+    assert results["parent"][0]["scenario"] == "ramen"
+    monkeypatch.setenv(DATA_ENV, str(data_dir))
+    assert tgml([*argv, "--json", str(tmp_path / "env.json")]) == 0
+    assert json.loads((tmp_path / "env.json").read_text())["methods"]["do"]["runs"] == results["parent"]

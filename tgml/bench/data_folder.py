@@ -1,0 +1,51 @@
+"""Where the benchmarks find the datasets: ``--data DIR``, else the folder named by ``$MISTAKE_DATA``.
+
+Every benchmark command (``prego-bench``, ``tgml bench-captaincook``, ``tgml bench-queries``) reads the same data
+folder (``captaincook4d/``, ``assembly101-o/``, ``epic-tent-o/``, ``prego-miniroad/``), so one environment variable
+set once serves them all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+from graphs.errors import InputError
+
+DATA_ENV: Final = "MISTAKE_DATA"
+CAPTAINCOOK_FOLDER: Final = "captaincook4d"
+
+
+def data_folder(given: str | Path | None, otherwise: str = "") -> Path:
+    """The data folder of a benchmark run: ``--data`` when given, else ``$MISTAKE_DATA``.
+
+    Args:
+        given: the ``--data`` value (None when the option was not given).
+        otherwise: another way to give the data, named in the error (``" (or --annotations FILE)"``).
+
+    Returns:
+        The folder (not checked here: the dataset readers name the file that is missing).
+
+    Raises:
+        InputError: neither the option nor the variable is set.
+    """
+    if given is not None:
+        return Path(given)
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return Path(env)
+    raise InputError(f"no data folder: give --data DIR or set ${DATA_ENV}{otherwise}")
+
+
+def captaincook_folder(data: Path) -> Path:
+    """The CaptainCook4D folder from either the data folder holding ``captaincook4d/`` or that folder itself.
+
+    Args:
+        data: the folder the user gave.
+
+    Returns:
+        ``data/captaincook4d`` when it exists, else ``data``.
+    """
+    inner = data / CAPTAINCOOK_FOLDER
+    return inner if inner.is_dir() else data

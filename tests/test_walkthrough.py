@@ -4,9 +4,9 @@ label (the annotation file) -> ``tgml train`` -> ``recognition-features`` (effic
 -> ``stream-detect --video FILE --graph ... --detector ...``: a video with a step done before its pre-condition raises
 the alert for that step, a correct video raises none.
 
-The task graph is the one ``tgml train`` learns from the training executions. Today's Direct Optimization learner can
-keep only one of the two pre-conditions of ``insert_shelf``, so the injected mistake (``attach_legs`` before
-``unbox_parts``) is on a single-pre-condition edge that the learned graph keeps; the test checks that it does.
+The task graph is the one ``tgml train`` learns from the training executions with its default learner (noisy-AND),
+which keeps both pre-conditions of ``insert_shelf`` (Direct Optimization could keep only one) and the edge the
+injected mistake (``attach_legs`` before ``unbox_parts``) breaks; the test checks both.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def test_your_own_procedure_from_labelled_videos_to_live_alerts(
     learned = load_graph(graph)
     (needed,) = PRECONDITIONS[MISTAKE_STEP]
     assert needed in learned.preconditions(MISTAKE_STEP), "the learned graph lost the edge the mistake breaks"
+    shelf = next(step for step, needs in PRECONDITIONS.items() if len(needs) == 2)
+    assert set(PRECONDITIONS[shelf]) <= learned.preconditions(shelf), "a step lost one of its two pre-conditions"
 
     assert recognition_features([
         "--videos", str(tmp_path / "videos"), "--annotations", str(labels), "--extractor", "efficientnet-lite0",

@@ -254,6 +254,8 @@ class TaskGraph:
         if "format" not in data and isinstance(data.get("annotations"), dict):
             raise InputError(f"{source}: this looks like an annotation file, not a task graph; learn a graph from "
                              "it with tgml train")
+        if "format" not in data:
+            raise InputError(f"{source}: not a task-graph file (no 'format' field; tgml train writes them)")
         if data.get("format") != FORMAT_NAME:
             raise InputError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT_NAME!r}")
         version = data.get("version")

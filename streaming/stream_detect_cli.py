@@ -75,7 +75,8 @@ JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes
 
 def _video_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--video", default="demo",
-                   help="demo, demo:correct, demo:missing, cam0, /dev/video0, a URL or a file")
+                   help="demo (the default: the bundled tea procedure), demo:correct, demo:missing, cam0, "
+                        "/dev/video0, a URL or a file")
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
     p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
     p.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")

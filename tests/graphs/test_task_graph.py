@@ -141,3 +141,10 @@ def test_optional_scores_of_the_wrong_shape_or_range_are_refused(tent_graph: Tas
         TaskGraph(*parts, optional_scores=np.array([0.1, 0.2]))
     with pytest.raises(InputError, match="optional score of step 12 is not a number in"):
         TaskGraph(*parts, optional_scores=np.array([0.1, 0.2, np.nan, 0.0, 0.0]))
+
+
+def test_a_json_file_that_is_no_graph_is_named_as_such(tmp_path: Path) -> None:
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": ["a"], "test": ["b"]}))
+    with pytest.raises(InputError, match=r"split\.json: not a task-graph file \(no 'format' field"):
+        load_graph(split)

@@ -125,7 +125,8 @@ CAPTION: Final = (
     "the current one). GT graph (future only): the steps whose ground-truth pre-conditions are met, in random "
     "order. previous: against the direct pre-conditions / all steps that must come earlier in the ground truth. "
     "missing: asked at the end / at the first step that needed the deleted one. —: not asked (no ground truth, "
-    "or one class only). *The paper's DO on Ego-Exo4D: a different dataset, for reference, not comparable."
+    "or one class only). *The paper's DO on Ego-Exo4D: a different dataset, for reference, not comparable (blank: "
+    "not published)."
 )
 # A reference column everywhere: every question answered from training counts alone, without a graph.
 FREQUENCY_REFERENCE: Final = "No graph"
@@ -496,7 +497,7 @@ def query_bench_tables(result: QueryBenchResult) -> list[Table]:
         folds = "leave-one-execution-out" if k is None else f"{k}-fold over executions"
         last = number == len(result.results)  # the legend once, under the last table
         table = Table(title=f"{dataset}: procedure questions on held-out executions ({folds})", header_style="bold",
-                      caption=CAPTION if last else None)
+                      caption=CAPTION if last else None, caption_justify="left")
         table.add_column("question, metric", no_wrap=True)
         for name in methods:  # narrow columns: a header breaks at its spaces and hyphens
             table.add_column(name.replace(" ", "\n").replace("-", "-\n"), justify="right")

@@ -77,7 +77,7 @@ def test_benchmark_scores_exactly_the_cut_sequences(
     assert "PREGO online mistake detection — tea" in printed and "count-based" in printed
     assert "best published" not in printed and "  published" not in printed  # the paper has no row for it
     caption = " ".join(printed.split())
-    assert "Scenario tea of" in caption and "1 without one are kept whole" in caption
+    assert "Scenario tea of" in caption and "1 without one is kept whole" in caption
     result = json.loads(out.read_text())
     graph = load_graph(graphs / "tea-count-based.json")
     expected = mistake_scores(

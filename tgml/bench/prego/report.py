@@ -40,8 +40,10 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
         caption = SWAP_NOTE
         if own is not None:
             whole = len(own["correct_test_videos"])
+            verb = "is" if whole == 1 else "are"
             caption += (f" Scenario {escape(dataset)} of {escape(own['file'])}: test videos are cut right after their "
-                        f"first segment with has_errors: true; {whole} without one are kept whole, all steps correct.")
+                        f"first segment with has_errors: true; {whole} without one {verb} kept whole, all steps "
+                        "correct.")
         table = Table(
             title=f"PREGO online mistake detection — {escape(dataset)} (mean ± std over seeds)",
             caption=caption,

@@ -79,6 +79,9 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(f"{data_dir}: CaptainCook4D data folder not found")
+    if not (data_dir / ANNOTATIONS).exists():  # most likely another folder than the dataset's (say epic-tent-o/)
+        raise InputError(f"{data_dir}: not a CaptainCook4D folder (no {ANNOTATIONS}): give the data folder holding "
+                         "captaincook4d/, or that folder")
     annotations = load_annotations(data_dir / ANNOTATIONS)
     names = list(scenarios) or list(annotations.taxonomy)
     repeated = next((name for k, name in enumerate(names) if name in names[:k]), None)

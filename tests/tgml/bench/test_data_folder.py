@@ -70,3 +70,16 @@ def test_bench_captaincook_takes_the_data_folder_or_its_captaincook4d_folder(
     monkeypatch.setenv(DATA_ENV, str(data_dir))
     assert tgml([*argv, "--json", str(tmp_path / "env.json")]) == 0
     assert json.loads((tmp_path / "env.json").read_text())["methods"]["do"]["runs"] == results["parent"]
+
+
+def test_another_dataset_folder_is_named_as_the_wrong_folder(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The folder of another dataset is a wrong --data, not a missing file to rebuild: each command says so.
+    tent = data_dir / "epic-tent-o"
+    line = cli_error(tgml, ["bench-captaincook", "--data", str(tent), "--quiet"], capsys)
+    assert line == (f"error: {tent}: not a CaptainCook4D folder (no task_graph_generation_annotations.json): give the "
+                    "data folder holding captaincook4d/, or that folder")
+    cook = data_dir / "captaincook4d"
+    line = cli_error(prego_bench, ["--data", str(cook)], capsys)
+    assert line.startswith(f"error: data folder {cook} holds none of assembly101-o/, epic-tent-o/")

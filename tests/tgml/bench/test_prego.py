@@ -19,6 +19,12 @@ from tgml.bench.perturb import perturb_sequences, rate_seed
 
 def test_missing_split_says_how_to_build_it(data_dir: Path, tmp_path: Path) -> None:
     shutil.copytree(data_dir / "prego-miniroad", tmp_path / "prego-miniroad")
+    # A folder with no dataset in it is most likely the wrong folder (say the CaptainCook4D one): said first.
+    with pytest.raises(InputError, match=r"holds none of assembly101-o/, epic-tent-o/: give the folder that holds"):
+        prego.resolve_data(tmp_path, ["epic-tent-o"])
+    with pytest.raises(InputError, match="holds none of"):
+        prego.resolve_data(data_dir / "captaincook4d", ["epic-tent-o"])
+    (tmp_path / "epic-tent-o").mkdir()
     with pytest.raises(InputError, match=r"missing .*epic-tent-o/train\.json; build it with `prego-bench prepare"):
         prego.resolve_data(tmp_path, ["epic-tent-o"])
     with pytest.raises(InputError, match="prepare"):

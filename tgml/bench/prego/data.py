@@ -75,6 +75,10 @@ def resolve_data(
     if not root.is_dir():
         raise InputError(f"data folder {root} not found; {PREPARE_HINT}")
     layout = DataLayout(root)
+    if splits and not any((root / name).is_dir() for name in DATASETS):
+        # Most likely the wrong folder (a dataset's own folder, or its parent), not one to rebuild from raw files.
+        raise InputError(f"data folder {root} holds none of {', '.join(f'{name}/' for name in DATASETS)}: give the "
+                         f"folder that holds them (the public data folder), or {PREPARE_HINT}")
     for dataset in datasets:
         if dataset not in DATASETS:
             raise InputError(f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")

@@ -409,6 +409,8 @@ class CheckerCore:
         if isinstance(message, KeyStepEvent) and message.index not in state.forwarded:
             state.forwarded.add(message.index)
             out.append(self._step_event(state, message))
+        if isinstance(message, KeyStepEvent) and state.current == message.step:
+            state.current = None  # its segment ended when it was confirmed; the next heartbeat says what is seen now
         if isinstance(message, Heartbeat):
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended

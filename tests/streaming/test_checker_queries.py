@@ -213,3 +213,11 @@ def test_sigterm_of_a_detector_reports_the_steps_its_session_never_did(tmp_path:
         assert report.run == row.run and len(row.done) < len(CORRECT)
         assert report.missing == tuple(s for s in sorted(CORRECT) if s not in row.done)
         viewer.close()
+
+
+def test_a_confirmed_step_is_no_longer_shown_as_the_step_under_way() -> None:
+    core = CheckerCore(weighted_tea_graph())
+    assert last_status(core.handle(beat(0, (), current=3))).current == 3  # get_cup is being seen
+    confirmed = last_status(core.handle(keystep((3,), 1)))
+    assert confirmed.done == (3,) and confirmed.current is None  # its segment ended with the confirmation
+    assert last_status(core.handle(beat(2, (3,), current=1))).current == 1  # the next heartbeat says what is seen

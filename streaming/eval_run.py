@@ -203,6 +203,21 @@ class LoadedChain:
     file_digests: dict[str, str | None]
 
 
+def trained_on(checkpoint: DetectorCheckpoint, videos: Sequence[str]) -> list[str]:
+    """The videos the detector was trained on, among ``videos`` (``recognition-train`` records its training videos
+    in the checkpoint's ``info``; an older checkpoint records none)."""
+    trained = checkpoint.info.get("train_videos")
+    if not isinstance(trained, list):
+        return []
+    names = {str(name) for name in trained}
+    return [video for video in videos if video in names]
+
+
+def _listed(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
     """Load and cross-check the graph and the detector (names included), and settle the segmenter settings."""
     graph = load_graph(config.graph)
@@ -364,6 +379,11 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
     for disagreement in disagreements:
         warn(disagreement.message)
+    seen_in_training = trained_on(chain.checkpoint, [video.name for video in videos])
+    if seen_in_training:
+        warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos "
+             f"({_listed(seen_in_training)}): their figures say how well it learned them, not how well it recognises "
+             "new ones (--split or --videos-list picks held-out videos)")
     runs: list[VideoRun] = []
     cached = 0
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

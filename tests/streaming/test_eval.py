@@ -7,6 +7,7 @@ The scores are checked against counts made by hand on a small case; the whole co
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -14,10 +15,11 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from recognition.checkpoint import load_detector
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.synthetic_video import demo_video
-from streaming.eval_run import EvalConfig, evaluate
+from streaming.eval_run import EvalConfig, evaluate, trained_on
 from streaming.eval_scores import (
     AnnotatedSegment,
     MistakeCounts,
@@ -280,3 +282,10 @@ def test_the_live_run_writes_the_annotated_video_too(
     assert len(red) == int(ALERT_SHOW_S * 5) and red == list(range(red[0], red[0] + len(red)))
     (boil,) = [(start, end) for step, start, end in demo_video("mistake")[1] if step == 2]
     assert boil[0] < red[0] / 5 < boil[1]
+
+
+def test_eval_names_the_videos_the_detector_was_trained_on() -> None:
+    # recognition-train records its training videos in the checkpoint; scores on them say how well it learned them.
+    _, checkpoint = load_detector(default_demo_paths()[1])
+    assert trained_on(checkpoint, ["test_00", "train_03", "demo:correct", "train_11"]) == ["train_03", "train_11"]
+    assert trained_on(replace(checkpoint, info={}), ["train_03"]) == []  # an older checkpoint records none

@@ -323,6 +323,11 @@ def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
         notes.append(f"no annotated mistake (has_errors) in {these}: R err and F1 err not measured")
     if not graph.alerts:
         notes.append(f"no alert raised in {these}: P and P err not measured")
+    found = summed.segments[min(IOU_THRESHOLDS)]
+    if found.tp + found.fp == 0 and found.fn > 0:  # a detector that never confirms a step cannot raise an alert
+        notes.append(f"no key-step confirmed in {these}: the detector's probabilities never stayed above the "
+                     "segmenter's --threshold for --min-frames (an undertrained detector can score a high test mAP "
+                     "and still confirm nothing)")
     return notes
 
 

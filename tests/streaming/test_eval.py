@@ -103,6 +103,10 @@ def test_a_figure_with_nothing_to_count_is_not_measured() -> None:
         "no annotated mistake (has_errors) in the video: R err and F1 err not measured",
         "no alert raised in the video: P and P err not measured",
     ]
+    # A detector that confirmed no step at all: said, since a high test mAP does not show it.
+    silent = score_video(VideoRun("c", ANNOTATED, (), ()), tea_graph())
+    assert unmeasured_notes([silent])[-1].startswith("no key-step confirmed in the video: the detector's probabilities")
+    assert not any(note.startswith("no key-step") for note in unmeasured_notes([clean]))
 
 
 def test_segments_where_has_errors_and_the_graph_disagree_are_named() -> None:

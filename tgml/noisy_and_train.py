@@ -32,12 +32,12 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS, TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
+from tgml.annotations import EVERY_VIDEO, TrainingVideos
 from tgml.noisy_and_config import METHOD_NAME, NoisyAndConfig, noisy_and_config
 from tgml.noisy_and_loss import edge_probabilities, log_readiness, noisy_and_loss, step_log_likelihood
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.sequences import ObservedRows, observed_rows, pack
-from tgml.train import TrainResult, build_training_set, with_left_out
+from tgml.train import TrainResult, build_training_set, learn_from_annotations, training_info
 
 # Initial scores: θ = 0.5 everywhere (no edge favoured), plus this much seeded jitter to break ties.
 INIT_JITTER = 0.01
@@ -247,17 +247,9 @@ def train_noisy_and_graph(
     weights = graph_weights(theta)
     adjacency = binarize_probabilities(weights, rows.present, config.cut, config.relaxed)
     sa_value = sequence_accuracy(adjacency, first.observed, first.targets, first.sequence)
-    info = {
-        "method": METHOD_NAME,
-        # Not a row-softmax: the weighted procedure-question rules (which read Z as DO's) do not apply to them.
-        "weights": EDGE_PROBABILITY_WEIGHTS,
-        "config": asdict(config),
-        "epochs_run": config.epochs,
-        "final_loss": loss_value,
-        "sequence_accuracy": sa_value,
-        "train_sequences": len(sequences),
-        "removed_steps": [int(s) for s, p in zip(step_ids, rows.present, strict=True) if not p],
-    }
+    # Not a row-softmax: the procedure questions read them with the noisy-AND rules, not DO's.
+    info = training_info(METHOD_NAME, asdict(config), config.epochs, loss_value, sa_value, len(sequences), step_ids,
+                         rows.present, weights=EDGE_PROBABILITY_WEIGHTS)
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     # Which steps the executions show to be optional is stored with the graph, judged by this model's likelihood.
     graph = learn_optional_scores(graph, sequences, partial(execution_log_likelihoods, noise=config.noise))
@@ -282,9 +274,7 @@ def noisy_and_from_annotations(
         The `TrainResult` (the chosen videos, repeats kept; first occurrences are used; ``info["left_out"]`` names
         the executions left out, when any was).
     """
-    chosen = load_annotations(annotations).training_selection(scenario, videos)
-    result = train_noisy_and_graph(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
-    return with_left_out(result, chosen)
+    return learn_from_annotations(train_noisy_and_graph, annotations, scenario, config, progress, videos)
 
 
 class TrainingSplit(Protocol):

@@ -29,14 +29,14 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
+from tgml.annotations import EVERY_VIDEO, TrainingVideos
 from tgml.loss import tgml_loss
 from tgml.noisy_and_train import TrainingSplit
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.text_embeddings import step_embeddings
 from tgml.tgt_config import METHOD_NAME, TgtTextConfig, tgt_text_config
 from tgml.tgt_model import TaskGraphTransformer, distinctiveness_loss
-from tgml.train import TrainResult, build_training_set, with_left_out
+from tgml.train import TrainResult, build_training_set, learn_from_annotations, training_info
 
 
 def beta_schedule(epochs: int, start: float, end: float, updates: int) -> np.ndarray:
@@ -172,15 +172,8 @@ def train_tgt_text_graph(
     adjacency = binarize(weights, data.present, config.relaxed,
                          threshold_steps=config.threshold_steps(data.n_steps))
     sa_value = sequence_accuracy(adjacency, data.sa_rows.observed, data.sa_rows.targets, data.sa_rows.sequence)
-    info = {
-        "method": METHOD_NAME,
-        "config": asdict(config),
-        "epochs_run": config.epochs,
-        "final_loss": loss_value,
-        "sequence_accuracy": sa_value,
-        "train_sequences": len(sequences),
-        "removed_steps": [int(s) for s, p in zip(step_ids, data.present, strict=True) if not p],
-    }
+    info = training_info(METHOD_NAME, asdict(config), config.epochs, loss_value, sa_value, len(sequences), step_ids,
+                         data.present)
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     # Z is a row softmax like DO's, so the default TGML likelihood judges which steps are optional.
     graph = learn_optional_scores(graph, sequences)
@@ -205,9 +198,7 @@ def tgt_text_from_annotations(
         The `TrainResult` (the chosen videos, repeats kept; first occurrences are used; ``info["left_out"]`` names
         the executions left out, when any was).
     """
-    chosen = load_annotations(annotations).training_selection(scenario, videos)
-    result = train_tgt_text_graph(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
-    return with_left_out(result, chosen)
+    return learn_from_annotations(train_tgt_text_graph, annotations, scenario, config, progress, videos)
 
 
 def build_tgt_text(data: TrainingSplit, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:

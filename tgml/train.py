@@ -12,9 +12,10 @@ with a few numpy operations over all sequences at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -25,7 +26,7 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingSelection, TrainingVideos, load_annotations
+from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
 from tgml.do_model import DirectOptimization, n_nodes, wrap
 from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
 from tgml.sequences import (
@@ -50,9 +51,10 @@ __all__ = [
     "load_graph_training_config",
     "merge_identical_rows",
     "parse_beta_schedule",
+    "learn_from_annotations",
     "train_from_annotations",
     "train_task_graph",
-    "with_left_out",
+    "training_info",
 ]
 
 
@@ -295,15 +297,8 @@ def train_task_graph(
     weights = best_weights if (config.keep_best and stopper.active) else model.graph_weights()
     adjacency = binarize(weights, data.present, config.relaxed, threshold_steps=config.threshold_steps(data.n_steps))
     sa_final = sequence_accuracy(adjacency, data.sa_rows.observed, data.sa_rows.targets, data.sa_rows.sequence)
-    info = {
-        "method": "direct-optimization",
-        "config": asdict(config),
-        "epochs_run": epoch,
-        "final_loss": loss_value,
-        "sequence_accuracy": sa_final,
-        "train_sequences": len(sequences),
-        "removed_steps": [int(s) for s, p in zip(step_ids, data.present, strict=True) if not p],
-    }
+    info = training_info("direct-optimization", asdict(config), epoch, loss_value, sa_final, len(sequences),
+                         step_ids, data.present)
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     # Which steps the training executions show to be optional is stored with the graph (its file, version 2).
     graph = learn_optional_scores(graph, sequences)
@@ -328,22 +323,68 @@ def train_from_annotations(
         The `TrainResult` (the chosen videos, repeats kept; pre-processing per ``config``; ``info["left_out"]``
         names the executions left out, when any was).
     """
-    chosen = load_annotations(annotations).training_selection(scenario, videos)
-    result = train_task_graph(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
-    return with_left_out(result, chosen)
+    return learn_from_annotations(train_task_graph, annotations, scenario, config, progress, videos)
 
 
-def with_left_out(result: TrainResult, chosen: TrainingSelection) -> TrainResult:
-    """``result`` with the executions left out of its training recorded in its graph's ``info["left_out"]``.
+ConfigT = TypeVar("ConfigT")
+# A learner: (raw sequences, step ids, step names, settings, scenario, progress) -> its result.
+Learner = Callable[[Sequence[Sequence[int]], Sequence[int], Sequence[str], ConfigT, str, bool], TrainResult]
+
+
+def learn_from_annotations(
+    learner: Learner[ConfigT], annotations: str | Path, scenario: str, config: ConfigT, progress: bool = False,
+    videos: TrainingVideos = EVERY_VIDEO,
+) -> TrainResult:
+    """Learn one scenario of an annotation file with any learner, from the executions ``videos`` keeps.
 
     Args:
-        result: a learner's result.
-        chosen: the selection it learned from.
+        learner: `train_task_graph`, `tgml.noisy_and_train.train_noisy_and_graph` or
+            `tgml.tgt_train.train_tgt_text_graph`.
+        annotations: annotation JSON (format in docs/data-and-citations.md).
+        scenario: the procedure to learn.
+        config: the learner's settings.
+        progress: show the progress bar.
+        videos: which executions to learn from.
 
     Returns:
-        The same result; its graph's ``info`` gains ``left_out`` when an execution was left out.
+        The learner's result; its graph's ``info["left_out"]`` names the executions left out, when any was.
     """
+    chosen = load_annotations(annotations).training_selection(scenario, videos)
+    result = learner(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
     if not (chosen.mistakes or chosen.excluded):
         return result
     info = {**result.graph.info, "left_out": chosen.left_out_info()}
     return replace(result, graph=replace(result.graph, info=info))
+
+
+def training_info(
+    method: str, config: dict[str, Any], epochs_run: int, final_loss: float, sa: float, train_sequences: int,
+    step_ids: Sequence[int], present: np.ndarray, weights: str | None = None,
+) -> dict[str, Any]:
+    """What every learner records in its graph's ``info``: method, settings, training run, and removed steps.
+
+    Args:
+        method: the learner's name.
+        config: its settings as plain JSON.
+        epochs_run: epochs trained.
+        final_loss: the last epoch's loss.
+        sa: Sequence Accuracy of the binary graph on the training sequences.
+        train_sequences: how many sequences it learned from.
+        step_ids: the taxonomy, in matrix order.
+        present: bool ``(n,)`` steps seen in training (the others are removed).
+        weights: what the saved weights are, when they are not a row-softmax (``info["weights"]``).
+
+    Returns:
+        The ``info`` dict, keys in file order.
+    """
+    info: dict[str, Any] = {"method": method}
+    if weights is not None:
+        info["weights"] = weights
+    return info | {
+        "config": config,
+        "epochs_run": epochs_run,
+        "final_loss": final_loss,
+        "sequence_accuracy": sa,
+        "train_sequences": train_sequences,
+        "removed_steps": [int(s) for s, p in zip(step_ids, present, strict=True) if not p],
+    }

@@ -9,6 +9,7 @@ is not plain visible text by its escape, so it is shown, never obeyed.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
 
 # Unicode categories that are not plain text: controls (C0, DEL, C1: ESC and CSI included), format characters
@@ -40,3 +41,23 @@ def printable(text: object) -> str:
     if value.isprintable():  # the common case, in C: no control, format or separator character at all
         return value
     return "".join(map(_safe_char, value))
+
+
+def first_few(
+    items: Sequence[str], limit: int, total: int | None = None, sep: str = ", ", and_more: str = " and "
+) -> str:
+    """The first ``limit`` of ``items`` joined by ``sep``, then how many of ``total`` were left out, for one line:
+    ``video_00, video_01 and 3 more``.
+
+    Args:
+        items: what to name (already made `printable` where it comes from outside).
+        limit: how many to name at most.
+        total: how many there are (default ``len(items)``; more when some were never named).
+        sep: between two named items.
+        and_more: before the ``N more`` count.
+
+    Returns:
+        The text.
+    """
+    rest = (len(items) if total is None else total) - min(len(items), limit)
+    return sep.join(items[:limit]) + (f"{and_more}{rest} more" if rest > 0 else "")

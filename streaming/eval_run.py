@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
+from graphs.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import read_split_file, split_list
@@ -213,11 +214,6 @@ def trained_on(checkpoint: DetectorCheckpoint, videos: Sequence[str]) -> list[st
     return [video for video in videos if video in names]
 
 
-def _listed(names: Sequence[str], limit: int = 5) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
     """Load and cross-check the graph and the detector (names included), and settle the segmenter settings."""
     graph = load_graph(config.graph)
@@ -382,8 +378,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     seen_in_training = trained_on(chain.checkpoint, [video.name for video in videos])
     if seen_in_training:
         warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos "
-             f"({_listed(seen_in_training)}): their figures say how well it learned them, not how well it recognises "
-             "new ones (--split or --videos-list picks held-out videos)")
+             f"({first_few(seen_in_training, 5)}): their figures say how well it learned them, not how well it "
+             "recognises new ones (--split or --videos-list picks held-out videos)")
     runs: list[VideoRun] = []
     cached = 0
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

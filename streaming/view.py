@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphs.limits import MAX_STEPS
-from graphs.safe_text import printable
+from graphs.safe_text import first_few, printable
 from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent, encode
 
@@ -181,12 +181,6 @@ def _names(ids: tuple[int, ...], names: tuple[str, ...], state: ViewState) -> li
     return list(names) + [state.name(s) for s in ids[len(names) :]]
 
 
-def _some(items: list[str], total: int, limit: int, sep: str = ", ") -> str:
-    """The first ``limit`` items joined, and how many of ``total`` were left out."""
-    shown = sep.join(items[:limit])
-    return shown + (f"{sep}and {total - min(len(items), limit)} more" if total > min(len(items), limit) else "")
-
-
 def _span(start: float, end: float) -> str:
     """A stretch of video, in seconds."""
     return f"{start:.1f}-{end:.1f} s"
@@ -276,9 +270,10 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     never = _names(report.missing, report.missing_names, state) if report is not None and report.run == row.run else []
     if not count and not never:
         return _text(f"{stream_id} ended: correct (no mistake, nothing missing)", "bold green")
-    described = _some([_mistake(a, state) for a in alerts], count, MISTAKES_NAMED, "; ")
+    described = first_few([_mistake(a, state) for a in alerts], MISTAKES_NAMED, count, "; ", "; and ")
     mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
-    missing = f"; never done: {_some(never, len(never), NEVER_DONE_NAMED)}" if never else ", nothing missing"
+    named = first_few(never, NEVER_DONE_NAMED, and_more=", and ")
+    missing = f"; never done: {named}" if never else ", nothing missing"
     return _text(f"{stream_id} ended: {mistakes}{missing}", "bold red")
 
 

@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphs.safe_text import printable
+from graphs.safe_text import first_few, printable
 from graphs.task_graph import END, START, TaskGraph
 
 
@@ -94,9 +94,8 @@ def left_out_summary(left_out: Any) -> str:
         listed = left_out.get(key)
         names = [str(n) for n in listed] if isinstance(listed, list) else []
         if names:
-            shown = ", ".join(names[:NAMES_SHOWN]) + (f" and {len(names) - NAMES_SHOWN} more"
-                                                       if len(names) > NAMES_SHOWN else "")
-            parts.append(f"{len(names)} execution{'s' if len(names) != 1 else ''} {why} ({shown})")
+            parts.append(f"{len(names)} execution{'s' if len(names) != 1 else ''} {why} "
+                         f"({first_few(names, NAMES_SHOWN)})")
     if not parts:
         return "left out no execution"
     hint = ""

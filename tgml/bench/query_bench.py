@@ -228,9 +228,8 @@ def do_config(dataset: str, config: QueryBenchConfig) -> TrainConfig:
     ``configs/prego-<dataset>.toml``; seed and epoch cap from ``config``."""
     if dataset == CAPTAINCOOK:
         base = CAPTAINCOOK_DO.replace(seed=config.seed)
-        return base if config.epochs is None else base.replace(epochs=min(config.epochs, base.epochs))
-    settings = load_method_settings(dataset)["do"]
-    base = do_train_config(settings, config.seed, None)
+    else:
+        base = do_train_config(load_method_settings(dataset)["do"], config.seed, None)
     return base if config.epochs is None else base.replace(epochs=min(config.epochs, base.epochs))
 
 

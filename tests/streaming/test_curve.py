@@ -74,6 +74,15 @@ def curve_checker(keys: Path) -> Iterator[tuple[zmq.Context, CheckerService]]:
         ctx.destroy(linger=0)
 
 
+def allowed_camera(ctx: zmq.Context, service: CheckerService, keys: Path, viewer: Viewer) -> EventPublisher:
+    """Detector ``cam0`` with its allowed key, once ``viewer`` sees its stream through the checker."""
+    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0,
+                                              curve=client(keys, "cam0"))), "cam0")
+    assert wait_for(lambda: "cam0" in viewer.state.streams, 10.0,
+                    lambda: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+    return events
+
+
 def send_mistake(events: EventPublisher) -> None:
     for step in MISTAKE[:2]:  # boil_water before fill_kettle: one alert
         events.keystep(step, "x", 0.0, 1.0, 0.9)
@@ -172,10 +181,7 @@ def test_an_allowed_detectors_alert_reaches_an_allowed_viewer(
 ) -> None:
     ctx, service = curve_checker
     viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
-    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0,
-                                              curve=client(keys, "cam0"))), "cam0")
-    assert wait_for(lambda: "cam0" in viewer.state.streams, 10.0,
-                    lambda: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
+    events = allowed_camera(ctx, service, keys, viewer)
     send_mistake(events)
     assert wait_for(lambda: len(viewer.state.alerts) == 1, 10.0, lambda: viewer.pump(20))
     assert viewer.state.alerts[0][1].step == MISTAKE_STEP
@@ -213,10 +219,7 @@ def test_a_viewer_without_the_right_keys_receives_nothing(
         client(keys, "cam1").public, client(keys, "viewer").public, client(keys, "viewer").secret))))
     refused = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=stranger(keys))
     allowed = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
-    events = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0,
-                                              curve=client(keys, "cam0"))), "cam0")
-    assert wait_for(lambda: "cam0" in allowed.state.streams, 10.0,
-                    lambda: (events.heartbeat(None, 0, 0, 0.0), allowed.pump(20)))
+    events = allowed_camera(ctx, service, keys, allowed)
     send_mistake(events)
     assert wait_for(lambda: len(allowed.state.alerts) == 1, 10.0, lambda: allowed.pump(20))
     deadline = time.monotonic() + 1.5  # three periodic re-sends of the alert and of the checker's health

@@ -263,44 +263,57 @@ def _key_steps(size: int) -> np.ndarray:
 # -- the weighted rule for per-edge probabilities (noisy-AND graphs) -----------------------------------------
 # θ[i, j] is the probability that K_j is a pre-condition of K_i, edges independent (tgml.noisy_and_loss); a step is
 # ready when all its pre-conditions are done, so the paper's questions become products over the steps not done.
-def readiness(theta: np.ndarray, done: np.ndarray) -> np.ndarray:
-    """Probability that each node is ready given the steps done: ``ready(h) = Π_{j ∉ H} (1 − θ[h, j])``.
+def log_not_required(theta: np.ndarray) -> np.ndarray:
+    """``log(1 − θ)``: the log-probability that ``K_j`` is *not* a pre-condition of ``K_i``, for every pair (computed
+    once per graph; θ = 1 is held just below 1, whose log would be −∞).
 
     Args:
         theta: float ``(n+2, n+2)`` edge probabilities (START / END rows and columns 0).
+
+    Returns:
+        float ``(n+2, n+2)``, at most 0.
+    """
+    return np.log1p(-np.clip(np.asarray(theta, dtype=np.float64), 0.0, 1.0 - 1e-12))
+
+
+def readiness(log_free: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """Probability that each node is ready given the steps done: ``ready(h) = Π_{j ∉ H} (1 − θ[h, j])``, as
+    ``exp(log(1 − θ) · 1(j ∉ H))``.
+
+    Args:
+        log_free: `log_not_required` of the edge probabilities (or some of its rows).
         done: bool ``(n+2,)`` the set ``H``.
 
     Returns:
-        float ``(n+2,)`` in [0, 1].
+        float, one per row of ``log_free``, in [0, 1].
     """
-    free = np.log1p(-np.clip(np.asarray(theta, dtype=np.float64), 0.0, 1.0 - 1e-12))  # θ = 1 would give log 0
-    return np.exp(free @ (~np.asarray(done, dtype=bool)).astype(np.float64))
+    return np.exp(log_free @ (~np.asarray(done, dtype=bool)).astype(np.float64))
 
 
-def edge_probability_future(theta: np.ndarray, done: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+def edge_probability_future(log_free: np.ndarray, done: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """Next-step probability of the noisy-AND model: the next step is drawn uniformly among the ready ones, so
     ``P(K_f | H) = ready(f) / Σ_h ready(h)`` over the candidates (which steps an execution still holds is unknown
     online, so every key-step not done and seen in training is one).
 
     Args:
-        theta: float ``(n+2, n+2)`` edge probabilities.
+        log_free: `log_not_required` of the edge probabilities.
         done: bool ``(n+2,)`` the set ``H`` (the current step included).
         candidates: bool ``(n+2,)`` the steps that may come next.
 
     Returns:
         float ``(n+2,)``, zero outside the candidates; all zero when no candidate can be ready.
     """
-    ready = np.where(candidates, readiness(theta, done), 0.0)
+    ready = np.where(candidates, readiness(log_free, done), 0.0)
     total = ready.sum()
     return ready / total if total > 0 else ready
 
 
-def edge_probability_mistake(theta: np.ndarray, step: int, done: np.ndarray) -> float:
+def edge_probability_mistake(log_free: np.ndarray, step: int, done: np.ndarray) -> float:
     """Mistake score ``1 − ready(K_i) = 1 − Π_{p ∉ J} (1 − θ[i, p])``: the probability that some pre-condition of
-    ``K_i`` is not done (START always is)."""
+    ``K_i`` is not done (START always is); ``log_free`` is `log_not_required` of the edge probabilities."""
     seen = np.asarray(done, dtype=bool).copy()
     seen[[0, step]] = True
-    return float(1.0 - readiness(theta[step : step + 1], seen)[0])
+    return float(1.0 - readiness(log_free[step : step + 1], seen)[0])
 
 
 def edge_probability_missing(theta: np.ndarray, step: int, done: np.ndarray) -> np.ndarray:
@@ -447,6 +460,7 @@ class ProcedureQueries:
         self.graph = graph
         self._weights = graph.row_softmax_weights
         self._theta = graph.edge_probability_weights
+        self._log_free = log_not_required(self._theta) if self._theta is not None else None
         self.rule: Rule = "weighted" if self._weights is not None or self._theta is not None else "binary"
         self._q = single_precondition_probability(self._weights) if self._weights is not None else None
         size = graph.n_steps + 2
@@ -524,8 +538,8 @@ class ProcedureQueries:
         done = self._done(history)
         if self._q is not None:
             return StepScore(self.rule, weighted_mistake(self._q, i, done))
-        if self._theta is not None:
-            return StepScore(self.rule, edge_probability_mistake(self._theta, i, done))
+        if self._log_free is not None:
+            return StepScore(self.rule, edge_probability_mistake(self._log_free, i, done))
         return StepScore(self.rule, binary_mistake(self.graph.adjacency, i, done))
 
     def missing(self, step: int, history: Iterable[int]) -> RankedSteps:
@@ -570,9 +584,9 @@ class ProcedureQueries:
         i = 0 if step is None else self._index(step)
         if i is not None:
             done[i] = True
-        if self._theta is not None:
+        if self._log_free is not None:
             candidates = _key_steps(len(done)) & ~done & self._learned
-            return self._ranked(edge_probability_future(self._theta, done, candidates))
+            return self._ranked(edge_probability_future(self._log_free, done, candidates))
         if self._weights is None:
             if i is None:
                 return self._empty()
@@ -625,6 +639,7 @@ __all__ = [
     "global_optionality",
     "learn_optional_scores",
     "local_optionality",
+    "log_not_required",
     "optionality",
     "readiness",
     "sequence_log_likelihoods",

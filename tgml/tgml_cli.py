@@ -75,8 +75,14 @@ from tgml.noisy_and_train import noisy_and_from_annotations
 from tgml.tgt_config import METHOD_NAME as TGT_TEXT
 from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_SETTINGS
 from tgml.tgt_config import TgtTextConfig, load_tgt_text_config
-from tgml.tgt_train import tgt_text_from_annotations
-from tgml.train import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, train_from_annotations
+from tgml.tgt_train import train_tgt_text_graph
+from tgml.train import (
+    EDGE_THRESHOLDS,
+    TrainConfig,
+    learn_from_annotations,
+    load_graph_training_config,
+    train_from_annotations,
+)
 
 
 def _parser() -> ArgumentParser:
@@ -243,8 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         method = _train_method(args)
         videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
         if method == TGT_TEXT:
-            result = tgt_text_from_annotations(args.annotations, args.scenario, _tgt_text_config(args),
-                                               progress=not args.quiet, videos=videos)
+            result = learn_from_annotations(train_tgt_text_graph, args.annotations, args.scenario,
+                                            _tgt_text_config(args), progress=not args.quiet, videos=videos)
         elif method == "do":
             result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
                                             progress=not args.quiet, videos=videos)

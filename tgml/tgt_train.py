@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,14 +28,13 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingVideos
 from tgml.loss import tgml_loss
 from tgml.noisy_and_train import TrainingSplit
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.text_embeddings import step_embeddings
 from tgml.tgt_config import METHOD_NAME, TgtTextConfig, tgt_text_config
 from tgml.tgt_model import TaskGraphTransformer, distinctiveness_loss
-from tgml.train import TrainResult, build_training_set, learn_from_annotations, training_info
+from tgml.train import TrainResult, build_training_set, training_info
 
 
 def beta_schedule(epochs: int, start: float, end: float, updates: int) -> np.ndarray:
@@ -178,27 +176,6 @@ def train_tgt_text_graph(
     # Z is a row softmax like DO's, so the default TGML likelihood judges which steps are optional.
     graph = learn_optional_scores(graph, sequences)
     return TrainResult(graph, config.epochs, loss_value, sa_value)
-
-
-def tgt_text_from_annotations(
-    annotations: str | Path, scenario: str, config: TgtTextConfig, progress: bool = False,
-    videos: TrainingVideos = EVERY_VIDEO,
-) -> TrainResult:
-    """Learn the TGT-text graph of one scenario of an annotation file (``tgml train --method tgt-text``).
-
-    Args:
-        annotations: annotation JSON (the shared format of all datasets; step names from its taxonomy).
-        scenario: the procedure to learn.
-        config: settings.
-        progress: show the progress bar.
-        videos: which executions to learn from (default: every one; ``tgml train`` leaves out those with an
-            annotated mistake).
-
-    Returns:
-        The `TrainResult` (the chosen videos, repeats kept; first occurrences are used; ``info["left_out"]`` names
-        the executions left out, when any was).
-    """
-    return learn_from_annotations(train_tgt_text_graph, annotations, scenario, config, progress, videos)
 
 
 def build_tgt_text(data: TrainingSplit, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:

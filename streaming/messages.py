@@ -30,7 +30,8 @@ within a ``run`` (a new detector session on the stream starts its indexes, and s
 
 Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, and every item of
 ``history``, ``missing``, ``done``, ``allowed``, ``forgotten``) lie in 0..2^31-1; scores (``allowed_scores``,
-``forgotten_score``) in [0, 1]; ``index`` in 0..`MAX_HISTORY`-1; counters in
+``forgotten_score``) in [0, 1]; stage latencies (`LATENCY_FIELDS`, milliseconds) in 0..`MAX_LATENCY_MS`;
+``index`` in 0..`MAX_HISTORY`-1; counters in
 0..2^53-1; step names hold at most 512 characters; a history at most `MAX_HISTORY` items and a step list at most
 2048. Every message the checker builds fits `MAX_MESSAGE_BYTES` by construction: an alert whose pre-condition
 names would not fit carries the names of the first ones only (`Alert.fitted`, `MissingSteps.fitted`; ``missing``
@@ -68,6 +69,9 @@ _SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score"})  # proba
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
 _TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
+# Per-stage latencies (`Heartbeat`, `Status`), in milliseconds: 0..MAX_LATENCY_MS.
+LATENCY_FIELDS: Final = ("decode_ms", "features_ms", "detector_ms", "segmenter_ms", "hop_ms", "alert_out_ms")
+MAX_LATENCY_MS: Final = 3_600_000.0  # an hour: a longer "latency" is a broken clock, not a measurement
 
 
 class MessageError(ValueError):
@@ -173,6 +177,9 @@ class Heartbeat(Message):
         dropped: frames a live source dropped to stay real time.
         fps: frames processed per second, recent average.
         ended: true on the last heartbeat of a stream (end of file or shut down).
+        decode_ms, features_ms, detector_ms, segmenter_ms: mean milliseconds per frame of each stage since the
+            previous heartbeat (`LATENCY_FIELDS`; 0 when no frame was processed): a frame's arrival at the reader to
+            the model taking it, the feature extractor, the MiniROAD step, the segmenter and publishing.
     """
 
     KIND: ClassVar[str] = "heartbeat"
@@ -184,6 +191,10 @@ class Heartbeat(Message):
     dropped: int
     fps: float
     ended: bool
+    decode_ms: float = 0.0
+    features_ms: float = 0.0
+    detector_ms: float = 0.0
+    segmenter_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -386,6 +397,11 @@ class Status(Message):
         allowed_scores: the future-step probability of each step of ``allowed`` (same order), given the step done
             last and those before it (`graphs.procedure_queries.ProcedureQueries.future`), rounded to 4 decimals.
         rule: ``"weighted"`` or ``"binary"``: the procedure-question rule the probabilities come from.
+        decode_ms, features_ms, detector_ms, segmenter_ms: the detector's stage latencies from its latest heartbeat.
+        hop_ms: the detector's latest message, from its ``timestamp`` to the checker applying it (clocks of two
+            machines: 0 when the detector's runs ahead).
+        alert_out_ms: the stream's latest alert or retraction, from the checker receiving what caused it to the
+            alert leaving the checker.
     """
 
     KIND: ClassVar[str] = "status"
@@ -403,6 +419,12 @@ class Status(Message):
     lost: bool
     allowed_scores: tuple[float, ...]
     rule: str
+    decode_ms: float = 0.0
+    features_ms: float = 0.0
+    detector_ms: float = 0.0
+    segmenter_ms: float = 0.0
+    hop_ms: float = 0.0
+    alert_out_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -604,6 +626,8 @@ def _validate(message: Message) -> None:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise MessageError(f"{kind}.{name} is not finite")
+            if name in LATENCY_FIELDS and not 0.0 <= value <= MAX_LATENCY_MS:
+                raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:g}")
         elif isinstance(value, int):
             highest = MAX_STEP_ID if name in _STEP_FIELDS else MAX_HISTORY - 1 if name == "index" else MAX_COUNT
             if not 0 <= value <= highest:

@@ -136,11 +136,15 @@ class Frame:
         image: ``(H, W, 3)`` uint8, RGB.
         index: output frame number (0, 1, ...).
         time: seconds since the start of the stream (video time for files, wall time for live sources).
+        arrived: when the frame arrived, on the reader's clock (``time.monotonic`` unless a test gives another): a
+            live source's grab; a paced file frame's due time, or the start of its decoding when read as fast as
+            possible. 0: unknown.
     """
 
     image: np.ndarray
     index: int
     time: float
+    arrived: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,12 @@ class VideoReader(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook; most readers hold nothing to release
         """Release the source."""
 
+    def interrupt(self) -> None:  # noqa: B027 - optional hook; a file's read returns within a frame period anyway
+        """Make a `read` blocked in another thread return None soon (a reader thread being stopped); thread-safe.
+
+        Unlike `close`, it releases nothing: the thread that reads closes the reader once its `read` has returned.
+        """
+
     def __iter__(self) -> Iterator[Frame]:
         while (frame := self.read()) is not None:
             yield frame
@@ -242,14 +252,22 @@ class _FileReader(VideoReader):
         self.clock = clock
         self._t0: float | None = None
 
-    def _pace(self, k: int) -> None:
+    def _pace(self, k: int, started: float) -> float:
+        """Wait until frame ``k`` is due (realtime only); returns when it arrived (`Frame.arrived`).
+
+        Args:
+            k: the output frame number.
+            started: when its `read` began (the clock's seconds).
+        """
         if not self.config.realtime:
-            return
+            return started
         if self._t0 is None:
-            self._t0 = self.clock()
-        wait = self._t0 + k / self.config.fps - self.clock()
+            self._t0 = started
+        due = self._t0 + k / self.config.fps
+        wait = due - self.clock()
         if wait > 0:
             time.sleep(wait)
+        return max(due, started)
 
 
 class DecordReader(_FileReader):
@@ -293,6 +311,7 @@ class DecordReader(_FileReader):
         return self._vr.get_batch(self._indices[k : k + DECODE_BATCH].tolist()).asnumpy()
 
     def read(self) -> Frame | None:
+        started = self.clock()
         k = self.frames
         if k >= len(self._indices):
             return None
@@ -308,9 +327,9 @@ class DecordReader(_FileReader):
                 )
                 self._indices = self._indices[:k]  # ended: later calls return None too
                 return None
-        self._pace(k)
+        arrived = self._pace(k, started)
         self.frames += 1
-        return Frame(self._buffer[offset], k, k / self.config.fps)
+        return Frame(self._buffer[offset], k, k / self.config.fps, arrived)
 
     def close(self) -> None:
         self._vr = None
@@ -341,6 +360,7 @@ class OpenCVFileReader(_FileReader):
         self.duration = n / native if n > 0 else None
 
     def read(self) -> Frame | None:
+        started = self.clock()
         k = self.frames
         if k >= len(self._indices):
             return None
@@ -354,9 +374,9 @@ class OpenCVFileReader(_FileReader):
         if not ok:
             self._ended()
             return None
-        self._pace(k)
+        arrived = self._pace(k, started)
         self.frames += 1
-        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps)
+        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps, arrived)
 
     def close(self) -> None:
         self._cap.release()
@@ -503,12 +523,16 @@ class LiveReader(VideoReader):
                 return None
             self.dropped += self._latest_id - self._taken_id - 1
             self._taken_id = self._latest_id
-            bgr = self._latest
+            bgr, arrived = self._latest, self._latest_at
         assert bgr is not None  # a frame was taken, so one was stored
         self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
         k = self.frames
         self.frames += 1
-        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0)
+        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0, arrived)
+
+    def interrupt(self) -> None:
+        """Stop delivering: a `read` waiting for a frame returns None within its 0.1 s wait (the grab thread ends)."""
+        self._stop.set()
 
     def close(self) -> None:
         """Stop the grab thread; it releases the capture once its current read or open returns."""

@@ -16,10 +16,11 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -34,11 +35,11 @@ from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
 from streaming.alert_modes import DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES, check_alert_on
 from streaming.curve_keys import CurveClient
-from streaming.demo.paths import resolve_video
+from streaming.demo.paths import is_demo_video, resolve_video
 from streaming.devices import DEVICES, resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, KeyStepOnset, is_stream_id
-from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader
+from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader, source_identity
 from streaming.stage_latency import DETECTOR_STAGES, StageWindow
 from streaming.transport import (
     CONNECT_WAIT_S,
@@ -843,8 +844,27 @@ class StreamSource:
 
 
 @dataclass
+class OpenedStreams:
+    """Everything a detector needs for its streams, loaded once, checked against each other, every video open.
+
+    Attributes:
+        graph: the task graph.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        extractor: the feature extractor the checkpoint names.
+        readers: the open videos, one per source, delivering frames at the detector's rate.
+    """
+
+    graph: TaskGraph
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor
+    readers: list[VideoReader]
+
+
+@dataclass
 class OpenedStream:
-    """Everything one detector stream needs, loaded, checked against each other, and its video open.
+    """Everything one detector stream needs (`OpenedStreams` of one source).
 
     Attributes:
         graph: the task graph.
@@ -861,26 +881,108 @@ class OpenedStream:
     reader: VideoReader
 
 
-def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
-    """Load the graph and the detector, check them against each other, then open the video.
+def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = ()) -> tuple[str, ...]:
+    """Each ``--video`` source's stream id, checked: one source per stream, one stream per source.
+
+    Args:
+        videos: the ``--video`` values, in order.
+        stream_ids: the ``--stream-id`` values, one per video in the same order; none: ``cam0``, ``cam1``, ...
+
+    Returns:
+        The stream ids, in the order of ``videos``.
+
+    Raises:
+        InputError: a count that differs from the videos', an id that is not a stream id, two sources with one id,
+            or one source given twice (the same file, camera, URL or demo video).
+    """
+    ids = tuple(stream_ids) or tuple(f"cam{k}" for k in range(len(videos)))
+    if len(ids) != len(videos):
+        raise InputError(f"--stream-id is given {len(ids)} times for {len(videos)} --video sources: give one per "
+                         "--video, in the same order (or none: cam0, cam1, ...)")
+    seen_ids: dict[str, str] = {}
+    seen_sources: dict[tuple[str, object], str] = {}
+    for video, sid in zip(videos, ids, strict=True):
+        if not is_stream_id(sid):
+            raise InputError(f"--stream-id {sid!r}: use {STREAM_ID_RULE}")
+        if sid in seen_ids:
+            raise InputError(f"--stream-id {sid} is given to two sources (--video {seen_ids[sid]} and --video "
+                             f"{video}): each stream needs its own id")
+        seen_ids[sid] = video
+        key = ("demo", video.partition(":")[2] or "mistake") if is_demo_video(video) else source_identity(video)
+        if key in seen_sources:
+            raise InputError(f"--video {video} is given twice (streams {seen_sources[key]} and {sid}): each source "
+                             "feeds one stream")
+        seen_sources[key] = sid
+    return ids
+
+
+def open_streams(
+    sources: Sequence[StreamSource], threads: int = 1, warn: Callable[[str], None] = print_warning
+) -> OpenedStreams:
+    """Load the graph and the detector once, check them against each other, then open every video.
 
     Every mistake in what the user named (a graph that is not a DAG, a detector whose classes or step names are not
     the graph's, an unopenable video) is refused here, before any frame is read.
 
     Args:
-        source: the stream's video, graph, detector and backbone.
+        sources: the streams' videos; the graph, detector, backbone and device are the first source's (the command
+            line gives them once for all).
         threads: torch threads of the detector.
         warn: called with each warning (names that differ, let through by ``ignore_names``).
 
     Returns:
+        The opened streams (their readers are the caller's to close; if one video cannot be opened, those opened
+        before it are closed).
+    """
+    first = sources[0]
+    graph = load_graph(first.graph)
+    model, checkpoint, extractor = load_detector_for_stream(first.detector, first.backbone, threads, first.device)
+    for line in check_detector_matches_graph(checkpoint, graph, first.detector, first.graph, first.ignore_names):
+        warn(line)
+    readers: list[VideoReader] = []
+    try:
+        for source in sources:
+            readers.append(open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps)))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return OpenedStreams(graph, model, checkpoint, extractor, readers)
+
+
+def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
+    """`open_streams` of one source.
+
+    Returns:
         The opened stream (its reader is the caller's to close).
     """
-    graph = load_graph(source.graph)
-    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
-    for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
-        warn(line)
-    reader = open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps))
-    return OpenedStream(graph, model, checkpoint, extractor, reader)
+    opened = open_streams([source], threads, warn)
+    return OpenedStream(opened.graph, opened.model, opened.checkpoint, opened.extractor, opened.readers[0])
+
+
+class StreamWatcher(Protocol):
+    """What watches a detector's streams from outside (the metrics endpoint: `streaming.metrics.DetectorMetrics`)."""
+
+    def observer(self, stream_id: str) -> Callable[[str, float], None]:
+        """The function the stream calls with ``(stage, seconds)`` for each frame."""
+
+    def watch(self, streams: Sequence[DetectorStream]) -> None:
+        """Follow these streams (their readers' counts, their statistics) from now on."""
+
+
+@contextmanager
+def checker_publisher(ctx: zmq.Context, config: DetectorConfig) -> Iterator[Publisher]:
+    """A PUB socket connected to the checker at ``config.connect``; on exit its last messages get `FINAL_LINGER_MS`.
+
+    Raises:
+        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
+    """
+    sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
+    try:
+        yield Publisher(sock)
+    finally:
+        sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
+        sock.close()
 
 
 @contextmanager
@@ -906,15 +1008,62 @@ def publishing_detector(
     Raises:
         InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
-    sock = None
     try:
-        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
-        yield Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config)
+        with checker_publisher(ctx, config) as publisher:
+            yield Detector(reader, extractor, model, checkpoint, EventPublisher(publisher, config.stream_id), config)
     finally:
-        if sock is not None:
-            sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
-            sock.close()
         reader.close()
+
+
+def run_detectors(
+    readers: Sequence[VideoReader],
+    model: MiniROAD,
+    checkpoint: DetectorCheckpoint,
+    extractor: FeatureExtractor,
+    config: DetectorConfig,
+    stream_ids: Sequence[str],
+    stop: threading.Event | None = None,
+    ctx: zmq.Context | None = None,
+    watcher: StreamWatcher | None = None,
+) -> list[DetectorStats]:
+    """Run detector streams publishing to one checker through one socket (the ``stream-detect detector`` command).
+
+    One stream runs in the `Detector` loop, as it always has; several share the extractor and the model in a
+    `MultiDetector`.
+
+    Args:
+        readers: the open readers, one per stream (closed on return).
+        model / checkpoint / extractor: what `open_streams` loaded (once, checked already).
+        config: endpoint, limits and settings every stream shares (its ``stream_id`` is replaced by each stream's).
+        stream_ids: each reader's stream id (`stream_ids_for`).
+        stop: set to end early.
+        ctx: ZeroMQ context.
+        watcher: the metrics, told about every stream and each frame's stage times; None: nothing.
+
+    Returns:
+        Each stream's statistics, in the order of ``readers``.
+
+    Raises:
+        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
+    """
+    try:
+        with checker_publisher(ctx or zmq.Context.instance(), config) as publisher:
+            streams: list[DetectorStream] = []
+            for reader, sid in zip(readers, stream_ids, strict=True):
+                parts = (checkpoint, EventPublisher(publisher, sid), replace(config, stream_id=sid))
+                observe = watcher.observer(sid) if watcher is not None else None
+                if len(readers) == 1:
+                    streams.append(Detector(reader, extractor, model, *parts, observe=observe))
+                else:
+                    streams.append(DetectorStream(reader, *parts, observe=observe))
+            if watcher is not None:
+                watcher.watch(streams)
+            if isinstance(streams[0], Detector):
+                return [streams[0].run(stop)]
+            return MultiDetector(streams, extractor, model, checkpoint, config.threads).run(stop)
+    finally:
+        for reader in readers:
+            reader.close()
 
 
 def run_detector(
@@ -926,7 +1075,7 @@ def run_detector(
     stop: threading.Event | None = None,
     ctx: zmq.Context | None = None,
 ) -> DetectorStats:
-    """Run one detector stream publishing to a checker (the ``stream-detect detector`` command).
+    """Run one detector stream publishing to a checker (`run_detectors` of one reader).
 
     Args:
         reader: an open reader (closed on return).
@@ -941,5 +1090,4 @@ def run_detector(
     Raises:
         InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
-    with publishing_detector(reader, model, checkpoint, extractor, config, ctx or zmq.Context.instance()) as detector:
-        return detector.run(stop)
+    return run_detectors([reader], model, checkpoint, extractor, config, [config.stream_id], stop, ctx)[0]

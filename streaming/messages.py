@@ -627,7 +627,7 @@ def _validate(message: Message) -> None:
             if not math.isfinite(value):
                 raise MessageError(f"{kind}.{name} is not finite")
             if name in LATENCY_FIELDS and not 0.0 <= value <= MAX_LATENCY_MS:
-                raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:g}")
+                raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:.0f}")
         elif isinstance(value, int):
             highest = MAX_STEP_ID if name in _STEP_FIELDS else MAX_HISTORY - 1 if name == "index" else MAX_COUNT
             if not 0 <= value <= highest:

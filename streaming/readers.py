@@ -174,6 +174,24 @@ def parse_source(spec: str) -> Source:
     return Source("file", spec, spec)
 
 
+def source_identity(spec: str) -> tuple[str, object]:
+    """What a ``--video`` value names, so that two spellings of one source compare equal.
+
+    Args:
+        spec: ``cam0``, ``0`` and ``/dev/video0`` (one camera), a URL, or a file (any path to it).
+
+    Returns:
+        ``("camera", index or device path)``, ``("stream", url)`` or ``("file", absolute path)``.
+    """
+    source = parse_source(spec)
+    if source.kind == "camera" and isinstance(source.target, str):
+        number = re.fullmatch(r"/dev/video(\d+)", source.target)
+        return ("camera", int(number.group(1))) if number else ("camera", source.target)
+    if source.kind == "file":
+        return "file", str(Path(spec).resolve())
+    return source.kind, source.target
+
+
 def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     """Source frame indices that sample a file at ``fps``.
 

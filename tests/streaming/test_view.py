@@ -466,3 +466,18 @@ def test_a_view_printed_to_a_file_shows_every_name_in_full_once_at_the_end(ctx: 
     assert "kitchen ended: correct (no mistake, nothing missing)" in text
     assert console.width == 80
     viewer.close()
+
+
+def test_each_streams_latency_per_stage_is_shown_once_reported() -> None:
+    # Roboflow's pipeline watchdog shows where a frame's time goes; here a slow backbone shows without Prometheus.
+    state = ViewState()
+    state.apply(status())
+    assert "latency per stage" not in draw(state)  # nothing measured yet: no empty table
+    state.apply(status(decode_ms=1.25, features_ms=183.5, detector_ms=0.12, segmenter_ms=0.04, hop_ms=0.9,
+                       alert_out_ms=0.31))
+    text = draw(state, width=160)
+    assert "latency per stage, ms" in text
+    header = next(line for line in text.splitlines() if "features" in line)
+    assert all(stage in header for stage in ("decode", "detector", "segmenter", "hop", "alert out"))
+    row = next(line for line in text.splitlines() if "183.5" in line)
+    assert row.split("│")[1].strip() == "kitchen" and "1.2" in row and "0.3" in row

@@ -13,7 +13,9 @@ checker (`CheckerMetrics`)
     confirmation count as two, periodic re-sends not at all); ``stream_checker_stage_seconds{stage}`` histograms of
     ``hop`` and ``alert_out`` (`streaming.stage_latency`).
 detector (`DetectorMetrics`)
-    ``stream_detect_frames_read_total{stream}``, ``stream_detect_frames_dropped_total{stream}``,
+    ``stream_detect_frames_read_total{stream}``, ``stream_detect_frames_dropped_total{stream}`` (a live source's
+    frames never processed: 25 a second of a 30 fps camera read at 5 fps), ``stream_detect_slots_missed_total{stream}``
+    (frame slots at the detector's rate that got no frame: it fell behind, or the source stalled),
     ``stream_detect_keysteps_total{stream}``; ``stream_detect_streams{state="live"|"lost"|"ended"}`` (lost: its
     source failed); ``stream_detect_stage_seconds{stream,stage}`` histograms of ``decode``, ``features``,
     ``detector`` and ``segmenter``.
@@ -214,16 +216,20 @@ class DetectorMetrics:
         read = CounterMetricFamily("stream_detect_frames_read", "Frames the reader delivered", labels=["stream"])
         dropped = CounterMetricFamily("stream_detect_frames_dropped",
                                       "Frames a live source produced that were never processed", labels=["stream"])
+        missed = CounterMetricFamily("stream_detect_slots_missed",
+                                     "Frame slots at the detector's rate that got no frame (fell behind, or a stall)",
+                                     labels=["stream"])
         keysteps = CounterMetricFamily("stream_detect_keysteps", "Key-steps confirmed and published",
                                        labels=["stream"])
         states = dict.fromkeys(("live", "lost", "ended"), 0)
         for stream in streams:
             read.add_metric([stream.stream_id], stream.reader.frames)
             dropped.add_metric([stream.stream_id], stream.reader.dropped)
+            missed.add_metric([stream.stream_id], stream.reader.missed)
             keysteps.add_metric([stream.stream_id], stream.stats.events)
             failed = stream.stats.error or stream.reader.error
             states["lost" if failed else "ended" if stream.ended else "live"] += 1
-        yield from (read, dropped, keysteps, _states("stream_detect_streams", "Detector streams", states))
+        yield from (read, dropped, missed, keysteps, _states("stream_detect_streams", "Detector streams", states))
 
 
 class CheckerMetrics:

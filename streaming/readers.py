@@ -218,6 +218,8 @@ class VideoReader(abc.ABC):
     Attributes:
         frames: frames delivered so far.
         dropped: frames the source produced that were never delivered (live sources only).
+        missed: the consumer's frame slots (one every 1/fps s from its first read) that got no frame: it fell behind,
+            or the source stalled (live sources only; a file waits for its consumer).
         error: why the source ended early, naming it (empty while it is fine and when it ended normally);
             set when `read` has returned None.
         duration: seconds of video a file's container announces (None for live sources, or when unknown).
@@ -230,6 +232,7 @@ class VideoReader(abc.ABC):
         self.config = config
         self.frames = 0
         self.dropped = 0
+        self.missed = 0
         self.error = ""
         self.duration: float | None = None
 
@@ -475,6 +478,7 @@ class LiveReader(VideoReader):
         self._ended = False
         self._t0 = self.clock()
         self._next_due = self._t0
+        self._first_read: float | None = None  # when the consumer first asked for a frame (slots count from there)
         self._thread = threading.Thread(target=self._grab_loop, name=f"grab-{source.spec}", daemon=True)
         self._thread.start()
 
@@ -524,6 +528,8 @@ class LiveReader(VideoReader):
     def read(self) -> Frame | None:
         # Deliver at most `fps` frames per second: wait for the next slot, then take the first frame that arrives in it.
         now = self.clock()
+        if self._first_read is None:
+            self._first_read = now
         due = self._next_due
         on_time = due > now
         if on_time:
@@ -546,6 +552,8 @@ class LiveReader(VideoReader):
         self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
         k = self.frames
         self.frames += 1
+        slots = int((self.clock() - self._first_read) * self.config.fps) + 1  # slots begun since the first read
+        self.missed = max(self.missed, slots - 1 - self.frames)  # the current slot may still be served
         return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0, arrived)
 
     def interrupt(self) -> None:

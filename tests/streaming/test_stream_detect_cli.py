@@ -181,21 +181,28 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
                                           "unsupported format)"]
 
 
-def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
-    # Python's default SIGTERM (kill, timeout, systemd, docker stop) ended the checker without its summary line.
+def _checker_until_sigterm(tmp_path: Path, *options: str) -> tuple[str, str, int]:
+    """A checker process stopped by SIGTERM once it is ready: its first stderr line, the rest, its exit status."""
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
-    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*STREAM_DETECT, *args, *options], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        assert proc.stderr.readline().startswith("checker: detectors connect to ")
+        ready = proc.stderr.readline()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+    return ready, err, proc.returncode
+
+
+def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
+    # Python's default SIGTERM (kill, timeout, systemd, docker stop) ended the checker without its summary line.
+    ready, err, status = _checker_until_sigterm(tmp_path)
+    assert ready.startswith("checker: detectors connect to ")
     assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
-    assert proc.returncode == 130
+    assert status == 130
 
 
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
@@ -300,18 +307,8 @@ def test_a_metrics_port_in_use(command: str, capsys: pytest.CaptureFixture[str])
 
 
 def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
-    args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",
-            "--log-format", "json"]
-    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        ready = json.loads(proc.stderr.readline())
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+    first, err, _ = _checker_until_sigterm(tmp_path, "--log-format", "json")
+    ready = json.loads(first)
     assert ready["service"] == "checker" and ready["fields"]["events"] == f"ipc://{tmp_path}/in"
     summary, interrupted = err.splitlines()
     assert json.loads(summary)["message"].startswith("checker: 0 messages received")

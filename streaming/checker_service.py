@@ -49,7 +49,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import zmq
 
@@ -92,8 +92,6 @@ from streaming.transport import (
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
-
-    from streaming.metrics import CheckerMetrics
 
 RESEND_ALERTS: Final = 32  # most recent alerts per stream re-sent with every periodic status, and per replay
 STREAM_TIMEOUT_S: Final = 5.0  # a stream silent this long is lost (10 heartbeats missed)
@@ -789,6 +787,19 @@ class CheckerCore:
         return state.seq_out - 1
 
 
+class CheckerWatcher(Protocol):
+    """What watches a checker from outside (the metrics endpoint: `streaming.metrics.CheckerMetrics`)."""
+
+    def observe(self, stage: str, seconds: float) -> None:
+        """One message's (``hop``) or alert's (``alert_out``) time in a stage."""
+
+    def sent(self, message: Alert | Retraction) -> None:
+        """An alert or a retraction went out live."""
+
+    def watch(self, service: CheckerService) -> None:
+        """Follow this checker's counts from now on."""
+
+
 class CheckerService:
     """The checker's sockets and loop around a `CheckerCore`.
 
@@ -806,7 +817,7 @@ class CheckerService:
         config: CheckerConfig,
         ctx: zmq.Context | None = None,
         log: Callable[[str], None] | None = None,
-        metrics: CheckerMetrics | None = None,
+        metrics: CheckerWatcher | None = None,
     ) -> None:
         self.config = config
         self.core = CheckerCore(
@@ -914,7 +925,7 @@ class CheckerService:
             state.latency["alert_out_ms"] = round(1000 * seconds, 3)
         if self.metrics is not None:
             self.metrics.observe("alert_out", seconds)
-            (self.metrics.alerts if isinstance(message, Alert) else self.metrics.retractions).inc()
+            self.metrics.sent(message)
 
     def summary(self) -> str:
         """One line on what the checker took in and turned away, for the end of a run.
@@ -956,7 +967,7 @@ def run_checker(
     report: Callable[[str], None] | None = None,
     until: Callable[[CheckerCore], bool] | None = None,
     log: Callable[[str], None] | None = None,
-    metrics: CheckerMetrics | None = None,
+    metrics: CheckerWatcher | None = None,
 ) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 

@@ -32,20 +32,22 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from graphs.errors import InputError
+from streaming.messages import Alert, Retraction
 from streaming.stage_latency import CHECKER_STAGES, DETECTOR_STAGES
 
-if TYPE_CHECKING:  # prometheus_client is an optional extra: imported where it is used (`require_prometheus` first)
+if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
-
-    from prometheus_client import CollectorRegistry, Histogram
-    from prometheus_client.core import GaugeMetricFamily, Metric
-    from prometheus_client.registry import Collector
 
     from streaming.checker_service import CheckerService
     from streaming.detector_service import DetectorStream
+
+# prometheus_client is an optional extra: it is imported where it is used (after `require_prometheus`), never when
+# this module loads, so its types are named here as what they are.
+Registry = Any  # prometheus_client.CollectorRegistry
+Metric = Any  # prometheus_client.core.Metric
 
 DEFAULT_METRICS_HOST: Final = "127.0.0.1"  # a bare port binds loopback
 # Seconds: a frame's stages take from a fraction of a millisecond (the GRU step) to tens (the backbone on a CPU).
@@ -113,7 +115,7 @@ def require_prometheus(option: str = "--metrics") -> None:
                          "pip install 'mistake-detection[metrics]'") from None
 
 
-def new_registry() -> CollectorRegistry:
+def new_registry() -> Registry:
     """An empty registry of one service instance (never the process-wide default)."""
     require_prometheus()
     from prometheus_client import CollectorRegistry
@@ -133,7 +135,7 @@ class MetricsServer:
         InputError: the port is in use or cannot be bound.
     """
 
-    def __init__(self, address: MetricsAddress, registry: CollectorRegistry, option: str = "--metrics") -> None:
+    def __init__(self, address: MetricsAddress, registry: Registry, option: str = "--metrics") -> None:
         require_prometheus(option)
         from prometheus_client.exposition import start_http_server
 
@@ -166,18 +168,18 @@ class _Collected:
         return self._collect()
 
 
-def _register(registry: CollectorRegistry, collect: Callable[[], Iterator[Metric]]) -> None:
-    registry.register(cast("Collector", _Collected(collect)))
+def _register(registry: Registry, collect: Callable[[], Iterator[Metric]]) -> None:
+    registry.register(_Collected(collect))
 
 
-def _stage_histogram(name: str, what: str, labels: Sequence[str], registry: CollectorRegistry) -> Histogram:
+def _stage_histogram(name: str, what: str, labels: Sequence[str], registry: Registry) -> Any:
     from prometheus_client import Histogram
 
     return Histogram(name, f"Seconds a {what} spends in each stage of the live path", labels, registry=registry,
                      buckets=LATENCY_BUCKETS)
 
 
-def _states(name: str, what: str, counts: dict[str, int]) -> GaugeMetricFamily:
+def _states(name: str, what: str, counts: dict[str, int]) -> Metric:
     from prometheus_client.core import GaugeMetricFamily
 
     family = GaugeMetricFamily(name, f"{what} by state", labels=["state"])
@@ -194,7 +196,7 @@ class DetectorMetrics:
         registry: where they live (a new one if None).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: Registry | None = None) -> None:
         self.registry = registry or new_registry()
         self.stages = _stage_histogram("stream_detect_stage_seconds", "frame", ["stream", "stage"], self.registry)
         self._streams: list[DetectorStream] = []
@@ -239,7 +241,7 @@ class CheckerMetrics:
         registry: where they live (a new one if None).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: Registry | None = None) -> None:
         self.registry = registry or new_registry()
         from prometheus_client import Counter
 
@@ -254,6 +256,10 @@ class CheckerMetrics:
     def observe(self, stage: str, seconds: float) -> None:
         """One message's (``hop``) or alert's (``alert_out``) time in a stage."""
         self._stage[stage].observe(seconds)
+
+    def sent(self, message: Alert | Retraction) -> None:
+        """Count an alert or a retraction that went out live."""
+        (self.alerts if isinstance(message, Alert) else self.retractions).inc()
 
     def watch(self, service: CheckerService) -> None:
         """Export this checker's counts from now on."""

@@ -53,8 +53,10 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 import zmq
 
-from graphs.checker import PreconditionChecker, StepVerdict
+from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
+from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError, RunError
+from graphs.probabilistic_checker import ProbabilisticChecker
 from graphs.procedure_queries import ProcedureQueries
 from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
@@ -162,6 +164,7 @@ class CheckerConfig:
             freed after `FORGET_AFTER` times as long.
         curve: the checker's keys and client folder (``--curve-secret``, ``--curve-clients``); None: no CURVE.
         insecure: bind beyond loopback without CURVE (``--insecure``); refused otherwise.
+        checking: which pre-condition checker each stream gets (``--checker``, ``--alert-threshold``).
     """
 
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
@@ -171,6 +174,7 @@ class CheckerConfig:
     stream_timeout_s: float = STREAM_TIMEOUT_S
     curve: CurveServer | None = None
     insecure: bool = False
+    checking: CheckerSettings = field(default_factory=CheckerSettings)
 
     def __post_init__(self) -> None:
         if not self.status_period_s > 0:
@@ -192,7 +196,7 @@ class StreamState:
     """What the checker keeps for one stream."""
 
     session: str
-    checker: PreconditionChecker
+    checker: PreconditionChecker | ProbabilisticChecker
     last_heard: float  # monotonic time of the last message applied
     applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
     last_seq: int = -1
@@ -214,6 +218,7 @@ class StreamState:
     # (steps observed, done) as of the last status: it only changes when a step is observed, and a stream's status
     # goes out with every message it sends.
     progress: tuple[int, tuple[int, ...]] = (-1, ())
+    evidence_now: StepEvidence = NO_EVIDENCE  # the last heartbeat's evidence: what the end-of-session report reads
 
     @property
     def run(self) -> str:
@@ -236,6 +241,7 @@ class CheckerCore:
         stream_timeout_s: a stream silent this long is lost.
         monotonic: the clock of stream life cycles.
         log: called with a line for each kind of refusal (first occurrence, then every `LOG_EVERY_S`).
+        checking: which pre-condition checker each stream gets.
     """
 
     def __init__(
@@ -246,8 +252,10 @@ class CheckerCore:
         stream_timeout_s: float = STREAM_TIMEOUT_S,
         monotonic: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] | None = None,
+        checking: CheckerSettings | None = None,
     ) -> None:
         self.graph = graph
+        self.checking = checking or CheckerSettings()
         self.clock = clock
         self.max_streams = max_streams
         self.stream_timeout_s = stream_timeout_s
@@ -414,6 +422,7 @@ class CheckerCore:
         if isinstance(message, Heartbeat):
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended
+            state.evidence_now = _evidence(message)
             if message.ended:
                 out += self._end_session(sid, state)
         out.append(self.status(sid))  # after the report: a viewer that stops at "ended" has seen it
@@ -449,7 +458,8 @@ class CheckerCore:
             return [self._retraction(state, early, None)]
         if message.index in state.early:
             return []
-        verdict = state.checker.verdict(message.step, message.before)  # the stream's checker holds the history
+        # The stream's checker holds the history; the onset brings the detector's evidence as of its run's start.
+        verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
             return []
         before = set(message.history) | set(message.before)
@@ -458,13 +468,15 @@ class CheckerCore:
         return [alert]
 
     def _settle_early(self, stream_id: str, state: StreamState, ended: bool) -> list[Message]:
-        """Retract each early alert whose position was confirmed as another step (or never, at the end)."""
+        """Retract each early alert whose position was confirmed as another step (or never, at the end), or as the
+        same step that the checker, with the evidence of the whole segment, no longer finds a mistake."""
         out: list[Message] = []
         for index in sorted(state.early):
             if index < len(state.applied):
                 early = state.early.pop(index)
-                if state.applied[index] != early.step:
-                    out.append(self._retraction(state, early, state.applied[index]))
+                confirmed = state.applied[index]
+                if confirmed != early.step or not state.checker.history[index].is_mistake:
+                    out.append(self._retraction(state, early, confirmed))
             elif ended:
                 out.append(self._retraction(state, state.early.pop(index), None))
         return out
@@ -504,7 +516,7 @@ class CheckerCore:
         """A fresh state for the message's stream; outgoing ``seq`` keeps counting so viewers see no reset."""
         state = StreamState(
             message.session,
-            PreconditionChecker(self.graph),
+            self.checking.new(self.graph),
             last_heard=self.monotonic(),
             seq_out=previous.seq_out if previous else 0,
             last_snapshot=self.clock(),
@@ -522,10 +534,11 @@ class CheckerCore:
         """
         if state.report is not None or state.lost:
             return []
-        done = set(state.applied)  # its steps outside `_required` (removed in training) are never missing anyway
-        missing = tuple(s for s in self._required if s not in done)
-        if not missing:
+        # Steps outside `_required` (optional, or removed in training) are never missing.
+        never = state.checker.never_done(self._required, state.evidence_now)
+        if not never:
             return []
+        missing = tuple(s for s, _ in never)
         state.report = MissingSteps(
             stream_id=stream_id,
             seq=self._next_seq(state),
@@ -535,11 +548,12 @@ class CheckerCore:
             missing=missing,
             missing_names=tuple(self._name(s) for s in missing),
             replayed=False,
+            probabilities=tuple(round(p, SCORE_DECIMALS) for _, p in never),
         ).fitted()
         return [state.report]
 
     def _likely_next(
-        self, checker: PreconditionChecker, history: tuple[int, ...]
+        self, checker: PreconditionChecker | ProbabilisticChecker, history: tuple[int, ...]
     ) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """The allowed steps, likeliest next first, with their future-step probabilities (ties in graph order).
 
@@ -576,7 +590,11 @@ class CheckerCore:
         history = message.history
         live = message.index if isinstance(message, KeyStepEvent) else -1
         observe = state.checker.observe
-        mistakes = [index for index in range(first, len(history)) if observe(history[index]).is_mistake]
+        # Only the live step comes with the detector's evidence; a step rebuilt from history (a lost message, a
+        # restarted checker) is taken as confirmed with certainty.
+        evidence = _evidence(message) if isinstance(message, KeyStepEvent) else NO_EVIDENCE
+        mistakes = [index for index in range(first, len(history))
+                    if observe(history[index], evidence if index == live else NO_EVIDENCE).is_mistake]
         if first < len(history):
             state.allowed = self._likely_next(state.checker, history)
         state.applied = history
@@ -607,6 +625,7 @@ class CheckerCore:
         verdict = verdict or state.checker.history[index]  # an early alert's verdict is not in the history yet
         missing = tuple(int(m) for m in verdict.missing if m != START)
         forgotten, score = self._forgotten(verdict.step, missing, before)
+        live = isinstance(message, KeyStepEvent | KeyStepOnset) and message.index == index
         return Alert(
             stream_id=stream_id,
             seq=self._next_seq(state),
@@ -625,6 +644,8 @@ class CheckerCore:
             forgotten_name=None if forgotten is None else self._name(forgotten),
             forgotten_score=score,
             rule=self.queries.rule,
+            probability=round(min(1.0, max(0.0, verdict.probability)), SCORE_DECIMALS),
+            video_time=message.start if live and isinstance(message, KeyStepEvent | KeyStepOnset) else None,
         ).fitted()
 
     def _forgotten(
@@ -773,6 +794,12 @@ class CheckerCore:
         return state.seq_out - 1
 
 
+def _evidence(message: KeyStepEvent | KeyStepOnset | Heartbeat) -> StepEvidence:
+    """The detector's evidence a message brings (`graphs.checker.StepEvidence`)."""
+    real = message.real if isinstance(message, KeyStepEvent | KeyStepOnset) else 1.0
+    return StepEvidence.of(message.evidence_steps, message.evidence, real)
+
+
 class CheckerService:
     """The checker's sockets and loop around a `CheckerCore`.
 
@@ -792,7 +819,8 @@ class CheckerService:
     ) -> None:
         self.config = config
         self.core = CheckerCore(
-            graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log
+            graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
+            checking=config.checking,
         )
         self.ctx = ctx or zmq.Context.instance()
         self.keys: ClientKeys | None = None

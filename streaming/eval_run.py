@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
 from graphs.safe_text import first_few
@@ -44,6 +45,7 @@ from streaming.detector_service import (
     DetectorConfig,
     EventPublisher,
     check_detector_matches_graph,
+    check_measured_rates,
     live_segmenter_config,
     load_detector_for_stream,
     print_warning,
@@ -67,7 +69,7 @@ from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, open_reader
 from tgml.annotations import load_annotations
 
-EVAL_VERSION = 1  # bump when what a cached result holds changes
+EVAL_VERSION = 2  # bump when what a cached result holds changes
 STREAM_ID = "eval"
 
 
@@ -94,6 +96,8 @@ class EvalConfig:
         use_cache: reuse cached per-video results.
         annotate_out: a folder to write each video with what the system saw drawn over it (``<video>.mp4``).
         preview: show the same in a window while the videos run (needs a display and an OpenCV with a GUI).
+        checking: the pre-condition checker (``--checker``, ``--alert-threshold``).
+        default_rates: a detector without measured rates sends evidence with the default ones (``--default-rates``).
     """
 
     graph: str
@@ -114,6 +118,8 @@ class EvalConfig:
     use_cache: bool = True
     annotate_out: str | None = None
     preview: bool = False
+    checking: CheckerSettings = field(default_factory=CheckerSettings)
+    default_rates: bool = False
 
     def __post_init__(self) -> None:
         check_alert_on(self.alert_on)
@@ -221,6 +227,7 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
                                                             config.device)
     for line in check_detector_matches_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names):
         warn(line)
+    check_measured_rates(checkpoint, config.detector, config.checking.kind, config.default_rates)
     segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
     digests = {name: _digest(path) for name, path in
                (("graph", config.graph), ("detector", config.detector), ("backbone", config.backbone))}
@@ -241,8 +248,9 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
     """
     fps = chain.checkpoint.fps
     reader = open_reader(str(video.path), ReaderConfig(reader=config.reader, realtime=False, fps=fps))
-    link = CheckerLink(CheckerCore(chain.graph))
-    settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on)
+    link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
+    settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
+                              default_rates=config.default_rates)
     detector = Detector(reader, chain.extractor, chain.model, chain.checkpoint, EventPublisher(link, STREAM_ID),
                         settings, chain.segmenter)
     overlay = None
@@ -309,6 +317,8 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
         "segmenter": asdict(chain.segmenter),
         "alert_on": config.alert_on,
         "reader": config.reader,
+        "checking": asdict(config.checking),
+        "default_rates": config.default_rates,
     }
     return hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -9,7 +9,7 @@ Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The pay
 exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice); tuples travel as JSON
 arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
 
-    version    int    WIRE_VERSION (2); a receiver refuses any other version
+    version    int    WIRE_VERSION (3); a receiver refuses any other version
     kind       str    "keystep" | "heartbeat" | "onset" (detector -> checker); "step" | "alert" | "missing" |
                       "retraction" | "status" | "checker" (checker -> viewers)
     stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream ("checker" for kind checker)
@@ -28,9 +28,10 @@ alerts with its periodic status (so late or reconnecting viewers catch up), and 
 within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over). A
 `MissingSteps` report is re-sent the same way, with the id ``"<stream_id>#end"`` (one report per run).
 
-Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, and every item of
-``history``, ``missing``, ``done``, ``allowed``, ``forgotten``) lie in 0..2^31-1; scores (``allowed_scores``,
-``forgotten_score``) in [0, 1]; ``index`` in 0..`MAX_HISTORY`-1; counters in
+Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, ``forgotten``,
+``confirmed``, and every item of ``history``, ``missing``, ``done``, ``allowed``, ``before``, ``evidence_steps``) lie
+in 0..2^31-1; probabilities and scores (``allowed_scores``, ``forgotten_score``, ``evidence``, ``real``,
+``probability``, ``probabilities``) in [0, 1]; ``index`` in 0..`MAX_HISTORY`-1; counters in
 0..2^53-1; step names hold at most 512 characters; a history at most `MAX_HISTORY` items and a step list at most
 2048. Every message the checker builds fits `MAX_MESSAGE_BYTES` by construction: an alert whose pre-condition
 names would not fit carries the names of the first ones only (`Alert.fitted`, `MissingSteps.fitted`; ``missing``
@@ -54,7 +55,9 @@ from typing import Any, ClassVar, Final, TypeVar, Union
 
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 
-WIRE_VERSION: Final = 2  # 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`
+# 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`; 3: the detector's evidence
+# (`evidence_steps`, `evidence`, `real`), the alert's `probability` and `video_time`, the report's `probabilities`.
+WIRE_VERSION: Final = 3
 MAX_MESSAGE_BYTES: Final = 64 * 1024  # a history of thousands of steps still fits; anything bigger is refused
 MAX_HISTORY: Final = 4096  # confirmed key-steps per stream a message may carry
 MAX_TEXT: Final = MAX_NAME  # characters in a free-text field (step names), as the file loaders allow
@@ -63,8 +66,10 @@ STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_strea
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 _STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten", "before",
-                                   "confirmed"})
-_SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score"})  # probabilities and scores: [0, 1]
+                                   "confirmed", "evidence_steps"})
+# Probabilities and scores: [0, 1].
+_SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score", "evidence", "real", "probability",
+                                    "probabilities"})
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
 _TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
@@ -153,12 +158,20 @@ class KeyStepEvent(KeyStepSegment):
     Attributes (besides the segment's, `KeyStepSegment`):
         session: random token of the detector run; a new session resets the stream's checker.
         history: every key-step confirmed so far in this session, this one last (``history[index] == step``).
+        evidence_steps: the key-steps the detector reports evidence for (its classes; may be empty).
+        evidence: for each of ``evidence_steps``, the even-odds probability that it was done before this step
+            started, from the detector's output alone (`recognition.evidence`, formula E3), in [0, 1].
+        real: the probability that this detection is real (formula E4), in [0, 1]; 1 from a detector that does not
+            measure it.
     """
 
     KIND: ClassVar[str] = "keystep"
 
     session: str
     history: tuple[int, ...]
+    evidence_steps: tuple[int, ...] = ()
+    evidence: tuple[float, ...] = ()
+    real: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -173,6 +186,9 @@ class Heartbeat(Message):
         dropped: frames a live source dropped to stay real time.
         fps: frames processed per second, recent average.
         ended: true on the last heartbeat of a stream (end of file or shut down).
+        evidence_steps: as `KeyStepEvent.evidence_steps`.
+        evidence: for each of ``evidence_steps``, the even-odds probability that it was done by now (formula E3);
+            the checker's end-of-session report reads the last heartbeat's.
     """
 
     KIND: ClassVar[str] = "heartbeat"
@@ -184,6 +200,8 @@ class Heartbeat(Message):
     dropped: int
     fps: float
     ended: bool
+    evidence_steps: tuple[int, ...] = ()
+    evidence: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,6 +222,8 @@ class KeyStepOnset(Message):
         index: the position it will take in the history: ``len(history) + len(before)``.
         before: the steps that will be confirmed before it (the segment still open when it began).
         withdrawn: true when the announcement is withdrawn: the run will not be confirmed as this step.
+        evidence_steps, evidence: as on `KeyStepEvent`, before this run started.
+        real: the probability that this run is a real instance of the step, from the run so far (formula E4).
     """
 
     KIND: ClassVar[str] = "onset"
@@ -217,6 +237,9 @@ class KeyStepOnset(Message):
     index: int
     before: tuple[int, ...]
     withdrawn: bool
+    evidence_steps: tuple[int, ...] = ()
+    evidence: tuple[float, ...] = ()
+    real: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -282,6 +305,11 @@ class Alert(Message):
         forgotten_name: its name in the task graph (None with ``forgotten``).
         forgotten_score: its missing-step score, in [0, 1] (None with ``forgotten``).
         rule: ``"weighted"`` or ``"binary"``: the procedure-question rule the score comes from.
+        probability: the probability that the alert is right: that the step really happened and a pre-condition was
+            truly skipped, not merely unseen (`graphs.probabilistic_checker`, formula 2), in [0, 1]; 1 from the
+            binary checker (``--checker binary``), which takes what the detector confirmed as certain.
+        video_time: when the step started, in seconds of the stream's video time (None for an alert rebuilt from
+            history, whose step's time the checker never received).
     """
 
     KIND: ClassVar[str] = "alert"
@@ -300,6 +328,8 @@ class Alert(Message):
     forgotten_name: str | None
     forgotten_score: float | None
     rule: str
+    probability: float = 1.0
+    video_time: float | None = None
 
     def fitted(self) -> Alert:
         """This alert, with as many of its pre-condition names as fit in one message (all of them, usually).
@@ -329,6 +359,8 @@ class MissingSteps(Message):
         missing_names: the names of the first ``len(missing_names)`` of them: all, unless they would not fit one
             message (`fitted`).
         replayed: false on the report sent when the session ended; true on the periodic re-sends.
+        probabilities: for each of ``missing``, the probability that it was truly never done (formula 1 of
+            `graphs.probabilistic_checker`), in [0, 1]; 1 each from the binary checker.
     """
 
     KIND: ClassVar[str] = "missing"
@@ -338,6 +370,7 @@ class MissingSteps(Message):
     missing: tuple[int, ...]
     missing_names: tuple[str, ...]
     replayed: bool
+    probabilities: tuple[float, ...]
 
     def fitted(self) -> MissingSteps:
         """This report, with as many step names as fit in one message (all of them, usually; see `Alert.fitted`).
@@ -604,6 +637,8 @@ def _validate(message: Message) -> None:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise MessageError(f"{kind}.{name} is not finite")
+            if name in _SCORE_FIELDS and not 0.0 <= value <= 1.0:
+                raise MessageError(f"{kind}.{name} = {value} is not in [0, 1]")
         elif isinstance(value, int):
             highest = MAX_STEP_ID if name in _STEP_FIELDS else MAX_HISTORY - 1 if name == "index" else MAX_COUNT
             if not 0 <= value <= highest:
@@ -626,6 +661,14 @@ def _validate(message: Message) -> None:
             raise MessageError(f"retraction.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
         if (message.confirmed is None) != (message.confirmed_name is None):
             raise MessageError("retraction.confirmed and retraction.confirmed_name go together (or both null)")
+    if isinstance(message, KeyStepEvent | KeyStepOnset | Heartbeat):
+        if len(message.evidence) != len(message.evidence_steps):
+            raise MessageError(f"{kind}.evidence has {len(message.evidence)} items for "
+                               f"{len(message.evidence_steps)} evidence_steps")
+        if len(set(message.evidence_steps)) != len(message.evidence_steps):
+            raise MessageError(f"{kind}.evidence_steps names a step twice")
+    if isinstance(message, Alert) and message.video_time is not None and message.video_time < 0:
+        raise MessageError(f"alert.video_time = {message.video_time} must not be negative")
     if isinstance(message, Heartbeat | Status) and message.fps < 0:
         raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
     if isinstance(message, Alert | MissingSteps) and len(message.missing_names) > len(message.missing):
@@ -639,6 +682,9 @@ def _validate(message: Message) -> None:
             raise MessageError(f"missing.missing_id {message.missing_id!r:.80} must be '<stream_id>#end'")
         if not message.missing:
             raise MessageError("missing.missing is empty: a session that did every required step is not reported")
+        if len(message.probabilities) != len(message.missing):
+            raise MessageError(f"missing.probabilities has {len(message.probabilities)} items for "
+                               f"{len(message.missing)} missing steps")
     if isinstance(message, Status) and len(message.allowed_scores) != len(message.allowed):
         raise MessageError(f"status.allowed_scores has {len(message.allowed_scores)} items for "
                            f"{len(message.allowed)} allowed steps")

@@ -49,6 +49,7 @@ from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_F
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
 if TYPE_CHECKING:
+    from graphs.checker_settings import CheckerSettings
     from recognition.segmenter import SegmenterOverrides
     from streaming.checker_service import CheckerConfig
     from streaming.curve_keys import CurveClient
@@ -131,6 +132,43 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
                         f"step turns out to be another) or once it is confirmed (end); default {DEFAULT_ALERT_ON}")
 
 
+def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
+    """Which pre-condition checker the streams get (and, where a detector runs here, what its evidence assumes)."""
+    from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER
+    from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD
+
+    p.add_argument("--checker", default=DEFAULT_CHECKER, choices=CHECKERS,
+                   help="probabilistic: weigh what the detector may have missed, one alert per omission; binary: "
+                        f"take every confirmed step as certain (the PREGO protocol); default {DEFAULT_CHECKER}")
+    p.add_argument("--alert-threshold", type=_number, metavar="P", default=DEFAULT_ALERT_THRESHOLD,
+                   help="the probabilistic checker alerts when a pre-condition was skipped with at least this "
+                        f"probability, in (0, 1): lower catches more, higher cries wolf less (default "
+                        f"{DEFAULT_ALERT_THRESHOLD:g})")
+    if detector:
+        _default_rates_arg(p)
+
+
+def _default_rates_arg(p: argparse.ArgumentParser) -> None:
+    from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE
+
+    p.add_argument("--default-rates", action="store_true",
+                   help="for a detector trained before recognition-train measured its miss and false-detection "
+                        f"rates: assume {DEFAULT_MISS_RATE:.0%} and {DEFAULT_FALSE_RATE:.0%} for every step")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _checking(args: argparse.Namespace) -> CheckerSettings:
+    from graphs.checker_settings import CheckerSettings
+
+    return CheckerSettings(args.checker, args.alert_threshold)
+
+
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:
     from recognition.segmenter import SegmenterOverrides
 
@@ -179,16 +217,19 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
     _server_curve_args(run)
+    _checking_args(run)
     det = sub.add_parser("detector", help="one detector stream publishing to a checker")
     _video_args(det)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
     _client_curve_args(det)
+    _default_rates_arg(det)
     chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
     _graph_or_demo(chk)
     chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
     chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
     _stream_timeout_arg(chk)
     _server_curve_args(chk)
+    _checking_args(chk, detector=False)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
     _graph_or_demo(view)
@@ -213,6 +254,7 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     ev.add_argument("--ignore-names", action="store_true",
                     help="run even if the detector and the graph name the steps differently (with a warning)")
+    _checking_args(ev)
     _client_curve_args(view)
     keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients")
     keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
@@ -303,7 +345,8 @@ def _run(args: argparse.Namespace) -> int:
 
     checker, own = _checker_config(args, own_client=True)
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
-                              segmenter=_overrides(args), curve=own)  # connects where the checker binds
+                              segmenter=_overrides(args), curve=own,  # connects where the checker binds
+                              default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
                              preview=args.preview))
 
@@ -326,7 +369,7 @@ def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple
     if curve is not None and own is not None:
         curve = replace(curve, extra_clients=(own.public,))
     config = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout, curve=curve,
-                           insecure=args.insecure)
+                           insecure=args.insecure, checking=_checking(args))
     exposed = [e for e in (config.bind_events, config.bind_alerts) if not is_local(e)]
     if args.insecure and curve is None and exposed:
         print(printable(f"warning: --insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this "
@@ -387,13 +430,18 @@ def _source(args: argparse.Namespace) -> StreamSource:
 
 
 def _detector(args: argparse.Namespace) -> int:
+    from recognition.evidence import evidence_model_of
     from streaming.curve_keys import client_curve
-    from streaming.detector_service import DetectorConfig, open_stream, run_detector
+    from streaming.detector_service import DetectorConfig, open_stream, print_warning, run_detector
 
     config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads,
                             alert_on=args.alert_on, segmenter=_overrides(args),
-                            curve=client_curve(args.curve_server, args.curve_secret))
+                            curve=client_curve(args.curve_server, args.curve_secret), default_rates=args.default_rates)
     stream = open_stream(_source(args), args.threads)
+    if not args.default_rates and evidence_model_of(stream.checkpoint.info, args.detector) is None:
+        print_warning(f"{args.detector}: holds no measured miss and false-detection rates: this stream sends no "
+                      "evidence, and a probabilistic checker takes its confirmed steps as certain (retrain it with "
+                      "recognition-train, or give --default-rates)")
     stats = run_detector(stream.reader, stream.model, stream.checkpoint, stream.extractor, config, threading.Event())
     print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "
           f"{stats.events} key-steps", file=sys.stderr)
@@ -413,7 +461,8 @@ def _eval(args: argparse.Namespace) -> int:
         names=args.videos_list or (), split=args.split, demo=args.demo, backbone=args.backbone,
         alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
         device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
-        annotate_out=args.annotate_out, preview=args.preview,
+        annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args),
+        default_rates=args.default_rates,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"

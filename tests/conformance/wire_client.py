@@ -5,7 +5,8 @@ Plain pyzmq and the standard library: nothing of this project is imported (a tes
 what the real checker sends is checked against what the docs promise, not against the code that makes it.
 
 `FIELDS` is the docs' "Fields and ranges" table, one row per field (`test_the_field_table_mirrors_the_docs` keeps the
-two alike): a new wire field is one row there and one row here.
+two alike): a new wire field is a row there, its name in its kind's row of the docs' kinds table, and a row
+here.
 """
 
 from __future__ import annotations

@@ -433,7 +433,8 @@ class CheckerHealth(Message):
         unsendable: outputs that could not be encoded (a defect; counted, never fatal).
         denied: handshakes refused on either socket: a client whose key is not in the checker's client folder,
             one holding another checker's public key, one without CURVE at a CURVE checker (or with CURVE at one
-            without); a refused client that tries again is counted again.
+            without), a connection closed before its handshake ended (a port probe); a refused client that tries
+            again is counted again.
     """
 
     KIND: ClassVar[str] = "checker"

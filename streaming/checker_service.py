@@ -1,9 +1,12 @@
 """The checker process: one `graphs.PreconditionChecker` per stream, alerts and status out.
 
-Input: `KeyStepEvent` / `Heartbeat` from any number of detectors on a bound SUB socket.
-Output (bound PUB socket): an `Alert` for each key-step done before its pre-conditions, a `StepEvent` for every
-new key-step, and a `Status` per stream on every change; every `HEARTBEAT_S` each stream's status and its most
-recent alerts are re-sent (``replayed=True``) for late or reconnecting viewers, with one `CheckerHealth`.
+Input: `KeyStepEvent` / `Heartbeat` / `KeyStepOnset` from any number of detectors on a bound SUB socket
+(subscribed to `streaming.messages.INPUT_TOPICS`).
+Output (bound XPUB socket, which sends as a PUB does): an `Alert` for each key-step done before its
+pre-conditions, a `StepEvent` for every new key-step, and a `Status` per stream on every change; every
+`HEARTBEAT_S` each stream's status and its most recent alerts are re-sent (``replayed=True``) for late or
+reconnecting viewers, with one `CheckerHealth`. A new subscription is greeted at once (within `WELCOME_GAP_S` of
+the last greeting) with a `CheckerHealth`: a viewer subscribed to it knows from then on that it misses nothing.
 
 Beyond the binary pre-condition check, the graph's procedure questions (`graphs.procedure_queries`): each alert names
 its missing pre-condition most likely forgotten (the missing-step score), each status orders the allowed steps by
@@ -17,7 +20,8 @@ history. `CheckerCore` applies only the part of the history it has not applied y
 duplicated message changes nothing, and a freshly started checker rebuilds each stream with the very
 same checker object (observing the history in order), re-sending the alerts of the steps it had not
 seen (``replayed=True``) with their stable ``alert_id`` so viewers de-duplicate them. A missing
-``seq`` is counted as a gap; it costs no state.
+``seq`` is counted as a gap (a sender numbers all its messages of a stream with one counter, onsets included); it
+costs no state.
 
 No message stops the checker, and none may cost it much (peers are not trusted):
 
@@ -36,7 +40,8 @@ No message stops the checker, and none may cost it much (peers are not trusted):
 - ``seq`` only counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never frozen.
 
 With CURVE (``CheckerConfig.curve``) both sockets are CURVE servers and a ZAP authenticator lets in only the clients
-whose public keys are in the client folder; refused handshakes are counted (``denied``). The folder is read again
+whose public keys are in the client folder. Refused handshakes are counted (``denied``) by a monitor on each socket,
+whatever refused them: ZAP, another checker's key, a client without CURVE. The folder is read again
 when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
 revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
 CURVE is refused unless ``CheckerConfig.insecure``.
@@ -63,6 +68,7 @@ from graphs.task_graph import START, TaskGraph
 from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
 from streaming.messages import (
     CHECKER_STREAM,
+    INPUT_TOPICS,
     Alert,
     CheckerHealth,
     Heartbeat,
@@ -81,6 +87,7 @@ from streaming.transport import (
     DEFAULT_EVENTS_ENDPOINT,
     HEARTBEAT_S,
     POLL_MS,
+    HandshakeCounter,
     Publisher,
     Receiver,
     ReceiveStats,
@@ -107,6 +114,9 @@ SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate;
 SNAPSHOT_BUDGET: Final = 32
 SNAPSHOT_POLL_MS: Final = 1
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
+# Shortest time between two greetings of new subscribers: a peer subscribing in a loop gets one `CheckerHealth` per
+# gap, not one per subscription.
+WELCOME_GAP_S: Final = 0.05
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
 # Answers of `_likely_next` kept, for histories of at most NEXT_CACHE_ITEMS steps (a real session's are far shorter;
@@ -146,7 +156,7 @@ class Unsendable(Refused):
     reason = "unsendable"
 
 
-# CheckerCore.counts keys; "denied" (refused CURVE handshakes) is set by `CheckerService` from its `ClientKeys`.
+# CheckerCore.counts keys; "denied" (refused handshakes) is counted by `CheckerService` from its sockets' monitors.
 COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
 
 
@@ -199,7 +209,8 @@ class StreamState:
     checker: PreconditionChecker | ProbabilisticChecker
     last_heard: float  # monotonic time of the last message applied
     applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
-    last_seq: int = -1
+    last_seq: int = -1  # seq of the last key-step or heartbeat applied: one at or just behind it is a duplicate
+    heard_seq: int = -1  # the highest seq heard from the session, of any kind: a jump past it is a gap
     gaps: int = 0
     alerts: int = 0
     current: int | None = None
@@ -321,6 +332,8 @@ class CheckerCore:
             if taken[sid] > STREAM_BUDGET:
                 self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
             elif sid in replays or self._cost(message) > CHEAP_ITEMS:
+                if sid in replays:  # taken in, and superseded by this one (which carries its history): not a gap
+                    self._superseded(replays[sid][1])
                 replays[sid] = (arrival, message)
             else:
                 put(self._guarded(message))
@@ -353,10 +366,20 @@ class CheckerCore:
         """Count a refused message under its reason, remember it, and log it (rate-limited per reason)."""
         self.counts[err.reason] += 1
         self.last_refusal = f"{err.reason}: {err}"
+        self.log_refusal(err.reason, self.counts[err.reason], str(err))
+
+    def log_refusal(self, reason: str, count: int, detail: str) -> None:
+        """Log a refusal: the first of its reason at once, then at most one line per reason every `LOG_EVERY_S`.
+
+        Args:
+            reason: the counter's name (``malformed``, ``denied``, or a `Refused` reason).
+            count: the counter's value now.
+            detail: what was refused, and why.
+        """
         now = self.monotonic()
-        if self.log is not None and now - self._logged.get(err.reason, float("-inf")) >= LOG_EVERY_S:
-            self._logged[err.reason] = now
-            self.log(f"checker: refused ({err.reason}, {self.counts[err.reason]} so far): {printable(err)}")
+        if self.log is not None and now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
+            self._logged[reason] = now
+            self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}")
 
     def _cost(self, message: KeyStepEvent | Heartbeat) -> int:
         """How many history items applying the message would observe."""
@@ -364,6 +387,32 @@ class CheckerCore:
         if state is None or not self._continues(state, message):
             return len(message.history)
         return len(message.history) - len(state.applied)
+
+    def _superseded(self, message: KeyStepEvent | Heartbeat) -> None:
+        """Count a message that a later one of its poll replaced as heard (its seq is no gap)."""
+        state = self.streams.get(message.stream_id)
+        if state is not None and state.session == message.session:
+            self._count_gaps(state, message.seq, late=message.seq > state.last_seq)
+
+    @staticmethod
+    def _count_gaps(state: StreamState, seq: int, late: bool = False) -> None:
+        """Count the numbers a session's ``seq`` skipped (its sender numbers every message of the stream, whatever
+        its kind, with one counter).
+
+        Args:
+            state: the stream, in the message's session.
+            seq: the message's ``seq``.
+            late: the message was not applied before (not a duplicate): one behind ``heard_seq`` was counted as
+                skipped when a later one arrived first (a replay served after the onsets of its poll).
+        """
+        ahead = seq - state.heard_seq
+        if 0 < ahead < SEQ_WINDOW:
+            state.gaps += ahead - 1
+        elif -SEQ_WINDOW < ahead < 0:
+            if late and state.gaps:
+                state.gaps -= 1
+            return
+        state.heard_seq = seq  # ahead, or a jump of SEQ_WINDOW or more either way: the sender started over
 
     @staticmethod
     def _continues(state: StreamState, message: KeyStepEvent | Heartbeat) -> bool:
@@ -406,8 +455,8 @@ class CheckerCore:
             # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):
             # the stream starts over, counters and re-sent alerts included.
             state = self._start_over(message, state)
-        elif 1 < message.seq - state.last_seq < SEQ_WINDOW:
-            state.gaps += message.seq - state.last_seq - 1
+        else:
+            self._count_gaps(state, message.seq, late=message.seq > state.last_seq)
         state.last_seq = message.seq
         state.last_heard = self.monotonic()
         state.lost = False
@@ -446,7 +495,10 @@ class CheckerCore:
         """
         sid = message.stream_id
         state = self.streams.get(sid)
-        if state is None or state.session != message.session or message.history != state.applied:
+        if state is None or state.session != message.session:
+            return []
+        self._count_gaps(state, message.seq)
+        if message.history != state.applied:
             return []
         if set(message.before) - self._steps or message.step not in self._steps:
             raise UnknownStep(f"{sid}: onset names a step that is not in the task graph")
@@ -520,6 +572,7 @@ class CheckerCore:
             last_heard=self.monotonic(),
             seq_out=previous.seq_out if previous else 0,
             last_snapshot=self.clock(),
+            heard_seq=message.seq,
         )
         state.allowed = self._likely_next(state.checker, ())
         self.streams[message.stream_id] = state
@@ -838,25 +891,49 @@ class CheckerService:
         self.publisher = Publisher(pub)
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
         self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET)
+        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self._welcome_due = False
+        self._last_welcome = float("-inf")
 
     def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
         """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
         curve = self.config.curve
-        pub, _ = bind(self.ctx, zmq.PUB, alerts, "--publish", curve=curve)
+        pub, _ = bind(self.ctx, zmq.XPUB, alerts, "--publish", curve=curve)
         try:
             sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
         except InputError:
             pub.close()
             raise
-        return pub, subscribe(sub, (b"keystep/", b"heartbeat/", b"onset/"))
+        return pub, subscribe(sub, INPUT_TOPICS)
+
+    def watch_peers(self, malformed: int, over_budget: int) -> None:
+        """After a poll: log what the receiver dropped, count refused handshakes, and greet new subscribers.
+
+        Args:
+            malformed: the receiver's malformed count before the poll.
+            over_budget: the receiver's over-budget count before the poll.
+        """
+        stats, core = self.receiver.stats, self.core
+        if stats.malformed > malformed:
+            core.log_refusal("malformed", stats.malformed, stats.last_error)
+        if stats.over_budget > over_budget:
+            core.log_refusal("over_budget", core.counts["over_budget"] + stats.over_budget,
+                             f"a stream sent more than {STREAM_BUDGET} messages in one poll")
+        for counter in self.handshakes:
+            for why in counter.refused():
+                core.counts["denied"] += 1
+                core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
+        arrived = self.publisher.new_subscribers() > 0
+        self._welcome_due = self._welcome_due or arrived
+        now = core.monotonic()
+        if self._welcome_due and now - self._last_welcome >= WELCOME_GAP_S:
+            self._welcome_due, self._last_welcome = False, now
+            self.send([core.health(stats)])
 
     def reload_keys(self) -> None:
         """Follow the client folder (at most every `streaming.curve_keys.KEY_RELOAD_S`); when a key was removed,
         re-open both sockets so that every client handshakes again and a revoked one is refused."""
-        if self.keys is None:
-            return
-        self.core.counts["denied"] = self.keys.denied
-        if self.keys.reload():
+        if self.keys is not None and self.keys.reload():
             self.reopen()
 
     def reopen(self) -> None:
@@ -865,8 +942,8 @@ class CheckerService:
         Raises:
             RunError: an endpoint could not be bound again (another process took the port meanwhile).
         """
-        self.publisher.sock.close()
-        self.receiver.sock.close()
+        self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)  # the old sockets' refusals
+        self._close_sockets()
         for _ in range(REOPEN_TRIES):
             try:
                 pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint)
@@ -878,6 +955,7 @@ class CheckerService:
                            "was revoked")
         self.publisher.sock = pub
         self.receiver.replace_socket(sub)
+        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -889,8 +967,10 @@ class CheckerService:
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
-                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending else POLL_MS
+                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending or self._welcome_due else POLL_MS
+                before = (self.receiver.stats.malformed, self.receiver.stats.over_budget)
                 self.core.serve(self.receiver.poll(wait_ms), emit=self.send)
+                self.watch_peers(*before)
                 self.reload_keys()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
                 if until is not None and until(self.core):
@@ -921,16 +1001,20 @@ class CheckerService:
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
-            + (f"{self.keys.denied} handshakes refused (key not allowed), " if self.keys is not None else "")
-            + f"{stats.malformed} malformed dropped"
+            f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 
     def close(self) -> None:
         """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
+        self._close_sockets()
+        self._stop_authenticator()
+
+    def _close_sockets(self) -> None:
+        for counter in self.handshakes:
+            counter.close()
         self.publisher.sock.close()
         self.receiver.sock.close()
-        self._stop_authenticator()
 
     def _stop_authenticator(self) -> None:
         if self.authenticator is not None:

@@ -5,15 +5,19 @@ Every message is one ZeroMQ multipart message of exactly two frames (pyzmq does 
     frame 0  topic    ASCII  "<kind>/<stream_id>"   e.g. b"keystep/kitchen-cam"
     frame 1  payload  UTF-8  one JSON object        e.g. b'{"version": 2, "kind": "keystep", ...}'
 
-Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The payload object holds
-exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice); tuples travel as JSON
-arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
+Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The checker's input is a bound SUB socket
+subscribed to `INPUT_TOPICS` (a detector connects a PUB, or an XPUB to learn when the subscription has arrived);
+its output a bound XPUB that greets every new subscription with a ``checker`` message (viewers connect SUB).
+The payload object holds exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice);
+tuples travel as JSON arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
 
     version    int    WIRE_VERSION (3); a receiver refuses any other version
     kind       str    "keystep" | "heartbeat" | "onset" (detector -> checker); "step" | "alert" | "missing" |
                       "retraction" | "status" | "checker" (checker -> viewers)
     stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream ("checker" for kind checker)
-    seq        int    0..2^53-1, per stream and per sender, +1 for every message sent
+    seq        int    0..2^53-1: one counter per stream and sender, shared by every kind it sends, +1 for each
+                      message (a detector's onsets, key-steps and heartbeats count together; so do the checker's
+                      messages of one stream, and its ``checker`` messages have their own)
     timestamp  float  sender's wall clock (Unix seconds) when the message was made
 
 Kinds (see each dataclass for its own fields): `KeyStepEvent` and `Heartbeat` go from a detector
@@ -22,7 +26,8 @@ to the checker; `StepEvent` (each new key-step, without the detector's session t
 to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's
 whole confirmed-step ``history``, so a checker that restarts mid-stream rebuilds its state from the next message
 it gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. Viewers never get the detector's
-``session`` token: the checker names a detector run to them by ``run``, a digest of the session (`run_of`).
+``session`` token: the checker names a detector run to them by ``run``, a digest of ``"run:" + session``
+(`run_of`).
 `Alert.alert_id` is stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent
 alerts with its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
 within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over). A
@@ -296,7 +301,9 @@ class Alert(Message):
         missing_names: the names of the first ``len(missing_names)`` of them: all, unless they would not fit one
             message (`fitted`).
         undefined: the step has no pre-conditions in the graph (counted as a mistake by the protocol).
-        event_timestamp: ``timestamp`` of the message that brought the step (for latency figures).
+        event_timestamp: ``timestamp`` of the message that brought the step (for latency figures): the `KeyStepOnset`
+            for an early alert, the `KeyStepEvent` once the step is confirmed, or the message whose history the
+            checker rebuilt the step from (a `Heartbeat` or a later `KeyStepEvent`).
         replayed: false only on the alert sent the moment its key-step arrived; true on an alert rebuilt
             from history (after a checker restart or a lost event) and on the periodic re-sends.
         forgotten: the missing pre-condition most likely forgotten: the one with the highest missing-step score
@@ -405,7 +412,7 @@ class Status(Message):
 
     Attributes:
         run: the detector run (`run_of` its session).
-        done: steps recorded as done, in order.
+        done: the steps done, each once, in the order first confirmed.
         allowed: steps whose pre-conditions are all met now, the most likely next first (``allowed_scores``; ties
             in graph order).
         current: step the detector sees right now (None: background).
@@ -413,7 +420,8 @@ class Status(Message):
         frames: frames the detector processed.
         dropped: frames the source dropped.
         fps: detector frame rate.
-        gaps: messages from the detector the checker never received (recovered from history).
+        gaps: the session's messages the checker did not take, by the numbers its ``seq`` skipped (lost on the way,
+            or dropped over a stream's budget); what they said is recovered from the next history.
         ended: the stream has ended (its detector said so).
         lost: no message from the stream for the checker's stream timeout: its detector died or its link broke.
         allowed_scores: the future-step probability of each step of ``allowed`` (same order), given the step done
@@ -448,14 +456,18 @@ class CheckerHealth(Message):
     Attributes:
         streams: streams tracked now.
         lost_streams: how many of them are lost (no message for the stream timeout).
-        received: valid messages received.
+        received: well-formed messages received (whatever became of them next); the malformed ones are not in it,
+            nor those dropped undecoded over a stream's budget.
         malformed: messages dropped undecoded (bad framing, size, JSON, version, field type or range).
         stream_limit: messages refused because every stream slot was taken by a stream that is not idle.
         evicted: idle (ended or lost) streams evicted to make room for a new one.
         unknown_step: messages refused because they name a step id that is not in the task graph.
         over_budget: messages dropped because their stream used its share of a poll (sent again by the detector).
         unsendable: outputs that could not be encoded (a defect; counted, never fatal).
-        denied: CURVE handshakes refused: a client whose key is not in the checker's client folder.
+        denied: handshakes refused on either socket: a client whose key is not in the checker's client folder,
+            one holding another checker's public key, one without CURVE at a CURVE checker (or with CURVE at one
+            without), a connection closed before its handshake ended (a port probe); a refused client that tries
+            again is counted again.
     """
 
     KIND: ClassVar[str] = "checker"
@@ -471,6 +483,9 @@ class CheckerHealth(Message):
     unsendable: int
     denied: int = 0
 
+
+# The topic prefixes the checker's input subscribes to: what a detector sends.
+INPUT_TOPICS: Final = tuple(f"{cls.KIND}/".encode("ascii") for cls in (KeyStepEvent, Heartbeat, KeyStepOnset))
 
 KINDS: Final[dict[str, type[Message]]] = {
     cls.KIND: cls

@@ -71,6 +71,12 @@ The other sub-commands split the same chain over machines (checker, detector,
 view), score it on annotated videos (eval) or write CURVE keys (keys); each has
 its own --help."""
 TOP_USAGE = "stream-detect [run] --video SOURCE [options]\n       stream-detect {detector,checker,view,eval,keys} ..."
+CHECKER_HELP = """Checks the key-steps of any number of detector streams against a task graph, and publishes
+alerts and the state of every stream. Once both sockets are bound it writes
+'checker: detectors connect to ENDPOINT, viewers to ENDPOINT' on stderr (the real
+port where port 0 was asked); it logs refused messages and handshakes there as
+they happen, and one summary line when it stops. Messages, sockets and ranges:
+docs/wire-format.md; keys: docs/deployment.md."""
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -153,7 +159,8 @@ def _default_rates_arg(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--default-rates", action="store_true",
                    help="for a detector trained before recognition-train measured its miss and false-detection "
-                        f"rates: assume {DEFAULT_MISS_RATE:.0%} and {DEFAULT_FALSE_RATE:.0%} for every step")
+                        f"rates: assume {100 * DEFAULT_MISS_RATE:.0f}%% and {100 * DEFAULT_FALSE_RATE:.0f}%% for every "
+                        "step")
 
 
 def _number(text: str) -> float:
@@ -183,7 +190,7 @@ def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> N
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
-                   help="a stream with no heartbeat for this long is shown as lost (default 5)")
+                   help="a stream with no message for this long is shown as lost (default 5; at least 1)")
 
 
 def _graph_or_demo(p: argparse.ArgumentParser) -> None:
@@ -220,13 +227,19 @@ def build_parser() -> ArgumentParser:
     _checking_args(run)
     det = sub.add_parser("detector", help="one detector stream publishing to a checker")
     _video_args(det)
-    det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
+    det.add_argument("--connect", default="tcp://127.0.0.1:5555",
+                     help="the checker's --bind endpoint (waits up to 10 s for it to answer and subscribe)")
     _client_curve_args(det)
     _default_rates_arg(det)
-    chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
+    chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out",
+                         description=CHECKER_HELP)
     _graph_or_demo(chk)
-    chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
-    chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
+    chk.add_argument("--bind", default="tcp://127.0.0.1:5555",
+                     help="endpoint detectors connect to: a SUB socket subscribed to keystep/, heartbeat/ and onset/ "
+                          "(connect a PUB, or an XPUB to learn when the subscription has arrived)")
+    chk.add_argument("--publish", default="tcp://127.0.0.1:5556",
+                     help="endpoint viewers connect to: an XPUB socket (connect a SUB; each new subscription is "
+                          "greeted with a checker message)")
     _stream_timeout_arg(chk)
     _server_curve_args(chk)
     _checking_args(chk, detector=False)
@@ -245,7 +258,10 @@ def build_parser() -> ArgumentParser:
     which.add_argument("--videos-list", type=_names, metavar="A,B", help="videos to evaluate, comma-separated")
     which.add_argument("--split", help="split.json of a feature folder: evaluate its test videos")
     _segmenter_args(ev)
-    ev.add_argument("--json", dest="json_out", metavar="OUT", help="also write the figures as JSON")
+    ev.add_argument("--json", dest="json_out", metavar="OUT",
+                    help="also write the figures as JSON, with every recognised step, alert and missed mistake")
+    ev.add_argument("--plots", metavar="DIR", help="draw each video's timeline to DIR/<video>.png: annotated steps, "
+                                                    "recognised steps, alerts (needs the plot extra)")
     _overlay_args(ev, "DIR", "write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts")
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -256,7 +272,11 @@ def build_parser() -> ArgumentParser:
                     help="run even if the detector and the graph name the steps differently (with a warning)")
     _checking_args(ev)
     _client_curve_args(view)
-    keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients")
+    keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients",
+                          description="Writes DIR/checker.key (public) and DIR/checker.key_secret, and "
+                                      "DIR/clients/NAME.key and NAME.key_secret per client: text files, each key 40 "
+                                      "Z85 characters on a 'public-key = \"...\"' or 'secret-key = \"...\"' "
+                                      "line (format and where each file goes: docs/deployment.md).")
     keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
     keys.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
                       help=f"comma-separated client names (default {','.join(DEFAULT_CLIENTS)}); "
@@ -461,7 +481,7 @@ def _eval(args: argparse.Namespace) -> int:
         names=args.videos_list or (), split=args.split, demo=args.demo, backbone=args.backbone,
         alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
         device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
-        annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args),
+        annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args), plots=args.plots,
         default_rates=args.default_rates,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)

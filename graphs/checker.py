@@ -7,8 +7,9 @@ live checker process, so both paths agree by construction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 
@@ -25,12 +26,38 @@ class StepVerdict:
         missing: pre-conditions not yet done when the step happened, in graph order.
         undefined: the step has no pre-conditions in the graph (unknown or removed step); the
             protocol counts it as a mistake.
+        probability: how likely the verdict "mistake" is right: 1 or 0 from this checker, which takes what it is
+            told as certain; `graphs.probabilistic_checker` weighs the detector's evidence.
     """
 
     step: int
     is_mistake: bool
     missing: tuple[Node, ...]
     undefined: bool
+    probability: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepEvidence:
+    """What a detector says about the steps when it reports one (`graphs.probabilistic_checker` reads it).
+
+    Attributes:
+        done: step id -> ``q_s``, the even-odds probability that the step was done before this one started, from
+            the detector's output alone. A step absent from it counts as seen with certainty if it was confirmed
+            before, and as not seen otherwise.
+        real: ``r_i``, the probability that this detection is real (1: taken as certain).
+    """
+
+    done: Mapping[int, float] = field(default_factory=dict)
+    real: float = 1.0
+
+    @classmethod
+    def of(cls, steps: Iterable[int], probabilities: Iterable[float], real: float = 1.0) -> StepEvidence:
+        """Evidence from two parallel sequences (as they travel on the wire)."""
+        return cls(dict(zip((int(s) for s in steps), (float(p) for p in probabilities), strict=True)), float(real))
+
+
+NO_EVIDENCE: Final = StepEvidence()
 
 
 class PreconditionChecker:
@@ -38,7 +65,8 @@ class PreconditionChecker:
 
     A step is a mistake iff one of its pre-conditions is not in ``seen`` or it has no
     pre-condition defined (the PREGO protocol). Every defined step is then added to ``seen`` whether or not
-    it was a mistake; an undefined one is not (as in the reference evaluation).
+    it was a mistake; an undefined one is not (as in the reference evaluation). The detector's evidence, which
+    `graphs.probabilistic_checker.ProbabilisticChecker` weighs, is taken and ignored: the two are interchangeable.
 
     Args:
         graph: the binary task graph to check against.
@@ -50,11 +78,12 @@ class PreconditionChecker:
         self._seen: set[Node] = {START}
         self.history: list[StepVerdict] = []
 
-    def observe(self, step: int) -> StepVerdict:
+    def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict:
         """Check one key-step against what was done so far, then record it.
 
         Args:
             step: taxonomy id of the key-step just completed.
+            evidence: ignored (the detector's output is taken as certain).
 
         Returns:
             The verdict for this step.
@@ -65,13 +94,14 @@ class PreconditionChecker:
         self.history.append(verdict)
         return verdict
 
-    def verdict(self, step: int, also_done: Iterable[int] = ()) -> StepVerdict:
+    def verdict(self, step: int, also_done: Iterable[int] = (), evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict:
         """The verdict `observe` would give ``step`` now, nothing recorded.
 
         Args:
             step: taxonomy id of the key-step.
             also_done: steps taken as observed before it, in order, after those already observed (a step still to
                 be confirmed); like `observe`, only those with pre-conditions defined count as done.
+            evidence: ignored.
 
         Returns:
             The verdict.
@@ -82,7 +112,20 @@ class PreconditionChecker:
         if pending and also_done:  # the seen set is never copied: a stream's may hold thousands of steps
             pending -= {s for s in also_done if self.graph.preconditions(s)}
         missing = tuple(sorted(pending, key=self._order.__getitem__))
-        return StepVerdict(int(step), undefined or bool(missing), missing, undefined)
+        is_mistake = undefined or bool(missing)
+        return StepVerdict(int(step), is_mistake, missing, undefined, float(is_mistake))
+
+    def never_done(self, required: Iterable[int], evidence: StepEvidence = NO_EVIDENCE) -> list[tuple[int, float]]:
+        """The required steps never observed, at the end of a session.
+
+        Args:
+            required: the steps an ended session must have done, in the order to report them.
+            evidence: ignored.
+
+        Returns:
+            ``[(step, 1.0)]`` for each step of ``required`` not observed.
+        """
+        return [(int(s), 1.0) for s in required if s not in self._seen]
 
     @property
     def done(self) -> tuple[int, ...]:

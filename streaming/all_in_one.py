@@ -34,6 +34,7 @@ from streaming.detector_service import (
     DetectorStats,
     EventPublisher,
     StreamSource,
+    check_measured_rates,
     open_stream,
     publishing_detector,
 )
@@ -88,6 +89,8 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     drawn = config.annotate_out is not None or config.preview
     overlay = OverlayWriter(config.annotate_out, 1.0, config.preview) if drawn else None  # checked before the stream
     stream = open_stream(config.source, config.detector.threads)
+    check_measured_rates(stream.checkpoint, config.source.detector, config.checker.checking.kind,
+                         config.detector.default_rates)
     state = ViewState(names=graph_names(stream.graph))
     ctx = zmq.Context()
     try:
@@ -106,7 +109,7 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
             if overlay is not None:
                 # The frames are drawn with what a checker beside the detector answers, at the frame that caused it.
                 overlay.fps = stream.checkpoint.fps
-                link = CheckerLink(CheckerCore(stream.graph), keep=False)
+                link = CheckerLink(CheckerCore(stream.graph, checking=config.checker.checking), keep=False)
                 detector.events.publisher = TeePublisher(detector.events.publisher, link)
                 annotator = FrameAnnotator(overlay, link, stream.checkpoint)
                 detector.on_frame = annotator.seen

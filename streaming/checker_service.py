@@ -1,9 +1,12 @@
 """The checker process: one `graphs.PreconditionChecker` per stream, alerts and status out.
 
-Input: `KeyStepEvent` / `Heartbeat` from any number of detectors on a bound SUB socket.
-Output (bound PUB socket): an `Alert` for each key-step done before its pre-conditions, a `StepEvent` for every
-new key-step, and a `Status` per stream on every change; every `HEARTBEAT_S` each stream's status and its most
-recent alerts are re-sent (``replayed=True``) for late or reconnecting viewers, with one `CheckerHealth`.
+Input: `KeyStepEvent` / `Heartbeat` / `KeyStepOnset` from any number of detectors on a bound SUB socket
+(subscribed to `streaming.messages.INPUT_TOPICS`).
+Output (bound XPUB socket, which sends as a PUB does): an `Alert` for each key-step done before its
+pre-conditions, a `StepEvent` for every new key-step, and a `Status` per stream on every change; every
+`HEARTBEAT_S` each stream's status and its most recent alerts are re-sent (``replayed=True``) for late or
+reconnecting viewers, with one `CheckerHealth`. A new subscription is greeted at once (within `WELCOME_GAP_S` of
+the last greeting) with a `CheckerHealth`: a viewer subscribed to it knows from then on that it misses nothing.
 
 Beyond the binary pre-condition check, the graph's procedure questions (`graphs.procedure_queries`): each alert names
 its missing pre-condition most likely forgotten (the missing-step score), each status orders the allowed steps by
@@ -17,7 +20,8 @@ history. `CheckerCore` applies only the part of the history it has not applied y
 duplicated message changes nothing, and a freshly started checker rebuilds each stream with the very
 same checker object (observing the history in order), re-sending the alerts of the steps it had not
 seen (``replayed=True``) with their stable ``alert_id`` so viewers de-duplicate them. A missing
-``seq`` is counted as a gap; it costs no state.
+``seq`` is counted as a gap (a sender numbers all its messages of a stream with one counter, onsets included); it
+costs no state.
 
 No message stops the checker, and none may cost it much (peers are not trusted):
 
@@ -36,7 +40,8 @@ No message stops the checker, and none may cost it much (peers are not trusted):
 - ``seq`` only counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never frozen.
 
 With CURVE (``CheckerConfig.curve``) both sockets are CURVE servers and a ZAP authenticator lets in only the clients
-whose public keys are in the client folder; refused handshakes are counted (``denied``). The folder is read again
+whose public keys are in the client folder. Refused handshakes are counted (``denied``) by a monitor on each socket,
+whatever refused them: ZAP, another checker's key, a client without CURVE. The folder is read again
 when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
 revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
 CURVE is refused unless ``CheckerConfig.insecure``.
@@ -53,14 +58,17 @@ from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import zmq
 
-from graphs.checker import PreconditionChecker, StepVerdict
+from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
+from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError, RunError
+from graphs.probabilistic_checker import ProbabilisticChecker
 from graphs.procedure_queries import ProcedureQueries
 from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
 from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
 from streaming.messages import (
     CHECKER_STREAM,
+    INPUT_TOPICS,
     MAX_LATENCY_MS,
     Alert,
     CheckerHealth,
@@ -81,6 +89,7 @@ from streaming.transport import (
     DEFAULT_EVENTS_ENDPOINT,
     HEARTBEAT_S,
     POLL_MS,
+    HandshakeCounter,
     Publisher,
     Receiver,
     ReceiveStats,
@@ -107,6 +116,9 @@ SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate;
 SNAPSHOT_BUDGET: Final = 32
 SNAPSHOT_POLL_MS: Final = 1
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
+# Shortest time between two greetings of new subscribers: a peer subscribing in a loop gets one `CheckerHealth` per
+# gap, not one per subscription.
+WELCOME_GAP_S: Final = 0.05
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
 # Answers of `_likely_next` kept, for histories of at most NEXT_CACHE_ITEMS steps (a real session's are far shorter;
@@ -147,7 +159,7 @@ class Unsendable(Refused):
 
 
 DETECTOR_LATENCY: Final = tuple(latency_field(stage) for stage in DETECTOR_STAGES)  # a heartbeat's, kept per stream
-# CheckerCore.counts keys; "denied" (refused CURVE handshakes) is set by `CheckerService` from its `ClientKeys`.
+# CheckerCore.counts keys; "denied" (refused handshakes) is counted by `CheckerService` from its sockets' monitors.
 COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
 
 
@@ -165,6 +177,7 @@ class CheckerConfig:
             freed after `FORGET_AFTER` times as long.
         curve: the checker's keys and client folder (``--curve-secret``, ``--curve-clients``); None: no CURVE.
         insecure: bind beyond loopback without CURVE (``--insecure``); refused otherwise.
+        checking: which pre-condition checker each stream gets (``--checker``, ``--alert-threshold``).
     """
 
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
@@ -174,6 +187,7 @@ class CheckerConfig:
     stream_timeout_s: float = STREAM_TIMEOUT_S
     curve: CurveServer | None = None
     insecure: bool = False
+    checking: CheckerSettings = field(default_factory=CheckerSettings)
 
     def __post_init__(self) -> None:
         if not self.status_period_s > 0:
@@ -195,10 +209,11 @@ class StreamState:
     """What the checker keeps for one stream."""
 
     session: str
-    checker: PreconditionChecker
+    checker: PreconditionChecker | ProbabilisticChecker
     last_heard: float  # monotonic time of the last message applied
     applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
-    last_seq: int = -1
+    last_seq: int = -1  # seq of the last key-step or heartbeat applied: one at or just behind it is a duplicate
+    heard_seq: int = -1  # the highest seq heard from the session, of any kind: a jump past it is a gap
     gaps: int = 0
     alerts: int = 0
     current: int | None = None
@@ -218,6 +233,7 @@ class StreamState:
     # goes out with every message it sends.
     progress: tuple[int, tuple[int, ...]] = (-1, ())
     latency: dict[str, float] = field(default_factory=dict)  # the status's <stage>_ms fields (`stage_latency`)
+    evidence_now: StepEvidence = NO_EVIDENCE  # the last heartbeat's evidence: what the end-of-session report reads
 
     @property
     def run(self) -> str:
@@ -240,6 +256,7 @@ class CheckerCore:
         stream_timeout_s: a stream silent this long is lost.
         monotonic: the clock of stream life cycles.
         log: called with a line for each kind of refusal (first occurrence, then every `LOG_EVERY_S`).
+        checking: which pre-condition checker each stream gets.
     """
 
     def __init__(
@@ -250,8 +267,10 @@ class CheckerCore:
         stream_timeout_s: float = STREAM_TIMEOUT_S,
         monotonic: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] | None = None,
+        checking: CheckerSettings | None = None,
     ) -> None:
         self.graph = graph
+        self.checking = checking or CheckerSettings()
         self.clock = clock
         self.max_streams = max_streams
         self.stream_timeout_s = stream_timeout_s
@@ -318,6 +337,8 @@ class CheckerCore:
             if taken[sid] > STREAM_BUDGET:
                 self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
             elif sid in replays or self._cost(message) > CHEAP_ITEMS:
+                if sid in replays:  # taken in, and superseded by this one (which carries its history): not a gap
+                    self._superseded(replays[sid][1])
                 replays[sid] = (arrival, message)
             else:
                 put(self._guarded(message))
@@ -357,10 +378,20 @@ class CheckerCore:
         """Count a refused message under its reason, remember it, and log it (rate-limited per reason)."""
         self.counts[err.reason] += 1
         self.last_refusal = f"{err.reason}: {err}"
+        self.log_refusal(err.reason, self.counts[err.reason], str(err))
+
+    def log_refusal(self, reason: str, count: int, detail: str) -> None:
+        """Log a refusal: the first of its reason at once, then at most one line per reason every `LOG_EVERY_S`.
+
+        Args:
+            reason: the counter's name (``malformed``, ``denied``, or a `Refused` reason).
+            count: the counter's value now.
+            detail: what was refused, and why.
+        """
         now = self.monotonic()
-        if self.log is not None and now - self._logged.get(err.reason, float("-inf")) >= LOG_EVERY_S:
-            self._logged[err.reason] = now
-            self.log(f"checker: refused ({err.reason}, {self.counts[err.reason]} so far): {printable(err)}")
+        if self.log is not None and now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
+            self._logged[reason] = now
+            self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}")
 
     def _cost(self, message: KeyStepEvent | Heartbeat) -> int:
         """How many history items applying the message would observe."""
@@ -368,6 +399,32 @@ class CheckerCore:
         if state is None or not self._continues(state, message):
             return len(message.history)
         return len(message.history) - len(state.applied)
+
+    def _superseded(self, message: KeyStepEvent | Heartbeat) -> None:
+        """Count a message that a later one of its poll replaced as heard (its seq is no gap)."""
+        state = self.streams.get(message.stream_id)
+        if state is not None and state.session == message.session:
+            self._count_gaps(state, message.seq, late=message.seq > state.last_seq)
+
+    @staticmethod
+    def _count_gaps(state: StreamState, seq: int, late: bool = False) -> None:
+        """Count the numbers a session's ``seq`` skipped (its sender numbers every message of the stream, whatever
+        its kind, with one counter).
+
+        Args:
+            state: the stream, in the message's session.
+            seq: the message's ``seq``.
+            late: the message was not applied before (not a duplicate): one behind ``heard_seq`` was counted as
+                skipped when a later one arrived first (a replay served after the onsets of its poll).
+        """
+        ahead = seq - state.heard_seq
+        if 0 < ahead < SEQ_WINDOW:
+            state.gaps += ahead - 1
+        elif -SEQ_WINDOW < ahead < 0:
+            if late and state.gaps:
+                state.gaps -= 1
+            return
+        state.heard_seq = seq  # ahead, or a jump of SEQ_WINDOW or more either way: the sender started over
 
     @staticmethod
     def _continues(state: StreamState, message: KeyStepEvent | Heartbeat) -> bool:
@@ -410,8 +467,8 @@ class CheckerCore:
             # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):
             # the stream starts over, counters and re-sent alerts included.
             state = self._start_over(message, state)
-        elif 1 < message.seq - state.last_seq < SEQ_WINDOW:
-            state.gaps += message.seq - state.last_seq - 1
+        else:
+            self._count_gaps(state, message.seq, late=message.seq > state.last_seq)
         state.last_seq = message.seq
         state.last_heard = self.monotonic()
         state.lost = False
@@ -426,6 +483,7 @@ class CheckerCore:
         if isinstance(message, Heartbeat):
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended
+            state.evidence_now = _evidence(message)
             state.latency.update((name, getattr(message, name)) for name in DETECTOR_LATENCY)
             if message.ended:
                 out += self._end_session(sid, state)
@@ -450,7 +508,10 @@ class CheckerCore:
         """
         sid = message.stream_id
         state = self.streams.get(sid)
-        if state is None or state.session != message.session or message.history != state.applied:
+        if state is None or state.session != message.session:
+            return []
+        self._count_gaps(state, message.seq)
+        if message.history != state.applied:
             return []
         if set(message.before) - self._steps or message.step not in self._steps:
             raise UnknownStep(f"{sid}: onset names a step that is not in the task graph")
@@ -462,7 +523,8 @@ class CheckerCore:
             return [self._retraction(state, early, None)]
         if message.index in state.early:
             return []
-        verdict = state.checker.verdict(message.step, message.before)  # the stream's checker holds the history
+        # The stream's checker holds the history; the onset brings the detector's evidence as of its run's start.
+        verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
             return []
         before = set(message.history) | set(message.before)
@@ -471,13 +533,15 @@ class CheckerCore:
         return [alert]
 
     def _settle_early(self, stream_id: str, state: StreamState, ended: bool) -> list[Message]:
-        """Retract each early alert whose position was confirmed as another step (or never, at the end)."""
+        """Retract each early alert whose position was confirmed as another step (or never, at the end), or as the
+        same step that the checker, with the evidence of the whole segment, no longer finds a mistake."""
         out: list[Message] = []
         for index in sorted(state.early):
             if index < len(state.applied):
                 early = state.early.pop(index)
-                if state.applied[index] != early.step:
-                    out.append(self._retraction(state, early, state.applied[index]))
+                confirmed = state.applied[index]
+                if confirmed != early.step or not state.checker.history[index].is_mistake:
+                    out.append(self._retraction(state, early, confirmed))
             elif ended:
                 out.append(self._retraction(state, state.early.pop(index), None))
         return out
@@ -517,10 +581,11 @@ class CheckerCore:
         """A fresh state for the message's stream; outgoing ``seq`` keeps counting so viewers see no reset."""
         state = StreamState(
             message.session,
-            PreconditionChecker(self.graph),
+            self.checking.new(self.graph),
             last_heard=self.monotonic(),
             seq_out=previous.seq_out if previous else 0,
             last_snapshot=self.clock(),
+            heard_seq=message.seq,
         )
         state.allowed = self._likely_next(state.checker, ())
         self.streams[message.stream_id] = state
@@ -535,10 +600,11 @@ class CheckerCore:
         """
         if state.report is not None or state.lost:
             return []
-        done = set(state.applied)  # its steps outside `_required` (removed in training) are never missing anyway
-        missing = tuple(s for s in self._required if s not in done)
-        if not missing:
+        # Steps outside `_required` (optional, or removed in training) are never missing.
+        never = state.checker.never_done(self._required, state.evidence_now)
+        if not never:
             return []
+        missing = tuple(s for s, _ in never)
         state.report = MissingSteps(
             stream_id=stream_id,
             seq=self._next_seq(state),
@@ -548,11 +614,12 @@ class CheckerCore:
             missing=missing,
             missing_names=tuple(self._name(s) for s in missing),
             replayed=False,
+            probabilities=tuple(round(p, SCORE_DECIMALS) for _, p in never),
         ).fitted()
         return [state.report]
 
     def _likely_next(
-        self, checker: PreconditionChecker, history: tuple[int, ...]
+        self, checker: PreconditionChecker | ProbabilisticChecker, history: tuple[int, ...]
     ) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """The allowed steps, likeliest next first, with their future-step probabilities (ties in graph order).
 
@@ -589,7 +656,11 @@ class CheckerCore:
         history = message.history
         live = message.index if isinstance(message, KeyStepEvent) else -1
         observe = state.checker.observe
-        mistakes = [index for index in range(first, len(history)) if observe(history[index]).is_mistake]
+        # Only the live step comes with the detector's evidence; a step rebuilt from history (a lost message, a
+        # restarted checker) is taken as confirmed with certainty.
+        evidence = _evidence(message) if isinstance(message, KeyStepEvent) else NO_EVIDENCE
+        mistakes = [index for index in range(first, len(history))
+                    if observe(history[index], evidence if index == live else NO_EVIDENCE).is_mistake]
         if first < len(history):
             state.allowed = self._likely_next(state.checker, history)
         state.applied = history
@@ -620,6 +691,7 @@ class CheckerCore:
         verdict = verdict or state.checker.history[index]  # an early alert's verdict is not in the history yet
         missing = tuple(int(m) for m in verdict.missing if m != START)
         forgotten, score = self._forgotten(verdict.step, missing, before)
+        live = isinstance(message, KeyStepEvent | KeyStepOnset) and message.index == index
         return Alert(
             stream_id=stream_id,
             seq=self._next_seq(state),
@@ -638,6 +710,8 @@ class CheckerCore:
             forgotten_name=None if forgotten is None else self._name(forgotten),
             forgotten_score=score,
             rule=self.queries.rule,
+            probability=round(min(1.0, max(0.0, verdict.probability)), SCORE_DECIMALS),
+            video_time=message.start if live and isinstance(message, KeyStepEvent | KeyStepOnset) else None,
         ).fitted()
 
     def _forgotten(
@@ -787,6 +861,12 @@ class CheckerCore:
         return state.seq_out - 1
 
 
+def _evidence(message: KeyStepEvent | KeyStepOnset | Heartbeat) -> StepEvidence:
+    """The detector's evidence a message brings (`graphs.checker.StepEvidence`)."""
+    real = message.real if isinstance(message, KeyStepEvent | KeyStepOnset) else 1.0
+    return StepEvidence.of(message.evidence_steps, message.evidence, real)
+
+
 class CheckerWatcher(Protocol):
     """What watches a checker from outside (the metrics endpoint: `streaming.metrics.CheckerMetrics`)."""
 
@@ -821,7 +901,8 @@ class CheckerService:
     ) -> None:
         self.config = config
         self.core = CheckerCore(
-            graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log
+            graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
+            checking=config.checking,
         )
         self.metrics = metrics
         self._polled_at = time.monotonic()  # when the messages being served were received (for alert_out)
@@ -841,6 +922,9 @@ class CheckerService:
         self.publisher = Publisher(pub)
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
         self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET)
+        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self._welcome_due = False
+        self._last_welcome = float("-inf")
         if metrics is not None:
             self.core.observe = metrics.observe
             metrics.watch(self)
@@ -848,21 +932,42 @@ class CheckerService:
     def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
         """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
         curve = self.config.curve
-        pub, _ = bind(self.ctx, zmq.PUB, alerts, "--publish", curve=curve)
+        pub, _ = bind(self.ctx, zmq.XPUB, alerts, "--publish", curve=curve)
         try:
             sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
         except InputError:
             pub.close()
             raise
-        return pub, subscribe(sub, (b"keystep/", b"heartbeat/", b"onset/"))
+        return pub, subscribe(sub, INPUT_TOPICS)
+
+    def watch_peers(self, malformed: int, over_budget: int) -> None:
+        """After a poll: log what the receiver dropped, count refused handshakes, and greet new subscribers.
+
+        Args:
+            malformed: the receiver's malformed count before the poll.
+            over_budget: the receiver's over-budget count before the poll.
+        """
+        stats, core = self.receiver.stats, self.core
+        if stats.malformed > malformed:
+            core.log_refusal("malformed", stats.malformed, stats.last_error)
+        if stats.over_budget > over_budget:
+            core.log_refusal("over_budget", core.counts["over_budget"] + stats.over_budget,
+                             f"a stream sent more than {STREAM_BUDGET} messages in one poll")
+        for counter in self.handshakes:
+            for why in counter.refused():
+                core.counts["denied"] += 1
+                core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
+        arrived = self.publisher.new_subscribers() > 0
+        self._welcome_due = self._welcome_due or arrived
+        now = core.monotonic()
+        if self._welcome_due and now - self._last_welcome >= WELCOME_GAP_S:
+            self._welcome_due, self._last_welcome = False, now
+            self.send([core.health(stats)])
 
     def reload_keys(self) -> None:
         """Follow the client folder (at most every `streaming.curve_keys.KEY_RELOAD_S`); when a key was removed,
         re-open both sockets so that every client handshakes again and a revoked one is refused."""
-        if self.keys is None:
-            return
-        self.core.counts["denied"] = self.keys.denied
-        if self.keys.reload():
+        if self.keys is not None and self.keys.reload():
             self.reopen()
 
     def reopen(self) -> None:
@@ -871,8 +976,8 @@ class CheckerService:
         Raises:
             RunError: an endpoint could not be bound again (another process took the port meanwhile).
         """
-        self.publisher.sock.close()
-        self.receiver.sock.close()
+        self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)  # the old sockets' refusals
+        self._close_sockets()
         for _ in range(REOPEN_TRIES):
             try:
                 pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint)
@@ -884,6 +989,7 @@ class CheckerService:
                            "was revoked")
         self.publisher.sock = pub
         self.receiver.replace_socket(sub)
+        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -895,10 +1001,12 @@ class CheckerService:
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
-                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending else POLL_MS
+                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending or self._welcome_due else POLL_MS
+                before = (self.receiver.stats.malformed, self.receiver.stats.over_budget)
                 messages = self.receiver.poll(wait_ms)
                 self._polled_at = time.monotonic()
                 self.core.serve(messages, emit=self.send)
+                self.watch_peers(*before)
                 self.reload_keys()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
                 if until is not None and until(self.core):
@@ -942,16 +1050,20 @@ class CheckerService:
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
-            + (f"{self.keys.denied} handshakes refused (key not allowed), " if self.keys is not None else "")
-            + f"{stats.malformed} malformed dropped"
+            f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 
     def close(self) -> None:
         """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
+        self._close_sockets()
+        self._stop_authenticator()
+
+    def _close_sockets(self) -> None:
+        for counter in self.handshakes:
+            counter.close()
         self.publisher.sock.close()
         self.receiver.sock.close()
-        self._stop_authenticator()
 
     def _stop_authenticator(self) -> None:
         if self.authenticator is not None:

@@ -31,6 +31,13 @@ from graphs.options import check_threads
 from graphs.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
+from recognition.evidence import (
+    DEFAULT_FALSE_RATE,
+    DEFAULT_MISS_RATE,
+    EvidenceModel,
+    EvidenceReporter,
+    evidence_model_of,
+)
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
 from streaming.alert_modes import DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES, check_alert_on
@@ -56,6 +63,7 @@ FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apa
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
 READER_JOIN_S = 2.0  # on shutdown, longest wait for each reader thread of a `MultiDetector`
+EVIDENCE_DECIMALS = 4  # evidence on the wire: 2048 steps' take at most 20 KiB, so a message always fits
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,9 @@ class DetectorConfig:
         segmenter: command-line changes to the checkpoint's segmenter settings.
         curve: this detector's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``);
             None: no CURVE (a checker on loopback, or one started with ``--insecure``).
+        default_rates: a checkpoint without measured miss and false-detection rates sends evidence calibrated with
+            `recognition.evidence.DEFAULT_MISS_RATE` and `DEFAULT_FALSE_RATE` (``--default-rates``); without it, such
+            a checkpoint sends no evidence.
     """
 
     stream_id: str = "cam0"
@@ -85,6 +96,7 @@ class DetectorConfig:
     alert_on: str = DEFAULT_ALERT_ON
     segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
     curve: CurveClient | None = None
+    default_rates: bool = False
 
     def __post_init__(self) -> None:
         check_alert_on(self.alert_on)
@@ -112,6 +124,8 @@ class EventPublisher:
         stream_id: the stream's name.
         clock: wall clock for timestamps.
         session: token of this run (random if None); a new one tells the checker to start over.
+        evidence: the stream's evidence (`recognition.evidence`), fed every frame with `frame`; None: the messages
+            carry no evidence, and the checker takes the confirmed steps as certain.
     """
 
     def __init__(
@@ -120,6 +134,7 @@ class EventPublisher:
         stream_id: str,
         clock: Callable[[], float] = time.time,
         session: str | None = None,
+        evidence: EvidenceReporter | None = None,
     ) -> None:
         self.publisher = publisher
         self.stream_id = stream_id
@@ -127,12 +142,40 @@ class EventPublisher:
         self.session = session or secrets.token_hex(6)
         self.history: list[int] = []
         self.seq = 0
+        self.evidence = evidence
+
+    def frame(self, probs: np.ndarray) -> None:
+        """Take one frame's class probabilities ``(C,)`` into the evidence (nothing is sent)."""
+        if self.evidence is not None:
+            self.evidence.update(probs)
+
+    def _evidence(self, start_frame: int | None) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """``(evidence_steps, evidence)`` of a message: as it stood before ``start_frame`` (None: now), rounded for
+        the wire; empty without evidence."""
+        if self.evidence is None:
+            return (), ()
+        steps, q = self.evidence.done_now() if start_frame is None else self.evidence.done_before(start_frame)
+        return steps, tuple(round(v, EVIDENCE_DECIMALS) for v in q)
+
+    def _real(self, step: int, confidence: float, frames: int) -> float:
+        if self.evidence is None:
+            return 1.0
+        return round(self.evidence.real(step, confidence, frames), EVIDENCE_DECIMALS)
 
     def _next_seq(self) -> int:
         self.seq += 1
         return self.seq - 1
 
-    def keystep(self, step: int, name: str, start: float, end: float, confidence: float) -> KeyStepEvent:
+    def keystep(
+        self,
+        step: int,
+        name: str,
+        start: float,
+        end: float,
+        confidence: float,
+        start_frame: int | None = None,
+        frames: int = 0,
+    ) -> KeyStepEvent:
         """Record a confirmed key-step and publish it.
 
         Args:
@@ -141,6 +184,8 @@ class EventPublisher:
             start: segment start (video seconds).
             end: segment end (video seconds).
             confidence: mean probability over the segment.
+            start_frame: the segment's first frame (the evidence sent is as it stood before it); None: now.
+            frames: the segment's length in frames (for the probability that it is real).
 
         Returns:
             The message sent.
@@ -149,6 +194,7 @@ class EventPublisher:
             self.session = secrets.token_hex(6)
             self.history = []
         self.history.append(int(step))
+        evidence_steps, evidence = self._evidence(start_frame)
         message = KeyStepEvent(
             stream_id=self.stream_id,
             seq=self._next_seq(),
@@ -161,6 +207,9 @@ class EventPublisher:
             confidence=float(min(max(confidence, 0.0), 1.0)),
             index=len(self.history) - 1,
             history=tuple(self.history),
+            real=self._real(step, confidence, frames),
+            evidence_steps=evidence_steps,
+            evidence=evidence,
         )
         self.publisher.send(message)
         return message
@@ -175,6 +224,7 @@ class EventPublisher:
         Returns:
             The message sent.
         """
+        evidence_steps, evidence = self._evidence(event.start_frame)
         message = KeyStepOnset(
             stream_id=self.stream_id,
             seq=self._next_seq(),
@@ -188,6 +238,9 @@ class EventPublisher:
             index=len(self.history) + len(event.before),
             before=tuple(int(s) for s in event.before),
             withdrawn=event.withdrawn,
+            real=self._real(event.step, event.confidence, event.frame - event.start_frame + 1),
+            evidence_steps=evidence_steps,
+            evidence=evidence,
         )
         self.publisher.send(message)
         return message
@@ -215,6 +268,7 @@ class EventPublisher:
         Returns:
             The message sent.
         """
+        evidence_steps, evidence = self._evidence(None)
         message = Heartbeat(
             stream_id=self.stream_id,
             seq=self._next_seq(),
@@ -226,6 +280,8 @@ class EventPublisher:
             dropped=int(dropped),
             fps=float(fps),
             ended=ended,
+            evidence_steps=evidence_steps,
+            evidence=evidence,
             **(latency or {}),
         )
         self.publisher.send(message)
@@ -419,6 +475,8 @@ class DetectorStream:
         self.config = config
         segmenter_config = segmenter_config or live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
         self.segmenter = OnlineSegmenter(segmenter_config, checkpoint.class_step_ids)
+        if events.evidence is None:
+            events.evidence = evidence_reporter(checkpoint, segmenter_config, config.default_rates)
         self.onsets = config.alert_on == "onset"
         self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
         self.clock = clock
@@ -457,6 +515,7 @@ class DetectorStream:
         if self.on_frame is not None:
             self.on_frame(frame, features, probs)
         started = time.perf_counter()
+        self.events.frame(probs)
         self._publish(self.segmenter.update_events(probs))
         self.stages.add("segmenter", time.perf_counter() - started)
         self.stats.frames += 1
@@ -496,7 +555,8 @@ class DetectorStream:
                     self.events.onset(seg, self.names.get(seg.step, str(seg.step)))
                 continue
             message = self.events.keystep(
-                seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence
+                seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence,
+                seg.start_frame, seg.end_frame - seg.start_frame,
             )
             self.stats.events += 1
             if self.on_event is not None:
@@ -742,6 +802,38 @@ class MultiDetector:
         while self._finals and self._finals[0][0] <= now:
             _, stream = self._finals.pop(0)
             stream.last_heartbeat()
+def evidence_reporter(
+    checkpoint: DetectorCheckpoint, segmenter: SegmenterConfig, default_rates: bool
+) -> EvidenceReporter | None:
+    """What a stream of this detector reports about its evidence (None: nothing, the checkpoint measured no rates).
+
+    Args:
+        checkpoint: the detector (its ``info["evidence"]``, measured by ``recognition-train``).
+        segmenter: the stream's segmenter settings (the default calibration's window is its ``min_duration``).
+        default_rates: without measured rates, use the default ones (``--default-rates``).
+    """
+    model = evidence_model_of(checkpoint.info, "detector checkpoint")
+    if model is None and default_rates:
+        steps = [s for s in checkpoint.class_step_ids if s is not None]
+        model = EvidenceModel.default(steps, segmenter.min_duration)
+    return None if model is None else EvidenceReporter(model, checkpoint.class_step_ids, checkpoint.fps)
+
+
+def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker: str, default_rates: bool) -> None:
+    """Refuse to run the probabilistic checker on a detector whose miss and false-detection rates were never measured,
+    unless the user accepts the defaults (``--default-rates``).
+
+    Raises:
+        InputError: one line naming the file, the defaults that ``--default-rates`` applies, and the other ways out.
+    """
+    if checker != "probabilistic" or default_rates or evidence_model_of(checkpoint.info, detector) is not None:
+        return
+    raise InputError(
+        f"{detector}: holds no measured miss and false-detection rates, which the probabilistic checker needs "
+        f"(retrain it with recognition-train, which measures them on a validation split); or run with "
+        f"--checker binary, or with --default-rates to assume a miss rate of {DEFAULT_MISS_RATE:.0%} and a "
+        f"false-detection rate of {DEFAULT_FALSE_RATE:.0%} for every step"
+    )
 
 
 def print_warning(line: str) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
 from graphs.safe_text import first_few
@@ -44,10 +45,12 @@ from streaming.detector_service import (
     DetectorConfig,
     EventPublisher,
     check_detector_matches_graph,
+    check_measured_rates,
     live_segmenter_config,
     load_detector_for_stream,
     print_warning,
 )
+from streaming.eval_plots import draw_timelines, pyplot
 from streaming.eval_scores import (
     AnnotatedSegment,
     RaisedAlert,
@@ -58,6 +61,7 @@ from streaming.eval_scores import (
     score_video,
     scores_json,
     total,
+    video_detail,
 )
 from streaming.extractors import FeatureExtractor
 from streaming.feature_extraction import choose_scenario, find_video, read_segments
@@ -67,7 +71,7 @@ from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, open_reader
 from tgml.annotations import load_annotations
 
-EVAL_VERSION = 1  # bump when what a cached result holds changes
+EVAL_VERSION = 2  # bump when what a cached result holds changes
 STREAM_ID = "eval"
 
 
@@ -94,6 +98,9 @@ class EvalConfig:
         use_cache: reuse cached per-video results.
         annotate_out: a folder to write each video with what the system saw drawn over it (``<video>.mp4``).
         preview: show the same in a window while the videos run (needs a display and an OpenCV with a GUI).
+        plots: a folder to draw each video's timeline in (``<video>.png``; ``--plots``).
+        checking: the pre-condition checker (``--checker``, ``--alert-threshold``).
+        default_rates: a detector without measured rates sends evidence with the default ones (``--default-rates``).
     """
 
     graph: str
@@ -114,6 +121,9 @@ class EvalConfig:
     use_cache: bool = True
     annotate_out: str | None = None
     preview: bool = False
+    plots: str | None = None
+    checking: CheckerSettings = field(default_factory=CheckerSettings)
+    default_rates: bool = False
 
     def __post_init__(self) -> None:
         check_alert_on(self.alert_on)
@@ -221,6 +231,7 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
                                                             config.device)
     for line in check_detector_matches_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names):
         warn(line)
+    check_measured_rates(checkpoint, config.detector, config.checking.kind, config.default_rates)
     segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
     digests = {name: _digest(path) for name, path in
                (("graph", config.graph), ("detector", config.detector), ("backbone", config.backbone))}
@@ -241,8 +252,9 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
     """
     fps = chain.checkpoint.fps
     reader = open_reader(str(video.path), ReaderConfig(reader=config.reader, realtime=False, fps=fps))
-    link = CheckerLink(CheckerCore(chain.graph))
-    settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on)
+    link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
+    settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
+                              default_rates=config.default_rates)
     detector = Detector(reader, chain.extractor, chain.model, chain.checkpoint, EventPublisher(link, STREAM_ID),
                         settings, chain.segmenter)
     overlay = None
@@ -280,9 +292,12 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
             start, end = step.start, step.end
         else:  # an early alert never confirmed: its run, from its start to when the alert came
             start, end = link.onset_starts.get(m.index, t), t
-        alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted)
-    recognised = tuple(TimedSegment(s.step, s.start, s.end) for _, s in sorted(steps.items()))
-    return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), stats.frames)
+        alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted, m.missing,
+                                         m.probability)
+    ordered = [s for _, s in sorted(steps.items())]
+    recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in ordered)
+    return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), stats.frames,
+                    tuple(s.confidence for s in ordered))
 
 
 def annotated_path(folder: str | Path, video: str) -> Path:
@@ -309,6 +324,8 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
         "segmenter": asdict(chain.segmenter),
         "alert_on": config.alert_on,
         "reader": config.reader,
+        "checking": asdict(config.checking),
+        "default_rates": config.default_rates,
     }
     return hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -326,8 +343,9 @@ def _load_cached(path: Path) -> VideoRun | None:
             raw["video"],
             tuple(AnnotatedSegment(**s) for s in raw["annotated"]),
             tuple(TimedSegment(**s) for s in raw["recognised"]),
-            tuple(RaisedAlert(**a) for a in raw["alerts"]),
+            tuple(RaisedAlert(**(a | {"missing": tuple(a["missing"])})) for a in raw["alerts"]),
             int(raw["frames"]),
+            tuple(float(c) for c in raw["confidences"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -348,6 +366,7 @@ class EvalResult:
     settings: dict[str, Any]
     cached: int = 0
     disagreements: list[RuleDisagreement] = field(default_factory=list)
+    graph: TaskGraph | None = None  # what the alerts were checked against (names in the JSON detail)
 
 
 def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], None] = print_warning) -> EvalResult:
@@ -369,6 +388,9 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_output(config.annotate_out, "annotated videos folder", folder=True, option="--annotate-out")
     if config.preview:
         check_preview()
+    if config.plots is not None:
+        check_output(config.plots, "timeline plots folder", folder=True, option="--plots")
+        pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
     videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
@@ -404,21 +426,27 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         "graph": config.graph,
         "detector": config.detector,
         "alert_on": config.alert_on,
+        "checker": asdict(config.checking),
         "segmenter": asdict(chain.segmenter),
         "videos": [v.name for v in videos],
     }
-    result = EvalResult(runs, [score_video(r, chain.graph) for r in runs], settings, cached, disagreements)
+    result = EvalResult(runs, [score_video(r, chain.graph) for r in runs], settings, cached, disagreements,
+                        chain.graph)
     if config.json_out is not None:
         write_text(config.json_out, json.dumps(result_json(result), indent=1) + "\n", "results file")
+    if config.plots is not None:
+        Path(config.plots).mkdir(exist_ok=True)  # checked up front: only its parent must exist
+        draw_timelines(runs, chain.graph, config.plots)
     return result
 
 
 def result_json(result: EvalResult) -> dict[str, Any]:
     """The figures of a run as JSON: settings, one entry per video (with its rule disagreements), the total."""
     videos = []
-    for score in result.scores:
+    for score, run in zip(result.scores, result.runs, strict=True):
         disagreements = [asdict(d) for d in result.disagreements if d.video == score.video]
-        videos.append(scores_json(score) | {"rule_disagreements": disagreements})
+        detail = video_detail(run, result.graph) if result.graph is not None else {}
+        videos.append(scores_json(score) | {"rule_disagreements": disagreements} | detail)
     return {"settings": result.settings, "videos": videos, "total": scores_json(total(result.scores))}
 
 

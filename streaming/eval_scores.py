@@ -56,6 +56,8 @@ class RaisedAlert:
         end: end (s) of that segment (for an early alert not confirmed by the end of the video: when it was raised).
         raised: video time (s) at which the alert was raised (the end of the frame that raised it).
         retracted: the alert was withdrawn later (an early alert whose step was not confirmed).
+        missing: the pre-conditions it named as skipped.
+        probability: the checker's probability that it is right (1 from the binary checker).
     """
 
     step: int
@@ -63,17 +65,29 @@ class RaisedAlert:
     end: float
     raised: float
     retracted: bool = False
+    missing: tuple[int, ...] = ()
+    probability: float = 1.0
 
 
 @dataclass(frozen=True)
 class VideoRun:
-    """What the live chain did on one annotated video (what the per-video cache stores)."""
+    """What the live chain did on one annotated video (what the per-video cache stores).
+
+    Attributes:
+        video: its name.
+        annotated: its annotated segments, time order.
+        recognised: the key-steps the chain confirmed, in order.
+        alerts: the alerts raised, in order.
+        frames: frames read.
+        confidences: the mean probability of each recognised segment (same order).
+    """
 
     video: str
     annotated: tuple[AnnotatedSegment, ...]
     recognised: tuple[TimedSegment, ...]
     alerts: tuple[RaisedAlert, ...]
     frames: int = 0
+    confidences: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,23 +200,23 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
         verdict = checker.observe(segment.step)
         if verdict.is_mistake == segment.has_errors:
             continue
-        name = _node_name(graph, segment.step)
+        name = node_name(graph, segment.step)
         if segment.has_errors:
             needs = sorted(graph.preconditions(segment.step), key=graph.index)
-            allowed = ", ".join(_node_name(graph, n) for n in needs)
+            allowed = ", ".join(node_name(graph, n) for n in needs)
             message = (f"{video}: {name} is marked has_errors but the graph lets it follow {allowed}: "
                        "was the graph trained on this video?")
         elif verdict.undefined:
             message = (f"{video}: {name} is not marked has_errors but the graph defines no pre-condition for it "
                        "(a step it never saw), so the checker flags it")
         else:
-            missing = ", ".join(_node_name(graph, n) for n in verdict.missing)
+            missing = ", ".join(node_name(graph, n) for n in verdict.missing)
             message = f"{video}: {name} is not marked has_errors but the graph needs {missing} before it"
         out.append(RuleDisagreement(video, k, segment.step, segment.has_errors, message))
     return out
 
 
-def _node_name(graph: TaskGraph, node: int | str) -> str:
+def node_name(graph: TaskGraph, node: int | str) -> str:
     """A node's name in the graph, or its id when the graph does not know it."""
     return graph.name_of(node) if node in graph.nodes else str(node)
 
@@ -259,6 +273,43 @@ def score_video(run: VideoRun, graph: TaskGraph) -> VideoScores:
         sum(a.retracted for a in run.alerts),
         run.frames,
     )
+
+
+def video_detail(run: VideoRun, graph: TaskGraph) -> dict[str, Any]:
+    """What happened on one video, for a person asking why its figures are what they are (``eval --json``).
+
+    Args:
+        run: what the live chain did.
+        graph: the task graph (names, and the graph rule's mistakes).
+
+    Returns:
+        ``{"recognised": [...], "alerts": [...], "missed": [...]}``: every confirmed step (name, video start and end,
+        confidence); every alert (step, the pre-conditions it named, the video time of the step, when it was raised,
+        its probability, whether it was retracted, and whether it was right under each rule); every annotated
+        mistake no alert caught (under each rule).
+    """
+    mistakes = annotated_mistakes(graph, run.annotated)
+    named = match_alerts(run.alerts, run.annotated)
+    confidences = run.confidences or (None,) * len(run.recognised)
+    recognised = [{"step": s.step, "name": node_name(graph, s.step), "start": round(s.start, 3),
+                   "end": round(s.end, 3), "confidence": None if c is None else round(c, 4)}
+                  for s, c in zip(run.recognised, confidences, strict=True)]
+    alerts = []
+    for alert, k in zip(run.alerts, named.tolist(), strict=True):
+        right = {rule: bool(k >= 0 and mistakes[rule][k]) for rule in RULES}
+        alerts.append({"step": alert.step, "name": node_name(graph, alert.step), "missing": list(alert.missing),
+                       "missing_names": [node_name(graph, m) for m in alert.missing],
+                       "video_time": round(alert.start, 3), "raised": round(alert.raised, 3),
+                       "probability": round(alert.probability, 4), "retracted": alert.retracted,
+                       "annotated_segment": k if k >= 0 else None, "right": right})
+    missed = []
+    caught = set(named.tolist())
+    for k, segment in enumerate(run.annotated):
+        rules = [rule for rule in RULES if mistakes[rule][k]]
+        if rules and k not in caught:
+            missed.append({"segment": k, "step": segment.step, "name": node_name(graph, segment.step),
+                           "start": round(segment.start, 3), "end": round(segment.end, 3), "rules": rules})
+    return {"recognised": recognised, "alerts": alerts, "missed": missed}
 
 
 def total(scores: Sequence[VideoScores]) -> VideoScores:

@@ -5,15 +5,19 @@ Every message is one ZeroMQ multipart message of exactly two frames (pyzmq does 
     frame 0  topic    ASCII  "<kind>/<stream_id>"   e.g. b"keystep/kitchen-cam"
     frame 1  payload  UTF-8  one JSON object        e.g. b'{"version": 2, "kind": "keystep", ...}'
 
-Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The payload object holds
-exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice); tuples travel as JSON
-arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
+Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The checker's input is a bound SUB socket
+subscribed to `INPUT_TOPICS` (a detector connects a PUB, or an XPUB to learn when the subscription has arrived);
+its output a bound XPUB that greets every new subscription with a ``checker`` message (viewers connect SUB).
+The payload object holds exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice);
+tuples travel as JSON arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
 
-    version    int    WIRE_VERSION (2); a receiver refuses any other version
+    version    int    WIRE_VERSION (3); a receiver refuses any other version
     kind       str    "keystep" | "heartbeat" | "onset" (detector -> checker); "step" | "alert" | "missing" |
                       "retraction" | "status" | "checker" (checker -> viewers)
     stream_id  str    1..64 characters from [A-Za-z0-9_.:-]; names one video stream ("checker" for kind checker)
-    seq        int    0..2^53-1, per stream and per sender, +1 for every message sent
+    seq        int    0..2^53-1: one counter per stream and sender, shared by every kind it sends, +1 for each
+                      message (a detector's onsets, key-steps and heartbeats count together; so do the checker's
+                      messages of one stream, and its ``checker`` messages have their own)
     timestamp  float  sender's wall clock (Unix seconds) when the message was made
 
 Kinds (see each dataclass for its own fields): `KeyStepEvent` and `Heartbeat` go from a detector
@@ -22,16 +26,18 @@ to the checker; `StepEvent` (each new key-step, without the detector's session t
 to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's
 whole confirmed-step ``history``, so a checker that restarts mid-stream rebuilds its state from the next message
 it gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. Viewers never get the detector's
-``session`` token: the checker names a detector run to them by ``run``, a digest of the session (`run_of`).
+``session`` token: the checker names a detector run to them by ``run``, a digest of ``"run:" + session``
+(`run_of`).
 `Alert.alert_id` is stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent
 alerts with its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
 within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over). A
 `MissingSteps` report is re-sent the same way, with the id ``"<stream_id>#end"`` (one report per run).
 
-Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, and every item of
-``history``, ``missing``, ``done``, ``allowed``, ``forgotten``) lie in 0..2^31-1; scores (``allowed_scores``,
-``forgotten_score``) in [0, 1]; stage latencies (`LATENCY_FIELDS`, milliseconds) in 0..`MAX_LATENCY_MS`;
-``index`` in 0..`MAX_HISTORY`-1; counters in
+Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, ``forgotten``,
+``confirmed``, and every item of ``history``, ``missing``, ``done``, ``allowed``, ``before``, ``evidence_steps``) lie
+in 0..2^31-1; probabilities and scores (``allowed_scores``, ``forgotten_score``, ``evidence``, ``real``,
+``probability``, ``probabilities``) in [0, 1]; stage latencies (`LATENCY_FIELDS`, milliseconds) in
+0..`MAX_LATENCY_MS`; ``index`` in 0..`MAX_HISTORY`-1; counters in
 0..2^53-1; step names hold at most 512 characters; a history at most `MAX_HISTORY` items and a step list at most
 2048. Every message the checker builds fits `MAX_MESSAGE_BYTES` by construction: an alert whose pre-condition
 names would not fit carries the names of the first ones only (`Alert.fitted`, `MissingSteps.fitted`; ``missing``
@@ -55,7 +61,9 @@ from typing import Any, ClassVar, Final, TypeVar, Union
 
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 
-WIRE_VERSION: Final = 2  # 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`
+# 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`; 3: the detector's evidence
+# (`evidence_steps`, `evidence`, `real`), the alert's `probability` and `video_time`, the report's `probabilities`.
+WIRE_VERSION: Final = 3
 MAX_MESSAGE_BYTES: Final = 64 * 1024  # a history of thousands of steps still fits; anything bigger is refused
 MAX_HISTORY: Final = 4096  # confirmed key-steps per stream a message may carry
 MAX_TEXT: Final = MAX_NAME  # characters in a free-text field (step names), as the file loaders allow
@@ -64,8 +72,10 @@ STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_strea
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 _STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten", "before",
-                                   "confirmed"})
-_SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score"})  # probabilities and scores: [0, 1]
+                                   "confirmed", "evidence_steps"})
+# Probabilities and scores: [0, 1].
+_SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score", "evidence", "real", "probability",
+                                    "probabilities"})
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
 _TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
@@ -157,12 +167,20 @@ class KeyStepEvent(KeyStepSegment):
     Attributes (besides the segment's, `KeyStepSegment`):
         session: random token of the detector run; a new session resets the stream's checker.
         history: every key-step confirmed so far in this session, this one last (``history[index] == step``).
+        evidence_steps: the key-steps the detector reports evidence for (its classes; may be empty).
+        evidence: for each of ``evidence_steps``, the even-odds probability that it was done before this step
+            started, from the detector's output alone (`recognition.evidence`, formula E3), in [0, 1].
+        real: the probability that this detection is real (formula E4), in [0, 1]; 1 from a detector that does not
+            measure it.
     """
 
     KIND: ClassVar[str] = "keystep"
 
     session: str
     history: tuple[int, ...]
+    evidence_steps: tuple[int, ...] = ()
+    evidence: tuple[float, ...] = ()
+    real: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -177,6 +195,9 @@ class Heartbeat(Message):
         dropped: frames a live source dropped to stay real time.
         fps: frames processed per second, recent average.
         ended: true on the last heartbeat of a stream (end of file or shut down).
+        evidence_steps: as `KeyStepEvent.evidence_steps`.
+        evidence: for each of ``evidence_steps``, the even-odds probability that it was done by now (formula E3);
+            the checker's end-of-session report reads the last heartbeat's.
         decode_ms, features_ms, detector_ms, segmenter_ms: mean milliseconds per frame of each stage since the
             previous heartbeat (`LATENCY_FIELDS`; 0 when no frame was processed): a frame's arrival at the reader to
             the model taking it, the feature extractor, the MiniROAD step, the segmenter and publishing.
@@ -191,6 +212,8 @@ class Heartbeat(Message):
     dropped: int
     fps: float
     ended: bool
+    evidence_steps: tuple[int, ...] = ()
+    evidence: tuple[float, ...] = ()
     decode_ms: float = 0.0
     features_ms: float = 0.0
     detector_ms: float = 0.0
@@ -215,6 +238,8 @@ class KeyStepOnset(Message):
         index: the position it will take in the history: ``len(history) + len(before)``.
         before: the steps that will be confirmed before it (the segment still open when it began).
         withdrawn: true when the announcement is withdrawn: the run will not be confirmed as this step.
+        evidence_steps, evidence: as on `KeyStepEvent`, before this run started.
+        real: the probability that this run is a real instance of the step, from the run so far (formula E4).
     """
 
     KIND: ClassVar[str] = "onset"
@@ -228,6 +253,9 @@ class KeyStepOnset(Message):
     index: int
     before: tuple[int, ...]
     withdrawn: bool
+    evidence_steps: tuple[int, ...] = ()
+    evidence: tuple[float, ...] = ()
+    real: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -284,7 +312,9 @@ class Alert(Message):
         missing_names: the names of the first ``len(missing_names)`` of them: all, unless they would not fit one
             message (`fitted`).
         undefined: the step has no pre-conditions in the graph (counted as a mistake by the protocol).
-        event_timestamp: ``timestamp`` of the message that brought the step (for latency figures).
+        event_timestamp: ``timestamp`` of the message that brought the step (for latency figures): the `KeyStepOnset`
+            for an early alert, the `KeyStepEvent` once the step is confirmed, or the message whose history the
+            checker rebuilt the step from (a `Heartbeat` or a later `KeyStepEvent`).
         replayed: false only on the alert sent the moment its key-step arrived; true on an alert rebuilt
             from history (after a checker restart or a lost event) and on the periodic re-sends.
         forgotten: the missing pre-condition most likely forgotten: the one with the highest missing-step score
@@ -293,6 +323,11 @@ class Alert(Message):
         forgotten_name: its name in the task graph (None with ``forgotten``).
         forgotten_score: its missing-step score, in [0, 1] (None with ``forgotten``).
         rule: ``"weighted"`` or ``"binary"``: the procedure-question rule the score comes from.
+        probability: the probability that the alert is right: that the step really happened and a pre-condition was
+            truly skipped, not merely unseen (`graphs.probabilistic_checker`, formula 2), in [0, 1]; 1 from the
+            binary checker (``--checker binary``), which takes what the detector confirmed as certain.
+        video_time: when the step started, in seconds of the stream's video time (None for an alert rebuilt from
+            history, whose step's time the checker never received).
     """
 
     KIND: ClassVar[str] = "alert"
@@ -311,6 +346,8 @@ class Alert(Message):
     forgotten_name: str | None
     forgotten_score: float | None
     rule: str
+    probability: float = 1.0
+    video_time: float | None = None
 
     def fitted(self) -> Alert:
         """This alert, with as many of its pre-condition names as fit in one message (all of them, usually).
@@ -340,6 +377,8 @@ class MissingSteps(Message):
         missing_names: the names of the first ``len(missing_names)`` of them: all, unless they would not fit one
             message (`fitted`).
         replayed: false on the report sent when the session ended; true on the periodic re-sends.
+        probabilities: for each of ``missing``, the probability that it was truly never done (formula 1 of
+            `graphs.probabilistic_checker`), in [0, 1]; 1 each from the binary checker.
     """
 
     KIND: ClassVar[str] = "missing"
@@ -349,6 +388,7 @@ class MissingSteps(Message):
     missing: tuple[int, ...]
     missing_names: tuple[str, ...]
     replayed: bool
+    probabilities: tuple[float, ...]
 
     def fitted(self) -> MissingSteps:
         """This report, with as many step names as fit in one message (all of them, usually; see `Alert.fitted`).
@@ -383,7 +423,7 @@ class Status(Message):
 
     Attributes:
         run: the detector run (`run_of` its session).
-        done: steps recorded as done, in order.
+        done: the steps done, each once, in the order first confirmed.
         allowed: steps whose pre-conditions are all met now, the most likely next first (``allowed_scores``; ties
             in graph order).
         current: step the detector sees right now (None: background).
@@ -391,7 +431,8 @@ class Status(Message):
         frames: frames the detector processed.
         dropped: frames the source dropped.
         fps: detector frame rate.
-        gaps: messages from the detector the checker never received (recovered from history).
+        gaps: the session's messages the checker did not take, by the numbers its ``seq`` skipped (lost on the way,
+            or dropped over a stream's budget); what they said is recovered from the next history.
         ended: the stream has ended (its detector said so).
         lost: no message from the stream for the checker's stream timeout: its detector died or its link broke.
         allowed_scores: the future-step probability of each step of ``allowed`` (same order), given the step done
@@ -437,14 +478,18 @@ class CheckerHealth(Message):
     Attributes:
         streams: streams tracked now.
         lost_streams: how many of them are lost (no message for the stream timeout).
-        received: valid messages received.
+        received: well-formed messages received (whatever became of them next); the malformed ones are not in it,
+            nor those dropped undecoded over a stream's budget.
         malformed: messages dropped undecoded (bad framing, size, JSON, version, field type or range).
         stream_limit: messages refused because every stream slot was taken by a stream that is not idle.
         evicted: idle (ended or lost) streams evicted to make room for a new one.
         unknown_step: messages refused because they name a step id that is not in the task graph.
         over_budget: messages dropped because their stream used its share of a poll (sent again by the detector).
         unsendable: outputs that could not be encoded (a defect; counted, never fatal).
-        denied: CURVE handshakes refused: a client whose key is not in the checker's client folder.
+        denied: handshakes refused on either socket: a client whose key is not in the checker's client folder,
+            one holding another checker's public key, one without CURVE at a CURVE checker (or with CURVE at one
+            without), a connection closed before its handshake ended (a port probe); a refused client that tries
+            again is counted again.
     """
 
     KIND: ClassVar[str] = "checker"
@@ -460,6 +505,9 @@ class CheckerHealth(Message):
     unsendable: int
     denied: int = 0
 
+
+# The topic prefixes the checker's input subscribes to: what a detector sends.
+INPUT_TOPICS: Final = tuple(f"{cls.KIND}/".encode("ascii") for cls in (KeyStepEvent, Heartbeat, KeyStepOnset))
 
 KINDS: Final[dict[str, type[Message]]] = {
     cls.KIND: cls
@@ -628,6 +676,8 @@ def _validate(message: Message) -> None:
                 raise MessageError(f"{kind}.{name} is not finite")
             if name in LATENCY_FIELDS and not 0.0 <= value <= MAX_LATENCY_MS:
                 raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:.0f}")
+            if name in _SCORE_FIELDS and not 0.0 <= value <= 1.0:
+                raise MessageError(f"{kind}.{name} = {value} is not in [0, 1]")
         elif isinstance(value, int):
             highest = MAX_STEP_ID if name in _STEP_FIELDS else MAX_HISTORY - 1 if name == "index" else MAX_COUNT
             if not 0 <= value <= highest:
@@ -650,6 +700,14 @@ def _validate(message: Message) -> None:
             raise MessageError(f"retraction.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
         if (message.confirmed is None) != (message.confirmed_name is None):
             raise MessageError("retraction.confirmed and retraction.confirmed_name go together (or both null)")
+    if isinstance(message, KeyStepEvent | KeyStepOnset | Heartbeat):
+        if len(message.evidence) != len(message.evidence_steps):
+            raise MessageError(f"{kind}.evidence has {len(message.evidence)} items for "
+                               f"{len(message.evidence_steps)} evidence_steps")
+        if len(set(message.evidence_steps)) != len(message.evidence_steps):
+            raise MessageError(f"{kind}.evidence_steps names a step twice")
+    if isinstance(message, Alert) and message.video_time is not None and message.video_time < 0:
+        raise MessageError(f"alert.video_time = {message.video_time} must not be negative")
     if isinstance(message, Heartbeat | Status) and message.fps < 0:
         raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
     if isinstance(message, Alert | MissingSteps) and len(message.missing_names) > len(message.missing):
@@ -663,6 +721,9 @@ def _validate(message: Message) -> None:
             raise MessageError(f"missing.missing_id {message.missing_id!r:.80} must be '<stream_id>#end'")
         if not message.missing:
             raise MessageError("missing.missing is empty: a session that did every required step is not reported")
+        if len(message.probabilities) != len(message.missing):
+            raise MessageError(f"missing.probabilities has {len(message.probabilities)} items for "
+                               f"{len(message.missing)} missing steps")
     if isinstance(message, Status) and len(message.allowed_scores) != len(message.allowed):
         raise MessageError(f"status.allowed_scores has {len(message.allowed_scores)} items for "
                            f"{len(message.allowed)} allowed steps")

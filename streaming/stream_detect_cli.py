@@ -49,6 +49,7 @@ from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_F
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
 if TYPE_CHECKING:
+    from graphs.checker_settings import CheckerSettings
     from recognition.segmenter import SegmenterOverrides
     from streaming.checker_service import CheckerConfig
     from streaming.curve_keys import CurveClient
@@ -70,6 +71,12 @@ The other sub-commands split the same chain over machines (checker, detector,
 view), score it on annotated videos (eval) or write CURVE keys (keys); each has
 its own --help."""
 TOP_USAGE = "stream-detect [run] --video SOURCE [options]\n       stream-detect {detector,checker,view,eval,keys} ..."
+CHECKER_HELP = """Checks the key-steps of any number of detector streams against a task graph, and publishes
+alerts and the state of every stream. Once both sockets are bound it writes
+'checker: detectors connect to ENDPOINT, viewers to ENDPOINT' on stderr (the real
+port where port 0 was asked); it logs refused messages and handshakes there as
+they happen, and one summary line when it stops. Messages, sockets and ranges:
+docs/wire-format.md; keys: docs/deployment.md."""
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -141,6 +148,44 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
                         f"step turns out to be another) or once it is confirmed (end); default {DEFAULT_ALERT_ON}")
 
 
+def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
+    """Which pre-condition checker the streams get (and, where a detector runs here, what its evidence assumes)."""
+    from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER
+    from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD
+
+    p.add_argument("--checker", default=DEFAULT_CHECKER, choices=CHECKERS,
+                   help="probabilistic: weigh what the detector may have missed, one alert per omission; binary: "
+                        f"take every confirmed step as certain (the PREGO protocol); default {DEFAULT_CHECKER}")
+    p.add_argument("--alert-threshold", type=_number, metavar="P", default=DEFAULT_ALERT_THRESHOLD,
+                   help="the probabilistic checker alerts when a pre-condition was skipped with at least this "
+                        f"probability, in (0, 1): lower catches more, higher cries wolf less (default "
+                        f"{DEFAULT_ALERT_THRESHOLD:g})")
+    if detector:
+        _default_rates_arg(p)
+
+
+def _default_rates_arg(p: argparse.ArgumentParser) -> None:
+    from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE
+
+    p.add_argument("--default-rates", action="store_true",
+                   help="for a detector trained before recognition-train measured its miss and false-detection "
+                        f"rates: assume {100 * DEFAULT_MISS_RATE:.0f}%% and {100 * DEFAULT_FALSE_RATE:.0f}%% for every "
+                        "step")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _checking(args: argparse.Namespace) -> CheckerSettings:
+    from graphs.checker_settings import CheckerSettings
+
+    return CheckerSettings(args.checker, args.alert_threshold)
+
+
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:
     from recognition.segmenter import SegmenterOverrides
 
@@ -155,7 +200,7 @@ def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> N
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
-                   help="a stream with no heartbeat for this long is shown as lost (default 5)")
+                   help="a stream with no message for this long is shown as lost (default 5; at least 1)")
 
 
 def _graph_or_demo(p: argparse.ArgumentParser) -> None:
@@ -201,17 +246,26 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)
     _server_curve_args(run)
+    _checking_args(run)
     det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker")
     _video_args(det, many=True)
-    det.add_argument("--connect", default="tcp://127.0.0.1:5555", help="the checker's --bind endpoint")
+    det.add_argument("--connect", default="tcp://127.0.0.1:5555",
+                     help="the checker's --bind endpoint (waits up to 10 s for it to answer and subscribe)")
     _client_curve_args(det)
+    _default_rates_arg(det)
     _watch_args(det)
-    chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out")
+    chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out",
+                         description=CHECKER_HELP)
     _graph_or_demo(chk)
-    chk.add_argument("--bind", default="tcp://127.0.0.1:5555", help="endpoint detectors connect to")
-    chk.add_argument("--publish", default="tcp://127.0.0.1:5556", help="endpoint viewers connect to")
+    chk.add_argument("--bind", default="tcp://127.0.0.1:5555",
+                     help="endpoint detectors connect to: a SUB socket subscribed to keystep/, heartbeat/ and onset/ "
+                          "(connect a PUB, or an XPUB to learn when the subscription has arrived)")
+    chk.add_argument("--publish", default="tcp://127.0.0.1:5556",
+                     help="endpoint viewers connect to: an XPUB socket (connect a SUB; each new subscription is "
+                          "greeted with a checker message)")
     _stream_timeout_arg(chk)
     _server_curve_args(chk)
+    _checking_args(chk, detector=False)
     _watch_args(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
@@ -229,7 +283,10 @@ def build_parser() -> ArgumentParser:
     which.add_argument("--videos-list", type=_names, metavar="A,B", help="videos to evaluate, comma-separated")
     which.add_argument("--split", help="split.json of a feature folder: evaluate its test videos")
     _segmenter_args(ev)
-    ev.add_argument("--json", dest="json_out", metavar="OUT", help="also write the figures as JSON")
+    ev.add_argument("--json", dest="json_out", metavar="OUT",
+                    help="also write the figures as JSON, with every recognised step, alert and missed mistake")
+    ev.add_argument("--plots", metavar="DIR", help="draw each video's timeline to DIR/<video>.png: annotated steps, "
+                                                    "recognised steps, alerts (needs the plot extra)")
     _overlay_args(ev, "DIR", "write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts")
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -238,8 +295,13 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     ev.add_argument("--ignore-names", action="store_true",
                     help="run even if the detector and the graph name the steps differently (with a warning)")
+    _checking_args(ev)
     _client_curve_args(view)
-    keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients")
+    keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients",
+                          description="Writes DIR/checker.key (public) and DIR/checker.key_secret, and "
+                                      "DIR/clients/NAME.key and NAME.key_secret per client: text files, each key 40 "
+                                      "Z85 characters on a 'public-key = \"...\"' or 'secret-key = \"...\"' "
+                                      "line (format and where each file goes: docs/deployment.md).")
     keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
     keys.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
                       help=f"comma-separated client names (default {','.join(DEFAULT_CLIENTS)}); "
@@ -329,7 +391,8 @@ def _run(args: argparse.Namespace) -> int:
 
     checker, own = _checker_config(args, own_client=True)
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
-                              segmenter=_overrides(args), curve=own)  # connects where the checker binds
+                              segmenter=_overrides(args), curve=own,  # connects where the checker binds
+                              default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
                              preview=args.preview))
 
@@ -352,7 +415,7 @@ def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple
     if curve is not None and own is not None:
         curve = replace(curve, extra_clients=(own.public,))
     config = CheckerConfig(args.bind, args.publish, stream_timeout_s=args.stream_timeout, curve=curve,
-                           insecure=args.insecure)
+                           insecure=args.insecure, checking=_checking(args))
     exposed = [e for e in (config.bind_events, config.bind_alerts) if not is_local(e)]
     if args.insecure and curve is None and exposed:
         print(printable(f"warning: --insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this "
@@ -451,6 +514,7 @@ def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
 
 def _detector(args: argparse.Namespace) -> int:
     """``stream-detect detector``: one or several sources through one model, publishing to a checker."""
+    from recognition.evidence import evidence_model_of
     from streaming.curve_keys import client_curve
     from streaming.detector_service import DetectorConfig, open_streams, run_detectors, stream_ids_for
     from streaming.service_log import ServiceLog
@@ -459,7 +523,7 @@ def _detector(args: argparse.Namespace) -> int:
     ids = stream_ids_for(args.video, args.stream_id or ())
     config = DetectorConfig(stream_id=ids[0], connect=args.connect, threads=args.threads,
                             alert_on=args.alert_on, segmenter=_overrides(args),
-                            curve=client_curve(args.curve_server, args.curve_secret))
+                            curve=client_curve(args.curve_server, args.curve_secret), default_rates=args.default_rates)
 
     def metrics() -> Any:
         from streaming.metrics import DetectorMetrics
@@ -469,6 +533,10 @@ def _detector(args: argparse.Namespace) -> int:
     with _metrics_server(args, metrics) as watcher:
         opened = open_streams([_source(args, video) for video in args.video], args.threads,
                               warn=log.warning)
+        if not args.default_rates and evidence_model_of(opened.checkpoint.info, args.detector) is None:
+            log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "
+                        "evidence, and a probabilistic checker takes their confirmed steps as certain (retrain it "
+                        "with recognition-train, or give --default-rates)")
         stats = run_detectors(opened.readers, opened.model, opened.checkpoint, opened.extractor, config, ids,
                               threading.Event(), watcher=watcher)
     for sid, run in zip(ids, stats, strict=True):
@@ -491,7 +559,8 @@ def _eval(args: argparse.Namespace) -> int:
         names=args.videos_list or (), split=args.split, demo=args.demo, backbone=args.backbone,
         alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
         device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
-        annotate_out=args.annotate_out, preview=args.preview,
+        annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args), plots=args.plots,
+        default_rates=args.default_rates,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"

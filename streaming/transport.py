@@ -10,11 +10,16 @@
   peer that sends a larger one), at most `RECV_HWM` messages wait per peer, one poll takes at most
   `RECV_BATCH` messages or `RECV_BUDGET_S` seconds of receiving, and a receiver may give each topic (each
   stream) a budget of valid messages per poll, beyond which messages are dropped before they are decoded;
-- ZeroMQ never says that nobody listens at a connected endpoint, so a sender that must reach its
-  peer connects with ``wait_s`` (`connect`; the detector waits `CONNECT_WAIT_S`);
+- ZeroMQ never says that nobody listens at a connected endpoint, and a PUB socket drops what it sends before the
+  subscriber's subscription has reached it, so a sender that must reach its peer connects with ``wait_s``
+  (`connect`; the detector waits `CONNECT_WAIT_S`): its socket is an XPUB, which sends as a PUB does and receives
+  the peer's subscriptions, and the call returns once the peer subscribed to the checker's input topics;
+- a bound XPUB (the checker's output) learns of each new subscriber (`Publisher.new_subscribers`), so the checker
+  can greet it: the sign a viewer waits for before it counts on receiving everything;
 - beyond loopback, sockets use CURVE (`streaming.curve_keys`): `bind` makes a CURVE server socket, `connect` a
-  CURVE client, and a refused handshake is named (`HandshakeWatch`). `check_exposure` refuses to bind beyond
-  loopback without CURVE unless the user says ``--insecure``.
+  CURVE client, and a refused handshake is named (`HandshakeWatch`) on the client's side and counted
+  (`HandshakeCounter`) on the server's. `check_exposure` refuses to bind beyond loopback without CURVE unless the
+  user says ``--insecure``.
 
 Endpoints are ZeroMQ strings: ``tcp://127.0.0.1:5555`` (port 0 or ``*`` picks a free port on bind;
 IPv6 addresses in brackets, ``tcp://[::1]:5555``), ``ipc:///tmp/x.sock``, ``inproc://name``. A port or
@@ -35,7 +40,7 @@ import re
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -44,7 +49,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from graphs.errors import InputError
 from streaming.curve_keys import CurveClient, CurveServer
-from streaming.messages import MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
+from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
 HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
@@ -57,6 +62,12 @@ RECV_BUDGET_S: Final = 0.02  # most time one poll spends receiving, so a flood c
 RECV_HWM: Final = 128
 VIEW_RECV_HWM: Final = 10_000  # a viewer trusts its checker, whose periodic re-sends come in bursts
 MAX_FRAMES: Final = 2  # topic and payload: a message with more is dropped as it is received, never kept
+# Subscription messages an XPUB reads per call (`Publisher.new_subscribers`): a peer that subscribes in a loop cannot
+# hold the sender; the rest wait for the next call.
+SUBSCRIPTIONS_PER_CALL: Final = 256
+# An XPUB's subscriptions are read every this many sends (a read that finds none costs about as much as a send).
+READ_SUBSCRIPTIONS_EVERY: Final = 64
+SUBSCRIBED: Final = b"\x01"  # the first byte of a subscription message an XPUB receives (0: an unsubscription)
 CONNECT_WAIT_S: Final = 10.0  # longest a detector waits for its checker to answer before it refuses to run
 # libzmq drops a frame larger than this, and the connection of the peer that sent it, before Python sees it. Up to
 # it, an oversized payload is received and counted as malformed (a sender's bug is reported, not silent). libzmq
@@ -160,8 +171,10 @@ def check_exposure(endpoint: str, option: str, curve: bool, insecure: bool) -> N
 def _configure(sock: zmq.Socket, endpoint: str, recv_hwm: int = RECV_HWM) -> None:
     sock.setsockopt(zmq.LINGER, LINGER_MS)
     sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
-    if sock.type == zmq.PUB:
+    if sock.type in (zmq.PUB, zmq.XPUB):
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+        if sock.type == zmq.XPUB:  # every subscriber's subscription, not only a topic's first: each one is greeted
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)
     else:
         sock.setsockopt(zmq.RCVHWM, recv_hwm)
     if endpoint.startswith("tcp://["):  # libzmq refuses IPv6 addresses unless asked ("No such device")
@@ -191,7 +204,7 @@ def bind(
 
     Args:
         ctx: the ZeroMQ context.
-        kind: socket type (``zmq.PUB``, ``zmq.SUB``).
+        kind: socket type (``zmq.XPUB`` or ``zmq.PUB``, ``zmq.SUB``).
         endpoint: where to bind; a tcp port of 0 picks a free one.
         option: the option the endpoint came from, named in errors.
         curve: the server's keys: the socket is a CURVE server, and the context's ZAP handler
@@ -230,6 +243,7 @@ def connect(
     wait_s: float = 0.0,
     recv_hwm: int = RECV_HWM,
     curve: CurveClient | None = None,
+    topics: tuple[bytes, ...] = INPUT_TOPICS,
 ) -> zmq.Socket:
     """Create a socket and connect it (ZeroMQ reconnects by itself if the peer restarts).
 
@@ -238,32 +252,70 @@ def connect(
     ZeroMQ handshake with the peer) within that many seconds, or the call fails; a handshake the peer refuses
     (a key it does not allow, the wrong checker key, CURVE on one side only) fails at once, saying which.
 
+    A PUB socket drops what it sends until the subscriber's subscriptions have reached it, and cannot tell when
+    that is; so with ``wait_s`` a PUB is opened as an XPUB (it sends exactly as a PUB does, and receives the
+    subscriptions as messages) and the call also waits, within the same ``wait_s``, until the peer has subscribed
+    to every prefix of ``topics``: from then on nothing sent is lost for want of a subscription.
+
     Args:
         ctx: the ZeroMQ context.
         kind: socket type.
         endpoint: the peer's bound endpoint.
         option: the option the endpoint came from, named in errors.
-        wait_s: if > 0, wait up to this long for the peer to answer.
+        wait_s: if > 0, wait up to this long for the peer to answer (and a PUB for its subscriptions).
         recv_hwm: messages queued before libzmq stops reading (`RECV_HWM`; a viewer uses `VIEW_RECV_HWM`).
         curve: this client's CURVE keys and the checker's public key; None: no encryption (NULL mechanism).
+        topics: the prefixes a waiting PUB waits to see subscribed (default: those the checker's input takes).
 
     Returns:
-        The connected socket.
+        The connected socket (an XPUB for a PUB with ``wait_s``: send to it through a `Publisher`, which reads
+        the subscriptions that come again after every reconnection).
 
     Raises:
-        InputError: a bad endpoint, CURVE on inproc, a refused handshake, or no peer answered within ``wait_s``.
+        InputError: a bad endpoint, CURVE on inproc, a refused handshake, or no peer answered (or subscribed)
+            within ``wait_s``.
     """
+    if kind == zmq.PUB and wait_s > 0:
+        kind = zmq.XPUB
     sock, watch = _open(ctx, kind, endpoint, option, recv_hwm, curve, watch=wait_s > 0)
     if watch is not None:
+        deadline = time.monotonic() + wait_s
         try:
             if not watch.wait(wait_s):
                 raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
+            if kind == zmq.XPUB and not _await_subscriptions(sock, topics, deadline, watch):
+                raise InputError(f"{option} {endpoint}: the peer answered but did not subscribe to "
+                                 f"{b', '.join(topics).decode()} within {wait_s:g} s (is it the checker's --bind "
+                                 "endpoint?)")
         except BaseException:
             watch.close()
             sock.close()
             raise
         watch.close()
     return sock
+
+
+def _await_subscriptions(
+    sock: zmq.Socket, topics: tuple[bytes, ...], deadline: float, watch: HandshakeWatch
+) -> bool:
+    """Read an XPUB's subscription messages (byte 1, then the prefix) until every topic is subscribed.
+
+    Returns:
+        False if the deadline passed first.
+
+    Raises:
+        InputError: a later handshake was refused meanwhile (the peer changed its keys).
+    """
+    wanted = set(topics)
+    while wanted:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0 or not sock.poll(left_ms):
+            return False
+        message = sock.recv()
+        if message[:1] == SUBSCRIBED:
+            wanted.discard(message[1:])
+        watch.check()
+    return True
 
 
 def connect_watched(
@@ -378,13 +430,7 @@ class HandshakeWatch:
         Raises:
             InputError: the peer refused a handshake.
         """
-        while True:
-            try:
-                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            parsed = parse_monitor_message(frames)
-            event, value = int(parsed["event"]), int(parsed["value"])
+        for event, value in _monitor_events(self.monitor):
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.succeeded = True
             else:
@@ -410,6 +456,69 @@ class HandshakeWatch:
         self.monitor.close()
 
 
+def _monitor_events(monitor: zmq.Socket, most: int | None = None) -> Iterator[tuple[int, int]]:
+    """The events queued on a socket monitor, ``(event, value)``, without blocking (at most ``most`` of them)."""
+    taken = 0
+    while most is None or taken < most:
+        try:
+            frames = monitor.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        taken += 1
+        parsed = parse_monitor_message(frames)
+        yield int(parsed["event"]), int(parsed["value"])
+
+
+# What a server counts as a refused handshake: ZAP said no (a key not allowed), the handshake failed (no CURVE,
+# another server's key, another security mechanism), or the connection closed before its handshake ended. The last
+# is needed: a client that finds a mechanism it does not speak in the server's greeting may hang up before the server
+# has read the client's, and the server then sees a closed connection, not a mismatch. A port probe counts too. A
+# peer of a socket type the server does not pair with is disconnected after a handshake that raises no event at all.
+_REFUSED_EVENTS: Final = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+MONITOR_EVENTS_PER_CALL: Final = 1024  # a client refused in a loop cannot hold the server's loop
+
+
+class HandshakeCounter:
+    """The handshakes a bound socket refused, and why (a socket monitor on the server's side).
+
+    libzmq refuses a client with another server's key or without CURVE before ZAP is asked, so counting ZAP denials
+    alone would miss them; the monitor sees every refusal.
+
+    Args:
+        sock: a bound socket.
+    """
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.curve = bool(sock.getsockopt(zmq.CURVE_SERVER))
+        self.monitor = sock.get_monitor_socket(_REFUSED_EVENTS)
+
+    def refused(self) -> list[str]:
+        """The handshakes refused since the last call, one reason each (never blocks)."""
+        return [self._reason(event, value) for event, value in _monitor_events(self.monitor, MONITOR_EVENTS_PER_CALL)]
+
+    def _reason(self, event: int, value: int) -> str:
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return "a client key that is not in the client folder"
+        if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+            return ("a connection closed before its handshake ended (a client without CURVE at a checker with it, or "
+                    "the reverse, may close so; so does a port probe)")
+        if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            return "a client without CURVE keys" if self.curve else "a client with CURVE keys (this checker has none)"
+        if value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+            return "a client holding another checker's public key (--curve-server)"
+        return "a handshake that broke the ZeroMQ protocol"
+
+    def close(self) -> None:
+        """Stop counting (the socket stays open)."""
+        if not self.sock.closed:
+            self.sock.disable_monitor()
+        self.monitor.close()
+
+
 def subscribe(sock: zmq.Socket, prefixes: tuple[bytes, ...] = (b"",)) -> zmq.Socket:
     """Subscribe a SUB socket to topic prefixes (default: everything)."""
     for prefix in prefixes:
@@ -418,20 +527,46 @@ def subscribe(sock: zmq.Socket, prefixes: tuple[bytes, ...] = (b"",)) -> zmq.Soc
 
 
 class Publisher:
-    """Sends messages on a PUB socket; never blocks (a full queue drops, as PUB does).
+    """Sends messages on a PUB or XPUB socket; never blocks (a full queue drops, as PUB does).
+
+    An XPUB receives its subscribers' subscriptions as messages (byte 1 or 0, then the prefix); they are read by
+    `new_subscribers` (the checker calls it every loop) and every `READ_SUBSCRIPTIONS_EVERY` sends (a detector never
+    calls it), so they never pile up.
 
     Args:
-        sock: a bound or connected PUB socket.
+        sock: a bound or connected PUB or XPUB socket.
     """
 
     def __init__(self, sock: zmq.Socket) -> None:
         self.sock = sock
+        self._subscribed = 0
+        self._sent = 0
 
     def send(self, message: Message) -> None:
         """Encode and send one message."""
+        self._sent += 1
+        if self._sent % READ_SUBSCRIPTIONS_EVERY == 0:
+            self._read_subscriptions()
         # Copied: frames of at most 64 KiB are cheaper to copy than to lend (13 against 17 us a message on loopback;
         # pyzmq copies anything under its 64 KiB threshold anyway, after building a frame object for it).
         self.sock.send_multipart(encode(message))
+
+    def new_subscribers(self) -> int:
+        """How many subscriptions arrived since the last call (an XPUB's; always 0 on a PUB)."""
+        self._read_subscriptions()
+        count, self._subscribed = self._subscribed, 0
+        return count
+
+    def _read_subscriptions(self) -> None:
+        if self.sock.type != zmq.XPUB:
+            return
+        for _ in range(SUBSCRIPTIONS_PER_CALL):
+            try:
+                message = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if message[:1] == SUBSCRIBED:
+                self._subscribed += 1
 
 
 @dataclass

@@ -292,7 +292,7 @@ def _health(health: CheckerHealth) -> Text | None:
         return None
     line = f"checker: {health.streams} streams ({health.lost_streams} lost), {health.evicted} idle evicted"
     line += f"; messages refused: {', '.join(parts)}" if parts else ""
-    line += f"; {health.denied} handshakes refused (key not allowed)" if health.denied else ""
+    line += f"; {health.denied} handshakes refused" if health.denied else ""
     return Text(line, style="yellow")
 
 

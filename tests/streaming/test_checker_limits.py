@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from graphs.checker_settings import CheckerSettings
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 from graphs.task_graph import TaskGraph
 from streaming.checker_service import (
@@ -76,8 +77,9 @@ def test_a_step_outside_the_graph_is_refused_counted_and_the_next_message_served
 
 
 def test_a_replayed_history_sends_one_status_and_only_the_newest_rebuilt_alerts() -> None:
-    # A new session with a 4096-step history of mistakes sent 4097 messages (58 ms of CPU each).
-    core = CheckerCore(tea_graph())
+    # A new session with a 4096-step history of mistakes sent 4097 messages (58 ms of CPU each). The binary checker
+    # alerts on every one of them (the probabilistic one once: one omission, one alert).
+    core = CheckerCore(tea_graph(), checking=CheckerSettings("binary"))
     history = (MISTAKE_STEP,) * MAX_HISTORY  # boil_water every time, the kettle never filled: all mistakes
     out = core.handle(beat(history=history))
     alerts = [m for m in out if isinstance(m, Alert)]

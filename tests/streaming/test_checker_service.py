@@ -15,7 +15,7 @@ from streaming.checker_service import CheckerConfig, CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, CheckerHealth, Heartbeat, Status, StepEvent
-from streaming.transport import Publisher, connect
+from streaming.transport import Publisher, Receiver, connect, subscribe
 from streaming.view import ViewState
 from streaming.viewer import Viewer
 from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
@@ -224,3 +224,29 @@ def test_an_ended_stream_makes_room_for_a_new_one_at_the_stream_limit() -> None:
     out = core.serve([Heartbeat("garage", 1, 3.0, "b", (), None, 0, 0, 0.0, False)])
     assert [m.stream_id for m in out] == ["garage"] and list(core.streams) == ["garage"]
     assert core.refused == 1 and core.counts["evicted"] == 1
+
+
+def test_a_new_subscriber_is_greeted_at_once_with_the_checkers_health(tmp_path: Path) -> None:
+    # Without the greeting, a viewer that joins after the first health message waits a whole status period (here an
+    # hour) to learn that its subscription is in place.
+    with running_checker(tmp_path, status_period_s=3600.0) as (ctx, service, _thread):
+        first, second = (Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint), (b"checker/",)))
+                         for _ in range(2))
+        got: list[object] = []
+        assert wait_for(lambda: any(isinstance(m, CheckerHealth) for m in got), 10.0,
+                        lambda: got.extend(first.poll(20)))
+        late = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint), (b"checker/",)))
+        got.clear()
+        assert wait_for(lambda: any(isinstance(m, CheckerHealth) for m in got), 10.0,
+                        lambda: got.extend(late.poll(20)))
+        for receiver in (first, second, late):
+            receiver.sock.close()
+
+
+def test_a_detector_that_waited_for_its_checker_loses_not_even_its_first_message(tmp_path: Path) -> None:
+    with running_checker(tmp_path) as (ctx, service, _thread):
+        sock = connect(ctx, zmq.PUB, service.events_endpoint, wait_s=10.0)  # answered, and subscribed
+        assert sock.type == zmq.XPUB
+        Publisher(sock).send(keystep((1,), 0))  # at once: a PUB that did not wait drops it
+        assert wait_for(lambda: "cam0" in service.core.streams, 10.0)
+        sock.close()

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from streaming.checker_service import CheckerCore
 from streaming.demo.procedure import STEP_IDS, name_of
-from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, decode, encode
+from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode
 from streaming.view import ViewState, render
 from tests.streaming.helpers import keystep, tea_graph
 
@@ -82,3 +82,25 @@ def test_an_onset_of_a_step_not_in_the_graph_is_refused_counted_and_the_next_one
     assert served(core, onset((GET_CUP,), 42, 1)) == []
     assert core.counts["unknown_step"] == 1
     assert [type(m).__name__ for m in served(core, onset((GET_CUP,), BOIL, 2))] == ["Alert"]
+
+
+def test_onsets_share_the_streams_seq_and_are_no_gap() -> None:
+    # The detector numbers onsets, key-steps and heartbeats with one counter: every onset used to count as a gap.
+    core = CheckerCore(tea_graph())
+    out = served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1), onset((GET_CUP,), BOIL, 2, withdrawn=True),
+                 keystep((GET_CUP, FILL), 3))
+    assert [m.gaps for m in out if isinstance(m, Status)][-1] == 0
+    out = served(core, onset((GET_CUP, FILL), BOIL, 6), keystep((GET_CUP, FILL, BOIL), 7))  # 4 and 5 never came
+    assert [m.gaps for m in out if isinstance(m, Status)][-1] == 2
+
+
+def test_a_replay_served_after_an_onset_of_its_poll_is_no_gap() -> None:
+    # A key-step that applies many steps at once is served after the onsets of its poll; it came, it is no gap.
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0))
+    history = (GET_CUP, *[FILL] * 100)
+    out = core.serve([keystep(history, 1), onset(history, BOIL, 2)])
+    assert [m.gaps for m in out if isinstance(m, Status)][-1] == 0
+    longer = (*history, *[FILL] * 100)  # and one superseded by a later one of its poll: it came too
+    out = core.serve([keystep(longer, 3), onset(longer, BOIL, 4), keystep((*longer, BOIL), 5)])
+    assert [m.gaps for m in out if isinstance(m, Status)][-1] == 0

@@ -126,10 +126,31 @@ def demo_eval(demo_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     results = {}
     for mode in ("end", "onset"):
         path = out / f"{mode}.json"
-        drawn = ["--annotate-out", str(out / "annotated")] if mode == "onset" else []
+        drawn = ["--annotate-out", str(out / "annotated")] if mode == "onset" else ["--plots", str(out / "plots")]
         assert stream_detect(["eval", "--demo", "--alert-on", mode, "--json", str(path), "--quiet", *drawn]) == 0
-        results[mode] = json.loads(path.read_text()) | {"annotated": str(out / "annotated")}
+        results[mode] = json.loads(path.read_text()) | {"annotated": str(out / "annotated"),
+                                                        "plots": str(out / "plots")}
     return results
+
+
+def test_the_json_says_what_was_recognised_and_why_each_alert_was_right(demo_eval: dict[str, dict]) -> None:
+    by_video = {v["video"]: v for v in demo_eval["end"]["videos"]}
+    mistake = by_video["demo:mistake"]
+    # get_cup, boil_water (too early), fill_kettle, add_teabag, pour_water, add_milk.
+    assert [s["name"] for s in mistake["recognised"]][:3] == ["get_cup", "boil_water", "fill_kettle"]
+    assert all(0.0 <= s["confidence"] <= 1.0 and s["start"] < s["end"] for s in mistake["recognised"])
+    (alert,) = mistake["alerts"]
+    assert alert["name"] == "boil_water" and alert["missing_names"] == ["fill_kettle"]
+    assert alert["right"] == {"graph": True, "has_errors": True} and not alert["retracted"]
+    assert alert["probability"] == 1.0  # the binary checker, the default: certain
+    assert 0 <= alert["video_time"] < alert["raised"]
+    assert mistake["missed"] == [] and by_video["demo:correct"]["alerts"] == []
+
+
+def test_plots_draw_one_timeline_per_video(demo_eval: dict[str, dict]) -> None:
+    plots = sorted(p.name for p in Path(demo_eval["end"]["plots"]).iterdir())
+    assert plots == ["demo-correct.png", "demo-missing.png", "demo-mistake.png"]
+    assert all((Path(demo_eval["end"]["plots"]) / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
 
 
 def test_eval_on_the_demo_catches_the_one_mistake_and_recognises_every_step(demo_eval: dict[str, dict]) -> None:

@@ -41,6 +41,7 @@ def missing_steps(**fields: object) -> MissingSteps:
     values: dict[str, object] = {
         "stream_id": "cam0", "seq": 5, "timestamp": 2.3, "missing_id": "cam0#end", "run": run_of("s1"),
         "missing": (4, 6), "missing_names": ("add_teabag", "add_milk"), "replayed": False,
+        "probabilities": (0.9, 1.0),
     }
     return MissingSteps(**(values | fields))  # type: ignore[arg-type]
 
@@ -65,7 +66,7 @@ def frames_of(body: dict, topic: bytes = b"keystep/cam0") -> list[bytes]:
 @pytest.mark.parametrize(
     ("mutate", "reason"),
     [
-        (lambda b: b.update(version=3), "version"),
+        (lambda b: b.update(version=4), "version"),
         (lambda b: b.update(version=1), "version"),  # the first wire version handed session tokens to viewers
         (lambda b: b.update(kind="pickle"), "kind"),
         (lambda b: b.pop("seq"), "missing"),
@@ -85,6 +86,12 @@ def frames_of(body: dict, topic: bytes = b"keystep/cam0") -> list[bytes]:
         (lambda b: b.update(stream_id="bad id!"), "stream_id"),
         (lambda b: b.update(index=0), "index"),
         (lambda b: b.update(end=0.5), "before start"),
+        (lambda b: b.update(evidence_steps=[1, 2], evidence=[0.5]), "evidence has 1 items for 2"),
+        (lambda b: b.update(evidence_steps=[1, 1], evidence=[0.5, 0.5]), "names a step twice"),
+        (lambda b: b.update(evidence_steps=[1], evidence=[1.5]), r"evidence\[\] must be numbers in \[0, 1\]"),
+        (lambda b: b.update(evidence_steps=[-1], evidence=[0.5]), r"evidence_steps\[\] must be step ids"),
+        (lambda b: b.update(real=-0.1), r"keystep.real = -0.1 is not in \[0, 1\]"),
+        (lambda b: b.update(real=None), "must be a number"),
     ],
 )
 def test_malformed_payloads_are_refused(mutate: object, reason: str) -> None:
@@ -156,6 +163,8 @@ def test_a_full_history_encodes_and_decodes_in_one_pass() -> None:
         (lambda b: b.update(missing=[], missing_names=[]), "missing.missing is empty"),
         (lambda b: b.update(missing=[4, -1]), r"missing\[\] must be step ids"),
         (lambda b: b.update(missing=[4]), "more names than"),
+        (lambda b: b.update(probabilities=[0.5]), "probabilities has 1 items for 2"),
+        (lambda b: b.update(probabilities=[0.5, 1.5]), r"probabilities\[\] must be numbers in \[0, 1\]"),
         (lambda b: b.update(missing_names=["add_teabag", 6]), "string"),
         (lambda b: b.update(missing_id="cam0#1"), "'<stream_id>#end'"),
         (lambda b: b.update(run="a token?"), "run"),
@@ -175,10 +184,11 @@ def test_malformed_missing_steps_reports_are_refused(mutate: object, reason: str
 def test_missing_steps_report_keeps_every_id_and_the_names_that_fit() -> None:
     # 2048 steps of 512-character names would be 1 MiB: the ids all go, with the names of the first ones.
     ids = tuple(range(2048))
-    report = missing_steps(missing=ids, missing_names=tuple("n" * 512 for _ in ids)).fitted()
+    names = tuple("n" * 512 for _ in ids)
+    report = missing_steps(missing=ids, missing_names=names, probabilities=(1.0,) * 2048).fitted()
     frames = encode(report)
     assert len(frames[1]) <= MAX_MESSAGE_BYTES and decode(frames) == report
-    assert report.missing == ids and 100 < len(report.missing_names) < 2048
+    assert report.missing == ids and 50 < len(report.missing_names) < 2048
     assert missing_steps().fitted() == missing_steps()
 
 

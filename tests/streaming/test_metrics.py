@@ -84,16 +84,13 @@ def test_the_detector_endpoint_counts_frames_per_stream_and_times_each_stage(tmp
     readers = [open_reader(str(v), ReaderConfig(fps=checkpoint.fps)) for v in videos]
     metrics = DetectorMetrics()
     server = MetricsServer(LOOPBACK, metrics.registry)
-    ctx = zmq.Context()
     try:
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.LINGER, 0)
-        port = sub.bind_to_random_port("tcp://127.0.0.1")  # the checker's place: it answers the connection
-        config = DetectorConfig(connect=f"tcp://127.0.0.1:{port}")
-        stats = run_detectors(readers, model, checkpoint, extractor, config, ["a", "b"], ctx=ctx, watcher=metrics)
-        samples = scrape(server)
+        with running_checker(tmp_path) as (ctx, service, _thread):
+            config = DetectorConfig(connect=service.events_endpoint)
+            stats = run_detectors(readers, model, checkpoint, extractor, config, ["a", "b"], ctx=ctx,
+                                  watcher=metrics)
+            samples = scrape(server)
     finally:
-        ctx.destroy(linger=0)
         server.close()
     assert [s.frames for s in stats] == [10, 5]
     assert samples['stream_detect_frames_read_total{stream="a"}'] == 10

@@ -17,6 +17,7 @@ from streaming.checker_service import CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
 from streaming.detector_service import EventPublisher
 from streaming.messages import (
+    WIRE_VERSION,
     Alert,
     CheckerHealth,
     Heartbeat,
@@ -87,7 +88,7 @@ def test_empty_view_says_it_is_waiting_and_counts_malformed() -> None:
 
 def test_jsonl_line_is_the_wire_payload() -> None:
     line = json.loads(jsonl_line(alert()))
-    assert line["kind"] == "alert" and line["version"] == 2 and line["missing_names"] == ["fill_kettle"]
+    assert line["kind"] == "alert" and line["version"] == WIRE_VERSION and line["missing_names"] == ["fill_kettle"]
 
 
 def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -> None:
@@ -141,7 +142,7 @@ def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
     try:
         pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
         body = json.loads(jsonl_line(alert()))
-        body["version"] = 3
+        body["version"] = WIRE_VERSION + 1
 
         def publish() -> None:
             while not stop.wait(0.02):
@@ -159,9 +160,10 @@ def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
     finally:
         ctx.destroy(linger=0)
     lines = err.getvalue().splitlines()
-    assert lines[0] == f"view: dropping malformed messages from {endpoint} (first: unsupported version 3 " \
-                       "(this program speaks 2))"
-    assert lines[-1].startswith("view: ") and "malformed messages dropped (last: unsupported version 3" in lines[-1]
+    assert lines[0] == f"view: dropping malformed messages from {endpoint} (first: unsupported version " \
+                       f"{WIRE_VERSION + 1} (this program speaks {WIRE_VERSION}))"
+    assert lines[-1].startswith("view: ")
+    assert f"malformed messages dropped (last: unsupported version {WIRE_VERSION + 1}" in lines[-1]
     assert out.getvalue() == ""
 
 
@@ -186,7 +188,7 @@ def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zm
                      99, name, 0.5, "binary")
                for k, name in enumerate(HOSTILE_NAMES)]
     hostile += [StepEvent("kitchen", 50, 1.0, 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0, run="r")]
-    hostile += [MissingSteps("kitchen", 51, 1.0, "kitchen#end", "r", (98, 99), HOSTILE_NAMES[:2], False)]
+    hostile += [MissingSteps("kitchen", 51, 1.0, "kitchen#end", "r", (98, 99), HOSTILE_NAMES[:2], False, (1.0, 1.0))]
     hostile += [status("r", done=(0, 1), allowed=(7,), current=3)]
     assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events
                     and viewer.state.missing, 10.0,
@@ -239,6 +241,7 @@ def report(run: str = "s", replayed: bool = False, **fields: Any) -> MissingStep
     values: dict[str, Any] = {
         "stream_id": "kitchen", "seq": 9, "timestamp": 3.0, "missing_id": "kitchen#end", "run": run,
         "missing": (4, 6), "missing_names": ("add_teabag", "add_milk"), "replayed": replayed,
+        "probabilities": (1.0, 1.0),
     }
     return MissingSteps(**(values | fields))
 
@@ -248,7 +251,8 @@ def test_the_steps_an_ended_session_never_did_are_shown_once_per_run() -> None:
     assert "never done" not in draw(state)  # no table until a session ends without a step
     assert state.apply(report())
     assert not state.apply(report(replayed=True))  # the periodic re-send
-    assert state.apply(report("t", missing=(6,), missing_names=()))  # the next run: its names did not fit
+    # The next run: its names did not fit.
+    assert state.apply(report("t", missing=(6,), missing_names=(), probabilities=(1.0,)))
     text = draw(state)
     assert "never done (session ended)" in text
     assert "add_teabag, add_milk" in text and text.count("add_milk") == 2  # the view names what did not fit

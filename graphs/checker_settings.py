@@ -1,0 +1,71 @@
+"""Which pre-condition checker a stream runs (``--checker``, ``--alert-threshold``), and a new one of it.
+
+``probabilistic`` (the default) weighs the detector's evidence (`graphs.probabilistic_checker`); ``binary`` takes what
+the detector confirmed as certain (`graphs.checker`, the PREGO protocol, which the benchmark tables use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
+from graphs.errors import InputError
+from graphs.probabilistic_checker import (
+    DEFAULT_ALERT_THRESHOLD,
+    DEFAULT_PRIOR_SKIP,
+    ProbabilisticChecker,
+    check_probability,
+)
+from graphs.task_graph import TaskGraph
+
+CHECKERS: Final = ("probabilistic", "binary")
+DEFAULT_CHECKER: Final = "binary"  # probabilistic once recognition-train measures the rates (issue 23)
+
+
+class StepChecker(Protocol):
+    """What the live checker and the benchmarks ask of a pre-condition checker (both checkers have it)."""
+
+    @property
+    def history(self) -> Iterable[StepVerdict]: ...
+
+    @property
+    def done(self) -> tuple[int, ...]: ...
+
+    def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict: ...
+
+    def verdict(self, step: int, also_done: Iterable[int] = (), evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict:
+        ...
+
+    def never_done(self, required: Iterable[int], evidence: StepEvidence = NO_EVIDENCE) -> list[tuple[int, float]]:
+        ...
+
+    def allowed_next(self) -> tuple[int, ...]: ...
+
+
+@dataclass(frozen=True)
+class CheckerSettings:
+    """The checker every stream of a run gets.
+
+    Args:
+        kind: ``"probabilistic"`` or ``"binary"`` (``--checker``).
+        alert_threshold: ``tau`` of the probabilistic checker, in (0, 1) (``--alert-threshold``).
+        prior_skip: ``rho`` of the probabilistic checker, in (0, 1).
+    """
+
+    kind: str = DEFAULT_CHECKER
+    alert_threshold: float = DEFAULT_ALERT_THRESHOLD
+    prior_skip: float = DEFAULT_PRIOR_SKIP
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHECKERS:
+            raise InputError(f"--checker {self.kind!r}: choose one of {', '.join(CHECKERS)}")
+        check_probability(self.alert_threshold, "--alert-threshold")
+        check_probability(self.prior_skip, "prior skip probability")
+
+    def new(self, graph: TaskGraph) -> PreconditionChecker | ProbabilisticChecker:
+        """A fresh checker of this kind for one stream."""
+        if self.kind == "binary":
+            return PreconditionChecker(graph)
+        return ProbabilisticChecker(graph, self.alert_threshold, self.prior_skip)

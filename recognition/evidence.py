@@ -1,0 +1,302 @@
+"""The detector's evidence that each key-step was done, and its calibrated meaning.
+
+The probabilistic checker (`graphs.probabilistic_checker`) needs, for every key-step, how strongly the detector's
+output says it was done, including evidence that never reached the segmenter's confirmation, and how likely the
+detection it is checking is real. Both come from here (docs/method.md, "The probabilistic checker").
+
+**Done evidence.** With ``p_s(t)`` the detector's probability of step ``s`` at frame ``t`` (one-hot for label input)
+and ``n`` frames the confirmation length ``W`` (the segmenter's ``min_duration``)::
+
+    x_s(t) = max_{t' <= t} (1/n) * sum_{tau = t'-n+1}^{t'} p_s(tau)                      (E1)
+
+the strongest stretch of ``W`` seconds of ``s`` seen so far, in [0, 1]: near 1 for a step seen clearly for ``W``
+seconds, in between for one glimpsed in flicker or below the confirmation threshold, 0 for one never seen.
+
+**Detection evidence.** A segment (or a provisional onset) of mean probability ``c`` lasting ``d`` seconds::
+
+    y = c * min(1, d / W)                                                                 (E2)
+
+so a short, low-confidence detection carries little weight.
+
+**Calibration** (`recognition.evidence_calibration`, on validation videos at training time) turns both into
+probabilities with per-step logistic curves::
+
+    q_s(x) = sigmoid(a_s + b * x - beta)        even-odds P(s done | x)                   (E3)
+    r_s(y) = sigmoid(c_s + d * y)               P(a detection of s with evidence y is real) (E4)
+
+``beta`` is the log-odds of "done" among the calibration pairs, removed so that ``q_s / (1 - q_s)`` is the likelihood
+ratio ``P(x | done) / P(x | not done)`` and the checker can apply its own prior. The measured per-step miss rate
+and false-detection rate are kept beside the curves (they are what a user reads; the curves are what the checker
+uses).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from graphs.errors import InputError
+
+EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
+# A step's evidence is recorded again only when it grew by this much: at most 1 / BREAKPOINT_STEP records per step
+# and stream, and a lookup is off by less than this.
+BREAKPOINT_STEP: Final = 0.005
+# What applies when a detector's checkpoint holds no measured rates (trained before they were measured): a detector
+# that misses one step in five and whose confirmed detections are wrong one time in ten.
+DEFAULT_MISS_RATE: Final = 0.2
+DEFAULT_FALSE_RATE: Final = 0.1
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def window_evidence(probs: np.ndarray, window: int) -> np.ndarray:
+    """Formula (E1) over a whole recording: the running maximum of ``window``-frame means.
+
+    Args:
+        probs: ``(T, C)`` per-frame class probabilities (or one-hot labels).
+        window: ``n``, frames of the confirmation length (>= 1). The first ``n - 1`` frames are averaged over ``n``
+            too: a stream that has just started has not yet shown a whole stretch.
+
+    Returns:
+        ``(T, C)`` ``x[t, s]``: the evidence of class ``s`` after frame ``t``.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    csum = np.cumsum(p, axis=0)  # (T, C)
+    lagged = np.zeros_like(csum)
+    lagged[window:] = csum[:-window]
+    means = (csum - lagged) / window
+    return np.maximum.accumulate(means, axis=0)
+
+
+def detection_evidence(confidence: float, duration_s: float, window_s: float) -> float:
+    """Formula (E2): the evidence one detection carries, from its mean probability and duration."""
+    return float(np.clip(confidence, 0.0, 1.0) * min(1.0, max(duration_s, 0.0) / window_s))
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+@dataclass(frozen=True)
+class EvidenceModel:
+    """The calibration of a detector's evidence (formulas E3, E4), stored in its checkpoint.
+
+    Attributes:
+        step_ids: the key-steps the curves are for, in the detector's class order (background left out).
+        window_s: ``W``, the confirmation length the evidence is measured over, in seconds.
+        done_intercepts: ``a_s`` per step.
+        done_slope: ``b``.
+        done_base: ``beta``, the log-odds of "done" among the calibration pairs.
+        real_intercepts: ``c_s`` per step.
+        real_slope: ``d``.
+        miss_rates: per step, the share of its annotated segments that no confirmed detection of it overlapped.
+        false_rates: per step, the share of its confirmed detections not on an annotated segment of it.
+        source: ``"validation"`` (measured on the videos named in ``videos``) or ``"default"``.
+        videos: the validation videos the rates were measured on.
+        pairs: calibration pairs behind (E3); detections: detections behind (E4).
+    """
+
+    step_ids: tuple[int, ...]
+    window_s: float
+    done_intercepts: tuple[float, ...]
+    done_slope: float
+    done_base: float
+    real_intercepts: tuple[float, ...]
+    real_slope: float
+    miss_rates: tuple[float, ...]
+    false_rates: tuple[float, ...]
+    source: str = "validation"
+    videos: tuple[str, ...] = ()
+    pairs: int = 0
+    detections: int = 0
+
+    def __post_init__(self) -> None:
+        k = len(self.step_ids)
+        for name in ("done_intercepts", "real_intercepts", "miss_rates", "false_rates"):
+            values = getattr(self, name)
+            if len(values) != k:
+                raise InputError(f"evidence model: {name} has {len(values)} values for {k} steps")
+        numbers = [self.window_s, self.done_slope, self.done_base, self.real_slope, *self.done_intercepts,
+                   *self.real_intercepts, *self.miss_rates, *self.false_rates]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
+            raise InputError("evidence model: every coefficient and rate must be a finite number")
+        if not self.window_s > 0:
+            raise InputError(f"evidence model: window_s = {self.window_s} must be > 0")
+        if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
+            raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
+        if self.source not in ("validation", "default"):
+            raise InputError(f"evidence model: source {self.source!r} must be 'validation' or 'default'")
+
+    def done_probabilities(self, x: np.ndarray) -> np.ndarray:
+        """Formula (E3): even-odds ``q_s`` for the evidence ``x`` ``(K,)`` of every step, in `step_ids` order."""
+        z = np.asarray(self.done_intercepts) + self.done_slope * np.asarray(x, dtype=np.float64) - self.done_base
+        return _sigmoid(z)
+
+    def real_probability(self, step_index: int, y: float) -> float:
+        """Formula (E4): the probability that a detection of ``step_ids[step_index]`` with evidence ``y`` is real."""
+        return 1.0 / (1.0 + math.exp(-(self.real_intercepts[step_index] + self.real_slope * y)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (``format`` EVIDENCE_FORMAT), as stored in a checkpoint."""
+        return {"format": EVIDENCE_FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "evidence model") -> EvidenceModel:
+        """Read `to_dict`'s form back, every field checked.
+
+        Raises:
+            InputError: naming ``where`` and what is wrong.
+        """
+        if not isinstance(data, Mapping):
+            raise InputError(f"{where}: expected an object, got {type(data).__name__}")
+        if data.get("format") != EVIDENCE_FORMAT:
+            raise InputError(f"{where}: format {data.get('format')!r} is not {EVIDENCE_FORMAT}")
+        fields = {k: v for k, v in data.items() if k != "format"}
+        tuples = ("step_ids", "done_intercepts", "real_intercepts", "miss_rates", "false_rates", "videos")
+        try:
+            for name in tuples:
+                value = fields.get(name, ())
+                if not isinstance(value, list | tuple):
+                    raise InputError(f"{where}: {name} must be a list")
+                fields[name] = tuple(value)
+            if not all(isinstance(s, int) and not isinstance(s, bool) for s in fields["step_ids"]):
+                raise InputError(f"{where}: step_ids must be integers")
+            if not all(isinstance(v, str) for v in fields["videos"]):
+                raise InputError(f"{where}: videos must be names")
+            return cls(**fields)
+        except TypeError as err:
+            raise InputError(f"{where}: {err}") from None
+        except InputError as err:
+            raise InputError(f"{where}: {str(err).removeprefix('evidence model: ')}") from None
+
+    @classmethod
+    def default(cls, step_ids: Sequence[int], window_s: float) -> EvidenceModel:
+        """The model that applies without measured rates: `DEFAULT_MISS_RATE` and `DEFAULT_FALSE_RATE` for every step.
+
+        The curves pass through the two points these rates give: ``x = 0`` (never seen) has the likelihood ratio
+        ``m / (1 - f)`` and ``x = 1`` (seen clearly) ``(1 - m) / f``; a detection with ``y = 1`` is real with
+        probability ``1 - f``, one with ``y = 0`` with probability ``f``.
+        """
+        m, f = DEFAULT_MISS_RATE, DEFAULT_FALSE_RATE
+        low, high = _logit(m / (m + 1 - f)), _logit((1 - m) / (1 - m + f))
+        k = len(step_ids)
+        return cls(tuple(int(s) for s in step_ids), float(window_s), (low,) * k, high - low, 0.0,
+                   (_logit(f),) * k, _logit(1 - f) - _logit(f), (m,) * k, (f,) * k, source="default")
+
+
+class EvidenceTracker:
+    """Formula (E1) online, one frame at a time, and looked up at any past frame (a segment's start).
+
+    Each step's evidence only grows, so it is kept as its breakpoints: a record each time it has grown by
+    `BREAKPOINT_STEP`, at most ``1 / BREAKPOINT_STEP`` records per step.
+
+    Args:
+        num_classes: ``C``, the detector's classes.
+        window: ``n``, frames of the confirmation length.
+    """
+
+    def __init__(self, num_classes: int, window: int) -> None:
+        if window < 1:
+            raise InputError(f"evidence window {window}: must be >= 1 frame")
+        self.window = window
+        self._ring = np.zeros((window, num_classes), dtype=np.float64)
+        self._sum = np.zeros(num_classes, dtype=np.float64)
+        self._best = np.zeros(num_classes, dtype=np.float64)
+        self._recorded = np.zeros(num_classes, dtype=np.float64)
+        self._frames: list[list[int]] = [[] for _ in range(num_classes)]  # per class: frames of its breakpoints
+        self._values: list[list[float]] = [[] for _ in range(num_classes)]
+        self.frame = 0  # frames seen
+
+    def update(self, probs: np.ndarray) -> None:
+        """Take one frame's class probabilities ``(C,)``."""
+        slot = self.frame % self.window
+        self._sum += probs - self._ring[slot]
+        self._ring[slot] = probs
+        np.maximum(self._best, self._sum / self.window, out=self._best)
+        grown = np.flatnonzero(self._best - self._recorded >= BREAKPOINT_STEP)
+        for c in grown.tolist():  # rare: a class's evidence grows by 0.005 at most 200 times per stream
+            self._frames[c].append(self.frame)
+            self._values[c].append(float(self._best[c]))
+            self._recorded[c] = self._best[c]
+        self.frame += 1
+
+    def before(self, frame: int, classes: Sequence[int]) -> np.ndarray:
+        """Evidence of ``classes`` as it stood before ``frame`` (after frame ``frame - 1``).
+
+        Args:
+            frame: a frame index (a segment's first frame).
+            classes: class indexes.
+
+        Returns:
+            ``(len(classes),)`` evidence values (to within `BREAKPOINT_STEP`).
+        """
+        out = np.zeros(len(classes), dtype=np.float64)
+        for i, c in enumerate(classes):
+            k = bisect.bisect_left(self._frames[c], frame)
+            if k:
+                out[i] = self._values[c][k - 1]
+        return out
+
+    def now(self, classes: Sequence[int]) -> np.ndarray:
+        """Evidence of ``classes`` after the last frame."""
+        return self._best[np.asarray(classes, dtype=np.int64)].copy()
+
+
+class EvidenceReporter:
+    """What a detector stream sends about its evidence: a tracker and the checkpoint's calibration together.
+
+    Args:
+        model: the calibration (`EvidenceModel`), measured or default.
+        class_step_ids: the detector's class -> step id map (None: background).
+        fps: frames per second of the stream.
+    """
+
+    def __init__(self, model: EvidenceModel, class_step_ids: Sequence[int | None], fps: float) -> None:
+        self.model = model
+        index = {s: c for c, s in enumerate(class_step_ids) if s is not None}
+        missing = [s for s in model.step_ids if s not in index]
+        if missing:
+            raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
+        self.classes = [index[s] for s in model.step_ids]
+        self._row = {s: i for i, s in enumerate(model.step_ids)}
+        self.window = max(1, round(model.window_s * fps))
+        self.fps = fps
+        self.tracker = EvidenceTracker(len(class_step_ids), self.window)
+
+    def update(self, probs: np.ndarray) -> None:
+        """Take one frame's class probabilities ``(C,)``."""
+        self.tracker.update(probs)
+
+    def done_before(self, frame: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """``(steps, q)``: formula (E3) for every step, with the evidence as it stood before ``frame``."""
+        q = self.model.done_probabilities(self.tracker.before(frame, self.classes))
+        return self.model.step_ids, tuple(float(v) for v in q)
+
+    def done_now(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """``(steps, q)``: formula (E3) for every step, with the evidence so far."""
+        q = self.model.done_probabilities(self.tracker.now(self.classes))
+        return self.model.step_ids, tuple(float(v) for v in q)
+
+    def real(self, step: int, confidence: float, frames: int) -> float:
+        """Formula (E4) for a detection of ``step`` of mean probability ``confidence`` lasting ``frames`` frames."""
+        row = self._row.get(step)
+        if row is None:
+            return 1.0
+        return self.model.real_probability(row, detection_evidence(confidence, frames / self.fps, self.model.window_s))
+
+
+def evidence_model_of(info: Mapping[str, Any], where: str) -> EvidenceModel | None:
+    """The calibration a checkpoint's ``info`` holds under ``"evidence"`` (None: not measured, an older checkpoint).
+
+    Raises:
+        InputError: naming ``where`` when the entry is there but malformed.
+    """
+    data = info.get("evidence")
+    return None if data is None else EvidenceModel.from_dict(data, f"{where}: info.evidence")

@@ -1,0 +1,185 @@
+"""Calibrating a detector's evidence on validation videos (formulas E3 and E4 of `recognition.evidence`).
+
+At training time ``recognition-train`` runs the kept model causally over the validation videos (never the test
+split) and measures, per key-step:
+
+- **done curve (E3)**: at every moment the checker asks "was ``s`` done?" (the start of each annotated segment, and
+  the end of the video), a pair ``(x_s, done_s)``: the evidence (E1) as it stood then, and whether ``s`` was
+  annotated before. A logistic curve with one slope and a per-step intercept is fitted to the pairs;
+- **real curve (E4)**: every segment the online segmenter confirms, with its evidence (E2) and whether it is real
+  (at least half of its frames annotated with its step);
+- **miss rate**: the share of annotated segments of ``s`` that no confirmed detection of ``s`` overlaps, and
+  **false-detection rate**: the share of confirmed detections of ``s`` that are not real.
+
+Per-step intercepts are pulled towards the common one by a quadratic penalty (`SHRINK`): a step seen in only one or
+two validation videos gets the common curve, nudged by its own data. The slopes are kept non-negative (more evidence
+never makes "done" less likely).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import numpy as np
+
+from graphs.errors import InputError
+from recognition.evidence import EvidenceModel, detection_evidence, window_evidence
+from recognition.segmenter import OnlineSegmenter, SegmenterConfig
+
+SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
+RIDGE: Final = 1e-3  # penalty on the common intercept and slope: keeps a fit on separable pairs finite
+NEWTON_STEPS: Final = 50
+
+
+def fit_shrunk_logistic(
+    x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int
+) -> tuple[float, float, np.ndarray]:
+    """Logistic regression ``logit P(y=1) = alpha + b * x + delta_g`` by Newton's method, ``delta`` shrunk to 0.
+
+    Minimises ``sum_i [log(1 + e^z_i) - y_i z_i] + SHRINK/2 * |delta|^2 + RIDGE/2 * (alpha^2 + b^2)``; if the
+    slope comes out negative it is fixed at 0 and the intercepts refitted.
+
+    Args:
+        x: ``(N,)`` evidence values.
+        group: ``(N,)`` group (step) index of each pair, in ``0..groups-1``.
+        y: ``(N,)`` 0/1 labels.
+        groups: number of groups.
+
+    Returns:
+        ``(alpha, b, delta (groups,))``.
+    """
+    n = len(x)
+    design = np.zeros((n, 2 + groups), dtype=np.float64)  # (N, 2 + G): [1, x, one-hot group]
+    design[:, 0] = 1.0
+    design[:, 1] = x
+    design[np.arange(n), 2 + group] = 1.0
+    penalty = np.full(2 + groups, SHRINK)
+    penalty[:2] = RIDGE
+    for use_slope in (True, False):
+        cols = np.ones(2 + groups, dtype=bool)
+        cols[1] = use_slope
+        a, pen = design[:, cols], penalty[cols]
+        theta = np.zeros(cols.sum())
+        for _ in range(NEWTON_STEPS):
+            p = 1.0 / (1.0 + np.exp(-(a @ theta)))
+            grad = a.T @ (p - y) + pen * theta
+            hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(pen)
+            delta = np.linalg.solve(hess, grad)
+            theta -= delta
+            if np.abs(delta).max() < 1e-9:
+                break
+        if not use_slope:
+            return float(theta[0]), 0.0, theta[1:]
+        if theta[1] >= 0:
+            return float(theta[0]), float(theta[1]), theta[2:]
+    raise AssertionError("unreachable")
+
+
+def annotated_runs(labels: np.ndarray, background: set[int]) -> list[tuple[int, int, int]]:
+    """``(class, first frame, end frame)`` of each maximal run of one key-step class in per-frame labels."""
+    if len(labels) == 0:
+        return []
+    change = np.flatnonzero(np.diff(labels)) + 1
+    starts = np.r_[0, change]
+    ends = np.r_[change, len(labels)]
+    return [(int(labels[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True) if int(labels[s]) not in
+            background]
+
+
+def _rates(hits: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Per-step shares, with the pooled share where a step has nothing to count."""
+    pooled = hits.sum() / totals.sum() if totals.sum() else 0.0
+    return np.where(totals > 0, hits / np.maximum(totals, 1), pooled)
+
+
+def calibrate_evidence(
+    validation: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    class_step_ids: Sequence[int | None],
+    fps: float,
+    segmenter: SegmenterConfig,
+) -> EvidenceModel:
+    """Measure a detector's evidence on its validation videos (see the module docstring).
+
+    Args:
+        validation: ``{video: (probs (T, C), targets (T, C))}``: the model's causal probabilities and the annotated
+            per-frame targets (one-hot or smoothed: the largest entry is the label).
+        class_step_ids: class -> step id (None: background).
+        fps: feature frames per second.
+        segmenter: the segmenter settings the detector runs with (its ``min_duration`` is the window ``W``).
+
+    Returns:
+        The calibrated `EvidenceModel`.
+
+    Raises:
+        InputError: no validation video, or none with an annotated key-step.
+    """
+    if not validation:
+        raise InputError("evidence calibration: no validation video (the validation split is empty)")
+    key = [c for c, s in enumerate(class_step_ids) if s is not None]
+    steps = [s for s in class_step_ids if s is not None]
+    row = {c: i for i, c in enumerate(key)}
+    background = {c for c, s in enumerate(class_step_ids) if s is None}
+    window_s = segmenter.min_duration
+    window = max(1, round(window_s * fps))
+    xs, groups, ys = [], [], []
+    det_y, det_group, det_real = [], [], []
+    seg_hit = np.zeros(len(key))
+    seg_total = np.zeros(len(key))
+    for probs, targets in validation.values():
+        labels = np.asarray(targets).argmax(axis=1)
+        runs = annotated_runs(labels, background)
+        evidence = window_evidence(np.asarray(probs)[:, key], window)  # (T, K)
+        # The checker asks at each annotated start (evidence from the frames before it) and at the end.
+        asks = [start for _, start, _ in runs] + [len(labels)]
+        first_seen = np.full(len(key), np.iinfo(np.int64).max)
+        for c, start, _ in runs:
+            first_seen[row[c]] = min(first_seen[row[c]], start)
+        for frame in asks:
+            x = evidence[frame - 1] if frame > 0 else np.zeros(len(key))
+            xs.append(x)
+            groups.append(np.arange(len(key)))
+            ys.append((first_seen < frame).astype(np.float64))
+        segmenter_run = OnlineSegmenter(segmenter, class_step_ids)
+        events = [e for p in np.asarray(probs) for e in segmenter_run.update(p)] + segmenter_run.flush()
+        detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
+        for e in events:
+            if e.class_index not in row:
+                continue
+            real = float(np.mean(labels[e.start_frame : e.end_frame] == e.class_index)) >= 0.5
+            det_y.append(detection_evidence(e.confidence, (e.end_frame - e.start_frame) / fps, window_s))
+            det_group.append(row[e.class_index])
+            det_real.append(float(real))
+            detected[e.start_frame : e.end_frame] = e.class_index
+        for c, start, end in runs:
+            seg_total[row[c]] += 1
+            seg_hit[row[c]] += bool(np.any(detected[start:end] == c))
+    if not seg_total.any():
+        raise InputError("evidence calibration: no validation video shows an annotated key-step")
+    x_all, g_all, y_all = np.concatenate(xs), np.concatenate(groups), np.concatenate(ys)
+    alpha, slope, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key))
+    share = float(np.clip(y_all.mean(), 1e-3, 1 - 1e-3))
+    det = np.asarray(det_real, dtype=np.float64)
+    if len(det):
+        r_alpha, r_slope, r_delta = fit_shrunk_logistic(np.asarray(det_y), np.asarray(det_group, dtype=np.int64),
+                                                        det, len(key))
+    else:  # the segmenter confirmed nothing: the default curve (real when seen clearly, not when not)
+        fallback = EvidenceModel.default(steps, window_s)
+        r_alpha, r_slope, r_delta = fallback.real_intercepts[0], fallback.real_slope, np.zeros(len(key))
+    false_hits = np.bincount(np.asarray(det_group, dtype=np.int64), weights=1.0 - det, minlength=len(key))
+    det_total = np.bincount(np.asarray(det_group, dtype=np.int64), minlength=len(key)).astype(np.float64)
+    return EvidenceModel(
+        step_ids=tuple(int(s) for s in steps),
+        window_s=float(window_s),
+        done_intercepts=tuple(float(alpha + d) for d in delta),
+        done_slope=slope,
+        done_base=float(np.log(share / (1 - share))),
+        real_intercepts=tuple(float(r_alpha + d) for d in r_delta),
+        real_slope=r_slope,
+        miss_rates=tuple(float(v) for v in 1.0 - _rates(seg_hit, seg_total)),
+        false_rates=tuple(float(v) for v in _rates(false_hits, det_total)),
+        source="validation",
+        videos=tuple(validation),
+        pairs=len(y_all),
+        detections=len(det),
+    )

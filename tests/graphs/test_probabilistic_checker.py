@@ -1,0 +1,132 @@
+"""The probabilistic checker on hand-computed examples (graphs/probabilistic_checker.py, formulas (1) and (2))."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphs.checker import PreconditionChecker, StepEvidence
+from graphs.checker_settings import CheckerSettings
+from graphs.errors import InputError
+from graphs.probabilistic_checker import ProbabilisticChecker, alert_probability, skip_probability
+from graphs.task_graph import END, START, TaskGraph
+
+# boil(2) needs fill(1); pour(3) needs boil and cup(4); fill and cup need nothing.
+PRE: dict[int, tuple[int | str, ...]] = {1: (START,), 2: (1,), 3: (2, 4), 4: (START,)}
+
+
+def tea() -> TaskGraph:
+    nodes = [START, 1, 2, 3, 4, END]
+    idx = {n: i for i, n in enumerate(nodes)}
+    adj = np.zeros((6, 6), dtype=bool)
+    for step, needs in PRE.items():
+        for need in needs:
+            adj[idx[step], idx[need]] = True
+    adj[idx[END], idx[3]] = True
+    return TaskGraph((1, 2, 3, 4), ("fill", "boil", "pour", "cup"), adj)
+
+
+def test_skip_probability_is_bayes_rule_with_the_prior() -> None:
+    # q = 0.2 is a likelihood ratio of 0.25; with rho = 0.2: 0.2 / (0.2 + 0.8 * 0.25) = 0.5.
+    assert skip_probability(np.array([0.2]), 0.2) == pytest.approx([0.5])
+    # q = 0.5 says nothing: the prior comes back.
+    assert skip_probability(np.array([0.5]), 0.3) == pytest.approx([0.3])
+    # Certain evidence stays finite (clipped), never exactly 0 or 1.
+    both = skip_probability(np.array([0.0, 1.0]), 0.2)
+    assert 0.99 < both[0] < 1.0 and 0.0 < both[1] < 1e-5
+
+
+def test_alert_probability_multiplies_reality_by_any_skip() -> None:
+    # 0.9 * (1 - (1 - 0.5) * (1 - 0.2)) = 0.9 * 0.6 = 0.54
+    assert alert_probability(0.9, np.array([0.5, 0.2])) == pytest.approx(0.54)
+    assert alert_probability(1.0, np.array([])) == 0.0
+
+
+def test_a_step_whose_pre_condition_was_never_seen_by_a_reliable_detector_alerts() -> None:
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    # fill never seen: q = 0.05 (LR 1/19); P(skip) = 0.2 / (0.2 + 0.8 / 19) = 0.826; the detection is sure.
+    verdict = checker.observe(2, StepEvidence({1: 0.05}, real=0.95))
+    assert verdict.is_mistake and verdict.missing == (1,)
+    assert verdict.probability == pytest.approx(0.95 * 0.2 / (0.2 + 0.8 / 19))
+
+
+def test_a_pre_condition_glimpsed_below_confirmation_keeps_the_alert_quiet() -> None:
+    # The detector missed fill (never confirmed) but saw some of it: q = 0.6, LR 1.5; P(skip) = 0.2 / 1.4 = 0.14.
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    verdict = checker.observe(2, StepEvidence({1: 0.6}, real=1.0))
+    assert not verdict.is_mistake and verdict.probability == pytest.approx(0.2 / 1.4)
+    assert verdict.skip == ((1, pytest.approx(0.2 / 1.4, abs=1e-6)),)
+
+
+def test_a_short_low_confidence_detection_of_the_step_itself_raises_nothing() -> None:
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    assert not checker.observe(2, StepEvidence({1: 0.01}, real=0.3)).is_mistake  # 0.3 * 0.95 < 0.5
+
+
+def test_a_short_spurious_detection_of_the_pre_condition_does_not_hide_the_mistake() -> None:
+    # The binary checker takes a 0.2 s glimpse of fill as done and stays silent; its evidence is weak (q = 0.1).
+    binary = PreconditionChecker(tea())
+    binary.observe(1)
+    assert not binary.observe(2).is_mistake
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    checker.observe(1, StepEvidence({}, real=0.2))
+    verdict = checker.observe(2, StepEvidence({1: 0.1}, real=0.9))
+    assert verdict.is_mistake and verdict.missing == (1,)  # 0.9 * 0.2 / (0.2 + 0.8 / 9) = 0.62
+
+
+def test_one_omission_one_alert() -> None:
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    no_fill = StepEvidence({1: 0.02, 2: 0.9, 4: 0.9})
+    assert checker.observe(2, no_fill).is_mistake
+    again = checker.observe(2, no_fill)  # boil detected again: same step, same missing pre-condition
+    assert not again.is_mistake and again.merged == (1,)
+    # pour needs boil and cup, both seen: nothing to say (fill is not its own pre-condition).
+    assert not checker.observe(3, no_fill).is_mistake
+    assert checker.reported == {1}
+
+
+def test_a_later_step_alerts_for_a_pre_condition_not_reported_yet() -> None:
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    assert checker.observe(2, StepEvidence({1: 0.02})).missing == (1,)
+    # pour: boil seen, cup never: a new omission, alerted; boil's own omission (fill) is not its concern.
+    verdict = checker.observe(3, StepEvidence({1: 0.02, 2: 0.95, 4: 0.01}))
+    assert verdict.is_mistake and verdict.missing == (4,)
+
+
+def test_without_evidence_it_is_the_binary_rule_with_the_merge() -> None:
+    checker = ProbabilisticChecker(tea())
+    binary = PreconditionChecker(tea())
+    for step in (2, 4, 2, 1, 3):
+        ours, theirs = checker.observe(step), binary.observe(step)
+        if step == 2 and len(checker.history) == 3:  # the second boil: the binary checker alerts again, ours not
+            assert theirs.is_mistake and not ours.is_mistake
+        else:
+            assert ours.is_mistake == theirs.is_mistake and ours.missing == theirs.missing
+
+
+def test_never_done_weighs_the_last_evidence() -> None:
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
+    checker.observe(1, StepEvidence({}))
+    # boil never confirmed but clearly glimpsed (q 0.8): done; cup never seen (q 0.02): never done.
+    never = checker.never_done([1, 2, 3, 4], StepEvidence({2: 0.8, 3: 0.5, 4: 0.02}))
+    assert [s for s, _ in never] == [4]
+    assert never[0][1] == pytest.approx(0.2 / (0.2 + 0.8 * 0.02 / 0.98))
+
+
+def test_a_step_outside_the_graph_is_a_mistake_if_it_really_happened() -> None:
+    checker = ProbabilisticChecker(tea())
+    assert checker.observe(9, StepEvidence({}, real=0.9)).is_mistake
+    assert not checker.observe(9, StepEvidence({}, real=0.1)).is_mistake
+
+
+@pytest.mark.parametrize("threshold", [0.0, 1.0, -0.5, 2.0, float("nan"), True])
+def test_an_alert_threshold_outside_zero_one_is_refused(threshold: float) -> None:
+    with pytest.raises(InputError, match="--alert-threshold"):
+        CheckerSettings(alert_threshold=threshold)
+
+
+def test_checker_settings_build_either_checker() -> None:
+    assert isinstance(CheckerSettings("binary").new(tea()), PreconditionChecker)
+    assert isinstance(CheckerSettings("probabilistic").new(tea()), ProbabilisticChecker)
+    with pytest.raises(InputError, match="--checker 'fuzzy'"):
+        CheckerSettings("fuzzy")

@@ -1,0 +1,122 @@
+"""The detector's evidence (formulas E1-E4 of recognition/evidence.py) and its calibration on validation videos."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from recognition.evidence import (
+    DEFAULT_FALSE_RATE,
+    DEFAULT_MISS_RATE,
+    EvidenceModel,
+    EvidenceReporter,
+    EvidenceTracker,
+    detection_evidence,
+    window_evidence,
+)
+from recognition.evidence_calibration import calibrate_evidence, fit_shrunk_logistic
+from recognition.segmenter import SegmenterConfig
+
+
+def test_window_evidence_is_the_running_maximum_of_window_means() -> None:
+    p = np.array([[0.0], [1.0], [1.0], [0.0], [0.5], [0.5], [0.5]])
+    # Means over 2 frames (the first over 2 as well): 0, .5, 1, .5, .25, .5, .5 -> running max.
+    assert window_evidence(p, 2)[:, 0].tolist() == [0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+    q = np.array([[0.2], [0.2], [0.8], [0.0]])
+    assert window_evidence(q, 3)[:, 0] == pytest.approx([0.2 / 3, 0.4 / 3, 0.4, 0.4])
+
+
+def test_the_online_tracker_agrees_with_the_whole_recording() -> None:
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4) * 0.3, size=200)
+    batch = window_evidence(probs, 5)
+    tracker = EvidenceTracker(4, 5)
+    for row in probs:
+        tracker.update(row)
+    assert tracker.now([0, 1, 2, 3]) == pytest.approx(batch[-1])
+    for frame in (1, 17, 100, 199):  # looked up at a past frame, to within the breakpoint step
+        assert tracker.before(frame, [0, 1, 2, 3]) == pytest.approx(batch[frame - 1], abs=0.005)
+    assert tracker.before(0, [0, 1]).tolist() == [0.0, 0.0]
+
+
+def test_detection_evidence_shrinks_short_and_unsure_detections() -> None:
+    assert detection_evidence(0.9, 2.0, 0.5) == pytest.approx(0.9)
+    assert detection_evidence(0.6, 0.2, 0.5) == pytest.approx(0.24)
+
+
+def test_the_default_model_passes_through_the_default_rates() -> None:
+    model = EvidenceModel.default([3, 5], window_s=0.5)
+    m, f = DEFAULT_MISS_RATE, DEFAULT_FALSE_RATE
+    q0, q1 = model.done_probabilities(np.array([0.0, 1.0]))
+    assert q0 / (1 - q0) == pytest.approx(m / (1 - f))  # never seen: LR = m / (1 - f)
+    assert q1 / (1 - q1) == pytest.approx((1 - m) / f)  # seen clearly: LR = (1 - m) / f
+    assert model.real_probability(0, 1.0) == pytest.approx(1 - f)
+    assert model.real_probability(1, 0.0) == pytest.approx(f)
+
+
+def test_a_model_survives_its_json_form_and_a_bad_one_is_named() -> None:
+    model = EvidenceModel.default([3, 5], window_s=0.5)
+    assert EvidenceModel.from_dict(model.to_dict()) == model
+    bad = model.to_dict() | {"miss_rates": [0.2]}
+    with pytest.raises(InputError, match="det.pt: miss_rates has 1 values for 2 steps"):
+        EvidenceModel.from_dict(bad, "det.pt")
+    with pytest.raises(InputError, match="format"):
+        EvidenceModel.from_dict(model.to_dict() | {"format": 99})
+    with pytest.raises(InputError, match="finite"):
+        EvidenceModel.from_dict(model.to_dict() | {"done_slope": float("nan")})
+    with pytest.raises(InputError, match="unexpected keyword"):
+        EvidenceModel.from_dict(model.to_dict() | {"extra": 1})
+
+
+def test_shrunk_logistic_recovers_a_slope_and_keeps_it_non_negative() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.random(4000)
+    y = (rng.random(4000) < 1 / (1 + np.exp(-(-2 + 4 * x)))).astype(float)
+    alpha, slope, delta = fit_shrunk_logistic(x, np.zeros(4000, dtype=np.int64), y, 1)
+    assert alpha + delta[0] == pytest.approx(-2, abs=0.3) and slope == pytest.approx(4, abs=0.5)
+    _, flipped, _ = fit_shrunk_logistic(x, np.zeros(4000, dtype=np.int64), 1 - y, 1)
+    assert flipped == 0.0  # more evidence never makes "done" less likely
+
+
+def _video(order: list[int], missed: int | None, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """5 fps: 3 background frames, then each step for 10 frames; the detector misses step ``missed`` entirely."""
+    labels = np.concatenate([np.r_[np.zeros(3, int), np.full(10, s)] for s in order] + [np.zeros(3, int)])
+    targets = np.eye(4)[labels]
+    probs = 0.7 * targets + 0.3 * rng.dirichlet(np.ones(4), size=len(labels))
+    if missed is not None:
+        gone = labels == missed
+        probs[gone] = 0.7 * np.eye(4)[0] + 0.3 * rng.dirichlet(np.ones(4), size=int(gone.sum()))
+    return probs, targets
+
+
+def test_calibration_measures_the_miss_rate_and_lowers_done_for_unseen_steps() -> None:
+    rng = np.random.default_rng(2)
+    validation = {f"v{k}": _video([1, 2, 3], 3 if k < 2 else None, rng) for k in range(8)}
+    model = calibrate_evidence(validation, [None, 1, 2, 3], 5.0, SegmenterConfig(fps=5.0, min_duration=0.6))
+    assert model.step_ids == (1, 2, 3) and model.source == "validation" and len(model.videos) == 8
+    assert model.miss_rates[2] == pytest.approx(2 / 8) and model.miss_rates[0] == 0.0
+    assert max(model.false_rates) == 0.0  # every confirmed detection was on its annotated segment
+    q_unseen, q_seen = model.done_probabilities(np.array([0.0, 0.9, 0.9]))[[0, 1]]
+    assert q_unseen < 0.1 < 0.9 < q_seen
+
+
+def test_calibration_refuses_an_empty_validation_split() -> None:
+    with pytest.raises(InputError, match="validation split is empty"):
+        calibrate_evidence({}, [None, 1], 5.0, SegmenterConfig(fps=5.0))
+
+
+def test_a_reporter_sends_done_probabilities_before_a_segment_and_how_real_it_is() -> None:
+    model = EvidenceModel.default([1, 2], window_s=1.0)
+    reporter = EvidenceReporter(model, [None, 1, 2], fps=5.0)
+    for _ in range(10):
+        reporter.update(np.array([0.0, 1.0, 0.0]))  # step 1 for 2 s
+    for _ in range(3):
+        reporter.update(np.array([0.0, 0.0, 1.0]))
+    steps, before_first = reporter.done_before(0)
+    assert steps == (1, 2) and before_first[0] == pytest.approx(model.done_probabilities(np.zeros(2))[0])
+    _, before_second = reporter.done_before(10)  # step 2 starts at frame 10: step 1 seen clearly, step 2 not yet
+    assert before_second[0] > 0.85 > 0.3 > before_second[1]  # (1 - m) / (1 - m + f) = 0.89
+    assert reporter.real(2, 0.9, 5) > reporter.real(2, 0.5, 1)
+    with pytest.raises(InputError, match="step 7 is not a class"):
+        EvidenceReporter(EvidenceModel.default([7], 1.0), [None, 1], 5.0)

@@ -24,12 +24,12 @@ Usage::
 with the published row beside each. DO options (``--epochs``, ``--config``, ``--edge-threshold``, ``--ensemble``)
 apply to DO only.
 
-``tgml train`` learns with the noisy-AND learner (`tgml.noisy_and_train`: every pre-condition of a step is kept)
-unless ``--method do`` asks for Direct Optimization; without ``--method``, a Direct Optimization option (``--beta``,
-``--augment``, ``--early-stop``, ``--edge-threshold``, or such a key in ``--config``) selects ``do``. The graph
-file's ``info.method`` says which learner made it. ``--method tgt-text`` learns with the Task Graph Transformer on
-the step names (`tgml.tgt_train`; needs the ``text`` extra; takes --config, --epochs, --lr, --seed, --relaxed,
---edge-threshold). ``tgml bench-synthetic`` scores the learners on random procedures
+``tgml train`` learns with the noisy-AND learner (`tgml.learners.noisy_and`: every pre-condition of a step is kept)
+unless ``--method`` names another learner of `tgml.learners.registry` (``do``, ``tgt-text``, ``count-based``...);
+without ``--method``, a Direct Optimization option (``--beta``, ``--augment``, ``--early-stop``, ``--edge-threshold``,
+or such a key in ``--config``) selects ``do``. A flag applies only to the learners whose settings have it. The graph
+file's ``info.method`` says which learner made it. ``--method tgt-text`` (the Task Graph Transformer on the step
+names) needs the ``text`` extra. ``tgml bench-synthetic`` scores the learners on random procedures
 (`tgml.bench.synthetic_procedures`).
 
 ``tgml train`` learns from the executions without a ``has_errors`` segment: one with an annotated mistake would teach
@@ -47,11 +47,14 @@ cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -60,7 +63,7 @@ from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
 from graphs.options import workers_option
-from graphs.settings_files import read_settings
+from graphs.settings_files import naming_the_file, read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.annotations import TrainingVideos
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table
@@ -68,21 +71,12 @@ from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
 from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, captaincook_folder, data_folder
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
-from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synthetic, summary_table, synthetic_table
+from tgml.bench.synthetic_procedures import LEARNERS as SYNTHETIC_LEARNERS
+from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
 from tgml.graph_table import left_out_summary, terminal_view
-from tgml.noisy_and_config import LEARNER_METHODS, NoisyAndConfig, load_noisy_and_config, resolve_method
-from tgml.noisy_and_train import noisy_and_from_annotations
-from tgml.tgt_config import METHOD_NAME as TGT_TEXT
-from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_SETTINGS
-from tgml.tgt_config import TgtTextConfig, load_tgt_text_config
-from tgml.tgt_train import train_tgt_text_graph
-from tgml.train import (
-    EDGE_THRESHOLDS,
-    TrainConfig,
-    learn_from_annotations,
-    load_graph_training_config,
-    train_from_annotations,
-)
+from tgml.learners.do.config import EDGE_THRESHOLDS
+from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS, LearnerEntry, learner, resolve_learner
+from tgml.learners.result import learn_from_annotations
 
 
 def _parser() -> ArgumentParser:
@@ -93,9 +87,9 @@ def _parser() -> ArgumentParser:
     train.add_argument("--annotations", required=True, help="annotation JSON file")
     train.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
     train.add_argument("--out", required=True, help="output task-graph JSON")
-    train.add_argument("--method", choices=[*LEARNER_METHODS, TGT_TEXT],
-                       help="learner (default noisy-and, or do when a Direct Optimization option is given; "
-                            "tgt-text: the Task Graph Transformer on the step names)")
+    train.add_argument("--method", choices=list(LEARNERS), metavar="METHOD",
+                       help=f"learner, from {', '.join(LEARNERS)} (default {DEFAULT_LEARNER}, or do when a Direct "
+                            "Optimization option is given; tgt-text: the Task Graph Transformer on the step names)")
     train.add_argument("--config", help="TOML file of training settings (flags override it)")
     train.add_argument("--edge-cost", type=float, help="noisy-and: prior cost of an edge in nats (default 0)")
     train.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
@@ -175,7 +169,8 @@ def _parser() -> ArgumentParser:
     syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
     syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
     syn.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
-    syn.add_argument("--learners", default=",".join(LEARNERS), help=f"comma-separated, from {', '.join(LEARNERS)}")
+    syn.add_argument("--learners", default=",".join(SYNTHETIC_LEARNERS),
+                     help=f"comma-separated, from {', '.join(SYNTHETIC_LEARNERS)}")
     syn.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
     syn.add_argument("--json", help="write all results to this JSON file")
     syn.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -193,44 +188,35 @@ def _listed(text: str, kind: type, option: str) -> tuple:
     return values
 
 
-def _noisy_and_config(args: argparse.Namespace) -> NoisyAndConfig:
-    overrides = {k: getattr(args, k) for k in ("edge_cost", "noise", "cut", "epochs", "lr", "seed", "relaxed")}
-    if args.config:
-        return load_noisy_and_config(args.config, **overrides)
-    return NoisyAndConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
+# `tgml train` flags that set a learner's field; each applies only to the learners that have it.
+TRAIN_SETTINGS = ("edge_cost", "noise", "cut", "beta", "epochs", "lr", "seed", "augment", "relaxed", "early_stop",
+                  "edge_threshold")
 
 
-def _tgt_text_config(args: argparse.Namespace) -> TgtTextConfig:
-    """The tgt-text settings: --config file, then the flags; a flag of another learner is refused."""
-    flags = {"epochs", "lr", "seed", "relaxed", "edge_threshold"}
-    other = next((k for k in ("edge_cost", "noise", "cut", "beta", "augment", "early_stop")
-                  if getattr(args, k) is not None), None)
-    if other is not None:
-        raise InputError(f"--{other.replace('_', '-')} does not apply to --method {TGT_TEXT} "
-                         f"(its settings: {', '.join(sorted(TGT_TEXT_SETTINGS))})")
-    overrides = {k: getattr(args, k) for k in flags}
-    if args.config:
-        return load_tgt_text_config(args.config, **overrides)
-    return TgtTextConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
+def _settings_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The learner settings set by flags (None: not given)."""
+    return {k: v for k in TRAIN_SETTINGS if (v := getattr(args, k, None)) is not None}
 
 
 def _train_method(args: argparse.Namespace) -> str:
     """The learner asked for, or the one the given flags and config-file keys belong to."""
-    if args.method == TGT_TEXT:
-        return TGT_TEXT
-    given = {k for k, v in vars(args).items() if v is not None}
+    given = set(_settings_given(args))
     if args.config:
         given |= set(read_settings(args.config))
-    return resolve_method(args.method, given)
+    return resolve_learner(args.method, given)
 
 
-def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
-    overrides = {k: getattr(args, k, None) for k in ("beta", "epochs", "lr", "seed", "augment", "relaxed")}
-    overrides["early_stop"] = getattr(args, "early_stop", None)
-    overrides["edge_threshold"] = getattr(args, "edge_threshold", None)
+def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = None) -> Any:
+    """A learner's settings: ``base`` (default: the learner's defaults), then the --config file, then the flags."""
+    flags = _settings_given(args)
+    if args.config and hasattr(entry.config_class, "from_table"):  # a combined learner: its sub-tables in the file
+        path = Path(args.config)
+        seed = flags.pop("seed", None)
+        with naming_the_file(path):
+            return entry.config({**read_settings(path), **flags}, seed)
     if args.config:
-        return load_graph_training_config(args.config, base, **overrides)
-    return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+        return entry.config_file(args.config, base, **flags)
+    return dataclasses.replace(base if base is not None else entry.config(None), **flags)
 
 
 def _names(option: str | None) -> list[str]:
@@ -248,20 +234,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
         method = _train_method(args)
         videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
-        if method == TGT_TEXT:
-            result = learn_from_annotations(train_tgt_text_graph, args.annotations, args.scenario,
-                                            _tgt_text_config(args), progress=not args.quiet, videos=videos)
-        elif method == "do":
-            result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
-                                            progress=not args.quiet, videos=videos)
-        else:
-            result = noisy_and_from_annotations(args.annotations, args.scenario, _noisy_and_config(args),
-                                                progress=not args.quiet, videos=videos)
+        entry = learner(method)
+        result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
+                                        progress=not args.quiet, videos=videos)
         save_graph(result.graph, args.out)
         if "left_out" in result.graph.info:
             print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
-        print(f"{args.scenario}: {method}, {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
-              f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
+        measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
+        scores = (("loss", result.final_loss), ("SA", result.sequence_accuracy))
+        measures += [f"{name} {value:.3f}" for name, value in scores if math.isfinite(value)]
+        print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":
         if args.dot:
             check_output(args.dot, "rendering", option="--dot")
@@ -309,8 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         procedures = [p for p in (args.procedures or "").split(",") if p]
         check_methods(args.method)
         settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
-        methods_run = run_methods(data, args.method, seeds, _config(args, DEFAULT_CONFIG), procedures,
-                                  args.workers, progress=not args.quiet, ensemble=args.ensemble, settings=settings)
+        do_config = _learner_config(learner("do"), args, DEFAULT_CONFIG)
+        methods_run = run_methods(data, args.method, seeds, do_config, procedures, args.workers,
+                                  progress=not args.quiet, ensemble=args.ensemble, settings=settings)
         if len(args.method) == 1:
             console.print(captaincook_table(methods_run.results[args.method[0]]))
         else:  # logs and pipes: keep the whole table

@@ -63,6 +63,7 @@ from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
 from graphs.options import workers_option
+from graphs.order_rules import ORDER_RULES
 from graphs.settings_files import naming_the_file, read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.annotations import TrainingVideos
@@ -70,6 +71,15 @@ from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BAS
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
 from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, captaincook_folder, data_folder
+from tgml.bench.mistake_bench import (
+    FAST_LEARNERS,
+    LLM,
+    MistakeBenchConfig,
+    data_notes,
+    mistake_tables,
+    run_mistake_bench,
+)
+from tgml.bench.mistake_bench import METHODS as MISTAKE_METHODS
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
 from tgml.bench.synthetic_procedures import LEARNERS as SYNTHETIC_LEARNERS
 from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
@@ -77,6 +87,8 @@ from tgml.graph_table import left_out_summary, terminal_view
 from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS, LearnerEntry, learner, resolve_learner
 from tgml.learners.result import learn_from_annotations
+
+MISTAKE_DEFAULT_METHODS = (*FAST_LEARNERS, LLM)
 
 
 def _parser() -> ArgumentParser:
@@ -145,6 +157,26 @@ def _parser() -> ArgumentParser:
                        help="average the weights of K DO models per seed before post-processing (default 1)")
     bench.add_argument("--json", help="write all results to this JSON file")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    mistakes = sub.add_parser("bench-mistakes", help="CaptainCook4D online order-mistake benchmark: 190 recordings "
+                                                     "with annotated order errors and missing steps")
+    mistakes.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
+                                         f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
+    mistakes.add_argument("--method", nargs="+", default=list(MISTAKE_DEFAULT_METHODS), metavar="METHOD",
+                          help=f"learners and published graphs, from {', '.join(MISTAKE_METHODS)}, or 'all' "
+                               f"(default {' '.join(MISTAKE_DEFAULT_METHODS)}); the ground-truth graphs are always "
+                               "the last row")
+    mistakes.add_argument("--seeds", type=int, default=3, metavar="N",
+                          help="seeds of the seeded learners: S..S+N-1, S being --seed-base (default 3)")
+    mistakes.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, metavar="S",
+                          help=f"the first seed (default {DEFAULT_SEED_BASE})")
+    mistakes.add_argument("--rules", default=",".join(ORDER_RULES),
+                          help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
+    mistakes.add_argument("--procedures", help="comma-separated subset of procedures")
+    mistakes.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                          help="worker processes (0: one per core)")
+    mistakes.add_argument("--json", help="write all results, per recipe too, to this JSON file")
+    mistakes.add_argument("--quiet", action="store_true", help="no progress bar")
 
     queries = sub.add_parser("bench-queries", help="procedure questions (previous, optional, mistake, missing, "
                                                    "future) on held-out executions")
@@ -219,6 +251,28 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
     return dataclasses.replace(base if base is not None else entry.config(None), **flags)
 
 
+def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
+    """``tgml bench-mistakes``: learn, replay, print the tables and the notes on the data."""
+    if args.seeds < 1:
+        raise InputError(f"--seeds {args.seeds}: need at least 1")
+    data = captaincook_folder(data_folder(args.data))
+    if args.json:
+        check_output(args.json, "results file", inputs=[data / ANNOTATIONS], option="--json")
+    methods = tuple(MISTAKE_METHODS if args.method == ["all"] else args.method)
+    config = MistakeBenchConfig(data, methods, tuple(range(args.seed_base, args.seed_base + args.seeds)),
+                                tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)
+    result = run_mistake_bench(config, progress=not args.quiet)
+    wide = console if console.is_terminal else Console(width=190)  # logs and pipes: keep the whole table
+    for table in mistake_tables(result):
+        wide.print(table)
+    for note in data_notes(result):
+        print(note)
+    print(f"bench-mistakes: {result.seconds:.1f} s")
+    if args.json:
+        write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+        print(f"wrote {args.json}")
+
+
 def _names(option: str | None) -> list[str]:
     """A comma-separated option as a list (empty items dropped)."""
     return [name for name in (option or "").split(",") if name]
@@ -255,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = evaluate_files(args.pred, args.gt)
         print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
               f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
+    elif args.command == "bench-mistakes":
+        _bench_mistakes(args, console)
     elif args.command == "bench-queries":
         config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
                                   args.seed, args.epochs, tuple(_names(args.procedures)))

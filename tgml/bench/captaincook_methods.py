@@ -97,7 +97,7 @@ def _learned(method: str, procedure: Procedure, settings: MethodSettings, seed: 
     return result.graph.adjacency, result.epochs_run
 
 
-def _embed_step_names(procedures: Sequence[Procedure]) -> None:
+def embed_step_names(procedures: Sequence[Procedure]) -> None:
     """Embed every procedure's step names here, once: a missing ``text`` extra fails before any training, and the
     workers read the embeddings from the cache instead of each loading the encoder."""
     from tgml.text_embeddings import step_embeddings
@@ -184,7 +184,7 @@ def run_methods(
         results[method] = result
     seeded = [m for m in methods if m != "do" and m not in once]
     if any(learner(m).needs == "text" for m in seeded):
-        _embed_step_names(procedures)
+        embed_step_names(procedures)
     jobs = [(m, p, settings, int(s)) for m in seeded for s in seeds for p in procedures]
     outcomes = run_jobs(_learned, jobs, workers, "[bold]CaptainCook4D learners", progress) if jobs else []
     for method in seeded:

@@ -52,6 +52,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ from graphs.order_rules import ORDER_RULES
 from graphs.settings_files import naming_the_file, read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.annotations import TrainingVideos
-from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table
+from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, load_procedures
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
 from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, captaincook_folder, data_folder
@@ -80,6 +81,8 @@ from tgml.bench.mistake_bench import (
     run_mistake_bench,
 )
 from tgml.bench.mistake_bench import METHODS as MISTAKE_METHODS
+from tgml.bench.mistake_selection import SelectionConfig as RuleSelection
+from tgml.bench.mistake_selection import cross_validate as cross_validate_rules
 from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
 from tgml.bench.synthetic_procedures import LEARNERS as SYNTHETIC_LEARNERS
 from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
@@ -175,6 +178,12 @@ def _parser() -> ArgumentParser:
     mistakes.add_argument("--procedures", help="comma-separated subset of procedures")
     mistakes.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
                           help="worker processes (0: one per core)")
+    mistakes.add_argument("--select", action="store_true",
+                          help="choose the order rule by cross-validation on the graph-generation recordings only "
+                               "(synthetic moved steps; the 190 test recordings are not read)")
+    mistakes.add_argument("--folds", type=int, default=4, help="--select: folds per procedure (default 4)")
+    mistakes.add_argument("--moves", type=int, default=3,
+                          help="--select: moved-step variants of each held-out recording (default 3)")
     mistakes.add_argument("--json", help="write all results, per recipe too, to this JSON file")
     mistakes.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -256,6 +265,9 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     if args.seeds < 1:
         raise InputError(f"--seeds {args.seeds}: need at least 1")
     data = captaincook_folder(data_folder(args.data))
+    if args.select:
+        _select_rule(args, data, console)
+        return
     if args.json:
         check_output(args.json, "results file", inputs=[data / ANNOTATIONS], option="--json")
     methods = tuple(MISTAKE_METHODS if args.method == ["all"] else args.method)
@@ -271,6 +283,25 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     if args.json:
         write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
         print(f"wrote {args.json}")
+
+
+def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None:
+    """``tgml bench-mistakes --select``: the cross-validation table of the order rules and the one chosen."""
+    from rich.table import Table
+
+    started = time.perf_counter()
+    method = args.method[0] if args.method != list(MISTAKE_DEFAULT_METHODS) else DEFAULT_LEARNER
+    config = RuleSelection(method, args.folds, args.moves, args.seed_base, tuple(_names(args.rules)), args.workers)
+    rows = cross_validate_rules(load_procedures(data, _names(args.procedures)), config, progress=not args.quiet)
+    table = Table(title=f"Order rule chosen by {config.folds}-fold cross-validation on the graph-generation "
+                        f"recordings ({method} graphs, {rows[0]['items']} items, {rows[0]['tagged']} tagged steps)")
+    for col in ("rule", "Avg F1", "Mist F1", "Corr F1"):
+        table.add_column(col, justify="left" if col == "rule" else "right")
+    for row in rows:
+        table.add_row(row["rule"], *(f"{row[k]:.1f}" for k in ("avg_f1", "mistake_f1", "correct_f1")))
+    console.print(table)
+    print(f"chosen: {rows[0]['rule']}")
+    print(f"bench-mistakes --select: {time.perf_counter() - started:.1f} s")
 
 
 def _names(option: str | None) -> list[str]:

@@ -15,6 +15,9 @@ Usage::
         [--method do count-based msgi msg2 llm noisy-and] [--llm-graphs DIR] \\
         [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
         [--json out.json]
+    tgml bench-mistakes --data ../shared/data [--method noisy-and do ... | all] [--seeds 3] [--seed-base 42] \\
+        [--rules precondition,late-step] [--procedures coffee,ramen] [--workers 2] [--json out.json] \\
+        [--select [--folds 4] [--moves 3]]
     tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
@@ -23,6 +26,10 @@ Usage::
 (`tgml.bench.captaincook_methods`): one method prints its per-procedure table, several print one table of methods
 with the published row beside each. DO options (``--epochs``, ``--config``, ``--edge-threshold``, ``--ensemble``)
 apply to DO only.
+
+``tgml bench-mistakes`` replays CaptainCook4D's 190 recordings with annotated order errors and missing steps
+through the live checker's object against every learner's graphs (`tgml.bench.mistake_bench`;
+docs/mistakes-benchmark.md); ``--select`` chooses the order rule on the graph-generation recordings only.
 
 ``tgml train`` learns with the noisy-AND learner (`tgml.learners.noisy_and`: every pre-condition of a step is kept)
 unless ``--method`` names another learner of `tgml.learners.registry` (``do``, ``tgt-text``, ``count-based``...);

@@ -29,29 +29,14 @@ LATE_STEP: Final = "late-step"
 ORDER_RULES: Final = (PRECONDITION, LATE_STEP)
 
 
-def check_rule(rule: str) -> None:
-    """Refuse a rule name that is not one of `ORDER_RULES`."""
+def check_rule(rule: str, option: str = "--order-rule") -> None:
+    """Refuse a rule name that is not one of `ORDER_RULES`, naming the ``option`` it came from."""
     if rule not in ORDER_RULES:
-        raise InputError(f"order rule {rule!r}: expected one of {', '.join(ORDER_RULES)}")
-
-
-def waiting_on(graph: TaskGraph, step: int, done: Iterable[int]) -> tuple[int, ...]:
-    """The steps already done that require ``step`` (it comes after them, though they should have followed it).
-
-    Args:
-        graph: the binary task graph.
-        step: the key-step just observed.
-        done: the steps observed before it.
-
-    Returns:
-        Those steps, in graph order (empty when ``step`` is on time).
-    """
-    before = set(done)
-    return tuple(d for d in graph.step_ids if d in before and step in graph.preconditions(d))
+        raise InputError(f"{option} {rule!r}: expected one of {', '.join(ORDER_RULES)}")
 
 
 def order_flags(graph: TaskGraph, sequence: Sequence[int], rule: str = PRECONDITION) -> np.ndarray:
-    """Flag each step of a sequence under one rule, online (each step judged on the steps before it only).
+    """Flag each step of a sequence under one rule, online, with the checker the live pipeline runs.
 
     Args:
         graph: the binary task graph.
@@ -62,12 +47,8 @@ def order_flags(graph: TaskGraph, sequence: Sequence[int], rule: str = PRECONDIT
         bool ``(len(sequence),)``, true where the step is flagged.
     """
     check_rule(rule)
-    checker = PreconditionChecker(graph)
-    flags = np.zeros(len(sequence), dtype=bool)
-    for i, step in enumerate(sequence):
-        late = rule == LATE_STEP and bool(waiting_on(graph, step, checker.done))
-        flags[i] = checker.observe(step).is_mistake or late
-    return flags
+    checker = PreconditionChecker(graph, late_step=rule == LATE_STEP)
+    return np.fromiter((checker.observe(s).is_mistake for s in sequence), dtype=bool, count=len(sequence))
 
 
 def required_steps(graph: TaskGraph) -> tuple[int, ...]:

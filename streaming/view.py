@@ -187,7 +187,9 @@ def _span(start: float, end: float) -> str:
 
 
 def _missing(alert: Alert, state: ViewState) -> Text:
-    """The missing pre-conditions of an alert."""
+    """The missing pre-conditions of an alert (under the late-step rule: the steps that needed it, done already)."""
+    if not alert.missing and alert.late_for:
+        return _text("done after " + ", ".join(state.name(s) for s in alert.late_for) + ", which needed it")
     if not alert.missing:
         return _text("not in the task graph" if alert.undefined else "-")
     return _text(", ".join(_names(alert.missing, alert.missing_names, state)))
@@ -234,7 +236,9 @@ def _forgotten(alert: Alert) -> Text:
 
 
 def _mistake(alert: Alert, state: ViewState) -> str:
-    """An alert in a few words: ``boil_water before fill_kettle``."""
+    """An alert in a few words: ``boil_water before fill_kettle`` (late-step rule: ``fill_kettle after boil_water``)."""
+    if not alert.missing and alert.late_for:
+        return f"{alert.step_name} after {', '.join(state.name(s) for s in alert.late_for)}"
     if not alert.missing:
         return f"{alert.step_name} (not in the task graph)" if alert.undefined else alert.step_name
     return f"{alert.step_name} before {', '.join(_names(alert.missing, alert.missing_names, state))}"

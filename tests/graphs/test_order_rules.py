@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from graphs import InputError, TaskGraph, precondition_violations
-from graphs.order_rules import LATE_STEP, PRECONDITION, never_done, order_flags, required_steps, waiting_on
+from graphs.checker import PreconditionChecker
+from graphs.order_rules import LATE_STEP, PRECONDITION, never_done, order_flags, required_steps
 
 
 def test_the_precondition_rule_is_the_live_checkers(tent_graph: TaskGraph) -> None:
@@ -19,7 +20,7 @@ def test_a_swap_of_two_dependent_steps_flags_both_under_the_late_step_rule(tent_
     sequence = [10, 11, 13, 12]
     assert order_flags(tent_graph, sequence, PRECONDITION).tolist() == [False, True, False, False]
     assert order_flags(tent_graph, sequence, LATE_STEP).tolist() == [False, True, True, False]
-    assert waiting_on(tent_graph, 13, [10, 11]) == (11,)
+    assert PreconditionChecker.replay(tent_graph, [10, 11], late_step=True).verdict(13).late_for == (11,)
     assert order_flags(tent_graph, [10, 13, 11, 12], LATE_STEP).tolist() == [False] * 4  # in order: nothing
 
 
@@ -29,7 +30,7 @@ def test_a_step_late_for_a_step_that_was_skipped_is_not_flagged(tent_graph: Task
 
 
 def test_an_unknown_rule_is_refused(tent_graph: TaskGraph) -> None:
-    with pytest.raises(InputError, match="order rule 'lenient'"):
+    with pytest.raises(InputError, match="--order-rule 'lenient'"):
         order_flags(tent_graph, [10], "lenient")
 
 

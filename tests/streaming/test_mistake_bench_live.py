@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from graphs.order_rules import PRECONDITION
+from graphs.checker_settings import CheckerSettings
+from graphs.order_rules import LATE_STEP, PRECONDITION
 from graphs.task_graph import TaskGraph
 from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.detector_service import EventPublisher
@@ -28,7 +29,7 @@ from tgml.learners.registry import learner
 LEARNED = "microwaveeggsandwich"
 
 
-def live_outputs(graph: TaskGraph, recordings: Sequence[ErrorRecording], tmp_path: Path
+def live_outputs(graph: TaskGraph, recordings: Sequence[ErrorRecording], tmp_path: Path, rule: str = PRECONDITION
                  ) -> tuple[dict[str, list[int]], dict[str, tuple[int, ...]]]:
     """Send every recording through a checker service on ``graph`` as its own stream; collect what comes out.
 
@@ -37,7 +38,9 @@ def live_outputs(graph: TaskGraph, recordings: Sequence[ErrorRecording], tmp_pat
     """
     ctx = zmq.Context()
     stop = threading.Event()
-    service = CheckerService(graph, CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    checking = CheckerSettings("binary", order_rule=rule)
+    service = CheckerService(graph, CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", checking=checking),
+                             ctx)
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
     alerts: dict[str, set[int]] = {r.recording_id: set() for r in recordings}
@@ -109,16 +112,17 @@ def cases(data_dir: Path) -> list[tuple[TaskGraph, list[ErrorRecording]]]:
     return out
 
 
+@pytest.mark.parametrize("rule", [PRECONDITION, LATE_STEP])
 def test_the_live_checker_raises_exactly_the_alerts_and_missing_steps_the_benchmark_counts(
-    cases: list[tuple[TaskGraph, list[ErrorRecording]]], tmp_path: Path
+    cases: list[tuple[TaskGraph, list[ErrorRecording]]], tmp_path: Path, rule: str
 ) -> None:
     sent = alerted = reported = 0
     for k, (graph, recordings) in enumerate(cases):
         folder = tmp_path / str(k)
         folder.mkdir()
-        alerts, missing = live_outputs(graph, recordings, folder)
+        alerts, missing = live_outputs(graph, recordings, folder, rule)
         for recording in recordings:
-            flags, never_done = replay_recording(graph, recording, PRECONDITION)
+            flags, never_done = replay_recording(graph, recording, rule)
             rid = recording.recording_id
             assert alerts[rid] == [i for i, flag in enumerate(flags) if flag], rid
             assert missing.get(rid, ()) == never_done, rid

@@ -104,7 +104,7 @@ class MistakeBenchConfig:
         if not self.rules:
             raise InputError("--rules: give at least one rule")
         for rule in self.rules:
-            check_rule(rule)
+            check_rule(rule, "--rules")
 
 
 @dataclass

@@ -35,10 +35,11 @@ from rich.table import Table
 from tgml.annotations import load_annotations
 from tgml.bench import prego
 from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures
-from tgml.bench.prego.methods import do_train_config, load_method_settings
-from tgml.noisy_and_config import NoisyAndConfig, load_noisy_and_config
-from tgml.noisy_and_train import train_noisy_and_graph
-from tgml.train import train_task_graph
+from tgml.bench.prego.methods import load_method_settings
+from tgml.learners.do.train import train_do
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and.train import train_noisy_and
+from tgml.learners.registry import learner
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PREGO = {"assembly101-o": "assembly101", "epic-tent-o": "epic-tent"}
@@ -69,9 +70,9 @@ def main() -> None:
         table.add_column(column, justify="left" if column == "data" else "right")
 
     procedures = load_procedures(data / "captaincook4d")
-    do_cc = [lambda p=p: train_task_graph(p.sequences, p.step_ids, p.step_names, DEFAULT_CONFIG)
+    do_cc = [lambda p=p: train_do(p.sequences, p.step_ids, p.step_names, DEFAULT_CONFIG)
              for p in procedures]
-    and_cc = [lambda p=p: train_noisy_and_graph(p.sequences, p.step_ids, p.step_names, NoisyAndConfig())
+    and_cc = [lambda p=p: train_noisy_and(p.sequences, p.step_ids, p.step_names, NoisyAndConfig())
               for p in procedures]
     do_s, and_s = seconds_per_call(do_cc, args.repeats), seconds_per_call(and_cc, args.repeats)
     table.add_row("CaptainCook4D", str(len(procedures)), f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
@@ -80,10 +81,10 @@ def main() -> None:
         ann = load_annotations(data / dataset / "train.json")
         ids, names = ann.steps_of(scenario)
         train = [v.steps for v in ann.scenario_videos(scenario)]
-        do_config = do_train_config(load_method_settings(dataset)["do"], seed=42, epochs=None)
-        and_config = load_noisy_and_config(CONFIGS / f"noisy-and-{dataset}.toml")
-        do_s = seconds_per_call([partial(train_task_graph, train, ids, names, do_config)], args.repeats)
-        and_s = seconds_per_call([partial(train_noisy_and_graph, train, ids, names, and_config)], args.repeats)
+        do_config = learner("do").config(load_method_settings(dataset)["do"], seed=42)
+        and_config = learner("noisy-and").config_file(CONFIGS / f"noisy-and-{dataset}.toml")
+        do_s = seconds_per_call([partial(train_do, train, ids, names, do_config)], args.repeats)
+        and_s = seconds_per_call([partial(train_noisy_and, train, ids, names, and_config)], args.repeats)
         table.add_row(f"PREGO {dataset}", "1", f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
     Console().print(table)
     Console().print(prego_method_table(data, args.repeats))
@@ -98,7 +99,7 @@ def prego_method_table(data: Path, repeats: int) -> Table:
     for dataset in PREGO:
         bench_data = prego.load_dataset(prego.resolve_data(data, [dataset]), dataset, pred=False)
         settings = prego.load_method_settings(dataset)
-        builds = [[partial(prego.METHOD_BUILDERS[m], bench_data, settings[m], 42, None)] for m in PREGO_METHODS]
+        builds = [[partial(prego.build_graph, m, bench_data, settings[m], 42, None)] for m in PREGO_METHODS]
         table.add_row(f"PREGO {dataset}", *(f"{seconds_per_call(b, repeats):.2f}" for b in builds))
     return table
 

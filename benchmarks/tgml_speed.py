@@ -24,9 +24,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tgml.annotations import load_annotations
-from tgml.do_model import DirectOptimization, wrap
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.model import DirectOptimization, wrap
+from tgml.learners.do.train import build_training_set, epoch_rows, train_do
 from tgml.sequences import first_occurrence
-from tgml.train import TrainConfig, build_training_set, epoch_rows, train_task_graph
 
 SCENARIO = "assembly101"
 
@@ -73,7 +74,7 @@ def main() -> None:
     step_ids, step_names = ann.steps_of(SCENARIO)
     raw = [v.steps for v in ann.scenario_videos(SCENARIO)]
     n = len(step_ids)
-    config = TrainConfig(epochs=1200, augment=True, relaxed=True)
+    config = DOConfig(epochs=1200, augment=True, relaxed=True)
 
     # Vectorised: fixed rows built once, part (c) re-de-duplicated every epoch, one matrix product per epoch.
     data = build_training_set(raw, step_ids, augment=True)
@@ -113,7 +114,7 @@ def main() -> None:
     loop = (time.perf_counter() - start) / args.loop_epochs
 
     start = time.perf_counter()
-    result = train_task_graph(raw, step_ids, step_names, config, SCENARIO)
+    result = train_do(raw, step_ids, step_names, config, SCENARIO)
     full = time.perf_counter() - start
 
     table = Table(title=f"TGML speed, Assembly101-O train, augmentation, {torch.get_num_threads()} torch threads")

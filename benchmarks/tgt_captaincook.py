@@ -1,6 +1,6 @@
 """CaptainCook4D task-graph generation with the TGT-text learner, scored like ``tgml bench-captaincook``.
 
-Trains one graph per (procedure, seed) with `tgml.tgt_train.train_tgt_text_graph` (settings of
+Trains one graph per (procedure, seed) with `tgml.learners.tgt_text.train.train_tgt_text` (settings of
 ``configs/tgt-text.toml`` unless ``--config`` names another file; ``--set key=value`` overrides one setting),
 compares it with the ground-truth graph on the full START..END adjacency (`graphs.edge_metrics.compare_graphs`, as
 the benchmark does), and prints P / R / F1 per procedure (mean over seeds), their mean ± 90% CI over seeds, the
@@ -15,6 +15,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 import tomllib
@@ -26,9 +27,9 @@ from rich.table import Table
 
 from graphs.edge_metrics import compare_graphs
 from tgml.bench.captaincook import load_procedures, mean_ci90
+from tgml.learners.registry import learner
+from tgml.learners.tgt_text.train import train_tgt_text
 from tgml.text_embeddings import step_embeddings
-from tgml.tgt_config import load_tgt_text_config
-from tgml.tgt_train import train_tgt_text_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_TGT_TEXT = (79.9, 81.9, 80.8)  # Seminara et al. 2024, CaptainCook4D table (EgoVLPv2 text features)
@@ -50,7 +51,7 @@ def main() -> None:
                         help="override one setting (TOML value syntax), repeatable")
     args = parser.parse_args()
     overrides = {key: tomllib.loads(f"v = {value}")["v"] for key, value in (item.split("=", 1) for item in args.set)}
-    config = load_tgt_text_config(args.config, **overrides)
+    config = learner("tgt-text").config_file(args.config, **overrides)
     procedures = load_procedures(args.data, [p for p in args.procedures.split(",") if p])
     seeds = list(range(args.seed_base, args.seed_base + args.seeds))
 
@@ -60,8 +61,8 @@ def main() -> None:
     scores = np.zeros((len(seeds), len(procedures), 3))
     for s, seed in enumerate(seeds):
         for k, procedure in enumerate(procedures):
-            result = train_tgt_text_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
-                                          config.replace(seed=seed), procedure.scenario,
+            result = train_tgt_text(procedure.sequences, procedure.step_ids, procedure.step_names,
+                                          dataclasses.replace(config, seed=seed), procedure.scenario,
                                           embeddings=texts[procedure.scenario])
             edge = compare_graphs(result.graph, procedure.ground_truth)
             scores[s, k] = (edge.precision, edge.recall, edge.f1)

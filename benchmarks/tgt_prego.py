@@ -1,10 +1,10 @@
 """PREGO online mistake detection with TGT-text graphs, scored like ``prego-bench`` (GT and PRED modes).
 
-For each dataset and seed, one graph is learned from the training split with `tgml.tgt_train.build_tgt_text`
-(settings of ``configs/tgt-text.toml``, with the relaxed post-processing rule the benchmark's DO protocol uses on
-these datasets; ``--set key=value`` overrides one setting) and the test sequences are scored with the benchmark's
-own `tgml.bench.prego.evaluate_graph`. Prints Avg / correct / mistake F1, mean ± std over seeds, next to the
-published TGT-text figures, and the time per graph.
+For each dataset and seed, one graph is learned from the training split with the ``tgt-text`` learner
+(`tgml.learners.tgt_text.train`; settings of ``configs/tgt-text.toml``, with the relaxed post-processing rule the
+benchmark's DO protocol uses on these datasets; ``--set key=value`` overrides one setting) and the test sequences
+are scored with the benchmark's own `tgml.bench.prego.evaluate_graph`. Prints Avg / correct / mistake F1, mean ± std
+over seeds, next to the published TGT-text figures, and the time per graph.
 
 Usage::
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from graphs.settings_files import read_settings
 from tgml.bench.prego import evaluate_graph, flat_metrics, load_dataset, mode_sequences, resolve_data
-from tgml.tgt_train import build_tgt_text
+from tgml.bench.prego.methods import build_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seminara et al. 2024, online mistake detection table, TGT-text row: Avg / correct / mistake F1.
@@ -50,7 +50,7 @@ def main() -> None:
         runs: dict[str, list[tuple[float, float, float]]] = {"gt": [], "pred": []}
         started = time.perf_counter()
         for seed in range(42, 42 + args.seeds):
-            graph = build_tgt_text(data, settings, seed)
+            graph = build_graph("tgt-text", data, settings, seed)
             for mode in runs:
                 m = flat_metrics(evaluate_graph(graph, mode_sequences(data, mode)))
                 runs[mode].append((m["avg_f1"], m["correct_f1"], m["mistake_f1"]))

@@ -28,6 +28,8 @@ class StepVerdict:
             protocol counts it as a mistake.
         probability: how likely the verdict "mistake" is right: 1 or 0 from this checker, which takes what it is
             told as certain; `graphs.probabilistic_checker` weighs the detector's evidence.
+        late_for: under the late-step rule, the steps already done that require this one (it comes after them,
+            though they should have followed it), in graph order.
     """
 
     step: int
@@ -35,6 +37,7 @@ class StepVerdict:
     missing: tuple[Node, ...]
     undefined: bool
     probability: float = 0.0
+    late_for: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,21 @@ class PreconditionChecker:
     it was a mistake; an undefined one is not (as in the reference evaluation). The detector's evidence, which
     `graphs.probabilistic_checker.ProbabilisticChecker` weighs, is taken and ignored: the two are interchangeable.
 
+    With ``late_step`` a step is also a mistake when a step already done requires it (``K ∈ pre(D)`` for a done
+    ``D``): it comes after a step that should have followed it. A swap of two dependent steps then flags both, the
+    early one (its pre-condition missing) and the late one, as CaptainCook4D's annotators tag an order error
+    (`graphs.order_rules`).
+
     Args:
         graph: the binary task graph to check against.
+        late_step: apply the late-step rule too.
     """
 
-    def __init__(self, graph: TaskGraph) -> None:
+    def __init__(self, graph: TaskGraph, late_step: bool = False) -> None:
         self.graph = graph
+        self.late_step = late_step
+        # step -> the steps that require it, graph order (the late-step rule's question, asked per observation).
+        self._dependents = {s: tuple(d for d in graph.step_ids if s in graph.preconditions(d)) for s in graph.step_ids}
         self._order = {node: i for i, node in enumerate(graph.nodes)}
         self._seen: set[Node] = {START}
         self.history: list[StepVerdict] = []
@@ -112,8 +124,12 @@ class PreconditionChecker:
         if pending and also_done:  # the seen set is never copied: a stream's may hold thousands of steps
             pending -= {s for s in also_done if self.graph.preconditions(s)}
         missing = tuple(sorted(pending, key=self._order.__getitem__))
-        is_mistake = undefined or bool(missing)
-        return StepVerdict(int(step), is_mistake, missing, undefined, float(is_mistake))
+        late: tuple[int, ...] = ()
+        if self.late_step:
+            extra = set(also_done)
+            late = tuple(d for d in self._dependents.get(step, ()) if d in self._seen or d in extra)
+        is_mistake = undefined or bool(missing) or bool(late)
+        return StepVerdict(int(step), is_mistake, missing, undefined, float(is_mistake), late)
 
     def never_done(self, required: Iterable[int], evidence: StepEvidence = NO_EVIDENCE) -> list[tuple[int, float]]:
         """The required steps never observed, at the end of a session.
@@ -150,9 +166,9 @@ class PreconditionChecker:
         self.history.clear()
 
     @classmethod
-    def replay(cls, graph: TaskGraph, steps: Iterable[int]) -> PreconditionChecker:
+    def replay(cls, graph: TaskGraph, steps: Iterable[int], late_step: bool = False) -> PreconditionChecker:
         """A checker that has observed ``steps`` in order (how a restarted process rebuilds state)."""
-        checker = cls(graph)
+        checker = cls(graph, late_step)
         for step in steps:
             checker.observe(step)
         return checker

@@ -12,6 +12,7 @@ from typing import Final, Protocol
 
 from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
 from graphs.errors import InputError
+from graphs.order_rules import LATE_STEP, PRECONDITION, check_rule
 from graphs.probabilistic_checker import (
     DEFAULT_ALERT_THRESHOLD,
     DEFAULT_PRIOR_SKIP,
@@ -52,20 +53,28 @@ class CheckerSettings:
         kind: ``"probabilistic"`` or ``"binary"`` (``--checker``).
         alert_threshold: ``tau`` of the probabilistic checker, in (0, 1) (``--alert-threshold``).
         prior_skip: ``rho`` of the probabilistic checker, in (0, 1).
+        order_rule: ``"precondition"``, or ``"late-step"`` (``--order-rule``: a step done after a step that required
+            it alerts too, as CaptainCook4D's annotators tag an order error; binary checker only: the probabilistic
+            one names each omission once).
     """
 
     kind: str = DEFAULT_CHECKER
     alert_threshold: float = DEFAULT_ALERT_THRESHOLD
     prior_skip: float = DEFAULT_PRIOR_SKIP
+    order_rule: str = PRECONDITION
 
     def __post_init__(self) -> None:
         if self.kind not in CHECKERS:
             raise InputError(f"--checker {self.kind!r}: choose one of {', '.join(CHECKERS)}")
         check_probability(self.alert_threshold, "--alert-threshold")
         check_probability(self.prior_skip, "prior skip probability")
+        check_rule(self.order_rule)
+        if self.order_rule == LATE_STEP and self.kind != "binary":
+            raise InputError("--order-rule late-step needs --checker binary: the probabilistic checker alerts once "
+                             "per omission, on the step done too early")
 
     def new(self, graph: TaskGraph) -> PreconditionChecker | ProbabilisticChecker:
         """A fresh checker of this kind for one stream."""
         if self.kind == "binary":
-            return PreconditionChecker(graph)
+            return PreconditionChecker(graph, late_step=self.order_rule == LATE_STEP)
         return ProbabilisticChecker(graph, self.alert_threshold, self.prior_skip)

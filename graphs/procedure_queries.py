@@ -261,8 +261,8 @@ def _key_steps(size: int) -> np.ndarray:
 
 
 # -- the weighted rule for per-edge probabilities (noisy-AND graphs) -----------------------------------------
-# θ[i, j] is the probability that K_j is a pre-condition of K_i, edges independent (tgml.noisy_and_loss); a step is
-# ready when all its pre-conditions are done, so the paper's questions become products over the steps not done.
+# θ[i, j] is the probability that K_j is a pre-condition of K_i, edges independent (tgml.learners.noisy_and.loss); a
+# step is ready when all its pre-conditions are done, so the paper's questions become products over the steps not done.
 def log_not_required(theta: np.ndarray) -> np.ndarray:
     """``log(1 − θ)``: the log-probability that ``K_j`` is *not* a pre-condition of ``K_i``, for every pair (computed
     once per graph; θ = 1 is held just below 1, whose log would be −∞).

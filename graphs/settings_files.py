@@ -95,32 +95,6 @@ def naming_the_file(path: Path, table_name: str = "") -> Iterator[None]:
         raise InputError(f"{path}:{where} {err}") from None
 
 
-def learner_config(
-    make: Callable[..., C], method: str, known: Collection[str], settings: Mapping[str, Any], seed: int,
-    epochs: int | None = None,
-) -> C:
-    """A learner's config from one table of a benchmark settings file (``[noisy-and]``, ``[tgt-text]``...).
-
-    Args:
-        make: the config dataclass (it validates the values).
-        method: the method's name, named in errors.
-        known: the keys the table may hold (the config's fields but ``seed``).
-        settings: setting -> value; keys it leaves out keep the defaults.
-        seed: training seed.
-        epochs: override of the configured epochs (quick checks), or None.
-
-    Returns:
-        The validated config.
-    """
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise InputError(f"{method}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
-    values = {**settings, "seed": seed}
-    if epochs is not None:
-        values["epochs"] = epochs
-    return make(**values)
-
-
 def load_config_file(
     make: Callable[..., C], path: str | Path, defaults: Mapping[str, Any], overrides: Mapping[str, Any]
 ) -> C:

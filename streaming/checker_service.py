@@ -712,6 +712,7 @@ class CheckerCore:
             rule=self.queries.rule,
             probability=round(min(1.0, max(0.0, verdict.probability)), SCORE_DECIMALS),
             video_time=message.start if live and isinstance(message, KeyStepEvent | KeyStepOnset) else None,
+            late_for=verdict.late_for,
         ).fitted()
 
     def _forgotten(

@@ -34,7 +34,8 @@ within a ``run`` (a new detector session on the stream starts its indexes, and s
 `MissingSteps` report is re-sent the same way, with the id ``"<stream_id>#end"`` (one report per run).
 
 Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``current``, ``forgotten``,
-``confirmed``, and every item of ``history``, ``missing``, ``done``, ``allowed``, ``before``, ``evidence_steps``) lie
+``confirmed``, and every item of ``history``, ``missing``, ``done``, ``allowed``, ``before``, ``evidence_steps``,
+``late_for``) lie
 in 0..2^31-1; probabilities and scores (``allowed_scores``, ``forgotten_score``, ``evidence``, ``real``,
 ``probability``, ``probabilities``) in [0, 1]; stage latencies (`LATENCY_FIELDS`, milliseconds) in
 0..`MAX_LATENCY_MS`; ``index`` in 0..`MAX_HISTORY`-1; counters in
@@ -62,7 +63,8 @@ from typing import Any, ClassVar, Final, TypeVar, Union
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 
 # 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`; 3: the detector's evidence
-# (`evidence_steps`, `evidence`, `real`), the alert's `probability` and `video_time`, the report's `probabilities`.
+# (`evidence_steps`, `evidence`, `real`), the alert's `probability`, `video_time` and `late_for`, the report's
+# `probabilities`.
 WIRE_VERSION: Final = 3
 MAX_MESSAGE_BYTES: Final = 64 * 1024  # a history of thousands of steps still fits; anything bigger is refused
 MAX_HISTORY: Final = 4096  # confirmed key-steps per stream a message may carry
@@ -72,7 +74,7 @@ STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_strea
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 _STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten", "before",
-                                   "confirmed", "evidence_steps"})
+                                   "confirmed", "evidence_steps", "late_for"})
 # Probabilities and scores: [0, 1].
 _SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score", "evidence", "real", "probability",
                                     "probabilities"})
@@ -328,6 +330,8 @@ class Alert(Message):
             binary checker (``--checker binary``), which takes what the detector confirmed as certain.
         video_time: when the step started, in seconds of the stream's video time (None for an alert rebuilt from
             history, whose step's time the checker never received).
+        late_for: under the late-step rule (``--order-rule late-step``), the steps already done that required this
+            one: it came after them (empty otherwise).
     """
 
     KIND: ClassVar[str] = "alert"
@@ -348,6 +352,7 @@ class Alert(Message):
     rule: str
     probability: float = 1.0
     video_time: float | None = None
+    late_for: tuple[int, ...] = ()
 
     def fitted(self) -> Alert:
         """This alert, with as many of its pre-condition names as fit in one message (all of them, usually).

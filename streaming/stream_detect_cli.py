@@ -160,6 +160,9 @@ def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
                    help="the probabilistic checker alerts when a pre-condition was skipped with at least this "
                         f"probability, in (0, 1): lower catches more, higher cries wolf less (default "
                         f"{DEFAULT_ALERT_THRESHOLD:g})")
+    p.add_argument("--order-rule", default="precondition", choices=("precondition", "late-step"),
+                   help="late-step: with --checker binary, a step done after a step that required it alerts too "
+                        "(default precondition)")
     if detector:
         _default_rates_arg(p)
 
@@ -183,7 +186,7 @@ def _number(text: str) -> float:
 def _checking(args: argparse.Namespace) -> CheckerSettings:
     from graphs.checker_settings import CheckerSettings
 
-    return CheckerSettings(args.checker, args.alert_threshold)
+    return CheckerSettings(args.checker, args.alert_threshold, order_rule=args.order_rule)
 
 
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:

@@ -188,7 +188,9 @@ def _span(start: float, end: float) -> str:
 
 
 def _missing(alert: Alert, state: ViewState) -> Text:
-    """The missing pre-conditions of an alert."""
+    """The missing pre-conditions of an alert (under the late-step rule: the steps that needed it, done already)."""
+    if not alert.missing and alert.late_for:
+        return _text("done after " + ", ".join(state.name(s) for s in alert.late_for) + ", which needed it")
     if not alert.missing:
         return _text("not in the task graph" if alert.undefined else "-")
     return _text(", ".join(_names(alert.missing, alert.missing_names, state)))
@@ -212,11 +214,13 @@ def _likely_next(row: Status, state: ViewState) -> Text:
 
 
 def _video_time(alert: Alert, state: ViewState) -> Text:
-    """Where in the video the alerted step was: its confirmed key-step's span, ``now`` for an early alert on the step
-    being done, ``-`` when the view never got the key-step (it joined late)."""
+    """Where in the video the alerted step was: its confirmed key-step's span; for an early alert the step's start
+    (``from 12.4 s``, or ``now`` from an older checker); ``-`` when neither is known (an alert rebuilt from history)."""
     span = state.alert_video.get(_position(alert))
     if span is not None:
         return _text(_span(*span))
+    if alert.video_time is not None:
+        return _text(f"from {alert.video_time:.1f} s")
     row = state.streams.get(alert.stream_id)
     being_done = (
         row is not None and row.run == alert.run and not row.ended and row.current == alert.step
@@ -233,7 +237,9 @@ def _forgotten(alert: Alert) -> Text:
 
 
 def _mistake(alert: Alert, state: ViewState) -> str:
-    """An alert in a few words: ``boil_water before fill_kettle``."""
+    """An alert in a few words: ``boil_water before fill_kettle`` (late-step rule: ``fill_kettle after boil_water``)."""
+    if not alert.missing and alert.late_for:
+        return f"{alert.step_name} after {', '.join(state.name(s) for s in alert.late_for)}"
     if not alert.missing:
         return f"{alert.step_name} (not in the task graph)" if alert.undefined else alert.step_name
     return f"{alert.step_name} before {', '.join(_names(alert.missing, alert.missing_names, state))}"
@@ -386,20 +392,22 @@ def _alerts_table(state: ViewState, layout: _Layout) -> Table:
     layout.names(alerts, "mistake", 2)
     layout.names(alerts, "missing pre-conditions", 3)
     layout.names(alerts, "likely forgotten", 2)
+    layout.fixed(alerts, "P", len("1.00"), right=True)
     for when, alert in state.alerts:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         if withdrawn is not None:  # an early alert whose step was not confirmed: shown struck out, with why
             instead = "no step" if withdrawn.confirmed_name is None else withdrawn.confirmed_name
             alerts.add_row(_text(_clock(when)), _text("-"), _text(alert.stream_id),
                            _text(alert.step_name, "strike dim"), _text(f"retracted: it was {instead}", "yellow"),
-                           _text(""))
+                           _text(""), _text(""))
             continue
         alerts.add_row(_text(_clock(when)), _video_time(alert, state), _text(alert.stream_id),
-                       _text(alert.step_name, "bold red"), _missing(alert, state), _forgotten(alert))
+                       _text(alert.step_name, "bold red"), _missing(alert, state), _forgotten(alert),
+                       _text(f"{alert.probability:.2f}"))
     if not state.alerts:
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
         alerts.add_row(_text("-"), _text("-"), _text("-"), _text("no mistakes" if over else "no mistakes so far"),
-                       _text(""), _text(""))
+                       _text(""), _text(""), _text(""))
     return alerts
 
 

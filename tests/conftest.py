@@ -51,10 +51,12 @@ def epic_graph(data_dir: Path) -> TaskGraph:
     That file holds the benchmark's DO settings with seed 42: the graph behind the published GT-mode figure
     (58.3 Avg F1).
     """
-    from tgml.train import load_graph_training_config, train_from_annotations
+    from tgml.learners.registry import learner
+    from tgml.learners.result import learn_from_annotations
 
-    config = load_graph_training_config(REPO_ROOT / "configs" / "do-epic-tent.toml")
-    return train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph
+    do = learner("do")
+    config = do.config_file(REPO_ROOT / "configs" / "do-epic-tent.toml")
+    return learn_from_annotations(do.learn, data_dir / "epic-tent-o" / "train.json", "epic-tent", config).graph
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tgml.train_config import parse_early_stop
+from tgml.learners.do.config import parse_early_stop
 
 
 def sequence_accuracy(adjacency: np.ndarray, observed: np.ndarray, targets: np.ndarray, sequence: np.ndarray) -> float:

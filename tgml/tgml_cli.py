@@ -15,6 +15,9 @@ Usage::
         [--method do count-based msgi msg2 llm noisy-and] [--llm-graphs DIR] \\
         [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
         [--json out.json]
+    tgml bench-mistakes --data ../shared/data [--method noisy-and do ... | all] [--seeds 3] [--seed-base 42] \\
+        [--rules precondition,late-step] [--procedures coffee,ramen] [--workers 2] [--json out.json] \\
+        [--select [--folds 4] [--moves 3]]
     tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
@@ -24,12 +27,16 @@ Usage::
 with the published row beside each. DO options (``--epochs``, ``--config``, ``--edge-threshold``, ``--ensemble``)
 apply to DO only.
 
-``tgml train`` learns with the noisy-AND learner (`tgml.noisy_and_train`: every pre-condition of a step is kept)
-unless ``--method do`` asks for Direct Optimization; without ``--method``, a Direct Optimization option (``--beta``,
-``--augment``, ``--early-stop``, ``--edge-threshold``, or such a key in ``--config``) selects ``do``. The graph
-file's ``info.method`` says which learner made it. ``--method tgt-text`` learns with the Task Graph Transformer on
-the step names (`tgml.tgt_train`; needs the ``text`` extra; takes --config, --epochs, --lr, --seed, --relaxed,
---edge-threshold). ``tgml bench-synthetic`` scores the learners on random procedures
+``tgml bench-mistakes`` replays CaptainCook4D's 190 recordings with annotated order errors and missing steps
+through the live checker's object against every learner's graphs (`tgml.bench.mistake_bench`;
+docs/mistakes-benchmark.md); ``--select`` chooses the order rule on the graph-generation recordings only.
+
+``tgml train`` learns with the noisy-AND learner (`tgml.learners.noisy_and`: every pre-condition of a step is kept)
+unless ``--method`` names another learner of `tgml.learners.registry` (``do``, ``tgt-text``, ``count-based``...);
+without ``--method``, a Direct Optimization option (``--beta``, ``--augment``, ``--early-stop``, ``--edge-threshold``,
+or such a key in ``--config``) selects ``do``. A flag applies only to the learners whose settings have it. The graph
+file's ``info.method`` says which learner made it. ``--method tgt-text`` (the Task Graph Transformer on the step
+names) needs the ``text`` extra. ``tgml bench-synthetic`` scores the learners on random procedures
 (`tgml.bench.synthetic_procedures`).
 
 ``tgml train`` learns from the executions without a ``has_errors`` segment: one with an annotated mistake would teach
@@ -47,11 +54,15 @@ cyclic graph file) ends with one ``error:`` line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -60,29 +71,34 @@ from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
 from graphs.options import workers_option
-from graphs.settings_files import read_settings
+from graphs.order_rules import ORDER_RULES
+from graphs.settings_files import naming_the_file, read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.annotations import TrainingVideos
-from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table
+from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, load_procedures
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
 from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, captaincook_folder, data_folder
-from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
-from tgml.bench.synthetic_procedures import LEARNERS, SyntheticConfig, run_synthetic, summary_table, synthetic_table
-from tgml.graph_table import left_out_summary, terminal_view
-from tgml.noisy_and_config import LEARNER_METHODS, NoisyAndConfig, load_noisy_and_config, resolve_method
-from tgml.noisy_and_train import noisy_and_from_annotations
-from tgml.tgt_config import METHOD_NAME as TGT_TEXT
-from tgml.tgt_config import SETTING_KEYS as TGT_TEXT_SETTINGS
-from tgml.tgt_config import TgtTextConfig, load_tgt_text_config
-from tgml.tgt_train import train_tgt_text_graph
-from tgml.train import (
-    EDGE_THRESHOLDS,
-    TrainConfig,
-    learn_from_annotations,
-    load_graph_training_config,
-    train_from_annotations,
+from tgml.bench.mistake_bench import (
+    FAST_LEARNERS,
+    LLM,
+    MistakeBenchConfig,
+    data_notes,
+    mistake_tables,
+    run_mistake_bench,
 )
+from tgml.bench.mistake_bench import METHODS as MISTAKE_METHODS
+from tgml.bench.mistake_selection import SelectionConfig as RuleSelection
+from tgml.bench.mistake_selection import cross_validate as cross_validate_rules
+from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
+from tgml.bench.synthetic_procedures import LEARNERS as SYNTHETIC_LEARNERS
+from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
+from tgml.graph_table import left_out_summary, terminal_view
+from tgml.learners.do.config import EDGE_THRESHOLDS
+from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS, LearnerEntry, learner, resolve_learner
+from tgml.learners.result import learn_from_annotations
+
+MISTAKE_DEFAULT_METHODS = (*FAST_LEARNERS, LLM)
 
 
 def _parser() -> ArgumentParser:
@@ -93,9 +109,9 @@ def _parser() -> ArgumentParser:
     train.add_argument("--annotations", required=True, help="annotation JSON file")
     train.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
     train.add_argument("--out", required=True, help="output task-graph JSON")
-    train.add_argument("--method", choices=[*LEARNER_METHODS, TGT_TEXT],
-                       help="learner (default noisy-and, or do when a Direct Optimization option is given; "
-                            "tgt-text: the Task Graph Transformer on the step names)")
+    train.add_argument("--method", choices=list(LEARNERS), metavar="METHOD",
+                       help=f"learner, from {', '.join(LEARNERS)} (default {DEFAULT_LEARNER}, or do when a Direct "
+                            "Optimization option is given; tgt-text: the Task Graph Transformer on the step names)")
     train.add_argument("--config", help="TOML file of training settings (flags override it)")
     train.add_argument("--edge-cost", type=float, help="noisy-and: prior cost of an edge in nats (default 0)")
     train.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
@@ -152,6 +168,32 @@ def _parser() -> ArgumentParser:
     bench.add_argument("--json", help="write all results to this JSON file")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    mistakes = sub.add_parser("bench-mistakes", help="CaptainCook4D online order-mistake benchmark: 190 recordings "
+                                                     "with annotated order errors and missing steps")
+    mistakes.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
+                                         f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
+    mistakes.add_argument("--method", nargs="+", default=list(MISTAKE_DEFAULT_METHODS), metavar="METHOD",
+                          help=f"learners and published graphs, from {', '.join(MISTAKE_METHODS)}, or 'all' "
+                               f"(default {' '.join(MISTAKE_DEFAULT_METHODS)}); the ground-truth graphs are always "
+                               "the last row")
+    mistakes.add_argument("--seeds", type=int, default=3, metavar="N",
+                          help="seeds of the seeded learners: S..S+N-1, S being --seed-base (default 3)")
+    mistakes.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, metavar="S",
+                          help=f"the first seed (default {DEFAULT_SEED_BASE})")
+    mistakes.add_argument("--rules", default=",".join(ORDER_RULES),
+                          help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
+    mistakes.add_argument("--procedures", help="comma-separated subset of procedures")
+    mistakes.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                          help="worker processes (0: one per core)")
+    mistakes.add_argument("--select", action="store_true",
+                          help="choose the order rule by cross-validation on the graph-generation recordings only "
+                               "(synthetic moved steps; the 190 test recordings are not read)")
+    mistakes.add_argument("--folds", type=int, default=4, help="--select: folds per procedure (default 4)")
+    mistakes.add_argument("--moves", type=int, default=3,
+                          help="--select: moved-step variants of each held-out recording (default 3)")
+    mistakes.add_argument("--json", help="write all results, per recipe too, to this JSON file")
+    mistakes.add_argument("--quiet", action="store_true", help="no progress bar")
+
     queries = sub.add_parser("bench-queries", help="procedure questions (previous, optional, mistake, missing, "
                                                    "future) on held-out executions")
     queries.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/, epic-tent-o/, assembly101-o/ "
@@ -175,7 +217,8 @@ def _parser() -> ArgumentParser:
     syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
     syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
     syn.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
-    syn.add_argument("--learners", default=",".join(LEARNERS), help=f"comma-separated, from {', '.join(LEARNERS)}")
+    syn.add_argument("--learners", default=",".join(SYNTHETIC_LEARNERS),
+                     help=f"comma-separated, from {', '.join(SYNTHETIC_LEARNERS)}")
     syn.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
     syn.add_argument("--json", help="write all results to this JSON file")
     syn.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -193,44 +236,79 @@ def _listed(text: str, kind: type, option: str) -> tuple:
     return values
 
 
-def _noisy_and_config(args: argparse.Namespace) -> NoisyAndConfig:
-    overrides = {k: getattr(args, k) for k in ("edge_cost", "noise", "cut", "epochs", "lr", "seed", "relaxed")}
-    if args.config:
-        return load_noisy_and_config(args.config, **overrides)
-    return NoisyAndConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
+# `tgml train` flags that set a learner's field; each applies only to the learners that have it.
+TRAIN_SETTINGS = ("edge_cost", "noise", "cut", "beta", "epochs", "lr", "seed", "augment", "relaxed", "early_stop",
+                  "edge_threshold")
 
 
-def _tgt_text_config(args: argparse.Namespace) -> TgtTextConfig:
-    """The tgt-text settings: --config file, then the flags; a flag of another learner is refused."""
-    flags = {"epochs", "lr", "seed", "relaxed", "edge_threshold"}
-    other = next((k for k in ("edge_cost", "noise", "cut", "beta", "augment", "early_stop")
-                  if getattr(args, k) is not None), None)
-    if other is not None:
-        raise InputError(f"--{other.replace('_', '-')} does not apply to --method {TGT_TEXT} "
-                         f"(its settings: {', '.join(sorted(TGT_TEXT_SETTINGS))})")
-    overrides = {k: getattr(args, k) for k in flags}
-    if args.config:
-        return load_tgt_text_config(args.config, **overrides)
-    return TgtTextConfig().replace(**{k: v for k, v in overrides.items() if v is not None})
+def _settings_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The learner settings set by flags (None: not given)."""
+    return {k: v for k in TRAIN_SETTINGS if (v := getattr(args, k, None)) is not None}
 
 
 def _train_method(args: argparse.Namespace) -> str:
     """The learner asked for, or the one the given flags and config-file keys belong to."""
-    if args.method == TGT_TEXT:
-        return TGT_TEXT
-    given = {k for k, v in vars(args).items() if v is not None}
+    given = set(_settings_given(args))
     if args.config:
         given |= set(read_settings(args.config))
-    return resolve_method(args.method, given)
+    return resolve_learner(args.method, given)
 
 
-def _config(args: argparse.Namespace, base: TrainConfig) -> TrainConfig:
-    overrides = {k: getattr(args, k, None) for k in ("beta", "epochs", "lr", "seed", "augment", "relaxed")}
-    overrides["early_stop"] = getattr(args, "early_stop", None)
-    overrides["edge_threshold"] = getattr(args, "edge_threshold", None)
+def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = None) -> Any:
+    """A learner's settings: ``base`` (default: the learner's defaults), then the --config file, then the flags."""
+    flags = _settings_given(args)
+    if args.config and hasattr(entry.config_class, "from_table"):  # a combined learner: its sub-tables in the file
+        path = Path(args.config)
+        seed = flags.pop("seed", None)
+        with naming_the_file(path):
+            return entry.config({**read_settings(path), **flags}, seed)
     if args.config:
-        return load_graph_training_config(args.config, base, **overrides)
-    return base.replace(**{k: v for k, v in overrides.items() if v is not None})
+        return entry.config_file(args.config, base, **flags)
+    return dataclasses.replace(base if base is not None else entry.config(None), **flags)
+
+
+def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
+    """``tgml bench-mistakes``: learn, replay, print the tables and the notes on the data."""
+    if args.seeds < 1:
+        raise InputError(f"--seeds {args.seeds}: need at least 1")
+    data = captaincook_folder(data_folder(args.data))
+    if args.select:
+        _select_rule(args, data, console)
+        return
+    if args.json:
+        check_output(args.json, "results file", inputs=[data / ANNOTATIONS], option="--json")
+    methods = tuple(MISTAKE_METHODS if args.method == ["all"] else args.method)
+    config = MistakeBenchConfig(data, methods, tuple(range(args.seed_base, args.seed_base + args.seeds)),
+                                tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)
+    result = run_mistake_bench(config, progress=not args.quiet)
+    wide = console if console.is_terminal else Console(width=190)  # logs and pipes: keep the whole table
+    for table in mistake_tables(result):
+        wide.print(table)
+    for note in data_notes(result):
+        print(note)
+    print(f"bench-mistakes: {result.seconds:.1f} s")
+    if args.json:
+        write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+        print(f"wrote {args.json}")
+
+
+def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None:
+    """``tgml bench-mistakes --select``: the cross-validation table of the order rules and the one chosen."""
+    from rich.table import Table
+
+    started = time.perf_counter()
+    method = args.method[0] if args.method != list(MISTAKE_DEFAULT_METHODS) else DEFAULT_LEARNER
+    config = RuleSelection(method, args.folds, args.moves, args.seed_base, tuple(_names(args.rules)), args.workers)
+    rows = cross_validate_rules(load_procedures(data, _names(args.procedures)), config, progress=not args.quiet)
+    table = Table(title=f"Order rule chosen by {config.folds}-fold cross-validation on the graph-generation "
+                        f"recordings ({method} graphs, {rows[0]['items']} items, {rows[0]['tagged']} tagged steps)")
+    for col in ("rule", "Avg F1", "Mist F1", "Corr F1"):
+        table.add_column(col, justify="left" if col == "rule" else "right")
+    for row in rows:
+        table.add_row(row["rule"], *(f"{row[k]:.1f}" for k in ("avg_f1", "mistake_f1", "correct_f1")))
+    console.print(table)
+    print(f"chosen: {rows[0]['rule']}")
+    print(f"bench-mistakes --select: {time.perf_counter() - started:.1f} s")
 
 
 def _names(option: str | None) -> list[str]:
@@ -248,20 +326,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
         method = _train_method(args)
         videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
-        if method == TGT_TEXT:
-            result = learn_from_annotations(train_tgt_text_graph, args.annotations, args.scenario,
-                                            _tgt_text_config(args), progress=not args.quiet, videos=videos)
-        elif method == "do":
-            result = train_from_annotations(args.annotations, args.scenario, _config(args, TrainConfig()),
-                                            progress=not args.quiet, videos=videos)
-        else:
-            result = noisy_and_from_annotations(args.annotations, args.scenario, _noisy_and_config(args),
-                                                progress=not args.quiet, videos=videos)
+        entry = learner(method)
+        result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
+                                        progress=not args.quiet, videos=videos)
         save_graph(result.graph, args.out)
         if "left_out" in result.graph.info:
             print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
-        print(f"{args.scenario}: {method}, {result.epochs_run} epochs, loss {result.final_loss:.3f}, "
-              f"SA {result.sequence_accuracy:.3f}, {len(result.graph.edges())} edges -> {args.out}")
+        measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
+        scores = (("loss", result.final_loss), ("SA", result.sequence_accuracy))
+        measures += [f"{name} {value:.3f}" for name, value in scores if math.isfinite(value)]
+        print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
     elif args.command == "show":
         if args.dot:
             check_output(args.dot, "rendering", option="--dot")
@@ -273,6 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = evaluate_files(args.pred, args.gt)
         print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
               f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
+    elif args.command == "bench-mistakes":
+        _bench_mistakes(args, console)
     elif args.command == "bench-queries":
         config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
                                   args.seed, args.epochs, tuple(_names(args.procedures)))
@@ -309,8 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         procedures = [p for p in (args.procedures or "").split(",") if p]
         check_methods(args.method)
         settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
-        methods_run = run_methods(data, args.method, seeds, _config(args, DEFAULT_CONFIG), procedures,
-                                  args.workers, progress=not args.quiet, ensemble=args.ensemble, settings=settings)
+        do_config = _learner_config(learner("do"), args, DEFAULT_CONFIG)
+        methods_run = run_methods(data, args.method, seeds, do_config, procedures, args.workers,
+                                  progress=not args.quiet, ensemble=args.ensemble, settings=settings)
         if len(args.method) == 1:
             console.print(captaincook_table(methods_run.results[args.method[0]]))
         else:  # logs and pipes: keep the whole table

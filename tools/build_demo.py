@@ -36,8 +36,8 @@ from streaming.demo.paths import DEMO_DIR
 from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, sample_correct_order
 from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
 from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
-from tgml.noisy_and_config import NoisyAndConfig
-from tgml.noisy_and_train import noisy_and_from_annotations
+from tgml.learners.registry import DEFAULT_LEARNER, learner
+from tgml.learners.result import learn_from_annotations
 
 N_GRAPH_EXECUTIONS = 40
 N_TRAIN_VIDEOS = 12
@@ -68,7 +68,8 @@ def build_graph(out: Path) -> Path:
         executions[f"demo_{k:03d}"] = segments_of(timeline(order, rng, config), config.fps)
     annotations_path = out / "demo_annotations.json"  # shipped: `tgml train` can be re-run on it by hand
     write_text(annotations_path, json.dumps(annotation_file(executions)), "demo annotations")
-    result = noisy_and_from_annotations(annotations_path, SCENARIO, NoisyAndConfig(), progress=True)  # as `tgml train`
+    entry = learner(DEFAULT_LEARNER)  # as `tgml train`
+    result = learn_from_annotations(entry.learn, annotations_path, SCENARIO, entry.config(None), progress=True)
     path = out / "demo_graph.json"
     save_graph(result.graph, path)
     return path

@@ -136,6 +136,7 @@ FIELDS: dict[str, tuple[frozenset[str], Check]] = {
     "rule": (_in("alert", "status"), one_of("weighted", "binary")),
     "probability": (_in("alert"), SCORE),
     "video_time": (_in("alert"), nullable(number(0.0))),
+    "late_for": (_in("alert"), STEP_IDS),
     "probabilities": (_in("missing"), array(SCORE, MAX_STEPS)),
     "confirmed": (_in("retraction"), nullable(STEP_ID)),
     "confirmed_name": (_in("retraction"), nullable(NAME)),

@@ -420,10 +420,10 @@ def test_an_alert_shows_where_in_the_video_its_step_was() -> None:
         session = Session()
         session.heartbeat()
         session.confirm(GET_CUP, 0.0, 3.5)
-        if early:  # the alert comes before the step is confirmed: it is being done now
+        if early:  # the alert comes before the step is confirmed: it shows where the step began
             session.announce(BOIL, 4.0)
             (alert_row,) = [row for row in draw(session.state).splitlines() if "fill_kettle 1.00" in row]
-            assert "│ now " in alert_row
+            assert "│ from 4.0 s " in alert_row
             assert stream_row(draw(session.state))[-1] == "1"  # counted with the log, before the checker counts it
         session.confirm(BOIL, 4.0, 7.5)
         alert_rows = draw(session.state).split("missing pre-conditions")[1].split("recent key-steps")[0].splitlines()

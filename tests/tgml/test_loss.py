@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from tests.tgml.helpers import last_occurrence
-from tgml.do_model import DirectOptimization, wrap
+from tgml.learners.do.model import DirectOptimization, wrap
+from tgml.learners.do.train import build_training_set
 from tgml.loss import tgml_loss
 from tgml.sequences import first_occurrence, observed_rows, pack, random_dedup_mask
-from tgml.train import build_training_set
 
 
 def reference_loss(z: torch.Tensor, sequences: list[list[int]], contrast: list[int], beta: float) -> torch.Tensor:

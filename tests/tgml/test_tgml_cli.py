@@ -95,8 +95,8 @@ def test_train_defaults_to_noisy_and_and_keeps_direct_optimization_on_request(
     ("flags", "fragment"),
     [(["--cut", "1.5"], "NoisyAndConfig.cut = 1.5"),
      (["--beta", "0.1", "--cut", "0.5"], "belong to different learners"),
-     (["--method", "noisy-and", "--augment"], "setting 'augment' belongs to Direct Optimization"),
-     (["--method", "do", "--edge-cost", "1"], "setting 'edge_cost' belongs to the noisy-and learner")],
+     (["--method", "noisy-and", "--augment"], "'augment' does not apply to --method noisy-and (it belongs to do"),
+     (["--method", "do", "--edge-cost", "1"], "'edge_cost' does not apply to --method do (it belongs to noisy-and")],
 )
 def test_train_refuses_settings_of_the_other_learner(
     flags: list[str], fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -118,7 +118,7 @@ def test_bench_captaincook_partial_config_keeps_the_benchmark_protocol(
                  "--seeds", "1", "--workers", "1", "--config", str(cfg), "--json", str(out), "--quiet"]) == 0
     config = json.loads(out.read_text())["methods"]["do"]["config"]
     assert config["beta"] == 0.01
-    assert config["early_stop"] == "sa-plateau" and config["epochs"] == 1000  # the benchmark's, not TrainConfig's
+    assert config["early_stop"] == "sa-plateau" and config["epochs"] == 1000  # the benchmark's, not DOConfig's
 
 
 def test_console_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ DO is trained on each of the 24 procedures (error-free sequences, first occurren
 epochs, SA-plateau early stopping, the paper's edge threshold 1/n; see `DEFAULT_CONFIG`) for several seeds; each
 graph is compared with the ground-truth graph on the full START..END adjacency. With ``ensemble = K > 1`` each
 seed's graph is instead the post-processed mean of K DO weight matrices trained with different seeds
-(`tgml.ensemble`), our variance-reducing variant. Figures are averaged over
+(`tgml.learners.do.ensemble`), our variance-reducing variant. Figures are averaged over
 procedures per seed, then reported as mean and 90% confidence interval (Student t) over seeds, next to the
 published DO figures.
 
@@ -14,6 +14,7 @@ Ground-truth step ids differ from the taxonomy ids, so steps are matched by name
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,8 +30,9 @@ from graphs.postprocess import present_steps
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.bench.process_pool import run_jobs
-from tgml.ensemble import mean_weights_graph, member_seeds
-from tgml.train import TrainConfig, train_task_graph
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.ensemble import mean_weights_graph, member_seeds
+from tgml.learners.do.train import train_do
 
 ANNOTATIONS = "task_graph_generation_annotations.json"
 GT_FOLDER = "ground_truth_task_graphs"
@@ -47,7 +49,7 @@ PUBLISHED: dict[str, tuple[float, float, float]] = {
 # The paper's protocol as written (edge threshold 1/n): 83.7 / 87.7 / 85.5 over seeds 42..46. The authors' code cuts
 # at 1/(n+2) (85.7 / 89.0 / 87.1); edge_threshold="1/N" (N = n + 4 nodes of the reference layout) lands on the
 # published mean (86.4 / 89.7 / 87.8). Both are options, not the default.
-DEFAULT_CONFIG = TrainConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
+DEFAULT_CONFIG = DOConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
 DEFAULT_SEED_BASE = 42
 
 # Two-sided 90% Student-t critical values t_{0.95, df} for df = 1..30 (beyond that the normal 1.645).
@@ -100,14 +102,14 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
     return procedures
 
 
-def _train_job(procedure: Procedure, config: TrainConfig) -> tuple[TaskGraph, int]:
+def _train_job(procedure: Procedure, config: DOConfig) -> tuple[TaskGraph, int]:
     """Worker job: one DO graph of one procedure and the epochs it ran."""
-    result = train_task_graph(procedure.sequences, procedure.step_ids, procedure.step_names, config,
+    result = train_do(procedure.sequences, procedure.step_ids, procedure.step_names, config,
                               procedure.scenario)
     return result.graph, result.epochs_run
 
 
-def _combine_members(procedure: Procedure, config: TrainConfig, members: list[TaskGraph]) -> TaskGraph:
+def _combine_members(procedure: Procedure, config: DOConfig, members: list[TaskGraph]) -> TaskGraph:
     """One seed's graph: the single member, or the post-processed mean of the members' weights."""
     if len(members) == 1:
         return members[0]
@@ -137,7 +139,7 @@ class BenchmarkResult:
     ``seeds`` and one run per procedure.
     """
 
-    config: TrainConfig
+    config: DOConfig
     seeds: tuple[int, ...]
     ensemble: int = 1
     runs: list[RunScore] = field(default_factory=list)
@@ -198,7 +200,7 @@ def mean_ci90(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def run_benchmark(
     data_dir: str | Path,
     seeds: Sequence[int],
-    config: TrainConfig = DEFAULT_CONFIG,
+    config: DOConfig = DEFAULT_CONFIG,
     scenarios: Sequence[str] = (),
     workers: int = 1,
     progress: bool = False,
@@ -214,7 +216,7 @@ def run_benchmark(
         workers: worker processes (1 = run in this process).
         progress: rich progress bar on stderr.
         ensemble: DO members averaged per seed (1 = plain DO); seed ``s`` uses member seeds
-            ``tgml.ensemble.member_seeds(s, ensemble)``.
+            ``tgml.learners.do.ensemble.member_seeds(s, ensemble)``.
 
     Returns:
         The `BenchmarkResult`.
@@ -227,7 +229,7 @@ def run_benchmark(
         raise InputError(f"captaincook benchmark: ensemble = {ensemble}, expected >= 1")
     procedures = load_procedures(data_dir, scenarios)
     member_of = {int(s): member_seeds(int(s), ensemble) if ensemble > 1 else (int(s),) for s in seeds}
-    jobs = [(p, config.replace(seed=m)) for s in seeds for p in procedures for m in member_of[int(s)]]
+    jobs = [(p, dataclasses.replace(config, seed=m)) for s in seeds for p in procedures for m in member_of[int(s)]]
     result = BenchmarkResult(config, tuple(int(s) for s in seeds), ensemble)
     outcomes = run_jobs(_train_job, jobs, workers, "[bold]CaptainCook4D", progress)
     # Jobs are ordered seed, procedure, member: every `ensemble` consecutive outcomes form one graph.

@@ -3,14 +3,11 @@
 Methods (the paper's table, Seminara et al. NeurIPS 2024, plus ours):
 
 - ``do``: Direct Optimization (`tgml.bench.captaincook.run_benchmark`, unchanged: DO options apply to it only);
-- ``noisy-and``: our noisy-AND TGML learner (`tgml.noisy_and_train`, default settings), one graph per seed;
-- ``count-based``: transition counts (`graphs.count_based`), raw sequences as the published baseline;
-- ``msgi`` / ``msg2``: the greedy eligibility search with the accuracy / precision objective
-  (`graphs.eligibility_search`);
+- every other learner of `tgml.learners.registry` (``noisy-and``, ``count-based``, ``msgi``, ``msg2``, ``tgt-text``
+  and our variants), with its config class's default settings; ``tgt-text`` needs the ``text`` extra, and the step
+  names are embedded once, here, before the workers start;
 - ``llm``: the published Llama-3.1-405B graphs (`graphs.llm_graphs`), read from ``<data>/llm_task_graphs``,
-  scored as written (one of them keeps a two-step cycle, as published);
-- ``tgt-text``: the Task Graph Transformer on step-name embeddings (`tgml.tgt_train`, default settings; needs the
-  ``text`` extra), one graph per seed; the step names are embedded once, here, before the workers start.
+  scored as written (one of them keeps a two-step cycle, as published).
 
 Methods without randomness (count-based, msgi, msg2, llm) run once per procedure, in this process and before any
 training, so a bad LLM graph folder fails in seconds; seeded learners run per (seed, procedure) in worker
@@ -32,18 +29,17 @@ randomness has ``seeds: []``, ``seed: null`` runs and one ``per_seed`` entry ``"
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 from rich.table import Table
 
-from graphs.count_based import CountBasedConfig, count_based_graph
 from graphs.edge_metrics import edge_scores
-from graphs.eligibility_search import EligibilitySearchConfig, eligibility_search_graph
 from graphs.errors import InputError
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from tgml.bench.captaincook import (
@@ -56,42 +52,34 @@ from tgml.bench.captaincook import (
     run_benchmark,
 )
 from tgml.bench.process_pool import run_jobs
-from tgml.noisy_and_config import NoisyAndConfig
-from tgml.train import TrainConfig
+from tgml.learners.do.config import DOConfig
+from tgml.learners.registry import LEARNERS, learner
+from tgml.learners.tgt_text.config import TgtTextConfig
 
 RESULTS_VERSION: Final = 2
 # Adjacency in the procedure's layout (START, K_1..K_n, END) and the epochs trained (0 without training).
 Outcome = tuple[np.ndarray, int]
+# Graphs that are read, not learned: the published LLM graphs.
+PUBLISHED_GRAPHS: Final = ("llm",)
+METHODS: Final = ("do", *(name for name in LEARNERS if name != "do"), *PUBLISHED_GRAPHS)
 
 
 @dataclass(frozen=True)
 class MethodSettings:
-    """What the non-DO methods read; DO keeps its own `TrainConfig` and ensemble size.
+    """What the methods other than DO read; DO keeps its own `DOConfig` and ensemble size.
 
     Args:
         llm_folder: folder of the ``graph_<procedure>.adjlist`` files (default ``<data>/llm_task_graphs``).
-        noisy_and: noisy-AND settings (its seed is replaced by each benchmark seed).
-        count_based: Count-Based settings.
+        configs: a learner's config by name, for a learner that should not use its config class's defaults (its seed
+            is replaced by each benchmark seed).
     """
 
     llm_folder: Path | None = None
-    noisy_and: NoisyAndConfig = field(default_factory=NoisyAndConfig)
-    count_based: CountBasedConfig = field(default_factory=CountBasedConfig)
+    configs: Mapping[str, Any] = field(default_factory=dict)
 
-
-def _count_based(procedure: Procedure, settings: MethodSettings) -> Outcome:
-    graph = count_based_graph(procedure.sequences, procedure.step_ids, procedure.step_names, settings.count_based,
-                              procedure.scenario)
-    return graph.adjacency, 0
-
-
-def _eligibility(objective: str) -> Callable[[Procedure, MethodSettings], Outcome]:
-    def build(procedure: Procedure, settings: MethodSettings) -> Outcome:
-        graph = eligibility_search_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
-                                         EligibilitySearchConfig(objective), procedure.scenario)
-        return graph.adjacency, 0
-
-    return build
+    def config(self, method: str) -> Any:
+        """The config ``method`` learns with: the one given, or the registry's defaults."""
+        return self.configs[method] if method in self.configs else learner(method).config(None)
 
 
 def _llm(procedure: Procedure, settings: MethodSettings) -> Outcome:
@@ -100,75 +88,36 @@ def _llm(procedure: Procedure, settings: MethodSettings) -> Outcome:
     return llm_adjacency(path, procedure.step_ids, procedure.step_names, procedure.scenario), 0
 
 
-def _noisy_and(procedure: Procedure, settings: MethodSettings, seed: int) -> Outcome:
-    from tgml.noisy_and_train import train_noisy_and_graph  # torch loads only in the worker that trains
-
-    result = train_noisy_and_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
-                                   settings.noisy_and.replace(seed=seed), procedure.scenario)
+def _learned(method: str, procedure: Procedure, settings: MethodSettings, seed: int | None) -> Outcome:
+    """Worker job: one learner's graph of one procedure (torch loads only in the worker that trains)."""
+    entry = learner(method)
+    config = settings.config(method) if seed is None else entry.with_seed(settings.config(method), seed)
+    result = entry.learn_graph(procedure.sequences, procedure.step_ids, procedure.step_names, config,
+                               procedure.scenario)
     return result.graph.adjacency, result.epochs_run
 
 
-def _tgt_text(procedure: Procedure, settings: MethodSettings, seed: int) -> Outcome:
-    from tgml.tgt_config import TgtTextConfig
-    from tgml.tgt_train import train_tgt_text_graph  # torch and the text encoder load only in the worker
-
-    result = train_tgt_text_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
-                                  TgtTextConfig(seed=seed), procedure.scenario)
-    return result.graph.adjacency, result.epochs_run
-
-
-def _embed_step_names(procedures: Sequence[Procedure]) -> None:
+def embed_step_names(procedures: Sequence[Procedure]) -> None:
     """Embed every procedure's step names here, once: a missing ``text`` extra fails before any training, and the
     workers read the embeddings from the cache instead of each loading the encoder."""
     from tgml.text_embeddings import step_embeddings
-    from tgml.tgt_config import TgtTextConfig
 
     for procedure in procedures:
         step_embeddings(list(procedure.step_names), TgtTextConfig().encoder)
 
 
-# Methods without randomness: one graph per procedure.
-DETERMINISTIC_BUILDERS: Final[dict[str, Callable[[Procedure, MethodSettings], Outcome]]] = {
-    "count-based": _count_based,
-    "msgi": _eligibility("accuracy"),
-    "msg2": _eligibility("precision"),
-    "llm": _llm,
-}
-# Seeded learners other than DO: one graph per (seed, procedure).
-SEEDED_BUILDERS: Final[dict[str, Callable[[Procedure, MethodSettings, int], Outcome]]] = {
-    "noisy-and": _noisy_and,
-    "tgt-text": _tgt_text,
-}
-NOT_AVAILABLE: Final[dict[str, str]] = {}
-METHODS: Final = ("do", *DETERMINISTIC_BUILDERS, *SEEDED_BUILDERS, *NOT_AVAILABLE)
-
-
-def _seeded_job(method: str, procedure: Procedure, settings: MethodSettings, seed: int) -> Outcome:
-    """Worker job: one seeded learner's graph of one procedure."""
-    return SEEDED_BUILDERS[method](procedure, settings, seed)
-
-
 def _settings_entry(method: str, settings: MethodSettings) -> dict[str, Any]:
     """The settings a method used, for the JSON file."""
-    if method == "noisy-and":
-        return {k: v for k, v in asdict(settings.noisy_and).items() if k != "seed"}
-    if method == "count-based":
-        return asdict(settings.count_based)
-    if method in ("msgi", "msg2"):
-        return asdict(EligibilitySearchConfig("accuracy" if method == "msgi" else "precision"))
-    if method == "llm":
+    if method in PUBLISHED_GRAPHS:
         return {"folder": str(settings.llm_folder)}
-    return {}
+    return {k: v for k, v in dataclasses.asdict(settings.config(method)).items() if k != "seed"}
 
 
 def check_methods(methods: Sequence[str]) -> None:
-    """Refuse an unknown, repeated or not yet available method before anything runs."""
+    """Refuse an unknown or repeated method before anything runs."""
     if not methods:
         raise InputError("--method: give at least one method")
     for k, method in enumerate(methods):
-        if method in NOT_AVAILABLE:
-            row = " / ".join(f"{v:.1f}" for v in PUBLISHED[method])
-            raise InputError(f"--method {method}: {NOT_AVAILABLE[method]} (published P / R / F1 {row})")
         if method not in METHODS:
             raise InputError(f"--method {method}: unknown; choose from {', '.join(METHODS)}")
         if method in methods[:k]:
@@ -193,7 +142,7 @@ def run_methods(
     data_dir: str | Path,
     methods: Sequence[str],
     seeds: Sequence[int],
-    config: TrainConfig = DEFAULT_CONFIG,
+    config: DOConfig = DEFAULT_CONFIG,
     scenarios: Sequence[str] = (),
     workers: int = 1,
     progress: bool = False,
@@ -220,22 +169,24 @@ def run_methods(
     check_methods(methods)
     settings = settings or MethodSettings()
     if settings.llm_folder is None:
-        settings = MethodSettings(Path(data_dir) / LLM_FOLDER, settings.noisy_and, settings.count_based)
+        settings = dataclasses.replace(settings, llm_folder=Path(data_dir) / LLM_FOLDER)
     procedures = load_procedures(data_dir, scenarios)
     results: dict[str, BenchmarkResult] = {}
     # Cheap methods first, here: a bad LLM folder or graph is reported before minutes of training.
-    for method in (m for m in methods if m in DETERMINISTIC_BUILDERS):
+    once = [m for m in methods if m in PUBLISHED_GRAPHS or (m != "do" and not learner(m).seeded)]
+    for method in once:
         result = BenchmarkResult(config, (), method=method, settings=_settings_entry(method, settings))
         for procedure in procedures:
-            adjacency, epochs = DETERMINISTIC_BUILDERS[method](procedure, settings)
+            adjacency, epochs = _llm(procedure, settings) if method in PUBLISHED_GRAPHS else _learned(
+                method, procedure, settings, None)
             result.runs.append(RunScore(procedure.scenario, None, len(procedure.step_ids), epochs,
                                         edge_scores(adjacency, procedure.ground_truth.adjacency)))
         results[method] = result
-    seeded = [m for m in methods if m in SEEDED_BUILDERS]
-    if "tgt-text" in seeded:
-        _embed_step_names(procedures)
+    seeded = [m for m in methods if m != "do" and m not in once]
+    if any(learner(m).needs == "text" for m in seeded):
+        embed_step_names(procedures)
     jobs = [(m, p, settings, int(s)) for m in seeded for s in seeds for p in procedures]
-    outcomes = run_jobs(_seeded_job, jobs, workers, "[bold]CaptainCook4D learners", progress) if jobs else []
+    outcomes = run_jobs(_learned, jobs, workers, "[bold]CaptainCook4D learners", progress) if jobs else []
     for method in seeded:
         results[method] = BenchmarkResult(config, tuple(int(s) for s in seeds), method=method,
                                           settings=_settings_entry(method, settings))

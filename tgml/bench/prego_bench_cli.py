@@ -39,7 +39,8 @@ from graphs.options import workers_option
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
-from tgml.evidence_combination import RULES
+from tgml.learners.noisy_and_do.combination import RULES
+from tgml.learners.registry import LEARNERS
 
 
 def _rates(text: str) -> tuple[float, ...]:
@@ -93,7 +94,7 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
                    "with --annotations)")
     p.add_argument("--method", nargs="+", default=["do", "count-based"],
-                   choices=[*prego.METHOD_BUILDERS, *prego.UNAVAILABLE])
+                   choices=[*LEARNERS, *prego.UNAVAILABLE])
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")

@@ -38,7 +38,7 @@ from recognition.replay import (
     sweep_table,
 )
 from recognition.segmenter import SegmenterConfig
-from tgml.bench.prego import DATASETS, PUBLISHED, build_do, load_dataset, load_method_settings, resolve_data
+from tgml.bench.prego import DATASETS, PUBLISHED, build_graph, load_dataset, load_method_settings, resolve_data
 
 # The PREGO MiniROAD frames files hold about 60 labels per second of video.
 DEFAULT_FPS = 60.0
@@ -79,7 +79,8 @@ def _graph(args: argparse.Namespace) -> tuple[TaskGraph, str]:
     data = load_dataset(layout, args.dataset, pred=False)
     settings = load_method_settings(args.dataset)["do"]
     print(f"learning the DO graph of {args.dataset} (seed {args.seed}) from {layout.train_file(args.dataset)}")
-    return build_do(data, settings, args.seed), f"DO learned from {layout.train_file(args.dataset)} seed {args.seed}"
+    graph = build_graph("do", data, settings, args.seed)
+    return graph, f"DO learned from {layout.train_file(args.dataset)} seed {args.seed}"
 
 
 @exit_on_input_error

@@ -1,7 +1,7 @@
 """Independent training jobs (one graph per seed, fold or procedure) in worker processes, with a progress bar.
 
-Each job trains with one torch thread (`tgml.train` pins it), so one process per core uses the machine; a job's
-result depends only on its arguments, so the figures are the same whatever the number of workers.
+Each job trains with one torch thread (`tgml.learners.do.train` pins it), so one process per core uses the machine; a
+job's result depends only on its arguments, so the figures are the same whatever the number of workers.
 """
 
 from __future__ import annotations

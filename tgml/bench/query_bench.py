@@ -27,9 +27,9 @@ Protocols (`tgml.bench.query_protocols`):
   labelled optional when some correct execution of the procedure skips it.
 
 Methods are graph learners answered through `graphs.procedure_queries` with the weighted or the binary rule:
-DO (`tgml.train.train_task_graph`, the benchmark's settings per dataset), the same DO graphs with the binary
+DO (`tgml.learners.do.train.train_do`, the benchmark's settings per dataset), the same DO graphs with the binary
 rules, Count-Based (`graphs.count_based`, transition frequencies) and ours, noisy-AND
-(`tgml.noisy_and_train.train_noisy_and_graph`, the benchmark's settings per dataset; its weighted rule reads
+(`tgml.learners.noisy_and.train.train_noisy_and`, the benchmark's settings per dataset; its weighted rule reads
 per-edge probabilities). Another learner is one entry in `LEARNERS` and one in `METHODS`. Two references learn no
 graph: "No graph" answers every question from frequencies counted over the same training executions
 (`tgml.bench.frequency_answers`), and "GT graph" (CaptainCook4D) ranks the ground truth's ready steps at random.
@@ -48,6 +48,7 @@ Metrics are percentages; null where a question cannot be asked (no ground-truth 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,7 +71,7 @@ from tgml.bench.captaincook import load_procedures
 from tgml.bench.frequency_answers import FrequencyAnswers
 from tgml.bench.prego.data import DATASETS as PREGO_DATASETS
 from tgml.bench.prego.data import load_dataset, resolve_data
-from tgml.bench.prego.methods import do_train_config, load_method_settings
+from tgml.bench.prego.methods import load_method_settings
 from tgml.bench.query_protocols import (
     Answering,
     Items,
@@ -89,10 +90,12 @@ from tgml.bench.query_protocols import (
     previous_items,
     ready_step_hits,
 )
-from tgml.noisy_and_config import METHOD_NAME as NOISY_AND
-from tgml.noisy_and_config import NoisyAndConfig, noisy_and_config
-from tgml.noisy_and_train import train_noisy_and_graph
-from tgml.train import TrainConfig, train_task_graph
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.train import train_do
+from tgml.learners.noisy_and.config import METHOD_NAME as NOISY_AND
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and.train import train_noisy_and
+from tgml.learners.registry import learner
 
 RESULTS_FORMAT: Final = "query-bench-results"
 RESULTS_VERSION: Final = 1
@@ -223,19 +226,19 @@ def load_bench_procedures(config: QueryBenchConfig, dataset: str) -> list[Proced
 Learner = Callable[[Procedure, Sequence[Sequence[int]], QueryBenchConfig], TaskGraph]
 
 
-def do_config(dataset: str, config: QueryBenchConfig) -> TrainConfig:
+def do_config(dataset: str, config: QueryBenchConfig) -> DOConfig:
     """DO settings of a dataset's benchmark: the CaptainCook4D protocol, or the ``[do]`` table of
     ``configs/prego-<dataset>.toml``; seed and epoch cap from ``config``."""
     if dataset == CAPTAINCOOK:
-        base = CAPTAINCOOK_DO.replace(seed=config.seed)
+        base = dataclasses.replace(CAPTAINCOOK_DO, seed=config.seed)
     else:
-        base = do_train_config(load_method_settings(dataset)["do"], config.seed, None)
-    return base if config.epochs is None else base.replace(epochs=min(config.epochs, base.epochs))
+        base = learner("do").config(load_method_settings(dataset)["do"], config.seed)
+    return base if config.epochs is None else dataclasses.replace(base, epochs=min(config.epochs, base.epochs))
 
 
 def learn_do(procedure: Procedure, sequences: Sequence[Sequence[int]], config: QueryBenchConfig) -> TaskGraph:
     """DO graph (its optional scores are learned by the trainer)."""
-    result = train_task_graph(sequences, procedure.step_ids, procedure.step_names,
+    result = train_do(sequences, procedure.step_ids, procedure.step_names,
                               do_config(procedure.dataset, config), procedure.scenario)
     return result.graph
 
@@ -245,8 +248,8 @@ def noisy_and_settings(dataset: str, config: QueryBenchConfig) -> NoisyAndConfig
     dataset's PREGO settings; seed and epoch cap from ``config``."""
     if dataset == CAPTAINCOOK:
         base = NoisyAndConfig(seed=config.seed)
-        return base if config.epochs is None else base.replace(epochs=min(config.epochs, base.epochs))
-    return noisy_and_config(load_method_settings(dataset)[NOISY_AND], config.seed, config.epochs)
+        return base if config.epochs is None else dataclasses.replace(base, epochs=min(config.epochs, base.epochs))
+    return learner(NOISY_AND).config(load_method_settings(dataset)[NOISY_AND], config.seed, config.epochs)
 
 
 def learn_noisy_and(
@@ -254,7 +257,7 @@ def learn_noisy_and(
 ) -> TaskGraph:
     """Our noisy-AND graph (edge probabilities as weights; its optional scores are learned by the trainer)."""
     settings = noisy_and_settings(procedure.dataset, config)
-    return train_noisy_and_graph(sequences, procedure.step_ids, procedure.step_names, settings,
+    return train_noisy_and(sequences, procedure.step_ids, procedure.step_names, settings,
                                  procedure.scenario).graph
 
 

@@ -20,6 +20,7 @@ step misses). Each table cell averages every density and seed.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,9 +34,10 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
 from tgml.bench.process_pool import run_jobs
-from tgml.noisy_and_config import NoisyAndConfig
-from tgml.noisy_and_train import train_noisy_and_graph
-from tgml.train import TrainConfig, train_task_graph
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.train import train_do
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and.train import train_noisy_and
 
 # Probability that a step draws 0, 1, 2, 3 or 4 pre-conditions among the steps before it.
 DENSITIES: Final[dict[str, tuple[float, ...]]] = {
@@ -44,28 +46,28 @@ DENSITIES: Final[dict[str, tuple[float, ...]]] = {
     "dense": (0.05, 0.25, 0.30, 0.25, 0.15),
 }
 # DO as in the CaptainCook4D protocol: first occurrences, beta 0.005, up to 1000 epochs, SA-plateau stopping, 1/n.
-DO_CONFIG: Final = TrainConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
+DO_CONFIG: Final = DOConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
 
 Learner = Callable[[Sequence[Sequence[int]], Sequence[int], Sequence[str], int], TaskGraph]
 
 
 def learn_do(sequences: Sequence[Sequence[int]], step_ids: Sequence[int], names: Sequence[str], seed: int) -> TaskGraph:
     """Direct Optimization with `DO_CONFIG`."""
-    return train_task_graph(sequences, step_ids, names, DO_CONFIG.replace(seed=seed)).graph
+    return train_do(sequences, step_ids, names, dataclasses.replace(DO_CONFIG, seed=seed)).graph
 
 
 def learn_noisy_and(
     sequences: Sequence[Sequence[int]], step_ids: Sequence[int], names: Sequence[str], seed: int
 ) -> TaskGraph:
     """Noisy-AND TGML with its default settings (no edge cost: every consistent pre-condition is kept)."""
-    return train_noisy_and_graph(sequences, step_ids, names, NoisyAndConfig(seed=seed)).graph
+    return train_noisy_and(sequences, step_ids, names, NoisyAndConfig(seed=seed)).graph
 
 
 def learn_noisy_and_sparse(
     sequences: Sequence[Sequence[int]], step_ids: Sequence[int], names: Sequence[str], seed: int
 ) -> TaskGraph:
     """Noisy-AND TGML with the edge cost `SPARSE_EDGE_COST` (a sparsity prior)."""
-    return train_noisy_and_graph(sequences, step_ids, names, NoisyAndConfig(edge_cost=SPARSE_EDGE_COST,
+    return train_noisy_and(sequences, step_ids, names, NoisyAndConfig(edge_cost=SPARSE_EDGE_COST,
                                                                           seed=seed)).graph
 
 

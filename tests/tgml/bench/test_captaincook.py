@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,9 +15,9 @@ from graphs.postprocess import binarize, present_steps
 from graphs.task_graph import END, START, TaskGraph
 from tests.cli_errors import cli_error
 from tgml.bench.captaincook import DEFAULT_CONFIG, captaincook_table, load_procedures, mean_ci90, run_benchmark
-from tgml.ensemble import member_seeds
+from tgml.learners.do.ensemble import member_seeds
+from tgml.learners.do.train import train_do
 from tgml.tgml_cli import main
-from tgml.train import train_task_graph
 
 
 def test_loads_24_procedures_with_ground_truth_matched_by_name(data_dir: Path) -> None:
@@ -39,7 +40,7 @@ def test_loads_24_procedures_with_ground_truth_matched_by_name(data_dir: Path) -
 
 
 def test_short_benchmark_run_scores_and_summarises(data_dir: Path) -> None:
-    config = DEFAULT_CONFIG.replace(epochs=80)
+    config = dataclasses.replace(DEFAULT_CONFIG, epochs=80)
     result = run_benchmark(data_dir / "captaincook4d", [42, 43], config, ["ramen", "tomatomozzarellasalad"])
     assert len(result.runs) == 4 and {r.seed for r in result.runs} == {42, 43}
     summary = result.summary()
@@ -58,12 +59,12 @@ def test_default_is_the_spec_threshold() -> None:
 
 
 def test_ensemble_scores_the_post_processed_mean_of_its_members(data_dir: Path) -> None:
-    config = DEFAULT_CONFIG.replace(epochs=60, early_stop="none")
+    config = dataclasses.replace(DEFAULT_CONFIG, epochs=60, early_stop="none")
     procedure = load_procedures(data_dir / "captaincook4d", ["coffee"])[0]
     result = run_benchmark(data_dir / "captaincook4d", [3], config, ["coffee"], ensemble=2)
     assert len(result.runs) == 1 and result.to_dict()["ensemble"] == 2
-    members = [train_task_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
-                                config.replace(seed=s), "coffee").graph for s in member_seeds(3, 2)]
+    members = [train_do(procedure.sequences, procedure.step_ids, procedure.step_names,
+                                dataclasses.replace(config, seed=s), "coffee").graph for s in member_seeds(3, 2)]
     mean = (members[0].weights + members[1].weights) / 2
     adjacency = binarize(mean, present_steps(procedure.step_ids, procedure.sequences), relaxed=False)
     expected = compare_graphs(TaskGraph(procedure.step_ids, procedure.step_names, adjacency), procedure.ground_truth)

@@ -109,10 +109,10 @@ def test_settings_file_rejects_a_setting_outside_any_table(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ('[do]\nbeta = "abc"', r"\[do\] TrainConfig.beta = 'abc': expected float"),
-        ('[do]\nedge_threshold = "1/m"', r"\[do\] TrainConfig.edge_threshold = '1/m'"),
-        ("[do-cv]\nthreshold_scale = -1.0", r"\[do-cv\] EnsembleConfig.threshold_scale = -1.0"),
-        ("[do-ensemble]\nensemble_size = 0", r"\[do-ensemble\] EnsembleConfig.size = 0"),
+        ('[do]\nbeta = "abc"', r"\[do\] DOConfig.beta = 'abc': expected float"),
+        ('[do]\nedge_threshold = "1/m"', r"\[do\] DOConfig.edge_threshold = '1/m'"),
+        ("[do-cv]\nthreshold_scale = -1.0", r"\[do-cv\] DOCVConfig.threshold_scale = -1.0"),
+        ("[do-ensemble]\nensemble_size = 0", r"\[do-ensemble\] DOEnsembleConfig.ensemble_size = 0"),
         ('[count-based]\nfirst_occurrence = "no"', r"\[count-based\] CountBasedConfig.first_occurrence = 'no'"),
     ],
 )
@@ -195,7 +195,7 @@ def test_early_stop_settings_reproduce_the_published_assembly_pred_figures(data_
     layout = prego.resolve_data(data_dir, ["assembly101-o"], segments=True)
     data = prego.load_dataset(layout, "assembly101-o")
     settings = prego.load_method_settings("assembly101-o", repo / "configs" / "prego-assembly101-o-early-stop.toml")
-    graph = prego.build_do(data, settings["do"], seed=42)
+    graph = prego.build_graph("do", data, settings["do"], seed=42)
     assert 50 <= graph.info["epochs_run"] <= 60
     pred = prego.flat_metrics(prego.evaluate_graph(graph, prego.mode_sequences(data, "pred")))
     assert pred["avg_f1"] == pytest.approx(53.5, abs=0.05)

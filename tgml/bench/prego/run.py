@@ -46,11 +46,12 @@ from tgml.bench.prego.data import (
     mode_sequences,
     resolve_data,
 )
-from tgml.bench.prego.methods import METHOD_BUILDERS, SEEDED, UNAVAILABLE, load_method_settings
+from tgml.bench.prego.methods import UNAVAILABLE, build_graph, load_method_settings
 from tgml.bench.prego.own_dataset import AnnotationSource, load_annotation_dataset, own_method_settings
 from tgml.bench.prego.published import PUBLISHED
 from tgml.bench.prego.scoring import aggregate, evaluate_graph, flat_metrics
 from tgml.bench.process_pool import run_jobs
+from tgml.learners.registry import LEARNERS
 
 RESULTS_FORMAT: Final = "prego-bench-results"
 RESULTS_VERSION: Final = 1
@@ -118,8 +119,8 @@ class BenchConfig:
         unavailable = next((m for m in self.methods if m in UNAVAILABLE), None)
         if self.graph is None and unavailable is not None:
             fail("methods", self.methods, f"{unavailable}: {UNAVAILABLE[unavailable]}")
-        if self.graph is None and (not self.methods or any(m not in METHOD_BUILDERS for m in self.methods)):
-            fail("methods", self.methods, f"choose from {', '.join(METHOD_BUILDERS)}")
+        if self.graph is None and (not self.methods or any(m not in LEARNERS for m in self.methods)):
+            fail("methods", self.methods, f"choose from {', '.join(LEARNERS)}")
         for name in ("datasets", "modes", "methods"):
             values = getattr(self, name)
             if len(set(values)) != len(values):  # a repeat would be learned and reported twice
@@ -159,7 +160,7 @@ def _build_job(
     data: BenchData, method: str, settings: Mapping[str, Any], seed: int | None, epochs: int | None
 ) -> dict[str, Any]:
     """Worker job: learn one graph and return it as file content (cheap to send between processes)."""
-    graph = METHOD_BUILDERS[method](data, settings, seed if seed is not None else 0, epochs)
+    graph = build_graph(method, data, settings, seed if seed is not None else 0, epochs)
     return graph.to_dict()
 
 
@@ -169,7 +170,7 @@ def plan_jobs(config: BenchConfig) -> list[GraphJob]:
         GraphJob(dataset, method, seed)
         for dataset in config.dataset_names
         for method in config.methods
-        for seed in (config.seeds if SEEDED[method] else (None,))
+        for seed in (config.seeds if LEARNERS[method].seeded else (None,))
     ]
 
 
@@ -192,7 +193,7 @@ def learn_graphs(
     """
     jobs = plan_jobs(config)
     # Slowest jobs (DO) first so the pool is not left waiting on one long graph at the end.
-    ordered = sorted(jobs, key=lambda j: (not SEEDED[j.method], j.dataset != "assembly101-o"))
+    ordered = sorted(jobs, key=lambda j: (not LEARNERS[j.method].seeded, j.dataset != "assembly101-o"))
     arguments = [
         (datasets[job.dataset], job.method, settings[job.dataset][job.method], job.seed, config.epochs)
         for job in ordered

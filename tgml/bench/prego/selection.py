@@ -25,13 +25,13 @@ from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
 from tgml.bench.perturb import perturb_sequences
 from tgml.bench.prego.data import BenchData
-from tgml.bench.prego.methods import do_train_config
 from tgml.bench.process_pool import run_jobs
-from tgml.ensemble import EnsembleConfig, average_weights, mean_weights_graph, member_seeds
-from tgml.evidence_combination import RULES, CombinationConfig, combined_adjacency, evidence_ratios
-from tgml.noisy_and_config import NoisyAndConfig
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.ensemble import EnsembleConfig, average_weights, mean_weights_graph, member_seeds
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and_do.combination import RULES, CombinationConfig, combined_adjacency, evidence_ratios
+from tgml.learners.registry import learner
 from tgml.sequences import first_occurrence
-from tgml.train_config import TrainConfig
 
 
 def synthetic_slips(
@@ -152,7 +152,7 @@ class SelectionConfig:
         noise: perturbation rate of the PRED-mode stand-in.
         slip_rate: share of random-slip validation mistakes (`synthetic_slips`).
         per_video: validation items per held-out video.
-        seed: the seed whose `tgml.ensemble.member_seeds` are trained.
+        seed: the seed whose `tgml.learners.do.ensemble.member_seeds` are trained.
         workers: processes (0 = one per core).
     """
 
@@ -238,12 +238,12 @@ def training_schedules(settings: Mapping[str, Any], config: SelectionConfig) -> 
 
 
 def _member_weights(
-    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str], config: TrainConfig
+    sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str], config: DOConfig
 ) -> np.ndarray:
     """Worker job: the weights of one DO member (module-level so worker processes can import it)."""
-    from tgml.train import train_task_graph  # torch loads in the worker, when a graph is trained
+    from tgml.learners.do.train import train_do  # torch loads in the worker, when a graph is trained
 
-    weights = train_task_graph(sequences, step_ids, step_names, config).graph.weights
+    weights = train_do(sequences, step_ids, step_names, config).graph.weights
     assert weights is not None
     return weights
 
@@ -269,13 +269,14 @@ def cross_validate(
     seeds = member_seeds(config.seed, max(config.sizes))
     jobs = [(k, t, s) for k in range(len(folds)) for t in schedules for s in seeds]
     arguments = [
-        (folds[k].data.train, data.step_ids, data.step_names, do_train_config({**settings, "early_stop": rule}, s, cap))
+        (folds[k].data.train, data.step_ids, data.step_names,
+         learner("do").config({**settings, "early_stop": rule}, s, cap))
         for k, (cap, rule), s in jobs
     ]
     trained = run_jobs(_member_weights, arguments, config.workers, "cross-validation", progress)
     weights = dict(zip(jobs, trained, strict=True))
 
-    relaxed = bool(settings.get("relaxed", True))
+    relaxed = learner("do").config(settings).relaxed  # the DO table's rule, or DOConfig's default
     flags: dict[tuple[Any, ...], list[np.ndarray]] = {}
     for k, fold in enumerate(folds):
         present = present_steps(data.step_ids, fold.data.train)
@@ -314,10 +315,9 @@ def _noisy_and_theta(
     settings: Mapping[str, Any], seed: int
 ) -> np.ndarray:
     """Worker job: the edge probabilities ``θ`` (START..END layout) of one noisy-AND graph."""
-    from tgml.noisy_and_config import noisy_and_config
-    from tgml.noisy_and_train import train_noisy_and_graph  # torch loads in the worker, when a graph is trained
+    from tgml.learners.noisy_and.train import train_noisy_and  # torch loads in the worker, when a graph is trained
 
-    graph = train_noisy_and_graph(sequences, step_ids, step_names, noisy_and_config(dict(settings), seed)).graph
+    graph = train_noisy_and(sequences, step_ids, step_names, learner("noisy-and").config(settings, seed)).graph
     assert graph.weights is not None
     return graph.weights
 
@@ -327,7 +327,7 @@ class CombinationSearch:
     """The search behind ``prego-bench select --method noisy-and-do``.
 
     Attributes:
-        rules: combination rules tried (`tgml.evidence_combination.RULES`).
+        rules: combination rules tried (`tgml.learners.noisy_and_do.combination.RULES`).
         thresholds: thresholds ``t`` on the combined evidence ratio tried.
         selection: folds, validation items, seed and workers (its epoch / scale / size grid is not used: each
             learner keeps the settings of its own table).
@@ -374,7 +374,7 @@ def combination_cross_validate(
     do_settings = {k: v for k, v in ensemble_settings.items() if k not in ("ensemble_size", "threshold_scale")}
     members = run_jobs(
         _member_weights,
-        [(fold.data.train, data.step_ids, data.step_names, do_train_config(do_settings, s, None))
+        [(fold.data.train, data.step_ids, data.step_names, learner("do").config(do_settings, s))
          for fold in folds for s in seeds],
         config.workers, "cross-validation (DO members)", progress,
     )

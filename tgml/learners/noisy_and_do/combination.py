@@ -2,9 +2,9 @@
 
 Two TGML learners see the same training executions and score the same candidate edges ``K_i → K_j`` (``K_j`` a
 pre-condition of ``K_i``) on different scales: the noisy-AND learner an independent probability ``θ[i, j]``
-(`tgml.noisy_and_loss`) kept when ``θ >= c``, Direct Optimization a row-softmax weight averaged over seeds
-``Z̄[i, j]`` (`tgml.ensemble`) kept when ``Z̄ >= 1/n'``. Each is first put on the scale of its own cut, so that 1
-means "exactly at the learner's own edge threshold"::
+(`tgml.learners.noisy_and.loss`) kept when ``θ >= c``, Direct Optimization a row-softmax weight averaged over seeds
+``Z̄[i, j]`` (`tgml.learners.do.ensemble`) kept when ``Z̄ >= 1/n'``. Each is first put on the scale of its own cut, so
+that 1 means "exactly at the learner's own edge threshold"::
 
     r_AND[i, j] = θ[i, j] / c          r_DO[i, j] = n' · Z̄[i, j]
 

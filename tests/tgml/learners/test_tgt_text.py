@@ -16,11 +16,12 @@ from graphs.errors import InputError
 from graphs.task_graph import load_graph
 from tests.cli_errors import cli_error
 from tgml import text_embeddings
+from tgml.bench.prego import build_graph
+from tgml.learners.tgt_text.config import TgtTextConfig
+from tgml.learners.tgt_text.model import distinctiveness_loss
+from tgml.learners.tgt_text.train import beta_schedule, train_tgt_text
 from tgml.text_embeddings import cache_path, read_cached, step_embeddings, write_cached
 from tgml.tgml_cli import main
-from tgml.tgt_config import TgtTextConfig
-from tgml.tgt_model import distinctiveness_loss
-from tgml.tgt_train import beta_schedule, build_tgt_text, train_tgt_text_graph
 
 # Making coffee: the water is boiled, then poured, then the coffee is drunk; grinding beans happens at any time.
 STEPS = {1: "boil the water in the kettle", 2: "grind the coffee beans", 3: "pour the water over the ground coffee",
@@ -51,7 +52,7 @@ def annotations(path: Path) -> Path:
 
 
 def test_a_small_procedure_is_learned_from_its_step_names(coffee_embeddings: np.ndarray) -> None:
-    result = train_tgt_text_graph(ORDERS, list(STEPS), list(STEPS.values()), TgtTextConfig(epochs=200), "coffee",
+    result = train_tgt_text(ORDERS, list(STEPS), list(STEPS.values()), TgtTextConfig(epochs=200), "coffee",
                                   embeddings=coffee_embeddings)
     graph = result.graph
     # Edges point from a step to what it needs; grinding needs nothing and nothing needs it.
@@ -70,12 +71,12 @@ def test_the_same_seed_gives_the_same_graph_and_the_benchmark_builder_agrees(cof
         train = tuple(ORDERS)
 
     config = TgtTextConfig(epochs=30, seed=7)
-    first = train_tgt_text_graph(ORDERS, list(STEPS), list(STEPS.values()), config, "coffee",
+    first = train_tgt_text(ORDERS, list(STEPS), list(STEPS.values()), config, "coffee",
                                  embeddings=coffee_embeddings).graph
-    built = build_tgt_text(Split(), {"epochs": 100}, seed=7, epochs=30)  # encodes the names through the cache
+    built = build_graph("tgt-text", Split(), {"epochs": 100}, seed=7, epochs=30)  # type: ignore[arg-type]
     assert np.allclose(first.weights, built.weights, atol=1e-5) and np.array_equal(first.adjacency, built.adjacency)
     with pytest.raises(InputError, match="unknown setting 'width_typo'"):
-        build_tgt_text(Split(), {"width_typo": 3}, seed=7)
+        build_graph("tgt-text", Split(), {"width_typo": 3}, seed=7)  # type: ignore[arg-type]
 
 
 def test_embeddings_are_cached_and_a_damaged_entry_is_recomputed(own_cache: Path,
@@ -114,7 +115,7 @@ def test_tgml_train_tgt_text_writes_a_graph(tmp_path: Path, capsys: pytest.Captu
     assert "coffee: tgt-text, 40 epochs" in capsys.readouterr().out
     err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "coffee", "--out", str(out),
                            "--method", "tgt-text", "--beta", "0.1"], capsys)
-    assert "--beta does not apply to --method tgt-text" in err
+    assert "setting 'beta' does not apply to --method tgt-text" in err
 
 
 def test_a_missing_text_extra_is_one_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

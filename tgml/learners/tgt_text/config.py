@@ -1,21 +1,19 @@
 """Settings of a TGT-text training run (`TgtTextConfig`), validated on construction.
 
-Torch-free, like `tgml.noisy_and_config`, so settings files and benchmark tables can be checked before any training
-starts (and without the ``text`` extra).
+Torch-free, like `tgml.learners.noisy_and.config`, so settings files and benchmark tables can be checked before any
+training starts (and without the ``text`` extra).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import Any, Final
+from dataclasses import dataclass, fields
+from typing import Final
 
 from graphs.errors import InputError
-from graphs.settings_files import check_field_types, check_values, field_names, learner_config, load_config_file
+from graphs.settings_files import check_field_types, check_values
+from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.text_embeddings import DEFAULT_ENCODER
-from tgml.train_config import EDGE_THRESHOLDS
 
 METHOD_NAME: Final = "tgt-text"
 
@@ -90,28 +88,3 @@ class TgtTextConfig:
     def threshold_steps(self, n_steps: int) -> int:
         """The ``n`` of the ``1/n`` edge threshold for a taxonomy of ``n_steps`` key-steps."""
         return n_steps + EDGE_THRESHOLDS[self.edge_threshold]
-
-    def replace(self, **changes: Any) -> TgtTextConfig:
-        """A copy with some fields changed (validated again)."""
-        return TgtTextConfig(**{**asdict(self), **changes})
-
-
-SETTING_KEYS: Final = field_names(TgtTextConfig) - {"seed"}
-
-
-def tgt_text_config(settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TgtTextConfig:
-    """The config of a ``[tgt-text]`` settings table (its keys are `SETTING_KEYS`; `learner_config`)."""
-    return learner_config(TgtTextConfig, METHOD_NAME, SETTING_KEYS, settings, seed, epochs)
-
-
-def load_tgt_text_config(path: str | Path, **overrides: Any) -> TgtTextConfig:
-    """Read a settings file of `TgtTextConfig` fields (``configs/tgt-text.toml``) and apply overrides.
-
-    Args:
-        path: TOML (or YAML) file with top-level keys named like the fields.
-        overrides: field values that win over the file (None values are ignored).
-
-    Returns:
-        The validated config; errors name the file.
-    """
-    return load_config_file(TgtTextConfig, path, asdict(TgtTextConfig()), overrides)

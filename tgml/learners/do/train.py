@@ -1,6 +1,6 @@
 """Training a task graph with Direct Optimization and the TGML loss (docs/method.md).
 
-`train_task_graph` takes raw key-step sequences (repeats kept), pre-processes them per `TrainConfig`
+`train_do` takes raw key-step sequences (repeats kept), pre-processes them per `DOConfig`
 (first occurrence, or the three-part augmentation), fits the DO model with Adam, optionally stops early on
 Sequence Accuracy, and post-processes the weights into a `graphs.TaskGraph`.
 
@@ -12,10 +12,8 @@ with a few numpy operations over all sequences at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -26,8 +24,9 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
-from tgml.do_model import DirectOptimization, n_nodes, wrap
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.model import DirectOptimization, n_nodes, wrap
+from tgml.learners.result import LearnResult, training_info
 from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
 from tgml.sequences import (
     ObservedRows,
@@ -38,41 +37,6 @@ from tgml.sequences import (
     pack,
     random_dedup_mask,
 )
-from tgml.train_config import EDGE_THRESHOLDS, TrainConfig, load_graph_training_config, parse_beta_schedule
-
-# The settings live in `tgml.train_config` (torch-free); they are re-exported here, next to the trainer.
-__all__ = [
-    "EDGE_THRESHOLDS",
-    "TrainConfig",
-    "TrainResult",
-    "TrainingSet",
-    "build_training_set",
-    "epoch_rows",
-    "load_graph_training_config",
-    "merge_identical_rows",
-    "parse_beta_schedule",
-    "learn_from_annotations",
-    "train_from_annotations",
-    "train_task_graph",
-    "training_info",
-]
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """Outcome of `train_task_graph`.
-
-    Attributes:
-        graph: post-processed binary DAG with its ``(n+2)×(n+2)`` weights; ``info`` holds the settings used.
-        epochs_run: epochs actually trained (fewer than configured after early stopping).
-        final_loss: TGML loss of the last epoch.
-        sequence_accuracy: SA of the final graph on the first-occurrence training sequences.
-    """
-
-    graph: TaskGraph
-    epochs_run: int
-    final_loss: float
-    sequence_accuracy: float
 
 
 @dataclass(frozen=True)
@@ -227,14 +191,14 @@ def _progress(enabled: bool) -> Progress:
     )
 
 
-def train_task_graph(
+def train_do(
     sequences: Sequence[Sequence[int]],
     step_ids: Sequence[int],
     step_names: Sequence[str],
-    config: TrainConfig,
+    config: DOConfig,
     scenario: str = "",
     progress: bool = False,
-) -> TrainResult:
+) -> LearnResult:
     """Learn a task graph from key-step sequences with Direct Optimization (docs/method.md).
 
     Args:
@@ -246,7 +210,7 @@ def train_task_graph(
         progress: show a rich progress bar (loss and SA) on stderr.
 
     Returns:
-        `TrainResult`; key-steps never seen in ``sequences`` are removed from the graph (post-processing step 1), and
+        `LearnResult`; key-steps never seen in ``sequences`` are removed from the graph (post-processing step 1), and
         each step's global optionality over ``sequences`` is stored in it (`graphs.procedure_queries`).
     """
     if len(step_ids) != len(step_names):
@@ -302,89 +266,4 @@ def train_task_graph(
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     # Which steps the training executions show to be optional is stored with the graph (its file, version 2).
     graph = learn_optional_scores(graph, sequences)
-    return TrainResult(graph, epoch, loss_value, sa_final)
-
-
-def train_from_annotations(
-    annotations: str | Path, scenario: str, config: TrainConfig, progress: bool = False,
-    videos: TrainingVideos = EVERY_VIDEO,
-) -> TrainResult:
-    """Train the graph of one scenario of an annotation file (what ``tgml train --method do`` runs).
-
-    Args:
-        annotations: annotation JSON (format in docs/data-and-citations.md).
-        scenario: the procedure to learn.
-        config: training settings.
-        progress: show the progress bar.
-        videos: which executions to learn from (default: every one, as the benchmarks; ``tgml train`` leaves out
-            those with an annotated mistake).
-
-    Returns:
-        The `TrainResult` (the chosen videos, repeats kept; pre-processing per ``config``; ``info["left_out"]``
-        names the executions left out, when any was).
-    """
-    return learn_from_annotations(train_task_graph, annotations, scenario, config, progress, videos)
-
-
-ConfigT = TypeVar("ConfigT")
-# A learner: (raw sequences, step ids, step names, settings, scenario, progress) -> its result.
-Learner = Callable[[Sequence[Sequence[int]], Sequence[int], Sequence[str], ConfigT, str, bool], TrainResult]
-
-
-def learn_from_annotations(
-    learner: Learner[ConfigT], annotations: str | Path, scenario: str, config: ConfigT, progress: bool = False,
-    videos: TrainingVideos = EVERY_VIDEO,
-) -> TrainResult:
-    """Learn one scenario of an annotation file with any learner, from the executions ``videos`` keeps.
-
-    Args:
-        learner: `train_task_graph`, `tgml.noisy_and_train.train_noisy_and_graph` or
-            `tgml.tgt_train.train_tgt_text_graph`.
-        annotations: annotation JSON (format in docs/data-and-citations.md).
-        scenario: the procedure to learn.
-        config: the learner's settings.
-        progress: show the progress bar.
-        videos: which executions to learn from.
-
-    Returns:
-        The learner's result; its graph's ``info["left_out"]`` names the executions left out, when any was.
-    """
-    chosen = load_annotations(annotations).training_selection(scenario, videos)
-    result = learner(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
-    if not (chosen.mistakes or chosen.excluded):
-        return result
-    info = {**result.graph.info, "left_out": chosen.left_out_info()}
-    return replace(result, graph=replace(result.graph, info=info))
-
-
-def training_info(
-    method: str, config: dict[str, Any], epochs_run: int, final_loss: float, sa: float, train_sequences: int,
-    step_ids: Sequence[int], present: np.ndarray, weights: str | None = None,
-) -> dict[str, Any]:
-    """What every learner records in its graph's ``info``: method, settings, training run, and removed steps.
-
-    Args:
-        method: the learner's name.
-        config: its settings as plain JSON.
-        epochs_run: epochs trained.
-        final_loss: the last epoch's loss.
-        sa: Sequence Accuracy of the binary graph on the training sequences.
-        train_sequences: how many sequences it learned from.
-        step_ids: the taxonomy, in matrix order.
-        present: bool ``(n,)`` steps seen in training (the others are removed).
-        weights: what the saved weights are, when they are not a row-softmax (``info["weights"]``).
-
-    Returns:
-        The ``info`` dict, keys in file order.
-    """
-    info: dict[str, Any] = {"method": method}
-    if weights is not None:
-        info["weights"] = weights
-    return info | {
-        "config": config,
-        "epochs_run": epochs_run,
-        "final_loss": final_loss,
-        "sequence_accuracy": sa,
-        "train_sequences": train_sequences,
-        "removed_steps": [int(s) for s, p in zip(step_ids, present, strict=True) if not p],
-    }
+    return LearnResult(graph, epoch, loss_value, sa_final)

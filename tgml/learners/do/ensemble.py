@@ -12,6 +12,7 @@ How the benchmark chooses the ensemble's settings on training data only lives wi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
+from graphs.settings_files import field_names
 from graphs.task_graph import TaskGraph
-from tgml.train_config import TrainConfig
+from tgml.learners.do.config import DOConfig, DOEnsembleConfig
+from tgml.learners.result import LearnResult
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def train_ensemble(
     sequences: Sequence[Sequence[int]],
     step_ids: Sequence[int],
     step_names: Sequence[str],
-    training: TrainConfig,
+    training: DOConfig,
     config: EnsembleConfig,
     seed: int,
     scenario: str = "",
@@ -167,11 +170,39 @@ def train_ensemble(
     Returns:
         The ensemble graph; ``info`` lists the member seeds and how many epochs each ran.
     """
-    from tgml.train import train_task_graph  # torch loads only when a graph is trained
+    from tgml.learners.do.train import train_do  # torch loads only when a graph is trained
 
     seeds = member_seeds(seed, config.size)
     members = [
-        train_task_graph(sequences, step_ids, step_names, training.replace(seed=s), scenario).graph for s in seeds
+        train_do(sequences, step_ids, step_names, dataclasses.replace(training, seed=s), scenario).graph for s in seeds
     ]
     info = {"member_seeds": list(seeds), "member_epochs": [int(m.info.get("epochs_run", 0)) for m in members]}
     return ensemble_graph(members, present_steps(step_ids, sequences), config, info)
+
+
+def train_do_ensemble(
+    sequences: Sequence[Sequence[int]],
+    step_ids: Sequence[int],
+    step_names: Sequence[str],
+    config: DOEnsembleConfig,
+    scenario: str = "",
+    progress: bool = False,
+) -> LearnResult:
+    """The ``do-ensemble`` learner (`tgml.learners.registry`): `train_ensemble` with one config.
+
+    Args:
+        sequences: raw training key-step sequences (repeats kept).
+        step_ids: taxonomy ids, in matrix order.
+        step_names: their names.
+        config: DO settings of every member, the ensemble's size and cut; ``config.seed`` is the ensemble's seed.
+        scenario: procedure name stored in the graph.
+        progress: unused (the members train without a progress bar).
+
+    Returns:
+        The ensemble graph; epochs are the members' mean, loss and Sequence Accuracy are not computed (NaN).
+    """
+    training = DOConfig(**{name: getattr(config, name) for name in field_names(DOConfig)})
+    ensemble = EnsembleConfig(config.ensemble_size, config.threshold_scale, config.relaxed)
+    graph = train_ensemble(sequences, step_ids, step_names, training, ensemble, config.seed, scenario)
+    epochs = graph.info.get("member_epochs") or [0]
+    return LearnResult(graph, round(sum(epochs) / len(epochs)), math.nan, math.nan)

@@ -15,12 +15,14 @@ from graphs.errors import InputError
 from graphs.task_graph import END, START
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS
 from tgml.bench import prego
-from tgml.noisy_and_config import NoisyAndConfig, load_noisy_and_config, noisy_and_config, resolve_method
-from tgml.noisy_and_loss import edge_probabilities, log_not_required, log_readiness, step_log_likelihood
-from tgml.noisy_and_train import build_noisy_and, noisy_and_from_annotations, order_rows, train_noisy_and_graph
-from tgml.train import build_training_set
+from tgml.learners.do.train import build_training_set
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and.loss import edge_probabilities, log_not_required, log_readiness, step_log_likelihood
+from tgml.learners.noisy_and.train import order_rows, train_noisy_and
+from tgml.learners.registry import learner, resolve_learner
+from tgml.learners.result import learn_from_annotations
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # The sandwich: close_sandwich needs BOTH spread_butter and add_cheese; pour_juice fits anywhere.
 BREAD, BUTTER, CHEESE, CLOSE, JUICE = 1, 2, 3, 4, 5
@@ -98,7 +100,7 @@ def test_rows_cover_every_position_and_only_the_steps_an_execution_contains() ->
 def test_sandwich_keeps_both_preconditions_and_closing_before_the_cheese_is_flagged() -> None:
     rng = np.random.default_rng(3)
     executions = [SANDWICH_ORDERS[k] for k in rng.integers(len(SANDWICH_ORDERS), size=30)]
-    graph = train_noisy_and_graph(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
+    graph = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
     assert graph.preconditions(CLOSE) == {BUTTER, CHEESE}
     assert graph.preconditions(BUTTER) == graph.preconditions(CHEESE) == {BREAD}
     assert graph.preconditions(JUICE) == {START} and graph.preconditions(END) == {CLOSE, JUICE}
@@ -112,8 +114,8 @@ def test_sandwich_keeps_both_preconditions_and_closing_before_the_cheese_is_flag
 
 
 def test_demo_pour_water_keeps_both_of_its_preconditions() -> None:
-    result = noisy_and_from_annotations(REPO / "streaming" / "demo" / "demo_annotations.json", SCENARIO,
-                                        NoisyAndConfig())
+    result = learn_from_annotations(train_noisy_and, REPO / "streaming" / "demo" / "demo_annotations.json", SCENARIO,
+                                    NoisyAndConfig())
     graph = result.graph
     for step in STEP_IDS:
         assert graph.preconditions(step) == (set(PRECONDITIONS[step]) or {START}), step
@@ -123,11 +125,11 @@ def test_demo_pour_water_keeps_both_of_its_preconditions() -> None:
 def test_an_occasional_swapped_step_does_not_remove_a_precondition_a_habit_of_it_does() -> None:
     executions = [SANDWICH_ORDERS[k % len(SANDWICH_ORDERS)] for k in range(40)]
     executions[7] = (BREAD, BUTTER, CLOSE, CHEESE, JUICE)  # one execution of 40 closes before the cheese
-    graph = train_noisy_and_graph(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
+    graph = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
     assert graph.preconditions(CLOSE) == {BUTTER, CHEESE}
     for k in range(0, 40, 5):  # 8 of 40: the cheese is not a pre-condition of closing
         executions[k] = (BREAD, BUTTER, CLOSE, CHEESE, JUICE)
-    graph = train_noisy_and_graph(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
+    graph = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
     assert graph.preconditions(CLOSE) == {BUTTER}
 
 
@@ -135,12 +137,12 @@ def test_a_step_done_without_another_does_not_require_it() -> None:
     # Optional milk: coffee is always after milk when milk is done, but half the executions skip milk.
     coffee, milk, cup = 1, 2, 3
     executions = [(cup, milk, coffee), (cup, coffee), (milk, cup, coffee), (cup, coffee)] * 5
-    graph = train_noisy_and_graph(executions, [coffee, milk, cup], ["coffee", "milk", "cup"], NoisyAndConfig()).graph
+    graph = train_noisy_and(executions, [coffee, milk, cup], ["coffee", "milk", "cup"], NoisyAndConfig()).graph
     assert graph.preconditions(coffee) == {cup}
 
 
 def test_unseen_steps_are_removed_and_weights_are_edge_probabilities() -> None:
-    graph = train_noisy_and_graph([(1, 2), (1, 2)], [1, 2, 9], ["a", "b", "never"], NoisyAndConfig(epochs=50)).graph
+    graph = train_noisy_and([(1, 2), (1, 2)], [1, 2, 9], ["a", "b", "never"], NoisyAndConfig(epochs=50)).graph
     assert graph.info["removed_steps"] == [9] and graph.preconditions(9) == frozenset()
     assert graph.weights is not None and graph.weights.min() >= 0 and graph.weights.max() <= 1
     assert graph.info["weights"].startswith("edge probabilities")
@@ -148,18 +150,18 @@ def test_unseen_steps_are_removed_and_weights_are_edge_probabilities() -> None:
 
 
 def test_same_seed_same_graph() -> None:
-    a = train_noisy_and_graph(SANDWICH_ORDERS, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
-    b = train_noisy_and_graph(SANDWICH_ORDERS, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
+    a = train_noisy_and(SANDWICH_ORDERS, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
+    b = train_noisy_and(SANDWICH_ORDERS, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
     assert np.array_equal(a.weights, b.weights) and a.edges() == b.edges()
 
 
 def test_refuses_sequences_it_cannot_learn_from() -> None:
     with pytest.raises(InputError, match="step id 7 is not in the taxonomy"):
-        train_noisy_and_graph([(1, 7)], [1, 2], ["a", "b"], NoisyAndConfig())
+        train_noisy_and([(1, 7)], [1, 2], ["a", "b"], NoisyAndConfig())
     with pytest.raises(InputError, match="no usable sequence"):
-        train_noisy_and_graph([(), ()], [1, 2], ["a", "b"], NoisyAndConfig())
+        train_noisy_and([(), ()], [1, 2], ["a", "b"], NoisyAndConfig())
     with pytest.raises(InputError, match="2 step ids and 1 step names"):
-        train_noisy_and_graph([(1, 2)], [1, 2], ["a"], NoisyAndConfig())
+        train_noisy_and([(1, 2)], [1, 2], ["a"], NoisyAndConfig())
 
 
 # -- settings ---------------------------------------------------------------------------------------------------------
@@ -176,14 +178,14 @@ def test_config_rejects_bad_values_naming_field_and_value(field: str, value: obj
 def test_config_file_and_settings_table(tmp_path: Path) -> None:
     path = tmp_path / "na.toml"
     path.write_text("edge_cost = 1.0\ncut = 0.8\n")
-    config = load_noisy_and_config(path, seed=7, noise=None)
+    config = learner("noisy-and").config_file(path, seed=7, noise=None)
     assert (config.edge_cost, config.cut, config.seed, config.noise) == (1.0, 0.8, 7, NoisyAndConfig().noise)
     path.write_text("beta = 0.1\n")
     with pytest.raises(InputError, match=re.escape(f"{path}: unknown setting 'beta'")):
-        load_noisy_and_config(path)
-    assert noisy_and_config({"cut": 0.5}, seed=3, epochs=9) == NoisyAndConfig(cut=0.5, seed=3, epochs=9)
+        learner("noisy-and").config_file(path)
+    assert learner("noisy-and").config({"cut": 0.5}, seed=3, epochs=9) == NoisyAndConfig(cut=0.5, seed=3, epochs=9)
     with pytest.raises(InputError, match="unknown setting 'seed'"):
-        noisy_and_config({"seed": 1}, seed=3)
+        learner("noisy-and").config({"seed": 1}, seed=3)
 
 
 @pytest.mark.parametrize(
@@ -193,29 +195,30 @@ def test_config_file_and_settings_table(tmp_path: Path) -> None:
      ("noisy-and", {"noise"}, "noisy-and")],
 )
 def test_resolve_method(method: str | None, given: set[str], expected: str) -> None:
-    assert resolve_method(method, given) == expected
+    assert resolve_learner(method, given) == expected
 
 
 @pytest.mark.parametrize(
     ("method", "given", "fragment"),
-    [(None, {"beta", "cut"}, "belong to different learners"), ("do", {"edge_cost"}, "not to --method do"),
-     ("noisy-and", {"augment"}, "use --method do")],
+    [(None, {"beta", "cut"}, "belong to different learners"), ("do", {"edge_cost"}, "does not apply to --method do"),
+     ("noisy-and", {"augment"}, "belongs to do")],
 )
 def test_resolve_method_refuses_settings_of_the_other_learner(method: str | None, given: set[str],
                                                               fragment: str) -> None:
     with pytest.raises(InputError, match=fragment):
-        resolve_method(method, given)
+        resolve_learner(method, given)
 
 
 # -- the benchmark builder ----------------------------------------------------------------------------------------
 def test_benchmark_builder_learns_from_the_training_split_only(epic: prego.BenchData) -> None:
-    graph = build_noisy_and(epic, {"edge_cost": 0.5, "noise": 0.1, "cut": 0.9, "relaxed": True}, seed=1, epochs=60)
+    settings = {"edge_cost": 0.5, "noise": 0.1, "cut": 0.9, "relaxed": True}
+    graph = prego.build_graph("noisy-and", epic, settings, seed=1, epochs=60)
     assert graph.step_ids == epic.step_ids and graph.scenario == epic.scenario
     assert graph.info["config"]["epochs"] == 60 and graph.info["train_sequences"] == len(epic.train)
     scores = prego.evaluate_graph(graph, prego.mode_sequences(epic, "gt"))
     assert 0 < scores.avg_f1 <= 100
     with pytest.raises(InputError, match="unknown setting 'ensemble_size'"):
-        build_noisy_and(epic, {"ensemble_size": 5}, seed=1)
+        prego.build_graph("noisy-and", epic, {"ensemble_size": 5}, seed=1)
 
 
 
@@ -223,11 +226,11 @@ def test_repo_noisy_and_configs_are_valid() -> None:
     configs = sorted((REPO / "configs").glob("noisy-and-*.toml"))
     assert [p.name for p in configs] == ["noisy-and-assembly101-o.toml", "noisy-and-epic-tent-o.toml"]
     for path in configs:
-        assert load_noisy_and_config(path).relaxed is True  # PREGO graphs use the relaxed rule, like DO's
+        assert learner("noisy-and").config_file(path).relaxed is True  # PREGO graphs use the relaxed rule, like DO's
 
 
 def test_a_step_most_executions_skip_is_stored_as_optional() -> None:
     executions = [(BREAD, BUTTER, CHEESE, CLOSE)] * 9 + [(BREAD, CHEESE, BUTTER, CLOSE, JUICE)]  # juice in 1 of 10
-    graph = train_noisy_and_graph(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
+    graph = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
     assert graph.optional_steps == (JUICE,)
     assert graph.optional_scores is not None and graph.optional_scores.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0]

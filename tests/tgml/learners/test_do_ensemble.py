@@ -12,9 +12,9 @@ from graphs import InputError, PreconditionChecker
 from graphs.postprocess import present_steps
 from graphs.task_graph import TaskGraph
 from tgml.bench import prego
-from tgml.bench.prego.methods import do_train_config
-from tgml.ensemble import EnsembleConfig, average_weights, ensemble_graph, member_seeds, train_ensemble
-from tgml.train_config import TrainConfig
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.ensemble import EnsembleConfig, average_weights, ensemble_graph, member_seeds, train_ensemble
+from tgml.learners.registry import learner
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +23,12 @@ def do_settings() -> dict:
 
 
 @pytest.fixture(scope="module")
-def do_training(do_settings: dict) -> TrainConfig:
+def do_training(do_settings: dict) -> DOConfig:
     """The members' training settings: the benchmark's DO settings (each member sets its own seed)."""
-    return do_train_config(do_settings, seed=0, epochs=None)
+    return learner("do").config(do_settings, seed=0)
 
 
-def ensemble_of(data: prego.BenchData, training: TrainConfig, config: EnsembleConfig, seed: int) -> TaskGraph:
+def ensemble_of(data: prego.BenchData, training: DOConfig, config: EnsembleConfig, seed: int) -> TaskGraph:
     """The ensemble of a benchmark dataset's training split."""
     return train_ensemble(data.train, data.step_ids, data.step_names, training, config, seed, data.scenario)
 
@@ -60,11 +60,11 @@ def test_ensemble_config_errors_name_the_field(changes: dict, field: str) -> Non
 
 
 def test_ensemble_is_the_post_processed_mean_of_its_members(
-    epic: prego.BenchData, do_settings: dict, do_training: TrainConfig
+    epic: prego.BenchData, do_settings: dict, do_training: DOConfig
 ) -> None:
     config = EnsembleConfig(size=3, threshold_scale=2.0)
     graph = ensemble_of(epic, do_training, config, seed=1)
-    members = [prego.build_do(epic, do_settings, s) for s in member_seeds(1, 3)]
+    members = [prego.build_graph("do", epic, do_settings, s) for s in member_seeds(1, 3)]
     assert graph.weights is not None
     np.testing.assert_allclose(graph.weights, np.mean([m.weights for m in members], axis=0))
     assert graph.info["member_seeds"] == [3, 4, 5] and graph.info["threshold"] == 1 / 24
@@ -75,15 +75,15 @@ def test_ensemble_is_the_post_processed_mean_of_its_members(
 
 
 def test_one_member_at_scale_one_is_plain_do(
-    epic: prego.BenchData, do_settings: dict, do_training: TrainConfig
+    epic: prego.BenchData, do_settings: dict, do_training: DOConfig
 ) -> None:
     single = ensemble_of(epic, do_training, EnsembleConfig(size=1, threshold_scale=1.0), seed=2)
-    do = prego.build_do(epic, do_settings, member_seeds(2, 1)[0])
+    do = prego.build_graph("do", epic, do_settings, member_seeds(2, 1)[0])
     np.testing.assert_array_equal(single.adjacency, do.adjacency)
 
 
 def test_combining_graphs_of_another_taxonomy_is_refused(epic: prego.BenchData, do_settings: dict) -> None:
-    graph = prego.build_do(epic, do_settings, 1)
+    graph = prego.build_graph("do", epic, do_settings, 1)
     other = replace(graph, step_ids=tuple(s + 100 for s in graph.step_ids))
     present = present_steps(epic.step_ids, epic.train)
     with pytest.raises(InputError, match="different taxonomies"):

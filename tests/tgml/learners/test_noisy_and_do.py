@@ -8,18 +8,26 @@ import pytest
 from graphs.checker import PreconditionChecker
 from graphs.errors import InputError
 from graphs.postprocess import present_steps
-from tests.tgml.test_noisy_and import BREAD, BUTTER, CHEESE, CLOSE, SANDWICH_IDS, SANDWICH_NAMES, SANDWICH_ORDERS
-from tgml.ensemble import EnsembleConfig, train_ensemble
-from tgml.evidence_combination import (
+from tests.tgml.learners.test_noisy_and import (
+    BREAD,
+    BUTTER,
+    CHEESE,
+    CLOSE,
+    SANDWICH_IDS,
+    SANDWICH_NAMES,
+    SANDWICH_ORDERS,
+)
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.ensemble import EnsembleConfig, train_ensemble
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and.train import train_noisy_and
+from tgml.learners.noisy_and_do.combination import (
     CombinationConfig,
     combine_evidence,
     combined_adjacency,
     combined_graph,
     evidence_ratios,
 )
-from tgml.noisy_and_config import NoisyAndConfig
-from tgml.noisy_and_train import train_noisy_and_graph
-from tgml.train_config import TrainConfig
 
 # Three key-steps a, b, c (layout START, a, b, c, END). noisy-AND is sure that b needs a; DO that c needs a.
 A, B, C = 1, 2, 3
@@ -72,8 +80,8 @@ def test_bad_settings_name_the_field(field: str, value: object) -> None:
 def test_sandwich_union_keeps_both_preconditions_of_closing() -> None:
     rng = np.random.default_rng(3)
     executions = [SANDWICH_ORDERS[k] for k in rng.integers(len(SANDWICH_ORDERS), size=30)]
-    noisy_and = train_noisy_and_graph(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
-    do_ensemble = train_ensemble(executions, SANDWICH_IDS, SANDWICH_NAMES, TrainConfig(epochs=100, augment=False),
+    noisy_and = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
+    do_ensemble = train_ensemble(executions, SANDWICH_IDS, SANDWICH_NAMES, DOConfig(epochs=100, augment=False),
                                  EnsembleConfig(size=3), seed=0)
     present = present_steps(SANDWICH_IDS, executions)
     graph = combined_graph(noisy_and, do_ensemble, present, CombinationConfig("either", 1.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from pathlib import Path
@@ -15,8 +16,11 @@ from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import END, START, TaskGraph, load_graph, save_graph
 from tgml.annotations import load_annotations
+from tgml.learners.do.config import DOConfig
+from tgml.learners.do.train import train_do
+from tgml.learners.registry import learner
+from tgml.learners.result import learn_from_annotations
 from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
-from tgml.train import TrainConfig, load_graph_training_config, train_from_annotations, train_task_graph
 
 A, B, C, D, X = 10, 11, 12, 13, 14
 IDS = [A, B, C, D, X]
@@ -32,35 +36,35 @@ CHAIN = [p for p in itertools.permutations([A, B, C, D]) if p.index(A) < p.index
      ("edge_threshold", "1/(n+1)")],
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
-    with pytest.raises(InputError, match=re.escape(f"TrainConfig.{field} = {value!r}")):
-        TrainConfig(**{field: value})
+    with pytest.raises(InputError, match=re.escape(f"DOConfig.{field} = {value!r}")):
+        DOConfig(**{field: value})
 
 
 def test_edge_threshold_rules_cut_where_documented() -> None:
     # 12 key-steps: the method's 1/n, the authors' code 1/(n+2) (the S..E block), our 1/N (the whole n+4 matrix).
-    cuts = {rule: TrainConfig(edge_threshold=rule).threshold_steps(12) for rule in ("1/n", "1/(n+2)", "1/N")}
+    cuts = {rule: DOConfig(edge_threshold=rule).threshold_steps(12) for rule in ("1/n", "1/(n+2)", "1/N")}
     assert cuts == {"1/n": 12, "1/(n+2)": 14, "1/N": 16}
 
 
 def test_config_file_sets_fields_and_flags_override(tmp_path: Path) -> None:
     path = tmp_path / "do.toml"
     path.write_text('epochs = 77\nearly_stop = "sa-plateau"\naugment = true\n')
-    config = load_graph_training_config(path, epochs=12, seed=None)
+    config = learner("do").config_file(path, epochs=12, seed=None)
     assert (config.epochs, config.early_stop, config.augment, config.seed) == (12, "sa-plateau", True, 42)
     path.write_text("epoch = 3\n")
     with pytest.raises(InputError, match="unknown setting 'epoch'"):
-        load_graph_training_config(path)
+        learner("do").config_file(path)
 
 
 def test_repo_configs_are_valid() -> None:
-    configs = sorted((Path(__file__).resolve().parents[2] / "configs").glob("do-*.toml"))
+    configs = sorted((Path(__file__).resolve().parents[3] / "configs").glob("do-*.toml"))
     assert configs, "configs/do-*.toml missing"
     for path in configs:
-        load_graph_training_config(path)
+        learner("do").config_file(path)
 
 
 def test_learns_a_chain_and_removes_unseen_steps() -> None:
-    result = train_task_graph(CHAIN, IDS, NAMES, TrainConfig(epochs=150), scenario="tea")
+    result = train_do(CHAIN, IDS, NAMES, DOConfig(epochs=150), scenario="tea")
     graph = result.graph
     assert set(graph.edges()) == {(A, START), (B, A), (C, B), (D, START), (END, C), (END, D)}
     assert graph.removed_steps == (X,)
@@ -70,11 +74,11 @@ def test_learns_a_chain_and_removes_unseen_steps() -> None:
 
 
 def test_same_seed_gives_identical_graph_and_other_seed_other_weights(tmp_path: Path) -> None:
-    config = TrainConfig(epochs=40, augment=True, seed=3)
+    config = DOConfig(epochs=40, augment=True, seed=3)
     seqs = [[A, B, A, C, D], [A, D, B, C, B], [D, A, B, C]]
-    one = train_task_graph(seqs, IDS, NAMES, config)
-    two = train_task_graph(seqs, IDS, NAMES, config)
-    other = train_task_graph(seqs, IDS, NAMES, config.replace(seed=4))
+    one = train_do(seqs, IDS, NAMES, config)
+    two = train_do(seqs, IDS, NAMES, config)
+    other = train_do(seqs, IDS, NAMES, dataclasses.replace(config, seed=4))
     assert np.array_equal(one.graph.weights, two.graph.weights)
     assert np.array_equal(one.graph.adjacency, two.graph.adjacency)
     assert not np.array_equal(one.graph.weights, other.graph.weights)
@@ -84,10 +88,10 @@ def test_same_seed_gives_identical_graph_and_other_seed_other_weights(tmp_path: 
 
 
 def test_early_stopping_rules_stop_before_the_epoch_limit() -> None:
-    plateau = train_task_graph(CHAIN, IDS, NAMES, TrainConfig(epochs=500, early_stop="sa-plateau"))
+    plateau = train_do(CHAIN, IDS, NAMES, DOConfig(epochs=500, early_stop="sa-plateau"))
     assert plateau.epochs_run < 500
     assert plateau.graph.info["epochs_run"] == plateau.epochs_run
-    threshold = train_task_graph(CHAIN, IDS, NAMES, TrainConfig(epochs=500, early_stop="sa-threshold:0.5"))
+    threshold = train_do(CHAIN, IDS, NAMES, DOConfig(epochs=500, early_stop="sa-threshold:0.5"))
     assert threshold.epochs_run < plateau.epochs_run
 
 
@@ -115,23 +119,23 @@ def test_sequence_accuracy_scores_positions_as_specified() -> None:
 
 
 def test_linear_beta_schedule_hook() -> None:
-    config = TrainConfig(beta=0.5, epochs=11, beta_schedule="linear:0.0")
+    config = DOConfig(beta=0.5, epochs=11, beta_schedule="linear:0.0")
     assert [config.beta_at(e) for e in (1, 6, 11)] == pytest.approx([0.0, 0.25, 0.5])
-    assert TrainConfig(beta=0.005).beta_at(7) == 0.005
+    assert DOConfig(beta=0.005).beta_at(7) == 0.005
 
 
 def test_unknown_step_and_empty_input_are_input_errors() -> None:
     with pytest.raises(InputError, match="step id 99 is not in the taxonomy"):
-        train_task_graph([[A, 99]], IDS, NAMES, TrainConfig(epochs=1))
+        train_do([[A, 99]], IDS, NAMES, DOConfig(epochs=1))
     with pytest.raises(InputError, match="no usable sequence"):
-        train_task_graph([], IDS, NAMES, TrainConfig(epochs=1))
+        train_do([], IDS, NAMES, DOConfig(epochs=1))
     with pytest.raises(InputError, match="no usable sequence"):
-        train_task_graph([[], []], IDS, NAMES, TrainConfig(epochs=1))
+        train_do([[], []], IDS, NAMES, DOConfig(epochs=1))
 
 
 def test_trains_on_real_epic_tent_with_augmentation(data_dir: Path) -> None:
-    result = train_from_annotations(data_dir / "epic-tent-o" / "train.json", "epic-tent",
-                                    TrainConfig(epochs=60, augment=True, relaxed=True))
+    result = learn_from_annotations(train_do, data_dir / "epic-tent-o" / "train.json", "epic-tent",
+                                    DOConfig(epochs=60, augment=True, relaxed=True))
     graph = result.graph
     assert graph.n_steps == 12 and graph.scenario == "epic-tent"
     assert graph.removed_steps == ()
@@ -142,8 +146,8 @@ def test_trains_on_real_epic_tent_with_augmentation(data_dir: Path) -> None:
 
 
 def test_assembly_unseen_steps_are_removed(data_dir: Path) -> None:
-    result = train_from_annotations(data_dir / "assembly101-o" / "train.json", "assembly101",
-                                    TrainConfig(epochs=5, augment=True))
+    result = learn_from_annotations(train_do, data_dir / "assembly101-o" / "train.json", "assembly101",
+                                    DOConfig(epochs=5, augment=True))
     expected = {5, 6, 7, 10, 11, 16, 17, 22, 23, 24, 27, 30, 34, 35, 36, 41, 46, 47, 50, 51, 52, 53, 66, 70, 71,
                 78, 85}
     assert set(result.graph.removed_steps) == expected

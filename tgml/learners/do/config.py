@@ -1,24 +1,22 @@
-"""Settings of a Direct Optimization training run (`TrainConfig`), validated on construction.
+"""Settings of Direct Optimization (`DOConfig`) and of its two variants (`DOCVConfig`, `DOEnsembleConfig`), validated
+on construction.
 
-Kept apart from `tgml.train` so that settings files can be checked, with the file named in the error, without
-loading torch (`prego-bench` validates its settings tables in the main process before any training starts).
+Kept apart from `tgml.learners.do.train` so that settings files can be checked, with the file named in the error,
+without loading torch (`prego-bench` validates its settings tables in the main process before any training starts).
+Every default lives here: a benchmark table (``[do]`` of ``tgml/bench/settings/prego-*.toml``) that leaves a field out
+gets the default below; the PREGO protocol's augmentation and relaxed rule are written in those tables.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 from graphs.errors import InputError
 from graphs.settings_files import (
     check_field_types,
-    check_known_keys,
     check_values,
-    field_names,
-    naming_the_file,
-    read_settings,
 )
 
 
@@ -67,12 +65,12 @@ def parse_early_stop(rule: str) -> tuple[str, float]:
     raise ValueError(f"early_stop = {rule!r}: expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
 
 
-# Edge-threshold rule -> what it adds to the number of key-steps n in the cut 1/(n + k) (see TrainConfig).
+# Edge-threshold rule -> what it adds to the number of key-steps n in the cut 1/(n + k) (see DOConfig).
 EDGE_THRESHOLDS: Final = {"1/n": 0, "1/(n+2)": 2, "1/N": 4}
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class DOConfig:
     """Settings of one DO training run, validated on construction.
 
     Attributes:
@@ -126,12 +124,13 @@ class TrainConfig:
         check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:
             expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
-            raise InputError(f"TrainConfig.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")
+            name = type(self).__name__
+            raise InputError(f"{name}.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")
         try:
             parse_early_stop(self.early_stop)
             parse_beta_schedule(self.beta_schedule)
         except ValueError as err:
-            raise InputError(f"TrainConfig.{err}") from None
+            raise InputError(f"{type(self).__name__}.{err}") from None
 
     def beta_at(self, epoch: int) -> float:
         """β for a 1-based epoch under the schedule."""
@@ -144,28 +143,43 @@ class TrainConfig:
         """The ``n`` of the ``1/n`` edge threshold for a taxonomy of ``n_steps`` key-steps."""
         return n_steps + EDGE_THRESHOLDS[self.edge_threshold]
 
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with some fields changed (validated again)."""
-        return TrainConfig(**{**asdict(self), **changes})
 
 
-def load_graph_training_config(
-    path: str | Path, base: TrainConfig | None = None, **overrides: Any
-) -> TrainConfig:
-    """Read a settings file of `TrainConfig` fields (e.g. ``configs/do-captaincook.toml``) and apply overrides.
+def _check_threshold_scale(config: DOCVConfig | DOEnsembleConfig) -> None:
+    scale = config.threshold_scale
+    check_values(config, [("threshold_scale", math.isfinite(scale) and scale > 0, "a finite number > 0")])
 
-    Args:
-        path: TOML (or YAML) file with top-level keys named like the `TrainConfig` fields.
-        base: values of the fields the file does not set (default: the `TrainConfig` defaults); a command with
-            its own protocol (``tgml bench-captaincook``) passes it so that a partial file keeps the rest.
-        overrides: field values that win over the file (None values are ignored).
 
-    Returns:
-        The validated config.
+@dataclass(frozen=True)
+class DOCVConfig(DOConfig):
+    """DO whose weights are cut at ``1 / round(n * threshold_scale)`` instead of ``1/n`` (``do-cv``; the scale and the
+    epochs are chosen by cross-validation on a training split, ``prego-bench select``).
+
+    Attributes:
+        threshold_scale: the cut's scale (1 = DO's own ``1/n``).
     """
-    path = Path(path)
-    data = read_settings(path)
-    check_known_keys(data, field_names(TrainConfig), path)
-    merged = {**asdict(base or TrainConfig()), **data, **{k: v for k, v in overrides.items() if v is not None}}
-    with naming_the_file(path):
-        return TrainConfig(**merged)
+
+    threshold_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_threshold_scale(self)
+
+
+@dataclass(frozen=True)
+class DOEnsembleConfig(DOConfig):
+    """A seed ensemble of DO models (``do-ensemble``, `tgml.learners.do.ensemble`): every DO field applies to each
+    member, whose seeds derive from ``seed``.
+
+    Attributes:
+        ensemble_size: number of DO members (seeds) averaged.
+        threshold_scale: edges need ``Z̄[i, j] >= 1 / round(n * threshold_scale)``.
+    """
+
+    ensemble_size: int = 5
+    threshold_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_values(self, [("ensemble_size", self.ensemble_size >= 1, "an integer >= 1")])
+        _check_threshold_scale(self)

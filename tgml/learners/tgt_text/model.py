@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tgml.do_model import blocked_entries, contrast_nodes
+from tgml.learners.do.model import blocked_entries, contrast_nodes
 
 AUXILIARY_BEFORE = 2  # β and S
 AUXILIARY_AFTER = 2  # E and γ

@@ -1,12 +1,13 @@
-"""Training a task graph with the Task Graph Transformer on step texts (``tgt-text``; settings: `tgml.tgt_config`).
+"""Training a task graph with the Task Graph Transformer on step texts (``tgt-text``; settings:
+`tgml.learners.tgt_text.config`).
 
-`train_tgt_text_graph` has the inputs and outputs of `tgml.noisy_and_train.train_noisy_and_graph` (raw key-step
-sequences and step names in, `TrainResult` out) and `build_tgt_text` those of `tgml.noisy_and_train.build_noisy_and`,
-so the commands and benchmarks can call any learner the same way.
+`train_tgt_text` is the ``tgt-text`` learner of `tgml.learners.registry` (raw key-step sequences and step names in,
+`LearnResult` out).
 
 The step names are embedded once by an offline sentence encoder (`tgml.text_embeddings`, cached on disk); the
-model (`tgml.tgt_model`) maps them to ``Z``, trained full batch with Adam on the TGML loss of the first-occurrence
-sequences (`tgml.loss`, reference node layout) plus the distinctiveness term. The contrastive weight ``β`` follows
+model (`tgml.learners.tgt_text.model`) maps them to ``Z``, trained full batch with Adam on the TGML loss of the
+first-occurrence sequences (`tgml.loss`, reference node layout) plus the distinctiveness term. The contrastive
+weight ``β`` follows
 the paper's schedule: it starts at ``beta_start`` and, at ``beta_updates`` evenly spaced epochs, moves towards
 ``beta_end`` by the fraction of training done so far. The weights of the last epoch go through the DO
 post-processing to a DAG.
@@ -15,9 +16,8 @@ post-processing to a DAG.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from typing import Any
 
 import numpy as np
 import torch
@@ -28,13 +28,12 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
+from tgml.learners.do.train import LearnResult, build_training_set, training_info
+from tgml.learners.tgt_text.config import METHOD_NAME, TgtTextConfig
+from tgml.learners.tgt_text.model import TaskGraphTransformer, distinctiveness_loss
 from tgml.loss import tgml_loss
-from tgml.noisy_and_train import TrainingSplit
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.text_embeddings import step_embeddings
-from tgml.tgt_config import METHOD_NAME, TgtTextConfig, tgt_text_config
-from tgml.tgt_model import TaskGraphTransformer, distinctiveness_loss
-from tgml.train import TrainResult, build_training_set, training_info
 
 
 def beta_schedule(epochs: int, start: float, end: float, updates: int) -> np.ndarray:
@@ -130,7 +129,7 @@ def fit_tgt(
         return model.graph_weights(text_t), loss_value
 
 
-def train_tgt_text_graph(
+def train_tgt_text(
     sequences: Sequence[Sequence[int]],
     step_ids: Sequence[int],
     step_names: Sequence[str],
@@ -138,7 +137,7 @@ def train_tgt_text_graph(
     scenario: str = "",
     progress: bool = False,
     embeddings: np.ndarray | None = None,
-) -> TrainResult:
+) -> LearnResult:
     """Learn a task graph with the Task Graph Transformer from step names and key-step sequences.
 
     Args:
@@ -151,7 +150,7 @@ def train_tgt_text_graph(
         embeddings: ``(n, d)`` step embeddings to use instead of encoding ``step_names`` (e.g. richer texts).
 
     Returns:
-        `TrainResult`: the post-processed graph (weights = the row-softmax ``Z``), epochs run, the last TGML loss,
+        `LearnResult`: the post-processed graph (weights = the row-softmax ``Z``), epochs run, the last TGML loss,
         and the Sequence Accuracy of the graph on the training sequences. Key-steps never seen are removed.
     """
     if not step_ids or len(step_ids) != len(step_names):
@@ -175,20 +174,4 @@ def train_tgt_text_graph(
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     # Z is a row softmax like DO's, so the default TGML likelihood judges which steps are optional.
     graph = learn_optional_scores(graph, sequences)
-    return TrainResult(graph, config.epochs, loss_value, sa_value)
-
-
-def build_tgt_text(data: TrainingSplit, settings: Mapping[str, Any], seed: int, epochs: int | None = None) -> TaskGraph:
-    """The benchmark builder: a TGT-text graph of a dataset's training split (same inputs/outputs as DO's).
-
-    Args:
-        data: the dataset (only ``train`` and the taxonomy, step names included, are read).
-        settings: a ``[tgt-text]`` settings table (keys: `SETTING_KEYS`).
-        seed: training seed.
-        epochs: override of the configured epochs (quick checks), or None.
-
-    Returns:
-        The post-processed `TaskGraph`.
-    """
-    config = tgt_text_config(dict(settings), seed, epochs)
-    return train_tgt_text_graph(data.train, data.step_ids, data.step_names, config, data.scenario).graph
+    return LearnResult(graph, config.epochs, loss_value, sa_value)

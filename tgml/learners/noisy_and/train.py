@@ -1,8 +1,7 @@
-"""Training a task graph with the noisy-AND TGML likelihood (`tgml.noisy_and_loss`) and post-processing it.
+"""Training a task graph with the noisy-AND TGML likelihood (`tgml.learners.noisy_and.loss`) and post-processing it.
 
-`train_noisy_and_graph` has the inputs and outputs of `tgml.train.train_task_graph` (raw key-step sequences in,
-`TrainResult` with a `graphs.TaskGraph` out), and `build_noisy_and` those of the PREGO benchmark's DO builder, so
-the commands and benchmarks can call either learner.
+`train_noisy_and` is the ``noisy-and`` learner of `tgml.learners.registry` (raw key-step sequences in, a
+`LearnResult` with a `graphs.TaskGraph` out).
 
 Sequences are de-duplicated to first occurrences (``BACAD -> BACD``). The loss rows are built once: for each
 position of each execution, the steps not done before it (``U``), the step done (``y_t``) and the steps of that
@@ -17,11 +16,9 @@ END rows / columns 0: post-processing attaches START and END).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,12 +29,11 @@ from graphs.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS, TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingVideos
-from tgml.noisy_and_config import METHOD_NAME, NoisyAndConfig, noisy_and_config
-from tgml.noisy_and_loss import edge_probabilities, log_readiness, noisy_and_loss, step_log_likelihood
+from tgml.learners.do.train import LearnResult, build_training_set, training_info
+from tgml.learners.noisy_and.config import METHOD_NAME, NoisyAndConfig
+from tgml.learners.noisy_and.loss import edge_probabilities, log_readiness, noisy_and_loss, step_log_likelihood
 from tgml.sequence_accuracy import sequence_accuracy
 from tgml.sequences import ObservedRows, observed_rows, pack
-from tgml.train import TrainResult, build_training_set, learn_from_annotations, training_info
 
 # Initial scores: θ = 0.5 everywhere (no edge favoured), plus this much seeded jitter to break ties.
 INIT_JITTER = 0.01
@@ -68,8 +64,8 @@ def order_rows(first: ObservedRows, n_steps: int) -> OrderRows:
     """Build the loss rows from first-occurrence rows in the START..END layout (vectorised over all positions).
 
     Args:
-        first: ``tgml.train.build_training_set(sequences, step_ids, augment=False).sa_rows``: one row per position
-            of ``<S, y..., E>`` (targets 0 = START, 1..n = key-steps, n+1 = END), first occurrences only.
+        first: ``tgml.learners.do.train.build_training_set(sequences, step_ids, augment=False).sa_rows``: one row
+            per position of ``<S, y..., E>`` (targets 0 = START, 1..n = key-steps, n+1 = END), first occurrences only.
         n_steps: ``n``.
 
     Returns:
@@ -210,14 +206,14 @@ def fit_edge_probabilities(
     return theta, loss_value
 
 
-def train_noisy_and_graph(
+def train_noisy_and(
     sequences: Sequence[Sequence[int]],
     step_ids: Sequence[int],
     step_names: Sequence[str],
     config: NoisyAndConfig,
     scenario: str = "",
     progress: bool = False,
-) -> TrainResult:
+) -> LearnResult:
     """Learn a task graph whose steps keep every pre-condition (noisy-AND TGML), post-processed like DO.
 
     Args:
@@ -229,7 +225,7 @@ def train_noisy_and_graph(
         progress: show a rich progress bar on stderr.
 
     Returns:
-        `TrainResult`: the graph (weights = edge probabilities ``θ``; each step's optionality over ``sequences``
+        `LearnResult`: the graph (weights = edge probabilities ``θ``; each step's optionality over ``sequences``
         judged by this model's likelihood), epochs run, final loss, and the Sequence Accuracy of the binary graph on
         the training sequences. Key-steps never seen are removed from the graph.
     """
@@ -253,59 +249,4 @@ def train_noisy_and_graph(
     graph = TaskGraph(tuple(step_ids), tuple(step_names), adjacency, weights, scenario, info)
     # Which steps the executions show to be optional is stored with the graph, judged by this model's likelihood.
     graph = learn_optional_scores(graph, sequences, partial(execution_log_likelihoods, noise=config.noise))
-    return TrainResult(graph, config.epochs, loss_value, sa_value)
-
-
-def noisy_and_from_annotations(
-    annotations: str | Path, scenario: str, config: NoisyAndConfig, progress: bool = False,
-    videos: TrainingVideos = EVERY_VIDEO,
-) -> TrainResult:
-    """Learn the noisy-AND graph of one scenario of an annotation file (what ``tgml train`` runs by default).
-
-    Args:
-        annotations: annotation JSON (the shared format of all datasets).
-        scenario: the procedure to learn.
-        config: training settings.
-        progress: show the progress bar.
-        videos: which executions to learn from (default: every one; ``tgml train`` leaves out those with an
-            annotated mistake).
-
-    Returns:
-        The `TrainResult` (the chosen videos, repeats kept; first occurrences are used; ``info["left_out"]`` names
-        the executions left out, when any was).
-    """
-    return learn_from_annotations(train_noisy_and_graph, annotations, scenario, config, progress, videos)
-
-
-class TrainingSplit(Protocol):
-    """What a benchmark dataset must offer to learn a graph (e.g. `tgml.bench.prego.BenchData`)."""
-
-    @property
-    def scenario(self) -> str: ...
-
-    @property
-    def step_ids(self) -> tuple[int, ...]: ...
-
-    @property
-    def step_names(self) -> tuple[str, ...]: ...
-
-    @property
-    def train(self) -> tuple[tuple[int, ...], ...]: ...
-
-
-def build_noisy_and(
-    data: TrainingSplit, settings: Mapping[str, Any], seed: int, epochs: int | None = None
-) -> TaskGraph:
-    """The benchmark builder: a noisy-AND graph of a dataset's training split (same inputs/outputs as DO's).
-
-    Args:
-        data: the dataset (only ``train`` and the taxonomy are read).
-        settings: a ``[noisy-and]`` settings table (keys: `tgml.noisy_and_config.SETTING_KEYS`).
-        seed: training seed.
-        epochs: override of the configured epochs (quick checks), or None.
-
-    Returns:
-        The post-processed `TaskGraph`.
-    """
-    config = noisy_and_config(dict(settings), seed, epochs)
-    return train_noisy_and_graph(data.train, data.step_ids, data.step_names, config, data.scenario).graph
+    return LearnResult(graph, config.epochs, loss_value, sa_value)

@@ -1,0 +1,127 @@
+"""The CaptainCook4D order-mistake benchmark (`tgml bench-mistakes`): its data, its protocol, its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphs import END, START, InputError, TaskGraph
+from tests.cli_errors import cli_error
+from tgml.bench.error_annotations import load_error_annotations
+from tgml.bench.mistake_bench import GROUND_TRUTH, MistakeBenchConfig, run_mistake_bench
+from tgml.bench.mistake_selection import moved_item, ordered_pairs
+from tgml.tgml_cli import main
+
+TAXONOMY = {"tea": ((1, 2, 3), ("boil", "steep", "pour"))}
+
+
+def write(path: Path, content: object) -> Path:
+    path.write_text(json.dumps(content))
+    return path
+
+
+def step(name: str, start: float, *tags: str) -> dict:
+    return {"description": name, "step_id": 0, "start_time": start, "end_time": start + 1,
+            "errors": [{"tag": t, "description": ""} for t in tags]}
+
+
+def test_the_reference_row_reproduces_the_published_ground_truth_figures(data_dir: Path) -> None:
+    config = MistakeBenchConfig(data_dir / "captaincook4d", ("count-based",), (42,))
+    result = run_mistake_bench(config)
+    assert len(result.errors.recordings) == 190 and result.errors.training == 194
+    assert {rid for rid, _ in result.errors.unmatched} == {"2_26", "17_49"}  # skipped, counted, reported
+    reference = result.rows[GROUND_TRUTH].summary("precondition")
+    figures = {k: round(reference[k]["mean"], 1) for k in ("avg_f1", "mistake_precision", "mistake_recall",
+                                                            "missing_precision", "missing_recall", "missing_f1")}
+    assert figures == {"avg_f1": 60.2, "mistake_precision": 56.0, "mistake_recall": 30.5, "missing_precision": 97.9,
+                       "missing_recall": 97.5, "missing_f1": 97.7}  # DERIVATION.md's reference figures
+    totals = result.rows[GROUND_TRUTH].pooled("precondition")[None]
+    assert (totals.steps, totals.order_errors) == (2554, 793)
+    document = result.to_dict()
+    recipes = document["rows"]["count-based"]["rules"]["late-step"]["per_recipe"]
+    assert len(recipes) == 24 and sum(r["order_errors"] for r in recipes.values()) == 793
+    late = result.rows[GROUND_TRUTH].summary("late-step")["mistake_recall"]["mean"]
+    assert late > figures["mistake_recall"]  # the late-step rule catches the steps done after their dependents
+
+
+def test_the_command_prints_the_table_per_rule_and_writes_the_per_recipe_json(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "mistakes.json"
+    assert main(["bench-mistakes", "--data", str(data_dir), "--method", "msg2", "llm", "--procedures",
+                 "coffee,cucumberraita", "--workers", "1", "--quiet", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "pre-condition rule (the live checker)" in text and "ground truth (reference)" in text
+    assert "17_49: step 'Add-1/2 teaspoon of chat masala powder to the bowl' matches no step" in text
+    assert "bench-mistakes:" in text
+    document = json.loads(out.read_text())
+    assert list(document["rows"]) == ["msg2", "llm", GROUND_TRUTH]
+    assert set(document["rows"]["llm"]["rules"]["precondition"]["per_recipe"]) == {"coffee", "cucumberraita"}
+
+
+def test_an_error_file_of_another_format_is_one_error_line(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "captaincook4d"
+    folder.mkdir()
+    for name in ("task_graph_generation_annotations.json", "ground_truth_task_graphs", "llm_task_graphs"):
+        (folder / name).symlink_to(data_dir / "captaincook4d" / name)
+    write(folder / "error_annotations.json", {"annotations": {}})
+    err = cli_error(main, ["bench-mistakes", "--data", str(folder), "--method", "msg2", "--quiet"], capsys)
+    assert "error_annotations.json: expected a JSON list of recordings" in err
+
+
+def test_a_recipe_without_a_graph_is_one_error_line(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "captaincook4d"
+    (folder / "ground_truth_task_graphs").mkdir(parents=True)
+    for name in ("task_graph_generation_annotations.json", "error_annotations.json"):
+        (folder / name).symlink_to(data_dir / "captaincook4d" / name)
+    graph = folder / "ground_truth_task_graphs" / "coffee.json"
+    graph.symlink_to(data_dir / "captaincook4d" / "ground_truth_task_graphs" / "coffee.json")
+    err = cli_error(main, ["bench-mistakes", "--data", str(folder), "--method", "msg2", "--quiet"], capsys)
+    assert "ground_truth_task_graphs" in err and ".json" in err
+
+
+@pytest.mark.parametrize(
+    ("recording", "fragment"),
+    [({"recording_id": "r", "activity_id": "1", "step_annotations": []}, "field 'activity_id' = '1'"),
+     ({"recording_id": "r", "activity_id": 9, "step_annotations": []}, "activity_id 9 is the activity of no"),
+     ({"recording_id": "r", "activity_id": 1, "step_annotations": [step("boil", 0.0, "Wrong Error")]},
+      "errors[0] tag 'Wrong Error'"),
+     ({"recording_id": "r", "activity_id": 1, "step_annotations": [{"description": "boil"}]},
+      "step_annotations[0]: field 'start_time' = None")],
+)
+def test_bad_recordings_name_the_recording_and_field(recording: dict, fragment: str, tmp_path: Path) -> None:
+    path = write(tmp_path / "errors.json", [recording])
+    with pytest.raises(InputError, match=r"errors\.json: recording") as caught:
+        load_error_annotations(path, TAXONOMY, {1: "tea"}, frozenset())
+    assert fragment in str(caught.value)
+
+
+def test_steps_are_replayed_in_time_order_and_unknown_names_are_counted(tmp_path: Path) -> None:
+    steps = [step("pour", 9.0, "Order Error"), step("boil", 1.0), step("brew", 5.0), step("steep", -1, "Missing Step")]
+    path = write(tmp_path / "errors.json", [{"recording_id": "a", "activity_id": 1, "step_annotations": steps},
+                                            {"recording_id": "b", "activity_id": 1, "step_annotations": []}])
+    errors = load_error_annotations(path, TAXONOMY, {1: "tea"}, frozenset({"b"}))
+    (recording,) = errors.recordings
+    assert recording.sequence == (1, 3) and [p.order_error for p in recording.performed] == [False, True]
+    assert recording.missing == {2} and errors.unmatched == (("a", "brew"),) and errors.training == 1
+
+
+def test_a_moved_step_tags_both_steps_of_each_pair_it_inverts() -> None:
+    ids, names = (1, 2, 3, 4), ("a", "b", "c", "d")
+    index = {START: 0, 1: 1, 2: 2, 3: 3, 4: 4, END: 5}
+    adjacency = np.zeros((6, 6), dtype=bool)
+    for needer, needed in [(1, START), (2, 1), (3, 2), (4, START), (END, 3), (END, 4)]:  # a -> b -> c; d alone
+        adjacency[index[needer], index[needed]] = True
+    pairs = ordered_pairs(TaskGraph(ids, names, adjacency))
+    assert pairs == {(1, 2), (2, 3), (1, 3)}
+    moved, labels = moved_item((1, 2, 3, 4), 0, 2, pairs)  # a done after b and c
+    assert moved == (2, 3, 1, 4) and labels.tolist() == [True, True, True, False]
+    moved, labels = moved_item((1, 2, 3, 4), 3, 0, pairs)  # d first: it breaks no order
+    assert moved == (4, 1, 2, 3) and not labels.any()

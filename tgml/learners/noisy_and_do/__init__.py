@@ -1,0 +1,1 @@
+"""Noisy-AND and DO-ensemble evidence combined edge by edge (ours)."""

@@ -1,0 +1,191 @@
+"""The one table from a learner's name to the learner: its config class, its training function and whether a seed
+changes what it learns.
+
+Every command that takes a learner's name reads this table: ``tgml train --method``, ``tgml bench-captaincook
+--method``, ``tgml bench-mistakes --method`` and ``prego-bench --method``. Adding a learner is one folder under
+`tgml.learners` (its config class and its `tgml.learners.result.Learner` function) and one entry here.
+
+Torch-free: the table names each training function by its import path, imported when a graph is learned, so that
+settings can be checked, and the deterministic baselines run, without loading torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from graphs.count_based import CountBasedConfig
+from graphs.eligibility_search import EligibilitySearchConfig
+from graphs.errors import InputError
+from graphs.settings_files import field_names, load_config_file
+from tgml.learners.do.config import DOConfig, DOCVConfig, DOEnsembleConfig
+from tgml.learners.noisy_and.config import NoisyAndConfig
+from tgml.learners.noisy_and_do.config import NoisyAndDOConfig
+from tgml.learners.result import Learner, LearnResult
+from tgml.learners.tgt_text.config import TgtTextConfig
+
+
+@dataclass(frozen=True)
+class LearnerEntry:
+    """One learner of the table.
+
+    Attributes:
+        name: what commands call it (``--method NAME``, the ``[NAME]`` table of a settings file).
+        config_class: its settings dataclass (validated on construction; defaults are the learner's own).
+        trainer: ``"module:function"`` of its `Learner` function.
+        seeded: a seed changes the graph (benchmarks train it once per seed; the others run once).
+        summary: one line for help texts and tables.
+        fixed: config fields the name itself sets (MSGI's objective); a settings table may not set them.
+        needs: the optional extra it needs beyond the core install, or "".
+    """
+
+    name: str
+    config_class: type
+    trainer: str
+    seeded: bool
+    summary: str
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    needs: str = ""
+
+    @property
+    def setting_keys(self) -> frozenset[str]:
+        """The keys a ``[name]`` settings table may hold: the config's fields (or its ``TABLE_KEYS``) but the seed and
+        the fixed ones."""
+        keys = getattr(self.config_class, "TABLE_KEYS", None) or field_names(self.config_class)
+        return frozenset(keys) - {"seed"} - set(self.fixed)
+
+    def config(self, settings: Mapping[str, Any] | None = None, seed: int | None = None,
+               epochs: int | None = None) -> Any:
+        """The learner's config from a settings table; fields it leaves out keep the config class's defaults.
+
+        Args:
+            settings: setting -> value (the keys of `setting_keys`; sub-tables for a combined learner); None: the
+                config class's defaults.
+            seed: the training seed (ignored by a learner without one).
+            epochs: override of the configured epochs (quick checks), or None.
+
+        Returns:
+            The validated config.
+        """
+        table = settings is not None
+        settings = dict(settings or {})
+        unknown = sorted(set(settings) - self.setting_keys)
+        if unknown:
+            raise InputError(f"{self.name}: unknown setting {unknown[0]!r} "
+                             f"(known: {', '.join(sorted(self.setting_keys)) or 'none'})")
+        values = {**settings, **self.fixed}
+        names = field_names(self.config_class)
+        if seed is not None and "seed" in names:
+            values["seed"] = seed
+        if epochs is not None and "epochs" in names:
+            values["epochs"] = epochs
+        from_table = getattr(self.config_class, "from_table", None)
+        if table and from_table is not None:  # a combined learner reads its learners' sub-tables
+            return from_table(values, epochs)
+        return self.config_class(**values)
+
+    def config_file(self, path: str | Path, base: Any = None, **overrides: Any) -> Any:
+        """The learner's config from a flat settings file of its fields (``tgml train --config FILE``).
+
+        Args:
+            path: TOML (or YAML) file with top-level keys named like the config's fields.
+            base: the config whose values the file's missing keys keep (default: the config class's defaults).
+            overrides: values that win over the file (None values are ignored).
+
+        Returns:
+            The validated config; errors name the file.
+        """
+        defaults = dataclasses.asdict(base if base is not None else self.config(None))
+        return load_config_file(self.config_class, path, defaults, overrides)
+
+    def with_seed(self, config: Any, seed: int) -> Any:
+        """``config`` learning with ``seed`` (unchanged for a learner without a seed)."""
+        return dataclasses.replace(config, seed=seed) if "seed" in field_names(self.config_class) else config
+
+    @property
+    def learn(self) -> Learner[Any]:
+        """The training function (importing it loads torch for the torch learners)."""
+        module, _, function = self.trainer.partition(":")
+        learner: Learner[Any] = getattr(importlib.import_module(module), function)
+        return learner
+
+    def learn_graph(self, sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str],
+                    config: Any, scenario: str = "", progress: bool = False) -> LearnResult:
+        """Learn one graph: `learn` called with ``config`` (built by `config`)."""
+        return self.learn(sequences, step_ids, step_names, config, scenario, progress)
+
+
+_ENTRIES: Final = (
+    LearnerEntry("noisy-and", NoisyAndConfig, "tgml.learners.noisy_and.train:train_noisy_and", True,
+                 "noisy-AND TGML: every pre-condition of a step is kept (ours; tgml train's default)"),
+    LearnerEntry("do", DOConfig, "tgml.learners.do.train:train_do", True,
+                 "Direct Optimization, the paper's TGML learner"),
+    LearnerEntry("do-cv", DOCVConfig, "tgml.learners.do.variants:train_do_cv", True,
+                 "DO cut at a threshold chosen by cross-validation on training data (ours)"),
+    LearnerEntry("do-ensemble", DOEnsembleConfig, "tgml.learners.do.ensemble:train_do_ensemble", True,
+                 "the mean weights of several DO seeds, post-processed (ours)"),
+    LearnerEntry("noisy-and-do", NoisyAndDOConfig, "tgml.learners.noisy_and_do.train:train_noisy_and_do", True,
+                 "noisy-AND and DO-ensemble evidence combined edge by edge (ours)"),
+    LearnerEntry("tgt-text", TgtTextConfig, "tgml.learners.tgt_text.train:train_tgt_text", True,
+                 "the Task Graph Transformer on step-name embeddings", needs="text"),
+    LearnerEntry("count-based", CountBasedConfig, "tgml.learners.graph_baselines:learn_count_based", False,
+                 "transition counts (baseline)"),
+    LearnerEntry("msgi", EligibilitySearchConfig, "tgml.learners.graph_baselines:learn_eligibility", False,
+                 "MSGI: greedy eligibility search, accuracy objective (baseline)", {"objective": "accuracy"}),
+    LearnerEntry("msg2", EligibilitySearchConfig, "tgml.learners.graph_baselines:learn_eligibility", False,
+                 "MSG²: greedy eligibility search, precision objective (baseline)", {"objective": "precision"}),
+)
+LEARNERS: Final[dict[str, LearnerEntry]] = {entry.name: entry for entry in _ENTRIES}
+DEFAULT_LEARNER: Final = "noisy-and"
+
+
+def learner(name: str) -> LearnerEntry:
+    """The entry of a learner's name, or an error naming the known ones."""
+    entry = LEARNERS.get(name)
+    if entry is None:
+        raise InputError(f"learner {name!r}: unknown; choose from {', '.join(LEARNERS)}")
+    return entry
+
+
+def resolve_learner(method: str | None, given: set[str]) -> str:
+    """The learner of a ``tgml train`` run: the one asked for, else the default unless the given settings belong to
+    another (a Direct Optimization setting such as ``beta`` or ``augment`` selects ``do``, so DO command lines keep
+    working).
+
+    Args:
+        method: a learner's name, or None.
+        given: names of the settings given (flags and config-file keys).
+
+    Returns:
+        The learner's name.
+    """
+    if method is not None:
+        entry = learner(method)
+        foreign = sorted(given - entry.setting_keys - {"seed"})
+        if foreign:
+            owner = _owner(foreign[0])
+            raise InputError(f"setting {foreign[0]!r} does not apply to --method {method}"
+                             + (f" (it belongs to {owner})" if owner else "")
+                             + f"; its settings: {', '.join(sorted(entry.setting_keys))}")
+        return method
+    default = LEARNERS[DEFAULT_LEARNER]
+    foreign = sorted(given - default.setting_keys - {"seed"})
+    if not foreign:
+        return DEFAULT_LEARNER
+    do = LEARNERS["do"]
+    not_do = sorted(given - do.setting_keys - {"seed"})
+    if not_do:
+        raise InputError(f"settings {foreign[0]!r} (Direct Optimization) and {not_do[0]!r} ({DEFAULT_LEARNER}) "
+                         "belong to different learners" if not_do[0] in default.setting_keys
+                         else f"setting {not_do[0]!r} belongs to no learner of --method do or {DEFAULT_LEARNER}")
+    return "do"
+
+
+def _owner(setting: str) -> str:
+    """The learners whose settings include ``setting``, for an error message."""
+    owners = [name for name, entry in LEARNERS.items() if setting in entry.setting_keys]
+    return ", ".join(owners[:3])

@@ -1,0 +1,1 @@
+"""TGT-text: the Task Graph Transformer on step-name embeddings (needs the ``text`` extra)."""

@@ -185,14 +185,14 @@ def quantize_int8_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _Gemv:
-    """``out = x @ W.T + b`` for one row ``x``, into a preallocated ``out``.
+    """``out = x @ W.T + b`` for a few rows ``x`` (one per stream), into a preallocated ``out``.
 
     ``fp32``: one BLAS call writing straight into ``out``. ``int8``: weight-only int8 (bfloat16
     activations, `quantize_int8_rows`): a quarter of the memory traffic, which is what bounds a
     batch-1 step at the published sizes (70 MB of fp32 weights per frame do not fit in cache).
     """
 
-    def __init__(self, weight: Tensor, bias: Tensor, precision: str) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor, precision: str, rows: int = 1) -> None:
         self.precision = precision
         self.bias = bias.detach().float()
         if precision == "fp32":
@@ -202,18 +202,18 @@ class _Gemv:
                 raise InputError(f"FastStepper precision 'int8' needs torch >= 2.3 (found {torch.__version__})")
             self.q, scale = quantize_int8_rows(weight.detach().float())
             self.scale = scale.to(torch.bfloat16)
-            self.x16 = torch.empty(1, weight.shape[1], dtype=torch.bfloat16)
+            self.x16 = torch.empty(rows, weight.shape[1], dtype=torch.bfloat16)
 
     def into(self, x: Tensor, out: Tensor) -> Tensor:
         if self.precision == "fp32":
             return torch.addmm(self.bias, x, self.w_t, out=out)
-        self.x16.copy_(x)
-        # No out= variant exists for the int8 kernel: its small (1, N) result is the one allocation.
-        return out.copy_(torch._weight_int8pack_mm(self.x16, self.q, self.scale)).add_(self.bias)
+        x16 = self.x16[: x.shape[0]].copy_(x)
+        # No out= variant exists for the int8 kernel: its small (m, N) result is the one allocation.
+        return out.copy_(torch._weight_int8pack_mm(x16, self.q, self.scale)).add_(self.bias)
 
 
 class FastStepper:
-    """Allocation-free single-stream stepping for live use at the published sizes.
+    """Allocation-free stepping of one live stream, or of several streams at once, for live use at the published sizes.
 
     Holds the weights of a `MiniROAD` (eval mode, no dropout) and preallocated buffers for every
     intermediate, so that each frame is a handful of in-place BLAS calls. It computes exactly what
@@ -224,6 +224,10 @@ class FastStepper:
         n = tanh(W_in e + b_in + r ⊙ (W_hn h + b_hn));  h' = (1 − z) ⊙ n + z ⊙ h
         p = softmax(W_c ReLU(h') + b_c)
 
+    With ``streams`` > 1 the GRU state is a ``(streams, H)`` tensor, one row per stream, and `step_rows` advances the
+    streams that have a frame at the same tick in one pass: each formula above becomes one matrix product over the
+    ``m`` rows instead of ``m`` calls (the rows never mix: row ``i`` of every product reads only row ``i``).
+
     ``precision="fp32"`` (default) matches `MiniROAD.step` to float rounding. ``"int8"`` stores the
     three large matrices as per-channel int8 (`quantize_int8_rows`): about 4x less memory traffic per
     frame, probabilities within about 1e-2 of fp32 — the choice for CPUs whose cache cannot hold the
@@ -233,46 +237,54 @@ class FastStepper:
         model: the detector. Its weights are read once, here: the three large matrices are copied
             (transposed for fp32, quantised for int8), so build a new stepper after changing the model.
         precision: ``"fp32"`` or ``"int8"``.
+        streams: how many streams the state holds (rows of ``state``).
     """
 
-    def __init__(self, model: MiniROAD, precision: str = "fp32") -> None:
+    def __init__(self, model: MiniROAD, precision: str = "fp32", streams: int = 1) -> None:
         if precision not in STEPPER_PRECISIONS:
             raise InputError(f"FastStepper precision = {precision!r}: choose one of {', '.join(STEPPER_PRECISIONS)}")
+        if streams < 1:
+            raise InputError(f"FastStepper streams = {streams} must be >= 1")
         cfg = model.config
         self.config = cfg
         self.precision = precision
+        self.streams = streams
         lin = cast(nn.Linear, model.embed[0])  # nn.Sequential indexing is typed as a bare Module
         norm = cast(nn.LayerNorm, model.embed[1])
         head = cast(nn.Linear, model.head[1])
-        self._embed = _Gemv(lin.weight, lin.bias, precision)
+        self._embed = _Gemv(lin.weight, lin.bias, precision, streams)
         self._ln_w = norm.weight.detach()
         self._ln_b = norm.bias.detach()
         self._ln_eps = norm.eps
         gru = model.gru.get_parameter  # typed access to the GRU's flat weights
-        self._input = _Gemv(gru("weight_ih_l0"), gru("bias_ih_l0"), precision)
-        self._hidden = _Gemv(gru("weight_hh_l0"), gru("bias_hh_l0"), precision)
-        self._head = _Gemv(head.weight, head.bias, "fp32")  # tiny: keep it exact
+        self._input = _Gemv(gru("weight_ih_l0"), gru("bias_ih_l0"), precision, streams)
+        self._hidden = _Gemv(gru("weight_hh_l0"), gru("bias_hh_l0"), precision, streams)
+        self._head = _Gemv(head.weight, head.bias, "fp32", streams)  # tiny: keep it exact
         dtype = torch.float32
-        H = cfg.hidden_dim
-        self._x = torch.empty(1, cfg.input_dim, dtype=dtype)
-        self._e = torch.empty(1, cfg.embed_dim, dtype=dtype)
-        self._sq = torch.empty(1, cfg.embed_dim, dtype=dtype)
-        self._mu = torch.empty(1, 1, dtype=dtype)
-        self._var = torch.empty(1, 1, dtype=dtype)
-        self._gi = torch.empty(1, 3 * H, dtype=dtype)
-        self._gh = torch.empty(1, 3 * H, dtype=dtype)
-        self._hr = torch.empty(1, H, dtype=dtype)
-        self._logits = torch.empty(1, cfg.num_classes, dtype=dtype)
-        self.probs = torch.empty(1, cfg.num_classes, dtype=dtype)
-        self.state = torch.zeros(1, H, dtype=dtype)
+        H, K = cfg.hidden_dim, streams
+        self._x = torch.empty(K, cfg.input_dim, dtype=dtype)
+        self._e = torch.empty(K, cfg.embed_dim, dtype=dtype)
+        self._sq = torch.empty(K, cfg.embed_dim, dtype=dtype)
+        self._mu = torch.empty(K, 1, dtype=dtype)
+        self._var = torch.empty(K, 1, dtype=dtype)
+        self._gi = torch.empty(K, 3 * H, dtype=dtype)
+        self._gh = torch.empty(K, 3 * H, dtype=dtype)
+        self._hr = torch.empty(K, H, dtype=dtype)
+        self._h = torch.empty(K, H, dtype=dtype)  # the rows of the state being stepped (`step_rows`)
+        self._logits = torch.empty(K, cfg.num_classes, dtype=dtype)
+        self.probs = torch.empty(K, cfg.num_classes, dtype=dtype)
+        self.state = torch.zeros(K, H, dtype=dtype)
 
-    def reset(self) -> None:
-        """Start a new stream (GRU state back to zeros)."""
-        self.state.zero_()
+    def reset(self, row: int | None = None) -> None:
+        """Start a stream over (its GRU state back to zeros): every stream, or the one at ``row``."""
+        if row is None:
+            self.state.zero_()
+        else:
+            self.state[row].zero_()
 
     @torch.inference_mode()
     def step(self, x_t: Tensor) -> Tensor:
-        """One frame in, that frame's class probabilities out.
+        """One frame of the first stream in, that frame's class probabilities out.
 
         Args:
             x_t: ``(F,)`` or ``(1, F)`` features of the newest frame (any float dtype).
@@ -283,30 +295,57 @@ class FastStepper:
         x = x_t.reshape(1, -1)
         self.config.check_feature_width(x.shape[1])
         if x.dtype != torch.float32:
-            x = self._x.copy_(x)
-        e = self._embed.into(x, self._e)  # (1, E)
-        # LayerNorm in place: e = (e - mean) / sqrt(var + eps) * gamma + beta
-        torch.mean(e, dim=1, keepdim=True, out=self._mu)
-        e.sub_(self._mu)
-        torch.mul(e, e, out=self._sq)
-        torch.mean(self._sq, dim=1, keepdim=True, out=self._var)
-        self._var.add_(self._ln_eps).rsqrt_()
-        e.mul_(self._var).mul_(self._ln_w).add_(self._ln_b).relu_()
-        return self._gru_head(e)
+            x = self._x[:1].copy_(x)
+        return self._gru_head(self._embed_rows(x), self.state[:1])  # the state row is updated in place
 
-    def _gru_head(self, e: Tensor) -> Tensor:
-        H = self.config.hidden_dim
-        h = self.state
-        gi = self._input.into(e, self._gi)  # (1, 3H)
-        gh = self._hidden.into(h, self._gh)  # (1, 3H)
-        hr = self._hr
-        rz = gi[:, : 2 * H].add_(gh[:, : 2 * H]).sigmoid_()  # (1, 2H): r then z
+    @torch.inference_mode()
+    def step_rows(self, x: Tensor, rows: Tensor) -> Tensor:
+        """One frame of each of ``m`` streams in, one pass over their stacked state rows, their probabilities out.
+
+        Args:
+            x: ``(m, F)`` features, row ``i`` the newest frame of stream ``rows[i]`` (any float dtype).
+            rows: ``(m,)`` int64 distinct stream rows, each in ``0..streams-1``.
+
+        Returns:
+            ``(m, C)`` probabilities, in the order of ``rows``; a view of an internal buffer, overwritten by the next
+            call.
+        """
+        m = x.shape[0]
+        self.config.check_feature_width(x.shape[1])
+        if not 1 <= m <= self.streams or rows.shape != (m,):
+            raise ValueError(f"step_rows: {m} frames for rows of shape {tuple(rows.shape)} ({self.streams} streams)")
+        if x.dtype != torch.float32 or not x.is_contiguous():
+            x = self._x[:m].copy_(x)
+        h = torch.index_select(self.state, 0, rows, out=self._h[:m])  # (m, H): the rows being stepped
+        probs = self._gru_head(self._embed_rows(x), h)
+        self.state.index_copy_(0, rows, h)  # h now holds the new state of each row
+        return probs
+
+    def _embed_rows(self, x: Tensor) -> Tensor:
+        """``ReLU(LayerNorm(W_e x + b_e))`` of ``(m, F)`` rows, into the embedding buffer: ``(m, E)``."""
+        m = x.shape[0]
+        e = self._embed.into(x, self._e[:m])  # (m, E)
+        # LayerNorm in place: e = (e - mean) / sqrt(var + eps) * gamma + beta
+        mu, var, sq = self._mu[:m], self._var[:m], self._sq[:m]
+        torch.mean(e, dim=1, keepdim=True, out=mu)
+        e.sub_(mu)
+        torch.mul(e, e, out=sq)
+        torch.mean(sq, dim=1, keepdim=True, out=var)
+        var.add_(self._ln_eps).rsqrt_()
+        return e.mul_(var).mul_(self._ln_w).add_(self._ln_b).relu_()
+
+    def _gru_head(self, e: Tensor, h: Tensor) -> Tensor:
+        """The GRU update of the state rows ``h`` ``(m, H)``, in place, and the head's probabilities ``(m, C)``."""
+        H, m = self.config.hidden_dim, e.shape[0]
+        gi = self._input.into(e, self._gi[:m])  # (m, 3H)
+        gh = self._hidden.into(h, self._gh[:m])  # (m, 3H)
+        hr = self._hr[:m]
+        rz = gi[:, : 2 * H].add_(gh[:, : 2 * H]).sigmoid_()  # (m, 2H): r then z
         r, z = rz[:, :H], rz[:, H:]
-        n = gi[:, 2 * H :].addcmul_(r, gh[:, 2 * H :]).tanh_()  # (1, H)
-        # h' = n + z * (h - n), written into the state buffer
+        n = gi[:, 2 * H :].addcmul_(r, gh[:, 2 * H :]).tanh_()  # (m, H)
+        # h' = n + z * (h - n), written into the state rows
         torch.sub(h, n, out=hr)
         h.copy_(n).addcmul_(z, hr)
         torch.clamp(h, min=0.0, out=hr)  # ReLU into a buffer, the state itself stays raw
-        self._head.into(hr, self._logits)
-        torch.softmax(self._logits, dim=-1, out=self.probs)
-        return self.probs
+        logits = self._head.into(hr, self._logits[:m])
+        return torch.softmax(logits, dim=-1, out=self.probs[:m])

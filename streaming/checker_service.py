@@ -54,7 +54,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import zmq
 
@@ -69,6 +69,7 @@ from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
 from streaming.messages import (
     CHECKER_STREAM,
     INPUT_TOPICS,
+    MAX_LATENCY_MS,
     Alert,
     CheckerHealth,
     Heartbeat,
@@ -82,6 +83,7 @@ from streaming.messages import (
     StepEvent,
     run_of,
 )
+from streaming.stage_latency import DETECTOR_STAGES, latency_field
 from streaming.transport import (
     DEFAULT_ALERTS_ENDPOINT,
     DEFAULT_EVENTS_ENDPOINT,
@@ -156,6 +158,7 @@ class Unsendable(Refused):
     reason = "unsendable"
 
 
+DETECTOR_LATENCY: Final = tuple(latency_field(stage) for stage in DETECTOR_STAGES)  # a heartbeat's, kept per stream
 # CheckerCore.counts keys; "denied" (refused handshakes) is counted by `CheckerService` from its sockets' monitors.
 COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
 
@@ -229,6 +232,7 @@ class StreamState:
     # (steps observed, done) as of the last status: it only changes when a step is observed, and a stream's status
     # goes out with every message it sends.
     progress: tuple[int, tuple[int, ...]] = (-1, ())
+    latency: dict[str, float] = field(default_factory=dict)  # the status's <stage>_ms fields (`stage_latency`)
     evidence_now: StepEvidence = NO_EVIDENCE  # the last heartbeat's evidence: what the end-of-session report reads
 
     @property
@@ -289,6 +293,7 @@ class CheckerCore:
         self._last_health = float("-inf")
         self._health_seq = 0
         self.snapshot_pending = False  # the last periodic call left due streams for the next (see SNAPSHOT_POLL_MS)
+        self.observe: Callable[[str, float], None] | None = None  # called with ("hop", seconds) per message (metrics)
 
     @property
     def refused(self) -> int:
@@ -354,6 +359,13 @@ class CheckerCore:
 
     def _guarded(self, message: KeyStepEvent | Heartbeat | KeyStepOnset) -> list[Message]:
         """`handle` (or `onset`), with a refusal or an unencodable output counted and logged instead of raised."""
+        # Clocks of two machines: 0 when the detector's runs ahead of ours, capped where it lags by hours.
+        hop = min(max(self.clock() - message.timestamp, 0.0), MAX_LATENCY_MS / 1000)
+        if self.observe is not None:
+            self.observe("hop", hop)
+        state = self.streams.get(message.stream_id)
+        if state is not None:
+            state.latency["hop_ms"] = round(1000 * hop, 3)
         try:
             return self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
         except Refused as err:
@@ -472,6 +484,7 @@ class CheckerCore:
             state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
             state.fps, state.ended = message.fps, message.ended
             state.evidence_now = _evidence(message)
+            state.latency.update((name, getattr(message, name)) for name in DETECTOR_LATENCY)
             if message.ended:
                 out += self._end_session(sid, state)
         out.append(self.status(sid))  # after the report: a viewer that stops at "ended" has seen it
@@ -762,6 +775,7 @@ class CheckerCore:
             lost=state.lost,
             allowed_scores=state.allowed[1],
             rule=self.queries.rule,
+            **state.latency,
         )
 
     # -- time ---------------------------------------------------------------------------------
@@ -854,6 +868,19 @@ def _evidence(message: KeyStepEvent | KeyStepOnset | Heartbeat) -> StepEvidence:
     return StepEvidence.of(message.evidence_steps, message.evidence, real)
 
 
+class CheckerWatcher(Protocol):
+    """What watches a checker from outside (the metrics endpoint: `streaming.metrics.CheckerMetrics`)."""
+
+    def observe(self, stage: str, seconds: float) -> None:
+        """One message's (``hop``) or alert's (``alert_out``) time in a stage."""
+
+    def sent(self, message: Alert | Retraction) -> None:
+        """An alert or a retraction went out live."""
+
+    def watch(self, service: CheckerService) -> None:
+        """Follow this checker's counts from now on."""
+
+
 class CheckerService:
     """The checker's sockets and loop around a `CheckerCore`.
 
@@ -862,6 +889,7 @@ class CheckerService:
         config: endpoints and periods.
         ctx: ZeroMQ context (a new one if None).
         log: called with one line per kind of refusal (rate-limited); None: no log, the counts only.
+        metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
     """
 
     def __init__(
@@ -870,12 +898,15 @@ class CheckerService:
         config: CheckerConfig,
         ctx: zmq.Context | None = None,
         log: Callable[[str], None] | None = None,
+        metrics: CheckerWatcher | None = None,
     ) -> None:
         self.config = config
         self.core = CheckerCore(
             graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
             checking=config.checking,
         )
+        self.metrics = metrics
+        self._polled_at = time.monotonic()  # when the messages being served were received (for alert_out)
         self.ctx = ctx or zmq.Context.instance()
         self.keys: ClientKeys | None = None
         self.authenticator: ThreadAuthenticator | None = None
@@ -895,6 +926,9 @@ class CheckerService:
         self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
         self._welcome_due = False
         self._last_welcome = float("-inf")
+        if metrics is not None:
+            self.core.observe = metrics.observe
+            metrics.watch(self)
 
     def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
         """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
@@ -970,7 +1004,9 @@ class CheckerService:
             while not stop.is_set():
                 wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending or self._welcome_due else POLL_MS
                 before = (self.receiver.stats.malformed, self.receiver.stats.over_budget)
-                self.core.serve(self.receiver.poll(wait_ms), emit=self.send)
+                messages = self.receiver.poll(wait_ms)
+                self._polled_at = time.monotonic()
+                self.core.serve(messages, emit=self.send)
                 self.watch_peers(*before)
                 self.reload_keys()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
@@ -986,6 +1022,19 @@ class CheckerService:
                 self.publisher.send(message)
             except MessageError as err:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
+                continue
+            if isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed):
+                self._alert_out(message)
+
+    def _alert_out(self, message: Alert | Retraction) -> None:
+        """An alert or retraction left: its ``alert_out`` time, in its stream's status and the metrics."""
+        seconds = time.monotonic() - self._polled_at
+        state = self.core.streams.get(message.stream_id)
+        if state is not None:
+            state.latency["alert_out_ms"] = round(1000 * seconds, 3)
+        if self.metrics is not None:
+            self.metrics.observe("alert_out", seconds)
+            self.metrics.sent(message)
 
     def summary(self) -> str:
         """One line on what the checker took in and turned away, for the end of a run.
@@ -1031,6 +1080,7 @@ def run_checker(
     report: Callable[[str], None] | None = None,
     until: Callable[[CheckerCore], bool] | None = None,
     log: Callable[[str], None] | None = None,
+    metrics: CheckerWatcher | None = None,
 ) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 
@@ -1042,10 +1092,11 @@ def run_checker(
         report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
         until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
         log: called with a line per kind of refused message (rate-limited).
+        metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
     """
     from graphs.task_graph import load_graph
 
-    service = CheckerService(load_graph(graph_path), config, log=log)
+    service = CheckerService(load_graph(graph_path), config, log=log, metrics=metrics)
     try:  # a Ctrl-C right after ``ready`` must still close the sockets and report
         if ready is not None:
             ready(service.events_endpoint, service.alerts_endpoint)

@@ -16,10 +16,11 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -41,17 +42,27 @@ from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
 from streaming.alert_modes import DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES, check_alert_on
 from streaming.curve_keys import CurveClient
-from streaming.demo.paths import resolve_video
+from streaming.demo.paths import is_demo_video, resolve_video
 from streaming.devices import DEVICES, resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.messages import MAX_HISTORY, STREAM_ID_RULE, Heartbeat, KeyStepEvent, KeyStepOnset, is_stream_id
-from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader
-from streaming.transport import CONNECT_WAIT_S, DEFAULT_EVENTS_ENDPOINT, HEARTBEAT_S, Publisher, check_endpoint, connect
+from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader, source_identity
+from streaming.stage_latency import DETECTOR_STAGES, StageWindow
+from streaming.transport import (
+    CONNECT_WAIT_S,
+    DEFAULT_EVENTS_ENDPOINT,
+    HEARTBEAT_S,
+    POLL_MS,
+    Publisher,
+    check_endpoint,
+    connect,
+)
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
+READER_JOIN_S = 2.0  # on shutdown, longest wait for each reader thread of a `MultiDetector`
 EVIDENCE_DECIMALS = 4  # evidence on the wire: 2048 steps' take at most 20 KiB, so a message always fits
 
 
@@ -234,7 +245,15 @@ class EventPublisher:
         self.publisher.send(message)
         return message
 
-    def heartbeat(self, current: int | None, frames: int, dropped: int, fps: float, ended: bool = False) -> Heartbeat:
+    def heartbeat(
+        self,
+        current: int | None,
+        frames: int,
+        dropped: int,
+        fps: float,
+        ended: bool = False,
+        latency: Mapping[str, float] | None = None,
+    ) -> Heartbeat:
         """Publish a heartbeat with stream statistics and the history.
 
         Args:
@@ -243,6 +262,8 @@ class EventPublisher:
             dropped: frames dropped by the source.
             fps: recent processing rate.
             ended: this is the stream's last message.
+            latency: mean milliseconds per frame of each detector stage since the last heartbeat, by field name
+                (``decode_ms``, ..., `streaming.stage_latency.StageWindow.take`); None: all 0.
 
         Returns:
             The message sent.
@@ -261,6 +282,7 @@ class EventPublisher:
             ended=ended,
             evidence_steps=evidence_steps,
             evidence=evidence,
+            **(latency or {}),
         )
         self.publisher.send(message)
         return message
@@ -359,20 +381,21 @@ class ModelStepper:
     """`MiniROAD.step` carrying the GRU state from frame to frame, on the model's device (the CUDA path).
 
     Same interface as `recognition.model.FastStepper`, which serves the CPU: one frame's features in, its class
-    probabilities out.
+    probabilities out (`step`), or one frame of each of several streams at once (`step_rows`).
 
     Args:
         model: the detector in eval mode, on its device.
+        streams: how many streams the state holds.
     """
 
-    def __init__(self, model: MiniROAD) -> None:
+    def __init__(self, model: MiniROAD, streams: int = 1) -> None:
         self.model = model
-        self.state = model.init_state(1)  # (1, 1, H) on the model's device
+        self.state = model.init_state(streams)  # (1, K, H) on the model's device
         self.device = self.state.device
 
     @torch.inference_mode()
     def step(self, x_t: torch.Tensor) -> torch.Tensor:
-        """One frame in, that frame's class probabilities out.
+        """One frame of the first stream in, that frame's class probabilities out.
 
         Args:
             x_t: ``(F,)`` or ``(1, F)`` features of the newest frame.
@@ -380,14 +403,29 @@ class ModelStepper:
         Returns:
             ``(1, C)`` probabilities on the CPU.
         """
-        probs, self.state = self.model.step(x_t.reshape(1, -1).to(self.device, torch.float32), self.state)
+        return self.step_rows(x_t.reshape(1, -1), torch.zeros(1, dtype=torch.long))
+
+    @torch.inference_mode()
+    def step_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """One frame of each of ``m`` streams in, one batched step over their state rows, their probabilities out.
+
+        Args:
+            x: ``(m, F)`` features, row ``i`` the newest frame of stream ``rows[i]``.
+            rows: ``(m,)`` int64 distinct stream rows.
+
+        Returns:
+            ``(m, C)`` probabilities on the CPU.
+        """
+        rows = rows.to(self.device)
+        probs, self.state[:, rows] = self.model.step(x.to(self.device, torch.float32), self.state[:, rows])
         return probs.cpu()
 
 
-def make_stepper(model: MiniROAD) -> FastStepper | ModelStepper:
-    """The live stepper for a detector: the allocation-free `FastStepper` on the CPU, `ModelStepper` elsewhere."""
+def make_stepper(model: MiniROAD, streams: int = 1) -> FastStepper | ModelStepper:
+    """The live stepper for a detector of ``streams`` streams: the allocation-free `FastStepper` on the CPU,
+    `ModelStepper` elsewhere."""
     on_cpu = next(model.parameters()).device.type == "cpu"
-    return FastStepper(model) if on_cpu else ModelStepper(model)
+    return FastStepper(model, streams=streams) if on_cpu else ModelStepper(model, streams)
 
 
 @dataclass
@@ -406,35 +444,32 @@ class DetectorStats:
         return self.frames / self.seconds if self.seconds > 0 else 0.0
 
 
-class Detector:
-    """The per-frame loop of one stream.
+class DetectorStream:
+    """One stream of a detector from the moment its frame has class probabilities: the segmenter, the events and
+    heartbeats it publishes, its statistics and its stage latencies. The loops that read frames and run the models
+    (`Detector` for one stream, `MultiDetector` for several) hand each frame over (`took`, `deliver`).
 
     Args:
-        reader: an open video reader (delivers frames at the checkpoint's fps).
-        extractor: the feature extractor the checkpoint names.
-        model: the MiniROAD detector (eval mode).
-        checkpoint: its description (class ids and names, fps).
+        reader: the stream's open video reader (delivers frames at the checkpoint's fps).
+        checkpoint: the detector's description (class ids and names, fps).
         events: where confirmed key-steps and heartbeats go.
         config: heartbeat period and limits.
         segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
         clock: monotonic clock for rates and heartbeats.
+        observe: also called with ``(stage, seconds)`` for every frame and stage (the metrics); None: nothing.
     """
 
     def __init__(
         self,
         reader: VideoReader,
-        extractor: FeatureExtractor,
-        model: MiniROAD,
         checkpoint: DetectorCheckpoint,
         events: EventPublisher,
         config: DetectorConfig,
         segmenter_config: SegmenterConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
+        observe: Callable[[str, float], None] | None = None,
     ) -> None:
-        checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
         self.reader = reader
-        self.extractor = extractor
-        self.stepper = make_stepper(model)
         self.checkpoint = checkpoint
         self.events = events
         self.config = config
@@ -446,9 +481,72 @@ class Detector:
         self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
         self.clock = clock
         self.stats = DetectorStats()
+        self.stages = StageWindow(DETECTOR_STAGES, observe)
+        self.ended = False  # its source ended (or it was stopped), its last heartbeat went out
         self.on_event: Callable[[KeyStepEvent], None] | None = None
         # Called for every frame with its features (F,) and class probabilities (C,), once they are known.
         self.on_frame: Callable[[Frame, np.ndarray, np.ndarray], None] | None = None
+        self._window: deque[float] = deque()  # recent frame times, for the reported rate
+        self._fps = 0.0
+        self._t0 = self._last_beat = 0.0
+
+    @property
+    def stream_id(self) -> str:
+        """The stream's name on the wire."""
+        return self.events.stream_id
+
+    @property
+    def read_enough(self) -> bool:
+        """The reader has delivered ``config.max_frames`` frames (never, with 0)."""
+        return bool(self.config.max_frames) and self.reader.frames >= self.config.max_frames
+
+    def start(self) -> None:
+        """The stream's first heartbeat: the checker knows it from now on."""
+        self._t0 = self._last_beat = self.clock()
+        self.events.heartbeat(None, 0, 0, 0.0)
+
+    def took(self, frame: Frame) -> None:
+        """The model loop took the frame: its ``decode`` stage ends (from its arrival at the reader)."""
+        if frame.arrived:
+            self.stages.add("decode", time.monotonic() - frame.arrived)
+
+    def deliver(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
+        """A frame's features ``(F,)`` and class probabilities ``(C,)``: segment, publish, count, heartbeat if due."""
+        if self.on_frame is not None:
+            self.on_frame(frame, features, probs)
+        started = time.perf_counter()
+        self.events.frame(probs)
+        self._publish(self.segmenter.update_events(probs))
+        self.stages.add("segmenter", time.perf_counter() - started)
+        self.stats.frames += 1
+        now = self.clock()
+        window = self._window
+        window.append(now)
+        while window and now - window[0] > FPS_WINDOW_S:
+            window.popleft()
+        if now - self._last_beat >= self.config.heartbeat_s:
+            self._last_beat = now
+            if len(window) > 1:
+                self._fps = (len(window) - 1) / (window[-1] - window[0])
+            active = self.segmenter.active
+            self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, self._fps,
+                                  latency=self.stages.take())
+
+    def flush(self) -> None:
+        """The source ended: publish what the segmenter still holds."""
+        self._publish(self.segmenter.flush_events())
+
+    def settle(self) -> None:
+        """Fill in the run's statistics (time, drops, the reader's error); the stream takes no more frames."""
+        self.stats.seconds = self.clock() - self._t0
+        self.stats.dropped = self.reader.dropped
+        self.stats.error = self.stats.error or self.reader.error
+        self.ended = True
+
+    def last_heartbeat(self) -> None:
+        """One of the `FINAL_REPEATS` heartbeats that say the stream ended (after `settle`)."""
+        self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self._fps or self.stats.fps, ended=True,
+                              latency=self.stages.take())
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:
@@ -464,6 +562,39 @@ class Detector:
             if self.on_event is not None:
                 self.on_event(message)
 
+
+class Detector(DetectorStream):
+    """The per-frame loop of one stream: read a frame, its features, one MiniROAD step, the segmenter.
+
+    Args:
+        reader: an open video reader (delivers frames at the checkpoint's fps).
+        extractor: the feature extractor the checkpoint names.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description (class ids and names, fps).
+        events: where confirmed key-steps and heartbeats go.
+        config: heartbeat period and limits.
+        segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
+        clock: monotonic clock for rates and heartbeats.
+        observe: called with ``(stage, seconds)`` for every frame and stage (the metrics); None: nothing.
+    """
+
+    def __init__(
+        self,
+        reader: VideoReader,
+        extractor: FeatureExtractor,
+        model: MiniROAD,
+        checkpoint: DetectorCheckpoint,
+        events: EventPublisher,
+        config: DetectorConfig,
+        segmenter_config: SegmenterConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        observe: Callable[[str, float], None] | None = None,
+    ) -> None:
+        checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
+        super().__init__(reader, checkpoint, events, config, segmenter_config, clock, observe)
+        self.extractor = extractor
+        self.stepper = make_stepper(model)
+
     def run(self, stop: threading.Event | None = None) -> DetectorStats:
         """Process frames until the source ends, ``max_frames`` is reached or ``stop`` is set.
 
@@ -475,47 +606,202 @@ class Detector:
         """
         stop = stop or threading.Event()
         torch.set_num_threads(self.config.threads)
-        t0 = last_beat = self.clock()
-        window: deque[float] = deque()  # recent frame times, for the reported rate
-        fps = 0.0
-        self.events.heartbeat(None, 0, 0, 0.0)
+        self.start()
         try:
-            while not stop.is_set():
-                if self.config.max_frames and self.stats.frames >= self.config.max_frames:
-                    break
+            while not stop.is_set() and not self.read_enough:
                 frame = self.reader.read()
                 if frame is None:
                     break
+                self.took(frame)
+                started = time.perf_counter()
                 feats = self.extractor(frame.image[None])  # (1, F)
+                stepped = time.perf_counter()
                 probs = self.stepper.step(torch.from_numpy(feats))[0].numpy()  # (C,)
-                if self.on_frame is not None:
-                    self.on_frame(frame, feats[0], probs)
-                self.events.frame(probs)
-                self._publish(self.segmenter.update_events(probs))
-                self.stats.frames += 1
-                now = self.clock()
-                window.append(now)
-                while window and now - window[0] > FPS_WINDOW_S:
-                    window.popleft()
-                if now - last_beat >= self.config.heartbeat_s:
-                    last_beat = now
-                    if len(window) > 1:
-                        fps = (len(window) - 1) / (window[-1] - window[0])
-                    active = self.segmenter.active
-                    self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, fps)
-            self._publish(self.segmenter.flush_events())
+                self.stages.add("features", stepped - started)
+                self.stages.add("detector", time.perf_counter() - stepped)
+                self.deliver(frame, feats[0], probs)
+            self.flush()
         finally:
-            self.stats.seconds = self.clock() - t0
-            self.stats.dropped = self.reader.dropped
-            self.stats.error = self.reader.error
-            final_fps = fps or self.stats.fps
+            self.settle()
             for k in range(FINAL_REPEATS):
                 if k:
                     time.sleep(FINAL_GAP_S)
-                self.events.heartbeat(None, self.stats.frames, self.stats.dropped, final_fps, ended=True)
+                self.last_heartbeat()
         return self.stats
 
 
+class MultiDetector:
+    """Several streams through one feature extractor and one MiniROAD, each stream with its own GRU state row,
+    segmenter, session and statistics.
+
+    Each stream's reader runs in its own thread and hands over one frame at a time; the model loop takes every frame
+    that is ready, extracts their features as one batch and steps their GRU state rows at once
+    (`recognition.model.FastStepper.step_rows`). It never waits for a stream: a batch is whatever is ready when the
+    loop is free, so a stalled or failed source holds back no other, and batches grow by themselves when the loop
+    falls behind (continuous batching). A stream whose source ends (or fails, after its reader's reconnect attempts)
+    is flushed and sends its last heartbeats while the others go on.
+
+    Args:
+        streams: the streams, with distinct stream ids.
+        extractor: the feature extractor the checkpoint names.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        threads: torch intra-op threads of the model loop.
+    """
+
+    def __init__(
+        self,
+        streams: list[DetectorStream],
+        extractor: FeatureExtractor,
+        model: MiniROAD,
+        checkpoint: DetectorCheckpoint,
+        threads: int = 1,
+    ) -> None:
+        checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
+        ids = [s.stream_id for s in streams]
+        if not streams or len(set(ids)) != len(ids):
+            raise InputError(f"MultiDetector: give streams with distinct ids, got {ids}")
+        self.streams = streams
+        self.extractor = extractor
+        self.stepper = make_stepper(model, len(streams))
+        self.threads = threads
+        self._cond = threading.Condition()
+        self._ready: list[Frame | None] = [None] * len(streams)  # the frame each reader thread handed over
+        self._read_out = [False] * len(streams)  # the reader thread has ended
+        self._halt = threading.Event()
+        self._finals: list[tuple[float, DetectorStream]] = []  # last heartbeats still to repeat, with when
+
+    def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
+        """Process every stream until each source ends or reaches ``max_frames``, or ``stop`` is set.
+
+        Args:
+            stop: set it to end every stream (each still sends its last heartbeats).
+
+        Returns:
+            Each stream's statistics, in the order of ``streams``.
+        """
+        stop = stop or threading.Event()
+        torch.set_num_threads(self.threads)
+        readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=True)
+                   for i, s in enumerate(self.streams)]  # fmt: skip
+        for stream in self.streams:
+            stream.start()
+        for thread in readers:
+            thread.start()
+        try:
+            while not stop.is_set() and not all(s.ended for s in self.streams):
+                taken, finished = self._take(self._wait_s())
+                if taken:
+                    self._process(taken)
+                for i in finished:
+                    self._end(self.streams[i])
+                self._repeat_finals(time.monotonic())
+            for stream in self.streams:
+                if not stream.ended:  # stopped: what its segmenter holds is published, as at the end of a file
+                    self._end(stream)
+        finally:
+            self._halt.set()
+            for stream in self.streams:
+                stream.reader.interrupt()
+            with self._cond:
+                self._cond.notify_all()
+            for thread in readers:
+                thread.join(READER_JOIN_S)
+            for stream in self.streams:
+                if not stream.ended:  # an error stopped the loop: the stream ends without its open segment
+                    self._end(stream, flush=False)
+            while self._finals:
+                time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
+                self._repeat_finals(time.monotonic())
+        return [s.stats for s in self.streams]
+
+    def _wait_s(self) -> float:
+        """How long the loop may wait for a frame: until the next repeated last heartbeat is due, at most a poll."""
+        due = min((when for when, _ in self._finals), default=float("inf"))
+        return min(POLL_MS / 1000, max(0.0, due - time.monotonic()))
+
+    def _read(self, i: int) -> None:
+        """Reader thread of stream ``i``: read a frame, wait until the previous one was taken, hand it over."""
+        stream = self.streams[i]
+        try:
+            while not self._halt.is_set() and not stream.read_enough:
+                frame = stream.reader.read()
+                if frame is None:
+                    break
+                with self._cond:
+                    while self._ready[i] is not None and not self._halt.is_set():
+                        self._cond.wait(POLL_MS / 1000)
+                    self._ready[i] = frame
+                    self._cond.notify_all()
+        except Exception as err:  # a reader that raises ends its stream with the reason, never the others
+            stream.stats.error = f"--video {stream.reader.source.spec}: {str(err).strip()[:160] or repr(err)}"
+        finally:
+            with self._cond:
+                self._read_out[i] = True
+                self._cond.notify_all()
+
+    def _take(self, timeout_s: float) -> tuple[list[tuple[int, Frame]], list[int]]:
+        """Wait up to ``timeout_s`` for a frame, then take every frame that is ready.
+
+        Returns:
+            ``(taken, finished)``: ``(stream index, frame)`` pairs, and the streams whose reader ended with nothing
+            left to take.
+        """
+        with self._cond:
+            if not any(f is not None for f in self._ready) and not self._finished():
+                self._cond.wait(timeout_s)
+            taken = [(i, f) for i, f in enumerate(self._ready) if f is not None]
+            for i, _ in taken:
+                self._ready[i] = None
+            if taken:
+                self._cond.notify_all()
+            return taken, self._finished()
+
+    def _finished(self) -> list[int]:
+        """Streams whose reader ended and whose last frame was taken, not ended yet (call with the lock held)."""
+        return [i for i, s in enumerate(self.streams) if self._read_out[i] and self._ready[i] is None and not s.ended]
+
+    def _process(self, taken: list[tuple[int, Frame]]) -> None:
+        """One batch: the frames' features, one step of their streams' state rows, then each stream's segmenter."""
+        for i, frame in taken:
+            self.streams[i].took(frame)
+        started = time.perf_counter()
+        feats = self._features([frame.image for _, frame in taken])  # (m, F)
+        stepped = time.perf_counter()
+        rows = torch.tensor([i for i, _ in taken], dtype=torch.long)
+        probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, C)
+        done = time.perf_counter()
+        for j, (i, frame) in enumerate(taken):
+            stream = self.streams[i]
+            stream.stages.add("features", stepped - started)
+            stream.stages.add("detector", done - stepped)
+            stream.deliver(frame, feats[j], probs[j])
+
+    def _features(self, images: list[np.ndarray]) -> np.ndarray:
+        """Features of frames from several sources: one batch per frame size (cameras need not agree)."""
+        shapes = [image.shape for image in images]
+        if len(set(shapes)) == 1:
+            return self.extractor(np.stack(images))
+        out = np.empty((len(images), self.extractor.dim), dtype=np.float32)
+        for shape in set(shapes):
+            group = [j for j, other in enumerate(shapes) if other == shape]
+            out[group] = self.extractor(np.stack([images[j] for j in group]))
+        return out
+
+    def _end(self, stream: DetectorStream, flush: bool = True) -> None:
+        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats."""
+        if flush:
+            stream.flush()
+        stream.settle()
+        stream.last_heartbeat()
+        now = time.monotonic()
+        self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
+        self._finals.sort(key=lambda item: item[0])
+
+    def _repeat_finals(self, now: float) -> None:
+        while self._finals and self._finals[0][0] <= now:
+            _, stream = self._finals.pop(0)
+            stream.last_heartbeat()
 def evidence_reporter(
     checkpoint: DetectorCheckpoint, segmenter: SegmenterConfig, default_rates: bool
 ) -> EvidenceReporter | None:
@@ -650,8 +936,27 @@ class StreamSource:
 
 
 @dataclass
+class OpenedStreams:
+    """Everything a detector needs for its streams, loaded once, checked against each other, every video open.
+
+    Attributes:
+        graph: the task graph.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        extractor: the feature extractor the checkpoint names.
+        readers: the open videos, one per source, delivering frames at the detector's rate.
+    """
+
+    graph: TaskGraph
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor
+    readers: list[VideoReader]
+
+
+@dataclass
 class OpenedStream:
-    """Everything one detector stream needs, loaded, checked against each other, and its video open.
+    """Everything one detector stream needs (`OpenedStreams` of one source).
 
     Attributes:
         graph: the task graph.
@@ -668,26 +973,108 @@ class OpenedStream:
     reader: VideoReader
 
 
-def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
-    """Load the graph and the detector, check them against each other, then open the video.
+def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = ()) -> tuple[str, ...]:
+    """Each ``--video`` source's stream id, checked: one source per stream, one stream per source.
+
+    Args:
+        videos: the ``--video`` values, in order.
+        stream_ids: the ``--stream-id`` values, one per video in the same order; none: ``cam0``, ``cam1``, ...
+
+    Returns:
+        The stream ids, in the order of ``videos``.
+
+    Raises:
+        InputError: a count that differs from the videos', an id that is not a stream id, two sources with one id,
+            or one source given twice (the same file, camera, URL or demo video).
+    """
+    ids = tuple(stream_ids) or tuple(f"cam{k}" for k in range(len(videos)))
+    if len(ids) != len(videos):
+        raise InputError(f"--stream-id is given {len(ids)} times for {len(videos)} --video sources: give one per "
+                         "--video, in the same order (or none: cam0, cam1, ...)")
+    seen_ids: dict[str, str] = {}
+    seen_sources: dict[tuple[str, object], str] = {}
+    for video, sid in zip(videos, ids, strict=True):
+        if not is_stream_id(sid):
+            raise InputError(f"--stream-id {sid!r}: use {STREAM_ID_RULE}")
+        if sid in seen_ids:
+            raise InputError(f"--stream-id {sid} is given to two sources (--video {seen_ids[sid]} and --video "
+                             f"{video}): each stream needs its own id")
+        seen_ids[sid] = video
+        key = ("demo", video.partition(":")[2] or "mistake") if is_demo_video(video) else source_identity(video)
+        if key in seen_sources:
+            raise InputError(f"--video {video} is given twice (streams {seen_sources[key]} and {sid}): each source "
+                             "feeds one stream")
+        seen_sources[key] = sid
+    return ids
+
+
+def open_streams(
+    sources: Sequence[StreamSource], threads: int = 1, warn: Callable[[str], None] = print_warning
+) -> OpenedStreams:
+    """Load the graph and the detector once, check them against each other, then open every video.
 
     Every mistake in what the user named (a graph that is not a DAG, a detector whose classes or step names are not
     the graph's, an unopenable video) is refused here, before any frame is read.
 
     Args:
-        source: the stream's video, graph, detector and backbone.
+        sources: the streams' videos; the graph, detector, backbone and device are the first source's (the command
+            line gives them once for all).
         threads: torch threads of the detector.
         warn: called with each warning (names that differ, let through by ``ignore_names``).
 
     Returns:
+        The opened streams (their readers are the caller's to close; if one video cannot be opened, those opened
+        before it are closed).
+    """
+    first = sources[0]
+    graph = load_graph(first.graph)
+    model, checkpoint, extractor = load_detector_for_stream(first.detector, first.backbone, threads, first.device)
+    for line in check_detector_matches_graph(checkpoint, graph, first.detector, first.graph, first.ignore_names):
+        warn(line)
+    readers: list[VideoReader] = []
+    try:
+        for source in sources:
+            readers.append(open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps)))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return OpenedStreams(graph, model, checkpoint, extractor, readers)
+
+
+def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
+    """`open_streams` of one source.
+
+    Returns:
         The opened stream (its reader is the caller's to close).
     """
-    graph = load_graph(source.graph)
-    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
-    for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
-        warn(line)
-    reader = open_reader(resolve_video(source.video), replace(source.reader, fps=checkpoint.fps))
-    return OpenedStream(graph, model, checkpoint, extractor, reader)
+    opened = open_streams([source], threads, warn)
+    return OpenedStream(opened.graph, opened.model, opened.checkpoint, opened.extractor, opened.readers[0])
+
+
+class StreamWatcher(Protocol):
+    """What watches a detector's streams from outside (the metrics endpoint: `streaming.metrics.DetectorMetrics`)."""
+
+    def observer(self, stream_id: str) -> Callable[[str, float], None]:
+        """The function the stream calls with ``(stage, seconds)`` for each frame."""
+
+    def watch(self, streams: Sequence[DetectorStream]) -> None:
+        """Follow these streams (their readers' counts, their statistics) from now on."""
+
+
+@contextmanager
+def checker_publisher(ctx: zmq.Context, config: DetectorConfig) -> Iterator[Publisher]:
+    """A PUB socket connected to the checker at ``config.connect``; on exit its last messages get `FINAL_LINGER_MS`.
+
+    Raises:
+        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
+    """
+    sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
+    try:
+        yield Publisher(sock)
+    finally:
+        sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
+        sock.close()
 
 
 @contextmanager
@@ -713,15 +1100,62 @@ def publishing_detector(
     Raises:
         InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
-    sock = None
     try:
-        sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
-        yield Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), config.stream_id), config)
+        with checker_publisher(ctx, config) as publisher:
+            yield Detector(reader, extractor, model, checkpoint, EventPublisher(publisher, config.stream_id), config)
     finally:
-        if sock is not None:
-            sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
-            sock.close()
         reader.close()
+
+
+def run_detectors(
+    readers: Sequence[VideoReader],
+    model: MiniROAD,
+    checkpoint: DetectorCheckpoint,
+    extractor: FeatureExtractor,
+    config: DetectorConfig,
+    stream_ids: Sequence[str],
+    stop: threading.Event | None = None,
+    ctx: zmq.Context | None = None,
+    watcher: StreamWatcher | None = None,
+) -> list[DetectorStats]:
+    """Run detector streams publishing to one checker through one socket (the ``stream-detect detector`` command).
+
+    One stream runs in the `Detector` loop, as it always has; several share the extractor and the model in a
+    `MultiDetector`.
+
+    Args:
+        readers: the open readers, one per stream (closed on return).
+        model / checkpoint / extractor: what `open_streams` loaded (once, checked already).
+        config: endpoint, limits and settings every stream shares (its ``stream_id`` is replaced by each stream's).
+        stream_ids: each reader's stream id (`stream_ids_for`).
+        stop: set to end early.
+        ctx: ZeroMQ context.
+        watcher: the metrics, told about every stream and each frame's stage times; None: nothing.
+
+    Returns:
+        Each stream's statistics, in the order of ``readers``.
+
+    Raises:
+        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
+    """
+    try:
+        with checker_publisher(ctx or zmq.Context.instance(), config) as publisher:
+            streams: list[DetectorStream] = []
+            for reader, sid in zip(readers, stream_ids, strict=True):
+                parts = (checkpoint, EventPublisher(publisher, sid), replace(config, stream_id=sid))
+                observe = watcher.observer(sid) if watcher is not None else None
+                if len(readers) == 1:
+                    streams.append(Detector(reader, extractor, model, *parts, observe=observe))
+                else:
+                    streams.append(DetectorStream(reader, *parts, observe=observe))
+            if watcher is not None:
+                watcher.watch(streams)
+            if isinstance(streams[0], Detector):
+                return [streams[0].run(stop)]
+            return MultiDetector(streams, extractor, model, checkpoint, config.threads).run(stop)
+    finally:
+        for reader in readers:
+            reader.close()
 
 
 def run_detector(
@@ -733,7 +1167,7 @@ def run_detector(
     stop: threading.Event | None = None,
     ctx: zmq.Context | None = None,
 ) -> DetectorStats:
-    """Run one detector stream publishing to a checker (the ``stream-detect detector`` command).
+    """Run one detector stream publishing to a checker (`run_detectors` of one reader).
 
     Args:
         reader: an open reader (closed on return).
@@ -748,5 +1182,4 @@ def run_detector(
     Raises:
         InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
-    with publishing_detector(reader, model, checkpoint, extractor, config, ctx or zmq.Context.instance()) as detector:
-        return detector.run(stop)
+    return run_detectors([reader], model, checkpoint, extractor, config, [config.stream_id], stop, ctx)[0]

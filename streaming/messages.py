@@ -37,7 +37,8 @@ Ranges (shared with the file loaders, `graphs.limits`): step ids (``step``, ``cu
 ``confirmed``, and every item of ``history``, ``missing``, ``done``, ``allowed``, ``before``, ``evidence_steps``,
 ``late_for``) lie
 in 0..2^31-1; probabilities and scores (``allowed_scores``, ``forgotten_score``, ``evidence``, ``real``,
-``probability``, ``probabilities``) in [0, 1]; ``index`` in 0..`MAX_HISTORY`-1; counters in
+``probability``, ``probabilities``) in [0, 1]; stage latencies (`LATENCY_FIELDS`, milliseconds) in
+0..`MAX_LATENCY_MS`; ``index`` in 0..`MAX_HISTORY`-1; counters in
 0..2^53-1; step names hold at most 512 characters; a history at most `MAX_HISTORY` items and a step list at most
 2048. Every message the checker builds fits `MAX_MESSAGE_BYTES` by construction: an alert whose pre-condition
 names would not fit carries the names of the first ones only (`Alert.fitted`, `MissingSteps.fitted`; ``missing``
@@ -80,6 +81,9 @@ _SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score", "evidence
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
 _TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
+# Per-stage latencies (`Heartbeat`, `Status`), in milliseconds: 0..MAX_LATENCY_MS.
+LATENCY_FIELDS: Final = ("decode_ms", "features_ms", "detector_ms", "segmenter_ms", "hop_ms", "alert_out_ms")
+MAX_LATENCY_MS: Final = 3_600_000.0  # an hour: a longer "latency" is a broken clock, not a measurement
 
 
 class MessageError(ValueError):
@@ -196,6 +200,9 @@ class Heartbeat(Message):
         evidence_steps: as `KeyStepEvent.evidence_steps`.
         evidence: for each of ``evidence_steps``, the even-odds probability that it was done by now (formula E3);
             the checker's end-of-session report reads the last heartbeat's.
+        decode_ms, features_ms, detector_ms, segmenter_ms: mean milliseconds per frame of each stage since the
+            previous heartbeat (`LATENCY_FIELDS`; 0 when no frame was processed): a frame's arrival at the reader to
+            the model taking it, the feature extractor, the MiniROAD step, the segmenter and publishing.
     """
 
     KIND: ClassVar[str] = "heartbeat"
@@ -209,6 +216,10 @@ class Heartbeat(Message):
     ended: bool
     evidence_steps: tuple[int, ...] = ()
     evidence: tuple[float, ...] = ()
+    decode_ms: float = 0.0
+    features_ms: float = 0.0
+    detector_ms: float = 0.0
+    segmenter_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -432,6 +443,11 @@ class Status(Message):
         allowed_scores: the future-step probability of each step of ``allowed`` (same order), given the step done
             last and those before it (`graphs.procedure_queries.ProcedureQueries.future`), rounded to 4 decimals.
         rule: ``"weighted"`` or ``"binary"``: the procedure-question rule the probabilities come from.
+        decode_ms, features_ms, detector_ms, segmenter_ms: the detector's stage latencies from its latest heartbeat.
+        hop_ms: the detector's latest message, from its ``timestamp`` to the checker applying it (clocks of two
+            machines: 0 when the detector's runs ahead).
+        alert_out_ms: the stream's latest alert or retraction, from the checker receiving what caused it to the
+            alert leaving the checker.
     """
 
     KIND: ClassVar[str] = "status"
@@ -449,6 +465,12 @@ class Status(Message):
     lost: bool
     allowed_scores: tuple[float, ...]
     rule: str
+    decode_ms: float = 0.0
+    features_ms: float = 0.0
+    detector_ms: float = 0.0
+    segmenter_ms: float = 0.0
+    hop_ms: float = 0.0
+    alert_out_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -657,6 +679,8 @@ def _validate(message: Message) -> None:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise MessageError(f"{kind}.{name} is not finite")
+            if name in LATENCY_FIELDS and not 0.0 <= value <= MAX_LATENCY_MS:
+                raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:.0f}")
             if name in _SCORE_FIELDS and not 0.0 <= value <= 1.0:
                 raise MessageError(f"{kind}.{name} = {value} is not in [0, 1]")
         elif isinstance(value, int):

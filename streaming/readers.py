@@ -136,11 +136,15 @@ class Frame:
         image: ``(H, W, 3)`` uint8, RGB.
         index: output frame number (0, 1, ...).
         time: seconds since the start of the stream (video time for files, wall time for live sources).
+        arrived: when the frame arrived, on the reader's clock (``time.monotonic`` unless a test gives another): a
+            live source's grab; a paced file frame's due time, or the start of its decoding when read as fast as
+            possible. 0: unknown.
     """
 
     image: np.ndarray
     index: int
     time: float
+    arrived: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,24 @@ def parse_source(spec: str) -> Source:
     return Source("file", spec, spec)
 
 
+def source_identity(spec: str) -> tuple[str, object]:
+    """What a ``--video`` value names, so that two spellings of one source compare equal.
+
+    Args:
+        spec: ``cam0``, ``0`` and ``/dev/video0`` (one camera), a URL, or a file (any path to it).
+
+    Returns:
+        ``("camera", index or device path)``, ``("stream", url)`` or ``("file", absolute path)``.
+    """
+    source = parse_source(spec)
+    if source.kind == "camera" and isinstance(source.target, str):
+        number = re.fullmatch(r"/dev/video(\d+)", source.target)
+        return ("camera", int(number.group(1))) if number else ("camera", source.target)
+    if source.kind == "file":
+        return "file", str(Path(spec).resolve())
+    return source.kind, source.target
+
+
 def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     """Source frame indices that sample a file at ``fps``.
 
@@ -196,6 +218,8 @@ class VideoReader(abc.ABC):
     Attributes:
         frames: frames delivered so far.
         dropped: frames the source produced that were never delivered (live sources only).
+        missed: the consumer's frame slots (one every 1/fps s from its first read) that got no frame: it fell behind,
+            or the source stalled (live sources only; a file waits for its consumer).
         error: why the source ended early, naming it (empty while it is fine and when it ended normally);
             set when `read` has returned None.
         duration: seconds of video a file's container announces (None for live sources, or when unknown).
@@ -208,6 +232,7 @@ class VideoReader(abc.ABC):
         self.config = config
         self.frames = 0
         self.dropped = 0
+        self.missed = 0
         self.error = ""
         self.duration: float | None = None
 
@@ -217,6 +242,12 @@ class VideoReader(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook; most readers hold nothing to release
         """Release the source."""
+
+    def interrupt(self) -> None:  # noqa: B027 - optional hook; a file's read returns within a frame period anyway
+        """Make a `read` blocked in another thread return None soon (a reader thread being stopped); thread-safe.
+
+        Unlike `close`, it releases nothing: the thread that reads closes the reader once its `read` has returned.
+        """
 
     def __iter__(self) -> Iterator[Frame]:
         while (frame := self.read()) is not None:
@@ -242,14 +273,22 @@ class _FileReader(VideoReader):
         self.clock = clock
         self._t0: float | None = None
 
-    def _pace(self, k: int) -> None:
+    def _pace(self, k: int, started: float) -> float:
+        """Wait until frame ``k`` is due (realtime only); returns when it arrived (`Frame.arrived`).
+
+        Args:
+            k: the output frame number.
+            started: when its `read` began (the clock's seconds).
+        """
         if not self.config.realtime:
-            return
+            return started
         if self._t0 is None:
-            self._t0 = self.clock()
-        wait = self._t0 + k / self.config.fps - self.clock()
+            self._t0 = started
+        due = self._t0 + k / self.config.fps
+        wait = due - self.clock()
         if wait > 0:
             time.sleep(wait)
+        return max(due, started)
 
 
 class DecordReader(_FileReader):
@@ -293,6 +332,7 @@ class DecordReader(_FileReader):
         return self._vr.get_batch(self._indices[k : k + DECODE_BATCH].tolist()).asnumpy()
 
     def read(self) -> Frame | None:
+        started = self.clock()
         k = self.frames
         if k >= len(self._indices):
             return None
@@ -308,9 +348,9 @@ class DecordReader(_FileReader):
                 )
                 self._indices = self._indices[:k]  # ended: later calls return None too
                 return None
-        self._pace(k)
+        arrived = self._pace(k, started)
         self.frames += 1
-        return Frame(self._buffer[offset], k, k / self.config.fps)
+        return Frame(self._buffer[offset], k, k / self.config.fps, arrived)
 
     def close(self) -> None:
         self._vr = None
@@ -341,6 +381,7 @@ class OpenCVFileReader(_FileReader):
         self.duration = n / native if n > 0 else None
 
     def read(self) -> Frame | None:
+        started = self.clock()
         k = self.frames
         if k >= len(self._indices):
             return None
@@ -354,9 +395,9 @@ class OpenCVFileReader(_FileReader):
         if not ok:
             self._ended()
             return None
-        self._pace(k)
+        arrived = self._pace(k, started)
         self.frames += 1
-        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps)
+        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, k / self.config.fps, arrived)
 
     def close(self) -> None:
         self._cap.release()
@@ -437,6 +478,7 @@ class LiveReader(VideoReader):
         self._ended = False
         self._t0 = self.clock()
         self._next_due = self._t0
+        self._first_read: float | None = None  # when the consumer first asked for a frame (slots count from there)
         self._thread = threading.Thread(target=self._grab_loop, name=f"grab-{source.spec}", daemon=True)
         self._thread.start()
 
@@ -486,6 +528,8 @@ class LiveReader(VideoReader):
     def read(self) -> Frame | None:
         # Deliver at most `fps` frames per second: wait for the next slot, then take the first frame that arrives in it.
         now = self.clock()
+        if self._first_read is None:
+            self._first_read = now
         due = self._next_due
         on_time = due > now
         if on_time:
@@ -503,12 +547,18 @@ class LiveReader(VideoReader):
                 return None
             self.dropped += self._latest_id - self._taken_id - 1
             self._taken_id = self._latest_id
-            bgr = self._latest
+            bgr, arrived = self._latest, self._latest_at
         assert bgr is not None  # a frame was taken, so one was stored
         self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
         k = self.frames
         self.frames += 1
-        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0)
+        slots = int((self.clock() - self._first_read) * self.config.fps) + 1  # slots begun since the first read
+        self.missed = max(self.missed, slots - 1 - self.frames)  # the current slot may still be served
+        return Frame(self._resize(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), k, self.clock() - self._t0, arrived)
+
+    def interrupt(self) -> None:
+        """Stop delivering: a `read` waiting for a frame returns None within its 0.1 s wait (the grab thread ends)."""
+        self._stop.set()
 
     def close(self) -> None:
         """Stop the grab thread; it releases the capture once its current read or open returns."""

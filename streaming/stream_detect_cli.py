@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.options import threads_option
@@ -80,14 +80,24 @@ docs/wire-format.md; keys: docs/deployment.md."""
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
-def _video_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--video", default="demo",
-                   help="demo (the default: the bundled tea procedure), demo:correct, demo:missing, cam0, "
-                        "/dev/video0, a URL or a file")
+VIDEO_HELP = ("demo (the default: the bundled tea procedure), demo:correct, demo:missing, cam0, /dev/video0, a URL or "
+              "a file")
+
+
+def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+    """The options of a detector stream; with ``many``, ``--video`` and ``--stream-id`` repeat (one per source)."""
+    if many:
+        p.add_argument("--video", action="append", metavar="SOURCE",
+                       help=VIDEO_HELP + "; repeat it for several sources, read and batched by this one process")
+        p.add_argument("--stream-id", action="append", metavar="ID",
+                       help="name of each stream on the wire, one per --video in the same order (default cam0, "
+                            "cam1, ...)")
+    else:
+        p.add_argument("--video", default="demo", help=VIDEO_HELP)
+        p.add_argument("--stream-id", default="cam0", help="name of this stream on the wire (default cam0)")
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
     p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
     p.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")
-    p.add_argument("--stream-id", default="cam0", help="name of this stream on the wire (default cam0)")
     p.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     pace = p.add_mutually_exclusive_group()
     pace.add_argument("--fast", action="store_true", help="read files as fast as possible (default: real time)")
@@ -200,6 +210,18 @@ def _graph_or_demo(p: argparse.ArgumentParser) -> None:
     graph = p.add_mutually_exclusive_group()
     graph.add_argument("--graph", help="task graph JSON (required unless --demo)")
     graph.add_argument("--demo", action="store_true", help="use the bundled demo graph")
+def _watch_args(p: argparse.ArgumentParser, metrics: bool = True) -> None:
+    """``--metrics`` (a Prometheus endpoint) and ``--log-format`` of a service."""
+    if metrics:
+        p.add_argument("--metrics", metavar="HOST:PORT",
+                       help="serve Prometheus metrics at http://HOST:PORT/metrics (a bare PORT: 127.0.0.1; needs the "
+                            "'metrics' extra)")
+        p.add_argument("--metrics-public", action="store_true",
+                       help="let --metrics bind beyond loopback (the endpoint has no authentication)")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="log lines on stderr as text (the default) or one JSON object per line")
+
+
 def _server_curve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--curve-secret", metavar="FILE",
                    help="the checker's secret key (keys/checker.key_secret): CURVE on both endpoints")
@@ -228,12 +250,13 @@ def build_parser() -> ArgumentParser:
     _stream_timeout_arg(run)
     _server_curve_args(run)
     _checking_args(run)
-    det = sub.add_parser("detector", help="one detector stream publishing to a checker")
-    _video_args(det)
+    det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker")
+    _video_args(det, many=True)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555",
                      help="the checker's --bind endpoint (waits up to 10 s for it to answer and subscribe)")
     _client_curve_args(det)
     _default_rates_arg(det)
+    _watch_args(det)
     chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out",
                          description=CHECKER_HELP)
     _graph_or_demo(chk)
@@ -246,10 +269,12 @@ def build_parser() -> ArgumentParser:
     _stream_timeout_arg(chk)
     _server_curve_args(chk)
     _checking_args(chk, detector=False)
+    _watch_args(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
     _graph_or_demo(view)
     view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
+    _watch_args(view, metrics=False)
     ev = sub.add_parser("eval", help="score the live chain's alerts and key-steps on annotated videos")
     ev.add_argument("--demo", action="store_true", help="the demo executions, graph and detector")
     ev.add_argument("--videos", help="folder of the videos, named as in the annotation file")
@@ -317,7 +342,10 @@ def _defaults(args: argparse.Namespace) -> None:
             raise InputError(f"stream-detect {args.command}: --graph is required (or --demo for the demo graph)")
         args.graph = args.graph or str(graph)
         return
-    is_demo = is_demo_video(str(getattr(args, "video", "demo")))
+    if args.command == "detector":
+        args.video = args.video or ["demo"]
+    videos = args.video if isinstance(args.video, list) else [args.video]
+    is_demo = all(is_demo_video(str(video)) for video in videos)
     if args.graph is None:
         if not is_demo:
             raise InputError("--graph is required unless --video demo")
@@ -350,15 +378,13 @@ def _run(args: argparse.Namespace) -> int:
     _defaults(args)
     if args.command == "view":
         from streaming.curve_keys import client_curve
+        from streaming.service_log import ServiceLog
         from streaming.viewer import run_view
 
-        return run_view(args.connect, args.graph, args.jsonl, curve=client_curve(args.curve_server, args.curve_secret))
+        return run_view(args.connect, args.graph, args.jsonl, curve=client_curve(args.curve_server, args.curve_secret),
+                        log=ServiceLog("view", args.log_format))
     if args.command == "checker":
-        from streaming.checker_service import run_checker
-
-        config, _ = _checker_config(args)
-        run_checker(args.graph, config, ready=_print_ready, report=_print_line, log=_print_line)
-        return 0
+        return _checker(args)
     if args.command == "detector":
         return _detector(args)
     if args.command == "eval":
@@ -435,41 +461,93 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _print_ready(events: str, alerts: str) -> None:
-    print(f"checker: detectors connect to {events}, viewers to {alerts}", file=sys.stderr, flush=True)
+@contextlib.contextmanager
+def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any]) -> Iterator[Any]:
+    """With ``--metrics``: the service's metrics (``metrics()``), served while the block runs; without: None.
+
+    The endpoint is bound first, so a busy port or a missing extra is refused before any model or graph loads.
+    """
+    if args.metrics is None:
+        yield None
+        return
+    from streaming.metrics import MetricsServer, parse_metrics_address, require_prometheus
+
+    address = parse_metrics_address(args.metrics, args.metrics_public)
+    require_prometheus()
+    made = metrics()
+    server = MetricsServer(address, made.registry)
+    try:
+        yield made
+    finally:
+        server.close()
 
 
-def _print_line(line: str) -> None:
-    print(printable(line), file=sys.stderr, flush=True)
+def _checker(args: argparse.Namespace) -> int:
+    """``stream-detect checker``: serve until interrupted, with its log lines and metrics."""
+    from streaming.checker_service import run_checker
+    from streaming.service_log import ServiceLog
+
+    log = ServiceLog("checker", args.log_format)
+    config, _ = _checker_config(args)
+
+    def ready(events: str, alerts: str) -> None:
+        log(f"checker: detectors connect to {events}, viewers to {alerts}", events=events, alerts=alerts)
+
+    def metrics() -> Any:
+        from streaming.metrics import CheckerMetrics
+
+        return CheckerMetrics()
+
+    with _metrics_server(args, metrics) as watcher:
+        run_checker(args.graph, config, ready=ready, report=log, log=lambda line: log(line, "warning"),
+                    metrics=watcher)
+    return 0
 
 
-def _source(args: argparse.Namespace) -> StreamSource:
-    """What a detector stream reads, from the options both ``run`` and ``detector`` take."""
+def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
+    """What a detector stream reads (``video``, else ``--video``), from the options both ``run`` and ``detector``
+    take."""
     from streaming.detector_service import StreamSource
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
-    return StreamSource(args.video, args.graph, args.detector, args.backbone, reader, args.device, args.ignore_names)
+    return StreamSource(video or args.video, args.graph, args.detector, args.backbone, reader, args.device,
+                        args.ignore_names)
 
 
 def _detector(args: argparse.Namespace) -> int:
+    """``stream-detect detector``: one or several sources through one model, publishing to a checker."""
     from recognition.evidence import evidence_model_of
     from streaming.curve_keys import client_curve
-    from streaming.detector_service import DetectorConfig, open_stream, print_warning, run_detector
+    from streaming.detector_service import DetectorConfig, open_streams, run_detectors, stream_ids_for
+    from streaming.service_log import ServiceLog
 
-    config = DetectorConfig(stream_id=args.stream_id, connect=args.connect, threads=args.threads,
+    log = ServiceLog("detector", args.log_format)
+    ids = stream_ids_for(args.video, args.stream_id or ())
+    config = DetectorConfig(stream_id=ids[0], connect=args.connect, threads=args.threads,
                             alert_on=args.alert_on, segmenter=_overrides(args),
                             curve=client_curve(args.curve_server, args.curve_secret), default_rates=args.default_rates)
-    stream = open_stream(_source(args), args.threads)
-    if not args.default_rates and evidence_model_of(stream.checkpoint.info, args.detector) is None:
-        print_warning(f"{args.detector}: holds no measured miss and false-detection rates: this stream sends no "
-                      "evidence, and a probabilistic checker takes its confirmed steps as certain (retrain it with "
-                      "recognition-train, or give --default-rates)")
-    stats = run_detector(stream.reader, stream.model, stream.checkpoint, stream.extractor, config, threading.Event())
-    print(f"{args.stream_id}: {stats.frames} frames at {stats.fps:.1f} fps, {stats.dropped} dropped, "
-          f"{stats.events} key-steps", file=sys.stderr)
-    if stats.error:
-        raise InputError(stats.error)
+
+    def metrics() -> Any:
+        from streaming.metrics import DetectorMetrics
+
+        return DetectorMetrics()
+
+    with _metrics_server(args, metrics) as watcher:
+        opened = open_streams([_source(args, video) for video in args.video], args.threads,
+                              warn=log.warning)
+        if not args.default_rates and evidence_model_of(opened.checkpoint.info, args.detector) is None:
+            log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "
+                        "evidence, and a probabilistic checker takes their confirmed steps as certain (retrain it "
+                        "with recognition-train, or give --default-rates)")
+        stats = run_detectors(opened.readers, opened.model, opened.checkpoint, opened.extractor, config, ids,
+                              threading.Event(), watcher=watcher)
+    for sid, run in zip(ids, stats, strict=True):
+        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps",
+            stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
+    errors = [run.error for run in stats if run.error]
+    if errors:
+        raise InputError("; ".join(errors))
     return 0
 
 

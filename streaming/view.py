@@ -32,6 +32,7 @@ from graphs.limits import MAX_STEPS
 from graphs.safe_text import first_few, printable
 from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent, encode
+from streaming.stage_latency import STAGES, latency_field
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -367,6 +368,22 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
     return streams
 
 
+def _latency_table(state: ViewState, layout: _Layout) -> Table | None:
+    """Each stream's latest per-stage latencies (the detector's means since its previous heartbeat, the checker's
+    latest hop and alert), or None while no stream reports any."""
+    rows = {sid: row for sid, row in sorted(state.streams.items())
+            if any(getattr(row, latency_field(stage)) for stage in STAGES)}  # fmt: skip
+    if not rows:
+        return None
+    table = layout.table("latency per stage, ms")
+    layout.stream(table)
+    for stage in STAGES:
+        layout.fixed(table, stage.replace("_", " "), NUMBER_WIDTH, right=True)
+    for sid, row in rows.items():
+        table.add_row(_text(sid), *(_text(f"{getattr(row, latency_field(stage)):.1f}") for stage in STAGES))
+    return table
+
+
 def _alerts_table(state: ViewState, layout: _Layout) -> Table:
     alerts = layout.table("alerts", "bold red")
     layout.fixed(alerts, "time", CLOCK_WIDTH)
@@ -419,8 +436,8 @@ def _events_table(state: ViewState, layout: _Layout) -> Table:
 
 
 def render(state: ViewState, fit: bool = False) -> RenderableType:
-    """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
-    never did, the recent key-steps.
+    """Draw the state: a table of streams and a verdict line per ended stream, their latency per stage, the alert log,
+    the steps ended sessions never did, the recent key-steps.
 
     Args:
         state: what to show.
@@ -433,6 +450,9 @@ def render(state: ViewState, fit: bool = False) -> RenderableType:
     layout = _layout(state, fit)
     parts: list[RenderableType] = [_streams_table(state, layout)]
     parts += [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
+    latency = _latency_table(state, layout)
+    if latency is not None:  # where each stream's time goes: a slow stage shows without a metrics server
+        parts.append(latency)
     parts.append(_alerts_table(state, layout))
     if state.missing:  # shown once a session has ended without some required step
         parts.append(_never_done_table(state, layout))

@@ -134,6 +134,7 @@ def run_view(
     err: TextIO = sys.stderr,
     done: Callable[[], bool] = lambda: False,
     curve: CurveClient | None = None,
+    log: Callable[..., None] | None = None,
 ) -> int:
     """The ``stream-detect view`` command: show a checker's output until interrupted.
 
@@ -148,6 +149,8 @@ def run_view(
         err: where the malformed-message notes go.
         done: the view ends once it returns true (default: never, until interrupted).
         curve: this viewer's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``).
+        log: writes the malformed-message notes as warnings (``--log-format``, a `streaming.service_log.ServiceLog`);
+            None: plain lines on ``err``.
 
     Returns:
         Exit status.
@@ -156,7 +159,10 @@ def run_view(
     ctx = zmq.Context()
 
     def warn(line: str) -> None:
-        print(line, file=err, flush=True)
+        if log is not None:
+            log(line, "warning")
+        else:
+            print(line, file=err, flush=True)
 
     viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None, curve=curve)
     try:

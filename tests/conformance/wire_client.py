@@ -92,6 +92,9 @@ def _in(*kinds: str) -> frozenset[str]:
     return frozenset(kinds)
 
 
+LATENCY = number(0.0, 3_600_000.0)  # milliseconds
+
+
 # field: (the kinds that carry it, its value rule); row for row the docs' table.
 FIELDS: dict[str, tuple[frozenset[str], Check]] = {
     "version": (EVERY, one_of(VERSION)),
@@ -117,6 +120,9 @@ FIELDS: dict[str, tuple[frozenset[str], Check]] = {
     "dropped": (LIVE, COUNTER),
     "fps": (LIVE, number(0.0)),
     "ended": (LIVE, boolean),
+    **{name: (LIVE, LATENCY) for name in ("decode_ms", "features_ms", "detector_ms", "segmenter_ms")},
+    "hop_ms": (_in("status"), LATENCY),
+    "alert_out_ms": (_in("status"), LATENCY),
     "run": (RUN, matching(r"[0-9a-f]{12}")),
     "alert_id": (_in("alert", "retraction"), matching(r"[A-Za-z0-9_.:-]{1,64}#[0-9]+")),
     "missing": (_in("alert", "missing"), STEP_IDS),
@@ -305,7 +311,8 @@ class Detector:
 
     def heartbeat(self, current: int | None = None, frames: int = 0, ended: bool = False) -> dict[str, Any]:
         return self.send("heartbeat", current=current, frames=frames, dropped=0, fps=5.0, ended=ended,
-                         evidence_steps=[], evidence=[])
+                         evidence_steps=[], evidence=[], decode_ms=1.5, features_ms=20.0, detector_ms=0.2,
+                         segmenter_ms=0.05)
 
     def onset(self, step: int, name: str, before: tuple[int, ...] = (), withdrawn: bool = False) -> dict[str, Any]:
         return self.send("onset", step=step, step_name=name, start=float(len(self.history)), confidence=0.75,

@@ -121,3 +121,29 @@ def test_int8_stepper_stays_close_to_fp32() -> None:
     assert (got.argmax(1) == expected.argmax(1)).float().mean() > 0.95
     with pytest.raises(InputError, match="FastStepper precision = 'fp16'"):
         FastStepper(model, precision="fp16")
+
+
+def test_streams_stepped_together_keep_their_own_state() -> None:
+    # One detector process serves several cameras: at each tick the streams with a frame are stepped at once, on
+    # their rows of one (K, H) state, and each must see exactly what stepping it alone gives.
+    model = _model(6)
+    x = torch.randn(3, 30, SMALL.input_dim)
+    with torch.inference_mode():
+        expected = torch.softmax(model(x)[0], dim=-1)  # (3, 30, C): each stream alone
+    stepper = FastStepper(model, streams=3)
+    seen = [0, 0, 0]
+    got: list[list[torch.Tensor]] = [[], [], []]
+    for tick in range(60):
+        rows = [s for s in range(3) if seen[s] < 30 and (tick + s) % (s + 1) == 0]  # streams at different rates
+        if not rows:
+            continue
+        frames = torch.stack([x[s, seen[s]] for s in rows])
+        probs = stepper.step_rows(frames, torch.tensor(rows)).clone()
+        for j, s in enumerate(rows):
+            got[s].append(probs[j])
+            seen[s] += 1
+    for s in range(3):
+        torch.testing.assert_close(torch.stack(got[s]), expected[s, : seen[s]], atol=1e-5, rtol=0)
+    assert min(seen) > 10
+    stepper.reset(1)
+    assert stepper.state[1].abs().sum() == 0 and stepper.state[0].abs().sum() > 0

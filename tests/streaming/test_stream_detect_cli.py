@@ -181,21 +181,28 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
                                           "unsupported format)"]
 
 
-def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
-    # Python's default SIGTERM (kill, timeout, systemd, docker stop) ended the checker without its summary line.
+def _checker_until_sigterm(tmp_path: Path, *options: str) -> tuple[str, str, int]:
+    """A checker process stopped by SIGTERM once it is ready: its first stderr line, the rest, its exit status."""
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
-    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*STREAM_DETECT, *args, *options], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        assert proc.stderr.readline().startswith("checker: detectors connect to ")
+        ready = proc.stderr.readline()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+    return ready, err, proc.returncode
+
+
+def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
+    # Python's default SIGTERM (kill, timeout, systemd, docker stop) ended the checker without its summary line.
+    ready, err, status = _checker_until_sigterm(tmp_path)
+    assert ready.startswith("checker: detectors connect to ")
     assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
-    assert proc.returncode == 130
+    assert status == 130
 
 
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
@@ -252,3 +259,58 @@ def test_demo_with_an_empty_or_unknown_name_is_refused(video: str, capsys: pytes
     # "demo:" used to play the mistake demo as if nothing had been asked.
     line = cli_error(main, ["--video", video, "--jsonl", "--fast"], capsys)
     assert line.startswith(f"error: --video {video}: unknown demo") and "mistake, correct" in line
+
+
+def test_several_sources_go_through_one_detector_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    videos = [write_noise_video(tmp_path / "a.mp4", frames=60), write_noise_video(tmp_path / "b.mp4", frames=30)]
+    with running_checker(tmp_path) as (_ctx, service, _thread):
+        args = ["detector", "--video", str(videos[0]), "--video", str(videos[1]), "--stream-id", "door",
+                "--stream-id", "bench", "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
+                "--connect", service.events_endpoint, "--log-format", "json"]
+        assert main(args) == 0
+        streams = service.core.streams
+        assert wait_for(lambda: all(s in streams and streams[s].ended for s in ("door", "bench")), 5.0)
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]  # every one a JSON object
+    ends = [line for line in lines if line["level"] == "info"]  # (a warning may come first: the detector's rates)
+    assert [(line["service"], line["fields"]["stream"], line["fields"]["frames"]) for line in ends] \
+        == [("detector", "door", 10), ("detector", "bench", 5)]
+    assert ends[0]["message"].startswith("door: 10 frames at ") and ends[0]["time"].endswith("Z")
+
+
+def test_two_sources_with_one_stream_id_or_one_source_twice(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    clip = write_noise_video(tmp_path / "clip.mp4")
+    base = ["detector", "--graph", str(GRAPH), "--detector", str(DETECTOR)]
+    line = cli_error(main, [*base, "--video", "cam0", "--video", str(clip), "--stream-id", "k", "--stream-id", "k"],
+                     capsys)
+    assert line == f"error: --stream-id k is given to two sources (--video cam0 and --video {clip}): each stream " \
+                   "needs its own id"
+    line = cli_error(main, [*base, "--video", str(clip), "--video", f"{tmp_path}/./clip.mp4"], capsys)
+    assert line == f"error: --video {tmp_path}/./clip.mp4 is given twice (streams cam0 and cam1): each source feeds " \
+                   "one stream"
+
+
+@pytest.mark.parametrize("command", ["checker", "detector"])
+def test_a_metrics_port_in_use(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [command, "--metrics", f"127.0.0.1:{port}"]
+        args += ["--demo", "--bind", "tcp://127.0.0.1:0", "--publish", "tcp://127.0.0.1:0"] if command == "checker" \
+            else ["--video", "demo"]
+        line = cli_error(main, args, capsys)
+    assert line == f"error: --metrics 127.0.0.1:{port}: address already in use"
+    line = cli_error(main, [command, "--metrics", "0.0.0.0:9100", *args[3:]], capsys)
+    assert line.startswith("error: --metrics 0.0.0.0:9100 is reachable beyond this machine")
+
+
+def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
+    first, err, _ = _checker_until_sigterm(tmp_path, "--log-format", "json")
+    ready = json.loads(first)
+    assert ready["service"] == "checker" and ready["fields"]["events"] == f"ipc://{tmp_path}/in"
+    summary, interrupted = err.splitlines()
+    assert json.loads(summary)["message"].startswith("checker: 0 messages received")
+    assert interrupted == "interrupted"  # like an error: line, the exit's own word stays plain

@@ -432,9 +432,11 @@ def test_an_alert_shows_where_in_the_video_its_step_was() -> None:
 
 
 def test_tables_keep_their_column_widths_as_values_come_and_go() -> None:
-    def borders(text: str) -> list[tuple[int, ...]]:
-        """Where the column borders of each table's header are."""
-        return [tuple(k for k, c in enumerate(line) if c in "┳┓") for line in text.splitlines() if line.startswith("┏")]
+    def borders(text: str) -> dict[str, tuple[int, ...]]:
+        """Where the column borders of each table's header are, by the table's title (the line above it)."""
+        lines = text.splitlines()
+        return {lines[k - 1].strip(): tuple(j for j, c in enumerate(line) if c in "┳┓")
+                for k, line in enumerate(lines) if line.startswith("┏")}  # fmt: skip
 
     session = Session()
     session.heartbeat()
@@ -445,9 +447,9 @@ def test_tables_keep_their_column_widths_as_values_come_and_go() -> None:
     for _ in range(200):
         session.heartbeat(current=4)  # frames grow to 4 digits
     shown = borders(draw(session.state, width=110))
-    assert first[0] == shown[0]  # streams
-    assert first[1] == shown[1]  # alerts: "no mistakes so far", then an alert
-    assert first[-1] == shown[-1]  # recent key-steps
+    assert first["streams"] == shown["streams"]
+    assert first["alerts"] == shown["alerts"]  # "no mistakes so far", then an alert
+    assert first["recent key-steps"] == shown["recent key-steps"]
 
 
 def test_a_view_printed_to_a_file_shows_every_name_in_full_once_at_the_end(ctx: zmq.Context) -> None:
@@ -470,3 +472,18 @@ def test_a_view_printed_to_a_file_shows_every_name_in_full_once_at_the_end(ctx: 
     assert "kitchen ended: correct (no mistake, nothing missing)" in text
     assert console.width == 80
     viewer.close()
+
+
+def test_each_streams_latency_per_stage_is_shown_once_reported() -> None:
+    # Roboflow's pipeline watchdog shows where a frame's time goes; here a slow backbone shows without Prometheus.
+    state = ViewState()
+    state.apply(status())
+    assert "latency per stage" not in draw(state)  # nothing measured yet: no empty table
+    state.apply(status(decode_ms=1.25, features_ms=183.5, detector_ms=0.12, segmenter_ms=0.04, hop_ms=0.9,
+                       alert_out_ms=0.31))
+    text = draw(state, width=160)
+    assert "latency per stage, ms" in text
+    header = next(line for line in text.splitlines() if "features" in line)
+    assert all(stage in header for stage in ("decode", "detector", "segmenter", "hop", "alert out"))
+    row = next(line for line in text.splitlines() if "183.5" in line)
+    assert row.split("│")[1].strip() == "kitchen" and "1.2" in row and "0.3" in row

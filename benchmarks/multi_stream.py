@@ -1,0 +1,317 @@
+"""Many cameras: one detector process for all of them, against one process per camera.
+
+Usage::
+
+    python benchmarks/multi_stream.py [--streams 1,2,4,8] [--rate 5] [--seconds 20] [--threads 1]
+        [--device cpu|cuda] [--modes one,each]
+
+Each camera is a video file written with OpenCV (640x480, 30 fps; the demo procedure upscaled, each camera from
+another point of it), played on a loop at real time through the live reader, which keeps only the newest frame. The
+detector takes ``--rate`` frames a second from each camera (the demo detector on ``efficientnet-lite0`` features)
+and publishes to a checker in its own process, as ``stream-detect detector`` does (`run_detectors`):
+
+- ``one``: one process reads the K cameras and batches their frames through one backbone and one MiniROAD
+  (``stream-detect detector --video ... --video ...``);
+- ``each``: K processes, one per camera, each with its own backbone (one ``stream-detect detector`` per camera).
+
+After a warm-up of `WARMUP_S` it measures, over ``--seconds``: per stream the feature slots missed (frames the
+detector should have taken at ``--rate`` but was too busy for: the frames dropped for falling behind) and the latency
+from a frame's arrival at the reader to its class probabilities; per mode the CPU time of the detector process(es),
+all threads, as a share of one core, their peak memory, and the streams per core (K over the cores used). A K
+"fits" when no slot is missed and the p99 latency is under `P99_TARGET_MS`. Target: at least twice the streams per
+core of one process per camera, at the same p99 and no drop. The load average is printed beside each run: on a
+machine shared with other work, the tails move with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+CAMERA_FPS = 30.0
+CAMERA_SIZE = (640, 480)
+CAMERA_SECONDS = 10.0  # each camera's file; it loops
+WARMUP_S = 3.0
+P99_TARGET_MS = 100.0
+START_TIMEOUT_S = 180.0  # loading K backbones on 2 busy cores takes a while
+
+
+class LoopingCamera:
+    """A stand-in for ``cv2.VideoCapture`` of a 30 fps camera: a video file played on a loop, one frame every 1/30 s
+    on the camera's clock (not on demand), decoded as a camera's frames are.
+
+    Args:
+        video: the file to play.
+    """
+
+    def __init__(self, video: Path) -> None:
+        self._video = video
+        self._cap = cv2.VideoCapture(str(video))
+        self._next = time.monotonic()
+
+    def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
+        return True
+
+    def read(self) -> tuple[bool, np.ndarray]:
+        """Wait for the camera's next frame time, then deliver it (BGR, 640x480)."""
+        ok, bgr = self._cap.read()
+        if not ok:
+            self._cap.release()
+            self._cap = cv2.VideoCapture(str(self._video))
+            ok, bgr = self._cap.read()
+        self._next = max(self._next + 1.0 / CAMERA_FPS, time.monotonic() - 1.0 / CAMERA_FPS)
+        wait = self._next - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return ok, bgr
+
+    def release(self) -> None:
+        self._cap.release()
+
+
+def write_cameras(folder: Path, count: int) -> list[Path]:
+    """``count`` camera files: the demo procedure upscaled to 640x480, each starting `CAMERA_SECONDS` later in it."""
+    from streaming.demo.synthetic_video import demo_video
+
+    source, _ = demo_video("mistake")
+    cap = cv2.VideoCapture(str(source))
+    frames = []
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        frames.append(cv2.resize(bgr, CAMERA_SIZE, interpolation=cv2.INTER_LINEAR))
+    cap.release()
+    length = int(CAMERA_SECONDS * CAMERA_FPS)
+    paths = []
+    for k in range(count):
+        path = folder / f"camera{k}.mp4"
+        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), CAMERA_FPS, CAMERA_SIZE)
+        start = (k * length // 3) % len(frames)
+        for j in range(length):
+            writer.write(frames[(start + j) % len(frames)])
+        writer.release()
+        paths.append(path)
+    return paths
+
+
+@dataclass
+class StreamFigures:
+    """One camera's stream over the measured window."""
+
+    latency_ms: list[float] = field(default_factory=list)
+    stamps: list[float] = field(default_factory=list)  # when each frame's probabilities were known
+
+    def missed_at(self, rate: float) -> int:
+        """Feature slots the detector missed: one every 1/rate s from the first frame to the last, less those taken
+        (a stream with fewer than two frames missed them all)."""
+        if len(self.stamps) < 2:
+            return int(rate)
+        slots = int(round((self.stamps[-1] - self.stamps[0]) * rate)) + 1
+        return max(slots - len(self.stamps), 0)
+
+
+@dataclass
+class ProcessFigures:
+    """What one detector process measured."""
+
+    streams: list[StreamFigures]
+    cpu_s: float
+    wall_s: float
+    rss_mb: float
+
+
+class _Watch:
+    """Takes the streams `run_detectors` made and times each frame from its arrival to its probabilities."""
+
+    def __init__(self, start_at: float) -> None:
+        self.start_at = start_at
+        self.figures: list[StreamFigures] = []
+
+    def observer(self, stream_id: str) -> Callable[[str, float], None]:
+        return lambda stage, seconds: None
+
+    def watch(self, streams: Sequence[Any]) -> None:
+        for stream in streams:
+            figures = StreamFigures()
+            self.figures.append(figures)
+
+            def on_frame(frame: Any, features: Any, probs: Any, figures: StreamFigures = figures) -> None:
+                now = time.monotonic()
+                if now >= self.start_at:
+                    figures.latency_ms.append((now - frame.arrived) * 1000)
+                    figures.stamps.append(now)
+
+            stream.on_frame = on_frame
+
+
+def detector_process(videos: list[str], rate: float, seconds: float, endpoint: str, threads: int, device: str,
+                     ready: Any, go: Event, out: Any) -> None:  # fmt: skip
+    """A child process: the cameras ``videos`` through one detector (`run_detectors`), publishing to ``endpoint``."""
+    import torch
+
+    from streaming.demo.paths import default_demo_paths
+    from streaming.detector_service import DetectorConfig, load_detector_for_stream, run_detectors
+    from streaming.readers import LiveReader, ReaderConfig, Source, VideoReader
+
+    torch.set_num_threads(threads)
+    _, demo = default_demo_paths()
+    model, checkpoint, extractor = load_detector_for_stream(demo, None, threads, device)
+    extractor(np.zeros((1, CAMERA_SIZE[1], CAMERA_SIZE[0], 3), dtype=np.uint8))  # first call: allocations
+    ready.put(os.getpid())
+    go.wait()
+    started = time.monotonic()
+    readers: list[VideoReader] = [
+        LiveReader(Source("camera", k, f"bench-cam{k}"), ReaderConfig(fps=rate),
+                   open_capture=lambda _target, video=video: LoopingCamera(Path(video)))
+        for k, video in enumerate(videos)
+    ]  # fmt: skip
+    watch = _Watch(started + WARMUP_S)
+    stop = threading.Event()
+    marks: list[tuple[float, float]] = []
+
+    def mark() -> None:
+        marks.append((time.monotonic(), time.process_time()))
+
+    timers = [threading.Timer(WARMUP_S, mark), threading.Timer(WARMUP_S + seconds, lambda: (mark(), stop.set()))]
+    for timer in timers:
+        timer.start()
+    ids = [f"p{os.getpid()}-cam{k}" for k in range(len(videos))]
+    config = DetectorConfig(stream_id=ids[0], connect=endpoint, threads=threads)
+    run_detectors(readers, model, checkpoint, extractor, config, ids, stop, watcher=watch)
+    for timer in timers:
+        timer.join()
+    (t0, c0), (t1, c1) = marks
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.put(ProcessFigures(watch.figures, c1 - c0, t1 - t0, rss_mb))
+
+
+@dataclass
+class Run:
+    """One mode at one K."""
+
+    mode: str
+    k: int
+    processes: list[ProcessFigures]
+    load: tuple[float, float]
+
+    @property
+    def streams(self) -> list[StreamFigures]:
+        return [s for p in self.processes for s in p.streams]
+
+    @property
+    def cores(self) -> float:
+        """Cores the detector process(es) kept busy (CPU seconds per wall second)."""
+        return sum(p.cpu_s / p.wall_s for p in self.processes)
+
+    def p(self, q: float) -> float:
+        values = [v for s in self.streams for v in s.latency_ms]
+        return float(np.percentile(values, q)) if values else float("nan")
+
+
+def run_mode(mode: str, videos: list[Path], rate: float, seconds: float, threads: int, device: str,
+             endpoint: str) -> Run:  # fmt: skip
+    """K cameras in one process (``one``) or in K processes (``each``), all started together."""
+    ctx = mp.get_context("spawn")
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    groups = [[str(v) for v in videos]] if mode == "one" else [[str(v)] for v in videos]
+    each_threads = threads if mode == "one" else 1  # one process per camera runs as the command's default does
+    children = [ctx.Process(target=detector_process,
+                            args=(group, rate, seconds, endpoint, each_threads, device, ready, go, out), daemon=True)
+                for group in groups]  # fmt: skip
+    for child in children:
+        child.start()
+    try:
+        for _ in children:
+            ready.get(timeout=START_TIMEOUT_S)
+        load_before = os.getloadavg()[0]
+        go.set()
+        figures = [out.get(timeout=WARMUP_S + seconds + 60) for _ in children]
+        load_after = os.getloadavg()[0]
+    finally:
+        for child in children:
+            child.join(10)
+            if child.is_alive():
+                child.kill()
+    return Run(mode, len(videos), figures, (load_before, load_after))
+
+
+def fits(run: Run, rate: float) -> bool:
+    """No slot missed and p99 under the target."""
+    return sum(s.missed_at(rate) for s in run.streams) == 0 and run.p(99) < P99_TARGET_MS
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every mode at every K and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", default="1,2,4,8", help="camera counts K to try")
+    parser.add_argument("--rate", type=float, default=5.0, help="feature frames per second per camera")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run (after the warm-up)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the one-process detector")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the models run")
+    parser.add_argument("--modes", default="one,each", help="one (one process for all), each (one per camera)")
+    args = parser.parse_args(argv)
+    counts = [int(k) for k in args.streams.split(",")]
+    modes = args.modes.split(",")
+    from streaming.checker_process import CheckerProcess
+    from streaming.checker_service import CheckerConfig
+    from streaming.demo.paths import default_demo_paths
+
+    console = Console()
+    graph, _ = default_demo_paths()
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        videos = write_cameras(Path(tmp), max(counts))
+        checker = CheckerProcess(str(graph), CheckerConfig(f"ipc://{tmp}/in", f"ipc://{tmp}/out"))
+        try:
+            for k in counts:
+                for mode in modes:
+                    run = run_mode(mode, videos[:k], args.rate, args.seconds, args.threads, args.device,
+                                   checker.events_endpoint)
+                    runs.append(run)
+                    console.print(_line(run, args.rate))
+        finally:
+            checker.stop()
+    where = f"{args.device}, one-process detector with {args.threads} torch thread(s), {os.cpu_count()} cores"
+    table = Table(title=f"{len(counts)} camera counts at {args.rate:g} fps each, {args.seconds:g} s measured ({where})")
+    for column in ("mode", "K", "missed", "p50 ms", "p99 ms", "CPU %", "streams/core", "RSS MB", "fits", "load"):
+        table.add_column(column, justify="right")
+    for run in runs:
+        table.add_row(run.mode, str(run.k), str(sum(s.missed_at(args.rate) for s in run.streams)), f"{run.p(50):.1f}",
+                      f"{run.p(99):.1f}", f"{100 * run.cores:.0f}", f"{run.k / run.cores:.1f}",
+                      f"{sum(p.rss_mb for p in run.processes):.0f}", "yes" if fits(run, args.rate) else "no",
+                      f"{run.load[0]:.1f}/{run.load[1]:.1f}")
+    console.print(table)
+    for mode in modes:
+        best = [r for r in runs if r.mode == mode and fits(r, args.rate)]
+        top = max(best, key=lambda r: r.k) if best else None
+        console.print(f"{mode}: largest K that fits: " + (f"{top.k} ({top.k / top.cores:.1f} streams per core)"
+                                                         if top else "none"))
+    return 0
+
+
+def _line(run: Run, rate: float) -> str:
+    missed = sum(s.missed_at(rate) for s in run.streams)
+    return (f"mode={run.mode} k={run.k} missed={missed} p50_ms={run.p(50):.1f} p99_ms={run.p(99):.1f} "
+            f"cpu_pct={100 * run.cores:.0f} streams_per_core={run.k / run.cores:.1f} "
+            f"rss_mb={sum(p.rss_mb for p in run.processes):.0f} load={run.load[0]:.2f}/{run.load[1]:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

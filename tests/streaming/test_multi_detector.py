@@ -1,0 +1,113 @@
+"""One detector process serving several sources: batched through one model, each stream on its own."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from graphs.errors import InputError
+from streaming.demo.paths import default_demo_paths
+from streaming.detector_service import (
+    Detector,
+    DetectorConfig,
+    DetectorStream,
+    EventPublisher,
+    MultiDetector,
+    load_detector_for_stream,
+    run_detectors,
+    stream_ids_for,
+)
+from streaming.readers import LiveReader, ReaderConfig, Source, VideoReader, open_reader
+from streaming.transport import Publisher, bind
+from tests.streaming.helpers import StalledStream, running_checker, wait_for, write_noise_video
+
+_, DETECTOR = default_demo_paths()
+
+
+def _videos(tmp_path: Path) -> list[Path]:
+    # Two sizes: cameras need not agree, and the frames differ from one source to the other.
+    return [write_noise_video(tmp_path / "a.mp4", frames=90, size=(64, 48)),
+            write_noise_video(tmp_path / "b.mp4", frames=60, size=(80, 60))]
+
+
+def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_path: Path) -> None:
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    videos = _videos(tmp_path)
+    config = ReaderConfig(fps=checkpoint.fps)
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.PUB, "inproc://multi-test")
+        publisher = Publisher(sock)
+        alone: list[list[np.ndarray]] = []
+        for k, video in enumerate(videos):
+            seen: list[np.ndarray] = []
+            with open_reader(str(video), config) as reader:
+                detector = Detector(reader, extractor, model, checkpoint, EventPublisher(publisher, f"alone{k}"),
+                                    DetectorConfig(stream_id=f"alone{k}", connect=endpoint))
+                detector.on_frame = lambda frame, feats, probs, seen=seen: seen.append(probs.copy())
+                detector.run()
+            alone.append(seen)
+        readers: list[VideoReader] = [open_reader(str(video), config) for video in videos]
+        together: list[list[np.ndarray]] = [[], []]
+        streams = []
+        for k, reader in enumerate(readers):
+            stream = DetectorStream(reader, checkpoint, EventPublisher(publisher, f"cam{k}"),
+                                    DetectorConfig(stream_id=f"cam{k}", connect=endpoint))
+            stream.on_frame = lambda frame, feats, probs, seen=together[k]: seen.append(probs.copy())
+            streams.append(stream)
+        stats = MultiDetector(streams, extractor, model, checkpoint).run()
+        for reader in readers:
+            reader.close()
+    finally:
+        ctx.destroy(linger=0)
+    assert [s.frames for s in stats] == [len(seen) for seen in alone] == [15, 10]
+    for mine, reference in zip(together, alone, strict=True):
+        np.testing.assert_allclose(np.stack(mine), np.stack(reference), atol=1e-4)
+    assert all(stream.ended and stream.stats.error == "" for stream in streams)
+
+
+def test_a_stalled_source_holds_back_no_other(tmp_path: Path) -> None:
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    video = write_noise_video(tmp_path / "clip.mp4", frames=90)
+    # The camera is given up 6 s after it stalls: the file's 15 frames take well under a second on an idle core.
+    stall = ReaderConfig(fps=checkpoint.fps, stall_timeout_s=6.0, reopen_attempts=1, reopen_backoff_s=0.1,
+                         reopen_backoff_max_s=0.1)
+    with StalledStream(frames=5) as camera, running_checker(tmp_path) as (ctx, service, _thread):
+        readers: list[VideoReader] = [LiveReader(Source("stream", camera.url, camera.url), stall),
+                                      open_reader(str(video), ReaderConfig(fps=checkpoint.fps))]
+        config = DetectorConfig(connect=service.events_endpoint)
+        outcome: list[object] = []
+        run = threading.Thread(target=lambda: outcome.append(
+            run_detectors(readers, model, checkpoint, extractor, config, ["stalled", "file"], ctx=ctx)))
+        start = time.monotonic()
+        run.start()
+        streams = service.core.streams
+        assert wait_for(lambda: "file" in streams and streams["file"].ended, 30.0)
+        file_done = time.monotonic() - start
+        assert "stalled" in streams and not streams["stalled"].ended  # still waiting for its camera
+        run.join(30.0)
+        assert not run.is_alive()
+    (stalled, file), = outcome  # type: ignore[misc]
+    assert file.frames == 15 and file.error == "" and file_done < 6.0
+    assert "source lost" in stalled.error and stalled.frames <= 5
+
+
+def test_stream_ids_are_one_per_source_and_sources_one_per_stream(tmp_path: Path) -> None:
+    clip = write_noise_video(tmp_path / "clip.mp4")
+    assert stream_ids_for(["cam0", str(clip)]) == ("cam0", "cam1")
+    assert stream_ids_for(["cam0", "rtsp://10.0.0.5/live"], ["door", "bench"]) == ("door", "bench")
+    with pytest.raises(InputError, match="--stream-id door is given to two sources"):
+        stream_ids_for(["cam0", "cam1"], ["door", "door"])
+    for same in (["cam0", "0"], ["/dev/video2", "cam2"], [str(clip), str(tmp_path / "." / "clip.mp4")],
+                 ["demo", "demo:mistake"]):
+        with pytest.raises(InputError, match=f"--video {same[1]} is given twice"):
+            stream_ids_for(same, ["a", "b"])
+    with pytest.raises(InputError, match="given 1 times for 2 --video sources"):
+        stream_ids_for(["cam0", "cam1"], ["door"])
+    with pytest.raises(InputError, match="--stream-id 'no spaces'"):
+        stream_ids_for(["cam0"], ["no spaces"])

@@ -15,7 +15,8 @@ The stages, each a command a user types (the console scripts of this environment
 3. ``recognition-features --extractor efficientnet-lite0 --fps 5 --test-videos <held-out>``;
 4. ``recognition-train`` (once per ``--train-seeds`` seed);
 5. ``stream-detect eval --split features/split.json --json ...`` on the held-out videos, once per checker of
-   ``--checkers`` and per detector. ``--checker NAME`` is passed only when more than the default ``binary`` is asked.
+   ``--checkers`` and per detector. ``--checker NAME`` is passed only when more than the default ``binary`` is asked,
+   and ``--default-rates`` to a non-binary checker whose detector holds no measured miss and false-detection rates.
 
 Printed: the time of each stage; how many of the true pre-conditions the learned graph holds (when the footage is
 this project's generated procedure); then per checker, side by side: per-frame test mAP (the detector's, from its
@@ -209,12 +210,14 @@ def graph_recall(graph_path: Path, labels: Path, scenario: str | None) -> str | 
             f"(AND steps: {', '.join(STEPS[s] for s, pre in PRECONDITIONS.items() if len(pre) > 1)})")  # fmt: skip
 
 
-def test_map(detector: Path) -> float | None:
-    """The per-frame test mAP (0..1) recognition-train stored in the checkpoint."""
+def detector_info(detector: Path) -> tuple[float | None, bool]:
+    """The per-frame test mAP (0..1) recognition-train stored in the checkpoint, and whether it holds measured
+    miss and false-detection rates (the evidence a probabilistic checker weighs)."""
     from recognition.checkpoint import load_detector
 
-    value = load_detector(detector)[1].info.get("test_map")
-    return float(value) if isinstance(value, int | float) else None
+    info = load_detector(detector)[1].info
+    value = info.get("test_map")
+    return (float(value) if isinstance(value, int | float) else None), info.get("evidence") is not None
 
 
 def figures(eval_json: Path, mean_ap: float | None) -> dict[str, Any]:
@@ -280,7 +283,8 @@ def _cell(runs: Sequence[dict[str, Any]], path: tuple[str, ...], fmt: str) -> st
     if not values:
         return "-"
     if len(values) == 1:
-        return str(values[0]) if isinstance(values[0], int) else fmt.format(values[0])
+        shown = str(values[0]) if isinstance(values[0], int) else fmt.format(values[0])
+        return shown if len(runs) == 1 else f"{shown} (1 of {len(runs)})"
     return f"{fmt.format(statistics.mean(values))} ± {fmt.format(statistics.stdev(values))}" + (
         "" if len(values) == len(runs) else f" ({len(values)} of {len(runs)})")
 
@@ -299,6 +303,10 @@ def print_report(stages: Stages, results: dict[str, list[dict[str, Any]]], graph
     print(header + "".join(f"{c:>22}" for c in checkers))
     for label, path, fmt in ROWS:
         print(f"{label:<36}" + "".join(f"{_cell(results[c], path, fmt):>22}" for c in checkers))
+    assumed = [c for c in checkers if any(r["default_rates"] for r in results[c])]
+    if assumed:
+        print(f"{', '.join(assumed)}: the detector holds no measured miss and false-detection rates; "
+              "stream-detect eval ran with --default-rates")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -346,15 +354,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         choose = args.checkers != [DEFAULT_CHECKER]
         alert_on = ["--alert-on", args.alert_on] if args.alert_on else []
         for tag, detector in detectors:
-            mean_ap = test_map(detector)
+            mean_ap, measured = detector_info(detector)
             for checker in args.checkers:
                 out = work / f"eval-{checker}-seed{tag}.json"
+                # A detector without measured rates runs the probabilistic checker on eval's stated defaults.
+                assumed = checker != DEFAULT_CHECKER and not measured
                 stages.run(f"stream-detect eval {checker} (seed {tag})", [
                     console_script("stream-detect"), "eval", "--videos", str(videos), "--annotations", str(labels),
                     "--graph", str(graph), "--detector", str(detector), "--split", str(features / "split.json"),
-                    "--json", str(out), "--quiet", *alert_on,
-                    *(["--checker", checker] if choose else [])])  # fmt: skip
-                results[checker].append(figures(out, mean_ap) | {"detector_seed": tag})
+                    "--json", str(out), "--quiet", *alert_on, *(["--checker", checker] if choose else []),
+                    *(["--default-rates"] if assumed else [])])  # fmt: skip
+                results[checker].append(figures(out, mean_ap) | {"detector_seed": tag, "default_rates": assumed})
     except StageFailed as failed:
         print(f"\n{failed}", file=sys.stderr)
         print_times = "\n".join(f"  {n}: {s:.1f} s" for n, s in stages.times)

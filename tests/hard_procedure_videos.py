@@ -52,6 +52,8 @@ from typing import Any, Final, NamedTuple
 import cv2
 import numpy as np
 
+from tests.procedure_videos import annotation_file
+
 SCENARIO: Final = "parcel"
 STEPS: Final = {0: "open_box", 1: "place_cup", 2: "add_coins", 3: "lay_photo", 4: "stamp_photo", 5: "close_box"}
 PRECONDITIONS: Final[dict[int, tuple[int, ...]]] = {0: (), 1: (), 2: (0,), 3: (), 4: (2, 3), 5: (1, 4)}
@@ -1011,27 +1013,6 @@ def write_execution(
     ]
 
 
-def annotation_file(executions: dict[str, list[tuple[int, float, float]]]) -> dict[str, Any]:
-    """The annotation JSON (the format ``tgml train`` and ``recognition-features`` read) of some executions.
-
-    A step done before its pre-conditions is marked ``has_errors``, as an annotator would.
-    """
-    annotations = {
-        name: {
-            "scenario": SCENARIO,
-            "recording_id": name,
-            "segments": [
-                {"step_id": s, "start_time": a, "end_time": b, "description": "", "has_errors": wrong,
-                 "step_name": STEPS[s]}
-                for (s, a, b), wrong in zip(segments, done_too_early([s for s, _, _ in segments]), strict=True)
-            ],
-        }
-        for name, segments in executions.items()
-    }  # fmt: skip
-    taxonomy = {SCENARIO: {str(s): {"id": s, "name": n} for s, n in STEPS.items()}}
-    return {"taxonomy": taxonomy, "annotations": annotations}
-
-
 def write_set(
     folder: Path, seed: int = 0, videos: int = 20, size: tuple[int, int] = (640, 480), fps: float = 15.0,
     clean: bool = False, progress: Callable[[str], None] | None = None,
@@ -1058,7 +1039,8 @@ def write_set(
                                                 fps, clean)  # fmt: skip
         if progress is not None:
             progress(plan.name)
-    (folder / "labels.json").write_text(json.dumps(annotation_file(executions), indent=1) + "\n")
+    labels = annotation_file(executions, SCENARIO, STEPS, done_too_early)
+    (folder / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
     split = {"train": [p.name for p in plans if not p.held_out], "test": [p.name for p in plans if p.held_out]}
     (folder / "split.json").write_text(json.dumps(split, indent=1) + "\n")
     (folder / "README.txt").write_text(readme(plans, seed, size, fps, clean))

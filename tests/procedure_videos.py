@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -121,24 +121,30 @@ def done_too_early(order: Sequence[int]) -> list[bool]:
     return [not set(PRECONDITIONS[s]) <= set(order[:k]) for k, s in enumerate(order)]
 
 
-def annotation_file(executions: dict[str, list[tuple[int, float, float]]]) -> dict[str, Any]:
+def annotation_file(
+    executions: dict[str, list[tuple[int, float, float]]],
+    scenario: str = SCENARIO,
+    steps: Mapping[int, str] = STEPS,
+    too_early: Callable[[Sequence[int]], list[bool]] = done_too_early,
+) -> dict[str, Any]:
     """The annotation JSON (the format ``tgml train`` and ``recognition-features`` read) of some executions.
 
-    A step done before its true pre-conditions is marked ``has_errors``, as an annotator would.
+    A step done before its true pre-conditions (``too_early`` of the order) is marked ``has_errors``, as an annotator
+    would. ``scenario``, ``steps`` and ``too_early`` default to the shelf procedure's.
     """
     annotations = {
         name: {
-            "scenario": SCENARIO,
+            "scenario": scenario,
             "recording_id": name,
             "segments": [
                 {"step_id": s, "start_time": a, "end_time": b, "description": "", "has_errors": wrong,
-                 "step_name": STEPS[s]}
-                for (s, a, b), wrong in zip(segments, done_too_early([s for s, _, _ in segments]), strict=True)
+                 "step_name": steps[s]}
+                for (s, a, b), wrong in zip(segments, too_early([s for s, _, _ in segments]), strict=True)
             ],
         }
         for name, segments in executions.items()
     }  # fmt: skip
-    taxonomy = {SCENARIO: {str(s): {"id": s, "name": n} for s, n in STEPS.items()}}
+    taxonomy = {scenario: {str(s): {"id": s, "name": n} for s, n in steps.items()}}
     return {"taxonomy": taxonomy, "annotations": annotations}
 
 

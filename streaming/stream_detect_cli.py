@@ -27,17 +27,16 @@ loopback (any address but 127.0.0.0/8 and ::1, names included) needs CURVE keys,
 Bad input (unopenable video, a graph that is not a DAG, a detector whose classes or step names are not the
 graph's (``--ignore-names`` runs anyway, with a warning), a busy port) ends with one line on stderr and exit
 status 2. ``checker`` and ``view`` need ``--graph`` (or ``--demo`` for the bundled demo graph). SIGTERM stops
-every command the way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
+every command the way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 143 for
+SIGTERM, 130 for SIGINT).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -269,9 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv = ["run", *argv]
-    args = build_parser().parse_args(argv)
-    with _sigterm_as_interrupt():
-        return _run(args)
+    return _run(build_parser().parse_args(argv))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -346,27 +343,6 @@ def _keys(args: argparse.Namespace) -> int:
                     f"({out / CLIENTS_FOLDER}/*.key); each camera or viewer: {out / (CHECKER_NAME + '.key')} and its "
                     f"own {out / CLIENTS_FOLDER}/NAME.key_secret"))
     return 0
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Meanwhile SIGTERM (``kill``, ``timeout``, systemd, ``docker stop``) shuts down the way Ctrl-C does.
-
-    Python's default for SIGTERM ends the process on the spot: no checker summary line, no final
-    ``ended`` heartbeat, and the all-in-one run's checker child left behind.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_ready(events: str, alerts: str) -> None:

@@ -195,7 +195,7 @@ def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(5)
     assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
-    assert proc.returncode == 130
+    assert proc.returncode == 143
 
 
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> No
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
             assert wait_for(lambda: streams["term"].ended, 5.0)
-            assert proc.returncode == 130
+            assert proc.returncode == 143
         finally:
             if proc.poll() is None:
                 proc.kill()

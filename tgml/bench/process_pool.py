@@ -2,12 +2,17 @@
 
 Each job trains with one torch thread (`tgml.train` pins it), so one process per core uses the machine; a job's
 result depends only on its arguments, so the figures are the same whatever the number of workers.
+
+The parent alone decides when the run stops: workers ignore SIGINT (a Ctrl-C reaches the whole process group, and
+each worker would print its own traceback), and an interrupted parent (SIGINT or SIGTERM) ends its workers at once
+instead of waiting for the jobs they run.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -21,6 +26,20 @@ R = TypeVar("R")
 def worker_count(requested: int, jobs: int) -> int:
     """Processes to start: ``requested``, or with 0 one per core, never more than there are jobs (at least 1)."""
     return max(1, min(requested or os.cpu_count() or 1, jobs))
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's processes now (`ProcessPoolExecutor.terminate_workers` from Python 3.14 on)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((pool._processes or {}).values()):  # before 3.14 only the private table lists them
+        process.terminate()
 
 
 def run_jobs(
@@ -51,14 +70,18 @@ def run_jobs(
             return results
         # A fresh interpreter per worker ("spawn"): forking a parent whose torch thread pool already runs can hang.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint) as pool:
             futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
             done: dict[int, R] = {}
             try:
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
                     bar.advance(task)
-            except BaseException:  # a failed job or Ctrl-C: do not wait for the jobs not started yet
+            except KeyboardInterrupt:  # SIGINT or SIGTERM: the jobs under way are lost anyway, end them now
+                _end_workers(pool)
+                pool.shutdown(cancel_futures=True)
+                raise
+            except BaseException:  # a failed job: do not wait for the jobs not started yet
                 pool.shutdown(cancel_futures=True)
                 raise
     return [done[k] for k in range(len(arguments))]

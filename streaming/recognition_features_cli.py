@@ -17,7 +17,7 @@ is decoded where it can be known then; every file is written atomically, so noth
 from __future__ import annotations
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.options import fps_option, threads_option
+from graphs.options import fps_option, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -41,7 +41,7 @@ def build_parser() -> ArgumentParser:
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--test-fraction", type=float, default=0.2, help="share of videos held out (default 0.2)")
     split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the --test-fraction draw (default 0)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seeds the --test-fraction draw (default 0)")
     parser.add_argument(
         "--threads", type=threads_option, help="batches computed at once, one core each (default: every core)"
     )

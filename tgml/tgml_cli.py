@@ -59,7 +59,7 @@ from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
-from graphs.options import workers_option
+from graphs.options import check_seed_count, seed_option, workers_option
 from graphs.settings_files import read_settings
 from graphs.task_graph import load_graph, save_graph
 from tgml.annotations import TrainingVideos
@@ -103,7 +103,7 @@ def _parser() -> ArgumentParser:
     train.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
     train.add_argument("--epochs", type=int, help="epochs (default: noisy-and 150, do 1000)")
     train.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
-    train.add_argument("--seed", type=int, help="random seed (default 42)")
+    train.add_argument("--seed", type=seed_option, help="random seed (default 42)")
     train.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                        help="three-part sequence augmentation (docs/method.md)")
     train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
@@ -134,7 +134,7 @@ def _parser() -> ArgumentParser:
     bench.add_argument("--seeds", type=int, default=5, metavar="N",
                        help="how many training seeds: each procedure is learned with seeds S..S+N-1, S being "
                             "--seed-base (default 5)")
-    bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, metavar="S",
+    bench.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
                        help=f"the first training seed (default {DEFAULT_SEED_BASE})")
     bench.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
                        help="worker processes (0: one per core; at most 4 per core)")
@@ -160,7 +160,7 @@ def _parser() -> ArgumentParser:
     queries.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
     queries.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
                                                    "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
-    queries.add_argument("--seed", type=int, default=42, help="the one training seed of the learned graphs "
+    queries.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
                                                               "(default 42)")
     queries.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
     queries.add_argument("--json", help="write all results to this JSON file")
@@ -170,7 +170,7 @@ def _parser() -> ArgumentParser:
     syn.add_argument("--seeds", type=int, default=2, metavar="N",
                      help="how many random graphs per size and density, drawn with seeds S..S+N-1, S being "
                           "--first-seed (default 2)")
-    syn.add_argument("--first-seed", type=int, default=0, metavar="S",
+    syn.add_argument("--first-seed", type=seed_option, default=0, metavar="S",
                      help="the seed of the first random graph (default 0)")
     syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
     syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
@@ -300,8 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")
     else:
-        if args.seeds < 1:
-            raise InputError(f"--seeds {args.seeds}: need at least 1")
+        check_seed_count(args.seeds)
         data = captaincook_folder(data_folder(args.data))
         if args.json:
             check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")

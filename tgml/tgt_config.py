@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.errors import InputError
+from graphs.options import SEED_RULE, is_seed
 from graphs.settings_files import check_field_types, check_values, field_names, learner_config, load_config_file
 from tgml.text_embeddings import DEFAULT_ENCODER
 from tgml.train_config import EDGE_THRESHOLDS
@@ -80,7 +81,7 @@ class TgtTextConfig:
             ("distinctiveness", finite and self.distinctiveness >= 0, "a finite number >= 0"),
             ("similarity_scale", finite and self.similarity_scale > 0, "a finite number > 0"),
             ("encoder", bool(self.encoder.strip()), "a model name or folder"),
-            ("seed", self.seed >= 0, "an integer >= 0"),
+            ("seed", is_seed(self.seed), SEED_RULE),
         ]
         check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:

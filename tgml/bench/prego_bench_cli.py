@@ -35,7 +35,7 @@ from pathlib import Path
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output
-from graphs.options import workers_option
+from graphs.options import check_seed_count, seed_option, workers_option
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
@@ -97,14 +97,14 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")
-    p.add_argument("--first-seed", type=int, default=42, metavar="S",
+    p.add_argument("--first-seed", type=seed_option, default=42, metavar="S",
                    help="the first training seed (default 42, the reference's)")
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="write the results here (schema: docs/prego-benchmark.md, 'Results document')")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")
-    p.add_argument("--perturb-seed", type=int, default=0, help="base seed of the ablation noise")
+    p.add_argument("--perturb-seed", type=seed_option, default=0, help="base seed of the ablation noise")
     p.add_argument("--plot", type=Path, default=Path("prego-perturb.png"),
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
@@ -295,8 +295,7 @@ def _bench(argv: list[str]) -> int:
 
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
-    if args.seeds < 1:
-        raise InputError(f"--seeds {args.seeds}: need at least 1")
+    check_seed_count(args.seeds)
     own = _own_dataset(args)
     if own is not None:
         inputs = [args.graph, own.annotations, own.split, own.settings]

@@ -31,9 +31,10 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
+from graphs.array_files import npy_shape
 from graphs.errors import InputError
-from graphs.files import atomic_path, check_output, read_json
-from graphs.options import check_fps, check_threads
+from graphs.files import check_output, read_json, write_text
+from graphs.options import check_fps, check_seed, check_threads
 from recognition.feature_folders import segment_targets, write_features, write_split, write_targets
 from recognition.segment_metrics import TimedSegment as Segment  # a labelled key-step: id and time span
 from streaming.devices import DEVICES
@@ -97,6 +98,7 @@ class FeatureExtractionConfig:
             raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")
         if self.reader not in READER_NAMES:
             raise InputError(f"--reader {self.reader!r}: choose one of {', '.join(READER_NAMES)}")
+        check_seed(self.seed)
         if self.batch < 1:
             raise InputError(f"FeatureExtractionConfig.batch = {self.batch}: must be >= 1")
         if len(set(self.test_videos)) != len(self.test_videos):
@@ -372,8 +374,8 @@ def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _write_manifest(folder: Path, videos: dict[str, dict[str, Any]]) -> None:
-    with atomic_path(folder / MANIFEST) as tmp:
-        tmp.write_text(json.dumps({"version": MANIFEST_VERSION, "videos": videos}, indent=1), encoding="utf-8")
+    write_text(folder / MANIFEST, json.dumps({"version": MANIFEST_VERSION, "videos": videos}, indent=1),
+               "extraction manifest")
 
 
 def _already_extracted(
@@ -382,10 +384,9 @@ def _already_extracted(
     """Frames of a video's existing features when they were made with ``settings``; 0 when it must be extracted."""
     if not entry or {k: entry.get(k) for k in settings} != settings:
         return 0
-    path = folder / rgb / f"{video}.npy"
-    try:
-        rows = np.load(path, mmap_mode="r", allow_pickle=False).shape[0]
-    except (OSError, ValueError, IndexError):
+    try:  # the header only: a damaged or absurd file is extracted again, never loaded
+        rows = npy_shape(folder / rgb / f"{video}.npy", "features")[0]
+    except InputError:
         return 0
     frames = entry.get("frames")
     return rows if isinstance(frames, int) and frames == rows > 0 else 0
@@ -554,11 +555,7 @@ def _extract_with_bar(
 def _write(
     folder: Path, config: FeatureExtractionConfig, video: str, features: np.ndarray | None, targets: np.ndarray
 ) -> None:
-    """Write a video's features (None: already there) and targets, naming the file on failure."""
-    try:
-        if features is not None:
-            write_features(folder, config.rgb, video, features)
-        write_targets(folder, video, targets)
-    except OSError as err:
-        where = err.filename or os.fspath(folder)
-        raise InputError(f"{where}: cannot write the arrays of video {video!r} ({err.strerror or err})") from None
+    """Write a video's features (None: already there) and targets; a failure names the file (`atomic_path`)."""
+    if features is not None:
+        write_features(folder, config.rgb, video, features)
+    write_targets(folder, video, targets)

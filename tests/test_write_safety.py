@@ -1,10 +1,12 @@
-"""Writes never destroy: every command that writes refuses a device node, FIFO, socket or folder at its output, and
-writes through a symlink instead of replacing it.
+"""Writes never destroy and never go elsewhere: every command that writes refuses a device node, FIFO, socket,
+folder or symbolic link at its output (a link is never written through, given directly or planted inside an output
+folder), and a secret key is created with O_EXCL | O_NOFOLLOW and mode 0600.
 
-`tgml train --out /dev/full`, run as root, replaced the device with a regular file; onto a symlink it replaced the
-link. CI runs as root, so these tests never aim a writer at a real device: the device node is made with ``mknod``
-in a temporary folder (root only; skipped otherwise), and the real ``/dev/null`` is only ever examined
-(`output_target`), never handed to a writer.
+`tgml train --out /dev/full`, run as root, replaced the device with a regular file; a link planted in an output
+folder sent features, eval cache entries and annotated videos to where it pointed, and ``stream-detect keys --force``
+wrote a secret key into whatever file ``checker.key_secret`` pointed to. CI runs as root, so these tests never aim a
+writer at a real device: the device node is made with ``mknod`` in a temporary folder (root only; skipped otherwise),
+and the real ``/dev/null`` is only ever examined (`output_target`), never handed to a writer.
 """
 
 from __future__ import annotations
@@ -125,20 +127,23 @@ def test_the_demo_cache_refuses_a_special_file(
     assert "$MISTAKE_CACHE" in line and unchanged(node, kind)
 
 
-def test_commands_write_through_a_symlink_instead_of_replacing_it(tmp_path: Path) -> None:
+def test_a_symlink_given_as_the_output_is_refused_not_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     real = tmp_path / "graphs" / "tea.json"
     real.parent.mkdir()
     real.write_text("old")
     link = tmp_path / "tea-link.json"
     link.symlink_to(real)
-    assert tgml(["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", str(link),
-                 "--epochs", "5", "--quiet"]) == 0
-    assert link.is_symlink() and load_graph(real).n_steps == 6
+    line = cli_error(tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", str(link),
+                            "--epochs", "5", "--quiet"], capsys)
+    assert line == (f"error: --out {link}: is a symbolic link (to {real}), not a regular file; refusing to write the "
+                    "graph file through it (name the file itself)")
     dot = tmp_path / "tea.dot"
-    dot.symlink_to(tmp_path / "graphs" / "drawn.dot")  # dangling: the target is made
-    assert tgml(["show", str(GRAPH), "--dot", str(dot)]) == 0
-    assert dot.is_symlink() and (tmp_path / "graphs" / "drawn.dot").read_text().startswith("digraph")
-    assert sorted(p.name for p in real.parent.iterdir()) == ["drawn.dot", "tea.json"]  # no temporary left
+    dot.symlink_to(tmp_path / "graphs" / "drawn.dot")  # dangling: it would have been made
+    assert "is a symbolic link" in cli_error(tgml, ["show", str(GRAPH), "--dot", str(dot)], capsys)
+    assert link.is_symlink() and dot.is_symlink() and real.read_text() == "old"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["tea.json"]  # nothing made, no temporary left
 
 
 def test_every_writer_goes_through_the_same_helper(tmp_path: Path, special: Callable[[str, str], Path]) -> None:
@@ -154,7 +159,7 @@ def test_every_writer_goes_through_the_same_helper(tmp_path: Path, special: Call
     for k, kind in enumerate(("fifo", "socket", "link-to-fifo")):
         node = special(kind, f"node{k}")
         for write in writers:
-            with pytest.raises(InputError, match="not a regular file; refusing to replace it"):
+            with pytest.raises(InputError, match="not a regular file; refusing to"):
                 write(node)
             assert unchanged(node, kind)
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
@@ -164,8 +169,7 @@ def test_atomic_path_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Pat
     real = tmp_path / "shared.json"
     real.write_text("old")
     real.chmod(0o640)
-    (tmp_path / "link").symlink_to(real)
-    with atomic_path(tmp_path / "link") as tmp:
+    with atomic_path(real) as tmp:
         tmp.write_text("new")
     assert real.read_text() == "new" and stat.S_IMODE(real.stat().st_mode) == 0o640
 
@@ -173,9 +177,10 @@ def test_atomic_path_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Pat
 def test_the_real_null_device_is_only_examined(tmp_path: Path) -> None:
     # The one check that touches /dev/null asks what is there; nothing is ever written to or renamed over it.
     (tmp_path / "null-link").symlink_to("/dev/null")
-    for path in (Path("/dev/null"), tmp_path / "null-link"):
-        with pytest.raises(InputError, match="is a character device"):
-            output_target(path)
+    with pytest.raises(InputError, match="is a character device"):
+        output_target("/dev/null")
+    with pytest.raises(InputError, match="is a symbolic link"):
+        output_target(tmp_path / "null-link")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 

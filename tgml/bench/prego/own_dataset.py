@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.errors import InputError
-from recognition.feature_folders import read_split_file, split_list
+from recognition.feature_folders import load_split
 from tgml.annotations import Annotations, load_annotations
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -89,12 +89,8 @@ def read_split(path: Path) -> tuple[list[str], list[str]]:
     Returns:
         ``(train, test)`` video names as listed.
     """
-    data = read_split_file(path)
-    lists = [split_list(data, key, str(path)) for key in ("train", "test")]
-    both = next((v for v in lists[1] if v in set(lists[0])), None)
-    if both is not None:
-        raise InputError(f"{path}: video {both!r} is listed in both 'train' and 'test'")
-    return lists[0], lists[1]
+    split = load_split(path)
+    return list(split.train), list(split.test)
 
 
 def _check_named(names: Sequence[str], annotations: Annotations, scenario: str, source: str) -> None:

@@ -96,11 +96,14 @@ def read_npy_stream(
     """
     shape, dtype, fortran, offset = _header(handle, size, where, what)
     _check(shape, dtype, size - offset, where, what, ndim, kinds, max_bytes)
+    data = bytearray(size - offset)  # writable, unlike the bytes read() returns: callers may change the array
+    view, got = memoryview(data), 0
     try:
-        data = handle.read(size - offset)
+        while got < len(data) and (count := handle.readinto(view[got:])):  # type: ignore[attr-defined]
+            got += count
     except OSError as err:
         raise InputError(f"{where}: cannot read the {what} ({err.strerror or err})") from None
-    if len(data) != size - offset:
+    if got != len(data):
         raise InputError(f"{where}: the {what} are cut short (the file changed while it was read?)")
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
@@ -122,7 +125,7 @@ def read_npy(
         max_bytes: the largest array accepted.
 
     Returns:
-        The array (read-only: it shares the bytes read).
+        The array.
     """
     with open_input(path, what + " file") as handle:
         size = _size(handle)

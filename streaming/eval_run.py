@@ -61,7 +61,7 @@ from streaming.eval_scores import (
     total,
 )
 from streaming.extractors import FeatureExtractor
-from streaming.feature_extraction import choose_scenario, find_video, read_segments
+from streaming.feature_extraction import choose_scenario, find_video, time_order
 from streaming.local_checker import CheckerLink
 from streaming.messages import Alert, Retraction, StepEvent
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
@@ -160,7 +160,6 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     assert config.annotations is not None and config.videos is not None
     annotations = load_annotations(config.annotations)
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
-    raw = read_json(config.annotations, "annotation file")
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
     names = list(config.names) or _split_names(config.split) or list(known)
     _check_unique(names)
@@ -174,11 +173,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     out = []
     for name in names:
         video = known[name]
-        segments = read_segments(raw, config.annotations, name, video.steps)
-        # read_segments sorts by time; has_errors follows its segment through the sort.
-        flags = {(s, float(seg["start_time"])): bool(seg.get("has_errors", False))
-                 for s, seg in zip(video.steps, raw["annotations"][name]["segments"], strict=True)}
-        annotated = tuple(AnnotatedSegment(s.step, s.start, s.end, flags[(s.step, s.start)]) for s in segments)
+        annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
+                          for k, start, end in time_order(video, config.annotations))
         out.append(EvalVideo(name, find_video(folder, name), annotated))
     return out
 

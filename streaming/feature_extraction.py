@@ -7,9 +7,9 @@ targets. Each annotated video of the scenario is looked up in the videos folder 
 that a file gives the same frames, hence the same features, here and in ``stream-detect``.
 
 Everything the user named is checked before the first frame is decoded (`plan_extraction`): the output folder,
-the annotations (scenario, segment times, overlaps, key-step ids), that every video exists and opens and is as
-long as its segments, and the split. Then each video's features and targets are written atomically, and a
-manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
+the annotations (scenario, key-step ids, the segment check every command shares), that every video exists and
+opens and is as long as its segments, and the split. Then each video's features and targets are written atomically,
+and a manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
 or refused on a damaged video, is resumed by running the same command again: finished videos are skipped.
 """
 
@@ -41,13 +41,12 @@ from streaming.devices import DEVICES
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, open_reader
-from tgml.annotations import Annotations, load_annotations
+from tgml.annotations import Annotations, Video, load_annotations
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 MANIFEST: Final = "extraction.json"
 MANIFEST_VERSION: Final = 1
 END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
-OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
 
 
 @dataclass(frozen=True)
@@ -189,42 +188,38 @@ def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
     return scenario
 
 
-def _time_of(value: Any, src: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise InputError(f"{src}: {where} = {value!r} must be a number of seconds >= 0")
-    return float(value)
+def time_order(video: Video, src: str) -> list[tuple[int, float, float]]:
+    """A video's segments in time order, as ``(index in the file, start, end)``; every segment must have its times.
 
-
-def read_segments(raw: dict[str, Any], src: str, video: str, steps: tuple[int, ...]) -> tuple[Segment, ...]:
-    """A video's segments with their times, in time order; refuses spans that end before they start or overlap.
+    `load_annotations` has checked them (`tgml.annotations.check_segments`: no negative time, no empty or reversed
+    span, no overlap), the same check every command that reads annotations makes.
 
     Args:
-        raw: the annotation file's JSON object (already checked by `load_annotations`).
-        src: the file, named in errors.
-        video: the video key.
-        steps: the step ids `load_annotations` read for it, in file order.
+        video: the annotated video.
+        src: the annotation file, named in errors.
+
+    Returns:
+        ``(k, start, end)`` per segment, sorted by start time (file order among equal starts).
+    """
+    timed = [(k, *span) for k, span in enumerate(video.spans) if span is not None]
+    if len(timed) < len(video.steps):
+        untimed = next(k for k, span in enumerate(video.spans) if span is None)
+        raise InputError(f"{src}: annotations[{video.video!r}].segments[{untimed}] has no start_time and end_time; "
+                         "frame targets and scores need the time of every segment")
+    return sorted(timed, key=lambda item: (item[1], item[0]))
+
+
+def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
+    """A video's segments with their times, in time order (`time_order`).
+
+    Args:
+        video: the annotated video.
+        src: the annotation file, named in errors.
 
     Returns:
         The segments sorted by start time.
     """
-    segments = []
-    for k, (seg, step) in enumerate(zip(raw["annotations"][video]["segments"], steps, strict=True)):
-        where = f"annotations[{video!r}].segments[{k}]"
-        start = _time_of(seg.get("start_time"), src, f"{where}.start_time")
-        end = _time_of(seg.get("end_time"), src, f"{where}.end_time")
-        if end < start:
-            raise InputError(f"{src}: {where} ends at {end:g} s, before it starts ({start:g} s)")
-        if end == start:
-            raise InputError(f"{src}: {where} has no duration (it starts and ends at {start:g} s)")
-        segments.append((start, k, Segment(step, start, end)))
-    segments.sort(key=lambda item: item[:2])
-    for (_, k_a, a), (_, k_b, b) in zip(segments, segments[1:], strict=False):
-        if b.start < a.end - OVERLAP_SLACK_S:
-            raise InputError(
-                f"{src}: annotations[{video!r}].segments[{k_b}] ({b.start:g}-{b.end:g} s) overlaps "
-                f"segments[{k_a}] ({a.start:g}-{a.end:g} s); a frame can show one key-step only"
-            )
-    return tuple(item[2] for item in segments)
+    return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
 
 
 def check_segments_fit(segments: tuple[Segment, ...], duration: float, slack: float, src: str, video: str) -> None:
@@ -320,12 +315,11 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     if not videos_dir.is_dir():
         raise InputError(f"--videos {videos_dir}: folder not found")
     annotations = load_annotations(config.annotations)
-    raw = read_json(config.annotations, "annotation file")  # the times, which the task-graph reader leaves out
     scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
     planned = []
     for video in annotations.scenario_videos(scenario):
-        segments = read_segments(raw, annotations.path, video.video, video.steps)
+        segments = read_segments(video, annotations.path)
         path = find_video(videos_dir, video.video)
         with _open(path, config) as reader:
             duration = reader.duration

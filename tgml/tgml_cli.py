@@ -62,7 +62,7 @@ from graphs.graph_drawing import write_rendering
 from graphs.options import check_seed_count, seed_option, workers_option
 from graphs.settings_files import read_settings
 from graphs.task_graph import load_graph, save_graph
-from tgml.annotations import TrainingVideos
+from tgml.annotations import TrainingVideos, load_annotations
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
@@ -117,6 +117,10 @@ def _parser() -> ArgumentParser:
                             "would take the mistaken order as allowed)")
     train.add_argument("--exclude-videos", type=_names, default=[], metavar="A,B",
                        help="leave these executions out (held-out test videos), comma-separated")
+    train.add_argument("--order-only", action="store_true",
+                       help="read only the order of the segments, their times unchecked (the published EPIC-Tent-O "
+                            "and CaptainCook4D files hold overlapping segments); by default the times are checked "
+                            "like every command that reads annotations does")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
@@ -246,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "train":
         # Before training: a failed save would lose the run.
         check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
+        load_annotations(args.annotations, check_times=not args.order_only)  # the segment check every command makes
         method = _train_method(args)
         videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
         if method == TGT_TEXT:

@@ -90,6 +90,9 @@ def bench_parser() -> ArgumentParser:
                        help="with --annotations: comma-separated test videos; the scenario's other videos train")
     tests.add_argument("--split", type=Path, metavar="FILE",
                        help='with --annotations: a {"train": [...], "test": [...]} file')
+    p.add_argument("--order-only", action="store_true",
+                   help="with --annotations: read only the order of the segments, their times unchecked (a published "
+                        "file with overlapping segments); by default overlaps and negative times are refused")
     p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
                    "with --annotations)")
     p.add_argument("--method", nargs="+", default=["do", "count-based"],
@@ -262,7 +265,8 @@ def _prepare(argv: list[str]) -> int:
 
 def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
     """The ``--annotations`` dataset of the command line, or None; options that do not fit it are refused."""
-    own_options = {"--scenario": args.scenario, "--test-videos": args.test_videos, "--split": args.split}
+    own_options = {"--scenario": args.scenario, "--test-videos": args.test_videos, "--split": args.split,
+                   "--order-only": args.order_only or None}
     if args.annotations is None:
         given = next((option for option, value in own_options.items() if value is not None), None)
         if given is not None:
@@ -287,6 +291,7 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
         test_videos=args.test_videos,
         split=args.split,
         settings=Path(args.config[0]) if args.config else None,
+        order_only=args.order_only,
     )
 
 

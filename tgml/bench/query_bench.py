@@ -215,7 +215,7 @@ def load_bench_procedures(config: QueryBenchConfig, dataset: str) -> list[Proced
     layout = resolve_data(config.data, [dataset])
     scenario = PREGO_DATASETS[dataset].scenario
     bench = load_dataset(layout, dataset, pred=False)
-    videos = load_annotations(layout.train_file(dataset)).scenario_videos(scenario)
+    videos = load_annotations(layout.train_file(dataset), check_times=False).scenario_videos(scenario)
     return [Procedure(dataset, scenario, bench.step_ids, bench.step_names, tuple(v.steps for v in videos),
                       tuple(not any(v.has_errors) for v in videos), None, tuple(bench.test.values()))]
 

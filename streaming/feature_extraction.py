@@ -37,7 +37,7 @@ from graphs.files import check_output, read_json, write_text
 from graphs.options import check_fps, check_seed, check_threads
 from recognition.feature_folders import segment_targets, write_features, write_split, write_targets
 from recognition.segment_metrics import TimedSegment as Segment  # a labelled key-step: id and time span
-from streaming.devices import DEVICES
+from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, open_reader
@@ -93,8 +93,7 @@ class FeatureExtractionConfig:
             raise InputError(f"--test-fraction {self.test_fraction!r}: must be in [0, 1)")
         if self.threads is not None:
             check_threads(self.threads)
-        if self.device not in DEVICES:
-            raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")
+        resolve_device(self.device)  # --device cuda without a GPU: refused before any work, as stream-detect does
         if self.reader not in READER_NAMES:
             raise InputError(f"--reader {self.reader!r}: choose one of {', '.join(READER_NAMES)}")
         check_seed(self.seed)

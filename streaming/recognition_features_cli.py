@@ -48,6 +48,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the extractor runs")
     parser.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default")
     return parser
 
 
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs
 
-    quiet_codec_logs()
+    quiet_codec_logs(args.verbose)
     config = FeatureExtractionConfig(
         videos=args.videos,
         annotations=args.annotations,

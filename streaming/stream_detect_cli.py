@@ -69,6 +69,7 @@ The other sub-commands split the same chain over machines (checker, detector,
 view), score it on annotated videos (eval) or write CURVE keys (keys); each has
 its own --help."""
 TOP_USAGE = "stream-detect [run] --video SOURCE [options]\n       stream-detect {detector,checker,view,eval,keys} ..."
+VERBOSE_HELP = "show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default"
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -90,6 +91,7 @@ def _video_args(p: argparse.ArgumentParser) -> None:
                    help="where features and detector run (auto: CUDA when torch sees one)")
     p.add_argument("--ignore-names", action="store_true",
                    help="run even if the detector and the graph name the steps differently (with a warning)")
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     _segmenter_args(p)
 
 
@@ -212,6 +214,7 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     ev.add_argument("--ignore-names", action="store_true",
                     help="run even if the detector and the graph name the steps differently (with a warning)")
+    ev.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     _client_curve_args(view)
     keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients")
     keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
@@ -273,10 +276,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; returns its exit status."""
-    if args.command in ("run", "detector"):
+    if args.command in ("run", "detector", "eval"):
         from streaming.readers import quiet_codec_logs
 
-        quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
+        quiet_codec_logs(args.verbose)  # FFmpeg's own stderr lines would break the one-line error and the live view
     if args.command == "keys":
         return _keys(args)
     _defaults(args)

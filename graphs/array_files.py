@@ -23,6 +23,8 @@ NPY_MAGIC: Final = b"\x93NUMPY"
 ZIP_MAGIC: Final = b"PK\x03\x04"
 MAX_HEADER_BYTES: Final = 10_000  # numpy's own default limit on the header's text
 MAX_ARRAY_BYTES: Final = 8 * 2**30  # an hour of 4096-wide float32 features at 30 fps is 1.8 GB
+MAX_DIMENSIONS: Final = 32  # numpy's own limit on an array's number of dimensions (64 from numpy 2)
+MAX_DIMENSION: Final = 2**62  # one dimension's length: beyond what numpy's indices hold, even of an empty array
 REAL_KINDS: Final = "iuf"  # signed and unsigned integers, floats; "b" (bool) where a caller allows it
 
 
@@ -42,10 +44,11 @@ def _header(handle: IO[bytes], size: int, where: str, what: str) -> tuple[tuple[
             shape, fortran, dtype = npy_format.read_array_header_2_0(handle, max_header_size=MAX_HEADER_BYTES)
         else:
             raise ValueError(f"unknown .npy format version {version}")
-    except (ValueError, SyntaxError, TypeError, OverflowError, EOFError) as err:
+    except Exception as err:  # numpy's parser raises what its tokenizer or literal_eval meet (TokenError...)
         detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
         raise InputError(f"{where}: damaged .npy header ({detail})") from None
-    if not isinstance(shape, tuple) or not all(isinstance(n, int) and n >= 0 for n in shape):
+    if (not isinstance(shape, tuple) or len(shape) > MAX_DIMENSIONS
+            or not all(isinstance(n, int) and 0 <= n <= MAX_DIMENSION for n in shape)):
         raise InputError(f"{where}: damaged .npy header (shape {shape!r:.60})")
     return shape, dtype, bool(fortran), handle.tell()
 

@@ -204,10 +204,12 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
             # text speaks of the loader's options (weights_only...), not of what the user should give.
             raise InputError(f"{src}: not a detector checkpoint: expected a .pt file written by recognition-train "
                              "(this one cannot be read as one: another kind of file, or a damaged copy)") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+    # Each field's type before its value: a tensor stored where a string goes cannot even be compared with one.
+    found = data.get("format") if isinstance(data, dict) else type(data).__name__
+    if not isinstance(found, str) or found != FORMAT_NAME:
         raise InputError(f"{src}: field 'format' is {found!r:.60}, expected {FORMAT_NAME!r}")
-    if data.get("version") != FORMAT_VERSION:
+    version = data.get("version")
+    if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(
             f"{src}: unsupported checkpoint version {data.get('version')!r:.60} (this program reads {FORMAT_VERSION})"
         )
@@ -252,8 +254,11 @@ def _checked_weights(state: object, config: MiniROADConfig, src: str) -> dict[st
     """
     if not isinstance(state, dict):
         raise InputError(f"{src}: field 'state_dict' is missing")
-    with torch.device("meta"):
-        expected = {name: tuple(t.shape) for name, t in MiniROAD(config).state_dict().items()}
+    try:
+        with torch.device("meta"):
+            expected = {name: tuple(t.shape) for name, t in MiniROAD(config).state_dict().items()}
+    except Exception:  # sizes torch cannot even describe (its storage arithmetic overflows: RuntimeError, TypeError)
+        raise InputError(f"{src}: field 'config' announces a model too large to build ({config})") from None
     names = [name for name in state if isinstance(name, str)]
     missing = sorted(set(expected) - set(names))
     unexpected = sorted(str(name) for name in state if name not in expected)

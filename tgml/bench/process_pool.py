@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from graphs.interrupts import signals_deferred
+
 R = TypeVar("R")
 
 
@@ -38,7 +40,10 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
     if terminate is not None:
         terminate()
         return
-    for process in list((pool._processes or {}).values()):  # before 3.14 only the private table lists them
+    # Before 3.14 only the private attributes reach them. The queue's feeder thread may be blocked writing jobs that
+    # no worker will read (a job's data fills the pipe): shutting down would wait for it forever.
+    pool._call_queue.cancel_join_thread()  # type: ignore[attr-defined]
+    for process in list((pool._processes or {}).values()):
         process.terminate()
 
 
@@ -71,9 +76,12 @@ def run_jobs(
         # A fresh interpreter per worker ("spawn"): forking a parent whose torch thread pool already runs can hang.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint) as pool:
-            futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
             done: dict[int, R] = {}
             try:
+                # The first submit starts the workers; a worker cut off while it starts prints a traceback of its
+                # own, so a signal waits until they are all started, then ends them (below).
+                with signals_deferred():
+                    futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
                     bar.advance(task)

@@ -122,7 +122,7 @@ class FeatureDataset:
 
 
 def _load_array(path: Path, video: str, what: str, allow_bool: bool = False) -> np.ndarray:
-    if not path.is_file() and not path.is_symlink():
+    if not path.exists() and not path.is_symlink():
         raise InputError(f"video {video!r}: {what} file {path} is missing")
     # Real numbers only: complex values would lose their imaginary part in the float32 cast without a word.
     try:

@@ -293,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "bench-synthetic":
         if args.json:
             check_output(args.json, "results file", option="--json")
+        check_seed_count(args.seeds)
         synthetic_config = SyntheticConfig(
             _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
             _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,

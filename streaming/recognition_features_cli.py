@@ -3,7 +3,8 @@
 Usage::
 
     recognition-features --videos videos/ --annotations labels.json --extractor efficientnet-lite0 --fps 5 \\
-        --out features/ [--test-fraction 0.2 | --test-videos a,b] [--scenario tent] [--threads 2] [--device auto]
+        --out features/ [--test-fraction 0.2 | --test-videos a,b] [--scenario tent] [--threads 2] [--device auto] \\
+        [--verbose]
 
 ``labels.json`` is the annotation file ``tgml train`` reads; each annotated video of the scenario is looked up in
 ``--videos`` by its name (``.mp4``, ``.avi``, ``.mkv``, ``.mov`` or ``.webm``) and read with ``stream-detect``'s
@@ -12,6 +13,7 @@ readers at ``--fps`` frames per second. The output is a MiniROAD feature folder:
 ``split.json``. Progress bars show videos and frames. Running the same command again resumes: a video whose features
 exist for the same settings is skipped. Bad input ends with one ``error:`` line and exit status 2, before any frame
 is decoded where it can be known then; every file is written atomically, so nothing already extracted is lost.
+Ctrl-C and SIGTERM stop it alike (exit status 130 / 143), discarding only the video being written.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
         [--method {noisy-and,do,tgt-text}] [--config FILE] [--epochs N] [--lr LR] [--seed 42] [--relaxed] \\
-        [--include-mistakes] [--exclude-videos A,B] [--quiet] \\
+        [--include-mistakes] [--exclude-videos A,B] [--order-only] [--quiet] \\
         noisy-and only: [--edge-cost NATS] [--noise RHO] [--cut THETA] \\
         do only:        [--beta 0.005] [--augment] [--early-stop {none,sa-plateau,sa-threshold:X}] \\
                         [--edge-threshold {1/n,1/(n+2),1/N}]

@@ -92,6 +92,10 @@ class Files:
     def small_config(self) -> str:
         return self.text("small.toml", SMALL_CONFIG)
 
+    def fifo(self, name: str) -> str:
+        os.mkfifo(self.root / name)
+        return str(self.root / name)
+
     def missing(self, name: str) -> str:
         return str(self.root / name)
 
@@ -135,6 +139,7 @@ BROKEN_JSON: dict[str, Callable[[Files, str], str]] = {
     "huge-integer": lambda f, n: f.text(n, "1" * 5000),
     "key-twice": lambda f, n: f.text(n, '{"a": 1, "a": 2}'),
     "not-an-object": lambda f, n: f.text(n, "[1, 2]"),
+    "fifo": lambda f, n: f.fifo(n),  # reading it used to block for ever, waiting for a writer
 }
 JSON_OPTIONS: dict[str, tuple[Callable[[list[str]], object], Callable[[str], list[str]]]] = {
     "tgml-train-annotations": (tgml, lambda p: ["train", "--annotations", p, "--scenario", "demo-tea", "--out", "o"]),

@@ -28,7 +28,7 @@ MAX_DIMENSION: Final = 2**62  # one dimension's length: beyond what numpy's indi
 REAL_KINDS: Final = "iuf"  # signed and unsigned integers, floats; "b" (bool) where a caller allows it
 
 
-def _header(handle: IO[bytes], size: int, where: str, what: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
+def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
     """``(shape, dtype, fortran_order, data offset)`` of an ``.npy`` stream, every field checked."""
     start = handle.read(len(NPY_MAGIC))
     if start[: len(ZIP_MAGIC)] == ZIP_MAGIC:
@@ -97,7 +97,7 @@ def read_npy_stream(
         InputError: not an ``.npy`` stream, a damaged header, another dtype or number of dimensions, a size the data
             does not match, or more than ``max_bytes``.
     """
-    shape, dtype, fortran, offset = _header(handle, size, where, what)
+    shape, dtype, fortran, offset = _header(handle, where, what)
     _check(shape, dtype, size - offset, where, what, ndim, kinds, max_bytes)
     data = bytearray(size - offset)  # writable, unlike the bytes read() returns: callers may change the array
     view, got = memoryview(data), 0
@@ -118,18 +118,9 @@ def read_npy(
     kinds: str = REAL_KINDS,
     max_bytes: int = MAX_ARRAY_BYTES,
 ) -> np.ndarray:
-    """Load an ``.npy`` file, its header checked before the data is read (`read_npy_stream`).
-
-    Args:
-        path: the file.
-        what: what the array is, for the messages.
-        ndim: the number of dimensions required (None: any).
-        kinds: the dtype kinds accepted.
-        max_bytes: the largest array accepted.
-
-    Returns:
-        The array.
-    """
+    """Load the ``.npy`` file ``path``, its header checked before the data is read: `read_npy_stream` on the opened
+    file (the other arguments are its own); the file is opened by `graphs.files.open_input` (no FIFO, no device,
+    "permission denied")."""
     with open_input(path, what + " file") as handle:
         size = _size(handle)
         return read_npy_stream(handle, size, str(path), what, ndim, kinds, max_bytes)
@@ -149,7 +140,7 @@ def npy_shape(path: str | Path, what: str = "array", ndim: int | None = 2, kinds
     """
     with open_input(path, what + " file") as handle:
         size = _size(handle)
-        shape, dtype, _, offset = _header(handle, size, str(path), what)
+        shape, dtype, _, offset = _header(handle, str(path), what)
         _check(shape, dtype, size - offset, str(path), what, ndim, kinds, MAX_ARRAY_BYTES)
         return shape
 

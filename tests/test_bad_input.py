@@ -342,6 +342,8 @@ def flag_cases(tmp: str) -> list[Case]:
         flag("tgml-bench-seeds-0", tgml, ["bench-captaincook", "--data", tmp, "--seeds", "0"], "--seeds 0"),
         flag("prego-bench-seeds-0", prego_bench, ["--data", tmp, "--seeds", "0"], "--seeds 0"),
         flag("prego-bench-perturb-2", prego_bench, ["--data", tmp, "--perturb", "0,2"], "rate 2 is outside [0, 1]"),
+        flag("prego-bench-order-only-alone", prego_bench, ["--data", tmp, "--order-only"],
+             "--order-only is an option of --annotations FILE"),
         flag("prego-bench-perturb-x", prego_bench, ["--data", tmp, "--perturb", "x"], "--perturb"),
         flag("prego-bench-dataset", prego_bench, ["--data", tmp, "--dataset", "kitchen"], "kitchen"),
         flag("prego-bench-mode", prego_bench, ["--data", tmp, "--mode", "live"], "live"),
@@ -510,6 +512,7 @@ SEED_OPTIONS: dict[str, tuple[Callable[[list[str]], object], list[str]]] = {
     "recognition-features": (recognition_features, ["--videos", TMP, "--annotations", str(ANNOTATIONS), "--out",
                                                     f"{TMP}/f", "--seed"]),
     "recognition-train": (recognition_train, ["--features", TMP, "--out", f"{TMP}/d.pt", "--seed"]),
+    "prego-bench-replay": (prego_bench, ["replay", "--frames", str(ANNOTATIONS), "--seed"]),
 }
 
 

@@ -53,6 +53,7 @@ from rich.table import Table
 
 # Nothing at the top may import torch: the spawned processes, the checker's included, re-import this module.
 from graphs.checker import PreconditionChecker
+from graphs.options import seed_option
 from graphs.task_graph import END, START, TaskGraph, save_graph
 from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curve", action="store_true", help="CURVE on the checker's sockets")
     parser.add_argument("--flood", action="store_true", help="a peer floods malformed and oversized messages")
     parser.add_argument("--find-max", action="store_true", help="the largest K with p99 under 5 ms at --rate")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_option, default=0)
     args = parser.parse_args(argv)
     config = LoadConfig(args.streams, args.rate, args.seconds, args.steps, args.mistakes, args.curve, args.flood,
                         args.seed)

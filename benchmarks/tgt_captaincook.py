@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.edge_metrics import compare_graphs
+from graphs.options import seed_option
 from tgml.bench.captaincook import load_procedures, mean_ci90
 from tgml.learners.registry import learner
 from tgml.learners.tgt_text.train import train_tgt_text
@@ -44,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=_data_default(), help="captaincook4d data folder")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    parser.add_argument("--seed-base", type=int, default=42, help="first seed (default 42)")
+    parser.add_argument("--seed-base", type=seed_option, default=42, help="first seed (default 42)")
     parser.add_argument("--procedures", default="", help="comma-separated subset (default all 24)")
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tgt-text.toml", help="settings file")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

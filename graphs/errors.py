@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import NoReturn, ParamSpec, TypeVar
 
+from graphs.interrupts import Interrupted, handling_signals
 from graphs.safe_text import printable
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+INTERRUPTED_NOTE = "stopped; no output is left half-written (the file being written, if any, was discarded)"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -91,25 +94,30 @@ def plain_summary(docstring: str | None) -> str:
 
 
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2.
+    """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
+    end the run alike (`graphs.interrupts`): one line saying which came, exit status 130 or 143.
 
-    Only `InputError`, `RunError` (exit status 1) and a Ctrl-C are turned into a short message: any other
+    Only `InputError`, `RunError` (exit status 1) and an interrupt are turned into a short message: any other
     exception is a bug in this project and keeps its traceback. The line is made `printable`: a path or a name
-    holding a newline or a terminal escape sequence is shown escaped, on one line.
+    holding a newline or a terminal escape sequence is shown escaped, on one line. An interrupted command has
+    left every output file whole or absent (the atomic writer discards the file it was writing), which the line
+    says.
     """
 
     @wraps(main)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return main(*args, **kwargs)
+            with handling_signals():
+                return main(*args, **kwargs)
         except InputError as err:
             print(f"error: {printable(err)}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
         except RunError as err:
             print(f"error: {printable(err)}", file=sys.stderr)
             raise SystemExit(EXIT_FAILURE) from None
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
+        except KeyboardInterrupt as err:
+            stop = err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
+            print(f"interrupted by {stop.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
+            raise SystemExit(stop.exit_status) from None
 
     return wrapper

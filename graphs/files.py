@@ -1,38 +1,117 @@
 """Reading the JSON, TOML and YAML files users hand us, with one-line errors instead of tracebacks;
-checking outputs before a run (`check_output`) and writing files atomically (`atomic_path`, `write_text`).
+checking outputs before a run (`check_output`) and writing files atomically (`atomic_path`, `write_text`,
+`write_bytes`): the one writer every output goes through.
 
-Every command writes through `atomic_path`, and a write never destroys what stands at the output path: a symlink is
-written through (its target is replaced, atomically), and only a regular file, or a path where nothing exists yet,
-is ever replaced. A device node, FIFO, socket or folder there is refused with one line (`output_target`).
+Reading (`open_input`) never blocks on a FIFO, never reads a device, and says "permission denied" for a file it may
+not read; a text file larger than `MAX_TEXT_FILE_BYTES` is refused before it is read.
+
+Writing never destroys what stands at the output path and never writes anywhere else:
+
+- only a regular file, or a path where nothing exists yet, is ever replaced; a device node, FIFO, socket or folder
+  there is refused with one line (`output_target`);
+- a **symbolic link is never written through**, whether it is given directly (``--out link.json``) or planted inside
+  an output folder (``features/rgb_x/video.npy``, an eval cache entry, ``--annotate-out DIR/video.mp4``, a key
+  file): the write is refused with one line naming the link, like ``install -T`` would not follow it. Write to the
+  file the link points to by naming that file. The folders a user names (``--out DIR``, ``$MISTAKE_CACHE``) may be
+  links to folders elsewhere; sub-folders a command makes inside them may not (``inside``);
+- the file is written in a private temporary folder (mode 0700) beside the output, then renamed onto it, so a
+  reader sees the old file or the whole new one, and a crash, a full disk or a signal leaves no half file; the
+  rename and the cleanup are never cut by SIGINT or SIGTERM (`graphs.interrupts.signals_deferred`);
+- secret files are created with ``O_EXCL | O_NOFOLLOW`` and mode 0600 before a byte is written (`write_bytes`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import stat
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Final
 
 from graphs.errors import InputError
+from graphs.interrupts import signals_deferred
+
+MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
+
+
+def open_input(path: str | Path, what: str, hint: str = "", limit: int | None = None) -> IO[bytes]:
+    """Open an input file for reading, refusing (one line) anything that is not a readable regular file.
+
+    A FIFO is opened without blocking and refused, as are devices, sockets and folders; a file the process may not
+    read is "permission denied", not "not a <what>".
+
+    Args:
+        path: the file.
+        what: what the file is, for the message (``"graph file"``...).
+        hint: appended to the "not found" message (where such a file usually comes from).
+        limit: the largest size accepted, in bytes (None: any).
+
+    Returns:
+        The open binary file (close it, or use it in a ``with``).
+
+    Raises:
+        InputError: naming the file and what is wrong with it.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(f"{path}: {what} not found{hint}") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied, cannot read the {what}") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path}: is a folder, expected a {what}")
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: is {_kind(info.st_mode)}, not a regular file; expected a {what}")
+        if limit is not None and info.st_size > limit:
+            raise InputError(f"{path}: {info.st_size} bytes is too large for a {what} (at most {limit})")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes:
+    """A whole input file's bytes, at most ``limit`` of them (`open_input` says what else is refused).
+
+    Args:
+        path: the file.
+        what: what the file is, for the message.
+        limit: the largest size accepted, in bytes (checked before reading, and again while reading: a file that
+            grows meanwhile is not read past it).
+        hint: appended to the "not found" message.
+
+    Returns:
+        The content.
+    """
+    with open_input(path, what, hint, limit) as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as err:
+            raise InputError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: too large for a {what} (at most {limit} bytes)")
+    return data
 
 
 def _read_text(path: Path, what: str, hint: str = "") -> str:
     """The file's UTF-8 text; the I/O failures every reader shares become one-line `InputError`s."""
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found{hint}") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, expected a {what}") from None
+        return read_bytes(path, what, MAX_TEXT_FILE_BYTES, hint).decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text file, expected a {what}") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read {what} ({err.strerror})") from None
 
 
 def read_text_file(path: str | Path, what: str = "file") -> str:
@@ -178,7 +257,12 @@ def check_output(
         raise InputError(f"{named}: is a file, expected a folder for the {what}")
     if not folder and path.is_dir():
         raise InputError(f"{named}: is a folder, expected a file name for the {what}")
-    parent = (path if folder else output_target(path, what)).parent
+    if not folder:
+        try:
+            output_target(path, what)
+        except InputError as err:
+            raise InputError(f"{option} {err}" if option else str(err)) from None
+    parent = path.parent
     existing = parent
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -191,28 +275,58 @@ def check_output(
     return path
 
 
-def write_text(path: str | Path, text: str, what: str = "output file") -> Path:
+def write_text(path: str | Path, text: str, what: str = "output file", inside: str | Path | None = None) -> Path:
     """Write a text file atomically (`atomic_path`), parents created; an OS failure is a one-line `InputError`.
 
     Args:
         path: the file.
         text: its whole content.
         what: what the file is, for the message.
+        inside: the output folder the user named, when ``path`` lies in sub-folders a command makes in it.
+
+    Returns:
+        ``path`` as a `Path`.
+    """
+    return write_bytes(path, text.encode("utf-8"), what, inside=inside)
+
+
+def write_bytes(
+    path: str | Path,
+    data: bytes,
+    what: str = "output file",
+    inside: str | Path | None = None,
+    mode: int | None = None,
+    replace: bool = True,
+) -> Path:
+    """Write a file atomically (`atomic_path`); the file is created with ``O_EXCL | O_NOFOLLOW`` before it is written.
+
+    Args:
+        path: the file.
+        data: its whole content.
+        what: what the file is, for the message.
+        inside: the output folder the user named, when ``path`` lies in sub-folders a command makes in it.
+        mode: permission bits the file is created with and keeps (`SECRET_MODE` for a key: never readable by
+            others, not even half written); None: the default for a new file, those of the file it replaces.
+        replace: replace a regular file at ``path``; False refuses one that exists (found only at the last moment,
+            when another process made it meanwhile: it is never overwritten).
 
     Returns:
         ``path`` as a `Path`.
     """
     path = Path(path)
-    try:
-        with atomic_path(path, what=what) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
+    with atomic_path(path, what=what, inside=inside, mode=mode, replace=replace) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666 if mode is None else mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
     return path
 
 
+SECRET_MODE: Final = 0o600  # a secret key: its owner reads and writes it, nobody else
+
 _FILE_KINDS = (
     (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -220,68 +334,158 @@ _FILE_KINDS = (
 )
 
 
-def output_target(path: str | Path, what: str = "output file") -> Path:
-    """The file that writing ``path`` replaces, refused unless it is a regular file or does not exist yet.
+def _kind(mode: int) -> str:
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
 
-    A symlink is followed to its final target, so a write goes through the link instead of replacing the link;
-    a device node, FIFO, socket or folder at the path (or at the end of its links) is refused: renaming a file over
-    ``/dev/full`` replaces the device itself.
+
+def output_target(path: str | Path, what: str = "output file") -> Path:
+    """``path``, refused unless it is a regular file or nothing exists there yet.
+
+    A symbolic link is refused (never followed: it may have been planted to send the write elsewhere), like a device
+    node, FIFO, socket or folder (renaming a file over ``/dev/full`` replaces the device itself).
 
     Args:
-        path: the output path as the user gave it.
+        path: the output path as the user gave it (or as a command made it inside an output folder).
         what: what the output is, for the message.
 
     Returns:
-        The path to replace: ``path`` itself, or the end of its symlinks.
+        ``path`` as a `Path`.
 
     Raises:
-        InputError: the path is something other than a regular file, or cannot be examined (a symlink loop).
+        InputError: the path is something other than a regular file, or cannot be examined.
     """
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
-        mode = os.stat(target).st_mode
+        mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):  # nothing there yet (a file as a parent fails when writing)
-        return target
+        return path
     except OSError as err:
         raise InputError(f"{path}: cannot examine the {what} path ({err.strerror or err})") from None
+    if stat.S_ISLNK(mode):
+        try:
+            to = f" (to {os.readlink(path)})"
+        except OSError:
+            to = ""
+        raise InputError(f"{path}: is a symbolic link{to}, not a regular file; refusing to write the {what} "
+                         "through it (name the file itself)")
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
-        via = f" (through the link to {target})" if target != path else ""
-        raise InputError(f"{path}: is {kind}{via}, not a regular file; refusing to replace it with the {what}")
-    return target
+        raise InputError(f"{path}: is {_kind(mode)}, not a regular file; refusing to replace it with the {what}")
+    return path
+
+
+def make_folders(folder: str | Path, inside: str | Path | None = None, what: str = "output file") -> Path:
+    """Make ``folder`` (and its parents); below ``inside``, every part must be a real folder, never a link.
+
+    Args:
+        folder: the folder to make.
+        inside: the output folder the user named (made with its parents if missing, and may itself be a link); the
+            sub-folders between it and ``folder`` are a command's own and are refused if a link or a file stands
+            where one goes. None: ``folder`` is made as named.
+        what: what will be written there, for the message.
+
+    Returns:
+        ``folder`` as a `Path`.
+
+    Raises:
+        InputError: a link or a file where a sub-folder goes, or an OS error (naming the folder).
+    """
+    folder = Path(folder)
+    try:
+        _make_folders(folder, inside, what)
+    except OSError as err:
+        raise InputError(f"{folder}: cannot make the folder for the {what} ({err.strerror or err})") from None
+    return folder
+
+
+def _make_folders(folder: Path, inside: str | Path | None, what: str) -> None:
+    if inside is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    current = Path(inside)
+    current.mkdir(parents=True, exist_ok=True)
+    for part in folder.relative_to(current).parts:
+        current = current / part
+        try:
+            current.mkdir()
+        except FileExistsError:
+            mode = os.lstat(current).st_mode
+            if not stat.S_ISDIR(mode):
+                raise InputError(f"{current}: is {_kind(mode)}, not a folder; refusing to write the {what} "
+                                 "through it") from None
 
 
 @contextmanager
-def atomic_path(path: str | Path, suffix: str = "", what: str = "output file") -> Iterator[Path]:
-    """A temporary path beside the output to write to, moved onto it only if the block succeeds.
+def atomic_path(
+    path: str | Path,
+    suffix: str = "",
+    what: str = "output file",
+    inside: str | Path | None = None,
+    mode: int | None = None,
+    replace: bool = True,
+) -> Iterator[Path]:
+    """A temporary path to write the output to, moved onto the output only if the block succeeds.
 
-    The move is ``os.replace`` within one folder, so readers see the old file or the whole new one,
-    never half a file (a crash, a full disk, Ctrl-C); on failure the temporary file is removed and
-    the output is left as it was. The process id in the name keeps two writers of one file apart.
-    The output is `output_target` of ``path``: a symlink is written through to its target (which keeps its
-    permission bits), and anything but a regular file is refused before the block runs and again just before the
-    move.
+    The temporary path lies in a private folder (mode 0700, a dot name beside the output) that no other user can
+    put anything into, so a writer that opens the path by name (``torch.save``, OpenCV, matplotlib) writes where it
+    is told. The move is ``os.replace`` within one file system: readers see the old file or the whole new one,
+    never half a file (a crash, a full disk, Ctrl-C); on failure the temporary folder is removed and the output is
+    left as it was. The output is checked by `output_target` before the block runs and again just before the move:
+    a symbolic link, device, FIFO, socket or folder there is refused.
 
     Args:
-        path: the file to write; its parent folders are created.
+        path: the file to write; its parent folders are made (`make_folders`).
         suffix: ending of the temporary name, for writers that choose the format by it (``".mp4"``).
-        what: what the output is, for the message of a refusal.
+        what: what the output is, for the messages.
+        inside: the output folder the user named, when ``path`` lies in sub-folders a command makes in it.
+        mode: permission bits of the result (None: those of the file it replaces, else what the writer made).
+        replace: False refuses to replace a file that exists by the time of the move (it is never overwritten).
 
     Yields:
-        The temporary path (hidden: a dot name in the same folder).
+        The temporary path (nothing exists there yet).
 
     Raises:
-        InputError: the output path is a device, FIFO, socket or folder (see `output_target`).
+        InputError: the output path is refused (see `output_target`), or an OS error while writing or moving (a
+            full disk, say): one line naming the output.
     """
-    target = output_target(path, what)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp{suffix}")
+    path = Path(path)
+    output_target(path, what)
+    try:
+        _make_folders(path.parent, inside, what)
+        with signals_deferred():  # made and registered for removal as one step
+            scratch = Path(tempfile.mkdtemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent))
+    except OSError as err:
+        raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
+    tmp = scratch / f"{path.name}{suffix}"
     try:
         yield tmp
-        output_target(target, what)  # again: something other than a file may have been put there meanwhile
-        if target.exists():
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-        os.replace(tmp, target)
+        with signals_deferred():
+            _commit(tmp, path, what, mode, replace)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with signals_deferred():
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _commit(tmp: Path, path: Path, what: str, mode: int | None, replace: bool) -> None:
+    """Move the finished temporary file onto the output (the last step of `atomic_path`)."""
+    if not tmp.is_file() or tmp.is_symlink():
+        raise InputError(f"{path}: the {what} was not written")
+    output_target(path, what)  # again: something other than a file may have been put there meanwhile
+    if mode is None and path.exists():
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode is not None:
+        os.chmod(tmp, mode)
+    if replace:
+        os.replace(tmp, path)  # replaces a link planted since the check, never writes through it
+        return
+    try:
+        os.link(tmp, path)  # fails if anything, a link included, exists there
+    except FileExistsError:
+        raise InputError(f"{path}: exists; refusing to replace it with the {what}") from None
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):  # a file system without hard links
+            raise
+        if os.path.lexists(path):
+            raise InputError(f"{path}: exists; refusing to replace it with the {what}") from None
+        os.rename(tmp, path)

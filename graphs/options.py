@@ -1,9 +1,11 @@
-"""Bounds of the options several commands share (``--threads``, ``--workers``, ``--fps``), checked in one place.
+"""Bounds of the options several commands share (``--threads``, ``--workers``, ``--fps``, ``--seed``), checked in one
+place.
 
 Each bound turns a value that would crash or silently do nothing into a one-line error: ``torch.set_num_threads``
 with 100000 threads ends the process with a segmentation fault, 0 threads means "torch's default" only by
-accident, and a frame rate below one frame per second leaves no frame to process in a short video. The ``*_option``
-functions are argparse ``type=`` callables; `check_threads` serves config files and dataclasses.
+accident, a frame rate below one frame per second leaves no frame to process in a short video, and a seed of -1 or
+10^30 ends in numpy's or torch's own traceback. The ``*_option`` functions are argparse ``type=`` callables;
+`check_threads` and `check_seed` serve config files and dataclasses.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from graphs.errors import InputError
 THREADS_PER_CORE: Final = 4  # more threads than this per core only adds switching; far more crashes torch
 MIN_FPS: Final = 1.0  # frames per second of video: below one, a short video yields no frame at all
 MAX_FPS: Final = 1000.0  # far above any camera or label stream; a typo (60000) is refused instead of run
+MAX_SEED: Final = 2**32 - 1  # what every generator takes (numpy's legacy seeding stops here, torch at 2^64)
+SEED_RULE: Final = f"an integer in 0..{MAX_SEED}"
+MAX_SEED_COUNT: Final = 1000  # training seeds of one benchmark run (the paper uses 5)
 
 
 def max_threads() -> int:
@@ -101,3 +106,49 @@ def fps_option(text: str) -> float:
         return check_fps(value, "value")
     except InputError as err:
         raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
+
+
+def is_seed(value: object) -> bool:
+    """Whether ``value`` is a seed every random generator here accepts: an integer (not a bool) in ``0..MAX_SEED``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
+
+
+def check_seed(value: object, option: str = "--seed") -> int:
+    """Refuse a seed outside ``0..MAX_SEED``.
+
+    Args:
+        value: the seed.
+        option: the option or field named in the error.
+
+    Returns:
+        The seed.
+
+    Raises:
+        InputError: naming the option and the value.
+    """
+    if not is_seed(value):
+        raise InputError(f"{option} {value!r:.60}: must be {SEED_RULE}")
+    return value  # type: ignore[return-value]
+
+
+def seed_option(text: str) -> int:
+    """argparse type of ``--seed`` and the options that give a first seed: see `check_seed`."""
+    try:
+        return check_seed(_integer(text), "value")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
+
+
+def check_seed_count(value: int, option: str = "--seeds") -> int:
+    """Refuse a number of training seeds outside ``1..MAX_SEED_COUNT`` (``--seeds 10^30`` would never end).
+
+    Args:
+        value: how many seeds.
+        option: the option named in the error.
+
+    Returns:
+        The count.
+    """
+    if not 1 <= value <= MAX_SEED_COUNT:
+        raise InputError(f"{option} {value}: need at least 1 (and at most {MAX_SEED_COUNT})")
+    return value

@@ -20,7 +20,8 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
 names none) loads with ``scenario = None``, and only its step names are compared with a task graph's.
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
-file, another format, another version, weights that do not fit the stored config or are not finite,
+file (whatever its bytes: the loader is fuzzed), another format, another version, a field of the wrong type, weights
+that are not exactly the tensors of the stored config (checked before the model is built) or are not finite,
 inconsistent class lists, and class names or step ids the live pipeline could not send (`graphs.limits`: names of
 at most `MAX_NAME` characters, step ids in ``0..2^31-1``).
 """
@@ -29,8 +30,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import pickle
-import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,12 +38,13 @@ from typing import Any, Final
 import torch
 
 from graphs.errors import InputError
-from graphs.files import atomic_path
+from graphs.files import atomic_path, open_input
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.model import MiniROAD, MiniROADConfig
 
 FORMAT_NAME: Final = "miniroad-detector"
 FORMAT_VERSION: Final = 1
+MAX_CHECKPOINT_BYTES: Final = 4 * 2**30  # the published 4096-d MiniROAD is 115 MB; a bigger "checkpoint" is not one
 
 
 @dataclass(frozen=True)
@@ -164,13 +164,23 @@ def save_detector(
         "scenario": meta.scenario,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    with atomic_path(path, what="detector checkpoint") as tmp:
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as err:  # torch's zip writer reports a full disk (or any write error) this way
+            detail = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+            raise InputError(f"{path}: cannot write the detector checkpoint ({detail}); the file at this path, "
+                             "if any, is unchanged") from None
     return meta
 
 
 def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple[MiniROAD, DetectorCheckpoint]:
-    """Read a detector checkpoint and rebuild the model (in eval mode).
+    """Read a detector checkpoint and rebuild the model (in eval mode): the one loader of detector checkpoints.
+
+    Whatever the bytes, the result is the model or one `InputError` naming the file: the file is opened as a
+    regular file of at most `MAX_CHECKPOINT_BYTES`, unpickled with ``weights_only`` (no code runs), and every field
+    is checked, the weights against the stored config on torch's ``meta`` device before any of the model is
+    allocated (a config that announces 10^12 inputs is refused, not built).
 
     Args:
         path: checkpoint file written by `save_detector`.
@@ -180,29 +190,31 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         ``(model, checkpoint)``.
 
     Raises:
-        InputError: missing/unreadable/truncated file, another format or version, weights that do not fit
-            or hold NaN/infinity, class lists of the wrong length or type.
+        InputError: missing/unreadable/truncated file, another format or version, a field of the wrong type,
+            weights that do not fit the config or hold NaN/infinity, class lists of the wrong length or type.
     """
     path = Path(path)
     src = str(path)
-    if not path.is_file():
-        raise InputError(f"{src}: detector checkpoint not found")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, OSError):
-        # A truncated file fails inside torch's zip reader with a bare OSError (EINVAL), an unreadable one too.
-        # torch's own text speaks of its loader's options (weights_only...), not of what the user should give.
-        raise InputError(f"{src}: not a detector checkpoint: expected a .pt file written by recognition-train "
-                         "(this one cannot be read as one: another kind of file, or a damaged copy)") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise InputError(f"{src}: field 'format' is {found!r}, expected {FORMAT_NAME!r}")
-    if data.get("version") != FORMAT_VERSION:
+    with open_input(path, "detector checkpoint", limit=MAX_CHECKPOINT_BYTES) as handle:
+        try:
+            data = torch.load(handle, map_location="cpu", weights_only=True)
+        except Exception:
+            # Whatever torch's reader raises on these bytes (a zip error, KeyError, IndexError, struct.error, a bare
+            # OSError on a truncated file, RecursionError...), the file is not a checkpoint it can read; its own
+            # text speaks of the loader's options (weights_only...), not of what the user should give.
+            raise InputError(f"{src}: not a detector checkpoint: expected a .pt file written by recognition-train "
+                             "(this one cannot be read as one: another kind of file, or a damaged copy)") from None
+    # Each field's type before its value: a tensor stored where a string goes cannot even be compared with one.
+    found = data.get("format") if isinstance(data, dict) else type(data).__name__
+    if not isinstance(found, str) or found != FORMAT_NAME:
+        raise InputError(f"{src}: field 'format' is {found!r:.60}, expected {FORMAT_NAME!r}")
+    version = data.get("version")
+    if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(
-            f"{src}: unsupported checkpoint version {data.get('version')!r} (this program reads {FORMAT_VERSION})"
+            f"{src}: unsupported checkpoint version {data.get('version')!r:.60} (this program reads {FORMAT_VERSION})"
         )
     cfg = data.get("config")
-    if not isinstance(cfg, dict):
+    if not isinstance(cfg, dict) or not all(isinstance(key, str) for key in cfg):
         raise InputError(f"{src}: field 'config' must be an object")
     try:
         config = MiniROADConfig(**cfg)
@@ -214,7 +226,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         if not isinstance(data.get(key), list | tuple):  # a string would pass as a list of one-letter names
             raise InputError(f"{src}: field {key!r} must be a list (one entry per class)")
     info = data.get("info", {})
-    if not isinstance(info, dict):
+    if not isinstance(info, dict) or not all(isinstance(key, str) for key in info):
         raise InputError(f"{src}: field 'info' must be an object")
     try:
         meta = DetectorCheckpoint(
@@ -228,18 +240,39 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
         )
     except (InputError, TypeError, ValueError) as err:
         raise InputError(f"{src}: {str(err).removeprefix('detector checkpoint: ')}") from None
+    state = _checked_weights(data.get("state_dict"), config, src)
     model = MiniROAD(config)
-    state = data.get("state_dict")
+    model.load_state_dict(state)
+    return model.to(device).eval(), meta
+
+
+def _checked_weights(state: object, config: MiniROADConfig, src: str) -> dict[str, torch.Tensor]:
+    """The stored weights, refused unless they are exactly the tensors a model of ``config`` holds, all finite.
+
+    The expected names and shapes come from a model built on torch's ``meta`` device (no memory behind it), so a
+    config that does not fit its weights is refused before the real model is allocated.
+    """
     if not isinstance(state, dict):
         raise InputError(f"{src}: field 'state_dict' is missing")
-    for name, tensor in state.items():
-        # NaN weights load fine and only show up as NaN probabilities at the first live frame.
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise InputError(f"{src}: weights {name!r} contain NaN or infinity (a diverged training run?)")
     try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        lines = str(err).strip().splitlines()
-        detail = " ".join(line.strip() for line in lines[1:3]) or lines[0]
-        raise InputError(f"{src}: weights do not fit the stored config ({detail[:160]})") from None
-    return model.to(device).eval(), meta
+        with torch.device("meta"):
+            expected = {name: tuple(t.shape) for name, t in MiniROAD(config).state_dict().items()}
+    except Exception:  # sizes torch cannot even describe (its storage arithmetic overflows: RuntimeError, TypeError)
+        raise InputError(f"{src}: field 'config' announces a model too large to build ({config})") from None
+    names = [name for name in state if isinstance(name, str)]
+    missing = sorted(set(expected) - set(names))
+    unexpected = sorted(str(name) for name in state if name not in expected)
+    if missing or unexpected:
+        detail = f"missing {', '.join(missing[:3])}" if missing else f"unexpected {', '.join(unexpected[:3])}"
+        raise InputError(f"{src}: weights do not fit the stored config ({detail:.160})")
+    for name, shape in expected.items():
+        tensor = state[name]
+        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or not tensor.is_floating_point():
+            raise InputError(f"{src}: weights {name!r} must be a tensor of floating-point numbers")
+        if tuple(tensor.shape) != shape:
+            raise InputError(f"{src}: weights do not fit the stored config ({name} has shape {tuple(tensor.shape)}, "
+                             f"the config needs {shape})")
+        # NaN weights load fine and only show up as NaN probabilities at the first live frame.
+        if not torch.isfinite(tensor).all():
+            raise InputError(f"{src}: weights {name!r} contain NaN or infinity (a diverged training run?)")
+    return {name: state[name] for name in expected}

@@ -32,11 +32,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from graphs.array_files import REAL_KINDS, read_npy
 from graphs.errors import InputError
-from graphs.files import atomic_path, read_json
+from graphs.files import atomic_path, read_json, write_text
+from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 
 TARGETS_DIR = "target_perframe"
 SPLIT_FILE = "split.json"
@@ -119,18 +122,15 @@ class FeatureDataset:
 
 
 def _load_array(path: Path, video: str, what: str, allow_bool: bool = False) -> np.ndarray:
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise InputError(f"video {video!r}: {what} file {path} is missing")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise InputError(f"video {video!r}: cannot read {what} file {path} ({err})") from None
-    if array.ndim != 2 or array.shape[0] == 0:
-        raise InputError(f"video {video!r}: {what} in {path} has shape {array.shape}, expected (frames, width)")
     # Real numbers only: complex values would lose their imaginary part in the float32 cast without a word.
-    real = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
-    if not (real or (allow_bool and array.dtype == np.bool_)):
-        raise InputError(f"video {video!r}: {what} in {path} has dtype {array.dtype}, expected real numbers")
+    try:
+        array = read_npy(path, what, ndim=2, kinds=REAL_KINDS + ("b" if allow_bool else ""))
+    except InputError as err:
+        raise InputError(f"video {video!r}: {err}") from None
+    if array.shape[0] == 0:
+        raise InputError(f"video {video!r}: {what} in {path} has shape {array.shape}, expected (frames, width)")
     return array
 
 
@@ -177,38 +177,104 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     return VideoFeatures(video, features, targets / row_sum[:, None])  # a multi-hot row is split evenly
 
 
-def read_split_file(path: str | Path) -> dict[str, object]:
-    """A ``split.json`` (this module's, or MiniROAD's) as a JSON object; `split_list` reads its video lists.
+@dataclass(frozen=True)
+class SplitFile:
+    """A checked ``split.json`` (this module's, or MiniROAD's ``*_session_set`` keys): the one loader of split files.
 
-    Raises:
-        InputError: the file is missing, unreadable, not JSON or not an object.
+    Attributes:
+        path: the file, as errors name it.
+        train: training video names, as listed.
+        test: test video names, as listed.
+        class_names: one name per target column, or None when the file gives none.
+        class_step_ids: task-graph step id per column (None for background), or None when the file gives none.
+        fps: feature frames per second, or None.
+        feature_extractor: the extractor's name, or None.
+        scenario: the procedure, or None.
     """
-    split = read_json(path, "split file")
-    if not isinstance(split, dict):
-        raise InputError(f"{path}: expected an object with 'train' and 'test' lists")
-    return split
+
+    path: str
+    train: tuple[str, ...]
+    test: tuple[str, ...]
+    class_names: tuple[str, ...] | None = None
+    class_step_ids: tuple[int | None, ...] | None = None
+    fps: float | None = None
+    feature_extractor: str | None = None
+    scenario: str | None = None
 
 
-def split_list(split: dict[str, object], key: str, src: str) -> list[str]:
-    """One video list of a split file: ``key`` (``"train"`` / ``"test"``) or MiniROAD's ``<key>_session_set``.
-
-    Args:
-        split: the file's object (`read_split_file`).
-        key: ``"train"`` or ``"test"``.
-        src: what errors name (the file, or the option that gave it).
-
-    Returns:
-        The video names as listed.
-
-    Raises:
-        InputError: the list is missing or not a list of names.
-    """
+def _video_names(split: dict[str, object], key: str, src: str) -> tuple[str, ...]:
+    """One video list: ``key`` or MiniROAD's ``<key>_session_set``; names are file names (no folder, no '..')."""
     value = split.get(key, split.get(f"{key}_session_set"))
     if value is None:
         raise InputError(f"{src}: missing field {key!r} (a list of video names)")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InputError(f"{src}: field {key!r} must be a list of video names")
-    return value
+    for name in value:
+        if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or len(name) > MAX_NAME:
+            raise InputError(f"{src}: field {key!r}: {name!r:.80} is not a video name (a file name without a folder)")
+    twice = _first_repeat(value)
+    if twice is not None:
+        raise InputError(f"{src}: field {key!r} names video {twice!r:.80} twice")
+    return tuple(value)
+
+
+def _first_repeat(values: list[Any]) -> Any:
+    """The first value met a second time (in one pass: a list of 10^5 names costs no more than reading it)."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
+
+
+def load_split(path: str | Path, option: str = "") -> SplitFile:
+    """Read and check a split file: every field it has, whatever the bytes (`SplitFile`).
+
+    Args:
+        path: the file.
+        option: the option that gave it (``"--split"``), named in errors with the path.
+
+    Returns:
+        The checked split.
+
+    Raises:
+        InputError: the file is missing, unreadable or not JSON; a list is missing or not of names; a video is
+            named twice or in both lists; an optional field has the wrong type.
+    """
+    src = f"{option} {path}" if option else str(path)
+    split = read_json(path, "split file")
+    if not isinstance(split, dict):
+        raise InputError(f"{src}: expected an object with 'train' and 'test' lists")
+    train, test = _video_names(split, "train", src), _video_names(split, "test", src)
+    both = next((v for v in test if v in set(train)), None)
+    if both is not None:
+        raise InputError(f"{src}: video {both!r:.80} is listed in both 'train' and 'test'")
+    names = split.get("class_names")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) and len(n) <= MAX_NAME
+                                                                       for n in names)):
+        raise InputError(f"{src}: field 'class_names' must be a list of names (at most {MAX_NAME} characters)")
+    step_ids = split.get("class_step_ids")
+    if step_ids is not None and (not isinstance(step_ids, list)
+                                 or not all(s is None or is_step_id(s) for s in step_ids)):
+        raise InputError(f"{src}: field 'class_step_ids' must hold step ids ({STEP_ID_RULE}) or null")
+    if step_ids is not None:
+        twice_id = _first_repeat([s for s in step_ids if s is not None])
+        if twice_id is not None:
+            raise InputError(f"{src}: 'class_step_ids' gives step id {twice_id} to two classes")
+    fps = split.get("fps")
+    if fps is not None and (isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps)
+                            or fps <= 0):
+        raise InputError(f"{src}: field 'fps' = {fps!r:.60} must be a finite number > 0")
+    extractor = split.get("feature_extractor")
+    if extractor is not None and (not isinstance(extractor, str) or not extractor or len(extractor) > MAX_NAME):
+        raise InputError(f"{src}: field 'feature_extractor' must be a name")
+    scenario = split.get("scenario")
+    if scenario is not None and (not isinstance(scenario, str) or len(scenario) > MAX_NAME):
+        raise InputError(f"{src}: field 'scenario' must be a name or null")
+    return SplitFile(src, train, test, None if names is None else tuple(names),
+                     None if step_ids is None else tuple(step_ids), None if fps is None else float(fps),
+                     extractor, scenario or None)
 
 
 def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) -> FeatureDataset:
@@ -225,18 +291,16 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: features folder not found")
-    split_path = root / config.split
-    split = read_split_file(split_path)
-    src = str(split_path)
-    train_names, test_names = split_list(split, "train", src), split_list(split, "test", src)
-    if not train_names or not test_names:
+    split = load_split(root / config.split)
+    src = split.path
+    if not split.train or not split.test:
         raise InputError(f"{src}: both 'train' and 'test' must list at least one video")
     if config.rgb and not (root / config.rgb).is_dir():
         raise InputError(f"{root}: RGB feature folder {config.rgb!r} not found")
     if config.flow and not (root / config.flow).is_dir():
         raise InputError(f"{root}: flow feature folder {config.flow!r} not found")
-    train = tuple(load_video(root, v, config) for v in train_names)
-    test = tuple(load_video(root, v, config) for v in test_names)
+    train = tuple(load_video(root, v, config) for v in split.train)
+    test = tuple(load_video(root, v, config) for v in split.test)
     width, n_cls = train[0].features.shape[1], train[0].targets.shape[1]
     for video in train + test:
         if video.features.shape[1] != width:
@@ -244,32 +308,12 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
         if video.targets.shape[1] != n_cls:
             raise InputError(f"video {video.name!r}: {video.targets.shape[1]} target classes, others have {n_cls}")
     # Everything the checkpoint will hold is checked here, before training, not when it is saved.
-    names = split.get("class_names") or ["background", *(f"class_{c}" for c in range(1, n_cls))]
-    step_ids = split.get("class_step_ids") or [None, *range(1, n_cls)]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InputError(f"{src}: field 'class_names' must be a list of names")
-    if not isinstance(step_ids, list):
-        raise InputError(f"{src}: field 'class_step_ids' must be a list of integers or null")
+    names = split.class_names or ("background", *(f"class_{c}" for c in range(1, n_cls)))
+    step_ids = split.class_step_ids or (None, *range(1, n_cls))
     if len(names) != n_cls or len(step_ids) != n_cls:
         raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
-    if any(s is not None and (not isinstance(s, int) or isinstance(s, bool)) for s in step_ids):
-        raise InputError(f"{src}: 'class_step_ids' must hold integers or null")
-    taken = [s for s in step_ids if s is not None]
-    if len(set(taken)) != len(taken):
-        twice = next(s for s in taken if taken.count(s) > 1)
-        raise InputError(f"{src}: 'class_step_ids' gives step id {twice} to two classes")
-    fps = split.get("fps", config.fps)
-    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
-        raise InputError(f"{src}: field 'fps' = {fps!r} must be a finite number > 0")
-    extractor = split.get("feature_extractor", config.extractor)
-    if not isinstance(extractor, str) or not extractor:
-        raise InputError(f"{src}: field 'feature_extractor' must be a name")
-    scenario = split.get("scenario")
-    if scenario is not None and not isinstance(scenario, str):
-        raise InputError(f"{src}: field 'scenario' must be a name or null")
-    return FeatureDataset(
-        root, train, test, tuple(map(str, names)), tuple(step_ids), extractor, float(fps), scenario or None
-    )
+    return FeatureDataset(root, train, test, tuple(names), tuple(step_ids), split.feature_extractor or config.extractor,
+                          split.fps or config.fps, split.scenario)
 
 
 def window_index(
@@ -353,9 +397,10 @@ def segment_targets(
     return np.eye(num_classes, dtype=np.float32)[labels]
 
 
-def _save_array(path: Path, array: np.ndarray) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:  # np.save to a handle: no ".npy" appended
-        np.save(handle, array, allow_pickle=False)
+def _save_array(root: str | Path, path: Path, array: np.ndarray) -> None:
+    # Inside the feature folder the user named: a link planted at the file or at its sub-folder is refused.
+    with atomic_path(path, what="feature array", inside=root) as tmp, open(tmp, "xb") as handle:
+        np.save(handle, array, allow_pickle=False)  # to a handle: no ".npy" appended
 
 
 def write_features(root: str | Path, rgb: str, video: str, features: np.ndarray) -> Path:
@@ -371,7 +416,7 @@ def write_features(root: str | Path, rgb: str, video: str, features: np.ndarray)
         The file written.
     """
     path = Path(root) / rgb / f"{video}.npy"
-    _save_array(path, np.asarray(features, dtype=np.float32))
+    _save_array(root, path, np.asarray(features, dtype=np.float32))
     return path
 
 
@@ -387,7 +432,7 @@ def write_targets(root: str | Path, video: str, targets: np.ndarray) -> Path:
         The file written.
     """
     path = Path(root) / TARGETS_DIR / f"{video}.npy"
-    _save_array(path, np.asarray(targets, dtype=np.float32))
+    _save_array(root, path, np.asarray(targets, dtype=np.float32))
     return path
 
 
@@ -425,7 +470,4 @@ def write_split(
         "feature_extractor": feature_extractor,
         "scenario": scenario,
     }
-    path = Path(root) / SPLIT_FILE
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(split, indent=1), encoding="utf-8")
-    return path
+    return write_text(Path(root) / SPLIT_FILE, json.dumps(split, indent=1), "split file")

@@ -17,7 +17,7 @@ is only replaced by a run that succeeds.
 from __future__ import annotations
 
 from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
-from graphs.options import threads_option
+from graphs.options import seed_option, threads_option
 from recognition.train import run_training
 
 
@@ -29,7 +29,7 @@ def build_parser() -> ArgumentParser:
                         "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")
     parser.add_argument("--out", required=True, help="checkpoint file to write")
     parser.add_argument("--epochs", type=int, default=None, help="override [train] epochs")
-    parser.add_argument("--seed", type=int, default=None, help="override [train] seed")
+    parser.add_argument("--seed", type=seed_option, default=None, help="override [train] seed")
     parser.add_argument("--threads", type=threads_option, default=None, help="torch CPU threads (at most 4 per core)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser

@@ -43,7 +43,7 @@ from rich.table import Table
 
 from graphs.errors import InputError
 from graphs.files import check_output, read_json
-from graphs.options import check_threads
+from graphs.options import SEED_RULE, check_threads, is_seed
 from graphs.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.checkpoint import save_detector
 from recognition.feature_folders import (
@@ -97,8 +97,8 @@ class DetectorTrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be an integer >= 1")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise InputError(f"DetectorTrainConfig.seed = {self.seed!r}: must be an integer >= 0")
+        if not is_seed(self.seed):
+            raise InputError(f"DetectorTrainConfig.seed = {self.seed!r:.60}: must be {SEED_RULE}")
         check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
         for name, low_ok in (("lr", False), ("weight_decay", True)):
             value = getattr(self, name)

@@ -22,12 +22,8 @@ that client (the checker then re-opens its sockets, so a revoked client that was
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import stat
 import struct
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -39,7 +35,7 @@ import zmq.auth
 from zmq.utils import z85
 
 from graphs.errors import InputError
-from graphs.files import check_output, output_target
+from graphs.files import SECRET_MODE, check_output, output_target, read_bytes, write_bytes
 
 if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
     from zmq.auth.thread import ThreadAuthenticator
@@ -57,7 +53,6 @@ KEY_RELOAD_S: Final = 1.0  # how often the checker looks for a change in its cli
 Z85_KEY_LENGTH: Final = 40  # a 32-byte CURVE key in Z85
 _Z85_ALPHABET: Final = frozenset(z85.Z85CHARS)
 ZAP_DOMAIN: Final = "*"  # pyzmq's authenticator serves every domain under this name
-SECRET_MODE: Final = 0o600
 PUBLIC_MODE: Final = 0o644
 FOLDER_MODE: Final = 0o700  # the key folder holds secrets
 
@@ -112,8 +107,19 @@ def _check_z85_key(key: object) -> bool:
         return False
 
 
+def _certificate_keys(data: bytes) -> tuple[bytes | None, bytes | None]:
+    """The ``public-key`` and ``secret-key`` values of a certificate's text (pyzmq's format; comments skipped)."""
+    found: dict[bytes, bytes] = {}
+    for raw in data.splitlines():
+        line = raw.strip()
+        for name in (b"public-key", b"secret-key"):
+            if line.startswith(name) and b"=" in line and name not in found:
+                found[name] = line.split(b"=", 1)[1].strip(b" \t'\"")
+    return found.get(b"public-key"), found.get(b"secret-key")
+
+
 def read_key_file(path: str | Path, option: str) -> KeyPair:
-    """Load one pyzmq certificate file, checked.
+    """Load one pyzmq certificate file, checked: the one loader of CURVE key files.
 
     Args:
         path: a ``.key`` or ``.key_secret`` file.
@@ -128,21 +134,13 @@ def read_key_file(path: str | Path, option: str) -> KeyPair:
     """
     where = f"{option} {path}"
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such key file (make keys with 'stream-detect keys --out DIR')") from None
-    except OSError as err:
-        raise InputError(f"{where}: cannot read the key file ({err.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open; a device would be read forever
-        raise InputError(f"{where}: not a regular file, expected a CURVE key file")
-    if info.st_size > MAX_KEY_FILE_BYTES:
-        raise InputError(f"{where}: {info.st_size} bytes is not a CURVE key file (at most {MAX_KEY_FILE_BYTES})")
-    try:
-        public, secret = zmq.auth.load_certificate(path)
-    except OSError as err:
-        raise InputError(f"{where}: cannot read the key file ({err.strerror or err})") from None
-    except ValueError:
-        raise InputError(f"{where}: not a CURVE key file (no public-key line)") from None
+        data = read_bytes(path, "CURVE key file", MAX_KEY_FILE_BYTES,
+                          " (make keys with 'stream-detect keys --out DIR')")
+    except InputError as err:
+        raise InputError(f"{option} {err}") from None
+    public, secret = _certificate_keys(data)
+    if public is None:
+        raise InputError(f"{where}: not a CURVE key file (no public-key line)")
     if not _check_z85_key(public):
         raise InputError(f"{where}: not a CURVE key file (its public key is not 40 Z85 characters)")
     if secret is not None:
@@ -489,7 +487,10 @@ def _pair_paths(folder: Path, name: str) -> tuple[Path, Path]:
     return folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
 
 
-def _make_folder(folder: Path) -> None:
+def _make_folder(folder: Path, link_ok: bool) -> None:
+    """Make a key folder (mode 0700); ``link_ok`` for the folder the user named, never for the one made inside it."""
+    if folder.is_symlink() and not link_ok:
+        raise InputError(f"--out {folder}: is a symbolic link; refusing to write keys through it")
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--out {folder}: is a file, expected a folder for the keys")
     try:
@@ -498,25 +499,37 @@ def _make_folder(folder: Path) -> None:
         raise InputError(f"--out {folder}: cannot make the key folder ({err.strerror})") from None
 
 
-def _write_pair(folder: Path, name: str) -> tuple[Path, Path]:
-    """Make a key pair in a private temporary folder beside its destination, then move both files into place.
+def certificate(public: bytes, secret: bytes | None = None) -> bytes:
+    """A key file's content in pyzmq's certificate format (what ``zmq.auth.load_certificate`` reads).
 
-    The secret is never readable by others, not even half-written: the temporary folder is 0700 and the file is
-    0600 before it moves. An existing file is replaced only where `write_key_set` allowed it (``force``).
+    Args:
+        public: the public key, Z85.
+        secret: the secret key, Z85, for a ``.key_secret`` file.
+
+    Returns:
+        The file's bytes.
+    """
+    kind = "secret" if secret is not None else "public"
+    lines = [f"#   ZeroMQ CURVE {kind} certificate, written by stream-detect keys",
+             "#   Exchange securely, or use a secure mechanism to verify the contents" if secret is None
+             else "#   DO NOT PROVIDE THIS FILE TO OTHER USERS nor change its permissions.",
+             "", "metadata", "curve", f'    public-key = "{public.decode("ascii")}"']
+    if secret is not None:
+        lines.append(f'    secret-key = "{secret.decode("ascii")}"')
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def _write_pair(folder: Path, name: str, force: bool) -> tuple[Path, Path]:
+    """Make a key pair and write both files through the one writer (`graphs.files.write_bytes`).
+
+    The secret file is created with ``O_EXCL | O_NOFOLLOW`` and mode 0600 in a private temporary folder, then moved
+    into place: it is never readable by others, not even half written, and never written through a link. An
+    existing file is replaced only where `write_key_set` allowed it (``force``).
     """
     public_path, secret_path = _pair_paths(folder, name)
-    targets = (output_target(public_path, "public key file"), output_target(secret_path, "secret key file"))
-    scratch = Path(tempfile.mkdtemp(prefix=".keys-", dir=folder))
-    try:
-        made_public, made_secret = (Path(p) for p in zmq.auth.create_certificates(scratch, name))
-        os.chmod(made_secret, SECRET_MODE)
-        os.chmod(made_public, PUBLIC_MODE)
-        os.replace(made_secret, targets[1])
-        os.replace(made_public, targets[0])
-    except OSError as err:
-        raise InputError(f"--out {folder}: cannot write the key files of {name!r} ({err.strerror or err})") from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    public, secret = zmq.curve_keypair()
+    write_bytes(secret_path, certificate(public, secret), "secret key file", mode=SECRET_MODE, replace=force)
+    write_bytes(public_path, certificate(public), "public key file", mode=PUBLIC_MODE, replace=force)
     return public_path, secret_path
 
 
@@ -559,11 +572,11 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
     check_output(out, "key folder", folder=True, option="--out")
     for path in planned:
         output_target(path, "key file")  # a folder, FIFO or device where a key goes is refused before any write
-    _make_folder(out)
-    _make_folder(out / CLIENTS_FOLDER)
+    _make_folder(out, link_ok=True)
+    _make_folder(out / CLIENTS_FOLDER, link_ok=False)
     written: list[Path] = []
     if not add:
-        written += _write_pair(out, CHECKER_NAME)
+        written += _write_pair(out, CHECKER_NAME, force)
     for name in clients:
-        written += _write_pair(out / CLIENTS_FOLDER, name)
+        written += _write_pair(out / CLIENTS_FOLDER, name, force)
     return WrittenKeys(tuple(written), checker_kept=add)

@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
+from graphs.limits import MAX_STEPS, is_finite_number, is_step_id
 from graphs.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
-from recognition.feature_folders import read_split_file, split_list
+from recognition.feature_folders import load_split
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -64,7 +65,7 @@ from streaming.eval_scores import (
     video_detail,
 )
 from streaming.extractors import FeatureExtractor
-from streaming.feature_extraction import choose_scenario, find_video, read_segments
+from streaming.feature_extraction import choose_scenario, find_video, time_order
 from streaming.local_checker import CheckerLink
 from streaming.messages import Alert, Retraction, StepEvent
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
@@ -169,7 +170,6 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     assert config.annotations is not None and config.videos is not None
     annotations = load_annotations(config.annotations)
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
-    raw = read_json(config.annotations, "annotation file")
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
     names = list(config.names) or _split_names(config.split) or list(known)
     _check_unique(names)
@@ -183,11 +183,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     out = []
     for name in names:
         video = known[name]
-        segments = read_segments(raw, config.annotations, name, video.steps)
-        # read_segments sorts by time; has_errors follows its segment through the sort.
-        flags = {(s, float(seg["start_time"])): bool(seg.get("has_errors", False))
-                 for s, seg in zip(video.steps, raw["annotations"][name]["segments"], strict=True)}
-        annotated = tuple(AnnotatedSegment(s.step, s.start, s.end, flags[(s.step, s.start)]) for s in segments)
+        annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
+                          for k, start, end in time_order(video, config.annotations))
         out.append(EvalVideo(name, find_video(folder, name), annotated))
     return out
 
@@ -195,7 +192,7 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
 def _split_names(split: str | None) -> list[str]:
     if split is None:
         return []
-    test = split_list(read_split_file(split), "test", f"--split {split}")
+    test = list(load_split(split, "--split").test)
     if not test:
         raise InputError(f"--split {split}: field 'test' must be a non-empty list of video names")
     return test
@@ -335,26 +332,79 @@ def _cache_file(video: EvalVideo, key: str) -> Path:
     return cache_dir() / "eval" / f"{safe}-{key}.json"
 
 
-def _load_cached(path: Path) -> VideoRun | None:
-    """A cached `VideoRun`, or None when there is none or it cannot be read (then the video runs again)."""
+_FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "step": is_step_id, "start": is_finite_number, "end": is_finite_number, "raised": is_finite_number,
+    "has_errors": lambda v: isinstance(v, bool), "retracted": lambda v: isinstance(v, bool),
+    "missing": lambda v: isinstance(v, list) and len(v) <= MAX_STEPS and all(map(is_step_id, v)),
+    "probability": lambda v: is_finite_number(v) and 0.0 <= v <= 1.0,
+}
+
+
+def _entries(raw: dict[str, Any], key: str, kind: type[Any], src: str) -> tuple[Any, ...]:
+    """One list of a cache entry, each item an object with exactly ``kind``'s fields, each of the right type."""
+    items = raw.get(key)
+    if not isinstance(items, list):
+        raise InputError(f"{src}: field {key!r} must be a list")
+    names = {f.name for f in fields(kind)}
+    for k, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) != names or not all(_FIELD_CHECKS[n](item[n]) for n in names):
+            raise InputError(f"{src}: {key}[{k}] is not a {kind.__name__} ({', '.join(sorted(names))})")
+    # JSON arrays come back as lists: the dataclasses hold tuples.
+    return tuple(kind(**{n: tuple(v) if isinstance(v, list) else v for n, v in item.items()}) for item in items)
+
+
+def load_cache_entry(path: Path, video: EvalVideo) -> VideoRun:
+    """A cached `VideoRun` of ``video``: the one loader of eval cache entries, every field checked.
+
+    Args:
+        path: the entry (`_cache_file`).
+        video: the video it must be the run of.
+
+    Returns:
+        The run.
+
+    Raises:
+        InputError: the entry cannot be read (any bytes: too large, not JSON, nested too deeply), is not the run of
+            this video, or a field has the wrong type; the caller runs the video again.
+    """
+    raw = read_json(path, "eval cache entry")
+    src = str(path)
+    if not isinstance(raw, dict) or set(raw) != {f.name for f in fields(VideoRun)}:
+        raise InputError(f"{src}: not an eval cache entry (expected the fields of a video's run)")
+    if raw["video"] != video.name:
+        raise InputError(f"{src}: holds the run of another video")
+    frames = raw["frames"]
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 0:
+        raise InputError(f"{src}: field 'frames' must be a count of frames")
+    annotated = _entries(raw, "annotated", AnnotatedSegment, src)
+    if annotated != video.annotated:
+        raise InputError(f"{src}: holds other annotations than the video's")
+    recognised = _entries(raw, "recognised", TimedSegment, src)
+    confidences = raw["confidences"]
+    if not (isinstance(confidences, list) and len(confidences) == len(recognised)
+            and all(is_finite_number(c) and 0.0 <= c <= 1.0 for c in confidences)):
+        raise InputError(f"{src}: field 'confidences' must hold one probability per recognised step")
+    return VideoRun(video.name, annotated, recognised, _entries(raw, "alerts", RaisedAlert, src), frames,
+                    tuple(float(c) for c in confidences))
+
+
+def _load_cached(path: Path, video: EvalVideo, warn: Callable[[str], None]) -> VideoRun | None:
+    """The cached run, or None when there is none or it is damaged (said with ``warn``: the video runs again)."""
+    if not path.exists() and not path.is_symlink():
+        return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return VideoRun(
-            raw["video"],
-            tuple(AnnotatedSegment(**s) for s in raw["annotated"]),
-            tuple(TimedSegment(**s) for s in raw["recognised"]),
-            tuple(RaisedAlert(**(a | {"missing": tuple(a["missing"])})) for a in raw["alerts"]),
-            int(raw["frames"]),
-            tuple(float(c) for c in raw["confidences"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError):
+        return load_cache_entry(path, video)
+    except InputError as err:
+        warn(f"{err}; running {video.name} again")
         return None
 
 
-def _store(path: Path, run: VideoRun) -> None:
-    # A cache that cannot be written costs a recomputation next time, never this run's result.
-    with contextlib.suppress(InputError):
-        write_text(path, json.dumps(asdict(run)), "eval cache entry")
+def _store(path: Path, run: VideoRun, warn: Callable[[str], None]) -> None:
+    # A cache that cannot be written costs a recomputation next time, never this run's result: said, not fatal.
+    try:
+        write_text(path, json.dumps(asdict(run)), "eval cache entry", inside=cache_dir())
+    except InputError as err:
+        warn(f"{err}; the result of {run.video} is not cached")
 
 
 @dataclass
@@ -413,11 +463,11 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
             path = _cache_file(video, cache_key(video, config, chain))
             # An annotated video is drawn while the video runs: that needs the run, not its cached result.
             drawn = config.annotate_out is not None or config.preview
-            run = _load_cached(path) if config.use_cache and not drawn else None
+            run = _load_cached(path, video, warn) if config.use_cache and not drawn else None
             if run is None:
                 bars.update(frames, description=f"frames of {video.name}", completed=0)
                 run = run_video(video, chain, config, lambda: bars.advance(frames))
-                _store(path, run)
+                _store(path, run, warn)
             else:
                 cached += 1
             runs.append(run)

@@ -7,9 +7,9 @@ targets. Each annotated video of the scenario is looked up in the videos folder 
 that a file gives the same frames, hence the same features, here and in ``stream-detect``.
 
 Everything the user named is checked before the first frame is decoded (`plan_extraction`): the output folder,
-the annotations (scenario, segment times, overlaps, key-step ids), that every video exists and opens and is as
-long as its segments, and the split. Then each video's features and targets are written atomically, and a
-manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
+the annotations (scenario, key-step ids, the segment check every command shares), that every video exists and
+opens and is as long as its segments, and the split. Then each video's features and targets are written atomically,
+and a manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
 or refused on a damaged video, is resumed by running the same command again: finished videos are skipped.
 """
 
@@ -31,22 +31,22 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
+from graphs.array_files import npy_shape
 from graphs.errors import InputError
-from graphs.files import atomic_path, check_output, read_json
-from graphs.options import check_fps, check_threads
+from graphs.files import check_output, read_json, write_text
+from graphs.options import check_fps, check_seed, check_threads
 from recognition.feature_folders import segment_targets, write_features, write_split, write_targets
 from recognition.segment_metrics import TimedSegment as Segment  # a labelled key-step: id and time span
-from streaming.devices import DEVICES
+from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, open_reader
-from tgml.annotations import Annotations, load_annotations
+from tgml.annotations import Annotations, Video, load_annotations
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 MANIFEST: Final = "extraction.json"
 MANIFEST_VERSION: Final = 1
 END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
-OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,10 @@ class FeatureExtractionConfig:
             raise InputError(f"--test-fraction {self.test_fraction!r}: must be in [0, 1)")
         if self.threads is not None:
             check_threads(self.threads)
-        if self.device not in DEVICES:
-            raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")
+        resolve_device(self.device)  # --device cuda without a GPU: refused before any work, as stream-detect does
         if self.reader not in READER_NAMES:
             raise InputError(f"--reader {self.reader!r}: choose one of {', '.join(READER_NAMES)}")
+        check_seed(self.seed)
         if self.batch < 1:
             raise InputError(f"FeatureExtractionConfig.batch = {self.batch}: must be >= 1")
         if len(set(self.test_videos)) != len(self.test_videos):
@@ -187,42 +187,38 @@ def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
     return scenario
 
 
-def _time_of(value: Any, src: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise InputError(f"{src}: {where} = {value!r} must be a number of seconds >= 0")
-    return float(value)
+def time_order(video: Video, src: str) -> list[tuple[int, float, float]]:
+    """A video's segments in time order, as ``(index in the file, start, end)``; every segment must have its times.
 
-
-def read_segments(raw: dict[str, Any], src: str, video: str, steps: tuple[int, ...]) -> tuple[Segment, ...]:
-    """A video's segments with their times, in time order; refuses spans that end before they start or overlap.
+    `load_annotations` has checked them (`tgml.annotations.check_segments`: no negative time, no empty or reversed
+    span, no overlap), the same check every command that reads annotations makes.
 
     Args:
-        raw: the annotation file's JSON object (already checked by `load_annotations`).
-        src: the file, named in errors.
-        video: the video key.
-        steps: the step ids `load_annotations` read for it, in file order.
+        video: the annotated video.
+        src: the annotation file, named in errors.
+
+    Returns:
+        ``(k, start, end)`` per segment, sorted by start time (file order among equal starts).
+    """
+    timed = [(k, *span) for k, span in enumerate(video.spans) if span is not None]
+    if len(timed) < len(video.steps):
+        untimed = next(k for k, span in enumerate(video.spans) if span is None)
+        raise InputError(f"{src}: annotations[{video.video!r}].segments[{untimed}] has no start_time and end_time; "
+                         "frame targets and scores need the time of every segment")
+    return sorted(timed, key=lambda item: (item[1], item[0]))
+
+
+def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
+    """A video's segments with their times, in time order (`time_order`).
+
+    Args:
+        video: the annotated video.
+        src: the annotation file, named in errors.
 
     Returns:
         The segments sorted by start time.
     """
-    segments = []
-    for k, (seg, step) in enumerate(zip(raw["annotations"][video]["segments"], steps, strict=True)):
-        where = f"annotations[{video!r}].segments[{k}]"
-        start = _time_of(seg.get("start_time"), src, f"{where}.start_time")
-        end = _time_of(seg.get("end_time"), src, f"{where}.end_time")
-        if end < start:
-            raise InputError(f"{src}: {where} ends at {end:g} s, before it starts ({start:g} s)")
-        if end == start:
-            raise InputError(f"{src}: {where} has no duration (it starts and ends at {start:g} s)")
-        segments.append((start, k, Segment(step, start, end)))
-    segments.sort(key=lambda item: item[:2])
-    for (_, k_a, a), (_, k_b, b) in zip(segments, segments[1:], strict=False):
-        if b.start < a.end - OVERLAP_SLACK_S:
-            raise InputError(
-                f"{src}: annotations[{video!r}].segments[{k_b}] ({b.start:g}-{b.end:g} s) overlaps "
-                f"segments[{k_a}] ({a.start:g}-{a.end:g} s); a frame can show one key-step only"
-            )
-    return tuple(item[2] for item in segments)
+    return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
 
 
 def check_segments_fit(segments: tuple[Segment, ...], duration: float, slack: float, src: str, video: str) -> None:
@@ -318,12 +314,11 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     if not videos_dir.is_dir():
         raise InputError(f"--videos {videos_dir}: folder not found")
     annotations = load_annotations(config.annotations)
-    raw = read_json(config.annotations, "annotation file")  # the times, which the task-graph reader leaves out
     scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
     planned = []
     for video in annotations.scenario_videos(scenario):
-        segments = read_segments(raw, annotations.path, video.video, video.steps)
+        segments = read_segments(video, annotations.path)
         path = find_video(videos_dir, video.video)
         with _open(path, config) as reader:
             duration = reader.duration
@@ -372,8 +367,8 @@ def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _write_manifest(folder: Path, videos: dict[str, dict[str, Any]]) -> None:
-    with atomic_path(folder / MANIFEST) as tmp:
-        tmp.write_text(json.dumps({"version": MANIFEST_VERSION, "videos": videos}, indent=1), encoding="utf-8")
+    write_text(folder / MANIFEST, json.dumps({"version": MANIFEST_VERSION, "videos": videos}, indent=1),
+               "extraction manifest")
 
 
 def _already_extracted(
@@ -382,10 +377,9 @@ def _already_extracted(
     """Frames of a video's existing features when they were made with ``settings``; 0 when it must be extracted."""
     if not entry or {k: entry.get(k) for k in settings} != settings:
         return 0
-    path = folder / rgb / f"{video}.npy"
-    try:
-        rows = np.load(path, mmap_mode="r", allow_pickle=False).shape[0]
-    except (OSError, ValueError, IndexError):
+    try:  # the header only: a damaged or absurd file is extracted again, never loaded
+        rows = npy_shape(folder / rgb / f"{video}.npy", "features")[0]
+    except InputError:
         return 0
     frames = entry.get("frames")
     return rows if isinstance(frames, int) and frames == rows > 0 else 0
@@ -554,11 +548,7 @@ def _extract_with_bar(
 def _write(
     folder: Path, config: FeatureExtractionConfig, video: str, features: np.ndarray | None, targets: np.ndarray
 ) -> None:
-    """Write a video's features (None: already there) and targets, naming the file on failure."""
-    try:
-        if features is not None:
-            write_features(folder, config.rgb, video, features)
-        write_targets(folder, video, targets)
-    except OSError as err:
-        where = err.filename or os.fspath(folder)
-        raise InputError(f"{where}: cannot write the arrays of video {video!r} ({err.strerror or err})") from None
+    """Write a video's features (None: already there) and targets; a failure names the file (`atomic_path`)."""
+    if features is not None:
+        write_features(folder, config.rgb, video, features)
+    write_targets(folder, video, targets)

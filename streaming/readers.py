@@ -12,6 +12,11 @@ on screen at ``k / fps`` seconds, and the end of the file ends the stream. With 
 is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it. A file
 that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set.
 
+Odd files are refused with one line when they open, never read as an empty success: a file shorter than one
+frame at ``fps``, a file that announces more frames than `MAX_SAMPLES` samples, and a frame-rate field that is 0,
+NaN or absurd (outside `MIN_SOURCE_FPS`..`MAX_SOURCE_FPS`; decord then takes the rate from the frames' own
+timestamps when those are sane, OpenCV refuses the file). A file the process may not read is "permission denied".
+
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
 that the consumer never took is counted in ``dropped``. A consumer that is on time gets, at each of its
 ``fps`` slots, the first frame that arrives in the slot (not one that waited since the slot before), so a
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import math
 import os
 import re
 import threading
@@ -44,17 +50,26 @@ DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amort
 EARLY_END_S: Final = 1.0  # a file whose frames run out this much before its container says is damaged
 STREAM_OPEN_TIMEOUT_S: Final = 10.0  # longest a network stream may take to open (OpenCV's default: 30 s)
 FFMPEG_QUIET: Final = -8  # FFmpeg's AV_LOG_QUIET
+MIN_SOURCE_FPS: Final = 0.1  # a frame-rate field below this (a frame every 10 s) is a broken field, not a video
+MAX_SOURCE_FPS: Final = 10_000.0  # above the fastest high-speed camera: a broken field
+MAX_SAMPLES: Final = 10_000_000  # frames one file may yield (23 days at 5 fps): a bigger count is a broken header
 
 
-def quiet_codec_logs() -> None:
-    """Stop the FFmpeg inside OpenCV and inside decord from printing on stderr (process-wide).
+def quiet_codec_logs(verbose: bool = False) -> None:
+    """Stop OpenCV and the FFmpeg inside OpenCV and inside decord from printing on stderr (process-wide).
 
-    FFmpeg reports every damaged packet and refused connection on stderr itself: lines that would
-    break a command's one-line ``error:`` and scroll through the live view. What matters reaches the
-    user anyway (a reader's `InputError` or ``error``). Call it before OpenCV first opens a video (it
-    reads ``OPENCV_FFMPEG_LOGLEVEL`` once); a value the user set is kept.
+    FFmpeg reports every damaged packet and refused connection on stderr itself (a damaged mp4 gave 5086
+    lines in ``stream-detect eval``): lines that would break a command's one-line ``error:`` and scroll through
+    the live view. What matters reaches the user anyway (a reader's `InputError` or ``error``). Call it before
+    OpenCV first opens a video (it reads ``OPENCV_FFMPEG_LOGLEVEL`` once); a value the user set is kept.
+
+    Args:
+        verbose: keep the decoders' own logs (``--verbose``: to see why a file does not decode).
     """
+    if verbose:
+        return
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(FFMPEG_QUIET))
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
     try:
         import decord
     except ImportError:
@@ -192,6 +207,61 @@ def source_identity(spec: str) -> tuple[str, object]:
     return source.kind, source.target
 
 
+def check_source_rate(spec: str, reported: float, derived: Callable[[], float] | None = None) -> float:
+    """The frame rate a file is sampled with: its container's field, or the rate of its frames' timestamps when
+    the field is broken (0, NaN, absurd); refused when neither is a frame rate.
+
+    Args:
+        spec: the ``--video`` value, named in the error.
+        reported: the container's frame-rate field.
+        derived: computes the rate from the frames' timestamps (None: the reader has none to offer).
+
+    Returns:
+        Frames per second in `MIN_SOURCE_FPS`..`MAX_SOURCE_FPS`.
+
+    Raises:
+        InputError: the field is broken and the timestamps do not give a rate either.
+    """
+    def sane(rate: float) -> bool:
+        return math.isfinite(rate) and MIN_SOURCE_FPS <= rate <= MAX_SOURCE_FPS
+
+    if sane(reported):
+        return reported
+    if derived is not None:
+        try:
+            rate = derived()
+        except Exception:  # a decoder error: no timestamps to go by
+            rate = math.nan
+        if sane(rate):
+            return rate
+    raise InputError(f"--video {spec}: its frame-rate field says {reported:g} frames per second, not a rate a video "
+                     f"has ({MIN_SOURCE_FPS:g}..{MAX_SOURCE_FPS:g}), and its frames' timestamps do not give one; "
+                     "re-encode it (ffmpeg -i IN -r 30 OUT.mp4)")
+
+
+def check_sampled(spec: str, n_source: int, source_fps: float, fps: float) -> None:
+    """Refuse a file that yields no frame at ``fps`` (shorter than one sampling period) or too many to sample.
+
+    Args:
+        spec: the ``--video`` value, named in the error.
+        n_source: frames in the file.
+        source_fps: its frame rate.
+        fps: the rate it is sampled at.
+
+    Raises:
+        InputError: naming the file, its length and the rate.
+    """
+    duration = n_source / source_fps
+    if duration * fps > MAX_SAMPLES:
+        raise InputError(f"--video {spec}: announces {n_source} frames ({duration / 3600:.0f} h at {source_fps:g} "
+                         f"fps), more than the {MAX_SAMPLES} frames a file may yield at {fps:g} fps "
+                         "(a damaged header?)")
+    if math.floor(duration * fps + 1e-9) < 1:
+        frames = f"{n_source} frame{'s' if n_source != 1 else ''}"
+        raise InputError(f"--video {spec}: {frames} ({duration:.3g} s) is shorter than one frame at {fps:g} frames "
+                         "per second: nothing to detect")
+
+
 def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     """Source frame indices that sample a file at ``fps``.
 
@@ -313,11 +383,13 @@ class DecordReader(_FileReader):
         try:
             with _native_stderr_silenced():  # the exception says why; decord's own log line would be a second one
                 self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1, **size)
-            n, native = len(self._vr), float(self._vr.get_avg_fps())
+            n, reported = len(self._vr), float(self._vr.get_avg_fps())
         except Exception as err:  # decord raises its own DECORDError or RuntimeError on unknown formats
             raise InputError(f"--video {path}: decord cannot open it ({_native_message(err)})") from None
-        if n == 0 or not native > 0:
-            raise InputError(f"--video {path}: no frames or no frame rate")
+        if n == 0:
+            raise InputError(f"--video {path}: no frames")
+        native = check_source_rate(source.spec, reported, lambda: self._timestamp_rate(n))
+        check_sampled(source.spec, n, native, config.fps)
         self._indices = sample_indices(n, native, config.fps)
         self.duration = n / native
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
@@ -326,6 +398,13 @@ class DecordReader(_FileReader):
                 self._buffer = self._decode(0)
             except Exception as err:  # decord's DECORDError
                 raise InputError(f"--video {path}: decord cannot decode it ({_native_message(err)})") from None
+
+    def _timestamp_rate(self, n: int) -> float:
+        """Frames per second from the first and last frames' presentation times (the container's rate is broken)."""
+        if n < 2:
+            return math.nan
+        starts = self._vr.get_frame_timestamp([0, n - 1])[:, 0]  # (2,) seconds
+        return (n - 1) / float(starts[1] - starts[0]) if starts[1] > starts[0] else math.nan
 
     def _decode(self, k: int) -> np.ndarray:
         """The `DECODE_BATCH` sampled frames from output frame ``k`` on: ``(B, H, W, 3)`` RGB."""
@@ -369,10 +448,11 @@ class OpenCVFileReader(_FileReader):
         self._cap = cv2.VideoCapture(path)
         if not self._cap.isOpened():
             raise InputError(f"--video {path}: OpenCV cannot open it (not a video, or an unsupported format)")
-        n = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
-        native = float(self._cap.get(cv2.CAP_PROP_FPS))
-        if not native > 0:
-            native = config.fps
+        count = float(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        n = int(count) if math.isfinite(count) and 0 < count < 2**53 else 0  # 0: the container does not say
+        native = check_source_rate(source.spec, float(self._cap.get(cv2.CAP_PROP_FPS)))
+        if n > 0:
+            check_sampled(source.spec, n, native, config.fps)
         # The container's frame count may be approximate; sample generously and stop at the real end.
         self._indices = sample_indices(n if n > 0 else int(native * 36_000), native, config.fps)
         self._src_pos = -1
@@ -411,6 +491,9 @@ class OpenCVFileReader(_FileReader):
                 f"--video {self.source.spec}: cannot decode source frame {decoded} of {self._announced}, "
                 "the file is damaged or truncated"
             )
+        elif self.frames == 0:  # a container that did not say its length, and held less than one sample
+            self.error = (f"--video {self.source.spec}: {decoded} frames, shorter than one frame at "
+                          f"{self.config.fps:g} frames per second: nothing to detect")
 
 
 def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCapture:
@@ -459,15 +542,15 @@ class LiveReader(VideoReader):
         self._open = open_capture or (lambda target: open_live_capture(target, config))
         self.clock = clock
         self.reopens = 0
-        # OpenCV's own warnings about a missing camera would add lines to our one-line error.
-        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
         what = "camera" if source.kind == "camera" else "stream"
         try:
             cap = self._open(source.target)
         except cv2.error as err:  # e.g. a camera index beyond a C long
             raise InputError(f"--video {source.spec}: cannot open {what} ({_native_message(err)})") from None
         if not cap.isOpened():
-            raise InputError(f"--video {source.spec}: cannot open {what}")
+            why = f" (refused, not a video, or no answer within {STREAM_OPEN_TIMEOUT_S:g} s)" if what == "stream" \
+                else ""
+            raise InputError(f"--video {source.spec}: cannot open {what}{why}")
         self._cap = cap
         self._lock = threading.Condition()
         self._latest: np.ndarray | None = None
@@ -584,6 +667,8 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
     if not Path(spec).is_file():
         kind = "a folder" if Path(spec).is_dir() else "not a regular file"
         raise InputError(f"--video {spec}: {kind}, expected a video file")
+    if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
+        raise InputError(f"--video {spec}: permission denied, cannot read the video file")
     if config.reader == "opencv":
         return OpenCVFileReader(source, config)
     try:

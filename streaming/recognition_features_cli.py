@@ -3,7 +3,8 @@
 Usage::
 
     recognition-features --videos videos/ --annotations labels.json --extractor efficientnet-lite0 --fps 5 \\
-        --out features/ [--test-fraction 0.2 | --test-videos a,b] [--scenario tent] [--threads 2] [--device auto]
+        --out features/ [--test-fraction 0.2 | --test-videos a,b] [--scenario tent] [--threads 2] [--device auto] \\
+        [--verbose]
 
 ``labels.json`` is the annotation file ``tgml train`` reads; each annotated video of the scenario is looked up in
 ``--videos`` by its name (``.mp4``, ``.avi``, ``.mkv``, ``.mov`` or ``.webm``) and read with ``stream-detect``'s
@@ -12,12 +13,13 @@ readers at ``--fps`` frames per second. The output is a MiniROAD feature folder:
 ``split.json``. Progress bars show videos and frames. Running the same command again resumes: a video whose features
 exist for the same settings is skipped. Bad input ends with one ``error:`` line and exit status 2, before any frame
 is decoded where it can be known then; every file is written atomically, so nothing already extracted is lost.
+Ctrl-C and SIGTERM stop it alike (exit status 130 / 143), discarding only the video being written.
 """
 
 from __future__ import annotations
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.options import fps_option, threads_option
+from graphs.options import fps_option, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -41,13 +43,15 @@ def build_parser() -> ArgumentParser:
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--test-fraction", type=float, default=0.2, help="share of videos held out (default 0.2)")
     split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the --test-fraction draw (default 0)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seeds the --test-fraction draw (default 0)")
     parser.add_argument(
         "--threads", type=threads_option, help="batches computed at once, one core each (default: every core)"
     )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the extractor runs")
     parser.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default")
     return parser
 
 
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs
 
-    quiet_codec_logs()
+    quiet_codec_logs(args.verbose)
     config = FeatureExtractionConfig(
         videos=args.videos,
         annotations=args.annotations,

@@ -27,14 +27,14 @@ loopback (any address but 127.0.0.0/8 and ::1, names included) needs CURVE keys,
 Bad input (unopenable video, a graph that is not a DAG, a detector whose classes or step names are not the
 graph's (``--ignore-names`` runs anyway, with a warning), a busy port) ends with one line on stderr and exit
 status 2. ``checker`` and ``view`` need ``--graph`` (or ``--demo`` for the bundled demo graph). SIGTERM stops
-every command the way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 130).
+every command the way Ctrl-C does (the checker's summary line, the detector's last heartbeat; exit status 143 for
+SIGTERM, 130 for SIGINT).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -77,6 +77,7 @@ alerts and the state of every stream. Once both sockets are bound it writes
 port where port 0 was asked); it logs refused messages and handshakes there as
 they happen, and one summary line when it stops. Messages, sockets and ranges:
 docs/wire-format.md; keys: docs/deployment.md."""
+VERBOSE_HELP = "show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default"
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
 
@@ -108,6 +109,7 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                    help="where features and detector run (auto: CUDA when torch sees one)")
     p.add_argument("--ignore-names", action="store_true",
                    help="run even if the detector and the graph name the steps differently (with a warning)")
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     _segmenter_args(p)
 
 
@@ -299,6 +301,7 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--ignore-names", action="store_true",
                     help="run even if the detector and the graph name the steps differently (with a warning)")
     _checking_args(ev)
+    ev.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     _client_curve_args(view)
     keys = sub.add_parser("keys", help="write CURVE key pairs for the checker and its clients",
                           description="Writes DIR/checker.key (public) and DIR/checker.key_secret, and "
@@ -362,17 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv = ["run", *argv]
-    args = build_parser().parse_args(argv)
-    with _sigterm_as_interrupt():
-        return _run(args)
+    return _run(build_parser().parse_args(argv))
 
 
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; returns its exit status."""
-    if args.command in ("run", "detector"):
+    if args.command in ("run", "detector", "eval"):
         from streaming.readers import quiet_codec_logs
 
-        quiet_codec_logs()  # FFmpeg's own stderr lines would break the one-line error and the live view
+        quiet_codec_logs(args.verbose)  # FFmpeg's own stderr lines would break the one-line error and the live view
     if args.command == "keys":
         return _keys(args)
     _defaults(args)
@@ -438,27 +439,6 @@ def _keys(args: argparse.Namespace) -> int:
                     f"({out / CLIENTS_FOLDER}/*.key); each camera or viewer: {out / (CHECKER_NAME + '.key')} and its "
                     f"own {out / CLIENTS_FOLDER}/NAME.key_secret"))
     return 0
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Meanwhile SIGTERM (``kill``, ``timeout``, systemd, ``docker stop``) shuts down the way Ctrl-C does.
-
-    Python's default for SIGTERM ends the process on the spot: no checker summary line, no final
-    ``ended`` heartbeat, and the all-in-one run's checker child left behind.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

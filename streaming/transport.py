@@ -376,6 +376,7 @@ def _open(
 
 _HANDSHAKE_EVENTS: Final = (
     zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_DISCONNECTED
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -388,6 +389,10 @@ class HandshakeWatch:
     What a client sees when the checker turns it away: its key is not in the checker's client folder (ZAP status
     400), it has the wrong checker key (the checker cannot decrypt it and hangs up), or only one side uses CURVE
     (mechanism mismatch). Each becomes one `InputError` line saying what to fix.
+
+    A connection the peer cut is made again at once (`reconnects` counts them): libzmq reconnects by itself after a
+    peer restart, but not after it dropped a message over the size limit (``MAXMSGSIZE``, a protocol error), and a
+    checker that sent one oversized frame would otherwise leave its viewer deaf for good.
 
     Args:
         sock: the socket, not connected yet.
@@ -403,6 +408,7 @@ class HandshakeWatch:
         self.curve = curve
         self.monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
         self.succeeded = False
+        self.reconnects = 0
 
     def wait(self, timeout_s: float) -> bool:
         """Wait for the first successful handshake.
@@ -433,6 +439,10 @@ class HandshakeWatch:
         for event, value in _monitor_events(self.monitor):
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.succeeded = True
+            elif event == zmq.EVENT_DISCONNECTED:
+                self.reconnects += 1
+                self.sock.disconnect(self.endpoint)
+                self.sock.connect(self.endpoint)
             else:
                 raise InputError(self._refusal(event, value))
 

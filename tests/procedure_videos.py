@@ -17,6 +17,9 @@ from typing import Any, Final
 import cv2
 import numpy as np
 
+from graphs.errors import exit_on_input_error
+from graphs.files import atomic_path, make_folders, write_text
+
 SCENARIO: Final = "shelf"
 STEPS: Final = {
     0: "fetch_tools",
@@ -97,22 +100,23 @@ def write_execution(path: Path, order: tuple[int, ...], seed: int) -> list[tuple
         ``[(step, start_s, end_s), ...]`` in order.
     """
     rng = np.random.default_rng(seed)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), SOURCE_FPS, SIZE)
-    assert writer.isOpened(), path
-    segments = []
-    frame = 0
-    for step in (*order, None):
-        for _ in range(int(rng.integers(8, 12))):  # 0.8-1.1 s of empty table before each step and at the end
-            writer.write(cv2.cvtColor(_scene(-1, frame / SOURCE_FPS, rng), cv2.COLOR_RGB2BGR))
-            frame += 1
-        if step is None:
-            break
-        length = int(rng.integers(20, 26))  # 2.0-2.5 s
-        segments.append((step, frame / SOURCE_FPS, (frame + length) / SOURCE_FPS))
-        for k in range(length):
-            writer.write(cv2.cvtColor(_scene(step, k / SOURCE_FPS, rng), cv2.COLOR_RGB2BGR))
-            frame += 1
-    writer.release()
+    with atomic_path(path, suffix=".mp4", what="video") as tmp:  # the one writer: never through a planted link
+        writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"mp4v"), SOURCE_FPS, SIZE)
+        assert writer.isOpened(), path
+        segments = []
+        frame = 0
+        for step in (*order, None):
+            for _ in range(int(rng.integers(8, 12))):  # 0.8-1.1 s of empty table before each step and at the end
+                writer.write(cv2.cvtColor(_scene(-1, frame / SOURCE_FPS, rng), cv2.COLOR_RGB2BGR))
+                frame += 1
+            if step is None:
+                break
+            length = int(rng.integers(20, 26))  # 2.0-2.5 s
+            segments.append((step, frame / SOURCE_FPS, (frame + length) / SOURCE_FPS))
+            for k in range(length):
+                writer.write(cv2.cvtColor(_scene(step, k / SOURCE_FPS, rng), cv2.COLOR_RGB2BGR))
+                frame += 1
+        writer.release()
     return segments
 
 
@@ -159,14 +163,12 @@ def write_procedure(folder: Path, orders: dict[str, tuple[int, ...]], seed: int 
     Returns:
         The annotation file.
     """
-    (folder / "videos").mkdir(parents=True, exist_ok=True)
+    make_folders(folder / "videos", inside=folder, what="video")
     executions = {
         name: write_execution(folder / "videos" / f"{name}.mp4", order, seed + k)
         for k, (name, order) in enumerate(orders.items())
     }
-    labels = folder / "labels.json"
-    labels.write_text(json.dumps(annotation_file(executions), indent=1))
-    return labels
+    return write_text(folder / "labels.json", json.dumps(annotation_file(executions), indent=1), "annotation file")
 
 
 WALKTHROUGH_TRAIN: Final = 10  # video_00 .. video_09: valid orders, the detector's training videos
@@ -192,10 +194,11 @@ def write_walkthrough(folder: Path) -> Path:
     labels = write_procedure(folder, orders)
     names = list(orders)
     split = {"train": names[:WALKTHROUGH_TRAIN], "test": names[WALKTHROUGH_TRAIN:]}
-    (folder / "split.json").write_text(json.dumps(split, indent=1))
+    write_text(folder / "split.json", json.dumps(split, indent=1), "split file")
     return labels
 
 
+@exit_on_input_error
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m tests.procedure_videos OUT_DIR``: write the walkthrough's 12 shelf videos and their labels."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -1,26 +1,34 @@
-"""A table of bad input across the four commands: each case exits with status 2 and one ``error:`` line that names
+"""A table of bad input across the five commands: each case exits with status 2 and one ``error:`` line that names
 the culprit (file, field, option or value), never a traceback.
 
-Users found 11 tracebacks, 8 wrong exit statuses and 1 crash in 174 such cases; this table keeps them fixed. Every
-case runs in-process and fails before any long work (training, decoding video), so the table stays fast.
+Users found 11 tracebacks, 8 wrong exit statuses and 1 crash in 174 such cases; a second sweep of 765 found 17
+tracebacks and 5 wrong exit statuses on the file side (damaged checkpoints and feature arrays, bad segments
+accepted, seeds out of range, odd videos); this table keeps them all fixed. Every case runs in-process and fails
+before any long work (training, decoding video), so the table stays fast. The odd videos, which need a file
+written by OpenCV, follow the table.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from graphs.errors import InputError
 from graphs.task_graph import load_graph
 from recognition.recognition_train_cli import main as recognition_train
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
+from streaming.recognition_features_cli import main as recognition_features
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
+from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder
 from tgml.bench.prego_bench_cli import main as prego_bench
 from tgml.tgml_cli import main as tgml
 
@@ -29,6 +37,7 @@ GRAPH, DETECTOR = default_demo_paths()
 ANNOTATIONS = DEMO_DIR / "demo_annotations.json"
 TINY = ROOT / "configs" / "miniroad-tiny.toml"
 TOO_MANY = str(4 * (os.cpu_count() or 1) + 1)
+TMP = "/tmp/bad-input-table"  # flag cases name paths under the test's own folder: this placeholder is replaced
 
 
 class Files:
@@ -74,6 +83,19 @@ class Files:
         (self.root / name).mkdir(exist_ok=True)
         return str(self.root / name)
 
+    def features(self, change: Callable[[Path], object]) -> str:
+        """A small valid feature folder (``rgb_synth``, 2 training videos and 1 test video) with one change."""
+        root = write_feature_folder(self.root / "features", n_train=2, n_test=1, frames=40)
+        change(root)
+        return str(root)
+
+    def small_config(self) -> str:
+        return self.text("small.toml", SMALL_CONFIG)
+
+    def fifo(self, name: str) -> str:
+        os.mkfifo(self.root / name)
+        return str(self.root / name)
+
     def missing(self, name: str) -> str:
         return str(self.root / name)
 
@@ -117,6 +139,7 @@ BROKEN_JSON: dict[str, Callable[[Files, str], str]] = {
     "huge-integer": lambda f, n: f.text(n, "1" * 5000),
     "key-twice": lambda f, n: f.text(n, '{"a": 1, "a": 2}'),
     "not-an-object": lambda f, n: f.text(n, "[1, 2]"),
+    "fifo": lambda f, n: f.fifo(n),  # reading it used to block for ever, waiting for a writer
 }
 JSON_OPTIONS: dict[str, tuple[Callable[[list[str]], object], Callable[[str], list[str]]]] = {
     "tgml-train-annotations": (tgml, lambda p: ["train", "--annotations", p, "--scenario", "demo-tea", "--out", "o"]),
@@ -213,14 +236,34 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "version": (lambda d: d.update(version=9), "unsupported checkpoint version 9"),
     "names-string": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list"),
     "config-missing": (lambda d: d.pop("config"), "field 'config' must be an object"),
+    "config-huge": (lambda d: d["config"].update(input_dim=10**12), "weights do not fit the stored config"),
+    "config-overflow": (lambda d: d["config"].update(input_dim=2**62, embed_dim=2**62), "too large to build"),
+    "weights-not-tensor": (lambda d: d["state_dict"].update({"head.1.bias": [0.0] * 13}), "must be a tensor"),
+    "weights-extra": (lambda d: d["state_dict"].update(extra=d["state_dict"]["head.1.bias"]), "unexpected extra"),
+    "weights-missing": (lambda d: d["state_dict"].pop("head.1.bias"), "missing head.1.bias"),
+    "format-tensor": (lambda d: d.update(format=d["state_dict"]["head.1.bias"]), "field 'format' is tensor("),
+    "version-string": (lambda d: d.update(version="1"), "unsupported checkpoint version '1'"),
+    "info-not-object": (lambda d: d.update(info=[1]), "field 'info' must be an object"),
 }
+
+
+def _zip_of_text() -> bytes:
+    """A zip archive that is not a torch checkpoint (a renamed .zip)."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    return buffer.getvalue()
 
 
 def checkpoint_cases() -> list[Case]:
     cases = [Case(f"checkpoint-{bad}", stream_detect,
                   lambda f, c=change: ["--video", "demo", "--detector", f.checkpoint(c), "--jsonl"], culprit)
              for bad, (change, culprit) in CHECKPOINT.items()]
-    for bad, content in (("text", "not a checkpoint"), ("empty", ""), ("truncated", DETECTOR.read_bytes()[:2000])):
+    for bad, content in (("text", "not a checkpoint"), ("empty", ""), ("truncated", DETECTOR.read_bytes()[:2000]),
+                         ("five-bytes", "hello"), ("zip-of-text", _zip_of_text())):
         cases.append(Case(f"checkpoint-{bad}", stream_detect,
                           lambda f, c=content: ["--video", "demo", "--detector", f.text("d.pt", c), "--jsonl"],
                           "d.pt: not a detector checkpoint"))
@@ -299,6 +342,8 @@ def flag_cases(tmp: str) -> list[Case]:
         flag("tgml-bench-seeds-0", tgml, ["bench-captaincook", "--data", tmp, "--seeds", "0"], "--seeds 0"),
         flag("prego-bench-seeds-0", prego_bench, ["--data", tmp, "--seeds", "0"], "--seeds 0"),
         flag("prego-bench-perturb-2", prego_bench, ["--data", tmp, "--perturb", "0,2"], "rate 2 is outside [0, 1]"),
+        flag("prego-bench-order-only-alone", prego_bench, ["--data", tmp, "--order-only"],
+             "--order-only is an option of --annotations FILE"),
         flag("prego-bench-perturb-x", prego_bench, ["--data", tmp, "--perturb", "x"], "--perturb"),
         flag("prego-bench-dataset", prego_bench, ["--data", tmp, "--dataset", "kitchen"], "kitchen"),
         flag("prego-bench-mode", prego_bench, ["--data", tmp, "--mode", "live"], "live"),
@@ -353,18 +398,146 @@ def toml_cases() -> list[Case]:
     return cases
 
 
+def npy_with_header(header: str, data: bytes = b"") -> bytes:
+    """An ``.npy`` file (format 1.0) with any header text: numpy's own writer would refuse these."""
+    text = header.encode("latin1")
+    text += b" " * ((64 - (10 + len(text) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + data
+
+
+def _features_file(root: Path) -> Path:
+    return root / "rgb_synth" / "video_00.npy"
+
+
+def _as_npz(root: Path) -> None:
+    path = _features_file(root)
+    array = np.load(path)
+    with path.open("wb") as handle:  # np.savez to a handle: the name keeps its .npy ending
+        np.savez(handle, features=array)
+
+
+FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
+    # recognition-train: AttributeError, MemoryError (87 TiB) and OverflowError before the header was checked.
+    "npz-under-npy": (_as_npz, "is an .npz archive (np.savez), not an .npy array"),
+    "absurd-shape": (lambda r: _features_file(r).write_bytes(npy_with_header(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 24), }", b"\0" * 3840)),
+        "announce shape (1000000000000, 24) (96000000000000 bytes), more than"),
+    "negative-shape": (lambda r: _features_file(r).write_bytes(npy_with_header(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (-5, 24), }", b"\0" * 3840)), "damaged .npy header"),
+    "cut-short": (lambda r: _features_file(r).write_bytes(_features_file(r).read_bytes()[:-100]), "cut short"),
+    "pickled-objects": (lambda r: np.save(_features_file(r), np.array([[{"a": 1}]] * 40, dtype=object)),
+                        "have dtype object, expected real numbers"),
+    "not-npy": (lambda r: _features_file(r).write_text("features"), "not a NumPy .npy file"),
+    "a-folder": (lambda r: (_features_file(r).unlink(), _features_file(r).mkdir()), "is a folder"),
+}
+SPLIT_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "video-twice": (lambda d: d["train"].append(d["train"][0]), "names video 'video_00' twice"),
+    "video-in-both": (lambda d: d["test"].append(d["train"][0]), "'video_00' is listed in both 'train' and 'test'"),
+    "path-as-name": (lambda d: d["test"].append("../../etc/passwd"), "is not a video name"),
+    "step-id-negative": (lambda d: d.update(class_step_ids=[None, -1, 11, 12, 13]), "'class_step_ids' must hold"),
+    "step-id-twice": (lambda d: d.update(class_step_ids=[None, 11, 11, 12, 13]), "gives step id 11 to two classes"),
+    "fps-nan-string": (lambda d: d.update(fps="nan"), "field 'fps' = 'nan' must be a finite number > 0"),
+    "names-not-list": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list of names"),
+}
+
+
+def _edit_split(root: Path, change: Callable[[dict[str, Any]], object]) -> None:
+    data = json.loads((root / "split.json").read_text())
+    change(data)
+    (root / "split.json").write_text(json.dumps(data))
+
+
+def feature_cases() -> list[Case]:
+    cases = []
+    for bad, (change, culprit) in FEATURE_ARRAYS.items():
+        cases.append(Case(f"recognition-train-features-{bad}", recognition_train,
+                          lambda f, c=change: ["--features", f.features(c), "--config", f.small_config(), "--out",
+                                               f.missing("d.pt")], culprit))
+    for bad, (change, culprit) in SPLIT_FILE.items():
+        cases.append(Case(f"recognition-train-split-{bad}", recognition_train,
+                          lambda f, c=change: ["--features", f.features(lambda r: _edit_split(r, c)), "--config",
+                                               f.small_config(), "--out", f.missing("d.pt")], culprit))
+    cases.append(Case("stream-detect-eval-split-video-twice", stream_detect,
+                      lambda f: ["eval", "--videos", f.folder("videos"), "--annotations", str(ANNOTATIONS), "--graph",
+                                 str(GRAPH), "--detector", str(DETECTOR), "--quiet", "--split",
+                                 f.json("split.json", {"train": [], "test": ["demo_001", "demo_001"]})],
+                      "names video 'demo_001' twice"))
+    return cases
+
+
+# The segment check every command that reads annotations shares: the same refusal, word for word, everywhere.
+SEGMENTS: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
+    "end-before-start": (lambda d: segment0(d, "end_time", 0.5),
+                         "segments[0] ends at 0.5 s, before it starts (1.333 s)"),
+    "no-duration": (lambda d: segment0(d, "end_time", 1.333), "segments[0] has no duration (it starts and ends at"),
+    "negative-start": (lambda d: segment0(d, "start_time", -1), "segments[0].start_time = -1 must be a number of "
+                                                                 "seconds >= 0"),
+    "negative-end": (lambda d: video0(d)["segments"][0].update(start_time=-3.0, end_time=-2.0),
+                     "segments[0].start_time = -3 must be"),
+    "overlap": (lambda d: video0(d)["segments"][1].update(start_time=2.0),
+                "segments[1] (2-8.833 s) overlaps segments[0] (1.333-4.633 s)"),
+    "no-segments": (lambda d: video0(d).update(segments=[]), "annotations['demo_000'].segments is empty"),
+    "start-without-end": (lambda d: video0(d)["segments"][0].pop("end_time"), "segments[0] has start_time but no "
+                                                                               "end_time"),
+}
+ANNOTATION_COMMANDS: dict[str, tuple[Callable[[list[str]], object], Callable[[Files, str], list[str]]]] = {
+    "tgml-train": (tgml, lambda f, p: ["train", "--annotations", p, "--scenario", "demo-tea", "--out",
+                                       f.missing("g.json")]),
+    "prego-bench": (prego_bench, lambda f, p: ["--annotations", p, "--scenario", "demo-tea", "--test-videos",
+                                               "demo_030,demo_031"]),
+    "recognition-features": (recognition_features, lambda f, p: ["--videos", f.folder("videos"), "--annotations", p,
+                                                                 "--out", f.missing("features"), "--quiet"]),
+    "stream-detect-eval": (stream_detect, lambda f, p: ["eval", "--videos", f.folder("videos"), "--annotations", p,
+                                                        "--graph", str(GRAPH), "--detector", str(DETECTOR),
+                                                        "--quiet"]),
+}
+
+
+def segment_cases() -> list[Case]:
+    return [Case(f"segments-{bad}/{command}", main,
+                 lambda f, c=change, a=argv: a(f, f.annotations(c)), culprit)
+            for bad, (change, culprit) in SEGMENTS.items()
+            for command, (main, argv) in ANNOTATION_COMMANDS.items()]
+
+
+# Every option that takes a seed: -1 ended in numpy's traceback, 10^30 in torch's.
+SEED_OPTIONS: dict[str, tuple[Callable[[list[str]], object], list[str]]] = {
+    "tgml-train": (tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
+                          f"{TMP}/g.json", "--seed"]),
+    "tgml-bench-captaincook": (tgml, ["bench-captaincook", "--data", TMP, "--seed-base"]),
+    "tgml-bench-queries": (tgml, ["bench-queries", "--data", TMP, "--seed"]),
+    "tgml-bench-synthetic": (tgml, ["bench-synthetic", "--first-seed"]),
+    "prego-bench-first-seed": (prego_bench, ["--data", TMP, "--first-seed"]),
+    "prego-bench-perturb-seed": (prego_bench, ["--data", TMP, "--perturb-seed"]),
+    "recognition-features": (recognition_features, ["--videos", TMP, "--annotations", str(ANNOTATIONS), "--out",
+                                                    f"{TMP}/f", "--seed"]),
+    "recognition-train": (recognition_train, ["--features", TMP, "--out", f"{TMP}/d.pt", "--seed"]),
+    "prego-bench-replay": (prego_bench, ["replay", "--frames", str(ANNOTATIONS), "--seed"]),
+}
+
+
+def seed_cases() -> list[Case]:
+    cases = [flag(f"seed-{command}-{label}", main, [*argv, value], argv[-1])
+             for command, (main, argv) in SEED_OPTIONS.items()
+             for label, value in (("negative", "-1"), ("10^30", str(10**30)), ("word", "x"))]
+    for command, (main, argv) in {"tgml-bench-captaincook": (tgml, ["bench-captaincook", "--data", TMP]),
+                                  "tgml-bench-synthetic": (tgml, ["bench-synthetic"]),
+                                  "prego-bench": (prego_bench, ["--data", TMP])}.items():
+        cases.append(flag(f"seeds-{command}-10^30", main, [*argv, "--seeds", str(10**30)], "--seeds"))
+    return cases
+
+
 def all_cases(tmp: str) -> list[Case]:
     files = json_cases() + graph_cases() + annotation_cases() + checkpoint_cases() + frames_cases() + toml_cases()
-    return files + flag_cases(tmp)
+    return files + feature_cases() + segment_cases() + seed_cases() + flag_cases(tmp)
 
 
-TMP = "/tmp/bad-input-table"  # flag cases name paths under the test's own folder: this placeholder is replaced
 CASES = all_cases(TMP)
 
 
-def test_the_table_is_large_and_covers_the_four_commands() -> None:
-    assert len(CASES) >= 150 and len({c.name for c in CASES}) == len(CASES)
-    assert {c.main for c in CASES} == {stream_detect, tgml, prego_bench, recognition_train}
+def test_the_table_is_large_and_covers_the_five_commands() -> None:
+    assert len(CASES) >= 300 and len({c.name for c in CASES}) == len(CASES)
+    assert {c.main for c in CASES} == {stream_detect, tgml, prego_bench, recognition_train, recognition_features}
 
 
 @pytest.fixture(autouse=True)
@@ -379,3 +552,119 @@ def test_bad_input_is_one_error_line_naming_the_culprit_and_exit_2(
     argv = [arg.replace(TMP, str(tmp_path)) for arg in case.argv(Files(tmp_path))]
     line = cli_error(case.main, argv, capsys)
     assert case.culprit.replace(TMP, str(tmp_path)) in line, f"{line!r} does not name {case.culprit!r}"
+
+
+# -- odd videos -------------------------------------------------------------------------------------------------------
+def _avi(path: Path, frames: int = 20, scale: int = 1, rate: int = 10, usec_per_frame: int = 100_000) -> Path:
+    """An MJPEG AVI written by OpenCV, its frame-rate fields then set to ``rate / scale`` (and ``usec_per_frame``)."""
+    import struct
+
+    import cv2
+
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (64, 48))
+    for k in range(frames):
+        writer.write(np.full((48, 64, 3), 10 * k % 256, np.uint8))
+    writer.release()
+    data = bytearray(path.read_bytes())
+    stream = data.index(b"strh") + 8 + 20  # fccType, fccHandler, flags, priority, language, initial frames
+    data[stream:stream + 8] = struct.pack("<II", scale, rate)
+    main = data.index(b"avih") + 8
+    data[main:main + 4] = struct.pack("<I", usec_per_frame)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _mp4(path: Path, frames: int) -> Path:
+    from tests.streaming.helpers import write_noise_video
+
+    return write_noise_video(path, frames=frames)  # 30 fps
+
+
+ODD_VIDEOS: dict[str, tuple[Callable[[Path], Path], str]] = {
+    # stream-detect read 0 frames, exited 0 and reported every step missing.
+    "one-frame": (lambda d: _mp4(d / "short.mp4", 1), "1 frame (0.0333 s) is shorter than one frame at 5 frames per "
+                                                       "second: nothing to detect"),
+    # 1e-9 fps asked numpy for 745 GiB; 1e9 fps read no frame and exited 0.
+    "rate-1e-9": (lambda d: _avi(d / "slow.avi", scale=10**9, rate=1), "its frame-rate field says 1e-09 frames per "
+                                                                        "second, not a rate a video has"),
+    "rate-1e9": (lambda d: _avi(d / "fast.avi", scale=1, rate=10**9, usec_per_frame=1),
+                 "its frame-rate field says 1e+09 frames per second"),
+}
+
+
+@pytest.mark.parametrize("reader", ["auto", "opencv"])
+@pytest.mark.parametrize("odd", ODD_VIDEOS)
+def test_an_odd_video_is_one_error_line_not_an_empty_success(
+    odd: str, reader: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, culprit = ODD_VIDEOS[odd]
+    video = make(tmp_path)
+    line = cli_error(stream_detect, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
+                                     "--jsonl", "--fast", "--reader", reader], capsys)
+    assert line.startswith(f"error: --video {video}: ") and culprit in line
+
+
+def test_recognition_features_refuses_an_odd_video_before_extracting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(ANNOTATIONS.read_text())
+    data["annotations"] = {"demo_000": data["annotations"]["demo_000"]}
+    data["annotations"]["demo_000"]["segments"] = [{"step_id": 3, "start_time": 0.0, "end_time": 0.01}]
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps(data))
+    (tmp_path / "videos").mkdir()
+    _mp4(tmp_path / "videos" / "demo_000.mp4", 1)
+    line = cli_error(recognition_features, ["--videos", str(tmp_path / "videos"), "--annotations", str(labels),
+                                            "--out", str(tmp_path / "features"), "--quiet"], capsys)
+    assert "demo_000.mp4: 1 frame (0.0333 s) is shorter than one frame at 5 frames per second" in line
+    assert not (tmp_path / "features").exists()
+
+
+def test_a_broken_rate_is_taken_from_the_frame_timestamps_when_they_give_one() -> None:
+    from streaming.readers import check_source_rate
+
+    assert check_source_rate("v.mp4", 0.0, lambda: 25.0) == 25.0  # the field is broken, the timestamps are not
+    assert check_source_rate("v.mp4", 29.97, lambda: 1e9) == 29.97  # a sane field is kept
+    with pytest.raises(InputError, match="v.mp4: its frame-rate field says nan"):
+        check_source_rate("v.mp4", float("nan"), lambda: 0.0)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file: there is nothing to refuse")
+def test_an_unreadable_video_is_permission_denied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    video = _mp4(tmp_path / "locked.mp4", 30)
+    video.chmod(0)
+    line = cli_error(stream_detect, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
+                                     "--jsonl", "--fast"], capsys)
+    assert line == f"error: --video {video}: permission denied, cannot read the video file"
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_recognition_features_refuses_cuda_without_a_gpu_like_stream_detect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was accepted with the light-v1 extractor, which never asked torch for the device.
+    argv = ["--videos", str(tmp_path), "--annotations", str(ANNOTATIONS), "--out", str(tmp_path / "f"),
+            "--extractor", "light-v1", "--device", "cuda"]
+    line = cli_error(recognition_features, argv, capsys)
+    assert line.startswith("error: --device cuda: torch") and line.endswith("sees no CUDA device; use --device cpu "
+                                                                            "(or auto)")
+
+
+def test_the_decoders_stay_quiet_unless_verbose(tmp_path: Path) -> None:
+    # A damaged mp4 printed 5086 FFmpeg lines before stream-detect eval's error line.
+    from tests.streaming.helpers import STREAM_DETECT, write_damaged_video
+
+    data = json.loads(ANNOTATIONS.read_text())
+    data["annotations"] = {"demo_000": data["annotations"]["demo_000"]}
+    data["annotations"]["demo_000"]["segments"] = data["annotations"]["demo_000"]["segments"][:1]
+    (tmp_path / "labels.json").write_text(json.dumps(data))
+    (tmp_path / "videos").mkdir()
+    video = write_damaged_video(tmp_path / "videos" / "demo_000.mp4")
+    argv = [*STREAM_DETECT, "eval", "--videos", str(tmp_path / "videos"), "--annotations",
+            str(tmp_path / "labels.json"), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--quiet", "--no-cache"]
+    quiet = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 2
+    assert quiet.stderr.splitlines() == [f"error: --video {video}: cannot decode source frame 141 of 240, the file is "
+                                         "damaged or truncated"]
+    verbose = subprocess.run([*argv, "--verbose"], capture_output=True, text=True, timeout=120)
+    assert verbose.returncode == 2 and len(verbose.stderr.splitlines()) > 10  # FFmpeg's own account of the damage

@@ -1,16 +1,19 @@
-"""Writes never destroy: every command that writes refuses a device node, FIFO, socket or folder at its output, and
-writes through a symlink instead of replacing it.
+"""Writes never destroy and never go elsewhere: every command that writes refuses a device node, FIFO, socket,
+folder or symbolic link at its output (a link is never written through, given directly or planted inside an output
+folder), and a secret key is created with O_EXCL | O_NOFOLLOW and mode 0600.
 
-`tgml train --out /dev/full`, run as root, replaced the device with a regular file; onto a symlink it replaced the
-link. CI runs as root, so these tests never aim a writer at a real device: the device node is made with ``mknod``
-in a temporary folder (root only; skipped otherwise), and the real ``/dev/null`` is only ever examined
-(`output_target`), never handed to a writer.
+`tgml train --out /dev/full`, run as root, replaced the device with a regular file; a link planted in an output
+folder sent features, eval cache entries and annotated videos to where it pointed, and ``stream-detect keys --force``
+wrote a secret key into whatever file ``checker.key_secret`` pointed to. CI runs as root, so these tests never aim a
+writer at a real device: the device node is made with ``mknod`` in a temporary folder (root only; skipped otherwise),
+and the real ``/dev/null`` is only ever examined (`output_target`), never handed to a writer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import stat
 from collections.abc import Callable, Iterator
@@ -19,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from graphs.errors import InputError
-from graphs.files import atomic_path, check_output, output_target, write_text
+from graphs.files import SECRET_MODE, atomic_path, check_output, output_target, write_bytes, write_text
 from graphs.task_graph import load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.recognition_train_cli import main as recognition_train
@@ -125,20 +128,23 @@ def test_the_demo_cache_refuses_a_special_file(
     assert "$MISTAKE_CACHE" in line and unchanged(node, kind)
 
 
-def test_commands_write_through_a_symlink_instead_of_replacing_it(tmp_path: Path) -> None:
+def test_a_symlink_given_as_the_output_is_refused_not_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     real = tmp_path / "graphs" / "tea.json"
     real.parent.mkdir()
     real.write_text("old")
     link = tmp_path / "tea-link.json"
     link.symlink_to(real)
-    assert tgml(["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", str(link),
-                 "--epochs", "5", "--quiet"]) == 0
-    assert link.is_symlink() and load_graph(real).n_steps == 6
+    line = cli_error(tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", str(link),
+                            "--epochs", "5", "--quiet"], capsys)
+    assert line == (f"error: --out {link}: is a symbolic link (to {real}), not a regular file; refusing to write the "
+                    "graph file through it (name the file itself)")
     dot = tmp_path / "tea.dot"
-    dot.symlink_to(tmp_path / "graphs" / "drawn.dot")  # dangling: the target is made
-    assert tgml(["show", str(GRAPH), "--dot", str(dot)]) == 0
-    assert dot.is_symlink() and (tmp_path / "graphs" / "drawn.dot").read_text().startswith("digraph")
-    assert sorted(p.name for p in real.parent.iterdir()) == ["drawn.dot", "tea.json"]  # no temporary left
+    dot.symlink_to(tmp_path / "graphs" / "drawn.dot")  # dangling: it would have been made
+    assert "is a symbolic link" in cli_error(tgml, ["show", str(GRAPH), "--dot", str(dot)], capsys)
+    assert link.is_symlink() and dot.is_symlink() and real.read_text() == "old"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["tea.json"]  # nothing made, no temporary left
 
 
 def test_every_writer_goes_through_the_same_helper(tmp_path: Path, special: Callable[[str, str], Path]) -> None:
@@ -154,7 +160,7 @@ def test_every_writer_goes_through_the_same_helper(tmp_path: Path, special: Call
     for k, kind in enumerate(("fifo", "socket", "link-to-fifo")):
         node = special(kind, f"node{k}")
         for write in writers:
-            with pytest.raises(InputError, match="not a regular file; refusing to replace it"):
+            with pytest.raises(InputError, match="not a regular file; refusing to"):
                 write(node)
             assert unchanged(node, kind)
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
@@ -164,8 +170,7 @@ def test_atomic_path_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Pat
     real = tmp_path / "shared.json"
     real.write_text("old")
     real.chmod(0o640)
-    (tmp_path / "link").symlink_to(real)
-    with atomic_path(tmp_path / "link") as tmp:
+    with atomic_path(real) as tmp:
         tmp.write_text("new")
     assert real.read_text() == "new" and stat.S_IMODE(real.stat().st_mode) == 0o640
 
@@ -173,9 +178,10 @@ def test_atomic_path_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Pat
 def test_the_real_null_device_is_only_examined(tmp_path: Path) -> None:
     # The one check that touches /dev/null asks what is there; nothing is ever written to or renamed over it.
     (tmp_path / "null-link").symlink_to("/dev/null")
-    for path in (Path("/dev/null"), tmp_path / "null-link"):
-        with pytest.raises(InputError, match="is a character device"):
-            output_target(path)
+    with pytest.raises(InputError, match="is a character device"):
+        output_target("/dev/null")
+    with pytest.raises(InputError, match="is a symbolic link"):
+        output_target(tmp_path / "null-link")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
@@ -222,3 +228,147 @@ def test_folder_outputs_and_videos_refuse_a_missing_parent_before_any_work(
 def test_a_new_folder_output_is_made_when_its_parent_exists(tmp_path: Path) -> None:
     assert stream_detect(["keys", "--out", str(tmp_path / "keys")]) == 0
     assert (tmp_path / "keys" / "checker.key").is_file()
+
+
+# -- links planted inside output folders -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def procedure(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two short executions of the shelf procedure: ``videos/`` and ``labels.json``."""
+    from tests.procedure_videos import VALID_ORDERS, write_procedure
+
+    folder = tmp_path_factory.mktemp("shelf")
+    write_procedure(folder, {f"run{k}": VALID_ORDERS[k] for k in range(2)})
+    return folder
+
+
+@pytest.mark.parametrize("planted", ["file", "sub-folder"])
+def test_recognition_features_never_writes_through_a_link_in_its_folder(
+    planted: str, procedure: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    features, elsewhere = tmp_path / "features", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.npy").write_bytes(b"precious")
+    if planted == "file":
+        (features / "target_perframe").mkdir(parents=True)
+        link = features / "target_perframe" / "run0.npy"
+        link.symlink_to(elsewhere / "precious.npy")
+    else:
+        features.mkdir()
+        link = features / "rgb_light-v1"
+        link.symlink_to(elsewhere, target_is_directory=True)
+    line = cli_error(recognition_features, ["--videos", str(procedure / "videos"), "--annotations",
+                                            str(procedure / "labels.json"), "--out", str(features), "--extractor",
+                                            "light-v1", "--fps", "2", "--test-videos", "run1", "--quiet"], capsys)
+    assert line.startswith(f"error: {link}: is a symbolic link")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["precious.npy"]
+    assert (elsewhere / "precious.npy").read_bytes() == b"precious" and link.is_symlink()
+
+
+@pytest.fixture
+def own_cache(demo_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$MISTAKE_CACHE`` of this test: the session's rendered demo videos, no eval entry."""
+    from streaming.demo.procedure import DEMO_EXECUTIONS
+    from streaming.demo.synthetic_video import demo_video
+
+    for name in DEMO_EXECUTIONS:
+        demo_video(name)
+    cache = tmp_path / "cache"
+    shutil.copytree(demo_cache, cache, ignore=shutil.ignore_patterns("eval"))
+    monkeypatch.setenv("MISTAKE_CACHE", str(cache))
+    return cache
+
+
+def test_the_eval_cache_never_writes_through_a_planted_link_even_with_no_cache(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (own_cache / "eval").symlink_to(elsewhere, target_is_directory=True)
+    assert stream_detect(["eval", "--demo", "--no-cache", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "is a symbolic link, not a folder; refusing to write the eval cache entry through it" in err
+    assert "the result of demo:mistake is not cached" in err  # said, not silent
+    assert not any(elsewhere.iterdir())
+
+
+def test_an_annotated_video_never_goes_through_a_planted_link(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, precious = tmp_path / "annotated", tmp_path / "precious.mp4"
+    out.mkdir()
+    precious.write_bytes(b"precious")
+    (out / "demo-mistake.mp4").symlink_to(precious)
+    line = cli_error(stream_detect, ["eval", "--demo", "--quiet", "--annotate-out", str(out)], capsys)
+    assert line.startswith(f"error: --annotate-out {out / 'demo-mistake.mp4'}: is a symbolic link")
+    assert precious.read_bytes() == b"precious"
+
+
+# -- secret keys ------------------------------------------------------------------------------------------------------
+def test_keys_force_never_writes_a_secret_through_a_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    keys, precious = tmp_path / "keys", tmp_path / "precious"
+    assert stream_detect(["keys", "--out", str(keys)]) == 0
+    precious.write_text("precious")
+    (keys / "checker.key_secret").unlink()
+    (keys / "checker.key_secret").symlink_to(precious)
+    before = {p.name: p.read_bytes() for p in keys.rglob("*") if p.is_file() and not p.is_symlink()}
+    capsys.readouterr()
+    line = cli_error(stream_detect, ["keys", "--out", str(keys), "--force"], capsys)
+    assert line.startswith(f"error: {keys / 'checker.key_secret'}: is a symbolic link")
+    assert precious.read_text() == "precious" and (keys / "checker.key_secret").is_symlink()
+    assert {p.name: p.read_bytes() for p in keys.rglob("*") if p.is_file() and not p.is_symlink()} == before
+
+
+def test_secret_keys_are_private_from_their_creation_and_after_force(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    assert stream_detect(["keys", "--out", str(keys)]) == 0
+    (keys / "checker.key_secret").chmod(0o644)  # someone loosened it: --force writes a private file again
+    assert stream_detect(["keys", "--out", str(keys), "--force"]) == 0
+    for secret in keys.rglob("*.key_secret"):
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+    assert stat.S_IMODE((keys / "checker.key").stat().st_mode) == 0o644
+    assert not [p for p in keys.rglob("*") if ".tmp" in p.name]
+
+
+def test_write_bytes_never_replaces_what_appeared_meanwhile_without_replace(tmp_path: Path) -> None:
+    path = tmp_path / "secret"
+    path.write_text("made by another process")
+    with pytest.raises(InputError, match="exists; refusing to replace it"):
+        write_bytes(path, b"new", "secret key file", mode=SECRET_MODE, replace=False)
+    assert path.read_text() == "made by another process"
+
+
+# -- a full disk -------------------------------------------------------------------------------------------------------
+def _small_file_limit() -> None:
+    """In the child: files may not grow past 1 KiB (a full disk, as the writer sees it: EFBIG), no SIGXFSZ death."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+
+@pytest.mark.parametrize("command", ["recognition-train", "tgml train"])
+def test_a_full_disk_while_saving_is_one_line_and_the_old_file_stays(command: str, tmp_path: Path) -> None:
+    # recognition-train ended in torch's RuntimeError; every other writer printed one line.
+    import subprocess
+    import sys
+
+    from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder
+
+    out = tmp_path / ("detector.pt" if command == "recognition-train" else "graph.json")
+    out.write_bytes(b"the earlier result")
+    if command == "recognition-train":
+        folder = write_feature_folder(tmp_path / "features", n_train=2, n_test=1, frames=40)
+        (tmp_path / "small.toml").write_text(SMALL_CONFIG.replace("epochs = 6", "epochs = 1"))
+        argv = ["-m", "recognition.recognition_train_cli", "--features", str(folder), "--config",
+                str(tmp_path / "small.toml"), "--out", str(out), "--quiet"]
+    else:
+        argv = ["-m", "tgml.tgml_cli", "train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
+                str(out), "--epochs", "5", "--quiet"]
+    result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120,
+                            preexec_fn=_small_file_limit)
+    assert result.returncode == 2, result.stderr[-2000:]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: {out}: cannot write the ")
+    assert "File too large" in line or "detector checkpoint (" in line  # torch says it its own way
+    assert out.read_bytes() == b"the earlier result" and not [p for p in tmp_path.iterdir() if ".tmp" in p.name]

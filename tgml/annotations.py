@@ -1,16 +1,29 @@
 """Reader for the annotation JSON shared by Assembly101-O, EPIC-Tent-O and CaptainCook4D
-(format in docs/data-and-citations.md).
+(format in docs/data-and-citations.md): the one loader of annotation files, with the one segment check every
+command that reads annotations shares.
 
 ``{"annotations": {video: {"scenario", "recording_id", "segments": [{"step_id", ...}]}},
 "taxonomy": {scenario: {"<id>": {"name", "id", ...}}}}``
+
+Every command that reads a user's annotation file (``tgml train``, ``prego-bench --annotations``,
+``recognition-features``, ``stream-detect eval``) loads it here with the segment times checked (`check_segments`),
+so they accept and refuse the same files: a video without segments, a negative time, a segment that ends before
+(or when) it starts, and two segments that overlap are refused, naming the video and the segments. A segment may
+leave its times out (the learners read only the order); the commands that need times (features, eval) then say so.
+
+The published benchmark files are read as published (``check_times=False``): EPIC-Tent-O and CaptainCook4D hold
+overlapping segments and ``-1`` times for steps that were never done, and the benchmarks, like the paper, read only
+the order of their segments. ``tgml train --order-only`` and ``prego-bench --annotations ... --order-only`` read a
+file that way too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from graphs.errors import InputError
 from graphs.files import read_json
@@ -28,12 +41,14 @@ class Video:
             ``start_time`` / ``end_time`` are not read (41 of the 194 CaptainCook4D videos list segments out of
             start-time order, and the published figures come from the file order).
         has_errors: per segment, the ``has_errors`` flag (the PREGO test splits mark the mistake).
+        spans: per segment, ``(start_time, end_time)`` in seconds, or None where the file gives no times.
     """
 
     video: str
     scenario: str
     steps: tuple[int, ...]
     has_errors: tuple[bool, ...]
+    spans: tuple[tuple[float, float] | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,13 +171,65 @@ class Annotations:
             raise InputError(f"{self.path}: unknown scenario {scenario!r} (known: {known})")
 
 
-def load_annotations(path: str | Path) -> Annotations:
+OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
+
+
+def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] | None:
+    """A segment's ``(start, end)`` in seconds, None without times; each time a finite number (>= 0 when checked)."""
+    for key in ("start_time", "end_time"):
+        if key in seg and not is_finite_number(seg[key]):
+            raise InputError(f"{where}.{key} = {seg[key]!r:.60} is not a number")
+    present = [key in seg for key in ("start_time", "end_time")]
+    if not any(present):
+        return None
+    if not all(present):
+        missing = "end_time" if present[0] else "start_time"
+        raise InputError(f"{where} has {'start_time' if present[0] else 'end_time'} but no {missing}")
+    start, end = float(seg["start_time"]), float(seg["end_time"])
+    if check:
+        for key, value in (("start_time", start), ("end_time", end)):
+            if value < 0:
+                raise InputError(f"{where}.{key} = {value:g} must be a number of seconds >= 0")
+        if end < start:
+            raise InputError(f"{where} ends at {end:g} s, before it starts ({start:g} s)")
+        if end == start:
+            raise InputError(f"{where} has no duration (it starts and ends at {start:g} s)")
+    return start, end
+
+
+def check_segments(spans: Sequence[tuple[float, float] | None], where: str) -> None:
+    """Refuse two timed segments of one video that overlap (beyond touching): a frame shows one key-step.
+
+    Args:
+        spans: the video's segment spans in file order (None: a segment without times, not compared).
+        where: ``"<file>: annotations['<video>']"``, named in the error.
+
+    Raises:
+        InputError: naming both segments (file indices) and their spans.
+    """
+    timed = sorted((span[0], k, span) for k, span in enumerate(spans) if span is not None)
+    for (_, k_a, a), (_, k_b, b) in zip(timed, timed[1:], strict=False):
+        if b[0] < a[1] - OVERLAP_SLACK_S:
+            raise InputError(f"{where}.segments[{k_b}] ({b[0]:g}-{b[1]:g} s) overlaps segments[{k_a}] "
+                             f"({a[0]:g}-{a[1]:g} s); a frame can show one key-step only")
+
+
+def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
     """Read and validate an annotation file.
 
     Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
     segment index and field. The file holds to the live pipeline's limits (`graphs.limits`): step ids in
     ``0..2^31-1``, names of at most `MAX_NAME` characters; ``start_time`` / ``end_time``, when present, are finite
-    numbers (they are not read, but a string there is a broken file, not a time).
+    numbers. Every video has at least one segment.
+
+    Args:
+        path: the file.
+        check_times: the segment check every command shares (module docstring): no negative time, no segment that
+            ends before or when it starts, no two segments that overlap. False reads a published benchmark file as
+            published (only the order of its segments is used).
+
+    Returns:
+        The annotations.
     """
     data = read_json(path, "annotation file")
     src = str(path)
@@ -182,10 +249,10 @@ def load_annotations(path: str | Path) -> Annotations:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name is {len(entry['name'])} characters "
                                  f"long; at most {MAX_NAME}")
             step_id = entry.get("id", key)
-            if isinstance(step_id, str) and step_id.strip().lstrip("-").isdigit():
+            if isinstance(step_id, str) and re.fullmatch(r"\s*-?[0-9]{1,19}\s*", step_id):
                 step_id = int(step_id)
             if not isinstance(step_id, int) or isinstance(step_id, bool):
-                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id!r} is not an integer")
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id!r:.60} is not an integer")
             if not is_step_id(step_id):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
@@ -198,32 +265,30 @@ def load_annotations(path: str | Path) -> Annotations:
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
         scenario = record.get("scenario")
         if not isinstance(scenario, str) or scenario not in taxonomy:
-            raise InputError(f"{src}: annotations[{video!r}].scenario = {scenario!r} is not in the taxonomy")
+            raise InputError(f"{src}: annotations[{video!r}].scenario = {scenario!r:.60} is not in the taxonomy")
         segments = record.get("segments")
         if not isinstance(segments, list):
             raise InputError(f"{src}: annotations[{video!r}].segments must be a list")
+        if not segments:
+            raise InputError(f"{src}: annotations[{video!r}].segments is empty (a video without a key-step)")
         steps_list: list[int] = []
         errors: list[bool] = []
+        spans: list[tuple[float, float] | None] = []
         for k, seg in enumerate(segments):
+            where = f"{src}: annotations[{video!r}].segments[{k}]"
             step = seg.get("step_id") if isinstance(seg, dict) else None
             if not isinstance(step, int) or isinstance(step, bool):
-                raise InputError(f"{src}: annotations[{video!r}].segments[{k}].step_id is missing or not an integer")
+                raise InputError(f"{where}.step_id is missing or not an integer")
             if step not in taxonomy[scenario]:
-                raise InputError(
-                    f"{src}: annotations[{video!r}].segments[{k}].step_id = {step} "
-                    f"is not in the {scenario!r} taxonomy"
-                )
-            for key in ("start_time", "end_time"):
-                if key in seg and not is_finite_number(seg[key]):
-                    raise InputError(
-                        f"{src}: annotations[{video!r}].segments[{k}].{key} = {seg[key]!r:.60} is not a number"
-                    )
+                raise InputError(f"{where}.step_id = {step} is not in the {scenario!r} taxonomy")
+            assert isinstance(seg, dict)
+            spans.append(_span(seg, where, check_times))
             has_errors = seg.get("has_errors", False)
             if not isinstance(has_errors, bool):
-                raise InputError(
-                    f"{src}: annotations[{video!r}].segments[{k}].has_errors = {has_errors!r} is not true or false"
-                )
+                raise InputError(f"{where}.has_errors = {has_errors!r:.60} is not true or false")
             steps_list.append(step)
             errors.append(has_errors)
-        videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors))
+        if check_times:
+            check_segments(spans, f"{src}: annotations[{video!r}]")
+        videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors), tuple(spans))
     return Annotations(src, videos, taxonomy)

@@ -22,8 +22,9 @@ from typing import Any, Final
 
 import numpy as np
 
+from graphs.array_files import read_npy_stream
 from graphs.errors import InputError
-from graphs.files import atomic_path
+from graphs.files import atomic_path, open_input
 
 DEFAULT_ENCODER: Final = "all-MiniLM-L6-v2"
 TEXT_EXTRA: Final = "text"
@@ -67,12 +68,17 @@ def read_cached(path: Path, texts: Sequence[str], encoder: str) -> np.ndarray | 
     """
     if not path.is_file():
         return None
-    try:
-        with np.load(path, allow_pickle=False) as entry:
-            stored_texts = [str(t) for t in entry["texts"]]
-            stored_encoder = str(entry["encoder"])
-            embeddings = np.asarray(entry["embeddings"], dtype=np.float32)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+    try:  # every member's header is checked before its data is read (an absurd shape never allocates)
+        with open_input(path, "embedding cache entry") as handle, zipfile.ZipFile(handle) as entry:
+            arrays = {}
+            for name, kinds in (("texts", "U"), ("encoder", "U"), ("embeddings", "f")):
+                info = entry.getinfo(f"{name}.npy")
+                with entry.open(info) as member:
+                    arrays[name] = read_npy_stream(member, info.file_size, str(path), name, None, kinds)
+        stored_texts = [str(t) for t in arrays["texts"]]
+        stored_encoder = str(arrays["encoder"])
+        embeddings = np.asarray(arrays["embeddings"], dtype=np.float32)
+    except (InputError, OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     ok = (stored_texts == list(texts) and stored_encoder == encoder and embeddings.ndim == 2
           and embeddings.shape[0] == len(texts) and embeddings.shape[1] > 0 and bool(np.isfinite(embeddings).all()))

@@ -4,7 +4,7 @@ Usage::
 
     tgml train --annotations ../shared/data/epic-tent-o/train.json --scenario epic-tent --out tent.json \\
         [--method {noisy-and,do,tgt-text}] [--config FILE] [--epochs N] [--lr LR] [--seed 42] [--relaxed] \\
-        [--include-mistakes] [--exclude-videos A,B] [--quiet] \\
+        [--include-mistakes] [--exclude-videos A,B] [--order-only] [--quiet] \\
         noisy-and only: [--edge-cost NATS] [--noise RHO] [--cut THETA] \\
         do only:        [--beta 0.005] [--augment] [--early-stop {none,sa-plateau,sa-threshold:X}] \\
                         [--edge-threshold {1/n,1/(n+2),1/N}]
@@ -70,11 +70,11 @@ from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output, write_text
 from graphs.graph_drawing import write_rendering
-from graphs.options import workers_option
+from graphs.options import check_seed_count, seed_option, workers_option
 from graphs.order_rules import ORDER_RULES
 from graphs.settings_files import naming_the_file, read_settings
 from graphs.task_graph import load_graph, save_graph
-from tgml.annotations import TrainingVideos
+from tgml.annotations import TrainingVideos, load_annotations
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, load_procedures
 from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
 from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
@@ -119,7 +119,7 @@ def _parser() -> ArgumentParser:
     train.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
     train.add_argument("--epochs", type=int, help="epochs (default: noisy-and 150, do 1000)")
     train.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
-    train.add_argument("--seed", type=int, help="random seed (default 42)")
+    train.add_argument("--seed", type=seed_option, help="random seed (default 42)")
     train.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                        help="three-part sequence augmentation (docs/method.md)")
     train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
@@ -133,6 +133,10 @@ def _parser() -> ArgumentParser:
                             "would take the mistaken order as allowed)")
     train.add_argument("--exclude-videos", type=_names, default=[], metavar="A,B",
                        help="leave these executions out (held-out test videos), comma-separated")
+    train.add_argument("--order-only", action="store_true",
+                       help="read only the order of the segments, their times unchecked (the published EPIC-Tent-O "
+                            "and CaptainCook4D files hold overlapping segments); by default the times are checked "
+                            "like every command that reads annotations does")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
@@ -150,7 +154,7 @@ def _parser() -> ArgumentParser:
     bench.add_argument("--seeds", type=int, default=5, metavar="N",
                        help="how many training seeds: each procedure is learned with seeds S..S+N-1, S being "
                             "--seed-base (default 5)")
-    bench.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, metavar="S",
+    bench.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
                        help=f"the first training seed (default {DEFAULT_SEED_BASE})")
     bench.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
                        help="worker processes (0: one per core; at most 4 per core)")
@@ -178,7 +182,7 @@ def _parser() -> ArgumentParser:
                                "the last row")
     mistakes.add_argument("--seeds", type=int, default=3, metavar="N",
                           help="seeds of the seeded learners: S..S+N-1, S being --seed-base (default 3)")
-    mistakes.add_argument("--seed-base", type=int, default=DEFAULT_SEED_BASE, metavar="S",
+    mistakes.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
                           help=f"the first seed (default {DEFAULT_SEED_BASE})")
     mistakes.add_argument("--rules", default=",".join(ORDER_RULES),
                           help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
@@ -202,7 +206,7 @@ def _parser() -> ArgumentParser:
     queries.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
     queries.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
                                                    "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
-    queries.add_argument("--seed", type=int, default=42, help="the one training seed of the learned graphs "
+    queries.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
                                                               "(default 42)")
     queries.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
     queries.add_argument("--json", help="write all results to this JSON file")
@@ -212,7 +216,7 @@ def _parser() -> ArgumentParser:
     syn.add_argument("--seeds", type=int, default=2, metavar="N",
                      help="how many random graphs per size and density, drawn with seeds S..S+N-1, S being "
                           "--first-seed (default 2)")
-    syn.add_argument("--first-seed", type=int, default=0, metavar="S",
+    syn.add_argument("--first-seed", type=seed_option, default=0, metavar="S",
                      help="the seed of the first random graph (default 0)")
     syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
     syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
@@ -269,8 +273,7 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
 
 def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-mistakes``: learn, replay, print the tables and the notes on the data."""
-    if args.seeds < 1:
-        raise InputError(f"--seeds {args.seeds}: need at least 1")
+    check_seed_count(args.seeds)
     data = captaincook_folder(data_folder(args.data))
     if args.select:
         _select_rule(args, data, console)
@@ -324,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "train":
         # Before training: a failed save would lose the run.
         check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
+        load_annotations(args.annotations, check_times=not args.order_only)  # the segment check every command makes
         method = _train_method(args)
         videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
         entry = learner(method)
@@ -364,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "bench-synthetic":
         if args.json:
             check_output(args.json, "results file", option="--json")
+        check_seed_count(args.seeds)
         synthetic_config = SyntheticConfig(
             _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
             _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
@@ -376,8 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
             print(f"wrote {args.json}")
     else:
-        if args.seeds < 1:
-            raise InputError(f"--seeds {args.seeds}: need at least 1")
+        check_seed_count(args.seeds)
         data = captaincook_folder(data_folder(args.data))
         if args.json:
             check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.files import atomic_path, read_json
+from graphs.files import atomic_path, read_json, write_text
 from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
 
@@ -216,7 +216,7 @@ def write_video(path: Path, steps: tuple[int, ...], seed: int, config: RenderCon
     Returns:
         ``[(step, start_s, end_s), ...]``.
     """
-    with atomic_path(path, suffix=".mp4") as tmp:  # OpenCV picks the container by the file's ending
+    with atomic_path(path, suffix=".mp4", what="demo video") as tmp:  # OpenCV picks the container by the file's ending
         fourcc = cv2.VideoWriter.fourcc(*"mp4v")
         writer = cv2.VideoWriter(str(tmp), fourcc, config.fps, (config.width, config.height))
         if not writer.isOpened():
@@ -267,12 +267,9 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
         # A damaged cache entry is ours to rebuild, not the user's problem: render it again.
     try:
         segments = write_video(path, steps, seed, config)
-        with atomic_path(sidecar) as tmp:
-            tmp.write_text(json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}))
-    except OSError as err:  # the cache folder cannot be made or written
-        where = f"{err.filename}: " if err.filename else ""
+        write_text(sidecar, json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}), "demo cache sidecar")
+    except InputError as err:  # the cache folder cannot be made or written, or something else stands there
         raise InputError(
-            f"cannot render the demo video into {path.parent} (set $MISTAKE_CACHE to a writable folder): "
-            f"{where}{err.strerror or err}"
+            f"cannot render the demo video into {path.parent} (set $MISTAKE_CACHE to a writable folder): {err}"
         ) from None
     return path, segments

@@ -60,8 +60,8 @@ def test_unknown_training_step_and_bad_setting_are_reported() -> None:
     [("epic-tent-o", "epic-tent", 57.7, 44.8), ("assembly101-o", "assembly101", 26.5, 23.0)],
 )
 def test_published_figures_are_reproduced(data_dir: Path, dataset: str, scenario: str, gt: float, pred: float) -> None:
-    train = load_annotations(data_dir / dataset / "train.json")
-    test = load_annotations(data_dir / dataset / "test.json")
+    train = load_annotations(data_dir / dataset / "train.json", check_times=False)
+    test = load_annotations(data_dir / dataset / "test.json", check_times=False)
     ids, names = train.steps_of(scenario)
     graph = count_based_graph([v.steps for v in train.scenario_videos(scenario)], ids, names)
     gt_score = mistake_scores(precondition_violations(graph, v.steps) for v in test.scenario_videos(scenario))

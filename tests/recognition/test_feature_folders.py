@@ -131,7 +131,7 @@ def test_multi_hot_rows_of_overlapping_classes_are_split_evenly_and_bool_targets
 def test_complex_features_are_refused_not_truncated(feature_folder: Path) -> None:
     path = feature_folder / "rgb_synth" / "video_01.npy"
     np.save(path, np.load(path).astype(np.complex64))
-    with pytest.raises(InputError, match="video 'video_01': RGB features in .* has dtype complex64, expected real"):
+    with pytest.raises(InputError, match="video 'video_01': .*video_01.npy: the RGB features have dtype complex64"):
         load_feature_dataset(feature_folder, SYNTH)
 
 

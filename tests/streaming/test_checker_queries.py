@@ -207,7 +207,7 @@ def test_sigterm_of_a_detector_reports_the_steps_its_session_never_did(tmp_path:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
-        assert proc.returncode == 130
+        assert proc.returncode == 143
         row = state.streams["term"]
         [(_, report)] = list(state.missing)
         assert report.run == row.run and len(row.done) < len(CORRECT)

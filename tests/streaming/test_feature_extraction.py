@@ -100,10 +100,12 @@ def test_a_second_run_skips_what_is_done_and_redoes_what_changed(
     assert "(0 extracted, 3 already there)" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in features.iterdir()} == before
     write_execution(work / "videos" / "run1.mp4", VALID_ORDERS[4], seed=7)  # the user re-recorded one video
-    edit_labels(work, lambda d: d["annotations"]["run1"].update(segments=[]))
+    edit_labels(work, lambda d: d["annotations"]["run1"].update(segments=d["annotations"]["run1"]["segments"][:1]))
     assert main(args(work)) == 0
     assert "(1 extracted, 2 already there)" in capsys.readouterr().out
-    assert (np.load(work / "features" / "target_perframe" / "run1.npy").argmax(axis=1) == 0).all()
+    first = json.loads((work / "labels.json").read_text())["annotations"]["run1"]["segments"][0]
+    labels = np.load(work / "features" / "target_perframe" / "run1.npy").argmax(axis=1)
+    assert (labels[int(first["end_time"] * FPS) + 1:] == 0).all() and labels.any()  # only the one segment left
 
 
 def _truncated_avi(path: Path, seconds: float = 20.0, keep: float = 0.6) -> None:
@@ -120,7 +122,7 @@ def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
 ) -> None:
     (work / "videos" / "run2.mp4").unlink()
     _truncated_avi(work / "videos" / "run2.avi")
-    edit_labels(work, lambda d: d["annotations"]["run2"].update(segments=[]))
+    edit_labels(work, lambda d: d["annotations"]["run2"].update(segments=d["annotations"]["run2"]["segments"][:1]))
     line = cli_error(main, args(work, "--reader", "opencv"), capsys)
     assert line.startswith(f"error: {work / 'videos' / 'run2.avi'}: cannot decode source frame")
     assert "the videos extracted before it are kept" in line
@@ -212,7 +214,8 @@ def test_a_refused_run_leaves_an_earlier_extraction_as_it_was(work: Path, capsys
 def test_several_scenarios_need_a_choice(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def add_scenario(data: dict) -> None:
         data["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
-        data["annotations"]["tent_01"] = {"scenario": "tent", "recording_id": "tent_01", "segments": []}
+        data["annotations"]["tent_01"] = {"scenario": "tent", "recording_id": "tent_01",
+                                          "segments": [{"step_id": 0, "start_time": 0.0, "end_time": 1.0}]}
 
     edit_labels(work, add_scenario)
     assert "holds several scenarios (shelf, tent); choose one with --scenario" in cli_error(main, args(work), capsys)

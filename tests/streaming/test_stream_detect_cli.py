@@ -202,7 +202,7 @@ def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
     ready, err, status = _checker_until_sigterm(tmp_path)
     assert ready.startswith("checker: detectors connect to ")
     assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
-    assert status == 130
+    assert status == 143
 
 
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
@@ -218,7 +218,7 @@ def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> No
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
             assert wait_for(lambda: streams["term"].ended, 5.0)
-            assert proc.returncode == 130
+            assert proc.returncode == 143
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -313,4 +313,4 @@ def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
     assert ready["service"] == "checker" and ready["fields"]["events"] == f"ipc://{tmp_path}/in"
     summary, interrupted = err.splitlines()
     assert json.loads(summary)["message"].startswith("checker: 0 messages received")
-    assert interrupted == "interrupted"  # like an error: line, the exit's own word stays plain
+    assert interrupted.startswith("interrupted by SIGTERM: ")  # like an error: line, the exit's own line stays plain

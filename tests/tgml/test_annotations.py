@@ -12,11 +12,11 @@ from tgml.annotations import load_annotations
 
 
 def test_reads_the_real_datasets(data_dir: Path) -> None:
-    train = load_annotations(data_dir / "assembly101-o" / "train.json")
+    train = load_annotations(data_dir / "assembly101-o" / "train.json", check_times=False)
     assert len(train.videos) == 135
     ids, names = train.steps_of("assembly101")
     assert len(ids) == 86 and len(names) == 86
-    tent = load_annotations(data_dir / "epic-tent-o" / "test.json")
+    tent = load_annotations(data_dir / "epic-tent-o" / "test.json", check_times=False)
     video = tent.videos["annotations_1"]
     assert video.scenario == "epic-tent"
     assert video.steps == (4, 10, 0, 4, 2, 3, 0, 2, 3)
@@ -24,7 +24,7 @@ def test_reads_the_real_datasets(data_dir: Path) -> None:
 
 
 def test_captaincook_procedures_are_scenarios(data_dir: Path) -> None:
-    ann = load_annotations(data_dir / "captaincook4d" / "task_graph_generation_annotations.json")
+    ann = load_annotations(data_dir / "captaincook4d" / "task_graph_generation_annotations.json", check_times=False)
     assert len(ann.taxonomy) == 24
     assert len(ann.scenario_videos("coffee")) == 9
 

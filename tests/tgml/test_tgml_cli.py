@@ -19,12 +19,11 @@ TINY = {
     "annotations": {
         "v1": {"scenario": "tea", "recording_id": "v1", "segments": [{"step_id": 1}, {"step_id": 2}, {"step_id": 3}]},
         "v2": {"scenario": "tea", "recording_id": "v2", "segments": [{"step_id": 1}, {"step_id": 3}, {"step_id": 2}]},
-        "v3": {"scenario": "coffee", "recording_id": "v3", "segments": []},
     },
     "taxonomy": {
         "tea": {"1": {"name": "boil water", "id": 1}, "2": {"name": "add tea", "id": 2},
                 "3": {"name": "get cup", "id": 3}},
-        "coffee": {"7": {"name": "grind", "id": 7}},
+        "coffee": {"7": {"name": "grind", "id": 7}},  # no execution: nothing to learn from
     },
 }
 
@@ -250,7 +249,7 @@ def test_eval_against_captaincook_ground_truth(tmp_path: Path, data_dir: Path,
     cc = data_dir / "captaincook4d"
     out = tmp_path / "ramen.json"
     main(["train", "--annotations", str(cc / "task_graph_generation_annotations.json"), "--scenario", "ramen",
-          "--out", str(out), "--epochs", "80", "--quiet"])
+          "--out", str(out), "--epochs", "80", "--quiet", "--order-only"])  # the published segments overlap
     capsys.readouterr()
     assert main(["eval", "--pred", str(out), "--gt", str(cc / "ground_truth_task_graphs" / "ramen.json")]) == 0
     line = capsys.readouterr().out

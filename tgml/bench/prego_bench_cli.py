@@ -7,7 +7,7 @@ Usage::
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
     prego-bench --annotations FILE --scenario S (--test-videos A,B | --split FILE) [--config FILE]
-                [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR]
+                [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR] [--order-only]
                                       (GT mode on your own annotation file; tgml/bench/prego/own_dataset.py)
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
     prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble|noisy-and-do]
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.files import check_output
-from graphs.options import workers_option
+from graphs.options import check_seed_count, seed_option, workers_option
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
@@ -91,6 +91,9 @@ def bench_parser() -> ArgumentParser:
                        help="with --annotations: comma-separated test videos; the scenario's other videos train")
     tests.add_argument("--split", type=Path, metavar="FILE",
                        help='with --annotations: a {"train": [...], "test": [...]} file')
+    p.add_argument("--order-only", action="store_true",
+                   help="with --annotations: read only the order of the segments, their times unchecked (a published "
+                        "file with overlapping segments); by default overlaps and negative times are refused")
     p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
                    "with --annotations)")
     p.add_argument("--method", nargs="+", default=["do", "count-based"],
@@ -98,14 +101,14 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")
-    p.add_argument("--first-seed", type=int, default=42, metavar="S",
+    p.add_argument("--first-seed", type=seed_option, default=42, metavar="S",
                    help="the first training seed (default 42, the reference's)")
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="write the results here (schema: docs/prego-benchmark.md, 'Results document')")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")
-    p.add_argument("--perturb-seed", type=int, default=0, help="base seed of the ablation noise")
+    p.add_argument("--perturb-seed", type=seed_option, default=0, help="base seed of the ablation noise")
     p.add_argument("--plot", type=Path, default=Path("prego-perturb.png"),
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
@@ -263,7 +266,8 @@ def _prepare(argv: list[str]) -> int:
 
 def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
     """The ``--annotations`` dataset of the command line, or None; options that do not fit it are refused."""
-    own_options = {"--scenario": args.scenario, "--test-videos": args.test_videos, "--split": args.split}
+    own_options = {"--scenario": args.scenario, "--test-videos": args.test_videos, "--split": args.split,
+                   "--order-only": args.order_only or None}
     if args.annotations is None:
         given = next((option for option, value in own_options.items() if value is not None), None)
         if given is not None:
@@ -288,6 +292,7 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
         test_videos=args.test_videos,
         split=args.split,
         settings=Path(args.config[0]) if args.config else None,
+        order_only=args.order_only,
     )
 
 
@@ -296,8 +301,7 @@ def _bench(argv: list[str]) -> int:
 
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
-    if args.seeds < 1:
-        raise InputError(f"--seeds {args.seeds}: need at least 1")
+    check_seed_count(args.seeds)
     own = _own_dataset(args)
     if own is not None:
         inputs = [args.graph, own.annotations, own.split, own.settings]

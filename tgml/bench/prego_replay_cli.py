@@ -25,7 +25,7 @@ from rich.console import Console
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
 from graphs.files import check_output, write_text
-from graphs.options import fps_option
+from graphs.options import fps_option, seed_option
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.replay import (
     DEFAULT_SWEEP,
@@ -52,7 +52,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split)")
     p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")
     p.add_argument("--graph", help="task graph file; learned with DO from --data when omitted")
-    p.add_argument("--seed", type=int, default=42, help="seed of the DO graph learned without --graph")
+    p.add_argument("--seed", type=seed_option, default=42, help="seed of the DO graph learned without --graph")
     p.add_argument("--field", default="pred", choices=("pred", "gt"), help="which label stream to replay")
     p.add_argument("--background", type=int, metavar="ID",
                    help="the label of frames showing no key-step (default: none, as in the PREGO frames files)")

@@ -2,12 +2,17 @@
 
 Each job trains with one torch thread (`tgml.learners.do.train` pins it), so one process per core uses the machine; a
 job's result depends only on its arguments, so the figures are the same whatever the number of workers.
+
+The parent alone decides when the run stops: workers ignore SIGINT (a Ctrl-C reaches the whole process group, and
+each worker would print its own traceback), and an interrupted parent (SIGINT or SIGTERM) ends its workers at once
+instead of waiting for the jobs they run.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -15,12 +20,31 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from graphs.interrupts import signals_deferred
+
 R = TypeVar("R")
 
 
 def worker_count(requested: int, jobs: int) -> int:
     """Processes to start: ``requested``, or with 0 one per core, never more than there are jobs (at least 1)."""
     return max(1, min(requested or os.cpu_count() or 1, jobs))
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's processes now (`ProcessPoolExecutor.terminate_workers` from Python 3.14 on)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    # Before 3.14 only the private attributes reach them. The queue's feeder thread may be blocked writing jobs that
+    # no worker will read (a job's data fills the pipe): shutting down would wait for it forever.
+    pool._call_queue.cancel_join_thread()  # type: ignore[attr-defined]
+    for process in list((pool._processes or {}).values()):
+        process.terminate()
 
 
 def run_jobs(
@@ -51,14 +75,21 @@ def run_jobs(
             return results
         # A fresh interpreter per worker ("spawn"): forking a parent whose torch thread pool already runs can hang.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(processes, mp_context=context) as pool:
-            futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint) as pool:
             done: dict[int, R] = {}
             try:
+                # The first submit starts the workers; a worker cut off while it starts prints a traceback of its
+                # own, so a signal waits until they are all started, then ends them (below).
+                with signals_deferred():
+                    futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
                     bar.advance(task)
-            except BaseException:  # a failed job or Ctrl-C: do not wait for the jobs not started yet
+            except KeyboardInterrupt:  # SIGINT or SIGTERM: the jobs under way are lost anyway, end them now
+                _end_workers(pool)
+                pool.shutdown(cancel_futures=True)
+                raise
+            except BaseException:  # a failed job: do not wait for the jobs not started yet
                 pool.shutdown(cancel_futures=True)
                 raise
     return [done[k] for k in range(len(arguments))]

@@ -63,6 +63,7 @@ from rich.table import Table
 from graphs.count_based import count_based_graph
 from graphs.errors import InputError
 from graphs.mistake_metrics import precision_recall_f1, protocol_labels
+from graphs.options import SEED_RULE, is_seed
 from graphs.procedure_queries import ProcedureQueries, learn_optional_scores
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
@@ -170,8 +171,8 @@ class QueryBenchConfig:
             raise InputError("bench-queries: a dataset is listed twice")
         if self.folds is not None and self.folds < 2:
             raise InputError(f"bench-queries: folds = {self.folds}, expected at least 2")
-        if self.seed < 0:
-            raise InputError(f"bench-queries: seed = {self.seed}, expected >= 0")
+        if not is_seed(self.seed):
+            raise InputError(f"bench-queries: seed = {self.seed}, expected {SEED_RULE}")
         if self.epochs is not None and self.epochs < 1:
             raise InputError(f"bench-queries: epochs = {self.epochs}, expected >= 1")
         if self.procedures and CAPTAINCOOK not in self.datasets:
@@ -217,7 +218,7 @@ def load_bench_procedures(config: QueryBenchConfig, dataset: str) -> list[Proced
     layout = resolve_data(config.data, [dataset])
     scenario = PREGO_DATASETS[dataset].scenario
     bench = load_dataset(layout, dataset, pred=False)
-    videos = load_annotations(layout.train_file(dataset)).scenario_videos(scenario)
+    videos = load_annotations(layout.train_file(dataset), check_times=False).scenario_videos(scenario)
     return [Procedure(dataset, scenario, bench.step_ids, bench.step_names, tuple(v.steps for v in videos),
                       tuple(not any(v.has_errors) for v in videos), None, tuple(bench.test.values()))]
 

@@ -31,6 +31,7 @@ from rich.table import Table
 
 from graphs.edge_metrics import edge_scores
 from graphs.errors import InputError
+from graphs.options import MAX_SEED_COUNT, SEED_RULE, is_seed
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
 from tgml.bench.process_pool import run_jobs
@@ -207,10 +208,10 @@ class SyntheticConfig:
             fail("noise", "need rates in [0, 1]")
         if not self.densities or any(d not in DENSITIES for d in self.densities):
             fail("densities", f"choose from {', '.join(DENSITIES)}")
-        if self.seeds < 1:
-            fail("seeds", "need at least 1")
-        if self.first_seed < 0:
-            fail("first_seed", "must be >= 0")
+        if not 1 <= self.seeds <= MAX_SEED_COUNT:
+            fail("seeds", f"need 1..{MAX_SEED_COUNT}")
+        if not is_seed(self.first_seed):
+            fail("first_seed", f"must be {SEED_RULE}")
         if not self.learners:
             fail("learners", "need at least one learner")
         if self.workers < 0:

@@ -69,7 +69,8 @@ def learn_from_annotations(
     Returns:
         The learner's result; its graph's ``info["left_out"]`` names the executions left out, when any was.
     """
-    chosen = load_annotations(annotations).training_selection(scenario, videos)
+    # Only the order is learned; the commands check the times first (tgml train, unless --order-only).
+    chosen = load_annotations(annotations, check_times=False).training_selection(scenario, videos)
     result = learner(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
     if not (chosen.mistakes or chosen.excluded):
         return result

@@ -197,7 +197,8 @@ def test_epic_tent_as_an_own_dataset_gives_the_built_in_figures(
     tests = _merged_epic_tent(data_dir, tmp_path / "merged.json")
     own, built_in = tmp_path / "own.json", tmp_path / "built-in.json"
     methods = ["--method", "do", "count-based", "--seeds", "1", "--quiet"]
-    argv = ["--annotations", str(tmp_path / "merged.json"), "--scenario", "epic-tent", "--test-videos", ",".join(tests)]
+    argv = ["--annotations", str(tmp_path / "merged.json"), "--scenario", "epic-tent", "--test-videos", ",".join(tests),
+            "--order-only"]  # the published segments overlap: their times are not checked, as for the built-in run
     assert main([*argv, *methods, "--json", str(own)]) == 0
     # The built-in run with the same (default) settings: its shipped EPIC-Tent-O [do] table stops early instead.
     assert main(["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "gt", *methods,

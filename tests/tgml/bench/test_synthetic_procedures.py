@@ -110,7 +110,7 @@ def test_bench_synthetic_command_prints_the_table_and_writes_json(
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [(["--sizes", "5,x"], "--sizes '5,x'"), (["--learners", "tgt"], "unknown learner 'tgt'"),
-     (["--noise", "2"], "SyntheticConfig.noise"), (["--seeds", "0"], "SyntheticConfig.seeds")],
+     (["--noise", "2"], "SyntheticConfig.noise"), (["--seeds", "0"], "--seeds 0: need at least 1")],
 )
 def test_bench_synthetic_refuses_bad_options(flags: list[str], fragment: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:

@@ -157,7 +157,7 @@ def test_epic_tent_seed_42_graph_reproduces_the_published_gt_mode_figures(
     epic_graph: TaskGraph, data_dir: Path
 ) -> None:
     # The published DO figures on EPIC-Tent-O, GT mode, seed 42: Avg F1 58.3 (correct 93.5, mistake 23.1).
-    test = load_annotations(data_dir / "epic-tent-o" / "test.json")
+    test = load_annotations(data_dir / "epic-tent-o" / "test.json", check_times=False)
     scores = mistake_scores(precondition_violations(epic_graph, v.steps) for v in test.videos.values())
     assert scores.avg_f1 == pytest.approx(58.3, abs=0.05)
     assert scores.correct.f1 == pytest.approx(93.5, abs=0.05) and scores.mistake.f1 == pytest.approx(23.1, abs=0.05)

@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.errors import InputError
-from recognition.feature_folders import read_split_file, split_list
+from recognition.feature_folders import load_split
 from tgml.annotations import Annotations, load_annotations
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -41,6 +41,8 @@ class AnnotationSource:
         test_videos: names of the test videos (all other videos of the scenario train), or None with ``split``.
         split: a ``{"train": [...], "test": [...]}`` file naming both lists, or None with ``test_videos``.
         settings: a settings file whose tables replace those of `DEFAULT_SETTINGS`, or None.
+        order_only: read only the order of the segments, their times unchecked (``--order-only``: a published file
+            with overlapping segments); by default the times get the check every command shares.
     """
 
     annotations: Path
@@ -48,6 +50,7 @@ class AnnotationSource:
     test_videos: tuple[str, ...] | None = None
     split: Path | None = None
     settings: Path | None = None
+    order_only: bool = False
 
     def __post_init__(self) -> None:
         if (self.test_videos is None) == (self.split is None):
@@ -89,12 +92,8 @@ def read_split(path: Path) -> tuple[list[str], list[str]]:
     Returns:
         ``(train, test)`` video names as listed.
     """
-    data = read_split_file(path)
-    lists = [split_list(data, key, str(path)) for key in ("train", "test")]
-    both = next((v for v in lists[1] if v in set(lists[0])), None)
-    if both is not None:
-        raise InputError(f"{path}: video {both!r} is listed in both 'train' and 'test'")
-    return lists[0], lists[1]
+    split = load_split(path)
+    return list(split.train), list(split.test)
 
 
 def _check_named(names: Sequence[str], annotations: Annotations, scenario: str, source: str) -> None:
@@ -117,7 +116,7 @@ def load_annotation_dataset(source: AnnotationSource) -> BenchData:
     Returns:
         The dataset: training sequences whole, GT test sequences cut, correct test videos listed.
     """
-    annotations = load_annotations(source.annotations)
+    annotations = load_annotations(source.annotations, check_times=not source.order_only)
     annotations.check_scenario(source.scenario)
     step_ids, step_names = annotations.steps_of(source.scenario)
     videos = [v.video for v in annotations.scenario_videos(source.scenario)]

@@ -34,6 +34,7 @@ from typing import Any, Final
 from graphs.errors import InputError
 from graphs.files import check_output
 from graphs.mistake_metrics import MistakeScores
+from graphs.options import SEED_RULE, is_seed
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tgml.bench.perturb import perturb_sequences, rate_seed
 from tgml.bench.prego.data import (
@@ -127,6 +128,8 @@ class BenchConfig:
                 fail(name, values, "each may be given once")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             fail("seeds", self.seeds, "need at least one seed, all different")
+        if not all(is_seed(seed) for seed in (*self.seeds, self.perturb_seed)):
+            fail("seeds", self.seeds, f"each seed (and the perturbation seed) must be {SEED_RULE}")
         if (self.sequences is not None or self.graph is not None) and len(self.dataset_names) != 1:
             fail("datasets", self.datasets, "--sequences and --graph need exactly one --dataset")
         if self.sequences is not None and "pred" not in self.modes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from graphs.errors import InputError
+from graphs.options import SEED_RULE, is_seed
 from graphs.settings_files import (
     check_field_types,
     check_values,
@@ -116,7 +117,7 @@ class DOConfig:
             ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),
             ("epochs", self.epochs >= 1, "an integer >= 1"),
             ("lr", math.isfinite(self.lr) and self.lr > 0, "a finite number > 0"),
-            ("seed", self.seed >= 0, "an integer >= 0"),
+            ("seed", is_seed(self.seed), SEED_RULE),
             ("sa_plateau_min", 0 <= self.sa_plateau_min <= 1, "in [0, 1]"),
             ("sa_patience", self.sa_patience >= 1, "an integer >= 1"),
             ("cycle_breaking_from", self.cycle_breaking_from >= 0, "an integer >= 0"),

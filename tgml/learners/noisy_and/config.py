@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from graphs.options import SEED_RULE, is_seed
 from graphs.settings_files import check_field_types, check_values
 
 METHOD_NAME: Final = "noisy-and"
@@ -49,6 +50,6 @@ class NoisyAndConfig:
             ("cut", 0 < self.cut < 1, "a number in (0, 1)"),
             ("epochs", self.epochs >= 1, "an integer >= 1"),
             ("lr", math.isfinite(self.lr) and self.lr > 0, "a finite number > 0"),
-            ("seed", self.seed >= 0, "an integer >= 0"),
+            ("seed", is_seed(self.seed), SEED_RULE),
         ]
         check_values(self, checks)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Final
 
 from graphs.errors import InputError
+from graphs.options import SEED_RULE, is_seed
 from graphs.settings_files import check_field_types, check_values
 from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.text_embeddings import DEFAULT_ENCODER
@@ -78,7 +79,7 @@ class TgtTextConfig:
             ("distinctiveness", finite and self.distinctiveness >= 0, "a finite number >= 0"),
             ("similarity_scale", finite and self.similarity_scale > 0, "a finite number > 0"),
             ("encoder", bool(self.encoder.strip()), "a model name or folder"),
-            ("seed", self.seed >= 0, "an integer >= 0"),
+            ("seed", is_seed(self.seed), SEED_RULE),
         ]
         check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:

@@ -1,0 +1,102 @@
+"""SIGINT and SIGTERM, handled alike by every command: both stop the run the way Ctrl-C does.
+
+A command started in the background of a shell script ignores SIGINT, and ``kill``, ``timeout``, systemd and
+``docker stop`` send SIGTERM: with Python's default a SIGTERM ended the process on the spot (exit status -15), with
+no last line and no cleanup. While a command runs (`handling_signals`, entered by `graphs.errors.exit_on_input_error`)
+both signals raise `Interrupted`, a `KeyboardInterrupt` that remembers which signal came, so every ``finally`` and
+every ``except KeyboardInterrupt`` runs for both; the command then exits with ``128 + signal number`` (130, 143).
+
+The atomic writer (`graphs.files.atomic_path`) commits a file inside `signals_deferred`: a signal that arrives
+while it creates its temporary folder, renames the finished file into place or removes what is left holds until
+that step is over, so an interrupted command leaves every output whole or absent, never half written or beside a
+stray temporary.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Final
+
+HANDLED: Final = (signal.SIGINT, signal.SIGTERM)
+
+_lock = threading.Lock()
+_deferring = 0  # how many deferred sections are open (any thread)
+_pending: list[int] = []  # signals that arrived meanwhile, raised when the last section closes
+
+
+class Interrupted(KeyboardInterrupt):
+    """A SIGINT or SIGTERM turned into an exception, carrying its signal number.
+
+    Args:
+        signum: the signal that stopped the run.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        """``"SIGINT"`` or ``"SIGTERM"``."""
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's convention for a process stopped by a signal: 128 + its number (130, 143)."""
+        return 128 + self.signum
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    with _lock:
+        if _deferring:
+            _pending.append(signum)
+            return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def handling_signals() -> Iterator[None]:
+    """Meanwhile SIGINT and SIGTERM raise `Interrupted` (in the main thread; elsewhere this does nothing).
+
+    A signal that the process ignores (SIGINT in a background job of a script) stays ignored: the shell asked for
+    that. Nested uses keep the outer handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in HANDLED}
+    for s, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(s, _raise)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold a SIGINT or SIGTERM that arrives meanwhile until the block is over (a step that must finish whole).
+
+    Keep the block short (a rename, a removal): the signal waits for it.
+    """
+    global _deferring
+    with _lock:
+        _deferring += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _deferring -= 1
+            arrived = _pending[:1] if not _deferring else []
+            if not _deferring:
+                _pending.clear()
+        if arrived and threading.current_thread() is threading.main_thread():
+            raise Interrupted(arrived[0])
+        if arrived:  # only the main thread may stop the run: hand the signal back to it
+            signal.raise_signal(arrived[0])

@@ -1,0 +1,245 @@
+"""SIGINT and SIGTERM stop every long-running command alike, mid-run, in real processes: one line saying which
+signal came, exit status 130 or 143, no traceback, every output whole or absent, no worker left behind.
+
+A command started in the background of a shell script ignores SIGINT and is stopped with SIGTERM (``kill``,
+``timeout``, systemd, ``docker stop``); ``recognition-features`` used to die silently with -15 there. Each test starts
+the command as a child process with its progress bars drawn (``TTY_COMPATIBLE``), waits until the work is under way
+(its progress bar, or its first finished file), then sends the signal. ``stream-detect checker`` and ``detector``
+are interrupted in tests/streaming/test_stream_detect_cli.py, ``view`` in tests/streaming/test_view_hostile.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.demo.paths import DEMO_DIR, default_demo_paths
+from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.demo.synthetic_video import demo_video
+from tests.procedure_videos import VALID_ORDERS, write_procedure
+
+GRAPH, DETECTOR = default_demo_paths()
+ANNOTATIONS = DEMO_DIR / "demo_annotations.json"
+BAR = "━"  # rich draws it as soon as a progress bar shows: the work is under way
+SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143)}
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Child:
+    """A command in a child process, its stderr (and stdout) gathered by threads while it runs."""
+
+    def __init__(self, module: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        environ = dict(os.environ, TTY_COMPATIBLE="1", TTY_INTERACTIVE="1", COLUMNS="120", **(env or {}))
+        self.process = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env=environ)
+        self.out = bytearray()
+        self.err = bytearray()
+        self._readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)
+                         for stream, into in ((self.process.stdout, self.out), (self.process.stderr, self.err))]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: object, into: bytearray) -> None:
+        while chunk := stream.read1(4096):  # type: ignore[attr-defined]
+            into.extend(chunk)
+
+    def wait_for(self, ready: Callable[[], bool], timeout: float = 90.0) -> None:
+        """Wait until ``ready()`` (bounded); the command must still be running then."""
+        deadline = time.monotonic() + timeout
+        while not ready() and time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.05)
+        assert self.process.poll() is None, f"ended before it was interrupted: {self.stderr()[-500:]}"
+        assert ready(), f"not under way after {timeout} s: {self.stderr()[-500:]}"
+
+    def bar_shown(self) -> bool:
+        return BAR.encode() in self.err
+
+    def interrupt(self, signum: int) -> int:
+        """Send ``signum``; returns the exit status (the command must end within 30 s)."""
+        self.process.send_signal(signum)
+        code = self.process.wait(30)
+        for reader in self._readers:
+            reader.join(5)
+        return code
+
+    def stderr(self) -> str:
+        return ANSI.sub("", self.err.decode(errors="replace")).replace("\r", "\n")
+
+    def children(self) -> list[int]:
+        """The process ids of its children (worker processes) now."""
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+
+
+@contextmanager
+def child(module: str, argv: list[str], env: dict[str, str] | None = None) -> Iterator[Child]:
+    running = Child(module, argv, env)
+    try:
+        yield running
+    finally:
+        running.kill()
+
+
+def assert_stopped_by(running: Child, name: str, code: int, status: int) -> None:
+    """Exit status 128 + signal, the last stderr line names the signal, and no traceback anywhere."""
+    assert code == status, running.stderr()[-800:]
+    text = running.stderr()
+    assert "Traceback" not in text, text[-2000:]
+    last = [line for line in text.splitlines() if line.strip()][-1]
+    assert last == (f"interrupted by {name}: stopped; no output is left half-written (the file being written, if any, "
+                    "was discarded)")
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` that still run (zombies waiting for their reaper excluded)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
+def outlived(pids: list[int], wait_s: float = 10.0) -> list[int]:
+    """The processes among ``pids`` still running after up to ``wait_s`` (their ends are not instantaneous)."""
+    deadline = time.monotonic() + wait_s
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+def no_temporaries(folder: Path) -> bool:
+    return not [p for p in folder.rglob("*") if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("name", SIGNALS)
+def test_tgml_train_stops_mid_training(name: str, tmp_path: Path) -> None:
+    signum, status = SIGNALS[name]
+    out = tmp_path / "g.json"
+    argv = ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out", str(out), "--method", "do",
+            "--epochs", "100000"]
+    with child("tgml.tgml_cli", argv) as running:
+        running.wait_for(running.bar_shown)
+        assert_stopped_by(running, name, running.interrupt(signum), status)
+    assert not out.exists() and no_temporaries(tmp_path)
+
+
+@pytest.fixture
+def own_dataset(tmp_path: Path) -> Path:
+    """The demo annotations with a mistake marked in a test video (prego-bench scores mistakes)."""
+    data = json.loads(ANNOTATIONS.read_text())
+    data["annotations"]["demo_030"]["segments"][2]["has_errors"] = True
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("name", SIGNALS)
+def test_prego_bench_stops_its_workers_at_once(name: str, own_dataset: Path, tmp_path: Path) -> None:
+    signum, status = SIGNALS[name]
+    out = tmp_path / "results.json"
+    argv = ["--annotations", str(own_dataset), "--scenario", "demo-tea", "--test-videos", "demo_030,demo_031",
+            "--method", "do", "--seeds", "6", "--workers", "2", "--epochs", "100000", "--json", str(out)]
+    with child("tgml.bench.prego_bench_cli", argv) as running:
+        running.wait_for(running.bar_shown)
+        workers = running.children()
+        assert_stopped_by(running, name, running.interrupt(signum), status)
+    assert not outlived(workers), "a worker outlived the interrupted run"
+    assert not out.exists()
+
+
+def test_tgml_bench_synthetic_stops_on_sigterm(tmp_path: Path) -> None:
+    out = tmp_path / "synthetic.json"
+    argv = ["bench-synthetic", "--seeds", "3", "--workers", "2", "--json", str(out)]
+    with child("tgml.tgml_cli", argv) as running:
+        running.wait_for(running.bar_shown)
+        workers = running.children()
+        assert_stopped_by(running, "SIGTERM", running.interrupt(signal.SIGTERM), 143)
+    assert not outlived(workers) and not out.exists()
+
+
+@pytest.fixture
+def eval_cache(demo_cache: Path, tmp_path: Path) -> Path:
+    """A cache folder of its own holding the rendered demo videos (rendered once per session), no eval entry."""
+    for name in DEMO_EXECUTIONS:
+        demo_video(name)
+    cache = tmp_path / "cache"
+    shutil.copytree(demo_cache, cache, ignore=shutil.ignore_patterns("eval"))
+    return cache
+
+
+@pytest.mark.parametrize("name", SIGNALS)
+def test_stream_detect_eval_stops_mid_video(name: str, eval_cache: Path, tmp_path: Path) -> None:
+    signum, status = SIGNALS[name]
+    out = tmp_path / "eval.json"
+    with child("streaming.stream_detect_cli", ["eval", "--demo", "--json", str(out)],
+               env={"MISTAKE_CACHE": str(eval_cache)}) as running:
+        running.wait_for(lambda: b"frames of demo" in running.err)
+        assert_stopped_by(running, name, running.interrupt(signum), status)
+    assert not out.exists() and no_temporaries(eval_cache)
+    for entry in (eval_cache / "eval").glob("*.json") if (eval_cache / "eval").is_dir() else ():
+        json.loads(entry.read_text())  # a video finished before the signal is cached whole
+
+
+def test_recognition_features_sigterm_keeps_finished_videos_and_discards_the_current_one(tmp_path: Path) -> None:
+    # It used to die silently with exit status -15.
+    write_procedure(tmp_path, {f"run{k}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(5)})
+    features = tmp_path / "features"
+    argv = ["--videos", str(tmp_path / "videos"), "--annotations", str(tmp_path / "labels.json"), "--out",
+            str(features), "--extractor", "efficientnet-lite0", "--fps", "5", "--threads", "1"]
+    with child("streaming.recognition_features_cli", argv) as running:
+        running.wait_for(lambda: (features / "extraction.json").exists())
+        assert_stopped_by(running, "SIGTERM", running.interrupt(signal.SIGTERM), 143)
+    done = json.loads((features / "extraction.json").read_text())["videos"]
+    assert done and len(done) < 5 and no_temporaries(features)
+    for video, entry in done.items():  # every video the manifest names is whole
+        assert np.load(features / "rgb_efficientnet-lite0" / f"{video}.npy").shape[0] == entry["frames"]
+        assert np.load(features / "target_perframe" / f"{video}.npy").shape[0] == entry["frames"]
+
+
+def test_recognition_train_sigint_keeps_the_earlier_checkpoint(tmp_path: Path) -> None:
+    from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder
+
+    folder = write_feature_folder(tmp_path / "features")
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL_CONFIG)
+    out = tmp_path / "detector.pt"
+    out.write_bytes(b"the earlier checkpoint")
+    argv = ["--features", str(folder), "--config", str(config), "--out", str(out), "--epochs", "100000"]
+    with child("recognition.recognition_train_cli", argv) as running:
+        running.wait_for(running.bar_shown)
+        assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130)
+    assert out.read_bytes() == b"the earlier checkpoint" and no_temporaries(tmp_path)
+
+
+@pytest.mark.usefixtures("demo_cache")
+def test_the_all_in_one_run_stops_with_its_checker_child(tmp_path: Path) -> None:
+    for name in DEMO_EXECUTIONS:
+        demo_video(name)  # rendered before the child starts: the child finds it in the session cache
+    with child("streaming.stream_detect_cli", ["--video", "demo", "--jsonl"]) as running:
+        running.wait_for(lambda: bool(running.children()) and b"\n" in running.out)  # real time: a step came
+        checker = running.children()
+        assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130)
+    assert not outlived(checker)

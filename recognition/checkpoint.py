@@ -13,11 +13,14 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
       "fps": 4.0,                                                   # feature frames per second
       "info": {...},                                                # training settings, scores
       "scenario": "tent",                                           # the procedure (optional: null if unknown)
+      "evidence": {...},                                            # optional: measured on the validation split
       "state_dict": {...}                                           # MiniROAD weights
     }
 
 ``scenario`` was added without a version change: a checkpoint written before it (or from a feature folder that
-names none) loads with ``scenario = None``, and only its step names are compared with a task graph's.
+names none) loads with ``scenario = None``, and only its step names are compared with a task graph's. ``evidence``
+was added the same way: what `recognition.evidence.calibrate_evidence` measured on the validation videos at training
+time (an object of finite numbers, strings, lists and objects), or null; older checkpoints load with None.
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
 file, another format, another version, weights that do not fit the stored config or are not finite,
@@ -61,6 +64,8 @@ class DetectorCheckpoint:
         info: free-form provenance (training settings, test mAP).
         scenario: the procedure the detector was trained on (the annotation file's scenario); None when the
             checkpoint does not say (written before checkpoints recorded it, or from a folder that names none).
+        evidence: what the validation split said about the detector's reliability
+            (`recognition.evidence.calibrate_evidence`); None when nothing was measured.
     """
 
     config: MiniROADConfig
@@ -70,8 +75,11 @@ class DetectorCheckpoint:
     fps: float
     info: dict[str, Any] = field(default_factory=dict)
     scenario: str | None = None
+    evidence: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.evidence is not None:
+            check_evidence(self.evidence)
         if self.scenario is not None and (not isinstance(self.scenario, str) or len(self.scenario) > MAX_NAME):
             raise InputError(f"detector checkpoint: scenario = {self.scenario!r:.60} must be a name of at most "
                              f"{MAX_NAME} characters or null")
@@ -123,6 +131,44 @@ class DetectorCheckpoint:
         self.config.check_feature_width(width, source, self.feature_extractor)
 
 
+def check_evidence(value: object, where: str = "evidence") -> None:
+    """Refuse ``evidence`` that is not an object of finite numbers, strings, lists and objects (string keys).
+
+    Raises:
+        InputError: naming the first entry at fault (``evidence.rates[3]``).
+    """
+    if where == "evidence" and not isinstance(value, dict):
+        raise InputError(f"detector checkpoint: evidence must be an object or null, got {type(value).__name__}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InputError(f"detector checkpoint: {where} has a key {key!r:.40} that is not a string")
+            check_evidence(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_evidence(item, f"{where}[{i}]")
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real | str):
+        raise InputError(f"detector checkpoint: {where} = {value!r:.40} must be a number, string, list or object")
+    elif isinstance(value, numbers.Real) and not math.isfinite(value):
+        raise InputError(f"detector checkpoint: {where} = {value!r} must be a finite number")
+
+
+def plain_evidence(value: Any) -> Any:
+    """``evidence`` as plain Python (numpy numbers and arrays to floats, ints and lists), which ``weights_only``
+    loading reads back; anything else is left for `check_evidence` to refuse."""
+    if isinstance(value, dict):
+        return {key: plain_evidence(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_evidence(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, str):  # numpy arrays and scalars, torch tensors
+        return plain_evidence(value.tolist())
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def save_detector(
     path: str | Path,
     model: MiniROAD,
@@ -132,6 +178,7 @@ def save_detector(
     fps: float,
     info: dict[str, Any] | None = None,
     scenario: str | None = None,
+    evidence: dict[str, Any] | None = None,
 ) -> DetectorCheckpoint:
     """Write a detector checkpoint (atomically: a crash never leaves half a file).
 
@@ -144,13 +191,14 @@ def save_detector(
         fps: feature frames per second.
         info: optional provenance saved with it.
         scenario: the procedure it was trained on (None: unknown).
+        evidence: what the validation split measured (`recognition.evidence.calibrate_evidence`), or None.
 
     Returns:
         The checkpoint description that was written.
     """
     meta = DetectorCheckpoint(
         model.config, tuple(class_names), tuple(class_step_ids), feature_extractor, float(fps), dict(info or {}),
-        scenario,
+        scenario, None if evidence is None else plain_evidence(evidence),
     )
     payload = {
         "format": FORMAT_NAME,
@@ -162,6 +210,7 @@ def save_detector(
         "fps": meta.fps,
         "info": meta.info,
         "scenario": meta.scenario,
+        "evidence": meta.evidence,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
     with atomic_path(path) as tmp:
@@ -225,6 +274,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
             data.get("fps", 0.0),
             dict(info),
             data.get("scenario"),
+            data.get("evidence"),
         )
     except (InputError, TypeError, ValueError) as err:
         raise InputError(f"{src}: {str(err).removeprefix('detector checkpoint: ')}") from None

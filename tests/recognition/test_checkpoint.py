@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -115,3 +116,26 @@ def test_non_finite_weights_are_refused(tmp_path: Path) -> None:
     torch.save(data, path)
     with pytest.raises(InputError, match="weights 'head.1.weight' contain NaN or infinity"):
         load_detector(path)
+
+
+def test_evidence_is_kept_checked_and_optional(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = MiniROAD(CFG).eval()
+    path = tmp_path / "det.pt"
+    evidence = {"miss_rate": [0.1, 0.2, 0.0], "false_rate": np.float32(0.05), "method": "hand", "by_step": {"7": 1}}
+    save_detector(path, model, NAMES, STEP_IDS, "builtin-tiny", 4.0, {}, None, evidence)
+    _, meta = load_detector(path)
+    assert meta.evidence == {"miss_rate": [0.1, 0.2, 0.0], "false_rate": pytest.approx(0.05), "method": "hand",
+                             "by_step": {"7": 1}}
+    # Checkpoints written before the field existed load without evidence.
+    data = torch.load(path, weights_only=True)
+    del data["evidence"]
+    torch.save(data, path)
+    assert load_detector(path)[1].evidence is None
+    for bad, message in (({"rates": [0.1, float("nan")]}, r"evidence.rates\[1\] = nan must be a finite number"),
+                         ([0.1], "evidence must be an object or null"),
+                         ({"flag": True}, "evidence.flag = True must be a number")):
+        data["evidence"] = bad
+        torch.save(data, path)
+        with pytest.raises(InputError, match=rf"det\.pt: {message}"):
+            load_detector(path)

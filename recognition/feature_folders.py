@@ -497,6 +497,7 @@ def write_split(
     fps: float,
     feature_extractor: str,
     scenario: str | None = None,
+    augment_copies: int = 0,
 ) -> Path:
     """Write ``split.json`` (atomically) with the lists and everything a checkpoint will record.
 
@@ -509,6 +510,7 @@ def write_split(
         fps: feature frames per second.
         feature_extractor: the extractor's name.
         scenario: the procedure the videos execute (recorded in the checkpoints trained on the folder).
+        augment_copies: augmented copies of each training video's features (`copy_file_name`; 0: none).
 
     Returns:
         The file written.
@@ -522,6 +524,8 @@ def write_split(
         "feature_extractor": feature_extractor,
         "scenario": scenario,
     }
+    if augment_copies:
+        split["augment_copies"] = augment_copies
     path = Path(root) / SPLIT_FILE
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(split, indent=1), encoding="utf-8")

@@ -93,3 +93,12 @@ def test_every_built_in_extractor_name_is_known() -> None:
                               "efficientnet-lite2-grid"} and set(BACKBONES) < set(EXTRACTOR_NAMES)
     with pytest.raises(InputError, match="known: efficientnet-lite0, efficientnet-lite0-grid"):
         make_extractor("efficientnet-lite9")
+
+
+def test_the_larger_lite2_network_recognises_a_real_photograph_through_the_same_pre_processing() -> None:
+    lite2 = make_extractor("efficientnet-lite2", device="cpu")
+    assert isinstance(lite2, EfficientNetLiteExtractor) and lite2.dim == 1280
+    features = lite2(data.chelsea()[None])
+    with torch.inference_mode():
+        probs = lite2.backbone.classify(torch.from_numpy(features)).softmax(dim=-1)[0]
+    assert int(probs.argmax()) == 285 and float(probs[285]) > 0.5  # Egyptian cat (p = 0.75), at 260x260

@@ -34,16 +34,6 @@ def _names(value: str) -> tuple[str, ...]:
     return names
 
 
-def _fraction(value: str) -> float:
-    try:
-        fraction = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0 <= fraction < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: must be in [0, 1) (0: no validation split)")
-    return fraction
-
-
 def build_parser() -> ArgumentParser:
     """The command-line interface (usage mistakes are one ``error:`` line, like every other user mistake)."""
     parser = ArgumentParser(prog="recognition-train", description=plain_summary(__doc__))
@@ -55,7 +45,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--seed", type=int, default=None, help="override [train] seed")
     parser.add_argument("--threads", type=threads_option, default=None, help="torch CPU threads (at most 4 per core)")
     val = parser.add_mutually_exclusive_group()
-    val.add_argument("--val-fraction", type=_fraction, default=None,
+    val.add_argument("--val-fraction", type=float, default=None,
                      help="share of the training videos held out for validation and early stopping (default 0.2, "
                      "at least one video; 0: none, the last epoch is kept)")
     val.add_argument("--val-videos", type=_names, default=None, help="validation videos by name, comma-separated")

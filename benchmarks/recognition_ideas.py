@@ -56,6 +56,7 @@ IDEAS: dict[str, tuple[tuple[str, float, bool], dict[str, Any]]] = {
     "+ 2x2 grid features": (("efficientnet-lite0-grid", 5.0, False), {"copies": False}),
     "+ 10 fps": (("efficientnet-lite0-grid", 10.0, True), {"window": 128}),
     "+ efficientnet-lite2": (("efficientnet-lite2", 5.0, False), {}),
+    "+ refit on every training video": (BASE_FEATURES, {"refit": True, "copies": False}),
 }
 
 

@@ -33,6 +33,7 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
     val_fraction = 0.2          # 0: no validation split (the last epoch is kept)
     val_videos = []             # or name them
     keep_epoch = "map"          # "map", "loss" or "last"
+    refit = false               # then train again on every training video for the kept number of epochs
     class_balance = 0.0         # loss weights (n_c / N)^-class_balance
     boundary_smoothing = 0.0    # seconds of soft targets around each segment boundary
 
@@ -46,6 +47,7 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -54,7 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from graphs.errors import InputError
@@ -99,6 +101,8 @@ class DetectorTrainConfig:
         val_videos: the validation videos by name (overrides ``val_fraction``).
         keep_epoch: which epoch's weights are kept: ``"map"`` (highest validation mAP, ties to the lower loss),
             ``"loss"`` (lowest validation loss) or ``"last"``.
+        refit: after choosing the epoch on the validation split, train again on every training video (validation
+            ones included) for that many epochs, and keep that model.
         class_balance: exponent of the class-balanced loss weights (`recognition.augment.class_weights`; 0: off).
         boundary_smoothing: seconds either side of each segment boundary over which targets are blurred
             (`recognition.augment.blur_targets`; 0: off).
@@ -122,6 +126,7 @@ class DetectorTrainConfig:
     val_fraction: float = 0.2
     val_videos: tuple[str, ...] = ()
     keep_epoch: str = "map"
+    refit: bool = False
     class_balance: float = 0.0
     boundary_smoothing: float = 0.0
     copies: bool = True
@@ -157,8 +162,9 @@ class DetectorTrainConfig:
         if self.keep_epoch not in KEEP_EPOCH:
             raise InputError(f"DetectorTrainConfig.keep_epoch = {self.keep_epoch!r}: choose one of "
                              f"{', '.join(KEEP_EPOCH)}")
-        if not isinstance(self.copies, bool):
-            raise InputError(f"DetectorTrainConfig.copies = {self.copies!r}: must be true or false")
+        for name in ("copies", "refit"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"DetectorTrainConfig.{name} = {getattr(self, name)!r}: must be true or false")
         for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
@@ -175,7 +181,7 @@ class DetectorTrainConfig:
 KEEP_EPOCH = ("map", "loss", "last")
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
-               "keep_epoch", "class_balance", "boundary_smoothing"}
+               "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix"}
 
 
@@ -250,7 +256,9 @@ class TrainOutcome:
         kept_epoch: the epoch whose weights ``model`` holds.
         keep_by: how it was chosen (``"map"``, ``"loss"``, ``"last"``: the last when there is no validation split).
         validation: validation video name -> ``(probs (T, C), targets (T, C))``: the kept model's causal per-frame
-            probabilities and the one-hot targets (empty without a validation split).
+            probabilities and the one-hot targets (empty without a validation split); with ``refit``, those of the
+            model fitted without the validation videos.
+        refit: ``model`` was trained again on every training video, for ``kept_epoch`` epochs.
     """
 
     model: MiniROAD
@@ -261,6 +269,7 @@ class TrainOutcome:
     kept_epoch: int = 0
     keep_by: str = "last"
     validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    refit: bool = False
 
 
 @torch.inference_mode()
@@ -408,70 +417,114 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
     keep_by = config.keep_epoch if val else "last"
     if config.threads:
         torch.set_num_threads(config.threads)
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    prepared = training_data(fit, config, data.fps, background)
     curve: list[EpochScores] = []
     best: EpochScores | None = None
     best_state: dict[str, torch.Tensor] = {}
-    done = 0  # batches trained so far
+
+    def score(model: MiniROAD, scores: EpochScores) -> None:
+        nonlocal best, best_state
+        if val:
+            val_loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, background)
+            scores = replace(scores, val_loss=val_loss, val_map=val_map)
+        curve.append(scores)
+        if better_epoch(scores, best, keep_by):
+            best = scores
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
     with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
         task = bar.add_task("training", total=None, loss=float("nan"))
-        for epoch in range(1, config.epochs + 1):
-            model.train()
-            positions, lengths = speed_positions(prepared.lengths, rng, config.speed_change)
-            index, valid = window_index(lengths, config.window, rng)  # (N, W) each, into the resampled frames
-            index = positions[index]
-            copy = rng.integers(0, len(prepared.features), size=len(index))  # which copy each window reads
-            order = rng.permutation(len(index))
-            # Each epoch's random offsets change its window count (by up to one per video), so the total
-            # is re-estimated from the epoch at hand: every batch advances the bar by one and the last
-            # epoch's estimate is exact, so the bar ends at its total without overshooting or jumping.
-            batches = math.ceil(len(order) / config.batch_size)
-            bar.update(task, total=done + batches * (config.epochs - epoch + 1))
-            total, count = 0.0, 0
-            for start in range(0, len(order), config.batch_size):
-                batch = order[start : start + config.batch_size]
-                rows, mask = index[batch], valid[batch]  # (b, W)
-                x_np = perturb_windows(prepared.features[copy[batch][:, None], rows], mask, rng,
-                                       prepared.noise_scale, prepared.background, config.background_mix)
-                y_np = prepared.targets[rows] * mask[..., None]
-                logits, _ = model(torch.from_numpy(x_np))
-                loss = frame_cross_entropy(logits, torch.from_numpy(y_np.astype(np.float32)), prepared.weights)
-                value = float(loss.detach())
-                if not math.isfinite(value):
-                    raise InputError(
-                        f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
-                        f"(try a smaller [train] lr than {config.lr:g}); no checkpoint written"
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += value * len(batch)
-                count += len(batch)
-                done += 1
-                bar.update(task, advance=1, loss=total / count)
-            scores = EpochScores(epoch, total / max(count, 1))
-            if val:
-                val_loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, background)
-                scores = replace(scores, val_loss=val_loss, val_map=val_map)
-            curve.append(scores)
-            if better_epoch(scores, best, keep_by):
-                best = scores
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-        raise InputError(
-            f"training diverged: the last step left NaN/infinite weights (try a smaller [train] lr than {config.lr:g})"
-        )
-    assert best is not None  # epochs >= 1
-    model.load_state_dict(best_state)
-    model.eval()
+        torch.manual_seed(config.seed)  # the initial weights
+        model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
+        done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar, task,
+                          0, score)
+        assert best is not None  # epochs >= 1
+        model.load_state_dict(best_state)
+        model.eval()
+        validation = {v.name: (predict_video(model, v.features), v.targets) for v in val}
+        if config.refit and val:
+            # The kept epoch count, now on every training video; the validation probabilities above stay those of a
+            # model that never saw its validation videos.
+            torch.manual_seed(config.seed)
+            model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
+            run_epochs(model, training_data(data.train, config, data.fps, background), config, best.epoch, bar, task,
+                       done, lambda _model, _scores: None)
+            model.eval()
     test_map, class_ap = evaluate_detector(model, data.test, background)
-    validation = {v.name: (predict_video(model, v.features), v.targets) for v in val}
     return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
-                        keep_by, validation)
+                        keep_by, validation, bool(config.refit and val))
+
+
+def run_epochs(
+    model: MiniROAD,
+    prepared: TrainingData,
+    config: DetectorTrainConfig,
+    epochs: int,
+    bar: Progress,
+    task: TaskID,
+    done: int,
+    after_epoch: Callable[[MiniROAD, EpochScores], None],
+) -> int:
+    """Optimise ``model`` for ``epochs`` epochs on ``prepared`` (seeded by ``config.seed``), calling ``after_epoch``
+    with the model and the epoch's training loss after each one.
+
+    Args:
+        model: the detector to train (fresh).
+        prepared: the fitting videos (`training_data`).
+        config: optimisation and augmentation settings.
+        epochs: how many epochs.
+        bar: the progress bar, one tick per batch.
+        task: its task.
+        done: batches already on the bar.
+        after_epoch: scores and keeps the epoch.
+
+    Returns:
+        Batches on the bar after the last epoch.
+
+    Raises:
+        InputError: the loss or the weights stop being finite.
+    """
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    for epoch in range(1, epochs + 1):
+        model.train()
+        positions, lengths = speed_positions(prepared.lengths, rng, config.speed_change)
+        index, valid = window_index(lengths, config.window, rng)  # (N, W) each, into the resampled frames
+        index = positions[index]
+        copy = rng.integers(0, len(prepared.features), size=len(index))  # which copy each window reads
+        order = rng.permutation(len(index))
+        # Each epoch's random offsets change its window count (by up to one per video), so the total
+        # is re-estimated from the epoch at hand: every batch advances the bar by one and the last
+        # epoch's estimate is exact, so the bar ends at its total without overshooting or jumping.
+        batches = math.ceil(len(order) / config.batch_size)
+        bar.update(task, total=done + batches * (epochs - epoch + 1))
+        total, count = 0.0, 0
+        for start in range(0, len(order), config.batch_size):
+            batch = order[start : start + config.batch_size]
+            rows, mask = index[batch], valid[batch]  # (b, W)
+            x_np = perturb_windows(prepared.features[copy[batch][:, None], rows], mask, rng,
+                                   prepared.noise_scale, prepared.background, config.background_mix)
+            y_np = prepared.targets[rows] * mask[..., None]
+            logits, _ = model(torch.from_numpy(x_np))
+            loss = frame_cross_entropy(logits, torch.from_numpy(y_np.astype(np.float32)), prepared.weights)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise InputError(
+                    f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
+                    f"(try a smaller [train] lr than {config.lr:g}); no checkpoint written"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += value * len(batch)
+            count += len(batch)
+            done += 1
+            bar.update(task, advance=1, loss=total / count)
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise InputError(f"training diverged: epoch {epoch} left NaN/infinite weights (try a smaller [train] lr "
+                             f"than {config.lr:g})")
+        after_epoch(model, EpochScores(epoch, total / max(count, 1)))
+    return done
 
 
 def config_summary(config: DetectorTrainConfig) -> dict[str, Any]:
@@ -538,6 +591,7 @@ def run_training(
         "test_videos": [v.name for v in data.test],
         "kept_epoch": outcome.kept_epoch,
         "keep_epoch": outcome.keep_by,
+        "refit": outcome.refit,
         "curve": [e.as_json() for e in outcome.curve],
     }
     evidence = calibrate_evidence(outcome.validation, data.class_step_ids, data.fps, SegmenterConfig(fps=data.fps))
@@ -550,6 +604,8 @@ def run_training(
     console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
     if outcome.validation:
         console.print(f"validation videos: {', '.join(outcome.validation)}")
+    if outcome.refit:
+        console.print(f"refit: trained again on all {len(data.train)} training videos for {outcome.kept_epoch} epochs")
     if plot is not None:
         console.print(f"learning curve drawn in {plot_curve(outcome.curve, outcome.kept_epoch, plot)}")
     console.print(detector_ap_table(outcome, data.class_names))

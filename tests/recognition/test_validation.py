@@ -139,3 +139,16 @@ def test_augmentation_settings_are_checked(tmp_path: Path) -> None:
     bad.write_text("[train]\nkeep_epoch = 'best'\n")
     with pytest.raises(InputError, match="keep_epoch = 'best'"):
         load_detector_training_config(bad)
+
+
+def test_refit_trains_again_on_every_training_video_for_the_kept_epochs(feature_folder: Path, small_config: Path) -> None:
+    config = replace(load_detector_training_config(small_config), epochs=3, refit=True)
+    data = load_feature_dataset(feature_folder, config.features)
+    early = train_detector(data, replace(config, refit=False), progress=False)
+    refit = train_detector(data, config, progress=False)
+    assert refit.refit and not early.refit and refit.kept_epoch == early.kept_epoch
+    # The validation probabilities handed on are still those of the model that never saw the validation videos.
+    for name, (probs, _) in refit.validation.items():
+        np.testing.assert_allclose(probs, early.validation[name][0], atol=1e-6)
+    video = data.test[0].features
+    assert not np.allclose(predict_video(refit.model, video), predict_video(early.model, video), atol=1e-4)

@@ -50,6 +50,9 @@ MANIFEST_VERSION: Final = 1
 END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
 OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
 MAX_COPIES: Final = 32  # each copy costs a full extraction of every training video
+# Two copies raised the validation mAP on the hard footage from 85.6 to 89.0 (docs/recognition.md), for three times
+# the extraction time of the training videos.
+DEFAULT_COPIES: Final = 2
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class FeatureExtractionConfig:
     device: str = "auto"
     reader: str = "auto"
     batch: int = 8
-    augment_copies: int = 0
+    augment_copies: int = DEFAULT_COPIES
     augment_flips: bool = False
 
     def __post_init__(self) -> None:

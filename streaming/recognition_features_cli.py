@@ -48,9 +48,9 @@ def build_parser() -> ArgumentParser:
     split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
     parser.add_argument("--seed", type=int, default=0, help="seeds the --test-fraction draw and the augmented copies "
                         "(default 0)")
-    parser.add_argument("--augment-copies", type=int, default=0, metavar="K",
+    parser.add_argument("--augment-copies", type=int, default=None, metavar="K",
                         help="also extract K augmented copies of each training video (random crop, colour jitter; "
-                        "recognition-train uses them; default 0)")
+                        "recognition-train uses them; default 2, 0: none)")
     parser.add_argument("--augment-flips", action="store_true", help="augmented copies may be mirrored left to right")
     parser.add_argument(
         "--threads", type=threads_option, help="batches computed at once, one core each (default: every core)"
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         device=args.device,
         reader=args.reader,
-        augment_copies=args.augment_copies,
         augment_flips=args.augment_flips,
+        **({} if args.augment_copies is None else {"augment_copies": args.augment_copies}),
     )
     report = extract_feature_folder(config, progress=not args.quiet)
     print(

@@ -141,7 +141,9 @@ def test_augmentation_settings_are_checked(tmp_path: Path) -> None:
         load_detector_training_config(bad)
 
 
-def test_refit_trains_again_on_every_training_video_for_the_kept_epochs(feature_folder: Path, small_config: Path) -> None:
+def test_refit_trains_again_on_every_training_video_for_the_kept_epochs(
+    feature_folder: Path, small_config: Path
+) -> None:
     config = replace(load_detector_training_config(small_config), epochs=3, refit=True)
     data = load_feature_dataset(feature_folder, config.features)
     early = train_detector(data, replace(config, refit=False), progress=False)

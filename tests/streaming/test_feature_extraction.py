@@ -126,7 +126,8 @@ def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
     assert "the videos extracted before it are kept" in line
     done = json.loads((work / "features" / MANIFEST).read_text())["videos"]
     assert set(done) == {"run0", "run1"}
-    assert {p.name for p in (work / "features" / "rgb_light-v1").iterdir()} == {"run0.npy", "run1.npy"}
+    written = {p.name.split(".")[0] for p in (work / "features" / "rgb_light-v1").iterdir()}  # augmented copies too
+    assert written == {"run0", "run1"}
     (work / "videos" / "run2.avi").unlink()
     write_execution(work / "videos" / "run2.mkv", VALID_ORDERS[2], seed=5)  # the user replaces the broken file
     assert main(args(work, "--reader", "opencv")) == 0
@@ -272,3 +273,11 @@ def test_augmented_copies_are_written_for_training_videos_and_resumed(
     np.testing.assert_array_equal(again[1], copies[1])
     err = cli_error(main, args(work, "--augment-copies", "-1"), capsys)
     assert err.startswith("error: --augment-copies -1")
+
+
+def test_the_help_states_the_default_number_of_copies(capsys: pytest.CaptureFixture[str]) -> None:
+    from streaming.feature_extraction import DEFAULT_COPIES
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert f"default {DEFAULT_COPIES}, 0: none" in " ".join(capsys.readouterr().out.split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -154,3 +155,14 @@ def test_refit_trains_again_on_every_training_video_for_the_kept_epochs(
         np.testing.assert_allclose(probs, early.validation[name][0], atol=1e-6)
     video = data.test[0].features
     assert not np.allclose(predict_video(refit.model, video), predict_video(early.model, video), atol=1e-4)
+
+
+def test_plotting_without_the_plot_extra_is_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without the extra sees: ImportError
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "d.pt", "--plot", str(tmp_path / "c.png")),
+                    capsys)
+    assert "needs matplotlib, the optional 'plot' extra" in err
+    assert not (tmp_path / "d.pt").exists()

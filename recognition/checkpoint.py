@@ -13,11 +13,15 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
       "fps": 4.0,                                                   # feature frames per second
       "info": {...},                                                # training settings, scores
       "scenario": "tent",                                           # the procedure (optional: null if unknown)
+      "evidence": {...},                                            # optional: measured on the validation split
       "state_dict": {...}                                           # MiniROAD weights
     }
 
 ``scenario`` was added without a version change: a checkpoint written before it (or from a feature folder that
-names none) loads with ``scenario = None``, and only its step names are compared with a task graph's.
+names none) loads with ``scenario = None``, and only its step names are compared with a task graph's. ``evidence``
+was added the same way: the calibration of the detector's evidence measured on the validation videos at training
+time (`recognition.evidence.EvidenceModel.to_dict`, every field checked on load), or null; older checkpoints load
+with None.
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
 file (whatever its bytes: the loader is fuzzed), another format, another version, a field of the wrong type, weights
@@ -40,6 +44,7 @@ import torch
 from graphs.errors import InputError
 from graphs.files import atomic_path, open_input
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
+from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
 
 FORMAT_NAME: Final = "miniroad-detector"
@@ -61,6 +66,9 @@ class DetectorCheckpoint:
         info: free-form provenance (training settings, test mAP).
         scenario: the procedure the detector was trained on (the annotation file's scenario); None when the
             checkpoint does not say (written before checkpoints recorded it, or from a folder that names none).
+        evidence: the calibration of the detector's evidence on its validation videos (per-step miss and
+            false-detection rates and the curves the probabilistic checker reads,
+            `recognition.evidence_calibration.calibrate_evidence`); None when nothing was measured.
     """
 
     config: MiniROADConfig
@@ -70,8 +78,15 @@ class DetectorCheckpoint:
     fps: float
     info: dict[str, Any] = field(default_factory=dict)
     scenario: str | None = None
+    evidence: EvidenceModel | None = None
 
     def __post_init__(self) -> None:
+        if self.evidence is not None:
+            if not isinstance(self.evidence, EvidenceModel):
+                raise InputError(f"detector checkpoint: evidence must be an EvidenceModel, not "
+                                 f"{type(self.evidence).__name__}")
+            if set(self.evidence.step_ids) - {s for s in self.class_step_ids if s is not None}:
+                raise InputError("detector checkpoint: evidence names a step that is not one of its classes")
         if self.scenario is not None and (not isinstance(self.scenario, str) or len(self.scenario) > MAX_NAME):
             raise InputError(f"detector checkpoint: scenario = {self.scenario!r:.60} must be a name of at most "
                              f"{MAX_NAME} characters or null")
@@ -132,6 +147,7 @@ def save_detector(
     fps: float,
     info: dict[str, Any] | None = None,
     scenario: str | None = None,
+    evidence: EvidenceModel | None = None,
 ) -> DetectorCheckpoint:
     """Write a detector checkpoint (atomically: a crash never leaves half a file).
 
@@ -144,13 +160,14 @@ def save_detector(
         fps: feature frames per second.
         info: optional provenance saved with it.
         scenario: the procedure it was trained on (None: unknown).
+        evidence: the calibration measured on the validation split, or None.
 
     Returns:
         The checkpoint description that was written.
     """
     meta = DetectorCheckpoint(
         model.config, tuple(class_names), tuple(class_step_ids), feature_extractor, float(fps), dict(info or {}),
-        scenario,
+        scenario, evidence,
     )
     payload = {
         "format": FORMAT_NAME,
@@ -162,6 +179,7 @@ def save_detector(
         "fps": meta.fps,
         "info": meta.info,
         "scenario": meta.scenario,
+        "evidence": None if meta.evidence is None else meta.evidence.to_dict(),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
     with atomic_path(path, what="detector checkpoint") as tmp:
@@ -237,6 +255,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
             data.get("fps", 0.0),
             dict(info),
             data.get("scenario"),
+            None if data.get("evidence") is None else EvidenceModel.from_dict(data["evidence"], "field 'evidence'"),
         )
     except (InputError, TypeError, ValueError) as err:
         raise InputError(f"{src}: {str(err).removeprefix('detector checkpoint: ')}") from None

@@ -291,12 +291,3 @@ class EvidenceReporter:
             return 1.0
         return self.model.real_probability(row, detection_evidence(confidence, frames / self.fps, self.model.window_s))
 
-
-def evidence_model_of(info: Mapping[str, Any], where: str) -> EvidenceModel | None:
-    """The calibration a checkpoint's ``info`` holds under ``"evidence"`` (None: not measured, an older checkpoint).
-
-    Raises:
-        InputError: naming ``where`` when the entry is there but malformed.
-    """
-    data = info.get("evidence")
-    return None if data is None else EvidenceModel.from_dict(data, f"{where}: info.evidence")

@@ -15,7 +15,14 @@ Folder layout::
      "class_names": ["background", "assemble_support", ...],      # optional, one per target column
      "class_step_ids": [null, 0, 1, ...],                          # optional, null = background
      "fps": 4.0, "feature_extractor": "tsn-resnet50",              # optional, stored in the checkpoint
-     "scenario": "tent"}                                            # optional, stored in the checkpoint
+     "scenario": "tent",                                            # optional, stored in the checkpoint
+     "augment_copies": 2}                                           # optional: rgb_<type>/<video>.aug1.npy ...
+
+``augment_copies`` (``recognition-features --augment-copies K``) says that each training video also has ``K``
+features of augmented copies of its frames (`copy_file_name`), frame for frame with the original, sharing its targets.
+
+The trainer carves its validation split from the training videos (`choose_validation_videos`), never from the test
+split.
 
 MiniROAD's own ``train_session_set`` / ``test_session_set`` keys are accepted for the lists. Every
 problem (a missing file, lengths that disagree, NaN, a target row that is not a class) is an
@@ -30,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,7 @@ from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 
 TARGETS_DIR = "target_perframe"
 SPLIT_FILE = "split.json"
+MAX_AUGMENT_COPIES = 32  # each copy costs a full extraction of every training video
 
 
 @dataclass(frozen=True)
@@ -79,11 +87,16 @@ class FeatureConfig:
 
 @dataclass(frozen=True)
 class VideoFeatures:
-    """One video: features ``(L, D)`` float32 and targets ``(L, C)`` float32 (rows sum to 1)."""
+    """One video: features ``(L, D)`` float32 and targets ``(L, C)`` float32 (rows sum to 1).
+
+    ``copies`` holds the features ``(L, D)`` of its augmented copies (training videos of a folder written with
+    ``--augment-copies``; empty otherwise).
+    """
 
     name: str
     features: np.ndarray
     targets: np.ndarray
+    copies: tuple[np.ndarray, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +203,7 @@ class SplitFile:
         fps: feature frames per second, or None.
         feature_extractor: the extractor's name, or None.
         scenario: the procedure, or None.
+        augment_copies: augmented feature copies of each training video (`copy_file_name`; 0: none).
     """
 
     path: str
@@ -200,6 +214,7 @@ class SplitFile:
     fps: float | None = None
     feature_extractor: str | None = None
     scenario: str | None = None
+    augment_copies: int = 0
 
 
 def _video_names(split: dict[str, object], key: str, src: str) -> tuple[str, ...]:
@@ -272,9 +287,13 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
     scenario = split.get("scenario")
     if scenario is not None and (not isinstance(scenario, str) or len(scenario) > MAX_NAME):
         raise InputError(f"{src}: field 'scenario' must be a name or null")
+    copies = split.get("augment_copies", 0)
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 0 <= copies <= MAX_AUGMENT_COPIES:
+        raise InputError(f"{src}: field 'augment_copies' = {copies!r:.40} must be an integer in "
+                         f"0..{MAX_AUGMENT_COPIES}")
     return SplitFile(src, train, test, None if names is None else tuple(names),
                      None if step_ids is None else tuple(step_ids), None if fps is None else float(fps),
-                     extractor, scenario or None)
+                     extractor, scenario or None, copies)
 
 
 def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) -> FeatureDataset:
@@ -301,6 +320,8 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
         raise InputError(f"{root}: flow feature folder {config.flow!r} not found")
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)
+    if split.augment_copies:
+        train = tuple(with_copies(root, video, config, split.augment_copies) for video in train)
     width, n_cls = train[0].features.shape[1], train[0].targets.shape[1]
     for video in train + test:
         if video.features.shape[1] != width:
@@ -314,6 +335,86 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
         raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
     return FeatureDataset(root, train, test, tuple(names), tuple(step_ids), split.feature_extractor or config.extractor,
                           split.fps or config.fps, split.scenario)
+
+
+def copy_file_name(video: str, copy: int) -> str:
+    """File name of augmented copy ``copy`` (1, 2, ...) of a video's features: ``<video>.aug<copy>.npy``."""
+    return f"{video}.aug{copy}.npy"
+
+
+def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: int) -> VideoFeatures:
+    """A training video with the features of its ``count`` augmented copies read (`copy_file_name`).
+
+    Copies are of the RGB stream; a flow stream, if any, is the original's, concatenated after each copy.
+
+    Raises:
+        InputError: a copy is missing, unreadable, of another length than the video, or not finite.
+    """
+    copies = []
+    for k in range(1, count + 1):
+        path = root / config.rgb / copy_file_name(video.name, k)
+        array = _load_array(path, video.name, f"augmented copy {k}").astype(np.float32)
+        rgb_width = array.shape[1]
+        if array.shape[0] != len(video.features) or rgb_width > video.features.shape[1]:
+            raise InputError(f"video {video.name!r}: augmented copy {path} has shape {array.shape}, the video's RGB "
+                             f"features have {len(video.features)} frames")
+        if not np.all(np.isfinite(array)):
+            raise InputError(f"video {video.name!r}: augmented copy {path} contains NaN or infinity")
+        copies.append(np.concatenate([array, video.features[:, rgb_width:]], axis=1))
+    return replace(video, copies=tuple(copies))
+
+
+def choose_validation_videos(
+    train: Sequence[str], fraction: float, named: Sequence[str] = (), seed: int = 0, test: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The validation split, carved from the training videos: the ``named`` ones, or a seeded draw of a fraction.
+
+    ``count = max(1, round(fraction * n))`` videos (half up) of the ``n`` training videos, drawn with
+    ``numpy.random.default_rng(seed)`` from the sorted names, so the same folder and seed give the same split.
+
+    Args:
+        train: the training videos (``split.json``'s ``train`` list).
+        fraction: share held out, in ``[0, 1)``; 0 (with nothing named) turns validation off.
+        named: the validation videos by name (overrides ``fraction``).
+        seed: seeds the draw.
+        test: the test videos, so that naming one is refused as such.
+
+    Returns:
+        The validation video names, in training-list order; empty only when validation is off.
+
+    Raises:
+        InputError: a named video that is not a training video, a split that would be empty (one training video)
+            or would leave no video to train on.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction < 1:
+        raise InputError(f"--val-fraction {fraction!r}: must be in [0, 1) (0: no validation split)")
+    if named:
+        for name in named:
+            if name in test:
+                raise InputError(f"--val-videos: {name!r} is a test video; the validation split is carved from "
+                                 "the training videos, never from the test split")
+            if name not in train:
+                raise InputError(f"--val-videos: {name!r} is not a training video of the feature folder")
+        if len(set(named)) != len(named):
+            raise InputError(f"--val-videos {','.join(named)}: a video is named twice")
+        chosen = set(named)
+        what = f"--val-videos {','.join(named)}"
+    elif fraction == 0:
+        return ()
+    else:
+        if len(train) < 2:
+            raise InputError(
+                f"--val-fraction {fraction:g}: the validation split would be empty: the feature folder has "
+                f"{len(train)} training video and it is needed for training; add training videos, or pass "
+                "--val-fraction 0 to train without validation (no early stopping: the last epoch is kept)"
+            )
+        count = max(1, math.floor(fraction * len(train) + 0.5))
+        rng = np.random.default_rng(seed)
+        chosen = set(rng.choice(sorted(train), size=min(count, len(train)), replace=False).tolist())
+        what = f"--val-fraction {fraction:g} of {len(train)} training videos"
+    if len(chosen) >= len(train):
+        raise InputError(f"{what}: no video would be left for training; lower it")
+    return tuple(v for v in train if v in chosen)
 
 
 def window_index(
@@ -445,6 +546,7 @@ def write_split(
     fps: float,
     feature_extractor: str,
     scenario: str | None = None,
+    augment_copies: int = 0,
 ) -> Path:
     """Write ``split.json`` (atomically) with the lists and everything a checkpoint will record.
 
@@ -457,6 +559,7 @@ def write_split(
         fps: feature frames per second.
         feature_extractor: the extractor's name.
         scenario: the procedure the videos execute (recorded in the checkpoints trained on the folder).
+        augment_copies: augmented copies of each training video's features (`copy_file_name`; 0: none).
 
     Returns:
         The file written.
@@ -470,4 +573,6 @@ def write_split(
         "feature_extractor": feature_extractor,
         "scenario": scenario,
     }
+    if augment_copies:
+        split["augment_copies"] = augment_copies
     return write_text(Path(root) / SPLIT_FILE, json.dumps(split, indent=1), "split file")

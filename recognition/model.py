@@ -74,13 +74,15 @@ class MiniROADConfig:
             )
 
 
-def frame_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+def frame_cross_entropy(logits: Tensor, targets: Tensor, class_weights: Tensor | None = None) -> Tensor:
     """Mean per-frame cross-entropy (MiniROAD's "non-uniform" loss on one-hot targets).
 
     Args:
         logits: ``(B, T, C)`` raw scores.
         targets: ``(B, T)`` class indices (``IGNORE_INDEX`` frames skipped) or ``(B, T, C)`` one-hot /
             soft targets (all-zero rows skipped).
+        class_weights: optional ``(C,)`` weights ``w_c`` (`recognition.augment.class_weights`): frame ``t``'s term
+            is ``-(Σ_c y_c w_c) Σ_c y_c log p_c``, still divided by the number of frames that count.
 
     Returns:
         Scalar loss, averaged over the frames that count.
@@ -90,8 +92,10 @@ def frame_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
         targets = targets.to(logits.dtype)
         per_frame = -(targets * F.log_softmax(logits, dim=-1)).sum(-1)  # (B, T)
         weight = targets.sum(-1).clamp(max=1.0)  # (B, T): 0 on padding rows
-        return (per_frame * weight).sum() / weight.sum().clamp(min=1.0)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(), ignore_index=IGNORE_INDEX)
+        scaled = per_frame * (targets @ class_weights.to(logits.dtype) if class_weights is not None else weight)
+        return scaled.sum() / weight.sum().clamp(min=1.0)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long(), weight=class_weights,
+                           ignore_index=IGNORE_INDEX)
 
 
 class MiniROAD(nn.Module):

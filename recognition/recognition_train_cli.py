@@ -5,20 +5,33 @@ Usage::
     recognition-train --features DIR --config configs/miniroad-thumos.toml --out detector.pt
     recognition-train --features DIR --config configs/miniroad-tiny.toml --out tiny.pt --epochs 3 --threads 2
     recognition-train --features DIR --out detector.pt     # a recognition-features folder: no config needed
+    recognition-train --features DIR --out detector.pt --val-videos video_02,video_07 --plot curve.png
 
 ``DIR`` follows the MiniROAD layout (``rgb_*/``, optional ``flow_*/``, ``target_perframe/``, ``split.json``;
-see `recognition.feature_folders`). Training shows a progress bar; at the end the per-frame mAP on the test split
-(background excluded) is printed with the AP of every class, and stored in the checkpoint's ``info``.
-Bad input (missing targets, NaN features, a bad config key, an ``--out`` that cannot be written, checked before
-training) and a diverging run end with one ``error:`` line and exit status 2; an existing checkpoint at ``--out``
-is only replaced by a run that succeeds.
+see `recognition.feature_folders`). A validation split is carved from the training videos (``--val-fraction``,
+default 0.2 of them and at least one, drawn with ``--seed``; or ``--val-videos``); the weights of the epoch with the
+best validation mAP are kept. Training shows a progress bar; at the end the learning curve (per epoch: training
+loss, validation loss, validation mAP, the kept epoch marked) and the per-frame mAP on the test split (background
+excluded) with the AP of every class are printed, and stored in the checkpoint's ``info``.
+Bad input (missing targets, NaN features, a bad config key, an ``--out`` that cannot be written, a validation split
+that would be empty, checked before training) and a diverging run end with one ``error:`` line and exit status 2;
+an existing checkpoint at ``--out`` is only replaced by a run that succeeds.
 """
 
 from __future__ import annotations
 
+import argparse
+
 from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
 from graphs.options import seed_option, threads_option
 from recognition.train import run_training
+
+
+def _names(value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"{value!r}: give video names separated by commas")
+    return names
 
 
 def build_parser() -> ArgumentParser:
@@ -31,6 +44,12 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--epochs", type=int, default=None, help="override [train] epochs")
     parser.add_argument("--seed", type=seed_option, default=None, help="override [train] seed")
     parser.add_argument("--threads", type=threads_option, default=None, help="torch CPU threads (at most 4 per core)")
+    val = parser.add_mutually_exclusive_group()
+    val.add_argument("--val-fraction", type=float, default=None,
+                     help="share of the training videos held out for validation and early stopping (default 0.2, "
+                     "at least one video; 0: none, the last epoch is kept)")
+    val.add_argument("--val-videos", type=_names, default=None, help="validation videos by name, comma-separated")
+    parser.add_argument("--plot", default=None, help="draw the learning curve into this PNG (the 'plot' extra)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -47,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         epochs=args.epochs,
         seed=args.seed,
         threads=args.threads,
+        val_fraction=args.val_fraction,
+        val_videos=args.val_videos,
+        plot=args.plot,
     )
     return 0
 

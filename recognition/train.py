@@ -5,6 +5,11 @@ Recipe (defaults as published): windows of 128 frames, batch 16, AdamW (lr 1e-4,
 by running every test video causally through the detector (the GRU starts from zeros at the
 video's first frame, exactly as a live stream would).
 
+Early stopping: a validation split is carved from the training videos (`choose_validation_videos`: a fifth of them
+by default, drawn with the seed; never a test video). After every epoch the validation videos are run causally and
+scored (loss and per-frame mAP); the weights of the best epoch (``keep_epoch``: highest validation mAP by default)
+are the ones kept, scored on the test split and saved, with the curve.
+
 Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.toml``::
 
     [features]
@@ -25,11 +30,24 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
     weight_decay = 0.05
     epochs = 10
     seed = 42
+    val_fraction = 0.2          # 0: no validation split (the last epoch is kept)
+    val_videos = []             # or name them
+    keep_epoch = "map"          # "map", "loss" or "last"
+    refit = false               # then train again on every training video for the kept number of epochs
+    class_balance = 0.0         # loss weights (n_c / N)^-class_balance
+    boundary_smoothing = 0.0    # seconds of soft targets around each segment boundary
+
+    [augment]
+    copies = true               # use the feature folder's augmented copies (recognition-features --augment-copies)
+    feature_noise = 0.0         # Gaussian noise, in standard deviations of each feature dimension
+    speed_change = 0.0          # each video played at a random speed in [1/(1+m), 1+m] per epoch
+    background_mix = 0.0        # mix up to this share of a random background frame into each window
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -38,25 +56,30 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from graphs.errors import InputError
 from graphs.files import check_output, read_json
 from graphs.options import SEED_RULE, check_threads, is_seed
 from graphs.settings_files import check_tables, field_names, naming_the_file, read_settings
+from recognition.augment import blur_targets, class_weights, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
+from recognition.evidence import EvidenceModel
+from recognition.evidence_calibration import calibrate_evidence
 from recognition.feature_folders import (
     SPLIT_FILE,
     FeatureConfig,
     FeatureDataset,
     VideoFeatures,
-    gather_windows,
+    choose_validation_videos,
     load_feature_dataset,
     window_index,
 )
+from recognition.learning_curve import EpochScores, check_plot_support, curve_table, plot_curve
 from recognition.metrics import frame_map
-from recognition.model import MiniROAD, MiniROADConfig
+from recognition.model import MiniROAD, MiniROADConfig, frame_cross_entropy
+from recognition.segmenter import SegmenterConfig
 
 
 @dataclass(frozen=True)
@@ -73,8 +96,21 @@ class DetectorTrainConfig:
         lr: AdamW learning rate.
         weight_decay: AdamW weight decay.
         epochs: passes over the training windows.
-        seed: seeds initialisation, window offsets and shuffling.
+        seed: seeds initialisation, window offsets, shuffling, augmentation and the validation draw.
         threads: torch CPU threads (0 = torch default).
+        val_fraction: share of the training videos held out for validation (0: none, the last epoch is kept).
+        val_videos: the validation videos by name (overrides ``val_fraction``).
+        keep_epoch: which epoch's weights are kept: ``"map"`` (highest validation mAP, ties to the lower loss),
+            ``"loss"`` (lowest validation loss) or ``"last"``.
+        refit: after choosing the epoch on the validation split, train again on every training video (validation
+            ones included) for that many epochs, and keep that model.
+        class_balance: exponent of the class-balanced loss weights (`recognition.augment.class_weights`; 0: off).
+        boundary_smoothing: seconds either side of each segment boundary over which targets are blurred
+            (`recognition.augment.blur_targets`; 0: off).
+        copies: train on the folder's augmented feature copies too (one copy, or the original, per window).
+        feature_noise: feature noise in standard deviations of each dimension (0: off).
+        speed_change: largest relative speed change of a video per epoch (`recognition.augment.speed_positions`).
+        background_mix: largest share of a background frame mixed into a window (0: off).
     """
 
     features: FeatureConfig = field(default_factory=FeatureConfig)
@@ -88,6 +124,16 @@ class DetectorTrainConfig:
     epochs: int = 10
     seed: int = 42
     threads: int = 0
+    val_fraction: float = 0.2
+    val_videos: tuple[str, ...] = ()
+    keep_epoch: str = "map"
+    refit: bool = False
+    class_balance: float = 0.0
+    boundary_smoothing: float = 0.0
+    copies: bool = True
+    feature_noise: float = 0.0
+    speed_change: float = 0.0
+    background_mix: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.features, FeatureConfig):
@@ -107,21 +153,44 @@ class DetectorTrainConfig:
                 raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a finite number > 0")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
             raise InputError(f"DetectorTrainConfig.dropout = {self.dropout!r}: must be in [0, 1)")
+        val_fraction = self.val_fraction
+        if isinstance(val_fraction, bool) or not isinstance(val_fraction, int | float) or not 0 <= val_fraction < 1:
+            raise InputError(f"--val-fraction {val_fraction!r}: must be in [0, 1) (0: no validation split)")
+        videos = self.val_videos
+        if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
+            raise InputError(f"DetectorTrainConfig.val_videos = {videos!r}: must be a list of video names")
+        object.__setattr__(self, "val_videos", tuple(videos))
+        if self.keep_epoch not in KEEP_EPOCH:
+            raise InputError(f"DetectorTrainConfig.keep_epoch = {self.keep_epoch!r}: choose one of "
+                             f"{', '.join(KEEP_EPOCH)}")
+        for name in ("copies", "refit"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"DetectorTrainConfig.{name} = {getattr(self, name)!r}: must be true or false")
+        for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+                raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a number in [0, 100] (0: off)")
+        mix = self.background_mix
+        if isinstance(mix, bool) or not isinstance(mix, int | float) or not 0 <= mix < 1:
+            raise InputError(f"DetectorTrainConfig.background_mix = {mix!r}: must be in [0, 1) (0: off)")
 
     def model_config(self, input_dim: int, num_classes: int) -> MiniROADConfig:
         """The detector sizes for data of the given width and number of classes."""
         return MiniROADConfig(input_dim, self.embed_dim, self.hidden_dim, num_classes, float(self.dropout))
 
 
+KEEP_EPOCH = ("map", "loss", "last")
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout"}
-_TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads"}
+_TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
+               "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
+_AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix"}
 
 
 def load_detector_training_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig:
     """Read a detector training config (TOML, or YAML with the same sections).
 
     Args:
-        path: the file (``[features]``, ``[model]``, ``[train]`` sections, all optional).
+        path: the file (``[features]``, ``[model]``, ``[train]``, ``[augment]`` sections, all optional).
         overrides: fields replaced after reading (e.g. ``epochs`` from the command line); None values ignored.
 
     Returns:
@@ -129,10 +198,13 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
     """
     path = Path(path)
     data = read_settings(path)
-    check_tables(data, {"features": field_names(FeatureConfig), "model": _MODEL_KEYS, "train": _TRAIN_KEYS}, path)
+    tables = {"features": field_names(FeatureConfig), "model": _MODEL_KEYS, "train": _TRAIN_KEYS,
+              "augment": _AUGMENT_KEYS}
+    check_tables(data, tables, path)
     with naming_the_file(path):
         features = FeatureConfig(**data.get("features", {}))
-        config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}))
+        config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}),
+                                     **data.get("augment", {}))
     # A bad override (--epochs 0) is not the file's fault: its error names the field and value, not the file.
     changes = {k: v for k, v in overrides.items() if v is not None}
     return replace(config, **changes) if changes else config
@@ -177,16 +249,28 @@ class TrainOutcome:
     """What training produced.
 
     Attributes:
-        model: the trained detector (eval mode).
+        model: the trained detector (eval mode), with the kept epoch's weights.
         test_map: per-frame mAP on the test split, background excluded (0..1).
         class_ap: AP per class on the test split (NaN where the class never occurs).
         losses: mean training loss per epoch.
+        curve: every epoch's training loss and validation loss and mAP.
+        kept_epoch: the epoch whose weights ``model`` holds.
+        keep_by: how it was chosen (``"map"``, ``"loss"``, ``"last"``: the last when there is no validation split).
+        validation: validation video name -> ``(probs (T, C), targets (T, C))``: the kept model's causal per-frame
+            probabilities and the one-hot targets (empty without a validation split); with ``refit``, those of the
+            model fitted without the validation videos.
+        refit: ``model`` was trained again on every training video, for ``kept_epoch`` epochs.
     """
 
     model: MiniROAD
     test_map: float
     class_ap: np.ndarray
     losses: tuple[float, ...]
+    curve: tuple[EpochScores, ...] = ()
+    kept_epoch: int = 0
+    keep_by: str = "last"
+    validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    refit: bool = False
 
 
 @torch.inference_mode()
@@ -224,6 +308,37 @@ def evaluate_detector(
     return frame_map(scores, targets, background)
 
 
+def validation_scores(
+    probs: list[np.ndarray], videos: tuple[VideoFeatures, ...], background: tuple[int, ...]
+) -> tuple[float, float]:
+    """Validation loss and mAP of per-video causal probabilities.
+
+    ``loss = -(1/N) Σ_t Σ_c y_tc log p_tc`` over every validation frame (one-hot targets, no class weights, so that
+    epochs trained with other settings compare); mAP as `recognition.metrics.frame_map`.
+
+    Returns:
+        ``(loss, mAP)``; mAP is NaN when no validation frame belongs to a key-step.
+    """
+    p = np.concatenate(probs)
+    y = np.concatenate([v.targets for v in videos])
+    loss = float(-(y * np.log(np.clip(p, 1e-12, None))).sum(axis=1).mean())
+    return loss, frame_map(p, y, background)[0]
+
+
+def better_epoch(candidate: EpochScores, best: EpochScores | None, keep_by: str) -> bool:
+    """Whether ``candidate`` replaces ``best`` under the rule ``keep_by``.
+
+    ``"map"``: the higher validation mAP, ties to the lower validation loss (and to the lower loss throughout when
+    the mAP is undefined); ``"loss"``: the lower validation loss; ``"last"``: always.
+    """
+    if best is None or keep_by == "last":
+        return True
+    maps = (candidate.val_map, best.val_map)
+    if keep_by == "map" and not any(math.isnan(m) for m in maps) and maps[0] != maps[1]:
+        return maps[0] > maps[1]
+    return candidate.val_loss < best.val_loss
+
+
 def _progress(enabled: bool) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -236,21 +351,58 @@ def _progress(enabled: bool) -> Progress:
     )
 
 
+@dataclass(frozen=True)
+class TrainingData:
+    """The fitting videos as the training loop reads them: concatenated, with copies, soft targets and weights.
+
+    Attributes:
+        lengths: frame count of each fitting video, in concatenation order.
+        features: ``(K + 1, L, D)``: the original features, then each augmented copy.
+        targets: ``(L, C)`` targets, blurred at boundaries when asked.
+        weights: ``(C,)`` class weights of the loss (None: plain cross-entropy).
+        noise_scale: ``(D,)`` noise standard deviation per dimension (None: no noise).
+        background: ``(N_b, D)`` background frames to mix in (None: no mixing).
+    """
+
+    lengths: list[int]
+    features: np.ndarray
+    targets: np.ndarray
+    weights: torch.Tensor | None
+    noise_scale: np.ndarray | None
+    background: np.ndarray | None
+
+
+def training_data(
+    videos: tuple[VideoFeatures, ...], config: DetectorTrainConfig, fps: float, background: tuple[int, ...]
+) -> TrainingData:
+    """Everything the training loop reads, prepared once from the fitting videos and the settings."""
+    lengths = [len(v.features) for v in videos]
+    copies = min(len(v.copies) for v in videos) if config.copies else 0
+    stack = np.stack([np.concatenate([(v.features, *v.copies)[k] for v in videos]) for k in range(copies + 1)])
+    hard = np.concatenate([v.targets for v in videos])  # (L, C)
+    targets = blur_targets(hard, lengths, round(config.boundary_smoothing * fps))
+    weights = torch.from_numpy(class_weights(hard, config.class_balance)) if config.class_balance else None
+    noise = stack[0].std(axis=0) * config.feature_noise if config.feature_noise else None
+    back = stack[0][hard[:, list(background)].sum(axis=1) > 0] if config.background_mix and background else None
+    return TrainingData(lengths, stack, targets, weights, noise, back)
+
+
 def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: bool | Progress = True) -> TrainOutcome:
-    """Train MiniROAD on the training split and score it on the test split.
+    """Train MiniROAD on the training split (less its validation videos), keep the best epoch, score the test split.
 
     Args:
         data: the validated feature folder.
-        config: model sizes and optimisation settings.
+        config: model sizes, optimisation, validation and augmentation settings.
         progress: show a rich progress bar (one tick per batch), or a `Progress` the caller owns
             (started and stopped by the caller) to add the training task to.
 
     Returns:
-        The trained model, test mAP and the loss curve.
+        The kept model, test mAP, the learning curve and the kept model's validation probabilities.
 
     Raises:
         InputError: before training, when no test frame belongs to a key-step class (the mAP would be
-            undefined); during it, when the loss or the weights stop being finite (the run diverged).
+            undefined) or the validation split would be empty; during it, when the loss or the weights stop being
+            finite (the run diverged).
     """
     background = tuple(c for c, s in enumerate(data.class_step_ids) if s is None)
     steps = [c for c in range(data.num_classes) if c not in background]
@@ -259,61 +411,126 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
             f"{data.root / config.features.split}: no test video has a frame of a key-step class "
             "(class_step_ids not null), so the test mAP is undefined"
         )
+    val_names = choose_validation_videos([v.name for v in data.train], config.val_fraction, config.val_videos,
+                                         config.seed, [v.name for v in data.test])
+    fit = tuple(v for v in data.train if v.name not in val_names)
+    val = tuple(v for v in data.train if v.name in val_names)
+    keep_by = config.keep_epoch if val else "last"
     if config.threads:
         torch.set_num_threads(config.threads)
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    losses: list[float] = []
-    lengths = [len(v.features) for v in data.train]
-    feats = np.concatenate([v.features for v in data.train])  # (L_total, D)
-    targs = np.concatenate([v.targets for v in data.train])  # (L_total, C)
-    done = 0  # batches trained so far
+    curve: list[EpochScores] = []
+    best: EpochScores | None = None
+    best_state: dict[str, torch.Tensor] = {}
+
+    def score(model: MiniROAD, scores: EpochScores) -> None:
+        nonlocal best, best_state
+        if val:
+            val_loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, background)
+            scores = replace(scores, val_loss=val_loss, val_map=val_map)
+        curve.append(scores)
+        if better_epoch(scores, best, keep_by):
+            best = scores
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
     with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
         task = bar.add_task("training", total=None, loss=float("nan"))
-        for epoch in range(1, config.epochs + 1):
-            model.train()
-            index, valid = window_index(lengths, config.window, rng)  # (N, W) each
-            order = rng.permutation(len(index))
-            # Each epoch's random offsets change its window count (by up to one per video), so the total
-            # is re-estimated from the epoch at hand: every batch advances the bar by one and the last
-            # epoch's estimate is exact, so the bar ends at its total without overshooting or jumping.
-            batches = math.ceil(len(order) / config.batch_size)
-            bar.update(task, total=done + batches * (config.epochs - epoch + 1))
-            total, count = 0.0, 0
-            for start in range(0, len(order), config.batch_size):
-                batch = order[start : start + config.batch_size]
-                x_np, y_np = gather_windows(feats, targs, index[batch], valid[batch])  # (b, W, D), (b, W, C)
-                x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
-                _, loss = model(x, y)
-                assert loss is not None
-                value = float(loss.detach())
-                if not math.isfinite(value):
-                    raise InputError(
-                        f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
-                        f"(try a smaller [train] lr than {config.lr:g}); no checkpoint written"
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += value * len(batch)
-                count += len(batch)
-                done += 1
-                bar.update(task, advance=1, loss=total / count)
-            losses.append(total / max(count, 1))
-    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-        raise InputError(
-            f"training diverged: the last step left NaN/infinite weights (try a smaller [train] lr than {config.lr:g})"
-        )
-    model.eval()
+        torch.manual_seed(config.seed)  # the initial weights
+        model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
+        done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar, task,
+                          0, score)
+        assert best is not None  # epochs >= 1
+        model.load_state_dict(best_state)
+        model.eval()
+        validation = {v.name: (predict_video(model, v.features), v.targets) for v in val}
+        if config.refit and val:
+            # The kept epoch count, now on every training video; the validation probabilities above stay those of a
+            # model that never saw its validation videos.
+            torch.manual_seed(config.seed)
+            model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
+            run_epochs(model, training_data(data.train, config, data.fps, background), config, best.epoch, bar, task,
+                       done, lambda _model, _scores: None)
+            model.eval()
     test_map, class_ap = evaluate_detector(model, data.test, background)
-    return TrainOutcome(model, test_map, class_ap, tuple(losses))
+    return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
+                        keep_by, validation, bool(config.refit and val))
+
+
+def run_epochs(
+    model: MiniROAD,
+    prepared: TrainingData,
+    config: DetectorTrainConfig,
+    epochs: int,
+    bar: Progress,
+    task: TaskID,
+    done: int,
+    after_epoch: Callable[[MiniROAD, EpochScores], None],
+) -> int:
+    """Optimise ``model`` for ``epochs`` epochs on ``prepared`` (seeded by ``config.seed``), calling ``after_epoch``
+    with the model and the epoch's training loss after each one.
+
+    Args:
+        model: the detector to train (fresh).
+        prepared: the fitting videos (`training_data`).
+        config: optimisation and augmentation settings.
+        epochs: how many epochs.
+        bar: the progress bar, one tick per batch.
+        task: its task.
+        done: batches already on the bar.
+        after_epoch: scores and keeps the epoch.
+
+    Returns:
+        Batches on the bar after the last epoch.
+
+    Raises:
+        InputError: the loss or the weights stop being finite.
+    """
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    for epoch in range(1, epochs + 1):
+        model.train()
+        positions, lengths = speed_positions(prepared.lengths, rng, config.speed_change)
+        index, valid = window_index(lengths, config.window, rng)  # (N, W) each, into the resampled frames
+        index = positions[index]
+        copy = rng.integers(0, len(prepared.features), size=len(index))  # which copy each window reads
+        order = rng.permutation(len(index))
+        # Each epoch's random offsets change its window count (by up to one per video), so the total
+        # is re-estimated from the epoch at hand: every batch advances the bar by one and the last
+        # epoch's estimate is exact, so the bar ends at its total without overshooting or jumping.
+        batches = math.ceil(len(order) / config.batch_size)
+        bar.update(task, total=done + batches * (epochs - epoch + 1))
+        total, count = 0.0, 0
+        for start in range(0, len(order), config.batch_size):
+            batch = order[start : start + config.batch_size]
+            rows, mask = index[batch], valid[batch]  # (b, W)
+            x_np = perturb_windows(prepared.features[copy[batch][:, None], rows], mask, rng,
+                                   prepared.noise_scale, prepared.background, config.background_mix)
+            y_np = prepared.targets[rows] * mask[..., None]
+            logits, _ = model(torch.from_numpy(x_np))
+            loss = frame_cross_entropy(logits, torch.from_numpy(y_np.astype(np.float32)), prepared.weights)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise InputError(
+                    f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
+                    f"(try a smaller [train] lr than {config.lr:g}); no checkpoint written"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += value * len(batch)
+            count += len(batch)
+            done += 1
+            bar.update(task, advance=1, loss=total / count)
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise InputError(f"training diverged: epoch {epoch} left NaN/infinite weights (try a smaller [train] lr "
+                             f"than {config.lr:g})")
+        after_epoch(model, EpochScores(epoch, total / max(count, 1)))
+    return done
 
 
 def config_summary(config: DetectorTrainConfig) -> dict[str, Any]:
     """Plain-JSON settings saved in the checkpoint's ``info``."""
-    return asdict(config)
+    return asdict(config) | {"val_videos": list(config.val_videos)}
 
 
 def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Table:
@@ -327,15 +544,34 @@ def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Ta
     return table
 
 
+def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_step_ids: tuple[int | None, ...]
+                   ) -> Table:
+    """A rich table of what the validation videos measured per key-step: its miss and false-detection rates."""
+    table = Table(title=f"validation split ({len(evidence.videos)} videos): how far the detections can be trusted",
+                  caption="what the probabilistic checker weighs (stream-detect --checker probabilistic)")
+    table.add_column("key-step")
+    table.add_column("missed %", justify="right")
+    table.add_column("false detections %", justify="right")
+    name = dict(zip(class_step_ids, class_names, strict=True))
+    for step, miss, false in zip(evidence.step_ids, evidence.miss_rates, evidence.false_rates, strict=True):
+        table.add_row(name.get(step, str(step)), f"{100 * miss:.0f}", f"{100 * false:.0f}")
+    return table
+
+
 def run_training(
     features: str | Path,
     config_path: str | Path | None,
     out: str | Path,
     progress: bool = True,
     console: Console | None = None,
+    plot: str | Path | None = None,
     **overrides: Any,
 ) -> TrainOutcome:
     """What ``recognition-train`` does: read config and data, train, evaluate, save the checkpoint, print scores.
+
+    The checkpoint records, besides the weights: the validation videos, the kept epoch and the learning curve (in
+    ``info``), and the calibration of its evidence measured on the validation videos
+    (``evidence``, `recognition.evidence_calibration.calibrate_evidence`).
 
     Args:
         features: the MiniROAD feature folder.
@@ -343,7 +579,9 @@ def run_training(
         out: checkpoint to write.
         progress: show the progress bar.
         console: where to print the results table (stdout by default).
-        overrides: config fields to replace (``epochs``, ``seed``, ``threads``; None ignored).
+        plot: draw the learning curve into this PNG (needs the ``plot`` extra, checked before training).
+        overrides: config fields to replace (``epochs``, ``seed``, ``threads``, ``val_fraction``, ``val_videos``;
+            None ignored).
 
     Returns:
         The training outcome.
@@ -354,21 +592,42 @@ def run_training(
         config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     out = check_output(out, "checkpoint", inputs=[config_path], option="--out")
+    if plot is not None:
+        check_plot_support(plot)
+        plot = check_output(plot, "learning-curve plot", inputs=[config_path, out], option="--plot")
     data = load_feature_dataset(features, config.features)
     outcome = train_detector(data, config, progress=progress)
     info = {
         "train": config_summary(config),
         "test_map": outcome.test_map,
         "losses": list(outcome.losses),
+        # Validation videos count as training videos: they chose the kept epoch (eval warns on them too).
         "train_videos": [v.name for v in data.train],
+        "validation_videos": list(outcome.validation),
         "test_videos": [v.name for v in data.test],
+        "kept_epoch": outcome.kept_epoch,
+        "keep_epoch": outcome.keep_by,
+        "refit": outcome.refit,
+        "curve": [e.as_json() for e in outcome.curve],
     }
+    # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates.
+    evidence = (calibrate_evidence(outcome.validation, data.class_step_ids, data.fps, SegmenterConfig(fps=data.fps))
+                if outcome.validation else None)
     try:
         save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info,
-                      data.scenario)
+                      data.scenario, evidence)
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
         raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()
+    console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
+    if outcome.validation:
+        console.print(f"validation videos: {', '.join(outcome.validation)}")
+    if outcome.refit:
+        console.print(f"refit: trained again on all {len(data.train)} training videos for {outcome.kept_epoch} epochs")
+    if plot is not None:
+        console.print(f"learning curve drawn in {plot_curve(outcome.curve, outcome.kept_epoch, plot)}")
+    if evidence is not None:
+        console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
     console.print(detector_ap_table(outcome, data.class_names))
     console.print(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}")
     return outcome

@@ -36,7 +36,6 @@ from recognition.evidence import (
     DEFAULT_MISS_RATE,
     EvidenceModel,
     EvidenceReporter,
-    evidence_model_of,
 )
 from recognition.model import FastStepper, MiniROAD
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
@@ -808,11 +807,11 @@ def evidence_reporter(
     """What a stream of this detector reports about its evidence (None: nothing, the checkpoint measured no rates).
 
     Args:
-        checkpoint: the detector (its ``info["evidence"]``, measured by ``recognition-train``).
+        checkpoint: the detector (its ``evidence``, measured by ``recognition-train``).
         segmenter: the stream's segmenter settings (the default calibration's window is its ``min_duration``).
         default_rates: without measured rates, use the default ones (``--default-rates``).
     """
-    model = evidence_model_of(checkpoint.info, "detector checkpoint")
+    model = checkpoint.evidence
     if model is None and default_rates:
         steps = [s for s in checkpoint.class_step_ids if s is not None]
         model = EvidenceModel.default(steps, segmenter.min_duration)
@@ -826,7 +825,7 @@ def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker:
     Raises:
         InputError: one line naming the file, the defaults that ``--default-rates`` applies, and the other ways out.
     """
-    if checker != "probabilistic" or default_rates or evidence_model_of(checkpoint.info, detector) is not None:
+    if checker != "probabilistic" or default_rates or checkpoint.evidence is not None:
         return
     raise InputError(
         f"{detector}: holds no measured miss and false-detection rates, which the probabilistic checker needs "

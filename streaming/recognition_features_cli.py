@@ -4,14 +4,16 @@ Usage::
 
     recognition-features --videos videos/ --annotations labels.json --extractor efficientnet-lite0 --fps 5 \\
         --out features/ [--test-fraction 0.2 | --test-videos a,b] [--scenario tent] [--threads 2] [--device auto] \\
-        [--verbose]
+        [--augment-copies K [--augment-flips]] [--verbose]
 
 ``labels.json`` is the annotation file ``tgml train`` reads; each annotated video of the scenario is looked up in
 ``--videos`` by its name (``.mp4``, ``.avi``, ``.mkv``, ``.mov`` or ``.webm``) and read with ``stream-detect``'s
 readers at ``--fps`` frames per second. The output is a MiniROAD feature folder: ``rgb_<extractor>/<video>.npy``,
 ``target_perframe/<video>.npy`` (class 0 background, then one column per key-step of the scenario's taxonomy) and
-``split.json``. Progress bars show videos and frames. Running the same command again resumes: a video whose features
-exist for the same settings is skipped. Bad input ends with one ``error:`` line and exit status 2, before any frame
+``split.json``; with ``--augment-copies K``, ``rgb_<extractor>/<video>.aug1.npy`` .. ``aug<K>.npy`` for each
+training video too (the same video seen through another crop, brightness, contrast and saturation). Progress bars
+show videos and frames. Running the same command again resumes: a video whose features exist for the same settings
+is skipped. Bad input ends with one ``error:`` line and exit status 2, before any frame
 is decoded where it can be known then; every file is written atomically, so nothing already extracted is lost.
 Ctrl-C and SIGTERM stop it alike (exit status 130 / 143), discarding only the video being written.
 """
@@ -36,14 +38,22 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--out", required=True, help="feature folder to write (an existing one is resumed)")
     parser.add_argument(
-        "--extractor", default="efficientnet-lite0", help="feature extractor: efficientnet-lite0 (default) or light-v1"
+        "--extractor", default="efficientnet-lite0", help="feature extractor: efficientnet-lite0 (default), "
+        "efficientnet-lite0-grid (adds a 2x2 grid of the last feature map), efficientnet-lite2[-grid] (the 'lite2' "
+        "extra) or light-v1"
     )
     parser.add_argument("--fps", type=fps_option, default=5.0, help="feature frames per second (default 5)")
     parser.add_argument("--scenario", help="scenario of the annotation file (needed when it holds several)")
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--test-fraction", type=float, default=0.2, help="share of videos held out (default 0.2)")
     split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
-    parser.add_argument("--seed", type=seed_option, default=0, help="seeds the --test-fraction draw (default 0)")
+    parser.add_argument("--seed", type=seed_option, default=0,
+                        help="seeds the --test-fraction draw and the augmented copies "
+                        "(default 0)")
+    parser.add_argument("--augment-copies", type=int, default=None, metavar="K",
+                        help="also extract K augmented copies of each training video (random crop, colour jitter; "
+                        "recognition-train uses them; default 2, 0: none)")
+    parser.add_argument("--augment-flips", action="store_true", help="augmented copies may be mirrored left to right")
     parser.add_argument(
         "--threads", type=threads_option, help="batches computed at once, one core each (default: every core)"
     )
@@ -76,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         device=args.device,
         reader=args.reader,
+        augment_flips=args.augment_flips,
+        **({} if args.augment_copies is None else {"augment_copies": args.augment_copies}),
     )
     report = extract_feature_folder(config, progress=not args.quiet)
     print(

@@ -497,7 +497,6 @@ def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
 
 def _detector(args: argparse.Namespace) -> int:
     """``stream-detect detector``: one or several sources through one model, publishing to a checker."""
-    from recognition.evidence import evidence_model_of
     from streaming.curve_keys import client_curve
     from streaming.detector_service import DetectorConfig, open_streams, run_detectors, stream_ids_for
     from streaming.service_log import ServiceLog
@@ -516,7 +515,7 @@ def _detector(args: argparse.Namespace) -> int:
     with _metrics_server(args, metrics) as watcher:
         opened = open_streams([_source(args, video) for video in args.video], args.threads,
                               warn=log.warning)
-        if not args.default_rates and evidence_model_of(opened.checkpoint.info, args.detector) is None:
+        if not args.default_rates and opened.checkpoint.evidence is None:
             log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "
                         "evidence, and a probabilistic checker takes their confirmed steps as certain (retrain it "
                         "with recognition-train, or give --default-rates)")

@@ -134,7 +134,7 @@ def add_segmenter_settings(path: Path, settings: dict[str, float]) -> None:
     model, ckpt = load_detector(path)
     info = {**ckpt.info, "segmenter": dict(settings)}
     save_detector(path, model, ckpt.class_names, ckpt.class_step_ids, ckpt.feature_extractor, ckpt.fps, info,
-                  ckpt.scenario or SCENARIO)
+                  ckpt.scenario or SCENARIO, ckpt.evidence)
 
 
 @exit_on_input_error

@@ -65,7 +65,7 @@ dropout = 0.1
 window = 32
 batch_size = 8
 lr = 3e-3
-epochs = 6
+epochs = 8
 seed = 0
 threads = 1
 """

@@ -9,6 +9,7 @@ import torch
 
 from graphs.errors import InputError
 from recognition.checkpoint import DetectorCheckpoint, load_detector, save_detector
+from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
 
 CFG = MiniROADConfig(input_dim=20, embed_dim=16, hidden_dim=8, num_classes=4)
@@ -115,3 +116,27 @@ def test_non_finite_weights_are_refused(tmp_path: Path) -> None:
     torch.save(data, path)
     with pytest.raises(InputError, match="weights 'head.1.weight' contain NaN or infinity"):
         load_detector(path)
+
+
+def test_evidence_is_kept_checked_and_optional(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = MiniROAD(CFG).eval()
+    path = tmp_path / "det.pt"
+    steps = [s for s in STEP_IDS if s is not None]
+    evidence = EvidenceModel.default(steps, window_s=0.5)
+    save_detector(path, model, NAMES, STEP_IDS, "builtin-tiny", 4.0, {}, None, evidence)
+    _, meta = load_detector(path)
+    assert meta.evidence == evidence
+    # Checkpoints written before the field existed load without evidence.
+    data = torch.load(path, weights_only=True)
+    good = data.pop("evidence")
+    torch.save(data, path)
+    assert load_detector(path)[1].evidence is None
+    for bad, message in ((good | {"miss_rates": [0.1, float("nan"), 0.0]}, "finite number"),
+                         ([0.1], "field 'evidence': expected an object"),
+                         (good | {"false_rates": [0.1, 0.2]}, "false_rates has 2 values for 3 steps"),
+                         (good | {"step_ids": [97, 98, 99]}, "evidence names a step that is not one of its classes")):
+        data["evidence"] = bad
+        torch.save(data, path)
+        with pytest.raises(InputError, match=rf"det\.pt: .*{message}"):
+            load_detector(path)

@@ -160,7 +160,7 @@ def test_a_diverging_run_is_an_error_and_keeps_the_existing_checkpoint(
     out = tmp_path / "detector.pt"
     out.write_bytes(b"the previous, good checkpoint")
     config = tmp_path / "wild.toml"
-    config.write_text(small_config.read_text().replace("lr = 3e-3", "lr = 1e6").replace("epochs = 6", "epochs = 2"))
+    config.write_text(small_config.read_text().replace("lr = 3e-3", "lr = 1e6").replace("epochs = 8", "epochs = 2"))
     err = cli_error(main, _argv(feature_folder, config, out), capsys)
     assert err.startswith("error: training diverged: loss nan at epoch 1") and "lr than 1e+06" in err
     assert out.read_bytes() == b"the previous, good checkpoint"

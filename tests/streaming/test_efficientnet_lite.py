@@ -8,7 +8,7 @@ import torch
 from skimage import data
 
 from graphs.errors import InputError
-from streaming.efficientnet_lite import load_efficientnet_lite0, preprocess
+from streaming.efficientnet_lite import load_efficientnet_lite, preprocess
 from streaming.extractors import EfficientNetLiteExtractor, make_extractor
 
 
@@ -42,7 +42,7 @@ def test_the_cpu_rewrite_computes_what_the_library_network_computes() -> None:
     reference = EfficientNet.from_name("efficientnet-lite0")
     reference.load_state_dict(torch.load(EfficientnetLite0ModelFile.get_model_file_path(), weights_only=True))
     reference.eval()
-    rewritten = load_efficientnet_lite0("cpu")
+    rewritten = load_efficientnet_lite("efficientnet-lite0", "cpu")
     frames = torch.from_numpy(np.random.default_rng(0).integers(0, 256, size=(2, 120, 160, 3), dtype=np.uint8))
     with torch.inference_mode():
         expected = reference.extract_features(preprocess(frames).contiguous()).mean(dim=(2, 3))  # (2, 1280)
@@ -69,3 +69,36 @@ def test_every_frame_size_becomes_the_network_input() -> None:
 def test_a_backbone_file_is_refused_for_the_built_in_network() -> None:
     with pytest.raises(InputError, match="trained on the built-in efficientnet-lite0 features"):
         make_extractor("efficientnet-lite0", "resnet.pt")
+
+
+def test_the_grid_extractor_adds_where_things_are_to_the_global_average(extractor: EfficientNetLiteExtractor) -> None:
+    grid = make_extractor("efficientnet-lite0-grid", device="cpu")
+    assert (grid.name, grid.dim) == ("efficientnet-lite0-grid", 6400)
+    frame = np.zeros((1, 120, 160, 3), dtype=np.uint8)
+    frame[0, :40, :50] = (230, 40, 40)  # a red object in the top-left corner only
+    features = grid(frame)
+    assert features.shape == (1, 6400)
+    np.testing.assert_allclose(features[:, :1280], extractor(frame), rtol=1e-4, atol=1e-4)
+    cells = features[0, 1280:].reshape(2, 2, 1280)  # row, column, channel
+    mirrored = grid(frame[:, :, ::-1].copy())[0, 1280:].reshape(2, 2, 1280)  # the object now top-right
+    # The cell that holds the object moved with it (the network is not exactly mirror-symmetric: nearest, not equal).
+    assert np.linalg.norm(mirrored[0, 1] - cells[0, 0]) < 0.5 * np.linalg.norm(mirrored[0, 1] - cells[0, 1])
+    assert np.linalg.norm(mirrored[0, 0] - cells[0, 1]) < 0.5 * np.linalg.norm(mirrored[0, 0] - cells[0, 0])
+
+
+def test_every_built_in_extractor_name_is_known() -> None:
+    from streaming.extractors import BACKBONES, EXTRACTOR_NAMES
+
+    assert set(BACKBONES) == {"efficientnet-lite0", "efficientnet-lite0-grid", "efficientnet-lite2",
+                              "efficientnet-lite2-grid"} and set(BACKBONES) < set(EXTRACTOR_NAMES)
+    with pytest.raises(InputError, match="known: efficientnet-lite0, efficientnet-lite0-grid"):
+        make_extractor("efficientnet-lite9")
+
+
+def test_the_larger_lite2_network_recognises_a_real_photograph_through_the_same_pre_processing() -> None:
+    lite2 = make_extractor("efficientnet-lite2", device="cpu")
+    assert isinstance(lite2, EfficientNetLiteExtractor) and lite2.dim == 1280
+    features = lite2(data.chelsea()[None])
+    with torch.inference_mode():
+        probs = lite2.backbone.classify(torch.from_numpy(features)).softmax(dim=-1)[0]
+    assert int(probs.argmax()) == 285 and float(probs[285]) > 0.5  # Egyptian cat (p = 0.75), at 260x260

@@ -128,7 +128,8 @@ def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
     assert "the videos extracted before it are kept" in line
     done = json.loads((work / "features" / MANIFEST).read_text())["videos"]
     assert set(done) == {"run0", "run1"}
-    assert {p.name for p in (work / "features" / "rgb_light-v1").iterdir()} == {"run0.npy", "run1.npy"}
+    written = {p.name.split(".")[0] for p in (work / "features" / "rgb_light-v1").iterdir()}  # augmented copies too
+    assert written == {"run0", "run1"}
     (work / "videos" / "run2.avi").unlink()
     write_execution(work / "videos" / "run2.mkv", VALID_ORDERS[2], seed=5)  # the user replaces the broken file
     assert main(args(work, "--reader", "opencv")) == 0
@@ -253,3 +254,33 @@ def test_offline_features_are_the_features_the_live_detector_computes(
         ctx.destroy(linger=0)
     assert len(live) == len(offline) > 10
     np.testing.assert_allclose(np.stack(live), offline, rtol=1e-4, atol=1e-4)
+
+
+def test_augmented_copies_are_written_for_training_videos_and_resumed(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args(work, "--test-videos", "run2", "--augment-copies", "2")) == 0
+    folder = work / "features"
+    data = load_feature_dataset(folder, FeatureConfig(rgb="rgb_light-v1"))
+    assert [len(v.copies) for v in data.train] == [2, 2] and not data.test[0].copies
+    assert not (folder / "rgb_light-v1" / "run2.aug1.npy").exists()  # the test video is never augmented
+    first, copies = data.train[0].features, data.train[0].copies
+    assert copies[0].shape == first.shape and not np.allclose(copies[0], first) and not np.allclose(*copies)
+    capsys.readouterr()
+    assert main(args(work, "--test-videos", "run2", "--augment-copies", "2")) == 0  # the same copies: resumed
+    assert "(0 extracted, 3 already there)" in capsys.readouterr().out
+    (folder / "rgb_light-v1" / "run0.aug2.npy").unlink()  # a lost copy is extracted again, identically
+    assert main(args(work, "--test-videos", "run2", "--augment-copies", "2")) == 0
+    assert "(1 extracted, 2 already there)" in capsys.readouterr().out
+    again = load_feature_dataset(folder, FeatureConfig(rgb="rgb_light-v1")).train[0].copies
+    np.testing.assert_array_equal(again[1], copies[1])
+    err = cli_error(main, args(work, "--augment-copies", "-1"), capsys)
+    assert err.startswith("error: --augment-copies -1")
+
+
+def test_the_help_states_the_default_number_of_copies(capsys: pytest.CaptureFixture[str]) -> None:
+    from streaming.feature_extraction import DEFAULT_COPIES
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert f"default {DEFAULT_COPIES}, 0: none" in " ".join(capsys.readouterr().out.split())

@@ -1,0 +1,168 @@
+"""The validation split carved from the training videos: early stopping, the curve, what the checkpoint keeps."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from recognition.checkpoint import load_detector
+from recognition.feature_folders import choose_validation_videos, copy_file_name, load_feature_dataset
+from recognition.recognition_train_cli import main
+from recognition.train import load_detector_training_config, predict_video, train_detector, validation_scores
+from tests.cli_errors import cli_error
+from tests.recognition.conftest import write_feature_folder
+
+
+def _argv(features: Path, config: Path, out: Path, *more: str) -> list[str]:
+    return ["--features", str(features), "--config", str(config), "--out", str(out), "--quiet", *more]
+
+
+def test_training_prints_the_curve_keeps_the_best_epoch_and_records_it(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, plot = tmp_path / "d.pt", tmp_path / "curve.png"
+    assert main(_argv(feature_folder, small_config, out, "--plot", str(plot))) == 0
+    printed = capsys.readouterr().out
+    assert "Learning curve" in printed and "val mAP" in printed and "<- kept" in printed
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    model, checkpoint = load_detector(out)
+    info = checkpoint.info
+    curve = info["curve"]
+    assert [e["epoch"] for e in curve] == list(range(1, 9))
+    # A fifth of the 12 training videos (2), drawn with the seed: the same on every run, never a test video.
+    assert info["validation_videos"] == list(choose_validation_videos(info["train_videos"], 0.2, seed=0))
+    assert len(info["validation_videos"]) == 2 and not set(info["validation_videos"]) & set(info["test_videos"])
+    best = max(curve, key=lambda e: (e["val_map"], -e["val_loss"]))
+    assert info["kept_epoch"] == best["epoch"] and info["keep_epoch"] == "map"
+    # The saved weights are the kept epoch's: they reproduce its validation scores.
+    data = load_feature_dataset(feature_folder, load_detector_training_config(small_config).features)
+    val = tuple(v for v in data.train if v.name in info["validation_videos"])
+    loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, (0,))
+    assert (loss, val_map) == pytest.approx((best["val_loss"], best["val_map"]), rel=1e-4)
+
+
+def test_the_kept_models_validation_probabilities_are_handed_over(feature_folder: Path, small_config: Path) -> None:
+    config = replace(load_detector_training_config(small_config), epochs=2, val_videos=("video_03", "video_08"))
+    data = load_feature_dataset(feature_folder, config.features)
+    outcome = train_detector(data, config, progress=False)
+    assert list(outcome.validation) == ["video_03", "video_08"]
+    for name, (probs, targets) in outcome.validation.items():
+        video = next(v for v in data.train if v.name == name)
+        np.testing.assert_array_equal(targets, video.targets)
+        np.testing.assert_allclose(probs, predict_video(outcome.model, video.features), atol=1e-6)
+        np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_keeping_by_loss_keeps_the_lowest_validation_loss(feature_folder: Path, small_config: Path) -> None:
+    config = replace(load_detector_training_config(small_config), epochs=3, keep_epoch="loss")
+    outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
+    assert outcome.kept_epoch == min(outcome.curve, key=lambda e: e.val_loss).epoch
+
+
+def test_one_training_video_cannot_be_split_unless_validation_is_turned_off(
+    tmp_path: Path, small_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_feature_folder(tmp_path / "one", n_train=1, n_test=1)
+    err = cli_error(main, _argv(folder, small_config, tmp_path / "d.pt"), capsys)
+    assert "the validation split would be empty" in err and "--val-fraction 0" in err
+    assert not (tmp_path / "d.pt").exists()
+    assert main(_argv(folder, small_config, tmp_path / "d.pt", "--val-fraction", "0", "--epochs", "2")) == 0
+    _, checkpoint = load_detector(tmp_path / "d.pt")
+    assert checkpoint.info["validation_videos"] == [] and checkpoint.info["kept_epoch"] == 2
+    assert checkpoint.info["curve"][0]["val_map"] is None
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        (["--val-videos", "video_13"], "'video_13' is a test video"),
+        (["--val-videos", "nosuch"], "'nosuch' is not a training video"),
+        (["--val-fraction", "1.5"], "--val-fraction"),
+        (["--val-fraction", "0.99"], "no video would be left for training"),
+    ],
+)
+def test_bad_validation_splits_are_one_line_and_exit_2(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    more: list[str], message: str,
+) -> None:
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "d.pt", *more), capsys)
+    assert message in err
+
+
+def test_the_validation_draw_depends_on_the_seed_only() -> None:
+    names = [f"v{i}" for i in range(14)]
+    drawn = choose_validation_videos(names, 0.2, seed=3)
+    assert len(drawn) == 3 and drawn == choose_validation_videos(list(reversed(names)), 0.2, seed=3)[::-1]
+    assert choose_validation_videos(names, 0.0) == ()
+    assert choose_validation_videos(names[:2], 0.1) != ()  # at least one video
+    with pytest.raises(InputError, match="named twice"):
+        choose_validation_videos(names, 0.2, named=("v1", "v1"))
+
+
+def test_augmented_copies_are_read_for_training_videos_and_must_be_whole(
+    feature_folder: Path, small_config: Path
+) -> None:
+    split = json.loads((feature_folder / "split.json").read_text())
+    split["augment_copies"] = 1
+    (feature_folder / "split.json").write_text(json.dumps(split))
+    config = load_detector_training_config(small_config)
+    for name in split["train"]:
+        feats = np.load(feature_folder / "rgb_synth" / f"{name}.npy")
+        np.save(feature_folder / "rgb_synth" / copy_file_name(name, 1), feats + 0.1)
+    data = load_feature_dataset(feature_folder, config.features)
+    assert all(len(v.copies) == 1 for v in data.train) and all(not v.copies for v in data.test)
+    np.testing.assert_allclose(data.train[0].copies[0], data.train[0].features + 0.1, atol=1e-6)
+    outcome = train_detector(data, replace(config, epochs=2), progress=False)
+    assert np.isfinite(outcome.losses).all()
+    np.save(feature_folder / "rgb_synth" / copy_file_name(split["train"][4], 1), np.zeros((3, 24)))
+    with pytest.raises(InputError, match=r"video 'video_04': augmented copy .*video_04\.aug1\.npy has shape \(3, 24\)"):
+        load_feature_dataset(feature_folder, config.features)
+
+
+def test_every_augmentation_trains(feature_folder: Path, small_config: Path) -> None:
+    config = replace(load_detector_training_config(small_config), epochs=2, class_balance=0.5, boundary_smoothing=1.0,
+                     feature_noise=0.5, speed_change=0.25, background_mix=0.3)
+    outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
+    assert np.isfinite(outcome.losses).all() and outcome.test_map > 0.5
+
+
+def test_augmentation_settings_are_checked(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[augment]\nbackground_mix = 1.5\n")
+    with pytest.raises(InputError, match="background_mix = 1.5"):
+        load_detector_training_config(bad)
+    bad.write_text("[train]\nkeep_epoch = 'best'\n")
+    with pytest.raises(InputError, match="keep_epoch = 'best'"):
+        load_detector_training_config(bad)
+
+
+def test_refit_trains_again_on_every_training_video_for_the_kept_epochs(
+    feature_folder: Path, small_config: Path
+) -> None:
+    config = replace(load_detector_training_config(small_config), epochs=3, refit=True)
+    data = load_feature_dataset(feature_folder, config.features)
+    early = train_detector(data, replace(config, refit=False), progress=False)
+    refit = train_detector(data, config, progress=False)
+    assert refit.refit and not early.refit and refit.kept_epoch == early.kept_epoch
+    # The validation probabilities handed on are still those of the model that never saw the validation videos.
+    for name, (probs, _) in refit.validation.items():
+        np.testing.assert_allclose(probs, early.validation[name][0], atol=1e-6)
+    video = data.test[0].features
+    assert not np.allclose(predict_video(refit.model, video), predict_video(early.model, video), atol=1e-4)
+
+
+def test_plotting_without_the_plot_extra_is_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without the extra sees: ImportError
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "d.pt", "--plot", str(tmp_path / "c.png")),
+                    capsys)
+    assert "needs matplotlib, the optional 'plot' extra" in err
+    assert not (tmp_path / "d.pt").exists()

@@ -5,12 +5,15 @@ output says it was done, including evidence that never reached the segmenter's c
 detection it is checking is real. Both come from here (docs/method.md, "The probabilistic checker").
 
 **Done evidence.** With ``p_s(t)`` the detector's probability of step ``s`` at frame ``t`` (one-hot for label input)
-and ``n`` frames the confirmation length ``W`` (the segmenter's ``min_duration``)::
+and ``n`` frames the evidence window ``W`` (by default the segmenter's confirmation length ``min_duration``; a
+calibration may choose a longer one, as the PREGO replay's, chosen on training data, does)::
 
     x_s(t) = max_{t' <= t} (1/n) * sum_{tau = t'-n+1}^{t'} p_s(tau)                      (E1)
 
 the strongest stretch of ``W`` seconds of ``s`` seen so far, in [0, 1]: near 1 for a step seen clearly for ``W``
-seconds, in between for one glimpsed in flicker or below the confirmation threshold, 0 for one never seen.
+seconds, in between for one glimpsed in flicker or below the confirmation threshold, 0 for one never seen. A window
+longer than the confirmation tells a step really done from one the labels flicker to: alternating with another
+step, it reaches about its share of the frames, not 1.
 
 **Detection evidence.** A segment (or a provisional onset) of mean probability ``c`` lasting ``d`` seconds::
 
@@ -27,7 +30,7 @@ probabilities with per-step logistic curves::
 ``beta`` is the log-odds of "done" among the calibration pairs, removed so that ``q_s / (1 - q_s)`` is the likelihood
 ratio ``P(x | done) / P(x | not done)`` and the checker can apply its own prior. The measured per-step miss rate
 and false-detection rate are kept beside the curves (they are what a user reads; the curves are what the checker
-uses).
+uses). `recording_evidence` computes for a whole recorded stream what `EvidenceReporter` sends live.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from graphs.checker import StepEvidence
 from graphs.errors import InputError
 
 EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
@@ -135,7 +139,7 @@ class EvidenceModel:
             raise InputError(f"evidence model: source {self.source!r} must be 'validation' or 'default'")
 
     def done_probabilities(self, x: np.ndarray) -> np.ndarray:
-        """Formula (E3): even-odds ``q_s`` for the evidence ``x`` ``(K,)`` of every step, in `step_ids` order."""
+        """Formula (E3): even-odds ``q_s`` for the evidence ``x`` ``(..., K)`` of every step, in `step_ids` order."""
         z = np.asarray(self.done_intercepts) + self.done_slope * np.asarray(x, dtype=np.float64) - self.done_base
         return _sigmoid(z)
 
@@ -290,4 +294,45 @@ class EvidenceReporter:
         if row is None:
             return 1.0
         return self.model.real_probability(row, detection_evidence(confidence, frames / self.fps, self.model.window_s))
+
+
+def recording_evidence(
+    probs: np.ndarray,
+    starts: Sequence[int],
+    detections: Sequence[tuple[int, float, int]],
+    model: EvidenceModel,
+    class_step_ids: Sequence[int | None],
+    fps: float,
+) -> list[StepEvidence]:
+    """What `EvidenceReporter` sends with each detection, for a whole recorded stream at once (offline replays).
+
+    Args:
+        probs: ``(T, C)`` per-frame class probabilities (one-hot rows for label input).
+        starts: first frame of each detection.
+        detections: ``(step, confidence, frames)`` of each detection, parallel to ``starts``.
+        model: the calibration.
+        class_step_ids: class -> step id (None: background).
+        fps: frames per second.
+
+    Returns:
+        Per detection: formula (E3) for every step with the evidence (E1) as it stood before its first frame, and
+        formula (E4) for the detection.
+    """
+    index = {s: c for c, s in enumerate(class_step_ids) if s is not None}
+    missing = [s for s in model.step_ids if s not in index]
+    if missing:
+        raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
+    window = max(1, round(model.window_s * fps))
+    x = window_evidence(np.asarray(probs)[:, [index[s] for s in model.step_ids]], window)  # (T, K)
+    frames = np.asarray(starts, dtype=np.int64)
+    before = np.where((frames > 0)[:, None], x[np.maximum(frames - 1, 0)], 0.0)  # (E, K)
+    q = model.done_probabilities(before)  # (E, K)
+    row = {s: i for i, s in enumerate(model.step_ids)}
+    out = []
+    for (step, confidence, length), done in zip(detections, q.tolist(), strict=True):
+        k = row.get(step)
+        real = 1.0 if k is None else model.real_probability(
+            k, detection_evidence(confidence, length / fps, model.window_s))
+        out.append(StepEvidence(dict(zip(model.step_ids, done, strict=True)), real))
+    return out
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from graphs.errors import InputError
 from recognition.evidence import EvidenceModel, detection_evidence, window_evidence
-from recognition.segmenter import OnlineSegmenter, SegmenterConfig
+from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent, segment_labels
 
 SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
 RIDGE: Final = 1e-3  # penalty on the common intercept and slope: keeps a fit on separable pairs finite
@@ -93,11 +93,21 @@ def _rates(hits: np.ndarray, totals: np.ndarray) -> np.ndarray:
     return np.where(totals > 0, hits / np.maximum(totals, 1), pooled)
 
 
+def _segments(probs: np.ndarray, config: SegmenterConfig, class_step_ids: Sequence[int | None]) -> list[SegmentEvent]:
+    """The online segmenter's events over a recording; one-hot rows (label input) are fed run by run, which gives
+    the same events frame by frame would (hysteresis never holds a label at 0 against one at 1)."""
+    if np.all((probs == 0.0) | (probs == 1.0)) and np.all(probs.sum(axis=1) == 1.0):
+        return segment_labels(probs.argmax(axis=1), config, class_step_ids)
+    run = OnlineSegmenter(config, class_step_ids)
+    return [e for p in probs for e in run.update(p)] + run.flush()
+
+
 def calibrate_evidence(
     validation: Mapping[str, tuple[np.ndarray, np.ndarray]],
     class_step_ids: Sequence[int | None],
     fps: float,
     segmenter: SegmenterConfig,
+    window_s: float | None = None,
 ) -> EvidenceModel:
     """Measure a detector's evidence on its validation videos (see the module docstring).
 
@@ -106,7 +116,8 @@ def calibrate_evidence(
             per-frame targets (one-hot or smoothed: the largest entry is the label).
         class_step_ids: class -> step id (None: background).
         fps: feature frames per second.
-        segmenter: the segmenter settings the detector runs with (its ``min_duration`` is the window ``W``).
+        segmenter: the segmenter settings the detector runs with.
+        window_s: ``W``, the evidence window in seconds (None: the segmenter's ``min_duration``).
 
     Returns:
         The calibrated `EvidenceModel`.
@@ -120,7 +131,9 @@ def calibrate_evidence(
     steps = [s for s in class_step_ids if s is not None]
     row = {c: i for i, c in enumerate(key)}
     background = {c for c, s in enumerate(class_step_ids) if s is None}
-    window_s = segmenter.min_duration
+    window_s = segmenter.min_duration if window_s is None else float(window_s)
+    if not window_s > 0:
+        raise InputError(f"evidence calibration: window {window_s} s must be > 0")
     window = max(1, round(window_s * fps))
     xs, groups, ys = [], [], []
     det_y, det_group, det_real = [], [], []
@@ -140,8 +153,7 @@ def calibrate_evidence(
             xs.append(x)
             groups.append(np.arange(len(key)))
             ys.append((first_seen < frame).astype(np.float64))
-        segmenter_run = OnlineSegmenter(segmenter, class_step_ids)
-        events = [e for p in np.asarray(probs) for e in segmenter_run.update(p)] + segmenter_run.flush()
+        events = _segments(np.asarray(probs), segmenter, class_step_ids)
         detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
         for e in events:
             if e.class_index not in row:

@@ -1,7 +1,11 @@
 """Replay of recorded per-frame recogniser output through the whole online path (minus the camera).
 
 Per video: labels frame by frame -> `OnlineSegmenter` -> every confirmed segment, as soon as it is
-emitted, to a `graphs.PreconditionChecker` (the object the live checker process runs) -> alert flags.
+emitted, to the pre-condition checker the live checker process runs -> alert flags. The checker is the binary
+`graphs.PreconditionChecker`, or the probabilistic `graphs.probabilistic_checker.ProbabilisticChecker` fed the
+evidence (`recognition.evidence.recording_evidence`) a detector would send with each segment: with label input the
+labels are the detector's one-hot probabilities, so the evidence is what the labels, their durations and their
+flicker say.
 The flags of all videos are scored with the PREGO protocol (the last segment of each video
 is the mistake) by `graphs.mistake_metrics.mistake_scores`.
 
@@ -12,9 +16,10 @@ Frames file (``prego-miniroad/epic-tent-o_frames.json``)::
 Result JSON written by ``prego-bench replay --json FILE`` (``format: "prego-replay-results"``, version 1)::
 
     {"format": "prego-replay-results", "version": 1,
-     "settings": {"frames": str, "field": "pred", "graph": str, "segmenter": {SegmenterConfig fields}},
+     "settings": {"frames": str, "field": "pred", "graph": str, "segmenter": {SegmenterConfig fields},
+                  "checker": {"kind", "alert_threshold", "prior_skip", "settings_file"}},
      "metrics": MistakeScores.to_dict(),                 # avg_f1, correct/mistake {precision, recall, f1}, counts
-     "videos": {video: {"steps": [...], "alerts": [...]}},
+     "videos": {video: {"steps": [...], "alerts": [...], "probabilities": [...]}},
      "sweep": [{"parameter": "min_duration", "value": float, "metrics": MistakeScores.to_dict()}]}
 
 Precision and recall are the true ones (the published PREGO tables swap them).
@@ -30,12 +35,14 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
-from graphs.checker import precondition_violations
+from graphs.checker import NO_EVIDENCE, precondition_violations
+from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError
 from graphs.files import read_json
 from graphs.limits import is_step_id
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
+from recognition.evidence import EvidenceModel, recording_evidence
 from recognition.segmenter import SegmenterConfig, segment_labels
 
 RESULT_FORMAT: Final = "prego-replay-results"
@@ -92,11 +99,30 @@ def load_frames_file(
 
 
 @dataclass(frozen=True)
+class ReplayChecker:
+    """The checker a replay runs.
+
+    Attributes:
+        settings: binary or probabilistic, with the threshold and prior of the latter.
+        evidence: the detector evidence's calibration the probabilistic checker weighs (None: no evidence, each
+            confirmed step taken as certain; the binary checker ignores it).
+    """
+
+    settings: CheckerSettings = CheckerSettings()
+    evidence: EvidenceModel | None = None
+
+
+BINARY: Final = ReplayChecker()
+
+
+@dataclass(frozen=True)
 class VideoReplay:
-    """What the online path did on one video: confirmed steps in order and the checker's alerts."""
+    """What the online path did on one video: confirmed steps in order, the checker's alerts and their
+    probabilities (1 / 0 from the binary checker)."""
 
     steps: tuple[int, ...]
     alerts: tuple[bool, ...]
+    probabilities: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,37 +133,72 @@ class ReplayResult:
     videos: dict[str, VideoReplay]
 
 
-def replay_video(labels: np.ndarray, graph: TaskGraph, config: SegmenterConfig) -> VideoReplay:
+def label_probabilities(labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+    """Per-frame labels as a detector's probabilities: ``(T, K)`` one-hot over ``classes`` (other labels, such as a
+    background, are all-zero rows)."""
+    ids = np.asarray(classes, dtype=np.int64)
+    order = np.argsort(ids)
+    labels = np.asarray(labels, dtype=np.int64)
+    column = order[np.minimum(np.searchsorted(ids[order], labels), len(ids) - 1)]  # (T,)
+    known = ids[column] == labels
+    out = np.zeros((len(labels), len(ids)))
+    out[np.flatnonzero(known), column[known]] = 1.0
+    return out
+
+
+def replay_video(
+    labels: np.ndarray, graph: TaskGraph, config: SegmenterConfig, checker: ReplayChecker = BINARY
+) -> VideoReplay:
     """Run one video's labels through segmenter and checker, online.
 
-    The segmenter's events (`segment_labels`, in the order it emits them) are checked in that order
-    (`precondition_violations`); the checker never feeds back into the segmenter, so this is what the live
-    pipeline computes event by event.
+    The segmenter's events (`segment_labels`, in the order it emits them) are checked in that order, each with the
+    evidence as it stood before its first frame; the checker never feeds back into the segmenter, so this is what
+    the live pipeline computes event by event.
 
     Args:
         labels: ``(T,)`` per-frame key-step ids.
         graph: the task graph.
         config: segmenter settings (``background`` should be None: these labels have no background).
+        checker: which checker, and the evidence calibration of the probabilistic one.
 
     Returns:
         The confirmed steps and their alert flags.
     """
-    steps = tuple(event.step for event in segment_labels(labels, config))
-    return VideoReplay(steps, tuple(precondition_violations(graph, steps).tolist()))
+    events = segment_labels(labels, config)
+    steps = tuple(event.step for event in events)
+    if checker.settings.kind == "binary":
+        flags = precondition_violations(graph, steps).tolist()
+        return VideoReplay(steps, tuple(flags), tuple(float(f) for f in flags))
+    if checker.evidence is None:
+        evidence = [NO_EVIDENCE] * len(events)
+    else:
+        classes = list(graph.step_ids)
+        onehot = label_probabilities(labels, classes)
+        evidence = recording_evidence(
+            onehot, [e.start_frame for e in events],
+            [(e.step, e.confidence, e.end_frame - e.start_frame) for e in events], checker.evidence, classes,
+            config.fps,
+        )
+    state = checker.settings.new(graph)
+    verdicts = [state.observe(step, ev) for step, ev in zip(steps, evidence, strict=True)]
+    return VideoReplay(steps, tuple(v.is_mistake for v in verdicts), tuple(float(v.probability) for v in verdicts))
 
 
-def replay(frames: dict[str, np.ndarray], graph: TaskGraph, config: SegmenterConfig) -> ReplayResult:
+def replay(
+    frames: dict[str, np.ndarray], graph: TaskGraph, config: SegmenterConfig, checker: ReplayChecker = BINARY
+) -> ReplayResult:
     """Replay every video and score the alerts under the PREGO protocol.
 
     Args:
         frames: ``{video: labels}`` from `load_frames_file`.
         graph: the task graph.
         config: segmenter settings.
+        checker: which checker (default binary).
 
     Returns:
         Pooled metrics and per-video detail.
     """
-    videos = {video: replay_video(labels, graph, config) for video, labels in frames.items()}
+    videos = {video: replay_video(labels, graph, config, checker) for video, labels in frames.items()}
     empty = [v for v, r in videos.items() if not r.steps]
     if empty:
         raise InputError(f"video {empty[0]!r}: the segmenter confirmed no key-step at all (is fps right?)")
@@ -210,7 +271,8 @@ def result_json(
         "version": RESULT_VERSION,
         "settings": settings,
         "metrics": result.metrics.to_dict(),
-        "videos": {v: {"steps": list(r.steps), "alerts": list(r.alerts)} for v, r in result.videos.items()},
+        "videos": {v: {"steps": list(r.steps), "alerts": list(r.alerts), "probabilities": list(r.probabilities)}
+                   for v, r in result.videos.items()},
         "sweep": [{"parameter": parameter, "value": v, "metrics": r.metrics.to_dict()} for v, r in sweep_rows],
     }
 
@@ -237,15 +299,28 @@ def _metric_cells(m: MistakeScores) -> list[str]:
 _HEADERS: Final = ("Avg F1", "C F1", "C P", "C R", "M F1", "M P", "M R", "steps")
 
 
-def replay_scores_table(result: ReplayResult, title: str, published: float | None = None) -> Table:
-    """Rich table of the replay scores (true P/R), with the published figure beside them when given."""
+def replay_scores_table(
+    result: ReplayResult | Sequence[tuple[str, ReplayResult]], title: str, published: float | None = None
+) -> Table:
+    """Rich table of the replay scores (true P/R), with the published figure beside them when given.
+
+    Args:
+        result: one replay (row "replay"), or ``(row label, replay)`` pairs (checkers side by side).
+        title: the table's title.
+        published: the published Avg F1 to show under them.
+
+    Returns:
+        The table.
+    """
+    rows = [("replay", result)] if isinstance(result, ReplayResult) else list(result)
     table = Table(
         title=title, caption="C = correct, M = mistake; P/R are true precision/recall (the published tables swap them)"
     )
-    table.add_column("run")
+    table.add_column("run", no_wrap=True)
     for header in _HEADERS:
         table.add_column(header, justify="right")
-    table.add_row("replay", *_metric_cells(result.metrics))
+    for label, scores in rows:
+        table.add_row(label, *_metric_cells(scores.metrics))
     if published is not None:
         table.add_row("published", f"{published:.1f}", *[""] * (len(_HEADERS) - 1))
     return table

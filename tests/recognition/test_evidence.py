@@ -13,6 +13,7 @@ from recognition.evidence import (
     EvidenceReporter,
     EvidenceTracker,
     detection_evidence,
+    recording_evidence,
     window_evidence,
 )
 from recognition.evidence_calibration import calibrate_evidence, fit_shrunk_logistic
@@ -120,3 +121,42 @@ def test_a_reporter_sends_done_probabilities_before_a_segment_and_how_real_it_is
     assert reporter.real(2, 0.9, 5) > reporter.real(2, 0.5, 1)
     with pytest.raises(InputError, match="step 7 is not a class"):
         EvidenceReporter(EvidenceModel.default([7], 1.0), [None, 1], 5.0)
+
+
+def test_a_whole_recording_gets_the_evidence_the_live_reporter_sends() -> None:
+    """`recording_evidence` (replays) and `EvidenceReporter` (live) agree detection by detection."""
+    rng = np.random.default_rng(5)
+    probs, _ = _video([1, 2, 3], 2, rng)
+    model = calibrate_evidence({"v": _video([1, 2, 3], None, rng)}, [None, 1, 2, 3], 5.0,
+                               SegmenterConfig(fps=5.0, min_duration=0.6), window_s=1.2)
+    assert model.window_s == 1.2
+    detections = [(1, 0.8, 10, 3), (3, 0.6, 4, 29), (2, 0.9, 2, 40)]  # (step, confidence, frames, first frame)
+    offline = recording_evidence(probs, [d[3] for d in detections], [d[:3] for d in detections], model,
+                                 [None, 1, 2, 3], 5.0)
+    reporter = EvidenceReporter(model, [None, 1, 2, 3], 5.0)
+    for row in probs:
+        reporter.update(row)
+    for (step, confidence, frames, first), sent in zip(detections, offline, strict=True):
+        steps, done = reporter.done_before(first)
+        assert [sent.done[s] for s in steps] == pytest.approx(done, abs=0.01)
+        assert sent.real == pytest.approx(reporter.real(step, confidence, frames))
+
+
+def test_a_longer_evidence_window_keeps_a_glimpse_from_counting_as_done() -> None:
+    glimpse = np.eye(3)[[0] * 20 + [1] * 3 + [0] * 20]  # step 1 seen for 3 frames of 43
+    assert window_evidence(glimpse, 3)[-1, 1] == 1.0
+    assert window_evidence(glimpse, 15)[-1, 1] == pytest.approx(0.2)
+
+
+def test_label_input_is_segmented_as_frame_by_frame() -> None:
+    """The calibration feeds one-hot rows run by run: the same segments as feeding them frame by frame."""
+    from recognition.evidence_calibration import _segments
+
+    labels = np.random.default_rng(3).choice(4, size=400, p=[0.1, 0.5, 0.3, 0.1])
+    labels = np.repeat(labels, np.random.default_rng(4).integers(1, 9, size=400))
+    config = SegmenterConfig(fps=10.0, min_duration=0.5)
+    onehot = np.eye(4)[labels]
+    almost = 0.999 * onehot + 0.00025  # not one-hot: fed frame by frame
+    fast, slow = _segments(onehot, config, [None, 1, 2, 3]), _segments(almost, config, [None, 1, 2, 3])
+    assert [(e.step, e.start_frame, e.end_frame) for e in fast] == [(e.step, e.start_frame, e.end_frame) for e in slow]
+    assert len(fast) > 20

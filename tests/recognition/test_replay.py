@@ -114,3 +114,56 @@ def test_a_background_label_is_named_with_background(tmp_path: Path, capsys: pyt
     capsys.readouterr()
     assert "frame 0 has label 0" in cli_error(replay_main, argv[:4] + ["--no-sweep"], capsys)  # 0 is not a step
     assert "--background 2: is a key-step" in cli_error(replay_main, [*argv[:4], "--background", "2"], capsys)
+
+
+def test_the_probabilistic_checker_prints_beside_the_binary_one(
+    graph_file: Path, frames_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "replay.json"
+    argv = ["replay", "--frames", str(frames_file), "--graph", str(graph_file), "--no-sweep", "--checker",
+            "probabilistic", "--json", str(out)]
+    from tgml.bench.prego.checker_selection import default_settings_path, load_checker_settings
+
+    chosen = load_checker_settings(default_settings_path("epic-tent-o")).replay
+    assert chosen is not None and chosen.segmenter is not None
+    assert bench_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "binary" in printed and f"probabilistic, {chosen.segmenter.min_duration:g} s" in printed
+    assert f"prior {chosen.settings.prior_skip:g}, threshold {chosen.settings.alert_threshold:g}" in printed
+    doc = json.loads(out.read_text())
+    runs = [r["run"] for r in doc["runs"]]
+    assert runs[0] == "binary" and runs[-1].startswith("probabilistic") and doc["runs"][-1]["metrics"] == doc["metrics"]
+    assert doc["runs"][0]["metrics"]["avg_f1"] >= 46.5  # the binary row is the default replay, unchanged
+    assert doc["settings"]["checker"]["kind"] == "probabilistic"
+    for video in doc["videos"].values():  # an alert is exactly a verdict whose probability reached the threshold
+        tau = doc["settings"]["checker"]["alert_threshold"]
+        assert video["alerts"] == [p >= tau for p in video["probabilities"]]
+
+
+def test_probabilistic_replay_without_evidence_is_the_binary_rule_merged(epic_graph: TaskGraph,
+                                                                         frames_file: Path) -> None:
+    from graphs.checker_settings import CheckerSettings
+    from graphs.probabilistic_checker import ProbabilisticChecker
+    from recognition.replay import ReplayChecker
+
+    frames = load_frames_file(frames_file, "pred", epic_graph)
+    result = replay(frames, epic_graph, CONFIG, ReplayChecker(CheckerSettings("probabilistic"), None))
+    for video in result.videos.values():
+        merged = ProbabilisticChecker.replay(epic_graph, video.steps)
+        assert video.alerts == tuple(v.is_mistake for v in merged.history)
+    assert result.metrics.n_steps == 595
+
+
+def test_a_settings_file_without_replay_settings_is_refused(
+    graph_file: Path, frames_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tgml.bench.prego.checker_selection import default_settings_path
+
+    doc = json.loads(default_settings_path("epic-tent-o").read_text())
+    doc["replay"] = None
+    path = tmp_path / "pred-only.json"
+    path.write_text(json.dumps(doc))
+    argv = ["--frames", str(frames_file), "--graph", str(graph_file), "--no-sweep", "--checker", "probabilistic",
+            "--checker-settings", str(path)]
+    assert "holds no replay settings" in cli_error(replay_main, argv, capsys)
+    assert "give it with --checker probabilistic" in cli_error(replay_main, argv[:5] + argv[7:], capsys)

@@ -35,6 +35,25 @@ def perturb_sequence(
     Returns:
         The perturbed sequence (never empty: the current step is always kept).
     """
+    return aligned_perturbation(sequence, rate, classes, rng)[0]
+
+
+def aligned_perturbation(
+    sequence: Sequence[int], rate: float, classes: np.ndarray, rng: np.random.Generator
+) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """`perturb_sequence` (the same draws, the same result) and where each perturbed step came from.
+
+    Args:
+        sequence: key-step ids; ids must be in ``classes``.
+        rate: perturbation probability ``p`` per step.
+        classes: int ``(C,)`` the taxonomy's step ids (C >= 2).
+        rng: noise generator.
+
+    Returns:
+        ``(perturbed, source, real)``: ``source (m',)`` the index in ``sequence`` of the step each perturbed step
+        stands at (an inserted step: the step it precedes), ``real (m',)`` true where the perturbed step is the
+        original one (neither inserted nor replaced).
+    """
     lookup = {int(c): i for i, c in enumerate(classes)}
     idx = np.array([lookup[int(s)] for s in sequence], dtype=np.int64)  # (m,) class indices
     m, n = len(idx), len(classes)
@@ -50,7 +69,9 @@ def perturb_sequence(
     # Interleave [inserted_k, value_k] per position and keep the slots that exist.
     slots = np.stack([inserted, value], axis=1).reshape(-1)  # (2m,)
     present = np.stack([add, keep], axis=1).reshape(-1)
-    return tuple(int(c) for c in classes[slots[present]])
+    source = np.repeat(np.arange(m), 2)[present]
+    real = np.stack([np.zeros(m, dtype=bool), ~(hit & (op == REPLACE))], axis=1).reshape(-1)[present]
+    return tuple(int(c) for c in classes[slots[present]]), source, real
 
 
 def perturb_sequences(

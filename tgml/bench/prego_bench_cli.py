@@ -6,12 +6,15 @@ Usage::
                 [--method do count-based msg2 msgi noisy-and do-cv do-ensemble noisy-and-do]
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
+                [--checker probabilistic [--checker-settings DATASET=FILE]]   (PRED rows of the probabilistic checker)
     prego-bench --annotations FILE --scenario S (--test-videos A,B | --split FILE) [--config FILE]
                 [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR] [--order-only]
                                       (GT mode on your own annotation file; tgml/bench/prego/own_dataset.py)
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR
     prego-bench select --data DIR --dataset assembly101-o [--folds 5] [--method do-cv|do-ensemble|noisy-and-do]
                                       (choose do-cv / do-ensemble / noisy-and-do settings on training data only)
+    prego-bench select-checker --data DIR --dataset epic-tent-o [--out FILE]
+                                      (choose the probabilistic checker's settings on training data only)
     prego-bench replay ...            (recorded per-frame predictions through the online segmenter)
 
 Examples::
@@ -65,6 +68,15 @@ def _config_pair(text: str) -> tuple[str, Path]:
     return dataset, Path(path)
 
 
+def _checker_pair(text: str, checker: str) -> tuple[str, Path]:
+    if checker != "probabilistic":
+        raise InputError("--checker-settings: give it with --checker probabilistic")
+    dataset, sep, path = text.partition("=")
+    if not sep or not path:
+        raise InputError(f"--checker-settings {text!r}: expected DATASET=FILE")
+    return dataset, Path(path)
+
+
 def _video_names(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not text.strip() or any(not name for name in names):
@@ -78,7 +90,8 @@ def bench_parser() -> ArgumentParser:
         prog="prego-bench",
         description="PREGO online mistake-detection benchmark.",
         epilog="sub-commands (each has --help): prepare (rebuild the split files from the raw annotations), "
-        "select (choose settings on training data only), replay (per-frame recogniser output through the checker)",
+        "select (choose settings on training data only), select-checker (the probabilistic checker's settings, "
+        "training data only), replay (per-frame recogniser output through the checker)",
     )
     p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     source = p.add_mutually_exclusive_group()
@@ -116,6 +129,12 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--config", action="append", default=[], metavar="SETTINGS",
                    help="DATASET=FILE settings; with --annotations one FILE whose tables replace the defaults")
     p.add_argument("--save-graphs", type=Path, help="save every learned graph into this folder")
+    p.add_argument("--checker", default="binary", choices=("binary", "probabilistic"),
+                   help="probabilistic: PRED mode also scores each method with the probabilistic checker (GT stays "
+                        "binary)")
+    p.add_argument("--checker-settings", action="append", default=[], metavar="DATASET=FILE",
+                   help="the probabilistic checker's settings of a dataset (default: the shipped "
+                        "prego-checker-<dataset>.json, written by `prego-bench select-checker`)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -344,6 +363,8 @@ def _bench(argv: list[str]) -> int:
         config_files=dict(configs),
         save_graphs=args.save_graphs,
         annotations=own,
+        checker=args.checker,
+        checker_files=dict(_checker_pair(text, args.checker) for text in args.checker_settings),
     )
     console = Console()
     if not console.is_terminal:
@@ -368,6 +389,10 @@ def main(argv: list[str] | None = None) -> int:
         return _prepare(argv[1:])
     if argv[:1] == ["select"]:
         return _select(argv[1:])
+    if argv[:1] == ["select-checker"]:
+        from tgml.bench.prego_checker_cli import main as checker_main
+
+        return checker_main(argv[1:])
     if argv[:1] == ["replay"]:
         from tgml.bench.prego_replay_cli import (
             main as replay_main,  # owned by the recognition part; loaded only when asked

@@ -7,28 +7,37 @@ Usage::
     prego-bench replay --data ../shared/data --graph graph.json --field gt --no-sweep
     prego-bench replay --frames F --graph G --min-duration 1.0 --sweep 0.25,0.5,1,2,4
     prego-bench replay --frames mine_frames.json --graph G --background 0 --fps 5   # labels with a background
+    prego-bench replay --data ../shared/data --checker probabilistic     # the probabilistic checker beside the binary
 
 With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json`` and, without ``--graph``,
 the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
 (``tgml/bench/settings/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class
 F1 and true P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
-(format in `recognition.replay`). Bad input ends with one ``error:`` line and exit status 2.
+(format in `recognition.replay`). ``--checker probabilistic`` runs the probabilistic checker on the evidence the
+labels hold, with the settings chosen on the training split by ``prego-bench select-checker`` (the shipped
+``tgml/bench/settings/prego-checker-<dataset>.json``, or ``--checker-settings FILE``): its segmenter, evidence
+calibration, prior and threshold; its row is printed beside the binary checker's, with the default segmenter and with
+the chosen one. Bad input ends with one ``error:`` line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
+from graphs.checker_settings import CHECKERS
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
 from graphs.files import check_output, write_text
 from graphs.options import fps_option, seed_option
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.replay import (
     DEFAULT_SWEEP,
+    ReplayChecker,
     load_frames_file,
     replay,
     replay_scores_table,
@@ -39,6 +48,7 @@ from recognition.replay import (
 )
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS, PUBLISHED, build_graph, load_dataset, load_method_settings, resolve_data
+from tgml.bench.prego.checker_selection import CheckerChoice, default_settings_path, load_checker_settings
 
 # The PREGO MiniROAD frames files hold about 60 labels per second of video.
 DEFAULT_FPS = 60.0
@@ -66,6 +76,10 @@ def build_parser() -> ArgumentParser:
         help="comma-separated min_duration values for the ablation table",
     )
     p.add_argument("--no-sweep", action="store_true", help="skip the ablation")
+    p.add_argument("--checker", default="binary", choices=CHECKERS,
+                   help="binary (default, the PREGO protocol) or probabilistic (printed beside the binary)")
+    p.add_argument("--checker-settings", metavar="FILE",
+                   help="the probabilistic checker's settings (default: the shipped prego-checker-<dataset>.json)")
     p.add_argument("--json", help="write the results to this JSON file")
     return p
 
@@ -81,6 +95,14 @@ def _graph(args: argparse.Namespace) -> tuple[TaskGraph, str]:
     print(f"learning the DO graph of {args.dataset} (seed {args.seed}) from {layout.train_file(args.dataset)}")
     graph = build_graph("do", data, settings, args.seed)
     return graph, f"DO learned from {layout.train_file(args.dataset)} seed {args.seed}"
+
+
+def checker_record(kind: str, path: Path | None, choice: CheckerChoice | None) -> dict[str, Any]:
+    """The ``settings.checker`` entry of the results document."""
+    if choice is None:
+        return {"kind": kind}
+    return {"kind": kind, "settings_file": str(path), "alert_threshold": choice.settings.alert_threshold,
+            "prior_skip": choice.settings.prior_skip, "window_s": choice.evidence.window_s}
 
 
 @exit_on_input_error
@@ -107,25 +129,53 @@ def main(argv: list[str]) -> int:
     )
     if args.json:
         check_output(args.json, "results file", inputs=[frames_path, args.graph], option="--json")  # before the replay
+    settings_path = None
+    choice: CheckerChoice | None = None
+    if args.checker == "probabilistic":
+        settings_path = Path(args.checker_settings) if args.checker_settings else default_settings_path(args.dataset)
+        choice = load_checker_settings(settings_path).replay
+        if choice is None or choice.segmenter is None:
+            raise InputError(f"{settings_path}: holds no replay settings (chosen on timed training videos)")
+    elif args.checker_settings:
+        raise InputError("--checker-settings: give it with --checker probabilistic")
     graph, graph_source = _graph(args)
     frames = load_frames_file(frames_path, args.field, graph, args.background)
     result = replay(frames, graph, config)
+    runs = [("binary", result)]
+    if choice is not None and choice.segmenter is not None:
+        # The segmenter chosen with the checker, at the frame rate and background of this input.
+        chosen = replace(choice.segmenter, fps=args.fps, background=args.background)
+        if chosen != config:
+            runs.append((f"binary, {chosen.min_duration:g} s", replay(frames, graph, chosen)))
+        result = replay(frames, graph, chosen, ReplayChecker(choice.settings, choice.evidence))
+        runs.append((f"probabilistic, {chosen.min_duration:g} s", result))
+        config = chosen
     published = None
     if args.field == "pred" and (args.data or args.dataset in frames_path.name):
         published = PUBLISHED[args.dataset]["pred"]["do"][0]
     console.print(
-        replay_scores_table(result, f"Replay of {frames_path.name} ({args.field}), {len(frames)} videos", published)
+        replay_scores_table(runs, f"Replay of {frames_path.name} ({args.field}), {len(frames)} videos", published)
     )
-    rows = sweep(frames, graph, config, values, base=result) if values else []
+    base = runs[0][1]
+    if choice is not None:
+        print(f"probabilistic checker ({settings_path}): prior {choice.settings.prior_skip:g}, threshold "
+              f"{choice.settings.alert_threshold:g}, evidence window {choice.evidence.window_s:g} s; rows "
+              "'<checker>, N s' run the segmenter with min_duration N s, as chosen with the checker")
+    rows = sweep(frames, graph, SegmenterConfig(fps=args.fps, min_duration=args.min_duration, min_run=args.min_run,
+                                                max_delay=args.max_delay, background=args.background),
+                 values, base=base) if values else []
     if rows:
-        console.print(sweep_table(rows, "min_duration", config.min_duration))
+        console.print(sweep_table(rows, "min_duration", args.min_duration))
     if args.json:
         settings = {
             "frames": str(frames_path),
             "field": args.field,
             "graph": graph_source,
             "segmenter": segmenter_settings(config),
+            "checker": checker_record(args.checker, settings_path, choice),
         }
-        out = write_text(args.json, json.dumps(result_json(result, settings, rows), indent=2) + "\n", "results file")
+        document = result_json(result, settings, rows) | {
+            "runs": [{"run": label, "metrics": r.metrics.to_dict()} for label, r in runs]}
+        out = write_text(args.json, json.dumps(document, indent=2) + "\n", "results file")
         print(f"results written to {out}")  # plain: a path is not rich markup
     return 0

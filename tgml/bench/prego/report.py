@@ -56,6 +56,8 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
         methods = list(dict.fromkeys(m for mode in modes.values() for m in mode))
         for method in methods:
             for mode, entries in modes.items():
+                if method not in entries:  # "<method> + probabilistic" is a PRED-mode row only
+                    continue
                 entry = entries[method]
                 seeded = len(entry["per_seed"]) > 1
                 label = f"{method} (n={len(entry['per_seed'])})" if seeded else method

@@ -7,8 +7,9 @@ Result JSON (``format: "prego-bench-results"``, ``version: 1``), written by ``pr
       "settings": {"data": str|null, "annotations": ANNOTATIONS|null, "seeds": [int], "modes": [...],
                    "methods": [...], "sequences": str|null, "graph": str|null, "perturb": [float],
                    "perturb_seed": int, "epochs_override": int|null,
+                   "checker": {"kind": "binary"|"probabilistic", "settings_files": {dataset: str}},
                    "methods_settings": {dataset: {method: {...}}}},
-      "results": {dataset: {mode: {method: {
+      "results": {dataset: {mode: {method: {     # PRED of a probabilistic run adds "<method> + probabilistic"
           "per_seed": [{"seed": int|null, "scores": MISTAKE_SCORES}],
           "mean": METRICS, "std": METRICS,            # std is the population std over seeds (0 for one)
           "published": {"avg_f1", "correct_f1", "mistake_f1"} | null}}}},
@@ -78,6 +79,11 @@ class BenchConfig:
         save_graphs: folder to save every learned graph into, or None.
         annotations: a dataset of the user's replacing the built-in ones (GT mode only; its settings file is
             its own ``settings``), or None.
+        checker: ``binary`` (the PREGO protocol), or ``probabilistic``: PRED mode also scores every method with the
+            probabilistic checker (`tgml.bench.prego.sequence_evidence`), in rows ``<method> + probabilistic``;
+            GT mode stays binary.
+        checker_files: per-dataset checker settings files replacing the shipped
+            ``tgml/bench/settings/prego-checker-<dataset>.json``.
     """
 
     data: Path | None
@@ -94,6 +100,8 @@ class BenchConfig:
     config_files: Mapping[str, Path] = field(default_factory=dict)
     save_graphs: Path | None = None
     annotations: AnnotationSource | None = None
+    checker: str = "binary"
+    checker_files: Mapping[str, Path] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         def fail(name: str, value: Any, why: str) -> None:
@@ -143,6 +151,13 @@ class BenchConfig:
         unknown = set(self.config_files) - set(DATASETS)
         if unknown:
             fail("config_files", sorted(unknown)[0], f"not a dataset ({', '.join(DATASETS)})")
+        if self.checker not in ("binary", "probabilistic"):
+            fail("checker", self.checker, "choose binary or probabilistic")
+        if self.checker == "probabilistic" and "pred" not in self.modes:
+            fail("checker", self.checker, "the probabilistic checker is scored in PRED mode (GT tables stay binary)")
+        stray = set(self.checker_files) - set(self.dataset_names)
+        if stray:
+            fail("checker_files", sorted(stray)[0], "not a dataset of the run")
 
     @property
     def dataset_names(self) -> tuple[str, ...]:
@@ -233,6 +248,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
     if config.save_graphs is not None:
         check_output(config.save_graphs, "graphs folder", folder=True)  # before learning, not after
+    checker_files = _checker_files(config)  # a bad settings file is refused before any learning
     datasets, settings = _load_inputs(config)
     if config.graph is not None:
         dataset = config.dataset_names[0]
@@ -269,6 +285,10 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
                 ]
                 published = None if config.annotations is not None else PUBLISHED[dataset][mode].get(method)
                 results[dataset][mode][method] = _method_entry(runs, published)
+                if mode == "pred" and dataset in checker_files:
+                    results[dataset][mode][f"{method} + probabilistic"] = _method_entry(
+                        [(job.seed, _score_probabilistic(checker_files[dataset][1], g, sequences, has_mistake))
+                         for job, g in graphs.items() if job.dataset == dataset and job.method == method], None)
             if config.perturb:
                 ablation.setdefault(dataset, {})[mode] = perturbation_curves(
                     config,
@@ -290,6 +310,8 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
             "perturb": list(config.perturb),
             "perturb_seed": config.perturb_seed,
             "epochs_override": config.epochs,
+            "checker": {"kind": config.checker,
+                        "settings_files": {d: str(path) for d, (path, _) in checker_files.items()}},
             "methods_settings": {
                 d: {m: dict(settings[d].get(m, {})) for m in methods} for d in config.dataset_names
             },
@@ -298,6 +320,28 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         "perturb": ablation,
         "seconds": time.perf_counter() - started,
     }
+
+
+def _checker_files(config: BenchConfig) -> dict[str, tuple[Path, Any]]:
+    """``{dataset: (settings file, its PRED-mode choice)}`` of a probabilistic run (empty for a binary one)."""
+    if config.checker != "probabilistic":
+        return {}
+    from tgml.bench.prego.checker_selection import default_settings_path, load_checker_settings
+
+    out = {}
+    for dataset in config.dataset_names:
+        path = Path(config.checker_files.get(dataset, default_settings_path(dataset)))
+        out[dataset] = (path, load_checker_settings(path).pred)
+    return out
+
+
+def _score_probabilistic(
+    choice: Any, graph: TaskGraph, sequences: Sequence[Sequence[int]], has_mistake: Sequence[bool]
+) -> MistakeScores:
+    """PRED-mode scores of one graph with the probabilistic checker of a settings file's choice."""
+    from tgml.bench.prego.sequence_evidence import evaluate_graph_probabilistic  # loads the calibration's torch
+
+    return evaluate_graph_probabilistic(graph, sequences, choice.settings, choice.evidence, has_mistake)
 
 
 def _load_inputs(

@@ -24,8 +24,12 @@ so a short, low-confidence detection carries little weight.
 **Calibration** (`recognition.evidence_calibration`, on validation videos at training time) turns both into
 probabilities with per-step logistic curves::
 
-    q_s(x) = sigmoid(a_s + b * x - beta)        even-odds P(s done | x)                   (E3)
-    r_s(y) = sigmoid(c_s + d * y)               P(a detection of s with evidence y is real) (E4)
+    q_s(x, u) = sigmoid(a_s + b * x + e * u - beta)   even-odds P(s done | evidence)         (E3)
+    r_s(y) = sigmoid(c_s + d * y)                     P(a detection of s with evidence y is real) (E4)
+
+``u = logit(p_done_s)`` is the detector's own done-state output just before the step (a detector trained with a
+done head, `recognition.model.done_targets`: "has ``s`` been done by now?", which the scene and the GRU's memory answer
+far better than whether the step's action was caught); ``e = 0`` for a detector without one.
 
 ``beta`` is the log-odds of "done" among the calibration pairs, removed so that ``q_s / (1 - q_s)`` is the likelihood
 ratio ``P(x | done) / P(x | not done)`` and the checker can apply its own prior. The measured per-step miss rate
@@ -50,6 +54,9 @@ EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
 # A step's evidence is recorded again only when it grew by this much: at most 1 / BREAKPOINT_STEP records per step
 # and stream, and a lookup is off by less than this.
 BREAKPOINT_STEP: Final = 0.005
+# Frames of done-state outputs a stream keeps to look up at a segment's start (at 5 fps, 13 minutes: longer than a
+# key-step lasts).
+STATE_HISTORY: Final = 4096
 # What applies when a detector's checkpoint holds no measured rates (trained before they were measured): a detector
 # that misses one step in five and whose confirmed detections are wrong one time in ten.
 DEFAULT_MISS_RATE: Final = 0.2
@@ -88,6 +95,13 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
+def state_logit(state: np.ndarray) -> np.ndarray:
+    """``u = logit(p_done)`` of formula (E3), the probabilities clipped to [1e-4, 1 - 1e-4] (a saturated output is
+    strong evidence, never infinite)."""
+    p = np.clip(np.asarray(state, dtype=np.float64), 1e-4, 1.0 - 1e-4)
+    return np.log(p / (1.0 - p))
+
+
 @dataclass(frozen=True)
 class EvidenceModel:
     """The calibration of a detector's evidence (formulas E3, E4), stored in its checkpoint.
@@ -98,6 +112,7 @@ class EvidenceModel:
         done_intercepts: ``a_s`` per step.
         done_slope: ``b``.
         done_base: ``beta``, the log-odds of "done" among the calibration pairs.
+        state_slope: ``e``, the weight of the done-state output (0 without a done head).
         real_intercepts: ``c_s`` per step.
         real_slope: ``d``.
         miss_rates: per step, the share of its annotated segments that no confirmed detection of it overlapped.
@@ -120,6 +135,7 @@ class EvidenceModel:
     videos: tuple[str, ...] = ()
     pairs: int = 0
     detections: int = 0
+    state_slope: float = 0.0
 
     def __post_init__(self) -> None:
         k = len(self.step_ids)
@@ -127,7 +143,8 @@ class EvidenceModel:
             values = getattr(self, name)
             if len(values) != k:
                 raise InputError(f"evidence model: {name} has {len(values)} values for {k} steps")
-        numbers = [self.window_s, self.done_slope, self.done_base, self.real_slope, *self.done_intercepts,
+        numbers = [self.window_s, self.done_slope, self.done_base, self.real_slope, self.state_slope,
+                   *self.done_intercepts,
                    *self.real_intercepts, *self.miss_rates, *self.false_rates]
         if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
             raise InputError("evidence model: every coefficient and rate must be a finite number")
@@ -138,9 +155,16 @@ class EvidenceModel:
         if self.source not in ("validation", "default"):
             raise InputError(f"evidence model: source {self.source!r} must be 'validation' or 'default'")
 
-    def done_probabilities(self, x: np.ndarray) -> np.ndarray:
-        """Formula (E3): even-odds ``q_s`` for the evidence ``x`` ``(..., K)`` of every step, in `step_ids` order."""
+    def done_probabilities(self, x: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """Formula (E3): even-odds ``q_s`` of every step, in `step_ids` order.
+
+        Args:
+            x: ``(..., K)`` action evidence (E1).
+            state: ``(..., K)`` the done-state outputs ``p_done`` (probabilities), or None without a done head.
+        """
         z = np.asarray(self.done_intercepts) + self.done_slope * np.asarray(x, dtype=np.float64) - self.done_base
+        if state is not None and self.state_slope:
+            z = z + self.state_slope * state_logit(state)
         return _sigmoid(z)
 
     def real_probability(self, step_index: int, y: float) -> float:
@@ -196,7 +220,8 @@ class EvidenceModel:
 
 
 class EvidenceTracker:
-    """Formula (E1) online, one frame at a time, and looked up at any past frame (a segment's start).
+    """Formula (E1) online, one frame at a time, and looked up at any past frame (a segment's start); with a done
+    head, its outputs of the last `STATE_HISTORY` frames too.
 
     Each step's evidence only grows, so it is kept as its breakpoints: a record each time it has grown by
     `BREAKPOINT_STEP`, at most ``1 / BREAKPOINT_STEP`` records per step.
@@ -209,6 +234,8 @@ class EvidenceTracker:
     def __init__(self, num_classes: int, window: int) -> None:
         if window < 1:
             raise InputError(f"evidence window {window}: must be >= 1 frame")
+        self.num_classes = num_classes
+        self._states: np.ndarray | None = None  # (STATE_HISTORY, C) done-state outputs, a ring; None: no done head
         self.window = window
         self._ring = np.zeros((window, num_classes), dtype=np.float64)
         self._sum = np.zeros(num_classes, dtype=np.float64)
@@ -218,8 +245,13 @@ class EvidenceTracker:
         self._values: list[list[float]] = [[] for _ in range(num_classes)]
         self.frame = 0  # frames seen
 
-    def update(self, probs: np.ndarray) -> None:
-        """Take one frame's class probabilities ``(C,)``."""
+    def update(self, outputs: np.ndarray) -> None:
+        """Take one frame's outputs: ``(C,)`` class probabilities, then ``(C,)`` done states with a done head."""
+        probs = outputs[: self.num_classes]
+        if len(outputs) > self.num_classes:
+            if self._states is None:
+                self._states = np.zeros((STATE_HISTORY, self.num_classes), dtype=np.float64)
+            self._states[self.frame % STATE_HISTORY] = outputs[self.num_classes :]
         slot = self.frame % self.window
         self._sum += probs - self._ring[slot]
         self._ring[slot] = probs
@@ -252,6 +284,16 @@ class EvidenceTracker:
         """Evidence of ``classes`` after the last frame."""
         return self._best[np.asarray(classes, dtype=np.int64)].copy()
 
+    def state_before(self, frame: int, classes: Sequence[int]) -> np.ndarray | None:
+        """The done-state outputs of ``classes`` at frame ``frame - 1`` (the oldest kept, for a frame longer ago than
+        `STATE_HISTORY`; nothing done, before the first frame); None without a done head."""
+        if self._states is None:
+            return None
+        if frame <= 0:
+            return np.zeros(len(classes), dtype=np.float64)
+        row = max(frame - 1, self.frame - STATE_HISTORY)
+        return self._states[row % STATE_HISTORY, np.asarray(classes, dtype=np.int64)].copy()
+
 
 class EvidenceReporter:
     """What a detector stream sends about its evidence: a tracker and the checkpoint's calibration together.
@@ -274,18 +316,20 @@ class EvidenceReporter:
         self.fps = fps
         self.tracker = EvidenceTracker(len(class_step_ids), self.window)
 
-    def update(self, probs: np.ndarray) -> None:
-        """Take one frame's class probabilities ``(C,)``."""
-        self.tracker.update(probs)
+    def update(self, outputs: np.ndarray) -> None:
+        """Take one frame's outputs (class probabilities, then done states with a done head)."""
+        self.tracker.update(outputs)
 
     def done_before(self, frame: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """``(steps, q)``: formula (E3) for every step, with the evidence as it stood before ``frame``."""
-        q = self.model.done_probabilities(self.tracker.before(frame, self.classes))
+        q = self.model.done_probabilities(self.tracker.before(frame, self.classes),
+                                          self.tracker.state_before(frame, self.classes))
         return self.model.step_ids, tuple(float(v) for v in q)
 
     def done_now(self) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """``(steps, q)``: formula (E3) for every step, with the evidence so far."""
-        q = self.model.done_probabilities(self.tracker.now(self.classes))
+        q = self.model.done_probabilities(self.tracker.now(self.classes),
+                                          self.tracker.state_before(self.tracker.frame, self.classes))
         return self.model.step_ids, tuple(float(v) for v in q)
 
     def real(self, step: int, confidence: float, frames: int) -> float:
@@ -307,7 +351,8 @@ def recording_evidence(
     """What `EvidenceReporter` sends with each detection, for a whole recorded stream at once (offline replays).
 
     Args:
-        probs: ``(T, C)`` per-frame class probabilities (one-hot rows for label input).
+        probs: ``(T, C)`` per-frame class probabilities (one-hot rows for label input), or ``(T, 2C)`` with the done
+            states after them.
         starts: first frame of each detection.
         detections: ``(step, confidence, frames)`` of each detection, parallel to ``starts``.
         model: the calibration.
@@ -323,10 +368,16 @@ def recording_evidence(
     if missing:
         raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
     window = max(1, round(model.window_s * fps))
-    x = window_evidence(np.asarray(probs)[:, [index[s] for s in model.step_ids]], window)  # (T, K)
+    columns = [index[s] for s in model.step_ids]
+    outputs = np.asarray(probs)
+    x = window_evidence(outputs[:, columns], window)  # (T, K)
     frames = np.asarray(starts, dtype=np.int64)
     before = np.where((frames > 0)[:, None], x[np.maximum(frames - 1, 0)], 0.0)  # (E, K)
-    q = model.done_probabilities(before)  # (E, K)
+    states = None
+    if outputs.shape[1] > len(class_step_ids):  # a done head: its outputs at the frame before each detection
+        done = outputs[:, len(class_step_ids) + np.asarray(columns)]  # (T, K)
+        states = np.where((frames > 0)[:, None], done[np.maximum(frames - 1, 0)], 0.0)
+    q = model.done_probabilities(before, states)  # (E, K)
     row = {s: i for i, s in enumerate(model.step_ids)}
     out = []
     for (step, confidence, length), done in zip(detections, q.tolist(), strict=True):

@@ -24,7 +24,7 @@ from typing import Final
 import numpy as np
 
 from graphs.errors import InputError
-from recognition.evidence import EvidenceModel, detection_evidence, window_evidence
+from recognition.evidence import EvidenceModel, detection_evidence, state_logit, window_evidence
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent, segment_labels
 
 SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
@@ -34,46 +34,48 @@ NEWTON_STEPS: Final = 50
 
 def fit_shrunk_logistic(
     x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int
-) -> tuple[float, float, np.ndarray]:
-    """Logistic regression ``logit P(y=1) = alpha + b * x + delta_g`` by Newton's method, ``delta`` shrunk to 0.
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Logistic regression ``logit P(y=1) = alpha + x @ b + delta_g`` by Newton's method, ``delta`` shrunk to 0.
 
-    Minimises ``sum_i [log(1 + e^z_i) - y_i z_i] + SHRINK/2 * |delta|^2 + RIDGE/2 * (alpha^2 + b^2)``; if the
-    slope comes out negative it is fixed at 0 and the intercepts refitted.
+    Minimises ``sum_i [log(1 + e^z_i) - y_i z_i] + SHRINK/2 * |delta|^2 + RIDGE/2 * (alpha^2 + |b|^2)``. The slopes
+    must not be negative (more evidence never makes "done" less likely): while one is, the most negative is fixed at 0
+    and the rest refitted.
 
     Args:
-        x: ``(N,)`` evidence values.
+        x: ``(N,)`` or ``(N, F)`` evidence values.
         group: ``(N,)`` group (step) index of each pair, in ``0..groups-1``.
         y: ``(N,)`` 0/1 labels.
         groups: number of groups.
 
     Returns:
-        ``(alpha, b, delta (groups,))``.
+        ``(alpha, b (F,), delta (groups,))``.
     """
-    n = len(x)
-    design = np.zeros((n, 2 + groups), dtype=np.float64)  # (N, 2 + G): [1, x, one-hot group]
+    features = np.asarray(x, dtype=np.float64).reshape(len(y), -1)  # (N, F)
+    n, f = features.shape
+    design = np.zeros((n, 1 + f + groups), dtype=np.float64)  # (N, 1 + F + G): [1, x, one-hot group]
     design[:, 0] = 1.0
-    design[:, 1] = x
-    design[np.arange(n), 2 + group] = 1.0
-    penalty = np.full(2 + groups, SHRINK)
-    penalty[:2] = RIDGE
-    for use_slope in (True, False):
-        cols = np.ones(2 + groups, dtype=bool)
-        cols[1] = use_slope
-        a, pen = design[:, cols], penalty[cols]
-        theta = np.zeros(cols.sum())
+    design[:, 1 : 1 + f] = features
+    design[np.arange(n), 1 + f + group] = 1.0
+    penalty = np.full(1 + f + groups, SHRINK)
+    penalty[: 1 + f] = RIDGE
+    used = np.ones(1 + f + groups, dtype=bool)
+    while True:
+        a, pen = design[:, used], penalty[used]
+        theta = np.zeros(int(used.sum()))
         for _ in range(NEWTON_STEPS):
             p = 1.0 / (1.0 + np.exp(-(a @ theta)))
             grad = a.T @ (p - y) + pen * theta
             hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(pen)
-            delta = np.linalg.solve(hess, grad)
-            theta -= delta
-            if np.abs(delta).max() < 1e-9:
+            step = np.linalg.solve(hess, grad)
+            theta -= step
+            if np.abs(step).max() < 1e-9:
                 break
-        if not use_slope:
-            return float(theta[0]), 0.0, theta[1:]
-        if theta[1] >= 0:
-            return float(theta[0]), float(theta[1]), theta[2:]
-    raise AssertionError("unreachable")
+        full = np.zeros(1 + f + groups)
+        full[used] = theta
+        slopes = full[1 : 1 + f]
+        if slopes.min(initial=0.0) >= 0:
+            return float(full[0]), slopes, full[1 + f :]
+        used[1 + int(np.argmin(slopes))] = False
 
 
 def annotated_runs(labels: np.ndarray, background: set[int]) -> list[tuple[int, int, int]]:
@@ -112,8 +114,9 @@ def calibrate_evidence(
     """Measure a detector's evidence on its validation videos (see the module docstring).
 
     Args:
-        validation: ``{video: (probs (T, C), targets (T, C))}``: the model's causal probabilities and the annotated
-            per-frame targets (one-hot or smoothed: the largest entry is the label).
+        validation: ``{video: (probs (T, C) or (T, 2C), targets (T, C))}``: the model's causal outputs (class
+            probabilities, then done states with a done head) and the annotated per-frame targets (one-hot or
+            smoothed: the largest entry is the label).
         class_step_ids: class -> step id (None: background).
         fps: feature frames per second.
         segmenter: the segmenter settings the detector runs with.
@@ -139,21 +142,29 @@ def calibrate_evidence(
     det_y, det_group, det_real = [], [], []
     seg_hit = np.zeros(len(key))
     seg_total = np.zeros(len(key))
-    for probs, targets in validation.values():
+    done_head = all(np.asarray(p).shape[1] > len(class_step_ids) for p, _ in validation.values())
+    for outputs, targets in validation.values():
         labels = np.asarray(targets).argmax(axis=1)
         runs = annotated_runs(labels, background)
-        evidence = window_evidence(np.asarray(probs)[:, key], window)  # (T, K)
+        probs = np.asarray(outputs)[:, : len(class_step_ids)]
+        evidence = window_evidence(probs[:, key], window)  # (T, K)
+        if done_head:  # the done-state logits (E3's u) beside the action evidence: (T, 2K)
+            state = state_logit(np.asarray(outputs)[:, len(class_step_ids) + np.asarray(key)])
+            evidence = np.concatenate([evidence, state], axis=1)
         # The checker asks at each annotated start (evidence from the frames before it) and at the end.
         asks = [start for _, start, _ in runs] + [len(labels)]
         first_seen = np.full(len(key), np.iinfo(np.int64).max)
         for c, start, _ in runs:
             first_seen[row[c]] = min(first_seen[row[c]], start)
+        before_start = np.zeros(evidence.shape[1])
+        if done_head:  # a stream that has just begun: nothing done (the tracker's answer before the first frame)
+            before_start[len(key) :] = state_logit(np.zeros(len(key)))
         for frame in asks:
-            x = evidence[frame - 1] if frame > 0 else np.zeros(len(key))
-            xs.append(x)
+            x = evidence[frame - 1] if frame > 0 else before_start
+            xs.append(x.reshape(-1, len(key)).T)  # (K, 1 or 2): each step's features
             groups.append(np.arange(len(key)))
             ys.append((first_seen < frame).astype(np.float64))
-        events = _segments(np.asarray(probs), segmenter, class_step_ids)
+        events = _segments(probs, segmenter, class_step_ids)
         detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
         for e in events:
             if e.class_index not in row:
@@ -169,12 +180,13 @@ def calibrate_evidence(
     if not seg_total.any():
         raise InputError("evidence calibration: no validation video shows an annotated key-step")
     x_all, g_all, y_all = np.concatenate(xs), np.concatenate(groups), np.concatenate(ys)
-    alpha, slope, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key))
+    alpha, slopes, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key))
     share = float(np.clip(y_all.mean(), 1e-3, 1 - 1e-3))
     det = np.asarray(det_real, dtype=np.float64)
     if len(det):
-        r_alpha, r_slope, r_delta = fit_shrunk_logistic(np.asarray(det_y), np.asarray(det_group, dtype=np.int64),
-                                                        det, len(key))
+        r_alpha, r_slopes, r_delta = fit_shrunk_logistic(np.asarray(det_y), np.asarray(det_group, dtype=np.int64),
+                                                         det, len(key))
+        r_slope = float(r_slopes[0])
     else:  # the segmenter confirmed nothing: the default curve (real when seen clearly, not when not)
         fallback = EvidenceModel.default(steps, window_s)
         r_alpha, r_slope, r_delta = fallback.real_intercepts[0], fallback.real_slope, np.zeros(len(key))
@@ -184,7 +196,7 @@ def calibrate_evidence(
         step_ids=tuple(int(s) for s in steps),
         window_s=float(window_s),
         done_intercepts=tuple(float(alpha + d) for d in delta),
-        done_slope=slope,
+        done_slope=float(slopes[0]),
         done_base=float(np.log(share / (1 - share))),
         real_intercepts=tuple(float(r_alpha + d) for d in r_delta),
         real_slope=r_slope,
@@ -194,4 +206,5 @@ def calibrate_evidence(
         videos=tuple(validation),
         pairs=len(y_all),
         detections=len(det),
+        state_slope=float(slopes[1]) if done_head else 0.0,
     )

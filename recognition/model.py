@@ -8,6 +8,11 @@ being background. The model has two ways in:
 * `MiniROAD.step` — one frame (or a short chunk) at a time, carrying the GRU state, for live use.
   A stream never recomputes its past: the state is the only memory, exactly as in the batch
   forward, so stepping frame by frame reproduces the batch probabilities.
+
+With ``done_head`` the last layer has ``C`` more outputs, one per class: whether that class's key-step has been done
+by now (a sigmoid each, trained on done-state targets, `done_targets`). A step leaves its mark in the scene (the cup
+stays in the corner) and in the GRU's memory, so this answers "was ``p`` done?" far more reliably than whether the
+step's action was caught as it happened; the probabilistic checker reads it (`recognition.evidence`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -35,6 +41,7 @@ class MiniROADConfig:
         hidden_dim: GRU hidden size ``H``.
         num_classes: number of output classes ``C``, background (class 0) included.
         dropout: dropout after the embedding, active in training only.
+        done_head: ``C`` more outputs: per class, the logit of "its key-step has been done by now".
     """
 
     input_dim: int = 4096
@@ -42,6 +49,7 @@ class MiniROADConfig:
     hidden_dim: int = 1024
     num_classes: int = 13
     dropout: float = 0.2
+    done_head: bool = False
 
     def __post_init__(self) -> None:
         for name in ("input_dim", "embed_dim", "hidden_dim"):
@@ -54,6 +62,13 @@ class MiniROADConfig:
             )
         if not isinstance(self.dropout, int | float) or not 0.0 <= float(self.dropout) < 1.0:
             raise InputError(f"MiniROADConfig.dropout = {self.dropout!r}: must be in [0, 1)")
+        if not isinstance(self.done_head, bool):
+            raise InputError(f"MiniROADConfig.done_head = {self.done_head!r}: must be true or false")
+
+    @property
+    def outputs(self) -> int:
+        """Width of the last layer: ``C`` class logits, then ``C`` done-state logits with `done_head`."""
+        return 2 * self.num_classes if self.done_head else self.num_classes
 
     def check_feature_width(self, width: int, source: str = "", extractor: str = "") -> None:
         """Refuse feature vectors of another width than ``input_dim`` (batch forward, step and checkpoints).
@@ -72,6 +87,26 @@ class MiniROADConfig:
             raise InputError(
                 f"{where}feature width {width} does not match the detector's input_dim {self.input_dim}{expects}"
             )
+
+
+def detector_loss(logits: Tensor, targets: Tensor, num_classes: int, weights: Tensor | None = None) -> Tensor:
+    """The training loss: `frame_cross_entropy` of the classes, plus `done_loss` of the done states if there are any.
+
+    Args:
+        logits: ``(B, T, outputs)``.
+        targets: ``(B, T)`` class indices, or ``(B, T, C)`` / ``(B, T, 2C)`` targets (classes, then done states).
+        num_classes: ``C``.
+        weights: optional ``(C,)`` class weights of the cross-entropy.
+
+    Returns:
+        Scalar loss.
+    """
+    loss = frame_cross_entropy(logits[..., :num_classes], targets[..., :num_classes] if targets.dim() == 3 else
+                               targets, weights)
+    if logits.shape[-1] == num_classes or targets.dim() != 3 or targets.shape[-1] == num_classes:
+        return loss
+    weight = targets[..., :num_classes].sum(-1).clamp(max=1.0)  # (B, T): 0 on padding rows
+    return loss + done_loss(logits[..., num_classes:], targets[..., num_classes:].to(logits.dtype), weight)
 
 
 def frame_cross_entropy(logits: Tensor, targets: Tensor, class_weights: Tensor | None = None) -> Tensor:
@@ -98,6 +133,56 @@ def frame_cross_entropy(logits: Tensor, targets: Tensor, class_weights: Tensor |
                            ignore_index=IGNORE_INDEX)
 
 
+def done_targets(targets: np.ndarray, background: tuple[int, ...] = (0,)) -> np.ndarray:
+    """Per frame and class, whether that class's key-step has been done by then: from the end of its first run on.
+
+    Args:
+        targets: ``(L, C)`` one-hot (or smoothed: the largest entry is the label) per-frame targets of one video.
+        background: classes that are no key-step (their column stays 0).
+
+    Returns:
+        ``(L, C)`` float32 0/1: ``D[t, c] = 1`` iff a run of class ``c`` ended at or before frame ``t``.
+    """
+    labels = np.asarray(targets).argmax(axis=1)  # (L,)
+    length, classes = np.asarray(targets).shape
+    ends = np.flatnonzero(np.r_[labels[1:] != labels[:-1], True]) + 1  # (R,) one past each run's last frame
+    first_end = np.full(classes, length + 1)
+    np.minimum.at(first_end, labels[ends - 1], ends)  # the earliest run end of each class
+    first_end[list(background)] = length + 1
+    return (np.arange(length)[:, None] >= first_end[None, :]).astype(np.float32)
+
+
+def output_probabilities(logits: Tensor, num_classes: int) -> Tensor:
+    """The last layer's outputs as probabilities: softmax over the ``C`` classes, a sigmoid per done state.
+
+    Args:
+        logits: ``(..., C)`` or ``(..., 2C)`` (`MiniROADConfig.outputs`).
+        num_classes: ``C``.
+
+    Returns:
+        Same shape: class probabilities, then done-state probabilities.
+    """
+    probs = torch.softmax(logits[..., :num_classes], dim=-1)
+    if logits.shape[-1] == num_classes:
+        return probs
+    return torch.cat([probs, torch.sigmoid(logits[..., num_classes:])], dim=-1)
+
+
+def done_loss(logits: Tensor, targets: Tensor, weight: Tensor) -> Tensor:
+    """Mean binary cross-entropy of the done-state outputs over the frames that count.
+
+    Args:
+        logits: ``(B, T, C)`` done-state logits.
+        targets: ``(B, T, C)`` 0/1 done states (`done_targets`).
+        weight: ``(B, T)`` 1 on frames that count, 0 on padding.
+
+    Returns:
+        Scalar loss.
+    """
+    per_frame = F.binary_cross_entropy_with_logits(logits, targets, reduction="none").mean(-1)  # (B, T)
+    return (per_frame * weight).sum() / weight.sum().clamp(min=1.0)
+
+
 class MiniROAD(nn.Module):
     """The MiniROAD detector: per-frame embedding, one GRU layer, linear classifier.
 
@@ -115,23 +200,24 @@ class MiniROAD(nn.Module):
             nn.Dropout(config.dropout),
         )
         self.gru = nn.GRU(config.embed_dim, config.hidden_dim, num_layers=1, batch_first=True)
-        self.head = nn.Sequential(nn.ReLU(), nn.Linear(config.hidden_dim, config.num_classes))
+        self.head = nn.Sequential(nn.ReLU(), nn.Linear(config.hidden_dim, config.outputs))
 
     def forward(self, x: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """Batch forward over whole windows, GRU started from zeros.
 
         Args:
             x: ``(B, T, F)`` features.
-            targets: optional ``(B, T)`` class indices or ``(B, T, C)`` one-hot targets.
+            targets: optional ``(B, T)`` class indices or ``(B, T, C)`` one-hot targets; with `done_head`,
+                ``(B, T, 2C)``: the one-hot targets, then the done states (`done_targets`).
 
         Returns:
-            ``(logits (B, T, C), loss)``; loss is None without targets.
+            ``(logits (B, T, outputs), loss)``; loss is None without targets.
         """
         self.config.check_feature_width(x.shape[-1])
         e = self.embed(x)  # (B, T, E)
         h, _ = self.gru(e)  # (B, T, H)
-        logits = self.head(h)  # (B, T, C)
-        loss = frame_cross_entropy(logits, targets) if targets is not None else None
+        logits = self.head(h)  # (B, T, outputs)
+        loss = None if targets is None else detector_loss(logits, targets, self.config.num_classes)
         return logits, loss
 
     def init_state(self, batch: int = 1) -> Tensor:
@@ -155,8 +241,8 @@ class MiniROAD(nn.Module):
             return_all: with a chunk, return the probabilities of every frame ``(B, k, C)``.
 
         Returns:
-            ``(probs, new_state)``: softmax probabilities of the last frame ``(B, C)`` (or of all
-            frames with ``return_all``) and the state after the last frame.
+            ``(probs, new_state)``: probabilities of the last frame ``(B, outputs)`` (or of all frames with
+            ``return_all``; `output_probabilities`) and the state after the last frame.
         """
         self.config.check_feature_width(x_t.shape[-1])
         chunk = x_t if x_t.dim() == 3 else x_t.unsqueeze(1)  # (B, k, F)
@@ -164,7 +250,7 @@ class MiniROAD(nn.Module):
         h, new_state = self.gru(e, state)  # (B, k, H), (1, B, H)
         if not return_all:
             h = h[:, -1]  # (B, H): only the newest frame is classified
-        probs = torch.softmax(self.head(h), dim=-1)
+        probs = output_probabilities(self.head(h), self.config.num_classes)
         return probs, new_state
 
 
@@ -226,7 +312,7 @@ class FastStepper:
         e = ReLU(LayerNorm(W_e x + b_e))
         r = σ(W_ir e + b_ir + W_hr h + b_hr);  z = σ(W_iz e + b_iz + W_hz h + b_hz)
         n = tanh(W_in e + b_in + r ⊙ (W_hn h + b_hn));  h' = (1 − z) ⊙ n + z ⊙ h
-        p = softmax(W_c ReLU(h') + b_c)
+        p = softmax(W_c ReLU(h') + b_c)            (with `done_head`: a sigmoid on the last C outputs)
 
     With ``streams`` > 1 the GRU state is a ``(streams, H)`` tensor, one row per stream, and `step_rows` advances the
     streams that have a frame at the same tick in one pass: each formula above becomes one matrix product over the
@@ -275,8 +361,8 @@ class FastStepper:
         self._gh = torch.empty(K, 3 * H, dtype=dtype)
         self._hr = torch.empty(K, H, dtype=dtype)
         self._h = torch.empty(K, H, dtype=dtype)  # the rows of the state being stepped (`step_rows`)
-        self._logits = torch.empty(K, cfg.num_classes, dtype=dtype)
-        self.probs = torch.empty(K, cfg.num_classes, dtype=dtype)
+        self._logits = torch.empty(K, cfg.outputs, dtype=dtype)
+        self.probs = torch.empty(K, cfg.outputs, dtype=dtype)
         self.state = torch.zeros(K, H, dtype=dtype)
 
     def reset(self, row: int | None = None) -> None:
@@ -294,7 +380,8 @@ class FastStepper:
             x_t: ``(F,)`` or ``(1, F)`` features of the newest frame (any float dtype).
 
         Returns:
-            ``(1, C)`` probabilities; a view of an internal buffer, overwritten by the next call.
+            ``(1, outputs)`` probabilities (`output_probabilities`); a view of an internal buffer, overwritten by
+            the next call.
         """
         x = x_t.reshape(1, -1)
         self.config.check_feature_width(x.shape[1])
@@ -311,8 +398,8 @@ class FastStepper:
             rows: ``(m,)`` int64 distinct stream rows, each in ``0..streams-1``.
 
         Returns:
-            ``(m, C)`` probabilities, in the order of ``rows``; a view of an internal buffer, overwritten by the next
-            call.
+            ``(m, outputs)`` probabilities, in the order of ``rows``; a view of an internal buffer, overwritten by
+            the next call.
         """
         m = x.shape[0]
         self.config.check_feature_width(x.shape[1])
@@ -339,7 +426,7 @@ class FastStepper:
         return e.mul_(var).mul_(self._ln_w).add_(self._ln_b).relu_()
 
     def _gru_head(self, e: Tensor, h: Tensor) -> Tensor:
-        """The GRU update of the state rows ``h`` ``(m, H)``, in place, and the head's probabilities ``(m, C)``."""
+        """The GRU update of the state rows ``h`` ``(m, H)``, in place, and the probabilities ``(m, outputs)``."""
         H, m = self.config.hidden_dim, e.shape[0]
         gi = self._input.into(e, self._gi[:m])  # (m, 3H)
         gh = self._hidden.into(h, self._gh[:m])  # (m, 3H)
@@ -352,4 +439,8 @@ class FastStepper:
         h.copy_(n).addcmul_(z, hr)
         torch.clamp(h, min=0.0, out=hr)  # ReLU into a buffer, the state itself stays raw
         logits = self._head.into(hr, self._logits[:m])
-        return torch.softmax(logits, dim=-1, out=self.probs[:m])
+        C, probs = self.config.num_classes, self.probs[:m]
+        torch.softmax(logits[:, :C], dim=-1, out=probs[:, :C])
+        if self.config.done_head:
+            torch.sigmoid(logits[:, C:], out=probs[:, C:])
+        return probs

@@ -78,7 +78,7 @@ from recognition.feature_folders import (
 )
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, plot_curve
 from recognition.metrics import frame_map
-from recognition.model import MiniROAD, MiniROADConfig, frame_cross_entropy
+from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
 from recognition.segmenter import SegmenterConfig
 
 
@@ -111,6 +111,8 @@ class DetectorTrainConfig:
         feature_noise: feature noise in standard deviations of each dimension (0: off).
         speed_change: largest relative speed change of a video per epoch (`recognition.augment.speed_positions`).
         background_mix: largest share of a background frame mixed into a window (0: off).
+        done_head: train the done-state outputs too (`recognition.model.done_targets`): the evidence that a step
+            was done which the probabilistic checker weighs.
     """
 
     features: FeatureConfig = field(default_factory=FeatureConfig)
@@ -134,6 +136,7 @@ class DetectorTrainConfig:
     feature_noise: float = 0.0
     speed_change: float = 0.0
     background_mix: float = 0.0
+    done_head: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.features, FeatureConfig):
@@ -163,7 +166,7 @@ class DetectorTrainConfig:
         if self.keep_epoch not in KEEP_EPOCH:
             raise InputError(f"DetectorTrainConfig.keep_epoch = {self.keep_epoch!r}: choose one of "
                              f"{', '.join(KEEP_EPOCH)}")
-        for name in ("copies", "refit"):
+        for name in ("copies", "refit", "done_head"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"DetectorTrainConfig.{name} = {getattr(self, name)!r}: must be true or false")
         for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
@@ -176,11 +179,12 @@ class DetectorTrainConfig:
 
     def model_config(self, input_dim: int, num_classes: int) -> MiniROADConfig:
         """The detector sizes for data of the given width and number of classes."""
-        return MiniROADConfig(input_dim, self.embed_dim, self.hidden_dim, num_classes, float(self.dropout))
+        return MiniROADConfig(input_dim, self.embed_dim, self.hidden_dim, num_classes, float(self.dropout),
+                              self.done_head)
 
 
 KEEP_EPOCH = ("map", "loss", "last")
-_MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout"}
+_MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
                "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix"}
@@ -282,12 +286,13 @@ def predict_video(model: MiniROAD, features: np.ndarray) -> np.ndarray:
         features: ``(L, D)``.
 
     Returns:
-        ``(L, C)`` probabilities.
+        ``(L, outputs)`` probabilities: the ``C`` classes, then the done states with a done head
+        (`recognition.model.output_probabilities`).
     """
     model.eval()
     x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))[None]  # (1, L, D)
     logits, _ = model(x)
-    return torch.softmax(logits[0], dim=-1).numpy()
+    return output_probabilities(logits[0], model.config.num_classes).numpy()
 
 
 def evaluate_detector(
@@ -303,8 +308,8 @@ def evaluate_detector(
     Returns:
         ``(mAP, AP per class)``.
     """
-    scores = np.concatenate([predict_video(model, v.features) for v in videos])
     targets = np.concatenate([v.targets for v in videos])
+    scores = np.concatenate([predict_video(model, v.features) for v in videos])[:, : targets.shape[1]]
     return frame_map(scores, targets, background)
 
 
@@ -319,8 +324,8 @@ def validation_scores(
     Returns:
         ``(loss, mAP)``; mAP is NaN when no validation frame belongs to a key-step.
     """
-    p = np.concatenate(probs)
     y = np.concatenate([v.targets for v in videos])
+    p = np.concatenate(probs)[:, : y.shape[1]]  # the classes: a done head's outputs follow them
     loss = float(-(y * np.log(np.clip(p, 1e-12, None))).sum(axis=1).mean())
     return loss, frame_map(p, y, background)[0]
 
@@ -358,7 +363,7 @@ class TrainingData:
     Attributes:
         lengths: frame count of each fitting video, in concatenation order.
         features: ``(K + 1, L, D)``: the original features, then each augmented copy.
-        targets: ``(L, C)`` targets, blurred at boundaries when asked.
+        targets: ``(L, C)`` targets, blurred at boundaries when asked (``(L, 2C)`` with the done states after them).
         weights: ``(C,)`` class weights of the loss (None: plain cross-entropy).
         noise_scale: ``(D,)`` noise standard deviation per dimension (None: no noise).
         background: ``(N_b, D)`` background frames to mix in (None: no mixing).
@@ -381,6 +386,9 @@ def training_data(
     stack = np.stack([np.concatenate([(v.features, *v.copies)[k] for v in videos]) for k in range(copies + 1)])
     hard = np.concatenate([v.targets for v in videos])  # (L, C)
     targets = blur_targets(hard, lengths, round(config.boundary_smoothing * fps))
+    if config.done_head:  # each video's done states, from its own first frame: (L, C) more target columns
+        done = np.concatenate([done_targets(v.targets, background) for v in videos])
+        targets = np.concatenate([targets, done], axis=1)
     weights = torch.from_numpy(class_weights(hard, config.class_balance)) if config.class_balance else None
     noise = stack[0].std(axis=0) * config.feature_noise if config.feature_noise else None
     back = stack[0][hard[:, list(background)].sum(axis=1) > 0] if config.background_mix and background else None
@@ -507,7 +515,8 @@ def run_epochs(
                                    prepared.noise_scale, prepared.background, config.background_mix)
             y_np = prepared.targets[rows] * mask[..., None]
             logits, _ = model(torch.from_numpy(x_np))
-            loss = frame_cross_entropy(logits, torch.from_numpy(y_np.astype(np.float32)), prepared.weights)
+            loss = detector_loss(logits, torch.from_numpy(y_np.astype(np.float32)), model.config.num_classes,
+                                 prepared.weights)
             value = float(loss.detach())
             if not math.isfinite(value):
                 raise InputError(

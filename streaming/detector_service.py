@@ -510,12 +510,14 @@ class DetectorStream:
             self.stages.add("decode", time.monotonic() - frame.arrived)
 
     def deliver(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
-        """A frame's features ``(F,)`` and class probabilities ``(C,)``: segment, publish, count, heartbeat if due."""
+        """A frame's features ``(F,)`` and the detector's outputs (``(C,)`` class probabilities, then ``(C,)`` done
+        states with a done head): segment, publish, count, heartbeat if due."""
+        classes = probs[: self.checkpoint.config.num_classes]
         if self.on_frame is not None:
-            self.on_frame(frame, features, probs)
+            self.on_frame(frame, features, classes)
         started = time.perf_counter()
         self.events.frame(probs)
-        self._publish(self.segmenter.update_events(probs))
+        self._publish(self.segmenter.update_events(classes))
         self.stages.add("segmenter", time.perf_counter() - started)
         self.stats.frames += 1
         now = self.clock()
@@ -615,7 +617,7 @@ class Detector(DetectorStream):
                 started = time.perf_counter()
                 feats = self.extractor(frame.image[None])  # (1, F)
                 stepped = time.perf_counter()
-                probs = self.stepper.step(torch.from_numpy(feats))[0].numpy()  # (C,)
+                probs = self.stepper.step(torch.from_numpy(feats))[0].numpy()  # (outputs,)
                 self.stages.add("features", stepped - started)
                 self.stages.add("detector", time.perf_counter() - stepped)
                 self.deliver(frame, feats[0], probs)
@@ -768,7 +770,7 @@ class MultiDetector:
         feats = self._features([frame.image for _, frame in taken])  # (m, F)
         stepped = time.perf_counter()
         rows = torch.tensor([i for i, _ in taken], dtype=torch.long)
-        probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, C)
+        probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, outputs)
         done = time.perf_counter()
         for j, (i, frame) in enumerate(taken):
             stream = self.streams[i]

@@ -74,9 +74,9 @@ def test_shrunk_logistic_recovers_a_slope_and_keeps_it_non_negative() -> None:
     rng = np.random.default_rng(1)
     x = rng.random(4000)
     y = (rng.random(4000) < 1 / (1 + np.exp(-(-2 + 4 * x)))).astype(float)
-    alpha, slope, delta = fit_shrunk_logistic(x, np.zeros(4000, dtype=np.int64), y, 1)
+    alpha, (slope,), delta = fit_shrunk_logistic(x, np.zeros(4000, dtype=np.int64), y, 1)
     assert alpha + delta[0] == pytest.approx(-2, abs=0.3) and slope == pytest.approx(4, abs=0.5)
-    _, flipped, _ = fit_shrunk_logistic(x, np.zeros(4000, dtype=np.int64), 1 - y, 1)
+    _, (flipped,), _ = fit_shrunk_logistic(x, np.zeros(4000, dtype=np.int64), 1 - y, 1)
     assert flipped == 0.0  # more evidence never makes "done" less likely
 
 

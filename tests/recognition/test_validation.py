@@ -56,7 +56,10 @@ def test_the_kept_models_validation_probabilities_are_handed_over(feature_folder
         video = next(v for v in data.train if v.name == name)
         np.testing.assert_array_equal(targets, video.targets)
         np.testing.assert_allclose(probs, predict_video(outcome.model, video.features), atol=1e-6)
-        np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+        classes = targets.shape[1]  # the class probabilities, then the done states of the done head
+        assert probs.shape == (len(targets), 2 * classes)
+        np.testing.assert_allclose(probs[:, :classes].sum(axis=1), 1.0, atol=1e-5)
+        assert ((probs[:, classes:] >= 0) & (probs[:, classes:] <= 1)).all()
 
 
 def test_keeping_by_loss_keeps_the_lowest_validation_loss(feature_folder: Path, small_config: Path) -> None:

@@ -321,6 +321,7 @@ def _bench(argv: list[str]) -> int:
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
     check_seed_count(args.seeds)
+    checker_files = dict(_checker_pair(text, args.checker) for text in args.checker_settings)  # usage first
     own = _own_dataset(args)
     if own is not None:
         inputs = [args.graph, own.annotations, own.split, own.settings]
@@ -364,7 +365,7 @@ def _bench(argv: list[str]) -> int:
         save_graphs=args.save_graphs,
         annotations=own,
         checker=args.checker,
-        checker_files=dict(_checker_pair(text, args.checker) for text in args.checker_settings),
+        checker_files=checker_files,
     )
     console = Console()
     if not console.is_terminal:

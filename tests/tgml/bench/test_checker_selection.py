@@ -110,15 +110,18 @@ def test_pred_mode_prints_probabilistic_rows_beside_the_binary_ones(
     assert any("count-based" in line and "gt *" in line for line in printed.splitlines())
 
 
-def test_checker_options_that_do_not_fit_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = cli_error(bench_main, ["--checker-settings", "epic-tent-o=x.json"], capsys)
+def test_checker_options_that_do_not_fit_are_refused(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = cli_error(bench_main, ["--checker-settings", "epic-tent-o=x.json"], capsys)  # before looking for data
     assert "--checker-settings: give it with --checker probabilistic" in err
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    err = cli_error(bench_main, ["--dataset", "epic-tent-o", "--checker", "probabilistic", "--checker-settings",
-                                 f"epic-tent-o={bad}"], capsys)
+    err = cli_error(bench_main, ["--data", str(data_dir), "--dataset", "epic-tent-o", "--checker", "probabilistic",
+                                 "--checker-settings", f"epic-tent-o={bad}"], capsys)
     assert "not a checker settings file" in err
-    err = cli_error(bench_main, ["--dataset", "epic-tent-o", "--mode", "gt", "--checker", "probabilistic"], capsys)
+    err = cli_error(bench_main, ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "gt", "--checker",
+                                 "probabilistic"], capsys)
     assert "PRED mode" in err
 
 

@@ -98,7 +98,7 @@ def calibrate_sequence_evidence(
     x = np.concatenate(xs)
     y = np.concatenate(ys)
     groups = np.tile(np.arange(k), len(x) // k)
-    alpha, slope, delta = fit_shrunk_logistic(x, groups, y, k)
+    alpha, slopes, delta = fit_shrunk_logistic(x, groups, y, k)
     share = float(np.clip(y.mean(), 1e-3, 1 - 1e-3))
     real_share = float(np.clip(np.concatenate(reals).mean(), 1e-3, 1 - 1e-3))
     miss = 1.0 - kept / total
@@ -106,7 +106,7 @@ def calibrate_sequence_evidence(
         step_ids=tuple(int(s) for s in ids),
         window_s=ONE_STEP,
         done_intercepts=tuple(float(alpha + d) for d in delta),
-        done_slope=slope,
+        done_slope=float(slopes[0]),
         done_base=float(np.log(share / (1 - share))),
         real_intercepts=(float(np.log(real_share / (1 - real_share))),) * k,
         real_slope=0.0,

@@ -160,3 +160,28 @@ def test_label_input_is_segmented_as_frame_by_frame() -> None:
     fast, slow = _segments(onehot, config, [None, 1, 2, 3]), _segments(almost, config, [None, 1, 2, 3])
     assert [(e.step, e.start_frame, e.end_frame) for e in fast] == [(e.step, e.start_frame, e.end_frame) for e in slow]
     assert len(fast) > 20
+
+
+def test_a_done_head_speaks_for_a_step_whose_action_was_never_caught() -> None:
+    # The detector never shows step 3's action (a miss), but its done head says step 3 has been done: the
+    # calibration learns to trust the head, and the evidence before the last step says "done".
+    rng = np.random.default_rng(5)
+    validation = {}
+    for k in range(8):
+        probs, targets = _video([1, 2, 3], 3 if k < 4 else None, rng)
+        done = np.stack([np.zeros(len(targets))] + [
+            np.where(np.arange(len(targets)) >= np.flatnonzero(targets[:, c]).max() + 1, 0.95, 0.05)
+            for c in (1, 2, 3)], axis=1)
+        validation[f"v{k}"] = (np.concatenate([probs, done], axis=1), targets)
+    model = calibrate_evidence(validation, [None, 1, 2, 3], 5.0, SegmenterConfig(fps=5.0, min_duration=0.6))
+    assert model.state_slope > 0
+    x_never = np.zeros(3)  # no action evidence at all
+    q_head_says_done = model.done_probabilities(x_never, np.array([0.95, 0.95, 0.95]))
+    q_head_says_not = model.done_probabilities(x_never, np.array([0.05, 0.05, 0.05]))
+    assert (q_head_says_done > 0.8).all() and (q_head_says_not < 0.2).all()
+    tracker = EvidenceTracker(4, 3)
+    for row in validation["v0"][0]:
+        tracker.update(row)
+    assert tracker.state_before(0, [1, 2, 3]).tolist() == [0.0, 0.0, 0.0]
+    assert tracker.state_before(tracker.frame, [3]).tolist() == [0.95]
+    assert EvidenceTracker(4, 3).state_before(5, [1]) is None  # no done head: no state

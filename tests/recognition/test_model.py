@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from graphs.errors import InputError
-from recognition.model import IGNORE_INDEX, FastStepper, MiniROAD, MiniROADConfig
+from recognition.model import IGNORE_INDEX, FastStepper, MiniROAD, MiniROADConfig, done_targets, output_probabilities
 
 SMALL = MiniROADConfig(input_dim=40, embed_dim=24, hidden_dim=16, num_classes=6, dropout=0.2)
 
@@ -147,3 +148,58 @@ def test_streams_stepped_together_keep_their_own_state() -> None:
     assert min(seen) > 10
     stepper.reset(1)
     assert stepper.state[1].abs().sum() == 0 and stepper.state[0].abs().sum() > 0
+
+
+DONE = MiniROADConfig(input_dim=40, embed_dim=24, hidden_dim=16, num_classes=4, dropout=0.0, done_head=True)
+
+
+def test_done_targets_switch_on_when_a_steps_first_run_ends() -> None:
+    # Background, step 1 (frames 2-3), background, step 2 (5-6), step 3 (7), step 1 again (8-9).
+    labels = [0, 0, 1, 1, 0, 2, 2, 3, 1, 1, 0]
+    done = done_targets(np.eye(4)[labels])
+    assert done[:, 0].sum() == 0  # background is no key-step
+    assert done[:, 1].tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]  # from frame 4, after its first run
+    assert done[:, 2].tolist() == [0] * 7 + [1] * 4
+    assert done[:, 3].tolist() == [0] * 8 + [1] * 3
+
+
+def test_a_done_head_adds_one_sigmoid_per_class_everywhere_the_model_runs() -> None:
+    torch.manual_seed(3)
+    model = MiniROAD(DONE).eval()
+    assert DONE.outputs == 8
+    x = torch.randn(1, 25, DONE.input_dim)
+    with torch.inference_mode():
+        logits, _ = model(x)
+        expected = output_probabilities(logits, 4)[0]  # (T, 8)
+        state = model.init_state()
+        stepped = []
+        for t in range(25):
+            probs, state = model.step(x[:, t], state)
+            stepped.append(probs)
+    assert logits.shape == (1, 25, 8)
+    torch.testing.assert_close(expected[:, :4].sum(-1), torch.ones(25))  # a softmax over the classes ...
+    assert not torch.allclose(expected[:, 4:].sum(-1), torch.ones(25))  # ... and an independent sigmoid per class
+    stepper = FastStepper(model)
+    got = torch.cat([stepper.step(x[0, t]).clone() for t in range(25)])
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(stepped), expected, atol=1e-5, rtol=0)
+
+
+def test_the_loss_trains_the_done_states_too() -> None:
+    torch.manual_seed(4)
+    model = MiniROAD(DONE)
+    x = torch.randn(2, 12, DONE.input_dim)
+    classes = torch.eye(4)[torch.randint(0, 4, (2, 12))]
+    done = torch.zeros(2, 12, 4)
+    _, plain = model(x, classes)
+    _, both = model(x, torch.cat([classes, done], dim=-1))
+    assert plain is not None and both is not None and float(both.detach()) > float(plain.detach())
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(60):  # the done logits learn their (all-zero) targets
+        _, loss = model(x, torch.cat([classes, done], dim=-1))
+        assert loss is not None
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.inference_mode():
+        assert float(torch.sigmoid(model(x)[0][..., 4:]).max()) < 0.2

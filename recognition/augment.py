@@ -3,6 +3,9 @@
 Each function is one idea, applied by `recognition.train.train_detector` when its ``[augment]`` / ``[train]`` setting
 is on (see docs/recognition.md for what each measurably did on camera-like footage):
 
+- `order_positions`: reassemble a training video from its key-step segments in a random order for an epoch: a
+  recurrent detector trained on correct executions otherwise learns their order and fails to see a step done out of
+  order, which is exactly the mistake to catch;
 - `speed_positions`: play each training video at a random speed for an epoch (a step done faster or slower);
 - `perturb_windows`: Gaussian feature noise, scaled per dimension, and mixing in a background frame of another
   moment (another scene behind the same action);
@@ -75,6 +78,45 @@ def class_weights(targets: np.ndarray, power: float) -> np.ndarray:
     weights[present] = (counts[present] / total) ** (-power)
     weights *= total / (counts * weights).sum()
     return weights.astype(np.float32)
+
+
+def order_positions(
+    labels: np.ndarray, lengths: Sequence[int], rng: np.random.Generator, rate: float,
+    background: Sequence[int] = (0,),
+) -> np.ndarray:
+    """Each video, with probability ``rate``, reassembled from its key-step segments in a random order.
+
+    A video is cut where each key-step run begins; each piece is that run and the background after it (what comes
+    before the first key-step stays first). The pieces are shuffled and put back end to end, so the video keeps its
+    length and every frame its label.
+
+    Args:
+        labels: ``(L,)`` class label of every frame of the concatenated videos.
+        lengths: frame count of each video, in concatenation order.
+        rng: draws which videos are shuffled and their orders.
+        rate: probability that a video is shuffled (0: none).
+
+    Returns:
+        ``(L,)`` rows into the concatenation, video after video.
+    """
+    total = int(np.sum(lengths))
+    if rate <= 0:
+        return np.arange(total)
+    rows = []
+    start = 0
+    key = ~np.isin(labels, np.asarray(background))
+    for length in lengths:
+        video = np.arange(start, start + length)
+        lab, is_key = labels[video], key[video]
+        # A piece starts where a key-step run begins: a key frame whose previous frame has another label.
+        cut = np.flatnonzero(is_key & np.r_[True, lab[1:] != lab[:-1]])
+        if rng.random() < rate and len(cut) > 1:
+            pieces = np.split(video, cut)  # pieces[0]: the frames before the first key-step
+            order = 1 + rng.permutation(len(pieces) - 1)
+            video = np.concatenate([pieces[0], *(pieces[k] for k in order)])
+        rows.append(video)
+        start += length
+    return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
 
 def speed_positions(

@@ -41,13 +41,14 @@ Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.t
     copies = true               # use the feature folder's augmented copies (recognition-features --augment-copies)
     feature_noise = 0.0         # Gaussian noise, in standard deviations of each feature dimension
     speed_change = 0.0          # each video played at a random speed in [1/(1+m), 1+m] per epoch
+    order_shuffle = 0.5         # share of training videos reassembled in a random step order per epoch
     background_mix = 0.0        # mix up to this share of a random background frame into each window
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -63,7 +64,7 @@ from graphs.errors import InputError
 from graphs.files import check_output, read_json
 from graphs.options import SEED_RULE, check_threads, is_seed
 from graphs.settings_files import check_tables, field_names, naming_the_file, read_settings
-from recognition.augment import blur_targets, class_weights, perturb_windows, speed_positions
+from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
 from recognition.evidence import EvidenceModel
 from recognition.evidence_calibration import calibrate_evidence
@@ -111,6 +112,9 @@ class DetectorTrainConfig:
         feature_noise: feature noise in standard deviations of each dimension (0: off).
         speed_change: largest relative speed change of a video per epoch (`recognition.augment.speed_positions`).
         background_mix: largest share of a background frame mixed into a window (0: off).
+        order_shuffle: probability that a training video is reassembled from its key-step segments in a random order
+            for an epoch (`recognition.augment.order_positions`): the detector learns to see a step, not to expect
+            it where correct executions have it (0: off).
         done_head: train the done-state outputs too (`recognition.model.done_targets`): the evidence that a step
             was done which the probabilistic checker weighs.
     """
@@ -136,6 +140,7 @@ class DetectorTrainConfig:
     feature_noise: float = 0.0
     speed_change: float = 0.0
     background_mix: float = 0.0
+    order_shuffle: float = 0.5
     done_head: bool = True
 
     def __post_init__(self) -> None:
@@ -173,9 +178,11 @@ class DetectorTrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
                 raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a number in [0, 100] (0: off)")
-        mix = self.background_mix
-        if isinstance(mix, bool) or not isinstance(mix, int | float) or not 0 <= mix < 1:
-            raise InputError(f"DetectorTrainConfig.background_mix = {mix!r}: must be in [0, 1) (0: off)")
+        for name, top in (("background_mix", "[0, 1)"), ("order_shuffle", "[0, 1]")):
+            share = getattr(self, name)
+            ok = isinstance(share, int | float) and not isinstance(share, bool) and 0 <= share <= 1
+            if not ok or (top == "[0, 1)" and share == 1):
+                raise InputError(f"DetectorTrainConfig.{name} = {share!r}: must be in {top} (0: off)")
 
     def model_config(self, input_dim: int, num_classes: int) -> MiniROADConfig:
         """The detector sizes for data of the given width and number of classes."""
@@ -187,7 +194,7 @@ KEEP_EPOCH = ("map", "loss", "last")
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
                "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
-_AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix"}
+_AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle"}
 
 
 def load_detector_training_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig:
@@ -363,7 +370,9 @@ class TrainingData:
     Attributes:
         lengths: frame count of each fitting video, in concatenation order.
         features: ``(K + 1, L, D)``: the original features, then each augmented copy.
-        targets: ``(L, C)`` targets, blurred at boundaries when asked (``(L, 2C)`` with the done states after them).
+        targets: ``(L, C)`` targets, blurred at boundaries when asked.
+        hard: ``(L, C)`` the one-hot targets (which frames are which step: the done states follow from them).
+        background_classes: the classes that are no key-step.
         weights: ``(C,)`` class weights of the loss (None: plain cross-entropy).
         noise_scale: ``(D,)`` noise standard deviation per dimension (None: no noise).
         background: ``(N_b, D)`` background frames to mix in (None: no mixing).
@@ -372,6 +381,8 @@ class TrainingData:
     lengths: list[int]
     features: np.ndarray
     targets: np.ndarray
+    hard: np.ndarray
+    background_classes: tuple[int, ...]
     weights: torch.Tensor | None
     noise_scale: np.ndarray | None
     background: np.ndarray | None
@@ -386,13 +397,28 @@ def training_data(
     stack = np.stack([np.concatenate([(v.features, *v.copies)[k] for v in videos]) for k in range(copies + 1)])
     hard = np.concatenate([v.targets for v in videos])  # (L, C)
     targets = blur_targets(hard, lengths, round(config.boundary_smoothing * fps))
-    if config.done_head:  # each video's done states, from its own first frame: (L, C) more target columns
-        done = np.concatenate([done_targets(v.targets, background) for v in videos])
-        targets = np.concatenate([targets, done], axis=1)
     weights = torch.from_numpy(class_weights(hard, config.class_balance)) if config.class_balance else None
     noise = stack[0].std(axis=0) * config.feature_noise if config.feature_noise else None
     back = stack[0][hard[:, list(background)].sum(axis=1) > 0] if config.background_mix and background else None
-    return TrainingData(lengths, stack, targets, weights, noise, back)
+    return TrainingData(lengths, stack, targets, hard, background, weights, noise, back)
+
+
+def epoch_targets(
+    prepared: TrainingData, positions: np.ndarray, lengths: Sequence[int], done_head: bool
+) -> np.ndarray:
+    """The targets of an epoch's frames (rows ``positions`` of the fitting videos, resampled or reordered), with
+    each video's done states after them when the detector has a done head: they follow the epoch's step order.
+
+    Returns:
+        ``(len(positions), C)``, or ``(len(positions), 2C)`` with a done head.
+    """
+    targets = prepared.targets[positions]
+    if not done_head:
+        return targets
+    hard = prepared.hard[positions]
+    bounds = np.cumsum([0, *lengths])
+    done = [done_targets(hard[a:b], prepared.background_classes) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return np.concatenate([targets, np.concatenate(done)], axis=1)
 
 
 def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: bool | Progress = True) -> TrainOutcome:
@@ -497,9 +523,12 @@ def run_epochs(
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     for epoch in range(1, epochs + 1):
         model.train()
+        order = order_positions(prepared.hard.argmax(axis=1), prepared.lengths, rng, config.order_shuffle,
+                                prepared.background_classes)
         positions, lengths = speed_positions(prepared.lengths, rng, config.speed_change)
-        index, valid = window_index(lengths, config.window, rng)  # (N, W) each, into the resampled frames
-        index = positions[index]
+        positions = order[positions]  # the epoch's frames: each video reordered, then resampled
+        targets = epoch_targets(prepared, positions, lengths, config.done_head)
+        index, valid = window_index(lengths, config.window, rng)  # (N, W) each, into the epoch's frames
         copy = rng.integers(0, len(prepared.features), size=len(index))  # which copy each window reads
         order = rng.permutation(len(index))
         # Each epoch's random offsets change its window count (by up to one per video), so the total
@@ -510,10 +539,11 @@ def run_epochs(
         total, count = 0.0, 0
         for start in range(0, len(order), config.batch_size):
             batch = order[start : start + config.batch_size]
-            rows, mask = index[batch], valid[batch]  # (b, W)
+            frames, mask = index[batch], valid[batch]  # (b, W) into the epoch's frames
+            rows = positions[frames]  # (b, W) into the fitting videos' features
             x_np = perturb_windows(prepared.features[copy[batch][:, None], rows], mask, rng,
                                    prepared.noise_scale, prepared.background, config.background_mix)
-            y_np = prepared.targets[rows] * mask[..., None]
+            y_np = targets[frames] * mask[..., None]
             logits, _ = model(torch.from_numpy(x_np))
             loss = detector_loss(logits, torch.from_numpy(y_np.astype(np.float32)), model.config.num_classes,
                                  prepared.weights)

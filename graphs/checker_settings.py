@@ -22,7 +22,7 @@ from graphs.probabilistic_checker import (
 from graphs.task_graph import TaskGraph
 
 CHECKERS: Final = ("probabilistic", "binary")
-DEFAULT_CHECKER: Final = "binary"  # probabilistic once recognition-train measures the rates (issue 23)
+DEFAULT_CHECKER: Final = "probabilistic"
 
 
 class StepChecker(Protocol):

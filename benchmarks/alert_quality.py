@@ -215,9 +215,9 @@ def detector_info(detector: Path) -> tuple[float | None, bool]:
     miss and false-detection rates (the evidence a probabilistic checker weighs)."""
     from recognition.checkpoint import load_detector
 
-    info = load_detector(detector)[1].info
-    value = info.get("test_map")
-    return (float(value) if isinstance(value, int | float) else None), info.get("evidence") is not None
+    checkpoint = load_detector(detector)[1]
+    value = checkpoint.info.get("test_map")
+    return (float(value) if isinstance(value, int | float) else None), checkpoint.evidence is not None
 
 
 def figures(eval_json: Path, mean_ap: float | None) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class ReplayChecker:
             confirmed step taken as certain; the binary checker ignores it).
     """
 
-    settings: CheckerSettings = CheckerSettings()
+    settings: CheckerSettings = CheckerSettings("binary")
     evidence: EvidenceModel | None = None
 
 

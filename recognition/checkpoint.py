@@ -81,12 +81,6 @@ class DetectorCheckpoint:
     evidence: EvidenceModel | None = None
 
     def __post_init__(self) -> None:
-        if self.evidence is not None:
-            if not isinstance(self.evidence, EvidenceModel):
-                raise InputError(f"detector checkpoint: evidence must be an EvidenceModel, not "
-                                 f"{type(self.evidence).__name__}")
-            if set(self.evidence.step_ids) - {s for s in self.class_step_ids if s is not None}:
-                raise InputError("detector checkpoint: evidence names a step that is not one of its classes")
         if self.scenario is not None and (not isinstance(self.scenario, str) or len(self.scenario) > MAX_NAME):
             raise InputError(f"detector checkpoint: scenario = {self.scenario!r:.60} must be a name of at most "
                              f"{MAX_NAME} characters or null")
@@ -110,6 +104,13 @@ class DetectorCheckpoint:
             raise InputError(f"detector checkpoint: {len(self.class_names)} class names for {c} classes")
         if len(self.class_step_ids) != c:
             raise InputError(f"detector checkpoint: {len(self.class_step_ids)} class step ids for {c} classes")
+        # Checked after the classes, so that a bad class step id is named as such.
+        if self.evidence is not None:
+            if not isinstance(self.evidence, EvidenceModel):
+                raise InputError(f"detector checkpoint: evidence must be an EvidenceModel, not "
+                                 f"{type(self.evidence).__name__}")
+            if set(self.evidence.step_ids) - {s for s in self.class_step_ids if s is not None}:
+                raise InputError("detector checkpoint: evidence names a step that is not one of its classes")
         ids = [s for s in self.class_step_ids if s is not None]
         if len(set(ids)) != len(ids):
             raise InputError("detector checkpoint: a step id is assigned to two classes")

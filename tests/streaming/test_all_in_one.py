@@ -67,7 +67,7 @@ def hostile_inputs(tmp_path: Path) -> tuple[Path, Path]:
     by_step = dict(zip(graph.step_ids, names, strict=True))
     classes = [by_step.get(s, "[/]background\x1b[2J") for s in checkpoint.class_step_ids]  # type: ignore[arg-type]
     save_detector(tmp_path / "d.pt", model, classes, checkpoint.class_step_ids, checkpoint.feature_extractor,
-                  checkpoint.fps, checkpoint.info)
+                  checkpoint.fps, checkpoint.info, evidence=checkpoint.evidence)
     return tmp_path / "g.json", tmp_path / "d.pt"
 
 

@@ -243,7 +243,7 @@ def test_video_too_small_for_the_detector_features(tmp_path: Path, capsys: pytes
     save_detector(light, MiniROAD(config), checkpoint.class_names, checkpoint.class_step_ids, "light-v1", 5.0)
     video = write_noise_video(tmp_path / "tiny.mp4", frames=30, size=(4, 4))
     line = cli_error(main, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(light), "--jsonl",
-                            "--fast"], capsys)
+                            "--fast", "--checker", "binary"], capsys)
     assert line == "error: light-v1 features need frames of at least 7x7 px, got 4x4"
 
 

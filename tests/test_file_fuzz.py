@@ -124,7 +124,9 @@ EVAL_VIDEO = EvalVideo("v", Path("v.mp4"), (AnnotatedSegment(1, 0.0, 2.0, False)
 CACHE_JSON = {"video": "v", "annotated": [{"step": 1, "start": 0.0, "end": 2.0, "has_errors": False},
                                           {"step": 2, "start": 2.0, "end": 3.5, "has_errors": True}],
               "recognised": [{"step": 1, "start": 0.2, "end": 1.8}],
-              "alerts": [{"step": 2, "start": 2.1, "end": 3.4, "raised": 3.4, "retracted": False}], "frames": 17}
+              "alerts": [{"step": 2, "start": 2.1, "end": 3.4, "raised": 3.4, "retracted": False,
+                          "missing": [1], "probability": 1.0}], "frames": 17,
+              "confidences": [0.9]}
 JSON_KINDS: dict[str, tuple[Callable[[Path], object], Any]] = {
     "graph": (load_graph, GRAPH_JSON),
     "annotations": (load_annotations, ANNOTATIONS_JSON),

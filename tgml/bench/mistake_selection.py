@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
@@ -62,6 +61,8 @@ class SelectionConfig:
 def ordered_pairs(reference: TaskGraph) -> set[tuple[int, int]]:
     """``(a, b)`` for every pair of steps the reference graph orders: ``a`` must come before ``b`` (``b`` requires
     ``a``, directly or through other steps)."""
+    import networkx as nx
+
     graph = reference.to_networkx()  # edges point from a step to what it requires
     steps = set(reference.step_ids)
     return {(int(a), int(b)) for b in steps for a in nx.descendants(graph, b) if a in steps}

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-import networkx as nx
 import numpy as np
 
 from graphs.mistake_metrics import precision_recall_f1
@@ -265,6 +264,8 @@ def previous_items(queries: Answering, ground_truth: TaskGraph, ancestors: bool 
         ancestors: label every step that must come earlier (pre-conditions of pre-conditions too), not only the
             direct pre-conditions.
     """
+    import networkx as nx
+
     parts = []
     reachable = ground_truth.to_networkx() if ancestors else None
     for step in queries.step_ids:

@@ -148,3 +148,26 @@ def test_a_json_file_that_is_no_graph_is_named_as_such(tmp_path: Path) -> None:
     split.write_text(json.dumps({"train": ["a"], "test": ["b"]}))
     with pytest.raises(InputError, match=r"split\.json: not a task-graph file \(no 'format' field"):
         load_graph(split)
+
+
+def test_execution_levels_are_networkx_topological_generations() -> None:
+    # The DAG check of every loaded graph and the levels of `tgml show` come from execution_levels, not networkx.
+    import networkx as nx
+
+    from graphs.task_graph import execution_levels
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = int(rng.integers(1, 25))
+        order = rng.permutation(m)
+        adjacency = np.triu(rng.random((m, m)) < rng.random(), 1)[np.ix_(order, order)]  # a DAG, shuffled
+        requirement_to_step = nx.DiGraph()
+        requirement_to_step.add_nodes_from(range(m))
+        requirement_to_step.add_edges_from((int(j), int(i)) for i, j in zip(*np.nonzero(adjacency), strict=True))
+        expected = {n: d for d, layer in enumerate(nx.topological_generations(requirement_to_step)) for n in layer}
+        assert execution_levels(adjacency).tolist() == [expected[n] for n in range(m)]
+        if m >= 2:
+            a, b = (int(v) for v in rng.choice(m, 2, replace=False))
+            cyclic = adjacency.copy()
+            cyclic[a, b] = cyclic[b, a] = True
+            assert (execution_levels(cyclic) < 0).any()

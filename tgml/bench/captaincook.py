@@ -32,7 +32,7 @@ from tgml.annotations import load_annotations
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.ensemble import mean_weights_graph, member_seeds
-from tgml.learners.do.train import train_do
+from tgml.learners.registry import learner
 
 ANNOTATIONS = "task_graph_generation_annotations.json"
 GT_FOLDER = "ground_truth_task_graphs"
@@ -104,8 +104,8 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
 
 def _train_job(procedure: Procedure, config: DOConfig) -> tuple[TaskGraph, int]:
     """Worker job: one DO graph of one procedure and the epochs it ran."""
-    result = train_do(procedure.sequences, procedure.step_ids, procedure.step_names, config,
-                              procedure.scenario)
+    result = learner("do").learn(procedure.sequences, procedure.step_ids, procedure.step_names, config,
+                                 procedure.scenario)  # torch loads here, in the worker
     return result.graph, result.epochs_run
 
 

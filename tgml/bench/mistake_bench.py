@@ -57,8 +57,8 @@ RESULTS_VERSION: Final = 1
 GROUND_TRUTH: Final = "ground-truth"
 LLM: Final = "llm"
 PUBLISHED_ROWS: Final = (LLM, GROUND_TRUTH)
-# The learners run when none is named: the ones that learn the 24 procedures in seconds.
-FAST_LEARNERS: Final = ("noisy-and", "do", "count-based", "msgi", "msg2")
+# The learners run when none is named (the ones that learn the 24 procedures in seconds), and the LLM graphs.
+DEFAULT_METHODS: Final = ("noisy-and", "do", "count-based", "msgi", "msg2", LLM)
 METHODS: Final = (*LEARNERS, LLM)
 COUNTS: Final = ("steps", "order_errors", "alerts", "caught", "missing_tagged", "missing_named", "missing_right",
                  "other_error_steps", "other_error_alerts", "untagged_alerts")
@@ -83,7 +83,7 @@ class MistakeBenchConfig:
     """
 
     data_dir: Path
-    methods: tuple[str, ...] = FAST_LEARNERS + (LLM,)
+    methods: tuple[str, ...] = DEFAULT_METHODS
     seeds: tuple[int, ...] = (42, 43, 44)
     rules: tuple[str, ...] = ORDER_RULES
     procedures: tuple[str, ...] = ()

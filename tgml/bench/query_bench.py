@@ -92,10 +92,8 @@ from tgml.bench.query_protocols import (
     ready_step_hits,
 )
 from tgml.learners.do.config import DOConfig
-from tgml.learners.do.train import train_do
 from tgml.learners.noisy_and.config import METHOD_NAME as NOISY_AND
 from tgml.learners.noisy_and.config import NoisyAndConfig
-from tgml.learners.noisy_and.train import train_noisy_and
 from tgml.learners.registry import learner
 
 RESULTS_FORMAT: Final = "query-bench-results"
@@ -239,8 +237,8 @@ def do_config(dataset: str, config: QueryBenchConfig) -> DOConfig:
 
 def learn_do(procedure: Procedure, sequences: Sequence[Sequence[int]], config: QueryBenchConfig) -> TaskGraph:
     """DO graph (its optional scores are learned by the trainer)."""
-    result = train_do(sequences, procedure.step_ids, procedure.step_names,
-                              do_config(procedure.dataset, config), procedure.scenario)
+    result = learner("do").learn(sequences, procedure.step_ids, procedure.step_names,
+                                 do_config(procedure.dataset, config), procedure.scenario)
     return result.graph
 
 
@@ -258,8 +256,8 @@ def learn_noisy_and(
 ) -> TaskGraph:
     """Our noisy-AND graph (edge probabilities as weights; its optional scores are learned by the trainer)."""
     settings = noisy_and_settings(procedure.dataset, config)
-    return train_noisy_and(sequences, procedure.step_ids, procedure.step_names, settings,
-                                 procedure.scenario).graph
+    return learner(NOISY_AND).learn(sequences, procedure.step_ids, procedure.step_names, settings,
+                                    procedure.scenario).graph
 
 
 def learn_count_based(

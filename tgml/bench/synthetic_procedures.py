@@ -36,9 +36,8 @@ from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.do.config import DOConfig
-from tgml.learners.do.train import train_do
 from tgml.learners.noisy_and.config import NoisyAndConfig
-from tgml.learners.noisy_and.train import train_noisy_and
+from tgml.learners.registry import learner
 
 # Probability that a step draws 0, 1, 2, 3 or 4 pre-conditions among the steps before it.
 DENSITIES: Final[dict[str, tuple[float, ...]]] = {
@@ -54,22 +53,22 @@ Learner = Callable[[Sequence[Sequence[int]], Sequence[int], Sequence[str], int],
 
 def learn_do(sequences: Sequence[Sequence[int]], step_ids: Sequence[int], names: Sequence[str], seed: int) -> TaskGraph:
     """Direct Optimization with `DO_CONFIG`."""
-    return train_do(sequences, step_ids, names, dataclasses.replace(DO_CONFIG, seed=seed)).graph
+    return learner("do").learn(sequences, step_ids, names, dataclasses.replace(DO_CONFIG, seed=seed)).graph
 
 
 def learn_noisy_and(
     sequences: Sequence[Sequence[int]], step_ids: Sequence[int], names: Sequence[str], seed: int
 ) -> TaskGraph:
     """Noisy-AND TGML with its default settings (no edge cost: every consistent pre-condition is kept)."""
-    return train_noisy_and(sequences, step_ids, names, NoisyAndConfig(seed=seed)).graph
+    return learner("noisy-and").learn(sequences, step_ids, names, NoisyAndConfig(seed=seed)).graph
 
 
 def learn_noisy_and_sparse(
     sequences: Sequence[Sequence[int]], step_ids: Sequence[int], names: Sequence[str], seed: int
 ) -> TaskGraph:
     """Noisy-AND TGML with the edge cost `SPARSE_EDGE_COST` (a sparsity prior)."""
-    return train_noisy_and(sequences, step_ids, names, NoisyAndConfig(edge_cost=SPARSE_EDGE_COST,
-                                                                          seed=seed)).graph
+    config = NoisyAndConfig(edge_cost=SPARSE_EDGE_COST, seed=seed)
+    return learner("noisy-and").learn(sequences, step_ids, names, config).graph
 
 
 # The edge cost (nats per edge) that scored best on synthetic procedures drawn with graph seed 100 (never the

@@ -190,12 +190,11 @@ def _bench_mistakes_options(p: argparse.ArgumentParser) -> None:
 
 def _bench_queries_options(p: argparse.ArgumentParser) -> None:
     """The options of ``tgml bench-queries``."""
-    from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV
-    from tgml.bench.query_bench import DATASET_NAMES
+    from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, QUERY_DATASETS
 
     p.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/, epic-tent-o/, assembly101-o/ "
                                   f"(like shared/data; default ${DATA_ENV})")
-    p.add_argument("--dataset", help=f"comma-separated subset of {','.join(DATASET_NAMES)} (default all)")
+    p.add_argument("--dataset", help=f"comma-separated subset of {','.join(QUERY_DATASETS)} (default all)")
     p.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
     p.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
                                              "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
@@ -437,10 +436,10 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
 def _bench_queries(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-queries``: the procedure questions on held-out executions."""
     from graphs.files import check_output, write_text
-    from tgml.bench.data_folder import data_folder
-    from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
+    from tgml.bench.data_folder import QUERY_DATASETS, data_folder
+    from tgml.bench.query_bench import QueryBenchConfig, query_bench_tables, run_query_bench
 
-    config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
+    config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or QUERY_DATASETS, args.folds,
                               args.seed, args.epochs, tuple(_names(args.procedures)))
     if args.json:
         check_output(args.json, "results file", option="--json")

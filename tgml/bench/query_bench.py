@@ -69,6 +69,8 @@ from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.bench.captaincook import DEFAULT_CONFIG as CAPTAINCOOK_DO
 from tgml.bench.captaincook import load_procedures
+from tgml.bench.data_folder import CAPTAINCOOK_FOLDER as CAPTAINCOOK
+from tgml.bench.data_folder import QUERY_DATASETS
 from tgml.bench.frequency_answers import FrequencyAnswers
 from tgml.bench.prego.data import DATASETS as PREGO_DATASETS
 from tgml.bench.prego.data import load_dataset, resolve_data
@@ -98,8 +100,6 @@ from tgml.learners.registry import learner
 
 RESULTS_FORMAT: Final = "query-bench-results"
 RESULTS_VERSION: Final = 1
-CAPTAINCOOK: Final = "captaincook4d"
-DATASET_NAMES: Final = (CAPTAINCOOK, "epic-tent-o", "assembly101-o")
 DEFAULT_FOLDS: Final[dict[str, int | None]] = {CAPTAINCOOK: 4, "epic-tent-o": None, "assembly101-o": 5}
 FOLD_SEED: Final = 0  # shuffles executions into folds
 
@@ -152,7 +152,7 @@ class QueryBenchConfig:
     """
 
     data: Path
-    datasets: tuple[str, ...] = DATASET_NAMES
+    datasets: tuple[str, ...] = QUERY_DATASETS
     folds: int | None = None
     seed: int = 42
     epochs: int | None = None
@@ -163,8 +163,8 @@ class QueryBenchConfig:
         if not self.datasets:
             raise InputError("bench-queries: no dataset chosen")
         for name in self.datasets:
-            if name not in DATASET_NAMES:
-                raise InputError(f"bench-queries: unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
+            if name not in QUERY_DATASETS:
+                raise InputError(f"bench-queries: unknown dataset {name!r} (known: {', '.join(QUERY_DATASETS)})")
         if len(set(self.datasets)) != len(self.datasets):
             raise InputError("bench-queries: a dataset is listed twice")
         if self.folds is not None and self.folds < 2:

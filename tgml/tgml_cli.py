@@ -341,9 +341,10 @@ def _show(args: argparse.Namespace, console: Console) -> None:
 def _eval(args: argparse.Namespace, console: Console) -> None:
     """``tgml eval``: edge precision, recall and F1 of one graph against another."""
     from graphs.edge_metrics import evaluate_files
+    from graphs.precision_recall import shown
 
     s = evaluate_files(args.pred, args.gt)
-    print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
+    print(f"precision {shown(s.precision)}  recall {shown(s.recall)}  F1 {shown(s.f1)}  "
           f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
 
 
@@ -413,6 +414,7 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
     """``tgml bench-mistakes --select``: the cross-validation table of the order rules and the one chosen."""
     from rich.table import Table
 
+    from graphs.precision_recall import shown
     from tgml.bench.captaincook import load_procedures
     from tgml.bench.mistake_bench import DEFAULT_METHODS
     from tgml.bench.mistake_selection import SelectionConfig, cross_validate
@@ -427,7 +429,7 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
     for col in ("rule", "Avg F1", "Mist F1", "Corr F1"):
         table.add_column(col, justify="left" if col == "rule" else "right")
     for row in rows:
-        table.add_row(row["rule"], *(f"{row[k]:.1f}" for k in ("avg_f1", "mistake_f1", "correct_f1")))
+        table.add_row(row["rule"], *(shown(row[k]) for k in ("avg_f1", "mistake_f1", "correct_f1")))
     console.print(table)
     print(f"chosen: {rows[0]['rule']}")
     print(f"bench-mistakes --select: {time.perf_counter() - started:.1f} s")

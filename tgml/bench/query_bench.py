@@ -62,8 +62,9 @@ from rich.table import Table
 
 from graphs.count_based import count_based_graph
 from graphs.errors import InputError
-from graphs.mistake_metrics import precision_recall_f1, protocol_labels
+from graphs.mistake_metrics import protocol_labels
 from graphs.options import SEED_RULE, is_seed
+from graphs.precision_recall import precision_recall_f1
 from graphs.procedure_queries import ProcedureQueries, learn_optional_scores
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
@@ -330,7 +331,7 @@ class Tally:
                 continue
             predicted = np.concatenate(self.predicted[where])
             p, r, f1 = precision_recall_f1(int((predicted & items.labels).sum()), int(predicted.sum()),
-                                           int(items.labels.sum()))
+                                           int(items.labels.sum())).in_percent()
             out.update({f"missing_{where}_precision": p, f"missing_{where}_recall": r, f"missing_{where}_f1": f1,
                         f"missing_{where}_ap": average_precision(items.scores, items.labels)})
             out[f"missing_{where}_questions"] = float(items.labels.sum())

@@ -32,7 +32,6 @@ graph that loads, or that a learner produced, is never refused by the wire half-
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -223,10 +222,6 @@ class TaskGraph:
     def preconditions(self, step: Node) -> frozenset[Node]:
         """Pre-conditions of a step; empty for a step that is not in the graph or was removed."""
         return self._preconditions.get(step, frozenset())  # type: ignore[attr-defined]
-
-    def unmet_preconditions(self, step: Node, done: Iterable[Node]) -> frozenset[Node]:
-        """Pre-conditions of ``step`` not in ``done`` (``START`` counts as always done)."""
-        return self.preconditions(step) - set(done) - {START}
 
     # -- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ Precision and recall are the true ones (the published PREGO tables swap them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -276,11 +276,6 @@ def result_json(
                    for v, r in result.videos.items()},
         "sweep": [{"parameter": parameter, "value": v, "metrics": r.metrics.to_dict()} for v, r in sweep_rows],
     }
-
-
-def segmenter_settings(config: SegmenterConfig) -> dict[str, Any]:
-    """Plain-JSON segmenter settings."""
-    return asdict(config)
 
 
 def _metric_cells(m: MistakeScores) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs import END, START, InputError, TaskGraph, load_graph, save_graph
+from graphs import END, START, InputError, PreconditionChecker, TaskGraph, load_graph, save_graph
 
 
 def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path, tent_graph: TaskGraph) -> None:
@@ -61,11 +61,12 @@ def test_version_1_files_are_still_read_with_every_step_required(tmp_path: Path,
     np.testing.assert_array_equal(loaded.adjacency, tent_graph.adjacency)
 
 
-def test_preconditions_and_unmet_queries(tent_graph: TaskGraph) -> None:
+def test_preconditions_and_what_the_checker_finds_unmet(tent_graph: TaskGraph) -> None:
     assert tent_graph.preconditions(11) == {10, 13}
     assert tent_graph.preconditions(10) == {START}
-    assert tent_graph.unmet_preconditions(11, done=[10]) == {13}
-    assert tent_graph.unmet_preconditions(10, done=[]) == frozenset()  # START is always done
+    checker = PreconditionChecker(tent_graph)
+    assert checker.observe(10).missing == ()  # START is always done
+    assert checker.observe(11).missing == (13,)
     assert tent_graph.preconditions(99) == frozenset()  # unknown step: nothing defined
 
 

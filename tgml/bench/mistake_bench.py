@@ -56,7 +56,6 @@ ERROR_ANNOTATIONS: Final = "error_annotations.json"
 RESULTS_VERSION: Final = 1
 GROUND_TRUTH: Final = "ground-truth"
 LLM: Final = "llm"
-PUBLISHED_ROWS: Final = (LLM, GROUND_TRUTH)
 # The learners run when none is named (the ones that learn the 24 procedures in seconds), and the LLM graphs.
 DEFAULT_METHODS: Final = ("noisy-and", "do", "count-based", "msgi", "msg2", LLM)
 METHODS: Final = (*LEARNERS, LLM)
@@ -193,7 +192,7 @@ def learner_config(method: str, seed: int) -> Any:
 
 def _learn(method: str, procedure: Procedure, seed: int) -> dict[str, Any]:
     """Worker job: one learner's graph of one procedure, as file content (cheap to send between processes)."""
-    result = learner(method).learn_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
+    result = learner(method).learn(procedure.sequences, procedure.step_ids, procedure.step_names,
                                          learner_config(method, seed), procedure.scenario)
     return result.graph.to_dict()
 

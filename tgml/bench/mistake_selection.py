@@ -96,7 +96,7 @@ def _fold_graph(method: str, procedure: Procedure, train: tuple[tuple[int, ...],
     """Worker job: the graph of one training fold, as file content."""
     entry = learner(method)
     config = entry.with_seed(entry.config(None), seed)
-    result = entry.learn_graph(train, procedure.step_ids, procedure.step_names, config, procedure.scenario)
+    result = entry.learn(train, procedure.step_ids, procedure.step_names, config, procedure.scenario)
     return result.graph.to_dict()
 
 

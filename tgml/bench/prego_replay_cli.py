@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +110,6 @@ def main(argv: list[str]) -> int:
         replay,
         replay_scores_table,
         result_json,
-        segmenter_settings,
         sweep,
         sweep_table,
     )
@@ -179,7 +178,7 @@ def main(argv: list[str]) -> int:
             "frames": str(frames_path),
             "field": args.field,
             "graph": graph_source,
-            "segmenter": segmenter_settings(config),
+            "segmenter": asdict(config),
             "checker": checker_record(args.checker, settings_path, choice),
         }
         document = result_json(result, settings, rows) | {

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -23,7 +23,7 @@ from graphs.errors import InputError
 from graphs.settings_files import field_names, load_config_file
 
 if TYPE_CHECKING:
-    from tgml.learners.result import Learner, LearnResult
+    from tgml.learners.result import Learner
 
 
 @dataclass(frozen=True)
@@ -114,11 +114,6 @@ class LearnerEntry:
         """The training function (importing it loads torch for the torch learners)."""
         learner: Learner[Any] = _imported(self.trainer)
         return learner
-
-    def learn_graph(self, sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str],
-                    config: Any, scenario: str = "", progress: bool = False) -> LearnResult:
-        """Learn one graph: `learn` called with ``config`` (built by `config`)."""
-        return self.learn(sequences, step_ids, step_names, config, scenario, progress)
 
 
 def _imported(path: str) -> Any:

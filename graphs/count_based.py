@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
 from graphs.task_graph import TaskGraph
+
+if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
+    import networkx as nx  # that every command reading this module's settings would pay
 
 METHOD_NAME: Final = "count-based"
 
@@ -94,6 +96,8 @@ def precondition_scores(probabilities: np.ndarray) -> np.ndarray:
 
 def _acyclic_with(graph: nx.DiGraph, u: int, v: int) -> bool:
     """Add edge ``u -> v`` and keep it if the graph stays a DAG (the reference's greedy repair)."""
+    import networkx as nx
+
     graph.add_edge(u, v)
     if nx.is_directed_acyclic_graph(graph):
         return True
@@ -110,6 +114,8 @@ def count_based_adjacency(counts: np.ndarray) -> np.ndarray:
     Returns:
         bool ``(n+2, n+2)`` in `TaskGraph` layout: ``[x, a]`` iff ``a`` is a pre-condition of ``x``.
     """
+    import networkx as nx
+
     size = counts.shape[0]
     start, end = 0, size - 1
     prob = transition_probabilities(counts)

@@ -18,17 +18,17 @@ from graphs.errors import InputError
 from graphs.files import read_json
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
-from graphs.mistake_metrics import precision_recall_f1
+from graphs.precision_recall import precision_recall_f1
 from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, load_graph
 
 
 @dataclass(frozen=True)
 class EdgeScores:
-    """Edge-level precision, recall and F1 (in percent) with the counts they come from."""
+    """Edge-level precision, recall and F1 (in percent; None: nothing to count) with the counts they come from."""
 
-    precision: float
-    recall: float
-    f1: float
+    precision: float | None
+    recall: float | None
+    f1: float | None
     true_positives: int
     predicted: int
     expected: int
@@ -42,7 +42,8 @@ def edge_scores(pred: np.ndarray, gt: np.ndarray) -> EdgeScores:
         gt: bool ``(m, m)`` ground-truth edges.
 
     Returns:
-        `EdgeScores`; a metric whose denominator is zero is 0.
+        `EdgeScores`; a score over nothing is None (`graphs.precision_recall`): precision without a predicted edge,
+        recall and F1 without a ground-truth edge.
     """
     pred = np.asarray(pred, dtype=bool)
     gt = np.asarray(gt, dtype=bool)
@@ -51,7 +52,7 @@ def edge_scores(pred: np.ndarray, gt: np.ndarray) -> EdgeScores:
     tp = int((pred & gt).sum())
     n_pred = int(pred.sum())
     n_gt = int(gt.sum())
-    return EdgeScores(*precision_recall_f1(tp, n_pred, n_gt), tp, n_pred, n_gt)
+    return EdgeScores(*precision_recall_f1(tp, n_pred, n_gt).in_percent(), tp, n_pred, n_gt)
 
 
 def compare_graphs(pred: TaskGraph, gt: TaskGraph) -> EdgeScores:

@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
@@ -194,6 +193,8 @@ def cycle_listing_rank(edges: np.ndarray, nodes: np.ndarray, first_seen: np.ndar
     Returns:
         int ``(m,)`` deletion rank (nodes never deleted rank ``m``).
     """
+    import networkx as nx
+
     rows = np.argsort(first_seen)
     graph = nx.DiGraph(
         (int(nodes[k]), int(nodes[d])) for k in rows for d in np.flatnonzero(edges[k]) if d != k

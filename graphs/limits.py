@@ -28,11 +28,6 @@ def is_step_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP_ID
 
 
-def is_step_name(value: Any) -> bool:
-    """Whether ``value`` is a valid step name: a string of at most `MAX_NAME` characters."""
-    return isinstance(value, str) and len(value) <= MAX_NAME
-
-
 def is_finite_number(value: Any) -> bool:
     """Whether ``value`` is a finite int or float (a bool is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -44,4 +39,3 @@ def is_finite_number(value: Any) -> bool:
 
 
 STEP_ID_RULE: Final = f"an integer in 0..{MAX_STEP_ID}"
-STEP_NAME_RULE: Final = f"a string of at most {MAX_NAME} characters"

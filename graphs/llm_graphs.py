@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
 from graphs.files import read_text_file
 from graphs.task_graph import END, START, TaskGraph
+
+if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
+    import networkx as nx  # that every command reading this module's settings would pay
 
 LLM_FOLDER: Final = "llm_task_graphs"
 METHOD_NAME: Final = "llm"
@@ -42,6 +44,8 @@ def parse_adjacency_list(text: str, source: str) -> nx.DiGraph:
     Returns:
         The directed graph as written (node names are strings).
     """
+    import networkx as nx
+
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     try:
         return nx.parse_multiline_adjlist(iter(lines), delimiter=";", create_using=nx.DiGraph)

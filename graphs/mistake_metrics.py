@@ -12,21 +12,23 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from graphs.precision_recall import mean_of_measured, precision_recall_f1
+
 
 @dataclass(frozen=True)
 class ClassScores:
-    """True precision, recall and F1 of one class (in percent)."""
+    """True precision, recall and F1 of one class (in percent; None: nothing to count)."""
 
-    precision: float
-    recall: float
-    f1: float
+    precision: float | None
+    recall: float | None
+    f1: float | None
 
 
 @dataclass(frozen=True)
 class MistakeScores:
     """The PREGO table row: Avg F1 and per-class scores (percent), plus the counts behind them."""
 
-    avg_f1: float
+    avg_f1: float | None
     correct: ClassScores
     mistake: ClassScores
     n_steps: int
@@ -53,26 +55,10 @@ def protocol_labels(length: int, has_mistake: bool = True) -> np.ndarray:
     return labels
 
 
-def precision_recall_f1(true_positives: int, predicted: int, actual: int) -> tuple[float, float, float]:
-    """Precision, recall and F1 in percent from counts; a metric whose denominator is zero is 0.
-
-    Args:
-        true_positives: items both predicted and actual.
-        predicted: items predicted positive.
-        actual: items actually positive.
-
-    Returns:
-        ``(precision, recall, f1)``.
-    """
-    precision = true_positives / predicted if predicted else 0.0
-    recall = true_positives / actual if actual else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return 100 * precision, 100 * recall, 100 * f1
-
-
 def _class_scores(truth: np.ndarray, pred: np.ndarray, positive: int) -> ClassScores:
     tp = int(np.sum((pred == positive) & (truth == positive)))
-    return ClassScores(*precision_recall_f1(tp, int(np.sum(pred == positive)), int(np.sum(truth == positive))))
+    scores = precision_recall_f1(tp, int(np.sum(pred == positive)), int(np.sum(truth == positive)))
+    return ClassScores(*scores.in_percent())
 
 
 def mistake_scores(
@@ -86,7 +72,7 @@ def mistake_scores(
             test sets); a video marked False is a correct execution and all its steps are labelled correct.
 
     Returns:
-        Pooled per-class scores and Avg F1 (the mean of the two class F1s).
+        Pooled per-class scores and Avg F1 (the mean of the two class F1s; None when a class has no label).
     """
     preds: list[np.ndarray] = []
     truths: list[np.ndarray] = []
@@ -100,4 +86,4 @@ def mistake_scores(
     truth = np.concatenate(truths) if truths else np.zeros(0, np.int8)
     correct = _class_scores(truth, pred, 0)
     mistake = _class_scores(truth, pred, 1)
-    return MistakeScores((correct.f1 + mistake.f1) / 2, correct, mistake, int(len(pred)), len(preds))
+    return MistakeScores(mean_of_measured((correct.f1, mistake.f1)), correct, mistake, int(len(pred)), len(preds))

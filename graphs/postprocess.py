@@ -16,11 +16,14 @@ Numpy and networkx only (ground floor: never torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
+
+if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
+    import networkx as nx  # that every command reading this module's settings would pay
 
 
 def _check_square(weights: np.ndarray, present: np.ndarray) -> int:
@@ -80,6 +83,8 @@ def scaled_threshold_steps(n_steps: int, scale: float) -> int:
 
 
 def _to_digraph(adj: np.ndarray, weights: np.ndarray | None = None) -> nx.DiGraph:
+    import networkx as nx
+
     graph = nx.DiGraph()
     graph.add_nodes_from(range(adj.shape[0]))
     rows, cols = np.nonzero(adj)
@@ -111,6 +116,8 @@ def break_cycles(adj: np.ndarray, weights: np.ndarray) -> np.ndarray:
     Returns:
         bool acyclic adjacency (a copy).
     """
+    import networkx as nx
+
     graph = _to_digraph(adj, weights)
     while True:
         try:
@@ -172,6 +179,8 @@ def transitive_reduction(adj: np.ndarray) -> np.ndarray:
         bool reduced adjacency. A cyclic input is returned unchanged (only happens in the training-time
         Sequence Accuracy graph before cycle breaking starts).
     """
+    import networkx as nx
+
     graph = _to_digraph(adj)
     if not nx.is_directed_acyclic_graph(graph):
         return np.array(adj, dtype=bool, copy=True)

@@ -430,10 +430,6 @@ class RankedSteps:
         """The ``k`` best steps."""
         return self.steps[:k]
 
-    def above(self, threshold: float) -> tuple[int, ...]:
-        """Steps whose score is at least ``threshold`` (how a caller turns scores into a yes/no answer)."""
-        return tuple(s for s, v in zip(self.steps, self.scores, strict=True) if v >= threshold)
-
 
 @dataclass(frozen=True)
 class StepScore:
@@ -524,10 +520,6 @@ class ProcedureQueries:
             return StepScore(self.rule, stored)
         local = local_optionality(self._weights, i, self._done(history))
         return StepScore(self.rule, optionality(stored, local))
-
-    def is_optional(self, step: int) -> bool:
-        """True when the stored optionality of ``step`` is above `OPTIONAL_THRESHOLD` (no local context)."""
-        return step in self.graph.optional_steps
 
     def mistake(self, step: int, history: Iterable[int]) -> StepScore:
         """Procedural-mistake score of ``step`` done after ``history``; a step unknown to the graph or removed

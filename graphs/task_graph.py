@@ -32,17 +32,18 @@ graph that loads, or that a learner produced, is never refused by the wire half-
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import networkx as nx
 import numpy as np
 
 from graphs.errors import InputError
 from graphs.files import read_json, write_text
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 START: Final = "START"
 END: Final = "END"
@@ -134,11 +135,10 @@ class TaskGraph:
         if adjacency[:, n + 1].any():
             needer = self.nodes[int(np.flatnonzero(adjacency[:, n + 1])[0])]
             raise InputError(f"task graph: step {needer!r} requires END, which nothing may require")
-        try:
+        if (execution_levels(adjacency) < 0).any():
+            import networkx as nx  # only to name the cycle: loading a graph must not cost networkx's import
+
             cycle = nx.find_cycle(self.to_networkx())
-        except nx.NetworkXNoCycle:
-            cycle = None
-        if cycle:
             path = " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}"
             raise InputError(f"task graph: pre-conditions form a cycle ({path}); a task graph must be a DAG")
         index = {node: i for i, node in enumerate(self.nodes)}
@@ -208,6 +208,8 @@ class TaskGraph:
 
     def to_networkx(self) -> nx.DiGraph:
         """The binary DAG as a `networkx.DiGraph`, edges ``step -> requirement``, names as attributes."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         for node in self.nodes:
             graph.add_node(node, name=self.name_of(node) if node in (START, END) else None)
@@ -220,10 +222,6 @@ class TaskGraph:
     def preconditions(self, step: Node) -> frozenset[Node]:
         """Pre-conditions of a step; empty for a step that is not in the graph or was removed."""
         return self._preconditions.get(step, frozenset())  # type: ignore[attr-defined]
-
-    def unmet_preconditions(self, step: Node, done: Iterable[Node]) -> frozenset[Node]:
-        """Pre-conditions of ``step`` not in ``done`` (``START`` counts as always done)."""
-        return self.preconditions(step) - set(done) - {START}
 
     # -- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -315,6 +313,30 @@ class TaskGraph:
             return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info, optional_scores)
         except InputError as err:
             raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
+
+
+def execution_levels(adjacency: np.ndarray) -> np.ndarray:
+    """The execution level of every node: 0 for a node without pre-conditions, else one more than its deepest
+    pre-condition (Kahn's algorithm, one whole level per pass).
+
+    Args:
+        adjacency: bool ``(m, m)``, ``adjacency[i, j]`` when node ``j`` is a pre-condition of node ``i``.
+
+    Returns:
+        int ``(m,)``; -1 for the nodes on or behind a cycle, which never become ready.
+    """
+    adjacency = np.asarray(adjacency, dtype=bool)
+    unmet = adjacency.sum(axis=1)  # (m,) pre-conditions not yet placed on a level
+    levels = np.full(len(unmet), -1)
+    level = np.flatnonzero(unmet == 0)
+    depth = 0
+    while level.size:
+        levels[level] = depth
+        unmet[level] = -1  # placed: never ready again
+        unmet -= adjacency[:, level].sum(axis=1)
+        level = np.flatnonzero(unmet == 0)
+        depth += 1
+    return levels
 
 
 def _number_array(value: Any) -> np.ndarray | None:

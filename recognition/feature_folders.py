@@ -455,24 +455,6 @@ def window_index(
     return np.where(valid, idx, 0), valid
 
 
-def gather_windows(
-    features: np.ndarray, targets: np.ndarray, index: np.ndarray, valid: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Materialise windows (only the ones asked for: a batch at a time keeps memory flat).
-
-    Args:
-        features: ``(L_total, D)`` concatenated features.
-        targets: ``(L_total, C)`` concatenated targets.
-        index, valid: ``(n, window)`` from `window_index`.
-
-    Returns:
-        ``(x (n, window, D), y (n, window, C))`` float32; padded frames are zero (the loss skips them).
-    """
-    x = features[index] * valid[..., None]
-    y = targets[index] * valid[..., None]
-    return x.astype(np.float32, copy=False), y.astype(np.float32, copy=False)
-
-
 def segment_targets(
     times: np.ndarray, starts: np.ndarray, ends: np.ndarray, classes: np.ndarray, num_classes: int
 ) -> np.ndarray:

@@ -24,7 +24,6 @@ import argparse
 
 from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
 from graphs.options import seed_option, threads_option
-from recognition.train import run_training
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -58,6 +57,8 @@ def build_parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``recognition-train``."""
     args = build_parser().parse_args(argv)
+    from recognition.train import run_training  # torch: loaded once there is a detector to train, not for --help
+
     run_training(
         args.features,
         args.config,

@@ -28,7 +28,7 @@ Precision and recall are the true ones (the published PREGO tables swap them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,6 +41,7 @@ from graphs.errors import InputError
 from graphs.files import read_json
 from graphs.limits import is_step_id
 from graphs.mistake_metrics import MistakeScores, mistake_scores
+from graphs.precision_recall import shown
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel, recording_evidence
 from recognition.segmenter import SegmenterConfig, segment_labels
@@ -277,22 +278,10 @@ def result_json(
     }
 
 
-def segmenter_settings(config: SegmenterConfig) -> dict[str, Any]:
-    """Plain-JSON segmenter settings."""
-    return asdict(config)
-
-
 def _metric_cells(m: MistakeScores) -> list[str]:
-    return [
-        f"{m.avg_f1:.1f}",
-        f"{m.correct.f1:.1f}",
-        f"{m.correct.precision:.1f}",
-        f"{m.correct.recall:.1f}",
-        f"{m.mistake.f1:.1f}",
-        f"{m.mistake.precision:.1f}",
-        f"{m.mistake.recall:.1f}",
-        str(m.n_steps),
-    ]
+    figures = (m.avg_f1, m.correct.f1, m.correct.precision, m.correct.recall, m.mistake.f1, m.mistake.precision,
+               m.mistake.recall)
+    return [*(shown(value) for value in figures), str(m.n_steps)]
 
 
 # Short headers keep the table readable in an 80-column terminal: C = correct class, M = mistake class.

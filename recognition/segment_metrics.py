@@ -3,7 +3,8 @@
 - **F1@k** (Lea et al., 2017; the MS-TCN protocol): a recognised segment is a true positive when its overlap (IoU)
   with a not-yet-matched annotated segment of the same step, the one it overlaps most, is at least ``k``; every other
   recognised segment is a false positive, every annotated segment left unmatched a false negative.
-  F1 = 2 TP / (2 TP + FP + FN). Counts add up over videos (the total is computed from the summed counts).
+  F1 = 2 TP / (2 TP + FP + FN). Counts add up over videos (the total is computed from the summed counts); without an
+  annotated segment the F1 is not measured (None, `graphs.precision_recall`).
 - **Edit score**: ``100 * (1 - Levenshtein(recognised, annotated) / max(len))`` over the two step-label sequences: it
   rewards the right steps in the right order, whatever their timing.
 
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from graphs.precision_recall import precision_recall_f1
 
 IOU_THRESHOLDS = (0.10, 0.25, 0.50)
 
@@ -41,10 +44,10 @@ class MatchCounts:
         return MatchCounts(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn)
 
     @property
-    def f1(self) -> float:
-        """2 TP / (2 TP + FP + FN), 1.0 when there is nothing to find and nothing was found."""
-        denominator = 2 * self.tp + self.fp + self.fn
-        return 2 * self.tp / denominator if denominator else 1.0
+    def f1(self) -> float | None:
+        """2 TP / (2 TP + FP + FN), the harmonic mean of precision and recall; None when there was no segment to find
+        (`graphs.precision_recall`)."""
+        return precision_recall_f1(self.tp, self.tp + self.fp, self.tp + self.fn).f1
 
 
 def iou_matrix(predicted: Sequence[TimedSegment], annotated: Sequence[TimedSegment]) -> np.ndarray:

@@ -1,48 +1,24 @@
 """Training a MiniROAD detector on a feature folder (the published MiniROAD recipe) and scoring it with per-frame mAP.
 
-Recipe (defaults as published): windows of 128 frames, batch 16, AdamW (lr 1e-4, weight decay
-0.05), 10 epochs, cross-entropy on per-frame one-hot targets. The test split is scored at the end
-by running every test video causally through the detector (the GRU starts from zeros at the
-video's first frame, exactly as a live stream would).
+Recipe: the defaults of `DetectorTrainConfig` (the model sizes those of `recognition.model.MiniROADConfig`) are the
+published MiniROAD ones: windows of frames, AdamW, cross-entropy on per-frame one-hot targets. The test split is scored
+at the end by running every test video causally through the detector (the GRU starts from zeros at the video's first
+frame, exactly as a live stream would).
 
 Early stopping: a validation split is carved from the training videos (`choose_validation_videos`: a fifth of them
 by default, drawn with the seed; never a test video). After every epoch the validation videos are run causally and
 scored (loss and per-frame mAP); the weights of the best epoch (``keep_epoch``: highest validation mAP by default)
 are the ones kept, scored on the test split and saved, with the curve.
 
-Config file (TOML, or YAML with the same keys), e.g. ``configs/miniroad-thumos.toml``::
+Config file (TOML, or YAML with the same keys): four tables, all optional, each key a field of the config named
+beside it; a key left out keeps that field's default (``configs/miniroad-thumos.toml``: the published recipe on its
+TSN features)::
 
-    [features]
-    rgb = "rgb_kinetics_resnet50"
-    flow = "flow_kinetics_bninception"      # "" for RGB only
-    extractor = "tsn-resnet50"
-    fps = 4.0
-
-    [model]
-    embed_dim = 2048
-    hidden_dim = 1024
-    dropout = 0.2
-
-    [train]
-    window = 128
-    batch_size = 16
-    lr = 1e-4
-    weight_decay = 0.05
-    epochs = 10
-    seed = 42
-    val_fraction = 0.2          # 0: no validation split (the last epoch is kept)
-    val_videos = []             # or name them
-    keep_epoch = "map"          # "map", "loss" or "last"
-    refit = false               # then train again on every training video for the kept number of epochs
-    class_balance = 0.0         # loss weights (n_c / N)^-class_balance
-    boundary_smoothing = 0.0    # seconds of soft targets around each segment boundary
-
-    [augment]
-    copies = true               # use the feature folder's augmented copies (recognition-features --augment-copies)
-    feature_noise = 0.0         # Gaussian noise, in standard deviations of each feature dimension
-    speed_change = 0.0          # each video played at a random speed in [1/(1+m), 1+m] per epoch
-    order_shuffle = 0.5         # share of training videos reassembled in a random step order per epoch
-    background_mix = 0.0        # mix up to this share of a random background frame into each window
+    [features]   rgb, flow, extractor, fps                              (`recognition.feature_folders.FeatureConfig`)
+    [model]      embed_dim, hidden_dim, dropout, done_head              (`DetectorTrainConfig`)
+    [train]      window, batch_size, lr, weight_decay, epochs, seed, threads, val_fraction, val_videos, keep_epoch,
+                 refit, class_balance, boundary_smoothing
+    [augment]    copies, feature_noise, speed_change, order_shuffle, background_mix
 """
 
 from __future__ import annotations
@@ -89,7 +65,8 @@ class DetectorTrainConfig:
 
     Attributes:
         features: which feature folders to read.
-        embed_dim: embedding width (input width and classes come from the data).
+        embed_dim: embedding width (input width and classes come from the data). The three model sizes default to
+            `MiniROADConfig`'s, the published ones.
         hidden_dim: GRU hidden size.
         dropout: dropout after the embedding.
         window: training window length in frames.
@@ -120,9 +97,9 @@ class DetectorTrainConfig:
     """
 
     features: FeatureConfig = field(default_factory=FeatureConfig)
-    embed_dim: int = 2048
-    hidden_dim: int = 1024
-    dropout: float = 0.2
+    embed_dim: int = MiniROADConfig.embed_dim
+    hidden_dim: int = MiniROADConfig.hidden_dim
+    dropout: float = MiniROADConfig.dropout
     window: int = 128
     batch_size: int = 16
     lr: float = 1e-4
@@ -221,10 +198,11 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
     return replace(config, **changes) if changes else config
 
 
-# Without --config: a small MiniROAD that trains on one CPU core in seconds to minutes, the sizes of
-# configs/miniroad-efficientnet-lite0.toml (a few dozen short videos of one's own procedure).
-SMALL_CPU_DETECTOR: dict[str, Any] = {"embed_dim": 128, "hidden_dim": 128, "dropout": 0.2, "window": 64,
-                                      "batch_size": 8, "lr": 1e-3, "weight_decay": 0.05, "epochs": 60, "threads": 1}
+# Without --config: a small MiniROAD that trains on one CPU core in seconds to minutes (a few dozen short videos of
+# one's own procedure); the fields it leaves out keep DetectorTrainConfig's defaults.
+# configs/miniroad-efficientnet-lite0.toml writes the same settings out, to copy and edit (a test keeps them equal).
+SMALL_CPU_DETECTOR: dict[str, Any] = {"embed_dim": 128, "hidden_dim": 128, "window": 64, "batch_size": 8, "lr": 1e-3,
+                                      "epochs": 60, "threads": 1}
 
 
 def training_config_of_folder(features: str | Path, **overrides: Any) -> DetectorTrainConfig:

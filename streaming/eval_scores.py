@@ -12,9 +12,10 @@ Three questions, per video and in total:
 
   Precision = correct alerts / alerts raised (an early alert later retracted counts as raised: the person saw it),
   recall = annotated mistakes with a correct alert / annotated mistakes, F1 their harmonic mean. A figure with
-  nothing to count is not measured (None, shown ``-``): precision without an alert, recall and F1 without a mistake
-  to find. Where the two rules disagree on a segment, `rule_disagreements` says so: a ``has_errors`` step the graph
-  allows usually means the graph was learned from that very video.
+  nothing to count is not measured (None, shown ``-``; `graphs.precision_recall`, the convention of every score):
+  precision without an alert, recall and F1 without a mistake to find. Where the two rules disagree on a segment,
+  `rule_disagreements` says so: a ``has_errors`` step the graph allows usually means the graph was learned from that
+  very video.
 - **Key-step recognition**: segment F1@{10, 25, 50} and the edit score (`recognition.segment_metrics`).
 - **Alert latency**: for each annotated mistake caught, seconds from its annotated start to its first correct alert
   (negative: the alert came before the annotated start); the median and the 90th percentile over all of them.
@@ -30,6 +31,7 @@ import numpy as np
 from rich.table import Table
 
 from graphs.checker import PreconditionChecker, precondition_violations
+from graphs.precision_recall import f1_of, share, shown
 from graphs.task_graph import TaskGraph
 from recognition.segment_metrics import IOU_THRESHOLDS, MatchCounts, TimedSegment, edit_score, segment_matches
 
@@ -106,22 +108,17 @@ class MistakeCounts:
     @property
     def precision(self) -> float | None:
         """Correct alerts / alerts; None when no alert was raised (nothing to count)."""
-        return self.correct / self.alerts if self.alerts else None
+        return share(self.correct, self.alerts)
 
     @property
     def recall(self) -> float | None:
         """Caught mistakes / annotated mistakes; None when there is no mistake to find."""
-        return self.caught / self.mistakes if self.mistakes else None
+        return share(self.caught, self.mistakes)
 
     @property
     def f1(self) -> float | None:
         """Harmonic mean of precision and recall; None without a mistake to find, 0 when mistakes raised no alert."""
-        p, r = self.precision, self.recall
-        if r is None:
-            return None
-        if p is None:
-            return 0.0
-        return 2 * p * r / (p + r) if p + r else 0.0
+        return f1_of(self.precision, self.recall)
 
 
 @dataclass
@@ -347,7 +344,7 @@ def scores_json(score: VideoScores) -> dict[str, Any]:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
+    return shown(None if x is None else 100 * x)
 
 
 def count_of(n: int, noun: str) -> str:

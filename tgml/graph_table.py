@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import networkx as nx
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from graphs.safe_text import first_few, printable
-from graphs.task_graph import END, START, TaskGraph
+from graphs.task_graph import END, START, TaskGraph, execution_levels
 
 
 def terminal_view(graph: TaskGraph) -> Group:
@@ -28,8 +27,7 @@ def terminal_view(graph: TaskGraph) -> Group:
     Returns:
         A rich `Group` (title line + table) ready for ``console.print``.
     """
-    execution = graph.to_networkx().reverse(copy=False)  # requirement -> step
-    level = {node: depth for depth, layer in enumerate(nx.topological_generations(execution)) for node in layer}
+    level = dict(zip(graph.nodes, execution_levels(graph.adjacency).tolist(), strict=True))
     removed = set(graph.removed_steps)
     table = Table(show_lines=False, header_style="bold")
     table.add_column("level", justify="right")

@@ -55,7 +55,6 @@ class EarlyStopping:
         self.plateau_min = plateau_min
         self.patience = patience
         self.best = -1.0
-        self.best_epoch = 0
         self._stale = 0
 
     @property
@@ -66,7 +65,7 @@ class EarlyStopping:
     def update(self, epoch: int, sa: float) -> bool:
         """Record the SA of ``epoch`` (1-based); True if training should stop now."""
         if sa > self.best:
-            self.best, self.best_epoch, self._stale = sa, epoch, 0
+            self.best, self._stale = sa, 0
         else:
             self._stale += 1
         if self.kind == "sa-threshold":

@@ -60,172 +60,193 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from graphs.edge_metrics import evaluate_files
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.files import check_output, write_text
-from graphs.graph_drawing import write_rendering
 from graphs.options import check_seed_count, seed_option, workers_option
-from graphs.order_rules import ORDER_RULES
-from graphs.settings_files import naming_the_file, read_settings
-from graphs.task_graph import load_graph, save_graph
-from tgml.annotations import TrainingVideos, load_annotations
-from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, DEFAULT_SEED_BASE, captaincook_table, load_procedures
-from tgml.bench.captaincook_methods import METHODS as CAPTAINCOOK_METHODS
-from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
-from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, captaincook_folder, data_folder
-from tgml.bench.mistake_bench import (
-    FAST_LEARNERS,
-    LLM,
-    MistakeBenchConfig,
-    data_notes,
-    mistake_tables,
-    run_mistake_bench,
-)
-from tgml.bench.mistake_bench import METHODS as MISTAKE_METHODS
-from tgml.bench.mistake_selection import SelectionConfig as RuleSelection
-from tgml.bench.mistake_selection import cross_validate as cross_validate_rules
-from tgml.bench.query_bench import DATASET_NAMES, QueryBenchConfig, query_bench_tables, run_query_bench
-from tgml.bench.synthetic_procedures import LEARNERS as SYNTHETIC_LEARNERS
-from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
-from tgml.graph_table import left_out_summary, terminal_view
-from tgml.learners.do.config import EDGE_THRESHOLDS
-from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS, LearnerEntry, learner, resolve_learner
-from tgml.learners.result import learn_from_annotations
 
-MISTAKE_DEFAULT_METHODS = (*FAST_LEARNERS, LLM)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tgml.learners.registry import LearnerEntry
 
 
-def _parser() -> ArgumentParser:
+def _train_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml train``."""
+    from tgml.learners.do.config import EDGE_THRESHOLDS
+    from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
+
+    p.add_argument("--annotations", required=True, help="annotation JSON file")
+    p.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
+    p.add_argument("--out", required=True, help="output task-graph JSON")
+    p.add_argument("--method", choices=list(LEARNERS), metavar="METHOD",
+                   help=f"learner, from {', '.join(LEARNERS)} (default {DEFAULT_LEARNER}, or do when a Direct "
+                        "Optimization option is given; tgt-text: the Task Graph Transformer on the step names)")
+    p.add_argument("--config", help="TOML file of training settings (flags override it)")
+    p.add_argument("--edge-cost", type=float, help="noisy-and: prior cost of an edge in nats (default 0)")
+    p.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
+    p.add_argument("--cut", type=float, help="noisy-and: keep edges with probability >= CUT (default 0.9)")
+    p.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
+    p.add_argument("--epochs", type=int, help="epochs (default: noisy-and 150, do 1000)")
+    p.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
+    p.add_argument("--seed", type=seed_option, help="random seed (default 42)")
+    p.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
+                   help="three-part sequence augmentation (docs/method.md)")
+    p.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
+                   help="relaxed post-processing rule (docs/method.md)")
+    p.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
+    p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
+                   help="cut weights at 1/n (n key-steps, as the paper; default), 1/(n+2) (the authors' code) "
+                        "or 1/N (N = n + 4 nodes)")
+    p.add_argument("--include-mistakes", action="store_true",
+                   help="also learn from executions with a has_errors segment (left out by default: the graph "
+                        "would take the mistaken order as allowed)")
+    p.add_argument("--exclude-videos", type=_names, default=[], metavar="A,B",
+                   help="leave these executions out (held-out test videos), comma-separated")
+    p.add_argument("--order-only", action="store_true",
+                   help="read only the order of the segments, their times unchecked (the published EPIC-Tent-O "
+                        "and CaptainCook4D files hold overlapping segments); by default the times are checked "
+                        "like every command that reads annotations does")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _show_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml show``."""
+    p.add_argument("graph", help="task-graph JSON")
+    p.add_argument("--dot", metavar="OUT", help="write .dot/.gv text, or .svg/.png/.pdf if Graphviz exists")
+
+
+def _eval_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml eval``."""
+    p.add_argument("--pred", required=True, help="predicted task-graph JSON, or an LLM graph_<procedure>.adjlist "
+                                                  "(then --gt is its CaptainCook4D graph)")
+    p.add_argument("--gt", required=True, help="ground truth: task-graph JSON or CaptainCook4D graph")
+
+
+def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml bench-captaincook``."""
+    from tgml.bench.captaincook import DEFAULT_SEED_BASE
+    from tgml.bench.captaincook_methods import METHODS
+    from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV
+    from tgml.learners.do.config import EDGE_THRESHOLDS
+
+    p.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
+                                  f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
+    p.add_argument("--seeds", type=int, default=5, metavar="N",
+                   help="how many training seeds: each procedure is learned with seeds S..S+N-1, S being "
+                        "--seed-base (default 5)")
+    p.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
+                   help=f"the first training seed (default {DEFAULT_SEED_BASE})")
+    p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                   help="worker processes (0: one per core; at most 4 per core)")
+    p.add_argument("--procedures", help="comma-separated subset of procedures")
+    p.add_argument("--method", nargs="+", default=["do"], metavar="METHOD",
+                   help=f"methods to run, from {', '.join(METHODS)} (default do)")
+    p.add_argument("--llm-graphs", help="folder of the LLM graph_<procedure>.adjlist files "
+                                        f"(default {CAPTAINCOOK_FOLDER}/llm_task_graphs of the data)")
+    p.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
+    p.add_argument("--config", help="TOML file of training settings")
+    p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
+                   help="1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
+    p.add_argument("--ensemble", type=int, default=1,
+                   help="average the weights of K DO models per seed before post-processing (default 1)")
+    p.add_argument("--json", help="write all results to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _bench_mistakes_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml bench-mistakes``."""
+    from graphs.order_rules import ORDER_RULES
+    from tgml.bench.captaincook import DEFAULT_SEED_BASE
+    from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV
+    from tgml.bench.mistake_bench import DEFAULT_METHODS, METHODS
+
+    p.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
+                                  f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
+    p.add_argument("--method", nargs="+", default=list(DEFAULT_METHODS), metavar="METHOD",
+                   help=f"learners and published graphs, from {', '.join(METHODS)}, or 'all' "
+                        f"(default {' '.join(DEFAULT_METHODS)}); the ground-truth graphs are always "
+                        "the last row")
+    p.add_argument("--seeds", type=int, default=3, metavar="N",
+                   help="seeds of the seeded learners: S..S+N-1, S being --seed-base (default 3)")
+    p.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
+                   help=f"the first seed (default {DEFAULT_SEED_BASE})")
+    p.add_argument("--rules", default=",".join(ORDER_RULES),
+                   help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
+    p.add_argument("--procedures", help="comma-separated subset of procedures")
+    p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                   help="worker processes (0: one per core)")
+    p.add_argument("--select", action="store_true",
+                   help="choose the order rule by cross-validation on the graph-generation recordings only "
+                        "(synthetic moved steps; the 190 test recordings are not read)")
+    p.add_argument("--folds", type=int, default=4, help="--select: folds per procedure (default 4)")
+    p.add_argument("--moves", type=int, default=3,
+                   help="--select: moved-step variants of each held-out recording (default 3)")
+    p.add_argument("--json", help="write all results, per recipe too, to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _bench_queries_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml bench-queries``."""
+    from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV, QUERY_DATASETS
+
+    p.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/, epic-tent-o/, assembly101-o/ "
+                                  f"(like shared/data; default ${DATA_ENV})")
+    p.add_argument("--dataset", help=f"comma-separated subset of {','.join(QUERY_DATASETS)} (default all)")
+    p.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
+    p.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
+                                             "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
+    p.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
+                                                        "(default 42)")
+    p.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
+    p.add_argument("--json", help="write all results to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml bench-synthetic``."""
+    from tgml.bench.synthetic_procedures import LEARNERS
+
+    p.add_argument("--seeds", type=int, default=2, metavar="N",
+                   help="how many random graphs per size and density, drawn with seeds S..S+N-1, S being "
+                        "--first-seed (default 2)")
+    p.add_argument("--first-seed", type=seed_option, default=0, metavar="S",
+                   help="the seed of the first random graph (default 0)")
+    p.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
+    p.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
+    p.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
+    p.add_argument("--learners", default=",".join(LEARNERS),
+                   help=f"comma-separated, from {', '.join(LEARNERS)}")
+    p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
+    p.add_argument("--json", help="write all results to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+# sub-command -> (its one line in ``tgml --help``, the function adding its options)
+SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "train": ("learn the task graph of one scenario", _train_options),
+    "show": ("print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)", _show_options),
+    "eval": ("edge precision/recall/F1 against a ground-truth graph", _eval_options),
+    "bench-captaincook": ("CaptainCook4D task-graph generation benchmark", _bench_captaincook_options),
+    "bench-mistakes": ("CaptainCook4D online order-mistake benchmark: 190 recordings with annotated order errors "
+                       "and missing steps", _bench_mistakes_options),
+    "bench-queries": ("procedure questions (previous, optional, mistake, missing, future) on held-out executions",
+                      _bench_queries_options),
+    "bench-synthetic": ("edge F1 of the learners on random procedures", _bench_synthetic_options),
+}
+
+
+def _parser(commands: Collection[str] = tuple(SUBCOMMANDS)) -> ArgumentParser:
+    """The command line, with the options of ``commands`` only: the others' option lists import their benchmark
+    modules, which a help page or ``tgml show`` must not wait for (`main` passes the one sub-command asked for)."""
     parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (noisy-AND or Direct Optimization).")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    train = sub.add_parser("train", help="learn the task graph of one scenario")
-    train.add_argument("--annotations", required=True, help="annotation JSON file")
-    train.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
-    train.add_argument("--out", required=True, help="output task-graph JSON")
-    train.add_argument("--method", choices=list(LEARNERS), metavar="METHOD",
-                       help=f"learner, from {', '.join(LEARNERS)} (default {DEFAULT_LEARNER}, or do when a Direct "
-                            "Optimization option is given; tgt-text: the Task Graph Transformer on the step names)")
-    train.add_argument("--config", help="TOML file of training settings (flags override it)")
-    train.add_argument("--edge-cost", type=float, help="noisy-and: prior cost of an edge in nats (default 0)")
-    train.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
-    train.add_argument("--cut", type=float, help="noisy-and: keep edges with probability >= CUT (default 0.9)")
-    train.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
-    train.add_argument("--epochs", type=int, help="epochs (default: noisy-and 150, do 1000)")
-    train.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
-    train.add_argument("--seed", type=seed_option, help="random seed (default 42)")
-    train.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
-                       help="three-part sequence augmentation (docs/method.md)")
-    train.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
-                       help="relaxed post-processing rule (docs/method.md)")
-    train.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
-    train.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
-                       help="cut weights at 1/n (n key-steps, as the paper; default), 1/(n+2) (the authors' code) "
-                            "or 1/N (N = n + 4 nodes)")
-    train.add_argument("--include-mistakes", action="store_true",
-                       help="also learn from executions with a has_errors segment (left out by default: the graph "
-                            "would take the mistaken order as allowed)")
-    train.add_argument("--exclude-videos", type=_names, default=[], metavar="A,B",
-                       help="leave these executions out (held-out test videos), comma-separated")
-    train.add_argument("--order-only", action="store_true",
-                       help="read only the order of the segments, their times unchecked (the published EPIC-Tent-O "
-                            "and CaptainCook4D files hold overlapping segments); by default the times are checked "
-                            "like every command that reads annotations does")
-    train.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    show = sub.add_parser("show", help="print a task graph; --dot writes DOT (or SVG/PNG/PDF via Graphviz)")
-    show.add_argument("graph", help="task-graph JSON")
-    show.add_argument("--dot", metavar="OUT", help="write .dot/.gv text, or .svg/.png/.pdf if Graphviz exists")
-
-    ev = sub.add_parser("eval", help="edge precision/recall/F1 against a ground-truth graph")
-    ev.add_argument("--pred", required=True, help="predicted task-graph JSON, or an LLM graph_<procedure>.adjlist "
-                                                   "(then --gt is its CaptainCook4D graph)")
-    ev.add_argument("--gt", required=True, help="ground truth: task-graph JSON or CaptainCook4D graph")
-
-    bench = sub.add_parser("bench-captaincook", help="CaptainCook4D task-graph generation benchmark")
-    bench.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
-                                      f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
-    bench.add_argument("--seeds", type=int, default=5, metavar="N",
-                       help="how many training seeds: each procedure is learned with seeds S..S+N-1, S being "
-                            "--seed-base (default 5)")
-    bench.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
-                       help=f"the first training seed (default {DEFAULT_SEED_BASE})")
-    bench.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
-                       help="worker processes (0: one per core; at most 4 per core)")
-    bench.add_argument("--procedures", help="comma-separated subset of procedures")
-    bench.add_argument("--method", nargs="+", default=["do"], metavar="METHOD",
-                       help=f"methods to run, from {', '.join(CAPTAINCOOK_METHODS)} (default do)")
-    bench.add_argument("--llm-graphs", help="folder of the LLM graph_<procedure>.adjlist files "
-                                            f"(default {CAPTAINCOOK_FOLDER}/llm_task_graphs of the data)")
-    bench.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
-    bench.add_argument("--config", help="TOML file of training settings")
-    bench.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
-                       help="1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
-    bench.add_argument("--ensemble", type=int, default=1,
-                       help="average the weights of K DO models per seed before post-processing (default 1)")
-    bench.add_argument("--json", help="write all results to this JSON file")
-    bench.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    mistakes = sub.add_parser("bench-mistakes", help="CaptainCook4D online order-mistake benchmark: 190 recordings "
-                                                     "with annotated order errors and missing steps")
-    mistakes.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
-                                         f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
-    mistakes.add_argument("--method", nargs="+", default=list(MISTAKE_DEFAULT_METHODS), metavar="METHOD",
-                          help=f"learners and published graphs, from {', '.join(MISTAKE_METHODS)}, or 'all' "
-                               f"(default {' '.join(MISTAKE_DEFAULT_METHODS)}); the ground-truth graphs are always "
-                               "the last row")
-    mistakes.add_argument("--seeds", type=int, default=3, metavar="N",
-                          help="seeds of the seeded learners: S..S+N-1, S being --seed-base (default 3)")
-    mistakes.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
-                          help=f"the first seed (default {DEFAULT_SEED_BASE})")
-    mistakes.add_argument("--rules", default=",".join(ORDER_RULES),
-                          help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
-    mistakes.add_argument("--procedures", help="comma-separated subset of procedures")
-    mistakes.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
-                          help="worker processes (0: one per core)")
-    mistakes.add_argument("--select", action="store_true",
-                          help="choose the order rule by cross-validation on the graph-generation recordings only "
-                               "(synthetic moved steps; the 190 test recordings are not read)")
-    mistakes.add_argument("--folds", type=int, default=4, help="--select: folds per procedure (default 4)")
-    mistakes.add_argument("--moves", type=int, default=3,
-                          help="--select: moved-step variants of each held-out recording (default 3)")
-    mistakes.add_argument("--json", help="write all results, per recipe too, to this JSON file")
-    mistakes.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    queries = sub.add_parser("bench-queries", help="procedure questions (previous, optional, mistake, missing, "
-                                                   "future) on held-out executions")
-    queries.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/, epic-tent-o/, assembly101-o/ "
-                                        f"(like shared/data; default ${DATA_ENV})")
-    queries.add_argument("--dataset", help=f"comma-separated subset of {','.join(DATASET_NAMES)} (default all)")
-    queries.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
-    queries.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
-                                                   "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
-    queries.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
-                                                              "(default 42)")
-    queries.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
-    queries.add_argument("--json", help="write all results to this JSON file")
-    queries.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    syn = sub.add_parser("bench-synthetic", help="edge F1 of the learners on random procedures")
-    syn.add_argument("--seeds", type=int, default=2, metavar="N",
-                     help="how many random graphs per size and density, drawn with seeds S..S+N-1, S being "
-                          "--first-seed (default 2)")
-    syn.add_argument("--first-seed", type=seed_option, default=0, metavar="S",
-                     help="the seed of the first random graph (default 0)")
-    syn.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
-    syn.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
-    syn.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
-    syn.add_argument("--learners", default=",".join(SYNTHETIC_LEARNERS),
-                     help=f"comma-separated, from {', '.join(SYNTHETIC_LEARNERS)}")
-    syn.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
-    syn.add_argument("--json", help="write all results to this JSON file")
-    syn.add_argument("--quiet", action="store_true", help="no progress bar")
+    for name, (summary, add_options) in SUBCOMMANDS.items():
+        options = sub.add_parser(name, help=summary)
+        if name in commands:
+            add_options(options)
     return parser
 
 
@@ -252,6 +273,9 @@ def _settings_given(args: argparse.Namespace) -> dict[str, Any]:
 
 def _train_method(args: argparse.Namespace) -> str:
     """The learner asked for, or the one the given flags and config-file keys belong to."""
+    from graphs.settings_files import read_settings
+    from tgml.learners.registry import resolve_learner
+
     given = set(_settings_given(args))
     if args.config:
         given |= set(read_settings(args.config))
@@ -260,6 +284,8 @@ def _train_method(args: argparse.Namespace) -> str:
 
 def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = None) -> Any:
     """A learner's settings: ``base`` (default: the learner's defaults), then the --config file, then the flags."""
+    from graphs.settings_files import naming_the_file, read_settings
+
     flags = _settings_given(args)
     if args.config and hasattr(entry.config_class, "from_table"):  # a combined learner: its sub-tables in the file
         path = Path(args.config)
@@ -271,8 +297,97 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
     return dataclasses.replace(base if base is not None else entry.config(None), **flags)
 
 
+def _train(args: argparse.Namespace, console: Console) -> None:
+    """``tgml train``: learn one scenario's graph and save it."""
+    from graphs.files import check_output
+    from graphs.task_graph import save_graph
+    from tgml.annotations import TrainingVideos, load_annotations
+    from tgml.graph_table import left_out_summary
+    from tgml.learners.registry import learner
+    from tgml.learners.result import learn_from_annotations
+
+    # Before training: a failed save would lose the run.
+    check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
+    load_annotations(args.annotations, check_times=not args.order_only)  # the segment check every command makes
+    method = _train_method(args)
+    videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
+    entry = learner(method)
+    result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
+                                    progress=not args.quiet, videos=videos)
+    save_graph(result.graph, args.out)
+    if "left_out" in result.graph.info:
+        print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
+    measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
+    scores = (("loss", result.final_loss), ("SA", result.sequence_accuracy))
+    measures += [f"{name} {value:.3f}" for name, value in scores if math.isfinite(value)]
+    print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
+
+
+def _show(args: argparse.Namespace, console: Console) -> None:
+    """``tgml show``: the graph's table, and its drawing with ``--dot``."""
+    from graphs.files import check_output
+    from graphs.graph_drawing import write_rendering
+    from graphs.task_graph import load_graph
+    from tgml.graph_table import terminal_view
+
+    if args.dot:
+        check_output(args.dot, "rendering", option="--dot")
+    graph = load_graph(args.graph)
+    console.print(terminal_view(graph))
+    if args.dot:
+        print(f"wrote {write_rendering(graph, args.dot)}")
+
+
+def _eval(args: argparse.Namespace, console: Console) -> None:
+    """``tgml eval``: edge precision, recall and F1 of one graph against another."""
+    from graphs.edge_metrics import evaluate_files
+    from graphs.precision_recall import shown
+
+    s = evaluate_files(args.pred, args.gt)
+    print(f"precision {shown(s.precision)}  recall {shown(s.recall)}  F1 {shown(s.f1)}  "
+          f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
+
+
+def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
+    """``tgml bench-captaincook``: learn the 24 procedures' graphs with each method and print the tables."""
+    from rich.console import Console
+
+    from graphs.files import check_output, write_text
+    from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, captaincook_table
+    from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
+    from tgml.bench.data_folder import captaincook_folder, data_folder
+    from tgml.learners.registry import learner
+
+    check_seed_count(args.seeds)
+    data = captaincook_folder(data_folder(args.data))
+    if args.json:
+        check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")
+    seeds = list(range(args.seed_base, args.seed_base + args.seeds))
+    procedures = [p for p in (args.procedures or "").split(",") if p]
+    check_methods(args.method)
+    settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
+    do_config = _learner_config(learner("do"), args, DEFAULT_CONFIG)
+    methods_run = run_methods(data, args.method, seeds, do_config, procedures, args.workers,
+                              progress=not args.quiet, ensemble=args.ensemble, settings=settings)
+    if len(args.method) == 1:
+        console.print(captaincook_table(methods_run.results[args.method[0]]))
+    else:  # logs and pipes: keep the whole table
+        (console if console.is_terminal else Console(width=150)).print(methods_table(methods_run))
+    print(f"bench-captaincook: {methods_run.seconds:.1f} s")
+    if args.json:
+        write_text(args.json, json.dumps(methods_run.to_dict(), indent=2) + "\n", "results file")
+        print(f"wrote {args.json}")
+
+
 def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-mistakes``: learn, replay, print the tables and the notes on the data."""
+    from rich.console import Console
+
+    from graphs.files import check_output, write_text
+    from tgml.bench.captaincook import ANNOTATIONS
+    from tgml.bench.data_folder import captaincook_folder, data_folder
+    from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
+
     check_seed_count(args.seeds)
     data = captaincook_folder(data_folder(args.data))
     if args.select:
@@ -280,7 +395,7 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
         return
     if args.json:
         check_output(args.json, "results file", inputs=[data / ANNOTATIONS], option="--json")
-    methods = tuple(MISTAKE_METHODS if args.method == ["all"] else args.method)
+    methods = tuple(METHODS if args.method == ["all"] else args.method)
     config = MistakeBenchConfig(data, methods, tuple(range(args.seed_base, args.seed_base + args.seeds)),
                                 tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)
     result = run_mistake_bench(config, progress=not args.quiet)
@@ -299,19 +414,67 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
     """``tgml bench-mistakes --select``: the cross-validation table of the order rules and the one chosen."""
     from rich.table import Table
 
+    from graphs.precision_recall import shown
+    from tgml.bench.captaincook import load_procedures
+    from tgml.bench.mistake_bench import DEFAULT_METHODS
+    from tgml.bench.mistake_selection import SelectionConfig, cross_validate
+    from tgml.learners.registry import DEFAULT_LEARNER
+
     started = time.perf_counter()
-    method = args.method[0] if args.method != list(MISTAKE_DEFAULT_METHODS) else DEFAULT_LEARNER
-    config = RuleSelection(method, args.folds, args.moves, args.seed_base, tuple(_names(args.rules)), args.workers)
-    rows = cross_validate_rules(load_procedures(data, _names(args.procedures)), config, progress=not args.quiet)
+    method = args.method[0] if args.method != list(DEFAULT_METHODS) else DEFAULT_LEARNER
+    config = SelectionConfig(method, args.folds, args.moves, args.seed_base, tuple(_names(args.rules)), args.workers)
+    rows = cross_validate(load_procedures(data, _names(args.procedures)), config, progress=not args.quiet)
     table = Table(title=f"Order rule chosen by {config.folds}-fold cross-validation on the graph-generation "
                         f"recordings ({method} graphs, {rows[0]['items']} items, {rows[0]['tagged']} tagged steps)")
     for col in ("rule", "Avg F1", "Mist F1", "Corr F1"):
         table.add_column(col, justify="left" if col == "rule" else "right")
     for row in rows:
-        table.add_row(row["rule"], *(f"{row[k]:.1f}" for k in ("avg_f1", "mistake_f1", "correct_f1")))
+        table.add_row(row["rule"], *(shown(row[k]) for k in ("avg_f1", "mistake_f1", "correct_f1")))
     console.print(table)
     print(f"chosen: {rows[0]['rule']}")
     print(f"bench-mistakes --select: {time.perf_counter() - started:.1f} s")
+
+
+def _bench_queries(args: argparse.Namespace, console: Console) -> None:
+    """``tgml bench-queries``: the procedure questions on held-out executions."""
+    from graphs.files import check_output, write_text
+    from tgml.bench.data_folder import QUERY_DATASETS, data_folder
+    from tgml.bench.query_bench import QueryBenchConfig, query_bench_tables, run_query_bench
+
+    config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or QUERY_DATASETS, args.folds,
+                              args.seed, args.epochs, tuple(_names(args.procedures)))
+    if args.json:
+        check_output(args.json, "results file", option="--json")
+    outcome = run_query_bench(config, progress=not args.quiet)
+    for table in query_bench_tables(outcome):
+        console.print(table)
+    print(f"bench-queries: {outcome.seconds:.0f} s")
+    if args.json:
+        write_text(args.json, json.dumps(outcome.to_dict(), indent=2) + "\n", "results file")
+        print(f"wrote {args.json}")
+
+
+def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
+    """``tgml bench-synthetic``: edge F1 of the learners on random procedures."""
+    from rich.console import Console
+
+    from graphs.files import check_output, write_text
+    from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
+
+    if args.json:
+        check_output(args.json, "results file", option="--json")
+    check_seed_count(args.seeds)
+    config = SyntheticConfig(
+        _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
+        _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
+        learners=_listed(args.learners, str, "--learners"), workers=args.workers)
+    synthetic = run_synthetic(config, progress=not args.quiet)
+    wide = console if console.is_terminal else Console(width=150)  # logs and pipes: keep the whole table
+    wide.print(synthetic_table(synthetic))
+    wide.print(summary_table(synthetic))
+    if args.json:
+        write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
+        print(f"wrote {args.json}")
 
 
 def _names(option: str | None) -> list[str]:
@@ -319,87 +482,22 @@ def _names(option: str | None) -> list[str]:
     return [name for name in (option or "").split(",") if name]
 
 
+RUNS: dict[str, Callable[[argparse.Namespace, Console], None]] = {
+    "train": _train, "show": _show, "eval": _eval, "bench-captaincook": _bench_captaincook,
+    "bench-mistakes": _bench_mistakes, "bench-queries": _bench_queries, "bench-synthetic": _bench_synthetic,
+}
+
+
 @exit_on_input_error
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tgml`` console script."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    asked = next((word for word in argv if not word.startswith("-")), "")
+    args = _parser([asked]).parse_args(argv)
+    from rich.console import Console
+
     console = Console()  # tables only: result lines are plain print()s, never wrapped or read as rich markup
-    if args.command == "train":
-        # Before training: a failed save would lose the run.
-        check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
-        load_annotations(args.annotations, check_times=not args.order_only)  # the segment check every command makes
-        method = _train_method(args)
-        videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
-        entry = learner(method)
-        result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
-                                        progress=not args.quiet, videos=videos)
-        save_graph(result.graph, args.out)
-        if "left_out" in result.graph.info:
-            print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
-        measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
-        scores = (("loss", result.final_loss), ("SA", result.sequence_accuracy))
-        measures += [f"{name} {value:.3f}" for name, value in scores if math.isfinite(value)]
-        print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
-    elif args.command == "show":
-        if args.dot:
-            check_output(args.dot, "rendering", option="--dot")
-        graph = load_graph(args.graph)
-        console.print(terminal_view(graph))
-        if args.dot:
-            print(f"wrote {write_rendering(graph, args.dot)}")
-    elif args.command == "eval":
-        s = evaluate_files(args.pred, args.gt)
-        print(f"precision {s.precision:.1f}  recall {s.recall:.1f}  F1 {s.f1:.1f}  "
-              f"({s.true_positives} of {s.predicted} predicted edges correct, {s.expected} expected)")
-    elif args.command == "bench-mistakes":
-        _bench_mistakes(args, console)
-    elif args.command == "bench-queries":
-        config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or DATASET_NAMES, args.folds,
-                                  args.seed, args.epochs, tuple(_names(args.procedures)))
-        if args.json:
-            check_output(args.json, "results file", option="--json")
-        outcome = run_query_bench(config, progress=not args.quiet)
-        for table in query_bench_tables(outcome):
-            console.print(table)
-        print(f"bench-queries: {outcome.seconds:.0f} s")
-        if args.json:
-            write_text(args.json, json.dumps(outcome.to_dict(), indent=2) + "\n", "results file")
-            print(f"wrote {args.json}")
-    elif args.command == "bench-synthetic":
-        if args.json:
-            check_output(args.json, "results file", option="--json")
-        check_seed_count(args.seeds)
-        synthetic_config = SyntheticConfig(
-            _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
-            _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
-            learners=_listed(args.learners, str, "--learners"), workers=args.workers)
-        synthetic = run_synthetic(synthetic_config, progress=not args.quiet)
-        wide = console if console.is_terminal else Console(width=150)  # logs and pipes: keep the whole table
-        wide.print(synthetic_table(synthetic))
-        wide.print(summary_table(synthetic))
-        if args.json:
-            write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
-            print(f"wrote {args.json}")
-    else:
-        check_seed_count(args.seeds)
-        data = captaincook_folder(data_folder(args.data))
-        if args.json:
-            check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")
-        seeds = list(range(args.seed_base, args.seed_base + args.seeds))
-        procedures = [p for p in (args.procedures or "").split(",") if p]
-        check_methods(args.method)
-        settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
-        do_config = _learner_config(learner("do"), args, DEFAULT_CONFIG)
-        methods_run = run_methods(data, args.method, seeds, do_config, procedures, args.workers,
-                                  progress=not args.quiet, ensemble=args.ensemble, settings=settings)
-        if len(args.method) == 1:
-            console.print(captaincook_table(methods_run.results[args.method[0]]))
-        else:  # logs and pipes: keep the whole table
-            (console if console.is_terminal else Console(width=150)).print(methods_table(methods_run))
-        print(f"bench-captaincook: {methods_run.seconds:.1f} s")
-        if args.json:
-            write_text(args.json, json.dumps(methods_run.to_dict(), indent=2) + "\n", "results file")
-            print(f"wrote {args.json}")
+    RUNS[args.command](args, console)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from graphs import InputError, TaskGraph, precondition_violations
@@ -38,3 +39,8 @@ def test_never_done_names_the_required_steps_left_out_in_graph_order(tent_graph:
     assert required_steps(tent_graph) == (10, 11, 12, 13)  # never_seen (14) was removed in training
     assert never_done(tent_graph, [12, 10]) == (11, 13)
     assert never_done(tent_graph, [10, 11, 12, 13, 13]) == ()
+    # The tent graph lists its steps by id: a graph whose order is not the ids' tells graph order from sorting.
+    chain = np.zeros((5, 5), dtype=bool)
+    chain[[1, 2, 3, 4], [0, 1, 2, 3]] = True  # START <- 30 <- 10 <- 20 <- END
+    reordered = TaskGraph((30, 10, 20), ("lay", "stake", "tie"), chain)
+    assert never_done(reordered, []) == (30, 10, 20) and never_done(reordered, [10]) == (30, 20)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs import END, START, InputError, TaskGraph, load_graph, save_graph
+from graphs import END, START, InputError, PreconditionChecker, TaskGraph, load_graph, save_graph
 
 
 def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path, tent_graph: TaskGraph) -> None:
@@ -61,11 +61,12 @@ def test_version_1_files_are_still_read_with_every_step_required(tmp_path: Path,
     np.testing.assert_array_equal(loaded.adjacency, tent_graph.adjacency)
 
 
-def test_preconditions_and_unmet_queries(tent_graph: TaskGraph) -> None:
+def test_preconditions_and_what_the_checker_finds_unmet(tent_graph: TaskGraph) -> None:
     assert tent_graph.preconditions(11) == {10, 13}
     assert tent_graph.preconditions(10) == {START}
-    assert tent_graph.unmet_preconditions(11, done=[10]) == {13}
-    assert tent_graph.unmet_preconditions(10, done=[]) == frozenset()  # START is always done
+    checker = PreconditionChecker(tent_graph)
+    assert checker.observe(10).missing == ()  # START is always done
+    assert checker.observe(11).missing == (13,)
     assert tent_graph.preconditions(99) == frozenset()  # unknown step: nothing defined
 
 
@@ -148,3 +149,26 @@ def test_a_json_file_that_is_no_graph_is_named_as_such(tmp_path: Path) -> None:
     split.write_text(json.dumps({"train": ["a"], "test": ["b"]}))
     with pytest.raises(InputError, match=r"split\.json: not a task-graph file \(no 'format' field"):
         load_graph(split)
+
+
+def test_execution_levels_are_networkx_topological_generations() -> None:
+    # The DAG check of every loaded graph and the levels of `tgml show` come from execution_levels, not networkx.
+    import networkx as nx
+
+    from graphs.task_graph import execution_levels
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = int(rng.integers(1, 25))
+        order = rng.permutation(m)
+        adjacency = np.triu(rng.random((m, m)) < rng.random(), 1)[np.ix_(order, order)]  # a DAG, shuffled
+        requirement_to_step = nx.DiGraph()
+        requirement_to_step.add_nodes_from(range(m))
+        requirement_to_step.add_edges_from((int(j), int(i)) for i, j in zip(*np.nonzero(adjacency), strict=True))
+        expected = {n: d for d, layer in enumerate(nx.topological_generations(requirement_to_step)) for n in layer}
+        assert execution_levels(adjacency).tolist() == [expected[n] for n in range(m)]
+        if m >= 2:
+            a, b = (int(v) for v in rng.choice(m, 2, replace=False))
+            cyclic = adjacency.copy()
+            cyclic[a, b] = cyclic[b, a] = True
+            assert (execution_levels(cyclic) < 0).any()

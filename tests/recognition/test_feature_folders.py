@@ -12,7 +12,6 @@ from graphs.errors import InputError
 from recognition.feature_folders import (
     FeatureConfig,
     VideoFeatures,
-    gather_windows,
     load_feature_dataset,
     window_index,
 )
@@ -31,7 +30,7 @@ def make_windows(
     index, valid = window_index([len(v.features) for v in videos], window, rng)
     feats = np.concatenate([v.features for v in videos])
     targs = np.concatenate([v.targets for v in videos])
-    return gather_windows(feats, targs, index, valid)
+    return feats[index] * valid[..., None], targs[index] * valid[..., None]  # (N, W, D), (N, W, C): padding 0
 
 
 def test_reads_split_classes_and_metadata(feature_folder: Path) -> None:

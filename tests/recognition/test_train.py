@@ -14,8 +14,15 @@ from rich.progress import Progress, TaskID
 from graphs.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import load_feature_dataset, window_index
+from recognition.model import MiniROADConfig
 from recognition.recognition_train_cli import main
-from recognition.train import load_detector_training_config, predict_video, train_detector
+from recognition.train import (
+    DetectorTrainConfig,
+    load_detector_training_config,
+    predict_video,
+    train_detector,
+    training_config_of_folder,
+)
 from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
 
@@ -136,6 +143,21 @@ def test_shipped_configs_load() -> None:
     # The config of the README's walkthrough reads the folder recognition-features writes for its default extractor.
     lite = load_detector_training_config(root / "miniroad-efficientnet-lite0.toml").features
     assert (lite.extractor, lite.rgb) == ("efficientnet-lite0", "rgb_efficientnet-lite0")
+
+
+def test_the_walkthrough_config_is_what_recognition_train_uses_without_one(tmp_path: Path) -> None:
+    # configs/miniroad-efficientnet-lite0.toml writes out the default of a recognition-features folder, to be edited:
+    # a change to one that the other does not follow would make the README's two commands train different models.
+    (tmp_path / "split.json").write_text(json.dumps({"feature_extractor": "efficientnet-lite0", "fps": 5.0}))
+    written = load_detector_training_config(Path(__file__).resolve().parents[2] / "configs" /
+                                            "miniroad-efficientnet-lite0.toml")
+    assert written == training_config_of_folder(tmp_path)
+
+
+def test_the_detector_sizes_default_to_the_models_own() -> None:
+    # One source per number: the trainer's model sizes are MiniROADConfig's, the published ones.
+    trained = DetectorTrainConfig().model_config(input_dim=4096, num_classes=13)
+    assert replace(trained, done_head=False) == MiniROADConfig()
 
 
 def _argv(features: Path, config: Path, out: Path) -> list[str]:

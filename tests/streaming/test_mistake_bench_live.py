@@ -106,7 +106,7 @@ def cases(data_dir: Path) -> list[tuple[TaskGraph, list[ErrorRecording]]]:
         mine = [r for r in recordings if r.scenario == procedure.scenario]
         out.append((procedure.ground_truth, mine))
         if procedure.scenario == LEARNED:
-            graph = noisy_and.learn_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
+            graph = noisy_and.learn(procedure.sequences, procedure.step_ids, procedure.step_names,
                                           noisy_and.config(None), procedure.scenario).graph
             out.append((graph, mine))
     return out

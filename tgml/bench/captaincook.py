@@ -27,12 +27,13 @@ from rich.table import Table
 from graphs.edge_metrics import EdgeScores, compare_graphs, load_reference_graph
 from graphs.errors import InputError
 from graphs.postprocess import present_steps
+from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.ensemble import mean_weights_graph, member_seeds
-from tgml.learners.do.train import train_do
+from tgml.learners.registry import learner
 
 ANNOTATIONS = "task_graph_generation_annotations.json"
 GT_FOLDER = "ground_truth_task_graphs"
@@ -104,8 +105,8 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
 
 def _train_job(procedure: Procedure, config: DOConfig) -> tuple[TaskGraph, int]:
     """Worker job: one DO graph of one procedure and the epochs it ran."""
-    result = train_do(procedure.sequences, procedure.step_ids, procedure.step_names, config,
-                              procedure.scenario)
+    result = learner("do").learn(procedure.sequences, procedure.step_ids, procedure.step_names, config,
+                                 procedure.scenario)  # torch loads here, in the worker
     return result.graph, result.epochs_run
 
 
@@ -149,7 +150,7 @@ class BenchmarkResult:
     def per_seed(self) -> np.ndarray:
         """``(seeds, 3)`` P/R/F1 averaged over procedures for each seed (one row without seeds)."""
         groups = [[r for r in self.runs if r.seed == s] for s in self.seeds] if self.seeds else [self.runs]
-        table = np.array([[[r.scores.precision, r.scores.recall, r.scores.f1] for r in runs] for runs in groups])
+        table = np.array([[_figures(r.scores) for r in runs] for runs in groups])
         return table.mean(axis=1)
 
     def summary(self) -> dict[str, dict[str, float]]:
@@ -178,6 +179,13 @@ class BenchmarkResult:
         if self.method == "do":
             content["published_do"] = PUBLISHED_DO
         return content
+
+
+def _figures(scores: EdgeScores) -> tuple[float, float, float]:
+    """Precision, recall and F1 of one run: always measured, both graphs holding their START and END edges."""
+    precision, recall, f1 = (measured(v, "CaptainCook4D edge scores") for v in (scores.precision, scores.recall,
+                                                                               scores.f1))
+    return precision, recall, f1
 
 
 def mean_ci90(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -260,7 +268,7 @@ def captaincook_table(result: BenchmarkResult) -> Table:
     for run in result.runs:
         by_scenario.setdefault(run.scenario, []).append(run)
     for scenario, runs in by_scenario.items():
-        p, r, f = (np.mean([getattr(x.scores, k) for x in runs]) for k in ("precision", "recall", "f1"))
+        p, r, f = (np.mean([_figures(x.scores)[k] for x in runs]) for k in range(3))
         table.add_row(scenario, str(runs[0].steps),
                       f"{np.mean([x.epochs for x in runs]):.0f}", f"{p:.1f}", f"{r:.1f}", f"{f:.1f}")
     summary = result.summary()

@@ -92,7 +92,7 @@ def _learned(method: str, procedure: Procedure, settings: MethodSettings, seed: 
     """Worker job: one learner's graph of one procedure (torch loads only in the worker that trains)."""
     entry = learner(method)
     config = settings.config(method) if seed is None else entry.with_seed(settings.config(method), seed)
-    result = entry.learn_graph(procedure.sequences, procedure.step_ids, procedure.step_names, config,
+    result = entry.learn(procedure.sequences, procedure.step_ids, procedure.step_names, config,
                                procedure.scenario)
     return result.graph.adjacency, result.epochs_run
 

@@ -15,6 +15,8 @@ from graphs.errors import InputError
 
 DATA_ENV: Final = "MISTAKE_DATA"
 CAPTAINCOOK_FOLDER: Final = "captaincook4d"
+# The datasets of `tgml bench-queries`, by their folder in the data folder (its parser lists them).
+QUERY_DATASETS: Final = (CAPTAINCOOK_FOLDER, "epic-tent-o", "assembly101-o")
 
 
 def data_folder(given: str | Path | None, otherwise: str = "") -> Path:

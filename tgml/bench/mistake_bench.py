@@ -43,9 +43,9 @@ from rich.table import Table
 from graphs.errors import InputError
 from graphs.files import read_json
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
-from graphs.mistake_metrics import precision_recall_f1
 from graphs.order_rules import ORDER_RULES, check_rule, never_done, order_flags
 from graphs.postprocess import break_cycles
+from graphs.precision_recall import NOT_MEASURED, mean_and_std, mean_of_measured, precision_recall_f1
 from graphs.task_graph import TaskGraph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, Procedure, load_procedures
 from tgml.bench.error_annotations import ErrorAnnotations, ErrorRecording, load_error_annotations
@@ -56,9 +56,8 @@ ERROR_ANNOTATIONS: Final = "error_annotations.json"
 RESULTS_VERSION: Final = 1
 GROUND_TRUTH: Final = "ground-truth"
 LLM: Final = "llm"
-PUBLISHED_ROWS: Final = (LLM, GROUND_TRUTH)
-# The learners run when none is named: the ones that learn the 24 procedures in seconds.
-FAST_LEARNERS: Final = ("noisy-and", "do", "count-based", "msgi", "msg2")
+# The learners run when none is named (the ones that learn the 24 procedures in seconds), and the LLM graphs.
+DEFAULT_METHODS: Final = ("noisy-and", "do", "count-based", "msgi", "msg2", LLM)
 METHODS: Final = (*LEARNERS, LLM)
 COUNTS: Final = ("steps", "order_errors", "alerts", "caught", "missing_tagged", "missing_named", "missing_right",
                  "other_error_steps", "other_error_alerts", "untagged_alerts")
@@ -83,7 +82,7 @@ class MistakeBenchConfig:
     """
 
     data_dir: Path
-    methods: tuple[str, ...] = FAST_LEARNERS + (LLM,)
+    methods: tuple[str, ...] = DEFAULT_METHODS
     seeds: tuple[int, ...] = (42, 43, 44)
     rules: tuple[str, ...] = ORDER_RULES
     procedures: tuple[str, ...] = ()
@@ -127,14 +126,15 @@ class Counts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
-    def metrics(self) -> dict[str, float]:
-        """The scores of these counts (percent; a metric over nothing is 0, `precision_recall_f1`)."""
-        mistake = precision_recall_f1(self.caught, self.alerts, self.order_errors)
+    def metrics(self) -> dict[str, float | None]:
+        """The scores of these counts (percent; a score over nothing is None, `graphs.precision_recall`)."""
+        mistake = precision_recall_f1(self.caught, self.alerts, self.order_errors).in_percent()
         correct_right = self.steps - self.alerts - self.order_errors + self.caught
-        correct = precision_recall_f1(correct_right, self.steps - self.alerts, self.steps - self.order_errors)
-        missing = precision_recall_f1(self.missing_right, self.missing_named, self.missing_tagged)
+        correct = precision_recall_f1(correct_right, self.steps - self.alerts,
+                                      self.steps - self.order_errors).in_percent()
+        missing = precision_recall_f1(self.missing_right, self.missing_named, self.missing_tagged).in_percent()
         return {
-            "avg_f1": (mistake[2] + correct[2]) / 2,
+            "avg_f1": mean_of_measured((mistake.f1, correct.f1)),
             **dict(zip(("mistake_precision", "mistake_recall", "mistake_f1"), mistake, strict=True)),
             **dict(zip(("correct_precision", "correct_recall", "correct_f1"), correct, strict=True)),
             **dict(zip(("missing_precision", "missing_recall", "missing_f1"), missing, strict=True)),
@@ -192,7 +192,7 @@ def learner_config(method: str, seed: int) -> Any:
 
 def _learn(method: str, procedure: Procedure, seed: int) -> dict[str, Any]:
     """Worker job: one learner's graph of one procedure, as file content (cheap to send between processes)."""
-    result = learner(method).learn_graph(procedure.sequences, procedure.step_ids, procedure.step_names,
+    result = learner(method).learn(procedure.sequences, procedure.step_ids, procedure.step_names,
                                          learner_config(method, seed), procedure.scenario)
     return result.graph.to_dict()
 
@@ -232,24 +232,23 @@ class RowResult:
             out[seed] = total
         return out
 
-    def summary(self, rule: str) -> dict[str, dict[str, float]]:
-        """Mean and population std over seeds of every metric."""
-        values = np.array([[c.metrics()[m] for m in METRICS] for c in self.pooled(rule).values()])
-        return {m: {"mean": float(values[:, k].mean()), "std": float(values[:, k].std())}
-                for k, m in enumerate(METRICS)}
+    def summary(self, rule: str) -> dict[str, dict[str, float | None]]:
+        """Mean and population std over seeds of every metric (None: some seed's measured nothing)."""
+        mean, std = mean_and_std([[c.metrics()[m] for m in METRICS] for c in self.pooled(rule).values()])
+        return {m: {"mean": mean[k], "std": std[k]} for k, m in enumerate(METRICS)}
 
     def to_dict(self) -> dict[str, Any]:
         """The row's part of the result JSON (module docstring)."""
         rules = {}
         for rule, by_seed in self.counts.items():
-            recipes: dict[str, dict[str, float]] = {}
+            recipes: dict[str, dict[str, float | None]] = {}
             for scenario in next(iter(by_seed.values())):
                 per_seed = [by_seed[s][scenario] for s in by_seed]
                 total = Counts()
                 for counts in per_seed:
                     total += counts
-                means = np.mean([[c.metrics()[m] for m in METRICS] for c in per_seed], axis=0)
-                recipes[scenario] = {**dict(zip(METRICS, map(float, means), strict=True)), **dataclasses.asdict(total)}
+                means, _ = mean_and_std([[c.metrics()[m] for m in METRICS] for c in per_seed])
+                recipes[scenario] = {**dict(zip(METRICS, means, strict=True)), **dataclasses.asdict(total)}
             rules[rule] = {
                 "summary": self.summary(rule),
                 "per_seed": {("-" if s is None else str(s)): c.metrics() for s, c in self.pooled(rule).items()},
@@ -350,8 +349,10 @@ RULE_TITLES: Final = {"precondition": "pre-condition rule (the live checker)",
                       "late-step": "pre-condition + late-step rule (graphs.order_rules)"}
 
 
-def _cell(summary: dict[str, dict[str, float]], metric: str, seeded: bool) -> str:
+def _cell(summary: dict[str, dict[str, float | None]], metric: str, seeded: bool) -> str:
     mean, std = summary[metric]["mean"], summary[metric]["std"]
+    if mean is None or std is None:
+        return NOT_MEASURED
     if metric in ("other_error_alerts", "untagged_alerts"):
         return f"{mean:.0f}" + (f" ± {std:.0f}" if seeded else "")
     return f"{mean:.1f}" + (f" ± {std:.1f}" if seeded else "")

@@ -21,20 +21,10 @@ import time
 from typing import Any
 
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.files import check_output
 from graphs.options import workers_option
-from tgml.bench.data_folder import DATA_ENV, data_folder
-from tgml.bench.prego import DATASETS, load_dataset, load_method_settings, resolve_data
-from tgml.bench.prego.checker_selection import (
-    TIME_UNITS,
-    CheckerSearch,
-    CheckerSettingsFile,
-    save_checker_settings,
-    search_record,
-    select_pred_checker,
-    select_replay_checker,
-)
-from tgml.bench.prego.recognition_noise import load_timed_videos
+from tgml.bench.data_folder import DATA_ENV
+from tgml.bench.prego import DATASETS
+from tgml.bench.prego.checker_selection import CheckerSearch
 from tgml.learners.registry import LEARNERS
 
 
@@ -102,6 +92,19 @@ def main(argv: list[str]) -> int:
     """Entry point of ``prego-bench select-checker`` (dispatched by `tgml.bench.prego_bench_cli`)."""
     started = time.perf_counter()
     args = build_parser().parse_args(argv)
+    from graphs.files import check_output
+    from tgml.bench.data_folder import data_folder
+    from tgml.bench.prego import load_dataset, load_method_settings, resolve_data
+    from tgml.bench.prego.checker_selection import (
+        TIME_UNITS,
+        CheckerSettingsFile,
+        save_checker_settings,
+        search_record,
+        select_pred_checker,
+        select_replay_checker,
+    )
+    from tgml.bench.prego.recognition_noise import load_timed_videos
+
     root = data_folder(args.data)
     layout = resolve_data(root, [args.dataset])
     if args.out:

@@ -24,31 +24,20 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from graphs.checker_settings import CHECKERS
 from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.files import check_output, write_text
 from graphs.options import fps_option, seed_option
-from graphs.task_graph import TaskGraph, load_graph
-from recognition.replay import (
-    DEFAULT_SWEEP,
-    ReplayChecker,
-    load_frames_file,
-    replay,
-    replay_scores_table,
-    result_json,
-    segmenter_settings,
-    sweep,
-    sweep_table,
-)
+from recognition.replay import DEFAULT_SWEEP
 from recognition.segmenter import SegmenterConfig
-from tgml.bench.prego import DATASETS, PUBLISHED, build_graph, load_dataset, load_method_settings, resolve_data
-from tgml.bench.prego.checker_selection import CheckerChoice, default_settings_path, load_checker_settings
+from tgml.bench.prego import DATASETS
+
+if TYPE_CHECKING:
+    from graphs.task_graph import TaskGraph
+    from tgml.bench.prego.checker_selection import CheckerChoice
 
 # The PREGO MiniROAD frames files hold about 60 labels per second of video.
 DEFAULT_FPS = 60.0
@@ -85,6 +74,9 @@ def build_parser() -> ArgumentParser:
 
 
 def _graph(args: argparse.Namespace) -> tuple[TaskGraph, str]:
+    from graphs.task_graph import load_graph
+    from tgml.bench.prego import build_graph, load_dataset, load_method_settings, resolve_data
+
     if args.graph:
         return load_graph(args.graph), str(args.graph)
     if not args.data:
@@ -109,6 +101,21 @@ def checker_record(kind: str, path: Path | None, choice: CheckerChoice | None) -
 def main(argv: list[str]) -> int:
     """Entry point of ``prego-bench replay`` (dispatched by `tgml.bench.prego_bench_cli`)."""
     args = build_parser().parse_args(argv)
+    from rich.console import Console
+
+    from graphs.files import check_output, write_text
+    from recognition.replay import (
+        ReplayChecker,
+        load_frames_file,
+        replay,
+        replay_scores_table,
+        result_json,
+        sweep,
+        sweep_table,
+    )
+    from tgml.bench.prego import PUBLISHED, resolve_data
+    from tgml.bench.prego.checker_selection import default_settings_path, load_checker_settings
+
     console = Console()
     if not args.frames and not args.data:
         raise InputError("give --frames FILE or --data DIR")
@@ -171,7 +178,7 @@ def main(argv: list[str]) -> int:
             "frames": str(frames_path),
             "field": args.field,
             "graph": graph_source,
-            "segmenter": segmenter_settings(config),
+            "segmenter": asdict(config),
             "checker": checker_record(args.checker, settings_path, choice),
         }
         document = result_json(result, settings, rows) | {

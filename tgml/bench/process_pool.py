@@ -10,17 +10,15 @@ instead of waiting for the jobs they run.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Any, TypeVar
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from graphs.interrupts import signals_deferred
+
+if TYPE_CHECKING:  # loaded by run_jobs: every benchmark module imports this one, and their help pages need neither
+    from concurrent.futures import ProcessPoolExecutor
 
 R = TypeVar("R")
 
@@ -63,6 +61,12 @@ def run_jobs(
     Returns:
         The results, in the order of ``arguments``.
     """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     processes = worker_count(workers, len(arguments))
     with Progress(*columns, disable=not progress, transient=True, console=Console(stderr=True)) as bar:

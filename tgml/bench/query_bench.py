@@ -62,13 +62,16 @@ from rich.table import Table
 
 from graphs.count_based import count_based_graph
 from graphs.errors import InputError
-from graphs.mistake_metrics import precision_recall_f1, protocol_labels
+from graphs.mistake_metrics import protocol_labels
 from graphs.options import SEED_RULE, is_seed
+from graphs.precision_recall import precision_recall_f1
 from graphs.procedure_queries import ProcedureQueries, learn_optional_scores
 from graphs.task_graph import TaskGraph
 from tgml.annotations import load_annotations
 from tgml.bench.captaincook import DEFAULT_CONFIG as CAPTAINCOOK_DO
 from tgml.bench.captaincook import load_procedures
+from tgml.bench.data_folder import CAPTAINCOOK_FOLDER as CAPTAINCOOK
+from tgml.bench.data_folder import QUERY_DATASETS
 from tgml.bench.frequency_answers import FrequencyAnswers
 from tgml.bench.prego.data import DATASETS as PREGO_DATASETS
 from tgml.bench.prego.data import load_dataset, resolve_data
@@ -92,16 +95,12 @@ from tgml.bench.query_protocols import (
     ready_step_hits,
 )
 from tgml.learners.do.config import DOConfig
-from tgml.learners.do.train import train_do
 from tgml.learners.noisy_and.config import METHOD_NAME as NOISY_AND
 from tgml.learners.noisy_and.config import NoisyAndConfig
-from tgml.learners.noisy_and.train import train_noisy_and
 from tgml.learners.registry import learner
 
 RESULTS_FORMAT: Final = "query-bench-results"
 RESULTS_VERSION: Final = 1
-CAPTAINCOOK: Final = "captaincook4d"
-DATASET_NAMES: Final = (CAPTAINCOOK, "epic-tent-o", "assembly101-o")
 DEFAULT_FOLDS: Final[dict[str, int | None]] = {CAPTAINCOOK: 4, "epic-tent-o": None, "assembly101-o": 5}
 FOLD_SEED: Final = 0  # shuffles executions into folds
 
@@ -154,7 +153,7 @@ class QueryBenchConfig:
     """
 
     data: Path
-    datasets: tuple[str, ...] = DATASET_NAMES
+    datasets: tuple[str, ...] = QUERY_DATASETS
     folds: int | None = None
     seed: int = 42
     epochs: int | None = None
@@ -165,8 +164,8 @@ class QueryBenchConfig:
         if not self.datasets:
             raise InputError("bench-queries: no dataset chosen")
         for name in self.datasets:
-            if name not in DATASET_NAMES:
-                raise InputError(f"bench-queries: unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
+            if name not in QUERY_DATASETS:
+                raise InputError(f"bench-queries: unknown dataset {name!r} (known: {', '.join(QUERY_DATASETS)})")
         if len(set(self.datasets)) != len(self.datasets):
             raise InputError("bench-queries: a dataset is listed twice")
         if self.folds is not None and self.folds < 2:
@@ -239,8 +238,8 @@ def do_config(dataset: str, config: QueryBenchConfig) -> DOConfig:
 
 def learn_do(procedure: Procedure, sequences: Sequence[Sequence[int]], config: QueryBenchConfig) -> TaskGraph:
     """DO graph (its optional scores are learned by the trainer)."""
-    result = train_do(sequences, procedure.step_ids, procedure.step_names,
-                              do_config(procedure.dataset, config), procedure.scenario)
+    result = learner("do").learn(sequences, procedure.step_ids, procedure.step_names,
+                                 do_config(procedure.dataset, config), procedure.scenario)
     return result.graph
 
 
@@ -258,8 +257,8 @@ def learn_noisy_and(
 ) -> TaskGraph:
     """Our noisy-AND graph (edge probabilities as weights; its optional scores are learned by the trainer)."""
     settings = noisy_and_settings(procedure.dataset, config)
-    return train_noisy_and(sequences, procedure.step_ids, procedure.step_names, settings,
-                                 procedure.scenario).graph
+    return learner(NOISY_AND).learn(sequences, procedure.step_ids, procedure.step_names, settings,
+                                    procedure.scenario).graph
 
 
 def learn_count_based(
@@ -332,7 +331,7 @@ class Tally:
                 continue
             predicted = np.concatenate(self.predicted[where])
             p, r, f1 = precision_recall_f1(int((predicted & items.labels).sum()), int(predicted.sum()),
-                                           int(items.labels.sum()))
+                                           int(items.labels.sum())).in_percent()
             out.update({f"missing_{where}_precision": p, f"missing_{where}_recall": r, f"missing_{where}_f1": f1,
                         f"missing_{where}_ap": average_precision(items.scores, items.labels)})
             out[f"missing_{where}_questions"] = float(items.labels.sum())

@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-import networkx as nx
 import numpy as np
 
-from graphs.mistake_metrics import precision_recall_f1
+from graphs.precision_recall import Scores, measured, precision_recall_f1
 from graphs.task_graph import START, TaskGraph
 
 TOP_K: Final = (1, 3)
@@ -118,15 +117,15 @@ def predict(scores: np.ndarray, threshold: float) -> np.ndarray:
     return (scores >= threshold) & (scores > 0)
 
 
-def f1_at(scores: np.ndarray, labels: np.ndarray, threshold: float) -> tuple[float, float, float]:
+def f1_at(scores: np.ndarray, labels: np.ndarray, threshold: float) -> Scores:
     """Precision, recall, F1 (percent) of the answers `predict` gives at ``threshold``.
 
     Returns:
-        ``(precision, recall, f1)``.
+        `graphs.precision_recall.Scores`: None where nothing was counted (no yes answer, no positive label).
     """
     predicted = predict(scores, threshold)
     labels = np.asarray(labels, dtype=bool)
-    return precision_recall_f1(int((predicted & labels).sum()), int(predicted.sum()), int(labels.sum()))
+    return precision_recall_f1(int((predicted & labels).sum()), int(predicted.sum()), int(labels.sum())).in_percent()
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -144,7 +143,8 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     cuts = np.unique(scores[labels & (scores > 0)])
     if not len(cuts):
         return 0.0
-    f1 = np.array([f1_at(scores, labels, cut)[2] for cut in cuts])
+    # Each cut is a positive item's score: it answers yes to that item, so every F1 here is measured.
+    f1 = np.array([measured(f1_at(scores, labels, cut).f1, "best_threshold") for cut in cuts])
     chosen = float(cuts[int(np.flatnonzero(f1 == f1.max())[0])])
     lower = scores[(scores < chosen) & (scores > 0)]
     return (chosen + float(lower.max())) / 2 if len(lower) else chosen / 2
@@ -265,6 +265,8 @@ def previous_items(queries: Answering, ground_truth: TaskGraph, ancestors: bool 
         ancestors: label every step that must come earlier (pre-conditions of pre-conditions too), not only the
             direct pre-conditions.
     """
+    import networkx as nx
+
     parts = []
     reachable = ground_truth.to_networkx() if ancestors else None
     for step in queries.step_ids:

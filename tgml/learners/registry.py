@@ -5,28 +5,25 @@ Every command that takes a learner's name reads this table: ``tgml train --metho
 --method``, ``tgml bench-mistakes --method`` and ``prego-bench --method``. Adding a learner is one folder under
 `tgml.learners` (its config class and its `tgml.learners.result.Learner` function) and one entry here.
 
-Torch-free: the table names each training function by its import path, imported when a graph is learned, so that
-settings can be checked, and the deterministic baselines run, without loading torch.
+Light to import: the table names each config class and each training function by its import path, imported when a
+learner's settings are read or a graph is learned, so that a command's parser lists the learners without loading
+numpy, and settings are checked, and the deterministic baselines run, without loading torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from graphs.count_based import CountBasedConfig
-from graphs.eligibility_search import EligibilitySearchConfig
 from graphs.errors import InputError
 from graphs.settings_files import field_names, load_config_file
-from tgml.learners.do.config import DOConfig, DOCVConfig, DOEnsembleConfig
-from tgml.learners.noisy_and.config import NoisyAndConfig
-from tgml.learners.noisy_and_do.config import NoisyAndDOConfig
-from tgml.learners.result import Learner, LearnResult
-from tgml.learners.tgt_text.config import TgtTextConfig
+
+if TYPE_CHECKING:
+    from tgml.learners.result import Learner
 
 
 @dataclass(frozen=True)
@@ -35,8 +32,8 @@ class LearnerEntry:
 
     Attributes:
         name: what commands call it (``--method NAME``, the ``[NAME]`` table of a settings file).
-        config_class: its settings dataclass (validated on construction; defaults are the learner's own).
-        trainer: ``"module:function"`` of its `Learner` function.
+        settings: ``"module:Class"`` of its settings dataclass (`config_class`).
+        trainer: ``"module:function"`` of its `Learner` function (`learn`).
         seeded: a seed changes the graph (benchmarks train it once per seed; the others run once).
         summary: one line for help texts and tables.
         fixed: config fields the name itself sets (MSGI's objective); a settings table may not set them.
@@ -44,12 +41,18 @@ class LearnerEntry:
     """
 
     name: str
-    config_class: type
+    settings: str
     trainer: str
     seeded: bool
     summary: str
     fixed: Mapping[str, Any] = field(default_factory=dict)
     needs: str = ""
+
+    @property
+    def config_class(self) -> type:
+        """Its settings dataclass (validated on construction; defaults are the learner's own)."""
+        config_class: type = _imported(self.settings)
+        return config_class
 
     @property
     def setting_keys(self) -> frozenset[str]:
@@ -109,34 +112,43 @@ class LearnerEntry:
     @property
     def learn(self) -> Learner[Any]:
         """The training function (importing it loads torch for the torch learners)."""
-        module, _, function = self.trainer.partition(":")
-        learner: Learner[Any] = getattr(importlib.import_module(module), function)
+        learner: Learner[Any] = _imported(self.trainer)
         return learner
 
-    def learn_graph(self, sequences: Sequence[Sequence[int]], step_ids: Sequence[int], step_names: Sequence[str],
-                    config: Any, scenario: str = "", progress: bool = False) -> LearnResult:
-        """Learn one graph: `learn` called with ``config`` (built by `config`)."""
-        return self.learn(sequences, step_ids, step_names, config, scenario, progress)
+
+def _imported(path: str) -> Any:
+    """The object a ``"module:name"`` path names."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 _ENTRIES: Final = (
-    LearnerEntry("noisy-and", NoisyAndConfig, "tgml.learners.noisy_and.train:train_noisy_and", True,
+    LearnerEntry("noisy-and", "tgml.learners.noisy_and.config:NoisyAndConfig",
+                 "tgml.learners.noisy_and.train:train_noisy_and", True,
                  "noisy-AND TGML: every pre-condition of a step is kept (ours; tgml train's default)"),
-    LearnerEntry("do", DOConfig, "tgml.learners.do.train:train_do", True,
+    LearnerEntry("do", "tgml.learners.do.config:DOConfig",
+                 "tgml.learners.do.train:train_do", True,
                  "Direct Optimization, the paper's TGML learner"),
-    LearnerEntry("do-cv", DOCVConfig, "tgml.learners.do.variants:train_do_cv", True,
+    LearnerEntry("do-cv", "tgml.learners.do.config:DOCVConfig",
+                 "tgml.learners.do.variants:train_do_cv", True,
                  "DO cut at a threshold chosen by cross-validation on training data (ours)"),
-    LearnerEntry("do-ensemble", DOEnsembleConfig, "tgml.learners.do.ensemble:train_do_ensemble", True,
+    LearnerEntry("do-ensemble", "tgml.learners.do.config:DOEnsembleConfig",
+                 "tgml.learners.do.ensemble:train_do_ensemble", True,
                  "the mean weights of several DO seeds, post-processed (ours)"),
-    LearnerEntry("noisy-and-do", NoisyAndDOConfig, "tgml.learners.noisy_and_do.train:train_noisy_and_do", True,
+    LearnerEntry("noisy-and-do", "tgml.learners.noisy_and_do.config:NoisyAndDOConfig",
+                 "tgml.learners.noisy_and_do.train:train_noisy_and_do", True,
                  "noisy-AND and DO-ensemble evidence combined edge by edge (ours)"),
-    LearnerEntry("tgt-text", TgtTextConfig, "tgml.learners.tgt_text.train:train_tgt_text", True,
+    LearnerEntry("tgt-text", "tgml.learners.tgt_text.config:TgtTextConfig",
+                 "tgml.learners.tgt_text.train:train_tgt_text", True,
                  "the Task Graph Transformer on step-name embeddings", needs="text"),
-    LearnerEntry("count-based", CountBasedConfig, "tgml.learners.graph_baselines:learn_count_based", False,
+    LearnerEntry("count-based", "graphs.count_based:CountBasedConfig",
+                 "tgml.learners.graph_baselines:learn_count_based", False,
                  "transition counts (baseline)"),
-    LearnerEntry("msgi", EligibilitySearchConfig, "tgml.learners.graph_baselines:learn_eligibility", False,
+    LearnerEntry("msgi", "graphs.eligibility_search:EligibilitySearchConfig",
+                 "tgml.learners.graph_baselines:learn_eligibility", False,
                  "MSGI: greedy eligibility search, accuracy objective (baseline)", {"objective": "accuracy"}),
-    LearnerEntry("msg2", EligibilitySearchConfig, "tgml.learners.graph_baselines:learn_eligibility", False,
+    LearnerEntry("msg2", "graphs.eligibility_search:EligibilitySearchConfig",
+                 "tgml.learners.graph_baselines:learn_eligibility", False,
                  "MSG²: greedy eligibility search, precision objective (baseline)", {"objective": "precision"}),
 )
 LEARNERS: Final[dict[str, LearnerEntry]] = {entry.name: entry for entry in _ENTRIES}

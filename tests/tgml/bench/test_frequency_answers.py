@@ -14,16 +14,20 @@ STEPS = (10, 20, 30, 40)
 
 
 def test_counts_are_first_occurrences() -> None:
-    runs = [[0, 1, 2], [1, 0], [0, 2]]
+    runs = [[0, 1, 2], [1, 0, 0], [0, 2]]  # the second execution repeats 10 (index 0)
     positions = first_positions(runs, 4)
-    assert positions[1].tolist() == [1.0, 0.0, np.inf, np.inf]
+    assert positions[1].tolist() == [1.0, 0.0, np.inf, np.inf]  # 10 first done at position 1, not 2
     before = came_before(positions)
     # 20 came before 10 in one of the three executions holding 10; 10 before 20 in one of the two holding 20
     assert before[0, 1] == pytest.approx(1 / 3) and before[1, 0] == pytest.approx(1 / 2)
     assert before[2].tolist() == [1.0, 0.5, 0.0, 0.0] and before[3].tolist() == [0.0] * 4
-    follows = transition_counts(runs, 4)
+    follows = transition_counts([[0, 1, 2], [1, 0], [0, 2]], 4)  # each step once, as the answers feed it
     assert follows[0].tolist() == [2.0, 1.0, 0.0, 0.0]  # first steps: 10 twice, 20 once
     assert follows[1].tolist() == [0.0, 1.0, 1.0, 0.0]  # after 10: 20 once, 30 once
+    # 10 done again after 20: 20 did not come before 10, and 30 (not the repeat) followed 20.
+    answers = FrequencyAnswers([(10, 20, 10, 30)], STEPS)
+    assert answers.previous(10).steps == () and answers.previous(20).steps == (10,)
+    assert answers.future(20, []).steps[0] == 30
 
 
 def test_every_question_is_answered_from_the_counts() -> None:

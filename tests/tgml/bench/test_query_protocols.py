@@ -47,7 +47,8 @@ def test_threshold_is_the_f1_best_cut_moved_half_way_to_the_next_score() -> None
     assert best_threshold(scores, labels) == pytest.approx(0.55)
     assert f1_at(scores, labels, 0.55) == pytest.approx((100.0, 100.0, 100.0))
     assert f1_at(scores, labels, 0.3) == pytest.approx((200 / 3, 100.0, 80.0))
-    assert f1_at(np.array([0.0, 0.0]), np.array([1, 0], dtype=bool), 0.0) == (0.0, 0.0, 0.0)  # zero never says yes
+    # A zero score never says yes: nothing answered, so no precision; the positive item is missed (recall, F1 0).
+    assert f1_at(np.array([0.0, 0.0]), np.array([1, 0], dtype=bool), 0.0) == (None, 0.0, 0.0)
     assert best_threshold(np.array([0.4]), np.array([True])) == pytest.approx(0.2)  # nothing lower: half of it
 
 

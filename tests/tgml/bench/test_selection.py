@@ -31,6 +31,11 @@ def test_cross_validation_ranks_candidates_on_training_data(epic: prego.BenchDat
     rows = prego.cross_validate(epic, settings, search, progress=False)
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
     assert {r["threshold_scale"] for r in rows} == {0.5, 1.0}
+    # Each row holds its own candidate's score: searched alone, a candidate scores what its row says.
+    for scale in (0.5, 1.0):
+        alone = prego.cross_validate(epic, settings, prego.do_cv_search(2, (20,), (scale,), workers=1), progress=False)
+        assert next(r for r in rows if r["threshold_scale"] == scale)["score"] == alone[0]["score"]
+    assert rows[0]["score"] > rows[1]["score"]  # the two cuts do differ on these folds: the ranking means something
     with pytest.raises(InputError, match="--folds 99"):
         prego.cross_validate(epic, settings, prego.do_cv_search(99, (20,), (1.0,), workers=1), progress=False)
 

@@ -12,12 +12,18 @@ import torch
 
 from graphs.checker import PreconditionChecker, precondition_violations
 from graphs.errors import InputError
+from graphs.procedure_queries import log_not_required
 from graphs.task_graph import END, START
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS
 from tgml.bench import prego
 from tgml.learners.do.train import build_training_set
 from tgml.learners.noisy_and.config import NoisyAndConfig
-from tgml.learners.noisy_and.loss import edge_probabilities, log_not_required, log_readiness, step_log_likelihood
+from tgml.learners.noisy_and.loss import (
+    edge_probabilities,
+    log_not_required_of_scores,
+    log_readiness,
+    step_log_likelihood,
+)
 from tgml.learners.noisy_and.train import order_rows, train_noisy_and
 from tgml.learners.registry import learner, resolve_learner
 from tgml.learners.result import learn_from_annotations
@@ -44,11 +50,19 @@ def test_readiness_is_the_product_over_steps_not_done() -> None:
     scores = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
     theta = edge_probabilities(scores).numpy()
     unseen = torch.tensor([[1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
-    got = log_readiness(log_not_required(scores), unseen).exp().numpy()
+    got = log_readiness(log_not_required_of_scores(scores), unseen).exp().numpy()
     for t, h in itertools.product(range(2), range(4)):
         expected = np.prod([1 - theta[h, j] for j in range(4) if unseen[t, j] == 1])
         assert got[t, h] == pytest.approx(expected, rel=1e-5)
     assert np.all(np.diag(theta) == 0)  # a step is never its own pre-condition
+
+
+def test_training_and_a_learned_graph_compute_the_same_log_not_required() -> None:
+    # The loss takes log(1 - θ) from the free scores, a learned graph's queries from its edge probabilities.
+    scores = torch.randn(5, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 4
+    from_scores = log_not_required_of_scores(scores).numpy()
+    from_theta = log_not_required(edge_probabilities(scores).numpy())
+    np.testing.assert_allclose(from_scores, from_theta, rtol=1e-9, atol=1e-12)
 
 
 def test_binary_graph_gives_the_exact_uniform_among_ready_probability() -> None:
@@ -59,7 +73,8 @@ def test_binary_graph_gives_the_exact_uniform_among_ready_probability() -> None:
     unseen = torch.ones(3, 3)
     candidates = torch.ones(3, 3)
     targets = torch.tensor([0, 2, 1])
-    log_p = step_log_likelihood(log_readiness(log_not_required(scores), unseen), targets, candidates, noise=0.0)
+    log_ready = log_readiness(log_not_required_of_scores(scores), unseen)
+    log_p = step_log_likelihood(log_ready, targets, candidates, noise=0.0)
     assert log_p[:2].exp().tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
     assert log_p[2].item() < -25
 
@@ -69,7 +84,7 @@ def test_noise_mixes_in_a_uniform_choice_among_the_steps_still_to_do() -> None:
     scores = torch.full((3, 3), -big)
     scores[1, 0] = big  # b needs a, yet b is done first: impossible without noise
     unseen, candidates = torch.ones(1, 3), torch.ones(1, 3)
-    log_ready = log_readiness(log_not_required(scores), unseen)
+    log_ready = log_readiness(log_not_required_of_scores(scores), unseen)
     noisy = step_log_likelihood(log_ready, torch.tensor([1]), candidates, noise=0.1)
     assert noisy.exp().item() == pytest.approx(0.1 / 3, rel=1e-4)
 
@@ -78,7 +93,8 @@ def test_last_step_of_an_execution_has_probability_one_and_finite_gradients() ->
     scores = torch.zeros(3, 3, requires_grad=True)
     unseen = torch.tensor([[0.0, 0.0, 1.0]])
     candidates = torch.tensor([[0.0, 0.0, 1.0]])  # one step left to do: it is done for sure
-    log_p = step_log_likelihood(log_readiness(log_not_required(scores), unseen), torch.tensor([2]), candidates, 0.01)
+    log_ready = log_readiness(log_not_required_of_scores(scores), unseen)
+    log_p = step_log_likelihood(log_ready, torch.tensor([2]), candidates, 0.01)
     log_p.sum().backward()
     assert log_p.item() == pytest.approx(0.0, abs=1e-6)
     assert scores.grad is not None and torch.isfinite(scores.grad).all()

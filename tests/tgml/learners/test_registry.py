@@ -42,7 +42,7 @@ def test_every_learner_learns_a_graph_the_checker_reads(name: str) -> None:
     config = entry.config(None)
     if "epochs" in {f.name for f in dataclasses.fields(config)}:
         config = dataclasses.replace(config, epochs=30)
-    result = entry.learn_graph(EXECUTIONS, IDS, NAMES, entry.with_seed(config, 7), "tea")
+    result = entry.learn(EXECUTIONS, IDS, NAMES, entry.with_seed(config, 7), "tea")
     assert result.graph.step_ids == IDS and result.graph.scenario == "tea"
     assert not PreconditionChecker.replay(result.graph, EXECUTIONS[0]).history[0].is_mistake
     assert math.isnan(result.sequence_accuracy) or 0 <= result.sequence_accuracy <= 1

@@ -6,42 +6,51 @@ the GT (*) and PRED (+) test sequences online with the same `graphs.Precondition
 (`scoring`); aggregate mean ± std over seeds and print them beside the published figures (`published`, `report`).
 `selection` chooses our methods' settings on the training split only. The result JSON schema is in `run`.
 `own_dataset` runs GT mode on a dataset of the user's (one annotation file, test videos cut at their first mistake).
+The names below load on first use (`graphs.lazy_exports`): the commands' parsers read `DATASETS` without paying
+for the whole harness.
 """
 
-from tgml.bench.prego.data import (
-    DATASETS,
-    MODE_MARKS,
-    MODES,
-    BenchData,
-    DataLayout,
-    DatasetSpec,
-    check_graph_matches,
-    load_dataset,
-    load_sequence_file,
-    mode_has_mistake,
-    mode_sequences,
-    resolve_data,
-)
-from tgml.bench.prego.methods import UNAVAILABLE, build_graph, load_method_settings
-from tgml.bench.prego.own_dataset import (
-    DEFAULT_SETTINGS,
-    AnnotationSource,
-    first_mistake_cut,
-    load_annotation_dataset,
-    own_method_settings,
-)
-from tgml.bench.prego.published import PUBLISHED, published_best
-from tgml.bench.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
-from tgml.bench.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
-from tgml.bench.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
-from tgml.bench.prego.selection import (
-    CombinationSearch,
-    SelectionConfig,
-    combination_cross_validate,
-    cross_validate,
-    do_cv_search,
-    synthetic_mistakes,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from graphs.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from tgml.bench.prego.data import (
+        DATASETS,
+        MODE_MARKS,
+        MODES,
+        BenchData,
+        DataLayout,
+        DatasetSpec,
+        check_graph_matches,
+        load_dataset,
+        load_sequence_file,
+        mode_has_mistake,
+        mode_sequences,
+        resolve_data,
+    )
+    from tgml.bench.prego.methods import UNAVAILABLE, build_graph, load_method_settings
+    from tgml.bench.prego.own_dataset import (
+        DEFAULT_SETTINGS,
+        AnnotationSource,
+        first_mistake_cut,
+        load_annotation_dataset,
+        own_method_settings,
+    )
+    from tgml.bench.prego.published import PUBLISHED, published_best
+    from tgml.bench.prego.report import perturbation_tables, plot_perturbation, result_tables, write_results
+    from tgml.bench.prego.run import RESULTS_FORMAT, RESULTS_VERSION, BenchConfig, GraphJob, learn_graphs, run_benchmark
+    from tgml.bench.prego.scoring import METRIC_KEYS, aggregate, evaluate_graph, flat_metrics
+    from tgml.bench.prego.selection import (
+        CombinationSearch,
+        SelectionConfig,
+        combination_cross_validate,
+        cross_validate,
+        do_cv_search,
+        synthetic_mistakes,
+    )
 
 __all__ = [
     "CombinationSearch",
@@ -87,3 +96,23 @@ __all__ = [
     "synthetic_mistakes",
     "write_results",
 ]
+__getattr__ = lazy_exports(__name__, {
+    "tgml.bench.prego.data": (
+        "DATASETS", "MODE_MARKS", "MODES", "BenchData", "DataLayout", "DatasetSpec", "check_graph_matches",
+        "load_dataset", "load_sequence_file", "mode_has_mistake", "mode_sequences", "resolve_data"
+    ),
+    "tgml.bench.prego.methods": ("UNAVAILABLE", "build_graph", "load_method_settings"),
+    "tgml.bench.prego.own_dataset": (
+        "DEFAULT_SETTINGS", "AnnotationSource", "first_mistake_cut", "load_annotation_dataset", "own_method_settings"
+    ),
+    "tgml.bench.prego.published": ("PUBLISHED", "published_best"),
+    "tgml.bench.prego.report": ("perturbation_tables", "plot_perturbation", "result_tables", "write_results"),
+    "tgml.bench.prego.run": (
+        "RESULTS_FORMAT", "RESULTS_VERSION", "BenchConfig", "GraphJob", "learn_graphs", "run_benchmark"
+    ),
+    "tgml.bench.prego.scoring": ("METRIC_KEYS", "aggregate", "evaluate_graph", "flat_metrics"),
+    "tgml.bench.prego.selection": (
+        "CombinationSearch", "SelectionConfig", "combination_cross_validate", "cross_validate", "do_cv_search",
+        "synthetic_mistakes"
+    ),
+})

@@ -37,6 +37,7 @@ from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError
 from graphs.files import read_json, write_text
 from graphs.mistake_metrics import mistake_scores
+from graphs.precision_recall import measured
 from graphs.probabilistic_checker import ProbabilisticChecker
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel, recording_evidence
@@ -184,7 +185,7 @@ def _candidates(search: CheckerSearch) -> list[CheckerSettings]:
 
 
 def _avg_f1(flags: Sequence[np.ndarray]) -> float:
-    return mistake_scores(flags).avg_f1
+    return measured(mistake_scores(flags).avg_f1, "select-checker")
 
 
 # -- PRED mode: recognised sequences ------------------------------------------------------------------------------

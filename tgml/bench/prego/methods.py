@@ -61,4 +61,4 @@ def build_graph(method: str, data: BenchData, settings: Mapping[str, Any], seed:
     """
     entry = learner(method)
     config = entry.config(settings, seed, epochs)
-    return entry.learn_graph(data.train, data.step_ids, data.step_names, config, data.scenario).graph
+    return entry.learn(data.train, data.step_ids, data.step_names, config, data.scenario).graph

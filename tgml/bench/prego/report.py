@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from graphs.errors import InputError
 from graphs.files import atomic_path, write_text
+from graphs.precision_recall import shown
 from tgml.bench.prego.data import MODE_MARKS
 from tgml.bench.prego.published import PUBLISHED, published_best
 from tgml.bench.prego.scoring import METRIC_KEYS
@@ -18,8 +19,8 @@ SWAP_NOTE: Final = (
 )
 
 
-def _cell(mean: float, std: float, seeded: bool) -> str:
-    return f"{mean:.1f} ± {std:.1f}" if seeded else f"{mean:.1f}"
+def _cell(mean: float | None, std: float | None, seeded: bool) -> str:
+    return f"{shown(mean)} ± {shown(std)}" if seeded and mean is not None else shown(mean)
 
 
 def result_tables(result: Mapping[str, Any]) -> list[Any]:
@@ -117,7 +118,7 @@ def perturbation_tables(result: Mapping[str, Any]) -> list[Any]:
                 table.add_row(
                     escape(method),
                     *(
-                        f"{p['mean']['avg_f1']:.1f} / {p['mean']['correct_f1']:.1f} / {p['mean']['mistake_f1']:.1f}"
+                        " / ".join(shown(p["mean"][key]) for key in ("avg_f1", "correct_f1", "mistake_f1"))
                         for p in curve
                     ),
                 )

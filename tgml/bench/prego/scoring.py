@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-import numpy as np
-
 from graphs.checker import precondition_violations
 from graphs.mistake_metrics import MistakeScores, mistake_scores
+from graphs.precision_recall import mean_and_std
 from graphs.task_graph import TaskGraph
 
 METRIC_KEYS: Final = (
@@ -40,8 +39,8 @@ def evaluate_graph(
     return mistake_scores((precondition_violations(graph, seq) for seq in sequences), has_mistake)
 
 
-def flat_metrics(scores: MistakeScores) -> dict[str, float]:
-    """The seven table figures of one evaluation (`METRIC_KEYS`)."""
+def flat_metrics(scores: MistakeScores) -> dict[str, float | None]:
+    """The seven table figures of one evaluation (`METRIC_KEYS`; None: nothing to count, `graphs.precision_recall`)."""
     return {
         "avg_f1": scores.avg_f1,
         "correct_f1": scores.correct.f1,
@@ -53,17 +52,14 @@ def flat_metrics(scores: MistakeScores) -> dict[str, float]:
     }
 
 
-def aggregate(runs: Sequence[Mapping[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
+def aggregate(runs: Sequence[Mapping[str, float | None]]) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """Mean and population std over seeds of each metric.
 
     Args:
         runs: one `flat_metrics` dict per seed.
 
     Returns:
-        ``(mean, std)`` keyed like `METRIC_KEYS`.
+        ``(mean, std)`` keyed like `METRIC_KEYS`; None for a metric some seed did not measure.
     """
-    table = np.array([[run[k] for k in METRIC_KEYS] for run in runs], dtype=np.float64)  # (seeds, metrics)
-    return dict(zip(METRIC_KEYS, table.mean(axis=0).tolist(), strict=True)), dict(
-        zip(METRIC_KEYS, table.std(axis=0).tolist(), strict=True)
-    )
-
+    mean, std = mean_and_std([[run[k] for k in METRIC_KEYS] for run in runs])
+    return dict(zip(METRIC_KEYS, mean, strict=True)), dict(zip(METRIC_KEYS, std, strict=True))

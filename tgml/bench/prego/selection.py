@@ -22,6 +22,7 @@ from graphs.checker import precondition_violations
 from graphs.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
+from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph
 from tgml.bench.perturb import perturb_sequences
 from tgml.bench.prego.data import BenchData
@@ -294,8 +295,8 @@ def cross_validate(
     for t in schedules:
         for size in config.sizes:
             for scale in config.scales:
-                clean = mistake_scores(flags[(t, size, scale, "clean")]).avg_f1
-                noisy = mistake_scores(flags[(t, size, scale, "noisy")]).avg_f1
+                clean = measured(mistake_scores(flags[(t, size, scale, "clean")]).avg_f1, "cross-validation")
+                noisy = measured(mistake_scores(flags[(t, size, scale, "noisy")]).avg_f1, "cross-validation")
                 rows.append(
                     {
                         "epochs": t[0],
@@ -405,7 +406,7 @@ def combination_cross_validate(
                 flags.setdefault((rule, t, name), []).extend(precondition_violations(graph, seq) for seq in items)
     rows = []
     for rule, t in candidates:
-        clean = mistake_scores(flags[(rule, t, "clean")]).avg_f1
-        noisy = mistake_scores(flags[(rule, t, "noisy")]).avg_f1
+        clean = measured(mistake_scores(flags[(rule, t, "clean")]).avg_f1, "cross-validation")
+        noisy = measured(mistake_scores(flags[(rule, t, "noisy")]).avg_f1, "cross-validation")
         rows.append({"rule": rule, "threshold": t, "clean": clean, "noisy": noisy, "score": (clean + noisy) / 2})
     return sorted(rows, key=lambda r: -r["score"])  # stable: ties keep the earlier candidate first

@@ -40,8 +40,11 @@ import torch
 from torch.nn import functional
 
 
-def log_not_required(scores: torch.Tensor) -> torch.Tensor:
+def log_not_required_of_scores(scores: torch.Tensor) -> torch.Tensor:
     """``log(1 − θ)`` with ``θ = sigmoid(A)`` and the diagonal forced to ``θ = 0``: ``−softplus(A)`` off the diagonal.
+
+    The training form, differentiable and exact for any score; from edge probabilities (a learned graph's weights)
+    it is `graphs.procedure_queries.log_not_required`.
 
     Args:
         scores: ``(n, n)`` free scores ``A``.
@@ -63,7 +66,7 @@ def log_readiness(log_free: torch.Tensor, unseen: torch.Tensor) -> torch.Tensor:
     """``log ready_t(h) = Σ_j U[t, j] · log(1 − θ[h, j])`` for every position and step (one matrix product).
 
     Args:
-        log_free: ``(n, n)`` ``log(1 − θ)`` (`log_not_required`).
+        log_free: ``(n, n)`` ``log(1 − θ)`` (`log_not_required_of_scores`).
         unseen: ``(T, n)`` 0/1 ``U = 1 − M``: steps not done before each position.
 
     Returns:
@@ -124,6 +127,6 @@ def noisy_and_loss(
     Returns:
         Scalar loss.
     """
-    log_ready = log_readiness(log_not_required(scores), unseen)
+    log_ready = log_readiness(log_not_required_of_scores(scores), unseen)
     log_likelihood = (weights * step_log_likelihood(log_ready, targets, candidates, noise)).sum()
     return -(log_likelihood - edge_cost * edge_probabilities(scores).sum()) / n_executions

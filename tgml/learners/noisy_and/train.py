@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from graphs.errors import InputError
 from graphs.postprocess import binarize
-from graphs.procedure_queries import learn_optional_scores
+from graphs.procedure_queries import learn_optional_scores, log_not_required
 from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS, TaskGraph
 from tgml.learners.do.train import LearnResult, build_training_set, training_info
 from tgml.learners.noisy_and.config import METHOD_NAME, NoisyAndConfig
@@ -118,14 +118,13 @@ def execution_log_likelihoods(weights: np.ndarray, sequences: Sequence[Sequence[
     Returns:
         float ``(len(sequences),)``; 0 for an empty execution.
     """
-    theta = torch.tensor(np.asarray(weights, dtype=np.float64)[1:-1, 1:-1])  # a copy: the graph's are read-only
-    n = theta.shape[0]
+    log_free = torch.from_numpy(log_not_required(weights)[1:-1, 1:-1].copy())  # (n, n) float64
+    n = log_free.shape[0]
     packed = pack([[int(k) - 1 for k in seq] for seq in sequences])
     everywhere = np.ones(packed.steps.shape, dtype=bool)
     rows = observed_rows(packed, everywhere, everywhere, n)
     unseen = 1.0 - rows.observed
     _, candidates = still_to_do(unseen, rows.targets, rows.sequence, len(sequences))
-    log_free = torch.log1p(-theta.clamp(max=1.0 - 1e-12))  # θ = 1 exactly would give log 0 = -inf
     with torch.no_grad():
         log_p = step_log_likelihood(log_readiness(log_free, torch.from_numpy(unseen).double()),
                                     torch.from_numpy(rows.targets), torch.from_numpy(candidates).double(), noise)

@@ -69,7 +69,7 @@ from streaming.feature_extraction import choose_scenario, find_video, time_order
 from streaming.local_checker import CheckerLink
 from streaming.messages import Alert, Retraction, StepEvent
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
-from streaming.readers import Frame, ReaderConfig, open_reader
+from streaming.readers import Frame, ReaderConfig, check_first_frame, named_error, open_named
 from tgml.annotations import load_annotations
 
 EVAL_VERSION = 2  # bump when what a cached result holds changes
@@ -132,28 +132,58 @@ class EvalConfig:
             raise InputError("stream-detect eval: --videos and --annotations are required (or --demo)")
         if self.names and self.split:
             raise InputError("stream-detect eval: give --videos-list or --split, not both")
+        if self.demo:  # the demo's videos and annotations are bundled: an option that names others would be ignored
+            mine = next((f"--{name} {value}" for name, value in (("videos", self.videos),
+                                                                  ("annotations", self.annotations),
+                                                                  ("split", self.split)) if value is not None), None)
+            if mine is not None:
+                raise InputError(f"stream-detect eval: {mine}: --demo evaluates the bundled demo executions "
+                                 f"({', '.join(DEMO_NAMES)}; --videos-list picks some); leave --demo out to "
+                                 "evaluate your own videos")
 
 
 @dataclass(frozen=True)
 class EvalVideo:
-    """One video to evaluate: its name, file and annotated segments (time order)."""
+    """One video to evaluate: its name, file and annotated segments (time order), and how errors name the file
+    (``--videos videos: video_07.mp4``; ``eval`` has no ``--video`` option, which the readers' errors name)."""
 
     name: str
     path: Path
     annotated: tuple[AnnotatedSegment, ...]
+    label: str = ""
+
+    @property
+    def named(self) -> str:
+        """The file as errors name it."""
+        return self.label or str(self.path)
 
 
-def demo_videos() -> list[EvalVideo]:
-    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions."""
+DEMO_NAMES = tuple(f"demo:{name}" for name in DEMO_EXECUTIONS)  # how eval names the demo executions
+
+
+def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
+    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions.
+
+    Args:
+        names: the executions to evaluate, as ``demo:<name>`` (``--videos-list``); empty: all three.
+
+    Returns:
+        The videos, in ``names`` order (or the demo's).
+    """
+    _check_unique(names)
+    unknown = [n for n in names if n not in DEMO_NAMES]
+    if unknown:
+        raise InputError(f"--videos-list: {', '.join(unknown)} is not a demo execution (with --demo: "
+                         f"{', '.join(DEMO_NAMES)})")
     out = []
-    for name in DEMO_EXECUTIONS:
+    for name in [n.removeprefix("demo:") for n in names] or DEMO_EXECUTIONS:
         path, segments = demo_video(name)
         done: set[int] = set()
         annotated = []
         for step, start, end in segments:
             annotated.append(AnnotatedSegment(step, start, end, not set(PRECONDITIONS[step]) <= done))
             done.add(step)
-        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated)))
+        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated), f"demo video demo:{name} ({path})"))
     return out
 
 
@@ -185,8 +215,22 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
         video = known[name]
         annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
                           for k, start, end in time_order(video, config.annotations))
-        out.append(EvalVideo(name, find_video(folder, name), annotated))
+        path = find_video(folder, name)
+        out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})"))
     return out
+
+
+def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float) -> None:
+    """Open every video and decode its first frame before the first one runs: a damaged or unreadable file is refused
+    at once, not after the videos before it ran (their results would be cached, but the person waited for nothing).
+
+    Args:
+        videos: the videos of the run.
+        config: the reader to use.
+        fps: the detector's rate.
+    """
+    for video in videos:
+        check_first_frame(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
 
 
 def _split_names(split: str | None) -> list[str]:
@@ -248,7 +292,7 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
         The `VideoRun`.
     """
     fps = chain.checkpoint.fps
-    reader = open_reader(str(video.path), ReaderConfig(reader=config.reader, realtime=False, fps=fps))
+    reader = open_named(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
     link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
                               default_rates=config.default_rates)
@@ -276,8 +320,9 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
                 annotator.finish()
     finally:
         reader.close()
-    if stats.error:
-        raise InputError(stats.error)
+    if stats.error:  # decoded to its first frame up front, damaged further on: the videos before it are cached
+        raise InputError(f"{named_error(stats.error, str(video.path), video.named)}; the results of the videos "
+                         "before it are cached")
     steps = {m.index: m for _, m in link.received if isinstance(m, StepEvent)}
     retracted = {m.alert_id for _, m in link.received if isinstance(m, Retraction)}
     alerts: dict[str, RaisedAlert] = {}
@@ -442,7 +487,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_output(config.plots, "timeline plots folder", folder=True, option="--plots")
         pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
-    videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
+    videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph)
+    check_videos_open(videos, config, chain.checkpoint.fps)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
     for disagreement in disagreements:

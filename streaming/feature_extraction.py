@@ -54,7 +54,7 @@ from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
-from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, open_reader
+from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
 from tgml.annotations import Annotations, Video, load_annotations
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
@@ -439,10 +439,7 @@ def kept_test_videos(names: list[str], config: FeatureExtractionConfig, stored: 
 
 def _open(path: Path, config: FeatureExtractionConfig) -> VideoReader:
     """The live pipeline's reader for a file, at the feature rate; its errors name the file, not ``--video``."""
-    try:
-        return open_reader(str(path), ReaderConfig(fps=config.fps, reader=config.reader))
-    except InputError as err:
-        raise InputError(str(err).removeprefix("--video ")) from None
+    return open_named(path, ReaderConfig(fps=config.fps, reader=config.reader), str(path))
 
 
 def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
@@ -604,7 +601,8 @@ def extract_video(
             collect(limit)
         collect(0)
         if reader.error:
-            raise InputError(f"{reader.error.removeprefix('--video ')}; the videos extracted before it are kept")
+            raise InputError(f"{named_error(reader.error, str(video.path), str(video.path))}; the videos extracted "
+                             "before it are kept")
     if not feats:
         raise InputError(f"{video.path}: no frame at {config.fps:g} fps (is the video shorter than one frame?)")
     return np.concatenate(feats, axis=1), np.concatenate(times)

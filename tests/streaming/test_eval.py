@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from graphs.checker_settings import CheckerSettings
 from recognition.checkpoint import load_detector
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
@@ -144,7 +145,7 @@ def test_the_json_says_what_was_recognised_and_why_each_alert_was_right(demo_eva
     (alert,) = mistake["alerts"]
     assert alert["name"] == "boil_water" and alert["missing_names"] == ["fill_kettle"]
     assert alert["right"] == {"graph": True, "has_errors": True} and not alert["retracted"]
-    assert alert["probability"] == 1.0  # the binary checker, the default: certain
+    assert 0.5 <= alert["probability"] < 1.0  # the probabilistic checker, the default: above its alert threshold
     assert 0 <= alert["video_time"] < alert["raised"]
     assert mistake["missed"] == [] and by_video["demo:correct"]["alerts"] == []
 
@@ -186,6 +187,47 @@ def test_a_second_run_reuses_each_videos_cached_result(demo_eval: dict[str, dict
     result = evaluate(EvalConfig(str(graph), str(detector), demo=True), progress=False)
     assert result.cached == 3
     assert [s.mistakes["graph"].alerts for s in result.scores] == [1, 0, 0]
+
+
+def test_checker_settings_replay_the_cached_detector_output(
+    demo_eval: dict[str, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Changing only --checker, --alert-threshold or --order-rule ran every video again (0 from the cache): the cache
+    # held the checker's answers. It holds what the detector published; the checker replays it.
+    graph, detector = default_demo_paths()
+    probabilities = {}
+    for kind in ("probabilistic", "binary"):
+        result = evaluate(EvalConfig(str(graph), str(detector), demo=True, checking=CheckerSettings(kind)),
+                          progress=False)
+        assert result.cached == 3
+        (alert,) = result.runs[0].alerts
+        probabilities[kind] = alert.probability
+    assert probabilities["binary"] == 1.0 > probabilities["probabilistic"]  # each checker's own answer
+    for extra in (["--alert-threshold", "0.99"], ["--checker", "binary", "--order-rule", "late-step"]):
+        assert stream_detect(["eval", "--demo", "--quiet", *extra]) == 0
+        assert "(3 from the cache)" in capsys.readouterr().out
+
+
+def test_a_cached_record_with_a_bad_message_is_run_again(demo_eval: dict[str, dict], demo_cache: Path) -> None:
+    entries = {entry: entry.read_text() for entry in (demo_cache / "eval").glob("demo_correct-*.json")}
+    assert entries  # the fixture's runs stored them
+    try:
+        for entry, text in entries.items():
+            record = json.loads(text)
+            keystep = next(m for m in record["messages"] if m["payload"]["kind"] == "keystep")
+            keystep["payload"]["confidence"] = 1.5  # a probability out of range, as the wire would refuse it
+            entry.write_text(json.dumps(record))
+        graph, detector = default_demo_paths()
+        warnings: list[str] = []
+        result = evaluate(EvalConfig(str(graph), str(detector), demo=True), progress=False, warn=warnings.append)
+        assert result.cached == 2
+        (warning,) = warnings
+        assert "demo_correct-" in warning and "keystep.confidence" in warning
+        assert warning.endswith("; running demo:correct again")
+        assert evaluate(EvalConfig(str(graph), str(detector), demo=True), progress=False).cached == 3  # stored again
+    finally:
+        for entry, text in entries.items():
+            entry.write_text(text)
 
 
 def test_videos_list_picks_demo_executions(demo_eval: dict[str, dict]) -> None:

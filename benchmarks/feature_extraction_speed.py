@@ -108,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_column("target", justify="right")
-    table.add_row("frames extracted", f"{report.frames} ({args.videos} videos at {args.fps:g} fps)", "")
+    table.add_row("frames extracted", f"{report.frames} ({args.videos} videos at {args.fps:g} fps) + "
+                  f"{report.copy_frames} of augmented copies", "")
     table.add_row("decode + features, frames/s", f"{report.frames_per_second:.1f}", ">= 60")
-    table.add_row("whole command (checks, model load, writing), frames/s", f"{report.frames / wall:.1f}", "")
+    table.add_row("whole command (checks, model load, writing), frames/s", f"{report.all_frames / wall:.1f}", "")
     table.add_row("features alone on decoded frames, frames/s", f"{alone:.1f}", "")
     # CPU time does not depend on how busy the machine is (much): it says what idle cores would give.
-    per_frame = 1000 * cpu / max(report.frames, 1)
+    per_frame = 1000 * cpu / max(report.all_frames, 1)
     table.add_row("CPU time per frame, all threads (whole command), ms", f"{per_frame:.1f}", "")
     table.add_row(
         f"  frames/s that {args.threads} idle cores would give at that cost",

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.checker_settings import CheckerSettings
 from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
-from graphs.limits import MAX_STEPS, is_finite_number, is_step_id
+from graphs.limits import is_finite_number
 from graphs.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
@@ -67,12 +67,23 @@ from streaming.eval_scores import (
 from streaming.extractors import FeatureExtractor
 from streaming.feature_extraction import choose_scenario, find_video, time_order
 from streaming.local_checker import CheckerLink
-from streaming.messages import Alert, Retraction, StepEvent
+from streaming.messages import (
+    Alert,
+    Heartbeat,
+    KeyStepEvent,
+    KeyStepOnset,
+    Message,
+    MessageError,
+    Retraction,
+    StepEvent,
+    decode,
+    encode,
+)
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
-from streaming.readers import Frame, ReaderConfig, open_reader
+from streaming.readers import Frame, ReaderConfig, check_first_frame, named_error, open_named
 from tgml.annotations import load_annotations
 
-EVAL_VERSION = 2  # bump when what a cached result holds changes
+EVAL_VERSION = 3  # bump when what a cached record holds changes (3: the detector's messages, not the checker's answers)
 STREAM_ID = "eval"
 
 
@@ -132,28 +143,58 @@ class EvalConfig:
             raise InputError("stream-detect eval: --videos and --annotations are required (or --demo)")
         if self.names and self.split:
             raise InputError("stream-detect eval: give --videos-list or --split, not both")
+        if self.demo:  # the demo's videos and annotations are bundled: an option that names others would be ignored
+            mine = next((f"--{name} {value}" for name, value in (("videos", self.videos),
+                                                                  ("annotations", self.annotations),
+                                                                  ("split", self.split)) if value is not None), None)
+            if mine is not None:
+                raise InputError(f"stream-detect eval: {mine}: --demo evaluates the bundled demo executions "
+                                 f"({', '.join(DEMO_NAMES)}; --videos-list picks some); leave --demo out to "
+                                 "evaluate your own videos")
 
 
 @dataclass(frozen=True)
 class EvalVideo:
-    """One video to evaluate: its name, file and annotated segments (time order)."""
+    """One video to evaluate: its name, file and annotated segments (time order), and how errors name the file
+    (``--videos videos: video_07.mp4``; ``eval`` has no ``--video`` option, which the readers' errors name)."""
 
     name: str
     path: Path
     annotated: tuple[AnnotatedSegment, ...]
+    label: str = ""
+
+    @property
+    def named(self) -> str:
+        """The file as errors name it."""
+        return self.label or str(self.path)
 
 
-def demo_videos() -> list[EvalVideo]:
-    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions."""
+DEMO_NAMES = tuple(f"demo:{name}" for name in DEMO_EXECUTIONS)  # how eval names the demo executions
+
+
+def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
+    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions.
+
+    Args:
+        names: the executions to evaluate, as ``demo:<name>`` (``--videos-list``); empty: all three.
+
+    Returns:
+        The videos, in ``names`` order (or the demo's).
+    """
+    _check_unique(names)
+    unknown = [n for n in names if n not in DEMO_NAMES]
+    if unknown:
+        raise InputError(f"--videos-list: {', '.join(unknown)} is not a demo execution (with --demo: "
+                         f"{', '.join(DEMO_NAMES)})")
     out = []
-    for name in DEMO_EXECUTIONS:
+    for name in [n.removeprefix("demo:") for n in names] or DEMO_EXECUTIONS:
         path, segments = demo_video(name)
         done: set[int] = set()
         annotated = []
         for step, start, end in segments:
             annotated.append(AnnotatedSegment(step, start, end, not set(PRECONDITIONS[step]) <= done))
             done.add(step)
-        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated)))
+        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated), f"demo video demo:{name} ({path})"))
     return out
 
 
@@ -185,8 +226,22 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
         video = known[name]
         annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
                           for k, start, end in time_order(video, config.annotations))
-        out.append(EvalVideo(name, find_video(folder, name), annotated))
+        path = find_video(folder, name)
+        out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})"))
     return out
+
+
+def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float) -> None:
+    """Open every video and decode its first frame before the first one runs: a damaged or unreadable file is refused
+    at once, not after the videos before it ran (their results would be cached, but the person waited for nothing).
+
+    Args:
+        videos: the videos of the run.
+        config: the reader to use.
+        fps: the detector's rate.
+    """
+    for video in videos:
+        check_first_frame(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
 
 
 def _split_names(split: str | None) -> list[str]:
@@ -235,20 +290,42 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
     return LoadedChain(graph, model, checkpoint, extractor, segmenter, digests)
 
 
-def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]) -> VideoRun:
-    """Run the live chain over one video and collect what the checker said, with video times.
+@dataclass(frozen=True)
+class DetectorRecord:
+    """What the detector published on one video (what the eval cache stores): every message it sent the checker,
+    with the video time it was sent at, and the frames it read.
+
+    The checker's answers are not stored: `check_record` replays the messages through a checker with the run's
+    settings, so a change of ``--checker``, ``--alert-threshold``, ``--order-rule`` or of the graph reruns only the
+    checker, in milliseconds, and never the detector.
+
+    Attributes:
+        video: the video's name.
+        frames: frames read.
+        messages: ``(video time, message)`` in the order sent (`KeyStepEvent`, `KeyStepOnset`, `Heartbeat`).
+    """
+
+    video: str
+    frames: int
+    messages: tuple[tuple[float, Message], ...]
+
+
+def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]
+                 ) -> DetectorRecord:
+    """Run the live chain over one video and record what the detector published (drawn with ``--annotate-out`` or
+    ``--preview`` as the checker answers it).
 
     Args:
         video: the video and its annotations.
         chain: the loaded parts.
-        config: the run (reader, threads).
+        config: the run (reader, threads, checker, drawing).
         on_frame: called after every frame (the progress bar).
 
     Returns:
-        The `VideoRun`.
+        The `DetectorRecord`.
     """
     fps = chain.checkpoint.fps
-    reader = open_reader(str(video.path), ReaderConfig(reader=config.reader, realtime=False, fps=fps))
+    reader = open_named(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
     link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
                               default_rates=config.default_rates)
@@ -276,8 +353,27 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
                 annotator.finish()
     finally:
         reader.close()
-    if stats.error:
-        raise InputError(stats.error)
+    if stats.error:  # decoded to its first frame up front, damaged further on: the videos before it are cached
+        raise InputError(f"{named_error(stats.error, str(video.path), video.named)}; the results of the videos "
+                         "before it are cached")
+    return DetectorRecord(video.name, stats.frames, tuple(link.sent))
+
+
+def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, checking: CheckerSettings) -> VideoRun:
+    """What the checker says about a video: the detector's recorded messages served to a fresh checker, each at its
+    video time, and its answers collected.
+
+    Args:
+        record: what the detector published on the video.
+        video: the video and its annotations.
+        graph: the task graph.
+        checking: the checker's settings.
+
+    Returns:
+        The `VideoRun` that `streaming.eval_scores` scores.
+    """
+    link = CheckerLink(CheckerCore(graph, checking=checking))
+    link.replay(record.messages)
     steps = {m.index: m for _, m in link.received if isinstance(m, StepEvent)}
     retracted = {m.alert_id for _, m in link.received if isinstance(m, Retraction)}
     alerts: dict[str, RaisedAlert] = {}
@@ -293,7 +389,7 @@ def run_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame
                                          m.probability)
     ordered = [s for _, s in sorted(steps.items())]
     recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in ordered)
-    return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), stats.frames,
+    return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), record.frames,
                     tuple(s.confidence for s in ordered))
 
 
@@ -311,17 +407,17 @@ def _digest(path: str | Path | None) -> str | None:
 
 
 def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
-    """Hash of everything that shapes a video's result."""
+    """Hash of everything that shapes what the detector publishes on a video (not the graph, the annotations or the
+    checker's settings: `check_record` replays the checker under those)."""
     stat = video.path.stat()
     settings = {
         "version": EVAL_VERSION,
         "video": [str(video.path.resolve()), stat.st_size, stat.st_mtime_ns],
-        "annotated": [asdict(s) for s in video.annotated],
-        **chain.file_digests,
+        "detector": chain.file_digests["detector"],
+        "backbone": chain.file_digests["backbone"],
         "segmenter": asdict(chain.segmenter),
         "alert_on": config.alert_on,
         "reader": config.reader,
-        "checking": asdict(config.checking),
         "default_rates": config.default_rates,
     }
     return hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -332,64 +428,72 @@ def _cache_file(video: EvalVideo, key: str) -> Path:
     return cache_dir() / "eval" / f"{safe}-{key}.json"
 
 
-_FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "step": is_step_id, "start": is_finite_number, "end": is_finite_number, "raised": is_finite_number,
-    "has_errors": lambda v: isinstance(v, bool), "retracted": lambda v: isinstance(v, bool),
-    "missing": lambda v: isinstance(v, list) and len(v) <= MAX_STEPS and all(map(is_step_id, v)),
-    "probability": lambda v: is_finite_number(v) and 0.0 <= v <= 1.0,
-}
+RECORD_FIELDS = frozenset(f.name for f in fields(DetectorRecord))
+MESSAGE_FIELDS = frozenset({"time", "topic", "payload"})
+DETECTOR_KINDS = (KeyStepEvent, KeyStepOnset, Heartbeat)  # what a detector sends the checker
 
 
-def _entries(raw: dict[str, Any], key: str, kind: type[Any], src: str) -> tuple[Any, ...]:
-    """One list of a cache entry, each item an object with exactly ``kind``'s fields, each of the right type."""
-    items = raw.get(key)
-    if not isinstance(items, list):
-        raise InputError(f"{src}: field {key!r} must be a list")
-    names = {f.name for f in fields(kind)}
-    for k, item in enumerate(items):
-        if not isinstance(item, dict) or set(item) != names or not all(_FIELD_CHECKS[n](item[n]) for n in names):
-            raise InputError(f"{src}: {key}[{k}] is not a {kind.__name__} ({', '.join(sorted(names))})")
-    # JSON arrays come back as lists: the dataclasses hold tuples.
-    return tuple(kind(**{n: tuple(v) if isinstance(v, list) else v for n, v in item.items()}) for item in items)
+def record_json(record: DetectorRecord) -> dict[str, Any]:
+    """A record as the cache stores it: each message as its two wire frames, the topic as text and the payload as the
+    JSON object it is."""
+    messages = []
+    for t, message in record.messages:
+        topic, payload = encode(message)
+        messages.append({"time": t, "topic": topic.decode("ascii"), "payload": json.loads(payload)})
+    return {"video": record.video, "frames": record.frames, "messages": messages}
 
 
-def load_cache_entry(path: Path, video: EvalVideo) -> VideoRun:
-    """A cached `VideoRun` of ``video``: the one loader of eval cache entries, every field checked.
+def load_cache_entry(path: Path, video: EvalVideo) -> DetectorRecord:
+    """A cached `DetectorRecord` of ``video``: the one loader of eval cache entries, every field checked, each
+    message as the checker checks one arriving on its socket (`streaming.messages.decode`).
 
     Args:
         path: the entry (`_cache_file`).
-        video: the video it must be the run of.
+        video: the video it must be the record of.
 
     Returns:
-        The run.
+        The record.
 
     Raises:
-        InputError: the entry cannot be read (any bytes: too large, not JSON, nested too deeply), is not the run of
-            this video, or a field has the wrong type; the caller runs the video again.
+        InputError: the entry cannot be read (any bytes: too large, not JSON, nested too deeply), is not the record
+            of this video, a field has the wrong type, a message is malformed or is not one a detector sends, or the
+            video times go backwards; the caller runs the video again.
     """
     raw = read_json(path, "eval cache entry")
     src = str(path)
-    if not isinstance(raw, dict) or set(raw) != {f.name for f in fields(VideoRun)}:
-        raise InputError(f"{src}: not an eval cache entry (expected the fields of a video's run)")
+    if not isinstance(raw, dict) or set(raw) != RECORD_FIELDS:
+        raise InputError(f"{src}: not an eval cache entry (expected the fields {', '.join(sorted(RECORD_FIELDS))})")
     if raw["video"] != video.name:
-        raise InputError(f"{src}: holds the run of another video")
+        raise InputError(f"{src}: holds the record of another video")
     frames = raw["frames"]
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 0:
         raise InputError(f"{src}: field 'frames' must be a count of frames")
-    annotated = _entries(raw, "annotated", AnnotatedSegment, src)
-    if annotated != video.annotated:
-        raise InputError(f"{src}: holds other annotations than the video's")
-    recognised = _entries(raw, "recognised", TimedSegment, src)
-    confidences = raw["confidences"]
-    if not (isinstance(confidences, list) and len(confidences) == len(recognised)
-            and all(is_finite_number(c) and 0.0 <= c <= 1.0 for c in confidences)):
-        raise InputError(f"{src}: field 'confidences' must hold one probability per recognised step")
-    return VideoRun(video.name, annotated, recognised, _entries(raw, "alerts", RaisedAlert, src), frames,
-                    tuple(float(c) for c in confidences))
+    items = raw["messages"]
+    if not isinstance(items, list):
+        raise InputError(f"{src}: field 'messages' must be a list")
+    messages: list[tuple[float, Message]] = []
+    for k, item in enumerate(items):
+        where = f"{src}: messages[{k}]"
+        if not isinstance(item, dict) or set(item) != MESSAGE_FIELDS:
+            raise InputError(f"{where} must be an object with the fields payload, time, topic")
+        t, topic, payload = item["time"], item["topic"], item["payload"]
+        if not is_finite_number(t) or t < (messages[-1][0] if messages else 0.0):
+            raise InputError(f"{where}.time must be a number of seconds >= 0, not before the message before it")
+        if not isinstance(topic, str) or not isinstance(payload, dict):
+            raise InputError(f"{where}: topic must be text and payload an object (the message's wire frames)")
+        try:
+            message = decode([topic.encode("utf-8"), json.dumps(payload).encode("utf-8")])
+        except MessageError as err:
+            raise InputError(f"{where}: {err}") from None
+        if not isinstance(message, DETECTOR_KINDS) or message.stream_id != STREAM_ID:
+            raise InputError(f"{where}: a {message.kind} message of stream {message.stream_id!r}, not one the "
+                             f"detector sends on stream {STREAM_ID!r}")
+        messages.append((float(t), message))
+    return DetectorRecord(video.name, frames, tuple(messages))
 
 
-def _load_cached(path: Path, video: EvalVideo, warn: Callable[[str], None]) -> VideoRun | None:
-    """The cached run, or None when there is none or it is damaged (said with ``warn``: the video runs again)."""
+def _load_cached(path: Path, video: EvalVideo, warn: Callable[[str], None]) -> DetectorRecord | None:
+    """The cached record, or None when there is none or it is damaged (said with ``warn``: the video runs again)."""
     if not path.exists() and not path.is_symlink():
         return None
     try:
@@ -399,12 +503,12 @@ def _load_cached(path: Path, video: EvalVideo, warn: Callable[[str], None]) -> V
         return None
 
 
-def _store(path: Path, run: VideoRun, warn: Callable[[str], None]) -> None:
+def _store(path: Path, record: DetectorRecord, warn: Callable[[str], None]) -> None:
     # A cache that cannot be written costs a recomputation next time, never this run's result: said, not fatal.
     try:
-        write_text(path, json.dumps(asdict(run)), "eval cache entry", inside=cache_dir())
+        write_text(path, json.dumps(record_json(record)), "eval cache entry", inside=cache_dir())
     except InputError as err:
-        warn(f"{err}; the result of {run.video} is not cached")
+        warn(f"{err}; the detector's output on {record.video} is not cached")
 
 
 @dataclass
@@ -442,7 +546,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_output(config.plots, "timeline plots folder", folder=True, option="--plots")
         pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
-    videos = demo_videos() if config.demo else annotated_videos(config, chain.graph)
+    videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph)
+    check_videos_open(videos, config, chain.checkpoint.fps)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
     for disagreement in disagreements:
@@ -461,16 +566,16 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         frames = bars.add_task("frames", total=None)
         for video in videos:
             path = _cache_file(video, cache_key(video, config, chain))
-            # An annotated video is drawn while the video runs: that needs the run, not its cached result.
+            # An annotated video is drawn while the video runs: that needs the run, not its cached record.
             drawn = config.annotate_out is not None or config.preview
-            run = _load_cached(path, video, warn) if config.use_cache and not drawn else None
-            if run is None:
+            record = _load_cached(path, video, warn) if config.use_cache and not drawn else None
+            if record is None:
                 bars.update(frames, description=f"frames of {video.name}", completed=0)
-                run = run_video(video, chain, config, lambda: bars.advance(frames))
-                _store(path, run, warn)
+                record = record_video(video, chain, config, lambda: bars.advance(frames))
+                _store(path, record, warn)
             else:
                 cached += 1
-            runs.append(run)
+            runs.append(check_record(record, video, chain.graph, config.checking))
             bars.advance(task)
     settings = {
         "graph": config.graph,

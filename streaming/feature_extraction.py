@@ -22,7 +22,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +37,13 @@ from graphs.array_files import npy_shape
 from graphs.errors import InputError
 from graphs.files import check_output, read_json, write_text
 from graphs.options import check_fps, check_seed, check_threads
+from graphs.safe_text import first_few, printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
+    SPLIT_FILE,
+    SplitFile,
     copy_file_name,
+    load_split,
     segment_targets,
     write_features,
     write_split,
@@ -50,7 +54,7 @@ from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
-from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, open_reader
+from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
 from tgml.annotations import Annotations, Video, load_annotations
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
@@ -60,6 +64,7 @@ END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotat
 # Two copies raised the validation mAP on the hard footage from 85.6 to 89.0 (docs/recognition.md), for three times
 # the extraction time of the training videos.
 DEFAULT_COPIES: Final = 2
+DEFAULT_TEST_FRACTION: Final = 0.2  # a new folder's held-out share (an existing folder keeps its split)
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,8 @@ class FeatureExtractionConfig:
         extractor: feature extractor name (`streaming.extractors.EXTRACTOR_NAMES`).
         fps: feature frames per second (the detector's rate, live as well).
         scenario: which scenario of the file; None when the file holds exactly one.
-        test_fraction: share of the videos held out for testing, when ``test_videos`` is empty.
+        test_fraction: share of the videos held out for testing, when ``test_videos`` is empty; None: an existing
+            folder keeps its split (`stored_split`), a new one holds out `DEFAULT_TEST_FRACTION`.
         test_videos: the test videos by name (overrides ``test_fraction``).
         seed: draws the ``test_fraction`` videos.
         threads: batches computed at once, one CPU core each (None: one per core). Independent batches keep
@@ -92,7 +98,7 @@ class FeatureExtractionConfig:
     extractor: str = EFFICIENTNET_NAME
     fps: float = 5.0
     scenario: str | None = None
-    test_fraction: float = 0.2
+    test_fraction: float | None = None
     test_videos: tuple[str, ...] = ()
     seed: int = 0
     threads: int | None = None
@@ -109,7 +115,8 @@ class FeatureExtractionConfig:
         if self.extractor not in EXTRACTOR_NAMES:
             raise InputError(f"--extractor {self.extractor!r}: choose one of {', '.join(EXTRACTOR_NAMES)}")
         check_fps(self.fps)
-        if not (isinstance(self.test_fraction, int | float) and 0 <= self.test_fraction < 1):
+        if self.test_fraction is not None and not (isinstance(self.test_fraction, int | float)
+                                                   and 0 <= self.test_fraction < 1):
             raise InputError(f"--test-fraction {self.test_fraction!r}: must be in [0, 1)")
         if self.threads is not None:
             check_threads(self.threads)
@@ -169,18 +176,41 @@ class ExtractionPlan:
 
 @dataclass
 class ExtractionReport:
-    """What a run did: videos extracted now and skipped (already there), frames computed, seconds spent."""
+    """What a run did: videos extracted now and skipped (already there), frames computed, seconds spent.
+
+    Attributes:
+        folder: the feature folder.
+        extracted: videos extracted by this run.
+        skipped: videos whose features were there already.
+        frames: frames of the extracted videos themselves.
+        copy_frames: frames of their augmented copies (each copy is a full extraction of its video's frames).
+        seconds: extraction time (decoding and features) of the extracted videos.
+    """
 
     folder: Path
     extracted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     frames: int = 0
+    copy_frames: int = 0
     seconds: float = 0.0
 
     @property
+    def all_frames(self) -> int:
+        """Frames turned into features: the videos' and their augmented copies'."""
+        return self.frames + self.copy_frames
+
+    @property
     def frames_per_second(self) -> float:
-        """Frames decoded and turned into features per second of the run's extraction time."""
-        return self.frames / self.seconds if self.seconds > 0 else 0.0
+        """Frames turned into features (copies included) per second of the run's extraction time."""
+        return self.all_frames / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """The closing line of ``recognition-features``: videos, frames (copies counted apart) and speed."""
+        videos = len(self.extracted) + len(self.skipped)
+        copies = (f" of the videos + {self.copy_frames} of their augmented copies = {self.all_frames} frames"
+                  if self.copy_frames else "")
+        return (f"{videos} videos in {self.folder} ({len(self.extracted)} extracted, {len(self.skipped)} already "
+                f"there): {self.frames} frames{copies} at {self.frames_per_second:.1f} frames/s")
 
 
 def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
@@ -284,12 +314,58 @@ def find_video(folder: Path, name: str) -> Path:
     return found[0]
 
 
-def choose_test_videos(names: list[str], config: FeatureExtractionConfig) -> frozenset[str]:
-    """The test split: the videos named by ``--test-videos``, or a seeded draw of ``--test-fraction`` of them.
+SHOWN_NAMES: Final = 8  # video names an error line lists; it counts the rest
+
+
+def _listed(names: Iterable[str]) -> str:
+    return first_few(sorted(printable(n) for n in names), SHOWN_NAMES) or "none"
+
+
+def draw_test_videos(names: Sequence[str], fraction: float, seed: int) -> frozenset[str]:
+    """A seeded draw of ``fraction`` of the videos (rounded half up: 0.5 of a video is one), from their sorted names.
+
+    Args:
+        names: the scenario's annotated videos.
+        fraction: the share to hold out, in [0, 1).
+        seed: the draw's seed.
+
+    Returns:
+        The drawn names (the same for the same names, fraction and seed).
+    """
+    count = math.floor(fraction * len(names) + 0.5)
+    rng = np.random.default_rng(seed)
+    return frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()
+
+
+def stored_split(folder: str | Path) -> SplitFile | None:
+    """The split an earlier run wrote into a feature folder (``split.json``), or None for a new folder.
+
+    Args:
+        folder: the ``--out`` folder.
+
+    Returns:
+        The checked split file, or None when there is none.
+    """
+    path = Path(folder) / SPLIT_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return load_split(path)
+    except InputError as err:
+        raise InputError(f"{err}; this folder's split cannot be kept: repair {path}, or delete it to draw a new "
+                         "split") from None
+
+
+def choose_test_videos(
+    names: list[str], config: FeatureExtractionConfig, stored: SplitFile | None = None
+) -> frozenset[str]:
+    """The test split: an existing folder's (`kept_test_videos`), else the videos named by ``--test-videos``, else a
+    seeded draw of ``--test-fraction`` of them (`DEFAULT_TEST_FRACTION` when not given).
 
     Args:
         names: the scenario's annotated videos.
         config: the run's split settings.
+        stored: the split of an earlier run into the same folder (`stored_split`), None for a new folder.
 
     Returns:
         Test video names; both splits are non-empty.
@@ -298,13 +374,15 @@ def choose_test_videos(names: list[str], config: FeatureExtractionConfig) -> fro
         unknown = [v for v in config.test_videos if v not in names]
         if unknown:
             raise InputError(f"--test-videos: {unknown[0]!r} is not an annotated video of this scenario")
+    if stored is not None:
+        return kept_test_videos(names, config, stored)
+    if config.test_videos:
         test = frozenset(config.test_videos)
         what = f"--test-videos {','.join(config.test_videos)}"
     else:
-        count = math.floor(config.test_fraction * len(names) + 0.5)  # half up: 0.5 of a video is one
-        rng = np.random.default_rng(config.seed)
-        test = frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()
-        what = f"--test-fraction {config.test_fraction:g} of {len(names)} videos"
+        fraction = DEFAULT_TEST_FRACTION if config.test_fraction is None else config.test_fraction
+        test = draw_test_videos(names, fraction, config.seed)
+        what = f"--test-fraction {fraction:g} of {len(names)} videos"
     if not test:
         raise InputError(f"{what}: the test split would be empty; raise it or name test videos with --test-videos")
     if len(test) == len(names):
@@ -312,12 +390,56 @@ def choose_test_videos(names: list[str], config: FeatureExtractionConfig) -> fro
     return test
 
 
+def kept_test_videos(names: list[str], config: FeatureExtractionConfig, stored: SplitFile) -> frozenset[str]:
+    """An existing folder's test split, kept by a run that resumes it: a split is never redrawn under features
+    already extracted (and a detector perhaps already trained and scored) on it.
+
+    ``--test-videos`` or ``--test-fraction``, when given, must give the same test videos; without ``--test-videos``
+    the annotated videos must be the ones the split lists (with it, videos annotated since then train).
+
+    Args:
+        names: the scenario's annotated videos.
+        config: the run's split settings.
+        stored: the folder's split file.
+
+    Returns:
+        The folder's test videos.
+
+    Raises:
+        InputError: naming the difference, and how to keep the split or draw a new one.
+    """
+    kept = frozenset(stored.test)
+    how = ("leave --test-videos and --test-fraction out to keep it, write to a new --out, or delete the split file "
+           "to draw a new split")
+    asked, what = kept, ""
+    if config.test_videos:
+        asked, what = frozenset(config.test_videos), f"--test-videos {','.join(config.test_videos)}"
+    elif config.test_fraction is not None:
+        asked = draw_test_videos(names, config.test_fraction, config.seed)
+        what = f"--test-fraction {config.test_fraction:g} (--seed {config.seed})"
+    if asked != kept:
+        raise InputError(f"{what} holds out {_listed(asked)}, but {stored.path} (an earlier run's split, kept when "
+                         f"the folder is resumed) holds out {_listed(kept)}: {how}")
+    gone = kept - set(names)
+    if gone:
+        raise InputError(f"{stored.path}: test videos {_listed(gone)} of the folder's split are no longer annotated "
+                         f"in {config.annotations}: {how}")
+    if not config.test_videos:
+        listed = kept | set(stored.train)
+        new, dropped = set(names) - listed, listed - set(names)
+        if new or dropped:
+            change = "; ".join(part for part in (f"annotated since: {_listed(new)}" if new else "",
+                                                  f"no longer annotated: {_listed(dropped)}" if dropped else "")
+                               if part)
+            raise InputError(f"{config.annotations}: the videos differ from those {stored.path} splits ({change}); "
+                             f"name the test videos with --test-videos {','.join(sorted(kept))} to keep its test "
+                             "videos (the other videos train), or write to a new --out")
+    return kept
+
+
 def _open(path: Path, config: FeatureExtractionConfig) -> VideoReader:
     """The live pipeline's reader for a file, at the feature rate; its errors name the file, not ``--video``."""
-    try:
-        return open_reader(str(path), ReaderConfig(fps=config.fps, reader=config.reader))
-    except InputError as err:
-        raise InputError(str(err).removeprefix("--video ")) from None
+    return open_named(path, ReaderConfig(fps=config.fps, reader=config.reader), str(path))
 
 
 def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
@@ -345,7 +467,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         if duration is not None:
             check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
         planned.append(PlannedVideo(video.video, path, segments, duration))
-    test = choose_test_videos([v.name for v in planned], config)
+    test = choose_test_videos([v.name for v in planned], config, stored_split(config.out))
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test)
 
 
@@ -479,7 +601,8 @@ def extract_video(
             collect(limit)
         collect(0)
         if reader.error:
-            raise InputError(f"{reader.error.removeprefix('--video ')}; the videos extracted before it are kept")
+            raise InputError(f"{named_error(reader.error, str(video.path), str(video.path))}; the videos extracted "
+                             "before it are kept")
     if not feats:
         raise InputError(f"{video.path}: no frame at {config.fps:g} fps (is the video shorter than one frame?)")
     return np.concatenate(feats, axis=1), np.concatenate(times)
@@ -512,6 +635,8 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"--out {folder}: cannot create the feature folder ({err.strerror or err})") from None
+    write_split(folder, plan.train_names, plan.test_names, ["background", *plan.step_names], [None, *plan.step_ids],
+                config.fps, config.extractor, plan.scenario, config.augment_copies)  # now: an interrupted run keeps it
     manifest = read_manifest(folder)
     report = ExtractionReport(folder)
     extractor: FeatureExtractor | None = None  # loaded only when some video needs it
@@ -520,8 +645,10 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
     torch.set_num_threads(1)  # each worker on its own core (see FeatureExtractionConfig.threads)
     try:
         with _progress(progress) as bar, ThreadPoolExecutor(workers, thread_name_prefix="features") as pool:
+            # A log file gets no progress bar: a line per video, so that it is not empty for minutes.
+            log = bar.console.print if progress and not bar.console.is_terminal else None
             videos_task = bar.add_task("videos", total=len(plan.videos))
-            for video in plan.videos:
+            for number, video in enumerate(plan.videos, start=1):
                 copies = 0 if video.name in plan.test else config.augment_copies
                 settings = _settings(video, config, copies)
                 frames = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
@@ -529,23 +656,27 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
                     features = None
                     times = np.arange(frames) / config.fps  # the file readers' frame times
                     report.skipped.append(video.name)
+                    line = f"{frames} frames, already there"
                 else:
                     extractor = extractor or make_extractor(config.extractor, device=config.device)
                     augmentations = tuple(draw_augmentation(config.seed, video.name, k, config.augment_flips)
                                           for k in range(1, copies + 1))
+                    started = time.perf_counter()
                     features, times = _extract_with_bar(bar, video, extractor, config, pool, workers, report,
                                                         augmentations)
                     report.extracted.append(video.name)
+                    seconds = time.perf_counter() - started
+                    line = (f"{len(times)} frames{f' + {copies} augmented copies' if copies else ''} in "
+                            f"{seconds:.1f} s ({len(times) * (copies + 1) / max(seconds, 1e-9):.1f} frames/s)")
                 _write(folder, config, video.name, features, _targets(video, times, plan, config))
                 manifest[video.name] = {**settings, "frames": len(times)}
                 _write_manifest(folder, manifest)
                 bar.advance(videos_task)
+                if log is not None:
+                    log(f"video {number}/{len(plan.videos)} {printable(video.name)}: {line}", markup=False,
+                        highlight=False)
     finally:
         torch.set_num_threads(threads_before)
-    class_names = ["background", *plan.step_names]
-    class_step_ids: list[int | None] = [None, *plan.step_ids]
-    write_split(folder, plan.train_names, plan.test_names, class_names, class_step_ids, config.fps, config.extractor,
-                plan.scenario, config.augment_copies)
     return report
 
 
@@ -583,6 +714,7 @@ def _extract_with_bar(
         bar.remove_task(task)
     report.seconds += time.perf_counter() - started
     report.frames += len(times)
+    report.copy_frames += len(times) * len(augmentations)
     return features, times
 
 

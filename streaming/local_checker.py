@@ -7,6 +7,8 @@ on the wire and served by a `CheckerCore` right away, and the answers are kept w
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from streaming.checker_service import CheckerCore
 from streaming.messages import KeyStepOnset, Message, decode, encode
 from streaming.transport import Publisher
@@ -33,12 +35,14 @@ class TeePublisher(Publisher):
 class CheckerLink(Publisher):
     """A detector's publisher wired straight into a `CheckerCore`, through the wire encoding, in-process.
 
-    What the checker answers is kept with the video time set by the caller before each frame (``now``).
+    What the checker answers is kept with the video time set by the caller before each frame (``now``); with
+    ``keep``, so is what it was sent (``sent``: what the detector published, which `replay` serves again to another
+    checker).
 
     Args:
         core: the checker.
-        keep: keep every answer for the end of the run (``eval`` scores them all); False: `take` hands each answer
-            over once and forgets it (a live camera runs for hours).
+        keep: keep every answer, and every message sent, for the end of the run (``eval`` scores them all); False:
+            `take` hands each answer over once and forgets it (a live camera runs for hours).
     """
 
     def __init__(self, core: CheckerCore, keep: bool = True) -> None:  # no socket: nothing leaves the process
@@ -46,13 +50,16 @@ class CheckerLink(Publisher):
         self.keep = keep
         self.now = 0.0
         self.received: list[tuple[float, Message]] = []
+        self.sent: list[tuple[float, Message]] = []  # (video time, message), with keep
         self.onset_starts: dict[int, float] = {}  # history position -> start of the run announced for it (keep)
         self._taken = 0
 
     def send(self, message: Message) -> None:
         """Hand the message to the checker as the wire would deliver it; keep its answers."""
-        if self.keep and isinstance(message, KeyStepOnset) and not message.withdrawn:
-            self.onset_starts.setdefault(message.index, message.start)
+        if self.keep:
+            self.sent.append((self.now, message))
+            if isinstance(message, KeyStepOnset) and not message.withdrawn:
+                self.onset_starts.setdefault(message.index, message.start)
         self.received += [(self.now, out) for out in self.core.serve([decode(encode(message))])]
 
     def take(self) -> list[tuple[float, Message]]:
@@ -63,3 +70,9 @@ class CheckerLink(Publisher):
         else:
             self.received.clear()
         return new
+
+    def replay(self, messages: Iterable[tuple[float, Message]]) -> None:
+        """Serve recorded messages (another link's ``sent``) as the detector sent them, each at its video time."""
+        for now, message in messages:
+            self.now = now
+            self.send(message)

@@ -677,3 +677,55 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
         if config.reader == "decord":
             raise
     return OpenCVFileReader(source, config)
+
+
+def named_error(message: str, spec: str, name: str) -> str:
+    """A reader's error line, which names its source as ``--video SPEC``, naming it as ``name`` instead: a file that
+    no ``--video`` named (found in a ``--videos`` folder) is named in the terms of the command that read it.
+
+    Args:
+        message: the reader's error (`InputError` text or ``VideoReader.error``).
+        spec: the source as the reader was given it.
+        name: how the command names the file.
+
+    Returns:
+        The message with its source renamed (unchanged if it does not start with the source).
+    """
+    prefix = f"--video {spec}"
+    return name + message[len(prefix) :] if message.startswith(prefix) else message
+
+
+def open_named(path: str | Path, config: ReaderConfig, name: str) -> VideoReader:
+    """`open_reader` for a video file that no ``--video`` named: its errors name the file as ``name``.
+
+    Args:
+        path: the video file.
+        config: rate, reader and pacing.
+        name: how errors name the file (`named_error`).
+
+    Returns:
+        The open reader.
+    """
+    try:
+        return open_reader(str(path), config)
+    except InputError as err:
+        raise InputError(named_error(str(err), str(path), name)) from None
+
+
+def check_first_frame(path: str | Path, config: ReaderConfig, name: str) -> None:
+    """Open a video file and decode its first frame, so that a damaged or unreadable file is refused before a long
+    run reaches it (its other frames are decoded when the run does).
+
+    Args:
+        path: the video file.
+        config: rate and reader, as the run will read it.
+        name: how errors name the file (`named_error`).
+
+    Raises:
+        InputError: the file cannot be opened, or yields no frame at the rate.
+    """
+    with open_named(path, config, name) as reader:
+        if reader.read() is None:
+            why = reader.error or f"--video {path}: no frame at {config.fps:g} fps"
+            raise InputError(named_error(why, str(path), name))
+

@@ -12,10 +12,12 @@ readers at ``--fps`` frames per second. The output is a MiniROAD feature folder:
 ``target_perframe/<video>.npy`` (class 0 background, then one column per key-step of the scenario's taxonomy) and
 ``split.json``; with ``--augment-copies K``, ``rgb_<extractor>/<video>.aug1.npy`` .. ``aug<K>.npy`` for each
 training video too (the same video seen through another crop, brightness, contrast and saturation). Progress bars
-show videos and frames. Running the same command again resumes: a video whose features exist for the same settings
-is skipped. Bad input ends with one ``error:`` line and exit status 2, before any frame
-is decoded where it can be known then; every file is written atomically, so nothing already extracted is lost.
-Ctrl-C and SIGTERM stop it alike (exit status 130 / 143), discarding only the video being written.
+show videos and frames (a line per video when stderr is not a terminal). Running the same command again resumes: a
+video whose features exist for the same settings is skipped, and the folder's split (``split.json``, written before
+the first video) is kept; ``--test-videos`` or ``--test-fraction`` that would change it are refused. Bad input ends
+with one ``error:`` line and exit status 2, before any frame is decoded where it can be known then; every file is
+written atomically, so nothing already extracted is lost. Ctrl-C and SIGTERM stop it alike (exit status 130 / 143),
+discarding only the video being written.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--fps", type=fps_option, default=5.0, help="feature frames per second (default 5)")
     parser.add_argument("--scenario", help="scenario of the annotation file (needed when it holds several)")
     split = parser.add_mutually_exclusive_group()
-    split.add_argument("--test-fraction", type=float, default=0.2, help="share of videos held out (default 0.2)")
+    split.add_argument("--test-fraction", type=float, default=None,
+                       help="share of videos held out (default 0.2); an existing --out folder keeps its split")
     split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
     parser.add_argument("--seed", type=seed_option, default=0,
                         help="seeds the --test-fraction draw and the augmented copies "
@@ -90,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         **({} if args.augment_copies is None else {"augment_copies": args.augment_copies}),
     )
     report = extract_feature_folder(config, progress=not args.quiet)
-    print(
-        f"{len(report.extracted) + len(report.skipped)} videos in {report.folder} ({len(report.extracted)} extracted, "
-        f"{len(report.skipped)} already there): {report.frames} frames at {report.frames_per_second:.1f} frames/s"
-    )
+    print(report.summary())
     return 0
 
 

@@ -36,8 +36,9 @@ from recognition.feature_folders import load_split
 from recognition.model import MiniROAD, MiniROADConfig
 from streaming.curve_keys import certificate, read_key_file
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
-from streaming.eval_run import EvalVideo, load_cache_entry
+from streaming.eval_run import DetectorRecord, EvalVideo, load_cache_entry, record_json
 from streaming.eval_scores import AnnotatedSegment
+from streaming.messages import Heartbeat, KeyStepEvent, KeyStepOnset
 from tgml.annotations import load_annotations
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -121,11 +122,11 @@ ANNOTATIONS_JSON = json.loads((DEMO_DIR / "demo_annotations.json").read_text())
 SPLIT_JSON = {"train": ["a", "b"], "test": ["c"], "class_names": ["background", "x"], "class_step_ids": [None, 3],
               "fps": 5.0, "feature_extractor": "light-v1", "scenario": "tea"}
 EVAL_VIDEO = EvalVideo("v", Path("v.mp4"), (AnnotatedSegment(1, 0.0, 2.0, False), AnnotatedSegment(2, 2.0, 3.5, True)))
-CACHE_JSON = {"video": "v", "annotated": [{"step": 1, "start": 0.0, "end": 2.0, "has_errors": False},
-                                          {"step": 2, "start": 2.0, "end": 3.5, "has_errors": True}],
-              "recognised": [{"step": 1, "start": 0.2, "end": 1.8}],
-              "alerts": [{"step": 2, "start": 2.1, "end": 3.4, "raised": 3.4, "retracted": False, "missing": [1],
-                          "probability": 0.8}], "frames": 17, "confidences": [0.9]}
+CACHE_JSON = record_json(DetectorRecord("v", 17, (
+    (0.0, Heartbeat("eval", 0, 1.0, "s1", (), None, 0, 0, 0.0, False)),
+    (2.2, KeyStepOnset("eval", 1, 1.1, "s1", (), 2, "b", 2.0, 0.8, 0, (), False, (1, 2), (0.2, 0.1), 0.9)),
+    (3.4, KeyStepEvent("eval", 2, 1.2, 2, "b", 2.1, 3.4, 0.9, 0, "s1", (2,), (1, 2), (0.2, 0.1), 0.95)),
+)))
 JSON_KINDS: dict[str, tuple[Callable[[Path], object], Any]] = {
     "graph": (load_graph, GRAPH_JSON),
     "annotations": (load_annotations, ANNOTATIONS_JSON),
@@ -172,7 +173,7 @@ def test_json_loaders_refuse_mutated_fields_in_one_line(kind: str, tmp_path: Pat
 def test_a_deeply_nested_eval_cache_entry_is_refused(tmp_path: Path) -> None:
     # It gave RecursionError on every later eval of that video, until --no-cache.
     path = tmp_path / "entry.json"
-    path.write_text(json.dumps(CACHE_JSON | {"alerts": []})[:-1] + ', "deep": ' + DEEP + "}")
+    path.write_text(json.dumps(CACHE_JSON | {"messages": []})[:-1] + ', "deep": ' + DEEP + "}")
     with pytest.raises(InputError, match="nested too deeply"):
         load_cache_entry(path, EVAL_VIDEO)
 

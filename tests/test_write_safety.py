@@ -287,7 +287,7 @@ def test_the_eval_cache_never_writes_through_a_planted_link_even_with_no_cache(
     assert stream_detect(["eval", "--demo", "--no-cache", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "is a symbolic link, not a folder; refusing to write the eval cache entry through it" in err
-    assert "the result of demo:mistake is not cached" in err  # said, not silent
+    assert "the detector's output on demo:mistake is not cached" in err  # said, not silent
     assert not any(elsewhere.iterdir())
 
 

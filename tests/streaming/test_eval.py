@@ -7,6 +7,7 @@ The scores are checked against counts made by hand on a small case; the whole co
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,10 +16,12 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from graphs.checker_settings import CheckerSettings
 from recognition.checkpoint import load_detector
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
-from streaming.demo.synthetic_video import demo_video
+from streaming.demo.procedure import SCENARIO, STEP_IDS, name_of
+from streaming.demo.synthetic_video import cache_dir, demo_video
 from streaming.eval_run import EvalConfig, evaluate, trained_on
 from streaming.eval_scores import (
     AnnotatedSegment,
@@ -142,7 +145,7 @@ def test_the_json_says_what_was_recognised_and_why_each_alert_was_right(demo_eva
     (alert,) = mistake["alerts"]
     assert alert["name"] == "boil_water" and alert["missing_names"] == ["fill_kettle"]
     assert alert["right"] == {"graph": True, "has_errors": True} and not alert["retracted"]
-    assert 0.9 < alert["probability"] <= 1.0  # the probabilistic checker, the default: nearly certain
+    assert 0.5 <= alert["probability"] < 1.0  # the probabilistic checker, the default: above its alert threshold
     assert 0 <= alert["video_time"] < alert["raised"]
     assert mistake["missed"] == [] and by_video["demo:correct"]["alerts"] == []
 
@@ -186,6 +189,54 @@ def test_a_second_run_reuses_each_videos_cached_result(demo_eval: dict[str, dict
     assert [s.mistakes["graph"].alerts for s in result.scores] == [1, 0, 0]
 
 
+def test_checker_settings_replay_the_cached_detector_output(
+    demo_eval: dict[str, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Changing only --checker, --alert-threshold or --order-rule ran every video again (0 from the cache): the cache
+    # held the checker's answers. It holds what the detector published; the checker replays it.
+    graph, detector = default_demo_paths()
+    probabilities = {}
+    for kind in ("probabilistic", "binary"):
+        result = evaluate(EvalConfig(str(graph), str(detector), demo=True, checking=CheckerSettings(kind)),
+                          progress=False)
+        assert result.cached == 3
+        (alert,) = result.runs[0].alerts
+        probabilities[kind] = alert.probability
+    assert probabilities["binary"] == 1.0 > probabilities["probabilistic"]  # each checker's own answer
+    for extra in (["--alert-threshold", "0.99"], ["--checker", "binary", "--order-rule", "late-step"]):
+        assert stream_detect(["eval", "--demo", "--quiet", *extra]) == 0
+        assert "(3 from the cache)" in capsys.readouterr().out
+
+
+def test_a_cached_record_with_a_bad_message_is_run_again(demo_eval: dict[str, dict], demo_cache: Path) -> None:
+    entries = {entry: entry.read_text() for entry in (demo_cache / "eval").glob("demo_correct-*.json")}
+    assert entries  # the fixture's runs stored them
+    try:
+        for entry, text in entries.items():
+            record = json.loads(text)
+            keystep = next(m for m in record["messages"] if m["payload"]["kind"] == "keystep")
+            keystep["payload"]["confidence"] = 1.5  # a probability out of range, as the wire would refuse it
+            entry.write_text(json.dumps(record))
+        graph, detector = default_demo_paths()
+        warnings: list[str] = []
+        result = evaluate(EvalConfig(str(graph), str(detector), demo=True), progress=False, warn=warnings.append)
+        assert result.cached == 2
+        (warning,) = warnings
+        assert "demo_correct-" in warning and "keystep.confidence" in warning
+        assert warning.endswith("; running demo:correct again")
+        assert evaluate(EvalConfig(str(graph), str(detector), demo=True), progress=False).cached == 3  # stored again
+    finally:
+        for entry, text in entries.items():
+            entry.write_text(text)
+
+
+def test_videos_list_picks_demo_executions(demo_eval: dict[str, dict]) -> None:
+    graph, detector = default_demo_paths()
+    config = EvalConfig(str(graph), str(detector), demo=True, names=("demo:missing", "demo:mistake"))
+    result = evaluate(config, progress=False)
+    assert [run.video for run in result.runs] == ["demo:missing", "demo:mistake"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -193,6 +244,11 @@ def test_a_second_run_reuses_each_videos_cached_result(demo_eval: dict[str, dict
         (["--min-frames", "0"], "--min-frames: '0' must be >= 1"),
         (["--alert-on", "later"], "--alert-on: invalid choice"),
         (["--videos-list", "a", "--split", "s.json"], "not allowed with argument"),
+        # Ignored without a word with --demo: the demo evaluated all three executions.
+        (["--videos-list", "demo:foo"], "--videos-list: demo:foo is not a demo execution (with --demo: demo:mistake, "
+                                        "demo:correct, demo:missing)"),
+        (["--split", "s.json"], "--split s.json: --demo evaluates the bundled demo executions"),
+        (["--videos", "v"], "--videos v: --demo evaluates the bundled demo executions"),
         (["--preview"], "--preview: "),  # no display here, and the headless OpenCV has no window anyway
     ],
 )
@@ -277,6 +333,37 @@ def test_the_annotated_video_shows_the_alert_in_red_from_the_moment_it_was_raise
     assert not any(_red(f) for f in _frames(Path(demo_eval["onset"]["annotated"]) / "demo-correct.mp4"))
     # The top band is drawn on every frame: dark, over a scene that is not.
     assert all(f[: band_height(f.shape[0]) // 3].mean() < 60 for f in frames)
+
+
+def demo_folder(folder: Path, videos: dict[str, str]) -> tuple[Path, Path]:
+    """A videos folder and annotation file of demo executions under names of one's own: ``{name: execution}``."""
+    (folder / "videos").mkdir()
+    annotations = {}
+    for name, execution in videos.items():
+        path, segments = demo_video(execution)
+        shutil.copy(path, folder / "videos" / f"{name}.mp4")
+        annotations[name] = {"scenario": SCENARIO, "recording_id": name, "segments": [
+            {"step_id": s, "start_time": a, "end_time": b, "has_errors": False, "step_name": name_of(s)}
+            for s, a, b in segments]}
+    taxonomy = {SCENARIO: {str(s): {"id": s, "name": name_of(s)} for s in STEP_IDS}}
+    labels = folder / "labels.json"
+    labels.write_text(json.dumps({"taxonomy": taxonomy, "annotations": annotations}))
+    return folder / "videos", labels
+
+
+def test_an_unreadable_video_is_refused_before_any_video_runs(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each video was opened when its turn came: a damaged last video failed after the others had run, and the error
+    # named --video, an option eval does not have.
+    videos, labels = demo_folder(tmp_path, {"unreadable_a": "correct", "unreadable_b": "missing"})
+    (videos / "unreadable_b.mp4").write_bytes(b"not a video, " * 200)
+    graph, detector = default_demo_paths()
+    line = cli_error(stream_detect, ["eval", "--videos", str(videos), "--annotations", str(labels), "--graph",
+                                     str(graph), "--detector", str(detector), "--quiet"], capsys)
+    assert line.startswith(f"error: --videos {videos}: unreadable_b.mp4 (annotated video 'unreadable_b'): ")
+    assert "--video " not in line
+    assert not list((cache_dir() / "eval").glob("unreadable_a-*"))  # refused before the first video ran
 
 
 @pytest.mark.parametrize(

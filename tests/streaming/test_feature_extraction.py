@@ -108,6 +108,49 @@ def test_a_second_run_skips_what_is_done_and_redoes_what_changed(
     assert (labels[int(first["end_time"] * FPS) + 1:] == 0).all() and labels.any()  # only the one segment left
 
 
+def test_a_resumed_folder_keeps_its_split(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Run again without --test-videos, the folder's held-out videos were silently redrawn by --test-fraction: a
+    # detector trained on the new split had trained on the old test videos.
+    split = work / "features" / "split.json"
+    assert main(args(work, "--test-videos", "run1")) == 0
+    assert main(args(work)) == 0  # a fresh draw of this folder would hold out run2 (seed 0)
+    assert json.loads(split.read_text())["test"] == ["run1"]
+    assert "(0 extracted, 3 already there)" in capsys.readouterr().out
+    line = cli_error(main, args(work, "--test-videos", "run2"), capsys)
+    assert "--test-videos run2 holds out run2, but " in line and "split.json (an earlier run's split" in line
+    assert "holds out run1: leave --test-videos and --test-fraction out to keep it" in line
+    line = cli_error(main, args(work, "--test-fraction", "0.2"), capsys)
+    assert line.startswith("error: --test-fraction 0.2 (--seed 0) holds out run2, but ")
+    assert main(args(work, "--test-fraction", "0.2", "--seed", "1")) == 0  # the same split: accepted
+    # A video no longer annotated changes the split: refused, unless the test videos are named.
+    edit_labels(work, lambda d: d["annotations"].pop("run0"))
+    line = cli_error(main, args(work), capsys)
+    assert "the videos differ from those" in line and "(no longer annotated: run0)" in line
+    assert "--test-videos run1 to keep its test videos" in line
+    assert main(args(work, "--test-videos", "run1")) == 0
+    assert json.loads(split.read_text())["train"] == ["run2"]
+    assert json.loads(split.read_text())["test"] == ["run1"]
+
+
+def test_a_log_gets_a_line_per_video_and_the_summary_counts_the_augmented_copies(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = [a for a in args(work, "--test-videos", "run2", "--augment-copies", "2") if a != "--quiet"]
+    assert main(command) == 0  # stderr is captured: not a terminal, so no progress bar
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.startswith("video ")]
+    assert [line.split(":")[0] for line in lines] == ["video 1/3 run0", "video 2/3 run1", "video 3/3 run2"]
+    frames = [int(line.split(": ")[1].split()[0]) for line in lines]
+    assert "frames + 2 augmented copies in" in lines[0] and "augmented" not in lines[2]  # test videos: no copies
+    summary = captured.out.strip().splitlines()[-1]
+    originals, copies = sum(frames), 2 * (frames[0] + frames[1])
+    assert (f": {originals} frames of the videos + {copies} of their augmented copies = {originals + copies} frames "
+            "at ") in summary
+    assert main(command) == 0
+    assert [line.split(": ")[1] for line in capsys.readouterr().err.splitlines() if line.startswith("video ")] == [
+        f"{n} frames, already there" for n in frames]
+
+
 def _truncated_avi(path: Path, seconds: float = 20.0, keep: float = 0.6) -> None:
     """An MJPEG AVI whose header announces ``seconds`` of video, cut after ``keep`` of its bytes."""
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (160, 120))
@@ -128,6 +171,7 @@ def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
     assert "the videos extracted before it are kept" in line
     done = json.loads((work / "features" / MANIFEST).read_text())["videos"]
     assert set(done) == {"run0", "run1"}
+    assert json.loads((work / "features" / "split.json").read_text())["test"] == ["run2"]  # kept for the next run
     written = {p.name.split(".")[0] for p in (work / "features" / "rgb_light-v1").iterdir()}  # augmented copies too
     assert written == {"run0", "run1"}
     (work / "videos" / "run2.avi").unlink()
@@ -278,9 +322,11 @@ def test_augmented_copies_are_written_for_training_videos_and_resumed(
     assert err.startswith("error: --augment-copies -1")
 
 
-def test_the_help_states_the_default_number_of_copies(capsys: pytest.CaptureFixture[str]) -> None:
-    from streaming.feature_extraction import DEFAULT_COPIES
+def test_the_help_states_the_default_number_of_copies_and_test_share(capsys: pytest.CaptureFixture[str]) -> None:
+    from streaming.feature_extraction import DEFAULT_COPIES, DEFAULT_TEST_FRACTION
 
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert f"default {DEFAULT_COPIES}, 0: none" in " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"default {DEFAULT_COPIES}, 0: none" in text
+    assert f"held out (default {DEFAULT_TEST_FRACTION:g}); an existing --out folder keeps its split" in text

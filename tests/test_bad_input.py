@@ -664,8 +664,9 @@ def test_the_decoders_stay_quiet_unless_verbose(tmp_path: Path) -> None:
             str(tmp_path / "labels.json"), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--quiet", "--no-cache"]
     quiet = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert quiet.returncode == 2
-    assert quiet.stderr.splitlines() == [f"error: --video {video}: cannot decode source frame 141 of 240, the file is "
-                                         "damaged or truncated"]
+    assert quiet.stderr.splitlines() == [
+        f"error: --videos {video.parent}: {video.name} (annotated video 'demo_000'): cannot decode source frame 141 of "
+        "240, the file is damaged or truncated; the results of the videos before it are cached"]
     verbose = subprocess.run([*argv, "--verbose"], capture_output=True, text=True, timeout=120)
     # FFmpeg's own account of the damage comes before the error line.
     assert verbose.returncode == 2 and len(verbose.stderr.splitlines()) > 1

@@ -43,7 +43,15 @@ from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
 from tgml.learners.noisy_and_do.combination import RULES
-from tgml.learners.registry import LEARNERS
+from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
+
+PAPER_METHODS = ("do", "count-based")  # the paper's PREGO table: Direct Optimization and the Count-Based baseline
+
+
+def default_methods(own_data: bool) -> tuple[str, ...]:
+    """The methods run when ``--method`` is not given: the paper's on its datasets; on a user's own annotations the
+    graph `tgml train` learns comes first, so that the table shows the graph the live checker will use."""
+    return (DEFAULT_LEARNER, *PAPER_METHODS) if own_data else PAPER_METHODS
 
 
 def _rates(text: str) -> tuple[float, ...]:
@@ -109,8 +117,9 @@ def bench_parser() -> ArgumentParser:
                         "file with overlapping segments); by default overlaps and negative times are refused")
     p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
                    "with --annotations)")
-    p.add_argument("--method", nargs="+", default=["do", "count-based"],
-                   choices=[*LEARNERS, *prego.UNAVAILABLE])
+    p.add_argument("--method", nargs="+", default=None, choices=[*LEARNERS, *prego.UNAVAILABLE],
+                   help=f"graph methods (default {' '.join(PAPER_METHODS)}, the paper's; with --annotations also "
+                        f"{DEFAULT_LEARNER}, the graph `tgml train` learns)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")
@@ -353,7 +362,7 @@ def _bench(argv: list[str]) -> int:
         data=None if own is not None else args.data,
         datasets=tuple(datasets),
         modes=tuple(modes),
-        methods=tuple(args.method),
+        methods=tuple(args.method or default_methods(own is not None)),
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         sequences=args.sequences,
         graph=args.graph,

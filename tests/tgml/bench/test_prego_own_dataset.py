@@ -147,6 +147,19 @@ def test_bad_input_is_one_error_line(
     assert fragment in cli_error(main, _tea(tea, *extra), capsys)
 
 
+def test_own_data_shows_the_graph_tgml_train_learns_beside_the_papers_methods(
+    tea: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without --method an own-data table showed only the paper's DO and Count-Based, not the noisy-AND graph that
+    # `tgml train` learns by default and the live checker then uses.
+    out = tmp_path / "results.json"
+    assert main(["--annotations", str(tea), "--scenario", "tea", "--test-videos", "mistake,correct", "--json", str(out),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    assert all(f'"{method}"' in text for method in ("noisy-and", "do", "count-based"))
+
+
 def test_missing_file_unknown_scenario_and_empty_test_split(
     tea: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

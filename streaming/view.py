@@ -393,6 +393,9 @@ def _alerts_table(state: ViewState, layout: _Layout) -> Table:
     layout.names(alerts, "missing pre-conditions", 3)
     layout.names(alerts, "likely forgotten", 2)
     layout.fixed(alerts, "P", len("1.00"), right=True)
+    # A newcomer cannot guess what P is; the caption says it once, under the table.
+    alerts.caption = "P: probability that the step was done before its pre-conditions (1.00 with --checker binary)"
+    alerts.caption_justify = "left"
     for when, alert in state.alerts:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         if withdrawn is not None:  # an early alert whose step was not confirmed: shown struck out, with why

@@ -69,6 +69,7 @@ def test_view_shows_streams_alerts_and_recent_steps() -> None:
     assert "fill_kettle, add_teabag" in text  # allowed next
     assert "missing pre-conditions" in text and "fill_kettle" in text
     assert "4.0-7.5 s" in text and "0.93" in text
+    assert "P: probability that the step was done before its pre-conditions" in " ".join(text.split())
 
 
 def test_re_sent_alerts_are_shown_once() -> None:

@@ -36,6 +36,11 @@ class RunError(Exception):
     """
 
 
+def install_extra(extra: str) -> str:
+    """How to install an optional extra, for an installed package and for a clone (an ``error:`` line's way out)."""
+    return f"pip install 'mistake-detection[{extra}]', or pip install -e '.[{extra}]' in a clone"
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose usage errors (a missing option, a bad choice, a value its ``type`` refuses)
     are `InputError`s, so a command decorated with `exit_on_input_error` reports them like every other user

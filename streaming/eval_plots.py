@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from graphs.errors import InputError
+from graphs.errors import InputError, install_extra
 from graphs.files import atomic_path
 from graphs.task_graph import TaskGraph
 from streaming.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
@@ -28,7 +28,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")  # files only: never a window
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InputError("--plots needs matplotlib: pip install 'mistake-detection[plot]'") from None
+        raise InputError(f"--plots needs matplotlib, the optional 'plot' extra: {install_extra('plot')}") from None
     return plt
 
 

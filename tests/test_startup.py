@@ -53,9 +53,7 @@ print(json.dumps({{"codes": codes, "loaded": [m for m in json.loads(sys.argv[2])
 """
 
 
-@pytest.mark.parametrize("command", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="recognition.segmenter imports torch at module level"))
-    if "segmenter" in c else c for c in RUNS])
+@pytest.mark.parametrize("command", list(RUNS))
 def test_help_pages_and_graph_commands_load_no_model_library(command: str) -> None:
     module, runs = RUNS[command]
     done = subprocess.run([sys.executable, "-c", PROBE.format(module=module), json.dumps(runs), json.dumps(HEAVY)],

@@ -135,6 +135,7 @@ def no_temporaries(folder: Path) -> bool:
 
 
 @pytest.mark.parametrize("name", SIGNALS)
+@pytest.mark.slow
 def test_tgml_train_stops_mid_training(name: str, tmp_path: Path) -> None:
     signum, status = SIGNALS[name]
     out = tmp_path / "g.json"
@@ -203,6 +204,7 @@ def test_stream_detect_eval_stops_mid_video(name: str, eval_cache: Path, tmp_pat
         json.loads(entry.read_text())  # a video finished before the signal is cached whole
 
 
+@pytest.mark.slow
 def test_recognition_features_sigterm_keeps_finished_videos_and_discards_the_current_one(tmp_path: Path) -> None:
     # It used to die silently with exit status -15.
     write_procedure(tmp_path, {f"run{k}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(5)})

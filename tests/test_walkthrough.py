@@ -40,6 +40,7 @@ def stream_detect(video: Path, graph: Path, detector: Path) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_your_own_procedure_from_labelled_videos_to_live_alerts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

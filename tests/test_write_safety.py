@@ -278,6 +278,7 @@ def own_cache(demo_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     return cache
 
 
+@pytest.mark.slow
 def test_the_eval_cache_never_writes_through_a_planted_link_even_with_no_cache(
     own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -348,6 +349,7 @@ def _small_file_limit() -> None:
 
 
 @pytest.mark.parametrize("command", ["recognition-train", "tgml train"])
+@pytest.mark.slow
 def test_a_full_disk_while_saving_is_one_line_and_the_old_file_stays(command: str, tmp_path: Path) -> None:
     # recognition-train ended in torch's RuntimeError; every other writer printed one line.
     import subprocess

@@ -186,6 +186,7 @@ def test_an_undefined_step_has_no_likely_forgotten_step() -> None:
 
 
 @pytest.mark.usefixtures("demo_cache")
+@pytest.mark.slow
 def test_sigterm_of_a_detector_reports_the_steps_its_session_never_did(tmp_path: Path) -> None:
     # The person stopped the camera (kill, systemd, docker stop) half-way through: the view must say what was
     # never done, as at the end of a file.

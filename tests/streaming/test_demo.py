@@ -61,6 +61,7 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return inter / (max(a[1], b[1]) - min(a[0], b[0]))
 
 
+@pytest.mark.slow
 def test_demo_key_step_segments_are_recognised(demo_cache: Path) -> None:
     recognised = total = 0
     for name in DEMO_EXECUTIONS:
@@ -163,6 +164,7 @@ def test_every_scene_renders_at_the_smallest_allowed_size() -> None:
     assert shapes == {(32, 32, 3)} and set(STEP_IDS) <= set(labels.tolist())
 
 
+@pytest.mark.slow
 def test_damaged_demo_cache_entry_is_rendered_again(demo_cache: Path) -> None:
     # A hand-edited or half-written sidecar used to end stream-detect in a JSON traceback.
     video, segments = demo_video("correct")

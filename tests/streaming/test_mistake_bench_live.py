@@ -126,6 +126,7 @@ def cases(data_dir: Path) -> list[tuple[TaskGraph, list[ErrorRecording]]]:
 
 
 @pytest.mark.parametrize("rule", [PRECONDITION, LATE_STEP])
+@pytest.mark.slow
 def test_the_live_checker_raises_exactly_the_alerts_and_missing_steps_the_benchmark_counts(
     cases: list[tuple[TaskGraph, list[ErrorRecording]]], tmp_path: Path, rule: str
 ) -> None:

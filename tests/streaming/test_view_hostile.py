@@ -113,6 +113,7 @@ def silent_server() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("scheme", ["http", "rtsp"])
+@pytest.mark.slow
 def test_a_stream_that_accepts_then_stalls_times_out_with_one_line(scheme: str) -> None:
     with silent_server() as port:
         url = f"{scheme}://127.0.0.1:{port}/live"

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import TextIO
 import zmq
 from rich.console import Console
 
-from graphs.errors import InputError, RunError
+from graphs.common.errors import InputError, RunError
 from streaming.checker_process import CHECKER_START_TIMEOUT_S, CheckerProcess
 from streaming.checker_service import CheckerConfig, CheckerCore
 from streaming.detector_service import (

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from graphs.errors import InputError
-from graphs.files import atomic_path
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path
 from graphs.task_graph import TaskGraph
 from streaming.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
 

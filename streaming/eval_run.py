@@ -27,10 +27,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
-from graphs.files import check_output, read_json, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json, write_text
+from graphs.common.safe_text import first_few
 from graphs.limits import is_finite_number
-from graphs.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import load_split

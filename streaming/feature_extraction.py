@@ -33,11 +33,11 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from graphs.array_files import npy_shape
-from graphs.errors import InputError
-from graphs.files import check_output, read_json, write_text
-from graphs.options import check_fps, check_seed, check_threads
-from graphs.safe_text import first_few, printable
+from graphs.common.array_files import npy_shape
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json, write_text
+from graphs.common.options import check_fps, check_seed, check_threads
+from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,

@@ -22,8 +22,8 @@ discarding only the video being written.
 
 from __future__ import annotations
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.options import fps_option, seed_option, threads_option
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.options import fps_option, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:

@@ -42,9 +42,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.options import threads_option
-from graphs.safe_text import printable
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.options import threads_option
+from graphs.common.safe_text import printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 

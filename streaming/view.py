@@ -28,8 +28,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphs.common.safe_text import first_few, printable
 from graphs.limits import MAX_STEPS
-from graphs.safe_text import first_few, printable
 from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent, encode
 from streaming.stage_latency import STAGES, latency_field

@@ -18,7 +18,7 @@ import zmq
 from rich.console import Console
 from rich.live import Live
 
-from graphs.safe_text import printable
+from graphs.common.safe_text import printable
 from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent

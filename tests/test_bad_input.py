@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from recognition.recognition_train_cli import main as recognition_train
 from streaming.demo.paths import DEMO_DIR, default_demo_paths

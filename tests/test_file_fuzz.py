@@ -28,8 +28,8 @@ import zmq
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from graphs.array_files import npy_shape, read_npy
-from graphs.errors import InputError
+from graphs.common.array_files import npy_shape, read_npy
+from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.feature_folders import load_split

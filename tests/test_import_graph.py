@@ -123,18 +123,18 @@ def test_the_check_finds_every_kind_of_broken_rule() -> None:
         "tgml.b": {"tgml.bench.c"},
         "tgml.bench.c": {"tgml.a", "recognition.model"},  # the harness may use recognition
         "tgml.tgml_cli": {"tgml.bench.c"},  # the command may dispatch into the harness
-        "graphs.files": {"numpy", "torch"},
+        "graphs.common.files": {"numpy", "torch"},
         "recognition.model": {"torch", "streaming.wire"},
         "tgml.d": {"recognition.model"},
     }
     assert violations(imports) == [
         "import cycle: tgml.a -> tgml.b -> tgml.bench.c -> tgml.a",
-        "graphs.files imports torch: graphs may not import torch",
+        "graphs.common.files imports torch: graphs may not import torch",
         "recognition.model imports streaming.wire: recognition may not import streaming",
         "tgml.b imports tgml.bench.c: the learner may not import the harness or recognition",
         "tgml.d imports recognition.model: the learner may not import the harness or recognition",
     ]
-    assert violations({"tgml.a": {"tgml.b"}, "tgml.b": {"graphs.files"}, "graphs.files": {"numpy"}}) == []
+    assert violations({"tgml.a": {"tgml.b"}, "tgml.b": {"graphs.common.files"}, "graphs.common.files": {"numpy"}}) == []
 
 
 def test_imports_made_at_call_time_and_relative_ones_count(tmp_path: Path) -> None:

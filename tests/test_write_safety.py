@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from graphs.errors import InputError
-from graphs.files import SECRET_MODE, atomic_path, check_output, output_target, write_bytes, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import SECRET_MODE, atomic_path, check_output, output_target, write_bytes, write_text
 from graphs.task_graph import load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.recognition_train_cli import main as recognition_train

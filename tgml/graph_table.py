@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphs.safe_text import first_few, printable
+from graphs.common.safe_text import first_few, printable
 from graphs.task_graph import END, START, TaskGraph, execution_levels
 
 

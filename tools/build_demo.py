@@ -27,8 +27,8 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
-from graphs.files import check_output, write_text
+from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
+from graphs.common.files import check_output, write_text
 from graphs.task_graph import save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.train import run_training

@@ -14,8 +14,8 @@ import pytest
 import zmq
 from rich.console import Console
 
-from graphs.errors import InputError, RunError
-from graphs.safe_text import printable
+from graphs.common.errors import InputError, RunError
+from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from streaming.all_in_one import RunConfig, await_subscription, run_all

@@ -17,7 +17,7 @@ import pytest
 import zmq
 import zmq.auth
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import save_graph
 from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig, CheckerService

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from graphs.common.errors import InputError
 from graphs.edge_metrics import EdgeScores, compare_graphs, load_reference_graph
-from graphs.errors import InputError
 from graphs.postprocess import present_steps
 from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph

@@ -60,10 +60,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from graphs.common.errors import InputError
+from graphs.common.options import SEED_RULE, is_seed
 from graphs.count_based import count_based_graph
-from graphs.errors import InputError
 from graphs.mistake_metrics import protocol_labels
-from graphs.options import SEED_RULE, is_seed
 from graphs.precision_recall import precision_recall_f1
 from graphs.procedure_queries import ProcedureQueries, learn_optional_scores
 from graphs.task_graph import TaskGraph

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from graphs.checker import precondition_violations
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import END, START, TaskGraph, load_graph, save_graph
 from tgml.annotations import load_annotations

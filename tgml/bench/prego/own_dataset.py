@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.feature_folders import load_split
 from tgml.annotations import Annotations, load_annotations
 from tgml.bench.prego.data import BenchData

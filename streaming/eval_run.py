@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from graphs.annotations import choose_scenario, load_annotations, time_order
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, write_text
@@ -65,7 +66,7 @@ from streaming.eval_scores import (
     video_detail,
 )
 from streaming.extractors import FeatureExtractor
-from streaming.feature_extraction import choose_scenario, find_video, time_order
+from streaming.feature_extraction import find_video
 from streaming.local_checker import CheckerLink
 from streaming.messages import (
     Alert,
@@ -81,7 +82,6 @@ from streaming.messages import (
 )
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, check_first_frame, named_error, open_named
-from tgml.annotations import load_annotations
 
 EVAL_VERSION = 3  # bump when what a cached record holds changes (3: the detector's messages, not the checker's answers)
 STREAM_ID = "eval"

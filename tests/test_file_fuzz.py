@@ -28,6 +28,7 @@ import zmq
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from graphs.annotations import load_annotations
 from graphs.common.array_files import npy_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
@@ -39,7 +40,6 @@ from streaming.demo.paths import DEMO_DIR, default_demo_paths
 from streaming.eval_run import DetectorRecord, EvalVideo, load_cache_entry, record_json
 from streaming.eval_scores import AnnotatedSegment
 from streaming.messages import Heartbeat, KeyStepEvent, KeyStepOnset
-from tgml.annotations import load_annotations
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -79,7 +79,7 @@ def left_out_summary(left_out: Any) -> str:
     """One line saying which executions a graph was not learned from (its file's ``info["left_out"]``).
 
     Args:
-        left_out: ``{"mistakes": [names], "excluded": [names]}`` as `tgml.annotations.TrainingSelection` records it;
+        left_out: ``{"mistakes": [names], "excluded": [names]}`` as `graphs.annotations.TrainingSelection` records it;
             it comes from a file, so anything else is described as unreadable rather than trusted.
 
     Returns:

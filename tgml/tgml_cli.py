@@ -299,9 +299,9 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
 
 def _train(args: argparse.Namespace, console: Console) -> None:
     """``tgml train``: learn one scenario's graph and save it."""
+    from graphs.annotations import TrainingVideos, load_annotations
     from graphs.common.files import check_output
     from graphs.task_graph import save_graph
-    from tgml.annotations import TrainingVideos, load_annotations
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
     from tgml.learners.result import learn_from_annotations

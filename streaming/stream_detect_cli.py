@@ -533,8 +533,8 @@ def _detector(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from streaming.eval_run import EvalConfig, evaluate
-    from streaming.eval_scores import count_of, eval_table, unmeasured_notes
+    from streaming.offline.eval_run import EvalConfig, evaluate
+    from streaming.offline.eval_scores import count_of, eval_table, unmeasured_notes
 
     config = EvalConfig(
         graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,

@@ -37,9 +37,9 @@ from recognition.feature_folders import load_split
 from recognition.model import MiniROAD, MiniROADConfig
 from streaming.curve_keys import certificate, read_key_file
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
-from streaming.eval_run import DetectorRecord, EvalVideo, load_cache_entry, record_json
-from streaming.eval_scores import AnnotatedSegment
 from streaming.messages import Heartbeat, KeyStepEvent, KeyStepOnset
+from streaming.offline.eval_run import DetectorRecord, EvalVideo, load_cache_entry, record_json
+from streaming.offline.eval_scores import AnnotatedSegment
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -209,7 +209,7 @@ def test_recognition_features_sigterm_keeps_finished_videos_and_discards_the_cur
     features = tmp_path / "features"
     argv = ["--videos", str(tmp_path / "videos"), "--annotations", str(tmp_path / "labels.json"), "--out",
             str(features), "--extractor", "efficientnet-lite0", "--fps", "5", "--threads", "1"]
-    with child("streaming.recognition_features_cli", argv) as running:
+    with child("streaming.offline.features_cli", argv) as running:
         running.wait_for(lambda: (features / "extraction.json").exists())
         assert_stopped_by(running, "SIGTERM", running.interrupt(signal.SIGTERM), 143)
     done = json.loads((features / "extraction.json").read_text())["videos"]

@@ -35,7 +35,7 @@ from recognition.train import run_training
 from streaming.demo.paths import DEMO_DIR
 from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, sample_correct_order
 from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
-from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
+from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 from tgml.learners.result import learn_from_annotations
 

@@ -15,7 +15,7 @@ from typing import Any
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path
 from graphs.task_graph import TaskGraph
-from streaming.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
+from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
 
 ROWS = {"annotated": 2.0, "recognised": 1.0, "alerts": 0.0}
 

@@ -72,7 +72,7 @@ def build_parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``recognition-features``."""
     args = build_parser().parse_args(argv)
-    from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
+    from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs
 
     quiet_codec_logs(args.verbose)

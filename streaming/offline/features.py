@@ -10,7 +10,7 @@ Everything the user named is checked before the first frame is decoded (`plan_ex
 the annotations (scenario, key-step ids, the segment check every command shares), that every video exists and
 opens and is as long as its segments, and the split. Then each video's features and targets are written atomically
 (with ``augment_copies`` the features of that many augmented copies of each training video too,
-`streaming.frame_augment`),
+`streaming.offline.frame_augment`),
 and a manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
 or refused on a damaged video, is resumed by running the same command again: finished videos are skipped.
 """
@@ -54,7 +54,7 @@ from recognition.segment_metrics import TimedSegment as Segment  # a labelled ke
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
-from streaming.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
+from streaming.offline.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
 from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
@@ -530,7 +530,7 @@ def extract_video(
         pool: the workers.
         workers: how many threads ``pool`` has.
         advance: called with the number of frames after each batch (a progress bar).
-        augmentations: the augmented copies to compute too (`streaming.frame_augment`).
+        augmentations: the augmented copies to compute too (`streaming.offline.frame_augment`).
 
     Returns:
         ``(features (K + 1, L, D) float32, times (L,) seconds)``: the video's features, then each copy's.

@@ -380,7 +380,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "view":
         from streaming.curve_keys import client_curve
         from streaming.service_log import ServiceLog
-        from streaming.viewer import run_view
+        from streaming.view.client import run_view
 
         return run_view(args.connect, args.graph, args.jsonl, curve=client_curve(args.curve_server, args.curve_secret),
                         log=ServiceLog("view", args.log_format))

@@ -5,7 +5,7 @@ A command started in the background of a shell script ignores SIGINT and is stop
 ``timeout``, systemd, ``docker stop``); ``recognition-features`` used to die silently with -15 there. Each test starts
 the command as a child process with its progress bars drawn (``TTY_COMPATIBLE``), waits until the work is under way
 (its progress bar, or its first finished file), then sends the signal. ``stream-detect checker`` and ``detector``
-are interrupted in tests/streaming/test_stream_detect_cli.py, ``view`` in tests/streaming/test_view_hostile.py.
+are interrupted in tests/streaming/test_stream_detect_cli.py, ``view`` in tests/streaming/view/test_view_hostile.py.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from streaming.detector_service import EventPublisher, StreamSource
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, bind, connect
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 
 

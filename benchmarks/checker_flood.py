@@ -46,8 +46,8 @@ from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.messages import MAX_HISTORY, Alert, CheckerHealth, Heartbeat, KeyStepEvent, Status, encode
 from streaming.transport import Publisher, connect
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 
 FLOODS = ("none", "multipart", "replay", "malformed")
 VIOLATING_STEP = next(step for step, needs in PRECONDITIONS.items() if needs)  # first in a session: always a mistake

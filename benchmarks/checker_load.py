@@ -53,7 +53,7 @@ from rich.table import Table
 
 # Nothing at the top may import torch: the spawned processes, the checker's included, re-import this module.
 from graphs.checker import PreconditionChecker
-from graphs.options import seed_option
+from graphs.common.options import seed_option
 from graphs.task_graph import END, START, TaskGraph, save_graph
 from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig

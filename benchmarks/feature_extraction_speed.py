@@ -33,7 +33,7 @@ from rich.table import Table
 from streaming.demo.procedure import annotation_file
 from streaming.demo.synthetic_video import demo_video
 from streaming.extractors import EXTRACTOR_NAMES, make_extractor
-from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
+from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
 
 SIZE = (640, 480)
 

@@ -32,7 +32,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from tgml.annotations import load_annotations
+from graphs.annotations import load_annotations
 from tgml.bench import prego
 from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures
 from tgml.bench.prego.methods import load_method_settings

@@ -36,7 +36,7 @@ from rich.table import Table
 
 from recognition.feature_folders import FeatureConfig, FeatureDataset, choose_validation_videos, load_feature_dataset
 from recognition.train import SMALL_CPU_DETECTOR, DetectorTrainConfig, train_detector
-from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
+from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
 
 LITE0_DIM = 1280
 # Idea -> (features: (extractor, fps, keep only the global average), training-setting changes).

@@ -30,7 +30,7 @@ MODULES = {
     "tgml": "tgml.tgml_cli",
     "prego-bench": "tgml.bench.prego_bench_cli",
     "recognition-train": "recognition.recognition_train_cli",
-    "recognition-features": "streaming.recognition_features_cli",
+    "recognition-features": "streaming.offline.features_cli",
     "stream-detect": "streaming.stream_detect_cli",
 }
 COMMANDS: tuple[tuple[str, ...], ...] = (

@@ -56,8 +56,8 @@ from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extract
 from streaming.messages import Alert
 from streaming.readers import Frame, LiveReader, ReaderConfig, Source, open_reader
 from streaming.transport import Publisher, connect
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 
 # A step that needs another: as the first step of a session it is always a pre-condition violation.
 VIOLATING_STEP = next(step for step, needs in PRECONDITIONS.items() if needs)

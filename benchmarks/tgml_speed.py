@@ -23,7 +23,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from tgml.annotations import load_annotations
+from graphs.annotations import load_annotations
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.model import DirectOptimization, wrap
 from tgml.learners.do.train import build_training_set, epoch_rows, train_do

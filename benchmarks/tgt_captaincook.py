@@ -25,8 +25,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.options import seed_option
 from graphs.edge_metrics import compare_graphs
-from graphs.options import seed_option
 from tgml.bench.captaincook import load_procedures, mean_ci90
 from tgml.learners.registry import learner
 from tgml.learners.tgt_text.train import train_tgt_text

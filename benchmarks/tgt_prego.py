@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graphs.settings_files import read_settings
+from graphs.common.settings_files import read_settings
 from tgml.bench.prego import evaluate_graph, flat_metrics, load_dataset, mode_sequences, resolve_data
 from tgml.bench.prego.methods import build_graph
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.order_rules import LATE_STEP, PRECONDITION, check_rule
 from graphs.probabilistic_checker import (
     DEFAULT_ALERT_THRESHOLD,

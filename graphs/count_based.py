@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import TaskGraph
 
 if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
 from graphs.precision_recall import precision_recall_f1

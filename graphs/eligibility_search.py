@@ -38,7 +38,7 @@ from typing import Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.postprocess import attach_start_end, transitive_reduction
 from graphs.task_graph import TaskGraph
 

@@ -12,8 +12,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from graphs.errors import InputError
-from graphs.files import atomic_path, check_output, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path, check_output, write_text
 from graphs.task_graph import END, START, Node, TaskGraph
 
 IMAGE_FORMATS = ("svg", "png", "pdf")

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.files import read_text_file
+from graphs.common.errors import InputError
+from graphs.common.files import read_text_file
 from graphs.task_graph import END, START, TaskGraph
 
 if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s

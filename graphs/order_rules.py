@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 
 from graphs.checker import PreconditionChecker
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import TaskGraph
 
 PRECONDITION: Final = "precondition"

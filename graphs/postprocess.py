@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
     import networkx as nx  # that every command reading this module's settings would pay

@@ -18,7 +18,7 @@ from typing import Final, NamedTuple
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 NOT_MEASURED: Final = "-"  # how a table shows a figure over nothing
 

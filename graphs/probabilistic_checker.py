@@ -45,7 +45,7 @@ from typing import Final
 import numpy as np
 
 from graphs.checker import NO_EVIDENCE, StepEvidence, StepVerdict
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import START, Node, TaskGraph
 
 # Prior probability that a person skips a given pre-condition of the step they are doing. It sets how much evidence

@@ -36,7 +36,7 @@ from typing import Final, Literal
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import OPTIONAL_THRESHOLD, TaskGraph
 
 Rule = Literal["weighted", "binary"]

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.files import read_json, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import read_json, write_text
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id
 
 if TYPE_CHECKING:

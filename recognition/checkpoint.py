@@ -41,8 +41,8 @@ from typing import Any, Final
 
 import torch
 
-from graphs.errors import InputError
-from graphs.files import atomic_path, open_input
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path, open_input
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig

@@ -48,7 +48,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.checker import StepEvidence
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
 # A step's evidence is recorded again only when it grew by this much: at most 1 / BREAKPOINT_STEP records per step

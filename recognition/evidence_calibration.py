@@ -23,7 +23,7 @@ from typing import Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.evidence import EvidenceModel, detection_evidence, state_logit, window_evidence
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent, segment_labels
 

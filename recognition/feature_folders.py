@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.array_files import REAL_KINDS, read_npy
-from graphs.errors import InputError
-from graphs.files import atomic_path, read_json, write_text
+from graphs.common.array_files import REAL_KINDS, read_npy
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path, read_json, write_text
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 
 TARGETS_DIR = "target_perframe"

@@ -11,8 +11,8 @@ from typing import Any
 
 from rich.table import Table
 
-from graphs.errors import InputError, install_extra
-from graphs.files import atomic_path
+from graphs.common.errors import InputError, install_extra
+from graphs.common.files import atomic_path
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 # Targets equal to this index are ignored by the loss (padding of the last window of a video).
 IGNORE_INDEX = -100

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 
-from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
-from graphs.options import seed_option, threads_option
+from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
+from graphs.common.options import seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:

@@ -37,8 +37,8 @@ from rich.table import Table
 
 from graphs.checker import NO_EVIDENCE, precondition_violations
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 from graphs.limits import is_step_id
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.precision_recall import shown

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
     import torch

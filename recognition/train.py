@@ -36,10 +36,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from graphs.errors import InputError
-from graphs.files import check_output, read_json
-from graphs.options import SEED_RULE, check_threads, is_seed
-from graphs.settings_files import check_tables, field_names, naming_the_file, read_settings
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json
+from graphs.common.options import SEED_RULE, check_threads, is_seed
+from graphs.common.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
 from recognition.evidence import EvidenceModel

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 ALERT_MODES: Final = ("end", "onset")  # alert once a step is confirmed, or on its provisional announcement
 # Onset: on the demo and the walkthrough procedure it alerts 2.2-2.8 s sooner at the same precision (see eval).

@@ -3,7 +3,7 @@
 The checker runs in a child process (`streaming.checker_process`), bound to free loopback ports unless
 ``--bind`` / ``--publish`` say otherwise; the detector, wired exactly as ``stream-detect detector`` wires it
 (`streaming.detector_service.open_stream` and `publishing_detector`), runs in a thread of this process; the
-viewer (`streaming.viewer`: rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the
+viewer (`streaming.view.client`: rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the
 checker's output. Everything the user got wrong (video, graph, detector, port) is refused before any
 frame is read, in one line, exit status 2.
 
@@ -25,7 +25,7 @@ from typing import TextIO
 import zmq
 from rich.console import Console
 
-from graphs.errors import InputError, RunError
+from graphs.common.errors import InputError, RunError
 from streaming.checker_process import CHECKER_START_TIMEOUT_S, CheckerProcess
 from streaming.checker_service import CheckerConfig, CheckerCore
 from streaming.detector_service import (
@@ -41,8 +41,8 @@ from streaming.detector_service import (
 from streaming.local_checker import CheckerLink, TeePublisher
 from streaming.messages import Status
 from streaming.overlay import FrameAnnotator, OverlayWriter
-from streaming.view import ViewState, graph_names
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState, graph_names
 
 FREE_LOOPBACK_PORT = "tcp://127.0.0.1:0"  # the checker's default endpoints here: any free port on loopback
 END_TIMEOUT_S = 5.0  # after the detector ends, longest wait for the checker to report the stream ended

@@ -13,7 +13,7 @@ import threading
 from multiprocessing.connection import Connection
 from types import TracebackType
 
-from graphs.errors import InputError, RunError
+from graphs.common.errors import InputError, RunError
 from streaming.checker_service import CheckerConfig, run_checker
 
 CHECKER_START_TIMEOUT_S = 30.0  # longest wait for the checker child to bind its sockets

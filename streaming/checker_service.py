@@ -60,10 +60,10 @@ import zmq
 
 from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError, RunError
+from graphs.common.errors import InputError, RunError
+from graphs.common.safe_text import printable
 from graphs.probabilistic_checker import ProbabilisticChecker
 from graphs.procedure_queries import ProcedureQueries
-from graphs.safe_text import printable
 from graphs.task_graph import START, TaskGraph
 from streaming.curve_keys import ClientKeys, CurveServer, start_authenticator
 from streaming.messages import (

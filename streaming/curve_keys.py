@@ -34,8 +34,8 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
-from graphs.errors import InputError
-from graphs.files import SECRET_MODE, check_output, output_target, read_bytes, write_bytes
+from graphs.common.errors import InputError
+from graphs.common.files import SECRET_MODE, check_output, output_target, read_bytes, write_bytes
 
 if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
     from zmq.auth.thread import ThreadAuthenticator
@@ -520,7 +520,7 @@ def certificate(public: bytes, secret: bytes | None = None) -> bytes:
 
 
 def _write_pair(folder: Path, name: str, force: bool) -> tuple[Path, Path]:
-    """Make a key pair and write both files through the one writer (`graphs.files.write_bytes`).
+    """Make a key pair and write both files through the one writer (`graphs.common.files.write_bytes`).
 
     The secret file is created with ``O_EXCL | O_NOFOLLOW`` and mode 0600 in a private temporary folder, then moved
     into place: it is never readable by others, not even half written, and never written through a link. An

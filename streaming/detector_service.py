@@ -26,9 +26,9 @@ import numpy as np
 import torch
 import zmq
 
-from graphs.errors import InputError
-from graphs.options import check_threads
-from graphs.safe_text import printable
+from graphs.common.errors import InputError
+from graphs.common.options import check_threads
+from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.evidence import (

@@ -6,7 +6,7 @@ from typing import Final
 
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 DEVICES: Final = ("auto", "cpu", "cuda")
 

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from graphs.errors import InputError, install_extra
+from graphs.common.errors import InputError, install_extra
 
 NAME: Final = "efficientnet-lite0"
 LITE2_NAME: Final = "efficientnet-lite2"

@@ -29,7 +29,7 @@ from typing import Any, Final
 import numpy as np
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import LITE2_NAME, load_efficientnet_lite
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from graphs.errors import InputError, install_extra
+from graphs.common.errors import InputError, install_extra
 from streaming.messages import Alert, Retraction
 from streaming.stage_latency import CHECKER_STAGES, DETECTOR_STAGES
 

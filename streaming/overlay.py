@@ -22,8 +22,8 @@ from types import TracebackType
 import cv2
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.files import atomic_path, check_output
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path, check_output
 from recognition.checkpoint import DetectorCheckpoint
 from streaming.local_checker import CheckerLink
 from streaming.messages import Alert, Message, Retraction, StepEvent

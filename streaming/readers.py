@@ -43,7 +43,7 @@ from typing import Final
 import cv2
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 READER_NAMES: Final = ("auto", "decord", "opencv")
 DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amortises the call

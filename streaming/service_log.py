@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Final, TextIO
 
-from graphs.errors import InputError
-from graphs.safe_text import printable
+from graphs.common.errors import InputError
+from graphs.common.safe_text import printable
 
 LOG_FORMATS: Final = ("text", "json")
 LEVELS: Final = ("info", "warning", "error")

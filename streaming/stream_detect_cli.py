@@ -42,9 +42,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.options import threads_option
-from graphs.safe_text import printable
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.options import threads_option
+from graphs.common.safe_text import printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
@@ -380,7 +380,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "view":
         from streaming.curve_keys import client_curve
         from streaming.service_log import ServiceLog
-        from streaming.viewer import run_view
+        from streaming.view.client import run_view
 
         return run_view(args.connect, args.graph, args.jsonl, curve=client_curve(args.curve_server, args.curve_secret),
                         log=ServiceLog("view", args.log_format))
@@ -533,8 +533,8 @@ def _detector(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from streaming.eval_run import EvalConfig, evaluate
-    from streaming.eval_scores import count_of, eval_table, unmeasured_notes
+    from streaming.offline.eval_run import EvalConfig, evaluate
+    from streaming.offline.eval_scores import count_of, eval_table, unmeasured_notes
 
     config = EvalConfig(
         graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,

@@ -47,7 +47,7 @@ from typing import Final
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.curve_keys import CurveClient, CurveServer
 from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
 

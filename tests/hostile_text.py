@@ -5,7 +5,7 @@ Import it as `from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely`
 
 from __future__ import annotations
 
-from graphs.safe_text import printable
+from graphs.common.safe_text import printable
 
 # A rich closing tag (raised MarkupError inside the live view), fake markup, a clear-screen sequence, an OSC window
 # title, a C1 control sequence introducer, a bidirectional override and a newline.

@@ -17,8 +17,8 @@ from typing import Any, Final
 import cv2
 import numpy as np
 
-from graphs.errors import exit_on_input_error
-from graphs.files import atomic_path, make_folders, write_text
+from graphs.common.errors import exit_on_input_error
+from graphs.common.files import atomic_path, make_folders, write_text
 
 SCENARIO: Final = "shelf"
 STEPS: Final = {

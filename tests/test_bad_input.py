@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from recognition.recognition_train_cli import main as recognition_train
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
-from streaming.recognition_features_cli import main as recognition_features
+from streaming.offline.features_cli import main as recognition_features
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder

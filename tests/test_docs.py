@@ -120,7 +120,7 @@ def test_the_readme_is_a_front_door() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; manuals belong in docs/"
     for page in ("live-pipeline", "wire-format", "task-graphs", "prego-benchmark", "captaincook-benchmark",
-                 "recognition", "data-and-citations"):
+                 "recognition", "data-and-citations", "architecture"):
         assert (ROOT / "docs" / f"{page}.md").is_file(), f"docs/{page}.md is missing"
 
 

@@ -28,18 +28,18 @@ import zmq
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from graphs.array_files import npy_shape, read_npy
-from graphs.errors import InputError
+from graphs.annotations import load_annotations
+from graphs.common.array_files import npy_shape, read_npy
+from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.feature_folders import load_split
 from recognition.model import MiniROAD, MiniROADConfig
 from streaming.curve_keys import certificate, read_key_file
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
-from streaming.eval_run import DetectorRecord, EvalVideo, load_cache_entry, record_json
-from streaming.eval_scores import AnnotatedSegment
 from streaming.messages import Heartbeat, KeyStepEvent, KeyStepOnset
-from tgml.annotations import load_annotations
+from streaming.offline.eval_run import DetectorRecord, EvalVideo, load_cache_entry, record_json
+from streaming.offline.eval_scores import AnnotatedSegment
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
+from graphs.annotations import load_annotations
 from tests.hard_procedure_videos import (
     PRECONDITIONS,
     STEPS,
@@ -25,7 +26,6 @@ from tests.hard_procedure_videos import (
     write_execution,
     write_set,
 )
-from tgml.annotations import load_annotations
 
 SIZE = (160, 120)
 FPS = 5.0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from recognition.recognition_train_cli import main as recognition_train
-from streaming.recognition_features_cli import main as recognition_features
+from streaming.offline.features_cli import main as recognition_features
 from streaming.stream_detect_cli import SUBCOMMANDS
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
@@ -82,7 +82,7 @@ def test_an_unknown_option_points_to_the_page_that_lists_the_options(
 
 def _all_parsers() -> list[argparse.ArgumentParser]:
     from recognition.recognition_train_cli import build_parser as train_parser
-    from streaming.recognition_features_cli import build_parser as features_parser
+    from streaming.offline.features_cli import build_parser as features_parser
     from streaming.stream_detect_cli import build_parser as stream_parser
     from tgml.bench.prego_bench_cli import bench_parser, prepare_parser, select_parser
     from tgml.bench.prego_replay_cli import build_parser as replay_parser

@@ -1,14 +1,18 @@
-"""The floors of the house hold: imports point down, nothing imports itself back, the learner stays apart from
-the benchmark harness.
+"""The floors of the house hold (docs/architecture.md): imports point down, nothing imports itself back, the
+learner stays apart from the benchmark harness, live work apart from offline work.
 
 Every import statement of the four packages is read, at module level and inside functions alike (an import made
 at call time still ties the two modules together, it only hides the tie from a reader), and resolved to the
-project module it names. The rules:
+project module it names. The rules, each stated in docs/architecture.md:
 - no import cycle, of any length;
-- the learner (``tgml/*.py`` except the command module ``tgml/tgml_cli.py``) imports neither the benchmark harness
-  ``tgml.bench`` nor ``recognition``;
+- ``graphs.common`` (what every floor builds on) imports no other module of the project;
 - ``graphs`` (the ground floor) imports none of torch, ``tgml``, ``recognition``, ``streaming``;
-- ``tgml`` and ``recognition`` do not import ``streaming`` (the top floor).
+- ``tgml`` and ``recognition`` do not import ``streaming`` (the top floor);
+- the learner (``tgml/*`` except the harness ``tgml/bench/`` and the command module ``tgml/tgml_cli.py``) imports
+  neither the harness nor ``recognition``;
+- what runs live (``streaming`` outside ``streaming.offline``) imports neither ``streaming.offline`` nor ``tgml``;
+  only a command module may reach offline work (``stream-detect eval``);
+- a library module never imports a command module (``*_cli``); a command may dispatch to another.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ FORBIDDEN = {
     "tgml": ("streaming",),
     "recognition": ("streaming",),
 }
+COMMON = "graphs.common"
+OFFLINE = "streaming.offline"
+LIVE_FORBIDDEN = (OFFLINE, "tgml")
 
 
 def module_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
@@ -42,6 +49,11 @@ def module_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
 
 def _in(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
+
+
+def is_command(module: str) -> bool:
+    """Whether a module is a command (argument parsing and one call into the library): its name ends in ``_cli``."""
+    return module.rpartition(".")[2].endswith("_cli")
 
 
 def _resolve(name: str, modules: Set[str]) -> str:
@@ -105,15 +117,23 @@ def violations(imports: Mapping[str, Set[str]]) -> list[str]:
         for target in sorted(targets):
             if any(_in(target, banned) for banned in FORBIDDEN.get(floor, ())):
                 found.append(f"{source} imports {target}: {floor} may not import {target.split('.')[0]}")
+            if _in(source, COMMON) and target.split(".")[0] in PACKAGES and not _in(target, COMMON):
+                found.append(f"{source} imports {target}: {COMMON} may not import the rest of the project")
             learner = floor == "tgml" and not _in(source, "tgml.bench") and source not in LEARNER_COMMANDS
             if learner and (_in(target, "tgml.bench") or _in(target, "recognition")):
                 found.append(f"{source} imports {target}: the learner may not import the harness or recognition")
+            live = floor == "streaming" and not _in(source, OFFLINE) and not is_command(source)
+            if live and any(_in(target, banned) for banned in LIVE_FORBIDDEN):
+                found.append(f"{source} imports {target}: what runs live may not import {OFFLINE} or tgml")
+            if is_command(target) and not is_command(source) and target.split(".")[0] in PACKAGES:
+                found.append(f"{source} imports {target}: a library module may not import a command")
     return found
 
 
 def test_the_packages_keep_the_rules_of_the_house() -> None:
     imports = import_map()
-    assert "tgml.learners.do.ensemble" in imports and "tgml.bench.prego.methods" in imports  # the walk found them
+    walked = {"tgml.learners.do.ensemble", "tgml.bench.prego.methods", "graphs.common.errors", "streaming.offline"}
+    assert walked <= imports.keys()
     assert violations(imports) == []
 
 
@@ -123,18 +143,28 @@ def test_the_check_finds_every_kind_of_broken_rule() -> None:
         "tgml.b": {"tgml.bench.c"},
         "tgml.bench.c": {"tgml.a", "recognition.model"},  # the harness may use recognition
         "tgml.tgml_cli": {"tgml.bench.c"},  # the command may dispatch into the harness
-        "graphs.files": {"numpy", "torch"},
+        "graphs.task_graph": {"numpy", "torch"},
+        "graphs.common.errors": {"graphs.task_graph", "graphs.common.safe_text", "argparse"},
         "recognition.model": {"torch", "streaming.wire"},
         "tgml.d": {"recognition.model"},
+        "streaming.detector": {"streaming.offline.features", "tgml.learners.registry", "recognition.model"},
+        "streaming.offline.eval": {"streaming.detector", "tgml.d"},  # offline work may reuse live parts
+        "streaming.stream_cli": {"streaming.offline.eval", "tgml.tgml_cli"},  # a command may reach both
+        "recognition.train": {"recognition.train_cli"},
     }
     assert violations(imports) == [
         "import cycle: tgml.a -> tgml.b -> tgml.bench.c -> tgml.a",
-        "graphs.files imports torch: graphs may not import torch",
+        "graphs.common.errors imports graphs.task_graph: graphs.common may not import the rest of the project",
+        "graphs.task_graph imports torch: graphs may not import torch",
         "recognition.model imports streaming.wire: recognition may not import streaming",
+        "recognition.train imports recognition.train_cli: a library module may not import a command",
+        "streaming.detector imports streaming.offline.features: what runs live may not import streaming.offline or "
+        "tgml",
+        "streaming.detector imports tgml.learners.registry: what runs live may not import streaming.offline or tgml",
         "tgml.b imports tgml.bench.c: the learner may not import the harness or recognition",
         "tgml.d imports recognition.model: the learner may not import the harness or recognition",
     ]
-    assert violations({"tgml.a": {"tgml.b"}, "tgml.b": {"graphs.files"}, "graphs.files": {"numpy"}}) == []
+    assert violations({"tgml.a": {"tgml.b"}, "tgml.b": {"graphs.task_graph"}, "graphs.task_graph": {"numpy"}}) == []
 
 
 def test_imports_made_at_call_time_and_relative_ones_count(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from graphs.edge_metrics import edge_scores
 from graphs.mistake_metrics import mistake_scores
 from graphs.precision_recall import NOT_MEASURED, mean_and_std, precision_recall_f1, shown
 from recognition.segment_metrics import MatchCounts
-from streaming.eval_scores import MistakeCounts
+from streaming.offline.eval_scores import MistakeCounts
 
 
 @pytest.mark.parametrize(("counts", "expected"), [

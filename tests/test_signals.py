@@ -5,7 +5,7 @@ A command started in the background of a shell script ignores SIGINT and is stop
 ``timeout``, systemd, ``docker stop``); ``recognition-features`` used to die silently with -15 there. Each test starts
 the command as a child process with its progress bars drawn (``TTY_COMPATIBLE``), waits until the work is under way
 (its progress bar, or its first finished file), then sends the signal. ``stream-detect checker`` and ``detector``
-are interrupted in tests/streaming/test_stream_detect_cli.py, ``view`` in tests/streaming/test_view_hostile.py.
+are interrupted in tests/streaming/test_stream_detect_cli.py, ``view`` in tests/streaming/view/test_view_hostile.py.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_recognition_features_sigterm_keeps_finished_videos_and_discards_the_cur
     features = tmp_path / "features"
     argv = ["--videos", str(tmp_path / "videos"), "--annotations", str(tmp_path / "labels.json"), "--out",
             str(features), "--extractor", "efficientnet-lite0", "--fps", "5", "--threads", "1"]
-    with child("streaming.recognition_features_cli", argv) as running:
+    with child("streaming.offline.features_cli", argv) as running:
         running.wait_for(lambda: (features / "extraction.json").exists())
         assert_stopped_by(running, "SIGTERM", running.interrupt(signal.SIGTERM), 143)
     done = json.loads((features / "extraction.json").read_text())["videos"]

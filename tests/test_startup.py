@@ -34,7 +34,7 @@ RUNS: dict[str, tuple[str, list[list[str]]]] = {
     "prego-bench": ("tgml.bench.prego_bench_cli", [["--help"], *[[c, "--help"] for c in PREGO_SUBCOMMANDS]]),
     "prego-bench (segmenter)": ("tgml.bench.prego_bench_cli", [[c, "--help"] for c in SEGMENTER_BOUND]),
     "recognition-train": ("recognition.recognition_train_cli", [["--help"]]),
-    "recognition-features": ("streaming.recognition_features_cli", [["--help"]]),
+    "recognition-features": ("streaming.offline.features_cli", [["--help"]]),
     "stream-detect": ("streaming.stream_detect_cli", [["--help"], *[[c, "--help"] for c in STREAM_DETECT_SUBCOMMANDS]]),
 }
 

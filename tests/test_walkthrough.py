@@ -21,7 +21,7 @@ import pytest
 
 from graphs.task_graph import load_graph
 from recognition.recognition_train_cli import main as recognition_train
-from streaming.recognition_features_cli import main as recognition_features
+from streaming.offline.features_cli import main as recognition_features
 from tests.procedure_videos import MISTAKE_ORDER, MISTAKE_STEP, PRECONDITIONS, SCENARIO, VALID_ORDERS, write_execution
 from tests.procedure_videos import write_procedure as label
 from tgml.tgml_cli import main as tgml

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from graphs.errors import InputError
-from graphs.files import SECRET_MODE, atomic_path, check_output, output_target, write_bytes, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import SECRET_MODE, atomic_path, check_output, output_target, write_bytes, write_text
 from graphs.task_graph import load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.recognition_train_cli import main as recognition_train
 from streaming.demo.paths import DEMO_DIR, default_demo_paths
-from streaming.recognition_features_cli import main as recognition_features
+from streaming.offline.features_cli import main as recognition_features
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tgml.bench.prego_bench_cli import main as prego_bench

@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphs.safe_text import first_few, printable
+from graphs.common.safe_text import first_few, printable
 from graphs.task_graph import END, START, TaskGraph, execution_levels
 
 
@@ -79,7 +79,7 @@ def left_out_summary(left_out: Any) -> str:
     """One line saying which executions a graph was not learned from (its file's ``info["left_out"]``).
 
     Args:
-        left_out: ``{"mistakes": [names], "excluded": [names]}`` as `tgml.annotations.TrainingSelection` records it;
+        left_out: ``{"mistakes": [names], "excluded": [names]}`` as `graphs.annotations.TrainingSelection` records it;
             it comes from a file, so anything else is described as unreadable rather than trusted.
 
     Returns:

@@ -22,9 +22,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.array_files import read_npy_stream
-from graphs.errors import InputError, install_extra
-from graphs.files import atomic_path, open_input
+from graphs.common.array_files import read_npy_stream
+from graphs.common.errors import InputError, install_extra
+from graphs.common.files import atomic_path, open_input
 
 DEFAULT_ENCODER: Final = "all-MiniLM-L6-v2"
 TEXT_EXTRA: Final = "text"

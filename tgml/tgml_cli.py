@@ -64,8 +64,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.options import check_seed_count, seed_option, workers_option
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.options import check_seed_count, seed_option, workers_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -273,7 +273,7 @@ def _settings_given(args: argparse.Namespace) -> dict[str, Any]:
 
 def _train_method(args: argparse.Namespace) -> str:
     """The learner asked for, or the one the given flags and config-file keys belong to."""
-    from graphs.settings_files import read_settings
+    from graphs.common.settings_files import read_settings
     from tgml.learners.registry import resolve_learner
 
     given = set(_settings_given(args))
@@ -284,7 +284,7 @@ def _train_method(args: argparse.Namespace) -> str:
 
 def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = None) -> Any:
     """A learner's settings: ``base`` (default: the learner's defaults), then the --config file, then the flags."""
-    from graphs.settings_files import naming_the_file, read_settings
+    from graphs.common.settings_files import naming_the_file, read_settings
 
     flags = _settings_given(args)
     if args.config and hasattr(entry.config_class, "from_table"):  # a combined learner: its sub-tables in the file
@@ -299,9 +299,9 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
 
 def _train(args: argparse.Namespace, console: Console) -> None:
     """``tgml train``: learn one scenario's graph and save it."""
-    from graphs.files import check_output
+    from graphs.annotations import TrainingVideos, load_annotations
+    from graphs.common.files import check_output
     from graphs.task_graph import save_graph
-    from tgml.annotations import TrainingVideos, load_annotations
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
     from tgml.learners.result import learn_from_annotations
@@ -325,7 +325,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
 
 def _show(args: argparse.Namespace, console: Console) -> None:
     """``tgml show``: the graph's table, and its drawing with ``--dot``."""
-    from graphs.files import check_output
+    from graphs.common.files import check_output
     from graphs.graph_drawing import write_rendering
     from graphs.task_graph import load_graph
     from tgml.graph_table import terminal_view
@@ -352,7 +352,7 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-captaincook``: learn the 24 procedures' graphs with each method and print the tables."""
     from rich.console import Console
 
-    from graphs.files import check_output, write_text
+    from graphs.common.files import check_output, write_text
     from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, captaincook_table
     from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
     from tgml.bench.data_folder import captaincook_folder, data_folder
@@ -383,7 +383,7 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-mistakes``: learn, replay, print the tables and the notes on the data."""
     from rich.console import Console
 
-    from graphs.files import check_output, write_text
+    from graphs.common.files import check_output, write_text
     from tgml.bench.captaincook import ANNOTATIONS
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
@@ -437,7 +437,7 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
 
 def _bench_queries(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-queries``: the procedure questions on held-out executions."""
-    from graphs.files import check_output, write_text
+    from graphs.common.files import check_output, write_text
     from tgml.bench.data_folder import QUERY_DATASETS, data_folder
     from tgml.bench.query_bench import QueryBenchConfig, query_bench_tables, run_query_bench
 
@@ -458,7 +458,7 @@ def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-synthetic``: edge F1 of the learners on random procedures."""
     from rich.console import Console
 
-    from graphs.files import check_output, write_text
+    from graphs.common.files import check_output, write_text
     from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
 
     if args.json:

@@ -27,15 +27,15 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from graphs.errors import ArgumentParser, exit_on_input_error, plain_summary
-from graphs.files import check_output, write_text
+from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
+from graphs.common.files import check_output, write_text
 from graphs.task_graph import save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.train import run_training
 from streaming.demo.paths import DEMO_DIR
 from streaming.demo.procedure import SCENARIO, STEP_IDS, annotation_file, sample_correct_order
 from streaming.demo.synthetic_video import RenderConfig, segments_of, timeline, write_video
-from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
+from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 from tgml.learners.result import learn_from_annotations
 

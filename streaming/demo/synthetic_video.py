@@ -23,8 +23,8 @@ from typing import Final
 import cv2
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.files import atomic_path, read_json, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path, read_json, write_text
 from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
 

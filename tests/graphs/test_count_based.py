@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from graphs import START, InputError, precondition_violations
+from graphs.annotations import load_annotations
 from graphs.count_based import (
     CountBasedConfig,
     count_based_graph,
@@ -18,7 +19,6 @@ from graphs.count_based import (
     transition_probabilities,
 )
 from graphs.mistake_metrics import mistake_scores
-from tgml.annotations import load_annotations
 
 
 def test_counts_include_start_and_end_and_keep_repeats() -> None:

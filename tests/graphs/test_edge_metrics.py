@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphs.common.errors import InputError
 from graphs.edge_metrics import compare_graphs, edge_scores, evaluate_files, load_reference_graph
-from graphs.errors import InputError
 from graphs.task_graph import END, START, TaskGraph, save_graph
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphs.common.errors import InputError
 from graphs.eligibility_search import EligibilitySearchConfig, eligibility_counts, eligibility_search_graph
-from graphs.errors import InputError
 from graphs.task_graph import END, START, TaskGraph
 
 

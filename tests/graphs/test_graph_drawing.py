@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.graph_drawing import to_dot, write_rendering
 from graphs.task_graph import TaskGraph
 

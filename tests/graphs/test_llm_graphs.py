@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path, llm_task_graph
 from graphs.task_graph import END, START
 

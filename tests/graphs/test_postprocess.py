@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.postprocess import (
     attach_start_end,
     binarize,

@@ -7,7 +7,7 @@ import pytest
 
 from graphs.checker import PreconditionChecker, StepEvidence
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.probabilistic_checker import ProbabilisticChecker, alert_probability, skip_probability
 from graphs.task_graph import END, START, TaskGraph
 

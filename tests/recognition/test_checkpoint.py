@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.checkpoint import DetectorCheckpoint, load_detector, save_detector
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.evidence import (
     DEFAULT_FALSE_RATE,
     DEFAULT_MISS_RATE,

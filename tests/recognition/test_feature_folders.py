@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.feature_folders import (
     FeatureConfig,
     VideoFeatures,

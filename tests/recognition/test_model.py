@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.model import IGNORE_INDEX, FastStepper, MiniROAD, MiniROADConfig, done_targets, output_probabilities
 
 SMALL = MiniROADConfig(input_dim=40, embed_dim=24, hidden_dim=16, num_classes=6, dropout=0.2)

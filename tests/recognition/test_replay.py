@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from graphs.checker import precondition_violations
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import TaskGraph, save_graph
 from recognition.replay import load_frames_file, replay, sweep

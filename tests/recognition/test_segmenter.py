@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.segmenter import (
     OnlineSegmenter,
     OnsetEvent,

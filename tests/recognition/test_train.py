@@ -11,7 +11,7 @@ import pytest
 import torch
 from rich.progress import Progress, TaskID
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import load_feature_dataset, window_index
 from recognition.model import MiniROADConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import choose_validation_videos, copy_file_name, load_feature_dataset
 from recognition.recognition_train_cli import main

@@ -14,8 +14,8 @@ import pytest
 import zmq
 from rich.console import Console
 
-from graphs.errors import InputError, RunError
-from graphs.safe_text import printable
+from graphs.common.errors import InputError, RunError
+from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from streaming.all_in_one import RunConfig, await_subscription, run_all
@@ -24,8 +24,8 @@ from streaming.detector_service import EventPublisher, StreamSource
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, bind, connect
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 
 

@@ -32,8 +32,8 @@ from streaming.detector_service import DetectorConfig, StreamSource, open_stream
 from streaming.messages import WIRE_VERSION, Alert, encode
 from streaming.readers import ReaderConfig
 from streaming.transport import ReceiveStats, connect
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.streaming.helpers import MISTAKE_STEP, keystep, tea_graph, wait_for
 
 EXAMPLES = 10_000

@@ -36,8 +36,8 @@ from streaming.messages import (
     run_of,
 )
 from streaming.transport import Publisher, ReceiveStats, connect
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]

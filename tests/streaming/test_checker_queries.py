@@ -17,8 +17,8 @@ from streaming.checker_service import CheckerCore
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.messages import Alert, Heartbeat, Message, MissingSteps, Status, run_of
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.streaming.helpers import STREAM_DETECT, keystep, running_checker, tea_graph, wait_for, weighted_tea_graph
 
 CORRECT = DEMO_EXECUTIONS["correct"]

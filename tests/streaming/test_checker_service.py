@@ -16,8 +16,8 @@ from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, CheckerHealth, Heartbeat, Status, StepEvent
 from streaming.transport import Publisher, Receiver, connect, subscribe
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]

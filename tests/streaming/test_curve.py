@@ -17,7 +17,7 @@ import pytest
 import zmq
 import zmq.auth
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import save_graph
 from streaming.checker_process import CheckerProcess
 from streaming.checker_service import CheckerConfig, CheckerService
@@ -27,8 +27,8 @@ from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, CheckerHealth
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, Receiver, connect, connect_watched, is_local, subscribe
-from streaming.view import ViewState
-from streaming.viewer import Viewer
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
 

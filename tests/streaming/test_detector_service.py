@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.demo.paths import default_demo_paths
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
 from streaming.messages import MAX_HISTORY

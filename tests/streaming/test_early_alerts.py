@@ -11,7 +11,8 @@ from rich.console import Console
 from streaming.checker_service import CheckerCore
 from streaming.demo.procedure import STEP_IDS, name_of
 from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode
-from streaming.view import ViewState, render
+from streaming.view.render import render
+from streaming.view.state import ViewState
 from tests.streaming.helpers import keystep, tea_graph
 
 BOIL, FILL, GET_CUP = 2, 1, 3  # boil_water needs fill_kettle

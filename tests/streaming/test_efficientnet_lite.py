@@ -7,7 +7,7 @@ import pytest
 import torch
 from skimage import data
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.efficientnet_lite import load_efficientnet_lite, preprocess
 from streaming.extractors import EfficientNetLiteExtractor, make_extractor
 

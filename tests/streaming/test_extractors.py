@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.demo.synthetic_video import RenderConfig, render_frames
 from streaming.extractors import LightExtractor, TorchScriptExtractor, grid_means, make_extractor
 

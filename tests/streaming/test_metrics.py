@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.checker_service import CheckerConfig, CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector_service import DetectorConfig, EventPublisher, load_detector_for_stream, run_detectors

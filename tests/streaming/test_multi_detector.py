@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zmq
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.demo.paths import default_demo_paths
 from streaming.detector_service import (
     Detector,

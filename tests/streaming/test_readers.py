@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.readers import (
     DecordReader,
     LiveReader,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from streaming.detector_service import DetectorConfig
 from streaming.messages import Heartbeat
 from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, subscribe

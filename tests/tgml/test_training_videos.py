@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from graphs.annotations import TrainingVideos, load_annotations
 from graphs.task_graph import START, load_graph
 from tests.cli_errors import cli_error
 from tests.procedure_videos import MISTAKE_STEP, PRECONDITIONS, SCENARIO, annotation_file, walkthrough_orders
-from tgml.annotations import TrainingVideos, load_annotations
 from tgml.tgml_cli import main as tgml
 
 

@@ -17,8 +17,6 @@ from tests.source_imports import imports_of
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "build_demo.py"
-# File readers from tgml that need no training code: recognition-features reads the annotation file tgml train reads.
-READERS = {"tgml.annotations"}
 
 
 def tool_main() -> Callable[[list[str]], int]:
@@ -57,6 +55,6 @@ def test_the_runtime_package_imports_no_training_code() -> None:
         f"{path.relative_to(ROOT)}:{line} imports {module}"
         for path in sorted((ROOT / "streaming").rglob("*.py"))
         for module, _, line in imports_of(path)
-        if (module.split(".")[0] == "tgml" and module not in READERS) or module == "recognition.train"
+        if module.split(".")[0] == "tgml" or module == "recognition.train"
     ]
     assert training == []

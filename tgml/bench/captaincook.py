@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from graphs.annotations import load_annotations
+from graphs.common.errors import InputError
 from graphs.edge_metrics import EdgeScores, compare_graphs, load_reference_graph
-from graphs.errors import InputError
 from graphs.postprocess import present_steps
 from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph
-from tgml.annotations import load_annotations
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.ensemble import mean_weights_graph, member_seeds

@@ -39,8 +39,8 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
+from graphs.common.errors import InputError
 from graphs.edge_metrics import edge_scores
-from graphs.errors import InputError
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from tgml.bench.captaincook import (
     DEFAULT_CONFIG,

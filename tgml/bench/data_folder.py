@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 DATA_ENV: Final = "MISTAKE_DATA"
 CAPTAINCOOK_FOLDER: Final = "captaincook4d"

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 
 ORDER_ERROR: Final = "Order Error"
 MISSING_STEP: Final = "Missing Step"

@@ -40,8 +40,8 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from graphs.order_rules import ORDER_RULES, check_rule, never_done, order_flags
 from graphs.postprocess import break_cycles

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.order_rules import ORDER_RULES, order_flags
 from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 REPLACE, DELETE, INSERT = 0, 1, 2
 

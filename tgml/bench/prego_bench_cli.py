@@ -36,9 +36,9 @@ import sys
 import time
 from pathlib import Path
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.files import check_output
-from graphs.options import check_seed_count, seed_option, workers_option
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.files import check_output
+from graphs.common.options import check_seed_count, seed_option, workers_option
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all

@@ -20,8 +20,8 @@ import math
 import time
 from typing import Any
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.options import workers_option
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.options import workers_option
 from tgml.bench.data_folder import DATA_ENV
 from tgml.bench.prego import DATASETS
 from tgml.bench.prego.checker_selection import CheckerSearch
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
     """Entry point of ``prego-bench select-checker`` (dispatched by `tgml.bench.prego_bench_cli`)."""
     started = time.perf_counter()
     args = build_parser().parse_args(argv)
-    from graphs.files import check_output
+    from graphs.common.files import check_output
     from tgml.bench.data_folder import data_folder
     from tgml.bench.prego import load_dataset, load_method_settings, resolve_data
     from tgml.bench.prego.checker_selection import (

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.checker_settings import CHECKERS
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.options import fps_option, seed_option
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.options import fps_option, seed_option
 from recognition.replay import DEFAULT_SWEEP
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from rich.console import Console
 
-    from graphs.files import check_output, write_text
+    from graphs.common.files import check_output, write_text
     from recognition.replay import (
         ReplayChecker,
         load_frames_file,

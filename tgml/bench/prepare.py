@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.errors import InputError
-from graphs.files import check_output, read_json, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json, write_text
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"

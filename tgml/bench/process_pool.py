@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from graphs.interrupts import signals_deferred
+from graphs.common.interrupts import signals_deferred
 
 if TYPE_CHECKING:  # loaded by run_jobs: every benchmark module imports this one, and their help pages need neither
     from concurrent.futures import ProcessPoolExecutor

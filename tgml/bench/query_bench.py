@@ -60,14 +60,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from graphs.annotations import load_annotations
+from graphs.common.errors import InputError
+from graphs.common.options import SEED_RULE, is_seed
 from graphs.count_based import count_based_graph
-from graphs.errors import InputError
 from graphs.mistake_metrics import protocol_labels
-from graphs.options import SEED_RULE, is_seed
 from graphs.precision_recall import precision_recall_f1
 from graphs.procedure_queries import ProcedureQueries, learn_optional_scores
 from graphs.task_graph import TaskGraph
-from tgml.annotations import load_annotations
 from tgml.bench.captaincook import DEFAULT_CONFIG as CAPTAINCOOK_DO
 from tgml.bench.captaincook import load_procedures
 from tgml.bench.data_folder import CAPTAINCOOK_FOLDER as CAPTAINCOOK

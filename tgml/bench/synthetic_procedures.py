@@ -29,9 +29,9 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
+from graphs.common.errors import InputError
+from graphs.common.options import MAX_SEED_COUNT, SEED_RULE, is_seed
 from graphs.edge_metrics import edge_scores
-from graphs.errors import InputError
-from graphs.options import MAX_SEED_COUNT, SEED_RULE, is_seed
 from graphs.postprocess import binarize
 from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from graphs.errors import InputError
-from graphs.settings_files import field_names, load_config_file
+from graphs.common.errors import InputError
+from graphs.common.settings_files import field_names, load_config_file
 
 if TYPE_CHECKING:
     from tgml.learners.result import Learner

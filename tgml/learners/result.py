@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from graphs.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
 from graphs.task_graph import TaskGraph
-from tgml.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
 
 
 @dataclass(frozen=True)

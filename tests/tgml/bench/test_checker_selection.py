@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.evidence import EvidenceModel
 from recognition.segmenter import SegmenterConfig
 from tests.cli_errors import cli_error

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from tgml.bench.prepare import PrepareConfig, assembly_step_name, prepare_all, timecode_ms
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from tests.cli_errors import cli_error
 from tgml.bench.query_bench import QueryBenchConfig, fold_indices, load_bench_procedures
 from tgml.tgml_cli import main

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from recognition.segmenter import SegmenterConfig, segment_labels
 from tgml.bench.prego.recognition_noise import (
     NOISE_LEVELS,

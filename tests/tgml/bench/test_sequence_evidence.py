@@ -8,7 +8,7 @@ import pytest
 
 from graphs.checker import precondition_violations
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import TaskGraph
 from tgml.bench.perturb import aligned_perturbation, perturb_sequence
 from tgml.bench.prego.sequence_evidence import (

@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from tests.cli_errors import cli_error
 from tgml.bench.synthetic_procedures import (
     SyntheticConfig,

@@ -11,11 +11,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from graphs.annotations import load_annotations
 from graphs.checker import precondition_violations
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import END, START, TaskGraph, load_graph, save_graph
-from tgml.annotations import load_annotations
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.train import train_do
 from tgml.learners.registry import learner

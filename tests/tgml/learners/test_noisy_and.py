@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graphs.checker import PreconditionChecker, precondition_violations
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.procedure_queries import log_not_required
 from graphs.task_graph import END, START
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS

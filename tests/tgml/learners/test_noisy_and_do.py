@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from graphs.checker import PreconditionChecker
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.postprocess import present_steps
 from tests.tgml.learners.test_noisy_and import (
     BREAD,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from tests.cli_errors import cli_error
 from tgml import text_embeddings

@@ -6,7 +6,7 @@ the GT (*) and PRED (+) test sequences online with the same `graphs.Precondition
 (`scoring`); aggregate mean ± std over seeds and print them beside the published figures (`published`, `report`).
 `selection` chooses our methods' settings on the training split only. The result JSON schema is in `run`.
 `own_dataset` runs GT mode on a dataset of the user's (one annotation file, test videos cut at their first mistake).
-The names below load on first use (`graphs.lazy_exports`): the commands' parsers read `DATASETS` without paying
+The names below load on first use (`graphs.common.lazy_exports`): the commands' parsers read `DATASETS` without paying
 for the whole harness.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphs.lazy_exports import lazy_exports
+from graphs.common.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from tgml.bench.prego.data import (

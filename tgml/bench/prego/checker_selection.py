@@ -34,8 +34,8 @@ import numpy as np
 
 from graphs.checker import StepEvidence, precondition_violations
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
-from graphs.files import read_json, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import read_json, write_text
 from graphs.mistake_metrics import mistake_scores
 from graphs.precision_recall import measured
 from graphs.probabilistic_checker import ProbabilisticChecker

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.annotations import load_annotations
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 from graphs.task_graph import TaskGraph
-from tgml.annotations import load_annotations
 
 MODES: Final = ("gt", "pred")
 MODE_MARKS: Final = {"gt": "*", "pred": "+"}
@@ -177,7 +177,7 @@ def load_dataset(layout: DataLayout, dataset: str, pred: bool = True, sequences:
         The dataset.
     """
     spec = DATASETS[dataset]
-    # The published files, read as published: only the order of their segments counts (tgml.annotations).
+    # The published files, read as published: only the order of their segments counts (graphs.annotations).
     train = load_annotations(layout.train_file(dataset), check_times=False)
     test = load_annotations(layout.test_file(dataset), check_times=False)
     step_ids, step_names = train.steps_of(spec.scenario)

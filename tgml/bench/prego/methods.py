@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.settings_files import check_tables, naming_the_file, read_settings
+from graphs.common.settings_files import check_tables, naming_the_file, read_settings
 from graphs.task_graph import TaskGraph
 from tgml.bench.prego.data import BenchData
 from tgml.learners.registry import LEARNERS, learner

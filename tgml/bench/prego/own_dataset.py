@@ -22,9 +22,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.annotations import Annotations, load_annotations
+from graphs.common.errors import InputError
 from recognition.feature_folders import load_split
-from tgml.annotations import Annotations, load_annotations
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
 

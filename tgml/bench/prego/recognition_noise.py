@@ -38,8 +38,8 @@ from typing import Final
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 
 # The partner a segment is confused with: the step before it, the step after it, or any other (the remainder).
 PARTNER_PREVIOUS: Final = 0.4

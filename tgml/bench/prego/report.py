@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.errors import InputError
-from graphs.files import atomic_path, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import atomic_path, write_text
 from graphs.precision_recall import shown
 from tgml.bench.prego.data import MODE_MARKS
 from tgml.bench.prego.published import PUBLISHED, published_best

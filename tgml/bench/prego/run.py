@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.errors import InputError
-from graphs.files import check_output
+from graphs.common.errors import InputError
+from graphs.common.files import check_output
+from graphs.common.options import SEED_RULE, is_seed
 from graphs.mistake_metrics import MistakeScores
-from graphs.options import SEED_RULE, is_seed
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tgml.bench.perturb import perturb_sequences, rate_seed
 from tgml.bench.prego.data import (

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from graphs.checker import precondition_violations
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.precision_recall import measured

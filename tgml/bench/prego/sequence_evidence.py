@@ -22,7 +22,7 @@ import numpy as np
 
 from graphs.checker import StepEvidence
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from graphs.errors import InputError
-from graphs.options import SEED_RULE, is_seed
-from graphs.settings_files import (
+from graphs.common.errors import InputError
+from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.settings_files import (
     check_field_types,
     check_values,
 )

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
+from graphs.common.settings_files import field_names
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
-from graphs.settings_files import field_names
 from graphs.task_graph import TaskGraph
 from tgml.learners.do.config import DOConfig, DOEnsembleConfig
 from tgml.learners.result import LearnResult

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from graphs.common.settings_files import field_names
 from graphs.postprocess import present_steps
-from graphs.settings_files import field_names
 from tgml.learners.do.config import DOConfig, DOCVConfig
 from tgml.learners.do.ensemble import EnsembleConfig, mean_weights_graph
 from tgml.learners.do.train import train_do

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from graphs.options import SEED_RULE, is_seed
-from graphs.settings_files import check_field_types, check_values
+from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.settings_files import check_field_types, check_values
 
 METHOD_NAME: Final = "noisy-and"
 

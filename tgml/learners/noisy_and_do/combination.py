@@ -34,9 +34,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
+from graphs.common.settings_files import check_field_types, check_values
 from graphs.postprocess import binarize
-from graphs.settings_files import check_field_types, check_values
 from graphs.task_graph import TaskGraph
 
 METHOD_NAME: Final = "noisy-and-do"

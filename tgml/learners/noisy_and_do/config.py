@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from graphs.errors import InputError
-from graphs.settings_files import field_names
+from graphs.common.errors import InputError
+from graphs.common.settings_files import field_names
 from tgml.learners.do.config import DOEnsembleConfig
 from tgml.learners.noisy_and.config import NoisyAndConfig
 from tgml.learners.noisy_and_do.combination import METHOD_NAME, CombinationConfig

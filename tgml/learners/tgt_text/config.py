@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass, fields
 from typing import Final
 
-from graphs.errors import InputError
-from graphs.options import SEED_RULE, is_seed
-from graphs.settings_files import check_field_types, check_values
+from graphs.common.errors import InputError
+from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.settings_files import check_field_types, check_values
 from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.text_embeddings import DEFAULT_ENCODER
 

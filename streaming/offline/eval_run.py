@@ -4,7 +4,7 @@ Each video goes through exactly what ``stream-detect`` runs live: the same reade
 detector's feature extractor, MiniROAD stepped frame by frame, the online segmenter, and a `CheckerCore` receiving
 every message the detector publishes (encoded and decoded as on the wire, in-process instead of over ZeroMQ). What the
 checker sends back (key-steps, alerts, retractions) is kept with the video time at which it came, and scored by
-`streaming.eval_scores`.
+`streaming.offline.eval_scores`.
 
 Each video's result is cached under ``$MISTAKE_CACHE/eval`` keyed by everything that shapes it (the video file, its
 annotations, the graph, the detector, the backbone, the segmenter settings, the alert mode): a run stopped half-way
@@ -26,11 +26,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from graphs.annotations import choose_scenario, load_annotations, time_order
 from graphs.checker_settings import CheckerSettings
-from graphs.errors import InputError
-from graphs.files import check_output, read_json, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json, write_text
+from graphs.common.safe_text import first_few
 from graphs.limits import is_finite_number
-from graphs.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import load_split
@@ -51,21 +52,7 @@ from streaming.detector_service import (
     load_detector_for_stream,
     print_warning,
 )
-from streaming.eval_plots import draw_timelines, pyplot
-from streaming.eval_scores import (
-    AnnotatedSegment,
-    RaisedAlert,
-    RuleDisagreement,
-    VideoRun,
-    VideoScores,
-    rule_disagreements,
-    score_video,
-    scores_json,
-    total,
-    video_detail,
-)
 from streaming.extractors import FeatureExtractor
-from streaming.feature_extraction import choose_scenario, find_video, time_order
 from streaming.local_checker import CheckerLink
 from streaming.messages import (
     Alert,
@@ -79,9 +66,22 @@ from streaming.messages import (
     decode,
     encode,
 )
+from streaming.offline.eval_plots import draw_timelines, pyplot
+from streaming.offline.eval_scores import (
+    AnnotatedSegment,
+    RaisedAlert,
+    RuleDisagreement,
+    VideoRun,
+    VideoScores,
+    rule_disagreements,
+    score_video,
+    scores_json,
+    total,
+    video_detail,
+)
+from streaming.offline.features import find_video
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, check_first_frame, named_error, open_named
-from tgml.annotations import load_annotations
 
 EVAL_VERSION = 3  # bump when what a cached record holds changes (3: the detector's messages, not the checker's answers)
 STREAM_ID = "eval"
@@ -370,7 +370,7 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
         checking: the checker's settings.
 
     Returns:
-        The `VideoRun` that `streaming.eval_scores` scores.
+        The `VideoRun` that `streaming.offline.eval_scores` scores.
     """
     link = CheckerLink(CheckerCore(graph, checking=checking))
     link.replay(record.messages)

@@ -15,8 +15,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from graphs.errors import InputError
-from graphs.files import read_toml, read_yaml
+from graphs.common.errors import InputError
+from graphs.common.files import read_toml, read_yaml
 
 C = TypeVar("C")
 

@@ -16,8 +16,8 @@ from typing import IO, Final
 import numpy as np
 from numpy.lib import format as npy_format
 
-from graphs.errors import InputError
-from graphs.files import open_input
+from graphs.common.errors import InputError
+from graphs.common.files import open_input
 
 NPY_MAGIC: Final = b"\x93NUMPY"
 ZIP_MAGIC: Final = b"PK\x03\x04"
@@ -119,7 +119,7 @@ def read_npy(
     max_bytes: int = MAX_ARRAY_BYTES,
 ) -> np.ndarray:
     """Load the ``.npy`` file ``path``, its header checked before the data is read: `read_npy_stream` on the opened
-    file (the other arguments are its own); the file is opened by `graphs.files.open_input` (no FIFO, no device,
+    file (the other arguments are its own); the file is opened by `graphs.common.files.open_input` (no FIFO, no device,
     "permission denied")."""
     with open_input(path, what + " file") as handle:
         size = _size(handle)

@@ -15,6 +15,9 @@ The published benchmark files are read as published (``check_times=False``): EPI
 overlapping segments and ``-1`` times for steps that were never done, and the benchmarks, like the paper, read only
 the order of their segments. ``tgml train --order-only`` and ``prego-bench --annotations ... --order-only`` read a
 file that way too.
+
+The commands that need segment times (features, eval) take them in time order from `time_order`, and pick the
+scenario with `choose_scenario`.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.errors import InputError
-from graphs.files import read_json
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_finite_number, is_step_id
 
 
@@ -292,3 +295,49 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             check_segments(spans, f"{src}: annotations[{video!r}]")
         videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors), tuple(spans))
     return Annotations(src, videos, taxonomy)
+
+
+def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
+    """The scenario a command reads (``recognition-features``, ``stream-detect eval``): the one asked for, or the file's
+    only one.
+
+    Args:
+        annotations: the read annotation file.
+        scenario: ``--scenario`` (None when not given).
+
+    Returns:
+        A scenario of the file with at least one annotated video.
+    """
+    if scenario is None:
+        used = sorted({v.scenario for v in annotations.videos.values()})
+        if not used:
+            raise InputError(f"{annotations.path}: no annotated video (field 'annotations' is empty)")
+        if len(used) > 1:
+            raise InputError(
+                f"{annotations.path}: holds several scenarios ({', '.join(used)}); choose one with --scenario"
+            )
+        scenario = used[0]
+    if not annotations.scenario_videos(scenario):
+        raise InputError(f"{annotations.path}: no annotated video of scenario {scenario!r}")
+    return scenario
+
+
+def time_order(video: Video, src: str) -> list[tuple[int, float, float]]:
+    """A video's segments in time order, as ``(index in the file, start, end)``; every segment must have its times.
+
+    `load_annotations` has checked them (`check_segments`: no negative time, no empty or reversed span, no overlap),
+    the same check every command that reads annotations makes.
+
+    Args:
+        video: the annotated video.
+        src: the annotation file, named in errors.
+
+    Returns:
+        ``(k, start, end)`` per segment, sorted by start time (file order among equal starts).
+    """
+    timed = [(k, *span) for k, span in enumerate(video.spans) if span is not None]
+    if len(timed) < len(video.steps):
+        untimed = next(k for k, span in enumerate(video.spans) if span is None)
+        raise InputError(f"{src}: annotations[{video.video!r}].segments[{untimed}] has no start_time and end_time; "
+                         "frame targets and scores need the time of every segment")
+    return sorted(timed, key=lambda item: (item[1], item[0]))

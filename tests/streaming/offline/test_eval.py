@@ -22,8 +22,8 @@ from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import SCENARIO, STEP_IDS, name_of
 from streaming.demo.synthetic_video import cache_dir, demo_video
-from streaming.eval_run import EvalConfig, evaluate, trained_on
-from streaming.eval_scores import (
+from streaming.offline.eval_run import EvalConfig, evaluate, trained_on
+from streaming.offline.eval_scores import (
     AnnotatedSegment,
     MistakeCounts,
     RaisedAlert,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from graphs.errors import InputError
-from graphs.files import check_output, read_json, read_toml, read_yaml, write_text
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json, read_toml, read_yaml, write_text
 
 Reader = Callable[..., Any]
 NEEDS_YAML = pytest.mark.skipif(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphs.safe_text import first_few
+from graphs.common.safe_text import first_few
 
 
 def test_first_few_names_the_first_and_counts_the_rest() -> None:

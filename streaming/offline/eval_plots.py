@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from graphs.errors import InputError, install_extra
-from graphs.files import atomic_path
+from graphs.common.errors import InputError, install_extra
+from graphs.common.files import atomic_path
 from graphs.task_graph import TaskGraph
-from streaming.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
+from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
 
 ROWS = {"annotated": 2.0, "recognised": 1.0, "alerts": 0.0}
 

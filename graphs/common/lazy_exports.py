@@ -1,8 +1,8 @@
 """A package's names loaded when first used (PEP 562), so that importing one of its modules costs only that module.
 
-A command imports ``graphs.errors`` to build its argument parser; if ``graphs/__init__.py`` imported the checker and
-the task graph eagerly, every ``--help`` would pay for numpy before printing a line. A package lists its names and
-the module each lives in, and hands `lazy_exports` to its module-level ``__getattr__``.
+A command imports ``graphs.common.errors`` to build its argument parser; if ``graphs/__init__.py`` imported the
+checker and the task graph eagerly, every ``--help`` would pay for numpy before printing a line. A package lists its
+names and the module each lives in, and hands `lazy_exports` to its module-level ``__getattr__``.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from recognition.checkpoint import save_detector
 from recognition.feature_folders import FeatureConfig, load_feature_dataset, segment_targets
 from recognition.model import MiniROAD, MiniROADConfig
 from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
-from streaming.feature_extraction import MANIFEST
+from streaming.offline.features import MANIFEST
+from streaming.offline.features_cli import main
 from streaming.readers import ReaderConfig, open_reader
-from streaming.recognition_features_cli import main
 from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error
 from tests.procedure_videos import STEPS, VALID_ORDERS, write_execution, write_procedure
@@ -323,7 +323,7 @@ def test_augmented_copies_are_written_for_training_videos_and_resumed(
 
 
 def test_the_help_states_the_default_number_of_copies_and_test_share(capsys: pytest.CaptureFixture[str]) -> None:
-    from streaming.feature_extraction import DEFAULT_COPIES, DEFAULT_TEST_FRACTION
+    from streaming.offline.features import DEFAULT_COPIES, DEFAULT_TEST_FRACTION
 
     with pytest.raises(SystemExit):
         main(["--help"])

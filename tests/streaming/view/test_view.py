@@ -31,8 +31,9 @@ from streaming.messages import (
     run_of,
 )
 from streaming.transport import Publisher, bind, connect
-from streaming.view import ViewState, graph_names, jsonl_line, render
-from streaming.viewer import Viewer, run_view
+from streaming.view.client import Viewer, run_view
+from streaming.view.render import jsonl_line, render
+from streaming.view.state import ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for
 

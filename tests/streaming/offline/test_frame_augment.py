@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
+from streaming.offline.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
 
 
 def test_a_copy_is_drawn_from_the_seed_the_video_and_its_number() -> None:

@@ -16,7 +16,7 @@ Writing never destroys what stands at the output path and never writes anywhere 
   links to folders elsewhere; sub-folders a command makes inside them may not (``inside``);
 - the file is written in a private temporary folder (mode 0700) beside the output, then renamed onto it, so a
   reader sees the old file or the whole new one, and a crash, a full disk or a signal leaves no half file; the
-  rename and the cleanup are never cut by SIGINT or SIGTERM (`graphs.interrupts.signals_deferred`);
+  rename and the cleanup are never cut by SIGINT or SIGTERM (`graphs.common.interrupts.signals_deferred`);
 - secret files are created with ``O_EXCL | O_NOFOLLOW`` and mode 0600 before a byte is written (`write_bytes`).
 """
 
@@ -35,8 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Final
 
-from graphs.errors import InputError, install_extra
-from graphs.interrupts import signals_deferred
+from graphs.common.errors import InputError, install_extra
+from graphs.common.interrupts import signals_deferred
 
 MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
 

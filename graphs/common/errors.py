@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import NoReturn, ParamSpec, TypeVar
 
-from graphs.interrupts import Interrupted, handling_signals
-from graphs.safe_text import printable
+from graphs.common.interrupts import Interrupted, handling_signals
+from graphs.common.safe_text import printable
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -100,7 +100,7 @@ def plain_summary(docstring: str | None) -> str:
 
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
-    end the run alike (`graphs.interrupts`): one line saying which came, exit status 130 or 143.
+    end the run alike (`graphs.common.interrupts`): one line saying which came, exit status 130 or 143.
 
     Only `InputError`, `RunError` (exit status 1) and an interrupt are turned into a short message: any other
     exception is a bug in this project and keeps its traceback. The line is made `printable`: a path or a name

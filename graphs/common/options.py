@@ -15,7 +15,7 @@ import math
 import os
 from typing import Final
 
-from graphs.errors import InputError
+from graphs.common.errors import InputError
 
 THREADS_PER_CORE: Final = 4  # more threads than this per core only adds switching; far more crashes torch
 MIN_FPS: Final = 1.0  # frames per second of video: below one, a short video yields no frame at all

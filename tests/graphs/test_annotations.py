@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphs import InputError
-from tgml.annotations import load_annotations
+from graphs.annotations import load_annotations
 
 
 def test_reads_the_real_datasets(data_dir: Path) -> None:

@@ -1,9 +1,9 @@
-"""The viewer loop: subscribe to a checker's output, fold it into a `ViewState`, draw it or print JSON lines.
+"""The view's client loop: subscribe to a checker's output, fold it into a `ViewState`, draw it or print JSON lines.
 
-`streaming.view` holds the state and the pure drawing function; this module owns the socket and decides
-when to redraw (rich Live, `REFRESH_HZ` times a second, from this loop only: rich's own refresh thread is off, so a
-drawing error surfaces here instead of silently freezing the screen). `run_view` is the ``stream-detect view`` command;
-the all-in-one run (`streaming.all_in_one`) shows its stream with the same `Viewer`.
+`streaming.view.state` holds the state and `streaming.view.render` the pure drawing function; this module owns the
+socket and decides when to redraw (rich Live, `REFRESH_HZ` times a second, from this loop only: rich's own refresh
+thread is off, so a drawing error surfaces here instead of silently freezing the screen). `run_view` is the
+``stream-detect view`` command; the all-in-one run (`streaming.all_in_one`) shows its stream with the same `Viewer`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import zmq
 from rich.console import Console
 from rich.live import Live
 
-from graphs.safe_text import printable
+from graphs.common.safe_text import printable
 from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
-from streaming.view import ViewState, graph_names, jsonl_line, render
+from streaming.view.render import jsonl_line, render
+from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)

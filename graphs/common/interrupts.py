@@ -2,11 +2,12 @@
 
 A command started in the background of a shell script ignores SIGINT, and ``kill``, ``timeout``, systemd and
 ``docker stop`` send SIGTERM: with Python's default a SIGTERM ended the process on the spot (exit status -15), with
-no last line and no cleanup. While a command runs (`handling_signals`, entered by `graphs.errors.exit_on_input_error`)
-both signals raise `Interrupted`, a `KeyboardInterrupt` that remembers which signal came, so every ``finally`` and
-every ``except KeyboardInterrupt`` runs for both; the command then exits with ``128 + signal number`` (130, 143).
+no last line and no cleanup. While a command runs (`handling_signals`, entered by
+`graphs.common.errors.exit_on_input_error`) both signals raise `Interrupted`, a `KeyboardInterrupt` that remembers
+which signal came, so every ``finally`` and every ``except KeyboardInterrupt`` runs for both; the
+command then exits with ``128 + signal number`` (130, 143).
 
-The atomic writer (`graphs.files.atomic_path`) commits a file inside `signals_deferred`: a signal that arrives
+The atomic writer (`graphs.common.files.atomic_path`) commits a file inside `signals_deferred`: a signal that arrives
 while it creates its temporary folder, renames the finished file into place or removes what is left holds until
 that step is over, so an interrupted command leaves every output whole or absent, never half written or beside a
 stray temporary.

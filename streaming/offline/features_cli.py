@@ -22,8 +22,8 @@ discarding only the video being written.
 
 from __future__ import annotations
 
-from graphs.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.options import fps_option, seed_option, threads_option
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.options import fps_option, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -72,7 +72,7 @@ def build_parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``recognition-features``."""
     args = build_parser().parse_args(argv)
-    from streaming.feature_extraction import FeatureExtractionConfig, extract_feature_folder
+    from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs
 
     quiet_codec_logs(args.verbose)

@@ -1,6 +1,6 @@
 """From a user's annotated videos to a MiniROAD feature folder: what ``recognition-features`` runs.
 
-The annotation file is the one ``tgml train`` reads (read and checked by `tgml.annotations.load_annotations`, so
+The annotation file is the one ``tgml train`` reads (read and checked by `graphs.annotations.load_annotations`, so
 both commands accept and refuse the same files); ``start_time`` / ``end_time`` of each segment give the per-frame
 targets. Each annotated video of the scenario is looked up in the videos folder by its name (``<name>.mp4``,
 ``.avi``, ``.mkv``, ``.mov`` or ``.webm``) and read with the live pipeline's own readers at the feature rate, so
@@ -10,7 +10,7 @@ Everything the user named is checked before the first frame is decoded (`plan_ex
 the annotations (scenario, key-step ids, the segment check every command shares), that every video exists and
 opens and is as long as its segments, and the split. Then each video's features and targets are written atomically
 (with ``augment_copies`` the features of that many augmented copies of each training video too,
-`streaming.frame_augment`),
+`streaming.offline.frame_augment`),
 and a manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
 or refused on a damaged video, is resumed by running the same command again: finished videos are skipped.
 """
@@ -33,11 +33,12 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from graphs.array_files import npy_shape
-from graphs.errors import InputError
-from graphs.files import check_output, read_json, write_text
-from graphs.options import check_fps, check_seed, check_threads
-from graphs.safe_text import first_few, printable
+from graphs.annotations import Video, choose_scenario, load_annotations, time_order
+from graphs.common.array_files import npy_shape
+from graphs.common.errors import InputError
+from graphs.common.files import check_output, read_json, write_text
+from graphs.common.options import check_fps, check_seed, check_threads
+from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,
@@ -53,9 +54,8 @@ from recognition.segment_metrics import TimedSegment as Segment  # a labelled ke
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
-from streaming.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
+from streaming.offline.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
 from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
-from tgml.annotations import Annotations, Video, load_annotations
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 MANIFEST: Final = "extraction.json"
@@ -211,51 +211,6 @@ class ExtractionReport:
                   if self.copy_frames else "")
         return (f"{videos} videos in {self.folder} ({len(self.extracted)} extracted, {len(self.skipped)} already "
                 f"there): {self.frames} frames{copies} at {self.frames_per_second:.1f} frames/s")
-
-
-def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
-    """The scenario to extract: the one asked for, or the file's only one.
-
-    Args:
-        annotations: the read annotation file.
-        scenario: ``--scenario`` (None when not given).
-
-    Returns:
-        A scenario of the file with at least one annotated video.
-    """
-    if scenario is None:
-        used = sorted({v.scenario for v in annotations.videos.values()})
-        if not used:
-            raise InputError(f"{annotations.path}: no annotated video (field 'annotations' is empty)")
-        if len(used) > 1:
-            raise InputError(
-                f"{annotations.path}: holds several scenarios ({', '.join(used)}); choose one with --scenario"
-            )
-        scenario = used[0]
-    if not annotations.scenario_videos(scenario):
-        raise InputError(f"{annotations.path}: no annotated video of scenario {scenario!r}")
-    return scenario
-
-
-def time_order(video: Video, src: str) -> list[tuple[int, float, float]]:
-    """A video's segments in time order, as ``(index in the file, start, end)``; every segment must have its times.
-
-    `load_annotations` has checked them (`tgml.annotations.check_segments`: no negative time, no empty or reversed
-    span, no overlap), the same check every command that reads annotations makes.
-
-    Args:
-        video: the annotated video.
-        src: the annotation file, named in errors.
-
-    Returns:
-        ``(k, start, end)`` per segment, sorted by start time (file order among equal starts).
-    """
-    timed = [(k, *span) for k, span in enumerate(video.spans) if span is not None]
-    if len(timed) < len(video.steps):
-        untimed = next(k for k, span in enumerate(video.spans) if span is None)
-        raise InputError(f"{src}: annotations[{video.video!r}].segments[{untimed}] has no start_time and end_time; "
-                         "frame targets and scores need the time of every segment")
-    return sorted(timed, key=lambda item: (item[1], item[0]))
 
 
 def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
@@ -575,7 +530,7 @@ def extract_video(
         pool: the workers.
         workers: how many threads ``pool`` has.
         advance: called with the number of frames after each batch (a progress bar).
-        augmentations: the augmented copies to compute too (`streaming.frame_augment`).
+        augmentations: the augmented copies to compute too (`streaming.offline.frame_augment`).
 
     Returns:
         ``(features (K + 1, L, D) float32, times (L,) seconds)``: the video's features, then each copy's.

@@ -1,0 +1,139 @@
+"""What the live terminal view knows: a state dataclass fed with the checker's messages, one at a time.
+
+`ViewState.apply` folds one received message into the state (alerts de-duplicated by their stable ``alert_id``
+within their detector ``run``, so a restarted checker's re-sent alerts show once and a new run's alerts, whose ids
+start over, show too; end-of-session reports likewise, once per run). Drawing it is `streaming.view.render`'s;
+receiving the messages and deciding when to redraw is `streaming.view.client`'s. Every collection is bounded: a peer
+cannot make the view remember without limit.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from graphs.limits import MAX_STEPS
+from graphs.task_graph import TaskGraph
+from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
+
+ALERT_LOG: int = 12  # alerts kept on screen
+EVENT_LOG: int = 8  # recent key-steps kept on screen
+MAX_VIEW_STREAMS: int = 256  # streams kept in the view (the checker tracks as many); the least recent one goes
+
+
+@dataclass
+class ViewState:
+    """Everything the terminal view draws.
+
+    Args:
+        names: step id -> readable name (from the task graph); unknown ids are shown as numbers.
+    """
+
+    names: dict[int, str] = field(default_factory=dict)
+    # The latest `Status` per stream is the row itself: every field the table shows is on it.
+    streams: dict[str, Status] = field(default_factory=dict)
+    alerts: deque[tuple[float, Alert]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
+    events: deque[tuple[float, StepEvent]] = field(default_factory=lambda: deque(maxlen=EVENT_LOG))
+    # stream id -> (its latest run, the alert ids seen in that run): alert ids restart with every
+    # run, and keeping only the latest run's bounds the set by the run's history.
+    alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
+    # End-of-session reports, and each stream's latest one (a report is re-sent until its stream starts a new run).
+    missing: deque[tuple[float, MissingSteps]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
+    reported: dict[str, MissingSteps] = field(default_factory=dict)
+    # (stream, run, index) of a shown alert -> the video seconds of its confirmed key-step (start, end).
+    alert_video: dict[tuple[str, str, int], tuple[float, float]] = field(default_factory=dict)
+    # Early alerts retracted, per stream: id -> the retraction (kept with the alert ids of the same run).
+    retracted: dict[str, dict[str, Retraction]] = field(default_factory=dict)
+    malformed: int = 0
+    health: CheckerHealth | None = None  # the checker's latest counts of what it refused
+
+    def apply(self, message: Message, received_at: float | None = None) -> bool:
+        """Fold one message into the state.
+
+        Args:
+            message: a message from the checker's output.
+            received_at: wall time of arrival (for the log); the message's timestamp if None.
+
+        Returns:
+            True if the message was new: an alert or report seen before in its run, and a status that changes
+            nothing but the detector's counters (``current``, frames, rate, gaps), return False.
+        """
+        when = message.timestamp if received_at is None else received_at
+        if isinstance(message, Alert):
+            run, seen = self.alert_ids.get(message.stream_id, ("", set()))
+            if run != message.run:
+                run, seen = message.run, set()
+                self.alert_ids[message.stream_id] = (run, seen)
+                self.retracted.pop(message.stream_id, None)
+            if message.alert_id in seen:
+                return False
+            seen.add(message.alert_id)
+            self.alerts.append((when, message))
+            self._learn_name(message.step, message.step_name)
+            shown = {step_position(a) for _, a in self.alerts}
+            self.alert_video = {key: span for key, span in self.alert_video.items() if key in shown}
+            for _, ev in self.events:  # in --alert-on end mode the key-step comes first
+                if step_position(ev) == step_position(message):
+                    self.alert_video[step_position(ev)] = (ev.start, ev.end)
+            return True
+        if isinstance(message, Retraction):
+            run, seen = self.alert_ids.get(message.stream_id, ("", set()))
+            known = self.retracted.setdefault(message.stream_id, {})
+            if run != message.run or message.alert_id not in seen or message.alert_id in known:
+                return False  # an alert this view never showed, or already shown as retracted
+            known[message.alert_id] = message
+            return True
+        if isinstance(message, MissingSteps):
+            previous_report = self.reported.get(message.stream_id)
+            if previous_report is not None and previous_report.run == message.run:
+                return False
+            if previous_report is None and len(self.reported) >= MAX_VIEW_STREAMS:
+                del self.reported[next(iter(self.reported))]  # the stream reported first: a bound on peers' ids
+            self.reported[message.stream_id] = message
+            self.missing.append((when, message))
+            return True
+        if isinstance(message, StepEvent):
+            self.events.append((when, message))
+            self._learn_name(message.step, message.step_name)
+            if any(step_position(a) == step_position(message) for _, a in self.alerts):
+                self.alert_video[step_position(message)] = (message.start, message.end)
+            return True
+        if isinstance(message, Status):
+            previous = self.streams.get(message.stream_id)
+            if previous is None and len(self.streams) >= MAX_VIEW_STREAMS:
+                oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
+                del self.streams[oldest]
+                self.alert_ids.pop(oldest, None)
+                self.retracted.pop(oldest, None)
+            self.streams[message.stream_id] = message
+            return previous is None or _procedure(previous) != _procedure(message)
+        if isinstance(message, CheckerHealth):
+            self.health = message
+            return True
+        return False
+
+    def _learn_name(self, step: int, name: str) -> None:
+        if len(self.names) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
+            self.names.setdefault(step, name)
+
+    def name(self, step: int | None) -> str:
+        """Readable name of a step (``-`` for none)."""
+        if step is None:
+            return "-"
+        return self.names.get(step, str(step))
+
+
+def step_position(message: Alert | StepEvent) -> tuple[str, str, int]:
+    """Where a step is in the procedure: its stream, run and index in the run's history (an alert's and its key-step's
+    are equal)."""
+    return message.stream_id, message.run, message.index
+
+
+def _procedure(row: Status) -> tuple[object, ...]:
+    """What a status says about the procedure (not the detector's counters): when it changes, the status is news."""
+    return (row.run, row.done, row.allowed, row.allowed_scores, row.rule, row.alerts, row.ended, row.lost)
+
+
+def graph_names(graph: TaskGraph) -> dict[int, str]:
+    """Step id -> name map of a task graph, for `ViewState.names`."""
+    return dict(zip(graph.step_ids, graph.step_names, strict=True))

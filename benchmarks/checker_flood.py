@@ -5,7 +5,7 @@ Usage::
 
     python benchmarks/checker_flood.py [--seconds 10] [--floods none,multipart,replay,malformed] [--victim-rate 4]
 
-For each flood, a fresh checker runs in its own process (`streaming.checker_process`, as in ``stream-detect``) on
+For each flood, a fresh checker runs in its own process (`streaming.checker.process`, as in ``stream-detect``) on
 loopback TCP; a flooder, a separate process, sends to it as fast as it can for ``--seconds``:
 
 - ``multipart``: messages of 2,000 frames of 64 KiB each (128 MiB per message: every frame is within the per-frame
@@ -37,10 +37,11 @@ import zmq
 from rich.console import Console
 from rich.table import Table
 
+from streaming.checker.config import CheckerConfig
+
 # Nothing here may import torch: the checker and flooder processes are spawned, and each re-imports this module,
 # so a heavy import would show in the checker's memory as if the checker needed it.
-from streaming.checker_process import CheckerProcess
-from streaming.checker_service import CheckerConfig
+from streaming.checker.process import CheckerProcess
 from streaming.curve_keys import CurveClient
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS

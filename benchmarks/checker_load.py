@@ -6,7 +6,7 @@ Usage::
     python benchmarks/checker_load.py --find-max [--rate 10] [--curve]     # the largest K with p99 < 5 ms
     python benchmarks/checker_load.py --streams 100 --rate 10 --flood      # and a peer flooding garbage
 
-A real checker process (`streaming.checker_process`, as ``stream-detect`` runs it) listens on loopback TCP, with
+A real checker process (`streaming.checker.process`, as ``stream-detect`` runs it) listens on loopback TCP, with
 CURVE when ``--curve``. A publisher process drives K synthetic detector streams, each on its own socket as every real
 detector has its own connection, through the real `EventPublisher`: every stream confirms ``--rate`` key-steps a
 second and sends a heartbeat every 0.5 s, each message carrying the session's history. A session is one execution of
@@ -55,8 +55,8 @@ from rich.table import Table
 from graphs.checker import PreconditionChecker
 from graphs.common.options import seed_option
 from graphs.task_graph import END, START, TaskGraph, save_graph
-from streaming.checker_process import CheckerProcess
-from streaming.checker_service import CheckerConfig
+from streaming.checker.config import CheckerConfig
+from streaming.checker.process import CheckerProcess
 from streaming.curve_keys import CurveClient, CurveServer, write_key_set
 from streaming.messages import CheckerHealth, decode, run_of
 from streaming.transport import HEARTBEAT_S, VIEW_RECV_HWM, Publisher, connect, subscribe

@@ -269,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = [int(k) for k in args.streams.split(",")]
     modes = args.modes.split(",")
-    from streaming.checker_process import CheckerProcess
-    from streaming.checker_service import CheckerConfig
+    from streaming.checker.config import CheckerConfig
+    from streaming.checker.process import CheckerProcess
     from streaming.demo.paths import default_demo_paths
 
     console = Console()

@@ -46,8 +46,8 @@ from rich.table import Table
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from streaming.all_in_one import await_subscription
-from streaming.checker_process import CheckerProcess
-from streaming.checker_service import CheckerConfig
+from streaming.checker.config import CheckerConfig
+from streaming.checker.process import CheckerProcess
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.demo.synthetic_video import demo_video

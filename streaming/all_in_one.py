@@ -1,6 +1,6 @@
 """The all-in-one ``stream-detect`` run: checker, one detector and the view, on loopback, from one command.
 
-The checker runs in a child process (`streaming.checker_process`), bound to free loopback ports unless
+The checker runs in a child process (`streaming.checker.process`), bound to free loopback ports unless
 ``--bind`` / ``--publish`` say otherwise; the detector, wired exactly as ``stream-detect detector`` wires it
 (`streaming.detector_service.open_stream` and `publishing_detector`), runs in a thread of this process; the
 viewer (`streaming.view.client`: rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the
@@ -26,8 +26,9 @@ import zmq
 from rich.console import Console
 
 from graphs.common.errors import InputError, RunError
-from streaming.checker_process import CHECKER_START_TIMEOUT_S, CheckerProcess
-from streaming.checker_service import CheckerConfig, CheckerCore
+from streaming.checker.config import CheckerConfig
+from streaming.checker.core import CheckerCore
+from streaming.checker.process import CHECKER_START_TIMEOUT_S, CheckerProcess
 from streaming.detector_service import (
     Detector,
     DetectorConfig,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from streaming.checker_service import CheckerCore
+from streaming.checker.core import CheckerCore
 from streaming.messages import KeyStepOnset, Message, decode, encode
 from streaming.transport import Publisher
 

@@ -45,8 +45,11 @@ names would not fit carries the names of the first ones only (`Alert.fitted`, `M
 always lists them all).
 
 Decoding never unpickles anything: `decode` checks the frame count, the size (`MAX_MESSAGE_BYTES`),
-the topic, the JSON, the version and every field's type and range, and raises `MessageError`
-otherwise; receivers drop and count such messages.
+the topic, the JSON and the version, and hands the fields to the class of their ``kind`` (`Message.from_payload`),
+which checks every field's type and range; it raises `MessageError` otherwise, and receivers drop and count such
+messages. Each message class owns its checks, run when it is built as when it is received (nothing invalid is sent
+either): a field's declared type carries its range (``step: StepId``, ``real: Score``: a `Check`), and the class's
+``_check_together`` the rules that read several fields (an alert's ``alert_id`` is ``"<stream_id>#<index>"``).
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ import math
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Final, TypeVar, Union
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, Union
 
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 
@@ -73,15 +77,9 @@ MAX_COUNT: Final = 2**53 - 1  # counters and seq: exact in every JSON reader (a 
 STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
-_STEP_FIELDS: Final = frozenset({"step", "current", "history", "missing", "done", "allowed", "forgotten", "before",
-                                   "confirmed", "evidence_steps", "late_for"})
-# Probabilities and scores: [0, 1].
-_SCORE_FIELDS: Final = frozenset({"allowed_scores", "forgotten_score", "evidence", "real", "probability",
-                                    "probabilities"})
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
-_TOKEN_FIELDS: Final = frozenset({"session", "run"})  # STREAM_ID_RULE
-# Per-stage latencies (`Heartbeat`, `Status`), in milliseconds: 0..MAX_LATENCY_MS.
+# Per-stage latencies (`Heartbeat`, `Status`, each declared `Latency`), in milliseconds: 0..MAX_LATENCY_MS.
 LATENCY_FIELDS: Final = ("decode_ms", "features_ms", "detector_ms", "segmenter_ms", "hop_ms", "alert_out_ms")
 MAX_LATENCY_MS: Final = 3_600_000.0  # an hour: a longer "latency" is a broken clock, not a measurement
 
@@ -118,6 +116,117 @@ def is_stream_id(value: object) -> bool:
 
 
 @dataclass(frozen=True)
+class Check:
+    """The range of one kind of field: a reusable validator, declared with the field's type (``step: StepId``).
+
+    A value is checked by the type it holds, not the one declared: a message built in code may hold an int where a
+    float is declared, and it is then checked (and sent) as a counter. Decoding turns every number of a float field
+    into a float first.
+
+    Attributes:
+        highest: an integer lies in 0..highest.
+        floats: a float is ``"any"`` finite number, a ``"score"`` in [0, 1], or a ``"latency"`` in 0..`MAX_LATENCY_MS`.
+        token: a string is a token (`STREAM_ID_RULE`: ``session``, ``run``), not free text.
+        items: what a tuple holds: ``"step"`` ids, ``"score"``s or ``"text"``.
+        longest: the most items a tuple may hold.
+    """
+
+    highest: int = MAX_COUNT
+    floats: Literal["any", "score", "latency"] = "any"
+    token: bool = False
+    items: Literal["step", "score", "text"] = "text"
+    longest: int = MAX_STEPS
+
+    def __call__(self, kind: str, name: str, value: object) -> None:
+        """Refuse ``value`` of the field ``<kind>.<name>`` out of range (`MessageError`); None and bools pass."""
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise MessageError(f"{kind}.{name} is not finite")
+            if self.floats == "latency" and not 0.0 <= value <= MAX_LATENCY_MS:
+                raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:.0f}")
+            if self.floats == "score" and not 0.0 <= value <= 1.0:
+                raise MessageError(f"{kind}.{name} = {value} is not in [0, 1]")
+        elif isinstance(value, int):
+            if not 0 <= value <= self.highest:
+                raise MessageError(f"{kind}.{name} = {str(value)[:40]} must be in 0..{self.highest}")
+        elif isinstance(value, str):
+            if self.token and not is_stream_id(value):
+                raise MessageError(f"{kind}.{name} {value!r:.80} must be {STREAM_ID_RULE}")
+            if len(value) > MAX_TEXT:
+                raise MessageError(f"{kind}.{name} is longer than {MAX_TEXT} characters")
+        elif isinstance(value, tuple):
+            self._items(kind, name, value)
+
+    def _items(self, kind: str, name: str, items: tuple[Any, ...]) -> None:
+        """Length and range of a tuple: step ids, scores, or names."""
+        if len(items) > self.longest:
+            raise MessageError(f"{kind}.{name} has more than {self.longest} items")
+        if self.items == "step":
+            if items and not (min(items) >= 0 and max(items) <= MAX_STEP_ID):  # min/max run in C: one pass each
+                raise MessageError(f"{kind}.{name}[] must be step ids in 0..{MAX_STEP_ID}")
+        elif self.items == "score":
+            if not all(0.0 <= item <= 1.0 for item in items):  # also refuses NaN (min/max would let it through)
+                raise MessageError(f"{kind}.{name}[] must be numbers in [0, 1]")
+        elif any(len(item) > MAX_TEXT for item in items):
+            raise MessageError(f"{kind}.{name}[] is longer than {MAX_TEXT} characters")
+
+
+PLAIN: Final = Check()  # a field declared without one: counters, timestamps, free text, names
+_STEP: Final = Check(highest=MAX_STEP_ID, items="step")
+_SCORE: Final = Check(floats="score", items="score")
+# The field types that carry a `Check` (a field of a plain type gets `PLAIN`):
+StepId = Annotated[int, _STEP]  # a task-graph step id, 0..MAX_STEP_ID
+StepIds = Annotated[tuple[int, ...], _STEP]  # at most MAX_STEPS of them
+History = Annotated[tuple[int, ...], Check(highest=MAX_STEP_ID, items="step", longest=MAX_HISTORY)]
+Index = Annotated[int, Check(highest=MAX_HISTORY - 1)]  # a position in a history
+Score = Annotated[float, _SCORE]  # a probability or score, [0, 1]
+Scores = Annotated[tuple[float, ...], _SCORE]
+Latency = Annotated[float, Check(floats="latency")]  # milliseconds, 0..MAX_LATENCY_MS
+Token = Annotated[str, Check(token=True)]  # a session token or a run name (STREAM_ID_RULE)
+
+
+def _check_of(hint: Any) -> Check:
+    """The `Check` a field's declared type carries (``X``, or ``X | None``), `PLAIN` if none."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if typing.get_origin(candidate) is Annotated:
+            check: Check = candidate.__metadata__[0]
+            return check
+    return PLAIN
+
+
+def _check_stable_id(kind: str, name: str, value: str, expected: str, form: str) -> None:
+    """An id a receiver de-duplicates by must be the one its other fields give (``form`` says how it is made)."""
+    if value != expected:
+        raise MessageError(f"{kind}.{name} {value!r:.80} must be '{form}'")
+
+
+def _check_evidence(kind: str, steps: tuple[int, ...], evidence: tuple[float, ...]) -> None:
+    """A detector's evidence: one probability per step, no step twice."""
+    if len(evidence) != len(steps):
+        raise MessageError(f"{kind}.evidence has {len(evidence)} items for {len(steps)} evidence_steps")
+    if len(set(steps)) != len(steps):
+        raise MessageError(f"{kind}.evidence_steps names a step twice")
+
+
+def _check_fps(kind: str, fps: float) -> None:
+    if fps < 0:
+        raise MessageError(f"{kind}.fps = {fps} must not be negative")
+
+
+def _check_names(kind: str, names: tuple[str, ...], missing: tuple[int, ...]) -> None:
+    """``missing_names`` names the first of ``missing`` (all, unless they would not fit one message)."""
+    if len(names) > len(missing):
+        raise MessageError(f"{kind}.missing_names has more names than {kind}.missing has steps")
+
+
+def _check_rule(kind: str, rule: str) -> None:
+    if rule not in RULES:
+        raise MessageError(f"{kind}.rule {rule!r:.40} must be one of {', '.join(RULES)}")
+
+
+@dataclass(frozen=True)
 class Message:
     """Fields every message has; subclasses add their own."""
 
@@ -128,7 +237,47 @@ class Message:
     timestamp: float
 
     def __post_init__(self) -> None:
-        _validate(self)
+        """Refuse a message out of range (`MessageError`), built here or received: nothing invalid is ever sent."""
+        if not is_stream_id(self.stream_id):
+            raise MessageError(f"stream_id {self.stream_id!r:.80} must be {STREAM_ID_RULE}")
+        kind = self.KIND
+        for name, check in self.field_checks():
+            value = getattr(self, name)
+            if value is not None and value.__class__ is not bool:  # neither has a range: no call (the hot path)
+                check(kind, name, value)
+        self._check_together()
+
+    def _check_together(self) -> None:
+        """The checks of this kind that read several fields, after each field's own `Check`."""
+
+    @classmethod
+    def field_checks(cls) -> tuple[tuple[str, Callable[[str, str, object], None]], ...]:
+        """``(field name, its Check)`` of every field, in order (built once per class; the bound ``__call__``, a
+        lookup less per field)."""
+        checks = _FIELD_CHECKS.get(cls)
+        if checks is None:
+            hints = typing.get_type_hints(cls, include_extras=True)
+            checks = _FIELD_CHECKS[cls] = tuple((name, _check_of(hints[name]).__call__) for name in _field_names(cls))
+        return checks
+
+    @classmethod
+    def from_payload(cls, body: dict[str, Any]) -> Message:
+        """The message of this kind a decoded payload holds (``version`` and ``kind`` taken out).
+
+        Args:
+            body: the payload's other fields, as JSON read them.
+
+        Raises:
+            MessageError: a missing or extra field, a value of the wrong type or out of range.
+        """
+        kind = cls.KIND
+        names = _field_names(cls)
+        missing = [n for n in names if n not in body]
+        extra = [k for k in body if k not in names]
+        if missing or extra:
+            raise MessageError(f"{kind}: missing fields {missing}, unexpected fields {extra}")
+        hints = _hints(cls)
+        return cls(**{n: _coerce(body[n], hints[n], f"{kind}.{n}") for n in names})
 
     @property
     def kind(self) -> str:
@@ -154,12 +303,20 @@ class KeyStepSegment(Message):
         index: position of this step in the session's history (0-based).
     """
 
-    step: int
+    step: StepId
     step_name: str
     start: float
     end: float
     confidence: float
-    index: int
+    index: Index
+
+    def _check_together(self) -> None:
+        if not 0.0 <= self.confidence <= 1.0:
+            raise MessageError(f"{self.KIND}.confidence = {self.confidence} is not in [0, 1]")
+        if self.start < 0:
+            raise MessageError(f"{self.KIND}.start = {self.start} must not be negative")
+        if self.end < self.start:
+            raise MessageError(f"{self.KIND}.end = {self.end} is before start = {self.start}")
 
 
 @dataclass(frozen=True)
@@ -178,11 +335,17 @@ class KeyStepEvent(KeyStepSegment):
 
     KIND: ClassVar[str] = "keystep"
 
-    session: str
-    history: tuple[int, ...]
-    evidence_steps: tuple[int, ...] = ()
-    evidence: tuple[float, ...] = ()
-    real: float = 1.0
+    session: Token
+    history: History
+    evidence_steps: StepIds = ()
+    evidence: Scores = ()
+    real: Score = 1.0
+
+    def _check_together(self) -> None:
+        super()._check_together()
+        if self.history[self.index : self.index + 1] != (self.step,):
+            raise MessageError(f"keystep.index = {self.index} does not point at step {self.step} in history")
+        _check_evidence(self.KIND, self.evidence_steps, self.evidence)
 
 
 @dataclass(frozen=True)
@@ -207,19 +370,23 @@ class Heartbeat(Message):
 
     KIND: ClassVar[str] = "heartbeat"
 
-    session: str
-    history: tuple[int, ...]
-    current: int | None
+    session: Token
+    history: History
+    current: StepId | None
     frames: int
     dropped: int
     fps: float
     ended: bool
-    evidence_steps: tuple[int, ...] = ()
-    evidence: tuple[float, ...] = ()
-    decode_ms: float = 0.0
-    features_ms: float = 0.0
-    detector_ms: float = 0.0
-    segmenter_ms: float = 0.0
+    evidence_steps: StepIds = ()
+    evidence: Scores = ()
+    decode_ms: Latency = 0.0
+    features_ms: Latency = 0.0
+    detector_ms: Latency = 0.0
+    segmenter_ms: Latency = 0.0
+
+    def _check_together(self) -> None:
+        _check_evidence(self.KIND, self.evidence_steps, self.evidence)
+        _check_fps(self.KIND, self.fps)
 
 
 @dataclass(frozen=True)
@@ -246,18 +413,29 @@ class KeyStepOnset(Message):
 
     KIND: ClassVar[str] = "onset"
 
-    session: str
-    history: tuple[int, ...]
-    step: int
+    session: Token
+    history: History
+    step: StepId
     step_name: str
     start: float
     confidence: float
-    index: int
-    before: tuple[int, ...]
+    index: Index
+    before: StepIds
     withdrawn: bool
-    evidence_steps: tuple[int, ...] = ()
-    evidence: tuple[float, ...] = ()
-    real: float = 1.0
+    evidence_steps: StepIds = ()
+    evidence: Scores = ()
+    real: Score = 1.0
+
+    def _check_together(self) -> None:
+        """An announcement's position follows the steps before it, and its run a real time and confidence."""
+        if self.index != len(self.history) + len(self.before):
+            raise MessageError(f"onset.index = {self.index} must be len(history) + len(before) "
+                               f"({len(self.history) + len(self.before)})")
+        if not 0.0 <= self.confidence <= 1.0:
+            raise MessageError(f"onset.confidence = {self.confidence} is not in [0, 1]")
+        if self.start < 0:
+            raise MessageError(f"onset.start = {self.start} must not be negative")
+        _check_evidence(self.KIND, self.evidence_steps, self.evidence)
 
 
 @dataclass(frozen=True)
@@ -277,12 +455,17 @@ class Retraction(Message):
     KIND: ClassVar[str] = "retraction"
 
     alert_id: str
-    run: str
-    step: int
+    run: Token
+    step: StepId
     step_name: str
-    index: int
-    confirmed: int | None
+    index: Index
+    confirmed: StepId | None
     confirmed_name: str | None
+
+    def _check_together(self) -> None:
+        _check_stable_id(self.KIND, "alert_id", self.alert_id, f"{self.stream_id}#{self.index}", "<stream_id>#<index>")
+        if (self.confirmed is None) != (self.confirmed_name is None):
+            raise MessageError("retraction.confirmed and retraction.confirmed_name go together (or both null)")
 
 
 @dataclass(frozen=True)
@@ -296,7 +479,7 @@ class StepEvent(KeyStepSegment):
 
     KIND: ClassVar[str] = "step"
 
-    run: str
+    run: Token
 
 
 @dataclass(frozen=True)
@@ -337,22 +520,41 @@ class Alert(Message):
     KIND: ClassVar[str] = "alert"
 
     alert_id: str
-    run: str
-    step: int
+    run: Token
+    step: StepId
     step_name: str
-    index: int
-    missing: tuple[int, ...]
+    index: Index
+    missing: StepIds
     missing_names: tuple[str, ...]
     undefined: bool
     event_timestamp: float
     replayed: bool
-    forgotten: int | None
+    forgotten: StepId | None
     forgotten_name: str | None
-    forgotten_score: float | None
+    forgotten_score: Score | None
     rule: str
-    probability: float = 1.0
+    probability: Score = 1.0
     video_time: float | None = None
-    late_for: tuple[int, ...] = ()
+    late_for: StepIds = ()
+
+    def _check_together(self) -> None:
+        if self.video_time is not None and self.video_time < 0:
+            raise MessageError(f"alert.video_time = {self.video_time} must not be negative")
+        _check_names(self.KIND, self.missing_names, self.missing)
+        _check_stable_id(self.KIND, "alert_id", self.alert_id, f"{self.stream_id}#{self.index}", "<stream_id>#<index>")
+        self._check_forgotten()
+        _check_rule(self.KIND, self.rule)
+
+    def _check_forgotten(self) -> None:
+        """The likely forgotten step: all three fields or none, one of the missing steps, a score in [0, 1]."""
+        given = (self.forgotten is not None, self.forgotten_name is not None, self.forgotten_score is not None)
+        if any(given) and not all(given):
+            raise MessageError("alert.forgotten, alert.forgotten_name and alert.forgotten_score go together "
+                               "(or all null)")
+        if self.forgotten is not None and self.forgotten not in self.missing:
+            raise MessageError(f"alert.forgotten = {self.forgotten} is not one of alert.missing")
+        if self.forgotten_score is not None and not 0.0 <= self.forgotten_score <= 1.0:
+            raise MessageError(f"alert.forgotten_score = {self.forgotten_score} is not in [0, 1]")
 
     def fitted(self) -> Alert:
         """This alert, with as many of its pre-condition names as fit in one message (all of them, usually).
@@ -389,11 +591,20 @@ class MissingSteps(Message):
     KIND: ClassVar[str] = "missing"
 
     missing_id: str
-    run: str
-    missing: tuple[int, ...]
+    run: Token
+    missing: StepIds
     missing_names: tuple[str, ...]
     replayed: bool
-    probabilities: tuple[float, ...]
+    probabilities: Scores
+
+    def _check_together(self) -> None:
+        _check_names(self.KIND, self.missing_names, self.missing)
+        _check_stable_id(self.KIND, "missing_id", self.missing_id, f"{self.stream_id}#end", "<stream_id>#end")
+        if not self.missing:
+            raise MessageError("missing.missing is empty: a session that did every required step is not reported")
+        if len(self.probabilities) != len(self.missing):
+            raise MessageError(f"missing.probabilities has {len(self.probabilities)} items for "
+                               f"{len(self.missing)} missing steps")
 
     def fitted(self) -> MissingSteps:
         """This report, with as many step names as fit in one message (all of them, usually; see `Alert.fitted`).
@@ -452,10 +663,10 @@ class Status(Message):
 
     KIND: ClassVar[str] = "status"
 
-    run: str
-    done: tuple[int, ...]
-    allowed: tuple[int, ...]
-    current: int | None
+    run: Token
+    done: StepIds
+    allowed: StepIds
+    current: StepId | None
     alerts: int
     frames: int
     dropped: int
@@ -463,14 +674,21 @@ class Status(Message):
     gaps: int
     ended: bool
     lost: bool
-    allowed_scores: tuple[float, ...]
+    allowed_scores: Scores
     rule: str
-    decode_ms: float = 0.0
-    features_ms: float = 0.0
-    detector_ms: float = 0.0
-    segmenter_ms: float = 0.0
-    hop_ms: float = 0.0
-    alert_out_ms: float = 0.0
+    decode_ms: Latency = 0.0
+    features_ms: Latency = 0.0
+    detector_ms: Latency = 0.0
+    segmenter_ms: Latency = 0.0
+    hop_ms: Latency = 0.0
+    alert_out_ms: Latency = 0.0
+
+    def _check_together(self) -> None:
+        _check_fps(self.KIND, self.fps)
+        if len(self.allowed_scores) != len(self.allowed):
+            raise MessageError(f"status.allowed_scores has {len(self.allowed_scores)} items for "
+                               f"{len(self.allowed)} allowed steps")
+        _check_rule(self.KIND, self.rule)
 
 
 @dataclass(frozen=True)
@@ -509,6 +727,10 @@ class CheckerHealth(Message):
     over_budget: int
     unsendable: int
     denied: int = 0
+
+    def _check_together(self) -> None:
+        if self.stream_id != CHECKER_STREAM:
+            raise MessageError(f"checker.stream_id must be {CHECKER_STREAM!r}")
 
 
 # The topic prefixes the checker's input subscribes to: what a detector sends.
@@ -583,14 +805,7 @@ def decode(frames: list[bytes]) -> Message:
     cls = KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise MessageError(f"unknown kind {kind!r}")
-    names = _field_names(cls)
-    missing = [n for n in names if n not in body]
-    extra = [k for k in body if k not in names]
-    if missing or extra:
-        raise MessageError(f"{kind}: missing fields {missing}, unexpected fields {extra}")
-    hints = _hints(cls)
-    values = {n: _coerce(body[n], hints[n], f"{kind}.{n}") for n in names}
-    message = cls(**values)
+    message = cls.from_payload(body)
     if message.topic != topic:
         raise MessageError(f"topic {topic[:64]!r} does not match the payload ({message.topic!r})")
     return message
@@ -611,6 +826,7 @@ def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 _HINTS: dict[type, dict[str, Any]] = {}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_FIELD_CHECKS: dict[type, tuple[tuple[str, Callable[[str, str, object], None]], ...]] = {}
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -665,120 +881,3 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise MessageError(f"{where} must be a string")
         return value
     raise MessageError(f"{where}: unsupported field type {hint!r}")  # pragma: no cover - a programming error
-
-
-def _validate(message: Message) -> None:
-    """Range checks shared by construction and decoding, so nothing invalid is ever sent either."""
-    kind = message.KIND
-    if not is_stream_id(message.stream_id):
-        raise MessageError(f"stream_id {message.stream_id!r:.80} must be {STREAM_ID_RULE}")
-    for name in _field_names(type(message)):
-        value = getattr(message, name)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise MessageError(f"{kind}.{name} is not finite")
-            if name in LATENCY_FIELDS and not 0.0 <= value <= MAX_LATENCY_MS:
-                raise MessageError(f"{kind}.{name} = {value} must be in 0..{MAX_LATENCY_MS:.0f}")
-            if name in _SCORE_FIELDS and not 0.0 <= value <= 1.0:
-                raise MessageError(f"{kind}.{name} = {value} is not in [0, 1]")
-        elif isinstance(value, int):
-            highest = MAX_STEP_ID if name in _STEP_FIELDS else MAX_HISTORY - 1 if name == "index" else MAX_COUNT
-            if not 0 <= value <= highest:
-                raise MessageError(f"{kind}.{name} = {str(value)[:40]} must be in 0..{highest}")
-        elif isinstance(value, str):
-            if name in _TOKEN_FIELDS and not is_stream_id(value):
-                raise MessageError(f"{kind}.{name} {value!r:.80} must be {STREAM_ID_RULE}")
-            if len(value) > MAX_TEXT:
-                raise MessageError(f"{kind}.{name} is longer than {MAX_TEXT} characters")
-        elif isinstance(value, tuple):
-            _validate_items(kind, name, value)
-    if isinstance(message, KeyStepSegment):
-        _validate_segment(message)
-    if isinstance(message, KeyStepEvent) and message.history[message.index : message.index + 1] != (message.step,):
-        raise MessageError(f"keystep.index = {message.index} does not point at step {message.step} in history")
-    if isinstance(message, KeyStepOnset):
-        _validate_onset(message)
-    if isinstance(message, Retraction):
-        if message.alert_id != f"{message.stream_id}#{message.index}":
-            raise MessageError(f"retraction.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
-        if (message.confirmed is None) != (message.confirmed_name is None):
-            raise MessageError("retraction.confirmed and retraction.confirmed_name go together (or both null)")
-    if isinstance(message, KeyStepEvent | KeyStepOnset | Heartbeat):
-        if len(message.evidence) != len(message.evidence_steps):
-            raise MessageError(f"{kind}.evidence has {len(message.evidence)} items for "
-                               f"{len(message.evidence_steps)} evidence_steps")
-        if len(set(message.evidence_steps)) != len(message.evidence_steps):
-            raise MessageError(f"{kind}.evidence_steps names a step twice")
-    if isinstance(message, Alert) and message.video_time is not None and message.video_time < 0:
-        raise MessageError(f"alert.video_time = {message.video_time} must not be negative")
-    if isinstance(message, Heartbeat | Status) and message.fps < 0:
-        raise MessageError(f"{kind}.fps = {message.fps} must not be negative")
-    if isinstance(message, Alert | MissingSteps) and len(message.missing_names) > len(message.missing):
-        raise MessageError(f"{kind}.missing_names has more names than {kind}.missing has steps")
-    if isinstance(message, Alert):
-        if message.alert_id != f"{message.stream_id}#{message.index}":
-            raise MessageError(f"alert.alert_id {message.alert_id!r:.80} must be '<stream_id>#<index>'")
-        _validate_forgotten(message)
-    if isinstance(message, MissingSteps):
-        if message.missing_id != f"{message.stream_id}#end":
-            raise MessageError(f"missing.missing_id {message.missing_id!r:.80} must be '<stream_id>#end'")
-        if not message.missing:
-            raise MessageError("missing.missing is empty: a session that did every required step is not reported")
-        if len(message.probabilities) != len(message.missing):
-            raise MessageError(f"missing.probabilities has {len(message.probabilities)} items for "
-                               f"{len(message.missing)} missing steps")
-    if isinstance(message, Status) and len(message.allowed_scores) != len(message.allowed):
-        raise MessageError(f"status.allowed_scores has {len(message.allowed_scores)} items for "
-                           f"{len(message.allowed)} allowed steps")
-    if isinstance(message, Alert | Status) and message.rule not in RULES:
-        raise MessageError(f"{kind}.rule {message.rule!r:.40} must be one of {', '.join(RULES)}")
-    if isinstance(message, CheckerHealth) and message.stream_id != CHECKER_STREAM:
-        raise MessageError(f"checker.stream_id must be {CHECKER_STREAM!r}")
-
-
-def _validate_forgotten(alert: Alert) -> None:
-    """The likely forgotten step of an alert: all three fields or none, one of the missing steps, a score in [0, 1]."""
-    given = (alert.forgotten is not None, alert.forgotten_name is not None, alert.forgotten_score is not None)
-    if any(given) and not all(given):
-        raise MessageError("alert.forgotten, alert.forgotten_name and alert.forgotten_score go together (or all null)")
-    if alert.forgotten is not None and alert.forgotten not in alert.missing:
-        raise MessageError(f"alert.forgotten = {alert.forgotten} is not one of alert.missing")
-    if alert.forgotten_score is not None and not 0.0 <= alert.forgotten_score <= 1.0:
-        raise MessageError(f"alert.forgotten_score = {alert.forgotten_score} is not in [0, 1]")
-
-
-def _validate_items(kind: str, name: str, items: tuple[Any, ...]) -> None:
-    """Length and range of a tuple field: step-id lists, scores, or names."""
-    longest = MAX_HISTORY if name == "history" else MAX_STEPS
-    if len(items) > longest:
-        raise MessageError(f"{kind}.{name} has more than {longest} items")
-    if name in _STEP_FIELDS:
-        if items and not (min(items) >= 0 and max(items) <= MAX_STEP_ID):  # min/max run in C: one pass each
-            raise MessageError(f"{kind}.{name}[] must be step ids in 0..{MAX_STEP_ID}")
-    elif name in _SCORE_FIELDS:
-        if not all(0.0 <= item <= 1.0 for item in items):  # also refuses NaN (min/max would let it through)
-            raise MessageError(f"{kind}.{name}[] must be numbers in [0, 1]")
-    elif any(len(item) > MAX_TEXT for item in items):
-        raise MessageError(f"{kind}.{name}[] is longer than {MAX_TEXT} characters")
-
-
-def _validate_segment(message: KeyStepSegment) -> None:
-    if not 0.0 <= message.confidence <= 1.0:
-        raise MessageError(f"{message.KIND}.confidence = {message.confidence} is not in [0, 1]")
-    if message.start < 0:
-        raise MessageError(f"{message.KIND}.start = {message.start} must not be negative")
-    if message.end < message.start:
-        raise MessageError(f"{message.KIND}.end = {message.end} is before start = {message.start}")
-
-
-def _validate_onset(onset: KeyStepOnset) -> None:
-    """An announcement's position follows the steps before it, and its run a real time and confidence."""
-    if onset.index != len(onset.history) + len(onset.before):
-        raise MessageError(f"onset.index = {onset.index} must be len(history) + len(before) "
-                           f"({len(onset.history) + len(onset.before)})")
-    if not 0.0 <= onset.confidence <= 1.0:
-        raise MessageError(f"onset.confidence = {onset.confidence} is not in [0, 1]")
-    if onset.start < 0:
-        raise MessageError(f"onset.start = {onset.start} must not be negative")

@@ -41,7 +41,7 @@ from streaming.stage_latency import CHECKER_STAGES, DETECTOR_STAGES
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from streaming.checker_service import CheckerService
+    from streaming.checker.service import CheckerService
     from streaming.detector_service import DetectorStream
 
 # prometheus_client is an optional extra: it is imported where it is used (after `require_prometheus`), never when

@@ -51,7 +51,7 @@ from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 if TYPE_CHECKING:
     from graphs.checker_settings import CheckerSettings
     from recognition.segmenter import SegmenterOverrides
-    from streaming.checker_service import CheckerConfig
+    from streaming.checker.config import CheckerConfig
     from streaming.curve_keys import CurveClient
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
@@ -410,7 +410,7 @@ def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple
     Returns:
         ``(config, the run's own client keys or None)``.
     """
-    from streaming.checker_service import CheckerConfig
+    from streaming.checker.config import CheckerConfig
     from streaming.curve_keys import CurveClient, server_curve
     from streaming.transport import is_local
 
@@ -464,7 +464,7 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any]) -> Ite
 
 def _checker(args: argparse.Namespace) -> int:
     """``stream-detect checker``: serve until interrupted, with its log lines and metrics."""
-    from streaming.checker_service import run_checker
+    from streaming.checker.service import run_checker
     from streaming.service_log import ServiceLog
 
     log = ServiceLog("checker", args.log_format)

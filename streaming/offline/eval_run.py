@@ -39,7 +39,7 @@ from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
-from streaming.checker_service import CheckerCore
+from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
 from streaming.demo.synthetic_video import cache_dir, demo_video
 from streaming.detector_service import (

@@ -17,7 +17,8 @@ import numpy as np
 import zmq
 
 from graphs.task_graph import END, START, TaskGraph
-from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES, name_of
 from streaming.messages import KeyStepEvent
 

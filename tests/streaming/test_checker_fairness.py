@@ -13,8 +13,8 @@ import pytest
 import zmq
 
 from graphs.task_graph import save_graph
-from streaming.checker_process import CheckerProcess
-from streaming.checker_service import CheckerConfig
+from streaming.checker.config import CheckerConfig
+from streaming.checker.process import CheckerProcess
 from streaming.curve_keys import CurveClient, CurveServer, write_key_set
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, CheckerHealth, run_of

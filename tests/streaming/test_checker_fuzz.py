@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from graphs.task_graph import save_graph
-from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector_service import DetectorConfig, StreamSource, open_stream, publishing_detector
 from streaming.messages import WIRE_VERSION, Alert, encode

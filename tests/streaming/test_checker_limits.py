@@ -12,15 +12,10 @@ import zmq
 from graphs.checker_settings import CheckerSettings
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 from graphs.task_graph import TaskGraph
-from streaming.checker_service import (
-    CHEAP_ITEMS,
-    FORGET_AFTER,
-    REPLAY_BUDGET,
-    RESEND_ALERTS,
-    SNAPSHOT_BUDGET,
-    STREAM_BUDGET,
-    CheckerCore,
-)
+from streaming.checker.budget import CHEAP_ITEMS, REPLAY_BUDGET, STREAM_BUDGET
+from streaming.checker.core import CheckerCore
+from streaming.checker.schedule import SNAPSHOT_BUDGET
+from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import (

@@ -31,8 +31,8 @@ def test_checker_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
     save_graph(tea_graph(), graph)
     code = (
         "import time\n"
-        "from streaming.checker_service import CheckerConfig\n"
-        "from streaming.checker_process import CheckerProcess\n"
+        "from streaming.checker.config import CheckerConfig\n"
+        "from streaming.checker.process import CheckerProcess\n"
         f"checker = CheckerProcess({str(graph)!r}, CheckerConfig('ipc://{tmp_path}/in', 'ipc://{tmp_path}/out'))\n"
         "print(checker.process.pid, flush=True)\n"
         "time.sleep(60)\n"

@@ -13,7 +13,7 @@ import pytest
 
 from graphs.procedure_queries import ProcedureQueries
 from graphs.task_graph import TaskGraph
-from streaming.checker_service import CheckerCore
+from streaming.checker.core import CheckerCore
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.messages import Alert, Heartbeat, Message, MissingSteps, Status, run_of

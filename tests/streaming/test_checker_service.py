@@ -10,8 +10,9 @@ import zmq
 
 from graphs.checker import PreconditionChecker
 from graphs.task_graph import save_graph
-from streaming.checker_process import CheckerProcess
-from streaming.checker_service import CheckerConfig, CheckerCore
+from streaming.checker.config import CheckerConfig
+from streaming.checker.core import CheckerCore
+from streaming.checker.process import CheckerProcess
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher
 from streaming.messages import Alert, CheckerHealth, Heartbeat, Status, StepEvent

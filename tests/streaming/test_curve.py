@@ -19,8 +19,9 @@ import zmq.auth
 
 from graphs.common.errors import InputError
 from graphs.task_graph import save_graph
-from streaming.checker_process import CheckerProcess
-from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.checker.config import CheckerConfig
+from streaming.checker.process import CheckerProcess
+from streaming.checker.service import CheckerService
 from streaming.curve_keys import ClientKeys, CurveClient, CurveServer, parse_client_names
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector_service import EventPublisher

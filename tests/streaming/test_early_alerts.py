@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from streaming.checker_service import CheckerCore
+from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import STEP_IDS, name_of
 from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode
 from streaming.view.render import render

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.checker_service import CheckerCore
+from streaming.checker.core import CheckerCore
 from streaming.local_checker import CheckerLink
 from streaming.messages import StepEvent
 from tests.streaming.helpers import keystep, tea_graph

@@ -12,7 +12,8 @@ import pytest
 import zmq
 
 from graphs.common.errors import InputError
-from streaming.checker_service import CheckerConfig, CheckerService
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector_service import DetectorConfig, EventPublisher, load_detector_for_stream, run_detectors
 from streaming.messages import Heartbeat, Status

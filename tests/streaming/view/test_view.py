@@ -13,7 +13,7 @@ import zmq
 from rich.console import Console
 
 from graphs.task_graph import load_graph
-from streaming.checker_service import CheckerCore
+from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
 from streaming.detector_service import EventPublisher
 from streaming.messages import (

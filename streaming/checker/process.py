@@ -14,7 +14,8 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 
 from graphs.common.errors import InputError, RunError
-from streaming.checker_service import CheckerConfig, run_checker
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import run_checker
 
 CHECKER_START_TIMEOUT_S = 30.0  # longest wait for the checker child to bind its sockets
 STOP_TIMEOUT_S = 2.0  # longest wait for the child to end after SIGTERM, then after SIGKILL

@@ -1,0 +1,78 @@
+"""What the checker turns away: a named error per reason, its counter, and a log that a flood cannot flood."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import ClassVar, Final
+
+from graphs.common.safe_text import printable
+
+LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
+# The counters' names; "denied" (refused handshakes) is counted by `CheckerService` from its sockets' monitors.
+COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
+
+
+class Refused(Exception):
+    """A message the checker will not apply; ``reason`` names the counter it is counted under."""
+
+    reason: ClassVar[str] = ""
+
+
+class UnknownStep(Refused):
+    """The message names a step id that is not in the task graph (a detector for another procedure)."""
+
+    reason = "unknown_step"
+
+
+class StreamLimit(Refused):
+    """Every stream slot is taken by a stream that is not idle: the new stream is turned away."""
+
+    reason = "stream_limit"
+
+
+class OverBudget(Refused):
+    """The stream used its share of this poll; its next message, which carries the whole history, is served."""
+
+    reason = "over_budget"
+
+
+class Unsendable(Refused):
+    """An output could not be encoded (a defect: by construction every output fits the wire)."""
+
+    reason = "unsendable"
+
+
+class Refusals:
+    """The counts of what was turned away, by reason, and their rate-limited log.
+
+    Args:
+        monotonic: the clock of the log's rate limit.
+        log: called with a line for each kind of refusal (first occurrence, then every `LOG_EVERY_S`); None: no log.
+    """
+
+    def __init__(self, monotonic: Callable[[], float], log: Callable[[str], None] | None = None) -> None:
+        self.counts: Counter[str] = Counter({name: 0 for name in COUNTED})
+        self.last = ""  # "<reason>: <detail>" of the last refused message
+        self.monotonic = monotonic
+        self.log = log
+        self._logged: dict[str, float] = {}
+
+    def refuse(self, err: Refused) -> None:
+        """Count a refused message under its reason, remember it, and log it (rate-limited per reason)."""
+        self.counts[err.reason] += 1
+        self.last = f"{err.reason}: {err}"
+        self.log_refusal(err.reason, self.counts[err.reason], str(err))
+
+    def log_refusal(self, reason: str, count: int, detail: str) -> None:
+        """Log a refusal: the first of its reason at once, then at most one line per reason every `LOG_EVERY_S`.
+
+        Args:
+            reason: the counter's name (``malformed``, ``denied``, or a `Refused` reason).
+            count: the counter's value now.
+            detail: what was refused, and why.
+        """
+        now = self.monotonic()
+        if self.log is not None and now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
+            self._logged[reason] = now
+            self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}")

@@ -1,0 +1,294 @@
+"""The checker's sockets and loop around a `CheckerCore`: the ``stream-detect checker`` service.
+
+Input: `KeyStepEvent` / `Heartbeat` / `KeyStepOnset` from any number of detectors on a bound SUB socket
+(subscribed to `streaming.messages.INPUT_TOPICS`).
+Output (bound XPUB socket, which sends as a PUB does): an `Alert` for each key-step done before its
+pre-conditions, a `StepEvent` for every new key-step, and a `Status` per stream on every change; every status
+period (`streaming.transport.HEARTBEAT_S` by default) each stream's status and its most recent alerts are re-sent
+(``replayed=True``) for late or reconnecting viewers, with one `CheckerHealth` (`streaming.checker.schedule`). A new
+subscription is greeted at once (within `WELCOME_GAP_S` of the last greeting) with a `CheckerHealth`: a viewer
+subscribed to it knows from then on that it misses nothing.
+
+With CURVE (``CheckerConfig.curve``) both sockets are CURVE servers and a ZAP authenticator lets in only the clients
+whose public keys are in the client folder. Refused handshakes are counted (``denied``) by a monitor on each socket,
+whatever refused them: ZAP, another checker's key, a client without CURVE. The folder is read again
+when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
+revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
+CURVE is refused unless ``CheckerConfig.insecure``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Protocol
+
+import zmq
+
+from graphs.common.errors import InputError, RunError
+from graphs.common.safe_text import printable
+from graphs.task_graph import TaskGraph
+from streaming.checker.budget import STREAM_BUDGET
+from streaming.checker.config import CheckerConfig
+from streaming.checker.core import CheckerCore
+from streaming.checker.refusals import Unsendable
+from streaming.checker.schedule import SNAPSHOT_POLL_MS
+from streaming.curve_keys import ClientKeys, start_authenticator
+from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, Retraction
+from streaming.transport import (
+    POLL_MS,
+    HandshakeCounter,
+    Publisher,
+    Receiver,
+    bind,
+    subscribe,
+)
+
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
+
+# Shortest time between two greetings of new subscribers: a peer subscribing in a loop gets one `CheckerHealth` per
+# gap, not one per subscription.
+WELCOME_GAP_S: Final = 0.05
+REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
+REOPEN_GAP_S: Final = 0.02
+
+
+class CheckerWatcher(Protocol):
+    """What watches a checker from outside (the metrics endpoint: `streaming.metrics.CheckerMetrics`)."""
+
+    def observe(self, stage: str, seconds: float) -> None:
+        """One message's (``hop``) or alert's (``alert_out``) time in a stage."""
+
+    def sent(self, message: Alert | Retraction) -> None:
+        """An alert or a retraction went out live."""
+
+    def watch(self, service: CheckerService) -> None:
+        """Follow this checker's counts from now on."""
+
+
+class CheckerService:
+    """The checker's sockets and loop around a `CheckerCore`.
+
+    Args:
+        graph: the task graph.
+        config: endpoints and periods.
+        ctx: ZeroMQ context (a new one if None).
+        log: called with one line per kind of refusal (rate-limited); None: no log, the counts only.
+        metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
+    """
+
+    def __init__(
+        self,
+        graph: TaskGraph,
+        config: CheckerConfig,
+        ctx: zmq.Context | None = None,
+        log: Callable[[str], None] | None = None,
+        metrics: CheckerWatcher | None = None,
+    ) -> None:
+        self.config = config
+        self.core = CheckerCore(
+            graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
+            checking=config.checking,
+        )
+        self.metrics = metrics
+        self._polled_at = time.monotonic()  # when the messages being served were received (for alert_out)
+        self.ctx = ctx or zmq.Context.instance()
+        self.keys: ClientKeys | None = None
+        self.authenticator: ThreadAuthenticator | None = None
+        if config.curve is not None:  # the ZAP handler first: a CURVE socket bound without one lets everyone in
+            self.keys = ClientKeys(config.curve.clients, config.curve.extra_clients, log=log)
+            self.authenticator = start_authenticator(self.ctx, self.keys)
+        try:
+            pub, sub = self._bind(config.bind_alerts, config.bind_events)
+        except InputError:
+            self._stop_authenticator()
+            raise
+        self.alerts_endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.events_endpoint = sub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.publisher = Publisher(pub)
+        # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
+        self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET)
+        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self._welcome_due = False
+        self._last_welcome = float("-inf")
+        if metrics is not None:
+            self.core.observe = metrics.observe
+            metrics.watch(self)
+
+    def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
+        """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
+        curve = self.config.curve
+        pub, _ = bind(self.ctx, zmq.XPUB, alerts, "--publish", curve=curve)
+        try:
+            sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
+        except InputError:
+            pub.close()
+            raise
+        return pub, subscribe(sub, INPUT_TOPICS)
+
+    def watch_peers(self, malformed: int, over_budget: int) -> None:
+        """After a poll: log what the receiver dropped, count refused handshakes, and greet new subscribers.
+
+        Args:
+            malformed: the receiver's malformed count before the poll.
+            over_budget: the receiver's over-budget count before the poll.
+        """
+        stats, core = self.receiver.stats, self.core
+        if stats.malformed > malformed:
+            core.log_refusal("malformed", stats.malformed, stats.last_error)
+        if stats.over_budget > over_budget:
+            core.log_refusal("over_budget", core.counts["over_budget"] + stats.over_budget,
+                             f"a stream sent more than {STREAM_BUDGET} messages in one poll")
+        for counter in self.handshakes:
+            for why in counter.refused():
+                core.counts["denied"] += 1
+                core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
+        arrived = self.publisher.new_subscribers() > 0
+        self._welcome_due = self._welcome_due or arrived
+        now = core.monotonic()
+        if self._welcome_due and now - self._last_welcome >= WELCOME_GAP_S:
+            self._welcome_due, self._last_welcome = False, now
+            self.send([core.health(stats)])
+
+    def reload_keys(self) -> None:
+        """Follow the client folder (at most every `streaming.curve_keys.KEY_RELOAD_S`); when a key was removed,
+        re-open both sockets so that every client handshakes again and a revoked one is refused."""
+        if self.keys is not None and self.keys.reload():
+            self.reopen()
+
+    def reopen(self) -> None:
+        """Close both sockets and bind them again at the same endpoints; clients re-connect by themselves.
+
+        Raises:
+            RunError: an endpoint could not be bound again (another process took the port meanwhile).
+        """
+        self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)  # the old sockets' refusals
+        self._close_sockets()
+        for _ in range(REOPEN_TRIES):
+            try:
+                pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint)
+                break
+            except InputError:  # libzmq releases a closed listener asynchronously
+                time.sleep(REOPEN_GAP_S)
+        else:
+            raise RunError(f"could not bind {self.events_endpoint} and {self.alerts_endpoint} again after a client key "
+                           "was revoked")
+        self.publisher.sock = pub
+        self.receiver.replace_socket(sub)
+        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+
+    def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
+        """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
+
+        Args:
+            stop: set it (from another thread or a signal handler) to end the loop.
+            until: optional predicate checked after every poll.
+        """
+        stop = stop or threading.Event()
+        try:
+            while not stop.is_set():
+                wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending or self._welcome_due else POLL_MS
+                before = (self.receiver.stats.malformed, self.receiver.stats.over_budget)
+                messages = self.receiver.poll(wait_ms)
+                self._polled_at = time.monotonic()
+                self.core.serve(messages, emit=self.send)
+                self.watch_peers(*before)
+                self.reload_keys()
+                self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
+                if until is not None and until(self.core):
+                    break
+        finally:
+            self.close()
+
+    def send(self, messages: list[Message]) -> None:
+        """Publish messages; one that cannot be encoded is counted (``unsendable``) and the rest still go out."""
+        for message in messages:
+            try:
+                self.publisher.send(message)
+            except MessageError as err:
+                self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
+                continue
+            if isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed):
+                self._alert_out(message)
+
+    def _alert_out(self, message: Alert | Retraction) -> None:
+        """An alert or retraction left: its ``alert_out`` time, in its stream's status and the metrics."""
+        seconds = time.monotonic() - self._polled_at
+        state = self.core.streams.get(message.stream_id)
+        if state is not None:
+            state.latency["alert_out_ms"] = round(1000 * seconds, 3)
+        if self.metrics is not None:
+            self.metrics.observe("alert_out", seconds)
+            self.metrics.sent(message)
+
+    def summary(self) -> str:
+        """One line on what the checker took in and turned away, for the end of a run.
+
+        Refused and malformed messages are otherwise silent (the wire has no place for them but the
+        `CheckerHealth` viewers get), so a person who started a checker learns here that a detector was turned
+        away or spoke garbage.
+        """
+        stats, core = self.receiver.stats, self.core
+        counts = core.counts
+        lost = sum(state.lost for state in core.streams.values())
+        line = (
+            f"checker: {stats.received} messages received, {len(core.streams)} streams tracked ({lost} lost); "
+            f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
+            f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
+            f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
+            f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
+        )
+        return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
+
+    def close(self) -> None:
+        """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
+        self._close_sockets()
+        self._stop_authenticator()
+
+    def _close_sockets(self) -> None:
+        for counter in self.handshakes:
+            counter.close()
+        self.publisher.sock.close()
+        self.receiver.sock.close()
+
+    def _stop_authenticator(self) -> None:
+        if self.authenticator is not None:
+            self.authenticator.stop()
+            self.authenticator = None
+
+
+def run_checker(
+    graph_path: str,
+    config: CheckerConfig,
+    ready: Callable[[str, str], None] | None = None,
+    stop: threading.Event | None = None,
+    report: Callable[[str], None] | None = None,
+    until: Callable[[CheckerCore], bool] | None = None,
+    log: Callable[[str], None] | None = None,
+    metrics: CheckerWatcher | None = None,
+) -> None:
+    """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
+
+    Args:
+        graph_path: task graph JSON file.
+        config: endpoints and periods.
+        ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
+        stop: set it to end the loop (the child process sets it on SIGTERM).
+        report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
+        until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
+        log: called with a line per kind of refused message (rate-limited).
+        metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
+    """
+    from graphs.task_graph import load_graph
+
+    service = CheckerService(load_graph(graph_path), config, log=log, metrics=metrics)
+    try:  # a Ctrl-C right after ``ready`` must still close the sockets and report
+        if ready is not None:
+            ready(service.events_endpoint, service.alerts_endpoint)
+        service.run(stop, until)
+    finally:
+        service.close()
+        if report is not None:
+            report(service.summary())

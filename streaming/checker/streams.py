@@ -1,0 +1,152 @@
+"""The streams the checker follows: what it keeps for each, and their life cycle.
+
+A stream is born with its first message, starts over with a new session (or a history that disagrees), is marked
+lost when silent for the stream timeout, and is freed `FORGET_AFTER` timeouts after it ended or was lost, or
+evicted (the longest idle first) when a new stream needs its slot; a live stream is never evicted. ``seq`` only
+counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never frozen.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence
+from graphs.probabilistic_checker import ProbabilisticChecker
+from streaming.checker.refusals import StreamLimit
+from streaming.messages import Alert, Heartbeat, KeyStepEvent, MissingSteps, run_of
+
+RESEND_ALERTS: Final = 32  # most recent alerts per stream re-sent with every periodic status, and per replay
+FORGET_AFTER: Final = 12  # an ended or lost stream is freed after this many stream timeouts (60 s by default)
+SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
+
+
+@dataclass
+class StreamState:
+    """What the checker keeps for one stream."""
+
+    session: str
+    checker: PreconditionChecker | ProbabilisticChecker
+    last_heard: float  # monotonic time of the last message applied
+    applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
+    last_seq: int = -1  # seq of the last key-step or heartbeat applied: one at or just behind it is a duplicate
+    heard_seq: int = -1  # the highest seq heard from the session, of any kind: a jump past it is a gap
+    gaps: int = 0
+    alerts: int = 0
+    current: int | None = None
+    frames: int = 0
+    dropped: int = 0
+    fps: float = 0.0
+    ended: bool = False
+    lost: bool = False
+    seq_out: int = 0
+    last_snapshot: float = 0.0  # when the periodic snapshot last went out (not touched by on-change statuses)
+    forwarded: set[int] = field(default_factory=set)
+    recent_alerts: deque[Alert] = field(default_factory=lambda: deque(maxlen=RESEND_ALERTS))
+    allowed: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())  # allowed steps, likeliest first; probabilities
+    report: MissingSteps | None = None  # the session's end report, once sent (re-sent with the snapshots)
+    early: dict[int, Alert] = field(default_factory=dict)  # early alerts (on an onset) not confirmed yet, by index
+    # (steps observed, done) as of the last status: it only changes when a step is observed, and a stream's status
+    # goes out with every message it sends.
+    progress: tuple[int, tuple[int, ...]] = (-1, ())
+    latency: dict[str, float] = field(default_factory=dict)  # the status's <stage>_ms fields (`stage_latency`)
+    evidence_now: StepEvidence = NO_EVIDENCE  # the last heartbeat's evidence: what the end-of-session report reads
+
+    @property
+    def run(self) -> str:
+        """What viewers call this detector run (`run_of` its session: never the token)."""
+        return run_of(self.session)
+
+    @property
+    def idle(self) -> bool:
+        """Ended or lost: the stream may be evicted for a new one."""
+        return self.ended or self.lost
+
+    def next_seq(self) -> int:
+        """The ``seq`` of the stream's next outgoing message (one counter for every kind the checker sends)."""
+        self.seq_out += 1
+        return self.seq_out - 1
+
+    def continues(self, message: KeyStepEvent | Heartbeat) -> bool:
+        """Whether the message's history extends what the stream applied (same session, an agreeing prefix)."""
+        n = len(self.applied)
+        return self.session == message.session and message.history[:n] == self.applied
+
+    def count_gaps(self, seq: int, late: bool = False) -> None:
+        """Count the numbers a session's ``seq`` skipped (its sender numbers every message of the stream, whatever
+        its kind, with one counter).
+
+        Args:
+            seq: the message's ``seq`` (the message is in this stream's session).
+            late: the message was not applied before (not a duplicate): one behind ``heard_seq`` was counted as
+                skipped when a later one arrived first (a replay served after the onsets of its poll).
+        """
+        ahead = seq - self.heard_seq
+        if 0 < ahead < SEQ_WINDOW:
+            self.gaps += ahead - 1
+        elif -SEQ_WINDOW < ahead < 0:
+            if late and self.gaps:
+                self.gaps -= 1
+            return
+        self.heard_seq = seq  # ahead, or a jump of SEQ_WINDOW or more either way: the sender started over
+
+
+class StreamTable:
+    """The streams by id, within a bound on their number, with their life cycle.
+
+    Args:
+        max_streams: most streams tracked at once; an idle stream gives its place to a new one.
+        timeout_s: a stream silent this long is lost.
+        monotonic: the clock of life cycles.
+    """
+
+    def __init__(self, max_streams: int, timeout_s: float, monotonic: Callable[[], float]) -> None:
+        self.states: dict[str, StreamState] = {}
+        self.max_streams = max_streams
+        self.timeout_s = timeout_s
+        self.monotonic = monotonic
+
+    def cost(self, message: KeyStepEvent | Heartbeat) -> int:
+        """How many history items applying the message would observe."""
+        state = self.states.get(message.stream_id)
+        if state is None or not state.continues(message):
+            return len(message.history)
+        return len(message.history) - len(state.applied)
+
+    def make_room(self, stream_id: str) -> bool:
+        """Free a slot for a new stream: evict the idle stream that has waited longest, never a live one.
+
+        Returns:
+            Whether a stream was evicted.
+
+        Raises:
+            StreamLimit: every slot is taken by a live stream.
+        """
+        if len(self.states) < self.max_streams:
+            return False
+        idle = [(state.last_heard, sid) for sid, state in self.states.items() if state.idle]
+        if not idle:
+            raise StreamLimit(f"{stream_id}: all {self.max_streams} stream slots are taken by live streams")
+        del self.states[min(idle)[1]]
+        return True
+
+    def expire(self, now: float) -> list[str]:
+        """Free each idle stream silent for `FORGET_AFTER` timeouts, and mark lost each live one silent for one.
+
+        Args:
+            now: the monotonic time.
+
+        Returns:
+            The streams marked lost now (each owes its viewers a status).
+        """
+        lost = []
+        for sid, state in list(self.states.items()):
+            silent = now - state.last_heard
+            if state.idle and silent > FORGET_AFTER * self.timeout_s:
+                del self.states[sid]
+            elif not state.idle and silent > self.timeout_s:
+                state.lost = True
+                lost.append(sid)
+        return lost

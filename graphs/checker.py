@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 import numpy as np
 
@@ -63,7 +63,47 @@ class StepEvidence:
 NO_EVIDENCE: Final = StepEvidence()
 
 
-class PreconditionChecker:
+V = TypeVar("V", bound=StepVerdict)
+
+
+class CheckerHistory(Generic[V]):
+    """What both online checkers keep and answer alike: the steps seen (``{START}`` and every defined step observed),
+    the verdicts in order (``history``), the steps done and those allowed next.
+
+    Args:
+        graph: the binary task graph to check against.
+    """
+
+    def __init__(self, graph: TaskGraph) -> None:
+        self.graph = graph
+        self._order = {node: i for i, node in enumerate(graph.nodes)}
+        self._seen: set[Node] = {START}
+        self.history: list[V] = []
+
+    @property
+    def done(self) -> tuple[int, ...]:
+        """Steps recorded as done, in the order they were first observed."""
+        seen: dict[int, None] = {}
+        for verdict in self.history:
+            if not verdict.undefined:
+                seen.setdefault(verdict.step, None)
+        return tuple(seen)
+
+    def allowed_next(self) -> tuple[int, ...]:
+        """Steps not done yet whose pre-conditions are all met now, in graph order."""
+        return tuple(
+            s
+            for s in self.graph.step_ids
+            if s not in self._seen and (req := self.graph.preconditions(s)) and req <= self._seen
+        )
+
+    def reset(self) -> None:
+        """Forget everything observed: back to ``seen = {START}``."""
+        self._seen = {START}
+        self.history.clear()
+
+
+class PreconditionChecker(CheckerHistory[StepVerdict]):
     """Stateful online checker: ``seen`` starts as ``{START}`` and grows with each observed step.
 
     A step is a mistake iff one of its pre-conditions is not in ``seen`` or it has no
@@ -82,13 +122,10 @@ class PreconditionChecker:
     """
 
     def __init__(self, graph: TaskGraph, late_step: bool = False) -> None:
-        self.graph = graph
+        super().__init__(graph)
         self.late_step = late_step
         # step -> the steps that require it, graph order (the late-step rule's question, asked per observation).
         self._dependents = {s: tuple(d for d in graph.step_ids if s in graph.preconditions(d)) for s in graph.step_ids}
-        self._order = {node: i for i, node in enumerate(graph.nodes)}
-        self._seen: set[Node] = {START}
-        self.history: list[StepVerdict] = []
 
     def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict:
         """Check one key-step against what was done so far, then record it.
@@ -142,28 +179,6 @@ class PreconditionChecker:
             ``[(step, 1.0)]`` for each step of ``required`` not observed.
         """
         return [(int(s), 1.0) for s in required if s not in self._seen]
-
-    @property
-    def done(self) -> tuple[int, ...]:
-        """Steps recorded as done, in the order they were first observed."""
-        seen: dict[int, None] = {}
-        for verdict in self.history:
-            if not verdict.undefined:
-                seen.setdefault(verdict.step, None)
-        return tuple(seen)
-
-    def allowed_next(self) -> tuple[int, ...]:
-        """Steps not done yet whose pre-conditions are all met now, in graph order."""
-        return tuple(
-            s
-            for s in self.graph.step_ids
-            if s not in self._seen and (req := self.graph.preconditions(s)) and req <= self._seen
-        )
-
-    def reset(self) -> None:
-        """Forget everything observed: back to ``seen = {START}``."""
-        self._seen = {START}
-        self.history.clear()
 
     @classmethod
     def replay(cls, graph: TaskGraph, steps: Iterable[int], late_step: bool = False) -> PreconditionChecker:

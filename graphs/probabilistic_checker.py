@@ -44,7 +44,7 @@ from typing import Final
 
 import numpy as np
 
-from graphs.checker import NO_EVIDENCE, StepEvidence, StepVerdict
+from graphs.checker import NO_EVIDENCE, CheckerHistory, StepEvidence, StepVerdict
 from graphs.common.errors import InputError
 from graphs.task_graph import START, Node, TaskGraph
 
@@ -113,7 +113,7 @@ class ProbableVerdict(StepVerdict):
     merged: tuple[Node, ...] = ()
 
 
-class ProbabilisticChecker:
+class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
     """Stateful online checker that weighs the detector's evidence (the module docstring gives the model).
 
     It is a drop-in for `graphs.checker.PreconditionChecker` (``observe``, ``verdict``, ``done``, ``allowed_next``,
@@ -128,13 +128,10 @@ class ProbabilisticChecker:
     def __init__(
         self, graph: TaskGraph, threshold: float = DEFAULT_ALERT_THRESHOLD, prior_skip: float = DEFAULT_PRIOR_SKIP
     ) -> None:
-        self.graph = graph
+        super().__init__(graph)
         self.threshold = check_probability(threshold, "--alert-threshold")
         self.prior_skip = check_probability(prior_skip, "prior skip probability")
-        self._order = {node: i for i, node in enumerate(graph.nodes)}
-        self._seen: set[Node] = {START}
         self._reported: set[Node] = set()
-        self.history: list[ProbableVerdict] = []
 
     def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> ProbableVerdict:
         """Check one key-step, then record it (and, if it alerts, the pre-conditions it names as reported).
@@ -214,28 +211,10 @@ class ProbabilisticChecker:
         """Pre-conditions named by an alert of this session (not checked again: one omission, one alert)."""
         return frozenset(self._reported)
 
-    @property
-    def done(self) -> tuple[int, ...]:
-        """Steps recorded as done, in the order they were first observed."""
-        seen: dict[int, None] = {}
-        for verdict in self.history:
-            if not verdict.undefined:
-                seen.setdefault(verdict.step, None)
-        return tuple(seen)
-
-    def allowed_next(self) -> tuple[int, ...]:
-        """Steps not done yet whose pre-conditions are all met now, in graph order."""
-        return tuple(
-            s
-            for s in self.graph.step_ids
-            if s not in self._seen and (req := self.graph.preconditions(s)) and req <= self._seen
-        )
-
     def reset(self) -> None:
-        """Forget everything observed."""
-        self._seen = {START}
+        """Forget everything observed, the reported pre-conditions too."""
+        super().reset()
         self._reported.clear()
-        self.history.clear()
 
     @classmethod
     def replay(

@@ -214,7 +214,9 @@ class CheckerCore:
         state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
         state.fps, state.ended = message.fps, message.ended
         state.evidence_now = _evidence(message)
-        state.latency.update((name, getattr(message, name)) for name in DETECTOR_LATENCY)
+        # 0 means no frame went through the stage since the last heartbeat (the ended ones): the view keeps showing
+        # the last measured latency instead of a row of zeros.
+        state.latency.update((name, getattr(message, name)) for name in DETECTOR_LATENCY if getattr(message, name))
         if message.ended:
             out += self._end_session(message.stream_id, state)
         out.append(self.outputs.status(message.stream_id, state))  # after the report: "ended" comes last

@@ -534,7 +534,7 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from streaming.offline.eval_run import EvalConfig, evaluate
-    from streaming.offline.eval_scores import count_of, eval_table, unmeasured_notes
+    from streaming.offline.eval_scores import count_of, eval_table, false_alarm_line, unmeasured_notes
 
     config = EvalConfig(
         graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,
@@ -548,6 +548,7 @@ def _eval(args: argparse.Namespace) -> int:
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"
              f" ({result.cached} from the cache)")
     Console(width=160).print(eval_table(result.scores, title))
+    print(false_alarm_line(result.scores))
     for note in unmeasured_notes(result.scores):
         print(note)
     return 0

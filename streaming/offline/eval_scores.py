@@ -352,6 +352,22 @@ def count_of(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def false_alarm_line(scores: Sequence[VideoScores]) -> str:
+    """The figure a user switches a system off over: alerts that were not a mistake under the graph, per video.
+
+    Args:
+        scores: one entry per video.
+
+    Returns:
+        e.g. ``false alarms: 7 of 8 alerts (1.17 per video, retracted ones included)``.
+    """
+    graph = total(scores).mistakes["graph"]
+    wrong = graph.alerts - graph.correct
+    per_video = wrong / len(scores) if scores else 0.0
+    return (f"false alarms: {wrong} of {count_of(graph.alerts, 'alert')} ({per_video:.2f} per video, retracted ones "
+            "included)")
+
+
 def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
     """One line per figure of the total that had nothing to count (shown ``-``), saying why.
 

@@ -803,6 +803,8 @@ class MultiDetector:
         while self._finals and self._finals[0][0] <= now:
             _, stream = self._finals.pop(0)
             stream.last_heartbeat()
+
+
 def evidence_reporter(
     checkpoint: DetectorCheckpoint, segmenter: SegmenterConfig, default_rates: bool
 ) -> EvidenceReporter | None:

@@ -1,0 +1,178 @@
+"""Do the alerts fail on recognition or on checking? Order mistakes simulated on each detector's validation videos.
+
+Usage::
+
+    python benchmarks/validation_mistakes.py --features runs/hard/features --graph runs/hard/graph.json \\
+        --annotations hard/labels.json --detectors runs/hard/detector-seed0.pt,runs/hard/detector-seed1.pt
+
+Training data only: every detector's own validation videos (``info.validation_videos`` of its checkpoint: training
+videos its weights never learned from). Each is checked as it was recorded (a correct execution), and in up to
+``--variants`` mistaken versions: one key-step moved to just before one of its pre-conditions under ``--graph``, its
+feature frames moved with it, the idle gaps left in place. Every version runs through the live chain from its
+features (the detector's ``step``, the online segmenter with the checkpoint's settings, ``--alert-on onset``, the
+checker through the wire encoding) and is scored as ``stream-detect eval`` scores a video (graph rule), for the
+binary checker and the probabilistic one at each ``--thresholds`` value.
+
+Printed, per checker setting: versions, mistakes to find, alerts, correct ones, precision / recall / F1, false alarms
+per version, alert latency median. Read beside ``stream-detect eval`` on held-out videos: figures that are good here
+and poor there say that the checker works and the detector does not recognise the held-out videos as it does these
+(a moved step keeps the look it had in its correct place: a real out-of-order step may look different, and this
+simulation cannot show that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphs.checker_settings import CheckerSettings
+from graphs.common.errors import InputError
+from graphs.task_graph import TaskGraph, load_graph
+from recognition.checkpoint import DetectorCheckpoint, load_detector
+from recognition.model import FastStepper, MiniROAD
+from recognition.segment_metrics import TimedSegment
+from recognition.segmenter import SegmenterOverrides
+from streaming.checker.core import CheckerCore
+from streaming.detector_service import (
+    DetectorConfig,
+    DetectorStream,
+    EventPublisher,
+    evidence_reporter,
+    live_segmenter_config,
+)
+from streaming.local_checker import CheckerLink
+from streaming.messages import Alert, Retraction, StepEvent
+from streaming.offline.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, VideoScores, score_video, total
+from streaming.readers import Frame
+
+Segment = tuple[int, int, int]  # step, first frame, end frame (exclusive)
+
+
+class _NoReader:
+    """The stream's reader, for its statistics only: the frames come from a feature file."""
+
+    dropped = 0
+    error = None
+    frames = 0
+
+
+def mistaken_orders(steps: Sequence[int], graph: TaskGraph) -> list[list[int]]:
+    """Orders of the segment indices with one step moved to just before the first of its pre-conditions done earlier."""
+    orders = []
+    for i, step in enumerate(steps):
+        before = next((j for j in range(i) if steps[j] in graph.preconditions(step)), None)
+        if before is not None:
+            order = [k for k in range(len(steps)) if k != i]
+            order.insert(before, i)
+            orders.append(order)
+    return orders
+
+
+def reassemble(features: np.ndarray, segments: Sequence[Segment], order: Sequence[int], fps: float
+               ) -> tuple[np.ndarray, tuple[AnnotatedSegment, ...]]:
+    """The video's feature rows with its segments in ``order`` and its gaps in place, and the annotation it gets."""
+    gaps, previous = [], 0
+    for _, first, end in segments:
+        gaps.append(features[previous:first])
+        previous = end
+    parts, annotated, t = [], [], 0
+    for slot, k in enumerate(order):
+        parts.append(gaps[slot])
+        t += len(gaps[slot])
+        step, first, end = segments[k]
+        parts.append(features[first:end])
+        annotated.append(AnnotatedSegment(step, t / fps, (t + end - first) / fps, False))
+        t += end - first
+    parts.append(features[previous:])
+    return np.concatenate(parts), tuple(annotated)
+
+
+def run_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGraph, features: np.ndarray,
+                 annotated: tuple[AnnotatedSegment, ...], name: str, checking: CheckerSettings) -> VideoRun:
+    """The live chain from feature rows: what the checker answered, with video times, as `stream-detect eval` keeps
+    it."""
+    link = CheckerLink(CheckerCore(graph, checking=checking))
+    config = DetectorConfig(stream_id="eval", alert_on="onset")
+    segmenter = live_segmenter_config(checkpoint, SegmenterOverrides(), "onset")
+    events = EventPublisher(link, "eval", clock=lambda: 0.0, evidence=evidence_reporter(checkpoint, segmenter, False))
+    reader: Any = _NoReader()
+    stream = DetectorStream(reader, checkpoint, events, config, segmenter, clock=lambda: 0.0)
+    stepper = FastStepper(model)
+    stream.start()
+    for t, row in enumerate(features):
+        probs = stepper.step(torch.from_numpy(row)).numpy()[0].copy()
+        link.now = (t + 1) / checkpoint.fps
+        stream.deliver(Frame(np.zeros((1, 1, 3), np.uint8), t, t / checkpoint.fps), row, probs)
+    stream.flush()
+    stream.settle()
+    stream.last_heartbeat()
+    steps = {m.index: m for _, m in link.received if isinstance(m, StepEvent)}
+    retracted = {m.alert_id for _, m in link.received if isinstance(m, Retraction)}
+    alerts: dict[str, RaisedAlert] = {}
+    for t, m in link.received:
+        if isinstance(m, Alert) and m.alert_id not in alerts:
+            seen = steps.get(m.index)
+            start, end = (seen.start, seen.end) if seen is not None and seen.step == m.step else \
+                (link.onset_starts.get(m.index, t), t)
+            alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted, m.missing,
+                                             m.probability)
+    recognised = tuple(TimedSegment(s.step, s.start, s.end) for _, s in sorted(steps.items()))
+    return VideoRun(name, annotated, recognised, tuple(alerts.values()), len(features))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--features", type=Path, required=True, help="the recognition-features folder")
+    p.add_argument("--graph", type=Path, required=True)
+    p.add_argument("--annotations", type=Path, required=True, help="the labels the features were extracted with")
+    p.add_argument("--detectors", required=True, help="comma-separated checkpoints trained on that folder")
+    p.add_argument("--thresholds", default="0.2,0.3,0.5,0.7", help="probabilistic checker's alert thresholds")
+    p.add_argument("--variants", type=int, default=3, help="mistaken versions per validation video (at most)")
+    p.add_argument("--seed", type=int, default=0, help="which mistaken versions are drawn")
+    args = p.parse_args(argv)
+    try:
+        graph = load_graph(args.graph)
+        labels = json.loads(args.annotations.read_text())["annotations"]
+        settings = [("binary", CheckerSettings("binary"))] + [
+            (f"probabilistic {t}", CheckerSettings("probabilistic", float(t))) for t in args.thresholds.split(",")]
+        scores: dict[str, list[VideoScores]] = {name: [] for name, _ in settings}
+        rng = np.random.default_rng(args.seed)
+        for detector in args.detectors.split(","):
+            model, checkpoint = load_detector(detector)
+            fps = checkpoint.fps
+            for video in checkpoint.info.get("validation_videos", []):
+                features = np.load(args.features / f"rgb_{checkpoint.feature_extractor}" / f"{video}.npy")
+                segments = [(s["step_id"], round(s["start_time"] * fps), round(s["end_time"] * fps))
+                            for s in labels[video]["segments"]]
+                wrong = mistaken_orders([s for s, _, _ in segments], graph)
+                picked = rng.permutation(len(wrong))[: args.variants]
+                for order in [list(range(len(segments)))] + [wrong[k] for k in picked]:
+                    rows, annotated = reassemble(features.astype(np.float32), segments, order, fps)
+                    for name, checking in settings:
+                        run = run_features(model, checkpoint, graph, rows, annotated, video, checking)
+                        scores[name].append(score_video(run, graph))
+    except (InputError, OSError, KeyError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{'checker':24s} {'versions':>8s} {'mistakes':>8s} {'alerts':>6s} {'correct':>7s} {'P':>6s} {'R':>6s} "
+          f"{'F1':>6s} {'FA/ver':>6s} {'lat med s':>9s}")
+    for name, _ in settings:
+        summed, n = total(scores[name]), len(scores[name])
+        g = summed.mistakes["graph"]
+        pct = ["-" if x is None else f"{100 * x:.1f}" for x in (g.precision, g.recall, g.f1)]
+        latency = f"{np.median(summed.latencies):.2f}" if summed.latencies else "-"
+        fa = f"{(g.alerts - g.correct) / n:.2f}" if n else "-"
+        print(f"{name:24s} {n:8d} {g.mistakes:8d} {g.alerts:6d} {g.correct:7d} {pct[0]:>6s} {pct[1]:>6s} {pct[2]:>6s} "
+              f"{fa:>6s} {latency:>9s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,10 +35,13 @@ scores below ``threshold`` is read as background: a step is built from confident
 warning that should come before the harm (pouring water that has not boiled). With ``onset_frames = n``, a run
 of a key-step that has lasted ``n`` frames is announced at once as an `OnsetEvent`, before it ends, with the
 steps the segmenter will confirm before it (``before``: the segment still open before it). The announcement is
-provisional: the run normally becomes the confirmed segment of the same step (nothing more is said: its
+provisional: the run normally becomes the confirmed segment of the same step (its
 `SegmentEvent` follows); if it turns out to be flicker, or part of another segment, a withdrawal
-(``OnsetEvent.withdrawn``) follows instead. `OnlineSegmenter.update_events` / `flush_events` return both kinds in
-the order they happen; `update` / `flush` return the confirmed segments only.
+(``OnsetEvent.withdrawn``) follows instead. Once the run is stable (it has lasted ``min_duration``) it is announced
+again every `REPEAT_S` seconds while it lasts (``OnsetEvent.repeated``), with its confidence so far: a checker that
+weighs how likely a detection is real can then alert during the step rather than after it.
+`OnlineSegmenter.update_events` / `flush_events` return both kinds in the order they happen; `update` / `flush`
+return the confirmed segments only.
 
 Times are in seconds from the first frame fed: frame ``i`` covers ``[i / fps, (i + 1) / fps)``.
 
@@ -57,7 +60,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -65,6 +68,10 @@ from graphs.common.errors import InputError
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
     import torch
+
+# An announced run is announced again this often while it lasts, once stable (`OnsetEvent.repeated`): as often as a
+# detector's heartbeat, so a checker weighing how sure the run is can alert within half a second of being sure.
+REPEAT_S: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,8 @@ class OnsetEvent:
             a key-step of its own (flicker, or absorbed into another segment).
         class_index: the detector class.
         start_frame: first frame of its run.
+        repeated: a later announcement of the same run, once it is stable (it will be confirmed, normally as this
+            step) and every `REPEAT_S` while it lasts: its confidence and length say more than the first one's did.
     """
 
     step: int
@@ -222,6 +231,7 @@ class OnsetEvent:
     withdrawn: bool = False
     class_index: int = -1
     start_frame: int = 0
+    repeated: bool = False
 
 
 @dataclass
@@ -258,6 +268,7 @@ class OnlineSegmenter:
         self._min_run = config.frames(config.min_run) if config.min_run > 0 else 0
         self._min_len = config.frames(config.min_duration)
         self._max_delay = config.frames(config.max_delay)
+        self._repeat_frames = max(config.onset_frames, config.frames(REPEAT_S))
         # Unsure frames (below the threshold) become this background class.
         self._unsure = min(self._background) if self._background else None
         if config.threshold > 0 and self._unsure is None:
@@ -277,6 +288,7 @@ class OnlineSegmenter:
         # next one is, is decided only when a later run becomes stable.
         self._announced: list[tuple[_Run, OnsetEvent]] = []
         self._onset_done: _Run | None = None  # the last run an onset was decided for (announced or not)
+        self._repeat_at = 0  # run length (frames) at which the announced open run is next announced again
 
     @property
     def active(self) -> tuple[int, float] | None:
@@ -459,8 +471,9 @@ class OnlineSegmenter:
         if waiting is not None:
             to_timeout = max(1, waiting.end + self._max_delay - self._frame)
         to_onset = far
-        if self.config.onset_frames and self._onset_done is not run:
-            to_onset = max(1, self.config.onset_frames - run.length)
+        if self.config.onset_frames:
+            wanted = self._repeat_at if self._onset_done is run else self.config.onset_frames
+            to_onset = max(1, wanted - run.length)
         return min(to_stable, to_timeout, to_onset)
 
     def _waiting(self) -> _Run | None:
@@ -500,11 +513,17 @@ class OnlineSegmenter:
                 self._pending = []
 
     def _check_onset(self, events: list[SegmentEvent | OnsetEvent]) -> None:
-        """Announce the open run once it has lasted ``onset_frames`` frames (each run is decided once)."""
+        """Announce the open run once it has lasted ``onset_frames`` frames (each run is decided once); announce an
+        announced run again (``repeated``) once it is stable, every `REPEAT_S` while it lasts."""
         run = self._run
-        if run is None or self._onset_done is run or run.length < self.config.onset_frames:
+        if run is not None and self._onset_done is run:
+            if self._run_is_committed and self._committed is run and run.length >= self._repeat_at:
+                self._announce_again(run, events)
+            return
+        if run is None or run.length < self.config.onset_frames:
             return
         self._onset_done = run
+        self._repeat_at = run.length + self._repeat_frames
         if run.label in self._background:
             return
         committed, pending = self._committed, self._pending
@@ -521,6 +540,17 @@ class OnlineSegmenter:
                            run.label, run.start)
         self._announced.append((run, event))
         events.append(event)
+
+    def _announce_again(self, run: _Run, events: list[SegmentEvent | OnsetEvent]) -> None:
+        """The announced ``run`` is stable and still open: say it again with its confidence and length so far, so
+        that a checker that weighs how sure a detection is can alert before the segment ends. Everything before it
+        is confirmed by now (``before`` is empty)."""
+        self._repeat_at = run.length + self._repeat_frames
+        first = next((event for announced, event in self._announced if announced is run), None)
+        if first is None:  # not announced itself (a background run, or the step resumed after flicker)
+            return
+        conf = run.conf_sum / run.conf_frames if run.conf_frames else 0.0
+        events.append(replace(first, confidence=conf, frame=self._frame - 1, before=(), repeated=True))
 
     def _check_withdrawn(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         """Withdraw each announced run the segmenter no longer holds: it will never be confirmed."""

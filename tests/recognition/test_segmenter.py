@@ -202,9 +202,12 @@ def _onsets(labels: list[int], config: SegmenterConfig = ONSET) -> list[tuple[in
 def test_a_step_is_announced_after_onset_frames_long_before_its_segment_is_confirmed() -> None:
     labels = _labels((0, 20), (3, 60), (0, 20), (5, 60), (0, 20))
     events = _onsets(labels)
-    onsets = [(i, e) for i, e in events if isinstance(e, OnsetEvent)]
+    onsets = [(i, e) for i, e in events if isinstance(e, OnsetEvent) and not e.repeated]
     segments = [(i, e) for i, e in events if isinstance(e, SegmentEvent)]
     assert [(i, e.step, e.withdrawn) for i, e in onsets] == [(23, 3, False), (103, 5, False)]
+    # Once stable, each run is announced again every 0.5 s (10 frames) while it lasts, as the same run.
+    again = [(i, e.step, e.start_frame, e.before) for i, e in events if isinstance(e, OnsetEvent) and e.repeated]
+    assert again == [(i, 3, 20, ()) for i in (33, 43, 53, 63, 73)] + [(i, 5, 100, ()) for i in range(113, 154, 10)]
     assert onsets[0][1].start == 1.0 and onsets[0][1].start_frame == 20 and onsets[0][1].frame == 23
     # Confirmed once the background after them is stable: 66 frames (3.3 s) after the announcement.
     assert [(i, e.step) for i, e in segments] == [(89, 3), (169, 5)]
@@ -215,7 +218,8 @@ def test_an_announcement_names_the_open_step_it_follows() -> None:
     # Step 5 follows step 3 directly: when 5 is announced, 3 is still waiting for 5 to become stable.
     events = _onsets(_labels((3, 40), (5, 40)))
     onsets = [e for _, e in events if isinstance(e, OnsetEvent)]
-    assert [(e.step, e.before) for e in onsets] == [(3, ()), (5, (3,))]
+    assert [(e.step, e.before, e.repeated) for e in onsets] == [
+        (3, (), False), *[(3, (), True)] * 3, (5, (3,), False), *[(5, (), True)] * 3]  # 3 is confirmed when 5 is stable
     assert [e.step for _, e in events if isinstance(e, SegmentEvent)] == [3, 5]
 
 
@@ -231,8 +235,16 @@ def test_flicker_that_was_announced_is_withdrawn_and_never_confirmed() -> None:
 def test_an_announced_run_left_unconfirmed_at_the_end_of_the_stream_is_withdrawn() -> None:
     config = SegmenterConfig(fps=FPS, background=0, onset_frames=1, min_run=0.1)
     events = _onsets(_labels((3, 40), (7, 1)), config)  # one frame of 7 at the very end: flicker, never a step
-    assert [(e.step, e.withdrawn) for _, e in events if isinstance(e, OnsetEvent)] == [(3, False), (7, False),
-                                                                                        (7, True)]
+    assert [(e.step, e.withdrawn) for _, e in events if isinstance(e, OnsetEvent) and not e.repeated] == [
+        (3, False), (7, False), (7, True)]
+
+
+def test_a_stable_run_is_announced_again_while_it_lasts_and_flicker_never() -> None:
+    config = SegmenterConfig(fps=FPS, background=0, onset_frames=1)
+    events = _onsets(_labels((3, 40), (7, 1), (3, 40), (0, 20)), config)
+    again = [(i, e.step, e.start_frame) for i, e in events if isinstance(e, OnsetEvent) and e.repeated]
+    # Step 3's one run (resumed after the flicker) every 10 frames; the frame of 7 never; nothing after step 3 ends.
+    assert again == [(i, 3, 0) for i in (10, 20, 30, 51, 61, 71)]
 
 
 def test_onsets_change_no_confirmed_segment() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from graphs.checker_settings import CheckerSettings
 from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import STEP_IDS, name_of
 from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode
@@ -42,6 +43,19 @@ def test_an_announced_step_done_too_early_is_alerted_before_it_is_confirmed() ->
     # Confirmed as announced: the confirmed alert repeats the id (viewers show one), nothing is retracted.
     assert [a.alert_id for a in later if isinstance(a, Alert)] == ["cam0#1"]
     assert not [m for m in later if isinstance(m, Retraction)]
+
+
+def test_a_step_too_unsure_at_its_announcement_is_alerted_when_its_run_is_announced_again_as_stable() -> None:
+    # The probabilistic checker weighs how likely the run is real: two frames of boil_water are not enough to alert,
+    # the same run announced again once it lasted min_duration is (the segmenter's stable announcement), long
+    # before its segment is confirmed.
+    core = CheckerCore(tea_graph(), checking=CheckerSettings("probabilistic"))
+    first = served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1, real=0.2))
+    assert not [m for m in first if isinstance(m, Alert)]
+    again = served(core, onset((GET_CUP,), BOIL, 2, real=0.95))
+    (alert,) = [m for m in again if isinstance(m, Alert)]
+    assert (alert.step, alert.alert_id) == (BOIL, "cam0#1") and alert.probability >= 0.5
+    assert not [m for m in served(core, onset((GET_CUP,), BOIL, 3, real=0.99)) if isinstance(m, Alert)]  # once
 
 
 def test_an_early_alert_is_retracted_when_another_step_is_confirmed_in_its_place() -> None:

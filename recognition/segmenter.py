@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays la
 # An announced run is announced again this often while it lasts, once stable (`OnsetEvent.repeated`): as often as a
 # detector's heartbeat, so a checker weighing how sure the run is can alert within half a second of being sure.
 REPEAT_S: Final = 0.5
+_NEVER: Final = 1 << 62  # a run length no run reaches
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,7 @@ class OnlineSegmenter:
         # next one is, is decided only when a later run becomes stable.
         self._announced: list[tuple[_Run, OnsetEvent]] = []
         self._onset_done: _Run | None = None  # the last run an onset was decided for (announced or not)
-        self._repeat_at = 0  # run length (frames) at which the announced open run is next announced again
+        self._repeat_at = _NEVER  # run length (frames) at which the announced open run is next announced again
 
     @property
     def active(self) -> tuple[int, float] | None:
@@ -523,7 +524,7 @@ class OnlineSegmenter:
         if run is None or run.length < self.config.onset_frames:
             return
         self._onset_done = run
-        self._repeat_at = run.length + self._repeat_frames
+        self._repeat_at = _NEVER  # until it is announced: a background run is never announced again
         if run.label in self._background:
             return
         committed, pending = self._committed, self._pending
@@ -540,15 +541,17 @@ class OnlineSegmenter:
                            run.label, run.start)
         self._announced.append((run, event))
         events.append(event)
+        self._repeat_at = run.length + self._repeat_frames
 
     def _announce_again(self, run: _Run, events: list[SegmentEvent | OnsetEvent]) -> None:
         """The announced ``run`` is stable and still open: say it again with its confidence and length so far, so
         that a checker that weighs how sure a detection is can alert before the segment ends. Everything before it
         is confirmed by now (``before`` is empty)."""
-        self._repeat_at = run.length + self._repeat_frames
         first = next((event for announced, event in self._announced if announced is run), None)
-        if first is None:  # not announced itself (a background run, or the step resumed after flicker)
+        if first is None:  # not announced itself (the step resumed after flicker): nothing to repeat
+            self._repeat_at = _NEVER
             return
+        self._repeat_at = run.length + self._repeat_frames
         conf = run.conf_sum / run.conf_frames if run.conf_frames else 0.0
         events.append(replace(first, confidence=conf, frame=self._frame - 1, before=(), repeated=True))
 

@@ -11,7 +11,8 @@ videos its weights never learned from). Each is checked as it was recorded (a co
 feature frames moved with it, the idle gaps left in place. Every version runs through the live chain from its
 features (the detector's ``step``, the online segmenter with the checkpoint's settings, ``--alert-on onset``, the
 checker through the wire encoding) and is scored as ``stream-detect eval`` scores a video (graph rule), for the
-binary checker and the probabilistic one at each ``--thresholds`` value.
+binary checker and the probabilistic one at each ``--thresholds`` value (the detector runs once per version, its
+messages replayed through each checker, as ``stream-detect eval`` does).
 
 Printed, per checker setting: versions, mistakes to find, alerts, correct ones, precision / recall / F1, false alarms
 per version, alert latency median. Read beside ``stream-detect eval`` on held-out videos: figures that are good here
@@ -37,7 +38,6 @@ from graphs.common.errors import InputError
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
-from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterOverrides
 from streaming.checker.core import CheckerCore
 from streaming.detector_service import (
@@ -48,8 +48,8 @@ from streaming.detector_service import (
     live_segmenter_config,
 )
 from streaming.local_checker import CheckerLink
-from streaming.messages import Alert, Retraction, StepEvent
-from streaming.offline.eval_scores import AnnotatedSegment, RaisedAlert, VideoRun, VideoScores, score_video, total
+from streaming.offline.eval_run import STREAM_ID, DetectorRecord, EvalVideo, check_record
+from streaming.offline.eval_scores import AnnotatedSegment, VideoScores, score_video, total
 from streaming.readers import Frame
 
 Segment = tuple[int, int, int]  # step, first frame, end frame (exclusive)
@@ -94,14 +94,15 @@ def reassemble(features: np.ndarray, segments: Sequence[Segment], order: Sequenc
     return np.concatenate(parts), tuple(annotated)
 
 
-def run_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGraph, features: np.ndarray,
-                 annotated: tuple[AnnotatedSegment, ...], name: str, checking: CheckerSettings) -> VideoRun:
-    """The live chain from feature rows: what the checker answered, with video times, as `stream-detect eval` keeps
-    it."""
-    link = CheckerLink(CheckerCore(graph, checking=checking))
-    config = DetectorConfig(stream_id="eval", alert_on="onset")
+def record_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGraph, features: np.ndarray,
+                    name: str) -> DetectorRecord:
+    """The live detector chain from feature rows: what it published, with video times (as `stream-detect eval`
+    records a video, then replays it through each checker with `check_record`)."""
+    link = CheckerLink(CheckerCore(graph))  # its answers are not used: `check_record` asks each checker afresh
+    config = DetectorConfig(stream_id=STREAM_ID, alert_on="onset")
     segmenter = live_segmenter_config(checkpoint, SegmenterOverrides(), "onset")
-    events = EventPublisher(link, "eval", clock=lambda: 0.0, evidence=evidence_reporter(checkpoint, segmenter, False))
+    evidence = evidence_reporter(checkpoint, segmenter, False)
+    events = EventPublisher(link, STREAM_ID, clock=lambda: 0.0, evidence=evidence)
     reader: Any = _NoReader()
     stream = DetectorStream(reader, checkpoint, events, config, segmenter, clock=lambda: 0.0)
     stepper = FastStepper(model)
@@ -113,18 +114,7 @@ def run_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGra
     stream.flush()
     stream.settle()
     stream.last_heartbeat()
-    steps = {m.index: m for _, m in link.received if isinstance(m, StepEvent)}
-    retracted = {m.alert_id for _, m in link.received if isinstance(m, Retraction)}
-    alerts: dict[str, RaisedAlert] = {}
-    for t, m in link.received:
-        if isinstance(m, Alert) and m.alert_id not in alerts:
-            seen = steps.get(m.index)
-            start, end = (seen.start, seen.end) if seen is not None and seen.step == m.step else \
-                (link.onset_starts.get(m.index, t), t)
-            alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted, m.missing,
-                                             m.probability)
-    recognised = tuple(TimedSegment(s.step, s.start, s.end) for _, s in sorted(steps.items()))
-    return VideoRun(name, annotated, recognised, tuple(alerts.values()), len(features))
+    return DetectorRecord(name, len(features), tuple(link.sent))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,9 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                 picked = rng.permutation(len(wrong))[: args.variants]
                 for order in [list(range(len(segments)))] + [wrong[k] for k in picked]:
                     rows, annotated = reassemble(features.astype(np.float32), segments, order, fps)
+                    record = record_features(model, checkpoint, graph, rows, video)
+                    version = EvalVideo(video, Path(f"{video}.npy"), annotated)
                     for name, checking in settings:
-                        run = run_features(model, checkpoint, graph, rows, annotated, video, checking)
-                        scores[name].append(score_video(run, graph))
+                        scores[name].append(score_video(check_record(record, version, graph, checking), graph))
     except (InputError, OSError, KeyError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -24,7 +24,6 @@ simulation cannot show that).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch
 
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
+from graphs.common.files import read_json
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         graph = load_graph(args.graph)
-        labels = json.loads(args.annotations.read_text())["annotations"]
+        labels = read_json(args.annotations, "annotation file")["annotations"]
         settings = [("binary", CheckerSettings("binary"))] + [
             (f"probabilistic {t}", CheckerSettings("probabilistic", float(t))) for t in args.thresholds.split(",")]
         scores: dict[str, list[VideoScores]] = {name: [] for name, _ in settings}

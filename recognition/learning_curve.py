@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from graphs.common.errors import InputError, install_extra
-from graphs.common.files import atomic_path
+from graphs.common.files import save_figure
 
 
 @dataclass(frozen=True)
@@ -109,12 +109,7 @@ def plot_curve(curve: Sequence[EpochScores], kept: int, path: str | Path) -> Pat
     ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="center right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
     try:
-        with atomic_path(path, suffix=path.suffix) as tmp:
-            fig.savefig(tmp, dpi=110)
-    except OSError as err:
-        raise InputError(f"--plot {path}: cannot write the learning curve ({err.strerror or err})") from None
+        return save_figure(fig, path, "learning curve", dpi=110, option="--plot")
     finally:
         plt.close(fig)
-    return path

@@ -490,3 +490,26 @@ def _commit(tmp: Path, path: Path, what: str, mode: int | None, replace: bool) -
         if os.path.lexists(path):
             raise InputError(f"{path}: exists; refusing to replace it with the {what}") from None
         os.rename(tmp, path)
+
+
+def save_figure(figure: Any, path: str | Path, what: str, dpi: int, option: str = "") -> Path:
+    """Write a matplotlib figure with `atomic_path` (the format chosen by the file's ending); the caller closes it.
+
+    Args:
+        figure: the figure (anything with matplotlib's ``savefig``).
+        path: the file.
+        what: what the figure is, for the message ("learning curve").
+        dpi: resolution.
+        option: the option that named the file, put before it in the message ("--plot"); "" for none.
+
+    Raises:
+        InputError: the file cannot be written (a full disk, a read-only folder).
+    """
+    path = Path(path)
+    try:
+        with atomic_path(path, suffix=path.suffix, what=what) as tmp:
+            figure.savefig(tmp, dpi=dpi)
+    except OSError as err:
+        named = f"{option} {path}" if option else str(path)
+        raise InputError(f"{named}: cannot write the {what} ({err.strerror or err})") from None
+    return path

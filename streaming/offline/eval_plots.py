@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.common.errors import InputError, install_extra
-from graphs.common.files import atomic_path
+from graphs.common.files import save_figure
 from graphs.task_graph import TaskGraph
 from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
 
@@ -79,9 +79,10 @@ def draw_timeline(run: VideoRun, graph: TaskGraph, path: str | Path) -> None:
     ax.set_xlabel("video time (s)")
     ax.set_title(f"{run.video}: {len(detail['alerts'])} alerts, {len(detail['missed'])} mistakes missed", fontsize=9)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, "timeline plot", dpi=100, option="--plots")
+    finally:
+        plt.close(fig)
 
 
 def draw_timelines(runs: Sequence[VideoRun], graph: TaskGraph, folder: str | Path) -> list[Path]:

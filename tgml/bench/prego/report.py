@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.common.errors import InputError
-from graphs.common.files import atomic_path, write_text
+from graphs.common.files import save_figure, write_text
 from graphs.precision_recall import shown
 from tgml.bench.prego.data import MODE_MARKS
 from tgml.bench.prego.published import PUBLISHED, published_best
@@ -160,15 +159,10 @@ def plot_perturbation(result: Mapping[str, Any], path: str | Path) -> Path | Non
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    path = Path(path)
     try:
-        with atomic_path(path, suffix=path.suffix) as tmp:  # savefig picks the format by the ending
-            fig.savefig(tmp, dpi=120)
-    except OSError as err:
-        raise InputError(f"{path}: cannot write the ablation plot ({err.strerror or err})") from None
+        return save_figure(fig, path, "ablation plot", dpi=120)
     finally:
         plt.close(fig)
-    return path
 
 
 def write_results(result: Mapping[str, Any], path: str | Path) -> Path:

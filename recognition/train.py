@@ -92,6 +92,8 @@ class DetectorTrainConfig:
         order_shuffle: probability that a training video is reassembled from its key-step segments in a random order
             for an epoch (`recognition.augment.order_positions`): the detector learns to see a step, not to expect
             it where correct executions have it (0: off).
+        shuffled_done: the done targets of a reordered video: ``"order"`` (the steps before each frame in the new
+            order) or ``"scene"`` (those done before it in the recording, which its table shows; `epoch_targets`).
         done_head: train the done-state outputs too (`recognition.model.done_targets`): the evidence that a step
             was done which the probabilistic checker weighs.
     """
@@ -118,6 +120,7 @@ class DetectorTrainConfig:
     speed_change: float = 0.0
     background_mix: float = 0.0
     order_shuffle: float = 0.5
+    shuffled_done: str = "order"
     done_head: bool = True
 
     def __post_init__(self) -> None:
@@ -145,6 +148,9 @@ class DetectorTrainConfig:
         if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
             raise InputError(f"DetectorTrainConfig.val_videos = {videos!r}: must be a list of video names")
         object.__setattr__(self, "val_videos", tuple(videos))
+        if self.shuffled_done not in SHUFFLED_DONE:
+            raise InputError(f"DetectorTrainConfig.shuffled_done = {self.shuffled_done!r}: choose one of "
+                             f"{', '.join(SHUFFLED_DONE)}")
         if self.keep_epoch not in KEEP_EPOCH:
             raise InputError(f"DetectorTrainConfig.keep_epoch = {self.keep_epoch!r}: choose one of "
                              f"{', '.join(KEEP_EPOCH)}")
@@ -168,10 +174,11 @@ class DetectorTrainConfig:
 
 
 KEEP_EPOCH = ("map", "loss", "last")
+SHUFFLED_DONE = ("order", "scene")
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
                "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
-_AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle"}
+_AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
 
 
 def load_detector_training_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig:
@@ -382,10 +389,14 @@ def training_data(
 
 
 def epoch_targets(
-    prepared: TrainingData, positions: np.ndarray, lengths: Sequence[int], done_head: bool
+    prepared: TrainingData, positions: np.ndarray, lengths: Sequence[int], done_head: bool, scene: bool = False
 ) -> np.ndarray:
     """The targets of an epoch's frames (rows ``positions`` of the fitting videos, resampled or reordered), with
-    each video's done states after them when the detector has a done head: they follow the epoch's step order.
+    each video's done states after them when the detector has a done head.
+
+    The done states follow the epoch's step order, or with ``scene`` the recorded execution's: a reordered piece
+    keeps the table it was filmed on (the objects of the steps done before it in the recording), and with ``scene``
+    its done targets say what that table shows.
 
     Returns:
         ``(len(positions), C)``, or ``(len(positions), 2C)`` with a done head.
@@ -393,10 +404,19 @@ def epoch_targets(
     targets = prepared.targets[positions]
     if not done_head:
         return targets
+    if scene:
+        return np.concatenate([targets, prepared_done(prepared)[positions]], axis=1)
     hard = prepared.hard[positions]
     bounds = np.cumsum([0, *lengths])
     done = [done_targets(hard[a:b], prepared.background_classes) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     return np.concatenate([targets, np.concatenate(done)], axis=1)
+
+
+def prepared_done(prepared: TrainingData) -> np.ndarray:
+    """The done states of the fitting videos as recorded, ``(L, C)`` (`recognition.model.done_targets` per video)."""
+    bounds = np.cumsum([0, *prepared.lengths])
+    return np.concatenate([done_targets(prepared.hard[a:b], prepared.background_classes)
+                           for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
 def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: bool | Progress = True) -> TrainOutcome:
@@ -505,7 +525,7 @@ def run_epochs(
                                 prepared.background_classes)
         positions, lengths = speed_positions(prepared.lengths, rng, config.speed_change)
         positions = order[positions]  # the epoch's frames: each video reordered, then resampled
-        targets = epoch_targets(prepared, positions, lengths, config.done_head)
+        targets = epoch_targets(prepared, positions, lengths, config.done_head, config.shuffled_done == "scene")
         index, valid = window_index(lengths, config.window, rng)  # (N, W) each, into the epoch's frames
         copy = rng.integers(0, len(prepared.features), size=len(index))  # which copy each window reads
         order = rng.permutation(len(index))

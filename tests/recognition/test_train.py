@@ -12,16 +12,19 @@ import torch
 from rich.progress import Progress, TaskID
 
 from graphs.common.errors import InputError
+from recognition.augment import order_positions
 from recognition.checkpoint import load_detector
-from recognition.feature_folders import load_feature_dataset, window_index
+from recognition.feature_folders import VideoFeatures, load_feature_dataset, window_index
 from recognition.model import MiniROADConfig
 from recognition.recognition_train_cli import main
 from recognition.train import (
     DetectorTrainConfig,
+    epoch_targets,
     load_detector_training_config,
     predict_video,
     train_detector,
     training_config_of_folder,
+    training_data,
 )
 from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
@@ -248,3 +251,29 @@ def test_without_a_config_a_split_file_naming_no_extractor_is_refused(
     (feature_folder / "split.json").write_text(json.dumps(split))
     err = cli_error(main, ["--features", str(feature_folder), "--out", str(tmp_path / "d.pt")], capsys)
     assert "names no feature_extractor" in err and "--config" in err
+
+
+def test_a_reordered_videos_done_targets_follow_its_new_order_or_its_recorded_table() -> None:
+    # One video: background, step 1 (frames 1-2), step 2 (3-4), step 3 (5-6); reassembled as 3, 1, 2 (a draw
+    # of the order shuffle: frame 0 stays first).
+    labels = np.array([0, 1, 1, 2, 2, 3, 3])
+    video = VideoFeatures("v", np.zeros((7, 2), np.float32), np.eye(4, dtype=np.float32)[labels])
+    prepared = training_data((video,), DetectorTrainConfig(copies=False), 5.0, (0,))
+    positions = np.array([0, 5, 6, 1, 2, 3, 4])
+    shuffled = epoch_targets(prepared, positions, [7], done_head=True)
+    scene = epoch_targets(prepared, positions, [7], done_head=True, scene=True)
+    assert (shuffled[:, :4] == scene[:, :4]).all()  # the class targets are the frames' own either way
+    # Step 1 is done once its run ends in the new order (from frame 5); on the table, once its recorded run
+    # ended: the frames of step 3, filmed after it, show it done although they are now played first.
+    assert shuffled[:, 4 + 1].tolist() == [0, 0, 0, 0, 0, 1, 1]
+    assert scene[:, 4 + 1].tolist() == [0, 1, 1, 0, 0, 1, 1]
+    # Step 3, played first, is done from frame 3 in the new order; the table never shows it done (it was filmed
+    # last and the video ends with it).
+    assert shuffled[:, 4 + 3].tolist() == [0, 0, 0, 1, 1, 1, 1]
+    assert scene[:, 4 + 3].tolist() == [0] * 7
+    assert order_positions(labels, [7], np.random.default_rng(0), 0.0).tolist() == list(range(7))
+
+
+def test_shuffled_done_is_checked() -> None:
+    with pytest.raises(InputError, match="shuffled_done = 'table': choose one of order, scene"):
+        DetectorTrainConfig(shuffled_done="table")

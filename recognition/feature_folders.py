@@ -333,8 +333,22 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     step_ids = split.class_step_ids or (None, *range(1, n_cls))
     if len(names) != n_cls or len(step_ids) != n_cls:
         raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
-    return FeatureDataset(root, train, test, tuple(names), tuple(step_ids), split.feature_extractor or config.extractor,
+    return FeatureDataset(root, train, test, tuple(names), tuple(step_ids), features_extractor(split, config),
                           split.fps or config.fps, split.scenario)
+
+
+def features_extractor(split: SplitFile, config: FeatureConfig) -> str:
+    """The extractor a checkpoint records for the features ``config`` reads: the split file's, unless it names another.
+
+    One folder may hold several extractors' features (``rgb_efficientnet-lite0/``, ``rgb_efficientnet-lite0-grid/``:
+    `recognition-features` run twice into it), and its split file names the one written last. A config that reads
+    ``rgb_<its extractor>`` while the split file names another extractor trains on its own extractor's features:
+    recording the split file's would give a checkpoint the live pipeline cannot feed (a width mismatch at start-up).
+    """
+    named = split.feature_extractor
+    if named and config.rgb != f"rgb_{named}" and config.rgb == f"rgb_{config.extractor}":
+        return config.extractor
+    return named or config.extractor
 
 
 def copy_file_name(video: str, copy: int) -> str:

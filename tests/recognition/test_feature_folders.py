@@ -41,6 +41,16 @@ def test_reads_split_classes_and_metadata(feature_folder: Path) -> None:
     assert (data.feature_extractor, data.fps) == ("synthetic", 4.0)
 
 
+def test_a_folder_with_two_extractors_records_the_one_whose_features_are_read(feature_folder: Path) -> None:
+    # split.json names the extractor written last; a config that reads another one's folder trains on that one.
+    (feature_folder / "rgb_synth").rename(feature_folder / "rgb_synthetic-grid")
+    grid = FeatureConfig(rgb="rgb_synthetic-grid", extractor="synthetic-grid")
+    assert load_feature_dataset(feature_folder, grid).feature_extractor == "synthetic-grid"
+    # A folder named otherwise (MiniROAD's rgb_kinetics_resnet50 with split.json's name) keeps the split's name.
+    other = FeatureConfig(rgb="rgb_synthetic-grid", extractor="something-else")
+    assert load_feature_dataset(feature_folder, other).feature_extractor == "synthetic"
+
+
 def test_flow_features_are_concatenated_after_rgb(feature_folder: Path) -> None:
     (feature_folder / "flow_synth").mkdir()
     for path in (feature_folder / "rgb_synth").iterdir():

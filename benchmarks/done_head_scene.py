@@ -39,6 +39,7 @@ from recognition.checkpoint import load_detector
 from recognition.feature_folders import FeatureConfig, load_video
 from recognition.metrics import average_precision
 from recognition.model import done_targets, output_probabilities
+from recognition.train import model_inputs
 
 
 def pairs_at_step_starts(labels: np.ndarray, background: Sequence[int] = (0,)) -> np.ndarray:
@@ -87,10 +88,11 @@ def measure(detector: Path, features: Path, draws: int, seed: int) -> dict[str, 
         video = load_video(features, name, config)
         labels = video.targets.argmax(axis=1)
         table = done_targets(video.targets, background)
+        inputs = model_inputs(video.features, model.config.motion_lag)
         for _ in range(draws):
             rows = order_positions(labels, [len(labels)], rng, 1.0, background)
-            with torch.inference_mode():
-                logits, _ = model(torch.from_numpy(video.features[rows]).float()[None])
+            with torch.inference_mode():  # motion inputs, if any, as recorded: each piece keeps its own change
+                logits, _ = model(torch.from_numpy(inputs[rows])[None])
             done = output_probabilities(logits[0], classes).numpy()[:, classes:]
             at = pairs_at_step_starts(labels[rows], background)
             right, agree, truth = scene_reading(done[at], table[rows][at], done_targets(video.targets[rows],

@@ -18,7 +18,9 @@ Printed, per checker setting: versions, mistakes to find, alerts, correct ones, 
 per version, alert latency median. Read beside ``stream-detect eval`` on held-out videos: figures that are good here
 and poor there say that the checker works and the detector does not recognise the held-out videos as it does these
 (a moved step keeps the look it had in its correct place: a real out-of-order step may look different, and this
-simulation cannot show that).
+simulation cannot show that). A detector with motion inputs (``motion_lag``) gets them computed over the video as
+recorded, and each moved piece keeps its own: the change its frames showed, not a jump at the cut that no camera
+would film. The detector steps with `MiniROAD.step`, which computes what the live stepper does.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.model import FastStepper, MiniROAD
+from recognition.model import MiniROAD
 from recognition.segmenter import SegmenterOverrides
+from recognition.train import model_inputs
 from streaming.checker.core import CheckerCore
 from streaming.detector_service import (
     DetectorConfig,
@@ -94,10 +97,11 @@ def reassemble(features: np.ndarray, segments: Sequence[Segment], order: Sequenc
     return np.concatenate(parts), tuple(annotated)
 
 
-def record_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGraph, features: np.ndarray,
+def record_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGraph, inputs: np.ndarray,
                     name: str) -> DetectorRecord:
-    """The live detector chain from feature rows: what it published, with video times (as `stream-detect eval`
-    records a video, then replays it through each checker with `check_record`)."""
+    """The live detector chain from the model's input rows (`recognition.train.model_inputs`): what it published,
+    with video times (as `stream-detect eval` records a video, then replays it through each checker with
+    `check_record`)."""
     link = CheckerLink(CheckerCore(graph))  # its answers are not used: `check_record` asks each checker afresh
     config = DetectorConfig(stream_id=STREAM_ID, alert_on="onset")
     segmenter = live_segmenter_config(checkpoint, SegmenterOverrides(), "onset")
@@ -105,16 +109,18 @@ def record_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: Task
     events = EventPublisher(link, STREAM_ID, clock=lambda: 0.0, evidence=evidence)
     reader: Any = _NoReader()
     stream = DetectorStream(reader, checkpoint, events, config, segmenter, clock=lambda: 0.0)
-    stepper = FastStepper(model)
+    state = model.init_state()
     stream.start()
-    for t, row in enumerate(features):
-        probs = stepper.step(torch.from_numpy(row)).numpy()[0].copy()
+    width = checkpoint.config.input_dim
+    for t, row in enumerate(inputs):
+        with torch.inference_mode():
+            out, state = model.step(torch.from_numpy(row)[None], state)
         link.now = (t + 1) / checkpoint.fps
-        stream.deliver(Frame(np.zeros((1, 1, 3), np.uint8), t, t / checkpoint.fps), row, probs)
+        stream.deliver(Frame(np.zeros((1, 1, 3), np.uint8), t, t / checkpoint.fps), row[:width], out[0].numpy())
     stream.flush()
     stream.settle()
     stream.last_heartbeat()
-    return DetectorRecord(name, len(features), tuple(link.sent))
+    return DetectorRecord(name, len(inputs), tuple(link.sent))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,12 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             fps = checkpoint.fps
             for video in checkpoint.info.get("validation_videos", []):
                 features = np.load(args.features / f"rgb_{checkpoint.feature_extractor}" / f"{video}.npy")
+                inputs = model_inputs(features, checkpoint.config.motion_lag)  # over the video as recorded
                 segments = [(s["step_id"], round(s["start_time"] * fps), round(s["end_time"] * fps))
                             for s in labels[video]["segments"]]
                 wrong = mistaken_orders([s for s, _, _ in segments], graph)
                 picked = rng.permutation(len(wrong))[: args.variants]
                 for order in [list(range(len(segments)))] + [wrong[k] for k in picked]:
-                    rows, annotated = reassemble(features.astype(np.float32), segments, order, fps)
+                    rows, annotated = reassemble(inputs, segments, order, fps)
                     record = record_features(model, checkpoint, graph, rows, video)
                     version = EvalVideo(video, Path(f"{video}.npy"), annotated)
                     for name, checking in settings:

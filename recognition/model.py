@@ -18,7 +18,7 @@ step's action was caught as it happened; the probabilistic checker reads it (`re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Final, cast
 
 import numpy as np
 import torch
@@ -26,9 +26,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graphs.common.errors import InputError
+from recognition.motion import MotionHistory
 
 # Targets equal to this index are ignored by the loss (padding of the last window of a video).
 IGNORE_INDEX = -100
+
+
+# Longest motion lag a config may ask for, in frames (a minute at 5 fps): each live stream keeps that many frames.
+MAX_MOTION_LAG: Final = 300
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class MiniROADConfig:
         num_classes: number of output classes ``C``, background (class 0) included.
         dropout: dropout after the embedding, active in training only.
         done_head: ``C`` more outputs: per class, the logit of "its key-step has been done by now".
+        motion_lag: with ``lag > 0`` the model's input is each frame's features beside their change over ``lag``
+            frames (`recognition.motion`, formula M): ``2F`` wide. Live steppers take the ``F`` features and
+            compute the change themselves; `MiniROAD.forward` and `MiniROAD.step` take the ``2F`` inputs.
     """
 
     input_dim: int = 4096
@@ -50,6 +58,7 @@ class MiniROADConfig:
     num_classes: int = 13
     dropout: float = 0.2
     done_head: bool = False
+    motion_lag: int = 0
 
     def __post_init__(self) -> None:
         for name in ("input_dim", "embed_dim", "hidden_dim"):
@@ -64,6 +73,24 @@ class MiniROADConfig:
             raise InputError(f"MiniROADConfig.dropout = {self.dropout!r}: must be in [0, 1)")
         if not isinstance(self.done_head, bool):
             raise InputError(f"MiniROADConfig.done_head = {self.done_head!r}: must be true or false")
+        lag = self.motion_lag
+        if not isinstance(lag, int) or isinstance(lag, bool) or not 0 <= lag <= MAX_MOTION_LAG:
+            raise InputError(f"MiniROADConfig.motion_lag = {lag!r}: must be an integer in [0, {MAX_MOTION_LAG}] "
+                             "(frames; 0: off)")
+
+    @property
+    def model_input_dim(self) -> int:
+        """Width of what the first layer reads: ``F``, or ``2F`` with motion inputs."""
+        return 2 * self.input_dim if self.motion_lag else self.input_dim
+
+    def check_input_width(self, width: int) -> None:
+        """Refuse model inputs (`MiniROAD.forward`, `MiniROAD.step`) of another width than `model_input_dim`."""
+        if not self.motion_lag:
+            self.check_feature_width(width)
+        elif width != self.model_input_dim:
+            raise InputError(f"input width {width} does not match the detector's {self.model_input_dim} (features "
+                             f"of width {self.input_dim} beside their change over {self.motion_lag} frames: "
+                             "recognition.motion.motion_features)")
 
     @property
     def outputs(self) -> int:
@@ -194,7 +221,7 @@ class MiniROAD(nn.Module):
         super().__init__()
         self.config = config
         self.embed = nn.Sequential(
-            nn.Linear(config.input_dim, config.embed_dim),
+            nn.Linear(config.model_input_dim, config.embed_dim),
             nn.LayerNorm(config.embed_dim),
             nn.ReLU(),
             nn.Dropout(config.dropout),
@@ -206,14 +233,14 @@ class MiniROAD(nn.Module):
         """Batch forward over whole windows, GRU started from zeros.
 
         Args:
-            x: ``(B, T, F)`` features.
+            x: ``(B, T, F)`` model inputs (``2F`` wide with motion inputs: `recognition.motion.motion_features`).
             targets: optional ``(B, T)`` class indices or ``(B, T, C)`` one-hot targets; with `done_head`,
                 ``(B, T, 2C)``: the one-hot targets, then the done states (`done_targets`).
 
         Returns:
             ``(logits (B, T, outputs), loss)``; loss is None without targets.
         """
-        self.config.check_feature_width(x.shape[-1])
+        self.config.check_input_width(x.shape[-1])
         e = self.embed(x)  # (B, T, E)
         h, _ = self.gru(e)  # (B, T, H)
         logits = self.head(h)  # (B, T, outputs)
@@ -236,7 +263,8 @@ class MiniROAD(nn.Module):
         """Advance a live stream by one frame or a short chunk, carrying the GRU state.
 
         Args:
-            x_t: ``(B, F)`` one frame or ``(B, k, F)`` a chunk of ``k`` consecutive frames.
+            x_t: ``(B, F)`` one frame or ``(B, k, F)`` a chunk of ``k`` consecutive frames (model inputs: ``2F``
+                wide with motion inputs).
             state: ``(1, B, H)`` state returned by the previous call (or `init_state`).
             return_all: with a chunk, return the probabilities of every frame ``(B, k, C)``.
 
@@ -244,7 +272,7 @@ class MiniROAD(nn.Module):
             ``(probs, new_state)``: probabilities of the last frame ``(B, outputs)`` (or of all frames with
             ``return_all``; `output_probabilities`) and the state after the last frame.
         """
-        self.config.check_feature_width(x_t.shape[-1])
+        self.config.check_input_width(x_t.shape[-1])
         chunk = x_t if x_t.dim() == 3 else x_t.unsqueeze(1)  # (B, k, F)
         e = self.embed(chunk)  # (B, k, E)
         h, new_state = self.gru(e, state)  # (B, k, H), (1, B, H)
@@ -318,6 +346,10 @@ class FastStepper:
     streams that have a frame at the same tick in one pass: each formula above becomes one matrix product over the
     ``m`` rows instead of ``m`` calls (the rows never mix: row ``i`` of every product reads only row ``i``).
 
+    With motion inputs (``motion_lag``) the stepper takes each frame's ``F`` features and keeps, per stream, the last
+    ``lag`` of them (`recognition.motion.MotionHistory`) to feed the model formula (M): the same inputs
+    `recognition.motion.motion_features` gives the batch forward.
+
     ``precision="fp32"`` (default) matches `MiniROAD.step` to float rounding. ``"int8"`` stores the
     three large matrices as per-channel int8 (`quantize_int8_rows`): about 4x less memory traffic per
     frame, probabilities within about 1e-2 of fp32 — the choice for CPUs whose cache cannot hold the
@@ -353,6 +385,8 @@ class FastStepper:
         dtype = torch.float32
         H, K = cfg.hidden_dim, streams
         self._x = torch.empty(K, cfg.input_dim, dtype=dtype)
+        self._motion = MotionHistory(cfg.motion_lag, cfg.input_dim, K) if cfg.motion_lag else None
+        self._xm = torch.empty(K, cfg.model_input_dim, dtype=dtype) if cfg.motion_lag else None
         self._e = torch.empty(K, cfg.embed_dim, dtype=dtype)
         self._sq = torch.empty(K, cfg.embed_dim, dtype=dtype)
         self._mu = torch.empty(K, 1, dtype=dtype)
@@ -364,13 +398,17 @@ class FastStepper:
         self._logits = torch.empty(K, cfg.outputs, dtype=dtype)
         self.probs = torch.empty(K, cfg.outputs, dtype=dtype)
         self.state = torch.zeros(K, H, dtype=dtype)
+        self._first_row = torch.zeros(1, dtype=torch.long)
 
     def reset(self, row: int | None = None) -> None:
-        """Start a stream over (its GRU state back to zeros): every stream, or the one at ``row``."""
+        """Start a stream over (its GRU state back to zeros, its motion history empty): every stream, or the one at
+        ``row``."""
         if row is None:
             self.state.zero_()
         else:
             self.state[row].zero_()
+        if self._motion is not None:
+            self._motion.reset(row)
 
     @torch.inference_mode()
     def step(self, x_t: Tensor) -> Tensor:
@@ -387,6 +425,7 @@ class FastStepper:
         self.config.check_feature_width(x.shape[1])
         if x.dtype != torch.float32:
             x = self._x[:1].copy_(x)
+        x = self._with_motion(x, self._first_row)
         return self._gru_head(self._embed_rows(x), self.state[:1])  # the state row is updated in place
 
     @torch.inference_mode()
@@ -407,10 +446,17 @@ class FastStepper:
             raise ValueError(f"step_rows: {m} frames for rows of shape {tuple(rows.shape)} ({self.streams} streams)")
         if x.dtype != torch.float32 or not x.is_contiguous():
             x = self._x[:m].copy_(x)
+        x = self._with_motion(x, rows)
         h = torch.index_select(self.state, 0, rows, out=self._h[:m])  # (m, H): the rows being stepped
         probs = self._gru_head(self._embed_rows(x), h)
         self.state.index_copy_(0, rows, h)  # h now holds the new state of each row
         return probs
+
+    def _with_motion(self, x: Tensor, rows: Tensor) -> Tensor:
+        """The model inputs of ``(m, F)`` features: themselves, or with motion inputs formula (M), ``(m, 2F)``."""
+        if self._motion is None or self._xm is None:
+            return x
+        return self._motion.push_rows(x, rows, out=self._xm[: x.shape[0]])
 
     def _embed_rows(self, x: Tensor) -> Tensor:
         """``ReLU(LayerNorm(W_e x + b_e))`` of ``(m, F)`` rows, into the embedding buffer: ``(m, E)``."""

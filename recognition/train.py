@@ -55,7 +55,15 @@ from recognition.feature_folders import (
 )
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, plot_curve
 from recognition.metrics import frame_map
-from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
+from recognition.model import (
+    MAX_MOTION_LAG,
+    MiniROAD,
+    MiniROADConfig,
+    detector_loss,
+    done_targets,
+    output_probabilities,
+)
+from recognition.motion import motion_features
 from recognition.segmenter import SegmenterConfig
 
 
@@ -94,6 +102,8 @@ class DetectorTrainConfig:
             it where correct executions have it (0: off).
         shuffled_done: the done targets of a reordered video: ``"order"`` (the steps before each frame in the new
             order) or ``"scene"`` (those done before it in the recording, which its table shows; `epoch_targets`).
+        motion_lag: feed the detector each frame's features beside their change over this many frames
+            (`recognition.motion`, formula M; 0: the features alone).
         done_head: train the done-state outputs too (`recognition.model.done_targets`): the evidence that a step
             was done which the probabilistic checker weighs.
     """
@@ -122,6 +132,7 @@ class DetectorTrainConfig:
     order_shuffle: float = 0.5
     shuffled_done: str = "order"
     done_head: bool = True
+    motion_lag: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.features, FeatureConfig):
@@ -148,6 +159,10 @@ class DetectorTrainConfig:
         if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
             raise InputError(f"DetectorTrainConfig.val_videos = {videos!r}: must be a list of video names")
         object.__setattr__(self, "val_videos", tuple(videos))
+        lag = self.motion_lag
+        if not isinstance(lag, int) or isinstance(lag, bool) or not 0 <= lag <= MAX_MOTION_LAG:
+            raise InputError(f"DetectorTrainConfig.motion_lag = {lag!r}: must be an integer in [0, {MAX_MOTION_LAG}] "
+                             "(frames; 0: off)")
         if self.shuffled_done not in SHUFFLED_DONE:
             raise InputError(f"DetectorTrainConfig.shuffled_done = {self.shuffled_done!r}: choose one of "
                              f"{', '.join(SHUFFLED_DONE)}")
@@ -170,12 +185,12 @@ class DetectorTrainConfig:
     def model_config(self, input_dim: int, num_classes: int) -> MiniROADConfig:
         """The detector sizes for data of the given width and number of classes."""
         return MiniROADConfig(input_dim, self.embed_dim, self.hidden_dim, num_classes, float(self.dropout),
-                              self.done_head)
+                              self.done_head, self.motion_lag)
 
 
 KEEP_EPOCH = ("map", "loss", "last")
 SHUFFLED_DONE = ("order", "scene")
-_MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head"}
+_MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
                "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
@@ -209,7 +224,7 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
 # one's own procedure); the fields it leaves out keep DetectorTrainConfig's defaults.
 # configs/miniroad-efficientnet-lite0.toml writes the same settings out, to copy and edit (a test keeps them equal).
 SMALL_CPU_DETECTOR: dict[str, Any] = {"embed_dim": 128, "hidden_dim": 128, "window": 64, "batch_size": 8, "lr": 1e-3,
-                                      "epochs": 60, "threads": 1}
+                                      "epochs": 60, "threads": 1, "motion_lag": 10}
 
 
 def training_config_of_folder(features: str | Path, **overrides: Any) -> DetectorTrainConfig:
@@ -269,20 +284,27 @@ class TrainOutcome:
     refit: bool = False
 
 
+def model_inputs(features: np.ndarray, motion_lag: int) -> np.ndarray:
+    """What a detector reads for one whole video: its ``(L, D)`` features, with their motion (``(L, 2D)``,
+    `recognition.motion.motion_features`) when ``motion_lag > 0``; float32, contiguous."""
+    x = motion_features(features, motion_lag) if motion_lag else features
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
 @torch.inference_mode()
 def predict_video(model: MiniROAD, features: np.ndarray) -> np.ndarray:
     """Causal per-frame class probabilities of one whole video (GRU from zeros at frame 0).
 
     Args:
         model: the detector (put in eval mode here).
-        features: ``(L, D)``.
+        features: ``(L, D)`` (the motion inputs, if the detector reads them, are computed here).
 
     Returns:
         ``(L, outputs)`` probabilities: the ``C`` classes, then the done states with a done head
         (`recognition.model.output_probabilities`).
     """
     model.eval()
-    x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))[None]  # (1, L, D)
+    x = torch.from_numpy(model_inputs(features, model.config.motion_lag))[None]  # (1, L, D) or (1, L, 2D)
     logits, _ = model(x)
     return output_probabilities(logits[0], model.config.num_classes).numpy()
 
@@ -379,7 +401,9 @@ def training_data(
     """Everything the training loop reads, prepared once from the fitting videos and the settings."""
     lengths = [len(v.features) for v in videos]
     copies = min(len(v.copies) for v in videos) if config.copies else 0
-    stack = np.stack([np.concatenate([(v.features, *v.copies)[k] for v in videos]) for k in range(copies + 1)])
+    # Motion inputs are taken over each recording (and copy) as filmed: a reordered piece keeps the change it showed.
+    stack = np.stack([np.concatenate([model_inputs((v.features, *v.copies)[k], config.motion_lag) for v in videos])
+                      for k in range(copies + 1)])
     hard = np.concatenate([v.targets for v in videos])  # (L, C)
     targets = blur_targets(hard, lengths, round(config.boundary_smoothing * fps))
     weights = torch.from_numpy(class_weights(hard, config.class_balance)) if config.class_balance else None

@@ -38,6 +38,7 @@ from recognition.evidence import (
     EvidenceReporter,
 )
 from recognition.model import FastStepper, MiniROAD
+from recognition.motion import MotionHistory
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmenterOverrides, SegmentEvent
 from streaming.alert_modes import DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES, check_alert_on
 from streaming.curve_keys import CurveClient
@@ -391,6 +392,8 @@ class ModelStepper:
         self.model = model
         self.state = model.init_state(streams)  # (1, K, H) on the model's device
         self.device = self.state.device
+        lag, width = model.config.motion_lag, model.config.input_dim
+        self.motion = MotionHistory(lag, width, streams, self.device) if lag else None
 
     @torch.inference_mode()
     def step(self, x_t: torch.Tensor) -> torch.Tensor:
@@ -416,7 +419,10 @@ class ModelStepper:
             ``(m, C)`` probabilities on the CPU.
         """
         rows = rows.to(self.device)
-        probs, self.state[:, rows] = self.model.step(x.to(self.device, torch.float32), self.state[:, rows])
+        inputs = x.to(self.device, torch.float32)
+        if self.motion is not None:  # the features beside their change (recognition.motion, formula M)
+            inputs = self.motion.push_rows(inputs, rows)
+        probs, self.state[:, rows] = self.model.step(inputs, self.state[:, rows])
         return probs.cpu()
 
 

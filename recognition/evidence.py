@@ -120,6 +120,10 @@ class EvidenceModel:
         source: ``"validation"`` (measured on the videos named in ``videos``) or ``"default"``.
         videos: the validation videos the rates were measured on.
         pairs: calibration pairs behind (E3); detections: detections behind (E4).
+        detection_window_s: ``W`` of (E2), when it differs from the (E1) window ``window_s`` (None: the same). A
+            detector's done evidence looks over a longer window than its confirmation, so that a burst of a step
+            shorter than that does not count as the step done, while (E2) keeps the confirmation's window, so that
+            an alert need not wait for a long detection.
     """
 
     step_ids: tuple[int, ...]
@@ -136,6 +140,7 @@ class EvidenceModel:
     pairs: int = 0
     detections: int = 0
     state_slope: float = 0.0
+    detection_window_s: float | None = None
 
     def __post_init__(self) -> None:
         k = len(self.step_ids)
@@ -150,6 +155,9 @@ class EvidenceModel:
             raise InputError("evidence model: every coefficient and rate must be a finite number")
         if not self.window_s > 0:
             raise InputError(f"evidence model: window_s = {self.window_s} must be > 0")
+        w = self.detection_window_s
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0):
+            raise InputError(f"evidence model: detection_window_s = {w!r} must be a number > 0 (or null: window_s)")
         if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
             raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
         if self.source not in ("validation", "default"):
@@ -166,6 +174,11 @@ class EvidenceModel:
         if state is not None and self.state_slope:
             z = z + self.state_slope * state_logit(state)
         return _sigmoid(z)
+
+    @property
+    def detection_window(self) -> float:
+        """``W`` of formula (E2), in seconds."""
+        return self.window_s if self.detection_window_s is None else float(self.detection_window_s)
 
     def real_probability(self, step_index: int, y: float) -> float:
         """Formula (E4): the probability that a detection of ``step_ids[step_index]`` with evidence ``y`` is real."""
@@ -337,7 +350,8 @@ class EvidenceReporter:
         row = self._row.get(step)
         if row is None:
             return 1.0
-        return self.model.real_probability(row, detection_evidence(confidence, frames / self.fps, self.model.window_s))
+        evidence = detection_evidence(confidence, frames / self.fps, self.model.detection_window)
+        return self.model.real_probability(row, evidence)
 
 
 def recording_evidence(
@@ -383,7 +397,7 @@ def recording_evidence(
     for (step, confidence, length), done in zip(detections, q.tolist(), strict=True):
         k = row.get(step)
         real = 1.0 if k is None else model.real_probability(
-            k, detection_evidence(confidence, length / fps, model.window_s))
+            k, detection_evidence(confidence, length / fps, model.detection_window))
         out.append(StepEvidence(dict(zip(model.step_ids, done, strict=True)), real))
     return out
 

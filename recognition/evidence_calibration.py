@@ -110,6 +110,7 @@ def calibrate_evidence(
     fps: float,
     segmenter: SegmenterConfig,
     window_s: float | None = None,
+    detection_window_s: float | None = None,
 ) -> EvidenceModel:
     """Measure a detector's evidence on its validation videos (see the module docstring).
 
@@ -121,6 +122,7 @@ def calibrate_evidence(
         fps: feature frames per second.
         segmenter: the segmenter settings the detector runs with.
         window_s: ``W``, the evidence window in seconds (None: the segmenter's ``min_duration``).
+        detection_window_s: ``W`` of the detection evidence (E2), when it differs from ``window_s`` (None: the same).
 
     Returns:
         The calibrated `EvidenceModel`.
@@ -137,6 +139,9 @@ def calibrate_evidence(
     window_s = segmenter.min_duration if window_s is None else float(window_s)
     if not window_s > 0:
         raise InputError(f"evidence calibration: window {window_s} s must be > 0")
+    if detection_window_s is not None and not detection_window_s > 0:
+        raise InputError(f"evidence calibration: detection window {detection_window_s} s must be > 0")
+    det_window_s = window_s if detection_window_s is None else float(detection_window_s)
     window = max(1, round(window_s * fps))
     xs, groups, ys = [], [], []
     det_y, det_group, det_real = [], [], []
@@ -170,7 +175,7 @@ def calibrate_evidence(
             if e.class_index not in row:
                 continue
             real = float(np.mean(labels[e.start_frame : e.end_frame] == e.class_index)) >= 0.5
-            det_y.append(detection_evidence(e.confidence, (e.end_frame - e.start_frame) / fps, window_s))
+            det_y.append(detection_evidence(e.confidence, (e.end_frame - e.start_frame) / fps, det_window_s))
             det_group.append(row[e.class_index])
             det_real.append(float(real))
             detected[e.start_frame : e.end_frame] = e.class_index
@@ -207,4 +212,5 @@ def calibrate_evidence(
         pairs=len(y_all),
         detections=len(det),
         state_slope=float(slopes[1]) if done_head else 0.0,
+        detection_window_s=None if detection_window_s is None else det_window_s,
     )

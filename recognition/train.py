@@ -88,6 +88,9 @@ class DetectorTrainConfig:
         val_videos: the validation videos by name (overrides ``val_fraction``).
         keep_epoch: which epoch's weights are kept: ``"map"`` (highest validation mAP, ties to the lower loss),
             ``"loss"`` (lowest validation loss) or ``"last"``.
+        evidence_window: seconds over which the done evidence of a step (formula E1 of `recognition.evidence`) is
+            measured when the checkpoint's evidence is calibrated: a step glimpsed for less than this counts as
+            partly seen, not done (the detection evidence E2 keeps the segmenter's confirmation length).
         refit: after choosing the epoch on the validation split, train again on every training video (validation
             ones included) for that many epochs, and keep that model.
         class_balance: exponent of the class-balanced loss weights (`recognition.augment.class_weights`; 0: off).
@@ -122,6 +125,7 @@ class DetectorTrainConfig:
     val_fraction: float = 0.2
     val_videos: tuple[str, ...] = ()
     keep_epoch: str = "map"
+    evidence_window: float = 2.0
     refit: bool = False
     class_balance: float = 0.0
     boundary_smoothing: float = 0.0
@@ -159,6 +163,10 @@ class DetectorTrainConfig:
         if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
             raise InputError(f"DetectorTrainConfig.val_videos = {videos!r}: must be a list of video names")
         object.__setattr__(self, "val_videos", tuple(videos))
+        window = self.evidence_window
+        if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= 600:
+            raise InputError(f"DetectorTrainConfig.evidence_window = {window!r}: must be a number of seconds in "
+                             "(0, 600]")
         lag = self.motion_lag
         if not isinstance(lag, int) or isinstance(lag, bool) or not 0 <= lag <= MAX_MOTION_LAG:
             raise InputError(f"DetectorTrainConfig.motion_lag = {lag!r}: must be an integer in [0, {MAX_MOTION_LAG}] "
@@ -192,7 +200,7 @@ KEEP_EPOCH = ("map", "loss", "last")
 SHUFFLED_DONE = ("order", "scene")
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag"}
 _TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
-               "keep_epoch", "refit", "class_balance", "boundary_smoothing"}
+               "keep_epoch", "evidence_window", "refit", "class_balance", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
 
 
@@ -672,7 +680,9 @@ def run_training(
         "curve": [e.as_json() for e in outcome.curve],
     }
     # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates.
-    evidence = (calibrate_evidence(outcome.validation, data.class_step_ids, data.fps, SegmenterConfig(fps=data.fps))
+    segmenter = SegmenterConfig(fps=data.fps)
+    evidence = (calibrate_evidence(outcome.validation, data.class_step_ids, data.fps, segmenter,
+                                   window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
                 if outcome.validation else None)
     try:
         save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info,

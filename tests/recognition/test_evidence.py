@@ -185,3 +185,25 @@ def test_a_done_head_speaks_for_a_step_whose_action_was_never_caught() -> None:
     assert tracker.state_before(0, [1, 2, 3]).tolist() == [0.0, 0.0, 0.0]
     assert tracker.state_before(tracker.frame, [3]).tolist() == [0.95]
     assert EvidenceTracker(4, 3).state_before(5, [1]) is None  # no done head: no state
+
+
+def test_done_evidence_and_detection_evidence_can_look_over_different_windows() -> None:
+    # A detector's done evidence looks over 2 s: a 0.6 s burst of a step is a third of that, not the step done;
+    # its detections are still weighed over the confirmation's 0.6 s, so an alert need not wait 2 s.
+    rng = np.random.default_rng(5)
+    model = calibrate_evidence({"v": _video([1, 2, 3], None, rng)}, [None, 1, 2, 3], 5.0,
+                               SegmenterConfig(fps=5.0, min_duration=0.6), window_s=2.0, detection_window_s=0.6)
+    assert (model.window_s, model.detection_window) == (2.0, 0.6)
+    assert EvidenceModel.from_dict(model.to_dict()) == model
+    reporter = EvidenceReporter(model, [None, 1, 2, 3], 5.0)
+    burst = np.array([0.0, 1.0, 0.0, 0.0])
+    for _ in range(3):  # step 1 for 0.6 s
+        reporter.update(burst)
+    assert reporter.tracker.now(reporter.classes)[0] == pytest.approx(0.3)  # 3 of the 10 frames of W
+    k = model.step_ids.index(2)
+    assert reporter.real(2, 0.9, 3) == pytest.approx(model.real_probability(k, 0.9))  # y = c * min(1, 0.6 / 0.6)
+    same = calibrate_evidence({"v": _video([1, 2, 3], None, np.random.default_rng(5))}, [None, 1, 2, 3], 5.0,
+                              SegmenterConfig(fps=5.0, min_duration=0.6), window_s=2.0)
+    assert same.detection_window_s is None and same.detection_window == 2.0  # one window for both, as before
+    with pytest.raises(InputError, match="detection_window_s = -1.0 must be a number > 0"):
+        EvidenceModel.from_dict(model.to_dict() | {"detection_window_s": -1.0})

@@ -241,6 +241,10 @@ def test_a_recognition_features_folder_trains_without_a_config(feature_folder: P
     model, checkpoint = load_detector(out)
     assert checkpoint.feature_extractor == "synthetic" and checkpoint.fps == 4.0
     assert checkpoint.info["train"]["hidden_dim"] == 128  # the small CPU-sized MiniROAD
+    assert model.config.motion_lag == 10  # motion inputs over 10 frames
+    # The done evidence looks over 2 s, the detections over the segmenter's confirmation.
+    assert checkpoint.evidence is not None
+    assert (checkpoint.evidence.window_s, checkpoint.evidence.detection_window) == (2.0, 0.5)
 
 
 def test_without_a_config_a_split_file_naming_no_extractor_is_refused(
@@ -274,6 +278,8 @@ def test_a_reordered_videos_done_targets_follow_its_new_order_or_its_recorded_ta
     assert order_positions(labels, [7], np.random.default_rng(0), 0.0).tolist() == list(range(7))
 
 
-def test_shuffled_done_is_checked() -> None:
+def test_shuffled_done_and_the_evidence_window_are_checked() -> None:
     with pytest.raises(InputError, match="shuffled_done = 'table': choose one of order, scene"):
         DetectorTrainConfig(shuffled_done="table")
+    with pytest.raises(InputError, match="evidence_window = 0: must be a number of seconds"):
+        DetectorTrainConfig(evidence_window=0)

@@ -14,6 +14,11 @@ generated before timing):
 * ``chunk-K``    — `MiniROAD.step` on chunks of K frames (throughput when frames can be batched; the
   latency column is per chunk).
 
+``--motion-lag L`` times a detector with motion inputs (`recognition.motion`): the ``fast-*`` modes take the
+features and compute their change live, as a stream does; ``module`` and ``chunk-K`` take the inputs precomputed.
+``python benchmarks/recognition_speed.py --input-dim 1280 --embed-dim 128 --hidden-dim 128 --classes 7
+--motion-lag 10`` is the walkthrough's detector on efficientnet-lite0 (``--motion-lag 0`` beside it for the cost).
+
 Prints frames/s and per-frame latency p50/p99 (ms) per mode, and the largest probability difference
 from the batch forward. Targets (issue 4): >= 500 frames/s and p99 < 5 ms on 2 CPU cores.
 """
@@ -30,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recognition.model import FastStepper, MiniROAD, MiniROADConfig
+from recognition.motion import motion_features
 
 
 def time_calls(call: Callable[[int], object], n: int, warmup: int) -> np.ndarray:
@@ -97,18 +103,23 @@ def main() -> None:
     parser.add_argument("--embed-dim", type=int, default=published.embed_dim)
     parser.add_argument("--hidden-dim", type=int, default=published.hidden_dim)
     parser.add_argument("--classes", type=int, default=published.num_classes)
+    parser.add_argument("--motion-lag", type=int, default=0, help="motion inputs over this many frames (0: none)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    config = MiniROADConfig(args.input_dim, args.embed_dim, args.hidden_dim, args.classes)
+    config = MiniROADConfig(args.input_dim, args.embed_dim, args.hidden_dim, args.classes,
+                            motion_lag=args.motion_lag)
     model = MiniROAD(config).eval()
     frames = torch.randn(args.frames, config.input_dim)  # (T, F), made before timing
+    # What MiniROAD.forward and .step read: the features, or with motion inputs the features and their change.
+    inputs = torch.from_numpy(motion_features(frames.numpy(), args.motion_lag)) if args.motion_lag else frames
     check = min(200, args.frames)
     with torch.inference_mode():
-        reference = torch.softmax(model(frames[None, :check])[0][0], dim=-1)  # (check, C)
+        reference = torch.softmax(model(inputs[None, :check])[0][0], dim=-1)  # (check, C)
 
     table = Table(
         title=f"MiniROAD streaming step, {config.input_dim}->{config.embed_dim}->{config.hidden_dim}, "
+        f"motion lag {args.motion_lag}, "
         f"{args.threads} thread(s), {args.frames} frames"
     )
     for col in ("mode", "frames/s", "p50 ms", "p99 ms", "max |Δp| vs batch"):
@@ -117,13 +128,13 @@ def main() -> None:
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         with torch.inference_mode():
             if mode == "module":
-                latencies, n_frames, diff = bench_module(model, frames, reference, args.warmup)
+                latencies, n_frames, diff = bench_module(model, inputs, reference, args.warmup)
             elif mode.startswith("fast-"):
                 precision = mode.removeprefix("fast-")
                 latencies, n_frames, diff = bench_fast(model, frames, reference, args.warmup, precision)
             elif mode.startswith("chunk-"):
                 k = int(mode.removeprefix("chunk-"))
-                latencies, n_frames, diff = bench_chunk(model, frames, reference, args.warmup, k)
+                latencies, n_frames, diff = bench_chunk(model, inputs, reference, args.warmup, k)
             else:
                 raise SystemExit(f"unknown mode {mode!r}")
         fps = n_frames / latencies.sum()

@@ -436,19 +436,18 @@ def epoch_targets(
     targets = prepared.targets[positions]
     if not done_head:
         return targets
+    background = prepared.background_classes
     if scene:
-        return np.concatenate([targets, prepared_done(prepared)[positions]], axis=1)
-    hard = prepared.hard[positions]
+        done = done_per_video(prepared.hard, prepared.lengths, background)[positions]
+    else:
+        done = done_per_video(prepared.hard[positions], lengths, background)
+    return np.concatenate([targets, done], axis=1)
+
+
+def done_per_video(hard: np.ndarray, lengths: Sequence[int], background: tuple[int, ...]) -> np.ndarray:
+    """`recognition.model.done_targets` of each of the concatenated videos of ``lengths`` frames, ``(L, C)``."""
     bounds = np.cumsum([0, *lengths])
-    done = [done_targets(hard[a:b], prepared.background_classes) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    return np.concatenate([targets, np.concatenate(done)], axis=1)
-
-
-def prepared_done(prepared: TrainingData) -> np.ndarray:
-    """The done states of the fitting videos as recorded, ``(L, C)`` (`recognition.model.done_targets` per video)."""
-    bounds = np.cumsum([0, *prepared.lengths])
-    return np.concatenate([done_targets(prepared.hard[a:b], prepared.background_classes)
-                           for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    return np.concatenate([done_targets(hard[a:b], background) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
 def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: bool | Progress = True) -> TrainOutcome:

@@ -18,7 +18,7 @@ TSN features)::
     [model]      embed_dim, hidden_dim, dropout, done_head              (`DetectorTrainConfig`)
     [train]      window, batch_size, lr, weight_decay, epochs, seed, threads, val_fraction, val_videos, keep_epoch,
                  refit, class_balance, boundary_smoothing
-    [augment]    copies, feature_noise, speed_change, order_shuffle, background_mix
+    [augment]    copies, feature_noise, speed_change, order_shuffle, shuffled_done, background_mix
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class DetectorTrainConfig:
     feature_noise: float = 0.0
     speed_change: float = 0.0
     background_mix: float = 0.0
-    order_shuffle: float = 0.5
+    order_shuffle: float = 1.0
     shuffled_done: str = "order"
     done_head: bool = True
     motion_lag: int = 0

@@ -12,6 +12,7 @@ renders it once per run and never into the user's cache.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,12 @@ import pytest
 from graphs.task_graph import TaskGraph
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# A suite started in the background of a non-interactive shell (`bash .ci/run &`) inherits SIGINT ignored, and so
+# would every command the tests start: an ignored signal stays ignored across exec. The tests interrupt those
+# commands as a user at a terminal does (Ctrl-C), so their children start with SIGINT at its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def find_data_dir() -> Path | None:

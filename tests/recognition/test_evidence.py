@@ -188,7 +188,7 @@ def test_a_done_head_speaks_for_a_step_whose_action_was_never_caught() -> None:
 
 
 def test_done_evidence_and_detection_evidence_can_look_over_different_windows() -> None:
-    # A detector's done evidence looks over 2 s: a 0.6 s burst of a step is a third of that, not the step done;
+    # A detector's done evidence looks over 2 s: a 0.6 s burst of a step reaches 0.3 of it, not the step done;
     # its detections are still weighed over the confirmation's 0.6 s, so an alert need not wait 2 s.
     rng = np.random.default_rng(5)
     model = calibrate_evidence({"v": _video([1, 2, 3], None, rng)}, [None, 1, 2, 3], 5.0,

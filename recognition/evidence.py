@@ -148,15 +148,15 @@ class EvidenceModel:
             values = getattr(self, name)
             if len(values) != k:
                 raise InputError(f"evidence model: {name} has {len(values)} values for {k} steps")
+        w = self.detection_window_s
         numbers = [self.window_s, self.done_slope, self.done_base, self.real_slope, self.state_slope,
                    *self.done_intercepts,
-                   *self.real_intercepts, *self.miss_rates, *self.false_rates]
+                   *self.real_intercepts, *self.miss_rates, *self.false_rates, *(() if w is None else (w,))]
         if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
             raise InputError("evidence model: every coefficient and rate must be a finite number")
         if not self.window_s > 0:
             raise InputError(f"evidence model: window_s = {self.window_s} must be > 0")
-        w = self.detection_window_s
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0):
+        if w is not None and not w > 0:
             raise InputError(f"evidence model: detection_window_s = {w!r} must be a number > 0 (or null: window_s)")
         if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
             raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")

@@ -39,7 +39,7 @@ from recognition.checkpoint import load_detector
 from recognition.feature_folders import FeatureConfig, load_video
 from recognition.metrics import average_precision
 from recognition.model import done_targets, output_probabilities
-from recognition.train import model_inputs
+from recognition.motion import model_inputs
 
 
 def pairs_at_step_starts(labels: np.ndarray, background: Sequence[int] = (0,)) -> np.ndarray:

@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recognition.model import FastStepper, MiniROAD, MiniROADConfig
-from recognition.motion import motion_features
+from recognition.motion import model_inputs
 
 
 def time_calls(call: Callable[[int], object], n: int, warmup: int) -> np.ndarray:
@@ -112,7 +112,7 @@ def main() -> None:
     model = MiniROAD(config).eval()
     frames = torch.randn(args.frames, config.input_dim)  # (T, F), made before timing
     # What MiniROAD.forward and .step read: the features, or with motion inputs the features and their change.
-    inputs = torch.from_numpy(motion_features(frames.numpy(), args.motion_lag)) if args.motion_lag else frames
+    inputs = torch.from_numpy(model_inputs(frames.numpy(), args.motion_lag))
     check = min(200, args.frames)
     with torch.inference_mode():
         reference = torch.softmax(model(inputs[None, :check])[0][0], dim=-1)  # (check, C)

@@ -40,8 +40,8 @@ from graphs.common.files import read_json
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import MiniROAD
+from recognition.motion import model_inputs
 from recognition.segmenter import SegmenterOverrides
-from recognition.train import model_inputs
 from streaming.checker.core import CheckerCore
 from streaming.detector_service import (
     DetectorConfig,
@@ -99,7 +99,7 @@ def reassemble(features: np.ndarray, segments: Sequence[Segment], order: Sequenc
 
 def record_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: TaskGraph, inputs: np.ndarray,
                     name: str) -> DetectorRecord:
-    """The live detector chain from the model's input rows (`recognition.train.model_inputs`): what it published,
+    """The live detector chain from the model's input rows (`recognition.motion.model_inputs`): what it published,
     with video times (as `stream-detect eval` records a video, then replays it through each checker with
     `check_record`)."""
     link = CheckerLink(CheckerCore(graph))  # its answers are not used: `check_record` asks each checker afresh

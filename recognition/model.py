@@ -18,7 +18,7 @@ step's action was caught as it happened; the probabilistic checker reads it (`re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import cast
 
 import numpy as np
 import torch
@@ -26,14 +26,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graphs.common.errors import InputError
-from recognition.motion import MotionHistory
+from recognition.motion import MotionHistory, check_motion_lag
 
 # Targets equal to this index are ignored by the loss (padding of the last window of a video).
 IGNORE_INDEX = -100
-
-
-# Longest motion lag a config may ask for, in frames (a minute at 5 fps): each live stream keeps that many frames.
-MAX_MOTION_LAG: Final = 300
 
 
 @dataclass(frozen=True)
@@ -73,10 +69,7 @@ class MiniROADConfig:
             raise InputError(f"MiniROADConfig.dropout = {self.dropout!r}: must be in [0, 1)")
         if not isinstance(self.done_head, bool):
             raise InputError(f"MiniROADConfig.done_head = {self.done_head!r}: must be true or false")
-        lag = self.motion_lag
-        if not isinstance(lag, int) or isinstance(lag, bool) or not 0 <= lag <= MAX_MOTION_LAG:
-            raise InputError(f"MiniROADConfig.motion_lag = {lag!r}: must be an integer in [0, {MAX_MOTION_LAG}] "
-                             "(frames; 0: off)")
+        check_motion_lag(self.motion_lag, "MiniROADConfig.motion_lag")
 
     @property
     def model_input_dim(self) -> int:

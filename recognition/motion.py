@@ -14,8 +14,23 @@ ring of ``lag`` frames per stream) compute the same (M). Measured in docs/recogn
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 import torch
+
+from graphs.common.errors import InputError
+
+# Longest motion lag a detector may ask for, in frames (a minute at 5 fps): each live stream keeps that many frames.
+MAX_MOTION_LAG: Final = 300
+
+
+def check_motion_lag(value: object, what: str) -> int:
+    """``value`` as a motion lag in frames (an integer in ``[0, MAX_MOTION_LAG]``, 0: off), else an `InputError`
+    naming ``what`` (the config field that holds it)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_MOTION_LAG:
+        raise InputError(f"{what} = {value!r}: must be an integer in [0, {MAX_MOTION_LAG}] (frames; 0: off)")
+    return value
 
 
 def motion_features(features: np.ndarray, lag: int) -> np.ndarray:
@@ -31,6 +46,13 @@ def motion_features(features: np.ndarray, lag: int) -> np.ndarray:
     x = np.asarray(features, dtype=np.float32)
     earlier = x[np.maximum(np.arange(len(x)) - lag, 0)]  # (T, F): x_{max(t - lag, 0)}
     return np.concatenate([x, x - earlier], axis=1)
+
+
+def model_inputs(features: np.ndarray, lag: int) -> np.ndarray:
+    """What a detector reads for one whole recording: its ``(T, F)`` features, or with ``lag > 0`` formula (M),
+    ``(T, 2F)``; float32, contiguous."""
+    x = motion_features(features, lag) if lag else features
+    return np.ascontiguousarray(x, dtype=np.float32)
 
 
 class MotionHistory:

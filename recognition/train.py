@@ -55,15 +55,8 @@ from recognition.feature_folders import (
 )
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, plot_curve
 from recognition.metrics import frame_map
-from recognition.model import (
-    MAX_MOTION_LAG,
-    MiniROAD,
-    MiniROADConfig,
-    detector_loss,
-    done_targets,
-    output_probabilities,
-)
-from recognition.motion import motion_features
+from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
+from recognition.motion import check_motion_lag, model_inputs
 from recognition.segmenter import SegmenterConfig
 
 
@@ -167,10 +160,7 @@ class DetectorTrainConfig:
         if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= 600:
             raise InputError(f"DetectorTrainConfig.evidence_window = {window!r}: must be a number of seconds in "
                              "(0, 600]")
-        lag = self.motion_lag
-        if not isinstance(lag, int) or isinstance(lag, bool) or not 0 <= lag <= MAX_MOTION_LAG:
-            raise InputError(f"DetectorTrainConfig.motion_lag = {lag!r}: must be an integer in [0, {MAX_MOTION_LAG}] "
-                             "(frames; 0: off)")
+        check_motion_lag(self.motion_lag, "DetectorTrainConfig.motion_lag")
         if self.shuffled_done not in SHUFFLED_DONE:
             raise InputError(f"DetectorTrainConfig.shuffled_done = {self.shuffled_done!r}: choose one of "
                              f"{', '.join(SHUFFLED_DONE)}")
@@ -290,13 +280,6 @@ class TrainOutcome:
     keep_by: str = "last"
     validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     refit: bool = False
-
-
-def model_inputs(features: np.ndarray, motion_lag: int) -> np.ndarray:
-    """What a detector reads for one whole video: its ``(L, D)`` features, with their motion (``(L, 2D)``,
-    `recognition.motion.motion_features`) when ``motion_lag > 0``; float32, contiguous."""
-    x = motion_features(features, motion_lag) if motion_lag else features
-    return np.ascontiguousarray(x, dtype=np.float32)
 
 
 @torch.inference_mode()

@@ -8,7 +8,9 @@ viewers de-duplicate them. A missing ``seq`` is counted as a gap (a sender numbe
 one counter, onsets included); it costs no state.
 
 No message stops the checker, and none may cost it much (peers are not trusted): a message the checker will not
-apply raises a named `Refused` error, counted by name (`streaming.checker.refusals`); the work of one poll is
+apply raises a named `Refused` error, counted by name (`streaming.checker.refusals`); a key-step whose step is not in
+the graph is refused alone (counted once, skipped in every later history of its session: one bad message never
+silences a stream); the work of one poll is
 shared among streams (`streaming.checker.budget`); a replayed history is applied in one go and sends one status and
 at most `RESEND_ALERTS` of the alerts it rebuilds (the rest are counted in the status). A session that ends (its
 detector's last heartbeat, or a new session on the stream) gets a `MissingSteps` report; a lost stream is not an
@@ -180,7 +182,8 @@ class CheckerCore:
             rebuilt ones), the `StepEvent` if new, the session's end report if it ended, one status.
 
         Raises:
-            UnknownStep: the message names a step that is not in the graph (nothing is changed).
+            UnknownStep: a heartbeat's ``current`` is not in the graph (nothing is changed). A history item that is
+                not in the graph refuses nothing but itself: it is counted once and skipped, and the session goes on.
             StreamLimit: a new stream, and no idle stream to evict (nothing is changed).
         """
         if isinstance(message, KeyStepEvent):
@@ -196,7 +199,7 @@ class CheckerCore:
             return []
         state, out = taken
         out += self._settle_early(state, ended=False)
-        if message.index not in state.forwarded:
+        if message.index not in state.forwarded and message.step in self._steps:
             state.forwarded.add(message.index)
             out.append(self.outputs.step_event(state, message))
         if state.current == message.step:
@@ -237,8 +240,7 @@ class CheckerCore:
             if 0 <= behind < SEQ_WINDOW:
                 return None
         continues = state is not None and state.continues(message)
-        new = message.history[len(state.applied) :] if continues and state is not None else message.history
-        self._check_steps(message, new)
+        self._check_current(message)
         if state is None and self.table.make_room(sid):
             self.counts["evicted"] += 1
         out: list[Message] = []
@@ -290,7 +292,7 @@ class CheckerCore:
         verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
             return []
-        before = set(message.history) | set(message.before)
+        before = set(self._known(state, message.history)) | set(message.before)
         alert = self.outputs.alert(sid, state, message, message.index, replayed=False, before=before, verdict=verdict)
         state.early[message.index] = alert
         return [alert]
@@ -302,19 +304,19 @@ class CheckerCore:
         for index in sorted(state.early):
             if index < len(state.applied):
                 early = state.early.pop(index)
-                confirmed = state.applied[index]
-                if confirmed != early.step or not state.checker.history[index].is_mistake:
-                    out.append(self.outputs.retraction(state, early, confirmed))
+                verdict = state.verdict(index)
+                if verdict is None:  # confirmed as a step the graph does not know: none it can name
+                    out.append(self.outputs.retraction(state, early, None))
+                elif verdict.step != early.step or not verdict.is_mistake:
+                    out.append(self.outputs.retraction(state, early, verdict.step))
             elif ended:
                 out.append(self.outputs.retraction(state, state.early.pop(index), None))
         return out
 
-    def _check_steps(self, message: KeyStepEvent | Heartbeat, new: tuple[int, ...]) -> None:
-        unknown = set(new) - self._steps
+    def _check_current(self, message: KeyStepEvent | Heartbeat) -> None:
+        """Refuse a heartbeat whose ``current`` step is not in the graph (the next heartbeat is served as usual)."""
         if isinstance(message, Heartbeat) and message.current is not None and message.current not in self._steps:
-            unknown.add(message.current)
-        if unknown:
-            raise UnknownStep(f"{message.stream_id}: step {min(unknown)} is not in the task graph")
+            raise UnknownStep(f"{message.stream_id}: current step {message.current} is not in the task graph")
 
     def _start_over(self, message: KeyStepEvent | Heartbeat, previous: StreamState | None) -> StreamState:
         """A fresh state for the message's stream; outgoing ``seq`` keeps counting so viewers see no reset."""
@@ -356,10 +358,15 @@ class CheckerCore:
         # Only the live step comes with the detector's evidence; a step rebuilt from history (a lost message, a
         # restarted checker) is taken as confirmed with certainty.
         evidence = _evidence(message) if isinstance(message, KeyStepEvent) else NO_EVIDENCE
-        mistakes = [index for index in range(first, len(history))
-                    if observe(history[index], evidence if index == live else NO_EVIDENCE).is_mistake]
+        unknown = [index for index in range(first, len(history)) if history[index] not in self._steps]
+        for index in unknown:  # refused once, whichever message brings it first; the session goes on without it
+            state.skipped.append(index)
+            self.refuse(UnknownStep(f"{stream_id}: step {history[index]} (history[{index}]) is not in the task "
+                                    "graph; skipped"))
+        mistakes = [index for index in range(first, len(history)) if history[index] in self._steps
+                    and observe(history[index], evidence if index == live else NO_EVIDENCE).is_mistake]
         if first < len(history):
-            state.allowed = self.outputs.likely_next(state.checker, history)
+            state.allowed = self.outputs.likely_next(state.checker, self._known(state, history))
         state.applied = history
         state.alerts += len(mistakes)
         sent = [index for index in mistakes if index != live][-RESEND_ALERTS:]
@@ -369,11 +376,15 @@ class CheckerCore:
         before: set[int] = set()  # the steps done before each alert's step, grown alert by alert
         done_to = 0
         for index in sent:
-            before.update(history[done_to:index])
+            before.update(s for s in history[done_to:index] if not state.skipped or s in self._steps)
             done_to = index
             alerts.append(self.outputs.alert(stream_id, state, message, index, replayed=index != live, before=before))
         state.recent_alerts.extend(alerts)
         return alerts
+
+    def _known(self, state: StreamState, history: tuple[int, ...]) -> tuple[int, ...]:
+        """The history without its skipped steps (those not in the graph): what the procedure questions read."""
+        return tuple(s for s in history if s in self._steps) if state.skipped else history
 
     # -- time ---------------------------------------------------------------------------------
     def periodic(self, period_s: float, stats: ReceiveStats | None = None) -> list[Message]:

@@ -110,7 +110,8 @@ class Outputs:
             before: the steps done before it.
             verdict: an early alert's verdict (not in the history yet).
         """
-        verdict = verdict or state.checker.history[index]
+        verdict = verdict or state.verdict(index)
+        assert verdict is not None, "an alert is only built on a step of the graph"
         missing = tuple(int(m) for m in verdict.missing if m != START)
         forgotten, score = self._forgotten(verdict.step, missing, before)
         live = isinstance(message, KeyStepEvent | KeyStepOnset) and message.index == index

@@ -8,12 +8,13 @@ counts gaps: a sender whose ``seq`` jumps (or starts over) is followed, never fr
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence
+from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
 from graphs.probabilistic_checker import ProbabilisticChecker
 from streaming.checker.refusals import StreamLimit
 from streaming.messages import Alert, Heartbeat, KeyStepEvent, MissingSteps, run_of
@@ -53,6 +54,9 @@ class StreamState:
     progress: tuple[int, tuple[int, ...]] = (-1, ())
     latency: dict[str, float] = field(default_factory=dict)  # the status's <stage>_ms fields (`stage_latency`)
     evidence_now: StepEvidence = NO_EVIDENCE  # the last heartbeat's evidence: what the end-of-session report reads
+    # Positions of the history whose step is not in the graph, ascending: skipped (never checked), so the checker's
+    # own history is the session's without them. One such key-step is refused; the session goes on.
+    skipped: list[int] = field(default_factory=list)
 
     @property
     def run(self) -> str:
@@ -68,6 +72,15 @@ class StreamState:
         """The ``seq`` of the stream's next outgoing message (one counter for every kind the checker sends)."""
         self.seq_out += 1
         return self.seq_out - 1
+
+    def verdict(self, index: int) -> StepVerdict | None:
+        """The checker's verdict on the step at ``index`` of the session's history (None: skipped, not in the graph)."""
+        if not self.skipped:
+            return self.checker.history[index]
+        before = bisect_left(self.skipped, index)
+        if before < len(self.skipped) and self.skipped[before] == index:
+            return None
+        return self.checker.history[index - before]
 
     def continues(self, message: KeyStepEvent | Heartbeat) -> bool:
         """Whether the message's history extends what the stream applied (same session, an agreeing prefix)."""

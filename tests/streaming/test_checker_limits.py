@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from streaming.checker.core import CheckerCore
 from streaming.checker.schedule import SNAPSHOT_BUDGET
 from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS
 from streaming.demo.procedure import DEMO_EXECUTIONS
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.messages import (
     MAX_HISTORY,
     MAX_MESSAGE_BYTES,
@@ -63,12 +64,35 @@ def statuses(out: list[Message]) -> list[Status]:
 
 def test_a_step_outside_the_graph_is_refused_counted_and_the_next_message_served() -> None:
     core = CheckerCore(tea_graph())
-    assert core.serve([beat(history=(1, 99))]) == []  # 99 is not a step of the tea graph
-    assert core.serve([beat(current=4242)]) == []
-    assert core.counts["unknown_step"] == 2 and "cam0" not in core.streams  # a refused message changes nothing
-    assert "step 99 is not in the task graph" in core.last_refusal or "4242" in core.last_refusal
+    assert core.serve([beat(current=4242)]) == []  # a heartbeat seeing a step the graph lacks: refused, nothing kept
+    assert core.counts["unknown_step"] == 1 and "cam0" not in core.streams
+    assert "4242 is not in the task graph" in core.last_refusal
     out = core.serve([keystep(MISTAKE[:2], 1)])
     assert [a.step for a in out if isinstance(a, Alert)] == [MISTAKE_STEP]
+
+
+def test_one_keystep_outside_the_graph_refuses_that_step_never_the_session() -> None:
+    # 99 is not a step of the tea graph. Every later message of the session carries it in its history: before, each
+    # one was refused too, and the stream fell silent until its detector started a new session.
+    core = CheckerCore(tea_graph())
+    core.serve([keystep((3,), 0)])
+    out = core.serve([replace(keystep((3, 1), 1), step=99, history=(3, 99), step_name="wrong graph")])
+    assert core.counts["unknown_step"] == 1 and not [m for m in out if isinstance(m, StepEvent | Alert)]
+    for seq in (2, 3):  # its heartbeats are served, and the unknown step is not counted again
+        out = core.serve([beat(seq=seq, history=(3, 99), frames=seq)])
+        assert statuses(out)[-1].frames == seq and statuses(out)[-1].done == (3,)
+    assert core.counts["unknown_step"] == 1
+    out = core.serve([keystep((3, 99, 2), 4)])  # boil_water before fill_kettle: still caught, at its own index
+    alerts = [m for m in out if isinstance(m, Alert)]
+    assert [(a.step, a.index, a.alert_id, a.missing) for a in alerts] == [(2, 2, "cam0#2", (1,))]
+    assert [m.index for m in out if isinstance(m, StepEvent)] == [2]
+    out = core.serve([keystep((3, 99, 2, 1), 5)])
+    assert statuses(out)[-1].done == (3, 2, 1) and statuses(out)[-1].alerts == 1
+    # A checker that starts on such a history (restarted) skips the step the same way and counts it once.
+    fresh = CheckerCore(tea_graph())
+    out = fresh.serve([beat(seq=9, history=(3, 99, 2, 1))])
+    assert fresh.counts["unknown_step"] == 1 and statuses(out)[-1].done == (3, 2, 1)
+    assert [(a.step, a.alert_id) for a in out if isinstance(a, Alert)] == [(2, "cam0#2")]
 
 
 def test_a_replayed_history_sends_one_status_and_only_the_newest_rebuilt_alerts() -> None:
@@ -202,10 +226,10 @@ def test_refusals_are_logged_once_per_reason_then_rate_limited() -> None:
     lines: list[str] = []
     clock = Clock()
     core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append)
-    for _ in range(3):
-        core.serve([beat(history=(77,))])
+    for seq in range(3):
+        core.serve([beat(seq=seq, history=(77,) * (seq + 1))])
     clock.now += 11.0
-    core.serve([beat(history=(78,))])
+    core.serve([beat(seq=3, history=(77, 77, 77, 78))])
     assert len(lines) == 2 and "unknown_step, 1 so far" in lines[0] and "4 so far" in lines[1]
 
 

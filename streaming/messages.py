@@ -3,7 +3,7 @@
 Every message is one ZeroMQ multipart message of exactly two frames (pyzmq does the framing)::
 
     frame 0  topic    ASCII  "<kind>/<stream_id>"   e.g. b"keystep/kitchen-cam"
-    frame 1  payload  UTF-8  one JSON object        e.g. b'{"version": 2, "kind": "keystep", ...}'
+    frame 1  payload  UTF-8  one JSON object        e.g. b'{"version": 3, "kind": "keystep", ...}'
 
 Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The checker's input is a bound SUB socket
 subscribed to `INPUT_TOPICS` (a detector connects a PUB, or an XPUB to learn when the subscription has arrived);

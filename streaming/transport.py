@@ -483,7 +483,8 @@ def _monitor_events(monitor: zmq.Socket, most: int | None = None) -> Iterator[tu
 # another server's key, another security mechanism), or the connection closed before its handshake ended. The last
 # is needed: a client that finds a mechanism it does not speak in the server's greeting may hang up before the server
 # has read the client's, and the server then sees a closed connection, not a mismatch. A port probe counts too. A
-# peer of a socket type the server does not pair with is disconnected after a handshake that raises no event at all.
+# peer of a socket type the server does not pair with (PUSH, DEALER, ...) is counted the same way when it hangs up
+# first; when the server hangs up first, libzmq raises no event at all and nothing counts it.
 _REFUSED_EVENTS: Final = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 )
@@ -513,9 +514,11 @@ class HandshakeCounter:
     def _reason(self, event: int, value: int) -> str:
         if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             return "a client key that is not in the client folder"
-        if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-            return ("a connection closed before its handshake ended (a client without CURVE at a checker with it, or "
-                    "the reverse, may close so; so does a port probe)")
+        if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # what may have closed it depends on this socket's security
+            mismatch = ("a client without CURVE keys" if self.curve
+                        else "a client with CURVE keys (this checker has none)")
+            return (f"a connection closed before its handshake ended ({mismatch}, a peer of a socket type the checker "
+                    "does not pair with such as PUSH or DEALER, or a port probe)")
         if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
             return "a client without CURVE keys" if self.curve else "a client with CURVE keys (this checker has none)"
         if value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:

@@ -216,13 +216,14 @@ class Outputs:
         """The current `Status` message of a stream (also used for the periodic re-send)."""
         if state.progress[0] != len(state.checker.history):
             state.progress = (len(state.checker.history), state.checker.done)
+        allowed, scores = ((), ()) if state.ended else state.allowed  # an ended session has no next step
         return Status(
             stream_id=stream_id,
             seq=state.next_seq(),
             timestamp=self.clock(),
             run=state.run,
             done=state.progress[1],
-            allowed=state.allowed[0],
+            allowed=allowed,
             current=state.current,
             alerts=state.alerts,
             frames=state.frames,
@@ -231,7 +232,7 @@ class Outputs:
             gaps=state.gaps,
             ended=state.ended,
             lost=state.lost,
-            allowed_scores=state.allowed[1],
+            allowed_scores=scores,
             rule=self.queries.rule,
             **state.latency,
         )

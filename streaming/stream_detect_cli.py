@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from streaming.curve_keys import CurveClient
     from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
 
-SUBCOMMANDS = ("run", "detector", "checker", "view", "eval", "keys")
+SUBCOMMANDS = ("run", "detector", "checker", "view", "dashboard", "eval", "keys")
 # The top-level --help page: a new user looks here first, and the run options live one level down.
 TOP_HELP = """Live mistake detection from video over ZeroMQ.
 
@@ -70,7 +70,8 @@ pre-conditions. Its options: stream-detect run --help. For example:
 The other sub-commands split the same chain over machines (checker, detector,
 view), score it on annotated videos (eval) or write CURVE keys (keys); each has
 its own --help."""
-TOP_USAGE = "stream-detect [run] --video SOURCE [options]\n       stream-detect {detector,checker,view,eval,keys} ..."
+TOP_USAGE = ("stream-detect [run] --video SOURCE [options]\n"
+             "       stream-detect {detector,checker,view,dashboard,eval,keys} ...")
 CHECKER_HELP = """Checks the key-steps of any number of detector streams against a task graph, and publishes
 alerts and the state of every stream. Once both sockets are bound it writes
 'checker: detectors connect to ENDPOINT, viewers to ENDPOINT' on stderr (the real
@@ -242,7 +243,8 @@ def build_parser() -> ArgumentParser:
     """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``, ``keys``)."""
     parser = ArgumentParser(prog="stream-detect", usage=TOP_USAGE, description=TOP_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", prog="stream-detect", metavar="{run,detector,checker,view,eval,keys}")
+    sub = parser.add_subparsers(dest="command", prog="stream-detect",
+                                metavar="{run,detector,checker,view,dashboard,eval,keys}")
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
@@ -314,6 +316,9 @@ def build_parser() -> ArgumentParser:
                            f"each {CLIENT_NAME_RULE}")
     keys.add_argument("--add", action="store_true", help="add clients to an existing set (its checker pair is kept)")
     keys.add_argument("--force", action="store_true", help="replace key files that exist")
+    from streaming.dashboard.cli import add_parser as add_dashboard
+
+    add_dashboard(sub)
     return parser
 
 
@@ -376,6 +381,10 @@ def _run(args: argparse.Namespace) -> int:
         quiet_codec_logs(args.verbose)  # FFmpeg's own stderr lines would break the one-line error and the live view
     if args.command == "keys":
         return _keys(args)
+    if args.command == "dashboard":
+        from streaming.dashboard.cli import run as run_dashboard
+
+        return run_dashboard(args)
     _defaults(args)
     if args.command == "view":
         from streaming.curve_keys import client_curve

@@ -1,0 +1,118 @@
+"""``stream-detect dashboard``: a web page of every stream and every alert of one checker, live.
+
+Usage::
+
+    stream-detect dashboard --checker tcp://127.0.0.1:5556 --graph tea.json            # http://127.0.0.1:8080/
+    stream-detect dashboard --checker tcp://checker-host:5556 --graph tea.json \\
+        --curve-server keys/checker.key --curve-secret keys/clients/dashboard.key_secret \\
+        --bind 0.0.0.0:8080 --token-file dashboard.token --alert-frames frames/
+
+The options (`add_parser`) and one call into `streaming.dashboard.server.run_dashboard`; see docs/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from graphs.common.errors import InputError
+from streaming.dashboard.access import DEFAULT_BIND
+
+HELP = """A web page fed by a checker's published messages: one tile per stream (live, lost
+or ended; the step now, the steps allowed next with their probabilities, the last
+alert, the stage latencies), the alerts as they come (pushed, newest first, with
+their retractions; acknowledging one shows on every open page), the task graph
+with the alerted step and its missing pre-conditions marked, and each alert's
+picture where the detector saves them (--alert-frames). It listens on 127.0.0.1
+unless --bind says otherwise, and beyond loopback only with an access token
+(--token-file). Once it listens it writes 'dashboard: serving http://HOST:PORT/
+(checker ENDPOINT)' on stderr. Needs the 'dashboard' extra. See docs/dashboard.md."""
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``dashboard`` sub-command to ``stream-detect``'s sub-parsers.
+
+    Args:
+        sub: the ``add_subparsers()`` object of ``stream-detect``.
+
+    Returns:
+        The sub-command's parser.
+    """
+    p: argparse.ArgumentParser = sub.add_parser("dashboard", help="a web page of every stream and alert, live",
+                                                description=HELP)  # fmt: skip
+    p.add_argument("--checker", default="tcp://127.0.0.1:5556", metavar="ENDPOINT",
+                   help="the checker's --publish endpoint (default tcp://127.0.0.1:5556)")
+    p.add_argument("--bind", default=DEFAULT_BIND, metavar="HOST:PORT",
+                   help=f"where the page is served (default {DEFAULT_BIND}; a bare PORT: 127.0.0.1; port 0: a free "
+                        "one); beyond loopback only with --token-file or --token")
+    graph = p.add_mutually_exclusive_group()
+    graph.add_argument("--graph", help="task graph JSON: step names, and the graph drawn (needs Graphviz 'dot')")
+    graph.add_argument("--demo", action="store_true", help="use the bundled demo graph")
+    token = p.add_mutually_exclusive_group()
+    token.add_argument("--token-file", metavar="FILE",
+                       help="file whose first line is the access token every request must carry (open the page as "
+                            "http://HOST:PORT/?token=TOKEN once; scripts send 'Authorization: Bearer TOKEN')")
+    token.add_argument("--token", help="the access token itself (visible to other users in the process list: prefer "
+                                       "--token-file)")
+    p.add_argument("--alert-frames", metavar="DIR",
+                   help="the folder the detector writes alert pictures to (its --alert-frames): each alert shows its "
+                        "picture when the file is there")
+    p.add_argument("--curve-server", metavar="FILE", help="the checker's public key (checker.key)")
+    p.add_argument("--curve-secret", metavar="FILE", help="this dashboard's secret key (NAME.key_secret)")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="log lines on stderr as text (the default) or one JSON object per line")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``stream-detect dashboard`` with its parsed options.
+
+    Returns:
+        Exit status.
+    """
+    from streaming.curve_keys import client_curve
+    from streaming.dashboard.access import check_exposure, load_token, parse_bind
+    from streaming.dashboard.server import DashboardConfig, require_aiohttp, run_dashboard
+    from streaming.service_log import ServiceLog
+    from streaming.transport import check_endpoint
+
+    log = ServiceLog("dashboard", args.log_format)
+    require_aiohttp()
+    checker = check_endpoint(args.checker, "--checker", peer=True)
+    address = parse_bind(args.bind)
+    token = load_token(args.token, args.token_file)
+    check_exposure(address, token)
+    frames = None
+    if args.alert_frames is not None:
+        frames = Path(args.alert_frames)
+        if not frames.is_dir():
+            raise InputError(f"--alert-frames {args.alert_frames}: no such folder (the detector's --alert-frames "
+                             "folder; create it first)")
+    names, svg, steps = _graph(args)
+    config = DashboardConfig(checker, address, token, names, svg, steps, frames,
+                             client_curve(args.curve_server, args.curve_secret))  # fmt: skip
+
+    def ready(url: str) -> None:
+        log(f"dashboard: serving {url} (checker {checker})", url=url, checker=checker)
+
+    return run_dashboard(config, ready, log=lambda line: log(line, "warning"))
+
+
+def _graph(args: argparse.Namespace) -> tuple[dict[int, str], str | None, tuple[dict[str, Any], ...]]:
+    """Step names, the drawing and the steps as text, from ``--graph`` or ``--demo`` (none without either)."""
+    if args.graph is None and not args.demo:
+        return {}, None, ()
+    from graphs.common.safe_text import printable
+    from graphs.task_graph import load_graph
+    from streaming.dashboard.graph_svg import graph_svg
+    from streaming.demo.paths import default_demo_paths
+
+    graph = load_graph(args.graph or default_demo_paths()[0])
+    names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+    steps = tuple(
+        {"step": step, "name": printable(name),
+         "requires": sorted(r for r in graph.preconditions(step) if isinstance(r, int) and r in names)}
+        for step, name in names.items()
+    )  # fmt: skip
+    return names, graph_svg(graph), steps

@@ -1,0 +1,145 @@
+"""The dashboard's link to the checker: a ZeroMQ SUB socket read by a thread, its messages handed to the web loop.
+
+A client of the wire format like any other (`docs/wire-format.md`): it connects a SUB socket to the checker's
+``--publish`` endpoint (CURVE when given keys, as `stream-detect view`), subscribes to what the page shows
+(`TOPICS`) and decodes with `streaming.transport.Receiver`, which drops and counts what it cannot decode. ZeroMQ
+reconnects by itself, so a checker that is not there yet, or restarts, needs nothing here but patience: the checker
+greets every subscription and then speaks every 0.5 s, so a feed that heard nothing for `SILENT_S` says so
+(`FeedStatus.connected`), and the page shows it.
+
+The thread hands over what it decoded in batches (`deliver`, called from the thread: the server passes each batch
+to its event loop). It waits while more than `MAX_PENDING` messages wait for the loop, so a loop that falls behind
+makes ZeroMQ queue (and at its high-water mark drop, as for any slow subscriber) rather than the dashboard's memory
+grow.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import zmq
+
+from graphs.common.errors import InputError
+from graphs.common.safe_text import printable
+from streaming.curve_keys import CurveClient
+from streaming.messages import Message
+from streaming.transport import POLL_MS, VIEW_RECV_HWM, HandshakeWatch, Receiver, connect_watched, subscribe
+
+TOPICS: Final = (b"alert/", b"retraction/", b"missing/", b"status/", b"checker/")
+SILENT_S: Final = 2.0  # the checker speaks every 0.5 s: four periods of silence and it is called not answering
+MAX_PENDING: Final = 20_000  # decoded messages waiting for the web loop before the reader thread waits
+
+
+@dataclass(frozen=True)
+class FeedStatus:
+    """How the link to the checker is doing, for the page.
+
+    Attributes:
+        endpoint: the checker's ``--publish`` endpoint.
+        connected: a message arrived within the last `SILENT_S` seconds.
+        last_heard: wall time of the latest message (None: never).
+        malformed: messages the dashboard could not decode (dropped, counted).
+        last_error: why the latest of them was dropped.
+        refused: the checker refused this dashboard's handshake (its CURVE key), in one line; None if not.
+    """
+
+    endpoint: str
+    connected: bool
+    last_heard: float | None
+    malformed: int
+    last_error: str
+    refused: str | None
+
+
+class CheckerFeed:
+    """Reads a checker's output in a thread and hands the decoded messages to ``deliver``.
+
+    Args:
+        endpoint: the checker's ``--publish`` endpoint.
+        deliver: called from the reader thread with each non-empty batch of decoded messages and their arrival time.
+        curve: this dashboard's CURVE keys and the checker's public key; None: no CURVE.
+        log: called with one line on a refused handshake (once per reason).
+        clock: wall clock.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        deliver: Callable[[list[Message], float], None],
+        curve: CurveClient | None = None,
+        log: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.endpoint = endpoint
+        self.deliver = deliver
+        self.curve = curve
+        self.log = log
+        self.clock = clock
+        self.ctx = zmq.Context()
+        sock, self._watch = connect_watched(self.ctx, zmq.SUB, endpoint, "--checker", VIEW_RECV_HWM, curve)
+        self._receiver = Receiver(subscribe(sock, TOPICS))
+        self._stop = threading.Event()
+        self._room = threading.Condition()
+        self._pending = 0
+        self._last_heard: float | None = None
+        self._refused: str | None = None
+        self._thread = threading.Thread(target=self._run, name="dashboard-feed", daemon=True)
+
+    def start(self) -> None:
+        """Start reading."""
+        self._thread.start()
+
+    def taken(self, count: int) -> None:
+        """The web loop took ``count`` delivered messages (called from the loop): room for more."""
+        with self._room:
+            self._pending -= count
+            self._room.notify()
+
+    def status(self) -> FeedStatus:
+        """The link's state now."""
+        stats = self._receiver.stats
+        heard = self._last_heard
+        connected = heard is not None and self.clock() - heard < SILENT_S
+        return FeedStatus(self.endpoint, connected, heard, stats.malformed, printable(stats.last_error)[:200],
+                          self._refused)  # fmt: skip
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._check_handshakes(self._watch)
+                messages = self._receiver.poll(POLL_MS)
+                if not messages:
+                    continue
+                now = self.clock()
+                self._last_heard = now
+                self._refused = None
+                with self._room:
+                    while self._pending > MAX_PENDING and not self._stop.is_set():
+                        self._room.wait(0.1)
+                    self._pending += len(messages)
+                self.deliver(messages, now)
+        finally:
+            self._watch.close()
+            self._receiver.sock.close()
+
+    def _check_handshakes(self, watch: HandshakeWatch) -> None:
+        try:
+            watch.check()
+        except InputError as refusal:  # the checker does not let this key in: say so, keep trying (keys can change)
+            text = printable(str(refusal))
+            if text != self._refused and self.log is not None:
+                self.log(f"dashboard: {text}")
+            self._refused = text
+
+    def close(self) -> None:
+        """Stop the thread and close the socket."""
+        self._stop.set()
+        with self._room:
+            self._room.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        self.ctx.destroy(linger=0)

@@ -1,0 +1,443 @@
+"""The dashboard's web server (aiohttp): the page, its WebSocket push channel, the task graph and alert pictures.
+
+One event loop serves every page. `Hub` holds the `DashboardState` and the open pages: a new alert, retraction or
+acknowledgement is pushed to every page at once; changed tiles every `TILE_PUSH_S`; the checker's link state every
+`STATUS_PUSH_S`. Each page has its own bounded send queue (`PageQueue`): a page that reads too slowly loses its queued
+updates and gets one fresh snapshot instead (memory stays bounded), and a page whose socket accepts nothing for
+`SEND_TIMEOUT_S` is closed (its script reconnects). Sending to one page never waits for another.
+
+Routes (every one behind `streaming.dashboard.access.Gate`: the token when one is set, the Host check without):
+``/`` the page, ``/static/app.js`` and ``/static/style.css``, ``/ws`` the push channel (the page sends
+``{"type": "ack", "id": N}`` back), ``/graph.svg`` the task graph, ``/frames/N`` alert N's picture, ``/api/state`` the
+snapshot as JSON (for scripts).
+
+aiohttp is the optional ``dashboard`` extra: it is imported where it is used, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+from graphs.common.errors import InputError, install_extra
+from graphs.common.interrupts import Interrupted
+from streaming.curve_keys import CurveClient
+from streaming.dashboard.access import COOKIE, BindAddress, Gate
+from streaming.dashboard.feed import CheckerFeed, FeedStatus
+from streaming.dashboard.state import DashboardState
+from streaming.messages import Message
+
+TILE_PUSH_S: Final = 0.25  # changed tiles go out at most this often (a status arrives per event and every 0.5 s)
+STATUS_PUSH_S: Final = 1.0  # the checker link's state and counts
+PAGE_QUEUE: Final = 512  # messages waiting for one page; beyond, its queue is dropped for one snapshot
+SEND_TIMEOUT_S: Final = 10.0  # a page whose socket takes nothing for this long is closed
+MAX_PAGES: Final = 200  # open WebSockets; more are refused (503)
+WS_MAX_MESSAGE: Final = 4096  # bytes a page may send in one WebSocket message (an acknowledgement is ~30)
+MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # an alert picture larger than this is not served
+STATIC_FILES: Final = {"app.js": "text/javascript", "style.css": "text/css"}
+SECURITY_HEADERS: Final = {
+    # Nothing from elsewhere, no inline script or style, no framing by another site.
+    "Content-Security-Policy": "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "
+                               "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+                               "form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}  # fmt: skip
+UNAUTHORIZED: Final = "401: unauthorized\n"
+
+
+def require_aiohttp() -> None:
+    """Refuse, in one line naming the extra to install, when aiohttp is missing.
+
+    Raises:
+        InputError: the ``dashboard`` extra is not installed.
+    """
+    try:
+        import aiohttp  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise InputError(f"stream-detect dashboard needs the optional 'dashboard' extra (aiohttp is not installed): "
+                         f"{install_extra('dashboard')}") from None
+
+
+@dataclass(frozen=True)
+class DashboardConfig:
+    """Everything the dashboard serves from.
+
+    Attributes:
+        checker: the checker's ``--publish`` endpoint.
+        address: where the web server listens.
+        token: the access token (None: loopback only, no token).
+        names: step id -> name, from the task graph (empty: learned from the messages).
+        svg: the task graph drawn (`streaming.dashboard.graph_svg`), or None.
+        steps: the graph's steps and pre-conditions as text (the page's list when there is no drawing).
+        alert_frames: folder of the detector's alert pictures (``--alert-frames``), or None.
+        curve: this dashboard's CURVE keys and the checker's public key, or None.
+    """
+
+    checker: str
+    address: BindAddress
+    token: str | None = None
+    names: dict[int, str] = field(default_factory=dict)
+    svg: str | None = None
+    steps: tuple[dict[str, Any], ...] = ()
+    alert_frames: Path | None = None
+    curve: CurveClient | None = None
+
+
+class PageQueue:
+    """What is waiting to be sent to one page: bounded; on overflow, dropped for one fresh snapshot.
+
+    Args:
+        limit: messages kept before the queue is dropped.
+    """
+
+    def __init__(self, limit: int = PAGE_QUEUE) -> None:
+        self.limit = limit
+        self.items: deque[str] = deque()
+        self.resync = True  # a new page starts with a snapshot
+        self.wake = asyncio.Event()
+        self.wake.set()
+        self.skipped = 0  # times this page fell behind
+
+    def offer(self, text: str) -> None:
+        """Queue one message (already JSON text, shared by every page)."""
+        if len(self.items) >= self.limit:
+            self.items.clear()
+            self.resync = True
+            self.skipped += 1
+        elif not self.resync:
+            self.items.append(text)
+        self.wake.set()
+
+
+class Hub:
+    """The state and the open pages; every method runs on the event loop.
+
+    Args:
+        config: the dashboard's settings.
+        clock: wall clock.
+    """
+
+    def __init__(self, config: DashboardConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.state = DashboardState(names=dict(config.names), frames=config.alert_frames is not None)
+        self.pages: set[PageQueue] = set()
+        self.feed: CheckerFeed | None = None
+        self.dropped_pages = 0  # pages closed because they stopped reading
+        self.skipped = 0  # times a page fell behind and was sent a snapshot instead of its queue
+
+    def take(self, messages: list[Message], received: float) -> None:
+        """Fold a batch from the checker in and push what every page must know now."""
+        for message in messages:
+            for event in self.state.apply(message, received):
+                self.broadcast(event)
+        if self.feed is not None:
+            self.feed.taken(len(messages))
+
+    def broadcast(self, event: dict[str, Any]) -> None:
+        """Send one event to every open page."""
+        if not self.pages:
+            return
+        text = json.dumps(event, separators=(",", ":"))
+        for page in self.pages:
+            page.offer(text)
+
+    def acknowledge(self, alert_id: object) -> None:
+        """A page acknowledged an alert: remember it and tell every page."""
+        event = self.state.acknowledge(alert_id, self.clock())
+        if event is not None:
+            self.broadcast(event)
+
+    def push_tiles(self) -> None:
+        """Send the tiles that changed since the last push."""
+        tiles = self.state.take_dirty_tiles()
+        if tiles:
+            self.broadcast({"type": "tiles", "tiles": tiles})
+
+    def link(self) -> dict[str, Any]:
+        """The checker link's state, the checker's counts and the dashboard's own, for the page."""
+        status = self.feed.status() if self.feed is not None else FeedStatus(self.config.checker, False, None, 0, "",
+                                                                             None)  # fmt: skip
+        return {
+            "type": "link",
+            "endpoint": status.endpoint,
+            "connected": status.connected,
+            "last_heard": status.last_heard,
+            "refused": status.refused,
+            "malformed": status.malformed,
+            "last_error": status.last_error,
+            "health": self.state.health_json(),
+            "pages": len(self.pages),
+            "skipped": self.skipped + sum(page.skipped for page in self.pages),
+            "dropped_pages": self.dropped_pages,
+            "now": self.clock(),
+        }
+
+    def snapshot_text(self) -> str:
+        """The snapshot a page gets first (and after falling behind), as JSON text."""
+        snapshot = self.state.snapshot()
+        snapshot["link"] = self.link()
+        snapshot["graph"] = {"svg": self.config.svg is not None, "steps": list(self.config.steps)}
+        return json.dumps(snapshot, separators=(",", ":"))
+
+    def frame_path(self, alert_id: int) -> Path | None:
+        """The picture of alert ``alert_id`` in ``--alert-frames``, if the file is there, inside that folder.
+
+        The path is made from the alert the dashboard holds (its stream id and video time), as the detector names
+        its files; a stream id such as ``..`` would lead out of the folder, so the resolved path must lie inside it.
+        """
+        folder = self.config.alert_frames
+        record = self.state.by_id.get(alert_id)
+        if folder is None or record is None or record.alert.video_time is None:
+            return None
+        name = f"{int(round(record.alert.video_time * 1000))}.jpg"
+        root = folder.resolve()
+        try:
+            path = (root / quote(record.alert.stream_id, safe="") / name).resolve()
+            if not path.is_relative_to(root) or path.parent.parent != root or not path.is_file():
+                return None
+            if path.stat().st_size > MAX_FRAME_BYTES:
+                return None
+        except OSError:
+            return None
+        return path
+
+
+def _static(name: str) -> bytes:
+    return resources.files("streaming.dashboard").joinpath("static", name).read_bytes()
+
+
+def build_app(hub: Hub) -> Any:
+    """The aiohttp application: routes, the access check, security headers.
+
+    Args:
+        hub: the state and pages it serves.
+
+    Returns:
+        An ``aiohttp.web.Application``.
+    """
+    from aiohttp import WSMsgType, web
+
+    gate = Gate(hub.config.token)
+    index = _static("index.html")
+    files = {name: _static(name) for name in STATIC_FILES}
+
+    def plain(status: int, text: str) -> web.Response:
+        return web.Response(status=status, text=text, content_type="text/plain")
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        if not gate.host_ok(request.headers.get("Host")):
+            response: web.StreamResponse = plain(421, "421: this dashboard answers only to 127.0.0.1 or localhost\n")
+        elif gate.token is not None and request.path == "/" and "token" in request.query:
+            # First visit with the token in the address: a session cookie, then the address without it.
+            if gate.token_ok(request.query.get("token")):
+                response = web.Response(status=303, headers={"Location": "/"})
+                assert gate.cookie is not None
+                response.set_cookie(COOKIE, gate.cookie, httponly=True, samesite="Strict", path="/")
+            else:
+                response = plain(401, UNAUTHORIZED)
+        elif not gate.allowed(request.headers.get("Authorization"), request.cookies.get(COOKIE)):
+            response = plain(401, UNAUTHORIZED)
+            response.headers["WWW-Authenticate"] = 'Bearer realm="dashboard"'
+        else:
+            try:
+                response = await handler(request)
+            except web.HTTPException as err:  # 404 and friends: plain text, with the same headers
+                response = plain(err.status, f"{err.status}: {err.reason}\n")
+        if not response.prepared:  # a WebSocket has sent its headers already
+            response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(body=index, content_type="text/html", charset="utf-8")
+
+    async def static(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in files:
+            raise web.HTTPNotFound()
+        return web.Response(body=files[name], content_type=STATIC_FILES[name], charset="utf-8")
+
+    async def graph(request: web.Request) -> web.Response:
+        if hub.config.svg is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=hub.config.svg, content_type="image/svg+xml", charset="utf-8")
+
+    async def frame(request: web.Request) -> web.StreamResponse:
+        text = request.match_info["id"]
+        path = hub.frame_path(int(text)) if text.isdigit() and len(text) < 19 else None
+        if path is None:
+            raise web.HTTPNotFound()
+        return web.FileResponse(path, headers={"Content-Type": "image/jpeg"})
+
+    async def api_state(request: web.Request) -> web.Response:
+        return web.Response(text=hub.snapshot_text(), content_type="application/json")
+
+    async def socket(request: web.Request) -> web.StreamResponse:
+        if not gate.origin_ok(request.headers.get("Origin"), request.headers.get("Host")):
+            return plain(403, "403: the push channel serves this dashboard's own page only\n")
+        if len(hub.pages) >= MAX_PAGES:
+            return plain(503, "503: too many open pages\n")
+        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=WS_MAX_MESSAGE)
+        await ws.prepare(request)
+        queue = PageQueue()
+        hub.pages.add(queue)
+        writer = asyncio.create_task(_write(ws, queue))
+        try:
+            async for message in ws:
+                if message.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    body = json.loads(message.data)
+                except ValueError:
+                    continue  # a page speaks only JSON; anything else is ignored, never fatal
+                if isinstance(body, dict) and body.get("type") == "ack":
+                    hub.acknowledge(body.get("id"))
+        finally:
+            hub.pages.discard(queue)
+            hub.skipped += queue.skipped
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+        return ws
+
+    async def _write(ws: web.WebSocketResponse, queue: PageQueue) -> None:
+        try:
+            while not ws.closed:
+                await queue.wake.wait()
+                queue.wake.clear()
+                while not ws.closed:
+                    if queue.resync:
+                        queue.resync = False
+                        queue.items.clear()
+                        text = hub.snapshot_text()
+                    elif queue.items:
+                        text = queue.items.popleft()
+                    else:
+                        break
+                    async with asyncio.timeout(SEND_TIMEOUT_S):
+                        await ws.send_str(text)
+        except (TimeoutError, ConnectionError):
+            hub.dropped_pages += 1
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 1.0)
+
+    app = web.Application(middlewares=[guard], client_max_size=WS_MAX_MESSAGE)
+    app.add_routes([
+        web.get("/", page),
+        web.get("/static/{name}", static),
+        web.get("/graph.svg", graph),
+        web.get("/frames/{id}", frame),
+        web.get("/api/state", api_state),
+        web.get("/ws", socket),
+    ])  # fmt: skip
+    return app
+
+
+async def serve(
+    hub: Hub,
+    ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+    log: Callable[[str], None] | None = None,
+) -> None:
+    """Listen, connect to the checker and serve until ``stop`` is set.
+
+    Args:
+        hub: the state and pages.
+        ready: called with the page's address once the server listens (the real port when 0 was asked).
+        stop: set it to end (default: never).
+        log: one line per refused checker handshake.
+
+    Raises:
+        InputError: the address is taken or cannot be bound (before anything else starts).
+    """
+    from aiohttp import web
+
+    address = hub.config.address
+    runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, address.host, address.port, backlog=128)
+    where = f"{address.host}:{address.port}" if ":" not in address.host else f"[{address.host}]:{address.port}"
+    try:
+        await site.start()
+    except OSError as err:
+        await runner.cleanup()
+        if err.errno == errno.EADDRINUSE:
+            raise InputError(f"--bind {where}: address already in use (is another dashboard running?)") from None
+        raise InputError(f"--bind {where}: cannot listen ({err.strerror or err})") from None
+    loop = asyncio.get_running_loop()
+
+    def deliver(messages: list[Message], received: float) -> None:  # from the feed's thread
+        loop.call_soon_threadsafe(hub.take, messages, received)
+
+    feed = CheckerFeed(hub.config.checker, deliver, hub.config.curve, log)
+    hub.feed = feed
+    stop = stop or asyncio.Event()
+    try:
+        feed.start()
+        port = runner.addresses[0][1]
+        host = f"[{address.host}]" if ":" in address.host else address.host
+        if ready is not None:
+            ready(f"http://{host}:{port}/")
+        next_status = 0.0
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), TILE_PUSH_S)
+            hub.push_tiles()
+            if time.monotonic() >= next_status:
+                hub.broadcast(hub.link())
+                next_status = time.monotonic() + STATUS_PUSH_S
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, feed.close)
+        await runner.cleanup()
+
+
+def run_dashboard(config: DashboardConfig, ready: Callable[[str], None] | None = None,
+                  log: Callable[[str], None] | None = None) -> int:
+    """The ``stream-detect dashboard`` command: serve until SIGINT or SIGTERM.
+
+    Args:
+        config: the settings.
+        ready: called with the page's address once it listens.
+        log: one line per refused checker handshake.
+
+    Returns:
+        Exit status (0); a signal ends it as `graphs.common.interrupts.Interrupted`.
+
+    Raises:
+        InputError: aiohttp is missing, or the address is taken.
+    """
+    require_aiohttp()
+    received: list[int] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def stopping(signum: int) -> None:
+            received.append(signum)
+            stop.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
+                loop.add_signal_handler(signum, stopping, signum)
+        await serve(Hub(config), ready, stop, log)
+
+    asyncio.run(main())
+    if received:
+        raise Interrupted(received[0])
+    return 0

@@ -1,0 +1,284 @@
+"""What the dashboard knows: the checker's messages folded into tiles (one per stream) and an alert feed.
+
+`DashboardState.apply` takes one decoded message and returns what every open page must be told at once (a new
+alert, a retraction); a stream whose tile changed is marked dirty instead, and the server pushes the dirty tiles a
+few times a second (`DashboardState.take_dirty_tiles`), so a checker that re-sends every stream's status twice a
+second does not turn into a flood of identical updates. Everything is plain JSON-ready dicts: the page draws them.
+
+Alerts are de-duplicated as the terminal view does (`streaming.view.state`): by their stable ``alert_id`` within
+their detector ``run``, so the checker's periodic re-sends show once and a new run's alerts, whose ids start over,
+show too. Each alert the dashboard keeps gets a serial number (``id``): the page acknowledges it by that number,
+and the alert's frame picture is served under it, never under a path a page could choose.
+
+Every collection is bounded (`MAX_ALERTS`, `MAX_STREAMS`, names): a peer cannot make the dashboard remember without
+limit. Every name is made `graphs.common.safe_text.printable` here, once; the page then only ever sets it as text.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from graphs.common.safe_text import printable
+from graphs.limits import MAX_STEPS
+from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
+
+MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
+MAX_STREAMS: Final = 256  # tiles kept (the checker tracks as many); the one silent longest goes
+MAX_NAMES: Final = 2 * MAX_STEPS  # step names learned from messages (a graph names at most MAX_STEPS)
+MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
+HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
+                        "over_budget", "unsendable", "denied")
+
+
+@dataclass
+class AlertRecord:
+    """One alert as the dashboard keeps it: the alert, its retraction and its acknowledgement.
+
+    Attributes:
+        id: the dashboard's serial number of the alert (acknowledgements and frame pictures use it).
+        alert: the alert as first received.
+        received: wall time it reached the dashboard.
+        retraction: the retraction, once one came.
+        acked_at: wall time it was acknowledged (None: not yet).
+    """
+
+    id: int
+    alert: Alert
+    received: float
+    retraction: Retraction | None = None
+    retracted_at: float | None = None
+    acked_at: float | None = None
+
+
+@dataclass
+class DashboardState:
+    """Tiles and alerts of every stream a checker publishes.
+
+    Args:
+        names: step id -> name from the task graph (unknown ids are learned from the messages, else shown as numbers).
+        frames: whether alert pictures are served (``--alert-frames``): alerts with a video time then name one.
+        max_alerts: alerts kept.
+    """
+
+    names: dict[int, str] = field(default_factory=dict)
+    frames: bool = False
+    max_alerts: int = MAX_ALERTS
+    streams: dict[str, Status] = field(default_factory=dict)
+    reports: dict[str, MissingSteps] = field(default_factory=dict)  # each stream's latest end-of-session report
+    alerts: deque[AlertRecord] = field(default_factory=deque)
+    by_id: dict[int, AlertRecord] = field(default_factory=dict)
+    # stream id -> (its latest run, that run's alert ids -> the record's serial, or -1 once the record is gone)
+    seen: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
+    last_alert: dict[str, int] = field(default_factory=dict)  # stream id -> serial of its newest alert
+    health: CheckerHealth | None = None
+    dirty: set[str] = field(default_factory=set)
+    serial: int = 0
+
+    def __post_init__(self) -> None:
+        self.names = {step: printable(name) for step, name in self.names.items()}
+
+    # -- folding messages in ----------------------------------------------------------------------------------------
+    def apply(self, message: Message, now: float) -> list[dict[str, Any]]:
+        """Fold one message into the state.
+
+        Args:
+            message: a decoded message from the checker's output.
+            now: wall time of its arrival.
+
+        Returns:
+            The events every page must get now (``alert``, ``retraction``), as JSON-ready dicts; tiles that changed
+            are marked dirty instead (`take_dirty_tiles`).
+        """
+        if isinstance(message, Alert):
+            return self._alert(message, now)
+        if isinstance(message, Retraction):
+            return self._retraction(message, now)
+        if isinstance(message, Status):
+            self._status(message)
+        elif isinstance(message, MissingSteps):
+            previous = self.reports.get(message.stream_id)
+            if previous is None or previous.run != message.run:
+                if previous is None and len(self.reports) >= MAX_STREAMS:
+                    del self.reports[next(iter(self.reports))]
+                self.reports[message.stream_id] = message
+                self._learn(message.missing, message.missing_names)
+                self.dirty.add(message.stream_id)
+        elif isinstance(message, CheckerHealth):
+            self.health = message
+        return []
+
+    def _alert(self, alert: Alert, now: float) -> list[dict[str, Any]]:
+        run, ids = self.seen.get(alert.stream_id, ("", {}))
+        if run != alert.run:
+            run, ids = alert.run, {}
+            if alert.stream_id not in self.seen and len(self.seen) >= MAX_STREAMS:
+                del self.seen[next(iter(self.seen))]
+            self.seen[alert.stream_id] = (run, ids)
+        if alert.alert_id in ids:
+            return []  # a re-send, or the early alert confirmed: shown once
+        self.serial += 1
+        record = AlertRecord(self.serial, alert, now)
+        ids[alert.alert_id] = record.id
+        self._learn((alert.step,), (alert.step_name,))
+        self._learn(alert.missing, alert.missing_names)
+        if alert.forgotten is not None and alert.forgotten_name is not None:
+            self._learn((alert.forgotten,), (alert.forgotten_name,))
+        self.alerts.append(record)
+        self.by_id[record.id] = record
+        while len(self.alerts) > self.max_alerts:
+            del self.by_id[self.alerts.popleft().id]
+        self.last_alert[alert.stream_id] = record.id
+        if len(self.last_alert) > MAX_STREAMS:
+            del self.last_alert[next(iter(self.last_alert))]
+        self.dirty.add(alert.stream_id)
+        return [{"type": "alert", "alert": self.alert_json(record)}]
+
+    def _retraction(self, retraction: Retraction, now: float) -> list[dict[str, Any]]:
+        run, ids = self.seen.get(retraction.stream_id, ("", {}))
+        record = self.by_id.get(ids.get(retraction.alert_id, -1)) if run == retraction.run else None
+        if record is None or record.retraction is not None:
+            return []  # an alert this dashboard never showed (or no longer keeps), or already retracted
+        record.retraction, record.retracted_at = retraction, now
+        if retraction.confirmed is not None and retraction.confirmed_name is not None:
+            self._learn((retraction.confirmed,), (retraction.confirmed_name,))
+        self.dirty.add(retraction.stream_id)
+        return [{"type": "retraction", "alert": self.alert_json(record)}]
+
+    def _status(self, status: Status) -> None:
+        previous = self.streams.get(status.stream_id)
+        if previous is None and len(self.streams) >= MAX_STREAMS:
+            oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
+            del self.streams[oldest]
+            self.reports.pop(oldest, None)
+            self.dirty.discard(oldest)
+        self.streams[status.stream_id] = status
+        if previous is None or _shown(previous) != _shown(status):
+            self.dirty.add(status.stream_id)
+
+    def _learn(self, steps: tuple[int, ...], names: tuple[str, ...]) -> None:
+        for step, name in zip(steps, names, strict=False):
+            if step not in self.names and len(self.names) < MAX_NAMES:
+                self.names[step] = printable(name)
+
+    # -- acknowledgements -------------------------------------------------------------------------------------------
+    def acknowledge(self, alert_id: object, now: float) -> dict[str, Any] | None:
+        """Remember that someone acknowledged an alert.
+
+        Args:
+            alert_id: the alert's serial number, as a page sent it (anything else is ignored).
+            now: wall time.
+
+        Returns:
+            The ``ack`` event for every page, or None when there is no such alert or it was acknowledged already.
+        """
+        if not isinstance(alert_id, int) or isinstance(alert_id, bool):
+            return None
+        record = self.by_id.get(alert_id)
+        if record is None or record.acked_at is not None:
+            return None
+        record.acked_at = now
+        self.dirty.add(record.alert.stream_id)
+        return {"type": "ack", "alert": self.alert_json(record)}
+
+    # -- what pages get ---------------------------------------------------------------------------------------------
+    def name(self, step: int | None) -> str | None:
+        """A step's readable name (its number when no graph or message named it); None for none."""
+        if step is None:
+            return None
+        return self.names.get(step, str(step))
+
+    def alert_json(self, record: AlertRecord) -> dict[str, Any]:
+        """One alert for the page: names resolved and made printable, times as Unix seconds."""
+        alert = record.alert
+        names = [printable(n) for n in alert.missing_names]
+        missing = names + [self.name(s) or "" for s in alert.missing[len(names) :]]
+        retraction = record.retraction
+        return {
+            "id": record.id,
+            "stream": alert.stream_id,
+            "run": alert.run,
+            "step": alert.step,
+            "step_name": printable(alert.step_name),
+            "missing": list(alert.missing),
+            "missing_names": missing,
+            "undefined": alert.undefined,
+            "late_for": [self.name(s) for s in alert.late_for],
+            "forgotten": None if alert.forgotten_name is None else printable(alert.forgotten_name),
+            "probability": alert.probability,
+            "video_time": alert.video_time,
+            "replayed": alert.replayed,
+            "published": alert.timestamp,
+            "received": record.received,
+            "frame": self.frames and alert.video_time is not None,
+            "retracted": None if retraction is None else {
+                "confirmed": None if retraction.confirmed_name is None else printable(retraction.confirmed_name),
+                "at": record.retracted_at,
+            },
+            "acked_at": record.acked_at,
+        }  # fmt: skip
+
+    def tile_json(self, stream_id: str) -> dict[str, Any] | None:
+        """One stream's tile: state, current and last step, next steps, last alert, stage latencies."""
+        status = self.streams.get(stream_id)
+        if status is None:
+            return None
+        state = "lost" if status.lost else "ended" if status.ended else "live"
+        allowed = [
+            {"step": step, "name": self.name(step), "probability": score}
+            for step, score in zip(status.allowed[:MAX_SHOWN_STEPS], status.allowed_scores, strict=False)
+        ]
+        last = self.by_id.get(self.last_alert.get(stream_id, -1))
+        report = self.reports.get(stream_id)
+        never = None
+        if report is not None and report.run == status.run:
+            never = [self.name(step) for step in report.missing]
+        return {
+            "stream": stream_id,
+            "run": status.run,
+            "state": state,
+            "current": self.name(status.current),
+            "last_done": self.name(status.done[-1]) if status.done else None,
+            "done": len(status.done),
+            "allowed": allowed,
+            "allowed_more": max(0, len(status.allowed) - MAX_SHOWN_STEPS),
+            "alerts": status.alerts,
+            "last_alert": None if last is None or last.alert.run != status.run else self.alert_json(last),
+            "never_done": never,
+            "fps": status.fps,
+            "frames": status.frames,
+            "dropped": status.dropped,
+            "gaps": status.gaps,
+            "latency_ms": {name: getattr(status, name) for name in LATENCY_FIELDS},
+            "updated": status.timestamp,
+        }
+
+    def take_dirty_tiles(self) -> list[dict[str, Any]]:
+        """The tiles that changed since the last call (and forget that they did)."""
+        tiles = [tile for stream in sorted(self.dirty) if (tile := self.tile_json(stream)) is not None]
+        self.dirty.clear()
+        return tiles
+
+    def health_json(self) -> dict[str, int] | None:
+        """The checker's own counts of what it took in and refused (its latest ``checker`` message)."""
+        if self.health is None:
+            return None
+        return {name: getattr(self.health, name) for name in HEALTH_FIELDS}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a page that just connected needs: every tile, every kept alert (newest first), the names."""
+        tiles = [tile for stream in sorted(self.streams) if (tile := self.tile_json(stream)) is not None]
+        return {
+            "type": "snapshot",
+            "tiles": tiles,
+            "alerts": [self.alert_json(record) for record in reversed(self.alerts)],
+            "names": {str(step): name for step, name in self.names.items()},
+            "max_alerts": self.max_alerts,
+        }
+
+
+def _shown(row: Status) -> tuple[object, ...]:
+    """What a tile shows of a status: everything but its sequence number and send time."""
+    return (row.run, row.done, row.allowed, row.allowed_scores, row.current, row.alerts, row.ended, row.lost,
+            row.frames, row.dropped, row.fps, row.gaps, *(getattr(row, name) for name in LATENCY_FIELDS))

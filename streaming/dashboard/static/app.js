@@ -1,0 +1,432 @@
+// The dashboard page: a WebSocket fed by the dashboard server (streaming/dashboard/server.py), drawn with DOM calls.
+// Every name from the checker, the graph or a stream is set with textContent (never innerHTML), so a step named
+// "<script>" shows as text. The server pushes: "snapshot" (everything, on connect and after falling behind),
+// "alert", "retraction", "ack" (one alert each), "tiles" (changed streams), "link" (the checker link's state).
+"use strict";
+
+const state = {
+  alerts: new Map(),     // id -> alert record, as the server sent it
+  shownAt: new Map(),    // id -> when this page first showed it (Unix seconds), kept across reconnections
+  tiles: new Map(),      // stream id -> tile record
+  names: {},             // step id -> name
+  maxAlerts: 500,
+  selected: null,        // the alert marked on the graph (null: the newest)
+  graph: null,           // {svg: bool, steps: [...]}
+  graphDrawn: false,
+  socket: null,
+  retryMs: 500,
+  link: null,
+};
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function clock(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  return new Date(seconds * 1000).toLocaleTimeString([], {hour12: false});
+}
+
+function videoTime(seconds) {
+  if (seconds === null || seconds === undefined) return "unknown";
+  const minutes = Math.floor(seconds / 60);
+  const rest = (seconds - 60 * minutes).toFixed(1).padStart(4, "0");
+  return `${minutes}:${rest}`;
+}
+
+function percent(p) {
+  return `${Math.round(p * 100)}%`;
+}
+
+function stepName(step) {
+  if (step === null || step === undefined) return "-";
+  return state.names[String(step)] ?? String(step);
+}
+
+// -- the push channel ---------------------------------------------------------------------------------------------
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}/ws`);
+  state.socket = socket;
+  socket.onopen = () => {
+    state.retryMs = 500;
+    setBadge("page-link", true, "\u25cf page live");
+  };
+  socket.onmessage = (event) => {
+    let message;
+    try {
+      message = JSON.parse(event.data);
+    } catch (err) {
+      return;
+    }
+    handle(message);
+  };
+  socket.onclose = () => {
+    state.socket = null;
+    setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
+    setTimeout(connect, state.retryMs);
+    state.retryMs = Math.min(5000, state.retryMs * 2);
+  };
+}
+
+function send(message) {
+  if (state.socket && state.socket.readyState === WebSocket.OPEN) state.socket.send(JSON.stringify(message));
+}
+
+function handle(message) {
+  switch (message.type) {
+    case "snapshot": return snapshot(message);
+    case "alert": return addAlert(message.alert, true);
+    case "retraction":
+    case "ack": return updateAlert(message.alert);
+    case "tiles": return message.tiles.forEach(updateTile);
+    case "link": return showLink(message);
+    default: return undefined;
+  }
+}
+
+function snapshot(message) {
+  state.names = message.names || {};
+  state.maxAlerts = message.max_alerts || state.maxAlerts;
+  state.alerts.clear();
+  document.getElementById("alert-feed").replaceChildren();
+  // Oldest first, each added on top: the newest ends first.
+  message.alerts.slice().reverse().forEach((alert) => addAlert(alert, false));
+  state.tiles.clear();
+  document.getElementById("tiles").replaceChildren();
+  message.tiles.forEach(updateTile);
+  if (!state.graphDrawn) {
+    state.graph = message.graph;
+    drawGraph();
+  }
+  showLink(message.link);
+  markGraph();
+}
+
+// -- the link badges ----------------------------------------------------------------------------------------------
+function setBadge(id, good, text) {
+  const badge = document.getElementById(id);
+  badge.textContent = text;
+  badge.classList.toggle("good", good);
+  badge.classList.toggle("bad", !good);
+}
+
+function showLink(link) {
+  if (!link) return;
+  state.link = link;
+  let text;
+  if (link.refused) {
+    text = `\u2716 checker refused this dashboard: ${link.refused}`;
+  } else if (link.connected) {
+    text = `\u25cf checker connected (${link.endpoint})`;
+  } else {
+    const heard = link.last_heard ? `last heard ${clock(link.last_heard)}` : "never heard";
+    text = `\u2716 checker not answering at ${link.endpoint} (${heard}): reconnecting\u2026`;
+  }
+  setBadge("checker-link", link.connected && !link.refused, text);
+  const health = link.health;
+  const parts = [`${link.pages} page(s) open`];
+  if (link.malformed) parts.push(`${link.malformed} undecodable message(s) skipped (last: ${link.last_error})`);
+  if (health) {
+    parts.push(`checker: ${health.received} messages received, ${health.malformed} malformed, ` +
+               `${health.denied} handshakes refused`);
+  }
+  if (link.skipped || link.dropped_pages) {
+    parts.push(`slow pages: ${link.skipped} resent a snapshot, ${link.dropped_pages} closed`);
+  }
+  document.getElementById("footer").textContent = parts.join(" \u00b7 ");
+  showCounts();
+}
+
+function showCounts() {
+  let live = 0, lost = 0, ended = 0;
+  for (const tile of state.tiles.values()) {
+    if (tile.state === "live") live += 1;
+    else if (tile.state === "lost") lost += 1;
+    else ended += 1;
+  }
+  let open = 0;
+  for (const alert of state.alerts.values()) if (alert.acked_at === null && !alert.retracted) open += 1;
+  document.getElementById("counts").textContent =
+    `${state.tiles.size} stream(s): ${live} live, ${lost} lost, ${ended} ended \u00b7 ` +
+    `${state.alerts.size} alert(s), ${open} not acknowledged`;
+  document.getElementById("no-streams").hidden = state.tiles.size > 0;
+  document.getElementById("no-alerts").hidden = state.alerts.size > 0;
+}
+
+// -- alerts -------------------------------------------------------------------------------------------------------
+function alertLabel(alert) {
+  if (alert.retracted) return ["retracted", "\u21a9 RETRACTED"];
+  if (alert.acked_at !== null) return ["acked", "\u2713 ACKNOWLEDGED"];
+  return ["open", "\u26a0 ALERT"];
+}
+
+function alertCard(alert) {
+  const [kind, label] = alertLabel(alert);
+  const item = el("li", `alert ${kind}`);
+  item.dataset.id = String(alert.id);
+  item.dataset.published = String(alert.published);
+  item.dataset.shown = String(state.shownAt.get(alert.id));
+  item.dataset.state = kind;
+  item.tabIndex = 0;
+  if (state.selected === alert.id) item.classList.add("selected");
+
+  const head = el("div", "alert-head");
+  head.append(el("span", "label", label), el("span", "step", alert.step_name),
+              el("span", "stream", `stream ${alert.stream}`));
+  item.append(head);
+
+  const facts = el("dl", "facts");
+  const fact = (name, value) => facts.append(el("dt", null, name), el("dd", null, value));
+  if (alert.undefined) fact("missing", "(the step has no pre-conditions in the graph)");
+  else fact("missing", alert.missing_names.join(", ") || "-");
+  if (alert.forgotten) fact("likely forgotten", alert.forgotten);
+  if (alert.late_for.length) fact("came after", alert.late_for.join(", "));
+  fact("probability", percent(alert.probability));
+  fact("video time", videoTime(alert.video_time));
+  fact("raised", `${clock(alert.published)}${alert.replayed ? " (re-sent)" : ""}`);
+  if (alert.retracted) {
+    const instead = alert.retracted.confirmed ? `it was ${alert.retracted.confirmed}` : "the step was not confirmed";
+    fact("retracted", `${clock(alert.retracted.at)}: ${instead}`);
+  }
+  if (alert.acked_at !== null) fact("acknowledged", clock(alert.acked_at));
+  item.append(facts);
+
+  if (alert.frame) item.append(framePicture(alert));
+  if (alert.acked_at === null && !alert.retracted) {
+    const button = el("button", "ack", "Acknowledge");
+    button.type = "button";
+    button.addEventListener("click", (event) => {
+      event.stopPropagation();
+      button.disabled = true;
+      button.textContent = "Acknowledging\u2026";
+      send({type: "ack", id: alert.id});
+    });
+    item.append(button);
+  }
+  item.addEventListener("click", () => select(alert.id));
+  item.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") select(alert.id);
+  });
+  return item;
+}
+
+function framePicture(alert) {
+  const figure = el("figure", "frame");
+  const picture = el("img");
+  picture.alt = `frame at video time ${videoTime(alert.video_time)}, stream ${alert.stream}`;
+  picture.loading = "lazy";
+  let tries = 0;
+  picture.addEventListener("error", () => {
+    // The detector may write the picture a moment after the alert: try again a few times, then say so.
+    tries += 1;
+    if (tries <= 3) {
+      setTimeout(() => { picture.src = `/frames/${alert.id}?try=${tries}`; }, 1500 * tries);
+    } else {
+      figure.replaceChildren(el("figcaption", "no-frame", "no picture saved for this alert"));
+    }
+  });
+  picture.src = `/frames/${alert.id}`;
+  figure.append(picture);
+  return figure;
+}
+
+function addAlert(alert, live) {
+  if (!state.shownAt.has(alert.id)) state.shownAt.set(alert.id, Date.now() / 1000);
+  const feed = document.getElementById("alert-feed");
+  const existing = feed.querySelector(`li[data-id="${alert.id}"]`);
+  state.alerts.set(alert.id, alert);
+  const card = alertCard(alert);
+  if (existing) existing.replaceWith(card);
+  else feed.prepend(card);
+  while (state.alerts.size > state.maxAlerts) {
+    const oldest = Math.min(...state.alerts.keys());
+    state.alerts.delete(oldest);
+    const gone = feed.querySelector(`li[data-id="${oldest}"]`);
+    if (gone) gone.remove();
+  }
+  if (state.shownAt.size > 4 * state.maxAlerts) {
+    for (const id of state.shownAt.keys()) if (!state.alerts.has(id)) state.shownAt.delete(id);
+  }
+  if (live) {
+    markGraph();
+    showCounts();
+  }
+}
+
+function updateAlert(alert) {
+  if (!state.alerts.has(alert.id)) return;
+  state.alerts.set(alert.id, alert);
+  const existing = document.querySelector(`#alert-feed li[data-id="${alert.id}"]`);
+  if (existing) existing.replaceWith(alertCard(alert));
+  for (const tile of [...state.tiles.values()]) {
+    if (tile.last_alert && tile.last_alert.id === alert.id) {
+      tile.last_alert = alert;
+      updateTile(tile);
+    }
+  }
+  markGraph();
+  showCounts();
+}
+
+function select(id) {
+  state.selected = state.selected === id ? null : id;
+  document.querySelectorAll("#alert-feed li.selected").forEach((node) => node.classList.remove("selected"));
+  if (state.selected !== null) {
+    const card = document.querySelector(`#alert-feed li[data-id="${id}"]`);
+    if (card) card.classList.add("selected");
+  }
+  markGraph();
+}
+
+// -- tiles --------------------------------------------------------------------------------------------------------
+const STATE_LABELS = {live: "\u25b6 LIVE", lost: "\u26a0 LOST", ended: "\u25a0 ENDED"};
+const LATENCIES = [["decode_ms", "decode"], ["features_ms", "features"], ["detector_ms", "detector"],
+                   ["segmenter_ms", "segmenter"], ["hop_ms", "hop"], ["alert_out_ms", "alert out"]];
+
+function updateTile(tile) {
+  state.tiles.set(tile.stream, tile);
+  const box = document.getElementById("tiles");
+  const card = el("article", `tile state-${tile.state}`);
+  card.dataset.stream = tile.stream;
+  const head = el("header", "tile-head");
+  head.append(el("h3", null, tile.stream), el("span", "state", STATE_LABELS[tile.state] || tile.state));
+  card.append(head);
+
+  const facts = el("dl", "facts");
+  const fact = (name, value) => facts.append(el("dt", null, name), el("dd", null, value));
+  fact("now", tile.current ?? "(background)");
+  fact("done", tile.last_done ? `${tile.done} step(s), last ${tile.last_done}` : "nothing yet");
+  card.append(facts);
+
+  const next = el("div", "next");
+  next.append(el("span", "next-title", "allowed next:"));
+  if (tile.allowed.length === 0) next.append(el("span", "muted", " none"));
+  const list = el("ol", "next-list");
+  tile.allowed.forEach((step) => list.append(el("li", null, `${step.name} ${percent(step.probability)}`)));
+  if (tile.allowed_more) list.append(el("li", "muted", `and ${tile.allowed_more} more`));
+  next.append(list);
+  card.append(next);
+
+  const last = el("p", "last-alert");
+  if (tile.last_alert) {
+    const a = tile.last_alert;
+    const [, label] = alertLabel(a);
+    const missing = a.missing_names.length ? `, missing ${a.missing_names.join(", ")}` : "";
+    last.textContent = `last alert: ${label} ${a.step_name}${missing} (${percent(a.probability)})`;
+    last.classList.add(a.acked_at === null && !a.retracted ? "open" : "closed");
+  } else {
+    last.textContent = `alerts: ${tile.alerts}`;
+  }
+  card.append(last);
+  if (tile.never_done && tile.never_done.length) {
+    card.append(el("p", "never", `session ended; never done: ${tile.never_done.join(", ")}`));
+  }
+
+  const latency = el("p", "latency");
+  latency.textContent = "ms: " + LATENCIES.map(([key, name]) => `${name} ${Math.round(tile.latency_ms[key])}`)
+    .join(" \u00b7 ");
+  card.append(latency);
+  card.append(el("p", "rates", `${tile.fps.toFixed(1)} fps \u00b7 ${tile.frames} frames \u00b7 ` +
+                               `${tile.dropped} dropped \u00b7 ${tile.gaps} gaps`));
+
+  const existing = box.querySelector(`article[data-stream="${CSS.escape(tile.stream)}"]`);
+  if (existing) {
+    existing.replaceWith(card);
+  } else {
+    // Streams in name order, so tiles do not move around.
+    const after = [...box.children].find((node) => node.dataset.stream > tile.stream);
+    box.insertBefore(card, after || null);
+  }
+  showCounts();
+}
+
+// -- the task graph -----------------------------------------------------------------------------------------------
+async function drawGraph() {
+  const view = document.getElementById("graph-view");
+  const graph = state.graph;
+  if (!graph || (!graph.svg && graph.steps.length === 0)) {
+    view.replaceChildren(el("p", "empty", "No task graph given (stream-detect dashboard --graph FILE)."));
+    state.graphDrawn = true;
+    return;
+  }
+  state.graphDrawn = true;
+  if (graph.svg) {
+    try {
+      const response = await fetch("/graph.svg", {credentials: "same-origin"});
+      if (!response.ok) throw new Error(String(response.status));
+      const parsed = new DOMParser().parseFromString(await response.text(), "image/svg+xml");
+      const root = parsed.documentElement;
+      if (root.nodeName !== "svg") throw new Error("not an SVG");
+      root.removeAttribute("width");
+      root.removeAttribute("height");
+      view.replaceChildren(document.importNode(root, true));
+      markGraph();
+      return;
+    } catch (err) {
+      // Fall back on the list below.
+    }
+  }
+  const list = el("ul", "step-list");
+  graph.steps.forEach((step) => {
+    const item = el("li", null, step.name);
+    item.dataset.step = String(step.step);
+    const needs = step.requires.map(stepName).join(", ");
+    item.append(el("span", "requires", needs ? ` \u2190 needs ${needs}` : " \u2190 needs nothing"));
+    list.append(item);
+  });
+  view.replaceChildren(list);
+  markGraph();
+}
+
+function markedAlert() {
+  if (state.selected !== null && state.alerts.has(state.selected)) return state.alerts.get(state.selected);
+  let newest = null;
+  for (const alert of state.alerts.values()) if (!newest || alert.id > newest.id) newest = alert;
+  return newest;
+}
+
+function markGraph() {
+  const view = document.getElementById("graph-view");
+  view.querySelectorAll(".hl-alert, .hl-missing, .hl-edge").forEach((node) => {
+    node.classList.remove("hl-alert", "hl-missing", "hl-edge");
+  });
+  view.querySelectorAll("text.hl-tag").forEach((node) => node.remove());
+  const alert = markedAlert();
+  const caption = document.getElementById("graph-caption");
+  if (!alert) {
+    caption.textContent = "Select an alert to mark its step and missing pre-conditions.";
+    return;
+  }
+  const missing = new Set(alert.missing.map(String));
+  const mark = (step, cls, tag) => {
+    view.querySelectorAll(`[data-step="${step}"]`).forEach((node) => {
+      node.classList.add(cls);
+      if (node.namespaceURI === "http://www.w3.org/2000/svg") {
+        // A word above the box, so the mark does not rest on colour or line style alone.
+        const box = node.getBBox();
+        const word = document.createElementNS("http://www.w3.org/2000/svg", "text");
+        word.setAttribute("class", "hl-tag");
+        word.setAttribute("x", String(box.x + box.width / 2));
+        word.setAttribute("y", String(box.y - 2));
+        word.setAttribute("text-anchor", "middle");
+        word.textContent = tag;
+        node.append(word);
+      }
+    });
+  };
+  mark(String(alert.step), "hl-alert", "\u26a0 ALERT");
+  missing.forEach((step) => mark(step, "hl-missing", "\u2717 MISSING"));
+  view.querySelectorAll("g.edge").forEach((edge) => {
+    if (edge.dataset.to === String(alert.step) && missing.has(edge.dataset.from)) edge.classList.add("hl-edge");
+  });
+  const names = alert.missing_names.join(", ") || "none";
+  const which = state.selected === null ? "newest alert" : "selected alert";
+  caption.textContent = `Marked (${which}): \u26a0 ${alert.step_name} on stream ${alert.stream}; ` +
+                        `\u2717 missing: ${names}.`;
+}
+
+connect();

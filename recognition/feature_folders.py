@@ -47,6 +47,7 @@ from graphs.common.array_files import REAL_KINDS, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, read_json, write_text
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
+from recognition.segment_metrics import TimedSegment
 
 TARGETS_DIR = "target_perframe"
 SPLIT_FILE = "split.json"
@@ -572,3 +573,55 @@ def write_split(
     if augment_copies:
         split["augment_copies"] = augment_copies
     return write_text(Path(root) / SPLIT_FILE, json.dumps(split, indent=1), "split file")
+
+
+def step_targets(times: np.ndarray, segments: Sequence[TimedSegment], step_ids: Sequence[int]) -> np.ndarray:
+    """A video's one-hot targets ``(L, 1 + len(step_ids))`` at its frame times: class ``k + 1`` is ``step_ids[k]``,
+    class 0 background (`segment_targets`, whose rule settles overlapping segments).
+
+    Args:
+        times: ``(L,)`` seconds at which each feature frame was shown.
+        segments: the video's segments in time order (`graphs.annotations.time_order`).
+        step_ids: the scenario's key-steps in taxonomy order.
+
+    Returns:
+        ``(L, C)`` float32 one-hot rows.
+    """
+    class_of = {step: k + 1 for k, step in enumerate(step_ids)}
+    starts = np.array([s.start for s in segments], dtype=np.float64)
+    ends = np.array([s.end for s in segments], dtype=np.float64)
+    classes = np.array([class_of[s.step] for s in segments], dtype=np.int64)
+    return segment_targets(np.asarray(times, dtype=np.float64), starts, ends, classes, len(step_ids) + 1)
+
+
+def check_segments_fit(segments: Sequence[TimedSegment], duration: float, slack: float, src: str, video: str) -> None:
+    """Refuse a segment that ends after the video does (beyond ``slack`` seconds of rounding).
+
+    Args:
+        segments: the video's segments.
+        duration: the video's length in seconds.
+        slack: seconds a segment may run past the end.
+        src: the annotation file, named in the error.
+        video: the video key.
+    """
+    late = [s for s in segments if s.end > duration + slack]
+    if late:
+        raise InputError(
+            f"{src}: a segment of video {video!r} ends at {late[0].end:g} s, after the video ({duration:.2f} s long)"
+        )
+
+
+def draw_test_videos(names: Sequence[str], fraction: float, seed: int) -> frozenset[str]:
+    """A seeded draw of ``fraction`` of the videos (rounded half up: 0.5 of a video is one), from their sorted names.
+
+    Args:
+        names: the scenario's annotated videos.
+        fraction: the share to hold out, in [0, 1).
+        seed: the draw's seed.
+
+    Returns:
+        The drawn names (the same for the same names, fraction and seed).
+    """
+    count = math.floor(fraction * len(names) + 0.5)
+    rng = np.random.default_rng(seed)
+    return frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()

@@ -15,10 +15,17 @@ beside it; a key left out keeps that field's default (``configs/miniroad-thumos.
 TSN features)::
 
     [features]   rgb, flow, extractor, fps                              (`recognition.feature_folders.FeatureConfig`)
-    [model]      embed_dim, hidden_dim, dropout, done_head              (`DetectorTrainConfig`)
-    [train]      window, batch_size, lr, weight_decay, epochs, seed, threads, val_fraction, val_videos, keep_epoch,
-                 refit, class_balance, boundary_smoothing
+    [model]      embed_dim, hidden_dim, dropout, done_head, motion_lag | motion_lag_s      (`DetectorTrainConfig`)
+    [train]      window | window_s, batch_size, lr, weight_decay, epochs, seed, threads, val_fraction, val_videos,
+                 keep_epoch, evidence_window, refit, class_balance, boundary_smoothing
     [augment]    copies, feature_noise, speed_change, order_shuffle, shuffled_done, background_mix
+
+Time scales in seconds: the windows and lags a detector uses are durations of the recording, whatever its rate.
+``window_s`` and ``motion_lag_s`` give the training window and the motion lag in seconds, turned into frames at the
+feature folder's rate when training starts (`DetectorTrainConfig.at_rate`); ``window`` and ``motion_lag`` give them in
+frames, for a config written for one rate. Without a config file the seconds of `SMALL_CPU_DETECTOR` apply: at 5
+frames a second the 64-frame window and 10-frame lag of before, at 1 feature a second (imported per-second features)
+13 and 2. The other durations were in seconds already (``evidence_window``, ``boundary_smoothing``, the segmenter's).
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ from recognition.feature_folders import (
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, plot_curve
 from recognition.metrics import frame_map
 from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
-from recognition.motion import check_motion_lag, model_inputs
+from recognition.motion import MAX_MOTION_LAG, check_motion_lag, model_inputs
 from recognition.segmenter import SegmenterConfig
 
 
@@ -70,7 +77,7 @@ class DetectorTrainConfig:
             `MiniROADConfig`'s, the published ones.
         hidden_dim: GRU hidden size.
         dropout: dropout after the embedding.
-        window: training window length in frames.
+        window: training window length in frames (replaced by ``window_s`` at the folder's rate when that is set).
         batch_size: windows per optimisation step.
         lr: AdamW learning rate.
         weight_decay: AdamW weight decay.
@@ -99,7 +106,10 @@ class DetectorTrainConfig:
         shuffled_done: the done targets of a reordered video: ``"order"`` (the steps before each frame in the new
             order) or ``"scene"`` (those done before it in the recording, which its table shows; `epoch_targets`).
         motion_lag: feed the detector each frame's features beside their change over this many frames
-            (`recognition.motion`, formula M; 0: the features alone).
+            (`recognition.motion`, formula M; 0: the features alone); replaced by ``motion_lag_s`` when that is set.
+        window_s: the training window in seconds (None: ``window`` frames); `at_rate` turns it into frames.
+        motion_lag_s: the motion lag in seconds (None: ``motion_lag`` frames; 0: off); `at_rate` turns it into
+            frames (at least one unless 0).
         done_head: train the done-state outputs too (`recognition.model.done_targets`): the evidence that a step
             was done which the probabilistic checker weighs.
     """
@@ -130,6 +140,8 @@ class DetectorTrainConfig:
     shuffled_done: str = "order"
     done_head: bool = True
     motion_lag: int = 0
+    window_s: float | None = None
+    motion_lag_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.features, FeatureConfig):
@@ -161,6 +173,12 @@ class DetectorTrainConfig:
             raise InputError(f"DetectorTrainConfig.evidence_window = {window!r}: must be a number of seconds in "
                              "(0, 600]")
         check_motion_lag(self.motion_lag, "DetectorTrainConfig.motion_lag")
+        for name, least in (("window_s", "> 0"), ("motion_lag_s", ">= 0")):
+            value = getattr(self, name)
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            if value is not None and (not ok or value < 0 or (value == 0 and least == "> 0") or value > MAX_SECONDS):
+                raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a number of seconds {least} and "
+                                 f"<= {MAX_SECONDS:g} (or left out: the frames field)")
         if self.shuffled_done not in SHUFFLED_DONE:
             raise InputError(f"DetectorTrainConfig.shuffled_done = {self.shuffled_done!r}: choose one of "
                              f"{', '.join(SHUFFLED_DONE)}")
@@ -180,6 +198,25 @@ class DetectorTrainConfig:
             if not ok or (top == "[0, 1)" and share == 1):
                 raise InputError(f"DetectorTrainConfig.{name} = {share!r}: must be in {top} (0: off)")
 
+    def at_rate(self, fps: float) -> DetectorTrainConfig:
+        """This config with its durations in seconds turned into frames at ``fps`` (the feature folder's rate):
+        ``window = max(1, round(window_s * fps))``, ``motion_lag = round(motion_lag_s * fps)`` (at least 1 unless
+        ``motion_lag_s`` is 0). Fields without seconds keep their frames.
+
+        Raises:
+            InputError: a lag of more frames than `recognition.motion.MAX_MOTION_LAG` at this rate.
+        """
+        changes: dict[str, Any] = {}
+        if self.window_s is not None:
+            changes["window"] = max(1, round(self.window_s * fps))
+        if self.motion_lag_s is not None:
+            lag = max(1, round(self.motion_lag_s * fps)) if self.motion_lag_s > 0 else 0
+            if lag > MAX_MOTION_LAG:
+                raise InputError(f"DetectorTrainConfig.motion_lag_s = {self.motion_lag_s:g}: {lag} frames at "
+                                 f"{fps:g} frames a second, more than the {MAX_MOTION_LAG} a live stream keeps")
+            changes["motion_lag"] = lag
+        return replace(self, **changes) if changes else self
+
     def model_config(self, input_dim: int, num_classes: int) -> MiniROADConfig:
         """The detector sizes for data of the given width and number of classes."""
         return MiniROADConfig(input_dim, self.embed_dim, self.hidden_dim, num_classes, float(self.dropout),
@@ -188,9 +225,10 @@ class DetectorTrainConfig:
 
 KEEP_EPOCH = ("map", "loss", "last")
 SHUFFLED_DONE = ("order", "scene")
-_MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag"}
-_TRAIN_KEYS = {"window", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction", "val_videos",
-               "keep_epoch", "evidence_window", "refit", "class_balance", "boundary_smoothing"}
+MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
+_MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
+_TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",
+               "val_videos", "keep_epoch", "evidence_window", "refit", "class_balance", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
 
 
@@ -221,8 +259,10 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
 # Without --config: a small MiniROAD that trains on one CPU core in seconds to minutes (a few dozen short videos of
 # one's own procedure); the fields it leaves out keep DetectorTrainConfig's defaults.
 # configs/miniroad-efficientnet-lite0.toml writes the same settings out, to copy and edit (a test keeps them equal).
-SMALL_CPU_DETECTOR: dict[str, Any] = {"embed_dim": 128, "hidden_dim": 128, "window": 64, "batch_size": 8, "lr": 1e-3,
-                                      "epochs": 60, "threads": 1, "motion_lag": 10}
+# Its window and motion lag are in seconds (12.8 s and 2 s: 64 and 10 frames at recognition-features' 5 fps), so a
+# folder of another rate gets the same time scale (`DetectorTrainConfig.at_rate`).
+SMALL_CPU_DETECTOR: dict[str, Any] = {"embed_dim": 128, "hidden_dim": 128, "window_s": 12.8, "batch_size": 8,
+                                      "lr": 1e-3, "epochs": 60, "threads": 1, "motion_lag_s": 2.0}
 
 
 def training_config_of_folder(features: str | Path, **overrides: Any) -> DetectorTrainConfig:
@@ -450,6 +490,7 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
             undefined) or the validation split would be empty; during it, when the loss or the weights stop being
             finite (the run diverged).
     """
+    config = config.at_rate(data.fps)
     background = tuple(c for c, s in enumerate(data.class_step_ids) if s is None)
     steps = [c for c in range(data.num_classes) if c not in background]
     if not any(v.targets[:, steps].any() for v in data.test):
@@ -647,6 +688,7 @@ def run_training(
         check_plot_support(plot)
         plot = check_output(plot, "learning-curve plot", inputs=[config_path, out], option="--plot")
     data = load_feature_dataset(features, config.features)
+    config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
     outcome = train_detector(data, config, progress=progress)
     info = {
         "train": config_summary(config),

@@ -18,11 +18,10 @@ or refused on a damaged video, is resumed by running the same command again: fin
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +42,11 @@ from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,
     SplitFile,
+    check_segments_fit,
     copy_file_name,
+    draw_test_videos,
     load_split,
-    segment_targets,
+    step_targets,
     write_features,
     write_split,
     write_targets,
@@ -226,23 +227,6 @@ def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
     return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
 
 
-def check_segments_fit(segments: tuple[Segment, ...], duration: float, slack: float, src: str, video: str) -> None:
-    """Refuse a segment that ends after the video does (beyond ``slack`` seconds of rounding).
-
-    Args:
-        segments: the video's segments.
-        duration: the video's length in seconds.
-        slack: seconds a segment may run past the end.
-        src: the annotation file, named in the error.
-        video: the video key.
-    """
-    late = [s for s in segments if s.end > duration + slack]
-    if late:
-        raise InputError(
-            f"{src}: a segment of video {video!r} ends at {late[0].end:g} s, after the video ({duration:.2f} s long)"
-        )
-
-
 def find_video(folder: Path, name: str) -> Path:
     """The video file of an annotated video: ``<folder>/<name>`` with a common container ending.
 
@@ -274,22 +258,6 @@ SHOWN_NAMES: Final = 8  # video names an error line lists; it counts the rest
 
 def _listed(names: Iterable[str]) -> str:
     return first_few(sorted(printable(n) for n in names), SHOWN_NAMES) or "none"
-
-
-def draw_test_videos(names: Sequence[str], fraction: float, seed: int) -> frozenset[str]:
-    """A seeded draw of ``fraction`` of the videos (rounded half up: 0.5 of a video is one), from their sorted names.
-
-    Args:
-        names: the scenario's annotated videos.
-        fraction: the share to hold out, in [0, 1).
-        seed: the draw's seed.
-
-    Returns:
-        The drawn names (the same for the same names, fraction and seed).
-    """
-    count = math.floor(fraction * len(names) + 0.5)
-    rng = np.random.default_rng(seed)
-    return frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()
 
 
 def stored_split(folder: str | Path) -> SplitFile | None:
@@ -641,11 +609,7 @@ def _targets(
     """The video's one-hot targets ``(L, C)`` at its frame times (class ``k + 1`` is ``plan.step_ids[k]``)."""
     if video.duration is None:  # the container did not say how long it is: check against what was read
         check_segments_fit(video.segments, len(times) / config.fps, 1 / config.fps, config.annotations, video.name)
-    class_of = {step: k + 1 for k, step in enumerate(plan.step_ids)}
-    starts = np.array([s.start for s in video.segments])
-    ends = np.array([s.end for s in video.segments])
-    classes = np.array([class_of[s.step] for s in video.segments], dtype=np.int64)
-    return segment_targets(times, starts, ends, classes, len(plan.step_ids) + 1)
+    return step_targets(times, video.segments, plan.step_ids)
 
 
 def _extract_with_bar(

@@ -2,6 +2,8 @@
 
 Usage::
 
+    recognition-features import --features npy_dir/ --annotations labels.json --rate 1 --out features/ \\
+        [--name imported] [--scenario S] [--test-fraction 0.2 | --test-videos a,b] [--seed 0]
     recognition-features --videos videos/ --annotations labels.json --extractor efficientnet-lite0 --fps 5 \\
         --out features/ [--test-fraction 0.2 | --test-videos a,b] [--scenario tent] [--threads 2] [--device auto] \\
         [--augment-copies K [--augment-flips]] [--verbose]
@@ -18,6 +20,11 @@ the first video) is kept; ``--test-videos`` or ``--test-fraction`` that would ch
 with one ``error:`` line and exit status 2, before any frame is decoded where it can be known then; every file is
 written atomically, so nothing already extracted is lost. Ctrl-C and SIGTERM stop it alike (exit status 130 / 143),
 discarding only the video being written.
+
+``import`` brings features of your own backbone instead (`recognition.feature_import`): one ``<video>.npy`` per
+recording, ``(T, D)`` floats at ``--rate`` vectors per second, into the same folder layout; the detector trained on it
+records the rate and the ``--name`` (default ``imported``) and is fed live from feature files
+(``stream-detect --features FILE.npy``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ def _names(value: str) -> tuple[str, ...]:
 
 def build_parser() -> ArgumentParser:
     """The command-line interface."""
-    parser = ArgumentParser(prog="recognition-features", description=plain_summary(__doc__))
+    parser = ArgumentParser(prog="recognition-features", description=plain_summary(__doc__),
+                            epilog="Features of your own backbone: recognition-features import --help")
     parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--out", required=True, help="feature folder to write (an existing one is resumed)")
@@ -68,9 +76,52 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def build_import_parser() -> ArgumentParser:
+    """The command-line interface of ``recognition-features import``."""
+    from recognition.feature_import import DEFAULT_NAME, DEFAULT_TEST_FRACTION, NAME_RULE
+
+    parser = ArgumentParser(prog="recognition-features import",
+                            description="Bring your own features: one <video>.npy per recording, (T, D) floats at "
+                            "--rate vectors per second, plus the annotation file, into the feature folder "
+                            "recognition-train reads.")
+    parser.add_argument("--features", required=True, metavar="DIR",
+                        help="folder of <video>.npy feature files, named as in the annotation file")
+    parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
+    parser.add_argument("--rate", required=True, type=fps_option,
+                        help="feature vectors per second of recording (row k starts k / rate seconds in)")
+    parser.add_argument("--out", required=True, help="feature folder to write")
+    parser.add_argument("--name", default=DEFAULT_NAME,
+                        help=f"the features' extractor name, recorded in the detector (default {DEFAULT_NAME}; "
+                        f"{NAME_RULE})")
+    parser.add_argument("--scenario", help="scenario of the annotation file (default: the one of the feature files)")
+    split = parser.add_mutually_exclusive_group()
+    split.add_argument("--test-fraction", type=float, default=DEFAULT_TEST_FRACTION,
+                       help=f"share of recordings held out (default {DEFAULT_TEST_FRACTION:g})")
+    split.add_argument("--test-videos", type=_names, help="test recordings by name, comma-separated")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seeds the --test-fraction draw (default 0)")
+    return parser
+
+
+def _import(argv: list[str]) -> int:
+    """``recognition-features import``: check every file, then write the folder (no torch needed)."""
+    from recognition.feature_import import ImportConfig, import_features
+
+    args = build_import_parser().parse_args(argv)
+    config = ImportConfig(features=args.features, annotations=args.annotations, rate=args.rate, out=args.out,
+                          name=args.name, scenario=args.scenario, test_fraction=args.test_fraction,
+                          test_videos=args.test_videos or (), seed=args.seed)
+    print(import_features(config).summary(config.rate, config.name))
+    return 0
+
+
 @exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``recognition-features``."""
+    """Entry point of ``recognition-features`` (``import`` as first argument: `build_import_parser`)."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["import"]:
+        return _import(argv[1:])
     args = build_parser().parse_args(argv)
     from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs

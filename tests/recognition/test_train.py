@@ -241,7 +241,8 @@ def test_a_recognition_features_folder_trains_without_a_config(feature_folder: P
     model, checkpoint = load_detector(out)
     assert checkpoint.feature_extractor == "synthetic" and checkpoint.fps == 4.0
     assert checkpoint.info["train"]["hidden_dim"] == 128  # the small CPU-sized MiniROAD
-    assert model.config.motion_lag == 10  # motion inputs over 10 frames
+    # Motion inputs over 2 s and training windows of 12.8 s, in frames at the folder's 4 per second.
+    assert (model.config.motion_lag, checkpoint.info["train"]["window"]) == (8, 51)
     # The done evidence looks over 2 s, the detections over the segmenter's confirmation.
     assert checkpoint.evidence is not None
     assert (checkpoint.evidence.window_s, checkpoint.evidence.detection_window) == (2.0, 0.5)
@@ -283,3 +284,20 @@ def test_shuffled_done_and_the_evidence_window_are_checked() -> None:
         DetectorTrainConfig(shuffled_done="table")
     with pytest.raises(InputError, match="evidence_window = 0: must be a number of seconds"):
         DetectorTrainConfig(evidence_window=0)
+
+
+@pytest.mark.parametrize(("fps", "window", "lag"), [(5.0, 64, 10), (1.0, 13, 2), (30.0, 384, 60)])
+def test_windows_and_lags_in_seconds_become_frames_at_the_folders_rate(fps: float, window: int, lag: int) -> None:
+    # A config in seconds means the same time scale at any rate: today's 64-frame window and 10-frame lag at 5 fps.
+    config = DetectorTrainConfig(window_s=12.8, motion_lag_s=2.0).at_rate(fps)
+    assert (config.window, config.motion_lag) == (window, lag)
+    assert DetectorTrainConfig(window=7, motion_lag=3).at_rate(fps) == DetectorTrainConfig(window=7, motion_lag=3)
+    assert DetectorTrainConfig(motion_lag_s=0.0).at_rate(fps).motion_lag == 0  # 0 s: no motion inputs
+    assert DetectorTrainConfig(motion_lag_s=0.01).at_rate(fps).motion_lag == 1  # a lag is at least one frame
+
+
+def test_a_lag_in_seconds_longer_than_a_stream_keeps_is_refused_at_the_rate() -> None:
+    with pytest.raises(InputError, match="motion_lag_s = 100: 3000 frames at 30 frames a second"):
+        DetectorTrainConfig(motion_lag_s=100.0).at_rate(30.0)
+    with pytest.raises(InputError, match="window_s = -1.0: must be a number of seconds > 0"):
+        DetectorTrainConfig(window_s=-1.0)

@@ -1,0 +1,307 @@
+"""Bring your own features: per-video ``.npy`` arrays of any backbone, at a rate the user names, into the feature
+folder ``recognition-train`` reads (what ``recognition-features import`` runs).
+
+Input: a folder of ``<video>.npy`` files, one per recording, each a ``(T, D)`` array of real floating-point numbers
+(any width ``D``, the same for every file; float16, float32 or float64), row ``k`` the features of the time
+``k / rate`` seconds after the recording's start (a feature computed over the window ``[k / rate, (k + 1) / rate)``
+is labelled by the time it starts, as a video frame is by the time it is shown); and the project's annotation file
+(`graphs.annotations`), whose video keys are the file stems.
+
+Output: the layout of `recognition.feature_folders` (``rgb_<name>/<video>.npy`` float32,
+``target_perframe/<video>.npy``, ``split.json`` with ``fps`` = the rate and ``feature_extractor`` = the name), so a
+detector trained on it records that it reads ``<name>`` features at that rate, and the live chain feeds it from
+feature files (``stream-detect --features``, `streaming.feature_files`). The targets of a row follow the annotated
+segments with the rule every command shares (`recognition.feature_folders.step_targets`: the segment that started
+last owns an overlap).
+
+Every file is read and checked before anything is written (no pickle: only plain ``.npy`` arrays are read): a file
+that is not a 2-D float array, holds NaN or infinity, has another width than the others, or is not annotated is
+refused with one line naming it. An annotated recording of the scenario without a feature file, and a feature file
+of a recording annotated under another scenario, are not imported and are counted in the summary (the annotation
+file of a public dataset covers more recordings than one person's features).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from graphs.annotations import choose_scenario, load_annotations, time_order
+from graphs.common.array_files import read_npy
+from graphs.common.errors import InputError
+from graphs.common.files import check_output
+from graphs.common.options import check_fps, check_seed
+from graphs.common.safe_text import first_few, printable
+from recognition.feature_folders import (
+    SPLIT_FILE,
+    check_segments_fit,
+    draw_test_videos,
+    load_split,
+    step_targets,
+    write_features,
+    write_split,
+    write_targets,
+)
+from recognition.segment_metrics import TimedSegment
+
+DEFAULT_NAME: Final = "imported"  # the extractor name a folder of imported features records unless told
+NAME_RULE: Final = "letters, digits, '.', '_' or '-', at most 64 characters, starting with a letter"
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
+FLOAT_KINDS: Final = "f"  # feature files hold real floating-point numbers
+DEFAULT_TEST_FRACTION: Final = 0.2
+SHOWN: Final = 5  # names an error or a summary lists; it counts the rest
+
+
+def check_extractor_name(name: object, option: str = "--name") -> str:
+    """``name`` as the extractor name of imported features (`NAME_RULE`: it becomes the ``rgb_<name>`` folder).
+
+    Raises:
+        InputError: naming ``option`` and the value.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InputError(f"{option} {name!r:.80}: use {NAME_RULE}")
+    return name
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """One ``recognition-features import`` run.
+
+    Args:
+        features: folder of ``<video>.npy`` feature files.
+        annotations: annotation JSON (the ``tgml train`` format).
+        rate: feature vectors per second of recording.
+        out: the feature folder to write.
+        name: the extractor name recorded (``rgb_<name>/``, ``split.json``, every checkpoint trained on it).
+        scenario: which scenario of the annotation file; None when it holds exactly one with feature files.
+        test_fraction: share of the recordings held out for testing, when ``test_videos`` is empty.
+        test_videos: the test recordings by name.
+        seed: draws the ``test_fraction`` recordings.
+    """
+
+    features: str
+    annotations: str
+    rate: float
+    out: str
+    name: str = DEFAULT_NAME
+    scenario: str | None = None
+    test_fraction: float = DEFAULT_TEST_FRACTION
+    test_videos: tuple[str, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fps(self.rate, "--rate")
+        check_extractor_name(self.name)
+        fraction = self.test_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction < 1:
+            raise InputError(f"--test-fraction {fraction!r}: must be in [0, 1)")
+        if len(set(self.test_videos)) != len(self.test_videos):
+            raise InputError(f"--test-videos {','.join(self.test_videos)}: a video is named twice")
+        check_seed(self.seed)
+
+    @property
+    def rgb(self) -> str:
+        """The feature folder's sub-folder, ``rgb_<name>``."""
+        return f"rgb_{self.name}"
+
+
+def read_feature_file(path: str | Path, what: str = "features") -> np.ndarray:
+    """One user's feature file: a 2-D array of finite real floats, at least one row (read without pickle).
+
+    Args:
+        path: the ``.npy`` file.
+        what: how errors name its content.
+
+    Returns:
+        ``(T, D)`` float32.
+
+    Raises:
+        InputError: naming the file: unreadable, not an ``.npy`` array, not 2-D, not floats, empty, NaN or infinity
+            (with the first row that holds one).
+    """
+    array = read_npy(path, what, ndim=2, kinds=FLOAT_KINDS)
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise InputError(f"{path}: the {what} have shape {array.shape}, expected (rows, width) with both > 0")
+    finite = np.isfinite(array).all(axis=1)  # (T,)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise InputError(f"{path}: the {what} hold NaN or infinite values (first in row {row})")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class ImportedVideo:
+    """A recording to import: its name, features ``(T, D)`` and segments in time order."""
+
+    name: str
+    features: np.ndarray
+    segments: tuple[TimedSegment, ...]
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote and what it left out.
+
+    Attributes:
+        folder: the feature folder.
+        train: training recordings.
+        test: test recordings.
+        rows: feature vectors written.
+        width: their width.
+        no_features: annotated recordings of the scenario that have no feature file.
+        other_scenario: feature files of recordings annotated under another scenario.
+    """
+
+    folder: Path
+    train: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
+    rows: int = 0
+    width: int = 0
+    no_features: list[str] = field(default_factory=list)
+    other_scenario: list[str] = field(default_factory=list)
+
+    def summary(self, rate: float, name: str) -> str:
+        """The closing lines of the command."""
+        videos = len(self.train) + len(self.test)
+        lines = [f"{videos} recordings imported into {self.folder} ({len(self.train)} train, {len(self.test)} "
+                 f"test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, extractor "
+                 f"{name!r}"]
+        if self.no_features:
+            lines.append(f"not imported: {len(self.no_features)} annotated recordings have no feature file "
+                         f"({first_few(sorted(self.no_features), SHOWN)})")
+        if self.other_scenario:
+            lines.append(f"not imported: {len(self.other_scenario)} feature files are of recordings of another "
+                         f"scenario ({first_few(sorted(self.other_scenario), SHOWN)})")
+        return "\n".join(printable(line) for line in lines)
+
+
+def feature_files(folder: str | Path, option: str = "--features") -> dict[str, Path]:
+    """The ``<video>.npy`` files of a folder, by video name.
+
+    Raises:
+        InputError: the folder is missing or holds no ``.npy`` file.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError(f"{option} {root}: folder not found")
+    found = {path.stem: path for path in sorted(root.glob("*.npy")) if path.is_file()}
+    if not found:
+        raise InputError(f"{option} {root}: holds no .npy feature file (one <video>.npy per recording)")
+    return found
+
+
+def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[int, ...], tuple[str, ...],
+                                                                     list[ImportedVideo], frozenset[str]]:
+    """Read and check everything before anything is written.
+
+    Returns:
+        ``(scenario, step ids, step names, the recordings, the test recordings)``.
+    """
+    check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
+    files = feature_files(config.features)
+    annotations = load_annotations(config.annotations)
+    unannotated = [name for name in files if name not in annotations.videos]
+    if unannotated:
+        raise InputError(f"--features {config.features}: {len(unannotated)} feature files have no annotation in "
+                         f"{config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate them, or move "
+                         "them out of the folder")
+    if config.scenario is None:  # the scenario of the recordings that have features, when they share one
+        scenarios = sorted({annotations.videos[name].scenario for name in files})
+        scenario = choose_scenario(annotations, scenarios[0] if len(scenarios) == 1 else None)
+    else:
+        scenario = choose_scenario(annotations, config.scenario)
+    step_ids, step_names = annotations.steps_of(scenario)
+    videos: list[ImportedVideo] = []
+    width = 0
+    for video in annotations.scenario_videos(scenario):
+        path = files.get(video.video)
+        if path is None:
+            report.no_features.append(video.video)
+            continue
+        segments = tuple(TimedSegment(video.steps[k], start, end) for k, start, end in
+                         time_order(video, config.annotations))
+        features = read_feature_file(path)
+        if width and features.shape[1] != width:
+            raise InputError(f"{path}: the features are {features.shape[1]} wide, those of {videos[0].name}.npy "
+                             f"{width}: every file must come from the same backbone")
+        width = features.shape[1]
+        # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.
+        check_segments_fit(segments, len(features) / config.rate, 1 / config.rate, config.annotations, video.video)
+        videos.append(ImportedVideo(video.video, features, segments))
+    report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
+    if not videos:
+        raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")
+    names = [v.name for v in videos]
+    test = choose_test(names, config)
+    return scenario, step_ids, step_names, videos, test
+
+
+def choose_test(names: Sequence[str], config: ImportConfig) -> frozenset[str]:
+    """The test recordings: ``--test-videos``, else a seeded draw of ``--test-fraction`` of them; both splits are
+    non-empty.
+
+    Raises:
+        InputError: a named recording that is not imported, or a split that leaves either side empty.
+    """
+    if config.test_videos:
+        unknown = [v for v in config.test_videos if v not in names]
+        if unknown:
+            raise InputError(f"--test-videos: {unknown[0]!r} is not an imported recording (a feature file of the "
+                             "scenario with an annotation)")
+        test, what = frozenset(config.test_videos), f"--test-videos {','.join(config.test_videos)}"
+    else:
+        test = draw_test_videos(names, config.test_fraction, config.seed)
+        what = f"--test-fraction {config.test_fraction:g} of {len(names)} recordings"
+    if not test:
+        raise InputError(f"{what}: the test split would be empty; raise it or name test recordings with --test-videos")
+    if len(test) == len(names):
+        raise InputError(f"{what}: no recording would be left for training")
+    return test
+
+
+def _check_existing_split(out: Path, train: list[str], test: list[str]) -> None:
+    """An existing folder is written again only with the same split: features of other recordings or another split
+    under a detector already trained on it would make its test figures meaningless."""
+    path = out / SPLIT_FILE
+    if not path.exists() and not path.is_symlink():
+        return
+    stored = load_split(path)
+    if sorted(stored.train) != sorted(train) or sorted(stored.test) != sorted(test):
+        raise InputError(f"--out {out}: holds a split ({path}) of other recordings or another train/test split; "
+                         "write to a new --out, or delete it first")
+
+
+def import_features(config: ImportConfig) -> ImportReport:
+    """What ``recognition-features import`` does: check every input, then write the feature folder.
+
+    Args:
+        config: the run.
+
+    Returns:
+        What was imported, and what was left out.
+    """
+    out = Path(config.out)
+    report = ImportReport(out)
+    scenario, step_ids, step_names, videos, test = plan_import(config, report)
+    report.train = [v.name for v in videos if v.name not in test]
+    report.test = [v.name for v in videos if v.name in test]
+    _check_existing_split(out, report.train, report.test)
+    try:
+        out.mkdir(exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out {out}: cannot create the feature folder ({err.strerror or err})") from None
+    for video in videos:
+        times = np.arange(len(video.features), dtype=np.float64) / config.rate  # (T,) when each row starts
+        write_features(out, config.rgb, video.name, video.features)
+        write_targets(out, video.name, step_targets(times, video.segments, step_ids))
+        report.rows += len(video.features)
+        report.width = video.features.shape[1]
+    write_split(out, report.train, report.test, ["background", *step_names], [None, *step_ids], config.rate,
+                config.name, scenario)
+    return report
+

@@ -1,0 +1,133 @@
+"""Bring your own features: ``recognition-features import`` turns per-recording .npy files and an annotation file
+into the folder recognition-train reads, and refuses what it cannot use with one line naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recognition.checkpoint import load_detector
+from recognition.feature_folders import load_feature_dataset
+from recognition.recognition_train_cli import main as train_main
+from recognition.train import training_config_of_folder
+from streaming.offline.features_cli import main
+from tests.cli_errors import cli_error
+
+STEPS = {"0": {"id": 0, "name": "unfold"}, "1": {"id": 1, "name": "insert_pole"}}
+
+
+def segment(step: int, start: float, end: float) -> dict[str, object]:
+    return {"step_id": step, "start_time": start, "end_time": end, "description": "", "has_errors": False,
+            "step_name": STEPS[str(step)]["name"]}
+
+
+def write_recordings(root: Path, count: int = 5, rows: int = 60, width: int = 6, rate: float = 1.0) -> Path:
+    """``count`` recordings at ``rate`` vectors a second: background, step 0 for 20 s, background, step 1 for 20 s;
+    each step's features sit around its own point, so a tiny detector learns them."""
+    rng = np.random.default_rng(0)
+    (root / "npy").mkdir()
+    annotations: dict[str, object] = {}
+    for v in range(count):
+        times = np.arange(rows) / rate
+        label = np.where((times >= 5) & (times < 25), 1, np.where((times >= 30) & (times < 50), 2, 0))
+        centres = np.eye(3, width) * 3.0
+        features = centres[label] + rng.normal(0, 0.3, size=(rows, width))
+        np.save(root / "npy" / f"rec{v}.npy", features.astype(np.float16))
+        annotations[f"rec{v}"] = {"scenario": "tent", "recording_id": f"rec{v}",
+                                  "segments": [segment(0, 5.0, 25.0), segment(1, 30.0, 50.0)]}
+    (root / "labels.json").write_text(json.dumps({"taxonomy": {"tent": STEPS}, "annotations": annotations}))
+    return root
+
+
+def argv(root: Path, *extra: str) -> list[str]:
+    return ["import", "--features", str(root / "npy"), "--annotations", str(root / "labels.json"), "--rate", "1",
+            "--out", str(root / "out"), *extra]
+
+
+def test_imported_features_train_a_detector_that_records_their_rate_and_name(tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--name", "my-backbone", "--test-videos", "rec4")) == 0
+    assert "5 recordings imported" in capsys.readouterr().out
+    data = load_feature_dataset(root / "out", training_config_of_folder(root / "out").features)
+    assert (data.fps, data.feature_extractor, data.input_dim) == (1.0, "my-backbone", 6)
+    assert [v.name for v in data.test] == ["rec4"]
+    labels = data.train[0].targets.argmax(axis=1)
+    # Row k starts k seconds in: rows 5..24 are the first step, 30..49 the second, the rest background.
+    assert labels[4:6].tolist() == [0, 1] and labels[24:26].tolist() == [1, 0] and labels[49:51].tolist() == [2, 0]
+    out = tmp_path / "detector.pt"
+    assert train_main(["--features", str(root / "out"), "--out", str(out), "--epochs", "3", "--quiet"]) == 0
+    model, checkpoint = load_detector(out)
+    assert (checkpoint.feature_extractor, checkpoint.fps) == ("my-backbone", 1.0)
+    # The motion lag and the training window are seconds: 2 s and 12.8 s at one vector a second.
+    assert (model.config.motion_lag, checkpoint.info["train"]["window"]) == (2, 13)
+
+
+def test_a_feature_file_with_nan_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    bad = np.load(root / "npy" / "rec2.npy")
+    bad[7, 1] = np.inf
+    np.save(root / "npy" / "rec2.npy", bad)
+    err = cli_error(main, argv(root), capsys)
+    assert "rec2.npy" in err and "NaN or infinite values (first in row 7)" in err
+    assert not (root / "out").exists()  # checked before anything is written
+
+
+@pytest.mark.parametrize(("array", "why"), [
+    (np.zeros((4, 3, 2), dtype=np.float32), "expected 2 dimensions"),
+    (np.zeros((40, 6), dtype=np.int64), "expected real numbers"),
+    (np.array([{"a": 1}], dtype=object), "expected real numbers"),  # a pickled object array: never unpickled
+])
+def test_a_feature_file_that_is_not_a_2d_float_array_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                array: np.ndarray, why: str) -> None:
+    root = write_recordings(tmp_path)
+    np.save(root / "npy" / "rec1.npy", array, allow_pickle=True)
+    err = cli_error(main, argv(root), capsys)
+    assert "rec1.npy" in err and why in err
+
+
+def test_an_unreadable_feature_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    (root / "npy" / "rec3.npy").write_bytes(b"not numpy at all")
+    assert "rec3.npy: not a NumPy .npy file" in cli_error(main, argv(root), capsys)
+
+
+def test_files_of_another_width_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    np.save(root / "npy" / "rec3.npy", np.zeros((60, 7), dtype=np.float32))
+    err = cli_error(main, argv(root), capsys)
+    assert "rec3.npy: the features are 7 wide" in err and "same backbone" in err
+
+
+def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    np.save(root / "npy" / "stray.npy", np.zeros((60, 6), dtype=np.float32))
+    err = cli_error(main, argv(root), capsys)
+    assert "1 feature files have no annotation" in err and "stray" in err
+
+
+def test_a_segment_after_the_features_end_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    np.save(root / "npy" / "rec0.npy", np.zeros((30, 6), dtype=np.float32))  # 30 s, the second step ends at 50 s
+    err = cli_error(main, argv(root), capsys)
+    assert "'rec0' ends at 50 s, after the video (30.00 s long)" in err
+
+
+@pytest.mark.parametrize(("extra", "what"), [(["--rate", "0"], "--rate"), (["--name", "../x"], "--name '../x'")])
+def test_a_bad_rate_or_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                                       what: str) -> None:
+    root = write_recordings(tmp_path)
+    assert what in cli_error(main, argv(root, *extra), capsys)
+
+
+def test_annotated_recordings_without_features_are_counted_not_imported(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    (root / "npy" / "rec0.npy").unlink()
+    assert main(argv(root, "--test-videos", "rec1")) == 0
+    out = capsys.readouterr().out
+    assert "4 recordings imported" in out and "1 annotated recordings have no feature file (rec0)" in out

@@ -8,13 +8,18 @@ command that reads annotations shares.
 Every command that reads a user's annotation file (``tgml train``, ``prego-bench --annotations``,
 ``recognition-features``, ``stream-detect eval``) loads it here with the segment times checked (`check_segments`),
 so they accept and refuse the same files: a video without segments, a negative time, a segment that ends before
-(or when) it starts, and two segments that overlap are refused, naming the video and the segments. A segment may
-leave its times out (the learners read only the order); the commands that need times (features, eval) then say so.
+(or when) it starts are refused, naming the video and the segment. A segment may leave its times out (the learners
+read only the order); the commands that need times (features, eval) then say so.
 
-The published benchmark files are read as published (``check_times=False``): EPIC-Tent-O and CaptainCook4D hold
-overlapping segments and ``-1`` times for steps that were never done, and the benchmarks, like the paper, read only
-the order of their segments. ``tgml train --order-only`` and ``prego-bench --annotations ... --order-only`` read a
-file that way too.
+Two things the public files hold are accepted, counted, and reported in one warning line per file on stderr
+(`timing_warning`): segments that overlap (people do two things at once; EPIC-Tent-O, CaptainCook4D) and a segment
+whose ``start_time`` equals its ``end_time`` below zero (CaptainCook4D's ``-1`` for a step never done, EPIC-Tent-O's
+two ``-3661001``), which keeps its place in the order and covers no time. Where frames are labelled, the segment that
+started last owns an overlap (`time_order` gives that order; `recognition.feature_folders.segment_targets` applies it).
+
+The published benchmark files are read as published (``check_times=False``): the benchmarks, like the paper, read
+only the order of their segments. ``tgml train --order-only`` and ``prego-bench --annotations ... --order-only``
+read a file that way too.
 
 The commands that need segment times (features, eval) take them in time order from `time_order`, and pick the
 scenario with `choose_scenario`.
@@ -23,13 +28,17 @@ scenario with `choose_scenario`.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
+
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.safe_text import printable
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_finite_number, is_step_id
 
 
@@ -108,6 +117,9 @@ class Annotations:
     path: str
     videos: dict[str, Video]
     taxonomy: dict[str, dict[int, str]]  # scenario -> step id -> name, in file order
+    overlaps: int = 0  # segments that start before an earlier-starting segment of their video ended (checked files)
+    overlap_videos: int = 0  # videos holding such a segment
+    never_done: int = 0  # segments with start_time = end_time < 0 (a step never done: no time span)
 
     def scenario_videos(self, scenario: str) -> list[Video]:
         """Videos of one scenario, in file order; `InputError` if the scenario is unknown."""
@@ -175,6 +187,12 @@ class Annotations:
 
 
 OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
+OVERLAP_RULE: Final = "where frames are labelled, the segment that started last owns the overlap"
+
+
+def never_done(span: tuple[float, float] | None) -> bool:
+    """Whether a segment's times mark a step never done: ``start_time == end_time < 0`` (CaptainCook4D writes -1)."""
+    return span is not None and span[0] == span[1] < 0
 
 
 def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] | None:
@@ -189,7 +207,7 @@ def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] |
         missing = "end_time" if present[0] else "start_time"
         raise InputError(f"{where} has {'start_time' if present[0] else 'end_time'} but no {missing}")
     start, end = float(seg["start_time"]), float(seg["end_time"])
-    if check:
+    if check and not never_done((start, end)):
         for key, value in (("start_time", start), ("end_time", end)):
             if value < 0:
                 raise InputError(f"{where}.{key} = {value:g} must be a number of seconds >= 0")
@@ -200,21 +218,39 @@ def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] |
     return start, end
 
 
-def check_segments(spans: Sequence[tuple[float, float] | None], where: str) -> None:
-    """Refuse two timed segments of one video that overlap (beyond touching): a frame shows one key-step.
+def count_overlaps(spans: Sequence[tuple[float, float] | None]) -> int:
+    """How many timed segments of one video start before an earlier-starting segment has ended (beyond touching).
+
+    Segments are taken in `time_order`'s order (start, then file index); segment ``k`` overlaps when
+    ``start_k < max(end_0..end_{k-1}) - OVERLAP_SLACK_S``. Segments without times or never done are not compared.
 
     Args:
-        spans: the video's segment spans in file order (None: a segment without times, not compared).
-        where: ``"<file>: annotations['<video>']"``, named in the error.
+        spans: the video's segment spans in file order (None: a segment without times).
 
-    Raises:
-        InputError: naming both segments (file indices) and their spans.
+    Returns:
+        The number of overlapping segments (0 when they follow one another).
     """
-    timed = sorted((span[0], k, span) for k, span in enumerate(spans) if span is not None)
-    for (_, k_a, a), (_, k_b, b) in zip(timed, timed[1:], strict=False):
-        if b[0] < a[1] - OVERLAP_SLACK_S:
-            raise InputError(f"{where}.segments[{k_b}] ({b[0]:g}-{b[1]:g} s) overlaps segments[{k_a}] "
-                             f"({a[0]:g}-{a[1]:g} s); a frame can show one key-step only")
+    timed = sorted((span[0], k, span[1]) for k, span in enumerate(spans) if span is not None and span[1] > span[0])
+    if len(timed) < 2:
+        return 0
+    times = np.array([(start, end) for start, _, end in timed])  # (S, 2) in time order
+    ended_by = np.maximum.accumulate(times[:-1, 1])  # (S-1,) latest end among the segments begun before each
+    return int(np.count_nonzero(times[1:, 0] < ended_by - OVERLAP_SLACK_S))
+
+
+def timing_warning(annotations: Annotations) -> str | None:
+    """The one warning line about a checked file's accepted oddities (overlaps, steps never done), or None."""
+    parts = []
+    if annotations.overlaps:
+        one = annotations.overlaps == 1
+        parts.append(f"{annotations.overlaps} segment{'' if one else 's'} in {annotations.overlap_videos} "
+                     f"video{'' if annotations.overlap_videos == 1 else 's'} overlap{'s' if one else ''} an earlier "
+                     f"one (accepted; {OVERLAP_RULE})")
+    if annotations.never_done:
+        one = annotations.never_done == 1
+        parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "
+                     "never done: kept in the order, covering no time)")
+    return f"warning: {annotations.path}: {'; '.join(parts)}" if parts else None
 
 
 def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
@@ -228,8 +264,9 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
     Args:
         path: the file.
         check_times: the segment check every command shares (module docstring): no negative time, no segment that
-            ends before or when it starts, no two segments that overlap. False reads a published benchmark file as
-            published (only the order of its segments is used).
+            ends before or when it starts (a step never done, ``start_time == end_time < 0``, excepted); overlaps and
+            steps never done are counted and reported in one warning line on stderr (`timing_warning`). False reads
+            a published benchmark file as published (only the order of its segments is used), without a warning.
 
     Returns:
         The annotations.
@@ -263,6 +300,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             steps[step_id] = entry["name"]
         taxonomy[scenario] = steps
     videos: dict[str, Video] = {}
+    overlaps = overlap_videos = 0
     for video, record in data["annotations"].items():
         if not isinstance(record, dict):
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
@@ -292,9 +330,16 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             steps_list.append(step)
             errors.append(has_errors)
         if check_times:
-            check_segments(spans, f"{src}: annotations[{video!r}]")
+            found = count_overlaps(spans)
+            overlaps += found
+            overlap_videos += found > 0
         videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors), tuple(spans))
-    return Annotations(src, videos, taxonomy)
+    skipped = sum(never_done(span) for v in videos.values() for span in v.spans) if check_times else 0
+    annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped)
+    line = timing_warning(annotations)
+    if line is not None:
+        print(printable(line), file=sys.stderr, flush=True)
+    return annotations
 
 
 def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
@@ -325,8 +370,10 @@ def choose_scenario(annotations: Annotations, scenario: str | None) -> str:
 def time_order(video: Video, src: str) -> list[tuple[int, float, float]]:
     """A video's segments in time order, as ``(index in the file, start, end)``; every segment must have its times.
 
-    `load_annotations` has checked them (`check_segments`: no negative time, no empty or reversed span, no overlap),
-    the same check every command that reads annotations makes.
+    `load_annotations` has checked them (no negative time, no empty or reversed span), the same check every command
+    that reads annotations makes. Segments may overlap: this order (start, then file index) is the one in which the
+    segment that started last owns an overlap's frames. A step never done (``start_time == end_time < 0``) covers
+    no time and is left out.
 
     Args:
         video: the annotated video.
@@ -335,8 +382,8 @@ def time_order(video: Video, src: str) -> list[tuple[int, float, float]]:
     Returns:
         ``(k, start, end)`` per segment, sorted by start time (file order among equal starts).
     """
-    timed = [(k, *span) for k, span in enumerate(video.spans) if span is not None]
-    if len(timed) < len(video.steps):
+    timed = [(k, *span) for k, span in enumerate(video.spans) if span is not None and not never_done(span)]
+    if any(span is None for span in video.spans):
         untimed = next(k for k, span in enumerate(video.spans) if span is None)
         raise InputError(f"{src}: annotations[{video.video!r}].segments[{untimed}] has no start_time and end_time; "
                          "frame targets and scores need the time of every segment")

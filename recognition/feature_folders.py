@@ -470,15 +470,59 @@ def window_index(
     return np.where(valid, idx, 0), valid
 
 
+def segment_owners(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which segment each frame shows: among the segments with ``start <= t < end``, the one that started last (the
+    rule for overlapping segments, docs/data-and-citations.md); -1 outside every segment.
+
+    Painting each segment over the frames in start order, later over earlier, gives the same result; it is done
+    here in ``O(S + L log L)`` without a loop over segments: frame range ``[lo, hi)`` of segment ``j`` is covered by
+    the two power-of-two blocks ``[lo, lo + 2^k)`` and ``[hi - 2^k, hi)`` with ``2^k <= hi - lo < 2^(k+1)``; each
+    block level keeps the largest segment index given to a block (``np.maximum.at``), and a level passes its
+    blocks' maxima down to both halves, as in a sparse table read backwards.
+
+    Args:
+        times: ``(L,)`` seconds at which each frame was shown, in any order.
+        starts: ``(S,)`` segment starts in seconds, in time order (start, then file order: a later index started
+            later).
+        ends: ``(S,)`` segment ends in seconds.
+
+    Returns:
+        ``(L,)`` int64 segment index per frame, -1 for background.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    order = np.argsort(times, kind="stable")
+    sorted_times = times[order]
+    lo = np.searchsorted(sorted_times, np.asarray(starts, dtype=np.float64), side="left")  # first frame t >= start
+    hi = np.searchsorted(sorted_times, np.asarray(ends, dtype=np.float64), side="left")  # first frame t >= end
+    index = np.arange(len(lo), dtype=np.int64)
+    keep = hi > lo  # segments that cover at least one frame
+    lo, hi, index = lo[keep], hi[keep], index[keep]
+    owner = np.full(len(times), -1, dtype=np.int64)
+    if len(index) == 0:
+        return owner
+    level = np.floor(np.log2(hi - lo)).astype(np.int64)  # (S,) block level of each segment
+    blocks = np.full(len(times), -1, dtype=np.int64)  # blocks[i]: owner of the block of the current level at i
+    for k in range(int(level.max()), -1, -1):
+        if k < int(level.max()):  # pass the level above's blocks down to their two halves
+            half = 1 << k
+            blocks[half:] = np.maximum(blocks[half:], blocks[:-half])
+        mine = level == k
+        np.maximum.at(blocks, lo[mine], index[mine])
+        np.maximum.at(blocks, hi[mine] - (1 << k), index[mine])
+    owner[order] = blocks
+    return owner
+
+
 def segment_targets(
     times: np.ndarray, starts: np.ndarray, ends: np.ndarray, classes: np.ndarray, num_classes: int
 ) -> np.ndarray:
     """One-hot per-frame targets from labelled segments: a frame shown at time ``t`` belongs to the segment with
-    ``start <= t < end``, and to class 0 (background) outside every segment.
+    ``start <= t < end`` that started last (segments may overlap: `segment_owners`), and to class 0 (background)
+    outside every segment.
 
     Args:
         times: ``(L,)`` seconds at which each feature frame was shown.
-        starts: ``(S,)`` segment starts in seconds, increasing; segments do not overlap.
+        starts: ``(S,)`` segment starts in seconds, in time order (`graphs.annotations.time_order`).
         ends: ``(S,)`` segment ends in seconds.
         classes: ``(S,)`` class index of each segment, in ``1..num_classes-1``.
         num_classes: columns of the result, background included.
@@ -486,12 +530,9 @@ def segment_targets(
     Returns:
         ``(L, num_classes)`` float32 one-hot rows.
     """
-    labels = np.zeros(len(times), dtype=np.int64)  # (L,) background unless inside a segment
-    if len(starts):
-        seg = np.searchsorted(starts, times, side="right") - 1  # (L,) the last segment starting at or before t
-        safe = np.maximum(seg, 0)
-        inside = (seg >= 0) & (times < np.asarray(ends)[safe])
-        labels[inside] = np.asarray(classes, dtype=np.int64)[safe[inside]]
+    owner = segment_owners(times, starts, ends)  # (L,)
+    with_background = np.concatenate([np.asarray(classes, dtype=np.int64), [0]])  # owner -1 reads the last: class 0
+    labels = with_background[owner]
     return np.eye(num_classes, dtype=np.float32)[labels]
 
 

@@ -106,9 +106,9 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exclude-videos", type=_names, default=[], metavar="A,B",
                    help="leave these executions out (held-out test videos), comma-separated")
     p.add_argument("--order-only", action="store_true",
-                   help="read only the order of the segments, their times unchecked (the published EPIC-Tent-O "
-                        "and CaptainCook4D files hold overlapping segments); by default the times are checked "
-                        "like every command that reads annotations does")
+                   help="read only the order of the segments, their times unchecked; by default the times are "
+                        "checked like every command that reads annotations does (overlapping segments are accepted "
+                        "with a one-line warning)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphs import InputError
-from graphs.annotations import load_annotations
+from graphs.annotations import load_annotations, time_order
 
 
 def test_reads_the_real_datasets(data_dir: Path) -> None:
@@ -83,3 +83,63 @@ def test_missing_file_and_invalid_json(tmp_path: Path) -> None:
     bad.write_text("{")
     with pytest.raises(InputError, match="invalid JSON"):
         load_annotations(bad)
+
+
+def _timed_file(tmp_path: Path, spans: list[tuple[float, float]]) -> Path:
+    data = {
+        "annotations": {"v1": {"scenario": "tent", "recording_id": "v1", "segments": [
+            {"step_id": k % 2 + 1, "start_time": start, "end_time": end} for k, (start, end) in enumerate(spans)]}},
+        "taxonomy": {"tent": {"1": {"name": "spread", "id": 1}, "2": {"name": "stake", "id": 2}}},
+    }
+    path = tmp_path / "ann.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_overlapping_segments_are_accepted_with_one_warning_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1 ends where 0 does not yet (overlap), 2 nests inside 1 (overlap), 3 touches the end of 1 (no overlap)
+    path = _timed_file(tmp_path, [(0.0, 4.0), (3.0, 9.0), (5.0, 6.0), (9.0, 10.0)])
+    ann = load_annotations(path)
+    assert (ann.overlaps, ann.overlap_videos, ann.never_done) == (2, 1, 0)
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {path}: 2 segments in 1 video overlap an earlier one (accepted; where frames are labelled, the "
+        "segment that started last owns the overlap)"]
+    assert time_order(ann.videos["v1"], str(path)) == [(0, 0.0, 4.0), (1, 3.0, 9.0), (2, 5.0, 6.0), (3, 9.0, 10.0)]
+    load_annotations(path, check_times=False)  # a benchmark reads the order only: no warning
+    assert capsys.readouterr().err == ""
+
+
+def test_a_step_never_done_keeps_its_place_and_covers_no_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _timed_file(tmp_path, [(0.0, 4.0), (-1.0, -1.0), (5.0, 6.0)])  # CaptainCook4D's -1: never done
+    ann = load_annotations(path)
+    assert ann.videos["v1"].steps == (1, 2, 1) and ann.never_done == 1 and ann.overlaps == 0
+    assert "1 segment with start_time = end_time < 0 (a step never done" in capsys.readouterr().err
+    assert time_order(ann.videos["v1"], str(path)) == [(0, 0.0, 4.0), (2, 5.0, 6.0)]
+
+
+@pytest.mark.parametrize(("spans", "message"), [
+    ([(-1.0, 2.0)], "segments[0].start_time = -1 must be a number of seconds >= 0"),
+    ([(-3.0, -2.0)], "segments[0].start_time = -3 must be"),
+    ([(2.0, 1.0)], "segments[0] ends at 1 s, before it starts (2 s)"),
+    ([(2.0, 2.0)], "segments[0] has no duration"),
+])
+def test_broken_segments_stay_refused(tmp_path: Path, spans: list[tuple[float, float]], message: str) -> None:
+    with pytest.raises(InputError) as err:
+        load_annotations(_timed_file(tmp_path, spans))
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("name", "overlaps"), [
+    ("epic-tent-o/train.json", 38), ("epic-tent-o/test.json", 31), ("assembly101-o/train.json", 0),
+    ("assembly101-o/test.json", 0), ("captaincook4d/task_graph_generation_annotations.json", 224),
+])
+def test_every_public_annotation_file_passes_the_check_every_command_makes(
+    name: str, overlaps: int, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ann = load_annotations(data_dir / name)  # refused before: 'a frame can show one key-step only'
+    assert ann.overlaps == overlaps
+    assert len(capsys.readouterr().err.splitlines()) == (1 if overlaps else 0)

@@ -113,8 +113,9 @@ def bench_parser() -> ArgumentParser:
     tests.add_argument("--split", type=Path, metavar="FILE",
                        help='with --annotations: a {"train": [...], "test": [...]} file')
     p.add_argument("--order-only", action="store_true",
-                   help="with --annotations: read only the order of the segments, their times unchecked (a published "
-                        "file with overlapping segments); by default overlaps and negative times are refused")
+                   help="with --annotations: read only the order of the segments, their times unchecked; by default "
+                        "negative times and segments ending before they start are refused (overlaps are accepted "
+                        "with a one-line warning)")
     p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
                    "with --annotations)")
     p.add_argument("--method", nargs="+", default=None, choices=[*LEARNERS, *prego.UNAVAILABLE],

@@ -41,8 +41,8 @@ class AnnotationSource:
         test_videos: names of the test videos (all other videos of the scenario train), or None with ``split``.
         split: a ``{"train": [...], "test": [...]}`` file naming both lists, or None with ``test_videos``.
         settings: a settings file whose tables replace those of `DEFAULT_SETTINGS`, or None.
-        order_only: read only the order of the segments, their times unchecked (``--order-only``: a published file
-            with overlapping segments); by default the times get the check every command shares.
+        order_only: read only the order of the segments, their times unchecked (``--order-only``); by default the
+            times get the check every command shares (overlaps accepted, with a warning).
     """
 
     annotations: Path

@@ -2,9 +2,10 @@
 
 `ViewState.apply` folds one received message into the state (alerts de-duplicated by their stable ``alert_id``
 within their detector ``run``, so a restarted checker's re-sent alerts show once and a new run's alerts, whose ids
-start over, show too; end-of-session reports likewise, once per run). Drawing it is `streaming.view.render`'s;
-receiving the messages and deciding when to redraw is `streaming.view.client`'s. Every collection is bounded: a peer
-cannot make the view remember without limit.
+start over, show too; the copy received last wins, so a confirmation's probability replaces the early alert's, and
+``seq`` is never compared: a restarted checker's numbers start over; end-of-session reports once per run).
+Drawing it is `streaming.view.render`'s; receiving the messages and deciding when to redraw is
+`streaming.view.client`'s. Every collection is bounded: a peer cannot make the view remember without limit.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class ViewState:
                 self.alert_ids[message.stream_id] = (run, seen)
                 self.retracted.pop(message.stream_id, None)
             if message.alert_id in seen:
-                return False
+                return self._update_alert(message)
             seen.add(message.alert_id)
             self.alerts.append((when, message))
             self._learn_name(message.step, message.step_name)
@@ -112,6 +113,15 @@ class ViewState:
             return True
         return False
 
+    def _update_alert(self, message: Alert) -> bool:
+        """A later copy of a shown alert: the copy received last wins (docs/wire-format.md, which copy of an alert
+        wins), in place. Returns whether it says something new (a re-send that repeats it does not)."""
+        for i, (when, shown) in enumerate(self.alerts):
+            if (shown.stream_id, shown.run, shown.alert_id) == (message.stream_id, message.run, message.alert_id):
+                self.alerts[i] = (when, message)
+                return _verdict(shown) != _verdict(message)
+        return False  # scrolled off the log: nothing shown to update
+
     def _learn_name(self, step: int, name: str) -> None:
         if len(self.names) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
             self.names.setdefault(step, name)
@@ -127,6 +137,12 @@ def step_position(message: Alert | StepEvent) -> tuple[str, str, int]:
     """Where a step is in the procedure: its stream, run and index in the run's history (an alert's and its key-step's
     are equal)."""
     return message.stream_id, message.run, message.index
+
+
+def _verdict(alert: Alert) -> tuple[object, ...]:
+    """What an alert says (not when or how it was sent): a later copy that changes it is news."""
+    return (alert.step, alert.missing, alert.undefined, alert.forgotten, alert.forgotten_score, alert.probability,
+            alert.late_for)
 
 
 def _procedure(row: Status) -> tuple[object, ...]:

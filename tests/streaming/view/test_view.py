@@ -283,7 +283,7 @@ def test_jsonl_prints_statuses_when_the_procedure_changes_and_each_report_once(t
             ([], [1, 3], [0.5, 0.5], False),
             ([3], [4, 1], [1.0, 0.0], False),
             ([3, 1], [2, 4], [1.0, 0.0], False),
-            ([3, 1], [2, 4], [1.0, 0.0], True),
+            ([3, 1], [], [], True),  # an ended session has no next step
         ]
         missing = [m for m in printed if m["kind"] == "missing"]
         assert [(m["missing"], m["missing_names"]) for m in missing] == [([2, 4, 5, 6], ["boil_water", "add_teabag",
@@ -413,8 +413,8 @@ def test_allowed_next_leaves_out_the_step_being_done_and_an_ended_stream_has_non
     session.heartbeat()  # nothing under way: both are next again
     assert stream_row(draw(session.state, width=200))[3] == "boil_water 1.00, add_teabag"
     session.heartbeat(ended=True)  # stops before add_milk: its report names it, and nothing is "next" any more
-    assert session.state.streams["cam0"].allowed  # the checker still answers ...
-    assert stream_row(draw(session.state))[:4:3] == ["cam0 (ended)", "-"]  # ... an ended stream has no next step
+    assert session.state.streams["cam0"].allowed == ()  # the checker says so (docs/wire-format.md) ...
+    assert stream_row(draw(session.state))[:4:3] == ["cam0 (ended)", "-"]  # ... and so does the view
 
 
 def test_an_alert_shows_where_in_the_video_its_step_was() -> None:

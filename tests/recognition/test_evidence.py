@@ -16,7 +16,7 @@ from recognition.evidence import (
     recording_evidence,
     window_evidence,
 )
-from recognition.evidence_calibration import calibrate_evidence, fit_shrunk_logistic
+from recognition.evidence_calibration import calibrate_evidence, fit_shrunk_logistic, shrunk_rates
 from recognition.segmenter import SegmenterConfig
 
 
@@ -96,10 +96,40 @@ def test_calibration_measures_the_miss_rate_and_lowers_done_for_unseen_steps() -
     validation = {f"v{k}": _video([1, 2, 3], 3 if k < 2 else None, rng) for k in range(8)}
     model = calibrate_evidence(validation, [None, 1, 2, 3], 5.0, SegmenterConfig(fps=5.0, min_duration=0.6))
     assert model.step_ids == (1, 2, 3) and model.source == "validation" and len(model.videos) == 8
-    assert model.miss_rates[2] == pytest.approx(2 / 8) and model.miss_rates[0] == 0.0
+    # Step 3 missed in 2 of 8 videos, the others never: its rate is shrunk toward the pooled 2 of 24 (R1).
+    assert model.miss_rates == pytest.approx(shrunk_rates(np.array([0, 0, 2]), np.array([8, 8, 8]))[0])
+    assert 2 / 24 < model.miss_rates[2] < 2 / 8 and model.miss_rates[0] == model.miss_rates[1] < 2 / 24
     assert max(model.false_rates) == 0.0  # every confirmed detection was on its annotated segment
     q_unseen, q_seen = model.done_probabilities(np.array([0.0, 0.9, 0.9]))[[0, 1]]
     assert q_unseen < 0.1 < 0.9 < q_seen
+
+
+def test_rates_of_a_small_validation_split_swing_less_from_run_to_run() -> None:
+    # Six steps whose false-detection rates are 0.2..0.45, each counted on 7 detections per run (three validation
+    # videos): the raw share of one step spreads by about 17 points (sd) over runs, the shrunk one much less, and it is
+    # closer to the truth on average.
+    rng = np.random.default_rng(0)
+    truth = np.array([0.2, 0.25, 0.3, 0.35, 0.4, 0.45])
+    totals = np.full(6, 7.0)
+    raw, shrunk = [], []
+    for _ in range(300):
+        hits = rng.binomial(7, truth).astype(np.float64)
+        raw.append(hits / totals)
+        shrunk.append(shrunk_rates(hits, totals)[0])
+    raw_a, shrunk_a = np.array(raw), np.array(shrunk)
+    assert np.all(shrunk_a.std(axis=0) < 0.7 * raw_a.std(axis=0))  # about 10 points instead of 17
+    assert np.abs(shrunk_a - truth).mean() < 0.8 * np.abs(raw_a - truth).mean()
+
+
+def test_a_step_counted_often_keeps_a_rate_that_really_differs() -> None:
+    rates, n0 = shrunk_rates(np.array([90.0, 5.0, 4.0, 6.0]), np.array([100.0, 100.0, 100.0, 100.0]))
+    assert rates[0] > 0.85 and rates[1:].max() < 0.1 and n0 <= 10
+    # Counts that differ by chance alone: every step gets about the pooled rate.
+    rates, n0 = shrunk_rates(np.array([1.0, 2.0, 1.0, 2.0]), np.array([6.0, 6.0, 6.0, 6.0]))
+    assert n0 == 100.0 and rates == pytest.approx(np.full(4, 0.25), abs=0.01)
+    # Nothing to shrink: no event at all, or no count.
+    assert shrunk_rates(np.zeros(3), np.full(3, 4.0)) == (pytest.approx(np.zeros(3)), 0.0)
+    assert shrunk_rates(np.zeros(2), np.zeros(2))[0] == pytest.approx(np.zeros(2))
 
 
 def test_calibration_refuses_an_empty_validation_split() -> None:

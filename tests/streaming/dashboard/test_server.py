@@ -1,0 +1,211 @@
+"""The dashboard server against a real checker on ipc sockets: what pages get, who gets in, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import zmq
+
+pytest.importorskip("aiohttp", reason="the dashboard needs the 'dashboard' extra (aiohttp)")
+
+import aiohttp  # noqa: E402 - after the skip
+
+from streaming.checker.config import CheckerConfig  # noqa: E402
+from streaming.checker.service import CheckerService  # noqa: E402
+from streaming.dashboard.access import COOKIE  # noqa: E402
+from streaming.dashboard.server import PageQueue  # noqa: E402
+from streaming.messages import Alert, encode  # noqa: E402
+from streaming.stream_detect_cli import main  # noqa: E402
+from streaming.transport import Publisher, bind, connect  # noqa: E402
+from tests.cli_errors import cli_error  # noqa: E402
+from tests.streaming.dashboard.serving import get, serving  # noqa: E402
+from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for  # noqa: E402
+
+TOKEN = "s3cret-token-for-tests"
+
+
+def alerts_of(state: dict) -> list[dict]:
+    return state["alerts"]
+
+
+def test_an_alert_reaches_the_page_once_and_an_acknowledgement_reaches_every_page(tmp_path: Path) -> None:
+    with running_checker(tmp_path) as (ctx, _service, _thread), serving(f"ipc://{tmp_path}/out") as served:
+        detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+
+        async def pages() -> tuple[dict, dict, list[dict]]:
+            async with aiohttp.ClientSession() as session:
+                first = await session.ws_connect(served.url + "ws")
+                second = await session.ws_connect(served.url + "ws")
+                assert (await first.receive_json(timeout=5))["type"] == "snapshot"
+                assert (await second.receive_json(timeout=5))["type"] == "snapshot"
+                assert wait_for(lambda: served.state()["link"]["connected"], 10)
+                for seq in range(3):  # boil_water before fill_kettle, sent three times: one alert
+                    detector.send(keystep(history=(2,), seq=seq, timestamp=time.time()))
+                alert = await next_of(first, "alert")
+                await first.send_json({"type": "ack", "id": alert["alert"]["id"]})
+                acked = await next_of(second, "ack")
+                others = [m for m in await drain(first) if m["type"] == "alert"]
+                return alert, acked, others
+
+        alert, acked, others = asyncio.run(pages())
+    assert alert["alert"]["step_name"] == "boil_water" and alert["alert"]["missing_names"] == ["fill_kettle"]
+    assert alert["alert"]["acked_at"] is None
+    assert acked["alert"]["id"] == alert["alert"]["id"] and acked["alert"]["acked_at"] is not None
+    assert others == []  # the re-sends and the repeated key-step showed once
+
+
+async def next_of(ws: aiohttp.ClientWebSocketResponse, kind: str, timeout_s: float = 10.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        message = await ws.receive_json(timeout=deadline - time.monotonic())
+        if message["type"] == kind:
+            return message
+    raise AssertionError(f"no {kind} message within {timeout_s} s")
+
+
+async def drain(ws: aiohttp.ClientWebSocketResponse, for_s: float = 1.5) -> list[dict]:
+    out = []
+    deadline = time.monotonic() + for_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            out.append(await ws.receive_json(timeout=left))
+        except TimeoutError:
+            break
+    return out
+
+
+def test_a_wrong_or_missing_token_gets_401_and_nothing_else(tmp_path: Path) -> None:
+    with serving(f"ipc://{tmp_path}/out", token=TOKEN) as served:
+        for path in ("", "static/app.js", "api/state", "graph.svg", "frames/1", "ws", "no/such/page"):
+            for headers in ({}, {"Authorization": "Bearer wrong-token-of-right-len"}, {"Cookie": f"{COOKIE}=x"}):
+                status, body, _ = get(served.url + path, headers)
+                assert (status, body) == (401, "401: unauthorized\n"), (path, headers)
+        status, _, _ = get(served.url + "?token=wrong")
+        assert status == 401
+        status, body, _ = get(served.url + "api/state", {"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200 and json.loads(body)["type"] == "snapshot"
+        # The page's first visit: the token in the address becomes a cookie, and the address drops it.
+        status, _, headers = get(served.url + f"?token={TOKEN}")
+        assert status == 303 and headers["Location"] == "/"
+        cookie = headers["Set-Cookie"].split(";")[0]
+        assert TOKEN not in cookie and "HttpOnly" in headers["Set-Cookie"]
+        status, body, _ = get(served.url, {"Cookie": cookie})
+        assert status == 200 and "<title>" in body
+
+
+def test_on_loopback_without_a_token_only_loopback_host_names_are_served(tmp_path: Path) -> None:
+    # A site that points its own name at 127.0.0.1 (DNS rebinding) must not read the page.
+    with serving(f"ipc://{tmp_path}/out") as served:
+        port = served.url.rsplit(":", 1)[1].strip("/")
+        assert get(served.url, {"Host": f"evil.example:{port}"})[0] == 421
+        assert get(served.url, {"Host": f"localhost:{port}"})[0] == 200
+        assert get(served.url)[0] == 200
+
+
+def test_the_push_channel_refuses_a_page_of_another_site(tmp_path: Path) -> None:
+    async def connect_from(url: str, origin: str) -> int:
+        async with aiohttp.ClientSession() as session:
+            try:
+                async with session.ws_connect(url, headers={"Origin": origin}):
+                    return 101
+            except aiohttp.WSServerHandshakeError as err:
+                return err.status
+
+    with serving(f"ipc://{tmp_path}/out") as served:
+        host = served.url.split("//")[1].rstrip("/")
+        assert asyncio.run(connect_from(served.url + "ws", "http://evil.example")) == 403
+        assert asyncio.run(connect_from(served.url + "ws", f"http://{host}")) == 101
+
+
+def test_beyond_loopback_the_dashboard_refuses_to_start_without_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(main, ["dashboard", "--bind", "0.0.0.0:0"], capsys)
+    assert "--bind 0.0.0.0:0 is reachable beyond this machine" in line and "--token-file" in line
+    line = cli_error(main, ["dashboard", "--bind", "0.0.0.0:0", "--token", "short"], capsys)
+    assert "--token: the token must be 16-256 visible ASCII characters" in line
+
+
+def test_a_port_already_taken_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        line = cli_error(main, ["dashboard", "--bind", f"127.0.0.1:{port}"], capsys)
+    assert line == f"error: --bind 127.0.0.1:{port}: address already in use (is another dashboard running?)"
+
+
+def test_a_checker_that_is_not_there_is_shown_and_found_once_it_starts(tmp_path: Path) -> None:
+    endpoint = f"ipc://{tmp_path}/out"
+    with serving(endpoint) as served:
+        time.sleep(0.3)  # nothing can arrive: no checker
+        link = served.state()["link"]
+        assert (link["connected"], link["last_heard"], link["endpoint"]) == (False, None, endpoint)
+        ctx = zmq.Context()
+        stop = threading.Event()
+        service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", endpoint), ctx)
+        thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            assert wait_for(lambda: served.state()["link"]["connected"], 10)
+        finally:
+            stop.set()
+            thread.join(5)
+            service.close()
+            ctx.destroy(linger=0)
+        assert wait_for(lambda: not served.state()["link"]["connected"], 10)  # it went away again
+
+
+def test_an_undecodable_message_is_counted_and_skipped(tmp_path: Path) -> None:
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/fake-checker")  # speaks for a checker
+        fake = Publisher(sock)
+        with serving(endpoint) as served:
+            assert wait_for(lambda: fake.new_subscribers() > 0, 10)
+            good = Alert("cam0", 0, time.time(), "cam0#0", "aaaaaaaaaaaa", 2, "boil_water", 0, (1,), ("fill_kettle",),
+                         False, time.time(), False, 1, "fill_kettle", 1.0, "weighted")
+            sock.send_multipart([b"alert/cam0", b"{not json"])
+            sock.send_multipart(encode(good))
+            assert wait_for(lambda: len(served.state()["alerts"]) == 1, 10)
+            link = served.state()["link"]
+            assert link["malformed"] == 1 and "not UTF-8 JSON" in link["last_error"]
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_alert_pictures_are_served_only_from_inside_the_folder(tmp_path: Path) -> None:
+    frames = tmp_path / "frames"
+    (frames / "cam0").mkdir(parents=True)
+    (frames / "cam0" / "1000.jpg").write_bytes(b"\xff\xd8picture of cam0")
+    (tmp_path / "1000.jpg").write_bytes(b"\xff\xd8outside the folder")  # where stream '..' would lead
+    with running_checker(tmp_path) as (ctx, _service, _thread), serving(f"ipc://{tmp_path}/out",
+                                                                        alert_frames=frames) as served:
+        detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+        for stream in ("cam0", ".."):  # boil_water first: an alert at video time 1.0 s on each
+            detector.send(keystep(history=(2,), stream_id=stream, session=f"s{len(stream)}", timestamp=time.time()))
+        assert wait_for(lambda: len(served.state()["alerts"]) == 2, 10)
+        by_stream = {a["stream"]: a for a in served.state()["alerts"]}
+        assert all(a["frame"] for a in by_stream.values())
+        status, body, headers = get(served.url + f"frames/{by_stream['cam0']['id']}")
+        assert (status, body, headers["Content-Type"]) == (200, "\ufffd\ufffdpicture of cam0", "image/jpeg")
+        assert get(served.url + f"frames/{by_stream['..']['id']}")[0] == 404
+        assert quote("..", safe="") == ".."  # the name really would have pointed outside
+        for bad in ("../1000.jpg", "%2e%2e%2f1000.jpg", "-1", "99999999999999999999", "1e3"):
+            assert get(served.url + f"frames/{bad}")[0] == 404, bad
+
+
+def test_a_page_that_falls_behind_gets_one_snapshot_instead_of_an_endless_queue() -> None:
+    async def fill() -> PageQueue:
+        queue = PageQueue(limit=4)
+        queue.resync = False
+        for n in range(10):
+            queue.offer(f"m{n}")
+        return queue
+
+    queue = asyncio.run(fill())
+    assert queue.skipped >= 1 and queue.resync and len(queue.items) <= 4
+

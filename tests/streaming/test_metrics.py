@@ -16,7 +16,7 @@ from graphs.common.errors import InputError
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
-from streaming.detector_service import DetectorConfig, EventPublisher, load_detector_for_stream, run_detectors
+from streaming.detector import DetectorConfig, EventPublisher, load_detector_for_stream, run_detectors
 from streaming.messages import Heartbeat, Status
 from streaming.metrics import CheckerMetrics, DetectorMetrics, MetricsAddress, MetricsServer, parse_metrics_address
 from streaming.readers import ReaderConfig, open_reader
@@ -62,7 +62,15 @@ def test_the_checker_endpoint_counts_what_came_in_and_went_out(tmp_path: Path) -
         assert wait_for(lambda: bool(statuses), 10.0, lambda: (events.heartbeat(None, 0, 0, 0.0), pump()))
         events.keystep(MISTAKE_STEP, "boil_water", 0.0, 1.0, 0.9)  # before its pre-condition: one alert
         sender.send_multipart([b"keystep/cam0", b"{not json"])
-        assert wait_for(lambda: service.receiver.stats.malformed == 1, 5.0, pump)
+        # Wait on the figures read below, as the endpoint gives them: the malformed message may be counted before
+        # the alert that came in ahead of it (the alert is counted once it has gone out).
+        def counted() -> bool:
+            found = scrape(server)
+            return (found.get("stream_checker_alerts_total") == 1
+                    and found.get('stream_checker_stage_seconds_count{stage="alert_out"}') == 1
+                    and found.get('stream_checker_messages_refused_total{reason="malformed"}') == 1)
+
+        assert wait_for(counted, 10.0, pump)
         samples = scrape(server)
         assert samples["stream_checker_messages_received_total"] >= 2
         assert samples['stream_checker_messages_refused_total{reason="malformed"}'] == 1

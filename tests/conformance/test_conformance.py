@@ -205,6 +205,10 @@ def check_what_came_back(played: Played) -> None:
     assert (first[0]["step"], first[0]["index"], first[0]["missing"], first[0]["missing_names"]) == (
         2, 1, [1], ["fill_kettle"])
     assert (first[0]["forgotten"], first[0]["forgotten_name"]) == (1, "fill_kettle")
+    # The copy received last wins: the confirmation (re-sent since), not the early alert; retracted ones are gone.
+    now = viewer.alerts_now()
+    assert {alert_id for run, alert_id in now if run == run_of(played.sessions["order"])} == {"order#1"}
+    assert now[(run_of(played.sessions["order"]), "order#1")]["event_timestamp"] == confirmed["timestamp"]
     retractions = {m["alert_id"]: m for m in viewer.of("retraction", "order")}
     assert (retractions["order#2"]["step"], retractions["order#2"]["confirmed"],
             retractions["order#2"]["confirmed_name"]) == (6, 1, "fill_kettle")

@@ -213,7 +213,8 @@ def _rules(m: dict[str, Any], graph: set[int]) -> list[tuple[str, bool]]:
                   ("missing is never empty", bool(m["missing"])),
                   ("one probability per missing step", len(m["probabilities"]) == len(m["missing"]))]
     if kind == "status":
-        rules.append(("one allowed_scores item per allowed step", len(m["allowed_scores"]) == len(m["allowed"])))
+        rules += [("one allowed_scores item per allowed step", len(m["allowed_scores"]) == len(m["allowed"])),
+                  ("an ended session has no next step", not m["ended"] or m["allowed"] == [])]
     return rules
 
 
@@ -287,6 +288,7 @@ class Detector:
 
     def __post_init__(self) -> None:
         self.sock = _socket(self.ctx, zmq.XPUB, self.curve)
+        self.sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # the checker's subscriptions again after every reconnection
         self.sock.connect(self.endpoint)
 
     def wait_until_subscribed(self, timeout_s: float) -> bool:
@@ -363,6 +365,21 @@ class Viewer:
 
     def of(self, kind: str, stream_id: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m["kind"] == kind and m["stream_id"] == stream_id]
+
+    def alerts_now(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Each alert as it stands: per (run, alert_id), the copy received last (it wins), unless retracted."""
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for m in self.messages:
+            if m["kind"] == "alert":
+                latest[(m["run"], m["alert_id"])] = m
+            elif m["kind"] == "retraction":
+                latest.pop((m["run"], m["alert_id"]), None)
+        return latest
+
+    def checker_restarts(self, stream_id: str) -> int:
+        """How often the stream's ``seq`` did not grow: each time, the checker had restarted."""
+        seqs = [m["seq"] for m in self.messages if m["stream_id"] == stream_id and m["kind"] != "checker"]
+        return sum(later <= earlier for earlier, later in zip(seqs, seqs[1:], strict=False))
 
     def close(self) -> None:
         self.sock.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +241,16 @@ def test_a_status_of_the_largest_graph_fits_one_message() -> None:
                  1e300, 2**53 - 1, False, False, (0.1235,) * 2048, "weighted")
     frames = encode(row)
     assert decode(frames) == row and len(frames[1]) < 38 * 1024  # docs/wire-format.md: "under 38 KiB"
+
+
+def test_the_example_lines_of_the_wire_docs_decode_as_they_are() -> None:
+    # docs/wire-format.md shows real lines of `stream-detect --jsonl`; the reader of the checker and the view takes each
+    # (tests/conformance checks them against the docs' own tables), so the docs cannot drift from the wire.
+    text = (Path(__file__).resolve().parents[2] / "docs" / "wire-format.md").read_text()
+    block = text.split("Example lines of", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    assert len(lines) >= 3
+    for line in lines:
+        body = json.loads(line)
+        message = decode([f"{body['kind']}/{body['stream_id']}".encode(), line.encode()])
+        assert json.loads(encode(message)[1]) == body

@@ -66,7 +66,7 @@ class CheckerCore:
         max_streams: most streams tracked at once; an idle stream gives its place to a new one.
         stream_timeout_s: a stream silent this long is lost.
         monotonic: the clock of stream life cycles.
-        log: called with a line for each kind of refusal (first occurrence, then every `LOG_EVERY_S`).
+        log: called with a line for each refusal reason (first occurrence, then every `LOG_EVERY_S`).
         checking: which pre-condition checker each stream gets.
     """
 

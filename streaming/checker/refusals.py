@@ -48,7 +48,7 @@ class Refusals:
 
     Args:
         monotonic: the clock of the log's rate limit.
-        log: called with a line for each kind of refusal (first occurrence, then every `LOG_EVERY_S`); None: no log.
+        log: called with a line for each refusal reason (first occurrence, then every `LOG_EVERY_S`); None: no log.
     """
 
     def __init__(self, monotonic: Callable[[], float], log: Callable[[str], None] | None = None) -> None:

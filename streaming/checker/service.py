@@ -75,7 +75,7 @@ class CheckerService:
         graph: the task graph.
         config: endpoints and periods.
         ctx: ZeroMQ context (a new one if None).
-        log: called with one line per kind of refusal (rate-limited); None: no log, the counts only.
+        log: called with one line per refusal reason (rate-limited); None: no log, the counts only.
         metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
     """
 
@@ -278,7 +278,7 @@ def run_checker(
         stop: set it to end the loop (the child process sets it on SIGTERM).
         report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
         until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
-        log: called with a line per kind of refused message (rate-limited).
+        log: called with a line per refusal reason (rate-limited).
         metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
     """
     from graphs.task_graph import load_graph

@@ -42,10 +42,12 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json
 from graphs.common.options import SEED_RULE, check_threads, is_seed
+from graphs.common.safe_text import printable
 from graphs.common.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
@@ -631,7 +633,8 @@ def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Ta
     table.add_column("class")
     table.add_column("AP %", justify="right")
     for name, ap in zip(class_names, outcome.class_ap.tolist(), strict=True):
-        table.add_row(name, "n/a" if math.isnan(ap) else f"{100 * ap:.1f}")
+        # A class name comes from the folder's split.json: shown as text, its escapes and brackets never obeyed.
+        table.add_row(Text(printable(name)), "n/a" if math.isnan(ap) else f"{100 * ap:.1f}")
     table.add_row("[bold]mAP (background excluded)", f"[bold]{100 * outcome.test_map:.1f}")
     return table
 
@@ -646,7 +649,7 @@ def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_
     table.add_column("false detections %", justify="right")
     name = dict(zip(class_step_ids, class_names, strict=True))
     for step, miss, false in zip(evidence.step_ids, evidence.miss_rates, evidence.false_rates, strict=True):
-        table.add_row(name.get(step, str(step)), f"{100 * miss:.0f}", f"{100 * false:.0f}")
+        table.add_row(Text(printable(name.get(step, str(step)))), f"{100 * miss:.0f}", f"{100 * false:.0f}")
     return table
 
 
@@ -716,13 +719,15 @@ def run_training(
     console = console or Console()
     console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
     if outcome.validation:
-        console.print(f"validation videos: {', '.join(outcome.validation)}")
+        console.print(printable(f"validation videos: {', '.join(outcome.validation)}"), markup=False, highlight=False)
     if outcome.refit:
         console.print(f"refit: trained again on all {len(data.train)} training videos for {outcome.kept_epoch} epochs")
     if plot is not None:
-        console.print(f"learning curve drawn in {plot_curve(outcome.curve, outcome.kept_epoch, plot)}")
+        drawn = plot_curve(outcome.curve, outcome.kept_epoch, plot)
+        console.print(printable(f"learning curve drawn in {drawn}"), markup=False, highlight=False)
     if evidence is not None:
         console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
     console.print(detector_ap_table(outcome, data.class_names))
-    console.print(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}")
+    console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}"), markup=False,
+                  highlight=False)
     return outcome

@@ -21,6 +21,8 @@ Usage::
     # how well it catches mistakes on your annotated held-out videos (or on the demo: --demo)
     stream-detect eval --videos videos/ --annotations labels.json --graph tent.json --detector detector.pt \
         [--split features/split.json | --videos-list a,b] [--alert-on end|onset] [--json eval.json]
+    stream-detect eval --features npy_dir/ --annotations labels.json --graph tent.json --detector detector.pt \
+        [--rate 1] [--split features/split.json]      # your own features (recognition-features import)
 
 Without a sub-command, one command runs the checker, one detector and the view on loopback. Binding beyond
 loopback (any address but 127.0.0.0/8 and ::1, names included) needs CURVE keys, or --insecure.
@@ -43,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.common.options import threads_option
+from graphs.common.options import fps_option, threads_option
 from graphs.common.safe_text import printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
@@ -282,6 +284,11 @@ def build_parser() -> ArgumentParser:
     ev = sub.add_parser("eval", help="score the live chain's alerts and key-steps on annotated videos")
     ev.add_argument("--demo", action="store_true", help="the demo executions, graph and detector")
     ev.add_argument("--videos", help="folder of the videos, named as in the annotation file")
+    ev.add_argument("--features", nargs="+", metavar="NPY",
+                    help="instead of videos: feature files (<video>.npy, T x D) or folders of them, replayed one "
+                         "vector at a time through the detector, the segmenter and the checker")
+    ev.add_argument("--rate", type=fps_option, help="the feature files' vectors per second (default: the detector's; "
+                                                     "another rate is refused)")
     ev.add_argument("--annotations", help="annotation JSON (the file tgml train reads)")
     ev.add_argument("--graph", help="task graph JSON")
     ev.add_argument("--detector", help="detector checkpoint .pt")
@@ -551,7 +558,7 @@ def _eval(args: argparse.Namespace) -> int:
         alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
         device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
         annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args), plots=args.plots,
-        default_rates=args.default_rates,
+        default_rates=args.default_rates, features=tuple(args.features or ()), rate=args.rate,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"

@@ -559,6 +559,49 @@ def segment_cases() -> list[Case]:
             for command, (main, argv) in ANNOTATION_COMMANDS.items()]
 
 
+def _first_video_as(key: str) -> Callable[[dict[str, Any]], object]:
+    def rename(data: dict[str, Any]) -> None:
+        videos = list(data["annotations"].items())
+        data["annotations"] = {key: videos[0][1], **dict(videos[1:])}
+
+    return rename
+
+
+# A video key names the files written for it: `../../elsewhere/video_00` wrote video_00.npy outside --out, and an
+# absolute key ended in a traceback.
+VIDEO_KEYS = {"dot-dot": "../../elsewhere/video_00", "absolute": f"{TMP}/elsewhere/video_00", "dot": ".",
+              "long": "v" * 300}
+
+
+def _scenario_as(name: str) -> Callable[[dict[str, Any]], object]:
+    def rename(data: dict[str, Any]) -> None:
+        data["taxonomy"] = {name: data["taxonomy"]["demo-tea"]}
+        for record in data["annotations"].values():
+            record["scenario"] = name
+
+    return rename
+
+
+# prego-bench --save-graphs names each graph file after the scenario: '../x' wrote it beside the folder.
+SAVED_SCENARIOS = {"dot-dot": "../x", "absolute": f"{TMP}/elsewhere/x"}
+
+
+def video_key_cases() -> list[Case]:
+    cases = [Case(f"save-graphs-scenario-{bad}", prego_bench,
+                  lambda f, n=name: ["--annotations", f.annotations(_scenario_as(n.replace(TMP, str(f.root)))),
+                                     "--scenario", n.replace(TMP, str(f.root)), "--test-videos", "demo_030,demo_031",
+                                     "--save-graphs", f.folder("graphs")],
+                  "--save-graphs: scenario ")
+             for bad, name in SAVED_SCENARIOS.items()]
+    return cases + [Case(f"video-key-{bad}/{command}", main,
+                         lambda f, k=key, a=argv: a(f, f.annotations(_first_video_as(k.replace(TMP, str(f.root))))),
+                         "a video key names the video's file and the files written for it, so it must be a file "
+                         "name without a folder")
+                    for bad, key in VIDEO_KEYS.items()
+                    for command, (main, argv) in ANNOTATION_COMMANDS.items()
+                    if command in ("recognition-features", "stream-detect-eval")]
+
+
 # Every option that takes a seed: -1 ended in numpy's traceback, 10^30 in torch's.
 SEED_OPTIONS: dict[str, tuple[Callable[[list[str]], object], list[str]]] = {
     "tgml-train": (tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
@@ -588,7 +631,7 @@ def seed_cases() -> list[Case]:
 
 def all_cases(tmp: str) -> list[Case]:
     files = json_cases() + graph_cases() + annotation_cases() + checkpoint_cases() + frames_cases() + toml_cases()
-    return files + feature_cases() + segment_cases() + seed_cases() + flag_cases(tmp)
+    return files + feature_cases() + segment_cases() + video_key_cases() + seed_cases() + flag_cases(tmp)
 
 
 CASES = all_cases(TMP)

@@ -39,6 +39,27 @@ from graphs.common.errors import InputError, install_extra
 from graphs.common.interrupts import signals_deferred
 
 MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
+MAX_FILE_NAME_BYTES: Final = 200  # a name a command turns into a file name: room for its endings under NAME_MAX (255)
+FILE_NAME_RULE: Final = (f"a file name without a folder (no '/', no '\\', not '.' or '..', at most "
+                         f"{MAX_FILE_NAME_BYTES} bytes)")
+
+
+def is_file_name(name: object) -> bool:
+    """Whether ``name`` (a video key, a scenario) may become a file name inside an output folder: one non-empty path
+    component, never ``.`` or ``..``, no NUL, short enough for the file system once an ending is added.
+
+    Args:
+        name: the candidate.
+
+    Returns:
+        True if joining it to a folder stays inside that folder.
+    """
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        return False
+    try:
+        return len(name.encode("utf-8")) <= MAX_FILE_NAME_BYTES
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape: no file system name
+        return False
 
 
 def open_input(path: str | Path, what: str, hint: str = "", limit: int | None = None) -> IO[bytes]:

@@ -53,6 +53,12 @@ from streaming.detector_service import (
     print_warning,
 )
 from streaming.extractors import FeatureExtractor
+from streaming.feature_files import (
+    annotated_feature_files,
+    feature_file_for,
+    load_detector_for_features,
+    open_feature_file,
+)
 from streaming.local_checker import CheckerLink
 from streaming.messages import (
     Alert,
@@ -113,6 +119,9 @@ class EvalConfig:
         plots: a folder to draw each video's timeline in (``<video>.png``; ``--plots``).
         checking: the pre-condition checker (``--checker``, ``--alert-threshold``).
         default_rates: a detector without measured rates sends evidence with the default ones (``--default-rates``).
+        features: feature files (``.npy``) or folders of them, replayed instead of videos (``--features``): each
+            vector goes straight into the detector (`streaming.feature_files`: no reader, no extractor).
+        rate: the feature files' vectors per second (``--rate``; None: the detector's), checked against the detector.
     """
 
     graph: str
@@ -136,11 +145,19 @@ class EvalConfig:
     plots: str | None = None
     checking: CheckerSettings = field(default_factory=CheckerSettings)
     default_rates: bool = False
+    features: tuple[str, ...] = ()
+    rate: float | None = None
 
     def __post_init__(self) -> None:
         check_alert_on(self.alert_on)
-        if not self.demo and (self.videos is None or self.annotations is None):
-            raise InputError("stream-detect eval: --videos and --annotations are required (or --demo)")
+        if self.features and (self.videos is not None or self.demo):
+            raise InputError("stream-detect eval: --features replays feature files instead of videos: give it without "
+                             "--videos and --demo")
+        if self.features and (self.annotate_out is not None or self.preview):
+            raise InputError("stream-detect eval: --annotate-out and --preview draw over video frames; feature files "
+                             "have none")
+        if not self.demo and ((self.videos is None and not self.features) or self.annotations is None):
+            raise InputError("stream-detect eval: --videos (or --features) and --annotations are required (or --demo)")
         if self.names and self.split:
             raise InputError("stream-detect eval: give --videos-list or --split, not both")
         if self.demo:  # the demo's videos and annotations are bundled: an option that names others would be ignored
@@ -208,24 +225,29 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     Returns:
         The videos in annotation-file order (or ``--videos-list`` order).
     """
-    assert config.annotations is not None and config.videos is not None
+    assert config.annotations is not None and (config.videos is not None or config.features)
     annotations = load_annotations(config.annotations)
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
-    names = list(config.names) or _split_names(config.split) or list(known)
+    files = annotated_feature_files(config.features, annotations, config.annotations) if config.features else {}
+    names = list(config.names) or _split_names(config.split) or [n for n in (files or known) if n in known]
     _check_unique(names)
     unknown = [n for n in names if n not in known]
     if unknown:
         where = f"--split {config.split}" if config.split else "--videos-list"
         raise InputError(f"{where}: {', '.join(unknown)} not annotated in {config.annotations} (scenario {scenario})")
-    folder = Path(config.videos)
-    if not folder.is_dir():
+    folder = Path(config.videos or ".")
+    if not config.features and not folder.is_dir():
         raise InputError(f"--videos {folder}: not a folder")
     out = []
     for name in names:
         video = known[name]
         annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
                           for k, start, end in time_order(video, config.annotations))
+        if config.features:
+            path = feature_file_for(files, name)
+            out.append(EvalVideo(name, path, annotated, f"--features {path} (annotated video {name!r})"))
+            continue
         path = find_video(folder, name)
         out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})"))
     return out
@@ -279,8 +301,12 @@ def trained_on(checkpoint: DetectorCheckpoint, videos: Sequence[str]) -> list[st
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
     """Load and cross-check the graph and the detector (names included), and settle the segmenter settings."""
     graph = load_graph(config.graph)
-    model, checkpoint, extractor = load_detector_for_stream(config.detector, config.backbone, config.threads,
-                                                            config.device)
+    if config.features:  # the vectors go straight into the detector: a pass-through extractor of its width
+        model, checkpoint, extractor = load_detector_for_features(config.detector, config.threads, config.device,
+                                                                  config.rate)
+    else:
+        model, checkpoint, extractor = load_detector_for_stream(config.detector, config.backbone, config.threads,
+                                                                config.device)
     for line in check_detector_matches_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names):
         warn(line)
     check_measured_rates(checkpoint, config.detector, config.checking.kind, config.default_rates)
@@ -325,7 +351,8 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
         The `DetectorRecord`.
     """
     fps = chain.checkpoint.fps
-    reader = open_named(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
+    reader = (open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named) if config.features
+              else open_named(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named))
     link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
                               default_rates=config.default_rates)
@@ -547,7 +574,11 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
     videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph)
-    check_videos_open(videos, config, chain.checkpoint.fps)
+    if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
+        for video in videos:
+            open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
+    else:
+        check_videos_open(videos, config, chain.checkpoint.fps)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
     for disagreement in disagreements:

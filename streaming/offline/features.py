@@ -35,7 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
 from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, read_json, write_text
+from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, write_text
 from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
@@ -236,7 +236,14 @@ def find_video(folder: Path, name: str) -> Path:
 
     Returns:
         The one matching file.
+
+    Raises:
+        InputError: the key is not a plain file name (``../elsewhere/v``, ``/abs/v``): it names the files written
+            for the video too (features, targets), which must stay inside the output folder.
     """
+    if not is_file_name(name):
+        raise InputError(f"annotated video {name!r:.80}: a video key names the video's file and the files written "
+                         f"for it, so it must be {FILE_NAME_RULE}")
     found = [
         path
         for suffix in VIDEO_SUFFIXES

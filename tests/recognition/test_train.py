@@ -301,3 +301,18 @@ def test_a_lag_in_seconds_longer_than_a_stream_keeps_is_refused_at_the_rate() ->
         DetectorTrainConfig(motion_lag_s=100.0).at_rate(30.0)
     with pytest.raises(InputError, match="window_s = -1.0: must be a number of seconds > 0"):
         DetectorTrainConfig(window_s=-1.0)
+
+
+def test_class_names_with_terminal_escapes_are_shown_as_text_in_the_tables(
+    tmp_path: Path, small_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
+    from tests.recognition.conftest import write_feature_folder
+
+    folder = write_feature_folder(tmp_path / "f", n_train=3, n_test=2, n_classes=len(HOSTILE_NAMES) + 1, frames=60)
+    split = json.loads((folder / "split.json").read_text())
+    split["class_names"] = ["background", *HOSTILE_NAMES]
+    (folder / "split.json").write_text(json.dumps(split))
+    assert main(["--features", str(folder), "--config", str(small_config), "--out", str(tmp_path / "d.pt"),
+                 "--epochs", "1", "--quiet"]) == 0
+    assert_shown_safely(capsys.readouterr().out)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.common.errors import InputError
-from graphs.common.files import check_output
+from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name
 from graphs.common.options import SEED_RULE, is_seed
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
@@ -248,6 +248,10 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
     if config.save_graphs is not None:
         check_output(config.save_graphs, "graphs folder", folder=True)  # before learning, not after
+        for name in config.dataset_names:  # a scenario of the user's file names the graph files: keep them inside
+            if not is_file_name(f"{name}-{max(config.methods, key=len, default='')}-seed0000.json"):
+                raise InputError(f"--save-graphs: scenario {name!r:.80} cannot name a graph file in the folder; it "
+                                 f"must be {FILE_NAME_RULE}")
     checker_files = _checker_files(config)  # a bad settings file is refused before any learning
     datasets, settings = _load_inputs(config)
     if config.graph is not None:

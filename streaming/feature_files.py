@@ -1,0 +1,268 @@
+"""Feature files as a live source: a recording's precomputed features replayed one vector at a time through the same
+detector loop, segmenter and checker as a camera's frames.
+
+A feature file is a ``(T, D)`` ``.npy`` array of real floats (`recognition.feature_import.read_feature_file`: no
+pickle, no NaN or infinity), row ``k`` the features of the moment ``k / rate`` seconds into the recording. Two small
+parts make it a source without changing the detector loop:
+
+- `FeatureFileReader`, a `streaming.readers.VideoReader` whose frames carry a feature vector ``(D,)`` as their
+  ``image``, at the detector's rate: paced to the wall clock (``realtime``, what ``stream-detect --features`` shows in
+  the view) or as fast as the consumer takes them (``--fast``, ``stream-detect eval --features``);
+- `PrecomputedExtractor` (name ``"precomputed"``), the feature extractor that passes those vectors through.
+
+`open_feature_streams` loads and cross-checks what a run needs (graph, detector, files) as
+`streaming.detector_service.open_streams` does for videos, and refuses before the first vector is read a file that is
+not a 2-D float array, holds NaN or infinity, is not as wide as the detector's input, or a ``--rate`` that is not the
+detector's: one line naming the file or the option.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import torch
+
+from graphs.annotations import Annotations
+from graphs.common.errors import InputError
+from graphs.common.safe_text import first_few
+from graphs.task_graph import load_graph
+from recognition.checkpoint import DetectorCheckpoint, load_detector
+from recognition.feature_import import read_feature_file
+from recognition.model import MiniROAD
+from streaming.detector_service import (
+    OpenedStream,
+    OpenedStreams,
+    StreamSource,
+    check_detector_matches_graph,
+    print_warning,
+)
+from streaming.devices import resolve_device
+from streaming.extractors import FeatureExtractor
+from streaming.readers import Frame, ReaderConfig, Source, _FileReader
+
+PRECOMPUTED_NAME: Final = "precomputed"
+FEATURE_SUFFIX: Final = ".npy"
+SHOWN: Final = 5  # recording names an error lists; it counts the rest
+RATE_TOLERANCE: Final = 1e-6  # relative: 1 and 1.0000001 vectors a second are one rate written two ways
+
+
+def is_feature_file(spec: str | Path) -> bool:
+    """Whether a source names a feature file (``.npy``) rather than a video, camera or stream."""
+    return str(spec).lower().endswith(FEATURE_SUFFIX)
+
+
+class PrecomputedExtractor(FeatureExtractor):
+    """The extractor of a feature-file source: its "frames" are feature vectors ``(B, D)`` already; they pass through.
+
+    Args:
+        dim: ``D``, the width the detector reads.
+    """
+
+    name = PRECOMPUTED_NAME
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def __call__(self, frames: np.ndarray) -> np.ndarray:
+        if frames.ndim != 2 or frames.shape[1] != self.dim:
+            raise ValueError(f"precomputed features must be (B, {self.dim}), got {frames.shape}")
+        return np.ascontiguousarray(frames, dtype=np.float32)
+
+
+class FeatureFileReader(_FileReader):
+    """A feature file read as a stream: frame ``k`` is row ``k`` at ``k / fps`` seconds, its ``image`` the row.
+
+    The whole file is read and checked when it opens (`read_feature_file`), so a bad file is refused before the stream
+    starts and the stream never ends early.
+
+    Args:
+        path: the ``.npy`` file.
+        config: ``fps`` (the detector's rate) and ``realtime`` (pace to the wall clock).
+        name: how errors name the file (``--features PATH`` by default).
+        clock: the pacing clock (tests give their own).
+    """
+
+    name = "features"
+
+    def __init__(self, path: str | Path, config: ReaderConfig, name: str = "",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(Source("file", str(path), str(path)), config, clock)
+        self.path = Path(path)
+        self.label = name or f"--features {path}"
+        if not self.path.is_file():
+            what = "a folder" if self.path.is_dir() else "file not found"
+            raise InputError(f"{self.label}: {what}, expected a .npy feature file")
+        try:
+            self.features = read_feature_file(self.path)  # (T, D) float32
+        except InputError as err:
+            raise InputError(f"{self.label}: {str(err).removeprefix(f'{self.path}: ')}") from None
+        self.duration = len(self.features) / config.fps
+
+    @property
+    def width(self) -> int:
+        """``D``, the width of one feature vector."""
+        return int(self.features.shape[1])
+
+    def read(self) -> Frame | None:
+        k = self.frames
+        if k >= len(self.features):
+            return None
+        arrived = self._pace(k, self.clock())
+        self.frames += 1
+        return Frame(self.features[k], k, k / self.config.fps, arrived)
+
+
+def check_rate(rate: float | None, checkpoint: DetectorCheckpoint, detector: str, option: str = "--rate") -> None:
+    """Refuse a feature rate that is not the detector's: its GRU, lags and windows count vectors at its own rate.
+
+    Args:
+        rate: the rate the user named (None: the detector's is taken).
+        checkpoint: the detector's description.
+        detector: the checkpoint file, named in the error.
+        option: the option that gave the rate.
+    """
+    if rate is not None and abs(rate - checkpoint.fps) > RATE_TOLERANCE * checkpoint.fps:
+        raise InputError(f"{option} {rate:g}: the detector {detector} was trained on {checkpoint.fps:g} feature "
+                         f"vectors a second ({checkpoint.feature_extractor!r} features); give features at its rate")
+
+
+def load_detector_for_features(
+    detector_path: str | Path, threads: int = 1, device: str = "auto", rate: float | None = None
+) -> tuple[MiniROAD, DetectorCheckpoint, FeatureExtractor]:
+    """Load a detector checkpoint to be fed from feature files (`load_detector_for_stream` of a feature source).
+
+    Args:
+        detector_path: checkpoint file.
+        threads: torch threads.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the detector.
+        rate: the files' rate as the user named it (``--rate``), checked against the detector's.
+
+    Returns:
+        ``(model, checkpoint, the pass-through extractor of the detector's width)``.
+    """
+    torch.set_num_threads(threads)
+    model, checkpoint = load_detector(detector_path, resolve_device(device))
+    check_rate(rate, checkpoint, str(detector_path))
+    return model, checkpoint, PrecomputedExtractor(checkpoint.config.input_dim)
+
+
+def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector: str, realtime: bool = False,
+                      name: str = "") -> FeatureFileReader:
+    """Open a feature file for a detector: read, checked, and as wide as the detector's input.
+
+    Args:
+        path: the ``.npy`` file.
+        checkpoint: the detector's description (rate and width).
+        detector: the checkpoint file, named in a width error.
+        realtime: pace it to the wall clock.
+        name: how errors name the file (default ``--features PATH``).
+
+    Returns:
+        The open reader, at the detector's rate.
+    """
+    reader = FeatureFileReader(path, ReaderConfig(fps=checkpoint.fps, realtime=realtime), name)
+    if reader.width != checkpoint.config.input_dim:
+        raise InputError(f"{reader.label}: the features are {reader.width} wide, the detector {detector} reads "
+                         f"{checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)")
+    return reader
+
+
+def open_feature_streams(
+    sources: Sequence[StreamSource], threads: int = 1, warn: Callable[[str], None] = print_warning,
+    rate: float | None = None,
+) -> OpenedStreams:
+    """`streaming.detector_service.open_streams` for feature files: the graph and the detector loaded once and
+    checked against each other, every file read and checked, before any vector is fed.
+
+    Args:
+        sources: one per stream; ``video`` is the feature file, ``reader.realtime`` its pacing; the graph, detector
+            and device are the first source's.
+        threads: torch threads of the detector.
+        warn: called with each warning (names that differ, let through by ``ignore_names``).
+        rate: the files' rate (``--rate``; None: the detector's).
+
+    Returns:
+        The opened streams, with the pass-through extractor.
+    """
+    first = sources[0]
+    not_features = [s.video for s in sources if not is_feature_file(s.video)]
+    if not_features:
+        raise InputError(f"--features {not_features[0]}: not a .npy feature file (videos and cameras are --video "
+                         "sources)")
+    graph = load_graph(first.graph)
+    model, checkpoint, extractor = load_detector_for_features(first.detector, threads, first.device, rate)
+    for line in check_detector_matches_graph(checkpoint, graph, first.detector, first.graph, first.ignore_names):
+        warn(line)
+    readers = [open_feature_file(s.video, checkpoint, first.detector, s.reader.realtime) for s in sources]
+    return OpenedStreams(graph, model, checkpoint, extractor, list(readers))
+
+
+def open_feature_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning,
+                        rate: float | None = None) -> OpenedStream:
+    """`open_feature_streams` of one source (what the all-in-one run opens for ``--features``)."""
+    opened = open_feature_streams([source], threads, warn, rate)
+    return OpenedStream(opened.graph, opened.model, opened.checkpoint, opened.extractor, opened.readers[0])
+
+
+
+def check_detector_rate(detector_path: str | Path, rate: float | None, option: str = "--rate") -> None:
+    """`check_rate` against a checkpoint file, before a run that opens it later (the all-in-one run)."""
+    if rate is not None:
+        _, checkpoint = load_detector(detector_path)
+        check_rate(rate, checkpoint, str(detector_path), option)
+
+
+def feature_files_of(specs: Sequence[str], option: str = "--features") -> dict[str, Path]:
+    """The feature files ``specs`` name (``.npy`` files, or folders of them), by recording name (the file stem).
+
+    Raises:
+        InputError: a path that does not exist, a file that is not ``.npy``, a folder with none, or two files of one
+            recording.
+    """
+    found: dict[str, Path] = {}
+    for spec in specs:
+        path = Path(spec)
+        if path.is_dir():
+            files = sorted(p for p in path.glob(f"*{FEATURE_SUFFIX}") if p.is_file())
+            if not files:
+                raise InputError(f"{option} {path}: holds no {FEATURE_SUFFIX} feature file")
+        elif path.is_file() and is_feature_file(path):
+            files = [path]
+        else:
+            why = "not a .npy feature file" if path.exists() else "not found"
+            raise InputError(f"{option} {path}: {why} (give .npy feature files or folders of them)")
+        for file in files:
+            if file.stem in found and found[file.stem] != file:
+                raise InputError(f"{option}: two feature files of recording {file.stem!r} ({found[file.stem]} and "
+                                 f"{file})")
+            found[file.stem] = file
+    return found
+
+
+def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src: str) -> dict[str, Path]:
+    """`feature_files_of`, every file the features of an annotated recording (of any scenario of the file).
+
+    Raises:
+        InputError: a file whose recording the annotation file does not hold.
+    """
+    files = feature_files_of(specs)
+    stray = sorted(name for name in files if name not in annotations.videos)
+    if stray:
+        raise InputError(f"--features: {len(stray)} feature files have no annotation in {src} "
+                         f"({first_few(stray, SHOWN)})")
+    return files
+
+
+def feature_file_for(files: dict[str, Path], name: str) -> Path:
+    """The feature file of annotated recording ``name``.
+
+    Raises:
+        InputError: there is none.
+    """
+    if name not in files:
+        raise InputError(f"--features: no feature file {name}{FEATURE_SUFFIX} for annotated video {name!r}")
+    return files[name]

@@ -1,0 +1,217 @@
+"""Feature files as a source: recordings' own features, imported, trained on and replayed one vector at a time through
+the detector, the online segmenter and the checker by ``stream-detect eval --features``, as a camera's frames are; and
+what is refused there, with one line naming the file or the option."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recognition.checkpoint import load_detector
+from recognition.recognition_train_cli import main as train_main
+from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, is_feature_file
+from streaming.offline.features_cli import main as features_main
+from streaming.readers import ReaderConfig
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
+from tgml.tgml_cli import main as tgml_main
+
+STEPS = ("open_box", "take_part", "fix_part")
+WIDTH = 6
+TINY = """
+[features]
+rgb = "rgb_imported"
+extractor = "imported"
+[model]
+embed_dim = 32
+hidden_dim = 32
+motion_lag_s = 0.0
+[train]
+window_s = 30.0
+batch_size = 4
+lr = 0.003
+epochs = 40
+seed = 1
+threads = 1
+val_fraction = 0.25
+"""
+
+
+def recording(order: tuple[int, ...], rng: np.random.Generator, step_s: int = 12, gap_s: int = 3
+              ) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
+    """Features at one vector a second of the steps in ``order`` (each ``step_s`` long after a ``gap_s`` pause): each
+    step's vectors sit around its own point, the pauses around the origin."""
+    rows: list[np.ndarray] = []
+    segments = []
+    t = 0
+    for step in order:
+        rows.append(rng.normal(0, 0.3, size=(gap_s, WIDTH)))
+        t += gap_s
+        rows.append(np.eye(len(STEPS), WIDTH)[step] * 3 + rng.normal(0, 0.3, size=(step_s, WIDTH)))
+        segments.append((step, float(t), float(t + step_s)))
+        t += step_s
+    rows.append(rng.normal(0, 0.3, size=(gap_s, WIDTH)))
+    return np.concatenate(rows).astype(np.float16), segments
+
+
+def write_procedure(root: Path) -> Path:
+    """Eight correct recordings to train on, a correct and a wrong one (``take_part`` before ``open_box``) to test."""
+    rng = np.random.default_rng(3)
+    (root / "npy").mkdir(parents=True)
+    annotations = {}
+    orders = {f"rec{v}": (0, 1, 2) for v in range(8)} | {"test_ok": (0, 1, 2), "test_wrong": (1, 0, 2)}
+    for name, order in orders.items():
+        features, segments = recording(order, rng)
+        np.save(root / "npy" / f"{name}.npy", features)
+        annotations[name] = {"scenario": "kit", "recording_id": name, "segments": [
+            {"step_id": s, "start_time": a, "end_time": b, "description": "", "step_name": STEPS[s],
+             "has_errors": name == "test_wrong" and s == 1} for s, a, b in segments]}
+    taxonomy = {"kit": {str(k): {"id": k, "name": n} for k, n in enumerate(STEPS)}}
+    (root / "labels.json").write_text(json.dumps({"taxonomy": taxonomy, "annotations": annotations}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Imported at one vector a second, a detector trained on them, a graph learned from the correct recordings."""
+    root = write_procedure(tmp_path_factory.mktemp("byof"))
+    assert features_main(["import", "--features", str(root / "npy"), "--annotations", str(root / "labels.json"),
+                          "--rate", "1", "--out", str(root / "folder"), "--test-videos", "test_ok,test_wrong"]) == 0
+    (root / "tiny.toml").write_text(TINY)
+    assert train_main(["--features", str(root / "folder"), "--config", str(root / "tiny.toml"),
+                       "--out", str(root / "detector.pt"), "--quiet"]) == 0
+    assert tgml_main(["train", "--annotations", str(root / "labels.json"), "--scenario", "kit",
+                      "--out", str(root / "graph.json")]) == 0
+    return root
+
+
+def eval_argv(root: Path, *extra: str) -> list[str]:
+    return ["eval", "--features", str(root / "npy"), "--annotations", str(root / "labels.json"), "--graph",
+            str(root / "graph.json"), "--detector", str(root / "detector.pt"), "--quiet", "--no-cache", *extra]
+
+
+def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mistake(trained: Path) -> None:
+    out = trained / "eval.json"
+    assert stream_detect(eval_argv(trained, "--split", str(trained / "folder" / "split.json"), "--rate", "1",
+                                   "--alert-on", "end", "--checker", "binary", "--json", str(out))) == 0
+    videos = {v["video"]: v for v in json.loads(out.read_text())["videos"]}
+    assert set(videos) == {"test_ok", "test_wrong"}
+    # Every step recognised, one vector a second, in the recorded order.
+    assert [s["step"] for s in videos["test_wrong"]["recognised"]] == [1, 0, 2]
+    wrong = [a for a in videos["test_wrong"]["alerts"] if not a["retracted"]]
+    assert [a["step"] for a in wrong] == [1]  # take_part, done before open_box, its pre-condition
+    assert not [a for a in videos["test_ok"]["alerts"] if not a["retracted"]]
+
+
+def test_a_feature_file_with_nan_is_refused_naming_it(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = trained / "bad"
+    bad.mkdir()
+    features = np.load(trained / "npy" / "test_ok.npy")
+    features[4, 0] = np.nan
+    np.save(bad / "test_ok.npy", features)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(bad)], capsys)
+    assert "test_ok.npy" in err and "NaN or infinite values (first in row 4)" in err
+
+
+def test_features_of_another_width_than_the_detectors_are_refused(trained: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    wide = trained / "wide"
+    wide.mkdir()
+    np.save(wide / "test_ok.npy", np.zeros((40, WIDTH + 2), dtype=np.float32))
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(wide)], capsys)
+    assert "test_ok.npy" in err and f"the features are {WIDTH + 2} wide" in err and f"reads {WIDTH}" in err
+
+
+def test_a_rate_that_is_not_the_detectors_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = cli_error(stream_detect, eval_argv(trained, "--rate", "5"), capsys)
+    assert "--rate 5: the detector" in err and "trained on 1 feature vectors a second" in err
+
+
+def test_a_feature_file_with_no_annotation_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stray = trained / "stray"
+    stray.mkdir()
+    np.save(stray / "unknown.npy", np.zeros((40, WIDTH), dtype=np.float32))
+    err = cli_error(stream_detect, eval_argv(trained) + ["--features", str(stray)], capsys)
+    assert "1 feature files have no annotation" in err and "unknown" in err
+
+
+def test_a_file_that_is_not_a_float_array_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ints = trained / "ints"
+    ints.mkdir()
+    np.save(ints / "test_ok.npy", np.zeros((40, WIDTH), dtype=np.int32))
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(ints)], capsys)
+    assert "test_ok.npy" in err and "expected real numbers" in err
+
+
+def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = cli_error(stream_detect, eval_argv(trained, "--videos", str(trained)), capsys)
+    assert "--features replays feature files instead of videos" in err
+
+
+def test_a_feature_file_is_read_one_vector_at_a_time_at_its_rate(tmp_path: Path) -> None:
+    path = tmp_path / "clip.npy"
+    np.save(path, np.arange(12, dtype=np.float32).reshape(4, 3))
+    assert is_feature_file(path) and not is_feature_file(tmp_path / "clip.mp4")
+    reader = FeatureFileReader(path, ReaderConfig(fps=200.0, realtime=True))
+    frames = list(reader)
+    assert [f.time for f in frames] == [0.0, 0.005, 0.01, 0.015]  # row k at k / rate
+    assert frames[2].image.tolist() == [6.0, 7.0, 8.0] and reader.duration == 0.02
+    # Paced to the wall clock: row k is due k / rate after the first.
+    assert frames[3].arrived - frames[0].arrived == pytest.approx(0.015, abs=1e-6)
+    batch = PrecomputedExtractor(3)(np.stack([f.image for f in frames[:2]]))
+    assert batch.dtype == np.float32 and batch.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+DATA = Path(os.environ.get("MISTAKE_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+PE = DATA / "captaincook4d-pe"
+
+
+def captaincook_annotations(recordings: list[str], out: Path) -> None:
+    """CaptainCook4D's error annotations of ``recordings`` in the project's annotation format: performed steps in
+    time order (a Missing Step, never done, has no time and is left out), the step's description as its name."""
+    source = json.loads((DATA / "captaincook4d" / "error_annotations.json").read_text())
+    taxonomy: dict[str, dict[str, object]] = {}
+    annotations = {}
+    for entry in source:
+        if entry["recording_id"] not in recordings:
+            continue
+        done = sorted((s for s in entry["step_annotations"] if s["start_time"] >= 0), key=lambda s: s["start_time"])
+        for s in done:
+            taxonomy[str(s["step_id"])] = {"id": s["step_id"], "name": s["description"]}
+        annotations[entry["recording_id"]] = {"scenario": "recipe", "recording_id": entry["recording_id"], "segments": [
+            {"step_id": s["step_id"], "start_time": s["start_time"], "end_time": s["end_time"],
+             "description": s["description"], "step_name": s["description"],
+             "has_errors": any(e["tag"] == "Order Error" for e in s.get("errors", []))} for s in done]}
+    out.write_text(json.dumps({"taxonomy": {"recipe": taxonomy}, "annotations": annotations}))
+
+
+@pytest.mark.skipif(not (PE / "features").is_dir(), reason=f"the CaptainCook4D features are not at {PE}")
+def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> None:
+    with open(PE / "SOURCES.tsv", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle, delimiter="\t") if r["recipe"] == "microwaveeggsandwich"]
+    chosen = [r["recording_id"] for r in rows[:5]]
+    (tmp_path / "npy").mkdir()
+    for name in chosen:
+        (tmp_path / "npy" / f"{name}.npy").symlink_to(PE / "features" / f"{name}.npy")
+    captaincook_annotations(chosen, tmp_path / "labels.json")
+    assert features_main(["import", "--features", str(tmp_path / "npy"), "--annotations", str(tmp_path / "labels.json"),
+                          "--rate", "1", "--out", str(tmp_path / "folder"), "--test-videos", chosen[-1]]) == 0
+    assert train_main(["--features", str(tmp_path / "folder"), "--out", str(tmp_path / "d.pt"), "--epochs", "2",
+                       "--quiet"]) == 0
+    model, checkpoint = load_detector(tmp_path / "d.pt")
+    assert (checkpoint.feature_extractor, checkpoint.fps, model.config.input_dim) == ("imported", 1.0, 768)
+    assert tgml_main(["train", "--annotations", str(tmp_path / "labels.json"), "--scenario", "recipe",
+                      "--include-mistakes", "--out", str(tmp_path / "graph.json")]) == 0
+    out = tmp_path / "eval.json"
+    assert stream_detect(["eval", "--features", str(tmp_path / "npy" / f"{chosen[-1]}.npy"), "--annotations",
+                          str(tmp_path / "labels.json"), "--graph", str(tmp_path / "graph.json"), "--detector",
+                          str(tmp_path / "d.pt"), "--rate", "1", "--quiet", "--no-cache", "--json", str(out)]) == 0
+    (video,) = json.loads(out.read_text())["videos"]
+    assert video["video"] == chosen[-1]
+    # Every second of the recording went through the detector: its frames are the file's rows.
+    assert video["frames"] == len(np.load(PE / "features" / f"{chosen[-1]}.npy"))

@@ -318,8 +318,11 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     if "left_out" in result.graph.info:
         print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
     measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
-    scores = (("loss", result.final_loss), ("SA", result.sequence_accuracy))
-    measures += [f"{name} {value:.3f}" for name, value in scores if math.isfinite(value)]
+    scores = (("loss", "{:.3f}", result.final_loss),
+              # "SA" alone means nothing to a newcomer: said where it is printed (tgml/sequence_accuracy.py).
+              ("SA", "{:.3f} (sequence accuracy on the training orders: the share of each step's learned "
+                     "pre-conditions done before it; 1 = the graph explains every order)", result.sequence_accuracy))
+    measures += [f"{name} {shape.format(value)}" for name, shape, value in scores if math.isfinite(value)]
     print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
 
 

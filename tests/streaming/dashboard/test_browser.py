@@ -168,7 +168,7 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
                 "const v = document.getElementById('graph-view'); return {text: v.textContent, "
                 "marked: v.querySelectorAll('.hl-alert').length, missing: v.querySelectorAll('.hl-missing').length};"
             )
-            assert "<script>window.pwned=1</script>" in graph["text"]  # drawn as text (Graphviz wraps the rest)
+            assert "2: <script>window.pwned=1</s" in graph["text"]  # drawn as text (the label wraps at 28 characters)
             assert graph["marked"] >= 1 and graph["missing"] >= 1
             tile = wait_until(driver, "const t = document.querySelector('article.tile[data-stream=\"kitchen\"]'); "
                                       "return t && t.textContent;", 10)  # fmt: skip

@@ -13,9 +13,11 @@ is paced to the wall clock (a live look), otherwise it is read as fast as the co
 that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set.
 
 Odd files are refused with one line when they open, never read as an empty success: a file shorter than one
-frame at ``fps``, a file that announces more frames than `MAX_SAMPLES` samples, and a frame-rate field that is 0,
-NaN or absurd (outside `MIN_SOURCE_FPS`..`MAX_SOURCE_FPS`; decord then takes the rate from the frames' own
-timestamps when those are sane, OpenCV refuses the file). A file the process may not read is "permission denied".
+frame at ``fps``, a file that announces more frames than `MAX_SAMPLES` samples or than it has bytes
+(`check_announced_frames`, before decord sees it: decord aborts the process on such a header), and a frame-rate
+field that is 0, NaN or absurd (outside `MIN_SOURCE_FPS`..`MAX_SOURCE_FPS`; decord then takes the rate from the
+frames' own timestamps when those are sane, OpenCV refuses the file). A file the process may not read is
+"permission denied".
 
 Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
 that the consumer never took is counted in ``dropped``. A consumer that is on time gets, at each of its
@@ -260,6 +262,30 @@ def check_sampled(spec: str, n_source: int, source_fps: float, fps: float) -> No
         frames = f"{n_source} frame{'s' if n_source != 1 else ''}"
         raise InputError(f"--video {spec}: {frames} ({duration:.3g} s) is shorter than one frame at {fps:g} frames "
                          "per second: nothing to detect")
+
+
+def check_announced_frames(spec: str) -> None:
+    """Refuse a file whose header announces more frames than it has bytes, before decord opens it.
+
+    decord sizes its frame index from the header: a 6 kB AVI claiming 2^32 frames made it abort the whole process
+    (``std::bad_alloc``, SIGABRT, no line). No codec stores a frame in less than a byte, so the claim is checked
+    against the file's size, read through OpenCV's demuxer (which opens the container without decoding).
+
+    Args:
+        spec: the video file (named in the error as ``--video SPEC``).
+
+    Raises:
+        InputError: the announced frame count exceeds the file's size in bytes.
+    """
+    size = os.stat(spec).st_size
+    capture = cv2.VideoCapture(spec)
+    try:
+        announced = capture.get(cv2.CAP_PROP_FRAME_COUNT) if capture.isOpened() else 0.0
+    finally:
+        capture.release()
+    if math.isfinite(announced) and announced > size:
+        raise InputError(f"--video {spec}: its header announces {announced:.0f} frames, more than a file of {size} "
+                         "bytes can hold (a damaged or forged header); not decoded")
 
 
 def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
@@ -669,6 +695,7 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
         raise InputError(f"--video {spec}: {kind}, expected a video file")
     if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
+    check_announced_frames(spec)
     if config.reader == "opencv":
         return OpenCVFileReader(source, config)
     try:

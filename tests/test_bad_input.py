@@ -706,6 +706,44 @@ def test_an_odd_video_is_one_error_line_not_an_empty_success(
     assert line.startswith(f"error: --video {video}: ") and culprit in line
 
 
+def _avi_announcing(path: Path, frames: int) -> Path:
+    """A 20-frame AVI whose stream header (``strh.dwLength``) announces ``frames`` frames."""
+    import struct
+
+    _avi(path)
+    data = bytearray(path.read_bytes())
+    stream = data.index(b"strh") + 8 + 32  # fccType .. dwStart come before dwLength
+    data[stream:stream + 4] = struct.pack("<I", frames)
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("command", ["run", "eval", "recognition-features"])
+def test_a_header_announcing_2_to_the_32_frames_is_one_error_line_not_an_abort(command: str, tmp_path: Path) -> None:
+    # decord aborted the process (std::bad_alloc, SIGABRT, no output) on this 10 kB file: run as a child process.
+    import sys
+
+    from tests.streaming.helpers import STREAM_DETECT
+
+    (tmp_path / "videos").mkdir()
+    video = _avi_announcing(tmp_path / "videos" / "demo_000.avi", 2**32 - 1)
+    data = json.loads(ANNOTATIONS.read_text())
+    data["annotations"] = {"demo_000": data["annotations"]["demo_000"]}
+    data["annotations"]["demo_000"]["segments"] = [{"step_id": 3, "start_time": 0.0, "end_time": 1.0}]
+    (tmp_path / "labels.json").write_text(json.dumps(data))
+    labels, folder = str(tmp_path / "labels.json"), str(tmp_path / "videos")
+    argv = {"run": [*STREAM_DETECT, "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
+                    "--jsonl", "--fast"],
+            "eval": [*STREAM_DETECT, "eval", "--videos", folder, "--annotations", labels, "--graph", str(GRAPH),
+                     "--detector", str(DETECTOR), "--quiet", "--no-cache"],
+            "recognition-features": [sys.executable, "-m", "streaming.offline.features_cli", "--videos", folder,
+                                     "--annotations", labels, "--out", str(tmp_path / "features"), "--quiet"]}[command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-500:]
+    assert done.stderr.splitlines()[-1].startswith("error: ") and "its header announces 4294967295 frames, more " \
+        "than a file of" in done.stderr.splitlines()[-1]
+
+
 def test_recognition_features_refuses_an_odd_video_before_extracting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

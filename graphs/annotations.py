@@ -39,7 +39,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.common.safe_text import printable
-from graphs.limits import MAX_NAME, STEP_ID_RULE, is_finite_number, is_step_id
+from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
 
 
 @dataclass(frozen=True)
@@ -152,10 +152,13 @@ class Annotations:
             The kept sequences and the names of those left out.
 
         Raises:
-            InputError: the scenario is unknown, an excluded name is not one of its executions, or no kept execution
-                has a segment.
+            InputError: the scenario is unknown or has more key-steps than a graph holds (`MAX_STEPS`), an excluded
+                name is not one of its executions, or no kept execution has a segment.
         """
         step_ids, step_names = self.steps_of(scenario)
+        if len(step_ids) > MAX_STEPS:  # refused now, not by the graph after learning over N^2 pairs for hours
+            raise InputError(f"{self.path}: taxonomy[{scenario!r}] has {len(step_ids)} key-steps; a task graph holds "
+                             f"at most {MAX_STEPS} (what can be served live)")
         executions = self.scenario_videos(scenario)
         names = {v.video for v in executions}
         unknown = [name for name in videos.exclude if name not in names]

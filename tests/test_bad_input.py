@@ -215,6 +215,10 @@ ANNOTATION_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "no-taxonomy": (lambda d: d.pop("taxonomy"), "missing object field 'taxonomy'"),
     "segments-not-list": (lambda d: video0(d).update(segments={}), "segments must be a list"),
     "scenario-unknown": (lambda d: video0(d).update(scenario="x"), "scenario = 'x'"),
+    # 10,000 unused taxonomy steps: tgml train learned over 10^8 step pairs for over 15 minutes at 3.4 GB.
+    "10000-unused-steps": (lambda d: d["taxonomy"]["demo-tea"].update(
+        {str(k): {"name": f"unused {k}", "id": k} for k in range(100, 10_100)}),
+        "taxonomy['demo-tea'] has 10006 key-steps; a task graph holds at most 2048"),
 }
 
 

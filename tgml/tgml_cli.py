@@ -21,6 +21,8 @@ Usage::
     tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
+    tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
+        [--checker {probabilistic,binary}] [--workers 2] [--json out.json]
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
 (`tgml.bench.captaincook_methods`): one method prints its per-procedure table, several print one table of methods
@@ -224,6 +226,26 @@ def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _bench_live_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml bench-live``."""
+    from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER
+    from tgml.bench.data_folder import DATA_ENV
+
+    p.add_argument("--data", help=f"data folder holding captaincook4d/ and captaincook4d-pe/ (default ${DATA_ENV})")
+    p.add_argument("--features", help="folder of <recording_id>.npy per-second features (default "
+                                      "DATA/captaincook4d-pe/features)")
+    p.add_argument("--folds", type=int, default=3, help="folds per recipe (default 3)")
+    p.add_argument("--seed", type=seed_option, default=42, help="seeds folds, detectors and graphs (default 42)")
+    p.add_argument("--epochs", type=int, help="detector training epochs (quick runs; default the benchmark's)")
+    p.add_argument("--recipes", help="comma-separated subset of the recipes")
+    p.add_argument("--checker", choices=CHECKERS, default=DEFAULT_CHECKER,
+                   help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live)")
+    p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 2),
+                   help="processes running folds side by side (0: one per core; default 2)")
+    p.add_argument("--json", help="write scores and every recording's recognised steps and alerts to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 # sub-command -> (its one line in ``tgml --help``, the function adding its options)
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "train": ("learn the task graph of one scenario", _train_options),
@@ -235,6 +257,8 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = 
     "bench-queries": ("procedure questions (previous, optional, mistake, missing, future) on held-out executions",
                       _bench_queries_options),
     "bench-synthetic": ("edge F1 of the learners on random procedures", _bench_synthetic_options),
+    "bench-live": ("the live chain (detector, segmenter, checker) on real CaptainCook4D recordings' features, "
+                   "k-fold per recipe", _bench_live_options),
 }
 
 
@@ -480,6 +504,33 @@ def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
         print(f"wrote {args.json}")
 
 
+def _bench_live(args: argparse.Namespace, console: Console) -> None:
+    """``tgml bench-live``: train, run live and score every fold; print the tables (`tgml.bench.live.bench`)."""
+    from rich.console import Console
+
+    from graphs.checker_settings import CheckerSettings
+    from graphs.common.files import check_output, write_text
+    from tgml.bench.data_folder import data_folder
+    from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
+    from tgml.bench.live.detector import LiveDetectorSettings
+
+    if args.json:
+        check_output(args.json, "results file", option="--json")
+    if args.epochs is not None and args.epochs < 1:
+        raise InputError(f"--epochs {args.epochs}: must be >= 1")
+    config = LiveBenchConfig(data_folder(args.data), Path(args.features) if args.features else None, args.folds,
+                             args.seed, LiveDetectorSettings().with_epochs(args.epochs), CheckerSettings(args.checker),
+                             tuple(_names(args.recipes)), args.workers)
+    result = run_live_bench(config, progress=not args.quiet)
+    wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
+    for table in live_tables(result):
+        wide.print(table)
+    print(f"bench-live: {result.seconds:.0f} s")
+    if args.json:
+        write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+        print(f"wrote {args.json}")
+
+
 def _names(option: str | None) -> list[str]:
     """A comma-separated option as a list (empty items dropped)."""
     return [name for name in (option or "").split(",") if name]
@@ -488,6 +539,7 @@ def _names(option: str | None) -> list[str]:
 RUNS: dict[str, Callable[[argparse.Namespace, Console], None]] = {
     "train": _train, "show": _show, "eval": _eval, "bench-captaincook": _bench_captaincook,
     "bench-mistakes": _bench_mistakes, "bench-queries": _bench_queries, "bench-synthetic": _bench_synthetic,
+    "bench-live": _bench_live,
 }
 
 

@@ -43,12 +43,14 @@ class PerformedStep:
         name: its name.
         start: start time in seconds.
         tags: the error tags of the step (empty: done correctly).
+        end: end time in seconds (-1 where the file gives none).
     """
 
     step: int
     name: str
     start: float
     tags: tuple[str, ...]
+    end: float = -1.0
 
     @property
     def order_error(self) -> bool:
@@ -68,6 +70,7 @@ class ErrorRecording:
         unmatched: names of annotated steps that match no step of the procedure (skipped).
         untimely: names of steps tagged Missing Step with a start time, or untagged without one (start -1): the time
             decides whether a step was done, the tag whether it counts as missing.
+        is_error: the file's ``is_error`` flag (None where it gives none).
     """
 
     recording_id: str
@@ -76,6 +79,7 @@ class ErrorRecording:
     missing: frozenset[int]
     unmatched: tuple[str, ...]
     untimely: tuple[str, ...] = ()
+    is_error: bool | None = None
 
     @property
     def sequence(self) -> tuple[int, ...]:
@@ -203,10 +207,14 @@ def load_error_annotations(
             if (MISSING_STEP in tags) != (start < 0):
                 untimely.append(name)
             if start >= 0:  # a step with a time was done, whatever its tags say (four are tagged Missing Step too)
-                performed.append(PerformedStep(by_name[name], name, start, tags))
+                end = step.get("end_time")
+                end = float(end) if isinstance(end, int | float) and not isinstance(end, bool) and math.isfinite(
+                    end) else -1.0
+                performed.append(PerformedStep(by_name[name], name, start, tags, end))
         performed.sort(key=lambda p: p.start)  # stable: equal start times keep the file's order
+        flag = entry.get("is_error")
         recordings.append(ErrorRecording(rid, scenario, tuple(performed), frozenset(missing), tuple(unmatched),
-                                         tuple(untimely)))
+                                         tuple(untimely), flag if isinstance(flag, bool) else None))
     if not recordings:
         raise InputError(f"{path}: every recording is one the graphs are learned from: nothing to score")
     return ErrorAnnotations(path, tuple(recordings), training)

@@ -1,0 +1,135 @@
+"""`tgml bench-live`: the live chain on real CaptainCook4D recordings' features, its scores, its JSON, its bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.cli_errors import cli_error
+from tgml.bench.live.bench import assign_folds
+from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data
+from tgml.bench.live.scores import LiveCounts, annotated_counts
+from tgml.tgml_cli import main
+
+RECIPE = "tomatomozzarellasalad"  # the recipe with the fewest steps: the fastest to train
+
+
+def subset(data_dir: Path, tmp_path: Path, count: int) -> Path:
+    """A features folder with the layout of captaincook4d-pe/features holding ``count`` recordings of `RECIPE`:
+    two error-free ones, then ones with an Order Error (the other recordings of a user's folder)."""
+    data = load_live_data(data_dir)
+    recordings = sorted(data.of(RECIPE), key=lambda r: r.recording_id)
+    erred = [r for r in recordings if any(p.order_error for p in r.annotation.performed)]
+    others = [r for r in recordings if not r.error_free and r not in erred]
+    chosen = [r for r in recordings if r.error_free][:2] + (erred + others)[: count - 2]
+    folder = tmp_path / "features"
+    folder.mkdir()
+    for r in chosen:
+        shutil.copy(r.path, folder / r.path.name)
+    return folder
+
+
+def test_the_annotated_steps_with_the_hand_made_graphs_give_derivations_reference(data_dir: Path) -> None:
+    data = load_live_data(data_dir)
+    assert len(data.recordings) == 90 and sum(r.error_free for r in data.recordings) == 38
+    assert sum(len(r.labels) for r in data.recordings) == 62476
+    total = LiveCounts()
+    for r in data.recordings:
+        total += annotated_counts(data.recipes[r.recipe].ground_truth, r.annotation, r.error_free)
+    metrics = total.metrics()
+    assert (total.counts.steps, total.counts.order_errors) == (1155, 221)
+    figures = {k: round(metrics[k], 1) for k in ("avg_f1", "mistake_precision", "mistake_recall", "mistake_f1")}
+    assert figures == {"avg_f1": 66.0, "mistake_precision": 55.0, "mistake_recall": 34.8, "mistake_f1": 42.7}
+
+
+def test_folds_spread_error_free_and_erroneous_recordings(data_dir: Path) -> None:
+    recordings = load_live_data(data_dir).of(RECIPE)
+    folds = assign_folds(recordings, 3, 42)
+    assert sorted(set(folds)) == [0, 1, 2] and assign_folds(recordings, 3, 42) == folds
+    for fold in range(3):
+        kinds = {r.error_free for r, f in zip(recordings, folds, strict=True) if f == fold}
+        assert kinds == {True, False}
+
+
+def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    out = tmp_path / "live.json"
+    assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
+                 "--workers", "1", "--quiet", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text
+    document = json.loads(out.read_text())
+    overall = document["overall"]
+    assert set(overall) >= {"live", "annotated_learned", "annotated_hand_made", "map"}
+    assert 0 <= overall["map"] <= 100
+    for row in ("live", "annotated_learned", "annotated_hand_made"):  # a score over nothing is None (no alert)
+        assert overall[row]["mistake_recall"] is not None and overall[row]["missing_recall"] is not None
+        assert overall[row]["false_alarms_per_error_free"] is not None  # two error-free recordings
+    assert overall["annotated_hand_made"]["avg_f1"] is not None
+    assert len(document["recordings"]) == 4
+    names = set(load_live_data(data_dir).recipes[RECIPE].step_names)
+    for recording in document["recordings"]:
+        assert set(recording) >= {"recording_id", "recipe", "recognised", "alerts", "never_done"}
+        assert recording["recipe"] == RECIPE
+        for segment in recording["recognised"]:
+            assert set(segment) == {"step", "start", "end", "confidence"} and segment["step"] in names
+            assert 0 <= segment["start"] < segment["end"]
+        for alert in recording["alerts"]:
+            assert set(alert) == {"step", "missing", "time", "probability", "retracted"}
+            assert alert["step"] in names and set(alert["missing"]) <= names
+        assert set(recording["never_done"]) <= names
+
+
+def test_a_features_folder_without_a_recording_of_the_data_set_is_refused(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "features"
+    folder.mkdir()
+    np.save(folder / "my_video.npy", np.zeros((5, 8), np.float16))
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
+    assert "none of its 1 .npy files is a recording" in err and str(folder) in err
+
+
+@pytest.mark.parametrize("folds", ["1", "5"])
+def test_folds_below_two_or_above_a_recipes_recordings_are_refused(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], folds: str
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", folds,
+                           "--quiet"], capsys)
+    assert f"--folds {folds}" in err
+    if folds == "5":
+        assert f"{RECIPE!r} has only 4 recording(s)" in err
+
+
+def test_nan_or_infinite_features_are_refused_naming_the_file(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    bad = sorted(features.glob("*.npy"))[1]
+    x = np.load(bad)
+    x[7, 3] = np.inf
+    x[9, 0] = np.nan
+    np.save(bad, x)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2",
+                           "--quiet"], capsys)
+    assert str(bad) in err and "2 NaN or infinite values (first at second 7)" in err
+
+
+def test_a_recording_with_no_annotation_is_refused_naming_it(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    np.save(features / "99_999.npy", np.zeros((5, 768), np.float16))
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--quiet"], capsys)
+    assert "99_999" in err and "has no annotation" in err
+
+
+def test_the_default_features_folder_is_the_data_sets(data_dir: Path) -> None:
+    assert load_live_data(data_dir).features_dir == data_dir / FEATURES_SUBFOLDER

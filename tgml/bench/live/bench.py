@@ -1,0 +1,335 @@
+"""``tgml bench-live``: the whole live chain on real CaptainCook4D recordings, k-fold per recipe
+(docs/live-benchmark.md).
+
+Per recipe, its recordings are dealt into ``folds`` folds (error-free and erroneous recordings spread evenly, with a
+seeded draw). Each recording is tested once, in its fold, by:
+
+- a detector trained on the recordings of the other folds (`tgml.bench.live.detector`), its settings chosen on
+  validation recordings carved from those training folds only;
+- a graph learned with the project's default learner (`tgml.learners.registry.DEFAULT_LEARNER`) from the recipe's
+  graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`);
+- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, the default (probabilistic) checker.
+
+Scores (`tgml.bench.live.scores`) per recipe and overall, beside the annotated steps replayed against the hand-made
+and the learned graphs, and the per-second mAP of recognition (background excluded, pooled over a recipe's
+recordings, averaged over recipes as DERIVATION.md's linear-probe reference).
+
+Result JSON (``--json FILE``)::
+
+    {"benchmark": "captaincook4d-live", "version": 1, "folds": int, "seed": int, "seconds": float,
+     "settings": {"detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
+     "overall": {ROW: {METRIC: value}, "map": float},
+     "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
+     "recordings": [{"recording_id", "recipe", "fold",
+                     "recognised": [{"step", "start", "end", "confidence"}],
+                     "alerts": [{"step", "missing", "time", "probability", "retracted"}],
+                     "never_done": [step name]}]}
+
+ROW is ``live`` (recognised steps, learned graphs), ``annotated_learned`` and ``annotated_hand_made``; step names are
+the annotations'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import torch
+from rich.table import Table
+
+from graphs.annotations import Annotations, TrainingVideos
+from graphs.checker_settings import CheckerSettings
+from graphs.common.errors import InputError
+from graphs.precision_recall import NOT_MEASURED
+from graphs.task_graph import TaskGraph
+from recognition.metrics import frame_map
+from recognition.model import FastStepper
+from tgml.bench.live.chain import ChainRun, run_chain
+from tgml.bench.live.detector import LiveDetectorSettings, one_hot, train_fold_detector
+from tgml.bench.live.recordings import LiveData, LiveRecording, Recipe, load_live_data
+from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
+from tgml.bench.process_pool import run_jobs
+from tgml.learners.registry import DEFAULT_LEARNER, learner
+
+RESULTS_VERSION: Final = 1
+ROWS: Final = ("live", "annotated_learned", "annotated_hand_made")
+ROW_TITLES: Final = {"live": "live chain: recognised steps, learned graphs",
+                     "annotated_learned": "annotated steps, learned graphs",
+                     "annotated_hand_made": "annotated steps, hand-made graphs"}
+
+
+@dataclass(frozen=True)
+class LiveBenchConfig:
+    """One run of the benchmark.
+
+    Attributes:
+        data_dir: the data folder (holding ``captaincook4d/``).
+        features_dir: the features folder (None: ``<data>/captaincook4d-pe/features``).
+        folds: folds per recipe, in ``[2, recordings of the smallest recipe]``.
+        seed: seeds the folds, the detectors and the graphs.
+        detector: how each fold's detector is trained and run.
+        checking: the checker (the live default: probabilistic).
+        recipes: only these recipes (empty: every recipe of the features folder).
+        workers: processes running folds side by side (0: one per core).
+    """
+
+    data_dir: Path
+    features_dir: Path | None = None
+    folds: int = 3
+    seed: int = 42
+    detector: LiveDetectorSettings = field(default_factory=LiveDetectorSettings)
+    checking: CheckerSettings = field(default_factory=CheckerSettings)
+    recipes: tuple[str, ...] = ()
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
+            raise InputError(f"--folds {self.folds!r}: must be an integer >= 2 (each recording is tested by a "
+                             "detector trained on the other folds)")
+
+
+@dataclass
+class RecordingResult:
+    """One test recording's run and scores."""
+
+    recording: LiveRecording
+    fold: int
+    run: ChainRun
+    counts: dict[str, LiveCounts]
+
+
+@dataclass
+class LiveBenchResult:
+    """Every recording's run, the per-recipe mAPs and the wall time."""
+
+    config: LiveBenchConfig
+    data: LiveData
+    recordings: list[RecordingResult]
+    maps: dict[str, float]
+    seconds: float = 0.0
+
+    def pooled(self, recipe: str | None = None) -> dict[str, LiveCounts]:
+        """Counts per row over the recordings of ``recipe`` (None: all)."""
+        out = {row: LiveCounts() for row in ROWS}
+        for r in self.recordings:
+            if recipe is None or r.recording.recipe == recipe:
+                for row in ROWS:
+                    out[row] += r.counts[row]
+        return out
+
+    @property
+    def mean_map(self) -> float:
+        """Mean over recipes of the per-second mAP (percent)."""
+        return 100 * float(np.nanmean(list(self.maps.values())))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result JSON of the module docstring."""
+        recipes = {}
+        for name in self.maps:
+            pooled = self.pooled(name)
+            recipes[name] = {**{row: pooled[row].metrics() for row in ROWS}, "map": 100 * self.maps[name],
+                             "recordings": sum(r.recording.recipe == name for r in self.recordings)}
+        overall = self.pooled()
+        settings = {"detector": _plain(dataclasses.asdict(self.config.detector.train)),
+                    "segmenter": dataclasses.asdict(self.config.detector.segmenter),
+                    "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER}
+        return {"benchmark": "captaincook4d-live", "version": RESULTS_VERSION, "folds": self.config.folds,
+                "seed": self.config.seed, "seconds": self.seconds, "settings": settings,
+                "overall": {**{row: overall[row].metrics() for row in ROWS}, "map": self.mean_map},
+                "recipes": recipes,
+                "recordings": [recording_json(r, self.data.recipes[r.recording.recipe]) for r in self.recordings]}
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, recursively (JSON)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def recording_json(result: RecordingResult, recipe: Recipe) -> dict[str, Any]:
+    """One recording's part of the result JSON (step names as in the annotations)."""
+    names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
+    run = result.run
+    return {
+        "recording_id": result.recording.recording_id, "recipe": recipe.scenario, "fold": result.fold,
+        "recognised": [{"step": names[e.step], "start": e.start, "end": e.end, "confidence": round(e.confidence, 4)}
+                       for e in run.recognised],
+        "alerts": [{"step": names[a.step], "missing": [names[m] for m in a.missing], "time": a.time,
+                    "probability": round(a.probability, 4), "retracted": a.retracted} for a in run.alerts],
+        "never_done": [names[s] for s, _ in run.never_done],
+    }
+
+
+def assign_folds(recordings: Sequence[LiveRecording], folds: int, seed: int) -> list[int]:
+    """The fold of each recording of one recipe: error-free and erroneous recordings each shuffled (seeded) and dealt
+    in turn, so every fold holds both kinds.
+
+    Returns:
+        Fold index per recording, in the order given.
+    """
+    rng = np.random.default_rng(seed)
+    clean = [i for i, r in enumerate(recordings) if r.error_free]
+    erred = [i for i, r in enumerate(recordings) if not r.error_free]
+    order = [int(i) for group in (clean, erred) for i in rng.permutation(group)]
+    out = [0] * len(recordings)
+    for k, i in enumerate(order):
+        out[i] = k % folds
+    return out
+
+
+def learn_graph(annotations: Annotations, recipe: Recipe, test: Sequence[LiveRecording], seed: int) -> TaskGraph:
+    """The recipe's graph by the default learner, from its graph-generation recordings less the test fold's."""
+    names = {v.video for v in annotations.scenario_videos(recipe.scenario)}
+    exclude = tuple(r.recording_id for r in test if r.recording_id in names)
+    chosen = annotations.training_selection(recipe.scenario, TrainingVideos(exclude=exclude))
+    entry = learner(DEFAULT_LEARNER)
+    config = entry.with_seed(entry.config(None), seed)
+    return entry.learn(chosen.sequences, chosen.step_ids, chosen.step_names, config, recipe.scenario).graph
+
+
+def check_folds(data: LiveData, folds: int) -> None:
+    """Refuse ``--folds`` above a recipe's number of recordings (a fold would be empty), or leaving a training fold
+    fewer than two recordings (one to fit the detector, one to validate it)."""
+    for name in data.recipes:
+        count = len(data.of(name))
+        if folds > count:
+            raise InputError(f"--folds {folds}: recipe {name!r} has only {count} recording(s) in the features folder; "
+                             f"give --folds {count} or fewer")
+        if count - math.ceil(count / folds) < 2:
+            raise InputError(f"--folds {folds}: recipe {name!r} has {count} recording(s): a training fold would hold "
+                             "fewer than 2 (one to fit the detector, one to validate it); add recordings")
+
+
+def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchResult:
+    """Train, run and score every fold of every recipe.
+
+    Args:
+        config: the run.
+        progress: a rich progress bar on stderr.
+
+    Returns:
+        The `LiveBenchResult`.
+    """
+    started = time.perf_counter()
+    data = load_live_data(config.data_dir, config.features_dir)
+    if config.recipes:
+        unknown = [r for r in config.recipes if r not in data.recipes]
+        if unknown:
+            raise InputError(f"--recipes {unknown[0]}: no recording of it in {data.features_dir} "
+                             f"(recipes there: {', '.join(data.recipes)})")
+        data = dataclasses.replace(data, recipes={k: v for k, v in data.recipes.items() if k in config.recipes},
+                                   recordings=tuple(r for r in data.recordings if r.recipe in config.recipes))
+    check_folds(data, config.folds)
+    jobs, folds_of = [], {}
+    for recipe in data.recipes.values():
+        recordings = data.of(recipe.scenario)
+        folds_of[recipe.scenario] = assign_folds(recordings, config.folds, config.seed)
+        jobs += [(recipe, recordings, folds_of[recipe.scenario], fold, data.annotations, config)
+                 for fold in range(config.folds)]
+    jobs.sort(key=lambda job: -sum(len(r.labels) for r in job[1]))  # the longest first: no worker idles at the end
+    done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress)
+    runs: dict[str, tuple[int, ChainRun, TaskGraph]] = {}
+    for job, (content, fold_runs) in zip(jobs, done, strict=True):
+        learned = TaskGraph.from_dict(content)
+        for recording_id, run in fold_runs:
+            runs[recording_id] = (job[3], run, learned)
+    results: list[RecordingResult] = []
+    maps: dict[str, float] = {}
+    for recipe in data.recipes.values():
+        scores, targets = [], []
+        for recording in data.of(recipe.scenario):
+            fold, run, graph = runs[recording.recording_id]
+            results.append(RecordingResult(recording, fold, run, score_recording(recording, recipe, run, graph)))
+            scores.append(run.outputs[:, : len(recipe.class_step_ids)])
+            targets.append(one_hot(recording.labels, len(recipe.class_step_ids)))
+        maps[recipe.scenario] = frame_map(np.concatenate(scores), np.concatenate(targets), (0,))[0]
+    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started)
+
+
+def fold_job(
+    recipe: Recipe,
+    recordings: list[LiveRecording],
+    fold_of: list[int],
+    fold: int,
+    annotations: Annotations,
+    config: LiveBenchConfig,
+) -> tuple[dict[str, Any], list[tuple[str, ChainRun]]]:
+    """Worker job: one fold of one recipe: learn its graph, train its detector, run its test recordings live.
+
+    Returns:
+        ``(graph file content, [(recording_id, run)])``.
+    """
+    torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
+    test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
+    train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+    graph = learn_graph(annotations, recipe, test, config.seed)
+    settings = config.detector.with_epochs(None, config.seed)
+    detector = train_fold_detector(recipe, train, test, settings)
+    stepper = FastStepper(detector.model)
+    runs = [(r.recording_id, run_chain(stepper, r.features, graph, recipe.class_step_ids, settings.segmenter,
+                                       config.checking, detector.evidence)) for r in test]
+    return graph.to_dict(), runs
+
+
+def score_recording(recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph) -> dict[str, LiveCounts]:
+    """The counts of each row for one recording."""
+    names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
+    alerted = [(names[a.step], a.time) for a in run.alerts if not a.retracted]
+    return {
+        "live": live_counts(recording.annotation, recording.error_free, alerted, [s for s, _ in run.never_done],
+                            names),
+        "annotated_learned": annotated_counts(graph, recording.annotation, recording.error_free),
+        "annotated_hand_made": annotated_counts(recipe.ground_truth, recording.annotation, recording.error_free),
+    }
+
+
+# -- the tables ------------------------------------------------------------------------------------------------------
+COLUMNS: Final = (("Avg F1", "avg_f1", 1), ("Mist P", "mistake_precision", 1), ("Mist R", "mistake_recall", 1),
+                  ("Mist F1", "mistake_f1", 1), ("Missing P", "missing_precision", 1),
+                  ("Missing R", "missing_recall", 1), ("Missing F1", "missing_f1", 1),
+                  ("false alarms / error-free rec.", "false_alarms_per_error_free", 2),
+                  ("latency median s", "latency_median_s", 1))
+
+
+def _cell(value: float | None, digits: int) -> str:
+    return NOT_MEASURED if value is None else f"{value:.{digits}f}"
+
+
+def live_tables(result: LiveBenchResult) -> list[Table]:
+    """The overall table (three rows and the mAP) and the per-recipe table of the live chain."""
+    overall = result.pooled()
+    n = len(result.recordings)
+    clean = sum(r.recording.error_free for r in result.recordings)
+    table = Table(title=f"bench-live: {n} recordings ({clean} error-free), {result.config.folds}-fold per recipe, "
+                        f"{result.config.checking.kind} checker; per-second mAP of recognition "
+                        f"{result.mean_map:.1f} (mean over {len(result.maps)} recipes)", header_style="bold")
+    table.add_column("row")
+    for title, _, _ in COLUMNS:
+        table.add_column(title, justify="right")
+    for row in ROWS:
+        metrics = overall[row].metrics()
+        table.add_row(ROW_TITLES[row], *(_cell(metrics[key], d) for _, key, d in COLUMNS))
+    per_recipe = Table(title="bench-live per recipe (live chain)", header_style="bold")
+    per_recipe.add_column("recipe")
+    per_recipe.add_column("rec.", justify="right")
+    per_recipe.add_column("mAP", justify="right")
+    for title, _, _ in COLUMNS:
+        per_recipe.add_column(title, justify="right")
+    per_recipe.add_column("Avg F1 annotated, hand-made", justify="right")
+    for name, value in result.maps.items():
+        pooled = result.pooled(name)
+        metrics = pooled["live"].metrics()
+        per_recipe.add_row(name, str(sum(r.recording.recipe == name for r in result.recordings)),
+                           f"{100 * value:.1f}", *(_cell(metrics[key], d) for _, key, d in COLUMNS),
+                           _cell(pooled["annotated_hand_made"].metrics()["avg_f1"], 1))
+    return [table, per_recipe]
+

@@ -1,0 +1,229 @@
+"""The recordings `tgml bench-live` runs: per-second features of real CaptainCook4D recordings, their annotated steps
+and errors, their recipe and its taxonomy (docs/live-benchmark.md).
+
+A features folder holds one ``<recording_id>.npy`` per recording, ``(T, D)`` (any float dtype, any ``D``), one
+vector per second: vector ``t`` covers seconds ``[t, t + 1)`` (``captaincook4d-pe/features``, DERIVATION.md). Each
+recording's annotated steps and errors come from ``captaincook4d/error_annotations.json``
+(`tgml.bench.error_annotations`); its recipe is the ``scenario`` of its ``activity_id`` in the graph-generation
+annotations, whose taxonomy gives the recipe's steps. Labels: second ``t`` belongs to the performed step whose
+annotated ``[start, end]`` covers it (the one that starts last, where two overlap); the other seconds are
+background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxonomy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from graphs.annotations import Annotations, load_annotations
+from graphs.common.errors import InputError
+from graphs.common.files import read_json
+from graphs.edge_metrics import load_reference_graph
+from graphs.task_graph import TaskGraph
+from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
+from tgml.bench.error_annotations import ErrorRecording, load_error_annotations
+from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
+
+FEATURES_SUBFOLDER: Final = Path("captaincook4d-pe") / "features"
+FPS: Final = 1.0  # one feature vector per second (DERIVATION.md)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One procedure of the benchmark: its taxonomy and hand-made graph.
+
+    Attributes:
+        scenario: the procedure's name.
+        step_ids: taxonomy ids, in taxonomy order (class ``k`` is ``step_ids[k - 1]``).
+        step_names: their names.
+        ground_truth: the hand-made graph (``ground_truth_task_graphs/``), matched by step name.
+    """
+
+    scenario: str
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    ground_truth: TaskGraph
+
+    @property
+    def class_step_ids(self) -> tuple[int | None, ...]:
+        """The detector's class -> step id map (class 0: background)."""
+        return (None, *self.step_ids)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The detector's class names."""
+        return ("background", *self.step_names)
+
+
+@dataclass(frozen=True)
+class LiveRecording:
+    """One recording: its features file, annotation and per-second labels.
+
+    Attributes:
+        recording_id: the dataset's id (``"1_36"``).
+        recipe: its procedure.
+        path: its features file.
+        annotation: its annotated steps and errors.
+        labels: ``(T,)`` class per second (0: background).
+        features: ``(T, D)`` float32 features, checked finite.
+    """
+
+    recording_id: str
+    recipe: str
+    path: Path
+    annotation: ErrorRecording
+    labels: np.ndarray
+    features: np.ndarray
+
+    @property
+    def error_free(self) -> bool:
+        """The file says the person made no error (``is_error`` false; without the flag: no tag at all)."""
+        if self.annotation.is_error is not None:
+            return not self.annotation.is_error
+        return not self.annotation.missing and not any(p.tags for p in self.annotation.performed)
+
+
+@dataclass(frozen=True)
+class LiveData:
+    """Everything the benchmark reads.
+
+    Attributes:
+        data_dir: the ``captaincook4d`` folder.
+        features_dir: the features folder.
+        recipes: the recipes of the recordings, by name, in taxonomy order.
+        recordings: the recordings, by recipe then id.
+        annotations: the graph-generation annotations (what the graphs are learned from).
+        width: the features' width ``D``.
+    """
+
+    data_dir: Path
+    features_dir: Path
+    recipes: dict[str, Recipe]
+    recordings: tuple[LiveRecording, ...]
+    annotations: Annotations
+    width: int
+
+    def of(self, recipe: str) -> list[LiveRecording]:
+        """The recordings of one recipe."""
+        return [r for r in self.recordings if r.recipe == recipe]
+
+
+def read_features(path: Path) -> np.ndarray:
+    """One features file as ``(T, D)`` float32, or an `InputError` naming it (unreadable, not 2-D, empty, NaN/inf)."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{path}: not a readable .npy array ({err})") from None
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1 or not np.issubdtype(array.dtype, np.floating):
+        raise InputError(f"{path}: expected a (T, D) float array, one vector per second; got {array.dtype} "
+                         f"{array.shape}")
+    x = array.astype(np.float32)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        second = int(np.argwhere(bad)[0][0])
+        raise InputError(f"{path}: {int(bad.sum())} NaN or infinite values (first at second {second})")
+    return x
+
+
+def second_labels(annotation: ErrorRecording, step_ids: tuple[int, ...], length: int) -> np.ndarray:
+    """Per-second classes of one recording: the performed step covering each second, 0 elsewhere.
+
+    Second ``t`` covers ``[t, t + 1)``; a step ``[start, end]`` covers the seconds whose window overlaps it by at
+    least half (``round(start) <= t < round(end)``), so a step of one second or more is never lost.
+
+    Returns:
+        ``(length,)`` int64 classes.
+    """
+    labels = np.zeros(length, dtype=np.int64)
+    column = {s: k + 1 for k, s in enumerate(step_ids)}
+    for step in annotation.performed:  # sorted by start: a later step wins where two overlap
+        if step.end <= step.start:
+            continue
+        a, b = round(step.start), max(round(step.end), round(step.start) + 1)
+        labels[max(a, 0) : min(b, length)] = column[step.step]
+    return labels
+
+
+def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData:
+    """Read the recordings of a features folder, their annotations, recipes and graphs.
+
+    Args:
+        data_dir: the data folder holding ``captaincook4d/`` (and ``captaincook4d-pe/``), or ``captaincook4d/``.
+        features_dir: the features folder (default ``<data>/captaincook4d-pe/features``).
+
+    Returns:
+        The `LiveData`.
+
+    Raises:
+        InputError: a folder or file missing; a features folder with no recording of the data set; a features file
+            with no annotation; unreadable or non-finite features; widths that differ.
+    """
+    data_dir = Path(data_dir)
+    cc = data_dir / "captaincook4d" if (data_dir / "captaincook4d").is_dir() else data_dir
+    if not (cc / ANNOTATIONS).is_file():
+        raise InputError(f"--data {data_dir}: not a CaptainCook4D data folder (no captaincook4d/{ANNOTATIONS})")
+    if features_dir is None:
+        root = cc.parent if cc != data_dir else data_dir
+        features_dir = root / FEATURES_SUBFOLDER
+    features_dir = Path(features_dir)
+    if not features_dir.is_dir():
+        raise InputError(f"--features {features_dir}: folder not found")
+    files = {p.stem: p for p in sorted(features_dir.glob("*.npy"))}
+    if not files:
+        raise InputError(f"--features {features_dir}: no .npy features file (one <recording_id>.npy per recording)")
+    annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
+    raw = read_json(cc / ERROR_ANNOTATIONS, "error annotations file")
+    if not isinstance(raw, list):
+        raise InputError(f"{cc / ERROR_ANNOTATIONS}: expected a JSON list of recordings")
+    activity = {str(e.get("recording_id")): e.get("activity_id") for e in raw if isinstance(e, dict)}
+    if not any(name in activity for name in files):
+        raise InputError(f"--features {features_dir}: none of its {len(files)} .npy files is a recording of "
+                         f"{cc / ERROR_ANNOTATIONS} (files are named <recording_id>.npy, e.g. 1_36.npy)")
+    unknown = [name for name in files if name not in activity]
+    if unknown:
+        raise InputError(f"{files[unknown[0]]}: recording {unknown[0]!r} has no annotation in "
+                         f"{cc / ERROR_ANNOTATIONS}")
+    scenarios = {v.get("activity_id"): str(v.get("scenario")) for v in _records(cc / ANNOTATIONS)}
+    wanted = {scenarios.get(activity[name]) for name in files} - {None}
+    recipes: dict[str, Recipe] = {}
+    for scenario in annotations.taxonomy:
+        if scenario not in wanted:
+            continue
+        ids, names = annotations.steps_of(scenario)
+        like = TaskGraph(ids, names, np.zeros((len(ids) + 2, len(ids) + 2), bool), scenario=scenario)
+        recipes[scenario] = Recipe(scenario, tuple(ids), tuple(names),
+                                   load_reference_graph(cc / GT_FOLDER / f"{scenario}.json", like))
+    taxonomies = {r.scenario: (r.step_ids, r.step_names) for r in recipes.values()}
+    activities = {a: s for a, s in scenarios.items() if isinstance(a, int)}
+    others = frozenset(activity) - frozenset(files)  # recordings without features: not read
+    errors = load_error_annotations(cc / ERROR_ANNOTATIONS, taxonomies, activities, others,
+                                    restrict=frozenset(recipes))
+    by_id = {r.recording_id: r for r in errors.recordings}
+    recordings, width = [], None
+    for name, path in files.items():
+        annotation = by_id.get(name)
+        if annotation is None:
+            raise InputError(f"{path}: recording {name!r} (activity {activity[name]!r}) is of no recipe of "
+                             f"{cc / ANNOTATIONS}")
+        features = read_features(path)  # all checked before any training: a bad file costs no work
+        shape = features.shape
+        if width is None:
+            width = shape[1]
+        elif shape[1] != width:
+            raise InputError(f"{path}: features of width {shape[1]}, the folder's others {width}")
+        recipe = recipes[annotation.scenario]
+        recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
+                                        second_labels(annotation, recipe.step_ids, shape[0]), features))
+    order = list(recipes)
+    recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))
+    assert width is not None
+    return LiveData(cc, features_dir, recipes, tuple(recordings), annotations, width)
+
+
+def _records(path: Path) -> list[dict]:
+    raw = read_json(path, "annotation file")
+    videos = raw.get("annotations") if isinstance(raw, dict) else None
+    return [v for v in videos.values() if isinstance(v, dict)] if isinstance(videos, dict) else []

@@ -24,8 +24,10 @@ time (`recognition.evidence.EvidenceModel.to_dict`, every field checked on load)
 with None.
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
-file (whatever its bytes: the loader is fuzzed), another format, another version, a field of the wrong type, weights
-that are not exactly the tensors of the stored config (checked before the model is built) or are not finite,
+file (whatever its bytes: the loader is fuzzed), an archive that unpacks to far more than its size (a zip bomb),
+another format, another version, a field of the wrong type, a config announcing more than `MAX_MODEL_BYTES` of
+weights (stored weights may be stride-0 views of one number: what the config announces is what gets allocated),
+weights that are not exactly the tensors of the stored config (checked before the model is built) or are not finite,
 inconsistent class lists, and class names or step ids the live pipeline could not send (`graphs.limits`: names of
 at most `MAX_NAME` characters, step ids in ``0..2^31-1``).
 """
@@ -34,10 +36,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import torch
 
@@ -50,6 +54,8 @@ from recognition.model import MiniROAD, MiniROADConfig
 FORMAT_NAME: Final = "miniroad-detector"
 FORMAT_VERSION: Final = 1
 MAX_CHECKPOINT_BYTES: Final = 4 * 2**30  # the published 4096-d MiniROAD is 115 MB; a bigger "checkpoint" is not one
+MAX_MODEL_BYTES: Final = 2**30  # float32 weights a checkpoint's config may announce: 9 times the published model
+UNPACKED_SLACK_BYTES: Final = 64 * 2**20  # what a checkpoint's archive may unpack to beyond its own size
 
 
 @dataclass(frozen=True)
@@ -215,6 +221,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     path = Path(path)
     src = str(path)
     with open_input(path, "detector checkpoint", limit=MAX_CHECKPOINT_BYTES) as handle:
+        _check_unpacked_size(handle, src)
         try:
             data = torch.load(handle, map_location="cpu", weights_only=True)
         except Exception:
@@ -266,6 +273,27 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     return model.to(device).eval(), meta
 
 
+def _check_unpacked_size(handle: IO[bytes], src: str) -> None:
+    """Refuse an archive that unpacks to far more than its own size, before torch reads it (a zip bomb).
+
+    ``torch.save`` stores the tensors uncompressed, so a checkpoint unpacks to about its own size; a 37 MB archive of
+    compressed records took the loader to 8.6 GB. The sizes come from the archive's directory, nothing is unpacked.
+    A file that is not a zip archive is left to torch's reader (it refuses it, or reads the legacy format, whose
+    tensors are no larger than the file).
+    """
+    size = os.fstat(handle.fileno()).st_size
+    try:
+        with zipfile.ZipFile(handle) as archive:
+            unpacked = sum(entry.file_size for entry in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        unpacked = 0
+    finally:
+        handle.seek(0)
+    if unpacked > size + UNPACKED_SLACK_BYTES:
+        raise InputError(f"{src}: not a detector checkpoint: its archive unpacks to {unpacked / 2**20:.0f} MB from "
+                         f"{size / 2**20:.0f} MB (recognition-train stores weights uncompressed); not read")
+
+
 def _checked_weights(state: object, config: MiniROADConfig, src: str) -> dict[str, torch.Tensor]:
     """The stored weights, refused unless they are exactly the tensors a model of ``config`` holds, all finite.
 
@@ -279,6 +307,12 @@ def _checked_weights(state: object, config: MiniROADConfig, src: str) -> dict[st
             expected = {name: tuple(t.shape) for name, t in MiniROAD(config).state_dict().items()}
     except Exception:  # sizes torch cannot even describe (its storage arithmetic overflows: RuntimeError, TypeError)
         raise InputError(f"{src}: field 'config' announces a model too large to build ({config})") from None
+    # Stored weights can be stride-0 views of one number: a 6 kB file may announce any size, so the model the config
+    # describes is bounded before it (or a check over the weights' elements) is allocated.
+    model_bytes = 4 * sum(math.prod(shape) for shape in expected.values())
+    if model_bytes > MAX_MODEL_BYTES:
+        raise InputError(f"{src}: field 'config' announces a model of {model_bytes / 2**30:.1f} GiB ({config}); at "
+                         f"most {MAX_MODEL_BYTES / 2**30:.0f} GiB of weights are loaded")
     names = [name for name in state if isinstance(name, str)]
     missing = sorted(set(expected) - set(names))
     unexpected = sorted(str(name) for name in state if name not in expected)

@@ -240,7 +240,7 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "version": (lambda d: d.update(version=9), "unsupported checkpoint version 9"),
     "names-string": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list"),
     "config-missing": (lambda d: d.pop("config"), "field 'config' must be an object"),
-    "config-huge": (lambda d: d["config"].update(input_dim=10**12), "weights do not fit the stored config"),
+    "config-huge": (lambda d: d["config"].update(input_dim=10**12), "field 'config' announces a model of 119209.3 GiB"),
     "config-overflow": (lambda d: d["config"].update(input_dim=2**62, embed_dim=2**62), "too large to build"),
     "weights-not-tensor": (lambda d: d["state_dict"].update({"head.1.bias": [0.0] * 13}), "must be a tensor"),
     "weights-extra": (lambda d: d["state_dict"].update(extra=d["state_dict"]["head.1.bias"]), "unexpected extra"),
@@ -249,6 +249,43 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "version-string": (lambda d: d.update(version="1"), "unsupported checkpoint version '1'"),
     "info-not-object": (lambda d: d.update(info=[1]), "field 'info' must be an object"),
 }
+
+
+def _stride0_weights(**sizes: int) -> Callable[[dict[str, Any]], object]:
+    """A config change whose weights are stride-0 views of one number: a few kB announcing any model size."""
+    def change(data: dict[str, Any]) -> None:
+        import torch
+
+        from recognition.model import MiniROAD, MiniROADConfig
+
+        data["config"].update(sizes)
+        with torch.device("meta"):
+            shapes = {name: t.shape for name, t in MiniROAD(MiniROADConfig(**data["config"])).state_dict().items()}
+        data["state_dict"] = {name: torch.zeros(1).expand(shape) for name, shape in shapes.items()}
+
+    return change
+
+
+# A 6 kB file of stride-0 weights made eval allocate 10.8 GB (hidden_dim 30,000) or 4.5 GB (embed_dim 10^6).
+CHECKPOINT.update({
+    "stride0-hidden-30000": (_stride0_weights(hidden_dim=30_000), "field 'config' announces a model of 10.1 GiB"),
+    "stride0-embed-10^6": (_stride0_weights(embed_dim=10**6), "field 'config' announces a model of"),
+})
+
+
+def _zip_bomb() -> bytes:
+    """The demo checkpoint with one record replaced by 256 MB of zeros, deflated to a few hundred kB."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(DETECTOR) as source, zipfile.ZipFile(buffer, "w") as archive:
+        for entry in source.infolist():
+            if entry.filename.endswith("/data/0"):
+                archive.writestr(entry.filename, bytes(256 * 2**20), compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                archive.writestr(entry, source.read(entry))
+    return buffer.getvalue()
 
 
 def _zip_of_text() -> bytes:
@@ -271,6 +308,9 @@ def checkpoint_cases() -> list[Case]:
         cases.append(Case(f"checkpoint-{bad}", stream_detect,
                           lambda f, c=content: ["--video", "demo", "--detector", f.text("d.pt", c), "--jsonl"],
                           "d.pt: not a detector checkpoint"))
+    cases.append(Case("checkpoint-zip-bomb", stream_detect,
+                      lambda f: ["--video", "demo", "--detector", f.text("d.pt", _zip_bomb()), "--jsonl"],
+                      "d.pt: not a detector checkpoint: its archive unpacks to 256 MB from"))
     cases.append(Case("checkpoint-missing", stream_detect,
                       lambda f: ["--video", "demo", "--detector", f.missing("d.pt"), "--jsonl"], "d.pt"))
     return cases

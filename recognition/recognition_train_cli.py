@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
-from graphs.common.options import seed_option, threads_option
+from graphs.common.options import output_name, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -39,7 +39,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--features", required=True, help="MiniROAD feature folder")
     parser.add_argument("--config", help="training config (.toml, .yaml); default: the folder's split.json and a "
                         "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")
-    parser.add_argument("--out", required=True, help="checkpoint file to write")
+    parser.add_argument("--out", required=True, type=output_name, help="checkpoint file to write")
     parser.add_argument("--epochs", type=int, default=None, help="override [train] epochs")
     parser.add_argument("--seed", type=seed_option, default=None, help="override [train] seed")
     parser.add_argument("--threads", type=threads_option, default=None, help="torch CPU threads (at most 4 per core)")
@@ -48,7 +48,8 @@ def build_parser() -> ArgumentParser:
                      help="share of the training videos held out for validation and early stopping (default 0.2, "
                      "at least one video; 0: none, the last epoch is kept)")
     val.add_argument("--val-videos", type=_names, default=None, help="validation videos by name, comma-separated")
-    parser.add_argument("--plot", default=None, help="draw the learning curve into this PNG (the 'plot' extra)")
+    parser.add_argument("--plot", default=None, type=output_name,
+                        help="draw the learning curve into this PNG (the 'plot' extra)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 

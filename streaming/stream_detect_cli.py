@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.common.options import fps_option, threads_option
+from graphs.common.options import fps_option, output_name, threads_option
 from graphs.common.safe_text import printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
@@ -201,7 +201,7 @@ def _overrides(args: argparse.Namespace) -> SegmenterOverrides:
 
 
 def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> None:
-    p.add_argument("--annotate-out", metavar=metavar, help=help_text)
+    p.add_argument("--annotate-out", metavar=metavar, type=output_name, help=help_text)
     p.add_argument("--preview", action="store_true",
                    help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
 
@@ -297,9 +297,10 @@ def build_parser() -> ArgumentParser:
     which.add_argument("--videos-list", type=_names, metavar="A,B", help="videos to evaluate, comma-separated")
     which.add_argument("--split", help="split.json of a feature folder: evaluate its test videos")
     _segmenter_args(ev)
-    ev.add_argument("--json", dest="json_out", metavar="OUT",
+    ev.add_argument("--json", dest="json_out", metavar="OUT", type=output_name,
                     help="also write the figures as JSON, with every recognised step, alert and missed mistake")
-    ev.add_argument("--plots", metavar="DIR", help="draw each video's timeline to DIR/<video>.png: annotated steps, "
+    ev.add_argument("--plots", metavar="DIR", type=output_name,
+                    help="draw each video's timeline to DIR/<video>.png: annotated steps, "
                                                     "recognised steps, alerts (needs the plot extra)")
     _overlay_args(ev, "DIR", "write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts")
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
@@ -317,7 +318,8 @@ def build_parser() -> ArgumentParser:
                                       "DIR/clients/NAME.key and NAME.key_secret per client: text files, each key 40 "
                                       "Z85 characters on a 'public-key = \"...\"' or 'secret-key = \"...\"' "
                                       "line (format and where each file goes: docs/deployment.md).")
-    keys.add_argument("--out", required=True, metavar="DIR", help="key folder (DIR/checker.key*, DIR/clients/)")
+    keys.add_argument("--out", required=True, metavar="DIR", type=output_name,
+                      help="key folder (DIR/checker.key*, DIR/clients/)")
     keys.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
                       help=f"comma-separated client names (default {','.join(DEFAULT_CLIENTS)}); "
                            f"each {CLIENT_NAME_RULE}")

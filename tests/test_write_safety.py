@@ -374,3 +374,40 @@ def test_a_full_disk_while_saving_is_one_line_and_the_old_file_stays(command: st
     assert line.startswith(f"error: {out}: cannot write the ")
     assert "File too large" in line or "detector checkpoint (" in line  # torch says it its own way
     assert out.read_bytes() == b"the earlier result" and not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+# -- names no file system holds ----------------------------------------------------------------------------------------
+EVERY_OUTPUT = (*COMMANDS, "stream-detect --annotate-out", "stream-detect eval --annotate-out",
+                "stream-detect eval --json", "stream-detect keys --out", "prego-bench --save-graphs",
+                "recognition-features --out")
+
+
+def _argv_with_output(command: str, tmp_path: Path, value: str) -> tuple[Callable[[list[str]], object], list[str]]:
+    """The command's argv with its output option's value replaced by ``value`` (given as is, even '')."""
+    placeholder = tmp_path / "OUTPUT-PLACEHOLDER"
+    if command in COMMANDS:
+        main, argv, _ = commands(tmp_path)[command]
+        args = argv(placeholder)
+    else:
+        main, folder_argv = folder_outputs(tmp_path)[command]
+        args = folder_argv(placeholder)
+    option = command.split()[-1]
+    at = args.index(option) + 1
+    assert args[at].startswith(str(placeholder))
+    return main, [*args[:at], value, *args[at + 1:]]
+
+
+@pytest.mark.parametrize("command", EVERY_OUTPUT)
+def test_an_output_name_no_file_system_holds_is_one_line_naming_the_option(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 300 characters ended in "File name too long" tracebacks; '' was silently ignored (--json '', --dot '') or
+    # wrote secret keys into the current folder (keys --out '').
+    option = command.split()[-1]
+    for value, culprit in ((str(tmp_path / ("x" * 300)), "a name of 300 bytes in this path; the file system holds at "
+                                                         "most 255"),
+                           ("", "'': an empty name")):
+        main, argv = _argv_with_output(command, tmp_path, value)
+        line = cli_error(main, argv, capsys)
+        assert f"argument {option}: " in line and culprit in line
+    assert sorted(p.name for p in tmp_path.iterdir()) <= ["frames.json"]

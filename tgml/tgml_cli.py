@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.common.options import check_seed_count, seed_option, workers_option
+from graphs.common.options import check_seed_count, output_name, seed_option, workers_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,7 +82,7 @@ def _train_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--annotations", required=True, help="annotation JSON file")
     p.add_argument("--scenario", required=True, help="scenario (procedure) name in the taxonomy")
-    p.add_argument("--out", required=True, help="output task-graph JSON")
+    p.add_argument("--out", required=True, type=output_name, help="output task-graph JSON")
     p.add_argument("--method", choices=list(LEARNERS), metavar="METHOD",
                    help=f"learner, from {', '.join(LEARNERS)} (default {DEFAULT_LEARNER}, or do when a Direct "
                         "Optimization option is given; tgt-text: the Task Graph Transformer on the step names)")
@@ -117,7 +117,8 @@ def _train_options(p: argparse.ArgumentParser) -> None:
 def _show_options(p: argparse.ArgumentParser) -> None:
     """The options of ``tgml show``."""
     p.add_argument("graph", help="task-graph JSON")
-    p.add_argument("--dot", metavar="OUT", help="write .dot/.gv text, or .svg/.png/.pdf if Graphviz exists")
+    p.add_argument("--dot", metavar="OUT", type=output_name,
+                   help="write .dot/.gv text, or .svg/.png/.pdf if Graphviz exists")
 
 
 def _eval_options(p: argparse.ArgumentParser) -> None:
@@ -154,7 +155,7 @@ def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
                    help="1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
     p.add_argument("--ensemble", type=int, default=1,
                    help="average the weights of K DO models per seed before post-processing (default 1)")
-    p.add_argument("--json", help="write all results to this JSON file")
+    p.add_argument("--json", type=output_name, help="write all results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -186,7 +187,7 @@ def _bench_mistakes_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--folds", type=int, default=4, help="--select: folds per procedure (default 4)")
     p.add_argument("--moves", type=int, default=3,
                    help="--select: moved-step variants of each held-out recording (default 3)")
-    p.add_argument("--json", help="write all results, per recipe too, to this JSON file")
+    p.add_argument("--json", type=output_name, help="write all results, per recipe too, to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -203,7 +204,7 @@ def _bench_queries_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
                                                         "(default 42)")
     p.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
-    p.add_argument("--json", help="write all results to this JSON file")
+    p.add_argument("--json", type=output_name, help="write all results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -222,7 +223,7 @@ def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--learners", default=",".join(LEARNERS),
                    help=f"comma-separated, from {', '.join(LEARNERS)}")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
-    p.add_argument("--json", help="write all results to this JSON file")
+    p.add_argument("--json", type=output_name, help="write all results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -242,7 +243,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live)")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 2),
                    help="processes running folds side by side (0: one per core; default 2)")
-    p.add_argument("--json", help="write scores and every recording's recognised steps and alerts to this JSON file")
+    p.add_argument("--json", type=output_name,
+                   help="write scores and every recording's recognised steps and alerts to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

@@ -62,6 +62,40 @@ def is_file_name(name: object) -> bool:
         return False
 
 
+NAME_MAX_BYTES: Final = 255  # bytes in one file or folder name on Linux file systems (ext4, xfs, btrfs, tmpfs)
+PATH_MAX_BYTES: Final = 4095  # bytes in a whole path the kernel accepts
+
+
+def check_path_name(path: str | Path, what: str = "output file", option: str = "") -> None:
+    """Refuse an output path no file system can hold, before any file-system call on it: an empty name (``--json
+    ''`` was silently ignored, ``keys --out ''`` wrote into the current folder), a name longer than
+    `NAME_MAX_BYTES` or a path longer than `PATH_MAX_BYTES` (each ended in "File name too long" tracebacks).
+
+    Args:
+        path: the output as given.
+        what: what the output is, for the message.
+        option: the option that gave it, named first in the message.
+
+    Raises:
+        InputError: one line naming the option and what is wrong.
+    """
+    text = str(path) if isinstance(path, Path) else path
+    named = f"{option} " if option else ""
+    if not text.strip():
+        raise InputError(f"{named}{text!r}: an empty name; give the {what} to write")
+    try:
+        parts = [len(part.encode("utf-8", "surrogateescape")) for part in text.split("/")]
+        total = len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        raise InputError(f"{named}{text!r:.80}: not a name the file system can hold") from None
+    longest = max(parts)
+    if longest > NAME_MAX_BYTES:
+        raise InputError(f"{named}{text[:60]}...: a name of {longest} bytes in this path; the file system holds at "
+                         f"most {NAME_MAX_BYTES} per file or folder name")
+    if total > PATH_MAX_BYTES:
+        raise InputError(f"{named}{text[:60]}...: a path of {total} bytes; at most {PATH_MAX_BYTES}")
+
+
 def open_input(path: str | Path, what: str, hint: str = "", limit: int | None = None) -> IO[bytes]:
     """Open an input file for reading, refusing (one line) anything that is not a readable regular file.
 
@@ -270,6 +304,7 @@ def check_output(
     Returns:
         ``path`` as a `Path`.
     """
+    check_path_name(path, what, option)
     path = Path(path)
     named = f"{option} {path}" if option else str(path)
     for source in inputs:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from pathlib import Path
 from typing import Final
 
 from graphs.common.errors import InputError
+from graphs.common.files import check_path_name
 
 THREADS_PER_CORE: Final = 4  # more threads than this per core only adds switching; far more crashes torch
 MIN_FPS: Final = 1.0  # frames per second of video: below one, a short video yields no frame at all
@@ -152,3 +154,18 @@ def check_seed_count(value: int, option: str = "--seeds") -> int:
     if not 1 <= value <= MAX_SEED_COUNT:
         raise InputError(f"{option} {value}: need at least 1 (and at most {MAX_SEED_COUNT})")
     return value
+
+
+def output_name(text: str) -> str:
+    """``type=`` of an output file or folder option: refuses an empty name and one no file system holds
+    (`graphs.common.files.check_path_name`) when the command line is parsed, naming the option."""
+    try:
+        check_path_name(text, "file or folder")
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def output_path(text: str) -> Path:
+    """`output_name` as a `Path`."""
+    return Path(output_name(text))

@@ -30,7 +30,7 @@ records the rate and the ``--name`` (default ``imported``) and is fed live from 
 from __future__ import annotations
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.common.options import fps_option, seed_option, threads_option
+from graphs.common.options import fps_option, output_name, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -46,7 +46,8 @@ def build_parser() -> ArgumentParser:
                             epilog="Features of your own backbone: recognition-features import --help")
     parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
-    parser.add_argument("--out", required=True, help="feature folder to write (an existing one is resumed)")
+    parser.add_argument("--out", required=True, type=output_name,
+                        help="feature folder to write (an existing one is resumed)")
     parser.add_argument(
         "--extractor", default="efficientnet-lite0", help="feature extractor: efficientnet-lite0 (default), "
         "efficientnet-lite0-grid (adds a 2x2 grid of the last feature map), efficientnet-lite2[-grid] (the 'lite2' "
@@ -89,7 +90,7 @@ def build_import_parser() -> ArgumentParser:
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--rate", required=True, type=fps_option,
                         help="feature vectors per second of recording (row k starts k / rate seconds in)")
-    parser.add_argument("--out", required=True, help="feature folder to write")
+    parser.add_argument("--out", required=True, type=output_name, help="feature folder to write")
     parser.add_argument("--name", default=DEFAULT_NAME,
                         help=f"the features' extractor name, recorded in the detector (default {DEFAULT_NAME}; "
                         f"{NAME_RULE})")

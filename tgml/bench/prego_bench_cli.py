@@ -38,7 +38,7 @@ from pathlib import Path
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.common.files import check_output
-from graphs.common.options import check_seed_count, seed_option, workers_option
+from graphs.common.options import check_seed_count, output_path, seed_option, workers_option
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
@@ -126,19 +126,19 @@ def bench_parser() -> ArgumentParser:
                         "the tables show mean ± std over them (default 1)")
     p.add_argument("--first-seed", type=seed_option, default=42, metavar="S",
                    help="the first training seed (default 42, the reference's)")
-    p.add_argument("--json", type=Path, metavar="FILE",
+    p.add_argument("--json", type=output_path, metavar="FILE",
                    help="write the results here (schema: docs/prego-benchmark.md, 'Results document')")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")
     p.add_argument("--perturb-seed", type=seed_option, default=0, help="base seed of the ablation noise")
-    p.add_argument("--plot", type=Path, default=Path("prego-perturb.png"),
+    p.add_argument("--plot", type=output_path, default=Path("prego-perturb.png"),
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
     p.add_argument("--epochs", type=int, help="override the configured DO epochs (quick checks)")
     p.add_argument("--config", action="append", default=[], metavar="SETTINGS",
                    help="DATASET=FILE settings; with --annotations one FILE whose tables replace the defaults")
-    p.add_argument("--save-graphs", type=Path, help="save every learned graph into this folder")
+    p.add_argument("--save-graphs", type=output_path, help="save every learned graph into this folder")
     p.add_argument("--checker", default="binary", choices=("binary", "probabilistic"),
                    help="probabilistic: PRED mode also scores each method with the probabilistic checker (GT stays "
                         "binary)")
@@ -154,7 +154,7 @@ def prepare_parser() -> ArgumentParser:
     p = ArgumentParser(prog="prego-bench prepare", description="Rebuild train/test JSON from raw files.")
     p.add_argument("--assembly101", type=Path, help="Assembly101-O raw folder (annots/, splits, action dict)")
     p.add_argument("--epic-tent", type=Path, help="EPIC-Tent-O raw folder (Synchronised_action_label.txt, ...)")
-    p.add_argument("--out", type=Path, required=True, help="output data folder")
+    p.add_argument("--out", type=output_path, required=True, help="output data folder")
     return p
 
 

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.common.options import workers_option
+from graphs.common.options import output_name, workers_option
 from tgml.bench.data_folder import DATA_ENV
 from tgml.bench.prego import DATASETS
 from tgml.bench.prego.checker_selection import CheckerSearch
@@ -56,7 +56,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--min-durations", help="comma-separated segmenter min_duration values in seconds (replay)")
     p.add_argument("--rates", help="comma-separated perturbation rates of the PRED simulation")
     p.add_argument("--no-replay", action="store_true", help="choose the PRED-mode settings only")
-    p.add_argument("--out", help="write the chosen settings to this JSON file")
+    p.add_argument("--out", type=output_name, help="write the chosen settings to this JSON file")
     p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

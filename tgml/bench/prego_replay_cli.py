@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphs.checker_settings import CHECKERS
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.common.options import fps_option, seed_option
+from graphs.common.options import fps_option, output_name, seed_option
 from recognition.replay import DEFAULT_SWEEP
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS
@@ -69,7 +69,7 @@ def build_parser() -> ArgumentParser:
                    help="binary (default, the PREGO protocol) or probabilistic (printed beside the binary)")
     p.add_argument("--checker-settings", metavar="FILE",
                    help="the probabilistic checker's settings (default: the shipped prego-checker-<dataset>.json)")
-    p.add_argument("--json", help="write the results to this JSON file")
+    p.add_argument("--json", type=output_name, help="write the results to this JSON file")
     return p
 
 

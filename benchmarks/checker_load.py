@@ -182,7 +182,7 @@ def publish(endpoint: str, config: LoadConfig, curve: CurveClient | None, go: Ev
     """The publisher process: K streams, heartbeats until ``go``, then the measured window; the record goes back."""
     # The real detector's publisher; its module loads torch, which only this process may pay for (the checker
     # child re-imports this script, and its memory is what is measured).
-    from streaming.detector_service import EventPublisher
+    from streaming.detector import EventPublisher
 
     ctx = zmq.Context()
     rng = random.Random(config.seed)

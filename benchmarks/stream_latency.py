@@ -51,7 +51,7 @@ from streaming.checker.process import CheckerProcess
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.demo.synthetic_video import demo_video
-from streaming.detector_service import Detector, DetectorConfig, EventPublisher
+from streaming.detector import Detector, DetectorConfig, EventPublisher
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.messages import Alert
 from streaming.readers import Frame, LiveReader, ReaderConfig, Source, open_reader

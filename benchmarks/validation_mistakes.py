@@ -43,7 +43,7 @@ from recognition.model import MiniROAD
 from recognition.motion import model_inputs
 from recognition.segmenter import SegmenterOverrides
 from streaming.checker.core import CheckerCore
-from streaming.detector_service import (
+from streaming.detector import (
     DetectorConfig,
     DetectorStream,
     EventPublisher,

@@ -483,3 +483,59 @@ class FastStepper:
         if self.config.done_head:
             torch.sigmoid(logits[:, C:], out=probs[:, C:])
         return probs
+
+
+class ModelStepper:
+    """`MiniROAD.step` carrying the GRU state from frame to frame, on the model's device (the CUDA path).
+
+    Same interface as `FastStepper`, which serves the CPU: one frame's features in, its class
+    probabilities out (`step`), or one frame of each of several streams at once (`step_rows`).
+
+    Args:
+        model: the detector in eval mode, on its device.
+        streams: how many streams the state holds.
+    """
+
+    def __init__(self, model: MiniROAD, streams: int = 1) -> None:
+        self.model = model
+        self.state = model.init_state(streams)  # (1, K, H) on the model's device
+        self.device = self.state.device
+        lag, width = model.config.motion_lag, model.config.input_dim
+        self.motion = MotionHistory(lag, width, streams, self.device) if lag else None
+
+    @torch.inference_mode()
+    def step(self, x_t: torch.Tensor) -> torch.Tensor:
+        """One frame of the first stream in, that frame's class probabilities out.
+
+        Args:
+            x_t: ``(F,)`` or ``(1, F)`` features of the newest frame.
+
+        Returns:
+            ``(1, C)`` probabilities on the CPU.
+        """
+        return self.step_rows(x_t.reshape(1, -1), torch.zeros(1, dtype=torch.long))
+
+    @torch.inference_mode()
+    def step_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """One frame of each of ``m`` streams in, one batched step over their state rows, their probabilities out.
+
+        Args:
+            x: ``(m, F)`` features, row ``i`` the newest frame of stream ``rows[i]``.
+            rows: ``(m,)`` int64 distinct stream rows.
+
+        Returns:
+            ``(m, C)`` probabilities on the CPU.
+        """
+        rows = rows.to(self.device)
+        inputs = x.to(self.device, torch.float32)
+        if self.motion is not None:  # the features beside their change (recognition.motion, formula M)
+            inputs = self.motion.push_rows(inputs, rows)
+        probs, self.state[:, rows] = self.model.step(inputs, self.state[:, rows])
+        return probs.cpu()
+
+
+def make_stepper(model: MiniROAD, streams: int = 1) -> FastStepper | ModelStepper:
+    """The live stepper for a detector of ``streams`` streams: the allocation-free `FastStepper` on the CPU,
+    `ModelStepper` elsewhere."""
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    return FastStepper(model, streams=streams) if on_cpu else ModelStepper(model, streams)

@@ -1,11 +1,11 @@
 """The all-in-one ``stream-detect`` run: checker, one detector and the view, on loopback, from one command.
 
 The checker runs in a child process (`streaming.checker.process`), bound to free loopback ports unless
-``--bind`` / ``--publish`` say otherwise; the detector, wired exactly as ``stream-detect detector`` wires it
-(`streaming.detector_service.open_stream` and `publishing_detector`), runs in a thread of this process; the
-viewer (`streaming.view.client`: rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the
-checker's output. Everything the user got wrong (video, graph, detector, port) is refused before any
-frame is read, in one line, exit status 2.
+``--bind`` / ``--publish`` say otherwise; the detector, built as ``stream-detect detector`` builds it
+(`streaming.detector.wiring.build_pipeline`), runs in a thread of this process; the viewer (`streaming.view.client`:
+rich Live, or ``--jsonl`` lines) runs in the main thread, subscribed to the checker's output, and hands every message
+to the output sinks (``--webhook``: each alert POSTed, `streaming.detector.webhook`). Everything the user got wrong
+(video, graph, detector, port) is refused before any frame is read, in one line, exit status 2.
 
 The run watches its parts: if the checker process dies, the view fails, or the checker does not confirm the end
 of the stream, it stops with one `RunError` line (exit status 1) and never reports success: alerts may be missing.
@@ -29,17 +29,15 @@ from graphs.common.errors import InputError, RunError
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.process import CHECKER_START_TIMEOUT_S, CheckerProcess
-from streaming.detector_service import (
-    Detector,
-    DetectorConfig,
-    DetectorStats,
-    EventPublisher,
-    StreamSource,
-    check_measured_rates,
-    open_stream,
-    publishing_detector,
-)
-from streaming.local_checker import CheckerLink, TeePublisher
+from streaming.detector.alert_frames import DEFAULT_KEEP
+from streaming.detector.config import DetectorConfig, StreamSource
+from streaming.detector.loading import check_measured_rates, load_parts, open_videos
+from streaming.detector.publisher import EventPublisher
+from streaming.detector.sinks import Sink
+from streaming.detector.streams import DetectorStats, FrameObserver
+from streaming.detector.webhook import WebhookConfig, WebhookSink
+from streaming.detector.wiring import Pipeline, PipelineConfig, build_pipeline
+from streaming.local_checker import CheckerLink
 from streaming.messages import Status
 from streaming.overlay import FrameAnnotator, OverlayWriter
 from streaming.view.client import Viewer
@@ -62,6 +60,10 @@ class RunConfig:
         jsonl: print JSON lines instead of the live view.
         annotate_out: write the video with what the system saw drawn over it to this ``.mp4`` (None: no file).
         preview: show the same in a window (needs a display and an OpenCV with a GUI).
+        webhook: POST every alert there (None: nowhere).
+        alert_frames: write the frame of each announced or confirmed key-step under this folder, for the dashboard
+            (`streaming.detector.alert_frames`; None: none).
+        alert_frames_keep: files kept per stream there.
     """
 
     source: StreamSource
@@ -70,6 +72,9 @@ class RunConfig:
     jsonl: bool = False
     annotate_out: str | None = None
     preview: bool = False
+    webhook: WebhookConfig | None = None
+    alert_frames: str | None = None
+    alert_frames_keep: int = DEFAULT_KEEP
 
 
 def run_all(config: RunConfig, out: TextIO | None = None, console: Console | None = None) -> int:
@@ -89,41 +94,51 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     """
     drawn = config.annotate_out is not None or config.preview
     overlay = OverlayWriter(config.annotate_out, 1.0, config.preview) if drawn else None  # checked before the stream
-    stream = open_stream(config.source, config.detector.threads)
-    check_measured_rates(stream.checkpoint, config.source.detector, config.checker.checking.kind,
+    parts = load_parts(config.source, config.detector.threads)
+    assert parts.graph is not None
+    check_measured_rates(parts.checkpoint, config.source.detector, config.checker.checking.kind,
                          config.detector.default_rates)
-    state = ViewState(names=graph_names(stream.graph))
+    readers = open_videos([config.source], parts.checkpoint.fps)  # a bad video is refused before the checker starts
+    state = ViewState(names=graph_names(parts.graph))
+    sinks: list[Callable[[str], Sink]] = []
+    observers: list[Callable[[str], FrameObserver]] = []
+    annotator = None
+    if overlay is not None:
+        # The frames are drawn with what a checker beside the detector answers, at the frame that caused it.
+        overlay.fps = parts.checkpoint.fps
+        link = CheckerLink(CheckerCore(parts.graph, checking=config.checker.checking), keep=False)
+        annotator = FrameAnnotator(overlay, link, parts.checkpoint)
+        seen = annotator.seen
+        sinks.append(lambda _: link)
+        observers.append(lambda _: seen)
+    pipeline_config = PipelineConfig((config.source,), config.detector, alert_frames=config.alert_frames,
+                                     alert_frames_keep=config.alert_frames_keep)
     ctx = zmq.Context()
     try:
         with (
             CheckerProcess(config.source.graph, config.checker) as checker,
+            WebhookSink(config.webhook) if config.webhook is not None else contextlib.nullcontext() as webhook,
             Viewer(
-                ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve
+                ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve,
+                sinks=[webhook] if webhook is not None else (),
             ) as viewer,
-            publishing_detector(
-                stream.reader, stream.model, stream.checkpoint, stream.extractor,
-                replace(config.detector, connect=checker.events_endpoint), ctx,
-            ) as detector,
+            build_pipeline(
+                replace(pipeline_config, detector=replace(config.detector, connect=checker.events_endpoint)),
+                parts=parts, readers=readers, sinks=sinks, observers=observers, ctx=ctx,
+            ) as pipeline,
             overlay if overlay is not None else contextlib.nullcontext(),
         ):
-            annotator = None
-            if overlay is not None:
-                # The frames are drawn with what a checker beside the detector answers, at the frame that caused it.
-                overlay.fps = stream.checkpoint.fps
-                link = CheckerLink(CheckerCore(stream.graph, checking=config.checker.checking), keep=False)
-                detector.events.publisher = TeePublisher(detector.events.publisher, link)
-                annotator = FrameAnnotator(overlay, link, stream.checkpoint)
-                detector.on_frame = annotator.seen
             alive = checker_alive(checker)
-            await_subscription(viewer, detector.events, alive=alive)
-            with DetectorThread(detector) as thread:
+            await_subscription(viewer, pipeline.streams[0].events, alive=alive)
+            with DetectorThread(pipeline) as thread:
                 done = shown_to_the_end(viewer, thread)
                 watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()))
             stats = thread.result()
             if annotator is not None:
                 annotator.finish()
     finally:
-        stream.reader.close()
+        for reader in readers:
+            reader.close()
         ctx.destroy(linger=0)
     if stats is not None and stats.error:
         raise InputError(stats.error)
@@ -199,24 +214,25 @@ def await_subscription(
 
 
 class DetectorThread:
-    """`Detector.run` in a thread; what it returned or raised comes back to the thread that asks (`result`).
+    """A one-stream pipeline run in a thread; what it returned or raised comes back to the thread that asks (`result`).
 
     On leaving the ``with`` block the detector is asked to stop (its last heartbeat still goes out) and the
     thread is joined for at most `JOIN_TIMEOUT_S`: a Ctrl-C in the viewer stops the detector too.
 
     Args:
-        detector: a connected detector, not started.
+        pipeline: a built pipeline of one stream, not started.
     """
 
-    def __init__(self, detector: Detector) -> None:
-        self.detector = detector
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.stream_id = pipeline.streams[0].stream_id
         self.stop = threading.Event()
         self._outcome: list[DetectorStats | BaseException] = []
         self._thread = threading.Thread(target=self._work, name="detector", daemon=True)
 
     def _work(self) -> None:
         try:
-            self._outcome.append(self.detector.run(self.stop))
+            self._outcome.append(self.pipeline.run(self.stop)[0])
         except BaseException as err:  # handed to the main thread by `result`, never lost in this one
             self._outcome.append(err)
 
@@ -252,7 +268,7 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
         has not come `END_TIMEOUT_S` after the detector finished, it raises `RunError`: the checker's last alerts
         may be missing, and the run must not end as a success.
     """
-    stream_id = thread.detector.events.stream_id
+    stream_id = thread.stream_id
     finished_at: list[float] = []
 
     def done() -> bool:

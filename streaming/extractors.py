@@ -52,10 +52,26 @@ IMAGENET_STD: Final = (0.229, 0.224, 0.225)
 
 
 class FeatureExtractor(abc.ABC):
-    """Maps a batch of RGB frames ``(B, H, W, 3)`` uint8 to features ``(B, dim)`` float32."""
+    """Maps a batch of RGB frames ``(B, H, W, 3)`` uint8 to features ``(B, dim)`` float32.
+
+    Attributes:
+        name: what a checkpoint records (`make_extractor`).
+        dim: features per frame.
+        input_size: ``(height, width)`` every frame is brought to before the network, whatever the camera's size;
+            None for an extractor whose cost does not depend on what shapes it saw before (numpy). The detector's
+            batching (`streaming.detector.batching`) warms one network shape per batch size from it.
+        pass_size: the most frames one forward pass takes (larger batches are split); 0: no limit.
+    """
 
     name: str = ""
     dim: int = 0
+    input_size: tuple[int, int] | None = None
+    pass_size: int = 0
+
+    def prepare(self, image: np.ndarray) -> np.ndarray:
+        """One frame ``(H, W, 3)`` uint8 made ready for the network, in the thread that decoded it (not the frame
+        loop's): the features of the prepared frame are those of the frame. Default: the frame as it is."""
+        return image
 
     @abc.abstractmethod
     def __call__(self, frames: np.ndarray) -> np.ndarray:
@@ -171,6 +187,7 @@ class TorchScriptExtractor(FeatureExtractor):
             raise InputError(f"--backbone {path}: not a TorchScript file ({str(err).splitlines()[0][:100]})") from None
         self.size = size
         self.path = path
+        self.input_size = (size, size) if size else None
         side = max(size, 32)
         try:
             probe = self._forward(np.zeros((2, side, side, 3), dtype=np.uint8))
@@ -207,6 +224,12 @@ class EfficientNetLiteExtractor(FeatureExtractor):
     Runs under ``torch.inference_mode``; a batch larger than `EFFICIENTNET_BATCH` frames (on a CPU) or
     `EFFICIENTNET_GPU_BATCH` frames (on a GPU) is split. Torch's thread count is the caller's to set (``--threads``).
 
+    On a GPU each pass is copied from page-locked (pinned) host memory with an asynchronous copy, and with ``half``
+    the network runs under float16 autocast (`streaming.detector.batching.check_half_precision` decides whether its
+    features agree with float32 closely enough). `prepare` resizes a frame to the network's input in the thread that
+    decoded it, with the same resize the network would apply on a CPU, so that 224x224 frames, not full ones, cross
+    the loop and the bus.
+
     Args:
         device: ``"auto"`` (CUDA when torch sees one), ``"cpu"`` or ``"cuda"``.
         name: one of `BACKBONES`.
@@ -218,15 +241,45 @@ class EfficientNetLiteExtractor(FeatureExtractor):
         self.device = resolve_device(device)
         self.backbone = load_efficientnet_lite(network, self.device, grid)
         self.dim = self.backbone.dim
+        self.input_size = (self.backbone.size, self.backbone.size)
         self.pass_size = EFFICIENTNET_BATCH if self.device.type == "cpu" else EFFICIENTNET_GPU_BATCH
+        self.half = False
+        self._pinned: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def prepare(self, image: np.ndarray) -> np.ndarray:
+        """The frame at the network's input size, resized as `streaming.efficientnet_lite.preprocess` does on a CPU
+        (uint8, bilinear with anti-aliasing): the features are the same as for the full frame there."""
+        if image.shape[:2] == self.input_size:
+            return image
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(image))[None].permute(0, 3, 1, 2)  # (1, 3, H, W) view
+            x = torch.nn.functional.interpolate(x, size=self.input_size, mode="bilinear", antialias=True,
+                                                align_corners=False)
+            return np.ascontiguousarray(x[0].permute(1, 2, 0).numpy())
+
+    def _to_device(self, chunk: np.ndarray) -> torch.Tensor:
+        """A pass's frames on the device: on a GPU through a pinned buffer kept per shape, copied asynchronously (the
+        buffer is reused only after the previous pass's features came back, which waits for its copy)."""
+        host = torch.from_numpy(np.ascontiguousarray(chunk))
+        if self.device.type == "cpu":
+            return host
+        pinned = self._pinned.get(chunk.shape)
+        if pinned is None:
+            pinned = self._pinned[chunk.shape] = torch.empty(chunk.shape, dtype=torch.uint8).pin_memory()
+        pinned.copy_(host)
+        return pinned.to(self.device, non_blocking=True)
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
         _check_frames(frames)
         out = np.empty((len(frames), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(frames), self.pass_size):
-                chunk = torch.from_numpy(np.ascontiguousarray(frames[start : start + self.pass_size]))
-                feats = self.backbone(chunk.to(self.device, non_blocking=True))  # (b, 1280)
+                chunk = self._to_device(frames[start : start + self.pass_size])
+                if self.half:
+                    with torch.autocast(self.device.type, dtype=torch.float16):
+                        feats = self.backbone(chunk)  # (b, 1280)
+                else:
+                    feats = self.backbone(chunk)
                 out[start : start + len(chunk)] = feats.float().cpu().numpy()
         return out
 

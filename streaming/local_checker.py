@@ -1,7 +1,8 @@
 """A checker in the detector's own process: what it answers, at the video time it answers.
 
-`CheckerLink` stands where a detector's ZeroMQ publisher stands: every message it is given is encoded and decoded as
-on the wire and served by a `CheckerCore` right away, and the answers are kept with the video time the caller set.
+`CheckerLink` is one of a detector's sinks (`streaming.detector.sinks`), in place of or beside its ZeroMQ publisher:
+every message it is given is encoded and decoded as on the wire and served by a `CheckerCore` right away, and the
+answers are kept with the video time the caller set.
 ``stream-detect eval`` scores them; ``--annotate-out`` draws them on the frame that caused them.
 """
 
@@ -11,29 +12,11 @@ from collections.abc import Iterable
 
 from streaming.checker.core import CheckerCore
 from streaming.messages import KeyStepOnset, Message, decode, encode
-from streaming.transport import Publisher
 
 
-class TeePublisher(Publisher):
-    """Sends each message to two publishers (the checker's socket, and a `CheckerLink` beside the detector).
-
-    Args:
-        first: the publisher whose failures matter (the socket).
-        second: the other.
-    """
-
-    def __init__(self, first: Publisher, second: Publisher) -> None:  # no socket of its own
-        self.first = first
-        self.second = second
-
-    def send(self, message: Message) -> None:
-        """Send to both, the first first."""
-        self.first.send(message)
-        self.second.send(message)
-
-
-class CheckerLink(Publisher):
-    """A detector's publisher wired straight into a `CheckerCore`, through the wire encoding, in-process.
+class CheckerLink:
+    """A sink (`streaming.detector.sinks.Sink`) wired straight into a `CheckerCore`, through the wire encoding,
+    in-process: where a detector's ZeroMQ publisher stands, or beside it.
 
     What the checker answers is kept with the video time set by the caller before each frame (``now``); with
     ``keep``, so is what it was sent (``sent``: what the detector published, which `replay` serves again to another

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from streaming.checker.service import CheckerService
-    from streaming.detector_service import DetectorStream
+    from streaming.detector.batching import BatchedExtractor
+    from streaming.detector.streams import DetectorStream
 
 # prometheus_client is an optional extra: it is imported where it is used (after `require_prometheus`), never when
 # this module loads, so its types are named here as what they are.
@@ -189,8 +190,8 @@ def _states(name: str, what: str, counts: dict[str, int]) -> Metric:
 
 
 class DetectorMetrics:
-    """The detector's metrics: per-stream frame counts and stage histograms (`streaming.detector_service`'s
-    ``StreamWatcher``).
+    """The detector's metrics: per-stream frame counts and stage histograms, and the batch shapes the backbone met for
+    the first time after start-up (`streaming.detector.streams.StreamWatcher`).
 
     Args:
         registry: where they live (a new one if None).
@@ -200,6 +201,7 @@ class DetectorMetrics:
         self.registry = registry or new_registry()
         self.stages = _stage_histogram("stream_detect_stage_seconds", "frame", ["stream", "stage"], self.registry)
         self._streams: list[DetectorStream] = []
+        self._batches: BatchedExtractor | None = None
         _register(self.registry, self._collect)
 
     def observer(self, stream_id: str) -> Callable[[str, float], None]:
@@ -207,9 +209,10 @@ class DetectorMetrics:
         children = {stage: self.stages.labels(stream_id, stage) for stage in DETECTOR_STAGES}
         return lambda stage, seconds: children[stage].observe(seconds)
 
-    def watch(self, streams: Sequence[DetectorStream]) -> None:
-        """Export these streams' counts from now on."""
+    def watch(self, streams: Sequence[DetectorStream], batches: BatchedExtractor | None = None) -> None:
+        """Export these streams' counts, and the frame loop's late shapes, from now on."""
         self._streams = list(streams)
+        self._batches = batches
 
     def _collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily
@@ -232,6 +235,12 @@ class DetectorMetrics:
             failed = stream.stats.error or stream.reader.error
             states["lost" if failed else "ended" if stream.ended else "live"] += 1
         yield from (read, dropped, missed, keysteps, _states("stream_detect_streams", "Detector streams", states))
+        if self._batches is not None:
+            late = CounterMetricFamily("stream_detect_late_shapes",
+                                       "Batch shapes the backbone met for the first time after start-up (kept at 0 by "
+                                       "the warm-up; each one can stall every camera on a GPU)")
+            late.add_metric([], self._batches.late_shapes)
+            yield late
 
 
 class CheckerMetrics:

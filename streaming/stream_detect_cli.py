@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from recognition.segmenter import SegmenterOverrides
     from streaming.checker.config import CheckerConfig
     from streaming.curve_keys import CurveClient
-    from streaming.detector_service import StreamSource  # loads torch: only the commands that run a detector do
+    from streaming.detector.config import StreamSource  # loads torch: only the commands that run a detector do
 
 SUBCOMMANDS = ("run", "detector", "checker", "view", "dashboard", "eval", "keys")
 # The top-level --help page: a new user looks here first, and the run options live one level down.
@@ -206,6 +206,14 @@ def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> N
                    help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
 
 
+def _alert_frames_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--alert-frames", metavar="DIR",
+                   help="write the frame of each announced or confirmed key-step as DIR/<stream>/<ms>.jpg (<ms>: the "
+                        "step's start in video milliseconds, the alert's video_time), for the dashboard")
+    p.add_argument("--alert-frames-keep", type=_frames(1), default=500, metavar="N",
+                   help="frames kept per stream in --alert-frames, the oldest deleted first (default: 500)")
+
+
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="a stream with no message for this long is shown as lost (default 5; at least 1)")
@@ -256,6 +264,11 @@ def build_parser() -> ArgumentParser:
     _stream_timeout_arg(run)
     _server_curve_args(run)
     _checking_args(run)
+    run.add_argument("--webhook", metavar="URL",
+                     help="POST each alert (and each retraction) as JSON to this http(s) URL, from a thread of its "
+                          "own with a bounded queue and retries: a slow or dead receiver is counted and logged, never "
+                          "waited for")
+    _alert_frames_args(run)
     det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker")
     _video_args(det, many=True)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555",
@@ -263,6 +276,7 @@ def build_parser() -> ArgumentParser:
     _client_curve_args(det)
     _default_rates_arg(det)
     _watch_args(det)
+    _alert_frames_args(det)
     chk = sub.add_parser("checker", help="the checker: any number of streams in, alerts and status out",
                          description=CHECKER_HELP)
     _graph_or_demo(chk)
@@ -409,14 +423,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         return _eval(args)
     from streaming.all_in_one import RunConfig, run_all
-    from streaming.detector_service import DetectorConfig
+    from streaming.detector.config import DetectorConfig
+    from streaming.detector.webhook import WebhookConfig
 
+    webhook = WebhookConfig(args.webhook) if args.webhook is not None else None  # refused before anything starts
     checker, own = _checker_config(args, own_client=True)
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
                               segmenter=_overrides(args), curve=own,  # connects where the checker binds
                               default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
-                             preview=args.preview))
+                             preview=args.preview, webhook=webhook, alert_frames=args.alert_frames,
+                             alert_frames_keep=args.alert_frames_keep))
 
 
 def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple[CheckerConfig, CurveClient | None]:
@@ -505,7 +522,7 @@ def _checker(args: argparse.Namespace) -> int:
 def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
     """What a detector stream reads (``video``, else ``--video``), from the options both ``run`` and ``detector``
     take."""
-    from streaming.detector_service import StreamSource
+    from streaming.detector.config import StreamSource
     from streaming.readers import ReaderConfig
 
     reader = ReaderConfig(reader=args.reader, realtime=not args.fast)  # fps: the detector's, set when it loads
@@ -516,7 +533,7 @@ def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
 def _detector(args: argparse.Namespace) -> int:
     """``stream-detect detector``: one or several sources through one model, publishing to a checker."""
     from streaming.curve_keys import client_curve
-    from streaming.detector_service import DetectorConfig, open_streams, run_detectors, stream_ids_for
+    from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, stream_ids_for
     from streaming.service_log import ServiceLog
 
     log = ServiceLog("detector", args.log_format)
@@ -530,15 +547,15 @@ def _detector(args: argparse.Namespace) -> int:
 
         return DetectorMetrics()
 
-    with _metrics_server(args, metrics) as watcher:
-        opened = open_streams([_source(args, video) for video in args.video], args.threads,
-                              warn=log.warning)
-        if not args.default_rates and opened.checkpoint.evidence is None:
+    pipeline_config = PipelineConfig(tuple(_source(args, video) for video in args.video), config, ids,
+                                     alert_frames=args.alert_frames, alert_frames_keep=args.alert_frames_keep)
+    with (_metrics_server(args, metrics) as watcher,
+          build_pipeline(pipeline_config, watcher=watcher, warn=log.warning) as pipeline):
+        if not args.default_rates and pipeline.parts.checkpoint.evidence is None:
             log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "
                         "evidence, and a probabilistic checker takes their confirmed steps as certain (retrain it "
                         "with recognition-train, or give --default-rates)")
-        stats = run_detectors(opened.readers, opened.model, opened.checkpoint, opened.extractor, config, ids,
-                              threading.Event(), watcher=watcher)
+        stats = pipeline.run(threading.Event())
     for sid, run in zip(ids, stats, strict=True):
         log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps",
             stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)

@@ -524,12 +524,13 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
                              args.seed, LiveDetectorSettings().with_epochs(args.epochs), CheckerSettings(args.checker),
                              tuple(_names(args.recipes)), args.workers)
     result = run_live_bench(config, progress=not args.quiet)
+    if args.json:  # first: the run's work is on disk whatever happens next
+        write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
     wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
     for table in live_tables(result):
         wide.print(table)
     print(f"bench-live: {result.seconds:.0f} s")
     if args.json:
-        write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
         print(f"wrote {args.json}")
 
 

@@ -42,10 +42,11 @@ from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
 from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
 from streaming.demo.synthetic_video import cache_dir, demo_video
-from streaming.detector_service import (
-    Detector,
+from streaming.detector import (
     DetectorConfig,
-    EventPublisher,
+    LoadedParts,
+    PipelineConfig,
+    build_pipeline,
     check_detector_matches_graph,
     check_measured_rates,
     live_segmenter_config,
@@ -356,8 +357,6 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
     link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
                               default_rates=config.default_rates)
-    detector = Detector(reader, chain.extractor, chain.model, chain.checkpoint, EventPublisher(link, STREAM_ID),
-                        settings, chain.segmenter)
     overlay = None
     if config.annotate_out is not None or config.preview:
         path = None if config.annotate_out is None else annotated_path(config.annotate_out, video.name)
@@ -372,10 +371,13 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
         link.now = frame.time + 1.0 / fps  # an event caused by this frame is known once the frame is over
         on_frame()
 
-    detector.on_frame = seen
+    parts = LoadedParts(chain.graph, chain.model, chain.checkpoint, chain.extractor)
     try:
-        with overlay if overlay is not None else contextlib.nullcontext():
-            stats = detector.run()
+        # The detector's messages go to the checker beside it only; `seen` keeps its clock at the frame's video time.
+        pipeline = build_pipeline(PipelineConfig(detector=settings, publish=False), parts=parts, readers=[reader],
+                                  sinks=[lambda _: link], observers=[lambda _: seen], segmenter=chain.segmenter)
+        with pipeline, overlay if overlay is not None else contextlib.nullcontext():
+            stats = pipeline.run()[0]
             if annotator is not None:
                 annotator.finish()
     finally:

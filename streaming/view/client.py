@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import zmq
 from rich.console import Console
@@ -25,6 +25,9 @@ from streaming.messages import Alert, Message, MissingSteps, Retraction, Status,
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
 from streaming.view.render import jsonl_line, render
 from streaming.view.state import ViewState, graph_names
+
+if TYPE_CHECKING:
+    from streaming.detector.sinks import Sink
 
 REFRESH_HZ = 8  # terminal view refreshes per second
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
@@ -45,6 +48,7 @@ class Viewer:
         warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
             no screen to count them on: a checker speaking another wire version would otherwise look idle).
         curve: this viewer's CURVE keys and the checker's public key; None: no CURVE.
+        sinks: also handed every message received, in order (`streaming.detector.sinks.Sink`: the webhook).
 
     Raises:
         InputError: from `pump`, once the checker refuses the viewer's handshake (its key is not allowed, the wrong
@@ -60,6 +64,7 @@ class Viewer:
         out: TextIO = sys.stdout,
         warn: Callable[[str], None] | None = None,
         curve: CurveClient | None = None,
+        sinks: Sequence[Sink] = (),
     ) -> None:
         sock, self.handshakes = connect_watched(ctx, zmq.SUB, endpoint, "--connect", VIEW_RECV_HWM, curve)
         self.receiver = Receiver(subscribe(sock))
@@ -68,6 +73,7 @@ class Viewer:
         self.jsonl = jsonl
         self.out = out
         self.warn = warn
+        self.sinks = tuple(sinks)
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Take what arrived (waiting up to ``timeout_ms``), fold it into the state, print JSON lines."""
@@ -75,6 +81,8 @@ class Viewer:
         messages = self.receiver.poll(timeout_ms)
         now = time.time()
         for message in messages:
+            for sink in self.sinks:
+                sink.send(message)
             new = self.state.apply(message, now)
             if self.jsonl and new and isinstance(message, StepEvent | Alert | Retraction | MissingSteps | Status):
                 print(jsonl_line(message), file=self.out, flush=True)

@@ -10,10 +10,9 @@ import torch
 
 from graphs.common.errors import InputError
 from recognition.checkpoint import load_detector, save_detector
-from recognition.model import FastStepper, MiniROAD, MiniROADConfig
+from recognition.model import FastStepper, MiniROAD, MiniROADConfig, ModelStepper
 from recognition.motion import MotionHistory, motion_features
 from recognition.train import DetectorTrainConfig, predict_video
-from streaming.detector_service import ModelStepper
 
 MOVING = MiniROADConfig(input_dim=6, embed_dim=12, hidden_dim=10, num_classes=4, dropout=0.0, done_head=True,
                         motion_lag=3)

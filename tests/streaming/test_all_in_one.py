@@ -20,7 +20,7 @@ from graphs.task_graph import TaskGraph, load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from streaming.all_in_one import RunConfig, await_subscription, run_all
 from streaming.demo.paths import default_demo_paths
-from streaming.detector_service import EventPublisher, StreamSource
+from streaming.detector import EventPublisher, StreamSource
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, bind, connect

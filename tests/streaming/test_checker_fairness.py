@@ -16,7 +16,7 @@ from graphs.task_graph import save_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.process import CheckerProcess
 from streaming.curve_keys import CurveClient, CurveServer, write_key_set
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth, run_of
 from streaming.transport import Publisher, Receiver, connect, subscribe
 from tests.streaming.helpers import MISTAKE_STEP, tea_graph, wait_for
@@ -30,7 +30,7 @@ ALERT_BOUND_S = 1.0  # a live stream's alert arrives within this long whatever a
 FLOODER = """
 import sys, threading, time, zmq
 from streaming.curve_keys import CurveClient
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.transport import Publisher, connect
 endpoint = sys.argv[1]
 curve = CurveClient.from_files(sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else None

@@ -29,7 +29,7 @@ from graphs.task_graph import save_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
-from streaming.detector_service import DetectorConfig, StreamSource, open_stream, publishing_detector
+from streaming.detector import DetectorConfig, StreamSource, open_stream, publishing_detector
 from streaming.messages import WIRE_VERSION, Alert, encode
 from streaming.readers import ReaderConfig
 from streaming.transport import ReceiveStats, connect

@@ -14,7 +14,7 @@ from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.process import CheckerProcess
 from streaming.demo.procedure import DEMO_EXECUTIONS
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth, Heartbeat, Status, StepEvent
 from streaming.transport import Publisher, Receiver, connect, subscribe
 from streaming.view.client import Viewer

@@ -24,7 +24,7 @@ from streaming.checker.process import CheckerProcess
 from streaming.checker.service import CheckerService
 from streaming.curve_keys import ClientKeys, CurveClient, CurveServer, parse_client_names
 from streaming.demo.procedure import DEMO_EXECUTIONS
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, Receiver, connect, connect_watched, is_local, subscribe

@@ -18,7 +18,7 @@ from streaming.all_in_one import RunConfig, run_all
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS, STEP_IDS
 from streaming.demo.synthetic_video import demo_video
-from streaming.detector_service import Detector, DetectorConfig, EventPublisher, StreamSource, load_detector_for_stream
+from streaming.detector import Detector, DetectorConfig, EventPublisher, StreamSource, load_detector_for_stream
 from streaming.messages import KeyStepEvent
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind

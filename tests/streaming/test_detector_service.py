@@ -11,7 +11,7 @@ import zmq
 
 from graphs.common.errors import InputError
 from streaming.demo.paths import default_demo_paths
-from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
+from streaming.detector import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
 from streaming.messages import MAX_HISTORY
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind, connect
@@ -89,8 +89,7 @@ def test_the_device_stepper_carries_the_state_like_the_cpu_stepper() -> None:
     # ModelStepper is what a CUDA run steps with; on the CPU it must give what FastStepper gives, frame after frame.
     import torch
 
-    from recognition.model import FastStepper, MiniROAD, MiniROADConfig
-    from streaming.detector_service import ModelStepper, make_stepper
+    from recognition.model import FastStepper, MiniROAD, MiniROADConfig, ModelStepper, make_stepper
 
     torch.manual_seed(0)
     model = MiniROAD(MiniROADConfig(12, 8, 8, 4, 0.0)).eval()

@@ -17,7 +17,7 @@ from graphs.order_rules import LATE_STEP, PRECONDITION
 from graphs.task_graph import TaskGraph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.messages import Alert, MissingSteps, Status, StepEvent
 from streaming.transport import VIEW_RECV_HWM, Publisher, Receiver, connect, subscribe
 from tgml.bench.captaincook import load_procedures

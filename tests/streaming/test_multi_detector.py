@@ -12,12 +12,12 @@ import zmq
 
 from graphs.common.errors import InputError
 from streaming.demo.paths import default_demo_paths
-from streaming.detector_service import (
+from streaming.detector import (
     Detector,
     DetectorConfig,
     DetectorStream,
     EventPublisher,
-    MultiDetector,
+    FrameLoop,
     load_detector_for_stream,
     run_detectors,
     stream_ids_for,
@@ -60,7 +60,7 @@ def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_
                                     DetectorConfig(stream_id=f"cam{k}", connect=endpoint))
             stream.on_frame = lambda frame, feats, probs, seen=together[k]: seen.append(probs.copy())
             streams.append(stream)
-        stats = MultiDetector(streams, extractor, model, checkpoint).run()
+        stats = FrameLoop(streams, extractor, model, checkpoint).run()
         for reader in readers:
             reader.close()
     finally:

@@ -10,7 +10,7 @@ import pytest
 import zmq
 
 from graphs.common.errors import InputError
-from streaming.detector_service import DetectorConfig
+from streaming.detector import DetectorConfig
 from streaming.messages import Heartbeat
 from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, subscribe
 from tests.streaming.helpers import wait_for

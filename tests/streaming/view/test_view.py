@@ -15,7 +15,7 @@ from rich.console import Console
 from graphs.task_graph import load_graph
 from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
-from streaming.detector_service import EventPublisher
+from streaming.detector import EventPublisher
 from streaming.messages import (
     WIRE_VERSION,
     Alert,

@@ -50,16 +50,18 @@ from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
 from recognition.metrics import frame_map
 from recognition.model import FastStepper
-from tgml.bench.live.chain import ChainRun, run_chain
+from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, detect_stream
 from tgml.bench.live.detector import LiveDetectorSettings, one_hot, train_fold_detector
 from tgml.bench.live.recordings import LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
+from tgml.bench.live.selection import ValidationRun, candidates, choose, objective, pool_for, replay_counts
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 RESULTS_VERSION: Final = 1
-ROWS: Final = ("live", "annotated_learned", "annotated_hand_made")
+ROWS: Final = ("live", "live_default", "annotated_learned", "annotated_hand_made")
 ROW_TITLES: Final = {"live": "live chain: recognised steps, learned graphs",
+                     "live_default": "live chain, the checker's default settings (not chosen by CV)",
                      "annotated_learned": "annotated steps, learned graphs",
                      "annotated_hand_made": "annotated steps, hand-made graphs"}
 
@@ -113,6 +115,8 @@ class LiveBenchResult:
     recordings: list[RecordingResult]
     maps: dict[str, float]
     seconds: float = 0.0
+    chosen: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    validation: list[ValidationRun] = field(default_factory=list)
 
     def pooled(self, recipe: str | None = None) -> dict[str, LiveCounts]:
         """Counts per row over the recordings of ``recipe`` (None: all)."""
@@ -142,7 +146,7 @@ class LiveBenchResult:
         return {"benchmark": "captaincook4d-live", "version": RESULTS_VERSION, "folds": self.config.folds,
                 "seed": self.config.seed, "seconds": self.seconds, "settings": settings,
                 "overall": {**{row: overall[row].metrics() for row in ROWS}, "map": self.mean_map},
-                "recipes": recipes,
+                "recipes": recipes, "chosen": self.chosen,
                 "recordings": [recording_json(r, self.data.recipes[r.recording.recipe]) for r in self.recordings]}
 
 
@@ -237,22 +241,52 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                  for fold in range(config.folds)]
     jobs.sort(key=lambda job: -sum(len(r.labels) for r in job[1]))  # the longest first: no worker idles at the end
     done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress)
-    runs: dict[str, tuple[int, ChainRun, TaskGraph]] = {}
-    for job, (content, fold_runs) in zip(jobs, done, strict=True):
-        learned = TaskGraph.from_dict(content)
-        for recording_id, run in fold_runs:
-            runs[recording_id] = (job[3], run, learned)
+    validation = [v for outcome in done for v in outcome.validation]
+    options = candidates(config.checking)
     results: list[RecordingResult] = []
+    chosen: dict[str, dict[int, dict[str, Any]]] = {}
+    for job, outcome in zip(jobs, done, strict=True):
+        recipe, fold = job[0], job[3]
+        learned = TaskGraph.from_dict(outcome.graph)
+        pool = pool_for(validation, recipe.scenario, fold)
+        checking, score = choose(pool, options)
+        chosen.setdefault(recipe.scenario, {})[fold] = {
+            "prior_skip": checking.prior_skip, "alert_threshold": checking.alert_threshold,
+            "objective": score, "validation_recordings": len(pool), "kept_epoch": outcome.kept_epoch}
+        by_id = {r.recording_id: r for r in job[1]}
+        for recording_id, sent in outcome.test:
+            recording = by_id[recording_id]
+            run = check_stream(sent, learned, checking)
+            default = check_stream(sent, learned, config.checking)
+            results.append(RecordingResult(recording, fold, run,
+                                           score_recording(recording, recipe, run, learned, default)))
+    order = {r.recording_id: k for k, r in enumerate(data.recordings)}
+    results.sort(key=lambda r: order[r.recording.recording_id])
     maps: dict[str, float] = {}
     for recipe in data.recipes.values():
-        scores, targets = [], []
-        for recording in data.of(recipe.scenario):
-            fold, run, graph = runs[recording.recording_id]
-            results.append(RecordingResult(recording, fold, run, score_recording(recording, recipe, run, graph)))
-            scores.append(run.outputs[:, : len(recipe.class_step_ids)])
-            targets.append(one_hot(recording.labels, len(recipe.class_step_ids)))
-        maps[recipe.scenario] = frame_map(np.concatenate(scores), np.concatenate(targets), (0,))[0]
-    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started)
+        mine = [r for r in results if r.recording.recipe == recipe.scenario]
+        classes = len(recipe.class_step_ids)
+        maps[recipe.scenario] = frame_map(np.concatenate([r.run.outputs[:, :classes] for r in mine]),
+                                          np.concatenate([one_hot(r.recording.labels, classes) for r in mine]),
+                                          (0,))[0]
+    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started, chosen, validation)
+
+
+@dataclass
+class FoldOutcome:
+    """What one fold's job sends back.
+
+    Attributes:
+        graph: the learned graph's file content (test fold left out).
+        test: ``(recording_id, detector run)`` of each test recording.
+        validation: the fold's validation runs (`tgml.bench.live.selection`).
+        kept_epoch: the detector's kept epoch.
+    """
+
+    graph: dict[str, Any]
+    test: list[tuple[str, DetectorRun]]
+    validation: list[ValidationRun]
+    kept_epoch: int
 
 
 def fold_job(
@@ -262,11 +296,12 @@ def fold_job(
     fold: int,
     annotations: Annotations,
     config: LiveBenchConfig,
-) -> tuple[dict[str, Any], list[tuple[str, ChainRun]]]:
-    """Worker job: one fold of one recipe: learn its graph, train its detector, run its test recordings live.
+) -> FoldOutcome:
+    """Worker job: one fold of one recipe: learn its graph, train its detector, run the detector side of the chain
+    over its test recordings and its validation recordings (those with a graph learned without them too).
 
     Returns:
-        ``(graph file content, [(recording_id, run)])``.
+        The `FoldOutcome`.
     """
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
@@ -275,18 +310,34 @@ def fold_job(
     settings = config.detector.with_epochs(None, config.seed)
     detector = train_fold_detector(recipe, train, test, settings)
     stepper = FastStepper(detector.model)
-    runs = [(r.recording_id, run_chain(stepper, r.features, graph, recipe.class_step_ids, settings.segmenter,
-                                       config.checking, detector.evidence)) for r in test]
-    return graph.to_dict(), runs
-
-
-def score_recording(recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph) -> dict[str, LiveCounts]:
-    """The counts of each row for one recording."""
+    classes = recipe.class_step_ids
+    sent = [(r.recording_id, detect_stream(stepper, r.features, classes, settings.segmenter, detector.evidence))
+            for r in test]
+    held = [r for r in train if r.recording_id in detector.validation]
+    val_graph = learn_graph(annotations, recipe, [*test, *held], config.seed)
     names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
-    alerted = [(names[a.step], a.time) for a in run.alerts if not a.retracted]
+    validation = []
+    for r in held:
+        run = detect_stream(stepper, r.features, classes, settings.segmenter, detector.evidence)
+        run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
+        validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run, val_graph))
+    return FoldOutcome(graph.to_dict(), sent, validation, detector.kept_epoch)
+
+
+def score_recording(
+    recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph, default: ChainRun
+) -> dict[str, LiveCounts]:
+    """The counts of each row for one recording (``default``: the run checked with the default settings)."""
+    names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
+
+    def counts(chain: ChainRun) -> LiveCounts:
+        alerted = [(names[a.step], a.time) for a in chain.alerts if not a.retracted]
+        return live_counts(recording.annotation, recording.error_free, alerted, [s for s, _ in chain.never_done],
+                           names)
+
     return {
-        "live": live_counts(recording.annotation, recording.error_free, alerted, [s for s, _ in run.never_done],
-                            names),
+        "live": counts(run),
+        "live_default": counts(default),
         "annotated_learned": annotated_counts(graph, recording.annotation, recording.error_free),
         "annotated_hand_made": annotated_counts(recipe.ground_truth, recording.annotation, recording.error_free),
     }
@@ -331,5 +382,30 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
         per_recipe.add_row(name, str(sum(r.recording.recipe == name for r in result.recordings)),
                            f"{100 * value:.1f}", *(_cell(metrics[key], d) for _, key, d in COLUMNS),
                            _cell(pooled["annotated_hand_made"].metrics()["avg_f1"], 1))
-    return [table, per_recipe]
+    return [table, per_recipe, selection_table(result)]
+
+
+def selection_table(result: LiveBenchResult) -> Table:
+    """What each checker setting scored on every validation recording of the training folds (the data the choice
+    is made on, pooled here over all folds), and how often each fold chose it."""
+    picks: dict[tuple[float, float], int] = {}
+    for folds in result.chosen.values():
+        for pick in folds.values():
+            key = (pick["prior_skip"], pick["alert_threshold"])
+            picks[key] = picks.get(key, 0) + 1
+    runs = result.validation
+    table = Table(title=f"checker settings on the {len(runs)} validation recordings of the training folds "
+                        "(never a test recording); objective = Avg F1 + Missing F1 - 100 x false alarms above 0.2",
+                  header_style="bold")
+    for col in ("prior skip", "threshold", "objective", "Avg F1", "Mist P", "Mist R", "Missing F1",
+                "false alarms / error-free rec.", "chosen by folds"):
+        table.add_column(col, justify="right")
+    for option in candidates(result.config.checking):
+        metrics = replay_counts(runs, option).metrics()
+        table.add_row(f"{option.prior_skip:g}", f"{option.alert_threshold:g}", f"{objective(metrics):.1f}",
+                      *(_cell(metrics[k], d) for k, d in (("avg_f1", 1), ("mistake_precision", 1),
+                                                          ("mistake_recall", 1), ("missing_f1", 1),
+                                                          ("false_alarms_per_error_free", 2))),
+                      str(picks.get((option.prior_skip, option.alert_threshold), 0)))
+    return table
 

@@ -1,0 +1,153 @@
+"""The alert frames (``--alert-frames DIR``): for each key-step a stream publishes, the frame at which it was
+published, as a JPEG the dashboard shows beside the alert.
+
+The file of a key-step is ``DIR/<stream>/<ms>.jpg``: ``<stream>`` is ``urllib.parse.quote(stream_id, safe='')``,
+``<ms>`` is ``int(round(start * 1000))`` where ``start`` is the key-step's start in the stream's video time: the
+``start`` of the `KeyStepEvent` (confirmed) or `KeyStepOnset` (announced) the detector sends, which is the number
+the checker copies into the `Alert.video_time` of an alert it raises on that message. An announced step's frame is
+written when it is announced; its confirmation, if it starts at the same time, overwrites it with the frame that
+confirmed it.
+
+Bounded: at most ``keep`` files per stream folder, the oldest (the earliest video times) deleted first. The JPEGs
+are encoded and written in the sink's own thread (`BackgroundSink`), so a slow disk never holds the frame loop.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from graphs.common.errors import InputError
+from streaming.detector.sinks import BackgroundSink
+from streaming.messages import KeyStepEvent, KeyStepOnset, Message
+from streaming.readers import Frame
+
+DEFAULT_KEEP = 500  # files per stream
+JPEG_QUALITY = 85
+
+
+def stream_folder(root: str | Path, stream_id: str) -> Path:
+    """The folder of one stream's frames: ``root / quote(stream_id, safe='')``."""
+    return Path(root) / urllib.parse.quote(stream_id, safe="")
+
+
+def frame_name(start: float) -> str:
+    """The file name of a key-step that starts at ``start`` seconds of video time: ``<ms>.jpg``."""
+    return f"{int(round(start * 1000))}.jpg"
+
+
+def check_alert_frames_dir(path: str | Path) -> Path:
+    """Refuse an ``--alert-frames`` folder that cannot be made or written; make it.
+
+    Raises:
+        InputError: one line naming the option and the reason.
+    """
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--alert-frames {path}: cannot make the folder ({err.strerror or err})") from None
+    if not folder.is_dir():
+        raise InputError(f"--alert-frames {path}: not a folder")
+    return folder
+
+
+@dataclass
+class _Shot:
+    """One file to write: the frame, where."""
+
+    image: np.ndarray
+    path: Path
+    evicted: tuple[Path, ...] = ()  # files deleted once this one is written (the bound)
+
+
+class AlertFrames:
+    """Writes each announced or confirmed key-step's frame, for every stream of a detector (see the module).
+
+    `for_stream` gives one stream's part: its ``seen`` takes each frame (as the stream's frame observer) and its
+    ``send`` each message (as a sink); a key-step message writes the frame seen last.
+
+    Args:
+        root: the ``--alert-frames`` folder (made if missing).
+        keep: files kept per stream.
+        log: where write failures go (bounded; None: stderr).
+    """
+
+    def __init__(self, root: str | Path, keep: int = DEFAULT_KEEP, log: Callable[[str], None] | None = None) -> None:
+        if keep < 1:
+            raise InputError(f"--alert-frames-keep {keep}: keep at least one frame per stream")
+        self.root = check_alert_frames_dir(root)
+        self.keep = keep
+        self._writer: BackgroundSink[_Shot] = BackgroundSink(self._write, f"alert frames {self.root}", log=log)
+
+    def for_stream(self, stream_id: str) -> StreamFrames:
+        """The part of one stream (its folder made now)."""
+        folder = stream_folder(self.root, stream_id)
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as err:
+            raise InputError(f"--alert-frames {self.root}: cannot make {folder.name} ({err.strerror or err})") from None
+        return StreamFrames(folder, self.keep, self._writer)
+
+    @staticmethod
+    def _write(shot: _Shot) -> None:
+        ok, data = cv2.imencode(".jpg", cv2.cvtColor(shot.image, cv2.COLOR_RGB2BGR),
+                                [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+        if not ok:
+            raise OSError(f"cannot encode {shot.path.name}")
+        part = shot.path.with_suffix(".jpg.part")
+        part.write_bytes(data.tobytes())
+        part.replace(shot.path)  # a reader never sees half a file
+        for old in shot.evicted:
+            old.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Write what is queued (for at most `streaming.detector.sinks.STOP_WAIT_S`), then stop."""
+        self._writer.close()
+
+    def __enter__(self) -> AlertFrames:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StreamFrames:
+    """One stream's alert frames: a frame observer (`seen`) and a sink (`send`).
+
+    Args:
+        folder: the stream's folder.
+        keep: files kept in it.
+        writer: the thread that encodes and writes.
+    """
+
+    def __init__(self, folder: Path, keep: int, writer: BackgroundSink[_Shot]) -> None:
+        self.folder = folder
+        self.keep = keep
+        self._writer = writer
+        self._frame: np.ndarray | None = None
+        # Files already there from an earlier run count towards the bound, oldest (smallest time) first.
+        old = sorted(folder.glob("*.jpg"), key=lambda p: (len(p.stem), p.stem))
+        self._files: deque[Path] = deque(old)
+
+    def seen(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
+        """Remember the newest frame (the one a message sent during its processing was caused by)."""
+        self._frame = frame.image
+
+    def send(self, message: Message) -> None:
+        """A key-step message (announced, or confirmed) writes the newest frame under its start time."""
+        if self._frame is None or not isinstance(message, KeyStepEvent | KeyStepOnset):
+            return
+        if isinstance(message, KeyStepOnset) and message.withdrawn:
+            return
+        path = self.folder / frame_name(message.start)
+        if path not in self._files:
+            self._files.append(path)
+        evicted = [self._files.popleft() for _ in range(len(self._files) - self.keep)]
+        self._writer.send(_Shot(self._frame, path, tuple(evicted)))  # deleted in the writer's order, after it

@@ -1,0 +1,377 @@
+"""What a detector loads and checks before it reads a frame: the graph, the detector checkpoint and the feature
+extractor it names, checked against each other (`check_detector_matches_graph`, `check_measured_rates`), the
+segmenter settings a stream runs with, the stream ids, and every video opened (`open_streams`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from graphs.common.errors import InputError
+from graphs.common.safe_text import printable
+from graphs.task_graph import TaskGraph, load_graph
+from recognition.checkpoint import DetectorCheckpoint, load_detector
+from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE, EvidenceModel, EvidenceReporter
+from recognition.model import MiniROAD
+from recognition.segmenter import SegmenterConfig, SegmenterOverrides
+from streaming.alert_modes import DEFAULT_ONSET_FRAMES
+from streaming.demo.paths import is_demo_video, resolve_video
+from streaming.detector.batching import BatchedExtractor
+from streaming.detector.config import StreamSource
+from streaming.devices import resolve_device
+from streaming.extractors import FeatureExtractor, make_extractor
+from streaming.messages import STREAM_ID_RULE, is_stream_id
+from streaming.readers import VideoReader, open_reader, source_identity
+
+
+def check_detector_matches_graph(
+    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str, ignore_names: bool = False
+) -> list[str]:
+    """Refuse a detector that does not speak of the graph's key-steps: other step ids, names or scenario.
+
+    Step ids must be exactly the graph's (the checker refuses any other id, so nothing overrides that). Then each
+    step's name in the checkpoint is compared with the graph's, and the scenarios when both record one (checkpoints
+    written before they recorded it have none): a graph whose ``boil_water`` became ``cut_bread`` would otherwise
+    run with the detector's idea of step 2 and alert in the graph's words.
+
+    Args:
+        checkpoint: the detector's description.
+        graph: the task graph.
+        detector: detector path (named in the error).
+        graph_path: graph path (named in the error).
+        ignore_names: run despite differing names or scenarios (``--ignore-names``); they come back as a warning.
+
+    Returns:
+        Warnings to show (the differences ``ignore_names`` let through), empty when everything agrees.
+
+    Raises:
+        InputError: the step ids differ, or (without ``ignore_names``) a name or the scenario does, listing every
+            differing step in one line.
+    """
+    classes = {s for s in checkpoint.class_step_ids if s is not None}
+    steps = set(graph.step_ids)
+    if classes != steps:
+        extra, missing = sorted(classes - steps), sorted(steps - classes)
+        parts = []
+        if extra:
+            parts.append(f"classes {extra} are not key-steps of {graph_path}")
+        if missing:
+            parts.append(f"key-steps {missing} of {graph_path} are not among its classes")
+        pairs = zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)
+        known = [(s, n) for s, n in pairs if s is not None]  # the background class has no step
+        graph_steps = list(zip(graph.step_ids, graph.step_names, strict=True))
+        raise InputError(f"--detector {detector} and --graph {graph_path} are not for the same procedure: "
+                         + "; ".join(parts) + f" (the detector: {procedure_summary(checkpoint.scenario, known)}; "
+                         f"the graph: {procedure_summary(graph.scenario, graph_steps)})")
+    differences = name_differences(checkpoint, graph)
+    if not differences:
+        return []
+    listed = "; ".join(differences)
+    if not ignore_names:
+        raise InputError(f"--detector {detector} and --graph {graph_path} name different steps: {listed} "
+                         "(retrain the detector on this procedure, or run anyway with --ignore-names)")
+    return [f"--ignore-names: --detector {detector} and --graph {graph_path} name different steps ({listed}); "
+            "alerts use the graph's names"]
+
+
+def procedure_summary(scenario: str | None, steps: Iterable[tuple[int, str]], shown: int = 3) -> str:
+    """A procedure in a few words for an error line: its scenario and its first steps.
+
+    Args:
+        scenario: the scenario recorded in the file (None: none recorded).
+        steps: ``(step id, name)`` pairs in file order.
+        shown: how many steps to name.
+
+    Returns:
+        Text like ``"scenario 'demo-tea', steps 1 fill_kettle, 2 boil_water, 3 get_cup, ... (6 in all)"``.
+    """
+    steps = list(steps)
+    named = ", ".join(f"{step} {name}" for step, name in steps[:shown])
+    more = f", ... ({len(steps)} in all)" if len(steps) > shown else ""
+    where = f"scenario {scenario!r}" if scenario else "no scenario recorded"
+    return f"{where}, steps {named}{more}"
+
+
+def name_differences(checkpoint: DetectorCheckpoint, graph: TaskGraph) -> list[str]:
+    """How a detector and a graph with the same step ids disagree: the scenario, then each step whose name differs.
+
+    Args:
+        checkpoint: the detector's description (its class names, its scenario if recorded).
+        graph: the task graph.
+
+    Returns:
+        One phrase per difference, in graph order (``"step 2 is 'boil_water' in the detector, 'cut_bread' in the
+        graph"``); empty when they agree.
+    """
+    found = []
+    if checkpoint.scenario and graph.scenario and checkpoint.scenario != graph.scenario:
+        found.append(f"scenario {checkpoint.scenario!r} in the detector, {graph.scenario!r} in the graph")
+    named = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True) if s is not None}
+    for step, name in zip(graph.step_ids, graph.step_names, strict=True):
+        if named[step] != name:
+            found.append(f"step {step} is {named[step]!r} in the detector, {name!r} in the graph")
+    return found
+
+
+def evidence_reporter(
+    checkpoint: DetectorCheckpoint, segmenter: SegmenterConfig, default_rates: bool
+) -> EvidenceReporter | None:
+    """What a stream of this detector reports about its evidence (None: nothing, the checkpoint measured no rates).
+
+    Args:
+        checkpoint: the detector (its ``evidence``, measured by ``recognition-train``).
+        segmenter: the stream's segmenter settings (the default calibration's window is its ``min_duration``).
+        default_rates: without measured rates, use the default ones (``--default-rates``).
+    """
+    model = checkpoint.evidence
+    if model is None and default_rates:
+        steps = [s for s in checkpoint.class_step_ids if s is not None]
+        model = EvidenceModel.default(steps, segmenter.min_duration)
+    return None if model is None else EvidenceReporter(model, checkpoint.class_step_ids, checkpoint.fps)
+
+
+def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker: str, default_rates: bool) -> None:
+    """Refuse to run the probabilistic checker on a detector whose miss and false-detection rates were never measured,
+    unless the user accepts the defaults (``--default-rates``).
+
+    Raises:
+        InputError: one line naming the file, the defaults that ``--default-rates`` applies, and the other ways out.
+    """
+    if checker != "probabilistic" or default_rates or checkpoint.evidence is not None:
+        return
+    raise InputError(
+        f"{detector}: holds no measured miss and false-detection rates, which the probabilistic checker needs "
+        f"(retrain it with recognition-train, which measures them on a validation split); or run with "
+        f"--checker binary, or with --default-rates to assume a miss rate of {DEFAULT_MISS_RATE:.0%} and a "
+        f"false-detection rate of {DEFAULT_FALSE_RATE:.0%} for every step"
+    )
+
+
+def print_warning(line: str) -> None:
+    """Show a warning as one ``warning: ...`` line on stderr (names made printable)."""
+    print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
+
+
+def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
+    """The segmenter settings a checkpoint asks for (``info["segmenter"]``), at its fps; defaults otherwise.
+
+    Args:
+        checkpoint: the detector's description.
+
+    Returns:
+        The validated segmenter config.
+    """
+    settings = checkpoint.info.get("segmenter") or {}
+    if not isinstance(settings, dict):
+        raise InputError(f"detector checkpoint: info.segmenter must be an object, got {settings!r}")
+    try:
+        return SegmenterConfig(fps=checkpoint.fps, **settings)
+    except TypeError as err:
+        raise InputError(f"detector checkpoint: bad info.segmenter ({err})") from None
+
+
+def live_segmenter_config(
+    checkpoint: DetectorCheckpoint, overrides: SegmenterOverrides, alert_on: str = "end"
+) -> SegmenterConfig:
+    """The segmenter settings a stream runs with: the checkpoint's, changed by the command line.
+
+    With ``alert_on="onset"`` a key-step must be announced, so a config without ``onset_frames`` gets
+    `DEFAULT_ONSET_FRAMES`; with ``"end"`` nothing is announced (``onset_frames`` 0).
+
+    Args:
+        checkpoint: the detector's description.
+        overrides: ``--threshold``, ``--min-frames``, ``--onset-frames``.
+        alert_on: ``"end"`` or ``"onset"``.
+
+    Returns:
+        The validated settings.
+    """
+    config = overrides.apply(segmenter_config_of(checkpoint))
+    if alert_on == "onset" and config.onset_frames == 0:
+        return replace(config, onset_frames=DEFAULT_ONSET_FRAMES)
+    if alert_on == "end":
+        return replace(config, onset_frames=0)
+    return config
+
+
+def load_detector_for_stream(
+    detector_path: str | Path, backbone: str | Path | None, threads: int = 1, device: str = "auto"
+) -> tuple[MiniROAD, DetectorCheckpoint, FeatureExtractor]:
+    """Load a detector checkpoint and the feature extractor it names, checked against each other.
+
+    Args:
+        detector_path: checkpoint file.
+        backbone: TorchScript backbone file (for checkpoints trained on TorchScript features).
+        threads: torch threads.
+        device: ``"auto"`` (CUDA when torch sees one), ``"cpu"`` or ``"cuda"``, for the detector and the extractor.
+
+    Returns:
+        ``(model, checkpoint, extractor)``.
+    """
+    torch.set_num_threads(threads)
+    model, checkpoint = load_detector(detector_path, resolve_device(device))
+    extractor = make_extractor(checkpoint.feature_extractor, backbone, device)
+    checkpoint.check_features(extractor.dim, source=f"--detector {detector_path}")
+    return model, checkpoint, extractor
+
+
+@dataclass
+class OpenedStreams:
+    """Everything a detector needs for its streams, loaded once, checked against each other, every video open.
+
+    Attributes:
+        graph: the task graph.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        extractor: the feature extractor the checkpoint names.
+        readers: the open videos, one per source, delivering frames at the detector's rate.
+    """
+
+    graph: TaskGraph
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor
+    readers: list[VideoReader]
+
+
+@dataclass
+class OpenedStream:
+    """Everything one detector stream needs (`OpenedStreams` of one source).
+
+    Attributes:
+        graph: the task graph.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        extractor: the feature extractor the checkpoint names.
+        reader: the open video, delivering frames at the detector's rate.
+    """
+
+    graph: TaskGraph
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor
+    reader: VideoReader
+
+
+def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = ()) -> tuple[str, ...]:
+    """Each ``--video`` source's stream id, checked: one source per stream, one stream per source.
+
+    Args:
+        videos: the ``--video`` values, in order.
+        stream_ids: the ``--stream-id`` values, one per video in the same order; none: ``cam0``, ``cam1``, ...
+
+    Returns:
+        The stream ids, in the order of ``videos``.
+
+    Raises:
+        InputError: a count that differs from the videos', an id that is not a stream id, two sources with one id,
+            or one source given twice (the same file, camera, URL or demo video).
+    """
+    ids = tuple(stream_ids) or tuple(f"cam{k}" for k in range(len(videos)))
+    if len(ids) != len(videos):
+        raise InputError(f"--stream-id is given {len(ids)} times for {len(videos)} --video sources: give one per "
+                         "--video, in the same order (or none: cam0, cam1, ...)")
+    seen_ids: dict[str, str] = {}
+    seen_sources: dict[tuple[str, object], str] = {}
+    for video, sid in zip(videos, ids, strict=True):
+        if not is_stream_id(sid):
+            raise InputError(f"--stream-id {sid!r}: use {STREAM_ID_RULE}")
+        if sid in seen_ids:
+            raise InputError(f"--stream-id {sid} is given to two sources (--video {seen_ids[sid]} and --video "
+                             f"{video}): each stream needs its own id")
+        seen_ids[sid] = video
+        key = ("demo", video.partition(":")[2] or "mistake") if is_demo_video(video) else source_identity(video)
+        if key in seen_sources:
+            raise InputError(f"--video {video} is given twice (streams {seen_sources[key]} and {sid}): each source "
+                             "feeds one stream")
+        seen_sources[key] = sid
+    return ids
+
+
+@dataclass
+class LoadedParts:
+    """What every stream of a detector shares, loaded once and checked against each other (`load_parts`).
+
+    Attributes:
+        graph: the task graph (None where the caller has no use for it: the checker holds it).
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        extractor: the feature extractor the checkpoint names (batched or not).
+    """
+
+    graph: TaskGraph | None
+    model: MiniROAD
+    checkpoint: DetectorCheckpoint
+    extractor: FeatureExtractor | BatchedExtractor
+
+
+def load_parts(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> LoadedParts:
+    """Load the graph and the detector a source names, and check them against each other.
+
+    Args:
+        source: names the graph, detector, backbone and device.
+        threads: torch threads of the detector.
+        warn: called with each warning (names that differ, let through by ``ignore_names``).
+
+    Returns:
+        The parts (with the graph).
+    """
+    graph = load_graph(source.graph)
+    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
+    for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
+        warn(line)
+    return LoadedParts(graph, model, checkpoint, extractor)
+
+
+def open_videos(sources: Sequence[StreamSource], fps: float) -> list[VideoReader]:
+    """Open every source's video at the detector's rate; if one cannot be opened, those opened before it are closed.
+
+    Returns:
+        The readers (the caller's to close).
+    """
+    readers: list[VideoReader] = []
+    try:
+        for source in sources:
+            readers.append(open_reader(resolve_video(source.video), replace(source.reader, fps=fps)))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return readers
+
+
+def open_streams(
+    sources: Sequence[StreamSource], threads: int = 1, warn: Callable[[str], None] = print_warning
+) -> OpenedStreams:
+    """Load the graph and the detector once, check them against each other, then open every video.
+
+    Every mistake in what the user named (a graph that is not a DAG, a detector whose classes or step names are not
+    the graph's, an unopenable video) is refused here, before any frame is read.
+
+    Args:
+        sources: the streams' videos; the graph, detector, backbone and device are the first source's (the command
+            line gives them once for all).
+        threads: torch threads of the detector.
+        warn: called with each warning (names that differ, let through by ``ignore_names``).
+
+    Returns:
+        The opened streams (their readers are the caller's to close).
+    """
+    parts = load_parts(sources[0], threads, warn)
+    assert parts.graph is not None and isinstance(parts.extractor, FeatureExtractor)
+    readers = open_videos(sources, parts.checkpoint.fps)
+    return OpenedStreams(parts.graph, parts.model, parts.checkpoint, parts.extractor, readers)
+
+
+def open_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning) -> OpenedStream:
+    """`open_streams` of one source.
+
+    Returns:
+        The opened stream (its reader is the caller's to close).
+    """
+    opened = open_streams([source], threads, warn)
+    return OpenedStream(opened.graph, opened.model, opened.checkpoint, opened.extractor, opened.readers[0])

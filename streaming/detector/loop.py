@@ -1,0 +1,276 @@
+"""The detector's one frame loop: 1..K streams through one feature extractor and one MiniROAD.
+
+Each stream's reader runs in its own thread: it decodes a frame, prepares it for the network there (resized to the
+backbone's input: `streaming.extractors.FeatureExtractor.prepare`) and hands it over. The loop takes every frame
+that is ready, extracts their features as one batch of the fixed sizes (`streaming.detector.batching`, every size
+warmed before the first frame is read), steps their GRU state rows at once (`recognition.model.FastStepper.step_rows`
+on a CPU, `recognition.model.ModelStepper` on a GPU) and hands each stream its frame (`DetectorStream.deliver`). One
+camera is a batch of one.
+
+It never waits for a stream: a batch is whatever is ready when the loop is free, so a stalled or failed source holds
+back no other, and batches grow by themselves when the loop falls behind (continuous batching). A stream whose source
+ends (or fails, after its reader's reconnect attempts) is flushed and sends its last heartbeats while the others go on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from graphs.common.errors import InputError
+from recognition.checkpoint import DetectorCheckpoint
+from recognition.model import MiniROAD, make_stepper
+from recognition.segmenter import SegmenterConfig
+from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
+from streaming.detector.config import DetectorConfig
+from streaming.detector.publisher import EventPublisher
+from streaming.detector.streams import DetectorStats, DetectorStream, FrameObserver
+from streaming.extractors import FeatureExtractor
+from streaming.readers import Frame, VideoReader
+from streaming.transport import HEARTBEAT_S, POLL_MS
+
+FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
+FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
+READER_JOIN_S = 2.0  # on shutdown, longest wait for each reader thread
+
+
+def batched(extractor: FeatureExtractor | BatchedExtractor, streams: int, batch_sizes: Sequence[int] = ()
+            ) -> BatchedExtractor:
+    """The extractor behind the fixed batch sizes (``batch_sizes``, or `default_batch_sizes` for ``streams``);
+    one that is batched already is kept as it is."""
+    if isinstance(extractor, BatchedExtractor):
+        return extractor
+    on_gpu = getattr(getattr(extractor, "device", None), "type", "cpu") != "cpu"
+    sizes = tuple(batch_sizes) or default_batch_sizes(extractor, streams, on_gpu)
+    return BatchedExtractor(extractor, Buckets(sizes))
+
+
+class FrameLoop:
+    """The frame loop of one or several streams (see the module), each stream with its own GRU state row,
+    segmenter, session and statistics.
+
+    Args:
+        streams: the streams, with distinct stream ids.
+        extractor: the feature extractor the checkpoint names.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description.
+        threads: torch intra-op threads of the model loop.
+        batch_sizes: the backbone's batch sizes (`streaming.detector.batching.Buckets`); empty: the defaults.
+    """
+
+    def __init__(
+        self,
+        streams: list[DetectorStream],
+        extractor: FeatureExtractor | BatchedExtractor,
+        model: MiniROAD,
+        checkpoint: DetectorCheckpoint,
+        threads: int = 1,
+        batch_sizes: Sequence[int] = (),
+    ) -> None:
+        checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
+        ids = [s.stream_id for s in streams]
+        if not streams or len(set(ids)) != len(ids):
+            raise InputError(f"FrameLoop: give streams with distinct ids, got {ids}")
+        self.streams = streams
+        self.batches = batched(extractor, len(streams), batch_sizes)
+        self.extractor = self.batches
+        self.stepper = make_stepper(model, len(streams))
+        self.threads = threads
+        self._cond = threading.Condition()
+        # The frame each reader thread handed over, with its image prepared for the network.
+        self._ready: list[tuple[Frame, np.ndarray] | None] = [None] * len(streams)
+        self._read_out = [False] * len(streams)  # the reader thread has ended
+        self._halt = threading.Event()
+        self._finals: list[tuple[float, DetectorStream]] = []  # last heartbeats still to repeat, with when
+
+    def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
+        """Process every stream until each source ends or reaches ``max_frames``, or ``stop`` is set.
+
+        Args:
+            stop: set it to end every stream (each still sends its last heartbeats).
+
+        Returns:
+            Each stream's statistics, in the order of ``streams``.
+        """
+        stop = stop or threading.Event()
+        torch.set_num_threads(self.threads)
+        self.warm()
+        readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=True)
+                   for i, s in enumerate(self.streams)]  # fmt: skip
+        for stream in self.streams:
+            stream.start()
+        for thread in readers:
+            thread.start()
+        try:
+            while not stop.is_set() and not all(s.ended for s in self.streams):
+                taken, finished = self._take(self._wait_s())
+                if taken:
+                    self._process(taken)
+                for i in finished:
+                    self._end(self.streams[i])
+                self._repeat_finals(time.monotonic())
+            for stream in self.streams:
+                if not stream.ended:  # stopped: what its segmenter holds is published, as at the end of a file
+                    self._end(stream)
+        finally:
+            self._halt.set()
+            for stream in self.streams:
+                stream.reader.interrupt()
+            with self._cond:
+                self._cond.notify_all()
+            for thread in readers:
+                thread.join(READER_JOIN_S)
+            for stream in self.streams:
+                if not stream.ended:  # an error stopped the loop: the stream ends without its open segment
+                    self._end(stream, flush=False)
+            while self._finals:
+                time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
+                self._repeat_finals(time.monotonic())
+        return [s.stats for s in self.streams]
+
+    def warm(self) -> float:
+        """Run every batch size once (`streaming.detector.batching.BatchedExtractor.warm`), if not done yet; the loop
+        does it before its readers read their first frame.
+
+        Returns:
+            Seconds it took (0 when warm already).
+        """
+        return 0.0 if self.batches.warmed else self.batches.warm()
+
+    def _wait_s(self) -> float:
+        """How long the loop may wait for a frame: until the next repeated last heartbeat is due, at most a poll."""
+        due = min((when for when, _ in self._finals), default=float("inf"))
+        return min(POLL_MS / 1000, max(0.0, due - time.monotonic()))
+
+    def _read(self, i: int) -> None:
+        """Reader thread of stream ``i``: read a frame, wait until the previous one was taken, hand it over."""
+        stream = self.streams[i]
+        try:
+            while not self._halt.is_set() and not stream.read_enough:
+                frame = stream.reader.read()
+                if frame is None:
+                    break
+                prepared = self.batches.prepare(frame.image)  # here, not in the loop: resizing is the reader's work
+                with self._cond:
+                    while self._ready[i] is not None and not self._halt.is_set():
+                        self._cond.wait(POLL_MS / 1000)
+                    self._ready[i] = (frame, prepared)
+                    self._cond.notify_all()
+        except Exception as err:  # a reader that raises ends its stream with the reason, never the others
+            stream.stats.error = f"--video {stream.reader.source.spec}: {str(err).strip()[:160] or repr(err)}"
+        finally:
+            with self._cond:
+                self._read_out[i] = True
+                self._cond.notify_all()
+
+    def _take(self, timeout_s: float) -> tuple[list[tuple[int, tuple[Frame, np.ndarray]]], list[int]]:
+        """Wait up to ``timeout_s`` for a frame, then take every frame that is ready.
+
+        Returns:
+            ``(taken, finished)``: ``(stream index, (frame, prepared image))`` pairs, and the streams whose reader
+            ended with nothing left to take.
+        """
+        with self._cond:
+            if not any(f is not None for f in self._ready) and not self._finished():
+                self._cond.wait(timeout_s)
+            taken = [(i, f) for i, f in enumerate(self._ready) if f is not None]
+            for i, _ in taken:
+                self._ready[i] = None
+            if taken:
+                self._cond.notify_all()
+            return taken, self._finished()
+
+    def _finished(self) -> list[int]:
+        """Streams whose reader ended and whose last frame was taken, not ended yet (call with the lock held)."""
+        return [i for i, s in enumerate(self.streams) if self._read_out[i] and self._ready[i] is None and not s.ended]
+
+    def _process(self, taken: list[tuple[int, tuple[Frame, np.ndarray]]]) -> None:
+        """One batch: the frames' features, one step of their streams' state rows, then each stream's segmenter."""
+        for i, (frame, _) in taken:
+            self.streams[i].took(frame)
+        started = time.perf_counter()
+        feats = self._features([image for _, (_, image) in taken])  # (m, F)
+        stepped = time.perf_counter()
+        rows = torch.tensor([i for i, _ in taken], dtype=torch.long)
+        probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, outputs)
+        done = time.perf_counter()
+        for j, (i, (frame, _)) in enumerate(taken):
+            stream = self.streams[i]
+            stream.stages.add("features", stepped - started)
+            stream.stages.add("detector", done - stepped)
+            stream.deliver(frame, feats[j], probs[j])
+
+    def _features(self, images: list[np.ndarray]) -> np.ndarray:
+        """Features of frames from several sources: one batch per frame size (cameras need not agree; prepared for a
+        network they all have its input size)."""
+        shapes = [image.shape for image in images]
+        if len(set(shapes)) == 1:
+            return self.extractor(np.stack(images))
+        out = np.empty((len(images), self.extractor.dim), dtype=np.float32)
+        for shape in set(shapes):
+            group = [j for j, other in enumerate(shapes) if other == shape]
+            out[group] = self.extractor(np.stack([images[j] for j in group]))
+        return out
+
+    def _end(self, stream: DetectorStream, flush: bool = True) -> None:
+        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats."""
+        if flush:
+            stream.flush()
+        stream.settle()
+        stream.last_heartbeat()
+        now = time.monotonic()
+        self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
+        self._finals.sort(key=lambda item: item[0])
+
+    def _repeat_finals(self, now: float) -> None:
+        while self._finals and self._finals[0][0] <= now:
+            _, stream = self._finals.pop(0)
+            stream.last_heartbeat()
+
+
+class Detector(DetectorStream):
+    """One stream with its own frame loop: a `FrameLoop` of one stream (a batch of one), built in one call.
+
+    Args:
+        reader: an open video reader (delivers frames at the checkpoint's fps).
+        extractor: the feature extractor the checkpoint names.
+        model: the MiniROAD detector (eval mode).
+        checkpoint: its description (class ids and names, fps).
+        events: where confirmed key-steps and heartbeats go.
+        config: heartbeat period, limits, batch sizes.
+        segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
+        clock: monotonic clock for rates and heartbeats.
+        observe: called with ``(stage, seconds)`` for every frame and stage (the metrics); None: nothing.
+        on_frame: called for every frame with its features and class probabilities; None: nothing.
+    """
+
+    def __init__(
+        self,
+        reader: VideoReader,
+        extractor: FeatureExtractor | BatchedExtractor,
+        model: MiniROAD,
+        checkpoint: DetectorCheckpoint,
+        events: EventPublisher,
+        config: DetectorConfig,
+        segmenter_config: SegmenterConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        observe: Callable[[str, float], None] | None = None,
+        on_frame: FrameObserver | None = None,
+    ) -> None:
+        super().__init__(reader, checkpoint, events, config, segmenter_config, clock, observe, on_frame)
+        self.loop = FrameLoop([self], extractor, model, checkpoint, config.threads, config.batch_sizes)
+
+    def run(self, stop: threading.Event | None = None) -> DetectorStats:
+        """Process frames until the source ends, ``max_frames`` is reached or ``stop`` is set.
+
+        Args:
+            stop: set it to end the stream early (its last heartbeats are still sent).
+
+        Returns:
+            Run statistics.
+        """
+        return self.loop.run(stop)[0]

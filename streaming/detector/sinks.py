@@ -1,0 +1,180 @@
+"""Where a detector's messages go: anything with one ``send(message)`` is a `Sink`.
+
+The sinks of the house:
+- the ZeroMQ publisher to the checker (`streaming.transport.Publisher`);
+- a checker in the same process (`streaming.local_checker.CheckerLink`: ``eval`` and ``--annotate-out``);
+- JSON lines (`JsonLinesSink`), one message a line;
+- a webhook (`streaming.detector.webhook.WebhookSink`, ``--webhook URL``): each alert POSTed as JSON;
+- the alert frames (`streaming.detector.alert_frames.AlertFrames`, ``--alert-frames DIR``): the frame that confirmed
+  each key-step, as a JPEG, for the dashboard.
+
+Sinks are handed to the pipeline when it is built (`streaming.detector.wiring.build_pipeline`), never patched onto a
+running detector. `Fanout` sends one message to several. A sink that talks to the outside world (the webhook, the
+frame files) does its work in its own thread behind a bounded queue (`BackgroundSink`): a slow or dead receiver costs
+the frame loop one ``put`` that never waits, and what is dropped is counted.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Generic, Protocol, TextIO, TypeVar
+
+from streaming.messages import Message, encode_payload
+
+DEFAULT_QUEUE = 256  # messages a background sink holds before it drops the newest (counted)
+STOP_WAIT_S = 5.0  # on close, longest wait for a background sink to finish what it holds
+T = TypeVar("T")
+
+
+class Sink(Protocol):
+    """Takes one message at a time; must return quickly (the frame loop calls it)."""
+
+    def send(self, message: Message) -> None:
+        """Take one message."""
+
+
+class Fanout:
+    """Sends each message to several sinks, in order (the first is usually the checker's socket).
+
+    Args:
+        sinks: where every message goes.
+    """
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self.sinks = list(sinks)
+
+    def send(self, message: Message) -> None:
+        """Send to every sink, the first first."""
+        for sink in self.sinks:
+            sink.send(message)
+
+
+def combine(sinks: Sequence[Sink]) -> Sink:
+    """One sink for several: the sink itself when there is one, else a `Fanout`."""
+    return sinks[0] if len(sinks) == 1 else Fanout(sinks)
+
+
+class JsonLinesSink:
+    """Writes each message as one line of JSON (the wire's own payload, `streaming.messages.encode_payload`).
+
+    Args:
+        out: where the lines go (None: ``sys.stdout`` as it is at each call).
+        kinds: message kinds to write (``"keystep"``, ``"alert"``, ...); empty: all.
+    """
+
+    def __init__(self, out: TextIO | None = None, kinds: Sequence[str] = ()) -> None:
+        self.out = out
+        self.kinds = frozenset(kinds)
+
+    def send(self, message: Message) -> None:
+        """Write the message's line and flush."""
+        if self.kinds and message.KIND not in self.kinds:
+            return
+        out = self.out or sys.stdout
+        out.write(encode_payload(message).decode("utf-8") + "\n")
+        out.flush()
+
+
+def message_json(message: Message) -> bytes:
+    """A message as the UTF-8 JSON object the wire carries (`encode_payload`), for bodies sent elsewhere."""
+    return encode_payload(message)
+
+
+class BackgroundSink(Generic[T]):
+    """A sink whose work (``deliver``) runs in its own thread, behind a queue of at most ``capacity`` items.
+
+    ``send`` never waits: a full queue drops the message and counts it (``dropped``). What ``deliver`` fails on is
+    counted too (``failed``), and reported through ``log`` for the first `log_limit` failures, then once every
+    `log_every`: a receiver that is down for hours writes a bounded log. ``close`` lets the thread finish what it
+    holds (at most `STOP_WAIT_S`).
+
+    Args:
+        deliver: does the work for one message; returns normally when it succeeded, raises when it did not.
+        name: the thread's name, and the prefix of its log lines.
+        capacity: queue length.
+        log: where failure lines go (None: stderr as a ``warning:`` line).
+        log_limit: failures logged one by one before the log thins out.
+        log_every: after that, one line per this many failures.
+    """
+
+    def __init__(
+        self,
+        deliver: Callable[[T], None],
+        name: str,
+        capacity: int = DEFAULT_QUEUE,
+        log: Callable[[str], None] | None = None,
+        log_limit: int = 5,
+        log_every: int = 100,
+    ) -> None:
+        self._deliver = deliver
+        self.name = name
+        self._queue: queue.Queue[T | None] = queue.Queue(maxsize=capacity)
+        self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+        self._log_limit = log_limit
+        self._log_every = log_every
+        self.delivered = 0
+        self.failed = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def accepts(self, message: T) -> bool:
+        """Whether this sink wants the message at all (all, unless a subclass says otherwise)."""
+        return True
+
+    def send(self, message: T) -> None:
+        """Queue the message for the thread; a full queue drops it (counted)."""
+        if self._closed or not self.accepts(message):
+            return
+        try:
+            self._queue.put_nowait(message)
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+                dropped = self.dropped
+            if dropped == 1 or dropped % self._log_every == 0:
+                self._log(f"{self.name}: queue full, {dropped} message(s) dropped so far")
+
+    def _work(self) -> None:
+        while True:
+            message = self._queue.get()
+            if message is None:
+                return
+            try:
+                self._deliver(message)
+            except Exception as err:  # a receiver's failure is counted and logged, never the pipeline's
+                with self._lock:
+                    self.failed += 1
+                    failed = self.failed
+                if failed <= self._log_limit or failed % self._log_every == 0:
+                    self._log(f"{self.name}: {failed} message(s) not delivered so far (last: {err})")
+            else:
+                with self._lock:
+                    self.delivered += 1
+
+    def pending(self) -> int:
+        """Messages queued and not yet taken by the thread."""
+        return self._queue.qsize()
+
+    def close(self) -> None:
+        """Stop taking messages; the thread finishes what it holds, for at most `STOP_WAIT_S`."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._queue.put(None, timeout=STOP_WAIT_S)
+        except queue.Full:
+            return
+        self._thread.join(STOP_WAIT_S)
+
+    def __enter__(self) -> BackgroundSink[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,180 @@
+"""One detector stream from the moment its frame has class probabilities (`DetectorStream`): the segmenter, the
+messages it publishes, its statistics and stage latencies. The frame loop (`streaming.detector.loop`) reads the
+frames and runs the models for every stream at once, then hands each stream its frame (`DetectorStream.took`,
+`DetectorStream.deliver`)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from recognition.checkpoint import DetectorCheckpoint
+from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmentEvent
+from streaming.detector.config import DetectorConfig
+from streaming.detector.loading import evidence_reporter, live_segmenter_config
+from streaming.detector.publisher import EventPublisher
+from streaming.messages import KeyStepEvent
+from streaming.readers import Frame, VideoReader
+from streaming.stage_latency import DETECTOR_STAGES, StageWindow
+
+if TYPE_CHECKING:
+    from streaming.detector.batching import BatchedExtractor
+
+FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
+
+FrameObserver = Callable[[Frame, np.ndarray, np.ndarray], None]  # (frame, its features (F,), its probabilities (C,))
+
+
+@dataclass
+class DetectorStats:
+    """What a detector run did."""
+
+    frames: int = 0
+    dropped: int = 0
+    events: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def fps(self) -> float:
+        """Average frames per second over the run."""
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+class DetectorStream:
+    """One stream of a detector from the moment its frame has class probabilities: the segmenter, the events and
+    heartbeats it publishes, its statistics and its stage latencies. The loops that read frames and run the models
+    (`streaming.detector.loop.FrameLoop`, for one stream or many) hand each frame over (`took`, `deliver`).
+
+    Args:
+        reader: the stream's open video reader (delivers frames at the checkpoint's fps).
+        checkpoint: the detector's description (class ids and names, fps).
+        events: where confirmed key-steps and heartbeats go.
+        config: heartbeat period and limits.
+        segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
+        clock: monotonic clock for rates and heartbeats.
+        observe: also called with ``(stage, seconds)`` for every frame and stage (the metrics); None: nothing.
+        on_frame: called for every frame with its features and class probabilities, once they are known (the
+            overlay, the alert frames, ``eval``'s clock); None: nothing.
+    """
+
+    def __init__(
+        self,
+        reader: VideoReader,
+        checkpoint: DetectorCheckpoint,
+        events: EventPublisher,
+        config: DetectorConfig,
+        segmenter_config: SegmenterConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        observe: Callable[[str, float], None] | None = None,
+        on_frame: FrameObserver | None = None,
+    ) -> None:
+        self.reader = reader
+        self.checkpoint = checkpoint
+        self.events = events
+        self.config = config
+        segmenter_config = segmenter_config or live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
+        self.segmenter = OnlineSegmenter(segmenter_config, checkpoint.class_step_ids)
+        if events.evidence is None:
+            events.evidence = evidence_reporter(checkpoint, segmenter_config, config.default_rates)
+        self.onsets = config.alert_on == "onset"
+        self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
+        self.clock = clock
+        self.stats = DetectorStats()
+        self.stages = StageWindow(DETECTOR_STAGES, observe)
+        self.ended = False  # its source ended (or it was stopped), its last heartbeat went out
+        self.on_event: Callable[[KeyStepEvent], None] | None = None
+        self.on_frame = on_frame
+        self._window: deque[float] = deque()  # recent frame times, for the reported rate
+        self._fps = 0.0
+        self._t0 = self._last_beat = 0.0
+
+    @property
+    def stream_id(self) -> str:
+        """The stream's name on the wire."""
+        return self.events.stream_id
+
+    @property
+    def read_enough(self) -> bool:
+        """The reader has delivered ``config.max_frames`` frames (never, with 0)."""
+        return bool(self.config.max_frames) and self.reader.frames >= self.config.max_frames
+
+    def start(self) -> None:
+        """The stream's first heartbeat: the checker knows it from now on."""
+        self._t0 = self._last_beat = self.clock()
+        self.events.heartbeat(None, 0, 0, 0.0)
+
+    def took(self, frame: Frame) -> None:
+        """The model loop took the frame: its ``decode`` stage ends (from its arrival at the reader)."""
+        if frame.arrived:
+            self.stages.add("decode", time.monotonic() - frame.arrived)
+
+    def deliver(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
+        """A frame's features ``(F,)`` and the detector's outputs (``(C,)`` class probabilities, then ``(C,)`` done
+        states with a done head): segment, publish, count, heartbeat if due."""
+        classes = probs[: self.checkpoint.config.num_classes]
+        if self.on_frame is not None:
+            self.on_frame(frame, features, classes)
+        started = time.perf_counter()
+        self.events.frame(probs)
+        self._publish(self.segmenter.update_events(classes))
+        self.stages.add("segmenter", time.perf_counter() - started)
+        self.stats.frames += 1
+        now = self.clock()
+        window = self._window
+        window.append(now)
+        while window and now - window[0] > FPS_WINDOW_S:
+            window.popleft()
+        if now - self._last_beat >= self.config.heartbeat_s:
+            self._last_beat = now
+            if len(window) > 1:
+                self._fps = (len(window) - 1) / (window[-1] - window[0])
+            active = self.segmenter.active
+            self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, self._fps,
+                                  latency=self.stages.take())
+
+    def flush(self) -> None:
+        """The source ended: publish what the segmenter still holds."""
+        self._publish(self.segmenter.flush_events())
+
+    def settle(self) -> None:
+        """Fill in the run's statistics (time, drops, the reader's error); the stream takes no more frames."""
+        self.stats.seconds = self.clock() - self._t0
+        self.stats.dropped = self.reader.dropped
+        self.stats.error = self.stats.error or self.reader.error
+        self.ended = True
+
+    def last_heartbeat(self) -> None:
+        """One of the `streaming.detector.loop.FINAL_REPEATS` heartbeats that say the stream ended (after `settle`)."""
+        self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self._fps or self.stats.fps, ended=True,
+                              latency=self.stages.take())
+
+    def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
+        for seg in events:
+            if isinstance(seg, OnsetEvent):
+                if self.onsets:
+                    self.events.onset(seg, self.names.get(seg.step, str(seg.step)))
+                continue
+            message = self.events.keystep(
+                seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence,
+                seg.start_frame, seg.end_frame - seg.start_frame,
+            )
+            self.stats.events += 1
+            if self.on_event is not None:
+                self.on_event(message)
+
+
+class StreamWatcher(Protocol):
+    """What watches a detector's streams from outside (the metrics endpoint: `streaming.metrics.DetectorMetrics`)."""
+
+    def observer(self, stream_id: str) -> Callable[[str, float], None]:
+        """The function the stream calls with ``(stage, seconds)`` for each frame."""
+
+    def watch(self, streams: Sequence[DetectorStream], batches: BatchedExtractor | None = None) -> None:
+        """Follow these streams (their readers' counts, their statistics) and the frame loop's batches (the shapes
+        first seen after start-up) from now on."""

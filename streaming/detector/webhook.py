@@ -1,0 +1,133 @@
+"""The webhook sink (``--webhook URL``): each alert, and each retraction of one, POSTed as JSON to a URL.
+
+The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
+"alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything
+else (an error status, a refused connection, no answer within ``timeout_s``) is tried again after ``backoff_s``,
+doubled each time, ``retries`` times, then counted as failed and logged (bounded: `BackgroundSink`). The requests
+run in the sink's own thread behind a bounded queue, so a receiver that is slow, down or hanging never slows the
+frame loop or the view: its alerts wait in the queue, and once it is full new ones are dropped and counted.
+
+Requests go through the standard library (`urllib.request`), which honours the usual ``http_proxy`` /
+``https_proxy`` / ``no_proxy`` variables and verifies HTTPS certificates.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from graphs.common.errors import InputError
+from streaming.detector.sinks import DEFAULT_QUEUE, BackgroundSink
+from streaming.messages import Alert, Message, Retraction, encode_payload
+
+SCHEMES = ("http", "https")
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """Where and how alerts are POSTed.
+
+    Args:
+        url: the receiver, ``http://`` or ``https://`` with a host.
+        timeout_s: longest wait for one answer.
+        retries: tries after the first one fails.
+        backoff_s: wait before the first retry, doubled before each next one.
+        capacity: alerts queued at most while the receiver is slow (the newest are dropped beyond it).
+    """
+
+    url: str
+    timeout_s: float = 2.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    capacity: int = DEFAULT_QUEUE
+
+    def __post_init__(self) -> None:
+        check_webhook_url(self.url)
+        if not self.timeout_s > 0:
+            raise InputError(f"WebhookConfig.timeout_s = {self.timeout_s} must be > 0")
+        if self.retries < 0:
+            raise InputError(f"WebhookConfig.retries = {self.retries} must be >= 0")
+        if not self.backoff_s >= 0:
+            raise InputError(f"WebhookConfig.backoff_s = {self.backoff_s} must be >= 0")
+        if self.capacity < 1:
+            raise InputError(f"WebhookConfig.capacity = {self.capacity} must be >= 1")
+
+
+def check_webhook_url(url: str) -> str:
+    """Refuse a ``--webhook`` value that is not an http(s) URL with a host.
+
+    Returns:
+        The URL.
+
+    Raises:
+        InputError: one line naming the option and what is wrong.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is not a number or out of range
+    except ValueError as err:
+        raise InputError(f"--webhook {url!r}: not a URL ({err})") from None
+    if parts.scheme not in SCHEMES:
+        raise InputError(f"--webhook {url!r}: use an http:// or https:// URL")
+    if not parts.hostname:
+        raise InputError(f"--webhook {url!r}: the URL names no host")
+    if port == 0:
+        raise InputError(f"--webhook {url!r}: port 0 is not a port a server listens on")
+    return url
+
+
+class WebhookSink(BackgroundSink[Message]):
+    """POSTs every `Alert` and `Retraction` it is sent to ``config.url``, from its own thread (see the module).
+
+    Attributes (besides `BackgroundSink`'s ``delivered``, ``failed``, ``dropped``):
+        attempts: requests made, retries included.
+
+    Args:
+        config: the URL and the retry policy.
+        log: where failure lines go (bounded; None: stderr).
+    """
+
+    def __init__(self, config: WebhookConfig, log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.attempts = 0
+        self._stopping = threading.Event()
+        # No redirects followed to another scheme or host by surprise: urllib follows 30x for GET only, not for POST.
+        self._opener = urllib.request.build_opener()
+        super().__init__(self._post, f"webhook {config.url}", config.capacity, log)
+
+    def accepts(self, message: Message) -> bool:
+        """Alerts and retractions only."""
+        return isinstance(message, Alert | Retraction)
+
+    def _post(self, message: Message) -> None:
+        body = encode_payload(message)
+        wait = self.config.backoff_s
+        for attempt in range(self.config.retries + 1):
+            if attempt and self._stopping.wait(wait):
+                raise RuntimeError("closed before it could be delivered")
+            if attempt:
+                wait *= 2
+            self.attempts += 1
+            request = urllib.request.Request(self.config.url, data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with self._opener.open(request, timeout=self.config.timeout_s) as answer:
+                    answer.read()
+                    if 200 <= answer.status < 300:
+                        return
+                    why = f"HTTP {answer.status}"
+            except urllib.error.HTTPError as err:
+                why = f"HTTP {err.code}"
+            except (urllib.error.URLError, OSError, ValueError) as err:
+                reason = getattr(err, "reason", err)
+                why = str(reason) or type(reason).__name__
+        raise RuntimeError(f"{why} after {self.config.retries + 1} tries")
+
+    def close(self) -> None:
+        """Stop retrying; what is queued is still tried once each, for at most the base class's wait."""
+        self._stopping.set()
+        super().close()

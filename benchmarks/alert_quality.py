@@ -22,8 +22,8 @@ Printed: the time of each stage; how many of the true pre-conditions the learned
 this project's generated procedure); then per checker, side by side: per-frame test mAP (the detector's, from its
 checkpoint), the mistakes to find, alerts raised, correct ones, mistake precision / recall / F1 (graph rule: a step
 done before its pre-conditions under the learned graph; and the annotation rule: segments marked ``has_errors``),
-false alarms per video (alerts that were not correct, retracted ones included, over the held-out videos),
-alert latency (median, p90; seconds from the mistaken step's annotated start to its first correct alert),
+false alarms per video (standing alerts that were not correct, over the held-out videos; a retracted alert counts
+for nothing), alert latency (median, p90; seconds from the mistaken step's annotated start to its first correct alert),
 retractions, and key-step recognition (F1@50, edit). With several training seeds, each figure is the mean and the
 standard deviation over seeds.
 

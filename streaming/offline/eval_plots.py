@@ -2,8 +2,12 @@
 
 Three rows over video time: the annotated key-steps (a mistake under either rule outlined in red), the key-steps the
 live chain confirmed (paler the less confident), and the alerts (a marker when each was raised, joined to the start
-of the step it names; green when right, red when a false alarm, grey when retracted). Needs matplotlib (the ``plot``
-extra).
+of the step it names, labelled with the step, the pre-conditions it named missing and its probability). An alert
+that stands at the end is filled (green when right, red when a false alarm); a retracted one is hollow and grey, its
+label says so: it counts for nothing (`streaming.session_verdict`). Each step has its own colour, from a
+qualitative palette of 20, and a hatch pattern as well past 20 steps, so that no two steps look alike and colour is
+never the only cue: each bar is also labelled with its step, and a legend names every step shown. Needs matplotlib
+(the ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from typing import Any
 from graphs.common.errors import InputError, install_extra
 from graphs.common.files import save_figure
 from graphs.task_graph import TaskGraph
-from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
+from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, count_of, node_name, video_detail
 
 ROWS = {"annotated": 2.0, "recognised": 1.0, "alerts": 0.0}
+PALETTE = "tab20"  # qualitative: 10 hues, each dark then light; taken dark hues first so neighbours differ most
+PALETTE_ORDER = (*range(0, 20, 2), *range(1, 20, 2))
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")  # a new pattern each time the palette comes round
+ALERT_COLOURS = {"right": "green", "false alarm": "red", "retracted": "grey"}
 
 
 def pyplot() -> Any:
@@ -38,6 +46,93 @@ def plot_path(folder: str | Path, video: str) -> Path:
     return Path(folder) / f"{safe}.png"
 
 
+def step_styles(graph: TaskGraph, steps: Sequence[int]) -> dict[int, tuple[Any, str]]:
+    """A colour and a hatch pattern per step, by the step's place in the graph (the same step looks the same on every
+    video's plot): the palette's 20 colours, then the same colours with a new hatch.
+
+    Args:
+        graph: the task graph.
+        steps: the steps to style (ids; one the graph does not know comes after its steps).
+
+    Returns:
+        step id -> (RGBA colour, matplotlib hatch).
+    """
+    cmap = pyplot().get_cmap(PALETTE)
+    order = {step: k for k, step in enumerate(graph.step_ids)}
+    ranked = sorted(set(steps), key=lambda s: (order.get(s, len(order)), s))
+    places = {step: order.get(step, len(order) + k) for k, step in enumerate(ranked)}
+    size = len(PALETTE_ORDER)
+    return {step: (cmap(PALETTE_ORDER[k % size]), HATCHES[(k // size) % len(HATCHES)]) for step, k in places.items()}
+
+
+def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
+    """One video's timeline (see the module docstring) as a matplotlib figure; the caller saves and closes it.
+
+    Args:
+        run: what the live chain did on the video.
+        graph: the task graph (step names, and which annotated steps are mistakes).
+
+    Returns:
+        The figure.
+    """
+    plt = pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    detail = video_detail(run, graph)
+    mistakes = annotated_mistakes(graph, run.annotated)
+    steps = sorted({s.step for s in run.annotated} | {s.step for s in run.recognised})
+    styles = step_styles(graph, steps)
+    end = max([s.end for s in run.annotated] + [s.end for s in run.recognised] + [a.raised for a in run.alerts]
+              + [1.0])
+    fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)) + 2.5, 3.6))
+    for k, segment in enumerate(run.annotated):
+        wrong = any(mistakes[rule][k] for rule in RULES)
+        colour, hatch = styles[segment.step]
+        ax.broken_barh([(segment.start, segment.end - segment.start)], (ROWS["annotated"] - 0.35, 0.7),
+                       facecolors=colour, hatch=hatch, edgecolors="red" if wrong else "none",
+                       linewidth=2.0 if wrong else 0.0)
+        ax.text((segment.start + segment.end) / 2, ROWS["annotated"], node_name(graph, segment.step),
+                ha="center", va="center", fontsize=7, clip_on=True)
+    for item in detail["recognised"]:
+        colour, hatch = styles[item["step"]]
+        alpha = 0.35 + 0.65 * (item["confidence"] if item["confidence"] is not None else 1.0)
+        ax.broken_barh([(item["start"], item["end"] - item["start"])], (ROWS["recognised"] - 0.35, 0.7),
+                       facecolors=colour, hatch=hatch, alpha=alpha)
+        ax.text((item["start"] + item["end"]) / 2, ROWS["recognised"], item["name"], ha="center", va="center",
+                fontsize=7, clip_on=True)
+    for item in detail["alerts"]:
+        kind = "retracted" if item["retracted"] else ("right" if any(item["right"].values()) else "false alarm")
+        colour = ALERT_COLOURS[kind]
+        ax.plot([item["video_time"], item["raised"]], [ROWS["recognised"], ROWS["alerts"]], color=colour,
+                linestyle=":", linewidth=1.0)
+        ax.plot(item["raised"], ROWS["alerts"], marker="v", markersize=9, color=colour,
+                markerfacecolor="none" if item["retracted"] else colour, markeredgewidth=1.5)
+        missing = ", ".join(item["missing_names"])
+        label = f"{item['name']} before {missing}" if missing else item["name"]
+        label += f"\nP {item['probability']:.2f}" + (" (retracted)" if item["retracted"] else "")
+        ax.text(item["raised"], ROWS["alerts"] - 0.3, label, ha="center", va="top", fontsize=7, color=colour)
+    ax.set_yticks(list(ROWS.values()), list(ROWS))
+    ax.set_ylim(-1.2, 2.6)
+    ax.set_xlim(0, end * 1.02)
+    ax.set_xlabel("video time (s)")
+    standing = sum(not a["retracted"] for a in detail["alerts"])
+    retracted = len(detail["alerts"]) - standing
+    ax.set_title(f"{run.video}: {count_of(standing, 'alert')} standing at the end, {retracted} retracted, "
+                 f"{count_of(len(detail['missed']), 'mistake')} missed", fontsize=9)
+    handles: list[Any] = [Patch(facecolor=styles[s][0], hatch=styles[s][1], label=node_name(graph, s))
+                          for s in styles]
+    handles.append(Patch(facecolor="white", edgecolor="red", linewidth=2.0, label="annotated mistake"))
+    handles += [Line2D([], [], marker="v", linestyle="none", color=ALERT_COLOURS[kind], markersize=8,
+                       markerfacecolor="none" if kind == "retracted" else ALERT_COLOURS[kind],
+                       label=f"alert: {kind}" if kind != "retracted" else "alert retracted (counts for nothing)")
+                for kind in ALERT_COLOURS]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False,
+              title="steps and alerts", title_fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def draw_timeline(run: VideoRun, graph: TaskGraph, path: str | Path) -> None:
     """Draw one video's timeline (see the module docstring) to a PNG file, written atomically.
 
@@ -47,38 +142,7 @@ def draw_timeline(run: VideoRun, graph: TaskGraph, path: str | Path) -> None:
         path: the PNG file.
     """
     plt = pyplot()
-    detail = video_detail(run, graph)
-    mistakes = annotated_mistakes(graph, run.annotated)
-    steps = sorted({s.step for s in run.annotated} | {s.step for s in run.recognised})
-    colours = {step: plt.get_cmap("tab20")(k % 20) for k, step in enumerate(steps)}
-    end = max([s.end for s in run.annotated] + [s.end for s in run.recognised] + [a.raised for a in run.alerts]
-              + [1.0])
-    fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)), 3.2))
-    for k, segment in enumerate(run.annotated):
-        wrong = any(mistakes[rule][k] for rule in RULES)
-        ax.broken_barh([(segment.start, segment.end - segment.start)], (ROWS["annotated"] - 0.35, 0.7),
-                       facecolors=colours[segment.step], edgecolors="red" if wrong else "none",
-                       linewidth=2.0 if wrong else 0.0)
-        ax.text((segment.start + segment.end) / 2, ROWS["annotated"], node_name(graph, segment.step),
-                ha="center", va="center", fontsize=7, clip_on=True)
-    for item in detail["recognised"]:
-        alpha = 0.35 + 0.65 * (item["confidence"] if item["confidence"] is not None else 1.0)
-        ax.broken_barh([(item["start"], item["end"] - item["start"])], (ROWS["recognised"] - 0.35, 0.7),
-                       facecolors=colours[item["step"]], alpha=alpha)
-    for item in detail["alerts"]:
-        right = any(item["right"].values())
-        colour = "grey" if item["retracted"] else ("green" if right else "red")
-        ax.plot([item["video_time"], item["raised"]], [ROWS["recognised"], ROWS["alerts"]], color=colour,
-                linestyle=":", linewidth=1.0)
-        ax.plot(item["raised"], ROWS["alerts"], marker="v", color=colour, markersize=9)
-        ax.text(item["raised"], ROWS["alerts"] - 0.3, f"{item['name']} {item['probability']:.2f}", ha="center",
-                va="top", fontsize=7, color=colour)
-    ax.set_yticks(list(ROWS.values()), list(ROWS))
-    ax.set_ylim(-0.9, 2.6)
-    ax.set_xlim(0, end * 1.02)
-    ax.set_xlabel("video time (s)")
-    ax.set_title(f"{run.video}: {len(detail['alerts'])} alerts, {len(detail['missed'])} mistakes missed", fontsize=9)
-    fig.tight_layout()
+    fig = timeline_figure(run, graph)
     try:
         save_figure(fig, path, "timeline plot", dpi=100, option="--plots")
     finally:

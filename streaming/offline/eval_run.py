@@ -68,6 +68,7 @@ from streaming.messages import (
     KeyStepOnset,
     Message,
     MessageError,
+    MissingSteps,
     Retraction,
     StepEvent,
     decode,
@@ -80,15 +81,18 @@ from streaming.offline.eval_scores import (
     RuleDisagreement,
     VideoRun,
     VideoScores,
+    node_name,
     rule_disagreements,
     score_video,
     scores_json,
+    step_check,
     total,
     video_detail,
 )
 from streaming.offline.features import find_video
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
 from streaming.readers import Frame, ReaderConfig, check_first_frame, named_error, open_named
+from streaming.session_verdict import retraction_reason, session_verdict, verdict_text
 
 EVAL_VERSION = 4  # bump when what a cached record holds changes (3: the detector's messages; 4: repeated onsets)
 STREAM_ID = "eval"
@@ -404,7 +408,13 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
     link = CheckerLink(CheckerCore(graph, checking=checking))
     link.replay(record.messages)
     steps = {m.index: m for _, m in link.received if isinstance(m, StepEvent)}
-    retracted = {m.alert_id for _, m in link.received if isinstance(m, Retraction)}
+    # The live view's end-of-stream rule decides which alerts stand: eval counts what the person was told.
+    session = session_verdict((m for _, m in link.received if isinstance(m, Alert)),
+                              (m for _, m in link.received if isinstance(m, Retraction)),
+                              next((m for _, m in reversed(link.received) if isinstance(m, MissingSteps)), None))
+    withdrawn = {a.alert_id for a in session.retracted}
+    reasons = {m.alert_id: retraction_reason(m) for _, m in link.received if isinstance(m, Retraction)}
+    latest = {a.alert_id: a for a in (*session.mistakes, *session.retracted)}  # the copy received last wins
     alerts: dict[str, RaisedAlert] = {}
     for t, m in link.received:
         if not isinstance(m, Alert) or m.alert_id in alerts:
@@ -412,14 +422,20 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
         step = steps.get(m.index)
         if step is not None and step.step == m.step:  # confirmed: the alert names the recognised segment
             start, end = step.start, step.end
-        else:  # an early alert never confirmed: its run, from its start to when the alert came
-            start, end = link.onset_starts.get(m.index, t), t
-        alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in retracted, m.missing,
-                                         m.probability)
+        else:  # an early alert never confirmed: its run, from the step's start to when the alert came
+            start, end = m.video_time if m.video_time is not None else link.onset_starts.get(m.index, t), t
+        final = latest[m.alert_id]
+        alerts[m.alert_id] = RaisedAlert(m.step, min(start, end), end, t, m.alert_id in withdrawn, final.missing,
+                                         final.probability, reasons.get(m.alert_id, ""))
     ordered = [s for _, s in sorted(steps.items())]
     recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in ordered)
+    state = link.core.streams.get(STREAM_ID)
+    history = state.checker.history if state is not None else []
+    known = all(s.index < len(history) for s in ordered)
+    checks = tuple(step_check(history[s.index]) for s in ordered) if known else ()
     return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), record.frames,
-                    tuple(s.confidence for s in ordered))
+                    tuple(s.confidence for s in ordered), checks, session.never_done,
+                    verdict_text(session, lambda step: node_name(graph, step)))
 
 
 def annotated_path(folder: str | Path, video: str) -> Path:

@@ -10,8 +10,11 @@ Three questions, per video and in total:
     order (what a perfect recogniser would make the checker say);
   - ``has_errors``: the annotation marks the segment ``has_errors`` (the datasets' own mistake labels).
 
-  Precision = correct alerts / alerts raised (an early alert later retracted counts as raised: the person saw it),
-  recall = annotated mistakes with a correct alert / annotated mistakes, F1 their harmonic mean. A figure with
+  Only the alerts that **stand at the end** count, the rule of the live view's end-of-stream verdict
+  (`streaming.session_verdict`): an early alert later retracted is no mistake of the session, so it is neither a
+  catch nor a false alarm; `VideoScores.retracted` counts those, and how many of them named a real mistake
+  (``withdrawn``: a catch the checker took back). Precision = correct standing alerts / standing alerts, recall =
+  annotated mistakes with a correct standing alert / annotated mistakes, F1 their harmonic mean. A figure with
   nothing to count is not measured (None, shown ``-``; `graphs.precision_recall`, the convention of every score):
   precision without an alert, recall and F1 without a mistake to find. Where the two rules disagree on a segment,
   `rule_disagreements` says so: a ``has_errors`` step the graph allows usually means the graph was learned from that
@@ -19,6 +22,10 @@ Three questions, per video and in total:
 - **Key-step recognition**: segment F1@{10, 25, 50} and the edit score (`recognition.segment_metrics`).
 - **Alert latency**: for each annotated mistake caught, seconds from its annotated start to its first correct alert
   (negative: the alert came before the annotated start); the median and the 90th percentile over all of them.
+
+``eval --json`` says why, per video: the checker's verdict on every confirmed step, alert or no alert (`StepCheck`:
+the probability that a pre-condition was skipped), and for every annotated mistake not caught, the reason
+(`why_missed`).
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from graphs.checker import PreconditionChecker, precondition_violations
+from graphs.checker import PreconditionChecker, StepVerdict, precondition_violations
 from graphs.precision_recall import f1_of, share, shown
+from graphs.probabilistic_checker import ProbableVerdict
 from graphs.task_graph import TaskGraph
 from recognition.segment_metrics import IOU_THRESHOLDS, MatchCounts, TimedSegment, edit_score, segment_matches
 
@@ -57,9 +65,11 @@ class RaisedAlert:
         start: start (s) of the recognised segment it names.
         end: end (s) of that segment (for an early alert not confirmed by the end of the video: when it was raised).
         raised: video time (s) at which the alert was raised (the end of the frame that raised it).
-        retracted: the alert was withdrawn later (an early alert whose step was not confirmed).
+        retracted: the alert was withdrawn later (an early alert whose step was not confirmed, or confirmed and no
+            longer found a mistake with the whole step seen): it does not stand at the end, and counts for nothing.
         missing: the pre-conditions it named as skipped.
         probability: the checker's probability that it is right (1 from the binary checker).
+        reason: why it was retracted (`streaming.session_verdict.retraction_reason`; "" when it stands).
     """
 
     step: int
@@ -69,6 +79,35 @@ class RaisedAlert:
     retracted: bool = False
     missing: tuple[int, ...] = ()
     probability: float = 1.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """The checker's verdict on one confirmed key-step, alert or no alert.
+
+    Attributes:
+        probability: the probability that the step was done before one of its pre-conditions: formula (2) of
+            `graphs.probabilistic_checker` (the detection is real and a pre-condition skipped); 1 or 0 from the
+            binary checker. The checker alerts when it reaches ``--alert-threshold``.
+        alerted: the checker found the step a mistake.
+        skipped: ``(pre-condition, P(skipped))`` of each pre-condition checked, formula (1) (binary checker: each
+            missing one at 1).
+        already_named: pre-conditions not checked again because an earlier alert of the session named them.
+    """
+
+    probability: float
+    alerted: bool
+    skipped: tuple[tuple[int, float], ...] = ()
+    already_named: tuple[int, ...] = ()
+
+
+def step_check(verdict: StepVerdict) -> StepCheck:
+    """A checker's verdict on a step (`graphs.checker.StepVerdict`, or the probabilistic checker's) as a `StepCheck`."""
+    if isinstance(verdict, ProbableVerdict):
+        return StepCheck(verdict.probability, verdict.is_mistake, tuple((int(p), q) for p, q in verdict.skip),
+                         tuple(int(p) for p in verdict.merged))
+    return StepCheck(verdict.probability, verdict.is_mistake, tuple((int(p), 1.0) for p in verdict.missing))
 
 
 @dataclass(frozen=True)
@@ -82,6 +121,9 @@ class VideoRun:
         alerts: the alerts raised, in order.
         frames: frames read.
         confidences: the mean probability of each recognised segment (same order).
+        checks: the checker's verdict on each recognised segment (same order; empty when not kept).
+        never_done: the required steps the session's end report named never done.
+        verdict: the session's end-of-stream verdict in the live view's words (`streaming.session_verdict`).
     """
 
     video: str
@@ -90,11 +132,15 @@ class VideoRun:
     alerts: tuple[RaisedAlert, ...]
     frames: int = 0
     confidences: tuple[float, ...] = ()
+    checks: tuple[StepCheck, ...] = ()
+    never_done: tuple[int, ...] = ()
+    verdict: str = ""
 
 
 @dataclass(frozen=True)
 class MistakeCounts:
-    """Alert counts under one rule: alerts raised, correct ones, annotated mistakes, those caught."""
+    """Alert counts under one rule: alerts standing at the end (not retracted), correct ones, annotated mistakes,
+    those caught by a correct standing alert."""
 
     alerts: int = 0
     correct: int = 0
@@ -132,6 +178,7 @@ class VideoScores:
     latencies: list[float] = field(default_factory=list)  # graph rule: seconds from mistake start to alert
     retracted: int = 0
     frames: int = 0
+    withdrawn: int = 0  # retracted alerts that named a mistake (graph rule): catches the checker took back
 
     def __add__(self, other: VideoScores) -> VideoScores:
         return VideoScores(
@@ -142,6 +189,7 @@ class VideoScores:
             self.latencies + other.latencies,
             self.retracted + other.retracted,
             self.frames + other.frames,
+            self.withdrawn + other.withdrawn,
         )
 
 
@@ -218,11 +266,14 @@ def node_name(graph: TaskGraph, node: int | str) -> str:
     return graph.name_of(node) if node in graph.nodes else str(node)
 
 
-def match_alerts(alerts: Sequence[RaisedAlert], annotated: Sequence[AnnotatedSegment]) -> np.ndarray:
-    """The annotated segment each alert names: same step, the largest overlap with the alert's span; -1 for none.
+def match_alerts(
+    alerts: Sequence[RaisedAlert] | Sequence[TimedSegment], annotated: Sequence[AnnotatedSegment]
+) -> np.ndarray:
+    """The annotated segment each alert (or recognised segment) names: same step, the largest overlap with its span;
+    -1 for none.
 
     Args:
-        alerts: the alerts raised.
+        alerts: the alerts raised (or the segments recognised).
         annotated: the annotated segments.
 
     Returns:
@@ -250,16 +301,19 @@ def score_video(run: VideoRun, graph: TaskGraph) -> VideoScores:
     """
     mistakes = annotated_mistakes(graph, run.annotated)
     named = match_alerts(run.alerts, run.annotated)
+    standing = np.array([not a.retracted for a in run.alerts], dtype=bool)
     counts = {}
     latencies: list[float] = []
+    withdrawn = 0
     for rule in RULES:
-        is_mistake = mistakes[rule]
-        correct = (named >= 0) & is_mistake[np.clip(named, 0, None)] if named.size else np.zeros(0, dtype=bool)
+        right = _right(named, mistakes[rule])
+        correct = right & standing  # a retracted alert is no catch: the session's verdict does not name it
         caught = sorted({int(k) for k in named[correct]})
-        counts[rule] = MistakeCounts(len(run.alerts), int(correct.sum()), int(is_mistake.sum()), len(caught))
+        counts[rule] = MistakeCounts(int(standing.sum()), int(correct.sum()), int(mistakes[rule].sum()), len(caught))
         if rule == "graph":
             raised = np.array([a.raised for a in run.alerts])
             latencies = [float(raised[correct & (named == k)].min() - run.annotated[k].start) for k in caught]
+            withdrawn = int((right & ~standing).sum())
     annotated = [TimedSegment(s.step, s.start, s.end) for s in run.annotated]
     return VideoScores(
         run.video,
@@ -269,7 +323,13 @@ def score_video(run: VideoRun, graph: TaskGraph) -> VideoScores:
         latencies,
         sum(a.retracted for a in run.alerts),
         run.frames,
+        withdrawn,
     )
+
+
+def _right(named: np.ndarray, is_mistake: np.ndarray) -> np.ndarray:
+    """Which alerts name an annotated mistake (``named``: `match_alerts`; ``is_mistake``: one rule's)."""
+    return (named >= 0) & is_mistake[np.clip(named, 0, None)] if named.size else np.zeros(0, dtype=bool)
 
 
 def video_detail(run: VideoRun, graph: TaskGraph) -> dict[str, Any]:
@@ -280,17 +340,21 @@ def video_detail(run: VideoRun, graph: TaskGraph) -> dict[str, Any]:
         graph: the task graph (names, and the graph rule's mistakes).
 
     Returns:
-        ``{"recognised": [...], "alerts": [...], "missed": [...]}``: every confirmed step (name, video start and end,
-        confidence); every alert (step, the pre-conditions it named, the video time of the step, when it was raised,
-        its probability, whether it was retracted, and whether it was right under each rule); every annotated
-        mistake no alert caught (under each rule).
+        ``{"verdict", "never_done", "recognised", "alerts", "missed"}``: the session's end-of-stream verdict as the
+        live view words it; the required steps it never did; every confirmed step (name, video start and end,
+        confidence, and the checker's verdict on it, alert or no alert: ``checker``, `check_json`); every alert (step,
+        the pre-conditions it named, the video time of the step, when it was raised, its probability, whether it was
+        retracted, whether it stands at the end, and whether it was right under each rule); every annotated mistake
+        no standing alert caught (under each rule), with ``why`` it was missed (`why_missed`).
     """
     mistakes = annotated_mistakes(graph, run.annotated)
     named = match_alerts(run.alerts, run.annotated)
     confidences = run.confidences or (None,) * len(run.recognised)
+    checks: Sequence[StepCheck | None] = run.checks or (None,) * len(run.recognised)
     recognised = [{"step": s.step, "name": node_name(graph, s.step), "start": round(s.start, 3),
-                   "end": round(s.end, 3), "confidence": None if c is None else round(c, 4)}
-                  for s, c in zip(run.recognised, confidences, strict=True)]
+                   "end": round(s.end, 3), "confidence": None if c is None else round(c, 4),
+                   "checker": None if check is None else check_json(check, graph)}
+                  for s, c, check in zip(run.recognised, confidences, checks, strict=True)]
     alerts = []
     for alert, k in zip(run.alerts, named.tolist(), strict=True):
         right = {rule: bool(k >= 0 and mistakes[rule][k]) for rule in RULES}
@@ -298,15 +362,73 @@ def video_detail(run: VideoRun, graph: TaskGraph) -> dict[str, Any]:
                        "missing_names": [node_name(graph, m) for m in alert.missing],
                        "video_time": round(alert.start, 3), "raised": round(alert.raised, 3),
                        "probability": round(alert.probability, 4), "retracted": alert.retracted,
+                       "retraction_reason": alert.reason or None, "stands": not alert.retracted,
                        "annotated_segment": k if k >= 0 else None, "right": right})
     missed = []
-    caught = set(named.tolist())
+    caught = {k for alert, k in zip(run.alerts, named.tolist(), strict=True) if not alert.retracted}
     for k, segment in enumerate(run.annotated):
         rules = [rule for rule in RULES if mistakes[rule][k]]
         if rules and k not in caught:
             missed.append({"segment": k, "step": segment.step, "name": node_name(graph, segment.step),
-                           "start": round(segment.start, 3), "end": round(segment.end, 3), "rules": rules})
-    return {"recognised": recognised, "alerts": alerts, "missed": missed}
+                           "start": round(segment.start, 3), "end": round(segment.end, 3), "rules": rules,
+                           "why": why_missed(run, graph, k)})
+    return {"verdict": run.verdict, "never_done": [node_name(graph, s) for s in run.never_done],
+            "recognised": recognised, "alerts": alerts, "missed": missed}
+
+
+def check_json(check: StepCheck, graph: TaskGraph) -> dict[str, Any]:
+    """The checker's verdict on a confirmed step as JSON: ``p_skipped`` (the probability that the step was done
+    before one of its pre-conditions, `StepCheck.probability`), ``alerted``, each pre-condition checked with its
+    own ``p_skipped``, and the pre-conditions an earlier alert had named already (not checked again)."""
+    return {
+        "p_skipped": round(check.probability, 4),
+        "alerted": check.alerted,
+        "preconditions": [{"step": p, "name": node_name(graph, p), "p_skipped": round(q, 4)} for p, q in check.skipped],
+        "already_named": [node_name(graph, p) for p in check.already_named],
+    }
+
+
+def why_missed(run: VideoRun, graph: TaskGraph, segment: int) -> str:
+    """One sentence on why an annotated mistake has no standing alert: raised and retracted, not recognised, or
+    recognised and found no mistake by the checker (with its probability, and the pre-condition it believed done).
+
+    Args:
+        run: what the live chain did.
+        graph: the task graph.
+        segment: the annotated mistake's index.
+
+    Returns:
+        The sentence.
+    """
+    annotated = run.annotated[segment]
+    name = node_name(graph, annotated.step)
+    withdrawn = [a for a, k in zip(run.alerts, match_alerts(run.alerts, run.annotated).tolist(), strict=True)
+                 if k == segment and a.retracted]
+    if withdrawn:
+        first = withdrawn[0]
+        why = first.reason or "the alert no longer held"
+        return (f"alerted at {first.raised:.1f} s (P {first.probability:.2f}), then retracted ({why}), so the "
+                "session's verdict does not name it")
+    found = [j for j, k in enumerate(match_alerts(run.recognised, run.annotated).tolist()) if k == segment]
+    if not found:
+        return (f"not recognised: the detector confirmed no {name} over {annotated.start:.1f}-{annotated.end:.1f} s "
+                "(see 'recognised'; --threshold and --min-frames set what it confirms)")
+    seen = run.recognised[found[0]]
+    check = run.checks[found[0]] if run.checks else None
+    if check is None:
+        return f"recognised at {seen.start:.1f}-{seen.end:.1f} s, and the checker raised no alert on it"
+    if check.alerted:
+        return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s and found a mistake (p_skipped "
+                f"{check.probability:.2f}), but its alert did not name this segment")
+    if check.already_named and not check.skipped:
+        return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s; its missing pre-condition "
+                f"{', '.join(node_name(graph, p) for p in check.already_named)} was named by an earlier alert, "
+                "so it is not alerted twice")
+    likeliest = max(check.skipped, key=lambda pq: pq[1], default=None)
+    believed = "" if likeliest is None else (
+        f"; the detector's evidence said {node_name(graph, likeliest[0])} was done (p_skipped {likeliest[1]:.2f})")
+    return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s, but the checker put the probability that a "
+            f"pre-condition was skipped at {check.probability:.2f}, below --alert-threshold{believed}")
 
 
 def total(scores: Sequence[VideoScores]) -> VideoScores:
@@ -337,6 +459,7 @@ def scores_json(score: VideoScores) -> dict[str, Any]:
             for rule, c in score.mistakes.items()
         },
         "retracted": score.retracted,
+        "withdrawn": score.withdrawn,
         "segment_f1": {f"{k:g}": c.f1 for k, c in score.segments.items()},
         "edit": float(np.mean(score.edit)) if score.edit else None,
         "latency_s": {"median": median, "p90": p90, "values": [round(x, 4) for x in score.latencies]},
@@ -353,19 +476,25 @@ def count_of(n: int, noun: str) -> str:
 
 
 def false_alarm_line(scores: Sequence[VideoScores]) -> str:
-    """The figure a user switches a system off over: alerts that were not a mistake under the graph, per video.
+    """The figure a user switches a system off over: standing alerts that were not a mistake under the graph, per
+    video, and the retracted alerts beside them (seen, then withdrawn: counted in neither precision nor recall).
 
     Args:
         scores: one entry per video.
 
     Returns:
-        e.g. ``false alarms: 7 of 8 alerts (1.17 per video, retracted ones included)``.
+        e.g. ``false alarms: 7 of 8 alerts standing at the end (1.17 per video); 2 retracted, 1 of them on a real
+        mistake``.
     """
-    graph = total(scores).mistakes["graph"]
+    summed = total(scores)
+    graph = summed.mistakes["graph"]
     wrong = graph.alerts - graph.correct
     per_video = wrong / len(scores) if scores else 0.0
-    return (f"false alarms: {wrong} of {count_of(graph.alerts, 'alert')} ({per_video:.2f} per video, retracted ones "
-            "included)")
+    line = f"false alarms: {wrong} of {count_of(graph.alerts, 'alert')} standing at the end ({per_video:.2f} per video)"
+    if summed.retracted:
+        line += (f"; {summed.retracted} retracted (not counted: a retracted alert is no mistake of the session), "
+                 f"{summed.withdrawn} of them on a real mistake")
+    return line
 
 
 def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
@@ -386,7 +515,8 @@ def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
     if not marked.mistakes:
         notes.append(f"no annotated mistake (has_errors) in {these}: R err and F1 err not measured")
     if not graph.alerts:
-        notes.append(f"no alert raised in {these}: P and P err not measured")
+        withdrawn = f" ({summed.retracted} raised and retracted)" if summed.retracted else ""
+        notes.append(f"no alert standing at the end in {these}{withdrawn}: P and P err not measured")
     found = summed.segments[min(IOU_THRESHOLDS)]
     if found.tp + found.fp == 0 and found.fn > 0:  # a detector that never confirms a step cannot raise an alert
         notes.append(f"no key-step confirmed in {these}: the detector's probabilities never stayed above the "

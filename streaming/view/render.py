@@ -25,18 +25,31 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphs.common.safe_text import first_few, printable
+from graphs.common.safe_text import printable
 from streaming.messages import Alert, CheckerHealth, Message, Status, encode
+from streaming.session_verdict import (
+    CORRECT,
+    SessionVerdict,
+    retraction_reason,
+    session_verdict,
+    step_names,
+    verdict_text,
+)
 from streaming.stage_latency import STAGES, latency_field
 from streaming.view.state import ViewState, step_position
 
-MISTAKES_NAMED: int = 3  # mistakes a verdict line names; it counts the rest
-NEVER_DONE_NAMED: int = 10  # steps never done a verdict line names (the "never done" table names them all)
 # Minimum widths of the fixed-format columns, so that a table keeps its shape as values come and go.
 CLOCK_WIDTH: int = len("00:00:00")
 VIDEO_WIDTH: int = len("100.0-100.0 s")
 NUMBER_WIDTH: int = 6
 ENDED_MARK: str = " (ended)"
+PROBABILITY_HEADER: str = "P mistake"
+ALERTS_CAPTION: str = (
+    "P mistake: the checker's probability that this step was done before a pre-condition, from the detector's "
+    "evidence (it alerts from --alert-threshold; 1.00 with --checker binary). likely forgotten: the missing "
+    "pre-condition the task graph most often puts before this step; 'graph' is that tie's strength in the graph "
+    "(its missing-step score), the same for every person, not a probability of this alert."
+)
 LOST_MARK: str = " (lost)"
 
 
@@ -54,7 +67,7 @@ def _text(value: object, style: str = "") -> Text:
 
 def _names(ids: tuple[int, ...], names: tuple[str, ...], state: ViewState) -> list[str]:
     """The names of steps a message lists; those whose names did not fit the message are named by the view."""
-    return list(names) + [state.name(s) for s in ids[len(names) :]]
+    return step_names(ids, names, state.name)
 
 
 def _span(start: float, end: float) -> str:
@@ -105,32 +118,30 @@ def _video_time(alert: Alert, state: ViewState) -> Text:
 
 
 def _forgotten(alert: Alert) -> Text:
-    """The missing step most likely forgotten, with its score (``-`` when the alert has none)."""
+    """The missing step most likely forgotten, with its score labelled as the graph's (``add_teabag, graph 0.83``;
+    ``-`` when the alert has none): beside the alert's own probability, a bare number reads as a second one."""
     if alert.forgotten_name is None or alert.forgotten_score is None:
         return _text("-")
-    return _text(f"{alert.forgotten_name} {alert.forgotten_score:.2f}", "bold")
-
-
-def _mistake(alert: Alert, state: ViewState) -> str:
-    """An alert in a few words: ``boil_water before fill_kettle`` (late-step rule: ``fill_kettle after boil_water``)."""
-    if not alert.missing and alert.late_for:
-        return f"{alert.step_name} after {', '.join(state.name(s) for s in alert.late_for)}"
-    if not alert.missing:
-        return f"{alert.step_name} (not in the task graph)" if alert.undefined else alert.step_name
-    return f"{alert.step_name} before {', '.join(_names(alert.missing, alert.missing_names, state))}"
+    return Text.assemble(_text(alert.forgotten_name, "bold"), _text(f", graph {alert.forgotten_score:.2f}"))
 
 
 def _standing_alerts(stream_id: str, row: Status, state: ViewState) -> list[Alert]:
     """The alerts shown for a stream's current run and not retracted, in the order of their steps."""
-    withdrawn = state.retracted.get(stream_id, {})
-    return sorted(
-        (a for _, a in state.alerts if (a.stream_id, a.run) == (stream_id, row.run) and a.alert_id not in withdrawn),
-        key=lambda a: a.index,
-    )
+    return list(_session(stream_id, row, state).mistakes)
+
+
+def _session(stream_id: str, row: Status, state: ViewState) -> SessionVerdict:
+    """The verdict of a stream's current run from what the view holds (`streaming.session_verdict`: the rule
+    ``stream-detect eval`` counts by)."""
+    return session_verdict((a for _, a in state.alerts if a.stream_id == stream_id),
+                           state.retracted.get(stream_id, {}).values(), state.reported.get(stream_id), row.run)
 
 
 def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     """One line on how a stream's session went, once it ended: its mistakes and the required steps it never did.
+
+    The rule is `streaming.session_verdict`'s, the one ``stream-detect eval`` counts by: a retracted alert is no
+    mistake of the session.
 
     Args:
         stream_id: the stream.
@@ -146,17 +157,10 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if not row.ended:
         return None
-    alerts = _standing_alerts(stream_id, row, state)
-    count = max(row.alerts, len(alerts))  # the status counts the alerts this view missed (it joined late)
-    report = state.reported.get(stream_id)
-    never = _names(report.missing, report.missing_names, state) if report is not None and report.run == row.run else []
-    if not count and not never:
-        return _text(f"{stream_id} ended: correct (no mistake, nothing missing)", "bold green")
-    described = first_few([_mistake(a, state) for a in alerts], MISTAKES_NAMED, count, "; ", "; and ")
-    mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
-    named = first_few(never, NEVER_DONE_NAMED, and_more=", and ")
-    missing = f"; never done: {named}" if never else ", nothing missing"
-    return _text(f"{stream_id} ended: {mistakes}{missing}", "bold red")
+    session = _session(stream_id, row, state)
+    # The status counts the alerts this view missed (it joined late, or its log dropped them).
+    line = verdict_text(session, state.name, counted=row.alerts)
+    return _text(f"{stream_id} ended: {line}", "bold green" if line == CORRECT else "bold red")
 
 
 def _health(health: CheckerHealth) -> Text | None:
@@ -267,17 +271,17 @@ def _alerts_table(state: ViewState, layout: _Layout) -> Table:
     layout.names(alerts, "mistake", 2)
     layout.names(alerts, "missing pre-conditions", 3)
     layout.names(alerts, "likely forgotten", 2)
-    layout.fixed(alerts, "P", len("1.00"), right=True)
-    # A newcomer cannot guess what P is; the caption says it once, under the table.
-    alerts.caption = "P: probability that the step was done before its pre-conditions (1.00 with --checker binary)"
+    layout.fixed(alerts, PROBABILITY_HEADER, len("1.00"), right=True)
+    # Two numbers on a row, of two kinds: a newcomer cannot guess which is which, so each is labelled and the caption
+    # says once, under the table, what each means.
+    alerts.caption = ALERTS_CAPTION
     alerts.caption_justify = "left"
     for when, alert in state.alerts:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
-        if withdrawn is not None:  # an early alert whose step was not confirmed: shown struck out, with why
-            instead = "no step" if withdrawn.confirmed_name is None else withdrawn.confirmed_name
+        if withdrawn is not None:  # an early alert taken back: shown struck out, with why
             alerts.add_row(_text(_clock(when)), _text("-"), _text(alert.stream_id),
-                           _text(alert.step_name, "strike dim"), _text(f"retracted: it was {instead}", "yellow"),
-                           _text(""), _text(""))
+                           _text(alert.step_name, "strike dim"),
+                           _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"), _text(""), _text(""))
             continue
         alerts.add_row(_text(_clock(when)), _video_time(alert, state), _text(alert.stream_id),
                        _text(alert.step_name, "bold red"), _missing(alert, state), _forgotten(alert),

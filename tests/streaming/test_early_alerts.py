@@ -87,10 +87,10 @@ def test_the_view_shows_a_retracted_alert_struck_out_with_the_step_confirmed_ins
     for m in served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1), keystep((GET_CUP, FILL), 2)):
         state.apply(m)
     # Colours on, so that the capture holds the style: a plain capture shows the same text struck out or not.
-    console = Console(width=160, record=True, file=io.StringIO(), color_system="standard")
+    console = Console(width=300, record=True, file=io.StringIO(), color_system="standard")
     console.print(render(state))
     text = console.export_text(styles=True)
-    assert "retracted: it was fill_kettle" in text
+    assert "retracted: fill_kettle was confirmed there, not boil_water: the alert no longer holds" in text
     assert "\x1b[2;9mboil_water" in text  # dim and struck out (SGR 2 and 9)
 
 

@@ -24,6 +24,7 @@ from streaming.messages import (
     KeyStepOnset,
     Message,
     MissingSteps,
+    Retraction,
     Status,
     StepEvent,
     decode,
@@ -70,7 +71,8 @@ def test_view_shows_streams_alerts_and_recent_steps() -> None:
     assert "fill_kettle, add_teabag" in text  # allowed next
     assert "missing pre-conditions" in text and "fill_kettle" in text
     assert "4.0-7.5 s" in text and "0.93" in text
-    assert "P: probability that the step was done before its pre-conditions" in " ".join(text.split())
+    caption = " ".join(text.split())
+    assert "P mistake: the checker's probability that this step was done before a pre-condition" in caption
 
 
 def test_re_sent_alerts_are_shown_once() -> None:
@@ -235,8 +237,43 @@ def test_an_alert_shows_the_missing_step_most_likely_forgotten_with_its_score() 
     state.apply(Alert("kitchen", 8, 1.0, "kitchen#2", "s", 7, "wash_up", 2, (), (), True, 0.9, False,
                       None, None, None, "weighted"))
     text = draw(state, width=160)
-    assert "likely forgotten" in text and "add_teabag 0.83" in text
+    assert "likely forgotten" in text and "add_teabag, graph 0.83" in text
     assert "not in the task graph" in text  # the undefined step: nothing forgotten, nothing scored
+
+
+def test_an_alert_row_labels_its_two_numbers_and_the_caption_says_what_each_is() -> None:
+    # "fill_kettle 1.00" beside "0.69" read as two probabilities of one thing: each is labelled now.
+    state = ViewState()
+    state.apply(Alert("kitchen", 7, 1.0, "kitchen#1", "s", 2, "boil_water", 1, (1,), ("fill_kettle",), False, 0.9,
+                      False, 1, "fill_kettle", 1.0, "weighted", probability=0.69))
+    text = draw(state, width=300)
+    header = next(line for line in text.splitlines() if "missing pre-conditions" in line)
+    assert "likely forgotten" in header and "P mistake" in header
+    (row,) = [line for line in text.splitlines() if "boil_water" in line and "fill_kettle" in line]
+    cells = [cell.strip() for cell in row.split("│")]
+    assert "fill_kettle, graph 1.00" in cells and cells[-2] == "0.69"
+    caption = " ".join(text.split())
+    assert ("P mistake: the checker's probability that this step was done before a pre-condition, from the "
+            "detector's evidence") in caption
+    assert "'graph' is that tie's strength in the graph (its missing-step score), the same for every person, " \
+           "not a probability of this alert" in caption
+
+
+def test_a_retracted_alert_says_what_was_confirmed_instead_and_that_it_no_longer_holds() -> None:
+    shown = {}
+    for case, confirmed in (("other", (FILL, "fill_kettle")), ("same", (BOIL, "boil_water")), ("none", (None, None))):
+        state = ViewState()
+        state.apply(Alert("cam0", 3, 1.0, "cam0#1", "r", BOIL, "boil_water", 1, (FILL,), ("fill_kettle",), False,
+                          0.9, False, 1, "fill_kettle", 1.0, "binary"))
+        state.apply(Retraction("cam0", 4, 2.0, "cam0#1", "r", BOIL, "boil_water", 1, *confirmed))
+        console = Console(width=400, record=True, file=io.StringIO(), color_system=None)
+        console.print(render(state, fit=True))  # every cell on one line, as printed to a file
+        shown[case] = console.export_text()
+    assert "retracted: fill_kettle was confirmed there, not boil_water: the alert no longer holds" in shown["other"]
+    assert ("retracted: boil_water was confirmed, but with the whole step seen its pre-conditions look done: the "
+            "alert no longer holds") in shown["same"]
+    assert ("retracted: boil_water was never confirmed (its announcement was withdrawn, or the session ended "
+            "first): the alert no longer holds") in shown["none"]
 
 
 def report(run: str = "s", replayed: bool = False, **fields: Any) -> MissingSteps:
@@ -385,8 +422,9 @@ def test_a_verdict_counts_mistakes_it_cannot_name_and_never_counts_a_retracted_o
     session.announce(BOIL, 4.0)
     session.confirm(FILL, 4.0, 7.5)
     session.run((BOIL, 4, 5, 6))
-    text = draw(session.state)
-    assert "retracted: it was fill_kettle" in text and "cam0 ended: correct (no mistake, nothing missing)" in text
+    text = draw(session.state, width=300)
+    assert "retracted: fill_kettle was confirmed there, not boil_water: the alert no longer holds" in text
+    assert "cam0 ended: correct (no mistake, nothing missing)" in text
 
 
 def test_a_lost_stream_is_said_to_have_no_verdict() -> None:
@@ -424,7 +462,7 @@ def test_an_alert_shows_where_in_the_video_its_step_was() -> None:
         session.confirm(GET_CUP, 0.0, 3.5)
         if early:  # the alert comes before the step is confirmed: it shows where the step began
             session.announce(BOIL, 4.0)
-            (alert_row,) = [row for row in draw(session.state).splitlines() if "fill_kettle 1.00" in row]
+            (alert_row,) = [row for row in draw(session.state).splitlines() if "boil_water" in row and "│ from" in row]
             assert "│ from 4.0 s " in alert_row
             assert stream_row(draw(session.state))[-1] == "1"  # counted with the log, before the checker counts it
         session.confirm(BOIL, 4.0, 7.5)

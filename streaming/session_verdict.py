@@ -1,0 +1,141 @@
+"""How a stream's session ended, as the person watching it was told: the one rule that the live view's end-of-stream
+line and ``stream-detect eval``'s counts share.
+
+- An alert **stands** unless a `Retraction` of the same run names its ``alert_id``. A retracted alert is no mistake
+  of the session, whatever it named: the person saw it withdrawn, so it is never a catch.
+- The session's **mistakes** are its standing alerts, one per ``alert_id`` (a confirmed step's alert repeats the id of
+  its early alert; the copy received last wins, as in the view), in the order of their steps.
+- Its steps **never done** are those of its end report (`MissingSteps`), if it sent one.
+- It was **correct** when it has neither.
+
+`session_verdict` decides; `verdict_text` says it in one line (``1 mistake (boil_water before fill_kettle), nothing
+missing``), the words the view prints after ``cam0 ended:`` and ``eval --json`` writes as each video's ``verdict``;
+`retraction_reason` says why an alert was withdrawn, in the view's alert log and in eval's account of a missed mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from graphs.common.safe_text import first_few
+from streaming.messages import Alert, MissingSteps, Retraction
+
+MISTAKES_NAMED: int = 3  # mistakes a verdict line names; it counts the rest
+NEVER_DONE_NAMED: int = 10  # steps never done a verdict line names
+CORRECT: str = "correct (no mistake, nothing missing)"
+
+
+@dataclass(frozen=True)
+class SessionVerdict:
+    """What a session's end says about it.
+
+    Attributes:
+        mistakes: the standing alerts, one per ``alert_id``, in the order of their steps.
+        retracted: the alerts withdrawn by a retraction, one per ``alert_id``, in the order of their steps.
+        never_done: the required steps its end report names (step ids, graph order).
+        never_done_names: the names the report gives the first of them.
+    """
+
+    mistakes: tuple[Alert, ...]
+    retracted: tuple[Alert, ...]
+    never_done: tuple[int, ...] = ()
+    never_done_names: tuple[str, ...] = ()
+
+    @property
+    def correct(self) -> bool:
+        """No standing alert and no step never done."""
+        return not self.mistakes and not self.never_done
+
+
+def session_verdict(
+    alerts: Iterable[Alert], retractions: Iterable[Retraction], report: MissingSteps | None = None,
+    run: str | None = None,
+) -> SessionVerdict:
+    """The verdict of one stream's session from what the checker sent viewers about it.
+
+    Args:
+        alerts: the stream's alerts (repeats of an ``alert_id`` allowed).
+        retractions: the retractions received.
+        report: the session's end report, if one came.
+        run: keep only the messages of this detector run (None: all are of the session).
+
+    Returns:
+        The verdict.
+    """
+    withdrawn = {r.alert_id for r in retractions if run is None or r.run == run}
+    last: dict[str, Alert] = {}
+    for alert in alerts:
+        if run is None or alert.run == run:
+            last[alert.alert_id] = alert
+    ordered = sorted(last.values(), key=lambda a: a.index)
+    never = report if report is not None and (run is None or report.run == run) else None
+    return SessionVerdict(
+        tuple(a for a in ordered if a.alert_id not in withdrawn),
+        tuple(a for a in ordered if a.alert_id in withdrawn),
+        never.missing if never is not None else (),
+        never.missing_names if never is not None else (),
+    )
+
+
+def step_names(ids: Sequence[int], names: Sequence[str], name: Callable[[int], str]) -> list[str]:
+    """The names of steps a message lists; those whose names did not fit the message named by ``name``."""
+    return list(names) + [name(s) for s in ids[len(names) :]]
+
+
+def describe_mistake(alert: Alert, name: Callable[[int], str]) -> str:
+    """An alert in a few words: ``boil_water before fill_kettle`` (late-step rule: ``fill_kettle after boil_water``).
+
+    Args:
+        alert: the alert.
+        name: step id -> readable name, for the steps the alert does not name itself.
+    """
+    if not alert.missing and alert.late_for:
+        return f"{alert.step_name} after {', '.join(name(s) for s in alert.late_for)}"
+    if not alert.missing:
+        return f"{alert.step_name} (not in the task graph)" if alert.undefined else alert.step_name
+    return f"{alert.step_name} before {', '.join(step_names(alert.missing, alert.missing_names, name))}"
+
+
+def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: int = 0) -> str:
+    """The verdict in one line: ``correct (no mistake, nothing missing)``, ``1 mistake (boil_water before
+    fill_kettle), nothing missing``, ``no mistake; never done: add_milk``.
+
+    Args:
+        verdict: the session's verdict.
+        name: step id -> readable name.
+        counted: the mistakes the checker counted for the session (its `Status`), when a viewer may have missed some
+            of their alerts (it joined late, or its log dropped them): the line counts the larger number.
+    """
+    count = max(counted, len(verdict.mistakes))
+    never = step_names(verdict.never_done, verdict.never_done_names, name)
+    if not count and not never:
+        return CORRECT
+    described = first_few([describe_mistake(a, name) for a in verdict.mistakes], MISTAKES_NAMED, count, "; ",
+                          "; and ")
+    mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
+    missing = f"; never done: {first_few(never, NEVER_DONE_NAMED, and_more=', and ')}" if never else ", nothing missing"
+    return mistakes + missing
+
+
+def retraction_reason(retraction: Retraction) -> str:
+    """Why an early alert was withdrawn, from what was confirmed at its position, and that it no longer holds.
+
+    Three cases (`streaming.checker.core`): another step was confirmed there; the same step was confirmed, but with
+    the whole step seen the checker no longer finds a pre-condition skipped (its evidence came in during the step);
+    or no step was confirmed there (the announcement was withdrawn, or the session ended first).
+
+    Args:
+        retraction: the retraction.
+
+    Returns:
+        e.g. ``fill_kettle was confirmed there, not boil_water: the alert no longer holds``.
+    """
+    step = retraction.step_name
+    if retraction.confirmed is None:
+        what = f"{step} was never confirmed (its announcement was withdrawn, or the session ended first)"
+    elif retraction.confirmed == retraction.step:
+        what = f"{step} was confirmed, but with the whole step seen its pre-conditions look done"
+    else:
+        what = f"{retraction.confirmed_name} was confirmed there, not {step}"
+    return f"{what}: the alert no longer holds"

@@ -1,0 +1,167 @@
+"""``stream-detect eval`` counts what the live view told the person: a retracted alert is no catch.
+
+Each test runs both on the same recording (what a detector published): eval's scores, and a live view fed the
+checker's answers as a viewer receives them, whose end-of-stream line is read off the rendered screen.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from graphs.checker_settings import CheckerSettings
+from graphs.task_graph import TaskGraph
+from recognition.segmenter import SegmenterOverrides
+from streaming.checker.core import CheckerCore
+from streaming.demo.paths import default_demo_paths
+from streaming.demo.procedure import name_of
+from streaming.local_checker import CheckerLink
+from streaming.messages import Heartbeat, KeyStepOnset, Message, decode, encode
+from streaming.offline.eval_run import (
+    STREAM_ID,
+    DetectorRecord,
+    EvalConfig,
+    EvalVideo,
+    check_record,
+    demo_videos,
+    load_chain,
+    record_video,
+)
+from streaming.offline.eval_scores import (
+    AnnotatedSegment,
+    RaisedAlert,
+    VideoRun,
+    false_alarm_line,
+    score_video,
+    video_detail,
+)
+from streaming.view.render import render
+from streaming.view.state import ViewState
+from tests.streaming.helpers import keystep, tea_graph
+
+FILL, BOIL, GET_CUP = 1, 2, 3  # boil_water needs fill_kettle
+PROBABILISTIC = CheckerSettings("probabilistic")
+
+
+def view_screen(record: DetectorRecord, graph: TaskGraph, checking: CheckerSettings) -> str:
+    """The live view's final screen for a recording: the detector's messages served to a checker, and what the
+    checker sends viewers folded into a view as it arrives (through the wire encoding)."""
+    link = CheckerLink(CheckerCore(graph, checking=checking))
+    link.replay(record.messages)
+    state = ViewState()
+    for _, message in link.received:
+        state.apply(decode(encode(message)))
+    console = Console(width=300, record=True, file=io.StringIO())
+    console.print(render(state, fit=True))
+    return console.export_text()
+
+
+def verdict_line(screen: str) -> str:
+    """The view's end-of-stream line of the eval stream, without the stream's name."""
+    (line,) = [line for line in screen.splitlines() if line.startswith(f"{STREAM_ID} ended: ")]
+    return line.removeprefix(f"{STREAM_ID} ended: ").strip()
+
+
+def test_a_retracted_alert_counts_neither_as_a_catch_nor_as_a_false_alarm() -> None:
+    annotated = (AnnotatedSegment(GET_CUP, 0.0, 10.0), AnnotatedSegment(BOIL, 10.0, 20.0),
+                 AnnotatedSegment(FILL, 20.0, 30.0))  # fmt: skip
+    retracted = RaisedAlert(BOIL, 10.0, 20.0, raised=12.0, retracted=True)  # right, but withdrawn
+    wrong = RaisedAlert(FILL, 20.0, 21.0, raised=21.0, retracted=True)  # wrong, and withdrawn
+    score = score_video(VideoRun("v", annotated, (), (retracted, wrong)), tea_graph())
+    graph = score.mistakes["graph"]
+    assert (graph.alerts, graph.correct, graph.mistakes, graph.caught) == (0, 0, 1, 0)
+    assert graph.recall == 0.0 and graph.precision is None and score.latencies == []
+    assert (score.retracted, score.withdrawn) == (2, 1)
+    assert false_alarm_line([score]) == (
+        "false alarms: 0 of 0 alerts standing at the end (0.00 per video); 2 retracted (not counted: a retracted "
+        "alert is no mistake of the session), 1 of them on a real mistake")
+    # The same alert standing is a catch.
+    standing = score_video(VideoRun("v", annotated, (), (RaisedAlert(BOIL, 10.0, 20.0, raised=12.0),)), tea_graph())
+    assert standing.mistakes["graph"].caught == 1 and standing.withdrawn == 0
+
+
+def _onset(history: tuple[int, ...], step: int, seq: int, **fields: Any) -> KeyStepOnset:
+    values: dict[str, Any] = {
+        "stream_id": STREAM_ID, "seq": seq, "timestamp": 1.5, "session": "s", "history": history, "step": step,
+        "step_name": name_of(step), "start": 10.0, "confidence": 0.9, "index": len(history), "before": (),
+        "withdrawn": False,
+    }
+    return KeyStepOnset(**(values | fields))
+
+
+def _end(history: tuple[int, ...], seq: int) -> Heartbeat:
+    return Heartbeat(stream_id=STREAM_ID, seq=seq, timestamp=2.0, session="s", history=history, current=None,
+                     frames=150, dropped=0, fps=5.0, ended=True)
+
+
+def test_an_alert_taken_back_once_its_step_is_confirmed_is_missed_in_eval_as_in_the_view() -> None:
+    # The case a user met: boil_water announced with no sign of fill_kettle (an early alert, P near 1), then confirmed
+    # with the whole step seen and fill_kettle's evidence high: the checker no longer finds a mistake and retracts.
+    history = (GET_CUP,)
+    messages: Sequence[tuple[float, Message]] = (
+        (10.0, keystep(history, 0, stream_id=STREAM_ID, start=0.0, end=10.0)),
+        (11.0, _onset(history, BOIL, 1, evidence_steps=(FILL,), evidence=(0.01,), real=0.99)),
+        (20.0, keystep((GET_CUP, BOIL), 2, stream_id=STREAM_ID, start=10.0, end=20.0, evidence_steps=(FILL,),
+                       evidence=(0.99,), real=0.99)),
+        (21.0, _end((GET_CUP, BOIL), 3)),
+    )
+    record = DetectorRecord("v", 105, tuple(messages))
+    annotated = (AnnotatedSegment(GET_CUP, 0.0, 10.0), AnnotatedSegment(BOIL, 10.0, 20.0, has_errors=True))
+    video = EvalVideo("v", Path("v.mp4"), annotated)
+    run = check_record(record, video, tea_graph(), PROBABILISTIC)
+    (alert,) = run.alerts
+    assert alert.step == BOIL and alert.retracted and alert.raised == 11.0
+    score = score_video(run, tea_graph())
+    assert {rule: (c.alerts, c.caught, c.mistakes) for rule, c in score.mistakes.items()} == {
+        "graph": (0, 0, 1), "has_errors": (0, 0, 1)}
+    assert score.withdrawn == 1
+    detail = video_detail(run, tea_graph())
+    (missed,) = detail["missed"]
+    assert missed["name"] == "boil_water" and missed["why"].startswith("alerted at 11.0 s (P 0.")
+    assert "then retracted" in missed["why"]
+    # Every performed step carries the checker's probability that a pre-condition was skipped, alert or no alert.
+    boil = detail["recognised"][1]["checker"]
+    assert not boil["alerted"] and boil["p_skipped"] < 0.5
+    assert [p["name"] for p in boil["preconditions"]] == ["fill_kettle"] and boil["preconditions"][0]["p_skipped"] < 0.5
+    screen = view_screen(record, tea_graph(), PROBABILISTIC)
+    assert verdict_line(screen) == detail["verdict"]
+    assert "mistake (" not in detail["verdict"]  # the view named no mistake: neither does eval
+
+
+def test_a_real_run_whose_early_alert_is_withdrawn_scores_what_the_view_shows(demo_cache: Path) -> None:
+    # The bundled detector on the demo's mistake, with early alerts and a confirmation longer than the mistaken step
+    # (--min-frames 14, 2.8 s): boil_water is alerted on its announcement, then never confirmed, so retracted.
+    graph, detector = default_demo_paths()
+    config = EvalConfig(str(graph), str(detector), demo=True, alert_on="onset",
+                        segmenter=SegmenterOverrides(min_frames=14))
+    chain = load_chain(config)
+    (video,) = demo_videos(["demo:mistake"])
+    record = record_video(video, chain, config, lambda: None)
+    run = check_record(record, video, chain.graph, config.checking)
+    assert [(a.step, a.retracted) for a in run.alerts] == [(BOIL, True)]
+    score = score_video(run, chain.graph)
+    assert score.mistakes["graph"].caught == 0 and score.mistakes["graph"].recall == 0.0  # it was 100 before
+    screen = view_screen(record, chain.graph, config.checking)
+    assert verdict_line(screen) == video_detail(run, chain.graph)["verdict"]
+    standing = [a for a in run.alerts if not a.retracted]
+    assert ("mistake (" in verdict_line(screen)) == bool(standing)
+
+
+def test_an_alert_that_stands_is_a_catch_in_eval_and_a_mistake_in_the_view() -> None:
+    messages = (
+        (10.0, keystep((GET_CUP,), 0, stream_id=STREAM_ID, start=0.0, end=10.0)),
+        (20.0, keystep((GET_CUP, BOIL), 1, stream_id=STREAM_ID, start=10.0, end=20.0)),
+        (21.0, _end((GET_CUP, BOIL), 2)),
+    )
+    record = DetectorRecord("v", 105, messages)
+    video = EvalVideo("v", Path("v.mp4"), (AnnotatedSegment(GET_CUP, 0.0, 10.0), AnnotatedSegment(BOIL, 10.0, 20.0)))
+    binary = CheckerSettings("binary")
+    run = check_record(record, video, tea_graph(), binary)
+    assert score_video(run, tea_graph()).mistakes["graph"].caught == 1
+    detail = video_detail(run, tea_graph())
+    assert detail["verdict"].startswith("1 mistake (boil_water before fill_kettle)")
+    assert verdict_line(view_screen(record, tea_graph(), binary)) == detail["verdict"]

@@ -440,7 +440,9 @@ class KeyStepOnset(Message):
 
 @dataclass(frozen=True)
 class Retraction(Message):
-    """An early alert withdrawn (checker -> viewers): the step it was raised on was not confirmed at its position.
+    """An early alert withdrawn (checker -> viewers): it no longer holds. Another step was confirmed at its position;
+    or its own step was, and with the evidence of the whole segment the checker no longer finds it a mistake; or none
+    was (`streaming.session_verdict.retraction_reason` says which, in words).
 
     Attributes:
         alert_id: the retracted alert's id (``"<stream_id>#<index>"``).
@@ -448,7 +450,8 @@ class Retraction(Message):
         step: the step the early alert named.
         step_name: its name in the task graph.
         index: the position in the history the alert was raised for.
-        confirmed: the step confirmed at that position instead (None: none, the announcement was withdrawn).
+        confirmed: the step confirmed at that position: another step, or ``step`` itself when its pre-conditions now
+            look done (None: none; the announcement was withdrawn, the session ended, or a step outside the graph).
         confirmed_name: its name in the task graph (None with ``confirmed``).
     """
 

@@ -121,9 +121,9 @@ def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: i
 def retraction_reason(retraction: Retraction) -> str:
     """Why an early alert was withdrawn, from what was confirmed at its position, and that it no longer holds.
 
-    Three cases (`streaming.checker.core`): another step was confirmed there; the same step was confirmed, but with
-    the whole step seen the checker no longer finds a pre-condition skipped (its evidence came in during the step);
-    or no step was confirmed there (the announcement was withdrawn, or the session ended first).
+    Three cases (`streaming.checker.core`, docs/wire-format.md's ``confirmed``): another step was confirmed there; the
+    same step was confirmed, but with the whole step seen the checker no longer finds a pre-condition skipped (its
+    evidence came in during the step); or no step of the graph was confirmed there.
 
     Args:
         retraction: the retraction.
@@ -133,7 +133,8 @@ def retraction_reason(retraction: Retraction) -> str:
     """
     step = retraction.step_name
     if retraction.confirmed is None:
-        what = f"{step} was never confirmed (its announcement was withdrawn, or the session ended first)"
+        what = (f"{step} was not confirmed there (its announcement was withdrawn, the session ended first, or a step "
+                "outside the task graph came instead)")
     elif retraction.confirmed == retraction.step:
         what = f"{step} was confirmed, but with the whole step seen its pre-conditions look done"
     else:

@@ -55,6 +55,8 @@ def test_an_installed_copy_reads_the_benchmark_settings_and_runs_the_command(tmp
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert Path(lines[0]).is_relative_to(target)  # the installed copy, not the checkout
+    for page in ("index.html", "app.js", "style.css"):  # the dashboard serves its page from the installed package
+        assert (target / "streaming" / "dashboard" / "static" / page).is_file(), page
     assert lines[1:] == [
         "assembly101-o ['count-based', 'do', 'do-cv', 'do-ensemble', 'msg2', 'msgi', 'noisy-and', 'noisy-and-do', "
         "'tgt-text']",

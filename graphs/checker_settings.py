@@ -56,12 +56,15 @@ class CheckerSettings:
         order_rule: ``"precondition"``, or ``"late-step"`` (``--order-rule``: a step done after a step that required
             it alerts too, as CaptainCook4D's annotators tag an order error; binary checker only: the probabilistic
             one names each omission once).
+        one_alert_per_omission: the probabilistic checker's merge (True, live); False judges every step on all its
+            pre-conditions, as the PREGO protocol scores steps (the benchmarks' replays).
     """
 
     kind: str = DEFAULT_CHECKER
     alert_threshold: float = DEFAULT_ALERT_THRESHOLD
     prior_skip: float = DEFAULT_PRIOR_SKIP
     order_rule: str = PRECONDITION
+    one_alert_per_omission: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in CHECKERS:
@@ -77,4 +80,4 @@ class CheckerSettings:
         """A fresh checker of this kind for one stream."""
         if self.kind == "binary":
             return PreconditionChecker(graph, late_step=self.order_rule == LATE_STEP)
-        return ProbabilisticChecker(graph, self.alert_threshold, self.prior_skip)
+        return ProbabilisticChecker(graph, self.alert_threshold, self.prior_skip, self.one_alert_per_omission)

@@ -123,14 +123,23 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         graph: the binary task graph.
         threshold: ``tau``: an alert goes out when its probability reaches it, in (0, 1).
         prior_skip: ``rho``: prior probability that a pre-condition is skipped, in (0, 1).
+        one_alert_per_omission: True (live): a pre-condition named by an alert is not checked again. False: every
+            step is judged on all its pre-conditions, as the PREGO protocol scores each recognised step (a step
+            recognised twice, still without its pre-condition, is still done out of order: the merge is a rule about
+            what a user is sent, not about what the step was).
     """
 
     def __init__(
-        self, graph: TaskGraph, threshold: float = DEFAULT_ALERT_THRESHOLD, prior_skip: float = DEFAULT_PRIOR_SKIP
+        self,
+        graph: TaskGraph,
+        threshold: float = DEFAULT_ALERT_THRESHOLD,
+        prior_skip: float = DEFAULT_PRIOR_SKIP,
+        one_alert_per_omission: bool = True,
     ) -> None:
         super().__init__(graph)
         self.threshold = check_probability(threshold, "--alert-threshold")
         self.prior_skip = check_probability(prior_skip, "prior skip probability")
+        self.one_alert_per_omission = one_alert_per_omission
         self._reported: set[Node] = set()
 
     def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> ProbableVerdict:
@@ -146,7 +155,7 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         verdict = self.verdict(step, evidence=evidence)
         if not verdict.undefined:
             self._seen.add(step)
-        if verdict.is_mistake:
+        if verdict.is_mistake and self.one_alert_per_omission:
             self._reported.update(verdict.missing)
         self.history.append(verdict)
         return verdict

@@ -85,6 +85,18 @@ def test_one_omission_one_alert() -> None:
     assert checker.reported == {1}
 
 
+def test_without_the_merge_a_step_recognised_again_is_judged_again() -> None:
+    # The PREGO benchmarks score every recognised step: boil recognised twice without fill is out of order twice.
+    checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2, one_alert_per_omission=False)
+    no_fill = StepEvidence({1: 0.02, 2: 0.9, 4: 0.9})
+    first, again = checker.observe(2, no_fill), checker.observe(2, no_fill)
+    assert first == again and again.is_mistake and again.missing == (1,) and again.merged == ()
+    assert checker.reported == frozenset()
+    settings = CheckerSettings("probabilistic", 0.5, 0.2, one_alert_per_omission=False)
+    built = settings.new(tea())
+    assert isinstance(built, ProbabilisticChecker) and not built.one_alert_per_omission
+
+
 def test_a_later_step_alerts_for_a_pre_condition_not_reported_yet() -> None:
     checker = ProbabilisticChecker(tea(), threshold=0.5, prior_skip=0.2)
     assert checker.observe(2, StepEvidence({1: 0.02})).missing == (1,)

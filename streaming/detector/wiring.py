@@ -176,6 +176,9 @@ def build_pipeline(
     """
     stack = ExitStack()
     try:
+        # The outputs first: a folder that cannot be written is refused before any model loads or checker answers.
+        frames = stack.enter_context(AlertFrames(config.alert_frames, config.alert_frames_keep)) \
+            if config.alert_frames is not None else None
         if readers is not None:
             for reader in readers:
                 stack.callback(reader.close)
@@ -193,8 +196,6 @@ def build_pipeline(
         publisher: Sink | None = None
         if config.publish:
             publisher = stack.enter_context(checker_publisher(ctx or zmq.Context.instance(), config.detector))
-        frames = stack.enter_context(AlertFrames(config.alert_frames, config.alert_frames_keep)) \
-            if config.alert_frames is not None else None
         streams: list[DetectorStream] = []
         for reader, sid in zip(readers, ids, strict=True):
             own: list[Sink] = [publisher] if publisher is not None else []

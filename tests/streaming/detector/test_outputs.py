@@ -1,0 +1,89 @@
+"""What a run writes besides the checker's messages: the webhook's alerts and the alert frames the dashboard shows,
+both named by the alert's own numbers."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from streaming.detector.alert_frames import AlertFrames, frame_name, stream_folder
+from streaming.messages import KeyStepEvent, KeyStepOnset
+from streaming.readers import Frame
+from streaming.stream_detect_cli import main
+from tests.cli_errors import cli_error
+from tests.streaming.detector.test_webhook import _url, receiver
+from tests.streaming.helpers import keystep, wait_for
+
+
+def test_the_demo_alert_is_posted_and_its_frame_written_where_its_video_time_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frames_dir = tmp_path / "frames"
+    with receiver() as server:
+        status = main(["--video", "demo", "--fast", "--jsonl", "--webhook", _url(server),
+                       "--alert-frames", str(frames_dir)])
+        assert status == 0
+        assert wait_for(lambda: len(server.bodies) >= 1)  # type: ignore[attr-defined]
+        posted = [json.loads(body) for _, body in server.bodies]  # type: ignore[attr-defined]
+    alerts = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"kind":"alert"' in line]
+    assert alerts and {a["alert_id"] for a in posted} == {a["alert_id"] for a in alerts}
+    assert {a["step_name"] for a in posted} == {"boil_water"}
+    for alert in alerts:
+        name = f"{int(round(alert['video_time'] * 1000))}.jpg"
+        path = frames_dir / urllib.parse.quote(alert["stream_id"], safe="") / name
+        image = cv2.imread(str(path))
+        assert image is not None and image.shape[2] == 3, path
+
+
+def _frame(k: int) -> Frame:
+    return Frame(np.full((48, 64, 3), k, dtype=np.uint8), k, k / 5.0)
+
+
+def test_each_stream_keeps_its_newest_frames_only(tmp_path: Path) -> None:
+    with AlertFrames(tmp_path, keep=2) as frames:
+        cam = frames.for_stream("kitchen/1 ä")  # any stream id: quoted into one folder name
+        for k, start in enumerate((1.0, 2.5, 4.0004)):
+            cam.seen(_frame(k), np.zeros(3), np.zeros(3))
+            cam.send(keystep(history=(1,), start=start, end=start + 1))
+    folder = stream_folder(tmp_path, "kitchen/1 ä")
+    assert folder.name == "kitchen%2F1%20%C3%A4"
+    assert sorted(p.name for p in folder.iterdir()) == ["2500.jpg", "4000.jpg"]  # the oldest went
+    assert frame_name(4.0004) == "4000.jpg"
+
+
+def test_a_withdrawn_announcement_writes_nothing_and_a_confirmation_overwrites_its_announcement(tmp_path: Path) -> None:
+    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
+                confidence=0.9, index=0, before=())
+    with AlertFrames(tmp_path) as frames:
+        cam = frames.for_stream("cam0")
+        cam.seen(_frame(10), np.zeros(3), np.zeros(3))
+        cam.send(KeyStepOnset(seq=0, withdrawn=True, **base))  # type: ignore[arg-type]
+        assert not list((tmp_path / "cam0").iterdir())
+        cam.send(KeyStepOnset(seq=1, withdrawn=False, **base))  # type: ignore[arg-type]
+        cam.seen(_frame(200), np.zeros(3), np.zeros(3))
+        confirmed = keystep(history=(2,), start=4.4, end=7.0)
+        assert isinstance(confirmed, KeyStepEvent)
+        cam.send(confirmed)
+    image = cv2.imread(str(tmp_path / "cam0" / "4400.jpg"))
+    assert image is not None and abs(int(image.mean()) - 200) <= 2  # the frame that confirmed the step
+
+
+@pytest.mark.parametrize("url", ["ftp://example.org/hook", "localhost:8080/hook"])
+def test_a_webhook_that_is_not_http_is_one_error_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(main, ["--video", "demo", "--fast", "--jsonl", "--webhook", url], capsys)
+    assert "--webhook" in line and "http" in line
+
+
+def test_an_alert_frames_folder_that_cannot_be_made_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    line = cli_error(main, ["detector", "--video", "demo", "--fast", "--alert-frames", str(blocker / "sub"),
+                            "--connect", "tcp://127.0.0.1:9"], capsys)
+    assert "--alert-frames" in line

@@ -1,0 +1,125 @@
+"""The webhook sink: each alert POSTed as JSON to a real HTTP server on loopback; a receiver that fails, hangs or is
+not there is counted and logged, and never slows the sender."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from graphs.common.errors import InputError
+from streaming.detector.webhook import WebhookConfig, WebhookSink, check_webhook_url
+from streaming.messages import Alert, Heartbeat
+from tests.streaming.helpers import wait_for
+
+
+def _alert(index: int = 1) -> Alert:
+    return Alert(stream_id="cam0", seq=index, timestamp=1.0, alert_id=f"cam0#{index}", run="r1", step=2,
+                 step_name="boil_water", index=index, missing=(1,), missing_names=("fill_kettle",), undefined=False,
+                 event_timestamp=1.0, replayed=False, forgotten=None, forgotten_name=None, forgotten_score=None,
+                 rule="weighted", probability=0.9, video_time=4.4)
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """Keeps each POST body; answers with the server's ``status`` after its ``delay_s``."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server interface
+        server = self.server
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        server.bodies.append((self.headers["Content-Type"], body))  # type: ignore[attr-defined]
+        server.release.wait(server.delay_s)  # type: ignore[attr-defined]
+        self.send_response(server.status)  # type: ignore[attr-defined]
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def receiver(status: int = 200, delay_s: float = 0.0) -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    server.bodies = []  # type: ignore[attr-defined]
+    server.status = status  # type: ignore[attr-defined]
+    server.delay_s = delay_s  # type: ignore[attr-defined]
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+
+
+def _url(server: http.server.ThreadingHTTPServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/hook"
+
+
+def test_each_alert_is_posted_as_json_and_nothing_else() -> None:
+    with receiver() as server, WebhookSink(WebhookConfig(_url(server))) as sink:
+        sink.send(Heartbeat(stream_id="cam0", seq=0, timestamp=1.0, session="s1", history=(), current=None,
+                            frames=0, dropped=0, fps=0.0, ended=False))
+        sink.send(_alert())
+        assert wait_for(lambda: sink.delivered == 1)
+        (kind, body), = server.bodies  # type: ignore[attr-defined]
+    assert kind == "application/json"
+    alert = json.loads(body)
+    assert alert["kind"] == "alert" and alert["alert_id"] == "cam0#1" and alert["video_time"] == 4.4
+    assert alert["missing_names"] == ["fill_kettle"]
+
+
+def test_a_server_that_answers_500_is_retried_then_counted_and_logged_once() -> None:
+    lines: list[str] = []
+    with receiver(status=500) as server:
+        sink = WebhookSink(WebhookConfig(_url(server), retries=2, backoff_s=0.01), log=lines.append)
+        sink.send(_alert())
+        assert wait_for(lambda: sink.failed == 1)
+        sink.close()
+        assert len(server.bodies) == 3  # type: ignore[attr-defined]  # the first try and two retries
+    assert sink.delivered == 0 and len(lines) == 1 and "HTTP 500 after 3 tries" in lines[0]
+
+
+def test_a_host_that_does_not_answer_is_counted_and_the_log_stays_bounded() -> None:
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lines: list[str] = []
+    sink = WebhookSink(WebhookConfig(f"http://127.0.0.1:{port}/", retries=0), log=lines.append)
+    for k in range(30):
+        sink.send(_alert(k + 1))
+    assert wait_for(lambda: sink.failed == 30)
+    sink.close()
+    assert sink.delivered == 0 and len(lines) == 5  # the first five failures, then one line per hundred
+
+
+def test_a_hanging_server_never_slows_the_sender_and_a_full_queue_drops_the_newest() -> None:
+    lines: list[str] = []
+    with receiver(delay_s=30.0) as server:
+        sink = WebhookSink(WebhookConfig(_url(server), timeout_s=0.5, retries=0, capacity=4), log=lines.append)
+        started = time.perf_counter()
+        for k in range(50):
+            sink.send(_alert(k + 1))
+        took = time.perf_counter() - started
+        assert took < 0.5  # 50 sends against a server that never answers: each is a put, never a wait
+        assert sink.dropped >= 50 - 4 - 1  # the queue holds 4, the thread holds one more
+        assert wait_for(lambda: sink.failed >= 1)
+        server.release.set()  # type: ignore[attr-defined]
+        sink.close()
+    assert any("queue full" in line for line in lines) and any("timed out" in line for line in lines)
+
+
+@pytest.mark.parametrize("url", ["ftp://example.org/x", "example.org/hook", "http://", "http://host:99999/",
+                                 "file:///etc/passwd", ""])
+def test_a_url_that_is_not_http_is_refused_in_one_line(url: str) -> None:
+    with pytest.raises(InputError, match="--webhook"):
+        check_webhook_url(url)
+    assert check_webhook_url("https://hooks.example.org:8443/a?b=c")

@@ -148,6 +148,17 @@ def test_the_json_says_what_was_recognised_and_why_each_alert_was_right(demo_eva
     assert 0.5 <= alert["probability"] < 1.0  # the probabilistic checker, the default: above its alert threshold
     assert 0 <= alert["video_time"] < alert["raised"]
     assert mistake["missed"] == [] and by_video["demo:correct"]["alerts"] == []
+    assert alert["stands"] and alert["retraction_reason"] is None
+    # What the live view says at the end, word for word, and the checker's verdict on every step, alert or not.
+    assert mistake["verdict"] == "1 mistake (boil_water before fill_kettle), nothing missing"
+    assert by_video["demo:correct"]["verdict"] == "correct (no mistake, nothing missing)"
+    assert by_video["demo:missing"]["verdict"] == "no mistake; never done: add_milk"
+    assert by_video["demo:missing"]["never_done"] == ["add_milk"]
+    checks = {s["name"]: s["checker"] for s in mistake["recognised"]}
+    assert checks["boil_water"]["alerted"] and checks["boil_water"]["p_skipped"] >= 0.5
+    assert [p["name"] for p in checks["boil_water"]["preconditions"]] == ["fill_kettle"]
+    assert not any(c["alerted"] for name, c in checks.items() if name != "boil_water")
+    assert all(c["p_skipped"] < 0.5 for name, c in checks.items() if name != "boil_water")
 
 
 def test_plots_draw_one_timeline_per_video(demo_eval: dict[str, dict]) -> None:

@@ -8,7 +8,7 @@ Usage::
 Each camera is a video file written with OpenCV (640x480, 30 fps; the demo procedure upscaled, each camera from
 another point of it), played on a loop at real time through the live reader, which keeps only the newest frame. The
 detector takes ``--rate`` frames a second from each camera (the demo detector on ``efficientnet-lite0`` features)
-and publishes to a checker in its own process, as ``stream-detect detector`` does (`run_detectors`):
+and publishes to a checker in its own process, as ``stream-detect detector`` does (`build_pipeline`):
 
 - ``one``: one process reads the K cameras and batches their frames through one backbone and one MiniROAD
   (``stream-detect detector --video ... --video ...``);
@@ -17,7 +17,9 @@ and publishes to a checker in its own process, as ``stream-detect detector`` doe
 After a warm-up of `WARMUP_S` it measures, over ``--seconds``: per stream the feature slots missed (frames the
 detector should have taken at ``--rate`` but was too busy for: the frames dropped for falling behind) and the latency
 from a frame's arrival at the reader to its class probabilities; per mode the CPU time of the detector process(es),
-all threads, as a share of one core, their peak memory, and the streams per core (K over the cores used). A K
+all threads, as a share of one core, their peak memory, the streams per core (K over the cores used), and the batch
+shapes the backbone met for the first time after start-up ("late shapes": every batch size is warmed before the first
+frame is read, so it must stay 0; on a GPU each one stalls every camera for seconds). A K
 "fits" when no slot is missed and the p99 latency is under `P99_TARGET_MS`. Target: at least twice the streams per
 core of one process per camera, at the same p99 and no drop. The load average is printed beside each run: on a
 machine shared with other work, the tails move with it.
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -135,30 +137,28 @@ class ProcessFigures:
     cpu_s: float
     wall_s: float
     rss_mb: float
+    late_shapes: int = 0  # batch shapes the backbone met for the first time after start-up (the warm-up)
+    warm_s: float = 0.0  # how long the warm-up of every batch size took
 
 
 class _Watch:
-    """Takes the streams `run_detectors` made and times each frame from its arrival to its probabilities."""
+    """Times each frame of every stream from its arrival to its probabilities (a frame observer per stream)."""
 
     def __init__(self, start_at: float) -> None:
         self.start_at = start_at
         self.figures: list[StreamFigures] = []
 
-    def observer(self, stream_id: str) -> Callable[[str, float], None]:
-        return lambda stage, seconds: None
+    def observer(self, stream_id: str) -> Callable[[Any, Any, Any], None]:
+        figures = StreamFigures()
+        self.figures.append(figures)
 
-    def watch(self, streams: Sequence[Any]) -> None:
-        for stream in streams:
-            figures = StreamFigures()
-            self.figures.append(figures)
+        def on_frame(frame: Any, features: Any, probs: Any) -> None:
+            now = time.monotonic()
+            if now >= self.start_at:
+                figures.latency_ms.append((now - frame.arrived) * 1000)
+                figures.stamps.append(now)
 
-            def on_frame(frame: Any, features: Any, probs: Any, figures: StreamFigures = figures) -> None:
-                now = time.monotonic()
-                if now >= self.start_at:
-                    figures.latency_ms.append((now - frame.arrived) * 1000)
-                    figures.stamps.append(now)
-
-            stream.on_frame = on_frame
+        return on_frame
 
 
 def detector_process(videos: list[str], rate: float, seconds: float, endpoint: str, threads: int, device: str,
@@ -167,13 +167,15 @@ def detector_process(videos: list[str], rate: float, seconds: float, endpoint: s
     import torch
 
     from streaming.demo.paths import default_demo_paths
-    from streaming.detector_service import DetectorConfig, load_detector_for_stream, run_detectors
+    from streaming.detector import DetectorConfig, LoadedParts, PipelineConfig, build_pipeline, load_detector_for_stream
+    from streaming.detector.loop import batched
     from streaming.readers import LiveReader, ReaderConfig, Source, VideoReader
 
     torch.set_num_threads(threads)
     _, demo = default_demo_paths()
-    model, checkpoint, extractor = load_detector_for_stream(demo, None, threads, device)
-    extractor(np.zeros((1, CAMERA_SIZE[1], CAMERA_SIZE[0], 3), dtype=np.uint8))  # first call: allocations
+    model, checkpoint, raw = load_detector_for_stream(demo, None, threads, device)
+    extractor = batched(raw, len(videos))
+    warm_s = extractor.warm()  # every batch size the loop will use, before any camera is read
     ready.put(os.getpid())
     go.wait()
     started = time.monotonic()
@@ -192,14 +194,18 @@ def detector_process(videos: list[str], rate: float, seconds: float, endpoint: s
     timers = [threading.Timer(WARMUP_S, mark), threading.Timer(WARMUP_S + seconds, lambda: (mark(), stop.set()))]
     for timer in timers:
         timer.start()
-    ids = [f"p{os.getpid()}-cam{k}" for k in range(len(videos))]
-    config = DetectorConfig(stream_id=ids[0], connect=endpoint, threads=threads)
-    run_detectors(readers, model, checkpoint, extractor, config, ids, stop, watcher=watch)
+    ids = tuple(f"p{os.getpid()}-cam{k}" for k in range(len(videos)))
+    detector = DetectorConfig(stream_id=ids[0], connect=endpoint, threads=threads)
+    config = PipelineConfig(detector=detector, stream_ids=ids)
+    parts = LoadedParts(None, model, checkpoint, extractor)
+    with build_pipeline(config, parts=parts, readers=readers, observers=[watch.observer]) as pipeline:
+        pipeline.run(stop)
+        late = pipeline.late_shapes
     for timer in timers:
         timer.join()
     (t0, c0), (t1, c1) = marks
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out.put(ProcessFigures(watch.figures, c1 - c0, t1 - t0, rss_mb))
+    out.put(ProcessFigures(watch.figures, c1 - c0, t1 - t0, rss_mb, late, warm_s))
 
 
 @dataclass
@@ -214,6 +220,11 @@ class Run:
     @property
     def streams(self) -> list[StreamFigures]:
         return [s for p in self.processes for s in p.streams]
+
+    @property
+    def late_shapes(self) -> int:
+        """Batch shapes first met after start-up, over every process (the warm-up keeps it at 0)."""
+        return sum(p.late_shapes for p in self.processes)
 
     @property
     def cores(self) -> float:
@@ -290,13 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             checker.stop()
     where = f"{args.device}, one-process detector with {args.threads} torch thread(s), {os.cpu_count()} cores"
     table = Table(title=f"{len(counts)} camera counts at {args.rate:g} fps each, {args.seconds:g} s measured ({where})")
-    for column in ("mode", "K", "missed", "p50 ms", "p99 ms", "CPU %", "streams/core", "RSS MB", "fits", "load"):
+    for column in ("mode", "K", "missed", "p50 ms", "p99 ms", "CPU %", "streams/core", "RSS MB", "late shapes",
+                   "fits", "load"):
         table.add_column(column, justify="right")
     for run in runs:
         table.add_row(run.mode, str(run.k), str(sum(s.missed_at(args.rate) for s in run.streams)), f"{run.p(50):.1f}",
                       f"{run.p(99):.1f}", f"{100 * run.cores:.0f}", f"{run.k / run.cores:.1f}",
-                      f"{sum(p.rss_mb for p in run.processes):.0f}", "yes" if fits(run, args.rate) else "no",
-                      f"{run.load[0]:.1f}/{run.load[1]:.1f}")
+                      f"{sum(p.rss_mb for p in run.processes):.0f}", str(run.late_shapes),
+                      "yes" if fits(run, args.rate) else "no", f"{run.load[0]:.1f}/{run.load[1]:.1f}")
     console.print(table)
     for mode in modes:
         best = [r for r in runs if r.mode == mode and fits(r, args.rate)]
@@ -310,7 +322,8 @@ def _line(run: Run, rate: float) -> str:
     missed = sum(s.missed_at(rate) for s in run.streams)
     return (f"mode={run.mode} k={run.k} missed={missed} p50_ms={run.p(50):.1f} p99_ms={run.p(99):.1f} "
             f"cpu_pct={100 * run.cores:.0f} streams_per_core={run.k / run.cores:.1f} "
-            f"rss_mb={sum(p.rss_mb for p in run.processes):.0f} load={run.load[0]:.2f}/{run.load[1]:.2f}")
+            f"rss_mb={sum(p.rss_mb for p in run.processes):.0f} late_shapes={run.late_shapes} "
+            f"warm_s={max(p.warm_s for p in run.processes):.2f} load={run.load[0]:.2f}/{run.load[1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from streaming.checker.process import CheckerProcess
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.demo.synthetic_video import demo_video
-from streaming.detector import Detector, DetectorConfig, EventPublisher
+from streaming.detector import DetectorConfig, EventPublisher, LoadedParts, PipelineConfig, build_pipeline
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.messages import Alert
 from streaming.readers import Frame, LiveReader, ReaderConfig, Source, open_reader
@@ -181,10 +181,9 @@ def camera_run(
     """The detector on the paced camera at ``rate`` features per second for ``seconds``, publishing to the checker."""
     camera = PacedCamera(video)
     reader = LiveReader(Source("camera", 0, "bench-camera"), ReaderConfig(fps=rate), open_capture=lambda _: camera)
-    sock = connect(ctx, zmq.PUB, checker.events_endpoint)
-    config = DetectorConfig(connect=checker.events_endpoint, max_frames=int(rate * seconds))
-    detector = Detector(reader, extractor, model, replace(checkpoint, fps=rate),
-                        EventPublisher(Publisher(sock), f"bench-{rate:g}"), config)  # fmt: skip
+    config = PipelineConfig(detector=DetectorConfig(connect=checker.events_endpoint, max_frames=int(rate * seconds)),
+                            stream_ids=(f"bench-{rate:g}",))
+    parts = LoadedParts(None, model, replace(checkpoint, fps=rate), extractor)
     latencies: list[float] = []
     stamps: list[float] = []
 
@@ -193,12 +192,8 @@ def camera_run(
         latencies.append((now - camera.arrival(frame.image)) * 1000)
         stamps.append(now)
 
-    detector.on_frame = on_frame
-    try:
-        stats = detector.run()
-    finally:
-        reader.close()
-        sock.close(linger=0)
+    with build_pipeline(config, parts=parts, readers=[reader], observers=[lambda _: on_frame], ctx=ctx) as pipeline:
+        stats = pipeline.run()[0]
     # Feature slots over the run: the reader offers one every 1/rate s; a slot the detector was too busy for is missed.
     slots = int(round((stamps[-1] - stamps[0]) * rate)) + 1 if stamps else 0
     return RateResult(rate, stats.frames, max(slots - stats.frames, 0), np.array(latencies))
@@ -208,17 +203,17 @@ def demo_alerts(ctx: zmq.Context, checker: CheckerProcess, video: Path, extracto
                 model: MiniROAD, checkpoint: DetectorCheckpoint) -> list[str]:  # fmt: skip
     """The alerts the demo detector raises on the demo video, read as fast as the CPU allows."""
     viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False)
-    sock = connect(ctx, zmq.PUB, checker.events_endpoint)
-    events = EventPublisher(Publisher(sock), "bench-demo")
-    await_subscription(viewer, events)
     reader = open_reader(str(video), ReaderConfig(fps=checkpoint.fps))
-    Detector(reader, extractor, model, checkpoint, events, DetectorConfig(connect=checker.events_endpoint)).run()
+    config = PipelineConfig(detector=DetectorConfig(stream_id="bench-demo", connect=checker.events_endpoint))
+    with build_pipeline(config, parts=LoadedParts(None, model, checkpoint, extractor), readers=[reader],
+                        ctx=ctx) as pipeline:
+        await_subscription(viewer, pipeline.streams[0].events)
+        pipeline.run()
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline and not viewer.state.streams["bench-demo"].ended:
         viewer.pump(50)
     alerts = [a.step_name for _, a in viewer.state.alerts if a.stream_id == "bench-demo"]
     viewer.close()
-    sock.close(linger=0)
     return alerts
 
 

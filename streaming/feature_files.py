@@ -10,10 +10,10 @@ parts make it a source without changing the detector loop:
   the view) or as fast as the consumer takes them (``--fast``, ``stream-detect eval --features``);
 - `PrecomputedExtractor` (name ``"precomputed"``), the feature extractor that passes those vectors through.
 
-`open_feature_streams` loads and cross-checks what a run needs (graph, detector, files) as
-`streaming.detector_service.open_streams` does for videos, and refuses before the first vector is read a file that is
-not a 2-D float array, holds NaN or infinity, is not as wide as the detector's input, or a ``--rate`` that is not the
-detector's: one line naming the file or the option.
+`load_detector_for_features` and `open_feature_file` load a detector to be fed from feature files and open them,
+refusing before the first vector is read a file that is not a 2-D float array, holds NaN or infinity, is not as wide
+as the detector's input, or a ``--rate`` that is not the detector's: one line naming the file or the option. This
+module imports nothing of the detector loop, so the loop's loader can dispatch to it on a ``.npy`` source.
 """
 
 from __future__ import annotations
@@ -29,17 +29,9 @@ import torch
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
-from graphs.task_graph import load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.feature_import import read_feature_file
 from recognition.model import MiniROAD
-from streaming.detector_service import (
-    OpenedStream,
-    OpenedStreams,
-    StreamSource,
-    check_detector_matches_graph,
-    print_warning,
-)
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor
 from streaming.readers import Frame, ReaderConfig, Source, _FileReader
@@ -171,50 +163,20 @@ def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector
     return reader
 
 
-def open_feature_streams(
-    sources: Sequence[StreamSource], threads: int = 1, warn: Callable[[str], None] = print_warning,
-    rate: float | None = None,
-) -> OpenedStreams:
-    """`streaming.detector_service.open_streams` for feature files: the graph and the detector loaded once and
-    checked against each other, every file read and checked, before any vector is fed.
+def check_feature_sources(paths: Sequence[str], detector_path: str | Path, rate: float | None) -> None:
+    """Everything about live feature-file sources that can be refused before a run starts (``stream-detect
+    --features``): every file read and checked (a 2-D float array, finite, as wide as the detector's input), and the
+    rate (`check_rate`).
 
     Args:
-        sources: one per stream; ``video`` is the feature file, ``reader.realtime`` its pacing; the graph, detector
-            and device are the first source's.
-        threads: torch threads of the detector.
-        warn: called with each warning (names that differ, let through by ``ignore_names``).
-        rate: the files' rate (``--rate``; None: the detector's).
-
-    Returns:
-        The opened streams, with the pass-through extractor.
+        paths: the ``--features`` files.
+        detector_path: the checkpoint they will feed.
+        rate: ``--rate`` (None: the detector's).
     """
-    first = sources[0]
-    not_features = [s.video for s in sources if not is_feature_file(s.video)]
-    if not_features:
-        raise InputError(f"--features {not_features[0]}: not a .npy feature file (videos and cameras are --video "
-                         "sources)")
-    graph = load_graph(first.graph)
-    model, checkpoint, extractor = load_detector_for_features(first.detector, threads, first.device, rate)
-    for line in check_detector_matches_graph(checkpoint, graph, first.detector, first.graph, first.ignore_names):
-        warn(line)
-    readers = [open_feature_file(s.video, checkpoint, first.detector, s.reader.realtime) for s in sources]
-    return OpenedStreams(graph, model, checkpoint, extractor, list(readers))
-
-
-def open_feature_stream(source: StreamSource, threads: int = 1, warn: Callable[[str], None] = print_warning,
-                        rate: float | None = None) -> OpenedStream:
-    """`open_feature_streams` of one source (what the all-in-one run opens for ``--features``)."""
-    opened = open_feature_streams([source], threads, warn, rate)
-    return OpenedStream(opened.graph, opened.model, opened.checkpoint, opened.extractor, opened.readers[0])
-
-
-
-def check_detector_rate(detector_path: str | Path, rate: float | None, option: str = "--rate") -> None:
-    """`check_rate` against a checkpoint file, before a run that opens it later (the all-in-one run)."""
-    if rate is not None:
-        _, checkpoint = load_detector(detector_path)
-        check_rate(rate, checkpoint, str(detector_path), option)
-
+    _, checkpoint = load_detector(detector_path)
+    check_rate(rate, checkpoint, str(detector_path))
+    for path in paths:
+        open_feature_file(path, checkpoint, str(detector_path)).close()
 
 def feature_files_of(specs: Sequence[str], option: str = "--features") -> dict[str, Path]:
     """The feature files ``specs`` name (``.npy`` files, or folders of them), by recording name (the file stem).

@@ -97,8 +97,14 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help="name of each stream on the wire, one per --video in the same order (default cam0, "
                             "cam1, ...)")
     else:
-        p.add_argument("--video", default="demo", help=VIDEO_HELP)
+        p.add_argument("--video", help=VIDEO_HELP)
         p.add_argument("--stream-id", default="cam0", help="name of this stream on the wire (default cam0)")
+    p.add_argument("--features", action="append" if many else "store", metavar="FILE.npy",
+                   help="a recording's own features instead of --video: a T x D .npy file replayed one vector at a "
+                        "time at the detector's rate (real time, or --fast)" + ("; repeat it for several" if many
+                                                                                  else ""))
+    p.add_argument("--rate", type=fps_option, help="the --features file's vectors per second (default: the "
+                                                   "detector's; another rate is refused)")
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
     p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
     p.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")
@@ -373,8 +379,16 @@ def _defaults(args: argparse.Namespace) -> None:
             raise InputError(f"stream-detect {args.command}: --graph is required (or --demo for the demo graph)")
         args.graph = args.graph or str(graph)
         return
-    if args.command == "detector":
-        args.video = args.video or ["demo"]
+    if args.features:  # a recording's own features are the source (streaming.feature_files)
+        if args.video:
+            raise InputError("--features and --video both name the source: give one of them")
+        if getattr(args, "annotate_out", None) is not None or getattr(args, "preview", False):
+            raise InputError("--annotate-out and --preview draw over video frames; a --features file has none")
+        args.video = args.features
+    elif args.rate is not None:
+        raise InputError(f"--rate {args.rate:g}: gives the rate of a --features file; videos are read at the "
+                         "detector's rate")
+    args.video = args.video or (["demo"] if args.command == "detector" else "demo")
     videos = args.video if isinstance(args.video, list) else [args.video]
     is_demo = all(is_demo_video(str(video)) for video in videos)
     if args.graph is None:
@@ -409,6 +423,11 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_dashboard(args)
     _defaults(args)
+    if args.command in ("run", "detector") and args.features:
+        from streaming.feature_files import check_feature_sources
+
+        # Before anything starts: a file with NaN, of another width or at another rate than the detector's.
+        check_feature_sources(args.video if isinstance(args.video, list) else [args.video], args.detector, args.rate)
     if args.command == "view":
         from streaming.curve_keys import client_curve
         from streaming.service_log import ServiceLog

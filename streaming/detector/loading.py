@@ -24,6 +24,7 @@ from streaming.detector.batching import BatchedExtractor
 from streaming.detector.config import StreamSource
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
+from streaming.feature_files import FeatureFileReader, is_feature_file, load_detector_for_features
 from streaming.messages import STREAM_ID_RULE, is_stream_id
 from streaming.readers import VideoReader, open_reader, source_identity
 
@@ -321,7 +322,11 @@ def load_parts(source: StreamSource, threads: int = 1, warn: Callable[[str], Non
         The parts (with the graph).
     """
     graph = load_graph(source.graph)
-    model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads, source.device)
+    if is_feature_file(source.video):  # a recording's own features: they go straight into the detector
+        model, checkpoint, extractor = load_detector_for_features(source.detector, threads, source.device)
+    else:
+        model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads,
+                                                                source.device)
     for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
         warn(line)
     return LoadedParts(graph, model, checkpoint, extractor)
@@ -335,8 +340,12 @@ def open_videos(sources: Sequence[StreamSource], fps: float) -> list[VideoReader
     """
     readers: list[VideoReader] = []
     try:
+        if len({is_feature_file(source.video) for source in sources}) > 1:
+            raise InputError("--features files and --video sources cannot share one detector: run them apart")
         for source in sources:
-            readers.append(open_reader(resolve_video(source.video), replace(source.reader, fps=fps)))
+            config = replace(source.reader, fps=fps)
+            readers.append(FeatureFileReader(source.video, config) if is_feature_file(source.video)
+                           else open_reader(resolve_video(source.video), config))
     except BaseException:
         for reader in readers:
             reader.close()

@@ -153,6 +153,44 @@ def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.
     assert "--features replays feature files instead of videos" in err
 
 
+def test_a_feature_file_is_a_live_source_and_its_mistake_alerts(trained: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # The all-in-one run: a checker process on loopback ZeroMQ, the detector fed the file's vectors, JSON lines out.
+    assert stream_detect(["--features", str(trained / "npy" / "test_wrong.npy"), "--graph", str(trained / "graph.json"),
+                          "--detector", str(trained / "detector.pt"), "--rate", "1", "--fast", "--jsonl",
+                          "--checker", "binary", "--alert-on", "end"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [m["step"] for m in lines if m["kind"] == "step"] == [1, 0, 2]
+    assert [m["step"] for m in lines if m["kind"] == "alert"] == [1]  # take_part before open_box
+    # Video time is the file's: the alert's step started 3 s in (row 3 at one vector a second).
+    assert [m["start"] for m in lines if m["kind"] == "step"][0] == 3.0
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    (["--rate", "2"], "--rate 2: the detector"),
+    (["--video", "demo"], "--features and --video both name the source"),
+    (["--annotate-out", "x.mp4"], "--annotate-out and --preview draw over video frames"),
+])
+def test_bad_live_feature_sources_are_refused_before_the_run(trained: Path, capsys: pytest.CaptureFixture[str],
+                                                            extra: list[str], why: str) -> None:
+    argv = ["--features", str(trained / "npy" / "test_ok.npy"), "--graph", str(trained / "graph.json"),
+            "--detector", str(trained / "detector.pt"), "--fast", "--jsonl", *extra]
+    assert why in cli_error(stream_detect, argv, capsys)
+
+
+def test_a_live_feature_file_with_nan_or_another_width_is_refused(trained: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    nan = np.load(trained / "npy" / "test_ok.npy")
+    nan[2, 3] = np.nan
+    np.save(tmp_path / "nan.npy", nan)
+    np.save(tmp_path / "wide.npy", np.zeros((10, WIDTH + 1), dtype=np.float32))
+    for name, why in (("nan.npy", "NaN or infinite values (first in row 2)"), ("wide.npy", "7 wide")):
+        argv = ["detector", "--features", str(tmp_path / name), "--graph", str(trained / "graph.json"),
+                "--detector", str(trained / "detector.pt"), "--fast"]
+        err = cli_error(stream_detect, argv, capsys)
+        assert f"--features {tmp_path / name}" in err and why in err
+
+
 def test_a_feature_file_is_read_one_vector_at_a_time_at_its_rate(tmp_path: Path) -> None:
     path = tmp_path / "clip.npy"
     np.save(path, np.arange(12, dtype=np.float32).reshape(4, 3))

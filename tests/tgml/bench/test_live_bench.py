@@ -133,3 +133,18 @@ def test_a_recording_with_no_annotation_is_refused_naming_it(
 
 def test_the_default_features_folder_is_the_data_sets(data_dir: Path) -> None:
     assert load_live_data(data_dir).features_dir == data_dir / FEATURES_SUBFOLDER
+
+
+def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could_have_taught() -> None:
+    from graphs.checker_settings import CheckerSettings
+    from tgml.bench.live.selection import ValidationRun, candidates, objective, pool_for
+
+    runs = [ValidationRun(recipe, fold, None, True, {}, None, None)  # type: ignore[arg-type]
+            for recipe in ("a", "b") for fold in range(3)]
+    pool = pool_for(runs, "a", 1)
+    assert {(v.recipe, v.fold) for v in pool} == {("a", 1), ("b", 0), ("b", 1), ("b", 2)}
+    options = candidates(CheckerSettings())
+    assert options[0] == CheckerSettings() and len(set(options)) == len(options) == 15
+    metrics = {"avg_f1": 60.0, "missing_f1": 90.0, "false_alarms_per_error_free": 0.5}
+    assert objective(metrics) == pytest.approx(120.0)  # 0.3 false alarms above the budget cost 30 points
+    assert objective(metrics | {"false_alarms_per_error_free": 0.1, "avg_f1": None}) == 90.0

@@ -65,10 +65,12 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.limits import is_step_id
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
     import torch
 
+MAX_SEGMENTER_SECONDS: Final = 86_400.0  # a day: no wait or run of a key-step is longer
 # An announced run is announced again this often while it lasts, once stable (`OnsetEvent.repeated`): as often as a
 # detector's heartbeat, so a checker weighing how sure the run is can alert within half a second of being sure.
 REPEAT_S: Final = 0.5
@@ -110,6 +112,10 @@ class SegmenterConfig:
                 raise InputError(f"SegmenterConfig.{name} = {value!r}: must be a finite number")
         if self.fps <= 0:
             raise InputError(f"SegmenterConfig.fps = {self.fps!r}: must be > 0")
+        for name in ("min_duration", "min_run", "max_delay"):  # 1e308 s overflowed the conversion to frames
+            if getattr(self, name) > MAX_SEGMENTER_SECONDS:
+                raise InputError(f"SegmenterConfig.{name} = {getattr(self, name)!r}: must be at most "
+                                 f"{MAX_SEGMENTER_SECONDS:g} seconds")
         if self.min_run < 0:
             raise InputError(f"SegmenterConfig.min_run = {self.min_run!r}: must be >= 0")
         if self.min_duration <= 0 or self.min_duration < self.min_run:
@@ -121,7 +127,7 @@ class SegmenterConfig:
             )
         if not 0 <= self.switch_margin < 1:
             raise InputError(f"SegmenterConfig.switch_margin = {self.switch_margin!r}: must be in [0, 1)")
-        if self.background is not None and (not isinstance(self.background, int) or self.background < 0):
+        if self.background is not None and not is_step_id(self.background):  # 10^22 overflowed numpy's int64
             raise InputError(f"SegmenterConfig.background = {self.background!r}: must be a class index or None")
         if not 0 <= self.threshold < 1:
             raise InputError(f"SegmenterConfig.threshold = {self.threshold!r}: must be in [0, 1)")

@@ -46,7 +46,7 @@ from rich.text import Text
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json
-from graphs.common.options import SEED_RULE, check_threads, is_seed
+from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, check_threads, is_learning_rate, is_seed
 from graphs.common.safe_text import printable
 from graphs.common.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
@@ -156,6 +156,8 @@ class DetectorTrainConfig:
         if not is_seed(self.seed):
             raise InputError(f"DetectorTrainConfig.seed = {self.seed!r:.60}: must be {SEED_RULE}")
         check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
+        if not is_learning_rate(self.lr):
+            raise InputError(f"DetectorTrainConfig.lr = {self.lr!r:.60}: must be {LEARNING_RATE_RULE}")
         for name, low_ok in (("lr", False), ("weight_decay", True)):
             value = getattr(self, name)
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -409,6 +409,23 @@ def flag_cases(tmp: str) -> list[Case]:
                                                                      "--out", f"{tmp}/d.pt"], "c.toml"),
         flag("recognition-train-out-folder", recognition_train, [*train[:4], "--out", tmp], "is a folder"),
     ]
+    # Numbers too large to use ended in OverflowError / RuntimeError tracebacks.
+    frames = {"v": {"pred": [1, 1, 2, 2] * 30, "gt": [1, 1, 2, 2] * 30}}
+    for option, value, culprit in (("--max-delay", "1e308", "max_delay = 1e+308: must be at most 86400 seconds"),
+                                   ("--background", str(10**22), "background = 10000000000000000000000: must be")):
+        cases.append(Case(f"prego-replay-{option[2:]}-{value}", prego_bench,
+                          lambda f, o=option, v=value: ["replay", "--frames", f.json("frames.json", frames), "--graph",
+                                                        str(GRAPH), "--no-sweep", o, v], culprit))
+    for method in ("noisy-and", "do", "tgt-text"):
+        cases.append(flag(f"tgml-train-lr-1e308-{method}", tgml, [*tgml_train, "--method", method, "--lr", "1e308"],
+                          "lr = 1e+308: expected a number in (0, 1000]"))
+    cases += [Case("recognition-train-lr-1e308", recognition_train,
+                   lambda f: ["--features", f.folder("feats"), "--config", f.text("c.toml", "[train]\nlr = 1e308\n"),
+                              "--out", f.missing("d.pt")], "lr = 1e+308: must be a number in (0, 1000]"),
+              flag("tgml-bench-synthetic-sizes-100000", tgml, ["bench-synthetic", "--sizes", "100000"],
+                   "sizes = (100000,): need integers in 2..2048"),
+              flag("tgml-bench-synthetic-executions-10^9", tgml, ["bench-synthetic", "--executions", str(10**9)],
+                   "executions = (1000000000,): need integers in 1..100000")]
     return cases
 
 
@@ -439,6 +456,16 @@ def toml_cases() -> list[Case]:
     cases.append(Case("tgml-train-config-unknown-key", tgml,
                       lambda f: ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
                                  f.missing("g.json"), "--config", f.text("c.toml", "bogus = 1\n")], "bogus"))
+    # 50,000 nested lists ended in a RecursionError traceback, in TOML and in YAML.
+    for name, key in (("c.toml", "a = "), ("c.yaml", "a: ")):
+        deep = key + "[" * 50_000 + "]" * 50_000
+        cases.append(Case(f"recognition-train-config-deep-{name}", recognition_train,
+                          lambda f, n=name, d=deep: ["--features", f.folder("feats"), "--config", f.text(n, d),
+                                                     "--out", f.missing("d.pt")], "nested too deeply"))
+        cases.append(Case(f"tgml-train-config-deep-{name}", tgml,
+                          lambda f, n=name, d=deep: ["train", "--annotations", str(ANNOTATIONS), "--scenario",
+                                                     "demo-tea", "--out", f.missing("g.json"), "--config",
+                                                     f.text(n, d)], "nested too deeply"))
     return cases
 
 

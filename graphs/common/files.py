@@ -253,6 +253,8 @@ def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> di
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{path}: invalid TOML: {err}") from None
+    except RecursionError:  # 50,000 nested arrays: the parser recurses once per level
+        raise InputError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
 
 
 def read_yaml(path: str | Path, what: str = "config file") -> Any:
@@ -276,6 +278,8 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
         raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
+    except RecursionError:  # 50,000 nested lists: the composer recurses once per level
+        raise InputError(f"{path}: invalid YAML: lists or mappings nested too deeply") from None
 
 
 def check_output(

@@ -25,6 +25,14 @@ MAX_FPS: Final = 1000.0  # far above any camera or label stream; a typo (60000) 
 MAX_SEED: Final = 2**32 - 1  # what every generator takes (numpy's legacy seeding stops here, torch at 2^64)
 SEED_RULE: Final = f"an integer in 0..{MAX_SEED}"
 MAX_SEED_COUNT: Final = 1000  # training seeds of one benchmark run (the paper uses 5)
+MAX_LEARNING_RATE: Final = 1000.0  # far above any useful Adam step; 1e308 overflowed torch's float32 (a traceback)
+LEARNING_RATE_RULE: Final = f"a number in (0, {MAX_LEARNING_RATE:g}]"
+
+
+def is_learning_rate(value: object) -> bool:
+    """Whether ``value`` is a learning rate an optimiser can take: a number in ``(0, MAX_LEARNING_RATE]``."""
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 < value <= MAX_LEARNING_RATE)
 
 
 def max_threads() -> int:

@@ -32,6 +32,7 @@ from rich.table import Table
 from graphs.common.errors import InputError
 from graphs.common.options import MAX_SEED_COUNT, SEED_RULE, is_seed
 from graphs.edge_metrics import edge_scores
+from graphs.limits import MAX_STEPS
 from graphs.postprocess import binarize
 from graphs.precision_recall import measured
 from graphs.task_graph import TaskGraph
@@ -47,6 +48,7 @@ DENSITIES: Final[dict[str, tuple[float, ...]]] = {
     "dense": (0.05, 0.25, 0.30, 0.25, 0.15),
 }
 # DO as in the CaptainCook4D protocol: first occurrences, beta 0.005, up to 1000 epochs, SA-plateau stopping, 1/n.
+MAX_EXECUTIONS: Final = 100_000  # executions per procedure: far beyond the datasets (CaptainCook4D has 13 at most)
 DO_CONFIG: Final = DOConfig(beta=0.005, epochs=1000, early_stop="sa-plateau")
 
 Learner = Callable[[Sequence[Sequence[int]], Sequence[int], Sequence[str], int], TaskGraph]
@@ -199,11 +201,13 @@ class SyntheticConfig:
         def fail(name: str, why: str) -> None:
             raise InputError(f"SyntheticConfig.{name} = {getattr(self, name)!r}: {why}")
 
-        if not self.sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 for n in self.sizes):
-            fail("sizes", "need integers >= 2")
-        if not self.executions or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
+        # Bounded above too: --sizes 100000 ended in a traceback (a task graph holds at most MAX_STEPS key-steps).
+        if not self.sizes or any(isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_STEPS
+                                 for n in self.sizes):
+            fail("sizes", f"need integers in 2..{MAX_STEPS}")
+        if not self.executions or any(isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_EXECUTIONS
                                       for k in self.executions):
-            fail("executions", "need integers >= 1")
+            fail("executions", f"need integers in 1..{MAX_EXECUTIONS}")
         if not self.noise or any(not 0.0 <= p <= 1.0 for p in self.noise):
             fail("noise", "need rates in [0, 1]")
         if not self.densities or any(d not in DENSITIES for d in self.densities):

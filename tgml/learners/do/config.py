@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from graphs.common.errors import InputError
-from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, is_learning_rate, is_seed
 from graphs.common.settings_files import (
     check_field_types,
     check_values,
@@ -116,7 +116,7 @@ class DOConfig:
         checks = [
             ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),
             ("epochs", self.epochs >= 1, "an integer >= 1"),
-            ("lr", math.isfinite(self.lr) and self.lr > 0, "a finite number > 0"),
+            ("lr", is_learning_rate(self.lr), LEARNING_RATE_RULE),
             ("seed", is_seed(self.seed), SEED_RULE),
             ("sa_plateau_min", 0 <= self.sa_plateau_min <= 1, "in [0, 1]"),
             ("sa_patience", self.sa_patience >= 1, "an integer >= 1"),

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, is_learning_rate, is_seed
 from graphs.common.settings_files import check_field_types, check_values
 
 METHOD_NAME: Final = "noisy-and"
@@ -49,7 +49,7 @@ class NoisyAndConfig:
             ("noise", 0 <= self.noise < 1, "a number in [0, 1)"),
             ("cut", 0 < self.cut < 1, "a number in (0, 1)"),
             ("epochs", self.epochs >= 1, "an integer >= 1"),
-            ("lr", math.isfinite(self.lr) and self.lr > 0, "a finite number > 0"),
+            ("lr", is_learning_rate(self.lr), LEARNING_RATE_RULE),
             ("seed", is_seed(self.seed), SEED_RULE),
         ]
         check_values(self, checks)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Final
 
 from graphs.common.errors import InputError
-from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, is_learning_rate, is_seed
 from graphs.common.settings_files import check_field_types, check_values
 from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.text_embeddings import DEFAULT_ENCODER
@@ -66,7 +66,7 @@ class TgtTextConfig:
         finite = all(math.isfinite(getattr(self, f.name)) for f in fields(self) if str(f.type) == "float")
         checks = [
             ("epochs", self.epochs >= 1, "an integer >= 1"),
-            ("lr", finite and self.lr > 0, "a finite number > 0"),
+            ("lr", finite and is_learning_rate(self.lr), LEARNING_RATE_RULE),
             ("width", self.width >= 1, "an integer >= 1"),
             ("heads", self.heads >= 1 and self.width % self.heads == 0, "an integer >= 1 that divides width"),
             ("layers", self.layers >= 1, "an integer >= 1"),

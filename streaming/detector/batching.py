@@ -92,7 +92,7 @@ def default_batch_sizes(extractor: FeatureExtractor, streams: int, on_gpu: bool)
     return tuple(s for s in sizes if not cap or s <= cap) or (1,)
 
 
-class BatchedExtractor:
+class BatchedExtractor(FeatureExtractor):
     """An extractor that only ever runs batches of the `Buckets` sizes, warmed before use, counting late shapes.
 
     Each frame's features are computed independently of the others in its batch (`streaming.extractors`), so the
@@ -108,6 +108,9 @@ class BatchedExtractor:
         self.buckets = buckets
         self.name = extractor.name
         self.dim = extractor.dim
+        self.input_size = extractor.input_size
+        self.pass_size = buckets.largest
+        self.half_check: tuple[bool, float] | None = None  # (float16 used, its largest distance) once checked
         self.warmed: set[tuple[int, ...]] = set()
         self.seen: set[tuple[int, ...]] = set()
         self.late_shapes = 0  # shapes first met after `warm`
@@ -122,12 +125,16 @@ class BatchedExtractor:
         """Run every size once on blank frames at the network's input size, so that no size is new later.
 
         An extractor without an input size (numpy, or feature vectors passed through) has no per-shape state: its
-        sizes are only marked as seen.
+        sizes are only marked as seen. On a GPU, float16 is tried first (`check_half_precision`) and kept when its
+        features agree with float32's.
 
         Returns:
             Seconds it took.
         """
         started = time.perf_counter()
+        device = getattr(self.extractor, "device", None)
+        if getattr(device, "type", "cpu") != "cpu" and hasattr(self.extractor, "half") and self.half_check is None:
+            self.half_check = check_half_precision(self.extractor)  # before the warm-up: float16 has its own kernels
         for size in self.buckets.sizes:
             if self.extractor.input_size is not None:
                 height, width = self.extractor.input_size

@@ -52,6 +52,7 @@ from recognition.feature_folders import (
     write_targets,
 )
 from recognition.segment_metrics import TimedSegment as Segment  # a labelled key-step: id and time span
+from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
@@ -477,6 +478,18 @@ def _batches(reader: VideoReader, size: int) -> Iterator[tuple[np.ndarray, np.nd
         yield np.stack(images), np.array(times)
 
 
+def files_extractor(extractor: FeatureExtractor, batch: int) -> FeatureExtractor:
+    """The extractor as recorded videos run it: on a GPU, behind the detector's fixed batch sizes (powers of two up to
+    ``batch``, `streaming.detector.batching`), all warmed now, so that each video's last, shorter batch is padded to
+    a size the GPU has seen instead of costing seconds as a new shape; on a CPU, as it is."""
+    device = getattr(extractor, "device", None)
+    if getattr(device, "type", "cpu") == "cpu":
+        return extractor
+    batched = BatchedExtractor(extractor, Buckets(default_batch_sizes(extractor, batch, on_gpu=True)))
+    batched.warm()
+    return batched
+
+
 def features_with_copies(
     extractor: FeatureExtractor, images: np.ndarray, augmentations: tuple[FrameAugmentation, ...]
 ) -> np.ndarray:
@@ -588,7 +601,8 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
                     report.skipped.append(video.name)
                     line = f"{frames} frames, already there"
                 else:
-                    extractor = extractor or make_extractor(config.extractor, device=config.device)
+                    extractor = extractor or files_extractor(make_extractor(config.extractor, device=config.device),
+                                                             config.batch)
                     augmentations = tuple(draw_augmentation(config.seed, video.name, k, config.augment_flips)
                                           for k in range(1, copies + 1))
                     started = time.perf_counter()

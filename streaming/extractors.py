@@ -13,7 +13,8 @@
 - ``"torchscript"`` (`TorchScriptExtractor`, ``--backbone model.pt``): any TorchScript module mapping a
   float batch ``(B, 3, H, W)`` (RGB in [0, 1], ImageNet-normalised) to ``(B, D)`` features.
 
-`make_extractor(name, backbone, device)` builds the one a checkpoint asks for. An extractor computes each frame
+`make_extractor(name, backbone, device)` builds the one a checkpoint asks for, from the table of extractors
+(`streaming.registry.EXTRACTORS`: a new backbone is a class here and one entry there). An extractor computes each frame
 independently of the others in its batch: a file read in batches gives the features a live stream gets one frame at
 a time.
 """
@@ -33,6 +34,7 @@ from graphs.common.errors import InputError
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import LITE2_NAME, load_efficientnet_lite
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
+from streaming.registry import EXTRACTORS
 
 LIGHT_NAME: Final = "light-v1"
 TORCHSCRIPT_NAME: Final = "torchscript"
@@ -44,7 +46,8 @@ BACKBONES: Final = {
     LITE2_NAME: (LITE2_NAME, 0),
     LITE2_NAME + GRID_SUFFIX: (LITE2_NAME, 2),
 }
-EXTRACTOR_NAMES: Final = (*BACKBONES, LIGHT_NAME)  # the ones that need no file of the user's
+# The ones that need no file of the user's (every entry of `streaming.registry.EXTRACTORS` but the TorchScript one).
+EXTRACTOR_NAMES: Final = tuple(name for name in EXTRACTORS if name != TORCHSCRIPT_NAME)
 EFFICIENTNET_BATCH: Final = 4  # frames per forward pass on a CPU: larger batches spill the caches and run slower
 EFFICIENTNET_GPU_BATCH: Final = 256  # on a GPU a large batch is what keeps it busy
 IMAGENET_MEAN: Final = (0.485, 0.456, 0.406)
@@ -289,24 +292,43 @@ def _check_frames(frames: np.ndarray) -> None:
         raise ValueError(f"frames must be (B, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
 
 
+def pretrained_extractor(name: str, backbone: str | Path | None, device: str) -> FeatureExtractor:
+    """A pretrained backbone of `BACKBONES` (no file of the user's: ``backbone`` must be None)."""
+    if backbone is not None:
+        raise InputError(f"--backbone {backbone}: this detector was trained on the built-in {name} features")
+    return EfficientNetLiteExtractor(device, name)
+
+
+def light_extractor(name: str, backbone: str | Path | None, device: str) -> FeatureExtractor:
+    """The built-in ``light-v1`` extractor (numpy, on the CPU whatever ``device`` says)."""
+    if backbone is not None:
+        raise InputError(f"--backbone {backbone}: this detector was trained on the built-in {name} features")
+    return LightExtractor()
+
+
+def torchscript_extractor(name: str, backbone: str | Path | None, device: str) -> FeatureExtractor:
+    """The user's TorchScript backbone (``--backbone``, required)."""
+    if backbone is None:
+        raise InputError(f"the detector needs TorchScript backbone features ({name}): pass --backbone model.pt")
+    return TorchScriptExtractor(backbone)
+
+
 def make_extractor(name: str, backbone: str | Path | None = None, device: str = "auto") -> FeatureExtractor:
-    """Build the extractor a detector checkpoint names.
+    """Build the extractor a detector checkpoint names, from the table `streaming.registry.EXTRACTORS`.
 
     Args:
-        name: one of `EXTRACTOR_NAMES` or ``"torchscript"`` (the checkpoint's ``feature_extractor``).
+        name: one of `EXTRACTOR_NAMES`, or a name starting with ``"torchscript"`` (the checkpoint's
+            ``feature_extractor``).
         backbone: TorchScript file, required for ``"torchscript"``.
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the EfficientNet backbones (the others run on the CPU).
 
     Returns:
         The extractor.
     """
-    if name in EXTRACTOR_NAMES:
-        if backbone is not None:
-            raise InputError(f"--backbone {backbone}: this detector was trained on the built-in {name} features")
-        return EfficientNetLiteExtractor(device, name) if name in BACKBONES else LightExtractor()
-    if name.startswith(TORCHSCRIPT_NAME):
-        if backbone is None:
-            raise InputError(f"the detector needs TorchScript backbone features ({name}): pass --backbone model.pt")
-        return TorchScriptExtractor(backbone)
-    known = ", ".join((*EXTRACTOR_NAMES, TORCHSCRIPT_NAME))
-    raise InputError(f"the detector asks for feature extractor {name!r}; known: {known}")
+    key = TORCHSCRIPT_NAME if name.startswith(TORCHSCRIPT_NAME) else name
+    if key not in EXTRACTORS:
+        known = ", ".join((*EXTRACTOR_NAMES, TORCHSCRIPT_NAME))
+        raise InputError(f"the detector asks for feature extractor {name!r}; known: {known}")
+    factory = EXTRACTORS[key].load()
+    extractor: FeatureExtractor = factory(name, backbone, device)
+    return extractor

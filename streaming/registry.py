@@ -1,0 +1,89 @@
+"""The tables from a name to a part of the detector pipeline: feature extractors, checkers and sinks.
+
+Same shape as the learners' table (`tgml.learners.registry`): each entry names its part by import path
+(``"module:attribute"``), imported only when the part is built, so that reading a table (a parser's choices, an error
+line listing the known names) loads neither torch nor OpenCV.
+
+- `EXTRACTORS`: a checkpoint's ``feature_extractor`` -> a factory ``(name, backbone, device) -> FeatureExtractor``
+  (`streaming.extractors.make_extractor` reads it). A new backbone is one class in `streaming.extractors` (or a
+  module of its own) and one entry here.
+- `CHECKERS`: ``--checker`` -> the pre-condition checker class of one stream (`graphs.checker_settings.CHECKERS` holds
+  the same names; a test keeps them equal).
+- `SINKS`: where a detector's messages can go (`streaming.detector.sinks.Sink`): each entry names the class; a new
+  sink is one class with ``send(message)`` and one entry here, handed to `streaming.detector.wiring.build_pipeline`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from graphs.common.errors import InputError
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One part of a table.
+
+    Attributes:
+        name: what commands and files call it.
+        target: ``"module:attribute"`` of the part (a factory or a class).
+        summary: one line for help texts and error lines.
+        needs: the optional extra it needs beyond the core install, or "".
+    """
+
+    name: str
+    target: str
+    summary: str
+    needs: str = ""
+
+    def load(self) -> Any:
+        """The part itself (its module imported now)."""
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+def table(*entries: Entry) -> Mapping[str, Entry]:
+    """Entries by name (names must be distinct)."""
+    out = {e.name: e for e in entries}
+    if len(out) != len(entries):
+        raise ValueError("registry: two entries share a name")
+    return out
+
+
+def lookup(entries: Mapping[str, Entry], name: str, what: str) -> Entry:
+    """The entry called ``name``, or one `InputError` line listing the known ones (``what``: the option or field)."""
+    entry = entries.get(name)
+    if entry is None:
+        raise InputError(f"{what} {name!r}: known: {', '.join(entries)}")
+    return entry
+
+
+_PRETRAINED: Final = "streaming.extractors:pretrained_extractor"
+EXTRACTORS: Final = table(
+    Entry("efficientnet-lite0", _PRETRAINED, "EfficientNet-Lite0 on ImageNet, 1280 values per frame (CPU or CUDA)"),
+    Entry("efficientnet-lite0-grid", _PRETRAINED, "Lite0, global and 2x2-grid averages: 6400 values per frame"),
+    Entry("efficientnet-lite2", _PRETRAINED, "EfficientNet-Lite2 at 260x260, 1280 values per frame", needs="lite2"),
+    Entry("efficientnet-lite2-grid", _PRETRAINED, "Lite2 with the 2x2 grid: 6400 values per frame", needs="lite2"),
+    Entry("light-v1", "streaming.extractors:light_extractor", "built in, numpy only: colour, texture and layout on a "
+          "4x4 grid, 80 values per frame"),
+    Entry("torchscript", "streaming.extractors:torchscript_extractor", "your TorchScript backbone (--backbone "
+          "model.pt): (B, 3, H, W) normalised RGB -> (B, D)"),
+)
+CHECKERS: Final = table(
+    Entry("probabilistic", "graphs.probabilistic_checker:ProbabilisticChecker", "weighs the detector's evidence: "
+          "alerts when a pre-condition was probably skipped (the default)"),
+    Entry("binary", "graphs.checker:PreconditionChecker", "takes the confirmed steps as certain: alerts on any "
+          "missing pre-condition"),
+)
+SINKS: Final = table(
+    Entry("checker", "streaming.transport:Publisher", "the checker's ZeroMQ socket (--connect)"),
+    Entry("checker-link", "streaming.local_checker:CheckerLink", "a checker in the same process (eval, "
+          "--annotate-out)"),
+    Entry("jsonl", "streaming.detector.sinks:JsonLinesSink", "one JSON line per message"),
+    Entry("webhook", "streaming.detector.webhook:WebhookSink", "each alert POSTed as JSON (--webhook URL)"),
+    Entry("alert-frames", "streaming.detector.alert_frames:StreamFrames", "the frame of each key-step as a JPEG "
+          "(--alert-frames DIR)"),
+)

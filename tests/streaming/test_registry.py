@@ -1,0 +1,34 @@
+"""The tables from a name to a part of the pipeline: every entry loads, and the names agree with what uses them."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphs.checker_settings import CHECKERS as CHECKER_NAMES
+from graphs.common.errors import InputError
+from streaming.extractors import BACKBONES, EXTRACTOR_NAMES, LIGHT_NAME, make_extractor
+from streaming.registry import CHECKERS, EXTRACTORS, SINKS, lookup
+
+
+def test_every_entry_names_a_part_that_exists() -> None:
+    for entries in (EXTRACTORS, CHECKERS, SINKS):
+        for entry in entries.values():
+            assert callable(entry.load()), entry
+
+
+def test_the_tables_hold_the_names_the_commands_accept() -> None:
+    assert set(EXTRACTOR_NAMES) == {*BACKBONES, LIGHT_NAME}
+    assert set(EXTRACTORS) == {*EXTRACTOR_NAMES, "torchscript"}
+    assert set(CHECKERS) == set(CHECKER_NAMES)
+
+
+def test_every_sink_takes_a_message() -> None:
+    assert all(callable(getattr(entry.load(), "send", None)) for entry in SINKS.values())
+
+
+def test_an_unknown_name_is_one_line_listing_the_known_ones() -> None:
+    with pytest.raises(InputError, match="--checker 'psychic': known: probabilistic, binary"):
+        lookup(CHECKERS, "psychic", "--checker")
+    with pytest.raises(InputError, match="known: efficientnet-lite0, .*light-v1, torchscript"):
+        make_extractor("resnet-9000")
+    assert make_extractor(LIGHT_NAME).name == LIGHT_NAME

@@ -86,9 +86,12 @@ def run(args: argparse.Namespace) -> int:
     frames = None
     if args.alert_frames is not None:
         frames = Path(args.alert_frames)
-        if not frames.is_dir():
-            raise InputError(f"--alert-frames {args.alert_frames}: no such folder (the detector's --alert-frames "
-                             "folder; create it first)")
+        if frames.exists() and not frames.is_dir():
+            raise InputError(f"--alert-frames {args.alert_frames}: not a folder (give the detector's --alert-frames "
+                             "folder)")
+        if not frames.exists():  # the detector makes it when it starts, maybe after the dashboard
+            log.warning(f"--alert-frames {args.alert_frames}: no such folder yet; alerts show their pictures once "
+                        "a detector writes them there")
     names, svg, steps = _graph(args)
     config = DashboardConfig(checker, address, token, names, svg, steps, frames,
                              client_curve(args.curve_server, args.curve_secret))  # fmt: skip

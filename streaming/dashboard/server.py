@@ -38,7 +38,7 @@ from streaming.dashboard.feed import CheckerFeed, FeedStatus
 from streaming.dashboard.state import DashboardState
 from streaming.messages import Message
 
-TILE_PUSH_S: Final = 0.25  # changed tiles go out at most this often (a status arrives per event and every 0.5 s)
+TILE_PUSH_S: Final = 0.5  # changed tiles go out at most this often (the checker re-sends every status every 0.5 s)
 STATUS_PUSH_S: Final = 1.0  # the checker link's state and counts
 PAGE_QUEUE: Final = 512  # messages waiting for one page; beyond, its queue is dropped for one snapshot
 SEND_TIMEOUT_S: Final = 10.0  # a page whose socket takes nothing for this long is closed

@@ -219,6 +219,14 @@ class DashboardState:
             "acked_at": record.acked_at,
         }  # fmt: skip
 
+    def _alert_brief(self, record: AlertRecord) -> dict[str, Any]:
+        """What a tile shows of its stream's last alert (the feed has the rest): tiles go out several times a
+        second, to every page."""
+        alert = record.alert
+        return {"id": record.id, "step_name": printable(alert.step_name), "probability": alert.probability,
+                "missing_names": [printable(n) for n in alert.missing_names], "acked_at": record.acked_at,
+                "retracted": record.retraction is not None}  # fmt: skip
+
     def tile_json(self, stream_id: str) -> dict[str, Any] | None:
         """One stream's tile: state, current and last step, next steps, last alert, stage latencies."""
         status = self.streams.get(stream_id)
@@ -244,7 +252,7 @@ class DashboardState:
             "allowed": allowed,
             "allowed_more": max(0, len(status.allowed) - MAX_SHOWN_STEPS),
             "alerts": status.alerts,
-            "last_alert": None if last is None or last.alert.run != status.run else self.alert_json(last),
+            "last_alert": None if last is None or last.alert.run != status.run else self._alert_brief(last),
             "never_done": never,
             "fps": status.fps,
             "frames": status.frames,

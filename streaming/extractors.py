@@ -328,7 +328,9 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
     key = TORCHSCRIPT_NAME if name.startswith(TORCHSCRIPT_NAME) else name
     if key not in EXTRACTORS:
         known = ", ".join((*EXTRACTOR_NAMES, TORCHSCRIPT_NAME))
-        raise InputError(f"the detector asks for feature extractor {name!r}; known: {known}")
+        # A detector trained on imported features (recognition-features import) has no backbone to compute them.
+        raise InputError(f"the detector asks for feature extractor {name!r}; known: {known}; features no backbone "
+                         "here computes are fed from files: stream-detect --features FILE.npy")
     factory = EXTRACTORS[key].load()
     extractor: FeatureExtractor = factory(name, backbone, device)
     return extractor

@@ -191,6 +191,14 @@ def test_a_live_feature_file_with_nan_or_another_width_is_refused(trained: Path,
         assert f"--features {tmp_path / name}" in err and why in err
 
 
+def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(trained: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--video", "demo", "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
+            "--fast", "--jsonl"]
+    err = cli_error(stream_detect, argv, capsys)
+    assert "feature extractor 'imported'" in err and "stream-detect --features FILE.npy" in err
+
+
 def test_a_feature_file_is_read_one_vector_at_a_time_at_its_rate(tmp_path: Path) -> None:
     path = tmp_path / "clip.npy"
     np.save(path, np.arange(12, dtype=np.float32).reshape(4, 3))

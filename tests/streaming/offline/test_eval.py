@@ -279,7 +279,7 @@ def test_eval_without_annotations_or_with_a_renamed_graph_is_refused(
 ) -> None:
     graph, detector = default_demo_paths()
     line = cli_error(stream_detect, ["eval", "--graph", str(graph), "--detector", str(detector)], capsys)
-    assert "--videos and --annotations are required" in line
+    assert "--videos (or --features) and --annotations are required" in line
     raw = json.loads(graph.read_text())
     for step in raw["steps"]:
         step["name"] = "cut_bread" if step["name"] == "boil_water" else step["name"]

@@ -1,6 +1,6 @@
 """The dashboard in a real browser (headless Chromium through selenium), fed by a real checker and a detector on the
-demo video: the alert appears within 2 s of being published, an acknowledgement shows on a second open page, and a
-step named with HTML shows as text.
+demo video: the alert appears within 2 s of being published, with the picture of its frame, an acknowledgement shows
+on a second open page, and a step named with HTML shows as text.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -135,8 +135,10 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
                               "--publish", "tcp://127.0.0.1:0")  # fmt: skip
             started.append(checker)
             events, alerts = checker.wait_for_line(r"detectors connect to (\S+), viewers to (\S+)").groups()
+            frames = tmp_path / "frames"
             dashboard = Command("dashboard", "--checker", alerts, "--graph", str(hostile_graph(tmp_path)),
-                                "--bind", "127.0.0.1:0", "--token-file", str(token_file))  # fmt: skip
+                                "--bind", "127.0.0.1:0", "--token-file", str(token_file),
+                                "--alert-frames", str(frames))  # fmt: skip
             started.append(dashboard)
             url = dashboard.wait_for_line(r"serving (http://\S+)").group(1)
             assert get(url)[0] == 401  # the token guards the page
@@ -151,7 +153,7 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
             wait_until(driver, "return document.getElementById('page-link').textContent.includes('live')", 30)
 
             started.append(Command("detector", "--video", "demo", "--fast", "--connect", events,
-                                   "--stream-id", "kitchen"))  # fmt: skip
+                                   "--stream-id", "kitchen", "--alert-frames", str(frames)))  # fmt: skip
             driver.switch_to.window(first)
             wait_until(driver, ALERT_CARD, STARTUP_S)
             card = driver.execute_script(
@@ -170,6 +172,9 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
             )
             assert "2: <script>window.pwned=1</s" in graph["text"]  # drawn as text (the label wraps at 28 characters)
             assert graph["marked"] >= 1 and graph["missing"] >= 1
+            # The detector saved the frame of the step; the alert shows it (served with the page's cookie).
+            wait_until(driver, "const i = document.querySelector('#alert-feed li.alert figure.frame img'); "
+                               "return i && i.complete && i.naturalWidth > 0;", 20)  # fmt: skip
             tile = wait_until(driver, "const t = document.querySelector('article.tile[data-stream=\"kitchen\"]'); "
                                       "return t && t.textContent;", 10)  # fmt: skip
             assert "kitchen" in tile and "allowed next" in tile

@@ -18,6 +18,7 @@ module imports nothing of the detector loop, so the loop's loader can dispatch t
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from streaming.readers import Frame, ReaderConfig, Source, _FileReader
 
 PRECOMPUTED_NAME: Final = "precomputed"
 FEATURE_SUFFIX: Final = ".npy"
+COPY: Final = re.compile(r"(.+)\.aug[0-9]+")  # <video>.aug<k>: an augmented copy of <video>
 SHOWN: Final = 5  # recording names an error lists; it counts the rest
 RATE_TOLERANCE: Final = 1e-6  # relative: 1 and 1.0000001 vectors a second are one rate written two ways
 
@@ -206,17 +208,26 @@ def feature_files_of(specs: Sequence[str], option: str = "--features") -> dict[s
 
 
 def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src: str) -> dict[str, Path]:
-    """`feature_files_of`, every file the features of an annotated recording (of any scenario of the file).
+    """`feature_files_of`, every file the features of an annotated recording (of any scenario of the file); the
+    augmented copies of a recording (``<video>.aug<k>.npy``, `recognition.feature_folders.copy_file_name`) are left out.
 
     Raises:
         InputError: a file whose recording the annotation file does not hold.
     """
     files = feature_files_of(specs)
+    # The augmented copies recognition-features writes beside a training video's features are no recording.
+    files = {name: path for name, path in files.items() if not _is_copy(name, annotations)}
     stray = sorted(name for name in files if name not in annotations.videos)
     if stray:
         raise InputError(f"--features: {len(stray)} feature files have no annotation in {src} "
                          f"({first_few(stray, SHOWN)})")
     return files
+
+
+def _is_copy(name: str, annotations: Annotations) -> bool:
+    """Whether ``name`` is ``<video>.aug<k>`` of an annotated ``<video>``."""
+    match = COPY.fullmatch(name)
+    return match is not None and match.group(1) in annotations.videos
 
 
 def feature_file_for(files: dict[str, Path], name: str) -> Path:

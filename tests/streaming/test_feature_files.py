@@ -199,6 +199,17 @@ def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(traine
     assert "feature extractor 'imported'" in err and "stream-detect --features FILE.npy" in err
 
 
+def test_a_recognition_features_folder_replays_without_its_augmented_copies(trained: Path) -> None:
+    # recognition-features writes <video>.aug1.npy beside a training video's features: a copy, not a recording.
+    copies = trained / "copies"
+    copies.mkdir()
+    for name in ("test_ok.npy", "rec0.npy", "rec0.aug1.npy"):
+        (copies / name).write_bytes((trained / "npy" / name.replace(".aug1", "")).read_bytes())
+    out = trained / "copies.json"
+    assert stream_detect(eval_argv(trained, "--json", str(out)) + ["--features", str(copies)]) == 0
+    assert sorted(v["video"] for v in json.loads(out.read_text())["videos"]) == ["rec0", "test_ok"]
+
+
 def test_a_feature_file_is_read_one_vector_at_a_time_at_its_rate(tmp_path: Path) -> None:
     path = tmp_path / "clip.npy"
     np.save(path, np.arange(12, dtype=np.float32).reshape(4, 3))

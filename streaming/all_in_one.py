@@ -177,7 +177,7 @@ def watch(viewer: Viewer, done: Callable[[], bool], console: Console | None) -> 
     """
     try:
         viewer.loop(done, console)
-    except (RunError, InputError):
+    except (RunError, InputError, BrokenPipeError):  # a reader gone (| head): the command ends quietly
         raise
     except Exception as err:  # whatever broke the view, the run must say it failed rather than exit 0 or hang
         raise RunError(f"the live view failed ({type(err).__name__}: {err})") from err

@@ -245,3 +245,46 @@ def test_the_all_in_one_run_stops_with_its_checker_child(tmp_path: Path) -> None
         checker = running.children()
         assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130)
     assert not outlived(checker)
+
+
+def _closed_pipe_run(module: str, argv: list[str]) -> tuple[int, str]:
+    """Run a command whose standard output is a pipe nobody reads any more (``... | head`` after its line)."""
+    process = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    process.stdout.close()  # the reader left: every write is a broken pipe
+    _, err = process.communicate(timeout=180)
+    return process.returncode, err.decode(errors="replace")
+
+
+@pytest.mark.usefixtures("demo_cache")
+@pytest.mark.parametrize("command", ["tgml show", "tgml train", "prego-bench replay", "recognition-train",
+                                     "stream-detect run", "recognition-features"])
+def test_output_piped_into_head_ends_quietly_with_141(command: str, tmp_path: Path) -> None:
+    # It ended in a BrokenPipeError traceback and exit 120 (exit 1 and no message for recognition-train).
+    from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder
+
+    frames = tmp_path / "frames.json"
+    labels = [1] * 120 + [2] * 120 + [3] * 120  # 2 s runs at the replay's 60 labels per second
+    frames.write_text(json.dumps({"v": {"pred": labels, "gt": labels}}))
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL_CONFIG)
+    if command == "recognition-features":
+        write_procedure(tmp_path, {"run0": VALID_ORDERS[0], "run1": VALID_ORDERS[1]})
+    runs = {
+        "tgml show": ("tgml.tgml_cli", ["show", str(GRAPH)]),
+        "tgml train": ("tgml.tgml_cli", ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea",
+                                         "--out", str(tmp_path / "g.json"), "--epochs", "3", "--quiet"]),
+        "prego-bench replay": ("tgml.bench.prego_bench_cli", ["replay", "--frames", str(frames), "--graph",
+                                                              str(GRAPH), "--no-sweep"]),
+        "recognition-train": ("recognition.recognition_train_cli", [
+            "--features", str(write_feature_folder(tmp_path / "f", n_train=2, n_test=1, frames=40)), "--config",
+            str(config), "--out", str(tmp_path / "d.pt"), "--epochs", "1", "--quiet"]),
+        "stream-detect run": ("streaming.stream_detect_cli", ["--video", "demo", "--jsonl", "--fast"]),
+        "recognition-features": ("streaming.offline.features_cli", [
+            "--videos", str(tmp_path / "videos"), "--annotations", str(tmp_path / "labels.json"), "--out",
+            str(tmp_path / "features"), "--extractor", "light-v1", "--fps", "2", "--test-videos", "run1"]),
+    }
+    module, argv = runs[command]
+    status, err = _closed_pipe_run(module, argv)
+    assert status == 141, err[-600:]
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err[-600:]

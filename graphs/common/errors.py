@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from graphs.common.safe_text import printable
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer whose reader left (`... | head`)
 INTERRUPTED_NOTE = "stopped; no output is left half-written (the file being written, if any, was discarded)"
 
 P = ParamSpec("P")
@@ -106,14 +108,25 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     exception is a bug in this project and keeps its traceback. The line is made `printable`: a path or a name
     holding a newline or a terminal escape sequence is shown escaped, on one line. An interrupted command has
     left every output file whole or absent (the atomic writer discards the file it was writing), which the line
-    says.
+    says. Output piped into a reader that leaves early (``| head``) ends the command quietly with exit status 141,
+    as a shell reports a writer killed by SIGPIPE: no ``BrokenPipeError`` traceback, no "Exception ignored" line.
     """
 
     @wraps(main)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             with handling_signals():
-                return main(*args, **kwargs)
+                result = main(*args, **kwargs)
+                sys.stdout.flush()  # here, not at exit: a reader gone by now is a broken pipe to end quietly
+                return result
+        except BrokenPipeError:
+            _drop_stdout()
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
+        except SystemExit as stop:
+            if isinstance(stop.__context__, BrokenPipeError):  # rich's console exits 1 on a broken pipe, silently
+                _drop_stdout()
+                raise SystemExit(EXIT_BROKEN_PIPE) from None
+            raise
         except InputError as err:
             print(f"error: {printable(err)}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
@@ -126,3 +139,13 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             raise SystemExit(stop.exit_status) from None
 
     return wrapper
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush finds no broken pipe to report."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture): nothing to flush
+        pass

@@ -83,6 +83,11 @@ def load_frames_file(
             raise InputError(f"{path}: video {video!r}: field {field!r} must be a non-empty list of per-frame labels")
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in labels):
             raise InputError(f"{path}: video {video!r}: field {field!r} holds a label that is not an integer")
+        # Both lists label the same frames: lengths that differ mean one of them is of another video or cut.
+        other = record.get("gt" if field == "pred" else "pred")
+        if isinstance(other, list) and len(other) != len(labels):
+            raise InputError(f"{path}: video {video!r}: 'pred' holds {len(record['pred'])} frames and 'gt' "
+                             f"{len(record['gt'])}; both label the same frames")
         unknown = np.zeros(len(labels), dtype=bool)
         if all(map(is_step_id, labels)):  # else a label like 10**30 does not even fit an int64
             arr = np.asarray(labels, dtype=np.int64)

@@ -434,7 +434,18 @@ def frames_cases() -> list[Case]:
     return [Case(f"prego-replay-frames-{bad}", prego_bench,
                  lambda f, v=value: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1, v], "gt": [1, 1]}}),
                                      "--graph", str(GRAPH), "--no-sweep"], "frames.json: video 'v'")
-            for bad, value in labels.items()]
+            for bad, value in labels.items()] + [
+        # gt and pred of different lengths were scored against each other as if they labelled the same frames.
+        Case("prego-replay-frames-pred-gt-lengths", prego_bench,
+             lambda f: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1] * 240, "gt": [1] * 100}}),
+                        "--graph", str(GRAPH), "--no-sweep"],
+             "frames.json: video 'v': 'pred' holds 240 frames and 'gt' 100; both label the same frames"),
+        # --sweep values went unchecked under --no-sweep.
+        Case("prego-replay-sweep-under-no-sweep", prego_bench,
+             lambda f: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1] * 240, "gt": [1] * 240}}),
+                        "--graph", str(GRAPH), "--no-sweep", "--sweep", "1,-2"],
+             "--sweep '1,-2': -2 is not a min_duration the segmenter takes"),
+    ]
 
 
 def toml_cases() -> list[Case]:

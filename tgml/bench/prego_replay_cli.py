@@ -111,6 +111,7 @@ def main(argv: list[str]) -> int:
         replay_scores_table,
         result_json,
         sweep,
+        sweep_config,
         sweep_table,
     )
     from tgml.bench.prego import PUBLISHED, resolve_data
@@ -126,14 +127,22 @@ def main(argv: list[str]) -> int:
         if args.frames
         else resolve_data(args.data, [args.dataset], splits=False, frames=True).frames_file(args.dataset)
     )
-    try:
-        values = [float(v) for v in args.sweep.split(",") if v.strip()] if not args.no_sweep else []
+    try:  # checked under --no-sweep too: a mistyped value is said, never silently unused
+        values = [float(v) for v in args.sweep.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sweep {args.sweep!r}: expected comma-separated seconds") from None
     config = SegmenterConfig(
         fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay,
         background=args.background
     )
+    for value in values:
+        try:
+            sweep_config(config, "min_duration", value)
+        except InputError as err:
+            raise InputError(f"--sweep {args.sweep!r}: {value:g} is not a min_duration the segmenter takes "
+                             f"({str(err).removeprefix('SegmenterConfig.')})") from None
+    if args.no_sweep:
+        values = []
     if args.json:
         check_output(args.json, "results file", inputs=[frames_path, args.graph], option="--json")  # before the replay
     settings_path = None

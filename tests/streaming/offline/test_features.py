@@ -19,7 +19,7 @@ import zmq
 from recognition.checkpoint import save_detector
 from recognition.feature_folders import FeatureConfig, load_feature_dataset, segment_targets
 from recognition.model import MiniROAD, MiniROADConfig
-from streaming.detector_service import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
+from streaming.detector import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
 from streaming.offline.features import MANIFEST
 from streaming.offline.features_cli import main
 from streaming.readers import ReaderConfig, open_reader

@@ -188,6 +188,13 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
         raise InputError(
             f"video {video!r}: target row {int(np.flatnonzero(empty)[0])} is not a class (needs a one-hot row)"
         )
+    # Background (class 0) with a key-step on one frame contradicts itself: split evenly it would train half a
+    # background frame and score a step as half missed. Overlapping key-step classes stay (THUMOS).
+    both = (targets[:, 0] > 0) & (row_sum > 1) if targets.shape[1] > 1 else np.zeros(len(targets), dtype=bool)
+    if both.any():
+        row = int(np.flatnonzero(both)[0])
+        raise InputError(f"video {video!r}: target row {row} marks background (class 0) and a key-step class "
+                         "together; a frame is background or shows key-steps")
     return VideoFeatures(video, features, targets / row_sum[:, None])  # a multi-hot row is split evenly
 
 

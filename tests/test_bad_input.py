@@ -511,7 +511,19 @@ FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
                         "have dtype object, expected real numbers"),
     "not-npy": (lambda r: _features_file(r).write_text("features"), "not a NumPy .npy file"),
     "a-folder": (lambda r: (_features_file(r).unlink(), _features_file(r).mkdir()), "is a folder"),
+    # A row marking background and a key-step was split evenly between them: half a frame of each, silently.
+    "two-hot-background": (lambda r: _two_hot(r), "target row 3 marks background (class 0) and a key-step class"),
 }
+
+
+def _two_hot(root: Path) -> None:
+    path = root / "target_perframe" / "video_00.npy"
+    targets = np.load(path)
+    targets[3] = 0
+    targets[3, [0, 2]] = 1
+    np.save(path, targets)
+
+
 SPLIT_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "video-twice": (lambda d: d["train"].append(d["train"][0]), "names video 'video_00' twice"),
     "video-in-both": (lambda d: d["test"].append(d["train"][0]), "'video_00' is listed in both 'train' and 'test'"),

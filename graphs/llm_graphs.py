@@ -93,6 +93,9 @@ def llm_adjacency(
     """
     path = Path(path)
     graph = parse_adjacency_list(read_text_file(path, f"LLM task graph of procedure {scenario!r}"), str(path))
+    if graph.number_of_edges() == 0:  # scored, it was "0 of 0 edges" as if the model had answered
+        raise InputError(f"{path}: no edge (an empty or commented-out adjacency list); an LLM task graph names at "
+                         "least one pre-condition")
     by_name = {name: int(sid) for sid, name in zip(step_ids, step_names, strict=True)}
     position: dict[int | str, int] = {START: 0, END: len(step_ids) + 1}
     position.update({int(s): k + 1 for k, s in enumerate(step_ids)})

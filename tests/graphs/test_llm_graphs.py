@@ -78,3 +78,11 @@ def test_tgml_eval_scores_an_llm_graph_file(data_dir: Path, capsys: pytest.Captu
     err = cli_error(main, ["eval", "--pred", str(folder / "graph_ramen.adjlist"), "--gt", str(gt / "coffee.json")],
                     capsys)
     assert "matches no step of procedure 'coffee'" in err
+
+
+@pytest.mark.parametrize("text", ["", "# only comments\n# START;0\n"])
+def test_an_adjacency_list_without_an_edge_is_refused_not_scored_0_of_0(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "graph_tea.adjlist"
+    path.write_text(text)
+    with pytest.raises(InputError, match="graph_tea.adjlist: no edge"):
+        llm_adjacency(path, [1, 2], ["Boil-Boil water", "Pour-Pour water"], "tea")

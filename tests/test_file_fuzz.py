@@ -178,6 +178,14 @@ def test_a_deeply_nested_eval_cache_entry_is_refused(tmp_path: Path) -> None:
         load_cache_entry(path, EVAL_VIDEO)
 
 
+def test_an_eval_cache_entry_claiming_10_to_the_30_frames_is_refused(tmp_path: Path) -> None:
+    # It was trusted: eval reported a video of 10^30 frames.
+    path = tmp_path / "entry.json"
+    path.write_text(json.dumps(CACHE_JSON | {"frames": 10**30}))
+    with pytest.raises(InputError, match=r"field 'frames' must be a count of frames in 0\.\.10000000"):
+        load_cache_entry(path, EVAL_VIDEO)
+
+
 # -- .npy feature arrays ----------------------------------------------------------------------------------------------
 def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()

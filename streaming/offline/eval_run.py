@@ -91,7 +91,7 @@ from streaming.offline.eval_scores import (
 )
 from streaming.offline.features import find_video
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
-from streaming.readers import Frame, ReaderConfig, check_first_frame, named_error, open_named
+from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
 from streaming.session_verdict import retraction_reason, session_verdict, verdict_text
 
 EVAL_VERSION = 4  # bump when what a cached record holds changes (3: the detector's messages; 4: repeated onsets)
@@ -511,8 +511,9 @@ def load_cache_entry(path: Path, video: EvalVideo) -> DetectorRecord:
     if raw["video"] != video.name:
         raise InputError(f"{src}: holds the record of another video")
     frames = raw["frames"]
-    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 0:
-        raise InputError(f"{src}: field 'frames' must be a count of frames")
+    if isinstance(frames, bool) or not isinstance(frames, int) or not 0 <= frames <= MAX_SAMPLES:
+        # 10^30 was trusted and reported; no video yields more than a reader samples from one file.
+        raise InputError(f"{src}: field 'frames' must be a count of frames in 0..{MAX_SAMPLES}")
     items = raw["messages"]
     if not isinstance(items, list):
         raise InputError(f"{src}: field 'messages' must be a list")

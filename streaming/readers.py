@@ -264,6 +264,32 @@ def check_sampled(spec: str, n_source: int, source_fps: float, fps: float) -> No
                          "per second: nothing to detect")
 
 
+IMAGE_SIGNATURES: Final = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+                           (b"GIF87a", "a GIF image"), (b"GIF89a", "a GIF image"),
+                           (b"II*\x00", "a TIFF image"), (b"MM\x00*", "a TIFF image"))
+
+
+def check_not_an_image(spec: str) -> None:
+    """Refuse a still image given as a video, whatever its name says: FFmpeg opens a PNG named ``.mp4`` as a video
+    of one frame, which eval then scored against 20 s of annotations.
+
+    Args:
+        spec: the video file (named in the error as ``--video SPEC``).
+
+    Raises:
+        InputError: the file starts with the signature of a still-image format.
+    """
+    with open(spec, "rb") as handle:
+        head = handle.read(12)
+    kind = next((name for magic, name in IMAGE_SIGNATURES if head.startswith(magic)), None)
+    if kind is None and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        kind = "a WebP image"
+    if kind is None and head[:2] == b"BM" and head[6:10] == bytes(4):  # BMP: "BM", size, 4 reserved zero bytes
+        kind = "a BMP image"
+    if kind is not None:
+        raise InputError(f"--video {spec}: is {kind}, not a video (whatever its name says)")
+
+
 def check_announced_frames(spec: str) -> None:
     """Refuse a file whose header announces more frames than it has bytes, before decord opens it.
 
@@ -695,6 +721,7 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
         raise InputError(f"--video {spec}: {kind}, expected a video file")
     if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
+    check_not_an_image(spec)
     check_announced_frames(spec)
     if config.reader == "opencv":
         return OpenCVFileReader(source, config)

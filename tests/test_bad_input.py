@@ -785,7 +785,17 @@ ODD_VIDEOS: dict[str, tuple[Callable[[Path], Path], str]] = {
                                                                         "second, not a rate a video has"),
     "rate-1e9": (lambda d: _avi(d / "fast.avi", scale=1, rate=10**9, usec_per_frame=1),
                  "its frame-rate field says 1e+09 frames per second"),
+    # FFmpeg opened it as a video of one frame, and eval scored it against 20 s of annotations.
+    "png-named-mp4": (lambda d: _png(d / "still.mp4"), "is a PNG image, not a video (whatever its name says)"),
 }
+
+
+def _png(path: Path) -> Path:
+    import cv2
+
+    ok, data = cv2.imencode(".png", np.full((48, 64, 3), 90, np.uint8))
+    path.write_bytes(data.tobytes())
+    return path
 
 
 @pytest.mark.parametrize("reader", ["auto", "opencv"])

@@ -31,11 +31,13 @@ import numpy as np
 import torch
 
 from graphs.common.errors import InputError
+from graphs.common.files import open_input
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import LITE2_NAME, load_efficientnet_lite
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.registry import EXTRACTORS
 
+MAX_BACKBONE_BYTES: Final = 4 * 2**30  # a TorchScript backbone file (ResNet-50 is 100 MB)
 LIGHT_NAME: Final = "light-v1"
 TORCHSCRIPT_NAME: Final = "torchscript"
 GRID_SUFFIX: Final = "-grid"
@@ -179,13 +181,15 @@ class TorchScriptExtractor(FeatureExtractor):
         self._mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
         self._std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
         path = Path(path)
-        if not path.is_file():
-            raise InputError(f"--backbone {path}: file not found")
+        try:  # a folder, a FIFO or /dev/zero is said to be one (it was "file not found"), never read or waited on
+            handle = open_input(path, "TorchScript backbone file", limit=MAX_BACKBONE_BYTES)
+        except InputError as err:
+            raise InputError(f"--backbone {err}") from None
         try:
-            with warnings.catch_warnings():
+            with handle, warnings.catch_warnings():
                 # TorchScript is deprecated upstream but is still the one self-contained backbone format.
                 warnings.simplefilter("ignore", DeprecationWarning)
-                self.module = torch.jit.load(str(path), map_location="cpu").eval()
+                self.module = torch.jit.load(handle, map_location="cpu").eval()
         except (RuntimeError, ValueError) as err:
             raise InputError(f"--backbone {path}: not a TorchScript file ({str(err).splitlines()[0][:100]})") from None
         self.size = size

@@ -103,3 +103,16 @@ def test_wrong_extractor_choices_are_refused(tmp_path: Path) -> None:
     bad.write_bytes(b"not torchscript")
     with pytest.raises(InputError, match="bad.pt"):
         make_extractor("torchscript", bad)
+
+
+def test_a_backbone_that_is_not_a_regular_file_is_named_for_what_it_is(tmp_path: Path) -> None:
+    # A folder, a FIFO and /dev/zero were all "file not found" (the FIFO is never opened for a blocking read).
+    import os
+
+    os.mkfifo(tmp_path / "fifo.pt")
+    for path, what in ((tmp_path, "is a folder"), (tmp_path / "fifo.pt", "is a FIFO (named pipe), not a regular file"),
+                       (Path("/dev/zero"), "is a character device, not a regular file"),
+                       (tmp_path / "missing.pt", "TorchScript backbone file not found")):
+        with pytest.raises(InputError) as err:
+            make_extractor("torchscript", path)
+        assert str(err.value).startswith(f"--backbone {path}: {what}"), str(err.value)

@@ -192,6 +192,16 @@ def load_dataset(layout: DataLayout, dataset: str, pred: bool = True, sequences:
     if pred:
         source = Path(sequences) if sequences is not None else layout.segments_file(dataset)
         pred_seqs = {video: rec["pred"] for video, rec in load_sequence_file(source, step_ids).items()}
+        # Scores are over the test videos: one left out was dropped silently (Avg F1 46.3 instead of 44.8), one of
+        # another split was scored as a mistaken test video.
+        missing = [video for video in test_seqs if video not in pred_seqs]
+        extra = [video for video in pred_seqs if video not in test_seqs]
+        if missing or extra:
+            which = (f"no sequence for test video {', '.join(map(repr, missing[:3]))}" if missing
+                     else f"video {', '.join(map(repr, extra[:3]))} is not a test video")
+            more = len(missing or extra) - 3
+            raise InputError(f"{source}: {which}{f' (and {more} more)' if more > 0 else ''} of {dataset} "
+                             f"({layout.test_file(dataset)}); the file needs exactly the {len(test_seqs)} test videos")
     return BenchData(
         dataset,
         spec.scenario,

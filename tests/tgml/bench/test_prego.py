@@ -64,10 +64,11 @@ def test_bad_sequence_file_names_video_and_field(tmp_path: Path, content: str, m
 
 def test_user_sequences_replace_the_recogniser_output(data_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "mine.json"
-    path.write_text(json.dumps({"a": {"pred": [4, 7, 0]}, "b": {"pred": [3]}}))
+    videos = list(json.loads((data_dir / "epic-tent-o" / "test.json").read_text())["annotations"])
+    path.write_text(json.dumps({video: {"pred": [4, 7, 0] if k % 2 else [3]} for k, video in enumerate(videos)}))
     layout = prego.resolve_data(data_dir, ["epic-tent-o"])
     data = prego.load_dataset(layout, "epic-tent-o", sequences=path)
-    assert data.pred == {"a": (4, 7, 0), "b": (3,)}
+    assert data.pred == {video: (4, 7, 0) if k % 2 else (3,) for k, video in enumerate(videos)}
 
 
 def test_scores_use_the_online_checker(epic: prego.BenchData) -> None:

@@ -1,11 +1,11 @@
-"""SIGINT and SIGTERM, handled alike by every command: both stop the run the way Ctrl-C does.
+"""SIGINT, SIGTERM and SIGHUP, handled alike by every command: each stops the run the way Ctrl-C does.
 
 A command started in the background of a shell script ignores SIGINT, and ``kill``, ``timeout``, systemd and
 ``docker stop`` send SIGTERM: with Python's default a SIGTERM ended the process on the spot (exit status -15), with
 no last line and no cleanup. While a command runs (`handling_signals`, entered by
 `graphs.common.errors.exit_on_input_error`) both signals raise `Interrupted`, a `KeyboardInterrupt` that remembers
 which signal came, so every ``finally`` and every ``except KeyboardInterrupt`` runs for both; the
-command then exits with ``128 + signal number`` (130, 143).
+command then exits with ``128 + signal number`` (130, 143; 129 for SIGHUP, a closed terminal).
 
 The atomic writer (`graphs.common.files.atomic_path`) commits a file inside `signals_deferred`: a signal that arrives
 while it creates its temporary folder, renames the finished file into place or removes what is left holds until
@@ -22,7 +22,9 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
-HANDLED: Final = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP too: a terminal that closes (or an ssh session that drops) ended the checker on the spot, without its
+# summary line; now it stops like Ctrl-C, exit status 129. `nohup` ignores it, and an ignored signal stays ignored.
+HANDLED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _lock = threading.Lock()
 _deferring = 0  # how many deferred sections are open (any thread)

@@ -183,14 +183,15 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
                                           "unsupported format)"]
 
 
-def _checker_until_sigterm(tmp_path: Path, *options: str) -> tuple[str, str, int]:
-    """A checker process stopped by SIGTERM once it is ready: its first stderr line, the rest, its exit status."""
+def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.SIGTERM) -> tuple[str, str, int]:
+    """A checker process stopped by SIGTERM (or ``signum``) once it is ready: its first stderr line, the rest, its
+    exit status."""
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
     proc = subprocess.Popen([*STREAM_DETECT, *args, *options], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         ready = proc.stderr.readline()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
@@ -205,6 +206,15 @@ def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
     assert ready.startswith("checker: detectors connect to ")
     assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
     assert status == 143
+
+
+def test_a_closed_terminal_sighup_stops_the_checker_with_its_summary_line(tmp_path: Path) -> None:
+    # It died of SIGHUP on the spot, without the summary line.
+    ready, err, status = _checker_until_sigterm(tmp_path, signum=signal.SIGHUP)
+    assert ready.startswith("checker: detectors connect to ")
+    assert err.startswith("checker: 0 messages received, 0 streams tracked (0 lost);")
+    assert "interrupted by SIGHUP" in err and "Traceback" not in err
+    assert status == 129
 
 
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:

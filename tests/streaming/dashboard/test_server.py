@@ -19,6 +19,7 @@ import aiohttp  # noqa: E402 - after the skip
 
 from streaming.checker.config import CheckerConfig  # noqa: E402
 from streaming.checker.service import CheckerService  # noqa: E402
+from streaming.curve_keys import CurveClient, CurveServer  # noqa: E402
 from streaming.dashboard.access import COOKIE  # noqa: E402
 from streaming.dashboard.server import PageQueue  # noqa: E402
 from streaming.messages import Alert, encode  # noqa: E402
@@ -209,3 +210,33 @@ def test_a_page_that_falls_behind_gets_one_snapshot_instead_of_an_endless_queue(
     queue = asyncio.run(fill())
     assert queue.skipped >= 1 and queue.resync and len(queue.items) <= 4
 
+
+
+def test_with_curve_an_allowed_dashboard_gets_the_alerts_and_a_stranger_is_named_refused(tmp_path: Path) -> None:
+    assert main(["keys", "--out", str(tmp_path / "keys"), "--clients", "cam0,dashboard"]) == 0
+    keys = tmp_path / "keys"
+    server = CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
+    allowed = CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / "dashboard.key_secret"))
+    camera = CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / "cam0.key_secret"))
+    public, secret = zmq.curve_keypair()
+    stranger = CurveClient(server.public, public, secret)
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        with serving(service.alerts_endpoint, curve=allowed) as served, \
+                serving(service.alerts_endpoint, curve=stranger) as refused:  # fmt: skip
+            detector = Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=camera))
+            assert wait_for(lambda: served.state()["link"]["connected"], 10)
+            detector.send(keystep(history=(2,), timestamp=time.time()))
+            assert wait_for(lambda: len(served.state()["alerts"]) == 1, 10)
+            assert wait_for(lambda: refused.state()["link"]["refused"] is not None, 10)
+            link = refused.state()["link"]
+            assert "refused this client's key" in link["refused"] and not link["connected"]
+            assert refused.state()["alerts"] == []
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)

@@ -25,7 +25,11 @@ so a short, low-confidence detection carries little weight.
 probabilities with per-step logistic curves::
 
     q_s(x, u) = sigmoid(a_s + b * x + e * u - beta)   even-odds P(s done | evidence)         (E3)
-    r_s(y) = sigmoid(c_s + d * y)                     P(a detection of s with evidence y is real) (E4)
+    r_s(y, z) = sigmoid(c_s + d * y + g * z)          P(a detection of s with evidence y is real) (E4)
+
+``z = min(1, D / W)`` is the detection's duration ``D`` against the evidence window ``W`` of (E1): (E2) stops
+growing at the confirmation length, so without ``z`` a step held at confidence 0.6 for 3 s is scored like a 0.6 s
+fragment of it (``g = 0`` in a model calibrated before ``z`` was measured).
 
 ``u = logit(p_done_s)`` is the detector's own done-state output just before the step (a detector trained with a
 done head, `recognition.model.done_targets`: "has ``s`` been done by now?", which the scene and the GRU's memory answer
@@ -91,6 +95,11 @@ def detection_evidence(confidence: float, duration_s: float, window_s: float) ->
     return float(np.clip(confidence, 0.0, 1.0) * min(1.0, max(duration_s, 0.0) / window_s))
 
 
+def duration_evidence(duration_s: float, window_s: float) -> float:
+    """``z`` of formula (E4): a detection's duration against the evidence window, in [0, 1]."""
+    return float(min(1.0, max(duration_s, 0.0) / window_s))
+
+
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
@@ -124,6 +133,8 @@ class EvidenceModel:
             detector's done evidence looks over a longer window than its confirmation, so that a burst of a step
             shorter than that does not count as the step done, while (E2) keeps the confirmation's window, so that
             an alert need not wait for a long detection.
+        real_duration_slope: ``g`` of (E4), the weight of the detection's duration ``z = min(1, D / window_s)``
+            (0: not measured).
     """
 
     step_ids: tuple[int, ...]
@@ -141,6 +152,7 @@ class EvidenceModel:
     detections: int = 0
     state_slope: float = 0.0
     detection_window_s: float | None = None
+    real_duration_slope: float = 0.0
 
     def __post_init__(self) -> None:
         k = len(self.step_ids)
@@ -150,6 +162,7 @@ class EvidenceModel:
                 raise InputError(f"evidence model: {name} has {len(values)} values for {k} steps")
         w = self.detection_window_s
         numbers = [self.window_s, self.done_slope, self.done_base, self.real_slope, self.state_slope,
+                   self.real_duration_slope,
                    *self.done_intercepts,
                    *self.real_intercepts, *self.miss_rates, *self.false_rates, *(() if w is None else (w,))]
         if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
@@ -180,9 +193,13 @@ class EvidenceModel:
         """``W`` of formula (E2), in seconds."""
         return self.window_s if self.detection_window_s is None else float(self.detection_window_s)
 
-    def real_probability(self, step_index: int, y: float) -> float:
-        """Formula (E4): the probability that a detection of ``step_ids[step_index]`` with evidence ``y`` is real."""
-        return 1.0 / (1.0 + math.exp(-(self.real_intercepts[step_index] + self.real_slope * y)))
+    def real_probability(self, step_index: int, y: float, duration_s: float = 0.0) -> float:
+        """Formula (E4): the probability that a detection of ``step_ids[step_index]`` with evidence ``y`` (E2),
+        lasting ``duration_s`` seconds so far, is real."""
+        z = self.real_intercepts[step_index] + self.real_slope * y
+        if self.real_duration_slope:
+            z += self.real_duration_slope * duration_evidence(duration_s, self.window_s)
+        return 1.0 / (1.0 + math.exp(-z))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (``format`` EVIDENCE_FORMAT), as stored in a checkpoint."""
@@ -351,7 +368,7 @@ class EvidenceReporter:
         if row is None:
             return 1.0
         evidence = detection_evidence(confidence, frames / self.fps, self.model.detection_window)
-        return self.model.real_probability(row, evidence)
+        return self.model.real_probability(row, evidence, frames / self.fps)
 
 
 def recording_evidence(
@@ -397,7 +414,7 @@ def recording_evidence(
     for (step, confidence, length), done in zip(detections, q.tolist(), strict=True):
         k = row.get(step)
         real = 1.0 if k is None else model.real_probability(
-            k, detection_evidence(confidence, length / fps, model.detection_window))
+            k, detection_evidence(confidence, length / fps, model.detection_window), length / fps)
         out.append(StepEvidence(dict(zip(model.step_ids, done, strict=True)), real))
     return out
 

@@ -45,11 +45,15 @@ from typing import Final
 import numpy as np
 
 from graphs.common.errors import InputError
-from recognition.evidence import EvidenceModel, detection_evidence, state_logit, window_evidence
+from recognition.evidence import EvidenceModel, detection_evidence, duration_evidence, state_logit, window_evidence
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent, segment_labels
 
 SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
 RIDGE: Final = 1e-3  # penalty on the common intercept and slope: keeps a fit on separable pairs finite
+# Slope penalties tried by leave-one-video-out (`choose_slope_penalty`): from almost none (a steep curve, right when
+# many videos agree) to a prior of standard deviation ~1.4 per unit of evidence (a flat one, for a split too small
+# to tell a steep curve from luck).
+SLOPE_PENALTIES: Final = (RIDGE, 0.01, 0.03, 0.1, 0.3, 1.0)
 NEWTON_STEPS: Final = 50
 # Candidate strengths n0 of the rates' Beta prior (R1), in pseudo-observations: from 1 (a step's own counts dominate
 # once it has a few) to 100 (every step gets the pooled rate, unless it was counted hundreds of times).
@@ -57,19 +61,20 @@ RATE_STRENGTHS: Final = np.geomspace(1.0, 100.0, 41)
 
 
 def fit_shrunk_logistic(
-    x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int
+    x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int, slope_penalty: float = RIDGE
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Logistic regression ``logit P(y=1) = alpha + x @ b + delta_g`` by Newton's method, ``delta`` shrunk to 0.
 
-    Minimises ``sum_i [log(1 + e^z_i) - y_i z_i] + SHRINK/2 * |delta|^2 + RIDGE/2 * (alpha^2 + |b|^2)``. The slopes
-    must not be negative (more evidence never makes "done" less likely): while one is, the most negative is fixed at 0
-    and the rest refitted.
+    Minimises ``sum_i [log(1 + e^z_i) - y_i z_i] + SHRINK/2 * |delta|^2 + RIDGE/2 * alpha^2 + lambda/2 * |b|^2``.
+    The slopes must not be negative (more evidence never makes "done" less likely): while one is, the most negative is
+    fixed at 0 and the rest refitted.
 
     Args:
         x: ``(N,)`` or ``(N, F)`` evidence values.
         group: ``(N,)`` group (step) index of each pair, in ``0..groups-1``.
         y: ``(N,)`` 0/1 labels.
         groups: number of groups.
+        slope_penalty: ``lambda`` (`RIDGE` by default; `choose_slope_penalty` picks one for a small split).
 
     Returns:
         ``(alpha, b (F,), delta (groups,))``.
@@ -81,7 +86,8 @@ def fit_shrunk_logistic(
     design[:, 1 : 1 + f] = features
     design[np.arange(n), 1 + f + group] = 1.0
     penalty = np.full(1 + f + groups, SHRINK)
-    penalty[: 1 + f] = RIDGE
+    penalty[0] = RIDGE
+    penalty[1 : 1 + f] = slope_penalty
     used = np.ones(1 + f + groups, dtype=bool)
     while True:
         a, pen = design[:, used], penalty[used]
@@ -100,6 +106,42 @@ def fit_shrunk_logistic(
         if slopes.min(initial=0.0) >= 0:
             return float(full[0]), slopes, full[1 + f :]
         used[1 + int(np.argmin(slopes))] = False
+
+
+def _log_loss(x: np.ndarray, group: np.ndarray, y: np.ndarray, fit: tuple[float, np.ndarray, np.ndarray]) -> float:
+    """Summed log-loss of 0/1 labels ``y`` under a fitted curve (probabilities clipped to [1e-6, 1 - 1e-6])."""
+    alpha, slopes, delta = fit
+    z = alpha + np.asarray(x, dtype=np.float64).reshape(len(y), -1) @ slopes + delta[group]
+    p = np.clip(1.0 / (1.0 + np.exp(-z)), 1e-6, 1.0 - 1e-6)
+    return float(-(y * np.log(p) + (1.0 - y) * np.log(1.0 - p)).sum())
+
+
+def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int, video: np.ndarray) -> float:
+    """The slope penalty of `SLOPE_PENALTIES` whose curves best predict each validation video from the others.
+
+    Leave one video out: fit on the other videos, sum the log-loss of the left-out video's labels; the penalty with
+    the smallest total over the videos wins (ties to the larger penalty, the flatter curve). With fewer than
+    two videos nothing can be left out, and `RIDGE` applies.
+
+    Args:
+        x, group, y, groups: as `fit_shrunk_logistic`.
+        video: ``(N,)`` index of the validation video each pair or detection comes from.
+
+    Returns:
+        ``lambda`` for `fit_shrunk_logistic`.
+    """
+    videos = np.unique(video)
+    if len(videos) < 2:
+        return RIDGE
+    features = np.asarray(x, dtype=np.float64).reshape(len(y), -1)
+    losses = np.zeros(len(SLOPE_PENALTIES))
+    for v in videos.tolist():
+        out = video == v
+        for k, lam in enumerate(SLOPE_PENALTIES):
+            fit = fit_shrunk_logistic(features[~out], group[~out], y[~out], groups, lam)
+            losses[k] += _log_loss(features[out], group[out], y[out], fit)
+    best = losses.min()
+    return float(max(lam for lam, loss in zip(SLOPE_PENALTIES, losses, strict=True) if loss <= best + 1e-9))
 
 
 def annotated_runs(labels: np.ndarray, background: set[int]) -> list[tuple[int, int, int]]:
@@ -156,6 +198,7 @@ def calibrate_evidence(
     segmenter: SegmenterConfig,
     window_s: float | None = None,
     detection_window_s: float | None = None,
+    slope_penalty: float | None = None,
 ) -> EvidenceModel:
     """Measure a detector's evidence on its validation videos (see the module docstring).
 
@@ -168,6 +211,8 @@ def calibrate_evidence(
         segmenter: the segmenter settings the detector runs with.
         window_s: ``W``, the evidence window in seconds (None: the segmenter's ``min_duration``).
         detection_window_s: ``W`` of the detection evidence (E2), when it differs from ``window_s`` (None: the same).
+        slope_penalty: ``lambda`` of both curves' slopes (None: each curve's chosen by `choose_slope_penalty`,
+            leaving one validation video out at a time).
 
     Returns:
         The calibrated `EvidenceModel`.
@@ -188,12 +233,12 @@ def calibrate_evidence(
         raise InputError(f"evidence calibration: detection window {detection_window_s} s must be > 0")
     det_window_s = window_s if detection_window_s is None else float(detection_window_s)
     window = max(1, round(window_s * fps))
-    xs, groups, ys = [], [], []
-    det_y, det_group, det_real = [], [], []
+    xs, groups, ys, pair_video = [], [], [], []
+    det_y, det_group, det_real, det_video = [], [], [], []
     seg_hit = np.zeros(len(key))
     seg_total = np.zeros(len(key))
     done_head = all(np.asarray(p).shape[1] > len(class_step_ids) for p, _ in validation.values())
-    for outputs, targets in validation.values():
+    for index, (outputs, targets) in enumerate(validation.values()):
         labels = np.asarray(targets).argmax(axis=1)
         runs = annotated_runs(labels, background)
         probs = np.asarray(outputs)[:, : len(class_step_ids)]
@@ -213,6 +258,7 @@ def calibrate_evidence(
             x = evidence[frame - 1] if frame > 0 else before_start
             xs.append(x.reshape(-1, len(key)).T)  # (K, 1 or 2): each step's features
             groups.append(np.arange(len(key)))
+            pair_video.append(np.full(len(key), index))
             ys.append((first_seen < frame).astype(np.float64))
         events = _segments(probs, segmenter, class_step_ids)
         detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
@@ -220,9 +266,12 @@ def calibrate_evidence(
             if e.class_index not in row:
                 continue
             real = float(np.mean(labels[e.start_frame : e.end_frame] == e.class_index)) >= 0.5
-            det_y.append(detection_evidence(e.confidence, (e.end_frame - e.start_frame) / fps, det_window_s))
+            seconds = (e.end_frame - e.start_frame) / fps
+            det_y.append((detection_evidence(e.confidence, seconds, det_window_s),
+                          duration_evidence(seconds, window_s)))
             det_group.append(row[e.class_index])
             det_real.append(float(real))
+            det_video.append(index)
             detected[e.start_frame : e.end_frame] = e.class_index
         for c, start, end in runs:
             seg_total[row[c]] += 1
@@ -230,16 +279,21 @@ def calibrate_evidence(
     if not seg_total.any():
         raise InputError("evidence calibration: no validation video shows an annotated key-step")
     x_all, g_all, y_all = np.concatenate(xs), np.concatenate(groups), np.concatenate(ys)
-    alpha, slopes, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key))
+    done_penalty = (choose_slope_penalty(x_all, g_all, y_all, len(key), np.concatenate(pair_video))
+                    if slope_penalty is None else slope_penalty)
+    alpha, slopes, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key), done_penalty)
     share = float(np.clip(y_all.mean(), 1e-3, 1 - 1e-3))
     det = np.asarray(det_real, dtype=np.float64)
     if len(det):
-        r_alpha, r_slopes, r_delta = fit_shrunk_logistic(np.asarray(det_y), np.asarray(det_group, dtype=np.int64),
-                                                         det, len(key))
-        r_slope = float(r_slopes[0])
+        det_x, det_g = np.asarray(det_y).reshape(-1, 2), np.asarray(det_group, dtype=np.int64)  # (D, 2): y, z
+        real_penalty = (choose_slope_penalty(det_x, det_g, det, len(key), np.asarray(det_video))
+                        if slope_penalty is None else slope_penalty)
+        r_alpha, r_slopes, r_delta = fit_shrunk_logistic(det_x, det_g, det, len(key), real_penalty)
+        r_slope, r_duration = float(r_slopes[0]), float(r_slopes[1])
     else:  # the segmenter confirmed nothing: the default curve (real when seen clearly, not when not)
         fallback = EvidenceModel.default(steps, window_s)
         r_alpha, r_slope, r_delta = fallback.real_intercepts[0], fallback.real_slope, np.zeros(len(key))
+        r_duration = 0.0
     false_hits = np.bincount(np.asarray(det_group, dtype=np.int64), weights=1.0 - det, minlength=len(key))
     det_total = np.bincount(np.asarray(det_group, dtype=np.int64), minlength=len(key)).astype(np.float64)
     return EvidenceModel(
@@ -258,4 +312,5 @@ def calibrate_evidence(
         detections=len(det),
         state_slope=float(slopes[1]) if done_head else 0.0,
         detection_window_s=None if detection_window_s is None else det_window_s,
+        real_duration_slope=r_duration,
     )

@@ -231,7 +231,10 @@ def test_done_evidence_and_detection_evidence_can_look_over_different_windows() 
         reporter.update(burst)
     assert reporter.tracker.now(reporter.classes)[0] == pytest.approx(0.3)  # 3 of the 10 frames of W
     k = model.step_ids.index(2)
-    assert reporter.real(2, 0.9, 3) == pytest.approx(model.real_probability(k, 0.9))  # y = c * min(1, 0.6 / 0.6)
+    # y = c * min(1, 0.6 / 0.6); the duration term z = min(1, 0.6 / 2) reads the done window
+    assert reporter.real(2, 0.9, 3) == pytest.approx(model.real_probability(k, 0.9, 0.6))
+    if model.real_duration_slope > 0:  # a detection lasting the whole done window is more likely real
+        assert model.real_probability(k, 0.9, 2.0) > model.real_probability(k, 0.9, 0.6)
     same = calibrate_evidence({"v": _video([1, 2, 3], None, np.random.default_rng(5))}, [None, 1, 2, 3], 5.0,
                               SegmenterConfig(fps=5.0, min_duration=0.6), window_s=2.0)
     assert same.detection_window_s is None and same.detection_window == 2.0  # one window for both, as before

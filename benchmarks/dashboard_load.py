@@ -23,7 +23,7 @@ frozen browser tab). Targets: p99 < 500 ms, memory flat over the run, the other 
 The last line is::
 
     streams=K rate=R pages=P duration_s=D sent_rate=S alerts=N p50_ms=X p99_ms=Y p99_frozen_ms=Z rss_start_mb=A \
-rss_max_mb=B rss_end_mb=C missed=M
+rss_max_mb=B rss_end_mb=C missed=M pages_closed=F
 """
 
 from __future__ import annotations
@@ -147,11 +147,21 @@ async def page_client(url: str, page: Page, stop: asyncio.Event) -> None:
                 page.alert_ids.update((a["id"], a["published"]) for a in json.loads(text)["alerts"])
 
 
+async def dashboard_link(url: str) -> dict[str, Any]:
+    """The dashboard's own counts (its snapshot's ``link``): pages it closed for not reading, among them."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(url + "api/state") as response:
+        link: dict[str, Any] = (await response.json())["link"]
+        return link
+
+
 def frozen_page(url: str) -> socket.socket:
     """A page that completes the WebSocket handshake and never reads again (a frozen tab), its buffer small."""
     host, port = re.match(r"http://([^:/]+):(\d+)/", url).groups()  # type: ignore[union-attr]
-    sock = socket.create_connection((host, int(port)))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: the window it announces
+    sock.connect((host, int(port)))
     key = "dGhlIHNhbXBsZSBub25jZQ=="
     sock.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())  # fmt: skip
@@ -210,6 +220,7 @@ async def measure(url: str, pid: int, checker_pid: int, pages: int, duration: fl
             progress.update(bar, completed=elapsed)
             await asyncio.sleep(RSS_EVERY_S)
     spent = time.time() - start
+    link = await dashboard_link(url)
     cpu = [100 * (cpu_seconds(p) - c) / spent for p, c in zip((pid, checker_pid), cpu0, strict=True)]
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -237,6 +248,7 @@ async def measure(url: str, pid: int, checker_pid: int, pages: int, duration: fl
         "p99_hop": float(np.percentile(hops, 99)) if hops.size else float("nan"),
         "rss": rss,
         "warmup_max": max(first, default=float("nan")),
+        "dropped_pages": link["dropped_pages"],
         "cpu_dashboard": cpu[0],
         "cpu_checker": cpu[1],
     }
@@ -283,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{args.duration:g} s (load {load_before:.2f} -> {os.getloadavg()[0]:.2f})")  # fmt: skip
     columns = ("key-steps/s per stream sent", "alerts", "p50 ms", "p99 ms", "max ms", "max ms warm-up",
                "p99 checker -> dashboard", "p99 before / with a frozen page", "RSS MiB 10 s / max / end",
-               "CPU % dashboard / checker", "missed", "snapshots")
+               "CPU % dashboard / checker", "missed", "snapshots", "pages closed")
     for column in columns:
         table.add_column(column, justify="right")
     table.add_row(
@@ -292,14 +304,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures['p99_before']:.1f} / {figures['p99_frozen']:.1f}",
         f"{settled[0]:.1f} / {max(settled):.1f} / {settled[-1]:.1f}",
         f"{figures['cpu_dashboard']:.0f} / {figures['cpu_checker']:.0f}", str(figures["missed"]),
-        str(figures["snapshots"]),
+        str(figures["snapshots"]), str(figures["dropped_pages"]),
     )
     console.print(table)
     print(f"streams={args.streams} rate={args.rate:g} pages={args.pages} duration_s={args.duration:g} "
           f"sent_rate={figures['sent_rate']:.1f} alerts={figures['alerts']} p50_ms={figures['p50']:.1f} "
           f"p99_ms={figures['p99']:.1f} "
           f"p99_frozen_ms={figures['p99_frozen']:.1f} rss_start_mb={settled[0]:.1f} rss_max_mb={max(settled):.1f} "
-          f"rss_end_mb={settled[-1]:.1f} missed={figures['missed']}")
+          f"rss_end_mb={settled[-1]:.1f} missed={figures['missed']} pages_closed={figures['dropped_pages']}")
     return 0
 
 

@@ -25,7 +25,8 @@ MAX_FPS: Final = 1000.0  # far above any camera or label stream; a typo (60000) 
 MAX_SEED: Final = 2**32 - 1  # what every generator takes (numpy's legacy seeding stops here, torch at 2^64)
 SEED_RULE: Final = f"an integer in 0..{MAX_SEED}"
 MAX_SEED_COUNT: Final = 1000  # training seeds of one benchmark run (the paper uses 5)
-MAX_LEARNING_RATE: Final = 1000.0  # far above any useful Adam step; 1e308 overflowed torch's float32 (a traceback)
+# Far above any useful Adam step (a run there diverges, and says so); 1e308 overflowed torch's float32 in a traceback.
+MAX_LEARNING_RATE: Final = 1e6
 LEARNING_RATE_RULE: Final = f"a number in (0, {MAX_LEARNING_RATE:g}]"
 
 

@@ -43,6 +43,7 @@ STATUS_PUSH_S: Final = 1.0  # the checker link's state and counts
 PAGE_QUEUE: Final = 512  # messages waiting for one page; beyond, its queue is dropped for one snapshot
 SEND_TIMEOUT_S: Final = 10.0  # a page whose socket takes nothing for this long is closed
 MAX_PAGES: Final = 200  # open WebSockets; more are refused (503)
+CLOSE_TIMEOUT_S: Final = 2.0  # how long closing waits for a page's answer (a frozen page never answers)
 WS_MAX_MESSAGE: Final = 4096  # bytes a page may send in one WebSocket message (an acknowledgement is ~30)
 MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # an alert picture larger than this is not served
 STATIC_FILES: Final = {"app.js": "text/javascript", "style.css": "text/css"}
@@ -292,7 +293,9 @@ def build_app(hub: Hub) -> Any:
             return plain(403, "403: the push channel serves this dashboard's own page only\n")
         if len(hub.pages) >= MAX_PAGES:
             return plain(503, "503: too many open pages\n")
-        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=WS_MAX_MESSAGE)
+        # No per-message compression: it would compress every push once per page, on the one event loop.
+        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=WS_MAX_MESSAGE, compress=False,
+                                   timeout=CLOSE_TIMEOUT_S)
         await ws.prepare(request)
         queue = PageQueue()
         hub.pages.add(queue)
@@ -368,7 +371,7 @@ async def serve(
     from aiohttp import web
 
     address = hub.config.address
-    runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False, shutdown_timeout=CLOSE_TIMEOUT_S)
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port, backlog=128)
     where = f"{address.host}:{address.port}" if ":" not in address.host else f"[{address.host}]:{address.port}"

@@ -122,8 +122,8 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
         except BrokenPipeError:
             _drop_stdout()
             raise SystemExit(EXIT_BROKEN_PIPE) from None
-        except SystemExit as stop:
-            if isinstance(stop.__context__, BrokenPipeError):  # rich's console exits 1 on a broken pipe, silently
+        except SystemExit as ended:
+            if isinstance(ended.__context__, BrokenPipeError):  # rich's console exits 1 on a broken pipe, silently
                 _drop_stdout()
                 raise SystemExit(EXIT_BROKEN_PIPE) from None
             raise

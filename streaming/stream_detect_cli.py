@@ -212,6 +212,13 @@ def _overlay_args(p: argparse.ArgumentParser, metavar: str, help_text: str) -> N
                    help="show the same in a window (needs a display and opencv-python, not the headless wheel)")
 
 
+def _webhook_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--webhook", metavar="URL",
+                   help="POST each alert (and each retraction) as JSON to this http(s) URL, from a thread of its own "
+                        "with a bounded queue and retries: a slow or dead receiver is counted and logged, never "
+                        "waited for")
+
+
 def _alert_frames_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alert-frames", metavar="DIR",
                    help="write the frame of each announced or confirmed key-step as DIR/<stream>/<ms>.jpg (<ms>: the "
@@ -270,10 +277,7 @@ def build_parser() -> ArgumentParser:
     _stream_timeout_arg(run)
     _server_curve_args(run)
     _checking_args(run)
-    run.add_argument("--webhook", metavar="URL",
-                     help="POST each alert (and each retraction) as JSON to this http(s) URL, from a thread of its "
-                          "own with a bounded queue and retries: a slow or dead receiver is counted and logged, never "
-                          "waited for")
+    _webhook_arg(run)
     _alert_frames_args(run)
     det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker")
     _video_args(det, many=True)
@@ -301,6 +305,7 @@ def build_parser() -> ArgumentParser:
     _graph_or_demo(view)
     view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     _watch_args(view, metrics=False)
+    _webhook_arg(view)
     ev = sub.add_parser("eval", help="score the live chain's alerts and key-steps on annotated videos")
     ev.add_argument("--demo", action="store_true", help="the demo executions, graph and detector")
     ev.add_argument("--videos", help="folder of the videos, named as in the annotation file")
@@ -430,11 +435,15 @@ def _run(args: argparse.Namespace) -> int:
         check_feature_sources(args.video if isinstance(args.video, list) else [args.video], args.detector, args.rate)
     if args.command == "view":
         from streaming.curve_keys import client_curve
+        from streaming.detector.webhook import WebhookConfig, WebhookSink
         from streaming.service_log import ServiceLog
         from streaming.view.client import run_view
 
-        return run_view(args.connect, args.graph, args.jsonl, curve=client_curve(args.curve_server, args.curve_secret),
-                        log=ServiceLog("view", args.log_format))
+        webhook = WebhookConfig(args.webhook) if args.webhook is not None else None  # refused before connecting
+        with WebhookSink(webhook) if webhook is not None else contextlib.nullcontext() as sink:
+            return run_view(args.connect, args.graph, args.jsonl,
+                            curve=client_curve(args.curve_server, args.curve_secret),
+                            log=ServiceLog("view", args.log_format), sinks=[sink] if sink is not None else ())
     if args.command == "checker":
         return _checker(args)
     if args.command == "detector":

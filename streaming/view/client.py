@@ -144,6 +144,7 @@ def run_view(
     done: Callable[[], bool] = lambda: False,
     curve: CurveClient | None = None,
     log: Callable[..., None] | None = None,
+    sinks: Sequence[Sink] = (),
 ) -> int:
     """The ``stream-detect view`` command: show a checker's output until interrupted.
 
@@ -160,6 +161,7 @@ def run_view(
         curve: this viewer's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``).
         log: writes the malformed-message notes as warnings (``--log-format``, a `streaming.service_log.ServiceLog`);
             None: plain lines on ``err``.
+        sinks: also handed every message received (``--webhook``).
 
     Returns:
         Exit status.
@@ -173,7 +175,8 @@ def run_view(
         else:
             print(line, file=err, flush=True)
 
-    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None, curve=curve)
+    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None, curve=curve,
+                    sinks=sinks)
     try:
         viewer.loop(done, None if jsonl else Console())
     finally:

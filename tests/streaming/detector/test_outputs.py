@@ -73,9 +73,12 @@ def test_a_withdrawn_announcement_writes_nothing_and_a_confirmation_overwrites_i
     assert image is not None and abs(int(image.mean()) - 200) <= 2  # the frame that confirmed the step
 
 
+@pytest.mark.parametrize("command", [["--video", "demo", "--fast", "--jsonl"], ["view", "--demo", "--jsonl"]])
 @pytest.mark.parametrize("url", ["ftp://example.org/hook", "localhost:8080/hook"])
-def test_a_webhook_that_is_not_http_is_one_error_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    line = cli_error(main, ["--video", "demo", "--fast", "--jsonl", "--webhook", url], capsys)
+def test_a_webhook_that_is_not_http_is_one_error_line(
+    command: list[str], url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(main, [*command, "--webhook", url], capsys)
     assert "--webhook" in line and "http" in line
 
 

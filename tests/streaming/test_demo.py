@@ -96,7 +96,8 @@ def test_stream_detect_jsonl_alerts_the_injected_mistake(demo_cache: Path) -> No
     lines = lines_of(result.stdout)
     alerts = of_kind(lines, "alert")
     steps = [m["step"] for m in of_kind(lines, "step")]
-    assert [a["step"] for a in alerts] == [MISTAKE_STEP]
+    # One alert: its confirmation may print it again with its final probability (same alert_id, the last copy wins).
+    assert {(a["alert_id"], a["step"]) for a in alerts} == {(alerts[0]["alert_id"], MISTAKE_STEP)}
     assert alerts[0]["missing_names"] == ["fill_kettle"]
     # The demo graph is noisy-AND's: the forgotten step's score is the probability that boil_water needs it.
     assert (alerts[0]["forgotten_name"], alerts[0]["rule"]) == ("fill_kettle", "weighted")

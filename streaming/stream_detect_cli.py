@@ -70,8 +70,9 @@ pre-conditions. Its options: stream-detect run --help. For example:
   stream-detect --video cam0 --graph tea.json --detector detector.pt   # a camera
 
 The other sub-commands split the same chain over machines (checker, detector,
-view), score it on annotated videos (eval) or write CURVE keys (keys); each has
-its own --help."""
+view), show every stream and alert of a checker on a web page (dashboard), score
+it on annotated videos or feature files (eval) or write CURVE keys (keys); each
+has its own --help."""
 TOP_USAGE = ("stream-detect [run] --video SOURCE [options]\n"
              "       stream-detect {detector,checker,view,dashboard,eval,keys} ...")
 CHECKER_HELP = """Checks the key-steps of any number of detector streams against a task graph, and publishes

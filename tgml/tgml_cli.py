@@ -245,6 +245,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="processes running folds side by side (0: one per core; default 2)")
     p.add_argument("--json", type=output_name,
                    help="write scores and every recording's recognised steps and alerts to this JSON file")
+    p.add_argument("--cache", help="folder keeping each fold's trained detector outputs: a second run with the same "
+                                   "data, folds, seed and detector settings re-runs segmenter and checker only")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -522,7 +524,7 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         raise InputError(f"--epochs {args.epochs}: must be >= 1")
     config = LiveBenchConfig(data_folder(args.data), Path(args.features) if args.features else None, args.folds,
                              args.seed, LiveDetectorSettings().with_epochs(args.epochs), CheckerSettings(args.checker),
-                             tuple(_names(args.recipes)), args.workers)
+                             tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None)
     result = run_live_bench(config, progress=not args.quiet)
     if args.json:  # first: the run's work is on disk whatever happens next
         write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")

@@ -60,9 +60,16 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
 ) -> None:
     features = subset(data_dir, tmp_path, 4)
     out = tmp_path / "live.json"
+    cache = tmp_path / "cache"
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
-                 "--workers", "1", "--quiet", "--json", str(out)]) == 0
+                 "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache)]) == 0
     text = capsys.readouterr().out
+    assert len(list(cache.glob("*.pkl"))) == 2  # one entry per fold
+    again = tmp_path / "again.json"  # from the cache: segmenter and checker only, the same figures
+    assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
+                 "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
+    capsys.readouterr()
+    assert json.loads(again.read_text())["overall"] == json.loads(out.read_text())["overall"]
     assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text
     document = json.loads(out.read_text())
     overall = document["overall"]
@@ -73,6 +80,8 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
         assert overall[row]["false_alarms_per_error_free"] is not None  # two error-free recordings
     assert overall["annotated_hand_made"]["avg_f1"] is not None
     assert len(document["recordings"]) == 4
+    for fold in document["chosen"][RECIPE].values():
+        assert {"segmenter_min_duration", "once", "done_level", "prior_skip", "alert_threshold"} <= set(fold)
     names = set(load_live_data(data_dir).recipes[RECIPE].step_names)
     for recording in document["recordings"]:
         assert set(recording) >= {"recording_id", "recipe", "recognised", "alerts", "never_done"}
@@ -148,3 +157,13 @@ def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could
     metrics = {"avg_f1": 60.0, "missing_f1": 90.0, "false_alarms_per_error_free": 0.5}
     assert objective(metrics) == pytest.approx(120.0)  # 0.3 false alarms above the budget cost 30 points
     assert objective(metrics | {"false_alarms_per_error_free": 0.1, "avg_f1": None}) == 90.0
+
+
+def test_a_steps_peak_is_the_largest_causal_five_second_mean_of_its_probability() -> None:
+    from tgml.bench.live.chain import step_peaks
+
+    probs = np.zeros((20, 3))
+    probs[6:8, 1] = 1.0  # two clear seconds: a 5 s mean of 0.4 at most
+    probs[10:17, 2] = 0.5  # seven seconds at one half
+    assert step_peaks(probs, [None, 7, 9], 1.0) == pytest.approx({7: 0.4, 9: 0.5})
+    assert step_peaks(probs[:1], [None, 7, 9], 1.0) == {7: 0.0, 9: 0.0}  # only what the stream has shown so far

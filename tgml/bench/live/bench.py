@@ -53,18 +53,27 @@ from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
 from recognition.metrics import frame_map
 from recognition.model import FastStepper
-from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, detect_stream
-from tgml.bench.live.detector import LiveDetectorSettings, one_hot, train_fold_detector
+from tgml.bench.live.cache import TrainedFold, fold_key, load_fold, save_fold
+from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs, stepper_outputs
+from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot, train_fold_detector
 from tgml.bench.live.recordings import LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
-from tgml.bench.live.selection import ValidationRun, candidates, choose, objective, pool_for, replay_counts
+from tgml.bench.live.selection import (
+    VARIANTS,
+    ReplayTable,
+    SegmenterVariant,
+    ValidationRun,
+    candidates,
+    objective,
+    pool_indices,
+)
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 RESULTS_VERSION: Final = 1
 ROWS: Final = ("live", "live_default", "annotated_learned", "annotated_hand_made")
 ROW_TITLES: Final = {"live": "live chain: recognised steps, learned graphs",
-                     "live_default": "live chain, the checker's default settings (not chosen by CV)",
+                     "live_default": "live chain, defaults: 3 s segmenter, the checker's settings and report (no CV)",
                      "annotated_learned": "annotated steps, learned graphs",
                      "annotated_hand_made": "annotated steps, hand-made graphs"}
 
@@ -82,6 +91,8 @@ class LiveBenchConfig:
         checking: the checker (the live default: probabilistic).
         recipes: only these recipes (empty: every recipe of the features folder).
         workers: processes running folds side by side (0: one per core).
+        cache: a folder keeping each fold's training (`tgml.bench.live.cache`; None: none kept).
+        variants: the segmenter variants each fold chooses from on validation (the first: the live default).
     """
 
     data_dir: Path
@@ -92,6 +103,8 @@ class LiveBenchConfig:
     checking: CheckerSettings = field(default_factory=CheckerSettings)
     recipes: tuple[str, ...] = ()
     workers: int = 2
+    cache: Path | None = None
+    variants: tuple[SegmenterVariant, ...] = VARIANTS
 
     def __post_init__(self) -> None:
         if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
@@ -120,6 +133,7 @@ class LiveBenchResult:
     seconds: float = 0.0
     chosen: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     validation: list[ValidationRun] = field(default_factory=list)
+    replays: ReplayTable | None = None
 
     def pooled(self, recipe: str | None = None) -> dict[str, LiveCounts]:
         """Counts per row over the recordings of ``recipe`` (None: all)."""
@@ -246,21 +260,26 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
     done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress)
     validation = [v for outcome in done for v in outcome.validation]
     options = candidates(config.checking)
+    replays = ReplayTable(validation, options)
     results: list[RecordingResult] = []
     chosen: dict[str, dict[int, dict[str, Any]]] = {}
     for job, outcome in zip(jobs, done, strict=True):
         recipe, fold = job[0], job[3]
         learned = TaskGraph.from_dict(outcome.graph)
-        pool = pool_for(validation, recipe.scenario, fold)
-        checking, score = choose(pool, options)
+        pool = pool_indices(validation, recipe.scenario, fold)
+        pick = replays.choose(pool)
+        variant = config.variants[pick.variant]
         chosen.setdefault(recipe.scenario, {})[fold] = {
-            "prior_skip": checking.prior_skip, "alert_threshold": checking.alert_threshold,
-            "objective": score, "validation_recordings": len(pool), "kept_epoch": outcome.kept_epoch}
+            "prior_skip": pick.checking.prior_skip, "alert_threshold": pick.checking.alert_threshold,
+            "segmenter_min_duration": variant.min_duration, "once": variant.once, "done_level": pick.done_level,
+            "objective": pick.objective, "validation_recordings": len(pool) // len(config.variants),
+            "kept_epoch": outcome.kept_epoch}
         by_id = {r.recording_id: r for r in job[1]}
-        for recording_id, sent in outcome.test:
+        defaults = dict(outcome.test[0])
+        for recording_id, sent in outcome.test[pick.variant]:
             recording = by_id[recording_id]
-            run = check_stream(sent, learned, checking)
-            default = check_stream(sent, learned, config.checking)
+            run = check_stream(sent, learned, pick.checking, pick.done_level)
+            default = check_stream(defaults[recording_id], learned, config.checking)
             results.append(RecordingResult(recording, fold, run,
                                            score_recording(recording, recipe, run, learned, default)))
     order = {r.recording_id: k for k, r in enumerate(data.recordings)}
@@ -272,7 +291,7 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         maps[recipe.scenario] = frame_map(np.concatenate([r.run.outputs[:, :classes] for r in mine]),
                                           np.concatenate([one_hot(r.recording.labels, classes) for r in mine]),
                                           (0,))[0]
-    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started, chosen, validation)
+    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started, chosen, validation, replays)
 
 
 @dataclass
@@ -281,13 +300,14 @@ class FoldOutcome:
 
     Attributes:
         graph: the learned graph's file content (test fold left out).
-        test: ``(recording_id, detector run)`` of each test recording.
+        test: per segmenter variant (`LiveBenchConfig.variants`), ``(recording_id, detector run)`` of each test
+            recording.
         validation: the fold's validation runs (`tgml.bench.live.selection`).
         kept_epoch: the detector's kept epoch.
     """
 
     graph: dict[str, Any]
-    test: list[tuple[str, DetectorRun]]
+    test: list[list[tuple[str, DetectorRun]]]
     validation: list[ValidationRun]
     kept_epoch: int
 
@@ -309,22 +329,46 @@ def fold_job(
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
     train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
-    graph = learn_graph(annotations, recipe, test, config.seed)
     settings = config.detector.with_epochs(None, config.seed)
+    key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
+    trained = load_fold(config.cache, key) if config.cache is not None else None
+    if trained is None:
+        trained = train_fold(recipe, train, test, annotations, settings, config.seed)
+        if config.cache is not None:
+            save_fold(config.cache, key, trained)
+    classes = recipe.class_step_ids
+    val_graph = TaskGraph.from_dict(trained.val_graph)
+    names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
+    tests, validation = [], []
+    for index, variant in enumerate(config.variants):
+        segmenter = variant.config(settings.segmenter)
+        evidence = calibrate(recipe, trained.trainer_validation, dataclasses.replace(settings, segmenter=segmenter))
+
+        def detect(outputs: np.ndarray) -> DetectorRun:
+            return segment_outputs(outputs, classes, segmenter, evidence, variant.once)  # noqa: B023 (used at once)
+
+        tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id])) for r in test])
+        for r in train:
+            if r.recording_id in trained.validation_outputs:
+                run = detect(trained.validation_outputs[r.recording_id])
+                run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
+                validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
+                                                val_graph, index))
+    return FoldOutcome(trained.graph, tests, validation, trained.kept_epoch)
+
+
+def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecording], annotations: Annotations,
+               settings: LiveDetectorSettings, seed: int) -> TrainedFold:
+    """Learn the fold's graphs, train its detector and run its live stepper over the test and validation recordings
+    (what `tgml.bench.live.cache` keeps)."""
+    graph = learn_graph(annotations, recipe, test, seed)
     detector = train_fold_detector(recipe, train, test, settings)
     stepper = FastStepper(detector.model)
-    classes = recipe.class_step_ids
-    sent = [(r.recording_id, detect_stream(stepper, r.features, classes, settings.segmenter, detector.evidence))
-            for r in test]
     held = [r for r in train if r.recording_id in detector.validation]
-    val_graph = learn_graph(annotations, recipe, [*test, *held], config.seed)
-    names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
-    validation = []
-    for r in held:
-        run = detect_stream(stepper, r.features, classes, settings.segmenter, detector.evidence)
-        run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
-        validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run, val_graph))
-    return FoldOutcome(graph.to_dict(), sent, validation, detector.kept_epoch)
+    val_graph = learn_graph(annotations, recipe, [*test, *held], seed)
+    return TrainedFold(graph.to_dict(), val_graph.to_dict(), detector.kept_epoch, detector.validation_outputs,
+                       {r.recording_id: stepper_outputs(stepper, r.features) for r in test},
+                       {r.recording_id: stepper_outputs(stepper, r.features) for r in held})
 
 
 def score_recording(
@@ -385,30 +429,68 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
         per_recipe.add_row(name, str(sum(r.recording.recipe == name for r in result.recordings)),
                            f"{100 * value:.1f}", *(_cell(metrics[key], d) for _, key, d in COLUMNS),
                            _cell(pooled["annotated_hand_made"].metrics()["avg_f1"], 1))
-    return [table, per_recipe, selection_table(result)]
+    return [table, per_recipe, selection_table(result), variant_table(result)]
 
 
 def selection_table(result: LiveBenchResult) -> Table:
     """What each checker setting scored on every validation recording of the training folds (the data the choice
-    is made on, pooled here over all folds), and how often each fold chose it."""
+    is made on, pooled here over all folds; the first segmenter variant, the checker's end report), and how often
+    each fold chose it."""
     picks: dict[tuple[float, float], int] = {}
     for folds in result.chosen.values():
         for pick in folds.values():
             key = (pick["prior_skip"], pick["alert_threshold"])
             picks[key] = picks.get(key, 0) + 1
-    runs = result.validation
-    table = Table(title=f"checker settings on the {len(runs)} validation recordings of the training folds "
+    replays = result.replays
+    runs = sum(v.variant == 0 for v in result.validation)
+    table = Table(title=f"checker settings on the {runs} validation recordings of the training folds "
                         "(never a test recording); objective = Avg F1 + Missing F1 - 100 x false alarms above 0.2",
                   header_style="bold")
-    for col in ("prior skip", "threshold", "objective", "Avg F1", "Mist P", "Mist R", "Missing F1",
-                "false alarms / error-free rec.", "chosen by folds"):
+    for col in ("prior skip", "threshold", *SELECTION_COLUMNS, "chosen by folds"):
         table.add_column(col, justify="right")
-    for option in candidates(result.config.checking):
-        metrics = replay_counts(runs, option).metrics()
-        table.add_row(f"{option.prior_skip:g}", f"{option.alert_threshold:g}", f"{objective(metrics):.1f}",
-                      *(_cell(metrics[k], d) for k, d in (("avg_f1", 1), ("mistake_precision", 1),
-                                                          ("mistake_recall", 1), ("missing_f1", 1),
-                                                          ("false_alarms_per_error_free", 2))),
+    if replays is None:
+        return table
+    for k, option in enumerate(replays.options):
+        metrics = replays.pooled(0, k, None)
+        table.add_row(f"{option.prior_skip:g}", f"{option.alert_threshold:g}", *_selection_cells(metrics),
                       str(picks.get((option.prior_skip, option.alert_threshold), 0)))
     return table
 
+
+SELECTION_COLUMNS: Final = ("objective", "Avg F1", "Mist P", "Mist R", "Missing P", "Missing R", "Missing F1",
+                            "false alarms / error-free rec.")
+
+
+def _selection_cells(metrics: dict[str, float | None]) -> list[str]:
+    return [f"{objective(metrics):.1f}", *(_cell(metrics[k], d) for k, d in (
+        ("avg_f1", 1), ("mistake_precision", 1), ("mistake_recall", 1), ("missing_precision", 1),
+        ("missing_recall", 1), ("missing_f1", 1), ("false_alarms_per_error_free", 2)))]
+
+
+def variant_table(result: LiveBenchResult) -> Table:
+    """Per segmenter variant, on every validation recording pooled: the checker setting of the best objective with
+    the checker's end report, and with the best peak level for the end report; how often each fold chose them."""
+    picks: dict[tuple[float, bool, bool], int] = {}
+    for folds in result.chosen.values():
+        for pick in folds.values():
+            key = (pick["segmenter_min_duration"], pick["once"], pick["done_level"] is not None)
+            picks[key] = picks.get(key, 0) + 1
+    table = Table(title="segmenter variants and the end-of-recording report on the validation recordings "
+                        "(pooled; each with its best checker setting)", header_style="bold")
+    for col in ("segmenter", "end report", "prior skip", "threshold", *SELECTION_COLUMNS, "chosen by folds"):
+        table.add_column(col, justify="right")
+    replays = result.replays
+    if replays is None:
+        return table
+    for v, variant in enumerate(result.config.variants):
+        rows = [replays.pooled(v, k, None) for k in range(len(replays.options))]
+        best = max(range(len(rows)), key=lambda k: objective(rows[k]))
+        option = replays.options[best]
+        table.add_row(variant.label(), "checker", f"{option.prior_skip:g}", f"{option.alert_threshold:g}",
+                      *_selection_cells(rows[best]), str(picks.get((variant.min_duration, variant.once, False), 0)))
+        levels = [replays.pooled(v, best, j) for j in range(len(replays.levels))]
+        j = max(range(len(levels)), key=lambda j: objective(levels[j]))
+        table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", f"{option.prior_skip:g}",
+                      f"{option.alert_threshold:g}", *_selection_cells(levels[j]),
+                      str(picks.get((variant.min_duration, variant.once, True), 0)))
+    return table

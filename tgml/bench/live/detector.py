@@ -68,12 +68,14 @@ class FoldDetector:
         evidence: its evidence calibration, measured on its validation recordings.
         kept_epoch: the epoch kept (best validation mAP).
         validation: the validation recordings.
+        validation_outputs: validation recording -> the trainer's causal ``(probs, targets)`` on it.
     """
 
     model: MiniROAD
     evidence: EvidenceModel
     kept_epoch: int
     validation: tuple[str, ...] = field(default=())
+    validation_outputs: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def one_hot(labels: np.ndarray, classes: int) -> np.ndarray:
@@ -110,7 +112,14 @@ def train_fold_detector(
     data = FeatureDataset(root, tuple(video(r, classes) for r in train), tuple(video(r, classes) for r in test),
                           recipe.class_names, recipe.class_step_ids, EXTRACTOR, FPS, recipe.scenario)
     outcome = train_detector(data, settings.train, progress=False)
-    evidence = calibrate_evidence(outcome.validation, recipe.class_step_ids, FPS, settings.segmenter,
-                                  window_s=settings.train.evidence_window,
-                                  detection_window_s=settings.segmenter.min_duration)
-    return FoldDetector(outcome.model, evidence, outcome.kept_epoch, tuple(outcome.validation))
+    return FoldDetector(outcome.model, calibrate(recipe, outcome.validation, settings), outcome.kept_epoch,
+                        tuple(outcome.validation), dict(outcome.validation))
+
+
+def calibrate(recipe: Recipe, validation: dict[str, tuple[np.ndarray, np.ndarray]],
+              settings: LiveDetectorSettings) -> EvidenceModel:
+    """The evidence calibration of a detector for its segmenter, on its validation outputs
+    (`recognition.evidence_calibration.calibrate_evidence`)."""
+    return calibrate_evidence(validation, recipe.class_step_ids, FPS, settings.segmenter,
+                              window_s=settings.train.evidence_window,
+                              detection_window_s=settings.segmenter.min_duration)

@@ -14,12 +14,15 @@ per-recipe hand setting.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+import numpy as np
+
 from graphs.checker_settings import CheckerSettings
 from graphs.task_graph import TaskGraph
+from recognition.segmenter import SegmenterConfig
 from tgml.bench.error_annotations import ErrorRecording
 from tgml.bench.live.chain import DetectorRun, check_stream
 from tgml.bench.live.scores import LiveCounts, live_counts
@@ -42,6 +45,7 @@ class ValidationRun:
         names: step id -> name of its recipe.
         run: what the detector side sent (outputs dropped: not needed).
         graph: the recipe's graph learned without it (nor the fold's test recordings).
+        variant: the index in `VARIANTS` of the segmenter variant that produced ``run``.
     """
 
     recipe: str
@@ -51,6 +55,109 @@ class ValidationRun:
     names: dict[int, str]
     run: DetectorRun
     graph: TaskGraph
+    variant: int = 0
+
+
+@dataclass(frozen=True)
+class SegmenterVariant:
+    """A segmenter variant a fold may choose on validation.
+
+    Attributes:
+        min_duration: seconds a run of one class must last to be confirmed on its own.
+        once: a step already confirmed in the recording is not sent again (a recipe's steps are done once).
+    """
+
+    min_duration: float
+    once: bool
+
+    def config(self, base: SegmenterConfig) -> SegmenterConfig:
+        """``base`` with this confirmation length (the wait before a segment is emitted anyway at least twice it)."""
+        return replace(base, min_duration=self.min_duration, max_delay=max(base.max_delay, 2 * self.min_duration))
+
+    def label(self) -> str:
+        """How tables name it."""
+        return f"{self.min_duration:g} s{', once' if self.once else ''}"
+
+
+# The first is the benchmark's a-priori segmenter (a run of 3 s confirms a step; a step may be confirmed again).
+VARIANTS: Final = (SegmenterVariant(3.0, False), SegmenterVariant(3.0, True), SegmenterVariant(6.0, True),
+                   SegmenterVariant(10.0, True), SegmenterVariant(6.0, False))
+# Peak evidence levels (`tgml.bench.live.chain.step_peaks`) under which a required step is named never done; a fold
+# may also keep the checker's own end-of-recording report.
+DONE_LEVELS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What one fold chose on its validation pool.
+
+    Attributes:
+        variant: index in `VARIANTS`.
+        checking: the checker settings.
+        done_level: the peak level under which a step is named never done (None: the checker's report).
+        objective: its `objective` on the pool.
+    """
+
+    variant: int
+    checking: CheckerSettings
+    done_level: float | None
+    objective: float
+
+
+class ReplayTable:
+    """Every validation run's counts under every checker option and every done level, computed once (a run sits in
+    the pools of many folds).
+
+    Args:
+        runs: the validation runs.
+        options: the checker options.
+        levels: the done levels (their counts' missing-step part is what they change; checked with ``options[0]``).
+    """
+
+    def __init__(self, runs: Sequence[ValidationRun], options: Sequence[CheckerSettings],
+                 levels: Sequence[float] = DONE_LEVELS) -> None:
+        self.runs, self.options, self.levels = list(runs), list(options), list(levels)
+        self.by_option = [[replay_counts([v], o) for o in self.options] for v in self.runs]
+        self.by_level = [[replay_counts([v], self.options[0], level) for level in self.levels] for v in self.runs]
+
+    def choose(self, pool: Sequence[int]) -> Choice:
+        """The best choice over the runs at indices ``pool``, per variant (ties: the earlier variant, option, level;
+        the checker's own report before a level)."""
+        best: Choice | None = None
+        for variant in sorted({self.runs[i].variant for i in pool}):
+            mine = [i for i in pool if self.runs[i].variant == variant]
+            option_metrics = [_pooled(self.by_option[i][k] for i in mine).metrics() for k in range(len(self.options))]
+            level_f1 = [_pooled(self.by_level[i][k] for i in mine).metrics()["missing_f1"] or 0.0
+                        for k in range(len(self.levels))]
+            for k, metrics in enumerate(option_metrics):
+                score = objective(metrics)
+                if best is None or score > best.objective:
+                    best = Choice(variant, self.options[k], None, score)
+                if level_f1:
+                    j = int(np.argmax(level_f1))
+                    score = objective(metrics) - (metrics["missing_f1"] or 0.0) + level_f1[j]
+                    if score > best.objective:
+                        best = Choice(variant, self.options[k], self.levels[j], score)
+        if best is None:
+            raise ValueError("an empty validation pool")
+        return best
+
+    def pooled(self, variant: int, option: int, level: int | None) -> dict[str, float | None]:
+        """The metrics of every run of ``variant`` with ``options[option]``, missing steps by ``levels[level]``
+        (None: the checker's report)."""
+        mine = [i for i, v in enumerate(self.runs) if v.variant == variant]
+        metrics = _pooled(self.by_option[i][option] for i in mine).metrics()
+        if level is not None:
+            by_level = _pooled(self.by_level[i][level] for i in mine).metrics()
+            metrics |= {k: by_level[k] for k in ("missing_precision", "missing_recall", "missing_f1")}
+        return metrics
+
+
+def _pooled(counts: Iterable[LiveCounts]) -> LiveCounts:
+    total = LiveCounts()
+    for c in counts:
+        total += c
+    return total
 
 
 def candidates(base: CheckerSettings) -> list[CheckerSettings]:
@@ -66,11 +173,13 @@ def objective(metrics: dict[str, float | None]) -> float:
     return (metrics["avg_f1"] or 0.0) + (metrics["missing_f1"] or 0.0) - 100 * max(0.0, alarms - FALSE_ALARM_BUDGET)
 
 
-def replay_counts(runs: Sequence[ValidationRun], checking: CheckerSettings) -> LiveCounts:
-    """The pooled counts of the validation runs checked with ``checking``."""
+def replay_counts(runs: Sequence[ValidationRun], checking: CheckerSettings,
+                  done_level: float | None = None) -> LiveCounts:
+    """The pooled counts of the validation runs checked with ``checking`` (missing steps by ``done_level``:
+    `tgml.bench.live.chain.check_stream`)."""
     total = LiveCounts()
     for v in runs:
-        chain = check_stream(v.run, v.graph, checking)
+        chain = check_stream(v.run, v.graph, checking, done_level)
         alerted = [(v.names[a.step], a.time) for a in chain.alerts if not a.retracted]
         total += live_counts(v.annotation, v.error_free, alerted, [s for s, _ in chain.never_done], v.names)
     return total
@@ -89,3 +198,8 @@ def choose(runs: Sequence[ValidationRun], options: Sequence[CheckerSettings]) ->
 def pool_for(runs: Sequence[ValidationRun], recipe: str, fold: int) -> list[ValidationRun]:
     """The validation runs that may choose the settings of ``recipe``'s fold ``fold`` (module docstring)."""
     return [v for v in runs if v.recipe != recipe or v.fold == fold]
+
+
+def pool_indices(runs: Sequence[ValidationRun], recipe: str, fold: int) -> list[int]:
+    """`pool_for` as indices into ``runs``."""
+    return [i for i, v in enumerate(runs) if v.recipe != recipe or v.fold == fold]

@@ -1,0 +1,80 @@
+"""What training one fold of ``tgml bench-live`` gives, kept on disk (``--cache DIR``), so that segmenter and checker
+experiments re-run in seconds without training again.
+
+A fold's entry holds its two learned graphs, its detector's kept epoch, the trainer's causal outputs on the
+validation recordings (what the evidence is calibrated on) and the live stepper's per-second outputs on every test and
+validation recording. Everything after the stepper (evidence calibration, segmenter, checker) is recomputed from them,
+so the key holds only what the entry depends on: the recipe, the fold's training and test recordings (by id and
+feature file size and time), the detector's training settings, the seed and the learner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from graphs.common.errors import InputError
+from tgml.bench.live.recordings import LiveRecording
+
+CACHE_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class TrainedFold:
+    """One fold's training, as cached.
+
+    Attributes:
+        graph: the learned graph's file content (test fold left out).
+        val_graph: the graph learned with the test fold and the validation recordings left out.
+        kept_epoch: the detector's kept epoch.
+        trainer_validation: validation recording -> ``(probs, targets)``, the trainer's causal outputs.
+        test_outputs: test recording -> the stepper's ``(T, outputs)``.
+        validation_outputs: validation recording -> the stepper's ``(T, outputs)``.
+    """
+
+    graph: dict[str, Any]
+    val_graph: dict[str, Any]
+    kept_epoch: int
+    trainer_validation: dict[str, tuple[np.ndarray, np.ndarray]]
+    test_outputs: dict[str, np.ndarray]
+    validation_outputs: dict[str, np.ndarray]
+
+
+def fold_key(recipe: str, fold: int, train: Sequence[LiveRecording], test: Sequence[LiveRecording],
+             settings: Any, seed: int, learner: str) -> str:
+    """A file name for the fold's entry: the recipe, the fold and a digest of everything the entry depends on."""
+    def files(recordings: Sequence[LiveRecording]) -> list[tuple[str, int, int]]:
+        return sorted((r.recording_id, r.path.stat().st_size, r.path.stat().st_mtime_ns) for r in recordings)
+
+    text = repr((CACHE_VERSION, recipe, fold, files(train), files(test), settings, seed, learner))
+    return f"{recipe}-fold{fold}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
+
+
+def load_fold(folder: Path, key: str) -> TrainedFold | None:
+    """The cached entry (None when absent; a file that does not read as one is an error naming it)."""
+    path = folder / key
+    if not path.is_file():
+        return None
+    try:
+        with path.open("rb") as f:
+            entry = pickle.load(f)  # noqa: S301 (the user's own cache folder, written by `save_fold`)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as e:
+        raise InputError(f"--cache {folder}: {path.name} does not read as a cached fold ({e}); remove it") from e
+    if not isinstance(entry, TrainedFold):
+        raise InputError(f"--cache {folder}: {path.name} is not a cached fold; remove it")
+    return entry
+
+
+def save_fold(folder: Path, key: str, entry: TrainedFold) -> None:
+    """Write the entry atomically (a run stopped half-way leaves no broken entry)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{key}.tmp"
+    with tmp.open("wb") as f:
+        pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(folder / key)

@@ -16,7 +16,13 @@ from recognition.evidence import (
     recording_evidence,
     window_evidence,
 )
-from recognition.evidence_calibration import calibrate_evidence, fit_shrunk_logistic, shrunk_rates
+from recognition.evidence_calibration import (
+    RIDGE,
+    calibrate_evidence,
+    choose_slope_penalty,
+    fit_shrunk_logistic,
+    shrunk_rates,
+)
 from recognition.segmenter import SegmenterConfig
 
 
@@ -240,3 +246,18 @@ def test_done_evidence_and_detection_evidence_can_look_over_different_windows() 
     assert same.detection_window_s is None and same.detection_window == 2.0  # one window for both, as before
     with pytest.raises(InputError, match="detection_window_s = -1.0 must be a number > 0"):
         EvidenceModel.from_dict(model.to_dict() | {"detection_window_s": -1.0})
+
+
+def test_a_small_split_gets_a_flatter_curve_when_its_videos_disagree() -> None:
+    # Three videos: low evidence false, high evidence real, except one video with a real detection at low evidence.
+    # Fitting all three without a penalty gives a cliff; leaving that video out shows the cliff is wrong.
+    x = np.array([0.5, 0.55, 0.9, 0.95, 0.5, 0.55, 0.9, 0.95, 0.52, 0.55, 0.9, 0.93])
+    y = np.array([0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1], dtype=np.float64)
+    video = np.repeat(np.arange(3), 4)
+    group = np.zeros(12, dtype=np.int64)
+    chosen = choose_slope_penalty(x, group, y, 1, video)
+    assert chosen > RIDGE
+    steep = fit_shrunk_logistic(x, group, y, 1)[1][0]
+    assert fit_shrunk_logistic(x, group, y, 1, chosen)[1][0] < steep
+    one_video = np.zeros(12, dtype=np.int64)  # nothing to leave out
+    assert choose_slope_penalty(x, group, y, 1, one_video) == RIDGE

@@ -19,15 +19,6 @@ and ``r_i``, the probability (even odds) that the detection of the step being ch
 
     P(p skipped | e_p) = rho / (rho + (1 - rho) * LR_p)                                   (1)
 
-**A pre-condition that was recognised.** When ``p`` was confirmed earlier in the session by a detection that was real
-with probability ``r_p`` (its own ``r``, below), it was skipped only if that detection was not real::
-
-    P(p skipped | e_p, detection of p) = (1 - r_p) * (1)                                  (1')
-
-A confirmed step is then never alerted as skipped because its done evidence ``q_p`` happens to be weak (a step held
-for less than the evidence window, or at moderate confidence): that made an alert name a pre-condition the user
-could see recognised. A half-second glimpse (``r_p`` near 0) still does not hide an omission.
-
 **The alert.** Step ``i`` is checked against ``U(i)``: its pre-conditions (START aside) not already named in an
 earlier alert of the session. Pre-conditions are taken as independent::
 
@@ -150,7 +141,6 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         self.prior_skip = check_probability(prior_skip, "prior skip probability")
         self.one_alert_per_omission = one_alert_per_omission
         self._reported: set[Node] = set()
-        self._confirmed_real: dict[int, float] = {}  # r_p of the most credible confirmed detection of each step
 
     def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> ProbableVerdict:
         """Check one key-step, then record it (and, if it alerts, the pre-conditions it names as reported).
@@ -165,8 +155,6 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         verdict = self.verdict(step, evidence=evidence)
         if not verdict.undefined:
             self._seen.add(step)
-            real = float(np.clip(evidence.real, 0.0, 1.0))
-            self._confirmed_real[int(step)] = max(real, self._confirmed_real.get(int(step), 0.0))
         if verdict.is_mistake and self.one_alert_per_omission:
             self._reported.update(verdict.missing)
         self.history.append(verdict)
@@ -195,7 +183,7 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         checked = [p for p in pending if p not in self._reported]
         extra = {s for s in also_done if self.graph.preconditions(s)}
         q = np.array([self._done_evidence(p, evidence, extra) for p in checked], dtype=np.float64)
-        skip = skip_probability(q, self.prior_skip) * self._not_confirmed(checked)  # (1) and (1')
+        skip = skip_probability(q, self.prior_skip)
         probability = alert_probability(real, skip)
         is_mistake = probability >= self.threshold
         missing: tuple[Node, ...] = ()
@@ -205,11 +193,6 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         pairs = tuple((p, round(float(s), 6)) for p, s in zip(checked, skip, strict=True))
         return ProbableVerdict(int(step), is_mistake, missing, False, probability=probability, skip=pairs,
                                merged=merged)
-
-    def _not_confirmed(self, steps: Iterable[Node]) -> np.ndarray:
-        """``1 - r_p`` of formula (1') per step: 1 for a step never confirmed."""
-        return np.array([1.0 - self._confirmed_real.get(p, 0.0) if isinstance(p, int) else 1.0 for p in steps],
-                        dtype=np.float64)
 
     def _done_evidence(self, step: Node, evidence: StepEvidence, extra: set[int]) -> float:
         """``q_p`` of one pre-condition: the detector's if it sent one, else what the confirmed steps say."""
@@ -229,7 +212,7 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         """
         steps = [int(s) for s in required]
         q = np.array([self._done_evidence(s, evidence, set()) for s in steps], dtype=np.float64)
-        skip = skip_probability(q, self.prior_skip) * self._not_confirmed(steps)
+        skip = skip_probability(q, self.prior_skip)
         return [(s, float(p)) for s, p in zip(steps, skip, strict=True) if p >= self.threshold]
 
     @property
@@ -241,7 +224,6 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         """Forget everything observed, the reported pre-conditions too."""
         super().reset()
         self._reported.clear()
-        self._confirmed_real.clear()
 
     @classmethod
     def replay(

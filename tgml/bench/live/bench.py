@@ -8,8 +8,9 @@ seeded draw). Each recording is tested once, in its fold, by:
   validation recordings carved from those training folds only;
 - a graph learned with the project's default learner (`tgml.learners.registry.DEFAULT_LEARNER`) from the recipe's
   graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`);
-- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, the default (probabilistic) checker, its
-  skip prior and alert threshold chosen on validation recordings of the training folds (`tgml.bench.live.selection`).
+- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, the default (probabilistic) checker; the
+  segmenter variant, the checker's skip prior and alert threshold and the end-of-recording missing report chosen on
+  validation recordings of the training folds (`tgml.bench.live.selection`).
 
 Scores (`tgml.bench.live.scores`) per recipe and overall, beside the annotated steps replayed against the hand-made
 and the learned graphs, and the per-second mAP of recognition (background excluded, pooled over a recipe's
@@ -21,8 +22,8 @@ Result JSON (``--json FILE``)::
      "settings": {"detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
-     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold", "objective", "validation_recordings",
-                                "kept_epoch"}}},
+     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold", "segmenter_min_duration", "once", "done_level",
+                                "objective", "validation_recordings", "kept_epoch"}}},
      "recordings": [{"recording_id", "recipe", "fold",
                      "recognised": [{"step", "start", "end", "confidence"}],
                      "alerts": [{"step", "missing", "time", "probability", "retracted"}],

@@ -5,6 +5,10 @@ detector side of the chain runs on them (`tgml.bench.live.chain.detect_stream`) 
 probabilistic checker (``prior_skip`` ``rho`` and ``alert_threshold`` ``tau``, `CANDIDATES`), the checker side
 replays what it sent against a graph learned without them (the test fold's and the validation recordings left out).
 
+The same is done for each segmenter variant (`VARIANTS`: confirmation length, a step confirmed once) and each end-of-
+recording missing report (the checker's, or a peak evidence level, `DONE_LEVELS`); `ReplayTable` computes each
+validation run's counts under each candidate once.
+
 The candidate with the best `objective` over a pool of validation runs is the one the fold's test recordings are
 checked with. The pool of recipe ``R``'s fold ``f``: its own validation runs and those of every fold of the *other*
 recipes (whose detectors and graphs never saw a recording of ``R``); not the other folds of ``R``, whose detectors

@@ -29,7 +29,7 @@ EXTRACTOR: Final = "perception"  # what captaincook4d-pe's features are (DERIVAT
 # validation recordings carved from the training folds.
 LIVE_DETECTOR: Final = DetectorTrainConfig(
     features=FeatureConfig(rgb=f"rgb_{EXTRACTOR}", extractor=EXTRACTOR, fps=FPS),
-    embed_dim=128, hidden_dim=128, dropout=0.2, window=240, batch_size=8, lr=1e-3, epochs=20, threads=1,
+    embed_dim=128, hidden_dim=128, dropout=0.2, window=240, batch_size=8, lr=1e-3, epochs=40, threads=1,
     val_fraction=0.25, motion_lag=5, evidence_window=10.0,
 )
 # The segmenter at one frame a second: a run must last 3 s to be a key-step on its own; one second is the shortest

@@ -221,7 +221,7 @@ def _webhook_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _alert_frames_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--alert-frames", metavar="DIR",
+    p.add_argument("--alert-frames", metavar="DIR", type=output_name,
                    help="write the frame of each announced or confirmed key-step as DIR/<stream>/<ms>.jpg (<ms>: the "
                         "step's start in video milliseconds, the alert's video_time), for the dashboard")
     p.add_argument("--alert-frames-keep", type=_frames(1), default=500, metavar="N",

@@ -206,6 +206,8 @@ def folder_outputs(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], obje
                                                                           str(out / "videos")]),
         "stream-detect eval --json": (stream_detect, lambda out: ["eval", "--demo", "--json", str(out / "r.json")]),
         "stream-detect keys --out": (stream_detect, lambda out: ["keys", "--out", str(out / "keys")]),
+        "stream-detect --alert-frames": (stream_detect, lambda out: ["--video", "demo", "--fast", "--jsonl",
+                                                                     "--alert-frames", str(out / "frames")]),
         "prego-bench --save-graphs": (prego_bench, lambda out: ["--data", str(tmp_path), "--save-graphs",
                                                                 str(out / "graphs")]),
         "recognition-features --out": (recognition_features, lambda out: [
@@ -379,7 +381,7 @@ def test_a_full_disk_while_saving_is_one_line_and_the_old_file_stays(command: st
 # -- names no file system holds ----------------------------------------------------------------------------------------
 EVERY_OUTPUT = (*COMMANDS, "stream-detect --annotate-out", "stream-detect eval --annotate-out",
                 "stream-detect eval --json", "stream-detect keys --out", "prego-bench --save-graphs",
-                "recognition-features --out")
+                "recognition-features --out", "stream-detect --alert-frames")
 
 
 def _argv_with_output(command: str, tmp_path: Path, value: str) -> tuple[Callable[[list[str]], object], list[str]]:

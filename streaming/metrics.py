@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import InputError, require_extra
 from streaming.messages import Alert, Retraction
 from streaming.stage_latency import CHECKER_STAGES, DETECTOR_STAGES
 
@@ -109,11 +109,7 @@ def require_prometheus(option: str = "--metrics") -> None:
     Raises:
         InputError: the ``metrics`` extra is not installed.
     """
-    try:
-        import prometheus_client  # noqa: F401 - only whether it imports
-    except ImportError:
-        raise InputError(f"{option} needs the optional 'metrics' extra (prometheus_client is not installed): "
-                         f"{install_extra('metrics')}") from None
+    require_extra("prometheus_client", "metrics", option)
 
 
 def new_registry() -> Registry:

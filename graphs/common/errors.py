@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -41,6 +42,24 @@ class RunError(Exception):
 def install_extra(extra: str) -> str:
     """How to install an optional extra, for an installed package and for a clone (an ``error:`` line's way out)."""
     return f"pip install 'mistake-detection[{extra}]', or pip install -e '.[{extra}]' in a clone"
+
+
+def require_extra(module: str, extra: str, user: str) -> None:
+    """Refuse, in one line naming the extra to install, when an optional extra's module does not import.
+
+    Args:
+        module: the module the extra brings (``"aiohttp"``).
+        extra: the extra's name in pyproject.toml (``"dashboard"``).
+        user: what needs it, as the line starts (``"stream-detect dashboard"``, ``"--metrics"``).
+
+    Raises:
+        InputError: the module does not import.
+    """
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise InputError(f"{user} needs the optional '{extra}' extra ({module} is not installed): "
+                         f"{install_extra(extra)}") from None
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import InputError, require_extra
 from graphs.common.interrupts import Interrupted
 from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
@@ -66,11 +66,7 @@ def require_aiohttp() -> None:
     Raises:
         InputError: the ``dashboard`` extra is not installed.
     """
-    try:
-        import aiohttp  # noqa: F401 - only whether it imports
-    except ImportError:
-        raise InputError(f"stream-detect dashboard needs the optional 'dashboard' extra (aiohttp is not installed): "
-                         f"{install_extra('dashboard')}") from None
+    require_extra("aiohttp", "dashboard", "stream-detect dashboard")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ line listing the known names) loads neither torch nor OpenCV.
 - `EXTRACTORS`: a checkpoint's ``feature_extractor`` -> a factory ``(name, backbone, device) -> FeatureExtractor``
   (`streaming.extractors.make_extractor` reads it). A new backbone is one class in `streaming.extractors` (or a
   module of its own) and one entry here.
-- `CHECKERS`: ``--checker`` -> the pre-condition checker class of one stream (`graphs.checker_settings.CHECKERS` holds
-  the same names; a test keeps them equal).
+- `CHECKERS`: ``--checker`` -> what builds the pre-condition checker of one stream. The table lives on the ground
+  floor (`graphs.checker_settings.CHECKERS`, which `graphs.checker_settings.CheckerSettings` builds through, and
+  which `graphs/` may hold where `streaming/` may not); this is that same table, not a copy.
 - `SINKS`: where a detector's messages can go (`streaming.detector.sinks.Sink`): each entry names the class; a new
   sink is one class with ``send(message)`` and one entry here, handed to `streaming.detector.wiring.build_pipeline`.
 """
@@ -18,8 +19,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
+from graphs.checker_settings import CHECKERS as GRAPH_CHECKERS
 from graphs.common.errors import InputError
 
 
@@ -53,7 +55,17 @@ def table(*entries: Entry) -> Mapping[str, Entry]:
     return out
 
 
-def lookup(entries: Mapping[str, Entry], name: str, what: str) -> Entry:
+class Named(Protocol):
+    """What `lookup` asks of an entry of any table (`Entry`, `graphs.checker_settings.CheckerEntry`)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+E = TypeVar("E", bound=Named)
+
+
+def lookup(entries: Mapping[str, E], name: str, what: str) -> E:
     """The entry called ``name``, or one `InputError` line listing the known ones (``what``: the option or field)."""
     entry = entries.get(name)
     if entry is None:
@@ -72,12 +84,7 @@ EXTRACTORS: Final = table(
     Entry("torchscript", "streaming.extractors:torchscript_extractor", "your TorchScript backbone (--backbone "
           "model.pt): (B, 3, H, W) normalised RGB -> (B, D)"),
 )
-CHECKERS: Final = table(
-    Entry("probabilistic", "graphs.probabilistic_checker:ProbabilisticChecker", "weighs the detector's evidence: "
-          "alerts when a pre-condition was probably skipped (the default)"),
-    Entry("binary", "graphs.checker:PreconditionChecker", "takes the confirmed steps as certain: alerts on any "
-          "missing pre-condition"),
-)
+CHECKERS: Final = GRAPH_CHECKERS
 SINKS: Final = table(
     Entry("checker", "streaming.transport:Publisher", "the checker's ZeroMQ socket (--connect)"),
     Entry("checker-link", "streaming.local_checker:CheckerLink", "a checker in the same process (eval, "

@@ -166,8 +166,7 @@ def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
     from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD
 
     p.add_argument("--checker", default=DEFAULT_CHECKER, choices=CHECKERS,
-                   help="probabilistic: weigh what the detector may have missed, one alert per omission; binary: "
-                        f"take every confirmed step as certain (the PREGO protocol); default {DEFAULT_CHECKER}")
+                   help="; ".join(f"{e.name}: {e.summary}" for e in CHECKERS.values()).replace("%", "%%"))
     p.add_argument("--alert-threshold", type=_number, metavar="P", default=DEFAULT_ALERT_THRESHOLD,
                    help="the probabilistic checker alerts when a pre-condition was skipped with at least this "
                         f"probability, in (0, 1): lower catches more, higher cries wolf less (default "

@@ -11,8 +11,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from graphs.checker import PreconditionChecker, StepVerdict
-from graphs.probabilistic_checker import ProbabilisticChecker
+from graphs.checker import StepVerdict
+from graphs.checker_settings import StepChecker
 from graphs.procedure_queries import ProcedureQueries
 from graphs.task_graph import START, TaskGraph
 from streaming.checker.refusals import COUNTED
@@ -63,7 +63,7 @@ class Outputs:
         return self._names.get(node, str(node)) if isinstance(node, int) else str(node)
 
     def likely_next(
-        self, checker: PreconditionChecker | ProbabilisticChecker, history: tuple[int, ...]
+        self, checker: StepChecker, history: tuple[int, ...]
     ) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """The allowed steps, likeliest next first, with their future-step probabilities (ties in graph order).
 

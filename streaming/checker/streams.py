@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
-from graphs.probabilistic_checker import ProbabilisticChecker
+from graphs.checker import NO_EVIDENCE, StepEvidence, StepVerdict
+from graphs.checker_settings import StepChecker
 from streaming.checker.refusals import StreamLimit
 from streaming.messages import Alert, Heartbeat, KeyStepEvent, MissingSteps, run_of
 
@@ -29,7 +29,7 @@ class StreamState:
     """What the checker keeps for one stream."""
 
     session: str
-    checker: PreconditionChecker | ProbabilisticChecker
+    checker: StepChecker
     last_heard: float  # monotonic time of the last message applied
     applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
     last_seq: int = -1  # seq of the last key-step or heartbeat applied: one at or just behind it is a duplicate

@@ -10,7 +10,8 @@ is on (see docs/recognition.md for what each measurably did on camera-like foota
 - `perturb_windows`: Gaussian feature noise, scaled per dimension, and mixing in a background frame of another
   moment (another scene behind the same action);
 - `blur_targets`: soft targets near segment boundaries, where the annotation's exact frame is a guess;
-- `class_weights`: per-class loss weights that lift rare key-steps against frequent background.
+- `class_weights`: per-class loss weights that lift rare key-steps against frequent ones, and weigh the
+  background class apart.
 """
 
 from __future__ import annotations
@@ -57,16 +58,25 @@ def blur_targets(targets: np.ndarray, lengths: Sequence[int], radius: int) -> np
     return ((cum[hi] - cum[lo]) / (hi - lo)[:, None]).astype(np.float32)
 
 
-def class_weights(targets: np.ndarray, power: float) -> np.ndarray:
-    """Class-balanced loss weights ``w_c ∝ (n_c / N)^(-power)``, scaled so that the mean weight of a frame is 1.
+def class_weights(
+    targets: np.ndarray, power: float, background: Sequence[int] = (), background_weight: float = 1.0
+) -> np.ndarray:
+    """Class-balanced loss weights ``w_c = s · b_c · (n_c / N)^(-power)``, scaled so that the mean weight of a frame
+    is 1.
 
-    ``power = 0`` weighs every frame alike (plain cross-entropy), 1 is inverse frequency (every class counts as
-    much as any other in total), 0.5 lies between. A class without a frame gets weight 0 (it never appears in a
-    target).
+    ``n_c = Σ_t y_{t,c}`` is class ``c``'s share of the ``N`` training frames. ``power = 0`` weighs every class alike
+    (plain cross-entropy), 1 is inverse frequency (every class counts as much as any other in total), 0.5 lies
+    between. ``b_c`` is ``background_weight`` for the classes in ``background`` (the frames outside every key-step)
+    and 1 for the others: above 1 a second the detector cannot place costs more when called a step than when called
+    background, below 1 the reverse. ``s`` makes ``Σ_c n_c w_c = N``, so the loss keeps its scale. A class without a
+    frame gets weight 0 (it never appears in a target).
 
     Args:
-        targets: ``(L, C)`` training targets (soft rows allowed: ``n_c = Σ_t y_{t,c}``).
+        targets: ``(L, C)`` training targets (soft rows allowed).
         power: the exponent, ``>= 0``.
+        background: the background classes ``b_c`` applies to.
+        background_weight: ``b_c`` of the background classes, ``> 0`` (1: the background is one class like any
+            other).
 
     Returns:
         ``(C,)`` float32 weights with ``Σ_c n_c w_c = N``.
@@ -76,6 +86,7 @@ def class_weights(targets: np.ndarray, power: float) -> np.ndarray:
     present = counts > 0
     weights = np.zeros_like(counts)
     weights[present] = (counts[present] / total) ** (-power)
+    weights[list(background)] *= background_weight
     weights *= total / (counts * weights).sum()
     return weights.astype(np.float32)
 

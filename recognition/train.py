@@ -17,7 +17,7 @@ TSN features)::
     [features]   rgb, flow, extractor, fps                              (`recognition.feature_folders.FeatureConfig`)
     [model]      embed_dim, hidden_dim, dropout, done_head, motion_lag | motion_lag_s      (`DetectorTrainConfig`)
     [train]      window | window_s, batch_size, lr, weight_decay, epochs, seed, threads, val_fraction, val_videos,
-                 keep_epoch, evidence_window, refit, class_balance, boundary_smoothing
+                 keep_epoch, evidence_window, refit, class_balance, background_weight, boundary_smoothing
     [augment]    copies, feature_noise, speed_change, order_shuffle, shuffled_done, background_mix
 
 Time scales in seconds: the windows and lags a detector uses are durations of the recording, whatever its rate.
@@ -96,6 +96,8 @@ class DetectorTrainConfig:
         refit: after choosing the epoch on the validation split, train again on every training video (validation
             ones included) for that many epochs, and keep that model.
         class_balance: exponent of the class-balanced loss weights (`recognition.augment.class_weights`; 0: off).
+        background_weight: loss weight of the background classes' frames against the key-steps' (formula ``b_c`` of
+            `recognition.augment.class_weights`, the mean frame weight kept at 1; 1: off).
         boundary_smoothing: seconds either side of each segment boundary over which targets are blurred
             (`recognition.augment.blur_targets`; 0: off).
         copies: train on the folder's augmented feature copies too (one copy, or the original, per window).
@@ -133,6 +135,7 @@ class DetectorTrainConfig:
     evidence_window: float = 2.0
     refit: bool = False
     class_balance: float = 0.0
+    background_weight: float = 1.0
     boundary_smoothing: float = 0.0
     copies: bool = True
     feature_noise: float = 0.0
@@ -196,6 +199,11 @@ class DetectorTrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
                 raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a number in [0, 100] (0: off)")
+        weight = self.background_weight
+        ok = isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight)
+        if not ok or not 0 < weight <= 100:
+            raise InputError(f"DetectorTrainConfig.background_weight = {weight!r}: must be a number in (0, 100] "
+                             "(1: off)")
         for name, top in (("background_mix", "[0, 1)"), ("order_shuffle", "[0, 1]")):
             share = getattr(self, name)
             ok = isinstance(share, int | float) and not isinstance(share, bool) and 0 <= share <= 1
@@ -232,7 +240,8 @@ SHUFFLED_DONE = ("order", "scene")
 MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
 _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",
-               "val_videos", "keep_epoch", "evidence_window", "refit", "class_balance", "boundary_smoothing"}
+               "val_videos", "keep_epoch", "evidence_window", "refit", "class_balance", "background_weight",
+               "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
 
 
@@ -441,7 +450,9 @@ def training_data(
                       for k in range(copies + 1)])
     hard = np.concatenate([v.targets for v in videos])  # (L, C)
     targets = blur_targets(hard, lengths, round(config.boundary_smoothing * fps))
-    weights = torch.from_numpy(class_weights(hard, config.class_balance)) if config.class_balance else None
+    weighted = config.class_balance or config.background_weight != 1
+    weights = (torch.from_numpy(class_weights(hard, config.class_balance, background, config.background_weight))
+               if weighted else None)
     noise = stack[0].std(axis=0) * config.feature_noise if config.feature_noise else None
     back = stack[0][hard[:, list(background)].sum(axis=1) > 0] if config.background_mix and background else None
     return TrainingData(lengths, stack, targets, hard, background, weights, noise, back)

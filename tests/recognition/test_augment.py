@@ -29,6 +29,19 @@ def test_class_weights_balance_the_classes() -> None:
     np.testing.assert_allclose(class_weights(targets, power=0.0)[:2], [1.0, 1.0])
 
 
+def test_background_weight_weighs_the_background_apart_and_keeps_the_loss_scale() -> None:
+    targets = np.eye(3, dtype=np.float32)[[0] * 6 + [1] * 3 + [2] * 1]
+    plain = class_weights(targets, power=0.0, background=(0,), background_weight=2.0)
+    np.testing.assert_allclose(plain[0], 2 * plain[1], rtol=1e-6)  # a background second costs twice a step's
+    np.testing.assert_allclose(plain[1], plain[2], rtol=1e-6)
+    np.testing.assert_allclose((targets @ plain).mean(), 1.0, rtol=1e-6)
+    balanced = class_weights(targets, power=0.5, background=(0,), background_weight=0.5)
+    np.testing.assert_allclose(balanced[1] / balanced[2], (3 / 1) ** -0.5, rtol=1e-6)  # the steps still balanced
+    np.testing.assert_allclose(balanced[0] / balanced[1], 0.5 * (6 / 3) ** -0.5, rtol=1e-6)
+    np.testing.assert_allclose((targets @ balanced).mean(), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(class_weights(targets, 0.5, (0,), 1.0), class_weights(targets, 0.5), rtol=1e-6)
+
+
 def test_speed_changes_resample_each_video_within_itself() -> None:
     rng = np.random.default_rng(0)
     positions, lengths = speed_positions([10, 5], rng, 0.0)

@@ -14,7 +14,13 @@ from graphs.common.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import choose_validation_videos, copy_file_name, load_feature_dataset
 from recognition.recognition_train_cli import main
-from recognition.train import load_detector_training_config, predict_video, train_detector, validation_scores
+from recognition.train import (
+    load_detector_training_config,
+    predict_video,
+    train_detector,
+    training_data,
+    validation_scores,
+)
 from tests.cli_errors import cli_error
 from tests.recognition.conftest import write_feature_folder
 
@@ -129,16 +135,24 @@ def test_augmented_copies_are_read_for_training_videos_and_must_be_whole(
 
 
 def test_every_augmentation_trains(feature_folder: Path, small_config: Path) -> None:
-    config = replace(load_detector_training_config(small_config), epochs=2, class_balance=0.5, boundary_smoothing=1.0,
-                     feature_noise=0.5, speed_change=0.25, background_mix=0.3)
-    outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)
+    config = replace(load_detector_training_config(small_config), epochs=2, class_balance=0.5, background_weight=2.0,
+                     boundary_smoothing=1.0, feature_noise=0.5, speed_change=0.25, background_mix=0.3)
+    data = load_feature_dataset(feature_folder, config.features)
+    outcome = train_detector(data, config, progress=False)
     assert np.isfinite(outcome.losses).all() and outcome.test_map > 0.5
+    prepared = training_data(data.train, config, data.fps, (0,))  # the loss weights the options ask for
+    assert prepared.weights is not None
+    weights, counts = prepared.weights.numpy(), prepared.hard.sum(axis=0)
+    np.testing.assert_allclose(weights[0] / weights[1], 2.0 * (counts[0] / counts[1]) ** -0.5, rtol=1e-5)
 
 
 def test_augmentation_settings_are_checked(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[augment]\nbackground_mix = 1.5\n")
     with pytest.raises(InputError, match="background_mix = 1.5"):
+        load_detector_training_config(bad)
+    bad.write_text("[train]\nbackground_weight = 0\n")
+    with pytest.raises(InputError, match=r"background_weight = 0: must be a number in \(0, 100\]"):
         load_detector_training_config(bad)
     bad.write_text("[train]\nkeep_epoch = 'best'\n")
     with pytest.raises(InputError, match="keep_epoch = 'best'"):

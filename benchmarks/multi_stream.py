@@ -55,8 +55,9 @@ START_TIMEOUT_S = 180.0  # loading K backbones on 2 busy cores takes a while
 
 
 class LoopingCamera:
-    """A stand-in for ``cv2.VideoCapture`` of a 30 fps camera: a video file played on a loop, one frame every 1/30 s
-    on the camera's clock (not on demand), decoded as a camera's frames are.
+    """A stand-in for ``cv2.VideoCapture`` of a 30 fps network camera: a video file played on a loop, one frame every
+    1/30 s on the camera's clock (not on demand). As with a stream, `grab` decodes every frame (a compressed frame
+    needs the ones before it) and `retrieve` converts the last one to colour (BGR).
 
     Args:
         video: the file to play.
@@ -70,18 +71,22 @@ class LoopingCamera:
     def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
         return True
 
-    def read(self) -> tuple[bool, np.ndarray]:
-        """Wait for the camera's next frame time, then deliver it (BGR, 640x480)."""
-        ok, bgr = self._cap.read()
+    def grab(self) -> bool:
+        """Decode the next frame, then wait for the camera's time for it."""
+        ok = self._cap.grab()
         if not ok:
             self._cap.release()
             self._cap = cv2.VideoCapture(str(self._video))
-            ok, bgr = self._cap.read()
+            ok = self._cap.grab()
         self._next = max(self._next + 1.0 / CAMERA_FPS, time.monotonic() - 1.0 / CAMERA_FPS)
         wait = self._next - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        return ok, bgr
+        return ok
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
+        """The frame last grabbed, in colour (BGR, 640x480)."""
+        return self._cap.retrieve()
 
     def release(self) -> None:
         self._cap.release()

@@ -83,6 +83,7 @@ class PacedCamera:
         self.count = 0
         self.arrivals: dict[int, float] = {}
         self._lock = threading.Lock()
+        self._grabbed: tuple[bool, np.ndarray] = (False, np.zeros((0, 0, 3), dtype=np.uint8))
 
     def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
         return True
@@ -104,6 +105,15 @@ class PacedCamera:
         with self._lock:
             self.arrivals[self.count] = time.monotonic()
         return True, frame
+
+    def grab(self) -> bool:
+        """`read`, keeping the frame for `retrieve` (the live reader grabs every frame, retrieves those it delivers)."""
+        self._grabbed = self.read()
+        return self._grabbed[0]
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
+        """The frame last grabbed."""
+        return self._grabbed
 
     def release(self) -> None:
         self._cap.release()

@@ -19,10 +19,12 @@ field that is 0, NaN or absurd (outside `MIN_SOURCE_FPS`..`MAX_SOURCE_FPS`; deco
 frames' own timestamps when those are sane, OpenCV refuses the file). A file the process may not read is
 "permission denied".
 
-Live sources never fall behind: a grab thread keeps only the newest frame; every frame it grabbed
-that the consumer never took is counted in ``dropped``. A consumer that is on time gets, at each of its
-``fps`` slots, the first frame that arrives in the slot (not one that waited since the slot before), so a
-frame's age when it is delivered is the hand-over, not up to a source period. A camera or stream that stops delivering
+Live sources never fall behind: a grab thread takes every frame off the source (``grab``: demuxed, and for
+compressed streams decoded) but converts to colour (``retrieve``) only the frames the consumer takes; every frame it
+grabbed that the consumer never took is counted in ``dropped``. A consumer that is on time gets, at each of its
+``fps`` slots, the first frame that arrives in the slot (not one that waited since the slot before); one that is
+behind gets the next frame that arrives; so a frame's age when it is delivered is the hand-over, not up to a source
+period. A camera or stream that stops delivering
 is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), after which the
 stream ends with ``error`` set. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a read
 waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
@@ -568,10 +570,15 @@ def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCaptu
 
 
 class LiveReader(VideoReader):
-    """Cameras and network streams through OpenCV: a grab thread keeps only the newest frame.
+    """Cameras and network streams through OpenCV: a grab thread takes every frame off the source and converts to
+    colour only the one a waiting consumer will take (at 5 fps from a 30 fps camera, one in six).
 
-    The grab thread owns the capture (it reopens and finally releases it), so `close` never releases
+    The grab thread owns the capture (it grabs, retrieves, reopens and finally releases it), so `close` never releases
     a capture in the middle of a read.
+
+    Attributes:
+        grabbed: frames taken off the source (every frame the camera sent while the reader ran).
+        retrieved: frames converted to colour: one per delivered frame, at most one more (a consumer that gave up).
 
     Args:
         source: a ``camera`` or ``stream`` source.
@@ -604,11 +611,15 @@ class LiveReader(VideoReader):
                 else ""
             raise InputError(f"--video {source.spec}: cannot open {what}{why}")
         self._cap = cap
+        self.grabbed = 0
+        self.retrieved = 0
         self._lock = threading.Condition()
         self._latest: np.ndarray | None = None
-        self._latest_id = 0
-        self._latest_at = 0.0  # when the newest frame arrived (clock seconds)
+        self._latest_id = 0  # the newest retrieved frame's number among the grabbed ones
+        self._latest_at = 0.0  # when it arrived (clock seconds)
         self._taken_id = 0
+        # The consumer's next frame is the first one arriving from then on (the next slot's start; at first any frame).
+        self._want_after = -math.inf
         self._stop = threading.Event()
         self._ended = False
         self._t0 = self.clock()
@@ -621,15 +632,24 @@ class LiveReader(VideoReader):
         try:
             last_frame = self.clock()
             while not self._stop.is_set():
-                ok, bgr = self._cap.read()
-                if ok and bgr is not None:
+                if self._cap.grab():
                     last_frame = self.clock()
                     with self._lock:
-                        self._latest = bgr
-                        self._latest_id += 1
-                        self._latest_at = last_frame
-                        self._lock.notify_all()
-                    continue
+                        self.grabbed += 1
+                        number = self.grabbed
+                        wanted = last_frame >= self._want_after and (
+                            self._latest_id == self._taken_id or self._latest_at < self._want_after)
+                    if not wanted:  # the consumer's next frame is retrieved already or still to come: not converted
+                        continue
+                    ok, bgr = self._cap.retrieve()
+                    if ok and bgr is not None:
+                        with self._lock:
+                            self.retrieved += 1
+                            self._latest = bgr
+                            self._latest_id = number
+                            self._latest_at = last_frame
+                            self._lock.notify_all()
+                        continue
                 if self.clock() - last_frame < self.config.stall_timeout_s and self._cap.isOpened():
                     time.sleep(0.01)
                     continue
@@ -661,30 +681,31 @@ class LiveReader(VideoReader):
         return False
 
     def read(self) -> Frame | None:
-        # Deliver at most `fps` frames per second: wait for the next slot, then take the first frame that arrives in it.
+        # Deliver at most `fps` frames per second: on time, the first frame that arrives in the next slot (one that
+        # arrived before has aged up to a source period); behind, the one retrieved for the slot if it is younger than
+        # a slot, else the next frame that arrives. Only that frame is converted to colour.
         now = self.clock()
         if self._first_read is None:
             self._first_read = now
-        due = self._next_due
-        on_time = due > now
-        if on_time:
-            time.sleep(due - now)
         with self._lock:
-            # On time, a frame that arrived before the slot has already aged up to a source period: take the next
-            # one, which arrives within that period and is processed the moment it does. Behind, take the newest.
+            stale = self._latest_id == self._taken_id or self._latest_at < now - 1 / self.config.fps
+            if self._next_due <= now and stale:
+                self._want_after = now
             while (
-                (self._latest_id == self._taken_id or (on_time and self._latest_at < due))
+                (self._latest_id == self._taken_id or self._latest_at < self._want_after)
                 and not self._ended
                 and not self._stop.is_set()
             ):
                 self._lock.wait(0.1)
-            if self._latest_id == self._taken_id:
+            if self._latest_id == self._taken_id:  # ended or stopped (an untaken older frame is still delivered)
+                self.dropped = self.grabbed - self.frames  # the frames grabbed since the last one taken, too
                 return None
             self.dropped += self._latest_id - self._taken_id - 1
             self._taken_id = self._latest_id
             bgr, arrived = self._latest, self._latest_at
+            self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
+            self._want_after = self._next_due
         assert bgr is not None  # a frame was taken, so one was stored
-        self._next_due = max(self._next_due + 1.0 / self.config.fps, self.clock() - 1.0 / self.config.fps)
         k = self.frames
         self.frames += 1
         slots = int((self.clock() - self._first_read) * self.config.fps) + 1  # slots begun since the first read

@@ -202,7 +202,7 @@ def test_a_file_decord_cannot_decode_falls_back_to_opencv(tmp_path: Path) -> Non
 
 
 class _PacedCapture:
-    """A 22 fps camera stand-in: each read returns when the camera's next frame is due, numbered in its pixels."""
+    """A 22 fps camera stand-in: each grab returns when the camera's next frame is due, numbered in its pixels."""
 
     period = 0.045  # not a divisor of the consumer's period: frames arrive at every phase of its slots
 
@@ -213,10 +213,13 @@ class _PacedCapture:
     def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
         return True
 
-    def read(self) -> tuple[bool, np.ndarray]:
+    def grab(self) -> bool:
         self._next += self.period
         time.sleep(max(0.0, self._next - time.monotonic()))
         self.arrivals.append(time.monotonic())
+        return True
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
         return True, np.full((8, 8, 3), len(self.arrivals) % 256, dtype=np.uint8)
 
     def release(self) -> None:
@@ -237,3 +240,69 @@ def test_an_on_time_consumer_gets_fresh_frames_from_a_live_source() -> None:
     finally:
         reader.close()
     assert float(np.mean(ages)) < 0.01, ages
+
+
+def _full_decode(path: Path) -> np.ndarray:
+    """Every frame of a video, decoded to colour by OpenCV: ``(N, H, W, 3)`` RGB."""
+    cap = cv2.VideoCapture(str(path))
+    frames = []
+    while (got := cap.read())[0]:
+        frames.append(cv2.cvtColor(got[1], cv2.COLOR_BGR2RGB))
+    cap.release()
+    return np.stack(frames)
+
+
+class _CameraPacedVideo:
+    """A real OpenCV capture of a video file whose frames come off at a camera's pace (one every ``period`` s)."""
+
+    def __init__(self, path: Path, period: float) -> None:
+        self._cap = cv2.VideoCapture(str(path))
+        self.period = period
+        self._next = time.monotonic()
+
+    def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
+        return bool(self._cap.isOpened())
+
+    def grab(self) -> bool:
+        self._next += self.period
+        time.sleep(max(0.0, self._next - time.monotonic()))
+        return bool(self._cap.grab())
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
+        return self._cap.retrieve()
+
+    def release(self) -> None:
+        self._cap.release()
+
+
+def test_a_live_source_converts_to_colour_only_the_frames_it_delivers(tmp_path: Path) -> None:
+    # The grab thread decoded every frame to colour (read()) although a 5 fps detector takes one in six from a 30 fps
+    # camera: now every frame is grabbed, and only the delivered ones are retrieved, with the pixels of a full decode.
+    path = write_noise_video(tmp_path / "camera.mp4", frames=60)
+    full = _full_decode(path)
+    capture = _CameraPacedVideo(path, period=0.01)
+    reader = LiveReader(Source("camera", 0, "cam0"), ReaderConfig(fps=20.0, reopen_attempts=0),
+                        open_capture=lambda _: capture)
+    frames = list(reader)
+    reader.close()
+    assert reader.grabbed == len(full) == 60
+    assert 4 <= len(frames) <= 15 and reader.retrieved == len(frames)  # about 0.6 s at 20 fps
+    taken = [int(np.flatnonzero((full == f.image).all(axis=(1, 2, 3)))[0]) for f in frames]  # each is a source frame
+    assert all(np.array_equal(f.image, full[j]) for f, j in zip(frames, taken, strict=True))
+    assert taken == sorted(set(taken)) and reader.dropped == 60 - len(frames)  # every frame not delivered
+
+
+@pytest.mark.parametrize("reader_cls", [DecordReader, OpenCVFileReader], ids=["decord", "opencv"])
+def test_a_file_reader_delivers_the_sampled_frames_of_a_full_decode(tmp_path: Path, reader_cls: type) -> None:
+    path = write_noise_video(tmp_path / "noise.mp4", frames=60)
+    if reader_cls is DecordReader:
+        decord = pytest.importorskip("decord", reason="decord has no wheel for this platform")
+        full = decord.VideoReader(str(path), ctx=decord.cpu(0)).get_batch(list(range(60))).asnumpy()
+    else:
+        full = _full_decode(path)
+    reader = reader_cls(Source("file", str(path), str(path)), ReaderConfig(fps=5.0))
+    frames = [f.image for f in reader]
+    reader.close()
+    indices = sample_indices(60, 30.0, 5.0)  # every sixth frame
+    assert len(frames) == len(indices) == 10
+    assert all(np.array_equal(image, full[j]) for image, j in zip(frames, indices, strict=True))

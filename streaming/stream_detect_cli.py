@@ -300,6 +300,7 @@ def build_parser() -> ArgumentParser:
     _server_curve_args(chk)
     _checking_args(chk, detector=False)
     _watch_args(chk)
+    _webhook_arg(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
     view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
     _graph_or_demo(view)
@@ -435,15 +436,14 @@ def _run(args: argparse.Namespace) -> int:
         check_feature_sources(args.video if isinstance(args.video, list) else [args.video], args.detector, args.rate)
     if args.command == "view":
         from streaming.curve_keys import client_curve
-        from streaming.detector.webhook import WebhookConfig, WebhookSink
+        from streaming.detector.webhook import webhook_sinks
         from streaming.service_log import ServiceLog
         from streaming.view.client import run_view
 
-        webhook = WebhookConfig(args.webhook) if args.webhook is not None else None  # refused before connecting
-        with WebhookSink(webhook) if webhook is not None else contextlib.nullcontext() as sink:
+        log = ServiceLog("view", args.log_format)
+        with webhook_sinks(args.webhook, log) as sinks:  # the URL refused before connecting
             return run_view(args.connect, args.graph, args.jsonl,
-                            curve=client_curve(args.curve_server, args.curve_secret),
-                            log=ServiceLog("view", args.log_format), sinks=[sink] if sink is not None else ())
+                            curve=client_curve(args.curve_server, args.curve_secret), log=log, sinks=sinks)
     if args.command == "checker":
         return _checker(args)
     if args.command == "detector":
@@ -526,8 +526,9 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any]) -> Ite
 
 
 def _checker(args: argparse.Namespace) -> int:
-    """``stream-detect checker``: serve until interrupted, with its log lines and metrics."""
+    """``stream-detect checker``: serve until interrupted, with its log lines, metrics and webhook."""
     from streaming.checker.service import run_checker
+    from streaming.detector.webhook import webhook_sinks
     from streaming.service_log import ServiceLog
 
     log = ServiceLog("checker", args.log_format)
@@ -541,9 +542,9 @@ def _checker(args: argparse.Namespace) -> int:
 
         return CheckerMetrics()
 
-    with _metrics_server(args, metrics) as watcher:
+    with webhook_sinks(args.webhook, log) as sinks, _metrics_server(args, metrics) as watcher:  # URL checked first
         run_checker(args.graph, config, ready=ready, report=log, log=lambda line: log(line, "warning"),
-                    metrics=watcher)
+                    metrics=watcher, sinks=sinks)
     return 0
 
 

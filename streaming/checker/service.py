@@ -15,13 +15,18 @@ whatever refused them: ZAP, another checker's key, a client without CURVE. The f
 when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
 revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
 CURVE is refused unless ``CheckerConfig.insecure``.
+
+Besides its socket, every message it publishes goes to the sinks it was built with (`streaming.detector.sinks.Sink`,
+``send(message)``): ``--webhook`` POSTs each live alert and retraction (`streaming.detector.webhook.WebhookSink`). A
+sink must return at once (the webhook only queues: its requests run in a thread of their own), so a slow, failing or
+hanging receiver never delays the checker's loop.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 import zmq
@@ -47,6 +52,8 @@ from streaming.transport import (
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
+
+    from streaming.detector.sinks import Sink
 
 # Shortest time between two greetings of new subscribers: a peer subscribing in a loop gets one `CheckerHealth` per
 # gap, not one per subscription.
@@ -77,6 +84,7 @@ class CheckerService:
         ctx: ZeroMQ context (a new one if None).
         log: called with one line per refusal reason (rate-limited); None: no log, the counts only.
         metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
+        sinks: also handed every message published, in order (``--webhook``); each must return at once.
     """
 
     def __init__(
@@ -86,8 +94,10 @@ class CheckerService:
         ctx: zmq.Context | None = None,
         log: Callable[[str], None] | None = None,
         metrics: CheckerWatcher | None = None,
+        sinks: Sequence[Sink] = (),
     ) -> None:
         self.config = config
+        self.sinks = tuple(sinks)
         self.core = CheckerCore(
             graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
             checking=config.checking,
@@ -203,13 +213,16 @@ class CheckerService:
             self.close()
 
     def send(self, messages: list[Message]) -> None:
-        """Publish messages; one that cannot be encoded is counted (``unsendable``) and the rest still go out."""
+        """Publish messages, and hand each to the sinks; one that cannot be encoded is counted (``unsendable``), goes
+        nowhere, and the rest still go out."""
         for message in messages:
             try:
                 self.publisher.send(message)
             except MessageError as err:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
                 continue
+            for sink in self.sinks:
+                sink.send(message)
             if isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed):
                 self._alert_out(message)
 
@@ -268,6 +281,7 @@ def run_checker(
     until: Callable[[CheckerCore], bool] | None = None,
     log: Callable[[str], None] | None = None,
     metrics: CheckerWatcher | None = None,
+    sinks: Sequence[Sink] = (),
 ) -> None:
     """Load a graph and serve until interrupted (the ``stream-detect checker`` command and child process).
 
@@ -280,10 +294,11 @@ def run_checker(
         until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
         log: called with a line per refusal reason (rate-limited).
         metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
+        sinks: also handed every message published (``--webhook``).
     """
     from graphs.task_graph import load_graph
 
-    service = CheckerService(load_graph(graph_path), config, log=log, metrics=metrics)
+    service = CheckerService(load_graph(graph_path), config, log=log, metrics=metrics, sinks=sinks)
     try:  # a Ctrl-C right after ``ready`` must still close the sockets and report
         if ready is not None:
             ready(service.events_endpoint, service.alerts_endpoint)

@@ -161,6 +161,14 @@ class BackgroundSink(Generic[T]):
         """Messages queued and not yet taken by the thread."""
         return self._queue.qsize()
 
+    def summary(self) -> str:
+        """One line on what it did, for the end of a run: delivered, not delivered, dropped (and still queued)."""
+        with self._lock:
+            delivered, failed, dropped = self.delivered, self.failed, self.dropped
+        queued = self.pending()
+        return (f"{self.name}: {delivered} delivered, {failed} not delivered, {dropped} dropped (queue full)"
+                + (f", {queued} still queued" if queued else ""))
+
     def close(self) -> None:
         """Stop taking messages; the thread finishes what it holds, for at most `STOP_WAIT_S`."""
         if self._closed:

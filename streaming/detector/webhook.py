@@ -1,5 +1,10 @@
 """The webhook sink (``--webhook URL``): each alert, and each retraction of one, POSTed as JSON to a URL.
 
+It is offered where alerts are seen: ``stream-detect checker`` (every alert the checker publishes live), ``stream-detect
+view`` and the all-in-one run (every alert the view receives). Only what goes out live is POSTed: the copies the
+checker re-sends every status period for late viewers (``replayed: true``) are not, so a receiver gets each alert once
+(and a second time, same ``alert_id``, when an early alert is confirmed or retracted).
+
 The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
 "alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything
 else (an error status, a refused connection, no answer within ``timeout_s``) is tried again after ``backoff_s``,
@@ -13,16 +18,18 @@ Requests go through the standard library (`urllib.request`), which honours the u
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from graphs.common.errors import InputError
 from streaming.detector.sinks import DEFAULT_QUEUE, BackgroundSink
 from streaming.messages import Alert, Message, Retraction, encode_payload
+from streaming.service_log import ServiceLog
 
 SCHEMES = ("http", "https")
 
@@ -100,8 +107,8 @@ class WebhookSink(BackgroundSink[Message]):
         super().__init__(self._post, f"webhook {config.url}", config.capacity, log)
 
     def accepts(self, message: Message) -> bool:
-        """Alerts and retractions only."""
-        return isinstance(message, Alert | Retraction)
+        """Alerts and retractions only, as they go out live (not the re-sent ``replayed`` copies)."""
+        return isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed)
 
     def _post(self, message: Message) -> None:
         body = encode_payload(message)
@@ -131,3 +138,28 @@ class WebhookSink(BackgroundSink[Message]):
         """Stop retrying; what is queued is still tried once each, for at most the base class's wait."""
         self._stopping.set()
         super().close()
+
+
+@contextlib.contextmanager
+def webhook_sinks(url: str | None, log: ServiceLog) -> Iterator[list[WebhookSink]]:
+    """A command's ``--webhook``: the sink (none without a URL) for the block, closed after it with a summary line.
+
+    The URL is checked before the block runs, so a command refuses it before it binds or loads anything.
+
+    Args:
+        url: ``--webhook``'s value, or None.
+        log: the command's log: failures as they happen (``warning: ...``, bounded), and the summary at the end (a
+            warning if anything was not delivered).
+
+    Yields:
+        ``[sink]``, or ``[]`` without a URL.
+    """
+    if url is None:
+        yield []
+        return
+    sink = WebhookSink(WebhookConfig(url), log=log.warning)
+    try:
+        yield [sink]
+    finally:
+        sink.close()
+        (log.warning if sink.failed or sink.dropped else log)(sink.summary())

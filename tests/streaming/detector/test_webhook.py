@@ -77,6 +77,18 @@ def test_each_alert_is_posted_as_json_and_nothing_else() -> None:
     assert alert["missing_names"] == ["fill_kettle"]
 
 
+def test_the_copies_a_checker_re_sends_for_late_viewers_are_not_posted_again() -> None:
+    from dataclasses import replace
+
+    with receiver() as server, WebhookSink(WebhookConfig(_url(server))) as sink:
+        sink.send(_alert())
+        for _ in range(3):  # the checker re-sends the alert every status period, replayed
+            sink.send(replace(_alert(), replayed=True))
+        sink.close()
+        assert [json.loads(body)["replayed"] for _, body in server.bodies] == [False]  # type: ignore[attr-defined]
+    assert sink.summary() == f"webhook {_url(server)}: 1 delivered, 0 not delivered, 0 dropped (queue full)"
+
+
 def test_a_server_that_answers_500_is_retried_then_counted_and_logged_once() -> None:
     lines: list[str] = []
     with receiver(status=500) as server:

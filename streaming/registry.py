@@ -10,8 +10,11 @@ line listing the known names) loads neither torch nor OpenCV.
 - `CHECKERS`: ``--checker`` -> what builds the pre-condition checker of one stream. The table lives on the ground
   floor (`graphs.checker_settings.CHECKERS`, which `graphs.checker_settings.CheckerSettings` builds through, and
   which `graphs/` may hold where `streaming/` may not); this is that same table, not a copy.
-- `SINKS`: where a detector's messages can go (`streaming.detector.sinks.Sink`): each entry names the class; a new
-  sink is one class with ``send(message)`` and one entry here, handed to `streaming.detector.wiring.build_pipeline`.
+- `SINKS`: where messages can go (`streaming.detector.sinks.Sink`): each entry names the class; a new sink is one
+  class with ``send(message)`` and one entry here. A sink of the detector's messages (key-steps, heartbeats) is
+  handed to `streaming.detector.wiring.build_pipeline`; a sink of the checker's (alerts, statuses: the view, the
+  webhook) to the checker (`streaming.checker.service.CheckerService`) or to a viewer of its socket
+  (`streaming.view.client.Viewer`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ SINKS: Final = table(
           "--annotate-out)"),
     Entry("jsonl", "streaming.detector.sinks:JsonLinesSink", "one JSON line per message"),
     Entry("webhook", "streaming.detector.webhook:WebhookSink", "each alert POSTed as JSON (--webhook URL)"),
+    Entry("view", "streaming.view.client:View", "the checker's output shown: the terminal view, or --jsonl lines"),
     Entry("alert-frames", "streaming.detector.alert_frames:StreamFrames", "the frame of each key-step as a JPEG "
           "(--alert-frames DIR)"),
 )

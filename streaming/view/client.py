@@ -4,6 +4,10 @@
 socket and decides when to redraw (rich Live, `REFRESH_HZ` times a second, from this loop only: rich's own refresh
 thread is off, so a drawing error surfaces here instead of silently freezing the screen). `run_view` is the
 ``stream-detect view`` command; the all-in-one run (`streaming.all_in_one`) shows its stream with the same `Viewer`.
+
+The view itself is a sink (`View`, one ``send(message)``, `streaming.detector.sinks.Sink`) of the checker's output:
+the `Viewer` hands each message it receives to its sinks, the view first, then the others (``--webhook``), and a
+checker in the same process can be handed a `View` directly (`streaming.checker.service.CheckerService` ``sinks``).
 """
 
 from __future__ import annotations
@@ -33,8 +37,31 @@ REFRESH_HZ = 8  # terminal view refreshes per second
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
 
 
+class View:
+    """The view as a sink of the checker's output: each message folded into a `ViewState` and, with ``jsonl``,
+    printed as one JSON line when it is new (``step``, ``alert`` and ``missing`` messages once each, and a stream's
+    ``status`` when what it says about the procedure changes).
+
+    Args:
+        state: the view state (holds step names from the graph).
+        jsonl: print JSON lines to ``out``.
+        out: where JSON lines go (None: ``sys.stdout`` as it is at each call).
+    """
+
+    def __init__(self, state: ViewState, jsonl: bool = False, out: TextIO | None = None) -> None:
+        self.state = state
+        self.jsonl = jsonl
+        self.out = out
+
+    def send(self, message: Message, received_at: float | None = None) -> None:
+        """Fold one message into the state (``received_at``: its wall time of arrival, now if None)."""
+        new = self.state.apply(message, time.time() if received_at is None else received_at)
+        if self.jsonl and new and isinstance(message, StepEvent | Alert | Retraction | MissingSteps | Status):
+            print(jsonl_line(message), file=self.out or sys.stdout, flush=True)
+
+
 class Viewer:
-    """Subscribes to a checker's output and shows it (rich Live) or prints JSON lines.
+    """Subscribes to a checker's output and shows it (rich Live) or prints JSON lines (its `View`).
 
     Use it as a context manager, or call `close`.
 
@@ -48,7 +75,7 @@ class Viewer:
         warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
             no screen to count them on: a checker speaking another wire version would otherwise look idle).
         curve: this viewer's CURVE keys and the checker's public key; None: no CURVE.
-        sinks: also handed every message received, in order (`streaming.detector.sinks.Sink`: the webhook).
+        sinks: also handed every message received, after the view (`streaming.detector.sinks.Sink`: the webhook).
 
     Raises:
         InputError: from `pump`, once the checker refuses the viewer's handshake (its key is not allowed, the wrong
@@ -69,23 +96,21 @@ class Viewer:
         sock, self.handshakes = connect_watched(ctx, zmq.SUB, endpoint, "--connect", VIEW_RECV_HWM, curve)
         self.receiver = Receiver(subscribe(sock))
         self.endpoint = endpoint
+        self.view = View(state, jsonl, out)
         self.state = state
         self.jsonl = jsonl
-        self.out = out
         self.warn = warn
-        self.sinks = tuple(sinks)
+        self.sinks: tuple[Sink, ...] = (self.view, *sinks)
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
-        """Take what arrived (waiting up to ``timeout_ms``), fold it into the state, print JSON lines."""
+        """Take what arrived (waiting up to ``timeout_ms``) and hand each message to the sinks, the view first."""
         self.handshakes.check()
         messages = self.receiver.poll(timeout_ms)
         now = time.time()
         for message in messages:
-            for sink in self.sinks:
+            self.view.send(message, now)
+            for sink in self.sinks[1:]:
                 sink.send(message)
-            new = self.state.apply(message, now)
-            if self.jsonl and new and isinstance(message, StepEvent | Alert | Retraction | MissingSteps | Status):
-                print(jsonl_line(message), file=self.out, flush=True)
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:
             self.warn(printable(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})"))

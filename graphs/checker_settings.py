@@ -101,6 +101,8 @@ class CheckerEntry:
         target: ``"module:function"`` of its builder, ``(graph, settings) -> StepChecker`` (`load`).
         summary: one line for help texts and tables.
         order_rules: the ``--order-rule`` values it applies (`graphs.order_rules.ORDER_RULES`).
+        weighs_evidence: it reads the detector's evidence (its measured miss and false-detection rates), so a
+            detector without them is refused unless ``--default-rates`` (`streaming.detector.loading`).
         why_not_other_rules: the end of the error line refusing another rule, after "the NAME checker ".
         needs: the optional extra it needs beyond the core install, or "".
     """
@@ -109,6 +111,7 @@ class CheckerEntry:
     target: str
     summary: str
     order_rules: tuple[str, ...] = (PRECONDITION,)
+    weighs_evidence: bool = False
     why_not_other_rules: str = "applies the pre-condition rule only"
     needs: str = ""
 
@@ -138,7 +141,7 @@ _ENTRIES: Final = (
     CheckerEntry("probabilistic", "graphs.checker_settings:probabilistic_checker",
                  "weighs the detector's evidence: alerts when a pre-condition was probably skipped, one alert per "
                  "omission (the default)",
-                 why_not_other_rules="alerts once per omission, on the step done too early"),
+                 weighs_evidence=True, why_not_other_rules="alerts once per omission, on the step done too early"),
     CheckerEntry("binary", "graphs.checker_settings:binary_checker",
                  "takes every confirmed step as certain: alerts on any missing pre-condition (the PREGO protocol)",
                  order_rules=(PRECONDITION, LATE_STEP)),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from graphs.checker_settings import CHECKERS, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph
@@ -136,18 +137,20 @@ def evidence_reporter(
 
 
 def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker: str, default_rates: bool) -> None:
-    """Refuse to run the probabilistic checker on a detector whose miss and false-detection rates were never measured,
+    """Refuse to run a checker that weighs the detector's evidence (the probabilistic one: its entry of
+    `graphs.checker_settings.CHECKERS` says so) on a detector whose miss and false-detection rates were never measured,
     unless the user accepts the defaults (``--default-rates``).
 
     Raises:
         InputError: one line naming the file, the defaults that ``--default-rates`` applies, and the other ways out.
     """
-    if checker != "probabilistic" or default_rates or checkpoint.evidence is not None:
+    if not checker_entry(checker).weighs_evidence or default_rates or checkpoint.evidence is not None:
         return
+    others = " or ".join(f"--checker {e.name}" for e in CHECKERS.values() if not e.weighs_evidence)
     raise InputError(
-        f"{detector}: holds no measured miss and false-detection rates, which the probabilistic checker needs "
+        f"{detector}: holds no measured miss and false-detection rates, which the {checker} checker needs "
         f"(retrain it with recognition-train, which measures them on a validation split); or run with "
-        f"--checker binary, or with --default-rates to assume a miss rate of {DEFAULT_MISS_RATE:.0%} and a "
+        f"{others}, or with --default-rates to assume a miss rate of {DEFAULT_MISS_RATE:.0%} and a "
         f"false-detection rate of {DEFAULT_FALSE_RATE:.0%} for every step"
     )
 

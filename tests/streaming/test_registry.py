@@ -32,3 +32,20 @@ def test_an_unknown_name_is_one_line_listing_the_known_ones() -> None:
     with pytest.raises(InputError, match="known: efficientnet-lite0, .*light-v1, torchscript"):
         make_extractor("resnet-9000")
     assert make_extractor(LIGHT_NAME).name == LIGHT_NAME
+
+
+def test_a_checker_that_weighs_evidence_refuses_a_detector_whose_rates_were_never_measured() -> None:
+    from recognition.checkpoint import DetectorCheckpoint
+    from recognition.model import MiniROADConfig
+    from streaming.detector.loading import check_measured_rates
+
+    unmeasured = DetectorCheckpoint(MiniROADConfig(num_classes=2), ("background", "fill"), (None, 1), "light-v1", 5.0)
+    weighing = [name for name, entry in CHECKERS.items() if entry.weighs_evidence]
+    assert weighing == ["probabilistic"]
+    with pytest.raises(InputError) as refused:
+        check_measured_rates(unmeasured, "det.pt", "probabilistic", default_rates=False)
+    line = str(refused.value)
+    assert line.startswith("det.pt: holds no measured miss and false-detection rates, which the probabilistic checker")
+    assert "or run with --checker binary, or with --default-rates" in line
+    check_measured_rates(unmeasured, "det.pt", "probabilistic", default_rates=True)
+    check_measured_rates(unmeasured, "det.pt", "binary", default_rates=False)

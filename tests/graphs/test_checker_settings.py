@@ -1,4 +1,4 @@
-"""Which checker a stream gets: chosen by name from one table (`graphs.checker_settings.CHECKERS`), every command alike."""
+"""Which checker a stream gets: chosen by name from one table (`graphs.checker_settings.CHECKERS`), in every command."""
 
 from __future__ import annotations
 

@@ -17,12 +17,12 @@ and publishes to a checker in its own process, as ``stream-detect detector`` doe
 After a warm-up of `WARMUP_S` it measures, over ``--seconds``: per stream the feature slots missed (frames the
 detector should have taken at ``--rate`` but was too busy for: the frames dropped for falling behind) and the latency
 from a frame's arrival at the reader to its class probabilities; per mode the CPU time of the detector process(es),
-all threads, as a share of one core, their peak memory, the streams per core (K over the cores used), and the batch
-shapes the backbone met for the first time after start-up ("late shapes": every batch size is warmed before the first
-frame is read, so it must stay 0; on a GPU each one stalls every camera for seconds). A K
-"fits" when no slot is missed and the p99 latency is under `P99_TARGET_MS`. Target: at least twice the streams per
-core of one process per camera, at the same p99 and no drop. The load average is printed beside each run: on a
-machine shared with other work, the tails move with it.
+all threads, as a share of one core and per frame that got its probabilities, their peak memory, the streams per core
+(K over the cores used), and the batch shapes the backbone met for the first time after start-up ("late shapes": every
+batch size is warmed before the first frame is read, so it must stay 0; on a GPU each one stalls every camera for
+seconds). A K "fits" when no slot is missed and the p99 latency is under `P99_TARGET_MS`. Target: at least twice the
+streams per core of one process per camera, at the same p99 and no drop. The load average is printed beside each run:
+on a machine shared with other work, the tails move with it.
 """
 
 from __future__ import annotations
@@ -236,6 +236,13 @@ class Run:
         """Cores the detector process(es) kept busy (CPU seconds per wall second)."""
         return sum(p.cpu_s / p.wall_s for p in self.processes)
 
+    @property
+    def cpu_ms_per_frame(self) -> float:
+        """CPU time of the detector process(es), all threads (decoding every camera frame included), per frame that
+        got its probabilities in the measured window."""
+        frames = sum(len(s.stamps) for s in self.streams)
+        return 1000 * sum(p.cpu_s for p in self.processes) / frames if frames else float("nan")
+
     def p(self, q: float) -> float:
         values = [v for s in self.streams for v in s.latency_ms]
         return float(np.percentile(values, q)) if values else float("nan")
@@ -306,12 +313,13 @@ def main(argv: list[str] | None = None) -> int:
             checker.stop()
     where = f"{args.device}, one-process detector with {args.threads} torch thread(s), {os.cpu_count()} cores"
     table = Table(title=f"{len(counts)} camera counts at {args.rate:g} fps each, {args.seconds:g} s measured ({where})")
-    for column in ("mode", "K", "missed", "p50 ms", "p99 ms", "CPU %", "streams/core", "RSS MB", "late shapes",
-                   "fits", "load"):
+    for column in ("mode", "K", "missed", "p50 ms", "p99 ms", "CPU %", "CPU ms/frame", "streams/core", "RSS MB",
+                   "late shapes", "fits", "load"):
         table.add_column(column, justify="right")
     for run in runs:
         table.add_row(run.mode, str(run.k), str(sum(s.missed_at(args.rate) for s in run.streams)), f"{run.p(50):.1f}",
-                      f"{run.p(99):.1f}", f"{100 * run.cores:.0f}", f"{run.k / run.cores:.1f}",
+                      f"{run.p(99):.1f}", f"{100 * run.cores:.0f}", f"{run.cpu_ms_per_frame:.1f}",
+                      f"{run.k / run.cores:.1f}",
                       f"{sum(p.rss_mb for p in run.processes):.0f}", str(run.late_shapes),
                       "yes" if fits(run, args.rate) else "no", f"{run.load[0]:.1f}/{run.load[1]:.1f}")
     console.print(table)
@@ -326,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
 def _line(run: Run, rate: float) -> str:
     missed = sum(s.missed_at(rate) for s in run.streams)
     return (f"mode={run.mode} k={run.k} missed={missed} p50_ms={run.p(50):.1f} p99_ms={run.p(99):.1f} "
-            f"cpu_pct={100 * run.cores:.0f} streams_per_core={run.k / run.cores:.1f} "
+            f"cpu_pct={100 * run.cores:.0f} cpu_ms_per_frame={run.cpu_ms_per_frame:.1f} "
+            f"streams_per_core={run.k / run.cores:.1f} "
             f"rss_mb={sum(p.rss_mb for p in run.processes):.0f} late_shapes={run.late_shapes} "
             f"warm_s={max(p.warm_s for p in run.processes):.2f} load={run.load[0]:.2f}/{run.load[1]:.2f}")
 

@@ -114,7 +114,8 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     pace.add_argument("--fast", action="store_true", help="read files as fast as possible (default: real time)")
     pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
     p.add_argument("--threads", type=threads_option, default=1,
-                   help="torch threads of the detector (default 1; at most 4 per core)")
+                   help="cores the detector uses (default 1; at most 4 per core): on a CPU that many workers "
+                        "extract features side by side, one core each")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where features and detector run (auto: CUDA when torch sees one)")
     p.add_argument("--ignore-names", action="store_true",

@@ -24,7 +24,8 @@ class DetectorConfig:
         stream_id: name of the stream on the wire (1-64 of ``[A-Za-z0-9_.:-]``).
         connect: the checker's events endpoint.
         heartbeat_s: seconds between heartbeats.
-        threads: torch intra-op threads for the model.
+        threads: on a CPU, the frame loop's workers, each extracting features on one core side by side
+            (`streaming.detector.loop`); on a GPU, torch's intra-op threads.
         max_frames: stop after this many frames (0: until the source ends).
         connect_wait_s: `run_detector` refuses to start if the checker does not answer within this long.
         alert_on: ``"onset"`` (the default): announce each key-step provisionally too (`KeyStepOnset`), so that the

@@ -1,19 +1,26 @@
 """The detector's one frame loop: 1..K streams through one feature extractor and one MiniROAD.
 
 Each stream's reader runs in its own thread: it decodes a frame, prepares it for the network there (resized to the
-backbone's input: `streaming.extractors.FeatureExtractor.prepare`) and hands it over. The loop takes every frame
-that is ready, extracts their features as one batch of the fixed sizes (`streaming.detector.batching`, every size
-warmed before the first frame is read), steps their GRU state rows at once (`recognition.model.FastStepper.step_rows`
-on a CPU, `recognition.model.ModelStepper` on a GPU) and hands each stream its frame (`DetectorStream.deliver`). One
-camera is a batch of one.
+backbone's input: `streaming.extractors.FeatureExtractor.prepare`) and hands it over. The readers start their slots
+spread over one frame period (`stagger_s`), so that the cameras' frames arrive one after the other, not all at once.
+On a CPU, ``threads`` workers (at most one per stream) each take a share of the frames that are ready and extract
+their features as one batch of the fixed sizes (`streaming.detector.batching`, every size warmed before the first
+frame is read), each worker on its own core (torch's intra-op threads: the cores left over per worker): a small batch
+split across two cores' barriers cost 2.7 times the CPU of two batches side by side on a busy machine. Then, one
+worker at a time, the batch steps its streams' GRU state rows (`recognition.model.FastStepper.step_rows` on a CPU,
+`recognition.model.ModelStepper` on a GPU) and each stream gets its frame (`DetectorStream.deliver`). A stream's next
+frame is taken only once its last one was delivered, so its state steps in order. On a GPU one worker runs every
+batch (torch keeps ``threads``). One camera is a batch of one.
 
-It never waits for a stream: a batch is whatever is ready when the loop is free, so a stalled or failed source holds
-back no other, and batches grow by themselves when the loop falls behind (continuous batching). A stream whose source
-ends (or fails, after its reader's reconnect attempts) is flushed and sends its last heartbeats while the others go on.
+It never waits for a stream: a batch is whatever is ready when a worker is free, so a stalled or failed source holds
+back no other, and batches grow by themselves when the workers fall behind (continuous batching). A stream whose
+source ends (or fails, after its reader's reconnect attempts) is flushed and sends its last heartbeats while the
+others go on.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +43,13 @@ from streaming.transport import HEARTBEAT_S, POLL_MS
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
 READER_JOIN_S = 2.0  # on shutdown, longest wait for each reader thread
+WORKER_JOIN_S = 30.0  # on shutdown, longest wait for a worker to finish its batch (a GPU's first pass is slow)
+
+
+def stagger_s(index: int, streams: int, fps: float) -> float:
+    """When stream ``index`` of ``streams`` reads its first frame: the streams' slots spread evenly over one period
+    of ``fps``, so that a loop of K cameras sees one frame every ``1 / (K fps)`` s rather than K at once."""
+    return index / (streams * fps) if streams > 1 and fps > 0 else 0.0
 
 
 def batched(extractor: FeatureExtractor | BatchedExtractor, streams: int, batch_sizes: Sequence[int] = ()
@@ -58,7 +72,7 @@ class FrameLoop:
         extractor: the feature extractor the checkpoint names.
         model: the MiniROAD detector (eval mode).
         checkpoint: its description.
-        threads: torch intra-op threads of the model loop.
+        threads: on a CPU, workers that extract features side by side, one core each; on a GPU, torch's threads.
         batch_sizes: the backbone's batch sizes (`streaming.detector.batching.Buckets`); empty: the defaults.
     """
 
@@ -80,11 +94,18 @@ class FrameLoop:
         self.extractor = self.batches
         self.stepper = make_stepper(model, len(streams))
         self.threads = threads
+        on_gpu = getattr(getattr(self.batches.extractor, "device", None), "type", "cpu") != "cpu"
+        # A stream has one frame in flight at a time, so more workers than streams would idle: they lend torch
+        # their cores instead (one camera with --threads 2 runs each frame on two cores, as before the workers).
+        self.workers = 1 if on_gpu else min(threads, len(streams))
         self._cond = threading.Condition()
+        self._out = threading.Lock()  # one worker at a time steps the model and publishes (sockets are not shared)
         # The frame each reader thread handed over, with its image prepared for the network.
         self._ready: list[tuple[Frame, np.ndarray] | None] = [None] * len(streams)
+        self._busy = [False] * len(streams)  # a worker holds the stream's frame: its next one waits
         self._read_out = [False] * len(streams)  # the reader thread has ended
         self._halt = threading.Event()
+        self._failure: BaseException | None = None  # what stopped a worker; the loop raises it
         self._finals: list[tuple[float, DetectorStream]] = []  # last heartbeats still to repeat, with when
 
     def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
@@ -97,31 +118,39 @@ class FrameLoop:
             Each stream's statistics, in the order of ``streams``.
         """
         stop = stop or threading.Event()
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(max(1, self.threads // self.workers))
         self.warm()
         readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=True)
                    for i, s in enumerate(self.streams)]  # fmt: skip
+        workers = [threading.Thread(target=self._work, name=f"features-{k}", daemon=True)
+                   for k in range(self.workers)]  # fmt: skip
         for stream in self.streams:
             stream.start()
-        for thread in readers:
+        for thread in readers + workers:
             thread.start()
         try:
             while not stop.is_set() and not all(s.ended for s in self.streams):
-                taken, finished = self._take(self._wait_s())
-                if taken:
-                    self._process(taken)
-                for i in finished:
-                    self._end(self.streams[i])
-                self._repeat_finals(time.monotonic())
+                with self._cond:
+                    finished = self._finished()
+                    if not finished and self._failure is None:
+                        self._cond.wait(self._wait_s())
+                        finished = self._finished()
+                if self._failure is not None:
+                    raise self._failure
+                with self._out:
+                    for i in finished:
+                        self._end(self.streams[i])
+                    self._repeat_finals(time.monotonic())
+            self._stop_workers(workers)
+            if self._failure is not None:
+                raise self._failure
             for stream in self.streams:
                 if not stream.ended:  # stopped: what its segmenter holds is published, as at the end of a file
                     self._end(stream)
         finally:
-            self._halt.set()
+            self._stop_workers(workers)
             for stream in self.streams:
                 stream.reader.interrupt()
-            with self._cond:
-                self._cond.notify_all()
             for thread in readers:
                 thread.join(READER_JOIN_S)
             for stream in self.streams:
@@ -131,6 +160,15 @@ class FrameLoop:
                 time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
                 self._repeat_finals(time.monotonic())
         return [s.stats for s in self.streams]
+
+    def _stop_workers(self, workers: list[threading.Thread]) -> None:
+        """Stop the readers and the workers; each worker finishes (delivers) the batch it holds."""
+        self._halt.set()
+        with self._cond:
+            self._cond.notify_all()
+        for thread in workers:
+            if thread.ident is not None:
+                thread.join(WORKER_JOIN_S)
 
     def warm(self) -> float:
         """Run every batch size once (`streaming.detector.batching.BatchedExtractor.warm`), if not done yet; the loop
@@ -150,6 +188,7 @@ class FrameLoop:
         """Reader thread of stream ``i``: read a frame, wait until the previous one was taken, hand it over."""
         stream = self.streams[i]
         try:
+            self._halt.wait(stagger_s(i, len(self.streams), stream.reader.config.fps))
             while not self._halt.is_set() and not stream.read_enough:
                 frame = stream.reader.read()
                 if frame is None:
@@ -167,42 +206,80 @@ class FrameLoop:
                 self._read_out[i] = True
                 self._cond.notify_all()
 
-    def _take(self, timeout_s: float) -> tuple[list[tuple[int, tuple[Frame, np.ndarray]]], list[int]]:
-        """Wait up to ``timeout_s`` for a frame, then take every frame that is ready.
+    def _work(self) -> None:
+        """A worker: take a share of the ready frames, extract their features, step and deliver them; until halted."""
+        try:
+            while not self._halt.is_set():
+                taken = self._take()
+                if not taken:
+                    continue
+                try:
+                    self._process(taken)
+                finally:
+                    with self._cond:
+                        for i, _ in taken:
+                            self._busy[i] = False
+                        self._cond.notify_all()
+        except BaseException as err:  # the loop raises it; the other workers stop
+            with self._cond:
+                self._failure = self._failure or err
+                self._halt.set()
+                self._cond.notify_all()
+
+    def _take(self) -> list[tuple[int, tuple[Frame, np.ndarray]]]:
+        """Wait up to a poll for frames, then take this worker's share of those ready (of streams with no frame in
+        another worker), the oldest first: all of them over the workers, rounded up (on a CPU a batch is not cheaper
+        per frame than one frame, so two workers take one frame each rather than one taking two).
 
         Returns:
-            ``(taken, finished)``: ``(stream index, (frame, prepared image))`` pairs, and the streams whose reader
-            ended with nothing left to take.
+            ``(stream index, (frame, prepared image))`` pairs, possibly none.
         """
         with self._cond:
-            if not any(f is not None for f in self._ready) and not self._finished():
-                self._cond.wait(timeout_s)
-            taken = [(i, f) for i, f in enumerate(self._ready) if f is not None]
-            for i, _ in taken:
+            ready = self._takeable()
+            if not ready and not self._halt.is_set():
+                self._cond.wait(POLL_MS / 1000)
+                ready = self._takeable()
+            if not ready or self._halt.is_set():
+                return []
+            share = math.ceil(len(ready) / self.workers)
+            taken = []
+            for i in ready[:share]:
+                frame = self._ready[i]
+                assert frame is not None  # `_takeable` lists only streams with a frame
+                taken.append((i, frame))
                 self._ready[i] = None
-            if taken:
-                self._cond.notify_all()
-            return taken, self._finished()
+                self._busy[i] = True
+            self._cond.notify_all()
+            return taken
+
+    def _takeable(self) -> list[int]:
+        """Streams with a frame handed over and none in a worker (call with the lock held)."""
+        ready = [(f[0].arrived, i) for i, f in enumerate(self._ready) if f is not None and not self._busy[i]]
+        return [i for _, i in sorted(ready)]
 
     def _finished(self) -> list[int]:
-        """Streams whose reader ended and whose last frame was taken, not ended yet (call with the lock held)."""
-        return [i for i, s in enumerate(self.streams) if self._read_out[i] and self._ready[i] is None and not s.ended]
+        """Streams whose reader ended and whose last frame was delivered, not ended yet (call with the lock held)."""
+        return [i for i, s in enumerate(self.streams)
+                if self._read_out[i] and self._ready[i] is None and not self._busy[i] and not s.ended]  # fmt: skip
 
     def _process(self, taken: list[tuple[int, tuple[Frame, np.ndarray]]]) -> None:
-        """One batch: the frames' features, one step of their streams' state rows, then each stream's segmenter."""
+        """One batch: the frames' features, then (one worker at a time) one step of their streams' state rows and
+        each stream's segmenter."""
         for i, (frame, _) in taken:
             self.streams[i].took(frame)
         started = time.perf_counter()
         feats = self._features([image for _, (_, image) in taken])  # (m, F)
-        stepped = time.perf_counter()
-        rows = torch.tensor([i for i, _ in taken], dtype=torch.long)
-        probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, outputs)
-        done = time.perf_counter()
-        for j, (i, (frame, _)) in enumerate(taken):
-            stream = self.streams[i]
-            stream.stages.add("features", stepped - started)
-            stream.stages.add("detector", done - stepped)
-            stream.deliver(frame, feats[j], probs[j])
+        extracted = time.perf_counter()
+        with self._out:
+            stepped = time.perf_counter()
+            rows = torch.tensor([i for i, _ in taken], dtype=torch.long)
+            probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, outputs)
+            done = time.perf_counter()
+            for j, (i, (frame, _)) in enumerate(taken):
+                stream = self.streams[i]
+                stream.stages.add("features", extracted - started)
+                stream.stages.add("detector", done - stepped)
+                stream.deliver(frame, feats[j], probs[j])
 
     def _features(self, images: list[np.ndarray]) -> np.ndarray:
         """Features of frames from several sources: one batch per frame size (cameras need not agree; prepared for a

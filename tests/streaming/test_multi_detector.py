@@ -35,7 +35,10 @@ def _videos(tmp_path: Path) -> list[Path]:
             write_noise_video(tmp_path / "b.mp4", frames=60, size=(80, 60))]
 
 
-def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-worker", "two-workers"])
+def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_path: Path, threads: int) -> None:
+    # With two workers a stream's frames may go through either, side by side with the other stream's: its GRU
+    # state must still step in order, frame after frame.
     model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
     videos = _videos(tmp_path)
     config = ReaderConfig(fps=checkpoint.fps)
@@ -60,7 +63,7 @@ def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_
                                     DetectorConfig(stream_id=f"cam{k}", connect=endpoint))
             stream.on_frame = lambda frame, feats, probs, seen=together[k]: seen.append(probs.copy())
             streams.append(stream)
-        stats = FrameLoop(streams, extractor, model, checkpoint).run()
+        stats = FrameLoop(streams, extractor, model, checkpoint, threads=threads).run()
         for reader in readers:
             reader.close()
     finally:

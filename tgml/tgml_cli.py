@@ -22,7 +22,7 @@ Usage::
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
     tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
-        [--checker {probabilistic,binary}] [--workers 2] [--json out.json]
+        [--checker {probabilistic,binary}] [--workers 2] [--json out.json] [--cache DIR] [--position-prior]
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
 (`tgml.bench.captaincook_methods`): one method prints its per-procedure table, several print one table of methods
@@ -247,6 +247,9 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="write scores and every recording's recognised steps and alerts to this JSON file")
     p.add_argument("--cache", help="folder keeping each fold's trained detector outputs: a second run with the same "
                                    "data, folds, seed and detector settings re-runs segmenter and checker only")
+    p.add_argument("--position-prior", action="store_true",
+                   help="the folds may also choose, on validation, to fuse the detector's output with where in the "
+                        "recipe each step usually comes (docs/live-benchmark.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -517,6 +520,7 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
     from tgml.bench.live.detector import LiveDetectorSettings
+    from tgml.bench.live.selection import PRIOR_VARIANTS, VARIANTS
 
     if args.json:
         check_output(args.json, "results file", option="--json")
@@ -524,7 +528,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         raise InputError(f"--epochs {args.epochs}: must be >= 1")
     config = LiveBenchConfig(data_folder(args.data), Path(args.features) if args.features else None, args.folds,
                              args.seed, LiveDetectorSettings().with_epochs(args.epochs), CheckerSettings(args.checker),
-                             tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None)
+                             tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None,
+                             VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()))
     result = run_live_bench(config, progress=not args.quiet)
     if args.json:  # first: the run's work is on disk whatever happens next
         write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")

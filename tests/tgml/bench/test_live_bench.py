@@ -70,6 +70,13 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
                  "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
     capsys.readouterr()
     assert json.loads(again.read_text())["overall"] == json.loads(out.read_text())["overall"]
+    prior = tmp_path / "prior.json"  # the folds may also choose the position prior: still no training
+    assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
+                 "--workers", "1", "--quiet", "--json", str(prior), "--cache", str(cache), "--position-prior"]) == 0
+    capsys.readouterr()
+    assert len(list(cache.glob("*.pkl"))) == 2
+    assert {fold["position_prior_weight"] for fold in json.loads(prior.read_text())["chosen"][RECIPE].values()} <= {
+        0.0, 0.5, 1.0}
     assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text
     document = json.loads(out.read_text())
     overall = document["overall"]
@@ -81,7 +88,9 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     assert overall["annotated_hand_made"]["avg_f1"] is not None
     assert len(document["recordings"]) == 4
     for fold in document["chosen"][RECIPE].values():
-        assert {"segmenter_min_duration", "once", "done_level", "prior_skip", "alert_threshold"} <= set(fold)
+        assert {"segmenter_min_duration", "once", "position_prior_weight", "done_level", "prior_skip",
+                "alert_threshold"} <= set(fold)
+        assert fold["position_prior_weight"] == 0.0  # not offered without --position-prior
     names = set(load_live_data(data_dir).recipes[RECIPE].step_names)
     for recording in document["recordings"]:
         assert set(recording) >= {"recording_id", "recipe", "recognised", "alerts", "never_done"}

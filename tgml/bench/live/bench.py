@@ -22,8 +22,9 @@ Result JSON (``--json FILE``)::
      "settings": {"detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
-     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold", "segmenter_min_duration", "once", "done_level",
-                                "objective", "validation_recordings", "kept_epoch"}}},
+     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold", "segmenter_min_duration", "once",
+                                "position_prior_weight", "done_level", "objective", "validation_recordings",
+                                "kept_epoch"}}},
      "recordings": [{"recording_id", "recipe", "fold",
                      "recognised": [{"step", "start", "end", "confidence"}],
                      "alerts": [{"step", "missing", "time", "probability", "retracted"}],
@@ -54,10 +55,11 @@ from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
 from recognition.metrics import frame_map
 from recognition.model import FastStepper
+from recognition.position_prior import PositionPrior, fit_position_prior
 from tgml.bench.live.cache import TrainedFold, fold_key, load_fold, save_fold
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs, stepper_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot, train_fold_detector
-from tgml.bench.live.recordings import LiveData, LiveRecording, Recipe, load_live_data
+from tgml.bench.live.recordings import FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.live.selection import (
     VARIANTS,
@@ -272,7 +274,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         variant = config.variants[pick.variant]
         chosen.setdefault(recipe.scenario, {})[fold] = {
             "prior_skip": pick.checking.prior_skip, "alert_threshold": pick.checking.alert_threshold,
-            "segmenter_min_duration": variant.min_duration, "once": variant.once, "done_level": pick.done_level,
+            "segmenter_min_duration": variant.min_duration, "once": variant.once,
+            "position_prior_weight": variant.prior_weight, "done_level": pick.done_level,
             "objective": pick.objective, "validation_recordings": len(pool) // len(config.variants),
             "kept_epoch": outcome.kept_epoch}
         by_id = {r.recording_id: r for r in job[1]}
@@ -341,11 +344,17 @@ def fold_job(
     val_graph = TaskGraph.from_dict(trained.val_graph)
     names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
     tests, validation = [], []
+    prior = fit_position_prior([r.labels for r in train if r.recording_id not in trained.validation_outputs],
+                               len(classes), FPS)
     for index, variant in enumerate(config.variants):
         segmenter = variant.config(settings.segmenter)
-        evidence = calibrate(recipe, trained.trainer_validation, dataclasses.replace(settings, segmenter=segmenter))
+        weight = variant.prior_weight
+        fused = {k: (fuse_outputs(prior, out, len(classes), weight), y)
+                 for k, (out, y) in trained.trainer_validation.items()}
+        evidence = calibrate(recipe, fused, dataclasses.replace(settings, segmenter=segmenter))
 
         def detect(outputs: np.ndarray) -> DetectorRun:
+            outputs = fuse_outputs(prior, outputs, len(classes), weight)  # noqa: B023 (used at once)
             return segment_outputs(outputs, classes, segmenter, evidence, variant.once)  # noqa: B023 (used at once)
 
         tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id])) for r in test])
@@ -356,6 +365,14 @@ def fold_job(
                 validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
                                                 val_graph, index))
     return FoldOutcome(trained.graph, tests, validation, trained.kept_epoch)
+
+
+def fuse_outputs(prior: PositionPrior, outputs: np.ndarray, classes: int, weight: float) -> np.ndarray:
+    """The stepper's per-second outputs with the class probabilities fused with the position prior (P2; the done
+    states after them unchanged)."""
+    if weight == 0.0:
+        return outputs
+    return np.concatenate([prior.fuse(outputs[:, :classes], weight), outputs[:, classes:]], axis=1)
 
 
 def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecording], annotations: Annotations,
@@ -471,10 +488,11 @@ def _selection_cells(metrics: dict[str, float | None]) -> list[str]:
 def variant_table(result: LiveBenchResult) -> Table:
     """Per segmenter variant, on every validation recording pooled: the checker setting of the best objective with
     the checker's end report, and with the best peak level for the end report; how often each fold chose them."""
-    picks: dict[tuple[float, bool, bool], int] = {}
+    picks: dict[tuple[float, bool, float, bool], int] = {}
     for folds in result.chosen.values():
         for pick in folds.values():
-            key = (pick["segmenter_min_duration"], pick["once"], pick["done_level"] is not None)
+            key = (pick["segmenter_min_duration"], pick["once"], pick["position_prior_weight"],
+                   pick["done_level"] is not None)
             picks[key] = picks.get(key, 0) + 1
     table = Table(title="segmenter variants and the end-of-recording report on the validation recordings "
                         "(pooled; each with its best checker setting)", header_style="bold")
@@ -488,10 +506,11 @@ def variant_table(result: LiveBenchResult) -> Table:
         best = max(range(len(rows)), key=lambda k: objective(rows[k]))
         option = replays.options[best]
         table.add_row(variant.label(), "checker", f"{option.prior_skip:g}", f"{option.alert_threshold:g}",
-                      *_selection_cells(rows[best]), str(picks.get((variant.min_duration, variant.once, False), 0)))
+                      *_selection_cells(rows[best]),
+                      str(picks.get((variant.min_duration, variant.once, variant.prior_weight, False), 0)))
         levels = [replays.pooled(v, best, j) for j in range(len(replays.levels))]
         j = max(range(len(levels)), key=lambda j: objective(levels[j]))
         table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", f"{option.prior_skip:g}",
                       f"{option.alert_threshold:g}", *_selection_cells(levels[j]),
-                      str(picks.get((variant.min_duration, variant.once, True), 0)))
+                      str(picks.get((variant.min_duration, variant.once, variant.prior_weight, True), 0)))
     return table

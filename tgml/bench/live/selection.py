@@ -69,10 +69,12 @@ class SegmenterVariant:
     Attributes:
         min_duration: seconds a run of one class must last to be confirmed on its own.
         once: a step already confirmed in the recording is not sent again (a recipe's steps are done once).
+        prior_weight: ``w`` of the position prior's fusion (`recognition.position_prior`, P2; 0: none).
     """
 
     min_duration: float
     once: bool
+    prior_weight: float = 0.0
 
     def config(self, base: SegmenterConfig) -> SegmenterConfig:
         """``base`` with this confirmation length (the wait before a segment is emitted anyway at least twice it)."""
@@ -80,12 +82,16 @@ class SegmenterVariant:
 
     def label(self) -> str:
         """How tables name it."""
-        return f"{self.min_duration:g} s{', once' if self.once else ''}"
+        prior = f", prior {self.prior_weight:g}" if self.prior_weight else ""
+        return f"{self.min_duration:g} s{', once' if self.once else ''}{prior}"
 
 
 # The first is the benchmark's a-priori segmenter (a run of 3 s confirms a step; a step may be confirmed again).
 VARIANTS: Final = (SegmenterVariant(3.0, False), SegmenterVariant(3.0, True), SegmenterVariant(6.0, True),
                    SegmenterVariant(10.0, True), SegmenterVariant(6.0, False))
+# With ``--position-prior``: the 3 s and 6 s segmenters on the detector's output fused with the position prior
+# (`recognition.position_prior`, P2) at weights 0.5 and 1.
+PRIOR_VARIANTS: Final = tuple(SegmenterVariant(d, False, w) for w in (0.5, 1.0) for d in (3.0, 6.0))
 # Peak evidence levels (`tgml.bench.live.chain.step_peaks`) under which a required step is named never done; a fold
 # may also keep the checker's own end-of-recording report.
 DONE_LEVELS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)

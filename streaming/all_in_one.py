@@ -35,11 +35,12 @@ from streaming.detector.loading import check_measured_rates, load_parts, open_vi
 from streaming.detector.publisher import EventPublisher
 from streaming.detector.sinks import Sink
 from streaming.detector.streams import DetectorStats, FrameObserver
-from streaming.detector.webhook import WebhookConfig, WebhookSink
+from streaming.detector.webhook import WebhookConfig, webhook_sinks
 from streaming.detector.wiring import Pipeline, PipelineConfig, build_pipeline
 from streaming.local_checker import CheckerLink
 from streaming.messages import Status
 from streaming.overlay import FrameAnnotator, OverlayWriter
+from streaming.service_log import ServiceLog
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState, graph_names
 
@@ -60,7 +61,8 @@ class RunConfig:
         jsonl: print JSON lines instead of the live view.
         annotate_out: write the video with what the system saw drawn over it to this ``.mp4`` (None: no file).
         preview: show the same in a window (needs a display and an OpenCV with a GUI).
-        webhook: POST every alert there (None: nowhere).
+        webhook: POST every alert there (None: nowhere); the run ends with its summary line on stderr
+            (`streaming.detector.webhook.webhook_sinks`, as ``checker`` and ``view`` do).
         alert_frames: write the frame of each announced or confirmed key-step under this folder, for the dashboard
             (`streaming.detector.alert_frames`; None: none).
         alert_frames_keep: files kept per stream there.
@@ -117,10 +119,10 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     try:
         with (
             CheckerProcess(config.source.graph, config.checker) as checker,
-            WebhookSink(config.webhook) if config.webhook is not None else contextlib.nullcontext() as webhook,
+            webhook_sinks(config.webhook, ServiceLog("stream-detect")) as webhooks,  # its summary line at the end
             Viewer(
                 ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve,
-                sinks=[webhook] if webhook is not None else (),
+                sinks=webhooks,
             ) as viewer,
             build_pipeline(
                 replace(pipeline_config, detector=replace(config.detector, connect=checker.events_endpoint)),

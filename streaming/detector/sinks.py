@@ -89,7 +89,12 @@ class BackgroundSink(Generic[T]):
     ``send`` never waits: a full queue drops the message and counts it (``dropped``). What ``deliver`` fails on is
     counted too (``failed``), and reported through ``log`` for the first `log_limit` failures, then once every
     `log_every`: a receiver that is down for hours writes a bounded log. ``close`` lets the thread finish what it
-    holds (at most `STOP_WAIT_S`).
+    holds (at most ``stop_wait_s``).
+
+    Attributes:
+        received: messages it took (``accepts``), whatever became of them.
+        delivered, failed, dropped: those delivered, those ``deliver`` failed on, those a full queue turned away.
+        stop_wait_s: on close, longest wait for the thread to finish what it holds (`STOP_WAIT_S`).
 
     Args:
         deliver: does the work for one message; returns normally when it succeeded, raises when it did not.
@@ -115,11 +120,14 @@ class BackgroundSink(Generic[T]):
         self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
         self._log_limit = log_limit
         self._log_every = log_every
+        self.received = 0
         self.delivered = 0
         self.failed = 0
         self.dropped = 0
+        self.stop_wait_s = STOP_WAIT_S
         self._lock = threading.Lock()
         self._closed = False
+        self._stop_queued = 0  # 1 once close has queued the end mark, which `pending` must not count as a message
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
@@ -131,6 +139,8 @@ class BackgroundSink(Generic[T]):
         """Queue the message for the thread; a full queue drops it (counted)."""
         if self._closed or not self.accepts(message):
             return
+        with self._lock:
+            self.received += 1
         try:
             self._queue.put_nowait(message)
         except queue.Full:
@@ -158,8 +168,14 @@ class BackgroundSink(Generic[T]):
                     self.delivered += 1
 
     def pending(self) -> int:
-        """Messages queued and not yet taken by the thread."""
-        return self._queue.qsize()
+        """Messages queued and not yet taken by the thread (the end mark `close` queues behind them is not one)."""
+        return max(0, self._queue.qsize() - self._stop_queued)
+
+    def lost(self) -> int:
+        """Messages that did not get through, or not yet: failed, dropped, still queued."""
+        with self._lock:
+            failed, dropped = self.failed, self.dropped
+        return failed + dropped + self.pending()
 
     def summary(self) -> str:
         """One line on what it did, for the end of a run: delivered, not delivered, dropped (and still queued)."""
@@ -170,15 +186,16 @@ class BackgroundSink(Generic[T]):
                 + (f", {queued} still queued" if queued else ""))
 
     def close(self) -> None:
-        """Stop taking messages; the thread finishes what it holds, for at most `STOP_WAIT_S`."""
+        """Stop taking messages; the thread finishes what it holds, for at most ``stop_wait_s``."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._queue.put(None, timeout=STOP_WAIT_S)
+            self._queue.put(None, timeout=self.stop_wait_s)
         except queue.Full:
             return
-        self._thread.join(STOP_WAIT_S)
+        self._stop_queued = 1
+        self._thread.join(self.stop_wait_s)
 
     def __enter__(self) -> BackgroundSink[T]:
         return self

@@ -7,10 +7,10 @@ checker re-sends every status period for late viewers (``replayed: true``) are n
 
 The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
 "alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything
-else (an error status, a refused connection, no answer within ``timeout_s``) is tried again after ``backoff_s``,
-doubled each time, ``retries`` times, then counted as failed and logged (bounded: `BackgroundSink`). The requests
-run in the sink's own thread behind a bounded queue, so a receiver that is slow, down or hanging never slows the
-frame loop or the view: its alerts wait in the queue, and once it is full new ones are dropped and counted.
+else (an error status, a redirect, a refused connection, no answer within ``timeout_s``) is tried again after
+``backoff_s``, doubled each time, ``retries`` times, then counted as failed and logged (bounded: `BackgroundSink`).
+The requests run in the sink's own thread behind a bounded queue, so a receiver that is slow, down or hanging never
+slows the frame loop or the view: its alerts wait in the queue, and once it is full new ones are dropped and counted.
 
 Requests go through the standard library (`urllib.request`), which honours the usual ``http_proxy`` /
 ``https_proxy`` / ``no_proxy`` variables and verifies HTTPS certificates.
@@ -87,6 +87,17 @@ def check_webhook_url(url: str) -> str:
     return url
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: a 3xx answer is a failed delivery (``HTTP 302``), counted and logged.
+
+    urllib's own handler follows a 301/302/303 answer to a POST as a GET without the body, to whatever host the
+    answer names: the alert would be lost while the 2xx answer to that GET counted it delivered.
+    """
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
 class WebhookSink(BackgroundSink[Message]):
     """POSTs every `Alert` and `Retraction` it is sent to ``config.url``, from its own thread (see the module).
 
@@ -102,8 +113,7 @@ class WebhookSink(BackgroundSink[Message]):
         self.config = config
         self.attempts = 0
         self._stopping = threading.Event()
-        # No redirects followed to another scheme or host by surprise: urllib follows 30x for GET only, not for POST.
-        self._opener = urllib.request.build_opener()
+        self._opener = urllib.request.build_opener(_NoRedirect)
         super().__init__(self._post, f"webhook {config.url}", config.capacity, log)
 
     def accepts(self, message: Message) -> bool:
@@ -141,25 +151,33 @@ class WebhookSink(BackgroundSink[Message]):
 
 
 @contextlib.contextmanager
-def webhook_sinks(url: str | None, log: ServiceLog) -> Iterator[list[WebhookSink]]:
-    """A command's ``--webhook``: the sink (none without a URL) for the block, closed after it with a summary line.
+def webhook_sinks(webhook: str | WebhookConfig | None, log: ServiceLog) -> Iterator[list[WebhookSink]]:
+    """A command's ``--webhook``: the sink (none without one) for the block, closed after it with a summary line.
 
-    The URL is checked before the block runs, so a command refuses it before it binds or loads anything.
+    Every command that offers ``--webhook`` (``checker``, ``view``, the all-in-one run) goes through here, so each
+    ends the same way: ``webhook URL: N delivered, M not delivered, K dropped (queue full)``, a warning if anything
+    did not get through. The URL is checked before the block runs, so a command refuses it before it binds or loads
+    anything; a block that ends on bad input (an `InputError`) before any alert reached the sink prints no summary,
+    so the ``error:`` line stays the only one.
 
     Args:
-        url: ``--webhook``'s value, or None.
-        log: the command's log: failures as they happen (``warning: ...``, bounded), and the summary at the end (a
-            warning if anything was not delivered).
+        webhook: ``--webhook``'s URL, or its config, or None.
+        log: the command's log: failures as they happen (``warning: ...``, bounded), and the summary at the end.
 
     Yields:
-        ``[sink]``, or ``[]`` without a URL.
+        ``[sink]``, or ``[]`` without a webhook.
     """
-    if url is None:
+    if webhook is None:
         yield []
         return
-    sink = WebhookSink(WebhookConfig(url), log=log.warning)
+    sink = WebhookSink(WebhookConfig(webhook) if isinstance(webhook, str) else webhook, log=log.warning)
+    refused = False
     try:
         yield [sink]
+    except InputError:
+        refused = not sink.received
+        raise
     finally:
         sink.close()
-        (log.warning if sink.failed or sink.dropped else log)(sink.summary())
+        if not refused:
+            (log.warning if sink.lost() else log)(sink.summary())

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from graphs.common.errors import InputError
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS
@@ -206,3 +207,15 @@ def test_a_commands_webhook_logs_what_it_lost_as_warnings_and_sums_up(log_format
     assert summary == f"{prefix}webhook {dead}: 0 delivered, 1 not delivered, 0 dropped (queue full)"
     with webhook_sinks(None, ServiceLog("checker", out=out)) as none:
         assert none == []
+
+
+def test_a_command_refused_on_bad_input_before_any_alert_prints_only_its_error_line() -> None:
+    out = io.StringIO()
+    with receiver() as server:
+        with pytest.raises(InputError), webhook_sinks(_url(server), ServiceLog("view", out=out)):
+            raise InputError("--connect 'tcp://nowhere': not an endpoint")  # as run_view refuses before any alert
+        assert out.getvalue() == ""
+        with pytest.raises(InputError), webhook_sinks(_url(server), ServiceLog("view", out=out)) as (sink,):
+            sink.send(_alert())  # once an alert was handed over, what became of it is still said
+            raise InputError("the checker refused this viewer's key")
+    assert out.getvalue() == f"webhook {_url(server)}: 1 delivered, 0 not delivered, 0 dropped (queue full)\n"

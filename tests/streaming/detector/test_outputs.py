@@ -1,5 +1,5 @@
-"""What a run writes besides the checker's messages: the webhook's alerts and the alert frames the dashboard shows,
-both named by the alert's own numbers."""
+"""What a run writes besides the checker's messages: the webhook's alerts (and its summary line at the end) and the
+alert frames the dashboard shows, both named by the alert's own numbers."""
 
 from __future__ import annotations
 
@@ -30,9 +30,13 @@ def test_the_demo_alert_is_posted_and_its_frame_written_where_its_video_time_say
         assert status == 0
         assert wait_for(lambda: len(server.bodies) >= 1)  # type: ignore[attr-defined]
         posted = [json.loads(body) for _, body in server.bodies]  # type: ignore[attr-defined]
-    alerts = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"kind":"alert"' in line]
+    captured = capsys.readouterr()
+    alerts = [json.loads(line) for line in captured.out.splitlines() if '"kind":"alert"' in line]
     assert alerts and {a["alert_id"] for a in posted} == {a["alert_id"] for a in alerts}
     assert {a["step_name"] for a in posted} == {"boil_water"}
+    # The run ends as `stream-detect checker` and `view` do: one summary line of what the receiver got.
+    assert captured.err.splitlines()[-1] == (f"webhook {_url(server)}: {len(posted)} delivered, 0 not delivered, "
+                                             "0 dropped (queue full)")
     for alert in alerts:
         name = f"{int(round(alert['video_time'] * 1000))}.jpg"
         path = frames_dir / urllib.parse.quote(alert["stream_id"], safe="") / name

@@ -27,7 +27,8 @@ def _alert(index: int = 1) -> Alert:
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
-    """Keeps each POST body; answers with the server's ``status`` after its ``delay_s``."""
+    """Keeps each POST body; answers with the server's ``status`` (and its ``location``, if any) after its
+    ``delay_s``; a GET is counted in ``gets``."""
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server interface
         server = self.server
@@ -35,6 +36,14 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         server.bodies.append((self.headers["Content-Type"], body))  # type: ignore[attr-defined]
         server.release.wait(server.delay_s)  # type: ignore[attr-defined]
         self.send_response(server.status)  # type: ignore[attr-defined]
+        if server.location:  # type: ignore[attr-defined]
+            self.send_header("Location", server.location)  # type: ignore[attr-defined]
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server interface
+        self.server.gets += 1  # type: ignore[attr-defined]
+        self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -43,9 +52,13 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def receiver(status: int = 200, delay_s: float = 0.0) -> Iterator[http.server.ThreadingHTTPServer]:
+def receiver(
+    status: int = 200, delay_s: float = 0.0, location: str = ""
+) -> Iterator[http.server.ThreadingHTTPServer]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     server.bodies = []  # type: ignore[attr-defined]
+    server.gets = 0  # type: ignore[attr-defined]
+    server.location = location  # type: ignore[attr-defined]
     server.status = status  # type: ignore[attr-defined]
     server.delay_s = delay_s  # type: ignore[attr-defined]
     server.release = threading.Event()  # type: ignore[attr-defined]
@@ -127,6 +140,31 @@ def test_a_hanging_server_never_slows_the_sender_and_a_full_queue_drops_the_newe
         server.release.set()  # type: ignore[attr-defined]
         sink.close()
     assert any("queue full" in line for line in lines) and any("timed out" in line for line in lines)
+
+
+def test_a_redirect_is_not_followed_and_the_alert_is_counted_as_not_delivered() -> None:
+    # urllib followed a 302 to a POST as a GET without the body, and counted the GET's 200 as the alert delivered.
+    lines: list[str] = []
+    with receiver(status=302, location="/elsewhere") as server:
+        sink = WebhookSink(WebhookConfig(_url(server), retries=0), log=lines.append)
+        sink.send(_alert())
+        assert wait_for(lambda: sink.failed == 1)
+        sink.close()
+        assert server.gets == 0 and len(server.bodies) == 1  # type: ignore[attr-defined]
+    assert sink.delivered == 0 and "HTTP 302 after 1 tries" in lines[0]
+
+
+def test_what_a_hanging_server_left_in_the_queue_at_close_is_summed_up_as_still_queued() -> None:
+    with receiver(delay_s=30.0) as server:
+        sink = WebhookSink(WebhookConfig(_url(server), timeout_s=30.0, retries=0))
+        sink.stop_wait_s = 0.2
+        for k in range(3):
+            sink.send(_alert(k + 1))
+        assert wait_for(lambda: len(server.bodies) == 1)  # type: ignore[attr-defined]  # the first one hangs
+        sink.close()  # gives up waiting: two alerts never left (the end mark behind them is not a third)
+        assert sink.pending() == 2 and sink.lost() == 2 and sink.received == 3
+        assert sink.summary().endswith(": 0 delivered, 0 not delivered, 0 dropped (queue full), 2 still queued")
+        server.release.set()  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("url", ["ftp://example.org/x", "example.org/hook", "http://", "http://host:99999/",

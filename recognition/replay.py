@@ -35,7 +35,7 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
-from graphs.checker import NO_EVIDENCE, precondition_violations
+from graphs.checker import NO_EVIDENCE
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
@@ -111,7 +111,8 @@ class ReplayChecker:
     Attributes:
         settings: binary or probabilistic, with the threshold and prior of the latter.
         evidence: the detector evidence's calibration the probabilistic checker weighs (None: no evidence, each
-            confirmed step taken as certain; the binary checker ignores it).
+            confirmed step taken as certain; unused by a checker whose entry of
+            `graphs.checker_settings.CHECKERS` does not weigh evidence, such as the binary one).
     """
 
     settings: CheckerSettings = CheckerSettings("binary")
@@ -172,10 +173,9 @@ def replay_video(
     """
     events = segment_labels(labels, config)
     steps = tuple(event.step for event in events)
-    if checker.settings.kind == "binary":
-        flags = precondition_violations(graph, steps).tolist()
-        return VideoReplay(steps, tuple(flags), tuple(float(f) for f in flags))
-    if checker.evidence is None:
+    # Evidence is worked out only for a checker that weighs it (its entry of the checker table says so); the others
+    # take every confirmed step as certain, and get none.
+    if checker.evidence is None or not checker.settings.entry.weighs_evidence:
         evidence = [NO_EVIDENCE] * len(events)
     else:
         classes = list(graph.step_ids)

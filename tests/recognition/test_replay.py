@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.checker import precondition_violations
+from graphs.checker import PreconditionChecker, precondition_violations
+from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import TaskGraph, save_graph
-from recognition.replay import load_frames_file, replay, sweep
+from recognition.replay import ReplayChecker, load_frames_file, replay, replay_video, sweep
 from recognition.segmenter import SegmenterConfig
 from tests.cli_errors import cli_error
+from tests.streaming.helpers import tea_graph
 from tgml.bench.prego_bench_cli import main as bench_main
 from tgml.bench.prego_replay_cli import main as replay_main
 
@@ -167,3 +169,19 @@ def test_a_settings_file_without_replay_settings_is_refused(
             "--checker-settings", str(path)]
     assert "holds no replay settings" in cli_error(replay_main, argv, capsys)
     assert "give it with --checker probabilistic" in cli_error(replay_main, argv[:5] + argv[7:], capsys)
+
+
+def test_a_binary_replay_under_the_late_step_rule_flags_the_step_done_late() -> None:
+    # Replays build their checker through the checker table as the live checker does, so the binary checker's
+    # --order-rule holds here too (a shortcut for "binary" once applied the pre-condition rule whatever it said).
+    graph = tea_graph()
+    step = next(s for s in graph.step_ids if any(p in graph.step_ids for p in graph.preconditions(s)))
+    needed = next(p for p in graph.preconditions(step) if p in graph.step_ids)
+    labels = np.repeat([step, needed], 120)  # two seconds each at 60 fps: the step first, what it needs after it
+    precondition = replay_video(labels, graph, CONFIG)
+    late = replay_video(labels, graph, CONFIG, ReplayChecker(CheckerSettings("binary", order_rule="late-step")))
+    assert precondition.steps == late.steps == (step, needed)
+    assert precondition.alerts == (True, False) and precondition.probabilities == (1.0, 0.0)
+    assert late.alerts == (True, True) and late.probabilities == (1.0, 1.0)
+    expected = PreconditionChecker.replay(graph, late.steps, late_step=True).history
+    assert late.alerts == tuple(v.is_mistake for v in expected)

@@ -18,6 +18,7 @@ Requests go through the standard library (`urllib.request`), which honours the u
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import threading
 import urllib.error
@@ -39,7 +40,8 @@ class WebhookConfig:
     """Where and how alerts are POSTed.
 
     Args:
-        url: the receiver, ``http://`` or ``https://`` with a host.
+        url: the receiver, ``http://`` or ``https://`` with a host (a ``user:password@`` in it is sent as HTTP Basic
+            authentication: `credentials`).
         timeout_s: longest wait for one answer.
         retries: tries after the first one fails.
         backoff_s: wait before the first retry, doubled before each next one.
@@ -84,7 +86,31 @@ def check_webhook_url(url: str) -> str:
         raise InputError(f"--webhook {url!r}: the URL names no host")
     if port == 0:
         raise InputError(f"--webhook {url!r}: port 0 is not a port a server listens on")
+    odd = next((c for c in url if c.isspace() or not c.isprintable() or not c.isascii()), None)
+    if odd is not None:  # urllib would refuse every request to it, one alert after the other
+        raise InputError(f"--webhook {url!r}: holds {odd!r}; a URL holds no spaces, control or non-ASCII characters "
+                         "(percent-encode them: a space is %20)")
     return url
+
+
+def credentials(url: str) -> tuple[str, str | None, str]:
+    """A URL's user name and password (``https://user:secret@host/...``) as HTTP Basic authentication.
+
+    urllib sends no credentials written into a URL (it took ``user:secret@host`` for the host name), so the sink sends
+    them in an ``Authorization`` header to the URL without them, and its log lines show the password as ``***``.
+
+    Returns:
+        ``(the URL requested, the Authorization header's value or None, the URL as log lines show it)``.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, None, url
+    host = parts.netloc.rpartition("@")[2]
+    user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    shown = f"{parts.username}:***@{host}" if parts.password is not None else f"{parts.username}@{host}"
+    return (urllib.parse.urlunsplit(parts._replace(netloc=host)), f"Basic {token}",
+            urllib.parse.urlunsplit(parts._replace(netloc=shown)))
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -114,7 +140,11 @@ class WebhookSink(BackgroundSink[Message]):
         self.attempts = 0
         self._stopping = threading.Event()
         self._opener = urllib.request.build_opener(_NoRedirect)
-        super().__init__(self._post, f"webhook {config.url}", config.capacity, log)
+        self._target, authorization, shown = credentials(config.url)
+        self._headers = {"Content-Type": "application/json"}
+        if authorization is not None:
+            self._headers["Authorization"] = authorization
+        super().__init__(self._post, f"webhook {shown}", config.capacity, log)
 
     def accepts(self, message: Message) -> bool:
         """Alerts and retractions only, as they go out live (not the re-sent ``replayed`` copies)."""
@@ -129,8 +159,7 @@ class WebhookSink(BackgroundSink[Message]):
             if attempt:
                 wait *= 2
             self.attempts += 1
-            request = urllib.request.Request(self.config.url, data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(self._target, data=body, method="POST", headers=self._headers)
             try:
                 with self._opener.open(request, timeout=self.config.timeout_s) as answer:
                     answer.read()

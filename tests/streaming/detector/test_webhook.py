@@ -3,6 +3,7 @@ not there is counted and logged, and never slows the sender."""
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import socket
@@ -28,12 +29,13 @@ def _alert(index: int = 1) -> Alert:
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
     """Keeps each POST body; answers with the server's ``status`` (and its ``location``, if any) after its
-    ``delay_s``; a GET is counted in ``gets``."""
+    ``delay_s``; a GET is counted in ``gets``, each POST's Authorization header kept in ``authorizations``."""
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server interface
         server = self.server
         body = self.rfile.read(int(self.headers["Content-Length"]))
         server.bodies.append((self.headers["Content-Type"], body))  # type: ignore[attr-defined]
+        server.authorizations.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
         server.release.wait(server.delay_s)  # type: ignore[attr-defined]
         self.send_response(server.status)  # type: ignore[attr-defined]
         if server.location:  # type: ignore[attr-defined]
@@ -58,6 +60,7 @@ def receiver(
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     server.bodies = []  # type: ignore[attr-defined]
     server.gets = 0  # type: ignore[attr-defined]
+    server.authorizations = []  # type: ignore[attr-defined]
     server.location = location  # type: ignore[attr-defined]
     server.status = status  # type: ignore[attr-defined]
     server.delay_s = delay_s  # type: ignore[attr-defined]
@@ -154,9 +157,22 @@ def test_a_redirect_is_not_followed_and_the_alert_is_counted_as_not_delivered() 
     assert sink.delivered == 0 and "HTTP 302 after 1 tries" in lines[0]
 
 
+def test_a_user_and_password_in_the_url_are_sent_as_basic_authentication_and_never_logged() -> None:
+    # urllib took "user:s%40cret@127.0.0.1" for a host name: every alert failed, the password in each log line.
+    with receiver() as server:
+        url = _url(server).replace("http://", "http://alerts:s%40cret@")
+        with WebhookSink(WebhookConfig(url)) as sink:
+            sink.send(_alert())
+            assert wait_for(lambda: sink.delivered + sink.failed == 1)
+        (authorization,) = server.authorizations  # type: ignore[attr-defined]
+    assert sink.delivered == 1 and authorization == "Basic " + base64.b64encode(b"alerts:s@cret").decode()
+    assert sink.summary().startswith(f"webhook {_url(server).replace('http://', 'http://alerts:***@')}: 1 delivered")
+    assert "cret" not in sink.summary()
+
+
 def test_what_a_hanging_server_left_in_the_queue_at_close_is_summed_up_as_still_queued() -> None:
     with receiver(delay_s=30.0) as server:
-        sink = WebhookSink(WebhookConfig(_url(server), timeout_s=30.0, retries=0))
+        sink = WebhookSink(WebhookConfig(_url(server), timeout_s=30.0, retries=0), log=[].append)
         sink.stop_wait_s = 0.2
         for k in range(3):
             sink.send(_alert(k + 1))
@@ -168,7 +184,7 @@ def test_what_a_hanging_server_left_in_the_queue_at_close_is_summed_up_as_still_
 
 
 @pytest.mark.parametrize("url", ["ftp://example.org/x", "example.org/hook", "http://", "http://host:99999/",
-                                 "file:///etc/passwd", ""])
+                                 "file:///etc/passwd", "", "http://host/a b", "http://host/ä", "http://host/?x=1\ty"])
 def test_a_url_that_is_not_http_is_refused_in_one_line(url: str) -> None:
     with pytest.raises(InputError, match="--webhook"):
         check_webhook_url(url)

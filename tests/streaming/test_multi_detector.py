@@ -22,6 +22,7 @@ from streaming.detector import (
     run_detectors,
     stream_ids_for,
 )
+from streaming.extractors import FeatureExtractor
 from streaming.readers import LiveReader, ReaderConfig, Source, VideoReader, open_reader
 from streaming.transport import Publisher, bind
 from tests.streaming.helpers import StalledStream, running_checker, wait_for, write_noise_video
@@ -114,3 +115,43 @@ def test_stream_ids_are_one_per_source_and_sources_one_per_stream(tmp_path: Path
         stream_ids_for(["cam0", "cam1"], ["door"])
     with pytest.raises(InputError, match="--stream-id 'no spaces'"):
         stream_ids_for(["cam0"], ["no spaces"])
+
+
+class _FailingBackbone(FeatureExtractor):
+    """The demo's backbone, failing from its ``fail_at``-th batch on (a backbone that runs out of memory)."""
+
+    def __init__(self, extractor: FeatureExtractor, fail_at: int) -> None:
+        self.extractor, self.fail_at, self.calls = extractor, fail_at, 0
+        self.name, self.dim, self.input_size = extractor.name, extractor.dim, extractor.input_size
+
+    def prepare(self, image: np.ndarray) -> np.ndarray:
+        return self.extractor.prepare(image)
+
+    def __call__(self, frames: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise RuntimeError("backbone out of memory")
+        return self.extractor(frames)
+
+
+def test_a_failing_backbone_in_a_worker_stops_the_loop_with_its_error(tmp_path: Path) -> None:
+    # The features run in worker threads: their error must reach the caller as before, and every stream still end.
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    backbone = _FailingBackbone(extractor, fail_at=8)  # after the warm-up's batch sizes, a few real batches
+    config = ReaderConfig(fps=checkpoint.fps)
+    readers: list[VideoReader] = [open_reader(str(video), config) for video in _videos(tmp_path)]
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.PUB, "inproc://failing-test")
+        publisher = Publisher(sock)
+        streams = [DetectorStream(reader, checkpoint, EventPublisher(publisher, f"cam{k}"),
+                                  DetectorConfig(stream_id=f"cam{k}", connect=endpoint))
+                   for k, reader in enumerate(readers)]
+        with pytest.raises(RuntimeError, match="backbone out of memory"):
+            FrameLoop(streams, backbone, model, checkpoint, threads=2).run()
+    finally:
+        for reader in readers:
+            reader.close()
+        ctx.destroy(linger=0)
+    assert all(stream.ended for stream in streams)
+    assert 1 <= sum(stream.stats.frames for stream in streams) < 25

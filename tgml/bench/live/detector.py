@@ -26,7 +26,8 @@ EXTRACTOR: Final = "perception"  # what captaincook4d-pe's features are (DERIVAT
 
 # A small MiniROAD whose time scale suits steps of tens of seconds at one feature a second: windows of 4 minutes, the
 # change over the last 5 seconds beside the features. The choices are measured in docs/live-benchmark.md, on
-# validation recordings carved from the training folds.
+# validation recordings carved from the training folds; so were class-balanced loss weights and a heavier background
+# class (`class_balance`, `background_weight`), left off: they did not hold up on validation.
 LIVE_DETECTOR: Final = DetectorTrainConfig(
     features=FeatureConfig(rgb=f"rgb_{EXTRACTOR}", extractor=EXTRACTOR, fps=FPS),
     embed_dim=128, hidden_dim=128, dropout=0.2, window=240, batch_size=8, lr=1e-3, epochs=40, threads=1,

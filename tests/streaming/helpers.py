@@ -6,7 +6,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -84,11 +84,13 @@ def keystep(history: tuple[int, ...] = (1, 3, 5), seq: int = 0, **fields: Any) -
 
 
 @contextmanager
-def running_checker(tmp_path: Path, **config: Any) -> Iterator[tuple[zmq.Context, CheckerService, threading.Thread]]:
+def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), **config: Any
+                    ) -> Iterator[tuple[zmq.Context, CheckerService, threading.Thread]]:
     """A `CheckerService` on `tea_graph`, at ipc endpoints under ``tmp_path``, served by a thread for the block.
 
     Args:
         tmp_path: folder for the ipc socket files.
+        sinks: where the checker also hands what it publishes (`streaming.detector.sinks.Sink`).
         config: further `CheckerConfig` fields (``max_streams=1``).
 
     Yields:
@@ -96,7 +98,8 @@ def running_checker(tmp_path: Path, **config: Any) -> Iterator[tuple[zmq.Context
     """
     ctx = zmq.Context()
     stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", **config), ctx)
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", **config), ctx,
+                             sinks=sinks)
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
     try:

@@ -9,20 +9,15 @@ import json
 import signal
 import socket
 import subprocess
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import zmq
 
 from graphs.common.errors import InputError
-from streaming.checker.config import CheckerConfig
-from streaming.checker.service import CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
-from streaming.detector.sinks import Sink
 from streaming.detector.webhook import WebhookConfig, WebhookSink, webhook_sinks
 from streaming.messages import Alert, Message
 from streaming.service_log import ServiceLog
@@ -32,26 +27,9 @@ from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
 from tests.streaming.detector.test_webhook import _alert, _url, receiver
-from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, running_checker, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
-
-
-@contextmanager
-def checker_with(tmp_path: Path, sinks: Sequence[Sink]) -> Iterator[tuple[zmq.Context, CheckerService]]:
-    """A checker on the demo graph built with ``sinks``, served by a thread, re-sending every 0.05 s."""
-    ctx = zmq.Context()
-    stop = threading.Event()
-    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", status_period_s=0.05)
-    service = CheckerService(tea_graph(), config, ctx, sinks=sinks)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        yield ctx, service
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
 
 
 def _cameras(ctx: zmq.Context, endpoint: str, names: Sequence[str]) -> tuple[zmq.Socket, list[EventPublisher]]:
@@ -72,7 +50,7 @@ def _live_alerts(seen: list[Message]) -> list[Alert]:
 def test_each_alert_the_checker_publishes_is_posted_once_and_its_replays_are_not(tmp_path: Path) -> None:
     with receiver() as server:
         sink = WebhookSink(WebhookConfig(_url(server)))
-        with checker_with(tmp_path, [sink]) as (ctx, service):
+        with running_checker(tmp_path, [sink], status_period_s=0.05) as (ctx, service, _):
             viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
             sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
             assert _heard(viewer, [camera])
@@ -98,7 +76,7 @@ def test_a_hanging_receiver_never_holds_back_the_checkers_alerts(tmp_path: Path)
     names = [f"cam{k}" for k in range(8)]
     with receiver(delay_s=30.0) as server:
         sink = WebhookSink(WebhookConfig(_url(server), timeout_s=30.0, retries=0, capacity=2), log=lines.append)
-        with checker_with(tmp_path, [sink]) as (ctx, service):
+        with running_checker(tmp_path, [sink], status_period_s=0.05) as (ctx, service, _):
             viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
             sock, cameras = _cameras(ctx, service.events_endpoint, names)
             assert _heard(viewer, cameras)
@@ -128,7 +106,7 @@ def test_a_receiver_that_fails_is_counted_and_logged_while_the_checker_serves_on
     with receiver(status=500) as server:
         failing = WebhookSink(WebhookConfig(_url(server), retries=1, backoff_s=0.01), log=lines.append)
         gone = WebhookSink(WebhookConfig(dead, retries=1, backoff_s=0.01), log=lines.append)
-        with checker_with(tmp_path, [failing, gone]) as (ctx, service):
+        with running_checker(tmp_path, [failing, gone], status_period_s=0.05) as (ctx, service, _):
             viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
             sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
             assert _heard(viewer, [camera])

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 from pathlib import Path
 
 import zmq
 from rich.console import Console
 
-from streaming.checker.config import CheckerConfig
-from streaming.checker.service import CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
 from streaming.registry import SINKS
@@ -20,7 +17,7 @@ from streaming.transport import Publisher, connect
 from streaming.view.client import View, Viewer
 from streaming.view.render import render
 from streaming.view.state import ViewState, graph_names
-from tests.streaming.helpers import MISTAKE_STEP, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
 
 
 def test_a_view_handed_to_the_checker_shows_what_a_viewer_of_its_socket_shows(tmp_path: Path) -> None:
@@ -28,13 +25,7 @@ def test_a_view_handed_to_the_checker_shows_what_a_viewer_of_its_socket_shows(tm
     names = graph_names(tea_graph())
     direct_out, socket_out = io.StringIO(), io.StringIO()
     direct = View(ViewState(names=names), jsonl=True, out=direct_out)
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx,
-                             sinks=[direct])
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path, [direct]) as (ctx, service, _):
         viewer = Viewer(ctx, service.alerts_endpoint, ViewState(names=names), jsonl=True, out=socket_out)
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         camera = EventPublisher(Publisher(sock), "kitchen")
@@ -48,10 +39,6 @@ def test_a_view_handed_to_the_checker_shows_what_a_viewer_of_its_socket_shows(tm
         assert wait_for(lambda: direct.state.streams["kitchen"].ended, 5.0)
         viewer.close()
         sock.close()
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
     for state in (direct.state, viewer.state):
         assert [(a.stream_id, a.step) for _, a in state.alerts] == [("kitchen", MISTAKE_STEP)]
         assert state.streams["kitchen"].done == DEMO_EXECUTIONS["mistake"]

@@ -98,6 +98,7 @@ class CheckerService:
     ) -> None:
         self.config = config
         self.sinks = tuple(sinks)
+        self.sink_failures = 0  # messages a sink raised on (`_hand_to`)
         self.core = CheckerCore(
             graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
             checking=config.checking,
@@ -222,9 +223,23 @@ class CheckerService:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
                 continue
             for sink in self.sinks:
-                sink.send(message)
+                self._hand_to(sink, message)
             if isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed):
                 self._alert_out(message)
+
+    def _hand_to(self, sink: Sink, message: Message) -> None:
+        """Hand one message to one sink; a sink that fails on it (a defect, or its receiver in a state it did not
+        expect) is counted (``sink_failures``) and logged, rate-limited, and the checker, the socket and the other
+        sinks go on: no output of the checker stops it. A closed standard output is not a failure of the sink but the
+        end of the reader (``| head``), and ends the command as it would without sinks."""
+        try:
+            sink.send(message)
+        except BrokenPipeError:
+            raise
+        except Exception as err:  # any defect of one sink: counted and logged, never fatal to the checker
+            self.sink_failures += 1
+            self.core.refusals.log_refusal("sink_failed", self.sink_failures,
+                                           f"{type(sink).__name__} on a {message.kind} message: {err}")
 
     def _alert_out(self, message: Alert | Retraction) -> None:
         """An alert or retraction left: its ``alert_out`` time, in its stream's status and the metrics."""
@@ -252,6 +267,7 @@ class CheckerService:
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
             f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
+            + (f", {self.sink_failures} failed in a sink" if self.sink_failures else "")
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 

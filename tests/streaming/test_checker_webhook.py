@@ -127,6 +127,47 @@ def test_a_receiver_that_fails_is_counted_and_logged_while_the_checker_serves_on
     assert failing.summary().endswith(": 0 delivered, 1 not delivered, 0 dropped (queue full)")
 
 
+class _BrokenSink:
+    """A sink with a defect: it raises on every alert."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def send(self, message: Message) -> None:
+        self.seen.append(message.kind)
+        if isinstance(message, Alert):
+            raise ValueError("a defect in this sink")
+
+
+def test_a_sink_that_raises_is_counted_and_the_checker_its_socket_and_other_sinks_go_on(tmp_path: Path) -> None:
+    broken, after = _BrokenSink(), _KindRecorder()
+    with running_checker(tmp_path, [broken, after]) as (ctx, service, thread):
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+        sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
+        assert _heard(viewer, [camera])
+        for step in MISTAKE:
+            camera.keystep(step, "x", 0.0, 1.0, 0.9)
+        camera.heartbeat(None, 10, 0, 30.0, ended=True)
+        assert wait_for(lambda: viewer.state.streams["kitchen"].ended, 10.0, lambda: viewer.pump(20))
+        assert thread.is_alive()
+        viewer.close()
+        sock.close()
+    assert [(a.stream_id, a.step) for _, a in viewer.state.alerts] == [("kitchen", MISTAKE_STEP)]
+    assert service.sink_failures >= 1 and "alert" in broken.seen
+    assert "alert" in after.kinds  # the sink after the broken one still got the alert
+    assert service.summary().endswith(f", {service.sink_failures} failed in a sink")
+
+
+class _KindRecorder:
+    """A sink that records the kind of each message."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    def send(self, message: Message) -> None:
+        self.kinds.append(message.kind)
+
+
 def test_the_checker_command_posts_its_alerts_and_ends_with_the_webhooks_summary(tmp_path: Path) -> None:
     with receiver() as server:
         args = ["checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",

@@ -26,6 +26,7 @@ from streaming.messages import Message, encode_payload
 
 DEFAULT_QUEUE = 256  # messages a background sink holds before it drops the newest (counted)
 STOP_WAIT_S = 5.0  # on close, longest wait for a background sink to finish what it holds
+LOG_EVERY = 100  # a failing sink is logged the first time, then once every this many failures
 T = TypeVar("T")
 
 
@@ -39,17 +40,32 @@ class Sink(Protocol):
 class Fanout:
     """Sends each message to several sinks, in order (the first is usually the checker's socket).
 
+    A sink that raises on a message (a defect of that sink) is counted (``failed``) and logged, the first time and
+    then every `LOG_EVERY` failures, and the others still get the message: one sink never stops a camera's stream.
+    A closed standard output is not a sink's defect but the end of its reader (``| head``), and is raised.
+
     Args:
         sinks: where every message goes.
+        log: where a failure's line goes (None: a ``warning:`` line on stderr).
     """
 
-    def __init__(self, sinks: Sequence[Sink]) -> None:
+    def __init__(self, sinks: Sequence[Sink], log: Callable[[str], None] | None = None) -> None:
         self.sinks = list(sinks)
+        self.failed = 0
+        self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
 
     def send(self, message: Message) -> None:
         """Send to every sink, the first first."""
         for sink in self.sinks:
-            sink.send(message)
+            try:
+                sink.send(message)
+            except BrokenPipeError:
+                raise
+            except Exception as err:  # any defect of one sink: counted and logged, never fatal to the stream
+                self.failed += 1
+                if self.failed == 1 or self.failed % LOG_EVERY == 0:
+                    self._log(f"{type(sink).__name__} failed on a {message.kind} message ({self.failed} so far): "
+                              f"{err}")
 
 
 def combine(sinks: Sequence[Sink]) -> Sink:
@@ -112,7 +128,7 @@ class BackgroundSink(Generic[T]):
         capacity: int = DEFAULT_QUEUE,
         log: Callable[[str], None] | None = None,
         log_limit: int = 5,
-        log_every: int = 100,
+        log_every: int = LOG_EVERY,
     ) -> None:
         self._deliver = deliver
         self.name = name

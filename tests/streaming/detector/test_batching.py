@@ -100,3 +100,31 @@ def test_cameras_of_different_sizes_in_one_loop_meet_no_batch_shape_after_start_
     frames = [s.frames for s in stats]
     assert frames[0] > 1 and frames == frames[:1] * 5 and not any(s.error for s in stats)
     assert all(len(sinks[f"cam{k}"].messages) > 0 for k in range(5))
+
+
+class _Broken:
+    """A sink with a defect: it raises on every message."""
+
+    def send(self, message: Message) -> None:
+        raise ValueError("a defect in this sink")
+
+
+def test_a_sink_that_raises_stops_no_stream_and_the_next_sink_gets_every_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    readers: list[VideoReader] = [
+        open_reader(str(write_noise_video(tmp_path / f"cam{k}.mp4", frames=40)), ReaderConfig(fps=5.0))
+        for k in range(2)
+    ]
+    kept: dict[str, _Count] = {}
+    parts = LoadedParts(None, model, checkpoint, extractor)
+    config = PipelineConfig(detector=DetectorConfig(), stream_ids=("cam0", "cam1"), publish=False)
+    with build_pipeline(config, parts=parts, readers=readers, ctx=zmq.Context.instance(),
+                        sinks=[lambda sid: _Broken(), lambda sid: kept.setdefault(sid, _Count())]) as pipeline:
+        stats = pipeline.run(threading.Event())
+    assert all(s.frames > 1 and not s.error for s in stats)
+    for sid in ("cam0", "cam1"):  # every heartbeat, the last one (ended) included, reached the sink after
+        assert any(getattr(m, "ended", False) for m in kept[sid].messages)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "_Broken failed" in line]
+    assert len(warnings) == 2 and all(line.startswith("warning: ") for line in warnings)  # once per stream

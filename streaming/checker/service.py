@@ -19,7 +19,8 @@ CURVE is refused unless ``CheckerConfig.insecure``.
 Besides its socket, every message it publishes goes to the sinks it was built with (`streaming.detector.sinks.Sink`,
 ``send(message)``): ``--webhook`` POSTs each live alert and retraction (`streaming.detector.webhook.WebhookSink`). A
 sink must return at once (the webhook only queues: its requests run in a thread of their own), so a slow, failing or
-hanging receiver never delays the checker's loop.
+hanging receiver never delays the checker's loop. The sinks are one `streaming.detector.sinks.Fanout`: a sink that
+raises on a message is counted and logged, and the checker, its socket and the other sinks go on.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from streaming.checker.core import CheckerCore
 from streaming.checker.refusals import Unsendable
 from streaming.checker.schedule import SNAPSHOT_POLL_MS
 from streaming.curve_keys import ClientKeys, start_authenticator
+from streaming.detector.sinks import Fanout, Sink
 from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, Retraction
 from streaming.transport import (
     POLL_MS,
@@ -52,8 +54,6 @@ from streaming.transport import (
 
 if TYPE_CHECKING:
     from zmq.auth.thread import ThreadAuthenticator
-
-    from streaming.detector.sinks import Sink
 
 # Shortest time between two greetings of new subscribers: a peer subscribing in a loop gets one `CheckerHealth` per
 # gap, not one per subscription.
@@ -97,8 +97,9 @@ class CheckerService:
         sinks: Sequence[Sink] = (),
     ) -> None:
         self.config = config
-        self.sinks = tuple(sinks)
-        self.sink_failures = 0  # messages a sink raised on (`_hand_to`)
+        # A sink that raises is counted and logged there (`Fanout`), as the checker's refusals are logged.
+        self.sinks = Fanout(sinks, log=lambda line: self.core.refusals.log_refusal("sink_failed", self.sinks.failed,
+                                                                                     line))
         self.core = CheckerCore(
             graph, max_streams=config.max_streams, stream_timeout_s=config.stream_timeout_s, log=log,
             checking=config.checking,
@@ -222,24 +223,9 @@ class CheckerService:
             except MessageError as err:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
                 continue
-            for sink in self.sinks:
-                self._hand_to(sink, message)
+            self.sinks.send(message)
             if isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed):
                 self._alert_out(message)
-
-    def _hand_to(self, sink: Sink, message: Message) -> None:
-        """Hand one message to one sink; a sink that fails on it (a defect, or its receiver in a state it did not
-        expect) is counted (``sink_failures``) and logged, rate-limited, and the checker, the socket and the other
-        sinks go on: no output of the checker stops it. A closed standard output is not a failure of the sink but the
-        end of the reader (``| head``), and ends the command as it would without sinks."""
-        try:
-            sink.send(message)
-        except BrokenPipeError:
-            raise
-        except Exception as err:  # any defect of one sink: counted and logged, never fatal to the checker
-            self.sink_failures += 1
-            self.core.refusals.log_refusal("sink_failed", self.sink_failures,
-                                           f"{type(sink).__name__} on a {message.kind} message: {err}")
 
     def _alert_out(self, message: Alert | Retraction) -> None:
         """An alert or retraction left: its ``alert_out`` time, in its stream's status and the metrics."""
@@ -267,7 +253,7 @@ class CheckerService:
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
             f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
-            + (f", {self.sink_failures} failed in a sink" if self.sink_failures else "")
+            + (f", {self.sinks.failed} failed in a sink" if self.sinks.failed else "")
         )
         return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
 

@@ -154,9 +154,9 @@ def test_a_sink_that_raises_is_counted_and_the_checker_its_socket_and_other_sink
         viewer.close()
         sock.close()
     assert [(a.stream_id, a.step) for _, a in viewer.state.alerts] == [("kitchen", MISTAKE_STEP)]
-    assert service.sink_failures >= 1 and "alert" in broken.seen
+    assert service.sinks.failed >= 1 and "alert" in broken.seen
     assert "alert" in after.kinds  # the sink after the broken one still got the alert
-    assert service.summary().endswith(f", {service.sink_failures} failed in a sink")
+    assert service.summary().endswith(f", {service.sinks.failed} failed in a sink")
 
 
 class _KindRecorder:

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 import zmq
 from rich.console import Console
@@ -25,13 +25,11 @@ from rich.live import Live
 from graphs.common.safe_text import printable
 from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
+from streaming.detector.sinks import Fanout, Sink
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
 from streaming.view.render import jsonl_line, render
 from streaming.view.state import ViewState, graph_names
-
-if TYPE_CHECKING:
-    from streaming.detector.sinks import Sink
 
 REFRESH_HZ = 8  # terminal view refreshes per second
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
@@ -75,7 +73,8 @@ class Viewer:
         warn: called once, with the reason, when the first malformed message is dropped (JSON lines have
             no screen to count them on: a checker speaking another wire version would otherwise look idle).
         curve: this viewer's CURVE keys and the checker's public key; None: no CURVE.
-        sinks: also handed every message received, after the view (`streaming.detector.sinks.Sink`: the webhook).
+        sinks: also handed every message received, after the view (`streaming.detector.sinks.Sink`: the webhook);
+            one that raises is counted and logged (`streaming.detector.sinks.Fanout`), and the view goes on.
 
     Raises:
         InputError: from `pump`, once the checker refuses the viewer's handshake (its key is not allowed, the wrong
@@ -100,7 +99,7 @@ class Viewer:
         self.state = state
         self.jsonl = jsonl
         self.warn = warn
-        self.sinks: tuple[Sink, ...] = (self.view, *sinks)
+        self.sinks = Fanout(sinks)  # after the view; one that raises is counted and logged, the view goes on
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Take what arrived (waiting up to ``timeout_ms``) and hand each message to the sinks, the view first."""
@@ -109,8 +108,7 @@ class Viewer:
         now = time.time()
         for message in messages:
             self.view.send(message, now)
-            for sink in self.sinks[1:]:
-                sink.send(message)
+            self.sinks.send(message)
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:
             self.warn(printable(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})"))

@@ -155,11 +155,11 @@ def test_the_default_features_folder_is_the_data_sets(data_dir: Path) -> None:
 
 def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could_have_taught() -> None:
     from graphs.checker_settings import CheckerSettings
-    from tgml.bench.live.selection import ValidationRun, candidates, objective, pool_for
+    from tgml.bench.live.selection import ValidationRun, candidates, objective, pool_indices
 
     runs = [ValidationRun(recipe, fold, None, True, {}, None, None)  # type: ignore[arg-type]
             for recipe in ("a", "b") for fold in range(3)]
-    pool = pool_for(runs, "a", 1)
+    pool = [runs[i] for i in pool_indices(runs, "a", 1)]
     assert {(v.recipe, v.fold) for v in pool} == {("a", 1), ("b", 0), ("b", 1), ("b", 2)}
     options = candidates(CheckerSettings())
     assert options[0] == CheckerSettings() and len(set(options)) == len(options) == 15

@@ -129,28 +129,6 @@ def stepper_outputs(stepper: FastStepper, features: np.ndarray) -> np.ndarray:
     return outputs
 
 
-def detect_stream(
-    stepper: FastStepper,
-    features: np.ndarray,
-    class_step_ids: Sequence[int | None],
-    segmenter: SegmenterConfig,
-    evidence: EvidenceModel | None,
-) -> DetectorRun:
-    """The detector side, one second at a time: stepper, evidence reporter, online segmenter.
-
-    Args:
-        stepper: the detector's live stepper (reset here: the stream starts from zeros).
-        features: ``(T, D)`` per-second features.
-        class_step_ids: the detector's class -> step id (None: background).
-        segmenter: the segmenter settings.
-        evidence: the detector's evidence calibration (None: key-steps are sent without evidence).
-
-    Returns:
-        The `DetectorRun`.
-    """
-    return segment_outputs(stepper_outputs(stepper, features), class_step_ids, segmenter, evidence)
-
-
 def segment_outputs(
     outputs: np.ndarray,
     class_step_ids: Sequence[int | None],
@@ -233,20 +211,3 @@ def check_stream(
     else:
         never = [(s, 1.0 - run.peaks.get(s, 0.0)) for s in required_steps(graph) if run.peaks.get(s, 0.0) < done_level]
     return ChainRun(run.outputs, run.recognised, tuple(alerts), tuple(never))
-
-
-def run_chain(
-    stepper: FastStepper,
-    features: np.ndarray,
-    graph: TaskGraph,
-    class_step_ids: Sequence[int | None],
-    segmenter: SegmenterConfig,
-    checking: CheckerSettings,
-    evidence: EvidenceModel | None,
-) -> ChainRun:
-    """Run one recording through stepper, segmenter and checker (`detect_stream`, then `check_stream`).
-
-    The checker never feeds back into the detector side, so checking the key-steps after the detector side has sent
-    them all gives what checking each as it arrives gives.
-    """
-    return check_stream(detect_stream(stepper, features, class_step_ids, segmenter, evidence), graph, checking)

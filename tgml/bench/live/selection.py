@@ -1,8 +1,8 @@
 """The checker's settings chosen by cross-validation inside the training folds, never on a test fold.
 
 Each fold's detector holds out validation recordings from its training recordings (`tgml.bench.live.detector`). The
-detector side of the chain runs on them (`tgml.bench.live.chain.detect_stream`) and, for every candidate setting of the
-probabilistic checker (``prior_skip`` ``rho`` and ``alert_threshold`` ``tau``, `CANDIDATES`), the checker side
+detector side of the chain runs on them (`tgml.bench.live.chain.segment_outputs`) and, for every candidate setting of
+the probabilistic checker (``prior_skip`` ``rho`` and ``alert_threshold`` ``tau``, `candidates`), the checker side
 replays what it sent against a graph learned without them (the test fold's and the validation recordings left out).
 
 The same is done for each segmenter variant (`VARIANTS`: confirmation length, a step confirmed once) and each end-of-
@@ -195,21 +195,7 @@ def replay_counts(runs: Sequence[ValidationRun], checking: CheckerSettings,
     return total
 
 
-def choose(runs: Sequence[ValidationRun], options: Sequence[CheckerSettings]) -> tuple[CheckerSettings, float]:
-    """The option of the best `objective` over ``runs`` (ties: the earlier option), and its objective."""
-    best, best_score = options[0], float("-inf")
-    for option in options:
-        score = objective(replay_counts(runs, option).metrics())
-        if score > best_score:
-            best, best_score = option, score
-    return best, best_score
-
-
-def pool_for(runs: Sequence[ValidationRun], recipe: str, fold: int) -> list[ValidationRun]:
-    """The validation runs that may choose the settings of ``recipe``'s fold ``fold`` (module docstring)."""
-    return [v for v in runs if v.recipe != recipe or v.fold == fold]
-
-
 def pool_indices(runs: Sequence[ValidationRun], recipe: str, fold: int) -> list[int]:
-    """`pool_for` as indices into ``runs``."""
+    """The validation runs that may choose the settings of ``recipe``'s fold ``fold``, as indices into ``runs``: its
+    own and every fold's of the other recipes (module docstring)."""
     return [i for i, v in enumerate(runs) if v.recipe != recipe or v.fold == fold]

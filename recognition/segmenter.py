@@ -28,6 +28,11 @@ step). Inside a flicker cluster the decision waits, but never longer than ``max_
 last frame: then the segment is emitted as it stands and the cluster is judged without it. A lone
 short run waiting for the stable run that would make it a clean short step is bound the same way.
 
+**Per-class confirmation (``class_min_duration``, default None: off).** Steps of one procedure last from seconds to
+minutes; one confirmation length either lets a long step be confirmed from a few seconds of a detector that runs
+ahead of the person, or cuts a short step. With a length per class, a run of class ``c`` is stable once it has
+lasted ``class_min_duration[c]``; everything else (flicker, clean short runs, the delay bound) is unchanged.
+
 **Unsure frames (``threshold``, default 0).** With probability input, a frame whose most likely class
 scores below ``threshold`` is read as background: a step is built from confident frames only.
 
@@ -94,6 +99,9 @@ class SegmenterConfig:
             background (0: every frame counts); needs a background class.
         onset_frames: announce a key-step provisionally (`OnsetEvent`) once its run has lasted this many
             frames; 0 announces nothing.
+        class_min_duration: per class index, the seconds a run of that class must last to be confirmed on its own
+            (each >= ``min_run``; ``max_delay`` at least twice the longest); None: ``min_duration`` for every class.
+            A label beyond the tuple uses ``min_duration``.
     """
 
     fps: float
@@ -104,6 +112,7 @@ class SegmenterConfig:
     switch_margin: float = 0.1
     threshold: float = 0.0
     onset_frames: int = 0
+    class_min_duration: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("fps", "min_duration", "min_run", "max_delay", "switch_margin", "threshold"):
@@ -133,6 +142,22 @@ class SegmenterConfig:
             raise InputError(f"SegmenterConfig.threshold = {self.threshold!r}: must be in [0, 1)")
         if isinstance(self.onset_frames, bool) or not isinstance(self.onset_frames, int) or self.onset_frames < 0:
             raise InputError(f"SegmenterConfig.onset_frames = {self.onset_frames!r}: must be an integer >= 0")
+        if self.class_min_duration is not None:
+            self._check_class_min_duration(self.class_min_duration)
+
+    def _check_class_min_duration(self, durations: object) -> None:
+        where = "SegmenterConfig.class_min_duration"
+        if not isinstance(durations, tuple) or not durations:
+            raise InputError(f"{where} = {durations!r}: must be a non-empty tuple of seconds per class, or None")
+        for c, value in enumerate(durations):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise InputError(f"{where}[{c}] = {value!r}: must be a finite number")
+            if not self.min_run <= value <= MAX_SEGMENTER_SECONDS or value <= 0:
+                raise InputError(f"{where}[{c}] = {value!r}: must be > 0, >= min_run ({self.min_run}) and at most "
+                                 f"{MAX_SEGMENTER_SECONDS:g} seconds")
+        if self.max_delay < 2 * max(durations):
+            raise InputError(f"SegmenterConfig.max_delay = {self.max_delay!r}: must be >= 2 * the longest "
+                             f"class_min_duration ({2 * max(durations)}) so that a clean short step is never cut")
 
     def frames(self, seconds: float) -> int:
         """Duration in whole frames (at least one)."""
@@ -274,6 +299,13 @@ class OnlineSegmenter:
             self._background = set() if config.background is None else {config.background}
         self._min_run = config.frames(config.min_run) if config.min_run > 0 else 0
         self._min_len = config.frames(config.min_duration)
+        # Per class, the frames a run must last to be stable (`SegmenterConfig.class_min_duration`); none: _min_len.
+        self._class_min_len = tuple(config.frames(d) for d in config.class_min_duration or ())
+        if self.class_step_ids is not None and self._class_min_len and (
+            len(self._class_min_len) != len(self.class_step_ids)
+        ):
+            raise InputError(f"SegmenterConfig.class_min_duration has {len(self._class_min_len)} entries for a "
+                             f"detector of {len(self.class_step_ids)} classes")
         self._max_delay = config.frames(config.max_delay)
         self._repeat_frames = max(config.onset_frames, config.frames(REPEAT_S))
         # Unsure frames (below the threshold) become this background class.
@@ -472,7 +504,7 @@ class OnlineSegmenter:
         run = self._run
         assert run is not None
         far = 1 << 62
-        to_stable = far if self._run_is_committed else max(1, self._min_len - run.length)
+        to_stable = far if self._run_is_committed else max(1, self._stable_len(run.label) - run.length)
         to_timeout = far
         waiting = self._waiting()
         if waiting is not None:
@@ -482,6 +514,10 @@ class OnlineSegmenter:
             wanted = self._repeat_at if self._onset_done is run else self.config.onset_frames
             to_onset = max(1, wanted - run.length)
         return min(to_stable, to_timeout, to_onset)
+
+    def _stable_len(self, label: int) -> int:
+        """Frames a run of ``label`` must last to be stable."""
+        return self._class_min_len[label] if label < len(self._class_min_len) else self._min_len
 
     def _waiting(self) -> _Run | None:
         """The oldest finished segment whose emission waits on what follows, if any.
@@ -506,7 +542,7 @@ class OnlineSegmenter:
         """Confirmation and the delay bound after the newest frame."""
         run = self._run
         assert run is not None
-        if not self._run_is_committed and run.length >= self._min_len:
+        if not self._run_is_committed and run.length >= self._stable_len(run.label):
             self._confirm(run, events)
             return
         # Waited long enough inside flicker: the segment is over as it stands. The committed segment goes

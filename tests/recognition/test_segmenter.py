@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,32 @@ def test_a_clean_short_step_between_stable_ones_is_kept() -> None:
     assert _steps(segment_labels(_labels((2, 5), (1, 40), (3, 5)), CFG)) == [2, 1, 3]
 
 
+def test_a_class_confirms_after_its_own_duration() -> None:
+    # Two 0.75 s bursts inside step 1: stable at the common 0.5 s, so two steps of their own; when classes 2 and 3
+    # must last 1 s each they are two short runs in a row, a flicker cluster, absorbed into step 1.
+    labels = _labels((1, 40), (2, 15), (3, 15), (1, 40))
+    assert _steps(segment_labels(labels, CFG)) == [1, 2, 3, 1]
+    per_class = replace(CFG, class_min_duration=(0.5, 0.5, 1.0, 1.0))
+    events = segment_labels(labels, per_class)
+    assert _steps(events) == [1] and (events[0].start_frame, events[0].end_frame) == (0, 110)
+    # a class's length says when the segment before it is confirmed: once the next run is stable
+    labels = _labels((1, 40), (2, 40))
+    at = {e.step: i for i, e in _frame_by_frame(labels, per_class)}
+    assert at[1] == 40 + per_class.frames(1.0) - 1
+    assert at[1] == next(i for i, e in _frame_by_frame(labels) if e.step == 1) + CFG.frames(0.5)
+    # frame by frame and run by run agree; labels beyond the tuple use min_duration
+    for config in (per_class, replace(CFG, class_min_duration=(0.5, 1.0))):
+        for labels in (_labels((1, 40), (2, 15), (3, 15), (1, 40)), _labels((3, 12), (2, 25), (4, 30))):
+            assert [e for _, e in _frame_by_frame(labels, config)] == segment_labels(labels, config)
+
+
+def test_per_class_durations_must_fit_the_detector() -> None:
+    config = SegmenterConfig(fps=FPS, class_min_duration=(0.5, 1.0))
+    OnlineSegmenter(config, class_step_ids=(None, 4))
+    with pytest.raises(InputError, match="class_min_duration has 2 entries for a detector of 3 classes"):
+        OnlineSegmenter(config, class_step_ids=(None, 4, 5))
+
+
 def test_background_ends_a_segment_but_is_not_a_step() -> None:
     config = SegmenterConfig(fps=FPS, background=0)
     events = segment_labels(_labels((0, 30), (4, 30), (0, 30), (4, 30), (0, 5), (7, 30)), config)
@@ -146,6 +173,10 @@ def test_a_lone_short_run_followed_by_flicker_is_emitted_within_max_delay() -> N
         ({"max_delay": 0.5}, "SegmenterConfig.max_delay = 0.5"),
         ({"switch_margin": 1.5}, "SegmenterConfig.switch_margin = 1.5"),
         ({"min_run": float("nan")}, "SegmenterConfig.min_run = nan"),
+        ({"class_min_duration": (0.5, 0.05)}, r"class_min_duration\[1\] = 0.05"),
+        ({"class_min_duration": (0.5, float("inf"))}, r"class_min_duration\[1\] = inf"),
+        ({"class_min_duration": ()}, r"class_min_duration = \(\)"),
+        ({"class_min_duration": (0.5, 1.5)}, r"max_delay = 2.0: must be >= 2 \* the longest class_min_duration"),
     ],
 )
 def test_config_errors_name_the_field(changes: dict, message: str) -> None:

@@ -31,7 +31,8 @@ short run waiting for the stable run that would make it a clean short step is bo
 **Per-class confirmation (``class_min_duration``, default None: off).** Steps of one procedure last from seconds to
 minutes; one confirmation length either lets a long step be confirmed from a few seconds of a detector that runs
 ahead of the person, or cuts a short step. With a length per class, a run of class ``c`` is stable once it has
-lasted ``class_min_duration[c]``; everything else (flicker, clean short runs, the delay bound) is unchanged.
+lasted ``class_min_duration[c]``, and a shorter run of ``c`` is never a step of its own: not even a clean short one
+(an announcement of it is withdrawn). Flicker and the delay bound are unchanged.
 
 **Unsure frames (``threshold``, default 0).** With probability input, a frame whose most likely class
 scores below ``threshold`` is read as background: a step is built from confident frames only.
@@ -99,9 +100,10 @@ class SegmenterConfig:
             background (0: every frame counts); needs a background class.
         onset_frames: announce a key-step provisionally (`OnsetEvent`) once its run has lasted this many
             frames; 0 announces nothing.
-        class_min_duration: per class index, the seconds a run of that class must last to be confirmed on its own
-            (each >= ``min_run``; ``max_delay`` at least twice the longest); None: ``min_duration`` for every class.
-            A label beyond the tuple uses ``min_duration``.
+        class_min_duration: per class index, the seconds a run of that class must last to be confirmed, and the
+            shortest a step of that class can be (no clean short step of it; each >= ``min_run``; ``max_delay`` at
+            least twice the longest); None: ``min_duration`` for every class, with clean short steps. A label
+            beyond the tuple uses ``min_duration`` and may be a clean short step.
     """
 
     fps: float
@@ -637,6 +639,8 @@ class OnlineSegmenter:
         return step
 
     def _emit(self, run: _Run, events: list[SegmentEvent | OnsetEvent]) -> None:
+        if run.label < len(self._class_min_len) and run.length < self._class_min_len[run.label]:
+            return  # shorter than its class's length: no step (announced, it is withdrawn once no longer held)
         # Confirmed as announced: its segment says so, no withdrawal will follow.
         self._announced = [(r, e) for r, e in self._announced if r is not run]
         if run.label in self._background:

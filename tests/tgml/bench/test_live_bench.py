@@ -176,3 +176,23 @@ def test_a_steps_peak_is_the_largest_causal_five_second_mean_of_its_probability(
     probs[10:17, 2] = 0.5  # seven seconds at one half
     assert step_peaks(probs, [None, 7, 9], 1.0) == pytest.approx({7: 0.4, 9: 0.5})
     assert step_peaks(probs[:1], [None, 7, 9], 1.0) == {7: 0.0, 9: 0.0}  # only what the stream has shown so far
+
+
+def test_a_steps_confirmation_length_is_a_share_of_its_usual_duration_on_the_training_recordings() -> None:
+    from recognition.segmenter import SegmenterConfig, segment_labels
+    from tgml.bench.live.selection import LONGEST_CONFIRMATION, SegmenterVariant, class_durations
+
+    # class 1 lasts 10 s and 30 s (median 20 s), class 2 lasts 200 s, class 3 never occurs
+    labels = [np.array([0] * 5 + [1] * 10 + [0] * 3 + [2] * 200), np.array([1] * 30 + [0] * 4)]
+    durations = class_durations(labels, 4, 1.0)
+    assert durations[1:3].tolist() == [20.0, 200.0] and np.isnan(durations[3])
+    base = SegmenterConfig(fps=1.0, min_duration=3.0, min_run=1.0, max_delay=6.0)
+    durations[0] = np.nan  # background keeps the common length
+    config = SegmenterVariant(3.0, True, duration_share=0.3).config(base, durations)
+    assert config.class_min_duration == (3.0, 6.0, LONGEST_CONFIRMATION, 3.0)  # 0.3 x 20 s; 60 s clipped; unseen
+    assert config.max_delay == 2 * LONGEST_CONFIRMATION
+    assert SegmenterVariant(3.0, True).config(base, durations).class_min_duration is None
+    # 5 s of class 1 inside a step 2 of the recipe: a step of its own at 3 s, flicker-free background at 6 s
+    stream = [0] * 10 + [1] * 5 + [0] * 10
+    assert [e.step for e in segment_labels(stream, base)] == [1]
+    assert [e.step for e in segment_labels(stream, config)] == []

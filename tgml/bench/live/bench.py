@@ -23,8 +23,8 @@ Result JSON (``--json FILE``)::
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
      "chosen": {recipe: {fold: {"prior_skip", "alert_threshold", "segmenter_min_duration", "once",
-                                "position_prior_weight", "done_level", "objective", "validation_recordings",
-                                "kept_epoch"}}},
+                                "position_prior_weight", "duration_share", "done_state", "segmenter",
+                                "done_level", "objective", "validation_recordings", "kept_epoch"}}},
      "recordings": [{"recording_id", "recipe", "fold",
                      "recognised": [{"step", "start", "end", "confidence"}],
                      "alerts": [{"step", "missing", "time", "probability", "retracted"}],
@@ -67,6 +67,7 @@ from tgml.bench.live.selection import (
     SegmenterVariant,
     ValidationRun,
     candidates,
+    class_durations,
     objective,
     pool_indices,
 )
@@ -275,7 +276,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         chosen.setdefault(recipe.scenario, {})[fold] = {
             "prior_skip": pick.checking.prior_skip, "alert_threshold": pick.checking.alert_threshold,
             "segmenter_min_duration": variant.min_duration, "once": variant.once,
-            "position_prior_weight": variant.prior_weight, "done_level": pick.done_level,
+            "position_prior_weight": variant.prior_weight, "duration_share": variant.duration_share,
+            "done_state": variant.done_state, "segmenter": variant.label(), "done_level": pick.done_level,
             "objective": pick.objective, "validation_recordings": len(pool) // len(config.variants),
             "kept_epoch": outcome.kept_epoch}
         by_id = {r.recording_id: r for r in job[1]}
@@ -344,17 +346,20 @@ def fold_job(
     val_graph = TaskGraph.from_dict(trained.val_graph)
     names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
     tests, validation = [], []
-    prior = fit_position_prior([r.labels for r in train if r.recording_id not in trained.validation_outputs],
-                               len(classes), FPS)
+    fitting = [r.labels for r in train if r.recording_id not in trained.validation_outputs]
+    prior = fit_position_prior(fitting, len(classes), FPS)
+    # Key-steps' usual durations on the same recordings (background keeps the variant's common length).
+    durations = np.where([s is None for s in classes], np.nan, class_durations(fitting, len(classes), FPS))
     for index, variant in enumerate(config.variants):
-        segmenter = variant.config(settings.segmenter)
+        segmenter = variant.config(settings.segmenter, durations)
         weight = variant.prior_weight
-        fused = {k: (fuse_outputs(prior, out, len(classes), weight), y)
+        width = None if variant.done_state else len(classes)  # without done states: the class probabilities only
+        fused = {k: (fuse_outputs(prior, out[:, :width], len(classes), weight), y)
                  for k, (out, y) in trained.trainer_validation.items()}
         evidence = calibrate(recipe, fused, dataclasses.replace(settings, segmenter=segmenter))
 
         def detect(outputs: np.ndarray) -> DetectorRun:
-            outputs = fuse_outputs(prior, outputs, len(classes), weight)  # noqa: B023 (used at once)
+            outputs = fuse_outputs(prior, outputs[:, :width], len(classes), weight)  # noqa: B023 (used at once)
             return segment_outputs(outputs, classes, segmenter, evidence, variant.once)  # noqa: B023 (used at once)
 
         tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id])) for r in test])
@@ -488,11 +493,10 @@ def _selection_cells(metrics: dict[str, float | None]) -> list[str]:
 def variant_table(result: LiveBenchResult) -> Table:
     """Per segmenter variant, on every validation recording pooled: the checker setting of the best objective with
     the checker's end report, and with the best peak level for the end report; how often each fold chose them."""
-    picks: dict[tuple[float, bool, float, bool], int] = {}
+    picks: dict[tuple[str, bool], int] = {}
     for folds in result.chosen.values():
         for pick in folds.values():
-            key = (pick["segmenter_min_duration"], pick["once"], pick["position_prior_weight"],
-                   pick["done_level"] is not None)
+            key = (pick["segmenter"], pick["done_level"] is not None)
             picks[key] = picks.get(key, 0) + 1
     table = Table(title="segmenter variants and the end-of-recording report on the validation recordings "
                         "(pooled; each with its best checker setting)", header_style="bold")
@@ -507,10 +511,10 @@ def variant_table(result: LiveBenchResult) -> Table:
         option = replays.options[best]
         table.add_row(variant.label(), "checker", f"{option.prior_skip:g}", f"{option.alert_threshold:g}",
                       *_selection_cells(rows[best]),
-                      str(picks.get((variant.min_duration, variant.once, variant.prior_weight, False), 0)))
+                      str(picks.get((variant.label(), False), 0)))
         levels = [replays.pooled(v, best, j) for j in range(len(replays.levels))]
         j = max(range(len(levels)), key=lambda j: objective(levels[j]))
         table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", f"{option.prior_skip:g}",
                       f"{option.alert_threshold:g}", *_selection_cells(levels[j]),
-                      str(picks.get((variant.min_duration, variant.once, variant.prior_weight, True), 0)))
+                      str(picks.get((variant.label(), True), 0)))
     return table

@@ -70,20 +70,69 @@ class SegmenterVariant:
         min_duration: seconds a run of one class must last to be confirmed on its own.
         once: a step already confirmed in the recording is not sent again (a recipe's steps are done once).
         prior_weight: ``w`` of the position prior's fusion (`recognition.position_prior`, P2; 0: none).
+        duration_share: each key-step class confirmed after this share of its median annotated duration in the
+            fold's training recordings (`class_durations`), clipped to [``min_duration``, `LONGEST_CONFIRMATION`]
+            seconds; 0: ``min_duration`` for every class.
+        done_state: the detector's done-state outputs take part in the done evidence (E3's ``u``); False: they are
+            dropped before calibration and checking, as for a detector without a done head.
     """
 
     min_duration: float
     once: bool
     prior_weight: float = 0.0
+    duration_share: float = 0.0
+    done_state: bool = True
 
-    def config(self, base: SegmenterConfig) -> SegmenterConfig:
-        """``base`` with this confirmation length (the wait before a segment is emitted anyway at least twice it)."""
-        return replace(base, min_duration=self.min_duration, max_delay=max(base.max_delay, 2 * self.min_duration))
+    def config(self, base: SegmenterConfig, durations: np.ndarray | None = None) -> SegmenterConfig:
+        """``base`` with this confirmation length (the wait before a segment is emitted anyway at least twice the
+        longest), per class from ``durations`` (`class_durations`) with a ``duration_share``."""
+        config = replace(base, min_duration=self.min_duration, max_delay=max(base.max_delay, 2 * self.min_duration))
+        if not self.duration_share or durations is None:
+            return config
+        lengths = confirmation_lengths(durations, self.duration_share, self.min_duration)
+        return replace(config, class_min_duration=tuple(lengths.tolist()),
+                       max_delay=max(config.max_delay, 2 * float(lengths.max())))
 
     def label(self) -> str:
         """How tables name it."""
         prior = f", prior {self.prior_weight:g}" if self.prior_weight else ""
-        return f"{self.min_duration:g} s{', once' if self.once else ''}{prior}"
+        share = f", {self.duration_share:g} x duration" if self.duration_share else ""
+        state = "" if self.done_state else ", no done state"
+        return f"{self.min_duration:g} s{', once' if self.once else ''}{prior}{share}{state}"
+
+
+# The longest confirmation a step's duration may ask for (`SegmenterVariant.duration_share`): a step of three minutes
+# still confirmed within half a minute.
+LONGEST_CONFIRMATION: Final = 30.0
+
+
+def class_durations(labels: Iterable[np.ndarray], classes: int, fps: float) -> np.ndarray:
+    """Per class, the median length in seconds of its annotated runs (maximal stretches of one label) over the
+    recordings' per-frame labels; NaN for a class with no run.
+
+    Args:
+        labels: per recording, ``(T,)`` class indices.
+        classes: number of classes.
+        fps: frames per second.
+
+    Returns:
+        ``(classes,)`` seconds.
+    """
+    lengths: list[list[int]] = [[] for _ in range(classes)]
+    for y in labels:
+        y = np.asarray(y)
+        if len(y) == 0:
+            continue
+        starts = np.flatnonzero(np.r_[True, y[1:] != y[:-1]])  # (R,)
+        for c, n in zip(y[starts].tolist(), np.diff(np.r_[starts, len(y)]).tolist(), strict=True):
+            lengths[c].append(n)
+    return np.array([np.median(v) / fps if v else np.nan for v in lengths])
+
+
+def confirmation_lengths(durations: np.ndarray, share: float, shortest: float) -> np.ndarray:
+    """``clip(share * d_c, shortest, LONGEST_CONFIRMATION)`` per class; ``shortest`` for a class never seen."""
+    return np.clip(np.nan_to_num(share * np.asarray(durations, dtype=np.float64), nan=shortest), shortest,
+                   max(shortest, LONGEST_CONFIRMATION))
 
 
 # The first is the benchmark's a-priori segmenter (a run of 3 s confirms a step; a step may be confirmed again).
@@ -92,6 +141,10 @@ VARIANTS: Final = (SegmenterVariant(3.0, False), SegmenterVariant(3.0, True), Se
 # With ``--position-prior``: the 3 s and 6 s segmenters on the detector's output fused with the position prior
 # (`recognition.position_prior`, P2) at weights 0.5 and 1.
 PRIOR_VARIANTS: Final = tuple(SegmenterVariant(d, False, w) for w in (0.5, 1.0) for d in (3.0, 6.0))
+# Each step confirmed after a share of its usual duration (at least 3 s), once.
+DURATION_VARIANTS: Final = tuple(SegmenterVariant(3.0, True, duration_share=f) for f in (0.1, 0.2, 0.3))
+# The variants without the detector's done-state outputs in the done evidence.
+NO_STATE_VARIANTS: Final = tuple(replace(v, done_state=False) for v in VARIANTS)
 # Peak evidence levels (`tgml.bench.live.chain.step_peaks`) under which a required step is named never done; a fold
 # may also keep the checker's own end-of-recording report.
 DONE_LEVELS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)

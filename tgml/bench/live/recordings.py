@@ -12,6 +12,7 @@ background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxon
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -19,6 +20,7 @@ from typing import Final
 import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
+from graphs.common.array_files import read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.edge_metrics import load_reference_graph
@@ -113,11 +115,9 @@ class LiveData:
 
 def read_features(path: Path) -> np.ndarray:
     """One features file as ``(T, D)`` float32, or an `InputError` naming it (unreadable, not 2-D, empty, NaN/inf)."""
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise InputError(f"{path}: not a readable .npy array ({err})") from None
-    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1 or not np.issubdtype(array.dtype, np.floating):
+    # The header is checked before any data is read: an empty file, an .npz archive or a file cut short is one line.
+    array = read_npy(path, "features", ndim=None, kinds="f")
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1:
         raise InputError(f"{path}: expected a (T, D) float array, one vector per second; got {array.dtype} "
                          f"{array.shape}")
     x = array.astype(np.float32)
@@ -202,24 +202,23 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     errors = load_error_annotations(cc / ERROR_ANNOTATIONS, taxonomies, activities, others,
                                     restrict=frozenset(recipes))
     by_id = {r.recording_id: r for r in errors.recordings}
-    recordings, width = [], None
+    recordings = []
     for name, path in files.items():
         annotation = by_id.get(name)
         if annotation is None:
             raise InputError(f"{path}: recording {name!r} (activity {activity[name]!r}) is of no recipe of "
                              f"{cc / ANNOTATIONS}")
         features = read_features(path)  # all checked before any training: a bad file costs no work
-        shape = features.shape
-        if width is None:
-            width = shape[1]
-        elif shape[1] != width:
-            raise InputError(f"{path}: features of width {shape[1]}, the folder's others {width}")
         recipe = recipes[annotation.scenario]
         recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
-                                        second_labels(annotation, recipe.step_ids, shape[0]), features))
+                                        second_labels(annotation, recipe.step_ids, len(features)), features))
+    # The width most files share is the folder's: the file named is the odd one out, not whichever was read first.
+    width = Counter(r.features.shape[1] for r in recordings).most_common(1)[0][0]
+    odd = next((r for r in recordings if r.features.shape[1] != width), None)
+    if odd is not None:
+        raise InputError(f"{odd.path}: features of width {odd.features.shape[1]}, the folder's others {width}")
     order = list(recipes)
     recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))
-    assert width is not None
     return LiveData(cc, features_dir, recipes, tuple(recordings), annotations, width)
 
 

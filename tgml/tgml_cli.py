@@ -524,8 +524,13 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
 
     if args.json:
         check_output(args.json, "results file", option="--json")
+    if args.cache:  # a file there would be found only when the first fold's training is saved, and lost
+        check_output(args.cache, "fold cache", folder=True, option="--cache")
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: must be >= 1")
+    if args.recipes is not None and not _names(args.recipes):  # an empty $VAR would run every recipe, unasked
+        raise InputError(f"--recipes {args.recipes!r}: names no recipe (comma-separated names; leave the option out "
+                         "for every recipe)")
     config = LiveBenchConfig(data_folder(args.data), Path(args.features) if args.features else None, args.folds,
                              args.seed, LiveDetectorSettings().with_epochs(args.epochs), CheckerSettings(args.checker),
                              tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None,

@@ -204,6 +204,24 @@ def test_bench_captaincook_refuses_a_results_path_it_could_not_write(
     assert "is a folder, expected a file name for the results file" in cli_error(main, argv, capsys)
 
 
+def test_bench_live_refuses_a_cache_that_is_a_file_before_any_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "cache"
+    cache.write_text("my notes\n")
+    argv = ["bench-live", "--data", str(tmp_path), "--cache", str(cache), "--quiet"]
+    assert cli_error(main, argv, capsys) == f"error: --cache {cache}: is a file, expected a folder for the fold cache"
+
+
+@pytest.mark.parametrize("recipes", ["", ","])
+def test_bench_live_refuses_a_recipes_option_naming_no_recipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], recipes: str
+) -> None:
+    # An empty $RECIPES in a script must not turn into a run of every recipe.
+    err = cli_error(main, ["bench-live", "--data", str(tmp_path), "--recipes", recipes, "--quiet"], capsys)
+    assert err.startswith(f"error: --recipes {recipes!r}: names no recipe")
+
+
 @pytest.mark.parametrize(
     ("argv", "fragments"),
     [

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -162,18 +163,24 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     Raises:
         InputError: missing files, mismatched lengths, NaN/inf features, bad target rows.
     """
-    streams = [_load_array(root / config.rgb / f"{video}.npy", video, "RGB features")]
-    if config.flow:
-        streams.append(_load_array(root / config.flow / f"{video}.npy", video, "flow features"))
-    targets = _load_array(root / TARGETS_DIR / f"{video}.npy", video, "targets", allow_bool=True)
+    paths = [root / config.rgb / f"{video}.npy", *([root / config.flow / f"{video}.npy"] if config.flow else [])]
+    streams = [_load_array(path, video, what)
+               for path, what in zip(paths, ("RGB features", "flow features"), strict=False)]
+    target_path = root / TARGETS_DIR / f"{video}.npy"
+    targets = _load_array(target_path, video, "targets", allow_bool=True)
     lengths = {len(s) for s in streams} | {len(targets)}
     if len(lengths) != 1:
         parts = ", ".join(f"{n} {len(a)}" for n, a in zip(("rgb", "flow"), streams, strict=False))
-        raise InputError(f"video {video!r}: frame counts disagree ({parts}, targets {len(targets)})")
-    features = np.concatenate(streams, axis=1).astype(np.float32)
-    if not np.all(np.isfinite(features)):
-        frame = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
-        raise InputError(f"video {video!r}: features contain NaN or infinity (first at frame {frame})")
+        files = ", ".join(str(path) for path in (*paths, target_path))
+        raise InputError(f"video {video!r}: frame counts disagree ({parts}, targets {len(targets)}) in {files}")
+    # Each file on its own, after the float32 cast (a float64 beyond float32's range becomes inf): the error names it.
+    arrays = [stream.astype(np.float32) for stream in streams]
+    for path, array in zip(paths, arrays, strict=True):
+        finite = np.isfinite(array).all(axis=1)
+        if not finite.all():
+            raise InputError(f"video {video!r}: {path}: features contain NaN or infinity (first at frame "
+                             f"{int(np.flatnonzero(~finite)[0])})")
+    features = np.concatenate(arrays, axis=1)
     targets = targets.astype(np.float32)
     # Rows are one-hot, or multi-hot where classes overlap (THUMOS: every CliffDiving frame is also Diving);
     # anything else (probabilities, counts, label indices) is not a target row.
@@ -181,20 +188,22 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     if not_binary.any():
         row = int(np.flatnonzero(not_binary)[0])
         value = targets[row][(targets[row] != 0) & (targets[row] != 1)][0]
-        raise InputError(f"video {video!r}: target row {row} holds {float(value):g}; targets must be one-hot 0/1 rows")
+        raise InputError(f"video {video!r}: {target_path}: target row {row} holds {float(value):g}; targets must be "
+                         "one-hot 0/1 rows")
     row_sum = targets.sum(axis=1)
     empty = row_sum == 0
     if empty.any():
         raise InputError(
-            f"video {video!r}: target row {int(np.flatnonzero(empty)[0])} is not a class (needs a one-hot row)"
+            f"video {video!r}: {target_path}: target row {int(np.flatnonzero(empty)[0])} is not a class (needs a "
+            "one-hot row)"
         )
     # Background (class 0) with a key-step on one frame contradicts itself: split evenly it would train half a
     # background frame and score a step as half missed. Overlapping key-step classes stay (THUMOS).
     both = (targets[:, 0] > 0) & (row_sum > 1) if targets.shape[1] > 1 else np.zeros(len(targets), dtype=bool)
     if both.any():
         row = int(np.flatnonzero(both)[0])
-        raise InputError(f"video {video!r}: target row {row} marks background (class 0) and a key-step class "
-                         "together; a frame is background or shows key-steps")
+        raise InputError(f"video {video!r}: {target_path}: target row {row} marks background (class 0) and a "
+                         "key-step class together; a frame is background or shows key-steps")
     return VideoFeatures(video, features, targets / row_sum[:, None])  # a multi-hot row is split evenly
 
 
@@ -330,12 +339,16 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     test = tuple(load_video(root, v, config) for v in split.test)
     if split.augment_copies:
         train = tuple(with_copies(root, video, config, split.augment_copies) for video in train)
-    width, n_cls = train[0].features.shape[1], train[0].targets.shape[1]
+    # The width and class count most videos share are the folder's: the file named is the odd one out.
+    width = Counter(v.features.shape[1] for v in train + test).most_common(1)[0][0]
+    n_cls = Counter(v.targets.shape[1] for v in train + test).most_common(1)[0][0]
     for video in train + test:
         if video.features.shape[1] != width:
-            raise InputError(f"video {video.name!r}: feature width {video.features.shape[1]}, others have {width}")
+            raise InputError(f"video {video.name!r}: {root / config.rgb / video.name}.npy: feature width "
+                             f"{video.features.shape[1]}, others have {width}")
         if video.targets.shape[1] != n_cls:
-            raise InputError(f"video {video.name!r}: {video.targets.shape[1]} target classes, others have {n_cls}")
+            raise InputError(f"video {video.name!r}: {root / TARGETS_DIR / video.name}.npy: "
+                             f"{video.targets.shape[1]} target classes, others have {n_cls}")
     # Everything the checkpoint will hold is checked here, before training, not when it is saved.
     names = split.class_names or ("background", *(f"class_{c}" for c in range(1, n_cls)))
     step_ids = split.class_step_ids or (None, *range(1, n_cls))

@@ -71,16 +71,29 @@ def test_nan_features_name_the_video_and_frame(feature_folder: Path) -> None:
     feats = np.load(path)
     feats[17, 2] = np.nan
     np.save(path, feats)
-    with pytest.raises(InputError, match="video 'video_14': features contain NaN or infinity .first at frame 17."):
+    with pytest.raises(InputError) as info:
         load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == f"video 'video_14': {path}: features contain NaN or infinity (first at frame 17)"
+
+
+def test_a_file_of_another_width_is_named_even_when_read_first(feature_folder: Path) -> None:
+    split = json.loads((feature_folder / "split.json").read_text())
+    path = feature_folder / "rgb_synth" / f"{split['train'][0]}.npy"
+    np.save(path, np.load(path)[:, :5])
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == f"video {split['train'][0]!r}: {path}: feature width 5, others have 24"
 
 
 def test_length_mismatch_and_bad_target_rows(feature_folder: Path) -> None:
     np.save(feature_folder / "target_perframe" / "video_01.npy", np.eye(5, dtype=np.float32)[np.zeros(200, int)])
-    with pytest.raises(InputError, match="video 'video_01': frame counts disagree .rgb 240, targets 200."):
+    with pytest.raises(InputError, match="video 'video_01': frame counts disagree .rgb 240, targets 200. in "
+                       f"{feature_folder / 'rgb_synth' / 'video_01.npy'}, "
+                       f"{feature_folder / 'target_perframe' / 'video_01.npy'}$"):
         load_feature_dataset(feature_folder, SYNTH)
     np.save(feature_folder / "target_perframe" / "video_01.npy", np.zeros((240, 5), np.float32))
-    with pytest.raises(InputError, match="video 'video_01': target row 0 is not a class"):
+    with pytest.raises(InputError, match="video 'video_01': .*target_perframe/video_01.npy: target row 0 is not a "
+                                         "class"):
         load_feature_dataset(feature_folder, SYNTH)
 
 
@@ -124,7 +137,7 @@ def test_target_rows_that_are_not_zeros_and_ones_are_refused(
     targets = np.load(path)
     targets[7] = row
     np.save(path, targets)
-    with pytest.raises(InputError, match=f"video 'video_02': {message}"):
+    with pytest.raises(InputError, match=f"video 'video_02': {path}: {message}"):
         load_feature_dataset(feature_folder, SYNTH)
 
 

@@ -188,18 +188,19 @@ class BackgroundSink(Generic[T]):
         return max(0, self._queue.qsize() - self._stop_queued)
 
     def lost(self) -> int:
-        """Messages that did not get through, or not yet: failed, dropped, still queued."""
+        """Messages that did not get through, or not yet: failed, dropped, still queued or still being delivered."""
         with self._lock:
-            failed, dropped = self.failed, self.dropped
-        return failed + dropped + self.pending()
+            return self.received - self.delivered
 
     def summary(self) -> str:
-        """One line on what it did, for the end of a run: delivered, not delivered, dropped (and still queued)."""
+        """One line on what it did, for the end of a run: delivered, not delivered, dropped (and still queued, and
+        the one ``deliver`` still held when ``close`` stopped waiting: a hanging receiver's, counted nowhere else)."""
         with self._lock:
-            delivered, failed, dropped = self.delivered, self.failed, self.dropped
+            received, delivered, failed, dropped = self.received, self.delivered, self.failed, self.dropped
         queued = self.pending()
+        unanswered = max(0, received - delivered - failed - dropped - queued)
         return (f"{self.name}: {delivered} delivered, {failed} not delivered, {dropped} dropped (queue full)"
-                + (f", {queued} still queued" if queued else ""))
+                + (f", {queued} still queued" if queued else "") + (f", {unanswered} unanswered" if unanswered else ""))
 
     def close(self) -> None:
         """Stop taking messages; the thread finishes what it holds, for at most ``stop_wait_s``."""

@@ -220,12 +220,14 @@ def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
     return out
 
 
-def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
+def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str], None] = print_warning
+                     ) -> list[EvalVideo]:
     """The videos the run evaluates, found and read before any of them runs.
 
     Args:
         config: the run (``videos``, ``annotations``, ``names`` / ``split``).
         graph: the task graph (its scenario picks the annotation file's, when it records one).
+        warn: told of the feature files of another scenario's recordings, which are not evaluated.
 
     Returns:
         The videos in annotation-file order (or ``--videos-list`` order).
@@ -236,6 +238,13 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph) -> list[EvalVideo]:
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
     files = annotated_feature_files(config.features, annotations, config.annotations) if config.features else {}
     names = list(config.names) or _split_names(config.split) or [n for n in (files or known) if n in known]
+    if not names:  # every file of another scenario: scores over no video would look like a run
+        raise InputError(f"--features: none of the {len(files)} feature files is of a recording of scenario "
+                         f"{scenario!r} (the graph's) in {config.annotations}")
+    elsewhere = sorted(n for n in files if n not in known)
+    if elsewhere and not (config.names or config.split):  # said, as import says it: never a file left out unsaid
+        warn(f"--features: {len(elsewhere)} feature files are of recordings of another scenario than {scenario!r}, "
+             f"not evaluated ({first_few(elsewhere, 5)})")
     _check_unique(names)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -592,7 +601,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_output(config.plots, "timeline plots folder", folder=True, option="--plots")
         pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
-    videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph)
+    videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn)
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         for video in videos:
             open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)

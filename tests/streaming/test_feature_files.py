@@ -148,6 +148,40 @@ def test_a_file_that_is_not_a_float_array_is_refused(trained: Path, capsys: pyte
     assert "test_ok.npy" in err and "expected real numbers" in err
 
 
+def with_another_scenario(trained: Path) -> tuple[Path, Path]:
+    """The annotation file with a second scenario's recording, and a folder holding its features beside test_ok's."""
+    labels = json.loads((trained / "labels.json").read_text())
+    labels["taxonomy"]["shelf"] = labels["taxonomy"]["kit"]
+    shelf = {"scenario": "shelf", "recording_id": "shelf_1"}
+    labels["annotations"]["shelf_1"] = labels["annotations"]["test_ok"] | shelf
+    (trained / "two_scenarios.json").write_text(json.dumps(labels))
+    folder = trained / "two_scenarios"
+    folder.mkdir(exist_ok=True)
+    for name in ("test_ok", "shelf_1"):
+        np.save(folder / f"{name}.npy", np.load(trained / "npy" / "test_ok.npy"))
+    return trained / "two_scenarios.json", folder
+
+
+def test_feature_files_of_another_scenario_are_said_not_to_be_evaluated(trained: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    labels, folder = with_another_scenario(trained)
+    argv = eval_argv(trained) + ["--features", str(folder), "--annotations", str(labels),
+                                 "--json", str(trained / "two.json")]
+    capsys.readouterr()
+    assert stream_detect(argv) == 0
+    assert "--features: 1 feature files are of recordings of another scenario than 'kit', not evaluated (shelf_1)" \
+        in capsys.readouterr().err
+    assert [v["video"] for v in json.loads((trained / "two.json").read_text())["videos"]] == ["test_ok"]
+
+
+def test_feature_files_all_of_another_scenario_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels, folder = with_another_scenario(trained)
+    argv = eval_argv(trained) + ["--features", str(folder / "shelf_1.npy"), "--annotations", str(labels)]
+    capsys.readouterr()
+    err = cli_error(stream_detect, argv, capsys)
+    assert "none of the 1 feature files is of a recording of scenario 'kit'" in err  # it scored 0 videos, exit 0
+
+
 def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--videos", str(trained)), capsys)
     assert "--features replays feature files instead of videos" in err

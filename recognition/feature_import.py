@@ -24,6 +24,7 @@ file of a public dataset covers more recordings than one person's features).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,8 +212,12 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
                          f"{config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate them, or move "
                          "them out of the folder")
     if config.scenario is None:  # the scenario of the recordings that have features, when they share one
-        scenarios = sorted({annotations.videos[name].scenario for name in files})
-        scenario = choose_scenario(annotations, scenarios[0] if len(scenarios) == 1 else None)
+        scenarios = Counter(annotations.videos[name].scenario for name in files)
+        if len(scenarios) > 1:  # name the folder's scenarios, not every one of a public dataset's annotation file
+            counts = ", ".join(f"{name}: {count}" for name, count in sorted(scenarios.items()))
+            raise InputError(f"--features {config.features}: its recordings are of {len(scenarios)} scenarios of "
+                             f"{config.annotations} ({counts} files); choose one with --scenario")
+        scenario = choose_scenario(annotations, next(iter(scenarios)))
     else:
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)

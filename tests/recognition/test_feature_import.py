@@ -131,3 +131,20 @@ def test_annotated_recordings_without_features_are_counted_not_imported(tmp_path
     assert main(argv(root, "--test-videos", "rec1")) == 0
     out = capsys.readouterr().out
     assert "4 recordings imported" in out and "1 annotated recordings have no feature file (rec0)" in out
+
+
+def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # A public dataset's annotation file holds many scenarios: the line names those of the folder's recordings, not
+    # all of the file's, and --scenario picks one (the others counted, not imported).
+    root = write_recordings(tmp_path)
+    labels = json.loads((root / "labels.json").read_text())
+    labels["taxonomy"] |= {"shelf": STEPS, "kite": STEPS}
+    labels["annotations"]["rec4"]["scenario"] = "shelf"
+    labels["annotations"]["kite_1"] = labels["annotations"]["rec3"] | {"scenario": "kite", "recording_id": "kite_1"}
+    (root / "labels.json").write_text(json.dumps(labels))
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: --features {root / 'npy'}: its recordings are of 2 scenarios of {root / 'labels.json'} "
+                   "(shelf: 1, tent: 4 files); choose one with --scenario")
+    assert main(argv(root, "--scenario", "tent", "--test-videos", "rec1")) == 0
+    assert "1 feature files are of recordings of another scenario (rec4)" in capsys.readouterr().out

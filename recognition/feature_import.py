@@ -132,7 +132,17 @@ def read_feature_file(path: str | Path, what: str = "features") -> np.ndarray:
     if not finite.all():
         row = int(np.flatnonzero(~finite)[0])
         raise InputError(f"{path}: the {what} hold NaN or infinite values (first in row {row})")
-    return np.ascontiguousarray(array, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        features = np.ascontiguousarray(array, dtype=np.float32)
+    # A float64 beyond float32's range becomes infinite in the cast: it would reach the detector as inf, its
+    # probabilities as NaN, and end the stream (eval: a traceback; live: the stream lost).
+    fits = np.isfinite(features).all(axis=1)
+    if not fits.all():
+        row = int(np.flatnonzero(~fits)[0])
+        limit = float(np.finfo(np.float32).max)
+        raise InputError(f"{path}: the {what} hold values beyond float32's range (|x| > {limit:.3g}; first in row "
+                         f"{row})")
+    return features
 
 
 @dataclass(frozen=True)

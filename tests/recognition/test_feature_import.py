@@ -148,3 +148,14 @@ def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Pa
                    "(shelf: 1, tent: 4 files); choose one with --scenario")
     assert main(argv(root, "--scenario", "tent", "--test-videos", "rec1")) == 0
     assert "1 feature files are of recordings of another scenario (rec4)" in capsys.readouterr().out
+
+
+def test_float64_features_beyond_float32s_range_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # They were imported as inf without a word (the folder then refused by recognition-train, far from the cause).
+    root = write_recordings(tmp_path)
+    features = np.load(root / "npy" / "rec2.npy").astype(np.float64)
+    features[9, 0] = -1e40
+    np.save(root / "npy" / "rec2.npy", features)
+    err = cli_error(main, argv(root), capsys)
+    assert err.startswith(f"error: {root / 'npy' / 'rec2.npy'}: the features hold values beyond float32's range")
+    assert "first in row 9" in err and not (root / "out").exists()

@@ -118,6 +118,22 @@ def test_a_feature_file_with_nan_is_refused_naming_it(trained: Path, capsys: pyt
     assert "test_ok.npy" in err and "NaN or infinite values (first in row 4)" in err
 
 
+def test_float64_features_beyond_float32s_range_are_refused_naming_the_row(trained: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # 1e39 is finite in float64 and inf once cast to float32: eval ended in a traceback (non-finite probabilities in
+    # the segmenter) and the live stream was lost.
+    huge = trained / "huge"
+    huge.mkdir()
+    features = np.load(trained / "npy" / "test_ok.npy").astype(np.float64)
+    features[6, 1] = 1e39
+    np.save(huge / "test_ok.npy", features)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(huge)], capsys)
+    assert "test_ok.npy" in err and "beyond float32's range" in err and "first in row 6" in err
+    err = cli_error(stream_detect, ["--features", str(huge / "test_ok.npy"), "--graph", str(trained / "graph.json"),
+                                    "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"], capsys)
+    assert "test_ok.npy" in err and "beyond float32's range" in err
+
+
 def test_features_of_another_width_than_the_detectors_are_refused(trained: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     wide = trained / "wide"

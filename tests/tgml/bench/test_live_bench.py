@@ -192,7 +192,7 @@ def test_a_steps_confirmation_length_is_a_share_of_its_usual_duration_on_the_tra
     assert config.class_min_duration == (3.0, 6.0, LONGEST_CONFIRMATION, 3.0)  # 0.3 x 20 s; 60 s clipped; unseen
     assert config.max_delay == 2 * LONGEST_CONFIRMATION
     assert SegmenterVariant(3.0, True).config(base, durations).class_min_duration is None
-    # 5 s of class 1 inside a step 2 of the recipe: a step of its own at 3 s, flicker-free background at 6 s
+    # 5 s of class 1 between background: a step at the common 3 s, none once class 1 must last 6 s
     stream = [0] * 10 + [1] * 5 + [0] * 10
     assert [e.step for e in segment_labels(stream, base)] == [1]
     assert [e.step for e in segment_labels(stream, config)] == []

@@ -267,6 +267,22 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     return out
 
 
+def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annotations: str | None) -> None:
+    """Refuse a feature file that ends before its recording's annotated steps do (beyond one vector): a file cut
+    short, or features at another rate than the one they are read at, which would score every later step as missed.
+
+    Args:
+        video: the recording, its feature file and annotated steps.
+        duration: seconds the file covers at the rate it is read at.
+        slack: one vector's time (a step may end during the last one).
+        annotations: the annotation file, named in the error.
+    """
+    last = max((segment.end for segment in video.annotated), default=0.0)
+    if last > duration + slack:
+        raise InputError(f"{video.named}: covers {duration:.1f} s at the rate it is read at, but its annotated steps "
+                         f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate?)")
+
+
 def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float) -> None:
     """Open every video and decode its first frame before the first one runs: a damaged or unreadable file is refused
     at once, not after the videos before it ran (their results would be cached, but the person waited for nothing).
@@ -604,7 +620,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn)
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         for video in videos:
-            open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
+            reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
+            check_annotation_fits(video, reader.duration, 1 / chain.checkpoint.fps, config.annotations)
     else:
         check_videos_open(videos, config, chain.checkpoint.fps)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.

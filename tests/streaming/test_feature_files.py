@@ -134,6 +134,16 @@ def test_float64_features_beyond_float32s_range_are_refused_naming_the_row(train
     assert "test_ok.npy" in err and "beyond float32's range" in err
 
 
+def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # Cut short, or features at half the rate they are read at: every later step was scored as missed, without a word.
+    short = trained / "short"
+    short.mkdir()
+    np.save(short / "test_ok.npy", np.load(trained / "npy" / "test_ok.npy")[:20])  # 20 s; its steps run to 45 s
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(short)], capsys)
+    assert "test_ok.npy" in err and "covers 20.0 s" in err and "run to 45.0 s" in err and "--rate" in err
+
+
 def test_features_of_another_width_than_the_detectors_are_refused(trained: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     wide = trained / "wide"

@@ -621,7 +621,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         for video in videos:
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
-            check_annotation_fits(video, reader.duration, 1 / chain.checkpoint.fps, config.annotations)
+            check_annotation_fits(video, len(reader.features) / chain.checkpoint.fps, 1 / chain.checkpoint.fps,
+                                  config.annotations)
     else:
         check_videos_open(videos, config, chain.checkpoint.fps)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.

@@ -63,3 +63,28 @@ def test_a_file_of_another_width_is_the_one_named_even_when_read_first(
     np.save(odd, np.load(odd)[:, :100])
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
     assert err == f"error: {odd}: features of width 100, the folder's others 768"
+
+
+def test_a_features_file_given_as_the_folder_is_named_a_file(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = features_folder(data_dir, tmp_path) / f"{RECORDINGS[0]}.npy"
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(file), "--quiet"], capsys)
+    assert err == f"error: --features {file}: a file, expected a folder of <recording_id>.npy files"
+
+
+@pytest.mark.parametrize(("kept", "folds", "said"), [
+    (1, "3", "has only 1 recording(s) in the features folder; k-fold needs at least 3"),
+    (2, "2", "has only 2 recording(s) in the features folder; k-fold needs at least 3"),
+    (3, "2", "give more folds (up to --folds 3) or add recordings"),
+])
+def test_too_few_recordings_for_any_folds_say_what_would_do(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kept: int, folds: str, said: str
+) -> None:
+    # With one recording the line used to advise '--folds 1 or fewer', which --folds refuses in turn.
+    folder = features_folder(data_dir, tmp_path)
+    for name in RECORDINGS[kept:]:
+        (folder / f"{name}.npy").unlink()
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--folds", folds,
+                           "--quiet"], capsys)
+    assert said in err and "--folds 1 or fewer" not in err

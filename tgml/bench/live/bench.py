@@ -226,12 +226,17 @@ def check_folds(data: LiveData, folds: int) -> None:
     fewer than two recordings (one to fit the detector, one to validate it)."""
     for name in data.recipes:
         count = len(data.of(name))
+        if count < 3:  # no --folds would do: say so rather than suggest a --folds that is refused in turn
+            raise InputError(f"--folds {folds}: recipe {name!r} has only {count} recording(s) in the features folder; "
+                             "k-fold needs at least 3 (each training fold holds 2: one to fit the detector, one to "
+                             "validate it): add recordings, or leave the recipe out with --recipes")
         if folds > count:
             raise InputError(f"--folds {folds}: recipe {name!r} has only {count} recording(s) in the features folder; "
                              f"give --folds {count} or fewer")
         if count - math.ceil(count / folds) < 2:
             raise InputError(f"--folds {folds}: recipe {name!r} has {count} recording(s): a training fold would hold "
-                             "fewer than 2 (one to fit the detector, one to validate it); add recordings")
+                             f"fewer than 2 (one to fit the detector, one to validate it); give more folds (up to "
+                             f"--folds {count}) or add recordings")
 
 
 def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchResult:

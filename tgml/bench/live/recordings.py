@@ -170,7 +170,8 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
         features_dir = root / FEATURES_SUBFOLDER
     features_dir = Path(features_dir)
     if not features_dir.is_dir():
-        raise InputError(f"--features {features_dir}: folder not found")
+        why = "a file, expected a folder of <recording_id>.npy files" if features_dir.exists() else "folder not found"
+        raise InputError(f"--features {features_dir}: {why}")
     files = {p.stem: p for p in sorted(features_dir.glob("*.npy"))}
     if not files:
         raise InputError(f"--features {features_dir}: no .npy features file (one <recording_id>.npy per recording)")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
-from graphs.common.options import output_name, seed_option, threads_option
+from graphs.common.options import epochs_option, output_name, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -40,7 +40,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--config", help="training config (.toml, .yaml); default: the folder's split.json and a "
                         "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")
     parser.add_argument("--out", required=True, type=output_name, help="checkpoint file to write")
-    parser.add_argument("--epochs", type=int, default=None, help="override [train] epochs")
+    parser.add_argument("--epochs", type=epochs_option, default=None, help="override [train] epochs")
     parser.add_argument("--seed", type=seed_option, default=None, help="override [train] seed")
     parser.add_argument("--threads", type=threads_option, default=None, help="torch CPU threads (at most 4 per core)")
     val = parser.add_mutually_exclusive_group()

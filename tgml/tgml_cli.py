@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.common.options import check_seed_count, output_name, seed_option, workers_option
+from graphs.common.options import check_seed_count, epochs_option, output_name, seed_option, workers_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -91,7 +91,7 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
     p.add_argument("--cut", type=float, help="noisy-and: keep edges with probability >= CUT (default 0.9)")
     p.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
-    p.add_argument("--epochs", type=int, help="epochs (default: noisy-and 150, do 1000)")
+    p.add_argument("--epochs", type=epochs_option, help="epochs (default: noisy-and 150, do 1000)")
     p.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
     p.add_argument("--seed", type=seed_option, help="random seed (default 42)")
     p.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
@@ -149,7 +149,7 @@ def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
                    help=f"methods to run, from {', '.join(METHODS)} (default do)")
     p.add_argument("--llm-graphs", help="folder of the LLM graph_<procedure>.adjlist files "
                                         f"(default {CAPTAINCOOK_FOLDER}/llm_task_graphs of the data)")
-    p.add_argument("--epochs", type=int, help="maximum epochs (default 1000)")
+    p.add_argument("--epochs", type=epochs_option, help="maximum epochs (default 1000)")
     p.add_argument("--config", help="TOML file of training settings")
     p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
                    help="1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
@@ -203,7 +203,7 @@ def _bench_queries_options(p: argparse.ArgumentParser) -> None:
                                              "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
     p.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
                                                         "(default 42)")
-    p.add_argument("--epochs", type=int, help="cap on DO epochs (quick runs; default the benchmark's)")
+    p.add_argument("--epochs", type=epochs_option, help="cap on DO epochs (quick runs; default the benchmark's)")
     p.add_argument("--json", type=output_name, help="write all results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -237,7 +237,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                                       "DATA/captaincook4d-pe/features)")
     p.add_argument("--folds", type=int, default=3, help="folds per recipe (default 3)")
     p.add_argument("--seed", type=seed_option, default=42, help="seeds folds, detectors and graphs (default 42)")
-    p.add_argument("--epochs", type=int, help="detector training epochs (quick runs; default the benchmark's)")
+    p.add_argument("--epochs", type=epochs_option,
+                   help="detector training epochs (quick runs; default the benchmark's)")
     p.add_argument("--recipes", help="comma-separated subset of the recipes")
     p.add_argument("--checker", choices=CHECKERS, default=DEFAULT_CHECKER,
                    help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live)")
@@ -526,8 +527,6 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         check_output(args.json, "results file", option="--json")
     if args.cache:  # a file there would be found only when the first fold's training is saved, and lost
         check_output(args.cache, "fold cache", folder=True, option="--cache")
-    if args.epochs is not None and args.epochs < 1:
-        raise InputError(f"--epochs {args.epochs}: must be >= 1")
     if args.recipes is not None and not _names(args.recipes):  # an empty $VAR would run every recipe, unasked
         raise InputError(f"--recipes {args.recipes!r}: names no recipe (comma-separated names; leave the option out "
                          "for every recipe)")

@@ -87,6 +87,14 @@ def workers_option(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
 
 
+def epochs_option(text: str) -> int:
+    """argparse type of ``--epochs``: an integer >= 1 (the error names the option, not a config's field)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be an integer >= 1")
+    return value
+
+
 def check_fps(value: object, option: str = "--fps") -> float:
     """Refuse a frame rate that is not a finite number in ``MIN_FPS..MAX_FPS``.
 

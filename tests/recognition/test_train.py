@@ -230,7 +230,8 @@ def test_a_bad_command_line_override_does_not_blame_the_config_file(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     err = cli_error(main, [*_argv(feature_folder, small_config, tmp_path / "d.pt"), "--epochs", "0"], capsys)
-    assert err == "error: DetectorTrainConfig.epochs = 0: must be an integer >= 1"
+    assert err == ("error: recognition-train: argument --epochs: 0: must be an integer >= 1 (see recognition-train "
+                   "--help)")
 
 
 def test_a_recognition_features_folder_trains_without_a_config(feature_folder: Path, tmp_path: Path) -> None:

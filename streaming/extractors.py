@@ -220,8 +220,21 @@ class TorchScriptExtractor(FeatureExtractor):
         return out
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
-        out = self._forward(frames)  # (B, D) or (B, ...)
-        return out.reshape(out.shape[0], -1).float().numpy()
+        """Features of a batch; a backbone that fails on it, or returns NaN or infinity, is named (``InputError``):
+        the user's model is at fault, and unchecked non-finite features would surface frames later as a detector
+        or segmenter error that does not say where they came from."""
+        try:
+            out = self._forward(frames)  # (B, D) or (B, ...)
+        except Exception as err:  # whatever the user's module raises on a well-formed batch
+            why = ([line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__])[-1]
+            raise InputError(f"--backbone {self.path}: fails on a batch of {len(frames)} frame(s) "
+                             f"({why[:120]})") from None
+        features = out.reshape(out.shape[0], -1).float().numpy()
+        bad = ~np.isfinite(features).all(axis=1)
+        if bad.any():
+            raise InputError(f"--backbone {self.path}: its features hold NaN or infinity (frame {int(np.argmax(bad))} "
+                             f"of a batch of {len(frames)})")
+        return features
 
 
 class EfficientNetLiteExtractor(FeatureExtractor):

@@ -116,3 +116,34 @@ def test_a_backbone_that_is_not_a_regular_file_is_named_for_what_it_is(tmp_path:
         with pytest.raises(InputError) as err:
             make_extractor("torchscript", path)
         assert str(err.value).startswith(f"--backbone {path}: {what}"), str(err.value)
+
+
+class _InfiniteWhenBright(torch.nn.Module):
+    """Finite on the blank probe, infinite on a bright frame: a division by zero in the user's model."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bright = (x.mean(dim=(1, 2, 3)) > 0.0).float()[:, None]
+        return torch.ones(x.shape[0], 4) / (1.0 - bright)
+
+
+class _FailsWhenBright(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool(x.mean() > 0.0):
+            raise RuntimeError("index out of range in self")
+        return x.mean(dim=(2, 3))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(("module", "reason"), [(_InfiniteWhenBright, "NaN or infinity (frame 1 of a batch of 2)"),
+                                                (_FailsWhenBright, "fails on a batch of 2 frame(s)")])
+def test_a_backbone_that_goes_wrong_on_a_frame_is_named(module: type, reason: str, tmp_path: Path) -> None:
+    # Loading probes a blank batch only; what the backbone does on a later frame is checked on every batch, so a
+    # stream stops with the backbone named instead of a detector error frames later.
+    path = tmp_path / "backbone.pt"
+    torch.jit.script(module()).save(str(path))
+    extractor = make_extractor("torchscript", path)
+    frames = np.zeros((2, 48, 64, 3), dtype=np.uint8)
+    frames[1] = 255
+    with pytest.raises(InputError, match="backbone") as refusal:
+        extractor(frames)
+    assert str(path) in str(refusal.value) and reason in str(refusal.value)

@@ -326,3 +326,28 @@ def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
     summary, interrupted = err.splitlines()
     assert json.loads(summary)["message"].startswith("checker: 0 messages received")
     assert interrupted.startswith("interrupted by SIGTERM: ")  # like an error: line, the exit's own line stays plain
+
+
+class _InfiniteWhenBright(torch.nn.Module):
+    """1280 features, finite on the blank probe and infinite on any real frame (a division by zero)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bright = (x.mean(dim=(1, 2, 3)) > -1.0).float()[:, None]
+        return torch.ones(x.shape[0], 1280) / (1.0 - bright)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_user_backbone_that_outputs_infinity_mid_stream_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Infinite features went on to the detector: the stream was lost, and the run ended in "the checker did not
+    # confirm the end of stream cam0", exit 1, without a word about the backbone.
+    backbone = tmp_path / "backbone.pt"
+    torch.jit.script(_InfiniteWhenBright()).save(str(backbone))
+    detector = tmp_path / "detector.pt"
+    checkpoint = torch.load(DETECTOR, weights_only=False)
+    checkpoint["feature_extractor"] = "torchscript"  # the demo detector's 1280-wide input, fed by the user's file
+    torch.save(checkpoint, detector)
+    line = cli_error(main, ["--video", "demo", "--fast", "--jsonl", "--detector", str(detector),
+                            "--backbone", str(backbone)], capsys)
+    assert line.startswith(f"error: --backbone {backbone}: its features hold NaN or infinity")

@@ -20,6 +20,7 @@ others go on.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -155,7 +156,8 @@ class FrameLoop:
                 thread.join(READER_JOIN_S)
             for stream in self.streams:
                 if not stream.ended:  # an error stopped the loop: the stream ends without its open segment
-                    self._end(stream, flush=False)
+                    with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it
+                        self._end(stream, flush=False)
             while self._finals:
                 time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
                 self._repeat_finals(time.monotonic())

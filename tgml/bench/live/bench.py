@@ -53,6 +53,7 @@ from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
+from recognition.evidence import EvidenceModel
 from recognition.metrics import frame_map
 from recognition.model import FastStepper
 from recognition.position_prior import PositionPrior, fit_position_prior
@@ -68,6 +69,7 @@ from tgml.bench.live.selection import (
     ValidationRun,
     candidates,
     class_durations,
+    cross_fitted,
     objective,
     pool_indices,
 )
@@ -361,16 +363,18 @@ def fold_job(
         width = None if variant.done_state else len(classes)  # without done states: the class probabilities only
         fused = {k: (fuse_outputs(prior, out[:, :width], len(classes), weight), y)
                  for k, (out, y) in trained.trainer_validation.items()}
-        evidence = calibrate(recipe, fused, dataclasses.replace(settings, segmenter=segmenter))
+        calibrating = dataclasses.replace(settings, segmenter=segmenter)
+        evidence = calibrate(recipe, fused, calibrating)
 
-        def detect(outputs: np.ndarray) -> DetectorRun:
+        def detect(outputs: np.ndarray, model: EvidenceModel) -> DetectorRun:
             outputs = fuse_outputs(prior, outputs[:, :width], len(classes), weight)  # noqa: B023 (used at once)
-            return segment_outputs(outputs, classes, segmenter, evidence, variant.once)  # noqa: B023 (used at once)
+            return segment_outputs(outputs, classes, segmenter, model, variant.once)  # noqa: B023 (used at once)
 
-        tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id])) for r in test])
+        tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id], evidence)) for r in test])
+        held_out = cross_fitted(fused, lambda others: calibrate(recipe, others, calibrating), evidence)  # noqa: B023
         for r in train:
             if r.recording_id in trained.validation_outputs:
-                run = detect(trained.validation_outputs[r.recording_id])
+                run = detect(trained.validation_outputs[r.recording_id], held_out[r.recording_id])
                 run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
                 validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
                                                 val_graph, index))

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -267,6 +267,12 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     return out
 
 
+# How far a recording's annotated steps may run past its feature file's last vector: public annotations end past the
+# last whole second a per-second file holds (0.95 s on CaptainCook4D's 17_19) and annotation tools round; a file cut
+# short or read at the wrong rate misses by minutes.
+ANNOTATION_SLACK_S: Final = 5.0
+
+
 def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annotations: str | None) -> None:
     """Refuse a feature file that ends before its recording's annotated steps do (beyond one vector): a file cut
     short, or features at another rate than the one they are read at, which would score every later step as missed.
@@ -274,7 +280,7 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
     Args:
         video: the recording, its feature file and annotated steps.
         duration: seconds the file covers at the rate it is read at.
-        slack: one vector's time (a step may end during the last one).
+        slack: seconds the steps may run past the file (`ANNOTATION_SLACK_S` and one vector's time).
         annotations: the annotation file, named in the error.
     """
     last = max((segment.end for segment in video.annotated), default=0.0)
@@ -621,8 +627,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         for video in videos:
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
-            check_annotation_fits(video, len(reader.features) / chain.checkpoint.fps, 1 / chain.checkpoint.fps,
-                                  config.annotations)
+            check_annotation_fits(video, len(reader.features) / chain.checkpoint.fps,
+                                  ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps, config.annotations)
     else:
         check_videos_open(videos, config, chain.checkpoint.fps)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.

@@ -144,6 +144,18 @@ def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained:
     assert "test_ok.npy" in err and "covers 20.0 s" in err and "run to 45.0 s" in err and "--rate" in err
 
 
+def test_a_feature_file_whose_annotation_runs_a_few_seconds_past_it_is_scored(trained: Path, tmp_path: Path) -> None:
+    # Public annotations end past the last whole second a per-second file holds (CaptainCook4D's 17_19: 0.95 s):
+    # a few seconds are no sign of a file cut short, and such a file must not be refused.
+    near = trained / "near"
+    near.mkdir(exist_ok=True)
+    np.save(near / "test_ok.npy", np.load(trained / "npy" / "test_ok.npy")[:42])  # 42 s; its steps run to 45 s
+    out = tmp_path / "near.json"
+    assert stream_detect(eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(near), "--json",
+                                                                         str(out)]) == 0
+    assert out.exists()
+
+
 def test_features_of_another_width_than_the_detectors_are_refused(trained: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     wide = trained / "wide"

@@ -334,7 +334,8 @@ def fold_job(
     config: LiveBenchConfig,
 ) -> FoldOutcome:
     """Worker job: one fold of one recipe: learn its graph, train its detector, run the detector side of the chain
-    over its test recordings and its validation recordings (those with a graph learned without them too).
+    over its test recordings and its validation recordings (those with a graph learned without them too, and each with
+    an evidence calibration fitted without it: `tgml.bench.live.selection.cross_fitted`).
 
     Returns:
         The `FoldOutcome`.

@@ -199,8 +199,8 @@ class TorchScriptExtractor(FeatureExtractor):
         try:
             probe = self._forward(np.zeros((2, side, side, 3), dtype=np.uint8))
         except Exception as err:  # whatever the module raises on a well-formed batch
-            why = ([line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__])[-1]
-            raise InputError(f"--backbone {path}: fails on a (2, 3, {side}, {side}) batch ({why[:120]})") from None
+            raise InputError(f"--backbone {path}: fails on a (2, 3, {side}, {side}) batch "
+                             f"({_last_line(err)[:120]})") from None
         if probe.ndim < 2 or probe.shape[0] != 2:
             raise InputError(f"--backbone {path}: output has shape {tuple(probe.shape)}, expected (batch, features)")
         self.dim = int(probe[0].numel())
@@ -226,9 +226,8 @@ class TorchScriptExtractor(FeatureExtractor):
         try:
             out = self._forward(frames)  # (B, D) or (B, ...)
         except Exception as err:  # whatever the user's module raises on a well-formed batch
-            why = ([line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__])[-1]
             raise InputError(f"--backbone {self.path}: fails on a batch of {len(frames)} frame(s) "
-                             f"({why[:120]})") from None
+                             f"({_last_line(err)[:120]})") from None
         features = out.reshape(out.shape[0], -1).float().numpy()
         bad = ~np.isfinite(features).all(axis=1)
         if bad.any():
@@ -302,6 +301,11 @@ class EfficientNetLiteExtractor(FeatureExtractor):
                     feats = self.backbone(chunk)
                 out[start : start + len(chunk)] = feats.float().cpu().numpy()
         return out
+
+
+def _last_line(err: Exception) -> str:
+    """The last non-blank line of an error (TorchScript puts the message under its traceback), or its type's name."""
+    return ([line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__])[-1]
 
 
 def _check_frames(frames: np.ndarray) -> None:

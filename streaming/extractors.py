@@ -242,6 +242,8 @@ class EfficientNetLiteExtractor(FeatureExtractor):
 
     Runs under ``torch.inference_mode``; a batch larger than `EFFICIENTNET_BATCH` frames (on a CPU) or
     `EFFICIENTNET_GPU_BATCH` frames (on a GPU) is split. Torch's thread count is the caller's to set (``--threads``).
+    On a CPU the convolutional stages run under ONNX Runtime (`streaming.onnx_backbone`: about twice as fast, the
+    same features within 1e-4).
 
     On a GPU each pass is copied from page-locked (pinned) host memory with an asynchronous copy, and with ``half``
     the network runs under float16 autocast (`streaming.detector.batching.check_half_precision` decides whether its
@@ -252,13 +254,16 @@ class EfficientNetLiteExtractor(FeatureExtractor):
     Args:
         device: ``"auto"`` (CUDA when torch sees one), ``"cpu"`` or ``"cuda"``.
         name: one of `BACKBONES`.
+        onnx_runtime: on a CPU, run the convolutions under ONNX Runtime (False: torch's kernels, as on a GPU).
     """
 
-    def __init__(self, device: str = "auto", name: str = EFFICIENTNET_NAME) -> None:
+    def __init__(self, device: str = "auto", name: str = EFFICIENTNET_NAME, onnx_runtime: bool = True) -> None:
         network, grid = BACKBONES[name]
         self.name = name
         self.device = resolve_device(device)
         self.backbone = load_efficientnet_lite(network, self.device, grid)
+        if onnx_runtime and self.device.type == "cpu":
+            self.backbone.use_onnx_runtime()
         self.dim = self.backbone.dim
         self.input_size = (self.backbone.size, self.backbone.size)
         self.pass_size = EFFICIENTNET_BATCH if self.device.type == "cpu" else EFFICIENTNET_GPU_BATCH

@@ -1,0 +1,80 @@
+"""The backbone under ONNX Runtime on a CPU: the features torch computes, for every backbone, batch size and thread
+count a run may ask for, so that a detector trained on either runs on the other."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from skimage import data
+
+from streaming.extractors import EfficientNetLiteExtractor, make_extractor
+
+
+def _photos(height: int, width: int) -> np.ndarray:
+    """Two real photographs at one size, as a batch (uint8 RGB)."""
+    import cv2
+
+    return np.stack([cv2.resize(p, (width, height), interpolation=cv2.INTER_AREA)
+                     for p in (data.chelsea(), data.coffee())])  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["efficientnet-lite0", "efficientnet-lite0-grid", "efficientnet-lite2"])
+def test_onnx_runtime_features_agree_with_torch_features(name: str) -> None:
+    fast = make_extractor(name, device="cpu")
+    assert isinstance(fast, EfficientNetLiteExtractor) and fast.backbone.runtime == "onnxruntime"
+    reference = EfficientNetLiteExtractor("cpu", name, onnx_runtime=False)
+    assert reference.backbone.runtime == "torch"
+    frames = _photos(300, 400)
+    got, expected = fast(frames), reference(frames)
+    assert got.shape == expected.shape == (2, fast.dim) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_imagenet_head_still_names_the_photographs() -> None:
+    extractor = make_extractor("efficientnet-lite0", device="cpu")
+    assert isinstance(extractor, EfficientNetLiteExtractor)
+    with torch.inference_mode():
+        probs = extractor.backbone.classify(torch.from_numpy(extractor(_photos(224, 224)))).softmax(dim=-1)
+    assert probs.argmax(dim=1).tolist() == [285, 967]  # Egyptian cat, espresso
+
+
+def test_every_batch_size_and_thread_count_gives_each_frame_its_own_features() -> None:
+    extractor = make_extractor("efficientnet-lite0", device="cpu")
+    frames = np.random.default_rng(3).integers(0, 256, size=(5, 120, 160, 3), dtype=np.uint8)
+    alone = np.concatenate([extractor(frames[k : k + 1]) for k in range(5)])
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            np.testing.assert_allclose(extractor(frames), alone, rtol=1e-4, atol=1e-4)
+    finally:
+        torch.set_num_threads(before)
+    # One session per thread count, made when first asked for.
+    assert {1, 2} <= set(extractor.backbone.feature_maps._sessions)  # type: ignore[attr-defined]
+
+
+def test_feature_workers_may_share_one_extractor() -> None:
+    # The frame loop's workers call one extractor from several threads at once.
+    extractor = make_extractor("efficientnet-lite0", device="cpu")
+    frames = np.random.default_rng(4).integers(0, 256, size=(4, 96, 128, 3), dtype=np.uint8)
+    expected = extractor(frames)
+    results: list[np.ndarray] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        for _ in range(3):
+            out = extractor(frames)
+            with lock:
+                results.append(out)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(results) == 9
+    for out in results:
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)

@@ -686,7 +686,10 @@ class LiveReader(VideoReader):
         # a slot, else the next frame that arrives. Only that frame is converted to colour.
         now = self.clock()
         if self._first_read is None:
-            self._first_read = now
+            # The slots count from here, not from when the reader was opened: a frame loop starts its cameras' reads
+            # spread over one slot (`streaming.detector.loop.stagger_s`), and slots counted from the opening would
+            # line every camera's frames up again from the second one on.
+            self._first_read = self._next_due = now
         with self._lock:
             stale = self._latest_id == self._taken_id or self._latest_at < now - 1 / self.config.fps
             if self._next_due <= now and stale:

@@ -242,6 +242,27 @@ def test_an_on_time_consumer_gets_fresh_frames_from_a_live_source() -> None:
     assert float(np.mean(ages)) < 0.01, ages
 
 
+def test_a_live_sources_slots_count_from_its_first_read() -> None:
+    # A frame loop starts its cameras' reads spread over one slot so that their frames reach the backbone one after
+    # the other; slots counted from when the reader was opened put every camera back in step from the second frame.
+    camera = _PacedCapture()
+    camera.period = 0.005  # a fast camera: a frame is at hand whenever a slot begins
+    reader = LiveReader(Source("camera", 0, "cam0"), ReaderConfig(fps=10.0), open_capture=lambda _: camera)
+    try:
+        time.sleep(0.06)  # the scenario: this camera's turn comes 60 ms after the readers were opened
+        first_read = time.monotonic()
+        arrivals = []
+        for _ in range(5):
+            frame = reader.read()
+            assert frame is not None
+            arrivals.append(frame.arrived)
+    finally:
+        reader.close()
+    # Each later frame's lateness in its own slot (the first is the newest at hand, up to a slot old).
+    offsets = np.array(arrivals[1:]) - first_read - 0.1 * np.arange(1, 5)
+    assert (offsets > -0.005).all() and (offsets < 0.04).all(), offsets
+
+
 def _full_decode(path: Path) -> np.ndarray:
     """Every frame of a video, decoded to colour by OpenCV: ``(N, H, W, 3)`` RGB."""
     cap = cv2.VideoCapture(str(path))

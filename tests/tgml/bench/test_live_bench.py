@@ -137,7 +137,7 @@ def test_nan_or_infinite_features_are_refused_naming_the_file(
     np.save(bad, x)
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2",
                            "--quiet"], capsys)
-    assert str(bad) in err and "2 NaN or infinite values (first at second 7)" in err
+    assert str(bad) in err and "hold NaN or infinite values (first in row 7)" in err
 
 
 def test_a_recording_with_no_annotation_is_refused_naming_it(

@@ -20,11 +20,11 @@ from typing import Final
 import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
-from graphs.common.array_files import read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
+from recognition.feature_import import read_feature_file
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
@@ -113,21 +113,6 @@ class LiveData:
         return [r for r in self.recordings if r.recipe == recipe]
 
 
-def read_features(path: Path) -> np.ndarray:
-    """One features file as ``(T, D)`` float32, or an `InputError` naming it (unreadable, not 2-D, empty, NaN/inf)."""
-    # The header is checked before any data is read: an empty file, an .npz archive or a file cut short is one line.
-    array = read_npy(path, "features", ndim=None, kinds="f")
-    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1:
-        raise InputError(f"{path}: expected a (T, D) float array, one vector per second; got {array.dtype} "
-                         f"{array.shape}")
-    x = array.astype(np.float32)
-    bad = ~np.isfinite(x)
-    if bad.any():
-        second = int(np.argwhere(bad)[0][0])
-        raise InputError(f"{path}: {int(bad.sum())} NaN or infinite values (first at second {second})")
-    return x
-
-
 def second_labels(annotation: ErrorRecording, step_ids: tuple[int, ...], length: int) -> np.ndarray:
     """Per-second classes of one recording: the performed step covering each second, 0 elsewhere.
 
@@ -209,7 +194,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
         if annotation is None:
             raise InputError(f"{path}: recording {name!r} (activity {activity[name]!r}) is of no recipe of "
                              f"{cc / ANNOTATIONS}")
-        features = read_features(path)  # all checked before any training: a bad file costs no work
+        features = read_feature_file(path)  # all checked before any training: a bad file costs no work
         recipe = recipes[annotation.scenario]
         recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
                                         second_labels(annotation, recipe.step_ids, len(features)), features))

@@ -35,12 +35,14 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import math
 import multiprocessing as mp
 import os
 import random
 import sys
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
@@ -52,7 +54,7 @@ from rich.console import Console
 from rich.table import Table
 
 # Nothing at the top may import torch: the spawned processes, the checker's included, re-import this module.
-from graphs.checker import PreconditionChecker
+from graphs.checker_settings import CheckerSettings
 from graphs.common.options import seed_option
 from graphs.task_graph import END, START, TaskGraph, save_graph
 from streaming.checker.config import CheckerConfig
@@ -121,8 +123,10 @@ def execution(pre: dict[int, frozenset[int]], rng: random.Random, mistakes: floa
 
 
 def mistakes_of(graph: TaskGraph, steps: list[int]) -> frozenset[int]:
-    """Indexes of the steps the checker flags (the same `PreconditionChecker` the checker runs)."""
-    checker = PreconditionChecker(graph)
+    """Indexes of the steps the checker alerts: the checker the checker process runs (`CheckerConfig`'s default
+    `CheckerSettings`), not the binary rule, which alerts again for every later step that needs an omission the
+    probabilistic checker has already named."""
+    checker = CheckerSettings().new(graph)
     return frozenset(i for i, step in enumerate(steps) if checker.observe(step).is_mistake)
 
 
@@ -191,8 +195,13 @@ def publish(endpoint: str, config: LoadConfig, curve: CurveClient | None, go: Ev
     socks = [connect(ctx, zmq.PUB, endpoint, curve=curve) for _ in range(config.streams)]
     names = [f"load{k:04d}" for k in range(config.streams)]
     publishers = [EventPublisher(Publisher(sock), name) for sock, name in zip(socks, names, strict=True)]
-    plans = [execution(pre, rng, config.mistakes) for _ in range(config.streams)]
-    flagged = [mistakes_of(graph, plan) for plan in plans]
+    # Every session a stream can reach in the run, with the steps the checker will flag, drawn before the clock
+    # starts: the sender does no checking while it keeps time.
+    sessions = math.ceil(config.rate * config.seconds / config.steps) + 1
+    queued = [deque(execution(pre, rng, config.mistakes) for _ in range(sessions)) for _ in range(config.streams)]
+    flags = [deque(mistakes_of(graph, plan) for plan in plans) for plans in queued]
+    plans = [q.popleft() for q in queued]
+    flagged = [f.popleft() for f in flags]
     sent = Sent()
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -230,8 +239,8 @@ def publish(endpoint: str, config: LoadConfig, curve: CurveClient | None, go: Ev
                 sent.mistakes.add(key)
             if index + 1 == len(plans[k]):  # the execution is over: the next key-step starts a new session
                 publishers[k] = EventPublisher(events.publisher, events.stream_id)
-                plans[k] = execution(pre, rng, config.mistakes)
-                flagged[k] = mistakes_of(graph, plans[k])
+                plans[k] = queued[k].popleft()
+                flagged[k] = flags[k].popleft()
             heapq.heappush(due, (when + 1.0 / config.rate, 0, k))
         conn.send(sent)
     finally:

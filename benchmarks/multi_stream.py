@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/multi_stream.py [--streams 1,2,4,8] [--rate 5] [--seconds 20] [--threads 1]
-        [--device cpu|cuda] [--modes one,each]
+        [--device cpu|cuda] [--modes one,each,split]
 
 Each camera is a video file written with OpenCV (640x480, 30 fps; the demo procedure upscaled, each camera from
 another point of it), played on a loop at real time through the live reader, which keeps only the newest frame. The
@@ -12,7 +12,9 @@ and publishes to a checker in its own process, as ``stream-detect detector`` doe
 
 - ``one``: one process reads the K cameras and batches their frames through one backbone and one MiniROAD
   (``stream-detect detector --video ... --video ...``);
-- ``each``: K processes, one per camera, each with its own backbone (one ``stream-detect detector`` per camera).
+- ``each``: K processes, one per camera, each with its own backbone (one ``stream-detect detector`` per camera);
+- ``split``: ``--threads`` processes of one thread each, the cameras dealt among them (what one process with
+  ``--threads`` feature workers must at least match: the same cores as separate processes).
 
 After a warm-up of `WARMUP_S` it measures, over ``--seconds``: per stream the feature slots missed (frames the
 detector should have taken at ``--rate`` but was too busy for: the frames dropped for falling behind) and the latency
@@ -250,11 +252,18 @@ class Run:
 
 def run_mode(mode: str, videos: list[Path], rate: float, seconds: float, threads: int, device: str,
              endpoint: str) -> Run:  # fmt: skip
-    """K cameras in one process (``one``) or in K processes (``each``), all started together."""
+    """K cameras in one process (``one``), in K processes (``each``) or dealt among ``threads`` processes
+    (``split``), all started together."""
     ctx = mp.get_context("spawn")
     ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    groups = [[str(v) for v in videos]] if mode == "one" else [[str(v)] for v in videos]
-    each_threads = threads if mode == "one" else 1  # one process per camera runs as the command's default does
+    names = [str(v) for v in videos]
+    if mode == "one":
+        groups = [names]
+    elif mode == "split":
+        groups = [names[j::threads] for j in range(min(threads, len(names)))]
+    else:
+        groups = [[name] for name in names]
+    each_threads = threads if mode == "one" else 1  # the others run as the command's default does
     children = [ctx.Process(target=detector_process,
                             args=(group, rate, seconds, endpoint, each_threads, device, ready, go, out), daemon=True)
                 for group in groups]  # fmt: skip
@@ -288,8 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run (after the warm-up)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the one-process detector")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the models run")
-    parser.add_argument("--modes", default="one,each", help="one (one process for all), each (one per camera)")
+    parser.add_argument("--modes", default="one,each",
+                        help="one (one process for all), each (one per camera), split (--threads processes)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.modes.split(",")) - {"one", "each", "split"})
+    if unknown:
+        parser.error(f"--modes {args.modes}: unknown mode {unknown[0]!r} (one, each, split)")
     counts = [int(k) for k in args.streams.split(",")]
     modes = args.modes.split(",")
     from streaming.checker.config import CheckerConfig

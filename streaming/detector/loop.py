@@ -99,7 +99,13 @@ class FrameLoop:
         # A stream has one frame in flight at a time, so more workers than streams would idle: they lend torch
         # their cores instead (one camera with --threads 2 runs each frame on two cores, as before the workers).
         self.workers = 1 if on_gpu else min(threads, len(streams))
-        self._cond = threading.Condition()
+        # One lock, three conditions, so that each hand-over wakes only the threads it concerns: a frame handed over
+        # wakes the workers, a frame taken wakes the readers, a stream's end wakes the loop. One condition for all
+        # woke every waiting thread (and the loop, which then took the output lock) several times per frame.
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers: a frame is takeable
+        self._slot_free = threading.Condition(lock)  # readers: a stream's handed-over frame was taken
+        self._loop_wake = threading.Condition(lock)  # the loop: a stream may have ended, or a worker failed
         self._out = threading.Lock()  # one worker at a time steps the model and publishes (sockets are not shared)
         # The frame each reader thread handed over, with its image prepared for the network.
         self._ready: list[tuple[Frame, np.ndarray] | None] = [None] * len(streams)
@@ -131,17 +137,18 @@ class FrameLoop:
             thread.start()
         try:
             while not stop.is_set() and not all(s.ended for s in self.streams):
-                with self._cond:
+                with self._loop_wake:
                     finished = self._finished()
                     if not finished and self._failure is None:
-                        self._cond.wait(self._wait_s())
+                        self._loop_wake.wait(self._wait_s())
                         finished = self._finished()
                 if self._failure is not None:
                     raise self._failure
-                with self._out:
-                    for i in finished:
-                        self._end(self.streams[i])
-                    self._repeat_finals(time.monotonic())
+                if finished or self._finals:
+                    with self._out:
+                        for i in finished:
+                            self._end(self.streams[i])
+                        self._repeat_finals(time.monotonic())
             self._stop_workers(workers)
             if self._failure is not None:
                 raise self._failure
@@ -166,8 +173,7 @@ class FrameLoop:
     def _stop_workers(self, workers: list[threading.Thread]) -> None:
         """Stop the readers and the workers; each worker finishes (delivers) the batch it holds."""
         self._halt.set()
-        with self._cond:
-            self._cond.notify_all()
+        self._wake_all()
         for thread in workers:
             if thread.ident is not None:
                 thread.join(WORKER_JOIN_S)
@@ -198,7 +204,7 @@ class FrameLoop:
                 prepared = self.batches.prepare(frame.image)  # here, not in the loop: resizing is the reader's work
                 with self._cond:
                     while self._ready[i] is not None and not self._halt.is_set():
-                        self._cond.wait(POLL_MS / 1000)
+                        self._slot_free.wait(POLL_MS / 1000)
                     self._ready[i] = (frame, prepared)
                     self._cond.notify_all()
         except Exception as err:  # a reader that raises ends its stream with the reason, never the others
@@ -206,7 +212,7 @@ class FrameLoop:
         finally:
             with self._cond:
                 self._read_out[i] = True
-                self._cond.notify_all()
+                self._loop_wake.notify_all()
 
     def _work(self) -> None:
         """A worker: take a share of the ready frames, extract their features, step and deliver them; until halted."""
@@ -221,12 +227,14 @@ class FrameLoop:
                     with self._cond:
                         for i, _ in taken:
                             self._busy[i] = False
-                        self._cond.notify_all()
+                        self._cond.notify_all()  # those streams' next frames may be waiting
+                        if any(self._read_out[i] for i, _ in taken):
+                            self._loop_wake.notify_all()  # a stream's last frame is delivered
         except BaseException as err:  # the loop raises it; the other workers stop
             with self._cond:
                 self._failure = self._failure or err
                 self._halt.set()
-                self._cond.notify_all()
+            self._wake_all()
 
     def _take(self) -> list[tuple[int, tuple[Frame, np.ndarray]]]:
         """Wait up to a poll for frames, then take this worker's share of those ready (of streams with no frame in
@@ -251,8 +259,16 @@ class FrameLoop:
                 taken.append((i, frame))
                 self._ready[i] = None
                 self._busy[i] = True
-            self._cond.notify_all()
+            self._slot_free.notify_all()
+            if len(ready) > share:
+                self._cond.notify_all()  # the other workers' shares
             return taken
+
+    def _wake_all(self) -> None:
+        """Wake every waiting thread (to stop, or to see a failure)."""
+        with self._cond:
+            for condition in (self._cond, self._slot_free, self._loop_wake):
+                condition.notify_all()
 
     def _takeable(self) -> list[int]:
         """Streams with a frame handed over and none in a worker (call with the lock held)."""

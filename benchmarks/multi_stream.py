@@ -300,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="one,each",
                         help="one (one process for all), each (one per camera), split (--threads processes)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads {args.threads}: give at least 1")
     unknown = sorted(set(args.modes.split(",")) - {"one", "each", "split"})
     if unknown:
         parser.error(f"--modes {args.modes}: unknown mode {unknown[0]!r} (one, each, split)")

@@ -156,8 +156,11 @@ class EfficientNetLite(nn.Module):
 
     def use_onnx_runtime(self) -> None:
         """Run the convolutional stages under ONNX Runtime from now on (CPU only; `streaming.onnx_backbone`)."""
-        from streaming.onnx_backbone import OnnxFeatureMaps  # here: commands that run no backbone skip its import
-
+        try:  # imported here: commands that run no backbone skip onnxruntime's import
+            from streaming.onnx_backbone import OnnxFeatureMaps
+        except ImportError as err:
+            raise InputError(f"the EfficientNet-Lite extractors need the package onnxruntime on a CPU ({err.name} is "
+                             "missing; pip install -e . installs it)") from None
         self.feature_maps = OnnxFeatureMaps(self.net, self.size)
         self.runtime = "onnxruntime"
 

@@ -27,6 +27,10 @@ import onnxruntime
 import torch
 from torch import Tensor, nn
 
+# Its own messages (a session's optimiser notes, a failed GPU discovery on some hosts) would land in the user's
+# terminal and the live view; errors still reach them as exceptions.
+onnxruntime.set_default_logger_severity(3)
+
 OPSET: Final = 17
 INPUT: Final = "frames"
 OUTPUT: Final = "maps"
@@ -56,7 +60,8 @@ def export_feature_maps(net: nn.Module, size: int) -> bytes:
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         # The TorchScript-based exporter warns that it is the older one and about constant folding it skips; neither
-        # changes the model. Its newer exporter needs packages the project does not depend on (onnxscript).
+        # changes the model. Its newer exporter needs packages the project does not depend on (onnxscript). The
+        # filter is the process's for the export's 0.4 s: a backbone is loaded before any of a run's threads start.
         warnings.simplefilter("ignore")
         # The exporter writes to a file object as well as to a path; its signature names paths only.
         torch.onnx.export(_FeatureMaps(net).eval(), (torch.zeros(1, 3, size, size),), cast(Any, buffer),

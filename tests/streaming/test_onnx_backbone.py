@@ -3,6 +3,7 @@ count a run may ask for, so that a detector trained on either runs on the other.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 import torch
 from skimage import data
 
+from graphs.common.errors import InputError
 from streaming.extractors import EfficientNetLiteExtractor, make_extractor
 
 
@@ -78,3 +80,12 @@ def test_feature_workers_may_share_one_extractor() -> None:
     assert len(results) == 9
     for out in results:
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_missing_onnxruntime_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A core dependency, but an old editable install or a damaged environment may lack it: one error, no traceback.
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
+    monkeypatch.delitem(sys.modules, "streaming.onnx_backbone", raising=False)
+    with pytest.raises(InputError, match="need the package onnxruntime on a CPU .*pip install -e . installs it"):
+        EfficientNetLiteExtractor("cpu")
+    assert EfficientNetLiteExtractor("cpu", onnx_runtime=False).backbone.runtime == "torch"

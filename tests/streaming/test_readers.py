@@ -260,7 +260,7 @@ def test_a_live_sources_slots_count_from_its_first_read() -> None:
         reader.close()
     # Each later frame's lateness in its own slot (the first is the newest at hand, up to a slot old).
     offsets = np.array(arrivals[1:]) - first_read - 0.1 * np.arange(1, 5)
-    assert (offsets > -0.005).all() and (offsets < 0.04).all(), offsets
+    assert (offsets > -0.005).all() and (offsets < 0.09).all(), offsets  # in its slot: before the fix, -0.06
 
 
 def _full_decode(path: Path) -> np.ndarray:

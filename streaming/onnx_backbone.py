@@ -1,14 +1,14 @@
 """A backbone's convolutional stages run by ONNX Runtime on a CPU: the same network and weights, about twice as fast.
 
 Why: on a CPU the backbone is almost all of what a camera costs (issue 33: twelve cameras at 5 features a second on
-two cores need well under 30 ms of CPU a frame, decoding included). Measured on the 2-core development machine (AMD
-EPYC, AVX2), one thread, EfficientNet-Lite0's convolutional stages cost 13.5-20 ms a frame in torch's eager kernels
-(batch 1 to 8; larger batches spill the caches) and 8.6-9.4 ms under ONNX Runtime (its graph optimiser fuses each
-convolution with its activation and runs them in a blocked channel layout); the features agree within 5e-6
-(`tests/streaming/test_onnx_backbone.py` holds them to 1e-4 on real photographs), so a detector trained on either
-runs on the other unchanged. Tried before and dropped on the same machine: channels-last torch, frozen TorchScript,
-``torch.compile`` (no faster) and int8 quantisation (features too far from float32's); docs/live-pipeline.md has the
-figures.
+two cores need well under 30 ms of CPU a frame, decoding included). Measured on the 2-core development machine of
+2026-11-29 (AMD EPYC with AVX-512), one thread, EfficientNet-Lite0's convolutional stages cost 13.5-20 ms a frame in
+torch's eager kernels (batch 1 to 8; larger batches spill the caches) and 8.6-9.4 ms under ONNX Runtime (its graph
+optimiser fuses each convolution with its activation and runs them in a blocked channel layout); the features agree
+within 5e-6 (`tests/streaming/test_onnx_backbone.py` holds them to 1e-4 on real photographs), so a detector trained
+on either runs on the other unchanged. Tried before on an earlier, AVX2-only machine and dropped: channels-last
+torch, frozen TorchScript, ``torch.compile`` (no faster) and int8 quantisation (features too far from float32's);
+docs/live-pipeline.md has the figures.
 
 The network is exported once when it is loaded (``torch.onnx``, about 0.4 s for Lite0) to a model held in memory:
 nothing is written to disk or downloaded. Torch's thread count stays the caller's to set (``--threads``, or one per

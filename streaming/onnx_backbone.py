@@ -27,8 +27,8 @@ import onnxruntime
 import torch
 from torch import Tensor, nn
 
-# Its own messages (a session's optimiser notes, a failed GPU discovery on some hosts) would land in the user's
-# terminal and the live view; errors still reach them as exceptions.
+# Its own warnings and notes would land in the user's terminal and the live view; errors still reach them as
+# exceptions. (What onnxruntime may print while it is imported comes before this line can quiet it.)
 onnxruntime.set_default_logger_severity(3)
 
 OPSET: Final = 17

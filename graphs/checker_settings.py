@@ -1,4 +1,5 @@
-"""Which pre-condition checker a stream runs (``--checker``, ``--alert-threshold``), and a new one of it.
+"""Which pre-condition checker a stream runs (``--checker``, ``--alert-threshold``, ``--prior-skip``), and a new one
+of it.
 
 `CHECKERS` is the one table from a checker's name to the checker, of the same shape as the learners' table
 (`tgml.learners.registry`): each entry names what builds its checker by import path (``"module:function"``), imported
@@ -58,7 +59,7 @@ class CheckerSettings:
     Args:
         kind: a name of `CHECKERS` (``--checker``): ``"probabilistic"`` or ``"binary"``.
         alert_threshold: ``tau`` of the probabilistic checker, in (0, 1) (``--alert-threshold``).
-        prior_skip: ``rho`` of the probabilistic checker, in (0, 1).
+        prior_skip: ``rho`` of the probabilistic checker, in (0, 1) (``--prior-skip``).
         order_rule: ``"precondition"``, or ``"late-step"`` (``--order-rule``: a step done after a step that required
             it alerts too, as CaptainCook4D's annotators tag an order error; binary checker only: the probabilistic
             one names each omission once).
@@ -75,7 +76,7 @@ class CheckerSettings:
     def __post_init__(self) -> None:
         entry = checker_entry(self.kind)
         check_probability(self.alert_threshold, "--alert-threshold")
-        check_probability(self.prior_skip, "prior skip probability")
+        check_probability(self.prior_skip, "--prior-skip")
         check_rule(self.order_rule)
         if self.order_rule not in entry.order_rules:
             takers = [e.name for e in CHECKERS.values() if self.order_rule in e.order_rules]

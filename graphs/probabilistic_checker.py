@@ -15,7 +15,7 @@ output alone, under even prior odds. It is a likelihood ratio in disguise, calib
 and ``r_i``, the probability (even odds) that the detection of the step being checked is real.
 
 **The skip of one pre-condition.** With ``rho`` the prior probability that a person skips a given pre-condition
-(`DEFAULT_PRIOR_SKIP`), Bayes' rule gives::
+(`DEFAULT_PRIOR_SKIP`, ``--prior-skip``), Bayes' rule gives::
 
     P(p skipped | e_p) = rho / (rho + (1 - rho) * LR_p)                                   (1)
 
@@ -138,7 +138,7 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
     ) -> None:
         super().__init__(graph)
         self.threshold = check_probability(threshold, "--alert-threshold")
-        self.prior_skip = check_probability(prior_skip, "prior skip probability")
+        self.prior_skip = check_probability(prior_skip, "--prior-skip")
         self.one_alert_per_omission = one_alert_per_omission
         self._reported: set[Node] = set()
 

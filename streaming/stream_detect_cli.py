@@ -164,7 +164,7 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
 def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
     """Which pre-condition checker the streams get (and, where a detector runs here, what its evidence assumes)."""
     from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER
-    from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD
+    from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD, DEFAULT_PRIOR_SKIP
 
     p.add_argument("--checker", default=DEFAULT_CHECKER, choices=CHECKERS,
                    help="; ".join(f"{e.name}: {e.summary}" for e in CHECKERS.values()).replace("%", "%%"))
@@ -172,6 +172,10 @@ def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
                    help="the probabilistic checker alerts when a pre-condition was skipped with at least this "
                         f"probability, in (0, 1): lower catches more, higher cries wolf less (default "
                         f"{DEFAULT_ALERT_THRESHOLD:g})")
+    p.add_argument("--prior-skip", type=_number, metavar="P", default=DEFAULT_PRIOR_SKIP,
+                   help="the probabilistic checker's prior probability that a person skips a given pre-condition, in "
+                        "(0, 1): lower asks more evidence of a skip before an alert, as for a detector that misses "
+                        f"steps often (default {DEFAULT_PRIOR_SKIP:g}; tgml bench-live chooses it per fold)")
     p.add_argument("--order-rule", default="precondition", choices=("precondition", "late-step"),
                    help="late-step: with --checker binary, a step done after a step that required it alerts too "
                         "(default precondition)")
@@ -198,7 +202,7 @@ def _number(text: str) -> float:
 def _checking(args: argparse.Namespace) -> CheckerSettings:
     from graphs.checker_settings import CheckerSettings
 
-    return CheckerSettings(args.checker, args.alert_threshold, order_rule=args.order_rule)
+    return CheckerSettings(args.checker, args.alert_threshold, args.prior_skip, order_rule=args.order_rule)
 
 
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:

@@ -137,6 +137,12 @@ def test_an_alert_threshold_outside_zero_one_is_refused(threshold: float) -> Non
         CheckerSettings(alert_threshold=threshold)
 
 
+@pytest.mark.parametrize("prior", [0.0, 1.0, -0.5, 2.0, float("nan"), True])
+def test_a_prior_skip_outside_zero_one_is_refused(prior: float) -> None:
+    with pytest.raises(InputError, match="--prior-skip"):
+        CheckerSettings(prior_skip=prior)
+
+
 def test_checker_settings_build_either_checker() -> None:
     assert isinstance(CheckerSettings("binary").new(tea()), PreconditionChecker)
     assert isinstance(CheckerSettings("probabilistic").new(tea()), ProbabilisticChecker)

@@ -150,6 +150,13 @@ def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert str(port) in line and "already in use" in line
 
 
+@pytest.mark.parametrize("command", ["run", "checker", "eval"])
+def test_a_prior_skip_outside_zero_one_is_one_error_line(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["--video", "demo", "--jsonl"] if command == "run" else ["--demo"]
+    line = cli_error(main, [command, *extra, "--prior-skip", "1.5"], capsys)
+    assert line == "error: --prior-skip 1.5: must be a probability strictly between 0 and 1"
+
+
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line

@@ -203,8 +203,8 @@ def test_a_second_run_reuses_each_videos_cached_result(demo_eval: dict[str, dict
 def test_checker_settings_replay_the_cached_detector_output(
     demo_eval: dict[str, dict], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Changing only --checker, --alert-threshold or --order-rule ran every video again (0 from the cache): the cache
-    # held the checker's answers. It holds what the detector published; the checker replays it.
+    # Changing only --checker, --alert-threshold, --prior-skip or --order-rule ran every video again (0 from the
+    # cache): the cache held the checker's answers. It holds what the detector published; the checker replays it.
     graph, detector = default_demo_paths()
     probabilities = {}
     for kind in ("probabilistic", "binary"):
@@ -215,8 +215,11 @@ def test_checker_settings_replay_the_cached_detector_output(
         probabilities[kind] = alert.probability
     assert probabilities["binary"] == 1.0 > probabilities["probabilistic"]  # each checker's own answer
     # The late-step rule also flags fill_kettle, done after the step that needed it: not a mistake under the graph.
+    # A person taken to skip almost never (--prior-skip 0.0001) needs more evidence of the skip than the demo shows.
     for extra, false_alarms in ((["--alert-threshold", "0.99"],
                                  "false alarms: 0 of 1 alert standing at the end (0.00 per video"),
+                                (["--prior-skip", "0.0001"],
+                                 "false alarms: 0 of 0 alerts standing at the end (0.00 per video"),
                                 (["--checker", "binary", "--order-rule", "late-step"],
                                  "false alarms: 1 of 2 alerts standing at the end (0.33 per video")):
         assert stream_detect(["eval", "--demo", "--quiet", *extra]) == 0

@@ -75,6 +75,20 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
                  "--workers", "1", "--quiet", "--json", str(prior), "--cache", str(cache), "--position-prior"]) == 0
     capsys.readouterr()
     assert len(list(cache.glob("*.pkl"))) == 2
+    # A copy of the folder (new file times: an rsync without -t, another checkout) keeps its cache; an edited
+    # recording misses it (it is in both folds: one's test, the other's training).
+    copied = tmp_path / "copied"
+    shutil.copytree(features, copied, copy_function=shutil.copy)
+    assert main(["bench-live", "--data", str(data_dir), "--features", str(copied), "--folds", "2", "--epochs", "1",
+                 "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
+    assert len(list(cache.glob("*.pkl"))) == 2
+    assert json.loads(again.read_text())["overall"] == json.loads(out.read_text())["overall"]
+    edited = next(copied.glob("*.npy"))
+    np.save(edited, np.load(edited) * np.float16(0.5))
+    assert main(["bench-live", "--data", str(data_dir), "--features", str(copied), "--folds", "2", "--epochs", "1",
+                 "--workers", "1", "--quiet", "--cache", str(cache)]) == 0
+    capsys.readouterr()
+    assert len(list(cache.glob("*.pkl"))) == 4
     assert {fold["position_prior_weight"] for fold in json.loads(prior.read_text())["chosen"][RECIPE].values()} <= {
         0.0, 0.5, 1.0}
     assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text

@@ -4,8 +4,9 @@ experiments re-run in seconds without training again.
 A fold's entry holds its two learned graphs, its detector's kept epoch, the trainer's causal outputs on the
 validation recordings (what the evidence is calibrated on) and the live stepper's per-second outputs on every test and
 validation recording. Everything after the stepper (evidence calibration, segmenter, checker) is recomputed from them,
-so the key holds only what the entry depends on: the recipe, the fold's training and test recordings (by id and
-feature file size and time), the detector's training settings, the seed and the learner.
+so the key holds only what the entry depends on: the recipe, the fold's training and test recordings (by id and a
+digest of their features and per-second labels, so a copy of the data folder keeps its cache and an edited file or
+annotation misses it), the detector's training settings, the seed and the learner.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from tgml.bench.live.recordings import LiveRecording
 
-CACHE_VERSION: Final = 1
+CACHE_VERSION: Final = 2
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,17 @@ class TrainedFold:
 def fold_key(recipe: str, fold: int, train: Sequence[LiveRecording], test: Sequence[LiveRecording],
              settings: Any, seed: int, learner: str) -> str:
     """A file name for the fold's entry: the recipe, the fold and a digest of everything the entry depends on."""
-    def files(recordings: Sequence[LiveRecording]) -> list[tuple[str, int, int]]:
-        return sorted((r.recording_id, r.path.stat().st_size, r.path.stat().st_mtime_ns) for r in recordings)
+    def files(recordings: Sequence[LiveRecording]) -> list[tuple[str, str, str]]:
+        return sorted((r.recording_id, _digest(r.features), _digest(r.labels)) for r in recordings)
 
     text = repr((CACHE_VERSION, recipe, fold, files(train), files(test), settings, seed, learner))
     return f"{recipe}-fold{fold}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
+
+
+def _digest(array: np.ndarray) -> str:
+    """A digest of an array's shape, type and values (what the data is, not when its file was written)."""
+    a = np.ascontiguousarray(array)
+    return hashlib.blake2b(repr((a.shape, a.dtype.str)).encode() + a.tobytes(), digest_size=16).hexdigest()
 
 
 def load_fold(folder: Path, key: str) -> TrainedFold | None:

@@ -22,7 +22,8 @@ Usage::
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
     tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
-        [--checker {probabilistic,binary}] [--workers 2] [--json out.json] [--cache DIR] [--position-prior]
+        [--checker {probabilistic,binary}] [--order-rule late-step] [--workers 2] [--json out.json] [--cache DIR] \\
+        [--position-prior]
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
 (`tgml.bench.captaincook_methods`): one method prints its per-procedure table, several print one table of methods
@@ -230,6 +231,7 @@ def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
 def _bench_live_options(p: argparse.ArgumentParser) -> None:
     """The options of ``tgml bench-live``."""
     from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER
+    from graphs.order_rules import ORDER_RULES, PRECONDITION
     from tgml.bench.data_folder import DATA_ENV
 
     p.add_argument("--data", help=f"data folder holding captaincook4d/ and captaincook4d-pe/ (default ${DATA_ENV})")
@@ -242,6 +244,9 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipes", help="comma-separated subset of the recipes")
     p.add_argument("--checker", choices=CHECKERS, default=DEFAULT_CHECKER,
                    help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live)")
+    p.add_argument("--order-rule", choices=ORDER_RULES, default=PRECONDITION,
+                   help="late-step: with --checker binary, a step confirmed after a step that required it alerts too, "
+                        f"as the annotators tag an order error (default {PRECONDITION})")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 2),
                    help="processes running folds side by side (0: one per core; default 2)")
     p.add_argument("--json", type=output_name,
@@ -531,7 +536,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         raise InputError(f"--recipes {args.recipes!r}: names no recipe (comma-separated names; leave the option out "
                          "for every recipe)")
     config = LiveBenchConfig(data_folder(args.data), Path(args.features) if args.features else None, args.folds,
-                             args.seed, LiveDetectorSettings().with_epochs(args.epochs), CheckerSettings(args.checker),
+                             args.seed, LiveDetectorSettings().with_epochs(args.epochs),
+                             CheckerSettings(args.checker, order_rule=args.order_rule),
                              tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None,
                              VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()))
     result = run_live_bench(config, progress=not args.quiet)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphs.order_rules import LATE_STEP, PRECONDITION
 from tests.cli_errors import cli_error
 from tgml.bench.live.bench import assign_folds
 from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data
@@ -44,6 +45,25 @@ def test_the_annotated_steps_with_the_hand_made_graphs_give_derivations_referenc
     assert (total.counts.steps, total.counts.order_errors) == (1155, 221)
     figures = {k: round(metrics[k], 1) for k in ("avg_f1", "mistake_precision", "mistake_recall", "mistake_f1")}
     assert figures == {"avg_f1": 66.0, "mistake_precision": 55.0, "mistake_recall": 34.8, "mistake_f1": 42.7}
+
+
+def test_the_late_step_rule_scores_the_annotated_steps_as_the_annotators_tag_order_errors(data_dir: Path) -> None:
+    # A swap of two dependent steps: the annotators tag the late step too, which only the late-step rule alerts.
+    data = load_live_data(data_dir)
+    rows = {}
+    for rule in (PRECONDITION, LATE_STEP):
+        total = LiveCounts()
+        for r in data.recordings:
+            total += annotated_counts(data.recipes[r.recipe].ground_truth, r.annotation, r.error_free, rule)
+        metrics = total.metrics()
+        rows[rule] = tuple(round(metrics[k], 1) for k in ("avg_f1", "mistake_precision", "mistake_recall"))
+    assert rows == {PRECONDITION: (66.0, 55.0, 34.8), LATE_STEP: (76.1, 61.8, 60.6)}
+
+
+def test_the_late_step_rule_needs_the_binary_checker(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--order-rule", "late-step", "--quiet"], capsys)
+    assert err == ("error: --order-rule late-step needs --checker binary: the probabilistic checker alerts once per "
+                   "omission, on the step done too early")
 
 
 def test_folds_spread_error_free_and_erroneous_recordings(data_dir: Path) -> None:

@@ -51,6 +51,7 @@ from rich.table import Table
 from graphs.annotations import Annotations, TrainingVideos
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
+from graphs.order_rules import PRECONDITION
 from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
@@ -293,8 +294,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
             recording = by_id[recording_id]
             run = check_stream(sent, learned, pick.checking, pick.done_level)
             default = check_stream(defaults[recording_id], learned, config.checking)
-            results.append(RecordingResult(recording, fold, run,
-                                           score_recording(recording, recipe, run, learned, default)))
+            results.append(RecordingResult(recording, fold, run, score_recording(
+                recording, recipe, run, learned, default, config.checking.order_rule)))
     order = {r.recording_id: k for k, r in enumerate(data.recordings)}
     results.sort(key=lambda r: order[r.recording.recording_id])
     maps: dict[str, float] = {}
@@ -405,9 +406,11 @@ def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecord
 
 
 def score_recording(
-    recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph, default: ChainRun
+    recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph, default: ChainRun,
+    rule: str = PRECONDITION,
 ) -> dict[str, LiveCounts]:
-    """The counts of each row for one recording (``default``: the run checked with the default settings)."""
+    """The counts of each row for one recording (``default``: the run checked with the default settings; the
+    annotated rows under the chain's order ``rule``)."""
     names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
 
     def counts(chain: ChainRun) -> LiveCounts:
@@ -418,8 +421,8 @@ def score_recording(
     return {
         "live": counts(run),
         "live_default": counts(default),
-        "annotated_learned": annotated_counts(graph, recording.annotation, recording.error_free),
-        "annotated_hand_made": annotated_counts(recipe.ground_truth, recording.annotation, recording.error_free),
+        "annotated_learned": annotated_counts(graph, recording.annotation, recording.error_free, rule),
+        "annotated_hand_made": annotated_counts(recipe.ground_truth, recording.annotation, recording.error_free, rule),
     }
 
 
@@ -441,7 +444,8 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
     n = len(result.recordings)
     clean = sum(r.recording.error_free for r in result.recordings)
     table = Table(title=f"bench-live: {n} recordings ({clean} error-free), {result.config.folds}-fold per recipe, "
-                        f"{result.config.checking.kind} checker; per-second mAP of recognition "
+                        f"{result.config.checking.kind} checker, {result.config.checking.order_rule} rule; per-second "
+                        "mAP of recognition "
                         f"{result.mean_map:.1f} (mean over {len(result.maps)} recipes)", header_style="bold")
     table.add_column("row")
     for title, _, _ in COLUMNS:

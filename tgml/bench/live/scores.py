@@ -96,8 +96,10 @@ def live_counts(
                       [first[n] - start[n] for n in sorted(caught)])
 
 
-def annotated_counts(graph: TaskGraph, recording: ErrorRecording, error_free: bool) -> LiveCounts:
-    """The counts of the annotated steps replayed in time order against ``graph`` (binary pre-condition rule, as
-    DERIVATION.md's reference): what perfect recognition would score. Latency is not measured (no recognition)."""
-    counts = recording_counts(graph, recording, PRECONDITION)
+def annotated_counts(graph: TaskGraph, recording: ErrorRecording, error_free: bool,
+                     rule: str = PRECONDITION) -> LiveCounts:
+    """The counts of the annotated steps replayed in time order against ``graph`` (binary checker; the pre-condition
+    rule is DERIVATION.md's reference, ``rule`` the live chain's): what perfect recognition would score. Latency is
+    not measured (no recognition)."""
+    counts = recording_counts(graph, recording, rule)
     return LiveCounts(counts, int(error_free), counts.alerts if error_free else 0)

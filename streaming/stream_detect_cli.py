@@ -168,11 +168,11 @@ def _checking_args(p: argparse.ArgumentParser, detector: bool = True) -> None:
 
     p.add_argument("--checker", default=DEFAULT_CHECKER, choices=CHECKERS,
                    help="; ".join(f"{e.name}: {e.summary}" for e in CHECKERS.values()).replace("%", "%%"))
-    p.add_argument("--alert-threshold", type=_number, metavar="P", default=DEFAULT_ALERT_THRESHOLD,
+    p.add_argument("--alert-threshold", type=_number, metavar="P",
                    help="the probabilistic checker alerts when a pre-condition was skipped with at least this "
                         f"probability, in (0, 1): lower catches more, higher cries wolf less (default "
                         f"{DEFAULT_ALERT_THRESHOLD:g})")
-    p.add_argument("--prior-skip", type=_number, metavar="P", default=DEFAULT_PRIOR_SKIP,
+    p.add_argument("--prior-skip", type=_number, metavar="P",
                    help="the probabilistic checker's prior probability that a person skips a given pre-condition, in "
                         "(0, 1): lower asks more evidence of a skip before an alert, as for a detector that misses "
                         f"steps often (default {DEFAULT_PRIOR_SKIP:g}; tgml bench-live chooses it per fold)")
@@ -200,9 +200,20 @@ def _number(text: str) -> float:
 
 
 def _checking(args: argparse.Namespace) -> CheckerSettings:
-    from graphs.checker_settings import CheckerSettings
+    """The checker settings of the options; a threshold or prior given to a checker that weighs no evidence is refused
+    (it would change nothing, and the run's settings would still record it)."""
+    from graphs.checker_settings import CHECKERS, CheckerSettings
+    from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD, DEFAULT_PRIOR_SKIP
 
-    return CheckerSettings(args.checker, args.alert_threshold, args.prior_skip, order_rule=args.order_rule)
+    given = [o for o, v in (("--alert-threshold", args.alert_threshold), ("--prior-skip", args.prior_skip))
+             if v is not None]
+    if given and not CHECKERS[args.checker].weighs_evidence:
+        takers = " or ".join(e.name for e in CHECKERS.values() if e.weighs_evidence)
+        raise InputError(f"{given[0]} needs --checker {takers}: the {args.checker} checker takes every recognised step "
+                         "as certain and has no threshold or prior to set")
+    threshold = DEFAULT_ALERT_THRESHOLD if args.alert_threshold is None else args.alert_threshold
+    prior = DEFAULT_PRIOR_SKIP if args.prior_skip is None else args.prior_skip
+    return CheckerSettings(args.checker, threshold, prior, order_rule=args.order_rule)
 
 
 def _overrides(args: argparse.Namespace) -> SegmenterOverrides:

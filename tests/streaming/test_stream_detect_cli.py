@@ -157,6 +157,16 @@ def test_a_prior_skip_outside_zero_one_is_one_error_line(command: str, capsys: p
     assert line == "error: --prior-skip 1.5: must be a probability strictly between 0 and 1"
 
 
+@pytest.mark.parametrize("option", ["--prior-skip", "--alert-threshold"])
+def test_a_probabilistic_setting_given_to_the_binary_checker_is_refused(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It changed nothing, and eval's --json still recorded it among the run's settings.
+    line = cli_error(main, ["eval", "--demo", "--checker", "binary", option, "0.3"], capsys)
+    assert line == (f"error: {option} needs --checker probabilistic: the binary checker takes every recognised step "
+                    "as certain and has no threshold or prior to set")
+
+
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line

@@ -242,3 +242,17 @@ def test_a_steps_confirmation_length_is_a_share_of_its_usual_duration_on_the_tra
     stream = [0] * 10 + [1] * 5 + [0] * 10
     assert [e.step for e in segment_labels(stream, base)] == [1]
     assert [e.step for e in segment_labels(stream, config)] == []
+
+
+def test_the_binary_checker_has_no_prior_or_threshold_to_choose() -> None:
+    # Its folds "chose" 15 identical settings and the JSON recorded a prior and a threshold it never used.
+    from graphs.checker_settings import CheckerSettings
+    from tgml.bench.live.bench import checker_numbers
+    from tgml.bench.live.selection import candidates
+
+    binary = CheckerSettings("binary", order_rule=LATE_STEP)
+    assert candidates(binary) == [binary]
+    assert checker_numbers(binary) == {"prior_skip": None, "alert_threshold": None}
+    probabilistic = CheckerSettings()
+    assert len(candidates(probabilistic)) == 15 and candidates(probabilistic)[0] == probabilistic
+    assert checker_numbers(probabilistic) == {"prior_skip": 0.2, "alert_threshold": 0.5}

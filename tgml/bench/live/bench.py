@@ -22,9 +22,10 @@ Result JSON (``--json FILE``)::
      "settings": {"detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
-     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold", "segmenter_min_duration", "once",
-                                "position_prior_weight", "duration_share", "done_state", "segmenter",
-                                "done_level", "objective", "validation_recordings", "kept_epoch"}}},
+     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold" (null: the binary checker),
+                                "segmenter_min_duration", "once", "position_prior_weight", "duration_share",
+                                "done_state", "segmenter", "done_level", "objective", "validation_recordings",
+                                "kept_epoch"}}},
      "recordings": [{"recording_id", "recipe", "fold",
                      "recognised": [{"step", "start", "end", "confidence"}],
                      "alerts": [{"step", "missing", "time", "probability", "retracted"}],
@@ -282,7 +283,7 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         pick = replays.choose(pool)
         variant = config.variants[pick.variant]
         chosen.setdefault(recipe.scenario, {})[fold] = {
-            "prior_skip": pick.checking.prior_skip, "alert_threshold": pick.checking.alert_threshold,
+            **checker_numbers(pick.checking),
             "segmenter_min_duration": variant.min_duration, "once": variant.once,
             "position_prior_weight": variant.prior_weight, "duration_share": variant.duration_share,
             "done_state": variant.done_state, "segmenter": variant.label(), "done_level": pick.done_level,
@@ -473,10 +474,10 @@ def selection_table(result: LiveBenchResult) -> Table:
     """What each checker setting scored on every validation recording of the training folds (the data the choice
     is made on, pooled here over all folds; the first segmenter variant, the checker's end report), and how often
     each fold chose it."""
-    picks: dict[tuple[float, float], int] = {}
+    picks: dict[tuple[float | None, float | None], int] = {}
     for folds in result.chosen.values():
         for pick in folds.values():
-            key = (pick["prior_skip"], pick["alert_threshold"])
+            key = (pick["prior_skip"], pick["alert_threshold"])  # None, None: a checker without them
             picks[key] = picks.get(key, 0) + 1
     replays = result.replays
     runs = sum(v.variant == 0 for v in result.validation)
@@ -489,9 +490,21 @@ def selection_table(result: LiveBenchResult) -> Table:
         return table
     for k, option in enumerate(replays.options):
         metrics = replays.pooled(0, k, None)
-        table.add_row(f"{option.prior_skip:g}", f"{option.alert_threshold:g}", *_selection_cells(metrics),
-                      str(picks.get((option.prior_skip, option.alert_threshold), 0)))
+        numbers = checker_numbers(option)
+        table.add_row(*_number_cells(option), *_selection_cells(metrics),
+                      str(picks.get((numbers["prior_skip"], numbers["alert_threshold"]), 0)))
     return table
+
+
+def checker_numbers(checking: CheckerSettings) -> dict[str, float | None]:
+    """``prior_skip`` and ``alert_threshold`` of a checker that weighs evidence; None for one without them."""
+    weighs = checking.entry.weighs_evidence
+    return {"prior_skip": checking.prior_skip if weighs else None,
+            "alert_threshold": checking.alert_threshold if weighs else None}
+
+
+def _number_cells(checking: CheckerSettings) -> list[str]:
+    return [NOT_MEASURED if v is None else f"{v:g}" for v in checker_numbers(checking).values()]
 
 
 SELECTION_COLUMNS: Final = ("objective", "Avg F1", "Mist P", "Mist R", "Missing P", "Missing R", "Missing F1",
@@ -523,12 +536,12 @@ def variant_table(result: LiveBenchResult) -> Table:
         rows = [replays.pooled(v, k, None) for k in range(len(replays.options))]
         best = max(range(len(rows)), key=lambda k: objective(rows[k]))
         option = replays.options[best]
-        table.add_row(variant.label(), "checker", f"{option.prior_skip:g}", f"{option.alert_threshold:g}",
+        table.add_row(variant.label(), "checker", *_number_cells(option),
                       *_selection_cells(rows[best]),
                       str(picks.get((variant.label(), False), 0)))
         levels = [replays.pooled(v, best, j) for j in range(len(replays.levels))]
         j = max(range(len(levels)), key=lambda j: objective(levels[j]))
-        table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", f"{option.prior_skip:g}",
-                      f"{option.alert_threshold:g}", *_selection_cells(levels[j]),
+        table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", *_number_cells(option),
+                      *_selection_cells(levels[j]),
                       str(picks.get((variant.label(), True), 0)))
     return table

@@ -236,7 +236,10 @@ def _pooled(counts: Iterable[LiveCounts]) -> LiveCounts:
 
 
 def candidates(base: CheckerSettings) -> list[CheckerSettings]:
-    """The probabilistic checker settings tried (`PRIORS` x `THRESHOLDS`), the base one first."""
+    """The probabilistic checker settings tried (`PRIORS` x `THRESHOLDS`), the base one first; ``[base]`` alone for a
+    checker that weighs no evidence (the binary one has no prior or threshold to choose)."""
+    if not base.entry.weighs_evidence:
+        return [base]
     grid = [replace(base, prior_skip=rho, alert_threshold=tau) for rho in PRIORS for tau in THRESHOLDS]
     return [base, *[c for c in grid if c != base]]
 

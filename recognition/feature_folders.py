@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ import numpy as np
 from graphs.common.array_files import REAL_KINDS, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, read_json, write_text
+from graphs.common.safe_text import first_few, printable
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.segment_metrics import TimedSegment
 
@@ -686,3 +687,81 @@ def draw_test_videos(names: Sequence[str], fraction: float, seed: int) -> frozen
     count = math.floor(fraction * len(names) + 0.5)
     rng = np.random.default_rng(seed)
     return frozenset(rng.choice(sorted(names), size=count, replace=False).tolist()) if count else frozenset()
+
+
+SHOWN_NAMES = 8  # video names an error line lists; it counts the rest
+
+
+def _listed(names: Iterable[str]) -> str:
+    return first_few(sorted(printable(n) for n in names), SHOWN_NAMES) or "none"
+
+
+def stored_split(folder: str | Path) -> SplitFile | None:
+    """The split an earlier run wrote into a feature folder (``split.json``), or None for a new folder.
+
+    Args:
+        folder: the ``--out`` folder.
+
+    Returns:
+        The checked split file, or None when there is none.
+    """
+    path = Path(folder) / SPLIT_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return load_split(path)
+    except InputError as err:
+        raise InputError(f"{err}; this folder's split cannot be kept: repair {path}, or delete it to draw a new "
+                         "split") from None
+
+
+def kept_test_videos(names: Sequence[str], stored: SplitFile, test_videos: Sequence[str], test_fraction: float | None,
+                     seed: int, annotations: str | Path) -> frozenset[str]:
+    """An existing folder's test split, kept by a run that writes into it again (``recognition-features`` resuming
+    an extraction, or ``recognition-features import`` run again): a split is never redrawn under features already
+    written (and a detector perhaps already trained and scored) on it.
+
+    ``--test-videos`` or ``--test-fraction``, when given, must give the same test videos; without ``--test-videos``
+    the videos must be the ones the split lists (with it, videos annotated since then train).
+
+    Args:
+        names: the run's videos (the scenario's annotated videos, or the imported recordings).
+        stored: the folder's split file.
+        test_videos: ``--test-videos`` (empty: not given).
+        test_fraction: ``--test-fraction`` (None: not given).
+        seed: ``--seed`` of the draw.
+        annotations: the annotation file the names come from (for the error lines).
+
+    Returns:
+        The folder's test videos.
+
+    Raises:
+        InputError: naming the difference, and how to keep the split or draw a new one.
+    """
+    kept = frozenset(stored.test)
+    how = ("leave --test-videos and --test-fraction out to keep it, write to a new --out, or delete the split file "
+           "to draw a new split")
+    asked, what = kept, ""
+    if test_videos:
+        asked, what = frozenset(test_videos), f"--test-videos {','.join(test_videos)}"
+    elif test_fraction is not None:
+        asked = draw_test_videos(names, test_fraction, seed)
+        what = f"--test-fraction {test_fraction:g} (--seed {seed})"
+    if asked != kept:
+        raise InputError(f"{what} holds out {_listed(asked)}, but {stored.path} (an earlier run's split, kept when "
+                         f"the folder is resumed) holds out {_listed(kept)}: {how}")
+    gone = kept - set(names)
+    if gone:
+        raise InputError(f"{stored.path}: test videos {_listed(gone)} of the folder's split are no longer annotated "
+                         f"in {annotations}: {how}")
+    if not test_videos:
+        listed = kept | set(stored.train)
+        new, dropped = set(names) - listed, listed - set(names)
+        if new or dropped:
+            change = "; ".join(part for part in (f"annotated since: {_listed(new)}" if new else "",
+                                                  f"no longer annotated: {_listed(dropped)}" if dropped else "")
+                               if part)
+            raise InputError(f"{annotations}: the videos differ from those {stored.path} splits ({change}); "
+                             f"name the test videos with --test-videos {','.join(sorted(kept))} to keep its test "
+                             "videos (the other videos train), or write to a new --out")
+    return kept

@@ -39,11 +39,11 @@ from graphs.common.files import check_output
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
-    SPLIT_FILE,
     check_segments_fit,
     draw_test_videos,
-    load_split,
+    kept_test_videos,
     step_targets,
+    stored_split,
     write_features,
     write_split,
     write_targets,
@@ -80,7 +80,8 @@ class ImportConfig:
         out: the feature folder to write.
         name: the extractor name recorded (``rgb_<name>/``, ``split.json``, every checkpoint trained on it).
         scenario: which scenario of the annotation file; None when it holds exactly one with feature files.
-        test_fraction: share of the recordings held out for testing, when ``test_videos`` is empty.
+        test_fraction: share of the recordings held out for testing, when ``test_videos`` is empty (None:
+            `DEFAULT_TEST_FRACTION` for a new folder, the folder's split for one written before).
         test_videos: the test recordings by name.
         seed: draws the ``test_fraction`` recordings.
     """
@@ -91,7 +92,7 @@ class ImportConfig:
     out: str
     name: str = DEFAULT_NAME
     scenario: str | None = None
-    test_fraction: float = DEFAULT_TEST_FRACTION
+    test_fraction: float | None = None
     test_videos: tuple[str, ...] = ()
     seed: int = 0
 
@@ -99,7 +100,8 @@ class ImportConfig:
         check_fps(self.rate, "--rate")
         check_extractor_name(self.name)
         fraction = self.test_fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction < 1:
+        if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
+                                     or not 0 <= fraction < 1):
             raise InputError(f"--test-fraction {fraction!r}: must be in [0, 1)")
         if len(set(self.test_videos)) != len(self.test_videos):
             raise InputError(f"--test-videos {','.join(self.test_videos)}: a video is named twice")
@@ -246,7 +248,12 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
                              f"{width}: every file must come from the same backbone")
         width = features.shape[1]
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.
-        check_segments_fit(segments, len(features) / config.rate, 1 / config.rate, config.annotations, video.video)
+        try:
+            check_segments_fit(segments, len(features) / config.rate, 1 / config.rate, config.annotations,
+                               video.video)
+        except InputError as err:  # a short file, or one read at another rate than it was written at
+            raise InputError(f"{err}: {path} has {len(features)} vectors, {len(features) / config.rate:.2f} s at "
+                             f"--rate {config.rate:g}; is that the rate it was written at?") from None
         videos.append(ImportedVideo(video.video, features, segments))
     report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
     if not videos:
@@ -257,38 +264,34 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
 
 
 def choose_test(names: Sequence[str], config: ImportConfig) -> frozenset[str]:
-    """The test recordings: ``--test-videos``, else a seeded draw of ``--test-fraction`` of them; both splits are
-    non-empty.
+    """The test recordings: a folder's written before keeps its split (`recognition.feature_folders.kept_test_videos`,
+    as ``recognition-features`` resuming on videos); else ``--test-videos``, else a seeded draw of ``--test-fraction``
+    of them; both splits are non-empty.
 
     Raises:
-        InputError: a named recording that is not imported, or a split that leaves either side empty.
+        InputError: a named recording that is not imported, a split that leaves either side empty, or one that differs
+            from the folder's.
     """
     if config.test_videos:
         unknown = [v for v in config.test_videos if v not in names]
         if unknown:
             raise InputError(f"--test-videos: {unknown[0]!r} is not an imported recording (a feature file of the "
                              "scenario with an annotation)")
+    stored = stored_split(config.out)
+    if stored is not None:
+        return kept_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed,
+                                config.annotations)
+    if config.test_videos:
         test, what = frozenset(config.test_videos), f"--test-videos {','.join(config.test_videos)}"
     else:
-        test = draw_test_videos(names, config.test_fraction, config.seed)
-        what = f"--test-fraction {config.test_fraction:g} of {len(names)} recordings"
+        fraction = DEFAULT_TEST_FRACTION if config.test_fraction is None else config.test_fraction
+        test = draw_test_videos(names, fraction, config.seed)
+        what = f"--test-fraction {fraction:g} of {len(names)} recordings"
     if not test:
         raise InputError(f"{what}: the test split would be empty; raise it or name test recordings with --test-videos")
     if len(test) == len(names):
         raise InputError(f"{what}: no recording would be left for training")
     return test
-
-
-def _check_existing_split(out: Path, train: list[str], test: list[str]) -> None:
-    """An existing folder is written again only with the same split: features of other recordings or another split
-    under a detector already trained on it would make its test figures meaningless."""
-    path = out / SPLIT_FILE
-    if not path.exists() and not path.is_symlink():
-        return
-    stored = load_split(path)
-    if sorted(stored.train) != sorted(train) or sorted(stored.test) != sorted(test):
-        raise InputError(f"--out {out}: holds a split ({path}) of other recordings or another train/test split; "
-                         "write to a new --out, or delete it first")
 
 
 def import_features(config: ImportConfig) -> ImportReport:
@@ -305,7 +308,6 @@ def import_features(config: ImportConfig) -> ImportReport:
     scenario, step_ids, step_names, videos, test = plan_import(config, report)
     report.train = [v.name for v in videos if v.name not in test]
     report.test = [v.name for v in videos if v.name in test]
-    _check_existing_split(out, report.train, report.test)
     try:
         out.mkdir(exist_ok=True)
     except OSError as err:

@@ -21,7 +21,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,16 +37,16 @@ from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, write_text
 from graphs.common.options import check_fps, check_seed, check_threads
-from graphs.common.safe_text import first_few, printable
+from graphs.common.safe_text import printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
-    SPLIT_FILE,
     SplitFile,
     check_segments_fit,
     copy_file_name,
     draw_test_videos,
-    load_split,
+    kept_test_videos,
     step_targets,
+    stored_split,
     write_features,
     write_split,
     write_targets,
@@ -261,32 +261,6 @@ def find_video(folder: Path, name: str) -> Path:
     return found[0]
 
 
-SHOWN_NAMES: Final = 8  # video names an error line lists; it counts the rest
-
-
-def _listed(names: Iterable[str]) -> str:
-    return first_few(sorted(printable(n) for n in names), SHOWN_NAMES) or "none"
-
-
-def stored_split(folder: str | Path) -> SplitFile | None:
-    """The split an earlier run wrote into a feature folder (``split.json``), or None for a new folder.
-
-    Args:
-        folder: the ``--out`` folder.
-
-    Returns:
-        The checked split file, or None when there is none.
-    """
-    path = Path(folder) / SPLIT_FILE
-    if not path.exists() and not path.is_symlink():
-        return None
-    try:
-        return load_split(path)
-    except InputError as err:
-        raise InputError(f"{err}; this folder's split cannot be kept: repair {path}, or delete it to draw a new "
-                         "split") from None
-
-
 def choose_test_videos(
     names: list[str], config: FeatureExtractionConfig, stored: SplitFile | None = None
 ) -> frozenset[str]:
@@ -306,7 +280,8 @@ def choose_test_videos(
         if unknown:
             raise InputError(f"--test-videos: {unknown[0]!r} is not an annotated video of this scenario")
     if stored is not None:
-        return kept_test_videos(names, config, stored)
+        return kept_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed,
+                                config.annotations)
     if config.test_videos:
         test = frozenset(config.test_videos)
         what = f"--test-videos {','.join(config.test_videos)}"
@@ -319,53 +294,6 @@ def choose_test_videos(
     if len(test) == len(names):
         raise InputError(f"{what}: no video would be left for training")
     return test
-
-
-def kept_test_videos(names: list[str], config: FeatureExtractionConfig, stored: SplitFile) -> frozenset[str]:
-    """An existing folder's test split, kept by a run that resumes it: a split is never redrawn under features
-    already extracted (and a detector perhaps already trained and scored) on it.
-
-    ``--test-videos`` or ``--test-fraction``, when given, must give the same test videos; without ``--test-videos``
-    the annotated videos must be the ones the split lists (with it, videos annotated since then train).
-
-    Args:
-        names: the scenario's annotated videos.
-        config: the run's split settings.
-        stored: the folder's split file.
-
-    Returns:
-        The folder's test videos.
-
-    Raises:
-        InputError: naming the difference, and how to keep the split or draw a new one.
-    """
-    kept = frozenset(stored.test)
-    how = ("leave --test-videos and --test-fraction out to keep it, write to a new --out, or delete the split file "
-           "to draw a new split")
-    asked, what = kept, ""
-    if config.test_videos:
-        asked, what = frozenset(config.test_videos), f"--test-videos {','.join(config.test_videos)}"
-    elif config.test_fraction is not None:
-        asked = draw_test_videos(names, config.test_fraction, config.seed)
-        what = f"--test-fraction {config.test_fraction:g} (--seed {config.seed})"
-    if asked != kept:
-        raise InputError(f"{what} holds out {_listed(asked)}, but {stored.path} (an earlier run's split, kept when "
-                         f"the folder is resumed) holds out {_listed(kept)}: {how}")
-    gone = kept - set(names)
-    if gone:
-        raise InputError(f"{stored.path}: test videos {_listed(gone)} of the folder's split are no longer annotated "
-                         f"in {config.annotations}: {how}")
-    if not config.test_videos:
-        listed = kept | set(stored.train)
-        new, dropped = set(names) - listed, listed - set(names)
-        if new or dropped:
-            change = "; ".join(part for part in (f"annotated since: {_listed(new)}" if new else "",
-                                                  f"no longer annotated: {_listed(dropped)}" if dropped else "")
-                               if part)
-            raise InputError(f"{config.annotations}: the videos differ from those {stored.path} splits ({change}); "
-                             f"name the test videos with --test-videos {','.join(sorted(kept))} to keep its test "
-                             "videos (the other videos train), or write to a new --out")
-    return kept
 
 
 def _open(path: Path, config: FeatureExtractionConfig) -> VideoReader:

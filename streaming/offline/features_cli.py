@@ -96,8 +96,9 @@ def build_import_parser() -> ArgumentParser:
                         f"{NAME_RULE})")
     parser.add_argument("--scenario", help="scenario of the annotation file (default: the one of the feature files)")
     split = parser.add_mutually_exclusive_group()
-    split.add_argument("--test-fraction", type=float, default=DEFAULT_TEST_FRACTION,
-                       help=f"share of recordings held out (default {DEFAULT_TEST_FRACTION:g})")
+    split.add_argument("--test-fraction", type=float, default=None,
+                       help=f"share of recordings held out (default {DEFAULT_TEST_FRACTION:g}; a folder imported "
+                            "into before keeps its split)")
     split.add_argument("--test-videos", type=_names, help="test recordings by name, comma-separated")
     parser.add_argument("--seed", type=seed_option, default=0, help="seeds the --test-fraction draw (default 0)")
     return parser

@@ -115,6 +115,19 @@ def test_a_segment_after_the_features_end_is_refused(tmp_path: Path, capsys: pyt
     np.save(root / "npy" / "rec0.npy", np.zeros((30, 6), dtype=np.float32))  # 30 s, the second step ends at 50 s
     err = cli_error(main, argv(root), capsys)
     assert "'rec0' ends at 50 s, after the video (30.00 s long)" in err
+    assert f"{root / 'npy' / 'rec0.npy'} has 30 vectors, 30.00 s at --rate 1; is that the rate it was written" in err
+
+
+def test_importing_again_into_the_same_folder_keeps_its_split(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # Run again without --test-videos, the import drew a new split and refused its own folder.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    assert main(argv(root)) == 0
+    data = load_feature_dataset(root / "out", training_config_of_folder(root / "out").features)
+    assert [v.name for v in data.test] == ["rec4"]
+    err = cli_error(main, argv(root, "--test-videos", "rec3"), capsys)
+    assert "--test-videos rec3 holds out rec3, but" in err and "holds out rec4" in err
 
 
 @pytest.mark.parametrize(("extra", "what"), [(["--rate", "0"], "--rate"), (["--name", "../x"], "--name '../x'")])

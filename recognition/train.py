@@ -655,7 +655,8 @@ def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Ta
 def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_step_ids: tuple[int | None, ...]
                    ) -> Table:
     """A rich table of what the validation videos measured per key-step: its miss and false-detection rates."""
-    table = Table(title=f"validation split ({len(evidence.videos)} videos): how far the detections can be trusted",
+    videos = f"{len(evidence.videos)} video{'s' if len(evidence.videos) != 1 else ''}"
+    table = Table(title=f"validation split ({videos}): how far the detections can be trusted",
                   caption="what the probabilistic checker weighs (stream-detect --checker probabilistic)")
     table.add_column("key-step")
     table.add_column("missed %", justify="right")

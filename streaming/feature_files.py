@@ -120,8 +120,9 @@ def check_rate(rate: float | None, checkpoint: DetectorCheckpoint, detector: str
         option: the option that gave the rate.
     """
     if rate is not None and abs(rate - checkpoint.fps) > RATE_TOLERANCE * checkpoint.fps:
-        raise InputError(f"{option} {rate:g}: the detector {detector} was trained on {checkpoint.fps:g} feature "
-                         f"vectors a second ({checkpoint.feature_extractor!r} features); give features at its rate")
+        raise InputError(f"{option} {rate:g}: the detector {detector} was trained on "
+                         f"{checkpoint.feature_extractor!r} features at {checkpoint.fps:g} per second; give "
+                         "features at its rate")
 
 
 def load_detector_for_features(

@@ -444,10 +444,10 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
     overall = result.pooled()
     n = len(result.recordings)
     clean = sum(r.recording.error_free for r in result.recordings)
+    recipes = f"{len(result.maps)} recipe{'s' if len(result.maps) != 1 else ''}"
     table = Table(title=f"bench-live: {n} recordings ({clean} error-free), {result.config.folds}-fold per recipe, "
                         f"{result.config.checking.kind} checker, {result.config.checking.order_rule} rule; per-second "
-                        "mAP of recognition "
-                        f"{result.mean_map:.1f} (mean over {len(result.maps)} recipes)", header_style="bold")
+                        f"mAP of recognition {result.mean_map:.1f} (mean over {recipes})", header_style="bold")
     table.add_column("row")
     for title, _, _ in COLUMNS:
         table.add_column(title, justify="right")

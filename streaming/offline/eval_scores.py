@@ -228,6 +228,16 @@ class RuleDisagreement:
     message: str
 
 
+def left_out_videos(graph: TaskGraph) -> frozenset[str]:
+    """The videos the graph file says its learner left out (``info["left_out"]``: ``tgml train``'s mistakes and
+    ``--exclude-videos``); empty when it says nothing (a graph from elsewhere)."""
+    left_out = graph.info.get("left_out") if isinstance(graph.info, dict) else None
+    if not isinstance(left_out, dict):
+        return frozenset()
+    return frozenset(v for key in ("mistakes", "excluded") if isinstance(left_out.get(key), list)
+                     for v in left_out[key] if isinstance(v, str))
+
+
 def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[AnnotatedSegment]) -> list[RuleDisagreement]:
     """The segments whose ``has_errors`` mark disagrees with the graph, replaying the annotated order.
 
@@ -240,6 +250,7 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
         One entry per disagreeing segment, in time order.
     """
     checker = PreconditionChecker(graph)
+    learned_without = video in left_out_videos(graph)
     out = []
     for k, segment in enumerate(annotated):
         verdict = checker.observe(segment.step)
@@ -249,8 +260,9 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
         if segment.has_errors:
             needs = sorted(graph.preconditions(segment.step), key=graph.index)
             allowed = ", ".join(node_name(graph, n) for n in needs)
-            message = (f"{video}: {name} is marked has_errors but the graph lets it follow {allowed}: "
-                       "was the graph trained on this video?")
+            why = ("the graph was learned without this video, so the pre-condition rule does not see this error"
+                   if learned_without else "was the graph trained on this video?")
+            message = f"{video}: {name} is marked has_errors but the graph lets it follow {allowed}: {why}"
         elif verdict.undefined:
             message = (f"{video}: {name} is not marked has_errors but the graph defines no pre-condition for it "
                        "(a step it never saw), so the checker flags it")

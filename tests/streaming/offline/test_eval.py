@@ -312,6 +312,14 @@ def test_eval_with_a_graph_that_allows_the_annotated_mistake_warns_and_measures_
     ]
     assert "stream-detect eval: 3 videos" in captured.out
     assert "no mistake under the graph in the annotated order of these 3 videos: R and F1 not measured" in captured.out
+    # A graph that says it was learned without the video: the question of leakage has its answer.
+    raw["info"] = {**raw.get("info", {}), "left_out": {"mistakes": [], "excluded": ["demo:mistake"]}}
+    allowing.write_text(json.dumps(raw))
+    assert stream_detect(["eval", "--demo", "--graph", str(allowing), "--quiet"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: demo:mistake: boil_water is marked has_errors but the graph lets it follow START: the graph was "
+        "learned without this video, so the pre-condition rule does not see this error"
+    ]
     (row,) = [line for line in captured.out.splitlines() if line.startswith("│ total")]
     cells = [c.strip() for c in row.strip("│ ").split("│")]
     assert cells[1] == "0" and cells[3:9] == ["-", "-", "-", "-", "0.0", "0.0"]  # not 100: the mistake was missed

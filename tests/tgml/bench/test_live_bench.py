@@ -113,6 +113,7 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
         0.0, 0.5, 1.0}
     assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text
     document = json.loads(out.read_text())
+    assert document["settings"]["features_dir"] == str(features)  # the folder the detectors read, not the default
     overall = document["overall"]
     assert set(overall) >= {"live", "annotated_learned", "annotated_hand_made", "map"}
     assert 0 <= overall["map"] <= 100

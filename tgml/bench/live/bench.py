@@ -19,7 +19,7 @@ recordings, averaged over recipes as DERIVATION.md's linear-probe reference).
 Result JSON (``--json FILE``)::
 
     {"benchmark": "captaincook4d-live", "version": 1, "folds": int, "seed": int, "seconds": float,
-     "settings": {"detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
+     "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
      "chosen": {recipe: {fold: {"prior_skip", "alert_threshold" (null: the binary checker),
@@ -165,7 +165,8 @@ class LiveBenchResult:
             recipes[name] = {**{row: pooled[row].metrics() for row in ROWS}, "map": 100 * self.maps[name],
                              "recordings": sum(r.recording.recipe == name for r in self.recordings)}
         overall = self.pooled()
-        settings = {"detector": _plain(dataclasses.asdict(self.config.detector.train)),
+        settings = {"features_dir": str(self.data.features_dir),
+                    "detector": _plain(dataclasses.asdict(self.config.detector.train)),
                     "segmenter": dataclasses.asdict(self.config.detector.segmenter),
                     "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER}
         return {"benchmark": "captaincook4d-live", "version": RESULTS_VERSION, "folds": self.config.folds,

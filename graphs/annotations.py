@@ -106,8 +106,22 @@ class TrainingSelection:
     excluded: tuple[str, ...] = ()
 
     def left_out_info(self) -> dict[str, Any]:
-        """What a graph file's ``info["left_out"]`` records: ``{"mistakes": [...], "excluded": [...]}``."""
+        """What a graph file's ``info["left_out"]`` records: ``{"mistakes": [...], "excluded": [...]}``
+        (`read_left_out` reads it back)."""
         return {"mistakes": list(self.mistakes), "excluded": list(self.excluded)}
+
+
+def read_left_out(record: Any) -> dict[str, tuple[str, ...]] | None:
+    """A graph file's ``info["left_out"]`` (`TrainingSelection.left_out_info`) read back: per key, ``"mistakes"`` and
+    ``"excluded"``, the names it lists (none where the key holds no list).
+
+    Returns:
+        The names per key; None when the record is not a mapping (it comes from a file, so it is not trusted).
+    """
+    if not isinstance(record, dict):
+        return None
+    return {key: tuple(str(n) for n in listed) if isinstance(listed := record.get(key), list) else ()
+            for key in ("mistakes", "excluded")}
 
 
 @dataclass(frozen=True)

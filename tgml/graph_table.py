@@ -14,6 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphs.annotations import read_left_out
 from graphs.common.safe_text import first_few, printable
 from graphs.task_graph import END, START, TaskGraph, execution_levels
 
@@ -85,19 +86,19 @@ def left_out_summary(left_out: Any) -> str:
     Returns:
         E.g. ``left out 1 execution with an annotated mistake (video_11); --include-mistakes keeps them``.
     """
-    if not isinstance(left_out, dict):
+    record = read_left_out(left_out)
+    if record is None:
         return "left out: (unreadable record)"
     parts = []
     for key, why in (("mistakes", "with an annotated mistake"), ("excluded", "named by --exclude-videos")):
-        listed = left_out.get(key)
-        names = [str(n) for n in listed] if isinstance(listed, list) else []
+        names = list(record[key])
         if names:
             parts.append(f"{len(names)} execution{'s' if len(names) != 1 else ''} {why} "
                          f"({first_few(names, NAMES_SHOWN)})")
     if not parts:
         return "left out no execution"
     hint = ""
-    if left_out.get("mistakes"):
+    if record["mistakes"]:
         hint = "; --include-mistakes keeps them" if len(parts) == 1 else "; --include-mistakes keeps the mistaken ones"
     return f"left out {' and '.join(parts)}{hint}"
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from graphs.annotations import read_left_out
 from graphs.checker import PreconditionChecker, StepVerdict, precondition_violations
 from graphs.precision_recall import f1_of, share, shown
 from graphs.probabilistic_checker import ProbableVerdict
@@ -228,16 +229,6 @@ class RuleDisagreement:
     message: str
 
 
-def left_out_videos(graph: TaskGraph) -> frozenset[str]:
-    """The videos the graph file says its learner left out (``info["left_out"]``: ``tgml train``'s mistakes and
-    ``--exclude-videos``); empty when it says nothing (a graph from elsewhere)."""
-    left_out = graph.info.get("left_out") if isinstance(graph.info, dict) else None
-    if not isinstance(left_out, dict):
-        return frozenset()
-    return frozenset(v for key in ("mistakes", "excluded") if isinstance(left_out.get(key), list)
-                     for v in left_out[key] if isinstance(v, str))
-
-
 def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[AnnotatedSegment]) -> list[RuleDisagreement]:
     """The segments whose ``has_errors`` mark disagrees with the graph, replaying the annotated order.
 
@@ -250,7 +241,9 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
         One entry per disagreeing segment, in time order.
     """
     checker = PreconditionChecker(graph)
-    learned_without = video in left_out_videos(graph)
+    # The videos the graph file says its learner left out (`tgml train`'s mistakes and --exclude-videos).
+    left_out = read_left_out(graph.info.get("left_out")) or {}
+    learned_without = any(video in names for names in left_out.values())
     out = []
     for k, segment in enumerate(annotated):
         verdict = checker.observe(segment.step)

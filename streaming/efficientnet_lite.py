@@ -152,7 +152,6 @@ class EfficientNetLite(nn.Module):
         self.grid = grid
         self.dim = FEATURE_DIM * (1 + grid * grid)
         self.feature_maps: Callable[[Tensor], Tensor] = self.net.extract_features
-        self.runtime = "torch"
 
     def use_onnx_runtime(self) -> None:
         """Run the convolutional stages under ONNX Runtime from now on (CPU only; `streaming.onnx_backbone`)."""
@@ -162,7 +161,11 @@ class EfficientNetLite(nn.Module):
             raise InputError(f"the EfficientNet-Lite extractors need the package onnxruntime on a CPU ({err.name} is "
                              "missing; pip install -e . installs it)") from None
         self.feature_maps = OnnxFeatureMaps(self.net, self.size)
-        self.runtime = "onnxruntime"
+
+    @property
+    def runtime(self) -> str:
+        """What runs the convolutional stages: ``"torch"``, or the runner's own name (``"onnxruntime"``)."""
+        return str(getattr(self.feature_maps, "runtime", "torch"))
 
     def forward(self, frames: Tensor) -> Tensor:
         """Features of a batch of frames.

@@ -78,6 +78,8 @@ class OnnxFeatureMaps:
         size: its input side.
     """
 
+    runtime: Final = "onnxruntime"  # what `streaming.efficientnet_lite.EfficientNetLite.runtime` reports
+
     def __init__(self, net: nn.Module, size: int) -> None:
         self.model = export_feature_maps(net, size)
         self._sessions: dict[int, onnxruntime.InferenceSession] = {}

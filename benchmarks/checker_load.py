@@ -198,10 +198,10 @@ def publish(endpoint: str, config: LoadConfig, curve: CurveClient | None, go: Ev
     # Every session a stream can reach in the run, with the steps the checker will flag, drawn before the clock
     # starts: the sender does no checking while it keeps time.
     sessions = math.ceil(config.rate * config.seconds / config.steps) + 1
-    queued = [deque(execution(pre, rng, config.mistakes) for _ in range(sessions)) for _ in range(config.streams)]
-    flags = [deque(mistakes_of(graph, plan) for plan in plans) for plans in queued]
-    plans = [q.popleft() for q in queued]
-    flagged = [f.popleft() for f in flags]
+    queued = [deque((plan, mistakes_of(graph, plan))
+                    for plan in (execution(pre, rng, config.mistakes) for _ in range(sessions)))
+              for _ in range(config.streams)]  # fmt: skip
+    current = [q.popleft() for q in queued]  # per stream: (its session's plan, the indexes the checker flags)
     sent = Sent()
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -232,15 +232,15 @@ def publish(endpoint: str, config: LoadConfig, curve: CurveClient | None, go: Ev
                 heapq.heappush(due, (when + HEARTBEAT_S, 1, k))
                 continue
             index = len(events.history)
-            message = events.keystep(plans[k][index], f"step {plans[k][index]}", float(index), index + 0.5, 0.9)
+            plan, flagged = current[k]
+            message = events.keystep(plan[index], f"step {plan[index]}", float(index), index + 0.5, 0.9)
             key = (message.stream_id, run_of(message.session), index)
             sent.events[key] = message.timestamp
-            if index in flagged[k]:
+            if index in flagged:
                 sent.mistakes.add(key)
-            if index + 1 == len(plans[k]):  # the execution is over: the next key-step starts a new session
+            if index + 1 == len(plan):  # the execution is over: the next key-step starts a new session
                 publishers[k] = EventPublisher(events.publisher, events.stream_id)
-                plans[k] = queued[k].popleft()
-                flagged[k] = flags[k].popleft()
+                current[k] = queued[k].popleft()
             heapq.heappush(due, (when + 1.0 / config.rate, 0, k))
         conn.send(sent)
     finally:

@@ -302,11 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads {args.threads}: give at least 1")
-    unknown = sorted(set(args.modes.split(",")) - {"one", "each", "split"})
+    modes = args.modes.split(",")
+    unknown = sorted(set(modes) - {"one", "each", "split"})
     if unknown:
         parser.error(f"--modes {args.modes}: unknown mode {unknown[0]!r} (one, each, split)")
     counts = [int(k) for k in args.streams.split(",")]
-    modes = args.modes.split(",")
     from streaming.checker.config import CheckerConfig
     from streaming.checker.process import CheckerProcess
     from streaming.demo.paths import default_demo_paths

@@ -52,7 +52,6 @@ from rich.table import Table
 from graphs.annotations import Annotations, TrainingVideos
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
-from graphs.order_rules import PRECONDITION
 from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
@@ -408,8 +407,7 @@ def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecord
 
 
 def score_recording(
-    recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph, default: ChainRun,
-    rule: str = PRECONDITION,
+    recording: LiveRecording, recipe: Recipe, run: ChainRun, graph: TaskGraph, default: ChainRun, rule: str
 ) -> dict[str, LiveCounts]:
     """The counts of each row for one recording (``default``: the run checked with the default settings; the
     annotated rows under the chain's order ``rule``)."""

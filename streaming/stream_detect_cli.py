@@ -156,6 +156,10 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onset-frames", type=_frames(0), metavar="N",
                    help=f"with --alert-on onset, frames after which a key-step is announced (default: the "
                         f"detector's, else {DEFAULT_ONSET_FRAMES})")
+    p.add_argument("--once", action="store_true",
+                   help="send each key-step to the checker the first time it is confirmed, never again in the stream: "
+                        "for procedures whose steps are each done once, such as a recipe's (a later run of a step is "
+                        "then the detector repeating itself; tgml bench-live chooses this per fold)")
     p.add_argument("--alert-on", default=DEFAULT_ALERT_ON, choices=ALERT_MODES,
                    help="alert as soon as a step is announced (onset: seconds earlier; the alert is retracted if the "
                         f"step turns out to be another) or once it is confirmed (end); default {DEFAULT_ALERT_ON}")
@@ -473,7 +477,7 @@ def _run(args: argparse.Namespace) -> int:
     webhook = WebhookConfig(args.webhook) if args.webhook is not None else None  # refused before anything starts
     checker, own = _checker_config(args, own_client=True)
     detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
-                              segmenter=_overrides(args), curve=own,  # connects where the checker binds
+                              segmenter=_overrides(args), once=args.once, curve=own,  # connects where the checker binds
                               default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
                              preview=args.preview, webhook=webhook, alert_frames=args.alert_frames,
@@ -584,7 +588,7 @@ def _detector(args: argparse.Namespace) -> int:
     log = ServiceLog("detector", args.log_format)
     ids = stream_ids_for(args.video, args.stream_id or ())
     config = DetectorConfig(stream_id=ids[0], connect=args.connect, threads=args.threads,
-                            alert_on=args.alert_on, segmenter=_overrides(args),
+                            alert_on=args.alert_on, segmenter=_overrides(args), once=args.once,
                             curve=client_curve(args.curve_server, args.curve_secret), default_rates=args.default_rates)
 
     def metrics() -> Any:
@@ -619,10 +623,10 @@ def _eval(args: argparse.Namespace) -> int:
     config = EvalConfig(
         graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,
         names=args.videos_list or (), split=args.split, demo=args.demo, backbone=args.backbone,
-        alert_on=args.alert_on, segmenter=_overrides(args), json_out=args.json_out, threads=args.threads,
-        device=args.device, reader=args.reader, ignore_names=args.ignore_names, use_cache=not args.no_cache,
-        annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args), plots=args.plots,
-        default_rates=args.default_rates, features=tuple(args.features or ()), rate=args.rate,
+        alert_on=args.alert_on, segmenter=_overrides(args), once=args.once, json_out=args.json_out,
+        threads=args.threads, device=args.device, reader=args.reader, ignore_names=args.ignore_names,
+        use_cache=not args.no_cache, annotate_out=args.annotate_out, preview=args.preview, checking=_checking(args),
+        plots=args.plots, default_rates=args.default_rates, features=tuple(args.features or ()), rate=args.rate,
     )  # fmt: skip
     result = evaluate(config, progress=not args.quiet)
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"

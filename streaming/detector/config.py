@@ -31,6 +31,9 @@ class DetectorConfig:
         alert_on: ``"onset"`` (the default): announce each key-step provisionally too (`KeyStepOnset`), so that the
             checker can alert before it ends; ``"end"``: publish confirmed key-steps only.
         segmenter: command-line changes to the checkpoint's segmenter settings.
+        once: send each key-step the first time it is confirmed only (``--once``): a step confirmed or announced
+            again later in the stream is not sent, for procedures whose steps are each done once (a recipe's);
+            `tgml bench-live` measures it as its ``once`` segmenter variants, which most folds choose.
         curve: this detector's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``);
             None: no CURVE (a checker on loopback, or one started with ``--insecure``).
         default_rates: a checkpoint without measured miss and false-detection rates sends evidence calibrated with
@@ -49,6 +52,7 @@ class DetectorConfig:
     connect_wait_s: float = CONNECT_WAIT_S
     alert_on: str = DEFAULT_ALERT_ON
     segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
+    once: bool = False
     curve: CurveClient | None = None
     default_rates: bool = False
     batch_sizes: tuple[int, ...] = ()

@@ -83,6 +83,7 @@ class DetectorStream:
         if events.evidence is None:
             events.evidence = evidence_reporter(checkpoint, segmenter_config, config.default_rates)
         self.onsets = config.alert_on == "onset"
+        self.sent: set[int] = set()  # key-steps sent so far (with ``config.once``, never sent again)
         self.names = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)}
         self.clock = clock
         self.stats = DetectorStats()
@@ -156,6 +157,8 @@ class DetectorStream:
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:
+            if self.config.once and seg.step in self.sent:
+                continue  # the step was done already: a later run of it is the detector's repeat, not the person's
             if isinstance(seg, OnsetEvent):
                 if self.onsets:
                     self.events.onset(seg, self.names.get(seg.step, str(seg.step)))
@@ -164,6 +167,7 @@ class DetectorStream:
                 seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence,
                 seg.start_frame, seg.end_frame - seg.start_frame,
             )
+            self.sent.add(seg.step)
             self.stats.events += 1
             if self.on_event is not None:
                 self.on_event(message)

@@ -113,6 +113,7 @@ class EvalConfig:
         backbone: TorchScript backbone, for detectors trained on its features.
         alert_on: ``"end"`` (alert once the step is confirmed) or ``"onset"`` (alert on its provisional announcement).
         segmenter: command-line changes to the checkpoint's segmenter settings.
+        once: send each key-step once (``--once``, `streaming.detector.config.DetectorConfig`).
         json_out: where to write the figures as JSON (checked before any video runs).
         threads: torch threads.
         device: where the extractor and the detector run.
@@ -139,6 +140,7 @@ class EvalConfig:
     backbone: str | None = None
     alert_on: str = DEFAULT_ALERT_ON
     segmenter: SegmenterOverrides = field(default_factory=SegmenterOverrides)
+    once: bool = False
     json_out: str | None = None
     threads: int = 1
     device: str = "auto"
@@ -391,7 +393,7 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
               else open_named(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named))
     link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
-                              default_rates=config.default_rates)
+                              once=config.once, default_rates=config.default_rates)
     overlay = None
     if config.annotate_out is not None or config.preview:
         path = None if config.annotate_out is None else annotated_path(config.annotate_out, video.name)
@@ -493,6 +495,7 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
         "backbone": chain.file_digests["backbone"],
         "segmenter": asdict(chain.segmenter),
         "alert_on": config.alert_on,
+        "once": config.once,
         "reader": config.reader,
         "default_rates": config.default_rates,
     }
@@ -664,6 +667,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         "graph": config.graph,
         "detector": config.detector,
         "alert_on": config.alert_on,
+        "once": config.once,
         "checker": asdict(config.checking),
         "segmenter": asdict(chain.segmenter),
         "videos": [v.name for v in videos],

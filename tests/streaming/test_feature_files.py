@@ -344,3 +344,43 @@ def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> 
     assert video["video"] == chosen[-1]
     # Every second of the recording went through the detector: its frames are the file's rows.
     assert video["frames"] == len(np.load(PE / "features" / f"{chosen[-1]}.npy"))
+
+
+def with_a_repeat(trained: Path) -> Path:
+    """A recording of ``open_box, take_part, open_box, fix_part`` (the box opened again: to the detector, the first
+    step twice), annotated beside the others."""
+    features, segments = recording((0, 1, 0, 2), np.random.default_rng(11))
+    np.save(trained / "repeat.npy", features)
+    labels = json.loads((trained / "labels.json").read_text())
+    labels["annotations"]["repeat"] = {"scenario": "kit", "recording_id": "repeat", "segments": [
+        {"step_id": s, "start_time": a, "end_time": b, "description": "", "step_name": STEPS[s], "has_errors": False}
+        for s, a, b in segments]}
+    (trained / "repeat.json").write_text(json.dumps(labels))
+    return trained / "repeat.npy"
+
+
+def test_once_sends_each_step_the_first_time_it_is_confirmed_only(trained: Path) -> None:
+    features = with_a_repeat(trained)
+    recognised = {}
+    for extra in ([], ["--once"]):
+        out = trained / f"repeat{len(extra)}.json"
+        assert stream_detect(["eval", "--features", str(features), "--annotations", str(trained / "repeat.json"),
+                              "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
+                              "--quiet", "--alert-on", "end", "--json", str(out), *extra]) == 0
+        result = json.loads(out.read_text())
+        assert result["settings"]["once"] is bool(extra)
+        (video,) = result["videos"]
+        recognised[bool(extra)] = [s["step"] for s in video["recognised"]]
+    assert recognised == {False: [0, 1, 0, 2], True: [0, 1, 2]}
+
+
+def test_once_live_sends_a_step_once_while_announcing_at_onset(trained: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    features = with_a_repeat(trained)
+    steps = {}
+    for extra in ([], ["--once"]):  # announced at onset (the default) too: the repeat is neither announced nor sent
+        assert stream_detect(["--features", str(features), "--graph", str(trained / "graph.json"), "--detector",
+                              str(trained / "detector.pt"), "--fast", "--jsonl", *extra]) == 0
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+        steps[bool(extra)] = [m["step"] for m in lines if m["kind"] == "step"]
+    assert steps == {False: [0, 1, 0, 2], True: [0, 1, 2]}

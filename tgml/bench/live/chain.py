@@ -144,7 +144,8 @@ def segment_outputs(
         class_step_ids: the detector's class -> step id (None: background).
         segmenter: the segmenter settings.
         evidence: the detector's evidence calibration (None: key-steps are sent without evidence).
-        once: a key-step already confirmed in this stream is not sent again (the recipe's steps are done once).
+        once: a key-step already confirmed in this stream is not sent again (the recipe's steps are done once; live,
+            `stream-detect --once`).
 
     Returns:
         The `DetectorRun`.

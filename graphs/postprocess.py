@@ -187,6 +187,52 @@ def transitive_reduction(adj: np.ndarray) -> np.ndarray:
     return _from_digraph(nx.transitive_reduction(graph), adj.shape[0])
 
 
+def transitive_closure(adj: np.ndarray) -> np.ndarray:
+    """Reachability over an adjacency: ``closure[i, j]`` iff a path of one or more edges leads from ``i`` to ``j``
+    (node ``j`` precedes ``i``, directly or through other pre-conditions). Repeated boolean squaring: ``log2(n)``
+    matrix products.
+
+    Args:
+        adj: bool ``(m, m)`` adjacency.
+
+    Returns:
+        bool ``(m, m)`` closure.
+    """
+    reach = np.asarray(adj, dtype=bool).copy()
+    for _ in range(max(1, int(np.ceil(np.log2(max(len(reach), 2)))))):
+        grown = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
+        if np.array_equal(grown, reach):
+            break
+        reach = grown
+    return reach
+
+
+def observed_preconditions(adj: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """The pre-conditions of ``adj`` that ``observed`` orders the same way, START and END attached again::
+
+        A'[i, j] = A[i, j] and C[i, j]        i, j key-steps, C the transitive closure of ``observed``   (O1)
+
+    then step 5 (`attach_start_end`) over the key-steps ``adj`` keeps. ``adj`` is a graph learned from annotated
+    executions; ``observed`` one learned from the key-steps a detector recognised in other executions: a
+    pre-condition stays only where the detector, too, is seen to put it first (`tgml.bench.live.observed`). A
+    subset of a transitively reduced DAG's edges is acyclic and reduced in turn.
+
+    Args:
+        adj: bool ``(n+2, n+2)`` adjacency.
+        observed: bool ``(n+2, n+2)`` adjacency over the same nodes.
+
+    Returns:
+        bool ``(n+2, n+2)`` adjacency.
+    """
+    adj = np.asarray(adj, dtype=bool)
+    if np.shape(observed) != adj.shape:
+        raise InputError(f"observed graph: shape {np.shape(observed)}, expected {adj.shape}")
+    present = np.asarray(adj[1:-1].any(axis=1) | adj[:, 1:-1].any(axis=0))  # (n,) key-steps the graph keeps
+    out = np.zeros_like(adj)
+    out[1:-1, 1:-1] = adj[1:-1, 1:-1] & transitive_closure(np.asarray(observed, dtype=bool)[1:-1, 1:-1])
+    return attach_start_end(out, present)
+
+
 def binarize(
     weights: np.ndarray,
     present: np.ndarray,

@@ -11,9 +11,11 @@ from graphs.postprocess import (
     attach_start_end,
     binarize,
     break_cycles,
+    observed_preconditions,
     relax_start_pairs,
     remove_unseen,
     threshold_edges,
+    transitive_closure,
     transitive_reduction,
 )
 
@@ -72,6 +74,32 @@ def test_attach_start_end_skips_removed_steps() -> None:
 def test_transitive_reduction_drops_implied_edges() -> None:
     adj = adjacency((K3, K2), (K2, K1), (K3, K1), (K1, S), (K2, S))
     assert edges_of(transitive_reduction(adj)) == {(K3, K2), (K2, K1), (K1, S)}
+
+
+def test_transitive_closure_reaches_through_any_number_of_steps() -> None:
+    chain = adjacency((K4, K3), (K3, K2), (K2, K1))
+    assert edges_of(transitive_closure(chain)) == {(K4, K3), (K4, K2), (K4, K1), (K3, K2), (K3, K1), (K2, K1)}
+    assert not transitive_closure(np.zeros((6, 6), bool)).any()
+
+
+def test_a_precondition_is_kept_where_the_observed_graph_orders_the_pair_too() -> None:
+    # Learned: K2 and K3 require K1, K4 requires K3. Observed: K1 before K2 before K3 (K3 needs K1 through K2), and
+    # K4 before K3 (the reverse of the learned order).
+    learned = adjacency((K2, K1), (K3, K1), (K4, K3), (K1, S), (E, K2), (E, K4))
+    observed = adjacency((K2, K1), (K3, K2), (K3, K4), (K1, S), (K4, S), (E, K3))
+    out = observed_preconditions(learned, observed)
+    # K2 <- K1 kept (an edge), K3 <- K1 kept (a path), K4 <- K3 dropped (reversed): K4 then starts from START and
+    # nothing needs K3 any more, so END requires it.
+    assert edges_of(out) == {(K2, K1), (K3, K1), (K1, S), (K4, S), (E, K2), (E, K3), (E, K4)}
+    assert nx.is_directed_acyclic_graph(nx.DiGraph(list(edges_of(out))))
+
+
+def test_nothing_observed_keeps_no_precondition_and_a_removed_step_stays_removed() -> None:
+    learned = adjacency((K2, K1), (K3, K2), (K1, S), (E, K3))  # K4 removed (never seen in training)
+    out = observed_preconditions(learned, np.zeros((6, 6), bool))
+    assert edges_of(out) == {(K1, S), (K2, S), (K3, S), (E, K1), (E, K2), (E, K3)}
+    with pytest.raises(InputError, match="observed graph"):
+        observed_preconditions(learned, np.zeros((5, 5), bool))
 
 
 def test_binarize_end_to_end_gives_a_rooted_dag() -> None:

@@ -68,7 +68,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
-from graphs.common.options import check_seed_count, epochs_option, output_name, seed_option, workers_option
+from graphs.common.options import (
+    check_seed_count,
+    epochs_option,
+    output_name,
+    output_path,
+    seed_option,
+    workers_option,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -256,6 +263,13 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--position-prior", action="store_true",
                    help="the folds may also choose, on validation, to fuse the detector's output with where in the "
                         "recipe each step usually comes (docs/live-benchmark.md)")
+    p.add_argument("--live-graph", choices=("observed", "learned"), default="observed",
+                   help="what the live chain checks against: observed (default), the learned graph's pre-conditions "
+                        "that the detector's own recognition of the training recordings orders too (two more "
+                        "detectors trained per fold); learned: the learned graph as it is")
+    p.add_argument("--save-graphs", type=output_path,
+                   help="write the graph each fold's live chain checked against as DIR/<recipe>-fold<k>.json, "
+                        "which stream-detect --graph reads (to replay a fold's choice live)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -532,6 +546,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         check_output(args.json, "results file", option="--json")
     if args.cache:  # a file there would be found only when the first fold's training is saved, and lost
         check_output(args.cache, "fold cache", folder=True, option="--cache")
+    if args.save_graphs:
+        check_output(args.save_graphs, "graphs folder", folder=True, option="--save-graphs")
     if args.recipes is not None and not _names(args.recipes):  # an empty $VAR would run every recipe, unasked
         raise InputError(f"--recipes {args.recipes!r}: names no recipe (comma-separated names; leave the option out "
                          "for every recipe)")
@@ -539,10 +555,16 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
                              args.seed, LiveDetectorSettings().with_epochs(args.epochs),
                              CheckerSettings(args.checker, order_rule=args.order_rule),
                              tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None,
-                             VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()))
+                             VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), args.live_graph)
     result = run_live_bench(config, progress=not args.quiet)
     if args.json:  # first: the run's work is on disk whatever happens next
         write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+    if args.save_graphs:
+        from graphs.task_graph import TaskGraph, save_graph
+
+        for recipe, folds in result.graphs.items():
+            for fold, graph in sorted(folds.items()):
+                save_graph(TaskGraph.from_dict(graph), Path(args.save_graphs) / f"{recipe}-fold{fold}.json")
     wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
     for table in live_tables(result):
         wide.print(table)

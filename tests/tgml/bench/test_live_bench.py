@@ -257,3 +257,47 @@ def test_the_binary_checker_has_no_prior_or_threshold_to_choose() -> None:
     probabilistic = CheckerSettings()
     assert len(candidates(probabilistic)) == 15 and candidates(probabilistic)[0] == probabilistic
     assert checker_numbers(probabilistic) == {"prior_skip": 0.2, "alert_threshold": 0.5}
+
+
+def test_the_live_chain_checks_the_learned_preconditions_its_own_recognition_orders(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Six recordings, two folds: three train each fold, one of them validates, and each of the other two is
+    # recognised by a detector trained on the other (the nested cross-validation of tgml.bench.live.observed).
+    features = subset(data_dir, tmp_path, 6)
+    cache = tmp_path / "cache"
+    runs = {}
+    for graph in ("learned", "observed"):  # the first run writes entries without observed graphs; the second adds them
+        out = tmp_path / f"{graph}.json"
+        assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs",
+                     "1", "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache),
+                     "--live-graph", graph, "--save-graphs", str(tmp_path / graph)]) == 0
+        capsys.readouterr()
+        runs[graph] = json.loads(out.read_text())
+        assert runs[graph]["settings"]["live_graph"] == graph
+    assert len(list(cache.glob("*.pkl"))) == 2  # the same entries, the observed graphs added to them
+    learned = {fold: c["preconditions"] for fold, c in runs["learned"]["chosen"][RECIPE].items()}
+    observed = {fold: c["preconditions"] for fold, c in runs["observed"]["chosen"][RECIPE].items()}
+    assert all(p["checked"] == p["learned"] > 0 for p in learned.values())
+    assert all(p["checked"] <= p["learned"] for p in observed.values()) and observed != learned
+    # What each fold checked against is written as a graph file stream-detect reads (--save-graphs).
+    from graphs.task_graph import load_graph
+
+    for graph, counts in (("learned", learned), ("observed", observed)):
+        saved = {path.name: load_graph(path) for path in (tmp_path / graph).glob("*.json")}
+        assert set(saved) == {f"{RECIPE}-fold0.json", f"{RECIPE}-fold1.json"}
+        assert {f"{RECIPE}-fold{fold}.json": c["checked"] for fold, c in counts.items()} == {
+            name: int(g.adjacency[1:-1, 1:-1].sum()) for name, g in saved.items()}
+    # The annotated rows keep the learned graph whatever the live chain checks against.
+    for row in ("annotated_learned", "annotated_hand_made"):
+        assert runs["observed"]["overall"][row] == runs["learned"]["overall"][row]
+
+
+def test_a_recognised_sequence_is_each_steps_first_confirmation_in_order() -> None:
+    from tgml.bench.live.detector import LIVE_SEGMENTER
+    from tgml.bench.live.observed import recognised_sequence
+
+    labels = [0] * 5 + [2] * 20 + [0] * 5 + [1] * 20 + [2] * 20 + [0] * 10  # step 9, step 7, step 9 again
+    outputs = np.eye(3, dtype=np.float32)[labels]
+    assert recognised_sequence(outputs, [None, 7, 9], LIVE_SEGMENTER) == (9, 7)
+    assert recognised_sequence(outputs[:3], [None, 7, 9], LIVE_SEGMENTER) == ()

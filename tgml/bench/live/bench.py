@@ -7,7 +7,9 @@ seeded draw). Each recording is tested once, in its fold, by:
 - a detector trained on the recordings of the other folds (`tgml.bench.live.detector`), its settings chosen on
   validation recordings carved from those training folds only;
 - a graph learned with the project's default learner (`tgml.learners.registry.DEFAULT_LEARNER`) from the recipe's
-  graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`);
+  graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`), of which
+  the live chain checks the pre-conditions that recognition orders too (`tgml.bench.live.observed`: a graph learned
+  from the key-steps recognised in the training recordings, by detectors that never saw them);
 - the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, the default (probabilistic) checker; the
   segmenter variant, the checker's skip prior and alert threshold and the end-of-recording missing report chosen on
   validation recordings of the training folds (`tgml.bench.live.selection`).
@@ -19,20 +21,21 @@ recordings, averaged over recipes as DERIVATION.md's linear-probe reference).
 Result JSON (``--json FILE``)::
 
     {"benchmark": "captaincook4d-live", "version": 1, "folds": int, "seed": int, "seconds": float,
-     "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str},
+     "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str,
+                  "live_graph": str},
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
      "chosen": {recipe: {fold: {"prior_skip", "alert_threshold" (null: the binary checker),
                                 "segmenter_min_duration", "once", "position_prior_weight", "duration_share",
                                 "done_state", "segmenter", "done_level", "objective", "validation_recordings",
-                                "kept_epoch"}}},
+                                "kept_epoch", "preconditions": {"learned", "checked"}}}},
      "recordings": [{"recording_id", "recipe", "fold",
                      "recognised": [{"step", "start", "end", "confidence"}],
                      "alerts": [{"step", "missing", "time", "probability", "retracted"}],
                      "never_done": [step name]}]}
 
-ROW is ``live`` (recognised steps, learned graphs), ``live_default`` (the same, checked with the default settings),
-``annotated_learned`` and ``annotated_hand_made``; step names are the annotations'.
+ROW is ``live`` (recognised steps, the learned graphs' observed pre-conditions), ``live_default`` (the same, checked
+with the default settings), ``annotated_learned`` and ``annotated_hand_made``; step names are the annotations'.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from recognition.position_prior import PositionPrior, fit_position_prior
 from tgml.bench.live.cache import TrainedFold, fold_key, load_fold, save_fold
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs, stepper_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot, train_fold_detector
+from tgml.bench.live.observed import observed_graphs
 from tgml.bench.live.recordings import FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.live.selection import (
@@ -78,8 +82,9 @@ from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 RESULTS_VERSION: Final = 1
+LIVE_GRAPHS: Final = ("observed", "learned")  # `LiveBenchConfig.live_graph`
 ROWS: Final = ("live", "live_default", "annotated_learned", "annotated_hand_made")
-ROW_TITLES: Final = {"live": "live chain: recognised steps, learned graphs",
+ROW_TITLES: Final = {"live": "live chain: recognised steps, learned graphs' observed pre-conditions",
                      "live_default": "live chain, defaults: 3 s segmenter, the checker's settings and report (no CV)",
                      "annotated_learned": "annotated steps, learned graphs",
                      "annotated_hand_made": "annotated steps, hand-made graphs"}
@@ -100,6 +105,9 @@ class LiveBenchConfig:
         workers: processes running folds side by side (0: one per core).
         cache: a folder keeping each fold's training (`tgml.bench.live.cache`; None: none kept).
         variants: the segmenter variants each fold chooses from on validation (the first: the live default).
+        live_graph: what the live chain checks against: ``"observed"`` (the learned graph's pre-conditions that
+            recognition orders too, `tgml.bench.live.observed`; a nested cross-validation trains two more detectors
+            per fold) or ``"learned"`` (the learned graph as it is).
     """
 
     data_dir: Path
@@ -112,8 +120,11 @@ class LiveBenchConfig:
     workers: int = 2
     cache: Path | None = None
     variants: tuple[SegmenterVariant, ...] = VARIANTS
+    live_graph: str = "observed"
 
     def __post_init__(self) -> None:
+        if self.live_graph not in LIVE_GRAPHS:
+            raise InputError(f"--live-graph {self.live_graph!r}: choose one of {', '.join(LIVE_GRAPHS)}")
         if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
             raise InputError(f"--folds {self.folds!r}: must be an integer >= 2 (each recording is tested by a "
                              "detector trained on the other folds)")
@@ -131,7 +142,8 @@ class RecordingResult:
 
 @dataclass
 class LiveBenchResult:
-    """Every recording's run, the per-recipe mAPs and the wall time."""
+    """Every recording's run, the per-recipe mAPs, the wall time, what each fold chose and the graph it checked
+    against (``graphs``: recipe -> fold -> graph file content)."""
 
     config: LiveBenchConfig
     data: LiveData
@@ -141,6 +153,7 @@ class LiveBenchResult:
     chosen: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     validation: list[ValidationRun] = field(default_factory=list)
     replays: ReplayTable | None = None
+    graphs: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
 
     def pooled(self, recipe: str | None = None) -> dict[str, LiveCounts]:
         """Counts per row over the recordings of ``recipe`` (None: all)."""
@@ -167,7 +180,8 @@ class LiveBenchResult:
         settings = {"features_dir": str(self.data.features_dir),
                     "detector": _plain(dataclasses.asdict(self.config.detector.train)),
                     "segmenter": dataclasses.asdict(self.config.detector.segmenter),
-                    "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER}
+                    "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER,
+                    "live_graph": self.config.live_graph}
         return {"benchmark": "captaincook4d-live", "version": RESULTS_VERSION, "folds": self.config.folds,
                 "seed": self.config.seed, "seconds": self.seconds, "settings": settings,
                 "overall": {**{row: overall[row].metrics() for row in ROWS}, "map": self.mean_map},
@@ -276,9 +290,12 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
     replays = ReplayTable(validation, options)
     results: list[RecordingResult] = []
     chosen: dict[str, dict[int, dict[str, Any]]] = {}
+    graphs: dict[str, dict[int, dict[str, Any]]] = {}
     for job, outcome in zip(jobs, done, strict=True):
         recipe, fold = job[0], job[3]
         learned = TaskGraph.from_dict(outcome.graph)
+        checked = TaskGraph.from_dict(outcome.checked)
+        graphs.setdefault(recipe.scenario, {})[fold] = outcome.checked
         pool = pool_indices(validation, recipe.scenario, fold)
         pick = replays.choose(pool)
         variant = config.variants[pick.variant]
@@ -288,13 +305,15 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
             "position_prior_weight": variant.prior_weight, "duration_share": variant.duration_share,
             "done_state": variant.done_state, "segmenter": variant.label(), "done_level": pick.done_level,
             "objective": pick.objective, "validation_recordings": len(pool) // len(config.variants),
-            "kept_epoch": outcome.kept_epoch}
+            "kept_epoch": outcome.kept_epoch,
+            "preconditions": {"learned": int(learned.adjacency[1:-1, 1:-1].sum()),
+                              "checked": int(checked.adjacency[1:-1, 1:-1].sum())}}
         by_id = {r.recording_id: r for r in job[1]}
         defaults = dict(outcome.test[0])
         for recording_id, sent in outcome.test[pick.variant]:
             recording = by_id[recording_id]
-            run = check_stream(sent, learned, pick.checking, pick.done_level)
-            default = check_stream(defaults[recording_id], learned, config.checking)
+            run = check_stream(sent, checked, pick.checking, pick.done_level)
+            default = check_stream(defaults[recording_id], checked, config.checking)
             results.append(RecordingResult(recording, fold, run, score_recording(
                 recording, recipe, run, learned, default, config.checking.order_rule)))
     order = {r.recording_id: k for k, r in enumerate(data.recordings)}
@@ -306,7 +325,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         maps[recipe.scenario] = frame_map(np.concatenate([r.run.outputs[:, :classes] for r in mine]),
                                           np.concatenate([one_hot(r.recording.labels, classes) for r in mine]),
                                           (0,))[0]
-    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started, chosen, validation, replays)
+    return LiveBenchResult(config, data, results, maps, time.perf_counter() - started, chosen, validation, replays,
+                           graphs)
 
 
 @dataclass
@@ -315,6 +335,7 @@ class FoldOutcome:
 
     Attributes:
         graph: the learned graph's file content (test fold left out).
+        checked: the graph the live chain checks the test recordings against (`LiveBenchConfig.live_graph`).
         test: per segmenter variant (`LiveBenchConfig.variants`), ``(recording_id, detector run)`` of each test
             recording.
         validation: the fold's validation runs (`tgml.bench.live.selection`).
@@ -322,6 +343,7 @@ class FoldOutcome:
     """
 
     graph: dict[str, Any]
+    checked: dict[str, Any]
     test: list[list[tuple[str, DetectorRun]]]
     validation: list[ValidationRun]
     kept_epoch: int
@@ -352,8 +374,18 @@ def fold_job(
         trained = train_fold(recipe, train, test, annotations, settings, config.seed)
         if config.cache is not None:
             save_fold(config.cache, key, trained)
+    if config.live_graph == "observed" and trained.observed is None:
+        observed = observed_graphs(recipe, [r for r in train if r.recording_id not in trained.validation_outputs],
+                                   trained.validation_outputs, TaskGraph.from_dict(trained.graph),
+                                   TaskGraph.from_dict(trained.val_graph), settings, config.seed)
+        if observed is not None:
+            trained = dataclasses.replace(trained, observed=observed)
+            if config.cache is not None:
+                save_fold(config.cache, key, trained)
+    checked, val_graph = ((trained.observed.graph, TaskGraph.from_dict(trained.observed.val_graph))
+                          if config.live_graph == "observed" and trained.observed is not None
+                          else (trained.graph, TaskGraph.from_dict(trained.val_graph)))
     classes = recipe.class_step_ids
-    val_graph = TaskGraph.from_dict(trained.val_graph)
     names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
     tests, validation = [], []
     fitting = [r.labels for r in train if r.recording_id not in trained.validation_outputs]
@@ -381,7 +413,7 @@ def fold_job(
                 run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
                 validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
                                                 val_graph, index))
-    return FoldOutcome(trained.graph, tests, validation, trained.kept_epoch)
+    return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
 
 
 def fuse_outputs(prior: PositionPrior, outputs: np.ndarray, classes: int, weight: float) -> np.ndarray:

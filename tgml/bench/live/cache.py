@@ -1,7 +1,8 @@
 """What training one fold of ``tgml bench-live`` gives, kept on disk (``--cache DIR``), so that segmenter and checker
 experiments re-run in seconds without training again.
 
-A fold's entry holds its two learned graphs, its detector's kept epoch, the trainer's causal outputs on the
+A fold's entry holds its two learned graphs and their observed pre-conditions (`tgml.bench.live.observed`), its
+detector's kept epoch, the trainer's causal outputs on the
 validation recordings (what the evidence is calibrated on) and the live stepper's per-second outputs on every test and
 validation recording. Everything after the stepper (evidence calibration, segmenter, checker) is recomputed from them,
 so the key holds only what the entry depends on: the recipe, the fold's training and test recordings (by id and a
@@ -22,9 +23,10 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from tgml.bench.live.observed import ObservedGraphs
 from tgml.bench.live.recordings import LiveRecording
 
-CACHE_VERSION: Final = 2
+CACHE_VERSION: Final = 3
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class TrainedFold:
         trainer_validation: validation recording -> ``(probs, targets)``, the trainer's causal outputs.
         test_outputs: test recording -> the stepper's ``(T, outputs)``.
         validation_outputs: validation recording -> the stepper's ``(T, outputs)``.
+        observed: the graphs the live chain checks against (`tgml.bench.live.observed`); None when the fold had
+            too few recordings for them, or when a run with ``--live-graph learned`` wrote the entry (a later run
+            that needs them adds them).
     """
 
     graph: dict[str, Any]
@@ -46,6 +51,7 @@ class TrainedFold:
     trainer_validation: dict[str, tuple[np.ndarray, np.ndarray]]
     test_outputs: dict[str, np.ndarray]
     validation_outputs: dict[str, np.ndarray]
+    observed: ObservedGraphs | None = None
 
 
 def fold_key(recipe: str, fold: int, train: Sequence[LiveRecording], test: Sequence[LiveRecording],

@@ -93,6 +93,9 @@ class DetectorTrainConfig:
         evidence_window: seconds over which the done evidence of a step (formula E1 of `recognition.evidence`) is
             measured when the checkpoint's evidence is calibrated: a step glimpsed for less than this counts as
             partly seen, not done (the detection evidence E2 keeps the segmenter's confirmation length).
+        evidence_done_states: the done evidence (E3) weighs the detector's done-state outputs too (``u``); False
+            calibrates it on the class probabilities alone (``e = 0``), what `tgml bench-live`'s folds mostly chose
+            on their validation recordings of real footage (its "no done state" variants).
         refit: after choosing the epoch on the validation split, train again on every training video (validation
             ones included) for that many epochs, and keep that model.
         class_balance: exponent of the class-balanced loss weights (`recognition.augment.class_weights`; 0: off).
@@ -133,6 +136,7 @@ class DetectorTrainConfig:
     val_videos: tuple[str, ...] = ()
     keep_epoch: str = "map"
     evidence_window: float = 2.0
+    evidence_done_states: bool = True
     refit: bool = False
     class_balance: float = 0.0
     background_weight: float = 1.0
@@ -192,7 +196,7 @@ class DetectorTrainConfig:
         if self.keep_epoch not in KEEP_EPOCH:
             raise InputError(f"DetectorTrainConfig.keep_epoch = {self.keep_epoch!r}: choose one of "
                              f"{', '.join(KEEP_EPOCH)}")
-        for name in ("copies", "refit", "done_head"):
+        for name in ("copies", "refit", "done_head", "evidence_done_states"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"DetectorTrainConfig.{name} = {getattr(self, name)!r}: must be true or false")
         for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
@@ -240,8 +244,8 @@ SHUFFLED_DONE = ("order", "scene")
 MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
 _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",
-               "val_videos", "keep_epoch", "evidence_window", "refit", "class_balance", "background_weight",
-               "boundary_smoothing"}
+               "val_videos", "keep_epoch", "evidence_window", "evidence_done_states", "refit", "class_balance",
+               "background_weight", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
 
 
@@ -722,9 +726,12 @@ def run_training(
     }
     # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates.
     segmenter = SegmenterConfig(fps=data.fps)
-    evidence = (calibrate_evidence(outcome.validation, data.class_step_ids, data.fps, segmenter,
+    classes = len(data.class_step_ids)
+    validation = (outcome.validation if config.evidence_done_states  # else E3 from the class probabilities (e = 0)
+                  else {name: (probs[:, :classes], targets) for name, (probs, targets) in outcome.validation.items()})
+    evidence = (calibrate_evidence(validation, data.class_step_ids, data.fps, segmenter,
                                    window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
-                if outcome.validation else None)
+                if validation else None)
     try:
         save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info,
                       data.scenario, evidence)

@@ -285,6 +285,8 @@ def test_shuffled_done_and_the_evidence_window_are_checked() -> None:
         DetectorTrainConfig(shuffled_done="table")
     with pytest.raises(InputError, match="evidence_window = 0: must be a number of seconds"):
         DetectorTrainConfig(evidence_window=0)
+    with pytest.raises(InputError, match="evidence_done_states = 'no': must be true or false"):
+        DetectorTrainConfig(evidence_done_states="no")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("fps", "window", "lag"), [(5.0, 64, 10), (1.0, 13, 2), (30.0, 384, 60)])

@@ -384,3 +384,15 @@ def test_once_live_sends_a_step_once_while_announcing_at_onset(trained: Path,
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
         steps[bool(extra)] = [m["step"] for m in lines if m["kind"] == "step"]
     assert steps == {False: [0, 1, 0, 2], True: [0, 1, 2]}
+
+
+def test_the_done_evidence_can_be_calibrated_without_the_done_states(trained: Path) -> None:
+    # tgml bench-live's folds mostly chose the done evidence from the class probabilities alone: recognition-train
+    # fits that calibration too (E3 with e = 0), so stream-detect can replay a fold's choice.
+    (trained / "no-states.toml").write_text(TINY.replace("threads = 1", "threads = 1\nevidence_done_states = false"))
+    assert train_main(["--features", str(trained / "folder"), "--config", str(trained / "no-states.toml"),
+                       "--out", str(trained / "no-states.pt"), "--quiet"]) == 0
+    _, with_states = load_detector(trained / "detector.pt")
+    _, without = load_detector(trained / "no-states.pt")
+    assert with_states.evidence is not None and without.evidence is not None
+    assert with_states.evidence.state_slope > 0 and without.evidence.state_slope == 0.0

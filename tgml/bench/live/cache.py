@@ -2,13 +2,13 @@
 experiments re-run in seconds without training again.
 
 A fold's entry holds its two learned graphs and their observed pre-conditions (`tgml.bench.live.observed`), its
-detector's kept epoch, the trainer's causal outputs on the
-validation recordings (what the evidence is calibrated on) and the live stepper's per-second outputs on every test and
-validation recording. Everything after the stepper (evidence calibration, segmenter, checker) is recomputed from them,
-so the key holds only what the entry depends on: the recipe, the fold's training and test recordings (by id and a
-digest of their features and per-second labels, so a copy of the data folder keeps its cache and an edited file or
-step annotation misses it), the detector's training settings, the seed and the learner. The graph-generation
-annotations the graphs are learned from are not in the key: after editing them, start from an empty cache folder.
+detector's kept epoch, the trainer's causal outputs on the validation recordings (what the evidence is calibrated on)
+and the live stepper's per-second outputs on every test and validation recording. Everything after the stepper
+(evidence calibration, segmenter, checker) is recomputed from them, so the key holds only what the entry depends on:
+the recipe, the fold's training and test recordings (by id and a digest of their features and per-second labels, so
+a copy of the data folder keeps its cache and an edited file or step annotation misses it), the detector's training
+settings, the seed and the learner. The graph-generation annotations the graphs are learned from are not in the key:
+after editing them, start from an empty cache folder.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="what the live chain checks against: observed (default), the learned graph's pre-conditions "
                         "that the detector's own recognition of the training recordings orders too (two more "
                         "detectors trained per fold); learned: the learned graph as it is")
-    p.add_argument("--save-graphs", type=output_path,
+    p.add_argument("--save-graphs", type=output_path, metavar="DIR",
                    help="write the graph each fold's live chain checked against as DIR/<recipe>-fold<k>.json, "
                         "which stream-detect --graph reads (to replay a fold's choice live)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -94,8 +94,8 @@ class DetectorTrainConfig:
             measured when the checkpoint's evidence is calibrated: a step glimpsed for less than this counts as
             partly seen, not done (the detection evidence E2 keeps the segmenter's confirmation length).
         evidence_done_states: the done evidence (E3) weighs the detector's done-state outputs too (``u``); False
-            calibrates it on the class probabilities alone (``e = 0``), what `tgml bench-live`'s folds mostly chose
-            on their validation recordings of real footage (its "no done state" variants).
+            calibrates it on the class probabilities alone (``e = 0``), one of the choices `tgml bench-live`'s folds
+            make on their validation recordings of real footage (its "no done state" variants).
         refit: after choosing the epoch on the validation split, train again on every training video (validation
             ones included) for that many epochs, and keep that model.
         class_balance: exponent of the class-balanced loss weights (`recognition.augment.class_weights`; 0: off).

@@ -571,6 +571,9 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     print(f"bench-live: {result.seconds:.0f} s")
     if args.json:
         print(f"wrote {args.json}")
+    if args.save_graphs:
+        count = sum(len(folds) for folds in result.graphs.values())
+        print(f"wrote {count} graph{'s' if count != 1 else ''} to {args.save_graphs}/ (<recipe>-fold<k>.json)")
 
 
 def _names(option: str | None) -> list[str]:

@@ -33,7 +33,7 @@ class DetectorConfig:
         segmenter: command-line changes to the checkpoint's segmenter settings.
         once: send each key-step the first time it is confirmed only (``--once``): a step confirmed or announced
             again later in the stream is not sent, for procedures whose steps are each done once (a recipe's);
-            `tgml bench-live` measures it as its ``once`` segmenter variants, which most folds choose.
+            `tgml bench-live` measures it as its ``once`` segmenter variants, which each fold takes or not.
         curve: this detector's CURVE keys and the checker's public key (``--curve-server``, ``--curve-secret``);
             None: no CURVE (a checker on loopback, or one started with ``--insecure``).
         default_rates: a checkpoint without measured miss and false-detection rates sends evidence calibrated with

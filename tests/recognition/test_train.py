@@ -157,6 +157,17 @@ def test_the_walkthrough_config_is_what_recognition_train_uses_without_one(tmp_p
     assert written == training_config_of_folder(tmp_path)
 
 
+def test_the_live_benchmarks_config_is_the_detector_tgml_bench_live_trains() -> None:
+    # configs/miniroad-captaincook4d-live.toml lets a user train what a fold of tgml bench-live trains; a change to the
+    # benchmark's detector that the file did not follow would make a fold's choice replay on another detector.
+    from tgml.bench.live.detector import LIVE_DETECTOR
+
+    written = load_detector_training_config(Path(__file__).resolve().parents[2] / "configs" /
+                                            "miniroad-captaincook4d-live.toml").at_rate(1.0)
+    assert (written.features.extractor, written.features.rgb, written.features.fps) == ("imported", "rgb_imported", 1.0)
+    assert replace(written, features=LIVE_DETECTOR.features, window_s=None, motion_lag_s=None) == LIVE_DETECTOR
+
+
 def test_the_detector_sizes_default_to_the_models_own() -> None:
     # One source per number: the trainer's model sizes are MiniROADConfig's, the published ones.
     trained = DetectorTrainConfig().model_config(input_dim=4096, num_classes=13)

@@ -272,7 +272,7 @@ def test_the_live_chain_checks_the_learned_preconditions_its_own_recognition_ord
         assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs",
                      "1", "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache),
                      "--live-graph", graph, "--save-graphs", str(tmp_path / graph)]) == 0
-        capsys.readouterr()
+        assert f"wrote 2 graphs to {tmp_path / graph}/" in capsys.readouterr().out
         runs[graph] = json.loads(out.read_text())
         assert runs[graph]["settings"]["live_graph"] == graph
     assert len(list(cache.glob("*.pkl"))) == 2  # the same entries, the observed graphs added to them

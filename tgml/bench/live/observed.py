@@ -3,9 +3,9 @@
 A graph learned from annotated executions holds pre-conditions this detector rarely recognises (cucumberraita's
 "add the chopped cucumber", before "combine all the ingredients"): each such step, missed before the step it gates,
 is a false alarm. The graph the detector *can* check is the one its own recognition bears out. So each fold also
-learns a graph from the key-steps recognised in its training recordings, by detectors that never saw them (the
-issue's "graph learned from the recognised sequences"), and keeps a learned pre-condition only where that graph
-orders the pair too (formula O1 of `graphs.postprocess.observed_preconditions`).
+learns a graph from the key-steps recognised in its training recordings, by detectors that never saw them, and keeps
+a learned pre-condition only where that graph orders the pair too (formula O1 of
+`graphs.postprocess.observed_preconditions`).
 
 Nested cross-validation keeps the test fold out, and the validation recordings too:
 

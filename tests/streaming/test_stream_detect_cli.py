@@ -204,7 +204,10 @@ def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.S
     """A checker process stopped by SIGTERM (or ``signum``) once it is ready: its first stderr line, the rest, its
     exit status."""
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
-    proc = subprocess.Popen([*STREAM_DETECT, *args, *options], stderr=subprocess.PIPE, text=True)
+    # Started as from a terminal: under nohup the suite's SIGHUP is ignored, the child would inherit that, and the
+    # checker rightly keeps an ignored SIGHUP ignored (graphs.common.interrupts).
+    proc = subprocess.Popen([*STREAM_DETECT, *args, *options], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     try:
         assert proc.stderr is not None
         ready = proc.stderr.readline()

@@ -189,8 +189,8 @@ def transitive_reduction(adj: np.ndarray) -> np.ndarray:
 
 def transitive_closure(adj: np.ndarray) -> np.ndarray:
     """Reachability over an adjacency: ``closure[i, j]`` iff a path of one or more edges leads from ``i`` to ``j``
-    (node ``j`` precedes ``i``, directly or through other pre-conditions). Repeated boolean squaring: ``log2(n)``
-    matrix products.
+    (node ``j`` precedes ``i``, directly or through other pre-conditions; networkx transitive closure, the twin of
+    `transitive_reduction`).
 
     Args:
         adj: bool ``(m, m)`` adjacency.
@@ -198,13 +198,10 @@ def transitive_closure(adj: np.ndarray) -> np.ndarray:
     Returns:
         bool ``(m, m)`` closure.
     """
-    reach = np.asarray(adj, dtype=bool).copy()
-    for _ in range(max(1, int(np.ceil(np.log2(max(len(reach), 2)))))):
-        grown = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
-        if np.array_equal(grown, reach):
-            break
-        reach = grown
-    return reach
+    import networkx as nx
+
+    adj = np.asarray(adj, dtype=bool)
+    return _from_digraph(nx.transitive_closure(_to_digraph(adj), reflexive=False), adj.shape[0])
 
 
 def observed_preconditions(adj: np.ndarray, observed: np.ndarray) -> np.ndarray:

@@ -64,7 +64,7 @@ from recognition.position_prior import PositionPrior, fit_position_prior
 from tgml.bench.live.cache import TrainedFold, fold_key, load_fold, save_fold
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs, stepper_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot, train_fold_detector
-from tgml.bench.live.observed import observed_graphs
+from tgml.bench.live.observed import observed_graphs, precondition_count
 from tgml.bench.live.recordings import FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.live.selection import (
@@ -83,9 +83,11 @@ from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 RESULTS_VERSION: Final = 1
 LIVE_GRAPHS: Final = ("observed", "learned")  # `LiveBenchConfig.live_graph`
+# The live row's title, by what the chain checked against.
+LIVE_ROW_TITLES: Final = {"observed": "live chain: recognised steps, learned graphs' observed pre-conditions",
+                          "learned": "live chain: recognised steps, learned graphs"}
 ROWS: Final = ("live", "live_default", "annotated_learned", "annotated_hand_made")
-ROW_TITLES: Final = {"live": "live chain: recognised steps, learned graphs",
-                     "live_default": "live chain, defaults: 3 s segmenter, the checker's settings and report (no CV)",
+ROW_TITLES: Final = {"live_default": "live chain, defaults: 3 s segmenter, the checker's settings and report (no CV)",
                      "annotated_learned": "annotated steps, learned graphs",
                      "annotated_hand_made": "annotated steps, hand-made graphs"}
 
@@ -306,8 +308,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
             "done_state": variant.done_state, "segmenter": variant.label(), "done_level": pick.done_level,
             "objective": pick.objective, "validation_recordings": len(pool) // len(config.variants),
             "kept_epoch": outcome.kept_epoch,
-            "preconditions": {"learned": int(learned.adjacency[1:-1, 1:-1].sum()),
-                              "checked": int(checked.adjacency[1:-1, 1:-1].sum())}}
+            "preconditions": {"learned": precondition_count(learned.adjacency),
+                              "checked": precondition_count(checked.adjacency)}}
         by_id = {r.recording_id: r for r in job[1]}
         defaults = dict(outcome.test[0])
         for recording_id, sent in outcome.test[pick.variant]:
@@ -374,24 +376,25 @@ def fold_job(
         trained = train_fold(recipe, train, test, annotations, settings, config.seed)
         if config.cache is not None:
             save_fold(config.cache, key, trained)
+    fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
     if config.live_graph == "observed" and trained.observed is None:
-        observed = observed_graphs(recipe, [r for r in train if r.recording_id not in trained.validation_outputs],
-                                   trained.validation_outputs, TaskGraph.from_dict(trained.graph),
+        observed = observed_graphs(recipe, fitting, trained.validation_outputs, TaskGraph.from_dict(trained.graph),
                                    TaskGraph.from_dict(trained.val_graph), settings, config.seed)
         if observed is not None:
             trained = dataclasses.replace(trained, observed=observed)
             if config.cache is not None:
                 save_fold(config.cache, key, trained)
-    checked, val_graph = ((trained.observed.graph, TaskGraph.from_dict(trained.observed.val_graph))
-                          if config.live_graph == "observed" and trained.observed is not None
-                          else (trained.graph, TaskGraph.from_dict(trained.val_graph)))
+    # The graphs the chain checks against; None: the learned ones as they are.
+    live = trained.observed if config.live_graph == "observed" else None
+    checked = trained.graph if live is None else live.graph
+    val_graph = TaskGraph.from_dict(trained.val_graph if live is None else live.val_graph)
     classes = recipe.class_step_ids
     names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
     tests, validation = [], []
-    fitting = [r.labels for r in train if r.recording_id not in trained.validation_outputs]
-    prior = fit_position_prior(fitting, len(classes), FPS)
+    labels = [r.labels for r in fitting]
+    prior = fit_position_prior(labels, len(classes), FPS)
     # Key-steps' usual durations on the same recordings (background keeps the variant's common length).
-    durations = np.where([s is None for s in classes], np.nan, class_durations(fitting, len(classes), FPS))
+    durations = np.where([s is None for s in classes], np.nan, class_durations(labels, len(classes), FPS))
     for index, variant in enumerate(config.variants):
         segmenter = variant.config(settings.segmenter, durations)
         weight = variant.prior_weight
@@ -484,9 +487,7 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
         table.add_column(title, justify="right")
     for row in ROWS:
         metrics = overall[row].metrics()
-        title = ROW_TITLES[row]
-        if row == "live" and result.config.live_graph == "observed":
-            title = title.replace("learned graphs", "learned graphs' observed pre-conditions")
+        title = LIVE_ROW_TITLES[result.config.live_graph] if row == "live" else ROW_TITLES[row]
         table.add_row(title, *(_cell(metrics[key], d) for _, key, d in COLUMNS))
     per_recipe = Table(title="bench-live per recipe (live chain)", header_style="bold")
     per_recipe.add_column("recipe")

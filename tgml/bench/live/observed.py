@@ -94,12 +94,16 @@ def recognised_graph(recipe: Recipe, sequences: Sequence[tuple[int, ...]], seed:
     return entry.learn(kept, recipe.step_ids, recipe.step_names, config, recipe.scenario).graph
 
 
+def precondition_count(adjacency: np.ndarray) -> int:
+    """How many pre-conditions a graph's ``(n+2, n+2)`` adjacency holds between key-steps (START and END aside)."""
+    return int(adjacency[1:-1, 1:-1].sum())
+
+
 def observed_graph(learned: TaskGraph, recognised: TaskGraph, sequences: int) -> TaskGraph:
     """``learned`` with only the pre-conditions ``recognised`` orders too (O1), its provenance in ``info``."""
     adjacency = observed_preconditions(learned.adjacency, recognised.adjacency)
-    info = {**learned.info, "observed": {"recognised_sequences": sequences,
-                                         "kept": int(adjacency[1:-1, 1:-1].sum()),
-                                         "learned": int(learned.adjacency[1:-1, 1:-1].sum())}}
+    info = {**learned.info, "observed": {"recognised_sequences": sequences, "kept": precondition_count(adjacency),
+                                         "learned": precondition_count(learned.adjacency)}}
     return dataclasses.replace(learned, adjacency=adjacency, weights=None, info=info)
 
 

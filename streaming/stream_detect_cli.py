@@ -618,7 +618,13 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from streaming.offline.eval_run import EvalConfig, evaluate
-    from streaming.offline.eval_scores import count_of, eval_table, false_alarm_line, unmeasured_notes
+    from streaming.offline.eval_scores import (
+        count_of,
+        eval_table,
+        false_alarm_line,
+        missing_steps_line,
+        unmeasured_notes,
+    )
 
     config = EvalConfig(
         graph=args.graph, detector=args.detector, videos=args.videos, annotations=args.annotations,
@@ -633,6 +639,9 @@ def _eval(args: argparse.Namespace) -> int:
              f" ({result.cached} from the cache)")
     Console(width=160).print(eval_table(result.scores, title))
     print(false_alarm_line(result.scores))
+    missing = missing_steps_line(result.scores)
+    if missing is not None:
+        print(missing)
     for note in unmeasured_notes(result.scores):
         print(note)
     return 0

@@ -26,7 +26,7 @@ from typing import Any, Final
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from graphs.annotations import choose_scenario, load_annotations, time_order
+from graphs.annotations import choose_scenario, load_annotations, never_done, time_order
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, write_text
@@ -180,12 +180,15 @@ class EvalConfig:
 @dataclass(frozen=True)
 class EvalVideo:
     """One video to evaluate: its name, file and annotated segments (time order), and how errors name the file
-    (``--videos videos: video_07.mp4``; ``eval`` has no ``--video`` option, which the readers' errors name)."""
+    (``--videos videos: video_07.mp4``; ``eval`` has no ``--video`` option, which the readers' errors name).
+    ``never_done``: the steps annotated never done (`graphs.annotations.never_done`), None when the annotation file
+    marks no step of the scenario so (then the end report's missing steps have nothing to be scored against)."""
 
     name: str
     path: Path
     annotated: tuple[AnnotatedSegment, ...]
     label: str = ""
+    never_done: tuple[int, ...] | None = None
 
     @property
     def named(self) -> str:
@@ -255,17 +258,24 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     folder = Path(config.videos or ".")
     if not config.features and not folder.is_dir():
         raise InputError(f"--videos {folder}: not a folder")
+    # A file that marks one step never done marks them all (CaptainCook4D's Missing Steps): only then is a video
+    # without such a step one where nothing was left out.
+    marks_missing = any(never_done(span) for video in known.values() for span in video.spans)
     out = []
     for name in names:
         video = known[name]
         annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
                           for k, start, end in time_order(video, config.annotations))
+        done = {video.steps[k] for k, _, _ in time_order(video, config.annotations)}
+        skipped = [s for s, span in zip(video.steps, video.spans, strict=True) if never_done(span) and s not in done]
+        missing = tuple(dict.fromkeys(skipped)) if marks_missing else None
         if config.features:
             path = feature_file_for(files, name)
-            out.append(EvalVideo(name, path, annotated, f"--features {path} (annotated video {name!r})"))
+            out.append(EvalVideo(name, path, annotated, f"--features {path} (annotated video {name!r})", missing))
             continue
         path = find_video(folder, name)
-        out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})"))
+        out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})",
+                             missing))
     return out
 
 
@@ -468,7 +478,7 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
     checks = tuple(step_check(history[s.index]) for s in ordered) if known else ()
     return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), record.frames,
                     tuple(s.confidence for s in ordered), checks, session.never_done,
-                    verdict_text(session, lambda step: node_name(graph, step)))
+                    verdict_text(session, lambda step: node_name(graph, step)), video.never_done)
 
 
 def annotated_path(folder: str | Path, video: str) -> Path:

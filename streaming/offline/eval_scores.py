@@ -125,6 +125,8 @@ class VideoRun:
         checks: the checker's verdict on each recognised segment (same order; empty when not kept).
         never_done: the required steps the session's end report named never done.
         verdict: the session's end-of-stream verdict in the live view's words (`streaming.session_verdict`).
+        annotated_never_done: the steps its annotation marks never done; None when the annotation file marks no
+            step so (the end report is then not scored).
     """
 
     video: str
@@ -136,6 +138,7 @@ class VideoRun:
     checks: tuple[StepCheck, ...] = ()
     never_done: tuple[int, ...] = ()
     verdict: str = ""
+    annotated_never_done: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,11 @@ class VideoScores:
     retracted: int = 0
     frames: int = 0
     withdrawn: int = 0  # retracted alerts that named a mistake (graph rule): catches the checker took back
+    # The end report against the steps annotated never done: `MistakeCounts` with "alerts" the steps named never done
+    # and "mistakes" the steps annotated so (`missing_counts`), over ``missing_videos`` videos scored.
+    missing: MistakeCounts = field(default_factory=MistakeCounts)
+    missing_videos: int = 0
+    unscored_never_done: int = 0  # steps named never done in videos whose annotation marks none so (not scored)
 
     def __add__(self, other: VideoScores) -> VideoScores:
         return VideoScores(
@@ -191,7 +199,17 @@ class VideoScores:
             self.retracted + other.retracted,
             self.frames + other.frames,
             self.withdrawn + other.withdrawn,
+            self.missing + other.missing,
+            self.missing_videos + other.missing_videos,
+            self.unscored_never_done + other.unscored_never_done,
         )
+
+
+def missing_counts(named: Sequence[int], annotated: Sequence[int]) -> MistakeCounts:
+    """The end report's never-done steps (``named``) against the steps annotated never done, as `MistakeCounts`:
+    precision = right / named, recall = right / annotated (bench-live's missing-step scores)."""
+    right = len(set(named) & set(annotated))
+    return MistakeCounts(len(set(named)), right, len(set(annotated)), right)
 
 
 def annotated_mistakes(graph: TaskGraph, annotated: Sequence[AnnotatedSegment]) -> dict[str, np.ndarray]:
@@ -320,6 +338,7 @@ def score_video(run: VideoRun, graph: TaskGraph) -> VideoScores:
             latencies = [float(raised[correct & (named == k)].min() - run.annotated[k].start) for k in caught]
             withdrawn = int((right & ~standing).sum())
     annotated = [TimedSegment(s.step, s.start, s.end) for s in run.annotated]
+    scored = run.annotated_never_done is not None
     return VideoScores(
         run.video,
         counts,
@@ -329,6 +348,9 @@ def score_video(run: VideoRun, graph: TaskGraph) -> VideoScores:
         sum(a.retracted for a in run.alerts),
         run.frames,
         withdrawn,
+        missing_counts(run.never_done, run.annotated_never_done or ()) if scored else MistakeCounts(),
+        int(scored),
+        0 if scored else len(set(run.never_done)),
     )
 
 
@@ -468,6 +490,10 @@ def scores_json(score: VideoScores) -> dict[str, Any]:
         "segment_f1": {f"{k:g}": c.f1 for k, c in score.segments.items()},
         "edit": float(np.mean(score.edit)) if score.edit else None,
         "latency_s": {"median": median, "p90": p90, "values": [round(x, 4) for x in score.latencies]},
+        "missing_steps": None if not score.missing_videos else {
+            "named": score.missing.alerts, "right": score.missing.correct, "annotated": score.missing.mistakes,
+            "precision": score.missing.precision, "recall": score.missing.recall, "f1": score.missing.f1,
+            "videos": score.missing_videos},
     }
 
 
@@ -502,6 +528,23 @@ def false_alarm_line(scores: Sequence[VideoScores]) -> str:
     return line
 
 
+def missing_steps_line(scores: Sequence[VideoScores]) -> str | None:
+    """The end report against the steps annotated never done (a segment with ``start_time == end_time < 0``, as
+    CaptainCook4D marks a Missing Step); None when no video's annotation marks any (`unmeasured_notes` says so).
+
+    Returns:
+        e.g. ``missing steps at the end: 3 named never done, 2 of them right; 4 annotated never done in 10 videos
+        (P 66.7, R 50.0, F1 57.1)``.
+    """
+    summed = total(scores)
+    if not summed.missing_videos:
+        return None
+    m = summed.missing
+    return (f"missing steps at the end: {m.alerts} named never done, {m.correct} of them right; {m.mistakes} "
+            f"annotated never done in {count_of(summed.missing_videos, 'video')} (P {_pct(m.precision)}, "
+            f"R {_pct(m.recall)}, F1 {_pct(m.f1)})")
+
+
 def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
     """One line per figure of the total that had nothing to count (shown ``-``), saying why.
 
@@ -522,6 +565,10 @@ def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
     if not graph.alerts:
         withdrawn = f" ({summed.retracted} raised and retracted)" if summed.retracted else ""
         notes.append(f"no alert standing at the end in {these}{withdrawn}: P and P err not measured")
+    if summed.unscored_never_done:
+        notes.append(f"the end report named {count_of(summed.unscored_never_done, 'step')} never done; the annotations "
+                     "mark no step never done (start_time = end_time < 0, as CaptainCook4D's Missing Steps): "
+                     "not scored")
     found = summed.segments[min(IOU_THRESHOLDS)]
     if found.tp + found.fp == 0 and found.fn > 0:  # a detector that never confirms a step cannot raise an alert
         notes.append(f"no key-step confirmed in {these}: the detector's probabilities never stayed above the "

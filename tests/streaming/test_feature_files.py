@@ -302,7 +302,8 @@ PE = DATA / "captaincook4d-pe"
 
 def captaincook_annotations(recordings: list[str], out: Path) -> None:
     """CaptainCook4D's error annotations of ``recordings`` in the project's annotation format: performed steps in
-    time order (a Missing Step, never done, has no time and is left out), the step's description as its name."""
+    time order, then each step never done (CaptainCook4D's ``start_time`` -1) with ``start_time == end_time == -1``,
+    the step's description as its name."""
     source = json.loads((DATA / "captaincook4d" / "error_annotations.json").read_text())
     taxonomy: dict[str, dict[str, object]] = {}
     annotations = {}
@@ -310,12 +311,13 @@ def captaincook_annotations(recordings: list[str], out: Path) -> None:
         if entry["recording_id"] not in recordings:
             continue
         done = sorted((s for s in entry["step_annotations"] if s["start_time"] >= 0), key=lambda s: s["start_time"])
-        for s in done:
+        skipped = [{**s, "start_time": -1, "end_time": -1} for s in entry["step_annotations"] if s["start_time"] < 0]
+        for s in done + skipped:
             taxonomy[str(s["step_id"])] = {"id": s["step_id"], "name": s["description"]}
         annotations[entry["recording_id"]] = {"scenario": "recipe", "recording_id": entry["recording_id"], "segments": [
             {"step_id": s["step_id"], "start_time": s["start_time"], "end_time": s["end_time"],
              "description": s["description"], "step_name": s["description"],
-             "has_errors": any(e["tag"] == "Order Error" for e in s.get("errors", []))} for s in done]}
+             "has_errors": any(e["tag"] == "Order Error" for e in s.get("errors", []))} for s in done + skipped]}
     out.write_text(json.dumps({"taxonomy": {"recipe": taxonomy}, "annotations": annotations}))
 
 
@@ -323,7 +325,10 @@ def captaincook_annotations(recordings: list[str], out: Path) -> None:
 def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> None:
     with open(PE / "SOURCES.tsv", newline="") as handle:
         rows = [r for r in csv.DictReader(handle, delimiter="\t") if r["recipe"] == "microwaveeggsandwich"]
-    chosen = [r["recording_id"] for r in rows[:5]]
+    source = {e["recording_id"]: e for e in json.loads((DATA / "captaincook4d" / "error_annotations.json").read_text())}
+    skipped = {r: {s["description"] for s in source[r]["step_annotations"] if s["start_time"] < 0} for r in source}
+    # The recording tested last: one with steps never done (CaptainCook4D's Missing Steps), for the end report's score.
+    chosen = sorted((r["recording_id"] for r in rows[:5]), key=lambda r: bool(skipped[r]))
     (tmp_path / "npy").mkdir()
     for name in chosen:
         (tmp_path / "npy" / f"{name}.npy").symlink_to(PE / "features" / f"{name}.npy")
@@ -344,6 +349,10 @@ def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> 
     assert video["video"] == chosen[-1]
     # Every second of the recording went through the detector: its frames are the file's rows.
     assert video["frames"] == len(np.load(PE / "features" / f"{chosen[-1]}.npy"))
+    # The end report is scored against the recording's Missing Steps, as tgml bench-live scores it.
+    assert video["missing_steps"]["annotated"] == len(skipped[chosen[-1]]) > 0
+    assert video["missing_steps"]["named"] == len(video["never_done"])
+    assert video["missing_steps"]["right"] == len(skipped[chosen[-1]] & set(video["never_done"]))
 
 
 def with_a_repeat(trained: Path) -> Path:
@@ -384,6 +393,41 @@ def test_once_live_sends_a_step_once_while_announcing_at_onset(trained: Path,
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
         steps[bool(extra)] = [m["step"] for m in lines if m["kind"] == "step"]
     assert steps == {False: [0, 1, 0, 2], True: [0, 1, 2]}
+
+
+def with_a_skip(trained: Path, annotated: bool) -> Path:
+    """A recording of ``open_box, fix_part``: ``take_part`` never done, and so annotated (a segment with
+    ``start_time == end_time == -1``, as CaptainCook4D marks a Missing Step) when ``annotated``."""
+    features, segments = recording((0, 2), np.random.default_rng(12))
+    np.save(trained / "skip.npy", features)
+    labels = json.loads((trained / "labels.json").read_text())
+    rows = [(s, a, b) for s, a, b in segments] + ([(1, -1.0, -1.0)] if annotated else [])
+    labels["annotations"]["skip"] = {"scenario": "kit", "recording_id": "skip", "segments": [
+        {"step_id": s, "start_time": a, "end_time": b, "description": "", "step_name": STEPS[s], "has_errors": False}
+        for s, a, b in rows]}
+    (trained / "skip.json").write_text(json.dumps(labels))
+    return trained / "skip.npy"
+
+
+@pytest.mark.parametrize("annotated", [True, False])
+def test_eval_scores_the_end_report_against_the_steps_annotated_never_done(
+        trained: Path, annotated: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    features = with_a_skip(trained, annotated)
+    out = trained / "skip-eval.json"
+    assert stream_detect(["eval", "--features", str(features), "--annotations", str(trained / "skip.json"),
+                          "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
+                          "--quiet", "--no-cache", "--checker", "binary", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    (video,) = json.loads(out.read_text())["videos"]
+    assert video["never_done"] == ["take_part"]  # the end report
+    if annotated:
+        assert video["missing_steps"] == {"named": 1, "right": 1, "annotated": 1, "precision": 1.0, "recall": 1.0,
+                                          "f1": 1.0, "videos": 1}
+        assert "missing steps at the end: 1 named never done, 1 of them right; 1 annotated never done in 1 video " \
+               "(P 100.0, R 100.0, F1 100.0)" in printed
+    else:  # a file that marks no step never done leaves nothing to score against: said, not scored as wrong
+        assert video["missing_steps"] is None
+        assert "the end report named 1 step never done; the annotations mark no step never done" in printed
 
 
 def test_the_done_evidence_can_be_calibrated_without_the_done_states(trained: Path) -> None:

@@ -269,7 +269,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                         "detectors trained per fold); learned: the learned graph as it is")
     p.add_argument("--save-graphs", type=output_path, metavar="DIR",
                    help="write the graph each fold's live chain checked against as DIR/<recipe>-fold<k>.json, "
-                        "which stream-detect --graph reads (to replay a fold's choice live)")
+                        "and each recipe's hand-made graph as DIR/<recipe>-hand-made.json, in the files "
+                        "stream-detect --graph reads (to replay a fold's choice live)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -565,6 +566,9 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         for recipe, folds in result.graphs.items():
             for fold, graph in sorted(folds.items()):
                 save_graph(TaskGraph.from_dict(graph), Path(args.save_graphs) / f"{recipe}-fold{fold}.json")
+            # The hand-made graph with the recipe's step ids, which CaptainCook4D's own file (its own numbering,
+            # matched by name) does not give stream-detect.
+            save_graph(result.data.recipes[recipe].ground_truth, Path(args.save_graphs) / f"{recipe}-hand-made.json")
     wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
     for table in live_tables(result):
         wide.print(table)
@@ -572,8 +576,9 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     if args.json:
         print(f"wrote {args.json}")
     if args.save_graphs:
-        count = sum(len(folds) for folds in result.graphs.values())
-        print(f"wrote {count} graph{'s' if count != 1 else ''} to {args.save_graphs}/ (<recipe>-fold<k>.json)")
+        count, recipes = sum(len(folds) for folds in result.graphs.values()), len(result.graphs)
+        print(f"wrote {count} graph{'s' if count != 1 else ''} to {args.save_graphs}/ (<recipe>-fold<k>.json), and "
+              f"{recipes} hand-made graph{'s' if recipes != 1 else ''} (<recipe>-hand-made.json)")
 
 
 def _names(option: str | None) -> list[str]:

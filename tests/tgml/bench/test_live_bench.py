@@ -272,7 +272,8 @@ def test_the_live_chain_checks_the_learned_preconditions_its_own_recognition_ord
         assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs",
                      "1", "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache),
                      "--live-graph", graph, "--save-graphs", str(tmp_path / graph)]) == 0
-        assert f"wrote 2 graphs to {tmp_path / graph}/" in capsys.readouterr().out
+        assert (f"wrote 2 graphs to {tmp_path / graph}/ (<recipe>-fold<k>.json), and 1 hand-made graph "
+                "(<recipe>-hand-made.json)") in capsys.readouterr().out
         runs[graph] = json.loads(out.read_text())
         assert runs[graph]["settings"]["live_graph"] == graph
     assert len(list(cache.glob("*.pkl"))) == 2  # the same entries, the observed graphs added to them
@@ -285,9 +286,13 @@ def test_the_live_chain_checks_the_learned_preconditions_its_own_recognition_ord
 
     for graph, counts in (("learned", learned), ("observed", observed)):
         saved = {path.name: load_graph(path) for path in (tmp_path / graph).glob("*.json")}
+        hand_made = saved.pop(f"{RECIPE}-hand-made.json")
         assert set(saved) == {f"{RECIPE}-fold0.json", f"{RECIPE}-fold1.json"}
         assert {f"{RECIPE}-fold{fold}.json": c["checked"] for fold, c in counts.items()} == {
             name: int(g.adjacency[1:-1, 1:-1].sum()) for name, g in saved.items()}
+        # The hand-made graph over the same steps, with the recipe's ids (CaptainCook4D's file numbers its own).
+        assert (hand_made.step_ids, hand_made.scenario) == (saved[f"{RECIPE}-fold0.json"].step_ids, RECIPE)
+        assert hand_made.adjacency.any()
     # The annotated rows keep the learned graph whatever the live chain checks against.
     for row in ("annotated_learned", "annotated_hand_made"):
         assert runs["observed"]["overall"][row] == runs["learned"]["overall"][row]

@@ -264,9 +264,9 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     out = []
     for name in names:
         video = known[name]
-        annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k])
-                          for k, start, end in time_order(video, config.annotations))
-        done = {video.steps[k] for k, _, _ in time_order(video, config.annotations)}
+        timed = time_order(video, config.annotations)
+        annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k]) for k, start, end in timed)
+        done = {video.steps[k] for k, _, _ in timed}
         skipped = [s for s, span in zip(video.steps, video.spans, strict=True) if never_done(span) and s not in done]
         missing = tuple(dict.fromkeys(skipped)) if marks_missing else None
         if config.features:

@@ -530,7 +530,8 @@ def false_alarm_line(scores: Sequence[VideoScores]) -> str:
 
 def missing_steps_line(scores: Sequence[VideoScores]) -> str | None:
     """The end report against the steps annotated never done (a segment with ``start_time == end_time < 0``, as
-    CaptainCook4D marks a Missing Step); None when no video's annotation marks any (`unmeasured_notes` says so).
+    CaptainCook4D marks a Missing Step); None when no video's annotation marks any (`unmeasured_notes` says so
+    when the end report named steps).
 
     Returns:
         e.g. ``missing steps at the end: 3 named never done, 2 of them right; 4 annotated never done in 10 videos

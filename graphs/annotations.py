@@ -227,7 +227,8 @@ def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] |
     if check and not never_done((start, end)):
         for key, value in (("start_time", start), ("end_time", end)):
             if value < 0:
-                raise InputError(f"{where}.{key} = {value:g} must be a number of seconds >= 0")
+                raise InputError(f"{where}.{key} = {value:g} must be a number of seconds >= 0 (a step never done has "
+                                 "start_time = end_time < 0)")
         if end < start:
             raise InputError(f"{where} ends at {end:g} s, before it starts ({start:g} s)")
         if end == start:

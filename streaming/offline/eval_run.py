@@ -40,7 +40,7 @@ from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
 from streaming.checker.core import CheckerCore
-from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS
+from streaming.demo.procedure import DEMO_EXECUTIONS, PRECONDITIONS, STEP_IDS
 from streaming.demo.synthetic_video import cache_dir, demo_video
 from streaming.detector import (
     DetectorConfig,
@@ -200,7 +200,8 @@ DEMO_NAMES = tuple(f"demo:{name}" for name in DEMO_EXECUTIONS)  # how eval names
 
 
 def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
-    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions.
+    """The demo executions, rendered on first use, annotated with the steps done before their true pre-conditions
+    and with the steps they never do.
 
     Args:
         names: the executions to evaluate, as ``demo:<name>`` (``--videos-list``); empty: all three.
@@ -221,7 +222,8 @@ def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
         for step, start, end in segments:
             annotated.append(AnnotatedSegment(step, start, end, not set(PRECONDITIONS[step]) <= done))
             done.add(step)
-        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated), f"demo video demo:{name} ({path})"))
+        skipped = tuple(s for s in STEP_IDS if s not in done)  # the demo knows what it left out (add_milk)
+        out.append(EvalVideo(f"demo:{name}", path, tuple(annotated), f"demo video demo:{name} ({path})", skipped))
     return out
 
 

@@ -534,15 +534,15 @@ def missing_steps_line(scores: Sequence[VideoScores]) -> str | None:
     when the end report named steps).
 
     Returns:
-        e.g. ``missing steps at the end: 3 named never done, 2 of them right; 4 annotated never done in 10 videos
-        (P 66.7, R 50.0, F1 57.1)``.
+        e.g. ``missing steps at the end (10 videos scored): 3 named never done, 2 of them right; 4 annotated never
+        done (P 66.7, R 50.0, F1 57.1)``.
     """
     summed = total(scores)
     if not summed.missing_videos:
         return None
     m = summed.missing
-    return (f"missing steps at the end: {m.alerts} named never done, {m.correct} of them right; {m.mistakes} "
-            f"annotated never done in {count_of(summed.missing_videos, 'video')} (P {_pct(m.precision)}, "
+    return (f"missing steps at the end ({count_of(summed.missing_videos, 'video')} scored): {m.alerts} named never "
+            f"done, {m.correct} of them right; {m.mistakes} annotated never done (P {_pct(m.precision)}, "
             f"R {_pct(m.recall)}, F1 {_pct(m.f1)})")
 
 
@@ -568,8 +568,12 @@ def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
         notes.append(f"no alert standing at the end in {these}{withdrawn}: P and P err not measured")
     if summed.unscored_never_done:
         notes.append(f"the end report named {count_of(summed.unscored_never_done, 'step')} never done; the annotations "
-                     "mark no step never done (start_time = end_time < 0, as CaptainCook4D's Missing Steps): "
-                     "not scored")
+                     "of the graph's scenario mark no step never done (start_time = end_time < 0, as CaptainCook4D's "
+                     "Missing Steps): not scored")
+    if summed.missing_videos and not summed.missing.mistakes:
+        notes.append(f"no step annotated never done in {these}: missing-step R and F1 not measured")
+    if summed.missing_videos and not summed.missing.alerts:
+        notes.append(f"the end report named no step never done in {these}: missing-step P not measured")
     found = summed.segments[min(IOU_THRESHOLDS)]
     if found.tp + found.fp == 0 and found.fn > 0:  # a detector that never confirms a step cannot raise an alert
         notes.append(f"no key-step confirmed in {these}: the detector's probabilities never stayed above the "

@@ -423,11 +423,11 @@ def test_eval_scores_the_end_report_against_the_steps_annotated_never_done(
     if annotated:
         assert video["missing_steps"] == {"named": 1, "right": 1, "annotated": 1, "precision": 1.0, "recall": 1.0,
                                           "f1": 1.0, "videos": 1}
-        assert "missing steps at the end: 1 named never done, 1 of them right; 1 annotated never done in 1 video " \
-               "(P 100.0, R 100.0, F1 100.0)" in printed
+        assert "missing steps at the end (1 video scored): 1 named never done, 1 of them right; 1 annotated never " \
+               "done (P 100.0, R 100.0, F1 100.0)" in printed
     else:  # a file that marks no step never done leaves nothing to score against: said, not scored as wrong
         assert video["missing_steps"] is None
-        assert "the end report named 1 step never done; the annotations mark no step never done" in printed
+        assert "the end report named 1 step never done; the annotations of the graph's scenario mark no step" in printed
 
 
 def test_the_done_evidence_can_be_calibrated_without_the_done_states(trained: Path) -> None:

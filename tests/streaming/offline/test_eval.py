@@ -154,6 +154,9 @@ def test_the_json_says_what_was_recognised_and_why_each_alert_was_right(demo_eva
     assert by_video["demo:correct"]["verdict"] == "correct (no mistake, nothing missing)"
     assert by_video["demo:missing"]["verdict"] == "no mistake; never done: add_milk"
     assert by_video["demo:missing"]["never_done"] == ["add_milk"]
+    # The demo knows the step it leaves out: the end report is scored against it.
+    assert demo_eval["end"]["total"]["missing_steps"] == {"named": 1, "right": 1, "annotated": 1, "precision": 1.0,
+                                                          "recall": 1.0, "f1": 1.0, "videos": 3}
     checks = {s["name"]: s["checker"] for s in mistake["recognised"]}
     assert checks["boil_water"]["alerted"] and checks["boil_water"]["p_skipped"] >= 0.5
     assert [p["name"] for p in checks["boil_water"]["preconditions"]] == ["fill_kettle"]

@@ -212,28 +212,56 @@ def read_json(path: str | Path, what: str = "file") -> Any:
     """
     path = Path(path)
     text = _read_text(path, what)
+    refused: list[_NotAJsonNumber] = []
+
+    def number(token: str) -> float | _NotAJsonNumber:
+        value = float(token)
+        if math.isfinite(value):
+            return value
+        refused.append(_NotAJsonNumber(f"number {token[:40]} is out of the float range"))
+        return refused[-1]
+
+    def constant(name: str) -> _NotAJsonNumber:
+        refused.append(_NotAJsonNumber(f"{name} is not a number JSON allows"))
+        return refused[-1]
+
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys(path), parse_float=_finite_float,
-                          parse_constant=_refuse_constant)
+        value = json.loads(text, object_pairs_hook=_unique_keys(path), parse_float=number, parse_constant=constant)
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     except RecursionError:
         raise InputError(f"{path}: invalid JSON: arrays or objects nested too deeply") from None
-    except ValueError as err:  # a number out of range, an integer of thousands of digits, NaN or Infinity
+    except ValueError as err:  # an integer of thousands of digits
         detail = "an integer of thousands of digits" if "digits" in str(err) else str(err).splitlines()[0][:160]
         raise InputError(f"{path}: invalid JSON: {detail}") from None
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number as a float; one too large for a float (``1e400``) would silently become infinity."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of the float range")
+    if refused:
+        raise InputError(f"{path}: invalid JSON: {refused[0].reason} (at {_json_field(value, refused[0])})")
     return value
 
 
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
+class _NotAJsonNumber:
+    """Stands where the file holds NaN, Infinity or a number beyond the float range, so that the error can name the
+    field rather than only the file (``json`` gives no position for these)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _json_field(value: Any, target: _NotAJsonNumber) -> str:
+    """Where ``target`` stands in a parsed JSON value, as ``annotations.video_01.segments[3].start_time``
+    (``the top level`` when it is the whole file). Iterative: the parser has already bounded the depth."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, where = stack.pop()
+        if node is target:
+            return where or "the top level"
+        if isinstance(node, dict):
+            stack.extend((child, f"{where}.{key}" if where else str(key)) for key, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(node))
+    return "an unknown place"  # unreachable: the parser put `target` in `value`
 
 
 def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> dict[str, Any]:

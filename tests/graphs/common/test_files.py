@@ -65,6 +65,24 @@ def test_a_key_written_twice_in_one_object_is_refused(tmp_path: Path) -> None:
         read_json(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"annotations": {"v1": {"segments": [{"start_time": 1.0}, {"start_time": NaN}]}}}',
+         r"NaN is not a number JSON allows \(at annotations\.v1\.segments\[1\]\.start_time\)$"),
+        ('{"fps": -Infinity}', r"-Infinity is not a number JSON allows \(at fps\)$"),
+        ('[1, 2, 1e400]', r"number 1e400 is out of the float range \(at \[2\]\)$"),
+        ("NaN", r"NaN is not a number JSON allows \(at the top level\)$"),
+    ],
+)
+def test_a_number_json_cannot_hold_names_the_field(tmp_path: Path, text: str, message: str) -> None:
+    # Python's json reads NaN and Infinity happily; a NaN start time would then slip into every comparison.
+    path = tmp_path / "labels.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"labels.json: invalid JSON: " + message):
+        read_json(path)
+
+
 def test_missing_toml_says_where_such_a_file_comes_from(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"absent.toml: settings not found \(ships with the checkout\)"):
         read_toml(tmp_path / "absent.toml", "settings", " (ships with the checkout)")

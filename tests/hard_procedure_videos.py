@@ -1101,6 +1101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--videos {args.videos}: at least 2 (one to train on, one held out)")
     if not 1 <= args.fps <= 120:
         parser.error(f"--fps {args.fps}: between 1 and 120")
+    try:  # checked before a folder is made: no half-written set
+        import skimage  # noqa: F401
+    except ImportError:
+        parser.error("the scenes are made of scikit-image's photographs: install the dev extra "
+                     "(pip install -e \".[dev]\") or scikit-image")
     out = Path(args.out)
     plans = write_set(out, args.seed, args.videos, args.size, args.fps, args.clean,
                       progress=lambda name: print(f"wrote {out / 'videos' / name}.mp4", file=sys.stderr))  # fmt: skip

@@ -8,6 +8,7 @@ segment marked ``has_errors``, each key-step changes a small part of the table, 
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tests.hard_procedure_videos import (
     STEPS,
     VIOLATIONS,
     done_too_early,
+    main,
     plan_executions,
     valid_orders,
     write_execution,
@@ -132,3 +134,15 @@ def test_a_seed_writes_the_same_files_and_another_seed_other_ones(small_set: Pat
     other = write_execution(tmp_path / "other.mp4", plan.order, (SEED + 1, 0), SIZE, FPS)
     assert other != again
     assert (tmp_path / "other.mp4").read_bytes() != (tmp_path / "again.mp4").read_bytes()
+
+
+def test_without_scikit_image_the_generator_says_which_extra_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A new user following docs/evaluation.md with only the README's install got a traceback and an empty folder.
+    monkeypatch.setitem(sys.modules, "skimage", None)  # what `import skimage` meets where it is not installed
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "hard")])
+    assert exit_.value.code == 2
+    assert "error: the scenes are made of scikit-image's photographs: install the dev extra" in capsys.readouterr().err
+    assert not (tmp_path / "hard").exists()

@@ -151,13 +151,19 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     Returns:
         ``cam0 ended: correct (no mistake, nothing missing)``, ``cam0 ended: 1 mistake (boil_water before
         fill_kettle), nothing missing``, ``cam0 ended: no mistake; never done: add_milk``; a line saying a lost
-        stream gets no verdict; None while the stream runs.
+        stream, or one in which no key-step was recognised, gets no verdict; None while the stream runs.
     """
     if row.lost:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if not row.ended:
         return None
     session = _session(stream_id, row, state)
+    if not row.done and not row.alerts:
+        # Nothing recognised is no sign of a correct session: an undertrained detector, or one trained for another
+        # procedure or view, confirms nothing, and the checker then finds no mistake (and, weighing the detector's
+        # miss rates, may name nothing missing).
+        return _text(f"{stream_id} ended: no key-step recognised in {row.frames} frames, so no verdict (is the "
+                     "detector trained for this procedure and this view?)", "yellow")
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
     line = verdict_text(session, state.name, counted=row.alerts)
     return _text(f"{stream_id} ended: {line}", "bold green" if line == CORRECT else "bold red")

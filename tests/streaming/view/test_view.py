@@ -427,6 +427,16 @@ def test_a_verdict_counts_mistakes_it_cannot_name_and_never_counts_a_retracted_o
     assert "cam0 ended: correct (no mistake, nothing missing)" in text
 
 
+def test_a_session_in_which_nothing_was_recognised_gets_no_verdict_not_correct() -> None:
+    # A new user's undertrained detector confirmed nothing, and the view called the session correct.
+    session = Session()
+    session.heartbeat()
+    session.heartbeat(ended=True)
+    text = draw(session.state, width=300)
+    assert "cam0 ended: no key-step recognised in" in text and "so no verdict" in text
+    assert "ended: correct" not in text and "ended: no mistake" not in text
+
+
 def test_a_lost_stream_is_said_to_have_no_verdict() -> None:
     state = ViewState()
     state.apply(status(lost=True))

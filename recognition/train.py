@@ -299,7 +299,9 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
         raise InputError(f"--features {features}: folder not found")
     split = Path(features) / SPLIT_FILE
     if not split.is_file():
-        raise InputError(f"--features {features}: no {SPLIT_FILE} (give --config to name the folders)")
+        raise InputError(f"--features {features}: not a feature folder: no {SPLIT_FILE}, which recognition-features "
+                         "(or recognition-features import) writes; for a folder of your own, give --config to name "
+                         "its folders")
     raw = read_json(split, "split file")
     extractor = raw.get("feature_extractor") if isinstance(raw, dict) else None
     if not isinstance(extractor, str) or not extractor:

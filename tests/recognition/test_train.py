@@ -100,6 +100,11 @@ def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: py
     missing = tmp_path / "nosuch"
     err = cli_error(main, ["--features", f"{missing}/", "--out", str(tmp_path / "x.pt")], capsys)
     assert err == f"error: --features {missing}/: folder not found"
+    empty = tmp_path / "empty"
+    empty.mkdir()  # a folder, but not one recognition-features wrote
+    err = cli_error(main, ["--features", str(empty), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err.startswith(f"error: --features {empty}: not a feature folder: no split.json, which "
+                          "recognition-features (or recognition-features import) writes")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ Usage::
     tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
         [--checker {probabilistic,binary}] [--order-rule late-step] [--workers 2] [--json out.json] [--cache DIR] \\
         [--position-prior]
+    tgml captaincook-labels --data ../shared/data [--features DIR | --recordings 12_10,12_13] --out labels.json
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
 (`tgml.bench.captaincook_methods`): one method prints its per-procedure table, several print one table of methods
@@ -274,6 +275,17 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _captaincook_labels_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``tgml captaincook-labels``."""
+    from tgml.bench.data_folder import DATA_ENV
+
+    p.add_argument("--data", help=f"data folder holding captaincook4d/ (default ${DATA_ENV})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--features", help="the recordings of this folder of <recording_id>.npy files")
+    which.add_argument("--recordings", help="comma-separated recording ids (default: every recording)")
+    p.add_argument("--out", type=output_name, required=True, help="annotation file to write")
+
+
 # sub-command -> (its one line in ``tgml --help``, the function adding its options)
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "train": ("learn the task graph of one scenario", _train_options),
@@ -287,6 +299,8 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = 
     "bench-synthetic": ("edge F1 of the learners on random procedures", _bench_synthetic_options),
     "bench-live": ("the live chain (detector, segmenter, checker) on real CaptainCook4D recordings' features, "
                    "k-fold per recipe", _bench_live_options),
+    "captaincook-labels": ("CaptainCook4D recordings' steps and errors as an annotation file (for recognition-features "
+                           "import and stream-detect eval)", _captaincook_labels_options),
 }
 
 
@@ -581,6 +595,39 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
               f"{recipes} hand-made graph{'s' if recipes != 1 else ''} (<recipe>-hand-made.json)")
 
 
+def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
+    """``tgml captaincook-labels``: write the annotation file of CaptainCook4D recordings
+    (`tgml.bench.live.annotation_file`)."""
+    from graphs.common.files import check_output, write_text
+    from graphs.common.safe_text import first_few
+    from tgml.bench.data_folder import data_folder
+    from tgml.bench.live.annotation_file import captaincook_labels
+
+    check_output(args.out, "annotation file", option="--out")
+    recordings: dict[str, str] | None = None  # recording id -> where the user named it
+    if args.features is not None:
+        folder = Path(args.features)
+        if not folder.is_dir():
+            raise InputError(f"--features {folder}: {'not a folder' if folder.exists() else 'folder not found'}")
+        recordings = {p.stem: str(p) for p in sorted(folder.glob("*.npy"))}
+        if not recordings:
+            raise InputError(f"--features {folder}: no .npy features file (one <recording_id>.npy per recording)")
+    elif args.recordings is not None:
+        recordings = {r: f"--recordings {args.recordings}" for r in _names(args.recordings)}
+        if not recordings:
+            raise InputError(f"--recordings {args.recordings!r}: names no recording (comma-separated ids)")
+    labels = captaincook_labels(data_folder(args.data), recordings)
+    write_text(args.out, json.dumps(labels.content, indent=1) + "\n", "annotation file")
+    count = sum(len(r) for r in labels.recordings.values())
+    recipes = ", ".join(f"{recipe} ({len(r)})" for recipe, r in labels.recordings.items())
+    print(f"wrote {args.out}: {count} recording{'s' if count != 1 else ''} of {recipes}; {labels.done} steps done, "
+          f"{labels.never_done} annotated never done")
+    if labels.unmatched:
+        print(f"left out {len(labels.unmatched)} annotated step{'s' if len(labels.unmatched) != 1 else ''} whose name "
+              "is no step of the recording's recipe: "
+              + first_few([f"{r} {name!r}" for r, name in labels.unmatched], 5, and_more=", and "))
+
+
 def _names(option: str | None) -> list[str]:
     """A comma-separated option as a list (empty items dropped)."""
     return [name for name in (option or "").split(",") if name]
@@ -589,7 +636,7 @@ def _names(option: str | None) -> list[str]:
 RUNS: dict[str, Callable[[argparse.Namespace, Console], None]] = {
     "train": _train, "show": _show, "eval": _eval, "bench-captaincook": _bench_captaincook,
     "bench-mistakes": _bench_mistakes, "bench-queries": _bench_queries, "bench-synthetic": _bench_synthetic,
-    "bench-live": _bench_live,
+    "bench-live": _bench_live, "captaincook-labels": _captaincook_labels,
 }
 
 

@@ -300,27 +300,6 @@ DATA = Path(os.environ.get("MISTAKE_DATA", Path(__file__).resolve().parents[3] /
 PE = DATA / "captaincook4d-pe"
 
 
-def captaincook_annotations(recordings: list[str], out: Path) -> None:
-    """CaptainCook4D's error annotations of ``recordings`` in the project's annotation format: performed steps in
-    time order, then each step never done (CaptainCook4D's ``start_time`` -1) with ``start_time == end_time == -1``,
-    the step's description as its name."""
-    source = json.loads((DATA / "captaincook4d" / "error_annotations.json").read_text())
-    taxonomy: dict[str, dict[str, object]] = {}
-    annotations = {}
-    for entry in source:
-        if entry["recording_id"] not in recordings:
-            continue
-        done = sorted((s for s in entry["step_annotations"] if s["start_time"] >= 0), key=lambda s: s["start_time"])
-        skipped = [{**s, "start_time": -1, "end_time": -1} for s in entry["step_annotations"] if s["start_time"] < 0]
-        for s in done + skipped:
-            taxonomy[str(s["step_id"])] = {"id": s["step_id"], "name": s["description"]}
-        annotations[entry["recording_id"]] = {"scenario": "recipe", "recording_id": entry["recording_id"], "segments": [
-            {"step_id": s["step_id"], "start_time": s["start_time"], "end_time": s["end_time"],
-             "description": s["description"], "step_name": s["description"],
-             "has_errors": any(e["tag"] == "Order Error" for e in s.get("errors", []))} for s in done + skipped]}
-    out.write_text(json.dumps({"taxonomy": {"recipe": taxonomy}, "annotations": annotations}))
-
-
 @pytest.mark.skipif(not (PE / "features").is_dir(), reason=f"the CaptainCook4D features are not at {PE}")
 def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> None:
     with open(PE / "SOURCES.tsv", newline="") as handle:
@@ -332,14 +311,16 @@ def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> 
     (tmp_path / "npy").mkdir()
     for name in chosen:
         (tmp_path / "npy" / f"{name}.npy").symlink_to(PE / "features" / f"{name}.npy")
-    captaincook_annotations(chosen, tmp_path / "labels.json")
+    # The recordings' labels as `tgml bench-live` reads them, in the annotation format (the recipe's own step ids).
+    assert tgml_main(["captaincook-labels", "--data", str(DATA), "--features", str(tmp_path / "npy"), "--out",
+                      str(tmp_path / "labels.json")]) == 0
     assert features_main(["import", "--features", str(tmp_path / "npy"), "--annotations", str(tmp_path / "labels.json"),
                           "--rate", "1", "--out", str(tmp_path / "folder"), "--test-videos", chosen[-1]]) == 0
     assert train_main(["--features", str(tmp_path / "folder"), "--out", str(tmp_path / "d.pt"), "--epochs", "2",
                        "--quiet"]) == 0
     model, checkpoint = load_detector(tmp_path / "d.pt")
     assert (checkpoint.feature_extractor, checkpoint.fps, model.config.input_dim) == ("imported", 1.0, 768)
-    assert tgml_main(["train", "--annotations", str(tmp_path / "labels.json"), "--scenario", "recipe",
+    assert tgml_main(["train", "--annotations", str(tmp_path / "labels.json"), "--scenario", "microwaveeggsandwich",
                       "--include-mistakes", "--out", str(tmp_path / "graph.json")]) == 0
     out = tmp_path / "eval.json"
     assert stream_detect(["eval", "--features", str(tmp_path / "npy" / f"{chosen[-1]}.npy"), "--annotations",

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphs.annotations import load_annotations
 from graphs.order_rules import LATE_STEP, PRECONDITION
 from tests.cli_errors import cli_error
 from tgml.bench.live.bench import assign_folds
@@ -213,6 +214,37 @@ def test_every_recipe_of_captaincook4d_is_read_with_its_hand_made_graph(data_dir
             assert annotated_counts(recipe.ground_truth, r.annotation, r.error_free).counts.steps >= len(steps)
     # Where two steps overlap the later one takes the seconds: 14 of the 5,331 steps done have none left.
     assert done - labelled == 14 and done == 5331
+
+
+def test_captaincook_labels_writes_the_steps_bench_live_scores_in_the_annotation_format(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A user with their own features of CaptainCook4D recordings needs their labels in the format that
+    # recognition-features import and stream-detect eval read, with the step ids of the recipe's graphs.
+    features = subset(data_dir, tmp_path, 4)
+    out = tmp_path / "labels.json"
+    assert main(["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: 4 recordings of {RECIPE} (4); ")
+    labels = load_annotations(out)
+    assert "a step never done: kept in the order" in capsys.readouterr().err  # a Missing Step among the four
+    data = load_live_data(data_dir, features)
+    recipe = data.recipes[RECIPE]
+    assert tuple(map(tuple, labels.steps_of(RECIPE))) == (recipe.step_ids, recipe.step_names)
+    for r in data.recordings:
+        video = labels.videos[r.recording_id]
+        segments = list(zip(video.steps, video.spans, video.has_errors, strict=True))
+        done = [(step, span, error) for step, span, error in segments if span is not None and span[0] >= 0]
+        never = [(step, span) for step, span, _ in segments if span is not None and span[0] < 0]
+        assert [(step, span[0]) for step, span, _ in done] == [(p.step, p.start) for p in r.annotation.performed]
+        assert [step for step, _, error in done if error] == [p.step for p in r.annotation.performed if p.order_error]
+        assert {step for step, _ in never} == r.annotation.missing
+        assert all(span == (-1, -1) for _, span in never)
+    # A file of a recording the data set does not hold is named, and nothing is written.
+    np.save(features / "99_1.npy", np.zeros((3, 4), np.float32))
+    err = cli_error(main, ["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out",
+                           str(tmp_path / "other.json")], capsys)
+    assert err.startswith(f"error: {features / '99_1.npy'}: recording '99_1' is not in ")
+    assert not (tmp_path / "other.json").exists()
 
 
 def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could_have_taught() -> None:

@@ -147,9 +147,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
             with no annotation; unreadable or non-finite features; widths that differ.
     """
     data_dir = Path(data_dir)
-    cc = data_dir / "captaincook4d" if (data_dir / "captaincook4d").is_dir() else data_dir
-    if not (cc / ANNOTATIONS).is_file():
-        raise InputError(f"--data {data_dir}: not a CaptainCook4D data folder (no captaincook4d/{ANNOTATIONS})")
+    cc = captaincook_dir(data_dir)
     if features_dir is None:
         root = cc.parent if cc != data_dir else data_dir
         features_dir = root / FEATURES_SUBFOLDER
@@ -161,10 +159,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     if not files:
         raise InputError(f"--features {features_dir}: no .npy features file (one <recording_id>.npy per recording)")
     annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
-    raw = read_json(cc / ERROR_ANNOTATIONS, "error annotations file")
-    if not isinstance(raw, list):
-        raise InputError(f"{cc / ERROR_ANNOTATIONS}: expected a JSON list of recordings")
-    activity = {str(e.get("recording_id")): e.get("activity_id") for e in raw if isinstance(e, dict)}
+    activity = recording_activities(cc)
     if not any(name in activity for name in files):
         raise InputError(f"--features {features_dir}: none of its {len(files)} .npy files is a recording of "
                          f"{cc / ERROR_ANNOTATIONS} (files are named <recording_id>.npy, e.g. 1_36.npy)")
@@ -172,7 +167,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     if unknown:
         raise InputError(f"{files[unknown[0]]}: recording {unknown[0]!r} has no annotation in "
                          f"{cc / ERROR_ANNOTATIONS}")
-    scenarios = {v.get("activity_id"): str(v.get("scenario")) for v in _records(cc / ANNOTATIONS)}
+    scenarios = activity_scenarios(cc)
     wanted = {scenarios.get(activity[name]) for name in files} - {None}
     recipes: dict[str, Recipe] = {}
     for scenario in annotations.taxonomy:
@@ -206,6 +201,31 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     order = list(recipes)
     recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))
     return LiveData(cc, features_dir, recipes, tuple(recordings), annotations, width)
+
+
+def captaincook_dir(data_dir: Path) -> Path:
+    """The ``captaincook4d`` folder of ``--data`` (the data folder holding it, or the folder itself).
+
+    Raises:
+        InputError: neither holds the graph-generation annotations.
+    """
+    cc = data_dir / "captaincook4d" if (data_dir / "captaincook4d").is_dir() else data_dir
+    if not (cc / ANNOTATIONS).is_file():
+        raise InputError(f"--data {data_dir}: not a CaptainCook4D data folder (no captaincook4d/{ANNOTATIONS})")
+    return cc
+
+
+def recording_activities(cc: Path) -> dict[str, object]:
+    """``{recording_id: activity_id}`` of every recording of the error annotations."""
+    raw = read_json(cc / ERROR_ANNOTATIONS, "error annotations file")
+    if not isinstance(raw, list):
+        raise InputError(f"{cc / ERROR_ANNOTATIONS}: expected a JSON list of recordings")
+    return {str(e.get("recording_id")): e.get("activity_id") for e in raw if isinstance(e, dict)}
+
+
+def activity_scenarios(cc: Path) -> dict[object, str]:
+    """``{activity_id: recipe}`` from the graph-generation annotations (a recording's recipe is its activity's)."""
+    return {v.get("activity_id"): str(v.get("scenario")) for v in _records(cc / ANNOTATIONS)}
 
 
 def _records(path: Path) -> list[dict]:

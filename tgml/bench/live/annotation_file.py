@@ -1,0 +1,112 @@
+"""CaptainCook4D recordings' annotated steps and errors in the project's annotation format (``tgml
+captaincook-labels``): the file ``recognition-features import``, ``tgml train`` and ``stream-detect eval`` read, so
+that a user's own features of CaptainCook4D recordings take the bring-your-own-features path with the labels
+`tgml bench-live` scores against.
+
+The steps are read as the benchmark reads them (`tgml.bench.error_annotations`): each recording's recipe is the
+``scenario`` of its ``activity_id`` in the graph-generation annotations, a step is that recipe's taxonomy step of
+the same name, and the recipe's step ids are the graph-generation annotations' (those of ``tgml train``'s graphs and of
+``tgml bench-live --save-graphs``), not CaptainCook4D's own numbering. Per recording, in the file:
+
+- each step done, in time order, ``has_errors`` true where the annotators tagged it Order Error (the mistakes
+  ``stream-detect eval`` scores alerts against), the step's tags in its ``description``;
+- then each step tagged Missing Step as a segment with ``start_time == end_time == -1`` (the steps eval scores the
+  end report against).
+
+A step whose name matches no step of its recipe (two in the public file) is left out and reported, as the benchmark
+does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphs.annotations import load_annotations
+from graphs.common.errors import InputError
+from tgml.bench.captaincook import ANNOTATIONS
+from tgml.bench.error_annotations import ErrorRecording, load_error_annotations
+from tgml.bench.live.recordings import activity_scenarios, captaincook_dir, recording_activities
+from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
+
+NEVER_DONE_TIME = -1.0  # start_time == end_time < 0: a step annotated never done (`graphs.annotations`)
+
+
+@dataclass(frozen=True)
+class LabelFile:
+    """The annotation file of some recordings, and what went into it.
+
+    Attributes:
+        content: the file's JSON value (``{"taxonomy": ..., "annotations": ...}``).
+        recordings: the recordings written, by recipe.
+        done: steps written as done.
+        never_done: steps written as never done.
+        unmatched: ``(recording_id, name)`` of each annotated step left out (its name is no step of its recipe).
+    """
+
+    content: dict[str, Any]
+    recordings: dict[str, list[str]]
+    done: int
+    never_done: int
+    unmatched: tuple[tuple[str, str], ...]
+
+
+def recording_segments(recording: ErrorRecording, names: dict[int, str]) -> list[dict[str, Any]]:
+    """One recording's segments: the steps done in time order, then the steps tagged Missing Step at -1."""
+    # A step done whose end the file does not give (-1; none in the public file) is kept as a moment.
+    done = [{"step_id": p.step, "start_time": p.start, "end_time": max(p.end, p.start), "step_name": p.name,
+             "description": "; ".join(p.tags), "has_errors": p.order_error} for p in recording.performed]
+    never = [{"step_id": s, "start_time": NEVER_DONE_TIME, "end_time": NEVER_DONE_TIME, "step_name": names[s],
+              "description": "Missing Step", "has_errors": False} for s in sorted(recording.missing)]
+    return done + never
+
+
+def captaincook_labels(data_dir: Path, recordings: Mapping[str, str] | None = None) -> LabelFile:
+    """The annotation file of ``recordings`` (None: every recording of the error annotations).
+
+    Args:
+        data_dir: the data folder holding ``captaincook4d/``, or that folder.
+        recordings: recording id (``"12_10"``) -> where the user named it (``--recordings``, a features file), for
+            the error naming one the data does not hold.
+
+    Returns:
+        The `LabelFile`.
+
+    Raises:
+        InputError: not a CaptainCook4D folder, or a recording the error annotations do not hold (named).
+    """
+    cc = captaincook_dir(Path(data_dir))
+    activity = recording_activities(cc)
+    chosen = list(activity) if recordings is None else list(recordings)
+    unknown = [r for r in chosen if r not in activity]
+    if unknown:
+        where = recordings[unknown[0]] if recordings is not None else ""
+        raise InputError(f"{where}: recording {unknown[0]!r} is not in {cc / ERROR_ANNOTATIONS} (ids such as 1_36)")
+    annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
+    scenarios = activity_scenarios(cc)
+    wanted = {scenarios[activity[r]] for r in chosen if activity[r] in scenarios}
+    taxonomies = {s: annotations.steps_of(s) for s in annotations.taxonomy if s in wanted}
+    activities = {a: s for a, s in scenarios.items() if isinstance(a, int)}
+    errors = load_error_annotations(cc / ERROR_ANNOTATIONS, taxonomies, activities,
+                                    frozenset(activity) - frozenset(chosen), restrict=frozenset(taxonomies))
+    by_id = {r.recording_id: r for r in errors.recordings}
+    missing = [r for r in chosen if r not in by_id]
+    if missing:  # an activity of no recipe: load_error_annotations refuses it, so this is a recipe left unmatched
+        raise InputError(f"recording {missing[0]!r}: its activity is no recipe of {cc / ANNOTATIONS}")
+    taxonomy: dict[str, dict[str, dict[str, Any]]] = {}
+    videos: dict[str, dict[str, Any]] = {}
+    by_recipe: dict[str, list[str]] = {}
+    done = never = 0
+    for rid in chosen:
+        recording = by_id[rid]
+        ids, step_names = taxonomies[recording.scenario]
+        names = dict(zip(ids, step_names, strict=True))
+        taxonomy.setdefault(recording.scenario, {str(i): {"id": i, "name": n} for i, n in names.items()})
+        segments = recording_segments(recording, names)
+        videos[rid] = {"scenario": recording.scenario, "recording_id": rid, "segments": segments}
+        by_recipe.setdefault(recording.scenario, []).append(rid)
+        done, never = done + len(recording.performed), never + len(recording.missing)
+    unmatched = tuple((r.recording_id, name) for r in (by_id[c] for c in chosen) for name in r.unmatched)
+    return LabelFile({"taxonomy": taxonomy, "annotations": videos}, by_recipe, done, never, unmatched)

@@ -599,7 +599,7 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     """``tgml captaincook-labels``: write the annotation file of CaptainCook4D recordings
     (`tgml.bench.live.annotation_file`)."""
     from graphs.common.files import check_output, write_text
-    from graphs.common.safe_text import first_few
+    from graphs.common.safe_text import first_few, printable
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.annotation_file import captaincook_labels
 
@@ -619,13 +619,14 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     labels = captaincook_labels(data_folder(args.data), recordings)
     write_text(args.out, json.dumps(labels.content, indent=1) + "\n", "annotation file")
     count = sum(len(r) for r in labels.recordings.values())
-    recipes = ", ".join(f"{recipe} ({len(r)})" for recipe, r in labels.recordings.items())
+    recipes = ", ".join(f"{printable(recipe)} ({len(r)})" for recipe, r in labels.recordings.items())
     print(f"wrote {args.out}: {count} recording{'s' if count != 1 else ''} of {recipes}; {labels.done} steps done, "
           f"{labels.never_done} annotated never done")
     if labels.unmatched:
         print(f"left out {len(labels.unmatched)} annotated step{'s' if len(labels.unmatched) != 1 else ''} whose name "
               "is no step of the recording's recipe: "
-              + first_few([f"{r} {name!r}" for r, name in labels.unmatched], 5, and_more=", and "))
+              + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
+                          and_more=", and "))
 
 
 def _names(option: str | None) -> list[str]:

@@ -288,3 +288,27 @@ def test_output_piped_into_head_ends_quietly_with_141(command: str, tmp_path: Pa
     status, err = _closed_pipe_run(module, argv)
     assert status == 141, err[-600:]
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err[-600:]
+
+
+def test_a_signal_landing_while_a_module_defines_its_classes_still_stops_the_run_cleanly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A SIGTERM that came while `import networkx` made its classes (after tgml train's last epoch) surfaced as
+    # "RuntimeError: Error calling __set_name__": Python wraps what a class body's descriptors raise. The handler
+    # raises `Interrupted` wherever the signal lands; here it lands in a descriptor's __set_name__.
+    from graphs.common.errors import exit_on_input_error
+    from graphs.common.interrupts import Interrupted
+
+    class Descriptor:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise Interrupted(signal.SIGTERM)
+
+    @exit_on_input_error
+    def main() -> int:
+        type("Graph", (), {"adj": Descriptor()})  # what `class Graph: adj = cached_property(...)` does
+        return 0
+
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 143
+    assert capsys.readouterr().err.startswith("interrupted by SIGTERM: stopped;")

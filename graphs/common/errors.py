@@ -156,8 +156,31 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             stop = err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
             print(f"interrupted by {stop.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
             raise SystemExit(stop.exit_status) from None
+        except Exception as err:
+            behind = interrupt_behind(err)
+            if behind is None:
+                raise
+            print(f"interrupted by {behind.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
+            raise SystemExit(behind.exit_status) from None
 
     return wrapper
+
+
+def interrupt_behind(err: BaseException) -> Interrupted | None:
+    """The interrupt that ``err`` was raised from, by its ``__cause__`` chain, if any.
+
+    Python re-raises an exception that interrupts the making of a class (``__set_name__``) as a `RuntimeError` caused
+    by it, so a SIGTERM landing while a lazily imported module defines its classes (``import networkx`` after
+    training) came out as a traceback and exit status 1 instead of the interrupt's line and 143.
+    """
+    cause = err.__cause__
+    for _ in range(32):  # a chain of causes is short; the bound keeps a cyclic one from looping
+        if cause is None:
+            return None
+        if isinstance(cause, KeyboardInterrupt):
+            return cause if isinstance(cause, Interrupted) else Interrupted(signal.SIGINT)
+        cause = cause.__cause__
+    return None
 
 
 def _drop_stdout() -> None:

@@ -602,16 +602,12 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     from graphs.common.safe_text import first_few, printable
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.annotation_file import captaincook_labels
+    from tgml.bench.live.recordings import feature_files
 
     check_output(args.out, "annotation file", option="--out")
     recordings: dict[str, str] | None = None  # recording id -> where the user named it
     if args.features is not None:
-        folder = Path(args.features)
-        if not folder.is_dir():
-            raise InputError(f"--features {folder}: {'not a folder' if folder.exists() else 'folder not found'}")
-        recordings = {p.stem: str(p) for p in sorted(folder.glob("*.npy"))}
-        if not recordings:
-            raise InputError(f"--features {folder}: no .npy features file (one <recording_id>.npy per recording)")
+        recordings = {name: str(path) for name, path in feature_files(Path(args.features)).items()}
     elif args.recordings is not None:
         recordings = {r: f"--recordings {args.recordings}" for r in _names(args.recordings)}
         if not recordings:

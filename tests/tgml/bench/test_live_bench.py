@@ -229,7 +229,7 @@ def test_captaincook_labels_writes_the_steps_bench_live_scores_in_the_annotation
     assert "a step never done: kept in the order" in capsys.readouterr().err  # a Missing Step among the four
     data = load_live_data(data_dir, features)
     recipe = data.recipes[RECIPE]
-    assert tuple(map(tuple, labels.steps_of(RECIPE))) == (recipe.step_ids, recipe.step_names)
+    assert labels.steps_of(RECIPE) == (recipe.step_ids, recipe.step_names)
     for r in data.recordings:
         video = labels.videos[r.recording_id]
         segments = list(zip(video.steps, video.spans, video.has_errors, strict=True))

@@ -24,11 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphs.annotations import load_annotations
-from graphs.common.errors import InputError
-from tgml.bench.captaincook import ANNOTATIONS
-from tgml.bench.error_annotations import ErrorRecording, load_error_annotations
-from tgml.bench.live.recordings import activity_scenarios, captaincook_dir, recording_activities
+from tgml.bench.error_annotations import ErrorRecording
+from tgml.bench.live.recordings import annotated_recordings, captaincook_dir, recording_activities
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
 
 NEVER_DONE_TIME = -1.0  # start_time == end_time < 0: a step annotated never done (`graphs.annotations`)
@@ -75,31 +72,18 @@ def captaincook_labels(data_dir: Path, recordings: Mapping[str, str] | None = No
         The `LabelFile`.
 
     Raises:
-        InputError: not a CaptainCook4D folder, or a recording the error annotations do not hold (named).
+        InputError: not a CaptainCook4D folder, or a recording the error annotations do not hold or whose activity
+            is no recipe (named).
     """
     cc = captaincook_dir(Path(data_dir))
     activity = recording_activities(cc)
-    chosen = list(activity) if recordings is None else list(recordings)
-    unknown = [r for r in chosen if r not in activity]
-    if unknown:
-        where = recordings[unknown[0]] if recordings is not None else ""
-        raise InputError(f"{where}: recording {unknown[0]!r} is not in {cc / ERROR_ANNOTATIONS} (ids such as 1_36)")
-    annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
-    scenarios = activity_scenarios(cc)
-    wanted = {scenarios[activity[r]] for r in chosen if activity[r] in scenarios}
-    taxonomies = {s: annotations.steps_of(s) for s in annotations.taxonomy if s in wanted}
-    activities = {a: s for a, s in scenarios.items() if isinstance(a, int)}
-    errors = load_error_annotations(cc / ERROR_ANNOTATIONS, taxonomies, activities,
-                                    frozenset(activity) - frozenset(chosen), restrict=frozenset(taxonomies))
-    by_id = {r.recording_id: r for r in errors.recordings}
-    missing = [r for r in chosen if r not in by_id]
-    if missing:  # an activity of no recipe: load_error_annotations refuses it, so this is a recipe left unmatched
-        raise InputError(f"recording {missing[0]!r}: its activity is no recipe of {cc / ANNOTATIONS}")
+    named = dict.fromkeys(activity, str(cc / ERROR_ANNOTATIONS)) if recordings is None else recordings
+    _, taxonomies, by_id = annotated_recordings(cc, activity, named)
     taxonomy: dict[str, dict[str, dict[str, Any]]] = {}
     videos: dict[str, dict[str, Any]] = {}
     by_recipe: dict[str, list[str]] = {}
     done = never = 0
-    for rid in chosen:
+    for rid in named:
         recording = by_id[rid]
         ids, step_names = taxonomies[recording.scenario]
         names = dict(zip(ids, step_names, strict=True))
@@ -108,5 +92,5 @@ def captaincook_labels(data_dir: Path, recordings: Mapping[str, str] | None = No
         videos[rid] = {"scenario": recording.scenario, "recording_id": rid, "segments": segments}
         by_recipe.setdefault(recording.scenario, []).append(rid)
         done, never = done + len(recording.performed), never + len(recording.missing)
-    unmatched = tuple((r.recording_id, name) for r in (by_id[c] for c in chosen) for name in r.unmatched)
+    unmatched = tuple((r.recording_id, name) for r in (by_id[c] for c in named) for name in r.unmatched)
     return LabelFile({"taxonomy": taxonomy, "annotations": videos}, by_recipe, done, never, unmatched)

@@ -13,6 +13,7 @@ background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxon
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -152,43 +153,20 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
         root = cc.parent if cc != data_dir else data_dir
         features_dir = root / FEATURES_SUBFOLDER
     features_dir = Path(features_dir)
-    if not features_dir.is_dir():
-        why = "a file, expected a folder of <recording_id>.npy files" if features_dir.exists() else "folder not found"
-        raise InputError(f"--features {features_dir}: {why}")
-    files = {p.stem: p for p in sorted(features_dir.glob("*.npy"))}
-    if not files:
-        raise InputError(f"--features {features_dir}: no .npy features file (one <recording_id>.npy per recording)")
-    annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
+    files = feature_files(features_dir)
     activity = recording_activities(cc)
     if not any(name in activity for name in files):
         raise InputError(f"--features {features_dir}: none of its {len(files)} .npy files is a recording of "
                          f"{cc / ERROR_ANNOTATIONS} (files are named <recording_id>.npy, e.g. 1_36.npy)")
-    unknown = [name for name in files if name not in activity]
-    if unknown:
-        raise InputError(f"{files[unknown[0]]}: recording {unknown[0]!r} has no annotation in "
-                         f"{cc / ERROR_ANNOTATIONS}")
-    scenarios = activity_scenarios(cc)
-    wanted = {scenarios.get(activity[name]) for name in files} - {None}
+    annotations, taxonomies, by_id = annotated_recordings(cc, activity, {name: str(p) for name, p in files.items()})
     recipes: dict[str, Recipe] = {}
-    for scenario in annotations.taxonomy:
-        if scenario not in wanted:
-            continue
-        ids, names = annotations.steps_of(scenario)
+    for scenario, (ids, names) in taxonomies.items():
         like = TaskGraph(ids, names, np.zeros((len(ids) + 2, len(ids) + 2), bool), scenario=scenario)
-        recipes[scenario] = Recipe(scenario, tuple(ids), tuple(names),
-                                   load_reference_graph(cc / GT_FOLDER / f"{scenario}.json", like))
-    taxonomies = {r.scenario: (r.step_ids, r.step_names) for r in recipes.values()}
-    activities = {a: s for a, s in scenarios.items() if isinstance(a, int)}
-    others = frozenset(activity) - frozenset(files)  # recordings without features: not read
-    errors = load_error_annotations(cc / ERROR_ANNOTATIONS, taxonomies, activities, others,
-                                    restrict=frozenset(recipes))
-    by_id = {r.recording_id: r for r in errors.recordings}
+        graph = load_reference_graph(cc / GT_FOLDER / f"{scenario}.json", like)
+        recipes[scenario] = Recipe(scenario, ids, names, graph)
     recordings = []
     for name, path in files.items():
-        annotation = by_id.get(name)
-        if annotation is None:
-            raise InputError(f"{path}: recording {name!r} (activity {activity[name]!r}) is of no recipe of "
-                             f"{cc / ANNOTATIONS}")
+        annotation = by_id[name]
         features = read_feature_file(path)  # all checked before any training: a bad file costs no work
         recipe = recipes[annotation.scenario]
         recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
@@ -213,6 +191,57 @@ def captaincook_dir(data_dir: Path) -> Path:
     if not (cc / ANNOTATIONS).is_file():
         raise InputError(f"--data {data_dir}: not a CaptainCook4D data folder (no captaincook4d/{ANNOTATIONS})")
     return cc
+
+
+def feature_files(folder: Path) -> dict[str, Path]:
+    """``{recording_id: file}`` of a features folder's ``<recording_id>.npy`` files, in name order.
+
+    Raises:
+        InputError: the folder is missing, is a file, or holds no ``.npy`` file.
+    """
+    if not folder.is_dir():
+        why = "a file, expected a folder of <recording_id>.npy files" if folder.exists() else "folder not found"
+        raise InputError(f"--features {folder}: {why}")
+    files = {p.stem: p for p in sorted(folder.glob("*.npy"))}
+    if not files:
+        raise InputError(f"--features {folder}: no .npy features file (one <recording_id>.npy per recording)")
+    return files
+
+
+def annotated_recordings(cc: Path, activity: Mapping[str, object], named: Mapping[str, str]) -> tuple[
+        Annotations, dict[str, tuple[tuple[int, ...], tuple[str, ...]]], dict[str, ErrorRecording]]:
+    """The annotated steps and errors of some recordings, read as the benchmark reads them.
+
+    Args:
+        cc: the ``captaincook4d`` folder.
+        activity: `recording_activities` of it.
+        named: recording id -> how the user named it (a features file, ``--recordings``), for the errors.
+
+    Returns:
+        ``(annotations, taxonomies, recordings)``: the graph-generation annotations (as published), ``{recipe: (step
+        ids, step names)}`` of the recordings' recipes in taxonomy order, and ``{recording_id: ErrorRecording}``.
+
+    Raises:
+        InputError: a recording the error annotations do not hold, or whose activity is no recipe (named).
+    """
+    unknown = [name for name in named if name not in activity]
+    if unknown:
+        raise InputError(f"{named[unknown[0]]}: recording {unknown[0]!r} is not in {cc / ERROR_ANNOTATIONS}, so it "
+                         "has no annotation (ids such as 1_36)")
+    annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
+    scenarios = activity_scenarios(cc)
+    wanted = {scenarios.get(activity[name]) for name in named} - {None}
+    taxonomies = {s: annotations.steps_of(s) for s in annotations.taxonomy if s in wanted}
+    activities = {a: s for a, s in scenarios.items() if isinstance(a, int)}
+    others = frozenset(activity) - frozenset(named)  # recordings not asked for: not read
+    errors = load_error_annotations(cc / ERROR_ANNOTATIONS, taxonomies, activities, others,
+                                    restrict=frozenset(taxonomies))
+    by_id = {r.recording_id: r for r in errors.recordings}
+    for name, where in named.items():
+        if name not in by_id:
+            raise InputError(f"{where}: recording {name!r} (activity {activity[name]!r}) is of no recipe of "
+                             f"{cc / ANNOTATIONS}")
+    return annotations, taxonomies, by_id
 
 
 def recording_activities(cc: Path) -> dict[str, object]:

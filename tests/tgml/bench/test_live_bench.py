@@ -12,9 +12,10 @@ import pytest
 from graphs.annotations import load_annotations
 from graphs.order_rules import LATE_STEP, PRECONDITION
 from tests.cli_errors import cli_error
+from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep
 from tgml.bench.live.bench import assign_folds
 from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data
-from tgml.bench.live.scores import LiveCounts, annotated_counts
+from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.tgml_cli import main
 
 RECIPE = "tomatomozzarellasalad"  # the recipe with the fewest steps: the fastest to train
@@ -46,6 +47,20 @@ def test_the_annotated_steps_with_the_hand_made_graphs_give_derivations_referenc
     assert (total.counts.steps, total.counts.order_errors) == (1155, 221)
     figures = {k: round(metrics[k], 1) for k in ("avg_f1", "mistake_precision", "mistake_recall", "mistake_f1")}
     assert figures == {"avg_f1": 66.0, "mistake_precision": 55.0, "mistake_recall": 34.8, "mistake_f1": 42.7}
+
+
+def test_an_alert_on_an_order_mistake_counts_right_whatever_its_time_and_an_early_one_is_counted() -> None:
+    names = {1: "boil", 2: "pour", 3: "stir"}
+    recording = ErrorRecording("1_1", "tea", (PerformedStep(1, "boil", 0.0, ()),
+                                              PerformedStep(2, "pour", 100.0, (ORDER_ERROR,)),
+                                              PerformedStep(3, "stir", 200.0, (ORDER_ERROR,))), frozenset(), ())
+    # "pour" alerted 60 s before the person poured (recognised early), "stir" 5 s after it began, "boil" wrongly.
+    counts = live_counts(recording, False, [("pour", 40.0), ("stir", 205.0), ("boil", 210.0)], [], names)
+    metrics = counts.metrics()
+    assert (counts.counts.alerts, counts.counts.caught) == (3, 2)
+    assert sorted(counts.latencies) == [-60.0, 5.0]
+    assert metrics["caught_before_start"] == 1
+    assert metrics["latency_median_s"] == -27.5
 
 
 def test_the_late_step_rule_scores_the_annotated_steps_as_the_annotators_tag_order_errors(data_dir: Path) -> None:

@@ -466,7 +466,7 @@ COLUMNS: Final = (("Avg F1", "avg_f1", 1), ("Mist P", "mistake_precision", 1), (
                   ("Mist F1", "mistake_f1", 1), ("Missing P", "missing_precision", 1),
                   ("Missing R", "missing_recall", 1), ("Missing F1", "missing_f1", 1),
                   ("false alarms / error-free rec.", "false_alarms_per_error_free", 2),
-                  ("latency median s", "latency_median_s", 1))
+                  ("latency median s", "latency_median_s", 1), ("right alerts early", "caught_before_start", 0))
 
 
 def _cell(value: float | None, digits: int) -> str:

@@ -8,7 +8,8 @@ annotation tags that step Order Error, and predicted one when an alert (not retr
   pooled over recordings (`tgml.bench.mistake_bench.Counts`, the counts of ``tgml bench-mistakes``);
 - missing steps: the steps named never done at the end against the steps tagged Missing Step;
 - false alarms: alerts in recordings the annotation calls error-free, per such recording;
-- latency: seconds from the annotated start of a caught step to its first alert.
+- latency: seconds from the annotated start of a caught step to its first alert (negative for an alert that came
+  before the step: right by the rule, which judges steps, not times; `LiveCounts.metrics` counts those).
 
 The same counts of the annotated steps replayed against a graph (`annotated_counts`) are printed beside: what
 perfect recognition would give.
@@ -44,11 +45,15 @@ class LiveCounts:
         return self
 
     def metrics(self) -> dict[str, float | None]:
-        """Percent scores of `Counts.metrics`, false alarms per error-free recording, median and mean latency."""
+        """Percent scores of `Counts.metrics`, false alarms per error-free recording, median and mean latency, and
+        how many right alerts came before their step's annotated start."""
         out = dict(self.counts.metrics())
         out["false_alarms_per_error_free"] = self.false_alarms / self.error_free if self.error_free else None
         out["latency_median_s"] = float(np.median(self.latencies)) if self.latencies else None
         out["latency_mean_s"] = float(np.mean(self.latencies)) if self.latencies else None
+        # A right alert may precede its step (an order-mistake step recognised, wrongly then, before the person did
+        # it): the rule scores steps, not times, so say how many of the catches were early.
+        out["caught_before_start"] = float(sum(t < 0 for t in self.latencies)) if self.latencies else None
         return out
 
 

@@ -361,7 +361,20 @@ def check_output(
         raise InputError(f"{named}: cannot write the {what}: folder {parent} does not exist")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"{named}: cannot write the {what}: folder {existing} is not writable")
+    if not folder and path.is_file() and not replaceable(path):
+        raise InputError(f"{named}: cannot replace the {what}: {path} belongs to another user, in a folder where only "
+                         "a file's owner may replace it (such as /tmp); choose another name")
     return path
+
+
+def replaceable(path: Path) -> bool:
+    """Whether this process may replace the existing file ``path`` by renaming another over it: in a sticky folder
+    (``/tmp``) only the file's owner, the folder's owner or root may (a write that fails only at the end of a run
+    would lose its work)."""
+    if not hasattr(os, "geteuid"):  # no POSIX ownership to check
+        return True
+    folder = path.parent.stat()
+    return not folder.st_mode & stat.S_ISVTX or os.geteuid() in (0, path.stat().st_uid, folder.st_uid)
 
 
 def write_text(path: str | Path, text: str, what: str = "output file", inside: str | Path | None = None) -> Path:
@@ -425,6 +438,18 @@ _FILE_KINDS = (
 
 def _kind(mode: int) -> str:
     return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """Why ``path`` is not a regular file to read, for a message (``"a folder"``, ``"a link to no file"``,
+    ``"a FIFO (named pipe)"``, ``"not found"``...); None when it is one (links followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to no file" if os.path.islink(path) else "not found"
+    except OSError as err:  # a link loop, a name too long...
+        return "a link loop" if err.errno == errno.ELOOP else f"unreadable ({err.strerror or err})"
+    return None if stat.S_ISREG(mode) else _kind(mode)
 
 
 def output_target(path: str | Path, what: str = "output file") -> Path:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,6 +119,34 @@ def test_an_output_that_is_an_input_of_the_run_is_refused(tmp_path: Path) -> Non
     with pytest.raises(InputError, match=r"annotations.json: the graph file would overwrite this input file"):
         check_output(tmp_path / "." / "annotations.json", "graph file", inputs=[None, source])
     assert check_output(tmp_path / "graph.json", "graph file", inputs=[source]) == tmp_path / "graph.json"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0,
+                    reason="needs root, to make a file another user may not replace")
+def test_an_output_another_user_owns_in_a_sticky_folder_is_refused_before_the_run() -> None:
+    # In /tmp a file of someone else's cannot be replaced; found only at the end, the run's work would be lost.
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o1777)
+        theirs = folder / "results.json"
+        theirs.write_text("{}")  # root's
+        pid = os.fork()
+        if pid == 0:  # the child becomes another user (no exec: the package is already imported)
+            code = 4
+            try:
+                os.setuid(65534)
+                check_output(theirs, "results file", option="--json")
+                code = 0
+            except InputError as err:
+                code = 3 if "cannot replace the results file" in str(err) and "another user" in str(err) else 5
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 3
+        assert check_output(theirs, "results file", option="--json") == theirs  # its owner (root) may
+        assert theirs.read_text() == "{}"
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_write_text_is_atomic_and_failures_are_one_line(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -654,6 +654,12 @@ def step_targets(times: np.ndarray, segments: Sequence[TimedSegment], step_ids: 
     ends = np.array([s.end for s in segments], dtype=np.float64)
     classes = np.array([class_of[s.step] for s in segments], dtype=np.int64)
     return segment_targets(np.asarray(times, dtype=np.float64), starts, ends, classes, len(step_ids) + 1)
+
+
+# How far a recording's annotated steps may run past its feature file's last vector when a benchmark or eval reads
+# them: public annotations end past the last whole second a per-second file holds (0.95 s on CaptainCook4D's 17_19)
+# and annotation tools round; a file cut short or read at the wrong rate misses by minutes.
+ANNOTATION_SLACK_S: Final = 5.0
 
 
 def check_segments_fit(segments: Sequence[TimedSegment], duration: float, slack: float, src: str, video: str) -> None:

@@ -234,7 +234,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
     videos: list[ImportedVideo] = []
-    width = 0
+    paths: dict[str, Path] = {}
     for video in annotations.scenario_videos(scenario):
         path = files.get(video.video)
         if path is None:
@@ -243,10 +243,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         segments = tuple(TimedSegment(video.steps[k], start, end) for k, start, end in
                          time_order(video, config.annotations))
         features = read_feature_file(path)
-        if width and features.shape[1] != width:
-            raise InputError(f"{path}: the features are {features.shape[1]} wide, those of {videos[0].name}.npy "
-                             f"{width}: every file must come from the same backbone")
-        width = features.shape[1]
+        paths[video.video] = path
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.
         try:
             check_segments_fit(segments, len(features) / config.rate, 1 / config.rate, config.annotations,
@@ -255,6 +252,12 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
             raise InputError(f"{err}: {path} has {len(features)} vectors, {len(features) / config.rate:.2f} s at "
                              f"--rate {config.rate:g}; is that the rate it was written at?") from None
         videos.append(ImportedVideo(video.video, features, segments))
+    if videos:  # the width most files share is the backbone's: the file named is the odd one, not the first read
+        width = Counter(v.features.shape[1] for v in videos).most_common(1)[0][0]
+        odd = next((v for v in videos if v.features.shape[1] != width), None)
+        if odd is not None:
+            raise InputError(f"{paths[odd.name]}: the features are {odd.features.shape[1]} wide, those of the "
+                             f"folder's other files {width}: every file must come from the same backbone")
     report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
     if not videos:
         raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")

@@ -29,6 +29,7 @@ import torch
 
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
+from graphs.common.files import not_a_file
 from graphs.common.safe_text import first_few
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.feature_import import read_feature_file
@@ -87,9 +88,10 @@ class FeatureFileReader(_FileReader):
         super().__init__(Source("file", str(path), str(path)), config, clock)
         self.path = Path(path)
         self.label = name or f"--features {path}"
-        if not self.path.is_file():
-            what = "a folder" if self.path.is_dir() else "file not found"
-            raise InputError(f"{self.label}: {what}, expected a .npy feature file")
+        why = not_a_file(self.path)
+        if why is not None:
+            raise InputError(f"{self.label}: {'file ' if why == 'not found' else ''}{why}, expected a .npy feature "
+                             "file")
         try:
             self.features = read_feature_file(self.path)  # (T, D) float32
         except InputError as err:
@@ -192,13 +194,17 @@ def feature_files_of(specs: Sequence[str], option: str = "--features") -> dict[s
     for spec in specs:
         path = Path(spec)
         if path.is_dir():
-            files = sorted(p for p in path.glob(f"*{FEATURE_SUFFIX}") if p.is_file())
+            files = sorted(path.glob(f"*{FEATURE_SUFFIX}"))
             if not files:
                 raise InputError(f"{option} {path}: holds no {FEATURE_SUFFIX} feature file")
+            for file in files:  # named like a feature file but none (a folder, a link to nothing): said, not skipped
+                why = not_a_file(file)
+                if why is not None:
+                    raise InputError(f"{option} {path}: {file.name} is {why}, not a feature file")
         elif path.is_file() and is_feature_file(path):
             files = [path]
         else:
-            why = "not a .npy feature file" if path.exists() else "not found"
+            why = "not a .npy feature file" if path.is_file() else (not_a_file(path) or "not a .npy feature file")
             raise InputError(f"{option} {path}: {why} (give .npy feature files or folders of them)")
         for file in files:
             if file.stem in found and found[file.stem] != file:

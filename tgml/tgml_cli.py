@@ -555,10 +555,13 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
     from tgml.bench.live.detector import LiveDetectorSettings
+    from tgml.bench.live.recordings import input_files
     from tgml.bench.live.selection import PRIOR_VARIANTS, VARIANTS
 
+    data = data_folder(args.data)
+    features = Path(args.features) if args.features else None
     if args.json:
-        check_output(args.json, "results file", option="--json")
+        check_output(args.json, "results file", inputs=input_files(data, features), option="--json")
     if args.cache:  # a file there would be found only when the first fold's training is saved, and lost
         check_output(args.cache, "fold cache", folder=True, option="--cache")
     if args.save_graphs:
@@ -566,14 +569,18 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     if args.recipes is not None and not _names(args.recipes):  # an empty $VAR would run every recipe, unasked
         raise InputError(f"--recipes {args.recipes!r}: names no recipe (comma-separated names; leave the option out "
                          "for every recipe)")
-    config = LiveBenchConfig(data_folder(args.data), Path(args.features) if args.features else None, args.folds,
-                             args.seed, LiveDetectorSettings().with_epochs(args.epochs),
+    note_unread_entries(data, features)
+    config = LiveBenchConfig(data, features, args.folds, args.seed, LiveDetectorSettings().with_epochs(args.epochs),
                              CheckerSettings(args.checker, order_rule=args.order_rule),
                              tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None,
                              VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), args.live_graph)
     result = run_live_bench(config, progress=not args.quiet)
+    unsaved: InputError | None = None  # a results file that cannot be written after all: the tables still shown
     if args.json:  # first: the run's work is on disk whatever happens next
-        write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+        try:
+            write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+        except InputError as err:
+            unsaved = err
     if args.save_graphs:
         from graphs.task_graph import TaskGraph, save_graph
 
@@ -587,6 +594,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     for table in live_tables(result):
         wide.print(table)
     print(f"bench-live: {result.seconds:.0f} s")
+    if unsaved is not None:
+        raise unsaved
     if args.json:
         print(f"wrote {args.json}")
     if args.save_graphs:
@@ -602,17 +611,20 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     from graphs.common.safe_text import first_few, printable
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.annotation_file import captaincook_labels
-    from tgml.bench.live.recordings import feature_files
+    from tgml.bench.live.recordings import feature_files, input_files
 
-    check_output(args.out, "annotation file", option="--out")
+    data = data_folder(args.data)
+    features = Path(args.features) if args.features is not None else None
+    check_output(args.out, "annotation file", inputs=input_files(data, features), option="--out")
     recordings: dict[str, str] | None = None  # recording id -> where the user named it
-    if args.features is not None:
-        recordings = {name: str(path) for name, path in feature_files(Path(args.features)).items()}
+    if features is not None:
+        recordings = {name: str(path) for name, path in feature_files(features).items()}
+        note_unread_entries(data, features)
     elif args.recordings is not None:
         recordings = {r: f"--recordings {args.recordings}" for r in _names(args.recordings)}
         if not recordings:
             raise InputError(f"--recordings {args.recordings!r}: names no recording (comma-separated ids)")
-    labels = captaincook_labels(data_folder(args.data), recordings)
+    labels = captaincook_labels(data, recordings)
     write_text(args.out, json.dumps(labels.content, indent=1) + "\n", "annotation file")
     count = sum(len(r) for r in labels.recordings.values())
     recipes = ", ".join(f"{printable(recipe)} ({len(r)})" for recipe, r in labels.recordings.items())
@@ -623,6 +635,20 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
               "is no step of the recording's recipe: "
               + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
                           and_more=", and "))
+
+
+def note_unread_entries(data: Path, features: Path | None) -> None:
+    """Say which entries of the features folder are not ``<recording_id>.npy`` files and so are not read (a
+    sub-folder, an ``.npz``): never a silent skip."""
+    from graphs.common.safe_text import first_few, printable
+    from tgml.bench.live.recordings import features_folder, unread_entries
+
+    folder = features_folder(data, features)
+    unread = unread_entries(folder) if folder.is_dir() else []
+    if unread:
+        print(printable(f"note: --features {folder}: {len(unread)} entr{'y is' if len(unread) == 1 else 'ies are'} "
+                        f"not <recording_id>.npy and not read: {first_few(unread, 5, and_more=', and ')}"),
+              file=sys.stderr)
 
 
 def _names(option: str | None) -> list[str]:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -34,7 +34,7 @@ from graphs.common.safe_text import first_few
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
-from recognition.feature_folders import load_split
+from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -279,12 +279,6 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})",
                              missing))
     return out
-
-
-# How far a recording's annotated steps may run past its feature file's last vector: public annotations end past the
-# last whole second a per-second file holds (0.95 s on CaptainCook4D's 17_19) and annotation tools round; a file cut
-# short or read at the wrong rate misses by minutes.
-ANNOTATION_SLACK_S: Final = 5.0
 
 
 def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annotations: str | None) -> None:
@@ -628,8 +622,10 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         The runs and their scores.
     """
     if config.json_out is not None:
-        check_output(config.json_out, "results file",
-                     inputs=(config.graph, config.detector, config.annotations, config.split), option="--json")
+        features = [f for entry in map(Path, config.features)
+                    for f in (sorted(entry.glob("*.npy")) if entry.is_dir() else [entry])]
+        check_output(config.json_out, "results file", option="--json",
+                     inputs=(config.graph, config.detector, config.annotations, config.split, *features))
     if config.annotate_out is not None:
         check_output(config.annotate_out, "annotated videos folder", folder=True, option="--annotate-out")
     if config.preview:

@@ -101,6 +101,11 @@ def test_files_of_another_width_are_refused(tmp_path: Path, capsys: pytest.Captu
     np.save(root / "npy" / "rec3.npy", np.zeros((60, 7), dtype=np.float32))
     err = cli_error(main, argv(root), capsys)
     assert "rec3.npy: the features are 7 wide" in err and "same backbone" in err
+    # The odd file is named even when it is the first read: the width most files share is the backbone's.
+    np.save(root / "npy" / "rec3.npy", np.load(root / "npy" / "rec2.npy"))
+    np.save(root / "npy" / "rec1.npy", np.zeros((60, 7), dtype=np.float32))
+    err = cli_error(main, argv(root), capsys)
+    assert "rec1.npy: the features are 7 wide, those of the folder's other files" in err
 
 
 def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

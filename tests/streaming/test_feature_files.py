@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,15 @@ def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mista
     wrong = [a for a in videos["test_wrong"]["alerts"] if not a["retracted"]]
     assert [a["step"] for a in wrong] == [1]  # take_part, done before open_box, its pre-condition
     assert not [a for a in videos["test_ok"]["alerts"] if not a["retracted"]]
+
+
+def test_a_results_file_that_would_overwrite_a_feature_file_is_refused_before_the_run(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = trained / "npy" / "test_ok.npy"
+    before = target.read_bytes()
+    err = cli_error(stream_detect, eval_argv(trained, "--json", str(target)), capsys)
+    assert "--json" in err and "test_ok.npy: the results file would overwrite this input file" in err
+    assert target.read_bytes() == before
 
 
 def test_a_feature_file_with_nan_is_refused_naming_it(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -248,6 +258,27 @@ def test_bad_live_feature_sources_are_refused_before_the_run(trained: Path, caps
     argv = ["--features", str(trained / "npy" / "test_ok.npy"), "--graph", str(trained / "graph.json"),
             "--detector", str(trained / "detector.pt"), "--fast", "--jsonl", *extra]
     assert why in cli_error(stream_detect, argv, capsys)
+
+
+def test_entries_named_like_feature_files_that_are_none_are_named(trained: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # A folder, a link to nothing or a FIFO named <video>.npy is said to be one, not "no feature file" or "not found".
+    folder = tmp_path / "npy"
+    shutil.copytree(trained / "npy", folder)
+    (folder / "test_ok.npy").unlink()
+    (folder / "test_ok.npy").symlink_to(tmp_path / "gone.npy")
+    err = cli_error(stream_detect, eval_argv(trained) + ["--features", str(folder)], capsys)
+    assert err.endswith("test_ok.npy is a link to no file, not a feature file")
+    (folder / "test_ok.npy").unlink()
+    (folder / "test_ok.npy").mkdir()
+    assert cli_error(stream_detect, eval_argv(trained) + ["--features", str(folder)], capsys).endswith(
+        "test_ok.npy is a folder, not a feature file")
+    fifo = tmp_path / "live.npy"
+    os.mkfifo(fifo)
+    argv = ["--features", str(fifo), "--graph", str(trained / "graph.json"), "--detector",
+            str(trained / "detector.pt"), "--fast", "--jsonl"]
+    err = cli_error(stream_detect, argv, capsys)
+    assert err == f"error: --features {fifo}: a FIFO (named pipe), expected a .npy feature file"
 
 
 def test_a_live_feature_file_with_nan_or_another_width_is_refused(trained: Path, tmp_path: Path,

@@ -191,6 +191,79 @@ def test_nan_or_infinite_features_are_refused_naming_the_file(
     assert str(bad) in err and "hold NaN or infinite values (first in row 7)" in err
 
 
+def data_copy(data_dir: Path, tmp_path: Path) -> Path:
+    """A writable copy of the data folder's CaptainCook4D files (the features stay where they are)."""
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir / "captaincook4d", copy / "captaincook4d")
+    return copy
+
+
+def test_an_output_that_would_overwrite_an_input_is_refused_before_any_work(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --json or --out naming a feature file or the data set's own annotations would replace them with the results.
+    data, features = data_copy(data_dir, tmp_path), subset(data_dir, tmp_path, 4)
+    victims = [data / "captaincook4d" / "error_annotations.json", data / "captaincook4d" / "ground_truth_task_graphs"
+               / f"{RECIPE}.json", next(features.glob("*.npy"))]
+    before = [v.read_bytes() for v in victims]
+    for victim in victims:
+        err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features), "--json", str(victim)],
+                        capsys)
+        assert err.startswith(f"error: --json {victim}: the results file would overwrite this input file")
+        err = cli_error(main, ["captaincook-labels", "--data", str(data), "--features", str(features), "--out",
+                               str(victim)], capsys)
+        assert err.startswith(f"error: --out {victim}: the annotation file would overwrite this input file")
+    assert [v.read_bytes() for v in victims] == before
+
+
+def test_a_features_file_that_ends_before_its_annotated_steps_is_refused_naming_it(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every other row (features at 0.5 per second read at one): the later steps would be labelled background.
+    features = subset(data_dir, tmp_path, 4)
+    halved = next(features.glob("*.npy"))
+    np.save(halved, np.load(halved)[::2])
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features)], capsys)
+    assert err.startswith(f"error: {halved}: covers ") and "a file cut short, or features at another rate?" in err
+
+
+def test_a_fold_whose_data_cannot_be_scored_is_named_with_its_recordings(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An edited annotation file with no step left in some recordings: the message says which fold, not only what.
+    data, features = data_copy(data_dir, tmp_path), subset(data_dir, tmp_path, 4)
+    path = data / "captaincook4d" / "error_annotations.json"
+    raw = json.loads(path.read_text())
+    for entry in raw:
+        if (features / f"{entry['recording_id']}.npy").exists():
+            entry["step_annotations"] = []
+    path.write_text(json.dumps(raw))
+    err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features), "--folds", "2", "--epochs",
+                           "1", "--workers", "1", "--quiet"], capsys)
+    assert err.startswith(f"error: {RECIPE}, fold 1 of 2 (trained on ")
+    assert err.endswith("have no annotated step, so their recognition cannot be scored")
+
+
+def test_entries_of_a_features_folder_that_are_not_features_files_are_named(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    first = next(features.glob("*.npy"))
+    (features / "sub").mkdir()
+    np.savez(features / "extra.npz", x=np.zeros(3))
+    first.rename(first.with_suffix(".NPY"))  # read all the same: the suffix in any case
+    out = tmp_path / "labels.json"
+    assert main(["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "wrote" in captured.out and "4 recordings" in captured.out
+    assert f"note: --features {features}: 2 entries are not <recording_id>.npy and not read: extra.npz, sub/" in (
+        captured.err)
+    (features / "folder.npy").mkdir()  # named like a features file, but not one: refused, not taken for a recording
+    err = cli_error(main, ["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out",
+                           str(out)], capsys)
+    assert err == f"error: {features / 'folder.npy'}: not a features file (a folder)"
+
+
 def test_a_recording_with_no_annotation_is_refused_naming_it(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

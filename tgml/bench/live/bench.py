@@ -55,6 +55,7 @@ from rich.table import Table
 from graphs.annotations import Annotations, TrainingVideos
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
+from graphs.common.safe_text import first_few
 from graphs.precision_recall import NOT_MEASURED
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
@@ -365,10 +366,33 @@ def fold_job(
 
     Returns:
         The `FoldOutcome`.
+
+    Raises:
+        InputError: what the fold's data cannot give (no validation recording showing a step...), naming the fold
+            and its training recordings.
     """
+    try:
+        return _run_fold(recipe, recordings, fold_of, fold, annotations, config)
+    except InputError as err:
+        train = [r.recording_id for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+        raise InputError(f"{recipe.scenario}, fold {fold + 1} of {config.folds} (trained on "
+                         f"{first_few(train, 6)}): {err}") from None
+
+
+def _run_fold(
+    recipe: Recipe,
+    recordings: list[LiveRecording],
+    fold_of: list[int],
+    fold: int,
+    annotations: Annotations,
+    config: LiveBenchConfig,
+) -> FoldOutcome:
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
     train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+    if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
+        raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
+                         "step, so their recognition cannot be scored")
     settings = config.detector.with_epochs(None, config.seed)
     key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
     trained = load_fold(config.cache, key) if config.cache is not None else None

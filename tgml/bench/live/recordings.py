@@ -22,9 +22,10 @@ import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
 from graphs.common.errors import InputError
-from graphs.common.files import read_json
+from graphs.common.files import not_a_file, read_json
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
+from recognition.feature_folders import ANNOTATION_SLACK_S
 from recognition.feature_import import read_feature_file
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations
@@ -149,10 +150,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     """
     data_dir = Path(data_dir)
     cc = captaincook_dir(data_dir)
-    if features_dir is None:
-        root = cc.parent if cc != data_dir else data_dir
-        features_dir = root / FEATURES_SUBFOLDER
-    features_dir = Path(features_dir)
+    features_dir = features_folder(data_dir, features_dir)
     files = feature_files(features_dir)
     activity = recording_activities(cc)
     if not any(name in activity for name in files):
@@ -168,6 +166,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     for name, path in files.items():
         annotation = by_id[name]
         features = read_feature_file(path)  # all checked before any training: a bad file costs no work
+        check_covers_steps(path, len(features), annotation, cc / ERROR_ANNOTATIONS)
         recipe = recipes[annotation.scenario]
         recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
                                         second_labels(annotation, recipe.step_ids, len(features)), features))
@@ -181,13 +180,24 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     return LiveData(cc, features_dir, recipes, tuple(recordings), annotations, width)
 
 
+def check_covers_steps(path: Path, vectors: int, annotation: ErrorRecording, annotations: Path) -> None:
+    """Refuse a features file that ends before its recording's annotated steps do (beyond `ANNOTATION_SLACK_S` and
+    one vector), as eval and import do: a file cut short, or features at another rate than one a second, would
+    label every later second background and score every later step as missed."""
+    last = max((p.end for p in annotation.performed), default=0.0)
+    covered = vectors / FPS
+    if last > covered + ANNOTATION_SLACK_S + 1 / FPS:
+        raise InputError(f"{path}: covers {covered:.0f} s at one vector a second, but its annotated steps in "
+                         f"{annotations} run to {last:.1f} s (a file cut short, or features at another rate?)")
+
+
 def captaincook_dir(data_dir: Path) -> Path:
     """The ``captaincook4d`` folder of ``--data`` (the data folder holding it, or the folder itself).
 
     Raises:
         InputError: neither holds the graph-generation annotations.
     """
-    cc = data_dir / "captaincook4d" if (data_dir / "captaincook4d").is_dir() else data_dir
+    cc = _captaincook(data_dir)
     if not (cc / ANNOTATIONS).is_file():
         raise InputError(f"--data {data_dir}: not a CaptainCook4D data folder (no captaincook4d/{ANNOTATIONS})")
     return cc
@@ -197,15 +207,56 @@ def feature_files(folder: Path) -> dict[str, Path]:
     """``{recording_id: file}`` of a features folder's ``<recording_id>.npy`` files, in name order.
 
     Raises:
-        InputError: the folder is missing, is a file, or holds no ``.npy`` file.
+        InputError: the folder is missing, is a file, or holds no ``.npy`` file; an entry named like one is no file.
     """
     if not folder.is_dir():
         why = "a file, expected a folder of <recording_id>.npy files" if folder.exists() else "folder not found"
         raise InputError(f"--features {folder}: {why}")
-    files = {p.stem: p for p in sorted(folder.glob("*.npy"))}
+    files = {p.stem: p for p in sorted(folder.iterdir()) if is_npy_name(p)}
     if not files:
         raise InputError(f"--features {folder}: no .npy features file (one <recording_id>.npy per recording)")
+    for path in files.values():  # a folder, a link to nothing, a FIFO: named now, not taken for a recording
+        odd = not_a_file(path)
+        if odd is not None:
+            raise InputError(f"{path}: not a features file ({odd})")
     return files
+
+
+def is_npy_name(path: Path) -> bool:
+    """``path`` is named like a features file: ``<recording_id>.npy``, the suffix in any case (``1_36.NPY``)."""
+    return path.suffix.lower() == ".npy" and path.stem != ""
+
+
+def unread_entries(folder: Path) -> list[str]:
+    """The names in a features folder that are not ``<recording_id>.npy`` files (sub-folders, ``.npz``...), which
+    `feature_files` does not read: said, never skipped in silence."""
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not is_npy_name(p))
+
+
+def features_folder(data_dir: Path, features_dir: Path | None = None) -> Path:
+    """The features folder a run reads: ``features_dir``, or the data set's (``captaincook4d-pe/features`` beside
+    ``captaincook4d/``)."""
+    if features_dir is not None:
+        return Path(features_dir)
+    cc = _captaincook(data_dir)
+    return (cc.parent if cc != data_dir else data_dir) / FEATURES_SUBFOLDER
+
+
+def _captaincook(data_dir: Path) -> Path:
+    return data_dir / "captaincook4d" if (data_dir / "captaincook4d").is_dir() else data_dir
+
+
+def input_files(data_dir: Path, features_dir: Path | None = None) -> list[Path]:
+    """The files of the data folder and the features folder that `load_live_data` reads (those that exist), for
+    refusing an output that would overwrite one of them."""
+    cc = _captaincook(data_dir)
+    features_dir = features_folder(data_dir, features_dir)
+    read = [cc / ANNOTATIONS, cc / ERROR_ANNOTATIONS]
+    if (cc / GT_FOLDER).is_dir():
+        read += sorted((cc / GT_FOLDER).glob("*.json"))
+    if features_dir.is_dir():
+        read += [p for p in sorted(features_dir.iterdir()) if is_npy_name(p)]
+    return [p for p in read if p.is_file()]
 
 
 def annotated_recordings(cc: Path, activity: Mapping[str, object], named: Mapping[str, str]) -> tuple[

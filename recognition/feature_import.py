@@ -35,7 +35,7 @@ import numpy as np
 from graphs.annotations import choose_scenario, load_annotations, time_order
 from graphs.common.array_files import read_npy
 from graphs.common.errors import InputError
-from graphs.common.files import check_output
+from graphs.common.files import check_output, not_a_file
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
@@ -201,8 +201,13 @@ def feature_files(folder: str | Path, option: str = "--features") -> dict[str, P
     """
     root = Path(folder)
     if not root.is_dir():
-        raise InputError(f"{option} {root}: folder not found")
-    found = {path.stem: path for path in sorted(root.glob("*.npy")) if path.is_file()}
+        why = "a file, expected a folder of <video>.npy files" if root.exists() else "folder not found"
+        raise InputError(f"{option} {root}: {why}")
+    found = {path.stem: path for path in sorted(root.glob("*.npy"))}
+    for path in found.values():  # named like a feature file but none: said, not counted as a missing recording
+        odd = not_a_file(path)
+        if odd is not None:
+            raise InputError(f"{option} {root}: {path.name} is {odd}, not a feature file")
     if not found:
         raise InputError(f"{option} {root}: holds no .npy feature file (one <video>.npy per recording)")
     return found

@@ -108,6 +108,17 @@ def test_files_of_another_width_are_refused(tmp_path: Path, capsys: pytest.Captu
     assert "rec1.npy: the features are 7 wide, those of the folder's other files" in err
 
 
+def test_a_features_option_that_is_no_folder_of_feature_files_says_what_it_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    one = root / "npy" / "rec0.npy"
+    err = cli_error(main, argv(root) + ["--features", str(one)], capsys)
+    assert err.endswith(f"--features {one}: a file, expected a folder of <video>.npy files")
+    one.unlink()
+    one.mkdir()  # named like rec0's features: said to be a folder, not counted as a recording without features
+    assert cli_error(main, argv(root), capsys).endswith("rec0.npy is a folder, not a feature file")
+
+
 def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_recordings(tmp_path)
     np.save(root / "npy" / "stray.npy", np.zeros((60, 6), dtype=np.float32))

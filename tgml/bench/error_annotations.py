@@ -112,6 +112,23 @@ class ErrorAnnotations:
         return tuple((r.recording_id, name) for r in self.recordings for name in r.untimely)
 
 
+def recording_entries(path: Path) -> list[dict[str, Any]]:
+    """The recordings of an error annotations file, each checked to be an object with a string ``recording_id``.
+
+    Raises:
+        InputError: naming the file and the entry at fault.
+    """
+    data = read_json(path, "error annotations file")
+    if not isinstance(data, list) or not data:
+        raise InputError(f"{path}: expected a JSON list of recordings {{'recording_id', 'activity_id', "
+                         f"'step_annotations'}} (CaptainCook4D's error_annotations.json), got {type(data).__name__}")
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            raise InputError(f"{path}: recording {i}: expected an object, got {type(entry).__name__}")
+        _field(entry, "recording_id", str, f"{path}: recording {i}")
+    return data
+
+
 def _field(entry: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = entry.get(key)
     if value is None or not isinstance(value, kind) or isinstance(value, bool):
@@ -159,17 +176,11 @@ def load_error_annotations(
         procedure without a graph is refused with one `InputError` naming the file, recording and field.
     """
     path = Path(path)
-    data = read_json(path, "error annotations file")
-    if not isinstance(data, list) or not data:
-        raise InputError(f"{path}: expected a JSON list of recordings {{'recording_id', 'activity_id', "
-                         f"'step_annotations'}} (CaptainCook4D's error_annotations.json), got {type(data).__name__}")
     recordings = []
     seen: set[str] = set()
     training = 0
-    for i, entry in enumerate(data):
-        if not isinstance(entry, dict):
-            raise InputError(f"{path}: recording {i}: expected an object, got {type(entry).__name__}")
-        rid = _field(entry, "recording_id", str, f"{path}: recording {i}")
+    for entry in recording_entries(path):
+        rid = entry["recording_id"]
         where = f"{path}: recording {rid}"
         if rid in seen:
             raise InputError(f"{where}: listed twice")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +199,16 @@ def data_copy(data_dir: Path, tmp_path: Path) -> Path:
     return copy
 
 
+def edited_errors(data_dir: Path, tmp_path: Path, edit: Callable[[list[dict]], object]) -> tuple[Path, Path]:
+    """`data_copy` with its error annotations edited in place by ``edit``; the copy and the edited file."""
+    data = data_copy(data_dir, tmp_path)
+    path = data / "captaincook4d" / "error_annotations.json"
+    raw = json.loads(path.read_text())
+    edit(raw)
+    path.write_text(json.dumps(raw))
+    return data, path
+
+
 def test_an_output_that_would_overwrite_an_input_is_refused_before_any_work(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -231,17 +242,27 @@ def test_a_fold_whose_data_cannot_be_scored_is_named_with_its_recordings(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # An edited annotation file with no step left in some recordings: the message says which fold, not only what.
-    data, features = data_copy(data_dir, tmp_path), subset(data_dir, tmp_path, 4)
-    path = data / "captaincook4d" / "error_annotations.json"
-    raw = json.loads(path.read_text())
-    for entry in raw:
-        if (features / f"{entry['recording_id']}.npy").exists():
-            entry["step_annotations"] = []
-    path.write_text(json.dumps(raw))
+    features = subset(data_dir, tmp_path, 4)
+
+    def no_steps(raw: list[dict]) -> None:
+        for entry in raw:
+            if (features / f"{entry['recording_id']}.npy").exists():
+                entry["step_annotations"] = []
+
+    data, _ = edited_errors(data_dir, tmp_path, no_steps)
     err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features), "--folds", "2", "--epochs",
                            "1", "--workers", "1", "--quiet"], capsys)
     assert err.startswith(f"error: {RECIPE}, fold 1 of 2 (trained on ")
     assert err.endswith("have no annotated step, so their recognition cannot be scored")
+
+
+def test_a_damaged_entry_of_the_error_annotations_is_named_not_a_features_file(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    data, path = edited_errors(data_dir, tmp_path, lambda raw: raw[3].pop("recording_id"))
+    err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features)], capsys)
+    assert err == f"error: {path}: recording 3: field 'recording_id' = None: expected a string"
 
 
 def test_entries_of_a_features_folder_that_are_not_features_files_are_named(

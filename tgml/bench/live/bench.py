@@ -43,7 +43,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -352,6 +353,17 @@ class FoldOutcome:
     kept_epoch: int
 
 
+@contextmanager
+def fold_named(recipe: str, fold: int, folds: int, train: Sequence[LiveRecording]) -> Iterator[None]:
+    """An `InputError` raised inside names the fold and its training recordings: "no validation video shows an
+    annotated key-step" alone does not say which of 18 folds, or which recordings, to look at."""
+    try:
+        yield
+    except InputError as err:
+        raise InputError(f"{recipe}, fold {fold + 1} of {folds} (trained on "
+                         f"{first_few([r.recording_id for r in train], 6)}): {err}") from None
+
+
 def fold_job(
     recipe: Recipe,
     recordings: list[LiveRecording],
@@ -369,78 +381,63 @@ def fold_job(
 
     Raises:
         InputError: what the fold's data cannot give (no validation recording showing a step...), naming the fold
-            and its training recordings.
+            and its training recordings (`fold_named`).
     """
-    try:
-        return _run_fold(recipe, recordings, fold_of, fold, annotations, config)
-    except InputError as err:
-        train = [r.recording_id for r, f in zip(recordings, fold_of, strict=True) if f != fold]
-        raise InputError(f"{recipe.scenario}, fold {fold + 1} of {config.folds} (trained on "
-                         f"{first_few(train, 6)}): {err}") from None
-
-
-def _run_fold(
-    recipe: Recipe,
-    recordings: list[LiveRecording],
-    fold_of: list[int],
-    fold: int,
-    annotations: Annotations,
-    config: LiveBenchConfig,
-) -> FoldOutcome:
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
     train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
-    if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
-        raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
-                         "step, so their recognition cannot be scored")
-    settings = config.detector.with_epochs(None, config.seed)
-    key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
-    trained = load_fold(config.cache, key) if config.cache is not None else None
-    if trained is None:
-        trained = train_fold(recipe, train, test, annotations, settings, config.seed)
-        if config.cache is not None:
-            save_fold(config.cache, key, trained)
-    fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
-    if config.live_graph == "observed" and trained.observed is None:
-        observed = observed_graphs(recipe, fitting, trained.validation_outputs, TaskGraph.from_dict(trained.graph),
-                                   TaskGraph.from_dict(trained.val_graph), settings, config.seed)
-        if observed is not None:
-            trained = dataclasses.replace(trained, observed=observed)
+    with fold_named(recipe.scenario, fold, config.folds, train):
+        if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
+            raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
+                             "step, so their recognition cannot be scored")
+        settings = config.detector.with_epochs(None, config.seed)
+        key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
+        trained = load_fold(config.cache, key) if config.cache is not None else None
+        if trained is None:
+            trained = train_fold(recipe, train, test, annotations, settings, config.seed)
             if config.cache is not None:
                 save_fold(config.cache, key, trained)
-    # The graphs the chain checks against; None: the learned ones as they are.
-    live = trained.observed if config.live_graph == "observed" else None
-    checked = trained.graph if live is None else live.graph
-    val_graph = TaskGraph.from_dict(trained.val_graph if live is None else live.val_graph)
-    classes = recipe.class_step_ids
-    names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
-    tests, validation = [], []
-    labels = [r.labels for r in fitting]
-    prior = fit_position_prior(labels, len(classes), FPS)
-    # Key-steps' usual durations on the same recordings (background keeps the variant's common length).
-    durations = np.where([s is None for s in classes], np.nan, class_durations(labels, len(classes), FPS))
-    for index, variant in enumerate(config.variants):
-        segmenter = variant.config(settings.segmenter, durations)
-        weight = variant.prior_weight
-        width = None if variant.done_state else len(classes)  # without done states: the class probabilities only
-        fused = {k: (fuse_outputs(prior, out[:, :width], len(classes), weight), y)
-                 for k, (out, y) in trained.trainer_validation.items()}
-        calibrating = dataclasses.replace(settings, segmenter=segmenter)
-        evidence = calibrate(recipe, fused, calibrating)
+        fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
+        if config.live_graph == "observed" and trained.observed is None:
+            observed = observed_graphs(recipe, fitting, trained.validation_outputs, TaskGraph.from_dict(trained.graph),
+                                       TaskGraph.from_dict(trained.val_graph), settings, config.seed)
+            if observed is not None:
+                trained = dataclasses.replace(trained, observed=observed)
+                if config.cache is not None:
+                    save_fold(config.cache, key, trained)
+        # The graphs the chain checks against; None: the learned ones as they are.
+        live = trained.observed if config.live_graph == "observed" else None
+        checked = trained.graph if live is None else live.graph
+        val_graph = TaskGraph.from_dict(trained.val_graph if live is None else live.val_graph)
+        classes = recipe.class_step_ids
+        names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
+        tests, validation = [], []
+        labels = [r.labels for r in fitting]
+        prior = fit_position_prior(labels, len(classes), FPS)
+        # Key-steps' usual durations on the same recordings (background keeps the variant's common length).
+        durations = np.where([s is None for s in classes], np.nan, class_durations(labels, len(classes), FPS))
+        for index, variant in enumerate(config.variants):
+            segmenter = variant.config(settings.segmenter, durations)
+            weight = variant.prior_weight
+            width = None if variant.done_state else len(classes)  # without done states: the class probabilities only
+            fused = {k: (fuse_outputs(prior, out[:, :width], len(classes), weight), y)
+                     for k, (out, y) in trained.trainer_validation.items()}
+            calibrating = dataclasses.replace(settings, segmenter=segmenter)
+            evidence = calibrate(recipe, fused, calibrating)
 
-        def detect(outputs: np.ndarray, model: EvidenceModel) -> DetectorRun:
-            outputs = fuse_outputs(prior, outputs[:, :width], len(classes), weight)  # noqa: B023 (used at once)
-            return segment_outputs(outputs, classes, segmenter, model, variant.once)  # noqa: B023 (used at once)
+            def detect(outputs: np.ndarray, model: EvidenceModel) -> DetectorRun:
+                outputs = fuse_outputs(prior, outputs[:, :width], len(classes), weight)  # noqa: B023 (used at once)
+                return segment_outputs(outputs, classes, segmenter, model, variant.once)  # noqa: B023 (used at once)
 
-        tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id], evidence)) for r in test])
-        held_out = cross_fitted(fused, lambda others: calibrate(recipe, others, calibrating), evidence)  # noqa: B023
-        for r in train:
-            if r.recording_id in trained.validation_outputs:
-                run = detect(trained.validation_outputs[r.recording_id], held_out[r.recording_id])
-                run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
-                validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
-                                                val_graph, index))
-    return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
+            tests.append([(r.recording_id, detect(trained.test_outputs[r.recording_id], evidence)) for r in test])
+            held_out = cross_fitted(fused, lambda others: calibrate(recipe, others, calibrating), evidence)  # noqa: B023
+            for r in train:
+                if r.recording_id in trained.validation_outputs:
+                    run = detect(trained.validation_outputs[r.recording_id], held_out[r.recording_id])
+                    run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
+                    validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
+                                                    val_graph, index))
+        return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
 
 
 def fuse_outputs(prior: PositionPrior, outputs: np.ndarray, classes: int, weight: float) -> np.ndarray:

@@ -28,7 +28,7 @@ from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
 from recognition.feature_import import read_feature_file
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
-from tgml.bench.error_annotations import ErrorRecording, load_error_annotations
+from tgml.bench.error_annotations import ErrorRecording, load_error_annotations, recording_entries
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
 
 FEATURES_SUBFOLDER: Final = Path("captaincook4d-pe") / "features"
@@ -297,10 +297,7 @@ def annotated_recordings(cc: Path, activity: Mapping[str, object], named: Mappin
 
 def recording_activities(cc: Path) -> dict[str, object]:
     """``{recording_id: activity_id}`` of every recording of the error annotations."""
-    raw = read_json(cc / ERROR_ANNOTATIONS, "error annotations file")
-    if not isinstance(raw, list):
-        raise InputError(f"{cc / ERROR_ANNOTATIONS}: expected a JSON list of recordings")
-    return {str(e.get("recording_id")): e.get("activity_id") for e in raw if isinstance(e, dict)}
+    return {e["recording_id"]: e.get("activity_id") for e in recording_entries(cc / ERROR_ANNOTATIONS)}
 
 
 def activity_scenarios(cc: Path) -> dict[object, str]:

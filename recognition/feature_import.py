@@ -193,24 +193,35 @@ class ImportReport:
         return "\n".join(printable(line) for line in lines)
 
 
-def feature_files(folder: str | Path, option: str = "--features") -> dict[str, Path]:
-    """The ``<video>.npy`` files of a folder, by video name.
+def feature_files(folder: str | Path, option: str = "--features", name: str = "video") -> dict[str, Path]:
+    """The ``<video>.npy`` files of a folder (the suffix in any case: ``1_36.NPY``), by video name.
+
+    Args:
+        folder: the folder.
+        option: the option that named it, for the messages.
+        name: what a file is named after (``"video"``, ``"recording_id"``), for the messages.
 
     Raises:
-        InputError: the folder is missing or holds no ``.npy`` file.
+        InputError: the folder is missing or holds no ``.npy`` file; an entry named like one is no file (a folder, a
+            link to no file), said rather than counted as a recording without features.
     """
     root = Path(folder)
     if not root.is_dir():
-        why = "a file, expected a folder of <video>.npy files" if root.exists() else "folder not found"
+        why = f"a file, expected a folder of <{name}>.npy files" if root.exists() else "folder not found"
         raise InputError(f"{option} {root}: {why}")
-    found = {path.stem: path for path in sorted(root.glob("*.npy"))}
-    for path in found.values():  # named like a feature file but none: said, not counted as a missing recording
+    found = {path.stem: path for path in sorted(root.iterdir()) if is_npy_name(path)}
+    for path in found.values():
         odd = not_a_file(path)
         if odd is not None:
             raise InputError(f"{option} {root}: {path.name} is {odd}, not a feature file")
     if not found:
-        raise InputError(f"{option} {root}: holds no .npy feature file (one <video>.npy per recording)")
+        raise InputError(f"{option} {root}: holds no .npy feature file (one <{name}>.npy per recording)")
     return found
+
+
+def is_npy_name(path: Path) -> bool:
+    """``path`` is named like a feature file: ``<name>.npy``, the suffix in any case."""
+    return path.suffix.lower() == ".npy" and path.stem != ""
 
 
 def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[int, ...], tuple[str, ...],

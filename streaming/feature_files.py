@@ -32,7 +32,7 @@ from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
 from graphs.common.safe_text import first_few
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.feature_import import read_feature_file
+from recognition.feature_import import feature_files, read_feature_file
 from recognition.model import MiniROAD
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor
@@ -194,13 +194,7 @@ def feature_files_of(specs: Sequence[str], option: str = "--features") -> dict[s
     for spec in specs:
         path = Path(spec)
         if path.is_dir():
-            files = sorted(path.glob(f"*{FEATURE_SUFFIX}"))
-            if not files:
-                raise InputError(f"{option} {path}: holds no {FEATURE_SUFFIX} feature file")
-            for file in files:  # named like a feature file but none (a folder, a link to nothing): said, not skipped
-                why = not_a_file(file)
-                if why is not None:
-                    raise InputError(f"{option} {path}: {file.name} is {why}, not a feature file")
+            files = list(feature_files(path, option).values())
         elif path.is_file() and is_feature_file(path):
             files = [path]
         else:

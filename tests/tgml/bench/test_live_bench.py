@@ -282,7 +282,7 @@ def test_entries_of_a_features_folder_that_are_not_features_files_are_named(
     (features / "folder.npy").mkdir()  # named like a features file, but not one: refused, not taken for a recording
     err = cli_error(main, ["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out",
                            str(out)], capsys)
-    assert err == f"error: {features / 'folder.npy'}: not a features file (a folder)"
+    assert err == f"error: --features {features}: folder.npy is a folder, not a feature file"
 
 
 def test_a_recording_with_no_annotation_is_refused_naming_it(

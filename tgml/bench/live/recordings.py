@@ -22,11 +22,12 @@ import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
 from graphs.common.errors import InputError
-from graphs.common.files import not_a_file, read_json
+from graphs.common.files import read_json
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
-from recognition.feature_import import read_feature_file
+from recognition.feature_import import feature_files as import_feature_files
+from recognition.feature_import import is_npy_name, read_feature_file
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations, recording_entries
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
@@ -204,27 +205,13 @@ def captaincook_dir(data_dir: Path) -> Path:
 
 
 def feature_files(folder: Path) -> dict[str, Path]:
-    """``{recording_id: file}`` of a features folder's ``<recording_id>.npy`` files, in name order.
+    """``{recording_id: file}`` of a features folder's ``<recording_id>.npy`` files, in name order
+    (`recognition.feature_import.feature_files`).
 
     Raises:
         InputError: the folder is missing, is a file, or holds no ``.npy`` file; an entry named like one is no file.
     """
-    if not folder.is_dir():
-        why = "a file, expected a folder of <recording_id>.npy files" if folder.exists() else "folder not found"
-        raise InputError(f"--features {folder}: {why}")
-    files = {p.stem: p for p in sorted(folder.iterdir()) if is_npy_name(p)}
-    if not files:
-        raise InputError(f"--features {folder}: no .npy features file (one <recording_id>.npy per recording)")
-    for path in files.values():  # a folder, a link to nothing, a FIFO: named now, not taken for a recording
-        odd = not_a_file(path)
-        if odd is not None:
-            raise InputError(f"{path}: not a features file ({odd})")
-    return files
-
-
-def is_npy_name(path: Path) -> bool:
-    """``path`` is named like a features file: ``<recording_id>.npy``, the suffix in any case (``1_36.NPY``)."""
-    return path.suffix.lower() == ".npy" and path.stem != ""
+    return import_feature_files(folder, name="recording_id")
 
 
 def unread_entries(folder: Path) -> list[str]:

@@ -35,6 +35,7 @@ from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
+from recognition.feature_import import is_npy_name
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -623,7 +624,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     """
     if config.json_out is not None:
         features = [f for entry in map(Path, config.features)
-                    for f in (sorted(entry.glob("*.npy")) if entry.is_dir() else [entry])]
+                    for f in ([p for p in entry.iterdir() if is_npy_name(p)] if entry.is_dir() else [entry])]
         check_output(config.json_out, "results file", option="--json",
                      inputs=(config.graph, config.detector, config.annotations, config.split, *features))
     if config.annotate_out is not None:

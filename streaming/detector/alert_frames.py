@@ -33,8 +33,22 @@ JPEG_QUALITY = 85
 
 
 def stream_folder(root: str | Path, stream_id: str) -> Path:
-    """The folder of one stream's frames: ``root / quote(stream_id, safe='')``."""
-    return Path(root) / urllib.parse.quote(stream_id, safe="")
+    """The folder of one stream's frames: ``root / quote(stream_id, safe='')``.
+
+    Raises:
+        InputError: a stream id of ``.`` or ``..``, which the wire allows but quoting leaves as they are: its frames
+            would go into ``root`` or above it, and the bound would delete files there.
+    """
+    name = urllib.parse.quote(stream_id, safe="")
+    if name in (".", ".."):
+        raise InputError(f"--stream-id {stream_id!r}: with --alert-frames it would name the folder itself or the one "
+                         "above; give the stream another id")
+    return Path(root) / name
+
+
+def is_frame_file(path: Path) -> bool:
+    """``path`` is named as `frame_name` names a key-step's frame (``<ms>.jpg``): the only files the bound deletes."""
+    return path.suffix == ".jpg" and path.stem.lstrip("-").isdigit()
 
 
 def frame_name(start: float) -> str:
@@ -132,8 +146,9 @@ class StreamFrames:
         self.keep = keep
         self._writer = writer
         self._frame: np.ndarray | None = None
-        # Files already there from an earlier run count towards the bound, oldest (smallest time) first.
-        old = sorted(folder.glob("*.jpg"), key=lambda p: (len(p.stem), p.stem))
+        # Files already there from an earlier run count towards the bound, oldest (smallest time) first; a file this
+        # class did not name (a photo someone put there) is never counted, so never deleted.
+        old = sorted((p for p in folder.glob("*.jpg") if is_frame_file(p)), key=lambda p: int(p.stem))
         self._files: deque[Path] = deque(old)
 
     def seen(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:

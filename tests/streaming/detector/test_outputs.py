@@ -94,3 +94,28 @@ def test_an_alert_frames_folder_that_cannot_be_made_is_one_error_line(
     line = cli_error(main, ["detector", "--video", "demo", "--fast", "--alert-frames", str(blocker / "sub"),
                             "--connect", "tcp://127.0.0.1:9"], capsys)
     assert "--alert-frames" in line
+
+
+@pytest.mark.parametrize("stream_id", [".", ".."])
+def test_a_stream_id_naming_a_folder_is_refused_with_alert_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stream_id: str
+) -> None:
+    # Quoting leaves '.' and '..' as they are: the frames would land in the folder itself or above it.
+    keepsake = tmp_path / "holiday.jpg"
+    keepsake.write_bytes(b"a photo")
+    line = cli_error(main, ["--video", "demo", "--fast", "--jsonl", "--stream-id", stream_id, "--alert-frames",
+                            str(tmp_path / "frames")], capsys)
+    assert line.startswith(f"error: --stream-id '{stream_id}': with --alert-frames it would name the folder")
+    assert keepsake.read_bytes() == b"a photo"
+
+
+def test_the_bound_deletes_only_the_frames_it_wrote(tmp_path: Path) -> None:
+    folder = stream_folder(tmp_path, "cam0")
+    folder.mkdir()
+    (folder / "holiday.jpg").write_bytes(b"a photo")  # not a <ms>.jpg: never counted, never deleted
+    (folder / "500.jpg").write_bytes(b"an older run's frame")
+    with AlertFrames(tmp_path, keep=1) as frames:
+        cam = frames.for_stream("cam0")
+        cam.seen(_frame(1), np.zeros(3), np.zeros(3))
+        cam.send(keystep(history=(1,), start=2.0, end=3.0))
+    assert sorted(p.name for p in folder.iterdir()) == ["2000.jpg", "holiday.jpg"]

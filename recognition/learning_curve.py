@@ -68,12 +68,19 @@ def curve_table(curve: Sequence[EpochScores], kept: int, keep_by: str) -> Table:
 
 
 def check_plot_support(path: str | Path) -> None:
-    """Refuse ``--plot`` before training when matplotlib (the ``plot`` extra) is missing."""
+    """Refuse ``--plot`` before training when matplotlib (the ``plot`` extra) is missing, or cannot write a file of
+    that ending (``curve.npy``: found only after training, it was a traceback)."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (first: a cached sub-module would hide the package's absence)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
     except ImportError:
         raise InputError(f"--plot {path}: drawing the curve needs matplotlib, the optional 'plot' extra "
                          f"({install_extra('plot')})") from None
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    ending = Path(path).suffix.lower().removeprefix(".")
+    if ending and ending not in formats:
+        raise InputError(f"--plot {path}: matplotlib cannot draw a .{ending} file (use .png, .pdf, .svg or "
+                         f"another of {', '.join(sorted(formats))})")
 
 
 def plot_curve(curve: Sequence[EpochScores], kept: int, path: str | Path) -> Path:

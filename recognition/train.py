@@ -706,10 +706,13 @@ def run_training(
     else:
         config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
-    out = check_output(out, "checkpoint", inputs=[config_path], option="--out")
+    folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
+    out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")
     if plot is not None:
         check_plot_support(plot)
-        plot = check_output(plot, "learning-curve plot", inputs=[config_path, out], option="--plot")
+        if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint
+            raise InputError(f"--plot {plot}: the same file as --out; choose another name for the plot")
+        plot = check_output(plot, "learning-curve plot", inputs=[config_path, out, *folder_files], option="--plot")
     data = load_feature_dataset(features, config.features)
     config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
     outcome = train_detector(data, config, progress=progress)

@@ -195,6 +195,23 @@ def test_an_unwritable_output_path_is_refused_before_training(
     assert "training" not in capsys.readouterr().err
 
 
+def test_outputs_over_the_feature_folder_or_each_other_are_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    split = feature_folder / "split.json"
+    before = split.read_bytes()
+    err = cli_error(main, _argv(feature_folder, small_config, split), capsys)
+    assert err.startswith(f"error: --out {split}: the checkpoint would overwrite this input file of the run")
+    assert split.read_bytes() == before
+    out = tmp_path / "d.png"  # a checkpoint named like a picture, and the plot given the same name
+    err = cli_error(main, [*_argv(feature_folder, small_config, out), "--plot", str(tmp_path / "." / "d.png")], capsys)
+    assert err == f"error: --plot {tmp_path / '.' / 'd.png'}: the same file as --out; choose another name for the plot"
+    # A format matplotlib cannot write was found only after training, as a traceback.
+    err = cli_error(main, [*_argv(feature_folder, small_config, out), "--plot", str(tmp_path / "curve.npy")], capsys)
+    assert err.startswith(f"error: --plot {tmp_path / 'curve.npy'}: matplotlib cannot draw a .npy file")
+    assert not out.exists()
+
+
 def test_a_diverging_run_is_an_error_and_keeps_the_existing_checkpoint(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -95,7 +95,9 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
         RunError: the checker process died, the view failed, or the end of the stream was never confirmed.
     """
     drawn = config.annotate_out is not None or config.preview
-    overlay = OverlayWriter(config.annotate_out, 1.0, config.preview) if drawn else None  # checked before the stream
+    source = config.source  # the overlay is checked before the stream, and never over a file the run reads
+    overlay = (OverlayWriter(config.annotate_out, 1.0, config.preview, inputs=[source.video, source.graph,
+                                                                               source.detector]) if drawn else None)
     parts = load_parts(config.source, config.detector.threads)
     assert parts.graph is not None
     check_measured_rates(parts.checkpoint, config.source.detector, config.checker.checking.kind,

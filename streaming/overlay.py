@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,11 +116,13 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
         path: the ``.mp4`` to write (None: preview only); checked on construction.
         fps: frame rate of the frames given.
         preview: also show each frame in an OpenCV window (`check_preview` first).
+        inputs: files the run reads (the video drawn over): refused as ``path``.
     """
 
-    def __init__(self, path: str | Path | None, fps: float, preview: bool = False) -> None:
+    def __init__(self, path: str | Path | None, fps: float, preview: bool = False,
+                 inputs: Sequence[str | Path] = ()) -> None:
         if path is not None:
-            path = check_output(path, "annotated video", option="--annotate-out")
+            path = check_output(path, "annotated video", inputs=inputs, option="--annotate-out")
             if path.suffix.lower() != ".mp4":
                 raise InputError(f"--annotate-out {path}: must end in .mp4")
         if preview:

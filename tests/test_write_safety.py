@@ -306,6 +306,31 @@ def test_an_annotated_video_never_goes_through_a_planted_link(
     assert precious.read_bytes() == b"precious"
 
 
+def test_no_output_replaces_the_video_it_is_drawn_from(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --annotate-out at the videos' own folder (eval) or at the video itself (live), or --json at a video, would
+    # replace the footage with what was drawn over it, or with the results.
+    from streaming.demo.synthetic_video import demo_video
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    video = videos / "demo_000.mp4"
+    shutil.copy(demo_video("mistake")[0], video)
+    before = video.read_bytes()
+    evaluate = ["eval", "--videos", str(videos), "--annotations", str(ANNOTATIONS), "--graph", str(GRAPH),
+                "--detector", str(DETECTOR), "--videos-list", "demo_000", "--quiet", "--no-cache"]
+    line = cli_error(stream_detect, [*evaluate, "--annotate-out", str(videos)], capsys)
+    assert line == (f"error: --annotate-out {videos}: its demo_000.mp4 would replace the video it is drawn over; "
+                    "choose another folder")
+    line = cli_error(stream_detect, [*evaluate, "--json", str(video)], capsys)
+    assert line.startswith(f"error: --json {video}: the results file would overwrite this input file of the run")
+    line = cli_error(stream_detect, ["--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR),
+                                     "--fast", "--jsonl", "--annotate-out", str(videos / "." / video.name)], capsys)
+    assert "the annotated video would overwrite this input file of the run" in line
+    assert video.read_bytes() == before
+
+
 # -- secret keys ------------------------------------------------------------------------------------------------------
 def test_keys_force_never_writes_a_secret_through_a_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     keys, precious = tmp_path / "keys", tmp_path / "precious"

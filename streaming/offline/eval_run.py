@@ -298,6 +298,21 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
                          f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate?)")
 
 
+def check_outputs_spare_videos(config: EvalConfig, videos: Sequence[EvalVideo]) -> None:
+    """Refuse, before the first video runs, a ``--json`` that is one of the videos, or an ``--annotate-out`` folder
+    whose ``<video>.mp4`` would replace a video it draws over (the videos' own folder)."""
+    paths = [video.path for video in videos]
+    if config.json_out is not None:
+        check_output(config.json_out, "results file", inputs=paths, option="--json")
+    if config.annotate_out is None:
+        return
+    for video in videos:
+        drawn = annotated_path(config.annotate_out, video.name)
+        if drawn.exists() and video.path.exists() and drawn.samefile(video.path):
+            raise InputError(f"--annotate-out {config.annotate_out}: its {drawn.name} would replace the video it is "
+                             "drawn over; choose another folder")
+
+
 def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float) -> None:
     """Open every video and decode its first frame before the first one runs: a damaged or unreadable file is refused
     at once, not after the videos before it ran (their results would be cached, but the person waited for nothing).
@@ -643,6 +658,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
                                   ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps, config.annotations)
     else:
         check_videos_open(videos, config, chain.checkpoint.fps)
+    check_outputs_spare_videos(config, videos)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
     for disagreement in disagreements:

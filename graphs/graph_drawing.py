@@ -56,6 +56,22 @@ def to_dot(graph: TaskGraph, wrap: int = 28) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_rendering_format(path: str | Path) -> str:
+    """The format a rendering's ending asks for, refused when unknown or needing a Graphviz that is not installed.
+
+    Raises:
+        InputError: naming the file and what to use instead.
+    """
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt in ("dot", "gv"):
+        return fmt
+    if fmt not in IMAGE_FORMATS:
+        raise InputError(f"{path}: unknown output format {fmt!r} (use .dot, .gv, .svg, .png or .pdf)")
+    if shutil.which("dot") is None:
+        raise InputError(f"{path}: Graphviz 'dot' is not installed; write a .dot file instead")
+    return fmt
+
+
 def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
     """Write the graph as DOT (``.dot``/``.gv``) or, when Graphviz ``dot`` is installed, as an image.
 
@@ -67,15 +83,12 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
         The written path.
     """
     path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
+    fmt = check_rendering_format(path)
     text = to_dot(graph)
     if fmt in ("dot", "gv"):
         return write_text(check_output(path, "rendering"), text, "rendering")
-    if fmt not in IMAGE_FORMATS:
-        raise InputError(f"{path}: unknown output format {fmt!r} (use .dot, .gv, .svg, .png or .pdf)")
     dot = shutil.which("dot")
-    if dot is None:
-        raise InputError(f"{path}: Graphviz 'dot' is not installed; write a .dot file instead")
+    assert dot is not None  # checked by check_rendering_format
     check_output(path, "rendering")
     with atomic_path(path, suffix=path.suffix) as tmp:
         done = subprocess.run([dot, f"-T{fmt}", "-o", str(tmp)], input=text, text=True, capture_output=True)

@@ -39,6 +39,7 @@ from graphs.common.files import check_output, not_a_file
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
+    TARGETS_DIR,
     check_segments_fit,
     draw_test_videos,
     kept_test_videos,
@@ -232,6 +233,10 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         ``(scenario, step ids, step names, the recordings, the test recordings)``.
     """
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
+    for written in (config.rgb, TARGETS_DIR):  # the import rewrites these folders' files: never the ones it reads
+        if (Path(config.out) / written).resolve() == Path(config.features).resolve():
+            raise InputError(f"--out {config.out}: its {written}/ is the --features folder, whose files the import "
+                             "would rewrite as it reads them; choose another --out or --name")
     files = feature_files(config.features)
     annotations = load_annotations(config.annotations)
     unannotated = [name for name in files if name not in annotations.videos]

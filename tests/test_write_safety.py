@@ -331,6 +331,39 @@ def test_no_output_replaces_the_video_it_is_drawn_from(
     assert video.read_bytes() == before
 
 
+@pytest.fixture
+def data_copy(data_dir: Path, tmp_path: Path) -> Path:
+    """A writable copy of the data sets the benchmarks below read (CaptainCook4D, EPIC-Tent-O, PREGO's MiniROAD)."""
+    copy = tmp_path / "data"
+    for name in ("captaincook4d", "epic-tent-o", "prego-miniroad"):
+        shutil.copytree(data_dir / name, copy / name)
+    return copy
+
+
+BENCHMARK_OUTPUTS = {  # command, its arguments before the output, the output option, the data file it names
+    "bench-mistakes": (tgml, ["bench-mistakes"], "--json", "captaincook4d/error_annotations.json"),
+    "bench-captaincook": (tgml, ["bench-captaincook"], "--json", "captaincook4d/ground_truth_task_graphs/"
+                          "microwaveeggsandwich.json"),
+    "bench-queries": (tgml, ["bench-queries", "--dataset", "epic-tent-o"], "--json", "epic-tent-o/train.json"),
+    "prego-bench": (prego_bench, ["--dataset", "epic-tent-o"], "--json", "epic-tent-o/test.json"),
+    "prego-bench replay": (prego_bench, ["replay", "--dataset", "epic-tent-o"], "--json", "epic-tent-o/train.json"),
+    "prego-bench select-checker": (prego_bench, ["select-checker", "--dataset", "epic-tent-o"], "--out",
+                                   "epic-tent-o/test.json"),
+}
+
+
+@pytest.mark.parametrize("command", list(BENCHMARK_OUTPUTS))
+def test_a_benchmarks_output_never_replaces_a_file_of_the_data_set_it_reads(
+    command: str, data_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main, words, option, name = BENCHMARK_OUTPUTS[command]
+    victim = data_copy / name
+    before = victim.read_bytes()
+    line = cli_error(main, [*words, "--data", str(data_copy), option, str(victim)], capsys)
+    assert line.startswith(f"error: {option} {victim}: the ") and "which the run reads" in line
+    assert victim.read_bytes() == before
+
+
 # -- secret keys ------------------------------------------------------------------------------------------------------
 def test_keys_force_never_writes_a_secret_through_a_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     keys, precious = tmp_path / "keys", tmp_path / "precious"

@@ -395,12 +395,16 @@ def _train(args: argparse.Namespace, console: Console) -> None:
 def _show(args: argparse.Namespace, console: Console) -> None:
     """``tgml show``: the graph's table, and its drawing with ``--dot``."""
     from graphs.common.files import check_output
-    from graphs.graph_drawing import write_rendering
+    from graphs.graph_drawing import check_rendering_format, write_rendering
     from graphs.task_graph import load_graph
     from tgml.graph_table import terminal_view
 
-    if args.dot:
-        check_output(args.dot, "rendering", option="--dot")
+    if args.dot:  # before the table: a drawing that cannot be made is said first, never after the output
+        check_output(args.dot, "rendering", inputs=[args.graph], option="--dot")
+        try:
+            check_rendering_format(args.dot)
+        except InputError as err:
+            raise InputError(f"--dot {err}") from None
     graph = load_graph(args.graph)
     console.print(terminal_view(graph))
     if args.dot:
@@ -422,7 +426,7 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     from rich.console import Console
 
     from graphs.common.files import check_output, write_text
-    from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, captaincook_table
+    from tgml.bench.captaincook import DEFAULT_CONFIG, captaincook_table
     from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.learners.registry import learner
@@ -430,7 +434,7 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     check_seed_count(args.seeds)
     data = captaincook_folder(data_folder(args.data))
     if args.json:
-        check_output(args.json, "results file", inputs=[args.config, data / ANNOTATIONS], option="--json")
+        check_output(args.json, "results file", inputs=[args.config, data, args.llm_graphs], option="--json")
     seeds = list(range(args.seed_base, args.seed_base + args.seeds))
     procedures = [p for p in (args.procedures or "").split(",") if p]
     check_methods(args.method)
@@ -453,7 +457,6 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     from rich.console import Console
 
     from graphs.common.files import check_output, write_text
-    from tgml.bench.captaincook import ANNOTATIONS
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
 
@@ -463,7 +466,7 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
         _select_rule(args, data, console)
         return
     if args.json:
-        check_output(args.json, "results file", inputs=[data / ANNOTATIONS], option="--json")
+        check_output(args.json, "results file", inputs=[data], option="--json")
     methods = tuple(METHODS if args.method == ["all"] else args.method)
     config = MistakeBenchConfig(data, methods, tuple(range(args.seed_base, args.seed_base + args.seeds)),
                                 tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)
@@ -513,7 +516,8 @@ def _bench_queries(args: argparse.Namespace, console: Console) -> None:
     config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or QUERY_DATASETS, args.folds,
                               args.seed, args.epochs, tuple(_names(args.procedures)))
     if args.json:
-        check_output(args.json, "results file", option="--json")
+        check_output(args.json, "results file", inputs=[config.data / name for name in config.datasets],
+                     option="--json")
     outcome = run_query_bench(config, progress=not args.quiet)
     for table in query_bench_tables(outcome):
         console.print(table)

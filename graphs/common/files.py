@@ -330,7 +330,8 @@ def check_output(
         path: the output file (or folder, with ``folder=True``).
         what: what the output is, for the message (``"results file"``...).
         folder: the output is a folder.
-        inputs: the files the run reads (None entries are skipped).
+        inputs: the files the run reads (None entries are skipped); a folder stands for every file in it (a data
+            set's folder), so an existing file anywhere inside it is refused as the output.
         option: the command-line option that gave ``path`` (``"--json"``), named in the message.
 
     Returns:
@@ -340,8 +341,13 @@ def check_output(
     path = Path(path)
     named = f"{option} {path}" if option else str(path)
     for source in inputs:
-        if source is not None and path.is_file() and Path(source).is_file() and path.samefile(source):
+        if source is None or not path.is_file():
+            continue
+        if Path(source).is_file() and path.samefile(source):
             raise InputError(f"{named}: the {what} would overwrite this input file of the run; choose another name")
+        if Path(source).is_dir() and path.resolve().is_relative_to(Path(source).resolve()):
+            raise InputError(f"{named}: the {what} would overwrite a file of {source}, which the run reads; choose "
+                             "another name")
     if folder and path.exists() and not path.is_dir():
         raise InputError(f"{named}: is a file, expected a folder for the {what}")
     if not folder and path.is_dir():

@@ -119,6 +119,18 @@ def test_a_features_option_that_is_no_folder_of_feature_files_says_what_it_is(
     assert cli_error(main, argv(root), capsys).endswith("rec0.npy is a folder, not a feature file")
 
 
+def test_an_import_never_rewrites_the_files_it_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --features F/rgb_x --out F --name x: the import would rewrite each file as float32 while reading it.
+    root = write_recordings(tmp_path)
+    (root / "npy").rename(root / "rgb_x")
+    before = (root / "rgb_x" / "rec0.npy").read_bytes()
+    err = cli_error(main, ["import", "--features", str(root / "rgb_x"), "--annotations", str(root / "labels.json"),
+                           "--rate", "1", "--name", "x", "--out", str(root)], capsys)
+    assert err == (f"error: --out {root}: its rgb_x/ is the --features folder, whose files the import would rewrite "
+                   "as it reads them; choose another --out or --name")
+    assert (root / "rgb_x" / "rec0.npy").read_bytes() == before
+
+
 def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_recordings(tmp_path)
     np.save(root / "npy" / "stray.npy", np.zeros((60, 6), dtype=np.float32))

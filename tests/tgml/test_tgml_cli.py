@@ -260,7 +260,16 @@ def test_unknown_render_format(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = tmp_path / "g.json"
     main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--epochs", "2", "--quiet"])
     capsys.readouterr()
+    with pytest.raises(SystemExit):  # said before the table, naming the option: not after the whole graph
+        main(["show", str(out), "--dot", str(tmp_path / "drawing.json")])
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.startswith(f"error: --dot {tmp_path / 'drawing.json'}: unknown output format")
     assert "unknown output format" in cli_error(main, ["show", str(out), "--dot", str(tmp_path / "g.bmp")], capsys)
+    dot = tmp_path / "g.dot"  # a graph named .dot, drawn over itself, would become DOT text
+    dot.write_bytes(out.read_bytes())
+    err = cli_error(main, ["show", str(dot), "--dot", str(dot)], capsys)
+    assert err.startswith(f"error: --dot {dot}: the rendering would overwrite this input file of the run")
 
 
 def test_eval_against_captaincook_ground_truth(tmp_path: Path, data_dir: Path,

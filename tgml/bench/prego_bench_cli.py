@@ -350,7 +350,9 @@ def _bench(argv: list[str]) -> int:
                 raise InputError(f"--config {dataset}={path}: {dataset} is not run (--dataset {' '.join(datasets)})")
         layout = prego.DataLayout(args.data)
         inputs = [args.sequences, args.graph, *(path for _, path in configs)]
-        inputs += [f(d) for d in datasets for f in (layout.train_file, layout.test_file, layout.segments_file)]
+        # The data sets' folders stand for every file in them (splits, segments, frames, LLM graphs).
+        inputs += [layout.root / d for d in datasets] + [layout.segments_file(d).parent for d in datasets]
+    inputs += list(checker_files.values())
     # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
     # overwrite one of the run's own inputs).
     if args.json is not None:

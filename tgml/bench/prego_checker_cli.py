@@ -108,7 +108,8 @@ def main(argv: list[str]) -> int:
     root = data_folder(args.data)
     layout = resolve_data(root, [args.dataset])
     if args.out:
-        check_output(args.out, "checker settings file", inputs=[layout.train_file(args.dataset)], option="--out")
+        check_output(args.out, "checker settings file", option="--out",
+                     inputs=[layout.root / args.dataset, layout.segments_file(args.dataset).parent])
     data = load_dataset(layout, args.dataset, pred=False)
     defaults = CheckerSearch()
     search = CheckerSearch(

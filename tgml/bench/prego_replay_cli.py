@@ -143,8 +143,11 @@ def main(argv: list[str]) -> int:
                              f"({str(err).removeprefix('SegmenterConfig.')})") from None
     if args.no_sweep:
         values = []
-    if args.json:
-        check_output(args.json, "results file", inputs=[frames_path, args.graph], option="--json")  # before the replay
+    if args.json:  # before the replay; the data set's folder stands for its splits (the graph is learned from one)
+        read = [frames_path, args.graph, args.checker_settings, Path(args.data) / args.dataset if args.data else None]
+        if args.checker == "probabilistic" and not args.checker_settings:
+            read.append(default_settings_path(args.dataset))
+        check_output(args.json, "results file", inputs=read, option="--json")
     settings_path = None
     choice: CheckerChoice | None = None
     if args.checker == "probabilistic":

@@ -119,6 +119,13 @@ def test_an_output_that_is_an_input_of_the_run_is_refused(tmp_path: Path) -> Non
     with pytest.raises(InputError, match=r"annotations.json: the graph file would overwrite this input file"):
         check_output(tmp_path / "." / "annotations.json", "graph file", inputs=[None, source])
     assert check_output(tmp_path / "graph.json", "graph file", inputs=[source]) == tmp_path / "graph.json"
+    # A data set's folder stands for every file in it: an existing one anywhere inside is refused, a new one is not.
+    data = tmp_path / "data"
+    (data / "split").mkdir(parents=True)
+    (data / "split" / "train.json").write_text("{}")
+    with pytest.raises(InputError, match=r"train.json: the results file would overwrite a file of .*data, which the"):
+        check_output(data / "split" / ".." / "split" / "train.json", "results file", inputs=[data])
+    assert check_output(data / "results.json", "results file", inputs=[data]) == data / "results.json"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0,

@@ -559,13 +559,14 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
     from tgml.bench.live.detector import LiveDetectorSettings
-    from tgml.bench.live.recordings import input_files
+    from tgml.bench.live.recordings import captaincook_dir, features_folder
     from tgml.bench.live.selection import PRIOR_VARIANTS, VARIANTS
 
     data = data_folder(args.data)
     features = Path(args.features) if args.features else None
     if args.json:
-        check_output(args.json, "results file", inputs=input_files(data, features), option="--json")
+        check_output(args.json, "results file", inputs=[captaincook_dir(data), features_folder(data, features)],
+                     option="--json")
     if args.cache:  # a file there would be found only when the first fold's training is saved, and lost
         check_output(args.cache, "fold cache", folder=True, option="--cache")
     if args.save_graphs:
@@ -615,11 +616,12 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     from graphs.common.safe_text import first_few, printable
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.annotation_file import captaincook_labels
-    from tgml.bench.live.recordings import feature_files, input_files
+    from tgml.bench.live.recordings import captaincook_dir, feature_files, features_folder
 
     data = data_folder(args.data)
     features = Path(args.features) if args.features is not None else None
-    check_output(args.out, "annotation file", inputs=input_files(data, features), option="--out")
+    check_output(args.out, "annotation file", inputs=[captaincook_dir(data), features_folder(data, features)],
+                 option="--out")
     recordings: dict[str, str] | None = None  # recording id -> where the user named it
     if features is not None:
         recordings = {name: str(path) for name, path in feature_files(features).items()}

@@ -220,10 +220,10 @@ def test_an_output_that_would_overwrite_an_input_is_refused_before_any_work(
     for victim in victims:
         err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features), "--json", str(victim)],
                         capsys)
-        assert err.startswith(f"error: --json {victim}: the results file would overwrite this input file")
+        assert err.startswith(f"error: --json {victim}: the results file would overwrite a file of ")
         err = cli_error(main, ["captaincook-labels", "--data", str(data), "--features", str(features), "--out",
                                str(victim)], capsys)
-        assert err.startswith(f"error: --out {victim}: the annotation file would overwrite this input file")
+        assert err.startswith(f"error: --out {victim}: the annotation file would overwrite a file of ")
     assert [v.read_bytes() for v in victims] == before
 
 

@@ -233,19 +233,6 @@ def _captaincook(data_dir: Path) -> Path:
     return data_dir / "captaincook4d" if (data_dir / "captaincook4d").is_dir() else data_dir
 
 
-def input_files(data_dir: Path, features_dir: Path | None = None) -> list[Path]:
-    """The files of the data folder and the features folder that `load_live_data` reads (those that exist), for
-    refusing an output that would overwrite one of them."""
-    cc = _captaincook(data_dir)
-    features_dir = features_folder(data_dir, features_dir)
-    read = [cc / ANNOTATIONS, cc / ERROR_ANNOTATIONS]
-    if (cc / GT_FOLDER).is_dir():
-        read += sorted((cc / GT_FOLDER).glob("*.json"))
-    if features_dir.is_dir():
-        read += [p for p in sorted(features_dir.iterdir()) if is_npy_name(p)]
-    return [p for p in read if p.is_file()]
-
-
 def annotated_recordings(cc: Path, activity: Mapping[str, object], named: Mapping[str, str]) -> tuple[
         Annotations, dict[str, tuple[tuple[int, ...], tuple[str, ...]]], dict[str, ErrorRecording]]:
     """The annotated steps and errors of some recordings, read as the benchmark reads them.

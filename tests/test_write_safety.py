@@ -471,3 +471,16 @@ def test_an_output_name_no_file_system_holds_is_one_line_naming_the_option(
         line = cli_error(main, argv, capsys)
         assert f"argument {option}: " in line and culprit in line
     assert sorted(p.name for p in tmp_path.iterdir()) <= ["frames.json"]
+
+
+def test_recognition_features_never_writes_over_the_annotation_file_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "features"
+    out.mkdir()
+    kept = out / "extraction.json"  # the annotations kept in the folder, under the name of the run's manifest
+    kept.write_bytes(ANNOTATIONS.read_bytes())
+    line = cli_error(recognition_features, ["--videos", str(tmp_path), "--annotations", str(kept), "--out", str(out)],
+                     capsys)
+    assert line.startswith(f"error: --annotations {kept}: is the extraction.json that --out {out} gets written")
+    assert kept.read_bytes() == ANNOTATIONS.read_bytes()

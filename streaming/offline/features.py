@@ -40,6 +40,7 @@ from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
+    SPLIT_FILE,
     SplitFile,
     check_segments_fit,
     copy_file_name,
@@ -311,6 +312,11 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         The plan: scenario, classes, videos with their segments, split.
     """
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
+    for written in (MANIFEST, SPLIT_FILE):  # the annotation file kept in the folder under a name the run writes
+        target = Path(config.out) / written
+        if target.is_file() and Path(config.annotations).is_file() and target.samefile(config.annotations):
+            raise InputError(f"--annotations {config.annotations}: is the {written} that --out {config.out} gets "
+                             "written; keep the annotation file under another name or folder")
     videos_dir = Path(config.videos)
     if not videos_dir.is_dir():
         raise InputError(f"--videos {videos_dir}: folder not found")

@@ -321,7 +321,7 @@ def test_no_output_replaces_the_video_it_is_drawn_from(
     evaluate = ["eval", "--videos", str(videos), "--annotations", str(ANNOTATIONS), "--graph", str(GRAPH),
                 "--detector", str(DETECTOR), "--videos-list", "demo_000", "--quiet", "--no-cache"]
     line = cli_error(stream_detect, [*evaluate, "--annotate-out", str(videos)], capsys)
-    assert line == (f"error: --annotate-out {videos}: its demo_000.mp4 would replace the video it is drawn over; "
+    assert line == (f"error: --annotate-out {videos}: its demo_000.mp4 would replace {video}, which the run reads; "
                     "choose another folder")
     line = cli_error(stream_detect, [*evaluate, "--json", str(video)], capsys)
     assert line.startswith(f"error: --json {video}: the results file would overwrite this input file of the run")
@@ -484,3 +484,37 @@ def test_recognition_features_never_writes_over_the_annotation_file_it_reads(
                      capsys)
     assert line.startswith(f"error: --annotations {kept}: is the extraction.json that --out {out} gets written")
     assert kept.read_bytes() == ANNOTATIONS.read_bytes()
+
+
+def test_folder_outputs_never_replace_a_file_the_run_reads(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A file the run reads kept in an output folder under a name the run writes there: eval's annotated video and
+    # timeline plot, prego-bench's saved graph.
+    from streaming.demo.synthetic_video import demo_video
+    from streaming.offline.eval_plots import plot_path
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    shutil.copy(demo_video("mistake")[0], videos / "demo_000.mp4")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    graph = kept / "demo_000.mp4"  # the graph, under the name the annotated video gets
+    graph.write_bytes(GRAPH.read_bytes())
+    evaluate = ["eval", "--videos", str(videos), "--annotations", str(ANNOTATIONS), "--graph", str(graph),
+                "--detector", str(DETECTOR), "--videos-list", "demo_000", "--quiet", "--no-cache"]
+    line = cli_error(stream_detect, [*evaluate, "--annotate-out", str(kept)], capsys)
+    assert line == f"error: --annotate-out {kept}: its demo_000.mp4 would replace {graph}, which the run reads; " \
+        "choose another folder"
+    plotted = plot_path(kept, "demo_000")
+    graph.rename(plotted)
+    evaluate[evaluate.index(str(graph))] = str(plotted)
+    line = cli_error(stream_detect, [*evaluate, "--plots", str(kept)], capsys)
+    assert line.startswith(f"error: --plots {kept}: its {plotted.name} would replace {plotted}")
+    assert plotted.read_bytes() == GRAPH.read_bytes()
+    labels = kept / "demo-tea-count-based.json"  # the annotations, under the name of the graph prego-bench saves
+    labels.write_bytes(ANNOTATIONS.read_bytes())
+    line = cli_error(prego_bench, ["--annotations", str(labels), "--scenario", "demo-tea", "--test-videos", "demo_000",
+                                   "--method", "count-based", "--save-graphs", str(kept), "--quiet"], capsys)
+    assert line.startswith(f"error: --save-graphs {kept}: its demo-tea-count-based.json would replace {labels}")
+    assert labels.read_bytes() == ANNOTATIONS.read_bytes()

@@ -463,6 +463,9 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     check_seed_count(args.seeds)
     data = captaincook_folder(data_folder(args.data))
     if args.select:
+        if args.json:  # the cross-validation table is printed, not written: never an option silently unused
+            raise InputError(f"--json {args.json}: --select prints the order rules' cross-validation table and writes "
+                             "no results file; run without --select for the figures' JSON")
         _select_rule(args, data, console)
         return
     if args.json:

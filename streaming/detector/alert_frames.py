@@ -14,6 +14,7 @@ are encoded and written in the sink's own thread (`BackgroundSink`), so a slow d
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections import deque
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from streaming.messages import KeyStepEvent, KeyStepOnset, Message
 from streaming.readers import Frame
 
 DEFAULT_KEEP = 500  # files per stream
+FRAME_STEM = re.compile(r"[0-9]{1,18}")  # what frame_name writes: ASCII digits (a video time is never negative)
 JPEG_QUALITY = 85
 
 
@@ -48,7 +50,7 @@ def stream_folder(root: str | Path, stream_id: str) -> Path:
 
 def is_frame_file(path: Path) -> bool:
     """``path`` is named as `frame_name` names a key-step's frame (``<ms>.jpg``): the only files the bound deletes."""
-    return path.suffix == ".jpg" and path.stem.lstrip("-").isdigit()
+    return path.suffix == ".jpg" and FRAME_STEM.fullmatch(path.stem) is not None
 
 
 def frame_name(start: float) -> str:

@@ -75,7 +75,7 @@ from streaming.messages import (
     decode,
     encode,
 )
-from streaming.offline.eval_plots import draw_timelines, pyplot
+from streaming.offline.eval_plots import draw_timelines, plot_path, pyplot
 from streaming.offline.eval_scores import (
     AnnotatedSegment,
     RaisedAlert,
@@ -298,19 +298,25 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
                          f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate?)")
 
 
-def check_outputs_spare_videos(config: EvalConfig, videos: Sequence[EvalVideo]) -> None:
-    """Refuse, before the first video runs, a ``--json`` that is one of the videos, or an ``--annotate-out`` folder
-    whose ``<video>.mp4`` would replace a video it draws over (the videos' own folder)."""
+def check_outputs_spare_inputs(config: EvalConfig, videos: Sequence[EvalVideo]) -> None:
+    """Refuse, before the first video runs, a ``--json`` that is one of the videos, or an ``--annotate-out`` /
+    ``--plots`` folder where a file the run writes (``<video>.mp4``, a video's timeline plot) would replace a file it
+    reads: a video it draws over (the videos' own folder), the graph, the detector, the annotations, the split."""
     paths = [video.path for video in videos]
     if config.json_out is not None:
         check_output(config.json_out, "results file", inputs=paths, option="--json")
-    if config.annotate_out is None:
-        return
-    for video in videos:
-        drawn = annotated_path(config.annotate_out, video.name)
-        if drawn.exists() and video.path.exists() and drawn.samefile(video.path):
-            raise InputError(f"--annotate-out {config.annotate_out}: its {drawn.name} would replace the video it is "
-                             "drawn over; choose another folder")
+    read = [Path(p) for p in (*paths, config.graph, config.detector, config.annotations, config.split,
+                              config.backbone) if p is not None]
+    planned = [("--annotate-out", config.annotate_out, annotated_path), ("--plots", config.plots, plot_path)]
+    for option, folder, name_of in planned:
+        if folder is None:
+            continue
+        for video in videos:
+            target = name_of(folder, video.name)
+            hit = next((p for p in read if target.is_file() and p.is_file() and target.samefile(p)), None)
+            if hit is not None:
+                raise InputError(f"{option} {folder}: its {target.name} would replace {hit}, which the run reads; "
+                                 "choose another folder")
 
 
 def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float) -> None:
@@ -658,7 +664,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
                                   ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps, config.annotations)
     else:
         check_videos_open(videos, config, chain.checkpoint.fps)
-    check_outputs_spare_videos(config, videos)
+    check_outputs_spare_inputs(config, videos)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
     for disagreement in disagreements:

@@ -112,10 +112,12 @@ def test_a_stream_id_naming_a_folder_is_refused_with_alert_frames(
 def test_the_bound_deletes_only_the_frames_it_wrote(tmp_path: Path) -> None:
     folder = stream_folder(tmp_path, "cam0")
     folder.mkdir()
-    (folder / "holiday.jpg").write_bytes(b"a photo")  # not a <ms>.jpg: never counted, never deleted
+    photos = ["holiday.jpg", "-1.jpg", "--1.jpg", "\u0661\u0662.jpg", "\u00b2.jpg", "12.5.jpg", "12.JPG"]
+    for name in photos:  # not the <ms>.jpg frame_name writes (ASCII digits): never counted, never deleted, no crash
+        (folder / name).write_bytes(b"a photo")
     (folder / "500.jpg").write_bytes(b"an older run's frame")
     with AlertFrames(tmp_path, keep=1) as frames:
         cam = frames.for_stream("cam0")
         cam.seen(_frame(1), np.zeros(3), np.zeros(3))
         cam.send(keystep(history=(1,), start=2.0, end=3.0))
-    assert sorted(p.name for p in folder.iterdir()) == ["2000.jpg", "holiday.jpg"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["2000.jpg", *photos])

@@ -125,3 +125,11 @@ def test_a_moved_step_tags_both_steps_of_each_pair_it_inverts() -> None:
     assert moved == (2, 3, 1, 4) and labels.tolist() == [True, True, True, False]
     moved, labels = moved_item((1, 2, 3, 4), 3, 0, pairs)  # d first: it breaks no order
     assert moved == (4, 1, 2, 3) and not labels.any()
+
+
+def test_select_with_json_is_refused_not_silently_unused(data_dir: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rules.json"
+    err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), "--select", "--json", str(out)], capsys)
+    assert err.startswith(f"error: --json {out}: --select prints the order rules' cross-validation table")
+    assert not out.exists()

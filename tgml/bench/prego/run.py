@@ -174,6 +174,30 @@ class GraphJob:
     seed: int | None
 
 
+def saved_graph_name(dataset: str, method: str, seed: int | None) -> str:
+    """The file ``--save-graphs`` gives one learned graph: ``<dataset>-<method>[-seed<k>].json``."""
+    return f"{dataset}-{method.replace(':', '_')}{'' if seed is None else f'-seed{seed}'}.json"
+
+
+def check_graph_names_spare_inputs(config: BenchConfig) -> None:
+    """Refuse, before learning, a ``--save-graphs`` folder where a graph file would replace a file the run reads
+    (an annotation, split, settings, sequences or graph file kept there under such a name)."""
+    assert config.save_graphs is not None
+    own = config.annotations
+    read = [config.sequences, config.graph, *config.config_files.values(), *config.checker_files.values()]
+    if own is not None:
+        read += [own.annotations, own.split, own.settings]
+    names = {saved_graph_name(d, m, k) for d in config.dataset_names for m in config.methods
+             for k in (None, *config.seeds)}
+    for name in sorted(names):
+        target = Path(config.save_graphs) / name
+        hit = next((p for p in read if p is not None and target.is_file() and Path(p).is_file()
+                    and target.samefile(p)), None)
+        if hit is not None:
+            raise InputError(f"--save-graphs {config.save_graphs}: its {name} would replace {hit}, which the run "
+                             "reads; choose another folder")
+
+
 def _build_job(
     data: BenchData, method: str, settings: Mapping[str, Any], seed: int | None, epochs: int | None
 ) -> dict[str, Any]:
@@ -252,6 +276,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
             if not is_file_name(f"{name}-{max(config.methods, key=len, default='')}-seed0000.json"):
                 raise InputError(f"--save-graphs: scenario {name!r:.80} cannot name a graph file in the folder; it "
                                  f"must be {FILE_NAME_RULE}")
+        check_graph_names_spare_inputs(config)
     checker_files = _checker_files(config)  # a bad settings file is refused before any learning
     datasets, settings = _load_inputs(config)
     if config.graph is not None:
@@ -270,8 +295,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         methods = config.methods
     if config.save_graphs is not None:
         for job, graph in graphs.items():
-            suffix = "" if job.seed is None else f"-seed{job.seed}"
-            save_graph(graph, Path(config.save_graphs) / f"{job.dataset}-{job.method.replace(':', '_')}{suffix}.json")
+            save_graph(graph, Path(config.save_graphs) / saved_graph_name(job.dataset, job.method, job.seed))
 
     results: dict[str, Any] = {}
     ablation: dict[str, Any] = {}

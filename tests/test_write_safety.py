@@ -462,11 +462,12 @@ def test_an_output_name_no_file_system_holds_is_one_line_naming_the_option(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 300 characters ended in "File name too long" tracebacks; '' was silently ignored (--json '', --dot '') or
-    # wrote secret keys into the current folder (keys --out '').
+    # wrote secret keys into the current folder (keys --out ''); a newline broke every line naming the file.
     option = command.split()[-1]
     for value, culprit in ((str(tmp_path / ("x" * 300)), "a name of 300 bytes in this path; the file system holds at "
                                                          "most 255"),
-                           ("", "'': an empty name")):
+                           ("", "'': an empty name"),
+                           (str(tmp_path / "a\nb.json"), "holds the control character '\\n'")):
         main, argv = _argv_with_output(command, tmp_path, value)
         line = cli_error(main, argv, capsys)
         assert f"argument {option}: " in line and culprit in line

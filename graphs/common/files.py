@@ -94,6 +94,10 @@ def check_path_name(path: str | Path, what: str = "output file", option: str = "
                          f"most {NAME_MAX_BYTES} per file or folder name")
     if total > PATH_MAX_BYTES:
         raise InputError(f"{named}{text[:60]}...: a path of {total} bytes; at most {PATH_MAX_BYTES}")
+    control = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if control is not None:  # a newline in a name breaks every line that names the file (wrote ..., logs)
+        raise InputError(f"{named}{text!r:.80}: holds the control character {control!r}; give the {what} a name "
+                         "without one")
 
 
 def open_input(path: str | Path, what: str, hint: str = "", limit: int | None = None) -> IO[bytes]:

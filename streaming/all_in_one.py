@@ -96,8 +96,8 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     """
     drawn = config.annotate_out is not None or config.preview
     source = config.source  # the overlay is checked before the stream, and never over a file the run reads
-    overlay = (OverlayWriter(config.annotate_out, 1.0, config.preview, inputs=[source.video, source.graph,
-                                                                               source.detector]) if drawn else None)
+    read = [p for p in (source.video, source.graph, source.detector, source.backbone) if p is not None]
+    overlay = OverlayWriter(config.annotate_out, 1.0, config.preview, inputs=read) if drawn else None
     parts = load_parts(config.source, config.detector.threads)
     assert parts.graph is not None
     check_measured_rates(parts.checkpoint, config.source.detector, config.checker.checking.kind,

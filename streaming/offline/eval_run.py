@@ -647,7 +647,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         features = [f for entry in map(Path, config.features)
                     for f in ([p for p in entry.iterdir() if is_npy_name(p)] if entry.is_dir() else [entry])]
         check_output(config.json_out, "results file", option="--json",
-                     inputs=(config.graph, config.detector, config.annotations, config.split, *features))
+                     inputs=(config.graph, config.detector, config.annotations, config.split, config.backbone,
+                             *features))
     if config.annotate_out is not None:
         check_output(config.annotate_out, "annotated videos folder", folder=True, option="--annotate-out")
     if config.preview:

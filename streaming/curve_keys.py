@@ -22,6 +22,7 @@ that client (the checker then re-opens its sockets, so a revoked client that was
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import time
@@ -572,6 +573,9 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
     check_output(out, "key folder", folder=True, option="--out")
     for path in planned:
         output_target(path, "key file")  # a folder, FIFO or device where a key goes is refused before any write
+    clients_folder = out / CLIENTS_FOLDER  # found unwritable only after the checker's pair: half a key set
+    if clients_folder.is_dir() and not os.access(clients_folder, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: cannot write the client keys: folder {clients_folder} is not writable")
     _make_folder(out, link_ok=True)
     _make_folder(out / CLIENTS_FOLDER, link_ok=False)
     written: list[Path] = []

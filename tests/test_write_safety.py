@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -519,3 +520,40 @@ def test_folder_outputs_never_replace_a_file_the_run_reads(
                                    "--method", "count-based", "--save-graphs", str(kept), "--quiet"], capsys)
     assert line.startswith(f"error: --save-graphs {kept}: its demo-tea-count-based.json would replace {labels}")
     assert labels.read_bytes() == ANNOTATIONS.read_bytes()
+
+
+@pytest.fixture
+def immutable() -> Iterator[Callable[[Path], None]]:
+    """Make a file or folder immutable (``chattr +i``: root cannot write it either); skips where attributes are not
+    supported. Made mutable again after the test, so it can be cleaned up."""
+    locked: list[Path] = []
+
+    def lock(path: Path) -> None:
+        if shutil.which("chattr") is None or os.geteuid() != 0:
+            pytest.skip("needs chattr and root, to make a file immutable")
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"this file system keeps no immutable attribute ({done.stderr.decode().strip()})")
+        locked.append(path)
+
+    yield lock
+    for path in locked:
+        subprocess.run(["chattr", "-i", str(path)], check=False)
+
+
+def test_an_output_that_cannot_be_replaced_is_refused_before_the_run(
+    tmp_path: Path, immutable: Callable[[Path], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found only when the result is saved, it cost the whole run (a benchmark's minutes).
+    results = tmp_path / "results.json"
+    results.write_text("{}")
+    immutable(results)
+    with pytest.raises(InputError, match=r"cannot replace the results file: .*results.json is immutable or append"):
+        check_output(results, "results file", option="--json")
+    # keys: the client keys' folder unwritable was found after the checker's pair was written: half a key set.
+    out = tmp_path / "keys"
+    (out / "clients").mkdir(parents=True)
+    immutable(out / "clients")
+    line = cli_error(stream_detect, ["keys", "--out", str(out), "--clients", "cam0"], capsys)
+    assert line == f"error: --out {out}: cannot write the client keys: folder {out / 'clients'} is not writable"
+    assert sorted(p.name for p in out.iterdir()) == ["clients"]

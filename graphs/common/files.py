@@ -372,19 +372,45 @@ def check_output(
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"{named}: cannot write the {what}: folder {existing} is not writable")
     if not folder and path.is_file() and not replaceable(path):
-        raise InputError(f"{named}: cannot replace the {what}: {path} belongs to another user, in a folder where only "
-                         "a file's owner may replace it (such as /tmp); choose another name")
+        why = ("is immutable or append-only (chattr)" if _locked(path) else "belongs to another user, in a folder "
+               "where only a file's owner may replace it (such as /tmp)")
+        raise InputError(f"{named}: cannot replace the {what}: {path} {why}; choose another name")
     return path
 
 
 def replaceable(path: Path) -> bool:
-    """Whether this process may replace the existing file ``path`` by renaming another over it: in a sticky folder
-    (``/tmp``) only the file's owner, the folder's owner or root may (a write that fails only at the end of a run
-    would lose its work)."""
+    """Whether this process may replace the existing file ``path`` by renaming another over it (a write that fails
+    only at the end of a run would lose its work): not when the file is immutable or append-only (``chattr +i``,
+    which stops root too), and in a sticky folder (``/tmp``) only the file's owner, the folder's owner or root may."""
+    if _locked(path):
+        return False
     if not hasattr(os, "geteuid"):  # no POSIX ownership to check
         return True
     folder = path.parent.stat()
     return not folder.st_mode & stat.S_ISVTX or os.geteuid() in (0, path.stat().st_uid, folder.st_uid)
+
+
+# Linux's FS_IOC_GETFLAGS, and its immutable and append-only flags (linux/fs.h).
+_GET_FLAGS: Final = 0x80086601
+_LOCKED_FLAGS: Final = 0x10 | 0x20
+
+
+def _locked(path: Path) -> bool:
+    """Whether the file's attributes forbid replacing it (immutable, append-only); False where they cannot be read
+    (another system, a file system without them)."""
+    try:
+        import array
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            flags = array.array("l", [0])
+            fcntl.ioctl(fd, _GET_FLAGS, flags, True)
+        finally:
+            os.close(fd)
+    except (ImportError, OSError):
+        return False
+    return bool(flags[0] & _LOCKED_FLAGS)
 
 
 def write_text(path: str | Path, text: str, what: str = "output file", inside: str | Path | None = None) -> Path:

@@ -131,6 +131,20 @@ def test_an_import_never_rewrites_the_files_it_reads(tmp_path: Path, capsys: pyt
     assert (root / "rgb_x" / "rec0.npy").read_bytes() == before
 
 
+def test_features_at_another_rate_are_not_imported_beside_others(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # split.json holds one rate for every rgb_* of the folder: a second backbone at another rate would silently
+    # rewrite the targets and the rate the first one is read at.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--name", "first")) == 0
+    capsys.readouterr()
+    second = ["import", "--features", str(root / "npy"), "--annotations", str(root / "labels.json"), "--rate", "2",
+              "--name", "second", "--out", str(root / "out")]
+    err = cli_error(main, second, capsys)
+    assert err.startswith(f"error: --rate 2: {root / 'out' / 'split.json'} records 1 per second, the rate of "
+                          "rgb_first/ too")
+
+
 def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_recordings(tmp_path)
     np.save(root / "npy" / "stray.npy", np.zeros((60, 6), dtype=np.float32))

@@ -38,7 +38,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import first_few, printable
 from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
 
 
@@ -134,6 +134,7 @@ class Annotations:
     overlaps: int = 0  # segments that start before an earlier-starting segment of their video ended (checked files)
     overlap_videos: int = 0  # videos holding such a segment
     never_done: int = 0  # segments with start_time = end_time < 0 (a step never done: no time span)
+    overlap_names: tuple[str, ...] = ()  # the videos holding an overlapping segment, in file order (for the warning)
 
     def scenario_videos(self, scenario: str) -> list[Video]:
         """Videos of one scenario, in file order; `InputError` if the scenario is unknown."""
@@ -263,7 +264,7 @@ def timing_warning(annotations: Annotations) -> str | None:
         one = annotations.overlaps == 1
         parts.append(f"{annotations.overlaps} segment{'' if one else 's'} in {annotations.overlap_videos} "
                      f"video{'' if annotations.overlap_videos == 1 else 's'} overlap{'s' if one else ''} an earlier "
-                     f"one (accepted; {OVERLAP_RULE})")
+                     f"one ({first_few(list(annotations.overlap_names), 3)}; accepted; {OVERLAP_RULE})")
     if annotations.never_done:
         one = annotations.never_done == 1
         parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "
@@ -319,6 +320,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
         taxonomy[scenario] = steps
     videos: dict[str, Video] = {}
     overlaps = overlap_videos = 0
+    overlap_names: list[str] = []
     for video, record in data["annotations"].items():
         if not isinstance(record, dict):
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
@@ -351,9 +353,11 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             found = count_overlaps(spans)
             overlaps += found
             overlap_videos += found > 0
+            if found:
+                overlap_names.append(video)
         videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors), tuple(spans))
     skipped = sum(never_done(span) for v in videos.values() for span in v.spans) if check_times else 0
-    annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped)
+    annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped, tuple(overlap_names))
     line = timing_warning(annotations)
     if line is not None:
         print(printable(line), file=sys.stderr, flush=True)

@@ -152,7 +152,8 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=_probability, metavar="P",
                    help="a frame whose likeliest class scores below P counts as background (default: the detector's)")
     p.add_argument("--min-frames", type=_frames(1), metavar="N",
-                   help="frames a key-step must last to be confirmed (default: the detector's)")
+                   help="frames a key-step must last to be confirmed on its own (default: the detector's; a "
+                        "shorter run alone between two stable ones is confirmed too: docs/live-pipeline.md)")
     p.add_argument("--onset-frames", type=_frames(0), metavar="N",
                    help=f"with --alert-on onset, frames after which a key-step is announced (default: the "
                         f"detector's, else {DEFAULT_ONSET_FRAMES})")

@@ -249,7 +249,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_option, default=42, help="seeds folds, detectors and graphs (default 42)")
     p.add_argument("--epochs", type=epochs_option,
                    help="detector training epochs (quick runs; default the benchmark's)")
-    p.add_argument("--recipes", help="comma-separated subset of the recipes")
+    p.add_argument("--recipes", help="comma-separated subset of the recipes (each fold then chooses its settings on "
+                                     "these recipes' validation recordings only: not the full run's choices)")
     p.add_argument("--checker", choices=CHECKERS, default=DEFAULT_CHECKER,
                    help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live)")
     p.add_argument("--order-rule", choices=ORDER_RULES, default=PRECONDITION,

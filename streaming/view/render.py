@@ -306,6 +306,12 @@ def _never_done_table(state: ViewState, layout: _Layout) -> Table:
     layout.names(never, "missing key-steps", 1)
     for when, report in state.missing:
         names = _names(report.missing, report.missing_names, state)
+        # A step the session confirmed can still be named: the checker weighs how clearly it was done, not the
+        # confirmation (docs/method.md); said, so the "done" list and this one do not seem to contradict each other.
+        row = state.streams.get(report.stream_id)
+        done = set(row.done) if row is not None and row.run == report.run else set()
+        names = [f"{name} (recognised, but judged not done: P {p:.2f})" if step in done else name
+                 for step, name, p in zip(report.missing, names, report.probabilities, strict=True)]
         never.add_row(_text(_clock(when)), _text(report.stream_id), _text(", ".join(names), "bold red"))
     return never
 

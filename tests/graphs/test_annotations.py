@@ -104,7 +104,7 @@ def test_overlapping_segments_are_accepted_with_one_warning_line(
     ann = load_annotations(path)
     assert (ann.overlaps, ann.overlap_videos, ann.never_done) == (2, 1, 0)
     assert capsys.readouterr().err.splitlines() == [
-        f"warning: {path}: 2 segments in 1 video overlap an earlier one (accepted; where frames are labelled, the "
+        f"warning: {path}: 2 segments in 1 video overlap an earlier one (v1; accepted; where frames are labelled, the "
         "segment that started last owns the overlap)"]
     assert time_order(ann.videos["v1"], str(path)) == [(0, 0.0, 4.0), (1, 3.0, 9.0), (2, 5.0, 6.0), (3, 9.0, 10.0)]
     load_annotations(path, check_times=False)  # a benchmark reads the order only: no warning

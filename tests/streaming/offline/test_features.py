@@ -74,7 +74,8 @@ def test_overlapping_segments_are_extracted_with_one_warning_line(
     _overlap(work)  # run1's second segment starts 0.5 s before its first ends
     assert main(args(work)) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("warning: ") and "1 segment in 1 video overlaps an earlier one" in err[0]
+    assert len(err) == 1 and err[0].startswith("warning: ")
+    assert "1 segment in 1 video overlaps an earlier one (run1; accepted;" in err[0]  # which video, to look at
     first, second = json.loads((work / "labels.json").read_text())["annotations"]["run1"]["segments"][:2]
     labels = np.load(work / "features" / "target_perframe" / "run1.npy").argmax(axis=1)
     frame = int(np.ceil(second["start_time"] * FPS))  # the first frame of the overlap

@@ -297,6 +297,16 @@ def test_the_steps_an_ended_session_never_did_are_shown_once_per_run() -> None:
     assert "add_teabag, add_milk" in text and text.count("add_milk") == 2  # the view names what did not fit
 
 
+def test_a_step_recognised_yet_named_never_done_is_said_to_be_both() -> None:
+    # The probabilistic checker weighs how clearly a step was done, not its confirmation: a step in the "done" list
+    # may be named never done at the end, which looked like a contradiction on screen.
+    state = ViewState(names={4: "add_teabag", 6: "add_milk"})
+    state.apply(status(done=(6,), ended=True))
+    state.apply(report(probabilities=(0.9, 0.56)))
+    text = " ".join(draw(state).split())
+    assert "add_teabag, add_milk (recognised, but judged not done: P 0.56)" in text
+
+
 def test_jsonl_prints_statuses_when_the_procedure_changes_and_each_report_once(tmp_path: Path) -> None:
     out = io.StringIO()
     with running_checker(tmp_path) as (ctx, service, _thread):

@@ -371,23 +371,35 @@ def check_output(
         raise InputError(f"{named}: cannot write the {what}: folder {parent} does not exist")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"{named}: cannot write the {what}: folder {existing} is not writable")
-    if not folder and path.is_file() and not replaceable(path):
-        why = ("is immutable or append-only (chattr)" if _locked(path) else "belongs to another user, in a folder "
-               "where only a file's owner may replace it (such as /tmp)")
+    why = unreplaceable(path) if not folder and path.is_file() else None
+    if why is not None:
         raise InputError(f"{named}: cannot replace the {what}: {path} {why}; choose another name")
     return path
 
 
-def replaceable(path: Path) -> bool:
-    """Whether this process may replace the existing file ``path`` by renaming another over it (a write that fails
-    only at the end of a run would lose its work): not when the file is immutable or append-only (``chattr +i``,
-    which stops root too), and in a sticky folder (``/tmp``) only the file's owner, the folder's owner or root may."""
+def unreplaceable(path: Path) -> str | None:
+    """Why this process may not replace the existing file ``path`` by renaming another over it (a write that fails
+    only at the end of a run would lose its work), for a message; None when it may. Not when the file is immutable
+    or append-only (``chattr +i``, which stops root too); in a sticky folder (``/tmp``) only the file's owner, the
+    folder's owner or root may."""
     if _locked(path):
-        return False
+        return "is immutable or append-only (chattr)"
     if not hasattr(os, "geteuid"):  # no POSIX ownership to check
-        return True
+        return None
     folder = path.parent.stat()
-    return not folder.st_mode & stat.S_ISVTX or os.geteuid() in (0, path.stat().st_uid, folder.st_uid)
+    if not folder.st_mode & stat.S_ISVTX or os.geteuid() in (0, path.stat().st_uid, folder.st_uid):
+        return None
+    return "belongs to another user, in a folder where only a file's owner may replace it (such as /tmp)"
+
+
+def replaced_input(target: str | Path, inputs: Iterable[str | Path | None]) -> Path | None:
+    """The input file that writing ``target`` would replace: the one ``target`` already is (however named: a link,
+    ``a/../b``, a hard link), or None. For outputs a run names itself inside an output folder (an annotated video, a
+    saved graph), which `check_output`'s ``inputs`` cannot see before the folder is known to hold them."""
+    target = Path(target)
+    if not target.is_file():
+        return None
+    return next((Path(p) for p in inputs if p is not None and Path(p).is_file() and target.samefile(p)), None)
 
 
 # Linux's FS_IOC_GETFLAGS, and its immutable and append-only flags (linux/fs.h).

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.annotations import choose_scenario, load_annotations, never_done, time_order
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, read_json, write_text
+from graphs.common.files import check_output, read_json, replaced_input, write_text
 from graphs.common.safe_text import first_few
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
@@ -305,15 +305,14 @@ def check_outputs_spare_inputs(config: EvalConfig, videos: Sequence[EvalVideo]) 
     paths = [video.path for video in videos]
     if config.json_out is not None:
         check_output(config.json_out, "results file", inputs=paths, option="--json")
-    read = [Path(p) for p in (*paths, config.graph, config.detector, config.annotations, config.split,
-                              config.backbone) if p is not None]
+    read = [*paths, config.graph, config.detector, config.annotations, config.split, config.backbone]
     planned = [("--annotate-out", config.annotate_out, annotated_path), ("--plots", config.plots, plot_path)]
     for option, folder, name_of in planned:
         if folder is None:
             continue
         for video in videos:
             target = name_of(folder, video.name)
-            hit = next((p for p in read if target.is_file() and p.is_file() and target.samefile(p)), None)
+            hit = replaced_input(target, read)
             if hit is not None:
                 raise InputError(f"{option} {folder}: its {target.name} would replace {hit}, which the run reads; "
                                  "choose another folder")

@@ -35,7 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
 from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError
-from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, write_text
+from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, replaced_input, write_text
 from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import printable
 from recognition.feature_folders import (
@@ -313,8 +313,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     """
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
     for written in (MANIFEST, SPLIT_FILE):  # the annotation file kept in the folder under a name the run writes
-        target = Path(config.out) / written
-        if target.is_file() and Path(config.annotations).is_file() and target.samefile(config.annotations):
+        if replaced_input(Path(config.out) / written, [config.annotations]) is not None:
             raise InputError(f"--annotations {config.annotations}: is the {written} that --out {config.out} gets "
                              "written; keep the annotation file under another name or folder")
     videos_dir = Path(config.videos)

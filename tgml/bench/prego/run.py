@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.common.errors import InputError
-from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name
+from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, replaced_input
 from graphs.common.options import SEED_RULE, is_seed
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
@@ -190,9 +190,7 @@ def check_graph_names_spare_inputs(config: BenchConfig) -> None:
     names = {saved_graph_name(d, m, k) for d in config.dataset_names for m in config.methods
              for k in (None, *config.seeds)}
     for name in sorted(names):
-        target = Path(config.save_graphs) / name
-        hit = next((p for p in read if p is not None and target.is_file() and Path(p).is_file()
-                    and target.samefile(p)), None)
+        hit = replaced_input(Path(config.save_graphs) / name, read)
         if hit is not None:
             raise InputError(f"--save-graphs {config.save_graphs}: its {name} would replace {hit}, which the run "
                              "reads; choose another folder")

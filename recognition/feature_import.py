@@ -40,6 +40,7 @@ from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
     TARGETS_DIR,
+    SplitFile,
     check_segments_fit,
     draw_test_videos,
     kept_test_videos,
@@ -263,7 +264,6 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
     videos: list[ImportedVideo] = []
-    paths: dict[str, Path] = {}
     for video in annotations.scenario_videos(scenario):
         path = files.get(video.video)
         if path is None:
@@ -272,7 +272,6 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         segments = tuple(TimedSegment(video.steps[k], start, end) for k, start, end in
                          time_order(video, config.annotations))
         features = read_feature_file(path)
-        paths[video.video] = path
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.
         try:
             check_segments_fit(segments, len(features) / config.rate, 1 / config.rate, config.annotations,
@@ -285,20 +284,20 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         width = Counter(v.features.shape[1] for v in videos).most_common(1)[0][0]
         odd = next((v for v in videos if v.features.shape[1] != width), None)
         if odd is not None:
-            raise InputError(f"{paths[odd.name]}: the features are {odd.features.shape[1]} wide, those of the "
+            raise InputError(f"{files[odd.name]}: the features are {odd.features.shape[1]} wide, those of the "
                              f"folder's other files {width}: every file must come from the same backbone")
     report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
     if not videos:
         raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")
     names = [v.name for v in videos]
-    test = choose_test(names, config)
+    test = choose_test(names, config, stored)
     return scenario, step_ids, step_names, videos, test
 
 
-def choose_test(names: Sequence[str], config: ImportConfig) -> frozenset[str]:
-    """The test recordings: a folder's written before keeps its split (`recognition.feature_folders.kept_test_videos`,
-    as ``recognition-features`` resuming on videos); else ``--test-videos``, else a seeded draw of ``--test-fraction``
-    of them; both splits are non-empty.
+def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | None) -> frozenset[str]:
+    """The test recordings: a folder's written before (``stored``, `recognition.feature_folders.stored_split` of
+    ``--out``) keeps its split (`recognition.feature_folders.kept_test_videos`, as ``recognition-features`` resuming
+    on videos); else ``--test-videos``, else a seeded draw of ``--test-fraction`` of them; both splits are non-empty.
 
     Raises:
         InputError: a named recording that is not imported, a split that leaves either side empty, or one that differs
@@ -309,7 +308,6 @@ def choose_test(names: Sequence[str], config: ImportConfig) -> frozenset[str]:
         if unknown:
             raise InputError(f"--test-videos: {unknown[0]!r} is not an imported recording (a feature file of the "
                              "scenario with an annotation)")
-    stored = stored_split(config.out)
     if stored is not None:
         return kept_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed,
                                 config.annotations)

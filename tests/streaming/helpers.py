@@ -111,15 +111,19 @@ def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), **config: Any
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Callable[[], object] | None = None) -> bool:
-    """Call ``step`` repeatedly until ``predicate()`` holds or the deadline passes."""
+    """Call ``step`` repeatedly until ``predicate()`` holds or the deadline passes.
+
+    The loop rests 10 ms between tries, ``step`` or not: a step that publishes (a heartbeat until a stream shows up)
+    called back to back queued thousands of messages ahead of a slow, loaded service, and what a test sent next waited
+    behind them past its own deadline.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if step is not None:
             step()
         if predicate():
             return True
-        if step is None:
-            time.sleep(0.01)
+        time.sleep(0.01)
     return predicate()
 
 

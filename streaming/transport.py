@@ -67,6 +67,7 @@ MAX_FRAMES: Final = 2  # topic and payload: a message with more is dropped as it
 SUBSCRIPTIONS_PER_CALL: Final = 256
 # An XPUB's subscriptions are read every this many sends (a read that finds none costs about as much as a send).
 READ_SUBSCRIPTIONS_EVERY: Final = 64
+HANDSHAKE_CHECK_S: Final = 0.25  # a watched publisher reads its handshake events at most this often
 SUBSCRIBED: Final = b"\x01"  # the first byte of a subscription message an XPUB receives (0: an unsubscription)
 CONNECT_WAIT_S: Final = 10.0  # longest a detector waits for its checker to answer before it refuses to run
 # libzmq drops a frame larger than this, and the connection of the peer that sent it, before Python sees it. Up to
@@ -275,24 +276,54 @@ def connect(
         InputError: a bad endpoint, CURVE on inproc, a refused handshake, or no peer answered (or subscribed)
             within ``wait_s``.
     """
-    if kind == zmq.PUB and wait_s > 0:
-        kind = zmq.XPUB
-    sock, watch = _open(ctx, kind, endpoint, option, recv_hwm, curve, watch=wait_s > 0)
-    if watch is not None:
-        deadline = time.monotonic() + wait_s
-        try:
-            if not watch.wait(wait_s):
-                raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
-            if kind == zmq.XPUB and not _await_subscriptions(sock, topics, deadline, watch):
-                raise InputError(f"{option} {endpoint}: the peer answered but did not subscribe to "
-                                 f"{b', '.join(topics).decode()} within {wait_s:g} s (is it the checker's --bind "
-                                 "endpoint?)")
-        except BaseException:
-            watch.close()
-            sock.close()
-            raise
-        watch.close()
+    if wait_s <= 0:
+        return _open(ctx, kind, endpoint, option, recv_hwm, curve, watch=False)[0]
+    sock, watch = connect_waiting(ctx, kind, endpoint, option, wait_s, recv_hwm, curve, topics)
+    watch.close()
     return sock
+
+
+def connect_waiting(
+    ctx: zmq.Context,
+    kind: int,
+    endpoint: str,
+    option: str,
+    wait_s: float,
+    recv_hwm: int = RECV_HWM,
+    curve: CurveClient | None = None,
+    topics: tuple[bytes, ...] = INPUT_TOPICS,
+) -> tuple[zmq.Socket, HandshakeWatch]:
+    """`connect` with ``wait_s``, and the `HandshakeWatch` left on the socket: a detector checks it as it runs
+    (`Publisher`), so a key revoked while it is connected ends it with the refusal's line instead of a run that
+    goes on sending into a checker that turns every handshake away.
+
+    Args:
+        ctx / kind / endpoint / option / recv_hwm / curve / topics: as `connect`.
+        wait_s: longest wait for the peer's answer (and a PUB's subscriptions); > 0.
+
+    Returns:
+        ``(socket, watch)``; close the watch before the socket.
+
+    Raises:
+        InputError: as `connect`.
+    """
+    if kind == zmq.PUB:
+        kind = zmq.XPUB
+    sock, watch = _open(ctx, kind, endpoint, option, recv_hwm, curve, watch=True)
+    assert watch is not None
+    deadline = time.monotonic() + wait_s
+    try:
+        if not watch.wait(wait_s):
+            raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
+        if kind == zmq.XPUB and not _await_subscriptions(sock, topics, deadline, watch):
+            raise InputError(f"{option} {endpoint}: the peer answered but did not subscribe to "
+                             f"{b', '.join(topics).decode()} within {wait_s:g} s (is it the checker's --bind "
+                             "endpoint?)")
+    except BaseException:
+        watch.close()
+        sock.close()
+        raise
+    return sock, watch
 
 
 def _await_subscriptions(
@@ -383,6 +414,18 @@ _HANDSHAKE_EVENTS: Final = (
 )
 
 
+class HandshakeRefused(InputError):
+    """The peer refused this client's handshake: its key is not allowed (or no longer is), the wrong checker key,
+    CURVE on one side only. A sink that meets it ends the run (`streaming.detector.sinks.Fanout`): it is no defect
+    of one message."""
+
+
+# A running client ends at the first refusal of its key (ZAP said no: revoked) or of its mechanism; any other failed
+# handshake may be a checker killed mid-handshake, so it ends the client only when this many come with no success
+# between them (a checker restarted with another key pair).
+FAILED_HANDSHAKES_TO_END: Final = 3
+
+
 class HandshakeWatch:
     """Watches a connecting socket's handshakes (a ZeroMQ socket monitor) and names a refusal.
 
@@ -409,6 +452,7 @@ class HandshakeWatch:
         self.monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
         self.succeeded = False
         self.reconnects = 0
+        self.failed_in_row = 0  # failed handshakes since the last that succeeded (`check_running`)
 
     def wait(self, timeout_s: float) -> bool:
         """Wait for the first successful handshake.
@@ -444,7 +488,29 @@ class HandshakeWatch:
                 self.sock.disconnect(self.endpoint)
                 self.sock.connect(self.endpoint)
             else:
-                raise InputError(self._refusal(event, value))
+                raise HandshakeRefused(self._refusal(event, value))
+
+    def check_running(self) -> None:
+        """`check` for a client that is running: a refusal of its key or of its mechanism raises at once, another
+        failed handshake only as the `FAILED_HANDSHAKES_TO_END`-th in a row (never blocks).
+
+        Raises:
+            HandshakeRefused: the peer refused this client.
+        """
+        for event, value in _monitor_events(self.monitor):
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.succeeded, self.failed_in_row = True, 0
+            elif event == zmq.EVENT_DISCONNECTED:
+                self.reconnects += 1
+                self.sock.disconnect(self.endpoint)
+                self.sock.connect(self.endpoint)
+            else:
+                self.failed_in_row += 1
+                mismatch = value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                certain = event == zmq.EVENT_HANDSHAKE_FAILED_AUTH or (
+                    event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and mismatch)
+                if certain or self.failed_in_row >= FAILED_HANDSHAKES_TO_END:
+                    raise HandshakeRefused(self._refusal(event, value))
 
     def _refusal(self, event: int, value: int) -> str:
         where = f"{self.option} {self.endpoint}"
@@ -546,20 +612,33 @@ class Publisher:
     `new_subscribers` (the checker calls it every loop) and every `READ_SUBSCRIPTIONS_EVERY` sends (a detector never
     calls it), so they never pile up.
 
+    A connected client's publisher may hold its socket's `HandshakeWatch` (`connect_waiting`); it reads it at most
+    every `HANDSHAKE_CHECK_S`, as it sends, so a key revoked while the client runs ends it (`HandshakeRefused`).
+
     Args:
         sock: a bound or connected PUB or XPUB socket.
+        watch: the socket's handshake watch (None: not watched).
     """
 
-    def __init__(self, sock: zmq.Socket) -> None:
+    def __init__(self, sock: zmq.Socket, watch: HandshakeWatch | None = None) -> None:
         self.sock = sock
+        self.watch = watch
         self._subscribed = 0
         self._sent = 0
+        self._next_check = 0.0
 
     def send(self, message: Message) -> None:
-        """Encode and send one message."""
+        """Encode and send one message.
+
+        Raises:
+            HandshakeRefused: the watched socket's peer refused it meanwhile.
+        """
         self._sent += 1
         if self._sent % READ_SUBSCRIPTIONS_EVERY == 0:
             self._read_subscriptions()
+        if self.watch is not None and (now := time.monotonic()) >= self._next_check:
+            self._next_check = now + HANDSHAKE_CHECK_S
+            self.watch.check_running()
         # Copied: frames of at most 64 KiB are cheaper to copy than to lend (13 against 17 us a message on loopback;
         # pyzmq copies anything under its 64 KiB threshold anyway, after building a frame object for it).
         self.sock.send_multipart(encode(message))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TextIO, TypeVar
 
 from streaming.messages import Message, encode_payload
+from streaming.transport import HandshakeRefused
 
 DEFAULT_QUEUE = 256  # messages a background sink holds before it drops the newest (counted)
 STOP_WAIT_S = 5.0  # on close, longest wait for a background sink to finish what it holds
@@ -42,7 +43,8 @@ class Fanout:
 
     A sink that raises on a message (a defect of that sink) is counted (``failed``) and logged, the first time and
     then every `LOG_EVERY` failures, and the others still get the message: one sink never stops a camera's stream.
-    A closed standard output is not a sink's defect but the end of its reader (``| head``), and is raised.
+    A closed standard output is not a sink's defect but the end of its reader (``| head``), and is raised; so is the
+    checker's refusal of this client (`HandshakeRefused`: its key revoked), the end of the run.
 
     Args:
         sinks: where every message goes.
@@ -59,7 +61,7 @@ class Fanout:
         for sink in self.sinks:
             try:
                 sink.send(message)
-            except BrokenPipeError:
+            except (BrokenPipeError, HandshakeRefused):
                 raise
             except Exception as err:  # any defect of one sink: counted and logged, never fatal to the stream
                 self.failed += 1

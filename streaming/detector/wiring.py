@@ -36,7 +36,7 @@ from streaming.detector.sinks import Sink, combine
 from streaming.detector.streams import DetectorStats, DetectorStream, FrameObserver, StreamWatcher
 from streaming.extractors import FeatureExtractor
 from streaming.readers import Frame, VideoReader
-from streaming.transport import Publisher, connect
+from streaming.transport import Publisher, connect_waiting
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
 
@@ -114,13 +114,17 @@ class Pipeline:
 def checker_publisher(ctx: zmq.Context, config: DetectorConfig) -> Iterator[Publisher]:
     """A PUB socket connected to the checker at ``config.connect``; on exit its last messages get `FINAL_LINGER_MS`.
 
+    Its handshakes stay watched: a checker that refuses this client later (its key revoked) ends the run with the
+    refusal (`streaming.transport.HandshakeRefused`).
+
     Raises:
         InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
     """
-    sock = connect(ctx, zmq.PUB, config.connect, wait_s=config.connect_wait_s, curve=config.curve)
+    sock, watch = connect_waiting(ctx, zmq.PUB, config.connect, "--connect", config.connect_wait_s, curve=config.curve)
     try:
-        yield Publisher(sock)
+        yield Publisher(sock, watch)
     finally:
+        watch.close()
         sock.setsockopt(zmq.LINGER, FINAL_LINGER_MS)
         sock.close()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -27,11 +28,11 @@ from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth
 from streaming.stream_detect_cli import main
-from streaming.transport import Publisher, Receiver, connect, connect_watched, is_local, subscribe
+from streaming.transport import Publisher, Receiver, connect, connect_waiting, connect_watched, is_local, subscribe
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import MISTAKE_STEP, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 
@@ -300,6 +301,32 @@ def test_a_key_dropped_into_the_folder_lets_its_camera_in_and_a_removed_one_cuts
     sock.close()
 
 
+def test_a_detector_whose_key_is_revoked_while_it_runs_ends_with_the_refusal(
+    curve_checker: tuple[zmq.Context, CheckerService], keys: Path, tmp_path: Path
+) -> None:
+    # It went on to the end of its video and exited 0 with its usual summary, while the checker turned away every
+    # message it sent after the revocation. With alert frames, its socket is one of several sinks (a `Fanout`).
+    _ctx, service = curve_checker
+    args = ["detector", "--video", "demo", "--connect", service.events_endpoint, "--curve-server",
+            str(keys / "checker.key"), "--curve-secret", str(keys / "clients" / "cam1.key_secret"), "--stream-id",
+            "door", "--alert-frames", str(tmp_path / "frames")]
+    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)  # the demo plays for ~25 s
+    try:
+        assert wait_for(lambda: "door" in service.core.streams or proc.poll() is not None, 60.0)
+        assert proc.poll() is None
+        (keys / "clients" / "cam1.key").unlink()
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 2
+    assert err.splitlines()[-1] == (f"error: --connect {service.events_endpoint}: the checker refused this client's "
+                                    "key (put its public key, clients/NAME.key, in the checker's --curve-clients "
+                                    "folder, or check --curve-secret)")
+    assert "Traceback" not in err
+
+
 def test_a_broken_key_file_at_reload_is_skipped_and_named(tmp_path: Path, keys: Path) -> None:
     lines: list[str] = []
     now = [0.0]
@@ -323,8 +350,10 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing_with_curve(tmp_pa
     checker = CheckerProcess(str(graph_path), config)
     try:
         viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
-        sock = connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0, curve=client(keys, "cam0"))
-        events = EventPublisher(Publisher(sock), "cam0")
+        # Watched as a detector's socket is: a checker killed and restarted is no refusal, and must not end it.
+        sock, watch = connect_waiting(ctx, zmq.PUB, checker.events_endpoint, "--connect", 10.0,
+                                      curve=client(keys, "cam0"))
+        events = EventPublisher(Publisher(sock, watch), "cam0")
         state = viewer.state
         assert wait_for(lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, 0),
                                                                         viewer.pump(20)))
@@ -342,7 +371,9 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing_with_curve(tmp_pa
                         lambda: (events.heartbeat(None, 5, 0, 30.0), viewer.pump(20)))
         assert sorted(a.index for _, a in state.alerts) == [1, 2]
         assert all(isinstance(a, Alert) for _, a in state.alerts)
+        assert watch.reconnects >= 1  # it did see the checker go
         viewer.close()
+        watch.close()
         sock.close()
     finally:
         checker.stop()

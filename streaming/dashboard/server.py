@@ -20,7 +20,9 @@ import asyncio
 import contextlib
 import errno
 import json
+import logging
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -58,6 +60,58 @@ SECURITY_HEADERS: Final = {
     "X-Frame-Options": "DENY",
 }  # fmt: skip
 UNAUTHORIZED: Final = "401: unauthorized\n"
+REQUEST_LOG_GAP_S: Final = 10.0  # after the first, at most one line this often about requests aiohttp refused
+
+
+class RequestErrors(logging.Handler):
+    """aiohttp's log of requests it could not handle, as one counted line at most every `REQUEST_LOG_GAP_S`.
+
+    aiohttp answers a malformed request (a header line over its limit, too many headers, a bad chunk) with 400 and
+    logs it with a traceback: anyone who reaches the port could fill the log, and under ``--log-format json`` those
+    lines are not JSON. Here each becomes at most one line, naming the peer and the reason, and those in between
+    are counted in the next.
+
+    Args:
+        log: where a line goes (None: a ``warning:`` line on stderr).
+        monotonic: the clock (tests step it).
+    """
+
+    def __init__(self, log: Callable[[str], None] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(logging.DEBUG)
+        self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+        self._monotonic = monotonic
+        self.count = 0
+        self._unsaid = 0
+        self._next_line = 0.0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Count the record; say it when the last line is old enough."""
+        if record.levelno < logging.WARNING:  # aiohttp's debug lines (non-HTTP traffic at a first request)
+            return
+        self.count += 1
+        self._unsaid += 1
+        now = self._monotonic()
+        if now < self._next_line:
+            return
+        error = record.exc_info[1] if record.exc_info else None
+        reason = f"{type(error).__name__}: {error}" if error is not None else record.getMessage()
+        # One line, printable: aiohttp's reasons span lines and quote what the peer sent.
+        reason = "".join(c if c.isprintable() else "?" for c in " ".join(reason.split()))
+        since = f" ({self._unsaid} since the last line)" if self._unsaid > 1 else ""
+        what = (f"a request from {record.args[0]} could not be handled" if isinstance(record.args, tuple)
+                and record.args else f"the web server: {record.msg}")
+        self._log(f"dashboard: {what}{since}: {reason[:200]}")
+        self._unsaid, self._next_line = 0, now + REQUEST_LOG_GAP_S
+
+
+def request_logger(handler: RequestErrors) -> logging.Logger:
+    """A logger of its own for aiohttp's request errors, sending them to ``handler`` alone (not the root logger's
+    handlers; made outside the logging registry, so each server's goes with it)."""
+    logger = logging.Logger(f"{__name__}.requests", logging.DEBUG)
+    logger.addHandler(handler)
+    logger.propagate = False
+    return logger
 
 
 def require_aiohttp() -> None:
@@ -302,7 +356,7 @@ def build_app(hub: Hub) -> Any:
                     continue
                 try:
                     body = json.loads(message.data)
-                except ValueError:
+                except (ValueError, RecursionError):  # "[[[...": deeper than the parser goes
                     continue  # a page speaks only JSON; anything else is ignored, never fatal
                 if isinstance(body, dict) and body.get("type") == "ack":
                     hub.acknowledge(body.get("id"))
@@ -359,7 +413,8 @@ async def serve(
         hub: the state and pages.
         ready: called with the page's address once the server listens (the real port when 0 was asked).
         stop: set it to end (default: never).
-        log: one line per refused checker handshake.
+        log: one line per refused checker handshake, and about requests that could not be handled
+            (`RequestErrors`).
 
     Raises:
         InputError: the address is taken or cannot be bound (before anything else starts).
@@ -367,7 +422,9 @@ async def serve(
     from aiohttp import web
 
     address = hub.config.address
-    runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False, shutdown_timeout=CLOSE_TIMEOUT_S)
+    errors = RequestErrors(log)
+    runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False, shutdown_timeout=CLOSE_TIMEOUT_S,
+                           logger=request_logger(errors))
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port, backlog=128)
     where = f"{address.host}:{address.port}" if ":" not in address.host else f"[{address.host}]:{address.port}"

@@ -178,6 +178,44 @@ def test_an_undecodable_message_is_counted_and_skipped(tmp_path: Path) -> None:
         ctx.destroy(linger=0)
 
 
+def test_a_page_sending_nesting_too_deep_to_parse_stays_connected_and_served(tmp_path: Path) -> None:
+    # json.loads raised RecursionError, which the page's loop did not catch: a traceback, and the page cut off.
+    with serving(f"ipc://{tmp_path}/out") as served:
+
+        async def page() -> tuple[str, bool]:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(served.url + "ws")
+                assert (await ws.receive_json(timeout=5))["type"] == "snapshot"
+                await ws.send_str("[" * 3000)  # within the size limit
+                await ws.send_json({"type": "ack", "id": 7})  # no such alert: ignored
+                message = await next_of(ws, "link")  # pushed every second to pages still connected
+                return message["type"], ws.closed
+
+        assert asyncio.run(page()) == ("link", False)
+
+
+def test_malformed_http_requests_get_400_and_one_log_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # aiohttp logged each with its traceback on stderr: anyone reaching the port could fill the log with them, and
+    # under --log-format json they were not JSON.
+    bad = [b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+           b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-%d: 1\r\n" % k for k in range(500)) + b"\r\n",
+           b"GET / HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n"]
+    with serving(f"ipc://{tmp_path}/out") as served:
+        host, port = served.url.removeprefix("http://").rstrip("/").split(":")
+        for request in bad:
+            with socket.create_connection((host, int(port)), timeout=10) as conn:
+                conn.sendall(request)
+                assert conn.recv(64).split(b"\r\n")[0].split()[1] == b"400"
+        assert served.state()["link"] is not None  # still serving
+    lines = capsys.readouterr().err.splitlines()
+    assert "Traceback" not in "\n".join(lines)
+    (line,) = lines  # the first said at once, the others counted for the next line (10 s later)
+    assert line.startswith("warning: dashboard: a request from 127.0.0.1 could not be handled: LineTooLong: 400, "
+                           "message: Got more than 8190 bytes")
+
+
 def test_alert_pictures_are_served_only_from_inside_the_folder(tmp_path: Path) -> None:
     frames = tmp_path / "frames"
     (frames / "cam0").mkdir(parents=True)

@@ -19,15 +19,16 @@ import hmac
 import ipaddress
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
 from graphs.common.errors import InputError
+from graphs.common.files import read_bytes
 
 DEFAULT_BIND: Final = "127.0.0.1:8080"
 MIN_TOKEN_CHARS: Final = 16  # a guessable token is no token
 MAX_TOKEN_CHARS: Final = 256
+MAX_TOKEN_FILE_BYTES: Final = 4096  # a token file holds one line (a comment or a newline after it, at most)
 COOKIE: Final = "dashboard_session"
 TOKEN_HINT: Final = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
 _ADDRESS = re.compile(r"(?:(\[[0-9A-Fa-f:.]+\]|[0-9A-Za-z.:-]+):)?(\d{1,5})")
@@ -51,6 +52,10 @@ class BindAddress:
     def loopback(self) -> bool:
         """Whether only this machine can reach it."""
         return ipaddress.ip_address(self.host).is_loopback
+
+    def __str__(self) -> str:
+        """``HOST:PORT`` as ``--bind`` takes it (an IPv6 host in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def parse_bind(text: str, option: str = "--bind") -> BindAddress:
@@ -86,10 +91,15 @@ def load_token(token: str | None, token_file: str | None) -> str | None:
     option = "--token"
     if token_file is not None:
         option = f"--token-file {token_file}"
+        try:  # a regular file of at most a key file's size: never /dev/zero read to the end, never a FIFO's wait
+            data = read_bytes(token_file, "token file", MAX_TOKEN_FILE_BYTES)
+        except InputError as err:
+            raise InputError(f"--token-file {err}") from None
         try:
-            lines = Path(token_file).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"--token-file {token_file}: cannot read it ({err.__class__.__name__})") from None
+            lines = data.decode("ascii").splitlines()
+        except UnicodeDecodeError:
+            raise InputError(f"{option}: not a text file (a token is visible ASCII characters); "
+                             f"{TOKEN_HINT}") from None
         token = lines[0].strip() if lines else ""
     if token is None:
         return None
@@ -106,7 +116,7 @@ def check_exposure(address: BindAddress, token: str | None, option: str = "--bin
         InputError: the address is reachable from other machines and no token was given.
     """
     if token is None and not address.loopback:
-        raise InputError(f"{option} {address.host}:{address.port} is reachable beyond this machine: anyone there "
+        raise InputError(f"{option} {address} is reachable beyond this machine: anyone there "
                          "could read every stream's alerts and acknowledge them; give --token-file FILE (or --token), "
                          f"or bind 127.0.0.1; {TOKEN_HINT}")
 

@@ -427,7 +427,7 @@ async def serve(
                            logger=request_logger(errors))
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port, backlog=128)
-    where = f"{address.host}:{address.port}" if ":" not in address.host else f"[{address.host}]:{address.port}"
+    where = str(address)
     try:
         await site.start()
     except OSError as err:

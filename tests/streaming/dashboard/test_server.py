@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import threading
 import time
@@ -128,8 +129,31 @@ def test_the_push_channel_refuses_a_page_of_another_site(tmp_path: Path) -> None
 def test_beyond_loopback_the_dashboard_refuses_to_start_without_a_token(capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["dashboard", "--bind", "0.0.0.0:0"], capsys)
     assert "--bind 0.0.0.0:0 is reachable beyond this machine" in line and "--token-file" in line
+    line = cli_error(main, ["dashboard", "--bind", "[::]:0"], capsys)
+    assert line.startswith("error: --bind [::]:0 is reachable beyond this machine")  # was ":::0"
     line = cli_error(main, ["dashboard", "--bind", "0.0.0.0:0", "--token", "short"], capsys)
     assert "--token: the token must be 16-256 visible ASCII characters" in line
+
+
+def test_a_token_file_is_read_only_when_it_is_a_small_regular_text_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # /dev/zero was read until the kernel killed the process (23 GB), a FIFO waited for a writer forever, and bytes
+    # that are not text were named by Python's class name.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "binary").write_bytes(b"\xff\xfe" + b"x" * 30)
+    (tmp_path / "huge").write_text("t" * 5000)
+    expected = {
+        "/dev/zero": "is a character device, not a regular file; expected a token file",
+        str(fifo): "is a FIFO (named pipe), not a regular file; expected a token file",
+        str(tmp_path / "binary"): "not a text file (a token is visible ASCII characters)",
+        str(tmp_path / "huge"): "too large for a token file",
+        str(tmp_path): "is a folder, expected a token file",
+    }
+    for path, reason in expected.items():
+        line = cli_error(main, ["dashboard", "--bind", "0.0.0.0:0", "--demo", "--token-file", path], capsys)
+        assert line.startswith(f"error: --token-file {path}: ") and reason in line, line
 
 
 def test_a_port_already_taken_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:

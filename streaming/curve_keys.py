@@ -570,7 +570,7 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
         raise InputError(f"--out {out}: {existing[0]} exists (keys are never overwritten; {hint})")
     if add:
         read_key_file(checker[1], "--add")
-    check_output(out, "key folder", folder=True, option="--out")
+    check_output(out, "keys", folder=True, option="--out")
     for path in planned:
         output_target(path, "key file")  # a folder, FIFO or device where a key goes is refused before any write
     clients_folder = out / CLIENTS_FOLDER  # found unwritable only after the checker's pair: half a key set

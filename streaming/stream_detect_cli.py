@@ -532,6 +532,8 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any]) -> Ite
     The endpoint is bound first, so a busy port or a missing extra is refused before any model or graph loads.
     """
     if args.metrics is None:
+        if args.metrics_public:
+            raise InputError("--metrics-public lets --metrics bind beyond loopback: give --metrics HOST:PORT with it")
         yield None
         return
     from streaming.metrics import MetricsServer, parse_metrics_address, require_prometheus

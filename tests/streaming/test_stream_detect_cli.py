@@ -337,6 +337,8 @@ def test_a_metrics_port_in_use(command: str, capsys: pytest.CaptureFixture[str])
     assert line == f"error: --metrics 127.0.0.1:{port}: address already in use"
     line = cli_error(main, [command, "--metrics", "0.0.0.0:9100", *args[3:]], capsys)
     assert line.startswith("error: --metrics 0.0.0.0:9100 is reachable beyond this machine")
+    line = cli_error(main, [command, "--metrics-public", *args[3:]], capsys)  # was ignored in silence
+    assert line == "error: --metrics-public lets --metrics bind beyond loopback: give --metrics HOST:PORT with it"
 
 
 def test_the_checker_logs_json_lines(tmp_path: Path) -> None:

@@ -452,7 +452,7 @@ class HandshakeWatch:
         self.monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
         self.succeeded = False
         self.reconnects = 0
-        self.failed_in_row = 0  # failed handshakes since the last that succeeded (`check_running`)
+        self.failed_in_row = 0  # failed handshakes since the last that succeeded (`check`)
 
     def wait(self, timeout_s: float) -> bool:
         """Wait for the first successful handshake.
@@ -474,28 +474,16 @@ class HandshakeWatch:
             self.check()
         return True
 
-    def check(self) -> None:
+    def check(self, running: bool = False) -> None:
         """Read the handshake events that arrived (never blocks); a refusal raises.
 
-        Raises:
-            InputError: the peer refused a handshake.
-        """
-        for event, value in _monitor_events(self.monitor):
-            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.succeeded = True
-            elif event == zmq.EVENT_DISCONNECTED:
-                self.reconnects += 1
-                self.sock.disconnect(self.endpoint)
-                self.sock.connect(self.endpoint)
-            else:
-                raise HandshakeRefused(self._refusal(event, value))
-
-    def check_running(self) -> None:
-        """`check` for a client that is running: a refusal of its key or of its mechanism raises at once, another
-        failed handshake only as the `FAILED_HANDSHAKES_TO_END`-th in a row (never blocks).
+        Args:
+            running: the client runs already: a refusal of its key or of its mechanism raises at once, another
+                failed handshake only as the `FAILED_HANDSHAKES_TO_END`-th in a row (False: any failure raises,
+                as when connecting, where it names the mistake).
 
         Raises:
-            HandshakeRefused: the peer refused this client.
+            HandshakeRefused: the peer refused a handshake.
         """
         for event, value in _monitor_events(self.monitor):
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -509,7 +497,7 @@ class HandshakeWatch:
                 mismatch = value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
                 certain = event == zmq.EVENT_HANDSHAKE_FAILED_AUTH or (
                     event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and mismatch)
-                if certain or self.failed_in_row >= FAILED_HANDSHAKES_TO_END:
+                if not running or certain or self.failed_in_row >= FAILED_HANDSHAKES_TO_END:
                     raise HandshakeRefused(self._refusal(event, value))
 
     def _refusal(self, event: int, value: int) -> str:
@@ -638,7 +626,7 @@ class Publisher:
             self._read_subscriptions()
         if self.watch is not None and (now := time.monotonic()) >= self._next_check:
             self._next_check = now + HANDSHAKE_CHECK_S
-            self.watch.check_running()
+            self.watch.check(running=True)
         # Copied: frames of at most 64 KiB are cheaper to copy than to lend (13 against 17 us a message on loopback;
         # pyzmq copies anything under its 64 KiB threshold anyway, after building a frame object for it).
         self.sock.send_multipart(encode(message))

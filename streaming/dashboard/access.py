@@ -28,7 +28,7 @@ from graphs.common.files import read_bytes
 DEFAULT_BIND: Final = "127.0.0.1:8080"
 MIN_TOKEN_CHARS: Final = 16  # a guessable token is no token
 MAX_TOKEN_CHARS: Final = 256
-MAX_TOKEN_FILE_BYTES: Final = 4096  # a token file holds one line (a comment or a newline after it, at most)
+MAX_TOKEN_FILE_BYTES: Final = 4096  # a token is one line of at most 256 characters; the rest of the file is not read
 COOKIE: Final = "dashboard_session"
 TOKEN_HINT: Final = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
 _ADDRESS = re.compile(r"(?:(\[[0-9A-Fa-f:.]+\]|[0-9A-Za-z.:-]+):)?(\d{1,5})")

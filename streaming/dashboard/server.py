@@ -81,7 +81,6 @@ class RequestErrors(logging.Handler):
         super().__init__(logging.DEBUG)
         self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
         self._monotonic = monotonic
-        self.count = 0
         self._unsaid = 0
         self._next_line = 0.0
 
@@ -89,7 +88,6 @@ class RequestErrors(logging.Handler):
         """Count the record; say it when the last line is old enough."""
         if record.levelno < logging.WARNING:  # aiohttp's debug lines (non-HTTP traffic at a first request)
             return
-        self.count += 1
         self._unsaid += 1
         now = self._monotonic()
         if now < self._next_line:

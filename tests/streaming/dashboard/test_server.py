@@ -22,7 +22,7 @@ from streaming.checker.config import CheckerConfig  # noqa: E402
 from streaming.checker.service import CheckerService  # noqa: E402
 from streaming.curve_keys import CurveClient, CurveServer  # noqa: E402
 from streaming.dashboard.access import COOKIE  # noqa: E402
-from streaming.dashboard.server import PageQueue  # noqa: E402
+from streaming.dashboard.server import PageQueue, RequestErrors, request_logger  # noqa: E402
 from streaming.messages import Alert, encode  # noqa: E402
 from streaming.stream_detect_cli import main  # noqa: E402
 from streaming.transport import Publisher, bind, connect  # noqa: E402
@@ -238,6 +238,25 @@ def test_malformed_http_requests_get_400_and_one_log_line_not_a_traceback(
     (line,) = lines  # the first said at once, the others counted for the next line (10 s later)
     assert line.startswith("warning: dashboard: a request from 127.0.0.1 could not be handled: LineTooLong: 400, "
                            "message: Got more than 8190 bytes")
+
+
+def test_request_errors_are_one_line_at_most_every_ten_seconds_counting_those_between() -> None:
+    lines: list[str] = []
+    now = [100.0]
+    errors = RequestErrors(lines.append, monotonic=lambda: now[0])
+    logger = request_logger(errors)
+    for seconds in (0.0, 1.0, 2.0, 9.0, 10.5):
+        now[0] = 100.0 + seconds
+        try:
+            raise ValueError("Bad status line\n  'x\x1b[31m'")
+        except ValueError as err:
+            logger.exception("Error handling request from %s", "10.0.0.7", exc_info=err)
+    logger.debug("Error handling request from %s", "10.0.0.7")  # aiohttp's own choice not to warn: not said
+    assert lines == [
+        "dashboard: a request from 10.0.0.7 could not be handled: ValueError: Bad status line 'x?[31m'",
+        "dashboard: a request from 10.0.0.7 could not be handled (4 since the last line): ValueError: Bad status "
+        "line 'x?[31m'",
+    ]
 
 
 def test_alert_pictures_are_served_only_from_inside_the_folder(tmp_path: Path) -> None:

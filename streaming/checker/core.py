@@ -91,6 +91,8 @@ class CheckerCore:
         self.budget = PollBudget(self.table.cost, self._superseded, self.refuse, monotonic, max_streams)
         self._steps = frozenset(graph.step_ids)
         self.observe: Callable[[str, float], None] | None = None  # called with ("hop", seconds) per message (metrics)
+        # The message being served's hop, for a stream state it makes (a new stream's first status shows it too).
+        self._hop_ms = 0.0
 
     @property
     def streams(self) -> dict[str, StreamState]:
@@ -156,9 +158,10 @@ class CheckerCore:
         hop = min(max(self.clock() - message.timestamp, 0.0), MAX_LATENCY_MS / 1000)
         if self.observe is not None:
             self.observe("hop", hop)
+        self._hop_ms = round(1000 * hop, 3)
         state = self.streams.get(message.stream_id)
         if state is not None:
-            state.latency["hop_ms"] = round(1000 * hop, 3)
+            state.latency["hop_ms"] = self._hop_ms
         try:
             return self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
         except Refused as err:
@@ -329,6 +332,7 @@ class CheckerCore:
             heard_seq=message.seq,
         )
         state.allowed = self.outputs.likely_next(state.checker, ())
+        state.latency["hop_ms"] = self._hop_ms
         self.streams[message.stream_id] = state
         return state
 

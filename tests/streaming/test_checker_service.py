@@ -215,6 +215,19 @@ def test_checker_survives_hostile_payloads_and_keeps_serving(tmp_path: Path) -> 
         sock.close()
 
 
+def test_a_new_streams_first_status_carries_the_hop_of_the_message_that_started_it() -> None:
+    # The hop was stored on the stream's state before the message made that state: a stream's first status, and
+    # every re-send of it until a second message came, said 0 ms.
+    now = [1000.25]
+    core = CheckerCore(tea_graph(), clock=lambda: now[0])
+    out = core.serve([Heartbeat("kitchen", 0, 1000.0, "a", (), None, 10, 0, 30.0, False)])
+    (first,) = [m for m in out if isinstance(m, Status)]
+    assert first.hop_ms == 250.0
+    now[0] = 1000.75
+    out = core.serve([Heartbeat("kitchen", 1, 1000.5, "b", (), None, 0, 0, 30.0, False)])  # a new session
+    assert [m.hop_ms for m in out if isinstance(m, Status)] == [250.0]
+
+
 def test_an_ended_stream_makes_room_for_a_new_one_at_the_stream_limit() -> None:
     # Ended streams were kept for good, so a long-running checker that had seen max_streams detector runs
     # turned every later one away.

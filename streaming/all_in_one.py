@@ -268,9 +268,10 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
         thread: the detector publishing the stream.
 
     Returns:
-        A predicate: true once the detector has finished and the checker reported the stream ended. If that report
-        has not come `END_TIMEOUT_S` after the detector finished, it raises `RunError`: the checker's last alerts
-        may be missing, and the run must not end as a success.
+        A predicate: true once the detector has finished and the checker reported the stream ended (or, when its
+        source failed, which ends no session, reported its last frame count). If that report has not come
+        `END_TIMEOUT_S` after the detector finished, it raises `RunError`: the checker's last alerts may be
+        missing, and the run must not end as a success. What the detector raised is raised here.
     """
     stream_id = thread.stream_id
     finished_at: list[float] = []
@@ -279,7 +280,9 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
         if thread.is_alive():
             return False
         row = viewer.state.streams.get(stream_id)
-        if row is not None and row.ended:
+        stats = thread.result()
+        failed = stats is not None and bool(stats.error)
+        if row is not None and (row.ended or (failed and stats is not None and row.frames >= stats.frames)):
             return True
         if not finished_at:
             finished_at.append(time.monotonic())

@@ -894,6 +894,23 @@ def test_recognition_features_refuses_cuda_without_a_gpu_like_stream_detect(
                                                                             "(or auto)")
 
 
+def test_a_video_damaged_part_way_gets_its_error_and_no_verdict_on_the_steps_after_the_damage(tmp_path: Path) -> None:
+    # The stream's last heartbeats said "ended": the checker then reported every step after the damage as never done
+    # and the view printed "cam0 ended: no mistake; never done: ...", a verdict on frames nobody saw.
+    from tests.streaming.helpers import STREAM_DETECT, write_damaged_video
+
+    video = write_damaged_video(tmp_path / "cam.mp4")
+    argv = [*STREAM_DETECT, "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast"]
+    run = subprocess.run([*argv, "--jsonl"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [f"error: --video {video}: cannot decode source frame 141 of 240, the file is "
+                                       "damaged or truncated"]
+    messages = [json.loads(line) for line in run.stdout.splitlines()]
+    assert messages and not [m for m in messages if m["kind"] == "missing" or m.get("ended")]
+    shown = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 2 and "cam0 ended" not in shown.stdout
+
+
 def test_the_decoders_stay_quiet_unless_verbose(tmp_path: Path) -> None:
     # A damaged mp4 printed 5086 FFmpeg lines before stream-detect eval's error line.
     from tests.streaming.helpers import STREAM_DETECT, write_damaged_video

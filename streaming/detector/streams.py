@@ -151,9 +151,14 @@ class DetectorStream:
         self.ended = True
 
     def last_heartbeat(self) -> None:
-        """One of the `streaming.detector.loop.FINAL_REPEATS` heartbeats that say the stream ended (after `settle`)."""
-        self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self._fps or self.stats.fps, ended=True,
-                              latency=self.stages.take())
+        """One of the `streaming.detector.loop.FINAL_REPEATS` heartbeats that say the stream ended (after `settle`).
+
+        A source that failed (a video damaged part-way) ends the stream, not the session: these heartbeats then do
+        not say ``ended``, so the checker makes no end report naming the steps after the damage never done, and a
+        viewer gives the session no verdict (the checker marks the stream lost after its ``--stream-timeout``).
+        """
+        self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self._fps or self.stats.fps,
+                              ended=not self.stats.error, latency=self.stages.take())
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -223,7 +224,9 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     with open_input(path, "detector checkpoint", limit=MAX_CHECKPOINT_BYTES) as handle:
         _check_unpacked_size(handle, src)
         try:
-            data = torch.load(handle, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch warns of what it is about to refuse (a plain pickle's protocol)
+                warnings.simplefilter("ignore")
+                data = torch.load(handle, map_location="cpu", weights_only=True)
         except Exception:
             # Whatever torch's reader raises on these bytes (a zip error, KeyError, IndexError, struct.error, a bare
             # OSError on a truncated file, RecursionError...), the file is not a checkpoint it can read; its own

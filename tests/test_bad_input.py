@@ -911,6 +911,21 @@ def test_a_video_damaged_part_way_gets_its_error_and_no_verdict_on_the_steps_aft
     assert shown.returncode == 2 and "cam0 ended" not in shown.stdout
 
 
+def test_a_plain_pickle_given_as_a_checkpoint_is_one_error_line_without_torchs_warning(tmp_path: Path) -> None:
+    # torch.load warned of the pickle's protocol on stderr, before the error line; the pickled call never ran.
+    import pickle
+
+    from tests.streaming.helpers import STREAM_DETECT
+
+    (tmp_path / "d.pt").write_bytes(pickle.dumps({"format": "x"}, protocol=4))
+    run = subprocess.run([*STREAM_DETECT, "--video", "demo", "--jsonl", "--detector", str(tmp_path / "d.pt")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [f"error: {tmp_path / 'd.pt'}: not a detector checkpoint: expected a .pt file "
+                                       "written by recognition-train (this one cannot be read as one: another kind of "
+                                       "file, or a damaged copy)"]
+
+
 def test_the_decoders_stay_quiet_unless_verbose(tmp_path: Path) -> None:
     # A damaged mp4 printed 5086 FFmpeg lines before stream-detect eval's error line.
     from tests.streaming.helpers import STREAM_DETECT, write_damaged_video

@@ -160,6 +160,8 @@ class DetectorTrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be an integer >= 1")
+        if self.epochs > MAX_EPOCHS:  # 10**20 was taken, and trained for ever
+            raise InputError(f"DetectorTrainConfig.epochs = {self.epochs!r:.30}: must be at most {MAX_EPOCHS}")
         if not is_seed(self.seed):
             raise InputError(f"DetectorTrainConfig.seed = {self.seed!r:.60}: must be {SEED_RULE}")
         check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
@@ -242,6 +244,7 @@ class DetectorTrainConfig:
 KEEP_EPOCH = ("map", "loss", "last")
 SHUFFLED_DONE = ("order", "scene")
 MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
+MAX_EPOCHS = 100_000  # more is a typo, not a training run
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
 _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",
                "val_videos", "keep_epoch", "evidence_window", "evidence_done_states", "refit", "class_balance",

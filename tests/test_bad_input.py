@@ -506,6 +506,9 @@ FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
         "announce shape (1000000000000, 24) (96000000000000 bytes), more than"),
     "negative-shape": (lambda r: _features_file(r).write_bytes(npy_with_header(
         "{'descr': '<f4', 'fortran_order': False, 'shape': (-5, 24), }", b"\0" * 3840)), "damaged .npy header"),
+    "call-in-header": (lambda r: _features_file(r).write_bytes(npy_with_header(  # literal_eval's repr leaked
+        "{'descr': '<f4', 'fortran_order': False, 'shape': f(1), }", b"\0" * 3840)),
+        "damaged .npy header (malformed node or string on line 1: an expression)"),
     "cut-short": (lambda r: _features_file(r).write_bytes(_features_file(r).read_bytes()[:-100]), "cut short"),
     "pickled-objects": (lambda r: np.save(_features_file(r), np.array([[{"a": 1}]] * 40, dtype=object)),
                         "have dtype object, expected real numbers"),

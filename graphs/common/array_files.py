@@ -10,6 +10,7 @@ the file holds; `npy_shape` answers from the header alone (a resumed run asking 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import IO, Final
 
@@ -45,7 +46,8 @@ def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], 
         else:
             raise ValueError(f"unknown .npy format version {version}")
     except Exception as err:  # numpy's parser raises what its tokenizer or literal_eval meet (TokenError...)
-        detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        detail = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        detail = re.sub(r"<[\w.]+ object at 0x[0-9a-fA-F]+>", "an expression", detail)[:120]  # literal_eval's reprs
         raise InputError(f"{where}: damaged .npy header ({detail})") from None
     if (not isinstance(shape, tuple) or len(shape) > MAX_DIMENSIONS
             or not all(isinstance(n, int) and 0 <= n <= MAX_DIMENSION for n in shape)):

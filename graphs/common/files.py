@@ -44,6 +44,11 @@ FILE_NAME_RULE: Final = (f"a file name without a folder (no '/', no '\\', not '.
                          f"{MAX_FILE_NAME_BYTES} bytes)")
 
 
+def _a(what: str) -> str:
+    """``what`` with its indefinite article (``"an annotation file"``, ``"a graph file"``)."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def is_file_name(name: object) -> bool:
     """Whether ``name`` (a video key, a scenario) may become a file name inside an output folder: one non-empty path
     component, never ``.`` or ``..``, no NUL, short enough for the file system once an ending is added.
@@ -130,11 +135,11 @@ def open_input(path: str | Path, what: str, hint: str = "", limit: int | None = 
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise InputError(f"{path}: is a folder, expected a {what}")
+            raise InputError(f"{path}: is a folder, expected {_a(what)}")
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: is {_kind(info.st_mode)}, not a regular file; expected a {what}")
+            raise InputError(f"{path}: is {_kind(info.st_mode)}, not a regular file; expected {_a(what)}")
         if limit is not None and info.st_size > limit:
-            raise InputError(f"{path}: {info.st_size} bytes is too large for a {what} (at most {limit})")
+            raise InputError(f"{path}: {info.st_size} bytes is too large for {_a(what)} (at most {limit})")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -161,7 +166,7 @@ def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes
         except OSError as err:
             raise InputError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
     if len(data) > limit:
-        raise InputError(f"{path}: too large for a {what} (at most {limit} bytes)")
+        raise InputError(f"{path}: too large for {_a(what)} (at most {limit} bytes)")
     return data
 
 
@@ -170,7 +175,7 @@ def _read_text(path: Path, what: str, hint: str = "") -> str:
     try:
         return read_bytes(path, what, MAX_TEXT_FILE_BYTES, hint).decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file, expected a {what}") from None
+        raise InputError(f"{path}: not UTF-8 text, expected {_a(what)}") from None
 
 
 def read_text_file(path: str | Path, what: str = "file") -> str:

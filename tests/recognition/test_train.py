@@ -259,6 +259,12 @@ def test_a_window_longer_than_every_video_costs_no_more_than_the_longest_video(
     assert np.isfinite(outcome.losses).all()
 
 
+def test_an_epoch_count_no_run_could_finish_is_refused(small_config: Path) -> None:
+    # 10**20 epochs was accepted, and recognition-train ran until it was killed.
+    with pytest.raises(InputError, match=r"DetectorTrainConfig.epochs = 100000000000000000000: must be at most 100000"):
+        replace(load_detector_training_config(small_config), epochs=10**20)
+
+
 def test_a_bad_command_line_override_does_not_blame_the_config_file(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

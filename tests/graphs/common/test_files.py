@@ -40,7 +40,7 @@ def test_missing_folder_and_binary_files_are_one_line_errors(tmp_path: Path, rea
         read(tmp_path, "settings")
     binary = tmp_path / "binary"
     binary.write_bytes(b'a = "\xff"\n')
-    with pytest.raises(InputError, match="binary: not a text file, expected a settings"):
+    with pytest.raises(InputError, match="binary: not UTF-8 text, expected a settings"):
         read(binary, "settings")
 
 

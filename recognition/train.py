@@ -266,6 +266,9 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
     data = read_settings(path)
     tables = {"features": field_names(FeatureConfig), "model": _MODEL_KEYS, "train": _TRAIN_KEYS,
               "augment": _AUGMENT_KEYS}
+    if not data:  # an empty or cut-short file: its defaults would train, and a later error blame something else
+        raise InputError(f"{path}: sets nothing (no {', '.join(f'[{t}]' for t in tables)} table); leave --config "
+                         "out for the defaults")
     check_tables(data, tables, path)
     with naming_the_file(path):
         features = FeatureConfig(**data.get("features", {}))

@@ -259,6 +259,14 @@ def test_a_window_longer_than_every_video_costs_no_more_than_the_longest_video(
     assert np.isfinite(outcome.losses).all()
 
 
+def test_a_config_that_sets_nothing_is_refused_naming_it(tmp_path: Path) -> None:
+    # An empty or cut-short file trained with the defaults, or failed later blaming the features folder.
+    (tmp_path / "cut.toml").write_text("# MiniROAD for my procedure\n# [train]\n")
+    with pytest.raises(InputError, match=r"cut.toml: sets nothing \(no \[features\], \[model\], \[train\], "
+                                         r"\[augment\] table\); leave --config out for the defaults"):
+        load_detector_training_config(tmp_path / "cut.toml")
+
+
 def test_an_epoch_count_no_run_could_finish_is_refused(small_config: Path) -> None:
     # 10**20 epochs was accepted, and recognition-train ran until it was killed.
     with pytest.raises(InputError, match=r"DetectorTrainConfig.epochs = 100000000000000000000: must be at most 100000"):

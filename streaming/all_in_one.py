@@ -281,8 +281,7 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
             return False
         row = viewer.state.streams.get(stream_id)
         stats = thread.result()
-        failed = stats is not None and bool(stats.error)
-        if row is not None and (row.ended or (failed and stats is not None and row.frames >= stats.frames)):
+        if row is not None and (row.ended or (stats is not None and bool(stats.error) and row.frames >= stats.frames)):
             return True
         if not finished_at:
             finished_at.append(time.monotonic())

@@ -254,6 +254,9 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     for key in ("class_names", "class_step_ids"):
         if not isinstance(data.get(key), list | tuple):  # a string would pass as a list of one-letter names
             raise InputError(f"{src}: field {key!r} must be a list (one entry per class)")
+    for key in ("feature_extractor", "fps"):  # recognition-train always writes them; a default would hide the loss
+        if key not in data:
+            raise InputError(f"{src}: field {key!r} is missing")
     info = data.get("info", {})
     if not isinstance(info, dict) or not all(isinstance(key, str) for key in info):
         raise InputError(f"{src}: field 'info' must be an object")

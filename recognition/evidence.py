@@ -222,16 +222,16 @@ class EvidenceModel:
             for name in tuples:
                 value = fields.get(name, ())
                 if not isinstance(value, list | tuple):
-                    raise InputError(f"{where}: {name} must be a list")
+                    raise InputError(f"{name} must be a list")
                 fields[name] = tuple(value)
             if not all(isinstance(s, int) and not isinstance(s, bool) for s in fields["step_ids"]):
-                raise InputError(f"{where}: step_ids must be integers")
+                raise InputError("step_ids must be integers")
             if not all(isinstance(v, str) for v in fields["videos"]):
-                raise InputError(f"{where}: videos must be names")
+                raise InputError("videos must be names")
             return cls(**fields)
         except TypeError as err:
             raise InputError(f"{where}: {err}") from None
-        except InputError as err:
+        except InputError as err:  # the checks above, and the model's own (which name it "evidence model")
             raise InputError(f"{where}: {str(err).removeprefix('evidence model: ')}") from None
 
     @classmethod

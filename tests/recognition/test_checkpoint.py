@@ -109,6 +109,17 @@ def test_wrongly_typed_fields_are_refused_not_coerced(tmp_path: Path, key: str, 
         load_detector(path)
 
 
+@pytest.mark.parametrize("key", ["fps", "feature_extractor"])
+def test_a_missing_field_is_named_missing_not_given_a_default(tmp_path: Path, key: str) -> None:
+    # A deleted fps said "fps = 0.0 must be a positive number": a value nobody wrote.
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    del data[key]
+    torch.save(data, path)
+    with pytest.raises(InputError, match=f"field '{key}' is missing$"):
+        load_detector(path)
+
+
 def test_non_finite_weights_are_refused(tmp_path: Path) -> None:
     _, path = _saved(tmp_path)
     data = torch.load(path, weights_only=True)
@@ -135,8 +146,9 @@ def test_evidence_is_kept_checked_and_optional(tmp_path: Path) -> None:
     for bad, message in ((good | {"miss_rates": [0.1, float("nan"), 0.0]}, "finite number"),
                          ([0.1], "field 'evidence': expected an object"),
                          (good | {"false_rates": [0.1, 0.2]}, "false_rates has 2 values for 3 steps"),
-                         (good | {"step_ids": [97, 98, 99]}, "evidence names a step that is not one of its classes")):
+                         (good | {"step_ids": [97, 98, 99]}, "evidence names a step that is not one of its classes"),
+                         (good | {"miss_rates": "x"}, "field 'evidence': miss_rates must be a list$")):  # said it twice
         data["evidence"] = bad
         torch.save(data, path)
-        with pytest.raises(InputError, match=rf"det\.pt: .*{message}"):
+        with pytest.raises(InputError, match=rf"det\.pt: (?!.*field 'evidence': field).*{message}"):
             load_detector(path)

@@ -292,10 +292,14 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
     """
     data = read_json(path, "annotation file")
     src = str(path)
-    if not isinstance(data, dict) or not isinstance(data.get("annotations"), dict):
-        raise InputError(f"{src}: missing object field 'annotations'")
-    if not isinstance(data.get("taxonomy"), dict):
-        raise InputError(f"{src}: missing object field 'taxonomy'")
+    if not isinstance(data, dict):
+        raise InputError(f"{src}: expected a JSON object with fields 'annotations' and 'taxonomy', got "
+                         f"{type(data).__name__}")
+    for key in ("annotations", "taxonomy"):
+        if key not in data:
+            raise InputError(f"{src}: missing object field {key!r}")
+        if not isinstance(data[key], dict):  # said "missing" too, of a field that is there with another type
+            raise InputError(f"{src}: field {key!r} must be an object, not {type(data[key]).__name__}")
     taxonomy: dict[str, dict[int, str]] = {}
     for scenario, table in data["taxonomy"].items():
         if not isinstance(table, dict):

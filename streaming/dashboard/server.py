@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from graphs.common.errors import InputError, require_extra
 from graphs.common.interrupts import Interrupted
+from graphs.common.safe_text import printable
 from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
 from streaming.dashboard.feed import CheckerFeed, FeedStatus
@@ -94,8 +95,7 @@ class RequestErrors(logging.Handler):
             return
         error = record.exc_info[1] if record.exc_info else None
         reason = f"{type(error).__name__}: {error}" if error is not None else record.getMessage()
-        # One line, printable: aiohttp's reasons span lines and quote what the peer sent.
-        reason = "".join(c if c.isprintable() else "?" for c in " ".join(reason.split()))
+        reason = printable(" ".join(reason.split()))  # one line: aiohttp's reasons span lines and quote the peer
         since = f" ({self._unsaid} since the last line)" if self._unsaid > 1 else ""
         what = (f"a request from {record.args[0]} could not be handled" if isinstance(record.args, tuple)
                 and record.args else f"the web server: {record.msg}")

@@ -253,9 +253,9 @@ def test_request_errors_are_one_line_at_most_every_ten_seconds_counting_those_be
             logger.exception("Error handling request from %s", "10.0.0.7", exc_info=err)
     logger.debug("Error handling request from %s", "10.0.0.7")  # aiohttp's own choice not to warn: not said
     assert lines == [
-        "dashboard: a request from 10.0.0.7 could not be handled: ValueError: Bad status line 'x?[31m'",
+        "dashboard: a request from 10.0.0.7 could not be handled: ValueError: Bad status line 'x\\x1b[31m'",
         "dashboard: a request from 10.0.0.7 could not be handled (4 since the last line): ValueError: Bad status "
-        "line 'x?[31m'",
+        "line 'x\\x1b[31m'",
     ]
 
 

@@ -349,13 +349,14 @@ def check_output(
     check_path_name(path, what, option)
     path = Path(path)
     named = f"{option} {path}" if option else str(path)
-    for source in inputs:
-        if source is None or not path.is_file():
-            continue
-        if Path(source).is_file() and path.samefile(source):
-            raise InputError(f"{named}: the {what} would overwrite this input file of the run; choose another name")
-        if Path(source).is_dir() and path.resolve().is_relative_to(Path(source).resolve()):
-            raise InputError(f"{named}: the {what} would overwrite a file of {source}, which the run reads; choose "
+    sources = [source for source in inputs if source is not None]
+    if replaced_input(path, sources) is not None:
+        raise InputError(f"{named}: the {what} would overwrite this input file of the run; choose another name")
+    if path.is_file():
+        inside = path.resolve()
+        holder = next((s for s in sources if Path(s).is_dir() and inside.is_relative_to(Path(s).resolve())), None)
+        if holder is not None:
+            raise InputError(f"{named}: the {what} would overwrite a file of {holder}, which the run reads; choose "
                              "another name")
     if folder and path.exists() and not path.is_dir():
         raise InputError(f"{named}: is a file, expected a folder for the {what}")

@@ -62,14 +62,20 @@ def check_rendering_format(path: str | Path) -> str:
     Raises:
         InputError: naming the file and what to use instead.
     """
+    return _format_and_dot(path)[0]
+
+
+def _format_and_dot(path: str | Path) -> tuple[str, str | None]:
+    """``(format, the dot program)``: the program for an image format, None for DOT text (`check_rendering_format`)."""
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt in ("dot", "gv"):
-        return fmt
+        return fmt, None
     if fmt not in IMAGE_FORMATS:
         raise InputError(f"{path}: unknown output format {fmt!r} (use .dot, .gv, .svg, .png or .pdf)")
-    if shutil.which("dot") is None:
+    dot = shutil.which("dot")
+    if dot is None:
         raise InputError(f"{path}: Graphviz 'dot' is not installed; write a .dot file instead")
-    return fmt
+    return fmt, dot
 
 
 def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
@@ -83,12 +89,10 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
         The written path.
     """
     path = Path(path)
-    fmt = check_rendering_format(path)
+    fmt, dot = _format_and_dot(path)
     text = to_dot(graph)
-    if fmt in ("dot", "gv"):
+    if dot is None:
         return write_text(check_output(path, "rendering"), text, "rendering")
-    dot = shutil.which("dot")
-    assert dot is not None  # checked by check_rendering_format
     check_output(path, "rendering")
     with atomic_path(path, suffix=path.suffix) as tmp:
         done = subprocess.run([dot, f"-T{fmt}", "-o", str(tmp)], input=text, text=True, capture_output=True)

@@ -136,6 +136,24 @@ def _field(entry: Mapping[str, Any], key: str, kind: type | tuple[type, ...], wh
     return value
 
 
+def _end_time(step: Mapping[str, Any], where: str) -> float:
+    """A performed step's end, -1 where the file gives none (null or absent); a value of another kind is refused."""
+    end = step.get("end_time")
+    if end is None:
+        return -1.0
+    if not isinstance(end, int | float) or isinstance(end, bool) or not math.isfinite(end):
+        raise InputError(f"{where}: field 'end_time' = {end!r}: expected a finite number")
+    return float(end)
+
+
+def _error_flag(entry: Mapping[str, Any], where: str) -> bool | None:
+    """The recording's ``is_error`` flag, None where the file gives none; ``"true"`` is refused, not read as none."""
+    flag = entry.get("is_error")
+    if flag is not None and not isinstance(flag, bool):
+        raise InputError(f"{where}: field 'is_error' = {flag!r}: expected true or false")
+    return flag
+
+
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join({"str": "a string", "int": "an integer", "float": "a number", "list": "a list"}.get(
@@ -218,14 +236,10 @@ def load_error_annotations(
             if (MISSING_STEP in tags) != (start < 0):
                 untimely.append(name)
             if start >= 0:  # a step with a time was done, whatever its tags say (four are tagged Missing Step too)
-                end = step.get("end_time")
-                end = float(end) if isinstance(end, int | float) and not isinstance(end, bool) and math.isfinite(
-                    end) else -1.0
-                performed.append(PerformedStep(by_name[name], name, start, tags, end))
+                performed.append(PerformedStep(by_name[name], name, start, tags, _end_time(step, at)))
         performed.sort(key=lambda p: p.start)  # stable: equal start times keep the file's order
-        flag = entry.get("is_error")
         recordings.append(ErrorRecording(rid, scenario, tuple(performed), frozenset(missing), tuple(unmatched),
-                                         tuple(untimely), flag if isinstance(flag, bool) else None))
+                                         tuple(untimely), _error_flag(entry, where)))
     if not recordings:
         raise InputError(f"{path}: every recording is one the graphs are learned from: nothing to score")
     return ErrorAnnotations(path, tuple(recordings), training)

@@ -320,6 +320,9 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} is the id of another step")
+            if entry["name"] in steps.values():
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {entry['name']!r:.60} is the name "
+                                 "of another step")
             steps[step_id] = entry["name"]
         taxonomy[scenario] = steps
     videos: dict[str, Video] = {}
@@ -347,6 +350,10 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             if step not in taxonomy[scenario]:
                 raise InputError(f"{where}.step_id = {step} is not in the {scenario!r} taxonomy")
             assert isinstance(seg, dict)
+            # step_name is optional and never read for learning; one that names another step means shifted ids
+            if "step_name" in seg and seg["step_name"] != taxonomy[scenario][step]:
+                raise InputError(f"{where}.step_name = {seg['step_name']!r:.60} is not the name of step_id {step} "
+                                 f"({taxonomy[scenario][step]!r:.60} in the {scenario!r} taxonomy)")
             spans.append(_span(seg, where, check_times))
             has_errors = seg.get("has_errors", False)
             if not isinstance(has_errors, bool):

@@ -91,6 +91,9 @@ class TaskGraph:
             raise InputError(f"task graph: {n} step ids but {len(self.step_names)} step names")
         if len(set(self.step_ids)) != n:
             raise InputError("task graph: step ids are not unique")
+        if len(set(self.step_names)) != n:  # alerts, views and eval name steps: two alike would be one to a user
+            twice = next(name for name in self.step_names if self.step_names.count(name) > 1)
+            raise InputError(f"task graph: two steps are named {twice!r}; a step's name must be its own")
         if n > MAX_STEPS:
             raise InputError(f"task graph: {n} key-steps; at most {MAX_STEPS} can be served live")
         out_of_range = next((s for s in self.step_ids if not 0 <= s <= MAX_STEP_ID), None)

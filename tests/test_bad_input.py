@@ -186,6 +186,7 @@ GRAPH_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "version": (lambda d: d.update(version=3), "unsupported version 3"),
     "no-steps": (lambda d: d.update(steps=[]), "field 'steps' must be a non-empty list"),
     "duplicate-id": (lambda d: d["steps"].append(dict(d["steps"][0])), "appears twice in 'steps'"),
+    "duplicate-name": (lambda d: d["steps"].append(dict(d["steps"][0], id=9999)), "two steps are named"),
     "info-list": (lambda d: d.update(info=[]), "field 'info' must be an object"),
 }
 

@@ -64,8 +64,13 @@ def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
         (lambda d: d["taxonomy"]["tent"]["1"].update(id=1.5), r"taxonomy\['tent'\]\['1'\]\.id = 1.5 is not an integer"),
         (lambda d: d["annotations"]["v1"]["segments"][0].update(has_errors="no"),
          r"segments\[0\]\.has_errors = 'no' is not true or false"),
+        (lambda d: d["taxonomy"]["tent"].update({"2": {"name": "spread", "id": 2}}),
+         r"taxonomy\['tent'\]\['2'\]\.name = 'spread' is the name of another step"),
+        (lambda d: d["annotations"]["v1"]["segments"][0].update(step_name="stake"),
+         r"segments\[0\]\.step_name = 'stake' is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
     ],
-    ids=["scenario-not-a-string", "taxonomy-id-twice", "taxonomy-id-not-integer", "has-errors-not-boolean"],
+    ids=["scenario-not-a-string", "taxonomy-id-twice", "taxonomy-id-not-integer", "has-errors-not-boolean",
+         "taxonomy-name-twice", "step-name-of-another-step"],
 )
 def test_wrong_types_and_repeated_taxonomy_ids_are_one_line(tmp_path: Path, change, message: str) -> None:
     path = _annotation_file(tmp_path)

@@ -199,7 +199,8 @@ def wide_graph(names: list[str]) -> TaskGraph:
 def test_every_alert_and_status_fits_one_message_by_construction() -> None:
     # A keystep whose alert re-encoded to more than 64 KiB raised in the checker's loop. Worst case: the largest
     # graph, the largest ids, and names as long as allowed in characters that JSON writes as 12-byte escapes.
-    names = ["\U0001f375" * MAX_NAME] * MAX_STEPS
+    # names differ in their first character (CJK Extension B, also a 12-byte escape), as a graph's names must
+    names = [chr(0x20000 + k) + "\U0001f375" * (MAX_NAME - 1) for k in range(MAX_STEPS)]
     graph = wide_graph(names)
     core = CheckerCore(graph)
     first = graph.step_ids[0]

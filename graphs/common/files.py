@@ -171,9 +171,10 @@ def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes
 
 
 def _read_text(path: Path, what: str, hint: str = "") -> str:
-    """The file's UTF-8 text; the I/O failures every reader shares become one-line `InputError`s."""
+    """The file's UTF-8 text, a leading byte-order mark dropped (Windows editors write one; JSON's RFC 8259 lets a
+    reader ignore it); the I/O failures every reader shares become one-line `InputError`s."""
     try:
-        return read_bytes(path, what, MAX_TEXT_FILE_BYTES, hint).decode("utf-8")
+        return read_bytes(path, what, MAX_TEXT_FILE_BYTES, hint).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text, expected {_a(what)}") from None
 

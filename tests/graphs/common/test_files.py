@@ -30,6 +30,8 @@ def test_reads_a_good_file(tmp_path: Path, read: Reader, good: str) -> None:
     path = tmp_path / "f"
     path.write_text(good)
     assert read(path) == {"a": 1}
+    path.write_text(good, encoding="utf-8-sig")  # as Windows editors save it, a byte-order mark first
+    assert read(path) == {"a": 1}
 
 
 @pytest.mark.parametrize("read", [read_json, read_toml, read_yaml])

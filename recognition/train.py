@@ -270,7 +270,7 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
         raise InputError(f"{path}: sets nothing (no {', '.join(f'[{t}]' for t in tables)} table); leave --config "
                          "out for the defaults")
     check_tables(data, tables, path)
-    with naming_the_file(path):
+    with naming_the_file(path, tables=tables):
         features = FeatureConfig(**data.get("features", {}))
         config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}),
                                      **data.get("augment", {}))

@@ -9,11 +9,12 @@ refuses is reported with the file, and the table, in front of the config's own m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_toml, read_yaml
@@ -80,19 +81,33 @@ def check_tables(
         check_known_keys(body, tables[name], path, name)
 
 
+_CONFIG_FIELD: Final = re.compile(r"[A-Z][A-Za-z0-9]*Config\.([a-z_][a-z0-9_]*)\b")
+
+
 @contextmanager
-def naming_the_file(path: Path, table_name: str = "") -> Iterator[None]:
+def naming_the_file(path: Path, table_name: str = "", tables: Mapping[str, Collection[str]] | None = None
+                    ) -> Iterator[None]:
     """Inside the block, a config's `InputError` is raised again with the file (and table) in front of it.
+
+    A message that names the field by its class (``MiniROADConfig.dropout = 2``) names it as the file writes it
+    (``[model] dropout = 2``) when ``tables`` says which table holds that key: the user never wrote the class.
 
     Args:
         path: the settings file the values came from.
-        table_name: the table they came from (empty for a flat file).
+        table_name: the table they came from (empty for a flat file, or when ``tables`` says it per key).
+        tables: ``{table: keys it may hold}`` (``""`` for a flat file's keys); None keeps the class's name.
     """
     try:
         yield
     except InputError as err:
+        message = str(err)
+        field = _CONFIG_FIELD.match(message)
+        table = next((t for t, keys in (tables or {}).items() if field and field[1] in keys), None)
+        if field is not None and table is not None:
+            message = field[1] + message[field.end():]
+            table_name = table_name or table
         where = f" [{table_name}]" if table_name else ""
-        raise InputError(f"{path}:{where} {err}") from None
+        raise InputError(f"{path}:{where} {message}") from None
 
 
 def load_config_file(
@@ -113,7 +128,7 @@ def load_config_file(
     data = read_settings(path)
     check_known_keys(data, defaults.keys(), path)
     merged = {**defaults, **data, **{k: v for k, v in overrides.items() if v is not None}}
-    with naming_the_file(path):
+    with naming_the_file(path, tables={"": defaults.keys()}):
         return make(**merged)
 
 

@@ -127,7 +127,10 @@ def test_config_files_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"bad.toml: \[train\] has unknown setting 'epochz'"):
         load_detector_training_config(bad)
     bad.write_text("[train]\nlr = -1.0\n")
-    with pytest.raises(InputError, match=r"DetectorTrainConfig.lr = -1.0"):
+    with pytest.raises(InputError, match=r"bad.toml: \[train\] lr = -1.0"):  # the key as written, not the class
+        load_detector_training_config(bad)
+    bad.write_text("[model]\ndropout = 2.0\n")
+    with pytest.raises(InputError, match=r"bad.toml: \[model\] dropout = 2.0: must be in \[0, 1\)"):
         load_detector_training_config(bad)
 
 

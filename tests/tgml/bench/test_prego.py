@@ -110,11 +110,11 @@ def test_settings_file_rejects_a_setting_outside_any_table(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ('[do]\nbeta = "abc"', r"\[do\] DOConfig.beta = 'abc': expected float"),
-        ('[do]\nedge_threshold = "1/m"', r"\[do\] DOConfig.edge_threshold = '1/m'"),
-        ("[do-cv]\nthreshold_scale = -1.0", r"\[do-cv\] DOCVConfig.threshold_scale = -1.0"),
-        ("[do-ensemble]\nensemble_size = 0", r"\[do-ensemble\] DOEnsembleConfig.ensemble_size = 0"),
-        ('[count-based]\nfirst_occurrence = "no"', r"\[count-based\] CountBasedConfig.first_occurrence = 'no'"),
+        ('[do]\nbeta = "abc"', r"\[do\] beta = 'abc': expected float"),
+        ('[do]\nedge_threshold = "1/m"', r"\[do\] edge_threshold = '1/m'"),
+        ("[do-cv]\nthreshold_scale = -1.0", r"\[do-cv\] threshold_scale = -1.0"),
+        ("[do-ensemble]\nensemble_size = 0", r"\[do-ensemble\] ensemble_size = 0"),
+        ('[count-based]\nfirst_occurrence = "no"', r"\[count-based\] first_occurrence = 'no'"),
     ],
 )
 def test_settings_file_values_are_checked_on_load_naming_file_table_and_field(

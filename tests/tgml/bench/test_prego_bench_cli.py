@@ -308,8 +308,8 @@ def test_methods_it_cannot_run_say_why(
 
 
 @pytest.mark.parametrize(("table", "line", "fragment"), [
-    ("msg2", 'unique_executions = "yes"', "[msg2] EligibilitySearchConfig.unique_executions = 'yes'"),
-    ("noisy-and", "cut = 2.0", "[noisy-and] NoisyAndConfig.cut = 2.0"),
+    ("msg2", 'unique_executions = "yes"', "[msg2] unique_executions = 'yes'"),
+    ("noisy-and", "cut = 2.0", "[noisy-and] cut = 2.0"),
 ])
 def test_bad_values_of_the_new_methods_name_the_table(
     data_dir: Path, tmp_path: Path, table: str, line: str, fragment: str, capsys: pytest.CaptureFixture[str]
@@ -345,7 +345,7 @@ def test_select_noisy_and_do_compares_with_each_learner_alone(
 
 
 @pytest.mark.parametrize(("body", "fragment"), [
-    ('rule = "mean"\n', "CombinationConfig.rule = 'mean'"),
+    ('rule = "mean"\n', "[noisy-and-do] rule = 'mean'"),
     ('rule = "either"\n[noisy-and-do.noisy-and]\n', "needs the sub-table [noisy-and-do.do-ensemble]"),
     ('[noisy-and-do.noisy-and]\ncut = 2.0\n[noisy-and-do.do-ensemble]\n',
      "[noisy-and-do.noisy-and]: NoisyAndConfig.cut = 2.0"),

@@ -40,7 +40,7 @@ def load_method_settings(dataset: str, config_file: str | Path | None = None) ->
     methods = read_settings(path, "benchmark settings file", hint)
     check_tables(methods, {name: entry.setting_keys for name, entry in LEARNERS.items()}, path, kind="method")
     for method, settings in methods.items():
-        with naming_the_file(path, method):
+        with naming_the_file(path, method, {method: LEARNERS[method].setting_keys}):
             learner(method).config(settings, seed=0)  # a bad value fails before any training starts
     return methods
 

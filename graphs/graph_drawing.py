@@ -14,6 +14,7 @@ from pathlib import Path
 
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, check_output, write_text
+from graphs.common.safe_text import printable
 from graphs.task_graph import END, START, Node, TaskGraph
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
@@ -24,8 +25,11 @@ def _dot_id(node: Node) -> str:
 
 
 def _dot_label(text: str, width: int = 28) -> str:
-    wrapped = "\\n".join(textwrap.wrap(text, width)) or text
-    return wrapped.replace('"', '\\"')
+    """``text`` as the inside of a DOT string: printable (a control character escaped, which Graphviz would copy
+    into SVG that no XML parser reads), wrapped at ``width``, backslashes and quotes escaped (a name ending in a
+    backslash would otherwise end the string)."""
+    lines = textwrap.wrap(printable(text), width) or [printable(text)]
+    return "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines)
 
 
 def to_dot(graph: TaskGraph, wrap: int = 28) -> str:

@@ -13,6 +13,7 @@ The options (`add_parser`) and one call into `streaming.dashboard.server.run_das
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         if not frames.exists():  # the detector makes it when it starts, maybe after the dashboard
             log.warning(f"--alert-frames {args.alert_frames}: no such folder yet; alerts show their pictures once "
                         "a detector writes them there")
-    names, svg, steps = _graph(args)
+    names, svg, steps = _graph(args, log.warning)
     config = DashboardConfig(checker, address, token, names, svg, steps, frames,
                              client_curve(args.curve_server, args.curve_secret))  # fmt: skip
 
@@ -102,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
     return run_dashboard(config, ready, log=lambda line: log(line, "warning"))
 
 
-def _graph(args: argparse.Namespace) -> tuple[dict[int, str], str | None, tuple[dict[str, Any], ...]]:
-    """Step names, the drawing and the steps as text, from ``--graph`` or ``--demo`` (none without either)."""
+def _graph(args: argparse.Namespace, warn: Callable[[str], None]
+           ) -> tuple[dict[int, str], str | None, tuple[dict[str, Any], ...]]:
+    """Step names, the drawing and the steps as text, from ``--graph`` or ``--demo`` (none without either); ``warn``
+    is told why there is no drawing."""
     if args.graph is None and not args.demo:
         return {}, None, ()
     from graphs.common.safe_text import printable
@@ -118,4 +121,5 @@ def _graph(args: argparse.Namespace) -> tuple[dict[int, str], str | None, tuple[
          "requires": sorted(r for r in graph.preconditions(step) if isinstance(r, int) and r in names)}
         for step, name in names.items()
     )  # fmt: skip
-    return names, graph_svg(graph), steps
+    source = f"--graph {args.graph}" if args.graph is not None else "the demo's task graph"
+    return names, graph_svg(graph, lambda why: warn(f"{source}: {why}")), steps

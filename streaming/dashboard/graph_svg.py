@@ -13,8 +13,10 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from typing import Final
 
+from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph
 
 SVG_NS: Final = "http://www.w3.org/2000/svg"
@@ -30,11 +32,12 @@ _NODE = re.compile(r"k(\d+)|START|END")
 _EDGE = re.compile(r"(k\d+|START|END)->(k\d+|START|END)")
 
 
-def graph_svg(graph: TaskGraph) -> str | None:
+def graph_svg(graph: TaskGraph, warn: Callable[[str], None]) -> str | None:
     """The task graph drawn as SVG by Graphviz ``dot``, made safe to put into a page.
 
     Args:
         graph: the task graph.
+        warn: told, in one line, why there is no drawing when there is none.
 
     Returns:
         The SVG text, or None when Graphviz is not installed or fails on this graph (the page then lists the steps
@@ -42,17 +45,25 @@ def graph_svg(graph: TaskGraph) -> str | None:
     """
     from graphs.graph_drawing import to_dot
 
+    as_text = "the page lists the steps and their pre-conditions as text"
     dot = shutil.which("dot")
     if dot is None:
+        warn(f"Graphviz (dot) is not installed: {as_text}")
         return None
     try:
         done = subprocess.run([dot, "-Tsvg"], input=to_dot(graph).encode("utf-8"), capture_output=True,
                               timeout=DOT_TIMEOUT_S, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired) as err:
+        warn(f"Graphviz could not draw the task graph ({printable(err)}): {as_text}")
         return None
     if done.returncode != 0:
+        why = printable(done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or "no message")
+        warn(f"Graphviz failed on the task graph (exit {done.returncode}: {why:.200}): {as_text}")
         return None
-    return sanitize_svg(done.stdout)
+    svg = sanitize_svg(done.stdout)
+    if svg is None:
+        warn(f"Graphviz's drawing of the task graph is not an SVG document: {as_text}")
+    return svg
 
 
 def sanitize_svg(data: bytes) -> str | None:

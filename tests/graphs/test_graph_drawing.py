@@ -47,3 +47,25 @@ def test_svg_through_graphviz(tmp_path: Path) -> None:
 def test_image_without_graphviz_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="Graphviz 'dot' is not installed"):
         write_rendering(tea(), tmp_path / "tea.png")
+
+
+def awkward() -> TaskGraph:
+    adj = np.zeros((4, 4), bool)
+    adj[1, 0] = adj[2, 1] = adj[3, 2] = True
+    return TaskGraph((1, 2), ("ends in a backslash \\", "escape \x1b[31m red"), adj, scenario="odd")
+
+
+def test_names_ending_in_a_backslash_or_holding_controls_stay_inside_their_label() -> None:
+    dot = to_dot(awkward())
+    # the backslash doubled (it would otherwise escape the closing quote), the control character written visibly
+    assert '"k1" [label="1: ends in a backslash \\\\"];' in dot
+    assert "\x1b" not in dot and "\\\\x1b[31m" in dot
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+def test_graphviz_draws_awkward_names_as_xml_a_parser_reads(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    drawing = ET.parse(write_rendering(awkward(), tmp_path / "odd.svg"))
+    texts = [t.text for t in drawing.iter() if t.tag.endswith("text")]
+    assert "1: ends in a backslash \\" in texts and any("\\x1b[31m" in (t or "") for t in texts)

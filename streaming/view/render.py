@@ -220,7 +220,8 @@ def _layout(state: ViewState, fit: bool) -> _Layout:
 
 def _streams_table(state: ViewState, layout: _Layout) -> Table:
     streams = layout.table("streams")
-    layout.stream(streams, mark=True)
+    # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
+    layout.stream(streams, mark=any(row.ended or row.lost for row in state.streams.values()))
     layout.names(streams, "now", 2)
     layout.names(streams, "done", 4)
     layout.names(streams, "allowed next", 3)
@@ -330,8 +331,9 @@ def _events_table(state: ViewState, layout: _Layout) -> Table:
 
 
 def render(state: ViewState, fit: bool = False) -> RenderableType:
-    """Draw the state: a table of streams and a verdict line per ended stream, their latency per stage, the alert log,
-    the steps ended sessions never did, the recent key-steps.
+    """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
+    never did, the streams' latency per stage, the recent key-steps. The alerts come right after the streams: a live
+    view taller than the terminal is cut at the bottom, and an 80x24 terminal must still show the mistakes.
 
     Args:
         state: what to show.
@@ -344,12 +346,12 @@ def render(state: ViewState, fit: bool = False) -> RenderableType:
     layout = _layout(state, fit)
     parts: list[RenderableType] = [_streams_table(state, layout)]
     parts += [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
-    latency = _latency_table(state, layout)
-    if latency is not None:  # where each stream's time goes: a slow stage shows without a metrics server
-        parts.append(latency)
     parts.append(_alerts_table(state, layout))
     if state.missing:  # shown once a session has ended without some required step
         parts.append(_never_done_table(state, layout))
+    latency = _latency_table(state, layout)
+    if latency is not None:  # where each stream's time goes: a slow stage shows without a metrics server
+        parts.append(latency)
     parts.append(_events_table(state, layout))
     health = _health(state.health) if state.health is not None else None
     if health is not None:

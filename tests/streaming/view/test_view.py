@@ -534,6 +534,25 @@ def test_a_view_printed_to_a_file_shows_every_name_in_full_once_at_the_end(ctx: 
     viewer.close()
 
 
+def test_an_80_by_24_terminal_shows_the_alert_while_the_stream_runs() -> None:
+    # The live view is cut at the terminal's bottom (rich's LiveRender, as Live draws it): with the latency table
+    # above the alert log, an 80x24 terminal showed "alerts 1" and a cut log until the run ended.
+    from rich.live_render import LiveRender
+
+    state = ViewState(graph_names(tea_graph()))
+    state.apply(status(decode_ms=1.25, features_ms=183.5, detector_ms=0.12, segmenter_ms=0.04, hop_ms=0.9))
+    state.apply(alert())
+    for k in range(8):
+        state.apply(StepEvent("kitchen", 10 + k, 2.0, 3, "add_tea", float(k), k + 1.0, 0.9, k, run="s"))
+    console = Console(width=80, height=24, record=True, file=io.StringIO(), color_system=None)
+    console.print(LiveRender(render(state), vertical_overflow="ellipsis"))
+    screen = console.export_text()
+    assert len(screen.splitlines()) <= 24
+    assert "alerts" in screen and "P mistake" in screen  # the log's title and header, and its row:
+    assert any("kitchen" in line and "boil_" in line and "fill_" in line and "1.00" in line
+               for line in screen.splitlines())
+
+
 def test_each_streams_latency_per_stage_is_shown_once_reported() -> None:
     # Roboflow's pipeline watchdog shows where a frame's time goes; here a slow backbone shows without Prometheus.
     state = ViewState()

@@ -716,6 +716,8 @@ class CheckerHealth(Message):
             one holding another checker's public key, one without CURVE at a CURVE checker (or with CURVE at one
             without), a connection closed before its handshake ended (a port probe); a refused client that tries
             again is counted again.
+        stream_taken: messages refused because another detector session was live on their stream id (two detectors
+            given one ``--stream-id``): the first keeps the stream until it ends or is lost.
     """
 
     KIND: ClassVar[str] = "checker"
@@ -730,6 +732,7 @@ class CheckerHealth(Message):
     over_budget: int
     unsendable: int
     denied: int = 0
+    stream_taken: int = 0
 
     def _check_together(self) -> None:
         if self.stream_id != CHECKER_STREAM:

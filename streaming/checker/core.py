@@ -30,10 +30,11 @@ from graphs.task_graph import TaskGraph
 from streaming.checker.budget import PollBudget
 from streaming.checker.config import STREAM_TIMEOUT_S
 from streaming.checker.outputs import Outputs
-from streaming.checker.refusals import Refusals, Refused, UnknownStep, Unsendable
+from streaming.checker.refusals import Refusals, Refused, StreamTaken, UnknownStep, Unsendable
 from streaming.checker.schedule import Snapshots
 from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS, SEQ_WINDOW, StreamState, StreamTable
 from streaming.messages import (
+    MAX_HISTORY,
     MAX_LATENCY_MS,
     Alert,
     CheckerHealth,
@@ -188,6 +189,7 @@ class CheckerCore:
             UnknownStep: a heartbeat's ``current`` is not in the graph (nothing is changed). A history item that is
                 not in the graph refuses nothing but itself: it is counted once and skipped, and the session goes on.
             StreamLimit: a new stream, and no idle stream to evict (nothing is changed).
+            StreamTaken: another session is live on the stream id (nothing is changed).
         """
         if isinstance(message, KeyStepEvent):
             return self.on_keystep(message)
@@ -243,6 +245,12 @@ class CheckerCore:
             if 0 <= behind < SEQ_WINDOW:
                 return None
         continues = state is not None and state.continues(message)
+        # A session at MAX_HISTORY is full: its detector went on in a new one (`EventPublisher.keystep`).
+        if (state is not None and state.session != message.session and not state.idle
+                and len(state.applied) < MAX_HISTORY and self.monotonic() - state.last_heard < self.table.timeout_s):
+            raise StreamTaken(f"{sid}: another detector session is live on this stream id (a second detector given "
+                              f"the same --stream-id?); refused until that one ends or is silent for "
+                              f"{self.table.timeout_s:g} s")
         self._check_current(message)
         if state is None and self.table.make_room(sid):
             self.counts["evicted"] += 1

@@ -10,7 +10,7 @@ from graphs.common.safe_text import printable
 
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 # The counters' names; "denied" (refused handshakes) is counted by `CheckerService` from its sockets' monitors.
-COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied")
+COUNTED: Final = ("stream_limit", "evicted", "unknown_step", "over_budget", "unsendable", "denied", "stream_taken")
 
 
 class Refused(Exception):
@@ -29,6 +29,13 @@ class StreamLimit(Refused):
     """Every stream slot is taken by a stream that is not idle: the new stream is turned away."""
 
     reason = "stream_limit"
+
+
+class StreamTaken(Refused):
+    """Another detector session is live on the stream id (two cameras given one name): the newcomer is turned away
+    until that session ends or is lost, instead of the two taking the stream from each other at every message."""
+
+    reason = "stream_taken"
 
 
 class OverBudget(Refused):

@@ -252,6 +252,7 @@ class CheckerService:
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
+            f"{counts['stream_taken']} on a stream id another live detector holds, "
             f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
             + (f", {self.sinks.failed} failed in a sink" if self.sinks.failed else "")
         )

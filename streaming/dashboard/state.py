@@ -29,7 +29,7 @@ MAX_STREAMS: Final = 256  # tiles kept (the checker tracks as many); the one sil
 MAX_NAMES: Final = 2 * MAX_STEPS  # step names learned from messages (a graph names at most MAX_STEPS)
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
-                        "over_budget", "unsendable", "denied")
+                        "over_budget", "unsendable", "denied", "stream_taken")
 
 
 @dataclass

@@ -177,6 +177,7 @@ def _health(health: CheckerHealth) -> Text | None:
         (health.over_budget, "over a stream's budget"),
         (health.malformed, "malformed"),
         (health.unsendable, "unsendable"),
+        (health.stream_taken, "on a stream id another live detector holds"),
     ]
     parts = [f"{count} {what}" for count, what in refused if count]
     if not parts and not health.lost_streams and not health.evicted and not health.denied:

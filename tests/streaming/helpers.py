@@ -20,7 +20,7 @@ from graphs.task_graph import END, START, TaskGraph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES, name_of
-from streaming.messages import KeyStepEvent
+from streaming.messages import Heartbeat, KeyStepEvent
 
 STREAM_DETECT = [sys.executable, "-m", "streaming.stream_detect_cli"]  # the command, run as a child process
 MISTAKE_STEP = 2  # boil_water: the one step of DEMO_EXECUTIONS["mistake"] done before its pre-condition (fill_kettle)
@@ -81,6 +81,15 @@ def keystep(history: tuple[int, ...] = (1, 3, 5), seq: int = 0, **fields: Any) -
         "index": len(history) - 1, "history": history,
     }
     return KeyStepEvent(**(values | fields))
+
+
+def beat(stream: str = "cam0", seq: int = 0, history: tuple[int, ...] = (), **fields: Any) -> Heartbeat:
+    """A heartbeat of a demo stream (session ``s``, nothing current, not ended), any field replaceable."""
+    values: dict[str, Any] = {
+        "stream_id": stream, "seq": seq, "timestamp": 1.0, "session": "s", "history": history, "current": None,
+        "frames": 10, "dropped": 0, "fps": 10.0, "ended": False,
+    }
+    return Heartbeat(**(values | fields))
 
 
 @contextmanager

@@ -57,6 +57,7 @@ def neighbour():
         events = EventPublisher(events.publisher, "neighbour")  # a new session: its first step is a mistake
         events.keystep(2, "boil_water", 0.0, 1.0, 0.9)
         time.sleep(0.5)
+        events.heartbeat(None, 0, 0, 0.0, ended=True)  # it ends, so that the next session may take the stream
 threading.Thread(target=neighbour, daemon=True).start()
 print("flooding", flush=True)
 k = 0
@@ -103,6 +104,7 @@ def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Pa
         assert wait_for(lambda: bool(health) and health[-1].malformed > 1000, 30.0, take)  # the flood is under way
         latencies: dict[str, list[float]] = {"victim": [], "neighbour": []}
         for _ in range(8):
+            victim.heartbeat(None, 0, 0, 0.0, ended=True)  # it ends, so that the next session may take the stream
             victim = EventPublisher(victim.publisher, "victim")  # a fresh session: its first step is a mistake
             sent = victim.keystep(MISTAKE_STEP, "boil_water", 0.0, 1.0, 0.9)
             deadline = time.monotonic() + 2 * ALERT_BOUND_S

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import zmq
@@ -24,7 +23,6 @@ from streaming.messages import (
     MAX_MESSAGE_BYTES,
     Alert,
     CheckerHealth,
-    Heartbeat,
     Message,
     Status,
     StepEvent,
@@ -34,18 +32,11 @@ from streaming.messages import (
 from streaming.transport import Publisher, ReceiveStats, connect
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
-from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, beat, keystep, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 
 
-def beat(stream: str = "cam0", seq: int = 0, history: tuple[int, ...] = (), **fields: Any) -> Heartbeat:
-    """A heartbeat of a demo stream (session ``s``), any field replaceable."""
-    values: dict[str, Any] = {
-        "stream_id": stream, "seq": seq, "timestamp": 1.0, "session": "s", "history": history, "current": None,
-        "frames": 10, "dropped": 0, "fps": 10.0, "ended": False,
-    }
-    return Heartbeat(**(values | fields))
 
 
 class Clock:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,22 +15,23 @@ from graphs.task_graph import TaskGraph
 from streaming.checker.core import CheckerCore
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
-from streaming.messages import Alert, Heartbeat, Message, MissingSteps, Status, run_of
+from streaming.messages import Alert, Message, MissingSteps, Status, run_of
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
-from tests.streaming.helpers import STREAM_DETECT, keystep, running_checker, tea_graph, wait_for, weighted_tea_graph
+from tests.streaming.helpers import (
+    STREAM_DETECT,
+    beat,
+    keystep,
+    running_checker,
+    tea_graph,
+    wait_for,
+    weighted_tea_graph,
+)
 
 CORRECT = DEMO_EXECUTIONS["correct"]
 WITHOUT_MILK = DEMO_EXECUTIONS["missing"]  # the correct order without add_milk (6)
 
 
-def beat(seq: int, history: tuple[int, ...], ended: bool = False, **fields: Any) -> Heartbeat:
-    """A heartbeat of stream ``cam0``, session ``s`` (any field replaceable)."""
-    values: dict[str, Any] = {
-        "stream_id": "cam0", "seq": seq, "timestamp": 1.0, "session": "s", "history": history, "current": None,
-        "frames": 10, "dropped": 0, "fps": 10.0, "ended": ended,
-    }
-    return Heartbeat(**(values | fields))
 
 
 def reports(out: list[Message]) -> list[MissingSteps]:
@@ -58,13 +58,13 @@ def test_an_ended_session_reports_every_required_step_it_never_did_once_and_re_s
     now = [100.0]
     core = CheckerCore(tea_graph(), clock=lambda: now[0])
     assert reports(play(core, WITHOUT_MILK)) == []  # nothing before the end
-    out = core.handle(beat(len(WITHOUT_MILK), WITHOUT_MILK, ended=True))
+    out = core.handle(beat(seq=len(WITHOUT_MILK), history=WITHOUT_MILK, ended=True))
     [report] = reports(out)
     assert (report.missing, report.missing_names) == ((6,), ("add_milk",))
     assert (report.missing_id, report.run, report.replayed) == ("cam0#end", run_of("s"), False)
     assert isinstance(out[-1], Status) and out[-1].ended and out.index(report) < len(out) - 1  # report, then "ended"
     # The detector repeats its last heartbeat: no second report.
-    assert reports(core.handle(beat(len(WITHOUT_MILK) + 1, WITHOUT_MILK, ended=True))) == []
+    assert reports(core.handle(beat(seq=len(WITHOUT_MILK) + 1, history=WITHOUT_MILK, ended=True))) == []
     now[0] += 1.0
     [again] = reports(core.periodic(0.5))  # for a viewer that joins late
     assert again.replayed and again.missing_id == report.missing_id and again.missing == (6,)
@@ -73,26 +73,28 @@ def test_an_ended_session_reports_every_required_step_it_never_did_once_and_re_s
 def test_a_session_that_did_every_required_step_publishes_nothing() -> None:
     now = [100.0]
     core = CheckerCore(tea_graph(), clock=lambda: now[0])
-    out = play(core, CORRECT) + core.handle(beat(len(CORRECT), CORRECT, ended=True))
+    out = play(core, CORRECT) + core.handle(beat(seq=len(CORRECT), history=CORRECT, ended=True))
     now[0] += 1.0
     out += core.periodic(0.5)
     assert reports(out) == [] and not any(isinstance(m, Alert) for m in out)
 
 
 def test_a_session_that_did_nothing_reports_every_step() -> None:
-    [report] = reports(CheckerCore(tea_graph()).handle(beat(0, (), ended=True)))
+    [report] = reports(CheckerCore(tea_graph()).handle(beat(seq=0, history=(), ended=True)))
     assert report.missing == (1, 2, 3, 4, 5, 6)
 
 
 def test_a_new_session_on_the_stream_ends_the_one_before() -> None:
-    core = CheckerCore(tea_graph())
+    now = [0.0]
+    core = CheckerCore(tea_graph(), monotonic=lambda: now[0])
     play(core, (3, 1), session="first")
+    now[0] = 5.5  # the first detector died unheard; a restarted one takes the stream once it is silent 5 s
     out = core.handle(keystep((3,), 0, session="second"))
     [report] = reports(out)
     assert report.run == run_of("first") and report.missing == (2, 4, 5, 6) and out[0] is report
     assert [m.run for m in out if isinstance(m, Status)] == [run_of("second")]
     # An ended and reported session is not reported again when the next one starts.
-    core.handle(beat(9, (3,), ended=True, session="second"))
+    core.handle(beat(seq=9, history=(3,), ended=True, session="second"))
     assert reports(core.handle(keystep((1,), 0, session="third"))) == []
 
 
@@ -124,9 +126,10 @@ def graph_with_optional_and_removed_steps() -> TaskGraph:
 def test_optional_steps_and_steps_outside_the_graph_are_never_named() -> None:
     graph = graph_with_optional_and_removed_steps()
     assert graph.optional_steps == (4,) and graph.removed_steps == (7,)
-    [report] = reports(CheckerCore(graph).handle(beat(0, (3, 1, 2), ended=True)))
+    [report] = reports(CheckerCore(graph).handle(beat(seq=0, history=(3, 1, 2), ended=True)))
     assert report.missing == (5, 6) and report.missing_names == ("pour_water", "add_milk")
-    assert reports(CheckerCore(graph).handle(beat(0, (3, 1, 2, 5, 6), ended=True))) == []  # 4 and 7 not needed
+    done = beat(seq=0, history=(3, 1, 2, 5, 6), ended=True)
+    assert reports(CheckerCore(graph).handle(done)) == []  # 4 and 7 not needed
 
 
 def last_status(out: list[Message]) -> Status:
@@ -137,7 +140,7 @@ def test_the_status_orders_the_allowed_steps_by_their_future_step_probability() 
     graph = weighted_tea_graph()
     queries = ProcedureQueries(graph)
     core = CheckerCore(graph)
-    first = last_status(core.handle(beat(0, ())))
+    first = last_status(core.handle(beat(seq=0, history=())))
     assert first.rule == "weighted" and first.allowed == (3, 1)  # graph order is (1, 3): get_cup is likelier
     assert first.allowed_scores == pytest.approx([queries.future(None, []).score(s) for s in (3, 1)], abs=1e-4)
     after_cup = last_status(core.handle(keystep((3,), 1)))
@@ -148,7 +151,7 @@ def test_the_status_orders_the_allowed_steps_by_their_future_step_probability() 
 
 def test_without_weights_the_binary_rule_orders_them_and_says_so() -> None:
     core = CheckerCore(tea_graph())  # a binary graph: the successors of the step just done come first
-    first = last_status(core.handle(beat(0, ())))
+    first = last_status(core.handle(beat(seq=0, history=())))
     assert (first.rule, first.allowed, first.allowed_scores) == ("binary", (1, 3), (0.5, 0.5))  # START's successors
     after_cup = last_status(core.handle(keystep((3,), 1)))
     assert (after_cup.allowed, after_cup.allowed_scores) == ((4, 1), (1.0, 0.0))
@@ -171,7 +174,7 @@ def test_an_alert_names_the_missing_step_most_likely_forgotten() -> None:
     assert (alert.forgotten, alert.forgotten_name) == (4, "add_teabag")
     assert alert.forgotten_score == pytest.approx(scores.score(4), abs=1e-4)
     # A checker that rebuilds the stream from its history (a restart) names the same step.
-    [rebuilt] = alerts(CheckerCore(graph).handle(beat(0, (*history, 1))))
+    [rebuilt] = alerts(CheckerCore(graph).handle(beat(seq=0, history=(*history, 1))))
     assert (rebuilt.forgotten, rebuilt.forgotten_score, rebuilt.replayed) == (4, alert.forgotten_score, True)
     # Binary rule: each unmet pre-condition scores 1/|unmet|; the tie goes to the first in graph order.
     [binary] = alerts(CheckerCore(tea_graph()).handle(keystep(history, 0)))
@@ -181,7 +184,7 @@ def test_an_alert_names_the_missing_step_most_likely_forgotten() -> None:
 
 def test_an_undefined_step_has_no_likely_forgotten_step() -> None:
     graph = graph_with_optional_and_removed_steps()
-    [alert] = alerts(CheckerCore(graph).handle(beat(0, (7,))))
+    [alert] = alerts(CheckerCore(graph).handle(beat(seq=0, history=(7,))))
     assert alert.undefined and alert.missing == () and alert.forgotten is None and alert.forgotten_score is None
 
 
@@ -218,7 +221,8 @@ def test_sigterm_of_a_detector_reports_the_steps_its_session_never_did(tmp_path:
 
 def test_a_confirmed_step_is_no_longer_shown_as_the_step_under_way() -> None:
     core = CheckerCore(weighted_tea_graph())
-    assert last_status(core.handle(beat(0, (), current=3))).current == 3  # get_cup is being seen
+    assert last_status(core.handle(beat(seq=0, history=(), current=3))).current == 3  # get_cup is being seen
     confirmed = last_status(core.handle(keystep((3,), 1)))
     assert confirmed.done == (3,) and confirmed.current is None  # its segment ended with the confirmation
-    assert last_status(core.handle(beat(2, (3,), current=1))).current == 1  # the next heartbeat says what is seen
+    seen = beat(seq=2, history=(3,), current=1)
+    assert last_status(core.handle(seen)).current == 1  # the next heartbeat says what is seen

@@ -15,11 +15,11 @@ from streaming.checker.core import CheckerCore
 from streaming.checker.process import CheckerProcess
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
-from streaming.messages import Alert, CheckerHealth, Heartbeat, Status, StepEvent
+from streaming.messages import MAX_HISTORY, Alert, CheckerHealth, Heartbeat, MissingSteps, Status, StepEvent
 from streaming.transport import Publisher, Receiver, connect, subscribe
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
-from tests.streaming.helpers import MISTAKE_STEP, keystep, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, beat, keystep, running_checker, tea_graph, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
@@ -56,11 +56,40 @@ def test_core_recovers_lost_events_from_the_next_messages_history() -> None:
     assert [m.step for m in out if isinstance(m, Alert)] == [MISTAKE_STEP]
 
 
-def test_new_session_on_the_same_stream_starts_over() -> None:
-    core = CheckerCore(tea_graph())
+def test_new_session_on_the_same_stream_starts_over_once_the_old_one_ended_or_was_lost() -> None:
+    now = [0.0]
+    core = CheckerCore(tea_graph(), monotonic=lambda: now[0])
     core.handle(keystep((1,), 0, session="a"))
+    core.handle(beat(seq=1, session="a", history=(1,), ended=True))  # a detector that ends says so
     out = core.handle(keystep((3,), 0, session="b"))
     assert [m for m in out if isinstance(m, Status)][-1].done == (3,)
+    now[0] = 6.0  # b killed: silent past the 5 s timeout, so a restarted detector takes the stream over
+    out = core.handle(keystep((1,), 0, session="c"))
+    assert [m for m in out if isinstance(m, Status)][-1].done == (1,)
+
+
+def test_a_second_live_session_on_one_stream_id_is_refused_not_swapped_in() -> None:
+    # Two detectors given one --stream-id took the stream from each other at every message: each switch ended the
+    # other's session with a false "never done" report (20 of them in one run of two demos).
+    lines: list[str] = []
+    core = CheckerCore(tea_graph(), log=lines.append)
+    first = core.serve([keystep((1,), 0, session="a")])
+    out = core.serve([keystep((3,), 0, session="b"), beat(seq=1, session="a", history=(1, 3))])
+    assert not [m for m in out if isinstance(m, MissingSteps)]
+    assert [m for m in out if isinstance(m, Status)][-1].done == (1, 3) and core.counts["stream_taken"] == 1
+    assert lines == ["checker: refused (stream_taken, 1 so far): cam0: another detector session is live on this "
+                     "stream id (a second detector given the same --stream-id?); refused until that one ends or is "
+                     "silent for 5 s"]
+    assert [m for m in first if isinstance(m, Status)][-1].run == [m for m in out if isinstance(m, Status)][-1].run
+    health = next(m for m in core.periodic(0.0) if isinstance(m, CheckerHealth))
+    assert health.stream_taken == 1
+
+
+def test_a_detector_past_the_history_cap_goes_on_in_a_new_session_at_once() -> None:
+    core = CheckerCore(tea_graph())
+    core.serve([beat(seq=0, session="a", history=(1, 3) * (MAX_HISTORY // 2))])  # a full session
+    out = core.serve([keystep((1,), 0, session="b")])  # its successor, while the full one is still live
+    assert [m for m in out if isinstance(m, Status)][-1].done == (1,) and core.counts["stream_taken"] == 0
 
 
 def test_history_that_disagrees_within_a_session_starts_the_stream_over() -> None:
@@ -223,6 +252,7 @@ def test_a_new_streams_first_status_carries_the_hop_of_the_message_that_started_
     out = core.serve([Heartbeat("kitchen", 0, 1000.0, "a", (), None, 10, 0, 30.0, False)])
     (first,) = [m for m in out if isinstance(m, Status)]
     assert first.hop_ms == 250.0
+    core.serve([Heartbeat("kitchen", 1, 1000.25, "a", (), None, 10, 0, 30.0, True)])  # it ends
     now[0] = 1000.75
     out = core.serve([Heartbeat("kitchen", 1, 1000.5, "b", (), None, 0, 0, 30.0, False)])  # a new session
     assert [m.hop_ms for m in out if isinstance(m, Status)] == [250.0]

@@ -133,6 +133,8 @@ function showLink(link) {
   if (health) {
     parts.push(`checker: ${health.received} messages received, ${health.malformed} malformed, ` +
                `${health.denied} handshakes refused`);
+    // two detectors given one stream id: the second is turned away, and only this count says so
+    if (health.stream_taken) parts.push(`${health.stream_taken} refused: stream id held by another live detector`);
   }
   if (link.skipped || link.dropped_pages) {
     parts.push(`slow pages: ${link.skipped} resent a snapshot, ${link.dropped_pages} closed`);

@@ -7,9 +7,10 @@ import importlib
 import os
 import signal
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from functools import wraps
-from typing import NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
@@ -62,13 +63,38 @@ def require_extra(module: str, extra: str, user: str) -> None:
                          f"{install_extra(extra)}") from None
 
 
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, refusing an option given twice: argparse keeps the last value without a word, so
+    ``--video demo --video demo:correct`` ran only the second video, and ``--graph a.json --graph b.json`` checked
+    against ``b.json`` alone."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._stored_in: weakref.ref[argparse.Namespace] | None = None  # the namespace of the last parse it stored in
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        if self._stored_in is not None and self._stored_in() is namespace:
+            first = getattr(namespace, self.dest)
+            parser.error(f"{option_string or self.dest} given twice ({first!r:.80}, then {values!r:.80}); it takes "
+                         "one value")
+        self._stored_in = weakref.ref(namespace)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose usage errors (a missing option, a bad choice, a value its ``type`` refuses)
     are `InputError`s, so a command decorated with `exit_on_input_error` reports them like every other user
-    mistake: one ``error: ...`` line and exit status 2 (argparse prints its usage block, then the message).
+    mistake: one ``error: ...`` line and exit status 2 (argparse prints its usage block, then the message). An
+    option that takes one value is refused when given twice (`_StoreOnce`).
 
     Sub-command parsers made with ``add_subparsers().add_parser`` are of this class too.
     """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.register("action", "store", _StoreOnce)
+        self.register("action", None, _StoreOnce)  # argparse's name for its default action
 
     def error(self, message: str) -> NoReturn:
         """Raise the usage error as an `InputError` naming the command."""

@@ -40,6 +40,19 @@ def test_usage_mistakes_are_one_line_and_exit_2(argv: list[str], capsys: pytest.
     assert cli_error(main, argv, capsys).startswith("error: stream-detect")
 
 
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [(["--video", "demo", "--video", "demo:correct"], "stream-detect run: --video given twice ('demo', then "
+                                                       "'demo:correct'); it takes one value"),
+     (["eval", "--features", "a.npy", "--features", "b.npy"], "stream-detect eval: --features given twice"),
+     (["checker", "--demo", "--bind", "tcp://127.0.0.1:0", "--bind", "tcp://127.0.0.1:1"], "--bind given twice")],
+)
+def test_an_option_of_one_value_given_twice_is_refused(argv: list[str], line: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse kept the last value without a word: the all-in-one run played only the second video.
+    assert line in cli_error(main, argv, capsys)
+
+
 def test_unopenable_video_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "clip.mp4"
     bad.write_text("not a video at all")

@@ -17,6 +17,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -557,3 +558,16 @@ def test_an_output_that_cannot_be_replaced_is_refused_before_the_run(
     line = cli_error(stream_detect, ["keys", "--out", str(out), "--clients", "cam0"], capsys)
     assert line == f"error: --out {out}: cannot write the client keys: folder {out / 'clients'} is not writable"
     assert sorted(p.name for p in out.iterdir()) == ["clients"]
+
+
+# -- standard output on a full device ----------------------------------------------------------------------------------
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("argv", [["-m", "tgml.tgml_cli", "show", str(default_demo_paths()[0])],
+                                  ["-m", "streaming.stream_detect_cli", "--video", "demo", "--fast", "--jsonl"]],
+                         ids=["tgml-show", "stream-detect-jsonl"])
+def test_output_to_a_full_device_is_one_error_line(argv: list[str], demo_cache: Path) -> None:
+    # '> /dev/full' (a full disk behind '> FILE') ended in a traceback from print or from rich's console.
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.splitlines() == ["error: cannot write the output: No space left on device"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -10,7 +11,7 @@ import sys
 import weakref
 from collections.abc import Callable, Sequence
 from functools import wraps
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any, Final, NoReturn, ParamSpec, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
@@ -145,6 +146,9 @@ def plain_summary(docstring: str | None) -> str:
     return " ".join(first.replace("``", "").split())
 
 
+_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})  # the device took no more
+
+
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
     end the run alike (`graphs.common.interrupts`): one line saying which came, exit status 130 or 143.
@@ -155,6 +159,7 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     left every output file whole or absent (the atomic writer discards the file it was writing), which the line
     says. Output piped into a reader that leaves early (``| head``) ends the command quietly with exit status 141,
     as a shell reports a writer killed by SIGPIPE: no ``BrokenPipeError`` traceback, no "Exception ignored" line.
+    Output sent to a full device (``> /dev/full``, a full disk) ends in one ``error:`` line and exit status 1.
     """
 
     @wraps(main)
@@ -184,10 +189,16 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             raise SystemExit(stop.exit_status) from None
         except Exception as err:
             behind = interrupt_behind(err)
-            if behind is None:
-                raise
-            print(f"interrupted by {behind.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
-            raise SystemExit(behind.exit_status) from None
+            if behind is not None:
+                print(f"interrupted by {behind.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
+                raise SystemExit(behind.exit_status) from None
+            if isinstance(err, OSError) and err.errno in _FULL and err.filename is None:
+                # A write without a file name: standard output (``> FILE`` on a full disk, ``> /dev/full``); the
+                # files a command writes are named in their errors (`graphs.common.files`).
+                _drop_stdout()
+                print(f"error: cannot write the output: {printable(err.strerror)}", file=sys.stderr)
+                raise SystemExit(EXIT_FAILURE) from None
+            raise
 
     return wrapper
 

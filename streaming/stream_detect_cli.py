@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.common.options import fps_option, output_name, threads_option
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import count_of, printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
@@ -609,7 +609,8 @@ def _detector(args: argparse.Namespace) -> int:
                         "with recognition-train, or give --default-rates)")
         stats = pipeline.run(threading.Event())
     for sid, run in zip(ids, stats, strict=True):
-        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps",
+        failed = " (its source failed: below)" if run.error else ""
+        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps{failed}",
             stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
     errors = [run.error for run in stats if run.error]
     if errors:
@@ -622,7 +623,6 @@ def _eval(args: argparse.Namespace) -> int:
 
     from streaming.offline.eval_run import EvalConfig, evaluate
     from streaming.offline.eval_scores import (
-        count_of,
         eval_table,
         false_alarm_line,
         missing_steps_line,

@@ -43,6 +43,11 @@ def printable(text: object) -> str:
     return "".join(map(_safe_char, value))
 
 
+def count_of(n: int, noun: str) -> str:
+    """``1 video``, ``2 videos``: a count and its noun (a regular plural)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def first_few(
     items: Sequence[str], limit: int, total: int | None = None, sep: str = ", ", and_more: str = " and "
 ) -> str:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import zmq
 
 from graphs.common.errors import InputError, RunError
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import count_of, printable
 from graphs.task_graph import TaskGraph
 from streaming.checker.budget import STREAM_BUDGET
 from streaming.checker.config import CheckerConfig
@@ -248,7 +248,8 @@ class CheckerService:
         counts = core.counts
         lost = sum(state.lost for state in core.streams.values())
         line = (
-            f"checker: {stats.received} messages received, {len(core.streams)} streams tracked ({lost} lost); "
+            f"checker: {count_of(stats.received, 'message')} received, {count_of(len(core.streams), 'stream')} tracked "
+            f"({lost} lost); "
             f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
             f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
             f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "

@@ -277,7 +277,8 @@ def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = ()) -> tup
     """
     ids = tuple(stream_ids) or tuple(f"cam{k}" for k in range(len(videos)))
     if len(ids) != len(videos):
-        raise InputError(f"--stream-id is given {len(ids)} times for {len(videos)} --video sources: give one per "
+        given = "once" if len(ids) == 1 else f"{len(ids)} times"
+        raise InputError(f"--stream-id is given {given} for {len(videos)} --video sources: give one per "
                          "--video, in the same order (or none: cam0, cam1, ...)")
     seen_ids: dict[str, str] = {}
     seen_sources: dict[tuple[str, object], str] = {}

@@ -75,6 +75,8 @@ class FrameLoop:
         checkpoint: its description.
         threads: on a CPU, workers that extract features side by side, one core each; on a GPU, torch's threads.
         batch_sizes: the backbone's batch sizes (`streaming.detector.batching.Buckets`); empty: the defaults.
+        warn: told at once when a stream's source fails while other streams go on (their run may never end, and
+            the run's error line waits for the end); None: nobody.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class FrameLoop:
         checkpoint: DetectorCheckpoint,
         threads: int = 1,
         batch_sizes: Sequence[int] = (),
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
         ids = [s.stream_id for s in streams]
@@ -95,6 +98,7 @@ class FrameLoop:
         self.extractor = self.batches
         self.stepper = make_stepper(model, len(streams))
         self.threads = threads
+        self.warn = warn
         on_gpu = getattr(getattr(self.batches.extractor, "device", None), "type", "cpu") != "cpu"
         # A stream has one frame in flight at a time, so more workers than streams would idle: they lend torch
         # their cores instead (one camera with --threads 2 runs each frame on two cores, as before the workers).
@@ -317,6 +321,10 @@ class FrameLoop:
             stream.flush()
         stream.settle()
         stream.last_heartbeat()
+        others = [s.stream_id for s in self.streams if not s.ended]
+        if stream.stats.error and others and self.warn is not None:
+            go_on = "the other stream goes on" if len(others) == 1 else f"the other {len(others)} go on"
+            self.warn(f"{stream.stream_id}: {stream.stats.error}; this stream has ended, {go_on}")
         now = time.monotonic()
         self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
         self._finals.sort(key=lambda item: item[0])

@@ -217,7 +217,7 @@ def build_pipeline(
                                           replace(config.detector, stream_id=sid), segmenter, observe=observe,
                                           on_frame=observe_all(seen)))
         loop = FrameLoop(streams, parts.extractor, parts.model, parts.checkpoint, config.detector.threads,
-                         config.detector.batch_sizes)
+                         config.detector.batch_sizes, warn)
         if watcher is not None:
             watcher.watch(streams, loop.batches)
     except BaseException:

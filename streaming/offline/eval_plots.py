@@ -18,8 +18,9 @@ from typing import Any
 
 from graphs.common.errors import InputError, install_extra
 from graphs.common.files import save_figure
+from graphs.common.safe_text import count_of
 from graphs.task_graph import TaskGraph
-from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, count_of, node_name, video_detail
+from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
 
 ROWS = {"annotated": 2.0, "recognised": 1.0, "alerts": 0.0}
 PALETTE = "tab20"  # qualitative: 10 hues, each dark then light; taken dark hues first so neighbours differ most

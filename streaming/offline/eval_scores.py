@@ -39,6 +39,7 @@ from rich.table import Table
 
 from graphs.annotations import read_left_out
 from graphs.checker import PreconditionChecker, StepVerdict, precondition_violations
+from graphs.common.safe_text import count_of
 from graphs.precision_recall import f1_of, share, shown
 from graphs.probabilistic_checker import ProbableVerdict
 from graphs.task_graph import TaskGraph
@@ -499,11 +500,6 @@ def scores_json(score: VideoScores) -> dict[str, Any]:
 
 def _pct(x: float | None) -> str:
     return shown(None if x is None else 100 * x)
-
-
-def count_of(n: int, noun: str) -> str:
-    """``1 video``, ``2 videos``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def false_alarm_line(scores: Sequence[VideoScores]) -> str:

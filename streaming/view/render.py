@@ -25,7 +25,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import count_of, printable
 from streaming.messages import Alert, CheckerHealth, Message, Status, encode
 from streaming.session_verdict import (
     CORRECT,
@@ -182,7 +182,7 @@ def _health(health: CheckerHealth) -> Text | None:
     parts = [f"{count} {what}" for count, what in refused if count]
     if not parts and not health.lost_streams and not health.evicted and not health.denied:
         return None
-    line = f"checker: {health.streams} streams ({health.lost_streams} lost), {health.evicted} idle evicted"
+    line = f"checker: {count_of(health.streams, 'stream')} ({health.lost_streams} lost), {health.evicted} idle evicted"
     line += f"; messages refused: {', '.join(parts)}" if parts else ""
     line += f"; {health.denied} handshakes refused" if health.denied else ""
     return Text(line, style="yellow")

@@ -221,7 +221,7 @@ def test_end_of_run_summary_counts_refused_streams_and_malformed_messages(tmp_pa
         sock.close()
     line = service.summary()
     assert line.startswith("checker: ") and "\n" not in line
-    assert "1 streams tracked" in line and "refused (over the 1-stream limit)" in line
+    assert "1 stream tracked" in line and "refused (over the 1-stream limit)" in line
     assert "malformed dropped (last: " in line
 
 

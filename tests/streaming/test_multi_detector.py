@@ -111,7 +111,7 @@ def test_stream_ids_are_one_per_source_and_sources_one_per_stream(tmp_path: Path
                  ["demo", "demo:mistake"]):
         with pytest.raises(InputError, match=f"--video {same[1]} is given twice"):
             stream_ids_for(same, ["a", "b"])
-    with pytest.raises(InputError, match="given 1 times for 2 --video sources"):
+    with pytest.raises(InputError, match="given once for 2 --video sources"):
         stream_ids_for(["cam0", "cam1"], ["door"])
     with pytest.raises(InputError, match="--stream-id 'no spaces'"):
         stream_ids_for(["cam0"], ["no spaces"])
@@ -155,3 +155,37 @@ def test_a_failing_backbone_in_a_worker_stops_the_loop_with_its_error(tmp_path: 
         ctx.destroy(linger=0)
     assert all(stream.ended for stream in streams)
     assert 1 <= sum(stream.stats.frames for stream in streams) < 25
+
+
+def test_a_source_that_fails_is_told_at_once_while_the_other_streams_go_on(tmp_path: Path) -> None:
+    # One camera's damaged video died a few seconds in; its error line waited for the other cameras to end, which
+    # for live cameras is never.
+    from tests.streaming.helpers import write_damaged_video
+
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    damaged = open_reader(str(write_damaged_video(tmp_path / "damaged.mp4")), ReaderConfig(fps=checkpoint.fps))
+    slow = open_reader(str(write_noise_video(tmp_path / "long.mp4", frames=600)),
+                       ReaderConfig(fps=checkpoint.fps, realtime=True))  # two minutes in real time
+    said: list[str] = []
+    stop = threading.Event()
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.PUB, "inproc://failing-source")
+        publisher = Publisher(sock)
+        streams = [DetectorStream(reader, checkpoint, EventPublisher(publisher, sid),
+                                  DetectorConfig(stream_id=sid, connect=endpoint))
+                   for sid, reader in (("bad", damaged), ("good", slow))]
+
+        def warn(line: str) -> None:
+            said.append(line)
+            stop.set()  # told while "good" runs: the test ends here
+
+        FrameLoop(streams, extractor, model, checkpoint, warn=warn).run(stop)
+    finally:
+        damaged.close()
+        slow.close()
+        ctx.destroy(linger=0)
+    [line] = said
+    assert line.startswith("bad: --video ") and "damaged.mp4: cannot decode source frame" in line
+    assert line.endswith("; this stream has ended, the other stream goes on")
+    assert streams[1].stats.frames < 600 and not streams[1].stats.error

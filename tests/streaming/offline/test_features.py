@@ -46,11 +46,13 @@ def work(procedure: Path, tmp_path: Path) -> Path:
 
 
 def args(folder: Path, *extra: str, extractor: str = "light-v1") -> list[str]:
-    """A recognition-features command line over ``folder``'s videos and labels, into ``folder/features``."""
-    return [
-        "--videos", str(folder / "videos"), "--annotations", str(folder / "labels.json"), "--out",
-        str(folder / "features"), "--extractor", extractor, "--fps", str(FPS), "--quiet", *extra,
-    ]  # fmt: skip
+    """A recognition-features command line over ``folder``'s videos and labels, into ``folder/features``; an option
+    in ``extra`` replaces the one set here (an option given twice is refused)."""
+    given = {"--videos": str(folder / "videos"), "--annotations": str(folder / "labels.json"),
+             "--out": str(folder / "features"), "--extractor": extractor, "--fps": str(FPS)}
+    for option in extra:
+        given.pop(option, None)
+    return [*(item for pair in given.items() for item in pair), "--quiet", *extra]
 
 
 def edit_labels(folder: Path, change: object) -> None:

@@ -27,6 +27,7 @@ scenario with `choose_scenario`.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import Sequence
@@ -135,6 +136,9 @@ class Annotations:
     overlap_videos: int = 0  # videos holding such a segment
     never_done: int = 0  # segments with start_time = end_time < 0 (a step never done: no time span)
     overlap_names: tuple[str, ...] = ()  # the videos holding an overlapping segment, in file order (for the warning)
+    # the videos whose timed segments are not listed in start-time order (checked files): the learners read the file
+    # order, the commands that need times the time order, so the two may disagree
+    unordered_names: tuple[str, ...] = ()
 
     def scenario_videos(self, scenario: str) -> list[Video]:
         """Videos of one scenario, in file order; `InputError` if the scenario is unknown."""
@@ -265,6 +269,12 @@ def timing_warning(annotations: Annotations) -> str | None:
         parts.append(f"{annotations.overlaps} segment{'' if one else 's'} in {annotations.overlap_videos} "
                      f"video{'' if annotations.overlap_videos == 1 else 's'} overlap{'s' if one else ''} an earlier "
                      f"one ({first_few(list(annotations.overlap_names), 3)}; accepted; {OVERLAP_RULE})")
+    if annotations.unordered_names:
+        count = len(annotations.unordered_names)
+        parts.append(f"{count} video{'' if count == 1 else 's'} list{'s' if count == 1 else ''} segments out of "
+                     f"start-time order ({first_few(list(annotations.unordered_names), 3)}): the graph learners read "
+                     "the file order, the commands that need times the time order; sort the segments by start_time "
+                     "if that is the order the steps were done in")
     if annotations.never_done:
         one = annotations.never_done == 1
         parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "
@@ -328,6 +338,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
     videos: dict[str, Video] = {}
     overlaps = overlap_videos = 0
     overlap_names: list[str] = []
+    unordered: list[str] = []
     for video, record in data["annotations"].items():
         if not isinstance(record, dict):
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
@@ -366,9 +377,13 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             overlap_videos += found > 0
             if found:
                 overlap_names.append(video)
+            starts = [span[0] for span in spans if span is not None and not never_done(span)]
+            if any(later < earlier for earlier, later in itertools.pairwise(starts)):
+                unordered.append(video)
         videos[video] = Video(video, scenario, tuple(steps_list), tuple(errors), tuple(spans))
     skipped = sum(never_done(span) for v in videos.values() for span in v.spans) if check_times else 0
-    annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped, tuple(overlap_names))
+    annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped, tuple(overlap_names),
+                              tuple(unordered))
     line = timing_warning(annotations)
     if line is not None:
         print(printable(line), file=sys.stderr, flush=True)

@@ -116,6 +116,20 @@ def test_overlapping_segments_are_accepted_with_one_warning_line(
     assert capsys.readouterr().err == ""
 
 
+def test_segments_listed_out_of_time_order_are_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A labelling tool that exports segments unsorted changed the learned graph without a word: the learners read
+    # the file order (as the benchmarks do), recognition-features and eval the times.
+    path = _timed_file(tmp_path, [(5.0, 9.0), (0.0, 4.0)])
+    ann = load_annotations(path)
+    assert ann.videos["v1"].steps == (1, 2) and ann.unordered_names == ("v1",)
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {path}: 1 video lists segments out of start-time order (v1): the graph learners read the file "
+        "order, the commands that need times the time order; sort the segments by start_time if that is the order "
+        "the steps were done in"]
+    load_annotations(_timed_file(tmp_path, [(0.0, 4.0), (-1.0, -1.0), (5.0, 6.0)]))  # a step never done has no time
+    assert "start-time order" not in capsys.readouterr().err
+
+
 def test_a_step_never_done_keeps_its_place_and_covers_no_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, replaced_input, write_text
 from graphs.common.options import check_fps, check_seed, check_threads
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import first_few, printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,
@@ -158,6 +159,7 @@ class ExtractionPlan:
         step_names: their names.
         videos: the annotated videos of the scenario, in annotation-file order.
         test: names of the test videos (the others train).
+        unannotated: video files in the videos folder that no annotated video names (of any scenario): not used.
     """
 
     scenario: str
@@ -165,6 +167,7 @@ class ExtractionPlan:
     step_names: tuple[str, ...]
     videos: tuple[PlannedVideo, ...]
     test: frozenset[str]
+    unannotated: tuple[str, ...] = ()
 
     @property
     def train_names(self) -> list[str]:
@@ -332,7 +335,16 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
             check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
         planned.append(PlannedVideo(video.video, path, segments, duration))
     test = choose_test_videos([v.name for v in planned], config, stored_split(config.out))
-    return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test)
+    return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
+                          unannotated_videos(videos_dir, annotations.videos))
+
+
+def unannotated_videos(folder: Path, names: Collection[str]) -> tuple[str, ...]:
+    """The video files of ``folder`` (a `VIDEO_SUFFIXES` ending, any case) whose name without it is no annotated
+    video: a key misspelt in the annotation file looks exactly like a video left out, so the run names them."""
+    suffixes = set(VIDEO_SUFFIXES)
+    return tuple(sorted(path.name for path in folder.iterdir()
+                        if path.suffix.lower() in suffixes and path.stem not in names and path.is_file()))
 
 
 def _settings(video: PlannedVideo, config: FeatureExtractionConfig, copies: int) -> dict[str, Any]:
@@ -506,6 +518,11 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         What was extracted and skipped, and the extraction speed.
     """
     plan = plan_extraction(config)
+    if plan.unannotated:
+        count = len(plan.unannotated)
+        print(printable(f"warning: --videos {config.videos}: {count} video file{'' if count == 1 else 's'} that "
+                        f"{config.annotations} does not annotate ({first_few(list(plan.unannotated), 3)}): not used"),
+              file=sys.stderr, flush=True)
     folder = Path(config.out)
     try:
         folder.mkdir(parents=True, exist_ok=True)

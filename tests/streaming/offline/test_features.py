@@ -84,6 +84,18 @@ def test_overlapping_segments_are_extracted_with_one_warning_line(
     assert frame / FPS < first["end_time"] and labels[frame] == 1 + second["step_id"]
 
 
+def test_video_files_no_annotation_names_are_named_not_silently_skipped(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A key misspelt in the annotation file looks exactly like a video left out on purpose: the run says which.
+    shutil.copy(work / "videos" / "run0.mp4", work / "videos" / "run9.MP4")
+    (work / "videos" / "notes.txt").write_text("not a video")
+    assert main(args(work)) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"warning: --videos {work / 'videos'}: 1 video file that {work / 'labels.json'} does not annotate "
+                   "(run9.MP4): not used"]
+
+
 def test_segment_targets_give_each_frame_the_segment_it_shows() -> None:
     times = np.arange(10) / 2.0  # 0, 0.5, ..., 4.5 s
     targets = segment_targets(times, np.array([1.0, 2.5]), np.array([2.0, 4.0]), np.array([2, 1]), 3)

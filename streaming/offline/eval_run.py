@@ -245,7 +245,7 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
     files = annotated_feature_files(config.features, annotations, config.annotations) if config.features else {}
-    names = list(config.names) or _split_names(config.split) or [n for n in (files or known) if n in known]
+    names = list(config.names) or _split_names(config.split, scenario) or [n for n in (files or known) if n in known]
     if not names:  # every file of another scenario: scores over no video would look like a run
         raise InputError(f"--features: none of the {len(files)} feature files is of a recording of scenario "
                          f"{scenario!r} (the graph's) in {config.annotations}")
@@ -331,10 +331,16 @@ def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: floa
         check_first_frame(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
 
 
-def _split_names(split: str | None) -> list[str]:
+def _split_names(split: str | None, scenario: str) -> list[str]:
+    """The test videos of ``--split``; a split that records another scenario than the videos' is refused (another
+    procedure's video names can be this one's too: ``video_03``)."""
     if split is None:
         return []
-    test = list(load_split(split, "--split").test)
+    read = load_split(split, "--split")
+    if read.scenario is not None and read.scenario != scenario:
+        raise InputError(f"--split {split}: is the split of scenario {read.scenario!r}; these videos are of "
+                         f"{scenario!r}")
+    test = list(read.test)
     if not test:
         raise InputError(f"--split {split}: field 'test' must be a non-empty list of video names")
     return test

@@ -92,8 +92,13 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def eval_argv(root: Path, *extra: str) -> list[str]:
-    return ["eval", "--features", str(root / "npy"), "--annotations", str(root / "labels.json"), "--graph",
-            str(root / "graph.json"), "--detector", str(root / "detector.pt"), "--quiet", "--no-cache", *extra]
+    """An eval command line over ``root``'s recordings; an option in ``extra`` replaces the one set here (an option
+    given twice is refused)."""
+    given = {"--features": str(root / "npy"), "--annotations": str(root / "labels.json"),
+             "--graph": str(root / "graph.json"), "--detector": str(root / "detector.pt")}
+    for option in extra:
+        given.pop(option, None)
+    return ["eval", *(item for pair in given.items() for item in pair), "--quiet", "--no-cache", *extra]
 
 
 def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mistake(trained: Path) -> None:
@@ -124,7 +129,7 @@ def test_a_feature_file_with_nan_is_refused_naming_it(trained: Path, capsys: pyt
     features = np.load(trained / "npy" / "test_ok.npy")
     features[4, 0] = np.nan
     np.save(bad / "test_ok.npy", features)
-    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(bad)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(bad)), capsys)
     assert "test_ok.npy" in err and "NaN or infinite values (first in row 4)" in err
 
 
@@ -137,7 +142,7 @@ def test_float64_features_beyond_float32s_range_are_refused_naming_the_row(train
     features = np.load(trained / "npy" / "test_ok.npy").astype(np.float64)
     features[6, 1] = 1e39
     np.save(huge / "test_ok.npy", features)
-    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(huge)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(huge)), capsys)
     assert "test_ok.npy" in err and "beyond float32's range" in err and "first in row 6" in err
     err = cli_error(stream_detect, ["--features", str(huge / "test_ok.npy"), "--graph", str(trained / "graph.json"),
                                     "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"], capsys)
@@ -150,7 +155,7 @@ def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained:
     short = trained / "short"
     short.mkdir()
     np.save(short / "test_ok.npy", np.load(trained / "npy" / "test_ok.npy")[:20])  # 20 s; its steps run to 45 s
-    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(short)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(short)), capsys)
     assert "test_ok.npy" in err and "covers 20.0 s" in err and "run to 45.0 s" in err and "--rate" in err
 
 
@@ -161,8 +166,8 @@ def test_a_feature_file_whose_annotation_runs_a_few_seconds_past_it_is_scored(tr
     near.mkdir(exist_ok=True)
     np.save(near / "test_ok.npy", np.load(trained / "npy" / "test_ok.npy")[:42])  # 42 s; its steps run to 45 s
     out = tmp_path / "near.json"
-    assert stream_detect(eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(near), "--json",
-                                                                         str(out)]) == 0
+    assert stream_detect(eval_argv(trained, "--videos-list", "test_ok", "--features", str(near), "--json",
+                                                                         str(out))) == 0
     assert out.exists()
 
 
@@ -171,7 +176,7 @@ def test_features_of_another_width_than_the_detectors_are_refused(trained: Path,
     wide = trained / "wide"
     wide.mkdir()
     np.save(wide / "test_ok.npy", np.zeros((40, WIDTH + 2), dtype=np.float32))
-    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(wide)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(wide)), capsys)
     assert "test_ok.npy" in err and f"the features are {WIDTH + 2} wide" in err and f"reads {WIDTH}" in err
 
 
@@ -184,7 +189,7 @@ def test_a_feature_file_with_no_annotation_is_refused(trained: Path, capsys: pyt
     stray = trained / "stray"
     stray.mkdir()
     np.save(stray / "unknown.npy", np.zeros((40, WIDTH), dtype=np.float32))
-    err = cli_error(stream_detect, eval_argv(trained) + ["--features", str(stray)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(stray)), capsys)
     assert "1 feature files have no annotation" in err and "unknown" in err
 
 
@@ -192,7 +197,7 @@ def test_a_file_that_is_not_a_float_array_is_refused(trained: Path, capsys: pyte
     ints = trained / "ints"
     ints.mkdir()
     np.save(ints / "test_ok.npy", np.zeros((40, WIDTH), dtype=np.int32))
-    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok") + ["--features", str(ints)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(ints)), capsys)
     assert "test_ok.npy" in err and "expected real numbers" in err
 
 
@@ -213,8 +218,8 @@ def with_another_scenario(trained: Path) -> tuple[Path, Path]:
 def test_feature_files_of_another_scenario_are_said_not_to_be_evaluated(trained: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     labels, folder = with_another_scenario(trained)
-    argv = eval_argv(trained) + ["--features", str(folder), "--annotations", str(labels),
-                                 "--json", str(trained / "two.json")]
+    argv = eval_argv(trained, "--features", str(folder), "--annotations", str(labels),
+                                 "--json", str(trained / "two.json"))
     capsys.readouterr()
     assert stream_detect(argv) == 0
     assert "--features: 1 feature files are of recordings of another scenario than 'kit', not evaluated (shelf_1)" \
@@ -224,7 +229,7 @@ def test_feature_files_of_another_scenario_are_said_not_to_be_evaluated(trained:
 
 def test_feature_files_all_of_another_scenario_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     labels, folder = with_another_scenario(trained)
-    argv = eval_argv(trained) + ["--features", str(folder / "shelf_1.npy"), "--annotations", str(labels)]
+    argv = eval_argv(trained, "--features", str(folder / "shelf_1.npy"), "--annotations", str(labels))
     capsys.readouterr()
     err = cli_error(stream_detect, argv, capsys)
     assert "none of the 1 feature files is of a recording of scenario 'kit'" in err  # it scored 0 videos, exit 0
@@ -267,11 +272,11 @@ def test_entries_named_like_feature_files_that_are_none_are_named(trained: Path,
     shutil.copytree(trained / "npy", folder)
     (folder / "test_ok.npy").unlink()
     (folder / "test_ok.npy").symlink_to(tmp_path / "gone.npy")
-    err = cli_error(stream_detect, eval_argv(trained) + ["--features", str(folder)], capsys)
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(folder)), capsys)
     assert err.endswith("test_ok.npy is a link to no file, not a feature file")
     (folder / "test_ok.npy").unlink()
     (folder / "test_ok.npy").mkdir()
-    assert cli_error(stream_detect, eval_argv(trained) + ["--features", str(folder)], capsys).endswith(
+    assert cli_error(stream_detect, eval_argv(trained, "--features", str(folder)), capsys).endswith(
         "test_ok.npy is a folder, not a feature file")
     fifo = tmp_path / "live.npy"
     os.mkfifo(fifo)
@@ -309,7 +314,7 @@ def test_a_recognition_features_folder_replays_without_its_augmented_copies(trai
     for name in ("test_ok.npy", "rec0.npy", "rec0.aug1.npy"):
         (copies / name).write_bytes((trained / "npy" / name.replace(".aug1", "")).read_bytes())
     out = trained / "copies.json"
-    assert stream_detect(eval_argv(trained, "--json", str(out)) + ["--features", str(copies)]) == 0
+    assert stream_detect(eval_argv(trained, "--json", str(out), "--features", str(copies))) == 0
     assert sorted(v["video"] for v in json.loads(out.read_text())["videos"]) == ["rec0", "test_ok"]
 
 
@@ -452,3 +457,13 @@ def test_the_done_evidence_can_be_calibrated_without_the_done_states(trained: Pa
     _, without = load_detector(trained / "no-states.pt")
     assert with_states.evidence is not None and without.evidence is not None
     assert with_states.evidence.state_slope > 0 and without.evidence.state_slope == 0.0
+
+
+def test_the_split_of_another_procedure_is_refused(trained: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Another procedure's split can name videos this one has too (video_03); it was used without a word.
+    split = json.loads((trained / "folder" / "split.json").read_text()) | {"scenario": "shelf"}
+    (tmp_path / "split.json").write_text(json.dumps(split))
+    err = cli_error(stream_detect, eval_argv(trained, "--split", str(tmp_path / "split.json"), "--rate", "1"), capsys)
+    assert err == (f"error: --split {tmp_path / 'split.json'}: is the split of scenario 'shelf'; these videos are "
+                   "of 'kit'")

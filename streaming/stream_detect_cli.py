@@ -39,7 +39,7 @@ import argparse
 import contextlib
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from streaming.checker.config import CheckerConfig
     from streaming.curve_keys import CurveClient
     from streaming.detector.config import StreamSource  # loads torch: only the commands that run a detector do
+    from streaming.detector.streams import DetectorStats
+    from streaming.service_log import ServiceLog
 
 SUBCOMMANDS = ("run", "detector", "checker", "view", "dashboard", "eval", "keys")
 # The top-level --help page: a new user looks here first, and the run options live one level down.
@@ -607,15 +609,24 @@ def _detector(args: argparse.Namespace) -> int:
             log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "
                         "evidence, and a probabilistic checker takes their confirmed steps as certain (retrain it "
                         "with recognition-train, or give --default-rates)")
-        stats = pipeline.run(threading.Event())
-    for sid, run in zip(ids, stats, strict=True):
-        failed = " (its source failed: below)" if run.error else ""
-        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps{failed}",
-            stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
+        try:
+            stats = pipeline.run(threading.Event())
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent); say what they did
+            _stream_summaries(log, ids, [stream.stats for stream in pipeline.streams])
+            raise
+    _stream_summaries(log, ids, stats)
     errors = [run.error for run in stats if run.error]
     if errors:
         raise InputError("; ".join(errors))
     return 0
+
+
+def _stream_summaries(log: ServiceLog, ids: Sequence[str], stats: Sequence[DetectorStats]) -> None:
+    """The detector's line per stream: frames, rate, drops, key-steps (and whether its source failed)."""
+    for sid, run in zip(ids, stats, strict=True):
+        failed = " (its source failed: below)" if run.error else ""
+        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps{failed}",
+            stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -98,6 +98,7 @@ class TrainingSelection:
         sequences: one key-step sequence per kept execution, file order, repeats kept.
         mistakes: executions left out because a segment is marked ``has_errors``.
         excluded: executions left out by name.
+        kept: the executions ``sequences`` come from, by name, in the same order.
     """
 
     step_ids: tuple[int, ...]
@@ -105,6 +106,7 @@ class TrainingSelection:
     sequences: list[tuple[int, ...]]
     mistakes: tuple[str, ...] = ()
     excluded: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
 
     def left_out_info(self) -> dict[str, Any]:
         """What a graph file's ``info["left_out"]`` records: ``{"mistakes": [...], "excluded": [...]}``
@@ -186,10 +188,11 @@ class Annotations:
         excluded = tuple(v.video for v in executions if v.video in videos.exclude)
         mistakes = tuple(v.video for v in executions
                          if v.video not in videos.exclude and any(v.has_errors) and not videos.include_mistakes)
-        kept = [v.steps for v in executions if v.video not in excluded and v.video not in mistakes]
-        if not any(kept):
+        kept = [v for v in executions if v.video not in excluded and v.video not in mistakes]
+        if not any(v.steps for v in kept):
             raise InputError(self._nothing_left(scenario, mistakes, excluded))
-        return TrainingSelection(step_ids, step_names, kept, mistakes, excluded)
+        return TrainingSelection(step_ids, step_names, [v.steps for v in kept], mistakes, excluded,
+                                 tuple(v.video for v in kept))
 
     def _nothing_left(self, scenario: str, mistakes: Sequence[str], excluded: Sequence[str]) -> str:
         """The error when no execution is left to learn from, saying what removed them."""

@@ -547,7 +547,7 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
-        task = bar.add_task("training", total=None, loss=float("nan"))
+        task = bar.add_task("training batches", total=None, loss=float("nan"))  # epochs x batches per epoch
         torch.manual_seed(config.seed)  # the initial weights
         model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
         done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar, task,

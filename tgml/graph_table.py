@@ -67,7 +67,8 @@ def terminal_view(graph: TaskGraph) -> Group:
         note = Text("no optionality stored (a version 1 file): every step is required", style="dim")
     else:
         note = Text(
-            "optional: in most training executions that contain the step, the execution was as likely without it",
+            "optional: how likely the step may be left out (0: always needed; above 0.5, optional): the share of the "
+            "training executions holding it that the graph finds as likely without it",
             style="dim",
         )
     return Group(*lines, note)

@@ -359,10 +359,11 @@ class LoadedChain:
     file_digests: dict[str, str | None]
 
 
-def trained_on(checkpoint: DetectorCheckpoint, videos: Sequence[str]) -> list[str]:
-    """The videos the detector was trained on, among ``videos`` (``recognition-train`` records its training videos
-    in the checkpoint's ``info``; an older checkpoint records none)."""
-    trained = checkpoint.info.get("train_videos")
+def trained_on(learned: DetectorCheckpoint | TaskGraph, videos: Sequence[str]) -> list[str]:
+    """The videos a detector was trained on, or a graph learned from, among ``videos`` (``recognition-train`` and
+    ``tgml train`` record them as ``train_videos`` in the checkpoint's or graph's ``info``; older files record
+    none)."""
+    trained = learned.info.get("train_videos")
     if not isinstance(trained, list):
         return []
     names = {str(name) for name in trained}
@@ -680,6 +681,11 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos "
              f"({first_few(seen_in_training, 5)}): their figures say how well it learned them, not how well it "
              "recognises new ones (--split or --videos-list picks held-out videos)")
+    learned_from = trained_on(chain.graph, [video.name for video in videos])
+    if learned_from:
+        warn(f"{config.graph}: the task graph was learned from {len(learned_from)} of these videos "
+             f"({first_few(learned_from, 5)}): an order it learned from them is never a mistake under it, so their "
+             "figures are optimistic (tgml train --exclude-videos leaves the judged videos out)")
     runs: list[VideoRun] = []
     cached = 0
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -497,13 +497,15 @@ def extract_video(
 
 
 def _progress(enabled: bool) -> Progress:
+    console = Console(stderr=True)
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=console,
         disable=not enabled,
+        transient=not console.is_terminal,  # a log gets a line per video instead, not the bars' last state as well
     )
 
 

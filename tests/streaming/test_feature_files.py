@@ -467,3 +467,15 @@ def test_the_split_of_another_procedure_is_refused(trained: Path, tmp_path: Path
     err = cli_error(stream_detect, eval_argv(trained, "--split", str(tmp_path / "split.json"), "--rate", "1"), capsys)
     assert err == (f"error: --split {tmp_path / 'split.json'}: is the split of scenario 'shelf'; these videos are "
                    "of 'kit'")
+
+
+def test_eval_says_when_the_graph_was_learned_from_a_judged_video(trained: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # The fixture's graph learned from every correct recording, test_ok included (test_wrong, marked has_errors,
+    # was left out): as for a detector trained on a judged video, the figures are optimistic and the run says so.
+    graph = json.loads((trained / "graph.json").read_text())
+    assert "test_ok" in graph["info"]["train_videos"] and "test_wrong" not in graph["info"]["train_videos"]
+    assert stream_detect(eval_argv(trained, "--split", str(trained / "folder" / "split.json"), "--rate", "1")) == 0
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "task graph was learned" in line]
+    assert line.startswith(f"warning: {trained / 'graph.json'}: the task graph was learned from 1 of these videos "
+                           "(test_ok)")

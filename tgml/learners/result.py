@@ -67,14 +67,16 @@ def learn_from_annotations(
             those with an annotated mistake).
 
     Returns:
-        The learner's result; its graph's ``info["left_out"]`` names the executions left out, when any was.
+        The learner's result; its graph's ``info["train_videos"]`` names the executions it learned from (``stream-detect
+        eval`` warns when it judges one of them, as for a detector's), ``info["left_out"]`` those left out, when any
+        was.
     """
     # Only the order is learned; the commands check the times first (tgml train, unless --order-only).
     chosen = load_annotations(annotations, check_times=False).training_selection(scenario, videos)
     result = learner(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
-    if not (chosen.mistakes or chosen.excluded):
-        return result
-    info = {**result.graph.info, "left_out": chosen.left_out_info()}
+    info = {**result.graph.info, "train_videos": list(chosen.kept)}
+    if chosen.mistakes or chosen.excluded:
+        info["left_out"] = chosen.left_out_info()
     return dataclasses.replace(result, graph=dataclasses.replace(result.graph, info=info))
 
 

@@ -60,6 +60,9 @@ DEFAULT_TEST_FRACTION: Final = 0.2
 SHOWN: Final = 5  # names an error or a summary lists; it counts the rest
 
 
+LONG_FILE_RATIO: Final = 3.0  # files this much longer than their annotated steps: another rate (CaptainCook4D: 1.5)
+
+
 def check_extractor_name(name: object, option: str = "--name") -> str:
     """``name`` as the extractor name of imported features (`NAME_RULE`: it becomes the ``rgb_<name>`` folder).
 
@@ -170,6 +173,8 @@ class ImportReport:
         width: their width.
         no_features: annotated recordings of the scenario that have no feature file.
         other_scenario: feature files of recordings annotated under another scenario.
+        span_ratio: the median over the recordings of a file's length at the rate over the end of its last annotated
+            step (CaptainCook4D's: 1.0-1.5); 0 when no recording has a timed step.
     """
 
     folder: Path
@@ -179,6 +184,16 @@ class ImportReport:
     width: int = 0
     no_features: list[str] = field(default_factory=list)
     other_scenario: list[str] = field(default_factory=list)
+    span_ratio: float = 0.0
+
+    def rate_warning(self, rate: float) -> str | None:
+        """A warning when the files last far longer than their annotated steps at ``rate``: features written at a
+        higher rate than ``--rate`` says (a file too short at its rate is refused; this is the other direction)."""
+        if self.span_ratio <= LONG_FILE_RATIO:
+            return None
+        return (f"warning: at --rate {rate:g} the feature files last a median {self.span_ratio:.1f} times as long as "
+                "their recordings' annotated steps (every step would end early in its file, the rest labelled "
+                "background): is that the rate they were written at?")
 
     def summary(self, rate: float, name: str) -> str:
         """The closing lines of the command."""
@@ -289,6 +304,9 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
     if not videos:
         raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")
+    ends = [max(s.end for s in v.segments) for v in videos if v.segments]
+    lengths = [len(v.features) / config.rate for v in videos if v.segments]
+    report.span_ratio = float(np.median(np.array(lengths) / np.maximum(ends, 1 / config.rate))) if ends else 0.0
     names = [v.name for v in videos]
     test = choose_test(names, config, stored)
     return scenario, step_ids, step_names, videos, test

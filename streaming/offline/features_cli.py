@@ -29,8 +29,11 @@ records the rate and the ``--name`` (default ``imported``) and is fed live from 
 
 from __future__ import annotations
 
+import sys
+
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
 from graphs.common.options import fps_option, output_name, seed_option, threads_option
+from graphs.common.safe_text import printable
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -112,7 +115,11 @@ def _import(argv: list[str]) -> int:
     config = ImportConfig(features=args.features, annotations=args.annotations, rate=args.rate, out=args.out,
                           name=args.name, scenario=args.scenario, test_fraction=args.test_fraction,
                           test_videos=args.test_videos or (), seed=args.seed)
-    print(import_features(config).summary(config.rate, config.name))
+    report = import_features(config)
+    warning = report.rate_warning(config.rate)
+    if warning is not None:
+        print(printable(warning), file=sys.stderr)
+    print(report.summary(config.rate, config.name))
     return 0
 
 

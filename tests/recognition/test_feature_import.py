@@ -43,8 +43,13 @@ def write_recordings(root: Path, count: int = 5, rows: int = 60, width: int = 6,
 
 
 def argv(root: Path, *extra: str) -> list[str]:
-    return ["import", "--features", str(root / "npy"), "--annotations", str(root / "labels.json"), "--rate", "1",
-            "--out", str(root / "out"), *extra]
+    """An import command line over ``root``; an option in ``extra`` replaces the one set here (an option given twice
+    is refused)."""
+    given = {"--features": str(root / "npy"), "--annotations": str(root / "labels.json"), "--rate": "1",
+             "--out": str(root / "out")}
+    for option in extra:
+        given.pop(option, None)
+    return ["import", *(item for pair in given.items() for item in pair), *extra]
 
 
 def test_imported_features_train_a_detector_that_records_their_rate_and_name(tmp_path: Path,
@@ -112,7 +117,7 @@ def test_a_features_option_that_is_no_folder_of_feature_files_says_what_it_is(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_recordings(tmp_path)
     one = root / "npy" / "rec0.npy"
-    err = cli_error(main, argv(root) + ["--features", str(one)], capsys)
+    err = cli_error(main, argv(root, "--features", str(one)), capsys)
     assert err.endswith(f"--features {one}: a file, expected a folder of <video>.npy files")
     one.unlink()
     one.mkdir()  # named like rec0's features: said to be a folder, not counted as a recording without features
@@ -214,3 +219,18 @@ def test_float64_features_beyond_float32s_range_are_refused(tmp_path: Path, caps
     err = cli_error(main, argv(root), capsys)
     assert err.startswith(f"error: {root / 'npy' / 'rec2.npy'}: the features hold values beyond float32's range")
     assert "first in row 9" in err and not (root / "out").exists()
+
+
+def test_files_far_longer_than_their_steps_at_the_rate_given_are_warned_of(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # Features written 5 a second imported at --rate 1: five times too long, 80 % of each file background; a file
+    # too short at its rate is refused, this direction was accepted without a word.
+    root = write_recordings(tmp_path, rows=300)
+    assert main(argv(root)) == 0
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == ["warning: at --rate 1 the feature files last a median 6.0 times as long as "
+                                        "their recordings' annotated steps (every step would end early in its file, "
+                                        "the rest labelled background): is that the rate they were written at?"]
+    (tmp_path / "right").mkdir()
+    assert main(argv(write_recordings(tmp_path / "right"))) == 0
+    assert capsys.readouterr().err == ""  # 60 s for steps ending at 50 s

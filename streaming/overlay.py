@@ -57,13 +57,48 @@ class OverlayState:
             self.retracted[message.alert_id] = message
 
 
-def _text(img: np.ndarray, text: str, y: int, colour: tuple[int, int, int] = (255, 255, 255)) -> None:
-    scale = max(0.35, img.shape[1] / 900)
-    cv2.putText(img, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, scale, colour, 1, cv2.LINE_AA)
+MARGIN = 6  # pixels left of the text, and kept free right of it
+MAX_LINES = 3  # a band grows to at most this many lines of text
+
+
+def _scale(width: int) -> float:
+    return max(0.35, width / 900)
+
+
+def _lines(text: str, width: int) -> list[str]:
+    """``text`` wrapped at its spaces to lines that fit ``width`` pixels at the frame's text scale (at most
+    `MAX_LINES`: on a 160-pixel frame "MISTAKE: attach_shade before attach_pole" was cut after "attach")."""
+    scale, room = _scale(width), width - 2 * MARGIN
+    lines: list[str] = []
+    for word in text.split(" "):
+        joined = f"{lines[-1]} {word}" if lines else word
+        fits = cv2.getTextSize(joined, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][0] <= room
+        if lines and (fits or len(lines) == MAX_LINES):
+            lines[-1] = joined
+        else:
+            lines.append(word)
+    return lines
+
+
+def _band(img: np.ndarray, text: str, colour: tuple[int, int, int], top: bool) -> None:
+    """Fill a band at the top or bottom of ``img`` with ``colour`` and write ``text`` in it, as many lines as it
+    takes (the band is at least `band_height` high)."""
+    h, w = img.shape[:2]
+    lines = _lines(text, w)
+    scale = _scale(w)
+    line_h = cv2.getTextSize("Mg", cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][1] * 2
+    height = min(h, max(band_height(h), line_h * len(lines) + line_h // 3))
+    rows = slice(0, height) if top else slice(h - height, h)
+    img[rows] = colour
+    first = rows.start + (height - line_h * len(lines)) // 2 + line_h * 3 // 4
+    for k, line in enumerate(lines):
+        cv2.putText(img, line, (MARGIN, first + k * line_h), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1,
+                    cv2.LINE_AA)
 
 
 def band_height(height: int) -> int:
-    """Height in pixels of the top band and of the alert band of a frame ``height`` pixels high."""
+    """Height in pixels of the top band and of the alert band of a frame ``height`` pixels high (the least: a band
+    whose text takes more lines grows)."""
     return max(14, height // 8)
 
 
@@ -79,19 +114,15 @@ def draw_overlay(bgr: np.ndarray, state: OverlayState, now: float) -> np.ndarray
         A new ``(H, W, 3)`` uint8 BGR frame.
     """
     out = bgr.copy()
-    h = out.shape[0]
-    band = band_height(h)
-    out[:band] = BAND
     seen = "-" if state.current is None else f"{state.current[0]} {state.current[1]:.2f}"
-    _text(out, f"now: {seen}   done: {', '.join(state.done[-4:]) or '-'}", band - band // 3)
+    _band(out, f"now: {seen}   done: {', '.join(state.done[-4:]) or '-'}", BAND, top=True)
     showing = [(t, a) for t, a in state.alerts if t <= now < t + ALERT_SHOW_S]
     if showing:
         _, alert = showing[-1]
         withdrawn = alert.alert_id in state.retracted
-        out[h - band :] = RETRACTED_GREY if withdrawn else ALERT_RED
         needs = ", ".join(alert.missing_names) or "?"
         what = f"retracted: {alert.step_name}" if withdrawn else f"MISTAKE: {alert.step_name} before {needs}"
-        _text(out, what, h - band // 3)
+        _band(out, what, RETRACTED_GREY if withdrawn else ALERT_RED, top=False)
     return out
 
 

@@ -1,0 +1,38 @@
+"""The annotated frames (``--annotate-out``): the alert readable whole, whatever the frame's size."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from streaming.messages import Alert
+from streaming.overlay import ALERT_RED, MARGIN, OverlayState, _lines, _scale, band_height, draw_overlay
+
+
+def alerted_state() -> OverlayState:
+    state = OverlayState(current=("attach_shade", 0.93), done=["place_base", "insert_bulb"])
+    alert = Alert("cam0", 7, 1.0, "cam0#1", "s", 2, "attach_shade", 1, (1,), ("attach_pole",), False, 0.9, False, 1,
+                  "attach_pole", 1.0, "binary")
+    state.alerts.append((0.0, alert))
+    return state
+
+
+def red_rows(frame: np.ndarray) -> int:
+    """How many rows at the bottom of a BGR frame are the alert's red."""
+    red = np.all(frame == ALERT_RED, axis=2).mean(axis=1) > 0.5  # (H,) rows mostly red (text is white)
+    return int(np.argmin(red[::-1])) if not red.all() else len(red)
+
+
+@pytest.mark.parametrize(("width", "height", "lines"), [(160, 120, 2), (640, 480, 1)])
+def test_the_whole_alert_is_written_on_small_frames_too(width: int, height: int, lines: int) -> None:
+    # On a 160x120 frame "MISTAKE: attach_shade before attach_pole" was cut after "attach": the missing
+    # pre-condition, the point of the alert, could not be read.
+    text = "MISTAKE: attach_shade before attach_pole"
+    wrapped = _lines(text, width)
+    assert " ".join(wrapped) == text and len(wrapped) == lines
+    assert all(cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, _scale(width), 1)[0][0] <= width - 2 * MARGIN
+               for line in wrapped)
+    frame = draw_overlay(np.full((height, width, 3), 120, np.uint8), alerted_state(), 0.5)
+    band = red_rows(frame)
+    assert band >= band_height(height) and (band > band_height(height)) == (lines > 1)  # the band grows with it

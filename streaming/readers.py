@@ -101,7 +101,9 @@ def _native_stderr_silenced() -> Iterator[None]:
 def _native_message(err: BaseException) -> str:
     """The first line of a native library's error without its ``[hh:mm:ss] file.cc:123:`` log prefixes."""
     lines = str(err).strip().splitlines() or [type(err).__name__]
-    return re.sub(r"^(\[[\d:]+\] \S+:\d+: )+", "", lines[0])[:120]
+    line = re.sub(r"^(\[[\d:]+\] \S+:\d+: )+", "", lines[0])
+    # A long one is cut at a word, and says so ("Error sending packe" read as the whole reason).
+    return line if len(line) <= 120 else line[:120].rsplit(" ", 1)[0] + " ..."
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import zmq
 
+from tests.command_lines import with_options
 from tests.conformance.wire_client import (
     EVERY,
     FIELDS,
@@ -58,10 +59,11 @@ class RunningChecker:
 
 @contextmanager
 def checker(*options: str) -> Iterator[RunningChecker]:
-    """`stream-detect checker` on the demo graph at free loopback ports; its stderr lines are kept as they come."""
+    """`stream-detect checker` on the demo graph at free loopback ports (or at the ``--bind`` and ``--publish`` of
+    ``options``); its stderr lines are kept as they come."""
+    defaults = {"--bind": "tcp://127.0.0.1:0", "--publish": "tcp://127.0.0.1:0", "--stream-timeout": "1"}
     process = subprocess.Popen(
-        [stream_detect(), "checker", "--graph", str(DEMO_GRAPH), "--bind", "tcp://127.0.0.1:0",
-         "--publish", "tcp://127.0.0.1:0", "--stream-timeout", "1", *options],
+        [stream_detect(), "checker", "--graph", str(DEMO_GRAPH), *with_options(defaults, *options)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None

@@ -149,7 +149,7 @@ FIELDS: dict[str, tuple[frozenset[str], Check]] = {
     "lost": (_in("status"), boolean),
     **{name: (_in("checker"), COUNTER) for name in (
         "streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step", "over_budget",
-        "unsendable", "denied")},
+        "unsendable", "denied", "stream_taken")},
 }
 
 

@@ -15,6 +15,7 @@ from recognition.recognition_train_cli import main as train_main
 from recognition.train import training_config_of_folder
 from streaming.offline.features_cli import main
 from tests.cli_errors import cli_error
+from tests.command_lines import with_options
 
 STEPS = {"0": {"id": 0, "name": "unfold"}, "1": {"id": 1, "name": "insert_pole"}}
 
@@ -45,11 +46,8 @@ def write_recordings(root: Path, count: int = 5, rows: int = 60, width: int = 6,
 def argv(root: Path, *extra: str) -> list[str]:
     """An import command line over ``root``; an option in ``extra`` replaces the one set here (an option given twice
     is refused)."""
-    given = {"--features": str(root / "npy"), "--annotations": str(root / "labels.json"), "--rate": "1",
-             "--out": str(root / "out")}
-    for option in extra:
-        given.pop(option, None)
-    return ["import", *(item for pair in given.items() for item in pair), *extra]
+    return ["import", *with_options({"--features": str(root / "npy"), "--annotations": str(root / "labels.json"),
+                                     "--rate": "1", "--out": str(root / "out")}, *extra)]
 
 
 def test_imported_features_train_a_detector_that_records_their_rate_and_name(tmp_path: Path,

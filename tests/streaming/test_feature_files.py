@@ -20,6 +20,7 @@ from streaming.offline.features_cli import main as features_main
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
+from tests.command_lines import with_options
 from tgml.tgml_cli import main as tgml_main
 
 STEPS = ("open_box", "take_part", "fix_part")
@@ -94,11 +95,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def eval_argv(root: Path, *extra: str) -> list[str]:
     """An eval command line over ``root``'s recordings; an option in ``extra`` replaces the one set here (an option
     given twice is refused)."""
-    given = {"--features": str(root / "npy"), "--annotations": str(root / "labels.json"),
-             "--graph": str(root / "graph.json"), "--detector": str(root / "detector.pt")}
-    for option in extra:
-        given.pop(option, None)
-    return ["eval", *(item for pair in given.items() for item in pair), "--quiet", "--no-cache", *extra]
+    defaults = {"--features": str(root / "npy"), "--annotations": str(root / "labels.json"),
+                "--graph": str(root / "graph.json"), "--detector": str(root / "detector.pt")}
+    return ["eval", *with_options(defaults, "--quiet", "--no-cache", *extra)]
 
 
 def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mistake(trained: Path) -> None:

@@ -25,6 +25,7 @@ from streaming.offline.features_cli import main
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error
+from tests.command_lines import with_options
 from tests.procedure_videos import STEPS, VALID_ORDERS, write_execution, write_procedure
 
 FPS = 2.0
@@ -48,11 +49,9 @@ def work(procedure: Path, tmp_path: Path) -> Path:
 def args(folder: Path, *extra: str, extractor: str = "light-v1") -> list[str]:
     """A recognition-features command line over ``folder``'s videos and labels, into ``folder/features``; an option
     in ``extra`` replaces the one set here (an option given twice is refused)."""
-    given = {"--videos": str(folder / "videos"), "--annotations": str(folder / "labels.json"),
-             "--out": str(folder / "features"), "--extractor": extractor, "--fps": str(FPS)}
-    for option in extra:
-        given.pop(option, None)
-    return [*(item for pair in given.items() for item in pair), "--quiet", *extra]
+    return with_options({"--videos": str(folder / "videos"), "--annotations": str(folder / "labels.json"),
+                         "--out": str(folder / "features"), "--extractor": extractor, "--fps": str(FPS)},
+                        "--quiet", *extra)
 
 
 def edit_labels(folder: Path, change: object) -> None:

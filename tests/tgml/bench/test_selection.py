@@ -83,7 +83,9 @@ def test_select_command_prints_the_best_ensemble(data_dir: Path, capsys: pytest.
     assert bench_cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "best: epochs = 10, early_stop = none, size = 2, threshold_scale = 1" in out
-    err = cli_error(bench_cli.main, [*argv[:-4], "--sizes", "two"], capsys)
+    bad = list(argv)
+    bad[bad.index("--sizes") + 1] = "two"
+    err = cli_error(bench_cli.main, bad, capsys)
     assert err.startswith("error: --sizes 'two': expected comma-separated numbers")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -408,8 +409,8 @@ class DetectorRecord:
     messages: tuple[tuple[float, Message], ...]
 
 
-def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None]
-                 ) -> DetectorRecord:
+def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_frame: Callable[[], None],
+                 on_length: Callable[[int | None], None] | None = None) -> DetectorRecord:
     """Run the live chain over one video and record what the detector published (drawn with ``--annotate-out`` or
     ``--preview`` as the checker answers it).
 
@@ -418,6 +419,7 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
         chain: the loaded parts.
         config: the run (reader, threads, checker, drawing).
         on_frame: called after every frame (the progress bar).
+        on_length: told, once the video is open, how many frames it will give (None: its container does not say).
 
     Returns:
         The `DetectorRecord`.
@@ -425,6 +427,8 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
     fps = chain.checkpoint.fps
     reader = (open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named) if config.features
               else open_named(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named))
+    if on_length is not None:
+        on_length(None if reader.duration is None else math.floor(reader.duration * fps + 1e-9))
     link = CheckerLink(CheckerCore(chain.graph, checking=config.checking))
     settings = DetectorConfig(stream_id=STREAM_ID, threads=config.threads, alert_on=config.alert_on,
                               once=config.once, default_rates=config.default_rates)
@@ -700,7 +704,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
             record = _load_cached(path, video, warn) if config.use_cache and not drawn else None
             if record is None:
                 bars.update(frames, description=f"frames of {video.name}", completed=0)
-                record = record_video(video, chain, config, lambda: bars.advance(frames))
+                record = record_video(video, chain, config, lambda: bars.advance(frames),
+                                      lambda length: bars.update(frames, total=length))
                 _store(path, record, warn)
             else:
                 cached += 1

@@ -32,7 +32,7 @@ from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
 from graphs.common.safe_text import first_few
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.feature_import import feature_files, read_feature_file
+from recognition.feature_import import feature_files, is_npy_name, read_feature_file
 from recognition.model import MiniROAD
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor
@@ -46,8 +46,8 @@ RATE_TOLERANCE: Final = 1e-6  # relative: 1 and 1.0000001 vectors a second are o
 
 
 def is_feature_file(spec: str | Path) -> bool:
-    """Whether a source names a feature file (``.npy``) rather than a video, camera or stream."""
-    return str(spec).lower().endswith(FEATURE_SUFFIX)
+    """Whether a source names a feature file (``<name>.npy``) rather than a video, camera or stream."""
+    return is_npy_name(Path(spec))
 
 
 class PrecomputedExtractor(FeatureExtractor):

@@ -98,9 +98,11 @@ def flood(kind: str, endpoint: str, stop: EventType, curve: CurveClient | None =
 
 
 def victim_keystep(publisher: Publisher, k: int) -> KeyStepEvent:
-    """Send the victim's ``k``-th key-step: the first of a fresh session, so always a pre-condition violation."""
+    """Send the victim's ``k``-th key-step: the first of a fresh session, so always a pre-condition violation; the
+    session then ends (one live session per stream id, so the next one may take the stream)."""
     event = KeyStepEvent("victim", 0, time.time(), VIOLATING_STEP, "x", 0.0, 1.0, 1.0, 0, f"v{k}", (VIOLATING_STEP,))
     publisher.send(event)
+    publisher.send(Heartbeat("victim", 1, time.time(), f"v{k}", (VIOLATING_STEP,), None, 0, 0, 0.0, True))
     return event
 
 
@@ -110,6 +112,7 @@ def await_victim(viewer: Viewer, publisher: Publisher, timeout_s: float = 30.0) 
     while time.monotonic() < deadline:
         publisher.send(Heartbeat("victim", 0, time.time(), "hello", (), None, 0, 0, 0.0, False))
         if any(isinstance(m, Status) and m.stream_id == "victim" for m in viewer.pump(50)):
+            publisher.send(Heartbeat("victim", 1, time.time(), "hello", (), None, 0, 0, 0.0, True))  # it ends
             return
     raise RuntimeError("the checker did not answer")
 

@@ -238,7 +238,8 @@ def publish(endpoint: str, config: LoadConfig, curve: CurveClient | None, go: Ev
             sent.events[key] = message.timestamp
             if index in flagged:
                 sent.mistakes.add(key)
-            if index + 1 == len(plan):  # the execution is over: the next key-step starts a new session
+            if index + 1 == len(plan):  # the execution is over: it ends, and the next key-step starts a new session
+                events.heartbeat(None, frames[k], 0, 30.0, ended=True)  # one live session per stream id
                 publishers[k] = EventPublisher(events.publisher, events.stream_id)
                 current[k] = queued[k].popleft()
             heapq.heappush(due, (when + 1.0 / config.rate, 0, k))

@@ -98,8 +98,11 @@ def publish(endpoint: str, streams: int, rate: float, stop: EventType, sent: Any
                                   len(history[k]) - 1, session[k], tuple(history[k])))  # fmt: skip
         seq[k] += 1
         sent.value += 1
-        if len(history[k]) == len(order):  # the execution is over: the next one is a new session
-            history[k], session[k] = [], secrets.token_hex(6)
+        if len(history[k]) == len(order):  # the execution is over: it ends (as a detector's last heartbeat says)
+            pubs[k].send(Heartbeat(f"station-{k:03d}", seq[k], t, session[k], tuple(history[k]), None,
+                                   10 * len(history[k]), 0, 5.0, True))  # fmt: skip
+            seq[k] += 1
+            history[k], session[k] = [], secrets.token_hex(6)  # and the next one is a new session
             sessions[k] += 1
         if time.monotonic() >= next_beat:
             t = time.time()

@@ -232,7 +232,9 @@ def hop_latency(ctx: zmq.Context, checker: CheckerProcess, n: int, rate: float) 
     viewer = Viewer(ctx, checker.alerts_endpoint, ViewState(), jsonl=False)
     sock = connect(ctx, zmq.PUB, checker.events_endpoint)
     publisher = Publisher(sock)
-    await_subscription(viewer, EventPublisher(publisher, "bench-hop"))
+    greeter = EventPublisher(publisher, "bench-hop")
+    await_subscription(viewer, greeter)
+    greeter.heartbeat(None, 0, 0, 0.0, ended=True)  # one live session per stream id: this one ends first
     sent_ms: list[float] = []
     recv_ms: list[float] = []
 
@@ -247,6 +249,7 @@ def hop_latency(ctx: zmq.Context, checker: CheckerProcess, n: int, rate: float) 
     for k in range(n):
         events = EventPublisher(publisher, "bench-hop", session=f"s{k}")  # a fresh session: the step comes first
         events.keystep(VIOLATING_STEP, "x", 0.0, 1.0, 1.0)
+        events.heartbeat(None, 0, 0, 0.0, ended=True)  # it ends, so that the next session may take the stream id
         next_send += period
         while time.monotonic() < next_send:
             take(max(0, int((next_send - time.monotonic()) * 1000)))

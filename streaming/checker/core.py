@@ -245,12 +245,16 @@ class CheckerCore:
             if 0 <= behind < SEQ_WINDOW:
                 return None
         continues = state is not None and state.continues(message)
-        # A session at MAX_HISTORY is full: its detector went on in a new one (`EventPublisher.keystep`).
-        if (state is not None and state.session != message.session and not state.idle
-                and len(state.applied) < MAX_HISTORY and self.monotonic() - state.last_heard < self.table.timeout_s):
-            raise StreamTaken(f"{sid}: another detector session is live on this stream id (a second detector given "
-                              f"the same --stream-id?); refused until that one ends or is silent for "
-                              f"{self.table.timeout_s:g} s")
+        if state is not None and state.session != message.session and not state.idle:
+            silent = self.monotonic() - state.last_heard >= self.table.timeout_s
+            # A session at MAX_HISTORY is full: its detector went on in a new one (`EventPublisher.keystep`).
+            if not silent and len(state.applied) < MAX_HISTORY:
+                raise StreamTaken(f"{sid}: another detector session is live on this stream id (a second detector "
+                                  f"given the same --stream-id?); refused until that one ends or is silent for "
+                                  f"{self.table.timeout_s:g} s")
+            # Silent that long it is lost, whether or not `StreamTable.expire` has said so yet (a restarted
+            # detector's first message can come first): its detector died unheard, so it gets no end report.
+            state.lost = state.lost or silent
         self._check_current(message)
         if state is None and self.table.make_room(sid):
             self.counts["evicted"] += 1

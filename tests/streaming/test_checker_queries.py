@@ -15,7 +15,7 @@ from graphs.task_graph import TaskGraph
 from streaming.checker.core import CheckerCore
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
-from streaming.messages import Alert, Message, MissingSteps, Status, run_of
+from streaming.messages import MAX_HISTORY, Alert, Message, MissingSteps, Status, run_of
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.streaming.helpers import (
@@ -84,18 +84,27 @@ def test_a_session_that_did_nothing_reports_every_step() -> None:
     assert report.missing == (1, 2, 3, 4, 5, 6)
 
 
-def test_a_new_session_on_the_stream_ends_the_one_before() -> None:
+def test_a_detector_restarted_after_a_crash_takes_the_stream_without_reporting_the_dead_session() -> None:
     now = [0.0]
     core = CheckerCore(tea_graph(), monotonic=lambda: now[0])
     play(core, (3, 1), session="first")
-    now[0] = 5.5  # the first detector died unheard; a restarted one takes the stream once it is silent 5 s
+    # The first detector died unheard; the restarted one takes the stream once it is silent 5 s, maybe before the
+    # periodic expiry marks it lost: either way it is lost, and what it did not report may have been done.
+    now[0] = 5.5
     out = core.handle(keystep((3,), 0, session="second"))
+    assert reports(out) == [] and [m.run for m in out if isinstance(m, Status)] == [run_of("second")]
+    # An ended and reported session is not reported again when the next one starts.
+    [report] = reports(core.handle(beat(seq=9, history=(3,), ended=True, session="second")))
+    assert report.run == run_of("second") and report.missing == (1, 2, 4, 5, 6)
+    assert reports(core.handle(keystep((1,), 0, session="third"))) == []
+
+
+def test_a_session_full_at_the_history_cap_is_reported_when_its_successor_starts() -> None:
+    core = CheckerCore(tea_graph())
+    core.handle(beat(seq=0, history=(3, 1) * (MAX_HISTORY // 2), session="first"))  # 4096 steps: full
+    out = core.handle(keystep((3,), 0, session="second"))  # its detector went on in a new session
     [report] = reports(out)
     assert report.run == run_of("first") and report.missing == (2, 4, 5, 6) and out[0] is report
-    assert [m.run for m in out if isinstance(m, Status)] == [run_of("second")]
-    # An ended and reported session is not reported again when the next one starts.
-    core.handle(beat(seq=9, history=(3,), ended=True, session="second"))
-    assert reports(core.handle(keystep((1,), 0, session="third"))) == []
 
 
 def test_a_lost_stream_is_never_reported_not_even_when_it_is_freed_or_replaced() -> None:

@@ -27,9 +27,9 @@ def _dot_id(node: Node) -> str:
 def _dot_label(text: str, width: int = 28) -> str:
     """``text`` as the inside of a DOT string: printable (a control character escaped, which Graphviz would copy
     into SVG that no XML parser reads), wrapped at ``width``, backslashes and quotes escaped (a name ending in a
-    backslash would otherwise end the string)."""
+    backslash would otherwise end the string), and ``&`` (Graphviz reads HTML entities in labels: ``&#x1b;`` too)."""
     lines = textwrap.wrap(printable(text), width) or [printable(text)]
-    return "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines)
+    return "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;") for line in lines)
 
 
 def to_dot(graph: TaskGraph, wrap: int = 28) -> str:

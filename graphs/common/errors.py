@@ -76,9 +76,11 @@ class _StoreOnce(argparse._StoreAction):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         if self._stored_in is not None and self._stored_in() is namespace:
-            first = getattr(namespace, self.dest)
-            parser.error(f"{option_string or self.dest} given twice ({first!r:.80}, then {values!r:.80}); it takes "
-                         "one value")
+            first, option = getattr(namespace, self.dest), option_string or self.dest
+            if self.nargs in (None, "?"):
+                parser.error(f"{option} given twice ({first!r:.80}, then {values!r:.80}); it takes one value")
+            parser.error(f"{option} given twice ({first!r:.80}, then {values!r:.80}); give all its values after one "
+                         f"{option}")
         self._stored_in = weakref.ref(namespace)
         super().__call__(parser, namespace, values, option_string)
 
@@ -146,7 +148,7 @@ def plain_summary(docstring: str | None) -> str:
     return " ".join(first.replace("``", "").split())
 
 
-_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})  # the device took no more
+_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # the device took no more
 
 
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:

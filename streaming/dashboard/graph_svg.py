@@ -57,7 +57,8 @@ def graph_svg(graph: TaskGraph, warn: Callable[[str], None]) -> str | None:
         warn(f"Graphviz could not draw the task graph ({printable(err)}): {as_text}")
         return None
     if done.returncode != 0:
-        why = printable(done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or "no message")
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = printable(said[-1] if said else "no message")
         warn(f"Graphviz failed on the task graph (exit {done.returncode}: {why:.200}): {as_text}")
         return None
     svg = sanitize_svg(done.stdout)

@@ -23,6 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.files import atomic_path
 from tgml.bench.live.observed import ObservedGraphs
 from tgml.bench.live.recordings import LiveRecording
 
@@ -86,9 +87,7 @@ def load_fold(folder: Path, key: str) -> TrainedFold | None:
 
 
 def save_fold(folder: Path, key: str, entry: TrainedFold) -> None:
-    """Write the entry atomically (a run stopped half-way leaves no broken entry)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{key}.tmp"
-    with tmp.open("wb") as f:
+    """Write the entry atomically (a run stopped half-way leaves no broken entry; a full disk is one line naming the
+    file, and leaves no temporary file)."""
+    with atomic_path(folder / key, what="cached fold") as tmp, tmp.open("wb") as f:
         pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(folder / key)

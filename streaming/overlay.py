@@ -66,17 +66,26 @@ def _scale(width: int) -> float:
 
 
 def _lines(text: str, width: int) -> list[str]:
-    """``text`` wrapped at its spaces to lines that fit ``width`` pixels at the frame's text scale (at most
-    `MAX_LINES`: on a 160-pixel frame "MISTAKE: attach_shade before attach_pole" was cut after "attach")."""
+    """``text`` wrapped at its spaces to lines that fit ``width`` pixels at the frame's text scale (on a 160-pixel
+    frame "MISTAKE: attach_shade before attach_pole" was cut after "attach"). At most `MAX_LINES`: what does not fit
+    them is cut, and the last line ends in "..." to say so."""
     scale, room = _scale(width), width - 2 * MARGIN
+
+    def fits(line: str) -> bool:
+        return cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][0] <= room
+
     lines: list[str] = []
     for word in text.split(" "):
-        joined = f"{lines[-1]} {word}" if lines else word
-        fits = cv2.getTextSize(joined, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][0] <= room
-        if lines and (fits or len(lines) == MAX_LINES):
-            lines[-1] = joined
-        else:
+        if lines and fits(f"{lines[-1]} {word}"):
+            lines[-1] = f"{lines[-1]} {word}"
+        elif len(lines) < MAX_LINES:
             lines.append(word)
+        else:  # no room left: the last line keeps what fits of itself, then "..."
+            last = lines[-1]
+            while last and not fits(f"{last} ..."):
+                last = last[:-1]
+            lines[-1] = f"{last.rstrip()} ..."
+            break
     return lines
 
 

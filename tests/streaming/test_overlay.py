@@ -36,3 +36,11 @@ def test_the_whole_alert_is_written_on_small_frames_too(width: int, height: int,
     frame = draw_overlay(np.full((height, width, 3), 120, np.uint8), alerted_state(), 0.5)
     band = red_rows(frame)
     assert band >= band_height(height) and (band > band_height(height)) == (lines > 1)  # the band grows with it
+
+
+def test_what_three_lines_cannot_hold_is_cut_and_says_so() -> None:
+    text = "MISTAKE: attach_shade before attach_pole, stake_corners, unfold_tent, insert_poles_into_sleeves"
+    wrapped = _lines(text, 160)
+    assert len(wrapped) == 3 and wrapped[-1].endswith(" ...") and text.startswith(" ".join(wrapped)[:-4].rstrip())
+    assert all(cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, _scale(160), 1)[0][0] <= 160 - 2 * MARGIN
+               for line in wrapped)

@@ -456,7 +456,7 @@ def table(results: list[Result]) -> Table:
     for r in results:
         h = r.health
         counted = (f"{h.received} in, {h.malformed} malformed, {h.over_budget} over budget, {h.stream_limit} refused, "
-                   f"{h.denied} denied" if h else "n/a")
+                   f"{h.stream_taken} stream taken, {h.denied} denied" if h else "n/a")
         out.add_row(str(r.config.streams), f"{r.config.rate:g}", "yes" if r.config.curve else "no",
                     "yes" if r.config.flood else "no", f"{r.events} ({r.lost})", f"{r.mistakes} ({r.alerts_lost})",
                     f"{r.p(50):.2f} / {r.p(99):.2f} / {r.p(100):.1f}", f"{r.p(99, r.arrival_ms):.2f}",

@@ -39,7 +39,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
-from graphs.common.safe_text import first_few, printable
+from graphs.common.safe_text import count_of, first_few, printable
 from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
 
 
@@ -274,7 +274,7 @@ def timing_warning(annotations: Annotations) -> str | None:
                      f"one ({first_few(list(annotations.overlap_names), 3)}; accepted; {OVERLAP_RULE})")
     if annotations.unordered_names:
         count = len(annotations.unordered_names)
-        parts.append(f"{count} video{'' if count == 1 else 's'} list{'s' if count == 1 else ''} segments out of "
+        parts.append(f"{count_of(count, 'video')} list{'s' if count == 1 else ''} segments out of "
                      f"start-time order ({first_few(list(annotations.unordered_names), 3)}): the graph learners read "
                      "the file order, the commands that need times the time order; sort the segments by start_time "
                      "if that is the order the steps were done in")

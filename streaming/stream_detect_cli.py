@@ -612,7 +612,11 @@ def _detector(args: argparse.Namespace) -> int:
         try:
             stats = pipeline.run(threading.Event())
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent); say what they did
-            _stream_summaries(log, ids, [stream.stats for stream in pipeline.streams])
+            stopped = [stream.stats for stream in pipeline.streams]
+            _stream_summaries(log, ids, stopped)
+            for run in stopped:
+                if run.error:  # the run's error line never comes on this path
+                    log.warning(run.error)
             raise
     _stream_summaries(log, ids, stats)
     errors = [run.error for run in stats if run.error]
@@ -624,7 +628,7 @@ def _detector(args: argparse.Namespace) -> int:
 def _stream_summaries(log: ServiceLog, ids: Sequence[str], stats: Sequence[DetectorStats]) -> None:
     """The detector's line per stream: frames, rate, drops, key-steps (and whether its source failed)."""
     for sid, run in zip(ids, stats, strict=True):
-        failed = " (its source failed: below)" if run.error else ""
+        failed = " (its source failed)" if run.error else ""
         log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps{failed}",
             stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
 

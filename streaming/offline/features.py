@@ -38,7 +38,7 @@ from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, replaced_input, write_text
 from graphs.common.options import check_fps, check_seed, check_threads
-from graphs.common.safe_text import first_few, printable
+from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,
@@ -521,8 +521,7 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
     """
     plan = plan_extraction(config)
     if plan.unannotated:
-        count = len(plan.unannotated)
-        print(printable(f"warning: --videos {config.videos}: {count} video file{'' if count == 1 else 's'} that "
+        print(printable(f"warning: --videos {config.videos}: {count_of(len(plan.unannotated), 'video file')} that "
                         f"{config.annotations} does not annotate ({first_few(list(plan.unannotated), 3)}): not used"),
               file=sys.stderr, flush=True)
     folder = Path(config.out)

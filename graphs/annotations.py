@@ -333,9 +333,10 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} is the id of another step")
-            if entry["name"] in steps.values():
+            named = next((other for other, name in steps.items() if name == entry["name"]), None)
+            if named is not None:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {entry['name']!r:.60} is the name "
-                                 "of another step")
+                                 f"of step {named} too")
             steps[step_id] = entry["name"]
         taxonomy[scenario] = steps
     videos: dict[str, Video] = {}

@@ -25,7 +25,7 @@ from typing import TextIO
 import zmq
 from rich.console import Console
 
-from graphs.common.errors import InputError, RunError
+from graphs.common.errors import InputError, RunError, output_full
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.process import CHECKER_START_TIMEOUT_S, CheckerProcess
@@ -184,6 +184,8 @@ def watch(viewer: Viewer, done: Callable[[], bool], console: Console | None) -> 
     except (RunError, InputError, BrokenPipeError):  # a reader gone (| head): the command ends quietly
         raise
     except Exception as err:  # whatever broke the view, the run must say it failed rather than exit 0 or hang
+        if output_full(err):  # said by the command's own line: "cannot write the output: No space left on device"
+            raise
         raise RunError(f"the live view failed ({type(err).__name__}: {err})") from err
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,7 +75,7 @@ def _lines(text: str, width: int) -> list[str]:
         return cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][0] <= room
 
     lines: list[str] = []
-    for word in text.split(" "):
+    for word in (piece for whole in text.split(" ") for piece in _pieces(whole, fits)):
         if lines and fits(f"{lines[-1]} {word}"):
             lines[-1] = f"{lines[-1]} {word}"
         elif len(lines) < MAX_LINES:
@@ -87,6 +87,24 @@ def _lines(text: str, width: int) -> list[str]:
             lines[-1] = f"{last.rstrip()} ..."
             break
     return lines
+
+
+def _pieces(word: str, fits: Callable[[str], bool]) -> list[str]:
+    """``word`` as it fits a line: whole, or, when too long for one, cut after its underscores (step names are
+    ``fill_the_electric_kettle``), a part longer than a line cut where the line ends."""
+    if fits(word):
+        return [word]
+    parts = [p + "_" for p in word.split("_")[:-1]] + [word.split("_")[-1]]
+    pieces: list[str] = []
+    for part in filter(None, parts):
+        while part:
+            if pieces and fits(pieces[-1] + part):
+                pieces[-1] += part
+                break
+            cut = next((n for n in range(len(part), 0, -1) if fits(part[:n])), 1)
+            pieces.append(part[:cut])
+            part = part[cut:]
+    return pieces
 
 
 def _band(img: np.ndarray, text: str, colour: tuple[int, int, int], top: bool) -> None:

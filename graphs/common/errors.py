@@ -11,7 +11,7 @@ import sys
 import weakref
 from collections.abc import Callable, Sequence
 from functools import wraps
-from typing import Any, Final, NoReturn, ParamSpec, TypeVar
+from typing import Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
@@ -151,6 +151,13 @@ def plain_summary(docstring: str | None) -> str:
 _FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # the device took no more
 
 
+def output_full(err: BaseException) -> TypeGuard[OSError]:
+    """Whether ``err`` is standard output's device refusing more (``> FILE`` on a full disk, ``> /dev/full``): a
+    write error without a file name, since the files a command writes are named in their errors
+    (`graphs.common.files`)."""
+    return isinstance(err, OSError) and err.errno in _FULL and err.filename is None
+
+
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
     end the run alike (`graphs.common.interrupts`): one line saying which came, exit status 130 or 143.
@@ -194,9 +201,7 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             if behind is not None:
                 print(f"interrupted by {behind.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
                 raise SystemExit(behind.exit_status) from None
-            if isinstance(err, OSError) and err.errno in _FULL and err.filename is None:
-                # A write without a file name: standard output (``> FILE`` on a full disk, ``> /dev/full``); the
-                # files a command writes are named in their errors (`graphs.common.files`).
+            if output_full(err):
                 _drop_stdout()
                 print(f"error: cannot write the output: {printable(err.strerror)}", file=sys.stderr)
                 raise SystemExit(EXIT_FAILURE) from None

@@ -65,7 +65,7 @@ def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
         (lambda d: d["annotations"]["v1"]["segments"][0].update(has_errors="no"),
          r"segments\[0\]\.has_errors = 'no' is not true or false"),
         (lambda d: d["taxonomy"]["tent"].update({"2": {"name": "spread", "id": 2}}),
-         r"taxonomy\['tent'\]\['2'\]\.name = 'spread' is the name of another step"),
+         r"taxonomy\['tent'\]\['2'\]\.name = 'spread' is the name of step 1 too"),
         (lambda d: d["annotations"]["v1"]["segments"][0].update(step_name="stake"),
          r"segments\[0\]\.step_name = 'stake' is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
     ],

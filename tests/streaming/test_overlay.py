@@ -44,3 +44,11 @@ def test_what_three_lines_cannot_hold_is_cut_and_says_so() -> None:
     assert len(wrapped) == 3 and wrapped[-1].endswith(" ...") and text.startswith(" ".join(wrapped)[:-4].rstrip())
     assert all(cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, _scale(160), 1)[0][0] <= 160 - 2 * MARGIN
                for line in wrapped)
+
+
+def test_a_step_name_longer_than_a_line_is_cut_after_its_underscores() -> None:
+    # Wrapping at spaces alone left "fill_the_electric_kettle_with_cold_tap_water" running off a 160-pixel frame.
+    wrapped = _lines("MISTAKE: boil_water before fill_the_electric_kettle_with_cold_tap_water", 160)
+    assert wrapped == ["MISTAKE: boil_water before", "fill_the_electric_kettle_with_", "cold_tap_water"]
+    assert all(cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, _scale(160), 1)[0][0] <= 160 - 2 * MARGIN
+               for line in wrapped)

@@ -612,11 +612,8 @@ def _detector(args: argparse.Namespace) -> int:
         try:
             stats = pipeline.run(threading.Event())
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent); say what they did
-            stopped = [stream.stats for stream in pipeline.streams]
-            _stream_summaries(log, ids, stopped)
-            for run in stopped:
-                if run.error:  # the run's error line never comes on this path
-                    log.warning(run.error)
+            # (a source that failed before was told at once, `FrameLoop`'s warning: the run's error line never comes)
+            _stream_summaries(log, ids, [stream.stats for stream in pipeline.streams])
             raise
     _stream_summaries(log, ids, stats)
     errors = [run.error for run in stats if run.error]

@@ -421,7 +421,7 @@ def flag_cases(tmp: str) -> list[Case]:
                                                         str(GRAPH), "--no-sweep", o, v], culprit))
     for method in ("noisy-and", "do", "tgt-text"):
         cases.append(flag(f"tgml-train-lr-1e308-{method}", tgml, [*tgml_train, "--method", method, "--lr", "1e308"],
-                          "lr = 1e+308: expected a number in (0, 1e+06]"))
+                          "--lr 1e+308: expected a number in (0, 1e+06]"))
     cases += [Case("recognition-train-lr-1e308", recognition_train,
                    lambda f: ["--features", f.folder("feats"), "--config", f.text("c.toml", "[train]\nlr = 1e308\n"),
                               "--out", f.missing("d.pt")], "lr = 1e+308: must be a number in (0, 1e+06]"),

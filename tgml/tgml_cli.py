@@ -351,7 +351,7 @@ def _train_method(args: argparse.Namespace) -> str:
 
 def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = None) -> Any:
     """A learner's settings: ``base`` (default: the learner's defaults), then the --config file, then the flags."""
-    from graphs.common.settings_files import naming_the_file, read_settings
+    from graphs.common.settings_files import naming_the_file, naming_the_flags, read_settings
 
     flags = _settings_given(args)
     if args.config and hasattr(entry.config_class, "from_table"):  # a combined learner: its sub-tables in the file
@@ -361,7 +361,8 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
             return entry.config({**read_settings(path), **flags}, seed)
     if args.config:
         return entry.config_file(args.config, base, **flags)
-    return dataclasses.replace(base if base is not None else entry.config(None), **flags)
+    with naming_the_flags(flags):
+        return dataclasses.replace(base if base is not None else entry.config(None), **flags)
 
 
 def _train(args: argparse.Namespace, console: Console) -> None:

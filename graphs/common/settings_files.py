@@ -110,6 +110,21 @@ def naming_the_file(path: Path, table_name: str = "", tables: Mapping[str, Colle
         raise InputError(f"{path}:{where} {message}") from None
 
 
+@contextmanager
+def naming_the_flags(given: Collection[str]) -> Iterator[None]:
+    """Inside the block, a config's `InputError` that names a field by its class (``NoisyAndConfig.cut = 1.5``)
+    names the command-line option it came from instead (``--cut 1.5``), for the fields in ``given``."""
+    try:
+        yield
+    except InputError as err:
+        message = str(err)
+        field = _CONFIG_FIELD.match(message)
+        if field is None or field[1] not in given:
+            raise
+        value = message[field.end():].removeprefix(" = ")
+        raise InputError(f"--{field[1].replace('_', '-')} {value}") from None
+
+
 def load_config_file(
     make: Callable[..., C], path: str | Path, defaults: Mapping[str, Any], overrides: Mapping[str, Any]
 ) -> C:

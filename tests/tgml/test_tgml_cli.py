@@ -93,10 +93,11 @@ def test_train_defaults_to_noisy_and_and_keeps_direct_optimization_on_request(
 
 @pytest.mark.parametrize(
     ("flags", "fragment"),
-    [(["--cut", "1.5"], "NoisyAndConfig.cut = 1.5"),
+    [(["--cut", "1.5"], "error: --cut 1.5: expected"),
      (["--beta", "0.1", "--cut", "0.5"], "belong to different learners"),
      (["--method", "noisy-and", "--augment"], "'augment' does not apply to --method noisy-and (it belongs to do"),
-     (["--method", "do", "--edge-cost", "1"], "'edge_cost' does not apply to --method do (it belongs to noisy-and")],
+     (["--method", "do", "--edge-cost", "1"], "'edge_cost' does not apply to --method do (it belongs to noisy-and"),
+     (["--method", "count-based", "--seed", "3"], "'seed' does not apply to --method count-based: it learns the same")],
 )
 def test_train_refuses_settings_of_the_other_learner(
     flags: list[str], fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -145,7 +146,7 @@ def tiny_with_step(video: str, segment: int, step_id: int) -> dict:
         pytest.param(tiny_with_step("v2", 1, 42), "tea", [], ["'v2'", "segments[1]", "42"],
                      id="segment-step-not-in-taxonomy"),
         pytest.param(TINY, "coffee", [], ["'coffee'", "no usable sequence"], id="scenario-with-no-usable-sequence"),
-        pytest.param(TINY, "tea", ["--early-stop", "sometimes"], ["early_stop = 'sometimes'"], id="bad-config-value"),
+        pytest.param(TINY, "tea", ["--early-stop", "sometimes"], ["--early-stop 'sometimes'"], id="bad-config-value"),
     ],
 )
 def test_train_refuses_bad_input(

@@ -177,6 +177,9 @@ def resolve_learner(method: str | None, given: set[str]) -> str:
     """
     if method is not None:
         entry = learner(method)
+        if "seed" in given and not entry.seeded:  # its config has no seed: replace() raised a TypeError
+            raise InputError(f"setting 'seed' does not apply to --method {method}: it learns the same graph from "
+                             "the same executions every time")
         foreign = sorted(given - entry.setting_keys - {"seed"})
         if foreign:
             owner = _owner(foreign[0])

@@ -71,6 +71,11 @@ def compare_graphs(pred: TaskGraph, gt: TaskGraph) -> EdgeScores:
         raise InputError(
             f"edge metrics: graphs have different steps (only predicted: {only_pred}, only ground truth: {only_gt})"
         )
+    renamed = pred.renamed_step(gt.step_ids, gt.step_names)
+    if renamed is not None:
+        step, here, there = renamed
+        raise InputError(f"edge metrics: step {step} is {here!r:.60} in the predicted graph and {there!r:.60} in the "
+                         "ground truth: graphs of different procedures")
     order = [gt.index(node) for node in pred.nodes]  # gt matrix re-ordered into pred's layout
     return edge_scores(pred.adjacency, gt.adjacency[np.ix_(order, order)])
 

@@ -32,6 +32,7 @@ graph that loads, or that a learner produced, is never refused by the wire half-
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -166,6 +167,14 @@ class TaskGraph:
     def index(self, node: Node) -> int:
         """Matrix index of a node (a step id, ``START`` or ``END``); `KeyError` if unknown."""
         return self._index[node]  # type: ignore[attr-defined]
+
+    def renamed_step(self, step_ids: Sequence[int], step_names: Sequence[str]) -> tuple[int, str, str] | None:
+        """The first of ``step_ids`` this graph names otherwise than ``step_names`` does: ``(id, its name here, the
+        other name)``; None when every shared id has one name (two files with the same ids but other names are
+        graphs of different procedures, whose scores would mean nothing)."""
+        here = dict(zip(self.step_ids, self.step_names, strict=True))
+        return next(((step, here[step], name) for step, name in zip(step_ids, step_names, strict=True)
+                     if step in here and here[step] != name), None)
 
     def name_of(self, node: Node) -> str:
         """Readable name of a node."""

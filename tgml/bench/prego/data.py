@@ -231,4 +231,9 @@ def check_graph_matches(graph: TaskGraph, data: BenchData, source: str | Path) -
         extra = sorted(set(graph.step_ids) - set(data.step_ids))
         what = f"step {extra[0]} is not in" if extra else "its steps do not cover"
         raise InputError(f"{source}: {what} the {data.name} taxonomy")
+    renamed = graph.renamed_step(data.step_ids, data.step_names)
+    if renamed is not None:
+        step, here, there = renamed
+        raise InputError(f"{source}: step {step} is {here!r:.60} there and {there!r:.60} in the {data.name} taxonomy: "
+                         "a graph of another procedure")
 

@@ -284,3 +284,13 @@ def test_eval_against_captaincook_ground_truth(tmp_path: Path, data_dir: Path,
     line = capsys.readouterr().out
     f1 = float(line.split("F1")[1].split()[0])
     assert f1 > 70.0  # ramen is learned almost perfectly (95 F1 at the default settings)
+
+
+def test_a_learner_whose_settings_a_dataset_must_choose_says_it_runs_untuned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ann = write(tmp_path / "ann.json", TINY)
+    base = ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"), "--quiet"]
+    assert main([*base, "--method", "noisy-and-do"]) == 0
+    assert capsys.readouterr().err.startswith("warning: --method noisy-and-do runs with its built-in settings")
+    assert main([*base, "--method", "do", "--epochs", "5"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -46,7 +46,14 @@ from rich.text import Text
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json
-from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, check_threads, is_learning_rate, is_seed
+from graphs.common.options import (
+    LEARNING_RATE_RULE,
+    MAX_EPOCHS,
+    SEED_RULE,
+    check_threads,
+    is_learning_rate,
+    is_seed,
+)
 from graphs.common.safe_text import printable
 from graphs.common.settings_files import check_tables, field_names, naming_the_file, read_settings
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
@@ -160,7 +167,7 @@ class DetectorTrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be an integer >= 1")
-        if self.epochs > MAX_EPOCHS:  # 10**20 was taken, and trained for ever
+        if self.epochs > MAX_EPOCHS:
             raise InputError(f"DetectorTrainConfig.epochs = {self.epochs!r:.30}: must be at most {MAX_EPOCHS}")
         if not is_seed(self.seed):
             raise InputError(f"DetectorTrainConfig.seed = {self.seed!r:.60}: must be {SEED_RULE}")
@@ -244,7 +251,6 @@ class DetectorTrainConfig:
 KEEP_EPOCH = ("map", "loss", "last")
 SHUFFLED_DONE = ("order", "scene")
 MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
-MAX_EPOCHS = 100_000  # more is a typo, not a training run
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
 _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",
                "val_videos", "keep_epoch", "evidence_window", "evidence_done_states", "refit", "class_balance",

@@ -28,6 +28,9 @@ MAX_SEED_COUNT: Final = 1000  # training seeds of one benchmark run (the paper u
 # Far above any useful Adam step (a run there diverges, and says so); 1e308 overflowed torch's float32 in a traceback.
 MAX_LEARNING_RATE: Final = 1e6
 LEARNING_RATE_RULE: Final = f"a number in (0, {MAX_LEARNING_RATE:g}]"
+MAX_EPOCHS: Final = 100_000  # more is a typo, not a training run (10**20 was taken, and trained for ever)
+EPOCHS_RULE: Final = f"an integer in 1..{MAX_EPOCHS}"
+MAX_EDGE_COST: Final = 1e6  # nats per edge; far above any useful prior (1e300 overflowed into NaN weights)
 
 
 def is_learning_rate(value: object) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from graphs.common.errors import InputError
-from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, is_learning_rate, is_seed
+from graphs.common.options import EPOCHS_RULE, LEARNING_RATE_RULE, MAX_EPOCHS, SEED_RULE, is_learning_rate, is_seed
 from graphs.common.settings_files import (
     check_field_types,
     check_values,
@@ -115,7 +115,7 @@ class DOConfig:
         check_field_types(self)
         checks = [
             ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),
-            ("epochs", self.epochs >= 1, "an integer >= 1"),
+            ("epochs", 1 <= self.epochs <= MAX_EPOCHS, EPOCHS_RULE),
             ("lr", is_learning_rate(self.lr), LEARNING_RATE_RULE),
             ("seed", is_seed(self.seed), SEED_RULE),
             ("sa_plateau_min", 0 <= self.sa_plateau_min <= 1, "in [0, 1]"),

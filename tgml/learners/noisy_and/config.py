@@ -5,11 +5,18 @@ Torch-free, like `tgml.learners.do.config`, so settings files can be checked bef
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Final
 
-from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, is_learning_rate, is_seed
+from graphs.common.options import (
+    EPOCHS_RULE,
+    LEARNING_RATE_RULE,
+    MAX_EDGE_COST,
+    MAX_EPOCHS,
+    SEED_RULE,
+    is_learning_rate,
+    is_seed,
+)
 from graphs.common.settings_files import check_field_types, check_values
 
 METHOD_NAME: Final = "noisy-and"
@@ -45,10 +52,10 @@ class NoisyAndConfig:
     def __post_init__(self) -> None:
         check_field_types(self)
         checks = [
-            ("edge_cost", math.isfinite(self.edge_cost) and self.edge_cost >= 0, "a finite number >= 0"),
+            ("edge_cost", 0 <= self.edge_cost <= MAX_EDGE_COST, f"a number in [0, {MAX_EDGE_COST:g}]"),
             ("noise", 0 <= self.noise < 1, "a number in [0, 1)"),
             ("cut", 0 < self.cut < 1, "a number in (0, 1)"),
-            ("epochs", self.epochs >= 1, "an integer >= 1"),
+            ("epochs", 1 <= self.epochs <= MAX_EPOCHS, EPOCHS_RULE),
             ("lr", is_learning_rate(self.lr), LEARNING_RATE_RULE),
             ("seed", is_seed(self.seed), SEED_RULE),
         ]

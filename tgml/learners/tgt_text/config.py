@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Final
 
 from graphs.common.errors import InputError
-from graphs.common.options import LEARNING_RATE_RULE, SEED_RULE, is_learning_rate, is_seed
+from graphs.common.options import EPOCHS_RULE, LEARNING_RATE_RULE, MAX_EPOCHS, SEED_RULE, is_learning_rate, is_seed
 from graphs.common.settings_files import check_field_types, check_values
 from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.text_embeddings import DEFAULT_ENCODER
@@ -65,7 +65,7 @@ class TgtTextConfig:
         check_field_types(self)
         finite = all(math.isfinite(getattr(self, f.name)) for f in fields(self) if str(f.type) == "float")
         checks = [
-            ("epochs", self.epochs >= 1, "an integer >= 1"),
+            ("epochs", 1 <= self.epochs <= MAX_EPOCHS, EPOCHS_RULE),
             ("lr", finite and is_learning_rate(self.lr), LEARNING_RATE_RULE),
             ("width", self.width >= 1, "an integer >= 1"),
             ("heads", self.heads >= 1 and self.width % self.heads == 0, "an integer >= 1 that divides width"),

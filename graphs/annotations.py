@@ -363,7 +363,9 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             if not isinstance(step, int) or isinstance(step, bool):
                 raise InputError(f"{where}.step_id is missing or not an integer")
             if step not in taxonomy[scenario]:
-                raise InputError(f"{where}.step_id = {step} is not in the {scenario!r} taxonomy")
+                keyed = data["taxonomy"][scenario].get(str(step))  # the entry under that key holds another id
+                hint = f" (its entry {str(step)!r} has id {keyed.get('id')!r:.20})" if isinstance(keyed, dict) else ""
+                raise InputError(f"{where}.step_id = {step} is not in the {scenario!r} taxonomy{hint}")
             assert isinstance(seg, dict)
             # step_name is optional and never read for learning; one that names another step means shifted ids
             if "step_name" in seg and seg["step_name"] != taxonomy[scenario][step]:

@@ -343,10 +343,15 @@ def _train_method(args: argparse.Namespace) -> str:
     from graphs.common.settings_files import read_settings
     from tgml.learners.registry import resolve_learner
 
-    given = set(_settings_given(args))
-    if args.config:
-        given |= set(read_settings(args.config))
-    return resolve_learner(args.method, given)
+    flags = set(_settings_given(args))
+    in_file = set(read_settings(args.config)) if args.config else set()
+    try:
+        return resolve_learner(args.method, flags | in_file)
+    except InputError as err:
+        if not in_file:
+            raise
+        resolve_learner(args.method, flags)  # the flags alone are refused with their own line...
+        raise InputError(f"--config {args.config}: {err}") from None  # ...else the file holds the culprit
 
 
 def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = None) -> Any:

@@ -42,6 +42,11 @@ def _annotation_file(tmp_path: Path, step_id: object = 1, scenario: str = "tent"
 def test_step_outside_taxonomy_names_video_segment_and_field(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"annotations\['v1'\]\.segments\[0\]\.step_id = 7 is not in the 'tent'"):
         load_annotations(_annotation_file(tmp_path, step_id=7))
+    # The taxonomy entry keyed "1" holds another id: the segment is blamed, and the entry named beside it.
+    path = _annotation_file(tmp_path)
+    path.write_text(path.read_text().replace('"id": 1', '"id": 9'))
+    with pytest.raises(InputError, match=r"step_id = 1 is not in the 'tent' taxonomy \(its entry '1' has id 9\)"):
+        load_annotations(path)
 
 
 def test_unknown_scenario_lists_known_ones(tmp_path: Path) -> None:

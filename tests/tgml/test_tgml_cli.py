@@ -294,3 +294,10 @@ def test_a_learner_whose_settings_a_dataset_must_choose_says_it_runs_untuned(
     assert capsys.readouterr().err.startswith("warning: --method noisy-and-do runs with its built-in settings")
     assert main([*base, "--method", "do", "--epochs", "5"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_config_key_no_learner_has_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ann, cfg = write(tmp_path / "ann.json", TINY), write(tmp_path / "c.toml", "bogus = 1\n")
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
+                           "--config", str(cfg)], capsys)
+    assert err.startswith(f"error: --config {cfg}: setting 'bogus' belongs to no learner")

@@ -370,7 +370,7 @@ def _learner_config(entry: LearnerEntry, args: argparse.Namespace, base: Any = N
         return dataclasses.replace(base if base is not None else entry.config(None), **flags)
 
 
-def _untuned_methods() -> frozenset[str]:
+def _methods_with_defaults() -> frozenset[str]:
     """The learners whose built-in settings are fit to run on any dataset (`prego-defaults.toml`'s tables); the
     others' (do-cv, do-ensemble, noisy-and-do) are choices a dataset's cross-validation makes."""
     from tgml.bench.prego.methods import load_method_settings
@@ -394,10 +394,10 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     method = _train_method(args)
     videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
     entry = learner(method)
-    if not args.config and method not in _untuned_methods():
+    if not args.config and method not in _methods_with_defaults():
         # prego-bench --annotations refuses these without a table; here the learner's defaults run, so say it
         print(f"warning: --method {method} runs with its built-in settings, which were not chosen for any dataset "
-              f"(give --config with settings chosen on training data: prego-bench select, docs/prego-benchmark.md)",
+              "(give --config with settings chosen on training data: prego-bench select, docs/prego-benchmark.md)",
               file=sys.stderr)
     result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
                                     progress=not args.quiet, videos=videos)

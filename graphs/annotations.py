@@ -318,6 +318,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
         if not isinstance(table, dict):
             raise InputError(f"{src}: taxonomy[{scenario!r}] must be an object")
         steps: dict[int, str] = {}
+        ids_by_name: dict[str, int] = {}  # the inverse of steps, so a name taken twice is found in one look-up
         for key, entry in table.items():
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}] needs a string 'name'")
@@ -333,8 +334,8 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} is the id of another step")
-            named = next((other for other, name in steps.items() if name == entry["name"]), None)
-            if named is not None:
+            named = ids_by_name.setdefault(entry["name"], step_id)
+            if named != step_id:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {entry['name']!r:.60} is the name "
                                  f"of step {named} too")
             steps[step_id] = entry["name"]

@@ -76,11 +76,9 @@ class _StoreOnce(argparse._StoreAction):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         if self._stored_in is not None and self._stored_in() is namespace:
-            first, option = getattr(namespace, self.dest), option_string or self.dest
-            if self.nargs in (None, "?"):
-                parser.error(f"{option} given twice ({first!r:.80}, then {values!r:.80}); it takes one value")
-            parser.error(f"{option} given twice ({first!r:.80}, then {values!r:.80}); give all its values after one "
-                         f"{option}")
+            option = option_string or self.dest
+            how = "it takes one value" if self.nargs in (None, "?") else f"give all its values after one {option}"
+            parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}")
         self._stored_in = weakref.ref(namespace)
         super().__call__(parser, namespace, values, option_string)
 

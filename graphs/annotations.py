@@ -40,6 +40,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
 
 
@@ -224,7 +225,7 @@ def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] |
     """A segment's ``(start, end)`` in seconds, None without times; each time a finite number (>= 0 when checked)."""
     for key in ("start_time", "end_time"):
         if key in seg and not is_finite_number(seg[key]):
-            raise InputError(f"{where}.{key} = {seg[key]!r:.60} is not a number")
+            raise InputError(f"{where}.{key} = {as_written(seg[key], 60)} is not a number")
     present = [key in seg for key in ("start_time", "end_time")]
     if not any(present):
         return None
@@ -329,14 +330,16 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             if isinstance(step_id, str) and re.fullmatch(r"\s*-?[0-9]{1,19}\s*", step_id):
                 step_id = int(step_id)
             if not isinstance(step_id, int) or isinstance(step_id, bool):
-                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id!r:.60} is not an integer")
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {as_written(step_id, 60)}"
+                                 f" is not an integer")
             if not is_step_id(step_id):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} is the id of another step")
             named = ids_by_name.setdefault(entry["name"], step_id)
             if named != step_id:
-                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {entry['name']!r:.60} is the name "
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {as_written(entry['name'], 60)}"
+                                 f" is the name "
                                  f"of step {named} too")
             steps[step_id] = entry["name"]
         taxonomy[scenario] = steps
@@ -349,7 +352,8 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
         scenario = record.get("scenario")
         if not isinstance(scenario, str) or scenario not in taxonomy:
-            raise InputError(f"{src}: annotations[{video!r}].scenario = {scenario!r:.60} is not in the taxonomy")
+            raise InputError(f"{src}: annotations[{video!r}].scenario = {as_written(scenario, 60)}"
+                             f" is not in the taxonomy")
         segments = record.get("segments")
         if not isinstance(segments, list):
             raise InputError(f"{src}: annotations[{video!r}].segments must be a list")
@@ -370,12 +374,13 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             assert isinstance(seg, dict)
             # step_name is optional and never read for learning; one that names another step means shifted ids
             if "step_name" in seg and seg["step_name"] != taxonomy[scenario][step]:
-                raise InputError(f"{where}.step_name = {seg['step_name']!r:.60} is not the name of step_id {step} "
+                raise InputError(f"{where}.step_name = {as_written(seg['step_name'], 60)}"
+                                 f" is not the name of step_id {step} "
                                  f"({taxonomy[scenario][step]!r:.60} in the {scenario!r} taxonomy)")
             spans.append(_span(seg, where, check_times))
             has_errors = seg.get("has_errors", False)
             if not isinstance(has_errors, bool):
-                raise InputError(f"{where}.has_errors = {has_errors!r:.60} is not true or false")
+                raise InputError(f"{where}.has_errors = {as_written(has_errors, 60)} is not true or false")
             steps_list.append(step)
             errors.append(has_errors)
         if check_times:

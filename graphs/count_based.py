@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
 
 if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
@@ -49,7 +50,8 @@ class CountBasedConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.first_occurrence, bool):
-            raise InputError(f"CountBasedConfig.first_occurrence = {self.first_occurrence!r}: expected true/false")
+            raise InputError(f"CountBasedConfig.first_occurrence = {as_written(self.first_occurrence)}"
+                             f": expected true/false")
 
 
 def transition_counts(

@@ -39,6 +39,7 @@ from typing import Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from graphs.postprocess import attach_start_end, transitive_reduction
 from graphs.task_graph import TaskGraph
 
@@ -61,10 +62,12 @@ class EligibilitySearchConfig:
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES.values():
-            raise InputError(f"EligibilitySearchConfig.objective = {self.objective!r}: expected accuracy or precision")
+            raise InputError(f"EligibilitySearchConfig.objective = {as_written(self.objective)}"
+                             f": expected accuracy or precision")
         if not isinstance(self.unique_executions, bool):
             raise InputError(
-                f"EligibilitySearchConfig.unique_executions = {self.unique_executions!r}: expected true or false"
+                f"EligibilitySearchConfig.unique_executions = {as_written(self.unique_executions)}"
+                f": expected true or false"
             )
 
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json, write_text
+from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ class TaskGraph:
             for key in ("step", "requires"):
                 node = edge[key]
                 if not (_is_int(node) or isinstance(node, str)) or node not in index:
-                    raise InputError(f"{source}: edges[{k}].{key} = {node!r} is not a step of this graph")
+                    raise InputError(f"{source}: edges[{k}].{key} = {as_written(node)} is not a step of this graph")
                 ends.append(index[node])
             adjacency[ends[0], ends[1]] = True
         weights = data.get("weights")
@@ -381,7 +382,7 @@ def _optional_scores(steps: list[dict[str, Any]], version: int, source: str) -> 
             raise InputError(f"{source}: steps[{k}].optional needs version 2 (the file says version {version})")
         value = step["optional"]
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
-            raise InputError(f"{source}: steps[{k}].optional = {value!r} is not a number in [0, 1]")
+            raise InputError(f"{source}: steps[{k}].optional = {as_written(value)} is not a number in [0, 1]")
         scores[k] = float(value)
     return scores
 

@@ -48,6 +48,7 @@ import torch
 
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, open_input
+from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
@@ -89,19 +90,21 @@ class DetectorCheckpoint:
 
     def __post_init__(self) -> None:
         if self.scenario is not None and (not isinstance(self.scenario, str) or len(self.scenario) > MAX_NAME):
-            raise InputError(f"detector checkpoint: scenario = {self.scenario!r:.60} must be a name of at most "
+            raise InputError(f"detector checkpoint: scenario = {as_written(self.scenario, 60)}"
+                             f" must be a name of at most "
                              f"{MAX_NAME} characters or null")
         names, step_ids = tuple(self.class_names), tuple(self.class_step_ids)
         for i, name in enumerate(names):
             if not isinstance(name, str):
-                raise InputError(f"detector checkpoint: class_names[{i}] = {name!r:.60} must be a string")
+                raise InputError(f"detector checkpoint: class_names[{i}] = {as_written(name, 60)} must be a string")
             if len(name) > MAX_NAME:
                 raise InputError(f"detector checkpoint: class_names[{i}] is {len(name)} characters long; "
                                  f"at most {MAX_NAME}")
         for i, step in enumerate(step_ids):
             # int() would silently turn 1.5 into 1 and True into 1: a step id must already be an integer.
             if step is not None and (not isinstance(step, numbers.Integral) or isinstance(step, bool)):
-                raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step!r:.60} must be an integer or null")
+                raise InputError(f"detector checkpoint: class_step_ids[{i}] = {as_written(step, 60)}"
+                                 f" must be an integer or null")
             if step is not None and not is_step_id(int(step)):
                 raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step} must be {STEP_ID_RULE} or null")
         object.__setattr__(self, "class_names", names)
@@ -122,10 +125,11 @@ class DetectorCheckpoint:
         if len(set(ids)) != len(ids):
             raise InputError("detector checkpoint: a step id is assigned to two classes")
         if not isinstance(self.feature_extractor, str) or not self.feature_extractor:
-            raise InputError(f"detector checkpoint: feature_extractor = {self.feature_extractor!r} must be a name")
+            raise InputError(f"detector checkpoint: feature_extractor = {as_written(self.feature_extractor)}"
+                             f" must be a name")
         fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool)
         if not fps_ok or not math.isfinite(self.fps) or self.fps <= 0:
-            raise InputError(f"detector checkpoint: fps = {self.fps!r} must be a positive number")
+            raise InputError(f"detector checkpoint: fps = {as_written(self.fps)} must be a positive number")
 
     def check_features(self, width: int, extractor: str | None = None, source: str = "features") -> None:
         """Refuse features the detector was not trained on.

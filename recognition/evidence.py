@@ -53,6 +53,7 @@ import numpy as np
 
 from graphs.checker import StepEvidence
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 
 EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
 # A step's evidence is recorded again only when it grew by this much: at most 1 / BREAKPOINT_STEP records per step
@@ -170,7 +171,8 @@ class EvidenceModel:
         if not self.window_s > 0:
             raise InputError(f"evidence model: window_s = {self.window_s} must be > 0")
         if w is not None and not w > 0:
-            raise InputError(f"evidence model: detection_window_s = {w!r} must be a number > 0 (or null: window_s)")
+            raise InputError(f"evidence model: detection_window_s = {as_written(w)}"
+                             f" must be a number > 0 (or null: window_s)")
         if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
             raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
         if self.source not in ("validation", "default"):

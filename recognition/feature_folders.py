@@ -48,6 +48,7 @@ from graphs.common.array_files import REAL_KINDS, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, read_json, write_text
 from graphs.common.safe_text import first_few, printable
+from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.segment_metrics import TimedSegment
 
@@ -76,16 +77,16 @@ class FeatureConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.rgb, str) or not self.rgb:
-            raise InputError(f"FeatureConfig.rgb = {self.rgb!r}: must name the RGB feature folder")
+            raise InputError(f"FeatureConfig.rgb = {as_written(self.rgb)}: must name the RGB feature folder")
         if not isinstance(self.flow, str):
-            raise InputError(f"FeatureConfig.flow = {self.flow!r}: must be a folder name or empty")
+            raise InputError(f"FeatureConfig.flow = {as_written(self.flow)}: must be a folder name or empty")
         if not isinstance(self.split, str) or not self.split:
-            raise InputError(f"FeatureConfig.split = {self.split!r}: must name the split file")
+            raise InputError(f"FeatureConfig.split = {as_written(self.split)}: must name the split file")
         if not isinstance(self.extractor, str) or not self.extractor:
-            raise InputError(f"FeatureConfig.extractor = {self.extractor!r}: must be a name")
+            raise InputError(f"FeatureConfig.extractor = {as_written(self.extractor)}: must be a name")
         fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool) and math.isfinite(self.fps)
         if not fps_ok or not self.fps > 0:
-            raise InputError(f"FeatureConfig.fps = {self.fps!r}: must be a finite number > 0")
+            raise InputError(f"FeatureConfig.fps = {as_written(self.fps)}: must be a finite number > 0")
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,7 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
     fps = split.get("fps")
     if fps is not None and (isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps)
                             or fps <= 0):
-        raise InputError(f"{src}: field 'fps' = {fps!r:.60} must be a finite number > 0")
+        raise InputError(f"{src}: field 'fps' = {as_written(fps, 60)} must be a finite number > 0")
     extractor = split.get("feature_extractor")
     if extractor is not None and (not isinstance(extractor, str) or not extractor or len(extractor) > MAX_NAME):
         raise InputError(f"{src}: field 'feature_extractor' must be a name")
@@ -307,7 +308,7 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
         raise InputError(f"{src}: field 'scenario' must be a name or null")
     copies = split.get("augment_copies", 0)
     if isinstance(copies, bool) or not isinstance(copies, int) or not 0 <= copies <= MAX_AUGMENT_COPIES:
-        raise InputError(f"{src}: field 'augment_copies' = {copies!r:.40} must be an integer in "
+        raise InputError(f"{src}: field 'augment_copies' = {as_written(copies, 40)} must be an integer in "
                          f"0..{MAX_AUGMENT_COPIES}")
     return SplitFile(src, train, test, None if names is None else tuple(names),
                      None if step_ids is None else tuple(step_ids), None if fps is None else float(fps),

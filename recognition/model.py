@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from recognition.motion import MotionHistory, check_motion_lag
 
 # Targets equal to this index are ignored by the loss (padding of the last window of a video).
@@ -60,15 +61,16 @@ class MiniROADConfig:
         for name in ("input_dim", "embed_dim", "hidden_dim"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"MiniROADConfig.{name} = {value!r}: must be a positive integer")
+                raise InputError(f"MiniROADConfig.{name} = {as_written(value)}: must be a positive integer")
         if not isinstance(self.num_classes, int) or isinstance(self.num_classes, bool) or self.num_classes < 2:
             raise InputError(
-                f"MiniROADConfig.num_classes = {self.num_classes!r}: must be an integer >= 2 (background + a step)"
+                f"MiniROADConfig.num_classes = {as_written(self.num_classes)}"
+                f": must be an integer >= 2 (background + a step)"
             )
         if not isinstance(self.dropout, int | float) or not 0.0 <= float(self.dropout) < 1.0:
-            raise InputError(f"MiniROADConfig.dropout = {self.dropout!r}: must be in [0, 1)")
+            raise InputError(f"MiniROADConfig.dropout = {as_written(self.dropout)}: must be in [0, 1)")
         if not isinstance(self.done_head, bool):
-            raise InputError(f"MiniROADConfig.done_head = {self.done_head!r}: must be true or false")
+            raise InputError(f"MiniROADConfig.done_head = {as_written(self.done_head)}: must be true or false")
         check_motion_lag(self.motion_lag, "MiniROADConfig.motion_lag")
 
     @property
@@ -357,7 +359,8 @@ class FastStepper:
 
     def __init__(self, model: MiniROAD, precision: str = "fp32", streams: int = 1) -> None:
         if precision not in STEPPER_PRECISIONS:
-            raise InputError(f"FastStepper precision = {precision!r}: choose one of {', '.join(STEPPER_PRECISIONS)}")
+            raise InputError(f"FastStepper precision = {as_written(precision)}"
+                             f": choose one of {', '.join(STEPPER_PRECISIONS)}")
         if streams < 1:
             raise InputError(f"FastStepper streams = {streams} must be >= 1")
         cfg = model.config

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 
 # Longest motion lag a detector may ask for, in frames (a minute at 5 fps): each live stream keeps that many frames.
 MAX_MOTION_LAG: Final = 300
@@ -29,7 +30,7 @@ def check_motion_lag(value: object, what: str) -> int:
     """``value`` as a motion lag in frames (an integer in ``[0, MAX_MOTION_LAG]``, 0: off), else an `InputError`
     naming ``what`` (the config field that holds it)."""
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_MOTION_LAG:
-        raise InputError(f"{what} = {value!r}: must be an integer in [0, {MAX_MOTION_LAG}] (frames; 0: off)")
+        raise InputError(f"{what} = {as_written(value)}: must be an integer in [0, {MAX_MOTION_LAG}] (frames; 0: off)")
     return value
 
 

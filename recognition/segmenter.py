@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from graphs.limits import is_step_id
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
@@ -120,45 +121,49 @@ class SegmenterConfig:
         for name in ("fps", "min_duration", "min_run", "max_delay", "switch_margin", "threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise InputError(f"SegmenterConfig.{name} = {value!r}: must be a finite number")
+                raise InputError(f"SegmenterConfig.{name} = {as_written(value)}: must be a finite number")
         if self.fps <= 0:
-            raise InputError(f"SegmenterConfig.fps = {self.fps!r}: must be > 0")
+            raise InputError(f"SegmenterConfig.fps = {as_written(self.fps)}: must be > 0")
         for name in ("min_duration", "min_run", "max_delay"):  # 1e308 s overflowed the conversion to frames
             if getattr(self, name) > MAX_SEGMENTER_SECONDS:
-                raise InputError(f"SegmenterConfig.{name} = {getattr(self, name)!r}: must be at most "
+                raise InputError(f"SegmenterConfig.{name} = {as_written(getattr(self, name))}: must be at most "
                                  f"{MAX_SEGMENTER_SECONDS:g} seconds")
         if self.min_run < 0:
-            raise InputError(f"SegmenterConfig.min_run = {self.min_run!r}: must be >= 0")
+            raise InputError(f"SegmenterConfig.min_run = {as_written(self.min_run)}: must be >= 0")
         if self.min_duration <= 0 or self.min_duration < self.min_run:
-            raise InputError(f"SegmenterConfig.min_duration = {self.min_duration!r}: must be > 0 and >= min_run")
+            raise InputError(f"SegmenterConfig.min_duration = {as_written(self.min_duration)}"
+                             f": must be > 0 and >= min_run")
         if self.max_delay < 2 * self.min_duration:
             raise InputError(
-                f"SegmenterConfig.max_delay = {self.max_delay!r}: must be >= 2 * min_duration "
+                f"SegmenterConfig.max_delay = {as_written(self.max_delay)}: must be >= 2 * min_duration "
                 f"({2 * self.min_duration}) so that a clean short step is never cut"
             )
         if not 0 <= self.switch_margin < 1:
-            raise InputError(f"SegmenterConfig.switch_margin = {self.switch_margin!r}: must be in [0, 1)")
+            raise InputError(f"SegmenterConfig.switch_margin = {as_written(self.switch_margin)}: must be in [0, 1)")
         if self.background is not None and not is_step_id(self.background):  # 10^22 overflowed numpy's int64
-            raise InputError(f"SegmenterConfig.background = {self.background!r}: must be a class index or None")
+            raise InputError(f"SegmenterConfig.background = {as_written(self.background)}"
+                             f": must be a class index or None")
         if not 0 <= self.threshold < 1:
-            raise InputError(f"SegmenterConfig.threshold = {self.threshold!r}: must be in [0, 1)")
+            raise InputError(f"SegmenterConfig.threshold = {as_written(self.threshold)}: must be in [0, 1)")
         if isinstance(self.onset_frames, bool) or not isinstance(self.onset_frames, int) or self.onset_frames < 0:
-            raise InputError(f"SegmenterConfig.onset_frames = {self.onset_frames!r}: must be an integer >= 0")
+            raise InputError(f"SegmenterConfig.onset_frames = {as_written(self.onset_frames)}: must be an integer >= 0")
         if self.class_min_duration is not None:
             self._check_class_min_duration(self.class_min_duration)
 
     def _check_class_min_duration(self, durations: object) -> None:
         where = "SegmenterConfig.class_min_duration"
         if not isinstance(durations, tuple) or not durations:
-            raise InputError(f"{where} = {durations!r}: must be a non-empty tuple of seconds per class, or None")
+            raise InputError(f"{where} = {as_written(durations)}"
+                             f": must be a non-empty tuple of seconds per class, or None")
         for c, value in enumerate(durations):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise InputError(f"{where}[{c}] = {value!r}: must be a finite number")
+                raise InputError(f"{where}[{c}] = {as_written(value)}: must be a finite number")
             if not self.min_run <= value <= MAX_SEGMENTER_SECONDS or value <= 0:
-                raise InputError(f"{where}[{c}] = {value!r}: must be > 0, >= min_run ({self.min_run}) and at most "
+                raise InputError(f"{where}[{c}] = {as_written(value)}"
+                                 f": must be > 0, >= min_run ({self.min_run}) and at most "
                                  f"{MAX_SEGMENTER_SECONDS:g} seconds")
         if self.max_delay < 2 * max(durations):
-            raise InputError(f"SegmenterConfig.max_delay = {self.max_delay!r}: must be >= 2 * the longest "
+            raise InputError(f"SegmenterConfig.max_delay = {as_written(self.max_delay)}: must be >= 2 * the longest "
                              f"class_min_duration ({2 * max(durations)}) so that a clean short step is never cut")
 
     def frames(self, seconds: float) -> int:

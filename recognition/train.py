@@ -55,7 +55,7 @@ from graphs.common.options import (
     is_seed,
 )
 from graphs.common.safe_text import printable
-from graphs.common.settings_files import check_tables, field_names, naming_the_file, read_settings
+from graphs.common.settings_files import as_written, check_tables, field_names, naming_the_file, read_settings
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
 from recognition.evidence import EvidenceModel
@@ -161,67 +161,73 @@ class DetectorTrainConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.features, FeatureConfig):
-            raise InputError(f"DetectorTrainConfig.features = {self.features!r}: must be a FeatureConfig")
+            raise InputError(f"DetectorTrainConfig.features = {as_written(self.features)}: must be a FeatureConfig")
         positive_ints = ("embed_dim", "hidden_dim", "window", "batch_size", "epochs")
         for name in positive_ints:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be an integer >= 1")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be an integer >= 1")
         if self.epochs > MAX_EPOCHS:
-            raise InputError(f"DetectorTrainConfig.epochs = {self.epochs!r:.30}: must be at most {MAX_EPOCHS}")
+            raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs)[:30]}"
+                             f": must be at most {MAX_EPOCHS}")
         if not is_seed(self.seed):
-            raise InputError(f"DetectorTrainConfig.seed = {self.seed!r:.60}: must be {SEED_RULE}")
+            raise InputError(f"DetectorTrainConfig.seed = {as_written(self.seed)[:60]}: must be {SEED_RULE}")
         check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
         if not is_learning_rate(self.lr):
-            raise InputError(f"DetectorTrainConfig.lr = {self.lr!r:.60}: must be {LEARNING_RATE_RULE}")
+            raise InputError(f"DetectorTrainConfig.lr = {as_written(self.lr)[:60]}: must be {LEARNING_RATE_RULE}")
         for name, low_ok in (("lr", False), ("weight_decay", True)):
             value = getattr(self, name)
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
             if not ok or value < 0 or (value == 0 and not low_ok):
-                raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a finite number > 0")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be a finite number > 0")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
-            raise InputError(f"DetectorTrainConfig.dropout = {self.dropout!r}: must be in [0, 1)")
+            raise InputError(f"DetectorTrainConfig.dropout = {as_written(self.dropout)}: must be in [0, 1)")
         val_fraction = self.val_fraction
         if isinstance(val_fraction, bool) or not isinstance(val_fraction, int | float) or not 0 <= val_fraction < 1:
             raise InputError(f"--val-fraction {val_fraction!r}: must be in [0, 1) (0: no validation split)")
         videos = self.val_videos
         if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
-            raise InputError(f"DetectorTrainConfig.val_videos = {videos!r}: must be a list of video names")
+            raise InputError(f"DetectorTrainConfig.val_videos = {as_written(videos)}: must be a list of video names")
         object.__setattr__(self, "val_videos", tuple(videos))
         window = self.evidence_window
         if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= 600:
-            raise InputError(f"DetectorTrainConfig.evidence_window = {window!r}: must be a number of seconds in "
+            raise InputError(f"DetectorTrainConfig.evidence_window = {as_written(window)}"
+                             f": must be a number of seconds in "
                              "(0, 600]")
         check_motion_lag(self.motion_lag, "DetectorTrainConfig.motion_lag")
         for name, least in (("window_s", "> 0"), ("motion_lag_s", ">= 0")):
             value = getattr(self, name)
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
             if value is not None and (not ok or value < 0 or (value == 0 and least == "> 0") or value > MAX_SECONDS):
-                raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a number of seconds {least} and "
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}"
+                                 f": must be a number of seconds {least} and "
                                  f"<= {MAX_SECONDS:g} (or left out: the frames field)")
         if self.shuffled_done not in SHUFFLED_DONE:
-            raise InputError(f"DetectorTrainConfig.shuffled_done = {self.shuffled_done!r}: choose one of "
+            raise InputError(f"DetectorTrainConfig.shuffled_done = {as_written(self.shuffled_done)}: choose one of "
                              f"{', '.join(SHUFFLED_DONE)}")
         if self.keep_epoch not in KEEP_EPOCH:
-            raise InputError(f"DetectorTrainConfig.keep_epoch = {self.keep_epoch!r}: choose one of "
+            raise InputError(f"DetectorTrainConfig.keep_epoch = {as_written(self.keep_epoch)}: choose one of "
                              f"{', '.join(KEEP_EPOCH)}")
         for name in ("copies", "refit", "done_head", "evidence_done_states"):
             if not isinstance(getattr(self, name), bool):
-                raise InputError(f"DetectorTrainConfig.{name} = {getattr(self, name)!r}: must be true or false")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(getattr(self, name))}"
+                                 f": must be true or false")
         for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
-                raise InputError(f"DetectorTrainConfig.{name} = {value!r}: must be a number in [0, 100] (0: off)")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}"
+                                 f": must be a number in [0, 100] (0: off)")
         weight = self.background_weight
         ok = isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight)
         if not ok or not 0 < weight <= 100:
-            raise InputError(f"DetectorTrainConfig.background_weight = {weight!r}: must be a number in (0, 100] "
+            raise InputError(f"DetectorTrainConfig.background_weight = {as_written(weight)}"
+                             f": must be a number in (0, 100] "
                              "(1: off)")
         for name, top in (("background_mix", "[0, 1)"), ("order_shuffle", "[0, 1]")):
             share = getattr(self, name)
             ok = isinstance(share, int | float) and not isinstance(share, bool) and 0 <= share <= 1
             if not ok or (top == "[0, 1)" and share == 1):
-                raise InputError(f"DetectorTrainConfig.{name} = {share!r}: must be in {top} (0: off)")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(share)}: must be in {top} (0: off)")
 
     def at_rate(self, fps: float) -> DetectorTrainConfig:
         """This config with its durations in seconds turned into frames at ``fps`` (the feature folder's rate):

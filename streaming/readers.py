@@ -48,6 +48,7 @@ import cv2
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 
 READER_NAMES: Final = ("auto", "decord", "opencv")
 DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amortises the call
@@ -138,7 +139,7 @@ class ReaderConfig:
         if self.width < 0 or self.height < 0 or (self.width == 0) != (self.height == 0):
             raise InputError(f"ReaderConfig.width/height = {self.width}x{self.height}: give both (> 0) or neither")
         if self.reader not in READER_NAMES:
-            raise InputError(f"ReaderConfig.reader = {self.reader!r} is not one of {', '.join(READER_NAMES)}")
+            raise InputError(f"ReaderConfig.reader = {as_written(self.reader)} is not one of {', '.join(READER_NAMES)}")
         if self.reopen_attempts < 0:
             raise InputError(f"ReaderConfig.reopen_attempts = {self.reopen_attempts} must be >= 0")
         if not (self.reopen_backoff_s > 0 and self.reopen_backoff_max_s >= self.reopen_backoff_s):

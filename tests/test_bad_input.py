@@ -201,13 +201,13 @@ def graph_cases() -> list[Case]:
 
 
 ANNOTATION_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
-    "string-start-time": (lambda d: segment0(d, "start_time", "1.3"), "segments[0].start_time = '1.3' is not a number"),
-    "bool-end-time": (lambda d: segment0(d, "end_time", True), "segments[0].end_time = True is not a number"),
-    "null-start-time": (lambda d: segment0(d, "start_time", None), "segments[0].start_time = None is not a number"),
+    "string-start-time": (lambda d: segment0(d, "start_time", "1.3"), 'segments[0].start_time = "1.3" is not a number'),
+    "bool-end-time": (lambda d: segment0(d, "end_time", True), "segments[0].end_time = true is not a number"),
+    "null-start-time": (lambda d: segment0(d, "start_time", None), "segments[0].start_time = null is not a number"),
     "list-end-time": (lambda d: segment0(d, "end_time", [1]), "segments[0].end_time = [1] is not a number"),
     "step-not-in-taxonomy": (lambda d: segment0(d, "step_id", 99), "segments[0].step_id = 99 is not in"),
     "string-step": (lambda d: segment0(d, "step_id", "3"), "segments[0].step_id is missing or not an integer"),
-    "has-errors-string": (lambda d: segment0(d, "has_errors", "no"), "has_errors = 'no' is not true or false"),
+    "has-errors-string": (lambda d: segment0(d, "has_errors", "no"), 'has_errors = "no" is not true or false'),
     "negative-taxonomy-id": (lambda d: taxonomy(d, "id", -4), ".id = -4 must be an integer in 0..2147483647"),
     "taxonomy-id-2^31": (lambda d: taxonomy(d, "id", 2**31), ".id = 2147483648 must be"),
     "taxonomy-name-long": (lambda d: taxonomy(d, "name", "y" * 513), ".name is 513 characters long"),
@@ -217,7 +217,7 @@ ANNOTATION_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "annotations-a-list": (lambda d: d.update(annotations=[]), "field 'annotations' must be an object, not list"),
     "taxonomy-a-list": (lambda d: d.update(taxonomy=[]), "field 'taxonomy' must be an object, not list"),
     "segments-not-list": (lambda d: video0(d).update(segments={}), "segments must be a list"),
-    "scenario-unknown": (lambda d: video0(d).update(scenario="x"), "scenario = 'x'"),
+    "scenario-unknown": (lambda d: video0(d).update(scenario="x"), 'scenario = "x"'),
     # 10,000 unused taxonomy steps: tgml train learned over 10^8 step pairs for over 15 minutes at 3.4 GB.
     "10000-unused-steps": (lambda d: d["taxonomy"]["demo-tea"].update(
         {str(k): {"name": f"unused {k}", "id": k} for k in range(100, 10_100)}),
@@ -238,7 +238,7 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "class-step-2^31": (lambda d: d["class_step_ids"].__setitem__(1, 2**31), "class_step_ids[1] = 2147483648"),
     "class-step-float": (lambda d: d["class_step_ids"].__setitem__(1, 1.5), "class_step_ids[1] = 1.5 must be"),
     "fps-zero": (lambda d: d.update(fps=0.0), "fps = 0.0 must be a positive number"),
-    "fps-string": (lambda d: d.update(fps="10"), "fps = '10' must be a positive number"),
+    "fps-string": (lambda d: d.update(fps="10"), 'fps = "10" must be a positive number'),
     "format": (lambda d: d.update(format="other"), "field 'format' is 'other'"),
     "version": (lambda d: d.update(version=9), "unsupported checkpoint version 9"),
     "names-string": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list"),
@@ -426,9 +426,9 @@ def flag_cases(tmp: str) -> list[Case]:
                    lambda f: ["--features", f.folder("feats"), "--config", f.text("c.toml", "[train]\nlr = 1e308\n"),
                               "--out", f.missing("d.pt")], "lr = 1e+308: must be a number in (0, 1e+06]"),
               flag("tgml-bench-synthetic-sizes-100000", tgml, ["bench-synthetic", "--sizes", "100000"],
-                   "sizes = (100000,): need integers in 2..2048"),
+                   "sizes = [100000]: need integers in 2..2048"),
               flag("tgml-bench-synthetic-executions-10^9", tgml, ["bench-synthetic", "--executions", str(10**9)],
-                   "executions = (1000000000,): need integers in 1..100000")]
+                   "executions = [1000000000]: need integers in 1..100000")]
     return cases
 
 
@@ -536,7 +536,7 @@ SPLIT_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "path-as-name": (lambda d: d["test"].append("../../etc/passwd"), "is not a video name"),
     "step-id-negative": (lambda d: d.update(class_step_ids=[None, -1, 11, 12, 13]), "'class_step_ids' must hold"),
     "step-id-twice": (lambda d: d.update(class_step_ids=[None, 11, 11, 12, 13]), "gives step id 11 to two classes"),
-    "fps-nan-string": (lambda d: d.update(fps="nan"), "field 'fps' = 'nan' must be a finite number > 0"),
+    "fps-nan-string": (lambda d: d.update(fps="nan"), 'field \'fps\' = "nan" must be a finite number > 0'),
     "names-not-list": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list of names"),
 }
 

@@ -9,6 +9,7 @@ refuses is reported with the file, and the table, in front of the config's own m
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -148,6 +149,16 @@ def load_config_file(
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
+_TYPE_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "str": "a string"}
+
+
+def as_written(value: object, limit: int = 80) -> str:
+    """A settings value as a TOML or JSON file writes it (``true``, ``null``, ``"0.1"``, ``[1, 2]``), cut to ``limit``.
+
+    The messages name values the user wrote; Python's spelling (``True``, ``'0.1'``) is not what they wrote.
+    """
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def check_field_types(config: Any) -> None:
@@ -161,7 +172,8 @@ def check_field_types(config: Any) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if not isinstance(value, _FIELD_TYPES[str(f.type)]) or (str(f.type) != "bool" and isinstance(value, bool)):
-            raise InputError(f"{type(config).__name__}.{f.name} = {value!r}: expected {f.type}")
+            raise InputError(f"{type(config).__name__}.{f.name} = {as_written(value)}: expected "
+                             f"{_TYPE_WORDS[str(f.type)]}")
 
 
 def check_values(config: Any, checks: Iterable[tuple[str, bool, str]]) -> None:
@@ -176,5 +188,5 @@ def check_values(config: Any, checks: Iterable[tuple[str, bool, str]]) -> None:
     """
     for name, ok, what in checks:
         if not ok:
-            raise InputError(f"{type(config).__name__}.{name} = {getattr(config, name)!r}: expected {what}")
+            raise InputError(f"{type(config).__name__}.{name} = {as_written(getattr(config, name))}: expected {what}")
 

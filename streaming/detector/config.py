@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from graphs.common.errors import InputError
 from graphs.common.options import check_threads
+from graphs.common.settings_files import as_written
 from recognition.segmenter import SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
 from streaming.curve_keys import CurveClient
@@ -99,6 +100,6 @@ class StreamSource:
         for name in ("video", "graph", "detector"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
-                raise InputError(f"StreamSource.{name} = {value!r} must name a source or a file")
+                raise InputError(f"StreamSource.{name} = {as_written(value)} must name a source or a file")
         if self.device not in DEVICES:
             raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")

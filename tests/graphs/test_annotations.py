@@ -56,23 +56,23 @@ def test_unknown_scenario_lists_known_ones(tmp_path: Path) -> None:
 
 
 def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"annotations\['v1'\]\.scenario = 'nope'"):
+    with pytest.raises(InputError, match=r'annotations\[\'v1\'\]\.scenario = "nope"'):
         load_annotations(_annotation_file(tmp_path, scenario="nope"))
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["annotations"]["v1"].update(scenario=["tent"]), r"annotations\['v1'\]\.scenario = \['tent'\]"),
+        (lambda d: d["annotations"]["v1"].update(scenario=["tent"]), r'annotations\[\'v1\'\]\.scenario = \["tent"\]'),
         (lambda d: d["taxonomy"]["tent"].update({"2": {"name": "stake", "id": 1}}),
          r"taxonomy\['tent'\]\['2'\]\.id = 1 is the id of another step"),
         (lambda d: d["taxonomy"]["tent"]["1"].update(id=1.5), r"taxonomy\['tent'\]\['1'\]\.id = 1.5 is not an integer"),
         (lambda d: d["annotations"]["v1"]["segments"][0].update(has_errors="no"),
-         r"segments\[0\]\.has_errors = 'no' is not true or false"),
+         r'segments\[0\]\.has_errors = "no" is not true or false'),
         (lambda d: d["taxonomy"]["tent"].update({"2": {"name": "spread", "id": 2}}),
-         r"taxonomy\['tent'\]\['2'\]\.name = 'spread' is the name of step 1 too"),
+         r"taxonomy\['tent'\]\['2'\]\.name = \"spread\" is the name of step 1 too"),
         (lambda d: d["annotations"]["v1"]["segments"][0].update(step_name="stake"),
-         r"segments\[0\]\.step_name = 'stake' is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
+         r"segments\[0\]\.step_name = \"stake\" is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
     ],
     ids=["scenario-not-a-string", "taxonomy-id-twice", "taxonomy-id-not-integer", "has-errors-not-boolean",
          "taxonomy-name-twice", "step-name-of-another-step"],

@@ -92,11 +92,11 @@ def test_truncated_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
     ("key", "value", "message"),
     [
         ("class_step_ids", [None, 7.5, 3, 5], r"class_step_ids\[1\] = 7.5 must be an integer or null"),
-        ("class_step_ids", [None, True, 3, 5], r"class_step_ids\[1\] = True must be an integer or null"),
+        ("class_step_ids", [None, True, 3, 5], r"class_step_ids\[1\] = true must be an integer or null"),
         ("class_names", "abcd", "field 'class_names' must be a list"),
         ("class_names", ["background", 1, "b", "c"], r"class_names\[1\] = 1 must be a string"),
         ("info", "notes", "field 'info' must be an object"),
-        ("fps", True, "fps = True must be a positive number"),
+        ("fps", True, "fps = true must be a positive number"),
     ],
 )
 def test_wrongly_typed_fields_are_refused_not_coerced(tmp_path: Path, key: str, value: object, message: str) -> None:

@@ -120,7 +120,7 @@ def test_int8_stepper_stays_close_to_fp32() -> None:
     got = torch.cat([stepper.step(x[0, t]).clone() for t in range(50)])
     torch.testing.assert_close(got, expected, atol=1e-2, rtol=0)
     assert (got.argmax(1) == expected.argmax(1)).float().mean() > 0.95
-    with pytest.raises(InputError, match="FastStepper precision = 'fp16'"):
+    with pytest.raises(InputError, match='FastStepper precision = "fp16"'):
         FastStepper(model, precision="fp16")
 
 

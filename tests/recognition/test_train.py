@@ -331,11 +331,11 @@ def test_a_reordered_videos_done_targets_follow_its_new_order_or_its_recorded_ta
 
 
 def test_shuffled_done_and_the_evidence_window_are_checked() -> None:
-    with pytest.raises(InputError, match="shuffled_done = 'table': choose one of order, scene"):
+    with pytest.raises(InputError, match='shuffled_done = "table": choose one of order, scene'):
         DetectorTrainConfig(shuffled_done="table")
     with pytest.raises(InputError, match="evidence_window = 0: must be a number of seconds"):
         DetectorTrainConfig(evidence_window=0)
-    with pytest.raises(InputError, match="evidence_done_states = 'no': must be true or false"):
+    with pytest.raises(InputError, match='evidence_done_states = "no": must be true or false'):
         DetectorTrainConfig(evidence_done_states="no")  # type: ignore[arg-type]
 
 

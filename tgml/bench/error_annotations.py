@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.settings_files import as_written
 
 ORDER_ERROR: Final = "Order Error"
 MISSING_STEP: Final = "Missing Step"
@@ -132,7 +133,7 @@ def recording_entries(path: Path) -> list[dict[str, Any]]:
 def _field(entry: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = entry.get(key)
     if value is None or not isinstance(value, kind) or isinstance(value, bool):
-        raise InputError(f"{where}: field {key!r} = {value!r}: expected {_kind_name(kind)}")
+        raise InputError(f"{where}: field {key!r} = {as_written(value)}: expected {_kind_name(kind)}")
     return value
 
 
@@ -142,7 +143,7 @@ def _end_time(step: Mapping[str, Any], where: str) -> float:
     if end is None:
         return -1.0
     if not isinstance(end, int | float) or isinstance(end, bool) or not math.isfinite(end):
-        raise InputError(f"{where}: field 'end_time' = {end!r}: expected a finite number")
+        raise InputError(f"{where}: field 'end_time' = {as_written(end)}: expected a finite number")
     return float(end)
 
 
@@ -150,7 +151,7 @@ def _error_flag(entry: Mapping[str, Any], where: str) -> bool | None:
     """The recording's ``is_error`` flag, None where the file gives none; ``"true"`` is refused, not read as none."""
     flag = entry.get("is_error")
     if flag is not None and not isinstance(flag, bool):
-        raise InputError(f"{where}: field 'is_error' = {flag!r}: expected true or false")
+        raise InputError(f"{where}: field 'is_error' = {as_written(flag)}: expected true or false")
     return flag
 
 
@@ -163,7 +164,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 def _tags(step: Mapping[str, Any], where: str) -> tuple[str, ...]:
     errors = step.get("errors", [])
     if not isinstance(errors, list):
-        raise InputError(f"{where}: field 'errors' = {errors!r}: expected a list of {{'tag', 'description'}}")
+        raise InputError(f"{where}: field 'errors' = {as_written(errors)}: expected a list of {{'tag', 'description'}}")
     tags = []
     for k, error in enumerate(errors):
         tag = error.get("tag") if isinstance(error, dict) else None
@@ -226,7 +227,7 @@ def load_error_annotations(
             name = _field(step, "description", str, at)
             start = float(_field(step, "start_time", (int, float), at))
             if not math.isfinite(start):
-                raise InputError(f"{at}: field 'start_time' = {start!r}: expected a finite number")
+                raise InputError(f"{at}: field 'start_time' = {as_written(start)}: expected a finite number")
             tags = _tags(step, at)
             if name not in by_name:
                 unmatched.append(name)

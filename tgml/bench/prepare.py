@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, write_text
+from graphs.common.settings_files import as_written
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"
@@ -52,7 +53,7 @@ class PrepareConfig:
         for name in ("assembly101", "epic_tent"):
             value = getattr(self, name)
             if value is not None and not Path(value).is_dir():
-                raise InputError(f"prepare: {name} = {str(value)!r} is not a folder")
+                raise InputError(f"prepare: {name} = {as_written(str(value))} is not a folder")
 
 
 def dump_annotations(data: dict[str, Any]) -> str:

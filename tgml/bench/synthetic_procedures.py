@@ -31,6 +31,7 @@ from rich.table import Table
 
 from graphs.common.errors import InputError
 from graphs.common.options import MAX_SEED_COUNT, SEED_RULE, is_seed
+from graphs.common.settings_files import as_written
 from graphs.edge_metrics import edge_scores
 from graphs.limits import MAX_STEPS
 from graphs.postprocess import binarize
@@ -199,7 +200,7 @@ class SyntheticConfig:
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
-            raise InputError(f"SyntheticConfig.{name} = {getattr(self, name)!r}: {why}")
+            raise InputError(f"SyntheticConfig.{name} = {as_written(getattr(self, name))}: {why}")
 
         # Bounded above too: --sizes 100000 ended in a traceback (a task graph holds at most MAX_STEPS key-steps).
         if not self.sizes or any(isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_STEPS

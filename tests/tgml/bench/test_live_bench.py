@@ -262,7 +262,7 @@ def test_a_damaged_entry_of_the_error_annotations_is_named_not_a_features_file(
     features = subset(data_dir, tmp_path, 4)
     data, path = edited_errors(data_dir, tmp_path, lambda raw: raw[3].pop("recording_id"))
     err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features)], capsys)
-    assert err == f"error: {path}: recording 3: field 'recording_id' = None: expected a string"
+    assert err == f"error: {path}: recording 3: field 'recording_id' = null: expected a string"
 
 
 def test_entries_of_a_features_folder_that_are_not_features_files_are_named(

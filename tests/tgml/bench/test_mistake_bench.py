@@ -89,16 +89,16 @@ def test_a_recipe_without_a_graph_is_one_error_line(
 
 @pytest.mark.parametrize(
     ("recording", "fragment"),
-    [({"recording_id": "r", "activity_id": "1", "step_annotations": []}, "field 'activity_id' = '1'"),
+    [({"recording_id": "r", "activity_id": "1", "step_annotations": []}, 'field \'activity_id\' = "1"'),
      ({"recording_id": "r", "activity_id": 9, "step_annotations": []}, "activity_id 9 is the activity of no"),
      ({"recording_id": "r", "activity_id": 1, "step_annotations": [step("boil", 0.0, "Wrong Error")]},
       "errors[0] tag 'Wrong Error'"),
      ({"recording_id": "r", "activity_id": 1, "step_annotations": [{"description": "boil"}]},
-      "step_annotations[0]: field 'start_time' = None"),
+      "step_annotations[0]: field 'start_time' = null"),
      ({"recording_id": "r", "activity_id": 1, "is_error": "false", "step_annotations": []},
-      "field 'is_error' = 'false': expected true or false"),
+      "field 'is_error' = \"false\": expected true or false"),
      ({"recording_id": "r", "activity_id": 1, "step_annotations": [step("boil", 0.0) | {"end_time": "12.5"}]},
-      "step_annotations[0]: field 'end_time' = '12.5': expected a finite number")],
+      "step_annotations[0]: field 'end_time' = \"12.5\": expected a finite number")],
 )
 def test_bad_recordings_name_the_recording_and_field(recording: dict, fragment: str, tmp_path: Path) -> None:
     path = write(tmp_path / "errors.json", [recording])

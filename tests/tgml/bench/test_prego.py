@@ -50,7 +50,7 @@ def test_dataset_holds_train_test_and_recognised_sequences(epic: prego.BenchData
         ('{"v1": {"pred": [1, 99]}}', r"video 'v1': field 'pred'\[1\] = 99 is not in the taxonomy"),
         ('{"v1": {"pred": []}}', "video 'v1': field 'pred' is an empty sequence"),
         ('{"v1": {"gt": [1]}}', "video 'v1': missing field 'pred'"),
-        ('{"v1": {"pred": [1, "2"]}}', r"field 'pred'\[1\] = '2' is not an integer"),
+        ('{"v1": {"pred": [1, "2"]}}', r'field \'pred\'\[1\] = "2" is not an integer'),
         ('{"v1": {"pred": [1], "gt": []}}', "video 'v1': field 'gt' is an empty sequence"),
         ("[]", "expected a non-empty object"),
     ],
@@ -110,11 +110,11 @@ def test_settings_file_rejects_a_setting_outside_any_table(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ('[do]\nbeta = "abc"', r"\[do\] beta = 'abc': expected float"),
-        ('[do]\nedge_threshold = "1/m"', r"\[do\] edge_threshold = '1/m'"),
+        ('[do]\nbeta = "abc"', r'\[do\] beta = "abc": expected a number'),
+        ('[do]\nedge_threshold = "1/m"', r'\[do\] edge_threshold = "1/m"'),
         ("[do-cv]\nthreshold_scale = -1.0", r"\[do-cv\] threshold_scale = -1.0"),
         ("[do-ensemble]\nensemble_size = 0", r"\[do-ensemble\] ensemble_size = 0"),
-        ('[count-based]\nfirst_occurrence = "no"', r"\[count-based\] first_occurrence = 'no'"),
+        ('[count-based]\nfirst_occurrence = "no"', r'\[count-based\] first_occurrence = "no"'),
     ],
 )
 def test_settings_file_values_are_checked_on_load_naming_file_table_and_field(

@@ -190,7 +190,7 @@ def test_replay_without_a_frames_file_points_to_frames_option(
 
 def test_a_method_given_twice_is_refused(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--data", str(data_dir), "--method", "count-based", "do", "count-based", "--quiet"]
-    assert "methods = ('count-based', 'do', 'count-based'): each may be given once" in cli_error(main, argv, capsys)
+    assert 'methods = ["count-based", "do", "count-based"]: each may be given once' in cli_error(main, argv, capsys)
 
 
 @pytest.mark.parametrize(
@@ -308,7 +308,7 @@ def test_methods_it_cannot_run_say_why(
 
 
 @pytest.mark.parametrize(("table", "line", "fragment"), [
-    ("msg2", 'unique_executions = "yes"', "[msg2] unique_executions = 'yes'"),
+    ("msg2", 'unique_executions = "yes"', '[msg2] unique_executions = "yes"'),
     ("noisy-and", "cut = 2.0", "[noisy-and] cut = 2.0"),
 ])
 def test_bad_values_of_the_new_methods_name_the_table(
@@ -345,7 +345,7 @@ def test_select_noisy_and_do_compares_with_each_learner_alone(
 
 
 @pytest.mark.parametrize(("body", "fragment"), [
-    ('rule = "mean"\n', "[noisy-and-do] rule = 'mean'"),
+    ('rule = "mean"\n', '[noisy-and-do] rule = "mean"'),
     ('rule = "either"\n[noisy-and-do.noisy-and]\n', "needs the sub-table [noisy-and-do.do-ensemble]"),
     ('[noisy-and-do.noisy-and]\ncut = 2.0\n[noisy-and-do.do-ensemble]\n',
      "[noisy-and-do.noisy-and]: NoisyAndConfig.cut = 2.0"),

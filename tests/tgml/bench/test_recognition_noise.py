@@ -100,5 +100,5 @@ def test_real_training_videos_read_with_their_times(data_dir: Path, tmp_path: Pa
     bad["annotations"][first]["segments"][2]["end_time"] = "soon"
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
-    with pytest.raises(InputError, match=rf"video '{first}': segments\[2\].end_time = 'soon' is not a number"):
+    with pytest.raises(InputError, match=rf"video '{first}': segments\[2\].end_time = \"soon\" is not a number"):
         load_timed_videos(path, "epic-tent", 0.001)

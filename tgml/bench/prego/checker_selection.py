@@ -36,6 +36,7 @@ from graphs.checker import StepEvidence, precondition_violations
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.common.files import read_json, write_text
+from graphs.common.settings_files import as_written
 from graphs.mistake_metrics import mistake_scores
 from graphs.precision_recall import measured
 from graphs.probabilistic_checker import ProbabilisticChecker
@@ -108,7 +109,7 @@ class CheckerSearch:
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
-            raise InputError(f"CheckerSearch.{name} = {getattr(self, name)!r}: {why}")
+            raise InputError(f"CheckerSearch.{name} = {as_written(getattr(self, name))}: {why}")
 
         if self.folds < 2:
             fail("folds", "need at least 2")

@@ -10,6 +10,7 @@ from typing import Final
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
 
 MODES: Final = ("gt", "pred")
@@ -156,7 +157,8 @@ def load_sequence_file(
                 raise InputError(f"{path}: video {video!r}: field {name!r} is an empty sequence")
             for k, step in enumerate(steps):
                 if not isinstance(step, int) or isinstance(step, bool):
-                    raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {step!r} is not an integer id")
+                    raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {as_written(step)}"
+                                     f" is not an integer id")
                 if step not in known:
                     raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {step} is not in the taxonomy")
             parsed[name] = tuple(steps)

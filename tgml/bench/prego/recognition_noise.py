@@ -40,6 +40,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.settings_files import as_written
 
 # The partner a segment is confused with: the step before it, the step after it, or any other (the remainder).
 PARTNER_PREVIOUS: Final = 0.4
@@ -93,7 +94,8 @@ def load_timed_videos(path: str | Path, scenario: str, seconds_per_unit: float) 
             for key, values in fields.items():
                 value = segment.get(key) if isinstance(segment, dict) else None
                 if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                    raise InputError(f"{path}: video {name!r}: segments[{k}].{key} = {value!r} is not a number")
+                    raise InputError(f"{path}: video {name!r}: segments[{k}].{key} = {as_written(value)}"
+                                     f" is not a number")
                 values.append(value)
         if fields["step_id"]:
             out.append(TimedVideo(str(name), tuple(int(s) for s in fields["step_id"]),
@@ -139,7 +141,7 @@ class LabelNoise:
 
     def __post_init__(self) -> None:
         def fail(field: str, why: str) -> None:
-            raise InputError(f"LabelNoise.{field} = {getattr(self, field)!r}: {why}")
+            raise InputError(f"LabelNoise.{field} = {as_written(getattr(self, field))}: {why}")
 
         if not 0.0 <= self.confuse <= 1.0:
             fail("confuse", "must lie in [0, 1]")

@@ -35,6 +35,7 @@ from typing import Any, Final
 from graphs.common.errors import InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, replaced_input
 from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.settings_files import as_written
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tgml.bench.perturb import perturb_sequences, rate_seed
@@ -105,7 +106,7 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         def fail(name: str, value: Any, why: str) -> None:
-            raise InputError(f"BenchConfig.{name} = {value!r}: {why}")
+            raise InputError(f"BenchConfig.{name} = {as_written(value)}: {why}")
 
         if self.annotations is not None:
             own = "a dataset of your own (--annotations)"

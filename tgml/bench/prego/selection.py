@@ -20,6 +20,7 @@ import numpy as np
 
 from graphs.checker import precondition_violations
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from graphs.mistake_metrics import mistake_scores
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.precision_recall import measured
@@ -171,7 +172,7 @@ class SelectionConfig:
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
-            raise InputError(f"SelectionConfig.{name} = {getattr(self, name)!r}: {why}")
+            raise InputError(f"SelectionConfig.{name} = {as_written(getattr(self, name))}: {why}")
 
         if self.folds < 2:
             fail("folds", "need at least 2")
@@ -341,9 +342,11 @@ class CombinationSearch:
     def __post_init__(self) -> None:
         bad = next((r for r in self.rules if r not in RULES), None)
         if not self.rules or bad is not None:
-            raise InputError(f"CombinationSearch.rules = {self.rules!r}: expected some of {', '.join(RULES)}")
+            raise InputError(f"CombinationSearch.rules = {as_written(list(self.rules))}"
+                             f": expected some of {', '.join(RULES)}")
         if not self.thresholds or any(not (math.isfinite(t) and t > 0) for t in self.thresholds):
-            raise InputError(f"CombinationSearch.thresholds = {self.thresholds!r}: expected finite numbers > 0")
+            raise InputError(f"CombinationSearch.thresholds = {as_written(list(self.thresholds))}"
+                             f": expected finite numbers > 0")
 
 
 def combination_cross_validate(

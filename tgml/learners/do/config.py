@@ -16,6 +16,7 @@ from typing import Final
 from graphs.common.errors import InputError
 from graphs.common.options import EPOCHS_RULE, LEARNING_RATE_RULE, MAX_EPOCHS, SEED_RULE, is_learning_rate, is_seed
 from graphs.common.settings_files import (
+    as_written,
     check_field_types,
     check_values,
 )
@@ -43,7 +44,7 @@ def parse_beta_schedule(schedule: str) -> float | None:
     start = _number_after(schedule, "linear")
     if math.isfinite(start) and start >= 0:
         return start
-    raise ValueError(f"beta_schedule = {schedule!r}: expected 'constant' or 'linear:B0' with B0 >= 0")
+    raise ValueError(f"beta_schedule = {as_written(schedule)}: expected 'constant' or 'linear:B0' with B0 >= 0")
 
 
 def parse_early_stop(rule: str) -> tuple[str, float]:
@@ -63,7 +64,8 @@ def parse_early_stop(rule: str) -> tuple[str, float]:
     x = _number_after(rule, "sa-threshold")
     if 0.0 < x <= 1.0:
         return "sa-threshold", x
-    raise ValueError(f"early_stop = {rule!r}: expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
+    raise ValueError(f"early_stop = {as_written(rule)}"
+                     f": expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
 
 
 # Edge-threshold rule -> what it adds to the number of key-steps n in the cut 1/(n + k) (see DOConfig).
@@ -126,7 +128,7 @@ class DOConfig:
         if self.edge_threshold not in EDGE_THRESHOLDS:
             expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
             name = type(self).__name__
-            raise InputError(f"{name}.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")
+            raise InputError(f"{name}.edge_threshold = {as_written(self.edge_threshold)}: expected one of {expected}")
         try:
             parse_early_stop(self.early_stop)
             parse_beta_schedule(self.beta_schedule)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import field_names
+from graphs.common.settings_files import as_written, field_names
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
 from tgml.learners.do.config import DOConfig, DOEnsembleConfig
@@ -45,12 +45,12 @@ class EnsembleConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
-            raise InputError(f"EnsembleConfig.size = {self.size!r}: expected an integer >= 1")
+            raise InputError(f"EnsembleConfig.size = {as_written(self.size)}: expected an integer >= 1")
         scale = self.threshold_scale
         if isinstance(scale, bool) or not isinstance(scale, int | float) or not (math.isfinite(scale) and scale > 0):
-            raise InputError(f"EnsembleConfig.threshold_scale = {scale!r}: expected a finite number > 0")
+            raise InputError(f"EnsembleConfig.threshold_scale = {as_written(scale)}: expected a finite number > 0")
         if not isinstance(self.relaxed, bool):
-            raise InputError(f"EnsembleConfig.relaxed = {self.relaxed!r}: expected true or false")
+            raise InputError(f"EnsembleConfig.relaxed = {as_written(self.relaxed)}: expected true or false")
 
     def threshold_steps(self, n_steps: int) -> int:
         """The ``n'`` of the edge threshold ``1 / n'`` for a taxonomy of ``n_steps`` key-steps."""

@@ -12,7 +12,7 @@ from typing import Final
 
 from graphs.common.errors import InputError
 from graphs.common.options import EPOCHS_RULE, LEARNING_RATE_RULE, MAX_EPOCHS, SEED_RULE, is_learning_rate, is_seed
-from graphs.common.settings_files import check_field_types, check_values
+from graphs.common.settings_files import as_written, check_field_types, check_values
 from tgml.learners.do.config import EDGE_THRESHOLDS
 from tgml.text_embeddings import DEFAULT_ENCODER
 
@@ -84,7 +84,8 @@ class TgtTextConfig:
         check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:
             expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
-            raise InputError(f"TgtTextConfig.edge_threshold = {self.edge_threshold!r}: expected one of {expected}")
+            raise InputError(f"TgtTextConfig.edge_threshold = {as_written(self.edge_threshold)}"
+                             f": expected one of {expected}")
 
     def threshold_steps(self, n_steps: int) -> int:
         """The ``n`` of the ``1/n`` edge threshold for a taxonomy of ``n_steps`` key-steps."""

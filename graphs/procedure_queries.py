@@ -127,6 +127,30 @@ def sequence_log_likelihoods(weights: np.ndarray, sequences: Sequence[Sequence[i
 # (weights, executions as key-step indices 1..n) -> log-likelihood of each execution.
 LogLikelihoods = Callable[[np.ndarray, Sequence[Sequence[int] | np.ndarray]], np.ndarray]
 
+# Positions x nodes that one likelihood call may hold (each of its float64 (positions, nodes) matrices: 32 MiB). The
+# leave-one-out executions of `global_optionality` hold D·L² positions: at 400 steps an unbounded call needed 23 GB.
+LIKELIHOOD_BATCH_CELLS: Final = 1 << 22
+
+
+def batched_log_likelihoods(
+    log_likelihoods: LogLikelihoods, weights: np.ndarray, sequences: Sequence[Sequence[int] | np.ndarray],
+    cells: int = LIKELIHOOD_BATCH_CELLS,
+) -> np.ndarray:
+    """``log_likelihoods(weights, sequences)``, called on consecutive batches of about ``cells`` positions × nodes.
+
+    Each execution's likelihood is its own sum, so the batches change the memory a call holds, not the result; a
+    set that fits in one batch is one call, as before.
+    """
+    if not sequences:
+        return np.zeros(0)
+    size = np.asarray(weights).shape[0]
+    cost = (np.array([len(s) for s in sequences], dtype=np.int64) + 1) * size  # + END's position
+    batch = (np.cumsum(cost) - cost) // max(int(cells), 1)  # (len,) non-decreasing batch index
+    starts = np.flatnonzero(np.r_[True, batch[1:] != batch[:-1]])
+    ends = np.r_[starts[1:], len(sequences)]
+    parts = [log_likelihoods(weights, sequences[int(a):int(b)]) for a, b in zip(starts, ends, strict=True)]
+    return np.concatenate(parts)
+
 
 def global_optionality(
     weights: np.ndarray,
@@ -160,7 +184,7 @@ def global_optionality(
     frequency = contains.mean(axis=0)  # (n+2,)
     # Every execution, then every execution with one of its steps left out.
     variants = [np.delete(run, t) for run in runs for t in range(len(run))]
-    loglik = log_likelihoods(weights, runs + variants)
+    loglik = batched_log_likelihoods(log_likelihoods, weights, runs + variants)
     whole, without = loglik[: len(runs)], loglik[len(runs):]
     owner = np.repeat(np.arange(len(runs)), [len(r) for r in runs])
     removed = np.concatenate(runs)
@@ -620,6 +644,7 @@ __all__ = [
     "ProcedureQueries",
     "RankedSteps",
     "StepScore",
+    "batched_log_likelihoods",
     "binary_future",
     "binary_missing",
     "binary_missing_at_end",

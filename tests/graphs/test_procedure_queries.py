@@ -11,6 +11,7 @@ import pytest
 from graphs import InputError, TaskGraph, load_graph, save_graph
 from graphs.procedure_queries import (
     ProcedureQueries,
+    batched_log_likelihoods,
     global_optionality,
     learn_optional_scores,
     local_optionality,
@@ -227,3 +228,16 @@ def test_an_edge_probability_of_one_gives_finite_answers() -> None:
     assert queries.future(None, []).score(3) == pytest.approx(0.0)
     assert ProcedureQueries(TaskGraph((1, 2), ("a", "b"), np.zeros((4, 4), dtype=bool), np.zeros((4, 4)))).rule \
         == "weighted"  # weights without the edge-probability mark are a row-softmax
+
+
+def test_likelihoods_in_batches_of_bounded_memory_equal_one_call() -> None:
+    """The leave-one-out executions of the optionality score hold D·L² positions; they are scored in batches."""
+    rng = np.random.default_rng(3)
+    n = 12
+    weights = rng.random((n + 2, n + 2))
+    sequences = [rng.permutation(np.arange(1, n + 1))[: rng.integers(1, n + 1)] for _ in range(40)]
+    whole = sequence_log_likelihoods(weights, sequences)
+    for cells in (1, 50, 700, 1 << 30):  # one execution a call, a few, many, all in one
+        np.testing.assert_allclose(batched_log_likelihoods(sequence_log_likelihoods, weights, sequences, cells),
+                                   whole, rtol=1e-12)
+    assert batched_log_likelihoods(sequence_log_likelihoods, weights, []).shape == (0,)

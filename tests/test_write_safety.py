@@ -564,10 +564,12 @@ def test_an_output_that_cannot_be_replaced_is_refused_before_the_run(
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
 @pytest.mark.parametrize("argv", [["-m", "tgml.tgml_cli", "show", str(default_demo_paths()[0])],
                                   ["-m", "streaming.stream_detect_cli", "--video", "demo", "--fast", "--jsonl"],
-                                  ["-m", "streaming.stream_detect_cli", "--video", "demo", "--fast"]],
-                         ids=["tgml-show", "stream-detect-jsonl", "stream-detect-view"])
+                                  ["-m", "streaming.stream_detect_cli", "--video", "demo", "--fast"],
+                                  ["-m", "tgml.tgml_cli", "train", "--help"]],
+                         ids=["tgml-show", "stream-detect-jsonl", "stream-detect-view", "help"])
 def test_output_to_a_full_device_is_one_error_line(argv: list[str], demo_cache: Path) -> None:
-    # '> /dev/full' (a full disk behind '> FILE') ended in a traceback from print or from rich's console.
+    # '> /dev/full' (a full disk behind '> FILE') ended in a traceback from print or from rich's console; '--help'
+    # printed nothing and exited 0 (argparse drops its write errors).
     with open("/dev/full", "w") as full:
         result = subprocess.run([sys.executable, *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert result.returncode == 1, result.stderr[-2000:]

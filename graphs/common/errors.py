@@ -11,10 +11,13 @@ import sys
 import weakref
 from collections.abc import Callable, Sequence
 from functools import wraps
-from typing import Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -96,6 +99,16 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.register("action", "store", _StoreOnce)
         self.register("action", None, _StoreOnce)  # argparse's name for its default action
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Write ``--help`` like argparse, but let a write error through: argparse drops it, so ``--help >
+        /dev/full`` printed nothing and exited 0; `exit_on_input_error` reports the full device."""
+        if message:
+            out = file if file is not None else sys.stderr
+            out.write(message)
+            flush = getattr(out, "flush", None)
+            if flush is not None:
+                flush()
 
     def error(self, message: str) -> NoReturn:
         """Raise the usage error as an `InputError` naming the command."""

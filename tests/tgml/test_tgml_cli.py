@@ -146,7 +146,7 @@ def tiny_with_step(video: str, segment: int, step_id: int) -> dict:
         pytest.param(tiny_with_step("v2", 1, 42), "tea", [], ["'v2'", "segments[1]", "42"],
                      id="segment-step-not-in-taxonomy"),
         pytest.param(TINY, "coffee", [], ["'coffee'", "no usable sequence"], id="scenario-with-no-usable-sequence"),
-        pytest.param(TINY, "tea", ["--early-stop", "sometimes"], ["--early-stop 'sometimes'"], id="bad-config-value"),
+        pytest.param(TINY, "tea", ["--early-stop", "sometimes"], ['--early-stop "sometimes"'], id="bad-config-value"),
     ],
 )
 def test_train_refuses_bad_input(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -187,7 +188,7 @@ def test_refuses_sequences_it_cannot_learn_from() -> None:
      ("seed", -1), ("relaxed", "yes"), ("epochs", 2.5), ("noise", True)],
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
-    with pytest.raises(InputError, match=re.escape(f"NoisyAndConfig.{field} = {value!r}")):
+    with pytest.raises(InputError, match=re.escape(f"NoisyAndConfig.{field} = {json.dumps(value)}")):
         NoisyAndConfig(**{field: value})
 
 

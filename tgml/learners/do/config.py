@@ -44,7 +44,7 @@ def parse_beta_schedule(schedule: str) -> float | None:
     start = _number_after(schedule, "linear")
     if math.isfinite(start) and start >= 0:
         return start
-    raise ValueError(f"beta_schedule = {as_written(schedule)}: expected 'constant' or 'linear:B0' with B0 >= 0")
+    raise ValueError(f"beta_schedule = {as_written(schedule)}: expected \"constant\" or \"linear:B0\" with B0 >= 0")
 
 
 def parse_early_stop(rule: str) -> tuple[str, float]:
@@ -65,7 +65,7 @@ def parse_early_stop(rule: str) -> tuple[str, float]:
     if 0.0 < x <= 1.0:
         return "sa-threshold", x
     raise ValueError(f"early_stop = {as_written(rule)}"
-                     f": expected 'none', 'sa-plateau' or 'sa-threshold:X' with 0 < X <= 1")
+                     f": expected \"none\", \"sa-plateau\" or \"sa-threshold:X\" with 0 < X <= 1")
 
 
 # Edge-threshold rule -> what it adds to the number of key-steps n in the cut 1/(n + k) (see DOConfig).

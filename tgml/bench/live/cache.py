@@ -79,7 +79,9 @@ def load_fold(folder: Path, key: str) -> TrainedFold | None:
     try:
         with path.open("rb") as f:
             entry = pickle.load(f)  # noqa: S301 (the user's own cache folder, written by `save_fold`)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as e:
+    # A damaged file (a frame length of gigabytes: MemoryError) or one of another version of this project (a class
+    # since moved: ImportError, AttributeError; changed fields: TypeError) can fail in any way unpickling has.
+    except Exception as e:
         raise InputError(f"--cache {folder}: {path.name} does not read as a cached fold ({e}); remove it") from e
     if not isinstance(entry, TrainedFold):
         raise InputError(f"--cache {folder}: {path.name} is not a cached fold; remove it")

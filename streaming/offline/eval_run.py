@@ -59,6 +59,7 @@ from streaming.extractors import FeatureExtractor
 from streaming.feature_files import (
     annotated_feature_files,
     feature_file_for,
+    is_feature_file,
     load_detector_for_features,
     open_feature_file,
 )
@@ -526,9 +527,13 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
     """Hash of everything that shapes what the detector publishes on a video (not the graph, the annotations or the
     checker's settings: `check_record` replays the checker under those)."""
     stat = video.path.stat()
+    # A video is known by its size and time, as make knows a file: hashing gigabytes per run would cost more than
+    # the run it saves. A feature file is small, and rewritten in place by scripts that keep the time: its content.
+    content: list[object] = ([_digest(video.path)] if is_feature_file(video.path)
+                             else [stat.st_size, stat.st_mtime_ns])
     settings = {
         "version": EVAL_VERSION,
-        "video": [str(video.path.resolve()), stat.st_size, stat.st_mtime_ns],
+        "video": [str(video.path.resolve()), *content],
         "detector": chain.file_digests["detector"],
         "backbone": chain.file_digests["backbone"],
         "segmenter": asdict(chain.segmenter),

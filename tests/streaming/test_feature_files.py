@@ -478,3 +478,27 @@ def test_eval_says_when_the_graph_was_learned_from_a_judged_video(trained: Path,
     [line] = [line for line in capsys.readouterr().err.splitlines() if "task graph was learned" in line]
     assert line.startswith(f"warning: {trained / 'graph.json'}: the task graph was learned from 1 of these videos "
                            "(test_ok)")
+
+
+def test_a_feature_file_rewritten_in_place_is_not_answered_from_the_cache(
+        trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A script that rewrites a recording's features keeps its size, and may keep its time (cp --preserve): the eval
+    # cache knew a feature file by size and time, and answered the old recording's figures.
+    monkeypatch.setenv("MISTAKE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "npy"
+    folder.mkdir()
+    features = folder / "test_wrong.npy"
+    shutil.copy2(trained / "npy" / "test_wrong.npy", features)
+    argv = eval_argv(trained, "--features", str(folder))
+    argv.remove("--no-cache")
+    assert stream_detect(argv) == 0
+    assert "(0 from the cache)" in capsys.readouterr().out
+    assert stream_detect(argv) == 0
+    assert "(1 from the cache)" in capsys.readouterr().out
+    stat = features.stat()
+    original = np.load(features)
+    np.save(features, original[::-1].copy())  # the same size, another recording
+    os.utime(features, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert features.stat().st_size == stat.st_size and features.stat().st_mtime_ns == stat.st_mtime_ns
+    assert stream_detect(argv) == 0
+    assert "(0 from the cache)" in capsys.readouterr().out

@@ -37,7 +37,7 @@ from graphs.common.array_files import read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file
 from graphs.common.options import check_fps, check_seed
-from graphs.common.safe_text import first_few, printable
+from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import (
     TARGETS_DIR,
     SplitFile,
@@ -175,6 +175,7 @@ class ImportReport:
         other_scenario: feature files of recordings annotated under another scenario.
         span_ratio: the median over the recordings of a file's length at the rate over the end of its last annotated
             step (CaptainCook4D's: 1.0-1.5); 0 when no recording has a timed step.
+        earlier_rate: the rate the folder was imported at before, when this import rewrites it at another.
     """
 
     folder: Path
@@ -185,15 +186,22 @@ class ImportReport:
     no_features: list[str] = field(default_factory=list)
     other_scenario: list[str] = field(default_factory=list)
     span_ratio: float = 0.0
+    earlier_rate: float | None = None
 
-    def rate_warning(self, rate: float) -> str | None:
-        """A warning when the files last far longer than their annotated steps at ``rate``: features written at a
-        higher rate than ``--rate`` says (a file too short at its rate is refused; this is the other direction)."""
-        if self.span_ratio <= LONG_FILE_RATIO:
-            return None
-        return (f"warning: at --rate {rate:g} the feature files last a median {self.span_ratio:.1f} times as long as "
-                "their recordings' annotated steps (every step would end early in its file, the rest labelled "
-                "background): is that the rate they were written at?")
+    def rate_warnings(self, rate: float) -> list[str]:
+        """Warnings about ``rate``: features written at a higher rate than ``--rate`` says (the files last far
+        longer than their annotated steps; a file too short at its rate is refused, this is the other direction),
+        and a folder imported before at another rate, whose targets are now rewritten at this one."""
+        warnings = []
+        if self.span_ratio > LONG_FILE_RATIO:
+            warnings.append(f"warning: at --rate {rate:g} the feature files last a median {self.span_ratio:.1f} times "
+                            "as long as their recordings' annotated steps (every step would end early in its file, "
+                            "the rest labelled background): is that the rate they were written at?")
+        if self.earlier_rate is not None:
+            warnings.append(f"warning: {self.folder} was imported at {self.earlier_rate:g} per second; its targets and "
+                            f"split.json are rewritten at --rate {rate:g}, and a detector trained on it before "
+                            f"expects {self.earlier_rate:g}: train it again")
+        return warnings
 
     def summary(self, rate: float, name: str) -> str:
         """The closing lines of the command."""
@@ -257,17 +265,21 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
             raise InputError(f"--rate {config.rate:g}: {Path(config.out) / 'split.json'} records {stored.fps:g} per "
                              f"second, the rate of {others[0]}/ too; import at --rate {stored.fps:g} or into another "
                              "--out")
+        report.earlier_rate = stored.fps
     for written in (config.rgb, TARGETS_DIR):  # the import rewrites these folders' files: never the ones it reads
         if (Path(config.out) / written).resolve() == Path(config.features).resolve():
             raise InputError(f"--out {config.out}: its {written}/ is the --features folder, whose files the import "
                              "would rewrite as it reads them; choose another --out or --name")
+    if Path(config.out).resolve() == Path(config.features).resolve():  # the recordings' folder keeps only them
+        raise InputError(f"--out {config.out}: it is the --features folder; the feature folder (its {config.rgb}/, "
+                         f"{TARGETS_DIR}/ and split.json) goes beside it, in another --out")
     files = feature_files(config.features)
     annotations = load_annotations(config.annotations)
     unannotated = [name for name in files if name not in annotations.videos]
     if unannotated:
-        raise InputError(f"--features {config.features}: {len(unannotated)} feature files have no annotation in "
-                         f"{config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate them, or move "
-                         "them out of the folder")
+        raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "
+                         f"annotation in {config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate "
+                         "them, or move them out of the folder")
     if config.scenario is None:  # the scenario of the recordings that have features, when they share one
         scenarios = Counter(annotations.videos[name].scenario for name in files)
         if len(scenarios) > 1:  # name the folder's scenarios, not every one of a public dataset's annotation file

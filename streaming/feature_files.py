@@ -30,7 +30,7 @@ import torch
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
-from graphs.common.safe_text import first_few
+from graphs.common.safe_text import count_of, first_few
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.feature_import import feature_files, is_npy_name, read_feature_file
 from recognition.model import MiniROAD
@@ -220,7 +220,7 @@ def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src:
     files = {name: path for name, path in files.items() if not _is_copy(name, annotations)}
     stray = sorted(name for name in files if name not in annotations.videos)
     if stray:
-        raise InputError(f"--features: {len(stray)} feature files have no annotation in {src} "
+        raise InputError(f"--features: {count_of(len(stray), 'feature file')} with no annotation in {src} "
                          f"({first_few(stray, SHOWN)})")
     return files
 

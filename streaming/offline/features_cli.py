@@ -116,8 +116,7 @@ def _import(argv: list[str]) -> int:
                           name=args.name, scenario=args.scenario, test_fraction=args.test_fraction,
                           test_videos=args.test_videos or (), seed=args.seed)
     report = import_features(config)
-    warning = report.rate_warning(config.rate)
-    if warning is not None:
+    for warning in report.rate_warnings(config.rate):
         print(printable(warning), file=sys.stderr)
     print(report.summary(config.rate, config.name))
     return 0

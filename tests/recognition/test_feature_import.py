@@ -134,6 +134,29 @@ def test_an_import_never_rewrites_the_files_it_reads(tmp_path: Path, capsys: pyt
     assert (root / "rgb_x" / "rec0.npy").read_bytes() == before
 
 
+def test_the_features_folder_itself_is_no_feature_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    err = cli_error(main, argv(root, "--out", str(root / "npy")), capsys)
+    assert err == (f"error: --out {root / 'npy'}: it is the --features folder; the feature folder (its rgb_imported/, "
+                   "target_perframe/ and split.json) goes beside it, in another --out")
+    assert sorted(p.name for p in (root / "npy").iterdir()) == [f"rec{v}.npy" for v in range(5)]
+
+
+def test_importing_again_at_another_rate_says_the_folder_is_rewritten(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # A folder imported at 1 per second and again at 2: its targets and split.json were rewritten at the new rate
+    # without a word, and the detector trained on it before no longer matched it.
+    root = write_recordings(tmp_path, rows=120)
+    assert main(argv(root)) == 0
+    capsys.readouterr()
+    assert main(argv(root, "--rate", "2")) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {root / 'out'} was imported at 1 per second; its targets and split.json are rewritten at --rate "
+        "2, and a detector trained on it before expects 1: train it again"]
+    assert main(argv(root, "--rate", "2")) == 0
+    assert capsys.readouterr().err == ""  # the same rate again: nothing to say
+
+
 def test_features_at_another_rate_are_not_imported_beside_others(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     # split.json holds one rate for every rgb_* of the folder: a second backbone at another rate would silently
@@ -152,7 +175,7 @@ def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytes
     root = write_recordings(tmp_path)
     np.save(root / "npy" / "stray.npy", np.zeros((60, 6), dtype=np.float32))
     err = cli_error(main, argv(root), capsys)
-    assert "1 feature files have no annotation" in err and "stray" in err
+    assert "1 feature file with no annotation" in err and "stray" in err
 
 
 def test_a_segment_after_the_features_end_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

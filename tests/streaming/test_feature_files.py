@@ -189,7 +189,7 @@ def test_a_feature_file_with_no_annotation_is_refused(trained: Path, capsys: pyt
     stray.mkdir()
     np.save(stray / "unknown.npy", np.zeros((40, WIDTH), dtype=np.float32))
     err = cli_error(stream_detect, eval_argv(trained, "--features", str(stray)), capsys)
-    assert "1 feature files have no annotation" in err and "unknown" in err
+    assert "1 feature file with no annotation" in err and "unknown" in err
 
 
 def test_a_file_that_is_not_a_float_array_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -581,9 +581,12 @@ def variant_table(result: LiveBenchResult) -> Table:
         for pick in folds.values():
             key = (pick["segmenter"], pick["done_level"] is not None)
             picks[key] = picks.get(key, 0) + 1
+    # A fold chooses its own checker setting and peak level: the count is of the segmenter and the kind of report,
+    # not of the pooled best setting printed beside it.
     table = Table(title="segmenter variants and the end-of-recording report on the validation recordings "
-                        "(pooled; each with its best checker setting)", header_style="bold")
-    for col in ("segmenter", "end report", "prior skip", "threshold", *SELECTION_COLUMNS, "chosen by folds"):
+                        "(pooled; each with its best checker setting; last column: the folds that chose this "
+                        "segmenter and kind of report, whatever their own setting and level)", header_style="bold")
+    for col in ("segmenter", "end report", "prior skip", "threshold", *SELECTION_COLUMNS, "folds choosing"):
         table.add_column(col, justify="right")
     replays = result.replays
     if replays is None:

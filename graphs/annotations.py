@@ -40,7 +40,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
 
 
@@ -308,12 +308,12 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
     src = str(path)
     if not isinstance(data, dict):
         raise InputError(f"{src}: expected a JSON object with fields 'annotations' and 'taxonomy', got "
-                         f"{type(data).__name__}")
+                         f"{json_kind(data)}")
     for key in ("annotations", "taxonomy"):
         if key not in data:
             raise InputError(f"{src}: missing object field {key!r}")
         if not isinstance(data[key], dict):  # said "missing" too, of a field that is there with another type
-            raise InputError(f"{src}: field {key!r} must be an object, not {type(data[key]).__name__}")
+            raise InputError(f"{src}: field {key!r} must be an object, not {json_kind(data[key])}")
     taxonomy: dict[str, dict[int, str]] = {}
     for scenario, table in data["taxonomy"].items():
         if not isinstance(table, dict):

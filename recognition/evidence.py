@@ -53,7 +53,7 @@ import numpy as np
 
 from graphs.checker import StepEvidence
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import as_written, json_kind
 
 EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
 # A step's evidence is recorded again only when it grew by this much: at most 1 / BREAKPOINT_STEP records per step
@@ -215,7 +215,7 @@ class EvidenceModel:
             InputError: naming ``where`` and what is wrong.
         """
         if not isinstance(data, Mapping):
-            raise InputError(f"{where}: expected an object, got {type(data).__name__}")
+            raise InputError(f"{where}: expected an object, got {json_kind(data)}")
         if data.get("format") != EVIDENCE_FORMAT:
             raise InputError(f"{where}: format {data.get('format')!r} is not {EVIDENCE_FORMAT}")
         fields = {k: v for k, v in data.items() if k != "format"}

@@ -42,7 +42,7 @@ def read_settings(path: str | Path, what: str = "config file", hint: str = "") -
     path = Path(path)
     data = read_yaml(path, what) if path.suffix in (".yaml", ".yml") else read_toml(path, what, hint)
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a table of settings, got {type(data).__name__}")
+        raise InputError(f"{path}: expected a table of settings, got {json_kind(data)}")
     return data
 
 
@@ -159,6 +159,16 @@ def as_written(value: object, limit: int = 80) -> str:
     """
     text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def json_kind(value: object) -> str:
+    """What a JSON (or TOML/YAML) value is, in the file's words: ``null``, ``a list``, ``an object``, ``a string``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    kinds = ((int | float, "a number"), (str, "a string"), (list | tuple, "a list"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
 def check_field_types(config: Any) -> None:

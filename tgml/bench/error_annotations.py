@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import as_written, json_kind
 
 ORDER_ERROR: Final = "Order Error"
 MISSING_STEP: Final = "Missing Step"
@@ -122,10 +122,10 @@ def recording_entries(path: Path) -> list[dict[str, Any]]:
     data = read_json(path, "error annotations file")
     if not isinstance(data, list) or not data:
         raise InputError(f"{path}: expected a JSON list of recordings {{'recording_id', 'activity_id', "
-                         f"'step_annotations'}} (CaptainCook4D's error_annotations.json), got {type(data).__name__}")
+                         f"'step_annotations'}} (CaptainCook4D's error_annotations.json), got {json_kind(data)}")
     for i, entry in enumerate(data):
         if not isinstance(entry, dict):
-            raise InputError(f"{path}: recording {i}: expected an object, got {type(entry).__name__}")
+            raise InputError(f"{path}: recording {i}: expected an object, got {json_kind(entry)}")
         _field(entry, "recording_id", str, f"{path}: recording {i}")
     return data
 
@@ -223,7 +223,7 @@ def load_error_annotations(
         for k, step in enumerate(steps):
             at = f"{where}: step_annotations[{k}]"
             if not isinstance(step, dict):
-                raise InputError(f"{at}: expected an object, got {type(step).__name__}")
+                raise InputError(f"{at}: expected an object, got {json_kind(step)}")
             name = _field(step, "description", str, at)
             start = float(_field(step, "start_time", (int, float), at))
             if not math.isfinite(start):

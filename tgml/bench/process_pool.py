@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,7 +58,8 @@ def run_jobs(
             at the end.
         workers: processes (0 = one per core); 1 runs the jobs here, one after the other.
         label: what the progress bar says.
-        progress: show a rich progress bar on stderr.
+        progress: show a rich progress bar on stderr; where stderr is no terminal (a log file, ``nohup``), where
+            rich draws nothing until the end, one plain line per finished job instead.
 
     Returns:
         The results, in the order of ``arguments``.
@@ -66,16 +69,28 @@ def run_jobs(
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     processes = worker_count(workers, len(arguments))
-    with Progress(*columns, disable=not progress, transient=True, console=Console(stderr=True)) as bar:
+    console = Console(stderr=True)
+    plain = progress and not console.is_terminal
+    started = time.monotonic()
+    with Progress(*columns, disable=not progress or plain, transient=True, console=console) as bar:
         task = bar.add_task(label, total=len(arguments))
+
+        def advance() -> None:
+            bar.advance(task)
+            if plain:
+                finished = int(bar.tasks[0].completed)
+                print(f"{Text.from_markup(label).plain}: {finished}/{len(arguments)} done, "
+                      f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
         if processes == 1:
             results = []
             for args in arguments:
                 results.append(job(*args))
-                bar.advance(task)
+                advance()
             return results
         # A fresh interpreter per worker ("spawn"): forking a parent whose torch thread pool already runs can hang.
         context = multiprocessing.get_context("spawn")
@@ -88,7 +103,7 @@ def run_jobs(
                     futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
-                    bar.advance(task)
+                    advance()
             except KeyboardInterrupt:  # SIGINT or SIGTERM: the jobs under way are lost anyway, end them now
                 _end_workers(pool)
                 pool.shutdown(cancel_futures=True)

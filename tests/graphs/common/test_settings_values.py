@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import as_written, json_kind
 from tgml.learners.do.config import DOConfig
 
 
@@ -28,3 +31,16 @@ def test_a_settings_file_value_of_the_wrong_type_is_named_in_toml_spelling() -> 
         DOConfig(lr="0.1")  # type: ignore[arg-type]
     with pytest.raises(InputError, match=r"^DOConfig\.epochs = true: expected an integer$"):
         DOConfig(epochs=True)
+
+
+@pytest.mark.parametrize(("value", "kind"), [(None, "null"), (True, "true or false"), (3, "a number"),
+                                             (2.5, "a number"), ("x", "a string"), ([1], "a list"), ({}, "an object")])
+def test_what_a_value_is_is_said_in_the_files_words(value: object, kind: str) -> None:
+    assert json_kind(value) == kind
+
+
+def test_an_annotation_file_holding_null_says_null(tmp_path: Path) -> None:
+    path = tmp_path / "labels.json"
+    path.write_text("null")
+    with pytest.raises(InputError, match=r"expected a JSON object with fields 'annotations' and 'taxonomy', got null$"):
+        load_annotations(path)

@@ -53,11 +53,33 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+FINALIZER_DEPTH: Final = 64  # frames looked through for a finalizer: a __del__ calls few functions deep
+RETRY_S: Final = 0.01  # when a signal that landed in a finalizer is sent again
+
+
+def in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a ``__del__`` (decord's VideoReader closes its file there)."""
+    for _ in range(FINALIZER_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     with _lock:
         if _deferring:
             _pending.append(signum)
             return
+    if in_finalizer(frame):
+        # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
+        # drops it: the run went on. The signal is sent again once the finalizer has had time to return.
+        timer = threading.Timer(RETRY_S, signal.raise_signal, (signum,))
+        timer.daemon = True
+        timer.start()
+        return
     raise Interrupted(signum)
 
 

@@ -154,7 +154,7 @@ class SegmenterConfig:
         where = "SegmenterConfig.class_min_duration"
         if not isinstance(durations, tuple) or not durations:
             raise InputError(f"{where} = {as_written(durations)}"
-                             f": must be a non-empty tuple of seconds per class, or None")
+                             f": must be a non-empty list of seconds per class, or None")
         for c, value in enumerate(durations):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InputError(f"{where}[{c}] = {as_written(value)}: must be a finite number")

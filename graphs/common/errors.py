@@ -11,13 +11,10 @@ import sys
 import weakref
 from collections.abc import Callable, Sequence
 from functools import wraps
-from typing import TYPE_CHECKING, Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
+from typing import Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -100,7 +97,7 @@ class ArgumentParser(argparse.ArgumentParser):
         self.register("action", "store", _StoreOnce)
         self.register("action", None, _StoreOnce)  # argparse's name for its default action
 
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+    def _print_message(self, message: str, file: Any = None) -> None:  # argparse's own: a writable or None
         """Write ``--help`` like argparse, but let a write error through: argparse drops it, so ``--help >
         /dev/full`` printed nothing and exited 0; `exit_on_input_error` reports the full device."""
         if message:

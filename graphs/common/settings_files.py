@@ -10,6 +10,7 @@ refuses is reported with the file, and the table, in front of the config's own m
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -157,7 +158,10 @@ def as_written(value: object, limit: int = 80) -> str:
 
     The messages name values the user wrote; Python's spelling (``True``, ``'0.1'``) is not what they wrote.
     """
-    text = json.dumps(value, ensure_ascii=False, default=repr)
+    if isinstance(value, float) and not math.isfinite(value):
+        text = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")  # TOML's words (JSON has none)
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

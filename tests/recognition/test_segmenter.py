@@ -183,7 +183,7 @@ def test_a_lone_short_run_followed_by_flicker_is_emitted_within_max_delay() -> N
         ({"min_run": float("nan")}, "SegmenterConfig.min_run = nan"),
         ({"class_min_duration": (0.5, 0.05)}, r"class_min_duration\[1\] = 0.05"),
         ({"class_min_duration": (0.5, float("inf"))}, r"class_min_duration\[1\] = inf"),
-        ({"class_min_duration": ()}, r"class_min_duration = \(\)"),
+        ({"class_min_duration": ()}, r"class_min_duration = \[\]: must be a non-empty list"),
         ({"class_min_duration": (0.5, 1.5)}, r"max_delay = 2.0: must be >= 2 \* the longest class_min_duration"),
     ],
 )

@@ -15,7 +15,7 @@ from tgml.learners.do.config import DOConfig
 @pytest.mark.parametrize(
     ("value", "written"),
     [(True, "true"), (False, "false"), (None, "null"), ("0.1", '"0.1"'), ("étape", '"étape"'), (2.5, "2.5"),
-     (["a", 1], '["a", 1]'), ({"id": 12}, '{"id": 12}')],
+     (["a", 1], '["a", 1]'), ({"id": 12}, '{"id": 12}'), (float("nan"), "nan"), (float("-inf"), "-inf")],
 )
 def test_values_are_spelled_as_toml_and_json_write_them(value: object, written: str) -> None:
     assert as_written(value) == written

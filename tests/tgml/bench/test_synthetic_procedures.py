@@ -86,7 +86,7 @@ def test_short_run_scores_the_learners_and_noisy_and_recovers_and_preconditions(
 
 
 def test_config_and_learner_names_are_checked() -> None:
-    with pytest.raises(InputError, match=r"SyntheticConfig.sizes = \(1,\)"):
+    with pytest.raises(InputError, match=r"SyntheticConfig.sizes = \[1\]"):
         SyntheticConfig(sizes=(1,))
     with pytest.raises(InputError, match="SyntheticConfig.noise"):
         SyntheticConfig(noise=(1.5,))

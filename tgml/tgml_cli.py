@@ -100,8 +100,8 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", type=float, help="noisy-and: rate of steps done out of order (default 0.01)")
     p.add_argument("--cut", type=float, help="noisy-and: keep edges with probability >= CUT (default 0.9)")
     p.add_argument("--beta", type=float, help="do: contrastive weight (default 0.005)")
-    p.add_argument("--epochs", type=epochs_option, help="epochs (default: noisy-and 150, do 1000)")
-    p.add_argument("--lr", type=float, help="Adam learning rate (default 0.1)")
+    p.add_argument("--epochs", type=epochs_option, help="epochs (default: noisy-and 150, do 1000, tgt-text 500)")
+    p.add_argument("--lr", type=float, help="Adam learning rate (default: noisy-and 0.2, do 0.1, tgt-text 0.001)")
     p.add_argument("--seed", type=seed_option, help="random seed (default 42)")
     p.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                    help="three-part sequence augmentation (docs/method.md)")
@@ -109,8 +109,8 @@ def _train_options(p: argparse.ArgumentParser) -> None:
                    help="relaxed post-processing rule (docs/method.md)")
     p.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
     p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
-                   help="cut weights at 1/n (n key-steps, as the paper; default), 1/(n+2) (the authors' code) "
-                        "or 1/N (N = n + 4 nodes)")
+                   help="cut weights at 1/n (n key-steps, as the paper; do's default), 1/(n+2) (the authors' code; "
+                        "tgt-text's default) or 1/N (N = n + 4 nodes)")
     p.add_argument("--include-mistakes", action="store_true",
                    help="also learn from executions with a has_errors segment (left out by default: the graph "
                         "would take the mistaken order as allowed)")
@@ -491,6 +491,8 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
         return
     if args.json:
         check_output(args.json, "results file", inputs=[data], option="--json")
+    if "all" in args.method and len(args.method) > 1:
+        raise InputError(f"--method {' '.join(args.method)}: give all alone (it stands for every method)")
     methods = tuple(METHODS if args.method == ["all"] else args.method)
     config = MistakeBenchConfig(data, methods, tuple(range(args.seed_base, args.seed_base + args.seeds)),
                                 tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)

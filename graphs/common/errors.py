@@ -118,10 +118,25 @@ class ArgumentParser(argparse.ArgumentParser):
         user to ``PROG --help``, a page that lists only the sub-commands, not the options meant.
         """
         parsed, extras = self.parse_known_args(args, namespace)
+        chosen = chosen_parser(self, parsed)
         if extras:
-            chosen = chosen_parser(self, parsed)
             raise InputError(f"{chosen.prog}: unrecognized arguments: {' '.join(extras)} (see {chosen.prog} --help)")
+        _refuse_repeats(chosen, parsed)
         return parsed
+
+
+def _refuse_repeats(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> None:
+    """Refuse a value given twice to an option of several values (``--dataset epic-tent-o epic-tent-o``): it would
+    be run and reported twice, or refused deeper down under a name the user never typed."""
+    for action in parser._actions:
+        values = getattr(parsed, action.dest, None)
+        if action.nargs in ("+", "*") and action.option_strings and isinstance(values, list):
+            seen: set[object] = set()
+            for value in values:
+                if value in seen:
+                    raise InputError(f"{action.option_strings[-1]} {' '.join(map(str, values))}: {value} is given "
+                                     "twice")
+                seen.add(value)
 
 
 def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:

@@ -135,7 +135,8 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--plot", type=output_path, default=Path("prego-perturb.png"),
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
-    p.add_argument("--epochs", type=int, help="override the configured DO epochs (quick checks)")
+    p.add_argument("--epochs", type=int,
+                   help="override the configured epochs of every learner trained by epochs (quick checks)")
     p.add_argument("--config", action="append", default=[], metavar="SETTINGS",
                    help="DATASET=FILE settings; with --annotations one FILE whose tables replace the defaults")
     p.add_argument("--save-graphs", type=output_path, help="save every learned graph into this folder")

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
-from graphs.common.options import output_name, workers_option
+from graphs.common.options import output_name, seed_option, workers_option
 from tgml.bench.data_folder import DATA_ENV
 from tgml.bench.prego import DATASETS
 from tgml.bench.prego.checker_selection import CheckerSearch
@@ -49,7 +49,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--folds", type=int, help="folds over the training videos (default: one per video up to 13, else 5)")
     p.add_argument("--method", default=defaults.method, choices=sorted(LEARNERS),
                    help="graph learned in each fold (default do, the graph `prego-bench replay` learns)")
-    p.add_argument("--seed", type=int, default=defaults.seed, help="the graph's seed")
+    p.add_argument("--seed", type=seed_option, default=defaults.seed, help="the graph's seed")
     p.add_argument("--priors", help="comma-separated prior skip probabilities rho to try")
     p.add_argument("--thresholds", help="comma-separated alert thresholds tau to try")
     p.add_argument("--windows", help="comma-separated evidence windows W in seconds (replay)")

@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, write_text
-from graphs.common.settings_files import as_written
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"
@@ -49,11 +48,11 @@ class PrepareConfig:
 
     def __post_init__(self) -> None:
         if self.assembly101 is None and self.epic_tent is None:
-            raise InputError("prepare: give at least one of assembly101 / epic_tent raw folders")
+            raise InputError("prepare: give at least one raw folder, --assembly101 or --epic-tent")
         for name in ("assembly101", "epic_tent"):
             value = getattr(self, name)
             if value is not None and not Path(value).is_dir():
-                raise InputError(f"prepare: {name} = {as_written(str(value))} is not a folder")
+                raise InputError(f"prepare: --{name.replace('_', '-')} {value}: not a folder")
 
 
 def dump_annotations(data: dict[str, Any]) -> str:

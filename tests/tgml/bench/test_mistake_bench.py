@@ -137,3 +137,9 @@ def test_select_with_json_is_refused_not_silently_unused(data_dir: Path, tmp_pat
     err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), "--select", "--json", str(out)], capsys)
     assert err.startswith(f"error: --json {out}: --select prints the order rules' cross-validation table")
     assert not out.exists()
+
+
+def test_all_is_given_alone(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "--method all llm" said "all: unknown" and listed every method but all.
+    err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), "--method", "all", "llm", "--quiet"], capsys)
+    assert err == "error: --method all llm: give all alone (it stands for every method)"

@@ -75,7 +75,8 @@ class BenchConfig:
         perturb: noise rates of the ablation (docs/prego-benchmark.md); empty for none.
         perturb_seed: base seed of the ablation noise (each rate uses a fixed seed derived from it).
         workers: parallel processes for graph learning (0 = as many as cores and jobs allow).
-        epochs: override the configured DO epochs (quick checks); None keeps the settings.
+        epochs: override the configured epochs of every learner trained by epochs (quick checks); None keeps the
+            settings.
         config_files: per-dataset settings files replacing the shipped ``tgml/bench/settings/prego-<dataset>.toml``.
         save_graphs: folder to save every learned graph into, or None.
         annotations: a dataset of the user's replacing the built-in ones (GT mode only; its settings file is

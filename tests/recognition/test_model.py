@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 import torch
 
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from recognition.model import IGNORE_INDEX, FastStepper, MiniROAD, MiniROADConfig, done_targets, output_probabilities
 
 SMALL = MiniROADConfig(input_dim=40, embed_dim=24, hidden_dim=16, num_classes=6, dropout=0.2)
@@ -104,7 +104,7 @@ def test_wrong_feature_width_is_refused() -> None:
     [("input_dim", 0), ("embed_dim", -1), ("hidden_dim", 2.5), ("num_classes", 1), ("dropout", 1.0)],
 )
 def test_config_errors_name_the_field_and_value(field: str, value: object) -> None:
-    with pytest.raises(InputError, match=rf"MiniROADConfig\.{field} = {re.escape(json.dumps(value))}"):
+    with pytest.raises(InputError, match=rf"MiniROADConfig\.{field} = {re.escape(as_written(value))}"):
         MiniROADConfig(**{field: value})
 
 

@@ -51,7 +51,8 @@ def test_command_prints_one_table_and_writes_per_method_json(
 def test_bad_methods_and_llm_folders(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = str(data_dir / "captaincook4d")
     assert "unknown" in cli_error(main, ["bench-captaincook", "--data", data, "--method", "gpt"], capsys)
-    assert "listed twice" in cli_error(main, ["bench-captaincook", "--data", data, "--method", "llm", "llm"], capsys)
+    assert cli_error(main, ["bench-captaincook", "--data", data, "--method", "llm", "llm"], capsys) == (
+        "error: --method llm llm: llm is given twice")
     # An LLM folder without one procedure's graph, then with a node that names no step.
     folder = tmp_path / "llm"
     shutil.copytree(data_dir / "captaincook4d" / "llm_task_graphs", folder)

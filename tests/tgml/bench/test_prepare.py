@@ -40,7 +40,7 @@ def test_names_and_timecodes_follow_the_derivation_rules() -> None:
 
 
 def test_missing_raw_folder_is_named(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="epic_tent"):
+    with pytest.raises(InputError, match="--epic-tent .*nope: not a folder"):
         PrepareConfig(None, tmp_path / "nope", tmp_path / "out")
     with pytest.raises(InputError, match="at least one"):
         PrepareConfig(None, None, tmp_path / "out")

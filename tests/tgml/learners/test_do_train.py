@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import re
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from graphs.annotations import load_annotations
 from graphs.checker import precondition_violations
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import END, START, TaskGraph, load_graph, save_graph
 from tgml.learners.do.config import DOConfig
@@ -37,7 +37,7 @@ CHAIN = [p for p in itertools.permutations([A, B, C, D]) if p.index(A) < p.index
      ("edge_threshold", "1/(n+1)")],
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
-    with pytest.raises(InputError, match=re.escape(f"DOConfig.{field} = {json.dumps(value)}")):
+    with pytest.raises(InputError, match=re.escape(f"DOConfig.{field} = {as_written(value)}")):
         DOConfig(**{field: value})
 
 

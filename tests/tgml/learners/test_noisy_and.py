@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import torch
 
 from graphs.checker import PreconditionChecker, precondition_violations
 from graphs.common.errors import InputError
+from graphs.common.settings_files import as_written
 from graphs.procedure_queries import log_not_required
 from graphs.task_graph import END, START
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS
@@ -216,7 +216,7 @@ def test_refuses_sequences_it_cannot_learn_from() -> None:
      ("seed", -1), ("relaxed", "yes"), ("epochs", 2.5), ("noise", True)],
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
-    with pytest.raises(InputError, match=re.escape(f"NoisyAndConfig.{field} = {json.dumps(value)}")):
+    with pytest.raises(InputError, match=re.escape(f"NoisyAndConfig.{field} = {as_written(value)}")):
         NoisyAndConfig(**{field: value})
 
 

@@ -134,15 +134,17 @@ LIKELIHOOD_BATCH_CELLS: Final = 1 << 22
 
 def batched_log_likelihoods(
     log_likelihoods: LogLikelihoods, weights: np.ndarray, sequences: Sequence[Sequence[int] | np.ndarray],
-    cells: int = LIKELIHOOD_BATCH_CELLS,
+    cells: int | None = None,
 ) -> np.ndarray:
-    """``log_likelihoods(weights, sequences)``, called on consecutive batches of about ``cells`` positions × nodes.
+    """``log_likelihoods(weights, sequences)``, called on consecutive batches of about ``cells`` positions × nodes
+    (default `LIKELIHOOD_BATCH_CELLS`).
 
     Each execution's likelihood is its own sum, so the batches change the memory a call holds, not the result; a
-    set that fits in one batch is one call, as before.
+    set that fits in one batch is one call, as before. A batch may hold only empty executions.
     """
     if not sequences:
         return np.zeros(0)
+    cells = LIKELIHOOD_BATCH_CELLS if cells is None else cells
     size = np.asarray(weights).shape[0]
     cost = (np.array([len(s) for s in sequences], dtype=np.int64) + 1) * size  # + END's position
     batch = (np.cumsum(cost) - cost) // max(int(cells), 1)  # (len,) non-decreasing batch index

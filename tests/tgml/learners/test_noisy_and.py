@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from graphs import procedure_queries
 from graphs.checker import PreconditionChecker, precondition_violations
 from graphs.common.errors import InputError
 from graphs.common.settings_files import as_written
@@ -18,6 +20,7 @@ from graphs.task_graph import END, START
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS
 from tgml.bench import prego
 from tgml.learners.do.train import build_training_set
+from tgml.learners.noisy_and import train as noisy_and_train
 from tgml.learners.noisy_and.config import NoisyAndConfig
 from tgml.learners.noisy_and.loss import (
     edge_probabilities,
@@ -279,3 +282,24 @@ def test_a_step_most_executions_skip_is_stored_as_optional() -> None:
     graph = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig()).graph
     assert graph.optional_steps == (JUICE,)
     assert graph.optional_scores is not None and graph.optional_scores.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_optional_scores_are_the_same_when_the_likelihoods_come_in_small_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leave-one-out executions are scored in batches of bounded memory; a batch holding only the empty variant of
+    # a one-step run crashed the noisy-AND likelihood (IndexError).
+    executions = [*SANDWICH_ORDERS * 4, (BREAD,)]
+    calls: list[int] = []
+    original = noisy_and_train.execution_log_likelihoods
+
+    def counted(*args: Any, **kwargs: Any) -> np.ndarray:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(noisy_and_train, "execution_log_likelihoods", counted)
+    whole = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
+    assert len(calls) == 1  # a training set this small: one call, as before the batches
+    monkeypatch.setattr(procedure_queries, "LIKELIHOOD_BATCH_CELLS", 1)  # one execution a call
+    batched = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
+    assert len(calls) > 2
+    np.testing.assert_allclose(batched.optional_scores, whole.optional_scores)

@@ -139,6 +139,8 @@ def execution_log_likelihoods(weights: np.ndarray, sequences: Sequence[Sequence[
     Returns:
         float ``(len(sequences),)``; 0 for an empty execution.
     """
+    if not any(len(seq) for seq in sequences):  # no position to score (a batch of one-step runs left out)
+        return np.zeros(len(sequences))
     log_free = torch.from_numpy(log_not_required(weights)[1:-1, 1:-1].copy())  # (n, n) float64
     n = log_free.shape[0]
     packed = pack([[int(k) - 1 for k in seq] for seq in sequences])

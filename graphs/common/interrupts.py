@@ -16,6 +16,7 @@ stray temporary.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,7 +55,11 @@ class Interrupted(KeyboardInterrupt):
 
 
 FINALIZER_DEPTH: Final = 64  # frames looked through for a finalizer: a __del__ calls few functions deep
-RETRY_S: Final = 0.01  # when a signal that landed in a finalizer is sent again
+RETRY_S: Final = 0.01  # the first wait before a signal that landed in a finalizer is sent again
+RETRY_MAX_S: Final = 0.5  # the longest wait between two sendings (a finalizer that takes seconds)
+
+_landed: list[int] = []  # a signal that landed in a finalizer and is not raised yet
+_retries = 0  # how many times it was sent again
 
 
 def in_finalizer(frame: FrameType | None) -> bool:
@@ -68,18 +73,33 @@ def in_finalizer(frame: FrameType | None) -> bool:
     return False
 
 
+def _send_again(signum: int) -> None:
+    """Send ``signum`` to the main thread again (a timer's thread), while the run still handles it: to the main
+    thread itself, so that one blocked in a wait wakes up."""
+    if signal.getsignal(signum) is _raise:
+        signal.pthread_kill(threading.main_thread().ident or 0, signum)
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    global _retries
     with _lock:
         if _deferring:
             _pending.append(signum)
             return
-    if in_finalizer(frame):
-        # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
-        # drops it: the run went on. The signal is sent again once the finalizer has had time to return.
-        timer = threading.Timer(RETRY_S, signal.raise_signal, (signum,))
-        timer.daemon = True
-        timer.start()
-        return
+        if in_finalizer(frame):
+            # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
+            # drops it: the run went on. The signal is sent again, later and later, until it lands elsewhere; one
+            # that still has not when the run ends is raised then (`handling_signals`).
+            if not _landed:
+                _landed.append(signum)
+            wait = min(RETRY_S * 2**_retries, RETRY_MAX_S)
+            _retries += 1
+            timer = threading.Timer(wait, _send_again, (_landed[0],))
+            timer.daemon = True
+            timer.start()
+            return
+        _landed.clear()
+        _retries = 0
     raise Interrupted(signum)
 
 
@@ -102,6 +122,13 @@ def handling_signals() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        global _retries
+        with _lock:
+            landed = _landed[:1]
+            _landed.clear()
+            _retries = 0
+        if landed and sys.exc_info()[0] is None:  # a signal of the run, landed in a finalizer at its very end
+            raise Interrupted(landed[0])
 
 
 @contextmanager

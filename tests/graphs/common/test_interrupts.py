@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -28,5 +29,25 @@ def test_a_signal_landing_in_a_finalizer_stops_the_run_after_it(capfd: pytest.Ca
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # the signal, sent again, stops the run here
             pass
+    assert stopped.value.signum == signal.SIGTERM
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_a_main_thread_waiting_on_a_lock_is_woken_by_the_signal_sent_again() -> None:
+    # Sent again to the process from a timer's thread, the signal went to that thread: a main thread waiting on a
+    # lock (as the benchmarks' process pool waits for its jobs) slept on until the wait ended.
+    started = time.monotonic()
+    with pytest.raises(Interrupted), handling_signals():
+        ClosesInItsFinalizer()
+        threading.Event().wait(10)
+    assert time.monotonic() - started < 5
+
+
+def test_a_signal_landing_in_a_finalizer_as_the_run_ends_still_stops_it(capfd: pytest.CaptureFixture[str]) -> None:
+    # The finalizer runs as the block is left: sent again after the run's handlers were put back, the signal's
+    # default action killed the process without its last line.
+    with pytest.raises(Interrupted) as stopped, handling_signals():
+        holder = ClosesInItsFinalizer()
+        del holder  # finalized here, the last statement of the run: no bytecode left to take the signal
     assert stopped.value.signum == signal.SIGTERM
     assert "Exception ignored" not in capfd.readouterr().err

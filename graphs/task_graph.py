@@ -268,11 +268,12 @@ class TaskGraph:
         if "format" not in data:
             raise InputError(f"{source}: not a task-graph file (no 'format' field; tgml train writes them)")
         if data.get("format") != FORMAT_NAME:
-            raise InputError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT_NAME!r}")
+            raise InputError(f"{source}: field 'format' is {as_written(data.get('format'))}, expected "
+                             f"{as_written(FORMAT_NAME)}")
         version = data.get("version")
         if not _is_int(version) or version not in READABLE_VERSIONS:
             readable = " and ".join(map(str, READABLE_VERSIONS))
-            raise InputError(f"{source}: unsupported version {version!r} (this program reads {readable})")
+            raise InputError(f"{source}: unsupported version {as_written(version)} (this program reads {readable})")
         steps = data.get("steps")
         if not isinstance(steps, list) or not steps:
             raise InputError(f"{source}: field 'steps' must be a non-empty list")

@@ -48,7 +48,7 @@ import torch
 
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, open_input
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
@@ -238,9 +238,9 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
             raise InputError(f"{src}: not a detector checkpoint: expected a .pt file written by recognition-train "
                              "(this one cannot be read as one: another kind of file, or a damaged copy)") from None
     # Each field's type before its value: a tensor stored where a string goes cannot even be compared with one.
-    found = data.get("format") if isinstance(data, dict) else type(data).__name__
-    if not isinstance(found, str) or found != FORMAT_NAME:
-        raise InputError(f"{src}: field 'format' is {found!r:.60}, expected {FORMAT_NAME!r}")
+    found = as_written(data.get("format"), 60) if isinstance(data, dict) else json_kind(data)
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise InputError(f"{src}: field 'format' is {found}, expected {as_written(FORMAT_NAME)}")
     version = data.get("version")
     if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(

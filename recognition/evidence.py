@@ -176,7 +176,7 @@ class EvidenceModel:
         if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
             raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
         if self.source not in ("validation", "default"):
-            raise InputError(f"evidence model: source {self.source!r} must be 'validation' or 'default'")
+            raise InputError(f'evidence model: source {as_written(self.source)} must be "validation" or "default"')
 
     def done_probabilities(self, x: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         """Formula (E3): even-odds ``q_s`` of every step, in `step_ids` order.
@@ -217,7 +217,7 @@ class EvidenceModel:
         if not isinstance(data, Mapping):
             raise InputError(f"{where}: expected an object, got {json_kind(data)}")
         if data.get("format") != EVIDENCE_FORMAT:
-            raise InputError(f"{where}: format {data.get('format')!r} is not {EVIDENCE_FORMAT}")
+            raise InputError(f"{where}: format {as_written(data.get('format'))} is not {EVIDENCE_FORMAT}")
         fields = {k: v for k, v in data.items() if k != "format"}
         tuples = ("step_ids", "done_intercepts", "real_intercepts", "miss_rates", "false_rates", "videos")
         try:

@@ -55,7 +55,14 @@ from graphs.common.options import (
     is_seed,
 )
 from graphs.common.safe_text import printable
-from graphs.common.settings_files import as_written, check_tables, field_names, naming_the_file, read_settings
+from graphs.common.settings_files import (
+    as_written,
+    check_tables,
+    field_names,
+    naming_the_file,
+    naming_the_flags,
+    read_settings,
+)
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
 from recognition.evidence import EvidenceModel
@@ -168,13 +175,13 @@ class DetectorTrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be an integer >= 1")
         if self.epochs > MAX_EPOCHS:
-            raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs)[:30]}"
+            raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs, 30)}"
                              f": must be at most {MAX_EPOCHS}")
         if not is_seed(self.seed):
-            raise InputError(f"DetectorTrainConfig.seed = {as_written(self.seed)[:60]}: must be {SEED_RULE}")
+            raise InputError(f"DetectorTrainConfig.seed = {as_written(self.seed, 60)}: must be {SEED_RULE}")
         check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
         if not is_learning_rate(self.lr):
-            raise InputError(f"DetectorTrainConfig.lr = {as_written(self.lr)[:60]}: must be {LEARNING_RATE_RULE}")
+            raise InputError(f"DetectorTrainConfig.lr = {as_written(self.lr, 60)}: must be {LEARNING_RATE_RULE}")
         for name, low_ok in (("lr", False), ("weight_decay", True)):
             value = getattr(self, name)
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
@@ -184,7 +191,8 @@ class DetectorTrainConfig:
             raise InputError(f"DetectorTrainConfig.dropout = {as_written(self.dropout)}: must be in [0, 1)")
         val_fraction = self.val_fraction
         if isinstance(val_fraction, bool) or not isinstance(val_fraction, int | float) or not 0 <= val_fraction < 1:
-            raise InputError(f"--val-fraction {val_fraction!r}: must be in [0, 1) (0: no validation split)")
+            raise InputError(f"DetectorTrainConfig.val_fraction = {as_written(val_fraction)}: must be in [0, 1) (0: no "
+                             "validation split)")
         videos = self.val_videos
         if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
             raise InputError(f"DetectorTrainConfig.val_videos = {as_written(videos)}: must be a list of video names")
@@ -719,10 +727,12 @@ def run_training(
     Returns:
         The training outcome.
     """
-    if config_path is None:
-        config = training_config_of_folder(features, **overrides)
-    else:
-        config = load_detector_training_config(config_path, **overrides)
+    given = {name for name, value in overrides.items() if value is not None}
+    with naming_the_flags(given):  # a bad --val-fraction is named as typed, not as the settings field behind it
+        if config_path is None:
+            config = training_config_of_folder(features, **overrides)
+        else:
+            config = load_detector_training_config(config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
     out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")

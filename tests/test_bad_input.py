@@ -239,7 +239,7 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "class-step-float": (lambda d: d["class_step_ids"].__setitem__(1, 1.5), "class_step_ids[1] = 1.5 must be"),
     "fps-zero": (lambda d: d.update(fps=0.0), "fps = 0.0 must be a positive number"),
     "fps-string": (lambda d: d.update(fps="10"), 'fps = "10" must be a positive number'),
-    "format": (lambda d: d.update(format="other"), "field 'format' is 'other'"),
+    "format": (lambda d: d.update(format="other"), 'field \'format\' is "other"'),
     "version": (lambda d: d.update(version=9), "unsupported checkpoint version 9"),
     "names-string": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list"),
     "config-missing": (lambda d: d.pop("config"), "field 'config' must be an object"),

@@ -134,8 +134,8 @@ def _refuse_repeats(parser: argparse.ArgumentParser, parsed: argparse.Namespace)
             seen: set[object] = set()
             for value in values:
                 if value in seen:
-                    raise InputError(f"{action.option_strings[-1]} {' '.join(map(str, values))}: {value} is given "
-                                     "twice")
+                    raise InputError(f"{parser.prog}: {action.option_strings[-1]} {' '.join(map(str, values))}: "
+                                     f"{value} is given twice (see {parser.prog} --help)")
                 seen.add(value)
 
 

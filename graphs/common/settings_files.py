@@ -9,6 +9,7 @@ refuses is reported with the file, and the table, in front of the config's own m
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -17,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, TypeVar
+
+import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_toml, read_yaml
@@ -154,15 +157,41 @@ _TYPE_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false"
 
 
 def as_written(value: object, limit: int = 80) -> str:
-    """A settings value as a TOML or JSON file writes it (``true``, ``null``, ``"0.1"``, ``[1, 2]``), cut to ``limit``.
+    """A settings value as a TOML or JSON file writes it (``true``, ``null``, ``"0.1"``, ``[1, nan]``,
+    ``2020-01-01``), cut to ``limit`` characters (at least 4) with ``...``.
 
     The messages name values the user wrote; Python's spelling (``True``, ``'0.1'``) is not what they wrote.
     """
-    if isinstance(value, float) and not math.isfinite(value):
-        text = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")  # TOML's words (JSON has none)
-    else:
-        text = json.dumps(value, ensure_ascii=False, default=repr)
+    text = _written(value, 0)
+    limit = max(limit, 4)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+WRITTEN_DEPTH: Final = 8  # nesting shown before "..." (a value nested 100,000 deep is a message, not a crash)
+WRITTEN_ITEMS: Final = 20  # items of a list or table shown before "..." (the line is cut at its limit anyway)
+
+
+def _written(value: object, depth: int) -> str:
+    if depth > WRITTEN_DEPTH:
+        return "..."
+    if isinstance(value, np.generic):  # a numpy scalar: its Python value
+        value = value.item()
+    if value is None or isinstance(value, bool | int | str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return json.dumps(value)
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")  # TOML's words (JSON has none)
+    if isinstance(value, datetime.date | datetime.time):  # TOML's dates and times, written unquoted
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        shown = [_written(v, depth + 1) for v in value[:WRITTEN_ITEMS]]
+        return "[" + ", ".join(shown + ["..."] * (len(value) > WRITTEN_ITEMS)) + "]"
+    if isinstance(value, dict):
+        pairs = [f"{json.dumps(str(k), ensure_ascii=False)}: {_written(v, depth + 1)}"
+                 for k, v in list(value.items())[:WRITTEN_ITEMS]]
+        return "{" + ", ".join(pairs + ["..."] * (len(value) > WRITTEN_ITEMS)) + "}"
+    return repr(value)
 
 
 def json_kind(value: object) -> str:

@@ -14,6 +14,7 @@ import torch
 from graphs.checker_settings import CHECKERS, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.safe_text import printable
+from graphs.common.settings_files import json_kind
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE, EvidenceModel, EvidenceReporter
@@ -171,7 +172,7 @@ def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
     """
     settings = checkpoint.info.get("segmenter") or {}
     if not isinstance(settings, dict):
-        raise InputError(f"detector checkpoint: info.segmenter must be an object, got {settings!r}")
+        raise InputError(f"detector checkpoint: info.segmenter must be an object, got {json_kind(settings)}")
     try:
         return SegmenterConfig(fps=checkpoint.fps, **settings)
     except TypeError as err:

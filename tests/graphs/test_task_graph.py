@@ -99,7 +99,7 @@ def _write(tmp_path: Path, data: object) -> Path:
         (lambda d: d["edges"].append({"step": 10, "requires": END}), "requires END"),
         (lambda d: d["steps"].append({"id": 10, "name": "again"}), "step id 10 appears twice"),
         (lambda d: d.update(version=99), "unsupported version 99"),
-        (lambda d: d.update(version=True), "unsupported version True"),
+        (lambda d: d.update(version=True), "unsupported version true"),
         (lambda d: d["edges"].append({"step": [10], "requires": 12}), "edges[6].step = [10] is not a step"),
         (lambda d: d["edges"].append({"step": 10, "requires": {"id": 12}}), 'edges[6].requires = {"id": 12}'),
         (lambda d: d.update(weights=[[0.0]]), "weights have shape"),

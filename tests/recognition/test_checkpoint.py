@@ -56,7 +56,7 @@ def test_not_a_checkpoint(tmp_path: Path) -> None:
         load_detector(tmp_path / "missing.pt")
     other = tmp_path / "other.pt"
     torch.save({"format": "something-else"}, other)
-    with pytest.raises(InputError, match="field 'format' is 'something-else'"):
+    with pytest.raises(InputError, match='field \'format\' is "something-else"'):
         load_detector(other)
 
 

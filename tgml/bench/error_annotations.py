@@ -169,7 +169,7 @@ def _tags(step: Mapping[str, Any], where: str) -> tuple[str, ...]:
     for k, error in enumerate(errors):
         tag = error.get("tag") if isinstance(error, dict) else None
         if tag not in TAGS:
-            raise InputError(f"{where}: errors[{k}] tag {tag!r}: expected one of {', '.join(TAGS)}")
+            raise InputError(f"{where}: errors[{k}] tag {as_written(tag)}: expected one of {', '.join(TAGS)}")
         tags.append(tag)
     return tuple(tags)
 

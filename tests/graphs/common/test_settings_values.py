@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from graphs.annotations import load_annotations
@@ -24,6 +26,22 @@ def test_values_are_spelled_as_toml_and_json_write_them(value: object, written: 
 def test_a_long_value_is_cut_so_the_error_stays_one_short_line() -> None:
     text = as_written("x" * 500, limit=40)
     assert len(text) == 40 and text.endswith("...")
+    assert as_written("x" * 100, limit=2) == "\"..."  # a limit under 4 still ends in "...", 4 characters
+    assert as_written(list(range(10**6))).endswith("19, ...]")  # built from its first items only
+    nested: list = []
+    for _ in range(100_000):  # as deep as a hostile file nests: a message, not a RecursionError
+        nested = [nested]
+    assert as_written(nested) == "[[[[[[[[[...]]]]]]]]]"
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [(datetime.date(2020, 1, 1), "2020-01-01"), (np.int64(5), "5"), (np.float32(0.5), "0.5"),
+     ([1.0, float("nan")], "[1.0, nan]"), ({"a": [float("inf")]}, '{"a": [inf]}')],
+)
+def test_values_json_cannot_write_are_spelled_as_toml_does(value: object, written: str) -> None:
+    # json's default=repr quoted them: 'lr = "datetime.date(2020, 1, 1)"', '"np.int64(5)"', '[1, NaN]'.
+    assert as_written(value) == written
 
 
 def test_a_settings_file_value_of_the_wrong_type_is_named_in_toml_spelling() -> None:

@@ -52,7 +52,7 @@ def test_bad_methods_and_llm_folders(tmp_path: Path, data_dir: Path, capsys: pyt
     data = str(data_dir / "captaincook4d")
     assert "unknown" in cli_error(main, ["bench-captaincook", "--data", data, "--method", "gpt"], capsys)
     assert cli_error(main, ["bench-captaincook", "--data", data, "--method", "llm", "llm"], capsys) == (
-        "error: --method llm llm: llm is given twice")
+        "error: tgml bench-captaincook: --method llm llm: llm is given twice (see tgml bench-captaincook --help)")
     # An LLM folder without one procedure's graph, then with a node that names no step.
     folder = tmp_path / "llm"
     shutil.copytree(data_dir / "captaincook4d" / "llm_task_graphs", folder)

@@ -92,7 +92,7 @@ def test_a_recipe_without_a_graph_is_one_error_line(
     [({"recording_id": "r", "activity_id": "1", "step_annotations": []}, 'field \'activity_id\' = "1"'),
      ({"recording_id": "r", "activity_id": 9, "step_annotations": []}, "activity_id 9 is the activity of no"),
      ({"recording_id": "r", "activity_id": 1, "step_annotations": [step("boil", 0.0, "Wrong Error")]},
-      "errors[0] tag 'Wrong Error'"),
+      'errors[0] tag "Wrong Error"'),
      ({"recording_id": "r", "activity_id": 1, "step_annotations": [{"description": "boil"}]},
       "step_annotations[0]: field 'start_time' = null"),
      ({"recording_id": "r", "activity_id": 1, "is_error": "false", "step_annotations": []},

@@ -190,10 +190,12 @@ def test_replay_without_a_frames_file_points_to_frames_option(
 
 def test_a_method_given_twice_is_refused(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--data", str(data_dir), "--method", "count-based", "do", "count-based", "--quiet"]
-    assert cli_error(main, argv, capsys) == "error: --method count-based do count-based: count-based is given twice"
+    assert cli_error(main, argv, capsys) == ("error: prego-bench: --method count-based do count-based: count-based is "
+                                             "given twice (see prego-bench --help)")
     # Named by the option typed, not the settings field behind it (BenchConfig.datasets).
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "epic-tent-o", "--quiet"]
-    assert cli_error(main, argv, capsys) == "error: --dataset epic-tent-o epic-tent-o: epic-tent-o is given twice"
+    assert cli_error(main, argv, capsys) == ("error: prego-bench: --dataset epic-tent-o epic-tent-o: epic-tent-o is "
+                                             "given twice (see prego-bench --help)")
 
 
 @pytest.mark.parametrize(

@@ -27,9 +27,12 @@ def test_worker_count_never_exceeds_the_jobs() -> None:
     assert 1 <= worker_count(0, 100) <= 100  # 0: one per core
 
 
-def test_where_stderr_is_no_terminal_each_finished_job_is_one_plain_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_where_stderr_is_no_terminal_each_finished_job_is_one_plain_line(capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # A benchmark of several minutes run under nohup or into a log printed nothing until its tables: rich draws no
     # progress bar where there is no terminal.
+    for forcing in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):  # rich takes these for a terminal
+        monkeypatch.delenv(forcing, raising=False)
     run_jobs(scaled_threshold_steps, JOBS, workers=1, label="[bold]folds", progress=True)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(", ")[0] for line in lines] == [f"folds: {k}/4 done" for k in range(1, 5)]

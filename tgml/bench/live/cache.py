@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, interrupt_behind
 from graphs.common.files import atomic_path
 from tgml.bench.live.observed import ObservedGraphs
 from tgml.bench.live.recordings import LiveRecording
@@ -82,6 +82,8 @@ def load_fold(folder: Path, key: str) -> TrainedFold | None:
     # A damaged file (a frame length of gigabytes: MemoryError) or one of another version of this project (a class
     # since moved: ImportError, AttributeError; changed fields: TypeError) can fail in any way unpickling has.
     except Exception as e:
+        if interrupt_behind(e) is not None:  # a signal while the entry's classes were being made: not the file's fault
+            raise
         raise InputError(f"--cache {folder}: {path.name} does not read as a cached fold ({e}); remove it") from e
     if not isinstance(entry, TrainedFold):
         raise InputError(f"--cache {folder}: {path.name} is not a cached fold; remove it")

@@ -440,7 +440,7 @@ def load_checker_settings(path: str | Path) -> CheckerSettingsFile:
         raise InputError(f"{path}: not a checker settings file (format {CHECKER_SETTINGS_FORMAT!r}; write one with "
                          "`prego-bench select-checker`)")
     if data.get("version") != CHECKER_SETTINGS_VERSION:
-        raise InputError(f"{path}: version {data.get('version')!r} is not {CHECKER_SETTINGS_VERSION}")
+        raise InputError(f"{path}: version {as_written(data.get('version'))} is not {CHECKER_SETTINGS_VERSION}")
     try:
         pred = _read_choice(data.get("pred"), f"{path}: pred", replay=False)
         replay = None if data.get("replay") is None else _read_choice(data["replay"], f"{path}: replay", replay=True)

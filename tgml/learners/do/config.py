@@ -126,7 +126,7 @@ class DOConfig:
         ]
         check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:
-            expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
+            expected = ", ".join(as_written(k) for k in EDGE_THRESHOLDS)
             name = type(self).__name__
             raise InputError(f"{name}.edge_threshold = {as_written(self.edge_threshold)}: expected one of {expected}")
         try:

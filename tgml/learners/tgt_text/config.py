@@ -83,7 +83,7 @@ class TgtTextConfig:
         ]
         check_values(self, checks)
         if self.edge_threshold not in EDGE_THRESHOLDS:
-            expected = ", ".join(repr(k) for k in EDGE_THRESHOLDS)
+            expected = ", ".join(as_written(k) for k in EDGE_THRESHOLDS)
             raise InputError(f"TgtTextConfig.edge_threshold = {as_written(self.edge_threshold)}"
                              f": expected one of {expected}")
 

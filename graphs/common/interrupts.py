@@ -92,7 +92,7 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             # that still has not when the run ends is raised then (`handling_signals`).
             if not _landed:
                 _landed.append(signum)
-            wait = min(RETRY_S * 2**_retries, RETRY_MAX_S)
+            wait = min(RETRY_S * 2 ** min(_retries, 8), RETRY_MAX_S)
             _retries += 1
             timer = threading.Timer(wait, _send_again, (_landed[0],))
             timer.daemon = True
@@ -110,6 +110,7 @@ def handling_signals() -> Iterator[None]:
     A signal that the process ignores (SIGINT in a background job of a script) stays ignored: the shell asked for
     that. Nested uses keep the outer handlers.
     """
+    global _retries
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -122,7 +123,6 @@ def handling_signals() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        global _retries
         with _lock:
             landed = _landed[:1]
             _landed.clear()

@@ -175,8 +175,8 @@ class DetectorTrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be an integer >= 1")
         if self.epochs > MAX_EPOCHS:
-            raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs, 30)}"
-                             f": must be at most {MAX_EPOCHS}")
+            raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs, 30)}: must be at most "
+                             f"{MAX_EPOCHS}")
         if not is_seed(self.seed):
             raise InputError(f"DetectorTrainConfig.seed = {as_written(self.seed, 60)}: must be {SEED_RULE}")
         check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
@@ -199,17 +199,15 @@ class DetectorTrainConfig:
         object.__setattr__(self, "val_videos", tuple(videos))
         window = self.evidence_window
         if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= 600:
-            raise InputError(f"DetectorTrainConfig.evidence_window = {as_written(window)}"
-                             f": must be a number of seconds in "
-                             "(0, 600]")
+            raise InputError(f"DetectorTrainConfig.evidence_window = {as_written(window)}: must be a number of "
+                             "seconds in (0, 600]")
         check_motion_lag(self.motion_lag, "DetectorTrainConfig.motion_lag")
         for name, least in (("window_s", "> 0"), ("motion_lag_s", ">= 0")):
             value = getattr(self, name)
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
             if value is not None and (not ok or value < 0 or (value == 0 and least == "> 0") or value > MAX_SECONDS):
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}"
-                                 f": must be a number of seconds {least} and "
-                                 f"<= {MAX_SECONDS:g} (or left out: the frames field)")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be a number of seconds "
+                                 f"{least} and <= {MAX_SECONDS:g} (or left out: the frames field)")
         if self.shuffled_done not in SHUFFLED_DONE:
             raise InputError(f"DetectorTrainConfig.shuffled_done = {as_written(self.shuffled_done)}: choose one of "
                              f"{', '.join(SHUFFLED_DONE)}")
@@ -218,19 +216,18 @@ class DetectorTrainConfig:
                              f"{', '.join(KEEP_EPOCH)}")
         for name in ("copies", "refit", "done_head", "evidence_done_states"):
             if not isinstance(getattr(self, name), bool):
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(getattr(self, name))}"
-                                 f": must be true or false")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(getattr(self, name))}: must be true or "
+                                 "false")
         for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}"
-                                 f": must be a number in [0, 100] (0: off)")
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be a number in [0, 100] "
+                                 "(0: off)")
         weight = self.background_weight
         ok = isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight)
         if not ok or not 0 < weight <= 100:
-            raise InputError(f"DetectorTrainConfig.background_weight = {as_written(weight)}"
-                             f": must be a number in (0, 100] "
-                             "(1: off)")
+            raise InputError(f"DetectorTrainConfig.background_weight = {as_written(weight)}: must be a number in "
+                             "(0, 100] (1: off)")
         for name, top in (("background_mix", "[0, 1)"), ("order_shuffle", "[0, 1]")):
             share = getattr(self, name)
             ok = isinstance(share, int | float) and not isinstance(share, bool) and 0 <= share <= 1

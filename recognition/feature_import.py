@@ -189,16 +189,16 @@ class ImportReport:
     earlier_rate: float | None = None
 
     def rate_warnings(self, rate: float) -> list[str]:
-        """Warnings about ``rate``: features written at a higher rate than ``--rate`` says (the files last far
-        longer than their annotated steps; a file too short at its rate is refused, this is the other direction),
-        and a folder imported before at another rate, whose targets are now rewritten at this one."""
+        """Warnings (without their ``warning:``) about ``rate``: features written at a higher rate than ``--rate``
+        says (the files last far longer than their annotated steps; a file too short at its rate is refused, this is
+        the other direction), and a folder imported before at another rate, whose targets are now rewritten."""
         warnings = []
         if self.span_ratio > LONG_FILE_RATIO:
-            warnings.append(f"warning: at --rate {rate:g} the feature files last a median {self.span_ratio:.1f} times "
+            warnings.append(f"at --rate {rate:g} the feature files last a median {self.span_ratio:.1f} times "
                             "as long as their recordings' annotated steps (every step would end early in its file, "
                             "the rest labelled background): is that the rate they were written at?")
         if self.earlier_rate is not None:
-            warnings.append(f"warning: {self.folder} was imported at {self.earlier_rate:g} per second; its targets and "
+            warnings.append(f"{self.folder} was imported at {self.earlier_rate:g} per second; its targets and "
                             f"split.json are rewritten at --rate {rate:g}, and a detector trained on it before "
                             f"expects {self.earlier_rate:g}: train it again")
         return warnings

@@ -68,7 +68,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning
 from graphs.common.options import (
     check_seed_count,
     epochs_option,
@@ -396,9 +396,9 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     entry = learner(method)
     if not args.config and method not in _methods_with_defaults():
         # prego-bench --annotations refuses these without a table; here the learner's defaults run, so say it
-        print(f"warning: --method {method} runs with its built-in settings, which were not chosen for any dataset "
-              "(give --config with settings chosen on training data: prego-bench select, docs/prego-benchmark.md)",
-              file=sys.stderr)
+        print_warning(f"--method {method} runs with its built-in settings, which were not chosen for any dataset "
+                      "(give --config with settings chosen on training data: prego-bench select, "
+                      "docs/prego-benchmark.md)")
     result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
                                     progress=not args.quiet, videos=videos)
     save_graph(result.graph, args.out)

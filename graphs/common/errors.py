@@ -171,6 +171,11 @@ def plain_summary(docstring: str | None) -> str:
     return " ".join(first.replace("``", "").split())
 
 
+def print_warning(line: str) -> None:
+    """Show a warning as one ``warning: ...`` line on stderr (names made printable)."""
+    print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
+
+
 _FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # the device took no more
 
 

@@ -4,7 +4,6 @@ segmenter settings a stream runs with, the stream ids, and every video opened (`
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,8 +11,7 @@ from pathlib import Path
 import torch
 
 from graphs.checker_settings import CHECKERS, checker_entry
-from graphs.common.errors import InputError
-from graphs.common.safe_text import printable
+from graphs.common.errors import InputError, print_warning
 from graphs.common.settings_files import json_kind
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
@@ -154,11 +152,6 @@ def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker:
         f"{others}, or with --default-rates to assume a miss rate of {DEFAULT_MISS_RATE:.0%} and a "
         f"false-detection rate of {DEFAULT_FALSE_RATE:.0%} for every step"
     )
-
-
-def print_warning(line: str) -> None:
-    """Show a warning as one ``warning: ...`` line on stderr (names made printable)."""
-    print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
 
 
 def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:

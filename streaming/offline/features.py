@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
@@ -35,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
 from graphs.common.array_files import npy_shape
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_warning
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, replaced_input, write_text
 from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import count_of, first_few, printable
@@ -521,9 +520,8 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
     """
     plan = plan_extraction(config)
     if plan.unannotated:
-        print(printable(f"warning: --videos {config.videos}: {count_of(len(plan.unannotated), 'video file')} that "
-                        f"{config.annotations} does not annotate ({first_few(list(plan.unannotated), 3)}): not used"),
-              file=sys.stderr, flush=True)
+        print_warning(f"--videos {config.videos}: {count_of(len(plan.unannotated), 'video file')} that "
+                      f"{config.annotations} does not annotate ({first_few(list(plan.unannotated), 3)}): not used")
     folder = Path(config.out)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import sys
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary, print_warning
 from graphs.common.options import fps_option, output_name, seed_option, threads_option
-from graphs.common.safe_text import printable
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -117,7 +116,7 @@ def _import(argv: list[str]) -> int:
                           test_videos=args.test_videos or (), seed=args.seed)
     report = import_features(config)
     for warning in report.rate_warnings(config.rate):
-        print(printable(warning), file=sys.stderr)
+        print_warning(warning)
     print(report.summary(config.rate, config.name))
     return 0
 
@@ -125,7 +124,6 @@ def _import(argv: list[str]) -> int:
 @exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``recognition-features`` (``import`` as first argument: `build_import_parser`)."""
-    import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["import"]:

@@ -15,7 +15,6 @@ of ``prego-<dataset>.toml`` replaces its tables and may add ``[do-cv]`` / ``[do-
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,8 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
-from graphs.common.errors import InputError
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.errors import InputError, print_warning
+from graphs.common.safe_text import count_of, first_few
 from recognition.feature_folders import load_split
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -156,10 +155,10 @@ def load_annotation_dataset(source: AnnotationSource) -> BenchData:
         )
     mistaken = [v.video for v in train if any(v.has_errors)]
     if mistaken:  # said, since tgml train on the same file leaves them out and learns another graph
-        print(printable(f"warning: {annotations.path}: {count_of(len(mistaken), 'training video')} marked has_errors "
-                        f"({first_few(mistaken, 3)}) learned from whole, as the benchmarks' training splits are; tgml "
-                        "train leaves them out (a mistaken order learned as allowed can drop the pre-condition it "
-                        "breaks)"), file=sys.stderr, flush=True)
+        print_warning(f"{annotations.path}: {count_of(len(mistaken), 'training video')} marked has_errors "
+                      f"({first_few(mistaken, 3)}) learned from whole, as the benchmarks' training splits are; "
+                      "tgml train leaves them out (a mistaken order learned as allowed can drop the pre-condition it "
+                      "breaks)")
     return BenchData(
         source.name,
         source.scenario,

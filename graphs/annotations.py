@@ -331,7 +331,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
                 step_id = int(step_id)
             if not isinstance(step_id, int) or isinstance(step_id, bool):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {as_written(step_id, 60)}"
-                                 f" is not an integer")
+                                 " is not an integer")
             if not is_step_id(step_id):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].id = {step_id} must be {STEP_ID_RULE}")
             if step_id in steps:
@@ -339,8 +339,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             named = ids_by_name.setdefault(entry["name"], step_id)
             if named != step_id:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {as_written(entry['name'], 60)}"
-                                 f" is the name "
-                                 f"of step {named} too")
+                                 f" is the name of step {named} too")
             steps[step_id] = entry["name"]
         taxonomy[scenario] = steps
     videos: dict[str, Video] = {}
@@ -353,7 +352,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
         scenario = record.get("scenario")
         if not isinstance(scenario, str) or scenario not in taxonomy:
             raise InputError(f"{src}: annotations[{video!r}].scenario = {as_written(scenario, 60)}"
-                             f" is not in the taxonomy")
+                             " is not in the taxonomy")
         segments = record.get("segments")
         if not isinstance(segments, list):
             raise InputError(f"{src}: annotations[{video!r}].segments must be a list")
@@ -374,9 +373,8 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             assert isinstance(seg, dict)
             # step_name is optional and never read for learning; one that names another step means shifted ids
             if "step_name" in seg and seg["step_name"] != taxonomy[scenario][step]:
-                raise InputError(f"{where}.step_name = {as_written(seg['step_name'], 60)}"
-                                 f" is not the name of step_id {step} "
-                                 f"({taxonomy[scenario][step]!r:.60} in the {scenario!r} taxonomy)")
+                raise InputError(f"{where}.step_name = {as_written(seg['step_name'], 60)} is not the name of "
+                                 f"step_id {step} ({taxonomy[scenario][step]!r:.60} in the {scenario!r} taxonomy)")
             spans.append(_span(seg, where, check_times))
             has_errors = seg.get("has_errors", False)
             if not isinstance(has_errors, bool):

@@ -51,7 +51,7 @@ class CountBasedConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.first_occurrence, bool):
             raise InputError(f"CountBasedConfig.first_occurrence = {as_written(self.first_occurrence)}"
-                             f": expected true/false")
+                             ": expected true/false")
 
 
 def transition_counts(

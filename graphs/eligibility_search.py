@@ -63,11 +63,11 @@ class EligibilitySearchConfig:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES.values():
             raise InputError(f"EligibilitySearchConfig.objective = {as_written(self.objective)}"
-                             f": expected accuracy or precision")
+                             ": expected accuracy or precision")
         if not isinstance(self.unique_executions, bool):
             raise InputError(
                 f"EligibilitySearchConfig.unique_executions = {as_written(self.unique_executions)}"
-                f": expected true or false"
+                ": expected true or false"
             )
 
 

@@ -90,9 +90,8 @@ class DetectorCheckpoint:
 
     def __post_init__(self) -> None:
         if self.scenario is not None and (not isinstance(self.scenario, str) or len(self.scenario) > MAX_NAME):
-            raise InputError(f"detector checkpoint: scenario = {as_written(self.scenario, 60)}"
-                             f" must be a name of at most "
-                             f"{MAX_NAME} characters or null")
+            raise InputError(f"detector checkpoint: scenario = {as_written(self.scenario, 60)} must be a name of at "
+                             f"most {MAX_NAME} characters or null")
         names, step_ids = tuple(self.class_names), tuple(self.class_step_ids)
         for i, name in enumerate(names):
             if not isinstance(name, str):
@@ -104,7 +103,7 @@ class DetectorCheckpoint:
             # int() would silently turn 1.5 into 1 and True into 1: a step id must already be an integer.
             if step is not None and (not isinstance(step, numbers.Integral) or isinstance(step, bool)):
                 raise InputError(f"detector checkpoint: class_step_ids[{i}] = {as_written(step, 60)}"
-                                 f" must be an integer or null")
+                                 " must be an integer or null")
             if step is not None and not is_step_id(int(step)):
                 raise InputError(f"detector checkpoint: class_step_ids[{i}] = {step} must be {STEP_ID_RULE} or null")
         object.__setattr__(self, "class_names", names)
@@ -126,7 +125,7 @@ class DetectorCheckpoint:
             raise InputError("detector checkpoint: a step id is assigned to two classes")
         if not isinstance(self.feature_extractor, str) or not self.feature_extractor:
             raise InputError(f"detector checkpoint: feature_extractor = {as_written(self.feature_extractor)}"
-                             f" must be a name")
+                             " must be a name")
         fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool)
         if not fps_ok or not math.isfinite(self.fps) or self.fps <= 0:
             raise InputError(f"detector checkpoint: fps = {as_written(self.fps)} must be a positive number")

@@ -172,7 +172,7 @@ class EvidenceModel:
             raise InputError(f"evidence model: window_s = {self.window_s} must be > 0")
         if w is not None and not w > 0:
             raise InputError(f"evidence model: detection_window_s = {as_written(w)}"
-                             f" must be a number > 0 (or null: window_s)")
+                             " must be a number > 0 (or null: window_s)")
         if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
             raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
         if self.source not in ("validation", "default"):

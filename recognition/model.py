@@ -65,7 +65,7 @@ class MiniROADConfig:
         if not isinstance(self.num_classes, int) or isinstance(self.num_classes, bool) or self.num_classes < 2:
             raise InputError(
                 f"MiniROADConfig.num_classes = {as_written(self.num_classes)}"
-                f": must be an integer >= 2 (background + a step)"
+                ": must be an integer >= 2 (background + a step)"
             )
         if not isinstance(self.dropout, int | float) or not 0.0 <= float(self.dropout) < 1.0:
             raise InputError(f"MiniROADConfig.dropout = {as_written(self.dropout)}: must be in [0, 1)")

@@ -132,7 +132,7 @@ class SegmenterConfig:
             raise InputError(f"SegmenterConfig.min_run = {as_written(self.min_run)}: must be >= 0")
         if self.min_duration <= 0 or self.min_duration < self.min_run:
             raise InputError(f"SegmenterConfig.min_duration = {as_written(self.min_duration)}"
-                             f": must be > 0 and >= min_run")
+                             ": must be > 0 and >= min_run")
         if self.max_delay < 2 * self.min_duration:
             raise InputError(
                 f"SegmenterConfig.max_delay = {as_written(self.max_delay)}: must be >= 2 * min_duration "
@@ -142,7 +142,7 @@ class SegmenterConfig:
             raise InputError(f"SegmenterConfig.switch_margin = {as_written(self.switch_margin)}: must be in [0, 1)")
         if self.background is not None and not is_step_id(self.background):  # 10^22 overflowed numpy's int64
             raise InputError(f"SegmenterConfig.background = {as_written(self.background)}"
-                             f": must be a class index or None")
+                             ": must be a class index or None")
         if not 0 <= self.threshold < 1:
             raise InputError(f"SegmenterConfig.threshold = {as_written(self.threshold)}: must be in [0, 1)")
         if isinstance(self.onset_frames, bool) or not isinstance(self.onset_frames, int) or self.onset_frames < 0:
@@ -154,7 +154,7 @@ class SegmenterConfig:
         where = "SegmenterConfig.class_min_duration"
         if not isinstance(durations, tuple) or not durations:
             raise InputError(f"{where} = {as_written(durations)}"
-                             f": must be a non-empty list of seconds per class, or None")
+                             ": must be a non-empty list of seconds per class, or None")
         for c, value in enumerate(durations):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InputError(f"{where}[{c}] = {as_written(value)}: must be a finite number")

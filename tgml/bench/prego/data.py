@@ -158,7 +158,7 @@ def load_sequence_file(
             for k, step in enumerate(steps):
                 if not isinstance(step, int) or isinstance(step, bool):
                     raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {as_written(step)}"
-                                     f" is not an integer id")
+                                     " is not an integer id")
                 if step not in known:
                     raise InputError(f"{path}: video {video!r}: field {name!r}[{k}] = {step} is not in the taxonomy")
             parsed[name] = tuple(steps)

@@ -95,7 +95,7 @@ def load_timed_videos(path: str | Path, scenario: str, seconds_per_unit: float) 
                 value = segment.get(key) if isinstance(segment, dict) else None
                 if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                     raise InputError(f"{path}: video {name!r}: segments[{k}].{key} = {as_written(value)}"
-                                     f" is not a number")
+                                     " is not a number")
                 values.append(value)
         if fields["step_id"]:
             out.append(TimedVideo(str(name), tuple(int(s) for s in fields["step_id"]),

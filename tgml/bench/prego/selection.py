@@ -346,7 +346,7 @@ class CombinationSearch:
                              f": expected some of {', '.join(RULES)}")
         if not self.thresholds or any(not (math.isfinite(t) and t > 0) for t in self.thresholds):
             raise InputError(f"CombinationSearch.thresholds = {as_written(list(self.thresholds))}"
-                             f": expected finite numbers > 0")
+                             ": expected finite numbers > 0")
 
 
 def combination_cross_validate(

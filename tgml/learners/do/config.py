@@ -65,7 +65,7 @@ def parse_early_stop(rule: str) -> tuple[str, float]:
     if 0.0 < x <= 1.0:
         return "sa-threshold", x
     raise ValueError(f"early_stop = {as_written(rule)}"
-                     f": expected \"none\", \"sa-plateau\" or \"sa-threshold:X\" with 0 < X <= 1")
+                     ": expected \"none\", \"sa-plateau\" or \"sa-threshold:X\" with 0 < X <= 1")
 
 
 # Edge-threshold rule -> what it adds to the number of key-steps n in the cut 1/(n + k) (see DOConfig).

@@ -67,7 +67,8 @@ def require_extra(module: str, extra: str, user: str) -> None:
 class _StoreOnce(argparse._StoreAction):
     """argparse's ``store``, refusing an option given twice: argparse keeps the last value without a word, so
     ``--video demo --video demo:correct`` ran only the second video, and ``--graph a.json --graph b.json`` checked
-    against ``b.json`` alone."""
+    against ``b.json`` alone. An option of several values refuses a value given twice among them (``--dataset
+    epic-tent-o epic-tent-o`` would be run and reported twice, or refused deeper down under a name never typed)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -80,6 +81,12 @@ class _StoreOnce(argparse._StoreAction):
             how = "it takes one value" if self.nargs in (None, "?") else f"give all its values after one {option}"
             parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}")
         self._stored_in = weakref.ref(namespace)
+        if isinstance(values, list):
+            seen: set[object] = set()
+            for value in values:
+                if value in seen:
+                    parser.error(f"{option_string or self.dest} {' '.join(map(str, values))}: {value} is given twice")
+                seen.add(value)
         super().__call__(parser, namespace, values, option_string)
 
 
@@ -118,25 +125,10 @@ class ArgumentParser(argparse.ArgumentParser):
         user to ``PROG --help``, a page that lists only the sub-commands, not the options meant.
         """
         parsed, extras = self.parse_known_args(args, namespace)
-        chosen = chosen_parser(self, parsed)
         if extras:
+            chosen = chosen_parser(self, parsed)
             raise InputError(f"{chosen.prog}: unrecognized arguments: {' '.join(extras)} (see {chosen.prog} --help)")
-        _refuse_repeats(chosen, parsed)
         return parsed
-
-
-def _refuse_repeats(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> None:
-    """Refuse a value given twice to an option of several values (``--dataset epic-tent-o epic-tent-o``): it would
-    be run and reported twice, or refused deeper down under a name the user never typed."""
-    for action in parser._actions:
-        values = getattr(parsed, action.dest, None)
-        if action.nargs in ("+", "*") and action.option_strings and isinstance(values, list):
-            seen: set[object] = set()
-            for value in values:
-                if value in seen:
-                    raise InputError(f"{parser.prog}: {action.option_strings[-1]} {' '.join(map(str, values))}: "
-                                     f"{value} is given twice (see {parser.prog} --help)")
-                seen.add(value)
 
 
 def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:

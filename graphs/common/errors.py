@@ -81,7 +81,7 @@ class _StoreOnce(argparse._StoreAction):
             how = "it takes one value" if self.nargs in (None, "?") else f"give all its values after one {option}"
             parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}")
         self._stored_in = weakref.ref(namespace)
-        if isinstance(values, list):
+        if self.nargs in ("+", "*") and isinstance(values, list):  # not a one-value option whose type makes a list
             seen: set[object] = set()
             for value in values:
                 if value in seen:

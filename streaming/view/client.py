@@ -133,18 +133,20 @@ class Viewer:
                 narrow = console.width
                 console.width = max(narrow, PLAIN_WIDTH)  # only a cap: fitted tables are as wide as they need
                 try:
-                    console.print(render(self.state, fit=True))
+                    console.print(render(self.state, fit=True, closing=True))
                 finally:
                     console.width = narrow
             return
         with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
             next_draw = 0.0
-            while not done():
-                self.pump(int(1000 / REFRESH_HZ))
-                if time.monotonic() >= next_draw:
-                    live.update(render(self.state), refresh=True)
-                    next_draw = time.monotonic() + 1.0 / REFRESH_HZ
-            live.update(render(self.state), refresh=True)
+            try:
+                while not done():
+                    self.pump(int(1000 / REFRESH_HZ))
+                    if time.monotonic() >= next_draw:
+                        live.update(render(self.state), refresh=True)
+                        next_draw = time.monotonic() + 1.0 / REFRESH_HZ
+            finally:  # also on Ctrl-C: Live prints its last frame whole as it stops, and the closing order ends
+                live.update(render(self.state, closing=True), refresh=True)  # it with the outcome
 
     def close(self) -> None:
         """Close the socket."""

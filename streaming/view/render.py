@@ -19,9 +19,12 @@ non-ASCII character as an escape.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -51,6 +54,9 @@ ALERTS_CAPTION: str = (
     "(its missing-step score), the same for every person, not a probability of this alert."
 )
 LOST_MARK: str = " (lost)"
+# The most lines a stream's "done" or "allowed next" cell may take: a row of a recipe's twenty steps wrapped in a narrow
+# column would push the alert log below an 80x24 terminal's bottom, where the live view is cut.
+LIST_LINES: int = 3
 
 
 def _clock(t: float) -> str:
@@ -84,7 +90,46 @@ def _missing(alert: Alert, state: ViewState) -> Text:
     return _text(", ".join(_names(alert.missing, alert.missing_names, state)))
 
 
-def _likely_next(row: Status, state: ViewState) -> Text:
+@dataclass(frozen=True)
+class NameList:
+    """Step names in a table cell, as many as fit in `LIST_LINES` lines of the column's width; the rest counted.
+
+    ``keep="last"`` keeps the newest names (a stream's done steps: ``+4 earlier, pour_water, add_milk``),
+    ``keep="first"`` the first (the allowed steps, likeliest first: ``boil_water 0.80, +3 more``). A column as wide
+    as its contents (``fit``) shows every name on one line.
+    """
+
+    names: tuple[Text, ...]
+    keep: Literal["first", "last"]
+
+    def _shown(self, count: int) -> Text:
+        """The names with all but ``count`` of them replaced by their number."""
+        left = len(self.names) - count
+        if self.keep == "last":
+            parts = ([_text(f"+{left} earlier")] if left else []) + list(self.names[left:])
+        else:
+            parts = list(self.names[:count]) + ([_text(f"+{left} more")] if left else [])
+        return Text(", ").join(parts)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._shown(len(self.names)))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        width = options.max_width
+        # A few dozen names at most: trying each count, the most first, costs nothing beside a redraw.
+        for count in range(len(self.names), 0, -1):
+            text = self._shown(count)
+            if len(text.wrap(console, width, overflow="fold")) <= LIST_LINES:
+                yield text
+                return
+        yield self._shown(0)
+
+
+def _names_cell(names: list[Text], keep: Literal["first", "last"]) -> NameList | Text:
+    return NameList(tuple(names), keep) if names else _text("-")
+
+
+def _likely_next(row: Status, state: ViewState) -> NameList | Text:
     """The allowed steps of a stream, likeliest first, each with its future-step probability when it has one.
 
     The step being done now is left out (it is not next, it is now: its pre-conditions are met because it is
@@ -94,11 +139,11 @@ def _likely_next(row: Status, state: ViewState) -> Text:
     if row.ended:
         return _text("-")
     parts = [
-        state.name(step) + (f" {score:.2f}" if score > 0 else "")
+        _text(state.name(step) + (f" {score:.2f}" if score > 0 else ""))
         for step, score in zip(row.allowed, row.allowed_scores, strict=True)
         if step != row.current
     ]
-    return _text(", ".join(parts) or "-")
+    return _names_cell(parts, "first")
 
 
 def _video_time(alert: Alert, state: ViewState) -> Text:
@@ -230,16 +275,14 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
         layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
     mistaken = {(a.stream_id, a.run, a.step) for _, a in state.alerts}
     for sid, row in sorted(state.streams.items()):
-        done = Text(", ").join(
-            _text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green") for s in row.done
-        )
+        done = [_text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green") for s in row.done]
         mark = LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
         # The status counts confirmed mistakes; an early alert is in the log (and counted here) before that.
         alerts = max(row.alerts, len(_standing_alerts(sid, row, state)))
         streams.add_row(
             _text(sid + mark, "yellow" if row.lost else ""),
             _text(state.name(row.current)),
-            done if row.done else _text("-"),
+            _names_cell(done, "last"),
             _likely_next(row, state),
             _text(f"{row.fps:.1f}"),
             _text(row.frames),
@@ -331,35 +374,43 @@ def _events_table(state: ViewState, layout: _Layout) -> Table:
     return events
 
 
-def render(state: ViewState, fit: bool = False) -> RenderableType:
+def render(state: ViewState, fit: bool = False, closing: bool = False) -> RenderableType:
     """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
-    never did, the streams' latency per stage, the recent key-steps. The alerts come right after the streams: a live
-    view taller than the terminal is cut at the bottom, and an 80x24 terminal must still show the mistakes.
+    never did, the streams' latency per stage, the recent key-steps.
+
+    The live view is cut at the terminal's bottom, so while it runs the outcome comes first: the alerts right after
+    the streams, and an 80x24 terminal still shows the mistakes. The view's last frame is printed whole and the
+    terminal keeps its bottom, so there (``closing``) the outcome comes last: the key-steps and latencies, then the
+    alerts, the steps never done and a verdict line per ended stream.
 
     Args:
         state: what to show.
         fit: size every table to its contents instead of the console's width (for output that is not a terminal:
             printed on a wide console, no name is cut).
+        closing: the view's last frame, printed once as the view stops (its session over, or interrupted).
 
     Returns:
         A rich renderable (no side effects: the caller prints or refreshes it).
     """
     layout = _layout(state, fit)
-    parts: list[RenderableType] = [_streams_table(state, layout)]
-    parts += [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
-    parts.append(_alerts_table(state, layout))
+    verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
+    outcome: list[RenderableType] = [_alerts_table(state, layout)]
     if state.missing:  # shown once a session has ended without some required step
-        parts.append(_never_done_table(state, layout))
+        outcome.append(_never_done_table(state, layout))
+    context: list[RenderableType] = []
     latency = _latency_table(state, layout)
     if latency is not None:  # where each stream's time goes: a slow stage shows without a metrics server
-        parts.append(latency)
-    parts.append(_events_table(state, layout))
+        context.append(latency)
+    context.append(_events_table(state, layout))
     health = _health(state.health) if state.health is not None else None
     if health is not None:
-        parts.append(health)
+        context.append(health)
     if state.malformed:
-        parts.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
-    return Group(*parts)
+        context.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
+    streams = _streams_table(state, layout)
+    if closing:
+        return Group(streams, *context, *outcome, *verdicts)
+    return Group(streams, *verdicts, *outcome, *context)
 
 
 def jsonl_line(message: Message) -> str:

@@ -6,6 +6,7 @@ import io
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -551,6 +552,41 @@ def test_an_80_by_24_terminal_shows_the_alert_while_the_stream_runs() -> None:
     assert "alerts" in screen and "P mistake" in screen  # the log's title and header, and its row:
     assert any("kitchen" in line and "boil_" in line and "fill_" in line and "1.00" in line
                for line in screen.splitlines())
+
+
+def test_an_80_by_24_terminal_shows_the_alert_once_the_done_list_is_long() -> None:
+    # A stream's done list wrapped in the 80-column table's narrow column took a line per step and pushed the alert
+    # log below the cut: the cell keeps the newest steps that fit in three lines and counts the others.
+    from rich.live_render import LiveRender
+
+    session = Session()
+    session.run(DEMO_EXECUTIONS["mistake"])
+    session.state.streams["cam0"] = replace(session.state.streams["cam0"], ended=False)  # the last step still on
+    console = Console(width=80, height=24, record=True, file=io.StringIO(), color_system=None)
+    console.print(LiveRender(render(session.state), vertical_overflow="ellipsis"))
+    screen = console.export_text().splitlines()
+    assert any("cam0" in line and "boil_" in line and "fill_" in line and "1.00" in line for line in screen)
+    first_table = screen[:next(k for k, line in enumerate(screen) if line.startswith("└"))]
+    done_cell = [line.split("│")[3].strip() for line in first_table if line.startswith("│")]
+    assert len(done_cell) <= 3 and " ".join(done_cell).startswith("+") and done_cell[-1] == "add_milk"
+    # As wide as its contents (a view printed to a file), the cell names every step.
+    console = Console(width=400, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(session.state, fit=True))
+    assert "get_cup, boil_water, fill_kettle, add_teabag, pour_water, add_milk" in console.export_text()
+
+
+def test_the_last_frame_ends_with_the_outcome_the_terminal_keeps() -> None:
+    # The last frame is printed whole and the terminal keeps its bottom: there, an 80x24 terminal showed the latency
+    # and key-step tables, the alert and the verdict scrolled above them.
+    session = Session()
+    session.run(DEMO_EXECUTIONS["mistake"])
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(session.state, closing=True))
+    bottom = console.export_text().splitlines()[-24:]
+    assert bottom[-1] == "cam0 ended: 1 mistake (boil_water before fill_kettle), nothing missing"
+    assert any("cam0" in line and "boil_" in line and "1.00" in line for line in bottom)  # the alert's row
+    live = draw(session.state, width=80).splitlines()
+    assert live.index(bottom[-1]) < next(k for k, line in enumerate(live) if line.strip() == "alerts")
 
 
 def test_each_streams_latency_per_stage_is_shown_once_reported() -> None:

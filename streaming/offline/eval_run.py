@@ -36,7 +36,7 @@ from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
-from recognition.feature_import import is_npy_name
+from recognition.feature_import import LONG_FILE_RATIO, is_npy_name, span_ratio
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -298,6 +298,20 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
     if last > duration + slack:
         raise InputError(f"{video.named}: covers {duration:.1f} s at the rate it is read at, but its annotated steps "
                          f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate?)")
+
+
+def warn_long_files(videos: Sequence[EvalVideo], lengths: Sequence[float], fps: float,
+                    warn: Callable[[str], None]) -> None:
+    """Warn when the feature files last far longer than their annotated steps at the detector's rate (features
+    written at a higher rate: every step would be recognised, and scored, early in its file). A file too short is
+    refused (`check_annotation_fits`); this is the other direction, which an idle tail can also explain."""
+    timed = [(length, max(s.end for s in video.annotated))
+             for video, length in zip(videos, lengths, strict=True) if video.annotated]
+    ratio = span_ratio([length for length, _ in timed], [end for _, end in timed], 1 / fps)
+    if ratio > LONG_FILE_RATIO:
+        warn(f"--features: at the detector's {fps:g} vectors per second the feature files last a median {ratio:.1f} "
+             "times as long as their annotated steps (each step would be recognised, and scored, early in its "
+             "file): were they written at that rate?")
 
 
 def check_outputs_spare_inputs(config: EvalConfig, videos: Sequence[EvalVideo]) -> None:
@@ -674,10 +688,13 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     chain = load_chain(config, warn)
     videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn)
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
+        lengths = []
         for video in videos:
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
-            check_annotation_fits(video, len(reader.features) / chain.checkpoint.fps,
-                                  ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps, config.annotations)
+            lengths.append(len(reader.features) / chain.checkpoint.fps)
+            check_annotation_fits(video, lengths[-1], ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps,
+                                  config.annotations)
+        warn_long_files(videos, lengths, chain.checkpoint.fps, warn)
     else:
         check_videos_open(videos, config, chain.checkpoint.fps)
     check_outputs_spare_inputs(config, videos)

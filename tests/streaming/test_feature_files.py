@@ -158,6 +158,24 @@ def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained:
     assert "test_ok.npy" in err and "covers 20.0 s" in err and "run to 45.0 s" in err and "--rate" in err
 
 
+def test_feature_files_written_at_twice_the_detectors_rate_are_warned_of(trained: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # Two vectors a second read at the detector's one: each file lasts twice its steps, every step is recognised and
+    # scored in the first half of its file, and eval printed wrong figures without a word.
+    double = trained / "double"
+    double.mkdir(exist_ok=True)
+    for name in ("test_ok", "test_wrong"):
+        np.save(double / f"{name}.npy", np.repeat(np.load(trained / "npy" / f"{name}.npy"), 2, axis=0))
+    argv = eval_argv(trained, "--videos-list", "test_ok,test_wrong", "--json", str(tmp_path / "x.json"))
+    assert stream_detect(argv) == 0
+    assert "times as long" not in capsys.readouterr().err  # at the rate they were written at: no warning
+    assert stream_detect(eval_argv(trained, "--videos-list", "test_ok,test_wrong", "--features", str(double),
+                                   "--json", str(tmp_path / "y.json"))) == 0
+    err = capsys.readouterr().err
+    assert ("warning: --features: at the detector's 1 vectors per second the feature files last a median 2." in err
+            and "were they written at that rate?" in err)
+
+
 def test_a_feature_file_whose_annotation_runs_a_few_seconds_past_it_is_scored(trained: Path, tmp_path: Path) -> None:
     # Public annotations end past the last whole second a per-second file holds (CaptainCook4D's 17_19: 0.95 s):
     # a few seconds are no sign of a file cut short, and such a file must not be refused.

@@ -101,7 +101,7 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache)]) == 0
     text = capsys.readouterr().out
-    assert len(list(cache.glob("*.pkl"))) == 2  # one entry per fold
+    assert len(list(cache.glob("*.npz"))) == 2  # one entry per fold
     again = tmp_path / "again.json"  # from the cache: segmenter and checker only, the same figures
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
@@ -111,21 +111,21 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--json", str(prior), "--cache", str(cache), "--position-prior"]) == 0
     capsys.readouterr()
-    assert len(list(cache.glob("*.pkl"))) == 2
+    assert len(list(cache.glob("*.npz"))) == 2
     # A copy of the folder (new file times: an rsync without -t, another checkout) keeps its cache; an edited
     # recording misses it (it is in both folds: one's test, the other's training).
     copied = tmp_path / "copied"
     shutil.copytree(features, copied, copy_function=shutil.copy)
     assert main(["bench-live", "--data", str(data_dir), "--features", str(copied), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
-    assert len(list(cache.glob("*.pkl"))) == 2
+    assert len(list(cache.glob("*.npz"))) == 2
     assert json.loads(again.read_text())["overall"] == json.loads(out.read_text())["overall"]
     edited = next(copied.glob("*.npy"))
     np.save(edited, np.load(edited) * np.float16(0.5))
     assert main(["bench-live", "--data", str(data_dir), "--features", str(copied), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--cache", str(cache)]) == 0
     capsys.readouterr()
-    assert len(list(cache.glob("*.pkl"))) == 4
+    assert len(list(cache.glob("*.npz"))) == 4
     assert {fold["position_prior_weight"] for fold in json.loads(prior.read_text())["chosen"][RECIPE].values()} <= {
         0.0, 0.5, 1.0}
     assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text
@@ -444,7 +444,7 @@ def test_the_live_chain_checks_the_learned_preconditions_its_own_recognition_ord
                 "(<recipe>-hand-made.json)") in capsys.readouterr().out
         runs[graph] = json.loads(out.read_text())
         assert runs[graph]["settings"]["live_graph"] == graph
-    assert len(list(cache.glob("*.pkl"))) == 2  # the same entries, the observed graphs added to them
+    assert len(list(cache.glob("*.npz"))) == 2  # the same entries, the observed graphs added to them
     learned = {fold: c["preconditions"] for fold, c in runs["learned"]["chosen"][RECIPE].items()}
     observed = {fold: c["preconditions"] for fold, c in runs["observed"]["chosen"][RECIPE].items()}
     assert all(p["checked"] == p["learned"] > 0 for p in learned.values())

@@ -1,33 +1,108 @@
-"""A bench-live cache entry that cannot be read (damaged, or written by another version of the project) is one
-error naming the file, never a traceback."""
+"""A bench-live cache entry is read without pickle: one that cannot be read (damaged, of another version or another
+fold, or a pickle that would run code) is one error naming the file, never a traceback, never code run."""
 
 from __future__ import annotations
 
+import json
 import pickle
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from graphs.common.errors import InputError
-from tgml.bench.live.cache import load_fold
+from tgml.bench.live.cache import TrainedFold, load_fold, save_fold
+from tgml.bench.live.observed import ObservedGraphs
+
+GRAPH = {"format": "tgml-graph", "steps": [{"id": 0, "name": "a"}], "edges": []}
+
+
+def entry() -> TrainedFold:
+    rng = np.random.default_rng(0)
+    table = lambda t, c: rng.random((t, c), dtype=np.float32)  # noqa: E731
+    return TrainedFold(GRAPH, GRAPH | {"edges": [[0, 0]]}, 40, {"v1": (table(5, 4), table(5, 2))},
+                       {"t1": table(7, 4), "t2": table(3, 4)}, {"v1": table(5, 4)}, ObservedGraphs(GRAPH, GRAPH))
+
+
+class RunsCode:
+    """What a hostile cache file holds: unpickling it touches a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (Path.touch, (str(self.marker),))
+
+
+def test_an_entry_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    written = entry()
+    save_fold(tmp_path, "e.npz", written)
+    read = load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v1", "x"])
+    assert read is not None
+    assert (read.graph, read.val_graph, read.kept_epoch, read.observed) == (
+        written.graph, written.val_graph, written.kept_epoch, written.observed)
+    for got, want in ((read.test_outputs, written.test_outputs), (read.validation_outputs, written.validation_outputs)):
+        assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want)
+    assert all(np.array_equal(a, b) for k in written.trainer_validation
+               for a, b in zip(read.trainer_validation[k], written.trainer_validation[k], strict=True))
+    assert load_fold(tmp_path, "absent.npz") is None
+
+
+def test_a_pickle_in_the_cache_is_refused_without_running_it(tmp_path: Path) -> None:
+    # A cache folder travels with its data folder: unpickling a shared entry ran whatever code it named.
+    marker = tmp_path / "ran"
+    (tmp_path / "e.npz").write_bytes(pickle.dumps(RunsCode(marker)))
+    with pytest.raises(InputError, match=rf"--cache {tmp_path}: e.npz does not read as a cached fold .*; remove it"):
+        load_fold(tmp_path, "e.npz")
+    assert not marker.exists()
+    # ... nor inside an archive, as an array of objects.
+    np.savez(tmp_path / "o.npz", meta=np.array([RunsCode(marker)], dtype=object))
+    with pytest.raises(InputError, match="o.npz does not read as a cached fold"):
+        load_fold(tmp_path, "o.npz")
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize(
     "content",
-    [b"cnonexistent_module_of_an_old_version\nTrainedFold\n.",  # a class since moved: ModuleNotFoundError
-     b"ctgml.bench.live.cache\nNoSuchClass\n.",  # a class since renamed: AttributeError
-     b"\x80\x05\x95 damaged",  # cut short
-     b""],
-    ids=["moved-module", "renamed-class", "damaged", "empty"],
+    [b"PK\x03\x04 cut short", b"\x80\x05\x95 damaged", b""],
+    ids=["cut-zip", "damaged", "empty"],
 )
 def test_an_unreadable_entry_is_one_error_naming_the_file(tmp_path: Path, content: bytes) -> None:
-    (tmp_path / "entry").write_bytes(content)
-    with pytest.raises(InputError, match=rf"--cache {tmp_path}: entry does not read as a cached fold .*; remove it"):
-        load_fold(tmp_path, "entry")
+    (tmp_path / "e.npz").write_bytes(content)
+    with pytest.raises(InputError, match=rf"--cache {tmp_path}: e.npz does not read as a cached fold .*; remove it"):
+        load_fold(tmp_path, "e.npz")
 
 
-def test_an_entry_of_another_kind_is_refused_and_a_missing_one_is_a_miss(tmp_path: Path) -> None:
-    (tmp_path / "entry").write_bytes(pickle.dumps({"not": "a fold"}))
-    with pytest.raises(InputError, match="entry is not a cached fold; remove it"):
-        load_fold(tmp_path, "entry")
-    assert load_fold(tmp_path, "absent") is None
+def test_a_damaged_entry_is_refused_not_read_as_other_figures(tmp_path: Path) -> None:
+    # Bytes flipped inside an array: read as it was, the run printed other figures with exit 0.
+    save_fold(tmp_path, "e.npz", entry())
+    data = bytearray((tmp_path / "e.npz").read_bytes())
+    with zipfile.ZipFile(tmp_path / "e.npz") as z:
+        info = z.getinfo("test_outputs.0.npy")
+    middle = info.header_offset + 30 + len(info.filename) + info.file_size // 2
+    data[middle:middle + 8] = bytes(8)
+    (tmp_path / "e.npz").write_bytes(bytes(data))
+    with pytest.raises(InputError, match="e.npz does not read as a cached fold"):
+        load_fold(tmp_path, "e.npz")
+
+
+def test_an_entry_of_another_kind_version_or_fold_is_refused(tmp_path: Path) -> None:
+    np.savez(tmp_path / "other.npz", meta=np.array(json.dumps({"not": "a fold"})))
+    with pytest.raises(InputError, match="other.npz does not read as a cached fold \\(not an entry of this cache\\)"):
+        load_fold(tmp_path, "other.npz")
+    np.savez(tmp_path / "bare.npz", x=np.zeros(3))
+    with pytest.raises(InputError, match="bare.npz is not a cached fold"):
+        load_fold(tmp_path, "bare.npz")
+    save_fold(tmp_path, "e.npz", entry())
+    # Another fold's entry copied under this fold's name: a traceback (KeyError) further on, before.
+    with pytest.raises(InputError, match="e.npz holds the outputs of other recordings than its fold's"):
+        load_fold(tmp_path, "e.npz", ["t1", "t3"], ["v1"])
+    with pytest.raises(InputError, match="e.npz holds the outputs of other recordings"):
+        load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v2"])
+
+
+def test_a_folder_where_an_entry_goes_is_refused_before_the_fold_trains(tmp_path: Path) -> None:
+    (tmp_path / "e.npz").mkdir()
+    with pytest.raises(InputError, match=rf"--cache {tmp_path}: e.npz is not a regular file; remove it"):
+        load_fold(tmp_path, "e.npz")

@@ -9,20 +9,26 @@ the recipe, the fold's training and test recordings (by id and a digest of their
 a copy of the data folder keeps its cache and an edited file or step annotation misses it), the detector's training
 settings, the seed and the learner. The graph-generation annotations the graphs are learned from are not in the key:
 after editing them, start from an empty cache folder.
+
+An entry is a NumPy ``.npz`` archive read without pickle (`np.load` with ``allow_pickle=False``): its arrays, and one
+JSON text for the rest. A cache folder is shared like the data folder it goes with, and unpickling a file runs
+whatever code it names; an archive also checks each array's CRC, so a damaged entry is refused instead of read as
+other figures.
 """
 
 from __future__ import annotations
 
 import hashlib
-import pickle
-from collections.abc import Sequence
+import json
+import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
-from graphs.common.errors import InputError, interrupt_behind
+from graphs.common.errors import InputError
 from graphs.common.files import atomic_path
 from tgml.bench.live.observed import ObservedGraphs
 from tgml.bench.live.recordings import LiveRecording
@@ -62,7 +68,7 @@ def fold_key(recipe: str, fold: int, train: Sequence[LiveRecording], test: Seque
         return sorted((r.recording_id, _digest(r.features), _digest(r.labels)) for r in recordings)
 
     text = repr((CACHE_VERSION, recipe, fold, files(train), files(test), settings, seed, learner))
-    return f"{recipe}-fold{fold}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
+    return f"{recipe}-fold{fold}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.npz"
 
 
 def _digest(array: np.ndarray) -> str:
@@ -71,27 +77,112 @@ def _digest(array: np.ndarray) -> str:
     return hashlib.blake2b(repr((a.shape, a.dtype.str)).encode() + a.tobytes(), digest_size=16).hexdigest()
 
 
-def load_fold(folder: Path, key: str) -> TrainedFold | None:
-    """The cached entry (None when absent; a file that does not read as one is an error naming it)."""
+META: Final = "meta"  # the archive's JSON text: everything of an entry that is not an array
+KIND: Final = "tgml bench-live fold"
+_ARRAYS: Final = ("trainer_probs", "trainer_targets", "test_outputs", "validation_outputs")
+
+
+def entry_arrays(entry: TrainedFold) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """An entry as the archive holds it: the JSON-able part, and the arrays by archive name (``<group>.<k>``, the
+    recordings of each group listed in that order in the JSON part)."""
+    groups: dict[str, Mapping[str, np.ndarray]] = {
+        "trainer_probs": {k: p for k, (p, _) in entry.trainer_validation.items()},
+        "trainer_targets": {k: y for k, (_, y) in entry.trainer_validation.items()},
+        "test_outputs": entry.test_outputs,
+        "validation_outputs": entry.validation_outputs,
+    }
+    observed = None if entry.observed is None else {"graph": entry.observed.graph,
+                                                     "val_graph": entry.observed.val_graph}
+    meta = {"kind": KIND, "version": CACHE_VERSION, "graph": entry.graph, "val_graph": entry.val_graph,
+            "kept_epoch": entry.kept_epoch, "observed": observed, **{g: list(arrays) for g, arrays in groups.items()}}
+    arrays = {f"{g}.{k}": np.asarray(a) for g, group in groups.items() for k, a in enumerate(group.values())}
+    return meta, arrays
+
+
+def entry_from_arrays(meta: object, arrays: Mapping[str, np.ndarray]) -> TrainedFold:
+    """The entry an archive holds (`entry_arrays` the other way).
+
+    Raises:
+        ValueError: the JSON part or the arrays are not those of an entry (says what is wrong).
+    """
+    if not isinstance(meta, dict) or meta.get("kind") != KIND:
+        raise ValueError("not an entry of this cache")
+    if meta.get("version") != CACHE_VERSION:
+        raise ValueError(f"an entry of cache version {meta.get('version')!r}, not {CACHE_VERSION}")
+    graphs = [meta.get("graph"), meta.get("val_graph")]
+    observed = meta.get("observed")
+    if observed is not None:
+        graphs += [observed.get("graph"), observed.get("val_graph")] if isinstance(observed, dict) else [None]
+    if not all(isinstance(g, dict) for g in graphs):
+        raise ValueError("a graph that is not a JSON object")
+    epoch = meta.get("kept_epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        raise ValueError("kept_epoch is not an integer")
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    for group in _ARRAYS:
+        ids = meta.get(group)
+        if not isinstance(ids, list) or not all(isinstance(k, str) for k in ids):
+            raise ValueError(f"{group}: not a list of recording ids")
+        names = [f"{group}.{k}" for k in range(len(ids))]
+        missing = [n for n in names if n not in arrays]
+        if missing:
+            raise ValueError(f"no array {missing[0]}")
+        groups[group] = {k: arrays[n] for k, n in zip(ids, names, strict=True)}
+        if not all(a.ndim == 2 and a.dtype == np.float32 for a in groups[group].values()):
+            raise ValueError(f"{group}: an array that is not a (T, C) float32 table")
+    if groups["trainer_probs"].keys() != groups["trainer_targets"].keys():
+        raise ValueError("the trainer's outputs and targets are of different recordings")
+    return TrainedFold(
+        graph=meta["graph"], val_graph=meta["val_graph"], kept_epoch=epoch,
+        trainer_validation={k: (p, groups["trainer_targets"][k]) for k, p in groups["trainer_probs"].items()},
+        test_outputs=groups["test_outputs"], validation_outputs=groups["validation_outputs"],
+        observed=None if observed is None else ObservedGraphs(observed["graph"], observed["val_graph"]))
+
+
+def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_within: Sequence[str] = ()) -> (
+        TrainedFold | None):
+    """The cached entry (None when absent; a file that does not read as one, or one of another fold, is an error
+    naming it).
+
+    Args:
+        folder: the cache folder.
+        key: the entry's file name (`fold_key`).
+        test: the fold's test recordings: the entry must hold outputs of exactly these (empty: not checked).
+        validation_within: the fold's training recordings: the entry's validation recordings must be among them.
+    """
     path = folder / key
     if not path.is_file():
+        if path.exists():  # said before the fold trains, not when its entry cannot be written at the end
+            raise InputError(f"--cache {folder}: {path.name} is not a regular file; remove it")
         return None
     try:
-        with path.open("rb") as f:
-            entry = pickle.load(f)  # noqa: S301 (the user's own cache folder, written by `save_fold`)
-    # A damaged file (a frame length of gigabytes: MemoryError) or one of another version of this project (a class
-    # since moved: ImportError, AttributeError; changed fields: TypeError) can fail in any way unpickling has.
-    except Exception as e:
-        if interrupt_behind(e) is not None:  # a signal while the entry's classes were being made: not the file's fault
-            raise
+        # allow_pickle=False: an array of Python objects is refused, never unpickled.
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):  # a lone .npy array
+            raise ValueError("not an archive of arrays")
+        with archive:
+            arrays = {name: archive[name] for name in archive.files}
+        text = arrays.pop(META)
+        if text.ndim != 0 or text.dtype.kind != "U":
+            raise ValueError("its JSON part is not a text")
+        entry = entry_from_arrays(json.loads(str(text[()])), arrays)
+    except KeyError:
+        raise InputError(f"--cache {folder}: {path.name} is not a cached fold (no JSON part); remove it") from None
+    # A damaged archive (a CRC that fails, a cut zip), an array of objects, a JSON part that is not an entry's.
+    # A header claiming a huge array: MemoryError.
+    except (OSError, EOFError, ValueError, MemoryError, zipfile.BadZipFile) as e:
         raise InputError(f"--cache {folder}: {path.name} does not read as a cached fold ({e}); remove it") from e
-    if not isinstance(entry, TrainedFold):
-        raise InputError(f"--cache {folder}: {path.name} is not a cached fold; remove it")
+    other = set(entry.test_outputs) != set(test) or not set(entry.validation_outputs) <= set(validation_within)
+    if test and other:
+        raise InputError(f"--cache {folder}: {path.name} holds the outputs of other recordings than its fold's (an "
+                         "entry copied under another name?); remove it")
     return entry
 
 
 def save_fold(folder: Path, key: str, entry: TrainedFold) -> None:
     """Write the entry atomically (a run stopped half-way leaves no broken entry; a full disk is one line naming the
     file, and leaves no temporary file)."""
+    meta, arrays = entry_arrays(entry)
     with atomic_path(folder / key, what="cached fold") as tmp, tmp.open("wb") as f:
-        pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+        contents: dict[str, Any] = {META: np.array(json.dumps(meta, allow_nan=False)), **arrays}
+        np.savez(f, **contents)

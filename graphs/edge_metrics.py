@@ -146,6 +146,16 @@ def load_reference_graph(path: str | Path, like: TaskGraph) -> TaskGraph:
     return captaincook_graph(data, like, str(path))
 
 
+def load_shown_graph(path: str | Path) -> TaskGraph:
+    """A graph to show: a task-graph file, or a CaptainCook4D ground-truth graph as it is, with its own step ids (the
+    files the dataset ships; ``tgml eval --gt`` reads them too)."""
+    source = str(path)
+    data = read_json(path, "graph file")
+    if isinstance(data, dict) and "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data:
+        return captaincook_graph(data, _taxonomy_of(data, source), source)
+    return TaskGraph.from_dict(data, source=source)
+
+
 def _taxonomy_of(data: Any, source: str) -> TaskGraph:
     """An edgeless graph over the steps of a CaptainCook4D ground-truth file (its own ids), to read a graph against."""
     steps = data.get("steps") if isinstance(data, dict) else None

@@ -265,6 +265,10 @@ class TaskGraph:
         if "format" not in data and isinstance(data.get("annotations"), dict):
             raise InputError(f"{source}: this looks like an annotation file, not a task graph; learn a graph from "
                              "it with tgml train")
+        if "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data:
+            raise InputError(f"{source}: a CaptainCook4D graph file, which numbers the steps its own way: tgml show "
+                             "and tgml eval --gt read it; to check recordings against it, write it with the recipe's "
+                             "step ids (tgml bench-live --save-graphs writes <recipe>-hand-made.json)")
         if "format" not in data:
             raise InputError(f"{source}: not a task-graph file (no 'format' field; tgml train writes them)")
         if data.get("format") != FORMAT_NAME:

@@ -416,8 +416,8 @@ def _train(args: argparse.Namespace, console: Console) -> None:
 def _show(args: argparse.Namespace, console: Console) -> None:
     """``tgml show``: the graph's table, and its drawing with ``--dot``."""
     from graphs.common.files import check_output
+    from graphs.edge_metrics import load_shown_graph
     from graphs.graph_drawing import check_rendering_format, write_rendering
-    from graphs.task_graph import load_graph
     from tgml.graph_table import terminal_view
 
     if args.dot:  # before the table: a drawing that cannot be made is said first, never after the output
@@ -426,7 +426,7 @@ def _show(args: argparse.Namespace, console: Console) -> None:
             check_rendering_format(args.dot)
         except InputError as err:
             raise InputError(f"--dot {err}") from None
-    graph = load_graph(args.graph)
+    graph = load_shown_graph(args.graph)
     console.print(terminal_view(graph))
     if args.dot:
         print(f"wrote {write_rendering(graph, args.dot)}")

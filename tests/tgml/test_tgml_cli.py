@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from tests.cli_errors import cli_error
 from tgml.tgml_cli import main
@@ -301,3 +302,18 @@ def test_a_config_key_no_learner_has_names_the_file(tmp_path: Path, capsys: pyte
     err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
                            "--config", str(cfg)], capsys)
     assert err.startswith(f"error: --config {cfg}: setting 'bogus' belongs to no learner")
+
+
+def test_show_reads_every_ground_truth_graph_captaincook4d_ships(data_dir: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # `tgml eval --gt` read these files and `tgml show` refused all 24 (no 'format' field): a file a public
+    # dataset ships is never refused.
+    files = sorted((data_dir / "captaincook4d" / "ground_truth_task_graphs").glob("*.json"))
+    assert len(files) == 24
+    for path in files:
+        assert main(["show", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "Place-Place 8-inch flour tortilla on cutting board" in shown and "START" in shown
+    # Where step ids matter (checking recordings), the file is refused, saying what it is and what to use.
+    with pytest.raises(InputError, match="a CaptainCook4D graph file, which numbers the steps its own way"):
+        load_graph(files[0])

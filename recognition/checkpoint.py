@@ -225,7 +225,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     path = Path(path)
     src = str(path)
     with open_input(path, "detector checkpoint", limit=MAX_CHECKPOINT_BYTES) as handle:
-        _check_unpacked_size(handle, src)
+        _check_archive(handle, src)
         try:
             with warnings.catch_warnings():  # torch warns of what it is about to refuse (a plain pickle's protocol)
                 warnings.simplefilter("ignore")
@@ -282,18 +282,23 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     return model.to(device).eval(), meta
 
 
-def _check_unpacked_size(handle: IO[bytes], src: str) -> None:
-    """Refuse an archive that unpacks to far more than its own size, before torch reads it (a zip bomb).
+def _check_archive(handle: IO[bytes], src: str) -> None:
+    """Refuse an archive that unpacks to far more than its own size (a zip bomb), or whose records fail their CRC (a
+    damaged copy), before torch reads it.
 
     ``torch.save`` stores the tensors uncompressed, so a checkpoint unpacks to about its own size; a 37 MB archive of
-    compressed records took the loader to 8.6 GB. The sizes come from the archive's directory, nothing is unpacked.
-    A file that is not a zip archive is left to torch's reader (it refuses it, or reads the legacy format, whose
-    tensors are no larger than the file).
+    compressed records took the loader to 8.6 GB. The sizes come from the archive's directory, and only then is each
+    record read against its CRC: torch's reader does not check them, and a few flipped bytes in the weights gave a
+    detector that loaded, stayed finite and recognised nothing. A file that is not a zip archive is left to torch's
+    reader (it refuses it, or reads the legacy format, whose tensors are no larger than the file).
     """
     size = os.fstat(handle.fileno()).st_size
+    damaged = None
     try:
         with zipfile.ZipFile(handle) as archive:
             unpacked = sum(entry.file_size for entry in archive.infolist())
+            if unpacked <= size + UNPACKED_SLACK_BYTES:
+                damaged = archive.testzip()  # the first record whose bytes fail their CRC
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         unpacked = 0
     finally:
@@ -301,6 +306,8 @@ def _check_unpacked_size(handle: IO[bytes], src: str) -> None:
     if unpacked > size + UNPACKED_SLACK_BYTES:
         raise InputError(f"{src}: not a detector checkpoint: its archive unpacks to {unpacked / 2**20:.0f} MB from "
                          f"{size / 2**20:.0f} MB (recognition-train stores weights uncompressed); not read")
+    if damaged is not None:
+        raise InputError(f"{src}: a damaged copy: its record {damaged} fails its checksum (CRC); not read")
 
 
 def _checked_weights(state: object, config: MiniROADConfig, src: str) -> dict[str, torch.Tensor]:

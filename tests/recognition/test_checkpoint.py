@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,22 @@ def test_truncated_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
     cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(InputError, match=r"cut\.pt: not a detector checkpoint"):
         load_detector(cut)
+
+
+def test_a_checkpoint_with_flipped_bytes_in_its_weights_is_refused(tmp_path: Path) -> None:
+    # torch's reader does not check the archive's CRCs: bytes flipped in the weights gave a detector that loaded,
+    # stayed finite and recognised nothing, without a word.
+    _, path = _saved(tmp_path)
+    with zipfile.ZipFile(path) as archive:
+        record = max(archive.infolist(), key=lambda info: info.file_size)  # the largest tensor
+    data = bytearray(path.read_bytes())
+    start = record.header_offset + 30 + len(record.filename.encode()) + 64  # past its local header (and extra field)
+    data[start:start + 16] = bytes(b ^ 0x5A for b in data[start:start + 16])
+    flipped = tmp_path / "flipped.pt"
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=rf"flipped\.pt: a damaged copy: its record {record.filename} fails its "
+                                         r"checksum \(CRC\); not read"):
+        load_detector(flipped)
 
 
 @pytest.mark.parametrize(

@@ -231,6 +231,8 @@ class Message:
     """Fields every message has; subclasses add their own."""
 
     KIND: ClassVar[str] = ""
+    # Fields added to a kind within its version: a peer from before them leaves them out, and they take their default.
+    ADDED: ClassVar[frozenset[str]] = frozenset()
 
     stream_id: str
     seq: int
@@ -272,12 +274,12 @@ class Message:
         """
         kind = cls.KIND
         names = _field_names(cls)
-        missing = [n for n in names if n not in body]
+        missing = [n for n in names if n not in body and n not in cls.ADDED]
         extra = [k for k in body if k not in names]
         if missing or extra:
             raise MessageError(f"{kind}: missing fields {missing}, unexpected fields {extra}")
         hints = _hints(cls)
-        return cls(**{n: _coerce(body[n], hints[n], f"{kind}.{n}") for n in names})
+        return cls(**{n: _coerce(body[n], hints[n], f"{kind}.{n}") for n in names if n in body})
 
     @property
     def kind(self) -> str:
@@ -721,6 +723,7 @@ class CheckerHealth(Message):
     """
 
     KIND: ClassVar[str] = "checker"
+    ADDED: ClassVar[frozenset[str]] = frozenset({"stream_taken"})  # "absent (0) from a checker before it"
 
     streams: int
     lost_streams: int

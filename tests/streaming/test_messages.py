@@ -12,6 +12,7 @@ from streaming.messages import (
     MAX_MESSAGE_BYTES,
     WIRE_VERSION,
     Alert,
+    CheckerHealth,
     Heartbeat,
     MessageError,
     MissingSteps,
@@ -254,3 +255,17 @@ def test_the_example_lines_of_the_wire_docs_decode_as_they_are() -> None:
         body = json.loads(line)
         message = decode([f"{body['kind']}/{body['stream_id']}".encode(), line.encode()])
         assert json.loads(encode(message)[1]) == body
+
+
+def test_a_checker_message_from_before_stream_taken_reads_it_as_zero() -> None:
+    # The wire docs say the counter is "absent (0) from a checker before it"; the viewer dropped every such message as
+    # malformed ("missing fields ['stream_taken']").
+    health = CheckerHealth("checker", 4, 1.0, 2, 0, 10, 0, 0, 0, 0, 0, 0, denied=1, stream_taken=3)
+    topic, payload = encode(health)
+    body = json.loads(payload)
+    del body["stream_taken"]
+    read = decode([topic, json.dumps(body).encode()])
+    assert read == CheckerHealth("checker", 4, 1.0, 2, 0, 10, 0, 0, 0, 0, 0, 0, denied=1, stream_taken=0)
+    del body["denied"]  # every other field is still required
+    with pytest.raises(MessageError, match=r"checker: missing fields \['denied'\]"):
+        decode([topic, json.dumps(body).encode()])

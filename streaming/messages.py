@@ -74,6 +74,8 @@ MAX_MESSAGE_BYTES: Final = 64 * 1024  # a history of thousands of steps still fi
 MAX_HISTORY: Final = 4096  # confirmed key-steps per stream a message may carry
 MAX_TEXT: Final = MAX_NAME  # characters in a free-text field (step names), as the file loaders allow
 MAX_COUNT: Final = 2**53 - 1  # counters and seq: exact in every JSON reader (a double holds integers up to 2^53)
+# The longest topic read: "<kind>/<stream id>" is at most 10 + 1 + 64 bytes; a longer one is refused before its payload.
+MAX_TOPIC_BYTES: Final = 128
 STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
 _STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
@@ -799,8 +801,10 @@ def decode(frames: list[bytes]) -> Message:
     if len(frames) != 2:
         raise MessageError(f"expected 2 frames, got {len(frames)}")
     topic, payload = bytes(frames[0]), bytes(frames[1])
-    if len(payload) > MAX_MESSAGE_BYTES or len(topic) > 128:
+    if len(payload) > MAX_MESSAGE_BYTES:
         raise MessageError(f"message of {len(payload)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    if len(topic) > MAX_TOPIC_BYTES:
+        raise MessageError(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
     try:
         body = json.loads(payload.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_fields)
     except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, NaN, too many digits, nesting too deep

@@ -123,6 +123,8 @@ def test_garbage_wrong_framing_nan_and_oversize_are_refused() -> None:
         decode([good[0], b" " * (MAX_MESSAGE_BYTES + 1)])
     with pytest.raises(MessageError, match="topic"):
         decode([b"alert/cam0", good[1]])
+    with pytest.raises(MessageError, match="^topic of 129 bytes exceeds 128$"):  # said as what it is, not the payload
+        decode([b"k" * 129, good[1]])
 
 
 def test_sender_cannot_build_an_invalid_message() -> None:

@@ -60,6 +60,7 @@ RETRY_MAX_S: Final = 0.5  # the longest wait between two sendings (a finalizer t
 
 _landed: list[int] = []  # a signal that landed in a finalizer and is not raised yet
 _retries = 0  # how many times it was sent again
+_stopping: list[int] = []  # the signal the run is stopping on: raised once, a later one is the same request
 
 
 def in_finalizer(frame: FrameType | None) -> bool:
@@ -98,8 +99,13 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             timer.daemon = True
             timer.start()
             return
+        if _stopping:
+            # The run is already stopping (its cleanup, its summary line): a second signal, often the same one sent
+            # twice (`timeout` and a kill of its process group), would cut that short and lose the summary.
+            return
         _landed.clear()
         _retries = 0
+        _stopping.append(signum)
     raise Interrupted(signum)
 
 
@@ -115,6 +121,7 @@ def handling_signals() -> Iterator[None]:
         yield
         return
     previous = {s: signal.getsignal(s) for s in HANDLED}
+    stopping = _stopping[:]  # an outer run's
     for s, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(s, _raise)
@@ -127,6 +134,7 @@ def handling_signals() -> Iterator[None]:
             landed = _landed[:1]
             _landed.clear()
             _retries = 0
+            _stopping[:] = stopping
         if landed and sys.exc_info()[0] is None:  # a signal of the run, landed in a finalizer at its very end
             raise Interrupted(landed[0])
 
@@ -149,6 +157,10 @@ def signals_deferred() -> Iterator[None]:
             if not _deferring:
                 _pending.clear()
         if arrived and threading.current_thread() is threading.main_thread():
-            raise Interrupted(arrived[0])
-        if arrived:  # only the main thread may stop the run: hand the signal back to it
+            with _lock:
+                first = not _stopping  # else already stopping: see `_raise`
+                _stopping.extend(arrived[:first])
+            if first:
+                raise Interrupted(arrived[0])
+        elif arrived:  # only the main thread may stop the run: hand the signal back to it
             signal.raise_signal(arrived[0])

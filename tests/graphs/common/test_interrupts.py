@@ -51,3 +51,21 @@ def test_a_signal_landing_in_a_finalizer_as_the_run_ends_still_stops_it(capfd: p
         del holder  # finalized here, the last statement of the run: no bytecode left to take the signal
     assert stopped.value.signum == signal.SIGTERM
     assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_a_second_signal_while_the_run_stops_lets_its_cleanup_finish() -> None:
+    # `timeout` and a kill of its process group send SIGTERM twice: the second, landing in the checker's cleanup,
+    # cut it short and its summary line was never printed.
+    summary = []
+    with pytest.raises(Interrupted) as stopped, handling_signals():
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        finally:
+            signal.raise_signal(signal.SIGTERM)  # the same request again, while the run stops
+            signal.raise_signal(signal.SIGINT)
+            summary.append("checker: 0 messages received")
+    assert stopped.value.signum == signal.SIGTERM and summary == ["checker: 0 messages received"]
+    # The next run stops on its own first signal again.
+    with pytest.raises(Interrupted) as again, handling_signals():
+        signal.raise_signal(signal.SIGINT)
+    assert again.value.signum == signal.SIGINT

@@ -47,7 +47,7 @@ from typing import IO, Any, Final
 import torch
 
 from graphs.common.errors import InputError
-from graphs.common.files import atomic_path, open_input
+from graphs.common.files import atomic_path, open_input, write_failure
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.evidence import EvidenceModel
@@ -197,9 +197,8 @@ def save_detector(
         try:
             torch.save(payload, tmp)
         except RuntimeError as err:  # torch's zip writer reports a full disk (or any write error) this way
-            detail = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-            raise InputError(f"{path}: cannot write the detector checkpoint ({detail}); the file at this path, "
-                             "if any, is unchanged") from None
+            raise InputError(f"{path}: cannot write the detector checkpoint ({write_failure(err, Path(path).parent)}); "
+                             "the file at this path, if any, is unchanged") from None
     return meta
 
 

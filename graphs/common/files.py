@@ -583,6 +583,24 @@ def _make_folders(folder: Path, inside: str | Path | None, what: str) -> None:
                                  "through it") from None
 
 
+FULL_BELOW_BYTES: Final = 1 << 20  # a folder with less room than this after a failed write is on a full disk
+
+
+def write_failure(err: BaseException, folder: Path) -> str:
+    """Why writing in ``folder`` failed, in words: a full disk is said as such, since numpy's writer reports it as a
+    short write (``52480 requested and 39904 written``) and torch's as an internal error (``enforce fail at
+    inline_container.cc``), neither with an error number."""
+    if isinstance(err, OSError) and err.errno is not None:
+        return err.strerror or str(err)
+    try:
+        if shutil.disk_usage(folder).free < FULL_BELOW_BYTES:
+            return os.strerror(errno.ENOSPC)
+    except OSError:
+        pass
+    text = str(err).strip()
+    return text.splitlines()[0][:160] if text else type(err).__name__
+
+
 @contextmanager
 def atomic_path(
     path: str | Path,
@@ -630,7 +648,7 @@ def atomic_path(
         with signals_deferred():
             _commit(tmp, path, what, mode, replace)
     except OSError as err:
-        raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
+        raise InputError(f"{path}: cannot write the {what} ({write_failure(err, path.parent)})") from None
     finally:
         with signals_deferred():
             shutil.rmtree(scratch, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -167,3 +168,45 @@ def test_write_text_is_atomic_and_failures_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"deeper.txt: cannot write the results file \("):
         write_text(blocker / "deeper.txt", "x", "results file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # no temporary left behind
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Any:
+    """A folder on a 64 KiB file system filled to the last byte (a real tmpfs: mounting needs root)."""
+    import subprocess
+
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True,
+                      timeout=30).returncode != 0:
+        pytest.skip("this machine does not let a tmpfs be mounted")
+    try:
+        fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):  # unbuffered: the write that finds the disk full raises here
+            for _ in range(1024):  # bounded: 64 KiB fills in 16 of these
+                os.write(fd, bytes(4096))
+        os.close(fd)
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_is_said_as_such_whatever_the_writer_reports(full_disk: Path) -> None:
+    # numpy reports a full disk as a short write ("52480 requested and 39904 written") and torch as an internal
+    # error ("enforce fail at inline_container.cc"), neither with an error number: the line never said "full disk".
+    import numpy as np
+
+    from graphs.common.files import atomic_path
+    from recognition.checkpoint import save_detector
+    from recognition.model import MiniROAD, MiniROADConfig
+
+    full = r"x\.npy: cannot write the feature array \(No space left on device\)"
+    with pytest.raises(InputError, match=full), atomic_path(full_disk / "x.npy", what="feature array") as tmp, \
+            open(tmp, "xb") as handle:
+        np.save(handle, np.zeros((64, 1024), np.float32), allow_pickle=False)
+    model = MiniROAD(MiniROADConfig(input_dim=256, embed_dim=128, hidden_dim=128, num_classes=4))
+    with pytest.raises(InputError, match=r"cannot write the detector checkpoint \(No space left on device\)"):
+        save_detector(full_disk / "d.pt", model, ("background", "a", "b", "c"), (None, 1, 2, 3), "x", 1.0, {})
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]  # no temporary left behind

@@ -426,6 +426,19 @@ class HandshakeRefused(InputError):
 FAILED_HANDSHAKES_TO_END: Final = 3
 
 
+RECONNECT_FIRST_S: Final = 0.1  # the wait before connecting again after a refused handshake, doubled each time
+RECONNECT_MAX_S: Final = 5.0
+
+
+def reconnect_delay(failed_in_row: int) -> float:
+    """Seconds to wait before connecting again after ``failed_in_row`` failed handshakes in a row: none after a
+    connection that had succeeded (a checker restart, a dropped oversized frame), then 0.1 s doubled up to 5 s, so
+    that a client the checker refuses does not knock (and get counted and logged) several times a second."""
+    if failed_in_row <= 0:
+        return 0.0
+    return min(RECONNECT_FIRST_S * 2.0 ** min(failed_in_row - 1, 16), RECONNECT_MAX_S)
+
+
 class HandshakeWatch:
     """Watches a connecting socket's handshakes (a ZeroMQ socket monitor) and names a refusal.
 
@@ -433,9 +446,11 @@ class HandshakeWatch:
     400), it has the wrong checker key (the checker cannot decrypt it and hangs up), or only one side uses CURVE
     (mechanism mismatch). Each becomes one `InputError` line saying what to fix.
 
-    A connection the peer cut is made again at once (`reconnects` counts them): libzmq reconnects by itself after a
-    peer restart, but not after it dropped a message over the size limit (``MAXMSGSIZE``, a protocol error), and a
-    checker that sent one oversized frame would otherwise leave its viewer deaf for good.
+    A connection the peer cut is made again (`reconnects` counts them): libzmq reconnects by itself after a peer
+    restart, but not after it dropped a message over the size limit (``MAXMSGSIZE``, a protocol error) nor after a
+    refused key, and a checker that sent one oversized frame would otherwise leave its viewer deaf for good. After a
+    connection that had succeeded it is made again at once; after refused handshakes, later and later
+    (`reconnect_delay`), by `check`.
 
     Args:
         sock: the socket, not connected yet.
@@ -453,6 +468,7 @@ class HandshakeWatch:
         self.succeeded = False
         self.reconnects = 0
         self.failed_in_row = 0  # failed handshakes since the last that succeeded (`check`)
+        self._reconnect_at: float | None = None  # when `check` connects again (after refused handshakes)
 
     def wait(self, timeout_s: float) -> bool:
         """Wait for the first successful handshake.
@@ -485,13 +501,20 @@ class HandshakeWatch:
         Raises:
             HandshakeRefused: the peer refused a handshake.
         """
+        if self._reconnect_at is not None and time.monotonic() >= self._reconnect_at:
+            self._reconnect_at = None
+            self.sock.connect(self.endpoint)
         for event, value in _monitor_events(self.monitor):
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.succeeded, self.failed_in_row = True, 0
             elif event == zmq.EVENT_DISCONNECTED:
                 self.reconnects += 1
                 self.sock.disconnect(self.endpoint)
-                self.sock.connect(self.endpoint)
+                delay = reconnect_delay(self.failed_in_row)
+                if delay > 0:
+                    self._reconnect_at = time.monotonic() + delay
+                else:
+                    self.sock.connect(self.endpoint)
             else:
                 self.failed_in_row += 1
                 mismatch = value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH

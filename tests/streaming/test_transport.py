@@ -120,3 +120,13 @@ def test_a_topic_over_its_budget_is_dropped_before_decoding(ctx: zmq.Context) ->
                     lambda: got.extend(receiver.poll(20)))
     assert receiver.stats.over_budget > 0 and receiver.stats.malformed == 0
     assert len(got) + receiver.stats.over_budget == 41
+
+
+def test_a_refused_client_connects_again_later_and_later() -> None:
+    # After a connection that had worked (a checker restart), at once; after refused handshakes, 0.1 s doubled up
+    # to 5 s: a dashboard whose key the checker refused knocked several times a second, each knock counted and logged.
+    from streaming.transport import reconnect_delay
+
+    assert reconnect_delay(0) == 0.0
+    assert [reconnect_delay(n) for n in (1, 2, 3, 4)] == [0.1, 0.2, 0.4, 0.8]
+    assert reconnect_delay(7) == reconnect_delay(10_000) == 5.0

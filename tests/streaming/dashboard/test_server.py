@@ -317,6 +317,13 @@ def test_with_curve_an_allowed_dashboard_gets_the_alerts_and_a_stranger_is_named
             link = refused.state()["link"]
             assert "refused this client's key" in link["refused"] and not link["connected"]
             assert refused.state()["alerts"] == []
+            # It keeps trying (its key may be added), later and later: it knocked several times a second, each
+            # knock counted and logged by the checker. Three more refusals take at least the last two waits of
+            # 0.1, 0.2, 0.4 s (the first may have run out already): 0.6 s, against some 50 ms before.
+            first = service.core.counts["denied"]
+            started = time.monotonic()
+            assert wait_for(lambda: service.core.counts["denied"] >= first + 3, 20)
+            assert time.monotonic() - started >= 0.6
     finally:
         stop.set()
         thread.join(5)

@@ -568,7 +568,13 @@ def make_folders(folder: str | Path, inside: str | Path | None = None, what: str
 
 def _make_folders(folder: Path, inside: str | Path | None, what: str) -> None:
     if inside is None:
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # mkdir says only "File exists" or "Not a directory"
+            blocking = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), folder)
+            mode = os.lstat(blocking).st_mode
+            kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+            raise InputError(f"{blocking}: is {kind}, not a folder; cannot write the {what} in it") from None
         return
     current = Path(inside)
     current.mkdir(parents=True, exist_ok=True)

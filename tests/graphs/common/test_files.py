@@ -165,7 +165,7 @@ def test_write_text_is_atomic_and_failures_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"sub: is a folder, not a regular file; refusing"):
         write_text(tmp_path / "sub", "x", "results file")
     blocker = tmp_path / "sub" / "out.txt"
-    with pytest.raises(InputError, match=r"deeper.txt: cannot write the results file \("):
+    with pytest.raises(InputError, match=r"sub/out.txt: is a file, not a folder; cannot write the results file in it"):
         write_text(blocker / "deeper.txt", "x", "results file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # no temporary left behind
 
@@ -210,3 +210,18 @@ def test_a_full_disk_is_said_as_such_whatever_the_writer_reports(full_disk: Path
     with pytest.raises(InputError, match=r"cannot write the detector checkpoint \(No space left on device\)"):
         save_detector(full_disk / "d.pt", model, ("background", "a", "b", "c"), (None, 1, 2, 3), "x", 1.0, {})
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]  # no temporary left behind
+
+
+def test_a_file_where_an_output_folder_goes_is_named(tmp_path: Path) -> None:
+    # mkdir said only "File exists" or "Not a directory": MISTAKE_CACHE=/dev/full ended in "(File exists)".
+    from graphs.common.files import atomic_path
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(InputError, match=rf"^{tmp_path / 'afile'}: is a file, not a folder; cannot write the demo "
+                                         "video in it$"), atomic_path(tmp_path / "afile" / "sub" / "v.mp4",
+                                                                      what="demo video"):
+        pass
+    if Path("/dev/full").exists():
+        with pytest.raises(InputError, match="^/dev/full: is a character device, not a folder"), \
+                atomic_path(Path("/dev/full") / "v.mp4", what="demo video"):
+            pass

@@ -95,8 +95,8 @@ def load_token(token: str | None, token_file: str | None) -> str | None:
             data = read_bytes(token_file, "token file", MAX_TOKEN_FILE_BYTES)
         except InputError as err:
             raise InputError(f"--token-file {err}") from None
-        try:
-            lines = data.decode("ascii").splitlines()
+        try:  # a byte-order mark, as Windows editors write one before the text, is no part of the token
+            lines = data.removeprefix(b"\xef\xbb\xbf").decode("ascii").splitlines()
         except UnicodeDecodeError:
             raise InputError(f"{option}: not a text file (a token is visible ASCII characters); "
                              f"{TOKEN_HINT}") from None

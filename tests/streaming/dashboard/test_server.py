@@ -328,3 +328,15 @@ def test_with_curve_an_allowed_dashboard_gets_the_alerts_and_a_stranger_is_named
         stop.set()
         thread.join(5)
         ctx.destroy(linger=0)
+
+
+def test_a_token_file_saved_with_a_byte_order_mark_is_read() -> None:
+    # Notepad writes a UTF-8 byte-order mark before the text: the file was refused as "not a text file".
+    import tempfile
+
+    from streaming.dashboard.access import load_token
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "token.txt"
+        path.write_bytes(b"\xef\xbb\xbf" + b"s3cret-token-of-the-site\r\n")
+        assert load_token(None, str(path)) == "s3cret-token-of-the-site"

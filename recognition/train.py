@@ -174,6 +174,10 @@ class DetectorTrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be an integer >= 1")
+        for name in ("embed_dim", "hidden_dim"):
+            if getattr(self, name) > MAX_WIDTH:
+                raise InputError(f"DetectorTrainConfig.{name} = {as_written(getattr(self, name), 30)}: must be at most "
+                                 f"{MAX_WIDTH}")
         if self.epochs > MAX_EPOCHS:
             raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs, 30)}: must be at most "
                              f"{MAX_EPOCHS}")
@@ -261,6 +265,11 @@ class DetectorTrainConfig:
 
 KEEP_EPOCH = ("map", "loss", "last")
 SHUFFLED_DONE = ("order", "scene")
+# Widest embedding or GRU a config may ask for: 4 times the published MiniROAD's embedding (2048), 8 times its hidden
+# size (1024), and 32 times what the shipped configs suggest for hundreds of videos (256-512). At 8192 both, the GRU
+# alone holds 400 million weights, 6.4 GB with their gradients and AdamW's moments: still a training run on a large
+# machine. Wider is a typo (1e9 was taken, and died in torch's allocation traceback).
+MAX_WIDTH = 8192
 MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
 _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",

@@ -276,6 +276,20 @@ def test_an_epoch_count_no_run_could_finish_is_refused(small_config: Path) -> No
         replace(load_detector_training_config(small_config), epochs=10**20)
 
 
+@pytest.mark.parametrize(("key", "value"), [("embed_dim", 1_000_000_000), ("hidden_dim", 1_000_000)])
+def test_a_model_too_wide_to_allocate_is_refused_naming_the_field(
+    key: str, value: int, feature_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It ended in torch's "can't allocate memory" traceback, exit status 1.
+    huge = tmp_path / "huge.toml"
+    huge.write_text(f'[features]\nrgb = "rgb_synth"\n\n[model]\n{key} = {value}\n')
+    err = cli_error(main, _argv(feature_folder, huge, tmp_path / "x.pt"), capsys)
+    assert err == f"error: {huge}: [model] {key} = {value}: must be at most 8192"
+    assert not (tmp_path / "x.pt").exists()
+    huge.write_text(f'[features]\nrgb = "rgb_synth"\n\n[model]\n{key} = 8192\n')
+    assert load_detector_training_config(huge).model_config(24, 5).hidden_dim > 0  # the bound itself is taken
+
+
 def test_a_bad_command_line_override_does_not_blame_the_config_file(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -111,6 +111,24 @@ def test_train_refuses_settings_of_the_other_learner(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("method", [[], ["--method", "noisy-and"]])
+@pytest.mark.parametrize("typo", ["zzz = 1\n", "lrr = 0.2\n"])
+def test_train_names_a_misspelt_config_setting_as_unknown(
+    method: list[str], typo: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Beside noisy-and's own keys, a typo was blamed on another learner: "settings 'zzz' (Direct Optimization) and
+    # 'cut' (noisy-and) belong to different learners".
+    ann = write(tmp_path / "ann.json", TINY)
+    cfg = write(tmp_path / "c.toml", "edge_cost = 0.5\ncut = 0.9\n" + typo)
+    out = tmp_path / "g.json"
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--config", str(cfg), "--out",
+                           str(out), *method], capsys)
+    key = typo.split(" ")[0]
+    assert err.startswith(f"error: --config {cfg}: unknown setting '{key}' (the settings of ")
+    assert "cut, edge_cost, epochs, lr, noise, relaxed" in err and "different learners" not in err
+    assert not out.exists()
+
+
 def test_bench_captaincook_partial_config_keeps_the_benchmark_protocol(
     tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -301,7 +319,7 @@ def test_a_config_key_no_learner_has_names_the_file(tmp_path: Path, capsys: pyte
     ann, cfg = write(tmp_path / "ann.json", TINY), write(tmp_path / "c.toml", "bogus = 1\n")
     err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(tmp_path / "g.json"),
                            "--config", str(cfg)], capsys)
-    assert err.startswith(f"error: --config {cfg}: setting 'bogus' belongs to no learner")
+    assert err.startswith(f"error: --config {cfg}: unknown setting 'bogus' (the settings of noisy-and: ")
 
 
 def test_show_reads_every_ground_truth_graph_captaincook4d_ships(data_dir: Path, tmp_path: Path,

@@ -183,15 +183,23 @@ def resolve_learner(method: str | None, given: set[str]) -> str:
         foreign = sorted(given - entry.setting_keys - {"seed"})
         if foreign:
             owner = _owner(foreign[0])
-            raise InputError(f"setting {foreign[0]!r} does not apply to --method {method}"
-                             + (f" (it belongs to {owner})" if owner else "")
-                             + f"; its settings: {', '.join(sorted(entry.setting_keys))}")
+            known = ', '.join(sorted(entry.setting_keys))
+            if not owner:  # a typo: "does not apply" would send the user looking for the learner it applies to
+                raise InputError(f"unknown setting {foreign[0]!r} (the settings of --method {method}: {known})")
+            raise InputError(f"setting {foreign[0]!r} does not apply to --method {method} (it belongs to {owner})"
+                             f"; its settings: {known}")
         return method
     default = LEARNERS[DEFAULT_LEARNER]
     foreign = sorted(given - default.setting_keys - {"seed"})
     if not foreign:
         return DEFAULT_LEARNER
     do = LEARNERS["do"]
+    # A key of no learner is checked first: sorted among the others, a typo was blamed on Direct Optimization.
+    unknown = next((key for key in foreign if not _owner(key)), None)
+    if unknown is not None:
+        raise InputError(f"unknown setting {unknown!r} (the settings of {DEFAULT_LEARNER}: "
+                         f"{', '.join(sorted(default.setting_keys))}; of do: {', '.join(sorted(do.setting_keys))}; "
+                         "--method names another learner)")
     not_do = sorted(given - do.setting_keys - {"seed"})
     if not_do:
         raise InputError(f"settings {foreign[0]!r} (Direct Optimization) and {not_do[0]!r} ({DEFAULT_LEARNER}) "

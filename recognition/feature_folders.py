@@ -339,18 +339,19 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
         raise InputError(f"{root}: flow feature folder {config.flow!r} not found")
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)
-    if split.augment_copies:
-        train = tuple(with_copies(root, video, config, split.augment_copies) for video in train)
-    # The width and class count most videos share are the folder's: the file named is the odd one out.
+    # The width and class count most videos share are the folder's: the file named is the odd one out. Checked
+    # before the copies are read, which are compared with their video: a cut video blamed its whole copy.
     width = Counter(v.features.shape[1] for v in train + test).most_common(1)[0][0]
     n_cls = Counter(v.targets.shape[1] for v in train + test).most_common(1)[0][0]
     for video in train + test:
         if video.features.shape[1] != width:
             raise InputError(f"video {video.name!r}: {root / config.rgb / video.name}.npy: feature width "
-                             f"{video.features.shape[1]}, others have {width}")
+                             f"{video.features.shape[1]}, the folder's other videos have {width}")
         if video.targets.shape[1] != n_cls:
             raise InputError(f"video {video.name!r}: {root / TARGETS_DIR / video.name}.npy: "
                              f"{video.targets.shape[1]} target classes, others have {n_cls}")
+    if split.augment_copies:
+        train = tuple(with_copies(root, video, config, split.augment_copies) for video in train)
     # Everything the checkpoint will hold is checked here, before training, not when it is saved.
     names = split.class_names or ("background", *(f"class_{c}" for c in range(1, n_cls)))
     step_ids = split.class_step_ids or (None, *range(1, n_cls))
@@ -392,9 +393,11 @@ def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: 
         path = root / config.rgb / copy_file_name(video.name, k)
         array = _load_array(path, video.name, f"augmented copy {k}").astype(np.float32)
         rgb_width = array.shape[1]
-        if array.shape[0] != len(video.features) or rgb_width > video.features.shape[1]:
-            raise InputError(f"video {video.name!r}: augmented copy {path} has shape {array.shape}, the video's RGB "
-                             f"features have {len(video.features)} frames")
+        # Without flow the copy is as wide as its video; a narrower one was padded with the original's columns.
+        width_ok = rgb_width == video.features.shape[1] if not config.flow else rgb_width < video.features.shape[1]
+        if array.shape[0] != len(video.features) or not width_ok:
+            raise InputError(f"video {video.name!r}: augmented copy {path} has shape {array.shape}, the video's "
+                             f"{'RGB' if not config.flow else 'RGB and flow'} features {video.features.shape}")
         if not np.all(np.isfinite(array)):
             raise InputError(f"video {video.name!r}: augmented copy {path} contains NaN or infinity")
         copies.append(np.concatenate([array, video.features[:, rgb_width:]], axis=1))

@@ -12,6 +12,7 @@ from graphs.common.errors import InputError
 from recognition.feature_folders import (
     FeatureConfig,
     VideoFeatures,
+    copy_file_name,
     load_feature_dataset,
     window_index,
 )
@@ -82,7 +83,40 @@ def test_a_file_of_another_width_is_named_even_when_read_first(feature_folder: P
     np.save(path, np.load(path)[:, :5])
     with pytest.raises(InputError) as info:
         load_feature_dataset(feature_folder, SYNTH)
-    assert str(info.value) == f"video {split['train'][0]!r}: {path}: feature width 5, others have 24"
+    assert str(info.value) == (f"video {split['train'][0]!r}: {path}: feature width 5, the folder's other videos "
+                               "have 24")
+
+
+def _with_one_copy(folder: Path) -> dict[str, list[str]]:
+    """The folder's split with one augmented copy of each training video (its features, shifted)."""
+    split = json.loads((folder / "split.json").read_text())
+    split["augment_copies"] = 1
+    (folder / "split.json").write_text(json.dumps(split))
+    for name in split["train"]:
+        np.save(folder / "rgb_synth" / copy_file_name(name, 1), np.load(folder / "rgb_synth" / f"{name}.npy") + 0.1)
+    return split
+
+
+def test_a_video_of_another_width_is_named_not_its_augmented_copy(feature_folder: Path) -> None:
+    # The copy, whole, was blamed: "augmented copy video_03.aug1.npy has shape (39, 1280), the video's RGB features
+    # have 39 frames".
+    name = _with_one_copy(feature_folder)["train"][3]
+    path = feature_folder / "rgb_synth" / f"{name}.npy"
+    np.save(path, np.load(path)[:, :20])
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == f"video {name!r}: {path}: feature width 20, the folder's other videos have 24"
+
+
+def test_an_augmented_copy_narrower_than_its_video_is_refused(feature_folder: Path) -> None:
+    # It was padded with the original's last columns and trained on without a word.
+    name = _with_one_copy(feature_folder)["train"][3]
+    path = feature_folder / "rgb_synth" / copy_file_name(name, 1)
+    np.save(path, np.load(path)[:, :20])
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == (f"video {name!r}: augmented copy {path} has shape (240, 20), the video's RGB features "
+                               "(240, 24)")
 
 
 def test_length_mismatch_and_bad_target_rows(feature_folder: Path) -> None:

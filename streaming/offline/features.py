@@ -159,6 +159,7 @@ class ExtractionPlan:
         videos: the annotated videos of the scenario, in annotation-file order.
         test: names of the test videos (the others train).
         unannotated: video files in the videos folder that no annotated video names (of any scenario): not used.
+        earlier_fps: the rate an earlier run extracted the folder at, when this run extracts it again at another.
     """
 
     scenario: str
@@ -167,6 +168,7 @@ class ExtractionPlan:
     videos: tuple[PlannedVideo, ...]
     test: frozenset[str]
     unannotated: tuple[str, ...] = ()
+    earlier_fps: float | None = None
 
     @property
     def train_names(self) -> list[str]:
@@ -333,9 +335,35 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         if duration is not None:
             check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
         planned.append(PlannedVideo(video.video, path, segments, duration))
-    test = choose_test_videos([v.name for v in planned], config, stored_split(config.out))
+    stored = stored_split(config.out)
+    test = choose_test_videos([v.name for v in planned], config, stored)
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
-                          unannotated_videos(videos_dir, annotations.videos))
+                          unannotated_videos(videos_dir, annotations.videos), earlier_rate(config, stored))
+
+
+def earlier_rate(config: FeatureExtractionConfig, stored: SplitFile | None) -> float | None:
+    """The rate ``split.json`` records when this run extracts the folder at another (None: a new folder, or the same
+    rate), as ``recognition-features import`` finds it (`recognition.feature_import.plan_import`).
+
+    Raises:
+        InputError: another extractor's ``rgb_*`` features are in the folder: split.json holds one rate for all of
+            them, and the shared targets would be rewritten at the new one under them.
+    """
+    if stored is None or stored.fps is None or stored.fps == config.fps:
+        return None
+    others = sorted(p.name for p in Path(config.out).glob("rgb_*") if p.is_dir() and p.name != config.rgb)
+    if others:
+        raise InputError(f"--fps {config.fps:g}: {Path(config.out) / SPLIT_FILE} records {stored.fps:g} per second, "
+                         f"the rate of {others[0]}/ too; extract at --fps {stored.fps:g} or into another --out")
+    return stored.fps
+
+
+def rate_change_warning(folder: Path, earlier: float, fps: float) -> str:
+    """The warning (without ``warning:``) of a folder extracted again at another rate: every feature file is
+    replaced, and a detector trained on the folder expects its features at the earlier rate."""
+    return (f"{folder} was extracted at {earlier:g} frames per second; every video is extracted again at --fps {fps:g} "
+            f"(its features, targets and split.json replaced), and a detector trained on it before expects "
+            f"{earlier:g}: train it again")
 
 
 def unannotated_videos(folder: Path, names: Collection[str]) -> tuple[str, ...]:
@@ -362,29 +390,40 @@ def _settings(video: PlannedVideo, config: FeatureExtractionConfig, copies: int)
     return settings
 
 
-def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
-    """The per-video settings of an earlier run into ``folder`` (empty when there is none or it is unreadable).
+def read_manifest(folder: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    """The per-video settings of an earlier run into ``folder``, and what is wrong with the file.
+
+    A damaged manifest only costs a re-extraction of the videos it lost, so it is not refused; but the hours that
+    costs are said (the second value, for a ``warning:`` line), not spent without a word.
 
     Args:
         folder: the feature folder.
 
     Returns:
-        Video name -> the settings and frame count its features were extracted with.
+        ``(video name -> the settings and frame count its features were extracted with, the damage: "" if none)``;
+        the videos are those of the entries still readable.
     """
     path = folder / MANIFEST
     if not path.is_file():
-        return {}
+        return {}, ""
+    again = "the videos it records are extracted again"
     try:
         data = read_json(path, "extraction manifest")
-    except InputError:  # a damaged manifest only costs a re-extraction
-        return {}
+    except InputError as err:
+        return {}, f"{err}; {again}"
     if (
         not isinstance(data, dict)
         or data.get("version") != MANIFEST_VERSION
         or not isinstance(data.get("videos"), dict)
     ):
-        return {}
-    return {k: v for k, v in data["videos"].items() if isinstance(v, dict)}
+        return {}, (f"{path}: not an extraction manifest of version {MANIFEST_VERSION} (an object with 'version' "
+                    f"and 'videos'); {again}")
+    videos = {k: v for k, v in data["videos"].items() if isinstance(v, dict)}
+    lost = [k for k in data["videos"] if k not in videos]
+    if lost:
+        return videos, (f"{path}: {count_of(len(lost), 'video')} whose entry is not an object "
+                        f"({first_few([printable(k) for k in lost], 3)}); extracted again")
+    return videos, ""
 
 
 def _write_manifest(folder: Path, videos: dict[str, dict[str, Any]]) -> None:
@@ -529,7 +568,11 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         raise InputError(f"--out {folder}: cannot create the feature folder ({err.strerror or err})") from None
     write_split(folder, plan.train_names, plan.test_names, ["background", *plan.step_names], [None, *plan.step_ids],
                 config.fps, config.extractor, plan.scenario, config.augment_copies)  # now: an interrupted run keeps it
-    manifest = read_manifest(folder)
+    manifest, damage = read_manifest(folder)
+    if damage:
+        print_warning(damage)
+    if plan.earlier_fps is not None:
+        print_warning(rate_change_warning(folder, plan.earlier_fps, config.fps))
     report = ExtractionReport(folder)
     extractor: FeatureExtractor | None = None  # loaded only when some video needs it
     workers = config.threads or os.cpu_count() or 1

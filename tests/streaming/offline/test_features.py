@@ -142,6 +142,61 @@ def test_a_second_run_skips_what_is_done_and_redoes_what_changed(
     assert (labels[int(first["end_time"] * FPS) + 1:] == 0).all() and labels.any()  # only the one segment left
 
 
+def test_extracting_again_at_another_rate_says_the_folder_is_replaced(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --fps 2, then --fps 3 into the same folder: every feature file was replaced without a word (exit 0), and a
+    # detector trained on it before no longer matched it (recognition-features import warns in the same case).
+    assert main(args(work)) == 0
+    capsys.readouterr()
+    assert main(args(work, "--fps", "3")) == 0
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [
+        f"warning: {work / 'features'} was extracted at 2 frames per second; every video is extracted again at --fps 3 "
+        "(its features, targets and split.json replaced), and a detector trained on it before expects 2: train it "
+        "again"]
+    assert "(3 extracted, 0 already there)" in printed.out
+    assert json.loads((work / "features" / "split.json").read_text())["fps"] == 3
+    assert main(args(work, "--fps", "3")) == 0
+    assert capsys.readouterr().err == ""  # the same rate again: nothing to say
+
+
+def test_another_rate_beside_another_extractors_features_is_refused(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # split.json and the targets hold one rate for every rgb_* of the folder: rewritten at a second backbone's rate,
+    # the first one's features no longer matched their targets.
+    assert main(args(work)) == 0
+    before = sorted(p.name for p in (work / "features").rglob("*"))
+    err = cli_error(main, args(work, "--fps", "3", extractor="efficientnet-lite0"), capsys)
+    assert err == (f"error: --fps 3: {work / 'features' / 'split.json'} records 2 per second, the rate of "
+                   "rgb_light-v1/ too; extract at --fps 2 or into another --out")
+    assert sorted(p.name for p in (work / "features").rglob("*")) == before
+
+
+@pytest.mark.parametrize(("manifest", "damage"), [
+    ('{"version": 1, "vid', "invalid JSON at line 1"),
+    ("[]", "not an extraction manifest of version 1 (an object with 'version' and 'videos'); the videos it records "
+           "are extracted again"),
+    ('{"version": 1, "videos": {"run0": 3}}', "1 video whose entry is not an object (run0); extracted again"),
+])
+def test_a_damaged_manifest_is_named_before_its_videos_are_extracted_again(
+    manifest: str, damage: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run re-extracted every video (hours on real footage) and said nothing of why.
+    assert main(args(work)) == 0
+    path = work / "features" / MANIFEST
+    path.write_text(manifest)
+    capsys.readouterr()
+    assert main(args(work)) == 0
+    printed = capsys.readouterr()
+    lines = printed.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {path}: ") and damage in lines[0]
+    assert "(3 extracted, 0 already there)" in printed.out
+    assert main(args(work)) == 0  # the manifest is whole again
+    assert capsys.readouterr().err == ""
+
+
 def test_a_resumed_folder_keeps_its_split(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Run again without --test-videos, the folder's held-out videos were silently redrawn by --test-fraction: a
     # detector trained on the new split had trained on the old test videos.

@@ -12,8 +12,9 @@ public and the secret key (mode 0600). ``stream-detect keys --out DIR`` writes::
     DIR/clients/NAME.key_secret  that client's secret: goes to that camera or viewer machine only (--curve-secret)
 
 Every key file is checked when it is loaded (a regular file of at most `MAX_KEY_FILE_BYTES`, a Z85 key of 32
-bytes, a secret key that matches its public key); a missing, unreadable or malformed file is a one-line
-`InputError` naming it.
+bytes, one key of each kind, a secret key that matches its public key); a missing, unreadable or malformed file is
+a one-line `InputError` naming it, and so is a secret where a public key is expected (``--curve-server``, a
+``*.key`` file of the client folder). A secret key file that other users may read is loaded with a warning.
 
 The client folder is read again whenever it changes (`ClientKeys.reload`, polled every `KEY_RELOAD_S` by the
 checker): a key file dropped into it lets that client in from its next connection; a key removed from it revokes
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -35,7 +37,7 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_warning
 from graphs.common.files import SECRET_MODE, check_output, output_target, read_bytes, write_bytes
 
 if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
@@ -108,15 +110,17 @@ def _check_z85_key(key: object) -> bool:
         return False
 
 
-def _certificate_keys(data: bytes) -> tuple[bytes | None, bytes | None]:
-    """The ``public-key`` and ``secret-key`` values of a certificate's text (pyzmq's format; comments skipped)."""
-    found: dict[bytes, bytes] = {}
+def _certificate_keys(data: bytes) -> dict[bytes, list[bytes]]:
+    """Every ``public-key`` and ``secret-key`` value of a certificate's text, in file order (pyzmq's format;
+    comments skipped)."""
+    found: dict[bytes, list[bytes]] = {b"public-key": [], b"secret-key": []}
     for raw in data.splitlines():
         line = raw.strip()
-        for name in (b"public-key", b"secret-key"):
-            if line.startswith(name) and b"=" in line and name not in found:
-                found[name] = line.split(b"=", 1)[1].strip(b" \t'\"")
-    return found.get(b"public-key"), found.get(b"secret-key")
+        key, equals, value = line.partition(b"=")
+        # The whole name: a metadata field such as "public-key-of = ..." is no second key.
+        if equals and key.strip() in found:
+            found[key.strip()].append(value.strip(b" \t'\""))
+    return found
 
 
 def read_key_file(path: str | Path, option: str) -> KeyPair:
@@ -131,7 +135,7 @@ def read_key_file(path: str | Path, option: str) -> KeyPair:
 
     Raises:
         InputError: the file is missing, not a regular file, unreadable, too big, or holds no valid key (or a
-            secret key that does not belong to its public key).
+            secret key that does not belong to its public key, or two different keys of one kind).
     """
     where = f"{option} {path}"
     try:
@@ -139,7 +143,12 @@ def read_key_file(path: str | Path, option: str) -> KeyPair:
                           " (make keys with 'stream-detect keys --out DIR')")
     except InputError as err:
         raise InputError(f"{option} {err}") from None
-    public, secret = _certificate_keys(data)
+    found = _certificate_keys(data)
+    for name, values in found.items():
+        if len(set(values)) > 1:  # which one counts depends on the reader (ours took the first, pyzmq's may not)
+            raise InputError(f"{where}: holds {len(values)} {name.decode()} lines with different keys; a key file "
+                             "holds one (an edited or concatenated file?)")
+    public, secret = (values[0] if values else None for values in found.values())
     if public is None:
         raise InputError(f"{where}: not a CURVE key file (no public-key line)")
     if not _check_z85_key(public):
@@ -165,7 +174,24 @@ def load_secret_key(path: str | Path, option: str = "--curve-secret") -> KeyPair
     pair = read_key_file(path, option)
     if pair.secret is None:
         raise InputError(f"{option} {path}: holds no secret key (give the {SECRET_SUFFIX} file)")
+    loose = open_to_others(path)
+    # ssh refuses such a key. Not here: a file system without permissions (FAT, some shares) shows every file 0777.
+    if loose:
+        print_warning(f"{option} {path}: a secret key file open to other users of this machine (mode {loose:04o}); "
+                      f"chmod 600 {path}")
     return pair
+
+
+def open_to_others(path: str | Path) -> int:
+    """The permission bits of ``path`` when its group or other users may use it (0 when only its owner may, or
+    where permission bits mean nothing: Windows)."""
+    if os.name == "nt":
+        return 0
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:  # it was read a moment ago; gone now, the run fails where it is used, naming it
+        return 0
+    return mode if mode & 0o077 else 0
 
 
 def load_public_key(path: str | Path, option: str = "--curve-server") -> bytes:
@@ -182,6 +208,27 @@ def load_public_key(path: str | Path, option: str = "--curve-server") -> bytes:
     if pair.secret is not None:
         raise InputError(f"{option} {path}: holds a secret key; give the checker's public key file "
                          f"({CHECKER_NAME}{PUBLIC_SUFFIX}): its secret never leaves the checker machine")
+    return pair.public
+
+
+def load_client_key(path: str | Path, option: str = "--curve-clients") -> bytes:
+    """A client's public key as the checker's client folder holds it; a file that holds a secret too is refused.
+
+    ZeroMQ's certificates put a public key in ``NAME.key`` and the pair in ``NAME.key_secret`` (pyzmq's
+    ``create_certificates``, CZMQ's ``zcert_save``), and only ``*.key`` files are read from the folder. A ``.key``
+    file with a secret in it is a client's secret copied (or renamed) to the checker machine, where it must not be.
+
+    Args:
+        path: a ``NAME.key`` file of the folder.
+        option: the option named in errors.
+
+    Returns:
+        The Z85 public key.
+    """
+    pair = read_key_file(path, option)
+    if pair.secret is not None:
+        raise InputError(f"{option} {path}: holds a secret key; the client folder takes public key files only "
+                         f"(NAME{PUBLIC_SUFFIX}): a client's secret stays on its own machine")
     return pair.public
 
 
@@ -215,7 +262,7 @@ def read_client_folder(folder: str | Path, option: str = "--curve-clients") -> d
         raise InputError(f"{option} {folder}: holds no public key (*{PUBLIC_SUFFIX}); nobody could connect")
     if len(files) > MAX_CLIENT_KEYS:
         raise InputError(f"{option} {folder}: {len(files)} key files, more than {MAX_CLIENT_KEYS}")
-    return {read_key_file(path, option).public: path.name for path in files}
+    return {load_client_key(path, option): path.name for path in files}
 
 
 # -- configs ------------------------------------------------------------------------------------------------------
@@ -438,7 +485,7 @@ class ClientKeys:
         else:
             for name, *_ in signature:
                 try:
-                    names[read_key_file(self.folder / name, "--curve-clients").public] = name
+                    names[load_client_key(self.folder / name)] = name
                 except InputError as err:
                     self._say(f"checker: skipped {err}")
         removed = set(self.names) - set(names)

@@ -340,6 +340,36 @@ def test_a_broken_key_file_at_reload_is_skipped_and_named(tmp_path: Path, keys: 
     assert folder.reload() is False  # nothing changed since
 
 
+def test_a_secret_key_dropped_into_the_client_folder_is_skipped_and_named(tmp_path: Path, keys: Path) -> None:
+    # A client's secret copied to the checker machine as NAME.key was read as an allowed public key, without a word.
+    lines: list[str] = []
+    now = [0.0]
+    folder = ClientKeys(keys / "clients", log=lines.append, monotonic=lambda: now[0])
+    allowed = set(folder.allowed)
+    (keys / "clients" / "cam9.key").write_bytes((keys / "clients" / "cam0.key_secret").read_bytes())
+    now[0] += 2.0
+    folder.reload()
+    assert folder.allowed == allowed
+    assert lines == [f"checker: skipped --curve-clients {keys / 'clients' / 'cam9.key'}: holds a secret key; the "
+                     "client folder takes public key files only (NAME.key): a client's secret stays on its own "
+                     "machine"]
+
+
+def test_a_secret_key_file_other_users_may_read_is_loaded_with_one_warning(
+    keys: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Mode 0666 was taken without a word; ssh refuses such a key, the connection here stays encrypted: a warning.
+    secret = keys / "clients" / "cam0.key_secret"
+    secret.chmod(0o666)
+    assert client(keys, "cam0").secret is not None
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: --curve-secret {secret}: a secret key file open to other users of this machine (mode 0666); "
+        f"chmod 600 {secret}"]
+    secret.chmod(0o600)
+    client(keys, "cam0")
+    assert capsys.readouterr().err == ""
+
+
 # -- restart safety --------------------------------------------------------------------------------------------------
 def test_checker_killed_and_restarted_mid_stream_loses_nothing_with_curve(tmp_path: Path, keys: Path) -> None:
     graph_path = tmp_path / "tea.json"
@@ -389,6 +419,11 @@ def bad_curve_cases(keys: Path, tmp: Path) -> list[tuple[list[str], str]]:
     (tmp / "broken").mkdir()
     (tmp / "broken" / "cam.key").write_text("curve\n")
     os.mkfifo(tmp / "fifo.key")
+    other_secret = zmq.curve_keypair()[1].decode()
+    (tmp / "twice.key_secret").write_text((keys / "clients" / "cam0.key_secret").read_text()
+                                          + f'    secret-key = "{other_secret}"\n')
+    (tmp / "secrets").mkdir()  # a client's secret copied where the checker reads public keys
+    (tmp / "secrets" / "cam0.key").write_bytes((keys / "clients" / "cam0.key_secret").read_bytes())
     secret, clients = str(keys / "checker.key_secret"), str(keys / "clients")
     cam = ["--curve-server", str(keys / "checker.key"), "--curve-secret", str(keys / "clients" / "cam0.key_secret")]
     checker = ["checker", "--demo", "--bind", f"ipc://{tmp}/in", "--publish", f"ipc://{tmp}/out"]
@@ -404,6 +439,10 @@ def bad_curve_cases(keys: Path, tmp: Path) -> list[tuple[list[str], str]]:
         ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "nowhere")], "nowhere: no such folder"),
         ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "empty")], "holds no public key"),
         ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "broken")], "cam.key: not a CURVE key"),
+        ([*checker, "--curve-secret", secret, "--curve-clients", str(tmp / "secrets")],
+         f"{tmp / 'secrets' / 'cam0.key'}: holds a secret key; the client folder takes public key files only"),
+        ([*detector, "--curve-server", str(keys / "checker.key"), "--curve-secret", str(tmp / "twice.key_secret")],
+         f"{tmp / 'twice.key_secret'}: holds 2 secret-key lines with different keys"),
         ([*checker, "--curve-secret", secret], "--curve-secret needs --curve-clients"),
         ([*checker, "--curve-clients", clients], "--curve-clients needs --curve-secret"),
         (["checker", "--demo", "--bind", "inproc://x", "--curve-secret", secret, "--curve-clients", clients],

@@ -10,7 +10,8 @@
 Files are sampled at the detector's rate (``fps``): frame ``k`` of the output is the source frame
 on screen at ``k / fps`` seconds, and the end of the file ends the stream. With ``realtime`` the file
 is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it. A file
-that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set.
+that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set; both readers
+measure the end against the container's header (`early_end_error`), as decord counts only the frames it finds.
 
 Odd files are refused with one line when they open, never read as an empty success: a file shorter than one
 frame at ``fps``, a file that announces more frames than `MAX_SAMPLES` samples or than it has bytes
@@ -295,6 +296,46 @@ def check_not_an_image(spec: str) -> None:
         raise InputError(f"--video {spec}: is {kind}, not a video (whatever its name says)")
 
 
+def container_header(spec: str) -> tuple[float, float]:
+    """The frame count and frame rate a file's container announces, read through OpenCV's demuxer (which opens the
+    container without decoding). decord counts the frames it finds instead, so only the header still knows how long
+    a file cut short was meant to be.
+
+    Args:
+        spec: the video file.
+
+    Returns:
+        ``(frames, frames per second)`` as the header says (OpenCV's estimate where it does not say); 0, 0 when
+        OpenCV cannot open the file. Either may be NaN or absurd in a damaged header.
+    """
+    capture = cv2.VideoCapture(spec)
+    try:
+        if not capture.isOpened():
+            return 0.0, 0.0
+        return float(capture.get(cv2.CAP_PROP_FRAME_COUNT)), float(capture.get(cv2.CAP_PROP_FPS))
+    finally:
+        capture.release()
+
+
+def early_end_error(spec: str, decoded: int, announced: int, rate: float) -> str:
+    """Why a file whose frames ran out is damaged: they ran out well before its container's frame count.
+
+    The count may be an estimate (duration times rate), so an end within `EARLY_END_S` of it is the file's end.
+
+    Args:
+        spec: the ``--video`` value, named in the error.
+        decoded: source frames the reader found.
+        announced: frames the container announces (0: it does not say).
+        rate: its frame rate, to turn `EARLY_END_S` into frames.
+
+    Returns:
+        The reader's ``error`` line, or "" when the file ended where it should.
+    """
+    if announced > 0 and decoded < announced - EARLY_END_S * rate:
+        return f"--video {spec}: cannot decode source frame {decoded} of {announced}, the file is damaged or truncated"
+    return ""
+
+
 def check_announced_frames(spec: str) -> None:
     """Refuse a file whose header announces more frames than it has bytes, before decord opens it.
 
@@ -309,11 +350,7 @@ def check_announced_frames(spec: str) -> None:
         InputError: the announced frame count exceeds the file's size in bytes.
     """
     size = os.stat(spec).st_size
-    capture = cv2.VideoCapture(spec)
-    try:
-        announced = capture.get(cv2.CAP_PROP_FRAME_COUNT) if capture.isOpened() else 0.0
-    finally:
-        capture.release()
+    announced, _ = container_header(spec)
     if math.isfinite(announced) and announced > size:
         raise InputError(f"--video {spec}: its header announces {announced:.0f} frames, more than a file of {size} "
                          "bytes can hold (a damaged or forged header); not decoded")
@@ -449,6 +486,7 @@ class DecordReader(_FileReader):
         check_sampled(source.spec, n, native, config.fps)
         self._indices = sample_indices(n, native, config.fps)
         self.duration = n / native
+        self._cut_short = self._truncation(n)
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
         if len(self._indices):
             try:
@@ -463,6 +501,27 @@ class DecordReader(_FileReader):
         starts = self._vr.get_frame_timestamp([0, n - 1])[:, 0]  # (2,) seconds
         return (n - 1) / float(starts[1] - starts[0]) if starts[1] > starts[0] else math.nan
 
+    def _truncation(self, n: int) -> str:
+        """The error to end with when the ``n`` frames decord found are fewer than the container announces.
+
+        decord counts the frames it finds, so a file cut short (a copy or a recording that stopped) looks complete
+        to it; only the header still says how long the file was written. OpenCV's reader finds out at the cut.
+        """
+        count, rate = container_header(str(self.source.target))
+        if not (math.isfinite(count) and 0 < count < 2**53 and math.isfinite(rate) and rate > 0):
+            return ""  # a header that does not say: nothing to compare with
+        error = early_end_error(self.source.spec, n, int(count), rate)
+        if not error:
+            return ""
+        # Where the container stores no count (Matroska) it is its duration times an average rate, which can be far
+        # off the frames a variable-frame-rate file holds: the file is cut short only if its last frame also ends
+        # well before that duration.
+        try:
+            last_end = float(self._vr.get_frame_timestamp([n - 1])[0, 1])
+        except Exception:  # decord's DECORDError: no timestamps, no proof of a cut
+            return ""
+        return error if last_end < count / rate - EARLY_END_S else ""
+
     def _decode(self, k: int) -> np.ndarray:
         """The `DECODE_BATCH` sampled frames from output frame ``k`` on: ``(B, H, W, 3)`` RGB."""
         return self._vr.get_batch(self._indices[k : k + DECODE_BATCH].tolist()).asnumpy()
@@ -471,6 +530,7 @@ class DecordReader(_FileReader):
         started = self.clock()
         k = self.frames
         if k >= len(self._indices):
+            self.error = self.error or self._cut_short
             return None
         offset = k % DECODE_BATCH
         if offset == 0 and k > 0:
@@ -543,12 +603,8 @@ class OpenCVFileReader(_FileReader):
         """The frames ran out: fine near the container's frame count, a damaged file well before it."""
         self._indices = self._indices[: self.frames]  # ended: later calls return None too
         decoded = self._src_pos + 1
-        if self._announced > 0 and decoded < self._announced - EARLY_END_S * self._native:
-            self.error = (
-                f"--video {self.source.spec}: cannot decode source frame {decoded} of {self._announced}, "
-                "the file is damaged or truncated"
-            )
-        elif self.frames == 0:  # a container that did not say its length, and held less than one sample
+        self.error = early_end_error(self.source.spec, decoded, self._announced, self._native)
+        if not self.error and self.frames == 0:  # a container that did not say its length, held less than a sample
             self.error = (f"--video {self.source.spec}: {decoded} frames, shorter than one frame at "
                           f"{self.config.fps:g} frames per second: nothing to detect")
 

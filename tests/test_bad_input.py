@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -915,6 +916,26 @@ def test_a_video_damaged_part_way_gets_its_error_and_no_verdict_on_the_steps_aft
     assert messages and not [m for m in messages if m["kind"] == "missing" or m.get("ended")]
     shown = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 2 and "cam0 ended" not in shown.stdout
+
+
+def test_a_truncated_video_is_refused_by_the_default_reader_as_by_opencvs(tmp_path: Path) -> None:
+    # decord (the default) counts the frames it finds: a file cut in half "ended", exit 0, with the steps of its missing
+    # half called never done; --reader opencv said the file was truncated.
+    from tests.streaming.helpers import STREAM_DETECT, write_truncated_video
+
+    video = write_truncated_video(tmp_path / "cam.avi", frames=240)
+    argv = [*STREAM_DETECT, "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
+            "--jsonl"]
+    lines = []
+    for reader in ("auto", "opencv"):
+        run = subprocess.run([*argv, "--reader", reader], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2, run.stderr
+        messages = [json.loads(line) for line in run.stdout.splitlines()]
+        assert not [m for m in messages if m["kind"] == "missing" or m.get("ended")]
+        lines.append(run.stderr.splitlines())
+    assert lines[0] == lines[1] and len(lines[0]) == 1
+    assert re.fullmatch(rf"error: --video {re.escape(str(video))}: cannot decode source frame \d+ of 240, the file "
+                        "is damaged or truncated", lines[0][0]), lines[0]
 
 
 def test_a_plain_pickle_given_as_a_checkpoint_is_one_error_line_without_torchs_warning(tmp_path: Path) -> None:

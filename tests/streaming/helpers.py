@@ -136,15 +136,16 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Calla
     return predicate()
 
 
-def write_noise_video(path: Path, frames: int = 60, size: tuple[int, int] = (64, 48)) -> Path:
+def write_noise_video(path: Path, frames: int = 60, size: tuple[int, int] = (64, 48), fourcc: str = "mp4v") -> Path:
     """Write a 30 fps video of random noise (every frame is large and unlike the last) with OpenCV.
 
     Args:
-        path: the ``.mp4`` to write.
+        path: the video to write (``.mp4``, or ``.avi`` / ``.mkv`` with another ``fourcc``).
         frames: how many frames.
         size: ``(width, height)``.
+        fourcc: the codec.
     """
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, size)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 30.0, size)
     assert writer.isOpened()
     rng = np.random.default_rng(0)
     for _ in range(frames):
@@ -173,6 +174,23 @@ def write_damaged_video(path: Path, frames: int = 240, at: tuple[float, float] =
     start, stop = int(end * at[0]), int(end * at[1])
     data[start:stop] = bytes(stop - start)
     path.write_bytes(bytes(data))
+    return path
+
+
+def write_truncated_video(path: Path, frames: int = 120) -> Path:
+    """Write a noise video (`write_noise_video`) whose container states its length up front, then cut off its second
+    half, as a copy or a recording that stopped part way leaves it.
+
+    An ``.avi`` (MJPG) keeps its frame count in its header, an ``.mkv`` (XVID) its duration; both still open, and
+    their first half decodes. (An mp4's ``moov``, written last, goes with the cut: that file no longer opens.)
+
+    Args:
+        path: the ``.avi`` or ``.mkv`` to write.
+        frames: frames written before the cut.
+    """
+    write_noise_video(path, frames, fourcc="MJPG" if path.suffix == ".avi" else "XVID")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
     return path
 
 

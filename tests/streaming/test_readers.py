@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from streaming.readers import (
     parse_source,
     sample_indices,
 )
-from tests.streaming.helpers import StalledStream, write_damaged_video, write_noise_video
+from tests.streaming.helpers import StalledStream, write_damaged_video, write_noise_video, write_truncated_video
 
 N_FRAMES, SOURCE_FPS = 60, 30.0
 
@@ -86,6 +87,37 @@ def test_a_damaged_file_ends_early_with_an_error_naming_it(tmp_path: Path, reade
     assert 1 <= len(frames) < 160  # of 240, damaged from about 140 on: at most what came before the damage
     assert reader.error.startswith(f"--video {path}: cannot decode source frame") and "damaged" in reader.error
     assert "\n" not in reader.error and ".cc:" not in reader.error  # one line, no native log prefix
+
+
+@pytest.mark.parametrize("suffix", [".avi", ".mkv"])
+@pytest.mark.parametrize("reader_cls", [DecordReader, OpenCVFileReader], ids=["decord", "opencv"])
+def test_a_truncated_file_ends_with_the_same_error_from_both_readers(tmp_path: Path, reader_cls: type,
+                                                                    suffix: str) -> None:
+    # decord counts the frames it finds, so it took a file cut in half for a complete one: the stream "ended" and the
+    # checker called the steps in the missing half never done. OpenCV's reader stopped at the cut with this error.
+    if reader_cls is DecordReader:
+        pytest.importorskip("decord", reason="decord has no wheel for this platform")
+    path = write_truncated_video(tmp_path / f"cut{suffix}", frames=120)
+    reader = reader_cls(Source("file", str(path), str(path)), ReaderConfig(fps=10.0))
+    frames = list(reader)
+    assert reader.read() is None  # stays ended
+    reader.close()
+    assert 10 <= len(frames) < 30  # of 40 at 10 fps: what came before the cut
+    assert re.fullmatch(rf"--video {re.escape(str(path))}: cannot decode source frame \d+ of 120, the file is "
+                        "damaged or truncated", reader.error), reader.error
+
+
+@pytest.mark.parametrize("suffix", [".avi", ".mkv"])
+@pytest.mark.parametrize("reader_cls", [DecordReader, OpenCVFileReader], ids=["decord", "opencv"])
+def test_a_complete_avi_or_mkv_ends_cleanly(tmp_path: Path, reader_cls: type, suffix: str) -> None:
+    # The other side of the truncation check: the header's length (a count, or a duration) matches what is there.
+    if reader_cls is DecordReader:
+        pytest.importorskip("decord", reason="decord has no wheel for this platform")
+    path = write_noise_video(tmp_path / f"whole{suffix}", 120, fourcc="MJPG" if suffix == ".avi" else "XVID")
+    reader = reader_cls(Source("file", str(path), str(path)), ReaderConfig(fps=10.0))
+    frames = list(reader)
+    reader.close()
+    assert len(frames) == 40 and reader.error == ""
 
 
 def test_both_readers_deliver_the_same_frames_resized(numbered_video: Path) -> None:

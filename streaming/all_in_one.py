@@ -134,12 +134,26 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
         ):
             alive = checker_alive(checker)
             await_subscription(viewer, pipeline.streams[0].events, alive=alive)
-            with DetectorThread(pipeline) as thread:
-                done = shown_to_the_end(viewer, thread)
-                watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()))
+            thread = DetectorThread(pipeline)
+            try:
+                with thread:
+                    done = shown_to_the_end(viewer, thread)
+                    watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()))
+            except KeyboardInterrupt:
+                # A camera's session only ends this way, and the docs treat the stop as its end: the annotated video
+                # keeps what was shown. A detector still running after its join could still write: discarded then.
+                if annotator is not None and not thread.is_alive():
+                    annotator.finish()
+                    annotator.overlay.stopped()
+                raise
             stats = thread.result()
             if annotator is not None:
                 annotator.finish()
+    except KeyboardInterrupt:
+        if overlay is not None and overlay.kept:  # said before the interrupt's own line, which ends the output
+            print(f"stream-detect: kept the annotated video {overlay.path}: the {overlay.frames} frames shown before "
+                  "the stop", file=sys.stderr)
+        raise
     finally:
         for reader in readers:
             reader.close()

@@ -4,7 +4,9 @@ Each frame the detector reads gets a dark band at the top with the key-step it s
 steps confirmed so far; an alert shows as a red band at the bottom from the frame at which it was raised, for
 `ALERT_SHOW_S` seconds, naming the step and its missing pre-conditions (a retracted early alert turns grey and says
 so). `draw_overlay` is the pure drawing; `OverlayWriter` writes the frames to an MP4 file (atomically: the file appears
-complete or not at all) and, with ``preview``, shows them in an OpenCV window.
+complete or not at all) and, with ``preview``, shows them in an OpenCV window. A live session ends only when it is
+stopped (Ctrl-C, SIGTERM), so a caller that says the stop ended the session (`OverlayWriter.stopped`) gets the frames
+shown until then as the file; a run that fails, or a stop no caller vouched for, leaves no file.
 
 ``--preview`` needs a display and an OpenCV built with a GUI. The project depends on ``opencv-python-headless``,
 which has none; `check_preview` refuses with one line that says what to install (``opencv-python``).
@@ -193,6 +195,8 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
         self._stack = ExitStack()
         self._tmp: Path | None = None
         self._writer: cv2.VideoWriter | None = None
+        self._stopped = False
+        self.kept = False  # the file was written although the block was left by an interrupt
 
     def __enter__(self) -> OverlayWriter:
         if self.path is not None:
@@ -220,6 +224,14 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
             cv2.waitKey(1)
         self.frames += 1
 
+    def stopped(self) -> None:
+        """Say that a stop (Ctrl-C, SIGTERM) ended the session and no more frames will come: leaving the block by that
+        interrupt then writes the file with the frames given so far, instead of discarding it as after a failure.
+
+        Call it only once whatever calls `frame` has finished: the file is closed on leaving the block.
+        """
+        self._stopped = True
+
     def __exit__(
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
@@ -227,7 +239,13 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
             self._writer.release()
         if self.preview:
             cv2.destroyAllWindows()
-        self._stack.__exit__(kind, err, tb)
+        # Only the stop itself: an error raised while the stop was handled (the last frame not drawn) is a failure.
+        self.kept = self._stopped and self._writer is not None and kind is not None and \
+            issubclass(kind, KeyboardInterrupt)
+        if self.kept:
+            self._stack.__exit__(None, None, None)  # committed; the interrupt goes on once the block is left
+        else:
+            self._stack.__exit__(kind, err, tb)
 
 
 def _atomic(path: Path) -> AbstractContextManager[Path]:

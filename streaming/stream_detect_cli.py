@@ -294,7 +294,8 @@ def build_parser() -> ArgumentParser:
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
-    _overlay_args(run, "FILE.mp4", "write the video with the step seen, the steps done and the alerts drawn over it")
+    _overlay_args(run, "FILE.mp4", "write the video with the step seen, the steps done and the alerts drawn over it "
+                  "(Ctrl-C or SIGTERM keeps it up to the stop)")
     run.add_argument("--bind", default="tcp://127.0.0.1:0", help="checker input endpoint (default: a free port)")
     run.add_argument("--publish", default="tcp://127.0.0.1:0", help="checker output endpoint (default: a free port)")
     _stream_timeout_arg(run)

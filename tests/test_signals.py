@@ -247,6 +247,37 @@ def test_the_all_in_one_run_stops_with_its_checker_child(tmp_path: Path) -> None
     assert not outlived(checker)
 
 
+@pytest.mark.usefixtures("demo_cache")
+@pytest.mark.parametrize("name", SIGNALS)
+def test_a_stopped_live_run_keeps_its_annotated_video_up_to_the_stop(name: str, tmp_path: Path) -> None:
+    # A camera's session only ends with Ctrl-C or SIGTERM, and the annotated video was discarded with the stop: a
+    # live run could never leave one.
+    import cv2
+
+    signum, status = SIGNALS[name]
+    for demo in DEMO_EXECUTIONS:
+        demo_video(demo)  # rendered before the child starts: the child finds it in the session cache
+    out = tmp_path / "run.mp4"
+    with child("streaming.stream_detect_cli", ["--video", "demo", "--jsonl", "--annotate-out", str(out)]) as running:
+        running.wait_for(lambda: _frames_reported(running.out) >= 3)  # real time: frames are being drawn
+        assert_stopped_by(running, name, running.interrupt(signum), status)
+    kept = re.search(rf"stream-detect: kept the annotated video {re.escape(str(out))}: the (\d+) frames shown before "
+                     "the stop\n", running.stderr())
+    assert kept, running.stderr()[-800:]
+    capture = cv2.VideoCapture(str(out))
+    decoded = 0
+    while capture.read()[0]:
+        decoded += 1
+    capture.release()
+    assert decoded == int(kept.group(1)) > 0 and no_temporaries(tmp_path)
+
+
+def _frames_reported(jsonl: bytes) -> int:
+    """The most frames a stream's status line among the complete ``--jsonl`` lines reports."""
+    lines = [json.loads(line) for line in bytes(jsonl).split(b"\n")[:-1] if line.strip()]
+    return max((m["frames"] for m in lines if m.get("kind") == "status"), default=0)
+
+
 def _closed_pipe_run(module: str, argv: list[str]) -> tuple[int, str]:
     """Run a command whose standard output is a pipe nobody reads any more (``... | head`` after its line)."""
     process = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

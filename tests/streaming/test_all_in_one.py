@@ -101,8 +101,10 @@ def test_a_view_that_fails_ends_the_run_as_a_failure_not_a_success() -> None:
 
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
-def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys: pytest.CaptureFixture[str]) -> None:
-    # When the checker died, stream-detect still exited 0, with the alert missing.
+def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path) -> None:
+    # When the checker died, stream-detect still exited 0, with the alert missing. A failed run, unlike a stopped one
+    # (tests/test_signals.py), leaves no annotated video: its frames lack what the dead checker would have said.
     before = {p.pid for p in multiprocessing.active_children()}
     killed: list[int] = []
 
@@ -122,8 +124,9 @@ def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys:
     killer.start()
     started = time.monotonic()
     with pytest.raises(SystemExit) as exit_info:
-        main(["--video", "demo", "--jsonl"])
+        main(["--video", "demo", "--jsonl", "--annotate-out", str(tmp_path / "run.mp4")])
     killer.join(5.0)
     assert killed and exit_info.value.code == 1 and time.monotonic() - started < 20.0
     err = capsys.readouterr().err.strip()
     assert err == "error: the checker process ended unexpectedly (exit status -9); alerts from then on are missing"
+    assert list(tmp_path.iterdir()) == []  # neither the video nor its temporary folder

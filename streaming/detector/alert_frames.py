@@ -14,6 +14,7 @@ are encoded and written in the sink's own thread (`BackgroundSink`), so a slow d
 
 from __future__ import annotations
 
+import contextlib
 import re
 import urllib.parse
 from collections import deque
@@ -100,7 +101,8 @@ class AlertFrames:
             raise InputError(f"--alert-frames-keep {keep}: keep at least one frame per stream")
         self.root = check_alert_frames_dir(root)
         self.keep = keep
-        self._writer: BackgroundSink[_Shot] = BackgroundSink(self._write, f"alert frames {self.root}", log=log)
+        self._writer: BackgroundSink[_Shot] = BackgroundSink(self._write, f"alert frames {self.root}", log=log,
+                                                             failed_as="picture(s) not written")
 
     def for_stream(self, stream_id: str) -> StreamFrames:
         """The part of one stream (its folder made now)."""
@@ -113,13 +115,20 @@ class AlertFrames:
 
     @staticmethod
     def _write(shot: _Shot) -> None:
+        name = f"{shot.path.parent.name}/{shot.path.name}"  # the writer serves every stream's folder
         ok, data = cv2.imencode(".jpg", cv2.cvtColor(shot.image, cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
         if not ok:
-            raise OSError(f"cannot encode {shot.path.name}")
+            raise OSError(f"{name}: cannot encode it as a JPEG")
         part = shot.path.with_suffix(".jpg.part")
-        part.write_bytes(data.tobytes())
-        part.replace(shot.path)  # a reader never sees half a file
+        try:
+            part.write_bytes(data.tobytes())
+            part.replace(shot.path)  # a reader never sees half a file
+        except OSError as err:
+            # A full disk left an empty .part per key-step, run after run; what was not written is said, not the errno.
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
+            raise OSError(f"{name}: {err.strerror or err}") from None
         for old in shot.evicted:
             old.unlink(missing_ok=True)
 

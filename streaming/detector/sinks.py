@@ -121,6 +121,7 @@ class BackgroundSink(Generic[T]):
         log: where failure lines go (None: stderr as a ``warning:`` line).
         log_limit: failures logged one by one before the log thins out.
         log_every: after that, one line per this many failures.
+        failed_as: what a failure is, in the log line (``"picture(s) not written"`` for files written to disk).
     """
 
     def __init__(
@@ -131,9 +132,11 @@ class BackgroundSink(Generic[T]):
         log: Callable[[str], None] | None = None,
         log_limit: int = 5,
         log_every: int = LOG_EVERY,
+        failed_as: str = "message(s) not delivered",
     ) -> None:
         self._deliver = deliver
         self.name = name
+        self.failed_as = failed_as
         self._queue: queue.Queue[T | None] = queue.Queue(maxsize=capacity)
         self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
         self._log_limit = log_limit
@@ -180,7 +183,7 @@ class BackgroundSink(Generic[T]):
                     self.failed += 1
                     failed = self.failed
                 if failed <= self._log_limit or failed % self._log_every == 0:
-                    self._log(f"{self.name}: {failed} message(s) not delivered so far (last: {err})")
+                    self._log(f"{self.name}: {failed} {self.failed_as} so far (last: {err})")
             else:
                 with self._lock:
                     self.delivered += 1

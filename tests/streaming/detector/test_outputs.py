@@ -4,6 +4,9 @@ alert frames the dashboard shows, both named by the alert's own numbers."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -11,6 +14,8 @@ import cv2
 import numpy as np
 import pytest
 
+from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.demo.synthetic_video import demo_video
 from streaming.detector.alert_frames import AlertFrames, frame_name, stream_folder
 from streaming.messages import KeyStepEvent, KeyStepOnset
 from streaming.readers import Frame
@@ -107,6 +112,33 @@ def test_a_stream_id_naming_a_folder_is_refused_with_alert_frames(
                             str(tmp_path / "frames")], capsys)
     assert line.startswith(f"error: --stream-id '{stream_id}': with --alert-frames it would name the folder")
     assert keepsake.read_bytes() == b"a photo"
+
+
+def _small_file_limit() -> None:
+    """In the child: files may not grow past 1 KiB (a full disk, as the writer sees it: EFBIG), no SIGXFSZ death."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+
+@pytest.mark.usefixtures("demo_cache")
+def test_a_picture_a_full_disk_refuses_leaves_no_partial_file_and_is_named_as_not_written(tmp_path: Path) -> None:
+    # Each key-step left an empty <ms>.jpg.part beside the pictures, and the warning spoke of "message(s) not
+    # delivered", a webhook's words for a file that was not written.
+    for name in DEMO_EXECUTIONS:
+        demo_video(name)  # rendered before the child starts, which may not write more than 1 KiB to a file
+    frames_dir = tmp_path / "frames"
+    argv = [sys.executable, "-m", "streaming.stream_detect_cli", "--video", "demo", "--fast", "--jsonl",
+            "--alert-frames", str(frames_dir)]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=_small_file_limit)
+    assert run.returncode == 0, run.stderr[-2000:]  # the pictures are a side output: the stream itself went on
+    warnings = run.stderr.splitlines()
+    assert warnings and all(re.fullmatch(rf"warning: alert frames {re.escape(str(frames_dir))}: \d+ picture\(s\) not "
+                                         r"written so far \(last: cam0/\d+\.jpg: File too large\)", line)
+                            for line in warnings), warnings
+    assert list((frames_dir / "cam0").iterdir()) == []
 
 
 def test_the_bound_deletes_only_the_frames_it_wrote(tmp_path: Path) -> None:

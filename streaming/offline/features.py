@@ -233,6 +233,15 @@ def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
     return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
 
 
+def entry_kind(path: Path) -> str:
+    """What a folder entry that is not a regular file is, in the words of an error line."""
+    if path.is_dir():
+        return "a folder"
+    if path.is_symlink() and not path.exists():
+        return "a symbolic link to nothing"
+    return "not a regular file"
+
+
 def find_video(folder: Path, name: str) -> Path:
     """The video file of an annotated video: ``<folder>/<name>`` with a common container ending.
 
@@ -245,17 +254,22 @@ def find_video(folder: Path, name: str) -> Path:
 
     Raises:
         InputError: the key is not a plain file name (``../elsewhere/v``, ``/abs/v``): it names the files written
-            for the video too (features, targets), which must stay inside the output folder.
+            for the video too (features, targets), which must stay inside the output folder. Or no regular file
+            has the name: what has it (a folder, a device) is named, else the endings looked for.
     """
     if not is_file_name(name):
         raise InputError(f"annotated video {name!r:.80}: a video key names the video's file and the files written "
                          f"for it, so it must be {FILE_NAME_RULE}")
-    found = [
+    named = [
         path
         for suffix in VIDEO_SUFFIXES
-        for path in {folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}"}
-        if path.is_file()
+        for path in sorted({folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}"})
+        if path.exists() or path.is_symlink()
     ]
+    found = [path for path in named if path.is_file()]
+    if not found and named:  # something has the video's name: say what it is, not that nothing is there
+        raise InputError(f"--videos {folder}: {named[0].name} (annotated video {name!r}): {entry_kind(named[0])}, "
+                         "expected a video file")
     if not found:
         tried = ", ".join(f"{name}{s}" for s in VIDEO_SUFFIXES)
         raise InputError(f"--videos {folder}: no video file for annotated video {name!r} (looked for {tried})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -273,6 +274,13 @@ def _delete_video(folder: Path) -> None:
     (folder / "videos" / "run1.mp4").unlink()
 
 
+def _replace_video(folder: Path, make: Callable[[Path], object]) -> None:
+    """``run1.mp4`` replaced by what ``make`` puts at its path (a folder, a link)."""
+    video = folder / "videos" / "run1.mp4"
+    video.unlink()
+    make(video)
+
+
 def _garbage_video(folder: Path) -> None:
     (folder / "videos" / "run1.mp4").write_bytes(b"\x00not a video" * 100)
 
@@ -308,6 +316,13 @@ def _out_under_a_file(folder: Path) -> None:
 
 BAD_INPUT = {
     "missing-video": (_delete_video, [], "--videos {f}/videos: no video file for annotated video 'run1' (looked for"),
+    # The three below said "no video file for annotated video 'run1' (looked for run1.mp4, ...)", beside run1.mp4.
+    "video-is-a-folder": (lambda f: _replace_video(f, Path.mkdir), [],
+                          "--videos {f}/videos: run1.mp4 (annotated video 'run1'): a folder, expected a video file"),
+    "video-links-to-a-device": (lambda f: _replace_video(f, lambda p: p.symlink_to("/dev/zero")), [],
+                                "run1.mp4 (annotated video 'run1'): not a regular file, expected a video file"),
+    "video-links-to-nothing": (lambda f: _replace_video(f, lambda p: p.symlink_to(f / "gone.mp4")), [],
+                               "run1.mp4 (annotated video 'run1'): a symbolic link to nothing, expected a video file"),
     "unreadable-video": (_garbage_video, [], "{f}/videos/run1.mp4: OpenCV cannot open it"),
     "truncated-video": (_truncated_video, [], "labels.json: a segment of video 'run1' ends at 16.2 s, after the video"),
     "ends-after-video": (lambda f: _segment(f, -1, end_time=99.0), [], "video 'run1' ends at 99 s, after the video"),

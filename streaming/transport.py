@@ -34,6 +34,7 @@ users' processes); ``inproc://`` has no handshake, so CURVE options there are re
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import re
@@ -508,8 +509,11 @@ class HandshakeWatch:
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.succeeded, self.failed_in_row = True, 0
             elif event == zmq.EVENT_DISCONNECTED:
+                if self._reconnect_at is not None:
+                    continue  # libzmq's own retry, queued before our disconnect: we connect again when due
                 self.reconnects += 1
-                self.sock.disconnect(self.endpoint)
+                with contextlib.suppress(zmq.ZMQError):  # ENOENT: libzmq dropped the endpoint itself already
+                    self.sock.disconnect(self.endpoint)
                 delay = reconnect_delay(self.failed_in_row)
                 if delay > 0:
                     self._reconnect_at = time.monotonic() + delay

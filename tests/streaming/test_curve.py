@@ -470,3 +470,32 @@ def test_every_curve_mistake_is_one_line_naming_the_culprit(
     for argv, expected in bad_curve_cases(keys, bad):
         line = cli_error(main, argv, capsys)
         assert expected in line, (argv, line)
+
+
+@pytest.mark.parametrize("who", ["a stranger's key", "another checker's key"])
+def test_a_refused_client_that_keeps_trying_never_dies_of_its_own_reconnects(
+    curve_checker: tuple[zmq.Context, CheckerService], keys: Path, who: str
+) -> None:
+    # As the dashboard does: the refusal caught, the watch checked again and again. libzmq's own retry, queued
+    # before the watch's disconnect, made the next disconnect raise a bare ZMQError, and the dashboard went deaf.
+    ctx, service = curve_checker
+    if who == "a stranger's key":
+        curve = stranger(keys)
+    else:
+        public, secret = zmq.curve_keypair()
+        curve = CurveClient(zmq.curve_keypair()[0], public, secret)
+    sock, watch = connect_watched(ctx, zmq.SUB, service.alerts_endpoint, curve=curve)
+    refusals: list[str] = []
+
+    def knock() -> None:
+        try:
+            watch.check(running=True)
+        except InputError as err:
+            refusals.append(str(err))
+        watch.monitor.poll(20)  # as the dashboard's loop waits on its socket between two checks
+
+    first = service.core.counts["denied"]
+    assert wait_for(lambda: service.core.counts["denied"] >= first + 4, 20.0, knock)
+    assert refusals or who == "another checker's key"  # that one is said only after several failures in a row
+    watch.close()
+    sock.close()

@@ -5,7 +5,10 @@ A command started in the background of a shell script ignores SIGINT, and ``kill
 no last line and no cleanup. While a command runs (`handling_signals`, entered by
 `graphs.common.errors.exit_on_input_error`) both signals raise `Interrupted`, a `KeyboardInterrupt` that remembers
 which signal came, so every ``finally`` and every ``except KeyboardInterrupt`` runs for both; the
-command then exits with ``128 + signal number`` (130, 143; 129 for SIGHUP, a closed terminal).
+command then exits with ``128 + signal number`` (130, 143; 129 for SIGHUP, a closed terminal). While the run stops
+(its cleanup, a service's summary line), another signal within `REPEAT_S` is the same request sent twice (``timeout``
+and a kill of its process group both send SIGTERM) and is let pass; one after that is the user insisting, and
+interrupts the cleanup too.
 
 The atomic writer (`graphs.common.files.atomic_path`) commits a file inside `signals_deferred`: a signal that arrives
 while it creates its temporary folder, renames the finished file into place or removes what is left holds until
@@ -18,6 +21,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -60,7 +64,11 @@ RETRY_MAX_S: Final = 0.5  # the longest wait between two sendings (a finalizer t
 
 _landed: list[int] = []  # a signal that landed in a finalizer and is not raised yet
 _retries = 0  # how many times it was sent again
-_stopping: list[int] = []  # the signal the run is stopping on: raised once, a later one is the same request
+# The signal the run is stopping on, and when it came: raised once; a signal within `REPEAT_S` of it is the same
+# request sent twice (`timeout` and a kill of its process group), one later is the user insisting, and raises again.
+_stopping: list[tuple[int, float]] = []
+REPEAT_S: Final = 2.0
+_depth = 0  # `handling_signals` blocks open in the main thread
 
 
 def in_finalizer(frame: FrameType | None) -> bool:
@@ -99,13 +107,14 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             timer.daemon = True
             timer.start()
             return
-        if _stopping:
-            # The run is already stopping (its cleanup, its summary line): a second signal, often the same one sent
-            # twice (`timeout` and a kill of its process group), would cut that short and lose the summary.
+        if _stopping and time.monotonic() - _stopping[0][1] < REPEAT_S:
+            # The run is already stopping (its cleanup, its summary line): the same request sent twice would cut
+            # that short and lose the summary.
             return
         _landed.clear()
         _retries = 0
-        _stopping.append(signum)
+        if not _stopping:
+            _stopping.append((signum, time.monotonic()))
     raise Interrupted(signum)
 
 
@@ -116,12 +125,15 @@ def handling_signals() -> Iterator[None]:
     A signal that the process ignores (SIGINT in a background job of a script) stays ignored: the shell asked for
     that. Nested uses keep the outer handlers.
     """
-    global _retries
+    global _retries, _depth
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.getsignal(s) for s in HANDLED}
-    stopping = _stopping[:]  # an outer run's
+    with _lock:
+        if not _depth:  # a new run: whatever an earlier one stopped on is over
+            _stopping.clear()
+        _depth += 1
     for s, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(s, _raise)
@@ -131,10 +143,10 @@ def handling_signals() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
         with _lock:
+            _depth -= 1
             landed = _landed[:1]
             _landed.clear()
             _retries = 0
-            _stopping[:] = stopping
         if landed and sys.exc_info()[0] is None:  # a signal of the run, landed in a finalizer at its very end
             raise Interrupted(landed[0])
 
@@ -158,9 +170,10 @@ def signals_deferred() -> Iterator[None]:
                 _pending.clear()
         if arrived and threading.current_thread() is threading.main_thread():
             with _lock:
-                first = not _stopping  # else already stopping: see `_raise`
-                _stopping.extend(arrived[:first])
-            if first:
+                repeat = bool(_stopping) and time.monotonic() - _stopping[0][1] < REPEAT_S  # see `_raise`
+                if not _stopping:
+                    _stopping.append((arrived[0], time.monotonic()))
+            if not repeat:
                 raise Interrupted(arrived[0])
         elif arrived:  # only the main thread may stop the run: hand the signal back to it
             signal.raise_signal(arrived[0])

@@ -69,3 +69,16 @@ def test_a_second_signal_while_the_run_stops_lets_its_cleanup_finish() -> None:
     with pytest.raises(Interrupted) as again, handling_signals():
         signal.raise_signal(signal.SIGINT)
     assert again.value.signum == signal.SIGINT
+
+
+def test_a_signal_well_after_the_first_interrupts_the_cleanup_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ignored for good, a hung cleanup (a camera that never closes) could be stopped by SIGKILL only.
+    from graphs.common import interrupts
+
+    monkeypatch.setattr(interrupts, "REPEAT_S", 0.0)  # "well after": any time at all
+    with pytest.raises(Interrupted) as stopped, handling_signals():
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        finally:
+            signal.raise_signal(signal.SIGINT)  # the user insisting
+    assert stopped.value.signum == signal.SIGINT

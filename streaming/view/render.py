@@ -115,14 +115,20 @@ class NameList:
         return Measurement.get(console, options, self._shown(len(self.names)))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
-        width = options.max_width
-        # A few dozen names at most: trying each count, the most first, costs nothing beside a redraw.
-        for count in range(len(self.names), 0, -1):
-            text = self._shown(count)
-            if len(text.wrap(console, width, overflow="fold")) <= LIST_LINES:
-                yield text
-                return
-        yield self._shown(0)
+        width = max(options.max_width, 1)
+
+        def fits(count: int) -> bool:
+            return len(self._shown(count).wrap(console, width, overflow="fold")) <= LIST_LINES
+
+        # A status may list 2048 steps and the view redraws 8 times a second: no more names than the lines could
+        # hold (each takes 3 characters at least, with its ", "), and the count found by bisection, not one by one.
+        low, high = 0, min(len(self.names), LIST_LINES * width // 3 + 1)
+        if fits(high):
+            low = high
+        while high - low > 1:  # fits(low) or low == 0; not fits(high)
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        yield self._shown(low)
 
 
 def _names_cell(names: list[Text], keep: Literal["first", "last"]) -> NameList | Text:

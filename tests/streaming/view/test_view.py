@@ -602,3 +602,14 @@ def test_each_streams_latency_per_stage_is_shown_once_reported() -> None:
     assert all(stage in header for stage in ("decode", "detector", "segmenter", "hop", "alert out"))
     row = next(line for line in text.splitlines() if "183.5" in line)
     assert row.split("│")[1].strip() == "kitchen" and "1.2" in row and "0.3" in row
+
+
+def test_a_status_of_2048_steps_shows_the_newest_done_and_the_first_allowed() -> None:
+    # What the wire allows: every count of names was tried, the most first, and the draw took seconds (the view
+    # redraws 8 times a second in the thread that receives); benchmarks/view_draw.py measures it.
+    names = {k: f"step_{k}" for k in range(2048)}
+    state = ViewState(names=names)
+    state.apply(status(done=tuple(range(2048)), allowed=tuple(range(2048)), allowed_scores=(0.0,) * 2048))
+    text = draw(state, width=80)
+    row = [line for line in text.splitlines() if line.startswith("│")][:3]
+    assert "earlier" in "".join(row) and "step_2047" in "".join(row) and "more" in "".join(row)

@@ -1,0 +1,52 @@
+"""How long the live view takes to draw one frame, by how many steps a stream's status lists.
+
+The view redraws 8 times a second in the thread that receives the checker's messages: a frame that takes longer
+than that leaves messages waiting. A status may list up to 2048 steps (`streaming.messages.MAX_STEPS`).
+
+    python benchmarks/view_draw.py [--widths 80,200] [--steps 20,200,2048] [--repeats 5]
+
+Prints one line per width and step count: the median milliseconds of a frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import time
+
+from rich.console import Console
+
+from streaming.messages import Status
+from streaming.view.render import render
+from streaming.view.state import ViewState
+
+
+def frame_ms(steps: int, width: int, repeats: int) -> float:
+    """Median milliseconds to draw the view of one stream whose status lists ``steps`` done and allowed steps."""
+    state = ViewState(names={k: f"step_{k}" for k in range(steps)})
+    state.apply(Status(stream_id="cam0", seq=1, timestamp=1.0, run="r", done=tuple(range(steps)),
+                       allowed=tuple(range(steps)), current=None, alerts=0, frames=100, dropped=0, fps=10.0, gaps=0,
+                       ended=False, lost=False, allowed_scores=(0.0,) * steps, rule="binary"))
+    times = []
+    for _ in range(repeats):
+        console = Console(width=width, file=io.StringIO(), color_system=None)
+        started = time.perf_counter()
+        console.print(render(state))
+        times.append(1000 * (time.perf_counter() - started))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--widths", default="80,200")
+    parser.add_argument("--steps", default="20,200,2048")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    for width in map(int, args.widths.split(",")):
+        for steps in map(int, args.steps.split(",")):
+            print(f"width={width} steps={steps} frame_ms={frame_ms(steps, width, args.repeats):.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -48,7 +48,7 @@ from typing import Final
 import cv2
 import numpy as np
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_warning
 from graphs.common.settings_files import as_written
 
 READER_NAMES: Final = ("auto", "decord", "opencv")
@@ -317,23 +317,46 @@ def container_header(spec: str) -> tuple[float, float]:
         capture.release()
 
 
-def early_end_error(spec: str, decoded: int, announced: int, rate: float) -> str:
+EBML_MAGIC: Final = b"\x1a\x45\xdf\xa3"  # the first bytes of a Matroska or WebM file
+
+
+def length_is_estimate(path: str | Path) -> bool:
+    """Whether a file's container gives no frame count, only a duration: Matroska and WebM (OBS, many cameras).
+
+    That duration covers every track, so a complete file whose audio runs on past its video looks cut short by it.
+    """
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == EBML_MAGIC
+    except OSError:
+        return False
+
+
+def early_end_error(spec: str, decoded: int, announced: int, rate: float, estimate: bool = False) -> str:
     """Why a file whose frames ran out is damaged: they ran out well before its container's frame count.
 
-    The count may be an estimate (duration times rate), so an end within `EARLY_END_S` of it is the file's end.
+    The count may be an estimate (duration times rate), so an end within `EARLY_END_S` of it is the file's end. Where
+    the container stores no count at all (``estimate``: Matroska, WebM), an earlier end is no proof of damage, and
+    is said in a warning line instead: the stream ends there.
 
     Args:
         spec: the ``--video`` value, named in the error.
         decoded: source frames the reader found.
         announced: frames the container announces (0: it does not say).
         rate: its frame rate, to turn `EARLY_END_S` into frames.
+        estimate: the count is the container's duration times the rate, not a count it stores.
 
     Returns:
-        The reader's ``error`` line, or "" when the file ended where it should.
+        The reader's ``error`` line, or "" when the file ended where it should (or may have).
     """
-    if announced > 0 and decoded < announced - EARLY_END_S * rate:
-        return f"--video {spec}: cannot decode source frame {decoded} of {announced}, the file is damaged or truncated"
-    return ""
+    if not (announced > 0 and decoded < announced - EARLY_END_S * rate):
+        return ""
+    if estimate:
+        print_warning(f"--video {spec}: its video ends at {decoded / rate:.1f} s, before the {announced / rate:.1f} s "
+                      "its container gives (a file cut short, or an audio track longer than the video); the stream "
+                      "ends there")
+        return ""
+    return f"--video {spec}: cannot decode source frame {decoded} of {announced}, the file is damaged or truncated"
 
 
 def check_announced_frames(spec: str) -> None:
@@ -486,7 +509,7 @@ class DecordReader(_FileReader):
         check_sampled(source.spec, n, native, config.fps)
         self._indices = sample_indices(n, native, config.fps)
         self.duration = n / native
-        self._cut_short = self._truncation(n)
+        self._found, self._header, self._end_checked = n, self._header_count(), False
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
         if len(self._indices):
             try:
@@ -501,26 +524,25 @@ class DecordReader(_FileReader):
         starts = self._vr.get_frame_timestamp([0, n - 1])[:, 0]  # (2,) seconds
         return (n - 1) / float(starts[1] - starts[0]) if starts[1] > starts[0] else math.nan
 
-    def _truncation(self, n: int) -> str:
-        """The error to end with when the ``n`` frames decord found are fewer than the container announces.
+    def _header_count(self) -> tuple[int, float]:
+        """The frame count and rate the container announces, ``(0, 0)`` when its header does not say.
 
         decord counts the frames it finds, so a file cut short (a copy or a recording that stopped) looks complete
         to it; only the header still says how long the file was written. OpenCV's reader finds out at the cut.
         """
         count, rate = container_header(str(self.source.target))
         if not (math.isfinite(count) and 0 < count < 2**53 and math.isfinite(rate) and rate > 0):
-            return ""  # a header that does not say: nothing to compare with
-        error = early_end_error(self.source.spec, n, int(count), rate)
-        if not error:
-            return ""
-        # Where the container stores no count (Matroska) it is its duration times an average rate, which can be far
-        # off the frames a variable-frame-rate file holds: the file is cut short only if its last frame also ends
-        # well before that duration.
-        try:
-            last_end = float(self._vr.get_frame_timestamp([n - 1])[0, 1])
-        except Exception:  # decord's DECORDError: no timestamps, no proof of a cut
-            return ""
-        return error if last_end < count / rate - EARLY_END_S else ""
+            return 0, 0.0  # a header that does not say: nothing to compare with
+        return int(count), rate
+
+    def _ran_out(self) -> None:
+        """The sampled frames ran out: fine near the container's frame count, a damaged file well before it."""
+        if self._end_checked:
+            return
+        self._end_checked = True
+        count, rate = self._header
+        self.error = self.error or early_end_error(self.source.spec, self._found, count, rate,
+                                                   length_is_estimate(str(self.source.target)))
 
     def _decode(self, k: int) -> np.ndarray:
         """The `DECODE_BATCH` sampled frames from output frame ``k`` on: ``(B, H, W, 3)`` RGB."""
@@ -530,7 +552,7 @@ class DecordReader(_FileReader):
         started = self.clock()
         k = self.frames
         if k >= len(self._indices):
-            self.error = self.error or self._cut_short
+            self._ran_out()
             return None
         offset = k % DECODE_BATCH
         if offset == 0 and k > 0:
@@ -603,7 +625,8 @@ class OpenCVFileReader(_FileReader):
         """The frames ran out: fine near the container's frame count, a damaged file well before it."""
         self._indices = self._indices[: self.frames]  # ended: later calls return None too
         decoded = self._src_pos + 1
-        self.error = early_end_error(self.source.spec, decoded, self._announced, self._native)
+        self.error = early_end_error(self.source.spec, decoded, self._announced, self._native,
+                                     length_is_estimate(str(self.source.target)))
         if not self.error and self.frames == 0:  # a container that did not say its length, held less than a sample
             self.error = (f"--video {self.source.spec}: {decoded} frames, shorter than one frame at "
                           f"{self.config.fps:g} frames per second: nothing to detect")

@@ -91,10 +91,12 @@ def test_a_damaged_file_ends_early_with_an_error_naming_it(tmp_path: Path, reade
 
 @pytest.mark.parametrize("suffix", [".avi", ".mkv"])
 @pytest.mark.parametrize("reader_cls", [DecordReader, OpenCVFileReader], ids=["decord", "opencv"])
-def test_a_truncated_file_ends_with_the_same_error_from_both_readers(tmp_path: Path, reader_cls: type,
-                                                                    suffix: str) -> None:
+def test_a_truncated_file_ends_the_same_way_with_both_readers(tmp_path: Path, reader_cls: type, suffix: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     # decord counts the frames it finds, so it took a file cut in half for a complete one: the stream "ended" and the
     # checker called the steps in the missing half never done. OpenCV's reader stopped at the cut with this error.
+    # A Matroska file stores a duration, not a count, and that duration covers its audio too: a complete file whose
+    # audio runs on looks cut short by it, so there the early end is a warning, and the stream ends at it.
     if reader_cls is DecordReader:
         pytest.importorskip("decord", reason="decord has no wheel for this platform")
     path = write_truncated_video(tmp_path / f"cut{suffix}", frames=120)
@@ -103,8 +105,16 @@ def test_a_truncated_file_ends_with_the_same_error_from_both_readers(tmp_path: P
     assert reader.read() is None  # stays ended
     reader.close()
     assert 10 <= len(frames) < 30  # of 40 at 10 fps: what came before the cut
-    assert re.fullmatch(rf"--video {re.escape(str(path))}: cannot decode source frame \d+ of 120, the file is "
-                        "damaged or truncated", reader.error), reader.error
+    warned = capsys.readouterr().err
+    if suffix == ".avi":
+        assert re.fullmatch(rf"--video {re.escape(str(path))}: cannot decode source frame \d+ of 120, the file is "
+                            "damaged or truncated", reader.error), reader.error
+        assert warned == ""
+    else:
+        assert reader.error == ""
+        assert re.fullmatch(rf"warning: --video {re.escape(str(path))}: its video ends at \d+\.\d s, before the "
+                            r"4\.0 s its container gives \(a file cut short, or an audio track longer than the "
+                            r"video\); the stream ends there\n", warned), warned
 
 
 @pytest.mark.parametrize("suffix", [".avi", ".mkv"])

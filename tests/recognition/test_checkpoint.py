@@ -169,3 +169,20 @@ def test_evidence_is_kept_checked_and_optional(tmp_path: Path) -> None:
         torch.save(data, path)
         with pytest.raises(InputError, match=rf"det\.pt: (?!.*field 'evidence': field).*{message}"):
             load_detector(path)
+
+
+def test_a_checkpoint_saved_without_crcs_still_loads(tmp_path: Path) -> None:
+    # torch can be told not to compute them (every CRC 0): the check would have refused every record of it.
+    from torch.utils import serialization
+
+    serialization.config.save.compute_crc32 = False
+    try:
+        model, path = _saved(tmp_path)
+    finally:
+        serialization.config.save.compute_crc32 = True
+    with zipfile.ZipFile(path) as archive:
+        assert not any(info.CRC for info in archive.infolist())
+    loaded, _ = load_detector(path)
+    x = torch.randn(1, 9, CFG.input_dim)
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded(x)[0], model(x)[0])

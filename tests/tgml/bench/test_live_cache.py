@@ -106,3 +106,23 @@ def test_a_folder_where_an_entry_goes_is_refused_before_the_fold_trains(tmp_path
     (tmp_path / "e.npz").mkdir()
     with pytest.raises(InputError, match=rf"--cache {tmp_path}: e.npz is not a regular file; remove it"):
         load_fold(tmp_path, "e.npz")
+
+
+def test_a_record_whose_compression_method_was_flipped_is_refused(tmp_path: Path) -> None:
+    # zipfile raised NotImplementedError ("That compression method is not supported"): a traceback.
+    save_fold(tmp_path, "e.npz", entry())
+    data = bytearray((tmp_path / "e.npz").read_bytes())
+    directory = data.index(b"PK\x01\x02")  # the first record's entry in the archive's central directory
+    data[directory + 10:directory + 12] = (99).to_bytes(2, "little")
+    (tmp_path / "e.npz").write_bytes(bytes(data))
+    with pytest.raises(InputError, match="e.npz does not read as a cached fold"):
+        load_fold(tmp_path, "e.npz")
+
+
+def test_an_entry_whose_validation_outputs_are_of_other_recordings_is_refused(tmp_path: Path) -> None:
+    written = entry()
+    mixed = TrainedFold(written.graph, written.val_graph, 40, written.trainer_validation, written.test_outputs,
+                        {"v2": written.validation_outputs["v1"]})
+    save_fold(tmp_path, "e.npz", mixed)
+    with pytest.raises(InputError, match="of different validation recordings"):
+        load_fold(tmp_path, "e.npz")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,8 +131,8 @@ def entry_from_arrays(meta: object, arrays: Mapping[str, np.ndarray]) -> Trained
         groups[group] = {k: arrays[n] for k, n in zip(ids, names, strict=True)}
         if not all(a.ndim == 2 and a.dtype == np.float32 for a in groups[group].values()):
             raise ValueError(f"{group}: an array that is not a (T, C) float32 table")
-    if groups["trainer_probs"].keys() != groups["trainer_targets"].keys():
-        raise ValueError("the trainer's outputs and targets are of different recordings")
+    if not groups["trainer_probs"].keys() == groups["trainer_targets"].keys() == groups["validation_outputs"].keys():
+        raise ValueError("the trainer's outputs and targets and the stepper's are of different validation recordings")
     return TrainedFold(
         graph=meta["graph"], val_graph=meta["val_graph"], kept_epoch=epoch,
         trainer_validation={k: (p, groups["trainer_targets"][k]) for k, p in groups["trainer_probs"].items()},
@@ -169,8 +170,10 @@ def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_withi
     except KeyError:
         raise InputError(f"--cache {folder}: {path.name} is not a cached fold (no JSON part); remove it") from None
     # A damaged archive (a CRC that fails, a cut zip), an array of objects, a JSON part that is not an entry's.
-    # A header claiming a huge array: MemoryError.
-    except (OSError, EOFError, ValueError, MemoryError, zipfile.BadZipFile) as e:
+    # A header claiming a huge array: MemoryError; a record's compression method changed by a flipped bit:
+    # NotImplementedError or zlib.error; JSON nested too deep: RecursionError.
+    except (OSError, EOFError, ValueError, MemoryError, NotImplementedError, RecursionError, zlib.error,
+            zipfile.BadZipFile) as e:
         raise InputError(f"--cache {folder}: {path.name} does not read as a cached fold ({e}); remove it") from e
     other = set(entry.test_outputs) != set(test) or not set(entry.validation_outputs) <= set(validation_within)
     if test and other:

@@ -389,15 +389,17 @@ def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: 
         InputError: a copy is missing, unreadable, of another length than the video, or not finite.
     """
     copies = []
+    # A copy is as wide as its video's RGB features: a narrower one was padded with the original's columns. With flow
+    # those are the first columns of the video's features; the RGB file says how many (its header: nothing read).
+    own = (video.features.shape[1] if not config.flow else
+           np.load(root / config.rgb / f"{video.name}.npy", mmap_mode="r", allow_pickle=False).shape[1])
     for k in range(1, count + 1):
         path = root / config.rgb / copy_file_name(video.name, k)
         array = _load_array(path, video.name, f"augmented copy {k}").astype(np.float32)
         rgb_width = array.shape[1]
-        # Without flow the copy is as wide as its video; a narrower one was padded with the original's columns.
-        width_ok = rgb_width == video.features.shape[1] if not config.flow else rgb_width < video.features.shape[1]
-        if array.shape[0] != len(video.features) or not width_ok:
+        if array.shape[0] != len(video.features) or rgb_width != own:
             raise InputError(f"video {video.name!r}: augmented copy {path} has shape {array.shape}, the video's "
-                             f"{'RGB' if not config.flow else 'RGB and flow'} features {video.features.shape}")
+                             f"RGB features {(len(video.features), own)}")
         if not np.all(np.isfinite(array)):
             raise InputError(f"video {video.name!r}: augmented copy {path} contains NaN or infinity")
         copies.append(np.concatenate([array, video.features[:, rgb_width:]], axis=1))

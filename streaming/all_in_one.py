@@ -145,6 +145,9 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
                 if annotator is not None and not thread.is_alive():
                     annotator.finish()
                     annotator.overlay.stopped()
+                elif annotator is not None and annotator.overlay.path is not None:
+                    print(f"stream-detect: discarded the annotated video {annotator.overlay.path}: the detector was "
+                          "still drawing on it when the run stopped", file=sys.stderr)
                 raise
             stats = thread.result()
             if annotator is not None:

@@ -271,3 +271,14 @@ def test_a_checker_message_from_before_stream_taken_reads_it_as_zero() -> None:
     del body["denied"]  # every other field is still required
     with pytest.raises(MessageError, match=r"checker: missing fields \['denied'\]"):
         decode([topic, json.dumps(body).encode()])
+
+
+def test_every_field_a_peer_may_leave_out_has_a_default() -> None:
+    # A field read as absent without a default would make decoding raise a TypeError, not a MessageError.
+    import dataclasses
+
+    from streaming.messages import KINDS
+
+    for cls in KINDS.values():
+        defaults = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        assert cls.ADDED.issubset(defaults), cls.KIND

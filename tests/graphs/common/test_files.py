@@ -190,7 +190,7 @@ def full_disk(tmp_path: Path) -> Any:
         os.close(fd)
         yield folder
     finally:
-        subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)  # -l: even while busy
 
 
 def test_a_full_disk_is_said_as_such_whatever_the_writer_reports(full_disk: Path) -> None:
@@ -225,3 +225,17 @@ def test_a_file_where_an_output_folder_goes_is_named(tmp_path: Path) -> None:
         with pytest.raises(InputError, match="^/dev/full: is a character device, not a folder"), \
                 atomic_path(Path("/dev/full") / "v.mp4", what="demo video"):
             pass
+
+
+def test_a_write_failure_without_an_error_number_on_a_full_disk_is_said_as_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same rule without a small file system to fill (the test above needs root): the folder's free room decides.
+    from graphs.common import files
+
+    torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 3648 vs 3606\nmore")
+    assert files.write_failure(torch_error, tmp_path) == "[enforce fail at inline_container.cc:672] . unexpected pos "\
+                                                         "3648 vs 3606"  # room left: what the writer said
+    assert files.write_failure(OSError(28, "No space left on device"), tmp_path) == "No space left on device"
+    monkeypatch.setattr(files.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9, 4096))
+    assert files.write_failure(torch_error, tmp_path) == "No space left on device"
+    assert files.write_failure(OSError("52480 requested and 39904 written"), tmp_path) == "No space left on device"

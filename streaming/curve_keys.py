@@ -204,11 +204,8 @@ def load_public_key(path: str | Path, option: str = "--curve-server") -> bytes:
     Returns:
         The Z85 public key.
     """
-    pair = read_key_file(path, option)
-    if pair.secret is not None:
-        raise InputError(f"{option} {path}: holds a secret key; give the checker's public key file "
-                         f"({CHECKER_NAME}{PUBLIC_SUFFIX}): its secret never leaves the checker machine")
-    return pair.public
+    return _public_only(path, option, f"give the checker's public key file ({CHECKER_NAME}{PUBLIC_SUFFIX}): its "
+                                      "secret never leaves the checker machine")
 
 
 def load_client_key(path: str | Path, option: str = "--curve-clients") -> bytes:
@@ -225,10 +222,15 @@ def load_client_key(path: str | Path, option: str = "--curve-clients") -> bytes:
     Returns:
         The Z85 public key.
     """
+    return _public_only(path, option, f"the client folder takes public key files only (NAME{PUBLIC_SUFFIX}): a "
+                                      "client's secret stays on its own machine")
+
+
+def _public_only(path: str | Path, option: str, instead: str) -> bytes:
+    """The public key of a file that must not hold a secret (refused naming the file, then ``instead``)."""
     pair = read_key_file(path, option)
     if pair.secret is not None:
-        raise InputError(f"{option} {path}: holds a secret key; the client folder takes public key files only "
-                         f"(NAME{PUBLIC_SUFFIX}): a client's secret stays on its own machine")
+        raise InputError(f"{option} {path}: holds a secret key; {instead}")
     return pair.public
 
 

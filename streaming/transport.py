@@ -502,30 +502,40 @@ class HandshakeWatch:
         Raises:
             HandshakeRefused: the peer refused a handshake.
         """
-        if self._reconnect_at is not None and time.monotonic() >= self._reconnect_at:
-            self._reconnect_at = None
-            self.sock.connect(self.endpoint)
-        for event, value in _monitor_events(self.monitor):
-            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.succeeded, self.failed_in_row = True, 0
-            elif event == zmq.EVENT_DISCONNECTED:
-                if self._reconnect_at is not None:
-                    continue  # libzmq's own retry, queued before our disconnect: we connect again when due
-                self.reconnects += 1
-                with contextlib.suppress(zmq.ZMQError):  # ENOENT: libzmq dropped the endpoint itself already
-                    self.sock.disconnect(self.endpoint)
-                delay = reconnect_delay(self.failed_in_row)
-                if delay > 0:
-                    self._reconnect_at = time.monotonic() + delay
-                else:
-                    self.sock.connect(self.endpoint)
+        try:
+            for event, value in _monitor_events(self.monitor):
+                self._take(event, value, running)
+        finally:  # after the queued events: a disconnection that came during the wait is not the new connection's
+            if self._reconnect_at is not None and time.monotonic() >= self._reconnect_at:
+                self._reconnect_at = None
+                self.sock.connect(self.endpoint)
+
+    def _take(self, event: int, value: int, running: bool) -> None:
+        """One handshake event (`check`)."""
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.succeeded, self.failed_in_row = True, 0
+            if self._reconnect_at is not None:
+                # A connection libzmq went on retrying by itself after the disconnect (a handshake that failed below
+                # the key check, libzmq issue 4052) got in, but carries no messages: connect now, not after the wait.
+                self._reconnect_at = time.monotonic()
+        elif event == zmq.EVENT_DISCONNECTED:
+            if self._reconnect_at is not None:
+                return  # a retry libzmq made by itself: this watch connects again when due
+            self.reconnects += 1
+            with contextlib.suppress(zmq.ZMQError):  # ENOENT: libzmq dropped the endpoint itself (a refused key)
+                self.sock.disconnect(self.endpoint)
+            delay = reconnect_delay(self.failed_in_row)
+            if delay > 0:
+                self._reconnect_at = time.monotonic() + delay
             else:
-                self.failed_in_row += 1
-                mismatch = value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-                certain = event == zmq.EVENT_HANDSHAKE_FAILED_AUTH or (
-                    event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and mismatch)
-                if not running or certain or self.failed_in_row >= FAILED_HANDSHAKES_TO_END:
-                    raise HandshakeRefused(self._refusal(event, value))
+                self.sock.connect(self.endpoint)
+        else:
+            self.failed_in_row += 1
+            mismatch = value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+            certain = event == zmq.EVENT_HANDSHAKE_FAILED_AUTH or (
+                event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and mismatch)
+            if not running or certain or self.failed_in_row >= FAILED_HANDSHAKES_TO_END:
+                raise HandshakeRefused(self._refusal(event, value))
 
     def _refusal(self, event: int, value: int) -> str:
         where = f"{self.option} {self.endpoint}"

@@ -95,6 +95,10 @@ def _raise(signum: int, frame: FrameType | None) -> None:
         if _deferring:
             _pending.append(signum)
             return
+        if _stopping and time.monotonic() - _stopping[0][1] < REPEAT_S:
+            # The run is already stopping (its cleanup, its summary line): the same request sent twice would cut
+            # that short and lose the summary, wherever it lands (a finalizer's retries would land it later).
+            return
         if in_finalizer(frame):
             # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
             # drops it: the run went on. The signal is sent again, later and later, until it lands elsewhere; one
@@ -106,10 +110,6 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             timer = threading.Timer(wait, _send_again, (_landed[0],))
             timer.daemon = True
             timer.start()
-            return
-        if _stopping and time.monotonic() - _stopping[0][1] < REPEAT_S:
-            # The run is already stopping (its cleanup, its summary line): the same request sent twice would cut
-            # that short and lose the summary.
             return
         _landed.clear()
         _retries = 0
@@ -134,10 +134,10 @@ def handling_signals() -> Iterator[None]:
         if not _depth:  # a new run: whatever an earlier one stopped on is over
             _stopping.clear()
         _depth += 1
-    for s, handler in previous.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(s, _raise)
-    try:
+    try:  # from here on: a signal while the handlers are set still closes the block
+        for s, handler in previous.items():
+            if handler is not signal.SIG_IGN:
+                signal.signal(s, _raise)
         yield
     finally:
         for s, handler in previous.items():

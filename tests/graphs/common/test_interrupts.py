@@ -82,3 +82,16 @@ def test_a_signal_well_after_the_first_interrupts_the_cleanup_too(monkeypatch: p
         finally:
             signal.raise_signal(signal.SIGINT)  # the user insisting
     assert stopped.value.signum == signal.SIGINT
+
+
+def test_a_repeat_in_a_nested_block_of_the_cleanup_is_let_pass_too() -> None:
+    # The cleanup may enter a block of its own (a command run in-process): the stop is the outer run's, still on.
+    summary = []
+    with pytest.raises(Interrupted) as stopped, handling_signals():
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        finally:
+            with handling_signals():
+                signal.raise_signal(signal.SIGTERM)
+            summary.append("checker: 0 messages received")
+    assert stopped.value.signum == signal.SIGTERM and summary == ["checker: 0 messages received"]

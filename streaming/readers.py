@@ -332,12 +332,14 @@ def length_is_estimate(path: str | Path) -> bool:
         return False
 
 
-def early_end_error(spec: str, decoded: int, announced: int, rate: float, estimate: bool = False) -> str:
+def early_end_error(spec: str, decoded: int, announced: int, rate: float, estimate: bool = False,
+                    ended_at: float | None = None) -> str:
     """Why a file whose frames ran out is damaged: they ran out well before its container's frame count.
 
     The count may be an estimate (duration times rate), so an end within `EARLY_END_S` of it is the file's end. Where
-    the container stores no count at all (``estimate``: Matroska, WebM), an earlier end is no proof of damage, and
-    is said in a warning line instead: the stream ends there.
+    the container stores no count at all (``estimate``: Matroska, WebM) the end is judged by time, its last frame's
+    against the duration (a variable frame rate makes a count from the average rate wrong), and an earlier end is no
+    proof of damage: it is said in a warning line, and the stream ends there.
 
     Args:
         spec: the ``--video`` value, named in the error.
@@ -345,18 +347,22 @@ def early_end_error(spec: str, decoded: int, announced: int, rate: float, estima
         announced: frames the container announces (0: it does not say).
         rate: its frame rate, to turn `EARLY_END_S` into frames.
         estimate: the count is the container's duration times the rate, not a count it stores.
+        ended_at: when the last frame found ends, seconds (None: not known; taken as ``decoded / rate``).
 
     Returns:
         The reader's ``error`` line, or "" when the file ended where it should (or may have).
     """
-    if not (announced > 0 and decoded < announced - EARLY_END_S * rate):
+    if not estimate:
+        if announced > 0 and decoded < announced - EARLY_END_S * rate:
+            return (f"--video {spec}: cannot decode source frame {decoded} of {announced}, the file is damaged or "
+                    "truncated")
         return ""
-    if estimate:
-        print_warning(f"--video {spec}: its video ends at {decoded / rate:.1f} s, before the {announced / rate:.1f} s "
-                      "its container gives (a file cut short, or an audio track longer than the video); the stream "
-                      "ends there")
-        return ""
-    return f"--video {spec}: cannot decode source frame {decoded} of {announced}, the file is damaged or truncated"
+    end = ended_at if ended_at is not None and math.isfinite(ended_at) and ended_at > 0 else decoded / rate
+    duration = announced / rate if rate > 0 else 0.0
+    if duration > 0 and end < duration - EARLY_END_S:
+        print_warning(f"--video {spec}: its video ends at {end:.1f} s, before the {duration:.1f} s its container "
+                      "gives (a file cut short, or an audio track longer than the video); the stream ends there")
+    return ""
 
 
 def check_announced_frames(spec: str) -> None:
@@ -541,8 +547,14 @@ class DecordReader(_FileReader):
             return
         self._end_checked = True
         count, rate = self._header
-        self.error = self.error or early_end_error(self.source.spec, self._found, count, rate,
-                                                   length_is_estimate(str(self.source.target)))
+        estimate = length_is_estimate(str(self.source.target))
+        ended_at = None
+        if estimate and self._found:
+            try:  # the last frame's end: a variable frame rate makes frames / rate wrong
+                ended_at = float(self._vr.get_frame_timestamp([self._found - 1])[0, 1])
+            except Exception:  # decord's DECORDError: no timestamps; the count stands in
+                ended_at = None
+        self.error = self.error or early_end_error(self.source.spec, self._found, count, rate, estimate, ended_at)
 
     def _decode(self, k: int) -> np.ndarray:
         """The `DECODE_BATCH` sampled frames from output frame ``k`` on: ``(B, H, W, 3)`` RGB."""
@@ -625,8 +637,11 @@ class OpenCVFileReader(_FileReader):
         """The frames ran out: fine near the container's frame count, a damaged file well before it."""
         self._indices = self._indices[: self.frames]  # ended: later calls return None too
         decoded = self._src_pos + 1
-        self.error = early_end_error(self.source.spec, decoded, self._announced, self._native,
-                                     length_is_estimate(str(self.source.target)))
+        estimate = length_is_estimate(str(self.source.target))
+        # Where the last frame decoded starts (0 when the backend does not say), and one frame on: where it ends.
+        position = float(self._cap.get(cv2.CAP_PROP_POS_MSEC)) / 1000 if estimate else 0.0
+        ended_at = position + 1 / self._native if position > 0 else None
+        self.error = early_end_error(self.source.spec, decoded, self._announced, self._native, estimate, ended_at)
         if not self.error and self.frames == 0:  # a container that did not say its length, held less than a sample
             self.error = (f"--video {self.source.spec}: {decoded} frames, shorter than one frame at "
                           f"{self.config.fps:g} frames per second: nothing to detect")

@@ -53,16 +53,26 @@ def test_a_signal_landing_in_a_finalizer_as_the_run_ends_still_stops_it(capfd: p
     assert "Exception ignored" not in capfd.readouterr().err
 
 
-def test_a_second_signal_while_the_run_stops_lets_its_cleanup_finish() -> None:
+def repeat_in_the_cleanup(nested: bool) -> None:
+    """SIGTERM twice and SIGINT while the run stops, in its cleanup or (``nested``) in a block the cleanup enters."""
+    signal.raise_signal(signal.SIGTERM)  # the same request again
+    if nested:
+        with handling_signals():
+            signal.raise_signal(signal.SIGTERM)
+    signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["in-the-cleanup", "in-a-block-of-the-cleanup"])
+def test_a_second_signal_while_the_run_stops_lets_its_cleanup_finish(nested: bool) -> None:
     # `timeout` and a kill of its process group send SIGTERM twice: the second, landing in the checker's cleanup,
-    # cut it short and its summary line was never printed.
+    # cut it short and its summary line was never printed. The cleanup may enter a block of its own (a command run
+    # in-process): the stop is still the outer run's.
     summary = []
     with pytest.raises(Interrupted) as stopped, handling_signals():
         try:
             signal.raise_signal(signal.SIGTERM)
         finally:
-            signal.raise_signal(signal.SIGTERM)  # the same request again, while the run stops
-            signal.raise_signal(signal.SIGINT)
+            repeat_in_the_cleanup(nested)
             summary.append("checker: 0 messages received")
     assert stopped.value.signum == signal.SIGTERM and summary == ["checker: 0 messages received"]
     # The next run stops on its own first signal again.
@@ -82,16 +92,3 @@ def test_a_signal_well_after_the_first_interrupts_the_cleanup_too(monkeypatch: p
         finally:
             signal.raise_signal(signal.SIGINT)  # the user insisting
     assert stopped.value.signum == signal.SIGINT
-
-
-def test_a_repeat_in_a_nested_block_of_the_cleanup_is_let_pass_too() -> None:
-    # The cleanup may enter a block of its own (a command run in-process): the stop is the outer run's, still on.
-    summary = []
-    with pytest.raises(Interrupted) as stopped, handling_signals():
-        try:
-            signal.raise_signal(signal.SIGTERM)
-        finally:
-            with handling_signals():
-                signal.raise_signal(signal.SIGTERM)
-            summary.append("checker: 0 messages received")
-    assert stopped.value.signum == signal.SIGTERM and summary == ["checker: 0 messages received"]

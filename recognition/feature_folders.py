@@ -44,7 +44,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.common.array_files import REAL_KINDS, read_npy
+from graphs.common.array_files import REAL_KINDS, npy_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, read_json, write_text
 from graphs.common.safe_text import first_few, printable
@@ -392,7 +392,7 @@ def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: 
     # A copy is as wide as its video's RGB features: a narrower one was padded with the original's columns. With flow
     # those are the first columns of the video's features; the RGB file says how many (its header: nothing read).
     own = (video.features.shape[1] if not config.flow else
-           np.load(root / config.rgb / f"{video.name}.npy", mmap_mode="r", allow_pickle=False).shape[1])
+           npy_shape(root / config.rgb / f"{video.name}.npy", f"video {video.name!r}: RGB features")[1])
     for k in range(1, count + 1):
         path = root / config.rgb / copy_file_name(video.name, k)
         array = _load_array(path, video.name, f"augmented copy {k}").astype(np.float32)

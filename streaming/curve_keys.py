@@ -617,8 +617,11 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
     if existing and not force:
         hint = "--force replaces them" + ("" if add else "; --add adds clients to an existing set")
         raise InputError(f"--out {out}: {existing[0]} exists (keys are never overwritten; {hint})")
-    if add:
-        read_key_file(checker[1], "--add")
+    if add:  # the set clients are added to must be whole: the checker's secret, and the public key that goes with it
+        pair = load_secret_key(checker[1], "--add")
+        if load_public_key(checker[0], "--add") != pair.public:
+            raise InputError(f"--add: {checker[0]} is not the public key of {checker[1]}: the set is mixed up (a "
+                             "key copied from another set?); cameras given it would be refused")
     check_output(out, "keys", folder=True, option="--out")
     for path in planned:
         output_target(path, "key file")  # a folder, FIFO or device where a key goes is refused before any write

@@ -119,6 +119,23 @@ def test_an_augmented_copy_narrower_than_its_video_is_refused(feature_folder: Pa
                                "(240, 24)")
 
 
+def test_with_flow_an_augmented_copy_narrower_than_its_videos_rgb_is_refused(feature_folder: Path) -> None:
+    # With flow the copy was only required to be narrower than RGB and flow together: padded with RGB columns.
+    name = _with_one_copy(feature_folder)["train"][3]
+    (feature_folder / "flow_synth").mkdir()
+    for path in (feature_folder / "rgb_synth").glob("video_*.npy"):
+        if ".aug" not in path.name:
+            np.save(feature_folder / "flow_synth" / path.name, np.ones((240, 3), np.float32))
+    with_flow = FeatureConfig(rgb="rgb_synth", flow="flow_synth")
+    assert load_feature_dataset(feature_folder, with_flow).train  # the copies as wide as the RGB: read
+    path = feature_folder / "rgb_synth" / copy_file_name(name, 1)
+    np.save(path, np.load(path)[:, :20])
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, with_flow)
+    assert str(info.value) == (f"video {name!r}: augmented copy {path} has shape (240, 20), the video's RGB features "
+                               "(240, 24)")
+
+
 def test_length_mismatch_and_bad_target_rows(feature_folder: Path) -> None:
     np.save(feature_folder / "target_perframe" / "video_01.npy", np.eye(5, dtype=np.float32)[np.zeros(200, int)])
     with pytest.raises(InputError, match="video 'video_01': frame counts disagree .rgb 240, targets 200. in "

@@ -501,3 +501,18 @@ def test_a_refused_client_that_keeps_trying_never_dies_of_its_own_reconnects(
     assert refusals or who == "another checker's key"  # that one is said only after several failures in a row
     watch.close()
     sock.close()
+
+
+def test_add_refuses_a_set_whose_checker_keys_do_not_belong_together(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # --add only checked that checker.key_secret read as a key file: a set mixed with another set's checker key, or
+    # one whose secret file held no secret, took new clients without a word.
+    for name in ("a", "b"):
+        assert main(["keys", "--out", str(tmp_path / name), "--clients", "cam0"]) == 0
+    (tmp_path / "a" / "checker.key").write_bytes((tmp_path / "b" / "checker.key").read_bytes())
+    line = cli_error(main, ["keys", "--out", str(tmp_path / "a"), "--add", "--clients", "cam1"], capsys)
+    assert f"--add: {tmp_path / 'a' / 'checker.key'} is not the public key of " in line
+    (tmp_path / "b" / "checker.key_secret").write_bytes((tmp_path / "b" / "checker.key").read_bytes())
+    line = cli_error(main, ["keys", "--out", str(tmp_path / "b"), "--add", "--clients", "cam1"], capsys)
+    assert "holds no secret key" in line
+    assert not any((tmp_path / name / "clients" / "cam1.key").exists() for name in ("a", "b"))

@@ -108,30 +108,23 @@ def test_a_video_of_another_width_is_named_not_its_augmented_copy(feature_folder
     assert str(info.value) == f"video {name!r}: {path}: feature width 20, the folder's other videos have 24"
 
 
-def test_an_augmented_copy_narrower_than_its_video_is_refused(feature_folder: Path) -> None:
-    # It was padded with the original's last columns and trained on without a word.
+@pytest.mark.parametrize("flow", [False, True], ids=["rgb", "rgb-and-flow"])
+def test_an_augmented_copy_narrower_than_its_video_is_refused(feature_folder: Path, flow: bool) -> None:
+    # It was padded with the original's last columns and trained on without a word; with flow the copy was only
+    # required to be narrower than RGB and flow together.
     name = _with_one_copy(feature_folder)["train"][3]
+    config = SYNTH
+    if flow:
+        (feature_folder / "flow_synth").mkdir()
+        for video in (feature_folder / "rgb_synth").glob("video_*.npy"):
+            if ".aug" not in video.name:
+                np.save(feature_folder / "flow_synth" / video.name, np.ones((240, 3), np.float32))
+        config = FeatureConfig(rgb="rgb_synth", flow="flow_synth")
+    assert load_feature_dataset(feature_folder, config).train  # copies as wide as the video's RGB: read
     path = feature_folder / "rgb_synth" / copy_file_name(name, 1)
     np.save(path, np.load(path)[:, :20])
     with pytest.raises(InputError) as info:
-        load_feature_dataset(feature_folder, SYNTH)
-    assert str(info.value) == (f"video {name!r}: augmented copy {path} has shape (240, 20), the video's RGB features "
-                               "(240, 24)")
-
-
-def test_with_flow_an_augmented_copy_narrower_than_its_videos_rgb_is_refused(feature_folder: Path) -> None:
-    # With flow the copy was only required to be narrower than RGB and flow together: padded with RGB columns.
-    name = _with_one_copy(feature_folder)["train"][3]
-    (feature_folder / "flow_synth").mkdir()
-    for path in (feature_folder / "rgb_synth").glob("video_*.npy"):
-        if ".aug" not in path.name:
-            np.save(feature_folder / "flow_synth" / path.name, np.ones((240, 3), np.float32))
-    with_flow = FeatureConfig(rgb="rgb_synth", flow="flow_synth")
-    assert load_feature_dataset(feature_folder, with_flow).train  # the copies as wide as the RGB: read
-    path = feature_folder / "rgb_synth" / copy_file_name(name, 1)
-    np.save(path, np.load(path)[:, :20])
-    with pytest.raises(InputError) as info:
-        load_feature_dataset(feature_folder, with_flow)
+        load_feature_dataset(feature_folder, config)
     assert str(info.value) == (f"video {name!r}: augmented copy {path} has shape (240, 20), the video's RGB features "
                                "(240, 24)")
 

@@ -727,6 +727,32 @@ def stored_split(folder: str | Path) -> SplitFile | None:
                          "split") from None
 
 
+def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: float, option: str,
+                 verb: str) -> float | None:
+    """The rate ``split.json`` records when a run writes the folder again at another (None: a new folder, or the
+    same rate): extracting (``recognition-features``) and importing (``import``) find it alike.
+
+    Args:
+        folder: the ``--out`` folder.
+        rgb: the features folder this run writes (``rgb_<extractor>``).
+        stored: the folder's split (`stored_split`).
+        rate: this run's vectors per second.
+        option: the option that gave it (``--fps``, ``--rate``), named in the error.
+        verb: what the run does (``extract``, ``import``), in the error.
+
+    Raises:
+        InputError: another extractor's ``rgb_*`` features are in the folder: one folder, one rate (split.json's is
+            every ``rgb_*``'s), and the shared targets would be rewritten at the new one under them.
+    """
+    if stored is None or stored.fps is None or stored.fps == rate:
+        return None
+    others = sorted(p.name for p in Path(folder).glob("rgb_*") if p.is_dir() and p.name != rgb)
+    if others:
+        raise InputError(f"{option} {rate:g}: {Path(folder) / SPLIT_FILE} records {stored.fps:g} per second, the rate "
+                         f"of {others[0]}/ too; {verb} at {option} {stored.fps:g} or into another --out")
+    return stored.fps
+
+
 def kept_test_videos(names: Sequence[str], stored: SplitFile, test_videos: Sequence[str], test_fraction: float | None,
                      seed: int, annotations: str | Path) -> frozenset[str]:
     """An existing folder's test split, kept by a run that writes into it again (``recognition-features`` resuming

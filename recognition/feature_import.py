@@ -43,6 +43,7 @@ from recognition.feature_folders import (
     SplitFile,
     check_segments_fit,
     draw_test_videos,
+    earlier_rate,
     kept_test_videos,
     step_targets,
     stored_split,
@@ -281,14 +282,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     """
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
     stored = stored_split(config.out)
-    if stored is not None and stored.fps is not None and stored.fps != config.rate:
-        # One folder, one rate: split.json's fps is every rgb_*'s, and the targets would be rewritten at the new one.
-        others = sorted(p.name for p in Path(config.out).glob("rgb_*") if p.is_dir() and p.name != config.rgb)
-        if others:
-            raise InputError(f"--rate {config.rate:g}: {Path(config.out) / 'split.json'} records {stored.fps:g} per "
-                             f"second, the rate of {others[0]}/ too; import at --rate {stored.fps:g} or into another "
-                             "--out")
-        report.earlier_rate = stored.fps
+    report.earlier_rate = earlier_rate(config.out, config.rgb, stored, config.rate, "--rate", "import")
     for written in (config.rgb, TARGETS_DIR):  # the import rewrites these folders' files: never the ones it reads
         if (Path(config.out) / written).resolve() == Path(config.features).resolve():
             raise InputError(f"--out {config.out}: its {written}/ is the --features folder, whose files the import "

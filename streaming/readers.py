@@ -11,7 +11,7 @@ Files are sampled at the detector's rate (``fps``): frame ``k`` of the output is
 on screen at ``k / fps`` seconds, and the end of the file ends the stream. With ``realtime`` the file
 is paced to the wall clock (a live look), otherwise it is read as fast as the consumer takes it. A file
 that cannot be decoded to its end (damaged or truncated) ends the stream early with ``error`` set; both readers
-measure the end against the container's header (`early_end_error`), as decord counts only the frames it finds.
+measure the end against the container's header (`early_end`), as decord counts only the frames it finds.
 
 Odd files are refused with one line when they open, never read as an empty success: a file shorter than one
 frame at ``fps``, a file that announces more frames than `MAX_SAMPLES` samples or than it has bytes
@@ -332,17 +332,17 @@ def length_is_estimate(path: str | Path) -> bool:
         return False
 
 
-def early_end_error(spec: str, decoded: int, announced: int, rate: float, estimate: bool = False,
-                    ended_at: float | None = None) -> str:
-    """Why a file whose frames ran out is damaged: they ran out well before its container's frame count.
+def early_end(spec: str, decoded: int, announced: int, rate: float, estimate: bool = False,
+              ended_at: float | None = None) -> tuple[str, str]:
+    """What to say of a file whose frames ran out: an error when they ran out well before its container's count.
 
     The count may be an estimate (duration times rate), so an end within `EARLY_END_S` of it is the file's end. Where
     the container stores no count at all (``estimate``: Matroska, WebM) the end is judged by time, its last frame's
     against the duration (a variable frame rate makes a count from the average rate wrong), and an earlier end is no
-    proof of damage: it is said in a warning line, and the stream ends there.
+    proof of damage: it is a warning, and the stream ends there.
 
     Args:
-        spec: the ``--video`` value, named in the error.
+        spec: the ``--video`` value, named in the lines.
         decoded: source frames the reader found.
         announced: frames the container announces (0: it does not say).
         rate: its frame rate, to turn `EARLY_END_S` into frames.
@@ -350,19 +350,19 @@ def early_end_error(spec: str, decoded: int, announced: int, rate: float, estima
         ended_at: when the last frame found ends, seconds (None: not known; taken as ``decoded / rate``).
 
     Returns:
-        The reader's ``error`` line, or "" when the file ended where it should (or may have).
+        ``(the reader's error line, a warning line)``, each "" when there is nothing to say.
     """
     if not estimate:
         if announced > 0 and decoded < announced - EARLY_END_S * rate:
             return (f"--video {spec}: cannot decode source frame {decoded} of {announced}, the file is damaged or "
-                    "truncated")
-        return ""
+                    "truncated"), ""
+        return "", ""
     end = ended_at if ended_at is not None and math.isfinite(ended_at) and ended_at > 0 else decoded / rate
     duration = announced / rate if rate > 0 else 0.0
     if duration > 0 and end < duration - EARLY_END_S:
-        print_warning(f"--video {spec}: its video ends at {end:.1f} s, before the {duration:.1f} s its container "
-                      "gives (a file cut short, or an audio track longer than the video); the stream ends there")
-    return ""
+        return "", (f"--video {spec}: its video ends at {end:.1f} s, before the {duration:.1f} s its container gives "
+                    "(a file cut short, or an audio track longer than the video); the stream ends there")
+    return "", ""
 
 
 def check_announced_frames(spec: str) -> None:
@@ -459,12 +459,27 @@ class VideoReader(abc.ABC):
 
 
 class _FileReader(VideoReader):
-    """Shared pacing for file readers: frame ``k`` is delivered at ``t0 + k / fps`` when realtime."""
+    """Shared pacing for file readers: frame ``k`` is delivered at ``t0 + k / fps`` when realtime; and the judgement
+    of where a file's frames ran out (`early_end`)."""
 
     def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float]) -> None:
         super().__init__(source, config)
         self.clock = clock
         self._t0: float | None = None
+
+    def _end_error(self, decoded: int, announced: int, rate: float) -> str:
+        """The error line to end with when the file's ``decoded`` frames ran out (`early_end`); a warning, where the
+        container gives only a duration, is printed."""
+        estimate = length_is_estimate(str(self.source.target))
+        error, warning = early_end(self.source.spec, decoded, announced, rate, estimate,
+                                   self._last_frame_end() if estimate else None)
+        if warning:
+            print_warning(warning)
+        return error
+
+    def _last_frame_end(self) -> float | None:
+        """When the last frame found ends, seconds; None where the reader cannot say."""
+        return None
 
     def _pace(self, k: int, started: float) -> float:
         """Wait until frame ``k`` is due (realtime only); returns when it arrived (`Frame.arrived`).
@@ -546,15 +561,13 @@ class DecordReader(_FileReader):
         if self._end_checked:
             return
         self._end_checked = True
-        count, rate = self._header
-        estimate = length_is_estimate(str(self.source.target))
-        ended_at = None
-        if estimate and self._found:
-            try:  # the last frame's end: a variable frame rate makes frames / rate wrong
-                ended_at = float(self._vr.get_frame_timestamp([self._found - 1])[0, 1])
-            except Exception:  # decord's DECORDError: no timestamps; the count stands in
-                ended_at = None
-        self.error = self.error or early_end_error(self.source.spec, self._found, count, rate, estimate, ended_at)
+        self.error = self.error or self._end_error(self._found, *self._header)
+
+    def _last_frame_end(self) -> float | None:
+        try:
+            return float(self._vr.get_frame_timestamp([self._found - 1])[0, 1])
+        except Exception:  # decord's DECORDError: no timestamps; the count stands in
+            return None
 
     def _decode(self, k: int) -> np.ndarray:
         """The `DECODE_BATCH` sampled frames from output frame ``k`` on: ``(B, H, W, 3)`` RGB."""
@@ -633,15 +646,16 @@ class OpenCVFileReader(_FileReader):
     def close(self) -> None:
         self._cap.release()
 
+    def _last_frame_end(self) -> float | None:
+        # Where the last frame decoded starts (0 when the backend does not say), and one frame on: where it ends.
+        position = float(self._cap.get(cv2.CAP_PROP_POS_MSEC)) / 1000
+        return position + 1 / self._native if position > 0 else None
+
     def _ended(self) -> None:
         """The frames ran out: fine near the container's frame count, a damaged file well before it."""
         self._indices = self._indices[: self.frames]  # ended: later calls return None too
         decoded = self._src_pos + 1
-        estimate = length_is_estimate(str(self.source.target))
-        # Where the last frame decoded starts (0 when the backend does not say), and one frame on: where it ends.
-        position = float(self._cap.get(cv2.CAP_PROP_POS_MSEC)) / 1000 if estimate else 0.0
-        ended_at = position + 1 / self._native if position > 0 else None
-        self.error = early_end_error(self.source.spec, decoded, self._announced, self._native, estimate, ended_at)
+        self.error = self._end_error(decoded, self._announced, self._native)
         if not self.error and self.frames == 0:  # a container that did not say its length, held less than a sample
             self.error = (f"--video {self.source.spec}: {decoded} frames, shorter than one frame at "
                           f"{self.config.fps:g} frames per second: nothing to detect")

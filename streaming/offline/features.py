@@ -45,6 +45,7 @@ from recognition.feature_folders import (
     check_segments_fit,
     copy_file_name,
     draw_test_videos,
+    earlier_rate,
     kept_test_videos,
     step_targets,
     stored_split,
@@ -352,24 +353,8 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     stored = stored_split(config.out)
     test = choose_test_videos([v.name for v in planned], config, stored)
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
-                          unannotated_videos(videos_dir, annotations.videos), earlier_rate(config, stored))
-
-
-def earlier_rate(config: FeatureExtractionConfig, stored: SplitFile | None) -> float | None:
-    """The rate ``split.json`` records when this run extracts the folder at another (None: a new folder, or the same
-    rate), as ``recognition-features import`` finds it (`recognition.feature_import.plan_import`).
-
-    Raises:
-        InputError: another extractor's ``rgb_*`` features are in the folder: split.json holds one rate for all of
-            them, and the shared targets would be rewritten at the new one under them.
-    """
-    if stored is None or stored.fps is None or stored.fps == config.fps:
-        return None
-    others = sorted(p.name for p in Path(config.out).glob("rgb_*") if p.is_dir() and p.name != config.rgb)
-    if others:
-        raise InputError(f"--fps {config.fps:g}: {Path(config.out) / SPLIT_FILE} records {stored.fps:g} per second, "
-                         f"the rate of {others[0]}/ too; extract at --fps {stored.fps:g} or into another --out")
-    return stored.fps
+                          unannotated_videos(videos_dir, annotations.videos),
+                          earlier_rate(config.out, config.rgb, stored, config.fps, "--fps", "extract"))
 
 
 def rate_change_warning(folder: Path, earlier: float, fps: float) -> str:

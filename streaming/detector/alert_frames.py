@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.files import make_folders, write_failure
 from streaming.detector.sinks import BackgroundSink
 from streaming.messages import KeyStepEvent, KeyStepOnset, Message
 from streaming.readers import Frame
@@ -65,14 +66,10 @@ def check_alert_frames_dir(path: str | Path) -> Path:
     Raises:
         InputError: one line naming the option and the reason.
     """
-    folder = Path(path)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"--alert-frames {path}: cannot make the folder ({err.strerror or err})") from None
-    if not folder.is_dir():
-        raise InputError(f"--alert-frames {path}: not a folder")
-    return folder
+    try:  # a file where the folder goes is named as such, not as mkdir's "File exists"
+        return make_folders(path, what="alert frames")
+    except InputError as err:
+        raise InputError(f"--alert-frames {err}") from None
 
 
 @dataclass
@@ -128,7 +125,7 @@ class AlertFrames:
             # A full disk left an empty .part per key-step, run after run; what was not written is said, not the errno.
             with contextlib.suppress(OSError):
                 part.unlink(missing_ok=True)
-            raise OSError(f"{name}: {err.strerror or err}") from None
+            raise OSError(f"{name}: {write_failure(err, shot.path.parent)}") from None
         for old in shot.evicted:
             old.unlink(missing_ok=True)
 

@@ -19,7 +19,7 @@ from graphs.common.files import read_json
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
 from graphs.precision_recall import precision_recall_f1
-from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, load_graph
+from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, is_captaincook_graph, load_graph
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def load_shown_graph(path: str | Path) -> TaskGraph:
     files the dataset ships; ``tgml eval --gt`` reads them too)."""
     source = str(path)
     data = read_json(path, "graph file")
-    if isinstance(data, dict) and "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data:
+    if is_captaincook_graph(data):
         return captaincook_graph(data, _taxonomy_of(data, source), source)
     return TaskGraph.from_dict(data, source=source)
 

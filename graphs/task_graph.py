@@ -265,7 +265,7 @@ class TaskGraph:
         if "format" not in data and isinstance(data.get("annotations"), dict):
             raise InputError(f"{source}: this looks like an annotation file, not a task graph; learn a graph from "
                              "it with tgml train")
-        if "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data:
+        if is_captaincook_graph(data):
             raise InputError(f"{source}: a CaptainCook4D graph file, which numbers the steps its own way: tgml show "
                              "and tgml eval --gt read it; to check recordings against it, write it with the recipe's "
                              "step ids (tgml bench-live --save-graphs writes <recipe>-hand-made.json)")
@@ -398,6 +398,12 @@ def save_graph(graph: TaskGraph, path: str | Path) -> None:
     An OS failure (the path is a folder, a parent is a file, no permission) is a one-line `InputError`.
     """
     write_text(path, json.dumps(graph.to_dict(), indent=2) + "\n", "graph file")
+
+
+def is_captaincook_graph(data: object) -> bool:
+    """Whether file content has the shape of a CaptainCook4D hand-made graph (``{"steps": {id: name}, "edges":
+    [...]}``, no ``format``): read as it is by ``tgml show`` and ``tgml eval --gt``, with its own step numbers."""
+    return isinstance(data, dict) and "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data
 
 
 def load_graph(path: str | Path) -> TaskGraph:

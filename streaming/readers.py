@@ -365,7 +365,7 @@ def early_end(spec: str, decoded: int, announced: int, rate: float, estimate: bo
     return "", ""
 
 
-def check_announced_frames(spec: str) -> None:
+def check_announced_frames(spec: str) -> tuple[float, float]:
     """Refuse a file whose header announces more frames than it has bytes, before decord opens it.
 
     decord sizes its frame index from the header: a 6 kB AVI claiming 2^32 frames made it abort the whole process
@@ -375,14 +375,18 @@ def check_announced_frames(spec: str) -> None:
     Args:
         spec: the video file (named in the error as ``--video SPEC``).
 
+    Returns:
+        The header as read (`container_header`), for the reader to judge the file's end by without opening it again.
+
     Raises:
         InputError: the announced frame count exceeds the file's size in bytes.
     """
     size = os.stat(spec).st_size
-    announced, _ = container_header(spec)
+    announced, rate = container_header(spec)
     if math.isfinite(announced) and announced > size:
         raise InputError(f"--video {spec}: its header announces {announced:.0f} frames, more than a file of {size} "
                          "bytes can hold (a damaged or forged header); not decoded")
+    return announced, rate
 
 
 def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
@@ -508,7 +512,9 @@ class DecordReader(_FileReader):
 
     name = "decord"
 
-    def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, source: Source, config: ReaderConfig, clock: Callable[[], float] = time.monotonic,
+                 header: tuple[float, float] | None = None) -> None:
+        """``header``: the container's frame count and rate if already read (`check_announced_frames`)."""
         super().__init__(source, config, clock)
         path = str(source.target)
         try:
@@ -530,7 +536,7 @@ class DecordReader(_FileReader):
         check_sampled(source.spec, n, native, config.fps)
         self._indices = sample_indices(n, native, config.fps)
         self.duration = n / native
-        self._found, self._header, self._end_checked = n, self._header_count(), False
+        self._found, self._header, self._end_checked = n, self._header_count(header), False
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
         if len(self._indices):
             try:
@@ -545,13 +551,14 @@ class DecordReader(_FileReader):
         starts = self._vr.get_frame_timestamp([0, n - 1])[:, 0]  # (2,) seconds
         return (n - 1) / float(starts[1] - starts[0]) if starts[1] > starts[0] else math.nan
 
-    def _header_count(self) -> tuple[int, float]:
-        """The frame count and rate the container announces, ``(0, 0)`` when its header does not say.
+    def _header_count(self, header: tuple[float, float] | None) -> tuple[int, float]:
+        """The frame count and rate the container announces (``header``, or read now), ``(0, 0)`` when its header
+        does not say.
 
         decord counts the frames it finds, so a file cut short (a copy or a recording that stopped) looks complete
         to it; only the header still says how long the file was written. OpenCV's reader finds out at the cut.
         """
-        count, rate = container_header(str(self.source.target))
+        count, rate = header if header is not None else container_header(str(self.source.target))
         if not (math.isfinite(count) and 0 < count < 2**53 and math.isfinite(rate) and rate > 0):
             return 0, 0.0  # a header that does not say: nothing to compare with
         return int(count), rate
@@ -857,11 +864,11 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
     if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
     check_not_an_image(spec)
-    check_announced_frames(spec)
+    header = check_announced_frames(spec)
     if config.reader == "opencv":
         return OpenCVFileReader(source, config)
     try:
-        return DecordReader(source, config)
+        return DecordReader(source, config, header=header)
     except InputError:
         if config.reader == "decord":
             raise

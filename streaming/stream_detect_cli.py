@@ -44,7 +44,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning
 from graphs.common.options import fps_option, output_name, threads_option
 from graphs.common.safe_text import count_of, printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
@@ -509,8 +509,8 @@ def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple
                            insecure=args.insecure, checking=_checking(args))
     exposed = [e for e in (config.bind_events, config.bind_alerts) if not is_local(e)]
     if args.insecure and curve is None and exposed:
-        print(printable(f"warning: --insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this "
-                        "checker or read its alerts"), file=sys.stderr, flush=True)
+        print_warning(f"--insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this checker or "
+                      "read its alerts")
     return config, own
 
 

@@ -163,12 +163,12 @@ def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_withi
             raise ValueError("not an archive of arrays")
         with archive:
             arrays = {name: archive[name] for name in archive.files}
-        text = arrays.pop(META)
+        text = arrays.pop(META, None)
+        if text is None:  # an archive of arrays, of something else
+            raise InputError(f"--cache {folder}: {path.name} is not a cached fold (no JSON part); remove it")
         if text.ndim != 0 or text.dtype.kind != "U":
             raise ValueError("its JSON part is not a text")
         entry = entry_from_arrays(json.loads(str(text[()])), arrays)
-    except KeyError:
-        raise InputError(f"--cache {folder}: {path.name} is not a cached fold (no JSON part); remove it") from None
     # A damaged archive (a CRC that fails, a cut zip), an array of objects, a JSON part that is not an entry's.
     # A header claiming a huge array: MemoryError; a record's compression method changed by a flipped bit:
     # NotImplementedError or zlib.error; JSON nested too deep: RecursionError.

@@ -7,8 +7,10 @@ What the view promises a reader: every stream that ended gets a one-line verdict
 did, or "correct"); an alert shows where in the video its step was (the confirmed key-step's video time, matched by
 run and position); "allowed next" never lists the step being done now, and an ended stream has none; columns keep
 their widths from one refresh to the next (fixed-format columns have a minimum width, names share the rest), and
-names fold onto a second line instead of being cut. ``fit=True`` draws tables as wide as their contents, for output
-that is not a terminal.
+names fold onto a second line instead of being cut. Below `NARROW_WIDTH` columns the alert log leaves out its wall
+clock and shares the width among its names by their longest words, so that ``boil_water`` is not folded into
+``boil_w`` / ``ater`` (its columns then move when an alert with longer names arrives). ``fit=True`` draws tables
+as wide as their contents, for output that is not a terminal.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
@@ -19,7 +21,7 @@ non-ASCII character as an escape.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,6 +47,8 @@ from streaming.view.state import ViewState, step_position
 CLOCK_WIDTH: int = len("00:00:00")
 VIDEO_WIDTH: int = len("100.0-100.0 s")
 NUMBER_WIDTH: int = 6
+NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, and its names share the width by need
+WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
 ALERTS_CAPTION: str = (
@@ -169,11 +173,13 @@ def _video_time(alert: Alert, state: ViewState) -> Text:
 
 
 def _forgotten(alert: Alert) -> Text:
-    """The missing step most likely forgotten, with its score labelled as the graph's (``add_teabag, graph 0.83``;
-    ``-`` when the alert has none): beside the alert's own probability, a bare number reads as a second one."""
+    """The missing step most likely forgotten, with its score labelled as the graph's (``add_teabag (graph 0.83)``;
+    ``-`` when the alert has none): beside the alert's own probability, a bare number reads as a second one. In
+    brackets, not after a comma: a narrow column wraps at the space, and ``add_teabag,`` is a word longer than the
+    name."""
     if alert.forgotten_name is None or alert.forgotten_score is None:
         return _text("-")
-    return Text.assemble(_text(alert.forgotten_name, "bold"), _text(f", graph {alert.forgotten_score:.2f}"))
+    return Text.assemble(_text(alert.forgotten_name, "bold"), _text(f" (graph {alert.forgotten_score:.2f})"))
 
 
 def _standing_alerts(stream_id: str, row: Status, state: ViewState) -> list[Alert]:
@@ -263,6 +269,22 @@ class _Layout:
         """A column of step names: it takes its ``ratio`` of the width the fixed-format columns leave."""
         table.add_column(name, ratio=ratio, overflow="fold")  # a long name goes on, on the next line: never cut
 
+    @staticmethod
+    def whole_words(table: Table) -> None:
+        """Once the rows are in: the columns of names share the width in proportion to their longest words (up to
+        `WORD_WIDTH`), so that where the width allows, no word is folded.
+
+        Rich wraps at spaces and folds a longer word where the column ends: ``boil_w`` / ``ater`` reads as two
+        names, and fixed ratios gave a column of long names as little as one of short ones. Where the width cannot
+        hold every column's longest word, rich still narrows the widest.
+        """
+        for column in table.columns:
+            if column.ratio is None:
+                continue
+            texts = [cell.plain if isinstance(cell, Text) else cell for cell in (column.header, *column.cells)
+                     if isinstance(cell, Text | str)]
+            column.ratio = min(max((len(word) for text in texts for word in text.split()), default=1), WORD_WIDTH)
+
 
 def _layout(state: ViewState, fit: bool) -> _Layout:
     ids = {*state.streams, *(a.stream_id for _, a in state.alerts), *(e.stream_id for _, e in state.events),
@@ -320,10 +342,27 @@ def _latency_table(state: ViewState, layout: _Layout) -> Table | None:
     return table
 
 
-def _alerts_table(state: ViewState, layout: _Layout) -> Table:
+class _ByWidth:
+    """A table drawn for the width it is given (``build(width)``)."""
+
+    def __init__(self, build: Callable[[int], Table]) -> None:
+        self.build = build
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.build(options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Table]:
+        yield self.build(options.max_width)
+
+
+def _alerts_table(state: ViewState, layout: _Layout, width: int) -> Table:
+    """The alert log; ``width`` below `NARROW_WIDTH` leaves out the wall clock (the video time places the alert)."""
     alerts = layout.table("alerts", "bold red")
-    layout.fixed(alerts, "time", CLOCK_WIDTH)
-    layout.fixed(alerts, "video time", VIDEO_WIDTH)
+    clock = width >= NARROW_WIDTH or layout.fit
+    if clock:
+        layout.fixed(alerts, "time", CLOCK_WIDTH)
+    # Narrow, the column is as wide as its widest span, not the widest a span could be: the names need the room.
+    layout.fixed(alerts, "video time", VIDEO_WIDTH if clock else 0)
     layout.stream(alerts)
     layout.names(alerts, "mistake", 2)
     layout.names(alerts, "missing pre-conditions", 3)
@@ -335,18 +374,19 @@ def _alerts_table(state: ViewState, layout: _Layout) -> Table:
     alerts.caption_justify = "left"
     for when, alert in state.alerts:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
+        at = [_text(_clock(when))] if clock else []
         if withdrawn is not None:  # an early alert taken back: shown struck out, with why
-            alerts.add_row(_text(_clock(when)), _text("-"), _text(alert.stream_id),
-                           _text(alert.step_name, "strike dim"),
+            alerts.add_row(*at, _text("-"), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
                            _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"), _text(""), _text(""))
             continue
-        alerts.add_row(_text(_clock(when)), _video_time(alert, state), _text(alert.stream_id),
-                       _text(alert.step_name, "bold red"), _missing(alert, state), _forgotten(alert),
-                       _text(f"{alert.probability:.2f}"))
+        alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "bold red"),
+                       _missing(alert, state), _forgotten(alert), _text(f"{alert.probability:.2f}"))
     if not state.alerts:
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
-        alerts.add_row(_text("-"), _text("-"), _text("-"), _text("no mistakes" if over else "no mistakes so far"),
-                       _text(""), _text(""), _text(""))
+        alerts.add_row(*([_text("-")] if clock else []), _text("-"), _text("-"),
+                       _text("no mistakes" if over else "no mistakes so far"), _text(""), _text(""), _text(""))
+    if not clock:  # narrow: words kept whole matter more than columns that never move
+        layout.whole_words(alerts)
     return alerts
 
 
@@ -400,7 +440,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     """
     layout = _layout(state, fit)
     verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
-    outcome: list[RenderableType] = [_alerts_table(state, layout)]
+    outcome: list[RenderableType] = [_ByWidth(lambda width: _alerts_table(state, layout, width))]
     if state.missing:  # shown once a session has ended without some required step
         outcome.append(_never_done_table(state, layout))
     context: list[RenderableType] = []

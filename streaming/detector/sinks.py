@@ -27,6 +27,7 @@ from streaming.transport import HandshakeRefused
 
 DEFAULT_QUEUE = 256  # messages a background sink holds before it drops the newest (counted)
 STOP_WAIT_S = 5.0  # on close, longest wait for a background sink to finish what it holds
+WAKE_S = 0.5  # a background sink's thread looks this often whether it was closed while its queue was full
 LOG_EVERY = 100  # a failing sink is logged the first time, then once every this many failures
 T = TypeVar("T")
 
@@ -173,7 +174,14 @@ class BackgroundSink(Generic[T]):
 
     def _work(self) -> None:
         while True:
-            message = self._queue.get()
+            try:
+                message = self._queue.get(timeout=WAKE_S)
+            except queue.Empty:
+                # `close` could not queue its end mark behind a full queue: the thread stops once it has drained it,
+                # instead of waiting on an empty queue for ever (one thread lost per sink and run).
+                if self._closed:
+                    return
+                continue
             if message is None:
                 return
             try:

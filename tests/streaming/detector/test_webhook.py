@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from graphs.common.errors import InputError
+from streaming.detector.sinks import BackgroundSink
 from streaming.detector.webhook import WebhookConfig, WebhookSink, check_webhook_url
 from streaming.messages import Alert, Heartbeat
 from tests.streaming.helpers import wait_for
@@ -191,3 +192,17 @@ def test_a_url_that_is_not_http_is_refused_in_one_line(url: str) -> None:
     with pytest.raises(InputError, match="--webhook"):
         check_webhook_url(url)
     assert check_webhook_url("https://hooks.example.org:8443/a?b=c")
+
+
+def test_a_sink_closed_while_its_queue_is_full_still_stops_its_thread_once_the_queue_is_drained() -> None:
+    # close() could not queue its end mark behind a full queue, and the thread then waited for ever on an empty one.
+    gate = threading.Event()
+    sink: BackgroundSink[int] = BackgroundSink(lambda _: gate.wait(10.0), "probe", capacity=1, log=[].append)
+    sink.stop_wait_s = 0.1
+    sink.send(1)
+    assert wait_for(lambda: sink.pending() == 0)  # the thread holds the first, blocked in deliver
+    sink.send(2)  # fills the queue
+    sink.close()  # gives up queuing the end mark
+    gate.set()
+    assert wait_for(lambda: not sink._thread.is_alive(), timeout_s=5.0)
+    assert sink.delivered == 2 and sink.pending() == 0

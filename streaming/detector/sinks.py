@@ -3,7 +3,7 @@
 The sinks of the house:
 - the ZeroMQ publisher to the checker (`streaming.transport.Publisher`);
 - a checker in the same process (`streaming.local_checker.CheckerLink`: ``eval`` and ``--annotate-out``);
-- JSON lines (`JsonLinesSink`), one message a line;
+- JSON lines (`JsonLinesSink`), one message a line (the view's ``--jsonl``);
 - a webhook (`streaming.detector.webhook.WebhookSink`, ``--webhook URL``): each alert POSTed as JSON;
 - the alert frames (`streaming.detector.alert_frames.AlertFrames`, ``--alert-frames DIR``): the frame that confirmed
   each key-step, as a JPEG, for the dashboard.
@@ -95,11 +95,6 @@ class JsonLinesSink:
         out = self.out or sys.stdout
         out.write(encode_payload(message).decode("utf-8") + "\n")
         out.flush()
-
-
-def message_json(message: Message) -> bytes:
-    """A message as the UTF-8 JSON object the wire carries (`encode_payload`), for bodies sent elsewhere."""
-    return encode_payload(message)
 
 
 class BackgroundSink(Generic[T]):

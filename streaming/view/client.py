@@ -25,10 +25,10 @@ from rich.live import Live
 from graphs.common.safe_text import printable
 from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
-from streaming.detector.sinks import Fanout, Sink
+from streaming.detector.sinks import Fanout, JsonLinesSink, Sink
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
-from streaming.view.render import jsonl_line, render
+from streaming.view.render import render
 from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
@@ -49,13 +49,14 @@ class View:
     def __init__(self, state: ViewState, jsonl: bool = False, out: TextIO | None = None) -> None:
         self.state = state
         self.jsonl = jsonl
-        self.out = out
+        kinds = [kind.KIND for kind in (StepEvent, Alert, Retraction, MissingSteps, Status)]
+        self.lines = JsonLinesSink(out, kinds) if jsonl else None
 
     def send(self, message: Message, received_at: float | None = None) -> None:
         """Fold one message into the state (``received_at``: its wall time of arrival, now if None)."""
         new = self.state.apply(message, time.time() if received_at is None else received_at)
-        if self.jsonl and new and isinstance(message, StepEvent | Alert | Retraction | MissingSteps | Status):
-            print(jsonl_line(message), file=self.out or sys.stdout, flush=True)
+        if self.lines is not None and new:
+            self.lines.send(message)
 
 
 class Viewer:

@@ -1,7 +1,7 @@
 """The live terminal view drawn: a pure function from a `ViewState` (`streaming.view.state`) to a rich renderable.
 
-`render` draws the state; the loop in `streaming.view.client` decides when to refresh. `jsonl_line` is the
-``--jsonl`` form of a message.
+`render` draws the state; the loop in `streaming.view.client` decides when to refresh (``--jsonl`` prints the
+messages instead, `streaming.detector.sinks.JsonLinesSink`).
 
 What the view promises a reader: every stream that ended gets a one-line verdict (its mistakes, the steps it never
 did, or "correct"); an alert shows where in the video its step was (the confirmed key-step's video time, matched by
@@ -31,7 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphs.common.safe_text import count_of, printable
-from streaming.messages import Alert, CheckerHealth, Message, Status, encode
+from streaming.messages import Alert, CheckerHealth, Status
 from streaming.session_verdict import (
     CORRECT,
     SessionVerdict,
@@ -457,8 +457,3 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     if closing:
         return Group(streams, *context, *outcome, *verdicts)
     return Group(streams, *verdicts, *outcome, *context)
-
-
-def jsonl_line(message: Message) -> str:
-    """One JSON line for ``--jsonl``: the message's wire payload (version, kind and fields)."""
-    return encode(message)[1].decode("utf-8")

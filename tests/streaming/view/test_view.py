@@ -30,11 +30,12 @@ from streaming.messages import (
     StepEvent,
     decode,
     encode,
+    encode_payload,
     run_of,
 )
 from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
-from streaming.view.render import jsonl_line, render
+from streaming.view.render import render
 from streaming.view.state import ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for
@@ -91,8 +92,8 @@ def test_empty_view_says_it_is_waiting_and_counts_malformed() -> None:
     assert "3 malformed messages dropped" in text
 
 
-def test_jsonl_line_is_the_wire_payload() -> None:
-    line = json.loads(jsonl_line(alert()))
+def test_a_jsonl_line_is_the_wire_payload() -> None:
+    line = json.loads(encode_payload(alert()))
     assert line["kind"] == "alert" and line["version"] == WIRE_VERSION and line["missing_names"] == ["fill_kettle"]
 
 
@@ -146,7 +147,7 @@ def test_jsonl_view_reports_a_checker_it_cannot_understand() -> None:
     stop = threading.Event()
     try:
         pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
-        body = json.loads(jsonl_line(alert()))
+        body = json.loads(encode_payload(alert()))
         body["version"] = WIRE_VERSION + 1
 
         def publish() -> None:
@@ -345,7 +346,7 @@ def test_a_malformed_report_on_the_wire_is_dropped_counted_and_the_next_one_show
     viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False)
     assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
                     lambda: (Publisher(pub).send(status()), viewer.pump(20)))
-    good = json.loads(jsonl_line(report()))
+    good = json.loads(encode_payload(report()))
     for body in (good | {"missing": [4, "six"]}, good | {"missing_id": "kitchen#1"}, good | {"version": 1}, good):
         pub.send_multipart([b"missing/kitchen", json.dumps(body).encode()])
     assert wait_for(lambda: bool(viewer.state.missing), 10.0, lambda: viewer.pump(20))

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streaming.messages import Alert
-from streaming.view.render import jsonl_line
+from streaming.messages import Alert, encode_payload
 from streaming.view.state import ViewState
 
 
@@ -27,4 +26,4 @@ def test_the_copy_received_last_wins_and_a_plain_re_send_is_no_news() -> None:
     rebuilt = replace(confirmed, seq=2, replayed=True, video_time=None, probability=1.0)
     assert state.apply(rebuilt)
     assert [(a.seq, a.probability) for _, a in state.alerts] == [(2, 1.0)]
-    assert '"probability":1.0' in jsonl_line(rebuilt)
+    assert '"probability":1.0' in encode_payload(rebuilt).decode()

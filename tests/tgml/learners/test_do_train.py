@@ -18,10 +18,11 @@ from graphs.common.settings_files import as_written
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import END, START, TaskGraph, load_graph, save_graph
 from tgml.learners.do.config import DOConfig
+from tgml.learners.do.early_stop import EarlyStopping
 from tgml.learners.do.train import train_do
 from tgml.learners.registry import learner
 from tgml.learners.result import learn_from_annotations
-from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
+from tgml.sequence_accuracy import sequence_accuracy
 
 A, B, C, D, X = 10, 11, 12, 13, 14
 IDS = [A, B, C, D, X]

@@ -25,9 +25,10 @@ from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
 from graphs.task_graph import TaskGraph
 from tgml.learners.do.config import DOConfig
+from tgml.learners.do.early_stop import EarlyStopping
 from tgml.learners.do.model import DirectOptimization, n_nodes, wrap
 from tgml.learners.result import LearnResult, training_info
-from tgml.sequence_accuracy import EarlyStopping, sequence_accuracy
+from tgml.sequence_accuracy import sequence_accuracy
 from tgml.sequences import (
     ObservedRows,
     PackedSequences,

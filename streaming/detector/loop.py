@@ -95,7 +95,6 @@ class FrameLoop:
             raise InputError(f"FrameLoop: give streams with distinct ids, got {ids}")
         self.streams = streams
         self.batches = batched(extractor, len(streams), batch_sizes)
-        self.extractor = self.batches
         self.stepper = make_stepper(model, len(streams))
         self.threads = threads
         self.warn = warn
@@ -308,11 +307,11 @@ class FrameLoop:
         network they all have its input size)."""
         shapes = [image.shape for image in images]
         if len(set(shapes)) == 1:
-            return self.extractor(np.stack(images))
-        out = np.empty((len(images), self.extractor.dim), dtype=np.float32)
+            return self.batches(np.stack(images))
+        out = np.empty((len(images), self.batches.dim), dtype=np.float32)
         for shape in set(shapes):
             group = [j for j, other in enumerate(shapes) if other == shape]
-            out[group] = self.extractor(np.stack([images[j] for j in group]))
+            out[group] = self.batches(np.stack([images[j] for j in group]))
         return out
 
     def _end(self, stream: DetectorStream, flush: bool = True) -> None:

@@ -181,7 +181,7 @@ class TaskGraph:
         """Readable name of a node."""
         if node in (START, END):
             return str(node)
-        return self.step_names[self.step_ids.index(int(node))]
+        return self.step_names[self.index(int(node)) - 1]  # matrix index 0 is START
 
     @property
     def removed_steps(self) -> tuple[int, ...]:

@@ -108,5 +108,5 @@ def _optional_cell(graph: TaskGraph, node: int | str, optional: set[int]) -> Tex
     """The optionality score of a step (two decimals), marked when the step counts as optional."""
     if node in (START, END) or graph.optional_scores is None:
         return Text("")
-    value = float(graph.optional_scores[graph.step_ids.index(int(node))])
+    value = float(graph.optional_scores[graph.index(int(node)) - 1])  # matrix index 0 is START
     return Text(f"{value:.2f} optional", style="yellow") if node in optional else Text(f"{value:.2f}")

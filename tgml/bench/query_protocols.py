@@ -24,6 +24,7 @@ from typing import Final, Protocol
 
 import numpy as np
 
+from graphs.eligibility_search import eligibility_counts
 from graphs.precision_recall import Scores, measured, precision_recall_f1
 from graphs.task_graph import START, TaskGraph
 
@@ -315,19 +316,16 @@ def always_before(executions: Sequence[Sequence[int]], min_together: int = 2) ->
     Returns:
         ``needs(step, deleted)``.
     """
-    before: dict[tuple[int, int], int] = {}
-    together: dict[tuple[int, int], int] = {}
-    for run in executions:
-        position = {s: t for t, s in enumerate(run)}
-        for a, ta in position.items():
-            for b, tb in position.items():
-                if a != b:
-                    together[a, b] = together.get((a, b), 0) + 1
-                    before[a, b] = before.get((a, b), 0) + (ta < tb)
+    if not any(len(run) for run in executions):
+        return lambda step, deleted: False
+    counts = eligibility_counts(executions, unique=False)
+    index = {int(s): i for i, s in enumerate(counts.nodes)}
+    before = counts.done_before  # [k, d]: executions where d came before k
+    together = before + before.T  # both present: one came before the other
 
     def needs(step: int, deleted: int) -> bool:
-        count = together.get((deleted, step), 0)
-        return count >= min_together and before[deleted, step] == count
+        k, d = index.get(step), index.get(deleted)
+        return k is not None and d is not None and bool(min_together <= together[k, d] == before[k, d])
 
     return needs
 

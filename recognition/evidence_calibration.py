@@ -40,11 +40,11 @@ difference on the same footage is.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
+import torch
 
 from graphs.common.errors import InputError
 from recognition.evidence import EvidenceModel, detection_evidence, duration_evidence, state_logit, window_evidence
@@ -160,9 +160,14 @@ def annotated_runs(labels: np.ndarray, background: set[int]) -> list[tuple[int, 
 def _beta_binomial_loglik(hits: np.ndarray, totals: np.ndarray, pooled: float, strengths: np.ndarray) -> np.ndarray:
     """Formula (R2) for each candidate strength: ``(S,)`` log marginal likelihoods of the steps' counts (the
     binomial coefficients, the same for every strength, left out)."""
-    lbeta = np.vectorize(lambda a, b: math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
     a, b = strengths[:, None] * pooled, strengths[:, None] * (1.0 - pooled)  # (S, 1)
-    return (lbeta(a + hits[None], b + (totals - hits)[None]) - lbeta(a, b)).sum(axis=1)
+    return (_log_beta(a + hits[None], b + (totals - hits)[None]) - _log_beta(a, b)).sum(axis=1)
+
+
+def _log_beta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)``, elementwise (numpy has no lgamma; torch has)."""
+    ta, tb = torch.from_numpy(np.asarray(a, dtype=np.float64)), torch.from_numpy(np.asarray(b, dtype=np.float64))
+    return (torch.lgamma(ta) + torch.lgamma(tb) - torch.lgamma(ta + tb)).numpy()
 
 
 def shrunk_rates(hits: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, float]:

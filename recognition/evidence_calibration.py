@@ -91,7 +91,7 @@ def fit_shrunk_logistic(
     penalty[0] = RIDGE
     penalty[1 : 1 + f] = slope_penalty
     used = np.ones(1 + f + groups, dtype=bool)
-    while True:
+    for _ in range(f + 1):  # each pass drops a negative slope; with none left, the next one returns
         a, pen = design[:, used], penalty[used]
         theta = np.zeros(int(used.sum()))
         for _ in range(NEWTON_STEPS):
@@ -108,6 +108,7 @@ def fit_shrunk_logistic(
         if slopes.min(initial=0.0) >= 0:
             return float(full[0]), slopes, full[1 + f :]
         used[1 + int(np.argmin(slopes))] = False
+    raise AssertionError("unreachable: the pass with every slope dropped returns")
 
 
 def _log_loss(x: np.ndarray, group: np.ndarray, y: np.ndarray, fit: tuple[float, np.ndarray, np.ndarray]) -> float:

@@ -226,12 +226,6 @@ def build_pipeline(
     return Pipeline(parts, streams, loop, stack)
 
 
-def run_pipeline(config: PipelineConfig, stop: threading.Event | None = None, **kwargs: object) -> list[DetectorStats]:
-    """`build_pipeline`, run to the end, closed."""
-    with build_pipeline(config, **kwargs) as pipeline:  # type: ignore[arg-type]
-        return pipeline.run(stop)
-
-
 @contextmanager
 def publishing_detector(
     reader: VideoReader,

@@ -47,6 +47,7 @@ from streaming.view.state import ViewState, graph_names
 FREE_LOOPBACK_PORT = "tcp://127.0.0.1:0"  # the checker's default endpoints here: any free port on loopback
 END_TIMEOUT_S = 5.0  # after the detector ends, longest wait for the checker to report the stream ended
 JOIN_TIMEOUT_S = 5.0  # longest wait for the detector thread to finish its last heartbeats
+STOP_REPORT_S = 3.0  # after Ctrl-C or SIGTERM, longest wait for the checker's end report of the stopped stream
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,8 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
             try:
                 with thread:
                     done = shown_to_the_end(viewer, thread)
-                    watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()))
+                    watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()),
+                          stopped(viewer, thread))
             except KeyboardInterrupt:
                 # A camera's session only ends this way, and the docs treat the stop as its end: the annotated video
                 # keeps what was shown. A detector still running after its join could still write: discarded then.
@@ -185,19 +187,25 @@ def checker_alive(checker: CheckerProcess) -> Callable[[], bool]:
     return alive
 
 
-def watch(viewer: Viewer, done: Callable[[], bool], console: Console | None) -> None:
+def watch(
+    viewer: Viewer,
+    done: Callable[[], bool],
+    console: Console | None,
+    wind_down: Callable[[], Callable[[], bool]] | None = None,
+) -> None:
     """Run the view until ``done()``; a view that fails ends the run as a `RunError`, never as a frozen screen.
 
     Args:
         viewer: the view of the checker's output.
         done: when to stop (it may raise `RunError` itself: a dead checker).
         console: the live view's console; None for JSON lines.
+        wind_down: what the view waits for after Ctrl-C or SIGTERM (`Viewer.loop`, `stopped`).
 
     Raises:
         RunError: the view failed (its error, in one line), or ``done`` raised it.
     """
     try:
-        viewer.loop(done, console)
+        viewer.loop(done, console, wind_down)
     except (RunError, InputError, BrokenPipeError):  # a reader gone (| head): the command ends quietly
         raise
     except Exception as err:  # whatever broke the view, the run must say it failed rather than exit 0 or hang
@@ -277,6 +285,32 @@ class DetectorThread:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.stop.set()
         self._thread.join(JOIN_TIMEOUT_S)
+
+
+def stopped(viewer: Viewer, thread: DetectorThread) -> Callable[[], Callable[[], bool]]:
+    """The wind-down of a run stopped by Ctrl-C or SIGTERM (`Viewer.loop`): the detector is told to stop, which
+    ends its session with a last heartbeat, and the view waits for the checker's end report of the stream (the
+    steps never done, the verdict), at most `STOP_REPORT_S`.
+
+    Args:
+        viewer: the view of the checker's output.
+        thread: the detector publishing the stream.
+
+    Returns:
+        Called on the interrupt: stops the detector and returns the predicate that ends the wait.
+    """
+
+    def wind_down() -> Callable[[], bool]:
+        thread.stop.set()
+        deadline = time.monotonic() + STOP_REPORT_S
+
+        def over() -> bool:
+            row = viewer.state.streams.get(thread.stream_id)
+            return (not thread.is_alive() and row is not None and row.ended) or time.monotonic() > deadline
+
+        return over
+
+    return wind_down
 
 
 def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], bool]:

@@ -249,6 +249,22 @@ def test_the_all_in_one_run_stops_with_its_checker_child(tmp_path: Path) -> None
 
 @pytest.mark.usefixtures("demo_cache")
 @pytest.mark.parametrize("name", SIGNALS)
+def test_a_stopped_live_run_still_shows_its_sessions_end_report(name: str) -> None:
+    # A camera's session ends only with Ctrl-C or SIGTERM, and the run stopped before the checker's end report came:
+    # the steps never done and the stream's end were never shown (the split checker/detector/view set-up showed them).
+    signum, status = SIGNALS[name]
+    demo_video("correct")  # rendered before the child starts: the child finds it in the session cache
+    with child("streaming.stream_detect_cli", ["--video", "demo:correct", "--jsonl"]) as running:
+        running.wait_for(lambda: b'"kind":"step"' in running.out)  # real time: the first step came, others to come
+        assert_stopped_by(running, name, running.interrupt(signum), status)
+    lines = [json.loads(line) for line in bytes(running.out).splitlines() if line.strip()]
+    (report,) = [m for m in lines if m["kind"] == "missing"]
+    assert report["stream_id"] == "cam0" and report["missing"]  # the steps after the stop were never done
+    assert lines[-1]["kind"] == "status" and lines[-1]["ended"]
+
+
+@pytest.mark.usefixtures("demo_cache")
+@pytest.mark.parametrize("name", SIGNALS)
 def test_a_stopped_live_run_keeps_its_annotated_video_up_to_the_stop(name: str, tmp_path: Path) -> None:
     # A camera's session only ends with Ctrl-C or SIGTERM, and the annotated video was discarded with the stop: a
     # live run could never leave one.

@@ -116,20 +116,31 @@ class Viewer:
         self.state.malformed = stats.malformed
         return messages
 
-    def loop(self, done: Callable[[], bool], console: Console | None = None) -> None:
+    def loop(
+        self,
+        done: Callable[[], bool],
+        console: Console | None = None,
+        wind_down: Callable[[], Callable[[], bool]] | None = None,
+    ) -> None:
         """Pump until ``done()``; with a console, redraw the live view `REFRESH_HZ` times a second.
 
         A console that is not a terminal (stdout sent to a file or a pipe) gets the final view once, at the end (also
         on Ctrl-C), its tables as wide as their contents so that no name is cut.
+
+        Args:
+            done: when to stop.
+            console: the live view's console; None for JSON lines.
+            wind_down: on Ctrl-C or SIGTERM, called once; the view goes on (drawing, printing JSON lines) until the
+                predicate it returns holds, then the interrupt goes on. A live camera's session ends only this way,
+                and its end report (the steps never done, the verdict) comes after the stop: without a wind-down the
+                view closed before it arrived. A second interrupt ends the wind-down at once.
         """
         if self.jsonl or console is None:
-            while not done():
-                self.pump()
+            self._pump_until(done, lambda: None, wind_down, POLL_MS)
             return
         if not console.is_terminal:
             try:
-                while not done():
-                    self.pump()
+                self._pump_until(done, lambda: None, wind_down, POLL_MS)
             finally:
                 narrow = console.width
                 console.width = max(narrow, PLAIN_WIDTH)  # only a cap: fitted tables are as wide as they need
@@ -139,15 +150,38 @@ class Viewer:
                     console.width = narrow
             return
         with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
-            next_draw = 0.0
+            next_draw = [0.0]
+
+            def draw() -> None:
+                if time.monotonic() >= next_draw[0]:
+                    live.update(render(self.state), refresh=True)
+                    next_draw[0] = time.monotonic() + 1.0 / REFRESH_HZ
+
             try:
-                while not done():
-                    self.pump(int(1000 / REFRESH_HZ))
-                    if time.monotonic() >= next_draw:
-                        live.update(render(self.state), refresh=True)
-                        next_draw = time.monotonic() + 1.0 / REFRESH_HZ
+                self._pump_until(done, draw, wind_down, int(1000 / REFRESH_HZ))
             finally:  # also on Ctrl-C: Live prints its last frame whole as it stops, and the closing order ends
                 live.update(render(self.state, closing=True), refresh=True)  # it with the outcome
+
+    def _pump_until(
+        self,
+        done: Callable[[], bool],
+        draw: Callable[[], None],
+        wind_down: Callable[[], Callable[[], bool]] | None,
+        timeout_ms: int,
+    ) -> None:
+        """Pump and draw until ``done()``; on an interrupt, through the wind-down first (`loop`)."""
+        try:
+            while not done():
+                self.pump(timeout_ms)
+                draw()
+        except KeyboardInterrupt:
+            if wind_down is None:
+                raise
+            over = wind_down()
+            while not over():
+                self.pump(timeout_ms)
+                draw()
+            raise
 
     def close(self) -> None:
         """Close the socket."""

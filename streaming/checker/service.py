@@ -237,6 +237,19 @@ class CheckerService:
             self.metrics.observe("alert_out", seconds)
             self.metrics.sent(message)
 
+    def summary_counts(self) -> dict[str, int]:
+        """The numbers of `summary`, by name (the fields of its JSON log line)."""
+        stats, core = self.receiver.stats, self.core
+        counts = core.counts
+        return {
+            "received": stats.received, "streams": len(core.streams),
+            "lost": sum(state.lost for state in core.streams.values()), "stream_limit": counts["stream_limit"],
+            "evicted": counts["evicted"], "unknown_step": counts["unknown_step"],
+            "over_budget": counts["over_budget"] + stats.over_budget, "unsendable": counts["unsendable"],
+            "stream_taken": counts["stream_taken"], "denied": counts["denied"], "malformed": stats.malformed,
+            "sink_failed": self.sinks.failed,
+        }  # fmt: skip
+
     def summary(self) -> str:
         """One line on what the checker took in and turned away, for the end of a run.
 
@@ -244,20 +257,19 @@ class CheckerService:
         `CheckerHealth` viewers get), so a person who started a checker learns here that a detector was turned
         away or spoke garbage.
         """
-        stats, core = self.receiver.stats, self.core
-        counts = core.counts
-        lost = sum(state.lost for state in core.streams.values())
+        n = self.summary_counts()
         line = (
-            f"checker: {count_of(stats.received, 'message')} received, {count_of(len(core.streams), 'stream')} tracked "
-            f"({lost} lost); "
-            f"{counts['stream_limit']} refused (over the {core.max_streams}-stream limit), "
-            f"{counts['evicted']} idle streams evicted, {counts['unknown_step']} unknown step, "
-            f"{counts['over_budget'] + stats.over_budget} over budget, {counts['unsendable']} unsendable, "
-            f"{counts['stream_taken']} on a stream id another live detector holds, "
-            f"{counts['denied']} handshakes refused, {stats.malformed} malformed dropped"
-            + (f", {self.sinks.failed} failed in a sink" if self.sinks.failed else "")
+            f"checker: {count_of(n['received'], 'message')} received, {count_of(n['streams'], 'stream')} tracked "
+            f"({n['lost']} lost); "
+            f"{n['stream_limit']} refused (over the {self.core.max_streams}-stream limit), "
+            f"{n['evicted']} idle streams evicted, {n['unknown_step']} unknown step, "
+            f"{n['over_budget']} over budget, {n['unsendable']} unsendable, "
+            f"{n['stream_taken']} on a stream id another live detector holds, "
+            f"{n['denied']} handshakes refused, {n['malformed']} malformed dropped"
+            + (f", {n['sink_failed']} failed in a sink" if n["sink_failed"] else "")
         )
-        return printable(line + (f" (last: {stats.last_error})" if stats.last_error else ""))
+        last_error = self.receiver.stats.last_error
+        return printable(line + (f" (last: {last_error})" if last_error else ""))
 
     def close(self) -> None:
         """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
@@ -281,7 +293,7 @@ def run_checker(
     config: CheckerConfig,
     ready: Callable[[str, str], None] | None = None,
     stop: threading.Event | None = None,
-    report: Callable[[str], None] | None = None,
+    report: Callable[..., None] | None = None,
     until: Callable[[CheckerCore], bool] | None = None,
     log: Callable[[str], None] | None = None,
     metrics: CheckerWatcher | None = None,
@@ -294,7 +306,8 @@ def run_checker(
         config: endpoints and periods.
         ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
         stop: set it to end the loop (the child process sets it on SIGTERM).
-        report: called with `CheckerService.summary` when the checker stops, Ctrl-C included.
+        report: called with `CheckerService.summary` and, as keywords, its numbers (`summary_counts`) when the
+            checker stops, Ctrl-C included.
         until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).
         log: called with a line per refusal reason (rate-limited).
         metrics: the metrics endpoint's counters and histograms (``--metrics``); None: none.
@@ -310,4 +323,4 @@ def run_checker(
     finally:
         service.close()
         if report is not None:
-            report(service.summary())
+            report(service.summary(), **service.summary_counts())

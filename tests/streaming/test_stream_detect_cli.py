@@ -362,6 +362,10 @@ def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
     assert ready["service"] == "checker" and ready["fields"]["events"] == f"ipc://{tmp_path}/in"
     summary, interrupted = err.splitlines()
     assert json.loads(summary)["message"].startswith("checker: 0 messages received")
+    # The summary's numbers are fields too, as the docs promise (its line came with an empty object).
+    assert json.loads(summary)["fields"] == dict.fromkeys(
+        ("received", "streams", "lost", "stream_limit", "evicted", "unknown_step", "over_budget", "unsendable",
+         "stream_taken", "denied", "malformed", "sink_failed"), 0)
     assert interrupted.startswith("interrupted by SIGTERM: ")  # like an error: line, the exit's own line stays plain
 
 

@@ -153,9 +153,12 @@ class WebhookSink(BackgroundSink[Message]):
     def _post(self, message: Message) -> None:
         body = encode_payload(message)
         wait = self.config.backoff_s
+        why = ""
         for attempt in range(self.config.retries + 1):
             if attempt and self._stopping.wait(wait):
-                raise RuntimeError("closed before it could be delivered")
+                # the receiver's own answer first: "closed" alone hid an HTTP 500 when the run ended mid-retries
+                raise RuntimeError(f"{why} after {attempt} {'try' if attempt == 1 else 'tries'}; the run ended "
+                                   "before the next")
             if attempt:
                 wait *= 2
             self.attempts += 1

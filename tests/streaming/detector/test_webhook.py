@@ -206,3 +206,15 @@ def test_a_sink_closed_while_its_queue_is_full_still_stops_its_thread_once_the_q
     gate.set()
     assert wait_for(lambda: not sink._thread.is_alive(), timeout_s=5.0)
     assert sink.delivered == 2 and sink.pending() == 0
+
+
+def test_a_run_that_ends_between_retries_still_names_the_receivers_answer() -> None:
+    # The failure read "closed before it could be delivered", hiding that the receiver had answered HTTP 500.
+    lines: list[str] = []
+    with receiver(status=500) as server:
+        sink = WebhookSink(WebhookConfig(_url(server), retries=3, backoff_s=30.0), log=lines.append)
+        sink.send(_alert())
+        assert wait_for(lambda: len(server.bodies) == 1)  # type: ignore[attr-defined]  # the first try, refused
+        sink.close()  # the run ends while the sink waits to retry
+        assert wait_for(lambda: sink.failed == 1)
+    assert "(last: HTTP 500 after 1 try; the run ended before the next)" in lines[0]

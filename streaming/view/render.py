@@ -318,7 +318,8 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
             _text(alerts, "bold red" if alerts else ""),
         )
     if not state.streams:
-        streams.add_row(_text("waiting for streams..."), *(_text("") for _ in range(7)))
+        # said under the table, not in its stream column: 22 characters there left "allowed next" 2 columns wide
+        streams.caption = "waiting for streams..."
     rules = sorted({row.rule for row in state.streams.values()})
     if rules:  # the query names its rule: without row-softmax weights the binary rule orders the allowed steps
         streams.caption = (f"allowed next: likeliest first (the step being done now left out), future-step "
@@ -345,18 +346,25 @@ def _latency_table(state: ViewState, layout: _Layout) -> Table | None:
 class _ByWidth:
     """A table drawn for the width it is given (``build(width)``)."""
 
-    def __init__(self, build: Callable[[int], Table]) -> None:
+    def __init__(self, build: Callable[[int], RenderableType]) -> None:
         self.build = build
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self.build(options.max_width))
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Table]:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         yield self.build(options.max_width)
 
 
-def _alerts_table(state: ViewState, layout: _Layout, width: int) -> Table:
-    """The alert log; ``width`` below `NARROW_WIDTH` leaves out the wall clock (the video time places the alert)."""
+def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+    """The alert log; ``width`` below `NARROW_WIDTH` leaves out the wall clock (the video time places the alert).
+
+    Without an alert it is one line: an empty table and the caption that explains its numbers took 14 of an 80x24
+    terminal's lines.
+    """
+    if not state.alerts:
+        over = bool(state.streams) and all(row.ended for row in state.streams.values())
+        return Text.assemble(("alerts: ", "bold"), "no mistakes" if over else "no mistakes so far")
     alerts = layout.table("alerts", "bold red")
     clock = width >= NARROW_WIDTH or layout.fit
     if clock:
@@ -381,11 +389,7 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> Table:
             continue
         alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "bold red"),
                        _missing(alert, state), _forgotten(alert), _text(f"{alert.probability:.2f}"))
-    if not state.alerts:
-        over = bool(state.streams) and all(row.ended for row in state.streams.values())
-        alerts.add_row(*([_text("-")] if clock else []), _text("-"), _text("-"),
-                       _text("no mistakes" if over else "no mistakes so far"), _text(""), _text(""), _text(""))
-    if not clock:  # narrow: words kept whole matter more than columns that never move
+    if not clock:  # narrow: names kept whole matter more than columns that never move
         layout.whole_words(alerts)
     return alerts
 

@@ -727,6 +727,15 @@ def seed_cases() -> list[Case]:
                                   "tgml-bench-synthetic": (tgml, ["bench-synthetic"]),
                                   "prego-bench": (prego_bench, ["--data", TMP])}.items():
         cases.append(flag(f"seeds-{command}-10^30", main, [*argv, "--seeds", str(10**30)], "--seeds"))
+    # A first seed near the limit and more seeds than fit: the learner's config refused the last one, naming
+    # DOConfig.seed or BenchConfig.seeds, which the user never typed.
+    for command, (main, argv) in {"tgml-bench-captaincook": (tgml, ["bench-captaincook", "--data", TMP,
+                                                                     "--seed-base"]),
+                                  "tgml-bench-mistakes": (tgml, ["bench-mistakes", "--data", TMP, "--seed-base"]),
+                                  "tgml-bench-synthetic": (tgml, ["bench-synthetic", "--first-seed"]),
+                                  "prego-bench": (prego_bench, ["--data", TMP, "--first-seed"])}.items():
+        cases.append(flag(f"seeds-{command}-past-the-last-seed", main, [*argv, "4294967295", "--seeds", "2"],
+                          f"{argv[-1]} 4294967295 --seeds 2: the last seed would be 4294967296"))
     return cases
 
 

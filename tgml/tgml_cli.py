@@ -70,11 +70,11 @@ from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning
 from graphs.common.options import (
-    check_seed_count,
     epochs_option,
     output_name,
     output_path,
     seed_option,
+    seed_range,
     workers_option,
 )
 
@@ -452,11 +452,10 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.learners.registry import learner
 
-    check_seed_count(args.seeds)
+    seeds = list(seed_range(args.seed_base, args.seeds, "--seed-base"))
     data = captaincook_folder(data_folder(args.data))
     if args.json:
         check_output(args.json, "results file", inputs=[args.config, data, args.llm_graphs], option="--json")
-    seeds = list(range(args.seed_base, args.seed_base + args.seeds))
     procedures = [p for p in (args.procedures or "").split(",") if p]
     check_methods(args.method)
     settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
@@ -481,7 +480,7 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
 
-    check_seed_count(args.seeds)
+    seeds = tuple(seed_range(args.seed_base, args.seeds, "--seed-base"))  # refused before any work
     data = captaincook_folder(data_folder(args.data))
     if args.select:
         if args.json:  # the cross-validation table is printed, not written: never an option silently unused
@@ -494,7 +493,7 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     if "all" in args.method and len(args.method) > 1:
         raise InputError(f"--method {' '.join(args.method)}: give all alone (it stands for every method)")
     methods = tuple(METHODS if args.method == ["all"] else args.method)
-    config = MistakeBenchConfig(data, methods, tuple(range(args.seed_base, args.seed_base + args.seeds)),
+    config = MistakeBenchConfig(data, methods, seeds,
                                 tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)
     result = run_mistake_bench(config, progress=not args.quiet)
     wide = console if console.is_terminal else Console(width=190)  # logs and pipes: keep the whole table
@@ -562,7 +561,7 @@ def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
 
     if args.json:
         check_output(args.json, "results file", option="--json")
-    check_seed_count(args.seeds)
+    seed_range(args.first_seed, args.seeds, "--first-seed")
     config = SyntheticConfig(
         _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
         _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,

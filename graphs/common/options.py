@@ -176,6 +176,26 @@ def check_seed_count(value: int, option: str = "--seeds") -> int:
     return value
 
 
+def seed_range(first: int, count: int, first_option: str, count_option: str = "--seeds") -> range:
+    """The training seeds ``first .. first + count - 1`` of a benchmark run, each one a seed (`check_seed`).
+
+    Args:
+        first: the first seed (already checked by `seed_option`).
+        count: how many (`check_seed_count`).
+        first_option / count_option: the options named in the error.
+
+    Raises:
+        InputError: too many seeds, or a last seed past `MAX_SEED`, naming both options (the learner's own
+            config, which refused it before, named a field the user never typed).
+    """
+    check_seed_count(count, count_option)
+    last = first + count - 1
+    if last > MAX_SEED:
+        raise InputError(f"{first_option} {first} {count_option} {count}: the last seed would be {last}, past "
+                         f"{MAX_SEED} (a seed is {SEED_RULE})")
+    return range(first, first + count)
+
+
 def output_name(text: str) -> str:
     """``type=`` of an output file or folder option: refuses an empty name and one no file system holds
     (`graphs.common.files.check_path_name`) when the command line is parsed, naming the option."""

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
 from graphs.common.files import check_output
-from graphs.common.options import check_seed_count, output_path, seed_option, workers_option
+from graphs.common.options import output_path, seed_option, seed_range, workers_option
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
@@ -331,7 +331,7 @@ def _bench(argv: list[str]) -> int:
 
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
-    check_seed_count(args.seeds)
+    seeds = tuple(seed_range(args.first_seed, args.seeds, "--first-seed"))
     checker_files = dict(_checker_pair(text, args.checker) for text in args.checker_settings)  # usage first
     own = _own_dataset(args)
     if own is not None:
@@ -367,7 +367,7 @@ def _bench(argv: list[str]) -> int:
         datasets=tuple(datasets),
         modes=tuple(modes),
         methods=tuple(args.method or default_methods(own is not None)),
-        seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
+        seeds=seeds,
         sequences=args.sequences,
         graph=args.graph,
         perturb=args.perturb,

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from graphs import InputError, PreconditionChecker
+from graphs.common.options import MAX_SEED, is_seed
 from graphs.postprocess import present_steps
 from graphs.task_graph import TaskGraph
 from tgml.bench import prego
@@ -37,6 +38,9 @@ def test_member_seeds_of_different_runs_never_overlap() -> None:
     assert member_seeds(1, 5) == (5, 6, 7, 8, 9)
     runs = [set(member_seeds(seed, 5)) for seed in range(1, 6)]
     assert sum(len(r) for r in runs) == len(set().union(*runs)) == 25
+    # Every seed a user may give has members that are seeds too: --seed 858993459 and up ran past 2^32 - 1 and
+    # were refused naming DOConfig.seed, a field the user never typed.
+    assert all(is_seed(s) for seed in (858993459, MAX_SEED) for s in member_seeds(seed, 5))
 
 
 def test_average_of_row_distributions_is_a_row_distribution() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.options import MAX_SEED
 from graphs.common.settings_files import as_written, field_names
 from graphs.postprocess import binarize, present_steps, scaled_threshold_steps
 from graphs.task_graph import TaskGraph
@@ -61,9 +62,10 @@ def member_seeds(seed: int, size: int) -> tuple[int, ...]:
     """Training seeds of the ensemble run under seed ``seed``.
 
     Blocks ``[seed * size, seed * size + size)`` never overlap for different seeds, so the spread over seeds
-    measures independent ensembles.
+    measures independent ensembles. They wrap around past `MAX_SEED` (any seed a user may give has its members, and
+    only seeds above ``MAX_SEED / size`` can share one with a smaller seed).
     """
-    return tuple(range(seed * size, seed * size + size))
+    return tuple((seed * size + k) % (MAX_SEED + 1) for k in range(size))
 
 
 def average_weights(weights: Sequence[np.ndarray]) -> np.ndarray:

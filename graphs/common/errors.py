@@ -33,6 +33,34 @@ class InputError(Exception):
     """
 
 
+class FieldError(InputError):
+    """An `InputError` about one field of a settings object: ``<Owner>.<field> = <value>: <why>``.
+
+    A command that filled the field from one of its options says the option instead (`FieldError.as_option`): a
+    user who typed ``--method llm`` should not read ``BenchConfig.methods``.
+
+    Args:
+        owner: the settings class's name.
+        field: the field at fault.
+        value: its value (a string, a number or a sequence of them).
+        written: the value as the message shows it (JSON-like).
+        why: what is wrong.
+    """
+
+    def __init__(self, owner: str, field: str, value: object, written: str, why: str) -> None:
+        super().__init__(f"{owner}.{field} = {written}: {why}")
+        self.field, self.value, self.why = field, value, why
+
+    def as_option(self, options: dict[str, str]) -> InputError:
+        """The same error naming the option that set the field (``options``: field -> option), its values as they
+        are typed on a command line; itself when no option sets the field."""
+        option = options.get(self.field)
+        if option is None:
+            return self
+        values = self.value if isinstance(self.value, list | tuple) else [self.value]
+        return InputError(f"{option} {' '.join(str(v) for v in values)}: {self.why}")
+
+
 class RunError(Exception):
     """A run that failed for a reason other than its input: a part of it (the checker process, the view) died.
 

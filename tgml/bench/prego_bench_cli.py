@@ -35,8 +35,9 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Final
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error
+from graphs.common.errors import ArgumentParser, FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
 from tgml.bench import prego
@@ -46,6 +47,9 @@ from tgml.learners.noisy_and_do.combination import RULES
 from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
 
 PAPER_METHODS = ("do", "count-based")  # the paper's PREGO table: Direct Optimization and the Count-Based baseline
+# The benchmark settings each option fills, so that a refusal names the option (`graphs.common.errors.FieldError`).
+CONFIG_OPTIONS: Final = {"datasets": "--dataset", "modes": "--mode", "methods": "--method", "sequences": "--sequences",
+                         "perturb": "--perturb", "workers": "--workers", "epochs": "--epochs", "checker": "--checker"}
 
 
 def default_methods(own_data: bool) -> tuple[str, ...]:
@@ -362,24 +366,27 @@ def _bench(argv: list[str]) -> int:
         check_output(args.plot, "ablation plot", inputs=[i for i in inputs if i is not None], option="--plot")
     if args.save_graphs is not None:
         check_output(args.save_graphs, "graphs folder", folder=True, option="--save-graphs")
-    config = prego.BenchConfig(
-        data=None if own is not None else args.data,
-        datasets=tuple(datasets),
-        modes=tuple(modes),
-        methods=tuple(args.method or default_methods(own is not None)),
-        seeds=seeds,
-        sequences=args.sequences,
-        graph=args.graph,
-        perturb=args.perturb,
-        perturb_seed=args.perturb_seed,
-        workers=args.workers,
-        epochs=args.epochs,
-        config_files=dict(configs),
-        save_graphs=args.save_graphs,
-        annotations=own,
-        checker=args.checker,
-        checker_files=checker_files,
-    )
+    try:
+        config = prego.BenchConfig(
+            data=None if own is not None else args.data,
+            datasets=tuple(datasets),
+            modes=tuple(modes),
+            methods=tuple(args.method or default_methods(own is not None)),
+            seeds=seeds,
+            sequences=args.sequences,
+            graph=args.graph,
+            perturb=args.perturb,
+            perturb_seed=args.perturb_seed,
+            workers=args.workers,
+            epochs=args.epochs,
+            config_files=dict(configs),
+            save_graphs=args.save_graphs,
+            annotations=own,
+            checker=args.checker,
+            checker_files=checker_files,
+        )
+    except FieldError as err:  # said with the option the user typed, not the field it filled
+        raise err.as_option(CONFIG_OPTIONS) from None
     console = Console()
     if not console.is_terminal:
         console = Console(width=130)  # logs and pipes: keep full tables instead of squeezing them to 80 columns

@@ -309,7 +309,16 @@ def test_msg2_reproduces_the_published_epic_tent_rows(
 def test_methods_it_cannot_run_say_why(
     data_dir: Path, method: str, reason: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert reason in cli_error(main, ["--data", str(data_dir), "--method", method, "--quiet"], capsys)
+    line = cli_error(main, ["--data", str(data_dir), "--method", method, "--quiet"], capsys)
+    assert line.startswith(f"error: --method {method}: ") and reason in line  # not BenchConfig.methods
+
+
+def test_a_setting_refused_by_the_benchmark_names_the_option_that_set_it(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--data", str(data_dir), "--mode", "gt", "--checker", "probabilistic", "--quiet"]
+    assert cli_error(main, argv, capsys) == ("error: --checker probabilistic: the probabilistic checker is scored in "
+                                             "PRED mode (GT tables stay binary)")
 
 
 @pytest.mark.parametrize(("table", "line", "fragment"), [

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.common.errors import InputError
+from graphs.common.errors import FieldError, InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, replaced_input
 from graphs.common.options import SEED_RULE, is_seed
 from graphs.common.settings_files import as_written
@@ -107,7 +107,7 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         def fail(name: str, value: Any, why: str) -> None:
-            raise InputError(f"BenchConfig.{name} = {as_written(value)}: {why}")
+            raise FieldError("BenchConfig", name, value, as_written(value), why)
 
         if self.annotations is not None:
             own = "a dataset of your own (--annotations)"
@@ -129,7 +129,7 @@ class BenchConfig:
             fail("modes", self.modes, "choose from gt, pred")
         unavailable = next((m for m in self.methods if m in UNAVAILABLE), None)
         if self.graph is None and unavailable is not None:
-            fail("methods", self.methods, f"{unavailable}: {UNAVAILABLE[unavailable]}")
+            fail("methods", unavailable, UNAVAILABLE[unavailable])
         if self.graph is None and (not self.methods or any(m not in LEARNERS for m in self.methods)):
             fail("methods", self.methods, f"choose from {', '.join(LEARNERS)}")
         for name in ("datasets", "modes", "methods"):

@@ -81,6 +81,7 @@ from graphs.common.options import (
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tgml.bench.live.selection import ValidationRun
     from tgml.learners.registry import LearnerEntry
 
 
@@ -624,6 +625,7 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     for table in live_tables(result):
         wide.print(table)
     print(f"bench-live: {result.seconds:.0f} s")
+    note_in_sample(result.validation)
     if unsaved is not None:
         raise unsaved
     if args.json:
@@ -666,6 +668,20 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
               "is no step of the recording's recipe: "
               + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
                           and_more=", and "))
+
+
+def note_in_sample(validation: Sequence[ValidationRun]) -> None:
+    """Say which recipes had a fold of one validation recording, whose settings were chosen on figures from a
+    calibration fitted on that very recording (`tgml.bench.live.selection.in_sample_recipes`)."""
+    from graphs.common.safe_text import first_few, printable
+    from tgml.bench.live.selection import in_sample_recipes
+
+    recipes = in_sample_recipes(validation)
+    if recipes:
+        print(printable(f"note: {first_few(recipes, 5, and_more=', and ')}: a fold held one validation recording, "
+                        "scored with the evidence calibration fitted on it, so the settings chosen on it are "
+                        "optimistic (the end-of-recording report above all); with 3 folds a recipe needs 8 "
+                        "recordings for two"), file=sys.stderr)
 
 
 def note_unread_entries(data: Path, features: Path | None) -> None:

@@ -100,7 +100,10 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     cache = tmp_path / "cache"
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache)]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
+    # Two training recordings a fold leave one for validation: its optimistic figures are said, not hidden.
+    assert f"note: {RECIPE}: a fold held one validation recording" in captured.err
     assert len(list(cache.glob("*.npz"))) == 2  # one entry per fold
     again = tmp_path / "again.json"  # from the cache: segmenter and checker only, the same figures
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
@@ -369,6 +372,17 @@ def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could
     metrics = {"avg_f1": 60.0, "missing_f1": 90.0, "false_alarms_per_error_free": 0.5}
     assert objective(metrics) == pytest.approx(120.0)  # 0.3 false alarms above the budget cost 30 points
     assert objective(metrics | {"false_alarms_per_error_free": 0.1, "avg_f1": None}) == 90.0
+
+
+def test_recipes_with_a_fold_of_one_validation_recording_are_named() -> None:
+    from tgml.bench.live.selection import ValidationRun, in_sample_recipes
+
+    def run(recipe: str, fold: int, variant: int = 0) -> ValidationRun:
+        return ValidationRun(recipe, fold, None, True, {}, None, None, variant)  # type: ignore[arg-type]
+
+    # "a" fold 1 has one recording (seen under two segmenter variants); "b" has two in each fold.
+    runs = [run("a", 0), run("a", 0), run("a", 1), run("a", 1, variant=1), run("b", 0), run("b", 0)]
+    assert in_sample_recipes(runs) == ["a"]
 
 
 def test_a_validation_recording_is_scored_with_an_evidence_calibration_that_never_saw_it() -> None:

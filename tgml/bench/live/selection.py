@@ -20,6 +20,7 @@ per-recipe hand setting.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, TypeVar
@@ -278,3 +279,10 @@ def cross_fitted(validation: dict[str, V], fit: Callable[[dict[str, V]], M], alo
     """
     return {k: fit({o: v for o, v in validation.items() if o != k}) if len(validation) > 1 else alone
             for k in validation}
+
+
+def in_sample_recipes(runs: Sequence[ValidationRun]) -> list[str]:
+    """The recipes with a fold of one validation recording, which `cross_fitted` scores with the calibration fitted
+    on it: that fold's choice, and every fold's pooled with it, rests on optimistic figures (said by the command)."""
+    per_fold = Counter((v.recipe, v.fold) for v in runs if v.variant == 0)
+    return sorted({recipe for (recipe, _), count in per_fold.items() if count == 1})

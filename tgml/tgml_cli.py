@@ -680,8 +680,8 @@ def note_in_sample(validation: Sequence[ValidationRun]) -> None:
     if recipes:
         print(printable(f"note: {first_few(recipes, 5, and_more=', and ')}: a fold held one validation recording, "
                         "scored with the evidence calibration fitted on it, so the settings chosen on it are "
-                        "optimistic (the end-of-recording report above all); with 3 folds a recipe needs 8 "
-                        "recordings for two"), file=sys.stderr)
+                        "optimistic (the end-of-recording report above all); at 3 folds, 9 recordings of a recipe "
+                        "give each fold two"), file=sys.stderr)
 
 
 def note_unread_entries(data: Path, features: Path | None) -> None:

@@ -196,7 +196,7 @@ def _segments(probs: np.ndarray, config: SegmenterConfig, class_step_ids: Sequen
     if np.all((probs == 0.0) | (probs == 1.0)) and np.all(probs.sum(axis=1) == 1.0):
         return segment_labels(probs.argmax(axis=1), config, class_step_ids)
     run = OnlineSegmenter(config, class_step_ids)
-    return [e for p in probs for e in run.update(p)] + run.flush()
+    return run.update_frames(probs) + run.flush()
 
 
 def calibrate_evidence(

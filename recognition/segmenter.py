@@ -394,9 +394,41 @@ class OnlineSegmenter:
             )
         if not np.all(np.isfinite(probs)):
             raise InputError(f"segmenter: frame {self._frame} has empty or non-finite probabilities")
-        label = int(np.argmax(probs))
-        run = self._run
-        # Hysteresis: near-ties keep the current label instead of flipping back and forth.
+        label = self._label(probs, int(np.argmax(probs)))
+        return self._feed(label, 1, float(probs[label]))
+
+    def update_frames(self, probs: np.ndarray) -> list[SegmentEvent]:
+        """Feed ``T`` frames at once (an offline replay of a recording): the segments ``T`` calls of `update` give.
+
+        The frames are checked and their most probable classes found once, for all of them; only the hysteresis,
+        which depends on the label before, goes frame by frame.
+
+        Args:
+            probs: ``(T, C)`` class probabilities.
+
+        Raises:
+            InputError: as `update_events`, naming the first frame at fault.
+        """
+        p = np.asarray(probs, dtype=np.float64)
+        if p.ndim != 2 or p.shape[1] < 2:
+            raise InputError(f"segmenter: frame {self._frame}: expected frames of class probabilities (T, C), got an "
+                             f"array of shape {np.shape(probs)}")
+        if self.class_step_ids is not None and p.shape[1] != len(self.class_step_ids):
+            raise InputError(f"segmenter: frame {self._frame} has {p.shape[1]} probabilities for a detector of "
+                             f"{len(self.class_step_ids)} classes")
+        bad = np.flatnonzero(~np.isfinite(p).all(axis=1))
+        if bad.size:
+            raise InputError(f"segmenter: frame {self._frame + int(bad[0])} has empty or non-finite probabilities")
+        events: list[SegmentEvent | OnsetEvent] = []
+        for row, best in zip(p, p.argmax(axis=1).tolist(), strict=True):
+            label = self._label(row, best)
+            events += self._feed(label, 1, float(row[label]))
+        return _segments(events)
+
+    def _label(self, probs: np.ndarray, best: int) -> int:
+        """The label of a frame whose most probable class is ``best``: near-ties keep the open run's label instead of
+        flipping back and forth (hysteresis), and below the threshold the frame is unsure."""
+        label, run = best, self._run
         if (
             run is not None
             and label != run.label
@@ -406,7 +438,7 @@ class OnlineSegmenter:
             label = run.label
         if self._unsure is not None and probs[label] < self.config.threshold:
             label = self._unsure
-        return self._feed(label, 1, float(probs[label]))
+        return label
 
     def update_run(self, label: int, length: int, confidence: float = 1.0) -> list[SegmentEvent]:
         """Feed ``length`` consecutive frames with the same label (same result as feeding them one by one).

@@ -339,3 +339,21 @@ def test_command_line_overrides_change_only_what_they_name_and_stay_valid() -> N
         SegmenterOverrides(min_frames=0)
     with pytest.raises(InputError, match="--threshold"):
         SegmenterOverrides(threshold=0.5).apply(SegmenterConfig(fps=FPS, background=None))
+
+
+@pytest.mark.parametrize("config", [SegmenterConfig(fps=10.0), SegmenterConfig(fps=10.0, threshold=0.5),
+                                    SegmenterConfig(fps=10.0, switch_margin=0.3, min_duration=1.0, max_delay=3.0)])
+def test_a_recording_fed_at_once_gives_the_segments_of_its_frames_fed_one_by_one(config: SegmenterConfig) -> None:
+    # Offline replays (the evidence calibration) checked and ranked every frame in Python; at once, only the
+    # hysteresis goes frame by frame.
+    rng = np.random.default_rng(0)
+    labels = np.repeat(rng.integers(0, 5, 60), rng.integers(1, 25, 60))  # runs of every length, flicker included
+    probs = rng.dirichlet(np.ones(5) * 0.5, len(labels)) * 0.5
+    probs[np.arange(len(labels)), labels] += 0.5
+    one_by_one = OnlineSegmenter(config)
+    expected = [e for p in probs for e in one_by_one.update(p)] + one_by_one.flush()
+    at_once = OnlineSegmenter(config)
+    assert at_once.update_frames(probs) + at_once.flush() == expected and len(expected) > 10
+    probs[7, 2] = np.nan
+    with pytest.raises(InputError, match="segmenter: frame 7 has empty or non-finite probabilities"):
+        OnlineSegmenter(config).update_frames(probs)

@@ -44,7 +44,6 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
-import torch
 
 from graphs.common.errors import InputError
 from recognition.evidence import EvidenceModel, detection_evidence, duration_evidence, state_logit, window_evidence
@@ -167,6 +166,8 @@ def _beta_binomial_loglik(hits: np.ndarray, totals: np.ndarray, pooled: float, s
 
 def _log_beta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b)``, elementwise (numpy has no lgamma; torch has)."""
+    import torch  # here: commands that only replay recorded evidence (prego-bench replay --help) load no torch
+
     ta, tb = torch.from_numpy(np.asarray(a, dtype=np.float64)), torch.from_numpy(np.asarray(b, dtype=np.float64))
     return (torch.lgamma(ta) + torch.lgamma(tb) - torch.lgamma(ta + tb)).numpy()
 

@@ -488,3 +488,28 @@ def test_a_recognised_sequence_is_each_steps_first_confirmation_in_order() -> No
     outputs = np.eye(3, dtype=np.float32)[labels]
     assert recognised_sequence(outputs, [None, 7, 9], LIVE_SEGMENTER) == (9, 7)
     assert recognised_sequence(outputs[:3], [None, 7, 9], LIVE_SEGMENTER) == ()
+
+
+def test_perfect_features_copy_each_recording_with_its_annotated_class_in_every_second(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # benchmarks/perfect_features.py: what the chain itself costs is measured on recognition made perfect.
+    import subprocess
+    import sys
+
+    features = subset(data_dir, tmp_path, 3)
+    out = tmp_path / "perfect"
+    script = str(Path(__file__).parents[3] / "benchmarks" / "perfect_features.py")
+    done = subprocess.run([sys.executable, script, "--data", str(data_dir), "--features", str(features), "--out",
+                           str(out), "--dim", "16"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == f"wrote 3 recordings to {out}\n", done.stderr
+    for recording in load_live_data(data_dir, features).recordings:
+        x = np.load(out / recording.path.name).astype(np.float64)
+        assert x.shape == (len(recording.labels), 16)
+        # The class of a second is read back from its vector by the nearest class mean: nothing to learn but that.
+        means = np.stack([x[recording.labels == c].mean(axis=0) for c in np.unique(recording.labels)])
+        nearest = np.unique(recording.labels)[((x[:, None] - means[None]) ** 2).sum(-1).argmin(axis=1)]
+        assert (nearest == recording.labels).mean() > 0.95
+    again = subprocess.run([sys.executable, script, "--data", str(data_dir), "--features", str(features), "--out",
+                            str(features)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and again.stderr.startswith(f"error: --out {features}: the features folder it reads")

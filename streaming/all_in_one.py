@@ -140,7 +140,7 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
                 with thread:
                     done = shown_to_the_end(viewer, thread)
                     watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()),
-                          stopped(viewer, thread))
+                          stopped(viewer, thread, checker.process.is_alive))
             except KeyboardInterrupt:
                 # A camera's session only ends this way, and the docs treat the stop as its end: the annotated video
                 # keeps what was shown. A detector still running after its join could still write: discarded then.
@@ -287,14 +287,18 @@ class DetectorThread:
         self._thread.join(JOIN_TIMEOUT_S)
 
 
-def stopped(viewer: Viewer, thread: DetectorThread) -> Callable[[], Callable[[], bool]]:
+def stopped(
+    viewer: Viewer, thread: DetectorThread, checker_running: Callable[[], bool]
+) -> Callable[[], Callable[[], bool]]:
     """The wind-down of a run stopped by Ctrl-C or SIGTERM (`Viewer.loop`): the detector is told to stop, which
     ends its session with a last heartbeat, and the view waits for the checker's end report of the stream (the
-    steps never done, the verdict), at most `STOP_REPORT_S`.
+    steps never done, the verdict), at most `STOP_REPORT_S`, and not once the checker is gone (a SIGTERM sent to the
+    whole process group, as ``timeout`` and systemd do, stops it at once, and no report will come).
 
     Args:
         viewer: the view of the checker's output.
         thread: the detector publishing the stream.
+        checker_running: whether the checker process still runs.
 
     Returns:
         Called on the interrupt: stops the detector and returns the predicate that ends the wait.
@@ -306,7 +310,8 @@ def stopped(viewer: Viewer, thread: DetectorThread) -> Callable[[], Callable[[],
 
         def over() -> bool:
             row = viewer.state.streams.get(thread.stream_id)
-            return (not thread.is_alive() and row is not None and row.ended) or time.monotonic() > deadline
+            reported = not thread.is_alive() and row is not None and row.ended
+            return reported or not checker_running() or time.monotonic() > deadline
 
         return over
 

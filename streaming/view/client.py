@@ -133,7 +133,9 @@ class Viewer:
             wind_down: on Ctrl-C or SIGTERM, called once; the view goes on (drawing, printing JSON lines) until the
                 predicate it returns holds, then the interrupt goes on. A live camera's session ends only this way,
                 and its end report (the steps never done, the verdict) comes after the stop: without a wind-down the
-                view closed before it arrived. A second interrupt ends the wind-down at once.
+                view closed before it arrived. A second interrupt more than `graphs.common.interrupts.REPEAT_S`
+                after the first ends the wind-down at once (one sooner is the same request sent twice); a failure
+                during the wind-down (a pipe whose reader the same Ctrl-C stopped) leaves the interrupt as it was.
         """
         if self.jsonl or console is None:
             self._pump_until(done, lambda: None, wind_down, POLL_MS)
@@ -174,13 +176,16 @@ class Viewer:
             while not done():
                 self.pump(timeout_ms)
                 draw()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             if wind_down is None:
                 raise
-            over = wind_down()
-            while not over():
-                self.pump(timeout_ms)
-                draw()
+            try:
+                over = wind_down()
+                while not over():
+                    self.pump(timeout_ms)
+                    draw()
+            except Exception:  # best effort: a reader gone with the same Ctrl-C must not take the interrupt's place
+                raise stop from None
             raise
 
     def close(self) -> None:

@@ -270,20 +270,24 @@ class _Layout:
         table.add_column(name, ratio=ratio, overflow="fold")  # a long name goes on, on the next line: never cut
 
     @staticmethod
-    def whole_words(table: Table) -> None:
-        """Once the rows are in: the columns of names share the width in proportion to their longest words (up to
-        `WORD_WIDTH`), so that where the width allows, no word is folded.
+    def whole_words(table: Table, first: str) -> None:
+        """Once the rows are in: the column headed ``first`` at least as wide as its longest word, and the other
+        columns of names sharing the rest in proportion to theirs (each word counted up to `WORD_WIDTH`).
 
         Rich wraps at spaces and folds a longer word where the column ends: ``boil_w`` / ``ater`` reads as two
-        names, and fixed ratios gave a column of long names as little as one of short ones. Where the width cannot
-        hold every column's longest word, rich still narrows the widest.
+        names, and fixed ratios gave a column of long names as little as one of short ones. Shares alone are not
+        enough: one long pre-condition's name took the mistake's column down with it, hence its minimum (a ratio
+        column's ``width`` is the least rich gives it when it shares the width out).
         """
         for column in table.columns:
             if column.ratio is None:
                 continue
             texts = [cell.plain if isinstance(cell, Text) else cell for cell in (column.header, *column.cells)
                      if isinstance(cell, Text | str)]
-            column.ratio = min(max((len(word) for text in texts for word in text.split()), default=1), WORD_WIDTH)
+            longest = min(max((len(word) for text in texts for word in text.split()), default=1), WORD_WIDTH)
+            column.ratio = longest
+            if column.header == first:
+                column.width = longest
 
 
 def _layout(state: ViewState, fit: bool) -> _Layout:
@@ -390,7 +394,7 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
         alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "bold red"),
                        _missing(alert, state), _forgotten(alert), _text(f"{alert.probability:.2f}"))
     if not clock:  # narrow: names kept whole matter more than columns that never move
-        layout.whole_words(alerts)
+        layout.whole_words(alerts, first="mistake")
     return alerts
 
 

@@ -578,6 +578,16 @@ def test_an_80_by_24_terminal_shows_the_alert_once_the_done_list_is_long() -> No
     assert "get_cup, boil_water, fill_kettle, add_teabag, pour_water, add_milk" in console.export_text()
 
 
+def test_at_80_columns_the_mistakes_name_stays_whole_beside_a_long_pre_condition() -> None:
+    # Shares by longest word alone gave the mistake's column 6 characters when a pre-condition's name was long.
+    state = ViewState()
+    state.apply(Alert("kitchen", 7, 1.0, "kitchen#1", "s", 2, "boil_water", 1, (1,), ("fill_kettle_with_cold_water",),
+                      False, 0.9, False, 1, "fill_kettle_with_cold_water", 1.0, "binary"))
+    text = draw(state, width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert any("kitchen" in line and "boil_water" in line for line in text.splitlines()), text
+
+
 def test_the_last_frame_ends_with_the_outcome_the_terminal_keeps() -> None:
     # The last frame is printed whole and the terminal keeps its bottom: there, an 80x24 terminal showed the latency
     # and key-step tables, the alert and the verdict scrolled above them.

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import wraps
 from typing import Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
 
@@ -51,14 +51,22 @@ class FieldError(InputError):
         super().__init__(f"{owner}.{field} = {written}: {why}")
         self.field, self.value, self.why = field, value, why
 
-    def as_option(self, options: dict[str, str]) -> InputError:
+    def as_option(self, options: dict[str, str], given: Collection[str] | None = None) -> InputError:
         """The same error naming the option that set the field (``options``: field -> option), its values as they
-        are typed on a command line; itself when no option sets the field."""
+        are typed on a command line; itself when no option sets the field.
+
+        Args:
+            options: field -> option.
+            given: the options the user typed (None: all of them); a field left at its default is said so, since
+                ``--dataset a b: ...`` reads as if the user had typed it.
+        """
         option = options.get(self.field)
         if option is None:
             return self
-        values = self.value if isinstance(self.value, list | tuple) else [self.value]
-        return InputError(f"{option} {' '.join(str(v) for v in values)}: {self.why}")
+        values = " ".join(str(v) for v in (self.value if isinstance(self.value, list | tuple) else [self.value]))
+        if given is not None and option not in given:
+            return InputError(f"{self.why} ({option} not given: its default is {values})")
+        return InputError(f"{option} {values}: {self.why}")
 
 
 class RunError(Exception):

@@ -386,7 +386,8 @@ def _bench(argv: list[str]) -> int:
             checker_files=checker_files,
         )
     except FieldError as err:  # said with the option the user typed, not the field it filled
-        raise err.as_option(CONFIG_OPTIONS) from None
+        given = [o for o in CONFIG_OPTIONS.values() if getattr(args, o[2:].replace("-", "_")) not in (None, ())]
+        raise err.as_option(CONFIG_OPTIONS, given) from None
     console = Console()
     if not console.is_terminal:
         console = Console(width=130)  # logs and pipes: keep full tables instead of squeezing them to 80 columns

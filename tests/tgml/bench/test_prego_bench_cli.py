@@ -319,6 +319,10 @@ def test_a_setting_refused_by_the_benchmark_names_the_option_that_set_it(
     argv = ["--data", str(data_dir), "--mode", "gt", "--checker", "probabilistic", "--quiet"]
     assert cli_error(main, argv, capsys) == ("error: --checker probabilistic: the probabilistic checker is scored in "
                                              "PRED mode (GT tables stay binary)")
+    # An option left at its default is not quoted as if typed.
+    argv = ["--data", str(data_dir), "--graph", str(data_dir), "--quiet"]
+    assert cli_error(main, argv, capsys) == ("error: --sequences and --graph need exactly one --dataset (--dataset not "
+                                             "given: its default is assembly101-o epic-tent-o)")
 
 
 @pytest.mark.parametrize(("table", "line", "fragment"), [

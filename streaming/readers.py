@@ -275,6 +275,16 @@ IMAGE_SIGNATURES: Final = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xf
                            (b"II*\x00", "a TIFF image"), (b"MM\x00*", "a TIFF image"))
 
 
+def entry_kind(path: Path) -> str:
+    """What stands where a video file was expected and is not a regular file, in the words of an error line (for
+    ``--video`` and a ``--videos`` folder's entry alike)."""
+    if path.is_dir():
+        return "a folder"
+    if path.is_symlink() and not path.exists():
+        return "a symbolic link to nothing"
+    return "not a regular file"
+
+
 def check_not_an_image(spec: str) -> None:
     """Refuse a still image given as a video, whatever its name says: FFmpeg opens a PNG named ``.mp4`` as a video
     of one frame, which eval then scored against 20 s of annotations.
@@ -859,8 +869,7 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
     if not Path(spec).exists():
         raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
     if not Path(spec).is_file():
-        kind = "a folder" if Path(spec).is_dir() else "not a regular file"
-        raise InputError(f"--video {spec}: {kind}, expected a video file")
+        raise InputError(f"--video {spec}: {entry_kind(Path(spec))}, expected a video file")
     if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
     check_not_an_image(spec)

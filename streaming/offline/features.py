@@ -59,7 +59,7 @@ from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.offline.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
-from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
+from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, entry_kind, named_error, open_named
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 MANIFEST: Final = "extraction.json"
@@ -232,15 +232,6 @@ def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
         The segments sorted by start time.
     """
     return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
-
-
-def entry_kind(path: Path) -> str:
-    """What a folder entry that is not a regular file is, in the words of an error line."""
-    if path.is_dir():
-        return "a folder"
-    if path.is_symlink() and not path.exists():
-        return "a symbolic link to nothing"
-    return "not a regular file"
 
 
 def find_video(folder: Path, name: str) -> Path:

@@ -387,13 +387,7 @@ class OnlineSegmenter:
                 f"segmenter: frame {self._frame}: expected one frame's class probabilities (C,) or an integer "
                 f"label, got an array of shape {raw.shape}"
             )
-        if self.class_step_ids is not None and probs.size != len(self.class_step_ids):
-            raise InputError(
-                f"segmenter: frame {self._frame} has {probs.size} probabilities for a detector of "
-                f"{len(self.class_step_ids)} classes"
-            )
-        if not np.all(np.isfinite(probs)):
-            raise InputError(f"segmenter: frame {self._frame} has empty or non-finite probabilities")
+        self._check_frames(probs[None])
         label = self._label(probs, int(np.argmax(probs)))
         return self._feed(label, 1, float(probs[label]))
 
@@ -413,17 +407,22 @@ class OnlineSegmenter:
         if p.ndim != 2 or p.shape[1] < 2:
             raise InputError(f"segmenter: frame {self._frame}: expected frames of class probabilities (T, C), got an "
                              f"array of shape {np.shape(probs)}")
-        if self.class_step_ids is not None and p.shape[1] != len(self.class_step_ids):
-            raise InputError(f"segmenter: frame {self._frame} has {p.shape[1]} probabilities for a detector of "
-                             f"{len(self.class_step_ids)} classes")
-        bad = np.flatnonzero(~np.isfinite(p).all(axis=1))
-        if bad.size:
-            raise InputError(f"segmenter: frame {self._frame + int(bad[0])} has empty or non-finite probabilities")
+        self._check_frames(p)
         events: list[SegmentEvent | OnsetEvent] = []
         for row, best in zip(p, p.argmax(axis=1).tolist(), strict=True):
             label = self._label(row, best)
             events += self._feed(label, 1, float(row[label]))
         return _segments(events)
+
+    def _check_frames(self, probs: np.ndarray) -> None:
+        """Refuse ``(T, C)`` probabilities of another number of classes than the detector's, or a frame holding a
+        non-finite value (the first such frame named, counted from the frames fed so far)."""
+        if self.class_step_ids is not None and probs.shape[1] != len(self.class_step_ids):
+            raise InputError(f"segmenter: frame {self._frame} has {probs.shape[1]} probabilities for a detector of "
+                             f"{len(self.class_step_ids)} classes")
+        bad = np.flatnonzero(~np.isfinite(probs).all(axis=1))
+        if bad.size:
+            raise InputError(f"segmenter: frame {self._frame + int(bad[0])} has empty or non-finite probabilities")
 
     def _label(self, probs: np.ndarray, best: int) -> int:
         """The label of a frame whose most probable class is ``best``: near-ties keep the open run's label instead of

@@ -48,7 +48,6 @@ class View:
 
     def __init__(self, state: ViewState, jsonl: bool = False, out: TextIO | None = None) -> None:
         self.state = state
-        self.jsonl = jsonl
         kinds = [kind.KIND for kind in (StepEvent, Alert, Retraction, MissingSteps, Status)]
         self.lines = JsonLinesSink(out, kinds) if jsonl else None
 

@@ -292,8 +292,9 @@ def stopped(
 ) -> Callable[[], Callable[[], bool]]:
     """The wind-down of a run stopped by Ctrl-C or SIGTERM (`Viewer.loop`): the detector is told to stop, which
     ends its session with a last heartbeat, and the view waits for the checker's end report of the stream (the
-    steps never done, the verdict), at most `STOP_REPORT_S`, and not once the checker is gone (a SIGTERM sent to the
-    whole process group, as ``timeout`` and systemd do, stops it at once, and no report will come).
+    steps never done, the verdict), at most `STOP_REPORT_S`, and not once the checker is gone (killed, or out of
+    memory: no report will come). A SIGTERM sent to the whole process group, as ``timeout`` and systemd do, reaches
+    the checker child too, which serves on for `streaming.checker.process.TERM_GRACE_S`, longer than this wait.
 
     Args:
         viewer: the view of the checker's output.

@@ -43,8 +43,9 @@ class Child:
 
     def __init__(self, module: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         environ = dict(os.environ, TTY_COMPATIBLE="1", TTY_INTERACTIVE="1", COLUMNS="120", **(env or {}))
+        # A process group of its own, as a service manager gives a command: `interrupt_group` signals all of it.
         self.process = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env=environ)
+                                        stderr=subprocess.PIPE, env=environ, start_new_session=True)
         self.out = bytearray()
         self.err = bytearray()
         self._readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)
@@ -68,9 +69,13 @@ class Child:
     def bar_shown(self) -> bool:
         return BAR.encode() in self.err
 
-    def interrupt(self, signum: int) -> int:
-        """Send ``signum``; returns the exit status (the command must end within 30 s)."""
-        self.process.send_signal(signum)
+    def interrupt(self, signum: int, group: bool = False) -> int:
+        """Send ``signum`` (to its whole process group: ``timeout``, systemd, a terminal's Ctrl-C); returns the exit
+        status (the command must end within 30 s)."""
+        if group:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
         code = self.process.wait(30)
         for reader in self._readers:
             reader.join(5)
@@ -248,15 +253,17 @@ def test_the_all_in_one_run_stops_with_its_checker_child(tmp_path: Path) -> None
 
 
 @pytest.mark.usefixtures("demo_cache")
+@pytest.mark.parametrize("group", [False, True], ids=["the command", "its process group"])
 @pytest.mark.parametrize("name", SIGNALS)
-def test_a_stopped_live_run_still_shows_its_sessions_end_report(name: str) -> None:
+def test_a_stopped_live_run_still_shows_its_sessions_end_report(name: str, group: bool) -> None:
     # A camera's session ends only with Ctrl-C or SIGTERM, and the run stopped before the checker's end report came:
     # the steps never done and the stream's end were never shown (the split checker/detector/view set-up showed them).
+    # Sent to the process group (systemd's default, `timeout`), the SIGTERM stopped the checker child at once too.
     signum, status = SIGNALS[name]
     demo_video("correct")  # rendered before the child starts: the child finds it in the session cache
     with child("streaming.stream_detect_cli", ["--video", "demo:correct", "--jsonl"]) as running:
         running.wait_for(lambda: b'"kind":"step"' in running.out)  # real time: the first step came, others to come
-        assert_stopped_by(running, name, running.interrupt(signum), status)
+        assert_stopped_by(running, name, running.interrupt(signum, group), status)
     lines = [json.loads(line) for line in bytes(running.out).splitlines() if line.strip()]
     (report,) = [m for m in lines if m["kind"] == "missing"]
     assert report["stream_id"] == "cam0" and report["missing"]  # the steps after the stop were never done

@@ -2,15 +2,21 @@
 
 The child has its own interpreter, so the checker's latency does not share a GIL with the detector.
 It reports the endpoints it bound (or the one-line error) through a pipe, then serves until the parent
-asks it to stop (SIGTERM) or is gone.
+asks it to stop or is gone.
+
+A SIGTERM sent to the whole process group (``timeout``, systemd's default ``KillMode``, ``kill -- -PGID``) reaches
+the child with its parent's. The parent then winds its session down and waits for the checker's end-of-session
+report (`streaming.all_in_one.stopped`), so the child does not stop at its own SIGTERM at once: it serves on until
+the parent asks, the parent is gone, or `TERM_GRACE_S` has passed (a SIGTERM sent to the child alone still stops it).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import signal
-import threading
+import time
 from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as ProcessEvent
 from types import TracebackType
 
 from graphs.common.errors import InputError, RunError
@@ -18,23 +24,31 @@ from streaming.checker.config import CheckerConfig
 from streaming.checker.service import run_checker
 
 CHECKER_START_TIMEOUT_S = 30.0  # longest wait for the checker child to bind its sockets
-STOP_TIMEOUT_S = 2.0  # longest wait for the child to end after SIGTERM, then after SIGKILL
+STOP_TIMEOUT_S = 2.0  # longest wait for the child to end once asked, then after SIGTERM, then after SIGKILL
+# How long the child serves on after a SIGTERM of its own: longer than the parent's wait for the end report
+# (`streaming.all_in_one.STOP_REPORT_S`, 3 s) when the SIGTERM went to the whole process group.
+TERM_GRACE_S = 5.0
 
 
-def _checker_child(graph_path: str, config: CheckerConfig, pipe: Connection) -> None:
+def _checker_child(graph_path: str, config: CheckerConfig, pipe: Connection, asked: ProcessEvent) -> None:
     """Entry point of the checker child process: report the bound endpoints (or the error), then serve.
 
-    It serves until the parent asks (SIGTERM) or is gone: a parent that is killed outright (SIGKILL, or a
-    signal it does not handle) cannot ask, and the checker would otherwise hold its ports forever.
+    It serves until the parent asks (``asked``), the parent is gone, or `TERM_GRACE_S` after a SIGTERM (module
+    docstring): a parent that is killed outright (SIGKILL, or a signal it does not handle) cannot ask, and the
+    checker would otherwise hold its ports forever.
     """
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    terminated: list[float] = []  # when a SIGTERM came (a list: the handler may not rebind a name of this scope)
+    signal.signal(signal.SIGTERM, lambda *_: terminated.append(time.monotonic()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the checker stops
     parent = mp.parent_process()
-    orphaned = (lambda _core: not parent.is_alive()) if parent is not None else None
+
+    def over(_core: object) -> bool:
+        if asked.is_set() or (parent is not None and not parent.is_alive()):
+            return True
+        return bool(terminated) and time.monotonic() - terminated[0] > TERM_GRACE_S
+
     try:
-        run_checker(graph_path, config, ready=lambda events, alerts: pipe.send(("ready", events, alerts)), stop=stop,
-                    until=orphaned)
+        run_checker(graph_path, config, ready=lambda events, alerts: pipe.send(("ready", events, alerts)), until=over)
     except InputError as err:
         pipe.send(("error", str(err)))
 
@@ -56,7 +70,8 @@ class CheckerProcess:
     def __init__(self, graph_path: str, config: CheckerConfig) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=_checker_child, args=(graph_path, config, child), daemon=True)
+        self._asked = ctx.Event()
+        self.process = ctx.Process(target=_checker_child, args=(graph_path, config, child, self._asked), daemon=True)
         self.process.start()
         child.close()
         if not parent.poll(CHECKER_START_TIMEOUT_S):
@@ -75,7 +90,10 @@ class CheckerProcess:
         self.alerts_endpoint: str = reply[2]
 
     def stop(self) -> None:
-        """Ask the checker to stop (SIGTERM), then kill it if it does not within `STOP_TIMEOUT_S`."""
+        """Ask the checker to stop, then terminate it (SIGTERM) and kill it, each if it has not ended within
+        `STOP_TIMEOUT_S`."""
+        self._asked.set()
+        self.process.join(STOP_TIMEOUT_S)
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(STOP_TIMEOUT_S)

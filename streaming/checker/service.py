@@ -305,7 +305,7 @@ def run_checker(
         graph_path: task graph JSON file.
         config: endpoints and periods.
         ready: called with ``(events_endpoint, alerts_endpoint)`` once both sockets are bound.
-        stop: set it to end the loop (the child process sets it on SIGTERM).
+        stop: set it to end the loop (from another thread or a signal handler).
         report: called with `CheckerService.summary` and, as keywords, its numbers (`summary_counts`) when the
             checker stops, Ctrl-C included.
         until: optional predicate checked after every poll; true ends the loop (see `CheckerService.run`).

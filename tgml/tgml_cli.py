@@ -22,8 +22,8 @@ Usage::
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
     tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
-        [--checker {probabilistic,binary}] [--order-rule late-step] [--workers 2] [--json out.json] [--cache DIR] \\
-        [--position-prior]
+        [--checker {chosen,probabilistic,binary}] [--live-graph {chosen,observed,learned}] [--order-rule late-step] \\
+        [--workers 2] [--json out.json] [--cache DIR] [--position-prior] [--save-graphs DIR]
     tgml captaincook-labels --data ../shared/data [--features DIR | --recordings 12_10,12_13] --out labels.json
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
@@ -237,6 +237,10 @@ def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+# ``--checker`` and ``--live-graph`` of ``tgml bench-live``: each fold chooses on its validation recordings.
+CHOSEN = "chosen"
+
+
 def _bench_live_options(p: argparse.ArgumentParser) -> None:
     """The options of ``tgml bench-live``."""
     from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER
@@ -252,11 +256,12 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="detector training epochs (quick runs; default the benchmark's)")
     p.add_argument("--recipes", help="comma-separated subset of the recipes (each fold then chooses its settings on "
                                      "these recipes' validation recordings only: not the full run's choices)")
-    p.add_argument("--checker", choices=CHECKERS, default=DEFAULT_CHECKER,
-                   help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live)")
+    p.add_argument("--checker", choices=(CHOSEN, *CHECKERS), default=CHOSEN,
+                   help=f"pre-condition checker; chosen (default): each fold chooses {' or '.join(CHECKERS)} on its "
+                        f"validation recordings, {DEFAULT_CHECKER} (as live) a priori")
     p.add_argument("--order-rule", choices=ORDER_RULES, default=PRECONDITION,
-                   help="late-step: with --checker binary, a step confirmed after a step that required it alerts too, "
-                        f"as the annotators tag an order error (default {PRECONDITION})")
+                   help="late-step: with the binary checker, a step confirmed after a step that required it alerts "
+                        f"too, as the annotators tag an order error (default {PRECONDITION})")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 2),
                    help="processes running folds side by side (0: one per core; default 2)")
     p.add_argument("--json", type=output_name,
@@ -266,10 +271,12 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--position-prior", action="store_true",
                    help="the folds may also choose, on validation, to fuse the detector's output with where in the "
                         "recipe each step usually comes (docs/live-benchmark.md)")
-    p.add_argument("--live-graph", choices=("observed", "learned"), default="observed",
-                   help="what the live chain checks against: observed (default), the learned graph's pre-conditions "
-                        "that the detector's own recognition of the training recordings orders too (two more "
-                        "detectors trained per fold); learned: the learned graph as it is")
+    # tgml.bench.live.selection.LIVE_GRAPHS, named here: importing it would load torch for every tgml command
+    p.add_argument("--live-graph", choices=(CHOSEN, "observed", "learned"), default=CHOSEN,
+                   help="what the live chain checks against: observed, the learned graph's pre-conditions that the "
+                        "detector's own recognition of the training recordings orders too (two more detectors "
+                        "trained per fold); learned: the learned graph as it is; chosen (default): each fold chooses "
+                        "on its validation recordings, observed a priori")
     p.add_argument("--save-graphs", type=output_path, metavar="DIR",
                    help="write the graph each fold's live chain checked against as DIR/<recipe>-fold<k>.json, "
                         "and each recipe's hand-made graph as DIR/<recipe>-hand-made.json, in the files "
@@ -580,13 +587,13 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-live``: train, run live and score every fold; print the tables (`tgml.bench.live.bench`)."""
     from rich.console import Console
 
-    from graphs.checker_settings import CheckerSettings
+    from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER, CheckerSettings
     from graphs.common.files import check_output, write_text
     from tgml.bench.data_folder import data_folder
     from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
     from tgml.bench.live.detector import LiveDetectorSettings
     from tgml.bench.live.recordings import captaincook_dir, features_folder
-    from tgml.bench.live.selection import PRIOR_VARIANTS, VARIANTS
+    from tgml.bench.live.selection import LIVE_GRAPHS, PRIOR_VARIANTS, VARIANTS
 
     data = data_folder(args.data)
     features = Path(args.features) if args.features else None
@@ -601,10 +608,17 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         raise InputError(f"--recipes {args.recipes!r}: names no recipe (comma-separated names; leave the option out "
                          "for every recipe)")
     note_unread_entries(data, features)
+    if args.checker == CHOSEN:  # a priori the live default, or the first checker that takes the order rule
+        kinds = tuple(k for k, entry in CHECKERS.items() if args.order_rule in entry.order_rules)
+        checking = CheckerSettings(DEFAULT_CHECKER if DEFAULT_CHECKER in kinds else kinds[0],
+                                   order_rule=args.order_rule)
+    else:
+        kinds, checking = (args.checker,), CheckerSettings(args.checker, order_rule=args.order_rule)
     config = LiveBenchConfig(data, features, args.folds, args.seed, LiveDetectorSettings().with_epochs(args.epochs),
-                             CheckerSettings(args.checker, order_rule=args.order_rule),
-                             tuple(_names(args.recipes)), args.workers, Path(args.cache) if args.cache else None,
-                             VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), args.live_graph)
+                             checking, tuple(_names(args.recipes)), args.workers,
+                             Path(args.cache) if args.cache else None,
+                             VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), kinds,
+                             LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,))
     result = run_live_bench(config, progress=not args.quiet)
     unsaved: InputError | None = None  # a results file that cannot be written after all: the tables still shown
     if args.json:  # first: the run's work is on disk whatever happens next

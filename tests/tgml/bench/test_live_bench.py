@@ -78,9 +78,17 @@ def test_the_late_step_rule_scores_the_annotated_steps_as_the_annotators_tag_ord
 
 
 def test_the_late_step_rule_needs_the_binary_checker(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--order-rule", "late-step", "--quiet"], capsys)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--checker", "probabilistic", "--order-rule",
+                           "late-step", "--quiet"], capsys)
     assert err == ("error: --order-rule late-step needs --checker binary: the probabilistic checker alerts once per "
                    "omission, on the step done too early")
+    from graphs.checker_settings import CheckerSettings
+    from tgml.bench.live.bench import LiveBenchConfig
+
+    # The folds choose among the checkers that take the rule: with late-step, the binary one alone.
+    late = LiveBenchConfig(data_dir, checking=CheckerSettings("binary", order_rule=LATE_STEP))
+    assert late.checker_kinds == ("binary",)
+    assert LiveBenchConfig(data_dir).checker_kinds == ("probabilistic", "binary")
 
 
 def test_folds_spread_error_free_and_erroneous_recordings(data_dir: Path) -> None:
@@ -361,14 +369,17 @@ def test_captaincook_labels_writes_the_steps_bench_live_scores_in_the_annotation
 
 def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could_have_taught() -> None:
     from graphs.checker_settings import CheckerSettings
-    from tgml.bench.live.selection import ValidationRun, candidates, objective, pool_indices
+    from tgml.bench.live.selection import Candidate, ValidationRun, candidates, objective, pool_indices
 
     runs = [ValidationRun(recipe, fold, None, True, {}, None, None)  # type: ignore[arg-type]
             for recipe in ("a", "b") for fold in range(3)]
     pool = [runs[i] for i in pool_indices(runs, "a", 1)]
     assert {(v.recipe, v.fold) for v in pool} == {("a", 1), ("b", 0), ("b", 1), ("b", 2)}
     options = candidates(CheckerSettings())
-    assert options[0] == CheckerSettings() and len(set(options)) == len(options) == 15
+    assert options[0] == Candidate("observed", CheckerSettings()) and len(set(options)) == len(options) == 15
+    both = candidates(CheckerSettings(), ("probabilistic", "binary"), ("observed", "learned"))
+    assert len(both) == 2 * (15 + 1) and both[0] == options[0]  # the a-priori checker first
+    assert Candidate("learned", CheckerSettings("binary")) in both
     metrics = {"avg_f1": 60.0, "missing_f1": 90.0, "false_alarms_per_error_free": 0.5}
     assert objective(metrics) == pytest.approx(120.0)  # 0.3 false alarms above the budget cost 30 points
     assert objective(metrics | {"false_alarms_per_error_free": 0.1, "avg_f1": None}) == 90.0
@@ -431,13 +442,13 @@ def test_the_binary_checker_has_no_prior_or_threshold_to_choose() -> None:
     # Its folds "chose" 15 identical settings and the JSON recorded a prior and a threshold it never used.
     from graphs.checker_settings import CheckerSettings
     from tgml.bench.live.bench import checker_numbers
-    from tgml.bench.live.selection import candidates
+    from tgml.bench.live.selection import settings_grid
 
     binary = CheckerSettings("binary", order_rule=LATE_STEP)
-    assert candidates(binary) == [binary]
+    assert settings_grid(binary) == [binary]
     assert checker_numbers(binary) == {"prior_skip": None, "alert_threshold": None}
     probabilistic = CheckerSettings()
-    assert len(candidates(probabilistic)) == 15 and candidates(probabilistic)[0] == probabilistic
+    assert len(settings_grid(probabilistic)) == 15 and settings_grid(probabilistic)[0] == probabilistic
     assert checker_numbers(probabilistic) == {"prior_skip": 0.2, "alert_threshold": 0.5}
 
 
@@ -457,7 +468,8 @@ def test_the_live_chain_checks_the_learned_preconditions_its_own_recognition_ord
         assert (f"wrote 2 graphs to {tmp_path / graph}/ (<recipe>-fold<k>.json), and 1 hand-made graph "
                 "(<recipe>-hand-made.json)") in capsys.readouterr().out
         runs[graph] = json.loads(out.read_text())
-        assert runs[graph]["settings"]["live_graph"] == graph
+        assert runs[graph]["settings"]["live_graphs"] == [graph]
+        assert {c["live_graph"] for c in runs[graph]["chosen"][RECIPE].values()} == {graph}
     assert len(list(cache.glob("*.npz"))) == 2  # the same entries, the observed graphs added to them
     learned = {fold: c["preconditions"] for fold, c in runs["learned"]["chosen"][RECIPE].items()}
     observed = {fold: c["preconditions"] for fold, c in runs["observed"]["chosen"][RECIPE].items()}
@@ -513,3 +525,43 @@ def test_perfect_features_copy_each_recording_with_its_annotated_class_in_every_
     again = subprocess.run([sys.executable, script, "--data", str(data_dir), "--features", str(features), "--out",
                             str(features)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and again.stderr.startswith(f"error: --out {features}: the features folder it reads")
+
+
+def test_a_fold_chooses_the_checker_and_the_graph_its_validation_recordings_score_best() -> None:
+    # At recognition that misses nothing the binary checker on the learned graph loses nothing, while the a-priori
+    # checker (probabilistic, the observed pre-conditions) keeps quiet; on a detector that misses and invents steps
+    # the binary one cries wolf (docs/live-benchmark.md). Which one suits is the validation recordings' question.
+    from graphs.checker import StepEvidence
+    from graphs.checker_settings import CheckerSettings
+    from graphs.task_graph import TaskGraph
+    from recognition.segmenter import SegmentEvent
+    from tgml.bench.live.chain import DetectorRun
+    from tgml.bench.live.selection import Candidate, ReplayTable, ValidationRun, candidates
+
+    steps, names = [1, 2], {1: "wash", 2: "cut"}
+
+    def graph(cut_needs_wash: bool) -> TaskGraph:
+        adj = np.zeros((4, 4), dtype=bool)  # the start, wash, cut, the end
+        adj[1, 0] = adj[3, 2] = True  # wash after the start; the end after cut
+        adj[2, 1 if cut_needs_wash else 0] = True
+        return TaskGraph(steps, list(names.values()), adj, scenario="salad")
+
+    graphs = {"learned": graph(True), "observed": graph(False)}  # recognition never bore "wash before cut" out
+
+    def run(recording: str, order: list[int], tagged: int | None) -> ValidationRun:
+        performed = tuple(PerformedStep(s, names[s], 10.0 * k, (ORDER_ERROR,) if s == tagged else ())
+                          for k, s in enumerate(order))
+        events = tuple(SegmentEvent(s, 10.0 * k, 10.0 * k + 5, 1.0, s) for k, s in enumerate(order))
+        # The detector calibrated as one that invents steps: each detection real with probability 0.05, which the
+        # probabilistic checker weighs (and keeps quiet) and the binary one takes as certain.
+        sent = DetectorRun(np.zeros((0, 3), np.float32), events, tuple(e.end for e in events),
+                           tuple(StepEvidence(real=0.05) for _ in events), StepEvidence())
+        return ValidationRun("salad", 0, ErrorRecording(recording, "salad", performed, frozenset(), ()),
+                             tagged is None, names, sent, graphs)
+
+    runs = [run("1_1", [2, 1], tagged=2), run("1_2", [1, 2], None), run("1_3", [2, 1], tagged=2)]
+    options = candidates(CheckerSettings(), ("probabilistic", "binary"), ("observed", "learned"))
+    pick = ReplayTable(runs, options).choose([0, 1, 2])
+    assert pick.candidate.graph == "learned"  # the observed pre-conditions cannot see the cut before the wash
+    assert pick.candidate == Candidate("learned", CheckerSettings("binary"))  # the probabilistic one stays silent
+    assert pick.objective == pytest.approx(100.0)  # Avg F1 100: both swaps alerted, no false alarm (no step missed)

@@ -10,9 +10,10 @@ seeded draw). Each recording is tested once, in its fold, by:
   graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`), of which
   the live chain checks the pre-conditions that recognition orders too (`tgml.bench.live.observed`: a graph learned
   from the key-steps recognised in the training recordings, by detectors that never saw them);
-- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, the default (probabilistic) checker; the
-  segmenter variant, the checker's skip prior and alert threshold and the end-of-recording missing report chosen on
-  validation recordings of the training folds (`tgml.bench.live.selection`).
+- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, checker; the segmenter variant, the checker
+  (probabilistic or binary) and its skip prior and alert threshold, the graph it checks (the observed pre-conditions
+  or the learned graph as it is) and the end-of-recording missing report chosen on validation recordings of the
+  training folds (`tgml.bench.live.selection`).
 
 Scores (`tgml.bench.live.scores`) per recipe and overall, beside the annotated steps replayed against the hand-made
 and the learned graphs, and the per-second mAP of recognition (background excluded, pooled over a recipe's
@@ -22,10 +23,10 @@ Result JSON (``--json FILE``)::
 
     {"benchmark": "captaincook4d-live", "version": 1, "folds": int, "seed": int, "seconds": float,
      "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str,
-                  "live_graph": str},
+                  "checkers": [str], "live_graphs": [str]},
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
-     "chosen": {recipe: {fold: {"prior_skip", "alert_threshold" (null: the binary checker),
+     "chosen": {recipe: {fold: {"checker", "live_graph", "prior_skip", "alert_threshold" (null: the binary checker),
                                 "segmenter_min_duration", "once", "position_prior_weight", "duration_share",
                                 "done_state", "segmenter", "done_level", "objective", "validation_recordings",
                                 "kept_epoch", "preconditions": {"learned", "checked"}}}},
@@ -34,8 +35,8 @@ Result JSON (``--json FILE``)::
                      "alerts": [{"step", "missing", "time", "probability", "retracted"}],
                      "never_done": [step name]}]}
 
-ROW is ``live`` (recognised steps, the learned graphs' observed pre-conditions), ``live_default`` (the same, checked
-with the default settings), ``annotated_learned`` and ``annotated_hand_made``; step names are the annotations'.
+ROW is ``live`` (recognised steps, checked as each fold chose), ``live_default`` (the same, checked with the a-priori
+checker, graph and settings), ``annotated_learned`` and ``annotated_hand_made``; step names are the annotations'.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import torch
 from rich.table import Table
 
 from graphs.annotations import Annotations, TrainingVideos
-from graphs.checker_settings import CheckerSettings
+from graphs.checker_settings import CHECKERS, CheckerSettings, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
 from graphs.precision_recall import NOT_MEASURED
@@ -70,7 +71,9 @@ from tgml.bench.live.observed import observed_graphs, precondition_count
 from tgml.bench.live.recordings import FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.live.selection import (
+    LIVE_GRAPHS,
     VARIANTS,
+    Candidate,
     ReplayTable,
     SegmenterVariant,
     ValidationRun,
@@ -84,13 +87,10 @@ from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 RESULTS_VERSION: Final = 1
-LIVE_GRAPHS: Final = ("observed", "learned")  # `LiveBenchConfig.live_graph`
-# The live row's title, by what the chain checked against.
-LIVE_ROW_TITLES: Final = {"observed": "live chain: recognised steps, learned graphs' observed pre-conditions",
-                          "learned": "live chain: recognised steps, learned graphs"}
+# What the live rows' titles call each graph the chain may check against.
+LIVE_GRAPH_TITLES: Final = {"observed": "learned graphs' observed pre-conditions", "learned": "learned graphs"}
 ROWS: Final = ("live", "live_default", "annotated_learned", "annotated_hand_made")
-ROW_TITLES: Final = {"live_default": "live chain, defaults: 3 s segmenter, the checker's settings and report (no CV)",
-                     "annotated_learned": "annotated steps, learned graphs",
+ROW_TITLES: Final = {"annotated_learned": "annotated steps, learned graphs",
                      "annotated_hand_made": "annotated steps, hand-made graphs"}
 
 
@@ -104,14 +104,18 @@ class LiveBenchConfig:
         folds: folds per recipe, in ``[2, recordings of the smallest recipe]``.
         seed: seeds the folds, the detectors and the graphs.
         detector: how each fold's detector is trained and run.
-        checking: the checker (the live default: probabilistic).
+        checking: the a-priori checker and its settings (the live default: probabilistic), which the defaults row
+            runs.
+        checkers: the checkers a fold chooses from on validation (`tgml.bench.live.selection.candidates`), those
+            that take ``checking``'s order rule; ``checking``'s own is always among them.
         recipes: only these recipes (empty: every recipe of the features folder).
         workers: processes running folds side by side (0: one per core).
         cache: a folder keeping each fold's training (`tgml.bench.live.cache`; None: none kept).
         variants: the segmenter variants each fold chooses from on validation (the first: the live default).
-        live_graph: what the live chain checks against: ``"observed"`` (the learned graph's pre-conditions that
-            recognition orders too, `tgml.bench.live.observed`; a nested cross-validation trains two more detectors
-            per fold) or ``"learned"`` (the learned graph as it is).
+        live_graphs: what the live chain may check against, a fold choosing on validation, the first the a-priori
+            one: ``"observed"`` (the learned graph's pre-conditions that recognition orders too,
+            `tgml.bench.live.observed`; a nested cross-validation trains two more detectors per fold) and
+            ``"learned"`` (the learned graph as it is).
     """
 
     data_dir: Path
@@ -124,11 +128,29 @@ class LiveBenchConfig:
     workers: int = 2
     cache: Path | None = None
     variants: tuple[SegmenterVariant, ...] = VARIANTS
-    live_graph: str = "observed"
+    checkers: tuple[str, ...] = tuple(CHECKERS)
+    live_graphs: tuple[str, ...] = LIVE_GRAPHS
 
     def __post_init__(self) -> None:
-        if self.live_graph not in LIVE_GRAPHS:
-            raise InputError(f"--live-graph {self.live_graph!r}: choose one of {', '.join(LIVE_GRAPHS)}")
+        for graph in self.live_graphs:
+            if graph not in LIVE_GRAPHS:
+                raise InputError(f"--live-graph {graph!r}: choose one of {', '.join(LIVE_GRAPHS)}")
+        if not self.live_graphs or len(set(self.live_graphs)) < len(self.live_graphs):
+            raise InputError(f"live graphs {self.live_graphs!r}: give each of {', '.join(LIVE_GRAPHS)} once at most")
+        for kind in self.checkers:
+            checker_entry(kind)  # an unknown name: its error line
+
+    @property
+    def checker_kinds(self) -> tuple[str, ...]:
+        """The checkers a fold chooses from: ``checking``'s first, then those of ``checkers`` that take its order
+        rule (the probabilistic checker does not take ``late-step``)."""
+        rule = self.checking.order_rule
+        others = [k for k in self.checkers if k != self.checking.kind and rule in checker_entry(k).order_rules]
+        return (self.checking.kind, *others)
+
+    def candidates(self) -> list[Candidate]:
+        """What a fold chooses its checker from; the first is the a-priori one (the defaults row)."""
+        return candidates(self.checking, self.checker_kinds, self.live_graphs)
         if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
             raise InputError(f"--folds {self.folds!r}: must be an integer >= 2 (each recording is tested by a "
                              "detector trained on the other folds)")
@@ -185,7 +207,7 @@ class LiveBenchResult:
                     "detector": _plain(dataclasses.asdict(self.config.detector.train)),
                     "segmenter": dataclasses.asdict(self.config.detector.segmenter),
                     "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER,
-                    "live_graph": self.config.live_graph}
+                    "checkers": list(self.config.checker_kinds), "live_graphs": list(self.config.live_graphs)}
         return {"benchmark": "captaincook4d-live", "version": RESULTS_VERSION, "folds": self.config.folds,
                 "seed": self.config.seed, "seconds": self.seconds, "settings": settings,
                 "overall": {**{row: overall[row].metrics() for row in ROWS}, "map": self.mean_map},
@@ -290,21 +312,23 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
     jobs.sort(key=lambda job: -sum(len(r.labels) for r in job[1]))  # the longest first: no worker idles at the end
     done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress)
     validation = [v for outcome in done for v in outcome.validation]
-    options = candidates(config.checking)
+    options = config.candidates()
     replays = ReplayTable(validation, options)
+    prior = options[0]  # the a-priori checker, graph and settings: the defaults row
     results: list[RecordingResult] = []
     chosen: dict[str, dict[int, dict[str, Any]]] = {}
     graphs: dict[str, dict[int, dict[str, Any]]] = {}
     for job, outcome in zip(jobs, done, strict=True):
         recipe, fold = job[0], job[3]
         learned = TaskGraph.from_dict(outcome.graph)
-        checked = TaskGraph.from_dict(outcome.checked)
-        graphs.setdefault(recipe.scenario, {})[fold] = outcome.checked
         pool = pool_indices(validation, recipe.scenario, fold)
         pick = replays.choose(pool)
+        checked = TaskGraph.from_dict(outcome.checked[pick.candidate.graph])
+        graphs.setdefault(recipe.scenario, {})[fold] = outcome.checked[pick.candidate.graph]
         variant = config.variants[pick.variant]
         chosen.setdefault(recipe.scenario, {})[fold] = {
-            **checker_numbers(pick.checking),
+            "checker": pick.candidate.checking.kind, "live_graph": pick.candidate.graph,
+            **checker_numbers(pick.candidate.checking),
             "segmenter_min_duration": variant.min_duration, "once": variant.once,
             "position_prior_weight": variant.prior_weight, "duration_share": variant.duration_share,
             "done_state": variant.done_state, "segmenter": variant.label(), "done_level": pick.done_level,
@@ -314,10 +338,11 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                               "checked": precondition_count(checked.adjacency)}}
         by_id = {r.recording_id: r for r in job[1]}
         defaults = dict(outcome.test[0])
+        a_priori = TaskGraph.from_dict(outcome.checked[prior.graph])
         for recording_id, sent in outcome.test[pick.variant]:
             recording = by_id[recording_id]
-            run = check_stream(sent, checked, pick.checking, pick.done_level)
-            default = check_stream(defaults[recording_id], checked, config.checking)
+            run = check_stream(sent, checked, pick.candidate.checking, pick.done_level)
+            default = check_stream(defaults[recording_id], a_priori, prior.checking)
             results.append(RecordingResult(recording, fold, run, score_recording(
                 recording, recipe, run, learned, default, config.checking.order_rule)))
     order = {r.recording_id: k for k, r in enumerate(data.recordings)}
@@ -339,7 +364,8 @@ class FoldOutcome:
 
     Attributes:
         graph: the learned graph's file content (test fold left out).
-        checked: the graph the live chain checks the test recordings against (`LiveBenchConfig.live_graph`).
+        checked: per `LiveBenchConfig.live_graphs` name, the graph the live chain would check the test recordings
+            against (a file's content).
         test: per segmenter variant (`LiveBenchConfig.variants`), ``(recording_id, detector run)`` of each test
             recording.
         validation: the fold's validation runs (`tgml.bench.live.selection`).
@@ -347,7 +373,7 @@ class FoldOutcome:
     """
 
     graph: dict[str, Any]
-    checked: dict[str, Any]
+    checked: dict[str, dict[str, Any]]
     test: list[list[tuple[str, DetectorRun]]]
     validation: list[ValidationRun]
     kept_epoch: int
@@ -399,17 +425,19 @@ def fold_job(
             if config.cache is not None:
                 save_fold(config.cache, key, trained)
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
-        if config.live_graph == "observed" and trained.observed is None:
+        if "observed" in config.live_graphs and trained.observed is None:
             observed = observed_graphs(recipe, fitting, trained.validation_outputs, TaskGraph.from_dict(trained.graph),
                                        TaskGraph.from_dict(trained.val_graph), settings, config.seed)
             if observed is not None:
                 trained = dataclasses.replace(trained, observed=observed)
                 if config.cache is not None:
                     save_fold(config.cache, key, trained)
-        # The graphs the chain checks against; None: the learned ones as they are.
-        live = trained.observed if config.live_graph == "observed" else None
-        checked = trained.graph if live is None else live.graph
-        val_graph = TaskGraph.from_dict(trained.val_graph if live is None else live.val_graph)
+        # The graphs the chain may check against (test, validation); the observed ones are the learned ones as they
+        # are where the fold had too few recordings for them.
+        live = {"learned": (trained.graph, trained.val_graph)}
+        live["observed"] = (trained.observed.graph, trained.observed.val_graph) if trained.observed else live["learned"]
+        checked = {name: live[name][0] for name in config.live_graphs}
+        val_graphs = {name: TaskGraph.from_dict(live[name][1]) for name in config.live_graphs}
         classes = recipe.class_step_ids
         names = dict(zip(recipe.step_ids, recipe.step_names, strict=True))
         tests, validation = [], []
@@ -437,7 +465,7 @@ def fold_job(
                     run = detect(trained.validation_outputs[r.recording_id], held_out[r.recording_id])
                     run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
                     validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
-                                                    val_graph, index))
+                                                    val_graphs, index))
         return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
 
 
@@ -495,6 +523,20 @@ def _cell(value: float | None, digits: int) -> str:
     return NOT_MEASURED if value is None else f"{value:.{digits}f}"
 
 
+def live_row_title(config: LiveBenchConfig) -> str:
+    """The live row's title: what the chain checked against, and what each fold chose on validation."""
+    chosen = [what for what, options in (("checker", config.checker_kinds), ("graph", config.live_graphs))
+              if len(options) > 1]
+    if not chosen:
+        return f"live chain: recognised steps, {LIVE_GRAPH_TITLES[config.live_graphs[0]]}"
+    return f"live chain: recognised steps, {' and '.join(chosen)} chosen by CV"
+
+
+def default_row_title(config: LiveBenchConfig) -> str:
+    """The defaults row's title: the a-priori segmenter, checker, graph and settings."""
+    return f"live chain, defaults: 3 s segmenter, {config.checking.kind} on {config.live_graphs[0]} graphs (no CV)"
+
+
 def live_tables(result: LiveBenchResult) -> list[Table]:
     """The overall table (three rows and the mAP) and the per-recipe table of the live chain."""
     overall = result.pooled()
@@ -502,14 +544,16 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
     clean = sum(r.recording.error_free for r in result.recordings)
     recipes = f"{len(result.maps)} recipe{'s' if len(result.maps) != 1 else ''}"
     table = Table(title=f"bench-live: {n} recordings ({clean} error-free), {result.config.folds}-fold per recipe, "
-                        f"{result.config.checking.kind} checker, {result.config.checking.order_rule} rule; per-second "
+                        f"{' or '.join(result.config.checker_kinds)} checker, {result.config.checking.order_rule} "
+                        "rule; per-second "
                         f"mAP of recognition {result.mean_map:.1f} (mean over {recipes})", header_style="bold")
     table.add_column("row")
     for title, _, _ in COLUMNS:
         table.add_column(title, justify="right")
     for row in ROWS:
         metrics = overall[row].metrics()
-        title = LIVE_ROW_TITLES[result.config.live_graph] if row == "live" else ROW_TITLES[row]
+        title = (live_row_title(result.config) if row == "live" else default_row_title(result.config)
+                 if row == "live_default" else ROW_TITLES[row])
         table.add_row(title, *(_cell(metrics[key], d) for _, key, d in COLUMNS))
     per_recipe = Table(title="bench-live per recipe (live chain)", header_style="bold")
     per_recipe.add_column("recipe")
@@ -528,28 +572,28 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
 
 
 def selection_table(result: LiveBenchResult) -> Table:
-    """What each checker setting scored on every validation recording of the training folds (the data the choice
-    is made on, pooled here over all folds; the first segmenter variant, the checker's end report), and how often
-    each fold chose it."""
-    picks: dict[tuple[float | None, float | None], int] = {}
+    """What each candidate checker (checker, graph, settings) scored on every validation recording of the training
+    folds (the data the choice is made on, pooled here over all folds; the first segmenter variant, the checker's end
+    report), and how often each fold chose it."""
+    picks: dict[tuple[Any, ...], int] = {}
     for folds in result.chosen.values():
-        for pick in folds.values():
-            key = (pick["prior_skip"], pick["alert_threshold"])  # None, None: a checker without them
+        for pick in folds.values():  # prior and threshold None: a checker without them
+            key = (pick["checker"], pick["live_graph"], pick["prior_skip"], pick["alert_threshold"])
             picks[key] = picks.get(key, 0) + 1
     replays = result.replays
     runs = sum(v.variant == 0 for v in result.validation)
-    table = Table(title=f"checker settings on the {runs} validation recordings of the training folds "
+    table = Table(title=f"checkers on the {runs} validation recordings of the training folds "
                         "(never a test recording); objective = Avg F1 + Missing F1 - 100 x false alarms above 0.2",
                   header_style="bold")
-    for col in ("prior skip", "threshold", *SELECTION_COLUMNS, "chosen by folds"):
+    for col in (*CANDIDATE_COLUMNS, *SELECTION_COLUMNS, "chosen by folds"):
         table.add_column(col, justify="right")
     if replays is None:
         return table
     for k, option in enumerate(replays.options):
         metrics = replays.pooled(0, k, None)
-        numbers = checker_numbers(option)
-        table.add_row(*_number_cells(option), *_selection_cells(metrics),
-                      str(picks.get((numbers["prior_skip"], numbers["alert_threshold"]), 0)))
+        numbers = checker_numbers(option.checking)
+        key = (option.checking.kind, option.graph, numbers["prior_skip"], numbers["alert_threshold"])
+        table.add_row(*_candidate_cells(option), *_selection_cells(metrics), str(picks.get(key, 0)))
     return table
 
 
@@ -560,8 +604,12 @@ def checker_numbers(checking: CheckerSettings) -> dict[str, float | None]:
             "alert_threshold": checking.alert_threshold if weighs else None}
 
 
-def _number_cells(checking: CheckerSettings) -> list[str]:
-    return [NOT_MEASURED if v is None else f"{v:g}" for v in checker_numbers(checking).values()]
+CANDIDATE_COLUMNS: Final = ("checker", "graph", "prior skip", "threshold")
+
+
+def _candidate_cells(candidate: Candidate) -> list[str]:
+    return [candidate.checking.kind, candidate.graph,
+            *(NOT_MEASURED if v is None else f"{v:g}" for v in checker_numbers(candidate.checking).values())]
 
 
 SELECTION_COLUMNS: Final = ("objective", "Avg F1", "Mist P", "Mist R", "Missing P", "Missing R", "Missing F1",
@@ -575,7 +623,7 @@ def _selection_cells(metrics: dict[str, float | None]) -> list[str]:
 
 
 def variant_table(result: LiveBenchResult) -> Table:
-    """Per segmenter variant, on every validation recording pooled: the checker setting of the best objective with
+    """Per segmenter variant, on every validation recording pooled: the candidate checker of the best objective with
     the checker's end report, and with the best peak level for the end report; how often each fold chose them."""
     picks: dict[tuple[str, bool], int] = {}
     for folds in result.chosen.values():
@@ -585,9 +633,9 @@ def variant_table(result: LiveBenchResult) -> Table:
     # A fold chooses its own checker setting and peak level: the count is of the segmenter and the kind of report,
     # not of the pooled best setting printed beside it.
     table = Table(title="segmenter variants and the end-of-recording report on the validation recordings "
-                        "(pooled; each with its best checker setting; last column: the folds that chose this "
-                        "segmenter and kind of report, whatever their own setting and level)", header_style="bold")
-    for col in ("segmenter", "end report", "prior skip", "threshold", *SELECTION_COLUMNS, "folds choosing"):
+                        "(pooled; each with its best checker; last column: the folds that chose this segmenter and "
+                        "kind of report, whatever their own checker and level)", header_style="bold")
+    for col in ("segmenter", "end report", *CANDIDATE_COLUMNS, *SELECTION_COLUMNS, "folds choosing"):
         table.add_column(col, justify="right")
     replays = result.replays
     if replays is None:
@@ -596,12 +644,12 @@ def variant_table(result: LiveBenchResult) -> Table:
         rows = [replays.pooled(v, k, None) for k in range(len(replays.options))]
         best = max(range(len(rows)), key=lambda k: objective(rows[k]))
         option = replays.options[best]
-        table.add_row(variant.label(), "checker", *_number_cells(option),
+        table.add_row(variant.label(), "checker", *_candidate_cells(option),
                       *_selection_cells(rows[best]),
                       str(picks.get((variant.label(), False), 0)))
         levels = [replays.pooled(v, best, j) for j in range(len(replays.levels))]
         j = max(range(len(levels)), key=lambda j: objective(levels[j]))
-        table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", *_number_cells(option),
+        table.add_row(variant.label(), f"peak < {replays.levels[j]:g}", *_candidate_cells(option),
                       *_selection_cells(levels[j]),
                       str(picks.get((variant.label(), True), 0)))
     return table

@@ -1,11 +1,12 @@
 """The checker's settings chosen by cross-validation inside the training folds, never on a test fold.
 
 Each fold's detector holds out validation recordings from its training recordings (`tgml.bench.live.detector`). The
-detector side of the chain runs on them (`tgml.bench.live.chain.segment_outputs`) and, for every candidate setting of
-the probabilistic checker (``prior_skip`` ``rho`` and ``alert_threshold`` ``tau``, `candidates`), the checker side
-replays what it sent against a graph learned without them (the test fold's and the validation recordings left out),
-its evidence calibrated on the fold's other validation recordings (`cross_fitted`), as a test recording's is on
-recordings it is not among.
+detector side of the chain runs on them (`tgml.bench.live.chain.segment_outputs`) and, for every candidate checker
+(`candidates`: the checker, probabilistic or binary; the probabilistic one's ``prior_skip`` ``rho`` and
+``alert_threshold`` ``tau``; the graph it checks, the learned one's observed pre-conditions or the learned one as it
+is), the checker side replays what it sent against that graph learned without them (the test fold's and the
+validation recordings left out), its evidence calibrated on the fold's other validation recordings (`cross_fitted`),
+as a test recording's is on recordings it is not among.
 
 The same is done for each segmenter variant (`VARIANTS`: confirmation length, a step confirmed once) and each end-of-
 recording missing report (the checker's, or a peak evidence level, `DONE_LEVELS`); `ReplayTable` computes each
@@ -38,6 +39,9 @@ V = TypeVar("V")  # what a calibration is fitted on, per recording
 M = TypeVar("M")  # the fitted model
 
 PRIORS: Final = (0.02, 0.05, 0.1, 0.2, 0.35)
+# What the live chain may check against (`Candidate.graph`): the learned graph's pre-conditions that the detector's
+# own recognition orders too (`tgml.bench.live.observed`), or the learned graph as it is.
+LIVE_GRAPHS: Final = ("observed", "learned")
 THRESHOLDS: Final = (0.5, 0.7, 0.9)
 # The targets the objective weighs: false alarms per error-free recording above this cost one point of F1 per 0.01.
 FALSE_ALARM_BUDGET: Final = 0.2
@@ -54,7 +58,7 @@ class ValidationRun:
         error_free: the annotation calls it error-free.
         names: step id -> name of its recipe.
         run: what the detector side sent (outputs dropped: not needed).
-        graph: the recipe's graph learned without it (nor the fold's test recordings).
+        graphs: per `LIVE_GRAPHS` name, the recipe's graph learned without it (nor the fold's test recordings).
         variant: the index in `VARIANTS` of the segmenter variant that produced ``run``.
     """
 
@@ -64,8 +68,21 @@ class ValidationRun:
     error_free: bool
     names: dict[int, str]
     run: DetectorRun
-    graph: TaskGraph
+    graphs: dict[str, TaskGraph]
     variant: int = 0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A checker a fold may choose on validation.
+
+    Attributes:
+        graph: what it checks against, a name of `LIVE_GRAPHS`.
+        checking: the checker and its settings.
+    """
+
+    graph: str
+    checking: CheckerSettings
 
 
 @dataclass(frozen=True)
@@ -169,32 +186,35 @@ class Choice:
 
     Attributes:
         variant: index in `VARIANTS`.
-        checking: the checker settings.
+        candidate: the checker, its settings and the graph it checks against.
         done_level: the peak level under which a step is named never done (None: the checker's report).
         objective: its `objective` on the pool.
     """
 
     variant: int
-    checking: CheckerSettings
+    candidate: Candidate
     done_level: float | None
     objective: float
 
 
 class ReplayTable:
-    """Every validation run's counts under every checker option and every done level, computed once (a run sits in
+    """Every validation run's counts under every candidate checker and every done level, computed once (a run sits in
     the pools of many folds).
 
     Args:
         runs: the validation runs.
-        options: the checker options.
-        levels: the done levels (their counts' missing-step part is what they change; checked with ``options[0]``).
+        options: the candidate checkers.
+        levels: the done levels (what they change is the counts' missing-step part, which depends on the graph and
+            not on the checker: counted per graph, with that graph's first candidate).
     """
 
-    def __init__(self, runs: Sequence[ValidationRun], options: Sequence[CheckerSettings],
+    def __init__(self, runs: Sequence[ValidationRun], options: Sequence[Candidate],
                  levels: Sequence[float] = DONE_LEVELS) -> None:
         self.runs, self.options, self.levels = list(runs), list(options), list(levels)
         self.by_option = [[replay_counts([v], o) for o in self.options] for v in self.runs]
-        self.by_level = [[replay_counts([v], self.options[0], level) for level in self.levels] for v in self.runs]
+        firsts = {o.graph: o for o in reversed(self.options)}  # each graph's first candidate
+        self.by_level = [{g: [replay_counts([v], o, level) for level in self.levels] for g, o in firsts.items()}
+                         for v in self.runs]
 
     def choose(self, pool: Sequence[int]) -> Choice:
         """The best choice over the runs at indices ``pool``, per variant (ties: the earlier variant, option, level;
@@ -203,15 +223,16 @@ class ReplayTable:
         for variant in sorted({self.runs[i].variant for i in pool}):
             mine = [i for i in pool if self.runs[i].variant == variant]
             option_metrics = [_pooled(self.by_option[i][k] for i in mine).metrics() for k in range(len(self.options))]
-            level_f1 = [_pooled(self.by_level[i][k] for i in mine).metrics()["missing_f1"] or 0.0
-                        for k in range(len(self.levels))]
+            level_f1 = {g: [_pooled(self.by_level[i][g][k] for i in mine).metrics()["missing_f1"] or 0.0
+                            for k in range(len(self.levels))] for g in self.by_level[mine[0]]}
             for k, metrics in enumerate(option_metrics):
                 score = objective(metrics)
                 if best is None or score > best.objective:
                     best = Choice(variant, self.options[k], None, score)
-                if level_f1:
-                    j = int(np.argmax(level_f1))
-                    score = objective(metrics) - (metrics["missing_f1"] or 0.0) + level_f1[j]
+                f1 = level_f1[self.options[k].graph]
+                if f1:
+                    j = int(np.argmax(f1))
+                    score = objective(metrics) - (metrics["missing_f1"] or 0.0) + f1[j]
                     if score > best.objective:
                         best = Choice(variant, self.options[k], self.levels[j], score)
         if best is None:
@@ -224,7 +245,8 @@ class ReplayTable:
         mine = [i for i, v in enumerate(self.runs) if v.variant == variant]
         metrics = _pooled(self.by_option[i][option] for i in mine).metrics()
         if level is not None:
-            by_level = _pooled(self.by_level[i][level] for i in mine).metrics()
+            graph = self.options[option].graph
+            by_level = _pooled(self.by_level[i][graph][level] for i in mine).metrics()
             metrics |= {k: by_level[k] for k in ("missing_precision", "missing_recall", "missing_f1")}
         return metrics
 
@@ -236,13 +258,28 @@ def _pooled(counts: Iterable[LiveCounts]) -> LiveCounts:
     return total
 
 
-def candidates(base: CheckerSettings) -> list[CheckerSettings]:
-    """The probabilistic checker settings tried (`PRIORS` x `THRESHOLDS`), the base one first; ``[base]`` alone for a
-    checker that weighs no evidence (the binary one has no prior or threshold to choose)."""
+def settings_grid(base: CheckerSettings) -> list[CheckerSettings]:
+    """The settings of ``base``'s checker tried: for the probabilistic one `PRIORS` x `THRESHOLDS`, the base one
+    first; ``[base]`` alone for a checker that weighs no evidence (the binary one has no prior or threshold)."""
     if not base.entry.weighs_evidence:
         return [base]
     grid = [replace(base, prior_skip=rho, alert_threshold=tau) for rho in PRIORS for tau in THRESHOLDS]
     return [base, *[c for c in grid if c != base]]
+
+
+def candidates(base: CheckerSettings, kinds: Sequence[str] = (), graphs: Sequence[str] = LIVE_GRAPHS[:1]
+               ) -> list[Candidate]:
+    """The candidate checkers: each of ``graphs`` with each checker of ``kinds`` (empty: ``base``'s) and its
+    `settings_grid`; the first is ``base`` on ``graphs[0]``, the a-priori choice.
+
+    Which checker suits a stream is the recognition's question: on recognition this good the binary checker on the
+    learned graph loses nothing (docs/live-benchmark.md), on a detector that misses and invents steps it cries wolf,
+    while the probabilistic checker on the observed pre-conditions keeps quiet. So a fold asks its validation
+    recordings, as it does for the settings.
+    """
+    kinds = list(kinds) or [base.kind]
+    return [Candidate(graph, checking) for graph in graphs for kind in kinds
+            for checking in settings_grid(base if kind == base.kind else replace(base, kind=kind))]
 
 
 def objective(metrics: dict[str, float | None]) -> float:
@@ -252,13 +289,12 @@ def objective(metrics: dict[str, float | None]) -> float:
     return (metrics["avg_f1"] or 0.0) + (metrics["missing_f1"] or 0.0) - 100 * max(0.0, alarms - FALSE_ALARM_BUDGET)
 
 
-def replay_counts(runs: Sequence[ValidationRun], checking: CheckerSettings,
-                  done_level: float | None = None) -> LiveCounts:
-    """The pooled counts of the validation runs checked with ``checking`` (missing steps by ``done_level``:
+def replay_counts(runs: Sequence[ValidationRun], candidate: Candidate, done_level: float | None = None) -> LiveCounts:
+    """The pooled counts of the validation runs checked by ``candidate`` (missing steps by ``done_level``:
     `tgml.bench.live.chain.check_stream`)."""
     total = LiveCounts()
     for v in runs:
-        chain = check_stream(v.run, v.graph, checking, done_level)
+        chain = check_stream(v.run, v.graphs[candidate.graph], candidate.checking, done_level)
         alerted = [(v.names[a.step], a.time) for a in chain.alerts if not a.retracted]
         total += live_counts(v.annotation, v.error_free, alerted, [s for s, _ in chain.never_done], v.names)
     return total

@@ -150,9 +150,14 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
         assert overall[row]["false_alarms_per_error_free"] is not None  # two error-free recordings
     assert overall["annotated_hand_made"]["avg_f1"] is not None
     assert len(document["recordings"]) == 4
+    # Each fold chose its checker and graph too, among those the settings name.
+    assert document["settings"]["checkers"] == ["probabilistic", "binary"]
+    assert document["settings"]["live_graphs"] == ["observed", "learned"]
     for fold in document["chosen"][RECIPE].values():
         assert {"segmenter_min_duration", "once", "position_prior_weight", "done_level", "prior_skip",
                 "alert_threshold"} <= set(fold)
+        assert fold["checker"] in ("probabilistic", "binary") and fold["live_graph"] in ("observed", "learned")
+        assert (fold["prior_skip"] is None) == (fold["checker"] == "binary")
         assert fold["position_prior_weight"] == 0.0  # not offered without --position-prior
     names = set(load_live_data(data_dir).recipes[RECIPE].step_names)
     for recording in document["recordings"]:
@@ -177,7 +182,7 @@ def test_a_features_folder_without_a_recording_of_the_data_set_is_refused(
     assert "none of its 1 .npy files is a recording" in err and str(folder) in err
 
 
-@pytest.mark.parametrize("folds", ["1", "5"])
+@pytest.mark.parametrize("folds", ["-1", "0", "1", "5"])
 def test_folds_below_two_or_above_a_recipes_recordings_are_refused(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], folds: str
 ) -> None:
@@ -187,6 +192,9 @@ def test_folds_below_two_or_above_a_recipes_recordings_are_refused(
     assert f"--folds {folds}" in err
     if folds == "5":
         assert f"{RECIPE!r} has only 4 recording(s)" in err
+    else:  # 0 ended in a ZeroDivisionError traceback, -1 ran, once the check had slipped out of LiveBenchConfig
+        assert err == f"error: --folds {folds}: must be an integer >= 2 (each recording is tested by a detector " \
+                      "trained on the other folds)"
 
 
 def test_nan_or_infinite_features_are_refused_naming_the_file(

@@ -7,9 +7,10 @@ seeded draw). Each recording is tested once, in its fold, by:
 - a detector trained on the recordings of the other folds (`tgml.bench.live.detector`), its settings chosen on
   validation recordings carved from those training folds only;
 - a graph learned with the project's default learner (`tgml.learners.registry.DEFAULT_LEARNER`) from the recipe's
-  graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`), of which
-  the live chain checks the pre-conditions that recognition orders too (`tgml.bench.live.observed`: a graph learned
-  from the key-steps recognised in the training recordings, by detectors that never saw them);
+  graph-generation annotations, the test fold's recordings left out (`graphs.annotations.TrainingVideos`), which the
+  live chain checks as it is or of which it checks the pre-conditions that recognition orders too
+  (`tgml.bench.live.observed`: a graph learned from the key-steps recognised in the training recordings, by detectors
+  that never saw them);
 - the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, checker; the segmenter variant, the checker
   (probabilistic or binary) and its skip prior and alert threshold, the graph it checks (the observed pre-conditions
   or the learned graph as it is) and the end-of-recording missing report chosen on validation recordings of the
@@ -86,7 +87,9 @@ from tgml.bench.live.selection import (
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
-RESULTS_VERSION: Final = 1
+# 2 (2026-11-30): ``settings.live_graph`` became ``settings.live_graphs`` and ``settings.checkers``; ``chosen`` gained
+# ``checker`` and ``live_graph``.
+RESULTS_VERSION: Final = 2
 # What the live rows' titles call each graph the chain may check against.
 LIVE_GRAPH_TITLES: Final = {"observed": "learned graphs' observed pre-conditions", "learned": "learned graphs"}
 ROWS: Final = ("live", "live_default", "annotated_learned", "annotated_hand_made")
@@ -137,6 +140,9 @@ class LiveBenchConfig:
                 raise InputError(f"--live-graph {graph!r}: choose one of {', '.join(LIVE_GRAPHS)}")
         if not self.live_graphs or len(set(self.live_graphs)) < len(self.live_graphs):
             raise InputError(f"live graphs {self.live_graphs!r}: give each of {', '.join(LIVE_GRAPHS)} once at most")
+        if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
+            raise InputError(f"--folds {self.folds!r}: must be an integer >= 2 (each recording is tested by a "
+                             "detector trained on the other folds)")
         for kind in self.checkers:
             checker_entry(kind)  # an unknown name: its error line
 
@@ -145,15 +151,13 @@ class LiveBenchConfig:
         """The checkers a fold chooses from: ``checking``'s first, then those of ``checkers`` that take its order
         rule (the probabilistic checker does not take ``late-step``)."""
         rule = self.checking.order_rule
-        others = [k for k in self.checkers if k != self.checking.kind and rule in checker_entry(k).order_rules]
+        others = [k for k in dict.fromkeys(self.checkers)  # each once, in the order given
+                  if k != self.checking.kind and rule in checker_entry(k).order_rules]
         return (self.checking.kind, *others)
 
     def candidates(self) -> list[Candidate]:
         """What a fold chooses its checker from; the first is the a-priori one (the defaults row)."""
         return candidates(self.checking, self.checker_kinds, self.live_graphs)
-        if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
-            raise InputError(f"--folds {self.folds!r}: must be an integer >= 2 (each recording is tested by a "
-                             "detector trained on the other folds)")
 
 
 @dataclass
@@ -524,12 +528,11 @@ def _cell(value: float | None, digits: int) -> str:
 
 
 def live_row_title(config: LiveBenchConfig) -> str:
-    """The live row's title: what the chain checked against, and what each fold chose on validation."""
-    chosen = [what for what, options in (("checker", config.checker_kinds), ("graph", config.live_graphs))
-              if len(options) > 1]
-    if not chosen:
-        return f"live chain: recognised steps, {LIVE_GRAPH_TITLES[config.live_graphs[0]]}"
-    return f"live chain: recognised steps, {' and '.join(chosen)} chosen by CV"
+    """The live row's title: what the chain checked with and against, fixed or chosen on validation."""
+    kinds, graphs = config.checker_kinds, config.live_graphs
+    checker = "checker chosen by CV" if len(kinds) > 1 else f"{kinds[0]} checker"
+    graph = "graph chosen by CV" if len(graphs) > 1 else LIVE_GRAPH_TITLES[graphs[0]]
+    return f"live chain: recognised steps, {checker}, {graph}"
 
 
 def default_row_title(config: LiveBenchConfig) -> str:

@@ -48,7 +48,7 @@ class TrainedFold:
         trainer_validation: validation recording -> ``(probs, targets)``, the trainer's causal outputs.
         test_outputs: test recording -> the stepper's ``(T, outputs)``.
         validation_outputs: validation recording -> the stepper's ``(T, outputs)``.
-        observed: the graphs the live chain checks against (`tgml.bench.live.observed`); None when the fold had
+        observed: the observed pre-conditions' graphs (`tgml.bench.live.observed`); None when the fold had
             too few recordings for them, or when a run with ``--live-graph learned`` wrote the entry (a later run
             that needs them adds them).
     """

@@ -1,4 +1,4 @@
-"""The graph a fold's live chain checks against: the learned graph's pre-conditions that the detector is seen to order.
+"""A graph a fold's live chain may check against: the learned graph's pre-conditions that the detector is seen to order.
 
 A graph learned from annotated executions holds pre-conditions this detector rarely recognises (cucumberraita's
 "add the chopped cucumber", before "combine all the ingredients"): each such step, missed before the step it gates,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TextIO
@@ -100,13 +101,23 @@ class Viewer:
         self.jsonl = jsonl
         self.warn = warn
         self.sinks = Fanout(sinks)  # after the view; one that raises is counted and logged, the view goes on
+        self._pending: deque[Message] = deque()  # taken off the socket, not yet handed on (`pump`)
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
-        """Take what arrived (waiting up to ``timeout_ms``) and hand each message to the sinks, the view first."""
+        """Take what arrived (waiting up to ``timeout_ms``) and hand each message to the sinks, the view first.
+
+        An interrupt (Ctrl-C, SIGTERM) raised while a batch is handed on leaves the rest of it queued, and the next
+        pump (the wind-down's: `loop`) hands it on before it takes more: taken off the socket, it would otherwise be
+        lost. Returns the messages this call handed on.
+        """
         self.handshakes.check()
-        messages = self.receiver.poll(timeout_ms)
+        if not self._pending:
+            self._pending.extend(self.receiver.poll(timeout_ms))
+        messages: list[Message] = []
         now = time.time()
-        for message in messages:
+        while self._pending:
+            message = self._pending.popleft()  # first: the one an interrupt cuts short is not handed on twice
+            messages.append(message)
             self.view.send(message, now)
             self.sinks.send(message)
         stats = self.receiver.stats

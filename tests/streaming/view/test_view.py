@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
 from rich.console import Console
 
@@ -352,6 +353,38 @@ def test_a_malformed_report_on_the_wire_is_dropped_counted_and_the_next_one_show
     assert wait_for(lambda: bool(viewer.state.missing), 10.0, lambda: viewer.pump(20))
     assert viewer.receiver.stats.malformed == 3 and [r.missing for _, r in viewer.state.missing] == [(4, 6)]
     assert "3 malformed messages dropped" in draw(viewer.state)
+    viewer.close()
+
+
+class CtrlCOnce:
+    """A sink during whose first ``missing`` report the user presses Ctrl-C (the signal handler raises there)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def send(self, message: Message) -> None:
+        if isinstance(message, MissingSteps):
+            self.seen.append(message.missing_id)
+            if len(self.seen) == 1:
+                raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_a_batch_is_handed_on_loses_none_of_the_rest(ctx: zmq.Context) -> None:
+    # The rest of a batch taken off the socket was dropped with the interrupt, and the wind-down that waits for the
+    # session's end report (`Viewer.loop`) could miss the report itself.
+    pub, endpoint = bind(ctx, zmq.PUB, "inproc://reports")  # inproc: what is sent is queued at once, one batch
+    sink = CtrlCOnce()
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False, sinks=[sink])
+    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
+                    lambda: (Publisher(pub).send(status()), viewer.pump(20)))
+    for camera in ("cam0", "cam1", "cam2"):  # three sessions end at once
+        Publisher(pub).send(report(stream_id=camera, missing_id=f"{camera}#end"))
+    with pytest.raises(KeyboardInterrupt):
+        viewer.pump(1000)
+    handed = viewer.pump(0)  # nothing new: what the interrupt cut short
+    assert [m.missing_id for m in handed if isinstance(m, MissingSteps)] == ["cam1#end", "cam2#end"]
+    assert sink.seen == ["cam0#end", "cam1#end", "cam2#end"]  # each once: none handed on twice
+    assert [r.missing_id for _, r in viewer.state.missing] == ["cam0#end", "cam1#end", "cam2#end"]
     viewer.close()
 
 

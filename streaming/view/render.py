@@ -8,8 +8,9 @@ did, or "correct"); an alert shows where in the video its step was (the confirme
 run and position); "allowed next" never lists the step being done now, and an ended stream has none; columns keep
 their widths from one refresh to the next (fixed-format columns have a minimum width, names share the rest), and
 names fold onto a second line instead of being cut. Below `NARROW_WIDTH` columns the alert log leaves out its wall
-clock and shares the width among its names by their longest words, so that ``boil_water`` is not folded into
-``boil_w`` / ``ater`` (its columns then move when an alert with longer names arrives). ``fit=True`` draws tables
+clock, the streams table its frame counts and rate, and both share the width among their names by their longest
+words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their columns then move when longer names
+arrive). ``fit=True`` draws tables
 as wide as their contents, for output that is not a terminal.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
@@ -47,7 +48,8 @@ from streaming.view.state import ViewState, step_position
 CLOCK_WIDTH: int = len("00:00:00")
 VIDEO_WIDTH: int = len("100.0-100.0 s")
 NUMBER_WIDTH: int = 6
-NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, and its names share the width by need
+NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the streams table its frame counts,
+# and their names share the width by need
 WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
@@ -282,8 +284,9 @@ class _Layout:
         for column in table.columns:
             if column.ratio is None:
                 continue
-            texts = [cell.plain if isinstance(cell, Text) else cell for cell in (column.header, *column.cells)
-                     if isinstance(cell, Text | str)]
+            texts = [text.plain if isinstance(text, Text) else text for cell in (column.header, *column.cells)
+                     for text in (cell.names if isinstance(cell, NameList) else (cell,))
+                     if isinstance(text, Text | str)]
             longest = min(max((len(word) for text in texts for word in text.split()), default=1), WORD_WIDTH)
             column.ratio = longest
             if column.header == first:
@@ -296,14 +299,18 @@ def _layout(state: ViewState, fit: bool) -> _Layout:
     return _Layout(fit, max((len(printable(sid)) for sid in ids), default=0))
 
 
-def _streams_table(state: ViewState, layout: _Layout) -> Table:
+def _streams_table(state: ViewState, layout: _Layout, width: int) -> Table:
+    """The streams; ``width`` below `NARROW_WIDTH` leaves out the frame counts and rate (the wire's ``status`` and
+    `stream-detect view --jsonl` keep them), and the names share the width by need."""
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
     layout.stream(streams, mark=any(row.ended or row.lost for row in state.streams.values()))
     layout.names(streams, "now", 2)
     layout.names(streams, "done", 4)
     layout.names(streams, "allowed next", 3)
-    for col in ("fps", "frames", "dropped", "alerts"):
+    # Narrow, three columns of numbers left the names 2 characters: "boil_water" came out as "bo" / "il" / "_w"...
+    counts = width >= NARROW_WIDTH or layout.fit
+    for col in ("fps", "frames", "dropped", "alerts") if counts else ("alerts",):
         layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
     mistaken = {(a.stream_id, a.run, a.step) for _, a in state.alerts}
     for sid, row in sorted(state.streams.items()):
@@ -311,19 +318,20 @@ def _streams_table(state: ViewState, layout: _Layout) -> Table:
         mark = LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
         # The status counts confirmed mistakes; an early alert is in the log (and counted here) before that.
         alerts = max(row.alerts, len(_standing_alerts(sid, row, state)))
+        numbers = [_text(f"{row.fps:.1f}"), _text(row.frames), _text(row.dropped)] if counts else []
         streams.add_row(
             _text(sid + mark, "yellow" if row.lost else ""),
             _text(state.name(row.current)),
             _names_cell(done, "last"),
             _likely_next(row, state),
-            _text(f"{row.fps:.1f}"),
-            _text(row.frames),
-            _text(row.dropped),
+            *numbers,
             _text(alerts, "bold red" if alerts else ""),
         )
     if not state.streams:
         # said under the table, not in its stream column: 22 characters there left "allowed next" 2 columns wide
         streams.caption = "waiting for streams..."
+    if not counts:
+        layout.whole_words(streams, first="now")
     rules = sorted({row.rule for row in state.streams.values()})
     if rules:  # the query names its rule: without row-softmax weights the binary rule orders the allowed steps
         streams.caption = (f"allowed next: likeliest first (the step being done now left out), future-step "
@@ -348,10 +356,17 @@ def _latency_table(state: ViewState, layout: _Layout) -> Table | None:
 
 
 class _ByWidth:
-    """A table drawn for the width it is given (``build(width)``)."""
+    """A table drawn for the width it is given (``build(width)``), built once per width: rich measures a renderable
+    before it draws it, and a stream's 2048 done steps cost their cell's fitting twice otherwise."""
 
     def __init__(self, build: Callable[[int], RenderableType]) -> None:
-        self.build = build
+        self._build = build
+        self._built: dict[int, RenderableType] = {}
+
+    def build(self, width: int) -> RenderableType:
+        if width not in self._built:
+            self._built[width] = self._build(width)
+        return self._built[width]
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self.build(options.max_width))
@@ -461,7 +476,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
         context.append(health)
     if state.malformed:
         context.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
-    streams = _streams_table(state, layout)
+    streams = _ByWidth(lambda width: _streams_table(state, layout, width))
     if closing:
         return Group(streams, *context, *outcome, *verdicts)
     return Group(streams, *verdicts, *outcome, *context)

@@ -590,6 +590,22 @@ def test_an_80_by_24_terminal_shows_the_alert_while_the_stream_runs() -> None:
                for line in screen.splitlines())
 
 
+def test_at_80_columns_a_long_stream_id_leaves_the_step_names_whole() -> None:
+    # Beside a 20-character stream id and three columns of numbers the names had 2 characters: "bo" / "il" / "_w"...
+    state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
+    state.apply(status(stream_id="kitchen-camera-north"))
+    narrow = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    narrow.print(render(state))
+    table = narrow.export_text().split("└")[0]
+    words = {word.strip(",") for line in table.splitlines() for cell in line.split("│")[1:] for word in cell.split()}
+    assert {"kitchen-camera-north", "boil_water", "get_cup", "fill_kettle", "add_teabag"} <= words
+    assert "fps" not in table and "alerts" in table  # the frame counts give way below 100 columns
+    wide = Console(width=120, record=True, file=io.StringIO(), color_system=None)
+    wide.print(render(state))
+    header = wide.export_text().split("└")[0]
+    assert all(column in header for column in ("fps", "frames", "dropped"))
+
+
 def test_an_80_by_24_terminal_shows_the_alert_once_the_done_list_is_long() -> None:
     # A stream's done list wrapped in the 80-column table's narrow column took a line per step and pushed the alert
     # log below the cut: the cell keeps the newest steps that fit in three lines and counts the others.
@@ -597,14 +613,16 @@ def test_an_80_by_24_terminal_shows_the_alert_once_the_done_list_is_long() -> No
 
     session = Session()
     session.run(DEMO_EXECUTIONS["mistake"])
-    session.state.streams["cam0"] = replace(session.state.streams["cam0"], ended=False)  # the last step still on
+    row = session.state.streams["cam0"]
+    # the last step still on, and a long procedure: the six steps three times over
+    session.state.streams["cam0"] = replace(row, ended=False, done=row.done * 3)
     console = Console(width=80, height=24, record=True, file=io.StringIO(), color_system=None)
     console.print(LiveRender(render(session.state), vertical_overflow="ellipsis"))
     screen = console.export_text().splitlines()
     assert any("cam0" in line and "boil_water" in line and "fill_kettle" in line and "1.00" in line for line in screen)
     first_table = screen[:next(k for k, line in enumerate(screen) if line.startswith("└"))]
     done_cell = [line.split("│")[3].strip() for line in first_table if line.startswith("│")]
-    assert len(done_cell) <= 3 and " ".join(done_cell).startswith("+") and done_cell[-1] == "add_milk"
+    assert len(done_cell) <= 3 and " ".join(done_cell).startswith("+") and done_cell[-1].endswith(", add_milk")
     # As wide as its contents (a view printed to a file), the cell names every step.
     console = Console(width=400, record=True, file=io.StringIO(), color_system=None)
     console.print(render(session.state, fit=True))

@@ -22,7 +22,7 @@ Usage::
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
     tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
-        [--checker {chosen,probabilistic,binary}] [--live-graph {chosen,observed,learned}] [--order-rule late-step] \\
+        [--checker {probabilistic,binary,chosen}] [--live-graph {observed,learned,chosen}] [--order-rule late-step] \\
         [--workers 2] [--json out.json] [--cache DIR] [--position-prior] [--save-graphs DIR]
     tgml captaincook-labels --data ../shared/data [--features DIR | --recordings 12_10,12_13] --out labels.json
 
@@ -256,9 +256,9 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="detector training epochs (quick runs; default the benchmark's)")
     p.add_argument("--recipes", help="comma-separated subset of the recipes (each fold then chooses its settings on "
                                      "these recipes' validation recordings only: not the full run's choices)")
-    p.add_argument("--checker", choices=(CHOSEN, *CHECKERS), default=CHOSEN,
-                   help=f"pre-condition checker; chosen (default): each fold chooses {' or '.join(CHECKERS)} on its "
-                        f"validation recordings, {DEFAULT_CHECKER} (as live) a priori")
+    p.add_argument("--checker", choices=(*CHECKERS, CHOSEN), default=DEFAULT_CHECKER,
+                   help=f"pre-condition checker (default {DEFAULT_CHECKER}, as live); chosen: each fold chooses "
+                        f"{' or '.join(CHECKERS)} on its validation recordings, {DEFAULT_CHECKER} a priori")
     p.add_argument("--order-rule", choices=ORDER_RULES, default=PRECONDITION,
                    help="late-step: with the binary checker, a step confirmed after a step that required it alerts "
                         f"too, as the annotators tag an order error (default {PRECONDITION})")
@@ -272,10 +272,10 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="the folds may also choose, on validation, to fuse the detector's output with where in the "
                         "recipe each step usually comes (docs/live-benchmark.md)")
     # tgml.bench.live.selection.LIVE_GRAPHS, named here: importing it would load torch for every tgml command
-    p.add_argument("--live-graph", choices=(CHOSEN, "observed", "learned"), default=CHOSEN,
-                   help="what the live chain checks against: observed, the learned graph's pre-conditions that the "
-                        "detector's own recognition of the training recordings orders too (two more detectors "
-                        "trained per fold); learned: the learned graph as it is; chosen (default): each fold chooses "
+    p.add_argument("--live-graph", choices=("observed", "learned", CHOSEN), default="observed",
+                   help="what the live chain checks against: observed (default), the learned graph's pre-conditions "
+                        "that the detector's own recognition of the training recordings orders too (two more "
+                        "detectors trained per fold); learned: the learned graph as it is; chosen: each fold chooses "
                         "on its validation recordings, observed a priori")
     p.add_argument("--save-graphs", type=output_path, metavar="DIR",
                    help="write the graph each fold's live chain checked against as DIR/<recipe>-fold<k>.json, "

@@ -85,10 +85,12 @@ def test_the_late_step_rule_needs_the_binary_checker(data_dir: Path, capsys: pyt
     from graphs.checker_settings import CheckerSettings
     from tgml.bench.live.bench import LiveBenchConfig
 
-    # The folds choose among the checkers that take the rule: with late-step, the binary one alone.
-    late = LiveBenchConfig(data_dir, checking=CheckerSettings("binary", order_rule=LATE_STEP))
+    # Asked to choose, the folds choose among the checkers that take the rule: with late-step, the binary one alone.
+    both = ("probabilistic", "binary")
+    late = LiveBenchConfig(data_dir, checking=CheckerSettings("binary", order_rule=LATE_STEP), checkers=both)
     assert late.checker_kinds == ("binary",)
-    assert LiveBenchConfig(data_dir).checker_kinds == ("probabilistic", "binary")
+    assert LiveBenchConfig(data_dir, checkers=both).checker_kinds == both
+    assert LiveBenchConfig(data_dir).checker_kinds == ("probabilistic",)  # the default: no choice
 
 
 def test_folds_spread_error_free_and_erroneous_recordings(data_dir: Path) -> None:
@@ -118,9 +120,10 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
                  "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
     capsys.readouterr()
     assert json.loads(again.read_text())["overall"] == json.loads(out.read_text())["overall"]
-    prior = tmp_path / "prior.json"  # the folds may also choose the position prior: still no training
+    prior = tmp_path / "prior.json"  # the folds may also choose the position prior, checker and graph: no training
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
-                 "--workers", "1", "--quiet", "--json", str(prior), "--cache", str(cache), "--position-prior"]) == 0
+                 "--workers", "1", "--quiet", "--json", str(prior), "--cache", str(cache), "--position-prior",
+                 "--checker", "chosen", "--live-graph", "chosen"]) == 0
     capsys.readouterr()
     assert len(list(cache.glob("*.npz"))) == 2
     # A copy of the folder (new file times: an rsync without -t, another checkout) keeps its cache; an edited
@@ -150,12 +153,17 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
         assert overall[row]["false_alarms_per_error_free"] is not None  # two error-free recordings
     assert overall["annotated_hand_made"]["avg_f1"] is not None
     assert len(document["recordings"]) == 4
-    # Each fold chose its checker and graph too, among those the settings name.
-    assert document["settings"]["checkers"] == ["probabilistic", "binary"]
-    assert document["settings"]["live_graphs"] == ["observed", "learned"]
+    assert document["settings"]["checkers"] == ["probabilistic"]
+    assert document["settings"]["live_graphs"] == ["observed"]
     for fold in document["chosen"][RECIPE].values():
         assert {"segmenter_min_duration", "once", "position_prior_weight", "done_level", "prior_skip",
                 "alert_threshold"} <= set(fold)
+        assert (fold["checker"], fold["live_graph"]) == ("probabilistic", "observed")
+    # Asked to, each fold chose its checker and graph too, among those the settings name.
+    chose = json.loads(prior.read_text())
+    assert chose["settings"]["checkers"] == ["probabilistic", "binary"]
+    assert chose["settings"]["live_graphs"] == ["observed", "learned"]
+    for fold in chose["chosen"][RECIPE].values():
         assert fold["checker"] in ("probabilistic", "binary") and fold["live_graph"] in ("observed", "learned")
         assert (fold["prior_skip"] is None) == (fold["checker"] == "binary")
         assert fold["position_prior_weight"] == 0.0  # not offered without --position-prior

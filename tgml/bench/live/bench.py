@@ -11,10 +11,10 @@ seeded draw). Each recording is tested once, in its fold, by:
   live chain checks as it is or of which it checks the pre-conditions that recognition orders too
   (`tgml.bench.live.observed`: a graph learned from the key-steps recognised in the training recordings, by detectors
   that never saw them);
-- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, checker; the segmenter variant, the checker
-  (probabilistic or binary) and its skip prior and alert threshold, the graph it checks (the observed pre-conditions
-  or the learned graph as it is) and the end-of-recording missing report chosen on validation recordings of the
-  training folds (`tgml.bench.live.selection`).
+- the live chain (`tgml.bench.live.chain`): stepper, segmenter, evidence, the default (probabilistic) checker; the
+  segmenter variant, the checker's skip prior and alert threshold and the end-of-recording missing report chosen on
+  validation recordings of the training folds (`tgml.bench.live.selection`), and, when asked
+  (`LiveBenchConfig.checkers`, ``live_graphs``), the checker and the graph it checks too.
 
 Scores (`tgml.bench.live.scores`) per recipe and overall, beside the annotated steps replayed against the hand-made
 and the learned graphs, and the per-second mAP of recognition (background excluded, pooled over a recipe's
@@ -56,7 +56,7 @@ import torch
 from rich.table import Table
 
 from graphs.annotations import Annotations, TrainingVideos
-from graphs.checker_settings import CHECKERS, CheckerSettings, checker_entry
+from graphs.checker_settings import CheckerSettings, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
 from graphs.precision_recall import NOT_MEASURED
@@ -109,16 +109,17 @@ class LiveBenchConfig:
         detector: how each fold's detector is trained and run.
         checking: the a-priori checker and its settings (the live default: probabilistic), which the defaults row
             runs.
-        checkers: the checkers a fold chooses from on validation (`tgml.bench.live.selection.candidates`), those
-            that take ``checking``'s order rule; ``checking``'s own is always among them.
+        checkers: other checkers a fold may choose on validation instead (`tgml.bench.live.selection.candidates`),
+            those that take ``checking``'s order rule; empty (the default): ``checking``'s alone (a choice per fold
+            did not hold across seeds, docs/live-benchmark.md).
         recipes: only these recipes (empty: every recipe of the features folder).
         workers: processes running folds side by side (0: one per core).
         cache: a folder keeping each fold's training (`tgml.bench.live.cache`; None: none kept).
         variants: the segmenter variants each fold chooses from on validation (the first: the live default).
         live_graphs: what the live chain may check against, a fold choosing on validation, the first the a-priori
             one: ``"observed"`` (the learned graph's pre-conditions that recognition orders too,
-            `tgml.bench.live.observed`; a nested cross-validation trains two more detectors per fold) and
-            ``"learned"`` (the learned graph as it is).
+            `tgml.bench.live.observed`; a nested cross-validation trains two more detectors per fold; alone, the
+            default) and ``"learned"`` (the learned graph as it is).
     """
 
     data_dir: Path
@@ -131,8 +132,8 @@ class LiveBenchConfig:
     workers: int = 2
     cache: Path | None = None
     variants: tuple[SegmenterVariant, ...] = VARIANTS
-    checkers: tuple[str, ...] = tuple(CHECKERS)
-    live_graphs: tuple[str, ...] = LIVE_GRAPHS
+    checkers: tuple[str, ...] = ()
+    live_graphs: tuple[str, ...] = LIVE_GRAPHS[:1]
 
     def __post_init__(self) -> None:
         for graph in self.live_graphs:
@@ -528,15 +529,18 @@ def _cell(value: float | None, digits: int) -> str:
 
 
 def live_row_title(config: LiveBenchConfig) -> str:
-    """The live row's title: what the chain checked with and against, fixed or chosen on validation."""
+    """The live row's title: what the chain checked against, and the checker too when the folds chose it."""
     kinds, graphs = config.checker_kinds, config.live_graphs
-    checker = "checker chosen by CV" if len(kinds) > 1 else f"{kinds[0]} checker"
+    checker = ["checker chosen by CV"] if len(kinds) > 1 else []
     graph = "graph chosen by CV" if len(graphs) > 1 else LIVE_GRAPH_TITLES[graphs[0]]
-    return f"live chain: recognised steps, {checker}, {graph}"
+    return ", ".join(["live chain: recognised steps", *checker, graph])
 
 
 def default_row_title(config: LiveBenchConfig) -> str:
-    """The defaults row's title: the a-priori segmenter, checker, graph and settings."""
+    """The defaults row's title: the a-priori segmenter, settings and report, and checker and graph when the folds
+    chose them."""
+    if len(config.checker_kinds) == len(config.live_graphs) == 1:
+        return "live chain, defaults: 3 s segmenter, the checker's settings and report (no CV)"
     return f"live chain, defaults: 3 s segmenter, {config.checking.kind} on {config.live_graphs[0]} graphs (no CV)"
 
 

@@ -10,8 +10,7 @@ their widths from one refresh to the next (fixed-format columns have a minimum w
 names fold onto a second line instead of being cut. Below `NARROW_WIDTH` columns the alert log leaves out its wall
 clock, the streams table its frame counts and rate, and both share the width among their names by their longest
 words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their columns then move when longer names
-arrive). ``fit=True`` draws tables
-as wide as their contents, for output that is not a terminal.
+arrive). ``fit=True`` draws tables as wide as their contents, for output that is not a terminal.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
@@ -356,17 +355,10 @@ def _latency_table(state: ViewState, layout: _Layout) -> Table | None:
 
 
 class _ByWidth:
-    """A table drawn for the width it is given (``build(width)``), built once per width: rich measures a renderable
-    before it draws it, and a stream's 2048 done steps cost their cell's fitting twice otherwise."""
+    """A table drawn for the width it is given (``build(width)``)."""
 
     def __init__(self, build: Callable[[int], RenderableType]) -> None:
-        self._build = build
-        self._built: dict[int, RenderableType] = {}
-
-    def build(self, width: int) -> RenderableType:
-        if width not in self._built:
-            self._built[width] = self._build(width)
-        return self._built[width]
+        self.build = build
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self.build(options.max_width))

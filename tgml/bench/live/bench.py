@@ -22,7 +22,7 @@ recordings, averaged over recipes as DERIVATION.md's linear-probe reference).
 
 Result JSON (``--json FILE``)::
 
-    {"benchmark": "captaincook4d-live", "version": 1, "folds": int, "seed": int, "seconds": float,
+    {"benchmark": "captaincook4d-live", "version": 2, "folds": int, "seed": int, "seconds": float,
      "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str,
                   "checkers": [str], "live_graphs": [str]},
      "overall": {ROW: {METRIC: value}, "map": float},

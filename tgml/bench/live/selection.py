@@ -274,8 +274,9 @@ def candidates(base: CheckerSettings, kinds: Sequence[str] = (), graphs: Sequenc
 
     Which checker suits a stream is the recognition's question: on recognition this good the binary checker on the
     learned graph loses nothing (docs/live-benchmark.md), on a detector that misses and invents steps it cries wolf,
-    while the probabilistic checker on the observed pre-conditions keeps quiet. So a fold asks its validation
-    recordings, as it does for the settings.
+    while the probabilistic checker on the observed pre-conditions keeps quiet. So a fold may ask its validation
+    recordings, as it does for the settings (``tgml bench-live --checker chosen --live-graph chosen``; not the
+    default: on real recognition the choice moved with the folds' draw, docs/live-benchmark.md).
     """
     kinds = list(kinds) or [base.kind]
     return [Candidate(graph, checking) for graph in graphs for kind in kinds

@@ -18,6 +18,7 @@ from recognition.evidence import (
 )
 from recognition.evidence_calibration import (
     RIDGE,
+    SLOPE_PENALTIES,
     calibrate_evidence,
     choose_slope_penalty,
     fit_shrunk_logistic,
@@ -259,5 +260,8 @@ def test_a_small_split_gets_a_flatter_curve_when_its_videos_disagree() -> None:
     assert chosen > RIDGE
     steep = fit_shrunk_logistic(x, group, y, 1)[1][0]
     assert fit_shrunk_logistic(x, group, y, 1, chosen)[1][0] < steep
-    one_video = np.zeros(12, dtype=np.int64)  # nothing to leave out
-    assert choose_slope_penalty(x, group, y, 1, one_video) == RIDGE
+    # Nothing to leave out, so nothing shows a steep curve holds: the flattest. RIDGE's cliff made a validation
+    # recording scored with a calibration fitted on one other (bench-live's cross-fitting) far surer of "never done"
+    # than a test recording scored with one fitted on two or three, and the end report chosen on it followed.
+    one_video = np.zeros(12, dtype=np.int64)
+    assert choose_slope_penalty(x, group, y, 1, one_video) == max(SLOPE_PENALTIES)

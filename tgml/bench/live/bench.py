@@ -328,7 +328,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         learned = TaskGraph.from_dict(outcome.graph)
         pool = pool_indices(validation, recipe.scenario, fold)
         pick = replays.choose(pool)
-        checked = TaskGraph.from_dict(outcome.checked[pick.candidate.graph])
+        live = {name: TaskGraph.from_dict(graph) for name, graph in outcome.checked.items()}  # each parsed once
+        checked = live[pick.candidate.graph]
         graphs.setdefault(recipe.scenario, {})[fold] = outcome.checked[pick.candidate.graph]
         variant = config.variants[pick.variant]
         chosen.setdefault(recipe.scenario, {})[fold] = {
@@ -343,11 +344,10 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                               "checked": precondition_count(checked.adjacency)}}
         by_id = {r.recording_id: r for r in job[1]}
         defaults = dict(outcome.test[0])
-        a_priori = TaskGraph.from_dict(outcome.checked[prior.graph])
         for recording_id, sent in outcome.test[pick.variant]:
             recording = by_id[recording_id]
             run = check_stream(sent, checked, pick.candidate.checking, pick.done_level)
-            default = check_stream(defaults[recording_id], a_priori, prior.checking)
+            default = check_stream(defaults[recording_id], live[prior.graph], prior.checking)
             results.append(RecordingResult(recording, fold, run, score_recording(
                 recording, recipe, run, learned, default, config.checking.order_rule)))
     order = {r.recording_id: k for k, r in enumerate(data.recordings)}

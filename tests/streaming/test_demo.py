@@ -123,6 +123,11 @@ def test_stream_detect_correct_execution_reports_nothing(demo_cache: Path) -> No
     after_cup = next(m for m in statuses if m["done"] == [3])
     assert (after_cup["allowed"], after_cup["rule"]) == ([4, 1], "weighted")
     assert after_cup["allowed_scores"] == pytest.approx([0.5, 0.5], abs=0.01)
+    # The status after each step counts every frame up to the step's end, though --fast outruns the heartbeat's
+    # wall-clock period (it used to say 0 frames after the first steps).
+    for step in of_kind(lines, "step"):
+        after = next(m for m in statuses if m["seq"] > step["seq"])
+        assert after["frames"] >= round(step["end"] * load_detector(DETECTOR)[1].fps)
 
 
 def test_stream_detect_missing_execution_reports_the_step_never_done(demo_cache: Path) -> None:

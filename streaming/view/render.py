@@ -10,7 +10,8 @@ their widths from one refresh to the next (fixed-format columns have a minimum w
 names fold onto a second line instead of being cut. Below `NARROW_WIDTH` columns the alert log leaves out its wall
 clock, the streams table its frame counts and rate, and both share the width among their names by their longest
 words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their columns then move when longer names
-arrive). ``fit=True`` draws tables as wide as their contents, for output that is not a terminal.
+arrive); below `COMPACT_WIDTH` the alert log, the latencies and the recent key-steps are lines instead of tables.
+``fit=True`` draws tables as wide as their contents, for output that is not a terminal.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
@@ -49,6 +50,8 @@ VIDEO_WIDTH: int = len("100.0-100.0 s")
 NUMBER_WIDTH: int = 6
 NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the streams table its frame counts,
 # and their names share the width by need
+COMPACT_WIDTH: int = 60  # below it the alert log, the latencies and the recent key-steps are lines, not tables:
+# six bordered columns left the names of a 50-column terminal one character wide
 WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
@@ -338,13 +341,21 @@ def _streams_table(state: ViewState, layout: _Layout, width: int) -> Table:
     return streams
 
 
-def _latency_table(state: ViewState, layout: _Layout) -> Table | None:
-    """Each stream's latest per-stage latencies (the detector's means since its previous heartbeat, the checker's
-    latest hop and alert), or None while no stream reports any."""
-    rows = {sid: row for sid, row in sorted(state.streams.items())
+def _latency_rows(state: ViewState) -> dict[str, Status]:
+    """The streams that report a per-stage latency."""
+    return {sid: row for sid, row in sorted(state.streams.items())
             if any(getattr(row, latency_field(stage)) for stage in STAGES)}  # fmt: skip
-    if not rows:
-        return None
+
+
+def _latency_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+    """Each stream's latest per-stage latencies (the detector's means since its previous heartbeat, the checker's
+    latest hop and alert); below `COMPACT_WIDTH` a line per stream."""
+    rows = _latency_rows(state)
+    if width < COMPACT_WIDTH and not layout.fit:
+        return Group(Text("latency per stage, ms", style="bold"), *(
+            Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
+                                                      f"{getattr(row, latency_field(stage)):.1f}" for stage in STAGES))
+            for sid, row in rows.items()))
     table = layout.table("latency per stage, ms")
     layout.stream(table)
     for stage in STAGES:
@@ -376,6 +387,8 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
     if not state.alerts:
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
         return Text.assemble(("alerts: ", "bold"), "no mistakes" if over else "no mistakes so far")
+    if width < COMPACT_WIDTH and not layout.fit:
+        return _alert_lines(state)
     alerts = layout.table("alerts", "bold red")
     clock = width >= NARROW_WIDTH or layout.fit
     if clock:
@@ -405,6 +418,26 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
     return alerts
 
 
+def _alert_lines(state: ViewState) -> Group:
+    """The alert log as lines, for a terminal too narrow for its table: each alert's video time, stream, step and
+    missing pre-conditions on one line (wrapped whole), its likely forgotten step and probability indented below."""
+    lines: list[RenderableType] = [Text("alerts", style="bold red")]
+    for _, alert in state.alerts:
+        where = Text.assemble(_video_time(alert, state), " ", _text(alert.stream_id), " ")
+        withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
+        if withdrawn is not None:
+            lines.append(Text.assemble(where, _text(alert.step_name, "strike dim"), " ",
+                                       _text(f"retracted: {retraction_reason(withdrawn)}", "yellow")))
+            continue
+        # "before" only where it reads so: a late-step alert or one without pre-conditions says what it is itself
+        lines.append(Text.assemble(where, _text(alert.step_name, "bold red"), " before " if alert.missing else ": ",
+                                   _missing(alert, state)))
+        lines.append(Text.assemble("  likely forgotten ", _forgotten(alert), "; ",
+                                   _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")))
+    lines.append(Text(ALERTS_CAPTION, style="dim"))
+    return Group(*lines)
+
+
 def _never_done_table(state: ViewState, layout: _Layout) -> Table:
     never = layout.table("never done (session ended)", "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
@@ -422,7 +455,13 @@ def _never_done_table(state: ViewState, layout: _Layout) -> Table:
     return never
 
 
-def _events_table(state: ViewState, layout: _Layout) -> Table:
+def _events_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+    """The recent key-steps; below `COMPACT_WIDTH` a line each."""
+    if width < COMPACT_WIDTH and not layout.fit:
+        return Group(Text("recent key-steps: clock, stream, key-step, video time, confidence", style="bold"), *(
+            Text.assemble(_text(_clock(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"), " ",
+                          _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}"))
+            for when, ev in state.events))
     events = layout.table("recent key-steps")
     layout.fixed(events, "time", CLOCK_WIDTH)
     layout.stream(events)
@@ -459,10 +498,9 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     if state.missing:  # shown once a session has ended without some required step
         outcome.append(_never_done_table(state, layout))
     context: list[RenderableType] = []
-    latency = _latency_table(state, layout)
-    if latency is not None:  # where each stream's time goes: a slow stage shows without a metrics server
-        context.append(latency)
-    context.append(_events_table(state, layout))
+    if _latency_rows(state):  # where each stream's time goes: a slow stage shows without a metrics server
+        context.append(_ByWidth(lambda width: _latency_table(state, layout, width)))
+    context.append(_ByWidth(lambda width: _events_table(state, layout, width)))
     health = _health(state.health) if state.health is not None else None
     if health is not None:
         context.append(health)

@@ -36,7 +36,7 @@ from streaming.messages import (
 )
 from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
-from streaming.view.render import render
+from streaming.view.render import PROBABILITY_HEADER, render
 from streaming.view.state import ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for
@@ -637,6 +637,22 @@ def test_at_80_columns_the_mistakes_name_stays_whole_beside_a_long_pre_condition
     text = draw(state, width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert any("kitchen" in line and "boil_water" in line for line in text.splitlines()), text
+
+
+def test_below_60_columns_the_alert_and_the_key_steps_are_lines_with_their_names_whole() -> None:
+    # At 50 columns the alert log's six bordered columns left each name one character wide, a letter a line.
+    session = Session()
+    session.run(DEMO_EXECUTIONS["mistake"])
+    session.state.streams["cam0"] = replace(session.state.streams["cam0"], decode_ms=1.25, features_ms=183.5)
+    text = draw(session.state, width=50)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 50
+    assert any("cam0 boil_water before fill_kettle" in line for line in lines), text
+    assert any("likely forgotten fill_kettle (graph" in line for line in lines), text
+    assert any("cam0 get_cup" in line and "s 0." in line for line in lines), text  # a key-step, its confidence
+    assert any(line.startswith("cam0: decode 1.2, features 183.5") for line in lines), text
+    assert any(line.startswith("cam0 ended: 1 mistake (boil_water before") for line in lines), text
+    assert any(PROBABILITY_HEADER in line and "┃" in line for line in draw(session.state, width=60).splitlines())
 
 
 def test_the_last_frame_ends_with_the_outcome_the_terminal_keeps() -> None:

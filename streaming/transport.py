@@ -48,6 +48,7 @@ from typing import Final
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+from graphs.common.backoff import capped_doubling
 from graphs.common.errors import InputError
 from streaming.curve_keys import CurveClient, CurveServer
 from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
@@ -437,7 +438,7 @@ def reconnect_delay(failed_in_row: int) -> float:
     that a client the checker refuses does not knock (and get counted and logged) several times a second."""
     if failed_in_row <= 0:
         return 0.0
-    return min(RECONNECT_FIRST_S * 2.0 ** min(failed_in_row - 1, 16), RECONNECT_MAX_S)
+    return capped_doubling(RECONNECT_FIRST_S, failed_in_row - 1, RECONNECT_MAX_S)
 
 
 class HandshakeWatch:

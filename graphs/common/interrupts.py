@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
+from graphs.common.backoff import capped_doubling
+
 # SIGHUP too: a terminal that closes (or an ssh session that drops) ended the checker on the spot, without its
 # summary line; now it stops like Ctrl-C, exit status 129. `nohup` ignores it, and an ignored signal stays ignored.
 HANDLED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -105,7 +107,7 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             # that still has not when the run ends is raised then (`handling_signals`).
             if not _landed:
                 _landed.append(signum)
-            wait = min(RETRY_S * 2 ** min(_retries, 8), RETRY_MAX_S)
+            wait = capped_doubling(RETRY_S, _retries, RETRY_MAX_S)
             _retries += 1
             timer = threading.Timer(wait, _send_again, (_landed[0],))
             timer.daemon = True

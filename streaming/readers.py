@@ -49,6 +49,7 @@ import cv2
 import numpy as np
 
 from graphs.common.errors import InputError, print_warning
+from graphs.common.files import not_a_file
 from graphs.common.settings_files import as_written
 
 READER_NAMES: Final = ("auto", "decord", "opencv")
@@ -273,16 +274,6 @@ def check_sampled(spec: str, n_source: int, source_fps: float, fps: float) -> No
 IMAGE_SIGNATURES: Final = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
                            (b"GIF87a", "a GIF image"), (b"GIF89a", "a GIF image"),
                            (b"II*\x00", "a TIFF image"), (b"MM\x00*", "a TIFF image"))
-
-
-def entry_kind(path: Path) -> str:
-    """What stands where a video file was expected and is not a regular file, in the words of an error line (for
-    ``--video`` and a ``--videos`` folder's entry alike)."""
-    if path.is_dir():
-        return "a folder"
-    if path.is_symlink() and not path.exists():
-        return "a symbolic link to nothing"
-    return "not a regular file"
 
 
 def check_not_an_image(spec: str) -> None:
@@ -869,7 +860,7 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
     if not Path(spec).exists():
         raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
     if not Path(spec).is_file():
-        raise InputError(f"--video {spec}: {entry_kind(Path(spec))}, expected a video file")
+        raise InputError(f"--video {spec}: {not_a_file(spec)}, expected a video file")
     if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
     check_not_an_image(spec)

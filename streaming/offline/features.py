@@ -35,7 +35,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
 from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError, print_warning
-from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, read_json, replaced_input, write_text
+from graphs.common.files import (
+    FILE_NAME_RULE,
+    check_output,
+    is_file_name,
+    not_a_file,
+    read_json,
+    replaced_input,
+    write_text,
+)
 from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import (
@@ -59,7 +67,7 @@ from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.offline.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
-from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, entry_kind, named_error, open_named
+from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 MANIFEST: Final = "extraction.json"
@@ -255,12 +263,15 @@ def find_video(folder: Path, name: str) -> Path:
     named = [
         path
         for suffix in VIDEO_SUFFIXES
-        for path in sorted({folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}"})
+        for path in (folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}")
         if path.exists() or path.is_symlink()
     ]
-    found = [path for path in named if path.is_file()]
+    # One file under two names is one video: a case-insensitive file system (macOS's, Windows') finds run1.mp4 as
+    # run1.MP4 too, and said "several files for video 'run1'" beside a single one.
+    found = list({(info.st_dev, info.st_ino): path for path in reversed(named) if path.is_file()
+                  for info in (path.stat(),)}.values())
     if not found and named:  # something has the video's name: say what it is, not that nothing is there
-        raise InputError(f"--videos {folder}: {named[0].name} (annotated video {name!r}): {entry_kind(named[0])}, "
+        raise InputError(f"--videos {folder}: {named[0].name} (annotated video {name!r}): {not_a_file(named[0])}, "
                          "expected a video file")
     if not found:
         tried = ", ".join(f"{name}{s}" for s in VIDEO_SUFFIXES)

@@ -226,7 +226,7 @@ def test_odd_video_values_are_named_for_what_they_are(tmp_path: Path) -> None:
         open_reader("cam99999999999999999999", ReaderConfig())
     with pytest.raises(InputError, match=f"--video {tmp_path}: a folder, expected a video file"):
         open_reader(str(tmp_path), ReaderConfig())
-    with pytest.raises(InputError, match="--video /dev/null: not a regular file, expected a video file"):
+    with pytest.raises(InputError, match="--video /dev/null: a character device, expected a video file"):
         open_reader("/dev/null", ReaderConfig())
 
 

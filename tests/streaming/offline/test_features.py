@@ -320,9 +320,9 @@ BAD_INPUT = {
     "video-is-a-folder": (lambda f: _replace_video(f, Path.mkdir), [],
                           "--videos {f}/videos: run1.mp4 (annotated video 'run1'): a folder, expected a video file"),
     "video-links-to-a-device": (lambda f: _replace_video(f, lambda p: p.symlink_to("/dev/zero")), [],
-                                "run1.mp4 (annotated video 'run1'): not a regular file, expected a video file"),
+                                "run1.mp4 (annotated video 'run1'): a character device, expected a video file"),
     "video-links-to-nothing": (lambda f: _replace_video(f, lambda p: p.symlink_to(f / "gone.mp4")), [],
-                               "run1.mp4 (annotated video 'run1'): a symbolic link to nothing, expected a video file"),
+                               "run1.mp4 (annotated video 'run1'): a link to no file, expected a video file"),
     "unreadable-video": (_garbage_video, [], "{f}/videos/run1.mp4: OpenCV cannot open it"),
     "truncated-video": (_truncated_video, [], "labels.json: a segment of video 'run1' ends at 16.2 s, after the video"),
     "ends-after-video": (lambda f: _segment(f, -1, end_time=99.0), [], "video 'run1' ends at 99 s, after the video"),
@@ -433,3 +433,18 @@ def test_the_help_states_the_default_number_of_copies_and_test_share(capsys: pyt
     text = " ".join(capsys.readouterr().out.split())
     assert f"default {DEFAULT_COPIES}, 0: none" in text
     assert f"held out (default {DEFAULT_TEST_FRACTION:g}); an existing --out folder keeps its split" in text
+
+
+def test_one_video_file_under_two_names_is_found_once_and_two_files_are_refused(tmp_path: Path) -> None:
+    # A case-insensitive file system (macOS's) finds run1.mp4 as run1.MP4 too: one file, which used to be refused as
+    # "several files". A hard link is the same one file under two names on any file system.
+    from graphs.common.errors import InputError
+    from streaming.offline.features import find_video
+
+    video = tmp_path / "run1.mp4"
+    video.write_bytes(b"video")
+    (tmp_path / "run1.MP4").hardlink_to(video)
+    assert find_video(tmp_path, "run1").stat().st_ino == video.stat().st_ino
+    (tmp_path / "run1.mkv").write_bytes(b"another video")
+    with pytest.raises(InputError, match=r"several files for video 'run1' \(run1.mkv, run1.mp4\)"):
+        find_video(tmp_path, "run1")

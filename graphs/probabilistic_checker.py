@@ -175,7 +175,7 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
             The verdict.
         """
         required = self.graph.preconditions(step)
-        real = float(np.clip(evidence.real, 0.0, 1.0))
+        real = min(max(float(evidence.real), 0.0), 1.0)  # a scalar: np.clip costs more than the rest of the verdict
         if not required:  # not a step of the graph: the protocol counts it as a mistake if it really happened
             return ProbableVerdict(int(step), real >= self.threshold, (), True, probability=real)
         pending = sorted((p for p in required if p != START), key=self._order.__getitem__)

@@ -513,6 +513,9 @@ FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
     "call-in-header": (lambda r: _features_file(r).write_bytes(npy_with_header(  # literal_eval's repr leaked
         "{'descr': '<f4', 'fortran_order': False, 'shape': f(1), }", b"\0" * 3840)),
         "damaged .npy header (malformed node or string on line 1: an expression)"),
+    "long-header": (lambda r: _features_file(r).write_bytes(npy_with_header(  # numpy's text said "damaged"
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (40, 24), }" + " " * 20_000, b"\0" * 3840)),
+        "video_00.npy: an .npy header of 20086 bytes, more than the 10000 read"),
     "cut-short": (lambda r: _features_file(r).write_bytes(_features_file(r).read_bytes()[:-100]), "cut short"),
     "pickled-objects": (lambda r: np.save(_features_file(r), np.array([[{"a": 1}]] * 40, dtype=object)),
                         "have dtype object, expected real numbers"),

@@ -36,6 +36,14 @@ def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], 
         raise InputError(f"{where}: is an .npz archive (np.savez), not an .npy array; save the {what} with np.save")
     if start != NPY_MAGIC:
         raise InputError(f"{where}: not a NumPy .npy file (expected the {what} as written by np.save)")
+    # The header's length, read as numpy will: one too long for numpy to read safely is said to be that, not
+    # "damaged" with numpy's advice to trust the file.
+    version_and_length = handle.read(6)  # major, minor, then 2 bytes of length (version 1) or 4 (versions 2, 3)
+    length = int.from_bytes(version_and_length[2:4] if version_and_length[:1] == b"\x01" else version_and_length[2:],
+                            "little")
+    if len(version_and_length) == 6 and length > MAX_HEADER_BYTES:
+        raise InputError(f"{where}: an .npy header of {length} bytes, more than the {MAX_HEADER_BYTES} read "
+                         f"(np.save writes the {what} with a header of about a hundred)")
     handle.seek(0)
     try:
         version = npy_format.read_magic(handle)

@@ -333,10 +333,13 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     src = split.path
     if not split.train or not split.test:
         raise InputError(f"{src}: both 'train' and 'test' must list at least one video")
-    if config.rgb and not (root / config.rgb).is_dir():
-        raise InputError(f"{root}: RGB feature folder {config.rgb!r} not found")
-    if config.flow and not (root / config.flow).is_dir():
-        raise InputError(f"{root}: flow feature folder {config.flow!r} not found")
+    for kind, folder in (("RGB", config.rgb), ("flow", config.flow)):
+        if folder and not (root / folder).is_dir():
+            # The name comes from a settings file's [features] table or split.json's extractor: say what is there.
+            held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith(("rgb_", "flow_")))
+            raise InputError(f"{root}: {kind} feature folder {folder!r} not found (the folder holds "
+                             f"{', '.join(held) if held else 'no rgb_* or flow_* folder'}; a --config names its "
+                             "folders in [features] rgb and flow)")
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)
     # The width and class count most videos share are the folder's: the file named is the odd one out. Checked

@@ -255,3 +255,15 @@ def test_files_far_longer_than_their_steps_at_the_rate_given_are_warned_of(tmp_p
     (tmp_path / "right").mkdir()
     assert main(argv(write_recordings(tmp_path / "right"))) == 0
     assert capsys.readouterr().err == ""  # 60 s for steps ending at 50 s
+
+
+def test_a_config_naming_another_feature_folder_says_which_the_folder_holds(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # The live config reads rgb_imported: an import under --name foo wrote rgb_foo, and the error named only the first.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--name", "foo")) == 0
+    live = Path(__file__).parents[2] / "configs" / "miniroad-captaincook4d-live.toml"
+    line = cli_error(train_main, ["--features", str(root / "out"), "--config", str(live),
+                                  "--out", str(tmp_path / "d.pt")], capsys)
+    assert line == (f"error: {root / 'out'}: RGB feature folder 'rgb_imported' not found (the folder holds rgb_foo; a "
+                    "--config names its folders in [features] rgb and flow)")

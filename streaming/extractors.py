@@ -355,8 +355,8 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
     if key not in EXTRACTORS:
         known = ", ".join((*EXTRACTOR_NAMES, TORCHSCRIPT_NAME))
         # A detector trained on imported features (recognition-features import) has no backbone to compute them.
-        raise InputError(f"the detector asks for feature extractor {name!r}; known: {known}; features no backbone "
-                         "here computes are fed from files: stream-detect --features FILE.npy")
+        raise InputError(f"the detector asks for feature extractor {name!r}, which no backbone here computes from "
+                         f"video (known: {known}): give it its features as files, --features FILE.npy, not --video")
     factory = EXTRACTORS[key].load()
     extractor: FeatureExtractor = factory(name, backbone, device)
     return extractor

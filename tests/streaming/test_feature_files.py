@@ -15,6 +15,7 @@ import pytest
 
 from recognition.checkpoint import load_detector
 from recognition.recognition_train_cli import main as train_main
+from streaming.extractors import EXTRACTOR_NAMES
 from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, is_feature_file
 from streaming.offline.features_cli import main as features_main
 from streaming.readers import ReaderConfig
@@ -321,7 +322,9 @@ def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(traine
     argv = ["--video", "demo", "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
             "--fast", "--jsonl"]
     err = cli_error(stream_detect, argv, capsys)
-    assert "feature extractor 'imported'" in err and "stream-detect --features FILE.npy" in err
+    assert err == (f"error: --detector {trained / 'detector.pt'}: the detector asks for feature extractor 'imported', "
+                   "which no backbone here computes from video (known: " + ", ".join((*EXTRACTOR_NAMES, "torchscript"))
+                   + "): give it its features as files, --features FILE.npy, not --video")
 
 
 def test_a_recognition_features_folder_replays_without_its_augmented_copies(trained: Path) -> None:

@@ -706,7 +706,9 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     if seen_in_training:
         warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos "
              f"({first_few(seen_in_training, 5)}): their figures say how well it learned them, not how well it "
-             "recognises new ones (--split or --videos-list picks held-out videos)")
+             "recognises new ones " + (f"(--split {config.split} is not the split it was trained with: give that "
+                                       "one, whose test videos it never saw)" if config.split else
+                                       "(--split or --videos-list picks held-out videos)"))
     learned_from = trained_on(chain.graph, [video.name for video in videos])
     if learned_from:
         warn(f"{config.graph}: the task graph was learned from {len(learned_from)} of these videos "

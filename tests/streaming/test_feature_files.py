@@ -501,6 +501,18 @@ def test_eval_says_when_the_graph_was_learned_from_a_judged_video(trained: Path,
                            "(test_ok)")
 
 
+def test_eval_on_another_split_says_it_is_not_the_detectors(trained: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # The advice was "--split or --videos-list picks held-out videos" to a user who had given a --split.
+    split = json.loads((trained / "folder" / "split.json").read_text())
+    split["train"], split["test"] = split["test"], split["train"]
+    (tmp_path / "split.json").write_text(json.dumps(split))
+    assert stream_detect(eval_argv(trained, "--split", str(tmp_path / "split.json"), "--rate", "1")) == 0
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "the detector was trained on" in line]
+    assert line.endswith(f"(--split {tmp_path / 'split.json'} is not the split it was trained with: give that one, "
+                         "whose test videos it never saw)")
+
+
 def test_a_feature_file_rewritten_in_place_is_not_answered_from_the_cache(
         trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # A script that rewrites a recording's features keeps its size, and may keep its time (cp --preserve): the eval

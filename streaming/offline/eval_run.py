@@ -163,9 +163,11 @@ class EvalConfig:
         if self.features and (self.videos is not None or self.demo):
             raise InputError("stream-detect eval: --features replays feature files instead of videos: give it without "
                              "--videos and --demo")
-        if self.features and (self.annotate_out is not None or self.preview):
-            raise InputError("stream-detect eval: --annotate-out and --preview draw over video frames; feature files "
-                             "have none")
+        drawn = [o for o, given in (("--annotate-out", self.annotate_out is not None), ("--preview", self.preview))
+                 if given]
+        if self.features and drawn:
+            raise InputError(f"stream-detect eval: {' and '.join(drawn)}: draw{'s' if len(drawn) == 1 else ''} over "
+                             "video frames; feature files have none")
         if not self.demo and ((self.videos is None and not self.features) or self.annotations is None):
             raise InputError("stream-detect eval: --videos (or --features) and --annotations are required (or --demo)")
         if self.names and self.split:

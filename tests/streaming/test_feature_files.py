@@ -274,7 +274,8 @@ def test_a_feature_file_is_a_live_source_and_its_mistake_alerts(trained: Path,
 @pytest.mark.parametrize(("extra", "why"), [
     (["--rate", "2"], "--rate 2: the detector"),
     (["--video", "demo"], "--features and --video both name the source"),
-    (["--annotate-out", "x.mp4"], "--annotate-out and --preview draw over video frames"),
+    (["--annotate-out", "x.mp4"], "--annotate-out: draws over video frames; a --features file has none"),
+    (["--annotate-out", "x.mp4", "--preview"], "--annotate-out and --preview: draw over video frames"),
 ])
 def test_bad_live_feature_sources_are_refused_before_the_run(trained: Path, capsys: pytest.CaptureFixture[str],
                                                             extra: list[str], why: str) -> None:
@@ -499,6 +500,12 @@ def test_eval_says_when_the_graph_was_learned_from_a_judged_video(trained: Path,
     [line] = [line for line in capsys.readouterr().err.splitlines() if "task graph was learned" in line]
     assert line.startswith(f"warning: {trained / 'graph.json'}: the task graph was learned from 1 of these videos "
                            "(test_ok)")
+
+
+def test_eval_of_feature_files_refuses_drawing_naming_only_the_option_given(trained: Path, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    err = cli_error(stream_detect, eval_argv(trained, "--annotate-out", str(tmp_path / "drawn")), capsys)
+    assert err == "error: stream-detect eval: --annotate-out: draws over video frames; feature files have none"
 
 
 def test_eval_on_another_split_says_it_is_not_the_detectors(trained: Path, tmp_path: Path,

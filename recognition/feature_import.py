@@ -126,7 +126,7 @@ class ImportConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_fps(self.rate, "--rate")
+        check_fps(self.rate, "--rate", "vectors")
         check_extractor_name(self.name)
         fraction = self.test_fraction
         if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning
-from graphs.common.options import fps_option, output_name, threads_option
+from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
@@ -106,7 +106,7 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                    help="a recording's own features instead of --video: a T x D .npy file replayed one vector at a "
                         "time at the detector's rate (real time, or --fast)" + ("; repeat it for several" if many
                                                                                   else ""))
-    p.add_argument("--rate", type=fps_option, help="the --features file's vectors per second (default: the "
+    p.add_argument("--rate", type=rate_option, help="the --features file's vectors per second (default: the "
                                                    "detector's; another rate is refused)")
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
     p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
@@ -337,7 +337,7 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--features", nargs="+", metavar="NPY",
                     help="instead of videos: feature files (<video>.npy, T x D) or folders of them, replayed one "
                          "vector at a time through the detector, the segmenter and the checker")
-    ev.add_argument("--rate", type=fps_option, help="the feature files' vectors per second (default: the detector's; "
+    ev.add_argument("--rate", type=rate_option, help="the feature files' vectors per second (default: the detector's; "
                                                      "another rate is refused)")
     ev.add_argument("--annotations", help="annotation JSON (the file tgml train reads)")
     ev.add_argument("--graph", help="task graph JSON")

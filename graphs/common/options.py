@@ -98,12 +98,13 @@ def epochs_option(text: str) -> int:
     return value
 
 
-def check_fps(value: object, option: str = "--fps") -> float:
-    """Refuse a frame rate that is not a finite number in ``MIN_FPS..MAX_FPS``.
+def check_fps(value: object, option: str = "--fps", unit: str = "frames") -> float:
+    """Refuse a rate that is not a finite number in ``MIN_FPS..MAX_FPS``.
 
     Args:
-        value: frames (or labels) per second of video.
+        value: frames (or labels, or feature vectors) per second of video.
         option: the option or field named in the error.
+        unit: what is counted per second, for the message (``"frames"``, ``"vectors"``).
 
     Returns:
         The rate as a float.
@@ -113,21 +114,31 @@ def check_fps(value: object, option: str = "--fps") -> float:
     """
     ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
     if not ok or not MIN_FPS <= value <= MAX_FPS:  # type: ignore[operator]
-        raise InputError(f"{option} {value!r}: must be a number of frames per second in {MIN_FPS:g}..{MAX_FPS:g} "
-                         "(at least one frame per second of video)")
+        raise InputError(f"{option} {value!r}: must be a number of {unit} per second in {MIN_FPS:g}..{MAX_FPS:g} "
+                         f"(at least one a second)")
     return float(value)  # type: ignore[arg-type]
 
 
-def fps_option(text: str) -> float:
-    """argparse type of ``--fps``: see `check_fps`."""
+def _rate_option(text: str, unit: str) -> float:
+    """argparse type of a rate: see `check_fps`; the error shows the value as typed (``1e400``, not ``inf``)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     try:
-        return check_fps(value, "value")
+        return check_fps(value, "value", unit)
     except InputError as err:
-        raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
+        raise argparse.ArgumentTypeError(f"{text}{str(err).removeprefix('value ' + repr(value))}") from None
+
+
+def fps_option(text: str) -> float:
+    """argparse type of ``--fps``: frames (or labels) per second, see `check_fps`."""
+    return _rate_option(text, "frames")
+
+
+def rate_option(text: str) -> float:
+    """argparse type of a feature file's ``--rate``: vectors per second, see `check_fps`."""
+    return _rate_option(text, "vectors")
 
 
 def is_seed(value: object) -> bool:

@@ -311,7 +311,7 @@ def warn_long_files(videos: Sequence[EvalVideo], lengths: Sequence[float], fps: 
              for video, length in zip(videos, lengths, strict=True) if video.annotated]
     ratio = span_ratio([length for length, _ in timed], [end for _, end in timed], 1 / fps)
     if ratio > LONG_FILE_RATIO:
-        warn(f"--features: at the detector's {fps:g} vectors per second the feature files last a median {ratio:.1f} "
+        warn(f"--features: at the detector's rate ({fps:g} a second) the feature files last a median {ratio:.1f} "
              "times as long as their annotated steps (each step would be recognised, and scored, early in its "
              "file): were they written at that rate?")
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import sys
 
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary, print_warning
-from graphs.common.options import fps_option, output_name, seed_option, threads_option
+from graphs.common.options import fps_option, output_name, rate_option, seed_option, threads_option
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -90,7 +90,7 @@ def build_import_parser() -> ArgumentParser:
     parser.add_argument("--features", required=True, metavar="DIR",
                         help="folder of <video>.npy feature files, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
-    parser.add_argument("--rate", required=True, type=fps_option,
+    parser.add_argument("--rate", required=True, type=rate_option,
                         help="feature vectors per second of recording (row k starts k / rate seconds in)")
     parser.add_argument("--out", required=True, type=output_name, help="feature folder to write")
     parser.add_argument("--name", default=DEFAULT_NAME,

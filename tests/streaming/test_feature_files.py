@@ -173,7 +173,7 @@ def test_feature_files_written_at_twice_the_detectors_rate_are_warned_of(trained
     assert stream_detect(eval_argv(trained, "--videos-list", "test_ok,test_wrong", "--features", str(double),
                                    "--json", str(tmp_path / "y.json"))) == 0
     err = capsys.readouterr().err
-    assert ("warning: --features: at the detector's 1 vectors per second the feature files last a median 2." in err
+    assert ("warning: --features: at the detector's rate (1 a second) the feature files last a median 2." in err
             and "were they written at that rate?" in err)
 
 
@@ -275,6 +275,8 @@ def test_a_feature_file_is_a_live_source_and_its_mistake_alerts(trained: Path,
     (["--rate", "2"], "--rate 2: the detector"),
     (["--video", "demo"], "--features and --video both name the source"),
     (["--annotate-out", "x.mp4"], "--annotate-out: draws over video frames; a --features file has none"),
+    # as typed, of vectors: it said "1e400" was "inf" frames per second of video
+    (["--rate", "1e400"], "--rate: 1e400: must be a number of vectors per second in 1..1000"),
     (["--annotate-out", "x.mp4", "--preview"], "--annotate-out and --preview: draw over video frames"),
 ])
 def test_bad_live_feature_sources_are_refused_before_the_run(trained: Path, capsys: pytest.CaptureFixture[str],

@@ -94,7 +94,6 @@ class DetectorStream:
         self._window: deque[float] = deque()  # recent frame times, for the reported rate
         self._fps = 0.0
         self._t0 = self._last_beat = 0.0
-        self._beat_frames = 0  # frames counted by the last heartbeat
 
     @property
     def stream_id(self) -> str:
@@ -118,33 +117,38 @@ class DetectorStream:
 
     def deliver(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
         """A frame's features ``(F,)`` and the detector's outputs (``(C,)`` class probabilities, then ``(C,)`` done
-        states with a done head): segment, publish, count, heartbeat if due."""
+        states with a done head): segment, count, publish; a heartbeat before a key-step to send, else if due."""
         classes = probs[: self.checkpoint.config.num_classes]
         if self.on_frame is not None:
             self.on_frame(frame, features, classes)
         started = time.perf_counter()
         self.events.frame(probs)
         events = self.segmenter.update_events(classes)
-        segmenting = time.perf_counter() - started
         self.stats.frames += 1
         now = self.clock()
         window = self._window
         window.append(now)
         while window and now - window[0] > FPS_WINDOW_S:
             window.popleft()
-        # A key-step confirmed since the last heartbeat goes out after a fresh one: the checker's status that follows
-        # the step repeats the heartbeat's counters, which would otherwise lag (frames 0 after the first steps of a
-        # --fast run, whose frames outpace the heartbeat's wall-clock period).
-        confirmed = any(isinstance(seg, SegmentEvent) for seg in events) and self.stats.frames > self._beat_frames
-        due = now - self._last_beat >= self.config.heartbeat_s
-        if confirmed or due:
+        if self._sends_a_step(events):
+            self.stages.add("segmenter", time.perf_counter() - started)
             self._heartbeat(now)
-        started = time.perf_counter()
+            self._publish(events)
+            return
         self._publish(events)
-        self.stages.add("segmenter", segmenting + time.perf_counter() - started)
+        self.stages.add("segmenter", time.perf_counter() - started)
+        if now - self._last_beat >= self.config.heartbeat_s:
+            self._heartbeat(now)
+
+    def _sends_a_step(self, events: list[SegmentEvent | OnsetEvent]) -> bool:
+        """Whether `_publish` will send a key-step of ``events``: it goes out after a fresh heartbeat, since the
+        checker's status that follows the step repeats the latest heartbeat's counters, which lagged (``frames`` 0
+        after the first steps of a ``--fast`` run, whose frames outrun the heartbeat's wall-clock period)."""
+        return any(isinstance(seg, SegmentEvent) and not (self.config.once and seg.step in self.sent)
+                   for seg in events)
 
     def _heartbeat(self, now: float) -> None:
-        self._last_beat, self._beat_frames = now, self.stats.frames
+        self._last_beat = now
         window = self._window
         if len(window) > 1:
             self._fps = (len(window) - 1) / (window[-1] - window[0])
@@ -153,8 +157,11 @@ class DetectorStream:
                               latency=self.stages.take())
 
     def flush(self) -> None:
-        """The source ended: publish what the segmenter still holds."""
-        self._publish(self.segmenter.flush_events())
+        """The source ended: publish what the segmenter still holds (after a fresh heartbeat, as `deliver` does)."""
+        events = self.segmenter.flush_events()
+        if self._sends_a_step(events):
+            self._heartbeat(self.clock())
+        self._publish(events)
 
     def settle(self) -> None:
         """Fill in the run's statistics (time, drops, the reader's error); the stream takes no more frames."""

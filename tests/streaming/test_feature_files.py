@@ -271,6 +271,22 @@ def test_a_feature_file_is_a_live_source_and_its_mistake_alerts(trained: Path,
     assert [m["start"] for m in lines if m["kind"] == "step"][0] == 3.0
 
 
+def test_the_status_after_each_step_counts_the_vectors_up_to_it_even_at_the_files_end(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --fast outruns the heartbeat's 0.5 s: the status after a step said the frames of a heartbeat long past, and the
+    # step the file's end confirms (fix_part, cut at 40 s of its 33-45 s) came after none at all.
+    cut = tmp_path / "cut.npy"
+    np.save(cut, np.load(trained / "npy" / "test_ok.npy")[:40])
+    assert stream_detect(["--features", str(cut), "--graph", str(trained / "graph.json"), "--detector",
+                          str(trained / "detector.pt"), "--fast", "--jsonl", "--checker", "binary"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    steps = [m for m in lines if m["kind"] == "step"]
+    assert [m["step"] for m in steps] == [0, 1, 2] and steps[-1]["end"] == 40.0
+    for step in steps:
+        after = next(m for m in lines if m["kind"] == "status" and m["seq"] > step["seq"])
+        assert after["frames"] >= step["end"], (step, after)
+
+
 @pytest.mark.parametrize(("extra", "why"), [
     (["--rate", "2"], "--rate 2: the detector"),
     (["--video", "demo"], "--features and --video both name the source"),
@@ -325,7 +341,7 @@ def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(traine
     argv = ["--video", "demo", "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
             "--fast", "--jsonl"]
     err = cli_error(stream_detect, argv, capsys)
-    assert err == (f"error: --detector {trained / 'detector.pt'}: the detector asks for feature extractor 'imported', "
+    assert err == (f"error: --detector {trained / 'detector.pt'}: asks for feature extractor 'imported', "
                    "which no backbone here computes from video (known: " + ", ".join((*EXTRACTOR_NAMES, "torchscript"))
                    + "): give it its features as files, --features FILE.npy, not --video")
 

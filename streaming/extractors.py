@@ -339,7 +339,8 @@ def torchscript_extractor(name: str, backbone: str | Path | None, device: str) -
     return TorchScriptExtractor(backbone)
 
 
-def make_extractor(name: str, backbone: str | Path | None = None, device: str = "auto") -> FeatureExtractor:
+def make_extractor(name: str, backbone: str | Path | None = None, device: str = "auto",
+                   source: str = "") -> FeatureExtractor:
     """Build the extractor a detector checkpoint names, from the table `streaming.registry.EXTRACTORS`.
 
     Args:
@@ -347,6 +348,7 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
             ``feature_extractor``).
         backbone: TorchScript file, required for ``"torchscript"``.
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the EfficientNet backbones (the others run on the CPU).
+        source: what asks for ``name`` (``--detector FILE``), named when no backbone here computes it.
 
     Returns:
         The extractor.
@@ -355,7 +357,8 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
     if key not in EXTRACTORS:
         known = ", ".join((*EXTRACTOR_NAMES, TORCHSCRIPT_NAME))
         # A detector trained on imported features (recognition-features import) has no backbone to compute them.
-        raise InputError(f"the detector asks for feature extractor {name!r}, which no backbone here computes from "
+        asks = f"{source}: asks" if source else "the detector asks"
+        raise InputError(f"{asks} for feature extractor {name!r}, which no backbone here computes from "
                          f"video (known: {known}): give it its features as files, --features FILE.npy, not --video")
     factory = EXTRACTORS[key].load()
     extractor: FeatureExtractor = factory(name, backbone, device)

@@ -212,10 +212,7 @@ def load_detector_for_stream(
     """
     torch.set_num_threads(threads)
     model, checkpoint = load_detector(detector_path, resolve_device(device))
-    try:
-        extractor = make_extractor(checkpoint.feature_extractor, backbone, device)
-    except InputError as err:  # the detector file is what asks: named, as the checks below name it
-        raise InputError(f"--detector {detector_path}: {err}") from None
+    extractor = make_extractor(checkpoint.feature_extractor, backbone, device, source=f"--detector {detector_path}")
     checkpoint.check_features(extractor.dim, source=f"--detector {detector_path}")
     return model, checkpoint, extractor
 

@@ -39,9 +39,10 @@ def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], 
     # The header's length, read as numpy will: one too long for numpy to read safely is said to be that, not
     # "damaged" with numpy's advice to trust the file.
     version_and_length = handle.read(6)  # major, minor, then 2 bytes of length (version 1) or 4 (versions 2, 3)
-    length = int.from_bytes(version_and_length[2:4] if version_and_length[:1] == b"\x01" else version_and_length[2:],
-                            "little")
-    if len(version_and_length) == 6 and length > MAX_HEADER_BYTES:
+    major = version_and_length[0] if version_and_length else 0
+    size = {1: 2, 2: 4, 3: 4}.get(major, 0)  # another version: numpy's own error names it
+    length = int.from_bytes(version_and_length[2 : 2 + size], "little")
+    if size and len(version_and_length) >= 2 + size and length > MAX_HEADER_BYTES:
         raise InputError(f"{where}: an .npy header of {length} bytes, more than the {MAX_HEADER_BYTES} read "
                          f"(np.save writes the {what} with a header of about a hundred)")
     handle.seek(0)

@@ -338,8 +338,8 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
             # The name comes from a settings file's [features] table or split.json's extractor: say what is there.
             held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith(("rgb_", "flow_")))
             raise InputError(f"{root}: {kind} feature folder {folder!r} not found (the folder holds "
-                             f"{', '.join(held) if held else 'no rgb_* or flow_* folder'}; a --config names its "
-                             "folders in [features] rgb and flow)")
+                             f"{', '.join(held) if held else 'no rgb_* or flow_* folder'}; the name is --config's "
+                             "[features] rgb or flow, or without one rgb_ and split.json's feature_extractor)")
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)
     # The width and class count most videos share are the folder's: the file named is the odd one out. Checked

@@ -265,5 +265,6 @@ def test_a_config_naming_another_feature_folder_says_which_the_folder_holds(tmp_
     live = Path(__file__).parents[2] / "configs" / "miniroad-captaincook4d-live.toml"
     line = cli_error(train_main, ["--features", str(root / "out"), "--config", str(live),
                                   "--out", str(tmp_path / "d.pt")], capsys)
-    assert line == (f"error: {root / 'out'}: RGB feature folder 'rgb_imported' not found (the folder holds rgb_foo; a "
-                    "--config names its folders in [features] rgb and flow)")
+    assert line == (f"error: {root / 'out'}: RGB feature folder 'rgb_imported' not found (the folder holds rgb_foo; "
+                    "the name is --config's [features] rgb or flow, or without one rgb_ and split.json's "
+                    "feature_extractor)")

@@ -43,7 +43,11 @@ from streaming.transport import HEARTBEAT_S, POLL_MS
 
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
-READER_JOIN_S = 2.0  # on shutdown, longest wait for each reader thread
+# On shutdown, the longest wait for each reader thread. A reader still inside decord or OpenCV when the interpreter
+# finalises aborts the process ("terminate called without an active exception", exit -6: Python 3.11 ends a daemon
+# thread with pthread_exit, and C++ frames terminate on that unwinding), and on a loaded 2-core machine one decode
+# batch took longer than the 2 s this was: an eval stopped by SIGTERM aborted once in CI.
+READER_JOIN_S = 10.0
 WORKER_JOIN_S = 30.0  # on shutdown, longest wait for a worker to finish its batch (a GPU's first pass is slow)
 
 

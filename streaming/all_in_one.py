@@ -259,7 +259,9 @@ class DetectorThread:
         self.stream_id = pipeline.streams[0].stream_id
         self.stop = threading.Event()
         self._outcome: list[DetectorStats | BaseException] = []
-        self._thread = threading.Thread(target=self._work, name="detector", daemon=True)
+        # Not a daemon: one still in torch (the warm-up) when the interpreter finalises aborts the process
+        # (`streaming.detector.loop.READER_JOIN_S`); told to stop, it ends after that pass.
+        self._thread = threading.Thread(target=self._work, name="detector", daemon=False)
 
     def _work(self) -> None:
         try:

@@ -43,11 +43,12 @@ from streaming.transport import HEARTBEAT_S, POLL_MS
 
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
-# On shutdown, the longest wait for each reader thread. A reader still inside decord or OpenCV when the interpreter
-# finalises aborts the process ("terminate called without an active exception", exit -6: Python 3.11 ends a daemon
-# thread with pthread_exit, and C++ frames terminate on that unwinding), and on a loaded 2-core machine one decode
-# batch took longer than the 2 s this was: an eval stopped by SIGTERM aborted once in CI.
-READER_JOIN_S = 10.0
+READER_JOIN_S = 10.0  # on shutdown, longest wait for each reader thread (then the interpreter's own wait, below)
+# The readers and workers are not daemon threads: a daemon thread still inside OpenCV, decord or torch when the
+# interpreter finalises aborts the process ("terminate called without an active exception", exit -6: Python 3.11 ends
+# it with pthread_exit, and C++ frames terminate on that unwinding). An eval stopped by SIGTERM aborted so once in
+# CI, its reader still decoding after the 2 s it was given. Halted, each ends after its current decode or batch, so
+# the interpreter's wait for them at exit is that long at most.
 WORKER_JOIN_S = 30.0  # on shutdown, longest wait for a worker to finish its batch (a GPU's first pass is slow)
 
 
@@ -134,15 +135,15 @@ class FrameLoop:
         stop = stop or threading.Event()
         torch.set_num_threads(max(1, self.threads // self.workers))
         self.warm()
-        readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=True)
+        readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=False)
                    for i, s in enumerate(self.streams)]  # fmt: skip
-        workers = [threading.Thread(target=self._work, name=f"features-{k}", daemon=True)
+        workers = [threading.Thread(target=self._work, name=f"features-{k}", daemon=False)
                    for k in range(self.workers)]  # fmt: skip
         for stream in self.streams:
             stream.start()
-        for thread in readers + workers:
-            thread.start()
-        try:
+        try:  # the threads start inside: an interrupt between two starts still halts those started
+            for thread in readers + workers:
+                thread.start()
             while not stop.is_set() and not all(s.ended for s in self.streams):
                 with self._loop_wake:
                     finished = self._finished()
@@ -167,7 +168,8 @@ class FrameLoop:
             for stream in self.streams:
                 stream.reader.interrupt()
             for thread in readers:
-                thread.join(READER_JOIN_S)
+                if thread.ident is not None:
+                    thread.join(READER_JOIN_S)
             for stream in self.streams:
                 if not stream.ended:  # an error stopped the loop: the stream ends without its open segment
                     with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it

@@ -144,8 +144,11 @@ class DetectorStream:
         """Whether `_publish` will send a key-step of ``events``: it goes out after a fresh heartbeat, since the
         checker's status that follows the step repeats the latest heartbeat's counters, which lagged (``frames`` 0
         after the first steps of a ``--fast`` run, whose frames outrun the heartbeat's wall-clock period)."""
-        return any(isinstance(seg, SegmentEvent) and not (self.config.once and seg.step in self.sent)
-                   for seg in events)
+        return any(isinstance(seg, SegmentEvent) and not self._repeat(seg) for seg in events)
+
+    def _repeat(self, seg: SegmentEvent | OnsetEvent) -> bool:
+        """With ``--once``, a step sent already: a later run of it is the detector's repeat, not the person's."""
+        return self.config.once and seg.step in self.sent
 
     def _heartbeat(self, now: float) -> None:
         self._last_beat = now
@@ -182,8 +185,8 @@ class DetectorStream:
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:
-            if self.config.once and seg.step in self.sent:
-                continue  # the step was done already: a later run of it is the detector's repeat, not the person's
+            if self._repeat(seg):
+                continue
             if isinstance(seg, OnsetEvent):
                 if self.onsets:
                     self.events.onset(seg, self.names.get(seg.step, str(seg.step)))

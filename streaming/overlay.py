@@ -155,6 +155,13 @@ def draw_overlay(bgr: np.ndarray, state: OverlayState, now: float) -> np.ndarray
     return out
 
 
+def drawing_options(annotate_out: bool, preview: bool) -> str:
+    """The drawing options given, as the subject of a refusal (``--annotate-out and --preview: draw``), or ``""``:
+    a source without frames (a feature file) names only what the user asked it to draw."""
+    given = [name for name, asked in (("--annotate-out", annotate_out), ("--preview", preview)) if asked]
+    return f"{' and '.join(given)}: draw{'s' if len(given) == 1 else ''}" if given else ""
+
+
 def check_preview() -> None:
     """Refuse ``--preview`` where no window can open: no display, or an OpenCV without a GUI (the headless wheel).
 

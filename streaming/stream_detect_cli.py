@@ -412,11 +412,11 @@ def _defaults(args: argparse.Namespace) -> None:
     if args.features:  # a recording's own features are the source (streaming.feature_files)
         if args.video:
             raise InputError("--features and --video both name the source: give one of them")
-        drawn = [o for o, given in (("--annotate-out", getattr(args, "annotate_out", None) is not None),
-                                     ("--preview", getattr(args, "preview", False))) if given]
+        from streaming.overlay import drawing_options  # here: it loads OpenCV and torch, which help need not
+
+        drawn = drawing_options(getattr(args, "annotate_out", None) is not None, getattr(args, "preview", False))
         if drawn:
-            raise InputError(f"{' and '.join(drawn)}: draw{'s' if len(drawn) == 1 else ''} over video frames; a "
-                             "--features file has none")
+            raise InputError(f"{drawn} over video frames; a --features file has none")
         args.video = args.features
     elif args.rate is not None:
         raise InputError(f"--rate {args.rate:g}: gives the rate of a --features file; videos are read at the "

@@ -93,7 +93,7 @@ from streaming.offline.eval_scores import (
     video_detail,
 )
 from streaming.offline.features import find_video
-from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview
+from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview, drawing_options
 from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
 from streaming.session_verdict import retraction_reason, session_verdict, verdict_text
 
@@ -163,11 +163,9 @@ class EvalConfig:
         if self.features and (self.videos is not None or self.demo):
             raise InputError("stream-detect eval: --features replays feature files instead of videos: give it without "
                              "--videos and --demo")
-        drawn = [o for o, given in (("--annotate-out", self.annotate_out is not None), ("--preview", self.preview))
-                 if given]
+        drawn = drawing_options(self.annotate_out is not None, self.preview)
         if self.features and drawn:
-            raise InputError(f"stream-detect eval: {' and '.join(drawn)}: draw{'s' if len(drawn) == 1 else ''} over "
-                             "video frames; feature files have none")
+            raise InputError(f"stream-detect eval: {drawn} over video frames; feature files have none")
         if not self.demo and ((self.videos is None and not self.features) or self.annotations is None):
             raise InputError("stream-detect eval: --videos (or --features) and --annotations are required (or --demo)")
         if self.names and self.split:

@@ -257,6 +257,10 @@ class _Layout:
     fit: bool
     stream_width: int  # the longest stream id the view knows
 
+    def below(self, width: int, limit: int) -> bool:
+        """Whether a table drawn ``width`` wide gives way to the narrow layout of ``limit`` (never with ``fit``)."""
+        return width < limit and not self.fit
+
     def table(self, title: str, title_style: str = "") -> Table:
         return Table(title=title, title_style=title_style or None, expand=not self.fit)
 
@@ -311,7 +315,7 @@ def _streams_table(state: ViewState, layout: _Layout, width: int) -> Table:
     layout.names(streams, "done", 4)
     layout.names(streams, "allowed next", 3)
     # Narrow, three columns of numbers left the names 2 characters: "boil_water" came out as "bo" / "il" / "_w"...
-    counts = width >= NARROW_WIDTH or layout.fit
+    counts = not layout.below(width, NARROW_WIDTH)
     for col in ("fps", "frames", "dropped", "alerts") if counts else ("alerts",):
         layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
     mistaken = {(a.stream_id, a.run, a.step) for _, a in state.alerts}
@@ -347,11 +351,10 @@ def _latency_rows(state: ViewState) -> dict[str, Status]:
             if any(getattr(row, latency_field(stage)) for stage in STAGES)}  # fmt: skip
 
 
-def _latency_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
-    """Each stream's latest per-stage latencies (the detector's means since its previous heartbeat, the checker's
-    latest hop and alert); below `COMPACT_WIDTH` a line per stream."""
-    rows = _latency_rows(state)
-    if width < COMPACT_WIDTH and not layout.fit:
+def _latency_table(rows: dict[str, Status], layout: _Layout, width: int) -> RenderableType:
+    """Each stream's latest per-stage latencies (``rows``: the detector's means since its previous heartbeat, the
+    checker's latest hop and alert); below `COMPACT_WIDTH` a line per stream."""
+    if layout.below(width, COMPACT_WIDTH):
         return Group(Text("latency per stage, ms", style="bold"), *(
             Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
                                                       f"{getattr(row, latency_field(stage)):.1f}" for stage in STAGES))
@@ -387,10 +390,10 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
     if not state.alerts:
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
         return Text.assemble(("alerts: ", "bold"), "no mistakes" if over else "no mistakes so far")
-    if width < COMPACT_WIDTH and not layout.fit:
+    if layout.below(width, COMPACT_WIDTH):
         return _alert_lines(state)
     alerts = layout.table("alerts", "bold red")
-    clock = width >= NARROW_WIDTH or layout.fit
+    clock = not layout.below(width, NARROW_WIDTH)
     if clock:
         layout.fixed(alerts, "time", CLOCK_WIDTH)
     # Narrow, the column is as wide as its widest span, not the widest a span could be: the names need the room.
@@ -457,7 +460,7 @@ def _never_done_table(state: ViewState, layout: _Layout) -> Table:
 
 def _events_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
     """The recent key-steps; below `COMPACT_WIDTH` a line each."""
-    if width < COMPACT_WIDTH and not layout.fit:
+    if layout.below(width, COMPACT_WIDTH):
         return Group(Text("recent key-steps: clock, stream, key-step, video time, confidence", style="bold"), *(
             Text.assemble(_text(_clock(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"), " ",
                           _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}"))
@@ -498,8 +501,9 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     if state.missing:  # shown once a session has ended without some required step
         outcome.append(_never_done_table(state, layout))
     context: list[RenderableType] = []
-    if _latency_rows(state):  # where each stream's time goes: a slow stage shows without a metrics server
-        context.append(_ByWidth(lambda width: _latency_table(state, layout, width)))
+    rows = _latency_rows(state)
+    if rows:  # where each stream's time goes: a slow stage shows without a metrics server
+        context.append(_ByWidth(lambda width: _latency_table(rows, layout, width)))
     context.append(_ByWidth(lambda width: _events_table(state, layout, width)))
     health = _health(state.health) if state.health is not None else None
     if health is not None:

@@ -98,6 +98,17 @@ def epochs_option(text: str) -> int:
     return value
 
 
+def _is_rate(value: object) -> bool:
+    """A finite number (not a bool) in ``MIN_FPS..MAX_FPS``."""
+    return (not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+            and MIN_FPS <= value <= MAX_FPS)
+
+
+def _rate_refused(shown: str, unit: str) -> str:
+    """Why a rate, shown as ``shown``, is refused."""
+    return f"{shown}: must be a number of {unit} per second in {MIN_FPS:g}..{MAX_FPS:g} (at least one a second)"
+
+
 def check_fps(value: object, option: str = "--fps", unit: str = "frames") -> float:
     """Refuse a rate that is not a finite number in ``MIN_FPS..MAX_FPS``.
 
@@ -112,10 +123,8 @@ def check_fps(value: object, option: str = "--fps", unit: str = "frames") -> flo
     Raises:
         InputError: naming the option and the value.
     """
-    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
-    if not ok or not MIN_FPS <= value <= MAX_FPS:  # type: ignore[operator]
-        raise InputError(f"{option} {value!r}: must be a number of {unit} per second in {MIN_FPS:g}..{MAX_FPS:g} "
-                         f"(at least one a second)")
+    if not _is_rate(value):
+        raise InputError(f"{option} {_rate_refused(repr(value), unit)}")
     return float(value)  # type: ignore[arg-type]
 
 
@@ -125,10 +134,9 @@ def _rate_option(text: str, unit: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    try:
-        return check_fps(value, "value", unit)
-    except InputError as err:
-        raise argparse.ArgumentTypeError(f"{text}{str(err).removeprefix('value ' + repr(value))}") from None
+    if not _is_rate(value):
+        raise argparse.ArgumentTypeError(_rate_refused(text, unit))
+    return value
 
 
 def fps_option(text: str) -> float:

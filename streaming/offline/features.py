@@ -268,8 +268,12 @@ def find_video(folder: Path, name: str) -> Path:
     ]
     # One file under two names is one video: a case-insensitive file system (macOS's, Windows') finds run1.mp4 as
     # run1.MP4 too, and said "several files for video 'run1'" beside a single one.
-    found = list({(info.st_dev, info.st_ino): path for path in reversed(named) if path.is_file()
-                  for info in (path.stat(),)}.values())
+    files: dict[tuple[int, int], Path] = {}  # (device, inode) -> the first name found for it
+    for path in named:
+        if path.is_file():
+            info = path.stat()
+            files.setdefault((info.st_dev, info.st_ino), path)
+    found = list(files.values())
     if not found and named:  # something has the video's name: say what it is, not that nothing is there
         raise InputError(f"--videos {folder}: {named[0].name} (annotated video {name!r}): {not_a_file(named[0])}, "
                          "expected a video file")

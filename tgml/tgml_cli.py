@@ -23,7 +23,7 @@ Usage::
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
     tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
         [--checker {probabilistic,binary,chosen}] [--live-graph {observed,learned,chosen}] [--order-rule late-step] \\
-        [--workers 2] [--json out.json] [--cache DIR] [--position-prior] [--save-graphs DIR]
+        [--workers 2] [--json out.json] [--cache DIR] [--position-prior] [--save-graphs DIR] [--ceiling]
     tgml captaincook-labels --data ../shared/data [--features DIR | --recordings 12_10,12_13] --out labels.json
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
@@ -281,6 +281,9 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="write the graph each fold's live chain checked against as DIR/<recipe>-fold<k>.json, "
                         "and each recipe's hand-made graph as DIR/<recipe>-hand-made.json, in the files "
                         "stream-detect --graph reads (to replay a fold's choice live)")
+    p.add_argument("--ceiling", action="store_true",
+                   help="also print the most one threshold on the detectors' outputs could score, placed on the test "
+                        "recordings themselves: a bound on any segmenter, checker or end report they feed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -620,10 +623,16 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
                              VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), kinds,
                              LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,))
     result = run_live_bench(config, progress=not args.quiet)
+    document = result.to_dict()
+    if args.ceiling:
+        from tgml.bench.live.ceiling import ceiling_table, live_ceilings
+
+        ceilings = live_ceilings(result)
+        document["ceiling"] = {name: dataclasses.asdict(c) for name, c in ceilings.items()}
     unsaved: InputError | None = None  # a results file that cannot be written after all: the tables still shown
     if args.json:  # first: the run's work is on disk whatever happens next
         try:
-            write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n", "results file")
+            write_text(args.json, json.dumps(document, indent=2) + "\n", "results file")
         except InputError as err:
             unsaved = err
     if args.save_graphs:
@@ -638,6 +647,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
     for table in live_tables(result):
         wide.print(table)
+    if args.ceiling:
+        wide.print(ceiling_table(result, ceilings))
     print(f"bench-live: {result.seconds:.0f} s")
     note_in_sample(result.validation)
     if unsaved is not None:

@@ -117,9 +117,14 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     assert len(list(cache.glob("*.npz"))) == 2  # one entry per fold
     again = tmp_path / "again.json"  # from the cache: segmenter and checker only, the same figures
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
-                 "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache)]) == 0
-    capsys.readouterr()
+                 "--workers", "1", "--quiet", "--json", str(again), "--cache", str(cache), "--ceiling"]) == 0
+    assert "the most one threshold on the detectors' outputs could score" in capsys.readouterr().out
     assert json.loads(again.read_text())["overall"] == json.loads(out.read_text())["overall"]
+    # Asked for, the bounds (tgml.bench.live.ceiling) are in the JSON too, each over every item of the 4 recordings.
+    ceiling = json.loads(again.read_text())["ceiling"]
+    assert set(ceiling) == {"missing", "order_unseen", "order_unseen_and_seen"}
+    assert ceiling["order_unseen"]["positives"] >= 2 and ceiling["order_unseen"]["score"] is not None
+    assert "ceiling" not in json.loads(out.read_text())
     prior = tmp_path / "prior.json"  # the folds may also choose the position prior, checker and graph: no training
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
                  "--workers", "1", "--quiet", "--json", str(prior), "--cache", str(cache), "--position-prior",

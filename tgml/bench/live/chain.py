@@ -32,9 +32,27 @@ from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
 PEAK_WINDOW_S: Final = 5.0
 
 
+def causal_means(probs: np.ndarray, frames: int) -> np.ndarray:
+    """``m(t) = (1/W_t) sum_{u=t-W_t+1..t} p_u`` with ``W_t = min(frames, t + 1)``: each frame's mean over the last
+    ``frames`` frames (fewer at the start), using nothing after it.
+
+    Args:
+        probs: ``(T, C)`` class probabilities.
+        frames: the window, in frames (at least 1).
+
+    Returns:
+        ``(T, C)`` float64 means.
+    """
+    csum = np.concatenate([np.zeros((1, probs.shape[1])), np.cumsum(probs, axis=0, dtype=np.float64)])
+    t = np.arange(1, len(probs) + 1)
+    lo = np.maximum(t - frames, 0)
+    return (csum[t] - csum[lo]) / (t - lo)[:, None]
+
+
 def step_peaks(probs: np.ndarray, class_step_ids: Sequence[int | None], fps: float) -> dict[int, float]:
     """Per key-step class, ``max_t (1/W) sum_{u=t-W+1..t} p_u`` with ``W = PEAK_WINDOW_S * fps`` frames (fewer at
-    the start): how clearly the stream ever showed the step, using only frames up to the end of the stream.
+    the start, `causal_means`): how clearly the stream ever showed the step, using only frames up to the end of the
+    stream.
 
     Args:
         probs: ``(T, C)`` class probabilities.
@@ -46,12 +64,7 @@ def step_peaks(probs: np.ndarray, class_step_ids: Sequence[int | None], fps: flo
     """
     if len(probs) == 0:
         return {int(s): 0.0 for s in class_step_ids if s is not None}
-    w = max(1, round(PEAK_WINDOW_S * fps))
-    csum = np.concatenate([np.zeros((1, probs.shape[1])), np.cumsum(probs, axis=0, dtype=np.float64)])
-    t = np.arange(1, len(probs) + 1)
-    lo = np.maximum(t - w, 0)
-    mean = (csum[t] - csum[lo]) / (t - lo)[:, None]
-    peak = mean.max(axis=0)
+    peak = causal_means(probs, max(1, round(PEAK_WINDOW_S * fps))).max(axis=0)
     return {int(s): float(peak[c]) for c, s in enumerate(class_step_ids) if s is not None}
 
 

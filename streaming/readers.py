@@ -34,12 +34,14 @@ waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
 from __future__ import annotations
 
 import abc
+import atexit
 import contextlib
 import math
 import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -688,6 +690,30 @@ def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCaptu
     return cv2.VideoCapture(target)
 
 
+# Live readers not yet closed: the interpreter's exit stops their grab threads first (`_stop_grab_threads`).
+_OPEN_LIVE_READERS: Final[weakref.WeakSet[LiveReader]] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_grab_threads() -> None:
+    """At exit, stop the grab thread of every live reader never closed and wait for it, at most as long as its
+    longest blocking call (a stream's open, `STREAM_OPEN_TIMEOUT_S`, or a read, ``stall_timeout_s``).
+
+    The grab thread is a daemon (a read can block that long, and a forgotten reader must not keep the process alive),
+    but a daemon thread that comes back from OpenCV while the interpreter finalises is ended by ``pthread_exit``, whose
+    unwinding through OpenCV's C++ frames aborts the process ("terminate called without an active exception", exit
+    134). A camera's grab thread is always in OpenCV, so a reader left open aborted every exit. Exit handlers run
+    before the finalisation that ends daemon threads.
+    """
+    readers = list(_OPEN_LIVE_READERS)
+    for reader in readers:
+        reader.interrupt()
+    longest = max([STREAM_OPEN_TIMEOUT_S, *(r.config.stall_timeout_s for r in readers)])
+    deadline = time.monotonic() + longest + 1.0
+    for reader in readers:
+        reader._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
 class LiveReader(VideoReader):
     """Cameras and network streams through OpenCV: a grab thread takes every frame off the source and converts to
     colour only the one a waiting consumer will take (at 5 fps from a 30 fps camera, one in six).
@@ -746,6 +772,7 @@ class LiveReader(VideoReader):
         self._first_read: float | None = None  # when the consumer first asked for a frame (slots count from there)
         self._thread = threading.Thread(target=self._grab_loop, name=f"grab-{source.spec}", daemon=True)
         self._thread.start()
+        _OPEN_LIVE_READERS.add(self)
 
     def _grab_loop(self) -> None:
         try:
@@ -839,9 +866,12 @@ class LiveReader(VideoReader):
         self._stop.set()
 
     def close(self) -> None:
-        """Stop the grab thread; it releases the capture once its current read or open returns."""
+        """Stop the grab thread; it releases the capture once its current read or open returns (the exit waits for
+        it if that takes longer than 2 s, `_stop_grab_threads`)."""
         self._stop.set()
         self._thread.join(timeout=2.0)
+        if not self._thread.is_alive():
+            _OPEN_LIVE_READERS.discard(self)
 
 
 def open_reader(spec: str, config: ReaderConfig) -> VideoReader:

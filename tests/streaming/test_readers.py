@@ -220,6 +220,28 @@ def test_close_releases_a_consumer_waiting_on_a_stalled_stream() -> None:
     assert 1 <= len(frames) <= 5 and elapsed < 3.0
 
 
+def test_a_live_reader_left_open_does_not_abort_the_interpreters_exit(tmp_path: Path) -> None:
+    # A camera's grab thread is always inside OpenCV; a daemon thread coming back from it while the interpreter
+    # finalises is ended by pthread_exit, whose unwinding through OpenCV's C++ frames aborted the process with
+    # "terminate called without an active exception" (exit 134) whenever a reader was not closed.
+    import subprocess
+    import sys
+
+    video = write_noise_video(tmp_path / "camera.mp4", frames=900, size=(320, 240))
+    script = (
+        "import sys\n"
+        "from streaming.readers import LiveReader, ReaderConfig, Source\n"
+        f"reader = LiveReader(Source('camera', {str(video)!r}, 'cam'), ReaderConfig(fps=10.0))\n"
+        "frames = [reader.read() for _ in range(3)]\n"
+        "print(sum(f is not None for f in frames))\n"
+        "sys.exit(0)\n"  # never closed
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert (done.returncode, done.stdout) == (0, "3\n"), done.stderr[-500:]
+    assert "terminate called" not in done.stderr
+
+
 def test_odd_video_values_are_named_for_what_they_are(tmp_path: Path) -> None:
     # A camera index beyond a C long raised cv2.error (a traceback); a folder or a device was "file not found".
     with pytest.raises(InputError, match="--video cam99999999999999999999: cannot open camera"):

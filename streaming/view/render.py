@@ -305,9 +305,66 @@ def _layout(state: ViewState, fit: bool) -> _Layout:
     return _Layout(fit, max((len(printable(sid)) for sid in ids), default=0))
 
 
-def _streams_table(state: ViewState, layout: _Layout, width: int) -> Table:
+def _mistaken(state: ViewState) -> set[tuple[str, str, int]]:
+    """``(stream, run, step)`` of every step alerted as done too early."""
+    return {(a.stream_id, a.run, a.step) for _, a in state.alerts}
+
+
+def _done_cell(sid: str, row: Status, state: ViewState, mistaken: set[tuple[str, str, int]]) -> NameList | Text:
+    """A stream's done steps, newest last; those alerted as done too early (`_mistaken`) in red."""
+    return _names_cell([_text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green")
+                        for s in row.done], "last")
+
+
+def _stream_mark(row: Status) -> str:
+    return LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
+
+
+def _stream_alerts(sid: str, row: Status, state: ViewState) -> int:
+    """The status counts confirmed mistakes; an early alert is in the log (and counted here) before that."""
+    return max(row.alerts, len(_standing_alerts(sid, row, state)))
+
+
+def _rule_caption(state: ViewState, label: str = "allowed next") -> str | None:
+    """What the ``label`` column lists; the query names its rule: without row-softmax weights the binary rule orders
+    the allowed steps."""
+    rules = sorted({row.rule for row in state.streams.values()})
+    if not rules:
+        return None
+    return (f"{label}: likeliest first (the step being done now left out), future-step probability by the "
+            f"{'/'.join(rules)} rule")
+
+
+def _stream_lines(state: ViewState) -> Group:
+    """The streams as lines, for a terminal too narrow for their table (its five headers folded a letter apart):
+    each stream's id, step now and alerts on one line, its done and allowed next steps indented below."""
+    lines: list[RenderableType] = [Text("streams", style="bold")]
+    if not state.streams:
+        lines.append(Text("waiting for streams...", style="dim"))
+    mistaken = _mistaken(state)
+    for sid, row in sorted(state.streams.items()):
+        alerts = _stream_alerts(sid, row, state)
+        lines.append(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
+                                   _text(state.name(row.current)), "; ",
+                                   _text(count_of(alerts, "alert"), "bold red" if alerts else "")))
+        lists = Table.grid(padding=(0, 1))
+        lists.add_column(no_wrap=True)
+        lists.add_column(overflow="fold")
+        lists.add_row(Text("  done"), _done_cell(sid, row, state, mistaken))
+        lists.add_row(Text("  next"), _likely_next(row, state))
+        lines.append(lists)
+    caption = _rule_caption(state, "next")
+    if caption is not None:
+        lines.append(Text(caption, style="dim"))
+    return Group(*lines)
+
+
+def _streams_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
     """The streams; ``width`` below `NARROW_WIDTH` leaves out the frame counts and rate (the wire's ``status`` and
-    `stream-detect view --jsonl` keep them), and the names share the width by need."""
+    `stream-detect view --jsonl` keep them), and the names share the width by need; below `COMPACT_WIDTH` a line
+    each (`_stream_lines`)."""
+    if layout.below(width, COMPACT_WIDTH):
+        return _stream_lines(state)
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
     layout.stream(streams, mark=any(row.ended or row.lost for row in state.streams.values()))
@@ -318,17 +375,14 @@ def _streams_table(state: ViewState, layout: _Layout, width: int) -> Table:
     counts = not layout.below(width, NARROW_WIDTH)
     for col in ("fps", "frames", "dropped", "alerts") if counts else ("alerts",):
         layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
-    mistaken = {(a.stream_id, a.run, a.step) for _, a in state.alerts}
+    mistaken = _mistaken(state)
     for sid, row in sorted(state.streams.items()):
-        done = [_text(state.name(s), "bold red" if (sid, row.run, s) in mistaken else "green") for s in row.done]
-        mark = LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
-        # The status counts confirmed mistakes; an early alert is in the log (and counted here) before that.
-        alerts = max(row.alerts, len(_standing_alerts(sid, row, state)))
+        alerts = _stream_alerts(sid, row, state)
         numbers = [_text(f"{row.fps:.1f}"), _text(row.frames), _text(row.dropped)] if counts else []
         streams.add_row(
-            _text(sid + mark, "yellow" if row.lost else ""),
+            _text(sid + _stream_mark(row), "yellow" if row.lost else ""),
             _text(state.name(row.current)),
-            _names_cell(done, "last"),
+            _done_cell(sid, row, state, mistaken),
             _likely_next(row, state),
             *numbers,
             _text(alerts, "bold red" if alerts else ""),
@@ -338,10 +392,9 @@ def _streams_table(state: ViewState, layout: _Layout, width: int) -> Table:
         streams.caption = "waiting for streams..."
     if not counts:
         layout.whole_words(streams, first="now")
-    rules = sorted({row.rule for row in state.streams.values()})
-    if rules:  # the query names its rule: without row-softmax weights the binary rule orders the allowed steps
-        streams.caption = (f"allowed next: likeliest first (the step being done now left out), future-step "
-                           f"probability by the {'/'.join(rules)} rule")
+    caption = _rule_caption(state)
+    if caption is not None:
+        streams.caption = caption
     return streams
 
 

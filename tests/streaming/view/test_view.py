@@ -652,7 +652,13 @@ def test_below_60_columns_the_alert_and_the_key_steps_are_lines_with_their_names
     assert any("cam0 get_cup" in line and "s 0." in line for line in lines), text  # a key-step, its confidence
     assert any(line.startswith("cam0: decode 1.2, features 183.5") for line in lines), text
     assert any(line.startswith("cam0 ended: 1 mistake (boil_water before") for line in lines), text
-    assert any(PROBABILITY_HEADER in line and "┃" in line for line in draw(session.state, width=60).splitlines())
+    # The streams too: their table's five headers folded "allowed next" to "allo" / "wed" / "next".
+    assert "cam0 (ended): now -; 1 alert" in lines and not any("┃" in line for line in lines), text
+    assert any(line.startswith("  done get_cup, boil_water") for line in lines), text
+    assert any(line.startswith("  next -") for line in lines), text
+    wide = draw(session.state, width=60).splitlines()
+    assert any(PROBABILITY_HEADER in line and "┃" in line for line in wide)
+    assert any("allowed" in line and "┃" in line for line in wide)  # the streams table again
 
 
 def test_the_last_frame_ends_with_the_outcome_the_terminal_keeps() -> None:

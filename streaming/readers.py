@@ -690,14 +690,19 @@ def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCaptu
     return cv2.VideoCapture(target)
 
 
-# Live readers not yet closed: the interpreter's exit stops their grab threads first (`_stop_grab_threads`).
+# Live readers not yet closed: the interpreter's exit stops their grab threads first (`_stop_grab_threads`). A lock,
+# since a reader may be opened or closed on another thread while the exit handler lists them.
 _OPEN_LIVE_READERS: Final[weakref.WeakSet[LiveReader]] = weakref.WeakSet()
+_OPEN_LIVE_LOCK: Final = threading.Lock()
+EXIT_WAIT_MAX_S: Final = 60.0  # the longest the exit waits for grab threads (a stall timeout may be infinite)
 
 
 @atexit.register
 def _stop_grab_threads() -> None:
     """At exit, stop the grab thread of every live reader never closed and wait for it, at most as long as its
-    longest blocking call (a stream's open, `STREAM_OPEN_TIMEOUT_S`, or a read, ``stall_timeout_s``).
+    longest blocking call: a network stream's open (`STREAM_OPEN_TIMEOUT_S`) or read (``stall_timeout_s``), both bounded
+    by the FFmpeg options `open_live_capture` sets; a camera's read returns with its next frame, or after V4L2's own
+    10 s timeout. Never longer than `EXIT_WAIT_MAX_S`.
 
     The grab thread is a daemon (a read can block that long, and a forgotten reader must not keep the process alive),
     but a daemon thread that comes back from OpenCV while the interpreter finalises is ended by ``pthread_exit``, whose
@@ -705,13 +710,14 @@ def _stop_grab_threads() -> None:
     134). A camera's grab thread is always in OpenCV, so a reader left open aborted every exit. Exit handlers run
     before the finalisation that ends daemon threads.
     """
-    readers = list(_OPEN_LIVE_READERS)
+    with _OPEN_LIVE_LOCK:
+        readers = list(_OPEN_LIVE_READERS)
     for reader in readers:
         reader.interrupt()
     longest = max([STREAM_OPEN_TIMEOUT_S, *(r.config.stall_timeout_s for r in readers)])
-    deadline = time.monotonic() + longest + 1.0
+    deadline = time.monotonic() + min(longest + 1.0, EXIT_WAIT_MAX_S)
     for reader in readers:
-        reader._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        reader.join_grab_thread(max(0.0, deadline - time.monotonic()))
 
 
 class LiveReader(VideoReader):
@@ -772,7 +778,8 @@ class LiveReader(VideoReader):
         self._first_read: float | None = None  # when the consumer first asked for a frame (slots count from there)
         self._thread = threading.Thread(target=self._grab_loop, name=f"grab-{source.spec}", daemon=True)
         self._thread.start()
-        _OPEN_LIVE_READERS.add(self)
+        with _OPEN_LIVE_LOCK:
+            _OPEN_LIVE_READERS.add(self)
 
     def _grab_loop(self) -> None:
         try:
@@ -869,9 +876,15 @@ class LiveReader(VideoReader):
         """Stop the grab thread; it releases the capture once its current read or open returns (the exit waits for
         it if that takes longer than 2 s, `_stop_grab_threads`)."""
         self._stop.set()
-        self._thread.join(timeout=2.0)
+        self.join_grab_thread(2.0)
+
+    def join_grab_thread(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the grab thread to end (once stopped); forgotten by the exit handler once
+        it has."""
+        self._thread.join(timeout=timeout)
         if not self._thread.is_alive():
-            _OPEN_LIVE_READERS.discard(self)
+            with _OPEN_LIVE_LOCK:
+                _OPEN_LIVE_READERS.discard(self)
 
 
 def open_reader(spec: str, config: ReaderConfig) -> VideoReader:

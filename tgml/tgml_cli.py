@@ -282,8 +282,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                         "and each recipe's hand-made graph as DIR/<recipe>-hand-made.json, in the files "
                         "stream-detect --graph reads (to replay a fold's choice live)")
     p.add_argument("--ceiling", action="store_true",
-                   help="also print the most one threshold on the detectors' outputs could score, placed on the test "
-                        "recordings themselves: a bound on any segmenter, checker or end report they feed")
+                   help="also print the most one threshold on a score of the detectors' outputs could reach, placed "
+                        "in hindsight on the test recordings themselves: how far recognition leaves the targets")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

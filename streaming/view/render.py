@@ -10,7 +10,8 @@ their widths from one refresh to the next (fixed-format columns have a minimum w
 names fold onto a second line instead of being cut. Below `NARROW_WIDTH` columns the alert log leaves out its wall
 clock, the streams table its frame counts and rate, and both share the width among their names by their longest
 words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their columns then move when longer names
-arrive); below `COMPACT_WIDTH` the alert log, the latencies and the recent key-steps are lines instead of tables.
+arrive); below `COMPACT_WIDTH` the streams, the alert log, the latencies and the recent key-steps are lines instead
+of tables.
 ``fit=True`` draws tables as wide as their contents, for output that is not a terminal.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
@@ -50,8 +51,8 @@ VIDEO_WIDTH: int = len("100.0-100.0 s")
 NUMBER_WIDTH: int = 6
 NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the streams table its frame counts,
 # and their names share the width by need
-COMPACT_WIDTH: int = 60  # below it the alert log, the latencies and the recent key-steps are lines, not tables:
-# six bordered columns left the names of a 50-column terminal one character wide
+COMPACT_WIDTH: int = 60  # below it the streams, the alert log, the latencies and the recent key-steps are lines, not
+# tables: six bordered columns left the names of a 50-column terminal one character wide
 WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
@@ -344,9 +345,9 @@ def _stream_lines(state: ViewState) -> Group:
     mistaken = _mistaken(state)
     for sid, row in sorted(state.streams.items()):
         alerts = _stream_alerts(sid, row, state)
+        count = count_of(alerts, "alert").replace(" ", "\u00a0")  # a no-break space: "1" / "alert" folded apart
         lines.append(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
-                                   _text(state.name(row.current)), "; ",
-                                   _text(count_of(alerts, "alert"), "bold red" if alerts else "")))
+                                   _text(state.name(row.current)), "; ", _text(count, "bold red" if alerts else "")))
         lists = Table.grid(padding=(0, 1))
         lists.add_column(no_wrap=True)
         lists.add_column(overflow="fold")

@@ -653,7 +653,7 @@ def test_below_60_columns_the_alert_and_the_key_steps_are_lines_with_their_names
     assert any(line.startswith("cam0: decode 1.2, features 183.5") for line in lines), text
     assert any(line.startswith("cam0 ended: 1 mistake (boil_water before") for line in lines), text
     # The streams too: their table's five headers folded "allowed next" to "allo" / "wed" / "next".
-    assert "cam0 (ended): now -; 1 alert" in lines and not any("┃" in line for line in lines), text
+    assert "cam0 (ended): now -; 1\u00a0alert" in lines and not any("┃" in line for line in lines), text
     assert any(line.startswith("  done get_cup, boil_water") for line in lines), text
     assert any(line.startswith("  next -") for line in lines), text
     wide = draw(session.state, width=60).splitlines()

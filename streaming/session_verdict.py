@@ -113,6 +113,8 @@ def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: i
         return CORRECT
     described = first_few([describe_mistake(a, name) for a in verdict.mistakes], MISTAKES_NAMED, count, "; ",
                           "; and ")
+    if not verdict.mistakes:  # counted, none of their alerts received: "1 mistake (; and 1 more)" said nothing
+        described = f"{'its alert' if count == 1 else 'their alerts'} not received by this view"
     mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
     missing = f"; never done: {first_few(never, NEVER_DONE_NAMED, and_more=', and ')}" if never else ", nothing missing"
     return mistakes + missing

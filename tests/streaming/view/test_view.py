@@ -460,6 +460,9 @@ def test_a_verdict_counts_mistakes_it_cannot_name_and_never_counts_a_retracted_o
     session.state.alerts.popleft()  # one the view never got (it joined late): counted from the status
     assert ("cam0 ended: 3 mistakes (boil_water before fill_kettle; add_teabag before get_cup; and 1 more)"
             in draw(session.state, width=300))
+    session.state.alerts.clear()  # none of them: counted, and said to be unseen, not "(; and 3 more)"
+    assert ("cam0 ended: 3 mistakes (their alerts not received by this view); never done"
+            in draw(session.state, width=300))
     # An early alert on boil_water, then fill_kettle confirmed in its place: retracted, and the session is correct.
     session = Session()
     session.heartbeat()

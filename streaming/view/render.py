@@ -53,6 +53,7 @@ NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the
 # and their names share the width by need
 COMPACT_WIDTH: int = 60  # below it the streams, the alert log, the latencies and the recent key-steps are lines, not
 # tables: six bordered columns left the names of a 50-column terminal one character wide
+STREAM_ROOM: int = len("cam0 (ended)")  # the stream column `NARROW_WIDTH` and `COMPACT_WIDTH` were set with
 WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
@@ -259,8 +260,13 @@ class _Layout:
     stream_width: int  # the longest stream id the view knows
 
     def below(self, width: int, limit: int) -> bool:
-        """Whether a table drawn ``width`` wide gives way to the narrow layout of ``limit`` (never with ``fit``)."""
-        return width < limit and not self.fit
+        """Whether a table drawn ``width`` wide gives way to the narrow layout of ``limit`` (never with ``fit``).
+
+        A stream id longer than `STREAM_ROOM` takes its excess out of the width first: the limits were set with ids
+        like ``cam0 (ended)``, and at 80 columns a 64-character id (the wire allows it) left every other column a
+        letter wide, a table 40 lines high.
+        """
+        return width - max(self.stream_width, STREAM_ROOM) < limit - STREAM_ROOM and not self.fit
 
     def table(self, title: str, title_style: str = "") -> Table:
         return Table(title=title, title_style=title_style or None, expand=not self.fit)

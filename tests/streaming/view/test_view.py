@@ -664,6 +664,20 @@ def test_below_60_columns_the_alert_and_the_key_steps_are_lines_with_their_names
     assert any("allowed" in line and "┃" in line for line in wide)  # the streams table again
 
 
+def test_a_long_stream_id_leaves_the_names_room_by_drawing_lines() -> None:
+    # The stream column is as wide as the longest id: at 80 and 100 columns a 64-character id (the wire allows it)
+    # left every other column a letter wide, a streams table 40 lines high with "boil_water" folded.
+    state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
+    state.apply(status(stream_id="c" * 64))
+    for width in (80, 100):
+        lines = draw(state, width=width).splitlines()
+        assert len(lines) < 15 and any("boil_water" in line for line in lines), "\n".join(lines)
+    # A short id keeps the tables at 60 columns and up.
+    state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
+    state.apply(status())
+    assert any("┃" in line for line in draw(state, width=60).splitlines())
+
+
 def test_the_last_frame_ends_with_the_outcome_the_terminal_keeps() -> None:
     # The last frame is printed whole and the terminal keeps its bottom: there, an 80x24 terminal showed the latency
     # and key-step tables, the alert and the verdict scrolled above them.

@@ -29,6 +29,7 @@ from typing import Literal
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -495,8 +496,9 @@ def _alert_lines(state: ViewState) -> Group:
         # "before" only where it reads so: a late-step alert or one without pre-conditions says what it is itself
         lines.append(Text.assemble(where, _text(alert.step_name, "bold red"), " before " if alert.missing else ": ",
                                    _missing(alert, state)))
-        lines.append(Text.assemble("  likely forgotten ", _forgotten(alert), "; ",
-                                   _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")))
+        # indented as a whole: wrapped, its second line would start at the margin like a new alert
+        lines.append(Padding(Text.assemble("likely forgotten ", _forgotten(alert), "; ",
+                                           _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")), (0, 0, 0, 2)))
     lines.append(Text(ALERTS_CAPTION, style="dim"))
     return Group(*lines)
 

@@ -652,6 +652,8 @@ def test_below_60_columns_the_alert_and_the_key_steps_are_lines_with_their_names
     assert max(len(line) for line in lines) <= 50
     assert any("cam0 boil_water before fill_kettle" in line for line in lines), text
     assert any("likely forgotten fill_kettle (graph" in line for line in lines), text
+    wrapped = lines[next(k for k, line in enumerate(lines) if "likely forgotten" in line) + 1]
+    assert wrapped.startswith("  ") and "mistake 1.00" in wrapped, text  # indented, not at the margin
     assert any("cam0 get_cup" in line and "s 0." in line for line in lines), text  # a key-step, its confidence
     assert any(line.startswith("cam0: decode 1.2, features 183.5") for line in lines), text
     assert any(line.startswith("cam0 ended: 1 mistake (boil_water before") for line in lines), text

@@ -343,7 +343,7 @@ def _rule_caption(state: ViewState, label: str = "allowed next") -> str | None:
             f"{'/'.join(rules)} rule")
 
 
-def _stream_lines(state: ViewState) -> Group:
+def _stream_lines(state: ViewState, width: int) -> Group:
     """The streams as lines, for a terminal too narrow for their table (its five headers folded a letter apart):
     each stream's id, step now and alerts on one line, its done and allowed next steps indented below."""
     lines: list[RenderableType] = [Text("streams", style="bold")]
@@ -356,10 +356,12 @@ def _stream_lines(state: ViewState) -> Group:
         lines.append(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
                                    _text(state.name(row.current)), "; ", _text(count, "bold red" if alerts else "")))
         lists = Table.grid(padding=(0, 1))
-        lists.add_column(no_wrap=True)
-        lists.add_column(overflow="fold")
-        lists.add_row(Text("  done"), _done_cell(sid, row, state, mistaken))
-        lists.add_row(Text("  next"), _likely_next(row, state))
+        labels = ("  done", "  next")  # indented under the stream's id
+        # Widths given, not measured: measuring a list joins every name, 2048 of them in a status.
+        lists.add_column(no_wrap=True, width=len(labels[0]))
+        lists.add_column(overflow="fold", width=max(1, width - len(labels[0]) - 1))
+        lists.add_row(Text(labels[0]), _done_cell(sid, row, state, mistaken))
+        lists.add_row(Text(labels[1]), _likely_next(row, state))
         lines.append(lists)
     caption = _rule_caption(state, "next")
     if caption is not None:
@@ -372,7 +374,7 @@ def _streams_table(state: ViewState, layout: _Layout, width: int) -> RenderableT
     `stream-detect view --jsonl` keep them), and the names share the width by need; below `COMPACT_WIDTH` a line
     each (`_stream_lines`)."""
     if layout.below(width, COMPACT_WIDTH):
-        return _stream_lines(state)
+        return _stream_lines(state, width)
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
     layout.stream(streams, mark=any(row.ended or row.lost for row in state.streams.values()))

@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphs.common.safe_text import count_of, printable
-from streaming.messages import Alert, CheckerHealth, Status
+from streaming.messages import Alert, CheckerHealth, MissingSteps, Status
 from streaming.session_verdict import (
     CORRECT,
     SessionVerdict,
@@ -265,11 +265,13 @@ class _Layout:
     def below(self, width: int, limit: int) -> bool:
         """Whether a table drawn ``width`` wide gives way to the narrow layout of ``limit`` (never with ``fit``).
 
-        A stream id longer than `STREAM_ROOM` takes its excess out of the width first: the limits were set with ids
-        like ``cam0 (ended)``, and at 80 columns a 64-character id (the wire allows it) left every other column a
-        letter wide, a table 40 lines high.
+        A stream id longer than ``cam0`` takes its excess out of the width first: the limits were set with ids like
+        ``cam0 (ended)`` (`STREAM_ROOM`), and at 80 columns a 64-character id (the wire allows it) left every other
+        column a letter wide, a table 40 lines high. The mark is counted whether a stream has ended yet or not, so
+        that the layout does not change when one does.
         """
-        return width - max(self.stream_width, STREAM_ROOM) < limit - STREAM_ROOM and not self.fit
+        taken = max(self.stream_width + len(ENDED_MARK), STREAM_ROOM)
+        return width - taken < limit - STREAM_ROOM and not self.fit
 
     def table(self, title: str, title_style: str = "") -> Table:
         return Table(title=title, title_style=title_style or None, expand=not self.fit)
@@ -354,7 +356,7 @@ def _stream_lines(state: ViewState, width: int) -> Group:
     mistaken = _mistaken(state)
     for sid, row in sorted(state.streams.items()):
         alerts = _stream_alerts(sid, row, state)
-        count = count_of(alerts, "alert").replace(" ", "\u00a0")  # a no-break space: "1" / "alert" folded apart
+        count = count_of(alerts, "alert")
         lines.append(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
                                    _text(state.name(row.current)), "; ", _text(count, "bold red" if alerts else "")))
         lists = Table.grid(padding=(0, 1))
@@ -419,7 +421,10 @@ def _latency_rows(state: ViewState) -> dict[str, Status]:
 def _latency_table(rows: dict[str, Status], layout: _Layout, width: int) -> RenderableType:
     """Each stream's latest per-stage latencies (``rows``: the detector's means since its previous heartbeat, the
     checker's latest hop and alert); below `COMPACT_WIDTH` a line per stream."""
-    if layout.below(width, COMPACT_WIDTH):
+    # Every column is a number: where they do not all fit (their borders included), the table would be cut.
+    need = 1 + sum(w + 3 for w in (max(layout.stream_width, len("stream")),
+                                   *(max(NUMBER_WIDTH, len(stage)) for stage in STAGES)))
+    if layout.below(width, COMPACT_WIDTH) or (width < need and not layout.fit):
         return Group(Text("latency per stage, ms", style="bold"), *(
             Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
                                                       f"{getattr(row, latency_field(stage)):.1f}" for stage in STAGES))
@@ -453,6 +458,9 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
     terminal's lines.
     """
     if not state.alerts:
+        counted = sum(row.alerts for row in state.streams.values())
+        if counted:  # the view joined late or its log dropped them: "no mistakes" would contradict the verdicts
+            return Text.assemble(("alerts: ", "bold"), f"none received by this view (the checker counted {counted})")
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
         return Text.assemble(("alerts: ", "bold"), "no mistakes" if over else "no mistakes so far")
     if layout.below(width, COMPACT_WIDTH):
@@ -500,27 +508,38 @@ def _alert_lines(state: ViewState) -> Group:
         # "before" only where it reads so: a late-step alert or one without pre-conditions says what it is itself
         lines.append(Text.assemble(where, _text(alert.step_name, "bold red"), " before " if alert.missing else ": ",
                                    _missing(alert, state)))
-        # indented as a whole: wrapped, its second line would start at the margin like a new alert
-        lines.append(Padding(Text.assemble("likely forgotten ", _forgotten(alert), "; ",
-                                           _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")), (0, 0, 0, 2)))
+        # Indented as a whole (wrapped, its second line started at the margin like a new alert), the probability
+        # first (last, it was folded apart at 50 columns: "P" / "mistake 1.00").
+        probability = _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")
+        lines.append(Padding(Text.assemble(probability, "; likely forgotten ", _forgotten(alert)), (0, 0, 0, 2)))
     lines.append(Text(ALERTS_CAPTION, style="dim"))
     return Group(*lines)
 
 
-def _never_done_table(state: ViewState, layout: _Layout) -> Table:
+def _never_done_names(report: MissingSteps, state: ViewState) -> str:
+    """The steps an ended session never did."""
+    names = _names(report.missing, report.missing_names, state)
+    # A step the session confirmed can still be named: the checker weighs how clearly it was done, not the
+    # confirmation (docs/method.md); said, so the "done" list and this one do not seem to contradict each other.
+    row = state.streams.get(report.stream_id)
+    done = set(row.done) if row is not None and row.run == report.run else set()
+    return ", ".join(f"{name} (recognised, but judged not done: P {p:.2f})" if step in done else name
+                     for step, name, p in zip(report.missing, names, report.probabilities, strict=True))
+
+
+def _never_done_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+    """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
+    if layout.below(width, COMPACT_WIDTH):
+        return Group(Text("never done (session ended)", style="bold red"), *(
+            Text.assemble(_text(_clock(when)), " ", _text(report.stream_id), ": ",
+                          _text(_never_done_names(report, state), "bold red"))
+            for when, report in state.missing))
     never = layout.table("never done (session ended)", "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
     layout.stream(never)
     layout.names(never, "missing key-steps", 1)
     for when, report in state.missing:
-        names = _names(report.missing, report.missing_names, state)
-        # A step the session confirmed can still be named: the checker weighs how clearly it was done, not the
-        # confirmation (docs/method.md); said, so the "done" list and this one do not seem to contradict each other.
-        row = state.streams.get(report.stream_id)
-        done = set(row.done) if row is not None and row.run == report.run else set()
-        names = [f"{name} (recognised, but judged not done: P {p:.2f})" if step in done else name
-                 for step, name, p in zip(report.missing, names, report.probabilities, strict=True)]
-        never.add_row(_text(_clock(when)), _text(report.stream_id), _text(", ".join(names), "bold red"))
+        never.add_row(_text(_clock(when)), _text(report.stream_id), _text(_never_done_names(report, state), "bold red"))
     return never
 
 
@@ -565,7 +584,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
     outcome: list[RenderableType] = [_ByWidth(lambda width: _alerts_table(state, layout, width))]
     if state.missing:  # shown once a session has ended without some required step
-        outcome.append(_never_done_table(state, layout))
+        outcome.append(_ByWidth(lambda width: _never_done_table(state, layout, width)))
     context: list[RenderableType] = []
     rows = _latency_rows(state)
     if rows:  # where each stream's time goes: a slow stage shows without a metrics server

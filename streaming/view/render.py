@@ -55,6 +55,7 @@ NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the
 COMPACT_WIDTH: int = 60  # below it the streams, the alert log, the latencies and the recent key-steps are lines, not
 # tables: six bordered columns left the names of a 50-column terminal one character wide
 STREAM_ROOM: int = len("cam0 (ended)")  # the stream column `NARROW_WIDTH` and `COMPACT_WIDTH` were set with
+HANG: int = 2  # the indent of a wrapped entry's next lines in the line layouts (`Hanging`)
 WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
@@ -142,6 +143,23 @@ class NameList:
             middle = (low + high) // 2
             low, high = (middle, high) if fits(middle) else (low, middle)
         yield self._shown(low)
+
+
+@dataclass(frozen=True)
+class Hanging:
+    """One entry of a line layout, its wrapped lines indented under its first: a continuation at the margin read as a
+    new entry (a 64-character stream id's ``1 alert`` alone on the next line)."""
+
+    text: Text
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        # All lines wrapped to the indented width: the first one gives up the indent too, but no word moves twice.
+        lines = self.text.wrap(console, max(options.max_width - HANG, 1), overflow="fold")
+        for k, line in enumerate(lines):
+            yield Text.assemble(" " * HANG, line) if k else line
 
 
 def _names_cell(names: list[Text], keep: Literal["first", "last"]) -> NameList | Text:
@@ -357,8 +375,9 @@ def _stream_lines(state: ViewState, width: int) -> Group:
     for sid, row in sorted(state.streams.items()):
         alerts = _stream_alerts(sid, row, state)
         count = count_of(alerts, "alert")
-        lines.append(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
-                                   _text(state.name(row.current)), "; ", _text(count, "bold red" if alerts else "")))
+        lines.append(Hanging(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
+                                           _text(state.name(row.current)), "; ",
+                                           _text(count, "bold red" if alerts else ""))))
         lists = Table.grid(padding=(0, 1))
         labels = ("  done", "  next")  # indented under the stream's id
         # Widths given, not measured: measuring a list joins every name, 2048 of them in a status.
@@ -426,8 +445,9 @@ def _latency_table(rows: dict[str, Status], layout: _Layout, width: int) -> Rend
                                    *(max(NUMBER_WIDTH, len(stage)) for stage in STAGES)))
     if layout.below(width, COMPACT_WIDTH) or (width < need and not layout.fit):
         return Group(Text("latency per stage, ms", style="bold"), *(
-            Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
-                                                      f"{getattr(row, latency_field(stage)):.1f}" for stage in STAGES))
+            Hanging(Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
+                                                              f"{getattr(row, latency_field(stage)):.1f}"
+                                                              for stage in STAGES)))
             for sid, row in rows.items()))
     table = layout.table("latency per stage, ms")
     layout.stream(table)
@@ -502,12 +522,12 @@ def _alert_lines(state: ViewState) -> Group:
         where = Text.assemble(_video_time(alert, state), " ", _text(alert.stream_id), " ")
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         if withdrawn is not None:
-            lines.append(Text.assemble(where, _text(alert.step_name, "strike dim"), " ",
-                                       _text(f"retracted: {retraction_reason(withdrawn)}", "yellow")))
+            lines.append(Hanging(Text.assemble(where, _text(alert.step_name, "strike dim"), " ",
+                                               _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"))))
             continue
         # "before" only where it reads so: a late-step alert or one without pre-conditions says what it is itself
-        lines.append(Text.assemble(where, _text(alert.step_name, "bold red"), " before " if alert.missing else ": ",
-                                   _missing(alert, state)))
+        lines.append(Hanging(Text.assemble(where, _text(alert.step_name, "bold red"),
+                                           " before " if alert.missing else ": ", _missing(alert, state))))
         # Indented as a whole (wrapped, its second line started at the margin like a new alert), the probability
         # first (last, it was folded apart at 50 columns: "P" / "mistake 1.00").
         probability = _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")
@@ -531,8 +551,8 @@ def _never_done_table(state: ViewState, layout: _Layout, width: int) -> Renderab
     """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
     if layout.below(width, COMPACT_WIDTH):
         return Group(Text("never done (session ended)", style="bold red"), *(
-            Text.assemble(_text(_clock(when)), " ", _text(report.stream_id), ": ",
-                          _text(_never_done_names(report, state), "bold red"))
+            Hanging(Text.assemble(_text(_clock(when)), " ", _text(report.stream_id), ": ",
+                                  _text(_never_done_names(report, state), "bold red")))
             for when, report in state.missing))
     never = layout.table("never done (session ended)", "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
@@ -547,8 +567,8 @@ def _events_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
     """The recent key-steps; below `COMPACT_WIDTH` a line each."""
     if layout.below(width, COMPACT_WIDTH):
         return Group(Text("recent key-steps: clock, stream, key-step, video time, confidence", style="bold"), *(
-            Text.assemble(_text(_clock(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"), " ",
-                          _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}"))
+            Hanging(Text.assemble(_text(_clock(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"), " ",
+                                  _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}")))
             for when, ev in state.events))
     events = layout.table("recent key-steps")
     layout.fixed(events, "time", CLOCK_WIDTH)

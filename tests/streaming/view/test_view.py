@@ -676,6 +676,10 @@ def test_a_long_stream_id_leaves_the_names_room_by_drawing_lines() -> None:
     for width in (80, 100):
         lines = draw(state, width=width).splitlines()
         assert len(lines) < 15 and any("boil_water" in line for line in lines), "\n".join(lines)
+    # At 40 columns the stream's line wraps: its next lines are indented under it, not at the margin like a new entry.
+    lines = draw(state, width=40).splitlines()
+    entry = lines[lines.index("streams") + 1 : next(k for k, line in enumerate(lines) if line.startswith("  done"))]
+    assert len(entry) >= 2 and all(line.startswith("  ") for line in entry[1:]), "\n".join(lines)
     # A short id keeps the tables at 60 columns and up.
     state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
     state.apply(status(stream_id="cam0"))

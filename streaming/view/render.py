@@ -55,7 +55,7 @@ NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the
 COMPACT_WIDTH: int = 60  # below it the streams, the alert log, the latencies and the recent key-steps are lines, not
 # tables: six bordered columns left the names of a 50-column terminal one character wide
 STREAM_ROOM: int = len("cam0 (ended)")  # the stream column `NARROW_WIDTH` and `COMPACT_WIDTH` were set with
-HANG: int = 2  # the indent of a wrapped entry's next lines in the line layouts (`Hanging`)
+HANG: int = 2  # the indent of what belongs to an entry above it in the line layouts (`Hanging`'s wrapped lines)
 WORD_WIDTH: int = 24  # the longest word a column of names widens itself for: a longer one folds
 ENDED_MARK: str = " (ended)"
 PROBABILITY_HEADER: str = "P mistake"
@@ -379,7 +379,7 @@ def _stream_lines(state: ViewState, width: int) -> Group:
                                            _text(state.name(row.current)), "; ",
                                            _text(count, "bold red" if alerts else ""))))
         lists = Table.grid(padding=(0, 1))
-        labels = ("  done", "  next")  # indented under the stream's id
+        labels = (" " * HANG + "done", " " * HANG + "next")  # indented under the stream's id, as its wrapped part
         # Widths given, not measured: measuring a list joins every name, 2048 of them in a status.
         lists.add_column(no_wrap=True, width=len(labels[0]))
         lists.add_column(overflow="fold", width=max(1, width - len(labels[0]) - 1))
@@ -531,7 +531,7 @@ def _alert_lines(state: ViewState) -> Group:
         # Indented as a whole (wrapped, its second line started at the margin like a new alert), the probability
         # first (last, it was folded apart at 50 columns: "P" / "mistake 1.00").
         probability = _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")
-        lines.append(Padding(Text.assemble(probability, "; likely forgotten ", _forgotten(alert)), (0, 0, 0, 2)))
+        lines.append(Padding(Text.assemble(probability, "; likely forgotten ", _forgotten(alert)), (0, 0, 0, HANG)))
     lines.append(Text(ALERTS_CAPTION, style="dim"))
     return Group(*lines)
 

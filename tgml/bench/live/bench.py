@@ -59,7 +59,7 @@ from graphs.annotations import Annotations, TrainingVideos
 from graphs.checker_settings import CheckerSettings, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
-from graphs.precision_recall import NOT_MEASURED
+from graphs.precision_recall import shown
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
 from recognition.metrics import frame_map
@@ -524,10 +524,6 @@ COLUMNS: Final = (("Avg F1", "avg_f1", 1), ("Mist P", "mistake_precision", 1), (
                   ("latency median s", "latency_median_s", 1), ("right alerts early", "caught_before_start", 0))
 
 
-def _cell(value: float | None, digits: int) -> str:
-    return NOT_MEASURED if value is None else f"{value:.{digits}f}"
-
-
 def live_row_title(config: LiveBenchConfig) -> str:
     """The live row's title: what the chain checked against, and the checker too when the folds chose it."""
     kinds, graphs = config.checker_kinds, config.live_graphs
@@ -561,7 +557,7 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
         metrics = overall[row].metrics()
         title = (live_row_title(result.config) if row == "live" else default_row_title(result.config)
                  if row == "live_default" else ROW_TITLES[row])
-        table.add_row(title, *(_cell(metrics[key], d) for _, key, d in COLUMNS))
+        table.add_row(title, *(shown(metrics[key], f".{d}f") for _, key, d in COLUMNS))
     per_recipe = Table(title="bench-live per recipe (live chain)", header_style="bold")
     per_recipe.add_column("recipe")
     per_recipe.add_column("rec.", justify="right")
@@ -573,8 +569,8 @@ def live_tables(result: LiveBenchResult) -> list[Table]:
         pooled = result.pooled(name)
         metrics = pooled["live"].metrics()
         per_recipe.add_row(name, str(sum(r.recording.recipe == name for r in result.recordings)),
-                           f"{100 * value:.1f}", *(_cell(metrics[key], d) for _, key, d in COLUMNS),
-                           _cell(pooled["annotated_hand_made"].metrics()["avg_f1"], 1))
+                           f"{100 * value:.1f}", *(shown(metrics[key], f".{d}f") for _, key, d in COLUMNS),
+                           shown(pooled["annotated_hand_made"].metrics()["avg_f1"]))
     return [table, per_recipe, selection_table(result), variant_table(result)]
 
 
@@ -616,7 +612,7 @@ CANDIDATE_COLUMNS: Final = ("checker", "graph", "prior skip", "threshold")
 
 def _candidate_cells(candidate: Candidate) -> list[str]:
     return [candidate.checking.kind, candidate.graph,
-            *(NOT_MEASURED if v is None else f"{v:g}" for v in checker_numbers(candidate.checking).values())]
+            *(shown(v, "g") for v in checker_numbers(candidate.checking).values())]
 
 
 SELECTION_COLUMNS: Final = ("objective", "Avg F1", "Mist P", "Mist R", "Missing P", "Missing R", "Missing F1",
@@ -624,7 +620,7 @@ SELECTION_COLUMNS: Final = ("objective", "Avg F1", "Mist P", "Mist R", "Missing 
 
 
 def _selection_cells(metrics: dict[str, float | None]) -> list[str]:
-    return [f"{objective(metrics):.1f}", *(_cell(metrics[k], d) for k, d in (
+    return [f"{objective(metrics):.1f}", *(shown(metrics[k], f".{d}f") for k, d in (
         ("avg_f1", 1), ("mistake_precision", 1), ("mistake_recall", 1), ("missing_precision", 1),
         ("missing_recall", 1), ("missing_f1", 1), ("false_alarms_per_error_free", 2)))]
 

@@ -35,7 +35,7 @@ from typing import Final
 import numpy as np
 from rich.table import Table
 
-from graphs.precision_recall import NOT_MEASURED
+from graphs.precision_recall import shown
 from graphs.task_graph import Node
 from recognition.metrics import average_precision
 from tgml.bench.error_annotations import ErrorRecording
@@ -248,10 +248,7 @@ def ceiling_table(result: LiveBenchResult, ceilings: dict[str, Ceiling]) -> Tabl
         table.add_column(col, justify="right" if col != "bound" else "left")
     for name, c in ceilings.items():
         title, key, target = BOUNDS[name]
-
-        def cell(value: float | None) -> str:
-            return NOT_MEASURED if value is None else f"{value:.1f}"
-
-        table.add_row(title, str(c.items), str(c.positives), cell(c.average_precision), cell(c.score),
-                      cell(c.precision), cell(c.recall), str(c.named), cell(c.at_precision), cell(live[key]), target)
+        table.add_row(title, str(c.items), str(c.positives), shown(c.average_precision), shown(c.score),
+                      shown(c.precision), shown(c.recall), str(c.named), shown(c.at_precision), shown(live[key]),
+                      target)
     return table

@@ -639,6 +639,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     from streaming.offline.eval_run import EvalConfig, evaluate
     from streaming.offline.eval_scores import (
+        eval_lines,
         eval_table,
         false_alarm_line,
         missing_steps_line,
@@ -656,7 +657,13 @@ def _eval(args: argparse.Namespace) -> int:
     result = evaluate(config, progress=not args.quiet)
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"
              f" ({result.cached} from the cache)")
-    Console(width=160).print(eval_table(result.scores, title))
+    table, console = eval_table(result.scores, title), Console()
+    if not console.is_terminal:  # logs and pipes keep the whole table
+        Console(width=160).print(table)
+    elif console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
+        console.print(table)
+    else:  # squeezed, rich would cut the figures to "1…": lines keep every figure whole
+        print("\n".join(eval_lines(result.scores, title, console.width)))
     print(false_alarm_line(result.scores))
     missing = missing_steps_line(result.scores)
     if missing is not None:

@@ -30,6 +30,7 @@ the probability that a pre-condition was skipped), and for every annotated mista
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -580,6 +581,32 @@ def unmeasured_notes(scores: Sequence[VideoScores]) -> list[str]:
 
 def _seconds(x: float | None) -> str:
     return "-" if x is None else f"{x:+.2f}"
+
+
+def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[str]:
+    """`eval_table`'s figures as lines, for a terminal narrower than the table: a line per video and the total,
+    wrapped at ``width`` between figures (never inside one) and indented after the first line.
+
+    Args:
+        scores: one entry per video.
+        title: the table's title.
+        width: the terminal's columns.
+    """
+    lines = textwrap.wrap(title, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    for score in [*scores, total(scores)]:
+        g, e = score.mistakes["graph"], score.mistakes["has_errors"]
+        median, p90 = latency_summary(score.latencies)
+        units = [f"{score.video}:", f"{count_of(g.alerts, 'alert')},", f"{score.retracted} retracted;",
+                 f"mistakes P {_pct(g.precision)},", f"R {_pct(g.recall)},", f"F1 {_pct(g.f1)};",
+                 f"has_errors P {_pct(e.precision)},", f"R {_pct(e.recall)},", f"F1 {_pct(e.f1)};",
+                 "key-steps", *(f"F1@{int(100 * t)} {_pct(score.segments[t].f1)}," for t in IOU_THRESHOLDS),
+                 f"edit {f'{np.mean(score.edit):.1f}' if score.edit else '-'};",
+                 f"latency median {_seconds(median)},", f"p90 {_seconds(p90)} s"]
+        # A figure stays with its name: its spaces are no-break ones while wrapping, given back after.
+        text = " ".join(unit.replace(" ", "\u00a0") for unit in units)
+        wrapped = textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+        lines += [line.replace("\u00a0", " ") for line in wrapped]
+    return lines
 
 
 def eval_table(scores: Sequence[VideoScores], title: str) -> Table:

@@ -7,7 +7,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import pty
+import re
 import shutil
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +116,46 @@ def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mista
     wrong = [a for a in videos["test_wrong"]["alerts"] if not a["retracted"]]
     assert [a["step"] for a in wrong] == [1]  # take_part, done before open_box, its pre-condition
     assert not [a for a in videos["test_ok"]["alerts"] if not a["retracted"]]
+
+
+def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It was printed 160 wide whatever the terminal: at 80 columns every row broke mid-number into the next line.
+    master, slave = pty.openpty()
+    received: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other end closed
+                return
+            if not chunk:
+                return
+            received.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    monkeypatch.setenv("COLUMNS", "80")
+    with open(slave, "w", encoding="utf-8") as terminal:
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert stream_detect(eval_argv(trained, "--split", str(trained / "folder" / "split.json"))) == 0
+        terminal.flush()
+        monkeypatch.undo()
+    reader.join(timeout=30)
+    os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(received).decode("utf-8"))
+    lines = text.replace("\r\n", "\n").splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # Every figure whole, beside its name: the wrong recording's mistake caught, its steps recognised.
+    entries: list[str] = []
+    for line in lines:
+        if line.startswith(" ") and entries:  # an entry goes on indented
+            entries[-1] += " " + line.strip()
+        else:
+            entries.append(line)
+    wrong = next(entry for entry in entries if entry.startswith("test_wrong"))
+    assert wrong.startswith("test_wrong: 1 alert, 0 retracted; mistakes P 100.0, R 100.0, F1 100.0;")
+    assert "key-steps F1@10 100.0, F1@25 100.0, F1@50 100.0, edit 100.0;" in wrong and "…" not in text
 
 
 def test_a_results_file_that_would_overwrite_a_feature_file_is_refused_before_the_run(

@@ -113,26 +113,35 @@ class NameList:
 
     names: tuple[Text, ...]
     keep: Literal["first", "last"]
+    tails: tuple[str, ...] = ()  # per name, what follows it and is never cut (an allowed step's probability)
 
-    def _shown(self, count: int) -> Text:
-        """The names with all but ``count`` of them replaced by their number."""
+    def _entry(self, k: int, chars: int | None) -> Text:
+        name = self.names[k] if chars is None else Text.assemble(self.names[k][:chars], "…")
+        return Text.assemble(name, self.tails[k]) if self.tails else name
+
+    def _shown(self, count: int, chars: int | None = None) -> Text:
+        """The names with all but ``count`` of them replaced by their number; with ``chars``, the one name kept
+        (``count`` 1) cut to that many characters and an ellipsis, its tail kept."""
         left = len(self.names) - count
+        kept = [self._entry(k, chars) for k in (range(left, len(self.names)) if self.keep == "last" else range(count))]
         if self.keep == "last":
-            parts = ([_text(f"+{left} earlier")] if left else []) + list(self.names[left:])
+            parts = ([_text(f"+{left} earlier")] if left else []) + kept
         else:
-            parts = list(self.names[:count]) + ([_text(f"+{left} more")] if left else [])
+            parts = kept + ([_text(f"+{left} more")] if left else [])
         return Text(", ").join(parts)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         # Every name shown, measured as plain text: joining 2048 styled names (a status may list that many) only to
         # measure them took a third of a frame.
-        return Measurement.get(console, options, Text(", ".join(name.plain for name in self.names)))
+        tails = self.tails or ("",) * len(self.names)
+        plain = ", ".join(name.plain + tail for name, tail in zip(self.names, tails, strict=True))
+        return Measurement.get(console, options, Text(plain))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
         width = max(options.max_width, 1)
 
-        def fits(count: int) -> bool:
-            return len(self._shown(count).wrap(console, width, overflow="fold")) <= LIST_LINES
+        def fits(count: int, chars: int | None = None) -> bool:
+            return len(self._shown(count, chars).wrap(console, width, overflow="fold")) <= LIST_LINES
 
         # A status may list 2048 steps and the view redraws 8 times a second: no more names than the lines could
         # hold (each takes 3 characters at least, with its ", "), and the count found by bisection, not one by one.
@@ -142,6 +151,17 @@ class NameList:
         while high - low > 1:  # fits(low) or low == 0; not fits(high)
             middle = (low + high) // 2
             low, high = (middle, high) if fits(middle) else (low, middle)
+        if low == 0 and self.names:
+            # Not even one name whole (CaptainCook4D's run to a sentence): the newest done or the likeliest next step
+            # is the one a person reads the cell for, so it is kept, cut short, rather than a bare "+1 more".
+            longest = len((self.names[-1] if self.keep == "last" else self.names[0]).plain)
+            cut, over = 0, longest
+            while over - cut > 1:  # fits(1, cut) or cut == 0; not fits(1, over)
+                middle = (cut + over) // 2
+                cut, over = (middle, over) if fits(1, middle) else (cut, middle)
+            if cut >= 1:
+                yield self._shown(1, cut)
+                return
         yield self._shown(low)
 
 
@@ -162,8 +182,8 @@ class Hanging:
             yield Text.assemble(" " * HANG, line) if k else line
 
 
-def _names_cell(names: list[Text], keep: Literal["first", "last"]) -> NameList | Text:
-    return NameList(tuple(names), keep) if names else _text("-")
+def _names_cell(names: list[Text], keep: Literal["first", "last"], tails: tuple[str, ...] = ()) -> NameList | Text:
+    return NameList(tuple(names), keep, tails) if names else _text("-")
 
 
 def _likely_next(row: Status, state: ViewState) -> NameList | Text:
@@ -175,12 +195,9 @@ def _likely_next(row: Status, state: ViewState) -> NameList | Text:
     """
     if row.ended:
         return _text("-")
-    parts = [
-        _text(state.name(step) + (f" {score:.2f}" if score > 0 else ""))
-        for step, score in zip(row.allowed, row.allowed_scores, strict=True)
-        if step != row.current
-    ]
-    return _names_cell(parts, "first")
+    shown = [(step, score) for step, score in zip(row.allowed, row.allowed_scores, strict=True) if step != row.current]
+    return _names_cell([_text(state.name(step)) for step, _ in shown], "first",
+                       tuple(f" {score:.2f}" if score > 0 else "" for _, score in shown))
 
 
 def _video_time(alert: Alert, state: ViewState) -> Text:

@@ -738,3 +738,19 @@ def test_a_status_of_2048_steps_shows_the_newest_done_and_the_first_allowed() ->
     text = draw(state, width=80)
     row = [line for line in text.splitlines() if line.startswith("│")][:3]
     assert "earlier" in "".join(row) and "step_2047" in "".join(row) and "more" in "".join(row)
+
+
+def test_a_step_named_by_a_sentence_is_shown_cut_short_not_only_counted() -> None:
+    # CaptainCook4D names its steps with sentences: at 80 columns "done" read "+5 earlier" and "allowed next"
+    # "+1 more", hiding the newest done and the likeliest next step, the two a person reads those cells for.
+    names = {k: f"Slice-Slice the tortilla roll number {k} with floss, perpendicular to its length, into pinwheels"
+             for k in range(8)}
+    state = ViewState(names=names)
+    state.apply(status(done=(0, 1, 2, 3, 4, 5), allowed=(6, 7), allowed_scores=(0.7, 0.2), current=2))
+    text = draw(state, width=80)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    cells = [[cell.strip() for cell in line.strip("│").split("│")] for line in rows[:3]]
+    done, allowed = " ".join(row[2] for row in cells), " ".join(row[3] for row in cells)
+    assert done.startswith("+5 earlier, Slice-Slice") and "…" in done
+    assert allowed.startswith("Slice-Slice") and allowed.endswith("… 0.70, +1 more")  # its probability kept
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -44,7 +44,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning
+from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning, unknown_command
 from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
@@ -438,6 +438,8 @@ def _defaults(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``stream-detect``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:  # run, the default, takes options only
+        raise unknown_command("stream-detect", argv[0], SUBCOMMANDS)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv = ["run", *argv]
     return _run(build_parser().parse_args(argv))

@@ -167,6 +167,14 @@ class ArgumentParser(argparse.ArgumentParser):
         return parsed
 
 
+def unknown_command(prog: str, word: str, commands: Sequence[str]) -> InputError:
+    """The usage error of a first argument that is neither an option nor one of ``prog``'s ``commands``: a typo of
+    one (``imprt``), which would otherwise be read as an argument of the default command and be reported as an
+    option that command misses."""
+    return InputError(f"{prog}: unknown command {printable(word)!r} (choose from {', '.join(commands)}; see {prog} "
+                      "--help)")
+
+
 def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
     """The innermost sub-command parser that ``parsed`` went through (``parser`` itself without sub-commands).
 

@@ -30,8 +30,16 @@ records the rate and the ``--name`` (default ``imported``) and is fed live from 
 from __future__ import annotations
 
 import sys
+from typing import Final
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary, print_warning
+from graphs.common.errors import (
+    ArgumentParser,
+    InputError,
+    exit_on_input_error,
+    plain_summary,
+    print_warning,
+    unknown_command,
+)
 from graphs.common.options import fps_option, output_name, rate_option, seed_option, threads_option
 
 
@@ -77,6 +85,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--verbose", action="store_true",
                         help="show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default")
     return parser
+
+
+IMPORT_ONLY: Final = frozenset({"--features", "--rate", "--name"})  # import's options extraction does not have
 
 
 def build_import_parser() -> ArgumentParser:
@@ -128,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["import"]:
         return _import(argv[1:])
+    if argv and not argv[0].startswith("-"):  # extraction takes options only
+        raise unknown_command("recognition-features", argv[0], ("import",))
+    imported = sorted({a.split("=")[0] for a in argv} & IMPORT_ONLY)
+    if imported and "--videos" not in {a.split("=")[0] for a in argv}:
+        raise InputError(f"recognition-features: {', '.join(imported)}: options of recognition-features import (your "
+                         "own feature files: recognition-features import --features DIR ...); extraction from videos "
+                         "takes --videos")
     args = build_parser().parse_args(argv)
     from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs

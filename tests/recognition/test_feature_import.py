@@ -268,3 +268,17 @@ def test_a_config_naming_another_feature_folder_says_which_the_folder_holds(tmp_
     assert line == (f"error: {root / 'out'}: RGB feature folder 'rgb_imported' not found (the folder holds rgb_foo; "
                     "the name is --config's [features] rgb or flow, or without one rgb_ and split.json's "
                     "feature_extractor)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [(["imprt", "--features", "npy/"], "error: recognition-features: unknown command 'imprt' (choose from import; see "
+                                       "recognition-features --help)"),
+     (["--features", "npy/", "--annotations", "l.json", "--rate", "1", "--out", "f/"],
+      "error: recognition-features: --features, --rate: options of recognition-features import (your own feature "
+      "files: recognition-features import --features DIR ...); extraction from videos takes --videos")],
+)
+def test_a_mistyped_or_forgotten_import_is_named(argv: list[str], line: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # Both were answered "the following arguments are required: --videos", naming neither the word nor import.
+    assert cli_error(main, argv, capsys) == line

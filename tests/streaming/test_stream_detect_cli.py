@@ -55,6 +55,13 @@ def test_an_option_of_one_value_given_twice_is_refused(argv: list[str], line: st
     assert line in cli_error(main, argv, capsys)
 
 
+def test_a_mistyped_command_is_named_with_the_commands_there_are(capsys: pytest.CaptureFixture[str]) -> None:
+    # It was read as an argument of run, the default: "stream-detect run: unrecognized arguments: evl".
+    line = cli_error(main, ["evl", "--features", "x.npy"], capsys)
+    assert line == ("error: stream-detect: unknown command 'evl' (choose from run, detector, checker, view, dashboard, "
+                    "eval, keys; see stream-detect --help)")
+
+
 def test_unopenable_video_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "clip.mp4"
     bad.write_text("not a video at all")

@@ -233,6 +233,9 @@ class ImportReport:
         lines = [f"{videos} recordings imported into {self.folder} ({len(self.train)} train, {len(self.test)} "
                  f"test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, extractor "
                  f"{name!r}"]
+        if self.test:  # what tgml train --exclude-videos must leave out of the graph, said without opening split.json
+            lines.append(f"test recordings: {first_few(sorted(self.test), SHOWN)} (in {self.folder}/split.json; leave "
+                         "them out of the graph too: tgml train --exclude-videos)")
         if self.no_features:
             lines.append(f"not imported: {len(self.no_features)} annotated recordings have no feature file "
                          f"({first_few(sorted(self.no_features), SHOWN)})")

@@ -55,7 +55,10 @@ def test_imported_features_train_a_detector_that_records_their_rate_and_name(tmp
                                                                                ) -> None:
     root = write_recordings(tmp_path)
     assert main(argv(root, "--name", "my-backbone", "--test-videos", "rec4")) == 0
-    assert "5 recordings imported" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "5 recordings imported" in printed
+    # The recordings the graph must leave out, named without opening split.json (a new user had to).
+    assert f"test recordings: rec4 (in {root / 'out'}/split.json; leave them out of the graph too" in printed
     data = load_feature_dataset(root / "out", training_config_of_folder(root / "out").features)
     assert (data.fps, data.feature_extractor, data.input_dim) == (1.0, "my-backbone", 6)
     assert [v.name for v in data.test] == ["rec4"]

@@ -84,6 +84,7 @@ from streaming.offline.eval_scores import (
     RuleDisagreement,
     VideoRun,
     VideoScores,
+    disagreement_lines,
     node_name,
     rule_disagreements,
     score_video,
@@ -700,8 +701,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     check_outputs_spare_inputs(config, videos)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
-    for disagreement in disagreements:
-        warn(disagreement.message)
+    for line in disagreement_lines(disagreements):
+        warn(line)
     seen_in_training = trained_on(chain.checkpoint, [video.name for video in videos])
     if seen_in_training:
         warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos "

@@ -286,6 +286,25 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
     return out
 
 
+DISAGREEMENTS_SHOWN = 5  # warning lines about rules that disagree; the rest counted (--json lists them all)
+
+
+def disagreement_lines(disagreements: Sequence[RuleDisagreement], shown: int = DISAGREEMENTS_SHOWN) -> list[str]:
+    """The warning lines of `rule_disagreements`: each message once (a step repeated in a video, as CaptainCook4D's
+    are, made the same line twice), the first ``shown`` of them, then how many more.
+
+    Args:
+        disagreements: every disagreement, in the order to tell them.
+        shown: the lines written out.
+    """
+    messages = list(dict.fromkeys(d.message for d in disagreements))
+    lines = messages[:shown]
+    if len(messages) > shown:
+        lines.append(f"and {len(messages) - shown} more segments on which has_errors and the graph disagree (--json "
+                     "lists every one, as each video's rule_disagreements)")
+    return lines
+
+
 def node_name(graph: TaskGraph, node: int | str) -> str:
     """A node's name in the graph, or its id when the graph does not know it."""
     return graph.name_of(node) if node in graph.nodes else str(node)

@@ -27,7 +27,9 @@ from streaming.offline.eval_scores import (
     AnnotatedSegment,
     MistakeCounts,
     RaisedAlert,
+    RuleDisagreement,
     VideoRun,
+    disagreement_lines,
     eval_table,
     latency_summary,
     rule_disagreements,
@@ -120,6 +122,19 @@ def test_segments_where_has_errors_and_the_graph_disagree_are_named() -> None:
                                 "was the graph trained on this video?")  # fmt: skip
     agreeing = [AnnotatedSegment(s.step, s.start, s.end, s.step == 2) for s in ANNOTATED]
     assert rule_disagreements(tea_graph(), "v", agreeing) == []
+
+
+def test_disagreements_are_told_once_each_and_the_many_counted() -> None:
+    # CaptainCook4D: 25 warning lines on one recipe's 12 recordings, one of them twice word for word (a step done
+    # twice in a recording), buried eval's own output.
+    found = rule_disagreements(tea_graph(), "v", ANNOTATED)
+    twice = [found[0], found[0], found[1]]
+    assert disagreement_lines(twice) == [found[0].message, found[1].message]
+    many = [RuleDisagreement(f"v{k}", 0, 2, False, f"v{k}: a message") for k in range(8)]
+    lines = disagreement_lines(many)
+    assert lines[:5] == [f"v{k}: a message" for k in range(5)]
+    assert lines[5:] == ["and 3 more segments on which has_errors and the graph disagree (--json lists every one, as "
+                         "each video's rule_disagreements)"]
 
 
 @pytest.fixture(scope="module")

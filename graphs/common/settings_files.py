@@ -44,10 +44,27 @@ def read_settings(path: str | Path, what: str = "config file", hint: str = "") -
         The document as a dict.
     """
     path = Path(path)
+    if not path.is_absolute() and not path.exists():
+        hint = hint or _checkout_hint(path)
     data = read_yaml(path, what) if path.suffix in (".yaml", ".yml") else read_toml(path, what, hint)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a table of settings, got {json_kind(data)}")
     return data
+
+
+# The settings files the docs name (`configs/...`) live in the project's checkout, beside the packages; an installed
+# wheel has no such folder, and then nothing is hinted.
+CHECKOUT_CONFIGS: Final = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _checkout_hint(path: Path) -> str:
+    """Where the checkout's file of that name is, for a relative path not found here (the docs' ``--config
+    configs/x.toml`` typed outside the checkout, or the bare name ``x``); empty when there is none."""
+    for name in (path.name, f"{path.name}.toml"):
+        bundled = CHECKOUT_CONFIGS / name
+        if bundled.is_file():
+            return f" here; the project's configs/ is in its checkout: --config {bundled}"
+    return ""
 
 
 def check_known_keys(table: Mapping[str, Any], known: Collection[str], path: Path, table_name: str = "") -> None:

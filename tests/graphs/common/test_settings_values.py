@@ -10,7 +10,7 @@ import pytest
 
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written, json_kind
+from graphs.common.settings_files import as_written, json_kind, read_settings
 from tgml.learners.do.config import DOConfig
 
 
@@ -62,3 +62,17 @@ def test_an_annotation_file_holding_null_says_null(tmp_path: Path) -> None:
     path.write_text("null")
     with pytest.raises(InputError, match=r"expected a JSON object with fields 'annotations' and 'taxonomy', got null$"):
         load_annotations(path)
+
+
+@pytest.mark.parametrize("written", ["configs/miniroad-tiny.toml", "miniroad-tiny"])
+def test_a_project_config_named_outside_the_checkout_is_pointed_to(
+        written: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The docs' "--config configs/miniroad-captaincook4d-live.toml", typed in a user's own folder, was only "not found".
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as err:
+        read_settings(written)
+    bundled = Path(__file__).resolve().parents[3] / "configs" / "miniroad-tiny.toml"
+    assert str(err.value) == (f"{written}: config file not found here; the project's configs/ is in its checkout: "
+                              f"--config {bundled}")
+    with pytest.raises(InputError, match=r"^nothing\.toml: config file not found$"):
+        read_settings("nothing.toml")

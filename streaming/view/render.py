@@ -11,7 +11,7 @@ names fold onto a second line instead of being cut. Below `NARROW_WIDTH` columns
 clock, the streams table its frame counts and rate, and both share the width among their names by their longest
 words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their columns then move when longer names
 arrive); below `COMPACT_WIDTH` the streams, the alert log, the latencies and the recent key-steps are lines instead
-of tables.
+of tables, and so is any of them whose table would fold a word of its names (long names, as CaptainCook4D's).
 ``fit=True`` draws tables as wide as their contents, for output that is not a terminal.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
@@ -30,7 +30,7 @@ from typing import Literal
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.measure import Measurement
 from rich.padding import Padding
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from graphs.common.safe_text import count_of, printable
@@ -337,13 +337,24 @@ class _Layout:
         for column in table.columns:
             if column.ratio is None:
                 continue
-            texts = [text.plain if isinstance(text, Text) else text for cell in (column.header, *column.cells)
-                     for text in (cell.names if isinstance(cell, NameList) else (cell,))
-                     if isinstance(text, Text | str)]
-            longest = min(max((len(word) for text in texts for word in text.split()), default=1), WORD_WIDTH)
+            longest = min(_longest_word(column), WORD_WIDTH)
             column.ratio = longest
             if column.header == first:
                 column.width = longest
+
+
+def _longest_word(column: Column) -> int:
+    """The longest word of a column's header and cells (of each name of a `NameList`)."""
+    texts = [text.plain if isinstance(text, Text) else text for cell in (column.header, *column.cells)
+             for text in (cell.names if isinstance(cell, NameList) else (cell,)) if isinstance(text, Text | str)]
+    return max((len(word) for text in texts for word in text.split()), default=1)
+
+
+def _least_width(table: Table) -> int:
+    """The width a table needs to fold no word: each column its set width, or its longest word, with its padding
+    and border. Counted here rather than by rich's measure, which lays out every cell and took a quarter of a frame
+    at 2048 steps; a fixed-format column's values are never wrapped and its minimum width holds the widest."""
+    return 1 + sum(max(column.width or 0, column.min_width or 0, _longest_word(column)) + 3 for column in table.columns)
 
 
 def _layout(state: ViewState, fit: bool) -> _Layout:
@@ -409,11 +420,11 @@ def _stream_lines(state: ViewState, width: int) -> Group:
     return Group(*lines)
 
 
-def _streams_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
     """The streams; ``width`` below `NARROW_WIDTH` leaves out the frame counts and rate (the wire's ``status`` and
     `stream-detect view --jsonl` keep them), and the names share the width by need; below `COMPACT_WIDTH` a line
-    each (`_stream_lines`)."""
-    if layout.below(width, COMPACT_WIDTH):
+    each (`_stream_lines`), and where ``lines``."""
+    if lines:
         return _stream_lines(state, width)
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
@@ -454,13 +465,13 @@ def _latency_rows(state: ViewState) -> dict[str, Status]:
             if any(getattr(row, latency_field(stage)) for stage in STAGES)}  # fmt: skip
 
 
-def _latency_table(rows: dict[str, Status], layout: _Layout, width: int) -> RenderableType:
+def _latency_table(rows: dict[str, Status], layout: _Layout, width: int, lines: bool) -> RenderableType:
     """Each stream's latest per-stage latencies (``rows``: the detector's means since its previous heartbeat, the
     checker's latest hop and alert); below `COMPACT_WIDTH` a line per stream."""
     # Every column is a number: where they do not all fit (their borders included), the table would be cut.
     need = 1 + sum(w + 3 for w in (max(layout.stream_width, len("stream")),
                                    *(max(NUMBER_WIDTH, len(stage)) for stage in STAGES)))
-    if layout.below(width, COMPACT_WIDTH) or (width < need and not layout.fit):
+    if lines or (width < need and not layout.fit):
         return Group(Text("latency per stage, ms", style="bold"), *(
             Hanging(Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
                                                               f"{getattr(row, latency_field(stage)):.1f}"
@@ -476,19 +487,29 @@ def _latency_table(rows: dict[str, Status], layout: _Layout, width: int) -> Rend
 
 
 class _ByWidth:
-    """A table drawn for the width it is given (``build(width)``)."""
+    """A table drawn for the width it is given (``build(width, lines)``), as lines (``lines`` true) below
+    `COMPACT_WIDTH` and wherever the table would fold a word of its names: at 60 columns CaptainCook4D's sentences got
+    a 7-character column, ``slicing`` / ``-Contin`` / ``ue``, where lines keep every word whole."""
 
-    def __init__(self, build: Callable[[int], RenderableType]) -> None:
+    def __init__(self, build: Callable[[int, bool], RenderableType], layout: _Layout) -> None:
         self.build = build
+        self.layout = layout
+
+    def _drawn(self, width: int) -> RenderableType:
+        lines = self.layout.below(width, COMPACT_WIDTH)
+        drawn = self.build(width, lines)
+        if lines or self.layout.fit or not isinstance(drawn, Table):
+            return drawn
+        return drawn if _least_width(drawn) <= width else self.build(width, True)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self.build(options.max_width))
+        return Measurement.get(console, options, self._drawn(options.max_width))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
-        yield self.build(options.max_width)
+        yield self._drawn(options.max_width)
 
 
-def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
     """The alert log; ``width`` below `NARROW_WIDTH` leaves out the wall clock (the video time places the alert).
 
     Without an alert it is one line: an empty table and the caption that explains its numbers took 14 of an 80x24
@@ -500,7 +521,7 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int) -> RenderableTy
             return Text.assemble(("alerts: ", "bold"), f"none received by this view (the checker counted {counted})")
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
         return Text.assemble(("alerts: ", "bold"), "no mistakes" if over else "no mistakes so far")
-    if layout.below(width, COMPACT_WIDTH):
+    if lines:
         return _alert_lines(state)
     alerts = layout.table("alerts", "bold red")
     clock = not layout.below(width, NARROW_WIDTH)
@@ -564,9 +585,9 @@ def _never_done_names(report: MissingSteps, state: ViewState) -> str:
                      for step, name, p in zip(report.missing, names, report.probabilities, strict=True))
 
 
-def _never_done_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+def _never_done_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
     """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
-    if layout.below(width, COMPACT_WIDTH):
+    if lines:
         return Group(Text("never done (session ended)", style="bold red"), *(
             Hanging(Text.assemble(_text(_clock(when)), " ", _text(report.stream_id), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
@@ -580,9 +601,9 @@ def _never_done_table(state: ViewState, layout: _Layout, width: int) -> Renderab
     return never
 
 
-def _events_table(state: ViewState, layout: _Layout, width: int) -> RenderableType:
+def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
     """The recent key-steps; below `COMPACT_WIDTH` a line each."""
-    if layout.below(width, COMPACT_WIDTH):
+    if lines:
         return Group(Text("recent key-steps: clock, stream, key-step, video time, confidence", style="bold"), *(
             Hanging(Text.assemble(_text(_clock(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"), " ",
                                   _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}")))
@@ -619,20 +640,20 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     """
     layout = _layout(state, fit)
     verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
-    outcome: list[RenderableType] = [_ByWidth(lambda width: _alerts_table(state, layout, width))]
+    outcome: list[RenderableType] = [_ByWidth(lambda width, lines: _alerts_table(state, layout, width, lines), layout)]
     if state.missing:  # shown once a session has ended without some required step
-        outcome.append(_ByWidth(lambda width: _never_done_table(state, layout, width)))
+        outcome.append(_ByWidth(lambda width, lines: _never_done_table(state, layout, width, lines), layout))
     context: list[RenderableType] = []
     rows = _latency_rows(state)
     if rows:  # where each stream's time goes: a slow stage shows without a metrics server
-        context.append(_ByWidth(lambda width: _latency_table(rows, layout, width)))
-    context.append(_ByWidth(lambda width: _events_table(state, layout, width)))
+        context.append(_ByWidth(lambda width, lines: _latency_table(rows, layout, width, lines), layout))
+    context.append(_ByWidth(lambda width, lines: _events_table(state, layout, width, lines), layout))
     health = _health(state.health) if state.health is not None else None
     if health is not None:
         context.append(health)
     if state.malformed:
         context.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
-    streams = _ByWidth(lambda width: _streams_table(state, layout, width))
+    streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines), layout)
     if closing:
         return Group(streams, *context, *outcome, *verdicts)
     return Group(streams, *verdicts, *outcome, *context)

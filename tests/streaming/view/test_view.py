@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -665,9 +666,15 @@ def test_below_60_columns_the_alert_and_the_key_steps_are_lines_with_their_names
     assert "cam0 (ended): now -; 1 alert" in lines and not any("┃" in line for line in lines), text
     assert any(line.startswith("  done get_cup, boil_water") for line in lines), text
     assert any(line.startswith("  next -") for line in lines), text
+    # At 60 the streams table keeps every word whole, so it is a table again; the alert log's and the key-steps'
+    # tables would not (they folded "boil_water" to "boil_wa" / "ter" and "likely forgotten" a letter pair a line):
+    # lines, up to the width where their tables fit (79).
     wide = draw(session.state, width=60).splitlines()
-    assert any(PROBABILITY_HEADER in line and "┃" in line for line in wide)
-    assert any("allowed" in line and "┃" in line for line in wide)  # the streams table again
+    assert any("stream" in line and "done" in line and "┃" in line for line in wide)
+    assert "alerts" in wide and "4.0-7.5 s cam0 boil_water before fill_kettle" in wide
+    assert any(line.startswith("recent key-steps: clock") for line in wide)
+    assert max(len(line) for line in wide) <= 60
+    assert any(PROBABILITY_HEADER in line and "┃" in line for line in draw(session.state, width=80).splitlines())
 
 
 def test_a_long_stream_id_leaves_the_names_room_by_drawing_lines() -> None:
@@ -756,3 +763,16 @@ def test_a_step_named_by_a_sentence_is_shown_cut_short_not_only_counted() -> Non
     assert done.startswith("+5 earlier, Slice-Slice") and "…" in done
     assert allowed.startswith("Slice-Slice") and allowed.endswith("… 0.70, +1 more")  # its probability kept
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("width", [60, 66, 72, 80, 100])
+def test_a_table_that_would_fold_a_word_of_a_name_gives_way_to_lines(width: int) -> None:
+    # At 60 columns the recent key-steps' table left its names 7 characters: "slicing" / "-Contin" / "ue".
+    name = "slicing-Continue slicing with floss to create 1 more pinwheel"
+    state = ViewState(names={5: name})
+    state.apply(status(stream_id="cam0", done=(5,), allowed=(), allowed_scores=(), current=5))
+    state.apply(keystep((5,), step_name=name))
+    text = draw(state, width=width)
+    shown = re.findall(r"slicing-Con\S*", text)
+    assert shown and set(shown) == {"slicing-Continue"}, text
+    assert max(len(line) for line in text.splitlines()) <= width

@@ -322,7 +322,8 @@ def _parser(commands: Collection[str] = tuple(SUBCOMMANDS)) -> ArgumentParser:
     parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (noisy-AND or Direct Optimization).")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (summary, add_options) in SUBCOMMANDS.items():
-        options = sub.add_parser(name, help=summary)
+        # its own page opens with the line `tgml --help` gives it (it had none: usage, then options)
+        options = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
         if name in commands:
             add_options(options)
     return parser

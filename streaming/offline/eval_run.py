@@ -260,7 +260,10 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     unknown = [n for n in names if n not in known]
     if unknown:
         where = f"--split {config.split}" if config.split else "--videos-list"
-        raise InputError(f"{where}: {', '.join(unknown)} not annotated in {config.annotations} (scenario {scenario})")
+        other = [n for n in unknown if n in annotations.videos]  # annotated, as a recording of another scenario
+        what = (f"not a recording of scenario {scenario!r} (the graph's) in {config.annotations}" if other == unknown
+                else f"not annotated in {config.annotations} (scenario {scenario})")
+        raise InputError(f"{where}: {', '.join(unknown)} {what}")
     folder = Path(config.videos or ".")
     if not config.features and not folder.is_dir():
         raise InputError(f"--videos {folder}: not a folder")

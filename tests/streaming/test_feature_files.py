@@ -158,6 +158,22 @@ def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, mo
     assert "key-steps F1@10 100.0, F1@25 100.0, F1@50 100.0, edit 100.0;" in wrong and "…" not in text
 
 
+def test_a_listed_recording_of_another_scenario_is_said_to_be_one(trained: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # It was "not annotated in labels.json", though the file annotates it (under another recipe).
+    raw = json.loads((trained / "labels.json").read_text())
+    raw["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
+    raw["annotations"]["tent_rec"] = {"scenario": "tent", "recording_id": "tent_rec", "segments": [
+        {"step_id": 0, "start_time": 0.0, "end_time": 2.0, "description": "", "step_name": "unfold",
+         "has_errors": False}]}
+    both = trained / "two-scenarios.json"
+    both.write_text(json.dumps(raw))
+    line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(both), "--videos-list", "tent_rec"), capsys)
+    assert line == f"error: --videos-list: tent_rec not a recording of scenario 'kit' (the graph's) in {both}"
+    line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(both), "--videos-list", "nowhere"), capsys)
+    assert line == f"error: --videos-list: nowhere not annotated in {both} (scenario kit)"
+
+
 def test_a_results_file_that_would_overwrite_a_feature_file_is_refused_before_the_run(
         trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = trained / "npy" / "test_ok.npy"

@@ -695,7 +695,9 @@ def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_
     """A rich table of what the validation videos measured per key-step: its miss and false-detection rates."""
     videos = f"{len(evidence.videos)} video{'s' if len(evidence.videos) != 1 else ''}"
     table = Table(title=f"validation split ({videos}): how far the detections can be trusted",
-                  caption="what the probabilistic checker weighs (stream-detect --checker probabilistic)")
+                  caption="what the probabilistic checker weighs (stream-detect --checker probabilistic); each "
+                          "step's count drawn toward the rate of all steps pooled, the more so the fewer it has "
+                          "(docs/method.md), so a few validation videos give similar rates")
     table.add_column("key-step")
     table.add_column("missed %", justify="right")
     table.add_column("false detections %", justify="right")

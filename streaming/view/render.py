@@ -581,7 +581,7 @@ def _never_done_names(report: MissingSteps, state: ViewState) -> str:
     # confirmation (docs/method.md); said, so the "done" list and this one do not seem to contradict each other.
     row = state.streams.get(report.stream_id)
     done = set(row.done) if row is not None and row.run == report.run else set()
-    return ", ".join(f"{name} (recognised, but judged not done: P {p:.2f})" if step in done else name
+    return ", ".join(f"{name} (recognised, but judged not done: P never done {p:.2f})" if step in done else name
                      for step, name, p in zip(report.missing, names, report.probabilities, strict=True))
 
 

@@ -311,7 +311,7 @@ def test_a_step_recognised_yet_named_never_done_is_said_to_be_both() -> None:
     state.apply(status(done=(6,), ended=True))
     state.apply(report(probabilities=(0.9, 0.56)))
     text = " ".join(draw(state).split())
-    assert "add_teabag, add_milk (recognised, but judged not done: P 0.56)" in text
+    assert "add_teabag, add_milk (recognised, but judged not done: P never done 0.56)" in text
 
 
 def test_jsonl_prints_statuses_when_the_procedure_changes_and_each_report_once(tmp_path: Path) -> None:

@@ -6,15 +6,17 @@ of the step it names, labelled with the step, the pre-conditions it named missin
 that stands at the end is filled (green when right, red when a false alarm); a retracted one is hollow and grey, its
 label says so: it counts for nothing (`streaming.session_verdict`). Each step has its own colour, from a
 qualitative palette of 20, and a hatch pattern as well past 20 steps, so that no two steps look alike and colour is
-never the only cue: each bar is also labelled with its step, and a legend names every step shown. Needs matplotlib
+never the only cue: each bar is also labelled with its step where the name fits the bar, and a legend names every
+step shown. Needs matplotlib
 (the ``plot`` extra).
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from graphs.common.errors import InputError, install_extra
 from graphs.common.files import save_figure
@@ -22,6 +24,8 @@ from graphs.common.safe_text import count_of
 from graphs.task_graph import TaskGraph
 from streaming.offline.eval_scores import RULES, VideoRun, annotated_mistakes, node_name, video_detail
 
+LEGEND_CHARS: Final = 40  # a legend line's characters; a longer step name goes on, on the next line
+LEGEND_LINE_IN: Final = 0.125  # inches a legend line takes at its font size (7 points) with its spacing
 ROWS = {"annotated": 2.0, "recognised": 1.0, "alerts": 0.0}
 PALETTE = "tab20"  # qualitative: 10 hues, each dark then light; taken dark hues first so neighbours differ most
 PALETTE_ORDER = (*range(0, 20, 2), *range(1, 20, 2))
@@ -86,22 +90,28 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
     styles = step_styles(graph, steps)
     end = max([s.end for s in run.annotated] + [s.end for s in run.recognised] + [a.raised for a in run.alerts]
               + [1.0])
-    fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)) + 2.5, 3.6))
+    names = {s: "\n".join(textwrap.wrap(node_name(graph, s), LEGEND_CHARS) or [""]) for s in styles}
+    # Tall enough for the legend: a line of it about LEGEND_LINE_IN inches, its entries spaced, its title and the
+    # five entries of mistakes and alerts.
+    legend_lines = sum(name.count("\n") + 1.5 for name in names.values()) + 8
+    fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)) + 2.5, max(3.6, LEGEND_LINE_IN * legend_lines + 0.6)))
+    bar_labels: list[tuple[Any, float, float]] = []  # each bar's step name, and the bar's span
     for k, segment in enumerate(run.annotated):
         wrong = any(mistakes[rule][k] for rule in RULES)
         colour, hatch = styles[segment.step]
         ax.broken_barh([(segment.start, segment.end - segment.start)], (ROWS["annotated"] - 0.35, 0.7),
                        facecolors=colour, hatch=hatch, edgecolors="red" if wrong else "none",
                        linewidth=2.0 if wrong else 0.0)
-        ax.text((segment.start + segment.end) / 2, ROWS["annotated"], node_name(graph, segment.step),
-                ha="center", va="center", fontsize=7, clip_on=True)
+        bar_labels.append((ax.text((segment.start + segment.end) / 2, ROWS["annotated"],
+                                   node_name(graph, segment.step), ha="center", va="center", fontsize=7,
+                                   clip_on=True), segment.start, segment.end))
     for item in detail["recognised"]:
         colour, hatch = styles[item["step"]]
         alpha = 0.35 + 0.65 * (item["confidence"] if item["confidence"] is not None else 1.0)
         ax.broken_barh([(item["start"], item["end"] - item["start"])], (ROWS["recognised"] - 0.35, 0.7),
                        facecolors=colour, hatch=hatch, alpha=alpha)
-        ax.text((item["start"] + item["end"]) / 2, ROWS["recognised"], item["name"], ha="center", va="center",
-                fontsize=7, clip_on=True)
+        bar_labels.append((ax.text((item["start"] + item["end"]) / 2, ROWS["recognised"], item["name"], ha="center",
+                                   va="center", fontsize=7, clip_on=True), item["start"], item["end"]))
     for item in detail["alerts"]:
         kind = "retracted" if item["retracted"] else ("right" if any(item["right"].values()) else "false alarm")
         colour = ALERT_COLOURS[kind]
@@ -121,8 +131,8 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
     retracted = len(detail["alerts"]) - standing
     ax.set_title(f"{run.video}: {count_of(standing, 'alert')} standing at the end, {retracted} retracted, "
                  f"{count_of(len(detail['missed']), 'mistake')} missed", fontsize=9)
-    handles: list[Any] = [Patch(facecolor=styles[s][0], hatch=styles[s][1], label=node_name(graph, s))
-                          for s in styles]
+    # A sentence of a name (CaptainCook4D's) on one legend line made the legend most of the picture.
+    handles: list[Any] = [Patch(facecolor=styles[s][0], hatch=styles[s][1], label=names[s]) for s in styles]
     handles.append(Patch(facecolor="white", edgecolor="red", linewidth=2.0, label="annotated mistake"))
     handles += [Line2D([], [], marker="v", linestyle="none", color=ALERT_COLOURS[kind], markersize=8,
                        markerfacecolor="none" if kind == "retracted" else ALERT_COLOURS[kind],
@@ -131,7 +141,18 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False,
               title="steps and alerts", title_fontsize=7)
     fig.tight_layout()
+    _drop_labels_wider_than_their_bars(fig, ax, bar_labels)
     return fig
+
+
+def _drop_labels_wider_than_their_bars(fig: Any, ax: Any, labels: Sequence[tuple[Any, float, float]]) -> None:
+    """Remove each bar's name that is wider than its bar: long names drawn over their neighbours were a black smear
+    (the legend names every step by its colour)."""
+    renderer = fig.canvas.get_renderer()
+    for text, start, end in labels:
+        left, right = ax.transData.transform([(start, 0.0), (end, 0.0)])[:, 0]
+        if text.get_window_extent(renderer).width > right - left:
+            text.remove()
 
 
 def draw_timeline(run: VideoRun, graph: TaskGraph, path: str | Path) -> None:

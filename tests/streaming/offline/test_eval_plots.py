@@ -63,3 +63,24 @@ def test_steps_keep_distinct_looks_past_the_palettes_colours() -> None:
     first_ten = [styles[k][0] for k in ids[:10]]
     assert len(set(first_ten)) == 10  # a procedure of ten steps gets ten colours
     assert step_styles(graph, ids[5:8]) == {k: styles[k] for k in ids[5:8]}  # the same step looks the same anywhere
+
+
+def test_a_step_name_wider_than_its_bar_is_left_to_the_legend() -> None:
+    # CaptainCook4D's sentences, drawn whole over bars of a few seconds, overlapped into a black smear.
+    long = "Slice-Slice the tortilla roll with floss, perpendicular to its length, into pinwheels"
+    ids = (1, 2)
+    nodes = [START, *ids, END]
+    adjacency = np.zeros((len(nodes), len(nodes)), dtype=bool)
+    adjacency[1:-1, 0] = True
+    adjacency[-1, 1:-1] = True
+    graph = TaskGraph(ids, ("cut", long), adjacency)
+    annotated = (AnnotatedSegment(1, 0.0, 60.0), AnnotatedSegment(2, 60.0, 62.0))
+    recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in annotated)
+    fig = timeline_figure(VideoRun("v", annotated, recognised, (), 62, (0.9, 0.9)), graph)
+    try:
+        (ax,) = fig.axes
+        assert [t.get_text() for t in ax.texts] == ["cut", "cut"]  # the short name on both its bars, the long on none
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend[1].replace("\n", " ") == long and max(len(line) for line in legend[1].splitlines()) <= 40
+    finally:
+        pyplot().close(fig)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,36 @@ def test_an_entry_whose_validation_outputs_are_of_other_recordings_is_refused(tm
     save_fold(tmp_path, "e.npz", mixed)
     with pytest.raises(InputError, match="of different validation recordings"):
         load_fold(tmp_path, "e.npz")
+
+
+def test_tables_cut_short_or_edited_are_refused_though_their_crcs_hold(tmp_path: Path) -> None:
+    # Saved again after editing, an archive's CRCs hold: a cut table gave an IndexError traceback, a shorter test
+    # output other figures with exit 0.
+    good = entry()
+    (p, y), = good.trainer_validation.values()
+    cases = {
+        "few-rows": replace(good, trainer_validation={"v1": (p[:2], y[:2])}),
+        "narrow": replace(good, test_outputs={"t1": good.test_outputs["t1"][:, :3], "t2": good.test_outputs["t2"]}),
+        "negative": replace(good, validation_outputs={"v1": good.validation_outputs["v1"] - 2}),
+        "nan": replace(good, test_outputs={"t1": good.test_outputs["t1"] * np.nan, "t2": good.test_outputs["t2"]}),
+    }
+    for name, damaged in cases.items():
+        save_fold(tmp_path, f"{name}.npz", damaged)
+    with pytest.raises(InputError, match=r"few-rows.npz does not read as a cached fold \(the tables of validation "
+                                         r"recording v1 differ in length \(\[2, 5\] rows\)\); remove it"):
+        load_fold(tmp_path, "few-rows.npz")
+    with pytest.raises(InputError, match="narrow.npz does not read as a cached fold .tables of different widths"):
+        load_fold(tmp_path, "narrow.npz")
+    for name in ("negative", "nan"):
+        with pytest.raises(InputError, match=f"{name}.npz does not read as a cached fold .* no probabilities"):
+            load_fold(tmp_path, f"{name}.npz")
+    # Consistent, but not of the fold's recordings as they are: the rows against each recording's features.
+    shorter = replace(good, test_outputs={"t1": good.test_outputs["t1"][:5], "t2": good.test_outputs["t2"]})
+    save_fold(tmp_path, "shorter.npz", shorter)
+    with pytest.raises(InputError, match=f"--cache {tmp_path}: shorter.npz holds 5 rows for t1, whose features have "
+                                         "7; remove it"):
+        load_fold(tmp_path, "shorter.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 2)
+    save_fold(tmp_path, "e.npz", good)
+    with pytest.raises(InputError, match="holds targets of another number of classes than the recipe's 3"):
+        load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 3)
+    assert load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 2) is not None

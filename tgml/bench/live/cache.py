@@ -133,6 +133,7 @@ def entry_from_arrays(meta: object, arrays: Mapping[str, np.ndarray]) -> Trained
             raise ValueError(f"{group}: an array that is not a (T, C) float32 table")
     if not groups["trainer_probs"].keys() == groups["trainer_targets"].keys() == groups["validation_outputs"].keys():
         raise ValueError("the trainer's outputs and targets and the stepper's are of different validation recordings")
+    _check_tables(groups)
     return TrainedFold(
         graph=meta["graph"], val_graph=meta["val_graph"], kept_epoch=epoch,
         trainer_validation={k: (p, groups["trainer_targets"][k]) for k, p in groups["trainer_probs"].items()},
@@ -140,8 +141,32 @@ def entry_from_arrays(meta: object, arrays: Mapping[str, np.ndarray]) -> Trained
         observed=None if observed is None else ObservedGraphs(observed["graph"], observed["val_graph"]))
 
 
-def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_within: Sequence[str] = ()) -> (
-        TrainedFold | None):
+def _check_tables(groups: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+    """Refuse tables that cannot be one fold's: an archive's CRC holds for arrays cut short or edited and saved again,
+    and those gave a traceback further on, or other figures without a word.
+
+    Raises:
+        ValueError: the first fault, naming the array.
+    """
+    for group, arrays in groups.items():
+        for rid, table in arrays.items():
+            if not (np.isfinite(table).all() and ((table >= 0) & (table <= 1)).all()):
+                raise ValueError(f"{group} of {rid}: values that are no probabilities (outside 0-1, or not finite)")
+    outputs = [a for g in ("trainer_probs", "test_outputs", "validation_outputs") for a in groups[g].values()]
+    targets = list(groups["trainer_targets"].values())
+    widths, classes = {a.shape[1] for a in outputs}, {a.shape[1] for a in targets}
+    # The outputs: the classes' probabilities, then (with the done head) each class's done state.
+    fits = len(widths) <= 1 and len(classes) <= 1 and all(w in (c, 2 * c) for w in widths for c in classes)
+    if not fits:
+        raise ValueError("tables of different widths: outputs of other detectors, or cut short")
+    for rid, outputs_of in groups["validation_outputs"].items():
+        rows = {outputs_of.shape[0], groups["trainer_probs"][rid].shape[0], groups["trainer_targets"][rid].shape[0]}
+        if len(rows) > 1:
+            raise ValueError(f"the tables of validation recording {rid} differ in length ({sorted(rows)} rows)")
+
+
+def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_within: Sequence[str] = (),
+              seconds: Mapping[str, int] | None = None, classes: int | None = None) -> TrainedFold | None:
     """The cached entry (None when absent; a file that does not read as one, or one of another fold, is an error
     naming it).
 
@@ -150,6 +175,9 @@ def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_withi
         key: the entry's file name (`fold_key`).
         test: the fold's test recordings: the entry must hold outputs of exactly these (empty: not checked).
         validation_within: the fold's training recordings: the entry's validation recordings must be among them.
+        seconds: recording -> its feature vectors: each table of a recording must have that many rows (None: not
+            checked).
+        classes: the recipe's classes (background included): the width of the targets (None: not checked).
     """
     path = folder / key
     if not path.is_file():
@@ -179,6 +207,15 @@ def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_withi
     if test and other:
         raise InputError(f"--cache {folder}: {path.name} holds the outputs of other recordings than its fold's (an "
                          "entry copied under another name?); remove it")
+    tables = [*entry.test_outputs.items(), *entry.validation_outputs.items(),
+              *((rid, y) for rid, (_, y) in entry.trainer_validation.items())]
+    for rid, table in tables:
+        if seconds is not None and rid in seconds and table.shape[0] != seconds[rid]:
+            raise InputError(f"--cache {folder}: {path.name} holds {table.shape[0]} rows for {rid}, whose features "
+                             f"have {seconds[rid]}; remove it")
+    if classes is not None and any(y.shape[1] != classes for _, (_, y) in entry.trainer_validation.items()):
+        raise InputError(f"--cache {folder}: {path.name} holds targets of another number of classes than the "
+                         f"recipe's {classes}; remove it")
     return entry
 
 

@@ -30,6 +30,7 @@ from graphs.common.settings_files import as_written, json_kind
 
 ORDER_ERROR: Final = "Order Error"
 MISSING_STEP: Final = "Missing Step"
+NO_END: Final = -1.0  # a performed step's end where the file gives none (null, absent or -1)
 # The tags of the dataset (its README); any other is refused.
 TAGS: Final = (ORDER_ERROR, MISSING_STEP, "Preparation Error", "Measurement Error", "Timing Error", "Technique Error",
                "Temperature Error", "Other")
@@ -141,7 +142,7 @@ def _end_time(step: Mapping[str, Any], where: str) -> float:
     """A performed step's end, -1 where the file gives none (null or absent); a value of another kind is refused."""
     end = step.get("end_time")
     if end is None:
-        return -1.0
+        return NO_END
     if not isinstance(end, int | float) or isinstance(end, bool) or not math.isfinite(end):
         raise InputError(f"{where}: field 'end_time' = {as_written(end)}: expected a finite number")
     return float(end)
@@ -237,7 +238,11 @@ def load_error_annotations(
             if (MISSING_STEP in tags) != (start < 0):
                 untimely.append(name)
             if start >= 0:  # a step with a time was done, whatever its tags say (four are tagged Missing Step too)
-                performed.append(PerformedStep(by_name[name], name, start, tags, _end_time(step, at)))
+                end = _end_time(step, at)
+                if end != NO_END and end <= start:  # the public file has none; it became a step of no duration
+                    raise InputError(f"{at}: field 'end_time' = {as_written(end)}: not after its start_time "
+                                     f"{as_written(start)}")
+                performed.append(PerformedStep(by_name[name], name, start, tags, end))
         performed.sort(key=lambda p: p.start)  # stable: equal start times keep the file's order
         recordings.append(ErrorRecording(rid, scenario, tuple(performed), frozenset(missing), tuple(unmatched),
                                          tuple(untimely), _error_flag(entry, where)))

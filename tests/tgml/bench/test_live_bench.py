@@ -380,6 +380,24 @@ def test_captaincook_labels_writes_the_steps_bench_live_scores_in_the_annotation
         assert [step for step, _, error in done if error] == [p.step for p in r.annotation.performed if p.order_error]
         assert {step for step, _ in never} == r.annotation.missing
         assert all(span == (-1, -1) for _, span in never)
+    # A step whose Missing Step tag and start time disagree is named: untagged and without a time, it is in neither
+    # the steps done nor those never done.
+    raw = json.loads((data_dir / "captaincook4d" / "error_annotations.json").read_text())
+    rid = next(r.recording_id for r in data.recordings if r.annotation.performed)
+    entry = next(e for e in raw if e["recording_id"] == rid)
+    name = entry["step_annotations"][0]["description"]
+    entry["step_annotations"][0] |= {"start_time": -1.0, "end_time": -1.0, "errors": []}
+    edited = tmp_path / "edited"
+    (edited / "captaincook4d").mkdir(parents=True)
+    for item in (data_dir / "captaincook4d").iterdir():
+        if item.name != "error_annotations.json":
+            (edited / "captaincook4d" / item.name).symlink_to(item)
+    (edited / "captaincook4d" / "error_annotations.json").write_text(json.dumps(raw))
+    assert main(["captaincook-labels", "--data", str(edited), "--features", str(features), "--out",
+                 str(tmp_path / "edited.json")]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("1 annotated step whose Missing Step tag and start time disagree") and f"{rid} '" in said
+    assert name[:20] in said
     # A file of a recording the data set does not hold is named, and nothing is written.
     np.save(features / "99_1.npy", np.zeros((3, 4), np.float32))
     err = cli_error(main, ["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out",

@@ -98,7 +98,10 @@ def test_a_recipe_without_a_graph_is_one_error_line(
      ({"recording_id": "r", "activity_id": 1, "is_error": "false", "step_annotations": []},
       "field 'is_error' = \"false\": expected true or false"),
      ({"recording_id": "r", "activity_id": 1, "step_annotations": [step("boil", 0.0) | {"end_time": "12.5"}]},
-      "step_annotations[0]: field 'end_time' = \"12.5\": expected a finite number")],
+      "step_annotations[0]: field 'end_time' = \"12.5\": expected a finite number"),
+     # It became a step of no duration, refused later naming the derived labels file, not this one.
+     ({"recording_id": "r", "activity_id": 1, "step_annotations": [step("boil", 85.4) | {"end_time": 50.0}]},
+      "step_annotations[0]: field 'end_time' = 50.0: not after its start_time 85.4")],
 )
 def test_bad_recordings_name_the_recording_and_field(recording: dict, fragment: str, tmp_path: Path) -> None:
     path = write(tmp_path / "errors.json", [recording])

@@ -41,6 +41,8 @@ class LabelFile:
         done: steps written as done.
         never_done: steps written as never done.
         unmatched: ``(recording_id, name)`` of each annotated step left out (its name is no step of its recipe).
+        untimely: ``(recording_id, name)`` of each step whose Missing Step tag and start time disagree: one with a
+            time is written as done (and, tagged, as never done too), one with neither is left out.
     """
 
     content: dict[str, Any]
@@ -48,6 +50,7 @@ class LabelFile:
     done: int
     never_done: int
     unmatched: tuple[tuple[str, str], ...]
+    untimely: tuple[tuple[str, str], ...] = ()
 
 
 def recording_segments(recording: ErrorRecording, names: dict[int, str]) -> list[dict[str, Any]]:
@@ -93,4 +96,5 @@ def captaincook_labels(data_dir: Path, recordings: Mapping[str, str] | None = No
         by_recipe.setdefault(recording.scenario, []).append(rid)
         done, never = done + len(recording.performed), never + len(recording.missing)
     unmatched = tuple((r.recording_id, name) for r in (by_id[c] for c in named) for name in r.unmatched)
-    return LabelFile({"taxonomy": taxonomy, "annotations": videos}, by_recipe, done, never, unmatched)
+    untimely = tuple((r.recording_id, name) for r in (by_id[c] for c in named) for name in r.untimely)
+    return LabelFile({"taxonomy": taxonomy, "annotations": videos}, by_recipe, done, never, unmatched, untimely)

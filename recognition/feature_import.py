@@ -255,13 +255,21 @@ def feature_files(folder: str | Path, option: str = "--features", name: str = "v
 
     Raises:
         InputError: the folder is missing or holds no ``.npy`` file; an entry named like one is no file (a folder, a
-            link to no file), said rather than counted as a recording without features.
+            link to no file), said rather than counted as a recording without features; two files of one name (the
+            suffix in two cases).
     """
     root = Path(folder)
     if not root.is_dir():
         why = f"a file, expected a folder of <{name}>.npy files" if root.exists() else "folder not found"
         raise InputError(f"{option} {root}: {why}")
-    found = {path.stem: path for path in sorted(root.iterdir()) if is_npy_name(path)}
+    found: dict[str, Path] = {}
+    for path in sorted(root.iterdir()):
+        if not is_npy_name(path):
+            continue
+        if path.stem in found:  # 12_10.npy beside 12_10.NPY: one of them was dropped unsaid
+            raise InputError(f"{option} {root}: two feature files of {name} {path.stem!r} ({found[path.stem].name} "
+                             f"and {path.name}); keep one")
+        found[path.stem] = path
     for path in found.values():
         odd = not_a_file(path)
         if odd is not None:

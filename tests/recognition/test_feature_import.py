@@ -285,3 +285,13 @@ def test_a_mistyped_or_forgotten_import_is_named(argv: list[str], line: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     # Both were answered "the following arguments are required: --videos", naming neither the word nor import.
     assert cli_error(main, argv, capsys) == line
+
+
+def test_two_files_of_one_recording_are_refused_not_one_dropped(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # rec0.npy beside rec0.NPY (the suffix is read in any case): one of them was read, the other dropped unsaid.
+    root = write_recordings(tmp_path)
+    np.save(root / "npy" / "rec0.tmp.npy", np.zeros((3, 6), np.float16))
+    (root / "npy" / "rec0.tmp.npy").rename(root / "npy" / "rec0.NPY")
+    assert cli_error(main, argv(root), capsys) == (f"error: --features {root / 'npy'}: two feature files of video "
+                                                   "'rec0' (rec0.NPY and rec0.npy); keep one")

@@ -57,6 +57,9 @@ SPLIT_FILE = "split.json"
 MAX_AUGMENT_COPIES = 32  # each copy costs a full extraction of every training video
 
 
+DEFAULT_FPS: Final = 4.0  # feature frames per second of a folder whose split file and config give none
+
+
 @dataclass(frozen=True)
 class FeatureConfig:
     """Which feature streams of a MiniROAD folder to read.
@@ -66,14 +69,15 @@ class FeatureConfig:
         flow: name of the optical-flow folder, or ``""`` for RGB only.
         split: name of the split file inside the folder.
         extractor: feature extractor name stored in checkpoints when the split file names none.
-        fps: feature frames per second when the split file gives none.
+        fps: feature frames per second when the split file gives none (None: `DEFAULT_FPS`); a split file that gives
+            another is refused, not overruled: the rate a folder's features were written at is theirs.
     """
 
     rgb: str = "rgb_kinetics_resnet50"
     flow: str = ""
     split: str = SPLIT_FILE
     extractor: str = "tsn-resnet50"
-    fps: float = 4.0
+    fps: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.rgb, str) or not self.rgb:
@@ -85,7 +89,7 @@ class FeatureConfig:
         if not isinstance(self.extractor, str) or not self.extractor:
             raise InputError(f"FeatureConfig.extractor = {as_written(self.extractor)}: must be a name")
         fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool) and math.isfinite(self.fps)
-        if not fps_ok or not self.fps > 0:
+        if self.fps is not None and (not fps_ok or not self.fps > 0):
             raise InputError(f"FeatureConfig.fps = {as_written(self.fps)}: must be a finite number > 0")
 
 
@@ -331,6 +335,10 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
         raise InputError(f"{root}: features folder not found")
     split = load_split(root / config.split)
     src = split.path
+    if split.fps is not None and config.fps is not None and split.fps != config.fps:  # it was overruled unsaid
+        raise InputError(f"{src}: records {split.fps:g} feature vectors a second, the training config's [features] "
+                         f"fps {config.fps:g}: leave fps out of the config (a folder's rate is the one its features "
+                         "were written at)")
     if not split.train or not split.test:
         raise InputError(f"{src}: both 'train' and 'test' must list at least one video")
     for kind, folder in (("RGB", config.rgb), ("flow", config.flow)):
@@ -361,7 +369,7 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     if len(names) != n_cls or len(step_ids) != n_cls:
         raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
     return FeatureDataset(root, train, test, tuple(names), tuple(step_ids), features_extractor(split, config),
-                          split.fps or config.fps, split.scenario)
+                          split.fps or config.fps or DEFAULT_FPS, split.scenario)
 
 
 def features_extractor(split: SplitFile, config: FeatureConfig) -> str:

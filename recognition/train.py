@@ -338,8 +338,8 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     extractor = raw.get("feature_extractor") if isinstance(raw, dict) else None
     if not isinstance(extractor, str) or not extractor:
         raise InputError(f"{split}: names no feature_extractor; give --config with a [features] table")
-    fps = raw.get("fps", FeatureConfig.fps)
-    feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor, fps=fps)
+    # The rate is split.json's, read (and checked, naming it) with the folder: the config leaves it to the folder.
+    feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor)
     changes = {k: v for k, v in overrides.items() if v is not None}
     return DetectorTrainConfig(features=feature_config, **(SMALL_CPU_DETECTOR | changes))
 

@@ -295,3 +295,18 @@ def test_two_files_of_one_recording_are_refused_not_one_dropped(tmp_path: Path,
     (root / "npy" / "rec0.tmp.npy").rename(root / "npy" / "rec0.NPY")
     assert cli_error(main, argv(root), capsys) == (f"error: --features {root / 'npy'}: two feature files of video "
                                                    "'rec0' (rec0.NPY and rec0.npy); keep one")
+
+
+def test_a_config_rate_other_than_the_folders_is_refused_not_overruled(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # [features] fps = 5 on a folder imported at 1 a second: the checkpoint said 1, and the config's 5 went unsaid.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    config = tmp_path / "five.toml"
+    config.write_text('[features]\nrgb = "rgb_imported"\nextractor = "imported"\nfps = 5.0\n')
+    err = cli_error(train_main, ["--features", str(root / "out"), "--config", str(config), "--out",
+                                 str(tmp_path / "d.pt"), "--epochs", "1", "--quiet"], capsys)
+    assert err == (f"error: {root / 'out' / 'split.json'}: records 1 feature vectors a second, the training config's "
+                   "[features] fps 5: leave fps out of the config (a folder's rate is the one its features were "
+                   "written at)")
+    assert not (tmp_path / "d.pt").exists()

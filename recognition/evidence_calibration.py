@@ -46,6 +46,7 @@ from typing import Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.safe_text import first_few
 from recognition.evidence import EvidenceModel, detection_evidence, duration_evidence, state_logit, window_evidence
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent, segment_labels
 
@@ -289,7 +290,9 @@ def calibrate_evidence(
             seg_total[row[c]] += 1
             seg_hit[row[c]] += bool(np.any(detected[start:end] == c))
     if not seg_total.any():
-        raise InputError("evidence calibration: no validation video shows an annotated key-step")
+        names = list(validation)
+        raise InputError(f"evidence calibration: no validation video shows an annotated key-step ({len(names)} "
+                         f"checked: {first_few(names, 5)}; a video of background only, or cut short?)")
     x_all, g_all, y_all = np.concatenate(xs), np.concatenate(groups), np.concatenate(ys)
     done_penalty = (choose_slope_penalty(x_all, g_all, y_all, len(key), np.concatenate(pair_video))
                     if slope_penalty is None else slope_penalty)

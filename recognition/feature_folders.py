@@ -201,7 +201,7 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     if empty.any():
         raise InputError(
             f"video {video!r}: {target_path}: target row {int(np.flatnonzero(empty)[0])} is not a class (needs a "
-            "one-hot row)"
+            f"one-hot row; the file has {targets.shape[1]} columns: a file cut short to fewer classes empties rows)"
         )
     # Background (class 0) with a key-step on one frame contradicts itself: split evenly it would train half a
     # background frame and score a step as half missed. Overlapping key-step classes stay (THUMOS).
@@ -788,8 +788,9 @@ def kept_test_videos(names: Sequence[str], stored: SplitFile, test_videos: Seque
         InputError: naming the difference, and how to keep the split or draw a new one.
     """
     kept = frozenset(stored.test)
-    how = ("leave --test-videos and --test-fraction out to keep it, write to a new --out, or delete the split file "
-           "to draw a new split")
+    given = bool(test_videos) or test_fraction is not None  # advice to leave out what was not given misleads
+    how = (("leave --test-videos and --test-fraction out to keep it, " if given else "")
+           + "write to a new --out, or delete the split file to draw a new split")
     asked, what = kept, ""
     if test_videos:
         asked, what = frozenset(test_videos), f"--test-videos {','.join(test_videos)}"

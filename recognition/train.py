@@ -252,8 +252,9 @@ class DetectorTrainConfig:
         if self.motion_lag_s is not None:
             lag = max(1, round(self.motion_lag_s * fps)) if self.motion_lag_s > 0 else 0
             if lag > MAX_MOTION_LAG:
-                raise InputError(f"DetectorTrainConfig.motion_lag_s = {self.motion_lag_s:g}: {lag} frames at "
-                                 f"{fps:g} frames a second, more than the {MAX_MOTION_LAG} a live stream keeps")
+                # Named as a config file writes it: the file's own checks passed it, the folder's rate did not.
+                raise InputError(f"[model] motion_lag_s = {self.motion_lag_s:g}: {lag} frames at {fps:g} frames a "
+                                 f"second, more than the {MAX_MOTION_LAG} a live stream keeps")
             changes["motion_lag"] = lag
         return replace(self, **changes) if changes else self
 

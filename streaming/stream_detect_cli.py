@@ -598,7 +598,7 @@ def _detector(args: argparse.Namespace) -> int:
     from streaming.service_log import ServiceLog
 
     log = ServiceLog("detector", args.log_format)
-    ids = stream_ids_for(args.video, args.stream_id or ())
+    ids = stream_ids_for(args.video, args.stream_id or (), "--features" if args.features else "--video")
     config = DetectorConfig(stream_id=ids[0], connect=args.connect, threads=args.threads,
                             alert_on=args.alert_on, segmenter=_overrides(args), once=args.once,
                             curve=client_curve(args.curve_server, args.curve_secret), default_rates=args.default_rates)

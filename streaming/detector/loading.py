@@ -255,12 +255,13 @@ class OpenedStream:
     reader: VideoReader
 
 
-def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = ()) -> tuple[str, ...]:
+def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = (), option: str = "--video") -> tuple[str, ...]:
     """Each ``--video`` source's stream id, checked: one source per stream, one stream per source.
 
     Args:
         videos: the ``--video`` values, in order.
         stream_ids: the ``--stream-id`` values, one per video in the same order; none: ``cam0``, ``cam1``, ...
+        option: the option that gave the sources, for the messages (``--features`` for feature files).
 
     Returns:
         The stream ids, in the order of ``videos``.
@@ -272,20 +273,20 @@ def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = ()) -> tup
     ids = tuple(stream_ids) or tuple(f"cam{k}" for k in range(len(videos)))
     if len(ids) != len(videos):
         given = "once" if len(ids) == 1 else f"{len(ids)} times"
-        raise InputError(f"--stream-id is given {given} for {len(videos)} --video sources: give one per "
-                         "--video, in the same order (or none: cam0, cam1, ...)")
+        raise InputError(f"--stream-id is given {given} for {len(videos)} {option} sources: give one per "
+                         f"{option}, in the same order (or none: cam0, cam1, ...)")
     seen_ids: dict[str, str] = {}
     seen_sources: dict[tuple[str, object], str] = {}
     for video, sid in zip(videos, ids, strict=True):
         if not is_stream_id(sid):
             raise InputError(f"--stream-id {sid!r}: use {STREAM_ID_RULE}")
         if sid in seen_ids:
-            raise InputError(f"--stream-id {sid} is given to two sources (--video {seen_ids[sid]} and --video "
+            raise InputError(f"--stream-id {sid} is given to two sources ({option} {seen_ids[sid]} and {option} "
                              f"{video}): each stream needs its own id")
         seen_ids[sid] = video
         key = ("demo", video.partition(":")[2] or "mistake") if is_demo_video(video) else source_identity(video)
         if key in seen_sources:
-            raise InputError(f"--video {video} is given twice (streams {seen_sources[key]} and {sid}): each source "
+            raise InputError(f"{option} {video} is given twice (streams {seen_sources[key]} and {sid}): each source "
                              "feeds one stream")
         seen_sources[key] = sid
     return ids

@@ -142,6 +142,11 @@ def test_a_step_counted_often_keeps_a_rate_that_really_differs() -> None:
 def test_calibration_refuses_an_empty_validation_split() -> None:
     with pytest.raises(InputError, match="validation split is empty"):
         calibrate_evidence({}, [None, 1], 5.0, SegmenterConfig(fps=5.0))
+    # Videos of background only (a file cut to one row): the videos checked are named.
+    background = (np.array([[0.9, 0.1]]), np.array([[1.0, 0.0]]))
+    with pytest.raises(InputError, match=r"no validation video shows an annotated key-step \(2 checked: v1, v2; a "
+                                         r"video of background only, or cut short\?\)"):
+        calibrate_evidence({"v1": background, "v2": background}, [None, 1], 5.0, SegmenterConfig(fps=5.0))
 
 
 def test_a_reporter_sends_done_probabilities_before_a_segment_and_how_real_it_is() -> None:

@@ -199,6 +199,14 @@ def test_importing_again_into_the_same_folder_keeps_its_split(tmp_path: Path,
     assert [v.name for v in data.test] == ["rec4"]
     err = cli_error(main, argv(root, "--test-videos", "rec3"), capsys)
     assert "--test-videos rec3 holds out rec3, but" in err and "holds out rec4" in err
+    # The folder's test recording gone from the files: no advice to leave out options that were not given.
+    (root / "npy" / "rec4.npy").unlink()
+    labels = json.loads((root / "labels.json").read_text())
+    del labels["annotations"]["rec4"]
+    (root / "labels.json").write_text(json.dumps(labels))
+    err = cli_error(main, argv(root), capsys)
+    assert "test videos rec4 of the folder's split are no longer annotated" in err
+    assert err.endswith(": write to a new --out, or delete the split file to draw a new split")
 
 
 @pytest.mark.parametrize(("extra", "what"), [(["--rate", "0"], "--rate"), (["--name", "../x"], "--name '../x'")])

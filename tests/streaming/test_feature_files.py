@@ -174,6 +174,17 @@ def test_a_listed_recording_of_another_scenario_is_said_to_be_one(trained: Path,
     assert line == f"error: --videos-list: nowhere not annotated in {both} (scenario kit)"
 
 
+def test_two_feature_sources_of_one_stream_id_are_named_as_features(trained: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # The message named them "--video", an option the user had not given.
+    ok, wrong = str(trained / "npy" / "test_ok.npy"), str(trained / "npy" / "test_wrong.npy")
+    line = cli_error(stream_detect, ["detector", "--features", ok, "--features", wrong, "--stream-id", "a",
+                                     "--stream-id", "a", "--detector", str(trained / "detector.pt"), "--graph",
+                                     str(trained / "graph.json")], capsys)
+    assert line == (f"error: --stream-id a is given to two sources (--features {ok} and --features {wrong}): each "
+                    "stream needs its own id")
+
+
 def test_a_results_file_that_would_overwrite_a_feature_file_is_refused_before_the_run(
         trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = trained / "npy" / "test_ok.npy"

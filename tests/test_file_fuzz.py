@@ -126,6 +126,7 @@ CACHE_JSON = record_json(DetectorRecord("v", 17, (
     (0.0, Heartbeat("eval", 0, 1.0, "s1", (), None, 0, 0, 0.0, False)),
     (2.2, KeyStepOnset("eval", 1, 1.1, "s1", (), 2, "b", 2.0, 0.8, 0, (), False, (1, 2), (0.2, 0.1), 0.9)),
     (3.4, KeyStepEvent("eval", 2, 1.2, 2, "b", 2.1, 3.4, 0.9, 0, "s1", (2,), (1, 2), (0.2, 0.1), 0.95)),
+    (3.4, Heartbeat("eval", 3, 1.3, "s1", (2,), None, 17, 0, 5.0, True)),
 )))
 JSON_KINDS: dict[str, tuple[Callable[[Path], object], Any]] = {
     "graph": (load_graph, GRAPH_JSON),
@@ -184,6 +185,16 @@ def test_an_eval_cache_entry_claiming_10_to_the_30_frames_is_refused(tmp_path: P
     path.write_text(json.dumps(CACHE_JSON | {"frames": 10**30}))
     with pytest.raises(InputError, match=r"field 'frames' must be a count of frames in 0\.\.10000000"):
         load_cache_entry(path, EVAL_VIDEO)
+
+
+def test_an_eval_cache_entry_that_is_no_finished_run_is_refused(tmp_path: Path) -> None:
+    # Its messages emptied, or its frame count raised to 9,999,999 for a 393-row file: served as the video's result.
+    path = tmp_path / "entry.json"
+    for changed in ({"messages": []}, {"frames": 9_999_999}, {"messages": CACHE_JSON["messages"][:-1]}):
+        path.write_text(json.dumps(CACHE_JSON | changed))
+        with pytest.raises(InputError, match=r"not the record of a finished run \(it must end with the stream's last "
+                                             r"heartbeat, counting its \d+ frames\)"):
+            load_cache_entry(path, EVAL_VIDEO)
 
 
 # -- .npy feature arrays ----------------------------------------------------------------------------------------------

@@ -596,8 +596,8 @@ def load_cache_entry(path: Path, video: EvalVideo) -> DetectorRecord:
 
     Raises:
         InputError: the entry cannot be read (any bytes: too large, not JSON, nested too deeply), is not the record
-            of this video, a field has the wrong type, a message is malformed or is not one a detector sends, or the
-            video times go backwards; the caller runs the video again.
+            of this video, a field has the wrong type, a message is malformed or is not one a detector sends, the
+            video times go backwards, or it does not end as a finished run does; the caller runs the video again.
     """
     raw = read_json(path, "eval cache entry")
     src = str(path)
@@ -630,6 +630,12 @@ def load_cache_entry(path: Path, video: EvalVideo) -> DetectorRecord:
             raise InputError(f"{where}: a {message.kind} message of stream {message.stream_id!r}, not one the "
                              f"detector sends on stream {STREAM_ID!r}")
         messages.append((float(t), message))
+    # A finished run ends with the stream's last heartbeat, which counts its frames: an entry cut short or edited
+    # (its messages emptied, its frame count raised) was served as the video's result.
+    last = messages[-1][1] if messages else None
+    if not isinstance(last, Heartbeat) or not last.ended or last.frames != frames:
+        raise InputError(f"{src}: not the record of a finished run (it must end with the stream's last heartbeat, "
+                         f"counting its {frames} frames)")
     return DetectorRecord(video.name, frames, tuple(messages))
 
 

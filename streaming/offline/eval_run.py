@@ -730,14 +730,14 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
                     console=Console(stderr=True), disable=not progress)
     with bars:
         task = bars.add_task("videos", total=len(videos))
-        frames = bars.add_task("frames", total=None)
+        frames = bars.add_task("frames", total=None, visible=False)  # shown once a video runs (not all cached)
         for video in videos:
             path = _cache_file(video, cache_key(video, config, chain))
             # An annotated video is drawn while the video runs: that needs the run, not its cached record.
             drawn = config.annotate_out is not None or config.preview
             record = _load_cached(path, video, warn) if config.use_cache and not drawn else None
             if record is None:
-                bars.update(frames, description=f"frames of {video.name}", completed=0)
+                bars.update(frames, description=f"frames of {video.name}", completed=0, visible=True)
                 record = record_video(video, chain, config, lambda: bars.advance(frames),
                                       lambda length: bars.update(frames, total=length))
                 _store(path, record, warn)

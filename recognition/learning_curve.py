@@ -101,7 +101,7 @@ def plot_curve(curve: Sequence[EpochScores], kept: int, path: str | Path) -> Pat
     import matplotlib.pyplot as plt
 
     epochs = [e.epoch for e in curve]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7, 4.4), layout="constrained")
     ax.plot(epochs, [e.train_loss for e in curve], label="training loss", color="tab:blue")
     ax.plot(epochs, [e.val_loss for e in curve], label="validation loss", color="tab:orange")
     ax.set_xlabel("epoch")
@@ -113,9 +113,9 @@ def plot_curve(curve: Sequence[EpochScores], kept: int, path: str | Path) -> Pat
     right.set_ylim(0, 100)
     lines = ax.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="center right")
+    # Above the axes: inside them it covered the curves it names.
+    fig.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="outside upper center", ncol=4, frameon=False)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     try:
         return save_figure(fig, path, "learning curve", dpi=110, option="--plot")
     finally:

@@ -109,6 +109,8 @@ def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: i
     """
     count = max(counted, len(verdict.mistakes))
     never = step_names(verdict.never_done, verdict.never_done_names, name)
+    if any("," in n for n in never):  # CaptainCook4D's sentences: where one name ends and the next begins, quoted
+        never = [f'"{n}"' for n in never]
     if not count and not never:
         return CORRECT
     described = first_few([describe_mistake(a, name) for a in verdict.mistakes], MISTAKES_NAMED, count, "; ",

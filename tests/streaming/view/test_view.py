@@ -36,6 +36,7 @@ from streaming.messages import (
     encode_payload,
     run_of,
 )
+from streaming.session_verdict import SessionVerdict, verdict_text
 from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
 from streaming.view.render import PROBABILITY_HEADER, render
@@ -776,3 +777,13 @@ def test_a_table_that_would_fold_a_word_of_a_name_gives_way_to_lines(width: int)
     shown = re.findall(r"slicing-Con\S*", text)
     assert shown and set(shown) == {"slicing-Continue"}, text
     assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_never_done_names_with_commas_are_quoted_so_each_can_be_told_apart() -> None:
+    # CaptainCook4D: "Slide-Slide floss under the tortilla, perpendicular to ..., Place-Place ..." read as one list of
+    # fragments; where one name ended and the next began could not be told.
+    names = ("Slide-Slide floss under the tortilla, perpendicular to the roll", "Place-Place the pinwheels")
+    line = verdict_text(SessionVerdict((), (), (1, 2), names), str)
+    assert line == ('no mistake; never done: "Slide-Slide floss under the tortilla, perpendicular to the roll", '
+                    '"Place-Place the pinwheels"')
+    assert verdict_text(SessionVerdict((), (), (1,), ("add_milk",)), str) == "no mistake; never done: add_milk"

@@ -97,7 +97,10 @@ def describe_mistake(alert: Alert, name: Callable[[int], str]) -> str:
     return f"{alert.step_name} before {', '.join(step_names(alert.missing, alert.missing_names, name))}"
 
 
-def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: int = 0) -> str:
+STOPPED_CORRECT: str = "no mistake so far, nothing missing"  # a session the person stopped with nothing to say
+
+
+def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: int = 0, stopped: bool = False) -> str:
     """The verdict in one line: ``correct (no mistake, nothing missing)``, ``1 mistake (boil_water before
     fill_kettle), nothing missing``, ``no mistake; never done: add_milk``.
 
@@ -106,20 +109,23 @@ def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: i
         name: step id -> readable name.
         counted: the mistakes the checker counted for the session (its `Status`), when a viewer may have missed some
             of their alerts (it joined late, or its log dropped them): the line counts the larger number.
+        stopped: the person stopped the session before its procedure's end: ``no mistake so far; not done by the
+            stop: ...``.
     """
     count = max(counted, len(verdict.mistakes))
     never = step_names(verdict.never_done, verdict.never_done_names, name)
     if any("," in n for n in never):  # CaptainCook4D's sentences: where one name ends and the next begins, quoted
         never = [f'"{n}"' for n in never]
     if not count and not never:
-        return CORRECT
+        return STOPPED_CORRECT if stopped else CORRECT
     described = first_few([describe_mistake(a, name) for a in verdict.mistakes], MISTAKES_NAMED, count, "; ",
                           "; and ")
     if not verdict.mistakes:  # counted, none of their alerts received: "1 mistake (; and 1 more)" said nothing
         described = f"{'its alert' if count == 1 else 'their alerts'} not received by this view"
     mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"
-    missing = f"; never done: {first_few(never, NEVER_DONE_NAMED, and_more=', and ')}" if never else ", nothing missing"
-    return mistakes + missing
+    undone = "not done by the stop" if stopped else "never done"
+    missing = f"; {undone}: {first_few(never, NEVER_DONE_NAMED, and_more=', and ')}" if never else ", nothing missing"
+    return mistakes + (" so far" if stopped else "") + missing
 
 
 def retraction_reason(retraction: Retraction) -> str:

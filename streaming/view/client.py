@@ -189,6 +189,7 @@ class Viewer:
         except KeyboardInterrupt as stop:
             if wind_down is None:
                 raise
+            self.state.stopped = True  # the streams this view runs end because the person stopped them
             try:
                 over = wind_down()
                 while not over():

@@ -37,6 +37,7 @@ from graphs.common.safe_text import count_of, printable
 from streaming.messages import Alert, CheckerHealth, MissingSteps, Status
 from streaming.session_verdict import (
     CORRECT,
+    STOPPED_CORRECT,
     SessionVerdict,
     retraction_reason,
     session_verdict,
@@ -258,16 +259,17 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if not row.ended:
         return None
+    ended = "stopped" if state.stopped else "ended"  # a session the person cut short is judged so far only
     session = _session(stream_id, row, state)
     if not row.done and not row.alerts:
         # Nothing recognised is no sign of a correct session: an undertrained detector, or one trained for another
         # procedure or view, confirms nothing, and the checker then finds no mistake (and, weighing the detector's
         # miss rates, may name nothing missing).
-        return _text(f"{stream_id} ended: no key-step recognised in {row.frames} frames, so no verdict (is the "
+        return _text(f"{stream_id} {ended}: no key-step recognised in {row.frames} frames, so no verdict (is the "
                      "detector trained for this procedure and this view?)", "yellow")
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
-    line = verdict_text(session, state.name, counted=row.alerts)
-    return _text(f"{stream_id} ended: {line}", "bold green" if line == CORRECT else "bold red")
+    line = verdict_text(session, state.name, counted=row.alerts, stopped=state.stopped)
+    return _text(f"{stream_id} {ended}: {line}", "bold green" if line in (CORRECT, STOPPED_CORRECT) else "bold red")
 
 
 def _health(health: CheckerHealth) -> Text | None:
@@ -585,14 +587,18 @@ def _never_done_names(report: MissingSteps, state: ViewState) -> str:
                      for step, name, p in zip(report.missing, names, report.probabilities, strict=True))
 
 
+def _never_done_title(state: ViewState) -> str:
+    return "not done by the stop (session stopped)" if state.stopped else "never done (session ended)"
+
+
 def _never_done_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
     """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
     if lines:
-        return Group(Text("never done (session ended)", style="bold red"), *(
+        return Group(Text(_never_done_title(state), style="bold red"), *(
             Hanging(Text.assemble(_text(_clock(when)), " ", _text(report.stream_id), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
             for when, report in state.missing))
-    never = layout.table("never done (session ended)", "bold red")
+    never = layout.table(_never_done_title(state), "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
     layout.stream(never)
     layout.names(never, "missing key-steps", 1)

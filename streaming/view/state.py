@@ -47,6 +47,9 @@ class ViewState:
     retracted: dict[str, dict[str, Retraction]] = field(default_factory=dict)
     malformed: int = 0
     health: CheckerHealth | None = None  # the checker's latest counts of what it refused
+    # The person stopped the streams this view runs (Ctrl-C in `stream-detect run`): their sessions end cut short, so
+    # their verdicts say "stopped" and what was "not done by then", not "ended" and "never done".
+    stopped: bool = False
 
     def apply(self, message: Message, received_at: float | None = None) -> bool:
         """Fold one message into the state.

@@ -787,3 +787,26 @@ def test_never_done_names_with_commas_are_quoted_so_each_can_be_told_apart() -> 
     assert line == ('no mistake; never done: "Slide-Slide floss under the tortilla, perpendicular to the roll", '
                     '"Place-Place the pinwheels"')
     assert verdict_text(SessionVerdict((), (), (1,), ("add_milk",)), str) == "no mistake; never done: add_milk"
+
+
+def test_a_session_the_person_stopped_is_judged_so_far_not_as_ended(ctx: zmq.Context) -> None:
+    # Ctrl-C 30 s into a 462 s recording printed "cam0 ended: no mistake; never done:" and fifteen steps the person
+    # had not yet reached.
+    session = Session()
+    session.run((GET_CUP, FILL, BOIL))  # stopped before add_teabag, pour_water and add_milk
+    session.state.stopped = True
+    text = draw(session.state)
+    assert "cam0 stopped: no mistake so far; not done by the stop: add_teabag, pour_water, add_milk" in text
+    assert "not done by the stop (session stopped)" in text and "ended:" not in text and "never done" not in text
+    # Stopped by the person: the view that runs the streams (stream-detect run) knows it from its own interrupt.
+    pub, endpoint = bind(ctx, zmq.PUB, "inproc://stopped")
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True)
+
+    def interrupted() -> bool:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        viewer.loop(interrupted, None, lambda: lambda: True)
+    assert viewer.state.stopped
+    viewer.close()
+    pub.close()

@@ -44,7 +44,7 @@ def read_settings(path: str | Path, what: str = "config file", hint: str = "") -
         The document as a dict.
     """
     path = Path(path)
-    if not path.is_absolute() and not path.exists():
+    if path.parent in (Path("."), Path("configs")) and not path.exists():  # as the docs write it, or a bare name
         hint = hint or _checkout_hint(path)
     data = read_yaml(path, what) if path.suffix in (".yaml", ".yml") else read_toml(path, what, hint)
     if not isinstance(data, dict):

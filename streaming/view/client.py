@@ -189,7 +189,8 @@ class Viewer:
         except KeyboardInterrupt as stop:
             if wind_down is None:
                 raise
-            self.state.stopped = True  # the streams this view runs end because the person stopped them
+            # The streams this view runs end because the person stopped them, unless every one had ended already.
+            self.state.stopped = any(not row.ended for row in self.state.streams.values())
             try:
                 over = wind_down()
                 while not over():

@@ -277,7 +277,7 @@ def _health(health: CheckerHealth) -> Text | None:
     refused = [
         (health.stream_limit, "over the stream limit"),
         (health.unknown_step, "with a step not in the task graph"),
-        (health.over_budget, "over a stream's budget (each carried again by the stream's next message)"),
+        (health.over_budget, "over a stream's budget (their steps come again in the stream's next message)"),
         (health.malformed, "malformed"),
         (health.unsendable, "unsendable"),
         (health.stream_taken, "on a stream id another live detector holds"),

@@ -76,3 +76,6 @@ def test_a_project_config_named_outside_the_checkout_is_pointed_to(
                               f"--config {bundled}")
     with pytest.raises(InputError, match=r"^nothing\.toml: config file not found$"):
         read_settings("nothing.toml")
+    # A folder of the user's own, mistyped: not pointed to the checkout's file of the same name.
+    with pytest.raises(InputError, match=r"^my_experiments/miniroad-tiny\.toml: config file not found$"):
+        read_settings("my_experiments/miniroad-tiny.toml")

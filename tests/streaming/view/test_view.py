@@ -221,8 +221,8 @@ def test_a_lost_stream_and_what_the_checker_refused_are_shown() -> None:
     assert "kitchen (lost)" in text
     assert "checker: 3 streams (1 lost), 1 idle evicted" in text
     # Over budget is no loss (a detector message carries the whole history): said, since a user read it as one.
-    assert ("2 over the stream limit, 7 with a step not in the task graph, 9 over a stream's budget (each carried "
-            "again by the stream's next message), 4 malformed") in text
+    assert ("2 over the stream limit, 7 with a step not in the task graph, 9 over a stream's budget (their steps "
+            "come again in the stream's next message), 4 malformed") in text
 
 
 def test_allowed_steps_are_shown_likeliest_first_with_their_probability_and_the_rule() -> None:
@@ -807,6 +807,15 @@ def test_a_session_the_person_stopped_is_judged_so_far_not_as_ended(ctx: zmq.Con
 
     with pytest.raises(KeyboardInterrupt):
         viewer.loop(interrupted, None, lambda: lambda: True)
+    assert not viewer.state.stopped  # no stream running: nothing was cut short
+    viewer.state.streams["cam0"] = status(stream_id="cam0")
+    with pytest.raises(KeyboardInterrupt):
+        viewer.loop(interrupted, None, lambda: lambda: True)
     assert viewer.state.stopped
+    viewer.state.streams["cam0"] = status(stream_id="cam0", ended=True)
+    viewer.state.stopped = False
+    with pytest.raises(KeyboardInterrupt):  # its session had ended before the interrupt: ended, not stopped
+        viewer.loop(interrupted, None, lambda: lambda: True)
+    assert not viewer.state.stopped
     viewer.close()
     pub.close()

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -667,12 +668,11 @@ def _eval(args: argparse.Namespace) -> int:
         console.print(table)
     else:  # squeezed, rich would cut the figures to "1…": lines keep every figure whole
         print("\n".join(eval_lines(result.scores, title, console.width)))
-    print(false_alarm_line(result.scores))
     missing = missing_steps_line(result.scores)
-    if missing is not None:
-        print(missing)
-    for note in unmeasured_notes(result.scores):
-        print(note)
+    for line in (false_alarm_line(result.scores), *([missing] if missing else []), *unmeasured_notes(result.scores)):
+        # A terminal wraps a long line wherever it ends ("R 100." / "0"): wrapped here between words instead.
+        print(textwrap.fill(line, console.width, subsequent_indent="  ", break_long_words=False,
+                            break_on_hyphens=False) if console.is_terminal else line)
     return 0
 
 

@@ -615,9 +615,10 @@ def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[st
     for score in [*scores, total(scores)]:
         g, e = score.mistakes["graph"], score.mistakes["has_errors"]
         median, p90 = latency_summary(score.latencies)
+        # The table's column names, which the notes under it use too ("R err and F1 err not measured").
         units = [f"{score.video}:", f"{count_of(g.alerts, 'alert')},", f"{score.retracted} retracted;",
-                 f"mistakes P {_pct(g.precision)},", f"R {_pct(g.recall)},", f"F1 {_pct(g.f1)};",
-                 f"has_errors P {_pct(e.precision)},", f"R {_pct(e.recall)},", f"F1 {_pct(e.f1)};",
+                 f"P {_pct(g.precision)},", f"R {_pct(g.recall)},", f"F1 {_pct(g.f1)};",
+                 f"P err {_pct(e.precision)},", f"R err {_pct(e.recall)},", f"F1 err {_pct(e.f1)};",
                  "key-steps", *(f"F1@{int(100 * t)} {_pct(score.segments[t].f1)}," for t in IOU_THRESHOLDS),
                  f"edit {f'{np.mean(score.edit):.1f}' if score.edit else '-'};",
                  f"latency median {_seconds(median)},", f"p90 {_seconds(p90)} s"]

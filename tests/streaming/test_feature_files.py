@@ -118,8 +118,8 @@ def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mista
     assert not [a for a in videos["test_ok"]["alerts"] if not a["retracted"]]
 
 
-def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # It was printed 160 wide whatever the terminal: at 80 columns every row broke mid-number into the next line.
+def on_terminal(argv: list[str], columns: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What ``stream-detect argv`` prints on a terminal (a pseudo-terminal) of ``columns``, its lines without styles."""
     master, slave = pty.openpty()
     received: list[bytes] = []
 
@@ -135,16 +135,20 @@ def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, mo
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    monkeypatch.setenv("COLUMNS", "80")
-    with open(slave, "w", encoding="utf-8") as terminal:
-        monkeypatch.setattr(sys, "stdout", terminal)
-        assert stream_detect(eval_argv(trained, "--split", str(trained / "folder" / "split.json"))) == 0
+    with monkeypatch.context() as patch, open(slave, "w", encoding="utf-8") as terminal:
+        patch.setenv("COLUMNS", str(columns))
+        patch.setattr(sys, "stdout", terminal)
+        assert stream_detect(argv) == 0
         terminal.flush()
-        monkeypatch.undo()
     reader.join(timeout=30)
     os.close(master)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(received).decode("utf-8"))
-    lines = text.replace("\r\n", "\n").splitlines()
+    return text.replace("\r\n", "\n").splitlines()
+
+
+def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It was printed 160 wide whatever the terminal: at 80 columns every row broke mid-number into the next line.
+    lines = on_terminal(eval_argv(trained, "--split", str(trained / "folder" / "split.json")), 80, monkeypatch)
     assert max(len(line) for line in lines) <= 80
     # Every figure whole, beside its name: the wrong recording's mistake caught, its steps recognised.
     entries: list[str] = []
@@ -154,8 +158,13 @@ def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, mo
         else:
             entries.append(line)
     wrong = next(entry for entry in entries if entry.startswith("test_wrong"))
-    assert wrong.startswith("test_wrong: 1 alert, 0 retracted; mistakes P 100.0, R 100.0, F1 100.0;")
-    assert "key-steps F1@10 100.0, F1@25 100.0, F1@50 100.0, edit 100.0;" in wrong and "…" not in text
+    assert wrong.startswith("test_wrong: 1 alert, 0 retracted; P 100.0, R 100.0, F1 100.0; P err 100.0, R err 100.0,"
+                            " F1 err 100.0;")  # the table's names, which the notes below use too
+    assert "key-steps F1@10 100.0, F1@25 100.0, F1@50 100.0, edit 100.0;" in wrong and "…" not in "\n".join(lines)
+    # The lines under it wrap between words too: the terminal broke them anywhere ("not mea" / "sured").
+    narrow = on_terminal(eval_argv(trained, "--videos-list", "test_ok"), 40, monkeypatch)
+    notes = " ".join(line.strip() for line in narrow[narrow.index(next(n for n in narrow if n.startswith("no "))):])
+    assert "R and F1 not measured" in notes and max(len(line) for line in narrow) <= 40
 
 
 def test_a_listed_recording_of_another_scenario_is_said_to_be_one(trained: Path,

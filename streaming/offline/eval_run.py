@@ -636,6 +636,12 @@ def load_cache_entry(path: Path, video: EvalVideo) -> DetectorRecord:
     if not isinstance(last, Heartbeat) or not last.ended or last.frames != frames:
         raise InputError(f"{src}: not the record of a finished run (it must end with the stream's last heartbeat, "
                          f"counting its {frames} frames)")
+    # Each step of the history was sent as a key-step with its times: an entry cut to its last heartbeat kept only
+    # the history, and its alerts came back without a video time.
+    indices = {m.index for _, m in messages if isinstance(m, KeyStepEvent)}
+    if indices != set(range(len(last.history))):
+        raise InputError(f"{src}: not the record of a finished run ({len(indices)} key-steps sent for the "
+                         f"{len(last.history)} of its history)")
     return DetectorRecord(video.name, frames, tuple(messages))
 
 

@@ -20,10 +20,17 @@ GRAPH = {"format": "tgml-graph", "steps": [{"id": 0, "name": "a"}], "edges": []}
 
 
 def entry() -> TrainedFold:
+    """A fold of 2 classes as a detector with the done head writes it: per second the classes' softmax, then each
+    class's done state; the targets one-hot."""
     rng = np.random.default_rng(0)
-    table = lambda t, c: rng.random((t, c), dtype=np.float32)  # noqa: E731
-    return TrainedFold(GRAPH, GRAPH | {"edges": [[0, 0]]}, 40, {"v1": (table(5, 4), table(5, 2))},
-                       {"t1": table(7, 4), "t2": table(3, 4)}, {"v1": table(5, 4)}, ObservedGraphs(GRAPH, GRAPH))
+
+    def outputs(t: int) -> np.ndarray:
+        probs = rng.random((t, 2), dtype=np.float32)
+        return np.hstack([probs / probs.sum(axis=1, keepdims=True), rng.random((t, 2), dtype=np.float32)])
+
+    targets = np.eye(2, dtype=np.float32)[rng.integers(0, 2, 5)]
+    return TrainedFold(GRAPH, GRAPH | {"edges": [[0, 0]]}, 40, {"v1": (outputs(5), targets)},
+                       {"t1": outputs(7), "t2": outputs(3)}, {"v1": outputs(5)}, ObservedGraphs(GRAPH, GRAPH))
 
 
 class RunsCode:
@@ -159,4 +166,16 @@ def test_tables_cut_short_or_edited_are_refused_though_their_crcs_hold(tmp_path:
     save_fold(tmp_path, "e.npz", good)
     with pytest.raises(InputError, match="holds targets of another number of classes than the recipe's 3"):
         load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 3)
-    assert load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 2) is not None
+    assert load_fold(tmp_path, "e.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 2, 4) is not None
+    # Zeroed, or every table narrowed alike to the classes alone (the done states dropped): consistent, not genuine.
+    zeroed = replace(good, test_outputs={"t1": good.test_outputs["t1"] * 0, "t2": good.test_outputs["t2"]})
+    save_fold(tmp_path, "zeroed.npz", zeroed)
+    with pytest.raises(InputError, match="zeroed.npz does not read .* rows whose class probabilities do not sum to 1"):
+        load_fold(tmp_path, "zeroed.npz")
+    narrowed = replace(good, trainer_validation={"v1": (p[:, :2], y)},
+                       test_outputs={k: a[:, :2] for k, a in good.test_outputs.items()},
+                       validation_outputs={k: a[:, :2] for k, a in good.validation_outputs.items()})
+    save_fold(tmp_path, "narrowed.npz", narrowed)
+    with pytest.raises(InputError, match="narrowed.npz holds outputs of another width than the detector's 4 .its done "
+                                         "head on or off.."):
+        load_fold(tmp_path, "narrowed.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 2, 4)

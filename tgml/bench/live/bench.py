@@ -424,7 +424,8 @@ def fold_job(
         settings = config.detector.with_epochs(None, config.seed)
         key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
         trained = (load_fold(config.cache, key, [r.recording_id for r in test], [r.recording_id for r in train],
-                             {r.recording_id: len(r.features) for r in recordings}, len(recipe.class_step_ids))
+                             {r.recording_id: len(r.features) for r in recordings}, len(recipe.class_step_ids),
+                             len(recipe.class_step_ids) * (2 if settings.train.done_head else 1))
                    if config.cache is not None else None)
         if trained is None:
             trained = train_fold(recipe, train, test, annotations, settings, config.seed)

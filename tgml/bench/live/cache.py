@@ -155,6 +155,13 @@ def _check_tables(groups: Mapping[str, Mapping[str, np.ndarray]]) -> None:
     outputs = [a for g in ("trainer_probs", "test_outputs", "validation_outputs") for a in groups[g].values()]
     targets = list(groups["trainer_targets"].values())
     widths, classes = {a.shape[1] for a in outputs}, {a.shape[1] for a in targets}
+    # Every row a distribution over the classes (the outputs' first columns, a softmax; the targets): a table
+    # zeroed or scaled keeps its shape and its range.
+    count = min(classes, default=0)
+    for group in groups:
+        for rid, table in groups[group].items():
+            if count and table.shape[1] >= count and not np.allclose(table[:, :count].sum(axis=1), 1.0, atol=1e-3):
+                raise ValueError(f"{group} of {rid}: rows whose class probabilities do not sum to 1")
     # The outputs: the classes' probabilities, then (with the done head) each class's done state.
     fits = len(widths) <= 1 and len(classes) <= 1 and all(w in (c, 2 * c) for w in widths for c in classes)
     if not fits:
@@ -166,7 +173,8 @@ def _check_tables(groups: Mapping[str, Mapping[str, np.ndarray]]) -> None:
 
 
 def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_within: Sequence[str] = (),
-              seconds: Mapping[str, int] | None = None, classes: int | None = None) -> TrainedFold | None:
+              seconds: Mapping[str, int] | None = None, classes: int | None = None,
+              width: int | None = None) -> TrainedFold | None:
     """The cached entry (None when absent; a file that does not read as one, or one of another fold, is an error
     naming it).
 
@@ -178,6 +186,8 @@ def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_withi
         seconds: recording -> its feature vectors: each table of a recording must have that many rows (None: not
             checked).
         classes: the recipe's classes (background included): the width of the targets (None: not checked).
+        width: the detector's outputs per vector (the classes, then with the done head each one's done state; None:
+            not checked).
     """
     path = folder / key
     if not path.is_file():
@@ -216,6 +226,11 @@ def load_fold(folder: Path, key: str, test: Sequence[str] = (), validation_withi
     if classes is not None and any(y.shape[1] != classes for _, (_, y) in entry.trainer_validation.items()):
         raise InputError(f"--cache {folder}: {path.name} holds targets of another number of classes than the "
                          f"recipe's {classes}; remove it")
+    outputs = [*entry.test_outputs.values(), *entry.validation_outputs.values(),
+               *(p for p, _ in entry.trainer_validation.values())]
+    if width is not None and any(table.shape[1] != width for table in outputs):
+        raise InputError(f"--cache {folder}: {path.name} holds outputs of another width than the detector's {width} "
+                         "(its done head on or off?); remove it")
     return entry
 
 

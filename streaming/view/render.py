@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from rich._ratio import ratio_distribute  # what rich's tables share their width with
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.measure import Measurement
 from rich.padding import Padding
@@ -352,11 +353,33 @@ def _longest_word(column: Column) -> int:
     return max((len(word) for text in texts for word in text.split()), default=1)
 
 
-def _least_width(table: Table) -> int:
-    """The width a table needs to fold no word: each column its set width, or its longest word, with its padding
-    and border. Counted here rather than by rich's measure, which lays out every cell and took a quarter of a frame
-    at 2048 steps; a fixed-format column's values are never wrapped and its minimum width holds the widest."""
-    return 1 + sum(max(column.width or 0, column.min_width or 0, _longest_word(column)) + 3 for column in table.columns)
+def _widest_value(column: Column) -> int:
+    """The widest header or cell of a column, whole (a fixed-format column never wraps them)."""
+    return max((len(text.plain if isinstance(text, Text) else text) for text in (column.header, *column.cells)
+                if isinstance(text, Text | str)), default=0)
+
+
+def _folds_a_word(table: Table, width: int) -> bool:
+    """Whether rich, drawing ``table`` ``width`` wide, would give a column of names less room than its longest word
+    (``boil_wa`` / ``ter``).
+
+    Shared out as rich shares it: each fixed-format column as wide as its widest value, the columns of names the rest
+    by their ratios (`rich._ratio.ratio_distribute`, the function rich's tables call), each at least its set width;
+    every cell padded by one on each side, every column edged. Counted here rather than by laying the table out,
+    which took a quarter of a frame at 2048 steps.
+    """
+    pad = 2
+    names = [column for column in table.columns if column.ratio is not None]
+    if not names:  # numbers only (the latencies): no word to fold
+        return False
+    fixed = sum(max(column.min_width or 0, column.width or 0, _widest_value(column)) + pad
+                for column in table.columns if column.ratio is None)
+    room = width - (len(table.columns) + 1) - fixed
+    least = [(column.width or 1) + pad for column in names]
+    if room < sum(least):
+        return True
+    shares = ratio_distribute(room, [column.ratio or 1 for column in names], least)
+    return any(share - pad < _longest_word(column) for share, column in zip(shares, names, strict=True))
 
 
 def _layout(state: ViewState, fit: bool) -> _Layout:
@@ -453,7 +476,7 @@ def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -
     if not state.streams:
         # said under the table, not in its stream column: 22 characters there left "allowed next" 2 columns wide
         streams.caption = "waiting for streams..."
-    if not counts:
+    if not counts or _folds_a_word(streams, width):  # wide, the names share by fixed ratios while no word folds
         layout.whole_words(streams, first="now")
     caption = _rule_caption(state)
     if caption is not None:
@@ -502,7 +525,7 @@ class _ByWidth:
         drawn = self.build(width, lines)
         if lines or self.layout.fit or not isinstance(drawn, Table):
             return drawn
-        return drawn if _least_width(drawn) <= width else self.build(width, True)
+        return self.build(width, True) if _folds_a_word(drawn, width) else drawn
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self._drawn(options.max_width))
@@ -549,7 +572,7 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
             continue
         alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "bold red"),
                        _missing(alert, state), _forgotten(alert), _text(f"{alert.probability:.2f}"))
-    if not clock:  # narrow: names kept whole matter more than columns that never move
+    if not clock or _folds_a_word(alerts, width):  # names kept whole matter more than columns that never move
         layout.whole_words(alerts, first="mistake")
     return alerts
 

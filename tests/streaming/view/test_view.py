@@ -594,9 +594,11 @@ def test_an_80_by_24_terminal_shows_the_alert_while_the_stream_runs() -> None:
     console.print(LiveRender(render(state), vertical_overflow="ellipsis"))
     screen = console.export_text()
     assert len(screen.splitlines()) <= 24
-    assert "alerts" in screen and "P mistake" in screen  # the log's title and header, and its row:
-    assert any("kitchen" in line and "boil_water" in line and "fill_kettle" in line and "1.00" in line
-               for line in screen.splitlines())
+    assert "alerts" in screen and "P mistake" in screen  # the log's title and header, and its row, its words whole:
+    # beside a 7-character stream id its table would fold "fill_kettl" / "e", so it is lines
+    lines = [line.rstrip() for line in screen.splitlines()]
+    assert "1.0-2.0 s kitchen boil_water before fill_kettle" in lines
+    assert "  P mistake 1.00; likely forgotten fill_kettle (graph 1.00)" in lines
 
 
 def test_at_80_columns_a_long_stream_id_leaves_the_step_names_whole() -> None:
@@ -766,16 +768,38 @@ def test_a_step_named_by_a_sentence_is_shown_cut_short_not_only_counted() -> Non
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
-@pytest.mark.parametrize("width", [60, 66, 72, 80, 100])
-def test_a_table_that_would_fold_a_word_of_a_name_gives_way_to_lines(width: int) -> None:
-    # At 60 columns the recent key-steps' table left its names 7 characters: "slicing" / "-Contin" / "ue".
-    name = "slicing-Continue slicing with floss to create 1 more pinwheel"
-    state = ViewState(names={5: name})
-    state.apply(status(stream_id="cam0", done=(5,), allowed=(), allowed_scores=(), current=5))
-    state.apply(keystep((5,), step_name=name))
+def folded_words(text: str, names: list[str]) -> set[str]:
+    """The pieces of the names' words that ``text`` shows cut by a line's or a cell's end (``fill_kettl``)."""
+    words = {word for name in names for word in name.split()}
+    pieces = {piece for piece in re.split(r"[\s│┃,;()]+", text) if len(piece) >= 3 and not piece.endswith("…")}
+    return {piece for piece in pieces - words if any(word.startswith(piece) for word in words)}
+
+
+@pytest.mark.parametrize("width", range(40, 161, 3))
+def test_no_word_of_a_step_name_is_folded_at_any_width(width: int) -> None:
+    # At 60 columns the recent key-steps' table left its names 7 characters ("slicing" / "-Contin" / "ue"), at 100 the
+    # fixed shares folded "fill_kettl" / "e", at 80-82 an alert 100 s in did the same: a table that would fold a word
+    # shares its width by the longest words, and where even that cannot hold them it gives way to lines.
+    pinwheels = ["slicing-Continue slicing with floss to create 1 more pinwheel",
+                 "Cross-Cross the floss's two ends over the tortilla roll's top",
+                 "Spread-Spread jelly over the nut butter", "Place-Place the pinwheels on a plate",
+                 "Trim-Trim the ends of the tortilla roll"]
+    state = ViewState(names={k: name for k, name in enumerate(pinwheels, start=1)})
+    state.apply(status(stream_id="cam0", done=(1, 2), allowed=(4, 5), allowed_scores=(0.5, 0.3), current=3))
+    state.apply(StepEvent("cam0", 4, 1.2, 1, pinwheels[0], 390.0, 391.0, 0.32, 0, run="s"))
+    state.apply(Alert("cam0", 7, 1.0, "cam0#1", "s", 3, pinwheels[2], 1, (1,), (pinwheels[0],), False, 0.9, False, 1,
+                      pinwheels[3], 1.0, "binary"))
     text = draw(state, width=width)
-    shown = re.findall(r"slicing-Con\S*", text)
-    assert shown and set(shown) == {"slicing-Continue"}, text
+    assert not folded_words(text, pinwheels), text
+    assert max(len(line) for line in text.splitlines()) <= width
+    # The demo's names, while a step is being done and once an alert 104 s in has come.
+    session = Session()
+    session.heartbeat()
+    session.confirm(GET_CUP, 100.0, 103.5)
+    session.heartbeat(current=FILL)
+    session.confirm(BOIL, 104.4, 107.0)
+    text = draw(session.state, width=width)
+    assert not folded_words(text, list(session.state.names.values())), text
     assert max(len(line) for line in text.splitlines()) <= width
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from rich._ratio import ratio_distribute  # what rich's tables share their width with
@@ -116,6 +117,11 @@ class NameList:
     names: tuple[Text, ...]
     keep: Literal["first", "last"]
     tails: tuple[str, ...] = ()  # per name, what follows it and is never cut (an allowed step's probability)
+
+    @cached_property
+    def longest_word(self) -> int:
+        """The longest word of its names (asked by each table's width check: counted once, not per ask)."""
+        return max((len(word) for name in self.names for word in name.plain.split()), default=1)
 
     def _entry(self, k: int, chars: int | None) -> Text:
         name = self.names[k] if chars is None else Text.assemble(self.names[k][:chars], "…")
@@ -348,9 +354,10 @@ class _Layout:
 
 def _longest_word(column: Column) -> int:
     """The longest word of a column's header and cells (of each name of a `NameList`)."""
-    texts = [text.plain if isinstance(text, Text) else text for cell in (column.header, *column.cells)
-             for text in (cell.names if isinstance(cell, NameList) else (cell,)) if isinstance(text, Text | str)]
-    return max((len(word) for text in texts for word in text.split()), default=1)
+    cells = (column.header, *column.cells)
+    texts = [text.plain if isinstance(text, Text) else text for text in cells if isinstance(text, Text | str)]
+    lists = [cell.longest_word for cell in cells if isinstance(cell, NameList)]
+    return max([len(word) for text in texts for word in text.split()] + lists, default=1)
 
 
 def _widest_value(column: Column) -> int:

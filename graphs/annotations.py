@@ -31,7 +31,7 @@ import itertools
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -265,8 +265,24 @@ def count_overlaps(spans: Sequence[tuple[float, float] | None]) -> int:
     return int(np.count_nonzero(times[1:, 0] < ended_by - OVERLAP_SLACK_S))
 
 
-def timing_warning(annotations: Annotations) -> str | None:
-    """The one warning line about a checked file's accepted oddities (overlaps, steps never done), or None."""
+def of_scenario(annotations: Annotations, scenario: str) -> Annotations:
+    """The file's videos of one scenario, their oddities counted again over them alone (a command that reads one
+    scenario of CaptainCook4D's 24 was warned of all 384 recordings' overlaps)."""
+    videos = {name: v for name, v in annotations.videos.items() if v.scenario == scenario}
+    overlapping = {name: count_overlaps(v.spans) for name, v in videos.items()}
+    return replace(annotations, videos=videos, overlaps=sum(overlapping.values()),
+                   overlap_videos=sum(found > 0 for found in overlapping.values()),
+                   never_done=sum(never_done(span) for v in videos.values() for span in v.spans),
+                   overlap_names=tuple(name for name in annotations.overlap_names if name in videos),
+                   unordered_names=tuple(name for name in annotations.unordered_names if name in videos))
+
+
+def timing_warning(annotations: Annotations, scenario: str | None = None) -> str | None:
+    """The one warning line about a checked file's accepted oddities (overlaps, steps never done), or None; with a
+    ``scenario`` of the file, about its videos alone."""
+    where = annotations.path
+    if scenario is not None and scenario in annotations.taxonomy:
+        annotations, where = of_scenario(annotations, scenario), f"{annotations.path} (scenario {scenario})"
     parts = []
     if annotations.overlaps:
         one = annotations.overlaps == 1
@@ -283,10 +299,10 @@ def timing_warning(annotations: Annotations) -> str | None:
         one = annotations.never_done == 1
         parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "
                      "never done: kept in the order, covering no time)")
-    return f"warning: {annotations.path}: {'; '.join(parts)}" if parts else None
+    return f"warning: {where}: {'; '.join(parts)}" if parts else None
 
 
-def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
+def load_annotations(path: str | Path, check_times: bool = True, scenario_read: str | None = None) -> Annotations:
     """Read and validate an annotation file.
 
     Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
@@ -300,6 +316,8 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
             ends before or when it starts (a step never done, ``start_time == end_time < 0``, excepted); overlaps and
             steps never done are counted and reported in one warning line on stderr (`timing_warning`). False reads
             a published benchmark file as published (only the order of its segments is used), without a warning.
+        scenario_read: the scenario the command reads, when it knows it before reading: the warning counts its
+            videos alone (None, or a scenario the file does not have: the whole file's).
 
     Returns:
         The annotations.
@@ -394,7 +412,7 @@ def load_annotations(path: str | Path, check_times: bool = True) -> Annotations:
     skipped = sum(never_done(span) for v in videos.values() for span in v.spans) if check_times else 0
     annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped, tuple(overlap_names),
                               tuple(unordered))
-    line = timing_warning(annotations)
+    line = timing_warning(annotations, scenario_read)
     if line is not None:
         print(printable(line), file=sys.stderr, flush=True)
     return annotations

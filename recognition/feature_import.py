@@ -302,7 +302,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         raise InputError(f"--out {config.out}: it is the --features folder; the feature folder (its {config.rgb}/, "
                          f"{TARGETS_DIR}/ and split.json) goes beside it, in another --out")
     files = feature_files(config.features)
-    annotations = load_annotations(config.annotations)
+    annotations = load_annotations(config.annotations, scenario_read=config.scenario)
     unannotated = [name for name in files if name not in annotations.videos]
     if unannotated:
         raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "

@@ -402,7 +402,8 @@ def _train(args: argparse.Namespace, console: Console) -> None:
 
     # Before training: a failed save would lose the run.
     check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
-    load_annotations(args.annotations, check_times=not args.order_only)  # the segment check every command makes
+    load_annotations(args.annotations, check_times=not args.order_only,  # the segment check every command makes
+                     scenario_read=args.scenario)
     method = _train_method(args)
     videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
     entry = learner(method)

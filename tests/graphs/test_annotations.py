@@ -121,6 +121,26 @@ def test_overlapping_segments_are_accepted_with_one_warning_line(
     assert capsys.readouterr().err == ""
 
 
+def test_a_command_reading_one_scenario_is_warned_of_its_videos_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every command reading CaptainCook4D's labels for one recipe was warned of all 384 recordings' overlaps.
+    path = _timed_file(tmp_path, [(0.0, 4.0), (3.0, 9.0)])
+    data = json.loads(path.read_text())
+    data["taxonomy"]["tea"] = {"1": {"name": "boil", "id": 1}}
+    data["annotations"]["t1"] = {"scenario": "tea", "recording_id": "t1", "segments": [
+        {"step_id": 1, "start_time": 0.0, "end_time": 2.0}, {"step_id": 1, "start_time": -1, "end_time": -1}]}
+    path.write_text(json.dumps(data))
+    load_annotations(path, scenario_read="tea")
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {path} (scenario tea): 1 segment with start_time = end_time < 0 (a step never done: kept in the "
+        "order, covering no time)"]
+    load_annotations(path, scenario_read="tent")
+    assert capsys.readouterr().err.startswith(f"warning: {path} (scenario tent): 1 segment in 1 video overlaps")
+    load_annotations(path, scenario_read="not-here")  # a scenario the file does not have: the whole file's
+    assert capsys.readouterr().err.startswith(f"warning: {path}: 1 segment in 1 video overlaps")
+
+
 def test_segments_listed_out_of_time_order_are_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A labelling tool that exports segments unsorted changed the learned graph without a word: the learners read
     # the file order (as the benchmarks do), recognition-features and eval the times.

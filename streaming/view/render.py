@@ -368,7 +368,7 @@ def _widest_value(column: Column) -> int:
 
 def _folds_a_word(table: Table, width: int) -> bool:
     """Whether rich, drawing ``table`` ``width`` wide, would give a column of names less room than its longest word
-    (``boil_wa`` / ``ter``).
+    (``boil_wa`` / ``ter``), or could not fit its fixed-format columns at all (the latencies' numbers, cut).
 
     Shared out as rich shares it: each fixed-format column as wide as its widest value, the columns of names the rest
     by their ratios (`rich._ratio.ratio_distribute`, the function rich's tables call), each at least its set width;
@@ -377,14 +377,14 @@ def _folds_a_word(table: Table, width: int) -> bool:
     """
     pad = 2
     names = [column for column in table.columns if column.ratio is not None]
-    if not names:  # numbers only (the latencies): no word to fold
-        return False
     fixed = sum(max(column.min_width or 0, column.width or 0, _widest_value(column)) + pad
                 for column in table.columns if column.ratio is None)
     room = width - (len(table.columns) + 1) - fixed
     least = [(column.width or 1) + pad for column in names]
     if room < sum(least):
         return True
+    if not names:  # numbers only, all of them fitting
+        return False
     shares = ratio_distribute(room, [column.ratio or 1 for column in names], least)
     return any(share - pad < _longest_word(column) for share, column in zip(shares, names, strict=True))
 
@@ -499,11 +499,9 @@ def _latency_rows(state: ViewState) -> dict[str, Status]:
 
 def _latency_table(rows: dict[str, Status], layout: _Layout, width: int, lines: bool) -> RenderableType:
     """Each stream's latest per-stage latencies (``rows``: the detector's means since its previous heartbeat, the
-    checker's latest hop and alert); below `COMPACT_WIDTH` a line per stream."""
-    # Every column is a number: where they do not all fit (their borders included), the table would be cut.
-    need = 1 + sum(w + 3 for w in (max(layout.stream_width, len("stream")),
-                                   *(max(NUMBER_WIDTH, len(stage)) for stage in STAGES)))
-    if lines or (width < need and not layout.fit):
+    checker's latest hop and alert); below `COMPACT_WIDTH` a line per stream, and where its numbers would not all
+    fit (`_ByWidth`)."""
+    if lines:
         return Group(Text("latency per stage, ms", style="bold"), *(
             Hanging(Text.assemble(_text(sid), ": ", ", ".join(f"{stage.replace('_', ' ')} "
                                                               f"{getattr(row, latency_field(stage)):.1f}"
@@ -520,8 +518,9 @@ def _latency_table(rows: dict[str, Status], layout: _Layout, width: int, lines: 
 
 class _ByWidth:
     """A table drawn for the width it is given (``build(width, lines)``), as lines (``lines`` true) below
-    `COMPACT_WIDTH` and wherever the table would fold a word of its names: at 60 columns CaptainCook4D's sentences got
-    a 7-character column, ``slicing`` / ``-Contin`` / ``ue``, where lines keep every word whole."""
+    `COMPACT_WIDTH` and wherever the table would fold a word of its names or cut a value (`_folds_a_word`): at 60
+    columns CaptainCook4D's sentences got a 7-character column, ``slicing`` / ``-Contin`` / ``ue``, where lines keep
+    every word whole."""
 
     def __init__(self, build: Callable[[int, bool], RenderableType], layout: _Layout) -> None:
         self.build = build

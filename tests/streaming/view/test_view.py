@@ -843,3 +843,18 @@ def test_a_session_the_person_stopped_is_judged_so_far_not_as_ended(ctx: zmq.Con
     assert not viewer.state.stopped
     viewer.close()
     pub.close()
+
+
+@pytest.mark.parametrize("width", range(70, 81))
+def test_the_latencies_never_draw_wider_than_the_terminal(width: int) -> None:
+    # Their own width check counted each number's minimum width: a 9-character hop (3600000.0, a replayed session's
+    # hour-old heartbeat) needed a table 77 wide at 74-76 columns, and the terminal cut off its "alert out" column.
+    session = Session()
+    session.run(DEMO_EXECUTIONS["mistake"])
+    for closing in (False, True):
+        console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+        console.print(render(session.state, closing=closing))
+        lines = console.export_text().splitlines()
+        assert any("3600000.0" in line for line in lines)
+        drawn = [line.rstrip() for line in lines if line.startswith(("┏", "┃", "┡", "│", "└"))]
+        assert all(line.endswith(("┓", "┃", "┩", "│", "┘")) for line in drawn)  # every table whole, none cut

@@ -602,6 +602,22 @@ def _seconds(x: float | None) -> str:
     return "-" if x is None else f"{x:+.2f}"
 
 
+# The columns of eval's table, whose names the lines of a narrow terminal and the notes under both use too.
+COLUMNS: tuple[str, ...] = ("video", "alerts", "retracted", "P", "R", "F1", "P err", "R err", "F1 err", "F1@10",
+                            "F1@25", "F1@50", "edit", "latency med s", "p90 s")
+
+
+def _cells(score: VideoScores) -> dict[str, str]:
+    """One video's figures as `COLUMNS` shows them (percentages, seconds)."""
+    g, e = score.mistakes["graph"], score.mistakes["has_errors"]
+    median, p90 = latency_summary(score.latencies)
+    values = (score.video, str(g.alerts), str(score.retracted),
+              _pct(g.precision), _pct(g.recall), _pct(g.f1), _pct(e.precision), _pct(e.recall), _pct(e.f1),
+              *(_pct(score.segments[t].f1) for t in IOU_THRESHOLDS),
+              f"{np.mean(score.edit):.1f}" if score.edit else "-", _seconds(median), _seconds(p90))  # fmt: skip
+    return dict(zip(COLUMNS, values, strict=True))
+
+
 def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[str]:
     """`eval_table`'s figures as lines, for a terminal narrower than the table: a line per video and the total,
     wrapped at ``width`` between figures (never inside one) and indented after the first line.
@@ -612,16 +628,15 @@ def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[st
         width: the terminal's columns.
     """
     lines = textwrap.wrap(title, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    groups = (("P", "R", "F1"), ("P err", "R err", "F1 err"), ("F1@10", "F1@25", "F1@50", "edit"))
     for score in [*scores, total(scores)]:
-        g, e = score.mistakes["graph"], score.mistakes["has_errors"]
-        median, p90 = latency_summary(score.latencies)
-        # The table's column names, which the notes under it use too ("R err and F1 err not measured").
-        units = [f"{score.video}:", f"{count_of(g.alerts, 'alert')},", f"{score.retracted} retracted;",
-                 f"P {_pct(g.precision)},", f"R {_pct(g.recall)},", f"F1 {_pct(g.f1)};",
-                 f"P err {_pct(e.precision)},", f"R err {_pct(e.recall)},", f"F1 err {_pct(e.f1)};",
-                 "key-steps", *(f"F1@{int(100 * t)} {_pct(score.segments[t].f1)}," for t in IOU_THRESHOLDS),
-                 f"edit {f'{np.mean(score.edit):.1f}' if score.edit else '-'};",
-                 f"latency median {_seconds(median)},", f"p90 {_seconds(p90)} s"]
+        cells = _cells(score)
+        units = [f"{score.video}:", f"{count_of(score.mistakes['graph'].alerts, 'alert')},",
+                 f"{cells['retracted']} retracted;"]
+        for group in groups:  # each figure beside its column's name, a group closed by ";"
+            units += ["key-steps"] if group[0] == "F1@10" else []
+            units += [f"{name} {cells[name]}{';' if name == group[-1] else ','}" for name in group]
+        units += [f"latency median {cells['latency med s']},", f"p90 {cells['p90 s']} s"]
         # A figure stays with its name: its spaces are no-break ones while wrapping, given back after.
         text = " ".join(unit.replace(" ", "\u00a0") for unit in units)
         wrapped = textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
@@ -640,18 +655,9 @@ def eval_table(scores: Sequence[VideoScores], title: str) -> Table:
         A rich table.
     """
     table = Table(title=title, show_footer=False)
-    for name in ("video", "alerts", "retracted", "P", "R", "F1", "P err", "R err", "F1 err", "F1@10", "F1@25",
-                 "F1@50", "edit", "latency med s", "p90 s"):
+    for name in COLUMNS:
         table.add_column(name, justify="left" if name == "video" else "right")
     rows = [*scores, total(scores)]
     for k, score in enumerate(rows):
-        g, e = score.mistakes["graph"], score.mistakes["has_errors"]
-        median, p90 = latency_summary(score.latencies)
-        table.add_row(
-            score.video, str(g.alerts), str(score.retracted),
-            _pct(g.precision), _pct(g.recall), _pct(g.f1), _pct(e.precision), _pct(e.recall), _pct(e.f1),
-            *(_pct(score.segments[t].f1) for t in IOU_THRESHOLDS),
-            f"{np.mean(score.edit):.1f}" if score.edit else "-", _seconds(median), _seconds(p90),
-            end_section=k == len(rows) - 2,
-        )  # fmt: skip
+        table.add_row(*_cells(score).values(), end_section=k == len(rows) - 2)
     return table

@@ -425,7 +425,8 @@ def fold_job(
         key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
         trained = (load_fold(config.cache, key, [r.recording_id for r in test], [r.recording_id for r in train],
                              {r.recording_id: len(r.features) for r in recordings}, len(recipe.class_step_ids),
-                             len(recipe.class_step_ids) * (2 if settings.train.done_head else 1))
+                             settings.train.model_config(test[0].features.shape[1],
+                                                         len(recipe.class_step_ids)).outputs)
                    if config.cache is not None else None)
         if trained is None:
             trained = train_fold(recipe, train, test, annotations, settings, config.seed)

@@ -148,18 +148,16 @@ def _check_tables(groups: Mapping[str, Mapping[str, np.ndarray]]) -> None:
     Raises:
         ValueError: the first fault, naming the array.
     """
+    outputs = [a for g in ("trainer_probs", "test_outputs", "validation_outputs") for a in groups[g].values()]
+    targets = list(groups["trainer_targets"].values())
+    widths, classes = {a.shape[1] for a in outputs}, {a.shape[1] for a in targets}
+    count = min(classes, default=0)
     for group, arrays in groups.items():
         for rid, table in arrays.items():
             if not (np.isfinite(table).all() and ((table >= 0) & (table <= 1)).all()):
                 raise ValueError(f"{group} of {rid}: values that are no probabilities (outside 0-1, or not finite)")
-    outputs = [a for g in ("trainer_probs", "test_outputs", "validation_outputs") for a in groups[g].values()]
-    targets = list(groups["trainer_targets"].values())
-    widths, classes = {a.shape[1] for a in outputs}, {a.shape[1] for a in targets}
-    # Every row a distribution over the classes (the outputs' first columns, a softmax; the targets): a table
-    # zeroed or scaled keeps its shape and its range.
-    count = min(classes, default=0)
-    for group in groups:
-        for rid, table in groups[group].items():
+            # Every row a distribution over the classes (the outputs' first columns, a softmax; the targets): a
+            # table zeroed or scaled keeps its shape and its range.
             if count and table.shape[1] >= count and not np.allclose(table[:, :count].sum(axis=1), 1.0, atol=1e-3):
                 raise ValueError(f"{group} of {rid}: rows whose class probabilities do not sum to 1")
     # The outputs: the classes' probabilities, then (with the done head) each class's done state.

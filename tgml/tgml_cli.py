@@ -594,8 +594,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
 
     from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER, CheckerSettings
     from graphs.common.files import check_output, write_text
-    from graphs.common.safe_text import first_few, printable
     from tgml.bench.data_folder import data_folder
+    from tgml.bench.error_annotations import untimely_line, untimely_steps
     from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
     from tgml.bench.live.detector import LiveDetectorSettings
     from tgml.bench.live.recordings import captaincook_dir, features_folder
@@ -626,11 +626,10 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
                              VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), kinds,
                              LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,))
     result = run_live_bench(config, progress=not args.quiet)
-    untimely = [(r.recording_id, name) for r in result.data.recordings for name in r.annotation.untimely]
+    untimely = untimely_steps(r.annotation for r in result.data.recordings)
     if untimely:  # in neither the steps done nor those never done, when untagged and without a time: said
-        print(printable(f"note: {len(untimely)} annotated steps whose Missing Step tag and start time disagree (one "
-                        "with a time is scored as done, and tagged as missing too; one with neither is in neither): "
-                        + first_few([f"{r} '{n}'" for r, n in untimely], 5, and_more=", and ")), file=sys.stderr)
+        print("note: " + untimely_line(untimely, "one with a time is scored as done, and tagged as missing too; one "
+                                       "with neither is in neither"), file=sys.stderr)
     document = result.to_dict()
     if args.ceiling:
         from tgml.bench.live.ceiling import ceiling_table, live_ceilings
@@ -675,6 +674,7 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     from graphs.common.files import check_output, write_text
     from graphs.common.safe_text import first_few, printable
     from tgml.bench.data_folder import data_folder
+    from tgml.bench.error_annotations import untimely_line
     from tgml.bench.live.annotation_file import captaincook_labels
     from tgml.bench.live.recordings import captaincook_dir, feature_files, features_folder
 
@@ -702,11 +702,8 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
               + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
                           and_more=", and "))
     if labels.untimely:  # never a step dropped unsaid: one untagged without a time is in neither count above
-        print(f"{len(labels.untimely)} annotated step{'s' if len(labels.untimely) != 1 else ''} whose Missing Step tag "
-              "and start time disagree (a step with a time is written as done, and tagged as never done too; one "
-              "with neither is left out): "
-              + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.untimely], 5,
-                          and_more=", and "))
+        print(untimely_line(labels.untimely, "a step with a time is written as done, and tagged as never done too; "
+                                             "one with neither is left out"))
 
 
 def note_in_sample(validation: Sequence[ValidationRun]) -> None:

@@ -19,13 +19,14 @@ that step is skipped, counted and reported, never silently.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
 
 ORDER_ERROR: Final = "Order Error"
@@ -111,7 +112,20 @@ class ErrorAnnotations:
     @property
     def untimely(self) -> tuple[tuple[str, str], ...]:
         """``(recording_id, name)`` of every step whose Missing Step tag and start time disagree."""
-        return tuple((r.recording_id, name) for r in self.recordings for name in r.untimely)
+        return untimely_steps(self.recordings)
+
+
+def untimely_steps(recordings: Iterable[ErrorRecording]) -> tuple[tuple[str, str], ...]:
+    """``(recording_id, name)`` of each step of ``recordings`` whose Missing Step tag and start time disagree."""
+    return tuple((r.recording_id, name) for r in recordings for name in r.untimely)
+
+
+def untimely_line(untimely: Sequence[tuple[str, str]], treated: str) -> str:
+    """The line that names the steps whose Missing Step tag and start time disagree (`untimely_steps`), the first
+    five, and how the command treats them (``treated``, said in brackets)."""
+    named = first_few([f"{printable(rid)} '{printable(name)}'" for rid, name in untimely], 5, and_more=", and ")
+    steps = count_of(len(untimely), "annotated step")
+    return f"{steps} whose Missing Step tag and start time disagree ({treated}): {named}"
 
 
 def recording_entries(path: Path) -> list[dict[str, Any]]:

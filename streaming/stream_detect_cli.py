@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -648,6 +647,7 @@ def _eval(args: argparse.Namespace) -> int:
         false_alarm_line,
         missing_steps_line,
         unmeasured_notes,
+        wrap_words,
     )
 
     config = EvalConfig(
@@ -671,8 +671,7 @@ def _eval(args: argparse.Namespace) -> int:
     missing = missing_steps_line(result.scores)
     for line in (false_alarm_line(result.scores), *([missing] if missing else []), *unmeasured_notes(result.scores)):
         # A terminal wraps a long line wherever it ends ("R 100." / "0"): wrapped here between words instead.
-        print(textwrap.fill(line, console.width, subsequent_indent="  ", break_long_words=False,
-                            break_on_hyphens=False) if console.is_terminal else line)
+        print("\n".join(wrap_words(line, console.width)) if console.is_terminal else line)
     return 0
 
 

@@ -618,6 +618,12 @@ def _cells(score: VideoScores) -> dict[str, str]:
     return dict(zip(COLUMNS, values, strict=True))
 
 
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` (a word longer stays whole), broken between words only, the lines
+    after the first indented: what eval prints in a terminal narrower than its lines."""
+    return textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+
+
 def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[str]:
     """`eval_table`'s figures as lines, for a terminal narrower than the table: a line per video and the total,
     wrapped at ``width`` between figures (never inside one) and indented after the first line.
@@ -627,7 +633,7 @@ def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[st
         title: the table's title.
         width: the terminal's columns.
     """
-    lines = textwrap.wrap(title, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    lines = wrap_words(title, width)
     groups = (("P", "R", "F1"), ("P err", "R err", "F1 err"), ("F1@10", "F1@25", "F1@50", "edit"))
     for score in [*scores, total(scores)]:
         cells = _cells(score)
@@ -639,8 +645,7 @@ def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[st
         units += [f"latency median {cells['latency med s']},", f"p90 {cells['p90 s']} s"]
         # A figure stays with its name: its spaces are no-break ones while wrapping, given back after.
         text = " ".join(unit.replace(" ", "\u00a0") for unit in units)
-        wrapped = textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
-        lines += [line.replace("\u00a0", " ") for line in wrapped]
+        lines += [line.replace("\u00a0", " ") for line in wrap_words(text, width)]
     return lines
 
 

@@ -141,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         return _import(argv[1:])
     if argv and not argv[0].startswith("-"):  # extraction takes options only
         raise unknown_command("recognition-features", argv[0], ("import",))
-    imported = sorted({a.split("=")[0] for a in argv} & IMPORT_ONLY)
-    if imported and "--videos" not in {a.split("=")[0] for a in argv}:
+    given = {a.split("=")[0] for a in argv}  # the options, "--rate=1" read as "--rate"
+    imported = sorted(given & IMPORT_ONLY)
+    if imported and "--videos" not in given:
         raise InputError(f"recognition-features: {', '.join(imported)}: options of recognition-features import (your "
                          "own feature files: recognition-features import --features DIR ...); extraction from videos "
                          "takes --videos")

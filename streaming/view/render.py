@@ -352,18 +352,21 @@ class _Layout:
                 column.width = longest
 
 
+def _plain_texts(column: Column) -> list[str]:
+    """A column's header and text cells as plain strings (its `NameList` cells left out)."""
+    return [text.plain if isinstance(text, Text) else text for text in (column.header, *column.cells)
+            if isinstance(text, Text | str)]
+
+
 def _longest_word(column: Column) -> int:
     """The longest word of a column's header and cells (of each name of a `NameList`)."""
-    cells = (column.header, *column.cells)
-    texts = [text.plain if isinstance(text, Text) else text for text in cells if isinstance(text, Text | str)]
-    lists = [cell.longest_word for cell in cells if isinstance(cell, NameList)]
-    return max([len(word) for text in texts for word in text.split()] + lists, default=1)
+    lists = [cell.longest_word for cell in column.cells if isinstance(cell, NameList)]
+    return max([len(word) for text in _plain_texts(column) for word in text.split()] + lists, default=1)
 
 
 def _widest_value(column: Column) -> int:
     """The widest header or cell of a column, whole (a fixed-format column never wraps them)."""
-    return max((len(text.plain if isinstance(text, Text) else text) for text in (column.header, *column.cells)
-                if isinstance(text, Text | str)), default=0)
+    return max((len(text) for text in _plain_texts(column)), default=0)
 
 
 def _folds_a_word(table: Table, width: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from graphs.annotations import load_annotations
+from graphs.common.errors import InputError
 from graphs.order_rules import LATE_STEP, PRECONDITION
 from tests.cli_errors import cli_error
 from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep
@@ -222,6 +224,22 @@ def test_nan_or_infinite_features_are_refused_naming_the_file(
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2",
                            "--quiet"], capsys)
     assert str(bad) in err and "hold NaN or infinite values (first in row 7)" in err
+
+
+def test_recipes_leave_the_other_recipes_files_unread_so_a_damaged_one_does_not_stop_the_run(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    features = subset(data_dir, tmp_path, 4)
+    other = next(r for r in load_live_data(data_dir).recordings if r.recipe != RECIPE)
+    damaged = features / other.path.name
+    damaged.write_bytes(other.path.read_bytes()[:100])  # cut short: no .npy reader takes it
+    with pytest.raises(InputError, match=re.escape(str(damaged))):
+        load_live_data(data_dir, features)
+    data = load_live_data(data_dir, features, recipes=(RECIPE,))
+    assert list(data.recipes) == [RECIPE] and len(data.recordings) == 4
+    with pytest.raises(InputError, match=f"--recipes {other.recipe}x: no recording of it in .*"
+                                         f"recipes there: .*{RECIPE}"):
+        load_live_data(data_dir, features, recipes=(RECIPE, other.recipe + "x"))
 
 
 def data_copy(data_dir: Path, tmp_path: Path) -> Path:

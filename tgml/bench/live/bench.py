@@ -299,14 +299,7 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         The `LiveBenchResult`.
     """
     started = time.perf_counter()
-    data = load_live_data(config.data_dir, config.features_dir)
-    if config.recipes:
-        unknown = [r for r in config.recipes if r not in data.recipes]
-        if unknown:
-            raise InputError(f"--recipes {unknown[0]}: no recording of it in {data.features_dir} "
-                             f"(recipes there: {', '.join(data.recipes)})")
-        data = dataclasses.replace(data, recipes={k: v for k, v in data.recipes.items() if k in config.recipes},
-                                   recordings=tuple(r for r in data.recordings if r.recipe in config.recipes))
+    data = load_live_data(config.data_dir, config.features_dir, config.recipes)
     check_folds(data, config.folds)
     jobs, folds_of = [], {}
     for recipe in data.recipes.values():

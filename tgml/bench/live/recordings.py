@@ -13,7 +13,7 @@ background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxon
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -135,19 +135,22 @@ def second_labels(annotation: ErrorRecording, step_ids: tuple[int, ...], length:
     return labels
 
 
-def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData:
+def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Sequence[str] = ()) -> LiveData:
     """Read the recordings of a features folder, their annotations, recipes and graphs.
 
     Args:
         data_dir: the data folder holding ``captaincook4d/`` (and ``captaincook4d-pe/``), or ``captaincook4d/``.
         features_dir: the features folder (default ``<data>/captaincook4d-pe/features``).
+        recipes: only these recipes' recordings (``--recipes``; empty: every recipe). The files of the others are
+            not read, so a damaged one does not stop a run that does not use it.
 
     Returns:
         The `LiveData`.
 
     Raises:
         InputError: a folder or file missing; a features folder with no recording of the data set; a features file
-            with no annotation; unreadable or non-finite features; widths that differ.
+            with no annotation; a recipe of ``recipes`` with no recording there; unreadable or non-finite features;
+            widths that differ.
     """
     data_dir = Path(data_dir)
     cc = captaincook_dir(data_dir)
@@ -158,17 +161,24 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
         raise InputError(f"--features {features_dir}: none of its {len(files)} .npy files is a recording of "
                          f"{cc / ERROR_ANNOTATIONS} (files are named <recording_id>.npy, e.g. 1_36.npy)")
     annotations, taxonomies, by_id = annotated_recordings(cc, activity, {name: str(p) for name, p in files.items()})
-    recipes: dict[str, Recipe] = {}
+    if recipes:
+        unknown = [r for r in recipes if r not in taxonomies]
+        if unknown:
+            raise InputError(f"--recipes {unknown[0]}: no recording of it in {features_dir} "
+                             f"(recipes there: {', '.join(taxonomies)})")
+        taxonomies = {s: steps for s, steps in taxonomies.items() if s in recipes}
+        files = {name: path for name, path in files.items() if by_id[name].scenario in taxonomies}
+    chosen: dict[str, Recipe] = {}
     for scenario, (ids, names) in taxonomies.items():
         like = TaskGraph(ids, names, np.zeros((len(ids) + 2, len(ids) + 2), bool), scenario=scenario)
         graph = load_reference_graph(cc / GT_FOLDER / f"{scenario}.json", like)
-        recipes[scenario] = Recipe(scenario, ids, names, graph)
+        chosen[scenario] = Recipe(scenario, ids, names, graph)
     recordings = []
     for name, path in files.items():
         annotation = by_id[name]
         features = read_feature_file(path)  # all checked before any training: a bad file costs no work
         check_covers_steps(path, len(features), annotation, cc / ERROR_ANNOTATIONS)
-        recipe = recipes[annotation.scenario]
+        recipe = chosen[annotation.scenario]
         recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
                                         second_labels(annotation, recipe.step_ids, len(features)), features))
     # The width most files share is the folder's: the file named is the odd one out, not whichever was read first.
@@ -176,9 +186,9 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None) -> LiveData
     odd = next((r for r in recordings if r.features.shape[1] != width), None)
     if odd is not None:
         raise InputError(f"{odd.path}: features of width {odd.features.shape[1]}, the folder's others {width}")
-    order = list(recipes)
+    order = list(chosen)
     recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))
-    return LiveData(cc, features_dir, recipes, tuple(recordings), annotations, width)
+    return LiveData(cc, features_dir, chosen, tuple(recordings), annotations, width)
 
 
 def check_covers_steps(path: Path, vectors: int, annotation: ErrorRecording, annotations: Path) -> None:

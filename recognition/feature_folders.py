@@ -54,6 +54,7 @@ from recognition.segment_metrics import TimedSegment
 
 TARGETS_DIR = "target_perframe"
 SPLIT_FILE = "split.json"
+MANIFEST: Final = "extraction.json"  # recognition-features' record of what it extracted, to resume (its own format)
 MAX_AUGMENT_COPIES = 32  # each copy costs a full extraction of every training video
 
 
@@ -717,6 +718,34 @@ SHOWN_NAMES = 8  # video names an error line lists; it counts the rest
 
 def _listed(names: Iterable[str]) -> str:
     return first_few(sorted(printable(n) for n in names), SHOWN_NAMES) or "none"
+
+
+def foreign_entries(folder: str | Path) -> list[str]:
+    """What an existing ``--out`` folder without ``split.json`` holds that no feature folder writes (``rgb_*/``,
+    ``flow_*/``, ``target_perframe/``, ``extraction.json``; hidden names, such as an interrupted writer's temporary
+    folder, are passed over): a folder that holds such files is someone else's, and a run would scatter its own
+    among them (``--out ~`` or ``--out /``). Empty for a missing or empty folder, and for a feature folder.
+    """
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / SPLIT_FILE).exists():
+        return []
+    own = {TARGETS_DIR, MANIFEST}
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
+                  if not p.name.startswith(".") and p.name not in own
+                  and not (p.is_dir() and p.name.startswith(("rgb_", "flow_"))))
+
+
+def check_feature_folder_out(folder: str | Path) -> None:
+    """Refuse an ``--out`` folder that holds other files than a feature folder's (`foreign_entries`).
+
+    Raises:
+        InputError: naming the folder and the first few of its entries.
+    """
+    foreign = foreign_entries(folder)
+    if foreign:
+        named = first_few([printable(n) for n in foreign], 3)
+        raise InputError(f"--out {folder}: holds other files than a feature folder's ({named}) and no {SPLIT_FILE}, "
+                         "so it is no feature folder to resume; give a new or empty folder")
 
 
 def stored_split(folder: str | Path) -> SplitFile | None:

@@ -41,6 +41,7 @@ from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import (
     TARGETS_DIR,
     SplitFile,
+    check_feature_folder_out,
     check_segments_fit,
     draw_test_videos,
     earlier_rate,
@@ -301,6 +302,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     if Path(config.out).resolve() == Path(config.features).resolve():  # the recordings' folder keeps only them
         raise InputError(f"--out {config.out}: it is the --features folder; the feature folder (its {config.rgb}/, "
                          f"{TARGETS_DIR}/ and split.json) goes beside it, in another --out")
+    check_feature_folder_out(config.out)  # after the two above, which say more of the same mistake
     files = feature_files(config.features)
     annotations = load_annotations(config.annotations, scenario_read=config.scenario)
     unannotated = [name for name in files if name not in annotations.videos]

@@ -47,9 +47,11 @@ from graphs.common.files import (
 from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import (
+    MANIFEST,
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,
     SplitFile,
+    check_feature_folder_out,
     check_segments_fit,
     copy_file_name,
     draw_test_videos,
@@ -70,7 +72,6 @@ from streaming.offline.frame_augment import FrameAugmentation, augment_frames, d
 from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
-MANIFEST: Final = "extraction.json"
 MANIFEST_VERSION: Final = 1
 END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
 # Two copies raised the validation mAP on the hard footage from 85.6 to 89.0 (docs/recognition.md), for three times
@@ -337,6 +338,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         The plan: scenario, classes, videos with their segments, split.
     """
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
+    check_feature_folder_out(config.out)
     for written in (MANIFEST, SPLIT_FILE):  # the annotation file kept in the folder under a name the run writes
         if replaced_input(Path(config.out) / written, [config.annotations]) is not None:
             raise InputError(f"--annotations {config.annotations}: is the {written} that --out {config.out} gets "

@@ -57,7 +57,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--out", required=True, type=output_name,
-                        help="feature folder to write (an existing one is resumed)")
+                        help="feature folder to write: a new or empty folder, or an earlier run's (resumed)")
     parser.add_argument(
         "--extractor", default="efficientnet-lite0", help="feature extractor: efficientnet-lite0 (default), "
         "efficientnet-lite0-grid (adds a 2x2 grid of the last feature map), efficientnet-lite2[-grid] (the 'lite2' "
@@ -103,7 +103,8 @@ def build_import_parser() -> ArgumentParser:
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--rate", required=True, type=rate_option,
                         help="feature vectors per second of recording (row k starts k / rate seconds in)")
-    parser.add_argument("--out", required=True, type=output_name, help="feature folder to write")
+    parser.add_argument("--out", required=True, type=output_name,
+                        help="feature folder to write: a new or empty folder, or one imported into before")
     parser.add_argument("--name", default=DEFAULT_NAME,
                         help=f"the features' extractor name, recorded in the detector (default {DEFAULT_NAME}; "
                         f"{NAME_RULE})")

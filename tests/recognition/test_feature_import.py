@@ -189,6 +189,16 @@ def test_a_segment_after_the_features_end_is_refused(tmp_path: Path, capsys: pyt
     assert f"{root / 'npy' / 'rec0.npy'} has 30 vectors, 30.00 s at --rate 1; is that the rate it was written" in err
 
 
+def test_an_out_folder_of_other_files_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = write_recordings(tmp_path)
+    (root / "out").mkdir()
+    (root / "out" / "report.pdf").write_bytes(b"%PDF")
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: --out {root / 'out'}: holds other files than a feature folder's (report.pdf) and no "
+                   "split.json, so it is no feature folder to resume; give a new or empty folder")
+    assert [p.name for p in (root / "out").iterdir()] == ["report.pdf"]
+
+
 def test_importing_again_into_the_same_folder_keeps_its_split(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     # Run again without --test-videos, the import drew a new split and refused its own folder.

@@ -198,6 +198,25 @@ def test_a_damaged_manifest_is_named_before_its_videos_are_extracted_again(
     assert capsys.readouterr().err == ""
 
 
+def test_an_out_folder_of_other_files_is_refused_before_anything_is_written_into_it(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--out ~` or `--out /` scattered rgb_*/, target_perframe/ and split.json among the files already there.
+    home = work / "features"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    (home / "photos").mkdir()
+    err = cli_error(main, args(work), capsys)
+    assert err == (f"error: --out {home}: holds other files than a feature folder's (notes.txt, photos/) and "
+                   "no split.json, so it is no feature folder to resume; give a new or empty folder")
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "photos"]
+    (home / "notes.txt").unlink()
+    (home / "photos").rmdir()
+    assert main(args(work)) == 0  # an empty folder is a new feature folder
+    (home / "notes.txt").write_text("mine")
+    assert main(args(work)) == 0  # and one with a split.json is resumed, whatever else it holds
+
+
 def test_a_resumed_folder_keeps_its_split(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Run again without --test-videos, the folder's held-out videos were silently redrawn by --test-fraction: a
     # detector trained on the new split had trained on the old test videos.

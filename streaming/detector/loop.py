@@ -300,7 +300,9 @@ class FrameLoop:
         with self._out:
             stepped = time.perf_counter()
             rows = torch.tensor([i for i, _ in taken], dtype=torch.long)
-            probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy()  # (m, outputs)
+            # A copy: step_rows hands a view of its buffer, which the next batch overwrites, and an observer (the
+            # overlay draws a frame once the next one is known) or a sink may hold a frame's row past this batch.
+            probs = self.stepper.step_rows(torch.from_numpy(feats), rows).numpy().copy()  # (m, outputs)
             done = time.perf_counter()
             for j, (i, (frame, _)) in enumerate(taken):
                 stream = self.streams[i]

@@ -15,9 +15,10 @@ from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, l
 from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
 from streaming.detector.loading import LoadedParts
 from streaming.detector.sinks import Sink
+from streaming.detector.streams import FrameObserver
 from streaming.extractors import EfficientNetLiteExtractor, LightExtractor
 from streaming.messages import Message
-from streaming.readers import ReaderConfig, VideoReader, open_reader
+from streaming.readers import Frame, ReaderConfig, VideoReader, open_reader
 from tests.streaming.helpers import write_noise_video
 
 _, DETECTOR = default_demo_paths()
@@ -128,3 +129,28 @@ def test_a_sink_that_raises_stops_no_stream_and_the_next_sink_gets_every_message
         assert any(getattr(m, "ended", False) for m in kept[sid].messages)
     warnings = [line for line in capsys.readouterr().err.splitlines() if "_Broken failed" in line]
     assert len(warnings) == 2 and all(line.startswith("warning: ") for line in warnings)  # once per stream
+
+
+def test_the_probabilities_a_frame_observer_holds_stay_those_of_its_frame(tmp_path: Path) -> None:
+    # The overlay holds each frame's probabilities until the next frame arrives: they were a view of the stepper's
+    # buffer, so every annotated frame showed the next frame's step and confidence (or, with several cameras, a row
+    # of another camera's).
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    readers: list[VideoReader] = [
+        open_reader(str(write_noise_video(tmp_path / f"cam{k}.mp4", frames=90)), ReaderConfig(fps=5.0))
+        for k in range(2)
+    ]
+    held: list[tuple[np.ndarray, np.ndarray]] = []  # (the array handed over, a copy made then)
+
+    def observer(stream_id: str) -> FrameObserver:
+        def seen(frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
+            held.append((probs, probs.copy()))
+        return seen
+
+    parts = LoadedParts(None, model, checkpoint, extractor)
+    config = PipelineConfig(detector=DetectorConfig(), stream_ids=("cam0", "cam1"), publish=False)
+    with build_pipeline(config, parts=parts, readers=readers, sinks=[lambda sid: _Count()], observers=[observer],
+                        ctx=zmq.Context.instance()) as pipeline:
+        stats = pipeline.run(threading.Event())
+    assert sum(s.frames for s in stats) == len(held) > 20
+    assert all(np.array_equal(given, then) for given, then in held)

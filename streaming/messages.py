@@ -543,6 +543,12 @@ class Alert(Message):
     video_time: float | None = None
     late_for: StepIds = ()
 
+    def says(self) -> tuple[object, ...]:
+        """What the alert says, not when or how it was sent: of two copies of one ``alert_id``, the one received last
+        wins (docs/wire-format.md, which copy of an alert wins), and is news to show only where this differs."""
+        return (self.step, self.missing, self.undefined, self.forgotten, self.forgotten_score, self.probability,
+                self.late_for)
+
     def _check_together(self) -> None:
         if self.video_time is not None and self.video_time < 0:
             raise MessageError(f"alert.video_time = {self.video_time} must not be negative")

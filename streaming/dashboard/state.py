@@ -38,7 +38,7 @@ class AlertRecord:
 
     Attributes:
         id: the dashboard's serial number of the alert (acknowledgements and frame pictures use it).
-        alert: the alert as first received.
+        alert: the copy of the alert received last (docs/wire-format.md, which copy of an alert wins).
         received: wall time it reached the dashboard.
         retraction: the retraction, once one came.
         acked_at: wall time it was acknowledged (None: not yet).
@@ -117,7 +117,7 @@ class DashboardState:
                 del self.seen[next(iter(self.seen))]
             self.seen[alert.stream_id] = (run, ids)
         if alert.alert_id in ids:
-            return []  # a re-send, or the early alert confirmed: shown once
+            return self._later_copy(ids[alert.alert_id], alert)
         self.serial += 1
         record = AlertRecord(self.serial, alert, now)
         ids[alert.alert_id] = record.id
@@ -134,6 +134,20 @@ class DashboardState:
             del self.last_alert[next(iter(self.last_alert))]
         self.dirty.add(alert.stream_id)
         return [{"type": "alert", "alert": self.alert_json(record)}]
+
+    def _later_copy(self, serial: int, alert: Alert) -> list[dict[str, Any]]:
+        """Another copy of a shown alert (the early alert confirmed, a re-send, a restarted checker's): the copy
+        received last wins, as in the terminal view (docs/wire-format.md, which copy of an alert wins); the pages
+        get it only when it says something new."""
+        record = self.by_id.get(serial)
+        if record is None or record.retraction is not None:
+            return []  # no longer kept, or retracted: a retraction ends the alert whatever copy comes
+        news = record.alert.says() != alert.says()
+        record.alert = alert
+        if not news:
+            return []
+        self.dirty.add(alert.stream_id)  # its tile shows the stream's last alert
+        return [{"type": "update", "alert": self.alert_json(record)}]
 
     def _retraction(self, retraction: Retraction, now: float) -> list[dict[str, Any]]:
         run, ids = self.seen.get(retraction.stream_id, ("", {}))

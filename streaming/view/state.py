@@ -122,7 +122,7 @@ class ViewState:
         for i, (when, shown) in enumerate(self.alerts):
             if (shown.stream_id, shown.run, shown.alert_id) == (message.stream_id, message.run, message.alert_id):
                 self.alerts[i] = (when, message)
-                return _verdict(shown) != _verdict(message)
+                return shown.says() != message.says()
         return False  # scrolled off the log: nothing shown to update
 
     def _learn_name(self, step: int, name: str) -> None:
@@ -142,10 +142,6 @@ def step_position(message: Alert | StepEvent) -> tuple[str, str, int]:
     return message.stream_id, message.run, message.index
 
 
-def _verdict(alert: Alert) -> tuple[object, ...]:
-    """What an alert says (not when or how it was sent): a later copy that changes it is news."""
-    return (alert.step, alert.missing, alert.undefined, alert.forgotten, alert.forgotten_score, alert.probability,
-            alert.late_for)
 
 
 def _procedure(row: Status) -> tuple[object, ...]:

@@ -1,7 +1,8 @@
 // The dashboard page: a WebSocket fed by the dashboard server (streaming/dashboard/server.py), drawn with DOM calls.
 // Every name from the checker, the graph or a stream is set with textContent (never innerHTML), so a step named
 // "<script>" shows as text. The server pushes: "snapshot" (everything, on connect and after falling behind),
-// "alert", "retraction", "ack" (one alert each), "tiles" (changed streams), "link" (the checker link's state).
+// "alert", "update" (a later copy of it that says something new), "retraction", "ack" (one alert each), "tiles"
+// (changed streams), "link" (the checker link's state).
 "use strict";
 
 const state = {
@@ -80,6 +81,7 @@ function handle(message) {
   switch (message.type) {
     case "snapshot": return snapshot(message);
     case "alert": return addAlert(message.alert, true);
+    case "update":
     case "retraction":
     case "ack": return updateAlert(message.alert);
     case "tiles": return message.tiles.forEach(updateTile);

@@ -8,6 +8,7 @@ from typing import Any
 from graphs.common.safe_text import printable
 from streaming.dashboard.state import MAX_STREAMS, DashboardState
 from streaming.messages import Alert, MissingSteps, Retraction, Status
+from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES
 
 
@@ -39,6 +40,28 @@ def test_an_alert_is_shown_once_per_run_and_again_for_a_new_run() -> None:
     assert state.apply(alert(event_timestamp=101.0), 2.0) == []  # the early alert, confirmed
     again = state.apply(alert(run="bbbbbbbbbbbb"), 3.0)  # a new detector run: its ids start over
     assert again and again[0]["alert"]["id"] != first[0]["alert"]["id"]
+
+
+def test_the_copy_of_an_alert_received_last_wins_as_in_the_terminal_view() -> None:
+    # The early alert (evidence as of the step's start) and its confirmation (the whole segment's) may differ: the
+    # dashboard kept the first copy, 0.55, while the terminal view of the same checker showed the confirmation's 0.97.
+    state, view = DashboardState(), ViewState()
+    state.apply(status(), 0.5)
+    [shown] = state.apply(alert(probability=0.55, video_time=12.0), 1.0)
+    state.take_dirty_tiles()
+    view.apply(alert(probability=0.55, video_time=12.0))
+    [update] = state.apply(alert(probability=0.97, video_time=12.5, event_timestamp=101.0), 2.0)
+    assert view.apply(alert(probability=0.97, video_time=12.5, event_timestamp=101.0))
+    assert update["type"] == "update" and update["alert"]["id"] == shown["alert"]["id"]
+    assert update["alert"]["probability"] == 0.97 == view.alerts[-1][1].probability
+    assert update["alert"]["video_time"] == 12.5
+    assert state.take_dirty_tiles()[0]["last_alert"]["probability"] == 0.97
+    assert state.apply(alert(probability=0.97, replayed=True), 3.0) == []  # a re-send that repeats it
+    assert [a["probability"] for a in state.snapshot()["alerts"]] == [0.97]
+    retraction = Retraction("cam0", 1, 101.0, "cam0#0", "aaaaaaaaaaaa", 2, "boil_water", 0, 1, "fill_kettle")
+    state.apply(retraction, 4.0)
+    assert state.apply(alert(probability=0.5, replayed=True), 5.0) == []  # a retraction ends it
+    assert state.snapshot()["alerts"][0]["retracted"] is not None
 
 
 def test_a_retraction_marks_its_alert_once() -> None:

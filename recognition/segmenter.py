@@ -178,7 +178,8 @@ class SegmenterOverrides:
     Args:
         threshold: ``--threshold``, the probability below which a frame is read as background, in [0, 1).
         min_frames: ``--min-frames``, the frames a key-step must last to be confirmed (>= 1).
-        onset_frames: ``--onset-frames``, the frames after which a key-step is announced provisionally (0: never).
+        onset_frames: ``--onset-frames``, the frames after which a key-step is announced provisionally (>= 1: a
+            run with ``--alert-on onset`` announces, one with ``end`` never does, whatever this says).
     """
 
     threshold: float | None = None
@@ -191,7 +192,7 @@ class SegmenterOverrides:
             or not 0 <= self.threshold < 1
         ):
             raise InputError(f"--threshold {self.threshold!r}: must be a probability in [0, 1)")
-        for flag, value, least in (("--min-frames", self.min_frames, 1), ("--onset-frames", self.onset_frames, 0)):
+        for flag, value, least in (("--min-frames", self.min_frames, 1), ("--onset-frames", self.onset_frames, 1)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
                 raise InputError(f"{flag} {value!r}: must be an integer >= {least}")
 

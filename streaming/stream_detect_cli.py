@@ -157,9 +157,9 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-frames", type=_frames(1), metavar="N",
                    help="frames a key-step must last to be confirmed on its own (default: the detector's; a "
                         "shorter run alone between two stable ones is confirmed too: docs/live-pipeline.md)")
-    p.add_argument("--onset-frames", type=_frames(0), metavar="N",
-                   help=f"with --alert-on onset, frames after which a key-step is announced (default: the "
-                        f"detector's, else {DEFAULT_ONSET_FRAMES})")
+    p.add_argument("--onset-frames", type=_frames(1), metavar="N",
+                   help=f"with --alert-on onset, frames after which a key-step is announced, 1 or more (default: "
+                        f"the detector's, else {DEFAULT_ONSET_FRAMES}; --alert-on end announces nothing)")
     p.add_argument("--once", action="store_true",
                    help="send each key-step to the checker the first time it is confirmed, never again in the stream: "
                         "for procedures whose steps are each done once, such as a recipe's (a later run of a step is "

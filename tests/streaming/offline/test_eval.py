@@ -418,6 +418,8 @@ def test_an_unreadable_video_is_refused_before_any_video_runs(
         (["--preview"], "--preview: "),
         (["--threshold", "-0.1"], "--threshold: '-0.1' must be a probability"),
         (["--onset-frames", "two"], "--onset-frames: 'two' is not a whole number"),
+        # 0 ran with the default 2 in silence: an onset alert needs an announcement
+        (["--onset-frames", "0"], "--onset-frames: '0' must be >= 1"),
     ],
 )
 def test_bad_live_run_options_are_refused_before_the_stream_starts(

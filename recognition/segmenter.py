@@ -426,19 +426,22 @@ class OnlineSegmenter:
             raise InputError(f"segmenter: frame {self._frame + int(bad[0])} has empty or non-finite probabilities")
 
     def _label(self, probs: np.ndarray, best: int) -> int:
-        """The label of a frame whose most probable class is ``best``: near-ties keep the open run's label instead of
-        flipping back and forth (hysteresis), and below the threshold the frame is unsure."""
-        label, run = best, self._run
+        """The label of a frame whose most probable class is ``best``: unsure when ``best`` scores below the
+        threshold; else near-ties keep the open run's label instead of flipping back and forth (hysteresis), when
+        that label clears the threshold too, so a hand-over between two steps is never read as neither."""
+        unsure, threshold = self._unsure, self.config.threshold
+        if unsure is not None and probs[best] < threshold:
+            return unsure
+        run = self._run
         if (
             run is not None
-            and label != run.label
+            and best != run.label
             and run.label < probs.size
-            and probs[run.label] + self.config.switch_margin >= probs[label]
+            and probs[run.label] + self.config.switch_margin >= probs[best]
+            and (run.label == unsure or probs[run.label] >= threshold)
         ):
-            label = run.label
-        if self._unsure is not None and probs[label] < self.config.threshold:
-            label = self._unsure
-        return label
+            return run.label
+        return best
 
     def update_run(self, label: int, length: int, confidence: float = 1.0) -> list[SegmentEvent]:
         """Feed ``length`` consecutive frames with the same label (same result as feeding them one by one).

@@ -320,6 +320,21 @@ def test_unsure_frames_below_the_threshold_are_background() -> None:
     assert [(e.step, e.start) for e in b] == [(1, 1.0)]
 
 
+def test_a_hand_over_between_two_steps_near_the_threshold_is_read_as_the_next_step_not_background() -> None:
+    # Step 1 sure, then handing over: step 2 likeliest at 0.55, above the threshold, step 1 at 0.45 within the
+    # hysteresis margin. Hysteresis kept step 1, the threshold then read its 0.45 as unsure: a second of neither.
+    sure = np.array([0.05, 0.9, 0.05])
+    handing_over = np.array([0.0, 0.45, 0.55])
+    frames = [sure] * 20 + [handing_over] * 20
+    segmenter = OnlineSegmenter(SegmenterConfig(fps=FPS, background=0, switch_margin=0.1, threshold=0.5))
+    events = [e for f in frames for e in segmenter.update(f)] + segmenter.flush()
+    assert [(e.step, e.start, e.end) for e in events] == [(1, 0.0, 1.0), (2, 1.0, 2.0)]
+    # Without the threshold the same margin keeps step 1 through the near-tie: hysteresis as before.
+    plain = OnlineSegmenter(SegmenterConfig(fps=FPS, background=0, switch_margin=0.1))
+    assert [(e.step, e.start, e.end) for e in [e for f in frames for e in plain.update(f)] + plain.flush()] == [
+        (1, 0.0, 2.0)]
+
+
 def test_a_threshold_needs_a_background_class() -> None:
     with pytest.raises(InputError, match="threshold"):
         OnlineSegmenter(SegmenterConfig(fps=FPS, background=None, threshold=0.5))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -188,8 +189,9 @@ class DetectorStream:
             if self._repeat(seg):
                 continue
             if isinstance(seg, OnsetEvent):
-                if self.onsets:
-                    self.events.onset(seg, self.names.get(seg.step, str(seg.step)))
+                onset = once_onset(seg, self.sent) if self.config.once else seg
+                if self.onsets and onset is not None:
+                    self.events.onset(onset, self.names.get(seg.step, str(seg.step)))
                 continue
             message = self.events.keystep(
                 seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence,
@@ -199,6 +201,26 @@ class DetectorStream:
             self.stats.events += 1
             if self.on_event is not None:
                 self.on_event(message)
+
+
+def once_onset(onset: OnsetEvent, sent: AbstractSet[int]) -> OnsetEvent | None:
+    """An announcement under ``--once``, as its key-step will be sent: None when that will be a repeat (its step
+    sent already, or confirmed among the steps before it); else without the steps before it that will be dropped as
+    repeats, since the onset's place in the history (`KeyStepOnset.index`: the history, then ``before``) counts only
+    the steps that will be sent, and the checker drops an onset whose place its confirmation does not take.
+
+    Args:
+        onset: the segmenter's announcement.
+        sent: the steps the stream has sent.
+    """
+    seen, before = set(sent), []
+    for step in onset.before:
+        if step not in seen:
+            before.append(step)
+            seen.add(step)
+    if onset.step in seen:
+        return None
+    return onset if len(before) == len(onset.before) else replace(onset, before=tuple(before))
 
 
 class StreamWatcher(Protocol):

@@ -182,7 +182,7 @@ class PreconditionChecker(CheckerHistory[StepVerdict]):
 
     @classmethod
     def replay(cls, graph: TaskGraph, steps: Iterable[int], late_step: bool = False) -> PreconditionChecker:
-        """A checker that has observed ``steps`` in order (how a restarted process rebuilds state)."""
+        """A checker that has observed ``steps`` in order, each taken as seen (a recorded sequence scored offline)."""
         checker = cls(graph, late_step)
         for step in steps:
             checker.observe(step)

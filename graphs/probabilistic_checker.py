@@ -233,7 +233,8 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         threshold: float = DEFAULT_ALERT_THRESHOLD,
         prior_skip: float = DEFAULT_PRIOR_SKIP,
     ) -> ProbabilisticChecker:
-        """A checker that has observed ``steps`` in order without evidence (how a restarted process rebuilds)."""
+        """A checker that has observed ``steps`` in order, without the detector's evidence (a recorded sequence
+        scored offline; the live checker rebuilds a stream from its history with the evidence it still has)."""
         checker = cls(graph, threshold, prior_skip)
         for step in steps:
             checker.observe(step)

@@ -368,7 +368,7 @@ class Heartbeat(Message):
             the checker's end-of-session report reads the last heartbeat's.
         decode_ms, features_ms, detector_ms, segmenter_ms: mean milliseconds per frame of each stage since the
             previous heartbeat (`LATENCY_FIELDS`; 0 when no frame was processed): a frame's arrival at the reader to
-            the model taking it, the feature extractor, the MiniROAD step, the segmenter and publishing.
+            the model taking it, the feature extractor, the MiniROAD step, the segmenter and the evidence.
     """
 
     KIND: ClassVar[str] = "heartbeat"

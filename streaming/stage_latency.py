@@ -7,7 +7,7 @@ A frame's way from the camera to an alert, in consecutive stages (each the time 
   model;
 - ``features``: the feature extractor (on the whole batch the frame went in with);
 - ``detector``: the MiniROAD step (likewise);
-- ``segmenter``: the online segmenter and publishing what it confirmed;
+- ``segmenter``: the online segmenter and the detector's evidence (not sending what they confirmed);
 - ``hop``: a detector message from its ``timestamp`` to the checker applying it (the wire and the checker's queue);
 - ``alert_out``: from the checker receiving what caused an alert (or a retraction) to the alert leaving it.
 

@@ -84,6 +84,9 @@ class TaskGraph:
     scenario: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     optional_scores: np.ndarray | None = None
+    # Derived from the adjacency in __post_init__, for the checkers' per-step lookups.
+    _index: dict[Node, int] = field(init=False, repr=False)
+    _preconditions: dict[Node, frozenset[Node]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.step_ids)
@@ -167,7 +170,7 @@ class TaskGraph:
 
     def index(self, node: Node) -> int:
         """Matrix index of a node (a step id, ``START`` or ``END``); `KeyError` if unknown."""
-        return self._index[node]  # type: ignore[attr-defined]
+        return self._index[node]
 
     def renamed_step(self, step_ids: Sequence[int], step_names: Sequence[str]) -> tuple[int, str, str] | None:
         """The first of ``step_ids`` this graph names otherwise than ``step_names`` does: ``(id, its name here, the
@@ -234,7 +237,7 @@ class TaskGraph:
     # -- queries -------------------------------------------------------------------------------
     def preconditions(self, step: Node) -> frozenset[Node]:
         """Pre-conditions of a step; empty for a step that is not in the graph or was removed."""
-        return self._preconditions.get(step, frozenset())  # type: ignore[attr-defined]
+        return self._preconditions.get(step, frozenset())
 
     # -- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         segmenter_config_of,
         stream_ids_for,
     )
-    from streaming.detector.loop import FINAL_GAP_S, FINAL_REPEATS, Detector, FrameLoop
+    from streaming.detector.loop import FINAL_GAP_S, FINAL_REPEATS, FrameLoop
     from streaming.detector.publisher import EVIDENCE_DECIMALS, EventPublisher
     from streaming.detector.streams import DetectorStats, DetectorStream, StreamWatcher
     from streaming.detector.wiring import (
@@ -51,13 +51,11 @@ if TYPE_CHECKING:
         PipelineConfig,
         build_pipeline,
         checker_publisher,
-        publishing_detector,
         run_detector,
         run_detectors,
     )
 
 __all__ = [
-    "Detector",
     "DetectorConfig",
     "DetectorStats",
     "DetectorStream",
@@ -87,7 +85,6 @@ __all__ = [
     "open_videos",
     "print_warning",
     "procedure_summary",
-    "publishing_detector",
     "run_detector",
     "run_detectors",
     "segmenter_config_of",
@@ -104,7 +101,7 @@ __getattr__ = lazy_exports(__name__, {
         "stream_ids_for",
     ),
     "streaming.detector.loop": (
-        "FINAL_GAP_S", "FINAL_REPEATS", "Detector", "FrameLoop",
+        "FINAL_GAP_S", "FINAL_REPEATS", "FrameLoop",
     ),
     "streaming.detector.publisher": (
         "EVIDENCE_DECIMALS", "EventPublisher",
@@ -113,7 +110,7 @@ __getattr__ = lazy_exports(__name__, {
         "DetectorStats", "DetectorStream", "StreamWatcher",
     ),
     "streaming.detector.wiring": (
-        "Pipeline", "PipelineConfig", "build_pipeline", "checker_publisher", "publishing_detector", "run_detector",
+        "Pipeline", "PipelineConfig", "build_pipeline", "checker_publisher", "run_detector",
         "run_detectors",
     ),
 })

@@ -19,7 +19,6 @@ within `HALF_TOLERANCE` (relative L2 distance per frame) on a fixed set of test 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -114,7 +113,6 @@ class BatchedExtractor(FeatureExtractor):
         self.warmed: set[tuple[int, ...]] = set()
         self.seen: set[tuple[int, ...]] = set()
         self.late_shapes = 0  # shapes first met after `warm`
-        self.on_late: Callable[[tuple[int, ...]], None] | None = None
 
     def shape_of(self, size: int) -> tuple[int, ...]:
         """What the network sees for a pass of ``size`` frames: ``(size, H, W)`` at its input size (the frames' own
@@ -160,8 +158,6 @@ class BatchedExtractor(FeatureExtractor):
             if shape not in self.seen:
                 self.seen.add(shape)
                 self.late_shapes += 1
-                if self.on_late is not None:
-                    self.on_late(shape)
             out[start : start + n] = self.extractor(chunk)[:n]
         return out
 

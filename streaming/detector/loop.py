@@ -32,13 +32,10 @@ import torch
 from graphs.common.errors import InputError
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.model import MiniROAD, make_stepper
-from recognition.segmenter import SegmenterConfig
 from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
-from streaming.detector.config import DetectorConfig
-from streaming.detector.publisher import EventPublisher
-from streaming.detector.streams import DetectorStats, DetectorStream, FrameObserver
+from streaming.detector.streams import DetectorStats, DetectorStream
 from streaming.extractors import FeatureExtractor
-from streaming.readers import Frame, VideoReader
+from streaming.readers import Frame
 from streaming.transport import HEARTBEAT_S, POLL_MS
 
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
@@ -340,47 +337,3 @@ class FrameLoop:
         while self._finals and self._finals[0][0] <= now:
             _, stream = self._finals.pop(0)
             stream.last_heartbeat()
-
-
-class Detector(DetectorStream):
-    """One stream with its own frame loop: a `FrameLoop` of one stream (a batch of one), built in one call.
-
-    Args:
-        reader: an open video reader (delivers frames at the checkpoint's fps).
-        extractor: the feature extractor the checkpoint names.
-        model: the MiniROAD detector (eval mode).
-        checkpoint: its description (class ids and names, fps).
-        events: where confirmed key-steps and heartbeats go.
-        config: heartbeat period, limits, batch sizes.
-        segmenter_config: segmenter durations (default: the checkpoint's, changed by ``config.segmenter``).
-        clock: monotonic clock for rates and heartbeats.
-        observe: called with ``(stage, seconds)`` for every frame and stage (the metrics); None: nothing.
-        on_frame: called for every frame with its features and class probabilities; None: nothing.
-    """
-
-    def __init__(
-        self,
-        reader: VideoReader,
-        extractor: FeatureExtractor | BatchedExtractor,
-        model: MiniROAD,
-        checkpoint: DetectorCheckpoint,
-        events: EventPublisher,
-        config: DetectorConfig,
-        segmenter_config: SegmenterConfig | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        observe: Callable[[str, float], None] | None = None,
-        on_frame: FrameObserver | None = None,
-    ) -> None:
-        super().__init__(reader, checkpoint, events, config, segmenter_config, clock, observe, on_frame)
-        self.loop = FrameLoop([self], extractor, model, checkpoint, config.threads, config.batch_sizes)
-
-    def run(self, stop: threading.Event | None = None) -> DetectorStats:
-        """Process frames until the source ends, ``max_frames`` is reached or ``stop`` is set.
-
-        Args:
-            stop: set it to end the stream early (its last heartbeats are still sent).
-
-        Returns:
-            Run statistics.
-        """
-        return self.loop.run(stop)[0]

@@ -19,7 +19,6 @@ from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, 
 from streaming.detector.config import DetectorConfig
 from streaming.detector.loading import evidence_reporter, live_segmenter_config
 from streaming.detector.publisher import EventPublisher
-from streaming.messages import KeyStepEvent
 from streaming.readers import Frame, VideoReader
 from streaming.stage_latency import DETECTOR_STAGES, StageWindow
 
@@ -90,7 +89,6 @@ class DetectorStream:
         self.stats = DetectorStats()
         self.stages = StageWindow(DETECTOR_STAGES, observe)
         self.ended = False  # its source ended (or it was stopped), its last heartbeat went out
-        self.on_event: Callable[[KeyStepEvent], None] | None = None
         self.on_frame = on_frame
         self._window: deque[float] = deque()  # recent frame times, for the reported rate
         self._fps = 0.0
@@ -193,14 +191,12 @@ class DetectorStream:
                 if self.onsets and onset is not None:
                     self.events.onset(onset, self.names.get(seg.step, str(seg.step)))
                 continue
-            message = self.events.keystep(
+            self.events.keystep(
                 seg.step, self.names.get(seg.step, str(seg.step)), seg.start, seg.end, seg.confidence,
                 seg.start_frame, seg.end_frame - seg.start_frame,
             )
             self.sent.add(seg.step)
             self.stats.events += 1
-            if self.on_event is not None:
-                self.on_event(message)
 
 
 def once_onset(onset: OnsetEvent, sent: AbstractSet[int]) -> OnsetEvent | None:

@@ -30,7 +30,7 @@ from recognition.segmenter import SegmenterConfig
 from streaming.detector.alert_frames import DEFAULT_KEEP, AlertFrames
 from streaming.detector.config import DetectorConfig, StreamSource
 from streaming.detector.loading import LoadedParts, load_parts, open_videos, print_warning, stream_ids_for
-from streaming.detector.loop import Detector, FrameLoop
+from streaming.detector.loop import FrameLoop
 from streaming.detector.publisher import EventPublisher
 from streaming.detector.sinks import Sink, combine
 from streaming.detector.streams import DetectorStats, DetectorStream, FrameObserver, StreamWatcher
@@ -224,36 +224,6 @@ def build_pipeline(
         stack.close()
         raise
     return Pipeline(parts, streams, loop, stack)
-
-
-@contextmanager
-def publishing_detector(
-    reader: VideoReader,
-    model: MiniROAD,
-    checkpoint: DetectorCheckpoint,
-    extractor: FeatureExtractor,
-    config: DetectorConfig,
-    ctx: zmq.Context,
-) -> Iterator[Detector]:
-    """A one-stream `Detector` connected to the checker at ``config.connect``; on exit its socket and the reader close.
-
-    Args:
-        reader: an open reader (closed on exit, also when no checker answers).
-        model / checkpoint / extractor: loaded once, checked already.
-        config: stream id, endpoint, limits.
-        ctx: ZeroMQ context.
-
-    Yields:
-        The detector, not started yet (call its ``run``).
-
-    Raises:
-        InputError: no checker answered at ``config.connect`` within ``config.connect_wait_s``.
-    """
-    try:
-        with checker_publisher(ctx, config) as publisher:
-            yield Detector(reader, extractor, model, checkpoint, EventPublisher(publisher, config.stream_id), config)
-    finally:
-        reader.close()
 
 
 def run_detectors(

@@ -20,10 +20,24 @@ from graphs.task_graph import END, START, TaskGraph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES, name_of
-from streaming.messages import Heartbeat, KeyStepEvent
+from streaming.messages import Heartbeat, KeyStepEvent, Message
 
 STREAM_DETECT = [sys.executable, "-m", "streaming.stream_detect_cli"]  # the command, run as a child process
 MISTAKE_STEP = 2  # boil_water: the one step of DEMO_EXECUTIONS["mistake"] done before its pre-condition (fill_kettle)
+
+
+class KeptMessages:
+    """A detector sink that keeps every message it is sent (build_pipeline's ``sinks``)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.messages.append(message)
+
+    def keysteps(self) -> list[KeyStepEvent]:
+        """The key-steps among them, in order."""
+        return [m for m in self.messages if isinstance(m, KeyStepEvent)]
 
 
 def tea_graph() -> TaskGraph:

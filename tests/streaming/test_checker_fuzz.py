@@ -29,7 +29,7 @@ from graphs.task_graph import save_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
-from streaming.detector import DetectorConfig, StreamSource, open_stream, publishing_detector
+from streaming.detector import DetectorConfig, PipelineConfig, StreamSource, build_pipeline
 from streaming.messages import WIRE_VERSION, Alert, encode
 from streaming.readers import ReaderConfig
 from streaming.transport import ReceiveStats, connect
@@ -227,12 +227,13 @@ def test_checker_survives_10000_mutated_messages_and_still_alerts_a_real_detecto
 
         viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
         graph, detector = default_demo_paths()
-        stream = open_stream(StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=False)))
-        with publishing_detector(stream.reader, stream.model, stream.checkpoint, stream.extractor,
-                                 DetectorConfig(stream_id="real", connect=service.events_endpoint), ctx) as real:
+        source = StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=False))
+        config = PipelineConfig((source,), DetectorConfig(stream_id="real", connect=service.events_endpoint))
+        with build_pipeline(config, ctx=ctx) as real:
             # The fuzz streams fill slots until they are lost (1 s here): keep the real stream talking meanwhile.
+            [stream] = real.streams
             assert wait_for(lambda: "real" in viewer.state.streams, 15.0,
-                            lambda: (real.events.heartbeat(None, 0, 0, 0.0), viewer.pump(50)))
+                            lambda: (stream.events.heartbeat(None, 0, 0, 0.0), viewer.pump(50)))
             real.run()
         # Kept here, not read from the view's log: re-sent alerts of the fuzz streams push the view's 12 out fast.
         alerts: list[Alert] = []

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import zmq
 from rich.console import Console
 
 from graphs.task_graph import load_graph
@@ -18,12 +17,12 @@ from streaming.all_in_one import RunConfig, run_all
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS, STEP_IDS
 from streaming.demo.synthetic_video import demo_video
-from streaming.detector import Detector, DetectorConfig, EventPublisher, StreamSource, load_detector_for_stream
+from streaming.detector import DetectorConfig, PipelineConfig, StreamSource, build_pipeline, load_detector_for_stream
+from streaming.detector.loading import LoadedParts
 from streaming.messages import KeyStepEvent
 from streaming.readers import ReaderConfig, open_reader
-from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT
+from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, KeptMessages
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -39,20 +38,14 @@ def test_bundled_demo_files_are_small_and_consistent() -> None:
 
 
 def detect(video: Path) -> list[KeyStepEvent]:
-    """Run the real detector loop over a file, collecting the key-step events it publishes."""
-    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
-    ctx = zmq.Context()
-    try:
-        sock, _ = bind(ctx, zmq.PUB, "inproc://demo-test")
-        reader = open_reader(str(video), ReaderConfig(fps=checkpoint.fps))
-        events: list[KeyStepEvent] = []
-        detector = Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), "t"),
-                            DetectorConfig(connect="inproc://demo-test", heartbeat_s=60.0))
-        detector.on_event = events.append
-        detector.run()
-        return events
-    finally:
-        ctx.destroy(linger=0)
+    """Run the detector over a file, built as every command builds it, collecting the key-steps it publishes."""
+    parts = LoadedParts(None, *load_detector_for_stream(DETECTOR, None))
+    kept = KeptMessages()
+    reader = open_reader(str(video), ReaderConfig(fps=parts.checkpoint.fps))
+    config = PipelineConfig(detector=DetectorConfig(heartbeat_s=60.0), publish=False)
+    with build_pipeline(config, parts=parts, readers=[reader], sinks=[lambda _: kept]) as pipeline:
+        pipeline.run()
+    return kept.keysteps()
 
 
 def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:

@@ -11,11 +11,19 @@ import zmq
 
 from graphs.common.errors import InputError
 from streaming.demo.paths import default_demo_paths
-from streaming.detector import Detector, DetectorConfig, EventPublisher, load_detector_for_stream, run_detector
+from streaming.detector import (
+    DetectorConfig,
+    EventPublisher,
+    PipelineConfig,
+    build_pipeline,
+    load_detector_for_stream,
+    run_detector,
+)
+from streaming.detector.loading import LoadedParts
 from streaming.messages import MAX_HISTORY
 from streaming.readers import ReaderConfig, open_reader
-from streaming.transport import Publisher, bind, connect
-from tests.streaming.helpers import running_checker, wait_for, write_noise_video
+from streaming.transport import Publisher, connect
+from tests.streaming.helpers import KeptMessages, running_checker, wait_for, write_noise_video
 
 _, DETECTOR = default_demo_paths()
 
@@ -52,19 +60,13 @@ def test_detector_runs_once_its_checker_answers(tmp_path: Path) -> None:
 def test_stopping_takes_a_fixed_moment_whatever_the_heartbeat_period(tmp_path: Path) -> None:
     # The last heartbeat's repeats were heartbeat_s / 5 apart: with heartbeat_s = 60 every run ended with
     # 24 s of sleep (the demo recognition test spent 48 of its 55 s there).
-    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
-    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
-    ctx = zmq.Context()
-    try:
-        sock, endpoint = bind(ctx, zmq.PUB, "inproc://stop-test")
-        config = DetectorConfig(connect=endpoint, heartbeat_s=60.0)
-        detector = Detector(reader, extractor, model, checkpoint, EventPublisher(Publisher(sock), "t"), config)
+    parts = LoadedParts(None, *load_detector_for_stream(DETECTOR, None))
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=parts.checkpoint.fps))
+    config = PipelineConfig(detector=DetectorConfig(heartbeat_s=60.0), publish=False)
+    with build_pipeline(config, parts=parts, readers=[reader], sinks=[lambda _: KeptMessages()]) as pipeline:
         start = time.monotonic()
-        stats = detector.run()
+        [stats] = pipeline.run()
         assert stats.frames > 0 and time.monotonic() - start < 2.0
-    finally:
-        reader.close()
-        ctx.destroy(linger=0)
 
 
 def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import zmq
 from graphs.common.errors import InputError
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import (
-    Detector,
     DetectorConfig,
     DetectorStream,
     EventPublisher,
@@ -50,20 +49,20 @@ def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_
         alone: list[list[np.ndarray]] = []
         for k, video in enumerate(videos):
             seen: list[np.ndarray] = []
-            with open_reader(str(video), config) as reader:
-                detector = Detector(reader, extractor, model, checkpoint, EventPublisher(publisher, f"alone{k}"),
-                                    DetectorConfig(stream_id=f"alone{k}", connect=endpoint))
-                detector.on_frame = lambda frame, feats, probs, seen=seen: seen.append(probs.copy())
-                detector.run()
+            stream = DetectorStream(open_reader(str(video), config), checkpoint, EventPublisher(publisher, f"alone{k}"),
+                                    DetectorConfig(stream_id=f"alone{k}", connect=endpoint),
+                                    on_frame=lambda frame, feats, probs, seen=seen: seen.append(probs))
+            with stream.reader:
+                FrameLoop([stream], extractor, model, checkpoint).run()  # a loop of one: batches of one frame
             alone.append(seen)
         readers: list[VideoReader] = [open_reader(str(video), config) for video in videos]
         together: list[list[np.ndarray]] = [[], []]
-        streams = []
-        for k, reader in enumerate(readers):
-            stream = DetectorStream(reader, checkpoint, EventPublisher(publisher, f"cam{k}"),
-                                    DetectorConfig(stream_id=f"cam{k}", connect=endpoint))
-            stream.on_frame = lambda frame, feats, probs, seen=together[k]: seen.append(probs.copy())
-            streams.append(stream)
+        streams = [
+            DetectorStream(reader, checkpoint, EventPublisher(publisher, f"cam{k}"),
+                           DetectorConfig(stream_id=f"cam{k}", connect=endpoint),
+                           on_frame=lambda frame, feats, probs, seen=together[k]: seen.append(probs))
+            for k, reader in enumerate(readers)
+        ]
         stats = FrameLoop(streams, extractor, model, checkpoint, threads=threads).run()
         for reader in readers:
             reader.close()

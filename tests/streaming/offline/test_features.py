@@ -15,19 +15,19 @@ import cv2
 import numpy as np
 import pytest
 import torch
-import zmq
 
 from recognition.checkpoint import save_detector
 from recognition.feature_folders import FeatureConfig, load_feature_dataset, segment_targets
 from recognition.model import MiniROAD, MiniROADConfig
-from streaming.detector import Detector, DetectorConfig, EventPublisher, load_detector_for_stream
+from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, load_detector_for_stream
+from streaming.detector.loading import LoadedParts
 from streaming.offline.features import MANIFEST
 from streaming.offline.features_cli import main
 from streaming.readers import ReaderConfig, open_reader
-from streaming.transport import Publisher, bind
 from tests.cli_errors import cli_error
 from tests.command_lines import with_options
 from tests.procedure_videos import STEPS, VALID_ORDERS, write_execution, write_procedure
+from tests.streaming.helpers import KeptMessages
 
 FPS = 2.0
 
@@ -405,19 +405,13 @@ def test_offline_features_are_the_features_the_live_detector_computes(
     detector = work / "detector.pt"  # untrained weights: only the features are compared
     model = MiniROAD(MiniROADConfig(offline.shape[1], 16, 16, len(split["class_names"]), 0.0))
     save_detector(detector, model, split["class_names"], split["class_step_ids"], split["feature_extractor"], FPS)
-    model, checkpoint, extractor = load_detector_for_stream(detector, None, threads=2)
+    parts = LoadedParts(None, *load_detector_for_stream(detector, None, threads=2))
     live: list[np.ndarray] = []
-    ctx = zmq.Context()
-    try:
-        sock, _ = bind(ctx, zmq.PUB, "inproc://features-test")
-        reader = open_reader(str(work / "videos" / "run0.mp4"), ReaderConfig(fps=checkpoint.fps))
-        events = EventPublisher(Publisher(sock), "t")
-        config = DetectorConfig(connect="inproc://features-test", heartbeat_s=60.0)
-        run = Detector(reader, extractor, model, checkpoint, events, config)
-        run.on_frame = lambda frame, features, probs: live.append(features.copy())  # one frame at a time
-        run.run()
-    finally:
-        ctx.destroy(linger=0)
+    reader = open_reader(str(work / "videos" / "run0.mp4"), ReaderConfig(fps=parts.checkpoint.fps))
+    config = PipelineConfig(detector=DetectorConfig(heartbeat_s=60.0), publish=False)
+    with build_pipeline(config, parts=parts, readers=[reader], sinks=[lambda _: KeptMessages()],
+                        observers=[lambda _: lambda frame, features, probs: live.append(features.copy())]) as run:
+        run.run()  # one frame at a time
     assert len(live) == len(offline) > 10
     np.testing.assert_allclose(np.stack(live), offline, rtol=1e-4, atol=1e-4)
 

@@ -416,9 +416,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return checker_main(argv[1:])
     if argv[:1] == ["replay"]:
-        from tgml.bench.prego_replay_cli import (
-            main as replay_main,  # owned by the recognition part; loaded only when asked
-        )
+        from tgml.bench.prego_replay_cli import main as replay_main  # loaded only when asked
 
         return replay_main(argv[1:])
     return _bench(argv)

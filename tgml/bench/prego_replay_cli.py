@@ -13,7 +13,7 @@ With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json
 the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
 (``tgml/bench/settings/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class
 F1 and true P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
-(format in `recognition.replay`). ``--checker probabilistic`` runs the probabilistic checker on the evidence the
+(format in `tgml.bench.prego.replay`). ``--checker probabilistic`` runs the probabilistic checker on the evidence the
 labels hold, with the settings chosen on the training split by ``prego-bench select-checker`` (the shipped
 ``tgml/bench/settings/prego-checker-<dataset>.json``, or ``--checker-settings FILE``): its segmenter, evidence
 calibration, prior and threshold; its row is printed beside the binary checker's, with the default segmenter and with
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 from graphs.checker_settings import CHECKERS
 from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
 from graphs.common.options import fps_option, output_name, seed_option
-from recognition.replay import DEFAULT_SWEEP
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS
+from tgml.bench.prego.replay import DEFAULT_SWEEP
 
 if TYPE_CHECKING:
     from graphs.task_graph import TaskGraph
@@ -104,7 +104,9 @@ def main(argv: list[str]) -> int:
     from rich.console import Console
 
     from graphs.common.files import check_output, write_text
-    from recognition.replay import (
+    from tgml.bench.prego import PUBLISHED, resolve_data
+    from tgml.bench.prego.checker_selection import default_settings_path, load_checker_settings
+    from tgml.bench.prego.replay import (
         ReplayChecker,
         load_frames_file,
         replay,
@@ -114,8 +116,6 @@ def main(argv: list[str]) -> int:
         sweep_config,
         sweep_table,
     )
-    from tgml.bench.prego import PUBLISHED, resolve_data
-    from tgml.bench.prego.checker_selection import default_settings_path, load_checker_settings
 
     console = Console()
     if not args.frames and not args.data:

@@ -43,7 +43,6 @@ from graphs.probabilistic_checker import ProbabilisticChecker
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel, recording_evidence
 from recognition.evidence_calibration import RIDGE, calibrate_evidence
-from recognition.replay import label_probabilities, sweep_config
 from recognition.segmenter import SegmenterConfig, SegmentEvent, segment_labels
 from tgml.bench.perturb import perturb_sequences
 from tgml.bench.prego.data import BenchData
@@ -58,6 +57,7 @@ from tgml.bench.prego.recognition_noise import (
     noise_table,
     noisy_streams,
 )
+from tgml.bench.prego.replay import label_probabilities, sweep_config
 from tgml.bench.prego.sequence_evidence import calibrate_sequence_evidence, sequence_evidence
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import LEARNERS

@@ -13,10 +13,10 @@ from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import TaskGraph, save_graph
-from recognition.replay import ReplayChecker, load_frames_file, replay, replay_video, sweep
 from recognition.segmenter import SegmenterConfig
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import tea_graph
+from tgml.bench.prego.replay import ReplayChecker, load_frames_file, replay, replay_video, sweep
 from tgml.bench.prego_bench_cli import main as bench_main
 from tgml.bench.prego_replay_cli import main as replay_main
 
@@ -146,7 +146,7 @@ def test_probabilistic_replay_without_evidence_is_the_binary_rule_merged(epic_gr
                                                                          frames_file: Path) -> None:
     from graphs.checker_settings import CheckerSettings
     from graphs.probabilistic_checker import ProbabilisticChecker
-    from recognition.replay import ReplayChecker
+    from tgml.bench.prego.replay import ReplayChecker
 
     frames = load_frames_file(frames_file, "pred", epic_graph)
     result = replay(frames, epic_graph, CONFIG, ReplayChecker(CheckerSettings("probabilistic"), None))

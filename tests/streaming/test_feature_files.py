@@ -504,31 +504,23 @@ def with_a_repeat(trained: Path) -> Path:
     return trained / "repeat.npy"
 
 
-def test_once_sends_each_step_the_first_time_it_is_confirmed_only(trained: Path) -> None:
+@pytest.mark.parametrize("alert_on", ["end", "onset"])
+def test_once_sends_each_step_the_first_time_it_is_confirmed_only(trained: Path, alert_on: str) -> None:
+    # Announced at onset (the default) too: the repeat is neither announced nor sent. Scored by eval, whose checker
+    # serves every message: a live run under --fast on a loaded machine may have a burst of messages turned away by
+    # the checker's per-stream budget, their steps then brought by the next heartbeat's history without a `step` line.
     features = with_a_repeat(trained)
     recognised = {}
     for extra in ([], ["--once"]):
         out = trained / f"repeat{len(extra)}.json"
         assert stream_detect(["eval", "--features", str(features), "--annotations", str(trained / "repeat.json"),
                               "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
-                              "--quiet", "--alert-on", "end", "--json", str(out), *extra]) == 0
+                              "--quiet", "--alert-on", alert_on, "--json", str(out), *extra]) == 0
         result = json.loads(out.read_text())
         assert result["settings"]["once"] is bool(extra)
         (video,) = result["videos"]
         recognised[bool(extra)] = [s["step"] for s in video["recognised"]]
     assert recognised == {False: [0, 1, 0, 2], True: [0, 1, 2]}
-
-
-def test_once_live_sends_a_step_once_while_announcing_at_onset(trained: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    features = with_a_repeat(trained)
-    steps = {}
-    for extra in ([], ["--once"]):  # announced at onset (the default) too: the repeat is neither announced nor sent
-        assert stream_detect(["--features", str(features), "--graph", str(trained / "graph.json"), "--detector",
-                              str(trained / "detector.pt"), "--fast", "--jsonl", *extra]) == 0
-        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-        steps[bool(extra)] = [m["step"] for m in lines if m["kind"] == "step"]
-    assert steps == {False: [0, 1, 0, 2], True: [0, 1, 2]}
 
 
 def with_a_skip(trained: Path, annotated: bool) -> Path:

@@ -55,6 +55,9 @@ from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, Message, Message
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
 HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
+# A checker, or one stream on it, unheard this long is not answering: the checker re-sends every stream's status each
+# HEARTBEAT_S, so four periods of silence are no lost message (the view and the dashboard say so).
+SILENT_S: Final = 4 * HEARTBEAT_S
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop

@@ -38,6 +38,7 @@ from streaming.transport import (
     POLL_MS,
     RECV_BATCH,
     RECV_BUDGET_S,
+    SILENT_S,
     VIEW_RECV_HWM,
     HandshakeWatch,
     ReceiveStats,
@@ -46,7 +47,6 @@ from streaming.transport import (
 )
 
 TOPICS: Final = (b"alert/", b"retraction/", b"missing/", b"status/", b"checker/")
-SILENT_S: Final = 2.0  # the checker speaks every 0.5 s: four periods of silence and it is called not answering
 MAX_PENDING: Final = 20_000  # decoded messages waiting for the web loop before the reader thread waits
 STATUS_EVERY_S: Final = 0.5  # each stream's newest status is decoded this often (the page's tiles move as often)
 STATUS_TOPIC: Final = b"status/"

@@ -29,7 +29,7 @@ from streaming.curve_keys import CurveClient
 from streaming.detector.sinks import Fanout, JsonLinesSink, Sink
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
-from streaming.view.render import render
+from streaming.view.render import name_conflict_text, render, silent_text
 from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
@@ -102,6 +102,11 @@ class Viewer:
         self.warn = warn
         self.sinks = Fanout(sinks)  # after the view; one that raises is counted and logged, the view goes on
         self._pending: deque[Message] = deque()  # taken off the socket, not yet handed on (`pump`)
+        state.endpoint, state.listening_since = endpoint, time.time()
+        state.now = state.listening_since
+        self._said_silent = False  # the warning that the checker is silent went out, and not yet that it is back
+        self._said_names: set[int] = set()  # steps whose name conflict was warned of
+        self.changed = True  # something to draw since the last drawing (`loop`)
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Take what arrived (waiting up to ``timeout_ms``) and hand each message to the sinks, the view first.
@@ -120,11 +125,31 @@ class Viewer:
             messages.append(message)
             self.view.send(message, now)
             self.sinks.send(message)
+        self.state.now = now
+        self.changed = self.changed or bool(messages)
+        self._say_link()
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:
             self.warn(printable(f"view: dropping malformed messages from {self.endpoint} (first: {stats.last_error})"))
         self.state.malformed = stats.malformed
         return messages
+
+    def _say_link(self) -> None:
+        """Warn (JSON lines have no screen) once when the checker falls silent and once when it speaks again, and
+        once per step whose name the checker gives otherwise than the view's --graph."""
+        if self.warn is None:
+            return
+        state = self.state
+        if state.silent() and not self._said_silent:
+            self._said_silent = True
+            self.warn(printable(f"view: {silent_text(state)}; waiting for it"))
+        elif self._said_silent and not state.silent():
+            self._said_silent = False
+            self.warn(printable(f"view: the checker at {self.endpoint} answers again"))
+        for step, (mine, theirs) in state.name_conflicts.items():
+            if step not in self._said_names:
+                self._said_names.add(step)
+                self.warn(printable(name_conflict_text(step, mine, theirs)))
 
     def loop(
         self,
@@ -164,9 +189,14 @@ class Viewer:
         with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
             next_draw = [0.0]
 
+            drawn_second = [0]
+
             def draw() -> None:
-                if time.monotonic() >= next_draw[0]:
+                # An idle view redraws once a second (its stale marks go by the second), not REFRESH_HZ times.
+                second = int(self.state.now)
+                if time.monotonic() >= next_draw[0] and (self.changed or second != drawn_second[0]):
                     live.update(render(self.state), refresh=True)
+                    self.changed, drawn_second[0] = False, second
                     next_draw[0] = time.monotonic() + 1.0 / REFRESH_HZ
 
             try:

@@ -37,6 +37,7 @@ from rich.text import Text
 
 from graphs.common.safe_text import count_of, printable
 from streaming.messages import Alert, CheckerHealth, MissingSteps, Status
+from streaming.next_steps import allowed_next
 from streaming.session_verdict import (
     CORRECT,
     STOPPED_CORRECT,
@@ -69,6 +70,7 @@ ALERTS_CAPTION: str = (
     "(its missing-step score), the same for every person, not a probability of this alert."
 )
 LOST_MARK: str = " (lost)"
+STALE_MARK: str = " (stale)"  # as long as ENDED_MARK, which the stream column makes room for
 # The most lines a stream's "done" or "allowed next" cell may take: a row of a recipe's twenty steps wrapped in a narrow
 # column would push the alert log below an 80x24 terminal's bottom, where the live view is cut.
 LIST_LINES: int = 3
@@ -195,15 +197,9 @@ def _names_cell(names: list[Text], keep: Literal["first", "last"], tails: tuple[
 
 
 def _likely_next(row: Status, state: ViewState) -> NameList | Text:
-    """The allowed steps of a stream, likeliest first, each with its future-step probability when it has one.
-
-    The step being done now is left out (it is not next, it is now: its pre-conditions are met because it is
-    allowed), and an ended stream has no next step. The probabilities are the checker's, shared among all allowed
-    steps, the one being done included, so those shown may sum to less than 1.
-    """
-    if row.ended:
-        return _text("-")
-    shown = [(step, score) for step, score in zip(row.allowed, row.allowed_scores, strict=True) if step != row.current]
+    """The allowed steps of a stream (`streaming.next_steps.allowed_next`, the rule the dashboard shares), each
+    with its future-step probability when it has one; ``-`` for none (an ended stream)."""
+    shown = allowed_next(row)
     return _names_cell([_text(state.name(step)) for step, _ in shown], "first",
                        tuple(f" {score:.2f}" if score > 0 else "" for _, score in shown))
 
@@ -264,6 +260,10 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     """
     if row.lost:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
+    if state.stale(stream_id) and not state.silent():  # a silent checker is said once, for every stream
+        heard = state.status_heard[stream_id]
+        return _text(f"{stream_id} stale: the checker has said nothing of it since {_clock(heard)} (a restarted "
+                     "checker forgets a stream whose detector has gone), so no verdict", "yellow")
     if not row.ended:
         return None
     ended = "stopped" if state.stopped else "ended"  # a session the person cut short is judged so far only
@@ -409,8 +409,39 @@ def _done_cell(sid: str, row: Status, state: ViewState, mistaken: set[tuple[str,
                         for s in row.done], "last")
 
 
-def _stream_mark(row: Status) -> str:
-    return LOST_MARK if row.lost else ENDED_MARK if row.ended else ""
+def _stream_mark(sid: str, row: Status, state: ViewState) -> str:
+    return LOST_MARK if row.lost else ENDED_MARK if row.ended else STALE_MARK if state.stale(sid) else ""
+
+
+def _now_cell(sid: str, row: Status, state: ViewState) -> Text:
+    """The step being done now: none on a stream that is lost or stale, whose last status said it long ago."""
+    return _text("-" if row.lost or state.stale(sid) else state.name(row.current))
+
+
+def name_conflict_text(step: int, mine: str, theirs: str) -> str:
+    """The view's graph names a step otherwise than the checker does."""
+    return (f"view: step {step} is {mine!r} in the view's --graph but {theirs!r} at the checker: is --graph the "
+            "checker's graph? (the checker's names are shown)")
+
+
+def silent_text(state: ViewState) -> str:
+    """The checker is not answering (`ViewState.silent`): since when."""
+    since = "nothing heard yet: is it running there?" if state.heard is None else \
+        f"last heard {_clock(state.heard)}; what is shown may be out of date"
+    return f"checker at {state.endpoint} not answering ({since})"
+
+
+def _link_lines(state: ViewState) -> list[Text]:
+    """Lines on what the view may not show right: the checker silent, or given other names by --graph."""
+    lines = []
+    if state.silent():
+        lines.append(_text(silent_text(state), "bold red"))
+    if state.name_conflicts:
+        step, (mine, theirs) = next(iter(state.name_conflicts.items()))
+        more = len(state.name_conflicts) - 1
+        lines.append(_text(name_conflict_text(step, mine, theirs).removeprefix("view: ")
+                           + (f"; {count_of(more, 'other step')} too" if more else ""), "yellow"))
+    return lines
 
 
 def _stream_alerts(sid: str, row: Status, state: ViewState) -> int:
@@ -438,8 +469,9 @@ def _stream_lines(state: ViewState, width: int) -> Group:
     for sid, row in sorted(state.streams.items()):
         alerts = _stream_alerts(sid, row, state)
         count = count_of(alerts, "alert")
-        lines.append(Hanging(Text.assemble(_text(sid + _stream_mark(row), "yellow" if row.lost else "bold"), ": now ",
-                                           _text(state.name(row.current)), "; ",
+        lines.append(Hanging(Text.assemble(_text(sid + _stream_mark(sid, row, state),
+                                                 "yellow" if row.lost or state.stale(sid) else "bold"), ": now ",
+                                           _now_cell(sid, row, state), "; ",
                                            _text(count, "bold red" if alerts else ""))))
         lists = Table.grid(padding=(0, 1))
         labels = (" " * HANG + "done", " " * HANG + "next")  # indented under the stream's id, as its wrapped part
@@ -463,7 +495,7 @@ def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -
         return _stream_lines(state, width)
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
-    layout.stream(streams, mark=any(row.ended or row.lost for row in state.streams.values()))
+    layout.stream(streams, mark=any(_stream_mark(sid, row, state) for sid, row in state.streams.items()))
     layout.names(streams, "now", 2)
     layout.names(streams, "done", 4)
     layout.names(streams, "allowed next", 3)
@@ -474,10 +506,11 @@ def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -
     mistaken = _mistaken(state)
     for sid, row in sorted(state.streams.items()):
         alerts = _stream_alerts(sid, row, state)
-        numbers = [_text(f"{row.fps:.1f}"), _text(row.frames), _text(row.dropped)] if counts else []
+        gone = row.lost or state.stale(sid)
+        numbers = [_text("-" if gone else f"{row.fps:.1f}"), _text(row.frames), _text(row.dropped)] if counts else []
         streams.add_row(
-            _text(sid + _stream_mark(row), "yellow" if row.lost else ""),
-            _text(state.name(row.current)),
+            _text(sid + _stream_mark(sid, row, state), "yellow" if gone else ""),
+            _now_cell(sid, row, state),
             _done_cell(sid, row, state, mistaken),
             _likely_next(row, state),
             *numbers,
@@ -692,6 +725,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     if state.malformed:
         context.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
     streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines), layout)
+    verdicts = _link_lines(state) + verdicts
     if closing:
         return Group(streams, *context, *outcome, *verdicts)
     return Group(streams, *verdicts, *outcome, *context)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from graphs.limits import MAX_STEPS
 from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
+from streaming.transport import SILENT_S
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -50,6 +51,15 @@ class ViewState:
     # The person stopped the streams this view runs (Ctrl-C in `stream-detect run`): their sessions end cut short, so
     # their verdicts say "stopped" and what was "not done by then", not "ended" and "never done".
     stopped: bool = False
+    # Whether the checker still speaks (it sends every HEARTBEAT_S), wall times: a view on a checker that died, or
+    # that restarted and forgot a stream whose detector had gone, showed the last status as live for ever.
+    endpoint: str = ""  # the checker's output, as the view was told it
+    listening_since: float | None = None  # when the view began to listen (None: the state is not fed by a socket)
+    heard: float | None = None  # when the latest message arrived
+    now: float = 0.0  # the time the drawing is for (the receiving loop sets it)
+    status_heard: dict[str, float] = field(default_factory=dict)  # stream -> when its latest status arrived
+    # step -> (the --graph's name, the checker's): the view was given another graph than the checker's
+    name_conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     def apply(self, message: Message, received_at: float | None = None) -> bool:
         """Fold one message into the state.
@@ -63,6 +73,7 @@ class ViewState:
             nothing but the detector's counters (``current``, frames, rate, gaps), return False.
         """
         when = message.timestamp if received_at is None else received_at
+        self.heard = when
         if isinstance(message, Alert):
             run, seen = self.alert_ids.get(message.stream_id, ("", set()))
             if run != message.run:
@@ -109,7 +120,9 @@ class ViewState:
                 del self.streams[oldest]
                 self.alert_ids.pop(oldest, None)
                 self.retracted.pop(oldest, None)
+                self.status_heard.pop(oldest, None)
             self.streams[message.stream_id] = message
+            self.status_heard[message.stream_id] = when
             return previous is None or _procedure(previous) != _procedure(message)
         if isinstance(message, CheckerHealth):
             self.health = message
@@ -126,8 +139,28 @@ class ViewState:
         return False  # scrolled off the log: nothing shown to update
 
     def _learn_name(self, step: int, name: str) -> None:
-        if len(self.names) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
-            self.names.setdefault(step, name)
+        known = self.names.get(step)
+        if known is None:
+            if len(self.names) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
+                self.names[step] = name
+        elif not (known.startswith(name) or name.startswith(known)):  # a detector cuts names it sends at 256
+            # The --graph is not the checker's: its names would label the checker's steps wrongly. The checker's
+            # name is the one its alerts mean; the conflict is said (`render`, and a warning with JSON lines).
+            if step not in self.name_conflicts and len(self.name_conflicts) < MAX_STEPS:
+                self.name_conflicts[step] = (known, name)
+            self.names[step] = name
+
+    def silent(self) -> bool:
+        """The checker has said nothing for `SILENT_S` (or nothing at all since the view began to listen)."""
+        since = self.heard if self.heard is not None else self.listening_since
+        return since is not None and self.now - since > SILENT_S
+
+    def stale(self, stream_id: str) -> bool:
+        """A stream that has not ended and whose status the checker stopped re-sending `SILENT_S` ago: its
+        detector, or the checker, is gone, and the row is what it was then."""
+        row, heard = self.streams.get(stream_id), self.status_heard.get(stream_id)
+        return (row is not None and not row.ended and not row.lost and heard is not None
+                and self.listening_since is not None and self.now - heard > SILENT_S)
 
     def name(self, step: int | None) -> str:
         """Readable name of a step (``-`` for none)."""

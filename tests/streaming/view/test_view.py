@@ -17,7 +17,9 @@ import zmq
 from rich.console import Console
 
 from graphs.task_graph import load_graph
+from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
+from streaming.checker.service import CheckerService
 from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
 from streaming.detector import EventPublisher
 from streaming.messages import (
@@ -37,7 +39,7 @@ from streaming.messages import (
     run_of,
 )
 from streaming.session_verdict import SessionVerdict, verdict_text
-from streaming.transport import Publisher, bind, connect
+from streaming.transport import SILENT_S, Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
 from streaming.view.render import PROBABILITY_HEADER, render
 from streaming.view.state import ViewState, graph_names
@@ -858,3 +860,74 @@ def test_the_latencies_never_draw_wider_than_the_terminal(width: int) -> None:
         assert any("3600000.0" in line for line in lines)
         drawn = [line.rstrip() for line in lines if line.startswith(("┏", "┃", "┡", "│", "└"))]
         assert all(line.endswith(("┓", "┃", "┩", "│", "┘")) for line in drawn)  # every table whole, none cut
+
+
+def test_a_stream_whose_status_stopped_coming_is_shown_stale_not_live() -> None:
+    # After a checker restart, a stream whose detector had gone is one the new checker does not know: no status
+    # comes for it any more, and the view showed its last row at 29.7 fps for ever.
+    state = ViewState(names={2: "boil_water", 3: "get_cup"}, listening_since=100.0)
+    state.apply(status(alerts=0), received_at=100.0)
+    state.apply(status(stream_id="other", alerts=0, ended=True), received_at=100.0)
+    state.now = 100.0 + SILENT_S / 2
+    assert stream_row(draw(state), "kitchen")[:2] == ["kitchen", "boil_water"] and not state.stale("kitchen")
+    state.apply(CheckerHealth("checker", 9, 104.0, 1, 0, 0, 0, 0, 0, 0, 0, 0), received_at=104.0)  # the checker speaks
+    state.now = 104.5
+    text = draw(state)
+    row = stream_row(text, "kitchen")
+    assert row[0] == "kitchen (stale)" and row[1] == "-" and row[4] == "-"  # no step now, no rate
+    assert stream_row(text, "other")[0] == "other (ended)"  # an ended stream is over, not stale
+    line = " ".join(text.split())
+    assert "kitchen stale: the checker has said nothing of it since" in line and "so no verdict" in line
+    assert "not answering" not in line
+
+
+def test_a_checker_that_stops_answering_is_said_on_screen() -> None:
+    state = ViewState(endpoint="tcp://127.0.0.1:5556", listening_since=100.0)
+    state.now = 100.0 + SILENT_S + 0.5
+    assert "checker at tcp://127.0.0.1:5556 not answering (nothing heard yet: is it running there?)" in " ".join(
+        draw(state).split())
+    state.apply(status(), received_at=state.now)
+    assert "not answering" not in draw(state)
+    state.now += SILENT_S + 0.5
+    line = " ".join(draw(state).split())
+    assert "not answering (last heard" in line and "what is shown may be out of date" in line
+    assert "kitchen (stale)" in line and "kitchen stale:" not in line  # the checker's silence is said once
+
+
+def test_jsonl_says_when_the_checker_falls_silent_and_when_it_answers_again(tmp_path: Path) -> None:
+    warned: list[str] = []
+    ctx = zmq.Context()
+    endpoint = f"ipc://{tmp_path}/out"
+    try:
+        viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True, out=io.StringIO(), warn=warned.append)
+        assert wait_for(lambda: bool(warned), SILENT_S + 10, lambda: viewer.pump(50))  # started before the checker
+        assert warned == [f"view: checker at {endpoint} not answering (nothing heard yet: is it running there?); "
+                          "waiting for it"]
+        stop = threading.Event()
+        service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", endpoint), ctx)
+        thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            assert wait_for(lambda: len(warned) == 2, 20.0, lambda: viewer.pump(50))
+            assert warned[1] == f"view: the checker at {endpoint} answers again"
+        finally:
+            stop.set()
+            thread.join(5)
+        viewer.close()
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_a_graph_that_names_the_checkers_steps_otherwise_is_said_and_the_checkers_names_shown() -> None:
+    # A view given another procedure's graph labelled every step of the checker's with that graph's names, silently.
+    state = ViewState(names={2: "attach_legs", 3: "unbox_parts"})
+    state.apply(status(done=(3,)))
+    state.apply(alert())  # the checker calls step 2 boil_water
+    text = " ".join(draw(state).split())
+    assert ("step 2 is 'attach_legs' in the view's --graph but 'boil_water' at the checker: is --graph the "
+            "checker's graph?") in text
+    assert state.name(2) == "boil_water" and state.name(3) == "unbox_parts"
+    long_name = "x" * 300  # a detector cuts the names it sends at 256 characters: no conflict
+    state = ViewState(names={2: long_name})
+    state.apply(StepEvent("kitchen", 4, 1.2, 2, long_name[:256], 4.0, 7.5, 0.93, 1, run="s"))
+    assert not state.name_conflicts and state.name(2) == long_name

@@ -269,10 +269,12 @@ def of_scenario(annotations: Annotations, scenario: str) -> Annotations:
     """The file's videos of one scenario, their oddities counted again over them alone (a command that reads one
     scenario of CaptainCook4D's 24 was warned of all 384 recordings' overlaps)."""
     videos = {name: v for name, v in annotations.videos.items() if v.scenario == scenario}
-    overlapping = {name: count_overlaps(v.spans) for name, v in videos.items()}
+    # Only what the reading counted is counted again: a file read with its times unchecked (--order-only) has none.
+    overlapping = {name: count_overlaps(videos[name].spans) for name in annotations.overlap_names if name in videos}
+    skipped = sum(never_done(span) for v in videos.values() for span in v.spans) if annotations.never_done else 0
     return replace(annotations, videos=videos, overlaps=sum(overlapping.values()),
                    overlap_videos=sum(found > 0 for found in overlapping.values()),
-                   never_done=sum(never_done(span) for v in videos.values() for span in v.spans),
+                   never_done=skipped,
                    overlap_names=tuple(name for name in annotations.overlap_names if name in videos),
                    unordered_names=tuple(name for name in annotations.unordered_names if name in videos))
 

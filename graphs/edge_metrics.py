@@ -188,4 +188,11 @@ def evaluate_files(pred_path: str | Path, gt_path: str | Path) -> EdgeScores:
         adjacency = llm_adjacency(pred_path, like.step_ids, like.step_names, like.scenario)
         return edge_scores(adjacency, captaincook_graph(data, like, str(gt_path)).adjacency)
     pred = load_graph(pred_path)
-    return compare_graphs(pred, load_reference_graph(gt_path, pred))
+    gt = load_reference_graph(gt_path, pred)
+    try:
+        return compare_graphs(pred, gt)
+    except InputError as err:  # name the two files, and their procedures where they say
+        scenarios = (f" ({pred.scenario} and {gt.scenario})" if pred.scenario and gt.scenario
+                     and pred.scenario != gt.scenario else "")
+        raise InputError(f"--pred {pred_path} and --gt {gt_path}{scenarios}: "
+                         f"{str(err).removeprefix('edge metrics: ')}") from None

@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from graphs.common.errors import InputError
-from graphs.task_graph import load_graph
+from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tests.cli_errors import cli_error
 from tgml.tgml_cli import main
 
@@ -59,6 +60,14 @@ def test_train_show_dot_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bracketed = tmp_path / "[draft] tea.json"
     main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(bracketed), "--epochs", "2", "--quiet"])
     assert capsys.readouterr().out.strip().endswith(f"-> {bracketed}")  # not eaten as rich markup
+
+
+def test_eval_of_two_procedures_graphs_names_both_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tea, other = tmp_path / "tea.json", tmp_path / "tent.json"
+    save_graph(TaskGraph((1, 2), ("boil water", "add tea"), np.zeros((4, 4), bool), scenario="tea"), tea)
+    save_graph(TaskGraph((7, 8), ("unfold", "insert pole"), np.zeros((4, 4), bool), scenario="tent"), other)
+    err = cli_error(main, ["eval", "--pred", str(tea), "--gt", str(other)], capsys)
+    assert err.startswith(f"error: --pred {tea} and --gt {other} (tea and tent): graphs have different steps")
 
 
 def test_train_uses_config_file_and_flags(tmp_path: Path) -> None:

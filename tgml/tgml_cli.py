@@ -29,7 +29,7 @@ Usage::
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
 (`tgml.bench.captaincook_methods`): one method prints its per-procedure table, several print one table of methods
 with the published row beside each. DO options (``--epochs``, ``--config``, ``--edge-threshold``, ``--ensemble``)
-apply to DO only.
+apply to DO only, and are refused when no DO runs.
 
 ``tgml bench-mistakes`` replays CaptainCook4D's 190 recordings with annotated order errors and missing steps
 through the live checker's object against every learner's graphs (`tgml.bench.mistake_bench`;
@@ -159,10 +159,10 @@ def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
                    help=f"methods to run, from {', '.join(METHODS)} (default do)")
     p.add_argument("--llm-graphs", help="folder of the LLM graph_<procedure>.adjlist files "
                                         f"(default {CAPTAINCOOK_FOLDER}/llm_task_graphs of the data)")
-    p.add_argument("--epochs", type=epochs_option, help="maximum epochs (default 1000)")
-    p.add_argument("--config", help="TOML file of training settings")
+    p.add_argument("--epochs", type=epochs_option, help="DO's maximum epochs (default 1000)")
+    p.add_argument("--config", help="TOML file of DO's training settings")
     p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
-                   help="1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
+                   help="DO's: 1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
     p.add_argument("--ensemble", type=int, default=1,
                    help="average the weights of K DO models per seed before post-processing (default 1)")
     p.add_argument("--json", type=output_name, help="write all results to this JSON file")
@@ -471,6 +471,14 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
         check_output(args.json, "results file", inputs=[args.config, data, args.llm_graphs], option="--json")
     procedures = [p for p in (args.procedures or "").split(",") if p]
     check_methods(args.method)
+    if "do" not in args.method:  # the other methods have settings of their own: never an option silently unused
+        given = [flag for flag, value in (("--epochs", args.epochs), ("--config", args.config),
+                                          ("--edge-threshold", args.edge_threshold),
+                                          ("--ensemble", args.ensemble if args.ensemble != 1 else None))
+                 if value is not None]
+        if given:
+            raise InputError(f"{given[0]} sets DO's training, and --method {' '.join(args.method)} runs no DO: add "
+                             f"do to --method, or leave {given[0]} out")
     settings = MethodSettings(Path(args.llm_graphs) if args.llm_graphs else None)
     do_config = _learner_config(learner("do"), args, DEFAULT_CONFIG)
     methods_run = run_methods(data, args.method, seeds, do_config, procedures, args.workers,

@@ -225,6 +225,17 @@ def test_bench_captaincook_refuses_a_procedure_listed_twice(
     assert "procedure 'ramen' is listed twice" in cli_error(main, argv, capsys)  # it weighed twice in the mean
 
 
+@pytest.mark.parametrize("option", [["--epochs", "2"], ["--edge-threshold", "1/N"], ["--ensemble", "3"]])
+def test_bench_captaincook_refuses_a_do_setting_when_no_do_runs(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], option: list[str]
+) -> None:
+    # --method noisy-and --epochs 2 ran noisy-and's 150 epochs, its table saying so, without a word.
+    argv = ["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--procedures", "ramen", "--seeds", "1",
+            "--method", "noisy-and", "count-based", *option, "--quiet"]
+    assert cli_error(main, argv, capsys) == (f"error: {option[0]} sets DO's training, and --method noisy-and "
+                                             f"count-based runs no DO: add do to --method, or leave {option[0]} out")
+
+
 def test_bench_captaincook_refuses_a_results_path_it_could_not_write(
     tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

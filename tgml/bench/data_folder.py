@@ -30,12 +30,15 @@ def data_folder(given: str | Path | None, otherwise: str = "") -> Path:
         The folder (not checked here: the dataset readers name the file that is missing).
 
     Raises:
-        InputError: neither the option nor the variable is set.
+        InputError: neither the option nor the variable is set, or the variable names no folder.
     """
     if given is not None:
         return Path(given)
     env = os.environ.get(DATA_ENV)
     if env:
+        if not Path(env).is_dir():  # an old export, forgotten: named as the variable, or the folder is a mystery
+            raise InputError(f"${DATA_ENV} {env}: no such folder; set it to the data folder (like shared/data), or "
+                             "give --data DIR")
         return Path(env)
     raise InputError(f"no data folder: give --data DIR or set ${DATA_ENV}{otherwise}")
 

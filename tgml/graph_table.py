@@ -64,7 +64,7 @@ def terminal_view(graph: TaskGraph) -> Group:
     if "left_out" in graph.info:
         lines.append(Text(printable(left_out_summary(graph.info["left_out"])), style="yellow"))
     if scores is None:
-        note = Text("no optionality stored (a version 1 file): every step is required", style="dim")
+        note = Text("no optionality stored in this file: every step is required", style="dim")
     else:
         note = Text(
             "optional: how likely the step may be left out (0: always needed; above 0.5, optional): the share of the "

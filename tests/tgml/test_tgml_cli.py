@@ -323,6 +323,10 @@ def test_eval_against_captaincook_ground_truth(tmp_path: Path, data_dir: Path,
     line = capsys.readouterr().out
     f1 = float(line.split("F1")[1].split()[0])
     assert f1 > 70.0  # ramen is learned almost perfectly (95 F1 at the default settings)
+    assert main(["show", str(cc / "ground_truth_task_graphs" / "ramen.json")]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    # The dataset's own file has no version: "(a version 1 file)" sent a user looking for one.
+    assert "no optionality stored in this file: every step is required" in shown and "version" not in shown
 
 
 def test_a_learner_whose_settings_a_dataset_must_choose_says_it_runs_untuned(

@@ -1,0 +1,24 @@
+"""The steps a stream may do next, as every screen lists them: the one rule the terminal view (`streaming.view.render`)
+and the dashboard (`streaming.dashboard.state`) share, so that they never disagree on what comes next."""
+
+from __future__ import annotations
+
+from streaming.messages import Status
+
+
+def allowed_next(row: Status) -> list[tuple[int, float]]:
+    """The allowed steps of a stream, likeliest first, each with its future-step probability.
+
+    The step being done now is left out (it is not next, it is now: its pre-conditions are met because it is
+    allowed), and an ended stream has no next step. The probabilities are the checker's, shared among all allowed
+    steps, the one being done included, so those listed may sum to less than 1.
+
+    Args:
+        row: the stream's latest status.
+
+    Returns:
+        (step id, probability) pairs in the checker's order; empty once the stream ended.
+    """
+    if row.ended:
+        return []
+    return [(step, score) for step, score in zip(row.allowed, row.allowed_scores, strict=True) if step != row.current]

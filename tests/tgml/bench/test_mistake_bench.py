@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from graphs import END, START, InputError, TaskGraph
+from graphs.annotations import load_annotations
 from tests.cli_errors import cli_error
 from tgml.bench.error_annotations import load_error_annotations
 from tgml.bench.mistake_bench import GROUND_TRUTH, MistakeBenchConfig, run_mistake_bench
@@ -57,6 +58,11 @@ def test_the_command_prints_the_table_per_rule_and_writes_the_per_recipe_json(
     assert "pre-condition rule (the live checker)" in text and "ground truth (reference)" in text
     assert "17_49: step 'Add-1/2 teaspoon of chat masala powder to the bowl' matches no step" in text
     assert "bench-mistakes:" in text
+    # The recordings left out are those two recipes' graph-training recordings: every recipe's 194 were counted.
+    annotations = load_annotations(data_dir / "captaincook4d" / "task_graph_generation_annotations.json",
+                                   check_times=False)
+    training = sum(len(annotations.scenario_videos(s)) for s in ("coffee", "cucumberraita"))
+    assert f"recordings scored; {training} recordings left out (the graphs are learned from them)" in text
     document = json.loads(out.read_text())
     assert list(document["rows"]) == ["msg2", "llm", GROUND_TRUTH]
     assert set(document["rows"]["llm"]["rules"]["precondition"]["per_recipe"]) == {"coffee", "cucumberraita"}

@@ -94,13 +94,14 @@ def run(args: argparse.Namespace) -> int:
             log.warning(f"--alert-frames {args.alert_frames}: no such folder yet; alerts show their pictures once "
                         "a detector writes them there")
     names, svg, steps = _graph(args, log.warning)
+    source = f"--graph {args.graph}" if args.graph is not None else "the demo's task graph" if args.demo else ""
     config = DashboardConfig(checker, address, token, names, svg, steps, frames,
-                             client_curve(args.curve_server, args.curve_secret))  # fmt: skip
+                             client_curve(args.curve_server, args.curve_secret), source)  # fmt: skip
 
     def ready(url: str) -> None:
         log(f"dashboard: serving {url} (checker {checker})", url=url, checker=checker)
 
-    return run_dashboard(config, ready, log=lambda line: log(line, "warning"))
+    return run_dashboard(config, ready, warn=log.warning, say=log)
 
 
 def _graph(args: argparse.Namespace, warn: Callable[[str], None]

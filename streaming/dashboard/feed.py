@@ -10,14 +10,15 @@ feed that heard nothing for `SILENT_S` says so (`FeedStatus.connected`), and the
 A stream's status arrives after every key-step and heartbeat the checker applies and again every 0.5 s, and the page
 shows only the latest: the thread keeps the newest raw status of each stream and decodes it once every
 `STATUS_EVERY_S` (a status replaced by a newer one before then is dropped undecoded, as the checker drops a stream's
-messages over its budget). Everything else (alerts, retractions, end-of-session reports, the checker's counts) is
-decoded as it arrives, with `streaming.messages.decode`, which checks every field; what it refuses is counted and
-skipped. Under 100 streams at 10 key-steps a second this decodes one status in seven.
+messages over its budget). It is handed over with the time it was received, not decoded, since the dashboard tells
+a stream the checker stopped re-sending by that time. Everything else (alerts, retractions, end-of-session reports,
+the checker's counts) is decoded as it arrives, with `streaming.messages.decode`, which checks every field; what it
+refuses is counted and skipped. Under 100 streams at 10 key-steps a second this decodes one status in seven.
 
-The thread hands over what it decoded in batches (`deliver`, called from the thread: the server passes each batch
-to its event loop). It waits while more than `MAX_PENDING` messages wait for the loop, so a loop that falls behind
-makes ZeroMQ queue (and at its high-water mark drop, as for any slow subscriber) rather than the dashboard's memory
-grow.
+The thread hands over what it decoded in batches of (message, arrival time) pairs (`deliver`, called from the
+thread: the server passes each batch to its event loop). It waits while more than `MAX_PENDING` messages wait for
+the loop, so a loop that falls behind makes ZeroMQ queue (and at its high-water mark drop, as for any slow
+subscriber) rather than the dashboard's memory grow.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ STATUS_EVERY_S: Final = 0.5  # each stream's newest status is decoded this often
 STATUS_TOPIC: Final = b"status/"
 MAX_HELD: Final = 1024  # streams whose newest status waits undecoded (the checker tracks 256)
 
+Received = list[tuple[Message, float]]  # decoded messages, each with the wall time it arrived
+
 
 @dataclass(frozen=True)
 class FeedStatus:
@@ -79,7 +82,8 @@ class CheckerFeed:
 
     Args:
         endpoint: the checker's ``--publish`` endpoint.
-        deliver: called from the reader thread with each non-empty batch of decoded messages and their arrival time.
+        deliver: called from the reader thread with each non-empty batch of decoded messages, each with its arrival
+            time.
         curve: this dashboard's CURVE keys and the checker's public key; None: no CURVE.
         log: called with one line on a refused handshake (once per reason).
         clock: wall clock.
@@ -88,7 +92,7 @@ class CheckerFeed:
     def __init__(
         self,
         endpoint: str,
-        deliver: Callable[[list[Message], float], None],
+        deliver: Callable[[Received], None],
         curve: CurveClient | None = None,
         log: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
@@ -104,7 +108,7 @@ class CheckerFeed:
         self._poller = zmq.Poller()
         self._poller.register(self._sock, zmq.POLLIN)
         self.stats = ReceiveStats()
-        self._held: dict[bytes, list[bytes]] = {}  # status topic -> its newest frames, not decoded yet
+        self._held: dict[bytes, tuple[list[bytes], float]] = {}  # status topic -> its newest frames, arrival time
         self._stop = threading.Event()
         self._room = threading.Condition()
         self._pending = 0
@@ -146,44 +150,44 @@ class CheckerFeed:
                     while self._pending > MAX_PENDING and not self._stop.is_set():
                         self._room.wait(0.1)
                     self._pending += len(messages)
-                self.deliver(messages, self.clock())
+                self.deliver(messages)
         finally:
             self._watch.close()
             self._sock.close()
 
-    def _receive(self, wait_ms: int) -> list[Message]:
+    def _receive(self, wait_ms: int) -> Received:
         """What arrived within ``wait_ms`` (at most `RECV_BATCH` messages or `RECV_BUDGET_S` of receiving), decoded;
         statuses are held instead (`_decode_held`)."""
         if not self._poller.poll(wait_ms):
             return []
-        out: list[Message] = []
+        out: Received = []
         deadline = time.monotonic() + RECV_BUDGET_S
         for _ in range(RECV_BATCH):
             try:
                 frames = self._sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            self._last_heard = self.clock()
+            now = self._last_heard = self.clock()
             self._refused = None
             if frames[0].startswith(STATUS_TOPIC) and (frames[0] in self._held or len(self._held) < MAX_HELD):
-                self._held[frames[0]] = frames
+                self._held[frames[0]] = (frames, now)
             else:
-                self._decode(frames, out)
+                self._decode(frames, now, out)
             if time.monotonic() > deadline:
                 break
         return out
 
-    def _decode_held(self) -> list[Message]:
-        """Each stream's newest status, decoded."""
-        out: list[Message] = []
-        for frames in self._held.values():
-            self._decode(frames, out)
+    def _decode_held(self) -> Received:
+        """Each stream's newest status, decoded, with the time it arrived."""
+        out: Received = []
+        for frames, arrived in self._held.values():
+            self._decode(frames, arrived, out)
         self._held.clear()
         return out
 
-    def _decode(self, frames: list[bytes], out: list[Message]) -> None:
+    def _decode(self, frames: list[bytes], arrived: float, out: Received) -> None:
         try:
-            out.append(decode(frames))
+            out.append((decode(frames), arrived))
             self.stats.received += 1
         except MessageError as err:
             self.stats.malformed += 1

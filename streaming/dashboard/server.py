@@ -6,6 +6,9 @@ acknowledgement is pushed to every page at once; changed tiles every `TILE_PUSH_
 updates and gets one fresh snapshot instead (memory stays bounded), and a page whose socket accepts nothing for
 `SEND_TIMEOUT_S` is closed (its script reconnects). Sending to one page never waits for another.
 
+The log (stderr, the one thing a log collector sees) says when the checker stops answering and when it answers again,
+one line each (`Hub.watch_link`), and each step whose name the checker gives otherwise than ``--graph``, once.
+
 Routes (every one behind `streaming.dashboard.access.Gate`: the token when one is set, the Host check without):
 ``/`` the page, ``/static/app.js`` and ``/static/style.css``, ``/ws`` the push channel (the page sends
 ``{"type": "ack", "id": N}`` back), ``/graph.svg`` the task graph, ``/frames/N`` alert N's picture, ``/api/state`` the
@@ -37,9 +40,9 @@ from graphs.common.interrupts import Interrupted
 from graphs.common.safe_text import printable
 from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
-from streaming.dashboard.feed import CheckerFeed, FeedStatus
+from streaming.dashboard.feed import CheckerFeed, FeedStatus, Received
 from streaming.dashboard.state import DashboardState
-from streaming.messages import Message
+from streaming.transport import SILENT_S
 
 TILE_PUSH_S: Final = 0.5  # changed tiles go out at most this often (the checker re-sends every status every 0.5 s)
 STATUS_PUSH_S: Final = 1.0  # the checker link's state and counts
@@ -134,6 +137,7 @@ class DashboardConfig:
         steps: the graph's steps and pre-conditions as text (the page's list when there is no drawing).
         alert_frames: folder of the detector's alert pictures (``--alert-frames``), or None.
         curve: this dashboard's CURVE keys and the checker's public key, or None.
+        graph_source: where ``names`` came from, as the log names it (``--graph tea.json``; empty: none).
     """
 
     checker: str
@@ -144,6 +148,7 @@ class DashboardConfig:
     steps: tuple[dict[str, Any], ...] = ()
     alert_frames: Path | None = None
     curve: CurveClient | None = None
+    graph_source: str = ""
 
 
 class PageQueue:
@@ -172,30 +177,82 @@ class PageQueue:
         self.wake.set()
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _clock_text(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(seconds))
+
+
 class Hub:
     """The state and the open pages; every method runs on the event loop.
 
     Args:
         config: the dashboard's settings.
         clock: wall clock.
+        warn: writes one ``warning:`` line (None: on stderr).
+        say: writes one plain log line (None: on stderr).
     """
 
-    def __init__(self, config: DashboardConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: DashboardConfig, clock: Callable[[], float] = time.time,
+                 warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.warn = warn or (lambda line: _stderr(f"warning: {line}"))
+        self.say = say or _stderr
         self.state = DashboardState(names=dict(config.names), frames=config.alert_frames is not None)
         self.pages: set[PageQueue] = set()
         self.feed: CheckerFeed | None = None
         self.dropped_pages = 0  # pages closed because they stopped reading
         self.skipped = 0  # times a page fell behind and was sent a snapshot instead of its queue
+        self.listening_since: float | None = None  # when the feed started (None: not yet)
+        self._said_silent = False  # the checker-silent warning went out, and not yet that it answers again
 
-    def take(self, messages: list[Message], received: float) -> None:
-        """Fold a batch from the checker in and push what every page must know now."""
-        for message in messages:
+    def take(self, messages: Received) -> None:
+        """Fold a batch from the checker (each message with its arrival time) in and push what every page must
+        know now."""
+        for message, received in messages:
             for event in self.state.apply(message, received):
+                if event["type"] == "name_conflict":
+                    self.warn(self._conflict_line(event))
                 self.broadcast(event)
         if self.feed is not None:
             self.feed.taken(len(messages))
+
+    def _conflict_line(self, event: dict[str, Any]) -> str:
+        graph = self.config.graph_source or "the --graph"
+        return printable(f"dashboard: {graph} names step {event['step']} {event['graph_name']!r}, the checker "
+                         f"calls it {event['checker_name']!r}: is this the checker's graph? (the checker's names are "
+                         "shown, and the graph is not marked)")
+
+    def feed_status(self) -> FeedStatus:
+        """The link to the checker now (a feed never started: not connected, nothing heard)."""
+        if self.feed is not None:
+            return self.feed.status()
+        return FeedStatus(self.config.checker, False, None, 0, "", None)
+
+    def watch_link(self) -> None:
+        """Say in the log, once, that the checker stopped answering (or never answered within `SILENT_S` of the
+        start), and once that it answers again: the page shows the link, a log collector sees only this."""
+        status = self.feed_status()
+        now = self.clock()
+        if status.connected:
+            if self._said_silent:
+                self._said_silent = False
+                self.say(printable(f"dashboard: the checker at {status.endpoint} answers again"))
+            return
+        started = self.listening_since
+        if self._said_silent or (status.last_heard is None and (started is None or now - started < SILENT_S)):
+            return
+        self._said_silent = True
+        if status.last_heard is None:
+            why = "nothing heard from it yet: is it running, and is this its --publish endpoint?"
+        else:
+            why = f"last heard {_clock_text(status.last_heard)}"
+        refused = f"; it refused this dashboard: {status.refused}" if status.refused else ""
+        self.warn(printable(f"dashboard: the checker at {status.endpoint} is not answering ({why}{refused}); "
+                            "streams are shown as unknown until it answers"))
 
     def broadcast(self, event: dict[str, Any]) -> None:
         """Send one event to every open page."""
@@ -212,15 +269,15 @@ class Hub:
             self.broadcast(event)
 
     def push_tiles(self) -> None:
-        """Send the tiles that changed since the last push."""
-        tiles = self.state.take_dirty_tiles()
+        """Send the tiles that changed since the last push (a stream gone silent, or the checker link lost or back,
+        changes a tile too)."""
+        tiles = self.state.take_dirty_tiles(self.clock(), self.feed_status().connected)
         if tiles:
             self.broadcast({"type": "tiles", "tiles": tiles})
 
     def link(self) -> dict[str, Any]:
         """The checker link's state, the checker's counts and the dashboard's own, for the page."""
-        status = self.feed.status() if self.feed is not None else FeedStatus(self.config.checker, False, None, 0, "",
-                                                                             None)  # fmt: skip
+        status = self.feed_status()
         return {
             "type": "link",
             "endpoint": status.endpoint,
@@ -238,7 +295,7 @@ class Hub:
 
     def snapshot_text(self) -> str:
         """The snapshot a page gets first (and after falling behind), as JSON text."""
-        snapshot = self.state.snapshot()
+        snapshot = self.state.snapshot(self.clock(), self.feed_status().connected)
         snapshot["link"] = self.link()
         snapshot["graph"] = {"svg": self.config.svg is not None, "steps": list(self.config.steps)}
         return json.dumps(snapshot, separators=(",", ":"))
@@ -412,13 +469,14 @@ async def serve(
         ready: called with the page's address once the server listens (the real port when 0 was asked).
         stop: set it to end (default: never).
         log: one line per refused checker handshake, and about requests that could not be handled
-            (`RequestErrors`).
+            (`RequestErrors`) (None: the hub's ``warn``).
 
     Raises:
         InputError: the address is taken or cannot be bound (before anything else starts).
     """
     from aiohttp import web
 
+    log = log or hub.warn
     address = hub.config.address
     errors = RequestErrors(log)
     runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False, shutdown_timeout=CLOSE_TIMEOUT_S,
@@ -435,13 +493,14 @@ async def serve(
         raise InputError(f"--bind {where}: cannot listen ({err.strerror or err})") from None
     loop = asyncio.get_running_loop()
 
-    def deliver(messages: list[Message], received: float) -> None:  # from the feed's thread
-        loop.call_soon_threadsafe(hub.take, messages, received)
+    def deliver(messages: Received) -> None:  # from the feed's thread
+        loop.call_soon_threadsafe(hub.take, messages)
 
-    feed = CheckerFeed(hub.config.checker, deliver, hub.config.curve, log)
+    feed = CheckerFeed(hub.config.checker, deliver, hub.config.curve, log, hub.clock)
     hub.feed = feed
     stop = stop or asyncio.Event()
     try:
+        hub.listening_since = hub.clock()
         feed.start()
         port = runner.addresses[0][1]
         host = f"[{address.host}]" if ":" in address.host else address.host
@@ -452,6 +511,7 @@ async def serve(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TILE_PUSH_S)
             hub.push_tiles()
+            hub.watch_link()
             if time.monotonic() >= next_status:
                 hub.broadcast(hub.link())
                 next_status = time.monotonic() + STATUS_PUSH_S
@@ -461,13 +521,15 @@ async def serve(
 
 
 def run_dashboard(config: DashboardConfig, ready: Callable[[str], None] | None = None,
-                  log: Callable[[str], None] | None = None) -> int:
+                  warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None) -> int:
     """The ``stream-detect dashboard`` command: serve until SIGINT or SIGTERM.
 
     Args:
         config: the settings.
         ready: called with the page's address once it listens.
-        log: one line per refused checker handshake.
+        warn: writes one ``warning:`` line (a refused handshake, a checker not answering, a --graph naming a step
+            otherwise than the checker); None: on stderr.
+        say: writes one plain log line (the checker answering again); None: on stderr.
 
     Returns:
         Exit status (0); a signal ends it as `graphs.common.interrupts.Interrupted`.
@@ -489,7 +551,7 @@ def run_dashboard(config: DashboardConfig, ready: Callable[[str], None] | None =
         for signum in (signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
                 loop.add_signal_handler(signum, stopping, signum)
-        await serve(Hub(config), ready, stop, log)
+        await serve(Hub(config, warn=warn, say=say), ready, stop)
 
     asyncio.run(main())
     if received:

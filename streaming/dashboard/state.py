@@ -10,6 +10,16 @@ their detector ``run``, so the checker's periodic re-sends show once and a new r
 show too. Each alert the dashboard keeps gets a serial number (``id``): the page acknowledges it by that number,
 and the alert's frame picture is served under it, never under a path a page could choose.
 
+A tile says ``live`` only while the checker says so *and* keeps saying it: the checker re-sends every stream's status
+every 0.5 s, so a stream that has not ended and whose status has not arrived for `SILENT_S` is ``silent`` (a
+restarted checker forgets a stream whose detector went away meanwhile: its tile said ``live`` for ever), and while
+the link to the checker is down every stream that has not ended is ``unknown``. Which one is worked out when tiles
+are drawn (`tile_state`), from the time each stream's status was received and the link's state handed in.
+
+A step named by the checker otherwise than by the ``--graph`` means the dashboard was given another graph than the
+checker's: the checker's name is shown from then on (it is what its alerts mean), and `apply` returns a
+``name_conflict`` event, once per step, for the page and the log.
+
 Every collection is bounded (`MAX_ALERTS`, `MAX_STREAMS`, names): a peer cannot make the dashboard remember without
 limit. Every name is made `graphs.common.safe_text.printable` here, once; the page then only ever sets it as text.
 """
@@ -23,11 +33,14 @@ from typing import Any, Final
 from graphs.common.safe_text import printable
 from graphs.limits import MAX_STEPS
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
+from streaming.next_steps import allowed_next
+from streaming.transport import SILENT_S
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
 MAX_STREAMS: Final = 256  # tiles kept (the checker tracks as many); the one silent longest goes
 MAX_NAMES: Final = 2 * MAX_STEPS  # step names learned from messages (a graph names at most MAX_STEPS)
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
+MAX_CONFLICTS: Final = MAX_STEPS  # steps whose --graph name and checker name differ, remembered to be said once
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
                         "over_budget", "unsendable", "denied", "stream_taken")
 
@@ -40,6 +53,10 @@ class AlertRecord:
         id: the dashboard's serial number of the alert (acknowledgements and frame pictures use it).
         alert: the copy of the alert received last (docs/wire-format.md, which copy of an alert wins).
         received: wall time it reached the dashboard.
+        raised: when it was raised: the earliest ``event_timestamp`` of its copies (an early alert's onset; a later
+            copy, the confirmation or one rebuilt after a restart, carries a later one).
+        live_copy: a copy that was not a re-send (``replayed`` false) reached this dashboard: it saw the alert
+            happen, rather than learning of it from the checker's re-sends.
         retraction: the retraction, once one came.
         acked_at: wall time it was acknowledged (None: not yet).
     """
@@ -47,6 +64,8 @@ class AlertRecord:
     id: int
     alert: Alert
     received: float
+    raised: float
+    live_copy: bool
     retraction: Retraction | None = None
     retracted_at: float | None = None
     acked_at: float | None = None
@@ -75,9 +94,15 @@ class DashboardState:
     health: CheckerHealth | None = None
     dirty: set[str] = field(default_factory=set)
     serial: int = 0
+    heard: dict[str, float] = field(default_factory=dict)  # stream id -> wall time its latest status was received
+    since: dict[str, float] = field(default_factory=dict)  # stream id -> when its run, lost or ended last changed
+    shown_state: dict[str, str] = field(default_factory=dict)  # stream id -> the tile state pages were last sent
+    graph_names: dict[int, str] = field(default_factory=dict)  # the --graph's names (set from ``names``)
+    name_conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (--graph's, checker's name)
 
     def __post_init__(self) -> None:
         self.names = {step: printable(name) for step, name in self.names.items()}
+        self.graph_names = dict(self.names)
 
     # -- folding messages in ----------------------------------------------------------------------------------------
     def apply(self, message: Message, now: float) -> list[dict[str, Any]]:
@@ -88,23 +113,23 @@ class DashboardState:
             now: wall time of its arrival.
 
         Returns:
-            The events every page must get now (``alert``, ``retraction``), as JSON-ready dicts; tiles that changed
-            are marked dirty instead (`take_dirty_tiles`).
+            The events every page must get now (``alert``, ``update``, ``retraction``, ``name_conflict``), as
+            JSON-ready dicts; tiles that changed are marked dirty instead (`take_dirty_tiles`).
         """
         if isinstance(message, Alert):
             return self._alert(message, now)
         if isinstance(message, Retraction):
             return self._retraction(message, now)
         if isinstance(message, Status):
-            self._status(message)
+            self._status(message, now)
         elif isinstance(message, MissingSteps):
             previous = self.reports.get(message.stream_id)
             if previous is None or previous.run != message.run:
                 if previous is None and len(self.reports) >= MAX_STREAMS:
                     del self.reports[next(iter(self.reports))]
                 self.reports[message.stream_id] = message
-                self._learn(message.missing, message.missing_names)
                 self.dirty.add(message.stream_id)
+                return self._learn(message.missing, message.missing_names)
         elif isinstance(message, CheckerHealth):
             self.health = message
         return []
@@ -119,12 +144,9 @@ class DashboardState:
         if alert.alert_id in ids:
             return self._later_copy(ids[alert.alert_id], alert)
         self.serial += 1
-        record = AlertRecord(self.serial, alert, now)
+        record = AlertRecord(self.serial, alert, now, alert.event_timestamp, not alert.replayed)
         ids[alert.alert_id] = record.id
-        self._learn((alert.step,), (alert.step_name,))
-        self._learn(alert.missing, alert.missing_names)
-        if alert.forgotten is not None and alert.forgotten_name is not None:
-            self._learn((alert.forgotten,), (alert.forgotten_name,))
+        conflicts = self._learn_alert(alert)
         self.alerts.append(record)
         self.by_id[record.id] = record
         while len(self.alerts) > self.max_alerts:
@@ -133,7 +155,7 @@ class DashboardState:
         if len(self.last_alert) > MAX_STREAMS:
             del self.last_alert[next(iter(self.last_alert))]
         self.dirty.add(alert.stream_id)
-        return [{"type": "alert", "alert": self.alert_json(record)}]
+        return conflicts + [{"type": "alert", "alert": self.alert_json(record)}]
 
     def _later_copy(self, serial: int, alert: Alert) -> list[dict[str, Any]]:
         """Another copy of a shown alert (the early alert confirmed, a re-send, a restarted checker's): the copy
@@ -142,12 +164,14 @@ class DashboardState:
         record = self.by_id.get(serial)
         if record is None or record.retraction is not None:
             return []  # no longer kept, or retracted: a retraction ends the alert whatever copy comes
-        news = record.alert.says() != alert.says()
-        record.alert = alert
+        conflicts = self._learn_alert(alert)
+        raised, live_copy = min(record.raised, alert.event_timestamp), record.live_copy or not alert.replayed
+        news = record.alert.says() != alert.says() or (raised, live_copy) != (record.raised, record.live_copy)
+        record.alert, record.raised, record.live_copy = alert, raised, live_copy
         if not news:
-            return []
+            return conflicts
         self.dirty.add(alert.stream_id)  # its tile shows the stream's last alert
-        return [{"type": "update", "alert": self.alert_json(record)}]
+        return conflicts + [{"type": "update", "alert": self.alert_json(record)}]
 
     def _retraction(self, retraction: Retraction, now: float) -> list[dict[str, Any]]:
         run, ids = self.seen.get(retraction.stream_id, ("", {}))
@@ -155,26 +179,51 @@ class DashboardState:
         if record is None or record.retraction is not None:
             return []  # an alert this dashboard never showed (or no longer keeps), or already retracted
         record.retraction, record.retracted_at = retraction, now
+        conflicts = self._learn((retraction.step,), (retraction.step_name,))
         if retraction.confirmed is not None and retraction.confirmed_name is not None:
-            self._learn((retraction.confirmed,), (retraction.confirmed_name,))
+            conflicts += self._learn((retraction.confirmed,), (retraction.confirmed_name,))
         self.dirty.add(retraction.stream_id)
-        return [{"type": "retraction", "alert": self.alert_json(record)}]
+        return conflicts + [{"type": "retraction", "alert": self.alert_json(record)}]
 
-    def _status(self, status: Status) -> None:
-        previous = self.streams.get(status.stream_id)
+    def _status(self, status: Status, now: float) -> None:
+        stream = status.stream_id
+        previous = self.streams.get(stream)
         if previous is None and len(self.streams) >= MAX_STREAMS:
-            oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
+            oldest = min(self.streams, key=lambda sid: self.heard.get(sid, 0.0))
             del self.streams[oldest]
-            self.reports.pop(oldest, None)
+            for kept in (self.reports, self.heard, self.since, self.shown_state):
+                kept.pop(oldest, None)
             self.dirty.discard(oldest)
-        self.streams[status.stream_id] = status
+        self.streams[stream] = status
+        self.heard[stream] = now
+        if previous is None or _phase(previous) != _phase(status):
+            self.since[stream] = now
         if previous is None or _shown(previous) != _shown(status):
-            self.dirty.add(status.stream_id)
+            self.dirty.add(stream)
 
-    def _learn(self, steps: tuple[int, ...], names: tuple[str, ...]) -> None:
-        for step, name in zip(steps, names, strict=False):
-            if step not in self.names and len(self.names) < MAX_NAMES:
-                self.names[step] = printable(name)
+    def _learn_alert(self, alert: Alert) -> list[dict[str, Any]]:
+        conflicts = self._learn((alert.step,), (alert.step_name,)) + self._learn(alert.missing, alert.missing_names)
+        if alert.forgotten is not None and alert.forgotten_name is not None:
+            conflicts += self._learn((alert.forgotten,), (alert.forgotten_name,))
+        return conflicts
+
+    def _learn(self, steps: tuple[int, ...], names: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Take the checker's names of steps; a name the --graph gives otherwise is a ``name_conflict`` event
+        (returned once per step), and the checker's name is shown from then on."""
+        events: list[dict[str, Any]] = []
+        for step, raw in zip(steps, names, strict=False):
+            name = printable(raw)
+            known = self.names.get(step)
+            if known is None:
+                if len(self.names) < MAX_NAMES:
+                    self.names[step] = name
+            elif known != name and step in self.graph_names and step not in self.name_conflicts:
+                if len(self.name_conflicts) >= MAX_CONFLICTS:
+                    continue
+                self.name_conflicts[step] = (self.graph_names[step], name)
+                self.names[step] = name  # the checker's alerts mean its step: the graph's name would mislabel them
+                events.append(self.conflict_json(step))
+        return events
 
     # -- acknowledgements -------------------------------------------------------------------------------------------
     def acknowledge(self, alert_id: object, now: float) -> dict[str, Any] | None:
@@ -197,6 +246,11 @@ class DashboardState:
         return {"type": "ack", "alert": self.alert_json(record)}
 
     # -- what pages get ---------------------------------------------------------------------------------------------
+    def conflict_json(self, step: int) -> dict[str, Any]:
+        """One step the --graph names otherwise than the checker, for the page and the log."""
+        mine, theirs = self.name_conflicts[step]
+        return {"type": "name_conflict", "step": step, "graph_name": mine, "checker_name": theirs}
+
     def name(self, step: int | None) -> str | None:
         """A step's readable name (its number when no graph or message named it); None for none."""
         if step is None:
@@ -222,7 +276,8 @@ class DashboardState:
             "forgotten": None if alert.forgotten_name is None else printable(alert.forgotten_name),
             "probability": alert.probability,
             "video_time": alert.video_time,
-            "replayed": alert.replayed,
+            "replayed": not record.live_copy,  # never seen live here: known only from the checker's re-sends
+            "raised": record.raised,
             "published": alert.timestamp,
             "received": record.received,
             "frame": self.frames and alert.video_time is not None,
@@ -241,16 +296,46 @@ class DashboardState:
                 "missing_names": [printable(n) for n in alert.missing_names], "acked_at": record.acked_at,
                 "retracted": record.retraction is not None}  # fmt: skip
 
-    def tile_json(self, stream_id: str) -> dict[str, Any] | None:
-        """One stream's tile: state, current and last step, next steps, last alert, stage latencies."""
+    def tile_state(self, stream_id: str, now: float, connected: bool) -> str | None:
+        """What a stream's tile says it is: ``ended``; else ``unknown`` while the checker is not answering (the
+        link is down, so nothing can be said of the stream); else ``silent`` once its status has not arrived for
+        `SILENT_S` (the checker, which re-sends it every 0.5 s, no longer knows it); else ``lost`` or ``live`` as
+        the checker says. None for a stream it does not hold.
+
+        Args:
+            stream_id: the stream.
+            now: wall time.
+            connected: the link to the checker is up (`streaming.dashboard.feed.FeedStatus.connected`).
+        """
         status = self.streams.get(stream_id)
         if status is None:
             return None
-        state = "lost" if status.lost else "ended" if status.ended else "live"
-        allowed = [
-            {"step": step, "name": self.name(step), "probability": score}
-            for step, score in zip(status.allowed[:MAX_SHOWN_STEPS], status.allowed_scores, strict=False)
-        ]
+        if status.ended:
+            return "ended"
+        if not connected:
+            return "unknown"
+        if now - self.heard.get(stream_id, now) >= SILENT_S:
+            return "silent"
+        return "lost" if status.lost else "live"
+
+    def tile_json(self, stream_id: str, now: float, connected: bool = True) -> dict[str, Any] | None:
+        """One stream's tile: state, current and last step, next steps, last alert, stage latencies.
+
+        A tile that is not live says no step is being done now and no frame rate (those it was last told are old
+        news), and when the stream's present state began and when its status last arrived.
+
+        Args:
+            stream_id: the stream.
+            now: wall time, for `tile_state`.
+            connected: the link to the checker is up.
+        """
+        status = self.streams.get(stream_id)
+        state = self.tile_state(stream_id, now, connected)
+        if status is None or state is None:
+            return None
+        shown = allowed_next(status)
+        allowed = [{"step": step, "name": self.name(step), "probability": score}
+                   for step, score in shown[:MAX_SHOWN_STEPS]]  # fmt: skip
         last = self.by_id.get(self.last_alert.get(stream_id, -1))
         report = self.reports.get(stream_id)
         never = None
@@ -260,25 +345,38 @@ class DashboardState:
             "stream": stream_id,
             "run": status.run,
             "state": state,
-            "current": self.name(status.current),
+            "current": self.name(status.current) if state == "live" else None,
             "last_done": self.name(status.done[-1]) if status.done else None,
             "done": len(status.done),
             "allowed": allowed,
-            "allowed_more": max(0, len(status.allowed) - MAX_SHOWN_STEPS),
+            "allowed_more": max(0, len(shown) - MAX_SHOWN_STEPS),
             "alerts": status.alerts,
             "last_alert": None if last is None or last.alert.run != status.run else self._alert_brief(last),
             "never_done": never,
-            "fps": status.fps,
+            "fps": status.fps if state in ("live", "ended") else None,
             "frames": status.frames,
             "dropped": status.dropped,
             "gaps": status.gaps,
             "latency_ms": {name: getattr(status, name) for name in LATENCY_FIELDS},
             "updated": status.timestamp,
+            "heard": self.heard.get(stream_id),
+            "since": self.since.get(stream_id),
         }
 
-    def take_dirty_tiles(self) -> list[dict[str, Any]]:
-        """The tiles that changed since the last call (and forget that they did)."""
-        tiles = [tile for stream in sorted(self.dirty) if (tile := self.tile_json(stream)) is not None]
+    def take_dirty_tiles(self, now: float, connected: bool = True) -> list[dict[str, Any]]:
+        """The tiles that changed since the last call (and forget that they did): those whose status changed, and
+        those whose `tile_state` did (a stream gone silent, the checker link lost or back).
+
+        Args:
+            now: wall time.
+            connected: the link to the checker is up.
+        """
+        for stream in self.streams:
+            if self.tile_state(stream, now, connected) != self.shown_state.get(stream):
+                self.dirty.add(stream)
+        tiles = [tile for stream in sorted(self.dirty) if (tile := self.tile_json(stream, now, connected)) is not None]
+        for tile in tiles:
+            self.shown_state[tile["stream"]] = tile["state"]
         self.dirty.clear()
         return tiles
 
@@ -288,16 +386,28 @@ class DashboardState:
             return None
         return {name: getattr(self.health, name) for name in HEALTH_FIELDS}
 
-    def snapshot(self) -> dict[str, Any]:
-        """Everything a page that just connected needs: every tile, every kept alert (newest first), the names."""
-        tiles = [tile for stream in sorted(self.streams) if (tile := self.tile_json(stream)) is not None]
+    def snapshot(self, now: float, connected: bool = True) -> dict[str, Any]:
+        """Everything a page that just connected needs: every tile, every kept alert (newest first), the names, the
+        steps the --graph names otherwise than the checker.
+
+        Args:
+            now: wall time.
+            connected: the link to the checker is up.
+        """
+        tiles = [tile for sid in sorted(self.streams) if (tile := self.tile_json(sid, now, connected)) is not None]
         return {
             "type": "snapshot",
             "tiles": tiles,
             "alerts": [self.alert_json(record) for record in reversed(self.alerts)],
             "names": {str(step): name for step, name in self.names.items()},
+            "name_conflicts": [self.conflict_json(step) for step in self.name_conflicts],
             "max_alerts": self.max_alerts,
         }
+
+
+def _phase(row: Status) -> tuple[object, ...]:
+    """What a tile's "since" dates: the run, and whether it is lost or ended."""
+    return (row.run, row.lost, row.ended)
 
 
 def _shown(row: Status) -> tuple[object, ...]:

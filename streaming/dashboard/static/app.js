@@ -2,7 +2,8 @@
 // Every name from the checker, the graph or a stream is set with textContent (never innerHTML), so a step named
 // "<script>" shows as text. The server pushes: "snapshot" (everything, on connect and after falling behind),
 // "alert", "update" (a later copy of it that says something new), "retraction", "ack" (one alert each), "tiles"
-// (changed streams), "link" (the checker link's state).
+// (changed streams), "link" (the checker link's state), "name_conflict" (the dashboard's --graph names a step
+// otherwise than the checker: the graph drawn is not the checker's, so it is not marked).
 "use strict";
 
 const state = {
@@ -17,6 +18,7 @@ const state = {
   socket: null,
   retryMs: 500,
   link: null,
+  conflicts: [],         // steps the --graph names otherwise than the checker: {step, graph_name, checker_name}
 };
 
 function el(tag, className, text) {
@@ -86,6 +88,7 @@ function handle(message) {
     case "ack": return updateAlert(message.alert);
     case "tiles": return message.tiles.forEach(updateTile);
     case "link": return showLink(message);
+    case "name_conflict": return addConflict(message);
     default: return undefined;
   }
 }
@@ -104,7 +107,23 @@ function snapshot(message) {
     state.graph = message.graph;
     drawGraph();
   }
+  state.conflicts = [];
+  (message.name_conflicts || []).forEach(addConflict);
   showLink(message.link);
+  markGraph();
+}
+
+// -- a --graph that is not the checker's ----------------------------------------------------------------------------
+function addConflict(conflict) {
+  if (state.conflicts.some((known) => known.step === conflict.step)) return;
+  state.conflicts.push(conflict);
+  const first = state.conflicts[0];
+  const more = state.conflicts.length > 1 ? ` (and ${state.conflicts.length - 1} more step(s))` : "";
+  const banner = document.getElementById("name-warning");
+  banner.textContent = `\u26a0 The dashboard's task graph names step ${first.step} "${first.graph_name}", the ` +
+    `checker calls it "${first.checker_name}"${more}: is the --graph the checker's graph? The checker's names are ` +
+    "shown, and the graph drawing is not marked.";
+  banner.hidden = false;
   markGraph();
 }
 
@@ -146,16 +165,17 @@ function showLink(link) {
 }
 
 function showCounts() {
-  let live = 0, lost = 0, ended = 0;
+  let live = 0, lost = 0, ended = 0, silent = 0;
   for (const tile of state.tiles.values()) {
     if (tile.state === "live") live += 1;
     else if (tile.state === "lost") lost += 1;
-    else ended += 1;
+    else if (tile.state === "ended") ended += 1;
+    else silent += 1;
   }
   let open = 0;
   for (const alert of state.alerts.values()) if (alert.acked_at === null && !alert.retracted) open += 1;
   document.getElementById("counts").textContent =
-    `${state.tiles.size} stream(s): ${live} live, ${lost} lost, ${ended} ended \u00b7 ` +
+    `${state.tiles.size} stream(s): ${live} live, ${lost} lost, ${silent} not answering, ${ended} ended \u00b7 ` +
     `${state.alerts.size} alert(s), ${open} not acknowledged`;
   document.getElementById("no-streams").hidden = state.tiles.size > 0;
   document.getElementById("no-alerts").hidden = state.alerts.size > 0;
@@ -173,6 +193,7 @@ function alertCard(alert) {
   const item = el("li", `alert ${kind}`);
   item.dataset.id = String(alert.id);
   item.dataset.published = String(alert.published);
+  item.dataset.raised = String(alert.raised);
   item.dataset.shown = String(state.shownAt.get(alert.id));
   item.dataset.state = kind;
   item.tabIndex = 0;
@@ -191,7 +212,8 @@ function alertCard(alert) {
   if (alert.late_for.length) fact("came after", alert.late_for.join(", "));
   fact("probability", percent(alert.probability));
   fact("video time", videoTime(alert.video_time));
-  fact("raised", `${clock(alert.published)}${alert.replayed ? " (re-sent)" : ""}`);
+  // When the checker raised it; "(re-sent)": this dashboard saw only the checker's re-sends of it (it started later).
+  fact("raised", `${clock(alert.raised)}${alert.replayed ? " (re-sent)" : ""}`);
   if (alert.retracted) {
     const instead = alert.retracted.confirmed ? `it was ${alert.retracted.confirmed}` : "the step was not confirmed";
     fact("retracted", `${clock(alert.retracted.at)}: ${instead}`);
@@ -287,7 +309,18 @@ function select(id) {
 }
 
 // -- tiles --------------------------------------------------------------------------------------------------------
-const STATE_LABELS = {live: "\u25b6 LIVE", lost: "\u26a0 LOST", ended: "\u25a0 ENDED"};
+// silent: the checker stopped re-sending the stream's status (a restarted checker forgets a stream whose detector
+// went away); unknown: the checker itself is not answering. Neither is counted as live.
+const STATE_LABELS = {live: "\u25b6 LIVE", lost: "\u26a0 LOST", ended: "\u25a0 ENDED", silent: "? NO WORD",
+                      unknown: "? UNKNOWN"};
+
+function stateLabel(tile) {
+  const label = STATE_LABELS[tile.state] || tile.state;
+  if (tile.state === "silent") return `${label} since ${clock(tile.heard)}`;
+  if (tile.state === "lost") return `${label} since ${clock(tile.since)}`;
+  return label;
+}
+
 const LATENCIES = [["decode_ms", "decode"], ["features_ms", "features"], ["detector_ms", "detector"],
                    ["segmenter_ms", "segmenter"], ["hop_ms", "hop"], ["alert_out_ms", "alert out"]];
 
@@ -297,17 +330,22 @@ function updateTile(tile) {
   const card = el("article", `tile state-${tile.state}`);
   card.dataset.stream = tile.stream;
   const head = el("header", "tile-head");
-  head.append(el("h3", null, tile.stream), el("span", "state", STATE_LABELS[tile.state] || tile.state));
+  head.append(el("h3", null, tile.stream), el("span", "state", stateLabel(tile)));
   card.append(head);
 
+  const live = tile.state === "live";
   const facts = el("dl", "facts");
   const fact = (name, value) => facts.append(el("dt", null, name), el("dd", null, value));
-  fact("now", tile.current ?? "(background)");
+  // Only a live stream has a step being done now: what a lost or silent one said last is old news.
+  fact("now", live ? (tile.current ?? "(background)") : "-");
+  if (tile.state === "unknown") fact("last heard", `${clock(tile.heard)} (the checker is not answering)`);
+  else if (tile.state === "silent") fact("last heard", clock(tile.heard));
   fact("done", tile.last_done ? `${tile.done} step(s), last ${tile.last_done}` : "nothing yet");
   card.append(facts);
 
   const next = el("div", "next");
-  next.append(el("span", "next-title", "allowed next:"));
+  const title = live || tile.state === "ended" ? "allowed next:" : "allowed next, as last heard:";
+  next.append(el("span", "next-title", title));
   if (tile.allowed.length === 0) next.append(el("span", "muted", " none"));
   const list = el("ol", "next-list");
   tile.allowed.forEach((step) => list.append(el("li", null, `${step.name} ${percent(step.probability)}`)));
@@ -334,7 +372,8 @@ function updateTile(tile) {
   latency.textContent = "ms: " + LATENCIES.map(([key, name]) => `${name} ${Math.round(tile.latency_ms[key])}`)
     .join(" \u00b7 ");
   card.append(latency);
-  card.append(el("p", "rates", `${tile.fps.toFixed(1)} fps \u00b7 ${tile.frames} frames \u00b7 ` +
+  const fps = tile.fps === null ? "-" : tile.fps.toFixed(1);
+  card.append(el("p", "rates", `${fps} fps \u00b7 ${tile.frames} frames \u00b7 ` +
                                `${tile.dropped} dropped \u00b7 ${tile.gaps} gaps`));
 
   const existing = box.querySelector(`article[data-stream="${CSS.escape(tile.stream)}"]`);
@@ -401,6 +440,11 @@ function markGraph() {
   view.querySelectorAll("text.hl-tag").forEach((node) => node.remove());
   const alert = markedAlert();
   const caption = document.getElementById("graph-caption");
+  if (state.conflicts.length) {
+    // Its step ids are the checker's, its names another graph's: a mark would point at the wrong step.
+    caption.textContent = "Not marked: this graph names the checker's steps otherwise (see the warning above).";
+    return;
+  }
   if (!alert) {
     caption.textContent = "Select an alert to mark its step and missing pre-conditions.";
     return;

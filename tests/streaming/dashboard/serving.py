@@ -10,7 +10,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -38,15 +38,19 @@ class Served:
 
 
 @contextmanager
-def serving(checker: str, **config: Any) -> Iterator[Served]:
+def serving(
+    checker: str, warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None, **config: Any
+) -> Iterator[Served]:
     """`streaming.dashboard.server.serve` on 127.0.0.1, a free port, in a thread, for the block.
 
     Args:
         checker: the checker's ``--publish`` endpoint.
+        warn: where the dashboard's ``warning:`` lines go (None: stderr).
+        say: where its other log lines go (None: stderr).
         config: further `DashboardConfig` fields (``token``, ``alert_frames``, ``address``).
     """
     config.setdefault("address", BindAddress("127.0.0.1", 0))
-    hub = Hub(DashboardConfig(checker, **config))
+    hub = Hub(DashboardConfig(checker, **config), warn=warn, say=say)
     loop = asyncio.new_event_loop()
     started = threading.Event()
     urls: list[str] = []

@@ -1,6 +1,8 @@
 """The dashboard in a real browser (headless Chromium through selenium), fed by a real checker and a detector on the
 demo video: the alert appears within 2 s of being published, with the picture of its frame, an acknowledgement shows
-on a second open page, and a step named with HTML shows as text.
+on a second open page, and a step named with HTML shows as text. And, fed by a checker in the test, what the page
+says when it cannot know: tiles while the checker is down and after a restarted checker forgot a stream, a --graph
+that is not the checker's, when an alert was raised.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -8,6 +10,7 @@ them as root where a Debian mirror answers).
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import re
@@ -22,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from streaming.demo.paths import default_demo_paths
-from tests.streaming.dashboard.serving import get
-from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT
+from streaming.transport import Publisher, connect
+from tests.streaming.dashboard.serving import get, serving
+from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, beat, keystep, running_checker, tea_graph, wait_for
 
 HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">boil_water'
 TOKEN = "browser-test-token-0123456789"
@@ -190,5 +195,62 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
                 driver.switch_to.window(first)
                 driver.set_window_size(1280, 900)
                 driver.save_screenshot(shot)
+    finally:
+        driver.quit()
+
+
+TILE = ("const t = document.querySelector('article.tile[data-stream=\"station\"]'); if (!t) return null; "
+        "const dd = (name) => [...t.querySelectorAll('dt')].find((d) => d.textContent === name)?.nextElementSibling"
+        ".textContent ?? null; return {state: t.querySelector('.state').textContent, now: dd('now'), "
+        "heard: dd('last heard'), next: [...t.querySelectorAll('.next-list li')].map((l) => l.textContent), "
+        "counts: document.getElementById('counts').textContent};")
+
+
+def page_tile(driver: Any, label: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    """The station's tile once its state label starts with ``label``."""
+    result: dict[str, Any] = wait_until(driver, f"const r = (() => {{ {TILE} }})(); "
+                                                f"return r && r.state.startsWith({label!r}) && r;", timeout_s)
+    return result
+
+
+def test_the_page_says_what_it_cannot_know_and_when_an_alert_was_raised(tmp_path: Path) -> None:
+    driver = browser()
+    graph = tea_graph()
+    names = dict(zip(graph.step_ids, graph.step_names, strict=True)) | {2: "attach_legs"}  # not the checker's name
+    seq = itertools.count()
+    steps = tuple({"step": step, "name": name, "requires": []} for step, name in names.items())  # drawn as a list
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None, names=names,
+                     steps=steps) as served:  # fmt: skip
+            with running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                driver.get(served.url)
+                wait_until(driver, "return document.getElementById('checker-link').textContent.includes('connec"
+                                   "ted')", 30)  # fmt: skip
+                # get_cup (3) being done after fill_kettle (1): it is "now", not "allowed next" (it was listed first)
+                assert wait_for(lambda: any(t["stream"] == "station" for t in served.state()["tiles"]), 20,
+                                step=lambda: detector.send(beat("station", seq=next(seq), history=(1,), current=3,
+                                                                timestamp=time.time())))  # fmt: skip
+                live = page_tile(driver, "\u25b6 LIVE")
+                assert live["now"] == "get_cup" and live["next"] and not any("get_cup" in n for n in live["next"])
+                assert "1 live" in live["counts"]
+                sent = time.time()
+                detector.send(keystep(history=(2,), stream_id="kettle", timestamp=sent))  # boil_water: an alert
+                assert wait_for(lambda: any(r.alert.replayed for r in list(served.hub.state.alerts)), 10)
+                card = wait_until(driver, "const c = document.querySelector('#alert-feed li.alert'); return c && "
+                                          "{raised: Number(c.dataset.raised), text: c.textContent};", 10)  # fmt: skip
+                # raised when the checker raised it, and no "(re-sent)": this page saw it live, re-sends since
+                assert abs(card["raised"] - sent) < 1e-3 and "(re-sent)" not in card["text"], card
+                banner = wait_until(driver, "const b = document.getElementById('name-warning'); "
+                                            "return !b.hidden && b.textContent;", 10)  # fmt: skip
+                assert '"attach_legs"' in banner and '"boil_water"' in banner
+                # the graph's step 2 is not the alert's step: nothing marked on it
+                assert driver.execute_script("return document.querySelectorAll('#graph-view li').length") == 6
+                assert driver.execute_script("return document.querySelectorAll('#graph-view .hl-alert').length") == 0
+            unknown = page_tile(driver, "? UNKNOWN")  # the checker is gone: no tile claims live
+            assert unknown["now"] == "-" and "not answering" in unknown["heard"] and "0 live" in unknown["counts"]
+            with running_checker(tmp_path):  # restarted; the detector is gone, so it never hears of the station
+                silent = page_tile(driver, "? NO WORD since")
+                assert silent["now"] == "-" and "0 live" in silent["counts"] and "not answering" in silent["counts"]
     finally:
         driver.quit()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -22,13 +23,15 @@ from streaming.checker.config import CheckerConfig  # noqa: E402
 from streaming.checker.service import CheckerService  # noqa: E402
 from streaming.curve_keys import CurveClient, CurveServer  # noqa: E402
 from streaming.dashboard.access import COOKIE  # noqa: E402
+from streaming.dashboard.feed import CheckerFeed  # noqa: E402
 from streaming.dashboard.server import PageQueue, RequestErrors, request_logger  # noqa: E402
-from streaming.messages import Alert, encode  # noqa: E402
+from streaming.messages import Alert, CheckerHealth, Message, Status, encode  # noqa: E402
 from streaming.stream_detect_cli import main  # noqa: E402
 from streaming.transport import Publisher, bind, connect  # noqa: E402
 from tests.cli_errors import cli_error  # noqa: E402
-from tests.streaming.dashboard.serving import get, serving  # noqa: E402
-from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for  # noqa: E402
+from tests.streaming.dashboard.serving import Served, get, serving  # noqa: E402
+from tests.streaming.dashboard.test_state import status  # noqa: E402
+from tests.streaming.helpers import beat, keystep, running_checker, tea_graph, wait_for  # noqa: E402
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -342,3 +345,81 @@ def test_a_token_file_saved_with_a_byte_order_mark_is_read() -> None:
         path = Path(folder) / "token.txt"
         path.write_bytes(b"\xef\xbb\xbf" + b"s3cret-token-of-the-site\r\n")
         assert load_token(None, str(path)) == "s3cret-token-of-the-site"
+
+
+def tile_state(served: Served, stream: str) -> str | None:
+    return next((t["state"] for t in served.state()["tiles"] if t["stream"] == stream), None)
+
+
+def test_a_stream_a_restarted_checker_forgot_is_not_live_and_the_log_says_when_the_checker_stops_and_answers(
+    tmp_path: Path,
+) -> None:
+    # After a checker restart, a stream whose detector had gone meanwhile showed "LIVE" for ever; while the checker
+    # was down every tile stayed "LIVE", and the dashboard's log said nothing, then or when it came back.
+    warnings: list[str] = []
+    said: list[str] = []
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out", warn=warnings.append, say=said.append) as served:
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            assert wait_for(lambda: tile_state(served, "phantom") == "live", 20,
+                            step=lambda: detector.send(beat("phantom", seq=next(seq), timestamp=time.time())))
+        assert wait_for(lambda: tile_state(served, "phantom") == "unknown", 20)  # the checker is gone
+        assert wait_for(lambda: warnings != [], 20)
+        with running_checker(tmp_path):  # restarted; the detector is gone too, so it never hears of phantom
+            assert wait_for(lambda: said != [], 20)
+            assert wait_for(lambda: tile_state(served, "phantom") == "silent", 20)
+            assert served.state()["link"]["connected"]
+    assert len(warnings) == 1 and "not answering (last heard" in warnings[0], warnings  # one line, not one a poll
+    assert len(said) == 1 and "answers again" in said[0], said
+
+
+def test_a_graph_other_than_the_checkers_is_one_warning_per_step(tmp_path: Path) -> None:
+    # Given another --graph, the dashboard marked attach_legs for a "boil_water before fill_kettle" alert, silently.
+    warnings: list[str] = []
+    with running_checker(tmp_path) as (ctx, _service, _thread), \
+            serving(f"ipc://{tmp_path}/out", warn=warnings.append, names={1: "unbox_parts", 2: "attach_legs"},
+                    graph_source="--graph shelf.json") as served:  # fmt: skip
+        detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+        assert wait_for(lambda: served.state()["link"]["connected"], 10)
+        detector.send(keystep(history=(2,), timestamp=time.time()))
+        assert wait_for(lambda: len(served.state()["alerts"]) == 1, 10)
+        # the checker re-sends its alerts every 0.5 s: wait for a re-send, which must not say it again
+        assert wait_for(lambda: any(r.alert.replayed for r in list(served.hub.state.alerts)), 10)
+        state = served.state()
+    assert [(c["step"], c["graph_name"], c["checker_name"]) for c in state["name_conflicts"]] == [
+        (2, "attach_legs", "boil_water"), (1, "unbox_parts", "fill_kettle")]
+    assert len(warnings) == 2, warnings
+    assert "--graph shelf.json names step 2 'attach_legs', the checker calls it 'boil_water'" in warnings[0]
+    assert "is this the checker's graph?" in warnings[0]
+
+
+def test_a_status_is_handed_over_with_the_time_it_arrived_not_when_it_was_decoded(tmp_path: Path) -> None:
+    # Statuses wait up to STATUS_EVERY_S to be decoded: a stream's silence is measured from when one arrived.
+    now = [50.0]
+    got: list[tuple[Message, float]] = []
+    ctx = zmq.Context()
+    checker = ctx.socket(zmq.PUB)
+    checker.bind(f"ipc://{tmp_path}/out")
+    feed = CheckerFeed(f"ipc://{tmp_path}/out", got.extend, clock=lambda: now[0])
+    feed.start()
+
+    def health(seq: int) -> list[bytes]:
+        return encode(CheckerHealth("checker", seq, 1.0, 1, 0, 10, 0, 0, 0, 0, 0, 0))
+
+    def healths() -> list[int]:
+        return [m.seq for m, _ in got if isinstance(m, CheckerHealth)]
+
+    try:
+        assert wait_for(lambda: healths() != [], 10, step=lambda: checker.send_multipart(health(0)))
+        now[0] = 100.0
+        checker.send_multipart(encode(status()))
+        checker.send_multipart(health(1))  # decoded at once; behind the status on the same connection
+        assert wait_for(lambda: 1 in healths(), 10)
+        now[0] = 200.0
+        assert wait_for(lambda: any(isinstance(m, Status) for m, _ in got), 10)
+        assert [at for m, at in got if isinstance(m, Status)] == [100.0]
+    finally:
+        feed.close()
+        checker.close(linger=0)
+        ctx.destroy(linger=0)

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.common.safe_text import printable
-from streaming.dashboard.state import MAX_STREAMS, DashboardState
+from streaming.dashboard.state import MAX_CONFLICTS, MAX_STREAMS, DashboardState
 from streaming.messages import Alert, MissingSteps, Retraction, Status
+from streaming.next_steps import allowed_next
+from streaming.transport import SILENT_S
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES
 
@@ -48,20 +50,20 @@ def test_the_copy_of_an_alert_received_last_wins_as_in_the_terminal_view() -> No
     state, view = DashboardState(), ViewState()
     state.apply(status(), 0.5)
     [shown] = state.apply(alert(probability=0.55, video_time=12.0), 1.0)
-    state.take_dirty_tiles()
+    state.take_dirty_tiles(1.0)
     view.apply(alert(probability=0.55, video_time=12.0))
     [update] = state.apply(alert(probability=0.97, video_time=12.5, event_timestamp=101.0), 2.0)
     assert view.apply(alert(probability=0.97, video_time=12.5, event_timestamp=101.0))
     assert update["type"] == "update" and update["alert"]["id"] == shown["alert"]["id"]
     assert update["alert"]["probability"] == 0.97 == view.alerts[-1][1].probability
     assert update["alert"]["video_time"] == 12.5
-    assert state.take_dirty_tiles()[0]["last_alert"]["probability"] == 0.97
+    assert state.take_dirty_tiles(2.0)[0]["last_alert"]["probability"] == 0.97
     assert state.apply(alert(probability=0.97, replayed=True), 3.0) == []  # a re-send that repeats it
-    assert [a["probability"] for a in state.snapshot()["alerts"]] == [0.97]
+    assert [a["probability"] for a in state.snapshot(3.0)["alerts"]] == [0.97]
     retraction = Retraction("cam0", 1, 101.0, "cam0#0", "aaaaaaaaaaaa", 2, "boil_water", 0, 1, "fill_kettle")
     state.apply(retraction, 4.0)
     assert state.apply(alert(probability=0.5, replayed=True), 5.0) == []  # a retraction ends it
-    assert state.snapshot()["alerts"][0]["retracted"] is not None
+    assert state.snapshot(5.0)["alerts"][0]["retracted"] is not None
 
 
 def test_a_retraction_marks_its_alert_once() -> None:
@@ -85,26 +87,109 @@ def test_an_acknowledgement_is_remembered_once_and_anything_else_is_ignored() ->
     acked = state.acknowledge(serial, 2.0)
     assert acked is not None and acked["alert"]["acked_at"] == 2.0
     assert state.acknowledge(serial, 3.0) is None
-    assert state.snapshot()["alerts"][0]["acked_at"] == 2.0  # a page that opens later sees it
+    assert state.snapshot(3.0)["alerts"][0]["acked_at"] == 2.0  # a page that opens later sees it
 
 
 def test_a_tile_shows_state_steps_next_steps_last_alert_and_latencies() -> None:
     state = DashboardState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
     state.apply(alert(), 1.0)
     state.apply(status(), 1.0)
-    [tile] = state.take_dirty_tiles()
+    [tile] = state.take_dirty_tiles(1.0)
     assert (tile["state"], tile["current"], tile["last_done"], tile["done"]) == ("live", "add_teabag", "boil_water", 2)
-    assert tile["allowed"] == [{"step": 4, "name": "add_teabag", "probability": 0.6},
-                               {"step": 1, "name": "fill_kettle", "probability": 0.4}]
+    # add_teabag is being done now: not "next", as in the terminal view (the dashboard listed it first, at 60 %)
+    assert tile["allowed"] == [{"step": 1, "name": "fill_kettle", "probability": 0.4}]
+    assert [(a["step"], a["probability"]) for a in tile["allowed"]] == allowed_next(status())
     assert tile["last_alert"]["step_name"] == "boil_water" and tile["latency_ms"]["detector_ms"] == 1.5
+    assert tile["fps"] == 5.0 and tile["heard"] == 1.0
     state.apply(status(timestamp=100.5), 2.0)  # the periodic re-send: nothing changed
-    assert state.take_dirty_tiles() == []
+    assert state.take_dirty_tiles(2.0) == []
     state.apply(status(lost=True, timestamp=101.0), 3.0)
-    assert [t["state"] for t in state.take_dirty_tiles()] == ["lost"]
+    [lost] = state.take_dirty_tiles(3.0)
+    # what a lost stream said last is old news: no step being done now, no frame rate; since when it is lost
+    assert (lost["state"], lost["current"], lost["fps"], lost["since"]) == ("lost", None, None, 3.0)
     state.apply(status(ended=True, timestamp=102.0), 4.0)
     state.apply(MissingSteps("cam0", 5, 102.0, "cam0#end", "aaaaaaaaaaaa", (6,), ("add_milk",), False, (1.0,)), 4.0)
-    [ended] = state.take_dirty_tiles()
-    assert ended["state"] == "ended" and ended["never_done"] == ["add_milk"]
+    [ended] = state.take_dirty_tiles(4.0)
+    assert ended["state"] == "ended" and ended["never_done"] == ["add_milk"] and ended["allowed"] == []
+
+
+def test_a_stream_whose_status_stops_coming_is_no_longer_shown_live() -> None:
+    # A restarted checker forgets a stream whose detector went away meanwhile: its tile said LIVE for ever.
+    state = DashboardState(names={4: "add_teabag"})
+    state.apply(status(), 10.0)
+    state.apply(status(stream="cam1", ended=True), 10.0)
+    state.apply(status(stream="cam2", lost=True), 10.0)
+    assert {t["stream"]: t["state"] for t in state.take_dirty_tiles(10.0)} == {
+        "cam0": "live", "cam1": "ended", "cam2": "lost"}
+    state.apply(status(stream="cam2", lost=True, timestamp=101.0), 11.0)  # the checker still re-sends cam2
+    assert state.take_dirty_tiles(10.0 + SILENT_S - 0.1) == []  # a re-send or two missed: no news
+    tiles = {t["stream"]: t for t in state.take_dirty_tiles(10.0 + SILENT_S)}
+    assert set(tiles) == {"cam0"}  # an ended stream stays ended; cam2 was heard at 11.0
+    assert (tiles["cam0"]["state"], tiles["cam0"]["heard"], tiles["cam0"]["current"], tiles["cam0"]["fps"]) == (
+        "silent", 10.0, None, None)
+    assert state.take_dirty_tiles(11.0 + SILENT_S)[0]["stream"] == "cam2"  # a lost one the checker let go too
+    assert [t["state"] for t in state.snapshot(30.0)["tiles"]] == ["silent", "ended", "silent"]
+    state.apply(status(timestamp=130.0), 30.0)  # it speaks again (a restarted detector took the stream over)
+    assert [(t["stream"], t["state"]) for t in state.take_dirty_tiles(30.0)] == [("cam0", "live")]
+
+
+def test_no_tile_is_live_while_the_checker_is_not_answering() -> None:
+    state = DashboardState()
+    state.apply(status(), 10.0)
+    state.apply(status(stream="cam1", ended=True), 10.0)
+    state.apply(status(stream="cam2", lost=True), 10.0)
+    state.take_dirty_tiles(10.0)
+    down = state.take_dirty_tiles(10.5, connected=False)
+    assert {t["stream"]: t["state"] for t in down} == {"cam0": "unknown", "cam2": "unknown"}  # cam1 stays ended
+    assert all(t["current"] is None and t["heard"] == 10.0 for t in down)
+    assert state.take_dirty_tiles(11.0, connected=False) == []  # said once
+    assert [t["state"] for t in state.snapshot(11.0, connected=False)["tiles"]] == ["unknown", "ended", "unknown"]
+    state.apply(status(timestamp=101.0), 11.5)
+    state.apply(status(stream="cam2", lost=True, timestamp=101.0), 11.5)
+    assert {t["stream"]: t["state"] for t in state.take_dirty_tiles(11.5)} == {"cam0": "live", "cam2": "lost"}
+
+
+def test_raised_is_when_the_alert_was_raised_and_re_sent_only_when_no_live_copy_came() -> None:
+    # "raised" showed the latest copy's send time ("raised 17:46:01 (re-sent)", "acknowledged 17:45:45"), and every
+    # alert read "(re-sent)" once a re-send had come, though the dashboard had received it live.
+    state = DashboardState()
+    [event] = state.apply(alert(timestamp=100.0, event_timestamp=99.0), 100.0)
+    assert (event["alert"]["raised"], event["alert"]["replayed"]) == (99.0, False)
+    state.acknowledge(event["alert"]["id"], 101.0)
+    assert state.apply(alert(timestamp=110.0, event_timestamp=99.0, replayed=True), 110.0) == []
+    [shown] = state.snapshot(110.0)["alerts"]
+    assert (shown["raised"], shown["replayed"], shown["acked_at"]) == (99.0, False, 101.0)
+
+    late = DashboardState()  # started after the alert: it learns of it from the checker's re-sends
+    [event] = late.apply(alert(timestamp=120.0, event_timestamp=99.0, replayed=True), 120.0)
+    assert (event["alert"]["raised"], event["alert"]["replayed"]) == (99.0, True)
+    # the early alert's confirmation comes live: not a re-send any more, and still raised at the onset
+    [update] = late.apply(alert(timestamp=121.0, event_timestamp=104.0, replayed=False), 121.0)
+    assert update["type"] == "update" and (update["alert"]["raised"], update["alert"]["replayed"]) == (99.0, False)
+
+
+def test_a_step_the_checker_names_otherwise_than_the_graph_is_said_once_and_its_name_shown() -> None:
+    # Given another graph than the checker's, the dashboard marked "attach_legs" for a "boil_water" alert, silently.
+    state = DashboardState(names={1: "unbox_parts", 2: "attach_legs", 4: "add_teabag"})
+    events = state.apply(alert(), 1.0)  # boil_water (2) before fill_kettle (1)
+    conflicts = [e for e in events if e["type"] == "name_conflict"]
+    assert conflicts == [
+        {"type": "name_conflict", "step": 2, "graph_name": "attach_legs", "checker_name": "boil_water"},
+        {"type": "name_conflict", "step": 1, "graph_name": "unbox_parts", "checker_name": "fill_kettle"},
+    ]
+    assert [e["type"] for e in events][-1] == "alert"
+    assert (state.name(2), state.name(1), state.name(4)) == ("boil_water", "fill_kettle", "add_teabag")
+    assert [e["type"] for e in state.apply(alert(index=1), 2.0)] == ["alert"]  # said once per step
+    assert [c["step"] for c in state.snapshot(2.0)["name_conflicts"]] == [2, 1]  # for a page that opens later
+    learned = DashboardState()  # no --graph: names learned from the wire are not a graph to contradict
+    learned.apply(alert(), 1.0)
+    assert [e["type"] for e in learned.apply(alert(index=1, step_name="boil"), 2.0)] == ["alert"]
+    assert learned.name_conflicts == {}
+    many = DashboardState(names={step: f"graph_{step}" for step in range(MAX_CONFLICTS + 10)})
+    for n, steps in enumerate((range(0, MAX_CONFLICTS // 2), range(MAX_CONFLICTS // 2, MAX_CONFLICTS + 10))):
+        many.apply(MissingSteps(f"cam{n}", 5, 102.0, f"cam{n}#end", "aaaaaaaaaaaa", tuple(steps),
+                                tuple(f"s{s}" for s in steps), False, (1.0,) * len(steps)), 4.0)  # fmt: skip
+    assert len(many.name_conflicts) == MAX_CONFLICTS  # bounded, whatever a peer sends
 
 
 def test_hostile_names_are_sent_as_printable_text() -> None:
@@ -121,7 +206,7 @@ def test_what_the_dashboard_keeps_is_bounded() -> None:
     for index in range(50):
         state.apply(alert(index=index), float(index))
     assert len(state.alerts) == len(state.by_id) == 10
-    assert [a["id"] for a in state.snapshot()["alerts"]] == list(range(50, 40, -1))  # the newest, newest first
+    assert [a["id"] for a in state.snapshot(50.0)["alerts"]] == list(range(50, 40, -1))  # the newest, newest first
     for index in range(50):  # the checker re-sends its recent alerts: a forgotten one does not come back
         assert state.apply(alert(index=index, replayed=True), 60.0) == []
     for n in range(MAX_STREAMS + 20):

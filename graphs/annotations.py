@@ -42,6 +42,7 @@ from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
+from graphs.task_graph import is_captaincook_graph
 
 
 @dataclass(frozen=True)
@@ -329,6 +330,9 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     if not isinstance(data, dict):
         raise InputError(f"{src}: expected a JSON object with fields 'annotations' and 'taxonomy', got "
                          f"{json_kind(data)}")
+    if "annotations" not in data and ("format" in data or is_captaincook_graph(data)):  # the reverse of from_dict's
+        raise InputError(f"{src}: this looks like a task graph, not an annotation file (one with fields "
+                         "'annotations' and 'taxonomy', from which tgml train learns a graph)")
     for key in ("annotations", "taxonomy"):
         if key not in data:
             raise InputError(f"{src}: missing object field {key!r}")

@@ -192,3 +192,14 @@ def test_every_public_annotation_file_passes_the_check_every_command_makes(
     ann = load_annotations(data_dir / name)  # refused before: 'a frame can show one key-step only'
     assert ann.overlaps == overlaps
     assert len(capsys.readouterr().err.splitlines()) == (1 if overlaps else 0)
+
+
+@pytest.mark.parametrize("graph", [{"format": "task-graph", "version": 2, "steps": []},
+                                   {"steps": {"0": "START", "1": "boil", "2": "END"}, "edges": [[0, 1], [1, 2]]}],
+                         ids=["ours", "captaincook4d"])
+def test_a_task_graph_given_as_annotations_is_named_as_one(tmp_path: Path, graph: dict) -> None:
+    # It was "missing object field 'annotations'", while the reverse mistake was named.
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps(graph))
+    with pytest.raises(InputError, match="this looks like a task graph, not an annotation file"):
+        load_annotations(path)

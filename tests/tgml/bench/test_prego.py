@@ -53,6 +53,9 @@ def test_dataset_holds_train_test_and_recognised_sequences(epic: prego.BenchData
         ('{"v1": {"pred": [1, "2"]}}', r'field \'pred\'\[1\] = "2" is not an integer'),
         ('{"v1": {"pred": [1], "gt": []}}', "video 'v1': field 'gt' is an empty sequence"),
         ("[]", "expected a non-empty object"),
+        # an annotation file given as --sequences: its two fields were read as videos ("video 'annotations'")
+        ('{"taxonomy": {}, "annotations": {}}', r"this looks like an annotation file \(--annotations\), not a "
+                                                 "sequence file"),
     ],
 )
 def test_bad_sequence_file_names_video_and_field(tmp_path: Path, content: str, message: str) -> None:

@@ -142,6 +142,9 @@ def load_sequence_file(
     known = set(int(s) for s in step_ids)
     if not isinstance(data, dict) or not data:
         raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
+    if "annotations" in data and "taxonomy" in data:  # its top-level fields were read as two videos
+        raise InputError(f'{path}: this looks like an annotation file (--annotations), not a sequence file '
+                         f'{{video: {{"pred": [...], "gt": [...]}}}}')
     out: dict[str, dict[str, tuple[int, ...]]] = {}
     for video, record in data.items():
         if not isinstance(record, dict):

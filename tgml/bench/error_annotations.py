@@ -222,13 +222,13 @@ def load_error_annotations(
         activity = _field(entry, "activity_id", int, where)
         steps = _field(entry, "step_annotations", list, where)
         scenario = activity_scenarios.get(activity)
-        if scenario is None and rid not in training_recordings:
+        if rid in training_recordings:  # counted for the procedures scored only (--procedures coffee: coffee's)
+            training += restrict is None or scenario in restrict
+            continue
+        if scenario is None:
             raise InputError(f"{where}: activity_id {activity} is the activity of no procedure of the "
                              "graph-generation annotations")
         if restrict is not None and scenario not in restrict:
-            continue
-        if rid in training_recordings:  # counted for the procedures scored only (--procedures coffee: coffee's)
-            training += 1
             continue
         if scenario not in taxonomies:
             raise InputError(f"{where}: procedure {scenario!r} has no task graph")

@@ -67,6 +67,8 @@ STATE_HISTORY: Final = 4096
 DEFAULT_MISS_RATE: Final = 0.2
 DEFAULT_FALSE_RATE: Final = 0.1
 
+MAX_WINDOW_S: Final = 600.0  # the longest evidence window, in seconds (ten minutes of a step)
+
 
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
@@ -168,11 +170,14 @@ class EvidenceModel:
                    *self.real_intercepts, *self.miss_rates, *self.false_rates, *(() if w is None else (w,))]
         if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
             raise InputError("evidence model: every coefficient and rate must be a finite number")
-        if not self.window_s > 0:
-            raise InputError(f"evidence model: window_s = {self.window_s} must be > 0")
-        if w is not None and not w > 0:
+        # Bounded as the training config bounds it: the live trackers hold a ring of window x fps rows, and a
+        # checkpoint edited to 1e9 s asked for 261 GiB of it.
+        if not 0 < self.window_s <= MAX_WINDOW_S:
+            raise InputError(f"evidence model: window_s = {as_written(self.window_s)} must be in (0, {MAX_WINDOW_S:g}] "
+                             "seconds")
+        if w is not None and not 0 < w <= MAX_WINDOW_S:
             raise InputError(f"evidence model: detection_window_s = {as_written(w)}"
-                             " must be a number > 0 (or null: window_s)")
+                             f" must be a number in (0, {MAX_WINDOW_S:g}] seconds (or null: window_s)")
         if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
             raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
         if self.source not in ("validation", "default"):

@@ -65,7 +65,7 @@ from graphs.common.settings_files import (
 )
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
-from recognition.evidence import EvidenceModel
+from recognition.evidence import MAX_WINDOW_S, EvidenceModel
 from recognition.evidence_calibration import calibrate_evidence
 from recognition.feature_folders import (
     SPLIT_FILE,
@@ -202,9 +202,9 @@ class DetectorTrainConfig:
             raise InputError(f"DetectorTrainConfig.val_videos = {as_written(videos)}: must be a list of video names")
         object.__setattr__(self, "val_videos", tuple(videos))
         window = self.evidence_window
-        if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= 600:
+        if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= MAX_WINDOW_S:
             raise InputError(f"DetectorTrainConfig.evidence_window = {as_written(window)}: must be a number of "
-                             "seconds in (0, 600]")
+                             f"seconds in (0, {MAX_WINDOW_S:g}]")
         check_motion_lag(self.motion_lag, "DetectorTrainConfig.motion_lag")
         for name, least in (("window_s", "> 0"), ("motion_lag_s", ">= 0")):
             value = getattr(self, name)

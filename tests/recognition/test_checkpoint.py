@@ -164,7 +164,10 @@ def test_evidence_is_kept_checked_and_optional(tmp_path: Path) -> None:
                          ([0.1], "field 'evidence': expected an object"),
                          (good | {"false_rates": [0.1, 0.2]}, "false_rates has 2 values for 3 steps"),
                          (good | {"step_ids": [97, 98, 99]}, "evidence names a step that is not one of its classes"),
-                         (good | {"miss_rates": "x"}, "field 'evidence': miss_rates must be a list$")):  # said it twice
+                         (good | {"miss_rates": "x"}, "field 'evidence': miss_rates must be a list$"),  # said it twice
+                         # a ring of window x fps rows each live: 1e9 s asked for 261 GiB, a traceback
+                         (good | {"window_s": 1e9}, r"window_s = 1000000000.0 must be in \(0, 600\] seconds"),
+                         (good | {"detection_window_s": 1e300}, r"detection_window_s = 1e\+300 must be a number in")):
         data["evidence"] = bad
         torch.save(data, path)
         with pytest.raises(InputError, match=rf"det\.pt: (?!.*field 'evidence': field).*{message}"):

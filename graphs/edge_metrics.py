@@ -126,7 +126,10 @@ def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
         if before not in node_of or after not in node_of:
             raise InputError(f"{source}: edges[{k}] = {edge} names a step not in 'steps'")
         adj[index[node_of[after]], index[node_of[before]]] = True  # "a before b" == b requires a
-    return TaskGraph(like.step_ids, like.step_names, adj, None, like.scenario, {"source": source})
+    try:
+        return TaskGraph(like.step_ids, like.step_names, adj, None, like.scenario, {"source": source})
+    except InputError as err:  # a cycle or a self-loop in the file: named as the file's
+        raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
 
 
 def load_reference_graph(path: str | Path, like: TaskGraph) -> TaskGraph:

@@ -74,8 +74,13 @@ def test_captaincook_file_with_unknown_step_name(tmp_path: Path) -> None:
          r"edges\[1\] must be a pair of step ids"),
         ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "a", "5": "END"}, "edges": [[0, 1], [3, 4]]},
          r"tea.json: step name 'a' appears twice in .*tea.json, so steps cannot be matched"),
+        # a cycle, and a self-loop: said as "task graph: ...", no file named
+        ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "END"}, "edges": [[1, 2], [2, 1]]},
+         r"tea.json: pre-conditions form a cycle"),
+        ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "END"}, "edges": [[1, 1]]},
+         r"tea.json: step 10 is its own pre-condition"),
     ],
-    ids=["no-steps", "boolean-step-id", "repeated-name"],
+    ids=["no-steps", "boolean-step-id", "repeated-name", "cycle", "self-loop"],
 )
 def test_malformed_captaincook_file_is_one_line(tmp_path: Path, content: dict, message: str) -> None:
     path = tmp_path / "tea.json"

@@ -57,6 +57,7 @@ OPTIONAL_THRESHOLD: Final = 0.5
 # ``info["weights"]`` of a graph whose weights are independent per-edge probabilities (noisy-AND TGML) rather than
 # Direct Optimization's row-softmax: formulas that read the weights as transition mass must not use them.
 EDGE_PROBABILITY_WEIGHTS: Final = "edge probabilities theta[step, requires]"
+PROBABILITY_SLACK: Final = 1e-6  # float rounding a saved probability may carry beyond [0, 1]
 
 Node = int | str
 
@@ -327,6 +328,8 @@ class TaskGraph:
         info = data.get("info", {})
         if not isinstance(info, dict):
             raise InputError(f"{source}: field 'info' must be an object")
+        if weights is not None and weights.shape == (len(ids) + 2, len(ids) + 2):
+            _check_probabilities(weights, info.get("weights"), source)
         scenario = data.get("scenario", "")
         if not isinstance(scenario, str):
             raise InputError(f"{source}: field 'scenario' must be a string")
@@ -368,6 +371,19 @@ def _number_array(value: Any) -> np.ndarray | None:
     except (TypeError, ValueError):
         return None
     return array.astype(np.float64) if array.dtype.kind in "iuf" else None
+
+
+def _check_probabilities(weights: np.ndarray, kind: object, source: str) -> None:
+    """Refuse weights read as probabilities (a row-softmax, untagged, or per-edge `EDGE_PROBABILITY_WEIGHTS`) that
+    lie outside [0, 1]: the procedure questions would take -5 or 7 for a probability, and the next-step scores change
+    without a word. Weights of another kind (a combined evidence) have ranges of their own."""
+    if kind is not None and kind != EDGE_PROBABILITY_WEIGHTS:
+        return
+    outside = (weights < -PROBABILITY_SLACK) | (weights > 1 + PROBABILITY_SLACK)
+    if outside.any():
+        i, j = (int(x) for x in np.argwhere(outside)[0])
+        raise InputError(f"{source}: weights[{i}][{j}] = {weights[i, j]:g} is not a probability in [0, 1]"
+                         f"{' (info.weights: ' + str(kind) + ')' if kind else ''}")
 
 
 def _is_int(value: Any) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from graphs import END, START, InputError, PreconditionChecker, TaskGraph, load_graph, save_graph
+from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS
 
 
 def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path, tent_graph: TaskGraph) -> None:
@@ -172,3 +173,28 @@ def test_execution_levels_are_networkx_topological_generations() -> None:
             cyclic = adjacency.copy()
             cyclic[a, b] = cyclic[b, a] = True
             assert (execution_levels(cyclic) < 0).any()
+
+
+@pytest.mark.parametrize(("kind", "value", "refused"), [
+    (None, -5.0, True), (None, 7.0, True), (None, 1.0 + 1e-9, False),
+    (EDGE_PROBABILITY_WEIGHTS, 1.5, True),
+    ("combined evidence r[step, requires] (1 = each learner's own edge cut)", 7.0, False),  # a range of its own
+])
+def test_weights_read_as_probabilities_outside_0_1_are_refused_naming_the_cell(
+    tmp_path: Path, tent_graph: TaskGraph, kind: str | None, value: float, refused: bool
+) -> None:
+    # The next-step scores of a file whose weight was edited to -5 changed from 0.75/0.25 to 0.51/0.49, silently.
+    n = tent_graph.n_steps + 2
+    weights = np.full((n, n), 0.5)
+    weights[1, 2] = value
+    info = {} if kind is None else {"weights": kind}
+    path = tmp_path / "g.json"
+    data = TaskGraph(tent_graph.step_ids, tent_graph.step_names, tent_graph.adjacency, weights, tent_graph.scenario,
+                     info).to_dict()
+    path.write_text(json.dumps(data))
+    if refused:
+        cell = rf"g\.json: weights\[1\]\[2\] = {value:g} is not a probability in \[0, 1\]"
+        with pytest.raises(InputError, match=cell):
+            load_graph(path)
+    else:
+        assert load_graph(path).weights[1, 2] == pytest.approx(value)

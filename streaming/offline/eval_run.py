@@ -31,7 +31,7 @@ from graphs.annotations import choose_scenario, load_annotations, never_done, ti
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, replaced_input, write_text
-from graphs.common.safe_text import first_few
+from graphs.common.safe_text import count_of, first_few
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
@@ -93,7 +93,7 @@ from streaming.offline.eval_scores import (
     total,
     video_detail,
 )
-from streaming.offline.features import find_video
+from streaming.offline.features import find_video, unannotated_videos
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview, drawing_options
 from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
 from streaming.session_verdict import retraction_reason, session_verdict, verdict_text
@@ -267,6 +267,11 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     folder = Path(config.videos or ".")
     if not config.features and not folder.is_dir():
         raise InputError(f"--videos {folder}: not a folder")
+    if not config.features and not (config.names or config.split):  # said, as recognition-features says it
+        unannotated = unannotated_videos(folder, annotations.videos)
+        if unannotated:
+            warn(f"--videos {folder}: {count_of(len(unannotated), 'video file')} that {config.annotations} does not "
+                 f"annotate ({first_few(list(unannotated), 3)}): not evaluated")
     # A file that marks one step never done marks them all (CaptainCook4D's Missing Steps): only then is a video
     # without such a step one where nothing was left out.
     marks_missing = any(never_done(span) for video in known.values() for span in video.spans)

@@ -17,12 +17,13 @@ import pytest
 from rich.console import Console
 
 from graphs.checker_settings import CheckerSettings
+from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import SCENARIO, STEP_IDS, name_of
 from streaming.demo.synthetic_video import cache_dir, demo_video
-from streaming.offline.eval_run import EvalConfig, evaluate, trained_on
+from streaming.offline.eval_run import EvalConfig, annotated_videos, evaluate, trained_on
 from streaming.offline.eval_scores import (
     AnnotatedSegment,
     MistakeCounts,
@@ -409,6 +410,20 @@ def test_an_unreadable_video_is_refused_before_any_video_runs(
     assert line.startswith(f"error: --videos {videos}: unreadable_b.mp4 (annotated video 'unreadable_b'): ")
     assert "--video " not in line
     assert not list((cache_dir() / "eval").glob("unreadable_a-*"))  # refused before the first video ran
+
+
+def test_a_video_file_the_annotations_do_not_name_is_said_not_evaluated(demo_cache: Path, tmp_path: Path) -> None:
+    # recognition-features warned of it, eval --features refused it, eval --videos left it out without a word.
+    videos, labels = demo_folder(tmp_path, {"kettle": "correct"})
+    shutil.copy(videos / "kettle.mp4", videos / "video_99.mp4")
+    graph, detector = default_demo_paths()
+    config = EvalConfig(str(graph), str(detector), videos=str(videos), annotations=str(labels))
+    warned: list[str] = []
+    assert [v.name for v in annotated_videos(config, load_graph(graph), warned.append)] == ["kettle"]
+    assert warned == [f"--videos {videos}: 1 video file that {labels} does not annotate (video_99.mp4): not evaluated"]
+    warned.clear()
+    annotated_videos(replace(config, names=("kettle",)), load_graph(graph), warned.append)
+    assert warned == []  # the videos were named: the others are left out on purpose
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,7 @@ import numpy as np
 from graphs.common.array_files import REAL_KINDS, npy_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, read_json, write_text
+from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import first_few, printable
 from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
@@ -303,8 +304,8 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
             raise InputError(f"{src}: 'class_step_ids' gives step id {twice_id} to two classes")
     fps = split.get("fps")
     if fps is not None and (isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps)
-                            or fps <= 0):
-        raise InputError(f"{src}: field 'fps' = {as_written(fps, 60)} must be a finite number > 0")
+                            or not 0 < fps <= MAX_FPS):  # 1e9 was refused later, as a config option's fault
+        raise InputError(f"{src}: field 'fps' = {as_written(fps, 60)} must be a number > 0 and at most {MAX_FPS:g}")
     extractor = split.get("feature_extractor")
     if extractor is not None and (not isinstance(extractor, str) or not extractor or len(extractor) > MAX_NAME):
         raise InputError(f"{src}: field 'feature_extractor' must be a name")

@@ -206,6 +206,8 @@ def test_complex_features_are_refused_not_truncated(feature_folder: Path) -> Non
     [
         ({"class_step_ids": [None, 10, 11, 11, 13]}, "'class_step_ids' gives step id 11 to two classes"),
         ({"fps": 1e999}, "invalid JSON: number 1e999 is out of the float range"),  # read_json refuses it now
+        # was refused later as "[model] motion_lag_s = 2: 2000000000 frames ...", an option nobody gave
+        ({"fps": 1e9}, r"field 'fps' = 1000000000.0 must be a number > 0 and at most 1000"),
         ({"class_names": "abcde"}, "field 'class_names' must be a list of names"),
         ({"class_names": ["bg", 1, 2, 3, 4]}, "field 'class_names' must be a list of names"),
     ],

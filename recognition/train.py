@@ -297,6 +297,10 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
         raise InputError(f"{path}: sets nothing (no {', '.join(f'[{t}]' for t in tables)} table); leave --config "
                          "out for the defaults")
     check_tables(data, tables, path)
+    for table, frames, seconds in (("train", "window", "window_s"), ("model", "motion_lag", "motion_lag_s")):
+        given = data.get(table, {})
+        if frames in given and seconds in given:  # the seconds won, and the frames were dropped without a word
+            raise InputError(f"{path}: [{table}] gives both {frames} (frames) and {seconds} (seconds); give one")
     with naming_the_file(path, tables=tables):
         features = FeatureConfig(**data.get("features", {}))
         config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}),

@@ -132,6 +132,13 @@ def test_config_files_are_checked(tmp_path: Path) -> None:
     bad.write_text("[model]\ndropout = 2.0\n")
     with pytest.raises(InputError, match=r"bad.toml: \[model\] dropout = 2.0: must be in \[0, 1\)"):
         load_detector_training_config(bad)
+    # Both forms of one setting: the seconds won and the frames were dropped without a word.
+    bad.write_text("[train]\nwindow = 32\nwindow_s = 5.0\n")
+    with pytest.raises(InputError, match=r"bad.toml: \[train\] gives both window \(frames\) and window_s \(seconds\)"):
+        load_detector_training_config(bad)
+    bad.write_text("[model]\nmotion_lag = 4\nmotion_lag_s = 2.0\n")
+    with pytest.raises(InputError, match=r"bad.toml: \[model\] gives both motion_lag \(frames\) and motion_lag_s"):
+        load_detector_training_config(bad)
 
 
 def test_yaml_configs_are_read(tmp_path: Path) -> None:

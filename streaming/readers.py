@@ -27,8 +27,11 @@ grabbed that the consumer never took is counted in ``dropped``. A consumer that 
 behind gets the next frame that arrives; so a frame's age when it is delivered is the hand-over, not up to a source
 period. A camera or stream that stops delivering
 is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), after which the
-stream ends with ``error`` set. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a read
-waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
+stream ends with ``error`` set. The tries count until a frame arrives, not until an open succeeds: a source that opens
+and then gives nothing (a URL FFmpeg cannot read without seeking, a camera node without an image, an RTSP server that
+accepts and never streams) uses them up too. Each reopen is said on stderr (a ``warning:`` line, at most one every
+`REOPEN_WARN_EVERY_S`), so a flapping camera is seen. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a
+read waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import numpy as np
 
 from graphs.common.errors import InputError, print_warning
 from graphs.common.files import not_a_file
+from graphs.common.safe_text import count_of
 from graphs.common.settings_files import as_written
 
 READER_NAMES: Final = ("auto", "decord", "opencv")
@@ -62,6 +66,7 @@ FFMPEG_QUIET: Final = -8  # FFmpeg's AV_LOG_QUIET
 MIN_SOURCE_FPS: Final = 0.1  # a frame-rate field below this (a frame every 10 s) is a broken field, not a video
 MAX_SOURCE_FPS: Final = 10_000.0  # above the fastest high-speed camera: a broken field
 MAX_SAMPLES: Final = 10_000_000  # frames one file may yield (23 days at 5 fps): a bigger count is a broken header
+REOPEN_WARN_EVERY_S: Final = 10.0  # at most one reopen warning per live source this often
 
 
 def quiet_codec_logs(verbose: bool = False) -> None:
@@ -737,6 +742,7 @@ class LiveReader(VideoReader):
         open_capture: opens the source (a constructor argument so tests can hand in any capture;
             default: `open_live_capture` with ``config``).
         clock: monotonic clock.
+        warn: told of reopens (rate-limited: `REOPEN_WARN_EVERY_S`); default: a ``warning:`` line on stderr.
     """
 
     name = "opencv-live"
@@ -747,11 +753,19 @@ class LiveReader(VideoReader):
         config: ReaderConfig,
         open_capture: Callable[[str | int], cv2.VideoCapture] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        warn: Callable[[str], None] = print_warning,
     ) -> None:
         super().__init__(source, config)
         self._open = open_capture or (lambda target: open_live_capture(target, config))
         self.clock = clock
-        self.reopens = 0
+        self.warn = warn
+        self.reopens = 0  # reopen tries in all
+        # Since the last frame grabbed (the grab thread's own): the reopen tries, and the opens that succeeded (the
+        # first open counts while no frame came). The tries are spent by a source that opens and gives nothing too.
+        self._tries = 0
+        self._opened = 1
+        self._warned_at = -math.inf  # when a reopen was last said (`_warn_reopen`)
+        self._unsaid = 0  # reopens since then not said
         what = "camera" if source.kind == "camera" else "stream"
         try:
             cap = self._open(source.target)
@@ -787,6 +801,7 @@ class LiveReader(VideoReader):
             while not self._stop.is_set():
                 if self._cap.grab():
                     last_frame = self.clock()
+                    self._tries = self._opened = 0  # the source works: a later stall gets the whole reopen budget
                     with self._lock:
                         self.grabbed += 1
                         number = self.grabbed
@@ -818,20 +833,49 @@ class LiveReader(VideoReader):
                 self._lock.notify_all()
 
     def _reopen(self) -> bool:
-        """Reopen with bounded exponential backoff; False once `reopen_attempts` are used up."""
+        """Reopen with bounded exponential backoff; False once `reopen_attempts` tries were made since the last frame.
+
+        A try whose open succeeds but whose source then gives no frame is spent like one whose open fails: a source
+        that opens and stalls is given up after as many tries, never reopened for ever.
+        """
+        why = f"no frame for {self.config.stall_timeout_s:g} s" if self._cap.isOpened() else "the source closed"
         self._cap.release()
-        wait = self.config.reopen_backoff_s
-        for _ in range(self.config.reopen_attempts):
+        while self._tries < self.config.reopen_attempts:
+            self._warn_reopen(why)
+            wait = min(self.config.reopen_backoff_s * 2**self._tries, self.config.reopen_backoff_max_s)
             if self._stop.wait(wait):
                 return False
+            self._tries += 1
             self.reopens += 1
             cap = self._open(self.source.target)
             if cap.isOpened():
+                self._opened += 1
                 self._cap = cap
                 return True
-            wait = min(wait * 2, self.config.reopen_backoff_max_s)
-        self.error = f"--video {self.source.spec}: source lost, {self.config.reopen_attempts} reopen attempts failed"
+            why = "it did not open"
+        self.error = self._lost_error()
         return False
+
+    def _warn_reopen(self, why: str) -> None:
+        """Say that the source is being reopened: the first time at once, then at most every `REOPEN_WARN_EVERY_S`
+        (a flapping camera is seen, and does not flood the log)."""
+        now = self.clock()
+        if now - self._warned_at < REOPEN_WARN_EVERY_S:
+            self._unsaid += 1
+            return
+        unsaid = f"; {count_of(self._unsaid, 'reopen')} since the last such line" if self._unsaid else ""
+        self._warned_at, self._unsaid = now, 0
+        self.warn(f"--video {self.source.spec}: {why}; reopening it (try {self._tries + 1} of "
+                  f"{self.config.reopen_attempts}{unsaid})")
+
+    def _lost_error(self) -> str:
+        """The error line of a source given up: lost (no open succeeded), or opened but giving no frame."""
+        spec, tries = self.source.spec, self.config.reopen_attempts
+        if self._opened == 0:
+            return f"--video {spec}: source lost, {tries} reopen attempts failed"
+        before = f"gave {count_of(self.grabbed, 'frame')}, then " if self.grabbed else ""
+        return (f"--video {spec}: {before}opened {count_of(self._opened, 'time')} but gave no frame ({tries} reopen "
+                "attempts): it sends no image, or cannot be read as a stream (an mp4 served without Range support)")
 
     def read(self) -> Frame | None:
         # Deliver at most `fps` frames per second: on time, the first frame that arrives in the next slot (one that

@@ -44,7 +44,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning, unknown_command
+from graphs.common.errors import (
+    ArgumentParser,
+    InputError,
+    exit_on_input_error,
+    print_warning,
+    unknown_command,
+    writes_no_files,
+)
 from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
@@ -446,8 +453,21 @@ def main(argv: list[str] | None = None) -> int:
     return _run(build_parser().parse_args(argv))
 
 
+def _writes_files(args: argparse.Namespace) -> bool:
+    """Whether the parsed command writes an output file: ``eval`` (its cache, ``--json``, ``--plots``) and ``keys``
+    do, a detector or run with ``--alert-frames`` or ``--annotate-out`` does, the checker, the view and the dashboard
+    never do (an interrupt then says only that the command stopped: `graphs.common.errors.writes_no_files`)."""
+    if args.command in ("checker", "view", "dashboard"):
+        return False
+    if args.command in ("run", "detector"):
+        return args.alert_frames is not None or getattr(args, "annotate_out", None) is not None
+    return True
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; returns its exit status."""
+    if not _writes_files(args):
+        writes_no_files()
     if args.command in ("run", "detector", "eval"):
         from streaming.readers import quiet_codec_logs
 

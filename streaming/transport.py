@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
+import os
 import re
 import socket
 import time
@@ -120,6 +121,36 @@ def _tcp_host(endpoint: str) -> str | None:
         return None
     host = endpoint[len("tcp://") :].rsplit(":", 1)[0]
     return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+WILDCARD_HOSTS: Final = frozenset({"*", "0.0.0.0", "::"})  # a bind on every interface, so on each address too
+
+
+def same_endpoint(a: str, b: str) -> bool:
+    """Whether two checked endpoints to bind name one address, so the second bind could only fail: the same tcp port
+    on the same host (or on a wildcard host, which takes the port on every address), the same ipc path (``./x`` and
+    ``x`` alike), or the same inproc name. A tcp port of 0 or ``*`` (a free one each) never clashes.
+
+    Args:
+        a: one endpoint.
+        b: the other.
+
+    Returns:
+        True when binding both would take one address twice.
+    """
+    for transport in ("ipc://", "inproc://"):
+        if a.startswith(transport) and b.startswith(transport):
+            x, y = a[len(transport) :], b[len(transport) :]
+            if transport == "ipc://" and not x.startswith("@") and "*" not in (x, y):
+                x, y = os.path.abspath(x), os.path.abspath(y)
+            return x == y and x != "*"
+    host_a, host_b = _tcp_host(a), _tcp_host(b)
+    if host_a is None or host_b is None:
+        return False
+    port_a, port_b = (0 if port == "*" else int(port) for port in (a.rsplit(":", 1)[1], b.rsplit(":", 1)[1]))
+    if port_a == 0 or port_a != port_b:
+        return False
+    return host_a == host_b or bool({host_a, host_b} & WILDCARD_HOSTS)
 
 
 def is_local(endpoint: str) -> bool:
@@ -220,7 +251,9 @@ def bind(
         ``(socket, endpoint actually bound)``.
     """
     check_endpoint(endpoint, option)
-    in_use = f"{option} {endpoint}: address already in use (is another checker running?)"
+    # Not "another checker": any program may hold it (the dashboard's port given as the checker's, say).
+    other = {"ipc": "path", "inproc": "name"}.get(endpoint.split("://", 1)[0], "port")
+    in_use = f"{option} {endpoint}: address already in use (another program is using it: pick another {other})"
     if endpoint.startswith("ipc://") and _ipc_in_use(endpoint):
         raise InputError(in_use)
     target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint

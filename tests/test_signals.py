@@ -104,14 +104,17 @@ def child(module: str, argv: list[str], env: dict[str, str] | None = None) -> It
         running.kill()
 
 
-def assert_stopped_by(running: Child, name: str, code: int, status: int) -> None:
-    """Exit status 128 + signal, the last stderr line names the signal, and no traceback anywhere."""
+WROTE_FILES = "stopped; no output is left half-written (the file being written, if any, was discarded)"
+
+
+def assert_stopped_by(running: Child, name: str, code: int, status: int, note: str = WROTE_FILES) -> None:
+    """Exit status 128 + signal, the last stderr line names the signal (and, for a command that writes files, that
+    none is left half-written; ``note="stopped"`` for one that writes none), and no traceback anywhere."""
     assert code == status, running.stderr()[-800:]
     text = running.stderr()
     assert "Traceback" not in text, text[-2000:]
     last = [line for line in text.splitlines() if line.strip()][-1]
-    assert last == (f"interrupted by {name}: stopped; no output is left half-written (the file being written, if any, "
-                    "was discarded)")
+    assert last == f"interrupted by {name}: {note}"
 
 
 def alive(pids: list[int]) -> list[int]:
@@ -248,7 +251,7 @@ def test_the_all_in_one_run_stops_with_its_checker_child(tmp_path: Path) -> None
     with child("streaming.stream_detect_cli", ["--video", "demo", "--jsonl"]) as running:
         running.wait_for(lambda: bool(running.children()) and b"\n" in running.out)  # real time: a step came
         checker = running.children()
-        assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130)
+        assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130, note="stopped")  # writes no file
     assert not outlived(checker)
 
 
@@ -264,7 +267,7 @@ def test_a_stopped_live_run_still_shows_its_sessions_end_report(name: str, group
     demo_video("correct")  # rendered before the child starts: the child finds it in the session cache
     with child("streaming.stream_detect_cli", ["--video", "demo:correct", "--jsonl"]) as running:
         running.wait_for(lambda: b'"kind":"step"' in running.out)  # real time: the first step came, others to come
-        assert_stopped_by(running, name, running.interrupt(signum, group), status)
+        assert_stopped_by(running, name, running.interrupt(signum, group), status, note="stopped")
     lines = [json.loads(line) for line in bytes(running.out).splitlines() if line.strip()]
     (report,) = [m for m in lines if m["kind"] == "missing"]
     assert report["stream_id"] == "cam0" and report["missing"]  # the steps after the stop were never done
@@ -367,3 +370,26 @@ def test_a_signal_landing_while_a_module_defines_its_classes_still_stops_the_run
         main()
     assert ended.value.code == 143
     assert capsys.readouterr().err.startswith("interrupted by SIGTERM: stopped;")
+
+
+def test_a_command_that_writes_no_file_says_only_that_it_stopped(capsys: pytest.CaptureFixture[str]) -> None:
+    # A checker, a view or a dashboard said "the file being written, if any, was discarded" on Ctrl-C: it writes
+    # none, and the line read as if something had been thrown away. The next command starts from "writes files".
+    from graphs.common.errors import exit_on_input_error, writes_no_files
+    from graphs.common.interrupts import Interrupted
+
+    @exit_on_input_error
+    def service() -> int:
+        writes_no_files()
+        raise Interrupted(signal.SIGINT)
+
+    @exit_on_input_error
+    def writer() -> int:
+        raise Interrupted(signal.SIGTERM)
+
+    for main, status, line in ((service, 130, "interrupted by SIGINT: stopped"),
+                               (writer, 143, f"interrupted by SIGTERM: {WROTE_FILES}")):
+        with pytest.raises(SystemExit) as ended:
+            main()
+        assert ended.value.code == status
+        assert capsys.readouterr().err == line + "\n"

@@ -10,6 +10,7 @@ import signal
 import sys
 import weakref
 from collections.abc import Callable, Collection, Sequence
+from contextvars import ContextVar
 from functools import wraps
 from typing import Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
 
@@ -20,6 +21,8 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer whose reader left (`... | head`)
 INTERRUPTED_NOTE = "stopped; no output is left half-written (the file being written, if any, was discarded)"
+STOPPED_NOTE = "stopped"  # the interrupt's note for a command that writes no file (`writes_no_files`)
+_WRITES_FILES: Final[ContextVar[bool]] = ContextVar("writes_files", default=True)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -222,6 +225,13 @@ def output_full(err: BaseException) -> TypeGuard[OSError]:
     return isinstance(err, OSError) and err.errno in _FULL and err.filename is None
 
 
+def writes_no_files() -> None:
+    """Tell `exit_on_input_error` that the running command writes no output file (a checker, a view, a dashboard):
+    an interrupt then says only that it stopped, not that the file being written was discarded (there is none).
+    Until the command returns; the next call of a decorated ``main`` starts from "writes files" again."""
+    _WRITES_FILES.set(False)
+
+
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
     end the run alike (`graphs.common.interrupts`): one line saying which came, exit status 130 or 143.
@@ -230,13 +240,15 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     exception is a bug in this project and keeps its traceback. The line is made `printable`: a path or a name
     holding a newline or a terminal escape sequence is shown escaped, on one line. An interrupted command has
     left every output file whole or absent (the atomic writer discards the file it was writing), which the line
-    says. Output piped into a reader that leaves early (``| head``) ends the command quietly with exit status 141,
-    as a shell reports a writer killed by SIGPIPE: no ``BrokenPipeError`` traceback, no "Exception ignored" line.
-    Output sent to a full device (``> /dev/full``, a full disk) ends in one ``error:`` line and exit status 1.
+    says; a command that writes no file (`writes_no_files`) says only that it stopped. Output piped into a reader
+    that leaves early (``| head``) ends the command quietly with exit status 141, as a shell reports a writer killed
+    by SIGPIPE: no ``BrokenPipeError`` traceback, no "Exception ignored" line. Output sent to a full device
+    (``> /dev/full``, a full disk) ends in one ``error:`` line and exit status 1.
     """
 
     @wraps(main)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        writes = _WRITES_FILES.set(True)
         try:
             with handling_signals():
                 result = main(*args, **kwargs)
@@ -258,20 +270,27 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             raise SystemExit(EXIT_FAILURE) from None
         except KeyboardInterrupt as err:
             stop = err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
-            print(f"interrupted by {stop.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
+            print(f"interrupted by {stop.name}: {_interrupted_note()}", file=sys.stderr)
             raise SystemExit(stop.exit_status) from None
         except Exception as err:
             behind = interrupt_behind(err)
             if behind is not None:
-                print(f"interrupted by {behind.name}: {INTERRUPTED_NOTE}", file=sys.stderr)
+                print(f"interrupted by {behind.name}: {_interrupted_note()}", file=sys.stderr)
                 raise SystemExit(behind.exit_status) from None
             if output_full(err):
                 _drop_stdout()
                 print(f"error: cannot write the output: {printable(err.strerror)}", file=sys.stderr)
                 raise SystemExit(EXIT_FAILURE) from None
             raise
+        finally:
+            _WRITES_FILES.reset(writes)
 
     return wrapper
+
+
+def _interrupted_note() -> str:
+    """What the interrupt's line says after ``interrupted by SIGNAL:`` (`writes_no_files`)."""
+    return INTERRUPTED_NOTE if _WRITES_FILES.get() else STOPPED_NOTE
 
 
 def interrupt_behind(err: BaseException) -> Interrupted | None:

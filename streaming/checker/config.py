@@ -14,6 +14,7 @@ from streaming.transport import (
     HEARTBEAT_S,
     check_endpoint,
     check_exposure,
+    same_endpoint,
 )
 
 STREAM_TIMEOUT_S: Final = 5.0  # a stream silent this long is lost (10 heartbeats missed)
@@ -53,6 +54,9 @@ class CheckerConfig:
             raise InputError(f"CheckerConfig.max_streams = {self.max_streams} must be >= 1")
         check_endpoint(self.bind_events, "--bind")  # now, before a run loads models or renders the demo video
         check_endpoint(self.bind_alerts, "--publish")
+        if same_endpoint(self.bind_events, self.bind_alerts):  # the second bind would blame "another program"
+            raise InputError(f"--bind {self.bind_events} and --publish {self.bind_alerts} name the same endpoint: "
+                             "detectors and viewers need one each")
         for endpoint, option in ((self.bind_events, "--bind"), (self.bind_alerts, "--publish")):
             check_exposure(endpoint, option, self.curve is not None, self.insecure)
         lowest = 2 * HEARTBEAT_S  # one lost heartbeat must not mark a live stream lost

@@ -26,8 +26,10 @@ from collections.abc import Callable, Iterable
 
 from graphs.checker import NO_EVIDENCE, StepEvidence
 from graphs.checker_settings import CheckerSettings
+from graphs.common.safe_text import count_of
 from graphs.task_graph import TaskGraph
 from streaming.checker.budget import PollBudget
+from streaming.checker.changes import StreamChanges
 from streaming.checker.config import STREAM_TIMEOUT_S
 from streaming.checker.outputs import Outputs
 from streaming.checker.refusals import Refusals, Refused, StreamTaken, UnknownStep, Unsendable
@@ -67,7 +69,9 @@ class CheckerCore:
         max_streams: most streams tracked at once; an idle stream gives its place to a new one.
         stream_timeout_s: a stream silent this long is lost.
         monotonic: the clock of stream life cycles.
-        log: called with a line for each refusal reason (first occurrence, then every `LOG_EVERY_S`).
+        log: called with a line for each refusal reason (first occurrence, then every `LOG_EVERY_S`), and for each
+            stream state change (`streaming.checker.changes`: new, restarted, ended, lost, back, freed, evicted;
+            at most `CHANGE_LINES` per `LOG_EVERY_S`).
         checking: which pre-condition checker each stream gets.
     """
 
@@ -87,6 +91,7 @@ class CheckerCore:
         self.monotonic = monotonic
         self.table = StreamTable(max_streams, stream_timeout_s, monotonic)
         self.refusals = Refusals(monotonic, log)
+        self.changes = StreamChanges(monotonic, log)
         self.outputs = Outputs(graph, clock)
         self.snapshots = Snapshots(self.outputs.status)
         self.budget = PollBudget(self.table.cost, self._superseded, self.refuse, monotonic, max_streams)
@@ -219,6 +224,7 @@ class CheckerCore:
             return []
         state, out = taken
         out += self._settle_early(state, ended=message.ended)
+        newly_ended = message.ended and not state.ended
         state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
         state.fps, state.ended = message.fps, message.ended
         state.evidence_now = _evidence(message)
@@ -227,6 +233,10 @@ class CheckerCore:
         state.latency.update((name, getattr(message, name)) for name in DETECTOR_LATENCY if getattr(message, name))
         if message.ended:
             out += self._end_session(message.stream_id, state)
+        if newly_ended:
+            never = len(state.report.missing) if state.report is not None else 0
+            self.changes(message.stream_id, "ended", f"{count_of(len(state.applied), 'key-step')}, "
+                         f"{count_of(state.alerts, 'alert')}, {count_of(never, 'required step')} never done")
         out.append(self.outputs.status(message.stream_id, state))  # after the report: "ended" comes last
         return out
 
@@ -254,19 +264,33 @@ class CheckerCore:
                                   f"{self.table.timeout_s:g} s")
             # Silent that long it is lost, whether or not `StreamTable.expire` has said so yet (a restarted
             # detector's first message can come first): its detector died unheard, so it gets no end report.
+            if silent and not state.lost:
+                self.changes(sid, "lost", f"silent {self.table.timeout_s:g} s")
             state.lost = state.lost or silent
         self._check_current(message)
-        if state is None and self.table.make_room(sid):
-            self.counts["evicted"] += 1
+        if state is None:
+            evicted = self.table.make_room(sid)
+            if evicted is not None:
+                self.counts["evicted"] += 1
+                self.changes(evicted, "evicted", f"idle; its slot went to the new stream {sid}")
         out: list[Message] = []
         if state is None or not continues:
-            if state is not None and state.session != message.session:
-                out += self._end_session(sid, state)  # a new session ends the old one
+            previous = state
+            if previous is not None and previous.session != message.session:
+                out += self._end_session(sid, previous)  # a new session ends the old one
             # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):
             # the stream starts over, counters and re-sent alerts included.
-            state = self._start_over(message, state)
+            state = self._start_over(message, previous)
+            if previous is None:
+                self.changes(sid, "new", f"run {state.run}")
+            elif previous.session != message.session:
+                self.changes(sid, "restarted", f"a new detector session, run {state.run}")
+            elif previous.lost:
+                self.changes(sid, "back", f"silent {self.monotonic() - previous.last_heard:.0f} s")
         else:
             state.count_gaps(message.seq, late=message.seq > state.last_seq)
+            if state.lost:
+                self.changes(sid, "back", f"silent {self.monotonic() - state.last_heard:.0f} s")
         state.last_seq = message.seq
         state.last_heard = self.monotonic()
         state.lost = False
@@ -416,7 +440,13 @@ class CheckerCore:
         """
         now = self.clock()
         idle_now = self.monotonic()
-        out: list[Message] = [self.status(sid) for sid in self.table.expire(idle_now)]
+        lost, freed = self.table.expire(idle_now)
+        for sid in lost:
+            self.changes(sid, "lost", f"silent {self.table.timeout_s:g} s")
+        for sid in freed:
+            self.changes(sid, "freed", f"idle {FORGET_AFTER * self.table.timeout_s:g} s")
+        self.changes.flush()
+        out: list[Message] = [self.status(sid) for sid in lost]
         out += self.snapshots.due(self.streams, now, period_s)
         self.budget.forget_waiting(idle_now, FORGET_AFTER * self.table.timeout_s)
         if self.snapshots.health_due(now, period_s):

@@ -128,38 +128,40 @@ class StreamTable:
             return len(message.history)
         return len(message.history) - len(state.applied)
 
-    def make_room(self, stream_id: str) -> bool:
+    def make_room(self, stream_id: str) -> str | None:
         """Free a slot for a new stream: evict the idle stream that has waited longest, never a live one.
 
         Returns:
-            Whether a stream was evicted.
+            The stream evicted, or None when a slot was free.
 
         Raises:
             StreamLimit: every slot is taken by a live stream.
         """
         if len(self.states) < self.max_streams:
-            return False
+            return None
         idle = [(state.last_heard, sid) for sid, state in self.states.items() if state.idle]
         if not idle:
             raise StreamLimit(f"{stream_id}: all {self.max_streams} stream slots are taken by live streams")
-        del self.states[min(idle)[1]]
-        return True
+        evicted = min(idle)[1]
+        del self.states[evicted]
+        return evicted
 
-    def expire(self, now: float) -> list[str]:
+    def expire(self, now: float) -> tuple[list[str], list[str]]:
         """Free each idle stream silent for `FORGET_AFTER` timeouts, and mark lost each live one silent for one.
 
         Args:
             now: the monotonic time.
 
         Returns:
-            The streams marked lost now (each owes its viewers a status).
+            ``(lost, freed)``: the streams marked lost now (each owes its viewers a status), and those freed.
         """
-        lost = []
+        lost, freed = [], []
         for sid, state in list(self.states.items()):
             silent = now - state.last_heard
             if state.idle and silent > FORGET_AFTER * self.timeout_s:
                 del self.states[sid]
+                freed.append(sid)
             elif not state.idle and silent > self.timeout_s:
                 state.lost = True
                 lost.append(sid)
-        return lost
+        return lost, freed

@@ -13,7 +13,9 @@ from graphs.checker_settings import CheckerSettings
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 from graphs.task_graph import TaskGraph
 from streaming.checker.budget import CHEAP_ITEMS, REPLAY_BUDGET, STREAM_BUDGET
+from streaming.checker.changes import CHANGE_LINES
 from streaming.checker.core import CheckerCore
+from streaming.checker.refusals import LOG_EVERY_S
 from streaming.checker.schedule import SNAPSHOT_BUDGET
 from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS
 from streaming.demo.procedure import DEMO_EXECUTIONS
@@ -222,7 +224,60 @@ def test_refusals_are_logged_once_per_reason_then_rate_limited() -> None:
         core.serve([beat(seq=seq, history=(77,) * (seq + 1))])
     clock.now += 11.0
     core.serve([beat(seq=3, history=(77, 77, 77, 78))])
-    assert len(lines) == 2 and "unknown_step, 1 so far" in lines[0] and "4 so far" in lines[1]
+    refused = [line for line in lines if line.startswith("checker: refused")]  # not the stream's own changes
+    assert len(refused) == 2 and "unknown_step, 1 so far" in refused[0] and "4 so far" in refused[1]
+
+
+def test_each_stream_state_change_is_one_log_line() -> None:
+    # The checker's log had refusals and its summary only: a stream that came, ended or was lost (a detector killed)
+    # showed in the view and the dashboard, never on the checker's console or in its log collector.
+    lines: list[str] = []
+    clock = Clock()
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append, max_streams=2)
+    core.serve([keystep((1,), 0, session="a")])
+    clock.now += 6.0
+    core.periodic(0.5)  # silent past the 5 s timeout
+    core.serve([beat(seq=1, session="a", history=(1,))])
+    core.serve([beat(seq=2, session="a", history=(1, 3), ended=True)])
+    core.serve([beat(seq=3, session="a", history=(1, 3), ended=True)])  # the same end again: no second line
+    core.serve([keystep((1,), 0, session="b")])  # a detector started again on the stream
+    clock.now += 1.0
+    core.serve([beat("cam1", 0, session="c", history=(3,), ended=True)])
+    clock.now += 6.0
+    core.periodic(0.5)
+    core.serve([beat("cam2", 0, session="d")])  # both slots are taken: the idle stream heard longest ago goes
+    clock.now += FORGET_AFTER * 5.0 + 1.0
+    core.periodic(0.5)
+    assert lines == [
+        f"checker: cam0 new (run {run_of('a')})",
+        "checker: cam0 lost (silent 5 s)",
+        "checker: cam0 back (silent 6 s)",
+        "checker: cam0 ended (2 key-steps, 0 alerts, 4 required steps never done)",
+        f"checker: cam0 restarted (a new detector session, run {run_of('b')})",
+        f"checker: cam1 new (run {run_of('c')})",
+        "checker: cam1 ended (1 key-step, 0 alerts, 5 required steps never done)",
+        "checker: cam0 lost (silent 5 s)",
+        "checker: cam0 evicted (idle; its slot went to the new stream cam2)",
+        f"checker: cam2 new (run {run_of('d')})",
+        "checker: cam2 lost (silent 5 s)",
+        "checker: cam1 freed (idle 60 s)",
+    ]
+
+
+def test_a_flood_of_new_stream_ids_cannot_flood_the_log() -> None:
+    # One line per change, but a peer inventing stream ids as fast as it sends would write a line per message.
+    lines: list[str] = []
+    clock = Clock()
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append, stream_timeout_s=60.0)  # none is lost here
+    core.serve([beat(f"flood{k}", 0) for k in range(100)])
+    core.periodic(0.5)
+    assert len(lines) == CHANGE_LINES and lines[-1] == f"checker: flood{CHANGE_LINES - 1} new (run {run_of('s')})"
+    clock.now += LOG_EVERY_S
+    core.periodic(0.5)  # the window is over: what it did not say is summed up in one line
+    assert lines[CHANGE_LINES:] == [f"checker: {100 - CHANGE_LINES} more stream changes in the last 10 s not logged "
+                                    f"({100 - CHANGE_LINES} new; at most {CHANGE_LINES} lines per 10 s)"]
+    core.serve([beat("late", 0)])
+    assert lines[-1] == f"checker: late new (run {run_of('s')})"  # a new window says its changes again
 
 
 def test_multipart_and_hostile_messages_over_a_socket_are_counted_and_the_checker_serves_on(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import threading
 from pathlib import Path
 
 import zmq
@@ -15,11 +18,28 @@ from streaming.checker.core import CheckerCore
 from streaming.checker.process import CheckerProcess
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
-from streaming.messages import MAX_HISTORY, Alert, CheckerHealth, Heartbeat, MissingSteps, Status, StepEvent
+from streaming.messages import (
+    MAX_HISTORY,
+    Alert,
+    CheckerHealth,
+    Heartbeat,
+    MissingSteps,
+    Status,
+    StepEvent,
+    run_of,
+)
 from streaming.transport import Publisher, Receiver, connect, subscribe
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
-from tests.streaming.helpers import MISTAKE_STEP, beat, keystep, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import (
+    MISTAKE_STEP,
+    STREAM_DETECT,
+    beat,
+    keystep,
+    running_checker,
+    tea_graph,
+    wait_for,
+)
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
@@ -77,9 +97,10 @@ def test_a_second_live_session_on_one_stream_id_is_refused_not_swapped_in() -> N
     out = core.serve([keystep((3,), 0, session="b"), beat(seq=1, session="a", history=(1, 3))])
     assert not [m for m in out if isinstance(m, MissingSteps)]
     assert [m for m in out if isinstance(m, Status)][-1].done == (1, 3) and core.counts["stream_taken"] == 1
-    assert lines == ["checker: refused (stream_taken, 1 so far): cam0: another detector session is live on this "
-                     "stream id (a second detector given the same --stream-id?); refused until that one ends or is "
-                     "silent for 5 s"]
+    assert lines[0] == f"checker: cam0 new (run {run_of('a')})"  # the refused newcomer changed nothing else
+    assert lines[1:] == ["checker: refused (stream_taken, 1 so far): cam0: another detector session is live on this "
+                         "stream id (a second detector given the same --stream-id?); refused until that one ends or "
+                         "is silent for 5 s"]
     assert [m for m in first if isinstance(m, Status)][-1].run == [m for m in out if isinstance(m, Status)][-1].run
     health = next(m for m in core.periodic(0.0) if isinstance(m, CheckerHealth))
     assert health.stream_taken == 1
@@ -294,3 +315,44 @@ def test_a_detector_that_waited_for_its_checker_loses_not_even_its_first_message
         Publisher(sock).send(keystep((1,), 0))  # at once: a PUB that did not wait drops it
         assert wait_for(lambda: "cam0" in service.core.streams, 10.0)
         sock.close()
+
+
+def test_the_checker_command_logs_a_line_when_a_stream_comes_is_lost_comes_back_and_ends(tmp_path: Path) -> None:
+    # A detector killed with -9 left the checker's console empty while its streams went lost: only the view, the
+    # dashboard and the metrics said so (review 16).
+    args = ["checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",
+            "--stream-timeout", "1"]
+    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    ctx = zmq.Context()
+    try:
+        assert wait_for(lambda: bool(lines), 30.0) and lines[0].startswith("checker: detectors connect to ")
+        camera = EventPublisher(Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in")), "kitchen")
+
+        def logged(change: str) -> bool:
+            return any(line.startswith(f"checker: kitchen {change} ") for line in lines)
+
+        def alive() -> None:
+            camera.heartbeat(None, 10, 0, 5.0)
+
+        assert wait_for(lambda: logged("new"), 10.0, alive)  # heartbeats until the subscription is through
+        assert wait_for(lambda: logged("lost"), 10.0)  # then silence, past the 1 s stream timeout
+        assert wait_for(lambda: logged("back"), 10.0, alive)
+        camera.heartbeat(None, 20, 0, 5.0, ended=True)
+        assert wait_for(lambda: logged("ended"), 10.0)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        reader.join(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        ctx.destroy(linger=0)
+    new, lost, back, ended = [line.rstrip("\n") for line in lines if line.startswith("checker: kitchen ")]
+    assert new == f"checker: kitchen new (run {run_of(camera.session)})"
+    assert lost == "checker: kitchen lost (silent 1 s)"
+    assert re.fullmatch(r"checker: kitchen back \(silent \d+ s\)", back), back
+    assert ended.startswith("checker: kitchen ended (0 key-steps, 0 alerts, ") and ended.endswith(" never done)")

@@ -193,7 +193,8 @@ def test_the_checker_command_posts_its_alerts_and_ends_with_the_webhooks_summary
             ctx.destroy(linger=0)
         (_, body), = server.bodies  # type: ignore[attr-defined]
     assert json.loads(body)["step"] == MISTAKE_STEP
-    summary, webhook, interrupted = err.splitlines()
+    new, summary, webhook, interrupted = err.splitlines()
+    assert new.startswith("checker: kitchen new (run ")  # the stream's state changes are logged
     assert summary.startswith("checker: ") and interrupted.startswith("interrupted by SIGTERM")
     assert webhook == f"webhook {_url(server)}: 1 delivered, 0 not delivered, 0 dropped (queue full)"
     assert proc.returncode == 143

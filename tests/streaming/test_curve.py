@@ -193,7 +193,7 @@ def test_insecure_lets_the_checker_bind_beyond_loopback_with_a_warning(
         main(["checker", "--demo", "--bind", f"tcp://0.0.0.0:{port}", "--insecure"])
     warning, error = capsys.readouterr().err.splitlines()
     assert warning.startswith(f"warning: --insecure: anyone who reaches tcp://0.0.0.0:{port} can send key-steps")
-    assert error.endswith("address already in use (is another checker running?)")  # it went on to bind
+    assert error.endswith("address already in use (another program is using it: pick another port)")  # it bound
 
 
 # -- who gets through ------------------------------------------------------------------------------------------------

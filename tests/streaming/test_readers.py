@@ -206,6 +206,112 @@ def test_a_stalled_network_stream_is_noticed_within_the_stall_timeout() -> None:
     assert elapsed < 5.0 and "1 reopen attempts failed" in reader.error
 
 
+class _PlainHTTP:
+    """Python's own HTTP server on 127.0.0.1 serving one file, without Range support (``python3 -m http.server``):
+    FFmpeg opens an mp4 there (its index is read) but cannot seek back to the frames, so it reads none. Counts GETs."""
+
+    def __init__(self, path: Path) -> None:
+        import functools
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        owner = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                owner.requests += 1
+                super().do_GET()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.requests = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(path.parent)))
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/{path.name}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _PlainHTTP:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5.0)
+
+
+def test_a_stream_that_opens_but_never_gives_a_frame_is_given_up(tmp_path: Path) -> None:
+    # An open that succeeded reset the reopen budget, so "opens, gives nothing, reopens" went on for ever, silently
+    # (review 16: 37 GETs in 90 s, not one line on stderr).
+    video = write_noise_video(tmp_path / "served.mp4", frames=120)  # larger than FFmpeg's read buffer
+    config = ReaderConfig(fps=100.0, stall_timeout_s=0.2, reopen_attempts=3, reopen_backoff_s=0.01,
+                          reopen_backoff_max_s=0.02)
+    warnings: list[str] = []
+    with _PlainHTTP(video) as server:
+        reader = LiveReader(Source("stream", server.url, server.url), config, warn=warnings.append)  # it opens
+        guard = threading.Timer(20.0, reader.close)  # the old reader never ended: fail, not hang
+        guard.start()
+        frames = list(reader)
+        guard.cancel()
+        reader.close()
+        requests = server.requests
+    assert frames == [] and reader.grabbed == 0
+    assert reader.error.startswith(f"--video {server.url}: opened 4 times but gave no frame (3 reopen attempts)")
+    assert reader.reopens == 3 and requests >= 4
+    # One line per reopen would flood the log: the first is said at once, the next ones at most every 10 s.
+    assert warnings == [f"--video {server.url}: no frame for 0.2 s; reopening it (try 1 of 3)"]
+
+
+class _BurstCapture:
+    """A source that gives ``frames`` frames at once, then nothing (open, or closed with ``frames=-1``)."""
+
+    def __init__(self, frames: int) -> None:
+        self._left = frames
+
+    def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
+        return self._left >= 0
+
+    def grab(self) -> bool:
+        if self._left <= 0:
+            return False
+        self._left -= 1
+        return True
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
+        return True, np.zeros((8, 8, 3), dtype=np.uint8)
+
+    def release(self) -> None:
+        pass
+
+
+def test_a_flapping_source_keeps_its_budget_and_is_said_at_most_every_10_s() -> None:
+    # Each reopen that brings frames back restores the budget (2 tries), so six opens that each give frames never end
+    # the stream; the two that fail after the last frames do. Each reopen is said, at most one line every 10 s: the
+    # clock jumps 4 s at each open, so every third reopen is said, with the count of those not said.
+    opened: list[int] = []
+
+    def open_capture(_target: object) -> _BurstCapture:
+        opened.append(1)
+        return _BurstCapture(3 if len(opened) <= 6 else -1)
+
+    config = ReaderConfig(fps=100.0, stall_timeout_s=0.05, reopen_attempts=2, reopen_backoff_s=0.01,
+                          reopen_backoff_max_s=0.02)
+    warnings: list[str] = []
+    reader = LiveReader(Source("camera", 0, "cam0"), config, open_capture=open_capture,
+                        clock=lambda: time.monotonic() + 4.0 * len(opened), warn=warnings.append)
+    guard = threading.Timer(20.0, reader.close)
+    guard.start()
+    frames = list(reader)
+    guard.cancel()
+    reader.close()
+    assert frames and reader.grabbed == 18 and len(opened) == 8
+    assert reader.error == "--video cam0: source lost, 2 reopen attempts failed"
+    assert warnings == [
+        "--video cam0: no frame for 0.05 s; reopening it (try 1 of 2)",
+        "--video cam0: no frame for 0.05 s; reopening it (try 1 of 2; 2 reopens since the last such line)",
+        "--video cam0: it did not open; reopening it (try 2 of 2; 2 reopens since the last such line)",
+    ]
+
+
 def test_close_releases_a_consumer_waiting_on_a_stalled_stream() -> None:
     # read() waited for the grab thread alone, so a detector blocked in it did not see close() (Ctrl-C) until
     # the stream's read timed out; close() also released the capture under the grab thread's read.

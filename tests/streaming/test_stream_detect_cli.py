@@ -172,6 +172,26 @@ def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert str(port) in line and "already in use" in line
 
 
+@pytest.mark.parametrize("command", ["checker", "run"])
+def test_one_endpoint_given_as_both_bind_and_publish_is_refused_before_binding(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], ctx: zmq.Context
+) -> None:
+    # The second bind failed with "address already in use (is another checker running?)": the cause was one address
+    # given twice. The port is held here, so a checker that went on to bind would say "already in use" instead.
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    extra = ["--video", "demo", "--jsonl"] if command == "run" else ["--demo"]
+    for bind_at, publish_at in ((f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"),
+                                (f"tcp://0.0.0.0:{port}", f"tcp://127.0.0.1:{port}"),
+                                (f"ipc://{tmp_path}/one", f"ipc://{tmp_path}/./one")):
+        argv = [command, *extra, "--bind", bind_at, "--publish", publish_at, "--insecure"]
+        line = cli_error(main, argv, capsys)
+        assert line == (f"error: --bind {bind_at} and --publish {publish_at} name the same endpoint: detectors and "
+                        "viewers need one each")
+    assert not (tmp_path / "one").exists()
+
+
 @pytest.mark.parametrize("command", ["run", "checker", "eval"])
 def test_a_prior_skip_outside_zero_one_is_one_error_line(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     extra = ["--video", "demo", "--jsonl"] if command == "run" else ["--demo"]
@@ -250,6 +270,15 @@ def test_sigterm_stops_the_checker_like_ctrl_c(tmp_path: Path) -> None:
     assert status == 143
 
 
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_checker_says_only_that_it_stopped(tmp_path: Path, signum: int, status: int) -> None:
+    # It said "no output is left half-written (the file being written, if any, was discarded)": the checker writes
+    # no file, and the line read as if something had been thrown away.
+    _, err, code = _checker_until_sigterm(tmp_path, signum=signum)
+    assert code == status
+    assert err.splitlines()[-1] == f"interrupted by {signal.Signals(signum).name}: stopped"
+
+
 def test_a_closed_terminal_sighup_stops_the_checker_with_its_summary_line(tmp_path: Path) -> None:
     # It died of SIGHUP on the spot, without the summary line.
     ready, err, status = _checker_until_sigterm(tmp_path, signum=signal.SIGHUP)
@@ -270,9 +299,10 @@ def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> No
             streams = service.core.streams
             assert wait_for(lambda: "term" in streams and streams["term"].frames > 0, 30.0)
             proc.send_signal(signal.SIGTERM)
-            proc.wait(10)
+            _, err = proc.communicate(timeout=10)
             assert wait_for(lambda: streams["term"].ended, 5.0)
             assert proc.returncode == 143
+            assert err.splitlines()[-1] == "interrupted by SIGTERM: stopped"  # no --alert-frames: it writes no file
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import zmq
 from graphs.common.errors import InputError
 from streaming.detector import DetectorConfig
 from streaming.messages import Heartbeat
-from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, subscribe
+from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, same_endpoint, subscribe
 from tests.streaming.helpers import wait_for
 
 
@@ -32,9 +33,35 @@ def test_round_trip_on_loopback_with_free_port(ctx: zmq.Context) -> None:
 
 
 def test_busy_port_is_a_one_line_input_error(ctx: zmq.Context) -> None:
+    # The hint guessed "is another checker running?" whatever held the port (the dashboard's, a port given twice).
     _, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
-    with pytest.raises(InputError, match="address already in use"):
+    with pytest.raises(InputError) as refused:
         bind(ctx, zmq.SUB, endpoint)
+    assert str(refused.value) == (f"--bind {endpoint}: address already in use (another program is using it: pick "
+                                  "another port)")
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("tcp://127.0.0.1:5587", "tcp://127.0.0.1:5587", True),
+    ("tcp://127.0.0.1:5587", "tcp://127.0.0.1:05587", True),
+    ("tcp://0.0.0.0:5587", "tcp://127.0.0.1:5587", True),  # every interface takes the port on loopback too
+    ("tcp://*:5587", "tcp://10.0.0.5:5587", True),
+    ("tcp://[::]:5587", "tcp://[::1]:5587", True),
+    ("tcp://127.0.0.1:5587", "tcp://127.0.0.2:5587", False),
+    ("tcp://127.0.0.1:5587", "tcp://127.0.0.1:5588", False),
+    ("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", False),  # a free port each
+    ("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", False),
+    ("tcp://127.0.0.1:00", "tcp://127.0.0.1:0", False),
+    ("ipc:///tmp/x.sock", "ipc:///tmp/./x.sock", True),
+    ("ipc://x.sock", "ipc://./x.sock", True),
+    ("ipc:///tmp/x.sock", "ipc:///tmp/y.sock", False),
+    ("ipc://@abstract", "ipc://@abstract", True),
+    ("ipc://*", "ipc://*", False),
+    ("inproc://a", "inproc://a", True),
+    ("inproc://a", "ipc://a", False),
+])
+def test_same_endpoint_is_one_address_bound_twice(a: str, b: str, same: bool) -> None:
+    assert same_endpoint(a, b) is same and same_endpoint(b, a) is same
 
 
 def test_receive_times_out_instead_of_blocking(ctx: zmq.Context) -> None:
@@ -76,7 +103,8 @@ def test_an_ipc_path_in_use_is_refused_and_a_stale_one_reused(tmp_path: Path, ct
     receiver, publisher = Receiver(subscribe(sub)), Publisher(connect(ctx, zmq.PUB, endpoint))
     beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
     assert wait_for(lambda: bool(receiver.poll(20)), 5.0, lambda: publisher.send(beat))  # a running checker
-    with pytest.raises(InputError, match=f"--bind {endpoint}: address already in use"):
+    with pytest.raises(InputError, match=re.escape(f"--bind {endpoint}: address already in use (another program is "
+                                                   "using it: pick another path)")):
         bind(ctx, zmq.SUB, endpoint)
     stale = tmp_path / "stale"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:

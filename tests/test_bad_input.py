@@ -353,6 +353,13 @@ def flag_cases(tmp: str) -> list[Case]:
                  "--stream-timeout"),
             flag(f"run-stream-timeout-{value}", stream_detect, [*run, "--stream-timeout", value], "--stream-timeout"),
         ]
+    # An option typed short is never taken for the one it begins: `prego-bench --seed 7` ran `--seeds 7`.
+    cases += [
+        flag("prego-bench-seed-is-no-seeds", prego_bench, ["--data", tmp, "--seed", "7"], "--seed"),
+        flag("tgml-train-epoch-is-no-epochs", tgml, [*tgml_train, "--epoch", "5"], "--epoch"),
+        flag("recognition-train-epoch-is-no-epochs", recognition_train, [*train, "--epoch", "5"], "--epoch"),
+        flag("stream-detect-thread-is-no-threads", stream_detect, [*run, "--thread", "2"], "--thread"),
+    ]
     cases += [
         flag("stream-detect-stream-id-space", stream_detect, [*run, "--stream-id", "a b"], "--stream-id"),
         flag("stream-detect-stream-id-long", stream_detect, [*run, "--stream-id", "x" * 65], "--stream-id"),

@@ -133,12 +133,15 @@ class ArgumentParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose usage errors (a missing option, a bad choice, a value its ``type`` refuses)
     are `InputError`s, so a command decorated with `exit_on_input_error` reports them like every other user
     mistake: one ``error: ...`` line and exit status 2 (argparse prints its usage block, then the message). An
-    option that takes one value is refused when given twice (`_StoreOnce`).
+    option that takes one value is refused when given twice (`_StoreOnce`), and an option must be spelt out whole
+    (no abbreviations: an unknown option is never taken for the known one it begins).
 
     Sub-command parsers made with ``add_subparsers().add_parser`` are of this class too.
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
+        # No abbreviations: `prego-bench --seed 7` ran seeds 42..48 as `--seeds 7`, without a word.
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.register("action", "store", _StoreOnce)
         self.register("action", None, _StoreOnce)  # argparse's name for its default action

@@ -489,7 +489,8 @@ async def serve(
     except OSError as err:
         await runner.cleanup()
         if err.errno == errno.EADDRINUSE:
-            raise InputError(f"--bind {where}: address already in use (is another dashboard running?)") from None
+            raise InputError(f"--bind {where}: address already in use (another program is using it: pick another "
+                             "port)") from None
         raise InputError(f"--bind {where}: cannot listen ({err.strerror or err})") from None
     loop = asyncio.get_running_loop()
 

@@ -163,7 +163,8 @@ def test_a_port_already_taken_is_one_error_line(capsys: pytest.CaptureFixture[st
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         line = cli_error(main, ["dashboard", "--bind", f"127.0.0.1:{port}"], capsys)
-    assert line == f"error: --bind 127.0.0.1:{port}: address already in use (is another dashboard running?)"
+    assert line == (f"error: --bind 127.0.0.1:{port}: address already in use (another program is using it: pick "
+                    "another port)")
 
 
 def test_a_checker_that_is_not_there_is_shown_and_found_once_it_starts(tmp_path: Path) -> None:

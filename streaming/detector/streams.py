@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from graphs.common.errors import InputError
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmentEvent
 from streaming.detector.config import DetectorConfig
@@ -122,7 +123,11 @@ class DetectorStream:
             self.on_frame(frame, features, classes)
         started = time.perf_counter()
         self.events.frame(probs)
-        events = self.segmenter.update_events(classes)
+        try:
+            events = self.segmenter.update_events(classes)
+        except InputError as err:  # the detector's output went NaN or infinite: say on which source
+            raise InputError(f"{self.reader.source.spec}: {err} (the detector's output: features far outside the "
+                             "range it was trained on?)") from None
         # Before any heartbeat, which carries the stage times: this frame's segmenter is in the next one sent.
         self.stages.add("segmenter", time.perf_counter() - started)
         self.stats.frames += 1

@@ -229,6 +229,25 @@ def test_float64_features_beyond_float32s_range_are_refused_naming_the_row(train
     assert "test_ok.npy" in err and "beyond float32's range" in err
 
 
+def test_features_that_make_the_detector_overflow_are_refused_naming_the_file(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1e38 is a finite float32, but the detector's output on it is not: "segmenter: frame 0 has ... non-finite
+    # probabilities" named no file, which an eval over a folder needs most.
+    big = trained / "big"
+    big.mkdir()
+    np.save(big / "test_ok.npy", np.full_like(np.load(trained / "npy" / "test_ok.npy"), 1e38, dtype=np.float32))
+    graph = trained / "unseen.json"  # learned without test_ok, so that eval says nothing before the error
+    assert tgml_main(["train", "--annotations", str(trained / "labels.json"), "--scenario", "kit", "--exclude-videos",
+                      "test_ok", "--out", str(graph), "--quiet"]) == 0
+    capsys.readouterr()
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(big), "--graph",
+                                             str(graph)), capsys)
+    assert str(big / "test_ok.npy") in err and "non-finite probabilities" in err and "range" in err
+    err = cli_error(stream_detect, ["--features", str(big / "test_ok.npy"), "--graph", str(trained / "graph.json"),
+                                    "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"], capsys)
+    assert str(big / "test_ok.npy") in err and "non-finite probabilities" in err
+
+
 def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     # Cut short, or features at half the rate they are read at: every later step was scored as missed, without a word.

@@ -159,7 +159,10 @@ def main(argv: list[str]) -> int:
         raise InputError("--checker-settings: give it with --checker probabilistic")
     graph, graph_source = _graph(args)
     frames = load_frames_file(frames_path, args.field, graph, args.background)
-    result = replay(frames, graph, config)
+    try:
+        result = replay(frames, graph, config)
+    except InputError as err:  # a video of the file: the file is named, as its reader names it
+        raise InputError(f"{frames_path}: {err}") from None
     runs = [("binary", result)]
     if choice is not None and choice.segmenter is not None:
         # The segmenter chosen with the checker, at the frame rate and background of this input.

@@ -185,3 +185,16 @@ def test_a_binary_replay_under_the_late_step_rule_flags_the_step_done_late() -> 
     assert late.alerts == (True, True) and late.probabilities == (1.0, 1.0)
     expected = PreconditionChecker.replay(graph, late.steps, late_step=True).history
     assert late.alerts == tuple(v.is_mistake for v in expected)
+
+
+def test_a_video_too_short_to_confirm_a_step_is_named_with_its_file(
+    graph_file: Path, frames_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "video 'zzz': the segmenter confirmed no key-step at all (is fps right?)": no file, and a hint beside the point.
+    doc = json.loads(frames_file.read_text())
+    doc["zzz"] = {"pred": [4, 4], "gt": [4, 4]}
+    path = tmp_path / "frames.json"
+    path.write_text(json.dumps(doc))
+    err = cli_error(replay_main, ["--frames", str(path), "--graph", str(graph_file), "--no-sweep"], capsys)
+    assert err.startswith(f"error: {path}: video 'zzz': the segmenter confirmed no key-step at all in its 2 frames "
+                          "(a video too short for min_duration")

@@ -207,7 +207,10 @@ def replay(
     videos = {video: replay_video(labels, graph, config, checker) for video, labels in frames.items()}
     empty = [v for v, r in videos.items() if not r.steps]
     if empty:
-        raise InputError(f"video {empty[0]!r}: the segmenter confirmed no key-step at all (is fps right?)")
+        frames_of = len(frames[empty[0]])
+        raise InputError(f"video {empty[0]!r}: the segmenter confirmed no key-step at all in its {frames_of} frames "
+                         f"(a video too short for min_duration {config.min_duration:g} s, or labels at another rate "
+                         f"than {config.fps:g} per second?)")
     return ReplayResult(mistake_scores(r.alerts for r in videos.values()), videos)
 
 

@@ -249,10 +249,29 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
         # Only the stop itself: an error raised while the stop was handled (the last frame not drawn) is a failure.
         self.kept = self._stopped and self._writer is not None and kind is not None and \
             issubclass(kind, KeyboardInterrupt)
+        if (kind is None or self.kept) and self._writer is not None and self._tmp is not None:
+            # OpenCV's writer says nothing of a write that failed (a full disk): a file cut short would otherwise
+            # take the place of the output, and of an earlier good video there.
+            written = _frames_in(self._tmp)
+            if written != self.frames:
+                failure = InputError(f"--annotate-out {self.path}: the video was not written whole ({written} of "
+                                     f"{self.frames} frames readable: a full disk?); nothing was written there")
+                self.kept = False
+                self._stack.__exit__(InputError, failure, None)
+                raise failure
         if self.kept:
             self._stack.__exit__(None, None, None)  # committed; the interrupt goes on once the block is left
         else:
             self._stack.__exit__(kind, err, tb)
+
+
+def _frames_in(path: Path) -> int:
+    """How many frames a video file's container announces (0 when it cannot be opened)."""
+    capture = cv2.VideoCapture(str(path))
+    try:
+        return max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT))) if capture.isOpened() else 0
+    finally:
+        capture.release()
 
 
 def _atomic(path: Path) -> AbstractContextManager[Path]:

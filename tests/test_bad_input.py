@@ -547,7 +547,7 @@ SPLIT_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "path-as-name": (lambda d: d["test"].append("../../etc/passwd"), "is not a video name"),
     "step-id-negative": (lambda d: d.update(class_step_ids=[None, -1, 11, 12, 13]), "'class_step_ids' must hold"),
     "step-id-twice": (lambda d: d.update(class_step_ids=[None, 11, 11, 12, 13]), "gives step id 11 to two classes"),
-    "fps-nan-string": (lambda d: d.update(fps="nan"), 'field \'fps\' = "nan" must be a finite number > 0'),
+    "fps-nan-string": (lambda d: d.update(fps="nan"), 'field \'fps\' = "nan" must be a number > 0 and at most 1000'),
     "names-not-list": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list of names"),
 }
 

@@ -7,7 +7,10 @@ The scores are checked against counts made by hand on a small case; the whole co
 from __future__ import annotations
 
 import json
+import resource
 import shutil
+import signal
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,7 +44,7 @@ from streaming.offline.eval_scores import (
 from streaming.overlay import ALERT_SHOW_S, band_height
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import tea_graph
+from tests.streaming.helpers import STREAM_DETECT, tea_graph
 
 # A made-up run of the tea procedure: get_cup, boil_water (before fill_kettle: a mistake under the graph), fill_kettle,
 # add_teabag (marked has_errors by the annotator), pour_water, add_milk.
@@ -457,6 +460,28 @@ def test_the_live_run_writes_the_annotated_video_too(
     assert len(red) == int(ALERT_SHOW_S * 5) and red == list(range(red[0], red[0] + len(red)))
     (boil,) = [(start, end) for step, start, end in demo_video("mistake")[1] if step == 2]
     assert boil[0] < red[0] / 5 < boil[1]
+
+
+def test_an_annotated_video_that_could_not_be_written_whole_is_refused_and_the_old_one_kept(
+    demo_cache: Path, tmp_path: Path
+) -> None:
+    # On a full disk OpenCV's writer wrote a file cut short without a word (exit 0, "moov atom not found" when
+    # opened), and it took the place of the good video already there. A file-size limit stands for the full disk.
+    out = tmp_path / "live.mp4"
+    out.write_bytes(b"an earlier video")
+    demo_video("mistake")  # rendered into the cache here, not under the limit
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    run = subprocess.run([*STREAM_DETECT, "--video", "demo", "--fast", "--jsonl", "--annotate-out", str(out)],
+                         capture_output=True, text=True, timeout=300, preexec_fn=small_files)
+    assert run.returncode == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last == (f"error: --annotate-out {out}: the video was not written whole (0 of 118 frames readable: a full "
+                    "disk?); nothing was written there")
+    assert out.read_bytes() == b"an earlier video"
 
 
 def test_eval_names_the_videos_the_detector_was_trained_on() -> None:

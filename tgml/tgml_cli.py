@@ -320,7 +320,7 @@ def _parser(commands: Collection[str] = tuple(SUBCOMMANDS)) -> ArgumentParser:
     """The command line, with the options of ``commands`` only: the others' option lists import their benchmark
     modules, which a help page or ``tgml show`` must not wait for (`main` passes the one sub-command asked for)."""
     parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (noisy-AND or Direct Optimization).")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")  # listed below, one a line
     for name, (summary, add_options) in SUBCOMMANDS.items():
         # its own page opens with the line `tgml --help` gives it (it had none: usage, then options)
         options = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")

@@ -359,3 +359,18 @@ def test_show_reads_every_ground_truth_graph_captaincook4d_ships(data_dir: Path,
     # Where step ids matter (checking recordings), the file is refused, saying what it is and what to use.
     with pytest.raises(InputError, match="a CaptainCook4D graph file, which numbers the steps its own way"):
         load_graph(files[0])
+
+
+@pytest.mark.parametrize("command", [[], ["bench-mistakes"], ["bench-captaincook"], ["bench-queries"]])
+def test_help_lines_fit_80_columns(command: list[str], monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``tgml --help`` listed ``{train,show,eval,bench-captaincook,...}`` twice, on lines of 112 and 122 characters."""
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    page = capsys.readouterr().out
+    assert max(len(line) for line in page.splitlines()) <= 80
+    if not command:  # each sub-command still listed, one a line, with what it does
+        assert page.startswith("usage: tgml [-h] COMMAND ...")
+        assert "    bench-mistakes    CaptainCook4D online order-mistake benchmark" in page

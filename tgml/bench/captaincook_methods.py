@@ -213,7 +213,7 @@ def methods_table(outcome: MethodsOutcome) -> Table:
         published = PUBLISHED.get(name)
         table.add_row(
             name if result.ensemble == 1 else f"{name} (ensemble of {result.ensemble})",
-            str(len(result.seeds)) if result.seeds else "-",
+            str(len(result.seeds)) if result.seeds else "none",  # a deterministic method ("-" is not measured)
             *(f"{summary[k]['mean']:.1f} ± {summary[k]['ci90']:.1f}" for k in ("precision", "recall", "f1")),
             "ours" if published is None else " / ".join(f"{v:.1f}" for v in published),
         )

@@ -49,6 +49,7 @@ from graphs.precision_recall import NOT_MEASURED, mean_and_std, mean_of_measured
 from graphs.task_graph import TaskGraph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, Procedure, load_procedures
 from tgml.bench.error_annotations import ErrorAnnotations, ErrorRecording, load_error_annotations
+from tgml.bench.fitted_table import FittedTable
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import LEARNERS, learner
 
@@ -358,8 +359,12 @@ def _cell(summary: dict[str, dict[str, float | None]], metric: str, seeded: bool
     return f"{mean:.1f}" + (f" ± {std:.1f}" if seeded else "")
 
 
-def mistake_tables(result: MistakeBenchResult) -> list[Table]:
-    """One rich table per rule: a row per learner (mean ± std over seeds), the published graphs last."""
+def mistake_tables(result: MistakeBenchResult) -> list[FittedTable]:
+    """One table per rule: a row per learner (mean ± std over seeds), the published graphs last.
+
+    Each is a `tgml.bench.fitted_table.FittedTable`: in a terminal too narrow for it, it is drawn narrowed or as
+    lines, never with a figure cut; printed wide enough (a log, a pipe), it is the whole table.
+    """
     tables = []
     errors = result.errors
     first = next(iter(result.rows.values())).pooled(result.rules[0])
@@ -378,12 +383,14 @@ def mistake_tables(result: MistakeBenchResult) -> list[Table]:
             summary = row.summary(rule)
             seeded = len(row.seeds) > 1
             table.add_row(name if name != GROUND_TRUTH else "ground truth (reference)",
-                          str(len(row.seeds)) if row.seeds else "-",
+                          str(len(row.seeds)) if row.seeds else "none",  # "-" is a figure not measured
                           *(_cell(summary, m, seeded) for m in ("avg_f1", "mistake_precision", "mistake_recall",
                                                                 "mistake_f1", "correct_f1", "missing_precision",
                                                                 "missing_recall", "missing_f1",
                                                                 "other_error_alerts", "untagged_alerts")))
-        tables.append(table)
+        if any(cell == NOT_MEASURED for column in table.columns[2:] for cell in column.cells):
+            table.caption, table.caption_justify = f"{NOT_MEASURED}: not measured (nothing to count)", "left"
+        tables.append(FittedTable(table))
     return tables
 
 

@@ -46,6 +46,8 @@ from tgml.bench.prepare import PrepareConfig, prepare_all
 from tgml.learners.noisy_and_do.combination import RULES
 from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
 
+# The width of the tables in a log or a pipe: the result tables and a six-rate noise ablation whole.
+LOG_WIDTH: Final = 200
 PAPER_METHODS = ("do", "count-based")  # the paper's PREGO table: Direct Optimization and the Count-Based baseline
 # The benchmark settings each option fills, so that a refusal names the option (`graphs.common.errors.FieldError`).
 CONFIG_OPTIONS: Final = {"datasets": "--dataset", "modes": "--mode", "methods": "--method", "sequences": "--sequences",
@@ -107,7 +109,8 @@ def bench_parser() -> ArgumentParser:
     )
     p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), help="built-in datasets (default: both)")
+    source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), metavar="DATASET",
+                        help=f"built-in datasets: {', '.join(prego.DATASETS)} (default: both)")
     source.add_argument("--annotations", type=Path, metavar="FILE",
                         help="your own annotation file (training and test videos) instead of the built-in datasets")
     p.add_argument("--scenario", metavar="S", help="with --annotations: the scenario whose videos are run")
@@ -122,9 +125,10 @@ def bench_parser() -> ArgumentParser:
                         "with a one-line warning)")
     p.add_argument("--mode", nargs="+", choices=list(prego.MODES), help="gt and/or pred (default: both; gt only "
                    "with --annotations)")
-    p.add_argument("--method", nargs="+", default=None, choices=[*LEARNERS, *prego.UNAVAILABLE],
-                   help=f"graph methods (default {' '.join(PAPER_METHODS)}, the paper's; with --annotations also "
-                        f"{DEFAULT_LEARNER}, the graph `tgml train` learns)")
+    p.add_argument("--method", nargs="+", default=None, choices=[*LEARNERS, *prego.UNAVAILABLE], metavar="METHOD",
+                   help=f"graph methods: {', '.join([*LEARNERS, *prego.UNAVAILABLE])} (default "
+                        f"{' '.join(PAPER_METHODS)}, the paper's; with --annotations also {DEFAULT_LEARNER}, the "
+                        "graph `tgml train` learns)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")
@@ -389,8 +393,8 @@ def _bench(argv: list[str]) -> int:
         given = [o for o in CONFIG_OPTIONS.values() if getattr(args, o[2:].replace("-", "_")) not in (None, ())]
         raise err.as_option(CONFIG_OPTIONS, given) from None
     console = Console()
-    if not console.is_terminal:
-        console = Console(width=130)  # logs and pipes: keep full tables instead of squeezing them to 80 columns
+    if not console.is_terminal:  # logs and pipes: full tables (a terminal gets them fitted to its width)
+        console = Console(width=LOG_WIDTH)
     result = prego.run_benchmark(config, progress=not args.quiet)
     for table in prego.result_tables(result) + prego.perturbation_tables(result):
         console.print(table)

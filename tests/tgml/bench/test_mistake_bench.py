@@ -7,12 +7,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from graphs import END, START, InputError, TaskGraph
 from graphs.annotations import load_annotations
 from tests.cli_errors import cli_error
-from tgml.bench.error_annotations import load_error_annotations
-from tgml.bench.mistake_bench import GROUND_TRUTH, MistakeBenchConfig, run_mistake_bench
+from tgml.bench.error_annotations import ErrorAnnotations, load_error_annotations
+from tgml.bench.mistake_bench import (
+    GROUND_TRUTH,
+    Counts,
+    MistakeBenchConfig,
+    MistakeBenchResult,
+    RowResult,
+    mistake_tables,
+    run_mistake_bench,
+)
 from tgml.bench.mistake_selection import moved_item, ordered_pairs
 from tgml.tgml_cli import main
 
@@ -152,3 +161,45 @@ def test_all_is_given_alone(data_dir: Path, capsys: pytest.CaptureFixture[str]) 
     # "--method all llm" said "all: unknown" and listed every method but all.
     err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), "--method", "all", "llm", "--quiet"], capsys)
     assert err == "error: --method all llm: give all alone (it stands for every method)"
+
+
+def _drawn(renderable: object, width: int) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 190])
+def test_the_tables_show_every_figure_whole_at_any_terminal_width(width: int) -> None:
+    """bench-mistakes in an 80-column terminal printed ``53…``, ``100…`` and headers ``Mi…``: every figure whole now."""
+    def counts(caught: int, alerts: int) -> Counts:
+        return Counts(steps=89, order_errors=21, alerts=alerts, caught=caught, missing_tagged=3, missing_named=3,
+                      missing_right=3, other_error_steps=36, other_error_alerts=4, untagged_alerts=11)
+
+    def once(c: Counts) -> dict:
+        return {"precondition": {None: {"coffee": c}}}
+
+    rows = {
+        "do": RowResult("do", "learner", (1, 2), {}, {"precondition": {1: {"coffee": counts(7, 16)},
+                                                                       2: {"coffee": counts(6, 15)}}}),
+        "count-based": RowResult("count-based", "learner", (), {}, once(counts(6, 21))),
+        GROUND_TRUTH: RowResult(GROUND_TRUTH, "published", (), None, once(counts(0, 0))),  # no alert: no precision
+    }
+    result = MistakeBenchResult(rows, ErrorAnnotations(Path("errors.json"), (), 9), ("precondition",), {})
+    (fitted,) = mistake_tables(result)
+    text = _drawn(fitted, width)
+    assert "…" not in text
+    figures = [cell for column in fitted.table.columns if column.justify == "right" for cell in column.cells]
+    assert "59.5 ± 1.3" in figures and "100.0" in figures  # mean ± std over the seeds; the reference's figures
+    for figure in figures:
+        assert any(figure in line for line in text.splitlines()), figure  # on one line, never "57.7 ±" / "0.6"
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    # A method without seeds says "none"; "-" is only a figure not measured (no alert: no precision), said so.
+    assert "none" in figures and "-: not measured (nothing to count)" in " ".join(text.split())
+
+
+def test_piped_the_table_is_printed_whole(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench-mistakes", "--data", str(data_dir), "--method", "count-based", "--procedures", "coffee",
+                 "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "┃ method " in text and "┃ Missing F1 ┃" in text and "│ count-based " in text and "…" not in text

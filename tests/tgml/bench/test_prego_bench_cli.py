@@ -9,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tests.cli_errors import cli_error
-from tgml.bench.prego_bench_cli import main
+from tgml.bench import prego
+from tgml.bench.prego_bench_cli import bench_parser, main
 
 
 def test_benchmark_prints_table_and_writes_json(
@@ -390,3 +392,63 @@ def test_prepare_and_select_checker_name_the_options_typed(tmp_path: Path, capsy
         f"error: prepare: --epic-tent {missing}: not a folder")
     err = cli_error(main, ["select-checker", "--dataset", "epic-tent-o", "--seed", "-1"], capsys)
     assert "argument --seed: -1: must be an integer in 0..4294967295" in err and "DOConfig" not in err
+
+
+def _entry(seeds: int, mean: float, published: dict | None, mistake_precision: float | None = 20.2) -> dict:
+    means = {key: mean for key in prego.METRIC_KEYS} | {"mistake_precision": mistake_precision}
+    stds = {key: 0.6 for key in prego.METRIC_KEYS} | {"mistake_precision": None if mistake_precision is None else 0.6}
+    return {"per_seed": [{}] * seeds, "mean": means, "std": stds, "published": published}
+
+
+def _drawn(renderable: object, width: int) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 130])
+def test_the_result_tables_never_split_or_cut_a_figure(width: int) -> None:
+    """At 80 columns every ``±`` cell was split (``57.7 ±`` / ``0.6``) and names were cut (``pub…``, ``tgt-t…``)."""
+    published = {"avg_f1": 58.3, "correct_f1": 93.5, "mistake_f1": 23.1}
+    modes = {mode: {"do": _entry(5, 57.7, published), "count-based": _entry(1, 44.8, published),
+                    "tgt-text": _entry(5, 47.7, None, mistake_precision=None)} for mode in ("gt", "pred")}
+    result = {"settings": {}, "results": {"epic-tent-o": modes},
+              "perturb": {"epic-tent-o": {"gt": {"count-based": [
+                  {"rate": rate / 10, "mean": {"avg_f1": 75.9, "correct_f1": 90.2, "mistake_f1": 61.6}}
+                  for rate in range(6)]}}}}
+    for fitted in prego.result_tables(result) + prego.perturbation_tables(result):
+        text = _drawn(fitted, width)
+        assert "…" not in text and max(len(line.rstrip()) for line in text.splitlines()) <= width
+        for column in fitted.table.columns:
+            for cell in column.cells:  # every figure on one line; a name may wrap, between its words only
+                words = [cell.strip()] if column.justify == "right" else cell.split()
+                assert all(any(word in line for line in text.splitlines()) for word in words), cell
+    text = " ".join(_drawn(prego.result_tables(result)[0], width).split())
+    assert "57.7 ± 0.6" in text and "tgt-text (n=5)" in text
+    # Each dash says what it means: the paper does not give the figure, or there was nothing to measure.
+    assert "–: not published. -: not measured (nothing to count: a precision without an alert)." in text
+
+
+def test_piped_the_noise_ablation_is_one_table_row_per_method(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Piped at 130 columns, the six-rate ablation table wrapped its cells (``75.9 / 90.2 /`` then ``61.6``)."""
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "gt", "--method", "count-based",
+            "--perturb", "0,0.1,0.2,0.3,0.4,0.5", "--plot", str(tmp_path / "ablation.png"), "--quiet"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    (row,) = [line for line in printed.splitlines() if line.startswith("│ count-based") and " / " in line]
+    assert row.count(" / ") == 12 and "│ 57.7 / 93.2 / 22.2 │" in row  # six rates, each cell whole on the row
+
+
+def test_help_lines_fit_80_columns_and_name_the_choices(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--method {noisy-and,do,...}`` was listed twice on lines of 110-180 characters."""
+    monkeypatch.setenv("COLUMNS", "80")
+    page = bench_parser().format_help()
+    assert max(len(line) for line in page.splitlines()) <= 80
+    assert "--method METHOD [METHOD ...]" in page and "--dataset DATASET [DATASET ...]" in page
+    text = " ".join(page.split())
+    assert "graph methods: noisy-and, do, do-cv," in text and "built-in datasets: assembly101-o, epic-tent-o" in text
+    assert "invalid choice: 'dp'" in cli_error(main, ["--method", "dp"], capsys)  # the choices are still checked

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.common.files import save_figure, write_text
-from graphs.precision_recall import shown
+from graphs.precision_recall import NOT_MEASURED, shown
+from tgml.bench.fitted_table import FittedTable
 from tgml.bench.prego.data import MODE_MARKS
 from tgml.bench.prego.published import PUBLISHED, published_best
 from tgml.bench.prego.scoring import METRIC_KEYS
@@ -16,6 +17,15 @@ SWAP_NOTE: Final = (
     "P/R are true precision / recall. The published tables list them swapped (the reference scores predictions "
     "as if they were ground truth), so their 'Prec' is our recall and vice versa; F1 is unaffected."
 )
+NOT_PUBLISHED: Final = "–"  # en dash: a figure the paper does not give (a hyphen is one not measured)
+DASH_NOTES: Final = {NOT_PUBLISHED: f"{NOT_PUBLISHED}: not published.",
+                     NOT_MEASURED: f"{NOT_MEASURED}: not measured (nothing to count: a precision without an alert)."}
+
+
+def _dash_legend(table: Any) -> str:
+    """What the dashes that ``table`` shows mean, one sentence per dash shown ("" when none is)."""
+    shown_cells = {word for column in table.columns for cell in column.cells for word in str(cell).split()}
+    return " ".join(note for dash, note in DASH_NOTES.items() if dash in shown_cells)
 
 
 def _cell(mean: float | None, std: float | None, seeded: bool) -> str:
@@ -23,13 +33,14 @@ def _cell(mean: float | None, std: float | None, seeded: bool) -> str:
 
 
 def result_tables(result: Mapping[str, Any]) -> list[Any]:
-    """One rich table per dataset: every method and mode, mean ± std over seeds, the published row beside it.
+    """One table per dataset: every method and mode, mean ± std over seeds, the published row beside it.
 
     Args:
         result: a `run_benchmark` result document.
 
     Returns:
-        ``rich.table.Table`` objects, one per dataset.
+        One `tgml.bench.fitted_table.FittedTable` per dataset: a terminal too narrow for the table gets it
+        narrowed or as lines, never with a figure cut or split.
     """
     from rich.markup import escape
     from rich.table import Table
@@ -74,34 +85,44 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
                         f"{mode} {mark}",
                         f"{published['avg_f1']:.1f}",
                         f"{published['correct_f1']:.1f}",
-                        "–",
-                        "–",
+                        NOT_PUBLISHED,
+                        NOT_PUBLISHED,
                         f"{published['mistake_f1']:.1f}",
-                        "–",
-                        "–",
+                        NOT_PUBLISHED,
+                        NOT_PUBLISHED,
                         style="dim",
                     )
             table.add_section()
         if own is not None:  # a dataset of the user's: the paper has no figures for it
-            tables.append(table)
+            tables.append(_with_legend(table))
             continue
         # The paper's other rows (PREGO itself, TGT-text, ...) are printed too, so the table is the paper's.
         for method in (m for m in PUBLISHED[dataset][next(iter(modes))] if m not in methods):
             for mode in modes:
                 row = PUBLISHED[dataset][mode][method]
                 table.add_row(f"{method}, published only", f"{mode} {MODE_MARKS[mode]}", f"{row[0]:.1f}",
-                              f"{row[1]:.1f}", "–", "–", f"{row[2]:.1f}", "–", "–", style="dim")
+                              f"{row[1]:.1f}", *[NOT_PUBLISHED] * 2, f"{row[2]:.1f}", *[NOT_PUBLISHED] * 2,
+                              style="dim")
         for mode in modes:
             best = published_best(dataset, mode)
             table.add_row(
                 "best published", f"{mode} {MODE_MARKS[mode]}", f"{best:.1f}", *([""] * 6), style="dim italic"
             )
-        tables.append(table)
+        tables.append(_with_legend(table))
     return tables
 
 
+def _with_legend(table: Any) -> FittedTable:
+    """``table`` with the meaning of its dashes after its caption, fitted to the terminal (`FittedTable`)."""
+    legend = _dash_legend(table)
+    if legend:
+        table.caption = f"{table.caption} {legend}" if table.caption else legend
+    return FittedTable(table)
+
+
 def perturbation_tables(result: Mapping[str, Any]) -> list[Any]:
-    """Rich tables of the noise ablation: Avg / Correct / Mistake F1 per rate, one table per dataset and mode."""
+    """Tables of the noise ablation: Avg / Correct / Mistake F1 per rate, one table per dataset and mode (each a
+    `FittedTable`: a figure is never cut or split over two lines)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -121,7 +142,7 @@ def perturbation_tables(result: Mapping[str, Any]) -> list[Any]:
                         for p in curve
                     ),
                 )
-            tables.append(table)
+            tables.append(_with_legend(table))
     return tables
 
 

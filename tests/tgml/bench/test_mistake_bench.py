@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from graphs import END, START, InputError, TaskGraph
 from graphs.annotations import load_annotations
 from tests.cli_errors import cli_error
+from tests.rendered import drawn
 from tgml.bench.error_annotations import ErrorAnnotations, load_error_annotations
 from tgml.bench.mistake_bench import (
     GROUND_TRUTH,
@@ -163,12 +163,6 @@ def test_all_is_given_alone(data_dir: Path, capsys: pytest.CaptureFixture[str]) 
     assert err == "error: --method all llm: give all alone (it stands for every method)"
 
 
-def _drawn(renderable: object, width: int) -> str:
-    console = Console(width=width, record=True, color_system=None)
-    console.print(renderable)
-    return console.export_text()
-
-
 @pytest.mark.parametrize("width", [80, 100, 120, 190])
 def test_the_tables_show_every_figure_whole_at_any_terminal_width(width: int) -> None:
     """bench-mistakes in an 80-column terminal printed ``53…``, ``100…`` and headers ``Mi…``: every figure whole now."""
@@ -187,7 +181,7 @@ def test_the_tables_show_every_figure_whole_at_any_terminal_width(width: int) ->
     }
     result = MistakeBenchResult(rows, ErrorAnnotations(Path("errors.json"), (), 9), ("precondition",), {})
     (fitted,) = mistake_tables(result)
-    text = _drawn(fitted, width)
+    text = drawn(fitted, width)
     assert "…" not in text
     figures = [cell for column in fitted.table.columns if column.justify == "right" for cell in column.cells]
     assert "59.5 ± 1.3" in figures and "100.0" in figures  # mean ± std over the seeds; the reference's figures

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tests.cli_errors import cli_error
+from tests.rendered import drawn
 from tgml.bench import prego
 from tgml.bench.prego_bench_cli import bench_parser, main
 
@@ -400,12 +400,6 @@ def _entry(seeds: int, mean: float, published: dict | None, mistake_precision: f
     return {"per_seed": [{}] * seeds, "mean": means, "std": stds, "published": published}
 
 
-def _drawn(renderable: object, width: int) -> str:
-    console = Console(width=width, record=True, color_system=None)
-    console.print(renderable)
-    return console.export_text()
-
-
 @pytest.mark.parametrize("width", [80, 100, 120, 130])
 def test_the_result_tables_never_split_or_cut_a_figure(width: int) -> None:
     """At 80 columns every ``±`` cell was split (``57.7 ±`` / ``0.6``) and names were cut (``pub…``, ``tgt-t…``)."""
@@ -417,13 +411,13 @@ def test_the_result_tables_never_split_or_cut_a_figure(width: int) -> None:
                   {"rate": rate / 10, "mean": {"avg_f1": 75.9, "correct_f1": 90.2, "mistake_f1": 61.6}}
                   for rate in range(6)]}}}}
     for fitted in prego.result_tables(result) + prego.perturbation_tables(result):
-        text = _drawn(fitted, width)
+        text = drawn(fitted, width)
         assert "…" not in text and max(len(line.rstrip()) for line in text.splitlines()) <= width
         for column in fitted.table.columns:
             for cell in column.cells:  # every figure on one line; a name may wrap, between its words only
                 words = [cell.strip()] if column.justify == "right" else cell.split()
                 assert all(any(word in line for line in text.splitlines()) for word in words), cell
-    text = " ".join(_drawn(prego.result_tables(result)[0], width).split())
+    text = " ".join(drawn(prego.result_tables(result)[0], width).split())
     assert "57.7 ± 0.6" in text and "tgt-text (n=5)" in text
     # Each dash says what it means: the paper does not give the figure, or there was nothing to measure.
     assert "–: not published. -: not measured (nothing to count: a precision without an alert)." in text

@@ -53,7 +53,7 @@ from graphs.common.errors import (
     writes_no_files,
 )
 from graphs.common.options import output_name, rate_option, threads_option
-from graphs.common.safe_text import count_of, printable
+from graphs.common.safe_text import count_of, first_few, printable
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
@@ -636,6 +636,9 @@ def _detector(args: argparse.Namespace) -> int:
             log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "
                         "evidence, and a probabilistic checker takes their confirmed steps as certain (retrain it "
                         "with recognition-train, or give --default-rates)")
+        # Ready: the model is loaded and the checker subscribed (loading takes seconds, and was said by nothing).
+        log(f"detector: {count_of(len(ids), 'stream')} ({first_few(list(ids), 5)}) publishing to {args.connect}",
+            streams=list(ids), connect=args.connect)
         try:
             stats = pipeline.run(threading.Event())
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent); say what they did

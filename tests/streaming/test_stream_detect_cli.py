@@ -355,7 +355,10 @@ def test_several_sources_go_through_one_detector_process(tmp_path: Path, capsys:
         streams = service.core.streams
         assert wait_for(lambda: all(s in streams and streams[s].ended for s in ("door", "bench")), 5.0)
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]  # every one a JSON object
-    ends = [line for line in lines if line["level"] == "info"]  # (a warning may come first: the detector's rates)
+    ready, *ends = [line for line in lines if line["level"] == "info"]  # (a warning may come first: its rates)
+    # Said once the model is loaded and the checker listens: the seconds of loading were silent.
+    assert ready["message"] == f"detector: 2 streams (door, bench) publishing to {service.events_endpoint}"
+    assert ready["fields"] == {"streams": ["door", "bench"], "connect": service.events_endpoint}
     assert [(line["service"], line["fields"]["stream"], line["fields"]["frames"]) for line in ends] \
         == [("detector", "door", 10), ("detector", "bench", 5)]
     assert ends[0]["message"].startswith("door: 10 frames at ") and ends[0]["time"].endswith("Z")

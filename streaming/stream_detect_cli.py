@@ -53,7 +53,7 @@ from graphs.common.errors import (
     writes_no_files,
 )
 from graphs.common.options import output_name, rate_option, threads_option
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.safe_text import count_of, first_few, printable, wrap_words
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
@@ -670,7 +670,6 @@ def _eval(args: argparse.Namespace) -> int:
         false_alarm_line,
         missing_steps_line,
         unmeasured_notes,
-        wrap_words,
     )
 
     config = EvalConfig(

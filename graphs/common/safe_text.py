@@ -8,9 +8,11 @@ is not plain visible text by its escape, so it is shown, never obeyed.
 
 from __future__ import annotations
 
+import textwrap
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Final
 
 # Unicode categories that are not plain text: controls (C0, DEL, C1: ESC and CSI included), format characters
 # (bidirectional overrides, zero-width joiners), surrogates, private use, unassigned, and line/paragraph separators.
@@ -66,3 +68,22 @@ def first_few(
     """
     rest = (len(items) if total is None else total) - min(len(items), limit)
     return sep.join(items[:limit]) + (f"{and_more}{rest} more" if rest > 0 else "")
+
+
+HANG: Final = "  "  # the indent of a wrapped line after the first (`wrap_words`)
+
+
+def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:
+    """``text`` in lines of at most ``width`` (a longer word stays whole), broken between words only, the lines
+    after the first indented by ``indent`` (a leading indent of ``text`` is kept on its first line).
+
+    Args:
+        text: one paragraph; its no-break spaces (U+00A0) never break.
+        width: the columns a line may take.
+        indent: put before every line after the first.
+
+    Returns:
+        The lines (none for an empty text).
+    """
+    return textwrap.wrap(text, max(width, 1), subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)

@@ -30,7 +30,6 @@ the probability that a pre-condition was skipped), and for every annotated mista
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ from rich.table import Table
 
 from graphs.annotations import read_left_out
 from graphs.checker import PreconditionChecker, StepVerdict, precondition_violations
-from graphs.common.safe_text import count_of
+from graphs.common.safe_text import count_of, wrap_words
 from graphs.precision_recall import f1_of, share, shown
 from graphs.probabilistic_checker import ProbableVerdict
 from graphs.task_graph import TaskGraph
@@ -616,12 +615,6 @@ def _cells(score: VideoScores) -> dict[str, str]:
               *(_pct(score.segments[t].f1) for t in IOU_THRESHOLDS),
               f"{np.mean(score.edit):.1f}" if score.edit else "-", _seconds(median), _seconds(p90))  # fmt: skip
     return dict(zip(COLUMNS, values, strict=True))
-
-
-def wrap_words(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` (a word longer stays whole), broken between words only, the lines
-    after the first indented: what eval prints in a terminal narrower than its lines."""
-    return textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 def eval_lines(scores: Sequence[VideoScores], title: str, width: int) -> list[str]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import textwrap
 from collections.abc import Iterator
 from typing import Final
 
@@ -29,25 +28,10 @@ from rich.measure import Measurement
 from rich.table import Column, Table
 from rich.text import Text
 
+from graphs.common.safe_text import HANG, wrap_words
+
 UNBOUNDED: Final = 10_000  # the width a table is measured at for its natural width
-HANG: Final = "  "  # the indent of a row's or a title's wrapped lines
 _KEEP: Final = "\u00a0"  # joins the words of one figure and its header while wrapping (textwrap breaks ASCII spaces)
-
-
-def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:
-    """``text`` in lines of at most ``width`` (a longer word stays whole), broken between words only, the lines
-    after the first indented by ``indent`` (a leading indent of ``text`` is kept on its first line).
-
-    Args:
-        text: one paragraph; its no-break spaces (U+00A0) never break.
-        width: the columns a line may take.
-        indent: put before every line after the first.
-
-    Returns:
-        The lines (none for an empty text).
-    """
-    return textwrap.wrap(text, max(width, 1), subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False)
 
 
 def _plain(cell: RenderableType | None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphs.common.safe_text import first_few
+from graphs.common.safe_text import first_few, wrap_words
 
 
 def test_first_few_names_the_first_and_counts_the_rest() -> None:
@@ -10,3 +10,10 @@ def test_first_few_names_the_first_and_counts_the_rest() -> None:
     assert first_few(["a", "b", "c", "d"], 2) == "a, b and 2 more"
     # Some were never named (only counted): the total says how many there are.
     assert first_few(["x; y", "z"], 3, total=4, sep="; ", and_more="; and ") == "x; y; z; and 2 more"
+
+
+def test_wrap_words_breaks_between_words_and_keeps_a_long_word_whole() -> None:
+    assert wrap_words("aaa bbb ccc", 7) == ["aaa bbb", "  ccc"]
+    assert wrap_words("a-very-long-word b", 4) == ["a-very-long-word", "  b"]
+    assert wrap_words("x\u00a0y z", 3) == ["x\u00a0y", "  z"]  # a no-break space holds a figure together
+    assert wrap_words("", 10) == []

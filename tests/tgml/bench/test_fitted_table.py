@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from tgml.bench.fitted_table import FittedTable, table_lines, wrap_words
+from tgml.bench.fitted_table import FittedTable, table_lines
 
 FIGURES = ("57.7 ± 0.6", "100.0 ± 0.0", "13.3 ± 2.0")
 
@@ -71,10 +71,3 @@ def test_headers_broken_over_lines_are_rejoined_and_empty_cells_left_out() -> No
     table.add_column("DO\nbinary", justify="right")
     table.add_row("future, F1", "", "88.5")
     assert [line.plain for line in table_lines(table, 80)] == ["t", "future, F1: DO binary 88.5"]
-
-
-def test_wrap_words_breaks_between_words_and_keeps_a_long_word_whole() -> None:
-    assert wrap_words("aaa bbb ccc", 7) == ["aaa bbb", "  ccc"]
-    assert wrap_words("a-very-long-word b", 4) == ["a-very-long-word", "  b"]
-    assert wrap_words("x\u00a0y z", 3) == ["x\u00a0y", "  z"]  # a no-break space holds a figure together
-    assert wrap_words("", 10) == []

@@ -9,6 +9,7 @@ is not plain visible text by its escape, so it is shown, never obeyed.
 from __future__ import annotations
 
 import textwrap
+import time
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -87,3 +88,12 @@ def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:
     """
     return textwrap.wrap(text, max(width, 1), subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False)
+
+
+def clock_text(seconds: float) -> str:
+    """A wall time as a person reads it on a console, ``HH:MM:SS`` local time (``--:--:--`` for a time beyond what the
+    platform's clock functions take: a peer's timestamp may be anything)."""
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        return "--:--:--"

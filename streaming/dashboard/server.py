@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 from graphs.common.errors import InputError, require_extra
 from graphs.common.interrupts import Interrupted
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import clock_text, printable
 from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
 from streaming.dashboard.feed import CheckerFeed, FeedStatus, Received
@@ -181,10 +181,6 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _clock_text(seconds: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(seconds))
-
-
 class Hub:
     """The state and the open pages; every method runs on the event loop.
 
@@ -249,7 +245,7 @@ class Hub:
         if status.last_heard is None:
             why = "nothing heard from it yet: is it running, and is this its --publish endpoint?"
         else:
-            why = f"last heard {_clock_text(status.last_heard)}"
+            why = f"last heard {clock_text(status.last_heard)}"
         refused = f"; it refused this dashboard: {status.refused}" if status.refused else ""
         self.warn(printable(f"dashboard: the checker at {status.endpoint} is not answering ({why}{refused}); "
                             "streams are shown as unknown until it answers"))

@@ -22,7 +22,6 @@ non-ASCII character as an escape.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,7 +34,7 @@ from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
-from graphs.common.safe_text import count_of, printable
+from graphs.common.safe_text import clock_text, count_of, printable
 from streaming.messages import Alert, CheckerHealth, MissingSteps, Status
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import (
@@ -74,13 +73,6 @@ STALE_MARK: str = " (stale)"  # as long as ENDED_MARK, which the stream column m
 # The most lines a stream's "done" or "allowed next" cell may take: a row of a recipe's twenty steps wrapped in a narrow
 # column would push the alert log below an 80x24 terminal's bottom, where the live view is cut.
 LIST_LINES: int = 3
-
-
-def _clock(t: float) -> str:
-    try:
-        return time.strftime("%H:%M:%S", time.localtime(t))  # to the second: the video time says where exactly
-    except (OverflowError, OSError, ValueError):  # a timestamp beyond what the platform's clock functions take
-        return "--:--:--"
 
 
 def _text(value: object, style: str = "") -> Text:
@@ -262,7 +254,7 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if state.stale(stream_id) and not state.silent():  # a silent checker is said once, for every stream
         heard = state.status_heard[stream_id]
-        return _text(f"{stream_id} stale: the checker has said nothing of it since {_clock(heard)} (a restarted "
+        return _text(f"{stream_id} stale: the checker has said nothing of it since {clock_text(heard)} (a restarted "
                      "checker forgets a stream whose detector has gone), so no verdict", "yellow")
     if not row.ended:
         return None
@@ -427,7 +419,7 @@ def name_conflict_text(step: int, mine: str, theirs: str) -> str:
 def silent_text(state: ViewState) -> str:
     """The checker is not answering (`ViewState.silent`): since when."""
     since = "nothing heard yet: is it running there?" if state.heard is None else \
-        f"last heard {_clock(state.heard)}; what is shown may be out of date"
+        f"last heard {clock_text(state.heard)}; what is shown may be out of date"
     return f"checker at {state.endpoint} not answering ({since})"
 
 
@@ -607,7 +599,7 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
     alerts.caption_justify = "left"
     for when, alert in state.alerts:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
-        at = [_text(_clock(when))] if clock else []
+        at = [_text(clock_text(when))] if clock else []
         if withdrawn is not None:  # an early alert taken back: shown struck out, with why
             alerts.add_row(*at, _text("-"), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
                            _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"), _text(""), _text(""))
@@ -660,7 +652,7 @@ def _never_done_table(state: ViewState, layout: _Layout, width: int, lines: bool
     """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
     if lines:
         return Group(Text(_never_done_title(state), style="bold red"), *(
-            Hanging(Text.assemble(_text(_clock(when)), " ", _text(report.stream_id), ": ",
+            Hanging(Text.assemble(_text(clock_text(when)), " ", _text(report.stream_id), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
             for when, report in state.missing))
     never = layout.table(_never_done_title(state), "bold red")
@@ -668,7 +660,8 @@ def _never_done_table(state: ViewState, layout: _Layout, width: int, lines: bool
     layout.stream(never)
     layout.names(never, "missing key-steps", 1)
     for when, report in state.missing:
-        never.add_row(_text(_clock(when)), _text(report.stream_id), _text(_never_done_names(report, state), "bold red"))
+        never.add_row(_text(clock_text(when)), _text(report.stream_id),
+                      _text(_never_done_names(report, state), "bold red"))
     return never
 
 
@@ -676,8 +669,8 @@ def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
     """The recent key-steps; below `COMPACT_WIDTH` a line each."""
     if lines:
         return Group(Text("recent key-steps: clock, stream, key-step, video time, confidence", style="bold"), *(
-            Hanging(Text.assemble(_text(_clock(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"), " ",
-                                  _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}")))
+            Hanging(Text.assemble(_text(clock_text(when)), " ", _text(ev.stream_id), " ", _text(ev.step_name, "bold"),
+                                  " ", _text(_span(ev.start, ev.end)), " ", _text(f"{ev.confidence:.2f}")))
             for when, ev in state.events))
     events = layout.table("recent key-steps")
     layout.fixed(events, "time", CLOCK_WIDTH)
@@ -686,8 +679,8 @@ def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
     layout.fixed(events, "video time", VIDEO_WIDTH)
     layout.fixed(events, "confidence", len("confidence"), right=True)
     for when, ev in state.events:
-        events.add_row(_text(_clock(when)), _text(ev.stream_id), _text(ev.step_name), _text(_span(ev.start, ev.end)),
-                       _text(f"{ev.confidence:.2f}"))
+        events.add_row(_text(clock_text(when)), _text(ev.stream_id), _text(ev.step_name),
+                       _text(_span(ev.start, ev.end)), _text(f"{ev.confidence:.2f}"))
     return events
 
 

@@ -59,6 +59,12 @@ HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic st
 # A checker, or one stream on it, unheard this long is not answering: the checker re-sends every stream's status each
 # HEARTBEAT_S, so four periods of silence are no lost message (the view and the dashboard say so).
 SILENT_S: Final = 4 * HEARTBEAT_S
+
+
+def gone_silent(since: float, now: float) -> bool:
+    """Nothing heard since ``since`` for `SILENT_S` or more (two readings of one clock): the one rule of the view,
+    the dashboard and its log for a checker, or a stream on it, that stopped answering."""
+    return now - since >= SILENT_S
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop

@@ -39,11 +39,11 @@ from streaming.transport import (
     POLL_MS,
     RECV_BATCH,
     RECV_BUDGET_S,
-    SILENT_S,
     VIEW_RECV_HWM,
     HandshakeWatch,
     ReceiveStats,
     connect_watched,
+    gone_silent,
     subscribe,
 )
 
@@ -130,7 +130,7 @@ class CheckerFeed:
         """The link's state now."""
         stats = self.stats
         heard = self._last_heard
-        connected = heard is not None and self.clock() - heard < SILENT_S
+        connected = heard is not None and not gone_silent(heard, self.clock())
         return FeedStatus(self.endpoint, connected, heard, stats.malformed, printable(stats.last_error)[:200],
                           self._refused)  # fmt: skip
 

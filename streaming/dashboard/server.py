@@ -42,7 +42,7 @@ from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
 from streaming.dashboard.feed import CheckerFeed, FeedStatus, Received
 from streaming.dashboard.state import DashboardState
-from streaming.transport import SILENT_S
+from streaming.transport import gone_silent
 
 TILE_PUSH_S: Final = 0.5  # changed tiles go out at most this often (the checker re-sends every status every 0.5 s)
 STATUS_PUSH_S: Final = 1.0  # the checker link's state and counts
@@ -239,7 +239,7 @@ class Hub:
                 self.say(printable(f"dashboard: the checker at {status.endpoint} answers again"))
             return
         started = self.listening_since
-        if self._said_silent or (status.last_heard is None and (started is None or now - started < SILENT_S)):
+        if self._said_silent or (status.last_heard is None and (started is None or not gone_silent(started, now))):
             return
         self._said_silent = True
         if status.last_heard is None:

@@ -34,7 +34,7 @@ from graphs.common.safe_text import printable
 from graphs.limits import MAX_STEPS
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
-from streaming.transport import SILENT_S
+from streaming.transport import gone_silent
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
 MAX_STREAMS: Final = 256  # tiles kept (the checker tracks as many); the one silent longest goes
@@ -314,7 +314,7 @@ class DashboardState:
             return "ended"
         if not connected:
             return "unknown"
-        if now - self.heard.get(stream_id, now) >= SILENT_S:
+        if gone_silent(self.heard.get(stream_id, now), now):
             return "silent"
         return "lost" if status.lost else "live"
 

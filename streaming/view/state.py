@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from graphs.limits import MAX_STEPS
 from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
-from streaming.transport import SILENT_S
+from streaming.transport import gone_silent
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -153,14 +153,14 @@ class ViewState:
     def silent(self) -> bool:
         """The checker has said nothing for `SILENT_S` (or nothing at all since the view began to listen)."""
         since = self.heard if self.heard is not None else self.listening_since
-        return since is not None and self.now - since > SILENT_S
+        return since is not None and gone_silent(since, self.now)
 
     def stale(self, stream_id: str) -> bool:
         """A stream that has not ended and whose status the checker stopped re-sending `SILENT_S` ago: its
         detector, or the checker, is gone, and the row is what it was then."""
         row, heard = self.streams.get(stream_id), self.status_heard.get(stream_id)
         return (row is not None and not row.ended and not row.lost and heard is not None
-                and self.listening_since is not None and self.now - heard > SILENT_S)
+                and self.listening_since is not None and gone_silent(heard, self.now))
 
     def name(self, step: int | None) -> str:
         """Readable name of a step (``-`` for none)."""

@@ -14,6 +14,7 @@ which has none; `check_preview` refuses with one line that says what to install 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from graphs.common.files import atomic_path, check_output
 from recognition.checkpoint import DetectorCheckpoint
 from streaming.local_checker import CheckerLink
 from streaming.messages import Alert, Message, Retraction, StepEvent
-from streaming.readers import Frame
+from streaming.readers import Frame, container_header
 
 ALERT_SHOW_S = 3.0  # an alert's red band stays this long after it was raised
 ALERT_RED = (0, 0, 220)  # BGR
@@ -252,7 +253,8 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
         if (kind is None or self.kept) and self._writer is not None and self._tmp is not None:
             # OpenCV's writer says nothing of a write that failed (a full disk): a file cut short would otherwise
             # take the place of the output, and of an earlier good video there.
-            written = _frames_in(self._tmp)
+            announced = container_header(str(self._tmp))[0]  # 0 when it cannot be opened
+            written = int(announced) if math.isfinite(announced) and announced > 0 else 0
             if written != self.frames:
                 failure = InputError(f"--annotate-out {self.path}: the video was not written whole ({written} of "
                                      f"{self.frames} frames readable: a full disk?); nothing was written there")
@@ -263,15 +265,6 @@ class OverlayWriter(AbstractContextManager["OverlayWriter"]):
             self._stack.__exit__(None, None, None)  # committed; the interrupt goes on once the block is left
         else:
             self._stack.__exit__(kind, err, tb)
-
-
-def _frames_in(path: Path) -> int:
-    """How many frames a video file's container announces (0 when it cannot be opened)."""
-    capture = cv2.VideoCapture(str(path))
-    try:
-        return max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT))) if capture.isOpened() else 0
-    finally:
-        capture.release()
 
 
 def _atomic(path: Path) -> AbstractContextManager[Path]:

@@ -8,7 +8,7 @@ published TGT-text figures, and the wall time (encoding the step names, training
 
 Usage::
 
-    python benchmarks/tgt_captaincook.py [--data ../shared/data/captaincook4d] [--seeds 5] [--seed-base 42] \\
+    python benchmarks/tgt_captaincook.py [--data ../shared/data/captaincook4d] [--seeds 5] [--first-seed 42] \\
         [--procedures coffee,ramen] [--config configs/tgt-text.toml] [--set epochs=300 ...]
 """
 
@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=_data_default(), help="captaincook4d data folder")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    parser.add_argument("--seed-base", type=seed_option, default=42, help="first seed (default 42)")
+    parser.add_argument("--first-seed", type=seed_option, default=42, help="first seed (default 42)")
     parser.add_argument("--procedures", default="", help="comma-separated subset (default all 24)")
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tgt-text.toml", help="settings file")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -54,7 +54,7 @@ def main() -> None:
     overrides = {key: tomllib.loads(f"v = {value}")["v"] for key, value in (item.split("=", 1) for item in args.set)}
     config = learner("tgt-text").config_file(args.config, **overrides)
     procedures = load_procedures(args.data, [p for p in args.procedures.split(",") if p])
-    seeds = list(range(args.seed_base, args.seed_base + args.seeds))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
 
     started = time.perf_counter()
     texts = {p.scenario: step_embeddings(list(p.step_names), config.encoder) for p in procedures}

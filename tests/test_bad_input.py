@@ -717,7 +717,9 @@ def video_key_cases() -> list[Case]:
 SEED_OPTIONS: dict[str, tuple[Callable[[list[str]], object], list[str]]] = {
     "tgml-train": (tgml, ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
                           f"{TMP}/g.json", "--seed"]),
-    "tgml-bench-captaincook": (tgml, ["bench-captaincook", "--data", TMP, "--seed-base"]),
+    "tgml-bench-captaincook": (tgml, ["bench-captaincook", "--data", TMP, "--first-seed"]),
+    # The older name of --first-seed, still accepted, is checked alike.
+    "tgml-bench-mistakes-seed-base": (tgml, ["bench-mistakes", "--data", TMP, "--seed-base"]),
     "tgml-bench-queries": (tgml, ["bench-queries", "--data", TMP, "--seed"]),
     "tgml-bench-synthetic": (tgml, ["bench-synthetic", "--first-seed"]),
     "prego-bench-first-seed": (prego_bench, ["--data", TMP, "--first-seed"]),
@@ -740,8 +742,8 @@ def seed_cases() -> list[Case]:
     # A first seed near the limit and more seeds than fit: the learner's config refused the last one, naming
     # DOConfig.seed or BenchConfig.seeds, which the user never typed.
     for command, (main, argv) in {"tgml-bench-captaincook": (tgml, ["bench-captaincook", "--data", TMP,
-                                                                     "--seed-base"]),
-                                  "tgml-bench-mistakes": (tgml, ["bench-mistakes", "--data", TMP, "--seed-base"]),
+                                                                     "--first-seed"]),
+                                  "tgml-bench-mistakes": (tgml, ["bench-mistakes", "--data", TMP, "--first-seed"]),
                                   "tgml-bench-synthetic": (tgml, ["bench-synthetic", "--first-seed"]),
                                   "prego-bench": (prego_bench, ["--data", TMP, "--first-seed"])}.items():
         cases.append(flag(f"seeds-{command}-past-the-last-seed", main, [*argv, "4294967295", "--seeds", "2"],

@@ -11,11 +11,11 @@ Usage::
     tgml show tent.json [--dot tent.dot | --dot tent.svg]
     tgml eval --pred coffee.json --gt ../shared/data/captaincook4d/ground_truth_task_graphs/coffee.json
     tgml eval --pred ../shared/data/captaincook4d/llm_task_graphs/graph_coffee.adjlist --gt .../coffee.json
-    tgml bench-captaincook --data ../shared/data --seeds 5 [--seed-base 42] [--workers 2] \\
+    tgml bench-captaincook --data ../shared/data --seeds 5 [--first-seed 42] [--workers 2] \\
         [--method do count-based msgi msg2 llm noisy-and] [--llm-graphs DIR] \\
         [--procedures coffee,ramen] [--epochs 1000] [--edge-threshold {1/n,1/(n+2),1/N}] [--config FILE] \\
         [--json out.json]
-    tgml bench-mistakes --data ../shared/data [--method noisy-and do ... | all] [--seeds 3] [--seed-base 42] \\
+    tgml bench-mistakes --data ../shared/data [--method noisy-and do ... | all] [--seeds 3] [--first-seed 42] \\
         [--rules precondition,late-step] [--procedures coffee,ramen] [--workers 2] [--json out.json] \\
         [--select [--folds 4] [--moves 3]]
     tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
@@ -149,11 +149,12 @@ def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
                                   f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
     p.add_argument("--seeds", type=int, default=5, metavar="N",
                    help="how many training seeds: each procedure is learned with seeds S..S+N-1, S being "
-                        "--seed-base (default 5)")
-    p.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
-                   help=f"the first training seed (default {DEFAULT_SEED_BASE})")
+                        "--first-seed (default 5)")
+    p.add_argument("--first-seed", "--seed-base", dest="seed_base", type=seed_option, default=DEFAULT_SEED_BASE,
+                   metavar="S", help=f"the first training seed (default {DEFAULT_SEED_BASE}; --seed-base is its "
+                                     "older name)")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
-                   help="worker processes (0: one per core; at most 4 per core)")
+                   help="worker processes (default: the cores, at most 4; 0: one per core)")
     p.add_argument("--procedures", help="comma-separated subset of procedures")
     p.add_argument("--method", nargs="+", default=["do"], metavar="METHOD",
                    help=f"methods to run, from {', '.join(METHODS)} (default do)")
@@ -183,9 +184,9 @@ def _bench_mistakes_options(p: argparse.ArgumentParser) -> None:
                         f"(default {' '.join(DEFAULT_METHODS)}); the ground-truth graphs are always "
                         "the last row")
     p.add_argument("--seeds", type=int, default=3, metavar="N",
-                   help="seeds of the seeded learners: S..S+N-1, S being --seed-base (default 3)")
-    p.add_argument("--seed-base", type=seed_option, default=DEFAULT_SEED_BASE, metavar="S",
-                   help=f"the first seed (default {DEFAULT_SEED_BASE})")
+                   help="seeds of the seeded learners: S..S+N-1, S being --first-seed (default 3)")
+    p.add_argument("--first-seed", "--seed-base", dest="seed_base", type=seed_option, default=DEFAULT_SEED_BASE,
+                   metavar="S", help=f"the first seed (default {DEFAULT_SEED_BASE}; --seed-base is its older name)")
     p.add_argument("--rules", default=",".join(ORDER_RULES),
                    help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
     p.add_argument("--procedures", help="comma-separated subset of procedures")
@@ -227,9 +228,11 @@ def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
                         "--first-seed (default 2)")
     p.add_argument("--first-seed", type=seed_option, default=0, metavar="S",
                    help="the seed of the first random graph (default 0)")
-    p.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps")
-    p.add_argument("--executions", default="5,10,20,40,100", help="comma-separated numbers of executions")
-    p.add_argument("--noise", default="0,0.2", help="comma-separated shares of executions with one error")
+    p.add_argument("--sizes", default="5,10,20,30", help="comma-separated numbers of steps (default %(default)s)")
+    p.add_argument("--executions", default="5,10,20,40,100",
+                   help="comma-separated numbers of executions (default %(default)s)")
+    p.add_argument("--noise", default="0,0.2",
+                   help="comma-separated shares of executions with one error (default %(default)s)")
     p.add_argument("--learners", default=",".join(LEARNERS),
                    help=f"comma-separated, from {', '.join(LEARNERS)}")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
@@ -465,7 +468,7 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.learners.registry import learner
 
-    seeds = list(seed_range(args.seed_base, args.seeds, "--seed-base"))
+    seeds = list(seed_range(args.seed_base, args.seeds, "--first-seed"))
     data = captaincook_folder(data_folder(args.data))
     if args.json:
         check_output(args.json, "results file", inputs=[args.config, data, args.llm_graphs], option="--json")
@@ -501,7 +504,7 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
 
-    seeds = tuple(seed_range(args.seed_base, args.seeds, "--seed-base"))  # refused before any work
+    seeds = tuple(seed_range(args.seed_base, args.seeds, "--first-seed"))  # refused before any work
     data = captaincook_folder(data_folder(args.data))
     if args.select:
         if args.json:  # the cross-validation table is printed, not written: never an option silently unused

@@ -42,7 +42,7 @@ from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
-from graphs.task_graph import is_captaincook_graph
+from graphs.task_graph import NAME_NEEDED, blank_name, is_captaincook_graph
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,8 @@ def timing_warning(annotations: Annotations, scenario: str | None = None) -> str
     return f"warning: {where}: {'; '.join(parts)}" if parts else None
 
 
-def load_annotations(path: str | Path, check_times: bool = True, scenario_read: str | None = None) -> Annotations:
+def load_annotations(path: str | Path, check_times: bool = True, scenario_read: str | None = None,
+                     scenario_required: bool = False) -> Annotations:
     """Read and validate an annotation file.
 
     Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
@@ -321,6 +322,8 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             a published benchmark file as published (only the order of its segments is used), without a warning.
         scenario_read: the scenario the command reads, when it knows it before reading: the warning counts its
             videos alone (None, or a scenario the file does not have: the whole file's).
+        scenario_required: ``scenario_read`` is the user's and must be the file's: one the file does not have is
+            refused (`Annotations.check_scenario`) before the warning, which would only precede the error.
 
     Returns:
         The annotations.
@@ -350,6 +353,10 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             if len(entry["name"]) > MAX_NAME:
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name is {len(entry['name'])} characters "
                                  f"long; at most {MAX_NAME}")
+            why = blank_name(entry["name"])
+            if why is not None:  # the graph learned from it would be refused by the graph loader
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {as_written(entry['name'], 40)} "
+                                 f"{why}; {NAME_NEEDED}")
             step_id = entry.get("id", key)
             if isinstance(step_id, str) and re.fullmatch(r"\s*-?[0-9]{1,19}\s*", step_id):
                 step_id = int(step_id)
@@ -418,6 +425,8 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     skipped = sum(never_done(span) for v in videos.values() for span in v.spans) if check_times else 0
     annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped, tuple(overlap_names),
                               tuple(unordered))
+    if scenario_required and scenario_read is not None:
+        annotations.check_scenario(scenario_read)
     line = timing_warning(annotations, scenario_read)
     if line is not None:
         print(printable(line), file=sys.stderr, flush=True)

@@ -405,9 +405,9 @@ def _train(args: argparse.Namespace, console: Console) -> None:
 
     # Before training: a failed save would lose the run.
     check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
+    method = _train_method(args)  # settings that do not fit the learner are refused before the file is read
     load_annotations(args.annotations, check_times=not args.order_only,  # the segment check every command makes
-                     scenario_read=args.scenario)
-    method = _train_method(args)
+                     scenario_read=args.scenario, scenario_required=True)
     videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
     entry = learner(method)
     if not args.config and method not in _methods_with_defaults():

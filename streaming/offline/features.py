@@ -346,7 +346,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     videos_dir = Path(config.videos)
     if not videos_dir.is_dir():
         raise InputError(f"--videos {videos_dir}: folder not found")
-    annotations = load_annotations(config.annotations, scenario_read=config.scenario)
+    annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True)
     scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
     planned = []

@@ -120,6 +120,25 @@ def test_train_refuses_settings_of_the_other_learner(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("scenario", "flags", "fragment"),
+    [("taa", [], "unknown scenario 'taa' (known: coffee, tea)"),
+     ("tea", ["--method", "do", "--cut", "0.5"], "'cut' does not apply to --method do")],
+    ids=["misspelt-scenario", "setting-of-another-learner"])
+def test_train_refuses_usage_before_warning_about_the_file(
+    scenario: str, flags: list[str], fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A file whose segments overlap is read with a warning; a refused run printed that warning first, a long line
+    # above its one error line.
+    data = copy.deepcopy(TINY)
+    for k, segment in enumerate(data["annotations"]["v1"]["segments"]):
+        segment.update(start_time=2.0 * k, end_time=2.0 * k + 3.0)
+    ann = write(tmp_path / "ann.json", data)
+    err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", scenario, "--out",
+                           str(tmp_path / "g.json"), *flags], capsys)
+    assert fragment in err
+
+
 @pytest.mark.parametrize("method", [[], ["--method", "noisy-and"]])
 @pytest.mark.parametrize("typo", ["zzz = 1\n", "lrr = 0.2\n"])
 def test_train_names_a_misspelt_config_setting_as_unknown(

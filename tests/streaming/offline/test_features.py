@@ -386,6 +386,9 @@ def test_several_scenarios_need_a_choice(work: Path, capsys: pytest.CaptureFixtu
 
     edit_labels(work, add_scenario)
     assert "holds several scenarios (shelf, tent); choose one with --scenario" in cli_error(main, args(work), capsys)
+    # A misspelt one is named with the file's scenarios (it was "no annotated video of scenario 'shelv'").
+    assert "unknown scenario 'shelv' (known: shelf, tent)" in cli_error(main, args(work, "--scenario", "shelv"),
+                                                                         capsys)
     assert main(args(work, "--scenario", "shelf")) == 0
 
 

@@ -170,6 +170,14 @@ def test_missing_file_unknown_scenario_and_empty_test_split(
     assert "nowhere.json" in cli_error(main, missing, capsys)
     err = cli_error(main, ["--annotations", str(tea), "--scenario", "kitchen", "--test-videos", "mistake"], capsys)
     assert "unknown scenario 'kitchen' (known: coffee, tea)" in err
+    # Refused before the warning about the file's overlapping segments, which it printed first.
+    data = json.loads(tea.read_text())
+    data["annotations"]["t1"]["segments"][1]["start_time"] = 0.5
+    overlapping = tmp_path / "overlapping.json"
+    overlapping.write_text(json.dumps(data))
+    err = cli_error(main, ["--annotations", str(overlapping), "--scenario", "kitchen", "--test-videos", "mistake"],
+                    capsys)
+    assert "unknown scenario 'kitchen'" in err
     assert "--annotations needs --scenario" in cli_error(main, ["--annotations", str(tea), "--test-videos", "a"],
                                                           capsys)
     assert "--scenario is an option of --annotations" in cli_error(main, ["--scenario", "tea"], capsys)

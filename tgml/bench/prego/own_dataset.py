@@ -117,8 +117,8 @@ def load_annotation_dataset(source: AnnotationSource) -> BenchData:
     Returns:
         The dataset: training sequences whole, GT test sequences cut, correct test videos listed.
     """
-    annotations = load_annotations(source.annotations, check_times=not source.order_only)
-    annotations.check_scenario(source.scenario)
+    annotations = load_annotations(source.annotations, check_times=not source.order_only,
+                                   scenario_read=source.scenario, scenario_required=True)
     step_ids, step_names = annotations.steps_of(source.scenario)
     videos = [v.video for v in annotations.scenario_videos(source.scenario)]
     if source.split is not None:

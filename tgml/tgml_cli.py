@@ -423,8 +423,8 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
     scores = (("loss", "{:.3f}", result.final_loss),
               # "SA" alone means nothing to a newcomer: said where it is printed (tgml/sequence_accuracy.py).
-              ("SA", "{:.3f} (sequence accuracy on the training orders: the share of each step's learned "
-                     "pre-conditions done before it; 1 = the graph explains every order)", result.sequence_accuracy))
+              ("SA", "{:.3f} (sequence accuracy: 1 = every training order meets the learned pre-conditions)",
+               result.sequence_accuracy))
     measures += [f"{name} {shape.format(value)}" for name, shape, value in scores if math.isfinite(value)]
     print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
 

@@ -44,7 +44,7 @@ def test_train_show_dot_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert graph.scenario == "tea" and graph.step_names == ("boil water", "add tea", "get cup")
     assert graph.info["config"]["epochs"] == 60
     summary = capsys.readouterr().out
-    assert summary.startswith("tea: ") and " SA 1.000 (sequence accuracy on the training orders: " in summary
+    assert summary.startswith("tea: ") and " SA 1.000 (sequence accuracy: 1 = every training order meets" in summary
 
     dot = tmp_path / "tea.dot"
     assert main(["show", str(out), "--dot", str(dot)]) == 0

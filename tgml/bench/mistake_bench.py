@@ -31,6 +31,7 @@ METRIC is one of `METRICS`, COUNT one of `COUNTS`.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from rich.table import Table
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.safe_text import count_of
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from graphs.order_rules import ORDER_RULES, check_rule, never_done, order_flags
 from graphs.postprocess import break_cycles
@@ -402,9 +404,10 @@ def data_notes(result: MistakeBenchResult) -> list[str]:
     for recording_id, name in errors.unmatched:
         notes.append(f"skipped: recording {recording_id}: step {name!r} matches no step of its procedure")
     if errors.untimely:
-        notes.append(f"{len(errors.untimely)} steps whose Missing Step tag and start time disagree: a step with a time "
-                     "is replayed as done, a tagged one counts as missing (" +
-                     ", ".join(f"{rid}: {name[:30]!r}" for rid, name in errors.untimely[:3]) +
+        shown = (f"{rid}: {textwrap.shorten(name, 40, placeholder=' ...')!r}" for rid, name in errors.untimely[:3])
+        notes.append(f"{count_of(len(errors.untimely), 'step')} whose Missing Step tag and start time disagree: "
+                     "a step with a time is replayed as done, a tagged one counts as missing (" +
+                     ", ".join(shown) +
                      (f", and {len(errors.untimely) - 3} more)" if len(errors.untimely) > 3 else ")"))
     for scenario, edges in result.llm_edges_dropped.items():
         notes.append(f"llm: {edges} edge(s) of {scenario} dropped to break a cycle (a checker needs a DAG)")

@@ -62,19 +62,22 @@ def test_the_command_prints_the_table_per_rule_and_writes_the_per_recipe_json(
 ) -> None:
     out = tmp_path / "mistakes.json"
     assert main(["bench-mistakes", "--data", str(data_dir), "--method", "msg2", "llm", "--procedures",
-                 "coffee,cucumberraita", "--workers", "1", "--quiet", "--json", str(out)]) == 0
+                 "coffee,cucumberraita,ramen", "--workers", "1", "--quiet", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "pre-condition rule (the live checker)" in text and "ground truth (reference)" in text
     assert "17_49: step 'Add-1/2 teaspoon of chat masala powder to the bowl' matches no step" in text
     assert "bench-mistakes:" in text
+    # A long step name is shortened between words, and says so (it was cut mid-word: 'Cover-Cover with a lid (or pap').
+    assert "1 step whose Missing Step tag and start time disagree" in text
+    assert "(4_43: 'Cover-Cover with a lid (or paper ...')" in text
     # The recordings left out are those two recipes' graph-training recordings: every recipe's 194 were counted.
     annotations = load_annotations(data_dir / "captaincook4d" / "task_graph_generation_annotations.json",
                                    check_times=False)
-    training = sum(len(annotations.scenario_videos(s)) for s in ("coffee", "cucumberraita"))
+    training = sum(len(annotations.scenario_videos(s)) for s in ("coffee", "cucumberraita", "ramen"))
     assert f"recordings scored; {training} recordings left out (the graphs are learned from them)" in text
     document = json.loads(out.read_text())
     assert list(document["rows"]) == ["msg2", "llm", GROUND_TRUTH]
-    assert set(document["rows"]["llm"]["rules"]["precondition"]["per_recipe"]) == {"coffee", "cucumberraita"}
+    assert set(document["rows"]["llm"]["rules"]["precondition"]["per_recipe"]) == {"coffee", "cucumberraita", "ramen"}
 
 
 def test_an_error_file_of_another_format_is_one_error_line(

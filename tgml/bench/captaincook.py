@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from rich.table import Table
@@ -39,6 +39,7 @@ ANNOTATIONS = "task_graph_generation_annotations.json"
 GT_FOLDER = "ground_truth_task_graphs"
 PUBLISHED_DO = {"precision": 86.4, "recall": 89.7, "f1": 87.8}
 # The paper's CaptainCook4D table (P / R / F1 averaged over the 24 procedures), by method name of the benchmark.
+PUBLISHED_PROCEDURES: Final = 24
 PUBLISHED: dict[str, tuple[float, float, float]] = {
     "msgi": (11.3, 13.3, 12.2),
     "llm": (53.0, 57.4, 54.9),
@@ -262,21 +263,30 @@ def captaincook_table(result: BenchmarkResult) -> Table:
         seeds = f"seeds {', '.join(map(str, result.seeds))}" if result.seeds else "no randomness (one run)"
         title = f"CaptainCook4D task graph generation, {result.method}, {seeds}"
     table = Table(title=title, header_style="bold")
-    for col in ("procedure", "steps", "epochs", "precision", "recall", "F1"):
+    trained = any(run.epochs for run in result.runs)  # the baselines have no epochs: no column of zeros
+    for col in ("procedure", "steps", *(("epochs",) if trained else ()), "precision", "recall", "F1"):
         table.add_column(col, justify="left" if col == "procedure" else "right")
     by_scenario: dict[str, list[RunScore]] = {}
     for run in result.runs:
         by_scenario.setdefault(run.scenario, []).append(run)
     for scenario, runs in by_scenario.items():
         p, r, f = (np.mean([_figures(x.scores)[k] for x in runs]) for k in range(3))
-        table.add_row(scenario, str(runs[0].steps),
-                      f"{np.mean([x.epochs for x in runs]):.0f}", f"{p:.1f}", f"{r:.1f}", f"{f:.1f}")
+        epochs = (f"{np.mean([x.epochs for x in runs]):.0f}",) if trained else ()
+        table.add_row(scenario, str(runs[0].steps), *epochs, f"{p:.1f}", f"{r:.1f}", f"{f:.1f}")
     summary = result.summary()
     table.add_section()
-    table.add_row("[bold]mean ± 90% CI", "", "", *(f"[bold]{summary[k]['mean']:.1f} ± {summary[k]['ci90']:.1f}"
-                                                  for k in ("precision", "recall", "f1")))
+    blank = ("", "") if trained else ("",)
+    table.add_row("[bold]mean ± 90% CI" if len(result.seeds) > 1 else "[bold]mean", *blank,
+                  *(f"[bold]{summary_text(summary[k], len(result.seeds))}" for k in ("precision", "recall", "f1")))
     published = PUBLISHED.get(result.method)
     if published is not None:
         label = "published DO" if result.method == "do" else f"published {result.method}"
-        table.add_row(label, "", "", *(f"{v:.1f}" for v in published))
+        if len(by_scenario) < PUBLISHED_PROCEDURES:  # the paper's mean is over every procedure, not these
+            label += f" ({PUBLISHED_PROCEDURES} procedures)"
+        table.add_row(label, *blank, *(f"{v:.1f}" for v in published))
     return table
+
+
+def summary_text(figure: Mapping[str, float], seeds: int) -> str:
+    """A figure's mean, with its 90% CI when there were seeds to spread over (one run has no interval)."""
+    return f"{figure['mean']:.1f} ± {figure['ci90']:.1f}" if seeds > 1 else f"{figure['mean']:.1f}"

@@ -45,11 +45,13 @@ from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from tgml.bench.captaincook import (
     DEFAULT_CONFIG,
     PUBLISHED,
+    PUBLISHED_PROCEDURES,
     BenchmarkResult,
     Procedure,
     RunScore,
     load_procedures,
     run_benchmark,
+    summary_text,
 )
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.do.config import DOConfig
@@ -204,9 +206,12 @@ def methods_table(outcome: MethodsOutcome) -> Table:
     Methods of the paper's table that were not run are listed too, with their published row only.
     """
     procedures = len({r.scenario for result in outcome.results.values() for r in result.runs})
-    table = Table(title=f"CaptainCook4D task graph generation, {procedures} procedures, mean ± 90% CI over seeds",
-                  header_style="bold")
-    for col in ("method", "seeds", "precision", "recall", "F1", "published P / R / F1"):
+    spread = any(len(result.seeds) > 1 for result in outcome.results.values())
+    table = Table(title=f"CaptainCook4D task graph generation, {procedures} procedures, "
+                        f"{'mean ± 90% CI over seeds' if spread else 'one run each'}", header_style="bold")
+    paper = "published P / R / F1" + (f" ({PUBLISHED_PROCEDURES} procedures)" if procedures < PUBLISHED_PROCEDURES
+                                      else "")
+    for col in ("method", "seeds", "precision", "recall", "F1", paper):
         table.add_column(col, justify="left" if col == "method" else "right")
     for name, result in outcome.results.items():
         summary = result.summary()
@@ -214,7 +219,7 @@ def methods_table(outcome: MethodsOutcome) -> Table:
         table.add_row(
             name if result.ensemble == 1 else f"{name} (ensemble of {result.ensemble})",
             str(len(result.seeds)) if result.seeds else "none",  # a deterministic method ("-" is not measured)
-            *(f"{summary[k]['mean']:.1f} ± {summary[k]['ci90']:.1f}" for k in ("precision", "recall", "f1")),
+            *(summary_text(summary[k], len(result.seeds)) for k in ("precision", "recall", "f1")),
             "ours" if published is None else " / ".join(f"{v:.1f}" for v in published),
         )
     not_run = [m for m in PUBLISHED if m not in outcome.results]

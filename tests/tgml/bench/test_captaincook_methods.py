@@ -61,3 +61,18 @@ def test_bad_methods_and_llm_folders(tmp_path: Path, data_dir: Path, capsys: pyt
     assert "graph_coffee.adjlist: LLM task graph of procedure 'coffee' not found" in cli_error(main, argv, capsys)
     (folder / "graph_coffee.adjlist").write_text("12_Brew-Brew tea;1\nSTART;{}\n")
     assert "node '12_Brew-Brew tea' matches no step of procedure 'coffee'" in cli_error(main, argv, capsys)
+
+
+def test_a_subset_run_says_what_its_figures_are(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two procedures of a baseline showed an epochs column of zeros, "± 0.0" as the 90% CI of one run, and the
+    # paper's 24-procedure mean as if it were these two's.
+    assert main(["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--method", "count-based",
+                 "--procedures", "coffee,ramen", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "epochs" not in printed and "±" not in printed.split("no randomness")[1]
+    assert "published count-based (24 procedures)" in printed
+    assert main(["bench-captaincook", "--data", str(data_dir / "captaincook4d"), "--method", "count-based", "msg2",
+                 "--procedures", "coffee,ramen", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 procedures, one run each" in printed and "±" not in printed
+    assert "published P / R / F1 (24 procedures)" in printed

@@ -77,7 +77,8 @@ def test_benchmark_scores_exactly_the_cut_sequences(
             "count-based", "--json", str(out), "--save-graphs", str(graphs), "--quiet"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "PREGO online mistake detection — tea" in printed and "count-based" in printed
+    # One seed: the title said "mean ± std over seeds" of a run with none to spread over.
+    assert "PREGO online mistake detection — tea (seed 42)" in printed and "count-based" in printed
     assert "best published" not in printed and "  published" not in printed  # the paper has no row for it
     caption = " ".join(printed.split())
     assert "Scenario tea of" in caption and "1 without one is kept whole" in caption

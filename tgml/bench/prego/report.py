@@ -55,8 +55,10 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
             caption += (f" Scenario {escape(dataset)} of {escape(own['file'])}: test videos are cut right after their "
                         f"first segment with has_errors: true; {whole} without one {verb} kept whole, all steps "
                         "correct.")
+        seeds = result["settings"].get("seeds")
+        spread = f"seed {seeds[0]}" if isinstance(seeds, list) and len(seeds) == 1 else "mean ± std over seeds"
         table = Table(
-            title=f"PREGO online mistake detection — {escape(dataset)} (mean ± std over seeds)",
+            title=f"PREGO online mistake detection — {escape(dataset)} ({spread})",
             caption=caption,
             caption_justify="left",
         )

@@ -432,12 +432,73 @@ function markedAlert() {
   return newest;
 }
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+const TAG_GAP = 4; // between a box and its word, in the drawing's units
+
+function overlaps(a, b) {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+}
+
+// A word beside a marked box, so the mark does not rest on colour or line style alone. Beside, not above: the
+// arrows come in from above and leave below. The side taken is the first whose word covers no other box and no
+// arrowhead; the drawing then grows to hold it (fitTags).
+function tagBeside(view, node, tag) {
+  const box = node.getBBox();
+  const word = document.createElementNS(SVG_NS, "text");
+  word.setAttribute("class", "hl-tag");
+  word.setAttribute("y", String(box.y + box.height / 2));
+  word.setAttribute("dominant-baseline", "middle");
+  word.textContent = tag;
+  node.append(word);
+  const obstacles = [...view.querySelectorAll("g.node, g.edge polygon")]
+    .filter((other) => other !== node)
+    .map((other) => other.getBBox());
+  const sides = [["start", box.x + box.width + TAG_GAP], ["end", box.x - TAG_GAP]];
+  for (const [anchor, x] of sides) {
+    word.setAttribute("text-anchor", anchor);
+    word.setAttribute("x", String(x));
+    const at = word.getBBox();
+    if (!obstacles.some((other) => overlaps(at, other))) return;
+  }
+  word.setAttribute("text-anchor", "start"); // both sides taken: the right, over whatever is there
+  word.setAttribute("x", String(box.x + box.width + TAG_GAP));
+}
+
+// The drawing's viewBox, widened to hold every word (a word beside the outermost box would be cut off).
+function fitTags(view) {
+  const svg = view.querySelector("svg");
+  if (!svg) return;
+  if (!svg.dataset.viewBox) svg.dataset.viewBox = svg.getAttribute("viewBox") || "";
+  const [x0, y0, w0, h0] = svg.dataset.viewBox.split(/[\s,]+/).map(Number);
+  if (![x0, y0, w0, h0].every(Number.isFinite)) return;
+  let left = x0;
+  let right = x0 + w0;
+  svg.querySelectorAll("text.hl-tag").forEach((word) => {
+    const box = word.getBBox();
+    const m = toDrawing(svg, word);
+    left = Math.min(left, new DOMPoint(box.x, box.y).matrixTransform(m).x - TAG_GAP);
+    right = Math.max(right, new DOMPoint(box.x + box.width, box.y).matrixTransform(m).x + TAG_GAP);
+  });
+  svg.setAttribute("viewBox", `${left} ${y0} ${right - left} ${h0}`);
+}
+
+// From an element's own units to the drawing's (Graphviz shifts its whole graph with one group's transform).
+function toDrawing(svg, element) {
+  let m = new DOMMatrix();
+  for (let e = element.parentNode; e && e !== svg; e = e.parentNode) {
+    const list = e.transform && e.transform.baseVal;
+    if (list && list.numberOfItems) m = DOMMatrix.fromMatrix(list.consolidate().matrix).multiply(m);
+  }
+  return m;
+}
+
 function markGraph() {
   const view = document.getElementById("graph-view");
   view.querySelectorAll(".hl-alert, .hl-missing, .hl-edge").forEach((node) => {
     node.classList.remove("hl-alert", "hl-missing", "hl-edge");
   });
   view.querySelectorAll("text.hl-tag").forEach((node) => node.remove());
+  fitTags(view); // back to the drawing's own size until words are placed again
   const alert = markedAlert();
   const caption = document.getElementById("graph-caption");
   if (state.conflicts.length) {
@@ -453,21 +514,12 @@ function markGraph() {
   const mark = (step, cls, tag) => {
     view.querySelectorAll(`[data-step="${step}"]`).forEach((node) => {
       node.classList.add(cls);
-      if (node.namespaceURI === "http://www.w3.org/2000/svg") {
-        // A word above the box, so the mark does not rest on colour or line style alone.
-        const box = node.getBBox();
-        const word = document.createElementNS("http://www.w3.org/2000/svg", "text");
-        word.setAttribute("class", "hl-tag");
-        word.setAttribute("x", String(box.x + box.width / 2));
-        word.setAttribute("y", String(box.y - 2));
-        word.setAttribute("text-anchor", "middle");
-        word.textContent = tag;
-        node.append(word);
-      }
+      if (node.namespaceURI === SVG_NS) tagBeside(view, node, tag);
     });
   };
   mark(String(alert.step), "hl-alert", "\u26a0 ALERT");
   missing.forEach((step) => mark(step, "hl-missing", "\u2717 MISSING"));
+  fitTags(view);
   view.querySelectorAll("g.edge").forEach((edge) => {
     if (edge.dataset.to === String(alert.step) && missing.has(edge.dataset.from)) edge.classList.add("hl-edge");
   });

@@ -177,6 +177,19 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
             )
             assert "2: <script>window.pwned=1</s" in graph["text"]  # drawn as text (the label wraps at 28 characters)
             assert graph["marked"] >= 1 and graph["missing"] >= 1
+            # Each mark's word sits in the drawing, clear of every other box and of every arrowhead (they were
+            # drawn above the boxes, where the arrows come in).
+            clashes = driver.execute_script(
+                "const v = document.getElementById('graph-view'); const svg = v.querySelector('svg');"
+                "const r = (e) => e.getBoundingClientRect(); const area = r(svg);"
+                "const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;"
+                "const shapes = [...v.querySelectorAll('g.node > :is(polygon, path, ellipse), g.edge polygon')];"
+                "return [...v.querySelectorAll('text.hl-tag')].map((w) => { const a = r(w);"
+                "  const own = w.parentNode.querySelector(':scope > :is(polygon, path, ellipse)');"
+                "  return {tag: w.textContent, inside: a.left >= area.left && a.right <= area.right,"
+                "          hits: shapes.filter((s) => s !== own && hit(a, r(s))).length}; });"
+            )
+            assert len(clashes) == 2 and all(c["inside"] and c["hits"] == 0 for c in clashes), clashes
             # The detector saved the frame of the step; the alert shows it (served with the page's cookie).
             wait_until(driver, "const i = document.querySelector('#alert-feed li.alert figure.frame img'); "
                                "return i && i.complete && i.naturalWidth > 0;", 20)  # fmt: skip

@@ -16,10 +16,22 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.common.settings_files import as_written
+from graphs.limits import MAX_NAME
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
 from graphs.precision_recall import precision_recall_f1
-from graphs.task_graph import END, FORMAT_NAME, START, Node, TaskGraph, is_captaincook_graph, load_graph
+from graphs.task_graph import (
+    END,
+    FORMAT_NAME,
+    NAME_NEEDED,
+    START,
+    Node,
+    TaskGraph,
+    blank_name,
+    is_captaincook_graph,
+    load_graph,
+)
 
 
 @dataclass(frozen=True)
@@ -95,10 +107,7 @@ def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
     edges = data.get("edges") if isinstance(data, dict) else None
     if not isinstance(steps, dict) or not isinstance(edges, list):
         raise InputError(f"{source}: expected {{'steps': {{id: name}}, 'edges': [[a, b], ...]}}")
-    try:
-        numbered = {int(k): str(v) for k, v in steps.items()}
-    except ValueError:
-        raise InputError(f"{source}: 'steps' keys must be integer ids") from None
+    numbered = _numbered_steps(steps, source)
     if len(numbered) < 2:
         raise InputError(f"{source}: 'steps' must hold at least START and END (node 0 and the last node)")
     first, last = min(numbered), max(numbered)
@@ -119,12 +128,17 @@ def captaincook_graph(data: Any, like: TaskGraph, source: str) -> TaskGraph:
         raise InputError(f"{source}: ground truth lacks steps {sorted(missing)} of the predicted graph")
     index = {node: i for i, node in enumerate(like.nodes)}
     adj = np.zeros((like.n_steps + 2, like.n_steps + 2), dtype=bool)
+    listed: dict[tuple[int, int], int] = {}  # (before, after) -> the edges[] index that gave it first
     for k, edge in enumerate(edges):
         if not (isinstance(edge, list) and len(edge) == 2 and all(type(x) is int for x in edge)):
             raise InputError(f"{source}: edges[{k}] must be a pair of step ids")
         before, after = edge
         if before not in node_of or after not in node_of:
             raise InputError(f"{source}: edges[{k}] = {edge} names a step not in 'steps'")
+        if (before, after) in listed:  # CaptainCook4D's 24 files list each once: a hand edit or a merge gone wrong
+            raise InputError(f"{source}: edges[{k}] = {edge} repeats edges[{listed[before, after]}] (step {after} "
+                             f"requires step {before}); each pre-condition of a step is listed once")
+        listed[before, after] = k
         adj[index[node_of[after]], index[node_of[before]]] = True  # "a before b" == b requires a
     try:
         return TaskGraph(like.step_ids, like.step_names, adj, None, like.scenario, {"source": source})
@@ -164,14 +178,31 @@ def _taxonomy_of(data: Any, source: str) -> TaskGraph:
     steps = data.get("steps") if isinstance(data, dict) else None
     if not isinstance(steps, dict) or len(steps) < 2:
         raise InputError(f"{source}: expected a CaptainCook4D graph {{'steps': {{id: name}}, 'edges': [...]}}")
-    try:
-        numbered = sorted((int(k), str(v)) for k, v in steps.items())
-    except ValueError:
-        raise InputError(f"{source}: 'steps' keys must be integer ids") from None
+    numbered = sorted(_numbered_steps(steps, source).items())
     inner = numbered[1:-1]  # node 0 is START and the last node END
     size = len(inner) + 2
-    return TaskGraph(tuple(k for k, _ in inner), tuple(v for _, v in inner), np.zeros((size, size), dtype=bool),
-                     scenario=Path(source).stem)
+    try:
+        return TaskGraph(tuple(k for k, _ in inner), tuple(v for _, v in inner), np.zeros((size, size), dtype=bool),
+                         scenario=Path(source).stem)
+    except InputError as err:  # two steps of one name, too many steps: named as the file's
+        raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
+
+
+def _numbered_steps(steps: dict[Any, Any], source: str) -> dict[int, str]:
+    """The ``{id: name}`` table of a CaptainCook4D graph's ``steps``, START and END included, every name held to the
+    task-graph file's rules (at most `MAX_NAME` characters, something visible), so a file that reads here is one
+    ``tgml show`` and the live pipeline can show."""
+    try:
+        numbered = {int(k): str(v) for k, v in steps.items()}
+    except ValueError:
+        raise InputError(f"{source}: 'steps' keys must be integer ids") from None
+    for gid, name in numbered.items():
+        if len(name) > MAX_NAME:
+            raise InputError(f"{source}: the name of step {gid} is {len(name)} characters long; at most {MAX_NAME}")
+        why = blank_name(name)
+        if why is not None:
+            raise InputError(f"{source}: the name of step {gid} ({as_written(name, 40)}) {why}; {NAME_NEEDED}")
+    return numbered
 
 
 def evaluate_files(pred_path: str | Path, gt_path: str | Path) -> EdgeScores:

@@ -26,12 +26,14 @@ is optional. A step without it, and every step of a version 1 file (still read),
 
 A graph holds what the live pipeline can serve (`graphs.limits`): at most `MAX_STEPS` key-steps, ids in
 ``0..2^31-1``, names (and the scenario) of at most `MAX_NAME` characters. Construction refuses anything else, so a
-graph that loads, or that a learner produced, is never refused by the wire half-way through a run.
+graph that loads, or that a learner produced, is never refused by the wire half-way through a run. Every step name
+shows something (`blank_name`), and a file lists each pre-condition of a step once.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +60,9 @@ OPTIONAL_THRESHOLD: Final = 0.5
 # Direct Optimization's row-softmax: formulas that read the weights as transition mass must not use them.
 EDGE_PROBABILITY_WEIGHTS: Final = "edge probabilities theta[step, requires]"
 PROBABILITY_SLACK: Final = 1e-6  # float rounding a saved probability may carry beyond [0, 1]
+# Characters that show as nothing: whitespace, controls, format characters (a zero-width space) and separators.
+_INVISIBLE: Final = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+NAME_NEEDED: Final = "every step needs a name that shows in alerts, views and tables"
 
 Node = int | str
 
@@ -109,6 +114,10 @@ class TaskGraph:
         if long is not None:
             raise InputError(f"task graph: the name of step {self.step_ids[long]} is "
                              f"{len(self.step_names[long])} characters long; at most {MAX_NAME}")
+        blank = next(((k, why) for k, name in enumerate(self.step_names) if (why := blank_name(name))), None)
+        if blank is not None:
+            raise InputError(f"task graph: the name of step {self.step_ids[blank[0]]} "
+                             f"({as_written(self.step_names[blank[0]], 40)}) {blank[1]}; {NAME_NEEDED}")
         if len(self.scenario) > MAX_NAME:
             raise InputError(
                 f"task graph: the scenario name is {len(self.scenario)} characters long; at most {MAX_NAME}"
@@ -298,6 +307,10 @@ class TaskGraph:
                 raise InputError(
                     f"{source}: steps[{k}].name is {len(step['name'])} characters long; at most {MAX_NAME}"
                 )
+            why = blank_name(step["name"])
+            if why is not None:
+                raise InputError(f"{source}: steps[{k}].name = {as_written(step['name'], 40)} (step {step['id']}) "
+                                 f"{why}; {NAME_NEEDED}")
             ids.append(int(step["id"]))
             names.append(step["name"])
         optional_scores = _optional_scores(steps, version, source)
@@ -310,6 +323,7 @@ class TaskGraph:
         edges = data.get("edges")
         if not isinstance(edges, list):
             raise InputError(f"{source}: field 'edges' must be a list")
+        listed: dict[tuple[int, int], int] = {}  # (step, requires) matrix cell -> the edges[] index that set it
         for k, edge in enumerate(edges):
             if not isinstance(edge, dict) or "step" not in edge or "requires" not in edge:
                 raise InputError(f"{source}: edges[{k}] must be {{'step': id, 'requires': id}}")
@@ -319,7 +333,12 @@ class TaskGraph:
                 if not (_is_int(node) or isinstance(node, str)) or node not in index:
                     raise InputError(f"{source}: edges[{k}].{key} = {as_written(node)} is not a step of this graph")
                 ends.append(index[node])
-            adjacency[ends[0], ends[1]] = True
+            cell = (ends[0], ends[1])
+            if cell in listed:  # never written so (to_dict lists each once): a hand edit or a merge gone wrong
+                raise InputError(f"{source}: edges[{k}] repeats edges[{listed[cell]}] (step {nodes[cell[0]]} "
+                                 f"requires {nodes[cell[1]]}); each pre-condition of a step is listed once")
+            listed[cell] = k
+            adjacency[cell] = True
         weights = data.get("weights")
         if weights is not None:
             weights = _number_array(weights)
@@ -337,6 +356,23 @@ class TaskGraph:
             return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info, optional_scores)
         except InputError as err:
             raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
+
+
+def blank_name(name: str) -> str | None:
+    """Why a step name would show as nothing (a blank row in ``tgml show``, an alert on no visible step), in words
+    for a message (``"is empty"``); None when it shows something.
+
+    Args:
+        name: a step name from a file or a learner.
+
+    Returns:
+        ``"is empty"``, ``"holds no visible character"`` (whitespace, controls, zero-width characters), or None.
+    """
+    if not name:
+        return "is empty"
+    if all(c.isspace() or unicodedata.category(c) in _INVISIBLE for c in name):
+        return "holds no visible character"
+    return None
 
 
 def execution_levels(adjacency: np.ndarray) -> np.ndarray:

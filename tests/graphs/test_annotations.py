@@ -73,9 +73,12 @@ def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
          r"taxonomy\['tent'\]\['2'\]\.name = \"spread\" is the name of step 1 too"),
         (lambda d: d["annotations"]["v1"]["segments"][0].update(step_name="stake"),
          r"segments\[0\]\.step_name = \"stake\" is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
+        # A graph learned from a blank name would be refused by the graph loader.
+        (lambda d: d["taxonomy"]["tent"]["1"].update(name=" "),
+         r"taxonomy\['tent'\]\['1'\]\.name = \" \" holds no visible character; every step needs a name"),
     ],
     ids=["scenario-not-a-string", "taxonomy-id-twice", "taxonomy-id-not-integer", "has-errors-not-boolean",
-         "taxonomy-name-twice", "step-name-of-another-step"],
+         "taxonomy-name-twice", "step-name-of-another-step", "taxonomy-name-blank"],
 )
 def test_wrong_types_and_repeated_taxonomy_ids_are_one_line(tmp_path: Path, change, message: str) -> None:
     path = _annotation_file(tmp_path)

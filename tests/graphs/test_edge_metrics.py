@@ -11,6 +11,8 @@ import pytest
 from graphs.common.errors import InputError
 from graphs.edge_metrics import compare_graphs, edge_scores, evaluate_files, load_reference_graph
 from graphs.task_graph import END, START, TaskGraph, save_graph
+from tests.cli_errors import cli_error
+from tgml.tgml_cli import main as tgml_main
 
 
 def chain(ids: tuple[int, ...], names: tuple[str, ...]) -> TaskGraph:
@@ -79,14 +81,36 @@ def test_captaincook_file_with_unknown_step_name(tmp_path: Path) -> None:
          r"tea.json: pre-conditions form a cycle"),
         ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "END"}, "edges": [[1, 1]]},
          r"tea.json: step 10 is its own pre-condition"),
+        # The task-graph file's rules: a 100,000-character name (on END, whose name is never used) was read.
+        ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "E" * 100_000}, "edges": [[0, 1]]},
+         r"tea.json: the name of step 4 is 100000 characters long; at most 512$"),
+        ({"steps": {"0": "START", "1": "a", "2": " ", "3": "c", "4": "END"}, "edges": []},
+         r'tea.json: the name of step 2 \(" "\) holds no visible character; every step needs a name'),
+        ({"steps": {"0": "START", "1": "a", "2": "b", "3": "c", "4": "END"}, "edges": [[0, 1], [1, 2], [0, 1]]},
+         r"tea.json: edges\[2\] = \[0, 1\] repeats edges\[0\] \(step 1 requires step 0\); each pre-condition"),
     ],
-    ids=["no-steps", "boolean-step-id", "repeated-name", "cycle", "self-loop"],
+    ids=["no-steps", "boolean-step-id", "repeated-name", "cycle", "self-loop", "long-name", "blank-name",
+         "repeated-edge"],
 )
 def test_malformed_captaincook_file_is_one_line(tmp_path: Path, content: dict, message: str) -> None:
     path = tmp_path / "tea.json"
     path.write_text(json.dumps(content))
     with pytest.raises(InputError, match=message):
         load_reference_graph(path, chain((10, 20, 30), ("a", "b", "c")))
+
+
+@pytest.mark.parametrize(
+    ("steps", "fault"),
+    [({"0": "START", "1": "a", "2": "a", "3": "END"}, "two steps are named 'a'"),
+     ({"0": "START", "1": "a", "2": "b" * 513, "3": "END"}, "the name of step 2 is 513 characters long; at most 512")],
+    ids=["repeated-name", "long-name"],
+)
+def test_tgml_show_names_the_captaincook_file_at_fault(tmp_path: Path, steps: dict, fault: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # Said as "task graph: ...", without the file.
+    path = tmp_path / "tea.json"
+    path.write_text(json.dumps({"steps": steps, "edges": [[0, 1]]}))
+    assert cli_error(tgml_main, ["show", str(path)], capsys).startswith(f"error: {path}: {fault}")
 
 
 def test_missing_ground_truth_file(tmp_path: Path) -> None:

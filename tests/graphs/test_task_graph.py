@@ -10,6 +10,9 @@ import pytest
 
 from graphs import END, START, InputError, PreconditionChecker, TaskGraph, load_graph, save_graph
 from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS
+from streaming.stream_detect_cli import main as stream_detect_main
+from tests.cli_errors import cli_error
+from tgml.tgml_cli import main as tgml_main
 
 
 def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path, tent_graph: TaskGraph) -> None:
@@ -110,6 +113,14 @@ def _write(tmp_path: Path, data: object) -> Path:
         (lambda d: d["steps"][4].update(optional="yes"), 'steps[4].optional = "yes" is not a number'),
         (lambda d: d["steps"][1].update(optional=None), "steps[1].optional = null is not a number"),
         (lambda d: (d.update(version=1), d["steps"][0].update(optional=0.5)), "steps[0].optional needs version 2"),
+        # A blank name showed as a blank row in tgml show, and a repeated edge was taken without a word.
+        (lambda d: d["steps"][1].update(name=""), 'steps[1].name = "" (step 11) is empty; every step needs a name'),
+        (lambda d: d["steps"][3].update(name=" \t "), r'steps[3].name = " \t " (step 13) holds no visible character'),
+        (lambda d: d["steps"][0].update(name="\u200b\u3000"), "(step 10) holds no visible character"),
+        (lambda d: d["edges"].append(dict(d["edges"][2])),
+         "edges[6] repeats edges[2] (step 11 requires 13); each pre-condition of a step is listed once"),
+        (lambda d: d["edges"].insert(1, {"requires": "START", "step": 10}), "edges[1] repeats edges[0] (step 10 "
+         "requires START)"),
     ],
 )
 def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(
@@ -122,6 +133,28 @@ def test_malformed_cyclic_or_inconsistent_files_fail_with_one_line(
         load_graph(path)
     text = str(err.value)
     assert message in text and str(path) in text and "\n" not in text
+
+
+def test_a_blank_step_name_is_refused_by_every_command_that_reads_the_graph(
+    tmp_path: Path, tent_graph: TaskGraph, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tent_graph.to_dict()
+    data["steps"][2]["name"] = "   "
+    path = _write(tmp_path, data)
+    expected = f'error: {path}: steps[2].name = "   " (step 12) holds no visible character; every step needs a name'
+    assert cli_error(tgml_main, ["show", str(path)], capsys).startswith(expected)
+    assert cli_error(tgml_main, ["eval", "--pred", str(path), "--gt", str(path)], capsys).startswith(expected)
+    assert cli_error(stream_detect_main, ["--video", "demo", "--fast", "--jsonl", "--graph", str(path)],
+                     capsys).startswith(expected)
+
+
+def test_a_graph_is_never_built_with_a_name_that_shows_nothing(tent_graph: TaskGraph) -> None:
+    # So no learner writes a graph that the loader would then refuse.
+    names = ("unpack", "spread", "\n", "open_bag", "never_seen")
+    with pytest.raises(InputError, match=r'task graph: the name of step 12 \("\\n"\) holds no visible character'):
+        TaskGraph(tent_graph.step_ids, names, tent_graph.adjacency)
+    assert TaskGraph(tent_graph.step_ids, (" unpack", "spread", "stake", "open bag", "never seen"),
+                     tent_graph.adjacency).step_names[0] == " unpack"  # visible text with spaces around is a name
 
 
 def test_saving_onto_a_folder_is_a_one_line_error(tmp_path: Path, tent_graph: TaskGraph) -> None:

@@ -23,6 +23,7 @@ that client (the checker then re-opens its sockets, so a revoked client that was
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -38,7 +39,7 @@ import zmq.auth
 from zmq.utils import z85
 
 from graphs.common.errors import InputError, print_warning
-from graphs.common.files import SECRET_MODE, check_output, output_target, read_bytes, write_bytes
+from graphs.common.files import SECRET_MODE, check_output, output_target, read_bytes, write_files
 
 if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
     from zmq.auth.thread import ThreadAuthenticator
@@ -569,18 +570,16 @@ def certificate(public: bytes, secret: bytes | None = None) -> bytes:
     return ("\n".join(lines) + "\n").encode("ascii")
 
 
-def _write_pair(folder: Path, name: str, force: bool) -> tuple[Path, Path]:
-    """Make a key pair and write both files through the one writer (`graphs.common.files.write_bytes`).
-
-    The secret file is created with ``O_EXCL | O_NOFOLLOW`` and mode 0600 in a private temporary folder, then moved
-    into place: it is never readable by others, not even half written, and never written through a link. An
-    existing file is replaced only where `write_key_set` allowed it (``force``).
-    """
+def _pair_files(folder: Path, name: str) -> list[tuple[Path, bytes, str, int]]:
+    """A new key pair as the two files `graphs.common.files.write_files` writes: each is created with
+    ``O_EXCL | O_NOFOLLOW`` and its mode (0600 for the secret) in a private temporary folder, then moved into place,
+    so a secret is never readable by others, not even half written, and never written through a link."""
     public_path, secret_path = _pair_paths(folder, name)
     public, secret = zmq.curve_keypair()
-    write_bytes(secret_path, certificate(public, secret), "secret key file", mode=SECRET_MODE, replace=force)
-    write_bytes(public_path, certificate(public), "public key file", mode=PUBLIC_MODE, replace=force)
-    return public_path, secret_path
+    # The secret first: files are moved into place in this order, so a crash between the two moves never leaves a
+    # public key handed out whose secret is lost (a secret alone still holds its public key).
+    return [(secret_path, certificate(public, secret), "secret key file", SECRET_MODE),
+            (public_path, certificate(public), "public key file", PUBLIC_MODE)]
 
 
 def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, add: bool = False) -> WrittenKeys:
@@ -598,8 +597,9 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
         The files written.
 
     Raises:
-        InputError: a bad name, a key file that exists (without ``force``), ``add`` without a checker pair, or a
-            folder that cannot be written. Nothing is written then.
+        InputError: a bad name, a key file that exists (without ``force``), ``add`` without a checker pair, a
+            folder that cannot be written, or a file that cannot be written (a full disk). Nothing is written then:
+            the set is written whole or not at all, and folders this call made are removed again.
     """
     out = Path(out)
     for name in clients:
@@ -628,11 +628,15 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
     clients_folder = out / CLIENTS_FOLDER  # found unwritable only after the checker's pair: half a key set
     if clients_folder.is_dir() and not os.access(clients_folder, os.W_OK | os.X_OK):
         raise InputError(f"--out {out}: cannot write the client keys: folder {clients_folder} is not writable")
-    _make_folder(out, link_ok=True)
-    _make_folder(out / CLIENTS_FOLDER, link_ok=False)
-    written: list[Path] = []
-    if not add:
-        written += _write_pair(out, CHECKER_NAME, force)
-    for name in clients:
-        written += _write_pair(out / CLIENTS_FOLDER, name, force)
-    return WrittenKeys(tuple(written), checker_kept=add)
+    pairs = [*([] if add else [(out, CHECKER_NAME)]), *((out / CLIENTS_FOLDER, name) for name in clients)]
+    made = [folder for folder in (out, out / CLIENTS_FOLDER) if not os.path.lexists(folder)]
+    try:
+        _make_folder(out, link_ok=True)
+        _make_folder(out / CLIENTS_FOLDER, link_ok=False)
+        write_files([file for folder, name in pairs for file in _pair_files(folder, name)], replace=force)
+    except BaseException:
+        for folder in reversed(made):  # a run that wrote nothing leaves no folder of its own either
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    return WrittenKeys(tuple(path for folder, name in pairs for path in _pair_paths(folder, name)), checker_kept=add)

@@ -1,6 +1,7 @@
 """Reading the JSON, TOML and YAML files users hand us, with one-line errors instead of tracebacks;
 checking outputs before a run (`check_output`) and writing files atomically (`atomic_path`, `write_text`,
-`write_bytes`): the one writer every output goes through.
+`write_bytes`, and `write_files` for a set of files written whole or not at all): the one writer every output
+goes through.
 
 Reading (`open_input`) never blocks on a FIFO, never reads a device, and says "permission denied" for a file it may
 not read; a text file larger than `MAX_TEXT_FILE_BYTES` is refused before it is read.
@@ -30,8 +31,8 @@ import shutil
 import stat
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -472,11 +473,61 @@ def write_bytes(
     """
     path = Path(path)
     with atomic_path(path, what=what, inside=inside, mode=mode, replace=replace) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666 if mode is None else mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        _create(tmp, data, mode)
     return path
+
+
+def _create(tmp: Path, data: bytes, mode: int | None) -> None:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o666 if mode is None else mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def write_files(files: Sequence[tuple[str | Path, bytes, str, int | None]], replace: bool = True) -> list[Path]:
+    """Write several files as one output: all of them or, when one cannot be written, none (a set of key files
+    that is only half there is refused by the next run and useless to this one).
+
+    Each file is written as `write_bytes` writes one, to its temporary path (`atomic_path`); only once every file is
+    written whole (last file first) are they moved into place, in the order given, as one step that SIGINT and
+    SIGTERM wait for. A write that fails (a full disk) leaves every output as it was. A move that fails removes
+    the files moved before it that did not exist before the call; a file it replaced (``replace``) stays replaced.
+
+    Args:
+        files: ``(path, data, what, mode)`` per file, as `write_bytes` takes them; a file is in place before any
+            listed after it.
+        replace: replace regular files at the paths; False refuses one that exists (found at the move).
+
+    Returns:
+        The paths, in the order given.
+
+    Raises:
+        InputError: one line naming the file that could not be written or moved.
+    """
+    paths = [Path(path) for path, *_ in files]
+    new = {path for path in paths if not os.path.lexists(path)}
+    moved: list[Path] = []
+    with ExitStack() as stack:
+        for path, data, what, mode in reversed(files):  # the stack leaves the last entered first: moves in order
+            _create(stack.enter_context(_moved_on_success(Path(path), what, mode, replace, moved)), data, mode)
+        with signals_deferred():
+            try:
+                stack.close()
+            except BaseException:
+                for path in moved:
+                    if path in new:
+                        with suppress(OSError):  # the error that stopped the moves is the one to report
+                            path.unlink()
+                raise
+    return paths
+
+
+@contextmanager
+def _moved_on_success(path: Path, what: str, mode: int | None, replace: bool, moved: list[Path]) -> Iterator[Path]:
+    """`atomic_path`, recording ``path`` in ``moved`` once the file is in place."""
+    with atomic_path(path, what=what, mode=mode, replace=replace) as tmp:
+        yield tmp
+    moved.append(path)
 
 
 SECRET_MODE: Final = 0o600  # a secret key: its owner reads and writes it, nobody else

@@ -6,12 +6,16 @@ Every socket here is real (tcp on 127.0.0.1 or ipc); keys are made by `stream-de
 from __future__ import annotations
 
 import os
+import re
+import resource
+import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +27,7 @@ from graphs.task_graph import save_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.process import CheckerProcess
 from streaming.checker.service import CheckerService
-from streaming.curve_keys import ClientKeys, CurveClient, CurveServer, parse_client_names
+from streaming.curve_keys import ClientKeys, CurveClient, CurveServer, certificate, parse_client_names
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth
@@ -147,6 +151,79 @@ def test_client_names_cannot_leave_the_clients_folder(names: str, tmp_path: Path
 def test_add_needs_an_existing_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["keys", "--out", str(tmp_path / "k"), "--add", "--clients", "cam3"], capsys)
     assert "holds no checker key pair" in line
+
+
+def _tree(folder: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Everything under ``folder``: relative path -> (mode, content; None for a folder)."""
+    return {str(p.relative_to(folder)): (p.lstat().st_mode, None if p.is_dir() else p.read_bytes())
+            for p in sorted(folder.rglob("*"))}
+
+
+def _public_files_only(limit: int) -> Callable[[], None]:
+    """In the child: no file may grow past ``limit`` bytes (a full disk, as the writer sees it: EFBIG), no SIGXFSZ
+    death."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.parametrize("mode", ["new set", "--add", "--force"])
+def test_a_key_set_that_cannot_be_written_whole_leaves_the_folder_as_it_was(tmp_path: Path, mode: str) -> None:
+    # On a full disk keys left the checker's secret behind (and the folders it made), and the rerun refused it:
+    # "checker.key_secret exists". A file-size limit that lets public key files through and stops secret ones stands
+    # for the disk that fills up part-way.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "notes.txt").write_text("not a key")
+    out = site / "keys"
+    if mode != "new set":
+        assert main(["keys", "--out", str(out), "--clients", "cam0"]) == 0
+    before = _tree(site)
+    public, secret = zmq.curve_keypair()
+    limit = len(certificate(public))
+    assert len(certificate(public, secret)) > limit
+    extra = [] if mode == "new set" else [mode]
+    argv = [*STREAM_DETECT, "keys", "--out", str(out), "--clients", "a,b,c", *extra]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, preexec_fn=_public_files_only(limit))
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.splitlines()
+    assert re.fullmatch(rf"error: {re.escape(str(out))}/(clients/[abc]|checker)\.key_secret: cannot write the secret "
+                        r"key file \(File too large\)", line), line
+    assert _tree(site) == before  # nothing this run wrote is left, and nothing that was there is touched
+    assert subprocess.run(argv, capture_output=True, timeout=60).returncode == 0  # the rerun finds no half set
+
+
+_FILL_UP = """
+mount -t tmpfs -o size="$3" tmpfs "$1" || exit 77
+"$4" -m streaming.stream_detect_cli keys --out "$1/keys" --clients a,b,c 2> "$2/stderr" > /dev/null
+echo $? > "$2/status"
+ls -A "$1" > "$2/left"
+mount -o remount,size=1m "$1" || exit 78
+"$4" -m streaming.stream_detect_cli keys --out "$1/keys" --clients a,b,c > /dev/null 2>&1
+echo $? > "$2/rerun"
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux) to mount a small tmpfs")
+def test_a_key_set_on_a_disk_that_fills_up_part_way_leaves_nothing(tmp_path: Path) -> None:
+    # The hostile test's full disk: room for three of the eight key files, in a tmpfs mounted in private user and
+    # mount namespaces (no root needed), so the checker's pair was written and a client's was not.
+    disk, report = tmp_path / "disk", tmp_path / "report"
+    disk.mkdir()
+    report.mkdir()
+    pages = 3 * os.sysconf("SC_PAGE_SIZE")  # a tmpfs gives each small file one page
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", _FILL_UP, "sh", str(disk),
+                           str(report), str(pages), sys.executable], capture_output=True, text=True, timeout=120)
+    if done.returncode == 77 or not (report / "status").exists():
+        pytest.skip(f"no tmpfs in a private mount namespace here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    assert (report / "status").read_text().strip() == "2"
+    [line] = (report / "stderr").read_text().splitlines()
+    assert re.fullmatch(rf"error: {re.escape(str(disk))}/keys/(clients/[abc]|checker)\.key(_secret)?: cannot write the "
+                        r"(secret|public) key file \(No space left on device\)", line), line
+    assert (report / "left").read_text() == ""  # not the checker's pair, not even the folders the run made
+    assert (report / "rerun").read_text().strip() == "0"
 
 
 def test_parse_client_names() -> None:

@@ -931,6 +931,17 @@ class LiveReader(VideoReader):
                 _OPEN_LIVE_READERS.discard(self)
 
 
+def check_video_file(spec: str) -> None:
+    """Refuse (one line naming ``--video``) a video file that is not there, not a file, or not readable: cheap, so
+    a command says it before any model loads."""
+    if not Path(spec).exists():
+        raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
+    if not Path(spec).is_file():
+        raise InputError(f"--video {spec}: {not_a_file(spec)}, expected a video file")
+    if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
+        raise InputError(f"--video {spec}: permission denied, cannot read the video file")
+
+
 def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
     """Open the reader a ``--video`` value asks for.
 
@@ -944,12 +955,7 @@ def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
     source = parse_source(spec)
     if source.kind != "file":
         return LiveReader(source, config)
-    if not Path(spec).exists():
-        raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
-    if not Path(spec).is_file():
-        raise InputError(f"--video {spec}: {not_a_file(spec)}, expected a video file")
-    if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
-        raise InputError(f"--video {spec}: permission denied, cannot read the video file")
+    check_video_file(spec)
     check_not_an_image(spec)
     header = check_announced_frames(spec)
     if config.reader == "opencv":

@@ -99,17 +99,28 @@ VIDEO_HELP = ("demo (the default: the bundled tea procedure), demo:correct, demo
               "a file")
 
 
+def stream_id_option(text: str) -> str:
+    """argparse type of ``--stream-id``: a name the wire takes (`streaming.messages.STREAM_ID_RULE`), refused while
+    the command line is read, before any model loads."""
+    from streaming.messages import STREAM_ID_RULE, is_stream_id
+
+    if not is_stream_id(text):
+        raise argparse.ArgumentTypeError(f"{text!r:.80}: use {STREAM_ID_RULE}")
+    return text
+
+
 def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     """The options of a detector stream; with ``many``, ``--video`` and ``--stream-id`` repeat (one per source)."""
     if many:
         p.add_argument("--video", action="append", metavar="SOURCE",
                        help=VIDEO_HELP + "; repeat it for several sources, read and batched by this one process")
-        p.add_argument("--stream-id", action="append", metavar="ID",
+        p.add_argument("--stream-id", action="append", metavar="ID", type=stream_id_option,
                        help="name of each stream on the wire, one per --video in the same order (default cam0, "
                             "cam1, ...)")
     else:
         p.add_argument("--video", help=VIDEO_HELP)
-        p.add_argument("--stream-id", default="cam0", help="name of this stream on the wire (default cam0)")
+        p.add_argument("--stream-id", default="cam0", type=stream_id_option,
+                       help="name of this stream on the wire (default cam0)")
     p.add_argument("--features", action="append" if many else "store", metavar="FILE.npy",
                    help="a recording's own features instead of --video: a T x D .npy file replayed one vector at a "
                         "time at the detector's rate (real time, or --fast)" + ("; repeat it for several" if many
@@ -442,6 +453,23 @@ def _defaults(args: argparse.Namespace) -> None:
         args.detector = str(detector)
 
 
+def _check_files_early(args: argparse.Namespace) -> None:
+    """The files a run or detector names, checked before torch and the model load (seconds on a busy machine), so
+    a typo is one line at once, not after the wait (and a service restarted in a loop fails fast)."""
+    from graphs.common.files import open_input
+    from streaming.demo.paths import is_demo_video
+    from streaming.readers import check_video_file, parse_source
+
+    for path, what in ((args.graph, "graph file"), (args.detector, "detector checkpoint")):
+        with open_input(path, what):  # the loaders' own first check, with their words
+            pass
+    if args.features:  # checked against the detector next (check_feature_sources)
+        return
+    for video in args.video if isinstance(args.video, list) else [args.video]:
+        if not is_demo_video(str(video)) and parse_source(str(video)).kind == "file":
+            check_video_file(str(video))
+
+
 @exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``stream-detect``."""
@@ -479,6 +507,8 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_dashboard(args)
     _defaults(args)
+    if args.command in ("run", "detector"):
+        _check_files_early(args)
     if args.command in ("run", "detector") and args.features:
         from streaming.feature_files import check_feature_sources
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,27 @@ def test_a_probabilistic_setting_given_to_the_binary_checker_is_refused(
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [(["--video", "nothere.mp4", "--graph", str(GRAPH), "--detector", str(DETECTOR)],
+      "error: --video nothere.mp4: file not found (and not a camera like cam0 or a stream URL)"),
+     (["detector", "--video", "demo", "--graph", "nothere.json", "--detector", str(DETECTOR)],
+      "error: nothere.json: graph file not found"),
+     (["--video", "demo", "--graph", str(GRAPH), "--detector", "nothere.pt"],
+      "error: nothere.pt: detector checkpoint not found"),
+     (["detector", "--video", "demo", "--stream-id", "bad id"],
+      "error: stream-detect detector: argument --stream-id: 'bad id': use 1-64 characters from [A-Za-z0-9_.:-] "
+      "(see stream-detect detector --help)")],
+    ids=["video", "graph", "detector", "stream-id"])
+def test_a_missing_file_or_bad_stream_id_is_said_before_the_model_loads(argv: list[str], line: str) -> None:
+    # Said only once torch and the model had loaded: 6-10 s for a typo on a busy machine, each time a service
+    # restarted in a loop.
+    probe = ("import sys\nfrom streaming.stream_detect_cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "finally:\n    print('torch loaded' if 'torch' in sys.modules else 'torch not loaded')")
+    run = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stderr.strip(), run.stdout.strip()) == (2, line, "torch not loaded")
 
 
 def test_bad_stream_id(capsys: pytest.CaptureFixture[str]) -> None:

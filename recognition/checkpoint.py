@@ -28,8 +28,10 @@ file (whatever its bytes: the loader is fuzzed), an archive that unpacks to far 
 another format, another version, a field of the wrong type, a config announcing more than `MAX_MODEL_BYTES` of
 weights (stored weights may be stride-0 views of one number: what the config announces is what gets allocated),
 weights that are not exactly the tensors of the stored config (checked before the model is built) or are not finite,
-inconsistent class lists, and class names or step ids the live pipeline could not send (`graphs.limits`: names of
-at most `MAX_NAME` characters, step ids in ``0..2^31-1``).
+inconsistent class lists, class names or step ids the live pipeline could not send (`graphs.limits`: names of
+at most `MAX_NAME` characters, step ids in ``0..2^31-1``), an ``fps`` no stream runs at (above
+`graphs.common.options.MAX_FPS`), and segmenter settings (``info.segmenter``) its streams could not run with: each
+named as the file stores it (``det.pt: info.segmenter.background = -1``), not when a stream starts.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ import torch
 
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, open_input, write_failure
+from graphs.common.options import MAX_FPS
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
+from recognition.segmenter import SegmenterConfig, detector_segmenter_config
 
 FORMAT_NAME: Final = "miniroad-detector"
 FORMAT_VERSION: Final = 1
@@ -72,7 +76,8 @@ class DetectorCheckpoint:
         feature_extractor: name of the feature extractor the detector expects (``"tsn-resnet50"``,
             ``"light-v1"``) or the TorchScript file it was trained with.
         fps: feature frames per second the detector was trained on.
-        info: free-form provenance (training settings, test mAP).
+        info: free-form provenance (training settings, test mAP); its ``segmenter``, when present, holds the
+            settings of its streams' segmenter (`segmenter_config`), checked here.
         scenario: the procedure the detector was trained on (the annotation file's scenario); None when the
             checkpoint does not say (written before checkpoints recorded it, or from a folder that names none).
         evidence: the calibration of the detector's evidence on its validation videos (per-step miss and
@@ -128,8 +133,17 @@ class DetectorCheckpoint:
             raise InputError(f"detector checkpoint: feature_extractor = {as_written(self.feature_extractor)}"
                              " must be a name")
         fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool)
-        if not fps_ok or not math.isfinite(self.fps) or self.fps <= 0:
-            raise InputError(f"detector checkpoint: fps = {as_written(self.fps)} must be a positive number")
+        if not fps_ok or not math.isfinite(self.fps) or not 0 < self.fps <= MAX_FPS:
+            # 1e9 was refused only by the stream's reader, in words naming no file (ReaderConfig.fps).
+            raise InputError(f"detector checkpoint: fps = {as_written(self.fps)} must be a positive number at most "
+                             f"{MAX_FPS:g}")
+        self.segmenter_config()  # its settings are checked when the file is read, not when a stream starts
+
+    def segmenter_config(self) -> SegmenterConfig:
+        """The segmenter settings the detector's streams run with (``info.segmenter``, at its fps; defaults where it
+        stores none), checked against its classes (`recognition.segmenter.detector_segmenter_config`)."""
+        settings = self.info.get("segmenter") if isinstance(self.info, dict) else None
+        return detector_segmenter_config(settings, self.fps, self.class_step_ids, "detector checkpoint: info.segmenter")
 
     def check_features(self, width: int, extractor: str | None = None, source: str = "features") -> None:
         """Refuse features the detector was not trained on.

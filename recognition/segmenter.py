@@ -65,13 +65,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import is_step_id
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
@@ -690,6 +690,55 @@ class OnlineSegmenter:
         events.append(
             SegmentEvent(self._step_of(run.label), run.start / fps, run.end / fps, conf, run.label, run.start, run.end)
         )
+
+
+def detector_segmenter_config(
+    settings: object, fps: float, class_step_ids: Sequence[int | None], where: str
+) -> SegmenterConfig:
+    """The segmenter settings a detector stores (a checkpoint's ``info.segmenter``: every field but ``fps``, which
+    is the detector's), checked against its classes when it is read, not when a stream starts.
+
+    Args:
+        settings: the stored object; None (or nothing stored) gives the defaults.
+        fps: the detector's frames per second.
+        class_step_ids: step id per detector class, None for background classes.
+        where: how errors name the stored object (``"det.pt: info.segmenter"``).
+
+    Returns:
+        The validated config.
+
+    Raises:
+        InputError: naming the field as the file stores it (``<where>.background = -1: ... or null``): the user
+            never wrote this module's class, and a stored None reads ``null``.
+    """
+    try:
+        config = _stored_config(settings, fps, where)
+        OnlineSegmenter(config, class_step_ids)  # what only the classes can refuse: per-class lengths, threshold
+    except InputError as err:
+        raise InputError(str(err).replace("SegmenterConfig.", f"{where}.", 1).replace("or None", "or null")) from None
+    classes = len(class_step_ids)
+    if config.background is not None and config.background >= classes:
+        # A label stream's background (class_step_ids says which classes are background on a detector): an index
+        # beyond the classes is a damaged or hand-edited file, not a setting.
+        raise InputError(f"{where}.background = {config.background}: must be a class index of the detector "
+                         f"(0..{classes - 1}) or null")
+    return config
+
+
+def _stored_config(settings: object, fps: float, where: str) -> SegmenterConfig:
+    """`SegmenterConfig` of stored settings: an object of its fields other than ``fps``."""
+    if settings is None:
+        return SegmenterConfig(fps=fps)
+    if not isinstance(settings, dict):
+        raise InputError(f"{where} must be an object, got {json_kind(settings)}")
+    known = sorted(f.name for f in fields(SegmenterConfig) if f.name != "fps")
+    unknown = [key for key in settings if key not in known]  # a list: a key of None is unknown too
+    if "fps" in unknown:
+        raise InputError(f"{where}.fps = {as_written(settings['fps'], 40)}: not a segmenter setting (the segmenter "
+                         f"runs at the detector's fps, {fps:g})")
+    if unknown:
+        raise InputError(f"{where}: unknown setting {as_written(unknown[0], 60)} (known: {', '.join(known)})")
+    return SegmenterConfig(fps=fps, **settings)
 
 
 def _segments(events: list[SegmentEvent | OnsetEvent]) -> list[SegmentEvent]:

@@ -12,7 +12,6 @@ import torch
 
 from graphs.checker_settings import CHECKERS, checker_entry
 from graphs.common.errors import InputError, print_warning
-from graphs.common.settings_files import json_kind
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE, EvidenceModel, EvidenceReporter
@@ -158,18 +157,12 @@ def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
     """The segmenter settings a checkpoint asks for (``info["segmenter"]``), at its fps; defaults otherwise.
 
     Args:
-        checkpoint: the detector's description.
+        checkpoint: the detector's description (its settings were checked when it was read, naming the file).
 
     Returns:
         The validated segmenter config.
     """
-    settings = checkpoint.info.get("segmenter") or {}
-    if not isinstance(settings, dict):
-        raise InputError(f"detector checkpoint: info.segmenter must be an object, got {json_kind(settings)}")
-    try:
-        return SegmenterConfig(fps=checkpoint.fps, **settings)
-    except TypeError as err:
-        raise InputError(f"detector checkpoint: bad info.segmenter ({err})") from None
+    return checkpoint.segmenter_config()
 
 
 def live_segmenter_config(

@@ -12,10 +12,15 @@ from graphs.common.errors import InputError
 from recognition.checkpoint import DetectorCheckpoint, load_detector, save_detector
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
+from recognition.segmenter import SegmenterConfig
+from streaming.demo.paths import default_demo_paths
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
 
 CFG = MiniROADConfig(input_dim=20, embed_dim=16, hidden_dim=8, num_classes=4)
 NAMES = ("background", "a", "b", "c")
 STEP_IDS = (None, 7, 3, 5)
+_, DETECTOR = default_demo_paths()
 
 
 def _saved(tmp_path: Path) -> tuple[MiniROAD, Path]:
@@ -189,3 +194,59 @@ def test_a_checkpoint_saved_without_crcs_still_loads(tmp_path: Path) -> None:
     x = torch.randn(1, 9, CFG.input_dim)
     with torch.inference_mode():
         torch.testing.assert_close(loaded(x)[0], model(x)[0])
+
+
+def _stored(tmp_path: Path, key: str, value: object) -> Path:
+    """The checkpoint of `_saved` with one top-level field changed, as a hand edit or a damaged copy gives it."""
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    data[key] = value
+    torch.save(data, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "line"),
+    [
+        # Each was refused only when a stream started, naming no file or a class the user never wrote:
+        # "ReaderConfig.fps = 1000000000.0 must be in (0, 1000]", "SegmenterConfig.background = -1: must be a class
+        # index or None", "detector checkpoint: bad info.segmenter (... multiple values for keyword argument 'fps')".
+        ("fps", 1e9, "fps = 1000000000.0 must be a positive number at most 1000"),
+        ("info", {"segmenter": {"background": -1}}, "info.segmenter.background = -1: must be a class index or null"),
+        ("info", {"segmenter": {"min_duration": "x"}}, 'info.segmenter.min_duration = "x": must be a finite number'),
+        ("info", {"segmenter": "x"}, "info.segmenter must be an object, got a string"),
+        ("info", {"segmenter": {"fps": 3.0}},
+         "info.segmenter.fps = 3.0: not a segmenter setting (the segmenter runs at the detector's fps, 4)"),
+        ("info", {"segmenter": {"min_durations": 1.0}}, 'info.segmenter: unknown setting "min_durations" (known: '
+         "background, class_min_duration, max_delay, min_duration, min_run, onset_frames, switch_margin, threshold)"),
+        # Accepted without a word: a class the detector does not have.
+        ("info", {"segmenter": {"background": 4}},
+         "info.segmenter.background = 4: must be a class index of the detector (0..3) or null"),
+        ("info", {"segmenter": {"class_min_duration": (0.5, 0.5)}},
+         "info.segmenter.class_min_duration has 2 entries for a detector of 4 classes"),
+    ],
+)
+def test_segmenter_settings_and_rate_are_refused_when_read_naming_the_file_and_field(
+    tmp_path: Path, key: str, value: object, line: str
+) -> None:
+    path = _stored(tmp_path, key, value)
+    with pytest.raises(InputError) as refused:
+        load_detector(path)
+    assert str(refused.value) == f"{path}: {line}"
+
+
+def test_stored_segmenter_settings_load_as_written(tmp_path: Path) -> None:
+    settings = {"min_run": 0.3, "min_duration": 0.6, "background": None, "class_min_duration": (0.5, 0.5, 0.8, 0.5)}
+    _, meta = load_detector(_stored(tmp_path, "info", {"segmenter": settings}))
+    assert meta.segmenter_config() == SegmenterConfig(fps=4.0, **settings)  # type: ignore[arg-type]
+    assert DetectorCheckpoint(CFG, NAMES, STEP_IDS, "builtin-tiny", 4.0).segmenter_config() == SegmenterConfig(fps=4.0)
+
+
+def test_stream_detect_names_the_checkpoint_of_bad_segmenter_settings(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    data = torch.load(DETECTOR, weights_only=True)
+    data["info"]["segmenter"] = {"background": 99}
+    bad = tmp_path / "det.pt"
+    torch.save(data, bad)
+    assert cli_error(stream_detect, ["--video", "demo", "--detector", str(bad), "--jsonl"], capsys) == (
+        f"error: {bad}: info.segmenter.background = 99: must be a class index of the detector (0..6) or null")

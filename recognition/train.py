@@ -277,6 +277,8 @@ _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs
                "val_videos", "keep_epoch", "evidence_window", "evidence_done_states", "refit", "class_balance",
                "background_weight", "boundary_smoothing"}
 _AUGMENT_KEYS = {"copies", "feature_noise", "speed_change", "background_mix", "order_shuffle", "shuffled_done"}
+# The tables of a training config file and the keys each may hold.
+_TABLES = {"features": field_names(FeatureConfig), "model": _MODEL_KEYS, "train": _TRAIN_KEYS, "augment": _AUGMENT_KEYS}
 
 
 def load_detector_training_config(path: str | Path, **overrides: Any) -> DetectorTrainConfig:
@@ -289,19 +291,39 @@ def load_detector_training_config(path: str | Path, **overrides: Any) -> Detecto
     Returns:
         The validated config; unknown sections or keys are refused with the file and key named.
     """
+    return training_config_of_tables(read_training_tables(path), path, **overrides)
+
+
+def read_training_tables(path: str | Path) -> dict[str, Any]:
+    """The tables of a detector training config file, every table and key known (`check_tables`) and none given in
+    frames and in seconds at once; values are checked by `training_config_of_tables`.
+
+    Raises:
+        InputError: naming the file, and the table and key at fault.
+    """
     path = Path(path)
     data = read_settings(path)
-    tables = {"features": field_names(FeatureConfig), "model": _MODEL_KEYS, "train": _TRAIN_KEYS,
-              "augment": _AUGMENT_KEYS}
     if not data:  # an empty or cut-short file: its defaults would train, and a later error blame something else
-        raise InputError(f"{path}: sets nothing (no {', '.join(f'[{t}]' for t in tables)} table); leave --config "
+        raise InputError(f"{path}: sets nothing (no {', '.join(f'[{t}]' for t in _TABLES)} table); leave --config "
                          "out for the defaults")
-    check_tables(data, tables, path)
+    check_tables(data, _TABLES, path)
     for table, frames, seconds in (("train", "window", "window_s"), ("model", "motion_lag", "motion_lag_s")):
         given = data.get(table, {})
         if frames in given and seconds in given:  # the seconds won, and the frames were dropped without a word
             raise InputError(f"{path}: [{table}] gives both {frames} (frames) and {seconds} (seconds); give one")
-    with naming_the_file(path, tables=tables):
+    return data
+
+
+def training_config_of_tables(data: dict[str, Any], path: str | Path, **overrides: Any) -> DetectorTrainConfig:
+    """The config the tables of a training config file (`read_training_tables`) give, values checked.
+
+    Args:
+        data: the file's tables.
+        path: the file, named in errors.
+        overrides: as `load_detector_training_config`'s.
+    """
+    path = Path(path)
+    with naming_the_file(path, tables=_TABLES):
         features = FeatureConfig(**data.get("features", {}))
         config = DetectorTrainConfig(features=features, **data.get("model", {}), **data.get("train", {}),
                                      **data.get("augment", {}))
@@ -347,6 +369,27 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor)
     changes = {k: v for k, v in overrides.items() if v is not None}
     return DetectorTrainConfig(features=feature_config, **(SMALL_CPU_DETECTOR | changes))
+
+
+def check_recorded_extractor(named: object, data: FeatureDataset, features: FeatureConfig,
+                             config_path: str | Path | None) -> None:
+    """Refuse a config file's ``[features] extractor`` that the checkpoint would not record: the split file names
+    another extractor for the features read (`recognition.feature_folders.features_extractor`), and the config's
+    went into ``info`` alone, unsaid. Reading ``rgb_<its extractor>`` beside the split file's own is the documented
+    way to train on another extractor's features in the same folder, and is recorded as the config says.
+
+    Args:
+        named: the file's ``[features] extractor`` (None: not given).
+        data: the folder as read (its ``feature_extractor`` is what the checkpoint records).
+        features: the config's feature settings.
+        config_path: the config file, named in the error.
+    """
+    if named is None or named == data.feature_extractor:
+        return
+    raise InputError(f"{config_path}: [features] extractor = {as_written(named, 60)} disagrees with "
+                     f"{data.root / features.split}'s feature_extractor ({data.feature_extractor}), the extractor of "
+                     f"the features read (rgb = {as_written(features.rgb, 70)}); leave extractor out, or set rgb = "
+                     f"{as_written(f'rgb_{named}', 70)} to read that extractor's features")
 
 
 @dataclass(frozen=True)
@@ -741,11 +784,12 @@ def run_training(
         The training outcome.
     """
     given = {name for name, value in overrides.items() if value is not None}
+    tables = {} if config_path is None else read_training_tables(config_path)
     with naming_the_flags(given):  # a bad --val-fraction is named as typed, not as the settings field behind it
         if config_path is None:
             config = training_config_of_folder(features, **overrides)
         else:
-            config = load_detector_training_config(config_path, **overrides)
+            config = training_config_of_tables(tables, config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
     out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")
@@ -755,6 +799,7 @@ def run_training(
             raise InputError(f"--plot {plot}: the same file as --out; choose another name for the plot")
         plot = check_output(plot, "learning-curve plot", inputs=[config_path, out, *folder_files], option="--plot")
     data = load_feature_dataset(features, config.features)
+    check_recorded_extractor(tables.get("features", {}).get("extractor"), data, config.features, config_path)
     config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
     outcome = train_detector(data, config, progress=progress)
     info = {

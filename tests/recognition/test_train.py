@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from recognition.train import (
 )
 from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
+from tests.recognition.conftest import SMALL_CONFIG
 
 
 def test_cli_trains_a_detector_that_reaches_the_map_target(
@@ -390,3 +392,29 @@ def test_class_names_with_terminal_escapes_are_shown_as_text_in_the_tables(
     assert main(["--features", str(folder), "--config", str(small_config), "--out", str(tmp_path / "d.pt"),
                  "--epochs", "1", "--quiet"]) == 0
     assert_shown_safely(capsys.readouterr().out)
+
+
+def test_a_config_extractor_the_checkpoint_would_not_record_is_refused(
+    feature_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It trained on split.json's "synthetic" features and recorded "synthetic", while info.train said "nope".
+    config = tmp_path / "nope.toml"
+    config.write_text(SMALL_CONFIG.replace('rgb = "rgb_synth"', 'rgb = "rgb_synth"\nextractor = "nope"'))
+    err = cli_error(main, _argv(feature_folder, config, tmp_path / "d.pt"), capsys)
+    assert err == (f'error: {config}: [features] extractor = "nope" disagrees with {feature_folder / "split.json"}\'s '
+                   'feature_extractor (synthetic), the extractor of the features read (rgb = "rgb_synth"); leave '
+                   'extractor out, or set rgb = "rgb_nope" to read that extractor\'s features')
+    assert not (tmp_path / "d.pt").exists()
+
+
+@pytest.mark.parametrize(("rgb", "extractor"), [("rgb_synth", "synthetic"), ("rgb_synthetic-grid", "synthetic-grid")])
+def test_a_config_extractor_the_checkpoint_records_trains(feature_folder: Path, tmp_path: Path, rgb: str,
+                                                          extractor: str) -> None:
+    # The split file's own extractor; and another extractor's features in the same folder (recognition-features run
+    # twice into it: split.json names the one written last), read from rgb_<its name> and recorded as the config says.
+    shutil.copytree(feature_folder / "rgb_synth", feature_folder / "rgb_synthetic-grid")
+    config = tmp_path / "named.toml"
+    config.write_text(SMALL_CONFIG.replace('rgb = "rgb_synth"', f'rgb = "{rgb}"\nextractor = "{extractor}"'))
+    out = tmp_path / "d.pt"
+    assert main([*_argv(feature_folder, config, out), "--epochs", "1"]) == 0
+    assert load_detector(out)[1].feature_extractor == extractor

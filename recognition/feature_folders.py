@@ -582,6 +582,42 @@ def _save_array(root: str | Path, path: Path, array: np.ndarray) -> None:
         np.save(handle, array, allow_pickle=False)  # to a handle: no ".npy" appended
 
 
+FINITE_BLOCK_BYTES: Final = 2**24  # a stored file's values are checked this many bytes at a time, whatever its size
+
+
+def stored_features_fault(path: Path, rows: int) -> str:
+    """Why a feature file that an earlier run wrote cannot be kept by a run resuming the folder ("" when it can).
+
+    The header is read first (`npy_shape`: a damaged or cut-short file is never loaded), then the values through a
+    memory map, a block of rows at a time: NaN or infinity (a disk error, a hand edit) is what ``recognition-train``
+    refuses in the folder later, so a resumed run extracts the file again instead of keeping it.
+
+    Args:
+        path: the features file.
+        rows: the frames the run recorded for it.
+
+    Returns:
+        ``"damaged or cut short"``, ``"N rows, not the M recorded"``, ``"non-finite values"``, or ``""``.
+    """
+    try:
+        shape = npy_shape(path, "features")
+    except InputError:
+        return "damaged or cut short"
+    if shape[0] != rows:
+        return f"{shape[0]} rows, not the {rows} recorded"
+    return "" if _all_finite(path) else "non-finite values"
+
+
+def _all_finite(path: Path) -> bool:
+    """Whether every value of a checked ``.npy`` file is finite; an unreadable one is not."""
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):  # the file changed or vanished since its header was read
+        return False
+    step = max(1, FINITE_BLOCK_BYTES // max(1, array[:1].nbytes))
+    return all(bool(np.isfinite(array[k : k + step]).all()) for k in range(0, len(array), step))
+
+
 def write_features(root: str | Path, rgb: str, video: str, features: np.ndarray) -> Path:
     """Write one video's features into a MiniROAD folder (atomically).
 

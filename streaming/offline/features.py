@@ -12,12 +12,14 @@ opens and is as long as its segments, and the split. Then each video's features 
 (with ``augment_copies`` the features of that many augmented copies of each training video too,
 `streaming.offline.frame_augment`),
 and a manifest (``extraction.json``) records the settings each video was extracted with, so a run that is interrupted,
-or refused on a damaged video, is resumed by running the same command again: finished videos are skipped.
+or refused on a damaged video, is resumed by running the same command again: finished videos are skipped, unless a
+file written for them is damaged or holds NaN or infinity (`recognition.feature_folders.stored_features_fault`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections import deque
@@ -33,7 +35,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
-from graphs.common.array_files import npy_shape
 from graphs.common.errors import InputError, print_warning
 from graphs.common.files import (
     FILE_NAME_RULE,
@@ -58,6 +59,7 @@ from recognition.feature_folders import (
     earlier_rate,
     kept_test_videos,
     step_targets,
+    stored_features_fault,
     stored_split,
     write_features,
     write_split,
@@ -69,7 +71,16 @@ from streaming.devices import resolve_device
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
 from streaming.extractors import EXTRACTOR_NAMES, FeatureExtractor, make_extractor
 from streaming.offline.frame_augment import FrameAugmentation, augment_frames, draw_augmentation
-from streaming.readers import READER_NAMES, ReaderConfig, VideoReader, named_error, open_named
+from streaming.readers import (
+    READER_NAMES,
+    ReaderConfig,
+    VideoReader,
+    container_header,
+    early_end,
+    length_is_estimate,
+    named_error,
+    open_named,
+)
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 MANIFEST_VERSION: Final = 1
@@ -199,6 +210,8 @@ class ExtractionReport:
         folder: the feature folder.
         extracted: videos extracted by this run.
         skipped: videos whose features were there already.
+        repaired: videos extracted again because the files an earlier run wrote for them could not be kept, and why
+            (`recognition.feature_folders.stored_features_fault`: non-finite values, cut short...).
         frames: frames of the extracted videos themselves.
         copy_frames: frames of their augmented copies (each copy is a full extraction of its video's frames).
         seconds: extraction time (decoding and features) of the extracted videos.
@@ -207,6 +220,7 @@ class ExtractionReport:
     folder: Path
     extracted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    repaired: dict[str, str] = field(default_factory=dict)
     frames: int = 0
     copy_frames: int = 0
     seconds: float = 0.0
@@ -227,7 +241,16 @@ class ExtractionReport:
         copies = (f" of the videos + {self.copy_frames} of their augmented copies = {self.all_frames} frames"
                   if self.copy_frames else "")
         return (f"{videos} videos in {self.folder} ({len(self.extracted)} extracted, {len(self.skipped)} already "
-                f"there): {self.frames} frames{copies} at {self.frames_per_second:.1f} frames/s")
+                f"there): {self.frames} frames{copies} at {self.frames_per_second:.1f} frames/s{self._repairs()}")
+
+    def _repairs(self) -> str:
+        """What the summary says of the videos extracted again over damaged files, by reason: the user who ran the
+        command again to repair a folder sees that it was repaired, and which videos were."""
+        by_reason: dict[str, list[str]] = {}
+        for video, reason in self.repaired.items():
+            by_reason.setdefault(reason, []).append(printable(video))
+        return "".join(f"; {len(videos)} re-extracted: {reason} ({first_few(videos, 3)})"
+                       for reason, videos in by_reason.items())
 
 
 def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
@@ -356,6 +379,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         with _open(path, config) as reader:
             duration = reader.duration
         if duration is not None:
+            check_not_cut_short(path, duration)
             check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
         planned.append(PlannedVideo(video.video, path, segments, duration))
     stored = stored_split(config.out)
@@ -363,6 +387,26 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
                           unannotated_videos(videos_dir, annotations.videos),
                           earlier_rate(config.out, config.rgb, stored, config.fps, "--fps", "extract"))
+
+
+def check_not_cut_short(path: Path, duration: float) -> None:
+    """Refuse a video whose frames end well before its container's header says (`streaming.readers.early_end`, the
+    judgement stream-detect reads the file by): decord counts the frames it finds, so a copy cut short looked
+    complete, and its segments past the cut blamed the annotation file.
+
+    Args:
+        path: the video file.
+        duration: its length as its reader found it, seconds.
+
+    Raises:
+        InputError: naming the file as damaged or truncated, as stream-detect and eval do.
+    """
+    announced, rate = container_header(str(path))
+    if not (math.isfinite(announced) and 0 < announced < 2**53 and math.isfinite(rate) and rate > 0):
+        return  # a header that does not say: the segments are checked against what was found
+    error, _ = early_end(str(path), round(duration * rate), int(announced), rate, length_is_estimate(path))
+    if error:
+        raise InputError(named_error(error, str(path), str(path)))
 
 
 def rate_change_warning(folder: Path, earlier: float, fps: float) -> str:
@@ -440,18 +484,15 @@ def _write_manifest(folder: Path, videos: dict[str, dict[str, Any]]) -> None:
 
 def _already_extracted(
     folder: Path, rgb: str, video: str, entry: dict[str, Any] | None, settings: dict[str, Any]
-) -> int:
-    """Frames of a video's existing features (and copies) when they were made with ``settings``; 0 when it must be
-    extracted."""
-    if not entry or {k: entry.get(k) for k in settings} != settings:
-        return 0
+) -> tuple[int, str]:
+    """Frames of a video's existing features (and copies) when they were made with ``settings`` and can be kept (0
+    when it must be extracted), and why files made with them cannot be (`stored_features_fault`; "" otherwise)."""
+    frames = entry.get("frames") if entry else None
+    if not entry or {k: entry.get(k) for k in settings} != settings or not isinstance(frames, int) or frames <= 0:
+        return 0, ""
     names = [f"{video}.npy", *(copy_file_name(video, k) for k in range(1, settings.get("augment_copies", 0) + 1))]
-    try:  # the headers only: a damaged or absurd file is extracted again, never loaded
-        rows = {npy_shape(folder / rgb / name, "features")[0] for name in names}
-    except InputError:
-        return 0
-    frames = entry.get("frames")
-    return frames if isinstance(frames, int) and rows == {frames} and frames > 0 else 0
+    fault = next(filter(None, (stored_features_fault(folder / rgb / name, frames) for name in names)), "")
+    return (0, fault) if fault else (frames, "")
 
 
 def _batches(reader: VideoReader, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -593,7 +634,7 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
             for number, video in enumerate(plan.videos, start=1):
                 copies = 0 if video.name in plan.test else config.augment_copies
                 settings = _settings(video, config, copies)
-                frames = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
+                frames, fault = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
                 if frames:
                     features = None
                     times = np.arange(frames) / config.fps  # the file readers' frame times
@@ -608,9 +649,12 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
                     features, times = _extract_with_bar(bar, video, extractor, config, pool, workers, report,
                                                         augmentations)
                     report.extracted.append(video.name)
+                    if fault:
+                        report.repaired[video.name] = fault
                     seconds = time.perf_counter() - started
                     line = (f"{len(times)} frames{f' + {copies} augmented copies' if copies else ''} in "
-                            f"{seconds:.1f} s ({len(times) * (copies + 1) / max(seconds, 1e-9):.1f} frames/s)")
+                            f"{seconds:.1f} s ({len(times) * (copies + 1) / max(seconds, 1e-9):.1f} frames/s)"
+                            f"{f', re-extracted: {fault}' if fault else ''}")
                 _write(folder, config, video.name, features, _targets(video, times, plan, config))
                 manifest[video.name] = {**settings, "frames": len(times)}
                 _write_manifest(folder, manifest)

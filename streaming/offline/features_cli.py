@@ -15,8 +15,9 @@ readers at ``--fps`` frames per second. The output is a MiniROAD feature folder:
 ``split.json``; with ``--augment-copies K``, ``rgb_<extractor>/<video>.aug1.npy`` .. ``aug<K>.npy`` for each
 training video too (the same video seen through another crop, brightness, contrast and saturation). Progress bars
 show videos and frames (a line per video when stderr is not a terminal). Running the same command again resumes: a
-video whose features exist for the same settings is skipped, and the folder's split (``split.json``, written before
-the first video) is kept; ``--test-videos`` or ``--test-fraction`` that would change it are refused. Bad input ends
+video whose features exist for the same settings, whole and finite, is skipped, and the folder's split
+(``split.json``, written before the first video) is kept; ``--test-videos`` or ``--test-fraction`` that would change
+it are refused. Bad input ends
 with one ``error:`` line and exit status 2, before any frame is decoded where it can be known then; every file is
 written atomically, so nothing already extracted is lost. Ctrl-C and SIGTERM stop it alike (exit status 130 / 143),
 discarding only the video being written.

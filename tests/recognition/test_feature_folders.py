@@ -14,6 +14,7 @@ from recognition.feature_folders import (
     VideoFeatures,
     copy_file_name,
     load_feature_dataset,
+    stored_features_fault,
     window_index,
 )
 
@@ -225,3 +226,25 @@ def test_split_fields_the_checkpoint_needs_are_checked_before_training(
 def test_infinite_fps_in_the_config_is_refused() -> None:
     with pytest.raises(InputError, match="FeatureConfig.fps = inf: must be a finite number > 0"):
         FeatureConfig(fps=float("inf"))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_stored_file_with_a_non_finite_value_cannot_be_kept(tmp_path: Path, bad: float) -> None:
+    # A resumed extraction kept such a file as "already there"; recognition-train refused the folder later. The file
+    # is larger than a block of the check, and the value sits in its last row.
+    path = tmp_path / "v.npy"
+    features = np.ones((5000, 1024), np.float32)
+    np.save(path, features)
+    assert stored_features_fault(path, 5000) == ""
+    features[-1, -1] = bad
+    np.save(path, features)
+    assert stored_features_fault(path, 5000) == "non-finite values"
+
+
+def test_a_stored_file_cut_short_or_of_another_length_cannot_be_kept(tmp_path: Path) -> None:
+    path = tmp_path / "v.npy"
+    np.save(path, np.ones((30, 8), np.float32))
+    assert stored_features_fault(path, 31) == "30 rows, not the 31 recorded"
+    path.write_bytes(path.read_bytes()[:-8])
+    assert stored_features_fault(path, 30) == "damaged or cut short"
+    assert stored_features_fault(tmp_path / "gone.npy", 30) == "damaged or cut short"

@@ -143,6 +143,25 @@ def test_a_second_run_skips_what_is_done_and_redoes_what_changed(
     assert (labels[int(first["end_time"] * FPS) + 1:] == 0).all() and labels.any()  # only the one segment left
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_second_run_extracts_again_a_feature_file_whose_values_are_not_finite(
+    work: Path, bad: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was kept as "already there" (exit 0), and recognition-train refused the folder: the rerun that should repair
+    # it left it broken.
+    assert main(args(work, "--augment-copies", "1", "--test-videos", "run2")) == 0
+    copy = work / "features" / "rgb_light-v1" / "run0.aug1.npy"
+    good = np.load(copy)
+    damaged = good.copy()
+    damaged[3, 3] = bad
+    np.save(copy, damaged)
+    capsys.readouterr()
+    assert main(args(work, "--augment-copies", "1", "--test-videos", "run2")) == 0
+    assert capsys.readouterr().out.strip().endswith("; 1 re-extracted: non-finite values (run0)")
+    np.testing.assert_array_equal(np.load(copy), good)
+    load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
+
+
 def test_extracting_again_at_another_rate_says_the_folder_is_replaced(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -343,7 +362,9 @@ BAD_INPUT = {
     "video-links-to-nothing": (lambda f: _replace_video(f, lambda p: p.symlink_to(f / "gone.mp4")), [],
                                "run1.mp4 (annotated video 'run1'): a link to no file, expected a video file"),
     "unreadable-video": (_garbage_video, [], "{f}/videos/run1.mp4: OpenCV cannot open it"),
-    "truncated-video": (_truncated_video, [], "labels.json: a segment of video 'run1' ends at 16.2 s, after the video"),
+    # It blamed the labels ("labels.json: a segment of video 'run1' ends at 16.2 s, after the video"), while
+    # stream-detect and eval call the same file truncated.
+    "truncated-video": (_truncated_video, [], "{f}/videos/run1.avi: cannot decode source frame"),
     "ends-after-video": (lambda f: _segment(f, -1, end_time=99.0), [], "video 'run1' ends at 99 s, after the video"),
     "ends-before-start": (lambda f: _segment(f, end_time=1.0), [], "segments[2] ends at 1 s, before it starts"),
     "unknown-step": (lambda f: _segment(f, step_id=42), [], "segments[2].step_id = 42 is not in the 'shelf' taxonomy"),

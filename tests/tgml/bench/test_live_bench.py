@@ -288,6 +288,17 @@ def test_a_features_file_that_ends_before_its_annotated_steps_is_refused_naming_
     assert err.startswith(f"error: {halved}: covers ") and "a file cut short, or features at another rate?" in err
 
 
+def test_features_at_twice_one_a_second_are_refused_not_scored(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each row twice (a backbone at two vectors a second): the run scored every step early in its file, exit 0.
+    features = subset(data_dir, tmp_path, 4)
+    for path in features.glob("*.npy"):
+        np.save(path, np.repeat(np.load(path), 2, axis=0))
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features)], capsys)
+    assert err.startswith(f"error: --features {features}: its files last a median 2.") and "one vector a second" in err
+
+
 def test_a_fold_whose_data_cannot_be_scored_is_named_with_its_recordings(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,8 +26,8 @@ from graphs.common.files import read_json
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
+from recognition.feature_import import LONG_FILE_RATIO, is_npy_name, read_feature_file, span_ratio
 from recognition.feature_import import feature_files as import_feature_files
-from recognition.feature_import import is_npy_name, read_feature_file
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations, recording_entries
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
@@ -186,6 +186,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
     odd = next((r for r in recordings if r.features.shape[1] != width), None)
     if odd is not None:
         raise InputError(f"{odd.path}: features of width {odd.features.shape[1]}, the folder's others {width}")
+    check_one_vector_a_second(features_dir, recordings)
     order = list(chosen)
     recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))
     return LiveData(cc, features_dir, chosen, tuple(recordings), annotations, width)
@@ -200,6 +201,21 @@ def check_covers_steps(path: Path, vectors: int, annotation: ErrorRecording, ann
     if last > covered + ANNOTATION_SLACK_S + 1 / FPS:
         raise InputError(f"{path}: covers {covered:.0f} s at one vector a second, but its annotated steps in "
                          f"{annotations} run to {last:.1f} s (a file cut short, or features at another rate?)")
+
+
+def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording]) -> None:
+    """Refuse a folder whose files last far longer than their recordings' annotated steps at one vector a second
+    (`recognition.feature_import.span_ratio` over `LONG_FILE_RATIO`): features written at a higher rate. The benchmark
+    has no rate to give (its data set's is one a second), and at the wrong one it scored every step early in its
+    file, in silence; import and eval, which take ``--rate``, warn of the same files."""
+    timed = [(len(r.features) / FPS, max(p.end for p in r.annotation.performed))
+             for r in recordings if r.annotation.performed]
+    ratio = span_ratio([length for length, _ in timed], [end for _, end in timed], 1 / FPS)
+    if ratio > LONG_FILE_RATIO:
+        raise InputError(f"--features {folder}: its files last a median {ratio:.1f} times as long as their "
+                         "recordings' annotated steps at one vector a second, the rate bench-live reads (the data "
+                         "set's): were they written at another? (recognition-features import --rate and stream-detect "
+                         "eval --features take other rates)")
 
 
 def captaincook_dir(data_dir: Path) -> Path:

@@ -16,9 +16,10 @@ from graphs.common.errors import InputError
 from graphs.order_rules import LATE_STEP, PRECONDITION
 from tests.cli_errors import cli_error
 from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep
-from tgml.bench.live.bench import assign_folds
+from tgml.bench.live.bench import assign_folds, silent_avg_f1
 from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
+from tgml.bench.mistake_bench import Counts
 from tgml.tgml_cli import main
 
 RECIPE = "tomatomozzarellasalad"  # the recipe with the fewest steps: the fastest to train
@@ -116,6 +117,8 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     text = captured.out
     # Two training recordings a fold leave one for validation: its optimistic figures are said, not hidden.
     assert f"note: {RECIPE}: a fold held one validation recording" in captured.err
+    # The floor an Avg F1 is read against: a detector that raised no alert scored "Avg F1 40.9", said as a score.
+    assert "Avg F1 of a checker that never alerts, on these recordings: " in " ".join(text.split())
     assert len(list(cache.glob("*.npz"))) == 2  # one entry per fold
     again = tmp_path / "again.json"  # from the cache: segmenter and checker only, the same figures
     assert main(["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
@@ -633,3 +636,10 @@ def test_a_fold_chooses_the_checker_and_the_graph_its_validation_recordings_scor
     assert pick.candidate.graph == "learned"  # the observed pre-conditions cannot see the cut before the wash
     assert pick.candidate == Candidate("learned", CheckerSettings("binary"))  # the probabilistic one stays silent
     assert pick.objective == pytest.approx(100.0)  # Avg F1 100: both swaps alerted, no false alarm (no step missed)
+
+
+def test_the_silent_floor_is_half_the_correct_class_f1_of_calling_every_step_correct() -> None:
+    # 10 steps, 2 order errors: every step called correct is right on 8 of 10 (precision 0.8, recall 1), and no
+    # mistake is caught (mistake F1 0); the chain's own alerts do not enter the floor.
+    floor = silent_avg_f1(LiveCounts(Counts(steps=10, order_errors=2, alerts=3, caught=1)))
+    assert floor == pytest.approx(100 * (2 * 0.8 / 1.8) / 2)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import argparse
 
-from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
+from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.errors import exit_on_input_error
 from graphs.common.options import epochs_option, output_name, seed_option, threads_option
 
 

@@ -44,14 +44,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.errors import (
-    ArgumentParser,
-    InputError,
-    exit_on_input_error,
-    print_warning,
-    unknown_command,
-    writes_no_files,
-)
+from graphs.common.command_line import ArgumentParser, unknown_command
+from graphs.common.errors import InputError, exit_on_input_error, print_warning, writes_no_files
 from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, first_few, printable, wrap_words
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES

@@ -1,6 +1,6 @@
 """Command lines for tests: options with defaults that a test's own options replace.
 
-Every command refuses an option of one value given twice (`graphs.common.errors.ArgumentParser`), so a test that
+Every command refuses an option of one value given twice (`graphs.common.command_line.ArgumentParser`), so a test that
 changes one of a helper's options must replace it, not repeat it. Import it as
 `from tests.command_lines import with_options`.
 """

@@ -68,7 +68,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, print_warning
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import InputError, exit_on_input_error, print_warning
 from graphs.common.options import (
     epochs_option,
     output_name,

@@ -27,7 +27,8 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from graphs.common.errors import ArgumentParser, exit_on_input_error, plain_summary
+from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.errors import exit_on_input_error
 from graphs.common.files import check_output, write_text
 from graphs.task_graph import save_graph
 from recognition.checkpoint import load_detector, save_detector

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import errno
 import importlib
 import os
 import signal
 import sys
-import weakref
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from functools import wraps
-from typing import Any, Final, NoReturn, ParamSpec, TypeGuard, TypeVar
+from typing import Final, ParamSpec, TypeGuard, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
@@ -101,116 +99,6 @@ def require_extra(module: str, extra: str, user: str) -> None:
     except ImportError:
         raise InputError(f"{user} needs the optional '{extra}' extra ({module} is not installed): "
                          f"{install_extra(extra)}") from None
-
-
-class _StoreOnce(argparse._StoreAction):
-    """argparse's ``store``, refusing an option given twice: argparse keeps the last value without a word, so
-    ``--video demo --video demo:correct`` ran only the second video, and ``--graph a.json --graph b.json`` checked
-    against ``b.json`` alone. An option of several values refuses a value given twice among them (``--dataset
-    epic-tent-o epic-tent-o`` would be run and reported twice, or refused deeper down under a name never typed)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._stored_in: weakref.ref[argparse.Namespace] | None = None  # the namespace of the last parse it stored in
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
-        if self._stored_in is not None and self._stored_in() is namespace:
-            option = option_string or self.dest
-            how = "it takes one value" if self.nargs in (None, "?") else f"give all its values after one {option}"
-            parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}")
-        self._stored_in = weakref.ref(namespace)
-        if self.nargs in ("+", "*") and isinstance(values, list):  # not a one-value option whose type makes a list
-            seen: set[object] = set()
-            for value in values:
-                if value in seen:
-                    parser.error(f"{option_string or self.dest} {' '.join(map(str, values))}: {value} is given twice")
-                seen.add(value)
-        super().__call__(parser, namespace, values, option_string)
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` whose usage errors (a missing option, a bad choice, a value its ``type`` refuses)
-    are `InputError`s, so a command decorated with `exit_on_input_error` reports them like every other user
-    mistake: one ``error: ...`` line and exit status 2 (argparse prints its usage block, then the message). An
-    option that takes one value is refused when given twice (`_StoreOnce`), and an option must be spelt out whole
-    (no abbreviations: an unknown option is never taken for the known one it begins).
-
-    Sub-command parsers made with ``add_subparsers().add_parser`` are of this class too.
-    """
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        # No abbreviations: `prego-bench --seed 7` ran seeds 42..48 as `--seeds 7`, without a word.
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.register("action", "store", _StoreOnce)
-        self.register("action", None, _StoreOnce)  # argparse's name for its default action
-
-    def _print_message(self, message: str, file: Any = None) -> None:  # argparse's own: a writable or None
-        """Write ``--help`` like argparse, but let a write error through: argparse drops it, so ``--help >
-        /dev/full`` printed nothing and exited 0; `exit_on_input_error` reports the full device."""
-        if message:
-            out = file if file is not None else sys.stderr
-            out.write(message)
-            flush = getattr(out, "flush", None)
-            if flush is not None:
-                flush()
-
-    def error(self, message: str) -> NoReturn:
-        """Raise the usage error as an `InputError` naming the command."""
-        raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-    def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
-        """Parse like argparse, but an unknown option is reported by the sub-command that was chosen.
-
-        argparse hands options no sub-command knows back to the top-level parser, whose message would send the
-        user to ``PROG --help``, a page that lists only the sub-commands, not the options meant.
-        """
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            chosen = chosen_parser(self, parsed)
-            raise InputError(f"{chosen.prog}: unrecognized arguments: {' '.join(extras)} (see {chosen.prog} --help)")
-        return parsed
-
-
-def unknown_command(prog: str, word: str, commands: Sequence[str]) -> InputError:
-    """The usage error of a first argument that is neither an option nor one of ``prog``'s ``commands``: a typo of
-    one (``imprt``), which would otherwise be read as an argument of the default command and be reported as an
-    option that command misses."""
-    return InputError(f"{prog}: unknown command {printable(word)!r} (choose from {', '.join(commands)}; see {prog} "
-                      "--help)")
-
-
-def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
-    """The innermost sub-command parser that ``parsed`` went through (``parser`` itself without sub-commands).
-
-    Args:
-        parser: the top-level parser.
-        parsed: what it parsed.
-
-    Returns:
-        The parser of the chosen sub-command, followed down through nested sub-commands.
-    """
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and action.choices:
-            name = getattr(parsed, action.dest, None) if action.dest != argparse.SUPPRESS else None
-            if isinstance(name, str) and name in action.choices:
-                return chosen_parser(action.choices[name], parsed)
-    return parser
-
-
-def plain_summary(docstring: str | None) -> str:
-    """A module docstring's first paragraph as plain text for ``--help``: the double backquotes of reStructuredText
-    literals dropped and its lines joined (argparse prints a description as it is given).
-
-    Args:
-        docstring: the module's ``__doc__``.
-
-    Returns:
-        The summary line.
-    """
-    first = (docstring or "").strip().split("\n\n")[0]
-    return " ".join(first.replace("``", "").split())
 
 
 def print_warning(line: str) -> None:

@@ -33,14 +33,8 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from graphs.common.errors import (
-    ArgumentParser,
-    InputError,
-    exit_on_input_error,
-    plain_summary,
-    print_warning,
-    unknown_command,
-)
+from graphs.common.command_line import ArgumentParser, plain_summary, unknown_command
+from graphs.common.errors import InputError, exit_on_input_error, print_warning
 from graphs.common.options import fps_option, output_name, rate_option, seed_option, threads_option
 
 

@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 from typing import Final
 
-from graphs.common.errors import ArgumentParser, FieldError, InputError, exit_on_input_error
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
 from tgml.bench import prego

@@ -20,7 +20,8 @@ import math
 import time
 from typing import Any
 
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import output_name, seed_option, workers_option
 from tgml.bench.data_folder import DATA_ENV
 from tgml.bench.prego import DATASETS

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.checker_settings import CHECKERS
-from graphs.common.errors import ArgumentParser, InputError, exit_on_input_error, plain_summary
+from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import fps_option, output_name, seed_option
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS

@@ -41,8 +41,8 @@ from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
-from graphs.limits import MAX_NAME, MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id
-from graphs.task_graph import NAME_NEEDED, blank_name, is_captaincook_graph
+from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
+from graphs.task_graph import is_captaincook_graph
 
 
 @dataclass(frozen=True)
@@ -350,13 +350,9 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
         for key, entry in table.items():
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}] needs a string 'name'")
-            if len(entry["name"]) > MAX_NAME:
-                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name is {len(entry['name'])} characters "
-                                 f"long; at most {MAX_NAME}")
-            why = blank_name(entry["name"])
-            if why is not None:  # the graph learned from it would be refused by the graph loader
-                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name = {as_written(entry['name'], 40)} "
-                                 f"{why}; {NAME_NEEDED}")
+            fault = name_fault(entry["name"])
+            if fault is not None:  # the graph learned from it would be refused by the graph loader
+                raise InputError(f"{src}: taxonomy[{scenario!r}][{key!r}].name {fault}")
             step_id = entry.get("id", key)
             if isinstance(step_id, str) and re.fullmatch(r"\s*-?[0-9]{1,19}\s*", step_id):
                 step_id = int(step_id)

@@ -16,19 +16,16 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
-from graphs.common.settings_files import as_written
-from graphs.limits import MAX_NAME
+from graphs.limits import name_fault
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
 from graphs.precision_recall import precision_recall_f1
 from graphs.task_graph import (
     END,
     FORMAT_NAME,
-    NAME_NEEDED,
     START,
     Node,
     TaskGraph,
-    blank_name,
     is_captaincook_graph,
     load_graph,
 )
@@ -190,18 +187,16 @@ def _taxonomy_of(data: Any, source: str) -> TaskGraph:
 
 def _numbered_steps(steps: dict[Any, Any], source: str) -> dict[int, str]:
     """The ``{id: name}`` table of a CaptainCook4D graph's ``steps``, START and END included, every name held to the
-    task-graph file's rules (at most `MAX_NAME` characters, something visible), so a file that reads here is one
+    task-graph file's rules (`graphs.limits.name_fault`), so a file that reads here is one
     ``tgml show`` and the live pipeline can show."""
     try:
         numbered = {int(k): str(v) for k, v in steps.items()}
     except ValueError:
         raise InputError(f"{source}: 'steps' keys must be integer ids") from None
     for gid, name in numbered.items():
-        if len(name) > MAX_NAME:
-            raise InputError(f"{source}: the name of step {gid} is {len(name)} characters long; at most {MAX_NAME}")
-        why = blank_name(name)
-        if why is not None:
-            raise InputError(f"{source}: the name of step {gid} ({as_written(name, 40)}) {why}; {NAME_NEEDED}")
+        fault = name_fault(name)
+        if fault is not None:
+            raise InputError(f"{source}: the name of step {gid} {fault}")
     return numbered
 
 

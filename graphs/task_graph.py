@@ -33,7 +33,6 @@ shows something (`blank_name`), and a file lists each pre-condition of a step on
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.files import read_json, write_text
 from graphs.common.settings_files import as_written
-from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id
+from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id, name_fault
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -60,9 +59,6 @@ OPTIONAL_THRESHOLD: Final = 0.5
 # Direct Optimization's row-softmax: formulas that read the weights as transition mass must not use them.
 EDGE_PROBABILITY_WEIGHTS: Final = "edge probabilities theta[step, requires]"
 PROBABILITY_SLACK: Final = 1e-6  # float rounding a saved probability may carry beyond [0, 1]
-# Characters that show as nothing: whitespace, controls, format characters (a zero-width space) and separators.
-_INVISIBLE: Final = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
-NAME_NEEDED: Final = "every step needs a name that shows in alerts, views and tables"
 
 Node = int | str
 
@@ -110,14 +106,10 @@ class TaskGraph:
         out_of_range = next((s for s in self.step_ids if not 0 <= s <= MAX_STEP_ID), None)
         if out_of_range is not None:
             raise InputError(f"task graph: step id {out_of_range} must be {STEP_ID_RULE}")
-        long = next((k for k, name in enumerate(self.step_names) if len(name) > MAX_NAME), None)
-        if long is not None:
-            raise InputError(f"task graph: the name of step {self.step_ids[long]} is "
-                             f"{len(self.step_names[long])} characters long; at most {MAX_NAME}")
-        blank = next(((k, why) for k, name in enumerate(self.step_names) if (why := blank_name(name))), None)
-        if blank is not None:
-            raise InputError(f"task graph: the name of step {self.step_ids[blank[0]]} "
-                             f"({as_written(self.step_names[blank[0]], 40)}) {blank[1]}; {NAME_NEEDED}")
+        named = next(((step, fault) for step, name in zip(self.step_ids, self.step_names, strict=True)
+                      if (fault := name_fault(name)) is not None), None)
+        if named is not None:  # from_dict names the file (its files' names are checked here, once)
+            raise InputError(f"task graph: the name of step {named[0]} {named[1]}")
         if len(self.scenario) > MAX_NAME:
             raise InputError(
                 f"task graph: the scenario name is {len(self.scenario)} characters long; at most {MAX_NAME}"
@@ -303,14 +295,6 @@ class TaskGraph:
                 raise InputError(f"{source}: steps[{k}] must be {{'id': int, 'name': str}}")
             if not is_step_id(step["id"]):
                 raise InputError(f"{source}: steps[{k}].id = {step['id']} must be {STEP_ID_RULE}")
-            if len(step["name"]) > MAX_NAME:
-                raise InputError(
-                    f"{source}: steps[{k}].name is {len(step['name'])} characters long; at most {MAX_NAME}"
-                )
-            why = blank_name(step["name"])
-            if why is not None:
-                raise InputError(f"{source}: steps[{k}].name = {as_written(step['name'], 40)} (step {step['id']}) "
-                                 f"{why}; {NAME_NEEDED}")
             ids.append(int(step["id"]))
             names.append(step["name"])
         optional_scores = _optional_scores(steps, version, source)
@@ -356,23 +340,6 @@ class TaskGraph:
             return cls(tuple(ids), tuple(names), adjacency, weights, scenario, info, optional_scores)
         except InputError as err:
             raise InputError(f"{source}: {str(err).removeprefix('task graph: ')}") from None
-
-
-def blank_name(name: str) -> str | None:
-    """Why a step name would show as nothing (a blank row in ``tgml show``, an alert on no visible step), in words
-    for a message (``"is empty"``); None when it shows something.
-
-    Args:
-        name: a step name from a file or a learner.
-
-    Returns:
-        ``"is empty"``, ``"holds no visible character"`` (whitespace, controls, zero-width characters), or None.
-    """
-    if not name:
-        return "is empty"
-    if all(c.isspace() or unicodedata.category(c) in _INVISIBLE for c in name):
-        return "holds no visible character"
-    return None
 
 
 def execution_levels(adjacency: np.ndarray) -> np.ndarray:

@@ -53,7 +53,7 @@ from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, open_input, write_failure
 from graphs.common.options import MAX_FPS
 from graphs.common.settings_files import as_written, json_kind
-from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
+from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from recognition.evidence import EvidenceModel
 from recognition.model import MiniROAD, MiniROADConfig
 from recognition.segmenter import SegmenterConfig, detector_segmenter_config
@@ -102,9 +102,9 @@ class DetectorCheckpoint:
         for i, name in enumerate(names):
             if not isinstance(name, str):
                 raise InputError(f"detector checkpoint: class_names[{i}] = {as_written(name, 60)} must be a string")
-            if len(name) > MAX_NAME:
-                raise InputError(f"detector checkpoint: class_names[{i}] is {len(name)} characters long; "
-                                 f"at most {MAX_NAME}")
+            fault = name_fault(name)
+            if fault is not None:  # sent on the wire as the step's name, shown in views and alerts
+                raise InputError(f"detector checkpoint: class_names[{i}] {fault}")
         for i, step in enumerate(step_ids):
             # int() would silently turn 1.5 into 1 and True into 1: a step id must already be an integer.
             if step is not None and (not isinstance(step, numbers.Integral) or isinstance(step, bool)):

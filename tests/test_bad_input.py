@@ -172,7 +172,7 @@ GRAPH_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "id-over-2^31": (lambda d: step0(d, "id", 2**31), "steps[0].id = 2147483648 must be"),
     "bool-id": (lambda d: step0(d, "id", True), "steps[0] must be"),
     "float-id": (lambda d: step0(d, "id", 1.5), "steps[0] must be"),
-    "name-513": (lambda d: step0(d, "name", "x" * 513), "steps[0].name is 513 characters long; at most 512"),
+    "name-513": (lambda d: step0(d, "name", "x" * 513), "the name of step 1 is 513 characters long; at most 512"),
     "name-number": (lambda d: step0(d, "name", 7), "steps[0] must be"),
     "2049-steps": (lambda d: d.update(steps=[{"id": k, "name": "s"} for k in range(2049)]), "at most 2048"),
     "scenario-long": (lambda d: d.update(scenario="x" * 600), "scenario name is 600 characters"),

@@ -20,6 +20,18 @@ from typing import Final
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
+# What draws nothing by itself: the categories above, spaces, and combining marks with nothing to combine with; and
+# letters and symbols drawn as empty space (the Hangul fillers, the braille blank).
+_DRAWS_NOTHING: Final = _UNSAFE_CATEGORIES | {"Zs", "Mn", "Me"}
+_BLANK_GLYPHS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` would show as blank (a name that is no name: an empty row in a table, an alert on nothing):
+    empty, or only spaces, invisible characters, lone combining marks and glyphs drawn blank."""
+    return all(c.isspace() or c in _BLANK_GLYPHS or unicodedata.category(c) in _DRAWS_NOTHING for c in text)
+
+
 @lru_cache(maxsize=4096)
 def _safe_char(char: str) -> str:
     if unicodedata.category(char) not in _UNSAFE_CATEGORIES:

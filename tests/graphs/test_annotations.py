@@ -75,7 +75,7 @@ def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
          r"segments\[0\]\.step_name = \"stake\" is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
         # A graph learned from a blank name would be refused by the graph loader.
         (lambda d: d["taxonomy"]["tent"]["1"].update(name=" "),
-         r"taxonomy\['tent'\]\['1'\]\.name = \" \" holds no visible character; every step needs a name"),
+         r"taxonomy\['tent'\]\['1'\]\.name holds no visible character; every step needs a name"),
     ],
     ids=["scenario-not-a-string", "taxonomy-id-twice", "taxonomy-id-not-integer", "has-errors-not-boolean",
          "taxonomy-name-twice", "step-name-of-another-step", "taxonomy-name-blank"],

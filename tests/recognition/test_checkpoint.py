@@ -117,6 +117,8 @@ def test_a_checkpoint_with_flipped_bytes_in_its_weights_is_refused(tmp_path: Pat
         ("class_step_ids", [None, True, 3, 5], r"class_step_ids\[1\] = true must be an integer or null"),
         ("class_names", "abcd", "field 'class_names' must be a list"),
         ("class_names", ["background", 1, "b", "c"], r"class_names\[1\] = 1 must be a string"),
+        # Sent on the wire as a step's name: one that shows nothing was loaded.
+        ("class_names", ["background", "\u200b", "b", "c"], r"class_names\[1\] holds no visible character"),
         ("info", "notes", "field 'info' must be an object"),
         ("fps", True, "fps = true must be a positive number"),
     ],

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from graphs.common.safe_text import first_few, wrap_words
+import pytest
+
+from graphs.common.safe_text import first_few, shows_nothing, wrap_words
 
 
 def test_first_few_names_the_first_and_counts_the_rest() -> None:
@@ -17,3 +19,13 @@ def test_wrap_words_breaks_between_words_and_keeps_a_long_word_whole() -> None:
     assert wrap_words("a-very-long-word b", 4) == ["a-very-long-word", "  b"]
     assert wrap_words("x\u00a0y z", 3) == ["x\u00a0y", "  z"]  # a no-break space holds a figure together
     assert wrap_words("", 10) == []
+
+
+@pytest.mark.parametrize("text", ["", " ", "\t\n", "\u200b", "\u3000", "\u3164", "\u2800", "\ufe0f", "\u034f", "\x1b"])
+def test_text_that_draws_as_blank_shows_nothing(text: str) -> None:
+    assert shows_nothing(text)
+
+
+@pytest.mark.parametrize("text", ["a", " a ", "\u00e9", "\u3164x", "\u2801", "\u4e00", "-", "0"])
+def test_text_with_a_visible_character_shows_something(text: str) -> None:
+    assert not shows_nothing(text)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -757,6 +757,21 @@ def _listed(names: Iterable[str]) -> str:
     return first_few(sorted(printable(n) for n in names), SHOWN_NAMES) or "none"
 
 
+def _absences(videos: Iterable[str], absent: Callable[[str], str]) -> list[tuple[str, str]]:
+    """``[(listed videos, why)]``: the videos of a split a run leaves out, grouped by why (`kept_test_videos`)."""
+    causes: dict[str, list[str]] = {}
+    for video in sorted(videos):
+        causes.setdefault(absent(video), []).append(video)
+    return [(_listed(group), cause) for cause, group in causes.items()]
+
+
+def _dropped(videos: Iterable[str], absent: Callable[[str], str] | None) -> str:
+    """The videos of a split a run leaves out, in `kept_test_videos`'s list of changes."""
+    if absent is None:
+        return f"no longer annotated: {_listed(videos)}"
+    return ", and ".join(f"{listed} {cause}" for listed, cause in _absences(videos, absent))
+
+
 def foreign_entries(folder: str | Path) -> list[str]:
     """What an existing ``--out`` folder without ``split.json`` holds that no feature folder writes (``rgb_*/``,
     ``flow_*/``, ``target_perframe/``, ``extraction.json``; hidden names, such as an interrupted writer's temporary
@@ -831,7 +846,8 @@ def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: f
 
 
 def kept_test_videos(names: Sequence[str], stored: SplitFile, test_videos: Sequence[str], test_fraction: float | None,
-                     seed: int, annotations: str | Path) -> frozenset[str]:
+                     seed: int, annotations: str | Path, absent: Callable[[str], str] | None = None
+                     ) -> frozenset[str]:
     """An existing folder's test split, kept by a run that writes into it again (``recognition-features`` resuming
     an extraction, or ``recognition-features import`` run again): a split is never redrawn under features already
     written (and a detector perhaps already trained and scored) on it.
@@ -846,6 +862,10 @@ def kept_test_videos(names: Sequence[str], stored: SplitFile, test_videos: Seque
         test_fraction: ``--test-fraction`` (None: not given).
         seed: ``--seed`` of the draw.
         annotations: the annotation file the names come from (for the error lines).
+        absent: why a video of the split is not among ``names``, a phrase after the videos (``"have no feature file
+            in --features npy/"``): an import leaves out annotated recordings without a feature file, so "no longer
+            annotated" would name the wrong cause (and a new video may be a feature file added). None: every such
+            video is no longer annotated, and a new one annotated since.
 
     Returns:
         The folder's test videos.
@@ -868,16 +888,21 @@ def kept_test_videos(names: Sequence[str], stored: SplitFile, test_videos: Seque
                          f"the folder is resumed) holds out {_listed(kept)}: {how}")
     gone = kept - set(names)
     if gone:
-        raise InputError(f"{stored.path}: test videos {_listed(gone)} of the folder's split are no longer annotated "
-                         f"in {annotations}: {how}")
+        (first, why), *others = _absences(gone, absent or (lambda _: f"are no longer annotated in {annotations}"))
+        more = "".join(f", and {listed} {cause}" for listed, cause in others)
+        raise InputError(f"{stored.path}: test videos {first} of the folder's split {why}{more}: {how}")
     if not test_videos:
         listed = kept | set(stored.train)
         new, dropped = set(names) - listed, listed - set(names)
         if new or dropped:
-            change = "; ".join(part for part in (f"annotated since: {_listed(new)}" if new else "",
-                                                  f"no longer annotated: {_listed(dropped)}" if dropped else "")
+            # A run that says why videos are absent (an import) also has its new ones for other reasons than
+            # annotation (a feature file added): named neutrally.
+            since = "annotated since" if absent is None else "not in the split"
+            change = "; ".join(part for part in (f"{since}: {_listed(new)}" if new else "",
+                                                  _dropped(dropped, absent) if dropped else "")
                                if part)
-            raise InputError(f"{annotations}: the videos differ from those {stored.path} splits ({change}); "
-                             f"name the test videos with --test-videos {','.join(sorted(kept))} to keep its test "
-                             "videos (the other videos train), or write to a new --out")
+            differ = (f"{annotations}: the videos differ from those {stored.path} splits" if absent is None
+                      else f"{stored.path}: this run's videos differ from those it splits")
+            raise InputError(f"{differ} ({change}); name the test videos with --test-videos {','.join(sorted(kept))} "
+                             "to keep its test videos (the other videos train), or write to a new --out")
     return kept

@@ -15,17 +15,18 @@ segments with the rule every command shares (`recognition.feature_folders.step_t
 last owns an overlap).
 
 Every file is read and checked before anything is written (no pickle: only plain ``.npy`` arrays are read): a file
-that is not a 2-D float array, holds NaN or infinity, has another width than the others, or is not annotated is
-refused with one line naming it. An annotated recording of the scenario without a feature file, and a feature file
-of a recording annotated under another scenario, are not imported and are counted in the summary (the annotation
-file of a public dataset covers more recordings than one person's features).
+that is not a 2-D float array, holds NaN or infinity, has another width than the others (one saved transposed,
+``(D, T)``, said to be), or is not annotated is refused with one line naming it. An annotated recording of the
+scenario without a feature file, and a feature file of a recording annotated under another scenario, are not imported
+and are counted in the summary (the annotation file of a public dataset covers more recordings than one person's
+features); an entry of the folder that is no ``<video>.npy`` (an ``.npz``, a sub-folder) is named in a note.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -201,6 +202,8 @@ class ImportReport:
         span_ratio: the median over the recordings of a file's length at the rate over the end of its last annotated
             step (CaptainCook4D's: 1.0-1.5); 0 when no recording has a timed step.
         earlier_rate: the rate the folder was imported at before, when this import rewrites it at another.
+        unread: the note on the ``--features`` entries that are no ``<video>.npy`` and are not read (`unread_line`),
+            or None.
     """
 
     folder: Path
@@ -212,6 +215,7 @@ class ImportReport:
     other_scenario: list[str] = field(default_factory=list)
     span_ratio: float = 0.0
     earlier_rate: float | None = None
+    unread: str | None = None
 
     def rate_warnings(self, rate: float) -> list[str]:
         """Warnings (without their ``warning:``) about ``rate``: features written at a higher rate than ``--rate``
@@ -243,6 +247,8 @@ class ImportReport:
         if self.other_scenario:
             lines.append(f"not imported: {len(self.other_scenario)} feature files are of recordings of another "
                          f"scenario ({first_few(sorted(self.other_scenario), SHOWN)})")
+        if self.unread:  # an .npz of a recording counted above as having no feature file: said why
+            lines.append(f"note: {self.unread}")
         return "\n".join(printable(line) for line in lines)
 
 
@@ -285,6 +291,68 @@ def is_npy_name(path: Path) -> bool:
     return path.suffix.lower() == ".npy" and path.stem != ""
 
 
+def unread_entries(folder: str | Path) -> list[str]:
+    """The names in a features folder that are not ``<name>.npy`` files (sub-folders, ``.npz``...), which
+    `feature_files` does not read: said, never skipped in silence."""
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in Path(folder).iterdir() if not is_npy_name(p))
+
+
+def unread_line(folder: str | Path, option: str = "--features", name: str = "video") -> str | None:
+    """The note (without its ``note:``) naming the entries of a features folder that are not read
+    (`unread_entries`), the one ``tgml bench-live``, ``recognition-features import`` and ``stream-detect eval
+    --features`` give; None when every entry is read, or ``folder`` is no folder.
+
+    Args:
+        folder: the features folder.
+        option: the option that named it.
+        name: what a file is named after (``"video"``, ``"recording_id"``).
+    """
+    unread = unread_entries(folder) if Path(folder).is_dir() else []
+    if not unread:
+        return None
+    return printable(f"{option} {folder}: {len(unread)} entr{'y is' if len(unread) == 1 else 'ies are'} not "
+                     f"<{name}>.npy and not read: {first_few(unread, 5, and_more=', and ')}")
+
+
+def check_widths(shapes: Mapping[str, tuple[int, int]], files: Mapping[str, Path], option: str) -> None:
+    """Refuse feature files of differing widths (every file must come from one backbone), naming the odd one, and
+    say when the difference is a file saved transposed, ``(D, T)``: checked before the files' lengths, which a
+    transposed file would otherwise fail as if written at another rate.
+
+    A transposed file's rows are the backbone's width and its width is its length: when every file is transposed,
+    they share one row count and no two share a width (recordings' lengths rarely agree to the vector, while files
+    of one length and two backbones share widths); when one is, its rows are the others' width.
+
+    Args:
+        shapes: ``(rows, width)`` of each recording's file.
+        files: each recording's file, named in the error.
+        option: how the folder is named (``--features DIR``), when every file is at fault.
+
+    Raises:
+        InputError: naming the odd file (or the folder, every file transposed) and its ``(rows, width)``.
+    """
+    if not shapes:  # no recording of the scenario: refused by the caller, naming the scenario
+        return
+    rows = {r for r, _ in shapes.values()}
+    widths = Counter(w for _, w in shapes.values())
+    if len(shapes) > 1 and len(rows) == 1 and len(widths) == len(shapes):
+        first = next(iter(shapes))
+        raise InputError(f"{option}: every file has {next(iter(rows))} rows and their widths differ "
+                         f"({first_few([str(w) for w in sorted(widths)], SHOWN)}): saved transposed? (rows, width) "
+                         f"= {shapes[first]} in {files[first].name}; a file is (time, width), one row per vector")
+    # The width most files share is the backbone's (a tie goes to a width some file has as rows: the others are
+    # transposed), so the file named is the odd one, not the first read.
+    width = max(widths, key=lambda w: (widths[w], w in rows))
+    odd = next((name for name, (_, w) in shapes.items() if w != width), None)
+    if odd is None:
+        return
+    odd_rows, odd_width = shapes[odd]
+    why = (f"saved transposed? (rows, width) = ({odd_rows}, {odd_width}); a file is (time, width), one row per "
+           "vector" if odd_rows == width else "every file must come from the same backbone")
+    raise InputError(f"{files[odd]}: the features are {odd_width} wide, those of the folder's other files {width}: "
+                     f"{why}")
+
+
 def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[int, ...], tuple[str, ...],
                                                                      list[ImportedVideo], frozenset[str]]:
     """Read and check everything before anything is written.
@@ -304,7 +372,8 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
                          f"{TARGETS_DIR}/ and split.json) goes beside it, in another --out")
     check_feature_folder_out(config.out)  # after the two above, which say more of the same mistake
     files = feature_files(config.features)
-    annotations = load_annotations(config.annotations, scenario_read=config.scenario)
+    report.unread = unread_line(config.features)
+    annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True)
     unannotated = [name for name in files if name not in annotations.videos]
     if unannotated:
         raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "
@@ -328,36 +397,64 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
             continue
         segments = tuple(TimedSegment(video.steps[k], start, end) for k, start, end in
                          time_order(video, config.annotations))
-        features = read_feature_file(path)
+        videos.append(ImportedVideo(video.video, read_feature_file(path), segments))
+    # Widths before lengths: a file saved transposed is short at any rate, and said to be transposed, not mistimed.
+    check_widths({v.name: v.features.shape for v in videos}, files, f"--features {config.features}")
+    for imported in videos:
+        rows = len(imported.features)
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.
         try:
-            check_segments_fit(segments, len(features) / config.rate, 1 / config.rate, config.annotations,
-                               video.video)
+            check_segments_fit(imported.segments, rows / config.rate, 1 / config.rate, config.annotations,
+                               imported.name)
         except InputError as err:  # a short file, or one read at another rate than it was written at
-            raise InputError(f"{err}: {path} has {len(features)} vectors, {len(features) / config.rate:.2f} s at "
+            raise InputError(f"{err}: {files[imported.name]} has {rows} vectors, {rows / config.rate:.2f} s at "
                              f"--rate {config.rate:g}; is that the rate it was written at?") from None
-        videos.append(ImportedVideo(video.video, features, segments))
-    if videos:  # the width most files share is the backbone's: the file named is the odd one, not the first read
-        width = Counter(v.features.shape[1] for v in videos).most_common(1)[0][0]
-        odd = next((v for v in videos if v.features.shape[1] != width), None)
-        if odd is not None:
-            raise InputError(f"{files[odd.name]}: the features are {odd.features.shape[1]} wide, those of the "
-                             f"folder's other files {width}: every file must come from the same backbone")
     report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
     if not videos:
         raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")
-    ends = [max(s.end for s in v.segments) for v in videos if v.segments]
-    lengths = [len(v.features) / config.rate for v in videos if v.segments]
-    report.span_ratio = span_ratio(lengths, ends, 1 / config.rate)
+    report.span_ratio = videos_span_ratio(videos, config.rate)
+    if report.earlier_rate is not None and report.span_ratio > LONG_FILE_RATIO:
+        # A rate the files' lengths say is wrong, over a folder imported at another: its targets and split.json
+        # would be rewritten at it, and the detector trained on the folder no longer match it. Refused, not warned.
+        raise InputError(rate_refusal(config, report.span_ratio, report.earlier_rate,
+                                      videos_span_ratio(videos, report.earlier_rate)))
     names = [v.name for v in videos]
-    test = choose_test(names, config, stored)
+
+    def absent(name: str) -> str:  # why a recording of the folder's split is not imported this time
+        if name not in annotations.videos:
+            return f"are no longer annotated in {config.annotations}"
+        if annotations.videos[name].scenario != scenario:
+            return f"are annotated under another scenario than {scenario!r} in {config.annotations}"
+        return f"have no feature file in --features {config.features}"
+
+    test = choose_test(names, config, stored, absent)
     return scenario, step_ids, step_names, videos, test
 
 
-def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | None) -> frozenset[str]:
+def videos_span_ratio(videos: Sequence[ImportedVideo], rate: float) -> float:
+    """`span_ratio` of the recordings with a timed step, their files read at ``rate``."""
+    timed = [v for v in videos if v.segments]
+    return span_ratio([len(v.features) / rate for v in timed], [max(s.end for s in v.segments) for v in timed],
+                      1 / rate)
+
+
+def rate_refusal(config: ImportConfig, ratio: float, earlier: float, earlier_ratio: float) -> str:
+    """The error of a ``--rate`` into a folder imported at ``earlier``, at which the files last ``ratio`` times
+    their annotated steps (`LONG_FILE_RATIO`); the folder's own rate is advised only when the files fit it."""
+    advice = (f"import at the folder's --rate {earlier:g}, which fits them" if earlier_ratio <= LONG_FILE_RATIO
+              else "give the rate they were written at")
+    return (f"--rate {config.rate:g}: {config.out} was imported at {earlier:g} per second, and at --rate "
+            f"{config.rate:g} the feature files last a median {ratio:.1f} times as long as their recordings' "
+            f"annotated steps (every step would end early in its file): {advice}, or import into another --out "
+            f"({config.out} is left as it was)")
+
+
+def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | None,
+                absent: Callable[[str], str] | None = None) -> frozenset[str]:
     """The test recordings: a folder's written before (``stored``, `recognition.feature_folders.stored_split` of
     ``--out``) keeps its split (`recognition.feature_folders.kept_test_videos`, as ``recognition-features`` resuming
     on videos); else ``--test-videos``, else a seeded draw of ``--test-fraction`` of them; both splits are non-empty.
+    ``absent`` says why a recording of the folder's split is not among ``names`` (no feature file, not annotated).
 
     Raises:
         InputError: a named recording that is not imported, a split that leaves either side empty, or one that differs
@@ -370,7 +467,7 @@ def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | 
                              "scenario with an annotation)")
     if stored is not None:
         return kept_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed,
-                                config.annotations)
+                                config.annotations, absent)
     if config.test_videos:
         test, what = frozenset(config.test_videos), f"--test-videos {','.join(config.test_videos)}"
     else:

@@ -248,6 +248,13 @@ def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Pa
     err = cli_error(main, argv(root), capsys)
     assert err == (f"error: --features {root / 'npy'}: its recordings are of 2 scenarios of {root / 'labels.json'} "
                    "(shelf: 1, tent: 4 files); choose one with --scenario")
+    # A misspelt one is named with the file's scenarios, and before the warning about the file's segments (it came
+    # after that long line).
+    segments = labels["annotations"]["rec1"]["segments"]
+    segments[1]["start_time"] = segments[0]["start_time"]
+    (root / "labels.json").write_text(json.dumps(labels))
+    assert "unknown scenario 'tnet' (known: kite, shelf, tent)" in cli_error(main, argv(root, "--scenario", "tnet"),
+                                                                               capsys)
     assert main(argv(root, "--scenario", "tent", "--test-videos", "rec1")) == 0
     assert "1 feature files are of recordings of another scenario (rec4)" in capsys.readouterr().out
 
@@ -328,3 +335,127 @@ def test_a_config_rate_other_than_the_folders_is_refused_not_overruled(tmp_path:
                    "[features] fps 5: leave fps out of the config (a folder's rate is the one its features were "
                    "written at)")
     assert not (tmp_path / "d.pt").exists()
+
+
+def files_of(folder: Path) -> dict[Path, bytes]:
+    """Every file under ``folder`` and its bytes: a folder left as it was compares equal."""
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_rate_the_files_do_not_fit_is_refused_over_a_folder_imported_at_one_they_fit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Files written 2 a second, imported at 2, then again at --rate 1: two warnings, and the folder's targets and
+    # split.json were rewritten at 1 (a detector trained on it no longer matched it; a later training ran at 1).
+    root = write_recordings(tmp_path, rows=120, rate=2)
+    assert main(argv(root, "--rate", "2", "--test-videos", "rec4")) == 0
+    out = root / "out"
+    before = files_of(out)
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: --rate 1: {out} was imported at 2 per second, and at --rate 1 the feature files last a "
+                   "median 2.4 times as long as their recordings' annotated steps (every step would end early in its "
+                   f"file): import at the folder's --rate 2, which fits them, or import into another --out ({out} is "
+                   "left as it was)")
+    assert files_of(out) == before
+    # Into a new folder the same rate is only doubtful: warned of, as documented.
+    assert main(argv(root, "--out", str(root / "new"), "--test-videos", "rec4")) == 0
+    assert "warning: at --rate 1 the feature files last a median 2.4 times" in capsys.readouterr().err
+
+
+def test_a_folder_at_a_rate_the_files_do_not_fit_either_is_not_advised_and_the_right_rate_is_taken(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Files written 5 a second, imported at 2 (warned of), then at 1: neither fits, so the folder's 2 is not advised;
+    # at 5, the rate that fits, the folder is rewritten with the warning that says so.
+    root = write_recordings(tmp_path, rows=300, rate=5)
+    assert main(argv(root, "--rate", "2", "--test-videos", "rec4")) == 0
+    assert "median 3.0 times" in capsys.readouterr().err
+    err = cli_error(main, argv(root), capsys)
+    assert err.startswith("error: --rate 1: ") and "median 6.0 times" in err
+    assert err.endswith(f": give the rate they were written at, or import into another --out ({root / 'out'} is "
+                        "left as it was)")
+    assert main(argv(root, "--rate", "5")) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {root / 'out'} was imported at 2 per second; its targets and split.json are rewritten at --rate "
+        "5, and a detector trained on it before expects 2: train it again"]
+
+
+def test_recordings_of_the_folders_split_without_a_feature_file_are_said_to_have_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A test recording whose .npy is missing from --features was said to be "no longer annotated" in labels.json,
+    # which still annotated it.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--test-videos", "rec3,rec4")) == 0
+    out, npy, labels = root / "out", root / "npy", root / "labels.json"
+    before = files_of(out)
+    (npy / "rec4.npy").rename(root / "rec4.npy")
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: {out / 'split.json'}: test videos rec4 of the folder's split have no feature file in "
+                   f"--features {npy}: write to a new --out, or delete the split file to draw a new split")
+    # Each recording's own cause: rec3 is no longer annotated, rec4 has no file.
+    annotations = json.loads(labels.read_text())
+    del annotations["annotations"]["rec3"]
+    labels.write_text(json.dumps(annotations))
+    (npy / "rec3.npy").unlink()
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: {out / 'split.json'}: test videos rec3 of the folder's split are no longer annotated in "
+                   f"{labels}, and rec4 have no feature file in --features {npy}: write to a new --out, or delete the "
+                   "split file to draw a new split")
+    assert files_of(out) == before
+    # A training recording without its file: named as such too, and --test-videos keeps the split (the others train).
+    (root / "again").mkdir()
+    root = write_recordings(root / "again")
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    before = files_of(root / "out")
+    (root / "npy" / "rec1.npy").unlink()
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: {root / 'out' / 'split.json'}: this run's videos differ from those it splits (rec1 have "
+                   f"no feature file in --features {root / 'npy'}); name the test videos with --test-videos rec4 to "
+                   "keep its test videos (the other videos train), or write to a new --out")
+    assert files_of(root / "out") == before
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+
+
+def test_files_saved_transposed_are_said_to_be_not_taken_for_another_rate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (D, T) files were refused as too short at --rate ("is that the rate it was written at?"): their lengths were
+    # read before their widths.
+    root = write_recordings(tmp_path)
+    npy = root / "npy"
+    for v in range(5):  # every file transposed: one row count (the width), widths that differ (the lengths)
+        np.save(npy / f"rec{v}.npy", np.zeros((60 + v, 6), dtype=np.float32).T)
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: --features {npy}: every file has 6 rows and their widths differ (60, 61, 62, 63, 64): "
+                   "saved transposed? (rows, width) = (6, 60) in rec0.npy; a file is (time, width), one row per "
+                   "vector")
+    (root / "one").mkdir()
+    npy = write_recordings(root / "one") / "npy"
+    np.save(npy / "rec2.npy", np.load(npy / "rec2.npy").T)  # one file transposed: its rows are the others' width
+    err = cli_error(main, argv(root / "one"), capsys)
+    assert err == (f"error: {npy / 'rec2.npy'}: the features are 60 wide, those of the folder's other files 6: saved "
+                   "transposed? (rows, width) = (6, 60); a file is (time, width), one row per vector")
+    assert not (root / "out").exists() and not (root / "one" / "out").exists()
+
+
+def test_entries_that_are_not_feature_files_are_named_in_a_note(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # rec0's features saved as .npz beside the .npy files: counted as a recording without a feature file, unsaid why.
+    root = write_recordings(tmp_path)
+    npy = root / "npy"
+    np.savez(npy / "rec0.npz", features=np.load(npy / "rec0.npy"))
+    (npy / "rec0.npy").unlink()
+    (npy / "old").mkdir()
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert "not imported: 1 annotated recordings have no feature file (rec0)" in printed
+    assert printed[-1] == f"note: --features {npy}: 2 entries are not <video>.npy and not read: old/, rec0.npz"
+
+
+def test_files_none_of_which_is_of_the_scenario_asked_for_are_refused(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # Widths are now checked over the scenario's recordings before this check: over none, still this one line.
+    root = write_recordings(tmp_path)
+    labels = json.loads((root / "labels.json").read_text())
+    labels["taxonomy"]["shelf"] = STEPS  # a recording of it annotated, with no feature file
+    labels["annotations"]["shelf_1"] = labels["annotations"]["rec0"] | {"scenario": "shelf", "recording_id": "shelf_1"}
+    (root / "labels.json").write_text(json.dumps(labels))
+    err = cli_error(main, argv(root, "--scenario", "shelf"), capsys)
+    assert err == f"error: --features {root / 'npy'}: no feature file of a recording of scenario 'shelf'"

@@ -735,15 +735,13 @@ def note_in_sample(validation: Sequence[ValidationRun]) -> None:
 def note_unread_entries(data: Path, features: Path | None) -> None:
     """Say which entries of the features folder are not ``<recording_id>.npy`` files and so are not read (a
     sub-folder, an ``.npz``): never a silent skip."""
-    from graphs.common.safe_text import first_few, printable
-    from tgml.bench.live.recordings import features_folder, unread_entries
+    from graphs.common.errors import print_note
+    from recognition.feature_import import unread_line
+    from tgml.bench.live.recordings import features_folder
 
-    folder = features_folder(data, features)
-    unread = unread_entries(folder) if folder.is_dir() else []
-    if unread:
-        print(printable(f"note: --features {folder}: {len(unread)} entr{'y is' if len(unread) == 1 else 'ies are'} "
-                        f"not <recording_id>.npy and not read: {first_few(unread, 5, and_more=', and ')}"),
-              file=sys.stderr)
+    line = unread_line(features_folder(data, features), name="recording_id")
+    if line is not None:
+        print_note(line)
 
 
 def _names(option: str | None) -> list[str]:

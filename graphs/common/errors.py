@@ -106,6 +106,12 @@ def print_warning(line: str) -> None:
     print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
 
 
+def print_note(line: str) -> None:
+    """Show a note as one ``note: ...`` line on stderr: something left out that is no mistake (an ``.npz`` beside
+    the ``.npy`` feature files), said so that nothing is skipped in silence."""
+    print(printable(f"note: {line}"), file=sys.stderr, flush=True)
+
+
 _FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # the device took no more
 
 

@@ -29,14 +29,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from graphs.annotations import choose_scenario, load_annotations, never_done, time_order
 from graphs.checker_settings import CheckerSettings
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_note
 from graphs.common.files import check_output, read_json, replaced_input, write_text
 from graphs.common.safe_text import count_of, first_few
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
-from recognition.feature_import import LONG_FILE_RATIO, is_npy_name, span_ratio
+from recognition.feature_import import LONG_FILE_RATIO, is_npy_name, span_ratio, unread_line
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -231,14 +231,16 @@ def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
     return out
 
 
-def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str], None] = print_warning
-                     ) -> list[EvalVideo]:
+def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str], None] = print_warning,
+                     note: Callable[[str], None] = print_note) -> list[EvalVideo]:
     """The videos the run evaluates, found and read before any of them runs.
 
     Args:
         config: the run (``videos``, ``annotations``, ``names`` / ``split``).
         graph: the task graph (its scenario picks the annotation file's, when it records one).
         warn: told of the feature files of another scenario's recordings, which are not evaluated.
+        note: told of the entries of a ``--features`` folder that are not read (`unread_line`, as ``tgml
+            bench-live`` and ``recognition-features import`` say it).
 
     Returns:
         The videos in annotation-file order (or ``--videos-list`` order).
@@ -248,6 +250,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
     files = annotated_feature_files(config.features, annotations, config.annotations) if config.features else {}
+    for line in filter(None, (unread_line(spec) for spec in config.features)):  # an .npz: read by nothing, said
+        note(line)
     names = list(config.names) or _split_names(config.split, scenario) or [n for n in (files or known) if n in known]
     if not names:  # every file of another scenario: scores over no video would look like a run
         raise InputError(f"--features: none of the {len(files)} feature files is of a recording of scenario "
@@ -681,7 +685,8 @@ class EvalResult:
     graph: TaskGraph | None = None  # what the alerts were checked against (names in the JSON detail)
 
 
-def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], None] = print_warning) -> EvalResult:
+def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], None] = print_warning,
+             note: Callable[[str], None] = print_note) -> EvalResult:
     """What ``stream-detect eval`` does: check everything, run (or reuse) each video, score, write ``--json``.
 
     Args:
@@ -689,6 +694,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         progress: show progress bars on stderr.
         warn: called with warnings (``--ignore-names``; an annotated ``has_errors`` the graph disagrees with, one per
             segment, before any video runs).
+        note: called with notes (entries of a ``--features`` folder that are not read).
 
     Returns:
         The runs and their scores.
@@ -707,7 +713,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_output(config.plots, "timeline plots folder", folder=True, option="--plots")
         pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
-    videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn)
+    videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn, note)
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         lengths = []
         for video in videos:

@@ -352,6 +352,22 @@ def test_feature_files_all_of_another_scenario_are_refused(trained: Path, capsys
     assert "none of the 1 feature files is of a recording of scenario 'kit'" in err  # it scored 0 videos, exit 0
 
 
+def test_entries_of_a_features_folder_that_are_not_feature_files_are_named_in_a_note(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # test_wrong's features as .npz beside test_ok.npy: eval scored test_ok alone without a word of the other file;
+    # tgml bench-live named it in a note, which eval now gives alike.
+    folder = tmp_path / "npz"
+    folder.mkdir()
+    shutil.copy(trained / "npy" / "test_ok.npy", folder)
+    np.savez(folder / "test_wrong.npz", features=np.load(trained / "npy" / "test_wrong.npy"))
+    (folder / "old").mkdir()
+    capsys.readouterr()
+    assert stream_detect(eval_argv(trained, "--features", str(folder), "--json", str(tmp_path / "x.json"))) == 0
+    assert (f"note: --features {folder}: 2 entries are not <video>.npy and not read: old/, test_wrong.npz"
+            in capsys.readouterr().err.splitlines())
+    assert [v["video"] for v in json.loads((tmp_path / "x.json").read_text())["videos"]] == ["test_ok"]
+
+
 def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--videos", str(trained)), capsys)
     assert "--features replays feature files instead of videos" in err

@@ -26,7 +26,7 @@ from graphs.common.files import read_json
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
-from recognition.feature_import import LONG_FILE_RATIO, is_npy_name, read_feature_file, span_ratio
+from recognition.feature_import import LONG_FILE_RATIO, read_feature_file, span_ratio
 from recognition.feature_import import feature_files as import_feature_files
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations, recording_entries
@@ -238,12 +238,6 @@ def feature_files(folder: Path) -> dict[str, Path]:
         InputError: the folder is missing, is a file, or holds no ``.npy`` file; an entry named like one is no file.
     """
     return import_feature_files(folder, name="recording_id")
-
-
-def unread_entries(folder: Path) -> list[str]:
-    """The names in a features folder that are not ``<recording_id>.npy`` files (sub-folders, ``.npz``...), which
-    `feature_files` does not read: said, never skipped in silence."""
-    return sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if not is_npy_name(p))
 
 
 def features_folder(data_dir: Path, features_dir: Path | None = None) -> Path:

@@ -178,3 +178,20 @@ def test_every_documented_python_module_exists() -> None:
 def test_links_between_pages_resolve(page: Path) -> None:
     for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
         assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+def _heading_anchors(page: Path) -> set[str]:
+    """The anchors a Markdown renderer gives ``page``'s headings: lower case, punctuation dropped, spaces to hyphens
+    (GitHub's rule, without its ``-1`` suffixes for repeated headings)."""
+    headings = re.findall(r"^#{1,6} (.+)$", page.read_text(), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_to_a_section_name_one_that_exists(page: Path) -> None:
+    # A link to a renamed or never-written section opens the page at its top, without a word.
+    broken = [f"{target or page.name}#{anchor}"
+              for target, anchor in re.findall(r"\]\(([^)#:]*)#([^)]+)\)", page.read_text())
+              if (page.parent / target if target else page).exists()
+              and anchor not in _heading_anchors(page.parent / target if target else page)]
+    assert broken == [], f"{page.name} links to sections that do not exist: {broken}"

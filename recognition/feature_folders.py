@@ -34,6 +34,7 @@ interrupted writer leaves each file whole or absent, never half written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections import Counter
@@ -585,7 +586,17 @@ def _save_array(root: str | Path, path: Path, array: np.ndarray) -> None:
 FINITE_BLOCK_BYTES: Final = 2**24  # a stored file's values are checked this many bytes at a time, whatever its size
 
 
-def stored_features_fault(path: Path, rows: int) -> str:
+def stored_width(folder: Path) -> int | None:
+    """The width most ``.npy`` files of a folder share, from their headers (None without a readable one): what a
+    resumed run holds each kept file to, the extractor being loaded only if some video needs it."""
+    widths = Counter[int]()
+    for path in folder.glob("*.npy") if folder.is_dir() else ():
+        with contextlib.suppress(InputError):  # a damaged file is found again, and named, when its video comes
+            widths[npy_shape(path, "features")[1]] += 1
+    return widths.most_common(1)[0][0] if widths else None
+
+
+def stored_features_fault(path: Path, rows: int, width: int | None = None) -> str:
     """Why a feature file that an earlier run wrote cannot be kept by a run resuming the folder ("" when it can).
 
     The header is read first (`npy_shape`: a damaged or cut-short file is never loaded), then the values through a
@@ -595,9 +606,11 @@ def stored_features_fault(path: Path, rows: int) -> str:
     Args:
         path: the features file.
         rows: the frames the run recorded for it.
+        width: the width the folder's other files share (`stored_width`; None: not checked).
 
     Returns:
-        ``"damaged or cut short"``, ``"N rows, not the M recorded"``, ``"non-finite values"``, or ``""``.
+        ``"damaged or cut short"``, ``"N rows, not the M recorded"``, ``"N wide, not the folder's W"``,
+        ``"non-finite values"``, or ``""``.
     """
     try:
         shape = npy_shape(path, "features")
@@ -605,6 +618,8 @@ def stored_features_fault(path: Path, rows: int) -> str:
         return "damaged or cut short"
     if shape[0] != rows:
         return f"{shape[0]} rows, not the {rows} recorded"
+    if width is not None and shape[1] != width:  # recognition-train refuses a folder of two widths
+        return f"{shape[1]} wide, not the folder's {width}"
     return "" if _all_finite(path) else "non-finite values"
 
 

@@ -61,6 +61,7 @@ from recognition.feature_folders import (
     step_targets,
     stored_features_fault,
     stored_split,
+    stored_width,
     write_features,
     write_split,
     write_targets,
@@ -483,15 +484,16 @@ def _write_manifest(folder: Path, videos: dict[str, dict[str, Any]]) -> None:
 
 
 def _already_extracted(
-    folder: Path, rgb: str, video: str, entry: dict[str, Any] | None, settings: dict[str, Any]
+    folder: Path, rgb: str, video: str, entry: dict[str, Any] | None, settings: dict[str, Any], width: int | None
 ) -> tuple[int, str]:
     """Frames of a video's existing features (and copies) when they were made with ``settings`` and can be kept (0
-    when it must be extracted), and why files made with them cannot be (`stored_features_fault`; "" otherwise)."""
+    when it must be extracted), and why files made with them cannot be (`stored_features_fault`, against the width
+    ``width`` of the folder's files; "" otherwise)."""
     frames = entry.get("frames") if entry else None
     if not entry or {k: entry.get(k) for k in settings} != settings or not isinstance(frames, int) or frames <= 0:
         return 0, ""
     names = [f"{video}.npy", *(copy_file_name(video, k) for k in range(1, settings.get("augment_copies", 0) + 1))]
-    fault = next(filter(None, (stored_features_fault(folder / rgb / name, frames) for name in names)), "")
+    fault = next(filter(None, (stored_features_fault(folder / rgb / name, frames, width) for name in names)), "")
     return (0, fault) if fault else (frames, "")
 
 
@@ -622,6 +624,7 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
     if plan.earlier_fps is not None:
         print_warning(rate_change_warning(folder, plan.earlier_fps, config.fps))
     report = ExtractionReport(folder)
+    width = stored_width(folder / config.rgb)  # before any file is written: the earlier run's
     extractor: FeatureExtractor | None = None  # loaded only when some video needs it
     workers = config.threads or os.cpu_count() or 1
     threads_before = torch.get_num_threads()
@@ -634,7 +637,8 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
             for number, video in enumerate(plan.videos, start=1):
                 copies = 0 if video.name in plan.test else config.augment_copies
                 settings = _settings(video, config, copies)
-                frames, fault = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings)
+                frames, fault = _already_extracted(folder, config.rgb, video.name, manifest.get(video.name), settings,
+                                                   width)
                 if frames:
                     features = None
                     times = np.arange(frames) / config.fps  # the file readers' frame times

@@ -143,9 +143,14 @@ def test_a_second_run_skips_what_is_done_and_redoes_what_changed(
     assert (labels[int(first["end_time"] * FPS) + 1:] == 0).all() and labels.any()  # only the one segment left
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_a_second_run_extracts_again_a_feature_file_whose_values_are_not_finite(
-    work: Path, bad: float, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("damage", "why"), [
+    (lambda a: a.__setitem__((3, 3), np.nan), "non-finite values"),
+    (lambda a: a.__setitem__((3, 3), np.inf), "non-finite values"),
+    # One column too many: recognition-train refuses a folder of two widths.
+    (lambda a: np.concatenate([a, a[:, :1]], axis=1), "{wide} wide, not the folder's {width}")],
+    ids=["nan", "inf", "wider"])
+def test_a_second_run_extracts_again_a_feature_file_it_cannot_keep(
+    work: Path, damage: Callable[[np.ndarray], np.ndarray | None], why: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # It was kept as "already there" (exit 0), and recognition-train refused the folder: the rerun that should repair
     # it left it broken.
@@ -153,11 +158,13 @@ def test_a_second_run_extracts_again_a_feature_file_whose_values_are_not_finite(
     copy = work / "features" / "rgb_light-v1" / "run0.aug1.npy"
     good = np.load(copy)
     damaged = good.copy()
-    damaged[3, 3] = bad
+    changed = damage(damaged)
+    damaged = damaged if changed is None else changed
     np.save(copy, damaged)
     capsys.readouterr()
     assert main(args(work, "--augment-copies", "1", "--test-videos", "run2")) == 0
-    assert capsys.readouterr().out.strip().endswith("; 1 re-extracted: non-finite values (run0)")
+    said = why.format(wide=damaged.shape[1], width=good.shape[1])
+    assert capsys.readouterr().out.strip().endswith(f"; 1 re-extracted: {said} (run0)")
     np.testing.assert_array_equal(np.load(copy), good)
     load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
 

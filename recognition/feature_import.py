@@ -291,6 +291,15 @@ def is_npy_name(path: Path) -> bool:
     return path.suffix.lower() == ".npy" and path.stem != ""
 
 
+def feature_file_fault(path: str | Path, label: str) -> InputError | None:
+    """The error of a ``--features`` source that is no file at all (missing, a folder, a FIFO), checked by the path
+    alone: the live command says it before any model loads. None when it is a file (its content is read later)."""
+    why = not_a_file(Path(path))
+    if why is None:
+        return None
+    return InputError(f"{label}: {'file ' if why == 'not found' else ''}{why}, expected a .npy feature file")
+
+
 def unread_entries(folder: str | Path) -> list[str]:
     """The names in a features folder that are not ``<name>.npy`` files (sub-folders, ``.npz``...), which
     `feature_files` does not read: said, never skipped in silence."""

@@ -32,7 +32,7 @@ from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
 from graphs.common.safe_text import count_of, first_few
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.feature_import import feature_files, is_npy_name, read_feature_file
+from recognition.feature_import import feature_file_fault, feature_files, is_npy_name, read_feature_file
 from recognition.model import MiniROAD
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor
@@ -88,10 +88,9 @@ class FeatureFileReader(_FileReader):
         super().__init__(Source("file", str(path), str(path)), config, clock)
         self.path = Path(path)
         self.label = name or f"--features {path}"
-        why = not_a_file(self.path)
-        if why is not None:
-            raise InputError(f"{self.label}: {'file ' if why == 'not found' else ''}{why}, expected a .npy feature "
-                             "file")
+        fault = feature_file_fault(self.path, self.label)
+        if fault is not None:
+            raise fault
         try:
             self.features = read_feature_file(self.path)  # (T, D) float32
         except InputError as err:

@@ -447,6 +447,16 @@ def _defaults(args: argparse.Namespace) -> None:
         args.detector = str(detector)
 
 
+def _check_feature_paths(paths: Sequence[str]) -> None:
+    """``--features`` sources that are no file (a typo), refused before anything loads torch (`_check_files_early`)."""
+    from recognition.feature_import import feature_file_fault
+
+    for path in paths:
+        fault = feature_file_fault(path, f"--features {path}")
+        if fault is not None:
+            raise fault
+
+
 def _check_files_early(args: argparse.Namespace) -> None:
     """The files a run or detector names, checked before torch and the model load (seconds on a busy machine), so
     a typo is one line at once, not after the wait (and a service restarted in a loop fails fast)."""
@@ -457,7 +467,7 @@ def _check_files_early(args: argparse.Namespace) -> None:
     for path, what in ((args.graph, "graph file"), (args.detector, "detector checkpoint")):
         with open_input(path, what):  # the loaders' own first check, with their words
             pass
-    if args.features:  # checked against the detector next (check_feature_sources)
+    if args.features:  # checked by _check_feature_paths; their content against the detector next
         return
     for video in args.video if isinstance(args.video, list) else [args.video]:
         if not is_demo_video(str(video)) and parse_source(str(video)).kind == "file":
@@ -500,6 +510,8 @@ def _run(args: argparse.Namespace) -> int:
         from streaming.dashboard.cli import run as run_dashboard
 
         return run_dashboard(args)
+    if args.command in ("run", "detector") and args.features:
+        _check_feature_paths(args.features if isinstance(args.features, list) else [args.features])
     _defaults(args)
     if args.command in ("run", "detector"):
         _check_files_early(args)

@@ -738,6 +738,9 @@ def _stored_config(settings: object, fps: float, where: str) -> SegmenterConfig:
                          f"runs at the detector's fps, {fps:g})")
     if unknown:
         raise InputError(f"{where}: unknown setting {as_written(unknown[0], 60)} (known: {', '.join(known)})")
+    durations = settings.get("class_min_duration")
+    if isinstance(durations, list):  # a JSON or hand-edited file's list is the tuple torch keeps
+        settings = {**settings, "class_min_duration": tuple(durations)}
     return SegmenterConfig(fps=fps, **settings)
 
 

@@ -599,7 +599,9 @@ def write_key_set(out: str | Path, clients: Sequence[str], force: bool = False, 
     Raises:
         InputError: a bad name, a key file that exists (without ``force``), ``add`` without a checker pair, a
             folder that cannot be written, or a file that cannot be written (a full disk). Nothing is written then:
-            the set is written whole or not at all, and folders this call made are removed again.
+            every file is written before any is moved into place, and folders this call made are removed again.
+            Only a move that fails after every file was written (rare: a rename within one folder) can leave,
+            with ``force``, the files moved before it replaced (`graphs.common.files.write_files`).
     """
     out = Path(out)
     for name in clients:

@@ -242,6 +242,10 @@ def test_stored_segmenter_settings_load_as_written(tmp_path: Path) -> None:
     _, meta = load_detector(_stored(tmp_path, "info", {"segmenter": settings}))
     assert meta.segmenter_config() == SegmenterConfig(fps=4.0, **settings)  # type: ignore[arg-type]
     assert DetectorCheckpoint(CFG, NAMES, STEP_IDS, "builtin-tiny", 4.0).segmenter_config() == SegmenterConfig(fps=4.0)
+    # Stored as a list (a hand edit, a JSON round trip): it was refused as "must be a non-empty list".
+    listed = {**settings, "class_min_duration": [0.5, 0.5, 0.8, 0.5]}
+    _, meta = load_detector(_stored(tmp_path, "info", {"segmenter": listed}))
+    assert meta.segmenter_config() == SegmenterConfig(fps=4.0, **settings)  # type: ignore[arg-type]
 
 
 def test_stream_detect_names_the_checkpoint_of_bad_segmenter_settings(tmp_path: Path,

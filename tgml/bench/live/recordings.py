@@ -150,7 +150,8 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
     Raises:
         InputError: a folder or file missing; a features folder with no recording of the data set; a features file
             with no annotation; a recipe of ``recipes`` with no recording there; unreadable or non-finite features;
-            widths that differ.
+            widths that differ; files that last far longer than their steps at one vector a second
+            (`check_one_vector_a_second`).
     """
     data_dir = Path(data_dir)
     cc = captaincook_dir(data_dir)

@@ -380,8 +380,14 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         with _open(path, config) as reader:
             duration = reader.duration
         if duration is not None:
-            check_not_cut_short(path, duration)
-            check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
+            cut = check_not_cut_short(path, duration)
+            try:
+                check_segments_fit(segments, duration, END_SLACK_S, annotations.path, video.video)
+            except InputError as err:  # the labels are blamed unless the container says the video is cut short
+                if not cut:
+                    raise
+                said = str(err).removeprefix(f"{annotations.path}: ")
+                raise InputError(f"{cut}, and {said} of {annotations.path}: a copy cut short?") from None
         planned.append(PlannedVideo(video.video, path, segments, duration))
     stored = stored_split(config.out)
     test = choose_test_videos([v.name for v in planned], config, stored)
@@ -390,7 +396,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
                           earlier_rate(config.out, config.rgb, stored, config.fps, "--fps", "extract"))
 
 
-def check_not_cut_short(path: Path, duration: float) -> None:
+def check_not_cut_short(path: Path, duration: float) -> str:
     """Refuse a video whose frames end well before its container's header says (`streaming.readers.early_end`, the
     judgement stream-detect reads the file by): decord counts the frames it finds, so a copy cut short looked
     complete, and its segments past the cut blamed the annotation file.
@@ -399,15 +405,22 @@ def check_not_cut_short(path: Path, duration: float) -> None:
         path: the video file.
         duration: its length as its reader found it, seconds.
 
+    Returns:
+        Where the container stores no frame count (Matroska, WebM) an early end is no proof of damage (an audio
+        track may run longer): what was found then (``"FILE: its video ends at ..."``), for a segment past the end
+        to cite; else "".
+
     Raises:
         InputError: naming the file as damaged or truncated, as stream-detect and eval do.
     """
     announced, rate = container_header(str(path))
     if not (math.isfinite(announced) and 0 < announced < 2**53 and math.isfinite(rate) and rate > 0):
-        return  # a header that does not say: the segments are checked against what was found
-    error, _ = early_end(str(path), round(duration * rate), int(announced), rate, length_is_estimate(path))
+        return ""  # a header that does not say: the segments are checked against what was found
+    error, warning = early_end(str(path), round(duration * rate), int(announced), rate, length_is_estimate(path))
     if error:
         raise InputError(named_error(error, str(path), str(path)))
+    return f"{path}: its video ends at {duration:.1f} s, before the {announced / rate:.1f} s its container gives" \
+        if warning else ""
 
 
 def rate_change_warning(folder: Path, earlier: float, fps: float) -> str:

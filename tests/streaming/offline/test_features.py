@@ -330,9 +330,21 @@ def _garbage_video(folder: Path) -> None:
     (folder / "videos" / "run1.mp4").write_bytes(b"\x00not a video" * 100)
 
 
-def _truncated_video(folder: Path) -> None:
+def _truncated_video(folder: Path, suffix: str = ".avi") -> None:
     (folder / "videos" / "run1.mp4").unlink()
-    _truncated_avi(folder / "videos" / "run1.avi", seconds=30.0, keep=0.5)  # decord reads the 15 s that are there
+    _truncated_avi(folder / "videos" / f"run1{suffix}", seconds=30.0, keep=0.5)  # decord reads the 15 s that are there
+
+
+def test_a_matroska_copy_cut_short_is_named_beside_the_segment_past_its_end(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Matroska stores no frame count, so an early end is no proof of damage (an audio track may run longer), and the
+    # labels were blamed alone: "labels.json: a segment of video 'run1' ends at 16.2 s, after the video".
+    _truncated_video(work, ".mkv")
+    err = cli_error(main, args(work), capsys)
+    assert err.startswith(f"error: {work}/videos/run1.mkv: its video ends at ")
+    assert "before the 30.0 s its container gives, and a segment of video 'run1' ends at" in err
+    assert err.endswith(": a copy cut short?")
 
 
 def _segment(folder: Path, index: int = 2, **fields: object) -> None:

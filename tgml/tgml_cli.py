@@ -235,8 +235,9 @@ def _bench_synthetic_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", default="0,0.2",
                    help="comma-separated shares of executions with one error (default %(default)s)")
     p.add_argument("--learners", default=",".join(LEARNERS),
-                   help=f"comma-separated, from {', '.join(LEARNERS)}")
-    p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4), help="worker processes")
+                   help=f"comma-separated, from {', '.join(LEARNERS)} (default all)")
+    p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
+                   help="worker processes (default: the cores, at most 4; 0: one per core)")
     p.add_argument("--json", type=output_name, help="write all results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 

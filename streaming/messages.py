@@ -543,6 +543,15 @@ class Alert(Message):
     video_time: float | None = None
     late_for: StepIds = ()
 
+    def over(self, earlier: Alert) -> Alert:
+        """This copy as shown over ``earlier``, a copy of the same ``alert_id`` received before: it wins (docs/
+        wire-format.md, which copy of an alert wins), but where it has no ``video_time`` (a restarted checker rebuilds
+        its alerts from the history, which holds none) the earlier copy's is kept: a view or dashboard that knew when
+        the step was done, and the picture filed under that time, keeps them."""
+        if self.video_time is None and earlier.video_time is not None:
+            return replace(self, video_time=earlier.video_time)
+        return self
+
     def says(self) -> tuple[object, ...]:
         """What the alert says, not when or how it was sent: of two copies of one ``alert_id``, the one received last
         wins (docs/wire-format.md, which copy of an alert wins), and is news to show only where this differs."""

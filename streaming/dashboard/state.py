@@ -167,7 +167,7 @@ class DashboardState:
         conflicts = self._learn_alert(alert)
         raised, live_copy = min(record.raised, alert.event_timestamp), record.live_copy or not alert.replayed
         news = record.alert.says() != alert.says() or (raised, live_copy) != (record.raised, record.live_copy)
-        record.alert, record.raised, record.live_copy = alert, raised, live_copy
+        record.alert, record.raised, record.live_copy = alert.over(record.alert), raised, live_copy
         if not news:
             return conflicts
         self.dirty.add(alert.stream_id)  # its tile shows the stream's last alert

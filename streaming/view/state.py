@@ -134,7 +134,7 @@ class ViewState:
         wins), in place. Returns whether it says something new (a re-send that repeats it does not)."""
         for i, (when, shown) in enumerate(self.alerts):
             if (shown.stream_id, shown.run, shown.alert_id) == (message.stream_id, message.run, message.alert_id):
-                self.alerts[i] = (when, message)
+                self.alerts[i] = (when, message.over(shown))
                 return shown.says() != message.says()
         return False  # scrolled off the log: nothing shown to update
 

@@ -59,6 +59,9 @@ def test_the_copy_of_an_alert_received_last_wins_as_in_the_terminal_view() -> No
     assert update["alert"]["video_time"] == 12.5
     assert state.take_dirty_tiles(2.0)[0]["last_alert"]["probability"] == 0.97
     assert state.apply(alert(probability=0.97, replayed=True), 3.0) == []  # a re-send that repeats it
+    # A restarted checker's rebuilt copy knows no video time: the card kept "video time unknown" and lost its picture.
+    state.apply(alert(probability=0.97, replayed=True, video_time=None), 3.5)
+    assert [a["video_time"] for a in state.snapshot(3.5)["alerts"]] == [12.5]
     assert [a["probability"] for a in state.snapshot(3.0)["alerts"]] == [0.97]
     retraction = Retraction("cam0", 1, 101.0, "cam0#0", "aaaaaaaaaaaa", 2, "boil_water", 0, 1, "fill_kettle")
     state.apply(retraction, 4.0)

@@ -25,5 +25,6 @@ def test_the_copy_received_last_wins_and_a_plain_re_send_is_no_news() -> None:
     # A restarted checker's seq starts over: its rebuilt copy comes with a lower number, and is the newest all the same.
     rebuilt = replace(confirmed, seq=2, replayed=True, video_time=None, probability=1.0)
     assert state.apply(rebuilt)
-    assert [(a.seq, a.probability) for _, a in state.alerts] == [(2, 1.0)]
+    # It wins, but it knows no video time: the one shown stays (it went blank on every screen at a checker restart).
+    assert [(a.seq, a.probability, a.video_time) for _, a in state.alerts] == [(2, 1.0, 4.4)]
     assert '"probability":1.0' in encode_payload(rebuilt).decode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -174,6 +175,15 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             if behind is not None:
                 print(f"interrupted by {behind.name}: {_interrupted_note()}", file=sys.stderr)
                 raise SystemExit(behind.exit_status) from None
+            if isinstance(err, OSError) and isinstance(err.__context__, KeyboardInterrupt):
+                # Stopping, the last write hit a terminal that is gone (a closed window, a dropped ssh session: EIO
+                # on the SIGHUP that says so): the interrupt is the news; its line goes out if anything is left.
+                cause = err.__context__
+                stop = cause if isinstance(cause, Interrupted) else Interrupted(signal.SIGINT)
+                _drop_stdout()
+                with contextlib.suppress(OSError):
+                    print(f"interrupted by {stop.name}: {_interrupted_note()}", file=sys.stderr)
+                raise SystemExit(stop.exit_status) from None
             if output_full(err):
                 _drop_stdout()
                 print(f"error: cannot write the output: {printable(err.strerror)}", file=sys.stderr)

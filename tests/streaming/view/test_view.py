@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
 import re
+import select
+import signal
+import socket
+import subprocess
 import threading
 import time
 from collections import deque
@@ -44,7 +50,7 @@ from streaming.view.client import Viewer, run_view
 from streaming.view.render import PROBABILITY_HEADER, render
 from streaming.view.state import ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
-from tests.streaming.helpers import keystep, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import STREAM_DETECT, keystep, running_checker, tea_graph, wait_for
 
 
 def draw(state: ViewState, width: int = 140) -> str:
@@ -931,3 +937,28 @@ def test_a_graph_that_names_the_checkers_steps_otherwise_is_said_and_the_checker
     state = ViewState(names={2: long_name})
     state.apply(StepEvent("kitchen", 4, 1.2, 2, long_name[:256], 4.0, 7.5, 0.93, 1, run="s"))
     assert not state.name_conflicts and state.name(2) == long_name
+
+
+def test_a_view_whose_terminal_is_gone_stops_on_sighup_with_its_line(tmp_path: Path) -> None:
+    # A closed window or a dropped ssh session: the view's last frame met a terminal that answers EIO, and the SIGHUP
+    # that came with it ended in two chained tracebacks and exit status 1 instead of its line and 129.
+    master, slave = pty.openpty()
+    with socket.socket() as probe:  # a port nobody answers on: the view draws "checker not answering"
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"],
+                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "100"})
+    os.close(slave)
+    try:
+        drawn = b""
+        deadline = time.monotonic() + 60
+        while b"not answering" not in drawn and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                drawn += os.read(master, 65536)
+        assert b"not answering" in drawn
+    finally:
+        os.close(master)  # the terminal is gone: every write to it now fails with EIO
+    view.send_signal(signal.SIGHUP)
+    _, err = view.communicate(timeout=60)
+    assert (view.returncode, err.decode().strip()) == (129, "interrupted by SIGHUP: stopped")

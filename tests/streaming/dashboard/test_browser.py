@@ -265,5 +265,14 @@ def test_the_page_says_what_it_cannot_know_and_when_an_alert_was_raised(tmp_path
             with running_checker(tmp_path):  # restarted; the detector is gone, so it never hears of the station
                 silent = page_tile(driver, "? NO WORD since")
                 assert silent["now"] == "-" and "0 live" in silent["counts"] and "not answering" in silent["counts"]
+                # The long state label wraps under the stream's name, which it squeezed to a column of 2 letters
+                # ("stati / on"), on the very tiles a supervisor must read; at any width.
+                for width in (760, 1280, 1920):
+                    driver.set_window_size(width, 900)
+                    lines = driver.execute_script(
+                        "const h = document.querySelector('article.tile[data-stream=\"station\"] h3');"
+                        "const r = document.createRange(); r.selectNodeContents(h);"
+                        "return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size;")
+                    assert lines == 1, f"the stream's name takes {lines} lines at {width} px"
     finally:
         driver.quit()

@@ -306,7 +306,11 @@ class CurveServer:
             The checked settings.
         """
         pair = load_secret_key(secret_file, "--curve-secret")
-        read_client_folder(clients)
+        allowed = read_client_folder(clients)
+        if pair.public in allowed:  # a client's secret given as the checker's: it ran, and refused every client
+            raise InputError(f"--curve-secret {secret_file}: is the key of the client {allowed[pair.public]} in "
+                             f"--curve-clients {clients}, not the checker's; give the checker's own secret "
+                             f"({CHECKER_NAME}.key_secret of `stream-detect keys`)")
         assert pair.secret is not None  # load_secret_key refuses a file without one
         return cls(pair.public, pair.secret, str(clients), extra_clients)
 

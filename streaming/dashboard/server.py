@@ -220,7 +220,7 @@ class Hub:
         graph = self.config.graph_source or "the --graph"
         return printable(f"dashboard: {graph} names step {event['step']} {event['graph_name']!r}, the checker "
                          f"calls it {event['checker_name']!r}: is this the checker's graph? (the checker's names are "
-                         "shown, and the graph is not marked)")
+                         "shown, a step it has not named yet by its number, and the graph is not marked)")
 
     def feed_status(self) -> FeedStatus:
         """The link to the checker now (a feed never started: not connected, nothing heard)."""

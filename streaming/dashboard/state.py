@@ -99,6 +99,7 @@ class DashboardState:
     shown_state: dict[str, str] = field(default_factory=dict)  # stream id -> the tile state pages were last sent
     graph_names: dict[int, str] = field(default_factory=dict)  # the --graph's names (set from ``names``)
     name_conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (--graph's, checker's name)
+    checker_named: set[int] = field(default_factory=set)  # the steps whose names came from the checker
 
     def __post_init__(self) -> None:
         self.names = {step: printable(name) for step, name in self.names.items()}
@@ -213,16 +214,18 @@ class DashboardState:
         events: list[dict[str, Any]] = []
         for step, raw in zip(steps, names, strict=False):
             name = printable(raw)
-            known = self.names.get(step)
-            if known is None:
-                if len(self.names) < MAX_NAMES:
-                    self.names[step] = name
-            elif known != name and step in self.graph_names and step not in self.name_conflicts:
-                if len(self.name_conflicts) >= MAX_CONFLICTS:
-                    continue
-                self.name_conflicts[step] = (self.graph_names[step], name)
+            if len(self.checker_named) < MAX_NAMES:
+                self.checker_named.add(step)
+            graph = self.graph_names.get(step)
+            if (graph is not None and graph != name and step not in self.name_conflicts
+                    and len(self.name_conflicts) < MAX_CONFLICTS):
+                if not self.name_conflicts:  # the graph's other names are as wrong: a step the checker has not
+                    self.names = {s: n for s, n in self.names.items() if s in self.checker_named}  # named shows its id
+                self.name_conflicts[step] = (graph, name)
                 self.names[step] = name  # the checker's alerts mean its step: the graph's name would mislabel them
                 events.append(self.conflict_json(step))
+            elif step not in self.names and len(self.names) < MAX_NAMES:
+                self.names[step] = name
         return events
 
     # -- acknowledgements -------------------------------------------------------------------------------------------

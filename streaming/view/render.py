@@ -413,7 +413,7 @@ def _now_cell(sid: str, row: Status, state: ViewState) -> Text:
 def name_conflict_text(step: int, mine: str, theirs: str) -> str:
     """The view's graph names a step otherwise than the checker does."""
     return (f"view: step {step} is {mine!r} in the view's --graph but {theirs!r} at the checker: is --graph the "
-            "checker's graph? (the checker's names are shown)")
+            "checker's graph? (the checker's names are shown; a step it has not named yet, by its number)")
 
 
 def silent_text(state: ViewState) -> str:

@@ -60,6 +60,8 @@ class ViewState:
     status_heard: dict[str, float] = field(default_factory=dict)  # stream -> when its latest status arrived
     # step -> (the --graph's name, the checker's): the view was given another graph than the checker's
     name_conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)
+    checker_named: set[int] = field(default_factory=set)  # the steps whose names came from the checker
+    given: dict[int, str] | None = None  # the --graph's names, kept when the first name comes from the checker
 
     def apply(self, message: Message, received_at: float | None = None) -> bool:
         """Fold one message into the state.
@@ -139,15 +141,20 @@ class ViewState:
         return False  # scrolled off the log: nothing shown to update
 
     def _learn_name(self, step: int, name: str) -> None:
-        known = self.names.get(step)
-        if known is None:
-            if len(self.names) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
-                self.names[step] = name
-        elif not (known.startswith(name) or name.startswith(known)):  # a detector cuts names it sends at 256
+        if self.given is None:  # the --graph's names, as they were before the checker named any step
+            self.given = dict(self.names)
+        if len(self.checker_named) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
+            self.checker_named.add(step)
+        graph = self.given.get(step)
+        if graph is not None and not (graph.startswith(name) or name.startswith(graph)):  # cut at 256 by a detector
             # The --graph is not the checker's: its names would label the checker's steps wrongly. The checker's
             # name is the one its alerts mean; the conflict is said (`render`, and a warning with JSON lines).
+            if not self.name_conflicts:  # the graph's other names are as wrong: a step the checker has not named
+                self.names = {s: n for s, n in self.names.items() if s in self.checker_named}  # yet shows its id
             if step not in self.name_conflicts and len(self.name_conflicts) < MAX_STEPS:
-                self.name_conflicts[step] = (known, name)
+                self.name_conflicts[step] = (graph, name)
+            self.names[step] = name
+        elif step not in self.names and len(self.names) < 2 * MAX_STEPS:
             self.names[step] = name
 
     def silent(self) -> bool:

@@ -122,7 +122,7 @@ function addConflict(conflict) {
   const banner = document.getElementById("name-warning");
   banner.textContent = `\u26a0 The dashboard's task graph names step ${first.step} "${first.graph_name}", the ` +
     `checker calls it "${first.checker_name}"${more}: is the --graph the checker's graph? The checker's names are ` +
-    "shown, and the graph drawing is not marked.";
+    "shown (a step it has not named yet, by its number), and the graph drawing is not marked.";
   banner.hidden = false;
   markGraph();
 }

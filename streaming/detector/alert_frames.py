@@ -130,8 +130,14 @@ class AlertFrames:
             old.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Write what is queued (for at most `streaming.detector.sinks.STOP_WAIT_S`), then stop."""
+        """Write what is queued (for at most `streaming.detector.sinks.STOP_WAIT_S`), then stop; when some picture
+        was not written, say how many in all (the warnings as they happen stop after a few, and the run ends as if
+        complete)."""
         self._writer.close()
+        lost = self._writer.lost()
+        if lost:
+            self._writer.warn(f"alert frames {self.root}: {self._writer.delivered} picture(s) written, {lost} not "
+                              "written in all")
 
     def __enter__(self) -> AlertFrames:
         return self

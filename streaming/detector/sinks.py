@@ -195,6 +195,10 @@ class BackgroundSink(Generic[T]):
         """Messages queued and not yet taken by the thread (the end mark `close` queues behind them is not one)."""
         return max(0, self._queue.qsize() - self._stop_queued)
 
+    def warn(self, line: str) -> None:
+        """Say ``line`` where this sink's failures go (its ``log``)."""
+        self._log(line)
+
     def lost(self) -> int:
         """Messages that did not get through, or not yet: failed, dropped, still queued or still being delivered."""
         with self._lock:

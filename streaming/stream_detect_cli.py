@@ -464,9 +464,13 @@ def _check_files_early(args: argparse.Namespace) -> None:
     from streaming.demo.paths import is_demo_video
     from streaming.readers import check_video_file, parse_source
 
-    for path, what in ((args.graph, "graph file"), (args.detector, "detector checkpoint")):
-        with open_input(path, what):  # the loaders' own first check, with their words
-            pass
+    for option, path, what in (("--graph", args.graph, "graph file"), ("--detector", args.detector,
+                                                                        "detector checkpoint")):
+        try:
+            with open_input(path, what):  # the loaders' own first check, with their words and the option's name
+                pass
+        except InputError as err:
+            raise InputError(f"{option} {err}") from None
     if args.features:  # checked by _check_feature_paths; their content against the detector next
         return
     for video in args.video if isinstance(args.video, list) else [args.video]:

@@ -301,7 +301,7 @@ def timing_warning(annotations: Annotations, scenario: str | None = None) -> str
     if annotations.never_done:
         one = annotations.never_done == 1
         parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "
-                     "never done: kept in the order, covering no time)")
+                     "never done: kept in its place, where a graph learner takes it as done, covering no time)")
     return f"warning: {where}: {'; '.join(parts)}" if parts else None
 
 

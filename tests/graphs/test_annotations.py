@@ -136,8 +136,8 @@ def test_a_command_reading_one_scenario_is_warned_of_its_videos_alone(
     path.write_text(json.dumps(data))
     load_annotations(path, scenario_read="tea")
     assert capsys.readouterr().err.splitlines() == [
-        f"warning: {path} (scenario tea): 1 segment with start_time = end_time < 0 (a step never done: kept in the "
-        "order, covering no time)"]
+        f"warning: {path} (scenario tea): 1 segment with start_time = end_time < 0 (a step never done: kept in its "
+        "place, where a graph learner takes it as done, covering no time)"]
     load_annotations(path, scenario_read="tent")
     assert capsys.readouterr().err.startswith(f"warning: {path} (scenario tent): 1 segment in 1 video overlaps")
     load_annotations(path, scenario_read="not-here")  # a scenario the file does not have: the whole file's

@@ -20,16 +20,22 @@ from typing import Final
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
-# What draws nothing by itself: the categories above, spaces, and combining marks with nothing to combine with; and
-# letters and symbols drawn as empty space (the Hangul fillers, the braille blank).
-_DRAWS_NOTHING: Final = _UNSAFE_CATEGORIES | {"Zs", "Mn", "Me"}
-_BLANK_GLYPHS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# What draws nothing by itself: controls, format characters, separators and spaces, and combining marks with nothing to
+# combine with; and letters and symbols drawn as empty space (the Hangul fillers, the braille blank, the musical null
+# notehead). Not unassigned or private-use characters: an emoji newer than this Python's tables, or a font's own
+# symbol, is drawn (and `printable` shows it escaped at worst).
+_DRAWS_NOTHING: Final = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+_BLANK_GLYPHS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800\U0001d159")
+# Characters of those categories that are drawn all the same: the Ogham space mark and the prepended concatenation
+# marks of Arabic, Syriac and Kaithi (the end of an ayah, U+06DD).
+_DRAWN_ANYWAY: Final = frozenset("\u1680\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u08e2\U000110bd\U000110cd")
 
 
 def shows_nothing(text: str) -> bool:
     """Whether ``text`` would show as blank (a name that is no name: an empty row in a table, an alert on nothing):
     empty, or only spaces, invisible characters, lone combining marks and glyphs drawn blank."""
-    return all(c.isspace() or c in _BLANK_GLYPHS or unicodedata.category(c) in _DRAWS_NOTHING for c in text)
+    return all(c not in _DRAWN_ANYWAY and (c.isspace() or c in _BLANK_GLYPHS
+                                           or unicodedata.category(c) in _DRAWS_NOTHING) for c in text)
 
 
 @lru_cache(maxsize=4096)

@@ -307,10 +307,11 @@ class CurveServer:
         """
         pair = load_secret_key(secret_file, "--curve-secret")
         allowed = read_client_folder(clients)
-        if pair.public in allowed:  # a client's secret given as the checker's: it ran, and refused every client
-            raise InputError(f"--curve-secret {secret_file}: is the key of the client {allowed[pair.public]} in "
-                             f"--curve-clients {clients}, not the checker's; give the checker's own secret "
-                             f"({CHECKER_NAME}.key_secret of `stream-detect keys`)")
+        if pair.public in allowed:  # the checker ran, and refused every client, blaming them
+            raise InputError(f"--curve-secret {secret_file}: its public key is also {allowed[pair.public]} of "
+                             f"--curve-clients {clients}: either it is a client's secret (give the checker's own, "
+                             f"{CHECKER_NAME}.key_secret of `stream-detect keys`), or the checker's public key was "
+                             f"copied among the clients' (remove {allowed[pair.public]} there)")
         assert pair.secret is not None  # load_secret_key refuses a file without one
         return cls(pair.public, pair.secret, str(clients), extra_clients)
 

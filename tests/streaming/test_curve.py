@@ -522,7 +522,7 @@ def bad_curve_cases(keys: Path, tmp: Path) -> list[tuple[list[str], str]]:
          f"{tmp / 'secrets' / 'cam0.key'}: holds a secret key; the client folder takes public key files only"),
         # A client's secret given as the checker's: it ran, and refused every client, blaming them.
         ([*checker, "--curve-secret", str(keys / "clients" / "cam0.key_secret"), "--curve-clients", clients],
-         "cam0.key_secret: is the key of the client cam0.key in --curve-clients"),
+         "cam0.key_secret: its public key is also cam0.key of --curve-clients"),
         ([*detector, "--curve-server", str(keys / "checker.key"), "--curve-secret", str(tmp / "twice.key_secret")],
          f"{tmp / 'twice.key_secret'}: holds 2 secret-key lines with different keys"),
         ([*checker, "--curve-secret", secret], "--curve-secret needs --curve-clients"),

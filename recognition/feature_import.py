@@ -422,11 +422,12 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     if not videos:
         raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")
     report.span_ratio = videos_span_ratio(videos, config.rate)
-    if report.earlier_rate is not None and report.span_ratio > LONG_FILE_RATIO:
-        # A rate the files' lengths say is wrong, over a folder imported at another: its targets and split.json
-        # would be rewritten at it, and the detector trained on the folder no longer match it. Refused, not warned.
-        raise InputError(rate_refusal(config, report.span_ratio, report.earlier_rate,
-                                      videos_span_ratio(videos, report.earlier_rate)))
+    if (report.earlier_rate is not None and report.span_ratio > LONG_FILE_RATIO
+            and fits_rate(videos_span_ratio(videos, report.earlier_rate))):
+        # A rate the files' lengths say is wrong, over a folder imported at one they fit: its targets and split.json
+        # would be rewritten at it, and the detector trained on the folder no longer match it. Refused, not warned
+        # (where the folder's rate does not fit either, the lengths prove nothing: warned, as into a new folder).
+        raise InputError(rate_refusal(config, report.span_ratio, report.earlier_rate))
     names = [v.name for v in videos]
 
     def absent(name: str) -> str:  # why a recording of the folder's split is not imported this time
@@ -447,15 +448,19 @@ def videos_span_ratio(videos: Sequence[ImportedVideo], rate: float) -> float:
                       1 / rate)
 
 
-def rate_refusal(config: ImportConfig, ratio: float, earlier: float, earlier_ratio: float) -> str:
-    """The error of a ``--rate`` into a folder imported at ``earlier``, at which the files last ``ratio`` times
-    their annotated steps (`LONG_FILE_RATIO`); the folder's own rate is advised only when the files fit it."""
-    advice = (f"import at the folder's --rate {earlier:g}, which fits them" if earlier_ratio <= LONG_FILE_RATIO
-              else "give the rate they were written at")
-    return (f"--rate {config.rate:g}: {config.out} was imported at {earlier:g} per second, and at --rate "
-            f"{config.rate:g} the feature files last a median {ratio:.1f} times as long as their recordings' "
-            f"annotated steps (every step would end early in its file): {advice}, or import into another --out "
-            f"({config.out} is left as it was)")
+def fits_rate(ratio: float) -> bool:
+    """Whether files whose `span_ratio` at a rate is ``ratio`` fit it: neither far longer than their annotated steps
+    (`LONG_FILE_RATIO`) nor shorter (a file that ends before its steps is refused when read)."""
+    return 1.0 <= ratio <= LONG_FILE_RATIO
+
+
+def rate_refusal(config: ImportConfig, ratio: float, earlier: float) -> str:
+    """The error of a ``--rate`` into a folder imported at ``earlier``, a rate the files fit, at which they last
+    ``ratio`` times their annotated steps (`LONG_FILE_RATIO`)."""
+    return (f"--rate {config.rate:g}: {config.out} was imported at {earlier:g} per second, which the feature files "
+            f"fit, and at --rate {config.rate:g} they last a median {ratio:.1f} times as long as their recordings' "
+            f"annotated steps (every step would end early in its file): import at --rate {earlier:g}, or into "
+            f"another --out ({config.out} is left as it was)")
 
 
 def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | None,

@@ -344,17 +344,22 @@ def check_widths(shapes: Mapping[str, tuple[int, int]], files: Mapping[str, Path
         return
     rows = {r for r, _ in shapes.values()}
     widths = Counter(w for _, w in shapes.values())
-    if len(shapes) > 1 and len(rows) == 1 and len(widths) == len(shapes):
+    # Two files of one length and two widths could be either transposed, or two backbones: three or more say which.
+    if len(shapes) > 2 and len(rows) == 1 and len(widths) == len(shapes):
         first = next(iter(shapes))
         raise InputError(f"{option}: every file has {next(iter(rows))} rows and their widths differ "
                          f"({first_few([str(w) for w in sorted(widths)], SHOWN)}): saved transposed? (rows, width) "
                          f"= {shapes[first]} in {files[first].name}; a file is (time, width), one row per vector")
-    # The width most files share is the backbone's (a tie goes to a width some file has as rows: the others are
-    # transposed), so the file named is the odd one, not the first read.
-    width = max(widths, key=lambda w: (widths[w], w in rows))
-    odd = next((name for name, (_, w) in shapes.items() if w != width), None)
-    if odd is None:
+    # The width most files share is the backbone's, so the file named is the odd one, not the first read.
+    if len(widths) == 1:
         return
+    (width, most), (other, second) = widths.most_common(2)
+    if most == second:  # no width is the folder's: the two files are named, and neither is called the odd one
+        a, b = (next(name for name, (_, w) in shapes.items() if w == value) for value in (width, other))
+        hint = " (one saved transposed?)" if shapes[a][0] == other or shapes[b][0] == width else ""
+        raise InputError(f"{files[a]} is {width} wide and {files[b]} {other}: every file must come from the same "
+                         f"backbone{hint}; a file is (time, width), one row per vector")
+    odd = next(name for name, (_, w) in shapes.items() if w != width)
     odd_rows, odd_width = shapes[odd]
     why = (f"saved transposed? (rows, width) = ({odd_rows}, {odd_width}); a file is (time, width), one row per "
            "vector" if odd_rows == width else "every file must come from the same backbone")

@@ -431,6 +431,15 @@ def test_files_saved_transposed_are_said_to_be_not_taken_for_another_rate(
     assert err == (f"error: {npy / 'rec2.npy'}: the features are 60 wide, those of the folder's other files 6: saved "
                    "transposed? (rows, width) = (6, 60); a file is (time, width), one row per vector")
     assert not (root / "out").exists() and not (root / "one" / "out").exists()
+    # Two files, one transposed: either could be the odd one (the correct file was named "saved transposed?").
+    (root / "two").mkdir()
+    npy = write_recordings(root / "two") / "npy"
+    for v in range(2, 5):
+        (npy / f"rec{v}.npy").unlink()
+    np.save(npy / "rec1.npy", np.load(npy / "rec1.npy").T)
+    err = cli_error(main, [*argv(root / "two"), "--test-videos", "rec0"], capsys)
+    assert err == (f"error: {npy / 'rec0.npy'} is 6 wide and {npy / 'rec1.npy'} 60: every file must come from the "
+                   "same backbone (one saved transposed?); a file is (time, width), one row per vector")
 
 
 def test_entries_that_are_not_feature_files_are_named_in_a_note(tmp_path: Path,

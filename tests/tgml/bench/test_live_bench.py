@@ -300,6 +300,16 @@ def test_features_at_twice_one_a_second_are_refused_not_scored(
         np.save(path, np.repeat(np.load(path), 2, axis=0))
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features)], capsys)
     assert err.startswith(f"error: --features {features}: its files last a median 2.") and "one vector a second" in err
+    # One such file among others at one a second: the median passes, and it was read without a word.
+    (tmp_path / "mixed").mkdir()
+    mixed = subset(data_dir, tmp_path / "mixed", 4)
+    doubled = sorted(mixed.glob("*.npy"))[0]
+    np.save(doubled, np.repeat(np.load(doubled), 2, axis=0))
+    data = load_live_data(data_dir, mixed)
+    assert len(data.recordings) == 4
+    assert capsys.readouterr().err.strip() == (
+        f"warning: --features {mixed}: 1 file lasts more than 1.8 times as long as its recording's annotated steps at "
+        f"one vector a second ({doubled.name}): written at another rate?")
 
 
 def test_a_fold_whose_data_cannot_be_scored_is_named_with_its_recordings(

@@ -21,8 +21,9 @@ from typing import Final
 import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_warning
 from graphs.common.files import read_json
+from graphs.common.safe_text import count_of, first_few
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
@@ -208,15 +209,25 @@ def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording])
     """Refuse a folder whose files last far longer than their recordings' annotated steps at one vector a second
     (`recognition.feature_import.span_ratio` over `LONG_FILE_RATIO`): features written at a higher rate. The benchmark
     has no rate to give (its data set's is one a second), and at the wrong one it scored every step early in its
-    file, in silence; import and eval, which take ``--rate``, warn of the same files."""
-    timed = [(len(r.features) / FPS, max(p.end for p in r.annotation.performed))
-             for r in recordings if r.annotation.performed]
-    ratio = span_ratio([length for length, _ in timed], [end for _, end in timed], 1 / FPS)
+    file, in silence; import and eval, which take ``--rate``, warn of the same files. Files that do so in a folder
+    whose median does not (some written at another rate, or a recording filmed long after its last step) are named
+    in a warning: one file proves less than a folder."""
+    timed = [r for r in recordings if r.annotation.performed]
+    lengths = np.array([len(r.features) / FPS for r in timed])
+    ends = np.array([max(p.end for p in r.annotation.performed) for r in timed])
+    ratio = span_ratio(lengths.tolist(), ends.tolist(), 1 / FPS)
     if ratio > LONG_FILE_RATIO:
         raise InputError(f"--features {folder}: its files last a median {ratio:.1f} times as long as their "
                          "recordings' annotated steps at one vector a second, the rate bench-live reads (the data "
                          "set's): were they written at another? (recognition-features import --rate and stream-detect "
                          "eval --features take other rates)")
+    over = lengths / np.maximum(ends, 1 / FPS) > LONG_FILE_RATIO
+    named = [r.path.name for r, is_long in zip(timed, over.tolist(), strict=True) if is_long]
+    if named:  # the data set's own files: 1.0 to 1.5 each
+        verb = "lasts" if len(named) == 1 else "last"
+        print_warning(f"--features {folder}: {count_of(len(named), 'file')} {verb} more than {LONG_FILE_RATIO:g} "
+                      f"times as long as its recording's annotated steps at one vector a second "
+                      f"({first_few(named, 5)}): written at another rate?")
 
 
 def captaincook_dir(data_dir: Path) -> Path:

@@ -409,7 +409,7 @@ def test_captaincook_labels_writes_the_steps_bench_live_scores_in_the_annotation
     assert main(["captaincook-labels", "--data", str(data_dir), "--features", str(features), "--out", str(out)]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {out}: 4 recordings of {RECIPE} (4); ")
     labels = load_annotations(out)
-    assert "a step never done: kept in the order" in capsys.readouterr().err  # a Missing Step among the four
+    assert "a step never done: kept in its place" in capsys.readouterr().err  # a Missing Step among the four
     data = load_live_data(data_dir, features)
     recipe = data.recipes[RECIPE]
     assert labels.steps_of(RECIPE) == (recipe.step_ids, recipe.step_names)

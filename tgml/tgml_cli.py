@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.command_line import ArgumentParser
-from graphs.common.errors import InputError, exit_on_input_error, print_warning
+from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
 from graphs.common.options import (
     epochs_option,
     output_name,
@@ -641,8 +641,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     result = run_live_bench(config, progress=not args.quiet)
     untimely = untimely_steps(r.annotation for r in result.data.recordings)
     if untimely:  # in neither the steps done nor those never done, when untagged and without a time: said
-        print("note: " + untimely_line(untimely, "one with a time is scored as done, and tagged as missing too; one "
-                                       "with neither is in neither"), file=sys.stderr)
+        print_note(untimely_line(untimely, "one with a time is scored as done, and tagged as missing too; one with "
+                                 "neither is in neither"))
     document = result.to_dict()
     if args.ceiling:
         from tgml.bench.live.ceiling import ceiling_table, live_ceilings
@@ -722,21 +722,19 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
 def note_in_sample(validation: Sequence[ValidationRun]) -> None:
     """Say which recipes had a fold of one validation recording, whose settings were chosen on figures from a
     calibration fitted on that very recording (`tgml.bench.live.selection.in_sample_recipes`)."""
-    from graphs.common.safe_text import first_few, printable
+    from graphs.common.safe_text import first_few
     from tgml.bench.live.selection import in_sample_recipes
 
     recipes = in_sample_recipes(validation)
     if recipes:
-        print(printable(f"note: {first_few(recipes, 5, and_more=', and ')}: a fold held one validation recording, "
-                        "scored with the evidence calibration fitted on it, so the settings chosen on it are "
-                        "optimistic (the end-of-recording report above all); at 3 folds, 9 recordings of a recipe "
-                        "give each fold two"), file=sys.stderr)
+        print_note(f"{first_few(recipes, 5, and_more=', and ')}: a fold held one validation recording, scored with "
+                   "the evidence calibration fitted on it, so the settings chosen on it are optimistic (the "
+                   "end-of-recording report above all); at 3 folds, 9 recordings of a recipe give each fold two")
 
 
 def note_unread_entries(data: Path, features: Path | None) -> None:
     """Say which entries of the features folder are not ``<recording_id>.npy`` files and so are not read (a
     sub-folder, an ``.npz``): never a silent skip."""
-    from graphs.common.errors import print_note
     from recognition.feature_import import unread_line
     from tgml.bench.live.recordings import features_folder
 

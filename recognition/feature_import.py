@@ -83,10 +83,17 @@ def span_ratio(lengths: Sequence[float], ends: Sequence[float], step: float) -> 
     Returns:
         The median ratio; 0 without recordings.
     """
-    if not ends:
-        return 0.0
-    return float(np.median(np.asarray(lengths, dtype=np.float64) / np.maximum(np.asarray(ends, dtype=np.float64),
-                                                                             step)))
+    ratios = span_ratios(lengths, ends, step)
+    return float(np.median(ratios)) if ratios.size else 0.0
+
+
+def span_ratios(lengths: Sequence[float], ends: Sequence[float], step: float) -> np.ndarray:
+    """Each recording's feature-file length over the end of its last annotated step (`span_ratio`'s terms).
+
+    Returns:
+        float64 ``(R,)``, one ratio per recording.
+    """
+    return np.asarray(lengths, dtype=np.float64) / np.maximum(np.asarray(ends, dtype=np.float64), step)
 
 
 def check_extractor_name(name: object, option: str = "--name") -> str:

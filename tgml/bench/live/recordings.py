@@ -27,7 +27,7 @@ from graphs.common.safe_text import count_of, first_few
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
-from recognition.feature_import import LONG_FILE_RATIO, read_feature_file, span_ratio
+from recognition.feature_import import LONG_FILE_RATIO, read_feature_file, span_ratio, span_ratios
 from recognition.feature_import import feature_files as import_feature_files
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations, recording_entries
@@ -213,15 +213,15 @@ def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording])
     whose median does not (some written at another rate, or a recording filmed long after its last step) are named
     in a warning: one file proves less than a folder."""
     timed = [r for r in recordings if r.annotation.performed]
-    lengths = np.array([len(r.features) / FPS for r in timed])
-    ends = np.array([max(p.end for p in r.annotation.performed) for r in timed])
-    ratio = span_ratio(lengths.tolist(), ends.tolist(), 1 / FPS)
+    lengths = [len(r.features) / FPS for r in timed]
+    ends = [max(p.end for p in r.annotation.performed) for r in timed]
+    ratio = span_ratio(lengths, ends, 1 / FPS)
     if ratio > LONG_FILE_RATIO:
         raise InputError(f"--features {folder}: its files last a median {ratio:.1f} times as long as their "
                          "recordings' annotated steps at one vector a second, the rate bench-live reads (the data "
                          "set's): were they written at another? (recognition-features import --rate and stream-detect "
                          "eval --features take other rates)")
-    over = lengths / np.maximum(ends, 1 / FPS) > LONG_FILE_RATIO
+    over = span_ratios(lengths, ends, 1 / FPS) > LONG_FILE_RATIO
     named = [r.path.name for r, is_long in zip(timed, over.tolist(), strict=True) if is_long]
     if named:  # the data set's own files: 1.0 to 1.5 each
         verb = "lasts" if len(named) == 1 else "last"

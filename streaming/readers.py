@@ -373,6 +373,14 @@ def early_end(spec: str, decoded: int, announced: int, rate: float, estimate: bo
     return "", ""
 
 
+def usable_header(count: float, rate: float) -> tuple[int, float]:
+    """A container's frame count and rate (`container_header`) as a file's end is judged by (`early_end`); ``(0, 0)``
+    when its header does not say (NaN, absurd or missing)."""
+    if not (math.isfinite(count) and 0 < count < 2**53 and math.isfinite(rate) and rate > 0):
+        return 0, 0.0
+    return int(count), rate
+
+
 def check_announced_frames(spec: str) -> tuple[float, float]:
     """Refuse a file whose header announces more frames than it has bytes, before decord opens it.
 
@@ -566,10 +574,7 @@ class DecordReader(_FileReader):
         decord counts the frames it finds, so a file cut short (a copy or a recording that stopped) looks complete
         to it; only the header still says how long the file was written. OpenCV's reader finds out at the cut.
         """
-        count, rate = header if header is not None else container_header(str(self.source.target))
-        if not (math.isfinite(count) and 0 < count < 2**53 and math.isfinite(rate) and rate > 0):
-            return 0, 0.0  # a header that does not say: nothing to compare with
-        return int(count), rate
+        return usable_header(*(header if header is not None else container_header(str(self.source.target))))
 
     def _ran_out(self) -> None:
         """The sampled frames ran out: fine near the container's frame count, a damaged file well before it."""

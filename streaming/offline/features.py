@@ -19,7 +19,6 @@ file written for them is damaged or holds NaN or infinity (`recognition.feature_
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections import deque
@@ -81,6 +80,7 @@ from streaming.readers import (
     length_is_estimate,
     named_error,
     open_named,
+    usable_header,
 )
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
@@ -413,10 +413,10 @@ def check_not_cut_short(path: Path, duration: float) -> str:
     Raises:
         InputError: naming the file as damaged or truncated, as stream-detect and eval do.
     """
-    announced, rate = container_header(str(path))
-    if not (math.isfinite(announced) and 0 < announced < 2**53 and math.isfinite(rate) and rate > 0):
+    announced, rate = usable_header(*container_header(str(path)))
+    if not announced:
         return ""  # a header that does not say: the segments are checked against what was found
-    error, warning = early_end(str(path), round(duration * rate), int(announced), rate, length_is_estimate(path))
+    error, warning = early_end(str(path), round(duration * rate), announced, rate, length_is_estimate(path))
     if error:
         raise InputError(named_error(error, str(path), str(path)))
     return f"{path}: its video ends at {duration:.1f} s, before the {announced / rate:.1f} s its container gives" \

@@ -129,6 +129,27 @@ def _tcp_host(endpoint: str) -> str | None:
     return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
+def unresolved_host(endpoint: str) -> str | None:
+    """The host name of a ``tcp://`` endpoint when it resolves to no address, else None.
+
+    libzmq resolves a name in the background and retries for ever, so a typo looks like a peer that is not there;
+    asked only once a wait has failed, so a name that resolves costs nothing.
+    """
+    host = _tcp_host(endpoint)
+    if not host or host == "*":
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return host
+    return None
+
+
 WILDCARD_HOSTS: Final = frozenset({"*", "0.0.0.0", "::"})  # a bind on every interface, so on each address too
 
 
@@ -358,6 +379,10 @@ def connect_waiting(
     deadline = time.monotonic() + wait_s
     try:
         if not watch.wait(wait_s):
+            unknown = unresolved_host(endpoint)
+            if unknown is not None:
+                raise InputError(f"{option} {endpoint}: no host is named {unknown!r} here (the name does not "
+                                 "resolve: a typo, or a name only another network knows?)")
             raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
         if kind == zmq.XPUB and not _await_subscriptions(sock, topics, deadline, watch):
             raise InputError(f"{option} {endpoint}: the peer answered but did not subscribe to "

@@ -22,7 +22,7 @@ from streaming.detector import (
 from streaming.detector.loading import LoadedParts
 from streaming.messages import MAX_HISTORY
 from streaming.readers import ReaderConfig, open_reader
-from streaming.transport import Publisher, connect
+from streaming.transport import Publisher, connect, unresolved_host
 from tests.streaming.helpers import KeptMessages, running_checker, wait_for, write_noise_video
 
 _, DETECTOR = default_demo_paths()
@@ -45,6 +45,18 @@ def test_detector_refuses_to_run_when_no_checker_answers(tmp_path: Path) -> None
         run_detector(reader, model, checkpoint, extractor, DetectorConfig(connect=endpoint, connect_wait_s=0.3),
                      ctx=zmq.Context.instance())
     assert time.monotonic() - start < 3.0 and reader.frames == 0
+
+
+def test_a_host_name_that_resolves_to_nothing_is_named(tmp_path: Path) -> None:
+    # libzmq retries a name it cannot resolve for ever, so a typo in --connect read "nothing answered", as if the
+    # checker were down. A label over 63 characters fails in this machine's resolver: no query leaves it.
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
+    host = "x" * 64 + ".test"
+    with pytest.raises(InputError, match=f"--connect tcp://{host}:5555: no host is named '{host}' here"):
+        run_detector(reader, model, checkpoint, extractor,
+                     DetectorConfig(connect=f"tcp://{host}:5555", connect_wait_s=0.3), ctx=zmq.Context.instance())
+    assert unresolved_host("tcp://localhost:5555") is None and unresolved_host("tcp://127.0.0.1:5555") is None
 
 
 def test_detector_runs_once_its_checker_answers(tmp_path: Path) -> None:

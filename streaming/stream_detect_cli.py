@@ -461,9 +461,16 @@ def _check_files_early(args: argparse.Namespace) -> None:
     """The files a run or detector names, checked before torch and the model load (seconds on a busy machine), so
     a typo is one line at once, not after the wait (and a service restarted in a loop fails fast)."""
     from graphs.common.files import open_input
+    from streaming.curve_keys import client_curve, server_curve
     from streaming.demo.paths import is_demo_video
     from streaming.readers import check_video_file, parse_source
 
+    # The keys are read again where they are used; reading a key file twice costs microseconds, a typo found after
+    # the model loads cost seconds.
+    if args.command == "detector":
+        client_curve(args.curve_server, args.curve_secret)
+    else:
+        server_curve(args.curve_secret, args.curve_clients)
     for option, path, what in (("--graph", args.graph, "graph file"), ("--detector", args.detector,
                                                                         "detector checkpoint")):
         try:

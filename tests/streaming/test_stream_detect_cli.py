@@ -227,8 +227,13 @@ def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixtu
       "error: --features nothere.npy: file not found, expected a .npy feature file"),
      (["detector", "--video", "demo", "--stream-id", "bad id"],
       "error: stream-detect detector: argument --stream-id: 'bad id': use 1-64 characters from [A-Za-z0-9_.:-] "
-      "(see stream-detect detector --help)")],
-    ids=["video", "graph", "detector", "features", "stream-id"])
+      "(see stream-detect detector --help)"),
+     (["detector", "--video", "demo", "--curve-server", "nothere.key", "--curve-secret", "nothere.key_secret"],
+      "error: --curve-server nothere.key: CURVE key file not found (make keys with 'stream-detect keys --out DIR')"),
+     (["--video", "demo", "--curve-secret", "nothere.key_secret", "--curve-clients", "nothere"],
+      "error: --curve-secret nothere.key_secret: CURVE key file not found (make keys with 'stream-detect keys "
+      "--out DIR')")],
+    ids=["video", "graph", "detector", "features", "stream-id", "client-key", "checker-key"])
 def test_a_missing_file_or_bad_stream_id_is_said_before_the_model_loads(argv: list[str], line: str) -> None:
     # Said only once torch and the model had loaded: 6-10 s for a typo on a busy machine, each time a service
     # restarted in a loop.

@@ -155,6 +155,7 @@ def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     assert "annotated steps, hand-made graphs" in text and "per-second mAP" in text and "bench-live:" in text
     document = json.loads(out.read_text())
     assert document["settings"]["features_dir"] == str(features)  # the folder the detectors read, not the default
+    assert document["settings"]["detector"]["features"]["extractor"] is None  # not "perception": not known here
     overall = document["overall"]
     assert set(overall) >= {"live", "annotated_learned", "annotated_hand_made", "map"}
     assert 0 <= overall["map"] <= 100

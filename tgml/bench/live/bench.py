@@ -24,7 +24,7 @@ Result JSON (``--json FILE``)::
 
     {"benchmark": "captaincook4d-live", "version": 2, "folds": int, "seed": int, "seconds": float,
      "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str,
-                  "checkers": [str], "live_graphs": [str]},
+                  "checkers": [str], "live_graphs": [str]},   # detector.features.extractor: null for --features
      "overall": {ROW: {METRIC: value}, "map": float},
      "recipes": {recipe: {ROW: {METRIC: value}, "map": float, "recordings": int}},
      "chosen": {recipe: {fold: {"checker", "live_graph", "prior_skip", "alert_threshold" (null: the binary checker),
@@ -69,7 +69,7 @@ from tgml.bench.live.cache import TrainedFold, fold_key, load_fold, save_fold
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs, stepper_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot, train_fold_detector
 from tgml.bench.live.observed import observed_graphs, precondition_count
-from tgml.bench.live.recordings import FPS, LiveData, LiveRecording, Recipe, load_live_data
+from tgml.bench.live.recordings import FEATURES_SUBFOLDER, FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.live.selection import (
     LIVE_GRAPHS,
@@ -208,8 +208,12 @@ class LiveBenchResult:
             recipes[name] = {**{row: pooled[row].metrics() for row in ROWS}, "map": 100 * self.maps[name],
                              "recordings": sum(r.recording.recipe == name for r in self.recordings)}
         overall = self.pooled()
+        detector = _plain(dataclasses.asdict(self.config.detector.train))
+        # The detectors' training settings name captaincook4d-pe's backbone; another folder's is not known here.
+        if self.data.features_dir.resolve().parts[-2:] != FEATURES_SUBFOLDER.parts:
+            detector["features"]["extractor"] = None
         settings = {"features_dir": str(self.data.features_dir),
-                    "detector": _plain(dataclasses.asdict(self.config.detector.train)),
+                    "detector": detector,
                     "segmenter": dataclasses.asdict(self.config.detector.segmenter),
                     "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER,
                     "checkers": list(self.config.checker_kinds), "live_graphs": list(self.config.live_graphs)}

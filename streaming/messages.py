@@ -361,7 +361,7 @@ class Heartbeat(Message):
         current: key-step the detector sees right now (None: background or nothing yet).
         frames: frames processed so far.
         dropped: frames a live source dropped to stay real time.
-        fps: frames processed per second, recent average.
+        fps: frames processed per second, recent average (on the last heartbeats, the whole session's).
         ended: true on the last heartbeat of a stream (end of file or shut down).
         evidence_steps: as `KeyStepEvent.evidence_steps`.
         evidence: for each of ``evidence_steps``, the even-odds probability that it was done by now (formula E3);

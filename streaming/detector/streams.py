@@ -184,7 +184,9 @@ class DetectorStream:
         not say ``ended``, so the checker makes no end report naming the steps after the damage never done, and a
         viewer gives the session no verdict (the checker marks the stream lost after its ``--stream-timeout``).
         """
-        self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self._fps or self.stats.fps,
+        # The session's rate, not the last second's: what the view leaves on an ended row is read as the run's
+        # (the window's jitter showed 5.5 fps at the end of a 5 fps stream).
+        self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self.stats.fps or self._fps,
                               ended=not self.stats.error, latency=self.stages.take())
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:

@@ -48,7 +48,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
 from recognition.evidence import EvidenceModel, detection_evidence, duration_evidence, state_logit, window_evidence
-from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent, segment_labels
+from recognition.segmenter import SegmenterConfig, segment_outputs
 
 SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
 RIDGE: Final = 1e-3  # penalty on the common intercept and slope: keeps a fit on separable pairs finite
@@ -195,15 +195,6 @@ def shrunk_rates(hits: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, floa
     return (hits + n0 * pooled) / (totals + n0), n0
 
 
-def _segments(probs: np.ndarray, config: SegmenterConfig, class_step_ids: Sequence[int | None]) -> list[SegmentEvent]:
-    """The online segmenter's events over a recording; one-hot rows (label input) are fed run by run, which gives
-    the same events frame by frame would (hysteresis never holds a label at 0 against one at 1)."""
-    if np.all((probs == 0.0) | (probs == 1.0)) and np.all(probs.sum(axis=1) == 1.0):
-        return segment_labels(probs.argmax(axis=1), config, class_step_ids)
-    run = OnlineSegmenter(config, class_step_ids)
-    return run.update_frames(probs) + run.flush()
-
-
 def calibrate_evidence(
     validation: Mapping[str, tuple[np.ndarray, np.ndarray]],
     class_step_ids: Sequence[int | None],
@@ -273,7 +264,7 @@ def calibrate_evidence(
             groups.append(np.arange(len(key)))
             pair_video.append(np.full(len(key), index))
             ys.append((first_seen < frame).astype(np.float64))
-        events = _segments(probs, segmenter, class_step_ids)
+        events = segment_outputs(probs, segmenter, class_step_ids)
         detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
         for e in events:
             if e.class_index not in row:

@@ -213,6 +213,8 @@ class SegmenterOverrides:
             # The other durations follow, so that any --min-frames the flag accepts makes a valid config.
             changes |= {"min_duration": seconds, "min_run": min(config.min_run, seconds),
                         "max_delay": max(config.max_delay, 2 * seconds)}
+            if config.class_min_duration is not None:  # a length per class too: the flag's, for every step
+                changes["class_min_duration"] = (seconds,) * len(config.class_min_duration)
         if self.onset_frames is not None:
             changes["onset_frames"] = self.onset_frames
         if self.threshold and config.background is None:
@@ -725,6 +727,12 @@ def detector_segmenter_config(
     return config
 
 
+def stored_settings(config: SegmenterConfig) -> dict[str, Any]:
+    """What a detector stores of its segmenter's settings (``info.segmenter``): every field but ``fps``, the
+    detector's own; `detector_segmenter_config` reads it back."""
+    return {f.name: getattr(config, f.name) for f in fields(SegmenterConfig) if f.name != "fps"}
+
+
 def _stored_config(settings: object, fps: float, where: str) -> SegmenterConfig:
     """`SegmenterConfig` of stored settings: an object of its fields other than ``fps``."""
     if settings is None:
@@ -790,3 +798,25 @@ def segment_labels(
         events.extend(seg.update_run(label, length))
     events.extend(seg.flush())
     return events
+
+
+def segment_outputs(
+    probs: np.ndarray, config: SegmenterConfig, class_step_ids: Sequence[int | None] | None = None
+) -> list[SegmentEvent]:
+    """The confirmed segments the online segmenter makes of a recorded output stream, as live.
+
+    One-hot rows (label input) are fed run by run (`segment_labels`), which gives the same events frame by frame
+    would: hysteresis never holds a label at 0 against one at 1.
+
+    Args:
+        probs: ``(T, C)`` class probabilities (or one-hot labels), in time order.
+        config: segmenter settings.
+        class_step_ids: class -> step id (None: background).
+
+    Returns:
+        The segment events, in the order they are emitted.
+    """
+    if np.all((probs == 0.0) | (probs == 1.0)) and np.all(probs.sum(axis=1) == 1.0):
+        return segment_labels(probs.argmax(axis=1), config, class_step_ids)
+    run = OnlineSegmenter(config, class_step_ids)
+    return run.update_frames(probs) + run.flush()

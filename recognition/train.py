@@ -65,6 +65,7 @@ from graphs.common.settings_files import (
 )
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
+from recognition.confirmation import choose_confirmation
 from recognition.evidence import MAX_WINDOW_S, EvidenceModel
 from recognition.evidence_calibration import calibrate_evidence
 from recognition.feature_folders import (
@@ -80,7 +81,7 @@ from recognition.learning_curve import EpochScores, check_plot_support, curve_ta
 from recognition.metrics import frame_map
 from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
 from recognition.motion import MAX_MOTION_LAG, check_motion_lag, model_inputs
-from recognition.segmenter import SegmenterConfig
+from recognition.segmenter import SegmenterConfig, stored_settings
 
 
 @dataclass(frozen=True)
@@ -815,11 +816,16 @@ def run_training(
         "refit": outcome.refit,
         "curve": [e.as_json() for e in outcome.curve],
     }
-    # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates.
+    # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates, and
+    # the segmenter keeps its defaults.
     segmenter = SegmenterConfig(fps=data.fps)
     classes = len(data.class_step_ids)
     validation = (outcome.validation if config.evidence_done_states  # else E3 from the class probabilities (e = 0)
                   else {name: (probs[:, :classes], targets) for name, (probs, targets) in outcome.validation.items()})
+    confirmation = choose_confirmation(validation, data.class_step_ids, segmenter) if validation else None
+    if confirmation is not None and confirmation.config != segmenter:
+        segmenter = confirmation.config  # the streams' segmenter, and the detections the rates below are of
+        info["segmenter"] = stored_settings(segmenter)
     evidence = (calibrate_evidence(validation, data.class_step_ids, data.fps, segmenter,
                                    window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
                 if validation else None)
@@ -837,6 +843,8 @@ def run_training(
     if plot is not None:
         drawn = plot_curve(outcome.curve, outcome.kept_epoch, plot)
         console.print(printable(f"learning curve drawn in {drawn}"), markup=False, highlight=False)
+    if confirmation is not None and confirmation.f1:
+        console.print(printable(confirmation.summary()), markup=False, highlight=False)
     if evidence is not None:
         console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
     console.print(detector_ap_table(outcome, data.class_names))

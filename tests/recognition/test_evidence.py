@@ -190,20 +190,6 @@ def test_a_longer_evidence_window_keeps_a_glimpse_from_counting_as_done() -> Non
     assert window_evidence(glimpse, 15)[-1, 1] == pytest.approx(0.2)
 
 
-def test_label_input_is_segmented_as_frame_by_frame() -> None:
-    """The calibration feeds one-hot rows run by run: the same segments as feeding them frame by frame."""
-    from recognition.evidence_calibration import _segments
-
-    labels = np.random.default_rng(3).choice(4, size=400, p=[0.1, 0.5, 0.3, 0.1])
-    labels = np.repeat(labels, np.random.default_rng(4).integers(1, 9, size=400))
-    config = SegmenterConfig(fps=10.0, min_duration=0.5)
-    onehot = np.eye(4)[labels]
-    almost = 0.999 * onehot + 0.00025  # not one-hot: fed frame by frame
-    fast, slow = _segments(onehot, config, [None, 1, 2, 3]), _segments(almost, config, [None, 1, 2, 3])
-    assert [(e.step, e.start_frame, e.end_frame) for e in fast] == [(e.step, e.start_frame, e.end_frame) for e in slow]
-    assert len(fast) > 20
-
-
 def test_a_done_head_speaks_for_a_step_whose_action_was_never_caught() -> None:
     # The detector never shows step 3's action (a miss), but its done head says step 3 has been done: the
     # calibration learns to trust the head, and the evidence before the last step says "done".

@@ -18,6 +18,7 @@ from recognition.segmenter import (
     SegmentEvent,
     run_length_encode,
     segment_labels,
+    segment_outputs,
 )
 
 FPS = 20.0  # 0.5 s = 10 frames, 0.1 s = 2 frames, 2 s = 40 frames
@@ -350,6 +351,11 @@ def test_command_line_overrides_change_only_what_they_name_and_stay_valid() -> N
     assert (longer.min_duration, longer.max_delay, longer.threshold) == (2.0, 4.0, base.threshold)
     assert SegmenterOverrides(threshold=0.6, onset_frames=3).apply(base).onset_frames == 3
     assert SegmenterOverrides().apply(base) == base
+    # A detector of long steps confirms each class after its own length (recognition-train's choice): --min-frames
+    # sets that one too, or a shorter --min-frames changed nothing.
+    per_class = SegmenterConfig(fps=1.0, min_duration=6.0, min_run=3.0, max_delay=12.0, class_min_duration=(6.0,) * 4)
+    shorter = SegmenterOverrides(min_frames=2).apply(per_class)
+    assert (shorter.min_duration, shorter.min_run, shorter.class_min_duration) == (2.0, 2.0, (2.0,) * 4)
     with pytest.raises(InputError, match="--min-frames 0"):
         SegmenterOverrides(min_frames=0)
     with pytest.raises(InputError, match="--threshold"):
@@ -372,3 +378,16 @@ def test_a_recording_fed_at_once_gives_the_segments_of_its_frames_fed_one_by_one
     probs[7, 2] = np.nan
     with pytest.raises(InputError, match="segmenter: frame 7 has empty or non-finite probabilities"):
         OnlineSegmenter(config).update_frames(probs)
+
+
+def test_label_input_is_segmented_as_frame_by_frame() -> None:
+    """One-hot rows (the calibration's and the confirmation's label input) are fed run by run: the same segments as
+    feeding them frame by frame."""
+    labels = np.random.default_rng(3).choice(4, size=400, p=[0.1, 0.5, 0.3, 0.1])
+    labels = np.repeat(labels, np.random.default_rng(4).integers(1, 9, size=400))
+    config = SegmenterConfig(fps=10.0, min_duration=0.5)
+    onehot = np.eye(4)[labels]
+    almost = 0.999 * onehot + 0.00025  # not one-hot: fed frame by frame
+    fast, slow = segment_outputs(onehot, config, [None, 1, 2, 3]), segment_outputs(almost, config, [None, 1, 2, 3])
+    assert [(e.step, e.start_frame, e.end_frame) for e in fast] == [(e.step, e.start_frame, e.end_frame) for e in slow]
+    assert len(fast) > 20

@@ -319,7 +319,8 @@ def test_a_recognition_features_folder_trains_without_a_config(feature_folder: P
     assert (model.config.motion_lag, checkpoint.info["train"]["window"]) == (8, 51)
     # The done evidence looks over 2 s, the detections over the segmenter's confirmation.
     assert checkpoint.evidence is not None
-    assert (checkpoint.evidence.window_s, checkpoint.evidence.detection_window) == (2.0, 0.5)
+    confirmation = checkpoint.segmenter_config().min_duration  # 0.5 s, or longer as chosen on validation
+    assert (checkpoint.evidence.window_s, checkpoint.evidence.detection_window) == (2.0, confirmation)
 
 
 def test_without_a_config_a_split_file_naming_no_extractor_is_refused(

@@ -510,6 +510,16 @@ def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> 
                        "--quiet"]) == 0
     model, checkpoint = load_detector(tmp_path / "d.pt")
     assert (checkpoint.feature_extractor, checkpoint.fps, model.config.input_dim) == ("imported", 1.0, 768)
+    # At one vector a second the default 0.5 s confirmation is one vector, so every blip was a step: the trainer
+    # chooses the confirmation on its validation recording (6 s here, by a small margin), stores it with the rules
+    # that come with it, and the detections its rates are of are those.
+    segmenter = checkpoint.segmenter_config()
+    classes = len(checkpoint.class_step_ids)
+    assert segmenter.min_duration in (0.5, 2.0, 3.0, 6.0)
+    if segmenter.min_duration > 0.5:
+        assert (segmenter.min_run, segmenter.class_min_duration) == (segmenter.min_duration / 2,
+                                                                     (segmenter.min_duration,) * classes)
+    assert checkpoint.evidence is not None and checkpoint.evidence.detection_window == segmenter.min_duration
     assert tgml_main(["train", "--annotations", str(tmp_path / "labels.json"), "--scenario", "microwaveeggsandwich",
                       "--include-mistakes", "--out", str(tmp_path / "graph.json")]) == 0
     out = tmp_path / "eval.json"

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, check_output, write_text
@@ -99,7 +100,33 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
         return write_text(check_output(path, "rendering"), text, "rendering")
     check_output(path, "rendering")
     with atomic_path(path, suffix=path.suffix) as tmp:
-        done = subprocess.run([dot, f"-T{fmt}", "-o", str(tmp)], input=text, text=True, capture_output=True)
+        try:
+            done = run_dot(dot, text, fmt, tmp)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"{path}: Graphviz did not finish within {DOT_TIMEOUT_S:g} s") from None
+        except OSError as err:
+            raise InputError(f"{path}: cannot run Graphviz ({printable(err)})") from None
         if done.returncode != 0:
-            raise InputError(f"{path}: Graphviz failed: {done.stderr.strip().splitlines()[-1:]}")
+            raise InputError(f"{path}: Graphviz failed (exit {done.returncode}: {dot_said(done)})")
     return path
+
+
+DOT_TIMEOUT_S: Final = 30.0  # Graphviz on a 2048-step graph takes seconds, never this long
+
+
+def run_dot(dot: str, text: str, fmt: str, out: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Graphviz ``dot`` run on DOT ``text`` into ``fmt``, written to ``out`` or, without it, returned as stdout.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran past `DOT_TIMEOUT_S` (and was killed).
+        OSError: it could not be started.
+    """
+    target = ["-o", str(out)] if out is not None else []
+    return subprocess.run([dot, f"-T{fmt}", *target], input=text.encode("utf-8"), capture_output=True,
+                          timeout=DOT_TIMEOUT_S, check=False)
+
+
+def dot_said(done: subprocess.CompletedProcess[bytes]) -> str:
+    """The last line Graphviz wrote on stderr, printable and at most 200 characters."""
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"{printable(said[-1] if said else 'no message'):.200}"

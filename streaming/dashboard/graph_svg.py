@@ -20,7 +20,6 @@ from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph
 
 SVG_NS: Final = "http://www.w3.org/2000/svg"
-DOT_TIMEOUT_S: Final = 30.0  # Graphviz on a 2048-step graph takes seconds, never this long
 # What Graphviz's SVG of a task graph uses to draw; everything else is dropped.
 ALLOWED_TAGS: Final = frozenset({"svg", "g", "title", "polygon", "polyline", "ellipse", "path", "text"})
 ALLOWED_ATTRIBUTES: Final = frozenset({
@@ -43,7 +42,7 @@ def graph_svg(graph: TaskGraph, warn: Callable[[str], None]) -> str | None:
         The SVG text, or None when Graphviz is not installed or fails on this graph (the page then lists the steps
         and their pre-conditions as text).
     """
-    from graphs.graph_drawing import to_dot
+    from graphs.graph_drawing import dot_said, run_dot, to_dot
 
     as_text = "the page lists the steps and their pre-conditions as text"
     dot = shutil.which("dot")
@@ -51,15 +50,12 @@ def graph_svg(graph: TaskGraph, warn: Callable[[str], None]) -> str | None:
         warn(f"Graphviz (dot) is not installed: {as_text}")
         return None
     try:
-        done = subprocess.run([dot, "-Tsvg"], input=to_dot(graph).encode("utf-8"), capture_output=True,
-                              timeout=DOT_TIMEOUT_S, check=False)  # fmt: skip
+        done = run_dot(dot, to_dot(graph), "svg")
     except (OSError, subprocess.TimeoutExpired) as err:
         warn(f"Graphviz could not draw the task graph ({printable(err)}): {as_text}")
         return None
     if done.returncode != 0:
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        why = printable(said[-1] if said else "no message")
-        warn(f"Graphviz failed on the task graph (exit {done.returncode}: {why:.200}): {as_text}")
+        warn(f"Graphviz failed on the task graph (exit {done.returncode}: {dot_said(done)}): {as_text}")
         return None
     svg = sanitize_svg(done.stdout)
     if svg is None:

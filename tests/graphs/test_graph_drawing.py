@@ -69,3 +69,15 @@ def test_graphviz_draws_awkward_names_as_xml_a_parser_reads(tmp_path: Path) -> N
     drawing = ET.parse(write_rendering(awkward(), tmp_path / "odd.svg"))
     texts = [t.text for t in drawing.iter() if t.tag.endswith("text")]
     assert "1: ends in a backslash \\" in texts and any("\\x1b[31m" in (t or "") for t in texts)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+def test_graphviz_refusing_its_input_is_said_in_its_own_last_line() -> None:
+    # The error line carried a Python list ("['Error: ...']"); the dashboard's copy of the call had a time limit,
+    # this one none.
+    from graphs.graph_drawing import dot_said, run_dot
+
+    done = run_dot(str(shutil.which("dot")), "digraph { a -> ", "svg")
+    assert done.returncode != 0
+    said = dot_said(done)
+    assert said.startswith("Error: ") and len(said) <= 200

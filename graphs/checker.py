@@ -124,8 +124,14 @@ class PreconditionChecker(CheckerHistory[StepVerdict]):
     def __init__(self, graph: TaskGraph, late_step: bool = False) -> None:
         super().__init__(graph)
         self.late_step = late_step
-        # step -> the steps that require it, graph order (the late-step rule's question, asked per observation).
-        self._dependents = {s: tuple(d for d in graph.step_ids if s in graph.preconditions(d)) for s in graph.step_ids}
+        # step -> the steps that require it, graph order (the late-step rule's question, asked per observation). Built
+        # only for that rule, in one pass over the edges: the live checker makes a checker per stream session, and
+        # asking every step of every step took 1.9 s on a graph of 2048 steps.
+        self._dependents: dict[Node, list[int]] = {}
+        if late_step:
+            for dependent in graph.step_ids:
+                for required in graph.preconditions(dependent):
+                    self._dependents.setdefault(required, []).append(dependent)
 
     def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict:
         """Check one key-step against what was done so far, then record it.

@@ -189,6 +189,26 @@ def _tags(step: Mapping[str, Any], where: str) -> tuple[str, ...]:
     return tuple(tags)
 
 
+def _step_fields(step: object, at: str) -> tuple[str, float, tuple[str, ...], float]:
+    """One entry of ``step_annotations``, checked: ``(description, start_time, tags, end_time)``, the end `NO_END`
+    for a step not done (a negative start) or one the file gives no end.
+
+    Raises:
+        InputError: naming ``at`` and the field at fault.
+    """
+    if not isinstance(step, dict):
+        raise InputError(f"{at}: expected an object, got {json_kind(step)}")
+    name = _field(step, "description", str, at)
+    start = float(_field(step, "start_time", (int, float), at))
+    if not math.isfinite(start):
+        raise InputError(f"{at}: field 'start_time' = {as_written(start)}: expected a finite number")
+    tags = _tags(step, at)
+    end = _end_time(step, at) if start >= 0 else NO_END
+    if end != NO_END and end <= start:  # the public file has none; it became a step of no duration
+        raise InputError(f"{at}: field 'end_time' = {as_written(end)}: not after its start_time {as_written(start)}")
+    return name, start, tags, end
+
+
 def load_error_annotations(
     path: str | Path,
     taxonomies: Mapping[str, tuple[Sequence[int], Sequence[str]]],
@@ -223,7 +243,10 @@ def load_error_annotations(
         steps = _field(entry, "step_annotations", list, where)
         scenario = activity_scenarios.get(activity)
         if rid in training_recordings:  # counted for the procedures scored only (--procedures coffee: coffee's)
-            training += restrict is None or scenario in restrict
+            if restrict is None or scenario in restrict:
+                training += 1
+                for k, step in enumerate(steps):  # not scored, but damage there is damage to the file
+                    _step_fields(step, f"{where}: step_annotations[{k}]")
             continue
         if scenario is None:
             raise InputError(f"{where}: activity_id {activity} is the activity of no procedure of the "
@@ -236,14 +259,7 @@ def load_error_annotations(
         by_name = dict(zip(names, ids, strict=True))
         performed, missing, unmatched, untimely = [], set(), [], []
         for k, step in enumerate(steps):
-            at = f"{where}: step_annotations[{k}]"
-            if not isinstance(step, dict):
-                raise InputError(f"{at}: expected an object, got {json_kind(step)}")
-            name = _field(step, "description", str, at)
-            start = float(_field(step, "start_time", (int, float), at))
-            if not math.isfinite(start):
-                raise InputError(f"{at}: field 'start_time' = {as_written(start)}: expected a finite number")
-            tags = _tags(step, at)
+            name, start, tags, end = _step_fields(step, f"{where}: step_annotations[{k}]")
             if name not in by_name:
                 unmatched.append(name)
                 continue
@@ -252,10 +268,6 @@ def load_error_annotations(
             if (MISSING_STEP in tags) != (start < 0):
                 untimely.append(name)
             if start >= 0:  # a step with a time was done, whatever its tags say (four are tagged Missing Step too)
-                end = _end_time(step, at)
-                if end != NO_END and end <= start:  # the public file has none; it became a step of no duration
-                    raise InputError(f"{at}: field 'end_time' = {as_written(end)}: not after its start_time "
-                                     f"{as_written(start)}")
                 performed.append(PerformedStep(by_name[name], name, start, tags, end))
         performed.sort(key=lambda p: p.start)  # stable: equal start times keep the file's order
         recordings.append(ErrorRecording(rid, scenario, tuple(performed), frozenset(missing), tuple(unmatched),

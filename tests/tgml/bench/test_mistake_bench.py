@@ -128,6 +128,15 @@ def test_bad_recordings_name_the_recording_and_field(recording: dict, fragment: 
     assert fragment in str(caught.value)
 
 
+def test_a_damaged_recording_the_graphs_are_learned_from_is_refused_too(tmp_path: Path) -> None:
+    # Its errors are never scored, so damage there ran to exit 0 while the same damage in a scored recording was
+    # refused; the file is one input, checked whole (for the procedures a run reads).
+    damaged = {"recording_id": "b", "activity_id": 1, "step_annotations": [step("boil", 0.0, "Wrong Error")]}
+    path = write(tmp_path / "errors.json", [{"recording_id": "a", "activity_id": 1, "step_annotations": []}, damaged])
+    with pytest.raises(InputError, match=r'recording b: step_annotations\[0\]: errors\[0\] tag "Wrong Error"'):
+        load_error_annotations(path, TAXONOMY, {1: "tea"}, frozenset({"b"}))
+
+
 def test_steps_are_replayed_in_time_order_and_unknown_names_are_counted(tmp_path: Path) -> None:
     steps = [step("pour", 9.0, "Order Error"), step("boil", 1.0), step("brew", 5.0), step("steep", -1, "Missing Step")]
     path = write(tmp_path / "errors.json", [{"recording_id": "a", "activity_id": 1, "step_annotations": steps},

@@ -33,7 +33,10 @@ from graphs.common.backoff import capped_doubling
 # summary line; now it stops like Ctrl-C, exit status 129. `nohup` ignores it, and an ignored signal stays ignored.
 HANDLED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-_lock = threading.Lock()
+# Re-entrant: the handler (`_raise`) runs in the main thread between two of its bytecodes, so it may come while
+# the main thread holds this lock (entering or leaving `signals_deferred`); a plain lock then waited for itself
+# for ever, and the run hung on Ctrl-C. Re-entered there, the handler sees the state as it stands and decides.
+_lock = threading.RLock()
 _deferring = 0  # how many deferred sections are open (any thread)
 _pending: list[int] = []  # signals that arrived meanwhile, raised when the last section closes
 

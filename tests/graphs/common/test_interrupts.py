@@ -92,3 +92,18 @@ def test_a_signal_well_after_the_first_interrupts_the_cleanup_too(monkeypatch: p
         finally:
             signal.raise_signal(signal.SIGINT)  # the user insisting
     assert stopped.value.signum == signal.SIGINT
+
+
+def test_a_signal_arriving_while_the_main_thread_holds_the_handlers_lock_still_stops_the_run() -> None:
+    # The handler runs in the main thread, between two of its bytecodes: with a plain lock, a signal that came while
+    # the main thread held it (entering or leaving `signals_deferred`, as a benchmark submits its jobs) waited for
+    # it for ever, and prego-bench hung on Ctrl-C. In a child process, bounded: the old code never returns.
+    import subprocess
+    import sys
+
+    probe = ("import signal\nfrom graphs.common import interrupts\n"
+             "try:\n    with interrupts.handling_signals(), interrupts._lock:\n"
+             "        signal.raise_signal(signal.SIGINT)\n        sum(range(1000))\n"
+             "except interrupts.Interrupted as stop:\n    print('stopped by', stop.signum)\n")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=20)
+    assert run.stdout.strip() == f"stopped by {int(signal.SIGINT)}", run.stderr

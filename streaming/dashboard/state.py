@@ -31,16 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from graphs.common.safe_text import printable
-from graphs.limits import MAX_STEPS
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
+from streaming.step_names import StepNames, named_steps
 from streaming.transport import gone_silent
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
 MAX_STREAMS: Final = 256  # tiles kept (the checker tracks as many); the one silent longest goes
-MAX_NAMES: Final = 2 * MAX_STEPS  # step names learned from messages (a graph names at most MAX_STEPS)
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
-MAX_CONFLICTS: Final = MAX_STEPS  # steps whose --graph name and checker name differ, remembered to be said once
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
                         "over_budget", "unsendable", "denied", "stream_taken")
 
@@ -97,13 +95,15 @@ class DashboardState:
     heard: dict[str, float] = field(default_factory=dict)  # stream id -> wall time its latest status was received
     since: dict[str, float] = field(default_factory=dict)  # stream id -> when its run, lost or ended last changed
     shown_state: dict[str, str] = field(default_factory=dict)  # stream id -> the tile state pages were last sent
-    graph_names: dict[int, str] = field(default_factory=dict)  # the --graph's names (set from ``names``)
-    name_conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # step -> (--graph's, checker's name)
-    checker_named: set[int] = field(default_factory=set)  # the steps whose names came from the checker
+    steps: StepNames = field(init=False)  # the names shown: the --graph's, until the checker names a step
 
     def __post_init__(self) -> None:
-        self.names = {step: printable(name) for step, name in self.names.items()}
-        self.graph_names = dict(self.names)
+        self.steps = StepNames({step: printable(name) for step, name in self.names.items()})
+
+    @property
+    def name_conflicts(self) -> dict[int, tuple[str, str]]:
+        """step -> (the --graph's name, the checker's), in the order found."""
+        return self.steps.conflicts
 
     # -- folding messages in ----------------------------------------------------------------------------------------
     def apply(self, message: Message, now: float) -> list[dict[str, Any]]:
@@ -130,7 +130,7 @@ class DashboardState:
                     del self.reports[next(iter(self.reports))]
                 self.reports[message.stream_id] = message
                 self.dirty.add(message.stream_id)
-                return self._learn(message.missing, message.missing_names)
+                return self._learn(message)
         elif isinstance(message, CheckerHealth):
             self.health = message
         return []
@@ -147,7 +147,7 @@ class DashboardState:
         self.serial += 1
         record = AlertRecord(self.serial, alert, now, alert.event_timestamp, not alert.replayed)
         ids[alert.alert_id] = record.id
-        conflicts = self._learn_alert(alert)
+        conflicts = self._learn(alert)
         self.alerts.append(record)
         self.by_id[record.id] = record
         while len(self.alerts) > self.max_alerts:
@@ -165,7 +165,7 @@ class DashboardState:
         record = self.by_id.get(serial)
         if record is None or record.retraction is not None:
             return []  # no longer kept, or retracted: a retraction ends the alert whatever copy comes
-        conflicts = self._learn_alert(alert)
+        conflicts = self._learn(alert)
         raised, live_copy = min(record.raised, alert.event_timestamp), record.live_copy or not alert.replayed
         news = record.alert.says() != alert.says() or (raised, live_copy) != (record.raised, record.live_copy)
         record.alert, record.raised, record.live_copy = alert.over(record.alert), raised, live_copy
@@ -180,9 +180,7 @@ class DashboardState:
         if record is None or record.retraction is not None:
             return []  # an alert this dashboard never showed (or no longer keeps), or already retracted
         record.retraction, record.retracted_at = retraction, now
-        conflicts = self._learn((retraction.step,), (retraction.step_name,))
-        if retraction.confirmed is not None and retraction.confirmed_name is not None:
-            conflicts += self._learn((retraction.confirmed,), (retraction.confirmed_name,))
+        conflicts = self._learn(retraction)
         self.dirty.add(retraction.stream_id)
         return conflicts + [{"type": "retraction", "alert": self.alert_json(record)}]
 
@@ -202,31 +200,11 @@ class DashboardState:
         if previous is None or _shown(previous) != _shown(status):
             self.dirty.add(stream)
 
-    def _learn_alert(self, alert: Alert) -> list[dict[str, Any]]:
-        conflicts = self._learn((alert.step,), (alert.step_name,)) + self._learn(alert.missing, alert.missing_names)
-        if alert.forgotten is not None and alert.forgotten_name is not None:
-            conflicts += self._learn((alert.forgotten,), (alert.forgotten_name,))
-        return conflicts
-
-    def _learn(self, steps: tuple[int, ...], names: tuple[str, ...]) -> list[dict[str, Any]]:
-        """Take the checker's names of steps; a name the --graph gives otherwise is a ``name_conflict`` event
-        (returned once per step), and the checker's name is shown from then on."""
-        events: list[dict[str, Any]] = []
-        for step, raw in zip(steps, names, strict=False):
-            name = printable(raw)
-            if len(self.checker_named) < MAX_NAMES:
-                self.checker_named.add(step)
-            graph = self.graph_names.get(step)
-            if (graph is not None and graph != name and step not in self.name_conflicts
-                    and len(self.name_conflicts) < MAX_CONFLICTS):
-                if not self.name_conflicts:  # the graph's other names are as wrong: a step the checker has not
-                    self.names = {s: n for s, n in self.names.items() if s in self.checker_named}  # named shows its id
-                self.name_conflicts[step] = (graph, name)
-                self.names[step] = name  # the checker's alerts mean its step: the graph's name would mislabel them
-                events.append(self.conflict_json(step))
-            elif step not in self.names and len(self.names) < MAX_NAMES:
-                self.names[step] = name
-        return events
+    def _learn(self, message: Message) -> list[dict[str, Any]]:
+        """Take the checker's names of the steps ``message`` names (`streaming.step_names`): a ``name_conflict``
+        event for each step the --graph names otherwise, once per step."""
+        return [self.conflict_json(step) for step, name in named_steps(message)
+                if self.steps.learn(step, printable(name))]
 
     # -- acknowledgements -------------------------------------------------------------------------------------------
     def acknowledge(self, alert_id: object, now: float) -> dict[str, Any] | None:
@@ -258,7 +236,7 @@ class DashboardState:
         """A step's readable name (its number when no graph or message named it); None for none."""
         if step is None:
             return None
-        return self.names.get(step, str(step))
+        return self.steps.name(step)
 
     def alert_json(self, record: AlertRecord) -> dict[str, Any]:
         """One alert for the page: names resolved and made printable, times as Unix seconds."""
@@ -402,7 +380,7 @@ class DashboardState:
             "type": "snapshot",
             "tiles": tiles,
             "alerts": [self.alert_json(record) for record in reversed(self.alerts)],
-            "names": {str(step): name for step, name in self.names.items()},
+            "names": {str(step): name for step, name in self.steps.shown.items()},
             "name_conflicts": [self.conflict_json(step) for step in self.name_conflicts],
             "max_alerts": self.max_alerts,
         }

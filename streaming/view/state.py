@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from graphs.limits import MAX_STEPS
 from graphs.task_graph import TaskGraph
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
+from streaming.step_names import StepNames, named_steps
 from streaming.transport import gone_silent
 
 ALERT_LOG: int = 12  # alerts kept on screen
@@ -58,10 +58,15 @@ class ViewState:
     heard: float | None = None  # when the latest message arrived
     now: float = 0.0  # the time the drawing is for (the receiving loop sets it)
     status_heard: dict[str, float] = field(default_factory=dict)  # stream -> when its latest status arrived
-    # step -> (the --graph's name, the checker's): the view was given another graph than the checker's
-    name_conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)
-    checker_named: set[int] = field(default_factory=set)  # the steps whose names came from the checker
-    given: dict[int, str] | None = None  # the --graph's names, kept when the first name comes from the checker
+    steps: StepNames = field(init=False)  # the names shown: the --graph's, until the checker names a step
+
+    def __post_init__(self) -> None:
+        self.steps = StepNames(self.names)
+
+    @property
+    def name_conflicts(self) -> dict[int, tuple[str, str]]:
+        """step -> (the --graph's name, the checker's): the view was given another graph than the checker's."""
+        return self.steps.conflicts
 
     def apply(self, message: Message, received_at: float | None = None) -> bool:
         """Fold one message into the state.
@@ -86,7 +91,7 @@ class ViewState:
                 return self._update_alert(message)
             seen.add(message.alert_id)
             self.alerts.append((when, message))
-            self._learn_name(message.step, message.step_name)
+            self._learn_names(message)
             shown = {step_position(a) for _, a in self.alerts}
             self.alert_video = {key: span for key, span in self.alert_video.items() if key in shown}
             for _, ev in self.events:  # in --alert-on end mode the key-step comes first
@@ -99,6 +104,7 @@ class ViewState:
             if run != message.run or message.alert_id not in seen or message.alert_id in known:
                 return False  # an alert this view never showed, or already shown as retracted
             known[message.alert_id] = message
+            self._learn_names(message)
             return True
         if isinstance(message, MissingSteps):
             previous_report = self.reported.get(message.stream_id)
@@ -108,17 +114,19 @@ class ViewState:
                 del self.reported[next(iter(self.reported))]  # the stream reported first: a bound on peers' ids
             self.reported[message.stream_id] = message
             self.missing.append((when, message))
+            self._learn_names(message)
             return True
         if isinstance(message, StepEvent):
             self.events.append((when, message))
-            self._learn_name(message.step, message.step_name)
+            self._learn_names(message)
             if any(step_position(a) == step_position(message) for _, a in self.alerts):
                 self.alert_video[step_position(message)] = (message.start, message.end)
             return True
         if isinstance(message, Status):
             previous = self.streams.get(message.stream_id)
             if previous is None and len(self.streams) >= MAX_VIEW_STREAMS:
-                oldest = min(self.streams.values(), key=lambda row: row.timestamp).stream_id
+                # Heard longest ago, by this view's clock: a peer's own timestamps cannot choose which stream goes.
+                oldest = min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0))
                 del self.streams[oldest]
                 self.alert_ids.pop(oldest, None)
                 self.retracted.pop(oldest, None)
@@ -140,22 +148,9 @@ class ViewState:
                 return shown.says() != message.says()
         return False  # scrolled off the log: nothing shown to update
 
-    def _learn_name(self, step: int, name: str) -> None:
-        if self.given is None:  # the --graph's names, as they were before the checker named any step
-            self.given = dict(self.names)
-        if len(self.checker_named) < 2 * MAX_STEPS:  # a bound on what a peer can make the view remember
-            self.checker_named.add(step)
-        graph = self.given.get(step)
-        if graph is not None and not (graph.startswith(name) or name.startswith(graph)):  # cut at 256 by a detector
-            # The --graph is not the checker's: its names would label the checker's steps wrongly. The checker's
-            # name is the one its alerts mean; the conflict is said (`render`, and a warning with JSON lines).
-            if not self.name_conflicts:  # the graph's other names are as wrong: a step the checker has not named
-                self.names = {s: n for s, n in self.names.items() if s in self.checker_named}  # yet shows its id
-            if step not in self.name_conflicts and len(self.name_conflicts) < MAX_STEPS:
-                self.name_conflicts[step] = (graph, name)
-            self.names[step] = name
-        elif step not in self.names and len(self.names) < 2 * MAX_STEPS:
-            self.names[step] = name
+    def _learn_names(self, message: Message) -> None:
+        for step, name in named_steps(message):
+            self.steps.learn(step, name)
 
     def silent(self) -> bool:
         """The checker has said nothing for `SILENT_S` (or nothing at all since the view began to listen)."""
@@ -173,7 +168,7 @@ class ViewState:
         """Readable name of a step (``-`` for none)."""
         if step is None:
             return "-"
-        return self.names.get(step, str(step))
+        return self.steps.name(step)
 
 
 def step_position(message: Alert | StepEvent) -> tuple[str, str, int]:

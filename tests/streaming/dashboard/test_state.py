@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.common.safe_text import printable
-from streaming.dashboard.state import MAX_CONFLICTS, MAX_STREAMS, DashboardState
+from streaming.dashboard.state import MAX_STREAMS, DashboardState
 from streaming.messages import Alert, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
+from streaming.step_names import MAX_CONFLICTS
 from streaming.transport import SILENT_S
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES

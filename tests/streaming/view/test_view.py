@@ -796,7 +796,7 @@ def test_no_word_of_a_step_name_is_folded_at_any_width(width: int) -> None:
     state.apply(status(stream_id="cam0", done=(1, 2), allowed=(4, 5), allowed_scores=(0.5, 0.3), current=3))
     state.apply(StepEvent("cam0", 4, 1.2, 1, pinwheels[0], 390.0, 391.0, 0.32, 0, run="s"))
     state.apply(Alert("cam0", 7, 1.0, "cam0#1", "s", 3, pinwheels[2], 1, (1,), (pinwheels[0],), False, 0.9, False, 1,
-                      pinwheels[3], 1.0, "binary"))
+                      pinwheels[0], 1.0, "binary"))
     text = draw(state, width=width)
     assert not folded_words(text, pinwheels), text
     assert max(len(line) for line in text.splitlines()) <= width
@@ -935,10 +935,15 @@ def test_a_graph_that_names_the_checkers_steps_otherwise_is_said_and_the_checker
     # A step the checker has not named yet shows its id: the graph that misnamed step 2 misnames the others as well
     # (it showed "unbox_parts" for the checker's get_cup, under a warning that said the checker's names are shown).
     assert state.name(2) == "boil_water" and state.name(3) == "3"
-    long_name = "x" * 300  # a detector cuts the names it sends at 256 characters: no conflict
+    long_name = "x" * 300  # the checker names its steps in full (its graph's names), so a long one is no conflict
     state = ViewState(names={2: long_name})
-    state.apply(StepEvent("kitchen", 4, 1.2, 2, long_name[:256], 4.0, 7.5, 0.93, 1, run="s"))
+    state.apply(StepEvent("kitchen", 4, 1.2, 2, long_name, 4.0, 7.5, 0.93, 1, run="s"))
     assert not state.name_conflicts and state.name(2) == long_name
+    # The view decides as the dashboard does (one rule, streaming.step_names): a checker's name that only begins
+    # like the graph's ("boil water" for "boil water for tea") is a conflict; the view used to keep the graph's.
+    state = ViewState(names={2: "boil water"})
+    state.apply(StepEvent("kitchen", 4, 1.2, 2, "boil water for tea", 4.0, 7.5, 0.93, 1, run="s"))
+    assert state.name_conflicts == {2: ("boil water", "boil water for tea")} and state.name(2) == "boil water for tea"
 
 
 def test_a_view_whose_terminal_is_gone_stops_on_sighup_with_its_line(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ import contextlib
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -335,7 +335,8 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     config = config or FeatureConfig()
     root = Path(root)
     if not root.is_dir():
-        raise InputError(f"{root}: features folder not found")
+        why = "a file, expected a features folder" if root.exists() else "features folder not found"
+        raise InputError(f"{root}: {why}")
     split = load_split(root / config.split)
     src = split.path
     if split.fps is not None and config.fps is not None and split.fps != config.fps:  # it was overruled unsaid
@@ -832,6 +833,22 @@ def stored_split(folder: str | Path) -> SplitFile | None:
     except InputError as err:
         raise InputError(f"{err}; this folder's split cannot be kept: repair {path}, or delete it to draw a new "
                          "split") from None
+
+
+def test_split_line(test: Collection[str], folder: str | Path, what: str = "videos", shown: int = 5) -> str:
+    """The summary line naming a folder's test split: ``tgml train --exclude-videos`` must leave the same videos out
+    of the graph, and a split drawn at random is said nowhere else than in ``split.json``.
+
+    Args:
+        test: the test videos' names.
+        folder: the feature folder.
+        what: how they are called (``videos``, ``recordings``).
+        shown: how many names are listed before the rest are counted.
+    """
+    names = sorted(test)
+    exclude = ",".join(names) if len(names) <= shown else f"the {len(names)} of its \"test\" list"
+    return (f"test {what}: {first_few(names, shown)} (in {Path(folder) / SPLIT_FILE}; leave them out of the graph too: "
+            f"tgml train --exclude-videos {exclude})")
 
 
 def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: float, option: str,

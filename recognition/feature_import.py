@@ -49,6 +49,7 @@ from recognition.feature_folders import (
     kept_test_videos,
     step_targets,
     stored_split,
+    test_split_line,
     write_features,
     write_split,
     write_targets,
@@ -246,8 +247,7 @@ class ImportReport:
                  f"test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, extractor "
                  f"{name!r}"]
         if self.test:  # what tgml train --exclude-videos must leave out of the graph, said without opening split.json
-            lines.append(f"test recordings: {first_few(sorted(self.test), SHOWN)} (in {self.folder}/split.json; leave "
-                         "them out of the graph too: tgml train --exclude-videos)")
+            lines.append(test_split_line(self.test, self.folder, "recordings", SHOWN))
         if self.no_features:
             lines.append(f"not imported: {len(self.no_features)} annotated recordings have no feature file "
                          f"({first_few(sorted(self.no_features), SHOWN)})")

@@ -356,7 +356,8 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
         The validated config.
     """
     if not Path(features).is_dir():
-        raise InputError(f"--features {features}: folder not found")
+        why = "a file, expected a feature folder" if Path(features).exists() else "folder not found"
+        raise InputError(f"--features {features}: {why}")
     split = Path(features) / SPLIT_FILE
     if not split.is_file():
         raise InputError(f"--features {features}: not a feature folder: no {SPLIT_FILE}, which recognition-features "

@@ -61,6 +61,7 @@ from recognition.feature_folders import (
     stored_features_fault,
     stored_split,
     stored_width,
+    test_split_line,
     write_features,
     write_split,
     write_targets,
@@ -92,6 +93,9 @@ DEFAULT_COPIES: Final = 2
 DEFAULT_TEST_FRACTION: Final = 0.2  # a new folder's held-out share (an existing folder keeps its split)
 
 
+DEFAULT_FPS: Final = 5.0  # feature frames per second of a new folder (the detector's rate, live as well)
+
+
 @dataclass(frozen=True)
 class FeatureExtractionConfig:
     """One ``recognition-features`` run.
@@ -121,7 +125,7 @@ class FeatureExtractionConfig:
     annotations: str
     out: str
     extractor: str = EFFICIENTNET_NAME
-    fps: float = 5.0
+    fps: float = DEFAULT_FPS
     scenario: str | None = None
     test_fraction: float | None = None
     test_videos: tuple[str, ...] = ()
@@ -181,7 +185,6 @@ class ExtractionPlan:
         videos: the annotated videos of the scenario, in annotation-file order.
         test: names of the test videos (the others train).
         unannotated: video files in the videos folder that no annotated video names (of any scenario): not used.
-        earlier_fps: the rate an earlier run extracted the folder at, when this run extracts it again at another.
     """
 
     scenario: str
@@ -190,7 +193,6 @@ class ExtractionPlan:
     videos: tuple[PlannedVideo, ...]
     test: frozenset[str]
     unannotated: tuple[str, ...] = ()
-    earlier_fps: float | None = None
 
     @property
     def train_names(self) -> list[str]:
@@ -216,9 +218,11 @@ class ExtractionReport:
         frames: frames of the extracted videos themselves.
         copy_frames: frames of their augmented copies (each copy is a full extraction of its video's frames).
         seconds: extraction time (decoding and features) of the extracted videos.
+        test: the test videos of the folder's split.
     """
 
     folder: Path
+    test: tuple[str, ...] = ()
     extracted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     repaired: dict[str, str] = field(default_factory=dict)
@@ -237,12 +241,17 @@ class ExtractionReport:
         return self.all_frames / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        """The closing line of ``recognition-features``: videos, frames (copies counted apart) and speed."""
+        """The closing lines of ``recognition-features``: videos, frames (copies counted apart) and speed, then the
+        test videos (`recognition.feature_folders.test_split_line`)."""
         videos = len(self.extracted) + len(self.skipped)
         copies = (f" of the videos + {self.copy_frames} of their augmented copies = {self.all_frames} frames"
                   if self.copy_frames else "")
-        return (f"{videos} videos in {self.folder} ({len(self.extracted)} extracted, {len(self.skipped)} already "
-                f"there): {self.frames} frames{copies} at {self.frames_per_second:.1f} frames/s{self._repairs()}")
+        work = f": {self.frames} frames{copies} at {self.frames_per_second:.1f} frames/s" if self.extracted else ""
+        lines = [f"{videos} videos in {self.folder} ({len(self.extracted)} extracted, {len(self.skipped)} already "
+                 f"there){work}{self._repairs()}"]
+        if self.test:
+            lines.append(test_split_line(self.test, self.folder))
+        return "\n".join(lines)
 
     def _repairs(self) -> str:
         """What the summary says of the videos extracted again over damaged files, by reason: the user who ran the
@@ -369,10 +378,13 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
                              "written; keep the annotation file under another name or folder")
     videos_dir = Path(config.videos)
     if not videos_dir.is_dir():
-        raise InputError(f"--videos {videos_dir}: folder not found")
+        why = "a file, expected the folder of the videos" if videos_dir.exists() else "folder not found"
+        raise InputError(f"--videos {videos_dir}: {why}")
     annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True)
     scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
+    stored = stored_split(config.out)
+    refuse_another_rate(config.out, config.rgb, stored, config.fps)  # before any video is opened
     planned = []
     for video in annotations.scenario_videos(scenario):
         segments = read_segments(video, annotations.path)
@@ -389,11 +401,9 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
                 said = str(err).removeprefix(f"{annotations.path}: ")
                 raise InputError(f"{cut}, and {said} of {annotations.path}: a copy cut short?") from None
         planned.append(PlannedVideo(video.video, path, segments, duration))
-    stored = stored_split(config.out)
     test = choose_test_videos([v.name for v in planned], config, stored)
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
-                          unannotated_videos(videos_dir, annotations.videos),
-                          earlier_rate(config.out, config.rgb, stored, config.fps, "--fps", "extract"))
+                          unannotated_videos(videos_dir, annotations.videos))
 
 
 def check_not_cut_short(path: Path, duration: float) -> str:
@@ -423,12 +433,19 @@ def check_not_cut_short(path: Path, duration: float) -> str:
         if warning else ""
 
 
-def rate_change_warning(folder: Path, earlier: float, fps: float) -> str:
-    """The warning (without ``warning:``) of a folder extracted again at another rate: every feature file is
-    replaced, and a detector trained on the folder expects its features at the earlier rate."""
-    return (f"{folder} was extracted at {earlier:g} frames per second; every video is extracted again at --fps {fps:g} "
-            f"(its features, targets and split.json replaced), and a detector trained on it before expects "
-            f"{earlier:g}: train it again")
+def refuse_another_rate(folder: str | Path, rgb: str, stored: SplitFile | None, fps: float) -> None:
+    """Refuse a ``--fps`` other than the rate a folder was extracted at: the run would replace every feature file
+    (hours of extraction, on a large data set) and leave a detector trained on the folder expecting the old rate.
+    A mistyped ``--fps`` did that with one warning line.
+
+    Raises:
+        InputError: naming the option, the folder's rate and the ways on.
+    """
+    earlier = earlier_rate(folder, rgb, stored, fps, "--fps", "extract")
+    if earlier is not None:
+        raise InputError(f"--fps {fps:g}: {folder} was extracted at {earlier:g} frames per second; leave --fps out "
+                         f"(or give {earlier:g}) to go on with it, or extract into another --out (remove the folder to "
+                         f"extract it again at {fps:g})")
 
 
 def unannotated_videos(folder: Path, names: Collection[str]) -> tuple[str, ...]:
@@ -634,9 +651,7 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
     manifest, damage = read_manifest(folder)
     if damage:
         print_warning(damage)
-    if plan.earlier_fps is not None:
-        print_warning(rate_change_warning(folder, plan.earlier_fps, config.fps))
-    report = ExtractionReport(folder)
+    report = ExtractionReport(folder, tuple(plan.test_names))
     width = stored_width(folder / config.rgb)  # before any file is written: the earlier run's
     extractor: FeatureExtractor | None = None  # loaded only when some video needs it
     workers = config.threads or os.cpu_count() or 1

@@ -58,7 +58,8 @@ def build_parser() -> ArgumentParser:
         "efficientnet-lite0-grid (adds a 2x2 grid of the last feature map), efficientnet-lite2[-grid] (the 'lite2' "
         "extra) or light-v1"
     )
-    parser.add_argument("--fps", type=fps_option, default=5.0, help="feature frames per second (default 5)")
+    parser.add_argument("--fps", type=fps_option, default=None,
+                        help="feature frames per second (default 5; on a folder extracted before, its rate)")
     parser.add_argument("--scenario", help="scenario of the annotation file (needed when it holds several)")
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--test-fraction", type=float, default=None,
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                          "own feature files: recognition-features import --features DIR ...); extraction from videos "
                          "takes --videos")
     args = build_parser().parse_args(argv)
-    from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
+    from recognition.feature_folders import stored_split
+    from streaming.offline.features import DEFAULT_FPS, FeatureExtractionConfig, extract_feature_folder
     from streaming.readers import quiet_codec_logs
 
     quiet_codec_logs(args.verbose)
@@ -153,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         annotations=args.annotations,
         out=args.out,
         extractor=args.extractor,
-        fps=args.fps,
+        # Resuming without --fps goes on at the folder's rate: a forgotten --fps is no reason to start again.
+        fps=args.fps if args.fps is not None else (getattr(stored_split(args.out), "fps", None) or DEFAULT_FPS),
         scenario=args.scenario,
         test_fraction=args.test_fraction,
         test_videos=args.test_videos or (),

@@ -107,6 +107,10 @@ def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: py
     err = cli_error(main, ["--features", str(empty), "--out", str(tmp_path / "x.pt")], capsys)
     assert err.startswith(f"error: --features {empty}: not a feature folder: no split.json, which "
                           "recognition-features (or recognition-features import) writes")
+    a_file = tmp_path / "graph.json"  # a path that is there, but a file: "not found" sent users looking for a typo
+    a_file.write_text("{}")
+    err = cli_error(main, ["--features", str(a_file), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == f"error: --features {a_file}: a file, expected a feature folder"
 
 
 @pytest.mark.parametrize(

@@ -164,28 +164,28 @@ def test_a_second_run_extracts_again_a_feature_file_it_cannot_keep(
     capsys.readouterr()
     assert main(args(work, "--augment-copies", "1", "--test-videos", "run2")) == 0
     said = why.format(wide=damaged.shape[1], width=good.shape[1])
-    assert capsys.readouterr().out.strip().endswith(f"; 1 re-extracted: {said} (run0)")
+    assert capsys.readouterr().out.splitlines()[0].endswith(f"; 1 re-extracted: {said} (run0)")
     np.testing.assert_array_equal(np.load(copy), good)
     load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
 
 
-def test_extracting_again_at_another_rate_says_the_folder_is_replaced(
+def test_another_rate_into_a_folder_is_refused_and_a_resume_keeps_its_rate(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # --fps 2, then --fps 3 into the same folder: every feature file was replaced without a word (exit 0), and a
-    # detector trained on it before no longer matched it (recognition-features import warns in the same case).
+    # --fps 2, then --fps 3 into the same folder replaced every feature file with one warning line (exit 0): a
+    # mistyped or forgotten --fps wiped the extraction, and left a detector trained on it expecting the old rate.
     assert main(args(work)) == 0
     capsys.readouterr()
-    assert main(args(work, "--fps", "3")) == 0
-    printed = capsys.readouterr()
-    assert printed.err.splitlines() == [
-        f"warning: {work / 'features'} was extracted at 2 frames per second; every video is extracted again at --fps 3 "
-        "(its features, targets and split.json replaced), and a detector trained on it before expects 2: train it "
-        "again"]
-    assert "(3 extracted, 0 already there)" in printed.out
-    assert json.loads((work / "features" / "split.json").read_text())["fps"] == 3
-    assert main(args(work, "--fps", "3")) == 0
-    assert capsys.readouterr().err == ""  # the same rate again: nothing to say
+    before = {p: p.read_bytes() for p in (work / "features").rglob("*") if p.is_file()}
+    err = cli_error(main, args(work, "--fps", "3"), capsys)
+    assert err == (f"error: --fps 3: {work / 'features'} was extracted at 2 frames per second; leave --fps out (or "
+                   "give 2) to go on with it, or extract into another --out (remove the folder to extract it again "
+                   "at 3)")
+    assert {p: p.read_bytes() for p in (work / "features").rglob("*") if p.is_file()} == before
+    # Without --fps a run goes on at the folder's rate (the default, 5, is for a new folder).
+    assert main([a for a in args(work) if a not in ("--fps", str(FPS))]) == 0
+    assert "(0 extracted, 3 already there)" in capsys.readouterr().out
+    assert json.loads((work / "features" / "split.json").read_text())["fps"] == FPS
 
 
 def test_another_rate_beside_another_extractors_features_is_refused(
@@ -277,7 +277,10 @@ def test_a_log_gets_a_line_per_video_and_the_summary_counts_the_augmented_copies
     assert [line.split(":")[0] for line in lines] == ["video 1/3 run0", "video 2/3 run1", "video 3/3 run2"]
     frames = [int(line.split(": ")[1].split()[0]) for line in lines]
     assert "frames + 2 augmented copies in" in lines[0] and "augmented" not in lines[2]  # test videos: no copies
-    summary = captured.out.strip().splitlines()[-1]
+    summary, split = captured.out.strip().splitlines()[-2:]
+    # The test videos are named: tgml train --exclude-videos needs them, and a drawn split is said nowhere else.
+    assert split == (f"test videos: run2 (in {work / 'features' / 'split.json'}; leave them out of the graph too: "
+                     "tgml train --exclude-videos run2)")
     originals, copies = sum(frames), 2 * (frames[0] + frames[1])
     assert (f": {originals} frames of the videos + {copies} of their augmented copies = {originals + copies} frames "
             "at ") in summary

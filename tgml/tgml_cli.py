@@ -110,7 +110,8 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=None,
                    help="relaxed post-processing rule (docs/method.md)")
     p.add_argument("--early-stop", help="none | sa-plateau | sa-threshold:X (default none)")
-    p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
+    # A metavar: argparse's usage line drops the parentheses of the choices, and showed '1/n+2', which it refuses.
+    p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS), metavar="THRESHOLD",
                    help="cut weights at 1/n (n key-steps, as the paper; do's default), 1/(n+2) (the authors' code; "
                         "tgt-text's default) or 1/N (N = n + 4 nodes)")
     p.add_argument("--include-mistakes", action="store_true",
@@ -163,7 +164,7 @@ def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
                                         f"(default {CAPTAINCOOK_FOLDER}/llm_task_graphs of the data)")
     p.add_argument("--epochs", type=epochs_option, help="DO's maximum epochs (default 1000)")
     p.add_argument("--config", help="TOML file of DO's training settings")
-    p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS),
+    p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS), metavar="THRESHOLD",
                    help="DO's: 1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
     p.add_argument("--ensemble", type=int, default=1,
                    help="average the weights of K DO models per seed before post-processing (default 1)")

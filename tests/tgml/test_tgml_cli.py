@@ -393,3 +393,11 @@ def test_help_lines_fit_80_columns(command: list[str], monkeypatch: pytest.Monke
     if not command:  # each sub-command still listed, one a line, with what it does
         assert page.startswith("usage: tgml [-h] COMMAND ...")
         assert "    bench-mistakes    CaptainCook4D online order-mistake benchmark" in page
+
+
+def test_the_usage_line_offers_no_edge_threshold_the_command_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse drops the parentheses of a choice in the usage line: it offered '1/n+2', which it then refused.
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    usage = capsys.readouterr().out
+    assert "1/n+2" not in usage and "--edge-threshold THRESHOLD" in usage and "1/(n+2)" in usage

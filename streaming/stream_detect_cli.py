@@ -124,7 +124,8 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")
     p.add_argument("--detector", help="detector checkpoint .pt (default with --video demo: the bundled one)")
     p.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")
-    p.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
+    p.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"),
+                   help="file reader (default auto: decord where it reads the file, else OpenCV)")
     pace = p.add_mutually_exclusive_group()
     pace.add_argument("--fast", action="store_true", help="read files as fast as possible (default: real time)")
     pace.add_argument("--realtime", action="store_true", help="pace files to the wall clock (the default)")
@@ -319,7 +320,8 @@ def build_parser() -> ArgumentParser:
     det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker")
     _video_args(det, many=True)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555",
-                     help="the checker's --bind endpoint (waits up to 10 s for it to answer and subscribe)")
+                     help="the checker's --bind endpoint (default tcp://127.0.0.1:5555, the checker's default; waits "
+                          "up to 10 s for it to answer and subscribe)")
     _client_curve_args(det)
     _default_rates_arg(det)
     _watch_args(det)
@@ -328,10 +330,12 @@ def build_parser() -> ArgumentParser:
                          description=CHECKER_HELP)
     _graph_or_demo(chk)
     chk.add_argument("--bind", default="tcp://127.0.0.1:5555",
-                     help="endpoint detectors connect to: a SUB socket subscribed to keystep/, heartbeat/ and onset/ "
+                     help="endpoint detectors connect to (default tcp://127.0.0.1:5555): a SUB socket subscribed to "
+                          "keystep/, heartbeat/ and onset/ "
                           "(connect a PUB, or an XPUB to learn when the subscription has arrived)")
     chk.add_argument("--publish", default="tcp://127.0.0.1:5556",
-                     help="endpoint viewers connect to: an XPUB socket (connect a SUB; each new subscription is "
+                     help="endpoint viewers connect to (default tcp://127.0.0.1:5556): an XPUB socket (connect a SUB; "
+                          "each new subscription is "
                           "greeted with a checker message)")
     _stream_timeout_arg(chk)
     _server_curve_args(chk)
@@ -339,7 +343,8 @@ def build_parser() -> ArgumentParser:
     _watch_args(chk)
     _webhook_arg(chk)
     view = sub.add_parser("view", help="show a checker's alerts and status live")
-    view.add_argument("--connect", default="tcp://127.0.0.1:5556", help="the checker's --publish endpoint")
+    view.add_argument("--connect", default="tcp://127.0.0.1:5556",
+                      help="the checker's --publish endpoint (default tcp://127.0.0.1:5556, the checker's default)")
     _graph_or_demo(view)
     view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     _watch_args(view, metrics=False)
@@ -369,8 +374,10 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
     ev.add_argument("--threads", type=threads_option, default=1, help="torch threads (default 1)")
-    ev.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the detector runs")
-    ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
+    ev.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="where the detector runs (default auto: CUDA when torch sees one)")
+    ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"),
+                   help="file reader (default auto: decord where it reads the file, else OpenCV)")
     ev.add_argument("--ignore-names", action="store_true",
                     help="run even if the detector and the graph name the steps differently (with a warning)")
     _checking_args(ev)

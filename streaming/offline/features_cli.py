@@ -75,8 +75,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--threads", type=threads_option, help="batches computed at once, one core each (default: every core)"
     )
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the extractor runs")
-    parser.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"), help="file reader")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="where the extractor runs (default auto: CUDA when torch sees one)")
+    parser.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"),
+                        help="file reader (default auto: decord where it reads the file, else OpenCV)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--verbose", action="store_true",
                         help="show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default")

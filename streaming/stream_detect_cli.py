@@ -468,6 +468,7 @@ def _check_files_early(args: argparse.Namespace) -> None:
     """The files a run or detector names, checked before torch and the model load (seconds on a busy machine), so
     a typo is one line at once, not after the wait (and a service restarted in a loop fails fast)."""
     from graphs.common.files import open_input
+    from graphs.task_graph import load_graph
     from streaming.curve_keys import client_curve, server_curve
     from streaming.demo.paths import is_demo_video
     from streaming.readers import check_video_file, parse_source
@@ -478,13 +479,15 @@ def _check_files_early(args: argparse.Namespace) -> None:
         client_curve(args.curve_server, args.curve_secret)
     else:
         server_curve(args.curve_secret, args.curve_clients)
-    for option, path, what in (("--graph", args.graph, "graph file"), ("--detector", args.detector,
-                                                                        "detector checkpoint")):
-        try:
-            with open_input(path, what):  # the loaders' own first check, with their words and the option's name
-                pass
-        except InputError as err:
-            raise InputError(f"{option} {err}") from None
+    try:
+        load_graph(args.graph)  # a few milliseconds: a detector or labels file given as the graph is named as such
+    except InputError as err:
+        raise InputError(f"--graph {err}") from None
+    try:
+        with open_input(args.detector, "detector checkpoint"):  # the loader's own first check, with its words
+            pass
+    except InputError as err:
+        raise InputError(f"--detector {err}") from None
     if args.features:  # checked by _check_feature_paths; their content against the detector next
         return
     for video in args.video if isinstance(args.video, list) else [args.video]:

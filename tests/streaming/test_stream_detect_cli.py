@@ -102,8 +102,8 @@ def test_detector_classes_that_do_not_match_the_graph(tmp_path: Path, capsys: py
 def test_an_annotation_file_given_as_the_graph_says_how_to_make_a_graph(capsys: pytest.CaptureFixture[str]) -> None:
     annotations = GRAPH.parent / "demo_annotations.json"
     line = cli_error(main, ["--video", "demo", "--graph", str(annotations), "--jsonl"], capsys)
-    assert line == (f"error: {annotations}: this looks like an annotation file, not a task graph; learn a graph from "
-                    "it with tgml train")
+    assert line == (f"error: --graph {annotations}: this looks like an annotation file, not a task graph; learn a "
+                    "graph from it with tgml train")
 
 
 def _renamed_demo_graph(tmp_path: Path, renames: dict[str, str], scenario: str | None = None) -> Path:
@@ -221,6 +221,9 @@ def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixtu
       "error: --video nothere.mp4: file not found (and not a camera like cam0 or a stream URL)"),
      (["detector", "--video", "demo", "--graph", "nothere.json", "--detector", str(DETECTOR)],
       "error: --graph nothere.json: graph file not found"),
+     # A checkpoint given as the graph: the line named the file, not the option it came through.
+     (["--video", "demo", "--graph", str(DETECTOR), "--detector", str(DETECTOR)],
+      f"error: --graph {DETECTOR}: not UTF-8 text, expected a graph file"),
      (["--video", "demo", "--graph", str(GRAPH), "--detector", "nothere.pt"],
       "error: --detector nothere.pt: detector checkpoint not found"),
      (["--features", "nothere.npy", "--graph", str(GRAPH), "--detector", str(DETECTOR)],
@@ -233,7 +236,7 @@ def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixtu
      (["--video", "demo", "--curve-secret", "nothere.key_secret", "--curve-clients", "nothere"],
       "error: --curve-secret nothere.key_secret: CURVE key file not found (make keys with 'stream-detect keys "
       "--out DIR')")],
-    ids=["video", "graph", "detector", "features", "stream-id", "client-key", "checker-key"])
+    ids=["video", "graph", "graph-is-a-checkpoint", "detector", "features", "stream-id", "client-key", "checker-key"])
 def test_a_missing_file_or_bad_stream_id_is_said_before_the_model_loads(argv: list[str], line: str) -> None:
     # Said only once torch and the model had loaded: 6-10 s for a typo on a busy machine, each time a service
     # restarted in a loop.

@@ -78,6 +78,11 @@ from graphs.common.options import (
     seed_range,
     workers_option,
 )
+from graphs.common.safe_text import count_of
+
+# Fewer executions than this to learn a graph from is said: one shows one order, and each of its steps then requires
+# every step before it.
+FEW_EXECUTIONS = 3
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -423,13 +428,21 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     save_graph(result.graph, args.out)
     if "left_out" in result.graph.info:
         print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
+    executions = result.graph.info.get("train_sequences") if isinstance(result.graph.info, dict) else None
+    if isinstance(executions, int) and executions < FEW_EXECUTIONS:
+        # One execution shows one order: every step then requires every step before it (a chain), and any other
+        # valid order would be alerted as a mistake.
+        print_warning(f"{args.scenario}: learned from {count_of(executions, 'execution')} only: each order it shows "
+                      "becomes pre-conditions; record more executions, in the orders the procedure allows")
     measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
     scores = (("loss", "{:.3f}", result.final_loss),
               # "SA" alone means nothing to a newcomer: said where it is printed (tgml/sequence_accuracy.py).
               ("SA", "{:.3f} (sequence accuracy: 1 = every training order meets the learned pre-conditions)",
                result.sequence_accuracy))
     measures += [f"{name} {shape.format(value)}" for name, shape, value in scores if math.isfinite(value)]
-    print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges -> {args.out}")
+    learned_from = f" from {count_of(executions, 'execution')}" if isinstance(executions, int) else ""
+    print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges{learned_from} -> "
+          f"{args.out}")
 
 
 def _show(args: argparse.Namespace, console: Console) -> None:

@@ -215,6 +215,8 @@ class SegmenterOverrides:
                         "max_delay": max(config.max_delay, 2 * seconds)}
             if config.class_min_duration is not None:  # a length per class too: the flag's, for every step
                 changes["class_min_duration"] = (seconds,) * len(config.class_min_duration)
+            if config.onset_frames > self.min_frames:  # a stored announcement no later than the new confirmation
+                changes["onset_frames"] = self.min_frames
         if self.onset_frames is not None:
             changes["onset_frames"] = self.onset_frames
         if self.threshold and config.background is None:

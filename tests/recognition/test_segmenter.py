@@ -353,9 +353,11 @@ def test_command_line_overrides_change_only_what_they_name_and_stay_valid() -> N
     assert SegmenterOverrides().apply(base) == base
     # A detector of long steps confirms each class after its own length (recognition-train's choice): --min-frames
     # sets that one too, or a shorter --min-frames changed nothing.
-    per_class = SegmenterConfig(fps=1.0, min_duration=6.0, min_run=3.0, max_delay=12.0, class_min_duration=(6.0,) * 4)
+    per_class = SegmenterConfig(fps=1.0, min_duration=6.0, min_run=3.0, max_delay=12.0, class_min_duration=(6.0,) * 4,
+                                onset_frames=3)
     shorter = SegmenterOverrides(min_frames=2).apply(per_class)
-    assert (shorter.min_duration, shorter.min_run, shorter.class_min_duration) == (2.0, 2.0, (2.0,) * 4)
+    assert (shorter.min_duration, shorter.min_run, shorter.class_min_duration, shorter.onset_frames) == (
+        2.0, 2.0, (2.0,) * 4, 2)
     with pytest.raises(InputError, match="--min-frames 0"):
         SegmenterOverrides(min_frames=0)
     with pytest.raises(InputError, match="--threshold"):

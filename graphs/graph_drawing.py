@@ -101,9 +101,9 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
     check_output(path, "rendering")
     with atomic_path(path, suffix=path.suffix) as tmp:
         try:
-            done = run_dot(dot, text, fmt, tmp)
+            done = run_dot(dot, text, fmt, tmp, RENDER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise InputError(f"{path}: Graphviz did not finish within {DOT_TIMEOUT_S:g} s") from None
+            raise InputError(f"{path}: Graphviz did not finish within {RENDER_TIMEOUT_S:g} s") from None
         except OSError as err:
             raise InputError(f"{path}: cannot run Graphviz ({printable(err)})") from None
         if done.returncode != 0:
@@ -111,19 +111,23 @@ def write_rendering(graph: TaskGraph, path: str | Path) -> Path:
     return path
 
 
-DOT_TIMEOUT_S: Final = 30.0  # Graphviz on a 2048-step graph takes seconds, never this long
+# How long Graphviz may take: a page waits for its drawing and lists the steps as text past its limit; `tgml show`
+# asked for the drawing, which on a dense 1024-step graph took 51 s on a loaded 2-core machine.
+DOT_TIMEOUT_S: Final = 30.0
+RENDER_TIMEOUT_S: Final = 600.0
 
 
-def run_dot(dot: str, text: str, fmt: str, out: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_dot(dot: str, text: str, fmt: str, out: Path | None = None,
+            timeout_s: float = DOT_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
     """Graphviz ``dot`` run on DOT ``text`` into ``fmt``, written to ``out`` or, without it, returned as stdout.
 
     Raises:
-        subprocess.TimeoutExpired: it ran past `DOT_TIMEOUT_S` (and was killed).
+        subprocess.TimeoutExpired: it ran past ``timeout_s`` (and was killed).
         OSError: it could not be started.
     """
     target = ["-o", str(out)] if out is not None else []
     return subprocess.run([dot, f"-T{fmt}", *target], input=text.encode("utf-8"), capture_output=True,
-                          timeout=DOT_TIMEOUT_S, check=False)
+                          timeout=timeout_s, check=False)
 
 
 def dot_said(done: subprocess.CompletedProcess[bytes]) -> str:

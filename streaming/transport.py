@@ -130,23 +130,27 @@ def _tcp_host(endpoint: str) -> str | None:
 
 
 def unresolved_host(endpoint: str) -> str | None:
-    """The host name of a ``tcp://`` endpoint when it resolves to no address, else None.
+    """The host name of a ``tcp://`` endpoint when this machine's resolver says no such name exists, else None.
 
-    libzmq resolves a name in the background and retries for ever, so a typo looks like a peer that is not there;
-    asked only once a wait has failed, so a name that resolves costs nothing.
+    libzmq resolves a name in the background and retries for ever, so a typo looked like a peer that is not there.
+    Only a definite answer counts: a resolver that cannot be reached now (a network still coming up) is no typo. In
+    libzmq's ``tcp://SOURCE;HOST:PORT`` form the host is the part after the semicolon.
     """
     host = _tcp_host(endpoint)
+    host = host.rsplit(";", 1)[-1] if host else host
     if not host or host == "*":
         return None
     try:
-        ipaddress.ip_address(host)
+        ipaddress.ip_address(host.strip("[]"))
         return None
     except ValueError:
         pass
     try:
         socket.getaddrinfo(host, None)
-    except (socket.gaierror, UnicodeError):
+    except UnicodeError:  # a label the resolver cannot even encode (over 63 characters): asked of no server
         return host
+    except socket.gaierror as err:
+        return host if err.errno == socket.EAI_NONAME else None
     return None
 
 
@@ -379,10 +383,6 @@ def connect_waiting(
     deadline = time.monotonic() + wait_s
     try:
         if not watch.wait(wait_s):
-            unknown = unresolved_host(endpoint)
-            if unknown is not None:
-                raise InputError(f"{option} {endpoint}: no host is named {unknown!r} here (the name does not "
-                                 "resolve: a typo, or a name only another network knows?)")
             raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
         if kind == zmq.XPUB and not _await_subscriptions(sock, topics, deadline, watch):
             raise InputError(f"{option} {endpoint}: the peer answered but did not subscribe to "
@@ -456,6 +456,10 @@ def _open(
 ) -> tuple[zmq.Socket, HandshakeWatch | None]:
     """A configured socket connecting to ``endpoint``, watched from before its first handshake if asked."""
     check_endpoint(endpoint, option, peer=True)
+    unknown = unresolved_host(endpoint)  # the detector, the view and the dashboard alike, before any wait
+    if unknown is not None:
+        raise InputError(f"{option} {endpoint}: no host is named {unknown!r} here (the name does not resolve: a "
+                         "typo, or a name only another network knows?)")
     if curve is not None and endpoint.startswith("inproc://"):
         raise InputError(f"{option} {endpoint}: CURVE does not apply to inproc:// (no handshake)")
     sock = ctx.socket(kind)

@@ -57,6 +57,11 @@ def test_a_host_name_that_resolves_to_nothing_is_named(tmp_path: Path) -> None:
         run_detector(reader, model, checkpoint, extractor,
                      DetectorConfig(connect=f"tcp://{host}:5555", connect_wait_s=0.3), ctx=zmq.Context.instance())
     assert unresolved_host("tcp://localhost:5555") is None and unresolved_host("tcp://127.0.0.1:5555") is None
+    # A view or a dashboard (no wait: they keep trying) said "not answering" for ever; now refused at start too.
+    with pytest.raises(InputError, match=f"--connect tcp://{host}:5556: no host is named '{host}' here"):
+        connect(zmq.Context.instance(), zmq.SUB, f"tcp://{host}:5556")
+    # libzmq's SOURCE;HOST form: the host is the part after the semicolon.
+    assert unresolved_host(f"tcp://127.0.0.1;{host}:5555") == host
 
 
 def test_detector_runs_once_its_checker_answers(tmp_path: Path) -> None:

@@ -464,21 +464,25 @@ def _check_feature_paths(paths: Sequence[str]) -> None:
             raise fault
 
 
+def _check_keys_early(args: argparse.Namespace) -> None:
+    """The CURVE key files of a run or detector, read before anything loads torch. They are read again where they
+    are used: reading a key file twice costs microseconds, a typo found after the model loads cost seconds."""
+    from streaming.curve_keys import client_curve, server_curve
+
+    if args.command == "detector":
+        client_curve(args.curve_server, args.curve_secret)
+    else:
+        server_curve(args.curve_secret, args.curve_clients)
+
+
 def _check_files_early(args: argparse.Namespace) -> None:
     """The files a run or detector names, checked before torch and the model load (seconds on a busy machine), so
     a typo is one line at once, not after the wait (and a service restarted in a loop fails fast)."""
     from graphs.common.files import open_input
     from graphs.task_graph import load_graph
-    from streaming.curve_keys import client_curve, server_curve
     from streaming.demo.paths import is_demo_video
     from streaming.readers import check_video_file, parse_source
 
-    # The keys are read again where they are used; reading a key file twice costs microseconds, a typo found after
-    # the model loads cost seconds.
-    if args.command == "detector":
-        client_curve(args.curve_server, args.curve_secret)
-    else:
-        server_curve(args.curve_secret, args.curve_clients)
     try:
         load_graph(args.graph)  # a few milliseconds: a detector or labels file given as the graph is named as such
     except InputError as err:
@@ -531,6 +535,8 @@ def _run(args: argparse.Namespace) -> int:
         from streaming.dashboard.cli import run as run_dashboard
 
         return run_dashboard(args)
+    if args.command in ("run", "detector"):
+        _check_keys_early(args)
     if args.command in ("run", "detector") and args.features:
         _check_feature_paths(args.features if isinstance(args.features, list) else [args.features])
     _defaults(args)

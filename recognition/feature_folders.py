@@ -868,7 +868,7 @@ def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: f
         InputError: another extractor's ``rgb_*`` features are in the folder: one folder, one rate (split.json's is
             every ``rgb_*``'s), and the shared targets would be rewritten at the new one under them.
     """
-    if stored is None or stored.fps is None or stored.fps == rate:
+    if stored is None or stored.fps is None or math.isclose(stored.fps, rate, rel_tol=1e-6):  # 2 and 2.0000001 alike
         return None
     others = sorted(p.name for p in Path(folder).glob("rgb_*") if p.is_dir() and p.name != rgb)
     if others:

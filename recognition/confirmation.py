@@ -87,7 +87,8 @@ def annotated_segments(targets: np.ndarray, fps: float, class_step_ids: Sequence
 
 def candidate_durations(base: SegmenterConfig, median_step_s: float | None) -> list[float]:
     """The confirmation lengths worth trying: the default, then, where the default is a single frame, each of
-    `CANDIDATES_S` no longer than `STEP_SHARE` of the median step, one per number of frames."""
+    `CANDIDATES_S` no longer than `STEP_SHARE` of the median step whose half spans two frames or more, one per number
+    of frames."""
     if base.frames(base.min_duration) > 1:  # the default confirms over several frames already
         return [base.min_duration]
     limit = STEP_SHARE * median_step_s if median_step_s is not None else base.min_duration
@@ -95,7 +96,9 @@ def candidate_durations(base: SegmenterConfig, median_step_s: float | None) -> l
     tried = [base.min_duration]
     for seconds in CANDIDATES_S:
         frames = base.frames(seconds)
-        if seconds > base.min_duration and seconds <= limit and frames not in seen:
+        # A flicker rule (half the candidate) of one frame absorbs no blip: such a candidate is only the default
+        # without clean short steps.
+        if seconds > base.min_duration and seconds <= limit and frames not in seen and base.frames(seconds / 2) > 1:
             seen.add(frames)
             tried.append(seconds)
     return tried

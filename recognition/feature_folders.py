@@ -843,12 +843,11 @@ def test_split_line(test: Collection[str], folder: str | Path, what: str = "vide
         test: the test videos' names.
         folder: the feature folder.
         what: how they are called (``videos``, ``recordings``).
-        shown: how many names are listed before the rest are counted.
+        shown: how many names are listed before the rest are counted (the command to copy lists every one).
     """
     names = sorted(test)
-    exclude = ",".join(names) if len(names) <= shown else f"the {len(names)} of its \"test\" list"
     return (f"test {what}: {first_few(names, shown)} (in {Path(folder) / SPLIT_FILE}; leave them out of the graph too: "
-            f"tgml train --exclude-videos {exclude})")
+            f"tgml train --exclude-videos {','.join(names)})")
 
 
 def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: float, option: str,

@@ -169,7 +169,8 @@ def _segmenter_args(p: argparse.ArgumentParser) -> None:
                    help="a frame whose likeliest class scores below P counts as background (default: the detector's)")
     p.add_argument("--min-frames", type=_frames(1), metavar="N",
                    help="frames a key-step must last to be confirmed on its own (default: the detector's; a "
-                        "shorter run alone between two stable ones is confirmed too: docs/live-pipeline.md)")
+                        "shorter run alone between two stable ones is confirmed too, unless the detector stores a "
+                        "length per step, as recognition-train does at 1-2 features a second: docs/live-pipeline.md)")
     p.add_argument("--onset-frames", type=_frames(1), metavar="N",
                    help=f"with --alert-on onset, frames after which a key-step is announced, 1 or more (default: "
                         f"the detector's, else {DEFAULT_ONSET_FRAMES}; --alert-on end announces nothing)")

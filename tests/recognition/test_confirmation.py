@@ -32,7 +32,8 @@ def test_long_steps_at_one_vector_a_second_get_a_confirmation_that_outlasts_a_fl
     base = SegmenterConfig(fps=1.0)
     choice = choose_confirmation(validation, CLASS_STEP_IDS, base)
     assert choice.median_step_s == 40.0
-    assert list(choice.f1) == [0.5, 2.0, 3.0, 6.0, 10.0]  # 1 s is the same one vector as 0.5 s; 10 s = 40 s / 4
+    # 1 s is the same one vector as 0.5 s, 2 s's half one vector (no flicker rule); 10 s = 40 s / 4.
+    assert list(choice.f1) == [0.5, 3.0, 6.0, 10.0]
     chosen = choice.config
     assert chosen.min_duration > 1.0 and chosen.max_delay >= 2 * chosen.min_duration
     # A one-vector blip inside a step is its flicker, and no run shorter than the confirmation is a step.
@@ -61,8 +62,9 @@ def test_a_tie_goes_to_the_shorter_confirmation() -> None:
 
 
 def test_candidates_take_at_most_a_quarter_of_the_median_step_and_differ_in_frames() -> None:
-    assert candidate_durations(SegmenterConfig(fps=1.0), 13.0) == [0.5, 2.0, 3.0]
-    assert candidate_durations(SegmenterConfig(fps=2.0), 100.0) == [0.5, 1.0, 2.0, 3.0, 6.0, 10.0]
+    assert candidate_durations(SegmenterConfig(fps=1.0), 13.0) == [0.5, 3.0]
+    assert candidate_durations(SegmenterConfig(fps=2.0), 100.0) == [0.5, 2.0, 3.0, 6.0, 10.0]
+    assert candidate_durations(SegmenterConfig(fps=2.99), 100.0) == [0.5, 2.0, 3.0, 6.0, 10.0]  # 0.5 s: still 1 frame
     # At video rates the default spans frames enough: long steps or not, it is kept.
     assert candidate_durations(SegmenterConfig(fps=5.0), 100.0) == [0.5]
     assert candidate_durations(SegmenterConfig(fps=1.0), None) == [0.5]

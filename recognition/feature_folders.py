@@ -284,7 +284,10 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
             named twice or in both lists; an optional field has the wrong type.
     """
     src = f"{option} {path}" if option else str(path)
-    split = read_json(path, "split file")
+    try:
+        split = read_json(path, "split file")
+    except InputError as err:  # the file's own faults, with the option that gave it
+        raise InputError(f"{option} {err}" if option else str(err)) from None
     if not isinstance(split, dict):
         raise InputError(f"{src}: expected an object with 'train' and 'test' lists")
     train, test = _video_names(split, "train", src), _video_names(split, "test", src)

@@ -564,6 +564,10 @@ def _run(args: argparse.Namespace) -> int:
         return _detector(args)
     if args.command == "eval":
         return _eval(args)
+    if not args.jsonl and sys.stdout.isatty():
+        # torch, the model and the checker process take seconds (more on a busy machine, and the demo's videos are
+        # rendered on first use) before the view's first frame: a blank terminal looked hung.
+        print("stream-detect: loading the detector and starting the checker...", flush=True)
     from streaming.all_in_one import RunConfig, run_all
     from streaming.detector.config import DetectorConfig
     from streaming.detector.webhook import WebhookConfig

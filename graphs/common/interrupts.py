@@ -157,18 +157,33 @@ def handling_signals() -> Iterator[None]:
 
 
 @contextmanager
+def _held() -> Iterator[None]:
+    """The handled signals blocked in this thread for a few statements of bookkeeping: one that comes meanwhile is
+    delivered, and its handler run, once they are done, never between them (a signal that landed between the count
+    going to zero and the pending list's clearing raised at once and left a stale entry behind)."""
+    if not hasattr(signal, "pthread_sigmask"):  # no per-thread signal masks (Windows): the re-entrant lock alone
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+@contextmanager
 def signals_deferred() -> Iterator[None]:
     """Hold a SIGINT or SIGTERM that arrives meanwhile until the block is over (a step that must finish whole).
 
     Keep the block short (a rename, a removal): the signal waits for it.
     """
     global _deferring
-    with _lock:
+    with _held(), _lock:
         _deferring += 1
     try:
         yield
     finally:
-        with _lock:
+        with _held(), _lock:
             _deferring -= 1
             arrived = _pending[:1] if not _deferring else []
             if not _deferring:

@@ -19,6 +19,7 @@ file written for them is damaged or holds NaN or infinity (`recognition.feature_
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections import deque
@@ -442,6 +443,9 @@ def refuse_another_rate(folder: str | Path, rgb: str, stored: SplitFile | None, 
         InputError: naming the option, the folder's rate and the ways on.
     """
     earlier = earlier_rate(folder, rgb, stored, fps, "--fps", "extract")
+    if earlier is None and (stored is None or stored.fps is None):  # a split that records no rate: the manifest's
+        recorded = manifest_rate(Path(folder))
+        earlier = recorded if recorded is not None and not math.isclose(recorded, fps, rel_tol=1e-6) else None
     if earlier is not None:
         raise InputError(f"--fps {fps:g}: {folder} was extracted at {earlier:g} frames per second; leave --fps out "
                          f"(or give {earlier:g}) to go on with it, or extract into another --out (remove the folder to "
@@ -470,6 +474,14 @@ def _settings(video: PlannedVideo, config: FeatureExtractionConfig, copies: int)
     if copies:
         settings |= {"augment_copies": copies, "augment_flips": config.augment_flips, "seed": config.seed}
     return settings
+
+
+def manifest_rate(folder: Path) -> float | None:
+    """The one rate every video of a folder's manifest was extracted at (None: no manifest, or rates that differ): a
+    ``split.json`` written by hand or edited may record none."""
+    rates = {entry.get("fps") for entry in read_manifest(folder)[0].values()}
+    rate = rates.pop() if len(rates) == 1 else None
+    return float(rate) if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0 else None
 
 
 def read_manifest(folder: Path) -> tuple[dict[str, dict[str, Any]], str]:

@@ -188,6 +188,20 @@ def test_another_rate_into_a_folder_is_refused_and_a_resume_keeps_its_rate(
     assert json.loads((work / "features" / "split.json").read_text())["fps"] == FPS
 
 
+def test_a_split_that_records_no_rate_goes_on_at_the_rate_the_manifest_records(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A split.json written by hand or edited may record no "fps": a run without --fps re-extracted every video at 5.
+    assert main(args(work)) == 0
+    split = work / "features" / "split.json"
+    split.write_text(json.dumps({k: v for k, v in json.loads(split.read_text()).items() if k != "fps"}))
+    capsys.readouterr()
+    assert main([a for a in args(work) if a not in ("--fps", str(FPS))]) == 0
+    assert "(0 extracted, 3 already there)" in capsys.readouterr().out
+    err = cli_error(main, args(work, "--fps", "3"), capsys)
+    assert err.startswith(f"error: --fps 3: {work / 'features'} was extracted at 2 frames per second")
+
+
 def test_another_rate_beside_another_extractors_features_is_refused(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from functools import wraps
-from typing import Final, ParamSpec, TypeGuard, TypeVar
+from typing import Final, NoReturn, ParamSpec, TypeGuard, TypeVar
 
 from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
@@ -167,23 +167,16 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             print(f"error: {printable(err)}", file=sys.stderr)
             raise SystemExit(EXIT_FAILURE) from None
         except KeyboardInterrupt as err:
-            stop = err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
-            print(f"interrupted by {stop.name}: {_interrupted_note()}", file=sys.stderr)
-            raise SystemExit(stop.exit_status) from None
+            _stop(err)
         except Exception as err:
             behind = interrupt_behind(err)
             if behind is not None:
-                print(f"interrupted by {behind.name}: {_interrupted_note()}", file=sys.stderr)
-                raise SystemExit(behind.exit_status) from None
+                _stop(behind)
             if isinstance(err, OSError) and isinstance(err.__context__, KeyboardInterrupt):
                 # Stopping, the last write hit a terminal that is gone (a closed window, a dropped ssh session: EIO
                 # on the SIGHUP that says so): the interrupt is the news; its line goes out if anything is left.
-                cause = err.__context__
-                stop = cause if isinstance(cause, Interrupted) else Interrupted(signal.SIGINT)
                 _drop_stdout()
-                with contextlib.suppress(OSError):
-                    print(f"interrupted by {stop.name}: {_interrupted_note()}", file=sys.stderr)
-                raise SystemExit(stop.exit_status) from None
+                _stop(err.__context__, terminal_gone=True)
             if output_full(err):
                 _drop_stdout()
                 print(f"error: cannot write the output: {printable(err.strerror)}", file=sys.stderr)
@@ -193,6 +186,16 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             _WRITES_FILES.reset(writes)
 
     return wrapper
+
+
+def _stop(interrupt: KeyboardInterrupt, terminal_gone: bool = False) -> NoReturn:
+    """End a command stopped by a signal: its one line (`_interrupted_note`), exit status 128 + the signal. A plain
+    `KeyboardInterrupt` (no handler installed) is SIGINT's; with ``terminal_gone`` the line is tried, and may find
+    nothing left to write to."""
+    stop = interrupt if isinstance(interrupt, Interrupted) else Interrupted(signal.SIGINT)
+    with contextlib.suppress(OSError) if terminal_gone else contextlib.nullcontext():
+        print(f"interrupted by {stop.name}: {_interrupted_note()}", file=sys.stderr)
+    raise SystemExit(stop.exit_status) from None
 
 
 def _interrupted_note() -> str:

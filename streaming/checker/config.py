@@ -19,6 +19,8 @@ from streaming.transport import (
 
 STREAM_TIMEOUT_S: Final = 5.0  # a stream silent this long is lost (10 heartbeats missed)
 MAX_STREAM_TIMEOUT_S: Final = 3600.0
+# Streams a checker tracks at once (a bound on memory from untrusted peers); a view and a dashboard keep as many.
+MAX_STREAMS: Final = 256
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class CheckerConfig:
     bind_events: str = DEFAULT_EVENTS_ENDPOINT
     bind_alerts: str = DEFAULT_ALERTS_ENDPOINT
     status_period_s: float = HEARTBEAT_S
-    max_streams: int = 256
+    max_streams: int = MAX_STREAMS
     stream_timeout_s: float = STREAM_TIMEOUT_S
     curve: CurveServer | None = None
     insecure: bool = False

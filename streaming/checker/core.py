@@ -30,7 +30,7 @@ from graphs.common.safe_text import count_of
 from graphs.task_graph import TaskGraph
 from streaming.checker.budget import PollBudget
 from streaming.checker.changes import StreamChanges
-from streaming.checker.config import STREAM_TIMEOUT_S
+from streaming.checker.config import MAX_STREAMS, STREAM_TIMEOUT_S
 from streaming.checker.outputs import Outputs
 from streaming.checker.refusals import Refusals, Refused, StreamTaken, UnknownStep, Unsendable
 from streaming.checker.schedule import Snapshots
@@ -79,7 +79,7 @@ class CheckerCore:
         self,
         graph: TaskGraph,
         clock: Callable[[], float] = time.time,
-        max_streams: int = 256,
+        max_streams: int = MAX_STREAMS,
         stream_timeout_s: float = STREAM_TIMEOUT_S,
         monotonic: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] | None = None,

@@ -51,7 +51,7 @@ TOPICS: Final = (b"alert/", b"retraction/", b"missing/", b"status/", b"checker/"
 MAX_PENDING: Final = 20_000  # decoded messages waiting for the web loop before the reader thread waits
 STATUS_EVERY_S: Final = 0.5  # each stream's newest status is decoded this often (the page's tiles move as often)
 STATUS_TOPIC: Final = b"status/"
-MAX_HELD: Final = 1024  # streams whose newest status waits undecoded (the checker tracks 256)
+MAX_HELD: Final = 1024  # streams whose newest status waits undecoded (four times the checker's MAX_STREAMS)
 
 Received = list[tuple[Message, float]]  # decoded messages, each with the wall time it arrived
 

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from graphs.common.safe_text import printable
+from streaming.checker.config import MAX_STREAMS  # tiles kept (the checker tracks as many); the one silent longest goes
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
 from streaming.step_names import StepNames, named_steps
 from streaming.transport import gone_silent
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
-MAX_STREAMS: Final = 256  # tiles kept (the checker tracks as many); the one silent longest goes
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
                         "over_budget", "unsendable", "denied", "stream_taken")

@@ -14,13 +14,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from graphs.task_graph import TaskGraph
+from streaming.checker.config import MAX_STREAMS
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.step_names import StepNames, named_steps
 from streaming.transport import gone_silent
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
-MAX_VIEW_STREAMS: int = 256  # streams kept in the view (the checker tracks as many); the least recent one goes
+MAX_VIEW_STREAMS: int = MAX_STREAMS  # streams kept in the view (the checker tracks as many); the least recent goes
 
 
 @dataclass

@@ -423,6 +423,15 @@ def test_the_result_tables_never_split_or_cut_a_figure(width: int) -> None:
     assert "–: not published. -: not measured (nothing to count: a precision without an alert)." in text
 
 
+def test_seeds_that_all_score_alike_are_said_to() -> None:
+    # noisy-AND's seed only jitters a constant start: "± 0.0 over n=5" read as a very stable method, not a
+    # deterministic one.
+    alike = _entry(5, 72.3, None) | {"per_seed": [{"seed": s, "scores": {"avg_f1": 72.3}} for s in range(5)]}
+    result = {"settings": {}, "results": {"epic-tent-o": {"gt": {"noisy-and": alike, "do": _entry(5, 57.7, None)}}}}
+    text = " ".join(drawn(prego.result_tables(result)[0], 130).split())
+    assert "noisy-and (n=5, all alike)" in text and "do (n=5)" in text and "do (n=5, all" not in text
+
+
 def test_piped_the_noise_ablation_is_one_table_row_per_method(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -73,7 +73,12 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
                     continue
                 entry = entries[method]
                 seeded = len(entry["per_seed"]) > 1
-                label = f"{method} (n={len(entry['per_seed'])})" if seeded else method
+                # Seeds that all score alike (noisy-AND: the seed only jitters a constant start; DO at beta 0.5 on
+                # Assembly101-O) are said to, not shown as a spread of 0.0 over n runs that reads as stability.
+                first = entry["per_seed"][0].get("scores") if seeded else None
+                alike = first is not None and all(run.get("scores") == first for run in entry["per_seed"])
+                label = (f"{method} (n={len(entry['per_seed'])}{', all alike' if alike else ''})" if seeded
+                         else method)
                 mark = MODE_MARKS[mode]
                 table.add_row(
                     escape(label),  # "graph:<file name>" is the user's text, not rich markup

@@ -200,6 +200,17 @@ def run_methods(
     return MethodsOutcome({m: results[m] for m in methods}, time.perf_counter() - started)
 
 
+
+def seeds_cell(seeds: Sequence[int], per_seed: np.ndarray) -> str:
+    """The seeds column: "none" for a deterministic method ("-" is not measured), the count else, and "all alike"
+    where every seed scored the same (noisy-AND's seed only jitters a constant start): a spread of 0.0 over n runs
+    read as stability."""
+    if not seeds:
+        return "none"
+    alike = len(seeds) > 1 and float(np.ptp(per_seed, axis=0).max()) == 0.0
+    return f"{len(seeds)}{', all alike' if alike else ''}"
+
+
 def methods_table(outcome: MethodsOutcome) -> Table:
     """Rich table: one row per method, P / R / F1 mean ± 90% CI over seeds, with the published row beside it.
 
@@ -218,7 +229,7 @@ def methods_table(outcome: MethodsOutcome) -> Table:
         published = PUBLISHED.get(name)
         table.add_row(
             name if result.ensemble == 1 else f"{name} (ensemble of {result.ensemble})",
-            str(len(result.seeds)) if result.seeds else "none",  # a deterministic method ("-" is not measured)
+            seeds_cell(result.seeds, result.per_seed()),
             *(summary_text(summary[k], len(result.seeds)) for k in ("precision", "recall", "f1")),
             "ours" if published is None else " / ".join(f"{v:.1f}" for v in published),
         )

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.cli_errors import cli_error
@@ -76,3 +77,12 @@ def test_a_subset_run_says_what_its_figures_are(data_dir: Path, capsys: pytest.C
     printed = capsys.readouterr().out
     assert "2 procedures, one run each" in printed and "±" not in printed
     assert "published P / R / F1 (24 procedures)" in printed
+
+
+def test_the_seeds_column_says_when_every_seed_scored_alike() -> None:
+    # noisy-AND's "5 | 90.2 ± 0.0" read as a very stable method: its seed only jitters a constant start.
+    from tgml.bench.captaincook_methods import seeds_cell
+
+    assert seeds_cell([42, 43, 44], np.tile([[90.0, 91.0, 90.5]], (3, 1))) == "3, all alike"
+    assert seeds_cell([42, 43], np.array([[90.0, 91.0, 90.5], [89.0, 91.0, 90.0]])) == "2"
+    assert seeds_cell([], np.zeros((1, 3))) == "none" and seeds_cell([42], np.zeros((1, 3))) == "1"

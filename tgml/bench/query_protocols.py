@@ -99,17 +99,12 @@ def average_precision(scores: np.ndarray, labels: np.ndarray) -> float | None:
         AP in percent; None when the items are all of one class (nothing to find, or nothing to tell apart:
         every ranking would score 100).
     """
+    from recognition.metrics import average_precision as per_class_ap  # the one AP, ties as one threshold
+
     labels = np.asarray(labels, dtype=bool)
     if labels.all() or not labels.any():
         return None
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    ranked, hits = np.asarray(scores)[order], labels[order]
-    last_of_block = np.r_[ranked[1:] != ranked[:-1], True]  # the threshold at each distinct score
-    true_pos = np.cumsum(hits)[last_of_block]
-    predicted = np.flatnonzero(last_of_block) + 1
-    recall = true_pos / labels.sum()
-    precision = true_pos / predicted
-    return float(100 * np.sum(np.diff(np.r_[0.0, recall]) * precision))
+    return float(100 * per_class_ap(np.asarray(scores, dtype=np.float64)[:, None], labels[:, None])[0])
 
 
 def predict(scores: np.ndarray, threshold: float) -> np.ndarray:

@@ -442,11 +442,9 @@ def refuse_another_rate(folder: str | Path, rgb: str, stored: SplitFile | None, 
     Raises:
         InputError: naming the option, the folder's rate and the ways on.
     """
-    earlier = earlier_rate(folder, rgb, stored, fps, "--fps", "extract")
-    if earlier is None and (stored is None or stored.fps is None):  # a split that records no rate: the manifest's
-        recorded = manifest_rate(Path(folder))
-        earlier = recorded if recorded is not None and not math.isclose(recorded, fps, rel_tol=1e-6) else None
-    if earlier is not None:
+    earlier_rate(folder, rgb, stored, fps, "--fps", "extract")  # another extractor's rgb_* beside: refused there
+    earlier = folder_rate(folder, stored)
+    if earlier is not None and not math.isclose(earlier, fps, rel_tol=1e-6):  # 2 and 2.0000001 alike
         raise InputError(f"--fps {fps:g}: {folder} was extracted at {earlier:g} frames per second; leave --fps out "
                          f"(or give {earlier:g}) to go on with it, or extract into another --out (remove the folder to "
                          f"extract it again at {fps:g})")
@@ -474,6 +472,13 @@ def _settings(video: PlannedVideo, config: FeatureExtractionConfig, copies: int)
     if copies:
         settings |= {"augment_copies": copies, "augment_flips": config.augment_flips, "seed": config.seed}
     return settings
+
+
+def folder_rate(folder: str | Path, stored: SplitFile | None) -> float | None:
+    """The rate a feature folder was extracted at: its ``split.json``'s (``stored``, `stored_split`), else the one its
+    manifest records (`manifest_rate`); None for a new folder. A run without ``--fps`` goes on at it, and one with
+    another is refused (`refuse_another_rate`)."""
+    return stored.fps if stored is not None and stored.fps is not None else manifest_rate(Path(folder))
 
 
 def manifest_rate(folder: Path) -> float | None:

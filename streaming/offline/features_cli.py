@@ -31,7 +31,6 @@ records the rate and the ``--name`` (default ``imported``) and is fed live from 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Final
 
 from graphs.common.command_line import ArgumentParser, plain_summary, unknown_command
@@ -149,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                          "takes --videos")
     args = build_parser().parse_args(argv)
     from recognition.feature_folders import stored_split
-    from streaming.offline.features import DEFAULT_FPS, FeatureExtractionConfig, extract_feature_folder, manifest_rate
+    from streaming.offline.features import DEFAULT_FPS, FeatureExtractionConfig, extract_feature_folder, folder_rate
     from streaming.readers import quiet_codec_logs
 
     quiet_codec_logs(args.verbose)
@@ -159,8 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         out=args.out,
         extractor=args.extractor,
         # Resuming without --fps goes on at the folder's rate: a forgotten --fps is no reason to start again.
-        fps=args.fps if args.fps is not None else (getattr(stored_split(args.out), "fps", None)
-                                                    or manifest_rate(Path(args.out)) or DEFAULT_FPS),
+        fps=args.fps if args.fps is not None else folder_rate(args.out, stored_split(args.out)) or DEFAULT_FPS,
         scenario=args.scenario,
         test_fraction=args.test_fraction,
         test_videos=args.test_videos or (),

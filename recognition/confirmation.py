@@ -115,23 +115,23 @@ def confirmation_config(base: SegmenterConfig, seconds: float, classes: int) -> 
 
 
 def confirmed_f1(
-    validation: Mapping[str, tuple[np.ndarray, np.ndarray]], config: SegmenterConfig,
+    outputs: Mapping[str, np.ndarray], annotated: Mapping[str, Sequence[TimedSegment]], config: SegmenterConfig,
     class_step_ids: Sequence[int | None],
 ) -> float | None:
     """F1@50 (percent) of the segments the segmenter confirms on each video's outputs, counts summed over videos.
 
     Args:
-        validation: ``{video: (probs (T, C) or (T, 2C), targets (T, C))}``; columns past ``C`` (done states) are
-            not read.
+        outputs: ``{video: probs (T, C) or (T, 2C)}``; columns past ``C`` (done states) are not read.
+        annotated: ``{video: its annotated segments}`` (`annotated_segments`, the same for every candidate).
         config: the segmenter settings.
         class_step_ids: class -> step id (None: background).
     """
     classes = len(class_step_ids)
     counts = MatchCounts()
-    for probs, targets in validation.values():
+    for name, probs in outputs.items():
         found = [TimedSegment(e.step, e.start, e.end)
                  for e in segment_outputs(np.asarray(probs)[:, :classes], config, class_step_ids)]
-        counts += segment_matches(found, annotated_segments(targets, config.fps, class_step_ids), IOU)
+        counts += segment_matches(found, annotated[name], IOU)
     f1 = counts.f1
     return None if f1 is None else 100.0 * f1
 
@@ -143,20 +143,22 @@ def choose_confirmation(
     """Choose the segmenter's ``min_duration`` on validation outputs (see the module docstring).
 
     Args:
-        validation: as `confirmed_f1`.
+        validation: ``{video: (probs (T, C) or (T, 2C), targets (T, C))}``, the trainer's causal outputs and targets.
         class_step_ids: class -> step id (None: background).
         base: the settings the other fields come from (the defaults at the detector's fps).
 
     Returns:
         The `ConfirmationChoice`; ``base`` itself when only its ``min_duration`` is a candidate.
     """
-    steps = [s.end - s.start for _, targets in validation.values()
-             for s in annotated_segments(targets, base.fps, class_step_ids)]
+    annotated = {name: annotated_segments(targets, base.fps, class_step_ids)
+                 for name, (_, targets) in validation.items()}
+    steps = [s.end - s.start for segments in annotated.values() for s in segments]
     median = float(np.median(steps)) if steps else None
     tried = candidate_durations(base, median)
     if len(tried) == 1:
         return ConfirmationChoice(base, {}, median)
+    outputs = {name: probs for name, (probs, _) in validation.items()}
     configs = [base] + [confirmation_config(base, s, len(class_step_ids)) for s in tried[1:]]
-    f1 = {s: confirmed_f1(validation, c, class_step_ids) for s, c in zip(tried, configs, strict=True)}
+    f1 = {s: confirmed_f1(outputs, annotated, c, class_step_ids) for s, c in zip(tried, configs, strict=True)}
     best = max(range(len(tried)), key=lambda i: (f1[tried[i]] or 0.0, -i))  # a tie: the shorter
     return ConfirmationChoice(configs[best], f1, median)

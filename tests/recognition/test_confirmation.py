@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recognition.confirmation import candidate_durations, choose_confirmation, confirmed_f1
+from recognition.confirmation import annotated_segments, candidate_durations, choose_confirmation, confirmed_f1
 from recognition.segmenter import SegmenterConfig
 
 CLASS_STEP_IDS = (None, 10, 11, 12)  # background, then three key-steps
@@ -72,5 +72,5 @@ def test_candidates_take_at_most_a_quarter_of_the_median_step_and_differ_in_fram
 
 def test_no_annotated_step_scores_nothing() -> None:
     probs = np.tile([0.9, 0.05, 0.03, 0.02], (30, 1))
-    assert confirmed_f1({"v": (probs, np.eye(4)[np.zeros(30, dtype=np.int64)])}, SegmenterConfig(fps=1.0),
-                        CLASS_STEP_IDS) is None
+    annotated = {"v": annotated_segments(np.eye(4)[np.zeros(30, dtype=np.int64)], 1.0, CLASS_STEP_IDS)}
+    assert confirmed_f1({"v": probs}, annotated, SegmenterConfig(fps=1.0), CLASS_STEP_IDS) is None

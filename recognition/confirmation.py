@@ -44,8 +44,9 @@ from typing import Final
 
 import numpy as np
 
+from recognition.evidence_calibration import annotated_runs
 from recognition.segment_metrics import MatchCounts, TimedSegment, segment_matches
-from recognition.segmenter import SegmenterConfig, run_length_encode, segment_outputs
+from recognition.segmenter import SegmenterConfig, segment_outputs
 
 CANDIDATES_S: Final = (0.5, 1.0, 2.0, 3.0, 6.0, 10.0)
 STEP_SHARE: Final = 0.25
@@ -77,12 +78,11 @@ class ConfirmationChoice:
 
 def annotated_segments(targets: np.ndarray, fps: float, class_step_ids: Sequence[int | None]) -> list[TimedSegment]:
     """The annotated key-step segments of per-frame targets (their largest entry is the label; runs of background
-    classes are left out), in seconds."""
-    labels, lengths = run_length_encode(np.asarray(targets).argmax(axis=1))
-    ends = np.cumsum(lengths)
-    return [TimedSegment(int(step), float(end - length) / fps, float(end) / fps)
-            for label, length, end in zip(labels.tolist(), lengths.tolist(), ends.tolist(), strict=True)
-            if (step := class_step_ids[label]) is not None]
+    classes are left out), in seconds: the calibration's runs (`recognition.evidence_calibration.annotated_runs`)."""
+    steps = {c: s for c, s in enumerate(class_step_ids) if s is not None}
+    background = set(range(len(class_step_ids))) - steps.keys()
+    return [TimedSegment(steps[c], start / fps, end / fps)
+            for c, start, end in annotated_runs(np.asarray(targets).argmax(axis=1), background)]
 
 
 def candidate_durations(base: SegmenterConfig, median_step_s: float | None) -> list[float]:

@@ -202,6 +202,22 @@ def test_a_split_that_records_no_rate_goes_on_at_the_rate_the_manifest_records(
     assert err.startswith(f"error: --fps 3: {work / 'features'} was extracted at 2 frames per second")
 
 
+def test_a_folder_below_one_vector_a_second_is_named_not_the_fps_the_user_did_not_give(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Imported features may run at 0.5 a second; a run into such a folder without --fps said "--fps 0.5: must be ...",
+    # an option the user never typed.
+    assert main(args(work)) == 0
+    split = work / "features" / "split.json"
+    split.write_text(json.dumps({**json.loads(split.read_text()), "fps": 0.5}))
+    before = {p: p.read_bytes() for p in (work / "features").rglob("*") if p.is_file()}
+    capsys.readouterr()
+    err = cli_error(main, [a for a in args(work) if a not in ("--fps", str(FPS))], capsys)
+    assert err == (f"error: {work / 'features'}: its features run at 0.5 per second, and video is extracted at 1 to "
+                   "1000 frames a second; extract into another --out")
+    assert {p: p.read_bytes() for p in (work / "features").rglob("*") if p.is_file()} == before
+
+
 def test_another_rate_beside_another_extractors_features_is_refused(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

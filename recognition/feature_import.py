@@ -211,7 +211,7 @@ class ImportReport:
             step (CaptainCook4D's: 1.0-1.5); 0 when no recording has a timed step.
         earlier_rate: the rate the folder was imported at before, when this import rewrites it at another.
         unread: the note on the ``--features`` entries that are no ``<video>.npy`` and are not read (`unread_line`),
-            or None.
+            or None; the command prints it on stderr, beside its warnings, not in the summary.
     """
 
     folder: Path
@@ -254,8 +254,6 @@ class ImportReport:
         if self.other_scenario:
             lines.append(f"not imported: {len(self.other_scenario)} feature files are of recordings of another "
                          f"scenario ({first_few(sorted(self.other_scenario), SHOWN)})")
-        if self.unread:  # an .npz of a recording counted above as having no feature file: said why
-            lines.append(f"note: {self.unread}")
         return "\n".join(printable(line) for line in lines)
 
 

@@ -34,7 +34,7 @@ import sys
 from typing import Final
 
 from graphs.common.command_line import ArgumentParser, plain_summary, unknown_command
-from graphs.common.errors import InputError, exit_on_input_error, print_warning
+from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
 from graphs.common.options import MAX_FPS, MIN_FPS, fps_option, output_name, rate_option, seed_option, threads_option
 
 
@@ -128,6 +128,8 @@ def _import(argv: list[str]) -> int:
     for warning in report.rate_warnings(config.rate):
         print_warning(warning)
     print(report.summary(config.rate, config.name))
+    if report.unread:  # an .npz of a recording counted in the summary as having no feature file: said why
+        print_note(report.unread)
     return 0
 
 

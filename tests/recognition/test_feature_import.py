@@ -451,9 +451,11 @@ def test_entries_that_are_not_feature_files_are_named_in_a_note(tmp_path: Path,
     (npy / "rec0.npy").unlink()
     (npy / "old").mkdir()
     assert main(argv(root, "--test-videos", "rec4")) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert "not imported: 1 annotated recordings have no feature file (rec0)" in printed
-    assert printed[-1] == f"note: --features {npy}: 2 entries are not <video>.npy and not read: old/, rec0.npz"
+    printed = capsys.readouterr()
+    assert "not imported: 1 annotated recordings have no feature file (rec0)" in printed.out.splitlines()
+    # On stderr, as every command's notes: stdout is the summary a script may read.
+    assert printed.err.splitlines()[-1] == (f"note: --features {npy}: 2 entries are not <video>.npy and not read: "
+                                            "old/, rec0.npz")
 
 
 def test_files_none_of_which_is_of_the_scenario_asked_for_are_refused(tmp_path: Path,

@@ -74,6 +74,15 @@ def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
+def window_frames(window_s: float, fps: float) -> int:
+    """``n`` of formula (E1): the evidence window of ``window_s`` seconds in frames at ``fps``, at least one.
+
+    The one conversion the live reporter, the recorded replay and the calibration share: a window one frame longer
+    in one of them would score the detector on evidence the checker never sees.
+    """
+    return max(1, round(window_s * fps))
+
+
 def window_evidence(probs: np.ndarray, window: int) -> np.ndarray:
     """Formula (E1) over a whole recording: the running maximum of ``window``-frame means.
 
@@ -349,7 +358,7 @@ class EvidenceReporter:
             raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
         self.classes = [index[s] for s in model.step_ids]
         self._row = {s: i for i, s in enumerate(model.step_ids)}
-        self.window = max(1, round(model.window_s * fps))
+        self.window = window_frames(model.window_s, fps)
         self.fps = fps
         self.tracker = EvidenceTracker(len(class_step_ids), self.window)
 
@@ -405,7 +414,7 @@ def recording_evidence(
     missing = [s for s in model.step_ids if s not in index]
     if missing:
         raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
-    window = max(1, round(model.window_s * fps))
+    window = window_frames(model.window_s, fps)
     columns = [index[s] for s in model.step_ids]
     outputs = np.asarray(probs)
     x = window_evidence(outputs[:, columns], window)  # (T, K)

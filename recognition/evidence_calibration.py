@@ -47,7 +47,14 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
-from recognition.evidence import EvidenceModel, detection_evidence, duration_evidence, state_logit, window_evidence
+from recognition.evidence import (
+    EvidenceModel,
+    detection_evidence,
+    duration_evidence,
+    state_logit,
+    window_evidence,
+    window_frames,
+)
 from recognition.segmenter import SegmenterConfig, segment_outputs
 
 SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
@@ -236,7 +243,7 @@ def calibrate_evidence(
     if detection_window_s is not None and not detection_window_s > 0:
         raise InputError(f"evidence calibration: detection window {detection_window_s} s must be > 0")
     det_window_s = window_s if detection_window_s is None else float(detection_window_s)
-    window = max(1, round(window_s * fps))
+    window = window_frames(window_s, fps)
     xs, groups, ys, pair_video = [], [], [], []
     det_y, det_group, det_real, det_video = [], [], [], []
     seg_hit = np.zeros(len(key))

@@ -40,7 +40,7 @@ from graphs.task_graph import Node
 from recognition.metrics import average_precision
 from tgml.bench.error_annotations import ErrorRecording
 from tgml.bench.live.bench import LiveBenchResult
-from tgml.bench.live.chain import PEAK_WINDOW_S, causal_means, step_peaks
+from tgml.bench.live.chain import causal_means, peak_frames, step_peaks
 from tgml.bench.live.recordings import FPS
 
 # The order-mistake precision the issue asks for (percent): `Ceiling.at_precision` is the best score that keeps it.
@@ -180,7 +180,7 @@ def order_scores(
         recording: its annotation (performed steps with their times and tags).
         preconditions: step -> its pre-conditions (the hand-made graph's).
     """
-    window = max(1, round(PEAK_WINDOW_S * fps))
+    window = peak_frames(fps)
     means = causal_means(probs, window)
     # Row t: the largest mean over the vectors before t (row 0: nothing shown yet).
     shown_before = np.vstack([np.zeros((1, probs.shape[1])), np.maximum.accumulate(means, axis=0)])

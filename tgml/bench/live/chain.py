@@ -49,6 +49,11 @@ def causal_means(probs: np.ndarray, frames: int) -> np.ndarray:
     return (csum[t] - csum[lo]) / (t - lo)[:, None]
 
 
+def peak_frames(fps: float) -> int:
+    """`PEAK_WINDOW_S` in frames at ``fps``: the one conversion the end report and the ceiling's scores share."""
+    return max(1, round(PEAK_WINDOW_S * fps))
+
+
 def step_peaks(probs: np.ndarray, class_step_ids: Sequence[int | None], fps: float) -> dict[int, float]:
     """Per key-step class, ``max_t (1/W) sum_{u=t-W+1..t} p_u`` with ``W = PEAK_WINDOW_S * fps`` frames (fewer at
     the start, `causal_means`): how clearly the stream ever showed the step, using only frames up to the end of the
@@ -64,7 +69,7 @@ def step_peaks(probs: np.ndarray, class_step_ids: Sequence[int | None], fps: flo
     """
     if len(probs) == 0:
         return {int(s): 0.0 for s in class_step_ids if s is not None}
-    peak = causal_means(probs, max(1, round(PEAK_WINDOW_S * fps))).max(axis=0)
+    peak = causal_means(probs, peak_frames(fps)).max(axis=0)
     return {int(s): float(peak[c]) for c, s in enumerate(class_step_ids) if s is not None}
 
 

@@ -804,8 +804,8 @@ class Receiver:
         self.poller.register(sock, zmq.POLLIN)
 
     def poll(self, timeout_ms: int = POLL_MS) -> list[Message]:
-        """Wait up to ``timeout_ms`` for messages, then take what is queued (at most `RECV_BATCH` messages, and
-        for at most `RECV_BUDGET_S`; the rest wait for the next poll).
+        """Wait up to ``timeout_ms`` for messages, then take what is queued (`queued_messages`: at most `RECV_BATCH`
+        messages, and for at most `RECV_BUDGET_S`; the rest wait for the next poll).
 
         Args:
             timeout_ms: longest wait for the first message.
@@ -813,23 +813,14 @@ class Receiver:
         Returns:
             The decoded messages, in arrival order; malformed ones are counted in ``stats`` and skipped.
         """
-        if not self.poller.poll(timeout_ms):
-            return []
         out: list[Message] = []
-        deadline = self.clock() + RECV_BUDGET_S
         per_topic: Counter[bytes] = Counter()
-        for _ in range(RECV_BATCH):
-            try:
-                frames, count = self._receive()
-            except zmq.Again:
-                break
+        for frames, count in queued_messages(self.poller, self.sock, timeout_ms, self.clock):
             if self.topic_budget is not None and per_topic[frames[0]] >= self.topic_budget:
                 self.stats.over_budget += 1
                 continue
             try:
-                if count > MAX_FRAMES:
-                    raise MessageError(f"expected {MAX_FRAMES} frames, got {count}")
-                out.append(decode(frames))
+                out.append(decode_frames(frames, count))
                 self.stats.received += 1
                 # Only a valid message spends its topic's budget: garbage can name any topic, and a flood of it
                 # under a live stream's topic would otherwise push that stream's own messages out of every poll.
@@ -837,25 +828,56 @@ class Receiver:
             except MessageError as err:
                 self.stats.malformed += 1
                 self.stats.last_error = str(err)
-            if self.clock() > deadline:
-                break
         return out
 
-    def _receive(self) -> tuple[list[bytes], int]:
-        """One message, frame by frame: its first `MAX_FRAMES` frames and how many it had.
 
-        libzmq delivers a multipart message whole or not at all, so once the first frame is here the rest are too;
-        they are taken one by one, and the frames of an over-long message past `MAX_FRAMES` are released at once,
-        never gathered.
+def queued_messages(
+    poller: zmq.Poller, sock: zmq.Socket, timeout_ms: int, clock: Callable[[], float] = time.monotonic
+) -> Iterator[tuple[list[bytes], int]]:
+    """Wait up to ``timeout_ms`` for a message on ``sock`` (registered with ``poller``), then yield what is queued,
+    as `receive_frames` takes it: at most `RECV_BATCH` messages, and until `RECV_BUDGET_S` of ``clock`` have passed
+    (the caller's handling of each message counts), so that one busy peer can hold a receiving loop only so long.
+    The checker, the view and the dashboard all receive this way.
+    """
+    if not poller.poll(timeout_ms):
+        return
+    deadline = clock() + RECV_BUDGET_S
+    for _ in range(RECV_BATCH):
+        try:
+            message = receive_frames(sock)
+        except zmq.Again:
+            return
+        yield message
+        if clock() > deadline:
+            return
 
-        Raises:
-            zmq.Again: nothing is waiting.
-        """
-        frames = [self.sock.recv(zmq.NOBLOCK)]
-        count = 1
-        while self.sock.getsockopt(zmq.RCVMORE):
-            frame = self.sock.recv(zmq.NOBLOCK, copy=False)  # no copy: a dropped frame never becomes a Python bytes
-            count += 1
-            if count <= MAX_FRAMES:
-                frames.append(frame.bytes)
-        return frames, count
+
+def receive_frames(sock: zmq.Socket) -> tuple[list[bytes], int]:
+    """One message, frame by frame: its first `MAX_FRAMES` frames and how many it had.
+
+    libzmq delivers a multipart message whole or not at all, so once the first frame is here the rest are too; they
+    are taken one by one, and the frames of an over-long message past `MAX_FRAMES` are released at once, never
+    gathered.
+
+    Raises:
+        zmq.Again: nothing is waiting.
+    """
+    frames = [sock.recv(zmq.NOBLOCK)]
+    count = 1
+    while sock.getsockopt(zmq.RCVMORE):
+        frame = sock.recv(zmq.NOBLOCK, copy=False)  # no copy: a dropped frame never becomes a Python bytes
+        count += 1
+        if count <= MAX_FRAMES:
+            frames.append(frame.bytes)
+    return frames, count
+
+
+def decode_frames(frames: list[bytes], count: int) -> Message:
+    """`streaming.messages.decode` of a message `receive_frames` took, refusing one that had more than `MAX_FRAMES`.
+
+    Raises:
+        MessageError: the message is malformed.
+    """
+    if count > MAX_FRAMES:
+        raise MessageError(f"expected {MAX_FRAMES} frames, got {count}")
+    return decode(frames)

@@ -34,16 +34,17 @@ import zmq
 from graphs.common.errors import InputError
 from graphs.common.safe_text import printable
 from streaming.curve_keys import CurveClient
-from streaming.messages import Message, MessageError, decode
+from streaming.messages import Message, MessageError
 from streaming.transport import (
+    MAX_FRAMES,
     POLL_MS,
-    RECV_BATCH,
-    RECV_BUDGET_S,
     VIEW_RECV_HWM,
     HandshakeWatch,
     ReceiveStats,
     connect_watched,
+    decode_frames,
     gone_silent,
+    queued_messages,
     subscribe,
 )
 
@@ -156,38 +157,30 @@ class CheckerFeed:
             self._sock.close()
 
     def _receive(self, wait_ms: int) -> Received:
-        """What arrived within ``wait_ms`` (at most `RECV_BATCH` messages or `RECV_BUDGET_S` of receiving), decoded;
-        statuses are held instead (`_decode_held`)."""
-        if not self._poller.poll(wait_ms):
-            return []
+        """What arrived within ``wait_ms`` (`queued_messages`: at most `RECV_BATCH` messages or `RECV_BUDGET_S` of
+        receiving), decoded; statuses are held instead (`_decode_held`)."""
         out: Received = []
-        deadline = time.monotonic() + RECV_BUDGET_S
-        for _ in range(RECV_BATCH):
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        for frames, count in queued_messages(self._poller, self._sock, wait_ms):
             now = self._last_heard = self.clock()
             self._refused = None
-            if frames[0].startswith(STATUS_TOPIC) and (frames[0] in self._held or len(self._held) < MAX_HELD):
+            if (count <= MAX_FRAMES and frames[0].startswith(STATUS_TOPIC)
+                    and (frames[0] in self._held or len(self._held) < MAX_HELD)):
                 self._held[frames[0]] = (frames, now)
             else:
-                self._decode(frames, now, out)
-            if time.monotonic() > deadline:
-                break
+                self._decode(frames, count, now, out)
         return out
 
     def _decode_held(self) -> Received:
         """Each stream's newest status, decoded, with the time it arrived."""
         out: Received = []
         for frames, arrived in self._held.values():
-            self._decode(frames, arrived, out)
+            self._decode(frames, len(frames), arrived, out)
         self._held.clear()
         return out
 
-    def _decode(self, frames: list[bytes], arrived: float, out: Received) -> None:
+    def _decode(self, frames: list[bytes], count: int, arrived: float, out: Received) -> None:
         try:
-            out.append((decode(frames), arrived))
+            out.append((decode_frames(frames, count), arrived))
             self.stats.received += 1
         except MessageError as err:
             self.stats.malformed += 1

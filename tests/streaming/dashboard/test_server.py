@@ -206,6 +206,26 @@ def test_an_undecodable_message_is_counted_and_skipped(tmp_path: Path) -> None:
         ctx.destroy(linger=0)
 
 
+def test_a_message_of_many_frames_is_counted_without_gathering_its_frames(tmp_path: Path) -> None:
+    # The dashboard receives as the checker and the view do (`queued_messages`): the frames of an over-long message
+    # past the second are released as they come, and the message is counted, not held as a status.
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/fake-checker")
+        fake = Publisher(sock)
+        with serving(endpoint) as served:
+            assert wait_for(lambda: fake.new_subscribers() > 0, 10)
+            good = Alert("cam0", 0, time.time(), "cam0#0", "aaaaaaaaaaaa", 2, "boil_water", 0, (1,), ("fill_kettle",),
+                         False, time.time(), False, 1, "fill_kettle", 1.0, "weighted")
+            sock.send_multipart([b"status/cam0", *[b"x"] * 10_000])
+            sock.send_multipart(encode(good))
+            assert wait_for(lambda: len(served.state()["alerts"]) == 1, 10)
+            assert wait_for(lambda: served.state()["link"]["malformed"] == 1, 10)
+            assert "expected 2 frames, got 10001" in served.state()["link"]["last_error"]
+    finally:
+        ctx.destroy(linger=0)
+
+
 def test_a_page_sending_nesting_too_deep_to_parse_stays_connected_and_served(tmp_path: Path) -> None:
     # json.loads raised RecursionError, which the page's loop did not catch: a traceback, and the page cut off.
     with serving(f"ipc://{tmp_path}/out") as served:

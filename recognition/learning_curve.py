@@ -48,6 +48,11 @@ def _loss(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.4f}"
 
 
+def kept_by_rule(keep_by: str) -> str:
+    """How the kept epoch was chosen, in words (``keep_by``: ``"map"``, ``"loss"``, ``"last"``)."""
+    return {"map": "highest validation mAP", "loss": "lowest validation loss", "last": "last epoch"}[keep_by]
+
+
 def curve_table(curve: Sequence[EpochScores], kept: int, keep_by: str) -> Table:
     """A rich table of the curve, the kept epoch marked.
 
@@ -56,8 +61,7 @@ def curve_table(curve: Sequence[EpochScores], kept: int, keep_by: str) -> Table:
         kept: the epoch whose weights were kept.
         keep_by: how it was chosen (``"map"``, ``"loss"``, ``"last"``), named in the title.
     """
-    rule = {"map": "highest validation mAP", "loss": "lowest validation loss", "last": "last epoch"}[keep_by]
-    table = Table(title=f"Learning curve (kept: epoch {kept}, {rule})")
+    table = Table(title=f"Learning curve (kept: epoch {kept}, {kept_by_rule(keep_by)})")
     for name in ("epoch", "train loss", "val loss", "val mAP %"):
         table.add_column(name, justify="right")
     table.add_column("")

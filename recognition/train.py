@@ -31,6 +31,7 @@ frames a second the 64-frame window and 10-frame lag of before, at 1 feature a s
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -46,6 +47,7 @@ from rich.text import Text
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json
+from graphs.common.interrupts import signals_deferred
 from graphs.common.options import (
     LEARNING_RATE_RULE,
     MAX_EPOCHS,
@@ -77,7 +79,7 @@ from recognition.feature_folders import (
     load_feature_dataset,
     window_index,
 )
-from recognition.learning_curve import EpochScores, check_plot_support, curve_table, plot_curve
+from recognition.learning_curve import EpochScores, check_plot_support, curve_table, kept_by_rule, plot_curve
 from recognition.metrics import frame_map
 from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
 from recognition.motion import MAX_MOTION_LAG, check_motion_lag, model_inputs
@@ -410,6 +412,8 @@ class TrainOutcome:
             probabilities and the one-hot targets (empty without a validation split); with ``refit``, those of the
             model fitted without the validation videos.
         refit: ``model`` was trained again on every training video, for ``kept_epoch`` epochs.
+        interrupted: the signal (Ctrl-C, SIGTERM) that stopped training after at least one epoch, or None. The
+            outcome is then that of the epochs trained before it (``curve``), the best of them kept, with no refit.
     """
 
     model: MiniROAD
@@ -421,6 +425,7 @@ class TrainOutcome:
     keep_by: str = "last"
     validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     refit: bool = False
+    interrupted: KeyboardInterrupt | None = None
 
 
 @torch.inference_mode()
@@ -617,32 +622,47 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
         if val:
             val_loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, background)
             scores = replace(scores, val_loss=val_loss, val_map=val_map)
-        curve.append(scores)
-        if better_epoch(scores, best, keep_by):
-            best = scores
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        # Whole or not at all: a stop landing between the curve, the kept epoch and its weights would save one
+        # epoch's weights under another's number.
+        with signals_deferred():
+            curve.append(scores)
+            if better_epoch(scores, best, keep_by):
+                best = scores
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
         task = bar.add_task("training batches", total=None, loss=float("nan"))  # epochs x batches per epoch
         torch.manual_seed(config.seed)  # the initial weights
         model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
-        done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar, task,
-                          0, score)
+        interrupted: KeyboardInterrupt | None = None
+        try:
+            done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar,
+                              task, 0, score)
+        except KeyboardInterrupt as stop:
+            if best is None:  # not one epoch finished: nothing worth keeping
+                raise
+            # The epochs trained are the user's hours: the best of them is kept and saved, then the stop goes on.
+            interrupted = stop
         assert best is not None  # epochs >= 1
         model.load_state_dict(best_state)
         model.eval()
         validation = {v.name: (predict_video(model, v.features), v.targets) for v in val}
-        if config.refit and val:
+        refit = bool(config.refit and val and interrupted is None)
+        if refit:
             # The kept epoch count, now on every training video; the validation probabilities above stay those of a
             # model that never saw its validation videos.
             torch.manual_seed(config.seed)
+            kept = model
             model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
-            run_epochs(model, training_data(data.train, config, data.fps, background), config, best.epoch, bar, task,
-                       done, lambda _model, _scores: None)
+            try:
+                run_epochs(model, training_data(data.train, config, data.fps, background), config, best.epoch, bar,
+                           task, done, lambda _model, _scores: None)
+            except KeyboardInterrupt as stop:  # a refit cut short is no model: the kept epoch's is
+                model, refit, interrupted = kept, False, stop
             model.eval()
     test_map, class_ap = evaluate_detector(model, data.test, background)
     return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
-                        keep_by, validation, bool(config.refit and val))
+                        keep_by, validation, refit, interrupted)
 
 
 def run_epochs(
@@ -761,7 +781,7 @@ def run_training(
     features: str | Path,
     config_path: str | Path | None,
     out: str | Path,
-    progress: bool = True,
+    progress: bool | Progress = True,
     console: Console | None = None,
     plot: str | Path | None = None,
     **overrides: Any,
@@ -776,7 +796,7 @@ def run_training(
         features: the MiniROAD feature folder.
         config_path: training config file (None: `training_config_of_folder`).
         out: checkpoint to write.
-        progress: show the progress bar.
+        progress: show the progress bar, or a `Progress` the caller owns (`train_detector`).
         console: where to print the results table (stdout by default).
         plot: draw the learning curve into this PNG (needs the ``plot`` extra, checked before training).
         overrides: config fields to replace (``epochs``, ``seed``, ``threads``, ``val_fraction``, ``val_videos``;
@@ -784,6 +804,10 @@ def run_training(
 
     Returns:
         The training outcome.
+
+    Raises:
+        KeyboardInterrupt: a signal stopped training after at least one epoch: the best epoch trained before it is
+            saved (``info.interrupted``) and said, then the stop goes on (the command exits with the signal's status).
     """
     given = {name for name, value in overrides.items() if value is not None}
     tables = {} if config_path is None else read_training_tables(config_path)
@@ -817,6 +841,8 @@ def run_training(
         "refit": outcome.refit,
         "curve": [e.as_json() for e in outcome.curve],
     }
+    if outcome.interrupted is not None:  # the kept epoch is the best of those trained, not of config.epochs
+        info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs}
     # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates, and
     # the segmenter keeps its defaults.
     segmenter = SegmenterConfig(fps=data.fps)
@@ -851,4 +877,9 @@ def run_training(
     console.print(detector_ap_table(outcome, data.class_names))
     console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}"), markup=False,
                   highlight=False)
+    if outcome.interrupted is not None:  # said before the interrupt's own line, which ends the output
+        kept = f"epoch {outcome.kept_epoch} of those ({kept_by_rule(outcome.keep_by)})"
+        print(printable(f"recognition-train: stopped after {len(outcome.curve)} of {config.epochs} epochs; {out} "
+                        f"holds {kept}"), file=sys.stderr)
+        raise outcome.interrupted
     return outcome

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
+import signal
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 from rich.progress import Progress, TaskID
 
 from graphs.common.errors import InputError
+from graphs.common.interrupts import Interrupted, handling_signals
 from recognition.augment import order_positions
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import VideoFeatures, load_feature_dataset, window_index
@@ -23,6 +28,7 @@ from recognition.train import (
     epoch_targets,
     load_detector_training_config,
     predict_video,
+    run_training,
     train_detector,
     training_config_of_folder,
     training_data,
@@ -82,6 +88,53 @@ def test_progress_bar_advances_once_per_batch_and_ends_at_its_total(feature_fold
     assert all(total is None or c <= total for c, total in bar.seen), "the bar ran past its total"
     assert completed == sorted(completed), "the bar went backwards"
     assert bar.seen[-1][0] == bar.seen[-1][1]
+
+
+class StoppingProgress(Progress):
+    """A hidden progress bar that sends this process a real SIGINT once ``epochs`` epochs' batches are done (and one
+    batch more), or at the first batch with ``epochs = 0``."""
+
+    def __init__(self, epochs: int, of: int) -> None:
+        super().__init__(disable=True)
+        self.epochs, self.of = epochs, of
+        self.per_epoch: float | None = None
+        self.sent = False
+
+    def update(self, task_id: TaskID, **changes: object) -> None:  # type: ignore[override]
+        super().update(task_id, **changes)  # type: ignore[arg-type]
+        task = self._tasks[task_id]
+        if self.per_epoch is None and task.total:
+            self.per_epoch = task.total / self.of  # the first estimate: batches of one epoch times the epochs
+        if not self.sent and self.per_epoch is not None and task.completed >= self.epochs * self.per_epoch + 1:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_stopped_run_saves_the_best_epoch_it_trained_then_stops(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ctrl-C threw away every epoch ("no output is left half-written"): hours of training for nothing.
+    out = tmp_path / "detector.pt"
+    with handling_signals(), pytest.raises(Interrupted):
+        run_training(feature_folder, small_config, out, progress=StoppingProgress(2, 40),
+                     console=Console(file=io.StringIO()), epochs=40)
+    _, meta = load_detector(out)
+    trained = meta.info["interrupted"]["epochs_trained"]
+    assert meta.info["interrupted"]["epochs"] == 40 and 2 <= trained < 40
+    assert len(meta.info["curve"]) == trained and 1 <= meta.info["kept_epoch"] <= trained
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"recognition-train: stopped after {trained} of 40 epochs; {out} holds epoch {meta.info['kept_epoch']} of "
+        "those (highest validation mAP)")
+
+
+def test_a_run_stopped_in_its_first_epoch_writes_nothing(
+    feature_folder: Path, small_config: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "detector.pt"
+    with handling_signals(), pytest.raises(Interrupted):
+        run_training(feature_folder, small_config, out, progress=StoppingProgress(0, 40),
+                     console=Console(file=io.StringIO()), epochs=40)
+    assert not out.exists()
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(

@@ -325,6 +325,25 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
                      extractor, scenario or None, copies)
 
 
+def check_extraction_finished(root: Path, rgb: str, videos: Sequence[str], split_path: str | Path) -> None:
+    """Refuse a ``recognition-features`` folder whose extraction stopped before some of its videos.
+
+    ``split.json`` is written first, so an interrupted run leaves a split that lists videos with no features yet:
+    said as that, with the way to finish it, instead of "file missing" for the first of them.
+
+    Raises:
+        InputError: a folder with an extraction manifest (`MANIFEST`) lacks the ``rgb`` features of some videos.
+    """
+    if not (root / MANIFEST).is_file():  # imported or written by hand: load_video names the file missing
+        return
+    missing = [v for v in videos if not (root / rgb / f"{v}.npy").exists()]
+    if missing:
+        raise InputError(f"{root}: {len(missing)} of the {len(videos)} videos {Path(split_path).name} lists have no "
+                         f"features in {rgb}/ yet ({first_few([printable(v) for v in missing], SHOWN_NAMES)}): the "
+                         "extraction into it did not finish; run recognition-features again with the same options "
+                         "to extract the rest")
+
+
 def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) -> FeatureDataset:
     """Read a whole MiniROAD folder: the split file and every listed video.
 
@@ -355,6 +374,7 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
             raise InputError(f"{root}: {kind} feature folder {folder!r} not found (the folder holds "
                              f"{', '.join(held) if held else 'no rgb_* or flow_* folder'}; the name is --config's "
                              "[features] rgb or flow, or without one rgb_ and split.json's feature_extractor)")
+    check_extraction_finished(root, config.rgb, (*split.train, *split.test), src)
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)
     # The width and class count most videos share are the folder's: the file named is the odd one out. Checked

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from graphs.common.errors import InputError
 from recognition.checkpoint import save_detector
 from recognition.feature_folders import FeatureConfig, load_feature_dataset, segment_targets
 from recognition.model import MiniROAD, MiniROADConfig
@@ -342,6 +343,13 @@ def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
     assert json.loads((work / "features" / "split.json").read_text())["test"] == ["run2"]  # kept for the next run
     written = {p.name.split(".")[0] for p in (work / "features" / "rgb_light-v1").iterdir()}  # augmented copies too
     assert written == {"run0", "run1"}
+    # Trained on before it is finished, the folder is said to be unfinished (it was "RGB features file ... is
+    # missing", for the first video only).
+    with pytest.raises(InputError) as unfinished:
+        load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
+    assert str(unfinished.value) == (f"{work / 'features'}: 1 of the 3 videos split.json lists have no features in "
+                                     "rgb_light-v1/ yet (run2): the extraction into it did not finish; run "
+                                     "recognition-features again with the same options to extract the rest")
     (work / "videos" / "run2.avi").unlink()
     write_execution(work / "videos" / "run2.mkv", VALID_ORDERS[2], seed=5)  # the user replaces the broken file
     assert main(args(work, "--reader", "opencv")) == 0

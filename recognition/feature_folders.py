@@ -444,12 +444,18 @@ def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: 
     return replace(video, copies=tuple(copies))
 
 
+def validation_count(videos: int, fraction: float) -> int:
+    """How many of ``videos`` training videos the validation draw of `choose_validation_videos` holds out:
+    ``max(1, round(fraction * videos))``, half up."""
+    return max(1, math.floor(fraction * videos + 0.5))
+
+
 def choose_validation_videos(
     train: Sequence[str], fraction: float, named: Sequence[str] = (), seed: int = 0, test: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """The validation split, carved from the training videos: the ``named`` ones, or a seeded draw of a fraction.
 
-    ``count = max(1, round(fraction * n))`` videos (half up) of the ``n`` training videos, drawn with
+    `validation_count` videos (``max(1, round(fraction * n))``, half up) of the ``n`` training videos, drawn with
     ``numpy.random.default_rng(seed)`` from the sorted names, so the same folder and seed give the same split.
 
     Args:
@@ -488,7 +494,7 @@ def choose_validation_videos(
                 f"{len(train)} training video and it is needed for training; add training videos, or pass "
                 "--val-fraction 0 to train without validation (no early stopping: the last epoch is kept)"
             )
-        count = max(1, math.floor(fraction * len(train) + 0.5))
+        count = validation_count(len(train), fraction)
         rng = np.random.default_rng(seed)
         chosen = set(rng.choice(sorted(train), size=min(count, len(train)), replace=False).tolist())
         what = f"--val-fraction {fraction:g} of {len(train)} training videos"

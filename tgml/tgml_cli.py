@@ -684,7 +684,7 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     if args.ceiling:
         wide.print(ceiling_table(result, ceilings))
     print(f"bench-live: {result.seconds:.0f} s")
-    note_in_sample(result.validation)
+    note_in_sample(result.validation, result.config.folds, result.config.detector.train.val_fraction)
     if unsaved is not None:
         raise unsaved
     if args.json:
@@ -733,17 +733,20 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
                                              "one with neither is left out"))
 
 
-def note_in_sample(validation: Sequence[ValidationRun]) -> None:
+def note_in_sample(validation: Sequence[ValidationRun], folds: int, fraction: float) -> None:
     """Say which recipes had a fold of one validation recording, whose settings were chosen on figures from a
-    calibration fitted on that very recording (`tgml.bench.live.selection.in_sample_recipes`)."""
+    calibration fitted on that very recording (`tgml.bench.live.selection.in_sample_recipes`), and how many recordings
+    a recipe needs at these ``folds`` for two."""
     from graphs.common.safe_text import first_few
-    from tgml.bench.live.selection import in_sample_recipes
+    from tgml.bench.live.selection import in_sample_recipes, recordings_for_two_validation
 
     recipes = in_sample_recipes(validation)
     if recipes:
+        enough = recordings_for_two_validation(folds, fraction)
         print_note(f"{first_few(recipes, 5, and_more=', and ')}: a fold held one validation recording, scored with "
                    "the evidence calibration fitted on it, so the settings chosen on it are optimistic (the "
-                   "end-of-recording report above all); at 3 folds, 9 recordings of a recipe give each fold two")
+                   "end-of-recording report above all)"
+                   + (f"; at {folds} folds, {enough} recordings of a recipe give each fold two" if enough else ""))
 
 
 def note_unread_entries(data: Path, features: Path | None) -> None:

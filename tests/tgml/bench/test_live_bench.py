@@ -478,6 +478,23 @@ def test_recipes_with_a_fold_of_one_validation_recording_are_named() -> None:
     assert in_sample_recipes(runs) == ["a"]
 
 
+@pytest.mark.parametrize("folds", [2, 3, 4])
+def test_the_note_on_one_validation_recording_gives_the_recordings_needed_at_the_folds_asked(folds: int) -> None:
+    # The note said "at 3 folds, 9 recordings" whatever --folds was given. Checked with the trainer's own draw on
+    # folds dealt in turn, as bench-live deals them.
+    from recognition.feature_folders import choose_validation_videos
+    from tgml.bench.live.detector import LIVE_DETECTOR
+    from tgml.bench.live.selection import recordings_for_two_validation
+
+    def fewest_validation(count: int) -> int:
+        fold_sizes = [sum(1 for k in range(count) if k % folds == f) for f in range(folds)]
+        return min(len(choose_validation_videos([f"r{i}" for i in range(count - size)], LIVE_DETECTOR.val_fraction))
+                   for size in fold_sizes)
+
+    enough = recordings_for_two_validation(folds, LIVE_DETECTOR.val_fraction)
+    assert enough is not None and fewest_validation(enough) == 2 and fewest_validation(enough - 1) == 1
+
+
 def test_a_validation_recording_is_scored_with_an_evidence_calibration_that_never_saw_it() -> None:
     # Scored with a calibration fitted on itself, the validation end report looked far better than the test folds'
     # (missing-step F1 41-45 against 16-22), and the settings chosen on it followed the optimism.

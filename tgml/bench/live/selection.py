@@ -21,6 +21,7 @@ per-recipe hand setting.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -30,6 +31,7 @@ import numpy as np
 
 from graphs.checker_settings import CheckerSettings
 from graphs.task_graph import TaskGraph
+from recognition.feature_folders import validation_count
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.error_annotations import ErrorRecording
 from tgml.bench.live.chain import DetectorRun, check_stream
@@ -316,6 +318,16 @@ def cross_fitted(validation: dict[str, V], fit: Callable[[dict[str, V]], M], alo
     """
     return {k: fit({o: v for o, v in validation.items() if o != k}) if len(validation) > 1 else alone
             for k in validation}
+
+
+def recordings_for_two_validation(folds: int, fraction: float) -> int | None:
+    """The fewest recordings of a recipe that give every fold's detector two validation recordings: the recipe less
+    its largest test fold (`tgml.bench.live.bench.assign_folds` deals them in turn) is the training fold, of which the
+    trainer holds out `validation_count`. None past 10,000 recordings (a ``fraction`` of 0 holds out none)."""
+    for count in range(folds, 10_000):
+        if validation_count(count - math.ceil(count / folds), fraction) >= 2:
+            return count
+    return None
 
 
 def in_sample_recipes(runs: Sequence[ValidationRun]) -> list[str]:

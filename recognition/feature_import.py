@@ -49,6 +49,7 @@ from recognition.feature_folders import (
     kept_test_videos,
     step_targets,
     stored_split,
+    stored_width,
     test_split_line,
     write_features,
     write_split,
@@ -419,6 +420,12 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         videos.append(ImportedVideo(video.video, read_feature_file(path), segments))
     # Widths before lengths: a file saved transposed is short at any rate, and said to be transposed, not mistimed.
     check_widths({v.name: v.features.shape for v in videos}, files, f"--features {config.features}")
+    earlier = stored_width(Path(config.out) / config.rgb)
+    if videos and earlier is not None and earlier != videos[0].features.shape[1]:
+        # The files of recordings this import does not rewrite would stay beside its own, of another width.
+        raise InputError(f"--out {config.out}: its {config.rgb}/ holds features {earlier} wide from an earlier import, "
+                         f"and those of --features {config.features} are {videos[0].features.shape[1]}: one folder, "
+                         "one backbone; import into another --out")
     for imported in videos:
         rows = len(imported.features)
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.

@@ -442,6 +442,21 @@ def test_files_saved_transposed_are_said_to_be_not_taken_for_another_rate(
                    "same backbone (one saved transposed?); a file is (time, width), one row per vector")
 
 
+def test_another_backbones_features_into_the_same_folder_are_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # A 64-wide import into a 768-wide folder exited 0 and left the old files of the recordings it did not rewrite
+    # beside the new ones: eval failed later on a file this import never touched.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    before = {p: p.read_bytes() for p in (root / "out").rglob("*") if p.is_file()}
+    (tmp_path / "other").mkdir()
+    other = write_recordings(tmp_path / "other", count=3, width=8)
+    err = cli_error(main, argv(other, "--out", str(root / "out"), "--test-videos", "rec2"), capsys)
+    assert err == (f"error: --out {root / 'out'}: its rgb_imported/ holds features 6 wide from an earlier import, and "
+                   f"those of --features {other / 'npy'} are 8: one folder, one backbone; import into another --out")
+    assert {p: p.read_bytes() for p in (root / "out").rglob("*") if p.is_file()} == before
+
+
 def test_entries_that_are_not_feature_files_are_named_in_a_note(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     # rec0's features saved as .npz beside the .npy files: counted as a recording without a feature file, unsaid why.

@@ -186,7 +186,13 @@ class Annotations:
         names = {v.video for v in executions}
         unknown = [name for name in videos.exclude if name not in names]
         if unknown:
-            raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path}")
+            # A features folder's test recordings may be only partly in the graph's file (CaptainCook4D's
+            # graph-generation annotations hold its error-free recordings): say which of the names to keep.
+            known = [name for name in videos.exclude if name in names]
+            hint = (f"of the names given, {first_few(known, 5)} {'is one' if len(known) == 1 else 'are'}: give only "
+                    "those" if known else f"its executions: {first_few(sorted(names), 5)}")
+            raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path} "
+                             f"({hint})")
         excluded = tuple(v.video for v in executions if v.video in videos.exclude)
         mistakes = tuple(v.video for v in executions
                          if v.video not in videos.exclude and any(v.has_errors) and not videos.include_mistakes)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shlex
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -876,7 +877,7 @@ def test_split_line(test: Collection[str], folder: str | Path, what: str = "vide
     """
     names = sorted(test)
     return (f"test {what}: {first_few(names, shown)} (in {Path(folder) / SPLIT_FILE}; leave them out of the graph too: "
-            f"tgml train --exclude-videos {','.join(names)})")
+            f"tgml train --exclude-videos {shlex.quote(','.join(names))})")  # quoted: a name may hold a space
 
 
 def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: float, option: str,

@@ -15,6 +15,7 @@ from recognition.feature_folders import (
     copy_file_name,
     load_feature_dataset,
     stored_features_fault,
+    test_split_line,
     window_index,
 )
 
@@ -248,3 +249,10 @@ def test_a_stored_file_cut_short_or_of_another_length_cannot_be_kept(tmp_path: P
     path.write_bytes(path.read_bytes()[:-8])
     assert stored_features_fault(path, 30) == "damaged or cut short"
     assert stored_features_fault(tmp_path / "gone.npy", 30) == "damaged or cut short"
+
+
+def test_the_exclude_videos_command_to_copy_is_quoted_for_the_shell() -> None:
+    # "--exclude-videos my video 1,b" broke when pasted: the shell split it at the space.
+    line = test_split_line(["my video 1", "b"], Path("features"), "recordings")
+    assert line.endswith("tgml train --exclude-videos 'b,my video 1')")
+    assert test_split_line(["run2"], Path("f")).endswith("tgml train --exclude-videos run2)")

@@ -71,8 +71,13 @@ def test_exclude_videos_holds_executions_out(labels: Path, tmp_path: Path, capsy
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
+        # The names to keep are said: a features folder's test recordings may be only partly in the graph's file.
         (["--exclude-videos", "video_10,video_99,run1"],
-         "--exclude-videos: video_99, run1 not an execution of 'shelf'"),
+         "--exclude-videos: video_99, run1 not an execution of 'shelf' in {labels} (of the names given, video_10 is "
+         "one: give only those)"),
+        (["--exclude-videos", "video_99"],
+         "--exclude-videos: video_99 not an execution of 'shelf' in {labels} (its executions: video_00, video_01, "
+         "video_02, video_03, video_04 and 7 more)"),
         (["--exclude-videos", "video_10,video_10"], "--exclude-videos: video_10 named twice"),
         (["--exclude-videos", ",".join(f"video_{k:02d}" for k in range(11))],
          "no usable sequence (1 with an annotated mistake left out (--include-mistakes keeps them); "
@@ -84,7 +89,7 @@ def test_bad_or_emptying_selections_are_one_line_errors_before_training(
 ) -> None:
     out = tmp_path / "shelf.json"
     argv = ["train", "--annotations", str(labels), "--scenario", SCENARIO, "--out", str(out), "--quiet", *flags]
-    assert message in cli_error(tgml, argv, capsys)
+    assert message.format(labels=labels) in cli_error(tgml, argv, capsys)
     assert not out.exists()
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from graphs.annotations import choose_scenario, load_annotations, time_order
 from graphs.common.array_files import read_npy
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, not_a_file
+from graphs.common.files import check_output, not_a_file, open_input
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import (
@@ -151,6 +151,20 @@ class ImportConfig:
     def rgb(self) -> str:
         """The feature folder's sub-folder, ``rgb_<name>``."""
         return f"rgb_{self.name}"
+
+
+def header_shape(path: str | Path) -> tuple[int, int] | None:
+    """``(rows, width)`` of a 2-D ``.npy`` file from its header alone (numpy's own header reader; the data is not
+    read), so that a file of another backbone is refused without reading gigabytes of it; None for anything else (a
+    missing file, a damaged header, another shape), which the full read (`read_feature_file`) then names."""
+    try:
+        with open_input(path, "features file") as handle:
+            version = np.lib.format.read_magic(handle)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape = read(handle)[0]
+    except (InputError, ValueError, OSError):
+        return None
+    return (int(shape[0]), int(shape[1])) if len(shape) == 2 else None
 
 
 def read_feature_file(path: str | Path, what: str = "features") -> np.ndarray:
@@ -409,6 +423,11 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     else:
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
+    # Widths from the headers first: a folder of another backbone is refused before gigabytes of it are read.
+    headers = {v.video: header_shape(files[v.video]) for v in annotations.scenario_videos(scenario) if v.video in files}
+    if all(shape is not None for shape in headers.values()):
+        check_widths({name: shape for name, shape in headers.items() if shape is not None}, files,
+                     f"--features {config.features}")
     videos: list[ImportedVideo] = []
     for video in annotations.scenario_videos(scenario):
         path = files.get(video.video)

@@ -29,10 +29,16 @@ import torch
 
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
-from graphs.common.files import not_a_file, open_input
+from graphs.common.files import not_a_file
 from graphs.common.safe_text import count_of, first_few
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.feature_import import feature_file_fault, feature_files, is_npy_name, read_feature_file
+from recognition.feature_import import (
+    feature_file_fault,
+    feature_files,
+    header_shape,
+    is_npy_name,
+    read_feature_file,
+)
 from recognition.model import MiniROAD
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor
@@ -165,27 +171,14 @@ def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector
                          f"{checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)")
 
     # From the header first: a file of another backbone is refused without reading gigabytes of it.
-    width = header_width(path)
-    if width is not None and width != checkpoint.config.input_dim:
-        refuse(name or f"--features {path}", width)
+    shape = header_shape(path)
+    if shape is not None and shape[1] != checkpoint.config.input_dim:
+        refuse(name or f"--features {path}", shape[1])
     reader = FeatureFileReader(path, ReaderConfig(fps=checkpoint.fps, realtime=realtime), name)
     if reader.width != checkpoint.config.input_dim:
         refuse(reader.label, reader.width)
     return reader
 
-
-def header_width(path: str | Path) -> int | None:
-    """The width of a 2-D ``.npy`` file, from its header alone (numpy's own header reader; the data is not looked
-    at); None for anything else (a missing file, a damaged header, another shape), which the full read then names."""
-    try:
-        with open_input(path, "features file") as handle:
-            version = np.lib.format.read_magic(handle)
-            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0)
-            shape = read(handle)[0]
-    except (InputError, ValueError, OSError):
-        return None
-    return int(shape[1]) if len(shape) == 2 else None
 
 
 def check_feature_sources(paths: Sequence[str], detector_path: str | Path, rate: float | None) -> None:

@@ -442,6 +442,21 @@ def test_files_saved_transposed_are_said_to_be_not_taken_for_another_rate(
                    "same backbone (one saved transposed?); a file is (time, width), one row per vector")
 
 
+def test_a_file_of_another_width_is_named_from_its_header_before_any_data_is_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Every file was read whole before the widths were compared (722 MB to refuse a 200 MB file of another backbone).
+    # Here the odd file's data is cut short after its header: never read, its width is what is said.
+    root = write_recordings(tmp_path)
+    odd = root / "npy" / "rec2.npy"
+    np.save(odd, np.zeros((100_000, 9), dtype=np.float32))
+    with odd.open("r+b") as handle:
+        handle.truncate(4096)
+    err = cli_error(main, argv(root), capsys)
+    assert err == (f"error: {odd}: the features are 9 wide, those of the folder's other files 6: every file must come "
+                   "from the same backbone")
+    assert not (root / "out").exists()
+
+
 def test_another_backbones_features_into_the_same_folder_are_refused(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     # A 64-wide import into a 768-wide folder exited 0 and left the old files of the recordings it did not rewrite

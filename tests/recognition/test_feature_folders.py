@@ -15,7 +15,6 @@ from recognition.feature_folders import (
     copy_file_name,
     load_feature_dataset,
     stored_features_fault,
-    test_split_line,
     window_index,
 )
 
@@ -253,6 +252,8 @@ def test_a_stored_file_cut_short_or_of_another_length_cannot_be_kept(tmp_path: P
 
 def test_the_exclude_videos_command_to_copy_is_quoted_for_the_shell() -> None:
     # "--exclude-videos my video 1,b" broke when pasted: the shell split it at the space.
+    from recognition.feature_folders import test_split_line  # imported here: at the top pytest would collect it
+
     line = test_split_line(["my video 1", "b"], Path("features"), "recordings")
     assert line.endswith("tgml train --exclude-videos 'b,my video 1')")
     assert test_split_line(["run2"], Path("f")).endswith("tgml train --exclude-videos run2)")

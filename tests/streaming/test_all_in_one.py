@@ -21,9 +21,10 @@ from recognition.checkpoint import load_detector, save_detector
 from streaming.all_in_one import RunConfig, await_subscription, run_all
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import EventPublisher, StreamSource
+from streaming.messages import Status, decode
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main
-from streaming.transport import Publisher, bind, connect
+from streaming.transport import Publisher, bind, connect, subscribe
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
@@ -38,18 +39,6 @@ def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Contex
     with pytest.raises(InputError) as caught:
         await_subscription(viewer, events, timeout_s=0.2)
     assert str(caught.value) == f"the checker at {out_endpoint} does not answer within 0.2 s"
-
-
-def listens(pid: int) -> bool:
-    """Whether process ``pid`` holds a listening TCP socket (read from /proc: its socket inodes, the LISTEN table)."""
-    try:
-        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-        table = Path("/proc/net/tcp").read_text().splitlines()[1:] + Path("/proc/net/tcp6").read_text().splitlines()[1:]
-    except OSError:  # it ended, or a descriptor closed while it was read
-        return False
-    inodes = {link[len("socket:["):-1] for link in links if link.startswith("socket:[")}
-    listen = "0A"
-    return any(fields[3] == listen and fields[9] in inodes for fields in (row.split() for row in table))
 
 
 @pytest.fixture
@@ -102,31 +91,54 @@ def test_a_view_that_fails_ends_the_run_as_a_failure_not_a_success() -> None:
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
 def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys: pytest.CaptureFixture[str],
-                                                                         tmp_path: Path) -> None:
+                                                                         ctx: zmq.Context, tmp_path: Path,
+                                                                         tmp_path_factory: pytest.TempPathFactory
+                                                                         ) -> None:
     # When the checker died, stream-detect still exited 0, with the alert missing. A failed run, unlike a stopped one
     # (tests/test_signals.py), leaves no annotated video: its frames lack what the dead checker would have said.
+    # The checker publishes on an ipc endpoint outside tmp_path, whose emptiness is checked at the end.
+    alerts_endpoint = f"ipc://{tmp_path_factory.mktemp('checker')}/out"
     before = {p.pid for p in multiprocessing.active_children()}
-    killed: list[int] = []
+    killed: list[float] = []  # when the checker was killed
+    over = threading.Event()
 
-    def kill_the_checker() -> None:
+    def kill_the_checker_mid_run() -> None:
+        # Mid-run: once the checker has published a frame count of the stream, as a second viewer hears it, the
+        # detector is past its start-up and its frames reach the checker (the demo plays in real time for about
+        # 25 s). A fixed wait after the checker's start landed, on a busy machine, before the detector had sent one.
+        sub = subscribe(connect(ctx, zmq.SUB, alerts_endpoint), (b"status/cam0",))
         deadline = time.monotonic() + 60.0
-        while time.monotonic() < deadline and not killed:
-            started = [p.pid for p in multiprocessing.active_children() if p.pid not in before]
-            # Mid-run: once it listens (on a busy machine its start alone can take over a second), and a second
-            # more; the demo plays in real time for about 25 s.
-            if started and listens(started[0]):
-                time.sleep(1.0)
-                os.kill(started[0], signal.SIGKILL)
-                killed.append(started[0])
-            time.sleep(0.05)
+        try:
+            while not over.is_set() and time.monotonic() < deadline:
+                if not sub.poll(50):
+                    continue
+                status = decode(sub.recv_multipart())
+                checker = [c.pid for c in multiprocessing.active_children()
+                           if c.pid is not None and c.pid not in before]
+                if isinstance(status, Status) and status.stream_id == "cam0" and status.frames > 0 and checker:
+                    os.kill(checker[0], signal.SIGKILL)
+                    killed.append(time.monotonic())
+                    return
+        finally:
+            sub.close(linger=0)
 
-    killer = threading.Thread(target=kill_the_checker, daemon=True)
+    killer = threading.Thread(target=kill_the_checker_mid_run, daemon=True)
     killer.start()
-    started = time.monotonic()
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--video", "demo", "--jsonl", "--annotate-out", str(tmp_path / "run.mp4")])
-    killer.join(5.0)
-    assert killed and exit_info.value.code == 1 and time.monotonic() - started < 20.0
+    exit_status: int | str | None = None
+    try:
+        exit_status = main(["--video", "demo", "--jsonl", "--annotate-out", str(tmp_path / "run.mp4"),
+                        "--publish", alerts_endpoint])
+    except SystemExit as exit_info:
+        exit_status = exit_info.code
+    finally:
+        ended = time.monotonic()
+        over.set()
+        killer.join(5.0)
+    assert killed, "the checker never published a frame count of cam0: the run was never under way to kill it"
+    assert exit_status == 1
+    # Timed from the kill, not from the start, which loading the model and the checker's start make long on a busy
+    # machine: had the run missed the death, it would have played the remaining 20 s or more of the demo.
+    assert ended - killed[0] < 10.0, f"the run went on {ended - killed[0]:.1f} s after its checker was killed"
     err = capsys.readouterr().err.strip()
     assert err == "error: the checker process ended unexpectedly (exit status -9); alerts from then on are missing"
     assert list(tmp_path.iterdir()) == []  # neither the video nor its temporary folder

@@ -85,6 +85,18 @@ alerts and the state of every stream. Once both sockets are bound it writes
 port where port 0 was asked); it logs refused messages and handshakes there as
 they happen, and one summary line when it stops. Messages, sockets and ranges:
 docs/wire-format.md; keys: docs/deployment.md."""
+# A detector hears nothing back but its handshake (`streaming.transport`): the page says what its exit status
+# cannot mean, since an operator reads 0 as "the checker took my stream" (docs/wire-format.md, limits per peer).
+DETECTOR_HELP = """Reads one or several sources through one detector model and publishes each stream's
+key-steps and heartbeats to the checker at --connect; it waits up to 10 s for that
+checker to answer and subscribe, and writes one line per stream when it ends.
+Past its handshake (a refused key ends it, exit status 2) the checker never
+answers a detector: what it refuses (a stream whose id another live detector
+holds, a new stream when every slot is taken, a key-step not in its graph) is
+counted and logged by the checker alone, in its 'checker: refused' lines, its
+summary line and the view's health line. So exit status 0 says that every
+source ended, not that the checker took their messages. Messages and sockets:
+docs/wire-format.md."""
 VERBOSE_HELP = "show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default"
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
@@ -318,7 +330,8 @@ def build_parser() -> ArgumentParser:
     _checking_args(run)
     _webhook_arg(run)
     _alert_frames_args(run)
-    det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker")
+    det = sub.add_parser("detector", help="detector streams (one or several sources) publishing to a checker",
+                         description=DETECTOR_HELP)
     _video_args(det, many=True)
     det.add_argument("--connect", default="tcp://127.0.0.1:5555",
                      help="the checker's --bind endpoint (default tcp://127.0.0.1:5555, the checker's default; waits "

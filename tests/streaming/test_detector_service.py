@@ -22,10 +22,11 @@ from streaming.detector import (
 from streaming.detector.loading import LoadedParts
 from streaming.messages import MAX_HISTORY
 from streaming.readers import ReaderConfig, open_reader
+from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, connect, unresolved_host
-from tests.streaming.helpers import KeptMessages, running_checker, wait_for, write_noise_video
+from tests.streaming.helpers import KeptMessages, beat, running_checker, wait_for, write_noise_video
 
-_, DETECTOR = default_demo_paths()
+GRAPH, DETECTOR = default_demo_paths()
 
 
 def free_port() -> int:
@@ -105,6 +106,27 @@ def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path
             lambda: events.heartbeat(None, 0, 0, 0.0),
         )
         assert service.core.streams["cam0"].checker.done == (3,)
+
+
+def test_a_detector_the_checker_turns_away_ends_as_usual_and_only_the_checker_counts_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What `stream-detect detector --help` and docs/live-pipeline.md promise, since the wire has no reply to a
+    # detector (docs/wire-format.md, limits per peer): its exit status 0 says its sources ended, not that the checker
+    # took its messages; a refusal is the checker's to count. Here every message of its stream is refused: another
+    # live session holds cam0 (kept live for the whole run by the long stream timeout, without a heartbeat thread).
+    video = write_noise_video(tmp_path / "clip.mp4")
+    with running_checker(tmp_path, stream_timeout_s=60.0) as (ctx, service, _thread):
+        holder = Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0))
+        assert wait_for(lambda: "cam0" in service.core.streams, 5.0, lambda: holder.send(beat("cam0", session="held")))
+        held = service.core.streams["cam0"].session
+        args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
+                "--connect", service.events_endpoint]
+        assert main(args) == 0
+        # Its last heartbeat (sent three times) is refused too, so the count reaches at least that.
+        assert wait_for(lambda: service.core.counts["stream_taken"] >= 3, 5.0), service.core.counts
+        assert service.core.streams["cam0"].session == held and not service.core.streams["cam0"].ended
+    assert capsys.readouterr().err.splitlines()[-1].startswith("cam0: 10 frames at ")  # its usual end line
 
 
 def test_the_device_stepper_carries_the_state_like_the_cpu_stepper() -> None:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.command_line import ArgumentParser, unknown_command
-from graphs.common.errors import InputError, exit_on_input_error, print_warning, writes_no_files
+from graphs.common.errors import InputError, RunError, exit_on_input_error, print_warning, writes_no_files
 from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, first_few, printable, wrap_words
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
@@ -95,8 +95,9 @@ answers a detector: what it refuses (a stream whose id another live detector
 holds, a new stream when every slot is taken, a key-step not in its graph) is
 counted and logged by the checker alone, in its 'checker: refused' lines, its
 summary line and the view's health line. So exit status 0 says that every
-source ended, not that the checker took their messages. Messages and sockets:
-docs/wire-format.md."""
+source ended, not that the checker took their messages; a checker that went
+away and had not come back when the run ended makes it exit status 1.
+Messages and sockets: docs/wire-format.md."""
 VERBOSE_HELP = "show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default"
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
@@ -726,10 +727,13 @@ def _detector(args: argparse.Namespace) -> int:
             # (a source that failed before was told at once, `FrameLoop`'s warning: the run's error line never comes)
             _stream_summaries(log, ids, [stream.stats for stream in pipeline.streams])
             raise
+        gone = pipeline.checker_gone()
     _stream_summaries(log, ids, stats)
     errors = [run.error for run in stats if run.error]
     if errors:
         raise InputError("; ".join(errors))
+    if gone is not None:  # the run did not do its job, through no fault of its input: exit status 1
+        raise RunError(gone)
     return 0
 
 

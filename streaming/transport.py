@@ -539,6 +539,9 @@ class HandshakeWatch:
         self.curve = curve
         self.monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
         self.succeeded = False
+        # When a connection that had succeeded was cut (wall time; None while connected): a peer that never came
+        # back by the end of a run leaves what was sent since unheard, which the run then says (`checker_gone`).
+        self.lost_at: float | None = None
         self.reconnects = 0
         self.failed_in_row = 0  # failed handshakes since the last that succeeded (`check`)
         self._reconnect_at: float | None = None  # when `check` connects again (after refused handshakes)
@@ -585,7 +588,7 @@ class HandshakeWatch:
     def _take(self, event: int, value: int, running: bool) -> None:
         """One handshake event (`check`)."""
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            self.succeeded, self.failed_in_row = True, 0
+            self.succeeded, self.failed_in_row, self.lost_at = True, 0, None
             if self._reconnect_at is not None:
                 # A connection libzmq went on retrying by itself after the disconnect (a handshake that failed below
                 # the key check, libzmq issue 4052) got in, but carries no messages: connect now, not after the wait.
@@ -593,6 +596,8 @@ class HandshakeWatch:
         elif event == zmq.EVENT_DISCONNECTED:
             if self._reconnect_at is not None:
                 return  # a retry libzmq made by itself: this watch connects again when due
+            if self.succeeded and self.lost_at is None:
+                self.lost_at = time.time()
             self.reconnects += 1
             with contextlib.suppress(zmq.ZMQError):  # ENOENT: libzmq dropped the endpoint itself (a refused key)
                 self.sock.disconnect(self.endpoint)

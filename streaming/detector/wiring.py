@@ -16,6 +16,7 @@ running detector.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -84,11 +85,13 @@ class Pipeline:
         loop: the frame loop over all of them.
     """
 
-    def __init__(self, parts: LoadedParts, streams: list[DetectorStream], loop: FrameLoop, stack: ExitStack) -> None:
+    def __init__(self, parts: LoadedParts, streams: list[DetectorStream], loop: FrameLoop, stack: ExitStack,
+                 publisher: Publisher | None = None) -> None:
         self.parts = parts
         self.streams = streams
         self.loop = loop
         self._stack = stack
+        self._publisher = publisher
 
     @property
     def late_shapes(self) -> int:
@@ -98,6 +101,20 @@ class Pipeline:
     def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
         """Run every stream to its end, or until ``stop`` is set; each stream's statistics in order."""
         return self.loop.run(stop)
+
+    def checker_gone(self) -> str | None:
+        """Why what the streams sent last went unchecked: the checker's connection was cut and had not come back
+        (None: it is there, or nothing is published). The checker never answers a detector otherwise, so this is the
+        one failure of the checker a detector can see (docs/live-pipeline.md)."""
+        watch = self._publisher.watch if self._publisher is not None else None
+        if watch is None:
+            return None
+        watch.check(running=True)  # the events that came since the last message sent
+        if watch.lost_at is None:
+            return None
+        when = time.strftime("%H:%M:%S", time.localtime(watch.lost_at))
+        return (f"--connect {watch.endpoint}: the checker went away at {when} and had not answered again when the "
+                "run ended: what the streams sent since was not checked")
 
     def close(self) -> None:
         """Close the readers, the checker's socket and every sink that holds a thread or a file."""
@@ -197,7 +214,7 @@ def build_pipeline(
         ids = config.ids(len(readers))
         if len(ids) != len(readers):
             raise InputError(f"build_pipeline: {len(ids)} stream ids for {len(readers)} readers")
-        publisher: Sink | None = None
+        publisher: Publisher | None = None
         if config.publish:
             publisher = stack.enter_context(checker_publisher(ctx or zmq.Context.instance(), config.detector))
         streams: list[DetectorStream] = []
@@ -223,7 +240,7 @@ def build_pipeline(
     except BaseException:
         stack.close()
         raise
-    return Pipeline(parts, streams, loop, stack)
+    return Pipeline(parts, streams, loop, stack, publisher)
 
 
 def run_detectors(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 import zmq
 
 from graphs.common.errors import InputError
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import (
     DetectorConfig,
@@ -24,7 +27,7 @@ from streaming.messages import MAX_HISTORY
 from streaming.readers import ReaderConfig, open_reader
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, connect, unresolved_host
-from tests.streaming.helpers import KeptMessages, beat, running_checker, wait_for, write_noise_video
+from tests.streaming.helpers import KeptMessages, beat, running_checker, tea_graph, wait_for, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -127,6 +130,42 @@ def test_a_detector_the_checker_turns_away_ends_as_usual_and_only_the_checker_co
         assert wait_for(lambda: service.core.counts["stream_taken"] >= 3, 5.0), service.core.counts
         assert service.core.streams["cam0"].session == held and not service.core.streams["cam0"].ended
     assert capsys.readouterr().err.splitlines()[-1].startswith("cam0: 10 frames at ")  # its usual end line
+
+
+def test_a_checker_that_goes_away_for_good_mid_run_ends_the_detector_with_exit_status_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The detector played on into a dead checker and exited 0: whatever it sent after the checker went was heard by
+    # no one. The one checker failure a detector can see, its connection cut and not made again, is now the run's.
+    video = write_noise_video(tmp_path / "clip.mp4", frames=90)  # 3 s, read in real time
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    checker = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    checker.start()
+
+    def stop_the_checker_once_it_hears_cam0() -> None:
+        if wait_for(lambda: "cam0" in service.core.streams, 30.0):
+            stop.set()  # its run ends and closes its sockets: the detector's connection is cut
+
+    stopper = threading.Thread(target=stop_the_checker_once_it_hears_cam0, daemon=True)
+    stopper.start()
+    try:
+        args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--realtime",
+                "--connect", service.events_endpoint]
+        with pytest.raises(SystemExit) as ended:
+            main(args)
+    finally:
+        stop.set()
+        stopper.join(5.0)
+        checker.join(5.0)
+        ctx.destroy(linger=0)
+    assert ended.value.code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("cam0: ")  # its end line first, as in any run
+    assert err[-1].startswith(f"error: --connect {service.events_endpoint}: the checker went away at ")
+    assert err[-1].endswith(" and had not answered again when the run ended: what the streams sent since was not "
+                            "checked")
 
 
 def test_the_device_stepper_carries_the_state_like_the_cpu_stepper() -> None:

@@ -741,7 +741,8 @@ def _stream_summaries(log: ServiceLog, ids: Sequence[str], stats: Sequence[Detec
     """The detector's line per stream: frames, rate, drops, key-steps (and whether its source failed)."""
     for sid, run in zip(ids, stats, strict=True):
         failed = " (its source failed)" if run.error else ""
-        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {run.events} key-steps{failed}",
+        steps = count_of(run.events, "key-step")
+        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {steps}{failed}",
             stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
 
 

@@ -223,7 +223,7 @@ def test_sigterm_of_a_detector_reports_the_steps_its_session_never_did(tmp_path:
         assert proc.returncode == 143
         assert proc.stderr is not None
         err = proc.stderr.read().splitlines()  # the stream's summary, then the interrupt's line (as documented)
-        assert err[-2].startswith("term: ") and " key-steps" in err[-2] and err[-1].startswith("interrupted by SIGTERM")
+        assert err[-2].startswith("term: ") and " key-step" in err[-2] and err[-1].startswith("interrupted by SIGTERM")
         row = state.streams["term"]
         [(_, report)] = list(state.missing)
         assert report.run == row.run and len(row.done) < len(CORRECT)

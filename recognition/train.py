@@ -45,6 +45,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from graphs.common.array_files import ZIP_MAGIC
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json
 from graphs.common.interrupts import signals_deferred
@@ -777,6 +778,25 @@ def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_
     return table
 
 
+def check_replaces_a_checkpoint(out: Path) -> None:
+    """Refuse an ``--out`` that names an existing file other than a checkpoint (a task graph, a label file): a run
+    replaces a detector it retrains, but ``--out graph.json`` replaced the graph without a word.
+
+    Raises:
+        InputError: ``out`` holds bytes that do not begin as torch's checkpoints do (a zip archive).
+    """
+    if not out.is_file():  # nothing there (a FIFO or a folder is check_output's to refuse, never opened here)
+        return
+    try:
+        with out.open("rb") as handle:
+            start = handle.read(len(ZIP_MAGIC))
+    except OSError:  # unreadable: the run's own write says what is wrong
+        return
+    if start and start != ZIP_MAGIC:
+        raise InputError(f"--out {out}: exists and is not a detector checkpoint (a task graph, a label file?); a "
+                         "run replaces only a checkpoint: choose another name, or remove the file first")
+
+
 def run_training(
     features: str | Path,
     config_path: str | Path | None,
@@ -819,6 +839,7 @@ def run_training(
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
     out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")
+    check_replaces_a_checkpoint(out)
     if plot is not None:
         check_plot_support(plot)
         if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint

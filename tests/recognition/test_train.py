@@ -281,17 +281,33 @@ def test_outputs_over_the_feature_folder_or_each_other_are_refused_before_traini
     assert not out.exists()
 
 
+def test_an_out_that_names_another_kind_of_file_is_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out graph_copy.json exited 0 and replaced a task graph with a checkpoint.
+    graph = tmp_path / "graph.json"
+    graph.write_text('{"format": "task-graph"}')
+    err = cli_error(main, _argv(feature_folder, small_config, graph), capsys)
+    assert err == (f"error: --out {graph}: exists and is not a detector checkpoint (a task graph, a label file?); a "
+                   "run replaces only a checkpoint: choose another name, or remove the file first")
+    assert graph.read_text() == '{"format": "task-graph"}'
+    # A checkpoint is replaced, as a retraining does.
+    out = tmp_path / "detector.pt"
+    assert main(_argv(feature_folder, small_config, out)) == 0
+    assert main(_argv(feature_folder, small_config, out)) == 0
+
+
 def test_a_diverging_run_is_an_error_and_keeps_the_existing_checkpoint(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # lr = 1e6 made the loss NaN; the NaN weights were saved over the good checkpoint with a "test mAP" printed.
     out = tmp_path / "detector.pt"
-    out.write_bytes(b"the previous, good checkpoint")
+    out.write_bytes(b"PK\x03\x04 the previous, good checkpoint")  # a zip archive's start, as torch.save writes
     config = tmp_path / "wild.toml"
     config.write_text(small_config.read_text().replace("lr = 3e-3", "lr = 1e6").replace("epochs = 8", "epochs = 2"))
     err = cli_error(main, _argv(feature_folder, config, out), capsys)
     assert err.startswith("error: training diverged: loss nan at epoch 1") and "lr than 1e+06" in err
-    assert out.read_bytes() == b"the previous, good checkpoint"
+    assert out.read_bytes() == b"PK\x03\x04 the previous, good checkpoint"
 
 
 def test_a_test_split_without_key_step_frames_is_refused_before_training(

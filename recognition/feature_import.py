@@ -38,7 +38,7 @@ from graphs.common.array_files import read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file, open_input
 from graphs.common.options import check_fps, check_seed
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.safe_text import count_of, first_few, printable, unicode_form_hint
 from recognition.feature_folders import (
     TARGETS_DIR,
     SplitFile,
@@ -412,7 +412,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     if unannotated:
         raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "
                          f"annotation in {config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate "
-                         "them, or move them out of the folder")
+                         "them, or move them out of the folder" + unicode_form_hint(unannotated, annotations.videos))
     if config.scenario is None:  # the scenario of the recordings that have features, when they share one
         scenarios = Counter(annotations.videos[name].scenario for name in files)
         if len(scenarios) > 1:  # name the folder's scenarios, not every one of a public dataset's annotation file

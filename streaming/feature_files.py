@@ -30,7 +30,7 @@ import torch
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
-from graphs.common.safe_text import count_of, first_few
+from graphs.common.safe_text import count_of, first_few, unicode_form_hint
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.feature_import import (
     feature_file_fault,
@@ -234,7 +234,7 @@ def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src:
     stray = sorted(name for name in files if name not in annotations.videos)
     if stray:
         raise InputError(f"--features: {count_of(len(stray), 'feature file')} with no annotation in {src} "
-                         f"({first_few(stray, SHOWN)})")
+                         f"({first_few(stray, SHOWN)})" + unicode_form_hint(stray, annotations.videos))
     return files
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 import time
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Final
 
@@ -90,6 +90,23 @@ def first_few(
 
 
 HANG: Final = "  "  # the indent of a wrapped line after the first (`wrap_words`)
+
+
+def unicode_form_hint(names: Sequence[str], known: Iterable[str]) -> str:
+    """The end of an error line for ``names`` (file names) missing from ``known`` (annotated names): when some of
+    them differ from a known name only in their Unicode form, what to do about it ("" when none does).
+
+    A name typed on macOS often reaches the disk decomposed (NFD: "e" and a combining accent) while the annotation
+    file holds it composed (NFC): both print alike, and "no annotation for vidéo_é" names a file that looks annotated.
+    """
+    composed = {unicodedata.normalize("NFC", name) for name in known}
+    twins = [name for name in names if unicodedata.normalize("NFC", name) in composed]
+    if not twins:
+        return ""
+    differ = ("differs from an annotated name only in its Unicode form" if len(twins) == 1
+              else "differ from annotated names only in their Unicode form")
+    return (f"; {first_few([printable(n) for n in twins], 3)} {differ} (a file name written decomposed, NFD, as macOS "
+            "may write it): rename the files as the annotation file spells them")
 
 
 def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:

@@ -457,6 +457,22 @@ def test_a_file_of_another_width_is_named_from_its_header_before_any_data_is_rea
     assert not (root / "out").exists()
 
 
+def test_a_file_name_in_another_unicode_form_than_its_annotation_is_said_to_be_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # macOS may write "vidéo" decomposed (NFD); the annotation holds it composed. The error named a file that looks
+    # annotated, with no hint why it is not.
+    root = write_recordings(tmp_path)
+    labels = json.loads((root / "labels.json").read_text())
+    labels["annotations"]["vid\u00e9o"] = labels["annotations"].pop("rec0") | {"recording_id": "vid\u00e9o"}
+    (root / "labels.json").write_text(json.dumps(labels))
+    decomposed = "vide\u0301o"
+    (root / "npy" / "rec0.npy").rename(root / "npy" / f"{decomposed}.npy")
+    err = cli_error(main, argv(root), capsys)
+    assert err.endswith(f"; {decomposed} differs from an annotated name only in its Unicode form (a file name "
+                        "written decomposed, NFD, as macOS may write it): rename the files as the annotation file "
+                        "spells them")
+
+
 def test_another_backbones_features_into_the_same_folder_are_refused(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     # A 64-wide import into a 768-wide folder exited 0 and left the old files of the recordings it did not rewrite

@@ -419,8 +419,10 @@ def test_the_result_tables_never_split_or_cut_a_figure(width: int) -> None:
                 assert all(any(word in line for line in text.splitlines()) for word in words), cell
     text = " ".join(drawn(prego.result_tables(result)[0], width).split())
     assert "57.7 ± 0.6" in text and "tgt-text (n=5)" in text
-    # Each dash says what it means: the paper does not give the figure, or there was nothing to measure.
-    assert "–: not published. -: not measured (nothing to count: a precision without an alert)." in text
+    # Each dash says what it means: the paper does not give the figure, or there was nothing to measure; and the
+    # paper's marks of the two modes are said too (a new user read "gt *" with no key to it).
+    assert ("gt *: the annotated key-steps. pred +: the key-steps a MiniROAD detector recognised. –: not published. "
+            "-: not measured (nothing to count: a precision without an alert).") in text
 
 
 def test_seeds_that_all_score_alike_are_said_to() -> None:

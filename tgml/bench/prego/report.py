@@ -22,10 +22,16 @@ DASH_NOTES: Final = {NOT_PUBLISHED: f"{NOT_PUBLISHED}: not published.",
                      NOT_MEASURED: f"{NOT_MEASURED}: not measured (nothing to count: a precision without an alert)."}
 
 
+# The paper's marks for the two modes, which the tables keep: said once under each table that shows them.
+MODE_NOTES: Final = {"gt": f"gt {MODE_MARKS['gt']}: the annotated key-steps.",
+                     "pred": f"pred {MODE_MARKS['pred']}: the key-steps a MiniROAD detector recognised."}
+
+
 def _dash_legend(table: Any) -> str:
-    """What the dashes that ``table`` shows mean, one sentence per dash shown ("" when none is)."""
+    """What the dashes and mode marks that ``table`` shows mean, one sentence per one shown ("" when none is)."""
     shown_cells = {word for column in table.columns for cell in column.cells for word in str(cell).split()}
-    return " ".join(note for dash, note in DASH_NOTES.items() if dash in shown_cells)
+    notes = {**MODE_NOTES, **DASH_NOTES}
+    return " ".join(note for word, note in notes.items() if word in shown_cells)
 
 
 def _cell(mean: float | None, std: float | None, seeded: bool) -> str:

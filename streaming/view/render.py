@@ -190,8 +190,11 @@ def _names_cell(names: list[Text], keep: Literal["first", "last"], tails: tuple[
 
 def _likely_next(row: Status, state: ViewState) -> NameList | Text:
     """The allowed steps of a stream (`streaming.next_steps.allowed_next`, the rule the dashboard shares), each
-    with its future-step probability when it has one; ``-`` for none (an ended stream)."""
+    with its future-step probability when it has one; ``after <step now>`` when every step left waits on the one
+    under way (a bare ``-`` read as "nothing can follow"); ``-`` for none (an ended stream)."""
     shown = allowed_next(row)
+    if not shown and not row.ended and row.current is not None and row.current in row.allowed:
+        return _text(f"after {state.name(row.current)}")
     return _names_cell([_text(state.name(step)) for step, _ in shown], "first",
                        tuple(f" {score:.2f}" if score > 0 else "" for _, score in shown))
 

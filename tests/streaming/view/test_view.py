@@ -522,6 +522,10 @@ def test_allowed_next_leaves_out_the_step_being_done_and_an_ended_stream_has_non
     assert (now, allowed) == ("boil_water", "add_teabag")  # ... the view does not: it is now, not next
     session.heartbeat()  # nothing under way: both are next again
     assert stream_row(draw(session.state, width=200))[3] == "boil_water 1.00, add_teabag"
+    session.confirm(BOIL, 8.0, 9.0)
+    session.confirm(4, 9.5, 10.0)
+    session.heartbeat(current=5)  # pour_water under way, and every step left needs it: a bare "-" read as "none"
+    assert stream_row(draw(session.state, width=200))[3] == f"after {session.state.name(5)}"
     session.heartbeat(ended=True)  # stops before add_milk: its report names it, and nothing is "next" any more
     assert session.state.streams["cam0"].allowed == ()  # the checker says so (docs/wire-format.md) ...
     assert stream_row(draw(session.state))[:4:3] == ["cam0 (ended)", "-"]  # ... and so does the view

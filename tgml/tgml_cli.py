@@ -87,6 +87,7 @@ FEW_EXECUTIONS = 3
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tgml.bench.live.bench import LiveBenchConfig, LiveBenchResult
     from tgml.bench.live.selection import ValidationRun
     from tgml.learners.registry import LearnerEntry
 
@@ -619,11 +620,52 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-live``: train, run live and score every fold; print the tables (`tgml.bench.live.bench`)."""
     from rich.console import Console
 
-    from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER, CheckerSettings
-    from graphs.common.files import check_output, write_text
-    from tgml.bench.data_folder import data_folder
+    from graphs.common.files import write_text
     from tgml.bench.error_annotations import untimely_line, untimely_steps
-    from tgml.bench.live.bench import LiveBenchConfig, live_tables, run_live_bench
+    from tgml.bench.live.bench import live_tables, run_live_bench
+
+    result = run_live_bench(_bench_live_config(args), progress=not args.quiet)
+    untimely = untimely_steps(r.annotation for r in result.data.recordings)
+    if untimely:  # in neither the steps done nor those never done, when untagged and without a time: said
+        print_note(untimely_line(untimely, "one with a time is scored as done, and tagged as missing too; one with "
+                                 "neither is in neither"))
+    document = result.to_dict()
+    if args.ceiling:
+        from tgml.bench.live.ceiling import ceiling_table, live_ceilings
+
+        ceilings = live_ceilings(result)
+        document["ceiling"] = {name: dataclasses.asdict(c) for name, c in ceilings.items()}
+    unsaved: InputError | None = None  # a results file that cannot be written after all: the tables still shown
+    if args.json:  # first: the run's work is on disk whatever happens next
+        try:
+            write_text(args.json, json.dumps(document, indent=2) + "\n", "results file")
+        except InputError as err:
+            unsaved = err
+    if args.save_graphs:
+        _save_live_graphs(result, Path(args.save_graphs))
+    wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
+    for table in live_tables(result):
+        wide.print(table)
+    if args.ceiling:
+        wide.print(ceiling_table(result, ceilings))
+    print(f"bench-live: {result.seconds:.0f} s")
+    note_in_sample(result.validation, result.config.folds, result.config.detector.train.val_fraction)
+    if unsaved is not None:
+        raise unsaved
+    if args.json:
+        print(f"wrote {args.json}")
+    if args.save_graphs:
+        count, recipes = sum(len(folds) for folds in result.graphs.values()), len(result.graphs)
+        print(f"wrote {count} graph{'s' if count != 1 else ''} to {args.save_graphs}/ (<recipe>-fold<k>.json), and "
+              f"{recipes} hand-made graph{'s' if recipes != 1 else ''} (<recipe>-hand-made.json)")
+
+
+def _bench_live_config(args: argparse.Namespace) -> LiveBenchConfig:
+    """The run ``tgml bench-live``'s options ask for, every output checked before any fold trains."""
+    from graphs.checker_settings import CHECKERS, DEFAULT_CHECKER, CheckerSettings
+    from graphs.common.files import check_output
+    from tgml.bench.data_folder import data_folder
+    from tgml.bench.live.bench import LiveBenchConfig
     from tgml.bench.live.detector import LiveDetectorSettings
     from tgml.bench.live.recordings import captaincook_dir, features_folder
     from tgml.bench.live.selection import LIVE_GRAPHS, PRIOR_VARIANTS, VARIANTS
@@ -647,52 +689,22 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
                                    order_rule=args.order_rule)
     else:
         kinds, checking = (args.checker,), CheckerSettings(args.checker, order_rule=args.order_rule)
-    config = LiveBenchConfig(data, features, args.folds, args.seed, LiveDetectorSettings().with_epochs(args.epochs),
-                             checking, tuple(_names(args.recipes)), args.workers,
-                             Path(args.cache) if args.cache else None,
-                             VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), kinds,
-                             LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,))
-    result = run_live_bench(config, progress=not args.quiet)
-    untimely = untimely_steps(r.annotation for r in result.data.recordings)
-    if untimely:  # in neither the steps done nor those never done, when untagged and without a time: said
-        print_note(untimely_line(untimely, "one with a time is scored as done, and tagged as missing too; one with "
-                                 "neither is in neither"))
-    document = result.to_dict()
-    if args.ceiling:
-        from tgml.bench.live.ceiling import ceiling_table, live_ceilings
+    return LiveBenchConfig(data, features, args.folds, args.seed, LiveDetectorSettings().with_epochs(args.epochs),
+                           checking, tuple(_names(args.recipes)), args.workers,
+                           Path(args.cache) if args.cache else None,
+                           VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), kinds,
+                           LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,))
 
-        ceilings = live_ceilings(result)
-        document["ceiling"] = {name: dataclasses.asdict(c) for name, c in ceilings.items()}
-    unsaved: InputError | None = None  # a results file that cannot be written after all: the tables still shown
-    if args.json:  # first: the run's work is on disk whatever happens next
-        try:
-            write_text(args.json, json.dumps(document, indent=2) + "\n", "results file")
-        except InputError as err:
-            unsaved = err
-    if args.save_graphs:
-        from graphs.task_graph import TaskGraph, save_graph
 
-        for recipe, folds in result.graphs.items():
-            for fold, graph in sorted(folds.items()):
-                save_graph(TaskGraph.from_dict(graph), Path(args.save_graphs) / f"{recipe}-fold{fold}.json")
-            # The hand-made graph with the recipe's step ids, which CaptainCook4D's own file (its own numbering,
-            # matched by name) does not give stream-detect.
-            save_graph(result.data.recipes[recipe].ground_truth, Path(args.save_graphs) / f"{recipe}-hand-made.json")
-    wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
-    for table in live_tables(result):
-        wide.print(table)
-    if args.ceiling:
-        wide.print(ceiling_table(result, ceilings))
-    print(f"bench-live: {result.seconds:.0f} s")
-    note_in_sample(result.validation, result.config.folds, result.config.detector.train.val_fraction)
-    if unsaved is not None:
-        raise unsaved
-    if args.json:
-        print(f"wrote {args.json}")
-    if args.save_graphs:
-        count, recipes = sum(len(folds) for folds in result.graphs.values()), len(result.graphs)
-        print(f"wrote {count} graph{'s' if count != 1 else ''} to {args.save_graphs}/ (<recipe>-fold<k>.json), and "
-              f"{recipes} hand-made graph{'s' if recipes != 1 else ''} (<recipe>-hand-made.json)")
+def _save_live_graphs(result: LiveBenchResult, folder: Path) -> None:
+    """``--save-graphs``: each fold's learned graph, and each recipe's hand-made graph with its step ids (which
+    CaptainCook4D's own file, numbered its own way and matched by name, does not give stream-detect)."""
+    from graphs.task_graph import TaskGraph, save_graph
+
+    for recipe, folds in result.graphs.items():
+        for fold, graph in sorted(folds.items()):
+            save_graph(TaskGraph.from_dict(graph), folder / f"{recipe}-fold{fold}.json")
+        save_graph(result.data.recipes[recipe].ground_truth, folder / f"{recipe}-hand-made.json")
 
 
 def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:

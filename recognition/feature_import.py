@@ -34,9 +34,9 @@ from typing import Final
 import numpy as np
 
 from graphs.annotations import choose_scenario, load_annotations, time_order
-from graphs.common.array_files import read_npy
+from graphs.common.array_files import npy_header_shape, read_npy
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, not_a_file, open_input
+from graphs.common.files import check_output, not_a_file
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import count_of, first_few, printable, unicode_form_hint
 from recognition.feature_folders import (
@@ -154,17 +154,14 @@ class ImportConfig:
 
 
 def header_shape(path: str | Path) -> tuple[int, int] | None:
-    """``(rows, width)`` of a 2-D ``.npy`` file from its header alone (numpy's own header reader; the data is not
-    read), so that a file of another backbone is refused without reading gigabytes of it; None for anything else (a
-    missing file, a damaged header, another shape), which the full read (`read_feature_file`) then names."""
+    """``(rows, width)`` of a 2-D ``.npy`` file from its header alone (`npy_header_shape`: the data is not read), so
+    that a file of another backbone is refused without reading gigabytes of it; None for anything else (a missing
+    file, a damaged header, another shape), which the full read (`read_feature_file`) then names."""
     try:
-        with open_input(path, "features file") as handle:
-            version = np.lib.format.read_magic(handle)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape = read(handle)[0]
-    except (InputError, ValueError, OSError):
+        shape = npy_header_shape(path, "features")
+    except InputError:
         return None
-    return (int(shape[0]), int(shape[1])) if len(shape) == 2 else None
+    return (shape[0], shape[1]) if len(shape) == 2 else None
 
 
 def read_feature_file(path: str | Path, what: str = "features") -> np.ndarray:
@@ -423,11 +420,18 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     else:
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
-    # Widths from the headers first: a folder of another backbone is refused before gigabytes of it are read.
+    # Widths from the headers first (those that read: a damaged one is named by its full read), and against an
+    # earlier import's: a folder of another backbone is refused before gigabytes of it are read.
     headers = {v.video: header_shape(files[v.video]) for v in annotations.scenario_videos(scenario) if v.video in files}
-    if all(shape is not None for shape in headers.values()):
-        check_widths({name: shape for name, shape in headers.items() if shape is not None}, files,
-                     f"--features {config.features}")
+    readable = {name: shape for name, shape in headers.items() if shape is not None}
+    check_widths(readable, files, f"--features {config.features}")
+    earlier = stored_width(Path(config.out) / config.rgb)
+    width = next(iter(readable.values()))[1] if readable else None
+    if width is not None and earlier is not None and earlier != width:
+        # The files of recordings this import does not rewrite would stay beside its own, of another width.
+        raise InputError(f"--out {config.out}: its {config.rgb}/ holds features {earlier} wide from an earlier import, "
+                         f"and those of --features {config.features} are {width}: one folder, one backbone; import "
+                         "into another --out")
     videos: list[ImportedVideo] = []
     for video in annotations.scenario_videos(scenario):
         path = files.get(video.video)
@@ -439,12 +443,6 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         videos.append(ImportedVideo(video.video, read_feature_file(path), segments))
     # Widths before lengths: a file saved transposed is short at any rate, and said to be transposed, not mistimed.
     check_widths({v.name: v.features.shape for v in videos}, files, f"--features {config.features}")
-    earlier = stored_width(Path(config.out) / config.rgb)
-    if videos and earlier is not None and earlier != videos[0].features.shape[1]:
-        # The files of recordings this import does not rewrite would stay beside its own, of another width.
-        raise InputError(f"--out {config.out}: its {config.rgb}/ holds features {earlier} wide from an earlier import, "
-                         f"and those of --features {config.features} are {videos[0].features.shape[1]}: one folder, "
-                         "one backbone; import into another --out")
     for imported in videos:
         rows = len(imported.features)
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.

@@ -156,6 +156,18 @@ def npy_shape(path: str | Path, what: str = "array", ndim: int | None = 2, kinds
         return shape
 
 
+def npy_header_shape(path: str | Path, what: str = "array") -> tuple[int, ...]:
+    """The shape an ``.npy`` file's header announces, every header field checked as `read_npy` checks it, the data
+    never looked at (its length included: a file cut short, or still being written, still tells its shape). What
+    refuses a file by its shape alone (another width) needs no more, and reads a hundred bytes of it.
+
+    Raises:
+        InputError: not an ``.npy`` file, or a damaged or over-long header.
+    """
+    with open_input(path, what + " file") as handle:
+        return _header(handle, str(path), what)[0]
+
+
 def _size(handle: IO[bytes]) -> int:
     handle.seek(0, 2)
     size = handle.tell()

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import torch
@@ -413,8 +413,10 @@ class TrainOutcome:
             probabilities and the one-hot targets (empty without a validation split); with ``refit``, those of the
             model fitted without the validation videos.
         refit: ``model`` was trained again on every training video, for ``kept_epoch`` epochs.
-        interrupted: the signal (Ctrl-C, SIGTERM) that stopped training after at least one epoch, or None. The
-            outcome is then that of the epochs trained before it (``curve``), the best of them kept, with no refit.
+        interrupted: the signal (Ctrl-C, SIGTERM) that stopped training after at least one epoch, when the caller
+            asked to keep such a run (`train_detector`'s ``on_stop``), or None. The outcome is then that of the
+            epochs trained before it (``curve``), the best of them kept, with no refit.
+        interrupted_in_refit: the stop came during the refit (every epoch had been trained; the refit was dropped).
     """
 
     model: MiniROAD
@@ -427,6 +429,7 @@ class TrainOutcome:
     validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     refit: bool = False
     interrupted: KeyboardInterrupt | None = None
+    interrupted_in_refit: bool = False
 
 
 @torch.inference_mode()
@@ -582,7 +585,12 @@ def done_per_video(hard: np.ndarray, lengths: Sequence[int], background: tuple[i
     return np.concatenate([done_targets(hard[a:b], background) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
-def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: bool | Progress = True) -> TrainOutcome:
+def train_detector(
+    data: FeatureDataset,
+    config: DetectorTrainConfig,
+    progress: bool | Progress = True,
+    on_stop: Callable[[int, bool], None] | None = None,
+) -> TrainOutcome:
     """Train MiniROAD on the training split (less its validation videos), keep the best epoch, score the test split.
 
     Args:
@@ -590,6 +598,10 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
         config: model sizes, optimisation, validation and augmentation settings.
         progress: show a rich progress bar (one tick per batch), or a `Progress` the caller owns
             (started and stopped by the caller) to add the training task to.
+        on_stop: None (the default): a stop (Ctrl-C, SIGTERM) ends training as any exception does. Given, a stop
+            after the first epoch is kept instead: ``on_stop(epochs trained, during the refit)`` is called, training
+            ends with the best epoch so far, and the outcome carries the stop (``interrupted``) for the caller to
+            raise once it has saved it (`run_training`).
 
     Returns:
         The kept model, test mAP, the learning curve and the kept model's validation probabilities.
@@ -615,55 +627,61 @@ def train_detector(data: FeatureDataset, config: DetectorTrainConfig, progress: 
     if config.threads:
         torch.set_num_threads(config.threads)
     curve: list[EpochScores] = []
-    best: EpochScores | None = None
-    best_state: dict[str, torch.Tensor] = {}
+    # The kept epoch and its weights in one variable, assigned in one statement: a stop can never leave one epoch's
+    # weights under another's number.
+    kept: tuple[EpochScores, dict[str, torch.Tensor]] | None = None
 
     def score(model: MiniROAD, scores: EpochScores) -> None:
-        nonlocal best, best_state
+        nonlocal kept
         if val:
             val_loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, background)
             scores = replace(scores, val_loss=val_loss, val_map=val_map)
-        # Whole or not at all: a stop landing between the curve, the kept epoch and its weights would save one
-        # epoch's weights under another's number.
-        with signals_deferred():
+        better = better_epoch(scores, kept[0] if kept is not None else None, keep_by)
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()} if better else None
+        with signals_deferred():  # the curve and the kept epoch agree: the kept one is the best of the curve's
             curve.append(scores)
-            if better_epoch(scores, best, keep_by):
-                best = scores
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            if state is not None:
+                kept = (scores, state)
 
+    interrupted: KeyboardInterrupt | None = None
+    in_refit = False
     with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
         task = bar.add_task("training batches", total=None, loss=float("nan"))  # epochs x batches per epoch
         torch.manual_seed(config.seed)  # the initial weights
         model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
-        interrupted: KeyboardInterrupt | None = None
         try:
             done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar,
                               task, 0, score)
         except KeyboardInterrupt as stop:
-            if best is None:  # not one epoch finished: nothing worth keeping
+            if kept is None or on_stop is None:  # not one epoch finished, or a caller that stops with it
                 raise
             # The epochs trained are the user's hours: the best of them is kept and saved, then the stop goes on.
-            interrupted = stop
-        assert best is not None  # epochs >= 1
-        model.load_state_dict(best_state)
+            interrupted = stop.with_traceback(None)  # not the training data its frames hold
+            on_stop(len(curve), False)
+        assert kept is not None  # epochs >= 1
+        best = kept[0]
+        model.load_state_dict(kept[1])
         model.eval()
         validation = {v.name: (predict_video(model, v.features), v.targets) for v in val}
         refit = bool(config.refit and val and interrupted is None)
         if refit:
             # The kept epoch count, now on every training video; the validation probabilities above stay those of a
             # model that never saw its validation videos.
-            torch.manual_seed(config.seed)
-            kept = model
-            model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
+            selected = model
             try:
+                torch.manual_seed(config.seed)
+                model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
                 run_epochs(model, training_data(data.train, config, data.fps, background), config, best.epoch, bar,
                            task, done, lambda _model, _scores: None)
-            except KeyboardInterrupt as stop:  # a refit cut short is no model: the kept epoch's is
-                model, refit, interrupted = kept, False, stop
+            except KeyboardInterrupt as stop:  # a refit cut short is no model: the selected epoch's is
+                if on_stop is None:
+                    raise
+                model, refit, interrupted, in_refit = selected, False, stop.with_traceback(None), True
+                on_stop(len(curve), True)
             model.eval()
     test_map, class_ap = evaluate_detector(model, data.test, background)
     return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
-                        keep_by, validation, refit, interrupted)
+                        keep_by, validation, refit, interrupted, in_refit)
 
 
 def run_epochs(
@@ -778,6 +796,16 @@ def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_
     return table
 
 
+STOPPED_SUFFIX: Final = ".stopped"
+
+
+def stopped_path(out: Path) -> Path:
+    """Where a stopped run saves its best epoch when ``--out`` held a detector already: beside it
+    (``detector.stopped.pt``), since a stop is how a user abandons a retraining started with the wrong settings, and
+    the detector they had is kept."""
+    return out.with_name(f"{out.stem}{STOPPED_SUFFIX}{out.suffix}")
+
+
 def check_replaces_a_checkpoint(out: Path) -> None:
     """Refuse an ``--out`` that names an existing file other than a checkpoint (a task graph, a label file): a run
     replaces a detector it retrains, but ``--out graph.json`` replaced the graph without a word.
@@ -840,6 +868,8 @@ def run_training(
     folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
     out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")
     check_replaces_a_checkpoint(out)
+    if out.exists():  # where a stop would save beside it
+        check_replaces_a_checkpoint(stopped_path(out))
     if plot is not None:
         check_plot_support(plot)
         if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint
@@ -848,7 +878,17 @@ def run_training(
     data = load_feature_dataset(features, config.features)
     check_recorded_extractor(tables.get("features", {}).get("extractor"), data, config.features, config_path)
     config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
-    outcome = train_detector(data, config, progress=progress)
+    existed = out.exists()  # a stopped run never replaces a detector the user had (`stopped_path`)
+
+    def said_stopping(epochs: int, in_refit: bool) -> None:
+        # The scoring, calibration and saving that follow take a while: a second Ctrl-C abandons them, and loses
+        # the run (the first one's line, at the end, says what was saved).
+        when = "during the refit" if in_refit else f"after {epochs} of {config.epochs} epochs"
+        print(printable(f"recognition-train: stopping {when}: scoring and saving the best epoch so far (Ctrl-C "
+                        "again to abandon it)"), file=sys.stderr, flush=True)
+
+    outcome = train_detector(data, config, progress=progress, on_stop=said_stopping)
+    target = stopped_path(out) if outcome.interrupted is not None and existed else out
     info = {
         "train": config_summary(config),
         "test_map": outcome.test_map,
@@ -863,7 +903,8 @@ def run_training(
         "curve": [e.as_json() for e in outcome.curve],
     }
     if outcome.interrupted is not None:  # the kept epoch is the best of those trained, not of config.epochs
-        info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs}
+        info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs,
+                               "during": "refit" if outcome.interrupted_in_refit else "training"}
     # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates, and
     # the segmenter keeps its defaults.
     segmenter = SegmenterConfig(fps=data.fps)
@@ -878,10 +919,10 @@ def run_training(
                                    window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
                 if validation else None)
     try:
-        save_detector(out, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps, info,
-                      data.scenario, evidence)
+        save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps,
+                      info, data.scenario, evidence)
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
-        raise InputError(f"{out}: cannot write the checkpoint ({err.strerror or err})") from None
+        raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
     console = console or Console()
     console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
     if outcome.validation:
@@ -896,11 +937,14 @@ def run_training(
     if evidence is not None:
         console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
     console.print(detector_ap_table(outcome, data.class_names))
-    console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {out}"), markup=False,
-                  highlight=False)
+    console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {target}"),
+                  markup=False, highlight=False)
     if outcome.interrupted is not None:  # said before the interrupt's own line, which ends the output
         kept = f"epoch {outcome.kept_epoch} of those ({kept_by_rule(outcome.keep_by)})"
-        print(printable(f"recognition-train: stopped after {len(outcome.curve)} of {config.epochs} epochs; {out} "
-                        f"holds {kept}"), file=sys.stderr)
+        when = (f"during the refit; {target} holds epoch {outcome.kept_epoch}, not refit"
+                if outcome.interrupted_in_refit
+                else f"after {len(outcome.curve)} of {config.epochs} epochs; {target} holds {kept}")
+        beside = f" (beside {out.name}, left as it was)" if target != out else ""
+        print(printable(f"recognition-train: stopped {when}{beside}"), file=sys.stderr)
         raise outcome.interrupted
     return outcome

@@ -243,12 +243,14 @@ def test_recognition_train_sigint_keeps_a_whole_checkpoint(tmp_path: Path) -> No
     with child("recognition.recognition_train_cli", argv) as running:
         running.wait_for(running.bar_shown)
         assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130)
-    assert no_temporaries(tmp_path)
-    # Stopped in the first epoch, the earlier checkpoint stays; later, the best epoch trained replaces it, whole.
-    if out.read_bytes() != earlier:
-        _, meta = load_detector(out)
+    assert no_temporaries(tmp_path) and out.read_bytes() == earlier
+    # Stopped after the first epoch, the best epoch trained is saved beside it, whole.
+    stopped = tmp_path / "detector.stopped.pt"
+    if stopped.exists():
+        _, meta = load_detector(stopped)
         trained = meta.info["interrupted"]["epochs_trained"]
-        assert f"recognition-train: stopped after {trained} of 100000 epochs; {out} holds epoch " in running.stderr()
+        assert f"recognition-train: stopped after {trained} of 100000 epochs; {stopped} holds epoch " in \
+            running.stderr()
 
 
 @pytest.mark.usefixtures("demo_cache")

@@ -127,6 +127,37 @@ def test_a_stopped_run_saves_the_best_epoch_it_trained_then_stops(
         "those (highest validation mAP)")
 
 
+def test_a_stopped_retraining_saves_beside_the_detector_it_had_and_leaves_that_one(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A stop is how a retraining started with the wrong settings is abandoned: the detector the user had is kept.
+    out = tmp_path / "detector.pt"
+    assert run_training(feature_folder, small_config, out, progress=False, console=Console(file=io.StringIO()),
+                        epochs=2) is not None
+    had = out.read_bytes()
+    with handling_signals(), pytest.raises(Interrupted):
+        run_training(feature_folder, small_config, out, progress=StoppingProgress(2, 40),
+                     console=Console(file=io.StringIO()), epochs=40)
+    assert out.read_bytes() == had
+    stopped = tmp_path / "detector.stopped.pt"
+    _, meta = load_detector(stopped)
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("recognition-train: stopping after ") and err[-2].endswith(
+        " of 40 epochs: scoring and saving the best epoch so far (Ctrl-C again to abandon it)")
+    assert err[-1].startswith(f"recognition-train: stopped after {meta.info['interrupted']['epochs_trained']} of 40 "
+                              f"epochs; {stopped} holds epoch ") and err[-1].endswith(" (beside detector.pt, left as "
+                                                                                     "it was)")
+
+
+def test_a_library_caller_is_stopped_by_a_stop_as_by_any_exception(feature_folder: Path, small_config: Path) -> None:
+    # train_detector kept every stop for run_training's sake: the live benchmark's folds, which do not save a
+    # stopped run, went on with a half-trained detector (and cached it under the fold's key).
+    config = load_detector_training_config(small_config)
+    data = load_feature_dataset(feature_folder, config.features)
+    with handling_signals(), pytest.raises(Interrupted):
+        train_detector(data, replace(config, epochs=40), progress=StoppingProgress(2, 40))
+
+
 def test_a_run_stopped_in_its_first_epoch_writes_nothing(
     feature_folder: Path, small_config: Path, tmp_path: Path
 ) -> None:

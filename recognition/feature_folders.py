@@ -326,21 +326,30 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
                      extractor, scenario or None, copies)
 
 
-def check_extraction_finished(root: Path, rgb: str, videos: Sequence[str], split_path: str | Path) -> None:
+def check_extraction_finished(root: Path, rgb: str, split: SplitFile) -> None:
     """Refuse a ``recognition-features`` folder whose extraction stopped before some of its videos.
 
-    ``split.json`` is written first, so an interrupted run leaves a split that lists videos with no features yet:
-    said as that, with the way to finish it, instead of "file missing" for the first of them.
+    ``split.json`` is written first, so an interrupted run leaves a split that lists videos with no features yet, or
+    (stopped within a video) features without their augmented copies or targets: said as that, with the way to
+    finish it, instead of "file missing" for the first of them.
 
     Raises:
-        InputError: a folder with an extraction manifest (`MANIFEST`) lacks the ``rgb`` features of some videos.
+        InputError: a folder with an extraction manifest (`MANIFEST`) lacks a file of some videos.
     """
     if not (root / MANIFEST).is_file():  # imported or written by hand: load_video names the file missing
         return
-    missing = [v for v in videos if not (root / rgb / f"{v}.npy").exists()]
+    videos = (*split.train, *split.test)
+
+    def written(video: str) -> bool:
+        copies = split.augment_copies if video in split.train else 0
+        files = [root / rgb / f"{video}.npy", root / TARGETS_DIR / f"{video}.npy",
+                 *(root / rgb / copy_file_name(video, k) for k in range(1, copies + 1))]
+        return all(path.exists() for path in files)
+
+    missing = [v for v in videos if not written(v)]
     if missing:
-        raise InputError(f"{root}: {len(missing)} of the {len(videos)} videos {Path(split_path).name} lists have no "
-                         f"features in {rgb}/ yet ({first_few([printable(v) for v in missing], SHOWN_NAMES)}): the "
+        raise InputError(f"{root}: {len(missing)} of the {len(videos)} videos {Path(split.path).name} lists are not "
+                         f"all written yet ({first_few([printable(v) for v in missing], SHOWN_NAMES)}): the "
                          "extraction into it did not finish; run recognition-features again with the same options "
                          "to extract the rest")
 
@@ -375,7 +384,7 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
             raise InputError(f"{root}: {kind} feature folder {folder!r} not found (the folder holds "
                              f"{', '.join(held) if held else 'no rgb_* or flow_* folder'}; the name is --config's "
                              "[features] rgb or flow, or without one rgb_ and split.json's feature_extractor)")
-    check_extraction_finished(root, config.rgb, (*split.train, *split.test), src)
+    check_extraction_finished(root, config.rgb, split)
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)
     # The width and class count most videos share are the folder's: the file named is the odd one out. Checked

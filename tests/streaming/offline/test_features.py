@@ -347,9 +347,15 @@ def test_a_damaged_video_stops_the_run_without_losing_the_videos_before_it(
     # missing", for the first video only).
     with pytest.raises(InputError) as unfinished:
         load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
-    assert str(unfinished.value) == (f"{work / 'features'}: 1 of the 3 videos split.json lists have no features in "
-                                     "rgb_light-v1/ yet (run2): the extraction into it did not finish; run "
-                                     "recognition-features again with the same options to extract the rest")
+    said = (f"{work / 'features'}: 1 of the 3 videos split.json lists are not all written yet (run2): the extraction "
+            "into it did not finish; run recognition-features again with the same options to extract the rest")
+    assert str(unfinished.value) == said
+    # Stopped within a video: its features written, its targets not yet (the manifest comes last).
+    shutil.copy(work / "features" / "rgb_light-v1" / "run1.npy", work / "features" / "rgb_light-v1" / "run2.npy")
+    with pytest.raises(InputError) as unfinished:
+        load_feature_dataset(work / "features", FeatureConfig(rgb="rgb_light-v1"))
+    assert str(unfinished.value) == said
+    (work / "features" / "rgb_light-v1" / "run2.npy").unlink()
     (work / "videos" / "run2.avi").unlink()
     write_execution(work / "videos" / "run2.mkv", VALID_ORDERS[2], seed=5)  # the user replaces the broken file
     assert main(args(work, "--reader", "opencv")) == 0

@@ -74,6 +74,8 @@ RECV_BUDGET_S: Final = 0.02  # most time one poll spends receiving, so a flood c
 RECV_HWM: Final = 128
 VIEW_RECV_HWM: Final = 10_000  # a viewer trusts its checker, whose periodic re-sends come in bursts
 MAX_FRAMES: Final = 2  # topic and payload: a message with more is dropped as it is received, never kept
+PING_MS: Final = 1000  # a watched connection (detector, view, dashboard) pings its checker this often
+PING_TIMEOUT_MS: Final = 5000  # and takes it for gone without an answer for this long (libzmq answers, not Python)
 # Subscription messages an XPUB reads per call (`Publisher.new_subscribers`): a peer that subscribes in a loop cannot
 # hold the sender; the rest wait for the next call.
 SUBSCRIPTIONS_PER_CALL: Final = 256
@@ -464,6 +466,11 @@ def _open(
         raise InputError(f"{option} {endpoint}: CURVE does not apply to inproc:// (no handshake)")
     sock = ctx.socket(kind)
     _configure(sock, endpoint, recv_hwm)
+    if watch:
+        # ZMTP pings: a checker whose host vanished (power, cable, a frozen process) closes nothing, and TCP alone
+        # would take minutes to say so; an unanswered ping cuts the connection, which the watch then sees.
+        sock.setsockopt(zmq.HEARTBEAT_IVL, PING_MS)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, PING_TIMEOUT_MS)
     if curve is not None:
         curve.apply(sock)
     # The monitor must watch before the connection starts, or a fast handshake is missed.

@@ -37,7 +37,7 @@ from streaming.detector.sinks import Sink, combine
 from streaming.detector.streams import DetectorStats, DetectorStream, FrameObserver, StreamWatcher
 from streaming.extractors import FeatureExtractor
 from streaming.readers import Frame, VideoReader
-from streaming.transport import Publisher, connect_waiting
+from streaming.transport import HandshakeRefused, Publisher, connect_waiting
 
 FINAL_LINGER_MS = 1000  # on shutdown, queued final messages get this long to leave (then dropped)
 
@@ -109,7 +109,10 @@ class Pipeline:
         watch = self._publisher.watch if self._publisher is not None else None
         if watch is None:
             return None
-        watch.check(running=True)  # the events that came since the last message sent
+        try:
+            watch.check(running=True)  # the events that came since the last message sent
+        except HandshakeRefused as refused:  # a checker back with this key revoked: said after the streams' lines
+            return str(refused)
         if watch.lost_at is None:
             return None
         when = time.strftime("%H:%M:%S", time.localtime(watch.lost_at))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -23,11 +25,19 @@ from streaming.detector import (
     run_detector,
 )
 from streaming.detector.loading import LoadedParts
-from streaming.messages import MAX_HISTORY
+from streaming.messages import MAX_HISTORY, Status, decode
 from streaming.readers import ReaderConfig, open_reader
 from streaming.stream_detect_cli import main
-from streaming.transport import Publisher, connect, unresolved_host
-from tests.streaming.helpers import KeptMessages, beat, running_checker, tea_graph, wait_for, write_noise_video
+from streaming.transport import Publisher, connect, subscribe, unresolved_host
+from tests.streaming.helpers import (
+    STREAM_DETECT,
+    KeptMessages,
+    beat,
+    running_checker,
+    tea_graph,
+    wait_for,
+    write_noise_video,
+)
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -166,6 +176,49 @@ def test_a_checker_that_goes_away_for_good_mid_run_ends_the_detector_with_exit_s
     assert err[-1].startswith(f"error: --connect {service.events_endpoint}: the checker went away at ")
     assert err[-1].endswith(" and had not answered again when the run ended: what the streams sent since was not "
                             "checked")
+
+
+def test_a_checker_frozen_mid_run_is_noticed_without_its_connection_closing(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # A checker whose host vanished (power, cable) closes nothing: without pings the detector played on and exited 0.
+    # A stopped process (SIGSTOP) answers nothing either, while its socket stays open.
+    video = write_noise_video(tmp_path / "clip.mp4", frames=300)  # 10 s, read in real time
+    inbound, outbound = f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"
+    checker = subprocess.Popen([*STREAM_DETECT, "checker", "--graph", str(GRAPH), "--bind", inbound, "--publish",
+                                outbound], stderr=subprocess.PIPE, text=True)
+    ctx = zmq.Context()
+    frozen: list[float] = []
+    over = threading.Event()
+
+    def freeze_the_checker_once_it_hears_cam0() -> None:
+        sub = subscribe(connect(ctx, zmq.SUB, outbound), (b"status/cam0",))
+        deadline = time.monotonic() + 30.0
+        try:
+            while not over.is_set() and time.monotonic() < deadline:
+                if sub.poll(50) and isinstance(decode(sub.recv_multipart()), Status):
+                    checker.send_signal(signal.SIGSTOP)
+                    frozen.append(time.monotonic())
+                    return
+        finally:
+            sub.close(linger=0)
+
+    try:
+        assert checker.stderr is not None and checker.stderr.readline().startswith("checker: ")  # bound, ready
+        freezer = threading.Thread(target=freeze_the_checker_once_it_hears_cam0, daemon=True)
+        freezer.start()
+        args = ["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--realtime",
+                "--connect", inbound]
+        with pytest.raises(SystemExit) as ended:
+            main(args)
+    finally:
+        over.set()
+        checker.send_signal(signal.SIGCONT)
+        checker.kill()
+        checker.wait(10)
+        ctx.destroy(linger=0)
+    assert frozen, "the checker never published cam0's status"
+    assert ended.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: --connect {inbound}: the checker went away at ")
 
 
 def test_the_device_stepper_carries_the_state_like_the_cpu_stepper() -> None:

@@ -33,6 +33,7 @@ shows something (`blank_name`), and a file lists each pre-condition of a step on
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -420,6 +421,31 @@ def save_graph(graph: TaskGraph, path: str | Path) -> None:
     An OS failure (the path is a folder, a parent is a file, no permission) is a one-line `InputError`.
     """
     write_text(path, json.dumps(graph.to_dict(), indent=2) + "\n", "graph file")
+
+
+GRAPH_MARK: Final = re.compile(rb'"format"\s*:\s*"' + FORMAT_NAME.encode() + rb'"')
+MARK_BYTES: Final = 4096  # `save_graph` writes the format first; a hand-edited file keeps it near the top
+
+
+def check_replaces_a_graph(path: str | Path, option: str = "--out") -> None:
+    """Refuse an output that names an existing file other than a task graph (a label file, a checkpoint): a run
+    replaces a graph it learns again, but ``--out labels2.json`` replaced a label file without a word. Only the start
+    of the file is read (`MARK_BYTES`).
+
+    Raises:
+        InputError: a non-empty regular file whose start does not hold the graph format's mark.
+    """
+    path = Path(path)
+    if not path.is_file():  # nothing there (a FIFO or a folder is check_output's to refuse, never opened here)
+        return
+    try:
+        with path.open("rb") as handle:
+            start = handle.read(MARK_BYTES)
+    except OSError:  # unreadable: the write says what is wrong
+        return
+    if start and not GRAPH_MARK.search(start):
+        raise InputError(f"{option} {path}: exists and is not a task graph file (a label file, a checkpoint?); a run "
+                         "replaces only a graph: choose another name, or remove the file first")
 
 
 def is_captaincook_graph(data: object) -> bool:

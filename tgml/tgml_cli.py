@@ -407,13 +407,14 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     """``tgml train``: learn one scenario's graph and save it."""
     from graphs.annotations import TrainingVideos, load_annotations
     from graphs.common.files import check_output
-    from graphs.task_graph import save_graph
+    from graphs.task_graph import check_replaces_a_graph, save_graph
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
     from tgml.learners.result import learn_from_annotations
 
     # Before training: a failed save would lose the run.
     check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
+    check_replaces_a_graph(args.out)
     method = _train_method(args)  # settings that do not fit the learner are refused before the file is read
     load_annotations(args.annotations, check_times=not args.order_only,  # the segment check every command makes
                      scenario_read=args.scenario, scenario_required=True)

@@ -99,3 +99,19 @@ def test_the_library_keeps_every_execution_unless_asked(data_dir: Path) -> None:
     assert len(tent.training_data("epic-tent")[2]) == 13
     chosen = tent.training_selection("epic-tent", TrainingVideos())
     assert len(chosen.sequences) == 10 and len(chosen.mistakes) == 3 and chosen.excluded == ()
+
+
+def test_an_out_naming_another_kind_of_file_is_refused_and_a_graph_is_replaced(
+    labels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out labels2.json replaced a label file with a graph without a word.
+    other = tmp_path / "labels2.json"
+    other.write_text(labels.read_text())
+    argv = ["train", "--annotations", str(labels), "--scenario", SCENARIO, "--out", str(other), "--quiet"]
+    assert cli_error(tgml, argv, capsys) == (
+        f"error: --out {other}: exists and is not a task graph file (a label file, a checkpoint?); a run replaces "
+        "only a graph: choose another name, or remove the file first")
+    assert other.read_text() == labels.read_text()
+    out = tmp_path / "shelf.json"
+    _train(labels, out)
+    _train(labels, out)  # a graph learned again replaces the one before

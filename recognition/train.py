@@ -868,8 +868,11 @@ def run_training(
     folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
     out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")
     check_replaces_a_checkpoint(out)
-    if out.exists():  # where a stop would save beside it
-        check_replaces_a_checkpoint(stopped_path(out))
+    # A detector there already (a file left empty is none): a stopped run would save beside it, checked as --out is.
+    existed = out.is_file() and out.stat().st_size > 0
+    if existed:
+        check_replaces_a_checkpoint(check_output(stopped_path(out), "checkpoint of a stopped run (beside --out)",
+                                                 inputs=[config_path, *folder_files], option="--out"))
     if plot is not None:
         check_plot_support(plot)
         if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint
@@ -878,7 +881,6 @@ def run_training(
     data = load_feature_dataset(features, config.features)
     check_recorded_extractor(tables.get("features", {}).get("extractor"), data, config.features, config_path)
     config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
-    existed = out.exists()  # a stopped run never replaces a detector the user had (`stopped_path`)
 
     def said_stopping(epochs: int, in_refit: bool) -> None:
         # The scoring, calibration and saving that follow take a while: a second Ctrl-C abandons them, and loses

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.common.command_line import ArgumentParser, unknown_command
-from graphs.common.errors import InputError, RunError, exit_on_input_error, print_warning, writes_no_files
+from graphs.common.errors import InputError, exit_on_input_error, print_warning, writes_no_files
 from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, first_few, printable, wrap_words
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
@@ -732,8 +732,8 @@ def _detector(args: argparse.Namespace) -> int:
     errors = [run.error for run in stats if run.error]
     if errors:
         raise InputError("; ".join(errors))
-    if gone is not None:  # the run did not do its job, through no fault of its input: exit status 1
-        raise RunError(gone)
+    if gone is not None:  # after the streams' lines: the run did not do its job
+        raise gone
     return 0
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import zmq
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, RunError
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.model import MiniROAD
 from recognition.segmenter import SegmenterConfig
@@ -102,22 +102,24 @@ class Pipeline:
         """Run every stream to its end, or until ``stop`` is set; each stream's statistics in order."""
         return self.loop.run(stop)
 
-    def checker_gone(self) -> str | None:
-        """Why what the streams sent last went unchecked: the checker's connection was cut and had not come back
-        (None: it is there, or nothing is published). The checker never answers a detector otherwise, so this is the
-        one failure of the checker a detector can see (docs/live-pipeline.md)."""
+    def checker_gone(self) -> InputError | RunError | None:
+        """Why what the streams sent last went unchecked, as the error the run ends with (None: the checker is
+        there, or nothing is published): its connection was cut and had not come back (`RunError`, exit status 1),
+        or a checker back with this client's key revoked (`streaming.transport.HandshakeRefused`, exit status 2, as
+        when it comes mid-run). The checker never answers a detector otherwise, so these are the failures of the
+        checker a detector can see (docs/live-pipeline.md)."""
         watch = self._publisher.watch if self._publisher is not None else None
         if watch is None:
             return None
         try:
             watch.check(running=True)  # the events that came since the last message sent
-        except HandshakeRefused as refused:  # a checker back with this key revoked: said after the streams' lines
-            return str(refused)
+        except HandshakeRefused as refused:  # said after the streams' lines, as the run's error
+            return refused
         if watch.lost_at is None:
             return None
         when = time.strftime("%H:%M:%S", time.localtime(watch.lost_at))
-        return (f"--connect {watch.endpoint}: the checker went away at {when} and had not answered again when the "
-                "run ended: what the streams sent since was not checked")
+        return RunError(f"--connect {watch.endpoint}: the checker went away at {when} and had not answered again "
+                        "when the run ended: what the streams sent since was not checked")
 
     def close(self) -> None:
         """Close the readers, the checker's socket and every sink that holds a thread or a file."""

@@ -74,6 +74,7 @@ _retries = 0  # how many times it was sent again
 _stopping: list[tuple[int, float]] = []
 REPEAT_S: Final = 2.0
 _depth = 0  # `handling_signals` blocks open in the main thread
+_generation = 0  # outermost `handling_signals` blocks entered so far: which run a retry (`_send_again`) belongs to
 
 
 def in_finalizer(frame: FrameType | None) -> bool:
@@ -87,10 +88,11 @@ def in_finalizer(frame: FrameType | None) -> bool:
     return False
 
 
-def _send_again(signum: int) -> None:
-    """Send ``signum`` to the main thread again (a timer's thread), while the run still handles it: to the main
-    thread itself, so that one blocked in a wait wakes up."""
-    if signal.getsignal(signum) is _raise:
+def _send_again(signum: int, generation: int) -> None:
+    """Send ``signum`` to the main thread again (a timer's thread), while the run that it came to still handles it
+    (``generation``: a retry left by one `handling_signals` block never reaches the next one): to the main thread
+    itself, so that one blocked in a wait wakes up."""
+    if signal.getsignal(signum) is _raise and generation == _generation:
         signal.pthread_kill(threading.main_thread().ident or 0, signum)
 
 
@@ -112,7 +114,7 @@ def _raise(signum: int, frame: FrameType | None) -> None:
                 _landed.append(signum)
             wait = capped_doubling(RETRY_S, _retries, RETRY_MAX_S)
             _retries += 1
-            timer = threading.Timer(wait, _send_again, (_landed[0],))
+            timer = threading.Timer(wait, _send_again, (_landed[0], _generation))
             timer.daemon = True
             timer.start()
             return
@@ -130,14 +132,15 @@ def handling_signals() -> Iterator[None]:
     A signal that the process ignores (SIGINT in a background job of a script) stays ignored: the shell asked for
     that. Nested uses keep the outer handlers.
     """
-    global _retries, _depth
+    global _retries, _depth, _generation
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.getsignal(s) for s in HANDLED}
     with _lock:
-        if not _depth:  # a new run: whatever an earlier one stopped on is over
+        if not _depth:  # a new run: whatever an earlier one stopped on is over, and its retries with it
             _stopping.clear()
+            _generation += 1
         _depth += 1
     try:  # from here on: a signal while the handlers are set still closes the block
         for s, handler in previous.items():

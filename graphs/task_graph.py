@@ -425,6 +425,7 @@ def save_graph(graph: TaskGraph, path: str | Path) -> None:
 
 GRAPH_MARK: Final = re.compile(rb'"format"\s*:\s*"' + FORMAT_NAME.encode() + rb'"')
 MARK_BYTES: Final = 4096  # `save_graph` writes the format first; a hand-edited file keeps it near the top
+MAX_GRAPH_FILE_BYTES: Final = 256 * 2**20  # a 4096-step graph's file is far smaller: larger is no graph
 
 
 def check_replaces_a_graph(path: str | Path, option: str = "--out") -> None:
@@ -443,9 +444,21 @@ def check_replaces_a_graph(path: str | Path, option: str = "--out") -> None:
             start = handle.read(MARK_BYTES)
     except OSError:  # unreadable: the write says what is wrong
         return
-    if start and not GRAPH_MARK.search(start):
+    if start and not GRAPH_MARK.search(start) and not _holds_a_graph(path):
         raise InputError(f"{option} {path}: exists and is not a task graph file (a label file, a checkpoint?); a run "
                          "replaces only a graph: choose another name, or remove the file first")
+
+
+def _holds_a_graph(path: Path) -> bool:
+    """Whether a file whose start lacks the format's mark is a graph all the same (its keys re-sorted, ``jq -S``):
+    read whole, when it is small enough to be one (`MAX_GRAPH_FILE_BYTES`)."""
+    try:
+        if path.stat().st_size > MAX_GRAPH_FILE_BYTES:
+            return False
+        data = read_json(path, "graph file")
+    except (OSError, InputError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT_NAME
 
 
 def is_captaincook_graph(data: object) -> bool:

@@ -115,3 +115,7 @@ def test_an_out_naming_another_kind_of_file_is_refused_and_a_graph_is_replaced(
     out = tmp_path / "shelf.json"
     _train(labels, out)
     _train(labels, out)  # a graph learned again replaces the one before
+    # Re-saved with its keys sorted (jq -S): "edges" comes before "format", here more than the 4 KiB first read.
+    out.write_text(json.dumps(json.loads(out.read_text()), sort_keys=True, indent=400))
+    assert out.read_text().index('"format"') > 4096
+    _train(labels, out)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 from graphs.common.backoff import capped_doubling
 
@@ -51,6 +51,7 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.began_stop = False  # this raise marked the run as stopping (`_stopping`)
 
     @property
     def name(self) -> str:
@@ -75,6 +76,7 @@ _stopping: list[tuple[int, float]] = []
 REPEAT_S: Final = 2.0
 _depth = 0  # `handling_signals` blocks open in the main thread
 _generation = 0  # outermost `handling_signals` blocks entered so far: which run a retry (`_send_again`) belongs to
+_hook_before = sys.unraisablehook  # restored when the outermost `handling_signals` block ends
 
 
 def in_finalizer(frame: FrameType | None) -> bool:
@@ -110,19 +112,42 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
             # drops it: the run went on. The signal is sent again, later and later, until it lands elsewhere; one
             # that still has not when the run ends is raised then (`handling_signals`).
-            if not _landed:
-                _landed.append(signum)
-            wait = capped_doubling(RETRY_S, _retries, RETRY_MAX_S)
-            _retries += 1
-            timer = threading.Timer(wait, _send_again, (_landed[0], _generation))
-            timer.daemon = True
-            timer.start()
+            _retry_later(signum)
             return
         _landed.clear()
         _retries = 0
+        stop = Interrupted(signum)
         if not _stopping:
             _stopping.append((signum, time.monotonic()))
-    raise Interrupted(signum)
+            stop.began_stop = True
+    raise stop
+
+
+def _retry_later(signum: int) -> None:
+    """Send ``signum`` again after a wait that doubles with each retry (the lock held): it landed where Python drops
+    exceptions (a finalizer)."""
+    global _retries
+    if not _landed:
+        _landed.append(signum)
+    wait = capped_doubling(RETRY_S, _retries, RETRY_MAX_S)
+    _retries += 1
+    timer = threading.Timer(wait, _send_again, (_landed[0], _generation))
+    timer.daemon = True
+    timer.start()
+
+
+def _unraisable(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while signals are handled: a stop raised where Python drops exceptions that `in_finalizer`
+    does not see (a ``weakref.finalize`` callback, a collected generator's ``finally``) is sent again, not lost; a
+    single SIGTERM lost there left the run going until SIGKILL. Anything else goes to the hook before it."""
+    stop = unraisable.exc_value
+    if isinstance(stop, Interrupted) and threading.current_thread() is threading.main_thread():
+        with _lock:
+            if stop.began_stop and _stopping and _stopping[0][0] == stop.signum:
+                _stopping.clear()  # it stopped nothing
+            _retry_later(stop.signum)
+        return
+    _hook_before(unraisable)
 
 
 @contextmanager
@@ -132,15 +157,17 @@ def handling_signals() -> Iterator[None]:
     A signal that the process ignores (SIGINT in a background job of a script) stays ignored: the shell asked for
     that. Nested uses keep the outer handlers.
     """
-    global _retries, _depth, _generation
+    global _retries, _depth, _generation, _hook_before
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.getsignal(s) for s in HANDLED}
     with _lock:
-        if not _depth:  # a new run: whatever an earlier one stopped on is over, and its retries with it
+        outermost = not _depth
+        if outermost:  # a new run: whatever an earlier one stopped on is over, and its retries with it
             _stopping.clear()
             _generation += 1
+            _hook_before, sys.unraisablehook = sys.unraisablehook, _unraisable
         _depth += 1
     try:  # from here on: a signal while the handlers are set still closes the block
         for s, handler in previous.items():
@@ -152,6 +179,8 @@ def handling_signals() -> Iterator[None]:
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
         with _lock:
             _depth -= 1
+            if outermost:
+                sys.unraisablehook = _hook_before
             landed = _landed[:1]
             _landed.clear()
             _retries = 0

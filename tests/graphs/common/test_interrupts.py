@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 import time
+import weakref
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,6 +29,48 @@ def test_a_signal_landing_in_a_finalizer_stops_the_run_after_it(capfd: pytest.Ca
     # Raised inside __del__, the interrupt was printed as "Exception ignored in ..." with a traceback, then dropped.
     with pytest.raises(Interrupted) as stopped, handling_signals():
         ClosesInItsFinalizer()  # collected at once: its finalizer runs here
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the signal, sent again, stops the run here
+            pass
+    assert stopped.value.signum == signal.SIGTERM
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def _sigterm_in_its_callback() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    total = 0
+    for k in range(100_000):  # bytecodes for the handler to run between
+        total += k
+
+
+@pytest.mark.parametrize("where", ["weakref.finalize", "a collected generator's finally"])
+def test_a_signal_landing_in_another_kind_of_finalizer_stops_the_run_too(
+    where: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Only __del__ was recognised: a SIGTERM whose handler ran in a weakref callback (the process pools have them)
+    # was printed as "Exception ignored" and dropped, and the run went on until SIGKILL. In a cycle, so that the
+    # collection below runs it.
+    class Holder:
+        pass
+
+    def finally_sends() -> Iterator[int]:
+        try:
+            yield 1
+        finally:
+            _sigterm_in_its_callback()
+
+    with pytest.raises(Interrupted) as stopped, handling_signals():
+        holder = Holder()
+        holder.me = holder  # type: ignore[attr-defined]
+        if where == "weakref.finalize":
+            weakref.finalize(holder, _sigterm_in_its_callback)
+        else:
+            generator = finally_sends()
+            next(generator)
+            holder.generator = generator  # type: ignore[attr-defined]
+            del generator  # the cycle's alone
+        del holder
+        gc.collect()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # the signal, sent again, stops the run here
             pass

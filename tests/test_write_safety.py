@@ -420,7 +420,10 @@ def test_a_full_disk_while_saving_is_one_line_and_the_old_file_stays(command: st
     from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder
 
     out = tmp_path / ("detector.pt" if command == "recognition-train" else "graph.json")
-    out.write_bytes(b"the earlier result")
+    # Its start as each command writes it (a zip archive, the graph format's mark): only such a file is replaced.
+    earlier = (b"PK\x03\x04 the earlier result" if command == "recognition-train"
+               else b'{"format": "task-graph", "the earlier result": 1}')
+    out.write_bytes(earlier)
     if command == "recognition-train":
         folder = write_feature_folder(tmp_path / "features", n_train=2, n_test=1, frames=40)
         (tmp_path / "small.toml").write_text(SMALL_CONFIG.replace("epochs = 6", "epochs = 1"))
@@ -435,7 +438,7 @@ def test_a_full_disk_while_saving_is_one_line_and_the_old_file_stays(command: st
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: {out}: cannot write the ")
     assert "File too large" in line or "detector checkpoint (" in line  # torch says it its own way
-    assert out.read_bytes() == b"the earlier result" and not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+    assert out.read_bytes() == earlier and not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
 # -- names no file system holds ----------------------------------------------------------------------------------------

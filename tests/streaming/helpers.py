@@ -20,7 +20,8 @@ from graphs.task_graph import END, START, TaskGraph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS, STEP_NAMES, name_of
-from streaming.messages import Heartbeat, KeyStepEvent, Message
+from streaming.messages import Heartbeat, KeyStepEvent, Message, Status, decode
+from streaming.transport import connect, subscribe
 
 STREAM_DETECT = [sys.executable, "-m", "streaming.stream_detect_cli"]  # the command, run as a child process
 MISTAKE_STEP = 2  # boil_water: the one step of DEMO_EXECUTIONS["mistake"] done before its pre-condition (fill_kettle)
@@ -254,3 +255,21 @@ class StalledStream:
         self._thread.join(5.0)
         for sock in (*self._clients, self._server):
             sock.close()
+
+
+def status_heard(ctx: zmq.Context, endpoint: str, stream: str, over: threading.Event, timeout_s: float,
+                 accept: Callable[[Status], bool] = lambda _status: True) -> bool:
+    """Listen to a checker's output as a second viewer would, until a `status` of ``stream`` that ``accept``s comes
+    (True), ``over`` is set or ``timeout_s`` pass (False): what tests wait on to act mid-run (kill or freeze the
+    checker once the detector's frames reach it)."""
+    sub = subscribe(connect(ctx, zmq.SUB, endpoint), (f"status/{stream}".encode(),))
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not over.is_set() and time.monotonic() < deadline:
+            if sub.poll(50):
+                message = decode(sub.recv_multipart())
+                if isinstance(message, Status) and message.stream_id == stream and accept(message):
+                    return True
+        return False
+    finally:
+        sub.close(linger=0)

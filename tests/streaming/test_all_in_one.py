@@ -21,13 +21,14 @@ from recognition.checkpoint import load_detector, save_detector
 from streaming.all_in_one import RunConfig, await_subscription, run_all
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import EventPublisher, StreamSource
-from streaming.messages import Status, decode
+from streaming.messages import Status
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main
-from streaming.transport import Publisher, bind, connect, subscribe
+from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
+from tests.streaming.helpers import status_heard
 
 
 def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Context) -> None:
@@ -106,21 +107,15 @@ def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys:
         # Mid-run: once the checker has published a frame count of the stream, as a second viewer hears it, the
         # detector is past its start-up and its frames reach the checker (the demo plays in real time for about
         # 25 s). A fixed wait after the checker's start landed, on a busy machine, before the detector had sent one.
-        sub = subscribe(connect(ctx, zmq.SUB, alerts_endpoint), (b"status/cam0",))
-        deadline = time.monotonic() + 60.0
-        try:
-            while not over.is_set() and time.monotonic() < deadline:
-                if not sub.poll(50):
-                    continue
-                status = decode(sub.recv_multipart())
-                checker = [c.pid for c in multiprocessing.active_children()
-                           if c.pid is not None and c.pid not in before]
-                if isinstance(status, Status) and status.stream_id == "cam0" and status.frames > 0 and checker:
-                    os.kill(checker[0], signal.SIGKILL)
-                    killed.append(time.monotonic())
-                    return
-        finally:
-            sub.close(linger=0)
+        def running(status: Status) -> bool:
+            return status.frames > 0 and bool(checker())
+
+        def checker() -> list[int]:
+            return [c.pid for c in multiprocessing.active_children() if c.pid is not None and c.pid not in before]
+
+        if status_heard(ctx, alerts_endpoint, "cam0", over, 60.0, running):
+            os.kill(checker()[0], signal.SIGKILL)
+            killed.append(time.monotonic())
 
     killer = threading.Thread(target=kill_the_checker_mid_run, daemon=True)
     killer.start()

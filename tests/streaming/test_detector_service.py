@@ -25,15 +25,16 @@ from streaming.detector import (
     run_detector,
 )
 from streaming.detector.loading import LoadedParts
-from streaming.messages import MAX_HISTORY, Status, decode
+from streaming.messages import MAX_HISTORY
 from streaming.readers import ReaderConfig, open_reader
 from streaming.stream_detect_cli import main
-from streaming.transport import Publisher, connect, subscribe, unresolved_host
+from streaming.transport import Publisher, connect, unresolved_host
 from tests.streaming.helpers import (
     STREAM_DETECT,
     KeptMessages,
     beat,
     running_checker,
+    status_heard,
     tea_graph,
     wait_for,
     write_noise_video,
@@ -191,16 +192,9 @@ def test_a_checker_frozen_mid_run_is_noticed_without_its_connection_closing(tmp_
     over = threading.Event()
 
     def freeze_the_checker_once_it_hears_cam0() -> None:
-        sub = subscribe(connect(ctx, zmq.SUB, outbound), (b"status/cam0",))
-        deadline = time.monotonic() + 30.0
-        try:
-            while not over.is_set() and time.monotonic() < deadline:
-                if sub.poll(50) and isinstance(decode(sub.recv_multipart()), Status):
-                    checker.send_signal(signal.SIGSTOP)
-                    frozen.append(time.monotonic())
-                    return
-        finally:
-            sub.close(linger=0)
+        if status_heard(ctx, outbound, "cam0", over, 30.0):
+            checker.send_signal(signal.SIGSTOP)
+            frozen.append(time.monotonic())
 
     try:
         assert checker.stderr is not None and checker.stderr.readline().startswith("checker: ")  # bound, ready

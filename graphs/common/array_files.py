@@ -157,8 +157,8 @@ def npy_shape(path: str | Path, what: str = "array", ndim: int | None = 2, kinds
 
 
 def npy_header_shape(path: str | Path, what: str = "array") -> tuple[int, ...]:
-    """The shape an ``.npy`` file's header announces, every header field checked as `read_npy` checks it, the data
-    never looked at (its length included: a file cut short, or still being written, still tells its shape). What
+    """The shape an ``.npy`` file's header announces, the header read and its shape checked as `read_npy` does (the
+    dtype and the data's length are not: a file cut short, or still being written, still tells its shape). What
     refuses a file by its shape alone (another width) needs no more, and reads a hundred bytes of it.
 
     Raises:

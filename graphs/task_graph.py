@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.files import read_json, write_text
+from graphs.common.files import output_start, read_json, write_text
 from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id, name_fault
 
@@ -436,15 +436,8 @@ def check_replaces_a_graph(path: str | Path, option: str = "--out") -> None:
     Raises:
         InputError: a non-empty regular file whose start does not hold the graph format's mark.
     """
-    path = Path(path)
-    if not path.is_file():  # nothing there (a FIFO or a folder is check_output's to refuse, never opened here)
-        return
-    try:
-        with path.open("rb") as handle:
-            start = handle.read(MARK_BYTES)
-    except OSError:  # unreadable: the write says what is wrong
-        return
-    if start and not GRAPH_MARK.search(start) and not _holds_a_graph(path):
+    start = output_start(path, MARK_BYTES)
+    if start and not GRAPH_MARK.search(start) and not _holds_a_graph(Path(path)):
         raise InputError(f"{option} {path}: exists and is not a task graph file (a label file, a checkpoint?); a run "
                          "replaces only a graph: choose another name, or remove the file first")
 

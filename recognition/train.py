@@ -47,7 +47,7 @@ from rich.text import Text
 
 from graphs.common.array_files import ZIP_MAGIC
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, read_json
+from graphs.common.files import check_output, output_start, read_json
 from graphs.common.interrupts import signals_deferred
 from graphs.common.options import (
     LEARNING_RATE_RULE,
@@ -813,13 +813,7 @@ def check_replaces_a_checkpoint(out: Path) -> None:
     Raises:
         InputError: ``out`` holds bytes that do not begin as torch's checkpoints do (a zip archive).
     """
-    if not out.is_file():  # nothing there (a FIFO or a folder is check_output's to refuse, never opened here)
-        return
-    try:
-        with out.open("rb") as handle:
-            start = handle.read(len(ZIP_MAGIC))
-    except OSError:  # unreadable: the run's own write says what is wrong
-        return
+    start = output_start(out, len(ZIP_MAGIC))
     if start and start != ZIP_MAGIC:
         raise InputError(f"--out {out}: exists and is not a detector checkpoint (a task graph, a label file?); a "
                          "run replaces only a checkpoint: choose another name, or remove the file first")

@@ -180,7 +180,6 @@ def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector
     return reader
 
 
-
 def check_feature_sources(paths: Sequence[str], detector_path: str | Path, rate: float | None) -> None:
     """Everything about live feature-file sources that can be refused before a run starts (``stream-detect
     --features``): every file read and checked (a 2-D float array, finite, as wide as the detector's input), and the

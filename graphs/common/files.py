@@ -171,6 +171,20 @@ def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes
     return data
 
 
+def output_start(path: str | Path, size: int) -> bytes:
+    """The first ``size`` bytes of the regular file an output would replace, to tell its kind (a checkpoint, a task
+    graph); ``b""`` when there is none, or it cannot be read: a folder or a FIFO there is `check_output`'s to refuse,
+    never opened here, and an unreadable file is said by the write."""
+    path = Path(path)
+    if not path.is_file():
+        return b""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(size)
+    except OSError:
+        return b""
+
+
 def _read_text(path: Path, what: str, hint: str = "") -> str:
     """The file's UTF-8 text, a leading byte-order mark dropped (Windows editors write one; JSON's RFC 8259 lets a
     reader ignore it); the I/O failures every reader shares become one-line `InputError`s."""

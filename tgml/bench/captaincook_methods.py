@@ -200,7 +200,6 @@ def run_methods(
     return MethodsOutcome({m: results[m] for m in methods}, time.perf_counter() - started)
 
 
-
 def seeds_cell(seeds: Sequence[int], per_seed: np.ndarray) -> str:
     """The seeds column: "none" for a deterministic method ("-" is not measured), the count else, and "all alike"
     where every seed scored the same (noisy-AND's seed only jitters a constant start): a spread of 0.0 over n runs

@@ -98,7 +98,7 @@ def epochs_option(text: str) -> int:
     return value
 
 
-def _is_rate(value: object) -> bool:
+def is_rate(value: object) -> bool:
     """A finite number (not a bool) in ``MIN_FPS..MAX_FPS``."""
     return (not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
             and MIN_FPS <= value <= MAX_FPS)
@@ -123,7 +123,7 @@ def check_fps(value: object, option: str = "--fps", unit: str = "frames") -> flo
     Raises:
         InputError: naming the option and the value.
     """
-    if not _is_rate(value):
+    if not is_rate(value):
         raise InputError(f"{option} {_rate_refused(repr(value), unit)}")
     return float(value)  # type: ignore[arg-type]
 
@@ -134,7 +134,7 @@ def _rate_option(text: str, unit: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not _is_rate(value):
+    if not is_rate(value):
         raise argparse.ArgumentTypeError(_rate_refused(text, unit))
     return value
 

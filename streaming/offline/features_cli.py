@@ -35,7 +35,16 @@ from typing import Final
 
 from graphs.common.command_line import ArgumentParser, plain_summary, unknown_command
 from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
-from graphs.common.options import MAX_FPS, MIN_FPS, fps_option, output_name, rate_option, seed_option, threads_option
+from graphs.common.options import (
+    MAX_FPS,
+    MIN_FPS,
+    fps_option,
+    is_rate,
+    output_name,
+    rate_option,
+    seed_option,
+    threads_option,
+)
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -156,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_codec_logs(args.verbose)
     # Resuming without --fps goes on at the folder's rate: a forgotten --fps is no reason to start again.
     fps = args.fps if args.fps is not None else folder_rate(args.out, stored_split(args.out)) or DEFAULT_FPS
-    if args.fps is None and not MIN_FPS <= fps <= MAX_FPS:  # imported features may run at 0.5 a second
+    if args.fps is None and not is_rate(fps):  # imported features may run at 0.5 a second
         raise InputError(f"{args.out}: its features run at {fps:g} per second, and video is extracted at "
                          f"{MIN_FPS:g} to {MAX_FPS:g} frames a second; extract into another --out")
     config = FeatureExtractionConfig(

@@ -420,8 +420,10 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
     else:
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
-    # Widths from the headers first (those that read: a damaged one is named by its full read), and against an
-    # earlier import's: a folder of another backbone is refused before gigabytes of it are read.
+    # Widths from the headers first (those that read: a damaged one is named by its full read, and every file read
+    # below has a readable header, so this is the whole check), and against an earlier import's: a folder of another
+    # backbone is refused before gigabytes of it are read. Widths before lengths: a file saved transposed is short at
+    # any rate, and said to be transposed, not mistimed.
     headers = {v.video: header_shape(files[v.video]) for v in annotations.scenario_videos(scenario) if v.video in files}
     readable = {name: shape for name, shape in headers.items() if shape is not None}
     check_widths(readable, files, f"--features {config.features}")
@@ -441,8 +443,6 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         segments = tuple(TimedSegment(video.steps[k], start, end) for k, start, end in
                          time_order(video, config.annotations))
         videos.append(ImportedVideo(video.video, read_feature_file(path), segments))
-    # Widths before lengths: a file saved transposed is short at any rate, and said to be transposed, not mistimed.
-    check_widths({v.name: v.features.shape for v in videos}, files, f"--features {config.features}")
     for imported in videos:
         rows = len(imported.features)
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.

@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 
 import numpy as np
 import torch
@@ -166,18 +166,13 @@ def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector
     Returns:
         The open reader, at the detector's rate.
     """
-    def refuse(label: str, width: int) -> NoReturn:
-        raise InputError(f"{label}: the features are {width} wide, the detector {detector} reads "
-                         f"{checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)")
-
-    # From the header first: a file of another backbone is refused without reading gigabytes of it.
+    # From the header, before the data: a file of another backbone is refused without reading gigabytes of it. A file
+    # whose header does not read is refused by the reader's full read, so this is the whole width check.
     shape = header_shape(path)
     if shape is not None and shape[1] != checkpoint.config.input_dim:
-        refuse(name or f"--features {path}", shape[1])
-    reader = FeatureFileReader(path, ReaderConfig(fps=checkpoint.fps, realtime=realtime), name)
-    if reader.width != checkpoint.config.input_dim:
-        refuse(reader.label, reader.width)
-    return reader
+        raise InputError(f"{name or f'--features {path}'}: the features are {shape[1]} wide, the detector {detector} "
+                         f"reads {checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)")
+    return FeatureFileReader(path, ReaderConfig(fps=checkpoint.fps, realtime=realtime), name)
 
 
 def check_feature_sources(paths: Sequence[str], detector_path: str | Path, rate: float | None) -> None:

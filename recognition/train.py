@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import torch
@@ -68,7 +68,7 @@ from graphs.common.settings_files import (
 )
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
-from recognition.confirmation import choose_confirmation
+from recognition.confirmation import ConfirmationChoice, choose_confirmation
 from recognition.evidence import MAX_WINDOW_S, EvidenceModel
 from recognition.evidence_calibration import calibrate_evidence
 from recognition.feature_folders import (
@@ -416,7 +416,9 @@ class TrainOutcome:
         interrupted: the signal (Ctrl-C, SIGTERM) that stopped training after at least one epoch, when the caller
             asked to keep such a run (`train_detector`'s ``on_stop``), or None. The outcome is then that of the
             epochs trained before it (``curve``), the best of them kept, with no refit.
-        interrupted_in_refit: the stop came during the refit (every epoch had been trained; the refit was dropped).
+        interrupted_during: when the stop came (`STOP_PHASES`): ``"training"`` (the epochs after it were not
+            trained), ``"refit"`` (every epoch had been; the refit was dropped) or ``"scoring"`` (every epoch and any
+            refit had been: the scoring after them was finished all the same); None without a stop.
     """
 
     model: MiniROAD
@@ -429,7 +431,46 @@ class TrainOutcome:
     validation: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     refit: bool = False
     interrupted: KeyboardInterrupt | None = None
-    interrupted_in_refit: bool = False
+    interrupted_during: str | None = None
+
+
+# When a kept stop came (`TrainOutcome.interrupted_during`, the checkpoint's ``info.interrupted.during``).
+STOP_PHASES: Final = ("training", "refit", "scoring")
+_Result = TypeVar("_Result")
+
+
+@dataclass
+class KeptStop:
+    """The first stop (Ctrl-C, SIGTERM) of a run that keeps its work through it, for `run_training`: the work under
+    way when it came is finished all the same, and the stop raised once the result is saved. A second stop, or any
+    stop where no ``on_stop`` asked for this, ends the run at once.
+
+    Attributes:
+        on_stop: told ``(epochs trained, phase)`` when the first stop is kept (the user is told that saving goes on);
+            None: nothing is kept.
+        stop: the kept stop, None until one comes.
+        during: its phase (`STOP_PHASES`).
+    """
+
+    on_stop: Callable[[int, str], None] | None
+    stop: KeyboardInterrupt | None = None
+    during: str | None = None
+
+    def keep(self, stop: KeyboardInterrupt, epochs: int, during: str) -> None:
+        """Keep ``stop``, which came during ``during`` after ``epochs`` epochs, or raise it (see the class)."""
+        if self.on_stop is None or self.stop is not None:
+            raise stop
+        self.stop, self.during = stop.with_traceback(None), during  # not the training data its frames hold
+        self.on_stop(epochs, during)
+
+    def finish(self, work: Callable[[], _Result], epochs: int) -> _Result:
+        """``work()`` (scoring, calibrating, saving: nothing it leaves half-done stays), run again whole if a first
+        stop cut it short: the epochs trained are the user's hours, and this is minutes at most."""
+        try:
+            return work()
+        except KeyboardInterrupt as stop:
+            self.keep(stop, epochs, "scoring")
+        return work()
 
 
 @torch.inference_mode()
@@ -589,7 +630,7 @@ def train_detector(
     data: FeatureDataset,
     config: DetectorTrainConfig,
     progress: bool | Progress = True,
-    on_stop: Callable[[int, bool], None] | None = None,
+    on_stop: Callable[[int, str], None] | None = None,
 ) -> TrainOutcome:
     """Train MiniROAD on the training split (less its validation videos), keep the best epoch, score the test split.
 
@@ -598,10 +639,10 @@ def train_detector(
         config: model sizes, optimisation, validation and augmentation settings.
         progress: show a rich progress bar (one tick per batch), or a `Progress` the caller owns
             (started and stopped by the caller) to add the training task to.
-        on_stop: None (the default): a stop (Ctrl-C, SIGTERM) ends training as any exception does. Given, a stop
-            after the first epoch is kept instead: ``on_stop(epochs trained, during the refit)`` is called, training
-            ends with the best epoch so far, and the outcome carries the stop (``interrupted``) for the caller to
-            raise once it has saved it (`run_training`).
+        on_stop: None (the default): a stop (Ctrl-C, SIGTERM) ends training as any exception does. Given, a first
+            stop after the first epoch is kept instead (`KeptStop`): ``on_stop(epochs trained, phase)`` is called
+            (`STOP_PHASES`), training ends with the best epoch so far, the scoring is finished, and the outcome
+            carries the stop (``interrupted``) for the caller to raise once it has saved it (`run_training`).
 
     Returns:
         The kept model, test mAP, the learning curve and the kept model's validation probabilities.
@@ -643,8 +684,7 @@ def train_detector(
             if state is not None:
                 kept = (scores, state)
 
-    interrupted: KeyboardInterrupt | None = None
-    in_refit = False
+    stopped = KeptStop(on_stop)
     with nullcontext(progress) if isinstance(progress, Progress) else _progress(progress) as bar:
         task = bar.add_task("training batches", total=None, loss=float("nan"))  # epochs x batches per epoch
         torch.manual_seed(config.seed)  # the initial weights
@@ -653,35 +693,33 @@ def train_detector(
             done = run_epochs(model, training_data(fit, config, data.fps, background), config, config.epochs, bar,
                               task, 0, score)
         except KeyboardInterrupt as stop:
-            if kept is None or on_stop is None:  # not one epoch finished, or a caller that stops with it
+            if kept is None:  # not one epoch finished: nothing to keep
                 raise
-            # The epochs trained are the user's hours: the best of them is kept and saved, then the stop goes on.
-            interrupted = stop.with_traceback(None)  # not the training data its frames hold
-            on_stop(len(curve), False)
+            stopped.keep(stop, len(curve), "training")  # the best epoch trained is kept and saved, then it stops
         assert kept is not None  # epochs >= 1
         best = kept[0]
         model.load_state_dict(kept[1])
         model.eval()
-        validation = {v.name: (predict_video(model, v.features), v.targets) for v in val}
-        refit = bool(config.refit and val and interrupted is None)
+        selected = model
+        validation = stopped.finish(lambda: {v.name: (predict_video(selected, v.features), v.targets) for v in val},
+                                    len(curve))
+        refit = bool(config.refit and val and stopped.stop is None)
         if refit:
             # The kept epoch count, now on every training video; the validation probabilities above stay those of a
             # model that never saw its validation videos.
-            selected = model
             try:
                 torch.manual_seed(config.seed)
                 model = MiniROAD(config.model_config(data.input_dim, data.num_classes))
                 run_epochs(model, training_data(data.train, config, data.fps, background), config, best.epoch, bar,
                            task, done, lambda _model, _scores: None)
             except KeyboardInterrupt as stop:  # a refit cut short is no model: the selected epoch's is
-                if on_stop is None:
-                    raise
-                model, refit, interrupted, in_refit = selected, False, stop.with_traceback(None), True
-                on_stop(len(curve), True)
+                stopped.keep(stop, len(curve), "refit")
+                model, refit = selected, False
             model.eval()
-    test_map, class_ap = evaluate_detector(model, data.test, background)
+    final = model
+    test_map, class_ap = stopped.finish(lambda: evaluate_detector(final, data.test, background), len(curve))
     return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
-                        keep_by, validation, refit, interrupted, in_refit)
+                        keep_by, validation, refit, stopped.stop, stopped.during)
 
 
 def run_epochs(
@@ -876,15 +914,15 @@ def run_training(
     check_recorded_extractor(tables.get("features", {}).get("extractor"), data, config.features, config_path)
     config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
 
-    def said_stopping(epochs: int, in_refit: bool) -> None:
+    def said_stopping(epochs: int, during: str) -> None:
         # The scoring, calibration and saving that follow take a while: a second Ctrl-C abandons them, and loses
         # the run (the first one's line, at the end, says what was saved).
-        when = "during the refit" if in_refit else f"after {epochs} of {config.epochs} epochs"
+        when = "during the refit" if during == "refit" else f"after {epochs} of {config.epochs} epochs"
         print(printable(f"recognition-train: stopping {when}: scoring and saving the best epoch so far (Ctrl-C "
                         "again to abandon it)"), file=sys.stderr, flush=True)
 
     outcome = train_detector(data, config, progress=progress, on_stop=said_stopping)
-    target = stopped_path(out) if outcome.interrupted is not None and existed else out
+    stopped = KeptStop(said_stopping, outcome.interrupted, outcome.interrupted_during)  # a stop from here on too
     info = {
         "train": config_summary(config),
         "test_map": outcome.test_map,
@@ -898,27 +936,40 @@ def run_training(
         "refit": outcome.refit,
         "curve": [e.as_json() for e in outcome.curve],
     }
-    if outcome.interrupted is not None:  # the kept epoch is the best of those trained, not of config.epochs
-        info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs,
-                               "during": "refit" if outcome.interrupted_in_refit else "training"}
-    # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates, and
-    # the segmenter keeps its defaults.
-    segmenter = SegmenterConfig(fps=data.fps)
     classes = len(data.class_step_ids)
     validation = (outcome.validation if config.evidence_done_states  # else E3 from the class probabilities (e = 0)
                   else {name: (probs[:, :classes], targets) for name, (probs, targets) in outcome.validation.items()})
-    confirmation = choose_confirmation(validation, data.class_step_ids, segmenter) if validation else None
-    if confirmation is not None and confirmation.config != segmenter:
-        segmenter = confirmation.config  # the streams' segmenter, and the detections the rates below are of
+
+    def calibrated() -> tuple[ConfirmationChoice | None, SegmenterConfig, EvidenceModel | None]:
+        # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates,
+        # and the segmenter keeps its defaults.
+        segmenter = SegmenterConfig(fps=data.fps)
+        confirmation = choose_confirmation(validation, data.class_step_ids, segmenter) if validation else None
+        if confirmation is not None:
+            segmenter = confirmation.config  # the streams' segmenter, and the detections the rates below are of
+        evidence = (calibrate_evidence(validation, data.class_step_ids, data.fps, segmenter,
+                                       window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
+                    if validation else None)
+        return confirmation, segmenter, evidence
+
+    confirmation, segmenter, evidence = stopped.finish(calibrated, len(outcome.curve))
+    if segmenter != SegmenterConfig(fps=data.fps):
         info["segmenter"] = stored_settings(segmenter)
-    evidence = (calibrate_evidence(validation, data.class_step_ids, data.fps, segmenter,
-                                   window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
-                if validation else None)
-    try:
-        save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor, data.fps,
-                      info, data.scenario, evidence)
-    except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
-        raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
+
+    # A stopped run is saved beside the detector the user had; one stopped while saving, where it was saving.
+    target = stopped_path(out) if stopped.stop is not None and existed else out
+
+    def save() -> None:
+        if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
+            info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs,
+                                   "during": stopped.during}
+        try:
+            save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor,
+                          data.fps, info, data.scenario, evidence)
+        except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
+            raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
+
+    stopped.finish(save, len(outcome.curve))
     console = console or Console()
     console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
     if outcome.validation:
@@ -935,12 +986,14 @@ def run_training(
     console.print(detector_ap_table(outcome, data.class_names))
     console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {target}"),
                   markup=False, highlight=False)
-    if outcome.interrupted is not None:  # said before the interrupt's own line, which ends the output
+    if stopped.stop is not None:  # said before the interrupt's own line, which ends the output
         kept = f"epoch {outcome.kept_epoch} of those ({kept_by_rule(outcome.keep_by)})"
+        if outcome.refit:
+            kept += ", refit on every training video"
         when = (f"during the refit; {target} holds epoch {outcome.kept_epoch}, not refit"
-                if outcome.interrupted_in_refit
+                if stopped.during == "refit"
                 else f"after {len(outcome.curve)} of {config.epochs} epochs; {target} holds {kept}")
         beside = f" (beside {out.name}, left as it was)" if target != out else ""
         print(printable(f"recognition-train: stopped {when}{beside}"), file=sys.stderr)
-        raise outcome.interrupted
+        raise stopped.stop
     return outcome

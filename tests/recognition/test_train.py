@@ -7,8 +7,12 @@ import json
 import os
 import shutil
 import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 import pytest
@@ -16,6 +20,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress, TaskID
 
+from graphs.common import interrupts
 from graphs.common.errors import InputError
 from graphs.common.interrupts import Interrupted, handling_signals
 from recognition.augment import order_positions
@@ -125,6 +130,54 @@ def test_a_stopped_run_saves_the_best_epoch_it_trained_then_stops(
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"recognition-train: stopped after {trained} of 40 epochs; {out} holds epoch {meta.info['kept_epoch']} of "
         "those (highest validation mAP)")
+
+
+@contextmanager
+def signal_when_called(function: str, signum: int = signal.SIGINT) -> Iterator[list[str]]:
+    """Send this process a real ``signum`` as ``function`` is first called (a profile hook watches the calls: no code
+    of the run is replaced; the stop lands in the hook, which Python then removes). Yields the calls signalled."""
+    signalled: list[str] = []
+
+    def hook(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code.co_name == function and not signalled:
+            signalled.append(function)
+            os.kill(os.getpid(), signum)
+
+    sys.setprofile(hook)
+    try:
+        yield signalled
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("phase", ["evaluate_detector", "calibrate_evidence", "save_detector"])
+def test_a_stop_after_the_last_epoch_still_saves_the_detector_then_stops(
+    phase: str, feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The scoring, calibration and saving after the last epoch took the whole run with them on a Ctrl-C.
+    out = tmp_path / "detector.pt"
+    with handling_signals(), pytest.raises(Interrupted), signal_when_called(phase) as signalled:
+        run_training(feature_folder, small_config, out, progress=False, console=Console(file=io.StringIO()),
+                     epochs=3)
+    assert signalled == [phase]
+    _, meta = load_detector(out)
+    assert meta.info["interrupted"] == {"epochs_trained": 3, "epochs": 3, "during": "scoring"}
+    assert meta.evidence is not None  # calibrated whole, though the stop came meanwhile
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2] == ("recognition-train: stopping after 3 of 3 epochs: scoring and saving the best epoch so far "
+                       "(Ctrl-C again to abandon it)")
+    assert err[-1].startswith(f"recognition-train: stopped after 3 of 3 epochs; {out} holds epoch ")
+
+
+def test_a_second_stop_abandons_the_scoring_and_saves_nothing(
+    feature_folder: Path, small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "detector.pt"
+    monkeypatch.setattr(interrupts, "REPEAT_S", 0.0)  # the second Ctrl-C is the user insisting, not a repeat
+    with handling_signals(), pytest.raises(Interrupted), signal_when_called("calibrate_evidence") as signalled:
+        run_training(feature_folder, small_config, out, progress=StoppingProgress(2, 40),
+                     console=Console(file=io.StringIO()), epochs=40)
+    assert signalled and not out.exists()
 
 
 def test_a_stopped_retraining_saves_beside_the_detector_it_had_and_leaves_that_one(

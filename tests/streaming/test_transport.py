@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,18 @@ import zmq
 
 from graphs.common.errors import InputError
 from streaming.detector import DetectorConfig
-from streaming.messages import Heartbeat
-from streaming.transport import Publisher, Receiver, bind, check_endpoint, connect, same_endpoint, subscribe
+from streaming.messages import MAX_MESSAGE_BYTES, Heartbeat, MessageError
+from streaming.transport import (
+    Publisher,
+    Receiver,
+    bind,
+    check_endpoint,
+    connect,
+    decode_frames,
+    receive_frames,
+    same_endpoint,
+    subscribe,
+)
 from tests.streaming.helpers import wait_for
 
 
@@ -157,3 +168,23 @@ def test_a_refused_client_connects_again_later_and_later() -> None:
     assert reconnect_delay(0) == 0.0
     assert [reconnect_delay(n) for n in (1, 2, 3, 4)] == [0.1, 0.2, 0.4, 0.8]
     assert reconnect_delay(7) == reconnect_delay(10_000) == 5.0
+
+
+def test_the_frames_of_an_over_long_message_are_released_not_gathered(ctx: zmq.Context) -> None:
+    # A peer's message of a thousand frames was taken whole (recv_multipart) before it was refused for its length:
+    # memory for every frame, however many. Past the second, each is released as it is taken.
+    sender, endpoint = bind(ctx, zmq.PAIR, "tcp://127.0.0.1:0")
+    receiver = connect(ctx, zmq.PAIR, endpoint)
+    frame = b"x" * MAX_MESSAGE_BYTES  # each frame within the size every socket allows one
+    sender.send_multipart([b"status/cam0", *[frame] * 600])  # 39 MB in one message
+    assert receiver.poll(5000)
+    tracemalloc.start()
+    try:
+        frames, count = receive_frames(receiver)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 601 and frames == [b"status/cam0", frame]
+    assert peak < 10 * len(frame), f"{peak / 1e6:.1f} MB held to take a 39 MB message"
+    with pytest.raises(MessageError, match="expected 2 frames, got 601"):
+        decode_frames(frames, count)

@@ -207,8 +207,9 @@ def test_an_undecodable_message_is_counted_and_skipped(tmp_path: Path) -> None:
 
 
 def test_a_message_of_many_frames_is_counted_without_gathering_its_frames(tmp_path: Path) -> None:
-    # The dashboard receives as the checker and the view do (`queued_messages`): the frames of an over-long message
-    # past the second are released as they come, and the message is counted, not held as a status.
+    # The dashboard receives as the checker and the view do (`queued_messages`), so an over-long message is counted
+    # as malformed, not held as a status; that its frames are released, never gathered, is proven on the transport
+    # (tests/streaming/test_transport.py). This test guards the wiring: it passed on the dashboard's own copy too.
     ctx = zmq.Context()
     try:
         sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/fake-checker")

@@ -16,7 +16,10 @@ last owns an overlap).
 
 Every file is read and checked before anything is written (no pickle: only plain ``.npy`` arrays are read): a file
 that is not a 2-D float array, holds NaN or infinity, has another width than the others (one saved transposed,
-``(D, T)``, said to be), or is not annotated is refused with one line naming it. An annotated recording of the
+``(D, T)``, said to be), or is not annotated is refused with one line naming it. The check keeps each file's shape,
+not its values, and the write reads each file again (`plan_import`, then `write_import`): the memory an import needs
+is that of its largest file, not of the folder (tens of GB of another backbone's features import as 300 MB do). A
+file that changed between the two reads is refused, naming it (`reread_feature_file`). An annotated recording of the
 scenario without a feature file, and a feature file of a recording annotated under another scenario, are not imported
 and are counted in the summary (the annotation file of a public dataset covers more recordings than one person's
 features); an entry of the folder that is no ``<video>.npy`` (an ``.npz``, a sub-folder) is named in a note.
@@ -185,10 +188,15 @@ def read_feature_file(path: str | Path, what: str = "features") -> np.ndarray:
     if not finite.all():
         row = int(np.flatnonzero(~finite)[0])
         raise InputError(f"{path}: the {what} hold NaN or infinite values (first in row {row})")
+    wider = array.dtype.itemsize > np.dtype(np.float32).itemsize
     with np.errstate(over="ignore"):
         features = np.ascontiguousarray(array, dtype=np.float32)
+    del array  # the file's bytes, when the cast copied them: not held beside the copy's check below
     # A float64 beyond float32's range becomes infinite in the cast: it would reach the detector as inf, its
-    # probabilities as NaN, and end the stream (eval: a traceback; live: the stream lost).
+    # probabilities as NaN, and end the stream (eval: a traceback; live: the stream lost). A float16 or float32 one
+    # cannot (its finite values are float32's), and its (T, D) check would be memory spent for nothing.
+    if not wider:
+        return features
     fits = np.isfinite(features).all(axis=1)
     if not fits.all():
         row = int(np.flatnonzero(~fits)[0])
@@ -200,11 +208,42 @@ def read_feature_file(path: str | Path, what: str = "features") -> np.ndarray:
 
 @dataclass(frozen=True)
 class ImportedVideo:
-    """A recording to import: its name, features ``(T, D)`` and segments in time order."""
+    """A recording to import, as the check left it: its name, feature file, the file's ``(rows, width)`` and its
+    segments in time order.
+
+    The shape, not the features: holding every file's values from the check to the write needed the whole folder in
+    memory (800 MB for 348 MB of files; tens of GB of features could not be imported). The write reads the file again
+    (`reread_feature_file`), held to this shape.
+    """
 
     name: str
-    features: np.ndarray
+    path: Path
+    shape: tuple[int, int]
     segments: tuple[TimedSegment, ...]
+
+    @property
+    def rows(self) -> int:
+        """The file's feature vectors, ``T``."""
+        return self.shape[0]
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    """What `plan_import` checked and `write_import` writes.
+
+    Attributes:
+        scenario: the scenario imported.
+        step_ids: its key-steps in taxonomy order (the targets' classes after background).
+        step_names: their names, same order.
+        videos: the recordings imported, in the annotation file's order.
+        test: the test recordings among them.
+    """
+
+    scenario: str
+    step_ids: tuple[int, ...]
+    step_names: tuple[str, ...]
+    videos: tuple[ImportedVideo, ...]
+    test: frozenset[str]
 
 
 @dataclass
@@ -384,12 +423,22 @@ def check_widths(shapes: Mapping[str, tuple[int, int]], files: Mapping[str, Path
                      f"{why}")
 
 
-def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[int, ...], tuple[str, ...],
-                                                                     list[ImportedVideo], frozenset[str]]:
-    """Read and check everything before anything is written.
+def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
+    """Read and check everything before anything is written: a bad file anywhere leaves ``--out`` as it was.
+
+    Each feature file is read whole and checked (`read_feature_file`), and only its shape is kept: one file's values
+    are in memory at a time, whatever the folder's size.
+
+    Args:
+        config: the run.
+        report: filled with what is left out (``no_features``, ``other_scenario``, ``unread``), ``span_ratio`` and
+            ``earlier_rate``.
 
     Returns:
-        ``(scenario, step ids, step names, the recordings, the test recordings)``.
+        What `write_import` writes.
+
+    Raises:
+        InputError: the first fault found, naming its file or option.
     """
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
     stored = stored_split(config.out)
@@ -442,9 +491,10 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
             continue
         segments = tuple(TimedSegment(video.steps[k], start, end) for k, start, end in
                          time_order(video, config.annotations))
-        videos.append(ImportedVideo(video.video, read_feature_file(path), segments))
+        rows, width = read_feature_file(path).shape  # checked, then dropped: the write reads it again
+        videos.append(ImportedVideo(video.video, path, (rows, width), segments))
     for imported in videos:
-        rows = len(imported.features)
+        rows = imported.rows
         # Row k covers [k / rate, (k + 1) / rate): a segment may end up to one row after the last row starts.
         try:
             check_segments_fit(imported.segments, rows / config.rate, 1 / config.rate, config.annotations,
@@ -472,14 +522,13 @@ def plan_import(config: ImportConfig, report: ImportReport) -> tuple[str, tuple[
         return f"have no feature file in --features {config.features}"
 
     test = choose_test(names, config, stored, absent)
-    return scenario, step_ids, step_names, videos, test
+    return ImportPlan(scenario, step_ids, step_names, tuple(videos), test)
 
 
 def videos_span_ratio(videos: Sequence[ImportedVideo], rate: float) -> float:
     """`span_ratio` of the recordings with a timed step, their files read at ``rate``."""
     timed = [v for v in videos if v.segments]
-    return span_ratio([len(v.features) / rate for v in timed], [max(s.end for s in v.segments) for v in timed],
-                      1 / rate)
+    return span_ratio([v.rows / rate for v in timed], [max(s.end for s in v.segments) for v in timed], 1 / rate)
 
 
 def fits_rate(ratio: float) -> bool:
@@ -530,7 +579,8 @@ def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | 
 
 
 def import_features(config: ImportConfig) -> ImportReport:
-    """What ``recognition-features import`` does: check every input, then write the feature folder.
+    """What ``recognition-features import`` does: check every input (`plan_import`), then write the feature folder
+    (`write_import`), one file in memory at a time.
 
     Args:
         config: the run.
@@ -538,22 +588,68 @@ def import_features(config: ImportConfig) -> ImportReport:
     Returns:
         What was imported, and what was left out.
     """
+    report = ImportReport(Path(config.out))
+    write_import(config, report, plan_import(config, report))
+    return report
+
+
+def write_import(config: ImportConfig, report: ImportReport, plan: ImportPlan) -> None:
+    """Write the feature folder `plan_import` checked: each recording's file read again (`reread_feature_file`),
+    written as float32 with its targets, and dropped before the next is read; ``split.json`` last, so a folder without
+    one was never finished.
+
+    Args:
+        config: the run.
+        report: filled with the train and test recordings, the vectors written and their width.
+        plan: what `plan_import` returned for ``config``.
+
+    Raises:
+        InputError: ``--out`` cannot be created, or a file changed since it was checked (the recordings written
+            before it stay written: the error says the folder is half-written).
+    """
     out = Path(config.out)
-    report = ImportReport(out)
-    scenario, step_ids, step_names, videos, test = plan_import(config, report)
-    report.train = [v.name for v in videos if v.name not in test]
-    report.test = [v.name for v in videos if v.name in test]
+    report.train = [v.name for v in plan.videos if v.name not in plan.test]
+    report.test = [v.name for v in plan.videos if v.name in plan.test]
     try:
         out.mkdir(exist_ok=True)
     except OSError as err:
         raise InputError(f"--out {out}: cannot create the feature folder ({err.strerror or err})") from None
-    for video in videos:
-        times = np.arange(len(video.features), dtype=np.float64) / config.rate  # (T,) when each row starts
-        write_features(out, config.rgb, video.name, video.features)
-        write_targets(out, video.name, step_targets(times, video.segments, step_ids))
-        report.rows += len(video.features)
-        report.width = video.features.shape[1]
-    write_split(out, report.train, report.test, ["background", *step_names], [None, *step_ids], config.rate,
-                config.name, scenario)
-    return report
+    for done, video in enumerate(plan.videos):
+        features = reread_feature_file(video, out, done, len(plan.videos))
+        times = np.arange(video.rows, dtype=np.float64) / config.rate  # (T,) when each row starts
+        write_features(out, config.rgb, video.name, features)
+        del features  # before the next file is read: one file's values in memory at a time
+        write_targets(out, video.name, step_targets(times, video.segments, plan.step_ids))
+        report.rows += video.rows
+        report.width = video.shape[1]
+    write_split(out, report.train, report.test, ["background", *plan.step_names], [None, *plan.step_ids],
+                config.rate, config.name, plan.scenario)
 
+
+def reread_feature_file(video: ImportedVideo, out: Path, done: int, total: int) -> np.ndarray:
+    """``video``'s features read again for the write, with every check of the first read (`read_feature_file`) and
+    the shape that read found: a file changed since (rewritten by another program, still being copied) would give
+    features its targets, written from the first shape, do not match.
+
+    Args:
+        video: the recording as `plan_import` checked it.
+        out: the feature folder being written, named in the error.
+        done: the recordings written before this one in this run.
+        total: the recordings of the run.
+
+    Returns:
+        ``(T, D)`` float32, the shape checked.
+
+    Raises:
+        InputError: naming the file and what changed, and saying what the folder holds now.
+    """
+    state = (f"{out} is half-written ({done} of {total} recordings written before it, split.json not yet "
+             "written): run the import again" if done else f"nothing was written into {out}: run the import again")
+    try:
+        features = read_feature_file(video.path)
+    except InputError as err:
+        raise InputError(f"{err}; the file changed since it was checked, and {state}") from None
+    if features.shape != video.shape:
+        raise InputError(f"{video.path}: the features are now (rows, width) = {features.shape}, {video.shape} when "
+                         f"checked: the file changed while it was imported, and {state}")
+    return features

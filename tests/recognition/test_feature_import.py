@@ -4,11 +4,14 @@ into the folder recognition-train reads, and refuses what it cannot use with one
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import recognition.feature_import as feature_import
+from graphs.common.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import load_feature_dataset
 from recognition.recognition_train_cli import main as train_main
@@ -25,9 +28,10 @@ def segment(step: int, start: float, end: float) -> dict[str, object]:
             "step_name": STEPS[str(step)]["name"]}
 
 
-def write_recordings(root: Path, count: int = 5, rows: int = 60, width: int = 6, rate: float = 1.0) -> Path:
+def write_recordings(root: Path, count: int = 5, rows: int = 60, width: int = 6, rate: float = 1.0,
+                     dtype: type[np.floating] = np.float16) -> Path:
     """``count`` recordings at ``rate`` vectors a second: background, step 0 for 20 s, background, step 1 for 20 s;
-    each step's features sit around its own point, so a tiny detector learns them."""
+    each step's features sit around its own point, so a tiny detector learns them. Saved as ``dtype``."""
     rng = np.random.default_rng(0)
     (root / "npy").mkdir()
     annotations: dict[str, object] = {}
@@ -36,7 +40,7 @@ def write_recordings(root: Path, count: int = 5, rows: int = 60, width: int = 6,
         label = np.where((times >= 5) & (times < 25), 1, np.where((times >= 30) & (times < 50), 2, 0))
         centres = np.eye(3, width) * 3.0
         features = centres[label] + rng.normal(0, 0.3, size=(rows, width))
-        np.save(root / "npy" / f"rec{v}.npy", features.astype(np.float16))
+        np.save(root / "npy" / f"rec{v}.npy", features.astype(dtype))
         annotations[f"rec{v}"] = {"scenario": "tent", "recording_id": f"rec{v}",
                                   "segments": [segment(0, 5.0, 25.0), segment(1, 30.0, 50.0)]}
     (root / "labels.json").write_text(json.dumps({"taxonomy": {"tent": STEPS}, "annotations": annotations}))
@@ -514,3 +518,76 @@ def test_files_none_of_which_is_of_the_scenario_asked_for_are_refused(tmp_path: 
     (root / "labels.json").write_text(json.dumps(labels))
     err = cli_error(main, argv(root, "--scenario", "shelf"), capsys)
     assert err == f"error: --features {root / 'npy'}: no feature file of a recording of scenario 'shelf'"
+
+
+def import_config(root: Path, rate: float = 1.0) -> feature_import.ImportConfig:
+    """The run `argv` describes, as the import function takes it (``rec4`` held out)."""
+    return feature_import.ImportConfig(str(root / "npy"), str(root / "labels.json"), rate, str(root / "out"),
+                                       test_videos=("rec4",))
+
+
+def test_an_import_holds_one_feature_file_in_memory_not_the_whole_folder(tmp_path: Path) -> None:
+    # Every file was read during the check and held until the folder was written: 348 MB of files needed 800 MB, and
+    # tens of GB of another backbone's features could not be imported at all. Six 4 MiB float32 files (1024 vectors of
+    # 1024 at 20 a second, 51.2 s for steps ending at 50 s); numpy's allocations are traced by tracemalloc. (The
+    # check's peak is not compared: reading the annotation file reserves its 256 MiB size limit, never touched.)
+    root = write_recordings(tmp_path, count=6, rows=1024, width=1024, rate=20, dtype=np.float32)
+    one = 1024 * 1024 * 4
+    config = import_config(root, rate=20)
+    report = feature_import.ImportReport(root / "out")
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        plan = feature_import.plan_import(config, report)
+        held, _ = tracemalloc.get_traced_memory()
+        assert held - before < one  # what the check keeps for the write: the files' shapes, not their values (6 * one)
+        tracemalloc.reset_peak()
+        feature_import.write_import(config, report, plan)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - held < 2.5 * one  # the write reads one file at a time: not the six together (6 * one)
+    assert (report.rows, report.width, len(report.train), report.test) == (6 * 1024, 1024, 5, ["rec4"])
+    for v in range(6):  # and every file written whole, as it was read
+        written = np.load(root / "out" / "rgb_imported" / f"rec{v}.npy")
+        assert np.array_equal(written, np.load(root / "npy" / f"rec{v}.npy"))
+        assert np.load(root / "out" / "target_perframe" / f"rec{v}.npy").shape == (1024, 3)
+
+
+def test_a_file_changed_between_the_check_and_the_write_is_refused_naming_it(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]
+                                                                             ) -> None:
+    # The check keeps each file's shape, the write reads the file again: a file rewritten in between (another program,
+    # a copy still running) would be written beside targets of its old length, a folder recognition-train misreads.
+    root = write_recordings(tmp_path)
+    npy, out = root / "npy", root / "out"
+    config = import_config(root)
+    plan = feature_import.plan_import(config, feature_import.ImportReport(out))
+    np.save(npy / "rec3.npy", np.zeros((60, 7), dtype=np.float32))  # another width, valid on its own
+    with pytest.raises(InputError) as refused:
+        feature_import.write_import(config, feature_import.ImportReport(out), plan)
+    assert str(refused.value) == (f"{npy / 'rec3.npy'}: the features are now (rows, width) = (60, 7), (60, 6) when "
+                                  "checked: the file changed while it was imported, and "
+                                  f"{out} is half-written (3 of 5 recordings written before it, split.json not yet "
+                                  "written): run the import again")
+    assert sorted(p.name for p in (out / "rgb_imported").iterdir()) == ["rec0.npy", "rec1.npy", "rec2.npy"]
+    assert not (out / "split.json").exists()
+    # A file now invalid (NaN), the first written: its own fault is said, and that nothing was written.
+    (tmp_path / "nan").mkdir()
+    root = write_recordings(tmp_path / "nan")
+    config = import_config(root)
+    plan = feature_import.plan_import(config, feature_import.ImportReport(root / "out"))
+    bad = np.load(root / "npy" / "rec0.npy")
+    bad[3, 2] = np.nan
+    np.save(root / "npy" / "rec0.npy", bad)
+    with pytest.raises(InputError) as refused:
+        feature_import.write_import(config, feature_import.ImportReport(root / "out"), plan)
+    assert str(refused.value) == (f"{root / 'npy' / 'rec0.npy'}: the features hold NaN or infinite values (first in "
+                                  "row 3); the file changed since it was checked, and nothing was written into "
+                                  f"{root / 'out'}: run the import again")
+    assert not any((root / "out").rglob("*.npy"))
+    # Run again as the error says, the file fixed: the whole folder is written.
+    bad[3, 2] = 0
+    np.save(root / "npy" / "rec0.npy", bad)
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    assert "5 recordings imported" in capsys.readouterr().out

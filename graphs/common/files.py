@@ -163,7 +163,13 @@ def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes
     """
     with open_input(path, what, hint, limit) as handle:
         try:
-            data = handle.read(limit + 1)
+            # read(n) reserves n bytes first: the file's own size, not the limit (256 MiB for a few KiB of JSON,
+            # refused outright where memory is not overcommitted). One byte more shows a file grown since; the rest
+            # of it, up to the limit, is read then.
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(min(size, limit) + 1)
+            if len(data) > size:
+                data += handle.read(limit + 1 - len(data))
         except OSError as err:
             raise InputError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
     if len(data) > limit:

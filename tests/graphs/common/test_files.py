@@ -7,6 +7,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, read_json, read_toml, read_yaml, write_text
+from graphs.common.files import check_output, read_bytes, read_json, read_toml, read_yaml, write_text
 
 Reader = Callable[..., Any]
 NEEDS_YAML = pytest.mark.skipif(
@@ -239,3 +240,17 @@ def test_a_write_failure_without_an_error_number_on_a_full_disk_is_said_as_one(
     monkeypatch.setattr(files.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9, 4096))
     assert files.write_failure(torch_error, tmp_path) == "No space left on device"
     assert files.write_failure(OSError("52480 requested and 39904 written"), tmp_path) == "No space left on device"
+
+
+def test_a_small_file_is_read_without_reserving_the_size_limit(tmp_path: Path) -> None:
+    # A few bytes of JSON reserved their 256 MiB limit (read(limit + 1)): refused where memory is not overcommitted.
+    path = tmp_path / "graph.json"
+    path.write_text('{"steps": []}')
+    tracemalloc.start()
+    try:
+        data = read_bytes(path, "task graph", 256 * 2**20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == b'{"steps": []}' and peak < 2**20
+

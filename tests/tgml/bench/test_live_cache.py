@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from graphs.common.errors import InputError
-from tgml.bench.live.cache import TrainedFold, load_fold, save_fold
+from tgml.bench.live.cache import SOURCE_ROOT, TrainedFold, computes_entries, load_fold, save_fold, source_digest
 from tgml.bench.live.observed import ObservedGraphs
 
 GRAPH = {"format": "tgml-graph", "steps": [{"id": 0, "name": "a"}], "edges": []}
@@ -179,3 +180,27 @@ def test_tables_cut_short_or_edited_are_refused_though_their_crcs_hold(tmp_path:
     with pytest.raises(InputError, match="narrowed.npz holds outputs of another width than the detector's 4 .its done "
                                          "head on or off.."):
         load_fold(tmp_path, "narrowed.npz", ["t1", "t2"], ["v1"], {"t1": 7, "t2": 3, "v1": 5}, 2, 4)
+
+
+def test_editing_the_code_that_computes_an_entry_misses_the_cache_and_the_checkers_code_keeps_it(
+    tmp_path: Path,
+) -> None:
+    # The key held settings, not code: a trainer or learner edited to beat the figures was scored on the cached
+    # outputs of the one before it, silently. Copies of the real packages, edited as a researcher would.
+    for package in ("graphs", "recognition", "tgml"):
+        shutil.copytree(SOURCE_ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    before = source_digest(tmp_path)
+    assert source_digest(tmp_path) == before  # the same files, the same key
+    for kept in ("graphs/probabilistic_checker.py", "recognition/evidence_calibration.py",
+                 "tgml/bench/live/scores.py", "graphs/common/files.py"):
+        with (tmp_path / kept).open("a") as handle:
+            handle.write("\n# an experiment on what reads an entry\n")
+        assert source_digest(tmp_path) == before, kept
+    for missed in ("recognition/train.py", "recognition/model.py", "recognition/segmenter.py",
+                   "tgml/learners/registry.py", "graphs/postprocess.py", "tgml/bench/live/detector.py"):
+        with (tmp_path / missed).open("a") as handle:
+            handle.write("\n# an edit of what computes an entry\n")
+        after = source_digest(tmp_path)
+        assert after != before, missed
+        before = after
+    assert computes_entries("tgml/bench/live/observed.py") and not computes_entries("tgml/bench/prego/replay.py")

@@ -7,8 +7,10 @@ and the live stepper's per-second outputs on every test and validation recording
 (evidence calibration, segmenter, checker) is recomputed from them, so the key holds only what the entry depends on:
 the recipe, the fold's training and test recordings (by id and a digest of their features and per-second labels, so
 a copy of the data folder keeps its cache and an edited file or step annotation misses it), the detector's training
-settings, the seed and the learner. The graph-generation annotations the graphs are learned from are not in the key:
-after editing them, start from an empty cache folder.
+settings, the seed, the learner, and a digest of the source files that compute an entry (`code_digest`: an edited
+trainer, model, stepper, segmenter or learner misses the cache; an edited checker, evidence calibration or scoring
+keeps it). The graph-generation annotations the graphs are learned from are not in the key: after editing them,
+start from an empty cache folder.
 
 An entry is a NumPy ``.npz`` archive read without pickle (`np.load` with ``allow_pickle=False``): its arrays, and one
 JSON text for the rest. A cache folder is shared like the data folder it goes with, and unpickling a file runs
@@ -18,6 +20,7 @@ other figures.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import zipfile
@@ -68,8 +71,54 @@ def fold_key(recipe: str, fold: int, train: Sequence[LiveRecording], test: Seque
     def files(recordings: Sequence[LiveRecording]) -> list[tuple[str, str, str]]:
         return sorted((r.recording_id, _digest(r.features), _digest(r.labels)) for r in recordings)
 
-    text = repr((CACHE_VERSION, recipe, fold, files(train), files(test), settings, seed, learner))
+    text = repr((CACHE_VERSION, recipe, fold, files(train), files(test), settings, seed, learner, code_digest()))
     return f"{recipe}-fold{fold}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.npz"
+
+
+# The packages whose source computes an entry: its graphs (the learners, the task graph and its post-processing), its
+# detector (the trainer, the model and its stepper, augmentation, the feature dataset) and its observed pre-conditions
+# (the segmenter). Left out, so that experiments with them stay cheap: the files that only use an entry once it is
+# read (the checkers, the evidence calibration, the position prior, the scoring) and those no entry depends on (file
+# and option handling, the commands, the other benchmarks).
+SOURCE_PACKAGES: Final = ("graphs", "recognition", "tgml")
+NOT_COMPUTING_ENTRIES: Final = (
+    "graphs/common/", "graphs/checker.py", "graphs/probabilistic_checker.py", "graphs/checker_settings.py",
+    "graphs/order_rules.py", "graphs/mistake_metrics.py", "graphs/precision_recall.py", "graphs/edge_metrics.py",
+    "graphs/graph_drawing.py", "graphs/llm_graphs.py", "graphs/procedure_queries.py", "recognition/evidence.py",
+    "recognition/evidence_calibration.py", "recognition/position_prior.py", "recognition/feature_import.py",
+    "recognition/recognition_train_cli.py", "recognition/learning_curve.py", "recognition/segment_metrics.py",
+    "tgml/tgml_cli.py", "tgml/graph_table.py", "tgml/bench/",
+)
+COMPUTING_ENTRIES_IN_BENCH: Final = ("tgml/bench/live/chain.py", "tgml/bench/live/detector.py",
+                                     "tgml/bench/live/observed.py", "tgml/bench/live/recordings.py")
+SOURCE_ROOT: Final = Path(__file__).resolve().parents[3]  # the folder holding the packages
+
+
+def computes_entries(relative: str) -> bool:
+    """Whether the source file at ``relative`` (a POSIX path from `SOURCE_ROOT`) is one an entry is computed by."""
+    return relative in COMPUTING_ENTRIES_IN_BENCH or not relative.startswith(NOT_COMPUTING_ENTRIES)
+
+
+@functools.cache
+def code_digest() -> str:
+    """`source_digest` of this installation's packages, read once a run.
+
+    Settings are in the key, and so must the code be: a detector or learner changed to beat the figures would
+    otherwise be scored on the outputs of the one before it.
+    """
+    return source_digest(SOURCE_ROOT)
+
+
+def source_digest(root: Path) -> str:
+    """A digest of the source files under ``root`` that compute an entry (`computes_entries`): their paths and
+    bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    for package in SOURCE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            if computes_entries(relative):
+                digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _digest(array: np.ndarray) -> str:

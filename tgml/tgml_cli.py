@@ -21,9 +21,10 @@ Usage::
     tgml bench-queries --data ../shared/data [--dataset captaincook4d,epic-tent-o,assembly101-o] \\
         [--procedures coffee,ramen] [--folds K] [--seed 42] [--epochs N] [--json out.json]
     tgml bench-synthetic [--seeds 2] [--learners do,noisy-and,noisy-and-sparse] [--workers 2] [--json out.json]
-    tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--epochs N] [--recipes a,b] \\
-        [--checker {probabilistic,binary,chosen}] [--live-graph {observed,learned,chosen}] [--order-rule late-step] \\
-        [--workers 2] [--json out.json] [--cache DIR] [--position-prior] [--save-graphs DIR] [--ceiling]
+    tgml bench-live --data ../shared/data [--features DIR] [--folds 3] [--seed 42] [--detector-seed N] [--epochs N] \\
+        [--recipes a,b] [--checker {probabilistic,binary,chosen}] [--live-graph {observed,learned,chosen}] \\
+        [--order-rule late-step] [--workers 2] [--json out.json] [--cache DIR] [--position-prior] \\
+        [--save-graphs DIR] [--ceiling]
     tgml captaincook-labels --data ../shared/data [--features DIR | --recordings 12_10,12_13] --out labels.json
 
 ``tgml bench-captaincook`` prints DO's per-procedure table by default; ``--method`` runs the paper's other methods
@@ -264,6 +265,9 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                                       "DATA/captaincook4d-pe/features)")
     p.add_argument("--folds", type=int, default=3, help="folds per recipe (default 3)")
     p.add_argument("--seed", type=seed_option, default=42, help="seeds folds, detectors and graphs (default 42)")
+    p.add_argument("--detector-seed", type=seed_option,
+                   help="seeds the detectors alone (default --seed): the same folds, validation recordings and "
+                        "graphs, other detectors: what a training's seed moves")
     p.add_argument("--epochs", type=epochs_option,
                    help="detector training epochs (quick runs; default the benchmark's)")
     p.add_argument("--recipes", help="comma-separated subset of the recipes (each fold then chooses its settings on "
@@ -694,7 +698,7 @@ def _bench_live_config(args: argparse.Namespace) -> LiveBenchConfig:
                            checking, tuple(_names(args.recipes)), args.workers,
                            Path(args.cache) if args.cache else None,
                            VARIANTS + (PRIOR_VARIANTS if args.position_prior else ()), kinds,
-                           LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,))
+                           LIVE_GRAPHS if args.live_graph == CHOSEN else (args.live_graph,), args.detector_seed)
 
 
 def _save_live_graphs(result: LiveBenchResult, folder: Path) -> None:

@@ -22,7 +22,8 @@ recordings, averaged over recipes as DERIVATION.md's linear-probe reference).
 
 Result JSON (``--json FILE``)::
 
-    {"benchmark": "captaincook4d-live", "version": 2, "folds": int, "seed": int, "seconds": float,
+    {"benchmark": "captaincook4d-live", "version": 3, "folds": int, "seed": int, "detector_seed": int,
+     "seconds": float,
      "settings": {"features_dir": str, "detector": {...}, "segmenter": {...}, "checker": {...}, "learner": str,
                   "checkers": [str], "live_graphs": [str]},   # detector.features.extractor: null for --features
      "overall": {ROW: {METRIC: value}, "map": float, "silent_avg_f1": float},
@@ -63,6 +64,7 @@ from graphs.common.safe_text import first_few
 from graphs.precision_recall import shown
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
+from recognition.feature_folders import choose_validation_videos
 from recognition.metrics import frame_map
 from recognition.model import FastStepper
 from recognition.position_prior import PositionPrior, fit_position_prior
@@ -89,7 +91,7 @@ from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 # 2 (2026-11-30): ``settings.live_graph`` became ``settings.live_graphs`` and ``settings.checkers``; ``chosen`` gained
-# ``checker`` and ``live_graph``. 3 (2026-12-01): ``overall.silent_avg_f1``.
+# ``checker`` and ``live_graph``. 3 (2026-12-01): ``overall.silent_avg_f1``, ``detector_seed``.
 RESULTS_VERSION: Final = 3
 # What the live rows' titles call each graph the chain may check against.
 LIVE_GRAPH_TITLES: Final = {"observed": "learned graphs' observed pre-conditions", "learned": "learned graphs"}
@@ -108,7 +110,10 @@ class LiveBenchConfig:
         data_dir: the data folder (holding ``captaincook4d/``).
         features_dir: the features folder (None: ``<data>/captaincook4d-pe/features``).
         folds: folds per recipe, in ``[2, recordings of the smallest recipe]``.
-        seed: seeds the folds, the detectors and the graphs.
+        seed: seeds the folds, each fold's validation recordings, the graphs and (by default) the detectors.
+        detector_seed: seeds the detectors alone (their initial weights, windows and draws); None: ``seed``. Another
+            one trains other detectors on the same folds and validation recordings: what a training's seed alone
+            moves.
         detector: how each fold's detector is trained and run.
         checking: the a-priori checker and its settings (the live default: probabilistic), which the defaults row
             runs.
@@ -137,6 +142,7 @@ class LiveBenchConfig:
     variants: tuple[SegmenterVariant, ...] = VARIANTS
     checkers: tuple[str, ...] = ()
     live_graphs: tuple[str, ...] = LIVE_GRAPHS[:1]
+    detector_seed: int | None = None
 
     def __post_init__(self) -> None:
         for graph in self.live_graphs:
@@ -149,6 +155,11 @@ class LiveBenchConfig:
                              "detector trained on the other folds)")
         for kind in self.checkers:
             checker_entry(kind)  # an unknown name: its error line
+
+    @property
+    def detectors_seed(self) -> int:
+        """What seeds the detectors: ``detector_seed``, else ``seed``."""
+        return self.seed if self.detector_seed is None else self.detector_seed
 
     @property
     def checker_kinds(self) -> tuple[str, ...]:
@@ -211,7 +222,7 @@ class LiveBenchResult:
             recipes[name] = {**{row: pooled[row].metrics() for row in ROWS}, "map": 100 * self.maps[name],
                              "recordings": sum(r.recording.recipe == name for r in self.recordings)}
         overall = self.pooled()
-        detector = _plain(dataclasses.asdict(self.config.detector.train))
+        detector = _plain(dataclasses.asdict(self.config.detector.with_epochs(None, self.config.detectors_seed).train))
         # The detectors' training settings name captaincook4d-pe's backbone; another folder's is not known here.
         if self.data.features_dir.resolve().parts[-2:] != FEATURES_SUBFOLDER.parts:
             detector["features"]["extractor"] = None
@@ -221,7 +232,8 @@ class LiveBenchResult:
                     "checker": dataclasses.asdict(self.config.checking), "learner": DEFAULT_LEARNER,
                     "checkers": list(self.config.checker_kinds), "live_graphs": list(self.config.live_graphs)}
         return {"benchmark": "captaincook4d-live", "version": RESULTS_VERSION, "folds": self.config.folds,
-                "seed": self.config.seed, "seconds": self.seconds, "settings": settings,
+                "seed": self.config.seed, "detector_seed": self.config.detectors_seed, "seconds": self.seconds,
+                "settings": settings,
                 "overall": {**{row: overall[row].metrics() for row in ROWS}, "map": self.mean_map,
                             "silent_avg_f1": overall[SILENT].metrics()["avg_f1"]},
                 "recipes": recipes, "chosen": self.chosen,
@@ -422,7 +434,7 @@ def fold_job(
         if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
             raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
                              "step, so their recognition cannot be scored")
-        settings = config.detector.with_epochs(None, config.seed)
+        settings = fold_detector_settings(config, train, test)
         key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
         trained = (load_fold(config.cache, key, [r.recording_id for r in test], [r.recording_id for r in train],
                              {r.recording_id: len(r.features) for r in recordings}, len(recipe.class_step_ids),
@@ -476,6 +488,18 @@ def fold_job(
                     validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
                                                     val_graphs, index))
         return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
+
+
+def fold_detector_settings(config: LiveBenchConfig, train: Sequence[LiveRecording],
+                           test: Sequence[LiveRecording]) -> LiveDetectorSettings:
+    """A fold's detector settings: seeded by `LiveBenchConfig.detectors_seed`, its validation recordings named, drawn
+    as the trainer draws them (`recognition.feature_folders.choose_validation_videos`) but with the run's seed, so
+    that another detector seed trains on the same split."""
+    settings = config.detector.with_epochs(None, config.detectors_seed)
+    train_settings = settings.train
+    validation = choose_validation_videos([r.recording_id for r in train], train_settings.val_fraction,
+                                          train_settings.val_videos, config.seed, [r.recording_id for r in test])
+    return dataclasses.replace(settings, train=dataclasses.replace(train_settings, val_videos=validation))
 
 
 def fuse_outputs(prior: PositionPrior, outputs: np.ndarray, classes: int, weight: float) -> np.ndarray:

@@ -116,14 +116,15 @@ def test_another_detector_seed_trains_other_detectors_on_the_same_folds_and_vali
 ) -> None:
     # --seed also dealt other folds and validation recordings: what a training's seed alone moves (the spread the
     # adoption rule of docs/live-benchmark.md reads) could not be measured from the command line.
-    from tgml.bench.live.bench import LiveBenchConfig, fold_detector_settings
+    from tgml.bench.live.bench import LiveBenchConfig
+    from tgml.bench.live.fold_training import fold_detector_settings
 
     recordings = load_live_data(data_dir).of(RECIPE)
     folds = assign_folds(recordings, 3, 42)
     train = [r for r, f in zip(recordings, folds, strict=True) if f != 0]
     test = [r for r, f in zip(recordings, folds, strict=True) if f == 0]
-    default = fold_detector_settings(LiveBenchConfig(data_dir), train, test).train
-    other = fold_detector_settings(LiveBenchConfig(data_dir, detector_seed=43), train, test).train
+    default, other = (fold_detector_settings(c.detector, c.seed, c.detectors_seed, train, test).train for c in
+                      (LiveBenchConfig(data_dir), LiveBenchConfig(data_dir, detector_seed=43)))
     assert (default.seed, other.seed) == (42, 43)
     assert default.val_videos == other.val_videos and len(default.val_videos) >= 1
     features = subset(data_dir, tmp_path, 4)

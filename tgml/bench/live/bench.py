@@ -57,21 +57,19 @@ import numpy as np
 import torch
 from rich.table import Table
 
-from graphs.annotations import Annotations, TrainingVideos
+from graphs.annotations import Annotations
 from graphs.checker_settings import CheckerSettings, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
 from graphs.precision_recall import shown
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
-from recognition.feature_folders import choose_validation_videos
 from recognition.metrics import frame_map
-from recognition.model import FastStepper
 from recognition.position_prior import PositionPrior, fit_position_prior
-from tgml.bench.live.cache import TrainedFold, fold_key, load_fold, save_fold
-from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs, stepper_outputs
-from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot, train_fold_detector
-from tgml.bench.live.observed import observed_graphs, precondition_count
+from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs
+from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot
+from tgml.bench.live.fold_training import fold_detector_settings, fold_entry
+from tgml.bench.live.observed import precondition_count
 from tgml.bench.live.recordings import FEATURES_SUBFOLDER, FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.live.selection import (
@@ -88,7 +86,7 @@ from tgml.bench.live.selection import (
     pool_indices,
 )
 from tgml.bench.process_pool import run_jobs
-from tgml.learners.registry import DEFAULT_LEARNER, learner
+from tgml.learners.registry import DEFAULT_LEARNER
 
 # 2 (2026-11-30): ``settings.live_graph`` became ``settings.live_graphs`` and ``settings.checkers``; ``chosen`` gained
 # ``checker`` and ``live_graph``. 3 (2026-12-01): ``overall.silent_avg_f1``, ``detector_seed``.
@@ -280,16 +278,6 @@ def assign_folds(recordings: Sequence[LiveRecording], folds: int, seed: int) -> 
     return out
 
 
-def learn_graph(annotations: Annotations, recipe: Recipe, test: Sequence[LiveRecording], seed: int) -> TaskGraph:
-    """The recipe's graph by the default learner, from its graph-generation recordings less the test fold's."""
-    names = {v.video for v in annotations.scenario_videos(recipe.scenario)}
-    exclude = tuple(r.recording_id for r in test if r.recording_id in names)
-    chosen = annotations.training_selection(recipe.scenario, TrainingVideos(exclude=exclude))
-    entry = learner(DEFAULT_LEARNER)
-    config = entry.with_seed(entry.config(None), seed)
-    return entry.learn(chosen.sequences, chosen.step_ids, chosen.step_names, config, recipe.scenario).graph
-
-
 def check_folds(data: LiveData, folds: int) -> None:
     """Refuse ``--folds`` above a recipe's number of recordings (a fold would be empty), or leaving a training fold
     fewer than two recordings (one to fit the detector, one to validate it)."""
@@ -434,25 +422,10 @@ def fold_job(
         if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
             raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
                              "step, so their recognition cannot be scored")
-        settings = fold_detector_settings(config, train, test)
-        key = fold_key(recipe.scenario, fold, train, test, settings.train, config.seed, DEFAULT_LEARNER)
-        trained = (load_fold(config.cache, key, [r.recording_id for r in test], [r.recording_id for r in train],
-                             {r.recording_id: len(r.features) for r in recordings}, len(recipe.class_step_ids),
-                             settings.train.model_config(test[0].features.shape[1],
-                                                         len(recipe.class_step_ids)).outputs)
-                   if config.cache is not None else None)
-        if trained is None:
-            trained = train_fold(recipe, train, test, annotations, settings, config.seed)
-            if config.cache is not None:
-                save_fold(config.cache, key, trained)
+        settings = fold_detector_settings(config.detector, config.seed, config.detectors_seed, train, test)
+        trained = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
+                             observed="observed" in config.live_graphs)
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
-        if "observed" in config.live_graphs and trained.observed is None:
-            observed = observed_graphs(recipe, fitting, trained.validation_outputs, TaskGraph.from_dict(trained.graph),
-                                       TaskGraph.from_dict(trained.val_graph), settings, config.seed)
-            if observed is not None:
-                trained = dataclasses.replace(trained, observed=observed)
-                if config.cache is not None:
-                    save_fold(config.cache, key, trained)
         # The graphs the chain may check against (test, validation); the observed ones are the learned ones as they
         # are where the fold had too few recordings for them.
         live = {"learned": (trained.graph, trained.val_graph)}
@@ -490,38 +463,12 @@ def fold_job(
         return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
 
 
-def fold_detector_settings(config: LiveBenchConfig, train: Sequence[LiveRecording],
-                           test: Sequence[LiveRecording]) -> LiveDetectorSettings:
-    """A fold's detector settings: seeded by `LiveBenchConfig.detectors_seed`, its validation recordings named, drawn
-    as the trainer draws them (`recognition.feature_folders.choose_validation_videos`) but with the run's seed, so
-    that another detector seed trains on the same split."""
-    settings = config.detector.with_epochs(None, config.detectors_seed)
-    train_settings = settings.train
-    validation = choose_validation_videos([r.recording_id for r in train], train_settings.val_fraction,
-                                          train_settings.val_videos, config.seed, [r.recording_id for r in test])
-    return dataclasses.replace(settings, train=dataclasses.replace(train_settings, val_videos=validation))
-
-
 def fuse_outputs(prior: PositionPrior, outputs: np.ndarray, classes: int, weight: float) -> np.ndarray:
     """The stepper's per-second outputs with the class probabilities fused with the position prior (P2; the done
     states after them unchanged)."""
     if weight == 0.0:
         return outputs
     return np.concatenate([prior.fuse(outputs[:, :classes], weight), outputs[:, classes:]], axis=1)
-
-
-def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecording], annotations: Annotations,
-               settings: LiveDetectorSettings, seed: int) -> TrainedFold:
-    """Learn the fold's graphs, train its detector and run its live stepper over the test and validation recordings
-    (what `tgml.bench.live.cache` keeps)."""
-    graph = learn_graph(annotations, recipe, test, seed)
-    detector = train_fold_detector(recipe, train, test, settings)
-    stepper = FastStepper(detector.model)
-    held = [r for r in train if r.recording_id in detector.validation]
-    val_graph = learn_graph(annotations, recipe, [*test, *held], seed)
-    return TrainedFold(graph.to_dict(), val_graph.to_dict(), detector.kept_epoch, detector.validation_outputs,
-                       {r.recording_id: stepper_outputs(stepper, r.features) for r in test},
-                       {r.recording_id: stepper_outputs(stepper, r.features) for r in held})
 
 
 def score_recording(

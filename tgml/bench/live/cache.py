@@ -7,8 +7,9 @@ and the live stepper's per-second outputs on every test and validation recording
 (evidence calibration, segmenter, checker) is recomputed from them, so the key holds only what the entry depends on:
 the recipe, the fold's training and test recordings (by id and a digest of their features and per-second labels, so
 a copy of the data folder keeps its cache and an edited file or step annotation misses it), the detector's training
-settings, the seed, the learner, and a digest of the source files that compute an entry (`code_digest`: an edited
-trainer, model, stepper, segmenter or learner misses the cache; an edited checker, evidence calibration or scoring
+settings, the seed, the learner, and a digest of the source that computes an entry (`code_digest`:
+`tgml.bench.live.fold_training` and every first-party module it imports, at any depth; an edited trainer, model,
+stepper, segmenter or learner misses the cache, an edited checker, evidence calibration, position prior or scoring
 keeps it). The graph-generation annotations the graphs are learned from are not in the key: after editing them,
 start from an empty cache folder.
 
@@ -20,9 +21,11 @@ other figures.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
+import re
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -75,28 +78,66 @@ def fold_key(recipe: str, fold: int, train: Sequence[LiveRecording], test: Seque
     return f"{recipe}-fold{fold}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.npz"
 
 
-# The packages whose source computes an entry: its graphs (the learners, the task graph and its post-processing), its
-# detector (the trainer, the model and its stepper, augmentation, the feature dataset) and its observed pre-conditions
-# (the segmenter). Left out, so that experiments with them stay cheap: the files that only use an entry once it is
-# read (the checkers, the evidence calibration, the position prior, the scoring) and those no entry depends on (file
-# and option handling, the commands, the other benchmarks).
-SOURCE_PACKAGES: Final = ("graphs", "recognition", "tgml")
-NOT_COMPUTING_ENTRIES: Final = (
-    "graphs/common/", "graphs/checker.py", "graphs/probabilistic_checker.py", "graphs/checker_settings.py",
-    "graphs/order_rules.py", "graphs/mistake_metrics.py", "graphs/precision_recall.py", "graphs/edge_metrics.py",
-    "graphs/graph_drawing.py", "graphs/llm_graphs.py", "graphs/procedure_queries.py", "recognition/evidence.py",
-    "recognition/evidence_calibration.py", "recognition/position_prior.py", "recognition/feature_import.py",
-    "recognition/recognition_train_cli.py", "recognition/learning_curve.py", "recognition/segment_metrics.py",
-    "tgml/tgml_cli.py", "tgml/graph_table.py", "tgml/bench/",
-)
-COMPUTING_ENTRIES_IN_BENCH: Final = ("tgml/bench/live/chain.py", "tgml/bench/live/detector.py",
-                                     "tgml/bench/live/observed.py", "tgml/bench/live/recordings.py")
+# The modules that compute an entry (its graphs, its detector and outputs, its observed pre-conditions): the source
+# they and every first-party module they import run, at any depth, is in the key (`code_digest`).
+ENTRY_PRODUCERS: Final = ("tgml.bench.live.fold_training",)
+FIRST_PARTY: Final = ("graphs", "recognition", "streaming", "tgml")
+# Imported on the way, but only by the live chain's checking of the cached outputs, which every run recomputes (the
+# checkers, and the evidence they weigh, calibrated anew from the cached validation outputs): editing them, or what
+# only they import, keeps the cache, so that experiments with them stay cheap.
+READ_ONLY_OF_ENTRIES: Final = ("graphs/checker.py", "graphs/checker_settings.py", "graphs/probabilistic_checker.py",
+                               "recognition/evidence.py", "recognition/evidence_calibration.py")
 SOURCE_ROOT: Final = Path(__file__).resolve().parents[3]  # the folder holding the packages
+_MODULE_NAME: Final = re.compile(rf"(?:{'|'.join(FIRST_PARTY)})(?:\.\w+)+(?::\w+)?")
 
 
-def computes_entries(relative: str) -> bool:
-    """Whether the source file at ``relative`` (a POSIX path from `SOURCE_ROOT`) is one an entry is computed by."""
-    return relative in COMPUTING_ENTRIES_IN_BENCH or not relative.startswith(NOT_COMPUTING_ENTRIES)
+def module_file(root: Path, name: str) -> Path | None:
+    """The source file of first-party module ``name`` under ``root`` (a package's ``__init__.py``), or None: not
+    first-party, or a name imported from a module rather than a module."""
+    if name.split(".")[0] not in FIRST_PARTY:
+        return None
+    path = root.joinpath(*name.split("."))
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports, anywhere in it (a function's own imports too), with each
+    ``from m import n`` also as ``m.n`` (``n`` may be a module), and every module a string names the way the learner
+    registry and the lazy exports import by name (``"tgml.learners.noisy_and.train:train_noisy_and"``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
+            names.add(node.value.partition(":")[0])
+    return names
+
+
+def entry_sources(root: Path) -> list[str]:
+    """The source files an entry is computed by (POSIX paths from ``root``, sorted): `ENTRY_PRODUCERS` and the
+    first-party modules they import at any depth, with their packages' ``__init__.py``, less `READ_ONLY_OF_ENTRIES`
+    and what only those import."""
+    found: dict[str, Path] = {}
+    pending = list(ENTRY_PRODUCERS)
+    while pending:
+        name = pending.pop()
+        parts = name.split(".")
+        pending.extend(".".join(parts[:k]) for k in range(1, len(parts)))  # importing a module runs its packages
+        path = module_file(root, name)
+        if path is None:
+            continue
+        relative = path.relative_to(root).as_posix()
+        if relative in found or relative in READ_ONLY_OF_ENTRIES:
+            continue
+        found[relative] = path
+        pending.extend(imported_names(path))
+    return sorted(found)
 
 
 @functools.cache
@@ -110,14 +151,10 @@ def code_digest() -> str:
 
 
 def source_digest(root: Path) -> str:
-    """A digest of the source files under ``root`` that compute an entry (`computes_entries`): their paths and
-    bytes."""
+    """A digest of the paths and bytes of the source files under ``root`` that compute an entry (`entry_sources`)."""
     digest = hashlib.blake2b(digest_size=16)
-    for package in SOURCE_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            relative = path.relative_to(root).as_posix()
-            if computes_entries(relative):
-                digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    for relative in entry_sources(root):
+        digest.update(relative.encode() + b"\0" + (root / relative).read_bytes() + b"\0")
     return digest.hexdigest()
 
 

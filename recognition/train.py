@@ -417,8 +417,9 @@ class TrainOutcome:
             asked to keep such a run (`train_detector`'s ``on_stop``), or None. The outcome is then that of the
             epochs trained before it (``curve``), the best of them kept, with no refit.
         interrupted_during: when the stop came (`STOP_PHASES`): ``"training"`` (the epochs after it were not
-            trained), ``"refit"`` (every epoch had been; the refit was dropped) or ``"scoring"`` (every epoch and any
-            refit had been: the scoring after them was finished all the same); None without a stop.
+            trained), ``"refit"`` (every epoch had been; the refit was dropped) or ``"scoring"`` (every epoch had
+            been: the scoring after them was finished all the same; a refit not begun yet was dropped); None without
+            a stop.
     """
 
     model: MiniROAD
@@ -464,8 +465,8 @@ class KeptStop:
         self.on_stop(epochs, during)
 
     def finish(self, work: Callable[[], _Result], epochs: int) -> _Result:
-        """``work()`` (scoring, calibrating, saving: nothing it leaves half-done stays), run again whole if a first
-        stop cut it short: the epochs trained are the user's hours, and this is minutes at most."""
+        """``work()`` (scoring, calibrating: nothing it leaves half-done stays), run again whole if a first stop cut
+        it short: the epochs trained are the user's hours, and this is minutes at most."""
         try:
             return work()
         except KeyboardInterrupt as stop:
@@ -917,9 +918,11 @@ def run_training(
     def said_stopping(epochs: int, during: str) -> None:
         # The scoring, calibration and saving that follow take a while: a second Ctrl-C abandons them, and loses
         # the run (the first one's line, at the end, says what was saved).
-        when = "during the refit" if during == "refit" else f"after {epochs} of {config.epochs} epochs"
-        print(printable(f"recognition-train: stopping {when}: scoring and saving the best epoch so far (Ctrl-C "
-                        "again to abandon it)"), file=sys.stderr, flush=True)
+        doing = {"training": f"after {epochs} of {config.epochs} epochs: scoring and saving the best epoch so far",
+                 "refit": "during the refit: scoring and saving the best epoch so far",
+                 "scoring": f"after all {config.epochs} epochs: finishing the scoring and saving the detector"}[during]
+        print(printable(f"recognition-train: stopping {doing} (Ctrl-C again to abandon it)"), file=sys.stderr,
+              flush=True)
 
     outcome = train_detector(data, config, progress=progress, on_stop=said_stopping)
     stopped = KeptStop(said_stopping, outcome.interrupted, outcome.interrupted_during)  # a stop from here on too
@@ -956,20 +959,22 @@ def run_training(
     if segmenter != SegmenterConfig(fps=data.fps):
         info["segmenter"] = stored_settings(segmenter)
 
-    # A stopped run is saved beside the detector the user had; one stopped while saving, where it was saving.
-    target = stopped_path(out) if stopped.stop is not None and existed else out
-
-    def save() -> None:
-        if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
-            info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs,
-                                   "during": stopped.during}
-        try:
+    target = stopped_path(out) if stopped.stop is not None and existed else out  # beside the detector the user had
+    if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
+        info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs, "during": stopped.during}
+    saved_whole: KeyboardInterrupt | None = None  # a first stop while the file was written: the run was complete
+    try:
+        # A stop while the file is written waits for it (under a second: one file): a half-written save would be
+        # lost, and one redone elsewhere would leave the detector it had already replaced.
+        with signals_deferred():
             save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor,
                           data.fps, info, data.scenario, evidence)
-        except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
-            raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
-
-    stopped.finish(save, len(outcome.curve))
+    except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
+        raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
+    except KeyboardInterrupt as stop:
+        if stopped.stop is not None:  # a second one: the tables are abandoned, the file is whole
+            raise
+        saved_whole = stop.with_traceback(None)
     console = console or Console()
     console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
     if outcome.validation:
@@ -996,4 +1001,8 @@ def run_training(
         beside = f" (beside {out.name}, left as it was)" if target != out else ""
         print(printable(f"recognition-train: stopped {when}{beside}"), file=sys.stderr)
         raise stopped.stop
+    if saved_whole is not None:
+        print(printable(f"recognition-train: stopped as the detector was written; {target} holds the whole run"),
+              file=sys.stderr)
+        raise saved_whole
     return outcome

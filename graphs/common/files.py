@@ -713,22 +713,27 @@ def atomic_path(
     """
     path = Path(path)
     output_target(path, what)
+    scratch: Path | None = None
     try:
-        _make_folders(path.parent, inside, what)
-        with signals_deferred():  # made and registered for removal as one step
-            scratch = Path(tempfile.mkdtemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent))
-    except OSError as err:
-        raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
-    tmp = scratch / f"{path.name}{suffix}"
-    try:
-        yield tmp
-        with signals_deferred():
-            _commit(tmp, path, what, mode, replace)
-    except OSError as err:
-        raise InputError(f"{path}: cannot write the {what} ({write_failure(err, path.parent)})") from None
+        try:
+            _make_folders(path.parent, inside, what)
+            # Made and named in one step; a signal held meanwhile is raised as the block ends, inside the `try`
+            # whose `finally` removes the folder.
+            with signals_deferred():
+                scratch = Path(tempfile.mkdtemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=path.parent))
+        except OSError as err:
+            raise InputError(f"{path}: cannot write the {what} ({err.strerror or err})") from None
+        tmp = scratch / f"{path.name}{suffix}"
+        try:
+            yield tmp
+            with signals_deferred():
+                _commit(tmp, path, what, mode, replace)
+        except OSError as err:
+            raise InputError(f"{path}: cannot write the {what} ({write_failure(err, path.parent)})") from None
     finally:
-        with signals_deferred():
-            shutil.rmtree(scratch, ignore_errors=True)
+        if scratch is not None:
+            with signals_deferred():
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _commit(tmp: Path, path: Path, what: str, mode: int | None, replace: bool) -> None:

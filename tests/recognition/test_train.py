@@ -7,12 +7,8 @@ import json
 import os
 import shutil
 import signal
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 
 import numpy as np
 import pytest
@@ -41,6 +37,7 @@ from recognition.train import (
 from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
 from tests.recognition.conftest import SMALL_CONFIG
+from tests.signal_calls import signal_when_called
 
 
 def test_cli_trains_a_detector_that_reaches_the_map_target(
@@ -132,29 +129,11 @@ def test_a_stopped_run_saves_the_best_epoch_it_trained_then_stops(
         "those (highest validation mAP)")
 
 
-@contextmanager
-def signal_when_called(function: str, signum: int = signal.SIGINT) -> Iterator[list[str]]:
-    """Send this process a real ``signum`` as ``function`` is first called (a profile hook watches the calls: no code
-    of the run is replaced; the stop lands in the hook, which Python then removes). Yields the calls signalled."""
-    signalled: list[str] = []
-
-    def hook(frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call" and frame.f_code.co_name == function and not signalled:
-            signalled.append(function)
-            os.kill(os.getpid(), signum)
-
-    sys.setprofile(hook)
-    try:
-        yield signalled
-    finally:
-        sys.setprofile(None)
-
-
-@pytest.mark.parametrize("phase", ["evaluate_detector", "calibrate_evidence", "save_detector"])
+@pytest.mark.parametrize("phase", ["evaluate_detector", "calibrate_evidence"])
 def test_a_stop_after_the_last_epoch_still_saves_the_detector_then_stops(
     phase: str, feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The scoring, calibration and saving after the last epoch took the whole run with them on a Ctrl-C.
+    # The scoring and calibration after the last epoch took the whole run with them on a Ctrl-C.
     out = tmp_path / "detector.pt"
     with handling_signals(), pytest.raises(Interrupted), signal_when_called(phase) as signalled:
         run_training(feature_folder, small_config, out, progress=False, console=Console(file=io.StringIO()),
@@ -164,9 +143,26 @@ def test_a_stop_after_the_last_epoch_still_saves_the_detector_then_stops(
     assert meta.info["interrupted"] == {"epochs_trained": 3, "epochs": 3, "during": "scoring"}
     assert meta.evidence is not None  # calibrated whole, though the stop came meanwhile
     err = capsys.readouterr().err.splitlines()
-    assert err[-2] == ("recognition-train: stopping after 3 of 3 epochs: scoring and saving the best epoch so far "
+    assert err[-2] == ("recognition-train: stopping after all 3 epochs: finishing the scoring and saving the detector "
                        "(Ctrl-C again to abandon it)")
     assert err[-1].startswith(f"recognition-train: stopped after 3 of 3 epochs; {out} holds epoch ")
+
+
+def test_a_stop_while_the_detector_is_written_waits_for_the_file_and_keeps_the_whole_run(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A stop inside the save was redone beside the detector the user had, after the save had replaced it.
+    out = tmp_path / "detector.pt"
+    out.write_bytes(b"")  # nothing to keep: the run goes to --out
+    with handling_signals(), pytest.raises(Interrupted), signal_when_called("save_detector") as signalled:
+        run_training(feature_folder, small_config, out, progress=False, console=Console(file=io.StringIO()),
+                     epochs=3)
+    assert signalled == ["save_detector"]
+    _, meta = load_detector(out)
+    assert "interrupted" not in meta.info and len(meta.info["curve"]) == 3  # the run was complete when it came
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]  # no half file, no stray temporary
+    assert capsys.readouterr().err.splitlines()[-1] == (f"recognition-train: stopped as the detector was written; "
+                                                        f"{out} holds the whole run")
 
 
 def test_a_second_stop_abandons_the_scoring_and_saves_nothing(

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, read_bytes, read_json, read_toml, read_yaml, write_text
+from graphs.common.files import atomic_path, check_output, read_bytes, read_json, read_toml, read_yaml, write_text
+from graphs.common.interrupts import Interrupted, handling_signals
+from tests.signal_calls import signal_when_called
 
 Reader = Callable[..., Any]
 NEEDS_YAML = pytest.mark.skipif(
@@ -254,3 +256,13 @@ def test_a_small_file_is_read_without_reserving_the_size_limit(tmp_path: Path) -
         tracemalloc.stop()
     assert data == b'{"steps": []}' and peak < 2**20
 
+
+
+def test_a_stop_as_the_temporary_folder_is_made_leaves_no_stray_folder(tmp_path: Path) -> None:
+    # The signal held while the folder was made was raised before the cleanup that removes it was set up: a
+    # `.out.txt.*.tmp` folder stayed beside the output.
+    out = tmp_path / "out.txt"
+    with (handling_signals(), pytest.raises(Interrupted), signal_when_called("mkdtemp") as signalled,
+          atomic_path(out) as tmp):
+        tmp.write_text("never reached")
+    assert signalled == ["mkdtemp"] and list(tmp_path.iterdir()) == []

@@ -43,6 +43,7 @@ from graphs.common.files import check_output, not_a_file
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import count_of, first_few, printable, unicode_form_hint
 from recognition.feature_folders import (
+    SPLIT_FILE,
     TARGETS_DIR,
     SplitFile,
     check_feature_folder_out,
@@ -212,8 +213,8 @@ class ImportedVideo:
     segments in time order.
 
     The shape, not the features: holding every file's values from the check to the write needed the whole folder in
-    memory (800 MB for 348 MB of files; tens of GB of features could not be imported). The write reads the file again
-    (`reread_feature_file`), held to this shape.
+    memory (369 MB for a 332 MB folder, 70 MB since; tens of GB of features could not be imported). The write reads
+    the file again (`reread_feature_file`), held to this shape.
     """
 
     name: str
@@ -643,12 +644,14 @@ def reread_feature_file(video: ImportedVideo, out: Path, done: int, total: int) 
     Raises:
         InputError: naming the file and what changed, and saying what the folder holds now.
     """
-    state = (f"{out} is half-written ({done} of {total} recordings written before it, split.json not yet "
-             "written): run the import again" if done else f"nothing was written into {out}: run the import again")
+    # A folder imported into before keeps its old split.json until this import's is written: it would look finished.
+    split = ("split.json still the earlier import's" if (out / SPLIT_FILE).exists() else "split.json not yet written")
+    state = (f"{out} is half-written ({done} of {total} recordings written before it, {split}): run the import "
+             "again" if done else f"nothing was written into {out}: run the import again")
     try:
         features = read_feature_file(video.path)
-    except InputError as err:
-        raise InputError(f"{err}; the file changed since it was checked, and {state}") from None
+    except InputError as err:  # a change, or a disk or permission fault since: either way, not what was checked
+        raise InputError(f"{err}; it read whole when checked, and {state}") from None
     if features.shape != video.shape:
         raise InputError(f"{video.path}: the features are now (rows, width) = {features.shape}, {video.shape} when "
                          f"checked: the file changed while it was imported, and {state}")

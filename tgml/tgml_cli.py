@@ -267,7 +267,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_option, default=42, help="seeds folds, detectors and graphs (default 42)")
     p.add_argument("--detector-seed", type=seed_option,
                    help="seeds the detectors alone (default --seed): the same folds, validation recordings and "
-                        "graphs, other detectors: what a training's seed moves")
+                        "learned graphs, other detectors (and the observed pre-conditions their recognition gives): "
+                        "what a training's seed moves")
     p.add_argument("--epochs", type=epochs_option,
                    help="detector training epochs (quick runs; default the benchmark's)")
     p.add_argument("--recipes", help="comma-separated subset of the recipes (each fold then chooses its settings on "
@@ -283,7 +284,8 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=output_name,
                    help="write scores and every recording's recognised steps and alerts to this JSON file")
     p.add_argument("--cache", help="folder keeping each fold's trained detector outputs: a second run with the same "
-                                   "data, folds, seed and detector settings re-runs segmenter and checker only")
+                                   "data, folds, seeds, detector settings and training code re-runs segmenter and "
+                                   "checker only")
     p.add_argument("--position-prior", action="store_true",
                    help="the folds may also choose, on validation, to fuse the detector's output with where in the "
                         "recipe each step usually comes (docs/live-benchmark.md)")

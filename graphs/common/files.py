@@ -40,6 +40,7 @@ from graphs.common.errors import InputError, install_extra
 from graphs.common.interrupts import signals_deferred
 
 MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
+READ_CHUNK: Final = 1 << 20  # what one read reserves of a file whose size was not known beforehand
 MAX_FILE_NAME_BYTES: Final = 200  # a name a command turns into a file name: room for its endings under NAME_MAX (255)
 FILE_NAME_RULE: Final = (f"a file name without a folder (no '/', no '\\', not '.' or '..', at most "
                          f"{MAX_FILE_NAME_BYTES} bytes)")
@@ -164,12 +165,16 @@ def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes
     with open_input(path, what, hint, limit) as handle:
         try:
             # read(n) reserves n bytes first: the file's own size, not the limit (256 MiB for a few KiB of JSON,
-            # refused outright where memory is not overcommitted). One byte more shows a file grown since; the rest
-            # of it, up to the limit, is read then.
+            # refused outright where memory is not overcommitted). One byte more shows a file grown since, or one
+            # whose size says nothing (procfs, some network file systems): the rest is read in bounded chunks, up to
+            # the limit.
             size = os.fstat(handle.fileno()).st_size
-            data = handle.read(min(size, limit) + 1)
-            if len(data) > size:
-                data += handle.read(limit + 1 - len(data))
+            chunks = [handle.read(min(size, limit) + 1)]
+            total = len(chunks[0])
+            while total > size and total <= limit and (chunk := handle.read(min(READ_CHUNK, limit + 1 - total))):
+                chunks.append(chunk)
+                total += len(chunk)
+            data = b"".join(chunks) if len(chunks) > 1 else chunks[0]
         except OSError as err:
             raise InputError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
     if len(data) > limit:

@@ -110,8 +110,8 @@ class LiveBenchConfig:
         folds: folds per recipe, in ``[2, recordings of the smallest recipe]``.
         seed: seeds the folds, each fold's validation recordings, the graphs and (by default) the detectors.
         detector_seed: seeds the detectors alone (their initial weights, windows and draws); None: ``seed``. Another
-            one trains other detectors on the same folds and validation recordings: what a training's seed alone
-            moves.
+            one trains other detectors on the same folds, validation recordings and learned graphs (the observed
+            pre-conditions, from the detectors' own recognition, change with them): what a training's seed moves.
         detector: how each fold's detector is trained and run.
         checking: the a-priori checker and its settings (the live default: probabilistic), which the defaults row
             runs.

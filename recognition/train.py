@@ -963,16 +963,20 @@ def run_training(
     if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
         info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs, "during": stopped.during}
     saved_whole: KeyboardInterrupt | None = None  # a first stop while the file was written: the run was complete
+    written = False
     try:
         # A stop while the file is written waits for it (under a second: one file): a half-written save would be
         # lost, and one redone elsewhere would leave the detector it had already replaced.
         with signals_deferred():
             save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor,
                           data.fps, info, data.scenario, evidence)
+            written = True
     except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
         raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
     except KeyboardInterrupt as stop:
-        if stopped.stop is not None:  # a second one: the tables are abandoned, the file is whole
+        # A second stop abandons the tables (the file is whole); one that was not held (no `handling_signals` of
+        # the caller's) cut the save short, and nothing was written.
+        if stopped.stop is not None or not written:
             raise
         saved_whole = stop.with_traceback(None)
     console = console or Console()

@@ -165,6 +165,17 @@ def test_a_stop_while_the_detector_is_written_waits_for_the_file_and_keeps_the_w
                                                         f"{out} holds the whole run")
 
 
+def test_a_stop_no_handler_held_cuts_the_save_short_and_claims_nothing(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A caller without `handling_signals`: Python's own SIGINT handler raises at once, and the save never ran.
+    out = tmp_path / "detector.pt"
+    with pytest.raises(KeyboardInterrupt), signal_when_called("save_detector"):
+        run_training(feature_folder, small_config, out, progress=False, console=Console(file=io.StringIO()),
+                     epochs=3)
+    assert not out.exists() and "stopped as the detector was written" not in capsys.readouterr().err
+
+
 def test_a_second_stop_abandons_the_scoring_and_saves_nothing(
     feature_folder: Path, small_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -717,8 +717,7 @@ def train_detector(
                 stopped.keep(stop, len(curve), "refit")
                 model, refit = selected, False
             model.eval()
-    final = model
-    test_map, class_ap = stopped.finish(lambda: evaluate_detector(final, data.test, background), len(curve))
+    test_map, class_ap = stopped.finish(lambda: evaluate_detector(model, data.test, background), len(curve))
     return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
                         keep_by, validation, refit, stopped.stop, stopped.during)
 

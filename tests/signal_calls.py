@@ -13,7 +13,8 @@ from types import FrameType
 @contextmanager
 def signal_when_called(function: str, signum: int = signal.SIGINT) -> Iterator[list[str]]:
     """Send this process a real ``signum`` as ``function`` is first called (a profile hook watches the calls: no code
-    of the run is replaced; the stop lands in the hook, which Python then removes). Yields the calls signalled."""
+    of the run is replaced; a stop raised in the hook makes Python remove it, one held by `signals_deferred` is
+    raised where the held block ends). Yields the calls signalled."""
     signalled: list[str] = []
 
     def hook(frame: FrameType, event: str, _arg: object) -> None:

@@ -174,7 +174,7 @@ def read_bytes(path: str | Path, what: str, limit: int, hint: str = "") -> bytes
             while total > size and total <= limit and (chunk := handle.read(min(READ_CHUNK, limit + 1 - total))):
                 chunks.append(chunk)
                 total += len(chunk)
-            data = b"".join(chunks) if len(chunks) > 1 else chunks[0]
+            data = b"".join(chunks)  # one chunk: that very object, not a copy
         except OSError as err:
             raise InputError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
     if len(data) > limit:

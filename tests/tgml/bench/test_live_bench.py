@@ -680,6 +680,34 @@ def test_perfect_features_copy_each_recording_with_its_annotated_class_in_every_
     assert again.returncode == 2 and again.stderr.startswith(f"error: --out {features}: the features folder it reads")
 
 
+def test_the_offline_screen_scores_a_forwards_and_a_two_way_model_on_the_benchmarks_folds(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # benchmarks/offline_missing.py: whether an end report that reads the whole recording names the steps never done
+    # better (docs/live-benchmark-history.md). A user's folder of three recordings, one pass each: it runs end to end.
+    import subprocess
+    import sys
+
+    recordings = sorted(load_live_data(data_dir).of(RECIPE), key=lambda r: r.recording_id)
+    chosen = [r for r in recordings if r.error_free][:2] + [r for r in recordings if r.annotation.missing][:1]
+    features = tmp_path / "features"
+    features.mkdir()
+    for r in chosen:  # two error-free recordings and one with a Missing Step tag: every figure has items
+        shutil.copy(r.path, features / r.path.name)
+    script = str(Path(__file__).parents[3] / "benchmarks" / "offline_missing.py")
+    command = [sys.executable, script, "--data", str(data_dir), "--features", str(features), "--epochs", "1",
+               "--hidden", "8", "--window", "60"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == ["forwards", "both ways"]
+    for row in rows:  # mAP, the never-done score's AP, its best F1 (P / R): numbers, percent
+        numbers = re.findall(r"\d+\.\d", row)
+        assert len(numbers) == 5 and all(0.0 <= float(x) <= 100.0 for x in numbers)
+    refused = subprocess.run([*command, "--folds", "4"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --folds 4: recipe"), refused.stderr
+
+
 def test_a_fold_chooses_the_checker_and_the_graph_its_validation_recordings_score_best() -> None:
     # At recognition that misses nothing the binary checker on the learned graph loses nothing, while the a-priori
     # checker (probabilistic, the observed pre-conditions) keeps quiet; on a detector that misses and invents steps

@@ -15,6 +15,7 @@ missing``), the words the view prints after ``cam0 ended:`` and ``eval --json`` 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -118,8 +119,12 @@ def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: i
         never = [f'"{n}"' for n in never]
     if not count and not never:
         return STOPPED_CORRECT if stopped else CORRECT
-    described = first_few([describe_mistake(a, name) for a in verdict.mistakes], MISTAKES_NAMED, count, "; ",
-                          "; and ")
+    # The binary checker alerts each detection of a step done too early: one line of its mistake, with how often.
+    times = Counter(describe_mistake(a, name) for a in verdict.mistakes)
+    named = list(times)[:MISTAKES_NAMED]
+    rest = count - sum(times[d] for d in named)
+    described = "; ".join(d if times[d] == 1 else f"{d} [{'twice' if times[d] == 2 else f'{times[d]} times'}]"
+                          for d in named) + (f"; and {rest} more" if rest > 0 else "")
     if not verdict.mistakes:  # counted, none of their alerts received: "1 mistake (; and 1 more)" said nothing
         described = f"{'its alert' if count == 1 else 'their alerts'} not received by this view"
     mistakes = f"{count} mistake{'s' if count > 1 else ''} ({described})" if count else "no mistake"

@@ -263,10 +263,10 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return None
     ended = "stopped" if state.stopped else "ended"  # a session the person cut short is judged so far only
     session = _session(stream_id, row, state)
-    if not row.done and not row.alerts:
+    if _nothing_recognised(row):
         # Nothing recognised is no sign of a correct session: an undertrained detector, or one trained for another
         # procedure or view, confirms nothing, and the checker then finds no mistake (and, weighing the detector's
-        # miss rates, may name nothing missing).
+        # miss rates, may name nothing missing, or every step).
         return _text(f"{stream_id} {ended}: no key-step recognised in {row.frames} frames, so no verdict (is the "
                      "detector trained for this procedure and this view?)", "yellow")
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
@@ -636,6 +636,21 @@ def _alert_lines(state: ViewState) -> Group:
     return Group(*lines)
 
 
+def _nothing_recognised(row: Status) -> bool:
+    """An ended session that confirmed no key-step and raised no alert: `verdict` gives it none."""
+    return row.ended and not row.done and not row.alerts
+
+
+def _judged_reports(state: ViewState) -> list[tuple[float, MissingSteps]]:
+    """The end reports of the steps never done that the view shows: not those of a session in which nothing was
+    recognised, whose verdict line says there is none (the report would name steps never done beside it, often
+    every step, the checker weighing the detector's silence)."""
+    def shown(report: MissingSteps) -> bool:
+        row = state.streams.get(report.stream_id)
+        return row is None or row.run != report.run or not _nothing_recognised(row)
+    return [(when, report) for when, report in state.missing if shown(report)]
+
+
 def _never_done_names(report: MissingSteps, state: ViewState) -> str:
     """The steps an ended session never did."""
     names = _names(report.missing, report.missing_names, state)
@@ -653,16 +668,17 @@ def _never_done_title(state: ViewState) -> str:
 
 def _never_done_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
     """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
+    reports = _judged_reports(state)
     if lines:
         return Group(Text(_never_done_title(state), style="bold red"), *(
             Hanging(Text.assemble(_text(clock_text(when)), " ", _text(report.stream_id), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
-            for when, report in state.missing))
+            for when, report in reports))
     never = layout.table(_never_done_title(state), "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
     layout.stream(never)
     layout.names(never, "missing key-steps", 1)
-    for when, report in state.missing:
+    for when, report in reports:
         never.add_row(_text(clock_text(when)), _text(report.stream_id),
                       _text(_never_done_names(report, state), "bold red"))
     return never
@@ -708,7 +724,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     layout = _layout(state, fit)
     verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
     outcome: list[RenderableType] = [_ByWidth(lambda width, lines: _alerts_table(state, layout, width, lines), layout)]
-    if state.missing:  # shown once a session has ended without some required step
+    if _judged_reports(state):  # shown once a session has ended without some required step
         outcome.append(_ByWidth(lambda width, lines: _never_done_table(state, layout, width, lines), layout))
     context: list[RenderableType] = []
     rows = _latency_rows(state)

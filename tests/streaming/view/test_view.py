@@ -22,6 +22,7 @@ import pytest
 import zmq
 from rich.console import Console
 
+from graphs.checker_settings import CheckerSettings
 from graphs.task_graph import load_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
@@ -409,7 +410,8 @@ FILL, BOIL, GET_CUP = 1, 2, 3
 class Session:
     """A detector session on stream cam0 sent through a real checker core; the view gets what the checker sends."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: str = "cam0") -> None:
+        self.stream = stream
         self.core = CheckerCore(tea_graph())
         self.state = ViewState(names=graph_names(tea_graph()))
         self.history: tuple[int, ...] = ()
@@ -424,17 +426,17 @@ class Session:
         return self.seq
 
     def heartbeat(self, current: int | None = None, ended: bool = False) -> None:
-        self.send(Heartbeat("cam0", self._next(), 1.0, "s", self.history, current, 10 * self.seq, 0, 5.0, ended))
+        self.send(Heartbeat(self.stream, self._next(), 1.0, "s", self.history, current, 10 * self.seq, 0, 5.0, ended))
 
     def announce(self, step: int, start: float) -> None:
         """The segmenter's early announcement (``--alert-on onset``), then the detector still seeing the step."""
-        self.send(KeyStepOnset("cam0", self._next(), 1.0, "s", self.history, step, name_of(step), start, 0.9,
+        self.send(KeyStepOnset(self.stream, self._next(), 1.0, "s", self.history, step, name_of(step), start, 0.9,
                                len(self.history), (), False))
         self.heartbeat(current=step)
 
     def confirm(self, step: int, start: float, end: float) -> None:
         self.history += (step,)
-        self.send(keystep(self.history, self._next(), start=start, end=end))
+        self.send(keystep(self.history, self._next(), start=start, end=end, stream_id=self.stream))
 
     def run(self, steps: tuple[int, ...], early: bool = False) -> None:
         """Each step confirmed 4 s after the last (announced first when ``early``), then the end of the session."""
@@ -489,6 +491,22 @@ def test_a_verdict_counts_mistakes_it_cannot_name_and_never_counts_a_retracted_o
     assert "cam0 ended: correct (no mistake, nothing missing)" in text
 
 
+def test_a_mistake_alerted_at_each_detection_is_named_once_with_how_often() -> None:
+    # The binary checker alerts every detection of a step done too early: the verdict read "2 mistakes (boil_water
+    # before fill_kettle; boil_water before fill_kettle)".
+    session = Session()
+    session.core = CheckerCore(tea_graph(), checking=CheckerSettings("binary"))
+    session.run((GET_CUP, BOIL, BOIL, FILL))
+    text = draw(session.state, width=300)
+    assert "cam0 ended: 2 mistakes (boil_water before fill_kettle [twice]); never done" in text
+    session = Session()
+    session.core = CheckerCore(tea_graph(), checking=CheckerSettings("binary"))
+    session.run((GET_CUP, BOIL, BOIL, BOIL, FILL))
+    session.state.alerts.popleft()  # one the view never got: counted beyond the ones it names
+    text = draw(session.state, width=300)
+    assert "cam0 ended: 3 mistakes (boil_water before fill_kettle [twice]; and 1 more)" in text
+
+
 def test_a_session_in_which_nothing_was_recognised_gets_no_verdict_not_correct() -> None:
     # A new user's undertrained detector confirmed nothing, and the view called the session correct.
     session = Session()
@@ -497,6 +515,14 @@ def test_a_session_in_which_nothing_was_recognised_gets_no_verdict_not_correct()
     text = draw(session.state, width=300)
     assert "cam0 ended: no key-step recognised in" in text and "so no verdict" in text
     assert "ended: correct" not in text and "ended: no mistake" not in text
+    # The checker's end report names every required step never done; shown beside "no verdict" it said the opposite.
+    assert session.state.missing and "never done" not in text
+    # A second stream that did recognise steps keeps its report.
+    other = Session("cam1")
+    other.state = session.state
+    other.run(DEMO_EXECUTIONS["missing"])
+    text = draw(session.state, width=300)
+    assert "never done (session ended)" in text and "add_milk" in text and "cam0 ended: no key-step" in text
 
 
 def test_a_lost_stream_is_said_to_have_no_verdict() -> None:

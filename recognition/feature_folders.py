@@ -48,7 +48,7 @@ import numpy as np
 
 from graphs.common.array_files import REAL_KINDS, npy_shape, read_npy
 from graphs.common.errors import InputError
-from graphs.common.files import atomic_path, read_json, write_text
+from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import first_few, printable
 from graphs.common.settings_files import as_written
@@ -366,8 +366,8 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     """
     config = config or FeatureConfig()
     root = Path(root)
-    if not root.is_dir():
-        why = "a file, expected a features folder" if root.exists() else "features folder not found"
+    why = not_a_folder(root, "a features folder")
+    if why is not None:
         raise InputError(f"{root}: {why}")
     split = load_split(root / config.split)
     src = split.path

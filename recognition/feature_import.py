@@ -27,6 +27,7 @@ features); an entry of the folder that is no ``<video>.npy`` (an ``.npz``, a sub
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ import numpy as np
 from graphs.annotations import choose_scenario, load_annotations, time_order
 from graphs.common.array_files import npy_header_shape, read_npy
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, not_a_file
+from graphs.common.files import check_output, not_a_file, not_a_folder
 from graphs.common.options import check_fps, check_seed
 from graphs.common.safe_text import count_of, first_few, printable, unicode_form_hint
 from recognition.feature_folders import (
@@ -323,8 +324,8 @@ def feature_files(folder: str | Path, option: str = "--features", name: str = "v
             suffix in two cases).
     """
     root = Path(folder)
-    if not root.is_dir():
-        why = f"a file, expected a folder of <{name}>.npy files" if root.exists() else "folder not found"
+    why = not_a_folder(root, f"a folder of <{name}>.npy files")
+    if why is not None:
         raise InputError(f"{option} {root}: {why}")
     found: dict[str, Path] = {}
     for path in sorted(root.iterdir()):
@@ -424,6 +425,12 @@ def check_widths(shapes: Mapping[str, tuple[int, int]], files: Mapping[str, Path
                      f"{why}")
 
 
+def same_place(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one place, links followed; never raises (``Path.resolve`` does on a link loop, which
+    `feature_files` then names as such)."""
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
     """Read and check everything before anything is written: a bad file anywhere leaves ``--out`` as it was.
 
@@ -445,10 +452,10 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
     stored = stored_split(config.out)
     report.earlier_rate = earlier_rate(config.out, config.rgb, stored, config.rate, "--rate", "import")
     for written in (config.rgb, TARGETS_DIR):  # the import rewrites these folders' files: never the ones it reads
-        if (Path(config.out) / written).resolve() == Path(config.features).resolve():
+        if same_place(Path(config.out) / written, config.features):
             raise InputError(f"--out {config.out}: its {written}/ is the --features folder, whose files the import "
                              "would rewrite as it reads them; choose another --out or --name")
-    if Path(config.out).resolve() == Path(config.features).resolve():  # the recordings' folder keeps only them
+    if same_place(config.out, config.features):  # the recordings' folder keeps only them
         raise InputError(f"--out {config.out}: it is the --features folder; the feature folder (its {config.rgb}/, "
                          f"{TARGETS_DIR}/ and split.json) goes beside it, in another --out")
     check_feature_folder_out(config.out)  # after the two above, which say more of the same mistake

@@ -47,7 +47,7 @@ from rich.text import Text
 
 from graphs.common.array_files import ZIP_MAGIC
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, output_start, read_json
+from graphs.common.files import check_output, not_a_folder, output_start, read_json
 from graphs.common.interrupts import signals_deferred
 from graphs.common.options import (
     LEARNING_RATE_RULE,
@@ -358,8 +358,8 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     Returns:
         The validated config.
     """
-    if not Path(features).is_dir():
-        why = "a file, expected a feature folder" if Path(features).exists() else "folder not found"
+    why = not_a_folder(features, "a feature folder")
+    if why is not None:
         raise InputError(f"--features {features}: {why}")
     split = Path(features) / SPLIT_FILE
     if not split.is_file():

@@ -387,6 +387,8 @@ def check_output(
                              "another name")
     if folder and path.exists() and not path.is_dir():
         raise InputError(f"{named}: is a file, expected a folder for the {what}")
+    if folder and path.is_symlink() and not path.exists():  # a loop or a dangling link: nothing could be made there
+        raise InputError(f"{named}: {not_a_folder(path, 'a folder')}, where the {what} would go")
     if not folder and path.is_dir():
         raise InputError(f"{named}: is a folder, expected a file name for the {what}")
     if not folder:
@@ -581,6 +583,20 @@ def not_a_file(path: str | Path) -> str | None:
     except OSError as err:  # a link loop, a name too long...
         return "a link loop" if err.errno == errno.ELOOP else f"unreadable ({err.strerror or err})"
     return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def not_a_folder(path: str | Path, expected: str) -> str | None:
+    """Why ``path`` is not a folder to read, for a message (``"folder not found"``, ``"a file, expected <expected>"``,
+    ``"a link loop"``, ``"a link to no folder"``...); None when it is one (links followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to no folder" if os.path.islink(path) else "folder not found"
+    except OSError as err:  # a link loop, a name too long...
+        return "a link loop" if err.errno == errno.ELOOP else f"unreadable ({err.strerror or err})"
+    if stat.S_ISDIR(mode):
+        return None
+    return f"{'a file' if stat.S_ISREG(mode) else _kind(mode)}, expected {expected}"
 
 
 def output_target(path: str | Path, what: str = "output file") -> Path:

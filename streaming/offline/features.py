@@ -41,6 +41,7 @@ from graphs.common.files import (
     check_output,
     is_file_name,
     not_a_file,
+    not_a_folder,
     read_json,
     replaced_input,
     write_text,
@@ -378,8 +379,8 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
             raise InputError(f"--annotations {config.annotations}: is the {written} that --out {config.out} gets "
                              "written; keep the annotation file under another name or folder")
     videos_dir = Path(config.videos)
-    if not videos_dir.is_dir():
-        why = "a file, expected the folder of the videos" if videos_dir.exists() else "folder not found"
+    why = not_a_folder(videos_dir, "the folder of the videos")
+    if why is not None:
         raise InputError(f"--videos {videos_dir}: {why}")
     annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True)
     scenario = choose_scenario(annotations, config.scenario)

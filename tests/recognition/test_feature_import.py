@@ -127,6 +127,16 @@ def test_a_features_option_that_is_no_folder_of_feature_files_says_what_it_is(
     one.unlink()
     one.mkdir()  # named like rec0's features: said to be a folder, not counted as a recording without features
     assert cli_error(main, argv(root), capsys).endswith("rec0.npy is a folder, not a feature file")
+    # A link loop, as --features or as --out: said, where Path.resolve raised a traceback.
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert cli_error(main, argv(root, "--features", str(loop)), capsys).endswith(f"--features {loop}: a link loop")
+    err = cli_error(main, argv(root, "--out", str(loop)), capsys)
+    assert err.endswith(f"--out {loop}: a link loop, where the feature folder would go")
+    gone = tmp_path / "gone"
+    gone.symlink_to(tmp_path / "nowhere")
+    err = cli_error(main, argv(root, "--out", str(gone)), capsys)
+    assert err.endswith(f"--out {gone}: a link to no folder, where the feature folder would go")
 
 
 def test_an_import_never_rewrites_the_files_it_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -255,6 +255,10 @@ def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: py
     a_file.write_text("{}")
     err = cli_error(main, ["--features", str(a_file), "--out", str(tmp_path / "x.pt")], capsys)
     assert err == f"error: --features {a_file}: a file, expected a feature folder"
+    loop = tmp_path / "loop"  # there, but a link to itself: "folder not found" was wrong too
+    loop.symlink_to(loop)
+    err = cli_error(main, ["--features", str(loop), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == f"error: --features {loop}: a link loop"
 
 
 @pytest.mark.parametrize(

@@ -146,8 +146,9 @@ class ImportConfig:
         check_extractor_name(self.name)
         fraction = self.test_fraction
         if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
-                                     or not 0 <= fraction < 1):
-            raise InputError(f"--test-fraction {fraction!r}: must be in [0, 1)")
+                                     or not 0 < fraction < 1):
+            raise InputError(f"--test-fraction {fraction!r}: must be in (0, 1), the share of recordings held out "
+                             "for testing")
         if len(set(self.test_videos)) != len(self.test_videos):
             raise InputError(f"--test-videos {','.join(self.test_videos)}: a video is named twice")
         check_seed(self.seed)

@@ -147,8 +147,10 @@ class FeatureExtractionConfig:
             raise InputError(f"--extractor {self.extractor!r}: choose one of {', '.join(EXTRACTOR_NAMES)}")
         check_fps(self.fps)
         if self.test_fraction is not None and not (isinstance(self.test_fraction, int | float)
-                                                   and 0 <= self.test_fraction < 1):
-            raise InputError(f"--test-fraction {self.test_fraction!r}: must be in [0, 1)")
+                                                   and 0 < self.test_fraction < 1):
+            # Both splits must hold a video: 0 would leave no test split (draw_test_videos), said here at once.
+            raise InputError(f"--test-fraction {self.test_fraction!r}: must be in (0, 1), the share of videos held "
+                             "out for testing")
         if self.threads is not None:
             check_threads(self.threads)
         resolve_device(self.device)  # --device cuda without a GPU: refused before any work, as stream-detect does

@@ -106,6 +106,15 @@ def test_an_unreadable_feature_file_is_refused(tmp_path: Path, capsys: pytest.Ca
     assert "rec3.npy: not a NumPy .npy file" in cli_error(main, argv(root), capsys)
 
 
+@pytest.mark.parametrize("fraction", ["0", "-0.5", "1", "nan"])
+def test_a_test_fraction_that_leaves_a_split_empty_is_refused_by_its_range(
+        fraction: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "[0, 1)" was printed for -0.5, then 0 was refused as "the test split would be empty": the range said is the one.
+    root = write_recordings(tmp_path)
+    err = cli_error(main, argv(root, "--test-fraction", fraction), capsys)
+    assert err.startswith(f"error: --test-fraction {float(fraction)!r}: must be in (0, 1), the share of recordings")
+
+
 def test_files_of_another_width_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_recordings(tmp_path)
     np.save(root / "npy" / "rec3.npy", np.zeros((60, 7), dtype=np.float32))

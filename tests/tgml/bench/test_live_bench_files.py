@@ -62,7 +62,12 @@ def test_a_file_of_another_width_is_the_one_named_even_when_read_first(
     odd = folder / f"{RECORDINGS[0]}.npy"  # the first file in name order
     np.save(odd, np.load(odd)[:, :100])
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
-    assert err == f"error: {odd}: features of width 100, the folder's others 768"
+    assert err == (f"error: {odd}: the features are 100 wide, those of the folder's other files 768: every file must "
+                   "come from the same backbone")
+    # Saved transposed, (D, T): said so, where it had been taken for a file cut short (its 768 rows, seconds).
+    np.save(odd, np.load(folder / f"{RECORDINGS[1]}.npy").T)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
+    assert err.startswith(f"error: {odd}: the features are ") and "saved transposed? (rows, width) = (768, " in err
 
 
 def test_a_features_file_given_as_the_folder_is_named_a_file(

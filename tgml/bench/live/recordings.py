@@ -12,7 +12,6 @@ background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxon
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from graphs.common.safe_text import count_of, first_few
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
-from recognition.feature_import import LONG_FILE_RATIO, read_feature_file, span_ratio, span_ratios
+from recognition.feature_import import LONG_FILE_RATIO, check_widths, read_feature_file, span_ratio, span_ratios
 from recognition.feature_import import feature_files as import_feature_files
 from tgml.bench.captaincook import ANNOTATIONS, GT_FOLDER
 from tgml.bench.error_annotations import ErrorRecording, load_error_annotations, recording_entries
@@ -175,19 +174,19 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
         like = TaskGraph(ids, names, np.zeros((len(ids) + 2, len(ids) + 2), bool), scenario=scenario)
         graph = load_reference_graph(cc / GT_FOLDER / f"{scenario}.json", like)
         chosen[scenario] = Recipe(scenario, ids, names, graph)
+    features = {name: read_feature_file(path) for name, path in files.items()}  # all checked before any training
+    # Widths before lengths: a file saved transposed, (D, T), is said to be, not taken for one cut short. The width
+    # most files share is the folder's: the file named is the odd one out, not whichever was read first.
+    check_widths({name: x.shape for name, x in features.items()}, files, f"--features {features_dir}")
     recordings = []
     for name, path in files.items():
         annotation = by_id[name]
-        features = read_feature_file(path)  # all checked before any training: a bad file costs no work
-        check_covers_steps(path, len(features), annotation, cc / ERROR_ANNOTATIONS)
+        check_covers_steps(path, len(features[name]), annotation, cc / ERROR_ANNOTATIONS)
         recipe = chosen[annotation.scenario]
         recordings.append(LiveRecording(name, recipe.scenario, path, annotation,
-                                        second_labels(annotation, recipe.step_ids, len(features)), features))
-    # The width most files share is the folder's: the file named is the odd one out, not whichever was read first.
-    width = Counter(r.features.shape[1] for r in recordings).most_common(1)[0][0]
-    odd = next((r for r in recordings if r.features.shape[1] != width), None)
-    if odd is not None:
-        raise InputError(f"{odd.path}: features of width {odd.features.shape[1]}, the folder's others {width}")
+                                        second_labels(annotation, recipe.step_ids, len(features[name])),
+                                        features[name]))
+    width = recordings[0].features.shape[1]
     check_one_vector_a_second(features_dir, recordings)
     order = list(chosen)
     recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))

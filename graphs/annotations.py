@@ -286,9 +286,11 @@ def of_scenario(annotations: Annotations, scenario: str) -> Annotations:
                    unordered_names=tuple(name for name in annotations.unordered_names if name in videos))
 
 
-def timing_warning(annotations: Annotations, scenario: str | None = None) -> str | None:
+def timing_warning(annotations: Annotations, scenario: str | None = None, learns_graph: bool = True) -> str | None:
     """The one warning line about a checked file's accepted oddities (overlaps, steps never done), or None; with a
-    ``scenario`` of the file, about its videos alone."""
+    ``scenario`` of the file, about its videos alone. Steps never done are an oddity only to a command that learns a
+    graph from the file (``learns_graph``), whose learners take them as done; to the commands that read times they
+    are what a Missing Step is written as (``tgml captaincook-labels``), and `stream-detect eval` scores by them."""
     where = annotations.path
     if scenario is not None and scenario in annotations.taxonomy:
         annotations, where = of_scenario(annotations, scenario), f"{annotations.path} (scenario {scenario})"
@@ -304,7 +306,7 @@ def timing_warning(annotations: Annotations, scenario: str | None = None) -> str
                      f"start-time order ({first_few(list(annotations.unordered_names), 3)}): the graph learners read "
                      "the file order, the commands that need times the time order; sort the segments by start_time "
                      "if that is the order the steps were done in")
-    if annotations.never_done:
+    if annotations.never_done and learns_graph:
         one = annotations.never_done == 1
         parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "
                      "never done: kept in its place, where a graph learner takes it as done, covering no time)")
@@ -312,7 +314,7 @@ def timing_warning(annotations: Annotations, scenario: str | None = None) -> str
 
 
 def load_annotations(path: str | Path, check_times: bool = True, scenario_read: str | None = None,
-                     scenario_required: bool = False) -> Annotations:
+                     scenario_required: bool = False, learns_graph: bool = True) -> Annotations:
     """Read and validate an annotation file.
 
     Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
@@ -330,6 +332,8 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             videos alone (None, or a scenario the file does not have: the whole file's).
         scenario_required: ``scenario_read`` is the user's and must be the file's: one the file does not have is
             refused (`Annotations.check_scenario`) before the warning, which would only precede the error.
+        learns_graph: the command learns a graph from the file: the warning names its steps never done
+            (`timing_warning`).
 
     Returns:
         The annotations.
@@ -429,7 +433,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
                               tuple(unordered))
     if scenario_required and scenario_read is not None:
         annotations.check_scenario(scenario_read)
-    line = timing_warning(annotations, scenario_read)
+    line = timing_warning(annotations, scenario_read, learns_graph)
     if line is not None:
         print(printable(line), file=sys.stderr, flush=True)
     return annotations

@@ -462,7 +462,8 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
     check_feature_folder_out(config.out)  # after the two above, which say more of the same mistake
     files = feature_files(config.features)
     report.unread = unread_line(config.features)
-    annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True)
+    annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True,
+                                   learns_graph=False)
     unannotated = [name for name in files if name not in annotations.videos]
     if unannotated:
         raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "

@@ -246,7 +246,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         The videos in annotation-file order (or ``--videos-list`` order).
     """
     assert config.annotations is not None and (config.videos is not None or config.features)
-    annotations = load_annotations(config.annotations, scenario_read=graph.scenario)  # the graph's: the one judged
+    # The graph's scenario: the one judged. Its steps never done are the Missing Steps eval scores against.
+    annotations = load_annotations(config.annotations, scenario_read=graph.scenario, learns_graph=False)
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
     files = annotated_feature_files(config.features, annotations, config.annotations) if config.features else {}

@@ -384,7 +384,8 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     why = not_a_folder(videos_dir, "the folder of the videos")
     if why is not None:
         raise InputError(f"--videos {videos_dir}: {why}")
-    annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True)
+    annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True,
+                                   learns_graph=False)
     scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)
     stored = stored_split(config.out)

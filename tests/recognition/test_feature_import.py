@@ -115,6 +115,24 @@ def test_a_test_fraction_that_leaves_a_split_empty_is_refused_by_its_range(
     assert err.startswith(f"error: --test-fraction {float(fraction)!r}: must be in (0, 1), the share of recordings")
 
 
+def test_a_step_marked_never_done_is_no_oddity_to_the_import(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A Missing Step as tgml captaincook-labels writes it (start_time = end_time = -1): every import warned that "a
+    # graph learner takes it as done", which concerns tgml train alone; an error line then came second.
+    from graphs.annotations import load_annotations
+
+    root = write_recordings(tmp_path)
+    labels = json.loads((root / "labels.json").read_text())
+    labels["taxonomy"]["tent"]["2"] = {"id": 2, "name": "stake_tent"}
+    labels["annotations"]["rec0"]["segments"].append({"step_id": 2, "start_time": -1.0, "end_time": -1.0,
+                                                      "description": "", "has_errors": True, "step_name": "stake_tent"})
+    (root / "labels.json").write_text(json.dumps(labels))
+    assert main(argv(root)) == 0
+    assert "never done" not in capsys.readouterr().err
+    load_annotations(root / "labels.json")  # what tgml train reads it with: the learners take the step as done
+    assert "1 segment with start_time = end_time < 0 (a step never done" in capsys.readouterr().err
+
+
 def test_files_of_another_width_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = write_recordings(tmp_path)
     np.save(root / "npy" / "rec3.npy", np.zeros((60, 7), dtype=np.float32))

@@ -190,7 +190,8 @@ class Annotations:
             # graph-generation annotations hold its error-free recordings): say which of the names to keep.
             known = [name for name in videos.exclude if name in names]
             hint = (f"of the names given, {first_few(known, 5)} {'is one' if len(known) == 1 else 'are'}: give only "
-                    "those" if known else f"its executions: {first_few(sorted(names), 5)}")
+                    "those" if known else f"none of the names given is, so the graph cannot hold them: leave "
+                    f"--exclude-videos out, unless a name is mistyped; its executions: {first_few(sorted(names), 5)}")
             raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path} "
                              f"({hint})")
         excluded = tuple(v.video for v in executions if v.video in videos.exclude)

@@ -76,8 +76,9 @@ def test_exclude_videos_holds_executions_out(labels: Path, tmp_path: Path, capsy
          "--exclude-videos: video_99, run1 not an execution of 'shelf' in {labels} (of the names given, video_10 is "
          "one: give only those)"),
         (["--exclude-videos", "video_99"],
-         "--exclude-videos: video_99 not an execution of 'shelf' in {labels} (its executions: video_00, video_01, "
-         "video_02, video_03, video_04 and 7 more)"),
+         "--exclude-videos: video_99 not an execution of 'shelf' in {labels} (none of the names given is, so the "
+         "graph cannot hold them: leave --exclude-videos out, unless a name is mistyped; its executions: video_00, "
+         "video_01, video_02, video_03, video_04 and 7 more)"),
         (["--exclude-videos", "video_10,video_10"], "--exclude-videos: video_10 named twice"),
         (["--exclude-videos", ",".join(f"video_{k:02d}" for k in range(11))],
          "no usable sequence (1 with an annotated mistake left out (--include-mistakes keeps them); "

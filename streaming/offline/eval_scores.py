@@ -260,9 +260,13 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
         One entry per disagreeing segment, in time order.
     """
     checker = PreconditionChecker(graph)
-    # The videos the graph file says its learner left out (`tgml train`'s mistakes and --exclude-videos).
+    # The videos the graph file says its learner left out (`tgml train`'s mistakes and --exclude-videos), or, where it
+    # lists those it learned from (`train_videos`), any other: a file of another set of videos holds none of them.
     left_out = read_left_out(graph.info.get("left_out")) or {}
-    learned_without = any(video in names for names in left_out.values())
+    trained = graph.info.get("train_videos")
+    listed = {str(name) for name in trained} if isinstance(trained, list) else None
+    learned_without = any(video in names for names in left_out.values()) or (listed is not None and video not in listed)
+    learned_from = listed is not None and video in listed
     out = []
     for k, segment in enumerate(annotated):
         verdict = checker.observe(segment.step)
@@ -273,7 +277,8 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
             needs = sorted(graph.preconditions(segment.step), key=graph.index)
             allowed = ", ".join(node_name(graph, n) for n in needs)
             why = ("the graph was learned without this video, so the pre-condition rule does not see this error"
-                   if learned_without else "was the graph trained on this video?")
+                   if learned_without else "the graph was learned from this video (its train_videos), so it takes "
+                   "this order for a correct one" if learned_from else "was the graph trained on this video?")
             message = f"{video}: {name} is marked has_errors but the graph lets it follow {allowed}: {why}"
         elif verdict.undefined:
             message = (f"{video}: {name} is not marked has_errors but the graph defines no pre-condition for it "

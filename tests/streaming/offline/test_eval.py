@@ -126,6 +126,14 @@ def test_segments_where_has_errors_and_the_graph_disagree_are_named() -> None:
                                 "was the graph trained on this video?")  # fmt: skip
     agreeing = [AnnotatedSegment(s.step, s.start, s.end, s.step == 2) for s in ANNOTATED]
     assert rule_disagreements(tea_graph(), "v", agreeing) == []
+    # A graph that lists the videos it was learned from (tgml train's train_videos), "v" not among them: no question.
+    listed = tea_graph()
+    listed.info["train_videos"] = ["w", "x"]
+    assert rule_disagreements(listed, "v", ANNOTATED)[1].message.endswith(
+        "the graph was learned without this video, so the pre-condition rule does not see this error")
+    listed.info["train_videos"] = ["v", "w"]
+    assert rule_disagreements(listed, "v", ANNOTATED)[1].message.endswith(
+        "the graph was learned from this video (its train_videos), so it takes this order for a correct one")
 
 
 def test_disagreements_are_told_once_each_and_the_many_counted() -> None:

@@ -742,14 +742,15 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     recipes = ", ".join(f"{printable(recipe)} ({len(r)})" for recipe, r in labels.recordings.items())
     print(f"wrote {args.out}: {count} recording{'s' if count != 1 else ''} of {recipes}; {labels.done} steps done, "
           f"{labels.never_done} annotated never done")
+    # Notes on stderr, as bench-live gives them: stdout keeps the one line a script reads.
     if labels.unmatched:
-        print(f"left out {len(labels.unmatched)} annotated step{'s' if len(labels.unmatched) != 1 else ''} whose name "
-              "is no step of the recording's recipe: "
-              + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
-                          and_more=", and "))
+        print_note(f"left out {len(labels.unmatched)} annotated step{'s' if len(labels.unmatched) != 1 else ''} whose "
+                   "name is no step of the recording's recipe: "
+                   + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
+                               and_more=", and "))
     if labels.untimely:  # never a step dropped unsaid: one untagged without a time is in neither count above
-        print(untimely_line(labels.untimely, "a step with a time is written as done, and tagged as never done too; "
-                                             "one with neither is left out"))
+        print_note(untimely_line(labels.untimely, "a step with a time is written as done, and tagged as never done "
+                                                  "too; one with neither is left out"))
 
 
 def note_in_sample(validation: Sequence[ValidationRun], folds: int, fraction: float) -> None:

@@ -341,6 +341,10 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     """
     data = read_json(path, "annotation file")
     src = str(path)
+    if (isinstance(data, list) and data and isinstance(data[0], dict)
+            and {"recording_id", "step_annotations"} <= data[0].keys()):
+        raise InputError(f"{src}: this looks like CaptainCook4D's error annotations, not an annotation file (one with "
+                         "fields 'annotations' and 'taxonomy'): tgml captaincook-labels writes one from them")
     if not isinstance(data, dict):
         raise InputError(f"{src}: expected a JSON object with fields 'annotations' and 'taxonomy', got "
                          f"{json_kind(data)}")

@@ -206,3 +206,12 @@ def test_a_task_graph_given_as_annotations_is_named_as_one(tmp_path: Path, graph
     path.write_text(json.dumps(graph))
     with pytest.raises(InputError, match="this looks like a task graph, not an annotation file"):
         load_annotations(path)
+
+
+def test_captaincooks_error_annotations_given_as_annotations_point_to_captaincook_labels(data_dir: Path) -> None:
+    # The shared data set's error_annotations.json was "expected a JSON object ..., got a list": the file a user of
+    # CaptainCook4D's recordings reaches for first, and the command that turns it into one was not named.
+    path = data_dir / "captaincook4d" / "error_annotations.json"
+    with pytest.raises(InputError, match="looks like CaptainCook4D's error annotations, .*tgml captaincook-labels "
+                                         "writes one from them"):
+        load_annotations(path)

@@ -297,16 +297,19 @@ class ImportReport:
     def summary(self, rate: float, name: str) -> str:
         """The closing lines of the command."""
         videos = len(self.train) + len(self.test)
-        lines = [f"{videos} recordings imported into {self.folder} ({len(self.train)} train, {len(self.test)} "
-                 f"test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, extractor "
+        lines = [f"{count_of(videos, 'recording')} imported into {self.folder} ({len(self.train)} train, "
+                 f"{len(self.test)} test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, "
+                 "extractor "
                  f"{name!r}"]
         if self.test:  # what tgml train --exclude-videos must leave out of the graph, said without opening split.json
             lines.append(test_split_line(self.test, self.folder, "recordings", SHOWN))
         if self.no_features:
-            lines.append(f"not imported: {len(self.no_features)} annotated recordings have no feature file "
+            lines.append(f"not imported: {count_of(len(self.no_features), 'annotated recording')} "
+                         f"{'has' if len(self.no_features) == 1 else 'have'} no feature file "
                          f"({first_few(sorted(self.no_features), SHOWN)})")
         if self.other_scenario:
-            lines.append(f"not imported: {len(self.other_scenario)} feature files are of recordings of another "
+            lines.append(f"not imported: {count_of(len(self.other_scenario), 'feature file')} "
+                         f"{'is' if len(self.other_scenario) == 1 else 'are'} of recordings of another "
                          f"scenario ({first_few(sorted(self.other_scenario), SHOWN)})")
         return "\n".join(printable(line) for line in lines)
 
@@ -580,7 +583,7 @@ def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | 
     else:
         fraction = DEFAULT_TEST_FRACTION if config.test_fraction is None else config.test_fraction
         test = draw_test_videos(names, fraction, config.seed)
-        what = f"--test-fraction {fraction:g} of {len(names)} recordings"
+        what = f"--test-fraction {fraction:g} of {count_of(len(names), 'recording')}"
     if not test:
         raise InputError(f"{what}: the test split would be empty; raise it or name test recordings with --test-videos")
     if len(test) == len(names):

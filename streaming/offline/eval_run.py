@@ -259,8 +259,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
                          f"{scenario!r} (the graph's) in {config.annotations}")
     elsewhere = sorted(n for n in files if n not in known)
     if elsewhere and not (config.names or config.split):  # said, as import says it: never a file left out unsaid
-        warn(f"--features: {len(elsewhere)} feature files are of recordings of another scenario than {scenario!r}, "
-             f"not evaluated ({first_few(elsewhere, 5)})")
+        warn(f"--features: {count_of(len(elsewhere), 'feature file')} {'is' if len(elsewhere) == 1 else 'are'} of "
+             f"recordings of another scenario than {scenario!r}, not evaluated ({first_few(elsewhere, 5)})")
     _check_unique(names)
     unknown = [n for n in names if n not in known]
     if unknown:

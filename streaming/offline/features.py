@@ -352,7 +352,7 @@ def choose_test_videos(
     else:
         fraction = DEFAULT_TEST_FRACTION if config.test_fraction is None else config.test_fraction
         test = draw_test_videos(names, fraction, config.seed)
-        what = f"--test-fraction {fraction:g} of {len(names)} videos"
+        what = f"--test-fraction {fraction:g} of {count_of(len(names), 'video')}"
     if not test:
         raise InputError(f"{what}: the test split would be empty; raise it or name test videos with --test-videos")
     if len(test) == len(names):

@@ -273,7 +273,7 @@ def test_annotated_recordings_without_features_are_counted_not_imported(tmp_path
     (root / "npy" / "rec0.npy").unlink()
     assert main(argv(root, "--test-videos", "rec1")) == 0
     out = capsys.readouterr().out
-    assert "4 recordings imported" in out and "1 annotated recordings have no feature file (rec0)" in out
+    assert "4 recordings imported" in out and "1 annotated recording has no feature file (rec0)" in out
 
 
 def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Path,
@@ -297,7 +297,7 @@ def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Pa
     assert "unknown scenario 'tnet' (known: kite, shelf, tent)" in cli_error(main, argv(root, "--scenario", "tnet"),
                                                                                capsys)
     assert main(argv(root, "--scenario", "tent", "--test-videos", "rec1")) == 0
-    assert "1 feature files are of recordings of another scenario (rec4)" in capsys.readouterr().out
+    assert "1 feature file is of recordings of another scenario (rec4)" in capsys.readouterr().out
 
 
 def test_float64_features_beyond_float32s_range_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -539,7 +539,7 @@ def test_entries_that_are_not_feature_files_are_named_in_a_note(tmp_path: Path,
     (npy / "old").mkdir()
     assert main(argv(root, "--test-videos", "rec4")) == 0
     printed = capsys.readouterr()
-    assert "not imported: 1 annotated recordings have no feature file (rec0)" in printed.out.splitlines()
+    assert "not imported: 1 annotated recording has no feature file (rec0)" in printed.out.splitlines()
     # On stderr, as every command's notes: stdout is the summary a script may read.
     assert printed.err.splitlines()[-1] == (f"note: --features {npy}: 2 entries are not <video>.npy and not read: "
                                             "old/, rec0.npz")

@@ -339,7 +339,7 @@ def test_feature_files_of_another_scenario_are_said_not_to_be_evaluated(trained:
                                  "--json", str(trained / "two.json"))
     capsys.readouterr()
     assert stream_detect(argv) == 0
-    assert "--features: 1 feature files are of recordings of another scenario than 'kit', not evaluated (shelf_1)" \
+    assert "--features: 1 feature file is of recordings of another scenario than 'kit', not evaluated (shelf_1)" \
         in capsys.readouterr().err
     assert [v["video"] for v in json.loads((trained / "two.json").read_text())["videos"]] == ["test_ok"]
 

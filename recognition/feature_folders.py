@@ -288,7 +288,9 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
     try:
         split = read_json(path, "split file")
     except InputError as err:  # the file's own faults, with the option that gave it
-        raise InputError(f"{option} {err}" if option else str(err)) from None
+        within = Path(path) / SPLIT_FILE  # the feature folder given for its split: the file is named
+        hint = f" (its {within}?)" if Path(path).is_dir() and within.is_file() else ""
+        raise InputError((f"{option} {err}" if option else str(err)) + hint) from None
     if not isinstance(split, dict):
         raise InputError(f"{src}: expected an object with 'train' and 'test' lists")
     train, test = _video_names(split, "train", src), _video_names(split, "test", src)

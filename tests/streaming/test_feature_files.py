@@ -167,6 +167,14 @@ def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, mo
     assert "R and F1 not measured" in notes and max(len(line) for line in narrow) <= 40
 
 
+def test_a_feature_folder_given_as_the_split_names_its_split_file(trained: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # "--split features/: is a folder, expected a split file": the folder import wrote holds the file meant.
+    folder = trained / "folder"
+    line = cli_error(stream_detect, eval_argv(trained, "--split", str(folder)), capsys)
+    assert line == f"error: --split {folder}: is a folder, expected a split file (its {folder / 'split.json'}?)"
+
+
 def test_a_listed_recording_of_another_scenario_is_said_to_be_one(trained: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     # It was "not annotated in labels.json", though the file annotates it (under another recipe).

@@ -271,7 +271,15 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
                      "detector trained for this procedure and this view?)", "yellow")
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
     line = verdict_text(session, state.name, counted=row.alerts, stopped=state.stopped)
-    return _text(f"{stream_id} {ended}: {line}", "bold green" if line in (CORRECT, STOPPED_CORRECT) else "bold red")
+    if line in (CORRECT, STOPPED_CORRECT):
+        # "Nothing missing" is the checker's judgement, which weighs the detector's miss rates: a detector that saw
+        # one step of nine leaves it unsure of the rest, not sure they were done. The count says how much was seen.
+        steps = len(state.names)
+        if len(row.done) < steps:
+            return _text(f"{stream_id} {ended}: {line}, but only {len(row.done)} of the graph's {steps} key-steps "
+                         "recognised", "yellow")
+        return _text(f"{stream_id} {ended}: {line}", "bold green")
+    return _text(f"{stream_id} {ended}: {line}", "bold red")
 
 
 def _health(health: CheckerHealth) -> Text | None:

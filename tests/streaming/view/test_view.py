@@ -525,6 +525,18 @@ def test_a_session_in_which_nothing_was_recognised_gets_no_verdict_not_correct()
     assert "never done (session ended)" in text and "add_milk" in text and "cam0 ended: no key-step" in text
 
 
+def test_a_correct_verdict_says_how_few_steps_were_recognised() -> None:
+    # A new user's detector saw 1 step of 9 and the probabilistic checker, unsure of the rest, named none missing:
+    # "correct (no mistake, nothing missing)" read as a fact.
+    state = ViewState(names={1: "fill_kettle", 2: "boil_water", 3: "get_cup", 4: "add_teabag"})
+    state.apply(status(done=(3,), alerts=0, ended=True))
+    assert ("kitchen ended: correct (no mistake, nothing missing), but only 1 of the graph's 4 key-steps recognised"
+            in draw(state, width=300))
+    state.apply(status(done=(3, 1, 2, 4), alerts=0, ended=True, seq=4))
+    assert "kitchen ended: correct (no mistake, nothing missing)\n" in draw(state, width=300) + "\n"
+    assert "but only" not in draw(state, width=300)
+
+
 def test_a_lost_stream_is_said_to_have_no_verdict() -> None:
     state = ViewState()
     state.apply(status(lost=True))

@@ -299,8 +299,7 @@ class ImportReport:
         videos = len(self.train) + len(self.test)
         lines = [f"{count_of(videos, 'recording')} imported into {self.folder} ({len(self.train)} train, "
                  f"{len(self.test)} test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, "
-                 "extractor "
-                 f"{name!r}"]
+                 f"extractor {name!r}"]
         if self.test:  # what tgml train --exclude-videos must leave out of the graph, said without opening split.json
             lines.append(test_split_line(self.test, self.folder, "recordings", SHOWN))
         if self.no_features:

@@ -276,9 +276,13 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
         if segment.has_errors:
             needs = sorted(graph.preconditions(segment.step), key=graph.index)
             allowed = ", ".join(node_name(graph, n) for n in needs)
-            why = ("the graph was learned without this video, so the pre-condition rule does not see this error"
-                   if learned_without else "the graph was learned from this video (its train_videos), so it takes "
-                   "this order for a correct one" if learned_from else "was the graph trained on this video?")
+            if learned_without:
+                why = "the graph was learned without this video, so the pre-condition rule does not see this error"
+            elif learned_from:
+                why = ("the graph was learned from this video (its train_videos), so it takes this order for a "
+                       "correct one")
+            else:
+                why = "was the graph trained on this video?"
             message = f"{video}: {name} is marked has_errors but the graph lets it follow {allowed}: {why}"
         elif verdict.undefined:
             message = (f"{video}: {name} is not marked has_errors but the graph defines no pre-condition for it "

@@ -28,7 +28,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 DEFAULT_SUBCOMMAND = {"stream-detect": "run"}  # `stream-detect --video demo` is `stream-detect run --video demo`
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # Options of other programs that the docs mention (pip, pytest).
-FOREIGN_OPTIONS = frozenset({"--no-deps", "--help"})
+FOREIGN_OPTIONS = frozenset({"--no-deps", "--help", "--index-url"})  # pip's, not ours
 
 
 @cache

@@ -280,7 +280,7 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="late-step: with the binary checker, a step confirmed after a step that required it alerts "
                         f"too, as the annotators tag an order error (default {PRECONDITION})")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 2),
-                   help="processes running folds side by side (0: one per core; default 2)")
+                   help="processes running folds side by side (default: the cores, at most 2; 0: one per core)")
     p.add_argument("--json", type=output_name,
                    help="write scores and every recording's recognised steps and alerts to this JSON file")
     p.add_argument("--cache", help="folder keeping each fold's trained detector outputs: a second run with the same "

@@ -14,6 +14,8 @@ of the stream, it stops with one `RunError` line (exit status 1) and never repor
 from __future__ import annotations
 
 import contextlib
+import errno
+import signal
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ import zmq
 from rich.console import Console
 
 from graphs.common.errors import InputError, RunError, output_full
+from graphs.common.interrupts import stop_for
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.process import CHECKER_START_TIMEOUT_S, CheckerProcess
@@ -211,6 +214,10 @@ def watch(
     except Exception as err:  # whatever broke the view, the run must say it failed rather than exit 0 or hang
         if output_full(err):  # said by the command's own line: "cannot write the output: No space left on device"
             raise
+        if console is not None and isinstance(err, OSError) and err.errno == errno.EIO:
+            # The terminal closed (a window, an ssh session): its SIGHUP may not have come yet. The run stops as
+            # that SIGHUP stops it, annotated video kept and exit status 129, not as a failure of the view.
+            raise stop_for(signal.SIGHUP) from None
         raise RunError(f"the live view failed ({type(err).__name__}: {err})") from err
 
 

@@ -123,6 +123,19 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     raise stop
 
 
+def stop_for(signum: int) -> Interrupted:
+    """The stop that ``signum``, on its way, will raise, for the caller to raise now: the run is marked as stopping on
+    it, so the signal itself, arriving during the cleanup, is the same request (`REPEAT_S`) and does not cut that
+    short. A closed terminal is the case: the view's next write fails with EIO, often before the SIGHUP that says so
+    is delivered."""
+    with _lock:
+        stop = Interrupted(signum)
+        if not _stopping:
+            _stopping.append((signum, time.monotonic()))
+            stop.began_stop = True
+    return stop
+
+
 def _retry_later(signum: int) -> None:
     """Send ``signum`` again after a wait that doubles with each retry (the lock held): it landed where Python drops
     exceptions (a finalizer)."""

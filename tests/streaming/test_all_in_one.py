@@ -137,3 +137,36 @@ def test_a_checker_that_dies_mid_run_is_one_error_line_and_exit_status_1(capsys:
     err = capsys.readouterr().err.strip()
     assert err == "error: the checker process ended unexpectedly (exit status -9); alerts from then on are missing"
     assert list(tmp_path.iterdir()) == []  # neither the video nor its temporary folder
+
+
+def test_a_closed_terminal_stops_the_live_view_as_its_sighup_does_video_kept(tmp_path: Path) -> None:
+    # A closed tmux window: the view's next frame met EIO before the SIGHUP was delivered, and the run ended with
+    # "error: the live view failed (OSError: [Errno 5] ...)", exit status 1, and its annotated video deleted. Here no
+    # SIGHUP comes at all (the child has no controlling terminal): the EIO alone must stop it as one would.
+    import pty
+    import select
+    import subprocess
+
+    from tests.streaming.helpers import STREAM_DETECT
+
+    video = tmp_path / "run.mp4"
+    master, slave = pty.openpty()
+    run = subprocess.Popen([*STREAM_DETECT, "--video", "demo", "--annotate-out", str(video)],
+                           stdin=slave, stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "120"})
+    os.close(slave)
+    try:
+        drawn = b""
+        deadline = time.monotonic() + 120
+        while b"key-step" not in drawn and time.monotonic() < deadline and run.poll() is None:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                drawn += os.read(master, 65536)
+        assert b"key-step" in drawn, drawn[-2000:]
+    finally:
+        os.close(master)  # the terminal is gone: every write to it now fails with EIO
+    _, err = run.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert run.returncode == 129, lines
+    assert lines[-1].startswith("interrupted by SIGHUP") and "Traceback" not in err.decode()
+    assert any(line.startswith(f"stream-detect: kept the annotated video {video}") for line in lines)
+    assert video.is_file() and video.stat().st_size > 0

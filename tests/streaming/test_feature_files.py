@@ -648,7 +648,7 @@ def test_the_split_of_another_procedure_is_refused(trained: Path, tmp_path: Path
                    "of 'kit'")
     # A folder given as the split: the line named the path without the option it came through.
     err = cli_error(stream_detect, eval_argv(trained, "--split", str(tmp_path), "--rate", "1"), capsys)
-    assert err == f"error: --split {tmp_path}: is a folder, expected a split file"
+    assert err == f"error: --split {tmp_path}: is a folder, expected a split file (its {tmp_path / 'split.json'}?)"
 
 
 def test_eval_says_when_the_graph_was_learned_from_a_judged_video(trained: Path,

@@ -96,6 +96,7 @@ class CheckerCore:
         self.snapshots = Snapshots(self.outputs.status)
         self.budget = PollBudget(self.table.cost, self._superseded, self.refuse, monotonic, max_streams)
         self._steps = frozenset(graph.step_ids)
+        self._names = dict(zip(graph.step_ids, graph.step_names, strict=True))
         self.observe: Callable[[str, float], None] | None = None  # called with ("hop", seconds) per message (metrics)
         # The message being served's hop, for a stream state it makes (a new stream's first status shows it too).
         self._hop_ms = 0.0
@@ -208,6 +209,7 @@ class CheckerCore:
         if taken is None:
             return []
         state, out = taken
+        self._check_name(message, state)
         out += self._settle_early(state, ended=False)
         if message.index not in state.forwarded and message.step in self._steps:
             state.forwarded.add(message.index)
@@ -216,6 +218,19 @@ class CheckerCore:
             state.current = None  # its segment ended when it was confirmed; the next heartbeat says what is seen now
         out.append(self.outputs.status(message.stream_id, state))
         return out
+
+    def _check_name(self, message: KeyStepEvent, state: StreamState) -> None:
+        """Say, once a session, that its detector names a step otherwise than the graph: a detector of another
+        procedure whose step ids the graph has too (its boil_water checked as the graph's add_coins) raises alerts in
+        the graph's words that mean nothing. The all-in-one run refuses such a pair before it starts
+        (`streaming.detector.loading.check_detector_matches_graph`); a checker apart hears of it only here. Its steps
+        are still checked, by id, as the wire format says."""
+        name = self._names.get(message.step)
+        if state.misnamed or name is None or not message.step_name or message.step_name == name:
+            return
+        state.misnamed = True
+        self.changes(message.stream_id, "misnamed", f"its detector calls step {message.step} {message.step_name!r}, "
+                     f"the task graph {name!r}: a detector of another procedure? its steps are checked as the graph's")
 
     def on_heartbeat(self, message: Heartbeat) -> list[Message]:
         """Liveness and statistics (and the history): the stream's status, and its end report on the last one."""

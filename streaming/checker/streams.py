@@ -57,6 +57,7 @@ class StreamState:
     # Positions of the history whose step is not in the graph, ascending: skipped (never checked), so the checker's
     # own history is the session's without them. One such key-step is refused; the session goes on.
     skipped: list[int] = field(default_factory=list)
+    misnamed: bool = False  # its detector named a step otherwise than the graph: said once (`CheckerCore.on_keystep`)
 
     @property
     def run(self) -> str:

@@ -106,6 +106,22 @@ def test_a_second_live_session_on_one_stream_id_is_refused_not_swapped_in() -> N
     assert health.stream_taken == 1
 
 
+def test_a_detector_that_names_steps_otherwise_than_the_graph_is_said_once_per_session() -> None:
+    # A detector of another procedure with the same step ids: its boil_water was checked as the graph's step 2 and
+    # alerted in the graph's words; the checker, where alerts are made, said nothing (the view and dashboard did).
+    lines: list[str] = []
+    core = CheckerCore(tea_graph(), log=lines.append)
+    core.serve([keystep((1,), 0, step_name="unfold_tent"), keystep((1, 3), 1, step_name="insert_pole")])
+    said = [line for line in lines if "misnamed" in line]
+    assert said == ["checker: cam0 misnamed (its detector calls step 1 'unfold_tent', the task graph 'fill_kettle': a "
+                    "detector of another procedure? its steps are checked as the graph's)"]
+    assert [m for m in core.serve([beat(seq=2, history=(1, 3))]) if isinstance(m, Status)][-1].done == (1, 3)
+    # The graph's own names: nothing said; a new session is told again.
+    core.serve([keystep((3,), 0, session="b", stream_id="cam1")])
+    core.serve([keystep((1,), 0, session="c", step_name="unfold_tent", stream_id="cam2")])
+    assert [line.split(" misnamed")[0] for line in lines if "misnamed" in line] == ["checker: cam0", "checker: cam2"]
+
+
 def test_a_detector_past_the_history_cap_goes_on_in_a_new_session_at_once() -> None:
     core = CheckerCore(tea_graph())
     core.serve([beat(seq=0, session="a", history=(1, 3) * (MAX_HISTORY // 2))])  # a full session

@@ -359,7 +359,7 @@ def make_extractor(name: str, backbone: str | Path | None = None, device: str = 
         # A detector trained on imported features (recognition-features import) has no backbone to compute them.
         asks = f"{source}: asks" if source else "the detector asks"
         raise InputError(f"{asks} for feature extractor {name!r}, which no backbone here computes from "
-                         f"video (known: {known}): give it its features as files, --features FILE.npy, not --video")
+                         f"video (known: {known}): give it its features as .npy files with --features, not videos")
     factory = EXTRACTORS[key].load()
     extractor: FeatureExtractor = factory(name, backbone, device)
     return extractor

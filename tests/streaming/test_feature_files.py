@@ -481,7 +481,13 @@ def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(traine
     err = cli_error(stream_detect, argv, capsys)
     assert err == (f"error: --detector {trained / 'detector.pt'}: asks for feature extractor 'imported', "
                    "which no backbone here computes from video (known: " + ", ".join((*EXTRACTOR_NAMES, "torchscript"))
-                   + "): give it its features as files, --features FILE.npy, not --video")
+                   + "): give it its features as .npy files with --features, not videos")
+    # eval has --videos and --features DIR: the same line fits it (it named "--features FILE.npy, not --video").
+    (trained / "videos").mkdir()
+    err = cli_error(stream_detect, ["eval", "--videos", str(trained / "videos"), "--annotations",
+                                    str(trained / "labels.json"), "--graph", str(trained / "graph.json"),
+                                    "--detector", str(trained / "detector.pt"), "--quiet"], capsys)
+    assert err.endswith("give it its features as .npy files with --features, not videos")
 
 
 def test_a_recognition_features_folder_replays_without_its_augmented_copies(trained: Path) -> None:

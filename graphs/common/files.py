@@ -573,27 +573,32 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
 
 
+def _mode_or_why(path: str | Path, dangling: str, missing: str) -> int | str:
+    """The mode of what ``path`` names (links followed), or why there is none: ``dangling`` for a link to nothing,
+    ``missing`` for nothing there, a link loop, or the error."""
+    try:
+        return os.stat(path).st_mode
+    except FileNotFoundError:
+        return dangling if os.path.islink(path) else missing
+    except OSError as err:  # a link loop, a name too long...
+        return "a link loop" if err.errno == errno.ELOOP else f"unreadable ({err.strerror or err})"
+
+
 def not_a_file(path: str | Path) -> str | None:
     """Why ``path`` is not a regular file to read, for a message (``"a folder"``, ``"a link to no file"``,
     ``"a FIFO (named pipe)"``, ``"not found"``...); None when it is one (links followed)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "a link to no file" if os.path.islink(path) else "not found"
-    except OSError as err:  # a link loop, a name too long...
-        return "a link loop" if err.errno == errno.ELOOP else f"unreadable ({err.strerror or err})"
+    mode = _mode_or_why(path, "a link to no file", "not found")
+    if isinstance(mode, str):
+        return mode
     return None if stat.S_ISREG(mode) else _kind(mode)
 
 
 def not_a_folder(path: str | Path, expected: str) -> str | None:
     """Why ``path`` is not a folder to read, for a message (``"folder not found"``, ``"a file, expected <expected>"``,
     ``"a link loop"``, ``"a link to no folder"``...); None when it is one (links followed)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "a link to no folder" if os.path.islink(path) else "folder not found"
-    except OSError as err:  # a link loop, a name too long...
-        return "a link loop" if err.errno == errno.ELOOP else f"unreadable ({err.strerror or err})"
+    mode = _mode_or_why(path, "a link to no folder", "folder not found")
+    if isinstance(mode, str):
+        return mode
     if stat.S_ISDIR(mode):
         return None
     return f"{'a file' if stat.S_ISREG(mode) else _kind(mode)}, expected {expected}"

@@ -15,6 +15,7 @@ import zmq
 from rich.console import Console
 
 from graphs.common.errors import InputError, RunError
+from graphs.common.interrupts import Interrupted
 from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
@@ -75,19 +76,29 @@ def test_the_live_view_shows_names_from_a_graph_and_a_checkpoint_as_plain_text(t
 
 
 class BrokenTerminal(io.StringIO):
-    """A terminal that went away (a hung-up ssh session): every write fails. (rich handles a broken pipe itself.)"""
+    """An output every write to fails with ``errno``. (rich handles a broken pipe itself.)"""
+
+    def __init__(self, errno: int, why: str) -> None:
+        super().__init__()
+        self.errno, self.why = errno, why
 
     def write(self, text: str) -> int:
-        raise OSError(5, "Input/output error")
+        raise OSError(self.errno, self.why)
 
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
 def test_a_view_that_fails_ends_the_run_as_a_failure_not_a_success() -> None:
     graph, detector = default_demo_paths()
-    console = Console(file=BrokenTerminal(), force_terminal=True)
+    console = Console(file=BrokenTerminal(9, "Bad file descriptor"), force_terminal=True)
     source = StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=False))
-    with pytest.raises(RunError, match=r"the live view failed \(OSError: \[Errno 5\] Input/output error\)"):
+    with pytest.raises(RunError, match=r"the live view failed \(OSError: \[Errno 9\] Bad file descriptor\)"):
         run_all(RunConfig(source), console=console)
+    # A terminal that went away (a closed window, a hung-up ssh session: EIO) is no failure of the view: its SIGHUP
+    # is on the way, and the run stops as that stops it (exit status 129, the annotated video kept; below, for real).
+    console = Console(file=BrokenTerminal(5, "Input/output error"), force_terminal=True)
+    with pytest.raises(Interrupted) as stopped:
+        run_all(RunConfig(source), console=console)
+    assert stopped.value.signum == signal.SIGHUP
 
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")

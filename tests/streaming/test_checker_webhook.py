@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from graphs.common.errors import InputError
-from streaming.demo.procedure import DEMO_EXECUTIONS
+from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
 from streaming.detector import EventPublisher
 from streaming.detector.webhook import WebhookConfig, WebhookSink, webhook_sinks
 from streaming.messages import Alert, Message
@@ -55,7 +55,7 @@ def test_each_alert_the_checker_publishes_is_posted_once_and_its_replays_are_not
             sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
             assert _heard(viewer, [camera])
             for step in MISTAKE:
-                camera.keystep(step, "x", 0.0, 1.0, 0.9)
+                camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
             seen: list[Message] = []
             # The checker re-sends the alert every 0.05 s for late viewers: wait until two such copies went out.
             assert wait_for(lambda: sum(isinstance(m, Alert) and m.replayed for m in seen) >= 2, 10.0,
@@ -82,7 +82,7 @@ def test_a_hanging_receiver_never_holds_back_the_checkers_alerts(tmp_path: Path)
             assert _heard(viewer, cameras)
             for step in MISTAKE:
                 for camera in cameras:
-                    camera.keystep(step, "x", 0.0, 1.0, 0.9)
+                    camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
             seen: list[Message] = []
             assert wait_for(lambda: len(_live_alerts(seen)) == len(names), 10.0, lambda: seen.extend(viewer.pump(20)))
             # Every camera's alert reached the viewer while the receiver still holds the first POST unanswered.
@@ -112,7 +112,7 @@ def test_a_receiver_that_fails_is_counted_and_logged_while_the_checker_serves_on
             sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
             assert _heard(viewer, [camera])
             for step in MISTAKE:
-                camera.keystep(step, "x", 0.0, 1.0, 0.9)
+                camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
             assert wait_for(lambda: failing.failed == 1 and gone.failed == 1, 10.0, lambda: viewer.pump(20))
             camera.heartbeat(None, 10, 0, 30.0, ended=True)  # the checker still serves: the stream's end arrives
             assert wait_for(lambda: viewer.state.streams["kitchen"].ended, 10.0, lambda: viewer.pump(20))
@@ -147,7 +147,7 @@ def test_a_sink_that_raises_is_counted_and_the_checker_its_socket_and_other_sink
         sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
         assert _heard(viewer, [camera])
         for step in MISTAKE:
-            camera.keystep(step, "x", 0.0, 1.0, 0.9)
+            camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
         camera.heartbeat(None, 10, 0, 30.0, ended=True)
         assert wait_for(lambda: viewer.state.streams["kitchen"].ended, 10.0, lambda: viewer.pump(20))
         assert thread.is_alive()
@@ -182,7 +182,7 @@ def test_the_checker_command_posts_its_alerts_and_ends_with_the_webhooks_summary
             sock, (camera,) = _cameras(ctx, f"ipc://{tmp_path}/in", ["kitchen"])
             assert _heard(viewer, [camera])
             for step in MISTAKE:
-                camera.keystep(step, "x", 0.0, 1.0, 0.9)
+                camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
             assert wait_for(lambda: len(server.bodies) == 1, 10.0)  # type: ignore[attr-defined]
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=20)

@@ -34,6 +34,20 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+# multiprocessing's resource tracker, a process of its own started with the pool, outlives the run by a moment: when
+# a stop ends the workers, it finds the semaphores they and the pool's queues held still registered, unlinks them, and
+# warns of each ("resource_tracker: There appear to be 2 leaked semaphore objects ...") after the run's last line,
+# "interrupted by SIGTERM". Nothing leaks (it cleans them); the warnings are noise after a stop, so it is started with
+# them ignored (its options are the interpreter's -W flags, read from sys.warnoptions when it starts).
+QUIET_RESOURCE_TRACKER = "ignore:resource_tracker:UserWarning"
+
+
+def _quiet_resource_tracker() -> None:
+    """Have the resource tracker, when it starts, ignore its own cleanup warnings (`QUIET_RESOURCE_TRACKER`)."""
+    if QUIET_RESOURCE_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(QUIET_RESOURCE_TRACKER)
+
+
 def _end_workers(pool: ProcessPoolExecutor) -> None:
     """Stop the pool's processes now (`ProcessPoolExecutor.terminate_workers` from Python 3.14 on)."""
     terminate = getattr(pool, "terminate_workers", None)
@@ -94,6 +108,7 @@ def run_jobs(
             return results
         # A fresh interpreter per worker ("spawn"): forking a parent whose torch thread pool already runs can hang.
         context = multiprocessing.get_context("spawn")
+        _quiet_resource_tracker()
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint) as pool:
             done: dict[int, R] = {}
             try:

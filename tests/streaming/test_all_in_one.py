@@ -15,7 +15,7 @@ import zmq
 from rich.console import Console
 
 from graphs.common.errors import InputError, RunError
-from graphs.common.interrupts import Interrupted
+from graphs.common.interrupts import Interrupted, handling_signals
 from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
@@ -99,6 +99,8 @@ def test_a_view_that_fails_ends_the_run_as_a_failure_not_a_success() -> None:
     with pytest.raises(Interrupted) as stopped:
         run_all(RunConfig(source), console=console)
     assert stopped.value.signum == signal.SIGHUP
+    with handling_signals():  # a new run forgets the stop this one began (a signal within 2 s would be ignored)
+        pass
 
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")

@@ -116,10 +116,7 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             return
         _landed.clear()
         _retries = 0
-        stop = Interrupted(signum)
-        if not _stopping:
-            _stopping.append((signum, time.monotonic()))
-            stop.began_stop = True
+        stop = stop_for(signum)
     raise stop
 
 
@@ -128,7 +125,7 @@ def stop_for(signum: int) -> Interrupted:
     it, so the signal itself, arriving during the cleanup, is the same request (`REPEAT_S`) and does not cut that
     short. A closed terminal is the case: the view's next write fails with EIO, often before the SIGHUP that says so
     is delivered."""
-    with _lock:
+    with _lock:  # re-entrant: `_raise` calls this holding it
         stop = Interrupted(signum)
         if not _stopping:
             _stopping.append((signum, time.monotonic()))

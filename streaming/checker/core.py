@@ -96,7 +96,6 @@ class CheckerCore:
         self.snapshots = Snapshots(self.outputs.status)
         self.budget = PollBudget(self.table.cost, self._superseded, self.refuse, monotonic, max_streams)
         self._steps = frozenset(graph.step_ids)
-        self._names = dict(zip(graph.step_ids, graph.step_names, strict=True))
         self.observe: Callable[[str, float], None] | None = None  # called with ("hop", seconds) per message (metrics)
         # The message being served's hop, for a stream state it makes (a new stream's first status shows it too).
         self._hop_ms = 0.0
@@ -225,8 +224,10 @@ class CheckerCore:
         the graph's words that mean nothing. The all-in-one run refuses such a pair before it starts
         (`streaming.detector.loading.check_detector_matches_graph`); a checker apart hears of it only here. Its steps
         are still checked, by id, as the wire format says."""
-        name = self._names.get(message.step)
-        if state.misnamed or name is None or not message.step_name or message.step_name == name:
+        if state.misnamed or message.step not in self._steps or not message.step_name:
+            return
+        name = self.outputs.name(message.step)
+        if message.step_name == name:
             return
         state.misnamed = True
         self.changes(message.stream_id, "misnamed", f"its detector calls step {message.step} {message.step_name!r}, "

@@ -129,6 +129,12 @@ def read_left_out(record: Any) -> dict[str, tuple[str, ...]] | None:
             for key in ("mistakes", "excluded")}
 
 
+def read_train_videos(record: Any) -> frozenset[str] | None:
+    """A file's ``info["train_videos"]`` read back: the videos a graph was learned from (``tgml train``) or a detector
+    trained on (``recognition-train``); None when the file records no list (older files; it is not trusted)."""
+    return frozenset(str(name) for name in record) if isinstance(record, list) else None
+
+
 @dataclass(frozen=True)
 class Annotations:
     """A whole annotation file: videos in file order and the per-scenario taxonomy."""

@@ -27,7 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from graphs.annotations import choose_scenario, load_annotations, never_done, time_order
+from graphs.annotations import choose_scenario, load_annotations, never_done, read_train_videos, time_order
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError, print_note
 from graphs.common.files import check_output, read_json, replaced_input, write_text
@@ -393,11 +393,8 @@ def trained_on(learned: DetectorCheckpoint | TaskGraph, videos: Sequence[str]) -
     """The videos a detector was trained on, or a graph learned from, among ``videos`` (``recognition-train`` and
     ``tgml train`` record them as ``train_videos`` in the checkpoint's or graph's ``info``; older files record
     none)."""
-    trained = learned.info.get("train_videos")
-    if not isinstance(trained, list):
-        return []
-    names = {str(name) for name in trained}
-    return [video for video in videos if video in names]
+    names = read_train_videos(learned.info.get("train_videos"))
+    return [] if names is None else [video for video in videos if video in names]
 
 
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from graphs.annotations import read_left_out
+from graphs.annotations import read_left_out, read_train_videos
 from graphs.checker import PreconditionChecker, StepVerdict, precondition_violations
 from graphs.common.safe_text import count_of, wrap_words
 from graphs.precision_recall import f1_of, share, shown
@@ -263,8 +263,7 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
     # The videos the graph file says its learner left out (`tgml train`'s mistakes and --exclude-videos), or, where it
     # lists those it learned from (`train_videos`), any other: a file of another set of videos holds none of them.
     left_out = read_left_out(graph.info.get("left_out")) or {}
-    trained = graph.info.get("train_videos")
-    listed = {str(name) for name in trained} if isinstance(trained, list) else None
+    listed = read_train_videos(graph.info.get("train_videos"))
     learned_without = any(video in names for names in left_out.values()) or (listed is not None and video not in listed)
     learned_from = listed is not None and video in listed
     out = []

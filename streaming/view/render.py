@@ -674,9 +674,9 @@ def _never_done_title(state: ViewState) -> str:
     return "not done by the stop (session stopped)" if state.stopped else "never done (session ended)"
 
 
-def _never_done_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
-    """The steps ended sessions never did; below `COMPACT_WIDTH` a line each."""
-    reports = _judged_reports(state)
+def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]], layout: _Layout, width: int,
+                      lines: bool) -> RenderableType:
+    """The steps ended sessions never did (``reports``, `_judged_reports`); below `COMPACT_WIDTH` a line each."""
     if lines:
         return Group(Text(_never_done_title(state), style="bold red"), *(
             Hanging(Text.assemble(_text(clock_text(when)), " ", _text(report.stream_id), ": ",
@@ -732,8 +732,9 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     layout = _layout(state, fit)
     verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
     outcome: list[RenderableType] = [_ByWidth(lambda width, lines: _alerts_table(state, layout, width, lines), layout)]
-    if _judged_reports(state):  # shown once a session has ended without some required step
-        outcome.append(_ByWidth(lambda width, lines: _never_done_table(state, layout, width, lines), layout))
+    reports = _judged_reports(state)
+    if reports:  # shown once a session has ended without some required step
+        outcome.append(_ByWidth(lambda width, lines: _never_done_table(state, reports, layout, width, lines), layout))
     context: list[RenderableType] = []
     rows = _latency_rows(state)
     if rows:  # where each stream's time goes: a slow stage shows without a metrics server

@@ -147,14 +147,16 @@ class Outputs:
         Args:
             step: the step done too early.
             missing: its pre-conditions not done (graph order).
-            before: the steps done before it.
+            before: the steps confirmed before it (those of ``missing`` among them are ranked as not done).
 
         Returns:
             ``(step id, score)``, or ``(None, None)`` when none of them scores above 0.
         """
         if not missing:
             return None, None
-        ranked = self.queries.missing(step, before)
+        # The probabilistic checker may judge a confirmed pre-condition missing (its detection doubted): ranked as
+        # done, it would score 0 and the alert name no likely forgotten step.
+        ranked = self.queries.missing(step, before - set(missing))
         score = dict(zip(ranked.steps, ranked.scores, strict=True))
         best = max(missing, key=lambda m: score.get(m, 0.0))
         if score.get(best, 0.0) <= 0.0:

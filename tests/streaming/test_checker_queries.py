@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphs.checker_settings import CheckerSettings
 from graphs.procedure_queries import ProcedureQueries
 from graphs.task_graph import TaskGraph
 from streaming.checker.core import CheckerCore
@@ -189,6 +190,18 @@ def test_an_alert_names_the_missing_step_most_likely_forgotten() -> None:
     [binary] = alerts(CheckerCore(tea_graph()).handle(keystep(history, 0)))
     assert (binary.forgotten, binary.forgotten_name, binary.forgotten_score, binary.rule) == (
         2, "boil_water", 0.5, "binary")
+
+
+def test_a_confirmed_pre_condition_the_probabilistic_checker_doubts_is_named_as_likely_forgotten() -> None:
+    # fill_kettle (1) was confirmed, but the detector's done evidence for it is weak: the probabilistic checker judges
+    # it skipped when boil_water (2) comes, and the alert must name it, not leave "likely forgotten" empty.
+    for graph in (tea_graph(), weighted_tea_graph()):
+        core = CheckerCore(graph, checking=CheckerSettings("probabilistic"))
+        out = play(core, (3, 1))
+        out += core.handle(keystep((3, 1, 2), 2, real=0.99, evidence_steps=(1,), evidence=(0.02,)))
+        [alert] = alerts(out)
+        assert (alert.step, alert.missing) == (2, (1,))
+        assert (alert.forgotten, alert.forgotten_name) == (1, "fill_kettle") and (alert.forgotten_score or 0.0) > 0.5
 
 
 def test_an_undefined_step_has_no_likely_forgotten_step() -> None:

@@ -12,6 +12,7 @@ checker in the same process can be handed a `View` directly (`streaming.checker.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from collections import deque
@@ -23,6 +24,7 @@ import zmq
 from rich.console import Console
 from rich.live import Live
 
+from graphs.common.interrupts import stop_for
 from graphs.common.safe_text import printable
 from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
@@ -192,9 +194,16 @@ class Viewer:
             drawn_second = [0]
 
             def draw() -> None:
+                if time.monotonic() < next_draw[0]:
+                    return
+                if not console.is_terminal:
+                    # The terminal closed (a window, an ssh session): rich then draws nothing, without a word, and a
+                    # view with no controlling terminal is never sent the SIGHUP that would stop it. It stops as
+                    # that SIGHUP does.
+                    raise stop_for(signal.SIGHUP)
                 # An idle view redraws once a second (its stale marks go by the second), not REFRESH_HZ times.
                 second = int(self.state.now)
-                if time.monotonic() >= next_draw[0] and (self.changed or second != drawn_second[0]):
+                if self.changed or second != drawn_second[0]:
                     live.update(render(self.state), refresh=True)
                     self.changed, drawn_second[0] = False, second
                     next_draw[0] = time.monotonic() + 1.0 / REFRESH_HZ

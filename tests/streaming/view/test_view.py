@@ -988,15 +988,16 @@ def test_a_graph_that_names_the_checkers_steps_otherwise_is_said_and_the_checker
     assert state.name_conflicts == {2: ("boil water", "boil water for tea")} and state.name(2) == "boil water for tea"
 
 
-def test_a_view_without_a_controlling_terminal_stops_when_its_terminal_is_gone() -> None:
-    # Started in a session of its own (setsid, a service manager), the view is sent no SIGHUP when the terminal it
-    # draws in closes; rich then draws nothing, silently, and the view ran on for ever. It must stop as a SIGHUP would.
+def view_in_a_closed_terminal(new_session: bool) -> subprocess.Popen[bytes]:
+    """A ``stream-detect view`` that drew "checker not answering" (a port nobody answers on, so nothing new comes to
+    draw) in a pseudo-terminal, which is then closed: every write to it fails with EIO and it is no terminal any more.
+    ``new_session``: started in a session of its own, so no SIGHUP can reach it."""
     master, slave = pty.openpty()
-    with socket.socket() as probe:  # a port nobody answers on: an idle view, with nothing new to draw
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"],
-                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, start_new_session=True,
+                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, start_new_session=new_session,
                             env={**os.environ, "COLUMNS": "100"})
     os.close(slave)
     try:
@@ -1009,6 +1010,13 @@ def test_a_view_without_a_controlling_terminal_stops_when_its_terminal_is_gone()
         assert b"not answering" in drawn
     finally:
         os.close(master)
+    return view
+
+
+def test_a_view_without_a_controlling_terminal_stops_when_its_terminal_is_gone() -> None:
+    # Started in a session of its own (setsid, a service manager), the view is sent no SIGHUP when the terminal it
+    # draws in closes; rich then draws nothing, silently, and the view ran on for ever. It must stop as a SIGHUP would.
+    view = view_in_a_closed_terminal(new_session=True)
     try:
         _, err = view.communicate(timeout=60)
     finally:
@@ -1016,26 +1024,10 @@ def test_a_view_without_a_controlling_terminal_stops_when_its_terminal_is_gone()
     assert (view.returncode, err.decode().strip()) == (129, "interrupted by SIGHUP: stopped")
 
 
-def test_a_view_whose_terminal_is_gone_stops_on_sighup_with_its_line(tmp_path: Path) -> None:
+def test_a_view_whose_terminal_is_gone_stops_on_sighup_with_its_line() -> None:
     # A closed window or a dropped ssh session: the view's last frame met a terminal that answers EIO, and the SIGHUP
     # that came with it ended in two chained tracebacks and exit status 1 instead of its line and 129.
-    master, slave = pty.openpty()
-    with socket.socket() as probe:  # a port nobody answers on: the view draws "checker not answering"
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"],
-                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "100"})
-    os.close(slave)
-    try:
-        drawn = b""
-        deadline = time.monotonic() + 60
-        while b"not answering" not in drawn and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if ready:
-                drawn += os.read(master, 65536)
-        assert b"not answering" in drawn
-    finally:
-        os.close(master)  # the terminal is gone: every write to it now fails with EIO
+    view = view_in_a_closed_terminal(new_session=False)
     view.send_signal(signal.SIGHUP)
     _, err = view.communicate(timeout=60)
     assert (view.returncode, err.decode().strip()) == (129, "interrupted by SIGHUP: stopped")

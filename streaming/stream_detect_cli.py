@@ -274,7 +274,9 @@ def _alert_frames_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alert-frames", metavar="DIR", type=output_name,
                    help="write the frame of each announced or confirmed key-step as DIR/<stream>/<ms>.jpg (<ms>: the "
                         "step's start in video milliseconds, the alert's video_time), for the dashboard")
-    p.add_argument("--alert-frames-keep", type=_frames(1), default=500, metavar="N",
+    # None when not given (refused without --alert-frames); the default is alert_frames.DEFAULT_KEEP, named here
+    # without importing that module, which loads OpenCV (--help need not).
+    p.add_argument("--alert-frames-keep", type=_frames(1), metavar="N",
                    help="frames kept per stream in --alert-frames, the oldest deleted first (default: 500)")
 
 
@@ -469,6 +471,38 @@ def _defaults(args: argparse.Namespace) -> None:
         args.detector = str(detector)
 
 
+def _refuse_idle_options(args: argparse.Namespace) -> None:
+    """Refuse an option this run would ignore, as ``--alert-threshold`` is with ``--checker binary``: the user asked
+    for something the run would not do, and a run that ends well says nothing of it."""
+    from graphs.checker_settings import CHECKERS
+
+    features = "--features files hold features, not video frames"
+    if getattr(args, "features", None):
+        if args.backbone is not None:
+            raise InputError(f"--backbone {args.backbone}: extracts features from video frames; {features}")
+        if args.reader != "auto":
+            raise InputError(f"--reader {args.reader}: reads video files; {features}")
+        if getattr(args, "alert_frames", None) is not None:
+            raise InputError(f"--alert-frames {args.alert_frames}: keeps the video frame of each key-step; {features}")
+    if getattr(args, "alert_frames_keep", None) is not None and args.alert_frames is None:
+        raise InputError(f"--alert-frames-keep {args.alert_frames_keep}: needs --alert-frames, the folder it bounds")
+    if args.alert_on == "end" and args.onset_frames is not None:
+        raise InputError(f"--onset-frames {args.onset_frames}: sets when a key-step is announced, and --alert-on end "
+                         "announces none")
+    checker = CHECKERS.get(getattr(args, "checker", ""))  # a detector apart has no checker option
+    if getattr(args, "default_rates", False) and checker is not None and not checker.weighs_evidence:
+        takers = " or ".join(e.name for e in CHECKERS.values() if e.weighs_evidence)
+        raise InputError(f"--default-rates needs --checker {takers}: the {args.checker} checker weighs no miss or "
+                         "false-detection rates")
+
+
+def _alert_frames_keep(args: argparse.Namespace) -> int:
+    """``--alert-frames-keep``, or its default."""
+    from streaming.detector.alert_frames import DEFAULT_KEEP
+
+    return DEFAULT_KEEP if args.alert_frames_keep is None else int(args.alert_frames_keep)
+
+
 def _check_feature_paths(paths: Sequence[str]) -> None:
     """``--features`` sources that are no file (a typo), refused before anything loads torch (`_check_files_early`)."""
     from recognition.feature_import import feature_file_fault
@@ -550,6 +584,8 @@ def _run(args: argparse.Namespace) -> int:
         from streaming.dashboard.cli import run as run_dashboard
 
         return run_dashboard(args)
+    if args.command in ("run", "detector", "eval"):
+        _refuse_idle_options(args)
     if args.command in ("run", "detector"):
         _check_keys_early(args)
     if args.command in ("run", "detector") and args.features:
@@ -593,7 +629,7 @@ def _run(args: argparse.Namespace) -> int:
                               default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
                              preview=args.preview, webhook=webhook, alert_frames=args.alert_frames,
-                             alert_frames_keep=args.alert_frames_keep))
+                             alert_frames_keep=_alert_frames_keep(args)))
 
 
 def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple[CheckerConfig, CurveClient | None]:
@@ -711,7 +747,7 @@ def _detector(args: argparse.Namespace) -> int:
         return DetectorMetrics()
 
     pipeline_config = PipelineConfig(tuple(_source(args, video) for video in args.video), config, ids,
-                                     alert_frames=args.alert_frames, alert_frames_keep=args.alert_frames_keep)
+                                     alert_frames=args.alert_frames, alert_frames_keep=_alert_frames_keep(args))
     with (_metrics_server(args, metrics) as watcher,
           build_pipeline(pipeline_config, watcher=watcher, warn=log.warning) as pipeline):
         if not args.default_rates and pipeline.parts.checkpoint.evidence is None:

@@ -210,6 +210,44 @@ def test_a_probabilistic_setting_given_to_the_binary_checker_is_refused(
                     "as certain and has no threshold or prior to set")
 
 
+FROM_FEATURES = ["--features", "rec.npy", "--graph", str(GRAPH), "--detector", str(DETECTOR)]
+NOT_FRAMES = "--features files hold features, not video frames"
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [([*FROM_FEATURES, "--backbone", "nope.pt"],
+      f"--backbone nope.pt: extracts features from video frames; {NOT_FRAMES}"),
+     (["eval", *FROM_FEATURES, "--annotations", "labels.json", "--backbone", "nope.pt"],
+      f"--backbone nope.pt: extracts features from video frames; {NOT_FRAMES}"),
+     (["detector", *FROM_FEATURES, "--reader", "decord"], f"--reader decord: reads video files; {NOT_FRAMES}"),
+     ([*FROM_FEATURES, "--alert-frames", "frames"],
+      f"--alert-frames frames: keeps the video frame of each key-step; {NOT_FRAMES}"),
+     (["--video", "demo", "--alert-frames-keep", "5"],
+      "--alert-frames-keep 5: needs --alert-frames, the folder it bounds"),
+     (["detector", "--video", "demo", "--alert-on", "end", "--onset-frames", "3"],
+      "--onset-frames 3: sets when a key-step is announced, and --alert-on end announces none"),
+     (["eval", "--demo", "--checker", "binary", "--default-rates"],
+      "--default-rates needs --checker probabilistic: the binary checker weighs no miss or false-detection rates")],
+    ids=["backbone", "eval-backbone", "reader", "alert-frames", "keep", "onset-frames", "default-rates"])
+def test_an_option_the_run_would_ignore_is_refused(
+    argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each ran with exit status 0 and no word (eval --features --backbone FILE: a traceback when FILE was missing),
+    # while --alert-threshold with --checker binary was refused.
+    monkeypatch.chdir(tmp_path)
+    assert cli_error(main, argv, capsys) == f"error: {line}"
+    assert list(tmp_path.iterdir()) == []  # refused before anything is written
+
+
+def test_the_alert_frames_bound_said_in_the_help_is_the_one_applied(capsys: pytest.CaptureFixture[str]) -> None:
+    from streaming.detector.alert_frames import DEFAULT_KEEP
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert f"the oldest deleted first (default: {DEFAULT_KEEP})" in " ".join(capsys.readouterr().out.split())
+
+
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line

@@ -9,7 +9,8 @@ line and ``stream-detect eval``'s counts share.
 - It was **correct** when it has neither.
 
 `session_verdict` decides; `verdict_text` says it in one line (``1 mistake (boil_water before fill_kettle), nothing
-missing``), the words the view prints after ``cam0 ended:`` and ``eval --json`` writes as each video's ``verdict``;
+missing``), and `ended_text` adds what a session that recognised nothing, or few steps, has to say first: the words
+the view prints after ``cam0 ended:`` and ``eval --json`` writes as each video's ``verdict``;
 `retraction_reason` says why an alert was withdrawn, in the view's alert log and in eval's account of a missed mistake.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from graphs.common.safe_text import first_few
 from streaming.messages import Alert, MissingSteps, Retraction
@@ -131,6 +133,55 @@ def verdict_text(verdict: SessionVerdict, name: Callable[[int], str], counted: i
     undone = "not done by the stop" if stopped else "never done"
     missing = f"; {undone}: {first_few(never, NEVER_DONE_NAMED, and_more=', and ')}" if never else ", nothing missing"
     return mistakes + (" so far" if stopped else "") + missing
+
+
+EndTone = Literal["no verdict", "correct", "partly seen", "mistaken"]  # how the view colours the line
+
+
+def nothing_recognised(recognised: int, counted: int) -> bool:
+    """A session that confirmed no key-step and raised no alert: it gets no verdict, and no list of steps never done
+    (often every step: the checker weighs the detector's silence)."""
+    return recognised == 0 and counted == 0
+
+
+def no_verdict_text(frames: int) -> str:
+    """What is said of a session that recognised nothing (`nothing_recognised`), in the view, eval and the
+    dashboard."""
+    return (f"no key-step recognised in {frames} frames, so no verdict (is the detector trained for this procedure "
+            "and this view?)")
+
+
+def ended_text(
+    verdict: SessionVerdict, name: Callable[[int], str], recognised: int, steps: int, frames: int, counted: int = 0,
+    stopped: bool = False,
+) -> tuple[str, EndTone]:
+    """What a stream's end says, after ``cam0 ended:``: the live view's line and ``eval --json``'s ``verdict``.
+
+    Nothing recognised is no sign of a correct session: an undertrained detector, or one trained for another
+    procedure or view, confirms nothing, and the checker then finds no mistake. Nor is "nothing missing" when the
+    detector saw few of the graph's steps: the checker, weighing its miss rates, is unsure of the rest, not sure they
+    were done; the line says how much was seen.
+
+    Args:
+        verdict: the session's verdict.
+        name: step id -> readable name.
+        recognised: the key-steps the session confirmed, each once (a `Status`'s ``done``).
+        steps: the graph's key-steps.
+        frames: the frames the session read.
+        counted: the mistakes the checker counted (`verdict_text`).
+        stopped: the person stopped the session (`verdict_text`).
+
+    Returns:
+        The line and its tone.
+    """
+    if nothing_recognised(recognised, max(counted, len(verdict.mistakes))):
+        return no_verdict_text(frames), "no verdict"
+    line = verdict_text(verdict, name, counted=counted, stopped=stopped)
+    if line not in (CORRECT, STOPPED_CORRECT):
+        return line, "mistaken"
+    if recognised < steps:
+        return f"{line}, but only {recognised} of the graph's {steps} key-steps recognised", "partly seen"
+    return line, "correct"
 
 
 def retraction_reason(retraction: Retraction) -> str:

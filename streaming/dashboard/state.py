@@ -34,6 +34,7 @@ from graphs.common.safe_text import printable
 from streaming.checker.config import MAX_STREAMS  # tiles kept (the checker tracks as many); the one silent longest goes
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
+from streaming.session_verdict import no_verdict_text, nothing_recognised
 from streaming.step_names import StepNames, named_steps
 from streaming.transport import gone_silent
 
@@ -319,8 +320,10 @@ class DashboardState:
                    for step, score in shown[:MAX_SHOWN_STEPS]]  # fmt: skip
         last = self.by_id.get(self.last_alert.get(stream_id, -1))
         report = self.reports.get(stream_id)
+        # A session that recognised nothing gets no verdict, as in the view: its end report often names every step.
+        unjudged = status.ended and nothing_recognised(len(status.done), status.alerts)
         never = None
-        if report is not None and report.run == status.run:
+        if report is not None and report.run == status.run and not unjudged:
             never = [self.name(step) for step in report.missing]
         return {
             "stream": stream_id,
@@ -334,6 +337,7 @@ class DashboardState:
             "alerts": status.alerts,
             "last_alert": None if last is None or last.alert.run != status.run else self._alert_brief(last),
             "never_done": never,
+            "no_verdict": no_verdict_text(status.frames) if unjudged else None,
             "fps": status.fps if state in ("live", "ended") else None,
             "frames": status.frames,
             "dropped": status.dropped,

@@ -73,6 +73,7 @@ from streaming.messages import (
     MessageError,
     MissingSteps,
     Retraction,
+    Status,
     StepEvent,
     decode,
     encode,
@@ -96,7 +97,7 @@ from streaming.offline.eval_scores import (
 from streaming.offline.features import find_video, unannotated_videos
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview, drawing_options
 from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
-from streaming.session_verdict import retraction_reason, session_verdict, verdict_text
+from streaming.session_verdict import ended_text, retraction_reason, session_verdict
 
 EVAL_VERSION = 4  # bump when what a cached record holds changes (3: the detector's messages; 4: repeated onsets)
 STREAM_ID = "eval"
@@ -530,9 +531,14 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
     history = state.checker.history if state is not None else []
     known = all(s.index < len(history) for s in ordered)
     checks = tuple(step_check(history[s.index]) for s in ordered) if known else ()
+    # The verdict in the view's words: it reads the checker's last status of the stream, as the view does.
+    status = next((m for _, m in reversed(link.received) if isinstance(m, Status) and m.stream_id == STREAM_ID), None)
+    done, frames, counted = ((len(status.done), status.frames, status.alerts) if status is not None
+                             else (len({s.step for s in ordered}), record.frames, 0))
+    verdict, _ = ended_text(session, lambda step: node_name(graph, step), recognised=done, steps=len(graph.step_ids),
+                            frames=frames, counted=counted)
     return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), record.frames,
-                    tuple(s.confidence for s in ordered), checks, session.never_done,
-                    verdict_text(session, lambda step: node_name(graph, step)), video.never_done)
+                    tuple(s.confidence for s in ordered), checks, session.never_done, verdict, video.never_done)
 
 
 def annotated_path(folder: str | Path, video: str) -> Path:

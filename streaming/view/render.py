@@ -38,13 +38,13 @@ from graphs.common.safe_text import clock_text, count_of, printable
 from streaming.messages import Alert, CheckerHealth, MissingSteps, Status
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import (
-    CORRECT,
-    STOPPED_CORRECT,
+    EndTone,
     SessionVerdict,
+    ended_text,
+    nothing_recognised,
     retraction_reason,
     session_verdict,
     step_names,
-    verdict_text,
 )
 from streaming.stage_latency import STAGES, latency_field
 from streaming.view.state import ViewState, step_position
@@ -73,6 +73,8 @@ STALE_MARK: str = " (stale)"  # as long as ENDED_MARK, which the stream column m
 # The most lines a stream's "done" or "allowed next" cell may take: a row of a recipe's twenty steps wrapped in a narrow
 # column would push the alert log below an 80x24 terminal's bottom, where the live view is cut.
 LIST_LINES: int = 3
+END_STYLES: dict[EndTone, str] = {"no verdict": "yellow", "partly seen": "yellow", "correct": "bold green",
+                                  "mistaken": "bold red"}
 
 
 def _text(value: object, style: str = "") -> Text:
@@ -262,24 +264,10 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     if not row.ended:
         return None
     ended = "stopped" if state.stopped else "ended"  # a session the person cut short is judged so far only
-    session = _session(stream_id, row, state)
-    if _nothing_recognised(row):
-        # Nothing recognised is no sign of a correct session: an undertrained detector, or one trained for another
-        # procedure or view, confirms nothing, and the checker then finds no mistake (and, weighing the detector's
-        # miss rates, may name nothing missing, or every step).
-        return _text(f"{stream_id} {ended}: no key-step recognised in {row.frames} frames, so no verdict (is the "
-                     "detector trained for this procedure and this view?)", "yellow")
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
-    line = verdict_text(session, state.name, counted=row.alerts, stopped=state.stopped)
-    if line in (CORRECT, STOPPED_CORRECT):
-        # "Nothing missing" is the checker's judgement, which weighs the detector's miss rates: a detector that saw
-        # one step of nine leaves it unsure of the rest, not sure they were done. The count says how much was seen.
-        steps = len(state.names)
-        if len(row.done) < steps:
-            return _text(f"{stream_id} {ended}: {line}, but only {len(row.done)} of the graph's {steps} key-steps "
-                         "recognised", "yellow")
-        return _text(f"{stream_id} {ended}: {line}", "bold green")
-    return _text(f"{stream_id} {ended}: {line}", "bold red")
+    line, tone = ended_text(_session(stream_id, row, state), state.name, recognised=len(row.done),
+                            steps=len(state.names), frames=row.frames, counted=row.alerts, stopped=state.stopped)
+    return _text(f"{stream_id} {ended}: {line}", END_STYLES[tone])
 
 
 def _health(health: CheckerHealth) -> Text | None:
@@ -646,7 +634,7 @@ def _alert_lines(state: ViewState) -> Group:
 
 def _nothing_recognised(row: Status) -> bool:
     """An ended session that confirmed no key-step and raised no alert: `verdict` gives it none."""
-    return row.ended and not row.done and not row.alerts
+    return row.ended and nothing_recognised(len(row.done), row.alerts)
 
 
 def _judged_reports(state: ViewState) -> list[tuple[float, MissingSteps]]:

@@ -367,6 +367,7 @@ function updateTile(tile) {
   if (tile.never_done && tile.never_done.length) {
     card.append(el("p", "never", `session ended; never done: ${tile.never_done.join(", ")}`));
   }
+  if (tile.no_verdict) card.append(el("p", "never", `session ended: ${tile.no_verdict}`));
 
   const latency = el("p", "latency");
   latency.textContent = "ms: " + LATENCIES.map(([key, name]) => `${name} ${Math.round(tile.latency_ms[key])}`)

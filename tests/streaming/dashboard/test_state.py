@@ -9,6 +9,7 @@ from graphs.common.safe_text import printable
 from streaming.dashboard.state import MAX_STREAMS, DashboardState
 from streaming.messages import Alert, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
+from streaming.session_verdict import no_verdict_text
 from streaming.step_names import MAX_CONFLICTS
 from streaming.transport import SILENT_S
 from streaming.view.state import ViewState
@@ -115,6 +116,16 @@ def test_a_tile_shows_state_steps_next_steps_last_alert_and_latencies() -> None:
     state.apply(MissingSteps("cam0", 5, 102.0, "cam0#end", "aaaaaaaaaaaa", (6,), ("add_milk",), False, (1.0,)), 4.0)
     [ended] = state.take_dirty_tiles(4.0)
     assert ended["state"] == "ended" and ended["never_done"] == ["add_milk"] and ended["allowed"] == []
+
+
+def test_a_session_that_recognised_nothing_lists_no_step_never_done_and_says_why_as_the_view_does() -> None:
+    # The tile said "session ended; never done: <every step>" where the terminal view gives no verdict.
+    state = DashboardState(names={6: "add_milk"})
+    state.apply(status(ended=True, done=(), alerts=0, current=None, frames=41), 4.0)
+    state.apply(MissingSteps("cam0", 5, 102.0, "cam0#end", "aaaaaaaaaaaa", (6,), ("add_milk",), False, (1.0,)), 4.0)
+    [ended] = state.take_dirty_tiles(4.0)
+    assert ended["never_done"] is None
+    assert ended["no_verdict"] == no_verdict_text(41) and ended["no_verdict"].startswith("no key-step recognised in 41")
 
 
 def test_a_stream_whose_status_stops_coming_is_no_longer_shown_live() -> None:

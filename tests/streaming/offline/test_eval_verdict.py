@@ -6,6 +6,7 @@ checker's answers as a viewer receives them, whose end-of-stream line is read of
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ from streaming.offline.eval_scores import (
     video_detail,
 )
 from streaming.view.render import render
-from streaming.view.state import ViewState
+from streaming.view.state import ViewState, graph_names
 from tests.streaming.helpers import keystep, tea_graph
 
 FILL, BOIL, GET_CUP = 1, 2, 3  # boil_water needs fill_kettle
@@ -52,7 +53,7 @@ def view_screen(record: DetectorRecord, graph: TaskGraph, checking: CheckerSetti
     checker sends viewers folded into a view as it arrives (through the wire encoding)."""
     link = CheckerLink(CheckerCore(graph, checking=checking))
     link.replay(record.messages)
-    state = ViewState()
+    state = ViewState(names=graph_names(graph))  # as the all-in-one run's view, and `stream-detect view --graph`
     for _, message in link.received:
         state.apply(decode(encode(message)))
     console = Console(width=300, record=True, file=io.StringIO())
@@ -165,3 +166,28 @@ def test_an_alert_that_stands_is_a_catch_in_eval_and_a_mistake_in_the_view() -> 
     detail = video_detail(run, tea_graph())
     assert detail["verdict"].startswith("1 mistake (boil_water before fill_kettle)")
     assert verdict_line(view_screen(record, tea_graph(), binary)) == detail["verdict"]
+
+
+def test_a_session_that_recognised_nothing_gets_no_verdict_in_eval_as_in_the_view() -> None:
+    # An undertrained detector, or one of another procedure: eval wrote "no mistake; never done: <every step>" where
+    # the view said there was no verdict.
+    record = DetectorRecord("v", 41, ((21.0, _end((), 0)),))
+    video = EvalVideo("v", Path("v.npy"), (AnnotatedSegment(GET_CUP, 0.0, 10.0),))
+    run = check_record(record, video, tea_graph(), PROBABILISTIC)
+    verdict = video_detail(run, tea_graph())["verdict"]
+    assert verdict.startswith("no key-step recognised in 150 frames, so no verdict")
+    assert verdict_line(view_screen(record, tea_graph(), PROBABILISTIC)) == verdict
+
+
+def test_a_correct_session_that_recognised_few_steps_says_so_in_eval_as_in_the_view() -> None:
+    # The probabilistic checker weighs the detector's evidence at the end: here it says the five steps never confirmed
+    # were done, so nothing is missing after one step recognised of six. Eval wrote a plain "correct".
+    others = (1, 2, 4, 5, 6)
+    end = dataclasses.replace(_end((GET_CUP,), 1), evidence_steps=others, evidence=(0.99,) * len(others))
+    record = DetectorRecord("v", 105, ((10.0, keystep((GET_CUP,), 0, stream_id=STREAM_ID, start=0.0, end=10.0)),
+                                       (21.0, end)))
+    video = EvalVideo("v", Path("v.mp4"), (AnnotatedSegment(GET_CUP, 0.0, 10.0),))
+    run = check_record(record, video, tea_graph(), PROBABILISTIC)
+    verdict = video_detail(run, tea_graph())["verdict"]
+    assert verdict == "correct (no mistake, nothing missing), but only 1 of the graph's 6 key-steps recognised"
+    assert verdict_line(view_screen(record, tea_graph(), PROBABILISTIC)) == verdict

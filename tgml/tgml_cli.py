@@ -496,7 +496,7 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     data = captaincook_folder(data_folder(args.data))
     if args.json:
         check_output(args.json, "results file", inputs=[args.config, data, args.llm_graphs], option="--json")
-    procedures = [p for p in (args.procedures or "").split(",") if p]
+    procedures = _names(args.procedures)
     check_methods(args.method)
     if "do" not in args.method:  # the other methods have settings of their own: never an option silently unused
         given = [flag for flag, value in (("--epochs", args.epochs), ("--config", args.config),
@@ -781,8 +781,9 @@ def note_unread_entries(data: Path, features: Path | None) -> None:
 
 
 def _names(option: str | None) -> list[str]:
-    """A comma-separated option as a list (empty items dropped)."""
-    return [name for name in (option or "").split(",") if name]
+    """A comma-separated option as a list, each item stripped (``"a, b"`` as other commands read it), empty ones
+    dropped."""
+    return [name.strip() for name in (option or "").split(",") if name.strip()]
 
 
 RUNS: dict[str, Callable[[argparse.Namespace, Console], None]] = {

@@ -381,7 +381,8 @@ def build_app(hub: Hub) -> Any:
 
     async def frame(request: web.Request) -> web.StreamResponse:
         text = request.match_info["id"]
-        path = hub.frame_path(int(text)) if text.isdigit() and len(text) < 19 else None
+        # ASCII digits only: str.isdigit() takes "²", which int() refuses (a 500 without the security headers).
+        path = hub.frame_path(int(text)) if text.isascii() and text.isdigit() and len(text) < 19 else None
         if path is None:
             raise web.HTTPNotFound()
         return web.FileResponse(path, headers={"Content-Type": "image/jpeg"})

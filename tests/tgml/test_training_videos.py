@@ -62,7 +62,7 @@ def test_include_mistakes_learns_the_mistake_as_allowed(
 
 def test_exclude_videos_holds_executions_out(labels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "shelf.json"
-    _train(labels, out, "--exclude-videos", "video_10,video_03")
+    _train(labels, out, "--exclude-videos", "video_10, video_03")  # a space after the comma, as other commands take
     assert load_graph(out).info["left_out"] == {"mistakes": ["video_11"], "excluded": ["video_03", "video_10"]}
     assert load_graph(out).info["train_sequences"] == 9
     assert "2 executions named by --exclude-videos (video_03, video_10)" in capsys.readouterr().err

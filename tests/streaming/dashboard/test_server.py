@@ -301,7 +301,7 @@ def test_alert_pictures_are_served_only_from_inside_the_folder(tmp_path: Path) -
         assert (status, body, headers["Content-Type"]) == (200, "\ufffd\ufffdpicture of cam0", "image/jpeg")
         assert get(served.url + f"frames/{by_stream['..']['id']}")[0] == 404
         assert quote("..", safe="") == ".."  # the name really would have pointed outside
-        for bad in ("../1000.jpg", "%2e%2e%2f1000.jpg", "-1", "99999999999999999999", "1e3"):
+        for bad in ("../1000.jpg", "%2e%2e%2f1000.jpg", "-1", "99999999999999999999", "1e3", "%C2%B2", "%E2%91%A0"):
             assert get(served.url + f"frames/{bad}")[0] == 404, bad
 
 

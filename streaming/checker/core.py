@@ -292,6 +292,10 @@ class CheckerCore:
         out: list[Message] = []
         if state is None or not continues:
             previous = state
+            if previous is not None:
+                # The steps it announced can no longer be confirmed: their early alerts are withdrawn, as at a
+                # session's end (a viewer kept them standing, and the new state's alert ids start over).
+                out += self._settle_early(previous, ended=True)
             if previous is not None and previous.session != message.session:
                 out += self._end_session(sid, previous)  # a new session ends the old one
             # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):

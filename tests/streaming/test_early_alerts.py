@@ -11,7 +11,7 @@ from rich.console import Console
 from graphs.checker_settings import CheckerSettings
 from streaming.checker.core import CheckerCore
 from streaming.demo.procedure import STEP_IDS, name_of
-from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode
+from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode, run_of
 from streaming.view.render import render
 from streaming.view.state import ViewState
 from tests.streaming.helpers import keystep, tea_graph
@@ -122,3 +122,20 @@ def test_a_replay_served_after_an_onset_of_its_poll_is_no_gap() -> None:
     longer = (*history, *[FILL] * 100)  # and one superseded by a later one of its poll: it came too
     out = core.serve([keystep(longer, 3), onset(longer, BOIL, 4), keystep((*longer, BOIL), 5)])
     assert [m.gaps for m in out if isinstance(m, Status)][-1] == 0
+
+
+def test_an_early_alert_is_retracted_when_its_stream_starts_over() -> None:
+    # A history that disagrees within the session, or a new session after the old one went silent: the stream starts
+    # over and the announced step can no longer be confirmed. Its alert stood for ever in every view.
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1))
+    out = served(core, keystep((FILL, BOIL), 2))
+    (retraction,) = [m for m in out if isinstance(m, Retraction)]
+    assert (retraction.alert_id, retraction.step, retraction.confirmed) == ("cam0#1", BOIL, None)
+    assert out.index(retraction) < min(i for i, m in enumerate(out) if isinstance(m, Status))
+    now = [0.0]
+    core = CheckerCore(tea_graph(), monotonic=lambda: now[0])
+    served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1))
+    now[0] += 60.0  # the detector died unheard; a new one takes the stream
+    out = served(core, keystep((GET_CUP,), 0, session="t"))
+    assert [(m.alert_id, m.run) for m in out if isinstance(m, Retraction)] == [("cam0#1", run_of("s"))]

@@ -628,10 +628,13 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
     from rich.console import Console
 
     from graphs.common.files import write_text
-    from tgml.bench.error_annotations import untimely_line, untimely_steps
+    from tgml.bench.error_annotations import unmatched_line, unmatched_steps, untimely_line, untimely_steps
     from tgml.bench.live.bench import live_tables, run_live_bench
 
     result = run_live_bench(_bench_live_config(args), progress=not args.quiet)
+    unmatched = unmatched_steps(r.annotation for r in result.data.recordings)
+    if unmatched:  # neither trained on nor scored: said, as captaincook-labels and bench-mistakes say it
+        print_note(unmatched_line(unmatched))
     untimely = untimely_steps(r.annotation for r in result.data.recordings)
     if untimely:  # in neither the steps done nor those never done, when untagged and without a time: said
         print_note(untimely_line(untimely, "one with a time is scored as done, and tagged as missing too; one with "
@@ -718,9 +721,9 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     """``tgml captaincook-labels``: write the annotation file of CaptainCook4D recordings
     (`tgml.bench.live.annotation_file`)."""
     from graphs.common.files import check_output, write_text
-    from graphs.common.safe_text import first_few, printable
+    from graphs.common.safe_text import printable
     from tgml.bench.data_folder import data_folder
-    from tgml.bench.error_annotations import untimely_line
+    from tgml.bench.error_annotations import unmatched_line, untimely_line
     from tgml.bench.live.annotation_file import captaincook_labels
     from tgml.bench.live.recordings import captaincook_dir, feature_files, features_folder
 
@@ -744,10 +747,7 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
           f"{labels.never_done} annotated never done")
     # Notes on stderr, as bench-live gives them: stdout keeps the one line a script reads.
     if labels.unmatched:
-        print_note(f"left out {len(labels.unmatched)} annotated step{'s' if len(labels.unmatched) != 1 else ''} whose "
-                   "name is no step of the recording's recipe: "
-                   + first_few([f"{printable(r)} '{printable(name)}'" for r, name in labels.unmatched], 5,
-                               and_more=", and "))
+        print_note(unmatched_line(labels.unmatched))
     if labels.untimely:  # never a step dropped unsaid: one untagged without a time is in neither count above
         print_note(untimely_line(labels.untimely, "a step with a time is written as done, and tagged as never done "
                                                   "too; one with neither is left out"))

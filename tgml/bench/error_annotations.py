@@ -107,7 +107,7 @@ class ErrorAnnotations:
     @property
     def unmatched(self) -> tuple[tuple[str, str], ...]:
         """``(recording_id, name)`` of every skipped step whose name matches no step of its procedure."""
-        return tuple((r.recording_id, name) for r in self.recordings for name in r.unmatched)
+        return unmatched_steps(self.recordings)
 
     @property
     def untimely(self) -> tuple[tuple[str, str], ...]:
@@ -126,6 +126,19 @@ def untimely_line(untimely: Sequence[tuple[str, str]], treated: str) -> str:
     named = first_few([f"{printable(rid)} '{printable(name)}'" for rid, name in untimely], 5, and_more=", and ")
     steps = count_of(len(untimely), "annotated step")
     return f"{steps} whose Missing Step tag and start time disagree ({treated}): {named}"
+
+
+def unmatched_steps(recordings: Iterable[ErrorRecording]) -> tuple[tuple[str, str], ...]:
+    """``(recording_id, name)`` of every annotated step whose name matches no step of its recording's procedure
+    (CaptainCook4D's 17_49 "chat masala" where the recipe says "chaat"): skipped, and said by every command."""
+    return tuple((r.recording_id, name) for r in recordings for name in r.unmatched)
+
+
+def unmatched_line(unmatched: Sequence[tuple[str, str]]) -> str:
+    """The line that names the skipped steps of `unmatched_steps`, the first five."""
+    named = first_few([f"{printable(rid)} '{printable(name)}'" for rid, name in unmatched], 5, and_more=", and ")
+    steps = count_of(len(unmatched), "annotated step")
+    return f"left out {steps} whose name is no step of the recording's recipe: {named}"
 
 
 def recording_entries(path: Path) -> list[dict[str, Any]]:

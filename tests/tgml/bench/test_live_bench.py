@@ -15,7 +15,7 @@ from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.order_rules import LATE_STEP, PRECONDITION
 from tests.cli_errors import cli_error
-from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep
+from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep, unmatched_line, unmatched_steps
 from tgml.bench.live.bench import assign_folds, silent_avg_f1
 from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
@@ -140,6 +140,16 @@ def test_another_detector_seed_trains_other_detectors_on_the_same_folds_and_vali
     assert ({r["recording_id"]: r["fold"] for r in runs["default"]["recordings"]}
             == {r["recording_id"]: r["fold"] for r in runs["43"]["recordings"]})
     assert runs["default"]["overall"]["map"] != runs["43"]["overall"]["map"]
+
+
+def test_an_annotated_step_that_is_no_step_of_its_recipe_is_said_not_silently_dropped(data_dir: Path) -> None:
+    # 17_49 tags "chat masala" Order Error where the recipe says "chaat": neither trained on nor scored, and
+    # bench-live said nothing (captaincook-labels and bench-mistakes name it).
+    data = load_live_data(data_dir, recipes=("cucumberraita",))
+    unmatched = unmatched_steps(r.annotation for r in data.recordings)
+    assert ("17_49", "Add-1/2 teaspoon of chat masala powder to the bowl") in unmatched
+    line = unmatched_line(unmatched)
+    assert line.startswith(f"left out {len(unmatched)} annotated step") and "17_49 'Add-1/2 teaspoon of chat" in line
 
 
 def test_folds_spread_error_free_and_erroneous_recordings(data_dir: Path) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tgml.bench.error_annotations import ErrorRecording, untimely_steps
+from tgml.bench.error_annotations import ErrorRecording, unmatched_steps, untimely_steps
 from tgml.bench.live.recordings import annotated_recordings, captaincook_dir, recording_activities
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
 
@@ -95,6 +95,6 @@ def captaincook_labels(data_dir: Path, recordings: Mapping[str, str] | None = No
         videos[rid] = {"scenario": recording.scenario, "recording_id": rid, "segments": segments}
         by_recipe.setdefault(recording.scenario, []).append(rid)
         done, never = done + len(recording.performed), never + len(recording.missing)
-    unmatched = tuple((r.recording_id, name) for r in (by_id[c] for c in named) for name in r.unmatched)
+    unmatched = unmatched_steps(by_id[c] for c in named)
     return LabelFile({"taxonomy": taxonomy, "annotations": videos}, by_recipe, done, never, unmatched,
                      untimely_steps(by_id[c] for c in named))

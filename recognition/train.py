@@ -722,6 +722,20 @@ def train_detector(
                         keep_by, validation, refit, stopped.stop, stopped.during)
 
 
+# Features larger than this in absolute value are named when training diverges: a backbone's features are rarely
+# beyond a few hundred, and ones scaled by 1e30 overflow the first batch whatever the learning rate.
+LARGE_FEATURE: Final = 1e4
+
+
+def divergence_hint(features: np.ndarray, lr: float) -> str:
+    """What to try when training diverged: features far from the usual scale first, else a smaller learning rate."""
+    largest = float(np.max(np.abs(features), initial=0.0))
+    if largest > LARGE_FEATURE:
+        return (f"the features reach {largest:.3g} in absolute value: rescale them, e.g. divide each by its standard "
+                f"deviation, before importing; or try a smaller [train] lr than {lr:g}")
+    return f"try a smaller [train] lr than {lr:g}"
+
+
 def run_epochs(
     model: MiniROAD,
     prepared: TrainingData,
@@ -784,7 +798,7 @@ def run_epochs(
             if not math.isfinite(value):
                 raise InputError(
                     f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
-                    f"(try a smaller [train] lr than {config.lr:g}); no checkpoint written"
+                    f"({divergence_hint(prepared.features, config.lr)}); no checkpoint written"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -794,8 +808,8 @@ def run_epochs(
             done += 1
             bar.update(task, advance=1, loss=total / count)
         if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-            raise InputError(f"training diverged: epoch {epoch} left NaN/infinite weights (try a smaller [train] lr "
-                             f"than {config.lr:g})")
+            raise InputError(f"training diverged: epoch {epoch} left NaN/infinite weights "
+                             f"({divergence_hint(prepared.features, config.lr)})")
         after_epoch(model, EpochScores(epoch, total / max(count, 1)))
     return done
 

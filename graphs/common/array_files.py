@@ -64,11 +64,22 @@ def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], 
     return shape, dtype, bool(fortran), handle.tell()
 
 
+KIND_NAMES: Final = {"f": "floats (float16, float32 or float64)", "i": "integers", "u": "unsigned integers",
+                     "b": "booleans"}
+
+
+def kinds_text(kinds: str) -> str:
+    """The dtype kinds a reader takes, in words: ``"f"`` -> "floats (float16, float32 or float64)"; integers are real
+    numbers too, so "real numbers" alone did not say why an int32 file was refused."""
+    names = [KIND_NAMES[k] for k in "fiub" if k in kinds]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def _check(shape: tuple[int, ...], dtype: np.dtype, data_bytes: int, where: str, what: str, ndim: int | None,
            kinds: str, max_bytes: int) -> None:
     """Refuse a shape, a dtype or a size the caller cannot use, before anything is allocated."""
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in kinds:
-        raise InputError(f"{where}: the {what} have dtype {dtype}, expected real numbers")
+        raise InputError(f"{where}: the {what} have dtype {dtype}, expected {kinds_text(kinds)}")
     if ndim is not None and len(shape) != ndim:
         raise InputError(f"{where}: the {what} have shape {shape}, expected {ndim} dimensions")
     announced = math.prod(shape) * dtype.itemsize  # Python integers: no overflow whatever the header says

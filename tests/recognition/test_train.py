@@ -26,6 +26,7 @@ from recognition.model import MiniROADConfig
 from recognition.recognition_train_cli import main
 from recognition.train import (
     DetectorTrainConfig,
+    divergence_hint,
     epoch_targets,
     load_detector_training_config,
     predict_video,
@@ -390,6 +391,14 @@ def test_an_out_that_names_another_kind_of_file_is_refused_before_training(
     out = tmp_path / "detector.pt"
     assert main(_argv(feature_folder, small_config, out)) == 0
     assert main(_argv(feature_folder, small_config, out)) == 0
+
+
+def test_a_divergence_on_features_far_from_the_usual_scale_names_the_scale_not_only_the_learning_rate() -> None:
+    # Features scaled by 1e30 overflow the first batch at any learning rate; bench-live, which has no lr option,
+    # said only "try a smaller [train] lr".
+    huge = np.full((4, 3), 1e30, dtype=np.float32)
+    assert divergence_hint(huge, 1e-3).startswith("the features reach 1e+30 in absolute value: rescale them")
+    assert divergence_hint(np.ones((4, 3), dtype=np.float32), 1e-3) == "try a smaller [train] lr than 0.001"
 
 
 def test_a_diverging_run_is_an_error_and_keeps_the_existing_checkpoint(

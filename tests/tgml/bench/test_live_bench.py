@@ -391,7 +391,8 @@ def test_a_fold_whose_data_cannot_be_scored_is_named_with_its_recordings(
     data, _ = edited_errors(data_dir, tmp_path, no_steps)
     err = cli_error(main, ["bench-live", "--data", str(data), "--features", str(features), "--folds", "2", "--epochs",
                            "1", "--workers", "1", "--quiet"], capsys)
-    assert err.startswith(f"error: {RECIPE}, fold 1 of 2 (trained on ")
+    # Numbered from 0, as the JSON's "fold" and the cache's file names: "fold 1 of 2" sent a user to -fold1 files.
+    assert err.startswith(f"error: {RECIPE}, fold 0 (of 0-1; trained on ")
     assert err.endswith("have no annotated step, so their recognition cannot be scored")
 
 

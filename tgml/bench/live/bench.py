@@ -392,7 +392,8 @@ def fold_named(recipe: str, fold: int, folds: int, train: Sequence[LiveRecording
     try:
         yield
     except InputError as err:
-        raise InputError(f"{recipe}, fold {fold + 1} of {folds} (trained on "
+        # Numbered as the JSON's "fold", the cache's and --save-graphs' file names number it: from 0.
+        raise InputError(f"{recipe}, fold {fold} (of 0-{folds - 1}; trained on "
                          f"{first_few([r.recording_id for r in train], 6)}): {err}") from None
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -996,3 +997,41 @@ def test_the_decoders_stay_quiet_unless_verbose(tmp_path: Path) -> None:
     # FFmpeg's own account of the damage comes before the error line.
     assert verbose.returncode == 2 and len(verbose.stderr.splitlines()) > 1
     assert verbose.stderr.splitlines()[-1] == quiet.stderr.strip()
+
+
+def _unprivileged() -> list[str] | None:
+    """A command prefix under which a mode-000 folder is unreadable: none as a user; as root, without the
+    capabilities that override file modes (setpriv); None where neither can be had."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+
+    if shutil.which("setpriv") is None:
+        return None
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["streaming.offline.features_cli", "import", "--features", "{locked}", "--annotations", str(ANNOTATIONS),
+     "--rate", "1", "--out", "{tmp}/out"],
+    ["recognition.recognition_train_cli", "--features", "{locked}", "--out", "{tmp}/d.pt"],
+    ["tgml.bench.prego_bench_cli", "--data", "{locked}"],
+    ["tgml.tgml_cli", "captaincook-labels", "--data", "{locked}", "--out", "{tmp}/labels.json"],
+], ids=["import", "train", "prego-bench", "captaincook-labels"])
+def test_an_unreadable_folder_is_one_error_line_not_a_traceback(argv: list[str], tmp_path: Path) -> None:
+    # Path.exists() and iterdir() raise PermissionError on Python 3.11: each of these ended in a traceback, exit 1.
+    prefix = _unprivileged()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: a mode-000 folder stays readable")
+    locked = tmp_path / "locked"
+    (locked / "inside").mkdir(parents=True)
+    locked.chmod(0)
+    try:
+        args = [a.format(locked=locked, tmp=tmp_path) for a in argv]
+        done = subprocess.run([*prefix, sys.executable, "-m", *args], capture_output=True, text=True, timeout=120)
+    finally:
+        locked.chmod(0o755)
+    lines = done.stderr.strip().splitlines()
+    assert (done.returncode, len(lines)) == (2, 1), done.stderr
+    assert lines[0].startswith(f"error: {locked}") and "permission denied" in lines[0], lines

@@ -134,9 +134,10 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
     end the run alike (`graphs.common.interrupts`): one line saying which came, exit status 130 or 143.
 
-    Only `InputError`, `RunError` (exit status 1) and an interrupt are turned into a short message: any other
-    exception is a bug in this project and keeps its traceback. The line is made `printable`: a path or a name
-    holding a newline or a terminal escape sequence is shown escaped, on one line. An interrupted command has
+    Only `InputError`, `PermissionError` on a named path (exit status 2), `RunError` (exit status 1) and an interrupt
+    are turned into a short message: any other exception is a bug in this project and keeps its traceback. The line
+    is made `printable`: a path or a name holding a newline or a terminal escape sequence is shown escaped, on one
+    line. An interrupted command has
     left every output file whole or absent (the atomic writer discards the file it was writing), which the line
     says; a command that writes no file (`writes_no_files`) says only that it stopped. Output piped into a reader
     that leaves early (``| head``) ends the command quietly with exit status 141, as a shell reports a writer killed
@@ -168,6 +169,14 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             raise SystemExit(EXIT_FAILURE) from None
         except KeyboardInterrupt as err:
             _stop(err)
+        except PermissionError as err:
+            if err.filename is None:
+                raise
+            # A folder or file the user running the command may not read, enter or write (mode 000, another
+            # user's): the user's to fix, wherever the command met it first.
+            print(f"error: {printable(err.filename)}: permission denied (the user running this may not read, enter or "
+                  "write it)", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
         except Exception as err:
             behind = interrupt_behind(err)
             if behind is not None:

@@ -445,3 +445,58 @@ def test_a_status_is_handed_over_with_the_time_it_arrived_not_when_it_was_decode
         feed.close()
         checker.close(linger=0)
         ctx.destroy(linger=0)
+
+
+def test_connections_held_open_until_file_handles_run_out_log_one_line_and_the_page_comes_back() -> None:
+    # 1,100 idle connections under a 1024-handle limit: asyncio logged "socket.accept() out of system resource" with a
+    # traceback about 500 times a second (170 MB of log a minute); after they closed, the page must answer again.
+    import resource
+    import subprocess
+    import urllib.request
+
+    from tests.streaming.helpers import STREAM_DETECT
+
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        checker = probe.getsockname()[1]
+
+    def few_handles() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    dashboard = subprocess.Popen([*STREAM_DETECT, "dashboard", "--checker", f"tcp://127.0.0.1:{checker}", "--demo",
+                                  "--bind", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True, preexec_fn=few_handles)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(dashboard.stderr or ()), daemon=True)
+    reader.start()
+    held: list[socket.socket] = []
+    try:
+        assert wait_for(lambda: any("serving http" in line for line in lines), 60)
+        for _ in range(100):  # half a request each, never finished
+            conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+            conn.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            held.append(conn)
+        assert wait_for(lambda: any("out of system resource" in line for line in lines), 30), lines
+        for conn in held:
+            conn.close()
+        held.clear()
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=2) as page:
+                    return bool(page.status == 200)
+            except OSError:
+                return False
+
+        assert wait_for(answers, 60)
+    finally:
+        for conn in held:
+            conn.close()
+        dashboard.terminate()
+        dashboard.wait(timeout=60)
+        reader.join(timeout=10)
+    said = [line for line in lines if "out of system resource" in line]
+    assert len(said) <= 2 and not any("Traceback" in line for line in lines), lines[:20]
+    assert said[0].startswith("warning: dashboard: the web server: socket.accept() out of system resource")

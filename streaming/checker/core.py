@@ -32,9 +32,9 @@ from streaming.checker.budget import PollBudget
 from streaming.checker.changes import StreamChanges
 from streaming.checker.config import MAX_STREAMS, STREAM_TIMEOUT_S
 from streaming.checker.outputs import Outputs
-from streaming.checker.refusals import Refusals, Refused, StreamTaken, UnknownStep, Unsendable
+from streaming.checker.refusals import OverBudget, Refusals, Refused, StreamTaken, UnknownStep, Unsendable
 from streaming.checker.schedule import Snapshots
-from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS, SEQ_WINDOW, StreamState, StreamTable
+from streaming.checker.streams import FORGET_AFTER, MAX_EARLY, RESEND_ALERTS, SEQ_WINDOW, StreamState, StreamTable
 from streaming.messages import (
     MAX_HISTORY,
     MAX_LATENCY_MS,
@@ -329,6 +329,7 @@ class CheckerCore:
 
         Raises:
             UnknownStep: the onset names a step that is not in the graph.
+            OverBudget: the stream holds `MAX_EARLY` early alerts not confirmed yet.
         """
         sid = message.stream_id
         state = self.streams.get(sid)
@@ -351,6 +352,8 @@ class CheckerCore:
         verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
             return []
+        if len(state.early) >= MAX_EARLY:  # its step is checked again when confirmed
+            raise OverBudget(f"{sid}: more than {MAX_EARLY} announced steps not confirmed yet")
         before = set(self._known(state, message.history)) | set(message.before)
         alert = self.outputs.alert(sid, state, message, message.index, replayed=False, before=before, verdict=verdict)
         state.early[message.index] = alert

@@ -21,6 +21,9 @@ from streaming.messages import Alert, Heartbeat, KeyStepEvent, MissingSteps, run
 
 RESEND_ALERTS: Final = 32  # most recent alerts per stream re-sent with every periodic status, and per replay
 FORGET_AFTER: Final = 12  # an ended or lost stream is freed after this many stream timeouts (60 s by default)
+# Early alerts a stream may hold unconfirmed at once: a detector announces the step being done, rarely more than a
+# few; onsets with ever longer `before` lists could otherwise grow one stream's state without bound.
+MAX_EARLY: Final = 64
 SEQ_WINDOW: Final = 1024  # a seq this close behind the last one is a duplicate; farther, the sender started over
 
 

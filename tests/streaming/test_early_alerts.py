@@ -10,6 +10,7 @@ from rich.console import Console
 
 from graphs.checker_settings import CheckerSettings
 from streaming.checker.core import CheckerCore
+from streaming.checker.streams import MAX_EARLY
 from streaming.demo.procedure import STEP_IDS, name_of
 from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode, run_of
 from streaming.view.render import render
@@ -139,3 +140,16 @@ def test_an_early_alert_is_retracted_when_its_stream_starts_over() -> None:
     now[0] += 60.0  # the detector died unheard; a new one takes the stream
     out = served(core, keystep((GET_CUP,), 0, session="t"))
     assert [(m.alert_id, m.run) for m in out if isinstance(m, Retraction)] == [("cam0#1", run_of("s"))]
+
+
+def test_a_stream_holds_a_bounded_number_of_unconfirmed_early_alerts_the_rest_refused_and_counted() -> None:
+    # Onsets with ever longer `before` lists raised 2,026 early alerts on one stream, all kept (2.3 MB; 600 MB over
+    # 256 streams).
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0))
+    out = served(core, *(onset((GET_CUP,), BOIL, 1 + k, before=(GET_CUP,) * k) for k in range(MAX_EARLY + 10)))
+    assert len([m for m in out if isinstance(m, Alert)]) == MAX_EARLY == len(core.streams["cam0"].early)
+    assert core.counts["over_budget"] == 10
+    # Confirmed, the steps are checked as ever: the held alerts are settled, and room is made again.
+    served(core, keystep((GET_CUP, FILL), MAX_EARLY + 20))
+    assert len(core.streams["cam0"].early) < MAX_EARLY

@@ -792,10 +792,14 @@ class Receiver:
         topic_budget: if set, the most valid messages of one topic (one kind of one stream) a poll takes; the rest
             are dropped undecoded and counted in ``stats.over_budget``, so a flood from one stream costs little.
             Malformed messages never spend a topic's budget (anyone can put a live stream's topic on garbage).
+        by_sender: each CURVE client has a budget of its own per topic (the key ZAP let in, libzmq's ``User-Id``):
+            another allowed key flooding a live stream's topic cannot push that stream's own messages out of every
+            poll, until the checker takes the stream for lost and hands it over. Only on a CURVE server socket.
     """
 
     def __init__(
-        self, sock: zmq.Socket, clock: Callable[[], float] = time.monotonic, topic_budget: int | None = None
+        self, sock: zmq.Socket, clock: Callable[[], float] = time.monotonic, topic_budget: int | None = None,
+        by_sender: bool = False,
     ) -> None:
         self.sock = sock
         self.poller = zmq.Poller()
@@ -803,6 +807,7 @@ class Receiver:
         self.stats = ReceiveStats()
         self.clock = clock
         self.topic_budget = topic_budget
+        self.by_sender = by_sender
 
     def replace_socket(self, sock: zmq.Socket) -> None:
         """Receive from a new socket from now on (the checker re-opens its sockets to cut off revoked clients);
@@ -826,9 +831,10 @@ class Receiver:
             The decoded messages, in arrival order; malformed ones are counted in ``stats`` and skipped.
         """
         out: list[Message] = []
-        per_topic: Counter[bytes] = Counter()
-        for frames, count in queued_messages(self.poller, self.sock, timeout_ms, self.clock):
-            if self.topic_budget is not None and per_topic[frames[0]] >= self.topic_budget:
+        per_topic: Counter[tuple[bytes, str]] = Counter()
+        for frames, count, sender in queued_messages(self.poller, self.sock, timeout_ms, self.clock, self.by_sender):
+            budget = (frames[0], sender)
+            if self.topic_budget is not None and per_topic[budget] >= self.topic_budget:
                 self.stats.over_budget += 1
                 continue
             try:
@@ -836,7 +842,7 @@ class Receiver:
                 self.stats.received += 1
                 # Only a valid message spends its topic's budget: garbage can name any topic, and a flood of it
                 # under a live stream's topic would otherwise push that stream's own messages out of every poll.
-                per_topic[frames[0]] += 1
+                per_topic[budget] += 1
             except MessageError as err:
                 self.stats.malformed += 1
                 self.stats.last_error = str(err)
@@ -844,8 +850,9 @@ class Receiver:
 
 
 def queued_messages(
-    poller: zmq.Poller, sock: zmq.Socket, timeout_ms: int, clock: Callable[[], float] = time.monotonic
-) -> Iterator[tuple[list[bytes], int]]:
+    poller: zmq.Poller, sock: zmq.Socket, timeout_ms: int, clock: Callable[[], float] = time.monotonic,
+    with_sender: bool = False,
+) -> Iterator[tuple[list[bytes], int, str]]:
     """Wait up to ``timeout_ms`` for a message on ``sock`` (registered with ``poller``), then yield what is queued,
     as `receive_frames` takes it: at most `RECV_BATCH` messages, and until `RECV_BUDGET_S` of ``clock`` have passed
     (the caller's handling of each message counts), so that one busy peer can hold a receiving loop only so long.
@@ -856,7 +863,7 @@ def queued_messages(
     deadline = clock() + RECV_BUDGET_S
     for _ in range(RECV_BATCH):
         try:
-            message = receive_frames(sock)
+            message = receive_frames(sock, with_sender)
         except zmq.Again:
             return
         yield message
@@ -864,8 +871,9 @@ def queued_messages(
             return
 
 
-def receive_frames(sock: zmq.Socket) -> tuple[list[bytes], int]:
-    """One message, frame by frame: its first `MAX_FRAMES` frames and how many it had.
+def receive_frames(sock: zmq.Socket, with_sender: bool = False) -> tuple[list[bytes], int, str]:
+    """One message, frame by frame: its first `MAX_FRAMES` frames, how many it had, and with ``with_sender`` the
+    CURVE client that sent it (its public key as ZAP let it in, libzmq's ``User-Id``; "" otherwise).
 
     libzmq delivers a multipart message whole or not at all, so once the first frame is here the rest are too; they
     are taken one by one, and the frames of an over-long message past `MAX_FRAMES` are released at once, never
@@ -874,14 +882,19 @@ def receive_frames(sock: zmq.Socket) -> tuple[list[bytes], int]:
     Raises:
         zmq.Again: nothing is waiting.
     """
-    frames = [sock.recv(zmq.NOBLOCK)]
+    sender = ""
+    if with_sender:
+        first = sock.recv(zmq.NOBLOCK, copy=False)
+        frames, sender = [first.bytes], str(first.get("User-Id") or "")
+    else:
+        frames = [sock.recv(zmq.NOBLOCK)]
     count = 1
     while sock.getsockopt(zmq.RCVMORE):
         frame = sock.recv(zmq.NOBLOCK, copy=False)  # no copy: a dropped frame never becomes a Python bytes
         count += 1
         if count <= MAX_FRAMES:
             frames.append(frame.bytes)
-    return frames, count
+    return frames, count, sender
 
 
 def decode_frames(frames: list[bytes], count: int) -> Message:

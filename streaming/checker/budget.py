@@ -1,9 +1,9 @@
 """What one poll may cost: which of its messages the checker serves, in which order, and which wait.
 
-Each poll, a stream gets at most `STREAM_BUDGET` messages, and all replays together (a new session, a restarted
-checker: many history items at once) at most `REPLAY_BUDGET` history items, served to the stream that has waited
-longest first; a message cheaper than `CHEAP_ITEMS` new items (what a live stream sends) is never held back by a
-replay. What is dropped is sent again: every detector message carries the whole history.
+Each poll, a stream's session gets at most `STREAM_BUDGET` messages, and all replays together (a new session, a
+restarted checker: many history items at once) at most `REPLAY_BUDGET` history items, served to the stream that has
+waited longest first; a message cheaper than `CHEAP_ITEMS` new items (what a live stream sends) is never held back by
+a replay. What is dropped is sent again: every detector message carries the whole history.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class PollBudget:
         self.refuse = refuse
         self.monotonic = monotonic
         self.max_streams = max_streams
-        self._waiting: dict[str, float] = {}  # stream -> when its replay was first deferred
+        self._waiting: dict[tuple[str, str], float] = {}  # (stream, session) -> when its replay was first deferred
 
     def admit(self, messages: Iterable[Message]) -> Iterator[Served]:
         """The messages of one poll to serve, in the order to serve them; the caller applies each before the next.
@@ -60,39 +60,41 @@ class PollBudget:
         Args:
             messages: the messages of one poll, in arrival order (kinds the checker does not take are skipped).
         """
-        taken: Counter[str] = Counter()
-        replays: dict[str, tuple[int, KeyStepEvent | Heartbeat]] = {}
+        # Budgets are a session's of a stream: another session flooding a live stream's id (refused as taken, but
+        # after the budget is spent) must not push the live session's own messages out of every poll.
+        taken: Counter[tuple[str, str]] = Counter()
+        replays: dict[tuple[str, str], tuple[int, KeyStepEvent | Heartbeat]] = {}
         for arrival, message in enumerate(messages):
             if not isinstance(message, KeyStepEvent | Heartbeat | KeyStepOnset):
                 continue
-            sid = message.stream_id
-            taken[sid] += 1
-            if taken[sid] > STREAM_BUDGET:
+            sid, key = message.stream_id, (message.stream_id, message.session)
+            taken[key] += 1
+            if taken[key] > STREAM_BUDGET:
                 self.refuse(OverBudget(f"{sid}: more than {STREAM_BUDGET} messages in one poll"))
             elif isinstance(message, KeyStepOnset):  # an early alert is as urgent as a live step: served in order
                 yield message
-            elif sid in replays or self.cost(message) > CHEAP_ITEMS:
-                if sid in replays:  # taken in, and superseded by this one (which carries its history): not a gap
-                    self.superseded(replays[sid][1])
-                replays[sid] = (arrival, message)
+            elif key in replays or self.cost(message) > CHEAP_ITEMS:
+                if key in replays:  # taken in, and superseded by this one (which carries its history): not a gap
+                    self.superseded(replays[key][1])
+                replays[key] = (arrival, message)
             else:
                 yield message
         budget = REPLAY_BUDGET
         never = float("inf")
         waited_longest_first = sorted(replays.items(), key=lambda kv: (self._waiting.get(kv[0], never), kv[1][0]))
-        for sid, (_arrival, replay) in waited_longest_first:
+        for key, (_arrival, replay) in waited_longest_first:
             cost = self.cost(replay)
             if cost > budget:
-                if sid not in self._waiting and len(self._waiting) < 2 * self.max_streams:
-                    self._waiting[sid] = self.monotonic()
-                self.refuse(OverBudget(f"{sid}: replay of {cost} steps deferred to a later poll"))
+                if key not in self._waiting and len(self._waiting) < 2 * self.max_streams:
+                    self._waiting[key] = self.monotonic()
+                self.refuse(OverBudget(f"{key[0]}: replay of {cost} steps deferred to a later poll"))
                 continue
             budget -= cost
-            self._waiting.pop(sid, None)
+            self._waiting.pop(key, None)
             yield replay
 
     def forget_waiting(self, now: float, after_s: float) -> None:
         """Forget the streams whose replay has waited longer than ``after_s`` (their detector is gone)."""
-        for sid, since in list(self._waiting.items()):
+        for key, since in list(self._waiting.items()):
             if now - since > after_s:
-                del self._waiting[sid]
+                del self._waiting[key]

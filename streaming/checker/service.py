@@ -121,7 +121,7 @@ class CheckerService:
         self.events_endpoint = sub.getsockopt_string(zmq.LAST_ENDPOINT)
         self.publisher = Publisher(pub)
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
-        self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET)
+        self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET, by_sender=config.curve is not None)
         self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
         self._welcome_due = False
         self._last_welcome = float("-inf")

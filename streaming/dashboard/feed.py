@@ -160,7 +160,7 @@ class CheckerFeed:
         """What arrived within ``wait_ms`` (`queued_messages`: at most `RECV_BATCH` messages or `RECV_BUDGET_S` of
         receiving), decoded; statuses are held instead (`_decode_held`)."""
         out: Received = []
-        for frames, count in queued_messages(self._poller, self._sock, wait_ms):
+        for frames, count, _ in queued_messages(self._poller, self._sock, wait_ms):
             now = self._last_heard = self.clock()
             self._refused = None
             if (count <= MAX_FRAMES and frames[0].startswith(STATUS_TOPIC)

@@ -17,7 +17,7 @@ from streaming.checker.config import CheckerConfig
 from streaming.checker.process import CheckerProcess
 from streaming.curve_keys import CurveClient, CurveServer, write_key_set
 from streaming.detector import EventPublisher
-from streaming.messages import Alert, CheckerHealth, run_of
+from streaming.messages import Alert, CheckerHealth, Status, run_of
 from streaming.transport import Publisher, Receiver, connect, subscribe
 from tests.streaming.helpers import MISTAKE_STEP, tea_graph, wait_for
 
@@ -128,5 +128,81 @@ def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Pa
     finally:
         flooder.kill()
         flooder.wait(5)
+        checker.stop()
+        ctx.destroy(linger=0)
+
+
+# Another allowed key floods a live stream's topic with well-formed heartbeats of its own session, from many sockets.
+INTRUDER = """
+import sys, zmq
+from streaming.curve_keys import CurveClient
+from streaming.messages import Heartbeat, encode
+endpoint, server_key, secret = sys.argv[1:4]
+curve = CurveClient.from_files(server_key, secret)
+ctx = zmq.Context()
+socks = []
+for _ in range(16):
+    sock = ctx.socket(zmq.PUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    curve.apply(sock)
+    sock.connect(endpoint)
+    socks.append(sock)
+beats = [encode(Heartbeat("victim", k, 1.0, "intruder", (), None, k, 0, 5.0, False)) for k in range(1000)]
+print("flooding", flush=True)
+k = 0
+while True:
+    for sock in socks:
+        try:
+            sock.send_multipart(beats[k % 1000], zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+    k += 1
+"""
+
+
+def test_another_allowed_key_flooding_a_live_streams_id_does_not_take_the_stream(tmp_path: Path) -> None:
+    # Its heartbeats spent the stream's share of every poll, the live detector's were dropped undecoded, the checker
+    # took the stream for lost and handed it to the intruder's session. Each key now has a share of its own.
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    keys = tmp_path / "keys"
+    write_key_set(keys, ("intruder", "victim", "viewer"))
+    server = CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
+    ctx = zmq.Context()
+    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server,
+                                                       stream_timeout_s=2.0))
+    intruder = subprocess.Popen([sys.executable, "-c", INTRUDER, checker.events_endpoint, str(keys / "checker.key"),
+                                 str(keys / "clients" / "intruder.key_secret")], cwd=ROOT, stdout=subprocess.PIPE,
+                                text=True)
+    try:
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, checker.alerts_endpoint, curve=client_keys(keys, "viewer")),
+                                    (b"status/victim", b"checker/")))
+        victim = EventPublisher(Publisher(connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0,
+                                                  curve=client_keys(keys, "victim"))), "victim")
+        runs: list[tuple[str, bool]] = []
+        health: list[CheckerHealth] = []
+
+        def beat_and_take() -> None:
+            victim.heartbeat(None, 0, 0, 5.0)
+            for m in viewer.poll(100):
+                if isinstance(m, CheckerHealth):
+                    health.append(m)
+                elif isinstance(m, Status):
+                    runs.append((m.run, m.lost))
+
+        assert wait_for(lambda: bool(runs), 10.0, beat_and_take)  # the victim's stream is up
+        assert intruder.stdout is not None and intruder.stdout.readline() == "flooding\n"
+        assert wait_for(lambda: bool(health) and health[-1].stream_taken > 1000, 30.0, beat_and_take), health[-1:]
+        flooded = time.monotonic()
+        while time.monotonic() - flooded < 3 * 2.0:  # three stream timeouts under the flood
+            beat_and_take()
+        assert health[-1].stream_taken > 1000 and intruder.poll() is None  # still flooding at the end
+        assert {run for run, _ in runs} == {run_of(victim.session)}, "the intruder's session took the stream"
+        assert not any(lost for _, lost in runs), "the live stream was taken for lost"
+        viewer.sock.close()
+        victim.publisher.sock.close()
+    finally:
+        intruder.kill()
+        intruder.wait(5)
         checker.stop()
         ctx.destroy(linger=0)

@@ -139,6 +139,9 @@ def _import(argv: list[str]) -> int:
     print(report.summary(config.rate, config.name))
     if report.unread:  # an .npz of a recording counted in the summary as having no feature file: said why
         print_note(report.unread)
+    changed = report.extractor_note(config.name)
+    if changed is not None:  # the features training reads by default are no longer the folder's earlier ones
+        print_note(changed)
     return 0
 
 

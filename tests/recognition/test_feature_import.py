@@ -530,6 +530,21 @@ def test_another_backbones_features_into_the_same_folder_are_refused(tmp_path: P
     assert {p: p.read_bytes() for p in (root / "out").rglob("*") if p.is_file()} == before
 
 
+def test_an_import_under_another_name_says_that_training_now_reads_its_features(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Into a folder of another extractor's features (recognition-features', or an import under another --name): both
+    # are kept, and split.json now names the new ones, which recognition-train reads by default. It said nothing.
+    root = write_recordings(tmp_path)
+    assert main(argv(root, "--test-videos", "rec4", "--name", "mine")) == 0
+    assert "note:" not in capsys.readouterr().err
+    assert main(argv(root, "--test-videos", "rec4")) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == (f"note: {root / 'out'} held mine features (rgb_mine/, kept); its split.json now names "
+                           "imported: recognition-train without --config trains on rgb_imported/")
+    assert (root / "out" / "rgb_mine").is_dir() and (root / "out" / "rgb_imported").is_dir()
+
+
 def test_entries_that_are_not_feature_files_are_named_in_a_note(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     # rec0's features saved as .npz beside the .npy files: counted as a recording without a feature file, unsaid why.

@@ -524,18 +524,25 @@ def _check_keys_early(args: argparse.Namespace) -> None:
         server_curve(args.curve_secret, args.curve_clients)
 
 
+def _check_graph(path: str) -> None:
+    """The ``--graph`` file read once before it is used, so that its fault is named by the option (a few
+    milliseconds: a detector or labels file given as the graph is named as such)."""
+    from graphs.task_graph import load_graph
+
+    try:
+        load_graph(path)
+    except InputError as err:
+        raise InputError(f"--graph {err}") from None
+
+
 def _check_files_early(args: argparse.Namespace) -> None:
     """The files a run or detector names, checked before torch and the model load (seconds on a busy machine), so
     a typo is one line at once, not after the wait (and a service restarted in a loop fails fast)."""
     from graphs.common.files import open_input
-    from graphs.task_graph import load_graph
     from streaming.demo.paths import is_demo_video
     from streaming.readers import check_video_file, parse_source
 
-    try:
-        load_graph(args.graph)  # a few milliseconds: a detector or labels file given as the graph is named as such
-    except InputError as err:
-        raise InputError(f"--graph {err}") from None
+    _check_graph(args.graph)
     try:
         with open_input(args.detector, "detector checkpoint"):  # the loader's own first check, with its words
             pass
@@ -593,6 +600,8 @@ def _run(args: argparse.Namespace) -> int:
     _defaults(args)
     if args.command in ("run", "detector"):
         _check_files_early(args)
+    elif args.command in ("checker", "view", "eval") and args.graph is not None:
+        _check_graph(args.graph)
     if args.command in ("run", "detector") and args.features:
         from streaming.feature_files import check_feature_sources
 

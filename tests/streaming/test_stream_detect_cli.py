@@ -248,6 +248,17 @@ def test_the_alert_frames_bound_said_in_the_help_is_the_one_applied(capsys: pyte
     assert f"the oldest deleted first (default: {DEFAULT_KEEP})" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize("command", [["checker"], ["view"], ["dashboard"],
+                                     ["eval", "--videos", ".", "--annotations", "a.json", "--detector", "d.pt"]],
+                         ids=["checker", "view", "dashboard", "eval"])
+def test_a_graph_file_that_is_not_there_is_named_by_its_option_in_every_command(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `stream-detect --graph` said "--graph nope.json: ..."; the others said only "nope.json: graph file not found".
+    line = cli_error(main, [*command, "--graph", "nope.json"], capsys)
+    assert line == "error: --graph nope.json: graph file not found"
+
+
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line

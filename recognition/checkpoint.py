@@ -251,9 +251,12 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
             raise InputError(f"{src}: not a detector checkpoint: expected a .pt file written by recognition-train "
                              "(this one cannot be read as one: another kind of file, or a damaged copy)") from None
     # Each field's type before its value: a tensor stored where a string goes cannot even be compared with one.
-    found = as_written(data.get("format"), 60) if isinstance(data, dict) else json_kind(data)
-    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-        raise InputError(f"{src}: field 'format' is {found}, expected {as_written(FORMAT_NAME)}")
+    if not isinstance(data, dict):  # no fields at all: what it holds instead, not a 'format' it does not have
+        raise InputError(f"{src}: not a detector checkpoint: it holds {json_kind(data)}, not the object of fields "
+                         "recognition-train writes")
+    if data.get("format") != FORMAT_NAME:
+        raise InputError(f"{src}: field 'format' is {as_written(data.get('format'), 60)}, expected "
+                         f"{as_written(FORMAT_NAME)}")
     version = data.get("version")
     if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(

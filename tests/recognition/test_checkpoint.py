@@ -64,6 +64,11 @@ def test_not_a_checkpoint(tmp_path: Path) -> None:
     torch.save({"format": "something-else"}, other)
     with pytest.raises(InputError, match='field \'format\' is "something-else"'):
         load_detector(other)
+    listed = tmp_path / "list.pt"  # a list has no fields: "field 'format' is a list" named one it does not have
+    torch.save([1, 2, 3], listed)
+    with pytest.raises(InputError, match="list.pt: not a detector checkpoint: it holds a list, not the object of "
+                                         "fields recognition-train writes"):
+        load_detector(listed)
 
 
 def test_version_and_tampered_contents_are_refused(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ import os
 import warnings
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,6 +120,10 @@ class DetectorCheckpoint:
             raise InputError(f"detector checkpoint: {len(self.class_names)} class names for {c} classes")
         if len(self.class_step_ids) != c:
             raise InputError(f"detector checkpoint: {len(self.class_step_ids)} class step ids for {c} classes")
+        ids = [s for s in self.class_step_ids if s is not None]
+        twice = sorted(s for s, n in Counter(ids).items() if n > 1)
+        if twice:  # before the evidence, whose steps would then seem to be no classes'
+            raise InputError(f"detector checkpoint: class_step_ids names step {twice[0]} for two classes")
         # Checked after the classes, so that a bad class step id is named as such.
         if self.evidence is not None:
             if not isinstance(self.evidence, EvidenceModel):
@@ -126,9 +131,6 @@ class DetectorCheckpoint:
                                  f"{type(self.evidence).__name__}")
             if set(self.evidence.step_ids) - {s for s in self.class_step_ids if s is not None}:
                 raise InputError("detector checkpoint: evidence names a step that is not one of its classes")
-        ids = [s for s in self.class_step_ids if s is not None]
-        if len(set(ids)) != len(ids):
-            raise InputError("detector checkpoint: a step id is assigned to two classes")
         if not isinstance(self.feature_extractor, str) or not self.feature_extractor:
             raise InputError(f"detector checkpoint: feature_extractor = {as_written(self.feature_extractor)}"
                              " must be a name")

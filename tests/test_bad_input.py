@@ -239,6 +239,9 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "class-step-negative": (lambda d: d["class_step_ids"].__setitem__(1, -1), "class_step_ids[1] = -1 must be"),
     "class-step-2^31": (lambda d: d["class_step_ids"].__setitem__(1, 2**31), "class_step_ids[1] = 2147483648"),
     "class-step-float": (lambda d: d["class_step_ids"].__setitem__(1, 1.5), "class_step_ids[1] = 1.5 must be"),
+    # Named as such, not as "evidence names a step that is not one of its classes".
+    "class-step-twice": (lambda d: d["class_step_ids"].__setitem__(2, d["class_step_ids"][1]),
+                         "class_step_ids names step 1 for two classes"),
     "fps-zero": (lambda d: d.update(fps=0.0), "fps = 0.0 must be a positive number"),
     "fps-string": (lambda d: d.update(fps="10"), 'fps = "10" must be a positive number'),
     "format": (lambda d: d.update(format="other"), 'field \'format\' is "other"'),

@@ -109,6 +109,7 @@ class Viewer:
         self._said_silent = False  # the warning that the checker is silent went out, and not yet that it is back
         self._said_names: set[int] = set()  # steps whose name conflict was warned of
         self.changed = True  # something to draw since the last drawing (`loop`)
+        self.winding_down = False  # stopping: an interrupt came, the wind-down runs (`_pump_until`)
 
     def pump(self, timeout_ms: int = POLL_MS) -> list[Message]:
         """Take what arrived (waiting up to ``timeout_ms``) and hand each message to the sinks, the view first.
@@ -199,7 +200,10 @@ class Viewer:
                 if not console.is_terminal:
                     # The terminal closed (a window, an ssh session): rich then draws nothing, without a word, and a
                     # view with no controlling terminal is never sent the SIGHUP that would stop it. It stops as
-                    # that SIGHUP does.
+                    # that SIGHUP does; once stopping, the wind-down goes on undrawn (a second stop would cut it
+                    # short, and with it the annotated video the run keeps).
+                    if self.winding_down:
+                        return
                     raise stop_for(signal.SIGHUP)
                 # An idle view redraws once a second (its stale marks go by the second), not REFRESH_HZ times.
                 second = int(self.state.now)
@@ -230,6 +234,7 @@ class Viewer:
                 raise
             # The streams this view runs end because the person stopped them, unless every one had ended already.
             self.state.stopped = any(not row.ended for row in self.state.streams.values())
+            self.winding_down = True
             try:
                 over = wind_down()
                 while not over():

@@ -885,7 +885,11 @@ def receive_frames(sock: zmq.Socket, with_sender: bool = False) -> tuple[list[by
     sender = ""
     if with_sender:
         first = sock.recv(zmq.NOBLOCK, copy=False)
-        frames, sender = [first.bytes], str(first.get("User-Id") or "")
+        frames = [first.bytes]
+        try:
+            sender = str(first.get("User-Id") or "")
+        except zmq.ZMQError:  # no ZAP handler set one (EINVAL): the message is still served, in the shared budget
+            sender = ""
     else:
         frames = [sock.recv(zmq.NOBLOCK)]
     count = 1

@@ -284,12 +284,13 @@ class CheckerCore:
                 self.changes(sid, "lost", f"silent {self.table.timeout_s:g} s")
             state.lost = state.lost or silent
         self._check_current(message)
+        out: list[Message] = []
         if state is None:
             evicted = self.table.make_room(sid)
             if evicted is not None:
                 self.counts["evicted"] += 1
-                self.changes(evicted, "evicted", f"idle; its slot went to the new stream {sid}")
-        out: list[Message] = []
+                self.changes(evicted[0], "evicted", f"idle; its slot went to the new stream {sid}")
+                out += self._settle_early(evicted[1], ended=True)  # a lost stream's announced steps, never confirmed
         if state is None or not continues:
             previous = state
             if previous is not None:
@@ -466,10 +467,12 @@ class CheckerCore:
         lost, freed = self.table.expire(idle_now)
         for sid in lost:
             self.changes(sid, "lost", f"silent {self.table.timeout_s:g} s")
-        for sid in freed:
+        out: list[Message] = []
+        for sid, state in freed:
             self.changes(sid, "freed", f"idle {FORGET_AFTER * self.table.timeout_s:g} s")
+            out += self._settle_early(state, ended=True)  # a lost stream's announced steps, never confirmed
         self.changes.flush()
-        out: list[Message] = [self.status(sid) for sid in lost]
+        out += [self.status(sid) for sid in lost]
         out += self.snapshots.due(self.streams, now, period_s)
         self.budget.forget_waiting(idle_now, FORGET_AFTER * self.table.timeout_s)
         if self.snapshots.health_due(now, period_s):

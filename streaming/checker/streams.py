@@ -132,11 +132,11 @@ class StreamTable:
             return len(message.history)
         return len(message.history) - len(state.applied)
 
-    def make_room(self, stream_id: str) -> str | None:
+    def make_room(self, stream_id: str) -> tuple[str, StreamState] | None:
         """Free a slot for a new stream: evict the idle stream that has waited longest, never a live one.
 
         Returns:
-            The stream evicted, or None when a slot was free.
+            The stream evicted and its last state, or None when a slot was free.
 
         Raises:
             StreamLimit: every slot is taken by a live stream.
@@ -147,24 +147,24 @@ class StreamTable:
         if not idle:
             raise StreamLimit(f"{stream_id}: all {self.max_streams} stream slots are taken by live streams")
         evicted = min(idle)[1]
-        del self.states[evicted]
-        return evicted
+        return evicted, self.states.pop(evicted)
 
-    def expire(self, now: float) -> tuple[list[str], list[str]]:
+    def expire(self, now: float) -> tuple[list[str], list[tuple[str, StreamState]]]:
         """Free each idle stream silent for `FORGET_AFTER` timeouts, and mark lost each live one silent for one.
 
         Args:
             now: the monotonic time.
 
         Returns:
-            ``(lost, freed)``: the streams marked lost now (each owes its viewers a status), and those freed.
+            ``(lost, freed)``: the streams marked lost now (each owes its viewers a status), and those freed with
+            their last states.
         """
-        lost, freed = [], []
+        lost: list[str] = []
+        freed: list[tuple[str, StreamState]] = []
         for sid, state in list(self.states.items()):
             silent = now - state.last_heard
             if state.idle and silent > FORGET_AFTER * self.timeout_s:
-                del self.states[sid]
-                freed.append(sid)
+                freed.append((sid, self.states.pop(sid)))
             elif not state.idle and silent > self.timeout_s:
                 state.lost = True
                 lost.append(sid)

@@ -153,3 +153,22 @@ def test_a_stream_holds_a_bounded_number_of_unconfirmed_early_alerts_the_rest_re
     # Confirmed, the steps are checked as ever: the held alerts are settled, and room is made again.
     served(core, keystep((GET_CUP, FILL), MAX_EARLY + 20))
     assert len(core.streams["cam0"].early) < MAX_EARLY
+
+
+def test_an_early_alert_is_retracted_when_its_lost_stream_is_freed_or_evicted() -> None:
+    # The detector died between the announcement and the confirmation: once the checker forgets the stream (freed
+    # after a long silence, or evicted for a new stream), nothing can confirm the step, and the alert stood for ever.
+    now = [0.0]
+    core = CheckerCore(tea_graph(), monotonic=lambda: now[0])
+    served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1))
+    now[0] += 10.0
+    assert not [m for m in core.periodic(1.0) if isinstance(m, Retraction)]  # lost: it may still come back
+    now[0] += 100.0
+    assert [m.alert_id for m in core.periodic(1.0) if isinstance(m, Retraction)] == ["cam0#1"]  # freed
+    now[0] = 0.0
+    core = CheckerCore(tea_graph(), monotonic=lambda: now[0], max_streams=1)
+    served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), BOIL, 1))
+    now[0] += 10.0
+    core.periodic(1.0)
+    out = served(core, keystep((GET_CUP,), 0, stream_id="cam1"))  # takes the lost stream's slot
+    assert [(m.stream_id, m.alert_id) for m in out if isinstance(m, Retraction)] == [("cam0", "cam0#1")]

@@ -106,6 +106,17 @@ class RequestErrors(logging.Handler):
         self._unsaid, self._next_line = 0, now + REQUEST_LOG_GAP_S
 
 
+# The errors asyncio reports when a listening socket's accept() finds the process out of a resource (file handles
+# above all), once per attempt: the only loop errors rate-limited, the rest are defects and keep their traceback.
+OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def out_of_resources(context: dict[str, Any]) -> bool:
+    """Whether an event-loop error is the process running out of file handles or memory (`OUT_OF_RESOURCES`)."""
+    error = context.get("exception")
+    return isinstance(error, OSError) and error.errno in OUT_OF_RESOURCES
+
+
 def loop_error_record(context: dict[str, Any]) -> logging.LogRecord:
     """An error the event loop reports (its exception handler's ``context``) as a record for `RequestErrors`.
 
@@ -502,7 +513,17 @@ async def serve(
         raise InputError(f"--bind {where}: cannot listen ({err.strerror or err})") from None
     loop = asyncio.get_running_loop()
     before = loop.get_exception_handler()
-    loop.set_exception_handler(lambda _loop, context: errors.emit(loop_error_record(context)))
+    exhausted = RequestErrors(log)  # its own limiter: a burst of bad requests must not hide it, nor it them
+
+    def on_loop_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if out_of_resources(context):
+            exhausted.emit(loop_error_record(context))
+        elif before is not None:
+            before(loop, context)
+        else:  # any other error is a defect: it keeps asyncio's own report, traceback included
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(on_loop_error)
 
     def deliver(messages: Received) -> None:  # from the feed's thread
         loop.call_soon_threadsafe(hub.take, messages)

@@ -76,6 +76,9 @@ SHOWN: Final = 5  # names an error or a summary lists; it counts the rest
 LONG_FILE_RATIO: Final = 1.8
 
 
+NO_FRAMES: Final = "--features files hold features, not video frames"  # why a frame option is refused with them
+
+
 def span_ratio(lengths: Sequence[float], ends: Sequence[float], step: float) -> float:
     """The median over recordings of a feature file's length over the end of its last annotated step.
 

@@ -449,15 +449,7 @@ def _defaults(args: argparse.Namespace) -> None:
     if args.features:  # a recording's own features are the source (streaming.feature_files)
         if args.video:
             raise InputError("--features and --video both name the source: give one of them")
-        from streaming.overlay import drawing_options  # here: it loads OpenCV and torch, which help need not
-
-        drawn = drawing_options(getattr(args, "annotate_out", None) is not None, getattr(args, "preview", False))
-        if drawn:
-            raise InputError(f"{drawn} over video frames; a --features file has none")
         args.video = args.features
-    elif args.rate is not None:
-        raise InputError(f"--rate {args.rate:g}: gives the rate of a --features file; videos are read at the "
-                         "detector's rate")
     args.video = args.video or (["demo"] if args.command == "detector" else "demo")
     videos = args.video if isinstance(args.video, list) else [args.video]
     is_demo = all(is_demo_video(str(video)) for video in videos)
@@ -476,14 +468,23 @@ def _refuse_idle_options(args: argparse.Namespace) -> None:
     for something the run would not do, and a run that ends well says nothing of it."""
     from graphs.checker_settings import CHECKERS
 
-    features = "--features files hold features, not video frames"
     if getattr(args, "features", None):
+        from recognition.feature_import import NO_FRAMES as features
+
+        if getattr(args, "annotate_out", None) is not None or getattr(args, "preview", False):
+            from streaming.overlay import drawing_options  # here, refusing: it loads OpenCV and torch
+
+            raise InputError(f"{drawing_options(args.annotate_out is not None, args.preview)} over video frames; "
+                             f"{features}")
         if args.backbone is not None:
             raise InputError(f"--backbone {args.backbone}: extracts features from video frames; {features}")
         if args.reader != "auto":
             raise InputError(f"--reader {args.reader}: reads video files; {features}")
         if getattr(args, "alert_frames", None) is not None:
             raise InputError(f"--alert-frames {args.alert_frames}: keeps the video frame of each key-step; {features}")
+    elif args.rate is not None:
+        raise InputError(f"--rate {args.rate:g}: gives the rate of --features files; videos are read at the "
+                         "detector's rate")
     if getattr(args, "alert_frames_keep", None) is not None and args.alert_frames is None:
         raise InputError(f"--alert-frames-keep {args.alert_frames_keep}: needs --alert-frames, the folder it bounds")
     if args.alert_on == "end" and args.onset_frames is not None:

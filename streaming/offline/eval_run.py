@@ -36,7 +36,7 @@ from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
-from recognition.feature_import import LONG_FILE_RATIO, is_npy_name, span_ratio, unread_line
+from recognition.feature_import import LONG_FILE_RATIO, NO_FRAMES, is_npy_name, span_ratio, unread_line
 from recognition.model import MiniROAD
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
@@ -167,7 +167,7 @@ class EvalConfig:
                              "--videos and --demo")
         drawn = drawing_options(self.annotate_out is not None, self.preview)
         if self.features and drawn:
-            raise InputError(f"stream-detect eval: {drawn} over video frames; feature files have none")
+            raise InputError(f"stream-detect eval: {drawn} over video frames; {NO_FRAMES}")
         if not self.demo and ((self.videos is None and not self.features) or self.annotations is None):
             raise InputError("stream-detect eval: --videos (or --features) and --annotations are required (or --demo)")
         if self.names and self.split:

@@ -413,7 +413,8 @@ def test_the_status_after_each_step_counts_the_vectors_up_to_it_even_at_the_file
 @pytest.mark.parametrize(("extra", "why"), [
     (["--rate", "2"], "--rate 2: the detector"),
     (["--video", "demo"], "--features and --video both name the source"),
-    (["--annotate-out", "x.mp4"], "--annotate-out: draws over video frames; a --features file has none"),
+    (["--annotate-out", "x.mp4"],
+     "--annotate-out: draws over video frames; --features files hold features, not video frames"),
     # as typed, of vectors: it said "1e400" was "inf" frames per second of video
     (["--rate", "1e400"], "--rate: 1e400: must be a number of vectors per second in 1..1000"),
     (["--annotate-out", "x.mp4", "--preview"], "--annotate-out and --preview: draw over video frames"),
@@ -672,7 +673,7 @@ def test_eval_says_when_the_graph_was_learned_from_a_judged_video(trained: Path,
 def test_eval_of_feature_files_refuses_drawing_naming_only_the_option_given(trained: Path, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--annotate-out", str(tmp_path / "drawn")), capsys)
-    assert err == "error: stream-detect eval: --annotate-out: draws over video frames; feature files have none"
+    assert err == "error: --annotate-out: draws over video frames; --features files hold features, not video frames"
 
 
 def test_eval_on_another_split_says_it_is_not_the_detectors(trained: Path, tmp_path: Path,

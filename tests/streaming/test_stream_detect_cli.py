@@ -228,8 +228,13 @@ NOT_FRAMES = "--features files hold features, not video frames"
      (["detector", "--video", "demo", "--alert-on", "end", "--onset-frames", "3"],
       "--onset-frames 3: sets when a key-step is announced, and --alert-on end announces none"),
      (["eval", "--demo", "--checker", "binary", "--default-rates"],
-      "--default-rates needs --checker probabilistic: the binary checker weighs no miss or false-detection rates")],
-    ids=["backbone", "eval-backbone", "reader", "alert-frames", "keep", "onset-frames", "default-rates"])
+      "--default-rates needs --checker probabilistic: the binary checker weighs no miss or false-detection rates"),
+     (["eval", "--demo", "--rate", "5"],
+      "--rate 5: gives the rate of --features files; videos are read at the detector's rate"),
+     (["--video", "demo", "--rate", "5"],
+      "--rate 5: gives the rate of --features files; videos are read at the detector's rate")],
+    ids=["backbone", "eval-backbone", "reader", "alert-frames", "keep", "onset-frames", "default-rates", "eval-rate",
+         "run-rate"])
 def test_an_option_the_run_would_ignore_is_refused(
     argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,6 +33,12 @@ EPOCHS_RULE: Final = f"an integer in 1..{MAX_EPOCHS}"
 MAX_EDGE_COST: Final = 1e6  # nats per edge; far above any useful prior (1e300 overflowed into NaN weights)
 
 
+def is_decimal_digits(text: str) -> bool:
+    """Whether ``text`` is ASCII digits only, as ``int()`` reads them: ``str.isdigit()`` also takes "²" and "①",
+    which ``int()`` refuses with a ValueError."""
+    return text.isascii() and text.isdigit()
+
+
 def is_learning_rate(value: object) -> bool:
     """Whether ``value`` is a learning rate an optimiser can take: a number in ``(0, MAX_LEARNING_RATE]``."""
     return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -37,6 +37,7 @@ from urllib.parse import quote
 
 from graphs.common.errors import InputError, require_extra
 from graphs.common.interrupts import Interrupted
+from graphs.common.options import is_decimal_digits
 from graphs.common.safe_text import clock_text, printable
 from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
@@ -403,8 +404,8 @@ def build_app(hub: Hub) -> Any:
 
     async def frame(request: web.Request) -> web.StreamResponse:
         text = request.match_info["id"]
-        # ASCII digits only: str.isdigit() takes "²", which int() refuses (a 500 without the security headers).
-        path = hub.frame_path(int(text)) if text.isascii() and text.isdigit() and len(text) < 19 else None
+        # ASCII digits only: int() refuses "²" (a 500 without the security headers).
+        path = hub.frame_path(int(text)) if is_decimal_digits(text) and len(text) < 19 else None
         if path is None:
             raise web.HTTPNotFound()
         return web.FileResponse(path, headers={"Content-Type": "image/jpeg"})

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, write_text
+from graphs.common.options import is_decimal_digits
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"
@@ -77,7 +78,7 @@ def _segment(step_id: int, start: int, end: int, name: str, has_errors: bool) ->
 
 def _check_id_keys(names: dict[str, Any], path: Path) -> None:
     """An action dictionary maps integer ids (written as JSON keys) to names."""
-    bad = next((key for key, name in names.items() if not key.isdigit() or not isinstance(name, str)), None)
+    bad = next((key for key, name in names.items() if not is_decimal_digits(key) or not isinstance(name, str)), None)
     if bad is not None:
         raise InputError(f"{path}: entry {bad!r}: expected an integer action id mapped to a name")
 
@@ -207,7 +208,7 @@ def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
         where = f"{labels_path}: {video}"
         for row in by_subject[video]:
             text = row["action_label"]
-            if not (text or "").strip().isdigit() or str(int(text) + 1) not in names:
+            if not is_decimal_digits((text or "").strip()) or str(int(text) + 1) not in names:
                 raise InputError(
                     f"{where}: action_label {text!r} is not an action of "
                     f"{raw / 'EPIC-Tent-O_action_dict.json'}"

@@ -84,9 +84,14 @@ def _first_split_count(raw: Path, value: object) -> None:
          r"annotations_14: action_label None is not an action"),
         (lambda raw: (raw / "EPIC-Tent-O_action_dict.json").write_text('{"one": "assemble_support"}'),
          r"EPIC-Tent-O_action_dict.json: entry 'one': expected an integer action id"),
+        # str.isdigit() took these, and int() then raised a ValueError traceback.
+        (lambda raw: (raw / "EPIC-Tent-O_action_dict.json").write_text('{"\u00b2": "assemble_support"}'),
+         r"EPIC-Tent-O_action_dict.json: entry '\u00b2': expected an integer action id"),
+        (lambda raw: _label_line_500(raw, lambda f: f.__setitem__(-1, "\u2460")),
+         r"annotations_14: action_label '\u2460' is not an action"),
     ],
     ids=["split-count-not-a-number", "label-not-a-number", "label-not-in-dictionary", "bad-timecode", "short-row",
-         "dictionary-key-not-an-id"],
+         "dictionary-key-not-an-id", "dictionary-key-superscript", "label-circled-digit"],
 )
 def test_broken_epic_tent_sources_are_one_line_errors(data_dir: Path, tmp_path: Path, corrupt, message: str) -> None:
     raw = tmp_path / "raw"

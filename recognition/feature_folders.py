@@ -876,6 +876,23 @@ def stored_split(folder: str | Path) -> SplitFile | None:
                          "split") from None
 
 
+def extractor_change_note(folder: str | Path, before: SplitFile | None, now: str) -> str | None:
+    """What a run into a folder of another extractor's features changed for training, or None: those features are
+    kept beside the new ones, and ``split.json`` now names the new extractor, which ``recognition-train`` reads
+    unless a config names another (one folder may hold several; the latest is the default).
+
+    Args:
+        folder: the ``--out`` folder.
+        before: its split before the run (`stored_split`), None for a new folder.
+        now: the extractor name the run records.
+    """
+    if before is None or before.feature_extractor in (None, now):
+        return None
+    old = before.feature_extractor
+    return (f"{folder} held {old} features (rgb_{old}/, kept); its split.json now names {now}: recognition-train "
+            f"without --config trains on rgb_{now}/")
+
+
 def test_split_line(test: Collection[str], folder: str | Path, what: str = "videos", shown: int = 5) -> str:
     """The summary line naming a folder's test split: ``tgml train --exclude-videos`` must leave the same videos out
     of the graph, and a split drawn at random is said nowhere else than in ``split.json``.

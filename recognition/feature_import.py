@@ -269,8 +269,8 @@ class ImportReport:
         earlier_rate: the rate the folder was imported at before, when this import rewrites it at another.
         unread: the note on the ``--features`` entries that are no ``<video>.npy`` and are not read (`unread_line`),
             or None; the command prints it on stderr, beside its warnings, not in the summary.
-        other_extractor: the extractor the folder's ``split.json`` named before, when not this import's (the folder
-            was extracted by ``recognition-features``, or imported under another ``--name``); None otherwise.
+        before: the folder's split before this import (`stored_split`), None for a new folder
+            (`extractor_change_note`).
     """
 
     folder: Path
@@ -283,15 +283,7 @@ class ImportReport:
     span_ratio: float = 0.0
     earlier_rate: float | None = None
     unread: str | None = None
-    other_extractor: str | None = None
-
-    def extractor_note(self, name: str) -> str | None:
-        """What changed for training, when the folder held another extractor's features: its files are kept, and
-        ``split.json`` now names this import's, which ``recognition-train`` reads unless a config names another."""
-        if self.other_extractor is None:
-            return None
-        return (f"{self.folder} held {self.other_extractor} features (rgb_{self.other_extractor}/, kept); its "
-                f"split.json now names {name}: recognition-train without --config trains on rgb_{name}/")
+    before: SplitFile | None = None
 
     def rate_warnings(self, rate: float) -> list[str]:
         """Warnings (without their ``warning:``) about ``rate``: features written at a higher rate than ``--rate``
@@ -468,8 +460,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
     check_output(config.out, "feature folder", folder=True, inputs=[config.annotations], option="--out")
     stored = stored_split(config.out)
     report.earlier_rate = earlier_rate(config.out, config.rgb, stored, config.rate, "--rate", "import")
-    if stored is not None and stored.feature_extractor not in (None, config.name):
-        report.other_extractor = stored.feature_extractor
+    report.before = stored
     for written in (config.rgb, TARGETS_DIR):  # the import rewrites these folders' files: never the ones it reads
         if same_place(Path(config.out) / written, config.features):
             raise InputError(f"--out {config.out}: its {written}/ is the --features folder, whose files the import "

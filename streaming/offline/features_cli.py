@@ -127,6 +127,7 @@ def build_import_parser() -> ArgumentParser:
 
 def _import(argv: list[str]) -> int:
     """``recognition-features import``: check every file, then write the folder (no torch needed)."""
+    from recognition.feature_folders import extractor_change_note
     from recognition.feature_import import ImportConfig, import_features
 
     args = build_import_parser().parse_args(argv)
@@ -139,7 +140,7 @@ def _import(argv: list[str]) -> int:
     print(report.summary(config.rate, config.name))
     if report.unread:  # an .npz of a recording counted in the summary as having no feature file: said why
         print_note(report.unread)
-    changed = report.extractor_note(config.name)
+    changed = extractor_change_note(report.folder, report.before, config.name)
     if changed is not None:  # the features training reads by default are no longer the folder's earlier ones
         print_note(changed)
     return 0
@@ -161,13 +162,14 @@ def main(argv: list[str] | None = None) -> int:
                          "own feature files: recognition-features import --features DIR ...); extraction from videos "
                          "takes --videos")
     args = build_parser().parse_args(argv)
-    from recognition.feature_folders import stored_split
+    from recognition.feature_folders import extractor_change_note, stored_split
     from streaming.offline.features import DEFAULT_FPS, FeatureExtractionConfig, extract_feature_folder, folder_rate
     from streaming.readers import quiet_codec_logs
 
     quiet_codec_logs(args.verbose)
     # Resuming without --fps goes on at the folder's rate: a forgotten --fps is no reason to start again.
-    fps = args.fps if args.fps is not None else folder_rate(args.out, stored_split(args.out)) or DEFAULT_FPS
+    before = stored_split(args.out)
+    fps = args.fps if args.fps is not None else folder_rate(args.out, before) or DEFAULT_FPS
     if args.fps is None and not is_rate(fps):  # imported features may run at 0.5 a second
         raise InputError(f"{args.out}: its features run at {fps:g} per second, and video is extracted at "
                          f"{MIN_FPS:g} to {MAX_FPS:g} frames a second; extract into another --out")
@@ -189,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     report = extract_feature_folder(config, progress=not args.quiet)
     print(report.summary())
+    changed = extractor_change_note(args.out, before, args.extractor)
+    if changed is not None:  # the features training reads by default are no longer the folder's earlier ones
+        print_note(changed)
     return 0
 
 

@@ -551,3 +551,24 @@ def test_one_video_file_under_two_names_is_found_once_and_two_files_are_refused(
     (tmp_path / "run1.mkv").write_bytes(b"another video")
     with pytest.raises(InputError, match=r"several files for video 'run1' \(run1.mkv, run1.mp4\)"):
         find_video(tmp_path, "run1")
+
+
+def test_extracting_into_a_folder_of_imported_features_says_that_training_now_reads_the_extracted_ones(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One folder may hold several extractors' features; split.json names the latest, which recognition-train reads
+    # without --config. An extraction over an import (or the reverse) changed that without a word.
+    assert main(args(work)) == 0
+    npy = work / "npy"
+    npy.mkdir()
+    for path in (work / "features" / "rgb_light-v1").glob("run?.npy"):
+        shutil.copy(path, npy / path.name)
+    assert main(["import", "--features", str(npy), "--annotations", str(work / "labels.json"), "--rate", str(FPS),
+                 "--name", "mine", "--out", str(work / "features")]) == 0
+    assert capsys.readouterr().err.strip() == (
+        f"note: {work / 'features'} held light-v1 features (rgb_light-v1/, kept); its split.json now names mine: "
+        "recognition-train without --config trains on rgb_mine/")
+    assert main(args(work)) == 0
+    assert capsys.readouterr().err.strip() == (
+        f"note: {work / 'features'} held mine features (rgb_mine/, kept); its split.json now names light-v1: "
+        "recognition-train without --config trains on rgb_light-v1/")

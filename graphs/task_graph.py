@@ -458,7 +458,13 @@ def is_captaincook_graph(data: object) -> bool:
     return isinstance(data, dict) and "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data
 
 
-def load_graph(path: str | Path) -> TaskGraph:
-    """Read and validate a graph file; `InputError` names the file and what is wrong."""
-    return TaskGraph.from_dict(read_json(path, "graph file"), source=str(path))
+def load_graph(path: str | Path, option: str | None = None) -> TaskGraph:
+    """Read and validate a graph file; `InputError` names the file and what is wrong, after ``option`` when given
+    (``--graph nope.json: graph file not found``: the option the user typed it under)."""
+    try:
+        return TaskGraph.from_dict(read_json(path, "graph file"), source=str(path))
+    except InputError as err:
+        if option is None:
+            raise
+        raise InputError(f"{option} {err}") from None
 

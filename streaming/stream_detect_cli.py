@@ -530,10 +530,7 @@ def _check_graph(path: str) -> None:
     milliseconds: a detector or labels file given as the graph is named as such)."""
     from graphs.task_graph import load_graph
 
-    try:
-        load_graph(path)
-    except InputError as err:
-        raise InputError(f"--graph {err}") from None
+    load_graph(path, "--graph")
 
 
 def _check_files_early(args: argparse.Namespace) -> None:

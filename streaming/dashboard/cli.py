@@ -115,10 +115,7 @@ def _graph(args: argparse.Namespace, warn: Callable[[str], None]
     from streaming.dashboard.graph_svg import graph_svg
     from streaming.demo.paths import default_demo_paths
 
-    try:
-        graph = load_graph(args.graph or default_demo_paths()[0])
-    except InputError as err:  # named by its option, as stream-detect's other commands name it
-        raise InputError(f"--graph {err}") from None
+    graph = load_graph(args.graph or default_demo_paths()[0], "--graph")
     names = dict(zip(graph.step_ids, graph.step_names, strict=True))
     steps = tuple(
         {"step": step, "name": printable(name),

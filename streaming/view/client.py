@@ -12,6 +12,7 @@ checker in the same process can be handed a `View` directly (`streaming.checker.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -36,6 +37,16 @@ from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
+
+
+def on_a_tty(console: Console) -> bool:
+    """Whether a console's file is a terminal now. Asked of the file itself, not of rich's ``is_terminal``, which
+    ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` hold true whatever it is; a file with no descriptor (a string buffer) is
+    none."""
+    try:
+        return os.isatty(console.file.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class View:
@@ -189,6 +200,7 @@ class Viewer:
                 finally:
                     console.width = narrow
             return
+        on_tty = on_a_tty(console)  # a terminal that stops being one has closed (not a pipe FORCE_COLOR draws into)
         with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
             next_draw = [0.0]
 
@@ -197,7 +209,7 @@ class Viewer:
             def draw() -> None:
                 if time.monotonic() < next_draw[0]:
                     return
-                if not console.is_terminal:
+                if on_tty and not on_a_tty(console):
                     # The terminal closed (a window, an ssh session): rich then draws nothing, without a word, and a
                     # view with no controlling terminal is never sent the SIGHUP that would stop it. It stops as
                     # that SIGHUP does; once stopping, the wind-down goes on undrawn (a second stop would cut it

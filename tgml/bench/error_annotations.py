@@ -19,6 +19,7 @@ that step is skipped, counted and reported, never silently.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,10 +121,16 @@ def untimely_steps(recordings: Iterable[ErrorRecording]) -> tuple[tuple[str, str
     return tuple((r.recording_id, name) for r in recordings for name in r.untimely)
 
 
+def short_name(name: str, width: int = 40) -> str:
+    """A step's name for a note: CaptainCook4D's are sentences, shortened between words with " ..." (never cut
+    mid-word)."""
+    return textwrap.shorten(printable(name), width, placeholder=" ...")
+
+
 def untimely_line(untimely: Sequence[tuple[str, str]], treated: str) -> str:
     """The line that names the steps whose Missing Step tag and start time disagree (`untimely_steps`), the first
     five, and how the command treats them (``treated``, said in brackets)."""
-    named = first_few([f"{printable(rid)} '{printable(name)}'" for rid, name in untimely], 5, and_more=", and ")
+    named = first_few([f"{printable(rid)} '{short_name(name)}'" for rid, name in untimely], 5, and_more=", and ")
     steps = count_of(len(untimely), "annotated step")
     return f"{steps} whose Missing Step tag and start time disagree ({treated}): {named}"
 
@@ -136,7 +143,7 @@ def unmatched_steps(recordings: Iterable[ErrorRecording]) -> tuple[tuple[str, st
 
 def unmatched_line(unmatched: Sequence[tuple[str, str]]) -> str:
     """The line that names the skipped steps of `unmatched_steps`, the first five."""
-    named = first_few([f"{printable(rid)} '{printable(name)}'" for rid, name in unmatched], 5, and_more=", and ")
+    named = first_few([f"{printable(rid)} '{short_name(name)}'" for rid, name in unmatched], 5, and_more=", and ")
     steps = count_of(len(unmatched), "annotated step")
     return f"left out {steps} whose name is no step of the recording's recipe: {named}"
 

@@ -31,7 +31,6 @@ METRIC is one of `METRICS`, COUNT one of `COUNTS`.
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,14 +42,19 @@ from rich.table import Table
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
-from graphs.common.safe_text import count_of
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from graphs.order_rules import ORDER_RULES, check_rule, never_done, order_flags
 from graphs.postprocess import break_cycles
 from graphs.precision_recall import NOT_MEASURED, mean_and_std, mean_of_measured, precision_recall_f1
 from graphs.task_graph import TaskGraph
 from tgml.bench.captaincook import ANNOTATIONS, DEFAULT_CONFIG, Procedure, load_procedures
-from tgml.bench.error_annotations import ErrorAnnotations, ErrorRecording, load_error_annotations
+from tgml.bench.error_annotations import (
+    ErrorAnnotations,
+    ErrorRecording,
+    load_error_annotations,
+    unmatched_line,
+    untimely_line,
+)
 from tgml.bench.fitted_table import FittedTable
 from tgml.bench.process_pool import run_jobs
 from tgml.learners.registry import LEARNERS, learner
@@ -401,14 +405,12 @@ def data_notes(result: MistakeBenchResult) -> list[str]:
     errors = result.errors
     notes = [f"{len(errors.recordings)} recordings scored; {errors.training} recordings left out (the graphs are "
              "learned from them)"]
-    for recording_id, name in errors.unmatched:
-        notes.append(f"skipped: recording {recording_id}: step {name!r} matches no step of its procedure")
+    # In the words of bench-live and captaincook-labels (`tgml.bench.error_annotations`).
+    if errors.unmatched:
+        notes.append(unmatched_line(errors.unmatched))
     if errors.untimely:
-        shown = (f"{rid}: {textwrap.shorten(name, 40, placeholder=' ...')!r}" for rid, name in errors.untimely[:3])
-        notes.append(f"{count_of(len(errors.untimely), 'step')} whose Missing Step tag and start time disagree: "
-                     "a step with a time is replayed as done, a tagged one counts as missing (" +
-                     ", ".join(shown) +
-                     (f", and {len(errors.untimely) - 3} more)" if len(errors.untimely) > 3 else ")"))
+        notes.append(untimely_line(errors.untimely, "a step with a time is replayed as done, a tagged one counts as "
+                                                    "missing"))
     for scenario, edges in result.llm_edges_dropped.items():
         notes.append(f"llm: {edges} edge(s) of {scenario} dropped to break a cycle (a checker needs a DAG)")
     return notes

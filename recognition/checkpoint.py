@@ -123,7 +123,7 @@ class DetectorCheckpoint:
         ids = [s for s in self.class_step_ids if s is not None]
         twice = sorted(s for s, n in Counter(ids).items() if n > 1)
         if twice:  # before the evidence, whose steps would then seem to be no classes'
-            raise InputError(f"detector checkpoint: class_step_ids names step {twice[0]} for two classes")
+            raise InputError(f"detector checkpoint: class_step_ids names step {twice[0]} for more than one class")
         # Checked after the classes, so that a bad class step id is named as such.
         if self.evidence is not None:
             if not isinstance(self.evidence, EvidenceModel):

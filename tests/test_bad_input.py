@@ -241,7 +241,7 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "class-step-float": (lambda d: d["class_step_ids"].__setitem__(1, 1.5), "class_step_ids[1] = 1.5 must be"),
     # Named as such, not as "evidence names a step that is not one of its classes".
     "class-step-twice": (lambda d: d["class_step_ids"].__setitem__(2, d["class_step_ids"][1]),
-                         "class_step_ids names step 1 for two classes"),
+                         "class_step_ids names step 1 for more than one class"),
     "fps-zero": (lambda d: d.update(fps=0.0), "fps = 0.0 must be a positive number"),
     "fps-string": (lambda d: d.update(fps="10"), 'fps = "10" must be a positive number'),
     "format": (lambda d: d.update(format="other"), 'field \'format\' is "other"'),
@@ -529,7 +529,7 @@ FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
         "video_00.npy: an .npy header of 20086 bytes, more than the 10000 read"),
     "cut-short": (lambda r: _features_file(r).write_bytes(_features_file(r).read_bytes()[:-100]), "cut short"),
     "pickled-objects": (lambda r: np.save(_features_file(r), np.array([[{"a": 1}]] * 40, dtype=object)),
-                        "have dtype object, expected floats (float16, float32 or float64), integers or unsigned "
+                        "have dtype object, expected floats (float16, float32, float64, ...), integers or unsigned "
                         "integers"),
     "not-npy": (lambda r: _features_file(r).write_text("features"), "not a NumPy .npy file"),
     "a-folder": (lambda r: (_features_file(r).unlink(), _features_file(r).mkdir()), "is a folder"),

@@ -257,7 +257,7 @@ def _write(path: Path, data: bytes) -> Path:
      "damaged .npy header"),
     ("cut", npy_bytes(FEATURES)[:-8], "but the file holds 952: cut short"),
     ("pickled", npy_bytes(np.array([{"a": 1}], dtype=object)),
-     "have dtype object, expected floats (float16, float32 or float64), integers or unsigned integers"),
+     "have dtype object, expected floats (float16, float32, float64, ...), integers or unsigned integers"),
     ("text", b"not an array", "not a NumPy .npy file"),
 ])
 def test_each_damaged_array_is_named(name: str, data: bytes | None, message: str, tmp_path: Path) -> None:

@@ -64,12 +64,12 @@ def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], 
     return shape, dtype, bool(fortran), handle.tell()
 
 
-KIND_NAMES: Final = {"f": "floats (float16, float32 or float64)", "i": "integers", "u": "unsigned integers",
+KIND_NAMES: Final = {"f": "floats (float16, float32, float64, ...)", "i": "integers", "u": "unsigned integers",
                      "b": "booleans"}
 
 
 def kinds_text(kinds: str) -> str:
-    """The dtype kinds a reader takes, in words: ``"f"`` -> "floats (float16, float32 or float64)"; integers are real
+    """The dtype kinds a reader takes, in words: ``"f"`` -> "floats (float16, float32, float64, ...)"; integers are real
     numbers too, so "real numbers" alone did not say why an int32 file was refused."""
     names = [KIND_NAMES[k] for k in "fiub" if k in kinds]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]

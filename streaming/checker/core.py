@@ -349,12 +349,12 @@ class CheckerCore:
             return [self.outputs.retraction(state, early, None)]
         if message.index in state.early:
             return []
+        if len(state.early) >= MAX_EARLY:  # before the verdict, which costs more; its step is checked when confirmed
+            raise OverBudget(f"{sid}: already holds {MAX_EARLY} early alerts of steps not confirmed yet")
         # The stream's checker holds the history; the onset brings the detector's evidence as of its run's start.
         verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
             return []
-        if len(state.early) >= MAX_EARLY:  # its step is checked again when confirmed
-            raise OverBudget(f"{sid}: more than {MAX_EARLY} announced steps not confirmed yet")
         before = set(self._known(state, message.history)) | set(message.before)
         alert = self.outputs.alert(sid, state, message, message.index, replayed=False, before=before, verdict=verdict)
         state.early[message.index] = alert

@@ -138,6 +138,7 @@ class FrameLoop:
                    for k in range(self.workers)]  # fmt: skip
         for stream in self.streams:
             stream.start()
+        interrupted = False
         try:  # the threads start inside: an interrupt between two starts still halts those started
             for thread in readers + workers:
                 thread.start()
@@ -160,6 +161,9 @@ class FrameLoop:
             for stream in self.streams:
                 if not stream.ended:  # stopped: what its segmenter holds is published, as at the end of a file
                     self._end(stream)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             self._stop_workers(workers)
             for stream in self.streams:
@@ -168,9 +172,13 @@ class FrameLoop:
                 if thread.ident is not None:
                     thread.join(READER_JOIN_S)
             for stream in self.streams:
-                if not stream.ended:  # an error stopped the loop: the stream ends without its open segment
+                if not stream.ended:
+                    # Ctrl-C or SIGTERM (a detector run on its own sets no stop event) ends a session as the end of
+                    # its file does, its open segment published: without it, the step under way was never confirmed,
+                    # its early alert retracted and a real mistake gone from the verdict. An error ends the stream
+                    # without it.
                     with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it
-                        self._end(stream, flush=False)
+                        self._end(stream, flush=interrupted)
             while self._finals:
                 time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
                 self._repeat_finals(time.monotonic())

@@ -16,7 +16,8 @@ from graphs.task_graph import TaskGraph
 from streaming.checker.core import CheckerCore
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
-from streaming.messages import MAX_HISTORY, Alert, Message, MissingSteps, Status, run_of
+from streaming.messages import MAX_HISTORY, Alert, Message, MissingSteps, Retraction, Status, run_of
+from streaming.session_verdict import session_verdict
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.streaming.helpers import (
@@ -251,3 +252,34 @@ def test_a_confirmed_step_is_no_longer_shown_as_the_step_under_way() -> None:
     assert confirmed.done == (3,) and confirmed.current is None  # its segment ended with the confirmation
     seen = beat(seq=2, history=(3,), current=1)
     assert last_status(core.handle(seen)).current == 1  # the next heartbeat says what is seen
+
+
+@pytest.mark.usefixtures("demo_cache")
+@pytest.mark.slow
+def test_sigterm_of_a_detector_during_a_mistaken_step_keeps_its_alert(tmp_path: Path) -> None:
+    # Stopped while boil_water (done before fill_kettle) was under way: the detector ended without publishing the
+    # step it was seeing, the checker retracted its early alert, and the verdict read "no mistake; never done:
+    # fill_kettle, ..." for a session whose one step was the mistake. A stop ends a session as a file's end does.
+    graph, detector = default_demo_paths()
+    with running_checker(tmp_path) as (ctx, service, _thread):
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+        args = ["detector", "--video", "demo", "--graph", str(graph), "--detector", str(detector),
+                "--connect", service.events_endpoint, "--stream-id", "term"]
+        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+        received: list[Message] = []
+        try:
+            assert wait_for(lambda: any(isinstance(m, Alert) and m.stream_id == "term" for m in received), 60.0,
+                            lambda: received.extend(viewer.pump(20)))  # the early alert on boil_water
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+            assert wait_for(lambda: any(isinstance(m, MissingSteps) and m.stream_id == "term" for m in received),
+                            10.0, lambda: received.extend(viewer.pump(20)))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    assert proc.returncode == 143
+    verdict = session_verdict([m for m in received if isinstance(m, Alert)],
+                              [m for m in received if isinstance(m, Retraction)])
+    assert [(a.step_name, a.missing_names) for a in verdict.mistakes] == [("boil_water", ("fill_kettle",))]
+    assert not verdict.retracted

@@ -177,10 +177,15 @@ def load_secret_key(path: str | Path, option: str = "--curve-secret") -> KeyPair
         raise InputError(f"{option} {path}: holds no secret key (give the {SECRET_SUFFIX} file)")
     loose = open_to_others(path)
     # ssh refuses such a key. Not here: a file system without permissions (FAT, some shares) shows every file 0777.
-    if loose:
+    # Said once a process: a command reads its key early (a typo found before the model loads) and again to use it.
+    if loose and str(path) not in _SAID_LOOSE:
+        _SAID_LOOSE.add(str(path))
         print_warning(f"{option} {path}: a secret key file open to other users of this machine (mode {loose:04o}); "
                       f"chmod 600 {path}")
     return pair
+
+
+_SAID_LOOSE: set[str] = set()  # the secret key files this process has warned of (`load_secret_key`)
 
 
 def open_to_others(path: str | Path) -> int:

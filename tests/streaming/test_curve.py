@@ -442,6 +442,9 @@ def test_a_secret_key_file_other_users_may_read_is_loaded_with_one_warning(
     assert capsys.readouterr().err.splitlines() == [
         f"warning: --curve-secret {secret}: a secret key file open to other users of this machine (mode 0666); "
         f"chmod 600 {secret}"]
+    # Read again to be used (a detector reads its key early, then to connect): it warned twice.
+    client(keys, "cam0")
+    assert capsys.readouterr().err == ""
     secret.chmod(0o600)
     client(keys, "cam0")
     assert capsys.readouterr().err == ""

@@ -357,6 +357,20 @@ def test_output_piped_into_head_ends_quietly_with_141(command: str, tmp_path: Pa
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err[-600:]
 
 
+def test_a_service_whose_log_reader_is_gone_when_it_is_stopped_exits_with_the_signals_status() -> None:
+    # `stream-detect checker 2> >(tee log)` and Ctrl-C: tee stopped too, the summary line met a broken pipe, and the
+    # checker exited 141 (a broken stdout) instead of 143 for the SIGTERM that stopped it.
+    read_end, write_end = os.pipe()
+    checker = subprocess.Popen([sys.executable, "-m", "streaming.stream_detect_cli", "checker", "--demo", "--bind",
+                                "tcp://127.0.0.1:0", "--publish", "tcp://127.0.0.1:0"],
+                               stdout=subprocess.DEVNULL, stderr=write_end)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb", buffering=0) as log:
+        assert log.readline().startswith(b"checker: detectors connect to")  # bound and serving
+    checker.send_signal(signal.SIGTERM)  # its summary line now goes to a pipe nobody reads
+    assert checker.wait(60) == 128 + signal.SIGTERM
+
+
 def test_a_signal_landing_while_a_module_defines_its_classes_still_stops_the_run_cleanly(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

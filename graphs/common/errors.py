@@ -153,8 +153,10 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
                 result = main(*args, **kwargs)
                 sys.stdout.flush()  # here, not at exit: a reader gone by now is a broken pipe to end quietly
                 return result
-        except BrokenPipeError:
+        except BrokenPipeError as err:
             _drop_stdout()
+            if isinstance(err.__context__, KeyboardInterrupt):  # its reader gone while stopping: the stop is the news
+                _stop(err.__context__, terminal_gone=True)
             raise SystemExit(EXIT_BROKEN_PIPE) from None
         except SystemExit as ended:
             if isinstance(ended.__context__, BrokenPipeError):  # rich's console exits 1 on a broken pipe, silently

@@ -454,7 +454,8 @@ class Retraction(Message):
         step_name: its name in the task graph.
         index: the position in the history the alert was raised for.
         confirmed: the step confirmed at that position: another step, or ``step`` itself when its pre-conditions now
-            look done (None: none; the announcement was withdrawn, the session ended, or a step outside the graph).
+            look done (None: none; the announcement was withdrawn, the session ended, the stream started over or was
+            forgotten while lost, or a step outside the graph).
         confirmed_name: its name in the task graph (None with ``confirmed``).
     """
 

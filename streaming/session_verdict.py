@@ -189,7 +189,8 @@ def retraction_reason(retraction: Retraction) -> str:
 
     Three cases (`streaming.checker.core`, docs/wire-format.md's ``confirmed``): another step was confirmed there; the
     same step was confirmed, but with the whole step seen the checker no longer finds a pre-condition skipped (its
-    evidence came in during the step); or no step of the graph was confirmed there.
+    evidence came in during the step); or no step of the graph was confirmed there (withdrawn, the session ended, the
+    stream started over or was forgotten while lost).
 
     Args:
         retraction: the retraction.
@@ -199,8 +200,8 @@ def retraction_reason(retraction: Retraction) -> str:
     """
     step = retraction.step_name
     if retraction.confirmed is None:
-        what = (f"{step} was not confirmed there (its announcement was withdrawn, the session ended first, or a step "
-                "outside the task graph came instead)")
+        what = (f"{step} was not confirmed there (its announcement was withdrawn, the session ended or its stream "
+                "started over first, or a step outside the task graph came instead)")
     elif retraction.confirmed == retraction.step:
         what = f"{step} was confirmed, but with the whole step seen its pre-conditions look done"
     else:

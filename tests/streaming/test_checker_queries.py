@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -211,38 +213,46 @@ def test_an_undefined_step_has_no_likely_forgotten_step() -> None:
     assert alert.undefined and alert.missing == () and alert.forgotten is None and alert.forgotten_score is None
 
 
+@contextmanager
+def detector_process(tmp_path: Path, video: str) -> Iterator[tuple[Viewer, subprocess.Popen[str]]]:
+    """A real ``stream-detect detector`` process (stream ``term``, stderr piped) on ``video``, sending to a checker
+    served in this process, and a viewer of that checker; the process is killed on leaving if still running."""
+    graph, detector = default_demo_paths()
+    with running_checker(tmp_path) as (ctx, service, _thread):
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+        args = ["detector", "--video", video, "--graph", str(graph), "--detector", str(detector),
+                "--connect", service.events_endpoint, "--stream-id", "term"]
+        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+        try:
+            yield viewer, proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+            viewer.close()
+
+
 @pytest.mark.usefixtures("demo_cache")
 @pytest.mark.slow
 def test_sigterm_of_a_detector_reports_the_steps_its_session_never_did(tmp_path: Path) -> None:
     # The person stopped the camera (kill, systemd, docker stop) half-way through: the view must say what was
     # never done, as at the end of a file.
-    graph, detector = default_demo_paths()
-    with running_checker(tmp_path) as (ctx, service, _thread):
-        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
-        args = ["detector", "--video", "demo:correct", "--graph", str(graph), "--detector", str(detector),
-                "--connect", service.events_endpoint, "--stream-id", "term"]
-        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
-        try:
-            state = viewer.state
-            assert wait_for(lambda: any(e.stream_id == "term" for _, e in state.events), 60.0,
-                            lambda: viewer.pump(20))  # the first key-step, a few seconds into the real-time video
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(10)
-            assert wait_for(lambda: "term" in state.streams and state.streams["term"].ended, 10.0,
-                            lambda: viewer.pump(20))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-        assert proc.returncode == 143
-        assert proc.stderr is not None
-        err = proc.stderr.read().splitlines()  # the stream's summary, then the interrupt's line (as documented)
-        assert err[-2].startswith("term: ") and " key-step" in err[-2] and err[-1].startswith("interrupted by SIGTERM")
-        row = state.streams["term"]
-        [(_, report)] = list(state.missing)
-        assert report.run == row.run and len(row.done) < len(CORRECT)
-        assert report.missing == tuple(s for s in sorted(CORRECT) if s not in row.done)
-        viewer.close()
+    with detector_process(tmp_path, "demo:correct") as (viewer, proc):
+        state = viewer.state
+        assert wait_for(lambda: any(e.stream_id == "term" for _, e in state.events), 60.0,
+                        lambda: viewer.pump(20))  # the first key-step, a few seconds into the real-time video
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        assert wait_for(lambda: "term" in state.streams and state.streams["term"].ended, 10.0,
+                        lambda: viewer.pump(20))
+    assert proc.returncode == 143
+    assert proc.stderr is not None
+    err = proc.stderr.read().splitlines()  # the stream's summary, then the interrupt's line (as documented)
+    assert err[-2].startswith("term: ") and " key-step" in err[-2] and err[-1].startswith("interrupted by SIGTERM")
+    row = state.streams["term"]
+    [(_, report)] = list(state.missing)
+    assert report.run == row.run and len(row.done) < len(CORRECT)
+    assert report.missing == tuple(s for s in sorted(CORRECT) if s not in row.done)
 
 
 def test_a_confirmed_step_is_no_longer_shown_as_the_step_under_way() -> None:
@@ -260,24 +270,14 @@ def test_sigterm_of_a_detector_during_a_mistaken_step_keeps_its_alert(tmp_path: 
     # Stopped while boil_water (done before fill_kettle) was under way: the detector ended without publishing the
     # step it was seeing, the checker retracted its early alert, and the verdict read "no mistake; never done:
     # fill_kettle, ..." for a session whose one step was the mistake. A stop ends a session as a file's end does.
-    graph, detector = default_demo_paths()
-    with running_checker(tmp_path) as (ctx, service, _thread):
-        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
-        args = ["detector", "--video", "demo", "--graph", str(graph), "--detector", str(detector),
-                "--connect", service.events_endpoint, "--stream-id", "term"]
-        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
-        received: list[Message] = []
-        try:
-            assert wait_for(lambda: any(isinstance(m, Alert) and m.stream_id == "term" for m in received), 60.0,
-                            lambda: received.extend(viewer.pump(20)))  # the early alert on boil_water
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(10)
-            assert wait_for(lambda: any(isinstance(m, MissingSteps) and m.stream_id == "term" for m in received),
-                            10.0, lambda: received.extend(viewer.pump(20)))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
+    received: list[Message] = []
+    with detector_process(tmp_path, "demo") as (viewer, proc):
+        assert wait_for(lambda: any(isinstance(m, Alert) and m.stream_id == "term" for m in received), 60.0,
+                        lambda: received.extend(viewer.pump(20)))  # the early alert on boil_water
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        assert wait_for(lambda: any(isinstance(m, MissingSteps) and m.stream_id == "term" for m in received),
+                        10.0, lambda: received.extend(viewer.pump(20)))
     assert proc.returncode == 143
     verdict = session_verdict([m for m in received if isinstance(m, Alert)],
                               [m for m in received if isinstance(m, Retraction)])

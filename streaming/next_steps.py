@@ -10,8 +10,9 @@ def allowed_next(row: Status) -> list[tuple[int, float]]:
     """The allowed steps of a stream, likeliest first, each with its future-step probability.
 
     The step being done now is left out (it is not next, it is now: its pre-conditions are met because it is
-    allowed), and an ended stream has no next step. The probabilities are the checker's, shared among all allowed
-    steps, the one being done included, so those listed may sum to less than 1.
+    allowed), unless the stream is lost: its screens then say no step is being done now, and the step it was last
+    seen doing is still to come as far as anyone knows. An ended stream has no next step. The probabilities are the
+    checker's, shared among all allowed steps, the one being done included, so those listed may sum to less than 1.
 
     Args:
         row: the stream's latest status.
@@ -21,4 +22,5 @@ def allowed_next(row: Status) -> list[tuple[int, float]]:
     """
     if row.ended:
         return []
-    return [(step, score) for step, score in zip(row.allowed, row.allowed_scores, strict=True) if step != row.current]
+    now = None if row.lost else row.current
+    return [(step, score) for step, score in zip(row.allowed, row.allowed_scores, strict=True) if step != now]

@@ -228,3 +228,13 @@ def test_what_the_dashboard_keeps_is_bounded() -> None:
     for n in range(MAX_STREAMS + 20):
         state.apply(status(stream=f"cam{n}", timestamp=float(n)), float(n))
     assert len(state.streams) == MAX_STREAMS and "cam0" not in state.streams  # the one silent longest went
+
+
+def test_a_lost_stream_lists_the_step_it_was_last_seen_doing_among_those_still_to_come() -> None:
+    # Its screens say no step is being done now ("-"), yet that step was left out of "allowed next" without a word.
+    assert allowed_next(status()) == [(1, 0.4)]  # live: add_teabag (4) is now, not next
+    assert allowed_next(status(lost=True)) == [(4, 0.6), (1, 0.4)]
+    state = DashboardState(names={1: "fill_kettle", 4: "add_teabag"})
+    state.apply(status(lost=True), 1.0)
+    [tile] = state.take_dirty_tiles(1.0)
+    assert tile["current"] is None and [a["name"] for a in tile["allowed"]] == ["add_teabag", "fill_kettle"]

@@ -137,11 +137,11 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     Only `InputError`, `PermissionError` on a named path (exit status 2), `RunError` (exit status 1) and an interrupt
     are turned into a short message: any other exception is a bug in this project and keeps its traceback. The line
     is made `printable`: a path or a name holding a newline or a terminal escape sequence is shown escaped, on one
-    line. An interrupted command has
-    left every output file whole or absent (the atomic writer discards the file it was writing), which the line
-    says; a command that writes no file (`writes_no_files`) says only that it stopped. Output piped into a reader
-    that leaves early (``| head``) ends the command quietly with exit status 141, as a shell reports a writer killed
-    by SIGPIPE: no ``BrokenPipeError`` traceback, no "Exception ignored" line. Output sent to a full device
+    line. An interrupted command has left every output file whole or absent (the atomic writer discards the file it
+    was writing), which the line says; a command that writes no file (`writes_no_files`) says only that it stopped.
+    Output piped into a reader that leaves early (``| head``) ends the command quietly with exit status 141, as a
+    shell reports a writer killed by SIGPIPE: no ``BrokenPipeError`` traceback, no "Exception ignored" line (a reader
+    gone while the command stops on a signal leaves the signal's status). Output sent to a full device
     (``> /dev/full``, a full disk) ends in one ``error:`` line and exit status 1.
     """
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -74,25 +77,46 @@ def client_keys(keys: Path | None, name: str) -> CurveClient | None:
     return CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / f"{name}.key_secret"))
 
 
-@pytest.mark.parametrize("curve", [False, True], ids=["open", "curve"])
-def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Path, curve: bool) -> None:
+@contextmanager
+def checker_beside_a_peer(
+    tmp_path: Path, keys: Path | None, script: str, peer: str, topics: tuple[bytes, ...], **config: Any
+) -> Iterator[tuple[Receiver, EventPublisher, subprocess.Popen[str]]]:
+    """The tea graph's checker in its own process (CURVE with the key set in ``keys``, None: without), a process
+    running ``script`` against its events endpoint (with client ``peer``'s keys), a viewer of the checker's
+    ``topics`` and a well-behaved stream ``victim``; the processes stopped and the sockets closed on leaving.
+
+    Args:
+        config: further `CheckerConfig` fields (``stream_timeout_s``).
+    """
     graph = tmp_path / "tea.json"
     save_graph(tea_graph(), graph)
-    keys = tmp_path / "keys" if curve else None
-    server, flooder_keys = None, []
-    if keys is not None:
-        write_key_set(keys, ("flooder", "victim", "viewer"))
-        server = CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
-        flooder_keys = [str(keys / "checker.key"), str(keys / "clients" / "flooder.key_secret")]
+    server = None if keys is None else CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
+    peer_keys = [] if keys is None else [str(keys / "checker.key"), str(keys / "clients" / f"{peer}.key_secret")]
     ctx = zmq.Context()
-    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server))
-    flooder = subprocess.Popen([sys.executable, "-c", FLOODER, checker.events_endpoint, *flooder_keys], cwd=ROOT,
+    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server,
+                                                       **config))
+    process = subprocess.Popen([sys.executable, "-c", script, checker.events_endpoint, *peer_keys], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)
     try:
         viewer = Receiver(subscribe(connect(ctx, zmq.SUB, checker.alerts_endpoint, curve=client_keys(keys, "viewer")),
-                                    (b"alert/", b"checker/")))
+                                    topics))
         victim = EventPublisher(Publisher(connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0,
                                                   curve=client_keys(keys, "victim"))), "victim")
+        yield viewer, victim, process
+    finally:
+        process.kill()
+        process.wait(5)
+        checker.stop()
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["open", "curve"])
+def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Path, curve: bool) -> None:
+    keys = tmp_path / "keys" if curve else None
+    if keys is not None:
+        write_key_set(keys, ("flooder", "victim", "viewer"))
+    topics = (b"alert/", b"checker/")
+    with checker_beside_a_peer(tmp_path, keys, FLOODER, "flooder", topics) as (viewer, victim, flooder):
         assert flooder.stdout is not None and flooder.stdout.readline() == "flooding\n"
         health: list[CheckerHealth] = []
 
@@ -123,13 +147,6 @@ def test_a_flood_of_garbage_does_not_hold_back_a_live_streams_alert(tmp_path: Pa
         assert len(latencies["victim"]) == 8 and max(latencies["victim"]) < ALERT_BOUND_S
         assert max(latencies["neighbour"]) < ALERT_BOUND_S
         assert health[-1].malformed > 1000 and flooder.poll() is None  # still flooding at the end
-        viewer.sock.close()
-        victim.publisher.sock.close()
-    finally:
-        flooder.kill()
-        flooder.wait(5)
-        checker.stop()
-        ctx.destroy(linger=0)
 
 
 # Another allowed key floods a live stream's topic with well-formed heartbeats of its own session, from many sockets.
@@ -163,22 +180,10 @@ while True:
 def test_another_allowed_key_flooding_a_live_streams_id_does_not_take_the_stream(tmp_path: Path) -> None:
     # Its heartbeats spent the stream's share of every poll, the live detector's were dropped undecoded, the checker
     # took the stream for lost and handed it to the intruder's session. Each key now has a share of its own.
-    graph = tmp_path / "tea.json"
-    save_graph(tea_graph(), graph)
     keys = tmp_path / "keys"
     write_key_set(keys, ("intruder", "victim", "viewer"))
-    server = CurveServer.from_files(str(keys / "checker.key_secret"), str(keys / "clients"))
-    ctx = zmq.Context()
-    checker = CheckerProcess(str(graph), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", curve=server,
-                                                       stream_timeout_s=2.0))
-    intruder = subprocess.Popen([sys.executable, "-c", INTRUDER, checker.events_endpoint, str(keys / "checker.key"),
-                                 str(keys / "clients" / "intruder.key_secret")], cwd=ROOT, stdout=subprocess.PIPE,
-                                text=True)
-    try:
-        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, checker.alerts_endpoint, curve=client_keys(keys, "viewer")),
-                                    (b"status/victim", b"checker/")))
-        victim = EventPublisher(Publisher(connect(ctx, zmq.PUB, checker.events_endpoint, wait_s=10.0,
-                                                  curve=client_keys(keys, "victim"))), "victim")
+    with checker_beside_a_peer(tmp_path, keys, INTRUDER, "intruder", (b"status/victim", b"checker/"),
+                               stream_timeout_s=2.0) as (viewer, victim, intruder):
         runs: list[tuple[str, bool]] = []
         health: list[CheckerHealth] = []
 
@@ -199,10 +204,3 @@ def test_another_allowed_key_flooding_a_live_streams_id_does_not_take_the_stream
         assert health[-1].stream_taken > 1000 and intruder.poll() is None  # still flooding at the end
         assert {run for run, _ in runs} == {run_of(victim.session)}, "the intruder's session took the stream"
         assert not any(lost for _, lost in runs), "the live stream was taken for lost"
-        viewer.sock.close()
-        victim.publisher.sock.close()
-    finally:
-        intruder.kill()
-        intruder.wait(5)
-        checker.stop()
-        ctx.destroy(linger=0)

@@ -30,17 +30,20 @@ from __future__ import annotations
 import errno
 import ipaddress
 import re
+import socket
+import socketserver
+import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from graphs.common.errors import InputError, require_extra
 from streaming.messages import Alert, Retraction
 from streaming.stage_latency import CHECKER_STAGES, DETECTOR_STAGES
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
     from streaming.checker.service import CheckerService
     from streaming.detector.batching import BatchedExtractor
     from streaming.detector.streams import DetectorStream
@@ -53,6 +56,10 @@ Metric = Any  # prometheus_client.core.Metric
 DEFAULT_METRICS_HOST: Final = "127.0.0.1"  # a bare port binds loopback
 # Seconds: a frame's stages take from a fraction of a millisecond (the GRU step) to tens (the backbone on a CPU).
 LATENCY_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# A scrape is one short request: a connection silent this long is closed, and at most this many are served at once
+# (one thread each), so idle or slow peers cannot pile up threads in the service they watch.
+METRICS_IDLE_TIMEOUT_S: Final = 10.0
+METRICS_MAX_CONNECTIONS: Final = 32
 _ADDRESS = re.compile(r"(?:(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):)?(\d{1,5})")
 
 
@@ -127,20 +134,25 @@ class MetricsServer:
         address: where to listen.
         registry: what to serve.
         option: the option named in errors.
+        idle_timeout_s: a connection that sends nothing for this long is closed.
+        max_connections: connections served at once (a thread each); more are closed unanswered.
 
     Raises:
         InputError: the port is in use or cannot be bound.
     """
 
-    def __init__(self, address: MetricsAddress, registry: Registry, option: str = "--metrics") -> None:
+    def __init__(self, address: MetricsAddress, registry: Registry, option: str = "--metrics",
+                 idle_timeout_s: float = METRICS_IDLE_TIMEOUT_S,
+                 max_connections: int = METRICS_MAX_CONNECTIONS) -> None:
         require_prometheus(option)
-        from prometheus_client.exposition import start_http_server
+        from prometheus_client.exposition import make_wsgi_app
 
         try:
-            self._server: WSGIServer = start_http_server(address.port, address.host, registry)[0]
+            self._server = _BoundedMetricsServer(address, make_wsgi_app(registry), idle_timeout_s, max_connections)
         except OSError as err:
             why = "address already in use" if err.errno == errno.EADDRINUSE else f"cannot bind ({err.strerror})"
             raise InputError(f"{option} {address}: {why}") from None
+        threading.Thread(target=self._server.serve_forever, name=f"metrics {address}", daemon=True).start()
         port = int(self._server.server_address[1])
         self.address = MetricsAddress(address.host, port)
 
@@ -153,6 +165,59 @@ class MetricsServer:
         """Stop serving and release the port."""
         self._server.shutdown()
         self._server.server_close()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """One request per connection, read with a bound on each wait; nothing logged per request."""
+
+    def setup(self) -> None:
+        server = self.server
+        assert isinstance(server, _BoundedMetricsServer)
+        self.request.settimeout(server.idle_timeout_s)  # every read of the request waits at most this long
+        super().setup()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+class _BoundedMetricsServer(socketserver.ThreadingMixIn, WSGIServer):
+    """prometheus_client's threaded WSGI server, with idle connections closed and a cap on those served at once.
+
+    prometheus_client's own `start_http_server` gives every connection a thread that waits for its request for ever:
+    a peer that opens connections and sends nothing keeps a thread each in the checker or the detector.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, address: MetricsAddress, app: Callable[..., Any], idle_timeout_s: float,
+                 max_connections: int) -> None:
+        # The host is a literal address (`parse_metrics_address`): its family follows from its form.
+        self.address_family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+        self.idle_timeout_s = idle_timeout_s
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__((address.host, address.port), _QuietHandler)
+        self.set_app(app)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):  # all busy: this connection is closed unanswered
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A peer that went silent or away is the bound doing its work, not a defect to print a traceback for.
+        if not isinstance(sys.exc_info()[1], TimeoutError | ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Collected:

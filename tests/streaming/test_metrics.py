@@ -150,3 +150,20 @@ def test_stage_latencies_reach_the_status_viewers_get(tmp_path: Path) -> None:
         Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False, decode_ms=-1.0)
     with pytest.raises(ValueError, match="is not finite"):
         Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False, features_ms=float("inf"))
+
+
+def test_idle_connections_are_closed_and_never_pile_up_threads() -> None:
+    # A peer opening connections and sending nothing kept a thread each, for ever, in the service it watched.
+    server = MetricsServer(LOOPBACK, CheckerMetrics().registry, idle_timeout_s=0.5, max_connections=4)
+    threads_before = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", server.address.port), timeout=5) for _ in range(12)]
+    try:
+        assert threading.active_count() <= threads_before + 4
+        for sock in idle:  # each is closed by the server: the cap's extras at once, the rest once idle too long
+            assert sock.recv(1) == b""
+        assert wait_for(lambda: threading.active_count() <= threads_before)
+        assert scrape(server)["stream_checker_alerts_total"] == 0  # and it serves scrapes again
+    finally:
+        for sock in idle:
+            sock.close()
+        server.close()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,8 @@ ANNOTATIONS = DEMO_DIR / "demo_annotations.json"
 BAR = "━"  # rich draws it as soon as a progress bar shows: the work is under way
 SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143)}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
 
 class Child:
@@ -416,3 +419,18 @@ def test_a_command_that_writes_no_file_says_only_that_it_stopped(capsys: pytest.
             main()
         assert ended.value.code == status
         assert capsys.readouterr().err == line + "\n"
+
+
+@pytest.mark.parametrize("name", SIGNALS)
+@pytest.mark.parametrize("command", sorted(SCRIPTS))
+def test_a_signal_while_a_command_loads_its_modules_stops_it_in_one_line(command: str, name: str) -> None:
+    # A Ctrl-C in a command's first tenth of a second, while its module imported numpy, torch or OpenCV, came before
+    # its handlers: Python's KeyboardInterrupt traceback (a SIGTERM: no line at all). The installed entry point is
+    # called as the console script calls it, and the signal lands as the command's module begins to execute.
+    signum, status = SIGNALS[name]
+    module, _, function = SCRIPTS[command].partition(":")
+    script = (f"from tests.signal_calls import signal_when_called\nfrom {module} import {function}\n"
+              f"with signal_when_called('exec_module', {int(signum)}):\n    {function}(['--help'])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert (done.returncode, done.stderr, done.stdout) == (status, f"interrupted by {name}: stopped\n", "")

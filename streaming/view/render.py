@@ -69,7 +69,8 @@ ALERTS_CAPTION: str = (
     "(its missing-step score), the same for every person, not a probability of this alert."
 )
 LOST_MARK: str = " (lost)"
-STALE_MARK: str = " (stale)"  # as long as ENDED_MARK, which the stream column makes room for
+STALE_MARK: str = " (stale)"
+STOPPED_MARK: str = " (stopped)"  # a session the person stopped, as its verdict says (`ViewState.stopped`)
 # The most lines a stream's "done" or "allowed next" cell may take: a row of a recipe's twenty steps wrapped in a narrow
 # column would push the alert log below an 80x24 terminal's bottom, where the live view is cut.
 LIST_LINES: int = 3
@@ -311,8 +312,9 @@ class _Layout:
     def table(self, title: str, title_style: str = "") -> Table:
         return Table(title=title, title_style=title_style or None, expand=not self.fit)
 
-    def stream(self, table: Table, mark: bool = False) -> None:
-        width = self.stream_width + (len(ENDED_MARK) if mark else 0)
+    def stream(self, table: Table, mark: int = 0) -> None:
+        """The stream column, ``mark`` characters wider for the longest mark shown (`_stream_mark`)."""
+        width = self.stream_width + mark
         table.add_column("stream", min_width=max(width, len("stream")), overflow="fold")
 
     @staticmethod
@@ -401,7 +403,11 @@ def _done_cell(sid: str, row: Status, state: ViewState, mistaken: set[tuple[str,
 
 
 def _stream_mark(sid: str, row: Status, state: ViewState) -> str:
-    return LOST_MARK if row.lost else ENDED_MARK if row.ended else STALE_MARK if state.stale(sid) else ""
+    if row.lost:
+        return LOST_MARK
+    if row.ended:
+        return STOPPED_MARK if state.stopped else ENDED_MARK
+    return STALE_MARK if state.stale(sid) else ""
 
 
 def _now_cell(sid: str, row: Status, state: ViewState) -> Text:
@@ -486,7 +492,8 @@ def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -
         return _stream_lines(state, width)
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
-    layout.stream(streams, mark=any(_stream_mark(sid, row, state) for sid, row in state.streams.items()))
+    layout.stream(streams, mark=max((len(_stream_mark(sid, row, state)) for sid, row in state.streams.items()),
+                                    default=0))
     layout.names(streams, "now", 2)
     layout.names(streams, "done", 4)
     layout.names(streams, "allowed next", 3)

@@ -256,12 +256,12 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         fill_kettle), nothing missing``, ``cam0 ended: no mistake; never done: add_milk``; a line saying a lost
         stream, or one in which no key-step was recognised, gets no verdict; None while the stream runs.
     """
-    if row.lost:
-        return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if state.stale(stream_id) and not state.silent():  # a silent checker is said once, for every stream
         heard = state.status_heard[stream_id]
         return _text(f"{stream_id} stale: the checker has said nothing of it since {clock_text(heard)} (a restarted "
                      "checker forgets a stream whose detector has gone), so no verdict", "yellow")
+    if row.lost:
+        return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if not row.ended:
         return None
     ended = "stopped" if state.stopped else "ended"  # a session the person cut short is judged so far only
@@ -403,11 +403,13 @@ def _done_cell(sid: str, row: Status, state: ViewState, mistaken: set[tuple[str,
 
 
 def _stream_mark(sid: str, row: Status, state: ViewState) -> str:
+    if state.stale(sid):  # before lost: a lost stream whose status stopped coming is one the checker forgot
+        return STALE_MARK
     if row.lost:
         return LOST_MARK
     if row.ended:
         return STOPPED_MARK if state.stopped else ENDED_MARK
-    return STALE_MARK if state.stale(sid) else ""
+    return ""
 
 
 def _now_cell(sid: str, row: Status, state: ViewState) -> Text:

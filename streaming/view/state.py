@@ -160,9 +160,10 @@ class ViewState:
 
     def stale(self, stream_id: str) -> bool:
         """A stream that has not ended and whose status the checker stopped re-sending `SILENT_S` ago: its
-        detector, or the checker, is gone, and the row is what it was then."""
+        detector, or the checker, is gone, and the row is what it was then. A lost one too (the checker re-sends a
+        lost stream's status while it holds it): a restarted checker forgot it, as the dashboard's "no word" says."""
         row, heard = self.streams.get(stream_id), self.status_heard.get(stream_id)
-        return (row is not None and not row.ended and not row.lost and heard is not None
+        return (row is not None and not row.ended and heard is not None
                 and self.listening_since is not None and gone_silent(heard, self.now))
 
     def name(self, step: int | None) -> str:

@@ -931,6 +931,21 @@ def test_a_stream_whose_status_stopped_coming_is_shown_stale_not_live() -> None:
     assert "not answering" not in line
 
 
+def test_a_lost_stream_the_checker_forgot_is_stale_as_the_dashboard_says() -> None:
+    # The checker re-sends a lost stream's status while it holds it; once a restarted checker has forgotten it the
+    # view still said "(lost)" for ever, while the dashboard's tile said "no word since".
+    state = ViewState(names={2: "boil_water", 3: "get_cup"}, listening_since=100.0)
+    state.apply(status(lost=True), received_at=100.0)
+    state.now = 100.0 + SILENT_S / 2
+    assert stream_row(draw(state), "kitchen")[0] == "kitchen (lost)"
+    state.apply(CheckerHealth("checker", 9, 104.0, 1, 0, 0, 0, 0, 0, 0, 0, 0), received_at=104.0)  # the checker speaks
+    state.now = 104.5
+    text = draw(state)
+    assert stream_row(text, "kitchen")[0] == "kitchen (stale)" and state.stale("kitchen")
+    line = " ".join(text.split())
+    assert "kitchen stale: the checker has said nothing of it since" in line and "kitchen lost:" not in line
+
+
 def test_a_checker_that_stops_answering_is_said_on_screen() -> None:
     state = ViewState(endpoint="tcp://127.0.0.1:5556", listening_since=100.0)
     state.now = 100.0 + SILENT_S + 0.5

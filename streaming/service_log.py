@@ -24,6 +24,10 @@ from typing import Final, TextIO
 from graphs.common.errors import InputError
 from graphs.common.safe_text import printable
 
+# What a service module logs through: called with a line and, as keywords, the values it names (``fields`` of the
+# JSON format) and, where the caller knows it, its ``level``. A `ServiceLog` behind a lambda that gives the level
+# when none is named, or any recorder taking ``**fields``.
+LogLine = Callable[..., None]
 LOG_FORMATS: Final = ("text", "json")
 LEVELS: Final = ("info", "warning", "error")
 

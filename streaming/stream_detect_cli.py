@@ -720,8 +720,8 @@ def _checker(args: argparse.Namespace) -> int:
         return CheckerMetrics()
 
     with webhook_sinks(args.webhook, log) as sinks, _metrics_server(args, metrics) as watcher:  # URL checked first
-        run_checker(args.graph, config, ready=ready, report=log, log=lambda line: log(line, "warning"),
-                    metrics=watcher, sinks=sinks)
+        run_checker(args.graph, config, ready=ready, report=log, metrics=watcher, sinks=sinks,
+                    log=lambda line, level="warning", **fields: log(line, level, **fields))
     return 0
 
 

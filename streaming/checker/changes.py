@@ -16,7 +16,10 @@ from typing import Final
 
 from graphs.common.safe_text import count_of, printable
 from streaming.checker.refusals import LOG_EVERY_S
+from streaming.service_log import LogLine
 
+# The changes of a stream working as it should: their lines are information, the others (lost, freed, evicted) warnings.
+ROUTINE_CHANGES: Final = frozenset({"new", "restarted", "ended", "back"})
 CHANGE_LINES: Final = 20  # stream change lines per LOG_EVERY_S window; the rest are counted and said in one line
 
 
@@ -25,10 +28,12 @@ class StreamChanges:
 
     Args:
         monotonic: the clock of the windows.
-        log: called with one line per change said (and per window whose changes were not all said); None: no log.
+        log: called with one line per change said, its ``level`` (`ROUTINE_CHANGES` are ``info``) and its
+            ``stream``, ``change`` and ``detail`` as fields (and one per window whose changes were not all said,
+            ``not_logged`` their counts by kind); None: no log.
     """
 
-    def __init__(self, monotonic: Callable[[], float], log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, monotonic: Callable[[], float], log: LogLine | None = None) -> None:
         self.monotonic = monotonic
         self.log = log
         self._window = -math.inf  # when the current window began
@@ -51,7 +56,9 @@ class StreamChanges:
             self._unsaid[change] += 1
             return
         self._said += 1
-        self.log(printable(f"checker: {stream_id} {change}" + (f" ({detail})" if detail else "")))
+        self.log(printable(f"checker: {stream_id} {change}" + (f" ({detail})" if detail else "")),
+                 level="info" if change in ROUTINE_CHANGES else "warning", stream=stream_id, change=change,
+                 detail=detail)
 
     def flush(self) -> None:
         """Once the window is over, say how many changes in it were not said (if any), and start the next."""
@@ -61,5 +68,6 @@ class StreamChanges:
         if self._unsaid:
             kinds = ", ".join(f"{n} {change}" for change, n in self._unsaid.most_common())
             self.log(f"checker: {count_of(self._unsaid.total(), 'more stream change')} in the last {LOG_EVERY_S:g} s "
-                     f"not logged ({kinds}; at most {CHANGE_LINES} lines per {LOG_EVERY_S:g} s)")
+                     f"not logged ({kinds}; at most {CHANGE_LINES} lines per {LOG_EVERY_S:g} s)",
+                     not_logged=dict(self._unsaid))
         self._window, self._said, self._unsaid = now, 0, Counter()

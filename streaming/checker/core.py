@@ -48,6 +48,7 @@ from streaming.messages import (
     MissingSteps,
     Status,
 )
+from streaming.service_log import LogLine
 from streaming.stage_latency import DETECTOR_STAGES, latency_field
 from streaming.transport import ReceiveStats
 
@@ -82,7 +83,7 @@ class CheckerCore:
         max_streams: int = MAX_STREAMS,
         stream_timeout_s: float = STREAM_TIMEOUT_S,
         monotonic: Callable[[], float] = time.monotonic,
-        log: Callable[[str], None] | None = None,
+        log: LogLine | None = None,
         checking: CheckerSettings | None = None,
     ) -> None:
         self.graph = graph

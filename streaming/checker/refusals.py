@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import ClassVar, Final
 
 from graphs.common.safe_text import printable
+from streaming.service_log import LogLine
 
 LOG_EVERY_S: Final = 10.0  # at most one log line per refusal reason this often (a flood must not flood the log)
 # The counters' names; "denied" (refused handshakes) is counted by `CheckerService` from its sockets' monitors.
@@ -55,10 +56,11 @@ class Refusals:
 
     Args:
         monotonic: the clock of the log's rate limit.
-        log: called with a line for each refusal reason (first occurrence, then every `LOG_EVERY_S`); None: no log.
+        log: called with a line for each refusal reason (first occurrence, then every `LOG_EVERY_S`), its
+            ``reason``, ``count`` and ``detail`` as fields; None: no log.
     """
 
-    def __init__(self, monotonic: Callable[[], float], log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, monotonic: Callable[[], float], log: LogLine | None = None) -> None:
         self.counts: Counter[str] = Counter({name: 0 for name in COUNTED})
         self.last = ""  # "<reason>: <detail>" of the last refused message
         self.monotonic = monotonic
@@ -82,4 +84,5 @@ class Refusals:
         now = self.monotonic()
         if self.log is not None and now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
             self._logged[reason] = now
-            self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}")
+            self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}", reason=reason, count=count,
+                     detail=printable(detail))

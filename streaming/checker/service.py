@@ -43,6 +43,7 @@ from streaming.checker.schedule import SNAPSHOT_POLL_MS
 from streaming.curve_keys import ClientKeys, start_authenticator
 from streaming.detector.sinks import Fanout, Sink
 from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, Retraction
+from streaming.service_log import LogLine
 from streaming.transport import (
     POLL_MS,
     HandshakeCounter,
@@ -92,7 +93,7 @@ class CheckerService:
         graph: TaskGraph,
         config: CheckerConfig,
         ctx: zmq.Context | None = None,
-        log: Callable[[str], None] | None = None,
+        log: LogLine | None = None,
         metrics: CheckerWatcher | None = None,
         sinks: Sequence[Sink] = (),
     ) -> None:
@@ -295,7 +296,7 @@ def run_checker(
     stop: threading.Event | None = None,
     report: Callable[..., None] | None = None,
     until: Callable[[CheckerCore], bool] | None = None,
-    log: Callable[[str], None] | None = None,
+    log: LogLine | None = None,
     metrics: CheckerWatcher | None = None,
     sinks: Sequence[Sink] = (),
 ) -> None:

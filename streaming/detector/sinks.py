@@ -20,7 +20,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Generic, Protocol, TextIO, TypeVar
+from typing import Generic, Protocol, TextIO, TypedDict, TypeVar
 
 from streaming.messages import Message, encode_payload
 from streaming.transport import HandshakeRefused
@@ -95,6 +95,16 @@ class JsonLinesSink:
         out = self.out or sys.stdout
         out.write(encode_payload(message).decode("utf-8") + "\n")
         out.flush()
+
+
+class SinkCounts(TypedDict):
+    """What a `BackgroundSink` did with the messages it took (`BackgroundSink.summary`)."""
+
+    delivered: int
+    failed: int
+    dropped: int
+    queued: int
+    unanswered: int
 
 
 class BackgroundSink(Generic[T]):
@@ -204,15 +214,22 @@ class BackgroundSink(Generic[T]):
         with self._lock:
             return self.received - self.delivered
 
-    def summary(self) -> str:
-        """One line on what it did, for the end of a run: delivered, not delivered, dropped (and still queued, and
-        the one ``deliver`` still held when ``close`` stopped waiting: a hanging receiver's, counted nowhere else)."""
+    def summary_counts(self) -> SinkCounts:
+        """The numbers of `summary`, by name (the fields of its JSON log line)."""
         with self._lock:
             received, delivered, failed, dropped = self.received, self.delivered, self.failed, self.dropped
         queued = self.pending()
         unanswered = max(0, received - delivered - failed - dropped - queued)
-        return (f"{self.name}: {delivered} delivered, {failed} not delivered, {dropped} dropped (queue full)"
-                + (f", {queued} still queued" if queued else "") + (f", {unanswered} unanswered" if unanswered else ""))
+        return SinkCounts(delivered=delivered, failed=failed, dropped=dropped, queued=queued, unanswered=unanswered)
+
+    def summary(self, counts: SinkCounts | None = None) -> str:
+        """One line on what it did, for the end of a run: delivered, not delivered, dropped (and still queued, and
+        the one ``deliver`` still held when ``close`` stopped waiting: a hanging receiver's, counted nowhere else).
+        ``counts``: `summary_counts` as taken for the same line's fields (None: taken now)."""
+        n = counts or self.summary_counts()
+        return (f"{self.name}: {n['delivered']} delivered, {n['failed']} not delivered, {n['dropped']} dropped (queue "
+                "full)" + (f", {n['queued']} still queued" if n["queued"] else "")
+                + (f", {n['unanswered']} unanswered" if n["unanswered"] else ""))
 
     def close(self) -> None:
         """Stop taking messages; the thread finishes what it holds, for at most ``stop_wait_s``."""

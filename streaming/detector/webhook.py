@@ -212,4 +212,5 @@ def webhook_sinks(webhook: str | WebhookConfig | None, log: ServiceLog) -> Itera
     finally:
         sink.close()
         if not refused:
-            (log.warning if sink.lost() else log)(sink.summary())
+            counts = sink.summary_counts()
+            (log.warning if sink.lost() else log)(sink.summary(counts), **counts)

@@ -219,7 +219,7 @@ def test_viewers_never_get_the_detector_session_token() -> None:
 def test_refusals_are_logged_once_per_reason_then_rate_limited() -> None:
     lines: list[str] = []
     clock = Clock()
-    core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append)
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lambda line, **_: lines.append(line))
     for seq in range(3):
         core.serve([beat(seq=seq, history=(77,) * (seq + 1))])
     clock.now += 11.0
@@ -233,7 +233,7 @@ def test_each_stream_state_change_is_one_log_line() -> None:
     # showed in the view and the dashboard, never on the checker's console or in its log collector.
     lines: list[str] = []
     clock = Clock()
-    core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append, max_streams=2)
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lambda line, **_: lines.append(line), max_streams=2)
     core.serve([keystep((1,), 0, session="a")])
     clock.now += 6.0
     core.periodic(0.5)  # silent past the 5 s timeout
@@ -268,7 +268,8 @@ def test_a_flood_of_new_stream_ids_cannot_flood_the_log() -> None:
     # One line per change, but a peer inventing stream ids as fast as it sends would write a line per message.
     lines: list[str] = []
     clock = Clock()
-    core = CheckerCore(tea_graph(), monotonic=clock, log=lines.append, stream_timeout_s=60.0)  # none is lost here
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lambda line, **_: lines.append(line),
+                       stream_timeout_s=60.0)  # none is lost here
     core.serve([beat(f"flood{k}", 0) for k in range(100)])
     core.periodic(0.5)
     assert len(lines) == CHANGE_LINES and lines[-1] == f"checker: flood{CHANGE_LINES - 1} new (run {run_of('s')})"

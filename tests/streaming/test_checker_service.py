@@ -92,7 +92,7 @@ def test_a_second_live_session_on_one_stream_id_is_refused_not_swapped_in() -> N
     # Two detectors given one --stream-id took the stream from each other at every message: each switch ended the
     # other's session with a false "never done" report (20 of them in one run of two demos).
     lines: list[str] = []
-    core = CheckerCore(tea_graph(), log=lines.append)
+    core = CheckerCore(tea_graph(), log=lambda line, **_: lines.append(line))
     first = core.serve([keystep((1,), 0, session="a")])
     out = core.serve([keystep((3,), 0, session="b"), beat(seq=1, session="a", history=(1, 3))])
     assert not [m for m in out if isinstance(m, MissingSteps)]
@@ -110,7 +110,7 @@ def test_a_detector_that_names_steps_otherwise_than_the_graph_is_said_once_per_s
     # A detector of another procedure with the same step ids: its boil_water was checked as the graph's step 2 and
     # alerted in the graph's words; the checker, where alerts are made, said nothing (the view and dashboard did).
     lines: list[str] = []
-    core = CheckerCore(tea_graph(), log=lines.append)
+    core = CheckerCore(tea_graph(), log=lambda line, **_: lines.append(line))
     core.serve([keystep((1,), 0, step_name="unfold_tent"), keystep((1, 3), 1, step_name="insert_pole")])
     said = [line for line in lines if "misnamed" in line]
     assert said == ["checker: cam0 misnamed (its detector calls step 1 'unfold_tent', the task graph 'fill_kettle': a "

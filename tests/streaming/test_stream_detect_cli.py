@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,10 @@ from graphs.task_graph import save_graph
 from recognition.checkpoint import load_detector, save_detector
 from recognition.model import MiniROAD, MiniROADConfig
 from streaming.demo.paths import default_demo_paths
+from streaming.detector import EventPublisher
+from streaming.messages import CheckerHealth, Status
 from streaming.stream_detect_cli import main
+from streaming.transport import Publisher, Receiver, connect, subscribe
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import (
     STREAM_DETECT,
@@ -328,9 +333,10 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
                                           "unsupported format)"]
 
 
-def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.SIGTERM) -> tuple[str, str, int]:
-    """A checker process stopped by SIGTERM (or ``signum``) once it is ready: its first stderr line, the rest, its
-    exit status."""
+def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.SIGTERM,
+                           meanwhile: Callable[[], object] = lambda: None) -> tuple[str, str, int]:
+    """A checker process stopped by SIGTERM (or ``signum``) once it is ready and ``meanwhile`` has returned: its
+    first stderr line, the rest, its exit status."""
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
     # Started as from a terminal: under nohup the suite's SIGHUP is ignored, the child would inherit that, and the
     # checker rightly keeps an ignored SIGHUP ignored (graphs.common.interrupts).
@@ -339,6 +345,7 @@ def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.S
     try:
         assert proc.stderr is not None
         ready = proc.stderr.readline()
+        meanwhile()
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=10)
     finally:
@@ -493,6 +500,39 @@ def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
         ("received", "streams", "lost", "stream_limit", "evicted", "unknown_step", "over_budget", "unsendable",
          "stream_taken", "denied", "malformed", "sink_failed"), 0)
     assert interrupted.startswith("interrupted by SIGTERM: ")  # like an error: line, the exit's own line stays plain
+
+
+def test_the_checker_s_json_lines_name_the_stream_the_refusal_and_the_webhook_counts(tmp_path: Path) -> None:
+    # A log collector got "checker: cam0 new" and the webhook's summary with an empty "fields" object: it had to parse
+    # the English to learn which stream changed, what was refused or how many alerts were delivered.
+    def a_stream_and_a_malformed_message() -> None:
+        ctx = zmq.Context()
+        try:
+            sender = connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0)
+            viewer = Receiver(subscribe(connect(ctx, zmq.SUB, f"ipc://{tmp_path}/out", wait_s=5.0)))
+            events = EventPublisher(Publisher(sender), "cam0")
+            seen: list[Status] = []
+            assert wait_for(lambda: bool(seen), 10.0, lambda: (events.heartbeat(None, 0, 0, 0.0), seen.extend(
+                m for m in viewer.poll(50) if isinstance(m, Status) and m.stream_id == "cam0")))
+            sender.send_multipart([b"keystep/cam0", b"{not json"])
+            assert wait_for(lambda: any(isinstance(m, CheckerHealth) and m.malformed for m in viewer.poll(50)), 10.0)
+        finally:
+            ctx.destroy(linger=0)
+
+    with socket.socket() as closed:  # a port nothing listens on: the webhook is never reached
+        closed.bind(("127.0.0.1", 0))
+        webhook = f"http://127.0.0.1:{closed.getsockname()[1]}/hook"
+    _, err, status = _checker_until_sigterm(tmp_path, "--log-format", "json", "--webhook", webhook,
+                                            meanwhile=a_stream_and_a_malformed_message)
+    assert status == 143
+    lines = [json.loads(line) for line in err.splitlines()[:-1]]
+    change = next(line for line in lines if line["message"].startswith("checker: cam0 new (run "))
+    assert change["level"] == "info"  # a stream that comes is news, not a warning (one that is lost is)
+    assert change["fields"] == {"stream": "cam0", "change": "new", "detail": change["message"][19:-1]}
+    refused = next(line for line in lines if line["message"].startswith("checker: refused (malformed"))
+    assert refused["fields"]["reason"] == "malformed" and refused["fields"]["count"] == 1
+    summary = next(line for line in lines if line["message"].startswith(f"webhook {webhook}: "))
+    assert summary["fields"] == {"delivered": 0, "failed": 0, "dropped": 0, "queued": 0, "unanswered": 0}
 
 
 class _InfiniteWhenBright(torch.nn.Module):

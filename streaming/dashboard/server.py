@@ -50,6 +50,10 @@ STATUS_PUSH_S: Final = 1.0  # the checker link's state and counts
 PAGE_QUEUE: Final = 512  # messages waiting for one page; beyond, its queue is dropped for one snapshot
 SEND_TIMEOUT_S: Final = 10.0  # a page whose socket takes nothing for this long is closed
 MAX_PAGES: Final = 200  # open WebSockets; more are refused (503)
+# A connection that has not sent a whole request this long after it opened (or after its last answer) is closed:
+# aiohttp's keep-alive timer, which runs from the connection's start, so a request trickled a header at a time is
+# bounded too. A page's WebSocket, once open, is not concerned (its own bound: SEND_TIMEOUT_S).
+REQUEST_TIMEOUT_S: Final = 15.0
 CLOSE_TIMEOUT_S: Final = 2.0  # how long closing waits for a page's answer (a frozen page never answers)
 WS_MAX_MESSAGE: Final = 4096  # bytes a page may send in one WebSocket message (an acknowledgement is ~30)
 MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # an alert picture larger than this is not served
@@ -161,6 +165,7 @@ class DashboardConfig:
         alert_frames: folder of the detector's alert pictures (``--alert-frames``), or None.
         curve: this dashboard's CURVE keys and the checker's public key, or None.
         graph_source: where ``names`` came from, as the log names it (``--graph tea.json``; empty: none).
+        request_timeout_s: `REQUEST_TIMEOUT_S`.
     """
 
     checker: str
@@ -172,6 +177,7 @@ class DashboardConfig:
     alert_frames: Path | None = None
     curve: CurveClient | None = None
     graph_source: str = ""
+    request_timeout_s: float = REQUEST_TIMEOUT_S
 
 
 class PageQueue:
@@ -500,7 +506,7 @@ async def serve(
     address = hub.config.address
     errors = RequestErrors(log)
     runner = web.AppRunner(build_app(hub), access_log=None, handle_signals=False, shutdown_timeout=CLOSE_TIMEOUT_S,
-                           logger=request_logger(errors))
+                           logger=request_logger(errors), keepalive_timeout=hub.config.request_timeout_s)
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port, backlog=128)
     where = str(address)

@@ -265,6 +265,35 @@ def test_malformed_http_requests_get_400_and_one_log_line_not_a_traceback(
                            "message: Got more than 8190 bytes")
 
 
+def test_a_request_never_finished_is_closed_and_an_open_page_is_not(tmp_path: Path) -> None:
+    # A peer sending half a request, then a header line now and then, held its connection and a file handle for an
+    # hour (aiohttp's default); enough of them took every handle the dashboard had.
+    with serving(f"ipc://{tmp_path}/out", request_timeout_s=1.0) as served:
+        host, port = served.url.removeprefix("http://").rstrip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=0.2) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            opened, closed = time.monotonic(), False
+            while not closed and time.monotonic() < opened + 10:
+                try:
+                    closed = conn.recv(1) == b""
+                except TimeoutError:
+                    conn.sendall(b"X-Slow: 1\r\n")  # still talking, never finishing
+                except OSError:
+                    closed = True
+            assert closed and time.monotonic() - opened < 5
+
+        async def page() -> bool:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(served.url + "ws")
+                assert (await ws.receive_json(timeout=5))["type"] == "snapshot"
+                opened = time.monotonic()
+                while time.monotonic() < opened + 3:  # three times the timeout, on the link's pushes
+                    await next_of(ws, "link")
+                return not ws.closed
+
+        assert asyncio.run(page())
+
+
 def test_request_errors_are_one_line_at_most_every_ten_seconds_counting_those_between() -> None:
     lines: list[str] = []
     now = [100.0]

@@ -163,19 +163,29 @@ class CheckerCore:
         """`handle`, with a refusal or an unencodable output counted and logged instead of raised."""
         # Clocks of two machines: 0 when the detector's runs ahead of ours, capped where it lags by hours.
         hop = min(max(self.clock() - message.timestamp, 0.0), MAX_LATENCY_MS / 1000)
-        if self.observe is not None:
-            self.observe("hop", hop)
         self._hop_ms = round(1000 * hop, 3)
         state = self.streams.get(message.stream_id)
-        if state is not None:
+        before = None if state is None else state.latency.get("hop_ms")
+        if state is not None:  # set first: the status this message makes shows it
             state.latency["hop_ms"] = self._hop_ms
         try:
-            return self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
+            out = self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
         except Refused as err:
+            # A refused message (another session's on a taken id: any peer can stamp any time) says nothing of
+            # the stream's hop, nor of the checker's: it once set a live stream's hop_ms to an hour.
+            if state is not None:
+                if before is None:
+                    state.latency.pop("hop_ms", None)
+                else:
+                    state.latency["hop_ms"] = before
             self.refuse(err)
+            return []
         except MessageError as err:  # an output the wire refuses: a defect, contained to this message
             self.refuse(Unsendable(f"{message.stream_id}: {err}"))
-        return []
+            out = []
+        if self.observe is not None:
+            self.observe("hop", hop)
+        return out
 
     def _superseded(self, message: KeyStepEvent | Heartbeat) -> None:
         """Count a message that a later one of its poll replaced as heard (its seq is no gap)."""

@@ -9,6 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
 import zmq
 
 from graphs.checker import PreconditionChecker
@@ -104,6 +105,21 @@ def test_a_second_live_session_on_one_stream_id_is_refused_not_swapped_in() -> N
     assert [m for m in first if isinstance(m, Status)][-1].run == [m for m in out if isinstance(m, Status)][-1].run
     health = next(m for m in core.periodic(0.0) if isinstance(m, CheckerHealth))
     assert health.stream_taken == 1
+
+
+def test_a_refused_message_of_another_session_leaves_the_stream_s_hop_and_the_histogram_alone() -> None:
+    # An intruder's one heartbeat stamped at time 0 set the live stream's hop_ms to an hour (3600000) and fed the
+    # metrics' hop histogram, though it was refused.
+    core = CheckerCore(tea_graph(), clock=lambda: 10.0)
+    hops: list[float] = []
+    core.observe = lambda stage, seconds: hops.append(seconds)
+    core.serve([beat(timestamp=9.99, session="a")])
+    assert core.streams["cam0"].latency["hop_ms"] == 10.0 and hops == [pytest.approx(0.01)]
+    out = core.serve([beat(seq=1, timestamp=0.0, session="intruder")])
+    assert core.counts["stream_taken"] == 1 and not [m for m in out if isinstance(m, Status)]
+    assert core.streams["cam0"].latency["hop_ms"] == 10.0 and len(hops) == 1
+    core.serve([beat(seq=1, timestamp=9.98, session="a")])  # the stream's own next message is measured
+    assert core.streams["cam0"].latency["hop_ms"] == 20.0 and len(hops) == 2
 
 
 def test_a_detector_that_names_steps_otherwise_than_the_graph_is_said_once_per_session() -> None:

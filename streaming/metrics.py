@@ -27,6 +27,7 @@ it binds loopback unless told otherwise (``--metrics-public``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import re
@@ -34,6 +35,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -56,9 +58,10 @@ Metric = Any  # prometheus_client.core.Metric
 DEFAULT_METRICS_HOST: Final = "127.0.0.1"  # a bare port binds loopback
 # Seconds: a frame's stages take from a fraction of a millisecond (the GRU step) to tens (the backbone on a CPU).
 LATENCY_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-# A scrape is one short request: a connection silent this long is closed, and at most this many are served at once
-# (one thread each), so idle or slow peers cannot pile up threads in the service they watch.
-METRICS_IDLE_TIMEOUT_S: Final = 10.0
+# A scrape is one short request: a connection not answered this long after it opened is closed, however it trickles
+# its request, and at most this many are served at once (one thread each), so idle or slow peers can neither pile up
+# threads in the service they watch nor hold every slot for long.
+METRICS_REQUEST_TIMEOUT_S: Final = 10.0
 METRICS_MAX_CONNECTIONS: Final = 32
 _ADDRESS = re.compile(r"(?:(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):)?(\d{1,5})")
 
@@ -134,7 +137,7 @@ class MetricsServer:
         address: where to listen.
         registry: what to serve.
         option: the option named in errors.
-        idle_timeout_s: a connection that sends nothing for this long is closed.
+        request_timeout_s: a connection not answered this long after it opened is closed.
         max_connections: connections served at once (a thread each); more are closed unanswered.
 
     Raises:
@@ -142,13 +145,13 @@ class MetricsServer:
     """
 
     def __init__(self, address: MetricsAddress, registry: Registry, option: str = "--metrics",
-                 idle_timeout_s: float = METRICS_IDLE_TIMEOUT_S,
+                 request_timeout_s: float = METRICS_REQUEST_TIMEOUT_S,
                  max_connections: int = METRICS_MAX_CONNECTIONS) -> None:
         require_prometheus(option)
         from prometheus_client.exposition import make_wsgi_app
 
         try:
-            self._server = _BoundedMetricsServer(address, make_wsgi_app(registry), idle_timeout_s, max_connections)
+            self._server = _BoundedMetricsServer(address, make_wsgi_app(registry), request_timeout_s, max_connections)
         except OSError as err:
             why = "address already in use" if err.errno == errno.EADDRINUSE else f"cannot bind ({err.strerror})"
             raise InputError(f"{option} {address}: {why}") from None
@@ -173,7 +176,7 @@ class _QuietHandler(WSGIRequestHandler):
     def setup(self) -> None:
         server = self.server
         assert isinstance(server, _BoundedMetricsServer)
-        self.request.settimeout(server.idle_timeout_s)  # every read of the request waits at most this long
+        self.request.settimeout(server.request_timeout_s)  # every read of the request waits at most this long
         super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
@@ -189,12 +192,14 @@ class _BoundedMetricsServer(socketserver.ThreadingMixIn, WSGIServer):
 
     daemon_threads = True
 
-    def __init__(self, address: MetricsAddress, app: Callable[..., Any], idle_timeout_s: float,
+    def __init__(self, address: MetricsAddress, app: Callable[..., Any], request_timeout_s: float,
                  max_connections: int) -> None:
         # The host is a literal address (`parse_metrics_address`): its family follows from its form.
         self.address_family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-        self.idle_timeout_s = idle_timeout_s
+        self.request_timeout_s = request_timeout_s
         self._slots = threading.BoundedSemaphore(max_connections)
+        self._deadlines: dict[Any, float] = {}  # each connection served now: when it is cut off
+        self._lock = threading.Lock()
         super().__init__((address.host, address.port), _QuietHandler)
         self.set_app(app)
 
@@ -202,17 +207,34 @@ class _BoundedMetricsServer(socketserver.ThreadingMixIn, WSGIServer):
         if not self._slots.acquire(blocking=False):  # all busy: this connection is closed unanswered
             self.shutdown_request(request)
             return
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + self.request_timeout_s
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._forget(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._forget(request)
+
+    def _forget(self, request: Any) -> None:
+        with self._lock:
+            self._deadlines.pop(request, None)
+        self._slots.release()
+
+    def service_actions(self) -> None:
+        # Called by serve_forever between polls (every 0.5 s): the socket timeout bounds each read, not a request
+        # trickled a byte at a time, so a connection past its deadline is shut down under its handler's feet.
+        now = time.monotonic()
+        with self._lock:
+            overdue = [request for request, deadline in self._deadlines.items() if deadline <= now]
+        for request in overdue:
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A peer that went silent or away is the bound doing its work, not a defect to print a traceback for.

@@ -680,10 +680,11 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any]) -> Iterator[Any]:
+def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any], log: ServiceLog) -> Iterator[Any]:
     """With ``--metrics``: the service's metrics (``metrics()``), served while the block runs; without: None.
 
-    The endpoint is bound first, so a busy port or a missing extra is refused before any model or graph loads.
+    The endpoint is bound first, so a busy port or a missing extra is refused before any model or graph loads. Port
+    0 takes a free port, which ``log`` names (nothing else would say where to scrape).
     """
     if args.metrics is None:
         if args.metrics_public:
@@ -696,6 +697,8 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any]) -> Ite
     require_prometheus()
     made = metrics()
     server = MetricsServer(address, made.registry)
+    if address.port == 0:
+        log(f"{log.service}: metrics at {server.url}", metrics=server.url)
     try:
         yield made
     finally:
@@ -719,7 +722,7 @@ def _checker(args: argparse.Namespace) -> int:
 
         return CheckerMetrics()
 
-    with webhook_sinks(args.webhook, log) as sinks, _metrics_server(args, metrics) as watcher:  # URL checked first
+    with webhook_sinks(args.webhook, log) as sinks, _metrics_server(args, metrics, log) as watcher:  # URL checked first
         run_checker(args.graph, config, ready=ready, report=log, metrics=watcher, sinks=sinks,
                     log=lambda line, level="warning", **fields: log(line, level, **fields))
     return 0
@@ -755,7 +758,7 @@ def _detector(args: argparse.Namespace) -> int:
 
     pipeline_config = PipelineConfig(tuple(_source(args, video) for video in args.video), config, ids,
                                      alert_frames=args.alert_frames, alert_frames_keep=_alert_frames_keep(args))
-    with (_metrics_server(args, metrics) as watcher,
+    with (_metrics_server(args, metrics, log) as watcher,
           build_pipeline(pipeline_config, watcher=watcher, warn=log.warning) as pipeline):
         if not args.default_rates and pipeline.parts.checkpoint.evidence is None:
             log.warning(f"{args.detector}: holds no measured miss and false-detection rates: these streams send no "

@@ -154,7 +154,7 @@ def test_stage_latencies_reach_the_status_viewers_get(tmp_path: Path) -> None:
 
 def test_idle_connections_are_closed_and_never_pile_up_threads() -> None:
     # A peer opening connections and sending nothing kept a thread each, for ever, in the service it watched.
-    server = MetricsServer(LOOPBACK, CheckerMetrics().registry, idle_timeout_s=0.5, max_connections=4)
+    server = MetricsServer(LOOPBACK, CheckerMetrics().registry, request_timeout_s=0.5, max_connections=4)
     threads_before = threading.active_count()
     idle = [socket.create_connection(("127.0.0.1", server.address.port), timeout=5) for _ in range(12)]
     try:
@@ -165,5 +165,31 @@ def test_idle_connections_are_closed_and_never_pile_up_threads() -> None:
         assert scrape(server)["stream_checker_alerts_total"] == 0  # and it serves scrapes again
     finally:
         for sock in idle:
+            sock.close()
+        server.close()
+
+
+def test_requests_trickled_a_byte_at_a_time_are_cut_off_and_scrapes_get_through() -> None:
+    # Every connection slot held by peers sending one byte now and then (each read within the socket's timeout)
+    # blocked every scrape for as long as they kept it up: Prometheus saw the service as down.
+    server = MetricsServer(LOOPBACK, CheckerMetrics().registry, request_timeout_s=1.0, max_connections=2)
+    trickling = [socket.create_connection(("127.0.0.1", server.address.port), timeout=0.2) for _ in range(2)]
+    try:
+        opened, cut = time.monotonic(), [False, False]
+        while not all(cut) and time.monotonic() < opened + 10:
+            for k, sock in enumerate(trickling):
+                if cut[k]:
+                    continue
+                try:
+                    sock.recv(64)  # closed, or answered (a 400): either way let go
+                    cut[k] = True
+                except TimeoutError:
+                    sock.sendall(b"G")  # still talking, never finishing the request line
+                except OSError:
+                    cut[k] = True
+        assert all(cut) and time.monotonic() - opened < 5
+        assert scrape(server)["stream_checker_alerts_total"] == 0
+    finally:
+        for sock in trickling:
             sock.close()
         server.close()

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -334,9 +335,9 @@ def test_ffmpeg_lines_never_join_the_error_line(tmp_path: Path) -> None:
 
 
 def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.SIGTERM,
-                           meanwhile: Callable[[], object] = lambda: None) -> tuple[str, str, int]:
-    """A checker process stopped by SIGTERM (or ``signum``) once it is ready and ``meanwhile`` has returned: its
-    first stderr line, the rest, its exit status."""
+                           meanwhile: Callable[[str], object] = lambda _first: None) -> tuple[str, str, int]:
+    """A checker process stopped by SIGTERM (or ``signum``) once it is ready and ``meanwhile`` (given the first
+    stderr line) has returned: that line, the rest, its exit status."""
     args = ["checker", "--graph", str(GRAPH), "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out"]
     # Started as from a terminal: under nohup the suite's SIGHUP is ignored, the child would inherit that, and the
     # checker rightly keeps an ignored SIGHUP ignored (graphs.common.interrupts).
@@ -345,7 +346,7 @@ def _checker_until_sigterm(tmp_path: Path, *options: str, signum: int = signal.S
     try:
         assert proc.stderr is not None
         ready = proc.stderr.readline()
-        meanwhile()
+        meanwhile(ready)
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=10)
     finally:
@@ -502,10 +503,23 @@ def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
     assert interrupted.startswith("interrupted by SIGTERM: ")  # like an error: line, the exit's own line stays plain
 
 
+def test_a_metrics_port_of_0_is_named_once_bound(tmp_path: Path) -> None:
+    # --metrics 0 took a free port and said nothing of which: the endpoint could not be found.
+    scraped: list[int] = []
+
+    def scrape(first: str) -> None:
+        assert first.startswith("checker: metrics at http://127.0.0.1:") and first.endswith("/metrics\n"), first
+        with urllib.request.urlopen(first.removeprefix("checker: metrics at ").strip(), timeout=5) as page:
+            scraped.append(page.status)
+
+    _, err, status = _checker_until_sigterm(tmp_path, "--metrics", "0", meanwhile=scrape)
+    assert scraped == [200] and status == 143 and err.startswith("checker: detectors connect to ")
+
+
 def test_the_checker_s_json_lines_name_the_stream_the_refusal_and_the_webhook_counts(tmp_path: Path) -> None:
     # A log collector got "checker: cam0 new" and the webhook's summary with an empty "fields" object: it had to parse
     # the English to learn which stream changed, what was refused or how many alerts were delivered.
-    def a_stream_and_a_malformed_message() -> None:
+    def a_stream_and_a_malformed_message(_first: str) -> None:
         ctx = zmq.Context()
         try:
             sender = connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0)

@@ -52,7 +52,7 @@ from zmq.utils.monitor import parse_monitor_message
 from graphs.common.backoff import capped_doubling
 from graphs.common.errors import InputError
 from streaming.curve_keys import CurveClient, CurveServer
-from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
+from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, MAX_TOPIC_BYTES, Message, MessageError, decode, encode
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
 HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
@@ -88,6 +88,11 @@ CONNECT_WAIT_S: Final = 10.0  # longest a detector waits for its checker to answ
 # it, an oversized payload is received and counted as malformed (a sender's bug is reported, not silent). libzmq
 # holds a whole multipart message before delivering its first frame, so this bounds the memory of each frame.
 HARD_MAX_BYTES: Final = 2 * MAX_MESSAGE_BYTES
+# What an XPUB takes from a peer: subscriptions (a byte and a topic prefix, at most MAX_TOPIC_BYTES long; room left
+# for the framing of ZMTP's SUBSCRIBE command). libzmq keeps every message sent up to an XPUB, however large, until
+# the application reads it, and builds its subscription tree from every prefix: 100 kB frames or 5 kB prefixes
+# took a checker to gigabytes. A larger frame drops the connection of the peer that sent it.
+XPUB_MAX_BYTES: Final = 4 * (1 + MAX_TOPIC_BYTES)
 
 DEFAULT_EVENTS_ENDPOINT: Final = "tcp://127.0.0.1:5555"  # checker's input (detectors connect here)
 DEFAULT_ALERTS_ENDPOINT: Final = "tcp://127.0.0.1:5556"  # checker's output (viewers connect here)
@@ -240,7 +245,7 @@ def check_exposure(endpoint: str, option: str, curve: bool, insecure: bool) -> N
 
 def _configure(sock: zmq.Socket, endpoint: str, recv_hwm: int = RECV_HWM) -> None:
     sock.setsockopt(zmq.LINGER, LINGER_MS)
-    sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
+    sock.setsockopt(zmq.MAXMSGSIZE, XPUB_MAX_BYTES if sock.type == zmq.XPUB else HARD_MAX_BYTES)
     if sock.type in (zmq.PUB, zmq.XPUB):
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         if sock.type == zmq.XPUB:  # every subscriber's subscription, not only a topic's first: each one is greeted
@@ -733,6 +738,7 @@ class Publisher:
         self.sock = sock
         self.watch = watch
         self._subscribed = 0
+        self._foreign = 0  # messages a peer sent up that are no subscription (`take_foreign`)
         self._sent = 0
         self._next_check = 0.0
 
@@ -758,6 +764,11 @@ class Publisher:
         count, self._subscribed = self._subscribed, 0
         return count
 
+    def take_foreign(self) -> int:
+        """How many messages that are no subscription (nor unsubscription) peers sent up since the last call."""
+        count, self._foreign = self._foreign, 0
+        return count
+
     def _read_subscriptions(self) -> None:
         if self.sock.type != zmq.XPUB:
             return
@@ -768,6 +779,8 @@ class Publisher:
                 return
             if message[:1] == SUBSCRIBED:
                 self._subscribed += 1
+            elif message[:1] != b"\x00":  # an XSUB peer's data: read and dropped here, never kept
+                self._foreign += 1
 
 
 @dataclass

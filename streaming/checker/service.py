@@ -149,6 +149,10 @@ class CheckerService:
             over_budget: the receiver's over-budget count before the poll.
         """
         stats, core = self.receiver.stats, self.core
+        foreign = self.publisher.take_foreign()
+        if foreign:
+            stats.malformed += foreign
+            stats.last_error = "a message sent up the --publish socket, which takes only subscriptions"
         if stats.malformed > malformed:
             core.log_refusal("malformed", stats.malformed, stats.last_error)
         if stats.over_budget > over_budget:

@@ -11,10 +11,12 @@ import zmq
 
 from graphs.checker_settings import CheckerSettings
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
-from graphs.task_graph import TaskGraph
+from graphs.task_graph import TaskGraph, save_graph
 from streaming.checker.budget import CHEAP_ITEMS, REPLAY_BUDGET, STREAM_BUDGET
 from streaming.checker.changes import CHANGE_LINES
+from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
+from streaming.checker.process import CheckerProcess
 from streaming.checker.refusals import LOG_EVERY_S
 from streaming.checker.schedule import SNAPSHOT_BUDGET
 from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS
@@ -31,7 +33,7 @@ from streaming.messages import (
     encode,
     run_of,
 )
-from streaming.transport import Publisher, ReceiveStats, connect
+from streaming.transport import Publisher, Receiver, ReceiveStats, connect, subscribe
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.streaming.helpers import MISTAKE_STEP, beat, keystep, running_checker, tea_graph, wait_for
@@ -330,3 +332,39 @@ def test_the_periodic_snapshot_of_many_streams_is_spread_over_several_calls() ->
     resent = {m.stream_id for out in calls for m in out if isinstance(m, Status)}
     assert resent == {f"s{k}" for k in range(64)}  # every stream's snapshot went out, a few calls later
     assert not core.snapshot_pending and len(calls) <= 64 * (RESEND_ALERTS + 1) // SNAPSHOT_BUDGET + 1
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+def test_messages_sent_up_the_publish_socket_are_dropped_and_counted_not_kept(tmp_path: Path) -> None:
+    # An XSUB peer sending 100 kB frames up the viewers' socket took a checker from 44 MB to 4 GB in 4 s (libzmq
+    # keeps every upstream message until the application reads it), and a SUB subscribing to 2,000 prefixes of
+    # 5 kB to 500 MB (its subscription tree): nothing was counted.
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    ctx = zmq.Context()
+    with CheckerProcess(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")) as service:
+        pid = service.process.pid
+        assert pid is not None
+        peer = ctx.socket(zmq.XSUB)
+        peer.connect(service.alerts_endpoint)
+        subscriber = ctx.socket(zmq.SUB)
+        subscriber.connect(service.alerts_endpoint)
+        before = _rss_mb(pid)
+        frame = b"\x02" + bytes(100_000)
+        for k in range(2000):  # 200 MB sent up, and 10 MB of prefixes
+            peer.send(frame)
+            subscriber.setsockopt(zmq.SUBSCRIBE, b"%d" % k + bytes(5000))
+        small = ctx.socket(zmq.XSUB)
+        small.connect(service.alerts_endpoint)
+        for _ in range(50):
+            small.send(b"\x02 not a subscription")
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint, wait_s=5.0)))
+        healths: list[CheckerHealth] = []
+        assert wait_for(lambda: any(h.malformed >= 50 for h in healths), 10.0,
+                        lambda: healths.extend(m for m in viewer.poll(50) if isinstance(m, CheckerHealth)))
+        assert _rss_mb(pid) - before < 60  # was 200 MB and more
+    ctx.destroy(linger=0)

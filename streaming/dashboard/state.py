@@ -143,8 +143,11 @@ class DashboardState:
             if alert.stream_id not in self.seen and len(self.seen) >= MAX_STREAMS:
                 del self.seen[next(iter(self.seen))]
             self.seen[alert.stream_id] = (run, ids)
-        if alert.alert_id in ids:
+        earlier = self.by_id.get(ids.get(alert.alert_id, -1))
+        if alert.alert_id in ids and (earlier is None or earlier.retraction is None):
             return self._later_copy(ids[alert.alert_id], alert)
+        # New, or after its retraction: an alert then is another mistake at that position (an early alert withdrawn,
+        # then another step's), shown as a new alert beside the withdrawn one; its id now names it.
         self.serial += 1
         record = AlertRecord(self.serial, alert, now, alert.event_timestamp, not alert.replayed)
         ids[alert.alert_id] = record.id
@@ -164,8 +167,8 @@ class DashboardState:
         received last wins, as in the terminal view (docs/wire-format.md, which copy of an alert wins); the pages
         get it only when it says something new."""
         record = self.by_id.get(serial)
-        if record is None or record.retraction is not None:
-            return []  # no longer kept, or retracted: a retraction ends the alert whatever copy comes
+        if record is None:
+            return []  # no longer kept
         conflicts = self._learn(alert)
         raised, live_copy = min(record.raised, alert.event_timestamp), record.live_copy or not alert.replayed
         news = record.alert.says() != alert.says() or (raised, live_copy) != (record.raised, record.live_copy)

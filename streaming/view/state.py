@@ -89,7 +89,10 @@ class ViewState:
                 self.alert_ids[message.stream_id] = (run, seen)
                 self.retracted.pop(message.stream_id, None)
             if message.alert_id in seen:
-                return self._update_alert(message)
+                # An alert after its retraction opens it again: another step began at that position (an early
+                # alert withdrawn, then another one's). The copy received last wins, so its next retraction counts.
+                reopened = self.retracted.get(message.stream_id, {}).pop(message.alert_id, None) is not None
+                return self._update_alert(message) or reopened
             seen.add(message.alert_id)
             self.alerts.append((when, message))
             self._learn_names(message)

@@ -67,8 +67,30 @@ def test_the_copy_of_an_alert_received_last_wins_as_in_the_terminal_view() -> No
     assert [a["probability"] for a in state.snapshot(3.0)["alerts"]] == [0.97]
     retraction = Retraction("cam0", 1, 101.0, "cam0#0", "aaaaaaaaaaaa", 2, "boil_water", 0, 1, "fill_kettle")
     state.apply(retraction, 4.0)
-    assert state.apply(alert(probability=0.5, replayed=True), 5.0) == []  # a retraction ends it
     assert state.snapshot(5.0)["alerts"][0]["retracted"] is not None
+
+
+def test_an_alert_after_its_retraction_is_a_new_mistake_in_the_view_and_on_the_dashboard() -> None:
+    # The early alert at a position withdrawn, then the step confirmed there is a mistake too: the checker sends its
+    # alert with the same id. The dashboard dropped it (a retraction ended the id for good), so a real mistake never
+    # showed; the view kept it marked retracted and ignored its own retraction later.
+    state, view = DashboardState(), ViewState()
+    early = alert(index=1, step=4, step_name="add_teabag")
+    withdrawn = Retraction("cam0", 2, 101.0, "cam0#1", "aaaaaaaaaaaa", 4, "add_teabag", 1, 2, "boil_water")
+    confirmed = alert(index=1, event_timestamp=102.0)  # boil_water before fill_kettle, at the same position
+    [first] = state.apply(early, 1.0)
+    state.apply(withdrawn, 2.0)
+    [second] = state.apply(confirmed, 3.0)
+    assert second["type"] == "alert" and second["alert"]["id"] != first["alert"]["id"]
+    assert second["alert"]["step_name"] == "boil_water" and second["alert"]["retracted"] is None
+    assert [(a["step_name"], a["retracted"] is None) for a in state.snapshot(3.0)["alerts"]] == [
+        ("boil_water", True), ("add_teabag", False)]  # newest first
+    assert view.apply(early) and view.apply(withdrawn) and view.apply(confirmed)  # each one news
+    assert view.alerts[-1][1].step_name == "boil_water" and "cam0#1" not in view.retracted["cam0"]
+    # And a retraction of it after that (a session started over) ends it, in both.
+    again = Retraction("cam0", 4, 103.0, "cam0#1", "aaaaaaaaaaaa", 2, "boil_water", 1, None, None)
+    assert state.apply(again, 4.0)[0]["alert"]["id"] == second["alert"]["id"] and view.apply(again)
+    assert "cam0#1" in view.retracted["cam0"]
 
 
 def test_a_retraction_marks_its_alert_once() -> None:

@@ -7,8 +7,11 @@ checker re-sends every status period for late viewers (``replayed: true``) are n
 
 The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
 "alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything
-else (an error status, a redirect, a refused connection, no answer within ``timeout_s``) is tried again after
+else (an error status, a redirect, a refused connection, no whole answer within ``timeout_s``) is tried again after
 ``backoff_s``, doubled each time, ``retries`` times, then counted as failed and logged (bounded: `BackgroundSink`).
+``timeout_s`` bounds each try as a whole (connect, send, status line, headers and the first `BODY_CAP` bytes of the
+body, the rest never read): a receiver that trickles its answer a byte at a time, or sends one without end, costs one
+failed try, never a thread held for ever nor memory without bound.
 The requests run in the sink's own thread behind a bounded queue, so a receiver that is slow, down or hanging never
 slows the frame loop or the view: its alerts wait in the queue, and once it is full new ones are dropped and counted.
 
@@ -20,12 +23,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
+import http.client
+import io
+import re
+import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from graphs.common.errors import InputError
 from streaming.detector.sinks import DEFAULT_QUEUE, BackgroundSink
@@ -33,6 +43,8 @@ from streaming.messages import Alert, Message, Retraction, encode_payload
 from streaming.service_log import ServiceLog
 
 SCHEMES = ("http", "https")
+BODY_CAP = 4096  # bytes of an answer's body read, and no more: the status says all; reading a little spares the
+# receiver a reset connection when its answer is short
 
 
 @dataclass(frozen=True)
@@ -73,24 +85,52 @@ def check_webhook_url(url: str) -> str:
         The URL.
 
     Raises:
-        InputError: one line naming the option and what is wrong.
+        InputError: one line naming the option and what is wrong, the URL's password shown as ``***`` (`masked`).
     """
+    shown, secret = masked(url)
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port  # raises on a port that is not a number or out of range
     except ValueError as err:
-        raise InputError(f"--webhook {url!r}: not a URL ({err})") from None
+        reason = str(err)
+        # urllib's reason may quote part of the URL (the "port" it read in a password holding a '/'): left out then
+        if secret and any(piece in reason for piece in re.split(r"[/?#@:\[\]]", secret) if piece):
+            raise InputError(f"--webhook {shown!r}: not a URL") from None
+        raise InputError(f"--webhook {shown!r}: not a URL ({reason})") from None
     if parts.scheme not in SCHEMES:
-        raise InputError(f"--webhook {url!r}: use an http:// or https:// URL")
+        raise InputError(f"--webhook {shown!r}: use an http:// or https:// URL")
     if not parts.hostname:
-        raise InputError(f"--webhook {url!r}: the URL names no host")
+        raise InputError(f"--webhook {shown!r}: the URL names no host")
     if port == 0:
-        raise InputError(f"--webhook {url!r}: port 0 is not a port a server listens on")
+        raise InputError(f"--webhook {shown!r}: port 0 is not a port a server listens on")
     odd = next((c for c in url if c.isspace() or not c.isprintable() or not c.isascii()), None)
     if odd is not None:  # urllib would refuse every request to it, one alert after the other
-        raise InputError(f"--webhook {url!r}: holds {odd!r}; a URL holds no spaces, control or non-ASCII characters "
+        raise InputError(f"--webhook {shown!r}: holds {odd!r}; a URL holds no spaces, control or non-ASCII characters "
                          "(percent-encode them: a space is %20)")
     return url
+
+
+_AUTHORITY = re.compile(r"(?P<head>[^/?#]*//)?")  # "scheme://", if any, before what may be "user:password@host"
+
+
+def masked(url: str) -> tuple[str, str]:
+    """A ``--webhook`` value as error lines show it: a password in it as ``***``, as log lines show it (`credentials`).
+
+    Works on any string, a URL or not (urllib's parser raises on some that hold a password: a bad port, a bad IPv6
+    host), and takes the password to run up to the last ``@``, so that one holding a ``/``, ``?`` or ``#`` that the
+    user did not percent-encode is hidden whole: an error line may show more as ``***`` than urllib would have read as
+    the password, never less.
+
+    Returns:
+        ``(the value as shown, the password hidden or "")``.
+    """
+    head = _AUTHORITY.match(url)
+    start = head.end() if head else 0
+    userinfo, at, rest = url[start:].rpartition("@")
+    user, colon, secret = userinfo.partition(":")
+    if not at or not colon:
+        return url, ""
+    return f"{url[:start]}{user}:***@{rest}", secret
 
 
 def credentials(url: str) -> tuple[str, str | None, str]:
@@ -124,6 +164,121 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+class _Deadline:
+    """When the request under way must be over (`WebhookSink`'s ``timeout_s`` after it started).
+
+    urllib's ``timeout`` bounds each read from the socket, not the request: a receiver sending one byte a second held
+    an alert (and the sink's thread) for ever, never retried, never counted. Every connect, send and read of the
+    request waits at most what is left of it instead; no thread watches over it.
+    """
+
+    def __init__(self) -> None:
+        self._end = 0.0
+
+    def start(self, timeout_s: float) -> None:
+        """A request starts now: it has ``timeout_s`` in all."""
+        self._end = time.monotonic() + timeout_s
+
+    def left(self) -> float:
+        """Seconds left, > 0.
+
+        Raises:
+            TimeoutError: none left (a failed try, as urllib's own timeout is).
+        """
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reading end (``socket.makefile``'s) whose every read waits at most what is left of the request."""
+
+    def __init__(self, raw: socket.SocketIO, sock: socket.socket, deadline: _Deadline) -> None:
+        super().__init__()
+        self._raw, self._sock, self._deadline = raw, sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._sock.settimeout(self._deadline.left())
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()  # the socket's own count of open files: the last one closed closes the socket
+        super().close()
+
+
+class _DeadlineSocket:
+    """A connection's socket as http.client uses it (``sendall``, ``makefile``, ``close``), bounded by the request's
+    deadline; anything else goes to the socket itself."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def sendall(self, data: Any) -> None:
+        self._sock.settimeout(self._deadline.left())  # since Python 3.5 the timeout bounds the whole sendall
+        self._sock.sendall(data)
+
+    def makefile(self, mode: str = "rb", *args: object, **kwargs: object) -> io.BufferedReader:
+        if mode != "rb":
+            raise ValueError(f"a webhook request's socket is only read from, not opened {mode!r}")
+        return io.BufferedReader(_DeadlineReader(self._sock.makefile("rb", buffering=0), self._sock, self._deadline))
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _BoundedConnection(http.client.HTTPConnection):
+    """An HTTP connection whose connect, sends and reads (the answer's too) all end by one `_Deadline`."""
+
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+        self._create_connection = self._open_socket
+
+    def _open_socket(self, address: tuple[str, int], timeout: float | None, source: Any = None) -> socket.socket:
+        # urllib's ``timeout`` is the whole request's: the connect gets what is left of it
+        sock = socket.create_connection(address, self._deadline.left(), source)
+        try:
+            sock.settimeout(self._deadline.left())  # an HTTPS handshake comes next, one operation bounded by this
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self._deadline)
+
+
+class _BoundedHTTPSConnection(_BoundedConnection, http.client.HTTPSConnection):
+    """`_BoundedConnection` over TLS: the handshake is bounded by what is left after the connect."""
+
+
+class _BoundedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_BoundedConnection, deadline=self._deadline), req)
+
+
+class _BoundedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_BoundedHTTPSConnection, deadline=self._deadline), req)
+
+
 class WebhookSink(BackgroundSink[Message]):
     """POSTs every `Alert` and `Retraction` it is sent to ``config.url``, from its own thread (see the module).
 
@@ -139,7 +294,9 @@ class WebhookSink(BackgroundSink[Message]):
         self.config = config
         self.attempts = 0
         self._stopping = threading.Event()
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._deadline = _Deadline()  # one request at a time: the sink's thread makes them all
+        self._opener = urllib.request.build_opener(_NoRedirect, _BoundedHTTPHandler(self._deadline),
+                                                   _BoundedHTTPSHandler(self._deadline))
         self._target, authorization, shown = credentials(config.url)
         self._headers = {"Content-Type": "application/json"}
         if authorization is not None:
@@ -163,15 +320,19 @@ class WebhookSink(BackgroundSink[Message]):
                 wait *= 2
             self.attempts += 1
             request = urllib.request.Request(self._target, data=body, method="POST", headers=self._headers)
+            self._deadline.start(self.config.timeout_s)
             try:
                 with self._opener.open(request, timeout=self.config.timeout_s) as answer:
-                    answer.read()
+                    answer.read(BODY_CAP)  # an endless body once filled memory at 2 GB a second
                     if 200 <= answer.status < 300:
                         return
                     why = f"HTTP {answer.status}"
             except urllib.error.HTTPError as err:
+                err.close()  # its body unread: the socket goes now, not whenever the error is collected
                 why = f"HTTP {err.code}"
-            except (urllib.error.URLError, OSError, ValueError) as err:
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as err:
+                # HTTPException: an answer that is not HTTP (a header line without end, a body cut short) is a failed
+                # try like any other, retried, not a failure outright
                 reason = getattr(err, "reason", err)
                 why = str(reason) or type(reason).__name__
         raise RuntimeError(f"{why} after {self.config.retries + 1} tries")

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import signal
 import socket
 import subprocess
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -240,3 +244,149 @@ def test_a_command_refused_on_bad_input_before_any_alert_prints_only_its_error_l
             sink.send(_alert())  # once an alert was handed over, what became of it is still said
             raise InputError("the checker refused this viewer's key")
     assert out.getvalue() == f"webhook {_url(server)}: 1 delivered, 0 not delivered, 0 dropped (queue full)\n"
+
+
+PORTS = range(44000, 45000)  # the loopback ports the raw receivers below may take
+
+
+class _RawReceiver:
+    """A receiver written on a bare socket, for answers no well-behaved HTTP server sends: it reads each request,
+    then hands the connection to ``answer`` (which returns when the peer hung up or ``stop`` is set)."""
+
+    def __init__(self, answer: Callable[[socket.socket, threading.Event], None]) -> None:
+        self.answer = answer
+        self.stop = threading.Event()
+        self.requests = 0
+        self.hung_up = 0  # connections the webhook closed while the answer was still coming
+        self.listener = socket.socket()
+        for port in random.sample(PORTS, len(PORTS)):
+            try:
+                self.listener.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                continue
+        self.listener.listen()
+        self.listener.settimeout(0.05)  # the accept loop looks this often whether it was stopped
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5.0)
+                request = b""
+                while b"\r\n\r\n" not in request:  # the JSON body is small: it came with the headers or just after
+                    request += conn.recv(65536)
+                self.requests += 1
+                try:
+                    self.answer(conn, self.stop)
+                except OSError:  # the webhook closed the connection: what a bounded reader does
+                    self.hung_up += 1
+
+
+@contextmanager
+def _raw_receiver(answer: Callable[[socket.socket, threading.Event], None]) -> Iterator[_RawReceiver]:
+    server = _RawReceiver(answer)
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        server.thread.join(10.0)
+        server.listener.close()
+        assert not server.thread.is_alive()
+
+
+ENDLESS_CAP = 64 << 20  # what the endless answer sends at most, so that an unbounded reader fails the test, not the box
+
+
+def _endless_chunked_body(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+    for _ in range(ENDLESS_CAP // len(chunk)):
+        conn.sendall(chunk)
+    stop.wait(10.0)  # never the last chunk: a reader that wants it all waits, then gives up
+
+
+def _trickled_headers(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    while not stop.wait(0.02):  # a byte well within every read's timeout, a header that never ends
+        conn.sendall(b"a")
+
+
+def test_an_answer_whose_body_never_ends_is_read_a_few_kib_and_the_alert_is_delivered() -> None:
+    # answer.read() kept the whole body: such a receiver grew the checker's memory by 2 GB a second.
+    with _raw_receiver(_endless_chunked_body) as server:
+        sink = WebhookSink(WebhookConfig(server.url, timeout_s=1.0, retries=0), log=[].append)
+        sink.send(_alert())
+        assert wait_for(lambda: sink.delivered + sink.failed == 1, 10.0)
+        assert sink.delivered == 1 and server.requests == 1
+        # The webhook closed the connection long before the 64 MiB: it took what loopback buffers, no more.
+        assert wait_for(lambda: server.hung_up == 1, 10.0)
+        sink.close()
+
+
+def test_an_answer_trickled_a_byte_at_a_time_is_a_failed_try_once_the_timeout_is_spent_and_is_retried() -> None:
+    # The timeout bounded each read, not the request: a byte every second held the alert unanswered for ever.
+    lines: list[str] = []
+    with _raw_receiver(_trickled_headers) as server:
+        sink = WebhookSink(WebhookConfig(server.url, timeout_s=0.3, retries=1, backoff_s=0.01), log=lines.append)
+        threads = threading.active_count()
+        started = time.monotonic()
+        sink.send(_alert())
+        assert wait_for(lambda: sink.failed == 1, 10.0)
+        took = time.monotonic() - started
+        assert server.requests == 2 and sink.delivered == 0
+        assert took < 0.3 * 2 + 0.01 + 1.0  # two tries of 0.3 s each, the backoff, and slack for a loaded machine
+        # Each try's connection was closed by the webhook when its time was up, and no thread was started for it.
+        assert wait_for(lambda: server.hung_up == 2, 10.0)
+        assert threading.active_count() == threads
+        sink.close()
+    assert len(lines) == 1 and "(last: timed out after 2 tries)" in lines[0]
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("http://u:s3cret@127.0.0.1:99999/h", "http://u:***@127.0.0.1:99999/h"),  # a port out of range
+    ("http://u:s3cret@127.0.0.1:port/h", "http://u:***@127.0.0.1:port/h"),  # a port that is not a number
+    ("ftp://u:s3cret@127.0.0.1/h", "ftp://u:***@127.0.0.1/h"),
+    ("http://u:s3cret@/h", "http://u:***@/h"),  # no host
+    ("http://u:s3cret@127.0.0.1/a b", "http://u:***@127.0.0.1/a b"),
+    ("http://u:s3cret@[::1/h", "http://u:***@[::1/h"),  # a bad IPv6 host
+    ("u:s3cret@127.0.0.1/h", "u:***@127.0.0.1/h"),  # no scheme
+    ("http://u:s3/cret@127.0.0.1/h", "http://u:***@127.0.0.1/h"),  # a '/' not percent-encoded: urllib reads a port
+])
+def test_a_refused_webhook_url_never_shows_its_password(
+    url: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The error line echoed the URL as given, password and all, where the run's log lines show it as ***.
+    line = cli_error(main, ["checker", "--demo", "--bind", "tcp://127.0.0.1:44171", "--publish",
+                            "tcp://127.0.0.1:44172", "--webhook", url], capsys)
+    assert line.startswith(f"error: --webhook {shown!r}: ")
+    assert "s3" not in line and "cret" not in line
+
+
+def _header_without_end(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * (1 << 17))  # past http.client's 64 KiB for a line
+    conn.settimeout(0.05)
+    while not stop.is_set():  # until the webhook hangs up: the next try's connection waits for this one to end
+        try:
+            if not conn.recv(65536):
+                return
+        except TimeoutError:
+            continue
+
+
+def test_an_answer_that_is_not_http_is_a_failed_try_and_is_retried() -> None:
+    # http.client's own errors (a header line too long) escaped the retries: the alert failed on its first try.
+    lines: list[str] = []
+    with _raw_receiver(_header_without_end) as server:
+        sink = WebhookSink(WebhookConfig(server.url, timeout_s=1.0, retries=1, backoff_s=0.01), log=lines.append)
+        sink.send(_alert())
+        assert wait_for(lambda: sink.failed == 1, 10.0)
+        assert server.requests == 2 and sink.delivered == 0
+        sink.close()
+    assert len(lines) == 1 and "got more than 65536 bytes when reading header line after 2 tries" in lines[0]

@@ -310,6 +310,8 @@ class CheckerCore:
                 out += self._settle_early(previous, ended=True)
             if previous is not None and previous.session != message.session:
                 out += self._end_session(sid, previous)  # a new session ends the old one
+            elif previous is not None:
+                out += self._withdraw_diverged(sid, previous, message.history)
             # A new session, or a history that disagrees within one (it only grows, so it cannot be continued):
             # the stream starts over, counters and re-sent alerts included.
             state = self._start_over(message, previous)
@@ -385,6 +387,24 @@ class CheckerCore:
                     out.append(self.outputs.retraction(state, early, verdict.step))
             elif ended:
                 out.append(self.outputs.retraction(state, state.early.pop(index), None))
+        return out
+
+    def _withdraw_diverged(self, sid: str, previous: StreamState, history: tuple[int, ...]) -> list[Message]:
+        """Withdraw the alerts of a session's history from where a new history of the same session departs from it.
+
+        The run stays the same, so viewers kept such an alert standing for ever, though the checker no longer held it
+        (its status counted 0 alerts). What the new history holds at those positions is checked anew, and its alerts
+        come after these (an alert after its retraction opens the id again: docs/wire-format.md).
+        """
+        applied = previous.applied
+        same = next((i for i, (a, b) in enumerate(zip(applied, history, strict=False)) if a != b),
+                    min(len(applied), len(history)))
+        out: list[Message] = []
+        for index in range(same, len(applied)):
+            verdict = previous.verdict(index)
+            if verdict is not None and verdict.is_mistake:
+                now = history[index] if index < len(history) else None
+                out.append(self.outputs.withdrawal(sid, previous, index, verdict.step, now))
         return out
 
     def _check_current(self, message: KeyStepEvent | Heartbeat) -> None:

@@ -119,7 +119,7 @@ class Outputs:
             stream_id=stream_id,
             seq=state.next_seq(),
             timestamp=self.clock(),
-            alert_id=f"{stream_id}#{index}",
+            alert_id=f"{stream_id}#{index}",  # `withdrawal` names a position's alert so too
             run=state.run,
             step=verdict.step,
             step_name=self.name(verdict.step),
@@ -165,15 +165,22 @@ class Outputs:
 
     def retraction(self, state: StreamState, early: Alert, confirmed: int | None) -> Retraction:
         """The withdrawal of an early alert: ``confirmed`` is the step confirmed at its position (None: none)."""
+        return self.withdrawal(early.stream_id, state, early.index, early.step, confirmed)
+
+    def withdrawal(
+        self, stream_id: str, state: StreamState, index: int, step: int, confirmed: int | None
+    ) -> Retraction:
+        """The withdrawal of the alert on ``step`` at ``index`` of the stream's history (its id is the position's):
+        ``confirmed`` is the step now at that position (None: none)."""
         return Retraction(
-            stream_id=early.stream_id,
+            stream_id=stream_id,
             seq=state.next_seq(),
             timestamp=self.clock(),
-            alert_id=early.alert_id,
+            alert_id=f"{stream_id}#{index}",
             run=state.run,
-            step=early.step,
-            step_name=early.step_name,
-            index=early.index,
+            step=step,
+            step_name=self.name(step),
+            index=index,
             confirmed=confirmed,
             confirmed_name=None if confirmed is None else self.name(confirmed),
         )

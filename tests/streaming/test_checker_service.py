@@ -25,6 +25,7 @@ from streaming.messages import (
     CheckerHealth,
     Heartbeat,
     MissingSteps,
+    Retraction,
     Status,
     StepEvent,
     run_of,
@@ -147,12 +148,17 @@ def test_a_detector_past_the_history_cap_goes_on_in_a_new_session_at_once() -> N
 
 def test_history_that_disagrees_within_a_session_starts_the_stream_over() -> None:
     core = CheckerCore(tea_graph())
-    core.handle(keystep(MISTAKE[:2], 0))  # one alert
+    [alert] = [m for m in core.handle(keystep(MISTAKE[:2], 0)) if isinstance(m, Alert)]  # boil_water at 1
     out = core.handle(keystep(CORRECT[:3], 1))
     status = [m for m in out if isinstance(m, Status)][-1]
     assert not [m for m in out if isinstance(m, Alert)]
     assert status.done == CORRECT[:3] and status.alerts == 0  # as a fresh session would report
     assert [m for m in core.periodic(0.0) if isinstance(m, Alert)] == []  # the old stream's alert is not re-sent
+    # The run is the same, so viewers kept that alert standing for ever: it is withdrawn, naming what is there now.
+    [withdrawn] = [m for m in out if isinstance(m, Retraction)]
+    assert (withdrawn.alert_id, withdrawn.run, withdrawn.step, withdrawn.confirmed_name) == (
+        alert.alert_id, alert.run, alert.step, "fill_kettle")
+    assert out.index(withdrawn) < out.index(status) and withdrawn.seq < status.seq
 
 
 def test_two_streams_into_one_checker_stay_separate(tmp_path: Path) -> None:

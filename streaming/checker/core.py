@@ -273,13 +273,17 @@ class CheckerCore:
 
         Returns:
             The stream's state and the messages so far, or None for an old or duplicated message (its history is a
-            prefix of what was applied).
+            prefix of what was applied), or one of a session that has ended.
         """
         sid = message.stream_id
         state = self.streams.get(sid)
         if state is not None and state.session == message.session:
             behind = state.last_seq - message.seq
             if 0 <= behind < SEQ_WINDOW:
+                return None
+            if state.ended:
+                # Its end was reported once (the `missing` report, re-sent as is): a session that spoke again after
+                # it was brought back to life, and that report went stale, naming steps since done.
                 return None
         continues = state is not None and state.continues(message)
         if state is not None and state.session != message.session and not state.idle:
@@ -347,9 +351,10 @@ class CheckerCore:
         """
         sid = message.stream_id
         state = self.streams.get(sid)
-        if state is None or state.session != message.session:
-            return []
+        if state is None or state.session != message.session or state.ended or state.lost:
+            return []  # a lost stream comes back with its next heartbeat or key-step, which bring its history
         state.count_gaps(message.seq)
+        state.last_heard = self.monotonic()  # a message of its detector: it keeps the stream live
         if message.history != state.applied:
             return []
         if set(message.before) - self._steps or message.step not in self._steps:

@@ -15,7 +15,7 @@ from streaming.demo.procedure import STEP_IDS, name_of
 from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode, run_of
 from streaming.view.render import render
 from streaming.view.state import ViewState
-from tests.streaming.helpers import keystep, tea_graph
+from tests.streaming.helpers import beat, keystep, tea_graph
 
 BOIL, FILL, GET_CUP = 2, 1, 3  # boil_water needs fill_kettle
 
@@ -172,3 +172,33 @@ def test_an_early_alert_is_retracted_when_its_lost_stream_is_freed_or_evicted() 
     core.periodic(1.0)
     out = served(core, keystep((GET_CUP,), 0, stream_id="cam1"))  # takes the lost stream's slot
     assert [(m.stream_id, m.alert_id) for m in out if isinstance(m, Retraction)] == [("cam0", "cam0#1")]
+
+
+def test_onsets_keep_their_stream_live_and_none_raises_an_alert_on_a_lost_one() -> None:
+    # A detector announcing steps was taken for lost after --stream-timeout (onsets did not count as its messages),
+    # and an onset to a lost stream raised a live alert while the stream still said "lost".
+    now = [0.0]
+    core = CheckerCore(tea_graph(), monotonic=lambda: now[0], stream_timeout_s=5.0)
+    served(core, keystep((GET_CUP,), 0))
+    for seq in range(1, 8):  # one announcement a second, for 7 s: no heartbeat, no key-step
+        now[0] = float(seq)
+        served(core, onset((GET_CUP,), FILL, seq))
+        core.periodic(0.0)
+    assert not core.streams["cam0"].lost
+    now[0] = 20.0
+    core.periodic(0.0)
+    assert core.streams["cam0"].lost
+    assert not [m for m in served(core, onset((GET_CUP,), BOIL, 8)) if isinstance(m, Alert)]
+    assert core.streams["cam0"].lost  # its next heartbeat or key-step brings it back, with its history
+
+
+def test_a_session_that_ended_changes_nothing_when_it_speaks_again() -> None:
+    # The same session sent a key-step after its end: the stream came back to life and its end report, re-sent as
+    # it was, named a step the session had done since.
+    core = CheckerCore(tea_graph())
+    served(core, keystep((GET_CUP,), 0))
+    [report] = [m for m in core.handle(beat(seq=1, history=(GET_CUP,), ended=True)) if not isinstance(m, Status)]
+    assert FILL in report.missing
+    assert served(core, keystep((GET_CUP, FILL), 2)) == []
+    assert served(core, onset((GET_CUP,), BOIL, 3)) == []
+    assert core.streams["cam0"].ended and core.streams["cam0"].applied == (GET_CUP,)

@@ -7,7 +7,9 @@ and pauses are random, so no two executions share a timeline.
 
 The demo videos are written on first use under ``$MISTAKE_CACHE`` (default
 ``~/.cache/mistake-detection``) as ``demo-<name>-<hash of the render settings>.mp4`` with a ``.json``
-sidecar holding the ground-truth segments.
+sidecar holding the ground-truth segments and the video's size and frame count when it was rendered: a video
+cut short or emptied since (a full disk, a copy stopped half-way, an edit by hand) no longer matches them and is
+rendered again, as a damaged sidecar is.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -23,7 +25,7 @@ from typing import Final
 import cv2
 import numpy as np
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_note
 from graphs.common.files import atomic_path, read_json, write_text
 from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
@@ -216,6 +218,13 @@ def write_video(path: Path, steps: tuple[int, ...], seed: int, config: RenderCon
     Returns:
         ``[(step, start_s, end_s), ...]``.
     """
+    return _write_video(path, steps, seed, config)[0]
+
+
+def _write_video(
+    path: Path, steps: tuple[int, ...], seed: int, config: RenderConfig
+) -> tuple[list[tuple[int, float, float]], dict[str, int]]:
+    """`write_video`, with the size and frame count of the file it moved into place (what the sidecar records)."""
     with atomic_path(path, suffix=".mp4", what="demo video") as tmp:  # OpenCV picks the container by the file's ending
         fourcc = cv2.VideoWriter.fourcc(*"mp4v")
         writer = cv2.VideoWriter(str(tmp), fourcc, config.fps, (config.width, config.height))
@@ -227,7 +236,19 @@ def write_video(path: Path, steps: tuple[int, ...], seed: int, config: RenderCon
                 writer.write(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
         finally:
             writer.release()
-    return segments_of(labels, config.fps)
+        # Measured on the temporary file: once moved, the path may already hold another run's render.
+        record = {"bytes": os.stat(tmp).st_size, "frames": _frame_count(tmp)}
+    return segments_of(labels, config.fps), record
+
+
+def _frame_count(path: Path) -> int:
+    """The frame count a video file's container states, -1 when OpenCV cannot open it: read from its header, so
+    checking a cached video costs about a millisecond, not a decode."""
+    capture = cv2.VideoCapture(str(path))
+    try:
+        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else -1
+    finally:
+        capture.release()
 
 
 def cache_dir() -> Path:
@@ -235,21 +256,47 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MISTAKE_CACHE") or Path.home() / ".cache" / "mistake-detection")
 
 
-def _cached_segments(sidecar: Path) -> list[tuple[int, float, float]] | None:
-    """The segments of a cached demo video's sidecar, or None when it cannot be read or is malformed."""
+def _cached_segments(path: Path, sidecar: Path) -> list[tuple[int, float, float]] | str:
+    """The segments of a cached demo video, or why the entry must be rendered again (for a note).
+
+    The sidecar alone vouched for the entry: a video cut short or emptied since it was rendered was handed to the
+    reader, which refused it on every run until the user found and deleted the file.
+    """
     try:
-        segments = read_json(sidecar, "demo cache sidecar")["segments"]
+        data = read_json(sidecar, "demo cache sidecar")
+        segments = data["segments"]
         out = [(int(step), float(start), float(end)) for step, start, end in segments]
     except (InputError, KeyError, TypeError, ValueError):  # unreadable or bad JSON, or not the shape we write
-        return None
+        return f"has a damaged sidecar ({sidecar.name})"
+    try:
+        recorded = {key: int(data["video"][key]) for key in ("bytes", "frames")}
+    except (KeyError, TypeError, ValueError):  # a sidecar written before the video was recorded in it
+        return f"has a sidecar that does not record its size ({sidecar.name}, written by an older version)"
+    try:
+        size = os.stat(path).st_size
+    except OSError as err:  # removed since it was found
+        return f"cannot be examined ({err.strerror or err})"
+    if size != recorded["bytes"]:  # a cut or emptied file, said before FFmpeg logs that it cannot open it
+        return f"is damaged ({size} bytes, {recorded['bytes']} when it was rendered)"
+    frames = _frame_count(path)
+    if frames != recorded["frames"]:  # same size, yet its header was overwritten
+        now = "OpenCV cannot open it" if frames < 0 else f"{frames} frames"
+        return f"is damaged ({now}, {recorded['frames']} frames when it was rendered)"
     return out
 
 
-def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, float]]]:
-    """The path of a demo video, rendered on first use, and its ground-truth segments.
+def demo_video(
+    name: str = "mistake", note: Callable[[str], None] = print_note
+) -> tuple[Path, list[tuple[int, float, float]]]:
+    """The path of a demo video, rendered on first use (and again when its cache entry is damaged), and its
+    ground-truth segments.
+
+    Rendering is atomic (`atomic_path`): two runs that find the entry missing or damaged at once each render it into
+    a private temporary file and move it into place, so a run reads the old file or a whole new one, never half.
 
     Args:
         name: ``"mistake"``, ``"correct"`` or ``"missing"`` (see `DEMO_EXECUTIONS`).
+        note: told, in one line, when a damaged cache entry is rendered again.
 
     Returns:
         ``(video path, segments)``.
@@ -261,13 +308,16 @@ def demo_video(name: str = "mistake") -> tuple[Path, list[tuple[int, float, floa
     path = cache_dir() / f"demo-{name}-{key}.mp4"
     sidecar = path.with_suffix(".json")
     if path.is_file() and sidecar.is_file():
-        cached = _cached_segments(sidecar)
-        if cached is not None:
+        cached = _cached_segments(path, sidecar)
+        if not isinstance(cached, str):
             return path, cached
         # A damaged cache entry is ours to rebuild, not the user's problem: render it again.
+        note(f"the cached demo video {path} {cached}; rendering it again")
     try:
-        segments = write_video(path, steps, seed, config)
-        write_text(sidecar, json.dumps({"steps": DEMO_EXECUTIONS[name], "segments": segments}), "demo cache sidecar")
+        segments, record = _write_video(path, steps, seed, config)
+        # Written after the video, so that a sidecar describing a video is only ever seen once that video is there.
+        sidecar_data = {"steps": DEMO_EXECUTIONS[name], "segments": segments, "video": record}
+        write_text(sidecar, json.dumps(sidecar_data), "demo cache sidecar")
     except InputError as err:  # the cache folder cannot be made or written, or something else stands there
         raise InputError(
             f"cannot render the demo video into {path.parent} (set $MISTAKE_CACHE to a writable folder): {err}"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 from pathlib import Path
 
+import cv2
 import pytest
 from rich.console import Console
 
@@ -173,3 +175,62 @@ def test_damaged_demo_cache_entry_is_rendered_again(demo_cache: Path) -> None:
         again, segments_again = demo_video("correct")
         assert again == video and segments_again == segments
         assert json.loads(sidecar.read_text())["segments"] == [list(s) for s in segments]
+
+
+def frame_count(video: Path) -> int:
+    """The frame count a video's container states; -1 when OpenCV cannot open it (as the reader would refuse it)."""
+    capture = cv2.VideoCapture(str(video))
+    try:
+        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else -1
+    finally:
+        capture.release()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["cut", "emptied", "header-overwritten"])
+def test_a_damaged_cached_demo_video_is_rendered_again_with_a_note(
+    damage: str, demo_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only the sidecar was checked: a video cut short or emptied was handed to the reader, and every run ended in
+    # "OpenCV cannot open it" until the user found the file and deleted it.
+    video, segments = demo_video("correct")
+    size, frames = video.stat().st_size, frame_count(video)
+    if damage == "cut":
+        os.truncate(video, size // 2)
+        found = f"{size // 2} bytes, {size} when it was rendered"
+    elif damage == "emptied":
+        video.write_bytes(b"")
+        found = f"0 bytes, {size} when it was rendered"
+    else:  # the same size, its container header gone
+        with video.open("r+b") as handle:
+            handle.write(bytes(64))
+        found = f"OpenCV cannot open it, {frames} frames when it was rendered"
+    assert frame_count(video) == -1  # damaged as the reader would find it
+    capsys.readouterr()
+    assert demo_video("correct") == (video, segments)
+    assert (video.stat().st_size, frame_count(video)) == (size, frames)
+    assert capsys.readouterr().err == f"note: the cached demo video {video} is damaged ({found}); rendering it again\n"
+    assert demo_video("correct") == (video, segments)  # whole again: taken as it is, without a note
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+def test_two_runs_started_at_once_over_a_damaged_demo_video_both_succeed(demo_cache: Path, tmp_path: Path) -> None:
+    # The tester's case: `stream-detect --video demo` over a cut cached video exited 2 ("OpenCV cannot open it") on
+    # every run. Two runs at once may both find it damaged and both render it: each must read a whole video.
+    video, _ = demo_video("correct")
+    size = video.stat().st_size
+    os.truncate(video, size // 2)
+    runs = [subprocess.Popen([*STREAM_DETECT, "--video", "demo:correct", "--jsonl", "--fast",
+                              "--bind", f"ipc://{tmp_path}/in{k}", "--publish", f"ipc://{tmp_path}/out{k}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(2)]
+    outputs = [run.communicate(timeout=240) for run in runs]
+    for run, (stdout, stderr) in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, stderr
+        assert [m["step"] for m in of_kind(lines_of(stdout), "step")] == list(DEMO_EXECUTIONS["correct"])
+    note = (f"note: the cached demo video {video} is damaged ({size // 2} bytes, {size} when it was rendered); "
+            "rendering it again")
+    # A run that reached the cache after the other had rendered it found it whole and said nothing.
+    notes = [line for _, stderr in outputs for line in stderr.splitlines() if line.startswith("note: ")]
+    assert notes in ([note], [note, note])
+    assert video.stat().st_size == size and not list(demo_cache.glob(".*"))  # no temporary file left behind

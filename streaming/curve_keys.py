@@ -39,7 +39,7 @@ import zmq.auth
 from zmq.utils import z85
 
 from graphs.common.errors import InputError, print_warning
-from graphs.common.files import SECRET_MODE, check_output, output_target, read_bytes, write_files
+from graphs.common.files import SECRET_MODE, check_output, not_a_file, output_target, read_bytes, write_files
 
 if TYPE_CHECKING:  # its module loads asyncio (30 ms): only a checker with CURVE pays for it
     from zmq.auth.thread import ThreadAuthenticator
@@ -553,7 +553,7 @@ def _make_folder(folder: Path, link_ok: bool) -> None:
     if folder.is_symlink() and not link_ok:
         raise InputError(f"--out {folder}: is a symbolic link; refusing to write keys through it")
     if folder.exists() and not folder.is_dir():
-        raise InputError(f"--out {folder}: is a file, expected a folder for the keys")
+        raise InputError(f"--out {folder}: is {not_a_file(folder) or 'a file'}, expected a folder for the keys")
     try:
         folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     except OSError as err:

@@ -939,10 +939,11 @@ class LiveReader(VideoReader):
 def check_video_file(spec: str) -> None:
     """Refuse (one line naming ``--video``) a video file that is not there, not a file, or not readable: cheap, so
     a command says it before any model loads."""
-    if not Path(spec).exists():
+    why = not_a_file(spec)
+    if why == "not found":
         raise InputError(f"--video {spec}: file not found (and not a camera like cam0 or a stream URL)")
-    if not Path(spec).is_file():
-        raise InputError(f"--video {spec}: {not_a_file(spec)}, expected a video file")
+    if why is not None:  # a link loop or a link to nothing: no typo of a camera or URL, so no such hint
+        raise InputError(f"--video {spec}: {why}, expected a video file")
     if not os.access(spec, os.R_OK):  # the decoders would only say "cannot open", as for a file of another kind
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
 

@@ -385,8 +385,8 @@ def check_output(
         if holder is not None:
             raise InputError(f"{named}: the {what} would overwrite a file of {holder}, which the run reads; choose "
                              "another name")
-    if folder and path.exists() and not path.is_dir():
-        raise InputError(f"{named}: is a file, expected a folder for the {what}")
+    if folder and path.exists() and not path.is_dir():  # a FIFO or a device is no file either: say which it is
+        raise InputError(f"{named}: is {not_a_file(path) or 'a file'}, expected a folder for the {what}")
     if folder and path.is_symlink() and not path.exists():  # a loop or a dangling link: nothing could be made there
         raise InputError(f"{named}: {not_a_folder(path, 'a folder')}, where the {what} would go")
     if not folder and path.is_dir():

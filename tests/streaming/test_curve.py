@@ -148,6 +148,16 @@ def test_client_names_cannot_leave_the_clients_folder(names: str, tmp_path: Path
     assert not (tmp_path / "k").exists()
 
 
+def test_keys_out_that_is_a_named_pipe_is_said_to_be_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It was "is a file, expected a folder for the keys": a FIFO is no regular file, and the line should say what
+    # stands there, as every other output check does.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    line = cli_error(main, ["keys", "--out", str(fifo), "--clients", "cam0"], capsys)
+    assert line == f"error: --out {fifo}: is a FIFO (named pipe), expected a folder for the keys"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # left as it was
+
+
 def test_add_needs_an_existing_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["keys", "--out", str(tmp_path / "k"), "--add", "--clients", "cam3"], capsys)
     assert "holds no checker key pair" in line

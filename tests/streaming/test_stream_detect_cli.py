@@ -306,6 +306,14 @@ def test_a_missing_file_or_bad_stream_id_is_said_before_the_model_loads(argv: li
     assert (run.returncode, run.stderr.strip(), run.stdout.strip()) == (2, line, "torch not loaded")
 
 
+def test_a_video_that_is_a_link_loop_is_said_to_be_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It was "file not found (and not a camera like cam0 or a stream URL)", though the name is there: a link to itself.
+    loop = tmp_path / "loop.mp4"
+    loop.symlink_to(loop.name)
+    argv = ["--video", str(loop), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--jsonl"]
+    assert cli_error(main, argv, capsys) == f"error: --video {loop}: a link loop, expected a video file"
+
+
 def test_bad_stream_id(capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "demo", "--stream-id", "no spaces allowed", "--jsonl"], capsys)
     assert "stream" in line

@@ -54,6 +54,7 @@ DEFAULT_CLIENTS: Final = ("cam0", "viewer")
 MAX_KEY_FILE_BYTES: Final = 4096  # a pyzmq certificate is about 400 bytes; a bigger "key" file is not one
 MAX_CLIENT_KEYS: Final = 1024  # public keys read from a client folder (the checker tracks at most 256 streams)
 KEY_RELOAD_S: Final = 1.0  # how often the checker looks for a change in its client folder
+MAX_SKIPPED_LINES: Final = 10  # key files a reload names as skipped; the rest are counted in one line
 Z85_KEY_LENGTH: Final = 40  # a 32-byte CURVE key in Z85
 _Z85_ALPHABET: Final = frozenset(z85.Z85CHARS)
 ZAP_DOMAIN: Final = "*"  # pyzmq's authenticator serves every domain under this name
@@ -425,7 +426,11 @@ class ClientKeys:
 
     pyzmq's authenticator asks `callback` for every CURVE handshake, from its own thread; the checker's loop calls
     `reload` (at most every `KEY_RELOAD_S`), which swaps the allowed set in one assignment when the folder changed.
-    At reload a file that cannot be read as a public key is skipped (and reported): it lets nobody in.
+    At reload a file that cannot be read as a public key (a dangling or looping link among them) is skipped and
+    named in the log, once per change of the folder: it lets nobody in, and the other keys stay in force. Only a
+    folder that cannot be listed at all (removed, or its permissions taken away) revokes every key, until it can be
+    read again. At start-up (`read_client_folder`) such a file is refused instead, naming it: someone is there to
+    fix it.
 
     Args:
         folder: the client folder.
@@ -466,12 +471,31 @@ class ClientKeys:
         return key in self.allowed
 
     def _scan(self) -> tuple[tuple[str, int, int, int], ...] | None:
-        """What identifies the folder's key files now (names, sizes, change times, inodes); None if unreadable."""
+        """What identifies the folder's key files now (names, sizes, change times, inodes); None only when the
+        folder itself cannot be listed.
+
+        One file that cannot be looked at must not fail the look at the others: a dangling or looping ``*.key``
+        link (a key removed by a deploy tool, its link left behind) revoked every client of a running checker, and
+        so did a key file deleted between the listing and its ``stat``. Such a link is an entry of its own, made
+        of its error number so that it stays the same from one look to the next (named once in the log by
+        `reload`, as its load fails; not again every second); a file gone since the listing is simply not there,
+        as a deleted key is (the next look agrees).
+        """
         try:
             files = _key_files(self.folder)[: MAX_CLIENT_KEYS + 1]
-            return tuple((p.name, (s := p.stat()).st_size, s.st_mtime_ns, s.st_ino) for p in files)
         except OSError:
             return None
+        entries: list[tuple[str, int, int, int]] = []
+        for path in files:
+            try:
+                info = path.stat()
+            except OSError as err:
+                if not (isinstance(err, FileNotFoundError) and not os.path.lexists(path)):
+                    # A link to nothing, a loop of links, a file this user may not look at: named by its load.
+                    entries.append((path.name, -1, -1, err.errno or 0))
+                continue
+            entries.append((path.name, info.st_size, info.st_mtime_ns, info.st_ino))
+        return tuple(entries)
 
     def reload(self, force: bool = False) -> bool:
         """Read the folder again if it changed since the last look (looks at most every `KEY_RELOAD_S`).
@@ -496,11 +520,19 @@ class ClientKeys:
         elif len(signature) > MAX_CLIENT_KEYS:
             self._say(f"checker: {self.folder} holds more than {MAX_CLIENT_KEYS} key files; every key is revoked")
         else:
+            skipped = 0
             for name, *_ in signature:
                 try:
                     names[load_client_key(self.folder / name)] = name
                 except InputError as err:
-                    self._say(f"checker: skipped {err}")
+                    skipped += 1
+                    # A folder of broken files is named in a few lines, the rest counted: said once per change
+                    # of the folder, whatever is in it.
+                    if skipped <= MAX_SKIPPED_LINES:
+                        self._say(f"checker: skipped {err}")
+            if skipped > MAX_SKIPPED_LINES:
+                self._say(f"checker: skipped {skipped - MAX_SKIPPED_LINES} more key files of {self.folder} that "
+                          "cannot be read as public keys")
         removed = set(self.names) - set(names)
         added = set(names) - set(self.names)
         self.names = names

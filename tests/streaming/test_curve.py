@@ -442,6 +442,88 @@ def test_a_secret_key_dropped_into_the_client_folder_is_skipped_and_named(tmp_pa
                      "machine"]
 
 
+def test_a_dangling_or_looping_key_link_at_reload_is_skipped_and_named_once(tmp_path: Path, keys: Path) -> None:
+    # One such link failed the whole look at the folder: "cannot read the client key folder; every client key is
+    # revoked", then "0 added, 3 revoked" (4 with the viewer), and every camera and viewer was cut off.
+    lines: list[str] = []
+    now = [0.0]
+    folder = ClientKeys(keys / "clients", log=lines.append, monotonic=lambda: now[0])
+    allowed = folder.allowed
+    (keys / "clients" / "old.key").symlink_to(tmp_path / "nonexistent" / "old.key")  # its key removed, link left
+    (keys / "clients" / "loop.key").symlink_to("loop.key")
+    now[0] += 2.0
+    assert folder.reload() is False  # nobody to cut off: the sockets stay as they are
+    assert folder.allowed == allowed
+    assert lines == [
+        f"checker: skipped --curve-clients {keys / 'clients' / 'loop.key'}: cannot read the CURVE key file (Too many "
+        "levels of symbolic links)",
+        f"checker: skipped --curve-clients {keys / 'clients' / 'old.key'}: CURVE key file not found (make keys with "
+        "'stream-detect keys --out DIR')"]
+    now[0] += 2.0
+    assert folder.reload() is False
+    assert lines[2:] == []  # named once, not at every look
+    (keys / "clients" / "old.key").unlink()
+    (keys / "clients" / "cam1.key").unlink()  # a real revocation beside the link still counts
+    now[0] += 2.0
+    assert folder.reload() is True
+    assert lines[2:] == [f"checker: skipped --curve-clients {keys / 'clients' / 'loop.key'}: cannot read the CURVE key "
+                         "file (Too many levels of symbolic links)",
+                         f"checker: client keys reloaded from {keys / 'clients'}: 0 added, 1 revoked (2 allowed)"]
+
+
+def test_a_key_file_deleted_between_the_listing_and_its_look_revokes_that_key_only(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The folder's listing held cam1.key, deleted before its stat(): every client key was revoked for a second.
+    import streaming.curve_keys as curve_keys
+
+    lines: list[str] = []
+    folder = ClientKeys(keys / "clients", log=lines.append)
+    listed = curve_keys._key_files(keys / "clients")
+    (keys / "clients" / "cam1.key").unlink()
+    monkeypatch.setattr(curve_keys, "_key_files", lambda _folder: listed)  # the listing made before the delete
+    assert folder.reload(force=True) is True
+    assert sorted(folder.names.values()) == ["cam0.key", "viewer.key"]
+    assert lines == [f"checker: client keys reloaded from {keys / 'clients'}: 0 added, 1 revoked (2 allowed)"]
+
+
+def test_a_dangling_key_link_leaves_a_running_checkers_clients_connected(tmp_path: Path, keys: Path) -> None:
+    # The hostile test's scenario: with a checker, a camera and a viewer running, `ln -s /nonexistent/old.key
+    # clients/old.key` revoked every key; the viewer and the detector ended, refused. At start the same folder is
+    # refused, naming the link (someone is there to fix it).
+    lines: list[str] = []
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                        curve=server(keys)), ctx,
+                             log=lambda line, **_fields: lines.append(line))
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False, curve=client(keys, "viewer"))
+        events = allowed_camera(ctx, service, keys, viewer)
+        denied = service.core.counts["denied"]
+        link = keys / "clients" / "old.key"
+        link.symlink_to(tmp_path / "nonexistent" / "old.key")
+        # Waits for the checker's look at the folder since the link (a line about it), whatever that look did.
+        assert wait_for(lambda: any(str(keys / "clients") in line for line in lines), 10.0)
+        heard: list[object] = []
+        assert wait_for(lambda: any(isinstance(m, Alert) for m in heard), 10.0,
+                        lambda: (send_mistake(events), heard.extend(viewer.pump(20))))
+        assert service.core.counts["denied"] == denied
+        connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=client(keys, "cam1")).close()
+        assert [line for line in lines if str(keys / "clients") in line] == [
+            f"checker: skipped --curve-clients {link}: CURVE key file not found (make keys with 'stream-detect keys "
+            "--out DIR')"]
+        viewer.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    with pytest.raises(InputError, match=f"--curve-clients {link}: CURVE key file not found"):
+        server(keys)
+
+
 def test_a_secret_key_file_other_users_may_read_is_loaded_with_one_warning(
     keys: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,7 +27,14 @@ from graphs.task_graph import save_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.process import CheckerProcess
 from streaming.checker.service import CheckerService
-from streaming.curve_keys import ClientKeys, CurveClient, CurveServer, certificate, parse_client_names
+from streaming.curve_keys import (
+    MAX_SKIPPED_LINES,
+    ClientKeys,
+    CurveClient,
+    CurveServer,
+    certificate,
+    parse_client_names,
+)
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth
@@ -469,6 +476,21 @@ def test_a_dangling_or_looping_key_link_at_reload_is_skipped_and_named_once(tmp_
     assert lines[2:] == [f"checker: skipped --curve-clients {keys / 'clients' / 'loop.key'}: cannot read the CURVE key "
                          "file (Too many levels of symbolic links)",
                          f"checker: client keys reloaded from {keys / 'clients'}: 0 added, 1 revoked (2 allowed)"]
+
+
+def test_a_folder_of_broken_key_links_is_named_in_a_few_lines(tmp_path: Path, keys: Path) -> None:
+    # A deploy tool that left many links behind: the skipped files are named up to a bound, the rest counted.
+    lines: list[str] = []
+    folder = ClientKeys(keys / "clients", log=lines.append)
+    allowed = folder.allowed
+    for number in range(MAX_SKIPPED_LINES + 3):
+        (keys / "clients" / f"old{number:02d}.key").symlink_to(tmp_path / "nonexistent" / f"old{number}.key")
+    assert folder.reload(force=True) is False
+    assert folder.allowed == allowed
+    assert len(lines) == MAX_SKIPPED_LINES + 1
+    assert all(line.startswith(f"checker: skipped --curve-clients {keys / 'clients'}/old") for line in lines[:-1])
+    assert lines[-1] == (f"checker: skipped 3 more key files of {keys / 'clients'} that cannot be read as public "
+                         "keys")
 
 
 def test_a_key_file_deleted_between_the_listing_and_its_look_revokes_that_key_only(

@@ -43,6 +43,7 @@ from streaming.curve_keys import CurveClient
 from streaming.dashboard.access import COOKIE, BindAddress, Gate
 from streaming.dashboard.feed import CheckerFeed, FeedStatus, Received
 from streaming.dashboard.state import DashboardState
+from streaming.frame_names import frame_name
 from streaming.transport import gone_silent
 
 TILE_PUSH_S: Final = 0.5  # changed tiles go out at most this often (the checker re-sends every status every 0.5 s)
@@ -335,7 +336,10 @@ class Hub:
         record = self.state.by_id.get(alert_id)
         if folder is None or record is None or record.alert.video_time is None:
             return None
-        name = f"{int(round(record.alert.video_time * 1000))}.jpg"
+        # The detector's own rule: a video time the wire allows but no file can be named for (1e306) has no picture.
+        name = frame_name(record.alert.video_time)
+        if name is None:
+            return None
         root = folder.resolve()
         try:
             path = (root / quote(record.alert.stream_id, safe="") / name).resolve()

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from graphs.common.safe_text import printable
 from streaming.checker.config import MAX_STREAMS  # tiles kept (the checker tracks as many); the one silent longest goes
+from streaming.frame_names import frame_name
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import no_verdict_text, nothing_recognised
@@ -76,7 +77,8 @@ class DashboardState:
 
     Args:
         names: step id -> name from the task graph (unknown ids are learned from the messages, else shown as numbers).
-        frames: whether alert pictures are served (``--alert-frames``): alerts with a video time then name one.
+        frames: whether alert pictures are served (``--alert-frames``): alerts with a video time then name one
+            (one that `streaming.frame_names.frame_name` can name a file for).
         max_alerts: alerts kept.
     """
 
@@ -265,7 +267,8 @@ class DashboardState:
             "raised": record.raised,
             "published": alert.timestamp,
             "received": record.received,
-            "frame": self.frames and alert.video_time is not None,
+            # Only a time a picture can be named for: the page asks no /frames/N that can only answer 404.
+            "frame": self.frames and alert.video_time is not None and frame_name(alert.video_time) is not None,
             "retracted": None if retraction is None else {
                 "confirmed": None if retraction.confirmed_name is None else printable(retraction.confirmed_name),
                 "at": record.retracted_at,

@@ -4,9 +4,10 @@ published, as a JPEG the dashboard shows beside the alert.
 The file of a key-step is ``DIR/<stream>/<ms>.jpg``: ``<stream>`` is ``urllib.parse.quote(stream_id, safe='')``,
 ``<ms>`` is ``int(round(start * 1000))`` where ``start`` is the key-step's start in the stream's video time: the
 ``start`` of the `KeyStepEvent` (confirmed) or `KeyStepOnset` (announced) the detector sends, which is the number
-the checker copies into the `Alert.video_time` of an alert it raises on that message. An announced step's frame is
-written when it is announced; its confirmation, if it starts at the same time, overwrites it with the frame that
-confirmed it.
+the checker copies into the `Alert.video_time` of an alert it raises on that message (`streaming.frame_names`, the
+rule the dashboard follows too; a start of `streaming.frame_names.FRAME_TIME_LIMIT_S` or more has no picture). An
+announced step's frame is written when it is announced; its confirmation, if it starts at the same time, overwrites
+it with the frame that confirmed it.
 
 Bounded: at most ``keep`` files per stream folder, the oldest (the earliest video times) deleted first. The JPEGs
 are encoded and written in the sink's own thread (`BackgroundSink`), so a slow disk never holds the frame loop.
@@ -15,7 +16,6 @@ are encoded and written in the sink's own thread (`BackgroundSink`), so a slow d
 from __future__ import annotations
 
 import contextlib
-import re
 import urllib.parse
 from collections import deque
 from collections.abc import Callable
@@ -28,11 +28,11 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.files import make_folders, write_failure
 from streaming.detector.sinks import BackgroundSink
+from streaming.frame_names import FRAME_STEM, frame_name
 from streaming.messages import KeyStepEvent, KeyStepOnset, Message
 from streaming.readers import Frame
 
 DEFAULT_KEEP = 500  # files per stream
-FRAME_STEM = re.compile(r"[0-9]{1,18}")  # what frame_name writes: ASCII digits (a video time is never negative)
 JPEG_QUALITY = 85
 
 
@@ -53,11 +53,6 @@ def stream_folder(root: str | Path, stream_id: str) -> Path:
 def is_frame_file(path: Path) -> bool:
     """``path`` is named as `frame_name` names a key-step's frame (``<ms>.jpg``): the only files the bound deletes."""
     return path.suffix == ".jpg" and FRAME_STEM.fullmatch(path.stem) is not None
-
-
-def frame_name(start: float) -> str:
-    """The file name of a key-step that starts at ``start`` seconds of video time: ``<ms>.jpg``."""
-    return f"{int(round(start * 1000))}.jpg"
 
 
 def check_alert_frames_dir(path: str | Path) -> Path:
@@ -175,7 +170,10 @@ class StreamFrames:
             return
         if isinstance(message, KeyStepOnset) and message.withdrawn:
             return
-        path = self.folder / frame_name(message.start)
+        name = frame_name(message.start)
+        if name is None:  # a start too late to name a file (any peer may send one): no picture, the stream goes on
+            return
+        path = self.folder / name
         if path not in self._files:
             self._files.append(path)
         evicted = [self._files.popleft() for _ in range(len(self._files) - self.keep)]

@@ -22,9 +22,15 @@ import aiohttp  # noqa: E402 - after the skip
 from streaming.checker.config import CheckerConfig  # noqa: E402
 from streaming.checker.service import CheckerService  # noqa: E402
 from streaming.curve_keys import CurveClient, CurveServer  # noqa: E402
-from streaming.dashboard.access import COOKIE  # noqa: E402
+from streaming.dashboard.access import COOKIE, BindAddress  # noqa: E402
 from streaming.dashboard.feed import CheckerFeed  # noqa: E402
-from streaming.dashboard.server import PageQueue, RequestErrors, out_of_resources, request_logger  # noqa: E402
+from streaming.dashboard.server import (  # noqa: E402
+    SECURITY_HEADERS,
+    PageQueue,
+    RequestErrors,
+    out_of_resources,
+    request_logger,
+)
 from streaming.messages import Alert, CheckerHealth, Message, Status, encode  # noqa: E402
 from streaming.stream_detect_cli import main  # noqa: E402
 from streaming.transport import Publisher, bind, connect  # noqa: E402
@@ -332,6 +338,31 @@ def test_alert_pictures_are_served_only_from_inside_the_folder(tmp_path: Path) -
         assert quote("..", safe="") == ".."  # the name really would have pointed outside
         for bad in ("../1000.jpg", "%2e%2e%2f1000.jpg", "-1", "99999999999999999999", "1e3", "%C2%B2", "%E2%91%A0"):
             assert get(served.url + f"frames/{bad}")[0] == 404, bad
+
+
+def test_the_picture_of_an_alert_at_a_huge_video_time_is_a_404_with_the_security_headers(tmp_path: Path) -> None:
+    # The wire takes any finite start: an alert at video time 1e306 made /frames/N a 500 (int() of 1e309, infinity:
+    # OverflowError) without the security headers, and a warning in the dashboard's log.
+    frames = tmp_path / "frames"
+    (frames / "cam0").mkdir(parents=True)
+    (frames / "cam0" / "1000.jpg").write_bytes(b"\xff\xd8picture of cam0")
+    warnings: list[str] = []
+    with running_checker(tmp_path) as (ctx, _service, _thread), serving(
+        f"ipc://{tmp_path}/out", warn=warnings.append, alert_frames=frames, address=BindAddress("127.0.0.1", 48731)
+    ) as served:
+        detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+        for stream, start in (("cam0", 1.0), ("huge", 1e306), ("long", 1e300)):  # boil_water first: an alert each
+            detector.send(keystep(history=(2,), stream_id=stream, start=start, end=start, timestamp=time.time()))
+        assert wait_for(lambda: len(served.state()["alerts"]) == 3, 10)
+        by_stream = {a["stream"]: a for a in served.state()["alerts"]}
+        assert by_stream["huge"]["video_time"] == 1e306
+        for stream in ("huge", "long"):
+            status, body, headers = get(served.url + f"frames/{by_stream[stream]['id']}")
+            assert (status, body) == (404, "404: Not Found\n"), stream
+            assert SECURITY_HEADERS.items() <= headers.items()
+        assert get(served.url + f"frames/{by_stream['cam0']['id']}")[0] == 200
+        assert [by_stream[s]["frame"] for s in ("cam0", "huge", "long")] == [True, False, False]  # the page asks not
+    assert warnings == []
 
 
 def test_a_page_that_falls_behind_gets_one_snapshot_instead_of_an_endless_queue() -> None:

@@ -65,6 +65,21 @@ def test_each_stream_keeps_its_newest_frames_only(tmp_path: Path) -> None:
     assert frame_name(4.0004) == "4000.jpg"
 
 
+def test_a_start_too_late_to_name_a_file_writes_no_picture_and_the_stream_goes_on(tmp_path: Path) -> None:
+    # The wire takes any finite start: 1e306 * 1000 is infinity, and int() of it raised OverflowError in the frame
+    # loop; 1e300 named a file of 303 digits, which the disk refused ("picture(s) not written").
+    lines: list[str] = []
+    with AlertFrames(tmp_path, keep=2, log=lines.append) as frames:
+        cam = frames.for_stream("cam0")
+        for k, start in enumerate((1e306, 1e300, 1e15, 2.0)):
+            cam.seen(_frame(k), np.zeros(3), np.zeros(3))
+            cam.send(keystep(history=(1,), start=start, end=start))
+    assert sorted(p.name for p in (tmp_path / "cam0").iterdir()) == ["2000.jpg"]
+    assert lines == []
+    assert frame_name(1e15) is None and frame_name(float("inf")) is None and frame_name(float("nan")) is None
+    assert frame_name(999_999_999_999_999.875) == "999999999999999872.jpg"  # the latest time named: 18 digits
+
+
 def test_a_withdrawn_announcement_writes_nothing_and_a_confirmation_overwrites_its_announcement(tmp_path: Path) -> None:
     base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
                 confidence=0.9, index=0, before=())

@@ -365,6 +365,25 @@ def test_the_picture_of_an_alert_at_a_huge_video_time_is_a_404_with_the_security
     assert warnings == []
 
 
+def test_a_request_a_defect_fails_is_a_500_with_the_security_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp answers a handler's exception with its own 500, past the middleware that sets the headers.
+    warnings: list[str] = []
+    with serving(f"ipc://{tmp_path}/out", warn=warnings.append, alert_frames=tmp_path,
+                 address=BindAddress("127.0.0.1", 48732)) as served:
+
+        def broken(alert_id: int) -> Path | None:
+            raise RuntimeError(f"a defect at alert {alert_id}")
+
+        monkeypatch.setattr(served.hub, "frame_path", broken)
+        status, _body, headers = get(served.url + "frames/7")
+        assert status == 500
+        assert SECURITY_HEADERS.items() <= headers.items()
+        assert wait_for(lambda: len(warnings) == 1, 10)
+    assert warnings == ["dashboard: a request from 127.0.0.1 could not be handled: RuntimeError: a defect at alert 7"]
+
+
 def test_a_page_that_falls_behind_gets_one_snapshot_instead_of_an_endless_queue() -> None:
     async def fill() -> PageQueue:
         queue = PageQueue(limit=4)

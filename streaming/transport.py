@@ -390,6 +390,9 @@ def connect_waiting(
     deadline = time.monotonic() + wait_s
     try:
         if not watch.wait(wait_s):
+            if watch.reconnects:  # something there, closing each connection before its handshake
+                raise InputError(f"{option} {endpoint}: the peer there closed every connection before its handshake "
+                                 f"ended ({watch.port_hint()})")
             raise InputError(f"{option} {endpoint}: nothing answered within {wait_s:g} s (is the checker there?)")
         if kind == zmq.XPUB and not _await_subscriptions(sock, topics, deadline, watch):
             raise InputError(f"{option} {endpoint}: the peer answered but did not subscribe to "
@@ -631,13 +634,24 @@ class HandshakeWatch:
         if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             return (f"{where}: the checker refused this client's key (put its public key, clients/NAME.key, in the "
                     "checker's --curve-clients folder, or check --curve-secret)")
-        if self.curve and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+        mismatch = event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+        if self.curve and mismatch:
             return f"{where}: the checker does not use CURVE; drop --curve-server and --curve-secret"
+        if mismatch:
+            return (f"{where}: the checker uses CURVE: pass --curve-server checker.key and --curve-secret with this "
+                    "client's .key_secret file")
+        port = self.port_hint()
         if self.curve:
-            return (f"{where}: the checker did not accept the CURVE handshake (is --curve-server the public key of "
-                    "the checker at that address, and does that checker use CURVE?)")
-        return (f"{where}: the checker refused the handshake (does it use CURVE? then pass --curve-server "
-                "checker.key and --curve-secret with this client's .key_secret file)")
+            return (f"{where}: the checker did not accept the CURVE handshake ({port} Is --curve-server the public "
+                    "key of the checker at that address, and does that checker use CURVE?)")
+        return (f"{where}: the handshake failed ({port} If that checker uses CURVE, pass --curve-server checker.key "
+                "and --curve-secret with this client's .key_secret file)")
+
+    def port_hint(self) -> str:
+        """Which of the checker's two endpoints this client wants: the other one breaks every handshake (its socket
+        type does not pair with this one), which a user who mixed up the two ports took for a CURVE matter."""
+        ours, theirs = ("--publish", "--bind") if self.sock.type == zmq.SUB else ("--bind", "--publish")
+        return f"is it the checker's {ours} endpoint, not its {theirs} one?"
 
     def close(self) -> None:
         """Stop watching (the socket stays open)."""

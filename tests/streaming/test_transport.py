@@ -188,3 +188,17 @@ def test_the_frames_of_an_over_long_message_are_released_not_gathered(ctx: zmq.C
     assert peak < 10 * len(frame), f"{peak / 1e6:.1f} MB held to take a 39 MB message"
     with pytest.raises(MessageError, match="expected 2 frames, got 601"):
         decode_frames(frames, count)
+
+
+def test_a_client_at_the_checker_s_other_port_is_told_which_port_it_wants(tmp_path: Path) -> None:
+    # A detector given the viewers' port (or a view the detectors') was told "the checker refused the handshake
+    # (does it use CURVE? ...)": the user went to make keys, where the fix was the other port.
+    from tests.streaming.helpers import running_checker
+
+    with running_checker(tmp_path) as (ctx, service, _thread):
+        with pytest.raises(InputError) as viewer:
+            connect(ctx, zmq.SUB, service.events_endpoint, wait_s=2.0)
+        with pytest.raises(InputError) as detector:
+            connect(ctx, zmq.PUB, service.alerts_endpoint, wait_s=2.0)
+    assert "is it the checker's --publish endpoint, not its --bind one?" in str(viewer.value)
+    assert "is it the checker's --bind endpoint, not its --publish one?" in str(detector.value)

@@ -445,7 +445,8 @@ def check_json(check: StepCheck, graph: TaskGraph) -> dict[str, Any]:
 
 def why_missed(run: VideoRun, graph: TaskGraph, segment: int) -> str:
     """One sentence on why an annotated mistake has no standing alert: raised and retracted, not recognised, or
-    recognised and found no mistake by the checker (with its probability, and the pre-condition it believed done).
+    recognised and found no mistake by the checker (with its probability, and which factor of it kept it low:
+    `below_threshold_cause`).
 
     Args:
         run: what the live chain did.
@@ -479,11 +480,47 @@ def why_missed(run: VideoRun, graph: TaskGraph, segment: int) -> str:
         return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s; its missing pre-condition "
                 f"{', '.join(node_name(graph, p) for p in check.already_named)} was named by an earlier alert, "
                 "so it is not alerted twice")
-    likeliest = max(check.skipped, key=lambda pq: pq[1], default=None)
-    believed = "" if likeliest is None else (
-        f"; the detector's evidence said {node_name(graph, likeliest[0])} was done (p_skipped {likeliest[1]:.2f})")
-    return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s, but the checker put the probability that a "
-            f"pre-condition was skipped at {check.probability:.2f}, below --alert-threshold{believed}")
+    return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s, but the checker put the probability that it was done "
+            f"before a pre-condition at {check.probability:.2f} (p_skipped), below --alert-threshold"
+            f"{below_threshold_cause(check, graph, name)}")
+
+
+def below_threshold_cause(check: StepCheck, graph: TaskGraph, name: str) -> str:
+    """Which factor of formula (2) of `graphs.probabilistic_checker` kept a checked step below the threshold, as the
+    tail of `why_missed`'s sentence ("" when the checker weighed nothing).
+
+    The probability is ``r * s``: ``r`` the probability that the step's own detection is real, ``s = 1 - prod(1 -
+    p_skipped)`` that one of its pre-conditions was skipped. `StepCheck` keeps the product and each pre-condition's
+    ``p_skipped``, so ``r = probability / s``. A factor below 0.5 says "more likely not" (the checker's own rule for
+    naming a pre-condition skipped): pre-conditions the evidence called done, or a detection of the step that is
+    more likely spurious. Naming the likeliest-skipped pre-condition as done whatever its value told a user that a
+    pre-condition at p_skipped 0.57 (more likely skipped) was the cause, when the step's own detection was.
+
+    Args:
+        check: the checker's verdict on the step (not alerted).
+        graph: the task graph (for names).
+        name: the step's name.
+
+    Returns:
+        e.g. ``: the detector's evidence said fill_kettle was done (p_skipped 0.03)``.
+    """
+    if not check.skipped:  # the binary checker found nothing missing, or nothing was checked
+        return ""
+    any_skipped = 1.0 - float(np.prod([1.0 - q for _, q in check.skipped]))
+    real = min(check.probability / any_skipped, 1.0) if any_skipped > 0.0 else 1.0
+    listed = [f"{node_name(graph, p)} (p_skipped {q:.2f})" for p, q in check.skipped]
+    doubtful = f"the detection of {name} itself was doubtful (probability it was real {real:.2f})"
+    if any_skipped < 0.5:
+        cause = f": the detector's evidence said {' and '.join(listed)} {'was' if len(listed) == 1 else 'were'} done"
+        return cause + (f", and {doubtful}" if real < 0.5 else "")
+    likely = [text for (_, q), text in zip(check.skipped, listed, strict=True) if q >= 0.5]
+    suspected = (f"the detector's evidence said {' and '.join(likely)} {'was' if len(likely) == 1 else 'were'} more "
+                 "likely skipped than done" if likely else
+                 f"the detector's evidence put the probability that one of {', '.join(listed)} was skipped at "
+                 f"{any_skipped:.2f}")
+    if real < 0.5:
+        return f": {doubtful}, though {suspected}"
+    return f": {suspected}, and the detection of {name} was real at {real:.2f}; together they fall short"
 
 
 def total(scores: Sequence[VideoScores]) -> VideoScores:

@@ -191,3 +191,38 @@ def test_a_correct_session_that_recognised_few_steps_says_so_in_eval_as_in_the_v
     verdict = video_detail(run, tea_graph())["verdict"]
     assert verdict == "correct (no mistake, nothing missing), but only 1 of the graph's 6 key-steps recognised"
     assert verdict_line(view_screen(record, tea_graph(), PROBABILISTIC)) == verdict
+
+
+def _missed_boil(fill_done: float, real: float) -> str:
+    """``why`` of the annotated mistake boil_water (before fill_kettle) when the detector confirmed it with
+    ``fill_kettle``'s done evidence ``fill_done`` and its own detection real at ``real``, through the real checker."""
+    messages = (
+        (10.0, keystep((GET_CUP,), 0, stream_id=STREAM_ID, start=0.0, end=10.0)),
+        (20.0, keystep((GET_CUP, BOIL), 1, stream_id=STREAM_ID, start=10.0, end=20.0, evidence_steps=(FILL,),
+                       evidence=(fill_done,), real=real)),
+        (21.0, _end((GET_CUP, BOIL), 2)),
+    )
+    video = EvalVideo("v", Path("v.mp4"), (AnnotatedSegment(GET_CUP, 0.0, 10.0), AnnotatedSegment(BOIL, 10.0, 20.0)))
+    run = check_record(DetectorRecord("v", 105, messages), video, tea_graph(), PROBABILISTIC)
+    detail = video_detail(run, tea_graph())
+    (check,) = [r["checker"] for r in detail["recognised"] if r["name"] == "boil_water"]
+    assert not check["alerted"]
+    (missed,) = detail["missed"]
+    why: str = missed["why"]
+    assert why.startswith(f"recognised at 10.0-20.0 s, but the checker put the probability that it was done before a "
+                          f"pre-condition at {check['p_skipped']:.2f} (p_skipped), below --alert-threshold: ")
+    return why
+
+
+def test_a_mistake_missed_for_a_doubtful_detection_of_the_step_blames_the_detection_not_the_pre_condition() -> None:
+    # CaptainCook4D 1_30: the pre-condition's p_skipped was 0.57 (more likely skipped), but the step's own detection
+    # was likely spurious, so the product was 0.12. `why` said the evidence called the pre-condition done.
+    why = _missed_boil(fill_done=0.15, real=0.2)
+    assert "the detection of boil_water itself was doubtful (probability it was real 0.20)" in why
+    assert "fill_kettle (p_skipped 0.59) was more likely skipped than done" in why
+    assert "said fill_kettle (p_skipped 0.59) was done" not in why
+
+
+def test_a_mistake_missed_because_the_evidence_called_its_pre_condition_done_names_it_done() -> None:
+    why = _missed_boil(fill_done=0.9, real=0.95)
+    assert why.endswith(": the detector's evidence said fill_kettle (p_skipped 0.03) was done")

@@ -18,7 +18,7 @@ from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE, Evidence
 from recognition.model import MiniROAD
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ONSET_FRAMES
-from streaming.demo.paths import is_demo_video, resolve_video
+from streaming.demo.paths import default_demo_paths, is_demo_video, resolve_video
 from streaming.detector.batching import BatchedExtractor
 from streaming.detector.config import StreamSource
 from streaming.devices import resolve_device
@@ -64,7 +64,7 @@ def check_detector_matches_graph(
         pairs = zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True)
         known = [(s, n) for s, n in pairs if s is not None]  # the background class has no step
         graph_steps = list(zip(graph.step_ids, graph.step_names, strict=True))
-        raise InputError(f"--detector {detector} and --graph {graph_path} are not for the same procedure: "
+        raise InputError(f"{detector_named(detector)} and --graph {graph_path} are not for the same procedure: "
                          + "; ".join(parts) + f" (the detector: {procedure_summary(checkpoint.scenario, known)}; "
                          f"the graph: {procedure_summary(graph.scenario, graph_steps)})")
     differences = name_differences(checkpoint, graph)
@@ -72,9 +72,9 @@ def check_detector_matches_graph(
         return []
     listed = "; ".join(differences)
     if not ignore_names:
-        raise InputError(f"--detector {detector} and --graph {graph_path} name different steps: {listed} "
+        raise InputError(f"{detector_named(detector)} and --graph {graph_path} name different steps: {listed} "
                          "(retrain the detector on this procedure, or run anyway with --ignore-names)")
-    return [f"--ignore-names: --detector {detector} and --graph {graph_path} name different steps ({listed}); "
+    return [f"--ignore-names: {detector_named(detector)} and --graph {graph_path} name different steps ({listed}); "
             "alerts use the graph's names"]
 
 
@@ -153,6 +153,20 @@ def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker:
     )
 
 
+def detector_named(detector: str | Path, option: bool = True) -> str:
+    """How a message names a detector: ``--detector PATH``, or "the bundled demo detector" for the one ``--video
+    demo`` and ``eval --demo`` take when ``--detector`` is not given (naming an option the user never gave, with a
+    path inside the installed package, sent them looking for it on their command line).
+
+    Args:
+        detector: the checkpoint's path.
+        option: name the option before a path (``--detector det.pt``); False: the path alone.
+    """
+    if Path(detector).resolve() == default_demo_paths()[1].resolve():
+        return "the bundled demo detector"
+    return f"--detector {detector}" if option else str(detector)
+
+
 def segmenter_config_of(checkpoint: DetectorCheckpoint) -> SegmenterConfig:
     """The segmenter settings a checkpoint asks for (``info["segmenter"]``), at its fps; defaults otherwise.
 
@@ -205,8 +219,8 @@ def load_detector_for_stream(
     """
     torch.set_num_threads(threads)
     model, checkpoint = load_detector(detector_path, resolve_device(device))
-    extractor = make_extractor(checkpoint.feature_extractor, backbone, device, source=f"--detector {detector_path}")
-    checkpoint.check_features(extractor.dim, source=f"--detector {detector_path}")
+    extractor = make_extractor(checkpoint.feature_extractor, backbone, device, source=detector_named(detector_path))
+    checkpoint.check_features(extractor.dim, source=detector_named(detector_path))
     return model, checkpoint, extractor
 
 

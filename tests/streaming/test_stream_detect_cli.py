@@ -100,6 +100,9 @@ def test_detector_classes_that_do_not_match_the_graph(tmp_path: Path, capsys: py
     path.write_text(json.dumps(data))
     line = cli_error(main, ["--video", "demo", "--graph", str(path), "--jsonl"], capsys)
     assert "classes [1]" in line and "[99]" in line and "are not for the same procedure" in line
+    # --video demo took the bundled detector: the line named "--detector <its path in the package>", an option the
+    # user never gave.
+    assert line.startswith(f"error: the bundled demo detector and --graph {path} ")
     # Which procedure each file is for, so the user sees which of the two is the wrong one.
     assert "the detector: scenario 'demo-tea', steps 1 fill_kettle, 2 boil_water, 3 get_cup, ... (6 in all)" in line
     assert "the graph: scenario 'make-coffee', steps 99 fill_kettle" in line

@@ -19,16 +19,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TextIO
 
 import zmq
 from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from graphs.common.errors import InputError, RunError, output_full
 from graphs.common.interrupts import stop_for
+from graphs.common.safe_text import count_of
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.process import CHECKER_START_TIMEOUT_S, CheckerProcess
@@ -50,6 +53,7 @@ from streaming.view.state import ViewState, graph_names
 FREE_LOOPBACK_PORT = "tcp://127.0.0.1:0"  # the checker's default endpoints here: any free port on loopback
 END_TIMEOUT_S = 5.0  # after the detector ends, longest wait for the checker to report the stream ended
 JOIN_TIMEOUT_S = 5.0  # longest wait for the detector thread to finish its last heartbeats
+PROGRESS_EVERY_S = 0.5  # the status line on standard error, when the view is not drawn there (`progress_on_stderr`)
 STOP_REPORT_S = 3.0  # after Ctrl-C or SIGTERM, longest wait for the checker's end report of the stopped stream
 
 
@@ -139,10 +143,12 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
             alive = checker_alive(checker)
             await_subscription(viewer, pipeline.streams[0].events, alive=alive)
             thread = DetectorThread(pipeline)
+            view_console = None if config.jsonl else (console or Console())
             try:
-                with thread:
+                with thread, progress_on_stderr(viewer.state, view_console is None or not view_console.is_terminal,
+                                                config.jsonl) as tick:
                     done = shown_to_the_end(viewer, thread)
-                    watch(viewer, lambda: alive() and done(), None if config.jsonl else (console or Console()),
+                    watch(viewer, lambda: tick() and alive() and done(), view_console,
                           stopped(viewer, thread, checker.process.is_alive))
             except KeyboardInterrupt:
                 # A camera's session only ends this way, and the docs treat the stop as its end: the annotated video
@@ -169,6 +175,39 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     if stats is not None and stats.error:
         raise InputError(stats.error)
     return 0
+
+
+@contextlib.contextmanager
+def progress_on_stderr(state: ViewState, redirected: bool, jsonl: bool) -> Iterator[Callable[[], bool]]:
+    """While the view is not drawn on a terminal (``--jsonl``, or standard output sent to a file), a status line on
+    standard error when that is a terminal: frames read and alerts so far. The run showed nothing there until it
+    ended (a long video looked hung), while every other command draws its progress on standard error.
+
+    Yields:
+        A tick to call from the view's loop (returns True, so it can lead a predicate); it redraws at most every
+        `PROGRESS_EVERY_S`.
+    """
+    stderr = Console(stderr=True)
+    if not redirected or not stderr.is_terminal:
+        yield lambda: True
+        return
+    where = "JSON lines go" if jsonl else "the view goes"
+    next_at = [0.0]
+    # Standard output is left alone: rich's default would route it through this console, onto the terminal.
+    with Live(Text(f"stream-detect: starting; {where} to standard output"), console=stderr, transient=True,
+              redirect_stdout=False) as live:
+
+        def tick() -> bool:
+            now = time.monotonic()
+            if now >= next_at[0]:
+                next_at[0] = now + PROGRESS_EVERY_S
+                frames = sum(row.frames for row in state.streams.values())
+                alerts = sum(row.alerts for row in state.streams.values())
+                live.update(Text(f"stream-detect: {count_of(frames, 'frame')} read, {count_of(alerts, 'alert')} so "
+                                 f"far; {where} to standard output"))
+            return True
+
+        yield tick
 
 
 def checker_alive(checker: CheckerProcess) -> Callable[[], bool]:

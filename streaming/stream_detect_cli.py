@@ -625,6 +625,8 @@ def _run(args: argparse.Namespace) -> int:
         # torch, the model and the checker process take seconds (more on a busy machine, and the demo's videos are
         # rendered on first use) before the view's first frame: a blank terminal looked hung.
         print("stream-detect: loading the detector and starting the checker...", flush=True)
+    elif sys.stderr.isatty():  # the output redirected: the person at the terminal is told there (and of progress)
+        print("stream-detect: loading the detector and starting the checker...", file=sys.stderr, flush=True)
     from streaming.all_in_one import RunConfig, run_all
     from streaming.detector.config import DetectorConfig
     from streaming.detector.webhook import WebhookConfig

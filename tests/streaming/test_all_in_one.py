@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -185,3 +186,15 @@ def test_a_closed_terminal_stops_the_live_view_as_its_sighup_does_video_kept(tmp
     assert lines[-1].startswith("interrupted by SIGHUP") and "Traceback" not in err.decode()
     assert any(line.startswith(f"stream-detect: kept the annotated video {video}") for line in lines)
     assert video.is_file() and video.stat().st_size > 0
+
+
+def test_with_its_output_redirected_a_run_shows_its_progress_on_standard_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `stream-detect --video demo --jsonl > out` (or the view sent to a file) showed nothing on the terminal until
+    # the run ended: a long video looked hung. Standard error is a terminal here (as rich is told), output is not.
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    assert main(["--video", "demo", "--fast", "--jsonl"]) == 0
+    out, err = capsys.readouterr()
+    assert all(line.startswith("{") for line in out.splitlines())  # the output stays JSON lines, nothing else
+    assert re.search(r"stream-detect: [1-9][0-9]* frames read, 1 alert so far; JSON lines go to standard output", err)

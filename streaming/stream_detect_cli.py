@@ -224,7 +224,7 @@ def _default_rates_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-rates", action="store_true",
                    help="for a detector trained before recognition-train measured its miss and false-detection "
                         f"rates: assume {100 * DEFAULT_MISS_RATE:.0f}%% and {100 * DEFAULT_FALSE_RATE:.0f}%% for every "
-                        "step")
+                        "step (refused for a detector that holds measured rates)")
 
 
 def _number(text: str) -> float:

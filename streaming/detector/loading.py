@@ -142,6 +142,7 @@ def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker:
     Raises:
         InputError: one line naming the file, the defaults that ``--default-rates`` applies, and the other ways out.
     """
+    refuse_unused_default_rates(checkpoint, detector, default_rates)
     if not checker_entry(checker).weighs_evidence or default_rates or checkpoint.evidence is not None:
         return
     others = " or ".join(f"--checker {e.name}" for e in CHECKERS.values() if not e.weighs_evidence)
@@ -151,6 +152,21 @@ def check_measured_rates(checkpoint: DetectorCheckpoint, detector: str, checker:
         f"{others}, or with --default-rates to assume a miss rate of {DEFAULT_MISS_RATE:.0%} and a "
         f"false-detection rate of {DEFAULT_FALSE_RATE:.0%} for every step"
     )
+
+
+def refuse_unused_default_rates(checkpoint: DetectorCheckpoint, detector: str | Path, default_rates: bool) -> None:
+    """Refuse ``--default-rates`` for a detector that holds measured rates: `evidence_reporter` uses the measured
+    ones and the option would change nothing, so a run that ends well would leave the user believing the defaults
+    were weighed (the rule of `streaming.stream_detect_cli._refuse_idle_options`, here because the rates are known
+    only once the checkpoint is read: they are a field of the one pickled dictionary, beside the weights).
+
+    Raises:
+        InputError: one line naming the option and the detector.
+    """
+    if default_rates and checkpoint.evidence is not None:
+        raise InputError(f"--default-rates: {detector_named(detector, option=False)} holds measured miss and "
+                         "false-detection rates, and those are used; the option stands in for a detector without "
+                         "them (leave it out)")
 
 
 def detector_named(detector: str | Path, option: bool = True) -> str:

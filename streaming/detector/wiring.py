@@ -30,7 +30,14 @@ from recognition.model import MiniROAD
 from recognition.segmenter import SegmenterConfig
 from streaming.detector.alert_frames import DEFAULT_KEEP, AlertFrames
 from streaming.detector.config import DetectorConfig, StreamSource
-from streaming.detector.loading import LoadedParts, load_parts, open_videos, print_warning, stream_ids_for
+from streaming.detector.loading import (
+    LoadedParts,
+    load_parts,
+    open_videos,
+    print_warning,
+    refuse_unused_default_rates,
+    stream_ids_for,
+)
 from streaming.detector.loop import FrameLoop
 from streaming.detector.publisher import EventPublisher
 from streaming.detector.sinks import Sink, combine
@@ -212,6 +219,9 @@ def build_pipeline(
             if not config.sources:
                 raise InputError("build_pipeline: give the sources, or the parts and the readers")
             parts = load_parts(config.sources[0], config.detector.threads, warn)
+            # A detector apart checks no rates (it has no checker option): here, before a video opens or a checker
+            # is waited for. Parts loaded by the caller were checked there (`check_measured_rates`).
+            refuse_unused_default_rates(parts.checkpoint, config.sources[0].detector, config.detector.default_rates)
         if readers is None:
             readers = open_videos(config.sources, parts.checkpoint.fps)
             for reader in readers:

@@ -219,6 +219,8 @@ def test_a_probabilistic_setting_given_to_the_binary_checker_is_refused(
                     "as certain and has no threshold or prior to set")
 
 
+MEASURED_RATES = ("--default-rates: the bundled demo detector holds measured miss and false-detection rates, and those "
+                  "are used; the option stands in for a detector without them (leave it out)")
 FROM_FEATURES = ["--features", "rec.npy", "--graph", str(GRAPH), "--detector", str(DETECTOR)]
 NOT_FRAMES = "--features files hold features, not video frames"
 
@@ -241,9 +243,13 @@ NOT_FRAMES = "--features files hold features, not video frames"
      (["eval", "--demo", "--rate", "5"],
       "--rate 5: gives the rate of --features files; videos are read at the detector's rate"),
      (["--video", "demo", "--rate", "5"],
-      "--rate 5: gives the rate of --features files; videos are read at the detector's rate")],
+      "--rate 5: gives the rate of --features files; videos are read at the detector's rate"),
+     # The demo detector holds measured rates: the option changed nothing (known once the checkpoint is read).
+     (["--video", "demo", "--fast", "--jsonl", "--default-rates"], MEASURED_RATES),
+     (["detector", "--video", "demo", "--fast", "--default-rates"], MEASURED_RATES),
+     (["eval", "--demo", "--default-rates"], MEASURED_RATES)],
     ids=["backbone", "eval-backbone", "reader", "alert-frames", "keep", "onset-frames", "default-rates", "eval-rate",
-         "run-rate"])
+         "run-rate", "run-measured-rates", "detector-measured-rates", "eval-measured-rates"])
 def test_an_option_the_run_would_ignore_is_refused(
     argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

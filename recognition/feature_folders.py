@@ -893,7 +893,8 @@ def extractor_change_note(folder: str | Path, before: SplitFile | None, now: str
             f"without --config trains on rgb_{now}/")
 
 
-def test_split_line(test: Collection[str], folder: str | Path, what: str = "videos", shown: int = 5) -> str:
+def test_split_line(test: Collection[str], folder: str | Path, what: str = "videos", shown: int = 5,
+                    annotations: str | Path | None = None) -> str:
     """The summary line naming a folder's test split: ``tgml train --exclude-videos`` must leave the same videos out
     of the graph, and a split drawn at random is said nowhere else than in ``split.json``.
 
@@ -902,10 +903,18 @@ def test_split_line(test: Collection[str], folder: str | Path, what: str = "vide
         folder: the feature folder.
         what: how they are called (``videos``, ``recordings``).
         shown: how many names are listed before the rest are counted (the command to copy lists every one).
+        annotations: the annotation file the folder's labels came from; given, the line says the command is for a
+            graph learned from it. A graph may come from another file (CaptainCook4D's is learned from the data set's
+            graph-generation annotations, which hold only some of a folder's recordings), and `tgml train` refuses
+            a name that is no execution of its file (maybe a typo): the bare command failed on that documented flow.
     """
     names = sorted(test)
+    command = f"tgml train --exclude-videos {shlex.quote(','.join(names))}"  # quoted: a name may hold a space
+    if annotations is not None:
+        command += (f" for a graph learned from {annotations}; from another annotation file, name only those of them "
+                    "it holds")
     return (f"test {what}: {first_few(names, shown)} (in {Path(folder) / SPLIT_FILE}; leave them out of the graph too: "
-            f"tgml train --exclude-videos {shlex.quote(','.join(names))})")  # quoted: a name may hold a space
+            f"{command})")
 
 
 def earlier_rate(folder: str | Path, rgb: str, stored: SplitFile | None, rate: float, option: str,

@@ -271,6 +271,7 @@ class ImportReport:
             or None; the command prints it on stderr, beside its warnings, not in the summary.
         before: the folder's split before this import (`stored_split`), None for a new folder
             (`extractor_change_note`).
+        annotations: the annotation file read (the summary's ``tgml train --exclude-videos`` is for a graph of it).
     """
 
     folder: Path
@@ -284,6 +285,7 @@ class ImportReport:
     earlier_rate: float | None = None
     unread: str | None = None
     before: SplitFile | None = None
+    annotations: str | None = None
 
     def rate_warnings(self, rate: float) -> list[str]:
         """Warnings (without their ``warning:``) about ``rate``: features written at a higher rate than ``--rate``
@@ -307,7 +309,7 @@ class ImportReport:
                  f"{len(self.test)} test): {self.rows} feature vectors of width {self.width} at {rate:g} per second, "
                  f"extractor {name!r}"]
         if self.test:  # what tgml train --exclude-videos must leave out of the graph, said without opening split.json
-            lines.append(test_split_line(self.test, self.folder, "recordings", SHOWN))
+            lines.append(test_split_line(self.test, self.folder, "recordings", SHOWN, self.annotations))
         if self.no_features:
             lines.append(f"not imported: {count_of(len(self.no_features), 'annotated recording')} "
                          f"{'has' if len(self.no_features) == 1 else 'have'} no feature file "
@@ -607,7 +609,7 @@ def import_features(config: ImportConfig) -> ImportReport:
     Returns:
         What was imported, and what was left out.
     """
-    report = ImportReport(Path(config.out))
+    report = ImportReport(Path(config.out), annotations=config.annotations)
     write_import(config, report, plan_import(config, report))
     return report
 

@@ -19,6 +19,7 @@ from recognition.train import training_config_of_folder
 from streaming.offline.features_cli import main
 from tests.cli_errors import cli_error
 from tests.command_lines import with_options
+from tgml.tgml_cli import main as tgml_main
 
 STEPS = {"0": {"id": 0, "name": "unfold"}, "1": {"id": 1, "name": "insert_pole"}}
 
@@ -75,6 +76,32 @@ def test_imported_features_train_a_detector_that_records_their_rate_and_name(tmp
     assert (checkpoint.feature_extractor, checkpoint.fps) == ("my-backbone", 1.0)
     # The motion lag and the training window are seconds: 2 s and 12.8 s at one vector a second.
     assert (model.config.motion_lag, checkpoint.info["train"]["window"]) == (2, 13)
+
+
+def test_the_exclude_videos_hint_holds_for_a_graph_learned_from_another_annotation_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The README's CaptainCook4D flow learns the graph from the data set's graph-generation annotations, which hold
+    # only some of the imported recordings: the hint's bare command was refused there ("rec3 not an execution ...").
+    root = write_recordings(tmp_path)
+    labels = root / "labels.json"
+    assert main(argv(root, "--test-videos", "rec3,rec4")) == 0
+    (hint,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test recordings: ")]
+    assert hint.endswith(f"leave them out of the graph too: tgml train --exclude-videos rec3,rec4 for a graph learned "
+                         f"from {labels}; from another annotation file, name only those of them it holds)")
+    graph = ["--scenario", "tent", "--quiet", "--out"]
+    assert tgml_main(["train", "--annotations", str(labels), "--exclude-videos", "rec3,rec4", *graph,
+                      str(tmp_path / "g1.json")]) in (0, None)
+    data = json.loads(labels.read_text())
+    del data["annotations"]["rec3"]  # the graph's own file, holding rec4 of the test recordings only
+    other = tmp_path / "graph_labels.json"
+    other.write_text(json.dumps(data))
+    capsys.readouterr()
+    line = cli_error(tgml_main, ["train", "--annotations", str(other), "--exclude-videos", "rec3,rec4", *graph,
+                                 str(tmp_path / "g2.json")], capsys)
+    assert line.startswith("error: --exclude-videos: rec3 not an execution of 'tent'")  # a typo stays refused
+    assert tgml_main(["train", "--annotations", str(other), "--exclude-videos", "rec4", *graph,
+                      str(tmp_path / "g3.json")]) in (0, None)
 
 
 def test_a_feature_file_with_nan_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -436,6 +436,8 @@ class VideoReader(abc.ABC):
         error: why the source ended early, naming it (empty while it is fine and when it ended normally);
             set when `read` has returned None.
         duration: seconds of video a file's container announces (None for live sources, or when unknown).
+        source_fps: a file's own frame rate, the one it is sampled from (None for live sources): above it, ``fps``
+            delivers some frames more than once.
     """
 
     name: str = ""
@@ -448,6 +450,7 @@ class VideoReader(abc.ABC):
         self.missed = 0
         self.error = ""
         self.duration: float | None = None
+        self.source_fps: float | None = None
 
     @abc.abstractmethod
     def read(self) -> Frame | None:
@@ -552,6 +555,7 @@ class DecordReader(_FileReader):
         check_sampled(source.spec, n, native, config.fps)
         self._indices = sample_indices(n, native, config.fps)
         self.duration = n / native
+        self.source_fps = native
         self._found, self._header, self._end_checked = n, self._header_count(header), False
         self._buffer = np.zeros((0, 0, 0, 3), dtype=np.uint8)
         if len(self._indices):
@@ -642,6 +646,7 @@ class OpenCVFileReader(_FileReader):
         self._src_pos = -1
         self._announced = n
         self._native = native
+        self.source_fps = native
         self.duration = n / native if n > 0 else None
 
     def read(self) -> Frame | None:

@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
-from graphs.common.errors import InputError, print_warning
+from graphs.common.errors import InputError, print_note, print_warning
 from graphs.common.files import (
     FILE_NAME_RULE,
     check_output,
@@ -176,6 +176,7 @@ class PlannedVideo:
     path: Path
     segments: tuple[Segment, ...]
     duration: float | None
+    source_fps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,26 @@ class ExtractionPlan:
     videos: tuple[PlannedVideo, ...]
     test: frozenset[str]
     unannotated: tuple[str, ...] = ()
+
+    def repeated_frames_note(self, fps: float) -> str | None:
+        """The note on videos whose own frame rate is below ``fps``: the readers deliver some of their frames more
+        than once to reach it, so the features hold copies of the same vectors, extracted at that many times the cost
+        (a ``--fps 50`` on 10 fps videos: every frame five times, without a word). Not refused: a folder of mixed
+        rates needs one feature rate, and a detector may well be wanted at a rate some videos lack.
+
+        Returns:
+            One line without its ``note:``; None when every video's rate reaches ``fps`` (or is unknown).
+        """
+        slow = sorted((v.source_fps, v.name) for v in self.videos if v.source_fps is not None
+                      and v.source_fps < fps * (1 - 1e-6))  # a 29.97 fps video at --fps 29.97 is not "below"
+        if not slow:
+            return None
+        lowest = slow[0][0]
+        rates = f"{lowest:g} fps" if slow[-1][0] == lowest else f"{lowest:g} to {slow[-1][0]:g} fps"
+        return (f"--fps {fps:g} is above the frame rate of {count_of(len(slow), 'video')} ({rates}: "
+                f"{first_few([name for _, name in slow], 3)}): each of their frames is extracted up to "
+                f"{math.ceil(fps / lowest - 1e-6)} times over (copies of the same features, at as many times the "
+                f"cost); --fps {lowest:g} or less reads each frame once")
 
     @property
     def train_names(self) -> list[str]:
@@ -395,7 +416,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
         segments = read_segments(video, annotations.path)
         path = find_video(videos_dir, video.video)
         with _open(path, config) as reader:
-            duration = reader.duration
+            duration, source_fps = reader.duration, reader.source_fps
         if duration is not None:
             cut = check_not_cut_short(path, duration)
             try:
@@ -405,7 +426,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
                     raise
                 said = str(err).removeprefix(f"{annotations.path}: ")
                 raise InputError(f"{cut}, and {said} of {annotations.path}: a copy cut short?") from None
-        planned.append(PlannedVideo(video.video, path, segments, duration))
+        planned.append(PlannedVideo(video.video, path, segments, duration, source_fps))
     test = choose_test_videos([v.name for v in planned], config, stored)
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
                           unannotated_videos(videos_dir, annotations.videos))
@@ -659,6 +680,9 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         What was extracted and skipped, and the extraction speed.
     """
     plan = plan_extraction(config)
+    repeated = plan.repeated_frames_note(config.fps)
+    if repeated is not None:
+        print_note(repeated)
     if plan.unannotated:
         print_warning(f"--videos {config.videos}: {count_of(len(plan.unannotated), 'video file')} that "
                       f"{config.annotations} does not annotate ({first_few(list(plan.unannotated), 3)}): not used")

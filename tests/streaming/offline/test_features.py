@@ -71,6 +71,20 @@ def test_in_an_overlap_the_segment_that_started_last_owns_the_frame() -> None:
     assert targets.argmax(axis=1).tolist() == [1, 1, 2, 2, 1, 1, 1, 1, 3, 3, 3, 0]
 
 
+def test_an_fps_above_the_videos_own_rate_is_said_in_one_note(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --fps 50 on 10 fps videos ran with every frame extracted five times over, at five times the cost, and no word.
+    edit_labels(work, lambda data: data["annotations"].pop("run2"))  # two videos: fast
+    (work / "videos" / "run2.mp4").unlink()
+    assert main(args(work, "--fps", "25", "--test-fraction", "0.5")) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["note: --fps 25 is above the frame rate of 2 videos (10 fps: run0, run1): each of their frames is "
+                   "extracted up to 3 times over (copies of the same features, at as many times the cost); --fps 10 "
+                   "or less reads each frame once"], err
+    # At the videos' own rate or below, nothing is said.
+    assert main(args(work, "--out", str(work / "at10"), "--fps", "10", "--test-fraction", "0.5")) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_overlapping_segments_are_extracted_with_one_warning_line(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -386,7 +386,9 @@ def check_output(
             raise InputError(f"{named}: the {what} would overwrite a file of {holder}, which the run reads; choose "
                              "another name")
     if folder and path.exists() and not path.is_dir():  # a FIFO or a device is no file either: say which it is
-        raise InputError(f"{named}: is {not_a_file(path) or 'a file'}, expected a folder for the {what}")
+        # "a folder for the timeline plots folder" said it twice: a ``what`` that is a folder is named as such.
+        expected = f"the {what}" if what.endswith("folder") else f"a folder for the {what}"
+        raise InputError(f"{named}: is {not_a_file(path) or 'a file'}, expected {expected}")
     if folder and path.is_symlink() and not path.exists():  # a loop or a dangling link: nothing could be made there
         raise InputError(f"{named}: {not_a_folder(path, 'a folder')}, where the {what} would go")
     if not folder and path.is_dir():

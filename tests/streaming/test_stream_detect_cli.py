@@ -260,6 +260,16 @@ def test_an_option_the_run_would_ignore_is_refused(
     assert list(tmp_path.iterdir()) == []  # refused before anything is written
 
 
+def test_eval_plots_naming_a_file_says_once_that_a_folder_was_expected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "is a file, expected a folder for the timeline plots folder": the message said "folder" twice.
+    taken = tmp_path / "evdemo.json"
+    taken.write_text("{}")
+    line = cli_error(main, ["eval", "--demo", "--plots", str(taken)], capsys)
+    assert line == f"error: --plots {taken}: is a file, expected the timeline plots folder"
+
+
 def test_the_alert_frames_bound_said_in_the_help_is_the_one_applied(capsys: pytest.CaptureFixture[str]) -> None:
     from streaming.detector.alert_frames import DEFAULT_KEEP
 

@@ -45,7 +45,7 @@ def test_an_output_that_is_a_file_is_refused_before_any_work(
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     line = cli_error(tool_main(), ["--out", str(blocker), "--work", str(tmp_path / "work")], capsys)
-    assert line == f"error: --out {blocker}: is a file, expected a folder for the output folder"
+    assert line == f"error: --out {blocker}: is a file, expected the output folder"
     assert not (tmp_path / "work").exists()
 
 

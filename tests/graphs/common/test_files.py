@@ -106,7 +106,7 @@ def test_outputs_are_checked_before_a_run(tmp_path: Path) -> None:
         check_output(tmp_path, "results file")
     with pytest.raises(InputError, match=r"out.json: cannot write the results file: .*a_file is a file, not a folder"):
         check_output(a_file / "sub" / "out.json", "results file")
-    with pytest.raises(InputError, match=r"a_file: is a file, expected a folder for the graphs folder"):
+    with pytest.raises(InputError, match=r"a_file: is a file, expected the graphs folder$"):
         check_output(a_file, "graphs folder", folder=True)
 
 

@@ -453,7 +453,7 @@ BAD_INPUT = {
     "empty-test-split": (lambda f: None, ["--test-fraction", "0.1"], "--test-fraction 0.1 of 3 videos: the test split"),
     "all-test": (lambda f: None, ["--test-videos", "run0,run1,run2"], "no video would be left for training"),
     "unknown-test-video": (lambda f: None, ["--test-videos", "run9"], "'run9' is not an annotated video"),
-    "out-is-a-file": (_out_under_a_file, [], "{f}/features: is a file, expected a folder"),
+    "out-is-a-file": (_out_under_a_file, [], "{f}/features: is a file, expected the feature folder"),
     "bad-fps": (lambda f: None, ["--fps", "0"], "--fps: 0: must be a number of frames per second in 1..1000"),
     "unknown-extractor": (lambda f: None, ["--extractor", "resnet"], "--extractor 'resnet': choose one of"),
 }

@@ -110,7 +110,7 @@ def test_sequence_file_with_a_video_written_twice_is_refused(
     [
         (["--json", "."], "is a folder, expected a file name for the results file"),
         (["--json", "a_file/r.json"], "a_file is a file, not a folder"),
-        (["--save-graphs", "a_file"], "a_file: is a file, expected a folder for the graphs folder"),
+        (["--save-graphs", "a_file"], "a_file: is a file, expected the graphs folder"),
         (["--perturb", "0.1", "--plot", "a_file/p.png", "--json", "r.json"], "cannot write the ablation plot"),
     ],
     ids=["json-is-a-folder", "json-under-a-file", "save-graphs-is-a-file", "plot-under-a-file"],
@@ -261,7 +261,7 @@ def test_prepare_refuses_an_out_that_is_a_file(
 ) -> None:
     (tmp_path / "a_file").write_text("not a folder")
     argv = ["prepare", "--epic-tent", str(data_dir / "epic-tent-o" / "raw"), "--out", str(tmp_path / "a_file")]
-    assert "a_file: is a file, expected a folder for the data folder" in cli_error(main, argv, capsys)
+    assert "a_file: is a file, expected the data folder" in cli_error(main, argv, capsys)
 
 
 def test_prepare_with_a_broken_source_leaves_existing_files_alone(

@@ -82,6 +82,8 @@ def test_benchmark_scores_exactly_the_cut_sequences(
     assert "best published" not in printed and "  published" not in printed  # the paper has no row for it
     caption = " ".join(printed.split())
     assert "Scenario tea of" in caption and "1 without one is kept whole" in caption
+    # No published row: the footnote on how the published tables swap P and R spoke of tables not shown.
+    assert "P/R are true precision / recall." in caption and "swapped" not in caption
     result = json.loads(out.read_text())
     graph = load_graph(graphs / "tea-count-based.json")
     expected = mistake_scores(

@@ -13,9 +13,12 @@ from tgml.bench.prego.data import MODE_MARKS
 from tgml.bench.prego.published import PUBLISHED, published_best
 from tgml.bench.prego.scoring import METRIC_KEYS
 
+TRUE_PR_NOTE: Final = "P/R are true precision / recall."
+# Said only under a table that shows a published row: a user's own data has none, and the footnote then spoke of
+# tables that were not there.
 SWAP_NOTE: Final = (
-    "P/R are true precision / recall. The published tables list them swapped (the reference scores predictions "
-    "as if they were ground truth), so their 'Prec' is our recall and vice versa; F1 is unaffected."
+    "The published tables list them swapped (the reference scores predictions as if they were ground truth), so "
+    "their 'Prec' is our recall and vice versa; F1 is unaffected."
 )
 NOT_PUBLISHED: Final = "–"  # en dash: a figure the paper does not give (a hyphen is one not measured)
 DASH_NOTES: Final = {NOT_PUBLISHED: f"{NOT_PUBLISHED}: not published.",
@@ -54,7 +57,7 @@ def result_tables(result: Mapping[str, Any]) -> list[Any]:
     tables = []
     own = result["settings"].get("annotations")
     for dataset, modes in result["results"].items():
-        caption = SWAP_NOTE
+        caption = f"{TRUE_PR_NOTE} {SWAP_NOTE}" if own is None else TRUE_PR_NOTE  # own data: no published row
         if own is not None:
             whole = len(own["correct_test_videos"])
             verb = "is" if whole == 1 else "are"

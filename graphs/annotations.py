@@ -41,6 +41,7 @@ from graphs.common.errors import InputError
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
+from graphs.file_kinds import mistaken_file
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
 from graphs.task_graph import is_captaincook_graph
 
@@ -357,6 +358,9 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     if "annotations" not in data and ("format" in data or is_captaincook_graph(data)):  # the reverse of from_dict's
         raise InputError(f"{src}: this looks like a task graph, not an annotation file (one with fields "
                          "'annotations' and 'taxonomy', from which tgml train learns a graph)")
+    wrong = None if "annotations" in data else mistaken_file(data, "annotations", src)  # a split, eval's results...
+    if wrong is not None:
+        raise InputError(wrong)
     for key in ("annotations", "taxonomy"):
         if key not in data:
             raise InputError(f"{src}: missing object field {key!r}")

@@ -276,7 +276,11 @@ class TaskGraph:
                              "and tgml eval --gt read it; to check recordings against it, write it with the recipe's "
                              "step ids (tgml bench-live --save-graphs writes <recipe>-hand-made.json)")
         if "format" not in data:
-            raise InputError(f"{source}: not a task-graph file (no 'format' field; tgml train writes them)")
+            from graphs.file_kinds import mistaken_file  # here: it reads this module's format name
+
+            # A split or eval's results given as the graph: said as the kind it is, as an annotation file is above.
+            raise InputError(mistaken_file(data, "graph", source)
+                             or f"{source}: not a task-graph file (no 'format' field; tgml train writes them)")
         if data.get("format") != FORMAT_NAME:
             raise InputError(f"{source}: field 'format' is {as_written(data.get('format'))}, expected "
                              f"{as_written(FORMAT_NAME)}")

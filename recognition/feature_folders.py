@@ -52,6 +52,7 @@ from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import first_few, printable
 from graphs.common.settings_files import as_written
+from graphs.file_kinds import mistaken_file
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.segment_metrics import TimedSegment
 
@@ -291,6 +292,11 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
         within = Path(path) / SPLIT_FILE  # the feature folder given for its split: the file is named
         hint = f" (its {within}?)" if Path(path).is_dir() and within.is_file() else ""
         raise InputError((f"{option} {err}" if option else str(err)) + hint) from None
+    # An annotation file given as the split said only "missing field 'train'", where --graph names the kind.
+    wrong = mistaken_file(split, "split", src, "; give the split.json that recognition-features wrote in its feature "
+                          "folder")
+    if wrong is not None:
+        raise InputError(wrong)
     if not isinstance(split, dict):
         raise InputError(f"{src}: expected an object with 'train' and 'test' lists")
     train, test = _video_names(split, "train", src), _video_names(split, "test", src)

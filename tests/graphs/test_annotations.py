@@ -208,6 +208,23 @@ def test_a_task_graph_given_as_annotations_is_named_as_one(tmp_path: Path, graph
         load_annotations(path)
 
 
+@pytest.mark.parametrize(("content", "kind"), [
+    ({"train": ["video_00"], "test": ["video_03"], "fps": 2.0},
+     "a split file (the 'train' and 'test' videos of a feature folder: its split.json)"),
+    ({"settings": {"graph": "g.json"}, "videos": [], "total": {}}, "the results of stream-detect eval --json"),
+], ids=["split", "eval-results"])
+def test_another_file_of_the_project_given_as_annotations_is_named_as_what_it_is(
+    tmp_path: Path, content: dict, kind: str
+) -> None:
+    # A feature folder's split.json given as --annotations said "missing object field 'annotations'".
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(InputError) as refused:
+        load_annotations(path)
+    assert str(refused.value) == (f"{path}: this looks like {kind}, not an annotation file (its 'annotations' and "
+                                  "'taxonomy' give each video's key-steps)")
+
+
 def test_captaincooks_error_annotations_given_as_annotations_point_to_captaincook_labels(data_dir: Path) -> None:
     # The shared data set's error_annotations.json was "expected a JSON object ..., got a list": the file a user of
     # CaptainCook4D's recordings reaches for first, and the command that turns it into one was not named.

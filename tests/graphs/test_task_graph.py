@@ -184,8 +184,12 @@ def test_optional_scores_of_the_wrong_shape_or_range_are_refused(tent_graph: Tas
 def test_a_json_file_that_is_no_graph_is_named_as_such(tmp_path: Path) -> None:
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"train": ["a"], "test": ["b"]}))
-    with pytest.raises(InputError, match=r"split\.json: not a task-graph file \(no 'format' field"):
+    with pytest.raises(InputError, match=r"split\.json: this looks like a split file \(.*\), not a task graph"):
         load_graph(split)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"name": "x"}))  # none of the project's files: the field it lacks
+    with pytest.raises(InputError, match=r"other\.json: not a task-graph file \(no 'format' field"):
+        load_graph(other)
 
 
 def test_execution_levels_are_networkx_topological_generations() -> None:

@@ -115,6 +115,29 @@ def test_an_annotation_file_given_as_the_graph_says_how_to_make_a_graph(capsys: 
                     "graph from it with tgml train")
 
 
+SPLIT_KIND = "a split file (the 'train' and 'test' videos of a feature folder: its split.json)"
+
+
+def test_an_annotation_file_given_as_the_split_is_named_as_one(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # eval --split labels.json said only "missing field 'train'", while --graph labels.json named the kind of file.
+    annotations = GRAPH.parent / "demo_annotations.json"
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    line = cli_error(main, ["eval", "--videos", str(videos), "--annotations", str(annotations), "--graph", str(GRAPH),
+                            "--detector", str(DETECTOR), "--split", str(annotations)], capsys)
+    assert line == (f"error: --split {annotations}: this looks like an annotation file (its 'annotations' and "
+                    f"'taxonomy' give each video's key-steps), not {SPLIT_KIND}; give the split.json that "
+                    "recognition-features wrote in its feature folder")
+
+
+def test_a_split_file_given_as_the_graph_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"train": ["demo-correct"], "test": ["demo-mistake"]}))
+    line = cli_error(main, ["--video", "demo", "--graph", str(split), "--jsonl"], capsys)
+    assert line == f"error: --graph {split}: this looks like {SPLIT_KIND}, not a task graph (tgml train writes them)"
+
+
 def _renamed_demo_graph(tmp_path: Path, renames: dict[str, str], scenario: str | None = None) -> Path:
     """The bundled demo graph with some steps renamed (same ids, same edges): another procedure's graph."""
     data = json.loads(GRAPH.read_text())

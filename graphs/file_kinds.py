@@ -1,0 +1,74 @@
+"""Which of the project's JSON files a file given in the place of another looks like.
+
+Every command reads several kinds of JSON file (annotations, task graphs, feature-folder splits, eval results), often
+side by side on one command line, and a user swaps two of them easily. The loader of one kind then fails on the first
+field it misses (``missing field 'train'``), which names the field, not the mistake. The loaders ask `looks_like`
+first, and name the kind they were given instead (`mistaken_file`), as ``--graph labels.json`` has long said "this
+looks like an annotation file".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from graphs.task_graph import FORMAT_NAME, is_captaincook_graph
+
+# What each kind is called in a message, with how the user recognises it.
+KINDS: Final = {
+    "annotations": "an annotation file (its 'annotations' and 'taxonomy' give each video's key-steps)",
+    "graph": "a task graph (tgml train writes them)",
+    "split": "a split file (the 'train' and 'test' videos of a feature folder: its split.json)",
+    "captaincook-errors": "CaptainCook4D's error annotations (tgml captaincook-labels writes an annotation file from "
+                          "them)",
+    "eval": "the results of stream-detect eval --json",
+    "sequences": "a key-step sequence file ({video: {\"pred\": [...], \"gt\": [...]}}, prego-bench --sequences)",
+}
+
+
+def looks_like(data: Any) -> str | None:
+    """The kind of project file parsed JSON content has the shape of (a key of `KINDS`), or None.
+
+    Args:
+        data: the file's parsed content.
+
+    Returns:
+        ``"annotations"``, ``"graph"``, ``"split"``, ``"captaincook-errors"``, ``"eval"``, ``"sequences"``, or None
+        when it is none of them (a damaged file, or another program's).
+    """
+    if isinstance(data, list):
+        first = data[0] if data else None
+        if isinstance(first, dict) and {"recording_id", "step_annotations"} <= first.keys():
+            return "captaincook-errors"
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("format") == FORMAT_NAME or is_captaincook_graph(data):
+        return "graph"
+    if isinstance(data.get("annotations"), dict):
+        return "annotations"
+    if {"settings", "videos", "total"} <= data.keys():
+        return "eval"
+    if any(isinstance(data.get(key), list) for key in ("train", "test", "train_session_set", "test_session_set")):
+        return "split"
+    if data and all(isinstance(record, dict) and any(isinstance(record.get(k), list) for k in ("pred", "gt"))
+                    for record in data.values()):
+        return "sequences"
+    return None
+
+
+def mistaken_file(data: Any, expected: str, source: str, hint: str = "") -> str | None:
+    """The error line for a file of another kind than the loader's, or None when it does not look like one.
+
+    Args:
+        data: the file's parsed content.
+        expected: the kind the loader reads (a key of `KINDS`); a file of that kind is not a mistake.
+        source: how the file is named (``--split labels.json``).
+        hint: said after the kinds: what the option takes, or how to make it.
+
+    Returns:
+        e.g. ``--split labels.json: this looks like an annotation file (...), not a split file (...)``.
+    """
+    kind = looks_like(data)
+    if kind is None or kind == expected:
+        return None
+    return f"{source}: this looks like {KINDS[kind]}, not {KINDS[expected]}{hint}"

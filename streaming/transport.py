@@ -52,7 +52,7 @@ from zmq.utils.monitor import parse_monitor_message
 from graphs.common.backoff import capped_doubling
 from graphs.common.errors import InputError
 from streaming.curve_keys import CurveClient, CurveServer
-from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, MAX_TOPIC_BYTES, Message, MessageError, decode, encode
+from streaming.messages import INPUT_TOPICS, MAX_MESSAGE_BYTES, Message, MessageError, decode, encode
 
 POLL_MS: Final = 100  # longest a loop blocks in one receive before checking its stop flag
 HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic status uses the same
@@ -88,11 +88,12 @@ CONNECT_WAIT_S: Final = 10.0  # longest a detector waits for its checker to answ
 # it, an oversized payload is received and counted as malformed (a sender's bug is reported, not silent). libzmq
 # holds a whole multipart message before delivering its first frame, so this bounds the memory of each frame.
 HARD_MAX_BYTES: Final = 2 * MAX_MESSAGE_BYTES
-# What an XPUB takes from a peer: subscriptions (a byte and a topic prefix, at most MAX_TOPIC_BYTES long; room left
-# for the framing of ZMTP's SUBSCRIBE command). libzmq keeps every message sent up to an XPUB, however large, until
-# the application reads it, and builds its subscription tree from every prefix: 100 kB frames or 5 kB prefixes
-# took a checker to gigabytes. A larger frame drops the connection of the peer that sent it.
-XPUB_MAX_BYTES: Final = 4 * (1 + MAX_TOPIC_BYTES)
+# What an XPUB takes from a peer in one frame: its handshake (a CURVE client's is about 280 bytes, more with
+# ZMQ_METADATA properties: room for about 700 bytes of them) and its subscriptions (a byte and a topic prefix, at most
+# MAX_TOPIC_BYTES long). libzmq keeps every message sent up to an XPUB, however large, until the application reads
+# it, and builds its subscription tree from every prefix: 100 kB frames or 5 kB prefixes took a checker to
+# gigabytes. A larger frame drops the connection of the peer that sent it.
+XPUB_MAX_BYTES: Final = 1024
 
 DEFAULT_EVENTS_ENDPOINT: Final = "tcp://127.0.0.1:5555"  # checker's input (detectors connect here)
 DEFAULT_ALERTS_ENDPOINT: Final = "tcp://127.0.0.1:5556"  # checker's output (viewers connect here)

@@ -367,4 +367,11 @@ def test_messages_sent_up_the_publish_socket_are_dropped_and_counted_not_kept(tm
         assert wait_for(lambda: any(h.malformed >= 50 for h in healths), 10.0,
                         lambda: healths.extend(m for m in viewer.poll(50) if isinstance(m, CheckerHealth)))
         assert _rss_mb(pid) - before < 60  # was 200 MB and more
+        # The bound leaves a viewer's handshake room for properties of its own (ZMQ_METADATA), as libzmq checks
+        # the size of the handshake's frames too.
+        with_metadata = ctx.socket(zmq.SUB)
+        with_metadata.setsockopt(zmq.METADATA, b"X-Client:" + b"k" * 500)
+        with_metadata.connect(service.alerts_endpoint)
+        with_metadata.setsockopt(zmq.SUBSCRIBE, b"")
+        assert with_metadata.poll(10_000)  # the checker's periodic messages reach it
     ctx.destroy(linger=0)

@@ -166,25 +166,28 @@ class CheckerCore:
         self._hop_ms = round(1000 * hop, 3)
         state = self.streams.get(message.stream_id)
         before = None if state is None else state.latency.get("hop_ms")
+        served_before = -1 if state is None else state.served
         if state is not None:  # set first: the status this message makes shows it
             state.latency["hop_ms"] = self._hop_ms
+        out: list[Message] = []
         try:
             out = self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
         except Refused as err:
-            # A refused message (another session's on a taken id: any peer can stamp any time) says nothing of
-            # the stream's hop, nor of the checker's: it once set a live stream's hop_ms to an hour.
-            if state is not None:
-                if before is None:
-                    state.latency.pop("hop_ms", None)
-                else:
-                    state.latency["hop_ms"] = before
             self.refuse(err)
-            return []
         except MessageError as err:  # an output the wire refuses: a defect, contained to this message
             self.refuse(Unsendable(f"{message.stream_id}: {err}"))
-            out = []
-        if self.observe is not None:
-            self.observe("hop", hop)
+        now = self.streams.get(message.stream_id)
+        if now is not None and (now is not state or now.served != served_before):
+            if self.observe is not None:
+                self.observe("hop", hop)
+        elif state is not None and now is state:
+            # Not served (refused; ignored as a duplicate, another session's onset or one of an ended session): it
+            # says nothing of the stream's hop, nor of the checker's, and any peer can stamp any time: an
+            # intruder's message once set a live stream's hop_ms to an hour.
+            if before is None:
+                state.latency.pop("hop_ms", None)
+            else:
+                state.latency["hop_ms"] = before
         return out
 
     def _superseded(self, message: KeyStepEvent | Heartbeat) -> None:
@@ -330,7 +333,7 @@ class CheckerCore:
             if state.lost:
                 self.changes(sid, "back", f"silent {self.monotonic() - state.last_heard:.0f} s")
         state.last_seq = message.seq
-        state.last_heard = self.monotonic()
+        state.heard(self.monotonic())
         state.lost = False
         out += self._apply_history(sid, state, message, len(state.applied))
         return state, out
@@ -354,11 +357,14 @@ class CheckerCore:
         if state is None or state.session != message.session or state.ended or state.lost:
             return []  # a lost stream comes back with its next heartbeat or key-step, which bring its history
         state.count_gaps(message.seq)
-        state.last_heard = self.monotonic()  # a message of its detector: it keeps the stream live
         if message.history != state.applied:
             return []
         if set(message.before) - self._steps or message.step not in self._steps:
             raise UnknownStep(f"{sid}: onset names a step that is not in the task graph")
+        if not message.withdrawn and message.index not in state.early and len(state.early) >= MAX_EARLY:
+            # before the verdict, which costs more; its step is checked when confirmed
+            raise OverBudget(f"{sid}: already holds {MAX_EARLY} early alerts of steps not confirmed yet")
+        state.heard(self.monotonic())  # a message of its detector, served: it keeps the stream live
         if message.withdrawn:
             early = state.early.get(message.index)
             if early is None or early.step != message.step:
@@ -367,8 +373,6 @@ class CheckerCore:
             return [self.outputs.retraction(state, early, None)]
         if message.index in state.early:
             return []
-        if len(state.early) >= MAX_EARLY:  # before the verdict, which costs more; its step is checked when confirmed
-            raise OverBudget(f"{sid}: already holds {MAX_EARLY} early alerts of steps not confirmed yet")
         # The stream's checker holds the history; the onset brings the detector's evidence as of its run's start.
         verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:

@@ -33,7 +33,7 @@ class StreamState:
 
     session: str
     checker: StepChecker
-    last_heard: float  # monotonic time of the last message applied
+    last_heard: float  # monotonic time of the last message served (`heard`)
     applied: tuple[int, ...] = ()  # the history applied so far (the last message's history: a prefix check is ==)
     last_seq: int = -1  # seq of the last key-step or heartbeat applied: one at or just behind it is a duplicate
     heard_seq: int = -1  # the highest seq heard from the session, of any kind: a jump past it is a gap
@@ -71,6 +71,13 @@ class StreamState:
     def idle(self) -> bool:
         """Ended or lost: the stream may be evicted for a new one."""
         return self.ended or self.lost
+
+    served: int = 0  # messages of its session served (`heard`): a message that changed it was not ignored
+
+    def heard(self, now: float) -> None:
+        """A key-step, heartbeat or onset of the stream's session was served at ``now`` (monotonic)."""
+        self.last_heard = now
+        self.served += 1
 
     def next_seq(self) -> int:
         """The ``seq`` of the stream's next outgoing message (one counter for every kind the checker sends)."""

@@ -42,6 +42,7 @@ from tests.streaming.helpers import (
     tea_graph,
     wait_for,
 )
+from tests.streaming.test_early_alerts import onset
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 CORRECT = DEMO_EXECUTIONS["correct"]
@@ -118,6 +119,10 @@ def test_a_refused_message_of_another_session_leaves_the_stream_s_hop_and_the_hi
     assert core.streams["cam0"].latency["hop_ms"] == 10.0 and hops == [pytest.approx(0.01)]
     out = core.serve([beat(seq=1, timestamp=0.0, session="intruder")])
     assert core.counts["stream_taken"] == 1 and not [m for m in out if isinstance(m, Status)]
+    assert core.streams["cam0"].latency["hop_ms"] == 10.0 and len(hops) == 1
+    # Nor does one ignored rather than refused: another session's onset, a replayed copy of the stream's own.
+    core.serve([onset((), 3, 5, session="intruder", timestamp=0.0)])
+    core.serve([beat(seq=0, timestamp=0.0, session="a")])
     assert core.streams["cam0"].latency["hop_ms"] == 10.0 and len(hops) == 1
     core.serve([beat(seq=1, timestamp=9.98, session="a")])  # the stream's own next message is measured
     assert core.streams["cam0"].latency["hop_ms"] == 20.0 and len(hops) == 2

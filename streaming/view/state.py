@@ -92,7 +92,7 @@ class ViewState:
                 # An alert after its retraction opens it again: another step began at that position (an early
                 # alert withdrawn, then another one's). The copy received last wins, so its next retraction counts.
                 reopened = self.retracted.get(message.stream_id, {}).pop(message.alert_id, None) is not None
-                return self._update_alert(message) or reopened
+                return self._update_alert(message, reopened) or reopened
             seen.add(message.alert_id)
             self.alerts.append((when, message))
             self._learn_names(message)
@@ -143,12 +143,15 @@ class ViewState:
             return True
         return False
 
-    def _update_alert(self, message: Alert) -> bool:
+    def _update_alert(self, message: Alert, reopened: bool = False) -> bool:
         """A later copy of a shown alert: the copy received last wins (docs/wire-format.md, which copy of an alert
-        wins), in place. Returns whether it says something new (a re-send that repeats it does not)."""
+        wins), in place. Returns whether it says something new (a re-send that repeats it does not).
+
+        ``reopened``: the shown one was retracted, so this is another mistake, which keeps nothing of it (its video
+        time was the withdrawn step's)."""
         for i, (when, shown) in enumerate(self.alerts):
             if (shown.stream_id, shown.run, shown.alert_id) == (message.stream_id, message.run, message.alert_id):
-                self.alerts[i] = (when, message.over(shown))
+                self.alerts[i] = (when, message if reopened else message.over(shown))
                 return shown.says() != message.says()
         return False  # scrolled off the log: nothing shown to update
 

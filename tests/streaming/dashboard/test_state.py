@@ -87,6 +87,10 @@ def test_an_alert_after_its_retraction_is_a_new_mistake_in_the_view_and_on_the_d
         ("boil_water", True), ("add_teabag", False)]  # newest first
     assert view.apply(early) and view.apply(withdrawn) and view.apply(confirmed)  # each one news
     assert view.alerts[-1][1].step_name == "boil_water" and "cam0#1" not in view.retracted["cam0"]
+    rebuilt = alert(index=1, event_timestamp=102.5, replayed=True, video_time=None)  # e.g. after a restart
+    view.apply(withdrawn)
+    view.apply(rebuilt)
+    assert view.alerts[-1][1].video_time is None  # not the withdrawn add_teabag's 12.5
     # And a retraction of it after that (a session started over) ends it, in both.
     again = Retraction("cam0", 4, 103.0, "cam0#1", "aaaaaaaaaaaa", 2, "boil_water", 1, None, None)
     assert state.apply(again, 4.0)[0]["alert"]["id"] == second["alert"]["id"] and view.apply(again)

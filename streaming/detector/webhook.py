@@ -111,6 +111,7 @@ def check_webhook_url(url: str) -> str:
 
 
 _AUTHORITY = re.compile(r"(?P<head>[^/?#]*//)?")  # "scheme://", if any, before what may be "user:password@host"
+_HOST_PORT = re.compile(r"[^:@]*(:[0-9]*)?")  # a host, with its port if any: what comes before a path
 
 
 def masked(url: str) -> tuple[str, str]:
@@ -119,7 +120,8 @@ def masked(url: str) -> tuple[str, str]:
     Works on any string, a URL or not (urllib's parser raises on some that hold a password: a bad port, a bad IPv6
     host), and takes the password to run up to the last ``@``, so that one holding a ``/``, ``?`` or ``#`` that the
     user did not percent-encode is hidden whole: an error line may show more as ``***`` than urllib would have read as
-    the password, never less.
+    the password. An ``@`` after a path that follows a host (``host:8080/notify?to=ops@example.org``) is no
+    credential's: such a URL is shown as given.
 
     Returns:
         ``(the value as shown, the password hidden or "")``.
@@ -129,6 +131,9 @@ def masked(url: str) -> tuple[str, str]:
     userinfo, at, rest = url[start:].rpartition("@")
     user, colon, secret = userinfo.partition(":")
     if not at or not colon:
+        return url, ""
+    authority, slash, _ = userinfo.partition("/")
+    if slash and _HOST_PORT.fullmatch(authority):  # "host" or "host:port", then a path holding the '@'
         return url, ""
     return f"{url[:start]}{user}:***@{rest}", secret
 

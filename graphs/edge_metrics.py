@@ -16,6 +16,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
+from graphs.file_kinds import is_captaincook_graph
 from graphs.limits import name_fault
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
@@ -26,7 +27,6 @@ from graphs.task_graph import (
     START,
     Node,
     TaskGraph,
-    is_captaincook_graph,
     load_graph,
 )
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from graphs.task_graph import FORMAT_NAME, is_captaincook_graph
+# The task graph's file format (`graphs.task_graph`, which imports it from here: the shapes of the files are this
+# module's, and the loaders below it ask it).
+GRAPH_FORMAT: Final = "task-graph"
 
 # What each kind is called in a message, with how the user recognises it.
 KINDS: Final = {
@@ -42,7 +44,7 @@ def looks_like(data: Any) -> str | None:
         return None
     if not isinstance(data, dict):
         return None
-    if data.get("format") == FORMAT_NAME or is_captaincook_graph(data):
+    if data.get("format") == GRAPH_FORMAT or is_captaincook_graph(data):
         return "graph"
     if isinstance(data.get("annotations"), dict):
         return "annotations"
@@ -54,6 +56,12 @@ def looks_like(data: Any) -> str | None:
                     for record in data.values()):
         return "sequences"
     return None
+
+
+def is_captaincook_graph(data: object) -> bool:
+    """Whether file content has the shape of a CaptainCook4D hand-made graph (``{"steps": {id: name}, "edges":
+    [...]}``, no ``format``): read as it is by ``tgml show`` and ``tgml eval --gt``, with its own step numbers."""
+    return isinstance(data, dict) and "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data
 
 
 def mistaken_file(data: Any, expected: str, source: str, hint: str = "") -> str | None:

@@ -44,6 +44,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.files import output_start, read_json, write_text
 from graphs.common.settings_files import as_written
+from graphs.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id, name_fault
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 START: Final = "START"
 END: Final = "END"
-FORMAT_NAME: Final = "task-graph"
+FORMAT_NAME: Final = GRAPH_FORMAT
 FORMAT_VERSION: Final = 2
 READABLE_VERSIONS: Final = (1, 2)
 # A step whose global optionality score is above this is optional (the score is a fraction of executions).
@@ -276,8 +277,6 @@ class TaskGraph:
                              "and tgml eval --gt read it; to check recordings against it, write it with the recipe's "
                              "step ids (tgml bench-live --save-graphs writes <recipe>-hand-made.json)")
         if "format" not in data:
-            from graphs.file_kinds import mistaken_file  # here: it reads this module's format name
-
             # A split or eval's results given as the graph: said as the kind it is, as an annotation file is above.
             raise InputError(mistaken_file(data, "graph", source)
                              or f"{source}: not a task-graph file (no 'format' field; tgml train writes them)")
@@ -454,12 +453,6 @@ def _holds_a_graph(path: Path) -> bool:
     except InputError:
         return False
     return isinstance(data, dict) and data.get("format") == FORMAT_NAME
-
-
-def is_captaincook_graph(data: object) -> bool:
-    """Whether file content has the shape of a CaptainCook4D hand-made graph (``{"steps": {id: name}, "edges":
-    [...]}``, no ``format``): read as it is by ``tgml show`` and ``tgml eval --gt``, with its own step numbers."""
-    return isinstance(data, dict) and "format" not in data and isinstance(data.get("steps"), dict) and "edges" in data
 
 
 def load_graph(path: str | Path, option: str | None = None) -> TaskGraph:

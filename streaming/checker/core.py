@@ -38,7 +38,6 @@ from streaming.checker.streams import FORGET_AFTER, MAX_EARLY, RESEND_ALERTS, SE
 from streaming.messages import (
     MAX_HISTORY,
     MAX_LATENCY_MS,
-    Alert,
     CheckerHealth,
     Heartbeat,
     KeyStepEvent,
@@ -223,7 +222,6 @@ class CheckerCore:
             return []
         state, out = taken
         self._check_name(message, state)
-        out += self._settle_early(state, ended=False)
         if message.index not in state.forwarded and message.step in self._steps:
             state.forwarded.add(message.index)
             out.append(self.outputs.step_event(state, message))
@@ -361,18 +359,18 @@ class CheckerCore:
             return []
         if set(message.before) - self._steps or message.step not in self._steps:
             raise UnknownStep(f"{sid}: onset names a step that is not in the task graph")
-        if not message.withdrawn and message.index not in state.early and len(state.early) >= MAX_EARLY:
-            # before the verdict, which costs more; its step is checked when confirmed
-            raise OverBudget(f"{sid}: already holds {MAX_EARLY} early alerts of steps not confirmed yet")
-        state.heard(self.monotonic())  # a message of its detector, served: it keeps the stream live
         if message.withdrawn:
             early = state.early.get(message.index)
             if early is None or early.step != message.step:
-                return []
+                return []  # an alert it never raised: ignored
+            state.heard(self.monotonic())  # served: it keeps the stream live, as each one below
             del state.early[message.index]
             return [self.outputs.retraction(state, early, None)]
         if message.index in state.early:
-            return []
+            return []  # announced again: ignored
+        if len(state.early) >= MAX_EARLY:  # before the verdict, which costs more; its step is checked when confirmed
+            raise OverBudget(f"{sid}: already holds {MAX_EARLY} early alerts of steps not confirmed yet")
+        state.heard(self.monotonic())
         # The stream's checker holds the history; the onset brings the detector's evidence as of its run's start.
         verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
@@ -450,8 +448,13 @@ class CheckerCore:
 
     def _apply_history(
         self, stream_id: str, state: StreamState, message: KeyStepEvent | Heartbeat, first: int
-    ) -> list[Alert]:
-        """Observe ``message.history[first:]`` (the part not applied yet) and build the alerts to send.
+    ) -> list[Message]:
+        """Observe ``message.history[first:]`` (the part not applied yet) and build the alerts to send, after the
+        retractions of the early alerts its steps settle (`_settle_early`).
+
+        Those go first: an early alert withdrawn because another step was confirmed at its position has the id of
+        that step's alert, and viewers take the copy received last; sent after the confirmed step's alert, the
+        retraction withdrew a real mistake in every view.
 
         A replay (many new steps at once) is coalesced: every mistake is counted, but only the live step's alert
         and the `RESEND_ALERTS` most recent rebuilt ones are built and sent.
@@ -472,6 +475,7 @@ class CheckerCore:
         if first < len(history):
             state.allowed = self.outputs.likely_next(state.checker, self._known(state, history))
         state.applied = history
+        settled = self._settle_early(state, ended=False)
         state.alerts += len(mistakes)
         sent = [index for index in mistakes if index != live][-RESEND_ALERTS:]
         if live in mistakes:
@@ -484,7 +488,7 @@ class CheckerCore:
             done_to = index
             alerts.append(self.outputs.alert(stream_id, state, message, index, replayed=index != live, before=before))
         state.recent_alerts.extend(alerts)
-        return alerts
+        return [*settled, *alerts]
 
     def _known(self, state: StreamState, history: tuple[int, ...]) -> tuple[int, ...]:
         """The history without its skipped steps (those not in the graph): what the procedure questions read."""

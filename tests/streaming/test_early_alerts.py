@@ -202,3 +202,19 @@ def test_a_session_that_ended_changes_nothing_when_it_speaks_again() -> None:
     assert served(core, keystep((GET_CUP, FILL), 2)) == []
     assert served(core, onset((GET_CUP,), BOIL, 3)) == []
     assert core.streams["cam0"].ended and core.streams["cam0"].applied == (GET_CUP,)
+
+
+def test_an_early_alert_withdrawn_for_another_mistake_at_its_position_is_retracted_before_that_alert() -> None:
+    # pour_water announced at position 1, boil_water confirmed there, a mistake too: the checker sent boil_water's
+    # alert, then the retraction of the same id, so every view showed the real mistake as withdrawn.
+    core, view = CheckerCore(tea_graph()), ViewState()
+    POUR = 5
+    sent = served(core, keystep((GET_CUP,), 0), onset((GET_CUP,), POUR, 1), keystep((GET_CUP, BOIL), 2))
+    about = [(type(m).__name__, m.step) for m in sent if isinstance(m, Alert | Retraction)]
+    assert about == [("Alert", POUR), ("Retraction", POUR), ("Alert", BOIL)]
+    retraction, confirmed = [m for m in sent if isinstance(m, Alert | Retraction)][1:]
+    assert retraction.seq < confirmed.seq and retraction.alert_id == confirmed.alert_id == "cam0#1"
+    for message in sent:
+        view.apply(message)
+    standing = [a for _, a in view.alerts if a.alert_id not in view.retracted.get("cam0", {})]
+    assert [a.step for a in standing] == [BOIL]

@@ -92,6 +92,8 @@ class ViewState:
                 # An alert after its retraction opens it again: another step began at that position (an early
                 # alert withdrawn, then another one's). The copy received last wins, so its next retraction counts.
                 reopened = self.retracted.get(message.stream_id, {}).pop(message.alert_id, None) is not None
+                if reopened:  # the withdrawn step's span is not this mistake's
+                    self.alert_video.pop(step_position(message), None)
                 return self._update_alert(message, reopened) or reopened
             seen.add(message.alert_id)
             self.alerts.append((when, message))

@@ -7,7 +7,7 @@ from typing import Any
 
 from graphs.common.safe_text import printable
 from streaming.dashboard.state import MAX_STREAMS, DashboardState
-from streaming.messages import Alert, MissingSteps, Retraction, Status
+from streaming.messages import Alert, MissingSteps, Retraction, Status, StepEvent
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import no_verdict_text
 from streaming.step_names import MAX_CONFLICTS
@@ -88,9 +88,12 @@ def test_an_alert_after_its_retraction_is_a_new_mistake_in_the_view_and_on_the_d
     assert view.apply(early) and view.apply(withdrawn) and view.apply(confirmed)  # each one news
     assert view.alerts[-1][1].step_name == "boil_water" and "cam0#1" not in view.retracted["cam0"]
     rebuilt = alert(index=1, event_timestamp=102.5, replayed=True, video_time=None)  # e.g. after a restart
+    view.apply(StepEvent(stream_id="cam0", seq=5, timestamp=102.0, run="aaaaaaaaaaaa", step=4, step_name="add_teabag",
+                         start=10.0, end=12.0, confidence=0.9, index=1))
     view.apply(withdrawn)
     view.apply(rebuilt)
-    assert view.alerts[-1][1].video_time is None  # not the withdrawn add_teabag's 12.5
+    assert view.alerts[-1][1].video_time is None  # neither the withdrawn add_teabag alert's 12.5 nor its step's span
+    assert ("cam0", "aaaaaaaaaaaa", 1) not in view.alert_video
     # And a retraction of it after that (a session started over) ends it, in both.
     again = Retraction("cam0", 4, 103.0, "cam0#1", "aaaaaaaaaaaa", 2, "boil_water", 1, None, None)
     assert state.apply(again, 4.0)[0]["alert"]["id"] == second["alert"]["id"] and view.apply(again)

@@ -111,7 +111,6 @@ def check_webhook_url(url: str) -> str:
 
 
 _AUTHORITY = re.compile(r"(?P<head>[^/?#]*//)?")  # "scheme://", if any, before what may be "user:password@host"
-_HOST_PORT = re.compile(r"[^:@]*(:[0-9]*)?")  # a host, with its port if any: what comes before a path
 
 
 def masked(url: str) -> tuple[str, str]:
@@ -120,8 +119,9 @@ def masked(url: str) -> tuple[str, str]:
     Works on any string, a URL or not (urllib's parser raises on some that hold a password: a bad port, a bad IPv6
     host), and takes the password to run up to the last ``@``, so that one holding a ``/``, ``?`` or ``#`` that the
     user did not percent-encode is hidden whole: an error line may show more as ``***`` than urllib would have read as
-    the password. An ``@`` after a path that follows a host (``host:8080/notify?to=ops@example.org``) is no
-    credential's: such a URL is shown as given.
+    the password, never less. So a URL with no password but an ``@`` in its path or query after ``host:port``
+    (``host:99999/notify?to=ops@example.org``) is shown with that stretch hidden too: which of the two a text is
+    cannot be told (``user:2024/pw@host`` has the same shape), and a password must never show.
 
     Returns:
         ``(the value as shown, the password hidden or "")``.
@@ -131,9 +131,6 @@ def masked(url: str) -> tuple[str, str]:
     userinfo, at, rest = url[start:].rpartition("@")
     user, colon, secret = userinfo.partition(":")
     if not at or not colon:
-        return url, ""
-    authority, slash, _ = userinfo.partition("/")
-    if slash and _HOST_PORT.fullmatch(authority):  # "host" or "host:port", then a path holding the '@'
         return url, ""
     return f"{url[:start]}{user}:***@{rest}", secret
 

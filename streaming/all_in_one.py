@@ -188,14 +188,17 @@ def progress_on_stderr(state: ViewState, redirected: bool, jsonl: bool) -> Itera
         `PROGRESS_EVERY_S`.
     """
     stderr = Console(stderr=True)
-    if not redirected or not stderr.is_terminal:
+    # A terminal for real, not one rich is told of (TTY_COMPATIBLE, for a log that keeps progress bars): the line is
+    # for a person watching, and only a terminal erases it.
+    if not redirected or not sys.stderr.isatty():
         yield lambda: True
         return
     where = "JSON lines go" if jsonl else "the view goes"
     next_at = [0.0]
-    # Standard output is left alone: rich's default would route it through this console, onto the terminal.
+    # Standard output is left alone: rich's default would route it through this console, onto the terminal. Drawn
+    # only by `tick`, from the view's loop: a refresh thread could draw it again after a stop's last line.
     with Live(Text(f"stream-detect: starting; {where} to standard output"), console=stderr, transient=True,
-              redirect_stdout=False) as live:
+              redirect_stdout=False, auto_refresh=False) as live:
 
         def tick() -> bool:
             now = time.monotonic()
@@ -204,7 +207,7 @@ def progress_on_stderr(state: ViewState, redirected: bool, jsonl: bool) -> Itera
                 frames = sum(row.frames for row in state.streams.values())
                 alerts = sum(row.alerts for row in state.streams.values())
                 live.update(Text(f"stream-detect: {count_of(frames, 'frame')} read, {count_of(alerts, 'alert')} so "
-                                 f"far; {where} to standard output"))
+                                 f"far; {where} to standard output"), refresh=True)
             return True
 
         yield tick

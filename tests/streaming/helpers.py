@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import select
 import socket
 import sys
 import threading
@@ -273,3 +275,27 @@ def status_heard(ctx: zmq.Context, endpoint: str, stream: str, over: threading.E
         return False
     finally:
         sub.close(linger=0)
+
+
+def drain_terminal(master: int, idle_s: float = 60.0) -> tuple[threading.Thread, bytearray]:
+    """Read a pseudo-terminal's master end in a thread as it is written (a full terminal buffer would stall the
+    program drawing into it), until its other end closes or nothing comes for ``idle_s``.
+
+    Returns:
+        The reading thread (join it once the program is done) and the bytes read so far.
+    """
+    received = bytearray()
+
+    def read() -> None:
+        while select.select([master], [], [], idle_s)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other end closed: all was read
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader, received

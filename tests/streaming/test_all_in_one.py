@@ -192,29 +192,15 @@ def test_with_its_output_redirected_a_run_shows_its_progress_on_standard_error()
     # `stream-detect --video demo --jsonl > out` (or the view sent to a file) showed nothing on the terminal until
     # the run ended: a long video looked hung. Standard error is a real terminal here (a pty), output a pipe.
     import pty
-    import select
     import subprocess
 
-    from tests.streaming.helpers import STREAM_DETECT
+    from tests.streaming.helpers import STREAM_DETECT, drain_terminal
 
     master, slave = pty.openpty()
     run = subprocess.Popen([*STREAM_DETECT, "--video", "demo", "--fast", "--jsonl"], stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=slave, env={**os.environ, "COLUMNS": "120"})
     os.close(slave)
-    shown = bytearray()
-
-    def read_terminal() -> None:  # as it is written: a full terminal buffer would stall the run
-        while select.select([master], [], [], 60.0)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the child is gone and its end of the terminal closed: all was read
-                return
-            if not chunk:
-                return
-            shown.extend(chunk)
-
-    reader = threading.Thread(target=read_terminal, daemon=True)
-    reader.start()
+    reader, shown = drain_terminal(master)
     try:
         out, _ = run.communicate(timeout=120)
         reader.join(60.0)

@@ -11,7 +11,6 @@ import pty
 import re
 import shutil
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tests.command_lines import with_options
+from tests.streaming.helpers import drain_terminal
 from tgml.tgml_cli import main as tgml_main
 
 STEPS = ("open_box", "take_part", "fix_part")
@@ -121,20 +121,7 @@ def test_eval_replays_feature_files_through_the_live_chain_and_catches_the_mista
 def on_terminal(argv: list[str], columns: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What ``stream-detect argv`` prints on a terminal (a pseudo-terminal) of ``columns``, its lines without styles."""
     master, slave = pty.openpty()
-    received: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal's other end closed
-                return
-            if not chunk:
-                return
-            received.append(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    reader, received = drain_terminal(master)
     with monkeypatch.context() as patch, open(slave, "w", encoding="utf-8") as terminal:
         patch.setenv("COLUMNS", str(columns))
         patch.setattr(sys, "stdout", terminal)
@@ -142,7 +129,7 @@ def on_terminal(argv: list[str], columns: int, monkeypatch: pytest.MonkeyPatch) 
         terminal.flush()
     reader.join(timeout=30)
     os.close(master)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(received).decode("utf-8"))
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", bytes(received).decode("utf-8"))
     return text.replace("\r\n", "\n").splitlines()
 
 

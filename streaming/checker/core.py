@@ -97,7 +97,7 @@ class CheckerCore:
         self.budget = PollBudget(self.table.cost, self._superseded, self.refuse, monotonic, max_streams)
         self._steps = frozenset(graph.step_ids)
         self.observe: Callable[[str, float], None] | None = None  # called with ("hop", seconds) per message (metrics)
-        # The message being served's hop, for a stream state it makes (a new stream's first status shows it too).
+        # The hop of the message being served, which `StreamState.heard` records once it is served.
         self._hop_ms = 0.0
 
     @property
@@ -164,10 +164,7 @@ class CheckerCore:
         hop = min(max(self.clock() - message.timestamp, 0.0), MAX_LATENCY_MS / 1000)
         self._hop_ms = round(1000 * hop, 3)
         state = self.streams.get(message.stream_id)
-        before = None if state is None else state.latency.get("hop_ms")
         served_before = -1 if state is None else state.served
-        if state is not None:  # set first: the status this message makes shows it
-            state.latency["hop_ms"] = self._hop_ms
         out: list[Message] = []
         try:
             out = self.onset(message) if isinstance(message, KeyStepOnset) else self.handle(message)
@@ -175,18 +172,11 @@ class CheckerCore:
             self.refuse(err)
         except MessageError as err:  # an output the wire refuses: a defect, contained to this message
             self.refuse(Unsendable(f"{message.stream_id}: {err}"))
+        # Only a served message is measured (`StreamState.heard`): an intruder's, stamped at time 0 and refused or
+        # ignored, once set a live stream's hop to an hour and fed the histogram.
         now = self.streams.get(message.stream_id)
-        if now is not None and (now is not state or now.served != served_before):
-            if self.observe is not None:
-                self.observe("hop", hop)
-        elif state is not None and now is state:
-            # Not served (refused; ignored as a duplicate, another session's onset or one of an ended session): it
-            # says nothing of the stream's hop, nor of the checker's, and any peer can stamp any time: an
-            # intruder's message once set a live stream's hop_ms to an hour.
-            if before is None:
-                state.latency.pop("hop_ms", None)
-            else:
-                state.latency["hop_ms"] = before
+        if self.observe is not None and now is not None and (now is not state or now.served != served_before):
+            self.observe("hop", hop)
         return out
 
     def _superseded(self, message: KeyStepEvent | Heartbeat) -> None:
@@ -331,7 +321,7 @@ class CheckerCore:
             if state.lost:
                 self.changes(sid, "back", f"silent {self.monotonic() - state.last_heard:.0f} s")
         state.last_seq = message.seq
-        state.heard(self.monotonic())
+        state.heard(self.monotonic(), self._hop_ms)
         state.lost = False
         out += self._apply_history(sid, state, message, len(state.applied))
         return state, out
@@ -363,14 +353,14 @@ class CheckerCore:
             early = state.early.get(message.index)
             if early is None or early.step != message.step:
                 return []  # an alert it never raised: ignored
-            state.heard(self.monotonic())  # served: it keeps the stream live, as each one below
+            state.heard(self.monotonic(), self._hop_ms)  # served: it keeps the stream live, as each one below
             del state.early[message.index]
             return [self.outputs.retraction(state, early, None)]
         if message.index in state.early:
             return []  # announced again: ignored
         if len(state.early) >= MAX_EARLY:  # before the verdict, which costs more; its step is checked when confirmed
             raise OverBudget(f"{sid}: already holds {MAX_EARLY} early alerts of steps not confirmed yet")
-        state.heard(self.monotonic())
+        state.heard(self.monotonic(), self._hop_ms)
         # The stream's checker holds the history; the onset brings the detector's evidence as of its run's start.
         verdict = state.checker.verdict(message.step, message.before, _evidence(message))
         if not verdict.is_mistake:
@@ -430,7 +420,6 @@ class CheckerCore:
             heard_seq=message.seq,
         )
         state.allowed = self.outputs.likely_next(state.checker, ())
-        state.latency["hop_ms"] = self._hop_ms
         self.streams[message.stream_id] = state
         return state
 

@@ -74,10 +74,13 @@ class StreamState:
 
     served: int = 0  # messages of its session served (`heard`): a message that changed it was not ignored
 
-    def heard(self, now: float) -> None:
-        """A key-step, heartbeat or onset of the stream's session was served at ``now`` (monotonic)."""
+    def heard(self, now: float, hop_ms: float) -> None:
+        """A key-step, heartbeat or onset of the stream's session was served at ``now`` (monotonic), ``hop_ms`` after
+        it was sent: the hop its status shows. Only a served message sets it: a refused or ignored one (any peer can
+        stamp any time) says nothing of the stream's hop."""
         self.last_heard = now
         self.served += 1
+        self.latency["hop_ms"] = hop_ms
 
     def next_seq(self) -> int:
         """The ``seq`` of the stream's next outgoing message (one counter for every kind the checker sends)."""

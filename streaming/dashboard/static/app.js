@@ -194,6 +194,7 @@ function alertCard(alert) {
   item.dataset.id = String(alert.id);
   item.dataset.published = String(alert.published);
   item.dataset.raised = String(alert.raised);
+  item.dataset.videoTime = String(alert.video_time);
   item.dataset.shown = String(state.shownAt.get(alert.id));
   item.dataset.state = kind;
   item.tabIndex = 0;
@@ -266,7 +267,7 @@ function addAlert(alert, live) {
   const existing = feed.querySelector(`li[data-id="${alert.id}"]`);
   state.alerts.set(alert.id, alert);
   const card = alertCard(alert);
-  if (existing) existing.replaceWith(card);
+  if (existing) replaceCard(existing, card);
   else feed.prepend(card);
   while (state.alerts.size > state.maxAlerts) {
     const oldest = Math.min(...state.alerts.keys());
@@ -283,11 +284,32 @@ function addAlert(alert, live) {
   }
 }
 
+// A later copy of an alert (the early alert confirmed, a re-send) redraws its card: an acknowledgement the user has
+// just sent stays pending on the new card (it said "Acknowledge" again until the checker's answer came), the picture
+// already shown of the same video time is kept (not fetched and drawn again), and keyboard focus stays on the card.
+function replaceCard(existing, card) {
+  const pending = existing.querySelector("button.ack:disabled");
+  const button = card.querySelector("button.ack");
+  if (pending && button) {
+    button.disabled = true;
+    button.textContent = pending.textContent;
+  }
+  const shown = existing.querySelector("figure.frame img");
+  const fresh = card.querySelector("figure.frame");
+  const sameTime = existing.dataset.videoTime === card.dataset.videoTime;
+  if (shown && shown.complete && shown.naturalWidth > 0 && fresh && sameTime) {
+    fresh.replaceWith(shown.parentNode);
+  }
+  const focused = existing.contains(document.activeElement);
+  existing.replaceWith(card);
+  if (focused) card.focus();
+}
+
 function updateAlert(alert) {
   if (!state.alerts.has(alert.id)) return;
   state.alerts.set(alert.id, alert);
   const existing = document.querySelector(`#alert-feed li[data-id="${alert.id}"]`);
-  if (existing) existing.replaceWith(alertCard(alert));
+  if (existing) replaceCard(existing, alertCard(alert));
   for (const tile of [...state.tiles.values()]) {
     if (tile.last_alert && tile.last_alert.id === alert.id) {
       tile.last_alert = alert;

@@ -197,7 +197,10 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, 
                                       "return t && t.textContent;", 10)  # fmt: skip
             assert "kitchen" in tile and "allowed next" in tile
 
-            driver.find_element("css selector", "#alert-feed li.alert button.ack").click()
+            # Clicked in the page: the demo's confirmed copy of the alert may redraw the card between a lookup from
+            # here and the click (selenium's stale element).
+            wait_until(driver, "const b = document.querySelector('#alert-feed li.alert button.ack'); "
+                               "if (b) b.click(); return Boolean(b);", 10)  # fmt: skip
             driver.switch_to.window(second)
             acked = wait_until(driver, "const c = document.querySelector('#alert-feed li.alert'); "
                                        "return c && c.dataset.state === 'acked' && c.textContent;", 10)  # fmt: skip
@@ -254,6 +257,17 @@ def test_the_page_says_what_it_cannot_know_and_when_an_alert_was_raised(tmp_path
                                           "{raised: Number(c.dataset.raised), text: c.textContent};", 10)  # fmt: skip
                 # raised when the checker raised it, and no "(re-sent)": this page saw it live, re-sends since
                 assert abs(card["raised"] - sent) < 1e-3 and "(re-sent)" not in card["text"], card
+                # A later copy redraws the card (the page's own update path): an acknowledgement being sent stays
+                # pending on the new card, and keyboard focus stays on it.
+                redrawn = driver.execute_script(
+                    "const c = document.querySelector('#alert-feed li.alert'); const b = c.querySelector('button.ack');"
+                    "b.disabled = true; b.textContent = 'Acknowledging\u2026'; c.focus();"
+                    "updateAlert(state.alerts.get(Number(c.dataset.id)));"
+                    "const n = document.querySelector('#alert-feed li.alert'); const a = n.querySelector('button.ack');"
+                    "return {redrawn: n !== c, disabled: a.disabled, text: a.textContent,"
+                    "        focused: document.activeElement === n};"
+                )
+                assert redrawn == {"redrawn": True, "disabled": True, "text": "Acknowledging\u2026", "focused": True}
                 banner = wait_until(driver, "const b = document.getElementById('name-warning'); "
                                             "return !b.hidden && b.textContent;", 10)  # fmt: skip
                 assert '"attach_legs"' in banner and '"boil_water"' in banner

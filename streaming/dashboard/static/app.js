@@ -16,6 +16,7 @@ const state = {
   graph: null,           // {svg: bool, steps: [...]}
   graphDrawn: false,
   socket: null,
+  pageLive: false,       // the push channel is open: without it nothing the page shows is current
   retryMs: 500,
   link: null,
   conflicts: [],         // steps the --graph names otherwise than the checker: {step, graph_name, checker_name}
@@ -56,6 +57,9 @@ function connect() {
   state.socket = socket;
   socket.onopen = () => {
     state.retryMs = 500;
+    state.pageLive = true;
+    // The dashboard may have restarted with another --graph: the new connection's snapshot draws its graph.
+    state.graphDrawn = false;
     setBadge("page-link", true, "\u25cf page live");
   };
   socket.onmessage = (event) => {
@@ -69,14 +73,51 @@ function connect() {
   };
   socket.onclose = () => {
     state.socket = null;
-    setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
-    setTimeout(connect, state.retryMs);
+    if (state.pageLive) {
+      state.pageLive = false;
+      setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
+      pageLost();
+    }
+    setTimeout(reconnect, state.retryMs);
     state.retryMs = Math.min(5000, state.retryMs * 2);
   };
 }
 
+// A WebSocket refused with 401 (the dashboard restarted with another token) fails exactly like one to a dashboard
+// that is down, and the page said "not answering" for ever: a plain request tells them apart, and a refused page
+// says what would let it in.
+async function reconnect() {
+  let status = 0;
+  try {
+    status = (await fetch("/static/style.css", {method: "HEAD", cache: "no-store", credentials: "same-origin"})).status;
+  } catch (err) {
+    status = 0; // no answer at all: the dashboard is down or unreachable
+  }
+  if (status === 401) {
+    setBadge("page-link", false, "\u2716 the dashboard refuses this page (its token changed?): open it again as " +
+                                 "/?token=TOKEN");
+    setTimeout(reconnect, state.retryMs);
+    state.retryMs = Math.min(5000, state.retryMs * 2);
+  } else if (status === 0) {
+    setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
+    setTimeout(reconnect, state.retryMs);
+    state.retryMs = Math.min(5000, state.retryMs * 2);
+  } else {
+    connect();
+  }
+}
+
+// Without the dashboard the page hears nothing: the checker's link and every stream that has not ended were shown as
+// last told ("checker connected", "LIVE") for as long as the dashboard was away.
+function pageLost() {
+  setBadge("checker-link", false, "? checker: unknown (this page has lost the dashboard)");
+  [...state.tiles.values()].forEach(updateTile);
+}
+
 function send(message) {
-  if (state.socket && state.socket.readyState === WebSocket.OPEN) state.socket.send(JSON.stringify(message));
+  if (!state.socket || state.socket.readyState !== WebSocket.OPEN) return false;
+  state.socket.send(JSON.stringify(message));
+  return true;
 }
 
 function handle(message) {
@@ -94,8 +135,18 @@ function handle(message) {
 }
 
 function snapshot(message) {
+  state.pageLive = true;
   state.names = message.names || {};
   state.maxAlerts = message.max_alerts || state.maxAlerts;
+  if (state.selected !== null) {
+    // A restarted dashboard numbers its alerts afresh: the number selected may now be another stream's alert, which
+    // was then marked and framed as the one the user had picked.
+    const chosen = state.alerts.get(state.selected);
+    const now = message.alerts.find((alert) => alert.id === state.selected);
+    if (!chosen || !now || now.stream !== chosen.stream || now.run !== chosen.run || now.step !== chosen.step) {
+      state.selected = null;
+    }
+  }
   state.alerts.clear();
   document.getElementById("alert-feed").replaceChildren();
   // Oldest first, each added on top: the newest ends first.
@@ -107,7 +158,11 @@ function snapshot(message) {
     state.graph = message.graph;
     drawGraph();
   }
+  // A dashboard restarted with the checker's own graph has no conflict left: the old warning must go.
   state.conflicts = [];
+  const banner = document.getElementById("name-warning");
+  banner.hidden = true;
+  banner.textContent = "";
   (message.name_conflicts || []).forEach(addConflict);
   showLink(message.link);
   markGraph();
@@ -167,9 +222,10 @@ function showLink(link) {
 function showCounts() {
   let live = 0, lost = 0, ended = 0, silent = 0;
   for (const tile of state.tiles.values()) {
-    if (tile.state === "live") live += 1;
-    else if (tile.state === "lost") lost += 1;
-    else if (tile.state === "ended") ended += 1;
+    const shown = tileState(tile);
+    if (shown === "live") live += 1;
+    else if (shown === "lost") lost += 1;
+    else if (shown === "ended") ended += 1;
     else silent += 1;
   }
   let open = 0;
@@ -228,9 +284,13 @@ function alertCard(alert) {
     button.type = "button";
     button.addEventListener("click", (event) => {
       event.stopPropagation();
+      if (!send({type: "ack", id: alert.id})) {
+        // Nothing was sent: a button that said "Acknowledging..." until the page reconnected claimed otherwise.
+        button.textContent = "Not sent (the dashboard is not answering): Acknowledge";
+        return;
+      }
       button.disabled = true;
       button.textContent = "Acknowledging\u2026";
-      send({type: "ack", id: alert.id});
     });
     item.append(button);
   }
@@ -336,10 +396,17 @@ function select(id) {
 const STATE_LABELS = {live: "\u25b6 LIVE", lost: "\u26a0 LOST", ended: "\u25a0 ENDED", silent: "? NO WORD",
                       unknown: "? UNKNOWN"};
 
+// The state a tile shows: the server's, unless this page has lost the dashboard, when nothing is known of a stream
+// that had not ended.
+function tileState(tile) {
+  return state.pageLive || tile.state === "ended" ? tile.state : "unknown";
+}
+
 function stateLabel(tile) {
-  const label = STATE_LABELS[tile.state] || tile.state;
-  if (tile.state === "silent") return `${label} since ${clock(tile.heard)}`;
-  if (tile.state === "lost") return `${label} since ${clock(tile.since)}`;
+  const shown = tileState(tile);
+  const label = STATE_LABELS[shown] || shown;
+  if (shown === "silent") return `${label} since ${clock(tile.heard)}`;
+  if (shown === "lost") return `${label} since ${clock(tile.since)}`;
   return label;
 }
 
@@ -349,24 +416,27 @@ const LATENCIES = [["decode_ms", "decode"], ["features_ms", "features"], ["detec
 function updateTile(tile) {
   state.tiles.set(tile.stream, tile);
   const box = document.getElementById("tiles");
-  const card = el("article", `tile state-${tile.state}`);
+  const shown = tileState(tile);
+  const card = el("article", `tile state-${shown}`);
   card.dataset.stream = tile.stream;
   const head = el("header", "tile-head");
   head.append(el("h3", null, tile.stream), el("span", "state", stateLabel(tile)));
   card.append(head);
 
-  const live = tile.state === "live";
+  const live = shown === "live";
   const facts = el("dl", "facts");
   const fact = (name, value) => facts.append(el("dt", null, name), el("dd", null, value));
   // Only a live stream has a step being done now: what a lost or silent one said last is old news.
   fact("now", live ? (tile.current ?? "(background)") : "-");
-  if (tile.state === "unknown") fact("last heard", `${clock(tile.heard)} (the checker is not answering)`);
-  else if (tile.state === "silent") fact("last heard", clock(tile.heard));
+  if (shown === "unknown") {
+    const why = state.pageLive ? "the checker is not answering" : "this page has lost the dashboard";
+    fact("last heard", `${clock(tile.heard)} (${why})`);
+  } else if (shown === "silent") fact("last heard", clock(tile.heard));
   fact("done", tile.last_done ? `${tile.done} step(s), last ${tile.last_done}` : "nothing yet");
   card.append(facts);
 
   const next = el("div", "next");
-  const title = live || tile.state === "ended" ? "allowed next:" : "allowed next, as last heard:";
+  const title = live || shown === "ended" ? "allowed next:" : "allowed next, as last heard:";
   next.append(el("span", "next-title", title));
   if (tile.allowed.length === 0) next.append(el("span", "muted", " none"));
   const list = el("ol", "next-list");
@@ -395,7 +465,7 @@ function updateTile(tile) {
   latency.textContent = "ms: " + LATENCIES.map(([key, name]) => `${name} ${Math.round(tile.latency_ms[key])}`)
     .join(" \u00b7 ");
   card.append(latency);
-  const fps = tile.fps === null ? "-" : tile.fps.toFixed(1);
+  const fps = tile.fps === null || !(live || shown === "ended") ? "-" : tile.fps.toFixed(1);
   card.append(el("p", "rates", `${fps} fps \u00b7 ${tile.frames} frames \u00b7 ` +
                                `${tile.dropped} dropped \u00b7 ${tile.gaps} gaps`));
 

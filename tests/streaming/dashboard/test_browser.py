@@ -2,7 +2,8 @@
 demo video: the alert appears within 2 s of being published, with the picture of its frame, an acknowledgement shows
 on a second open page, and a step named with HTML shows as text. And, fed by a checker in the test, what the page
 says when it cannot know: tiles while the checker is down and after a restarted checker forgot a stream, a --graph
-that is not the checker's, when an alert was raised.
+that is not the checker's, when an alert was raised; while the page has lost its dashboard, and once a restarted one
+(another graph, another token) is back.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -23,11 +24,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import zmq
 
 from graphs.task_graph import TaskGraph, load_graph, save_graph
+from streaming.dashboard.access import BindAddress
 from streaming.demo.paths import default_demo_paths
 from streaming.transport import Publisher, connect
 from tests.streaming.dashboard.serving import get, serving
@@ -288,5 +291,89 @@ def test_the_page_says_what_it_cannot_know_and_when_an_alert_was_raised(tmp_path
                         "const r = document.createRange(); r.selectNodeContents(h);"
                         "return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size;")
                     assert lines == 1, f"the stream's name takes {lines} lines at {width} px"
+    finally:
+        driver.quit()
+
+
+def graph_steps(names: dict[int, str]) -> tuple[dict[str, Any], ...]:
+    """A --graph's steps as the dashboard's page lists them when nothing is drawn (no pre-conditions)."""
+    return tuple({"step": step, "name": name, "requires": []} for step, name in names.items())
+
+
+BADGES = ("return {page: document.getElementById('page-link').textContent, "
+          "checker: document.getElementById('checker-link').textContent};")
+
+
+def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is(tmp_path: Path) -> None:
+    driver = browser()
+    graph = tea_graph()
+    names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+    wrong = names | {2: "attach_legs"}  # not the checker's name of step 2
+    checker = f"ipc://{tmp_path}/out"
+    quiet: dict[str, Any] = {"warn": lambda line: None, "say": lambda line: None, "token": TOKEN}
+    seq = itertools.count()
+    try:
+        with running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            with serving(checker, names=wrong, steps=graph_steps(wrong), **quiet) as served:
+                address = BindAddress("127.0.0.1", urlsplit(served.url).port or 0)
+                driver.get(f"{served.url}?token={TOKEN}")
+                # boil_water (2) before fill_kettle: an alert on the station
+                assert wait_for(lambda: any(t["stream"] == "station" for t in served.state()["tiles"]), 20,
+                                step=lambda: detector.send(beat("station", seq=next(seq), history=(2,),
+                                                                timestamp=time.time())))  # fmt: skip
+                page_tile(driver, "\u25b6 LIVE")
+                wait_until(driver, "const c = document.querySelector('#alert-feed li.alert'); if (c) c.click(); "
+                                   "return c && c.classList.contains('selected') && "
+                                   "!document.getElementById('name-warning').hidden;", 10)  # fmt: skip
+            # The dashboard is gone (restarted, say): the page hears nothing, so it claims nothing. It said "checker
+            # connected" and "LIVE" for as long as the dashboard was away.
+            lost = page_tile(driver, "? UNKNOWN")
+            assert "lost the dashboard" in lost["heard"] and "0 live" in lost["counts"], lost
+            badges = driver.execute_script(BADGES)
+            assert "not answering" in badges["page"] and "connected" not in badges["checker"], badges
+            # An acknowledgement cannot go anywhere: the button says so (it said "Acknowledging..." until the page
+            # reconnected, though nothing was sent).
+            button = driver.execute_script("const b = document.querySelector('#alert-feed li.alert button.ack'); "
+                                           "b.click(); return {disabled: b.disabled, text: b.textContent};")
+            assert not button["disabled"] and "Not sent" in button["text"], button
+
+        # The checker restarted too, and the dashboard is back, given the checker's own graph this time. The page
+        # is kept offline until the new dashboard holds the kettle's alert, so that its first snapshot has it.
+        offline = {"latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", offline | {"offline": True})
+        with running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            with serving(checker, names=names, steps=graph_steps(names), address=address, **quiet) as served:
+                detector.send(keystep(history=(2,), stream_id="kettle", timestamp=time.time()))
+                assert wait_for(lambda: len(served.state()["alerts"]) == 1, 20)
+                driver.execute_cdp_cmd("Network.emulateNetworkConditions", offline | {"offline": False})
+                wait_until(driver, "return document.getElementById('checker-link').textContent.includes('connec"
+                                   "ted')", 30)  # fmt: skip
+                # The new dashboard numbers its alerts from 1 again: another stream's alert took the number of the
+                # one selected before, and the page marked it as the user's choice.
+                kettle = wait_until(driver, "const c = document.querySelector('#alert-feed li.alert'); return c && "
+                                            "{selected: c.classList.contains('selected'), "
+                                            "caption: document.getElementById('graph-caption').textContent};",
+                                    20)  # fmt: skip
+                assert not kettle["selected"] and kettle["caption"].startswith("Marked (newest alert)"), kettle
+                assert "kettle" in kettle["caption"]
+                live = f"return (() => {{ {TILE} }})()?.state === '\u25b6 LIVE'"
+                assert wait_for(lambda: driver.execute_script(live), 20,
+                                step=lambda: detector.send(beat("station", seq=next(seq), history=(1,),
+                                                                timestamp=time.time())))  # fmt: skip
+                # It drops the warning about the other graph, and lists the new one (both stayed until a reload).
+                back = driver.execute_script("return {banner: document.getElementById('name-warning').hidden, "
+                                             "steps: document.getElementById('graph-view').textContent};")
+                assert back["banner"] is True and "boil_water" in back["steps"] and "attach_legs" not in back["steps"]
+                wait_until(driver, "const b = document.querySelector('#alert-feed li.alert button.ack'); "
+                                   "return b && !b.disabled && b.textContent === 'Acknowledge';", 20)  # fmt: skip
+
+            # Back with another token: the page is refused, which it told as "not answering", for ever.
+            with serving(checker, names=names, address=address, **(quiet | {"token": TOKEN + "-rotated"})):
+                refused = wait_until(driver, "const t = document.getElementById('page-link').textContent; "
+                                             "return t.includes('refuses') && t;", 30)  # fmt: skip
+                assert "?token=" in refused
     finally:
         driver.quit()

@@ -58,7 +58,8 @@ REQUEST_TIMEOUT_S: Final = 15.0
 CLOSE_TIMEOUT_S: Final = 2.0  # how long closing waits for a page's answer (a frozen page never answers)
 WS_MAX_MESSAGE: Final = 4096  # bytes a page may send in one WebSocket message (an acknowledgement is ~30)
 MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # an alert picture larger than this is not served
-STATIC_FILES: Final = {"app.js": "text/javascript", "style.css": "text/css"}
+# The page's icon too: without one every browser asked for /favicon.ico, a 404 in the console on each visit.
+STATIC_FILES: Final = {"app.js": "text/javascript", "style.css": "text/css", "favicon.svg": "image/svg+xml"}
 SECURITY_HEADERS: Final = {
     # Nothing from elsewhere, no inline script or style, no framing by another site.
     "Content-Security-Policy": "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "

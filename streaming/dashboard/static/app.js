@@ -29,9 +29,19 @@ function el(tag, className, text) {
   return node;
 }
 
+// A wall time as HH:MM:SS, with its day when that is not today: the page keeps alerts for days on a site that runs
+// day and night, and yesterday's alert read as if raised today. A peer's time beyond what a Date holds reads as the
+// terminal view writes it.
 function clock(seconds) {
   if (seconds === null || seconds === undefined) return "-";
-  return new Date(seconds * 1000).toLocaleTimeString([], {hour12: false});
+  const when = new Date(seconds * 1000);
+  if (Number.isNaN(when.getTime())) return "--:--:--";
+  const time = when.toLocaleTimeString([], {hour12: false});
+  const today = new Date();
+  if (when.toDateString() === today.toDateString()) return time;
+  const day = {day: "numeric", month: "short"};
+  if (when.getFullYear() !== today.getFullYear()) day.year = "numeric";
+  return `${time}, ${when.toLocaleDateString([], day)}`;
 }
 
 function videoTime(seconds) {
@@ -289,6 +299,8 @@ function alertCard(alert) {
         button.textContent = "Not sent (the dashboard is not answering): Acknowledge";
         return;
       }
+      // A focused button that is disabled drops keyboard focus to the page's top: keep it on the alert.
+      if (document.activeElement === button) item.focus();
       button.disabled = true;
       button.textContent = "Acknowledging\u2026";
     });
@@ -296,7 +308,8 @@ function alertCard(alert) {
   }
   item.addEventListener("click", () => select(alert.id));
   item.addEventListener("keydown", (event) => {
-    if (event.key === "Enter") select(alert.id);
+    // Enter on the Acknowledge button bubbles here too: it acknowledges, it must not also (un)select the alert.
+    if (event.key === "Enter" && event.target === item) select(alert.id);
   });
   return item;
 }
@@ -520,6 +533,8 @@ async function drawGraph() {
 
 function markedAlert() {
   if (state.selected !== null && state.alerts.has(state.selected)) return state.alerts.get(state.selected);
+  // The selected alert is no longer kept (newer ones pushed it out): the newest is marked, and said to be.
+  state.selected = null;
   let newest = null;
   for (const alert of state.alerts.values()) if (!newest || alert.id > newest.id) newest = alert;
   return newest;

@@ -3,7 +3,8 @@ demo video: the alert appears within 2 s of being published, with the picture of
 on a second open page, and a step named with HTML shows as text. And, fed by a checker in the test, what the page
 says when it cannot know: tiles while the checker is down and after a restarted checker forgot a stream, a --graph
 that is not the checker's, when an alert was raised; while the page has lost its dashboard, and once a restarted one
-(another graph, another token) is back.
+(another graph, another token) is back; keyboard-only selection and acknowledgement, the alert marked once the
+selected one is gone, the day of an old alert, a console free of errors.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -55,6 +56,7 @@ def browser() -> Any:
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
                  "--disable-background-timer-throttling", "--disable-renderer-backgrounding"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for driver.get_log("browser")
     return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
 
 
@@ -375,5 +377,69 @@ def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is
                 refused = wait_until(driver, "const t = document.getElementById('page-link').textContent; "
                                              "return t.includes('refuses') && t;", 30)  # fmt: skip
                 assert "?token=" in refused
+    finally:
+        driver.quit()
+
+
+DAY_S = 86_400.0
+CAPTION = "return document.getElementById('graph-caption').textContent;"
+
+
+def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_marks(tmp_path: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser()
+    graph = tea_graph()
+    names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None, names=names,
+                     steps=graph_steps(names)) as served:  # fmt: skip
+            served.hub.state.max_alerts = 3  # before any alert: the page keeps as many as the dashboard says
+            with running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                driver.get(served.url)
+                wait_until(driver, "return document.getElementById('checker-link').textContent.includes('connec"
+                                   "ted')", 30)  # fmt: skip
+                detector.send(keystep(history=(2,), stream_id="cam0", timestamp=time.time() - 2 * DAY_S))
+                wait_until(driver, ALERT_CARD, 10)
+                keys = ActionChains(driver)
+                focus = "const a = document.activeElement; return a.tagName + '.' + a.className;"
+                for _ in range(5):  # Tab through the page to the alert
+                    keys.send_keys(Keys.TAB).perform()
+                    if driver.execute_script(focus).startswith("LI.alert"):
+                        break
+                assert driver.execute_script(focus).startswith("LI.alert")
+                keys.send_keys(Keys.ENTER).perform()
+                assert wait_until(driver, CAPTION, 5).startswith("Marked (selected alert)")
+                keys.send_keys(Keys.TAB).perform()
+                assert driver.execute_script(focus) == "BUTTON.ack"
+                # Enter on Acknowledge acknowledges; it also un-selected the alert (the key reached the card), and
+                # focus fell to the page's top (a disabled button cannot hold it), so Tab started over.
+                keys.send_keys(Keys.ENTER).perform()
+                acked = wait_until(driver, "const c = document.querySelector('#alert-feed li.alert'); "
+                                           "return c.dataset.state === 'acked' && {selected: "
+                                           "c.classList.contains('selected'), focused: document.activeElement === c};",
+                                   10)  # fmt: skip
+                assert acked == {"selected": True, "focused": True}
+                assert driver.execute_script(CAPTION).startswith("Marked (selected alert)")
+                # Raised two days ago: the time says which day (HH:MM:SS alone read as today); a time beyond what
+                # the browser's dates hold reads as in the terminal view, not "Invalid Date".
+                raised = driver.execute_script(
+                    "const c = document.querySelector('#alert-feed li.alert'); return [...c.querySelectorAll('dt')]"
+                    ".find((d) => d.textContent === 'raised').nextElementSibling.textContent;")
+                assert re.fullmatch(r"\d\d:\d\d:\d\d, .*\d.*", raised), raised
+                assert driver.execute_script("return clock(1e300);") == "--:--:--"
+
+                # Newer alerts push the selected one out of what the page keeps: the newest is marked, and the
+                # caption says so (it said "selected alert" of an alert no longer there).
+                for stream in ("cam1", "cam2", "cam3"):
+                    detector.send(keystep(history=(2,), stream_id=stream, timestamp=time.time()))
+                caption = wait_until(driver, "return document.querySelectorAll('#alert-feed li.alert').length === 3 "
+                                             "&& !document.querySelector('#alert-feed li[data-id=\"1\"]') && "
+                                             "document.getElementById('graph-caption').textContent;", 10)  # fmt: skip
+                assert caption.startswith("Marked (newest alert)") and "cam3" in caption, caption
+                # Nothing in the console (every visit logged a 404 for /favicon.ico).
+                assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
     finally:
         driver.quit()

@@ -4,7 +4,8 @@ on a second open page, and a step named with HTML shows as text. And, fed by a c
 says when it cannot know: tiles while the checker is down and after a restarted checker forgot a stream, a --graph
 that is not the checker's, when an alert was raised; while the page has lost its dashboard, and once a restarted one
 (another graph, another token) is back; keyboard-only selection and acknowledgement, the alert marked once the
-selected one is gone, the day of an old alert, a console free of errors.
+selected one is gone, the day of an old alert, a console free of errors; 15 streams and a 64-character stream id at
+1,280 and 390 px.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -441,5 +442,46 @@ def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_mark
                 assert caption.startswith("Marked (newest alert)") and "cam3" in caption, caption
                 # Nothing in the console (every visit logged a 404 for /favicon.ico).
                 assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        driver.quit()
+
+
+LONG_STREAM = "north_east_corner_of_assembly_bay_twelve_wide_angle_camera_0001"  # 64 characters, no hyphen to break at
+
+
+def test_many_streams_and_long_names_keep_every_alert_in_sight(tmp_path: Path) -> None:
+    driver = browser()
+    streams = [f"cam{i:02d}" for i in range(14)] + [LONG_STREAM]
+    seq = itertools.count()
+    try:
+        with (serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served,
+              running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread)):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            driver.get(served.url)
+            assert wait_for(lambda: len(served.state()["tiles"]) == len(streams), 20,
+                            step=lambda: [detector.send(beat(stream, seq=next(seq), history=(1,),
+                                                             timestamp=time.time())) for stream in streams])
+            detector.send(keystep(history=(2,), stream_id=LONG_STREAM, seq=next(seq), timestamp=time.time()))
+            wait_until(driver, f"return document.querySelectorAll('article.tile').length === {len(streams)} && "
+                               f"document.querySelector('#alert-feed li.alert');", 10)  # fmt: skip
+            for width, height in ((1280, 900), (390, 844)):
+                driver.set_window_size(width, height)
+                # The stream's name runs out of its card at no width (the feed's scroll bar hid its end).
+                spill = wait_until(driver, "const c = document.querySelector('#alert-feed li.alert'); "
+                                           "return c.offsetWidth > 0 && {over: c.scrollWidth - c.clientWidth, "
+                                           "page: document.documentElement.scrollWidth - innerWidth};", 5)
+                assert spill["over"] <= 0 and spill["page"] <= 0, (width, spill)
+                # Reading the last tile leaves the newest alert and the header's counts in sight: the tiles of
+                # 15 streams made the page 5,000 px tall at 1,280 px, the alerts 4,000 px above the last tile; at
+                # phone width the alerts came 7,000 px down, under every tile.
+                if width >= 1200:
+                    driver.execute_script("document.querySelector('article.tile:last-child').scrollIntoView();")
+                else:
+                    driver.execute_script("window.scrollTo(0, 0);")
+                seen = driver.execute_script(
+                    "const r = (s) => document.querySelector(s).getBoundingClientRect();"
+                    "const seen = (b) => b.top >= 0 && b.top < innerHeight;"
+                    "return {alert: seen(r('#alert-feed li.alert')), counts: seen(r('#counts'))};")
+                assert seen["alert"] and (width < 1200 or seen["counts"]), (width, seen)
     finally:
         driver.quit()

@@ -9,9 +9,9 @@ What each one exports (``/metrics``, text format; counters end in ``_total``):
 checker (`CheckerMetrics`)
     ``stream_checker_messages_received_total``; ``stream_checker_messages_refused_total{reason}`` (each refusal
     reason of the summary line, ``malformed`` included); ``stream_checker_streams{state="live"|"lost"|"ended"}``;
-    ``stream_checker_alerts_total`` and ``stream_checker_retractions_total`` (sent live: an early alert and its
-    confirmation count as two, periodic re-sends not at all); ``stream_checker_stage_seconds{stage}`` histograms of
-    ``hop`` and ``alert_out`` (`streaming.stage_latency`).
+    ``stream_checker_alerts_total`` and ``stream_checker_retractions_total`` (sent: an early alert and its
+    confirmation count as two, an alert rebuilt from a history once, periodic re-sends not at all);
+    ``stream_checker_stage_seconds{stage}`` histograms of ``hop`` and ``alert_out`` (`streaming.stage_latency`).
 detector (`DetectorMetrics`)
     ``stream_detect_frames_read_total{stream}``, ``stream_detect_frames_dropped_total{stream}`` (a live source's
     frames never processed: 25 a second of a 30 fps camera read at 5 fps), ``stream_detect_slots_missed_total{stream}``
@@ -344,7 +344,8 @@ class CheckerMetrics:
 
         self.stages = _stage_histogram("stream_checker_stage_seconds", "message", ["stage"], self.registry)
         self._stage = {stage: self.stages.labels(stage) for stage in CHECKER_STAGES}
-        self.alerts = Counter("stream_checker_alerts", "Alerts sent live (periodic re-sends not counted)",
+        self.alerts = Counter("stream_checker_alerts",
+                              "Alerts sent, rebuilt ones included (periodic re-sends not counted)",
                               registry=self.registry)
         self.retractions = Counter("stream_checker_retractions", "Early alerts retracted", registry=self.registry)
         self._service: CheckerService | None = None
@@ -355,7 +356,7 @@ class CheckerMetrics:
         self._stage[stage].observe(seconds)
 
     def sent(self, message: Alert | Retraction) -> None:
-        """Count an alert or a retraction that went out live."""
+        """Count an alert or a retraction sent for the first time (live, or an alert rebuilt from a history)."""
         (self.alerts if isinstance(message, Alert) else self.retractions).inc()
 
     def watch(self, service: CheckerService) -> None:

@@ -724,7 +724,9 @@ def _checker(args: argparse.Namespace) -> int:
 
         return CheckerMetrics()
 
-    with webhook_sinks(args.webhook, log) as sinks, _metrics_server(args, metrics, log) as watcher:  # URL checked first
+    # The URL is checked first. The checker hands its sinks no periodic re-send: its webhook may POST a replayed alert
+    # (one rebuilt from a history, which no receiver had).
+    with webhook_sinks(args.webhook, log, rebuilt=True) as sinks, _metrics_server(args, metrics, log) as watcher:
         run_checker(args.graph, config, ready=ready, report=log, metrics=watcher, sinks=sinks,
                     log=lambda line, level="warning", **fields: log(line, level, **fields))
     return 0

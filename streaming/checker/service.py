@@ -17,7 +17,8 @@ revoked one is refused (the Clone pattern makes the re-connection cost nothing).
 CURVE is refused unless ``CheckerConfig.insecure``.
 
 Besides its socket, every message it publishes goes to the sinks it was built with (`streaming.detector.sinks.Sink`,
-``send(message)``): ``--webhook`` POSTs each live alert and retraction (`streaming.detector.webhook.WebhookSink`). A
+``send(message)``), but for the periodic re-sends: ``--webhook`` POSTs each alert and retraction the first time this
+checker sends it, an alert it rebuilt from a history included (`streaming.detector.webhook.WebhookSink`). A
 sink must return at once (the webhook only queues: its requests run in a thread of their own), so a slow, failing or
 hanging receiver never delays the checker's loop. The sinks are one `streaming.detector.sinks.Fanout`: a sink that
 raises on a message is counted and logged, and the checker, its socket and the other sinks go on.
@@ -42,7 +43,7 @@ from streaming.checker.refusals import Unsendable
 from streaming.checker.schedule import SNAPSHOT_POLL_MS
 from streaming.curve_keys import ClientKeys, start_authenticator
 from streaming.detector.sinks import Fanout, Sink
-from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, Retraction
+from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, MissingSteps, Retraction
 from streaming.service_log import LogLine
 from streaming.transport import (
     POLL_MS,
@@ -70,7 +71,7 @@ class CheckerWatcher(Protocol):
         """One message's (``hop``) or alert's (``alert_out``) time in a stage."""
 
     def sent(self, message: Alert | Retraction) -> None:
-        """An alert or a retraction went out live."""
+        """An alert or a retraction went out for the first time (live, or an alert rebuilt from a history)."""
 
     def watch(self, service: CheckerService) -> None:
         """Follow this checker's counts from now on."""
@@ -213,34 +214,48 @@ class CheckerService:
                 self.core.serve(messages, emit=self.send)
                 self.watch_peers(*before)
                 self.reload_keys()
-                self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats))
+                self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats), resent=True)
                 if until is not None and until(self.core):
                     break
         finally:
             self.close()
 
-    def send(self, messages: list[Message]) -> None:
+    def send(self, messages: list[Message], resent: bool = False) -> None:
         """Publish messages, and hand each to the sinks; one that cannot be encoded is counted (``unsendable``), goes
-        nowhere, and the rest still go out."""
+        nowhere, and the rest still go out.
+
+        Args:
+            messages: what to publish.
+            resent: they come from `CheckerCore.periodic`, whose ``replayed`` alerts and end reports are copies for
+                late viewers: those go to the socket only. An alert that `CheckerCore.serve` rebuilt from a history
+                is ``replayed`` too, but no receiver had it (its step came while this checker was down, or its
+                message was lost or dropped): the sinks and the metrics take it as the alert going out.
+        """
         for message in messages:
             try:
                 self.publisher.send(message)
             except MessageError as err:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
                 continue
+            if resent and isinstance(message, Alert | MissingSteps) and message.replayed:
+                continue
             self.sinks.send(message)
-            if isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed):
+            if isinstance(message, Alert | Retraction):
                 self._alert_out(message)
 
     def _alert_out(self, message: Alert | Retraction) -> None:
-        """An alert or retraction left: its ``alert_out`` time, in its stream's status and the metrics."""
+        """An alert or retraction left for the first time: counted in the metrics and, when it went out live, its
+        ``alert_out`` time in its stream's status and the metrics (a rebuilt alert's cause came long before)."""
+        if self.metrics is not None:
+            self.metrics.sent(message)
+        if isinstance(message, Alert) and message.replayed:
+            return
         seconds = time.monotonic() - self._polled_at
         state = self.core.streams.get(message.stream_id)
         if state is not None:
             state.latency["alert_out_ms"] = round(1000 * seconds, 3)
         if self.metrics is not None:
             self.metrics.observe("alert_out", seconds)
-            self.metrics.sent(message)
 
     def summary_counts(self) -> dict[str, int]:
         """The numbers of `summary`, by name (the fields of its JSON log line)."""

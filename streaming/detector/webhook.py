@@ -1,9 +1,11 @@
 """The webhook sink (``--webhook URL``): each alert, and each retraction of one, POSTed as JSON to a URL.
 
-It is offered where alerts are seen: ``stream-detect checker`` (every alert the checker publishes live), ``stream-detect
-view`` and the all-in-one run (every alert the view receives). Only what goes out live is POSTed: the copies the
-checker re-sends every status period for late viewers (``replayed: true``) are not, so a receiver gets each alert once
-(and a second time, same ``alert_id``, when an early alert is confirmed or retracted).
+It is offered where alerts are seen: ``stream-detect checker`` (every alert the checker publishes), ``stream-detect
+view`` and the all-in-one run (every alert the view receives). The copies the checker re-sends every status period for
+late viewers (``replayed: true``) are not POSTed, so a receiver gets each alert once (and a second time, same
+``alert_id``, when an early alert is confirmed or retracted). An alert the checker rebuilds from a history (its
+step came while the checker restarted, or its message was lost) is ``replayed`` too but new to every receiver: the
+checker's sink POSTs it (``rebuilt``), a view's cannot tell it from a re-send and does not.
 
 The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
 "alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything
@@ -290,10 +292,13 @@ class WebhookSink(BackgroundSink[Message]):
     Args:
         config: the URL and the retry policy.
         log: where failure lines go (bounded; None: stderr).
+        rebuilt: POST ``replayed`` alerts too: for a sender that hands the sink no periodic re-send (the checker), so
+            that a ``replayed`` alert is one rebuilt from a history, which no receiver had.
     """
 
-    def __init__(self, config: WebhookConfig, log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: WebhookConfig, log: Callable[[str], None] | None = None, rebuilt: bool = False) -> None:
         self.config = config
+        self.rebuilt = rebuilt
         self.attempts = 0
         self._stopping = threading.Event()
         self._deadline = _Deadline()  # one request at a time: the sink's thread makes them all
@@ -306,8 +311,10 @@ class WebhookSink(BackgroundSink[Message]):
         super().__init__(self._post, f"webhook {shown}", config.capacity, log)
 
     def accepts(self, message: Message) -> bool:
-        """Alerts and retractions only, as they go out live (not the re-sent ``replayed`` copies)."""
-        return isinstance(message, Retraction) or (isinstance(message, Alert) and not message.replayed)
+        """Alerts and retractions only, as they go out live (a ``replayed`` alert only with ``rebuilt``)."""
+        if isinstance(message, Alert):
+            return self.rebuilt or not message.replayed
+        return isinstance(message, Retraction)
 
     def _post(self, message: Message) -> None:
         body = encode_payload(message)
@@ -346,7 +353,9 @@ class WebhookSink(BackgroundSink[Message]):
 
 
 @contextlib.contextmanager
-def webhook_sinks(webhook: str | WebhookConfig | None, log: ServiceLog) -> Iterator[list[WebhookSink]]:
+def webhook_sinks(
+    webhook: str | WebhookConfig | None, log: ServiceLog, rebuilt: bool = False
+) -> Iterator[list[WebhookSink]]:
     """A command's ``--webhook``: the sink (none without one) for the block, closed after it with a summary line.
 
     Every command that offers ``--webhook`` (``checker``, ``view``, the all-in-one run) goes through here, so each
@@ -358,6 +367,7 @@ def webhook_sinks(webhook: str | WebhookConfig | None, log: ServiceLog) -> Itera
     Args:
         webhook: ``--webhook``'s URL, or its config, or None.
         log: the command's log: failures as they happen (``warning: ...``, bounded), and the summary at the end.
+        rebuilt: the sink's ``rebuilt`` (the checker's: `WebhookSink`).
 
     Yields:
         ``[sink]``, or ``[]`` without a webhook.
@@ -365,7 +375,8 @@ def webhook_sinks(webhook: str | WebhookConfig | None, log: ServiceLog) -> Itera
     if webhook is None:
         yield []
         return
-    sink = WebhookSink(WebhookConfig(webhook) if isinstance(webhook, str) else webhook, log=log.warning)
+    sink = WebhookSink(WebhookConfig(webhook) if isinstance(webhook, str) else webhook, log=log.warning,
+                       rebuilt=rebuilt)
     refused = False
     try:
         yield [sink]

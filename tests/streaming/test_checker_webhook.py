@@ -51,7 +51,7 @@ def _live_alerts(seen: list[Message]) -> list[Alert]:
 
 def test_each_alert_the_checker_publishes_is_posted_once_and_its_replays_are_not(tmp_path: Path) -> None:
     with receiver() as server:
-        sink = WebhookSink(WebhookConfig(_url(server)))
+        sink = WebhookSink(WebhookConfig(_url(server)), rebuilt=True)  # as `stream-detect checker` makes it
         with running_checker(tmp_path, [sink], status_period_s=0.05) as (ctx, service, _):
             viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
             sock, (camera,) = _cameras(ctx, service.events_endpoint, ["kitchen"])
@@ -200,6 +200,50 @@ def test_the_checker_command_posts_its_alerts_and_ends_with_the_webhooks_summary
     assert summary.startswith("checker: ") and interrupted.startswith("interrupted by SIGTERM")
     assert webhook == f"webhook {_url(server)}: 1 delivered, 0 not delivered, 0 dropped (queue full)"
     assert proc.returncode == 143
+
+
+class _Lost:
+    """A link that loses every message: the checker was restarting while they were sent."""
+
+    def send(self, message: Message) -> None:
+        pass
+
+
+def test_the_checker_command_posts_once_an_alert_it_rebuilt_from_a_history(tmp_path: Path) -> None:
+    # A mistake whose messages the checker never got (it was restarting, or they were lost) reaches it in the next
+    # heartbeat's history, and its alert goes out `replayed`: the webhook took it for a re-send, and no receiver ever
+    # heard of the mistake that every view showed.
+    with receiver() as server:
+        args = ["checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",
+                "--webhook", _url(server)]
+        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+        ctx = zmq.Context()
+        try:
+            assert proc.stderr is not None
+            assert proc.stderr.readline().startswith("checker: detectors connect to ")
+            viewer = Viewer(ctx, f"ipc://{tmp_path}/out", ViewState(), jsonl=False)
+            sock, (camera,) = _cameras(ctx, f"ipc://{tmp_path}/in", ["kitchen"])
+            assert _heard(viewer, [camera])
+            link, camera.publisher = camera.publisher, _Lost()
+            for step in MISTAKE:
+                camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
+            camera.publisher = link
+            seen: list[Message] = []
+            # The rebuilt alert, then at least two of the checker's periodic re-sends of it.
+            assert wait_for(lambda: sum(isinstance(m, Alert) for m in seen) >= 3, 10.0,
+                            lambda: (camera.heartbeat(None, 0, 0, 0.0), seen.extend(viewer.pump(20))))
+            assert wait_for(lambda: len(server.bodies) >= 1, 10.0)  # type: ignore[attr-defined]
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+            ctx.destroy(linger=0)
+        bodies = [json.loads(body) for _, body in server.bodies]  # type: ignore[attr-defined]
+    assert all(isinstance(m, Alert) and m.replayed for m in seen if isinstance(m, Alert))
+    assert [(b["alert_id"], b["step"], b["replayed"]) for b in bodies] == [("kitchen#1", MISTAKE_STEP, True)]
+    assert f"webhook {_url(server)}: 1 delivered, 0 not delivered" in err
 
 
 @pytest.mark.parametrize("url", ["ftp://example.org/hook", "localhost:8080/hook", "http://"])

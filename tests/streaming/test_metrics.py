@@ -17,7 +17,7 @@ from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import DetectorConfig, EventPublisher, load_detector_for_stream, run_detectors
-from streaming.messages import Heartbeat, Status
+from streaming.messages import Alert, Heartbeat, Status
 from streaming.metrics import CheckerMetrics, DetectorMetrics, MetricsAddress, MetricsServer, parse_metrics_address
 from streaming.readers import ReaderConfig, open_reader
 from streaming.transport import Publisher, Receiver, connect, subscribe
@@ -86,6 +86,46 @@ def test_the_checker_endpoint_counts_what_came_in_and_went_out(tmp_path: Path) -
         ctx.destroy(linger=0)
         server.close()
         other.close()
+
+
+class _Lost:
+    """A link that loses every message: the checker was restarting while they were sent."""
+
+    def send(self, message: object) -> None:
+        pass
+
+
+def test_an_alert_rebuilt_from_a_history_is_counted_once_and_its_re_sends_are_not(tmp_path: Path) -> None:
+    # Its step reached the checker only in a heartbeat's history: it went out `replayed`, like the periodic re-sends,
+    # and a mistake made while the checker restarted was never counted.
+    metrics = CheckerMetrics()
+    server = MetricsServer(LOOPBACK, metrics.registry)
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                        status_period_s=0.05), ctx, metrics=metrics)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        sender = connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0)
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint, wait_s=5.0)))
+        events = EventPublisher(_Lost(), "cam0")
+        events.keystep(MISTAKE_STEP, "boil_water", 0.0, 1.0, 0.9)  # before its pre-condition: one alert, unheard
+        events.publisher = Publisher(sender)
+        alerts: list[Alert] = []
+
+        def beat() -> None:
+            events.heartbeat(None, 0, 0, 0.0)
+            alerts.extend(m for m in viewer.poll(50) if isinstance(m, Alert))
+
+        assert wait_for(lambda: len(alerts) >= 3, 10.0, beat)  # the rebuilt alert and two re-sends of it
+        assert all(alert.replayed for alert in alerts)
+        assert scrape(server)["stream_checker_alerts_total"] == 1
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+        server.close()
 
 
 def test_the_detector_endpoint_counts_frames_per_stream_and_times_each_stage(tmp_path: Path) -> None:

@@ -199,7 +199,8 @@ def build_pipeline(
         segmenter: the segmenter settings of every stream (default: the checkpoint's, changed by the command line).
         watcher: the metrics, told about every stream, each frame's stage times and the loop's batches.
         ctx: ZeroMQ context (default: the process's).
-        warn: called with each warning (names that differ, let through by ``ignore_names``).
+        warn: called with each warning (names that differ, let through by ``ignore_names``; alert frames not
+            written).
 
     Returns:
         The pipeline (call ``run``; ``close`` it, or use it as a context manager).
@@ -210,7 +211,8 @@ def build_pipeline(
     stack = ExitStack()
     try:
         # The outputs first: a folder that cannot be written is refused before any model loads or checker answers.
-        frames = stack.enter_context(AlertFrames(config.alert_frames, config.alert_frames_keep)) \
+        # Its failures are warnings of the run's own log (JSON lines with --log-format json), not stray stderr lines.
+        frames = stack.enter_context(AlertFrames(config.alert_frames, config.alert_frames_keep, log=warn)) \
             if config.alert_frames is not None else None
         if readers is not None:
             for reader in readers:

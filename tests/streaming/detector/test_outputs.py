@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -14,15 +16,18 @@ import cv2
 import numpy as np
 import pytest
 
+from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.demo.synthetic_video import demo_video
+from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, load_detector_for_stream
 from streaming.detector.alert_frames import AlertFrames, frame_name, stream_folder
+from streaming.detector.loading import LoadedParts
 from streaming.messages import KeyStepEvent, KeyStepOnset
-from streaming.readers import Frame
+from streaming.readers import Frame, ReaderConfig, open_reader
 from streaming.stream_detect_cli import main
 from tests.cli_errors import cli_error
 from tests.streaming.detector.test_webhook import _url, receiver
-from tests.streaming.helpers import keystep, wait_for
+from tests.streaming.helpers import KeptMessages, keystep, wait_for
 
 
 def test_the_demo_alert_is_posted_and_its_frame_written_where_its_video_time_says(
@@ -157,6 +162,26 @@ def test_a_picture_a_full_disk_refuses_leaves_no_partial_file_and_is_named_as_no
     assert re.fullmatch(rf"warning: alert frames {re.escape(str(frames_dir))}: 0 picture\(s\) written, \d+ not "
                         "written in all", total), total
     assert list((frames_dir / "cam0").iterdir()) == []
+
+
+@pytest.mark.usefixtures("demo_cache")
+def test_pictures_not_written_are_said_in_the_detectors_log(tmp_path: Path) -> None:
+    # They went to stderr as plain 'warning:' lines whatever the detector's log was: with --log-format json, lines a
+    # log collector cannot read, about pictures the dashboard will miss.
+    frames_dir = tmp_path / "frames"
+    model, checkpoint, extractor = load_detector_for_stream(default_demo_paths()[1], None)
+    video, _ = demo_video("mistake")
+    reader = open_reader(str(video), ReaderConfig(fps=checkpoint.fps))
+    config = PipelineConfig(detector=DetectorConfig(), stream_ids=("cam0",), publish=False,
+                            alert_frames=str(frames_dir))
+    lines: list[str] = []
+    with build_pipeline(config, parts=LoadedParts(None, model, checkpoint, extractor), readers=[reader],
+                        sinks=[lambda _: KeptMessages()], warn=lines.append) as pipeline:
+        shutil.rmtree(frames_dir / "cam0")
+        (frames_dir / "cam0").write_bytes(b"")  # a file where the stream's folder was: no picture can be written
+        pipeline.run(threading.Event())
+    assert lines and all(line.startswith(f"alert frames {frames_dir}: ") for line in lines), lines
+    assert lines[-1].endswith(" not written in all")
 
 
 def test_the_bound_deletes_only_the_frames_it_wrote(tmp_path: Path) -> None:

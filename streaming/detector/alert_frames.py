@@ -7,7 +7,7 @@ The file of a key-step is ``DIR/<stream>/<ms>.jpg``: ``<stream>`` is ``urllib.pa
 the checker copies into the `Alert.video_time` of an alert it raises on that message (`streaming.frame_names`, the
 rule the dashboard follows too; a start of `streaming.frame_names.FRAME_TIME_LIMIT_S` or more has no picture). An
 announced step's frame is written when it is announced; its confirmation, if it starts at the same time, overwrites
-it with the frame that confirmed it.
+it with the frame that confirmed it; the copies of the onset a detector re-sends while the step lasts write nothing.
 
 Bounded: at most ``keep`` files per stream folder, the oldest (the earliest video times) deleted first. The JPEGs
 are encoded and written in the sink's own thread (`BackgroundSink`), so a slow disk never holds the frame loop.
@@ -159,6 +159,8 @@ class StreamFrames:
         # class did not name (a photo someone put there) is never counted, so never deleted.
         old = sorted((p for p in folder.glob("*.jpg") if is_frame_file(p)), key=lambda p: int(p.stem))
         self._files: deque[Path] = deque(old)
+        # The announcement whose frame was written: (index, step, start) of its onset, None once withdrawn.
+        self._announced: tuple[int, int, float] | None = None
 
     def seen(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
         """Remember the newest frame (the one a message sent during its processing was caused by)."""
@@ -168,8 +170,16 @@ class StreamFrames:
         """A key-step message (announced, or confirmed) writes the newest frame under its start time."""
         if self._frame is None or not isinstance(message, KeyStepEvent | KeyStepOnset):
             return
-        if isinstance(message, KeyStepOnset) and message.withdrawn:
-            return
+        if isinstance(message, KeyStepOnset):
+            announced = (message.index, message.step, message.start)
+            if message.withdrawn:
+                self._announced = None
+                return
+            # A detector re-sends an onset every 0.5 s while its step lasts: the picture stays the frame at which
+            # the step was announced (the early alert's), and each copy would cost a JPEG.
+            if announced == self._announced:
+                return
+            self._announced = announced
         name = frame_name(message.start)
         if name is None:  # a start too late to name a file (any peer may send one): no picture, the stream goes on
             return

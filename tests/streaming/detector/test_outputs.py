@@ -102,6 +102,30 @@ def test_a_withdrawn_announcement_writes_nothing_and_a_confirmation_overwrites_i
     assert image is not None and abs(int(image.mean()) - 200) <= 2  # the frame that confirmed the step
 
 
+def test_an_announcement_re_sent_keeps_the_frame_it_was_announced_at(tmp_path: Path) -> None:
+    # A detector re-sends a step's onset every 0.5 s while the step lasts: each copy wrote the picture again, so an
+    # early alert's picture became a frame seconds after the alert, every step cost up to ten JPEGs, and a disk that
+    # refused them counted 48 pictures not written for the demo's 6 files.
+    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
+                confidence=0.9, index=0, before=(), withdrawn=False)
+    with AlertFrames(tmp_path) as frames:
+        cam = frames.for_stream("cam0")
+        writer = frames._writer
+        path = tmp_path / "cam0" / "4400.jpg"
+        for seq, shade in enumerate((10, 100, 150)):
+            cam.seen(_frame(shade), np.zeros(3), np.zeros(3))
+            cam.send(KeyStepOnset(seq=seq, **base))  # type: ignore[arg-type]
+        assert wait_for(lambda: writer.delivered == 1)
+        image = cv2.imread(str(path))
+        assert writer.received == 1 and image is not None and abs(int(image.mean()) - 10) <= 2
+        # Withdrawn, then announced again: a new announcement, with its own frame.
+        cam.send(KeyStepOnset(seq=3, **(base | {"withdrawn": True})))  # type: ignore[arg-type]
+        cam.seen(_frame(200), np.zeros(3), np.zeros(3))
+        cam.send(KeyStepOnset(seq=4, **base))  # type: ignore[arg-type]
+    image = cv2.imread(str(path))
+    assert writer.received == 2 and image is not None and abs(int(image.mean()) - 200) <= 2
+
+
 @pytest.mark.parametrize("command", [["--video", "demo", "--fast", "--jsonl"], ["view", "--demo", "--jsonl"]])
 @pytest.mark.parametrize("url", ["ftp://example.org/hook", "localhost:8080/hook"])
 def test_a_webhook_that_is_not_http_is_one_error_line(

@@ -435,7 +435,8 @@ class ClientKeys:
     Args:
         folder: the client folder.
         extra: public keys allowed besides the folder's.
-        log: called with one line per problem found at a reload, and per revoked or added key file.
+        log: called with one line per problem found at a reload, and one when keys were added or revoked, whose
+            values (``added`` and ``revoked``: the key file names; ``allowed``: how many) come as keywords.
         monotonic: the clock of the reload period.
     """
 
@@ -443,7 +444,7 @@ class ClientKeys:
         self,
         folder: str | Path,
         extra: Iterable[bytes] = (),
-        log: Callable[[str], None] | None = None,
+        log: Callable[..., None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.folder = Path(folder)
@@ -535,16 +536,19 @@ class ClientKeys:
                           "cannot be read as public keys")
         removed = set(self.names) - set(names)
         added = set(names) - set(self.names)
+        # The key files by name, for a log collector: who was let in or cut off, which the line only counts.
+        revoked_files = sorted(self.names[key] for key in removed)
         self.names = names
         self.allowed = frozenset(names) | self.extra
         if added or removed:
             self._say(f"checker: client keys reloaded from {self.folder}: {len(added)} added, {len(removed)} revoked "
-                      f"({len(names)} allowed)")
+                      f"({len(names)} allowed)", added=sorted(names[key] for key in added), revoked=revoked_files,
+                      allowed=len(names))
         return bool(removed - self.extra)
 
-    def _say(self, line: str) -> None:
+    def _say(self, line: str, **fields: object) -> None:
         if self.log is not None:
-            self.log(line)
+            self.log(line, **fields)
 
 
 def start_authenticator(ctx: zmq.Context, keys: ClientKeys) -> ThreadAuthenticator:

@@ -421,10 +421,38 @@ def test_a_detector_whose_key_is_revoked_while_it_runs_ends_with_the_refusal(
     assert "Traceback" not in err
 
 
+class _Log(list[str]):
+    """A checker log: the lines, and each line's fields (the keywords of its call) in ``fields``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: list[dict[str, object]] = []
+
+    def __call__(self, line: str, **fields: object) -> None:
+        self.append(line)
+        self.fields.append(fields)
+
+
+def test_a_reload_names_the_key_files_it_added_and_revoked_as_fields(keys: Path) -> None:
+    # The line only counts them, and its JSON object had no field: a log collector could not tell which camera had
+    # been let in or cut off.
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
+    kept = (keys / "clients" / "cam1.key").read_bytes()
+    (keys / "clients" / "cam1.key").unlink()
+    assert folder.reload(force=True) is True
+    (keys / "clients" / "cam2.key").write_bytes(kept)
+    assert folder.reload(force=True) is False
+    assert lines == [f"checker: client keys reloaded from {keys / 'clients'}: 0 added, 1 revoked (2 allowed)",
+                     f"checker: client keys reloaded from {keys / 'clients'}: 1 added, 0 revoked (3 allowed)"]
+    assert lines.fields == [{"added": [], "revoked": ["cam1.key"], "allowed": 2},
+                            {"added": ["cam2.key"], "revoked": [], "allowed": 3}]
+
+
 def test_a_broken_key_file_at_reload_is_skipped_and_named(tmp_path: Path, keys: Path) -> None:
-    lines: list[str] = []
+    lines = _Log()
     now = [0.0]
-    folder = ClientKeys(keys / "clients", log=lines.append, monotonic=lambda: now[0])
+    folder = ClientKeys(keys / "clients", log=lines, monotonic=lambda: now[0])
     allowed = set(folder.allowed)
     (keys / "clients" / "cam1.key").write_text("not a key\n")
     now[0] += 2.0
@@ -436,9 +464,9 @@ def test_a_broken_key_file_at_reload_is_skipped_and_named(tmp_path: Path, keys: 
 
 def test_a_secret_key_dropped_into_the_client_folder_is_skipped_and_named(tmp_path: Path, keys: Path) -> None:
     # A client's secret copied to the checker machine as NAME.key was read as an allowed public key, without a word.
-    lines: list[str] = []
+    lines = _Log()
     now = [0.0]
-    folder = ClientKeys(keys / "clients", log=lines.append, monotonic=lambda: now[0])
+    folder = ClientKeys(keys / "clients", log=lines, monotonic=lambda: now[0])
     allowed = set(folder.allowed)
     (keys / "clients" / "cam9.key").write_bytes((keys / "clients" / "cam0.key_secret").read_bytes())
     now[0] += 2.0
@@ -452,9 +480,9 @@ def test_a_secret_key_dropped_into_the_client_folder_is_skipped_and_named(tmp_pa
 def test_a_dangling_or_looping_key_link_at_reload_is_skipped_and_named_once(tmp_path: Path, keys: Path) -> None:
     # One such link failed the whole look at the folder: "cannot read the client key folder; every client key is
     # revoked", then "0 added, 3 revoked" (4 with the viewer), and every camera and viewer was cut off.
-    lines: list[str] = []
+    lines = _Log()
     now = [0.0]
-    folder = ClientKeys(keys / "clients", log=lines.append, monotonic=lambda: now[0])
+    folder = ClientKeys(keys / "clients", log=lines, monotonic=lambda: now[0])
     allowed = folder.allowed
     (keys / "clients" / "old.key").symlink_to(tmp_path / "nonexistent" / "old.key")  # its key removed, link left
     (keys / "clients" / "loop.key").symlink_to("loop.key")
@@ -480,8 +508,8 @@ def test_a_dangling_or_looping_key_link_at_reload_is_skipped_and_named_once(tmp_
 
 def test_a_folder_of_broken_key_links_is_named_in_a_few_lines(tmp_path: Path, keys: Path) -> None:
     # A deploy tool that left many links behind: the skipped files are named up to a bound, the rest counted.
-    lines: list[str] = []
-    folder = ClientKeys(keys / "clients", log=lines.append)
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
     allowed = folder.allowed
     for number in range(MAX_SKIPPED_LINES + 3):
         (keys / "clients" / f"old{number:02d}.key").symlink_to(tmp_path / "nonexistent" / f"old{number}.key")
@@ -499,8 +527,8 @@ def test_a_key_file_deleted_between_the_listing_and_its_look_revokes_that_key_on
     # The folder's listing held cam1.key, deleted before its stat(): every client key was revoked for a second.
     import streaming.curve_keys as curve_keys
 
-    lines: list[str] = []
-    folder = ClientKeys(keys / "clients", log=lines.append)
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
     listed = curve_keys._key_files(keys / "clients")
     (keys / "clients" / "cam1.key").unlink()
     monkeypatch.setattr(curve_keys, "_key_files", lambda _folder: listed)  # the listing made before the delete

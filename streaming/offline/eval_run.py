@@ -262,6 +262,13 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     if elsewhere and not (config.names or config.split):  # said, as import says it: never a file left out unsaid
         warn(f"--features: {count_of(len(elsewhere), 'feature file')} {'is' if len(elsewhere) == 1 else 'are'} of "
              f"recordings of another scenario than {scenario!r}, not evaluated ({first_few(elsewhere, 5)})")
+    # The default is every annotated video of the scenario; a folder that lacks some of them was evaluated on the
+    # others without a word, so the totals looked like the whole set's. Files named one by one are a choice.
+    lacking = [n for n in known if n not in files]
+    if lacking and not (config.names or config.split) and any(Path(spec).is_dir() for spec in config.features):
+        warn(f"--features: {count_of(len(lacking), 'annotated recording')} of scenario {scenario!r} in "
+             f"{config.annotations} {'has' if len(lacking) == 1 else 'have'} no feature file, not evaluated "
+             f"({first_few(lacking, 5)})")
     _check_unique(names)
     unknown = [n for n in names if n not in known]
     if unknown:

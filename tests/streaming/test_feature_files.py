@@ -363,6 +363,26 @@ def test_entries_of_a_features_folder_that_are_not_feature_files_are_named_in_a_
     assert [v["video"] for v in json.loads((tmp_path / "x.json").read_text())["videos"]] == ["test_ok"]
 
 
+def test_annotated_recordings_a_features_folder_lacks_are_said_not_to_be_evaluated(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # With no --split, eval judges every annotated recording of the scenario; a folder holding two of the ten was
+    # judged on those two without a word, its totals read as the whole set's.
+    folder = tmp_path / "two"
+    folder.mkdir()
+    for name in ("test_ok", "test_wrong"):
+        shutil.copy(trained / "npy" / f"{name}.npy", folder)
+    labels = trained / "labels.json"
+    capsys.readouterr()
+    assert stream_detect(eval_argv(trained, "--features", str(folder), "--json", str(tmp_path / "x.json"))) == 0
+    assert (f"warning: --features: 8 annotated recordings of scenario 'kit' in {labels} have no feature file, not "
+            "evaluated (rec0, rec1, rec2, rec3, rec4 and 3 more)" in capsys.readouterr().err.splitlines())
+    assert [v["video"] for v in json.loads((tmp_path / "x.json").read_text())["videos"]] == ["test_ok", "test_wrong"]
+    # Files named one by one, or a split, choose the recordings: nothing is left out unasked.
+    for extra in (["--features", str(folder / "test_ok.npy")], ["--features", str(folder), "--videos-list", "test_ok"]):
+        assert stream_detect(eval_argv(trained, *extra)) == 0
+        assert "no feature file" not in capsys.readouterr().err
+
+
 def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--videos", str(trained)), capsys)
     assert "--features replays feature files instead of videos" in err

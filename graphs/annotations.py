@@ -38,10 +38,10 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
-from graphs.file_kinds import is_captaincook_graph, mistaken_file
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
 
 

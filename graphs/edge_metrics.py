@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import is_captaincook_graph
 from graphs.common.files import read_json
-from graphs.file_kinds import is_captaincook_graph
 from graphs.limits import name_fault
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency

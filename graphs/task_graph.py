@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.common.files import output_start, read_json, write_text
 from graphs.common.settings_files import as_written
-from graphs.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id, name_fault
 
 if TYPE_CHECKING:

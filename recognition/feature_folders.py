@@ -48,11 +48,11 @@ import numpy as np
 
 from graphs.common.array_files import REAL_KINDS, npy_shape, read_npy
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import mistaken_file
 from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import first_few, printable
 from graphs.common.settings_files import as_written
-from graphs.file_kinds import mistaken_file
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.segment_metrics import TimedSegment
 

@@ -45,8 +45,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from graphs.common.array_files import ZIP_MAGIC
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import ZIP_MAGIC
 from graphs.common.files import check_output, not_a_folder, output_start, read_json
 from graphs.common.interrupts import signals_deferred
 from graphs.common.options import (
@@ -912,13 +912,14 @@ def run_training(
             config = training_config_of_tables(tables, config_path, **overrides)
     # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
     folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
-    out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out")
+    out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out", kind="checkpoint")
     check_replaces_a_checkpoint(out)
     # A detector there already (a file left empty is none): a stopped run would save beside it, checked as --out is.
     existed = out.is_file() and out.stat().st_size > 0
     if existed:
         check_replaces_a_checkpoint(check_output(stopped_path(out), "checkpoint of a stopped run (beside --out)",
-                                                 inputs=[config_path, *folder_files], option="--out"))
+                                                 inputs=[config_path, *folder_files], option="--out",
+                                                 kind="checkpoint"))
     if plot is not None:
         check_plot_support(plot)
         if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from graphs.common.errors import InputError
@@ -331,6 +332,46 @@ def test_no_output_replaces_the_video_it_is_drawn_from(
                                      "--fast", "--jsonl", "--annotate-out", str(videos / "." / video.name)], capsys)
     assert "the annotated video would overwrite this input file of the run" in line
     assert video.read_bytes() == before
+
+
+def project_file(kind: str, path: Path) -> None:
+    """Write at ``path`` a file of one of the kinds no output replaces unless it is one (the demo's own)."""
+    if kind == "array":
+        with path.open("wb") as handle:  # np.save(path) would add .npy to a name without it
+            np.save(handle, np.zeros((3, 4), np.float32))
+        return
+    shutil.copy({"graph": GRAPH, "annotations": ANNOTATIONS, "checkpoint": DETECTOR}[kind], path)
+
+
+OWN_KIND = {"tgml train --out": "graph", "recognition-train --out": "checkpoint"}
+REPLACED = [(command, kind) for command in (*COMMANDS, "stream-detect eval --json")
+            for kind in ("graph", "annotations", "checkpoint", "array") if OWN_KIND.get(command) != kind]
+
+
+@pytest.mark.parametrize(("command", "kind"), REPLACED)
+def test_no_output_replaces_a_file_of_another_kind_that_runs_read(
+    command: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # eval --json detector.pt, bench-live --json graph.json and tgml show --dot labels.json replaced the file with
+    # their output, exit status 0; only tgml train and recognition-train looked at what their --out held.
+    (tmp_path / "data").mkdir()  # what a command reads, apart from where its output goes
+    main, argv, name = {**commands(tmp_path / "data"), "stream-detect eval --json": (
+        stream_detect, lambda out: ["eval", "--demo", "--quiet", "--json", str(out)], "r.json")}[command]
+    out = tmp_path / name
+    project_file(kind, out)
+    before = out.read_bytes()
+    line = cli_error(main, argv(out), capsys)
+    assert line.startswith(f"error: {command.split()[-1]} {out}: exists and is ")
+    assert out.read_bytes() == before
+
+
+def test_a_results_file_replaces_results_and_files_of_no_project_kind(tmp_path: Path) -> None:
+    # What a run makes again by running again is replaced as before: its own earlier output, another program's file.
+    for content in ('{"settings": {}, "videos": [], "total": {}}', "notes\n", ""):
+        out = tmp_path / "g.dot"
+        out.write_text(content)
+        assert tgml(["show", str(GRAPH), "--dot", str(out)]) == 0
+        assert out.read_text().startswith("digraph")
 
 
 @pytest.fixture

@@ -419,7 +419,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     from tgml.learners.result import learn_from_annotations
 
     # Before training: a failed save would lose the run.
-    check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out")
+    check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out", kind="graph")
     check_replaces_a_graph(args.out)
     method = _train_method(args)  # settings that do not fit the learner are refused before the file is read
     load_annotations(args.annotations, check_times=not args.order_only,  # the segment check every command makes
@@ -720,7 +720,7 @@ def _save_live_graphs(result: LiveBenchResult, folder: Path) -> None:
 def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     """``tgml captaincook-labels``: write the annotation file of CaptainCook4D recordings
     (`tgml.bench.live.annotation_file`)."""
-    from graphs.common.files import check_output, write_text
+    from graphs.common.files import check_output, check_replaces_only, write_text
     from graphs.common.safe_text import printable
     from tgml.bench.data_folder import data_folder
     from tgml.bench.error_annotations import unmatched_line, untimely_line
@@ -730,7 +730,8 @@ def _captaincook_labels(args: argparse.Namespace, console: Console) -> None:
     data = data_folder(args.data)
     features = Path(args.features) if args.features is not None else None
     check_output(args.out, "annotation file", inputs=[captaincook_dir(data), features_folder(data, features)],
-                 option="--out")
+                 option="--out", kind="annotations")
+    check_replaces_only(args.out, "annotations", "annotation file")
     recordings: dict[str, str] | None = None  # recording id -> where the user named it
     if features is not None:
         recordings = {name: str(path) for name, path in feature_files(features).items()}

@@ -18,10 +18,9 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import NPY_MAGIC, ZIP_MAGIC
 from graphs.common.files import open_input
 
-NPY_MAGIC: Final = b"\x93NUMPY"
-ZIP_MAGIC: Final = b"PK\x03\x04"
 MAX_HEADER_BYTES: Final = 10_000  # numpy's own default limit on the header's text
 MAX_ARRAY_BYTES: Final = 8 * 2**30  # an hour of 4096-wide float32 features at 30 fps is 1.8 GB
 MAX_DIMENSIONS: Final = 32  # numpy's own limit on an array's number of dimensions (64 from numpy 2)

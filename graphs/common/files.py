@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from graphs.common.errors import InputError, install_extra
+from graphs.common.file_kinds import KINDS, PROTECTED_KINDS, binary_kind, looks_like
 from graphs.common.interrupts import signals_deferred
 
 MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
@@ -352,6 +353,7 @@ def check_output(
     folder: bool = False,
     inputs: Iterable[str | Path | None] = (),
     option: str = "",
+    kind: str | None = None,
 ) -> Path:
     """Refuse, before any work starts, an output the run could not write at its end, or that is one of its inputs.
 
@@ -360,7 +362,10 @@ def check_output(
     can be written to. That folder is never created: a mistyped folder name (``--json reslts/run.json``) would
     otherwise become a new folder holding the results where nobody looks. A ``folder`` output itself may be new
     (the run creates it), its parent may not. An output that is also an input file of the run (``--out`` naming
-    the annotation file) would be overwritten by the result, so it is refused too.
+    the annotation file) would be overwritten by the result, so it is refused too, and so is an existing file of
+    one of the kinds runs read that running a command again does not make again (an annotation file, a task graph,
+    a split, a checkpoint, an ``.npy`` array: `graphs.common.file_kinds.PROTECTED_KINDS`): ``--json detector.pt``
+    replaced the detector without a word. An output of such a kind (``kind``) is its writer's to check.
 
     Args:
         path: the output file (or folder, with ``folder=True``).
@@ -369,6 +374,9 @@ def check_output(
         inputs: the files the run reads (None entries are skipped); a folder stands for every file in it (a data
             set's folder), so an existing file anywhere inside it is refused as the output.
         option: the command-line option that gave ``path`` (``"--json"``), named in the message.
+        kind: the output's own kind (a key of `graphs.common.file_kinds.KINDS`: ``"graph"`` for a graph file) when its
+            writer refuses every existing file of another kind itself, with its own words (`check_replaces_only`,
+            ``check_replaces_a_graph``); None: a results file, a rendering, a plot, which replaces no protected kind.
 
     Returns:
         ``path`` as a `Path`.
@@ -411,7 +419,49 @@ def check_output(
     why = unreplaceable(path) if not folder and path.is_file() else None
     if why is not None:
         raise InputError(f"{named}: cannot replace the {what}: {path} {why}; choose another name")
+    found = None if folder or kind is not None else existing_kind(path)
+    if found in PROTECTED_KINDS:
+        raise InputError(f"{named}: exists and is {KINDS[found]}, not {_a(what)}: the run would replace it; choose "
+                         "another name, or remove the file first")
     return path
+
+
+def check_replaces_only(path: str | Path, kind: str, what: str, option: str = "--out") -> None:
+    """Refuse an output that names an existing file other than one of ``kind`` (a key of
+    `graphs.common.file_kinds.KINDS`): a run replaces the file it makes again, not a task graph or a checkpoint given
+    its name by mistake. An empty file is none.
+
+    Raises:
+        InputError: naming ``option``, the path and the kind of file it is when it is a project file.
+    """
+    if not output_start(path, 1):
+        return
+    found = existing_kind(path)
+    if found != kind:
+        holds = f"is {KINDS[found]}" if found is not None else f"is not {_a(what)}"
+        raise InputError(f"{option} {path}: exists and {holds}; a run replaces only {_a(what)}: choose another name, "
+                         "or remove the file first")
+
+
+KIND_PROBE_BYTES: Final = 64  # enough to see a binary file's magic, or the bracket a JSON file opens with
+
+
+def existing_kind(path: str | Path) -> str | None:
+    """The kind of project file (a key of `graphs.common.file_kinds.KINDS`) the regular file at ``path`` is, or None:
+    nothing there, no project file, or one that cannot be read. A file that does not open as JSON does (an ``.mp4``,
+    a PNG) is never read past its first bytes."""
+    start = output_start(path, KIND_PROBE_BYTES)
+    if not start:
+        return None
+    binary = binary_kind(start)
+    if binary is not None:
+        return binary
+    if start.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        return None
+    try:
+        return looks_like(read_json(path))
+    except InputError:  # damaged, too large or not UTF-8: not a file any command reads as a project file
+        return None
 
 
 def unreplaceable(path: Path) -> str | None:

@@ -14,6 +14,7 @@ import pytest
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.order_rules import LATE_STEP, PRECONDITION
+from streaming.demo.paths import default_demo_paths
 from tests.cli_errors import cli_error
 from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep, unmatched_line, unmatched_steps
 from tgml.bench.live.bench import assign_folds, silent_avg_f1
@@ -513,6 +514,27 @@ def test_captaincook_labels_writes_the_steps_bench_live_scores_in_the_annotation
                            str(tmp_path / "other.json")], capsys)
     assert err.startswith(f"error: {features / '99_1.npy'}: recording '99_1' is not in ")
     assert not (tmp_path / "other.json").exists()
+
+
+def test_captaincook_labels_replaces_an_annotation_file_only(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out graph.json, detector.pt or split.json replaced the file with the labels, exit status 0, as tgml train's
+    # --out once replaced a label file.
+    argv = ["captaincook-labels", "--data", str(data_dir), "--recordings", "12_10", "--out"]
+    graph, notes = tmp_path / "graph.json", tmp_path / "notes.txt"
+    shutil.copy(default_demo_paths()[0], graph)
+    notes.write_text("my notes\n")
+    for path, what in ((graph, "is a task graph (tgml train writes them)"), (notes, "is not an annotation file")):
+        before = path.read_bytes()
+        err = cli_error(main, [*argv, str(path)], capsys)
+        assert err == (f"error: --out {path}: exists and {what}; a run replaces only an annotation file: choose "
+                       "another name, or remove the file first")
+        assert path.read_bytes() == before
+    labels = tmp_path / "labels.json"
+    for _ in range(2):  # written, then written again over itself
+        assert main([*argv, str(labels)]) == 0
+        assert load_annotations(labels).videos.keys() == {"12_10"}
 
 
 def test_a_folds_checker_settings_are_chosen_on_no_recording_its_test_fold_could_have_taught() -> None:

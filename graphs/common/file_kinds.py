@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+# How the binary files the commands read begin: a torch checkpoint is a zip archive (as is an .npz), an array np.save.
+ZIP_MAGIC: Final = b"PK\x03\x04"
+NPY_MAGIC: Final = b"\x93NUMPY"
+
 # The task graph's file format (`graphs.task_graph`, which imports it from here: the shapes of the files are this
 # module's, and the loaders below it ask it).
 GRAPH_FORMAT: Final = "task-graph"
@@ -24,7 +28,15 @@ KINDS: Final = {
                           "them)",
     "eval": "the results of stream-detect eval --json",
     "sequences": "a key-step sequence file ({video: {\"pred\": [...], \"gt\": [...]}}, prego-bench --sequences)",
+    "checkpoint": "a detector checkpoint (recognition-train writes them) or another zip archive",
+    "array": "a NumPy array (.npy: a recording's features or targets)",
 }
+
+# The kinds an output never replaces unless it is one itself (`graphs.common.files.check_output`): what a user labelled
+# by hand or a long run made, each an input of some command. Results, renderings and plots are made again by running
+# the command again, and are replaced as before.
+PROTECTED_KINDS: Final = frozenset({"annotations", "graph", "split", "captaincook-errors", "sequences", "checkpoint",
+                                    "array"})
 
 
 def looks_like(data: Any) -> str | None:
@@ -80,3 +92,12 @@ def mistaken_file(data: Any, expected: str, source: str, hint: str = "") -> str 
     if kind is None or kind == expected:
         return None
     return f"{source}: this looks like {KINDS[kind]}, not {KINDS[expected]}{hint}"
+
+
+def binary_kind(start: bytes) -> str | None:
+    """The kind of binary project file whose first bytes are ``start`` (``"checkpoint"``, ``"array"``), or None."""
+    if start.startswith(ZIP_MAGIC):
+        return "checkpoint"
+    if start.startswith(NPY_MAGIC):
+        return "array"
+    return None

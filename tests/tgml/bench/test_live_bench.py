@@ -366,12 +366,18 @@ def test_features_at_twice_one_a_second_are_refused_not_scored(
         np.save(path, np.repeat(np.load(path), 2, axis=0))
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features)], capsys)
     assert err.startswith(f"error: --features {features}: its files last a median 2.") and "one vector a second" in err
-    # One such file among others at one a second: the median passes, and it was read without a word.
+    # One such file among others at one a second: the median passes, and it was read without a word. Where the data
+    # set says how long the recording lasts, it is refused; elsewhere, its steps prove less: it is warned of.
     (tmp_path / "mixed").mkdir()
     mixed = subset(data_dir, tmp_path / "mixed", 4)
     doubled = sorted(mixed.glob("*.npy"))[0]
     np.save(doubled, np.repeat(np.load(doubled), 2, axis=0))
-    data = load_live_data(data_dir, mixed)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(mixed)], capsys)
+    assert err.startswith(f"error: {doubled}: ") and "written at 2.00 vectors a second?" in err
+    no_lengths = tmp_path / "no-lengths"
+    no_lengths.mkdir()
+    (no_lengths / "captaincook4d").symlink_to(data_dir / "captaincook4d")  # no captaincook4d-pe/SOURCES.tsv
+    data = load_live_data(no_lengths, mixed)
     assert len(data.recordings) == 4
     assert capsys.readouterr().err.strip() == (
         f"warning: --features {mixed}: 1 file lasts more than 1.8 times as long as its recording's annotated steps at "
@@ -433,6 +439,25 @@ def test_a_recording_with_no_annotation_is_refused_naming_it(
     np.save(features / "99_999.npy", np.zeros((5, 768), np.float16))
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--quiet"], capsys)
     assert "99_999" in err and "has no annotation" in err
+
+
+def test_features_at_another_rate_are_refused_by_their_recordings_length(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 16-frame clips of 25 fps video, 1.5625 a second, last a median 1.6 times their steps, under the 1.8 a folder is
+    # held to: bench-live scored them as one a second, every step early in its file, exit status 0.
+    features = subset(data_dir, tmp_path, 4)
+    files = sorted(features.glob("*.npy"))
+    x = np.load(files[0])
+    np.save(files[0], np.concatenate([x, x[-3:]]))  # a few vectors past the video: another backbone's windows
+    load_live_data(data_dir, features)
+    for path in files:
+        x = np.load(path)
+        np.save(path, x[(np.arange(int(len(x) * 1.5625)) / 1.5625).astype(int)])
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--quiet"], capsys)
+    assert re.fullmatch(rf"error: {re.escape(str(features))}/\S+\.npy: \d+ vectors, but recording \S+ lasts \d+ s "
+                        rf"\({re.escape(str(data_dir / 'captaincook4d-pe' / 'SOURCES.tsv'))}\): written at 1\.5\d "
+                        r"vectors a second\? bench-live reads one a second .*", err)
 
 
 def test_the_default_features_folder_is_the_data_sets(data_dir: Path) -> None:

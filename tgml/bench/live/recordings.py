@@ -12,6 +12,8 @@ background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxon
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
 from graphs.common.errors import InputError, print_warning
-from graphs.common.files import read_json
+from graphs.common.files import read_json, read_text_file
 from graphs.common.safe_text import count_of, first_few
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
@@ -33,7 +35,12 @@ from tgml.bench.error_annotations import ErrorRecording, load_error_annotations,
 from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
 
 FEATURES_SUBFOLDER: Final = Path("captaincook4d-pe") / "features"
+SOURCES: Final = "SOURCES.tsv"  # beside FEATURES_SUBFOLDER: each recording's `seconds`, one vector per second of video
 FPS: Final = 1.0  # one feature vector per second (DERIVATION.md)
+# How far a file may run past its recording's length in seconds, for a backbone whose windows fall otherwise than
+# captaincook4d-pe's (a clip of 32 frames a second apart, a last window padded): a share of the length and a few rows.
+LENGTH_SHARE: Final = 0.1
+LENGTH_ROWS: Final = 5
 
 
 @dataclass(frozen=True)
@@ -189,7 +196,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
                                         second_labels(annotation, recipe.step_ids, len(features[name])),
                                         features[name]))
     width = recordings[0].features.shape[1]
-    check_one_vector_a_second(features_dir, recordings)
+    check_one_vector_a_second(features_dir, recordings, features_folder(data_dir).parent / SOURCES)
     order = list(chosen)
     recordings.sort(key=lambda r: (order.index(r.recipe), r.recording_id))
     return LiveData(cc, features_dir, chosen, tuple(recordings), annotations, width)
@@ -206,13 +213,44 @@ def check_covers_steps(path: Path, vectors: int, annotation: ErrorRecording, ann
                          f"{annotations} run to {last:.1f} s (a file cut short, or features at another rate?)")
 
 
-def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording]) -> None:
+def video_seconds(sources: Path) -> dict[str, int]:
+    """Each recording's length in whole seconds, as the data set's own features give it (``captaincook4d-pe/
+    SOURCES.tsv``: its ``recording_id`` and ``seconds`` columns, one vector per second of the video); empty when the
+    data folder has no such file, a row that does not give both is not read."""
+    if not sources.is_file():
+        return {}
+    rows = csv.DictReader(io.StringIO(read_text_file(sources, "sources table")), delimiter="\t")
+    seconds = {}
+    for row in rows:
+        recording, value = row.get("recording_id"), row.get("seconds")
+        if recording and value and value.isdigit():
+            seconds[recording] = int(value)
+    return seconds
+
+
+def check_video_lengths(recordings: Sequence[LiveRecording], seconds: Mapping[str, int], sources: Path) -> None:
+    """Refuse a features file far longer than its recording lasts in seconds, where the data set says how long that is
+    (`video_seconds`): features written at another rate than one a second. A folder's median length over its steps
+    let rates up to 1.8 a second through (a 25 fps backbone's 16-frame clips are 1.5625 a second), every step then
+    scored early in its file, since the recordings' own tails after their last step vary from 1.0 to 1.5 times it;
+    the length of the video itself varies only by a backbone's windows (`LENGTH_SHARE`, `LENGTH_ROWS`)."""
+    for r in recordings:
+        length = seconds.get(r.recording_id)
+        rows = len(r.features)
+        if length and rows > length * (1 + LENGTH_SHARE) + LENGTH_ROWS:
+            raise InputError(f"{r.path}: {rows} vectors, but recording {r.recording_id} lasts {length} s ({sources}): "
+                             f"written at {rows / length:.2f} vectors a second? bench-live reads one a second "
+                             "(recognition-features import --rate and stream-detect eval --features take other rates)")
+
+
+def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording], sources: Path) -> None:
     """Refuse a folder whose files last far longer than their recordings' annotated steps at one vector a second
     (`recognition.feature_import.span_ratio` over `LONG_FILE_RATIO`): features written at a higher rate. The benchmark
     has no rate to give (its data set's is one a second), and at the wrong one it scored every step early in its
-    file, in silence; import and eval, which take ``--rate``, warn of the same files. Files that do so in a folder
-    whose median does not (some written at another rate, or a recording filmed long after its last step) are named
-    in a warning: one file proves less than a folder."""
+    file, in silence; import and eval, which take ``--rate``, warn of the same files. Then each file of a recording
+    whose length the data set gives (``sources``, `check_video_lengths`) is held to it. The other files that last far
+    longer than their steps in a folder whose median does not (some written at another rate, or a recording filmed
+    long after its last step) are named in a warning: one file's steps prove less than a folder's."""
     timed = [r for r in recordings if r.annotation.performed]
     lengths = [len(r.features) / FPS for r in timed]
     ends = [max(p.end for p in r.annotation.performed) for r in timed]
@@ -222,8 +260,11 @@ def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording])
                          "recordings' annotated steps at one vector a second, the rate bench-live reads (the data "
                          "set's): were they written at another? (recognition-features import --rate and stream-detect "
                          "eval --features take other rates)")
+    seconds = video_seconds(sources)
+    check_video_lengths(recordings, seconds, sources)
     over = span_ratios(lengths, ends, 1 / FPS) > LONG_FILE_RATIO
-    named = [r.path.name for r, is_long in zip(timed, over.tolist(), strict=True) if is_long]
+    named = [r.path.name for r, is_long in zip(timed, over.tolist(), strict=True)
+             if is_long and r.recording_id not in seconds]
     if named:  # the data set's own files: 1.0 to 1.5 each
         verb = "lasts" if len(named) == 1 else "last"
         print_warning(f"--features {folder}: {count_of(len(named), 'file')} {verb} more than {LONG_FILE_RATIO:g} "

@@ -4,8 +4,8 @@ Prints seconds per graph (mean over graphs, after one untimed warm-up graph) for
 
 * CaptainCook4D, the 24 procedures: DO with the benchmark protocol (up to 1000 epochs, SA-plateau stopping) and
   noisy-AND with its default settings;
-* the PREGO training splits: DO with the ``[do]`` table of ``configs/prego-<dataset>.toml`` and noisy-AND with
-  ``configs/noisy-and-<dataset>.toml``;
+* the PREGO training splits: DO with the ``[do]`` table of ``tgml/bench/settings/prego-<dataset>.toml`` and
+  noisy-AND with ``configs/noisy-and-<dataset>.toml``;
 * a second table: the PREGO benchmark's ``do-ensemble``, ``noisy-and`` and ``noisy-and-do`` graphs, each built by
   the benchmark's own builder with its shipped ``tgml/bench/settings/prego-<dataset>.toml`` table, seed 42.
   ``noisy-and-do`` trains both of the others, so it should take about their sum: the combination itself is a few

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -41,6 +42,7 @@ from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.refusals import Unsendable
 from streaming.checker.schedule import SNAPSHOT_POLL_MS
+from streaming.checker.streams import RESEND_ALERTS
 from streaming.curve_keys import ClientKeys, start_authenticator
 from streaming.detector.sinks import Fanout, Sink
 from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, MissingSteps, Retraction
@@ -62,6 +64,9 @@ if TYPE_CHECKING:
 WELCOME_GAP_S: Final = 0.05
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
+# Alerts handed to the sinks that a rebuilt copy must not hand again, per stream slot: a stream rebuilds at most
+# RESEND_ALERTS of them at once (`streaming.checker.core`), so each slot's newest are remembered.
+SENT_PER_STREAM: Final = 2 * RESEND_ALERTS
 
 
 class CheckerWatcher(Protocol):
@@ -108,6 +113,11 @@ class CheckerService:
         )
         self.metrics = metrics
         self._polled_at = time.monotonic()  # when the messages being served were received (for alert_out)
+        # (stream, run, alert id, step) of the alerts handed to the sinks, oldest first, bounded: a stream freed or
+        # evicted, or whose history disagreed, is rebuilt when it speaks again, and its alerts, POSTed and counted
+        # already, went out rebuilt and were POSTed and counted again (`send`).
+        self._sent: OrderedDict[tuple[str, str, str, int], None] = OrderedDict()
+        self._sent_limit = SENT_PER_STREAM * config.max_streams
         self.ctx = ctx or zmq.Context.instance()
         self.keys: ClientKeys | None = None
         self.authenticator: ThreadAuthenticator | None = None
@@ -229,7 +239,8 @@ class CheckerService:
             resent: they come from `CheckerCore.periodic`, whose ``replayed`` alerts and end reports are copies for
                 late viewers: those go to the socket only. An alert that `CheckerCore.serve` rebuilt from a history
                 is ``replayed`` too, but no receiver had it (its step came while this checker was down, or its
-                message was lost or dropped): the sinks and the metrics take it as the alert going out.
+                message was lost or dropped): the sinks and the metrics take it as the alert going out, unless this
+                checker handed them that alert already (`_first_time`: a stream freed or evicted and back).
         """
         for message in messages:
             try:
@@ -239,9 +250,32 @@ class CheckerService:
                 continue
             if resent and isinstance(message, Alert | MissingSteps) and message.replayed:
                 continue
+            if not self._first_time(message):
+                continue
             self.sinks.send(message)
             if isinstance(message, Alert | Retraction):
                 self._alert_out(message)
+
+    def _first_time(self, message: Message) -> bool:
+        """Whether the sinks and the metrics take a message: not an alert rebuilt from a history that this checker
+        handed them already (a stream it freed or evicted, or whose history disagreed, then rebuilt: the same alert,
+        to every receiver a duplicate). A retraction opens its alert's id again (docs/wire-format.md): an alert
+        rebuilt there after it is new."""
+        if isinstance(message, Retraction):
+            for step in (message.step, message.confirmed):
+                if step is not None:
+                    self._sent.pop((message.stream_id, message.run, message.alert_id, step), None)
+            return True
+        if not isinstance(message, Alert):
+            return True
+        key = (message.stream_id, message.run, message.alert_id, message.step)
+        if message.replayed and key in self._sent:
+            return False
+        self._sent[key] = None
+        self._sent.move_to_end(key)
+        while len(self._sent) > self._sent_limit:
+            self._sent.popitem(last=False)
+        return True
 
     def _alert_out(self, message: Alert | Retraction) -> None:
         """An alert or retraction left for the first time: counted in the metrics and, when it went out live, its

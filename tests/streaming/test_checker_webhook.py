@@ -21,7 +21,7 @@ from graphs.common.errors import InputError
 from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
 from streaming.detector import EventPublisher
 from streaming.detector.webhook import WebhookConfig, WebhookSink, webhook_sinks
-from streaming.messages import Alert, Message
+from streaming.messages import Alert, Message, Retraction
 from streaming.service_log import ServiceLog
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, connect
@@ -434,3 +434,66 @@ def test_an_answer_that_is_not_http_is_a_failed_try_and_is_retried() -> None:
         assert server.requests == 2 and sink.delivered == 0
         sink.close()
     assert len(lines) == 1 and "got more than 65536 bytes when reading header line after 2 tries" in lines[0]
+
+
+class _Kept(list[Message]):
+    """A sink, or a detector's link, that keeps what it is sent."""
+
+    def send(self, message: Message) -> None:
+        self.append(message)
+
+
+def test_an_alert_posted_once_is_not_posted_again_when_its_stream_is_rebuilt(tmp_path: Path) -> None:
+    # A stream the checker freed (silent for 12 stream timeouts: a detector cut off for a minute) is rebuilt from the
+    # history of its next message, and its alerts went out rebuilt: each was POSTed and counted again, as many times
+    # as the link dropped. An alert rebuilt where an early alert was withdrawn is another mistake, and is POSTed.
+    from recognition.segmenter import OnsetEvent
+    from streaming.checker.config import CheckerConfig
+    from streaming.checker.core import CheckerCore
+    from streaming.checker.service import CheckerService
+    from streaming.metrics import CheckerMetrics
+    from tests.streaming.helpers import tea_graph
+
+    now = [0.0]
+    sink, metrics, ctx = _Kept(), CheckerMetrics(), zmq.Context()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx,
+                             metrics=metrics, sinks=[sink])  # fmt: skip
+    service.core = CheckerCore(tea_graph(), monotonic=lambda: now[0])
+    link = _Kept()
+    kitchen, hall = EventPublisher(link, "kitchen"), EventPublisher(link, "hall")
+
+    def serve(advance_s: float = 0.0) -> None:
+        now[0] += advance_s
+        service.send(service.core.periodic(0.5), resent=True)
+        service.core.serve(list(link), emit=service.send)
+        link.clear()
+
+    def posted() -> list[tuple[str, str, bool]]:
+        return [(m.kind, m.alert_id, isinstance(m, Alert) and m.replayed) for m in sink
+                if isinstance(m, Alert | Retraction)]
+
+    try:
+        for step in MISTAKE:
+            kitchen.keystep(step, name_of(step), 0.0, 1.0, 0.9)
+        # hall: boil_water announced too early, withdrawn, then confirmed in a message that was lost
+        hall.keystep(MISTAKE[0], name_of(MISTAKE[0]), 0.0, 1.0, 0.9)
+        hall.onset(OnsetEvent(MISTAKE_STEP, 1.0, 0.9, 10), name_of(MISTAKE_STEP))
+        hall.onset(OnsetEvent(MISTAKE_STEP, 1.0, 0.9, 12, withdrawn=True), name_of(MISTAKE_STEP))
+        serve()
+        hall.history.append(MISTAKE_STEP)
+        hall.heartbeat(None, 0, 0, 0.0)
+        serve()
+        assert posted() == [("alert", "kitchen#1", False), ("alert", "hall#1", False), ("retraction", "hall#1", False),
+                            ("alert", "hall#1", True)]  # fmt: skip
+        serve(10.0)  # both lost
+        serve(100.0)  # and freed
+        assert service.core.streams == {}
+        kitchen.heartbeat(None, 0, 0, 0.0)
+        hall.heartbeat(None, 0, 0, 0.0)
+        serve()
+        assert set(service.core.streams) == {"kitchen", "hall"}  # rebuilt: their alerts went out again, replayed
+        assert len(posted()) == 4, posted()
+        assert metrics.registry.get_sample_value("stream_checker_alerts_total") == 3
+    finally:
+        service.close()
+        ctx.destroy(linger=0)

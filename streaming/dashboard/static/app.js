@@ -17,6 +17,7 @@ const state = {
   graphDrawn: false,
   socket: null,
   pageLive: false,       // the push channel is open: without it nothing the page shows is current
+  heardAt: 0,            // when the push channel last brought anything (performance.now(), ms)
   retryMs: 500,
   link: null,
   conflicts: [],         // steps the --graph names otherwise than the checker: {step, graph_name, checker_name}
@@ -61,11 +62,21 @@ function stepName(step) {
 }
 
 // -- the push channel ---------------------------------------------------------------------------------------------
+// The dashboard pushes the checker link's state every second: a channel silent this long has lost the dashboard,
+// though its socket may look open for ever (the dashboard's machine powered off or frozen, a link cut on the way:
+// no close ever reaches the page, which said "page live" and every stream LIVE for as long as that lasted). The
+// same bound holds for a connection the dashboard never answers. Not shorter: a message arrives whole, and on a slow
+// link a snapshot of 500 alerts may take seconds, which the dashboard allows for up to 10 s (SEND_TIMEOUT_S), so a
+// page that gave up sooner would ask for the same snapshot again and again.
+const SILENT_MS = 12000;
+
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/ws`);
   state.socket = socket;
+  state.heardAt = performance.now();
   socket.onopen = () => {
+    state.heardAt = performance.now();
     state.retryMs = 500;
     state.pageLive = true;
     // The dashboard may have restarted with another --graph: the new connection's snapshot draws its graph.
@@ -73,6 +84,8 @@ function connect() {
     setBadge("page-link", true, "\u25cf page live");
   };
   socket.onmessage = (event) => {
+    if (state.socket !== socket) return; // given up as silent: what it brings late is not current
+    state.heardAt = performance.now();
     let message;
     try {
       message = JSON.parse(event.data);
@@ -81,16 +94,27 @@ function connect() {
     }
     handle(message);
   };
-  socket.onclose = () => {
-    state.socket = null;
-    if (state.pageLive) {
-      state.pageLive = false;
-      setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
-      pageLost();
-    }
-    setTimeout(reconnect, state.retryMs);
-    state.retryMs = Math.min(5000, state.retryMs * 2);
-  };
+  socket.onclose = () => dropped(socket);
+}
+
+// The push channel is gone (closed, or given up as silent): say so once, and try again later.
+function dropped(socket) {
+  if (state.socket !== socket) return; // given up as silent already: its close, when it comes, changes nothing
+  state.socket = null;
+  if (state.pageLive) {
+    state.pageLive = false;
+    setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
+    pageLost();
+  }
+  setTimeout(reconnect, state.retryMs);
+  state.retryMs = Math.min(5000, state.retryMs * 2);
+}
+
+function watchSilence() {
+  const socket = state.socket;
+  if (socket === null || performance.now() - state.heardAt < SILENT_MS) return;
+  dropped(socket);
+  socket.close();
 }
 
 // A WebSocket refused with 401 (the dashboard restarted with another token) fails exactly like one to a dashboard
@@ -99,9 +123,10 @@ function connect() {
 async function reconnect() {
   let status = 0;
   try {
-    status = (await fetch("/static/style.css", {method: "HEAD", cache: "no-store", credentials: "same-origin"})).status;
+    status = (await fetch("/static/style.css", {method: "HEAD", cache: "no-store", credentials: "same-origin",
+                                                signal: AbortSignal.timeout(SILENT_MS)})).status;
   } catch (err) {
-    status = 0; // no answer at all: the dashboard is down or unreachable
+    status = 0; // no answer at all (or none in time): the dashboard is down, frozen or unreachable
   }
   if (status === 401) {
     setBadge("page-link", false, "\u2716 the dashboard refuses this page (its token changed?): open it again as " +
@@ -638,3 +663,4 @@ function markGraph() {
 }
 
 connect();
+setInterval(watchSilence, 1000);

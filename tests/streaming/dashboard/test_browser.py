@@ -2,10 +2,10 @@
 demo video: the alert appears within 2 s of being published, with the picture of its frame, an acknowledgement shows
 on a second open page, and a step named with HTML shows as text. And, fed by a checker in the test, what the page
 says when it cannot know: tiles while the checker is down and after a restarted checker forgot a stream, a --graph
-that is not the checker's, when an alert was raised; while the page has lost its dashboard, and once a restarted one
-(another graph, another token) is back; keyboard-only selection and acknowledgement, the alert marked once the
-selected one is gone, the day of an old alert, a console free of errors; 15 streams and a 64-character stream id at
-1,280 and 390 px.
+that is not the checker's, when an alert was raised; while the page has lost its dashboard (closed, or silent with its
+socket open), and once a restarted one (another graph, another token) is back; keyboard-only selection and
+acknowledgement, the alert marked once the selected one is gone, the day of an old alert, a console free of errors;
+15 streams and a 64-character stream id at 1,280 and 390 px.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -379,6 +379,41 @@ def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is
                                              "return t.includes('refuses') && t;", 30)  # fmt: skip
                 assert "?token=" in refused
     finally:
+        driver.quit()
+
+
+def test_a_page_whose_dashboard_falls_silent_says_so_though_its_socket_stays_open(tmp_path: Path) -> None:
+    # A dashboard frozen (its machine powered off or swapping, a link cut on the way) closes no socket: the page said
+    # "page live", "checker connected" and every stream LIVE for as long as that lasted.
+    driver = browser()
+    seq = itertools.count()
+    release = threading.Event()
+    try:
+        with running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+
+            def heartbeat() -> None:
+                detector.send(beat("station", seq=next(seq), history=(1,), timestamp=time.time()))
+
+            with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+                driver.get(served.url)
+                assert wait_for(lambda: any(t["stream"] == "station" for t in served.state()["tiles"]), 20,
+                                step=heartbeat)  # fmt: skip
+                page_tile(driver, "\u25b6 LIVE")
+                try:
+                    served.loop.call_soon_threadsafe(release.wait, 90.0)  # its event loop answers nothing now
+                    lost = page_tile(driver, "? UNKNOWN", 25.0)
+                    assert "lost the dashboard" in lost["heard"], lost
+                    badges = driver.execute_script(BADGES)
+                    assert "not answering" in badges["page"] and "connected" not in badges["checker"], badges
+                finally:
+                    release.set()
+                # Answering again: the page is back, as it is after a restart.
+                assert wait_for(lambda: driver.execute_script(f"return (() => {{ {TILE} }})()?.state === "
+                                                              "'\u25b6 LIVE'"), 30, step=heartbeat)  # fmt: skip
+                assert "page live" in driver.execute_script(BADGES)["page"]
+    finally:
+        release.set()
         driver.quit()
 
 

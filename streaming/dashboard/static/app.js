@@ -384,7 +384,9 @@ function addAlert(alert, live) {
 
 // A later copy of an alert (the early alert confirmed, a re-send) redraws its card: an acknowledgement the user has
 // just sent stays pending on the new card (it said "Acknowledge" again until the checker's answer came), the picture
-// already shown of the same video time is kept (not fetched and drawn again), and keyboard focus stays on the card.
+// already shown of the same video time is kept (not fetched and drawn again), and keyboard focus stays where it was:
+// on the card, or on its Acknowledge button (moved to the card, the user's next Enter (un)selected the alert instead of
+// acknowledging it).
 function replaceCard(existing, card) {
   const pending = existing.querySelector("button.ack:disabled");
   const button = card.querySelector("button.ack");
@@ -399,8 +401,9 @@ function replaceCard(existing, card) {
     fresh.replaceWith(shown.parentNode);
   }
   const focused = existing.contains(document.activeElement);
+  const onButton = focused && document.activeElement.matches("button.ack");
   existing.replaceWith(card);
-  if (focused) card.focus();
+  if (focused) (onButton && button && !button.disabled ? button : card).focus();
 }
 
 function updateAlert(alert) {

@@ -450,6 +450,11 @@ def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_mark
                 assert wait_until(driver, CAPTION, 5).startswith("Marked (selected alert)")
                 keys.send_keys(Keys.TAB).perform()
                 assert driver.execute_script(focus) == "BUTTON.ack"
+                # A later copy of the alert (an early alert confirmed) redraws its card: focus stays on the button (it
+                # moved to the card, and the Enter meant for Acknowledge un-selected the alert instead).
+                driver.execute_script("const c = document.querySelector('#alert-feed li.alert');"
+                                      "updateAlert(state.alerts.get(Number(c.dataset.id)));")
+                assert driver.execute_script(focus) == "BUTTON.ack"
                 # Enter on Acknowledge acknowledges; it also un-selected the alert (the key reached the card), and
                 # focus fell to the page's top (a disabled button cannot hold it), so Tab started over.
                 keys.send_keys(Keys.ENTER).perform()

@@ -45,6 +45,21 @@ function clock(seconds) {
   return `${time}, ${when.toLocaleDateString([], day)}`;
 }
 
+// The day the page's times were drawn on: past midnight they are drawn again, as the times of the day before must now
+// say their day (drawn once, a page left open on a wall screen showed yesterday's alerts as raised today).
+let drawnDay = new Date().toDateString();
+
+function watchDay() {
+  const today = new Date().toDateString();
+  if (today === drawnDay) return;
+  drawnDay = today;
+  for (const alert of state.alerts.values()) {
+    const existing = document.querySelector(`#alert-feed li[data-id="${alert.id}"]`);
+    if (existing) replaceCard(existing, alertCard(alert));
+  }
+  [...state.tiles.values()].forEach(updateTile); // "LOST since", "last heard"
+}
+
 function videoTime(seconds) {
   if (seconds === null || seconds === undefined) return "unknown";
   const minutes = Math.floor(seconds / 60);
@@ -666,4 +681,4 @@ function markGraph() {
 }
 
 connect();
-setInterval(watchSilence, 1000);
+setInterval(() => { watchSilence(); watchDay(); }, 1000);

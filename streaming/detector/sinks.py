@@ -19,8 +19,9 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Generic, Protocol, TextIO, TypedDict, TypeVar
+from typing import Final, Generic, Protocol, TextIO, TypedDict, TypeVar
 
 from streaming.messages import Message, encode_payload
 from streaming.transport import HandshakeRefused
@@ -107,10 +108,39 @@ class SinkCounts(TypedDict):
     unanswered: int
 
 
+NOW: Final = 0
+LATER: Final = 1
+
+
+class _Lanes(queue.Queue[tuple[int, T | None]]):
+    """A queue of two lanes, each item put as ``(lane, item)``: ``get`` takes the `NOW` lane's oldest first, and the
+    `LATER` lane's only when the other is empty (`queue.Queue` keeps the locking; these four are its storage)."""
+
+    def _init(self, maxsize: int) -> None:
+        self.lanes: tuple[deque[tuple[int, T | None]], deque[tuple[int, T | None]]] = (deque(), deque())
+
+    def _qsize(self) -> int:
+        return len(self.lanes[NOW]) + len(self.lanes[LATER])
+
+    def _put(self, item: tuple[int, T | None]) -> None:
+        self.lanes[item[0]].append(item)
+
+    def _get(self) -> tuple[int, T | None]:
+        return (self.lanes[NOW] or self.lanes[LATER]).popleft()
+
+    def later_size(self) -> int:
+        """Items waiting in the `LATER` lane."""
+        with self.mutex:
+            return len(self.lanes[LATER])
+
+
 class BackgroundSink(Generic[T]):
     """A sink whose work (``deliver``) runs in its own thread, behind a queue of at most ``capacity`` items.
 
-    ``send`` never waits: a full queue drops the message and counts it (``dropped``). What ``deliver`` fails on is
+    ``send`` never waits: a full queue drops the message and counts it (``dropped``). A message the sink takes as
+    one that can wait (``later``) is delivered after every other queued, and holds at most half the queue: a burst of
+    them (a restarted checker's rebuilt alerts) never delays, nor takes the room of, what comes live. What ``deliver``
+    fails on is
     counted too (``failed``), and reported through ``log`` for the first `log_limit` failures, then once every
     `log_every`: a receiver that is down for hours writes a bounded log. ``close`` lets the thread finish what it
     holds (at most ``stop_wait_s``).
@@ -143,7 +173,8 @@ class BackgroundSink(Generic[T]):
         self._deliver = deliver
         self.name = name
         self.failed_as = failed_as
-        self._queue: queue.Queue[T | None] = queue.Queue(maxsize=capacity)
+        self._queue: _Lanes[T] = _Lanes(maxsize=capacity)
+        self._later_room = max(1, capacity // 2)
         self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
         self._log_limit = log_limit
         self._log_every = log_every
@@ -162,14 +193,21 @@ class BackgroundSink(Generic[T]):
         """Whether this sink wants the message at all (all, unless a subclass says otherwise)."""
         return True
 
+    def later(self, message: T) -> bool:
+        """Whether the message can wait behind every other (none, unless a subclass says otherwise)."""
+        return False
+
     def send(self, message: T) -> None:
         """Queue the message for the thread; a full queue drops it (counted)."""
         if self._closed or not self.accepts(message):
             return
         with self._lock:
             self.received += 1
+        lane = LATER if self.later(message) else NOW
         try:
-            self._queue.put_nowait(message)
+            if lane == LATER and self._queue.later_size() >= self._later_room:
+                raise queue.Full
+            self._queue.put_nowait((lane, message))
         except queue.Full:
             with self._lock:
                 self.dropped += 1
@@ -180,7 +218,7 @@ class BackgroundSink(Generic[T]):
     def _work(self) -> None:
         while True:
             try:
-                message = self._queue.get(timeout=WAKE_S)
+                _, message = self._queue.get(timeout=WAKE_S)
             except queue.Empty:
                 # `close` could not queue its end mark behind a full queue: the thread stops once it has drained it,
                 # instead of waiting on an empty queue for ever (one thread lost per sink and run).
@@ -237,7 +275,7 @@ class BackgroundSink(Generic[T]):
             return
         self._closed = True
         try:
-            self._queue.put(None, timeout=self.stop_wait_s)
+            self._queue.put((LATER, None), timeout=self.stop_wait_s)  # behind everything queued
         except queue.Full:
             return
         self._stop_queued = 1

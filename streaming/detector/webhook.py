@@ -5,7 +5,8 @@ view`` and the all-in-one run (every alert the view receives). The copies the ch
 late viewers (``replayed: true``) are not POSTed, so a receiver gets each alert once (and a second time, same
 ``alert_id``, when an early alert is confirmed or retracted). An alert the checker rebuilds from a history (its
 step came while the checker restarted, or its message was lost) is ``replayed`` too but new to every receiver: the
-checker's sink POSTs it (``rebuilt``), a view's cannot tell it from a re-send and does not.
+checker's sink POSTs it (``rebuilt``), after every live alert and retraction queued (`WebhookSink.later`), and a
+view's cannot tell it from a re-send and does not.
 
 The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
 "alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything
@@ -315,6 +316,12 @@ class WebhookSink(BackgroundSink[Message]):
         if isinstance(message, Alert):
             return self.rebuilt or not message.replayed
         return isinstance(message, Retraction)
+
+    def later(self, message: Message) -> bool:
+        """A rebuilt alert waits behind every live alert and retraction: a restarted checker rebuilds up to 32 alerts
+        of every stream, most of them POSTed by its predecessor, and a new mistake queued behind them came seconds
+        late, or was dropped from a full queue."""
+        return isinstance(message, Alert) and message.replayed
 
     def _post(self, message: Message) -> None:
         body = encode_payload(message)

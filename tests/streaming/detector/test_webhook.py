@@ -218,3 +218,22 @@ def test_a_run_that_ends_between_retries_still_names_the_receivers_answer() -> N
         sink.close()  # the run ends while the sink waits to retry
         assert wait_for(lambda: sink.failed == 1)
     assert "(last: HTTP 500 after 1 try; the run ended before the next)" in lines[0]
+
+
+def test_a_live_alert_goes_before_rebuilt_ones_queued_ahead_of_it_and_they_never_take_its_room() -> None:
+    from dataclasses import replace
+
+    # A restarted checker rebuilds the recent alerts of every stream (most POSTed by its predecessor) just before a
+    # new mistake: the new one must not wait behind them, nor find the queue full of them.
+    with receiver(delay_s=30.0) as server, WebhookSink(WebhookConfig(_url(server), capacity=4), rebuilt=True) as sink:
+        sink.send(_alert(1))  # the receiver holds this POST until released
+        assert wait_for(lambda: len(server.bodies) == 1)  # type: ignore[attr-defined]
+        for index in range(2, 6):  # rebuilt: two fit their half of the queue, two are dropped
+            sink.send(replace(_alert(index), replayed=True))
+        sink.send(_alert(6))  # live, after them
+        sink.send(_alert(7))
+        assert sink.dropped == 2 and sink.pending() == 4
+        server.release.set()  # type: ignore[attr-defined]
+        assert wait_for(lambda: sink.delivered == 5)
+    posted = [json.loads(body)["alert_id"] for _, body in server.bodies]  # type: ignore[attr-defined]
+    assert posted == ["cam0#1", "cam0#6", "cam0#7", "cam0#2", "cam0#3"]

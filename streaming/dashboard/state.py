@@ -254,6 +254,7 @@ class DashboardState:
             "id": record.id,
             "stream": alert.stream_id,
             "run": alert.run,
+            "alert_id": printable(alert.alert_id),  # the checker's id: a restarted dashboard numbers alerts afresh
             "step": alert.step,
             "step_name": printable(alert.step_name),
             "missing": list(alert.missing),

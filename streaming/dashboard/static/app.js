@@ -190,12 +190,12 @@ function snapshot(message) {
   state.maxAlerts = message.max_alerts || state.maxAlerts;
   if (state.selected !== null) {
     // A restarted dashboard numbers its alerts afresh: the number selected may now be another stream's alert, which
-    // was then marked and framed as the one the user had picked.
+    // was then marked and framed as the one the user had picked. The selection follows the alert itself, named by
+    // the checker's alert id within its stream and run (and its step: after a retraction the id is another mistake's).
     const chosen = state.alerts.get(state.selected);
-    const now = message.alerts.find((alert) => alert.id === state.selected);
-    if (!chosen || !now || now.stream !== chosen.stream || now.run !== chosen.run || now.step !== chosen.step) {
-      state.selected = null;
-    }
+    const same = (a, b) => a.stream === b.stream && a.run === b.run && a.alert_id === b.alert_id && a.step === b.step;
+    const again = chosen && message.alerts.find((alert) => same(alert, chosen));
+    state.selected = again ? again.id : null;
   }
   state.alerts.clear();
   document.getElementById("alert-feed").replaceChildren();

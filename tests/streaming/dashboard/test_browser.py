@@ -492,6 +492,16 @@ def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_mark
                     driver, f"const t = (() => {{ {raised_at} }})(); return t.includes(',') && t;", 5))  # fmt: skip
                 # Nothing in the console (every visit logged a 404 for /favicon.ico).
                 assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+                # A restarted dashboard numbers the same alert otherwise (here 7, beside another stream's alert
+                # that took the old number): the selection follows the alert, not its number.
+                followed = driver.execute_script(
+                    "const a = state.alerts.get(Math.max(...state.alerts.keys())); select(a.id);"
+                    "const other = {...a, stream: 'cam9', alert_id: 'cam9#1'};"
+                    "snapshot({names: state.names, max_alerts: state.maxAlerts, alerts: [{...a, id: 7}, other],"
+                    "          tiles: [...state.tiles.values()], link: state.link, name_conflicts: []});"
+                    "return {selected: state.selected, "
+                    "        marked: document.querySelector('#alert-feed li.selected')?.dataset.id ?? null};")
+                assert followed == {"selected": 7, "marked": "7"}, followed
     finally:
         driver.quit()
 

@@ -18,7 +18,7 @@ from streaming.demo.paths import default_demo_paths
 from tests.cli_errors import cli_error
 from tgml.bench.error_annotations import ORDER_ERROR, ErrorRecording, PerformedStep, unmatched_line, unmatched_steps
 from tgml.bench.live.bench import assign_folds, silent_avg_f1
-from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data
+from tgml.bench.live.recordings import FEATURES_SUBFOLDER, load_live_data, video_seconds
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
 from tgml.bench.mistake_bench import Counts
 from tgml.tgml_cli import main
@@ -458,6 +458,21 @@ def test_features_at_another_rate_are_refused_by_their_recordings_length(
     assert re.fullmatch(rf"error: {re.escape(str(features))}/\S+\.npy: \d+ vectors, but recording \S+ lasts \d+ s "
                         rf"\({re.escape(str(data_dir / 'captaincook4d-pe' / 'SOURCES.tsv'))}\): written at 1\.5\d "
                         r"vectors a second\? bench-live reads one a second .*", err)
+
+
+@pytest.mark.parametrize(("seconds", "read"), [("9\u00b2", {}), ("9" * 5000, {}), ("x" * 200_000, None),
+                                              ('"973', {}), ("\u0663", {})])
+def test_a_damaged_sources_table_is_one_line_or_its_row_unread(seconds: str, read: dict[str, int] | None,
+                                                                tmp_path: Path) -> None:
+    # A superscript digit ('9\u00b2', which str.isdigit takes), 5,000 digits or a field over csv's limit ended
+    # bench-live in a ValueError or _csv.Error traceback; a stray quote swallowed the rows after it in silence.
+    sources = tmp_path / "SOURCES.tsv"
+    sources.write_text(f"recording_id\tseconds\n10_16\t{seconds}\n10_18\t620\n", encoding="utf-8")
+    if read is None:
+        with pytest.raises(InputError, match=rf"^{re.escape(str(sources))}: "):
+            video_seconds(sources)
+        return
+    assert video_seconds(sources) == {**read, "10_18": 620}
 
 
 def test_the_default_features_folder_is_the_data_sets(data_dir: Path) -> None:

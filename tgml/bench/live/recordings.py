@@ -41,6 +41,7 @@ FPS: Final = 1.0  # one feature vector per second (DERIVATION.md)
 # captaincook4d-pe's (a clip of 32 frames a second apart, a last window padded): a share of the length and a few rows.
 LENGTH_SHARE: Final = 0.1
 LENGTH_ROWS: Final = 5
+MAX_SECONDS_DIGITS: Final = 9  # a `seconds` value longer than this (over 31 years) is no video's length: not read
 
 
 @dataclass(frozen=True)
@@ -219,12 +220,18 @@ def video_seconds(sources: Path) -> dict[str, int]:
     data folder has no such file, a row that does not give both is not read."""
     if not sources.is_file():
         return {}
-    rows = csv.DictReader(io.StringIO(read_text_file(sources, "sources table")), delimiter="\t")
+    # Tab-separated, never quoted: a stray '"' would otherwise swallow the rows after it in silence.
+    rows = csv.DictReader(io.StringIO(read_text_file(sources, "sources table")), delimiter="\t",
+                          quoting=csv.QUOTE_NONE)
     seconds = {}
-    for row in rows:
-        recording, value = row.get("recording_id"), row.get("seconds")
-        if recording and value and value.isdigit():
-            seconds[recording] = int(value)
+    try:
+        for row in rows:
+            recording, value = row.get("recording_id"), row.get("seconds")
+            # ASCII digits only: str.isdigit takes '\u00b2', which int() refuses, and int() refuses 5,000 digits.
+            if recording and value and value.isascii() and value.isdigit() and len(value) <= MAX_SECONDS_DIGITS:
+                seconds[recording] = int(value)
+    except csv.Error as err:  # a field longer than csv's limit (128 KiB): a damaged file
+        raise InputError(f"{sources}: not a table of tab-separated columns ({err})") from None
     return seconds
 
 

@@ -133,14 +133,38 @@ class _Lanes(queue.Queue[tuple[int, T | None]]):
         with self.mutex:
             return len(self.lanes[LATER])
 
+    def put_now(self, item: T) -> bool:
+        """Queue ``item`` in the `NOW` lane without waiting; a full queue makes room by turning away its newest `LATER`
+        item (never the end mark).
+
+        Returns:
+            Whether a `LATER` item was turned away for it.
+
+        Raises:
+            queue.Full: the queue is full of `NOW` items (or ends with the end mark): nothing was queued.
+        """
+        with self.not_full:
+            turned_away = False
+            if 0 < self.maxsize <= self._qsize():
+                later = self.lanes[LATER]
+                if not later or later[-1][1] is None:
+                    raise queue.Full
+                later.pop()
+                turned_away = True
+            self._put((NOW, item))
+            if not turned_away:
+                self.unfinished_tasks += 1
+            self.not_empty.notify()
+            return turned_away
+
 
 class BackgroundSink(Generic[T]):
     """A sink whose work (``deliver``) runs in its own thread, behind a queue of at most ``capacity`` items.
 
     ``send`` never waits: a full queue drops the message and counts it (``dropped``). A message the sink takes as
-    one that can wait (``later``) is delivered after every other queued, and holds at most half the queue: a burst of
-    them (a restarted checker's rebuilt alerts) never delays, nor takes the room of, what comes live. What ``deliver``
-    fails on is
+    one that can wait (``later``) is delivered after every other queued, holds at most half the queue, and gives its
+    place to a live one that finds the queue full (the newest of them is dropped): a burst of them (a restarted
+    checker's rebuilt alerts) never delays, nor takes the room of, what comes live. What ``deliver`` fails on is
     counted too (``failed``), and reported through ``log`` for the first `log_limit` failures, then once every
     `log_every`: a receiver that is down for hours writes a bounded log. ``close`` lets the thread finish what it
     holds (at most ``stop_wait_s``).
@@ -203,17 +227,26 @@ class BackgroundSink(Generic[T]):
             return
         with self._lock:
             self.received += 1
-        lane = LATER if self.later(message) else NOW
         try:
-            if lane == LATER and self._queue.later_size() >= self._later_room:
+            if not self.later(message):
+                # At a full queue a live message takes the place of the newest that can wait: with a capacity of 1,
+                # half the queue is all of it, and a rebuilt alert there had the new mistake after it dropped.
+                if self._queue.put_now(message):
+                    self._count_drop()
+                return
+            if self._queue.later_size() >= self._later_room:
                 raise queue.Full
-            self._queue.put_nowait((lane, message))
+            self._queue.put_nowait((LATER, message))
         except queue.Full:
-            with self._lock:
-                self.dropped += 1
-                dropped = self.dropped
-            if dropped == 1 or dropped % self._log_every == 0:
-                self._log(f"{self.name}: queue full, {dropped} message(s) dropped so far")
+            self._count_drop()
+
+    def _count_drop(self) -> None:
+        """One message more turned away by a full queue: counted, and logged the first time and every `log_every`."""
+        with self._lock:
+            self.dropped += 1
+            dropped = self.dropped
+        if dropped == 1 or dropped % self._log_every == 0:
+            self._log(f"{self.name}: queue full, {dropped} message(s) dropped so far")
 
     def _work(self) -> None:
         while True:

@@ -237,3 +237,26 @@ def test_a_live_alert_goes_before_rebuilt_ones_queued_ahead_of_it_and_they_never
         assert wait_for(lambda: sink.delivered == 5)
     posted = [json.loads(body)["alert_id"] for _, body in server.bodies]  # type: ignore[attr-defined]
     assert posted == ["cam0#1", "cam0#6", "cam0#7", "cam0#2", "cam0#3"]
+
+
+def test_a_live_message_takes_the_place_of_a_queued_rebuilt_one_when_the_queue_is_full() -> None:
+    # With capacity 1, half the queue is the whole of it: a rebuilt alert queued behind a slow receiver took the one
+    # place, and the new mistake that came live after it was dropped, what the two lanes are there to prevent.
+    class Probe(BackgroundSink[int]):
+        def later(self, message: int) -> bool:
+            return message < 0  # the rebuilt ones
+
+    gate = threading.Event()
+    got: list[int] = []
+    sink = Probe(lambda m: (gate.wait(10.0), got.append(m)), "probe", capacity=1, log=[].append)
+    sink.send(1)
+    assert wait_for(lambda: sink.pending() == 0)  # the thread holds the first, blocked in deliver
+    sink.send(-2)  # rebuilt: the one place
+    sink.send(3)  # live: takes it, the rebuilt one is dropped
+    sink.send(4)  # live, the queue full of live ones: dropped
+    sink.send(-5)  # rebuilt, the queue full: dropped
+    assert sink.dropped == 3 and sink.pending() == 1
+    gate.set()
+    sink.close()
+    assert got == [1, 3]
+    assert sink.summary_counts() == {"delivered": 2, "failed": 0, "dropped": 3, "queued": 0, "unanswered": 0}

@@ -618,3 +618,18 @@ def test_output_to_a_full_device_is_one_error_line(argv: list[str], demo_cache: 
         result = subprocess.run([sys.executable, *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert result.returncode == 1, result.stderr[-2000:]
     assert result.stderr.splitlines() == ["error: cannot write the output: No space left on device"]
+
+
+def test_a_large_results_file_given_as_the_output_is_not_parsed_to_tell_its_kind(tmp_path: Path) -> None:
+    from graphs.common.files import existing_kind
+
+    # An earlier run's results of 40 MB: telling its kind parsed it whole (143 MB: 13.6 s and 2 GB) before the run.
+    big = tmp_path / "results.json"
+    with big.open("w") as handle:
+        handle.write('{"annotations": {}, "taxonomy": {}, "padding": "')
+        handle.write("x" * 40 * 2**20)
+        handle.write('"}')
+    assert existing_kind(big) is None
+    small = tmp_path / "labels.json"
+    small.write_text('{"annotations": {}, "taxonomy": {}}')
+    assert existing_kind(small) == "annotations"

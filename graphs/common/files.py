@@ -444,12 +444,15 @@ def check_replaces_only(path: str | Path, kind: str, what: str, option: str = "-
 
 
 KIND_PROBE_BYTES: Final = 64  # enough to see a binary file's magic, or the bracket a JSON file opens with
+# A JSON file larger than this is not parsed to tell its kind: a 143 MB results file given as --json cost the check
+# 13.6 s and 2 GB. Protected kinds are far smaller (the largest shipped annotation file is 9 MB, CaptainCook4D's).
+KIND_PARSE_BYTES: Final = 32 * 2**20
 
 
 def existing_kind(path: str | Path) -> str | None:
     """The kind of project file (a key of `graphs.common.file_kinds.KINDS`) the regular file at ``path`` is, or None:
     nothing there, no project file, or one that cannot be read. A file that does not open as JSON does (an ``.mp4``,
-    a PNG) is never read past its first bytes."""
+    a PNG), or a JSON file larger than `KIND_PARSE_BYTES`, is never read past its first bytes."""
     start = output_start(path, KIND_PROBE_BYTES)
     if not start:
         return None
@@ -457,6 +460,11 @@ def existing_kind(path: str | Path) -> str | None:
     if binary is not None:
         return binary
     if start.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        return None
+    try:
+        if Path(path).stat().st_size > KIND_PARSE_BYTES:
+            return None
+    except OSError:
         return None
     try:
         return looks_like(read_json(path))

@@ -4,6 +4,7 @@ or is not there is counted and logged, and never delays the checker's own alerts
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
 import signal
@@ -171,28 +172,38 @@ class _KindRecorder:
         self.kinds.append(message.kind)
 
 
+@contextmanager
+def _checker_command(
+    tmp_path: Path, server: http.server.ThreadingHTTPServer
+) -> Iterator[tuple[subprocess.Popen[str], Viewer, EventPublisher]]:
+    """``stream-detect checker --demo --webhook`` on the receiver, a viewer of it and one camera (``kitchen``) it has
+    heard; the checker is killed at the end if the test did not end it."""
+    args = ["checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",
+            "--webhook", _url(server)]
+    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+    ctx = zmq.Context()
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("checker: detectors connect to ")
+        viewer = Viewer(ctx, f"ipc://{tmp_path}/out", ViewState(), jsonl=False)
+        _sock, (camera,) = _cameras(ctx, f"ipc://{tmp_path}/in", ["kitchen"])
+        assert _heard(viewer, [camera])
+        yield proc, viewer, camera
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        ctx.destroy(linger=0)
+
+
 def test_the_checker_command_posts_its_alerts_and_ends_with_the_webhooks_summary(tmp_path: Path) -> None:
     with receiver() as server:
-        args = ["checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",
-                "--webhook", _url(server)]
-        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
-        ctx = zmq.Context()
-        try:
-            assert proc.stderr is not None
-            assert proc.stderr.readline().startswith("checker: detectors connect to ")
-            viewer = Viewer(ctx, f"ipc://{tmp_path}/out", ViewState(), jsonl=False)
-            sock, (camera,) = _cameras(ctx, f"ipc://{tmp_path}/in", ["kitchen"])
-            assert _heard(viewer, [camera])
+        with _checker_command(tmp_path, server) as (proc, _viewer, camera):
             for step in MISTAKE:
                 camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
             assert wait_for(lambda: len(server.bodies) == 1, 10.0)  # type: ignore[attr-defined]
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-            ctx.destroy(linger=0)
         (_, body), = server.bodies  # type: ignore[attr-defined]
     assert json.loads(body)["step"] == MISTAKE_STEP
     new, summary, webhook, interrupted = err.splitlines()
@@ -214,16 +225,7 @@ def test_the_checker_command_posts_once_an_alert_it_rebuilt_from_a_history(tmp_p
     # heartbeat's history, and its alert goes out `replayed`: the webhook took it for a re-send, and no receiver ever
     # heard of the mistake that every view showed.
     with receiver() as server:
-        args = ["checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish", f"ipc://{tmp_path}/out",
-                "--webhook", _url(server)]
-        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
-        ctx = zmq.Context()
-        try:
-            assert proc.stderr is not None
-            assert proc.stderr.readline().startswith("checker: detectors connect to ")
-            viewer = Viewer(ctx, f"ipc://{tmp_path}/out", ViewState(), jsonl=False)
-            sock, (camera,) = _cameras(ctx, f"ipc://{tmp_path}/in", ["kitchen"])
-            assert _heard(viewer, [camera])
+        with _checker_command(tmp_path, server) as (proc, viewer, camera):
             link, camera.publisher = camera.publisher, _Lost()
             for step in MISTAKE:
                 camera.keystep(step, name_of(step), 0.0, 1.0, 0.9)
@@ -235,11 +237,6 @@ def test_the_checker_command_posts_once_an_alert_it_rebuilt_from_a_history(tmp_p
             assert wait_for(lambda: len(server.bodies) >= 1, 10.0)  # type: ignore[attr-defined]
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-            ctx.destroy(linger=0)
         bodies = [json.loads(body) for _, body in server.bodies]  # type: ignore[attr-defined]
     assert all(isinstance(m, Alert) and m.replayed for m in seen if isinstance(m, Alert))
     assert [(b["alert_id"], b["step"], b["replayed"]) for b in bodies] == [("kitchen#1", MISTAKE_STEP, True)]

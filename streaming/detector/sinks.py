@@ -182,6 +182,9 @@ class BackgroundSink(Generic[T]):
         log_limit: failures logged one by one before the log thins out.
         log_every: after that, one line per this many failures.
         failed_as: what a failure is, in the log line (``"picture(s) not written"`` for files written to disk).
+        log_fields: ``log`` takes the values a line names as keywords (a `streaming.service_log.ServiceLog`'s
+            ``warning``), for the ``fields`` of ``--log-format json``: ``failed`` and ``last`` on a failure line,
+            ``dropped`` on a queue-full one. False: ``log`` gets the line alone.
     """
 
     def __init__(
@@ -189,12 +192,14 @@ class BackgroundSink(Generic[T]):
         deliver: Callable[[T], None],
         name: str,
         capacity: int = DEFAULT_QUEUE,
-        log: Callable[[str], None] | None = None,
+        log: Callable[..., None] | None = None,
         log_limit: int = 5,
         log_every: int = LOG_EVERY,
         failed_as: str = "message(s) not delivered",
+        log_fields: bool = False,
     ) -> None:
         self._deliver = deliver
+        self._log_fields = log_fields
         self.name = name
         self.failed_as = failed_as
         self._queue: _Lanes[T] = _Lanes(maxsize=capacity)
@@ -246,7 +251,7 @@ class BackgroundSink(Generic[T]):
             self.dropped += 1
             dropped = self.dropped
         if dropped == 1 or dropped % self._log_every == 0:
-            self._log(f"{self.name}: queue full, {dropped} message(s) dropped so far")
+            self._say(f"{self.name}: queue full, {dropped} message(s) dropped so far", dropped=dropped)
 
     def _work(self) -> None:
         while True:
@@ -267,10 +272,18 @@ class BackgroundSink(Generic[T]):
                     self.failed += 1
                     failed = self.failed
                 if failed <= self._log_limit or failed % self._log_every == 0:
-                    self._log(f"{self.name}: {failed} {self.failed_as} so far (last: {err})")
+                    self._say(f"{self.name}: {failed} {self.failed_as} so far (last: {err})", failed=failed,
+                              last=str(err))
             else:
                 with self._lock:
                     self.delivered += 1
+
+    def _say(self, line: str, **fields: object) -> None:
+        """One line to ``log``, with the values it names where ``log`` takes them (``log_fields``)."""
+        if self._log_fields:
+            self._log(line, **fields)
+        else:
+            self._log(line)
 
     def pending(self) -> int:
         """Messages queued and not yet taken by the thread (the end mark `close` queues behind them is not one)."""

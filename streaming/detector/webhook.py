@@ -295,9 +295,13 @@ class WebhookSink(BackgroundSink[Message]):
         log: where failure lines go (bounded; None: stderr).
         rebuilt: POST ``replayed`` alerts too: for a sender that hands the sink no periodic re-send (the checker), so
             that a ``replayed`` alert is one rebuilt from a history, which no receiver had.
+        log_fields: ``log`` takes the values a line names as keywords (`BackgroundSink`).
     """
 
-    def __init__(self, config: WebhookConfig, log: Callable[[str], None] | None = None, rebuilt: bool = False) -> None:
+    def __init__(
+        self, config: WebhookConfig, log: Callable[..., None] | None = None, rebuilt: bool = False,
+        log_fields: bool = False,
+    ) -> None:
         self.config = config
         self.rebuilt = rebuilt
         self.attempts = 0
@@ -309,7 +313,7 @@ class WebhookSink(BackgroundSink[Message]):
         self._headers = {"Content-Type": "application/json"}
         if authorization is not None:
             self._headers["Authorization"] = authorization
-        super().__init__(self._post, f"webhook {shown}", config.capacity, log)
+        super().__init__(self._post, f"webhook {shown}", config.capacity, log, log_fields=log_fields)
 
     def accepts(self, message: Message) -> bool:
         """Alerts and retractions only, as they go out live (a ``replayed`` alert only with ``rebuilt``)."""
@@ -383,7 +387,7 @@ def webhook_sinks(
         yield []
         return
     sink = WebhookSink(WebhookConfig(webhook) if isinstance(webhook, str) else webhook, log=log.warning,
-                       rebuilt=rebuilt)
+                       rebuilt=rebuilt, log_fields=True)
     refused = False
     try:
         yield [sink]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import io
 import json
 import socket
 import threading
@@ -16,8 +17,9 @@ import pytest
 
 from graphs.common.errors import InputError
 from streaming.detector.sinks import BackgroundSink
-from streaming.detector.webhook import WebhookConfig, WebhookSink, check_webhook_url
+from streaming.detector.webhook import WebhookConfig, WebhookSink, check_webhook_url, webhook_sinks
 from streaming.messages import Alert, Heartbeat
+from streaming.service_log import ServiceLog
 from tests.streaming.helpers import wait_for
 
 
@@ -115,6 +117,20 @@ def test_a_server_that_answers_500_is_retried_then_counted_and_logged_once() -> 
         sink.close()
         assert len(server.bodies) == 3  # type: ignore[attr-defined]  # the first try and two retries
     assert sink.delivered == 0 and len(lines) == 1 and "HTTP 500 after 3 tries" in lines[0]
+
+
+def test_a_failure_line_in_the_json_log_carries_its_count_and_reason_as_fields() -> None:
+    # --log-format json: a collector reads the numbers from "fields"; the failure line had an empty object, its count
+    # and reason only inside the message text, while the summary line at the end had its numbers as fields.
+    out = io.StringIO()
+    log = ServiceLog("checker", "json", out=out)
+    with receiver(status=500) as server, webhook_sinks(WebhookConfig(_url(server), retries=0), log) as sinks:
+        sinks[0].send(_alert())
+        assert wait_for(lambda: sinks[0].failed == 1)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    failure = next(line for line in lines if "not delivered so far" in line["message"])
+    assert failure["level"] == "warning"
+    assert failure["fields"] == {"failed": 1, "last": "HTTP 500 after 1 tries"}
 
 
 def test_a_host_that_does_not_answer_is_counted_and_the_log_stays_bounded() -> None:

@@ -3,10 +3,11 @@
 It is offered where alerts are seen: ``stream-detect checker`` (every alert the checker publishes), ``stream-detect
 view`` and the all-in-one run (every alert the view receives). The copies the checker re-sends every status period for
 late viewers (``replayed: true``) are not POSTed, so a receiver gets each alert once (and a second time, same
-``alert_id``, when an early alert is confirmed or retracted). An alert the checker rebuilds from a history (its
-step came while the checker restarted, or its message was lost) is ``replayed`` too but new to every receiver: the
-checker's sink POSTs it (``rebuilt``), after every live alert and retraction queued (`WebhookSink.later`), and a
-view's cannot tell it from a re-send and does not.
+``alert_id``, when an early alert is confirmed or retracted), at least once: a try that failed is sent again as it
+was, and a receiver that took it in but answered too late gets the same body again (docs/live-pipeline.md). An
+alert the checker rebuilds from a history (its step came while the checker restarted, or its message was lost) is
+``replayed`` too but new to every receiver: the checker's sink POSTs it (``rebuilt``), after every live alert and
+retraction queued (`WebhookSink.later`), and a view's cannot tell it from a re-send and does not.
 
 The body is the message as the wire carries it (`streaming.messages.encode_payload`: ``{"version": ..., "kind":
 "alert", "stream_id": ..., ...}``), with ``Content-Type: application/json``. Any 2xx answer is a delivery; anything

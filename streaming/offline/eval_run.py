@@ -300,7 +300,7 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
             path = feature_file_for(files, name)
             out.append(EvalVideo(name, path, annotated, f"--features {path} (annotated video {name!r})", missing))
             continue
-        path = find_video(folder, name)
+        path = find_video(folder, name, annotations.videos)
         out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})",
                              missing))
     return out

@@ -301,12 +301,14 @@ def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
     return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
 
 
-def find_video(folder: Path, name: str) -> Path:
+def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path:
     """The video file of an annotated video: ``<folder>/<name>`` with a common container ending.
 
     Args:
         folder: the videos folder.
         name: the annotation file's video key.
+        annotated: every video key of the annotation file; when the video is missing, the folder's video files that
+            none of them names are listed in the error (`unannotated_videos`).
 
     Returns:
         The one matching file.
@@ -338,7 +340,14 @@ def find_video(folder: Path, name: str) -> Path:
                          "expected a video file")
     if not found:
         tried = ", ".join(f"{name}{s}" for s in VIDEO_SUFFIXES)
-        raise InputError(f"--videos {folder}: no video file for annotated video {name!r} (looked for {tried})")
+        # A video saved under another name than its key was refused naming only the key, and the warning naming
+        # the file nobody claims never came: the run stopped here first.
+        others = unannotated_videos(folder, annotated) if annotated else ()
+        shown = first_few([printable(n) for n in others], 3)
+        unclaimed = (f"; {count_of(len(others), 'video file')} of the folder no annotated video names ({shown}): "
+                     "name each file after its annotation key") if others else ""
+        raise InputError(f"--videos {folder}: no video file for annotated video {name!r} (looked for {tried})"
+                         f"{unclaimed}")
     if len(found) > 1:
         raise InputError(
             f"--videos {folder}: several files for video {name!r} ({', '.join(sorted(p.name for p in found))})"
@@ -414,7 +423,7 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
     planned = []
     for video in annotations.scenario_videos(scenario):
         segments = read_segments(video, annotations.path)
-        path = find_video(videos_dir, video.video)
+        path = find_video(videos_dir, video.video, annotations.videos)
         with _open(path, config) as reader:
             duration, source_fps = reader.duration, reader.source_fps
         if duration is not None:

@@ -437,6 +437,22 @@ def test_a_video_file_the_annotations_do_not_name_is_said_not_evaluated(demo_cac
     assert warned == []  # the videos were named: the others are left out on purpose
 
 
+def test_a_video_saved_under_another_name_than_its_key_is_named_in_the_error(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With the videos named (--split, --videos-list), the error named only the key: the file that was the video under
+    # another name went unmentioned, as no warning on unannotated files is given then.
+    videos, labels = demo_folder(tmp_path, {"kettle": "correct"})
+    (videos / "kettle.mp4").rename(videos / "Kettle-take1.mp4")
+    graph, detector = default_demo_paths()
+    line = cli_error(stream_detect, ["eval", "--videos", str(videos), "--annotations", str(labels), "--graph",
+                                     str(graph), "--detector", str(detector), "--videos-list", "kettle", "--quiet"],
+                     capsys)
+    assert line.startswith(f"error: --videos {videos}: no video file for annotated video 'kettle' (looked for ")
+    assert line.endswith("; 1 video file of the folder no annotated video names (Kettle-take1.mp4): name each file "
+                         "after its annotation key")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

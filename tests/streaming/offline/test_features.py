@@ -434,6 +434,11 @@ def _out_under_a_file(folder: Path) -> None:
 
 BAD_INPUT = {
     "missing-video": (_delete_video, [], "--videos {f}/videos: no video file for annotated video 'run1' (looked for"),
+    # It named only the key, not the file beside it that no key names: the video saved under another name.
+    "video-under-another-name": (lambda f: (f / "videos" / "run1.mp4").rename(f / "videos" / "run_1.mp4"), [],
+                                 "'run1' (looked for run1.mp4, run1.avi, run1.mkv, run1.mov, run1.webm); 1 video file "
+                                 "of the folder no annotated video names (run_1.mp4): name each file after its "
+                                 "annotation key"),
     # The three below said "no video file for annotated video 'run1' (looked for run1.mp4, ...)", beside run1.mp4.
     "video-is-a-folder": (lambda f: _replace_video(f, Path.mkdir), [],
                           "--videos {f}/videos: run1.mp4 (annotated video 'run1'): a folder, expected a video file"),

@@ -402,8 +402,12 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
         scenario = record.get("scenario")
         if not isinstance(scenario, str) or scenario not in taxonomy:
-            raise InputError(f"{src}: annotations[{video!r}].scenario = {as_written(scenario, 60)}"
-                             " is not in the taxonomy")
+            # An absent field read "scenario = null", a value the user never wrote; and which names would do was
+            # left to be found in the file.
+            known = first_few([printable(name) for name in taxonomy], 5)
+            what = (f" has no 'scenario' (the taxonomy's scenarios: {known})" if "scenario" not in record
+                    else f".scenario = {as_written(scenario, 60)} is not in the taxonomy (its scenarios: {known})")
+            raise InputError(f"{src}: annotations[{video!r}]{what}")
         segments = record.get("segments")
         if not isinstance(segments, list):
             raise InputError(f"{src}: annotations[{video!r}].segments must be a list")

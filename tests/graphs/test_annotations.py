@@ -56,8 +56,20 @@ def test_unknown_scenario_lists_known_ones(tmp_path: Path) -> None:
 
 
 def test_video_with_scenario_missing_from_taxonomy(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r'annotations\[\'v1\'\]\.scenario = "nope"'):
+    with pytest.raises(InputError, match=r'annotations\[\'v1\'\]\.scenario = "nope" is not in the taxonomy '
+                                         r'\(its scenarios: tent\)$'):
         load_annotations(_annotation_file(tmp_path, scenario="nope"))
+
+
+def test_video_without_a_scenario_is_told_so(tmp_path: Path) -> None:
+    # It said "scenario = null is not in the taxonomy", of a field the file does not have.
+    path = _annotation_file(tmp_path)
+    data = json.loads(Path(path).read_text())
+    del data["annotations"]["v1"]["scenario"]
+    Path(path).write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"annotations\['v1'\] has no 'scenario' \(the taxonomy's scenarios: "
+                                         r"tent\)$"):
+        load_annotations(path)
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,9 @@ MAX_KEY_FILE_BYTES: Final = 4096  # a pyzmq certificate is about 400 bytes; a bi
 MAX_CLIENT_KEYS: Final = 1024  # public keys read from a client folder (the checker tracks at most 256 streams)
 KEY_RELOAD_S: Final = 1.0  # how often the checker looks for a change in its client folder
 MAX_SKIPPED_LINES: Final = 10  # key files a reload names as skipped; the rest are counted in one line
+# Key files a reload's log line names in its fields (added, revoked): a folder that became unreadable revokes them
+# all, and a thousand names made one JSON line of tens of kilobytes, which log collectors cut (16 KiB for Docker's).
+MAX_NAMED_KEYS: Final = 32
 Z85_KEY_LENGTH: Final = 40  # a 32-byte CURVE key in Z85
 _Z85_ALPHABET: Final = frozenset(z85.Z85CHARS)
 ZAP_DOMAIN: Final = "*"  # pyzmq's authenticator serves every domain under this name
@@ -537,12 +540,13 @@ class ClientKeys:
         removed = set(self.names) - set(names)
         added = set(names) - set(self.names)
         # The key files by name, for a log collector: who was let in or cut off, which the line only counts.
-        revoked_files = sorted(self.names[key] for key in removed)
+        revoked_files = sorted(self.names[key] for key in removed)[:MAX_NAMED_KEYS]
+        added_files = sorted(names[key] for key in added)[:MAX_NAMED_KEYS]
         self.names = names
         self.allowed = frozenset(names) | self.extra
         if added or removed:
             self._say(f"checker: client keys reloaded from {self.folder}: {len(added)} added, {len(removed)} revoked "
-                      f"({len(names)} allowed)", added=sorted(names[key] for key in added), revoked=revoked_files,
+                      f"({len(names)} allowed)", added=added_files, revoked=revoked_files,
                       allowed=len(names))
         return bool(removed - self.extra)
 

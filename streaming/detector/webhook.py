@@ -356,7 +356,8 @@ class WebhookSink(BackgroundSink[Message]):
                 # try like any other, retried, not a failure outright
                 reason = getattr(err, "reason", err)
                 why = str(reason) or type(reason).__name__
-        raise RuntimeError(f"{why} after {self.config.retries + 1} tries")
+        tries = self.config.retries + 1
+        raise RuntimeError(f"{why} after {tries} {'try' if tries == 1 else 'tries'}")
 
     def close(self) -> None:
         """Stop retrying; what is queued is still tried once each, for at most the base class's wait."""

@@ -449,6 +449,17 @@ def test_a_reload_names_the_key_files_it_added_and_revoked_as_fields(keys: Path)
                             {"added": ["cam2.key"], "revoked": [], "allowed": 3}]
 
 
+def test_a_reload_names_at_most_32_key_files_in_its_fields(keys: Path) -> None:
+    # A folder that became unreadable revokes every key: a thousand names made one JSON line of tens of kilobytes.
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
+    for k in range(40):
+        zmq.auth.create_certificates(str(keys / "clients"), f"extra{k:02d}")
+    assert folder.reload(force=True) is False
+    assert lines == [f"checker: client keys reloaded from {keys / 'clients'}: 40 added, 0 revoked (43 allowed)"]
+    assert lines.fields[0]["added"] == [f"extra{k:02d}.key" for k in range(32)] and lines.fields[0]["allowed"] == 43
+
+
 def test_a_broken_key_file_at_reload_is_skipped_and_named(tmp_path: Path, keys: Path) -> None:
     lines = _Log()
     now = [0.0]

@@ -130,7 +130,7 @@ def test_a_failure_line_in_the_json_log_carries_its_count_and_reason_as_fields()
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     failure = next(line for line in lines if "not delivered so far" in line["message"])
     assert failure["level"] == "warning"
-    assert failure["fields"] == {"failed": 1, "last": "HTTP 500 after 1 tries"}
+    assert failure["fields"] == {"failed": 1, "last": "HTTP 500 after 1 try"}
 
 
 def test_a_host_that_does_not_answer_is_counted_and_the_log_stays_bounded() -> None:
@@ -171,7 +171,7 @@ def test_a_redirect_is_not_followed_and_the_alert_is_counted_as_not_delivered() 
         assert wait_for(lambda: sink.failed == 1)
         sink.close()
         assert server.gets == 0 and len(server.bodies) == 1  # type: ignore[attr-defined]
-    assert sink.delivered == 0 and "HTTP 302 after 1 tries" in lines[0]
+    assert sink.delivered == 0 and "HTTP 302 after 1 try" in lines[0]
 
 
 def test_a_user_and_password_in_the_url_are_sent_as_basic_authentication_and_never_logged() -> None:

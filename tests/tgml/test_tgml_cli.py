@@ -406,3 +406,16 @@ def test_the_usage_line_offers_no_edge_threshold_the_command_refuses(capsys: pyt
         main(["train", "--help"])
     usage = capsys.readouterr().out
     assert "1/n+2" not in usage and "--edge-threshold THRESHOLD" in usage and "1/(n+2)" in usage
+
+
+def test_train_learns_the_one_scenario_of_a_file_without_being_told_and_asks_which_of_several(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = {"annotations": TINY["annotations"], "taxonomy": {"tea": TINY["taxonomy"]["tea"]}}  # type: ignore[index]
+    out = tmp_path / "tea.json"
+    assert main(["train", "--annotations", str(write(tmp_path / "one.json", one)), "--out", str(out), "--quiet"]) == 0
+    assert load_graph(out).scenario == "tea"
+    capsys.readouterr()  # its warning: two executions only
+    two = write(tmp_path / "two.json", TINY)
+    err = cli_error(main, ["train", "--annotations", str(two), "--out", str(tmp_path / "x.json"), "--quiet"], capsys)
+    assert err == f"error: --scenario: {two} holds 2 scenarios (tea, coffee): name the one to learn"

@@ -121,6 +121,11 @@ function dropped(socket) {
     setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
     pageLost();
   }
+  retryLater();
+}
+
+// The next try after 0.5 s, then 1, 2, 4, and every 5 s from then on (reset once a connection opens).
+function retryLater() {
   setTimeout(reconnect, state.retryMs);
   state.retryMs = Math.min(5000, state.retryMs * 2);
 }
@@ -146,12 +151,10 @@ async function reconnect() {
   if (status === 401) {
     setBadge("page-link", false, "\u2716 the dashboard refuses this page (its token changed?): open it again as " +
                                  "/?token=TOKEN");
-    setTimeout(reconnect, state.retryMs);
-    state.retryMs = Math.min(5000, state.retryMs * 2);
+    retryLater();
   } else if (status === 0) {
     setBadge("page-link", false, "\u21bb dashboard not answering: reconnecting\u2026");
-    setTimeout(reconnect, state.retryMs);
-    state.retryMs = Math.min(5000, state.retryMs * 2);
+    retryLater();
   } else {
     connect();
   }

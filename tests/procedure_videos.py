@@ -8,8 +8,8 @@ low (10 fps), so tests decode and extract them quickly.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -201,11 +201,15 @@ def write_walkthrough(folder: Path) -> Path:
 @exit_on_input_error
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m tests.procedure_videos OUT_DIR``: write the walkthrough's 12 shelf videos and their labels."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m tests.procedure_videos OUT_DIR", file=sys.stderr)
-        return 2
-    folder = Path(args[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.procedure_videos",
+        description=f"Write the walkthrough's {len(walkthrough_orders())} videos of a made-up six-step procedure "
+                    f"(assemble a shelf, {SOURCE_FPS:g} fps, {SIZE[0]}x{SIZE[1]}) and their labels; "
+                    f"{WALKTHROUGH_MISTAKE} attaches the legs before unboxing the parts. "
+                    "See docs/recognition.md, 'Try the walkthrough on generated videos'.")
+    parser.add_argument("out", help="folder to write: videos/video_00.mp4 ..., labels.json, split.json")
+    args = parser.parse_args(argv)
+    folder = Path(args.out)
     labels = write_walkthrough(folder)
     print(f"wrote {len(walkthrough_orders())} videos to {folder / 'videos'}, {labels} and {folder / 'split.json'} "
           f"({WALKTHROUGH_MISTAKE} attaches the legs before unboxing the parts, marked has_errors)")

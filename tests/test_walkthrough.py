@@ -77,3 +77,12 @@ def test_your_own_procedure_from_labelled_videos_to_live_alerts(
     correct = stream_detect(tmp_path / "videos" / f"{TEST_VIDEOS[0]}.mp4", graph, detector)
     assert [m for m in correct if m["kind"] == "alert"] == []
     assert [m["step"] for m in correct if m["kind"] == "step"] == list(orders[TEST_VIDEOS[0]])
+
+
+def test_the_video_writer_says_what_it_writes_when_asked_for_help() -> None:
+    """The README points a new user at ``python -m tests.procedure_videos``: ``--help`` explains it, writing nothing."""
+    result = subprocess.run([sys.executable, "-m", "tests.procedure_videos", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "12 videos" in text and "labels.json" in text and "docs/recognition.md" in text

@@ -14,7 +14,7 @@ step shown. Needs matplotlib
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -94,8 +94,12 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
     # Tall enough for the legend: a line of it about LEGEND_LINE_IN inches, its entries spaced, its title and the
     # five entries of mistakes and alerts.
     legend_lines = sum(name.count("\n") + 1.5 for name in names.values()) + 8
-    fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)) + 2.5, max(3.6, LEGEND_LINE_IN * legend_lines + 0.6)))
+    # An alert's label of several lines needs that much more room under the alerts' row.
+    label_lines = max([alert_label(item).count("\n") - 1 for item in detail["alerts"]] + [0])
+    fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)) + 2.5,
+                                    max(3.6 + LEGEND_LINE_IN * 2 * label_lines, LEGEND_LINE_IN * legend_lines + 0.6)))
     bar_labels: list[tuple[Any, float, float]] = []  # each bar's step name, and the bar's span
+    alert_labels: list[Any] = []
     for k, segment in enumerate(run.annotated):
         wrong = any(mistakes[rule][k] for rule in RULES)
         colour, hatch = styles[segment.step]
@@ -119,10 +123,8 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
                 linestyle=":", linewidth=1.0)
         ax.plot(item["raised"], ROWS["alerts"], marker="v", markersize=9, color=colour,
                 markerfacecolor="none" if item["retracted"] else colour, markeredgewidth=1.5)
-        missing = ", ".join(item["missing_names"])
-        label = f"{item['name']} before {missing}" if missing else item["name"]
-        label += f"\nP {item['probability']:.2f}" + (" (retracted)" if item["retracted"] else "")
-        ax.text(item["raised"], ROWS["alerts"] - 0.3, label, ha="center", va="top", fontsize=7, color=colour)
+        alert_labels.append(ax.text(item["raised"], ROWS["alerts"] - 0.3, alert_label(item), ha="center", va="top",
+                                    fontsize=7, color=colour))
     ax.set_yticks(list(ROWS.values()), list(ROWS))
     ax.set_ylim(-1.2, 2.6)
     ax.set_xlim(0, end * 1.02)
@@ -142,7 +144,41 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
               title="steps and alerts", title_fontsize=7)
     fig.tight_layout()
     _drop_labels_wider_than_their_bars(fig, ax, bar_labels)
+    _keep_labels_inside_the_plot(fig, ax, alert_labels)
     return fig
+
+
+def alert_label(item: Mapping[str, Any]) -> str:
+    """An alert's label under its marker: the step before its missing pre-conditions (wrapped to legend lines: a
+    CaptainCook4D step is a sentence), then its probability and whether it was retracted.
+
+    Args:
+        item: one alert of `video_detail` (``name``, ``missing_names``, ``probability``, ``retracted``).
+    """
+    missing = ", ".join(item["missing_names"])
+    label = f"{item['name']} before {missing}" if missing else item["name"]
+    wrapped = "\n".join(textwrap.wrap(label, LEGEND_CHARS) or [""])
+    return wrapped + f"\nP {item['probability']:.2f}" + (" (retracted)" if item["retracted"] else "")
+
+
+def _keep_labels_inside_the_plot(fig: Any, ax: Any, labels: Sequence[Any]) -> None:
+    """Align an alert's label to the side of its marker that has room: centred under an alert near either end of the
+    video, a long label ran past the plot's edge, over the legend or off the picture."""
+    renderer = fig.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    # Room under the alerts' row for the tallest label: lower the plot's floor so that, once the data units are
+    # rescaled, that label's height fits between its top and the floor (k: its share of the plot's height).
+    tallest = max([text.get_window_extent(renderer).height for text in labels] + [0.0])
+    k = min(0.75, (tallest + 4.0) / inside.height)
+    top = ROWS["alerts"] - 0.3
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(low, (top - high * k) / (1.0 - k)), high)
+    for text in labels:
+        extent = text.get_window_extent(renderer)
+        if extent.x1 > inside.x1:
+            text.set_horizontalalignment("right")
+        elif extent.x0 < inside.x0:
+            text.set_horizontalalignment("left")
 
 
 def _drop_labels_wider_than_their_bars(fig: Any, ax: Any, labels: Sequence[tuple[Any, float, float]]) -> None:

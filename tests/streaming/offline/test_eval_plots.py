@@ -84,3 +84,35 @@ def test_a_step_name_wider_than_its_bar_is_left_to_the_legend() -> None:
         assert legend[1].replace("\n", " ") == long and max(len(line) for line in legend[1].splitlines()) <= 40
     finally:
         pyplot().close(fig)
+
+
+def test_a_long_alert_label_near_either_end_stays_inside_the_plot() -> None:
+    # An alert on CaptainCook4D's sentences at the video's last second: its label, centred under the marker, ran past
+    # the plot's right edge over the legend (and at the first second off the picture's left edge), its last lines over
+    # the time axis.
+    first = "Add-Add one tablespoon of mayonnaise and spread it evenly over the bread slice"
+    last = "Slice-Slice the tortilla roll with floss, perpendicular to its length, into pinwheels"
+    ids = (1, 2)
+    nodes = [START, *ids, END]
+    adjacency = np.zeros((len(nodes), len(nodes)), dtype=bool)
+    adjacency[1:-1, 0] = True
+    adjacency[-1, 1:-1] = True
+    graph = TaskGraph(ids, (first, last), adjacency)
+    annotated = (AnnotatedSegment(2, 0.0, 2.0), AnnotatedSegment(1, 2.0, 600.0), AnnotatedSegment(2, 600.0, 602.0))
+    recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in annotated)
+    alerts = (RaisedAlert(2, 0.0, 2.0, raised=0.5, missing=(1,), probability=0.9),
+              RaisedAlert(2, 600.0, 602.0, raised=602.0, missing=(1,), probability=0.8))  # fmt: skip
+    fig = timeline_figure(VideoRun("v", annotated, recognised, alerts, 602, (0.9, 0.9, 0.9)), graph)
+    try:
+        (ax,) = fig.axes
+        renderer = fig.canvas.get_renderer()
+        plot = ax.get_window_extent(renderer)
+        labels = [t for t in ax.texts if "\nP 0." in t.get_text()]
+        assert len(labels) == 2
+        for label in labels:
+            extent = label.get_window_extent(renderer)
+            assert plot.x0 <= extent.x0 and extent.x1 <= plot.x1, label.get_text()
+            assert plot.y0 <= extent.y0, label.get_text()  # nor below it, over the time axis
+            assert max(len(line) for line in label.get_text().splitlines()) <= 40  # wrapped, not one long line
+    finally:
+        pyplot().close(fig)

@@ -317,6 +317,7 @@ class Hub:
             "pages": len(self.pages),
             "skipped": self.skipped + sum(page.skipped for page in self.pages),
             "dropped_pages": self.dropped_pages,
+            "forgotten_open": self.state.forgotten_open,
             "now": self.clock(),
         }
 

@@ -95,6 +95,7 @@ class DashboardState:
     health: CheckerHealth | None = None
     dirty: set[str] = field(default_factory=set)
     serial: int = 0
+    forgotten_open: int = 0  # alerts no longer kept that were neither acknowledged nor retracted
     heard: dict[str, float] = field(default_factory=dict)  # stream id -> wall time its latest status was received
     since: dict[str, float] = field(default_factory=dict)  # stream id -> when its run, lost or ended last changed
     shown_state: dict[str, str] = field(default_factory=dict)  # stream id -> the tile state pages were last sent
@@ -157,7 +158,11 @@ class DashboardState:
         self.alerts.append(record)
         self.by_id[record.id] = record
         while len(self.alerts) > self.max_alerts:
-            del self.by_id[self.alerts.popleft().id]
+            oldest = self.alerts.popleft()
+            del self.by_id[oldest.id]
+            # The pages' "not acknowledged" counts the kept alerts: without this, alerts nobody looked at would
+            # leave the count as newer ones pushed them out, and the header would read as if they had been dealt with.
+            self.forgotten_open += oldest.acked_at is None and oldest.retraction is None
         self.last_alert[alert.stream_id] = record.id
         if len(self.last_alert) > MAX_STREAMS:
             del self.last_alert[next(iter(self.last_alert))]
@@ -394,6 +399,7 @@ class DashboardState:
             "names": {str(step): name for step, name in self.steps.shown.items()},
             "name_conflicts": [self.conflict_json(step) for step in self.name_conflicts],
             "max_alerts": self.max_alerts,
+            "forgotten_open": self.forgotten_open,
         }
 
 

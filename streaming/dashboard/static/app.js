@@ -21,6 +21,9 @@ const state = {
   retryMs: 500,
   link: null,
   conflicts: [],         // steps the --graph names otherwise than the checker: {step, graph_name, checker_name}
+  forgottenOpen: 0,      // alerts the dashboard no longer keeps that nobody acknowledged (the server's count)
+  footer: "",            // the footer as the dashboard last told it
+  footerAt: null,        // when (Unix seconds)
 };
 
 function el(tag, className, text) {
@@ -165,6 +168,11 @@ async function reconnect() {
 function pageLost() {
   setBadge("checker-link", false, "? checker: unknown (this page has lost the dashboard)");
   [...state.tiles.values()].forEach(updateTile);
+  // The footer's figures stopped moving with the dashboard: read as current, a silent checker looked idle.
+  if (state.footer) {
+    document.getElementById("footer").textContent =
+      `this page has lost the dashboard; as last told at ${clock(state.footerAt)}: ${state.footer}`;
+  }
 }
 
 function send(message) {
@@ -191,6 +199,7 @@ function snapshot(message) {
   state.pageLive = true;
   state.names = message.names || {};
   state.maxAlerts = message.max_alerts || state.maxAlerts;
+  state.forgottenOpen = message.forgotten_open || 0;
   if (state.selected !== null) {
     // A restarted dashboard numbers its alerts afresh: the number selected may now be another stream's alert, which
     // was then marked and framed as the one the user had picked. The selection follows the alert itself, named by
@@ -268,7 +277,10 @@ function showLink(link) {
   if (link.skipped || link.dropped_pages) {
     parts.push(`slow pages: ${link.skipped} resent a snapshot, ${link.dropped_pages} closed`);
   }
-  document.getElementById("footer").textContent = parts.join(" \u00b7 ");
+  state.footer = parts.join(" \u00b7 ");
+  state.footerAt = Date.now() / 1000;
+  document.getElementById("footer").textContent = state.footer;
+  if (typeof link.forgotten_open === "number") state.forgottenOpen = link.forgotten_open;
   showCounts();
 }
 
@@ -285,7 +297,8 @@ function showCounts() {
   for (const alert of state.alerts.values()) if (alert.acked_at === null && !alert.retracted) open += 1;
   document.getElementById("counts").textContent =
     `${state.tiles.size} stream(s): ${live} live, ${lost} lost, ${silent} not answering, ${ended} ended \u00b7 ` +
-    `${state.alerts.size} alert(s), ${open} not acknowledged`;
+    `${state.alerts.size} alert(s), ${open} not acknowledged` +
+    (state.forgottenOpen > 0 ? ` (and ${state.forgottenOpen} older, no longer kept)` : "");
   document.getElementById("no-streams").hidden = state.tiles.size > 0;
   document.getElementById("no-alerts").hidden = state.alerts.size > 0;
 }

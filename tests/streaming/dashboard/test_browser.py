@@ -335,6 +335,9 @@ def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is
             assert "lost the dashboard" in lost["heard"] and "0 live" in lost["counts"], lost
             badges = driver.execute_script(BADGES)
             assert "not answering" in badges["page"] and "connected" not in badges["checker"], badges
+            # The footer's counts stopped too: they kept reading as current.
+            footer = driver.execute_script("return document.getElementById('footer').textContent;")
+            assert footer.startswith("this page has lost the dashboard; as last told at "), footer
             # An acknowledgement cannot go anywhere: the button says so (it said "Acknowledging..." until the page
             # reconnected, though nothing was sent).
             button = driver.execute_script("const b = document.querySelector('#alert-feed li.alert button.ack'); "
@@ -480,6 +483,12 @@ def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_mark
                                              "&& !document.querySelector('#alert-feed li[data-id=\"1\"]') && "
                                              "document.getElementById('graph-caption').textContent;", 10)  # fmt: skip
                 assert caption.startswith("Marked (newest alert)") and "cam3" in caption, caption
+                # One more pushes out cam1's alert, which nobody acknowledged: the header still counts it (the count
+                # covered only the alerts kept, and read as if it had been dealt with).
+                detector.send(keystep(history=(2,), stream_id="cam4", timestamp=time.time()))
+                counts = wait_until(driver, "const t = document.getElementById('counts').textContent; "
+                                            "return t.includes('older') && t;", 10)  # fmt: skip
+                assert "3 alert(s), 3 not acknowledged (and 1 older, no longer kept)" in counts, counts
                 # Midnight passes on a page left open (a wall screen, for days): today's alerts are yesterday's now,
                 # and their times say so (drawn once, they read as today's for ever).
                 raised_at = ("const c = document.querySelector('#alert-feed li.alert'); return [...c.querySelectorAll"

@@ -259,6 +259,21 @@ def test_what_the_dashboard_keeps_is_bounded() -> None:
     assert len(state.streams) == MAX_STREAMS and "cam0" not in state.streams  # the one silent longest went
 
 
+def test_alerts_no_longer_kept_and_never_dealt_with_are_still_counted() -> None:
+    # The header's "not acknowledged" counted the kept alerts only: alerts nobody looked at left it as newer ones
+    # pushed them out, and a supervisor read the count as dealt with.
+    state = DashboardState(max_alerts=3)
+    for index in range(3):
+        state.apply(alert(index=index), float(index))
+    state.acknowledge(state.alerts[0].id, 3.0)  # acknowledged, then pushed out: dealt with
+    retraction = Retraction("cam0", 1, 101.0, "cam0#1", "aaaaaaaaaaaa", 2, "boil_water", 1, 1, "fill_kettle")
+    state.apply(retraction, 3.0)  # retracted, then pushed out: nothing to deal with
+    for index in range(3, 7):
+        state.apply(alert(index=index), float(index))
+    assert state.forgotten_open == 2  # alerts 2 and 3: pushed out, neither acknowledged nor retracted
+    assert state.snapshot(8.0)["forgotten_open"] == 2
+
+
 def test_a_lost_stream_lists_the_step_it_was_last_seen_doing_among_those_still_to_come() -> None:
     # Its screens say no step is being done now ("-"), yet that step was left out of "allowed next" without a word.
     assert allowed_next(status()) == [(1, 0.4)]  # live: add_teabag (4) is now, not next

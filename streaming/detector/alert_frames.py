@@ -7,7 +7,8 @@ The file of a key-step is ``DIR/<stream>/<ms>.jpg``: ``<stream>`` is ``urllib.pa
 the checker copies into the `Alert.video_time` of an alert it raises on that message (`streaming.frame_names`, the
 rule the dashboard follows too; a start of `streaming.frame_names.FRAME_TIME_LIMIT_S` or more has no picture). An
 announced step's frame is written when it is announced; its confirmation, if it starts at the same time, overwrites
-it with the frame that confirmed it; the copies of the onset a detector re-sends while the step lasts write nothing.
+it with the frame that confirmed it; the copies of the onset a detector re-sends while the step lasts write nothing,
+but try the announcement's frame again (up to `ANNOUNCED_RETRIES` times) when its write failed.
 
 Bounded: at most ``keep`` files per stream folder, the oldest (the earliest video times) deleted first. The JPEGs
 are encoded and written in the sink's own thread (`BackgroundSink`), so a slow disk never holds the frame loop.
@@ -34,6 +35,7 @@ from streaming.readers import Frame
 
 DEFAULT_KEEP = 500  # files per stream
 JPEG_QUALITY = 85
+ANNOUNCED_RETRIES = 3  # tries again of an announcement's picture, one per copy of its onset (every 0.5 s)
 
 
 def stream_folder(root: str | Path, stream_id: str) -> Path:
@@ -74,6 +76,8 @@ class _Shot:
     image: np.ndarray
     path: Path
     evicted: tuple[Path, ...] = ()  # files deleted once this one is written (the bound)
+    # Set by the writer's thread (None: not tried yet): an announcement's picture that failed is tried again.
+    written: bool | None = None
 
 
 class AlertFrames:
@@ -95,6 +99,7 @@ class AlertFrames:
         self.keep = keep
         self._writer: BackgroundSink[_Shot] = BackgroundSink(self._write, f"alert frames {self.root}", log=log,
                                                              failed_as="picture(s) not written")
+        self._retries = 0  # pictures handed to the writer again after a failed write (`StreamFrames.send`)
 
     def for_stream(self, stream_id: str) -> StreamFrames:
         """The part of one stream (its folder made now)."""
@@ -103,10 +108,22 @@ class AlertFrames:
             folder.mkdir(exist_ok=True)
         except OSError as err:
             raise InputError(f"--alert-frames {self.root}: cannot make {folder.name} ({err.strerror or err})") from None
-        return StreamFrames(folder, self.keep, self._writer)
+        return StreamFrames(folder, self.keep, self._writer, self._count_retry)
+
+    def _count_retry(self) -> None:
+        self._retries += 1
 
     @staticmethod
     def _write(shot: _Shot) -> None:
+        try:
+            AlertFrames._write_file(shot)
+        except BaseException:
+            shot.written = False
+            raise
+        shot.written = True
+
+    @staticmethod
+    def _write_file(shot: _Shot) -> None:
         name = f"{shot.path.parent.name}/{shot.path.name}"  # the writer serves every stream's folder
         ok, data = cv2.imencode(".jpg", cv2.cvtColor(shot.image, cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
@@ -129,7 +146,8 @@ class AlertFrames:
         was not written, say how many in all (the warnings as they happen stop after a few, and the run ends as if
         complete)."""
         self._writer.close()
-        lost = self._writer.lost()
+        # A picture tried n times is counted received n times: what was not written is one per picture, not per try.
+        lost = self._writer.lost() - self._retries
         if lost:
             self._writer.warn(f"alert frames {self.root}: {self._writer.delivered} picture(s) written, {lost} not "
                               "written in all")
@@ -148,19 +166,25 @@ class StreamFrames:
         folder: the stream's folder.
         keep: files kept in it.
         writer: the thread that encodes and writes.
+        count_retry: called for each picture handed to ``writer`` again.
     """
 
-    def __init__(self, folder: Path, keep: int, writer: BackgroundSink[_Shot]) -> None:
+    def __init__(self, folder: Path, keep: int, writer: BackgroundSink[_Shot],
+                 count_retry: Callable[[], None] = lambda: None) -> None:  # fmt: skip
         self.folder = folder
         self.keep = keep
         self._writer = writer
+        self._count_retry = count_retry
         self._frame: np.ndarray | None = None
         # Files already there from an earlier run count towards the bound, oldest (smallest time) first; a file this
         # class did not name (a photo someone put there) is never counted, so never deleted.
         old = sorted((p for p in folder.glob("*.jpg") if is_frame_file(p)), key=lambda p: int(p.stem))
         self._files: deque[Path] = deque(old)
-        # The announcement whose frame was written: (index, step, start) of its onset, None once withdrawn.
+        # The announcement whose frame was written: (index, step, start) of its onset, None once withdrawn; its
+        # picture, and how many more times it may be tried again after a failed write.
         self._announced: tuple[int, int, float] | None = None
+        self._announced_shot: _Shot | None = None
+        self._tries_left = 0
 
     def seen(self, frame: Frame, features: np.ndarray, probs: np.ndarray) -> None:
         """Remember the newest frame (the one a message sent during its processing was caused by)."""
@@ -173,11 +197,19 @@ class StreamFrames:
         if isinstance(message, KeyStepOnset):
             announced = (message.index, message.step, message.start)
             if message.withdrawn:
-                self._announced = None
+                self._announced = self._announced_shot = None
                 return
             # A detector re-sends an onset every 0.5 s while its step lasts: the picture stays the frame at which
-            # the step was announced (the early alert's), and each copy would cost a JPEG.
+            # the step was announced (the early alert's), and each copy would cost a JPEG. A copy tries that frame
+            # again when its write failed (a disk full for a moment): the early alert had no picture until the step
+            # was confirmed, if ever.
             if announced == self._announced:
+                shot = self._announced_shot
+                if shot is not None and shot.written is False and self._tries_left > 0:
+                    self._tries_left -= 1
+                    shot.written = None
+                    self._count_retry()
+                    self._writer.send(shot)
                 return
             self._announced = announced
         name = frame_name(message.start)
@@ -187,4 +219,9 @@ class StreamFrames:
         if path not in self._files:
             self._files.append(path)
         evicted = [self._files.popleft() for _ in range(len(self._files) - self.keep)]
-        self._writer.send(_Shot(self._frame, path, tuple(evicted)))  # deleted in the writer's order, after it
+        shot = _Shot(self._frame, path, tuple(evicted))
+        if isinstance(message, KeyStepOnset):
+            self._announced_shot, self._tries_left = shot, ANNOUNCED_RETRIES
+        elif self._announced_shot is not None and self._announced_shot.path == path:
+            self._announced_shot = None  # confirmed: its picture replaces the announcement's, never tried again
+        self._writer.send(shot)  # deleted in the writer's order, after it

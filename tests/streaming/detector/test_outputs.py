@@ -20,7 +20,7 @@ from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.demo.synthetic_video import demo_video
 from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, load_detector_for_stream
-from streaming.detector.alert_frames import AlertFrames, frame_name, stream_folder
+from streaming.detector.alert_frames import ANNOUNCED_RETRIES, AlertFrames, frame_name, stream_folder
 from streaming.detector.loading import LoadedParts
 from streaming.messages import KeyStepEvent, KeyStepOnset
 from streaming.readers import Frame, ReaderConfig, open_reader
@@ -124,6 +124,50 @@ def test_an_announcement_re_sent_keeps_the_frame_it_was_announced_at(tmp_path: P
         cam.send(KeyStepOnset(seq=4, **base))  # type: ignore[arg-type]
     image = cv2.imread(str(path))
     assert writer.received == 2 and image is not None and abs(int(image.mean()) - 200) <= 2
+
+
+def test_an_announcement_whose_picture_failed_is_tried_again_with_its_own_frame(tmp_path: Path) -> None:
+    # The first write of an early alert's picture failed (a disk full for a moment): the re-sent onsets wrote nothing,
+    # so the early alert had no picture until the step was confirmed, if it ever was.
+    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
+                confidence=0.9, index=0, before=(), withdrawn=False)
+    lines: list[str] = []
+    with AlertFrames(tmp_path, log=lines.append) as frames:
+        cam = frames.for_stream("cam0")
+        writer = frames._writer
+        folder = tmp_path / "cam0"
+        folder.rmdir()
+        folder.write_bytes(b"")  # a file where the folder goes: the picture cannot be written
+        cam.seen(_frame(10), np.zeros(3), np.zeros(3))
+        cam.send(KeyStepOnset(seq=0, **base))  # type: ignore[arg-type]
+        assert wait_for(lambda: writer.failed == 1)
+        folder.unlink()
+        folder.mkdir()  # room again
+        cam.seen(_frame(150), np.zeros(3), np.zeros(3))
+        cam.send(KeyStepOnset(seq=1, **base))  # type: ignore[arg-type]
+        assert wait_for(lambda: writer.delivered == 1)
+        cam.send(KeyStepOnset(seq=2, **base))  # type: ignore[arg-type]
+    image = cv2.imread(str(folder / "4400.jpg"))
+    assert image is not None and abs(int(image.mean()) - 10) <= 2  # the frame it was announced at
+    assert writer.received == 2  # written once: the copy after that tried nothing
+    assert not any("in all" in line for line in lines), lines  # every picture written in the end
+
+
+def test_a_picture_that_keeps_failing_is_tried_a_bounded_number_of_times_and_counted_once(tmp_path: Path) -> None:
+    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
+                confidence=0.9, index=0, before=(), withdrawn=False)
+    lines: list[str] = []
+    with AlertFrames(tmp_path, log=lines.append) as frames:
+        cam = frames.for_stream("cam0")
+        writer = frames._writer
+        (tmp_path / "cam0").rmdir()
+        (tmp_path / "cam0").write_bytes(b"")
+        cam.seen(_frame(10), np.zeros(3), np.zeros(3))
+        for seq in range(20):  # ten seconds of a step's onset, re-sent
+            cam.send(KeyStepOnset(seq=seq, **base))  # type: ignore[arg-type]
+            assert wait_for(lambda: writer.pending() == 0 and writer.received == writer.failed)
+    assert writer.received == 1 + ANNOUNCED_RETRIES
+    assert lines[-1].endswith(": 0 picture(s) written, 1 not written in all"), lines
 
 
 @pytest.mark.parametrize("command", [["--video", "demo", "--fast", "--jsonl"], ["view", "--demo", "--jsonl"]])

@@ -347,6 +347,29 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         raise InputError(f"{path}: invalid YAML: lists or mappings nested too deeply") from None
 
 
+def check_spares_inputs(path: str | Path, what: str, inputs: Iterable[str | Path | None], option: str = "") -> None:
+    """Refuse an output that is one of the run's input files, or an existing file inside an input folder (the part
+    of `check_output` a run repeats once it knows more of its inputs: the videos of a folder).
+
+    Args:
+        path: the output file.
+        what: what the output is, for the message.
+        inputs: the files (and folders) the run reads; None entries are skipped.
+        option: the command-line option that gave ``path``, named in the message.
+    """
+    path = Path(path)
+    named = f"{option} {path}" if option else str(path)
+    sources = [source for source in inputs if source is not None]
+    if replaced_input(path, sources) is not None:
+        raise InputError(f"{named}: the {what} would overwrite this input file of the run; choose another name")
+    if path.is_file():
+        inside = path.resolve()
+        holder = next((s for s in sources if Path(s).is_dir() and inside.is_relative_to(Path(s).resolve())), None)
+        if holder is not None:
+            raise InputError(f"{named}: the {what} would overwrite a file of {holder}, which the run reads; choose "
+                             "another name")
+
+
 def check_output(
     path: str | Path,
     what: str = "output file",
@@ -384,15 +407,7 @@ def check_output(
     check_path_name(path, what, option)
     path = Path(path)
     named = f"{option} {path}" if option else str(path)
-    sources = [source for source in inputs if source is not None]
-    if replaced_input(path, sources) is not None:
-        raise InputError(f"{named}: the {what} would overwrite this input file of the run; choose another name")
-    if path.is_file():
-        inside = path.resolve()
-        holder = next((s for s in sources if Path(s).is_dir() and inside.is_relative_to(Path(s).resolve())), None)
-        if holder is not None:
-            raise InputError(f"{named}: the {what} would overwrite a file of {holder}, which the run reads; choose "
-                             "another name")
+    check_spares_inputs(path, what, inputs, option)
     if folder and path.exists() and not path.is_dir():  # a FIFO or a device is no file either: say which it is
         # "a folder for the timeline plots folder" said it twice: a ``what`` that is a folder is named as such.
         expected = f"the {what}" if what.endswith("folder") else f"a folder for the {what}"

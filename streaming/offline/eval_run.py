@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.annotations import choose_scenario, load_annotations, never_done, read_train_videos, time_order
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError, print_note
-from graphs.common.files import check_output, read_json, replaced_input, write_text
+from graphs.common.files import check_output, check_spares_inputs, read_json, replaced_input, write_text
 from graphs.common.safe_text import count_of, first_few
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
@@ -341,8 +341,8 @@ def check_outputs_spare_inputs(config: EvalConfig, videos: Sequence[EvalVideo]) 
     ``--plots`` folder where a file the run writes (``<video>.mp4``, a video's timeline plot) would replace a file it
     reads: a video it draws over (the videos' own folder), the graph, the detector, the annotations, the split."""
     paths = [video.path for video in videos]
-    if config.json_out is not None:
-        check_output(config.json_out, "results file", inputs=paths, option="--json")
+    if config.json_out is not None:  # the rest of `check_output` ran before the chain loaded: not twice
+        check_spares_inputs(config.json_out, "results file", paths, option="--json")
     read = [*paths, config.graph, config.detector, config.annotations, config.split, config.backbone]
     planned = [("--annotate-out", config.annotate_out, annotated_path), ("--plots", config.plots, plot_path)]
     for option, folder, name_of in planned:

@@ -423,6 +423,22 @@ def test_an_unreadable_video_is_refused_before_any_video_runs(
     assert not list((cache_dir() / "eval").glob("unreadable_a-*"))  # refused before the first video ran
 
 
+def test_a_json_output_naming_one_of_the_videos_is_refused_before_any_video_runs(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The videos are known only once the annotations are read: the output is checked against them then.
+    videos, labels = demo_folder(tmp_path, {"kettle": "correct"})
+    video = videos / "kettle.mp4"
+    before = video.read_bytes()
+    graph, detector = default_demo_paths()
+    line = cli_error(stream_detect, ["eval", "--videos", str(videos), "--annotations", str(labels), "--graph",
+                                     str(graph), "--detector", str(detector), "--json", str(video), "--quiet"],
+                     capsys)  # fmt: skip
+    assert line == f"error: --json {video}: the results file would overwrite this input file of the run; choose " \
+                   "another name"
+    assert video.read_bytes() == before
+
+
 def test_a_video_file_the_annotations_do_not_name_is_said_not_evaluated(demo_cache: Path, tmp_path: Path) -> None:
     # recognition-features warned of it, eval --features refused it, eval --videos left it out without a word.
     videos, labels = demo_folder(tmp_path, {"kettle": "correct"})

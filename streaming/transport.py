@@ -76,9 +76,23 @@ VIEW_RECV_HWM: Final = 10_000  # a viewer trusts its checker, whose periodic re-
 MAX_FRAMES: Final = 2  # topic and payload: a message with more is dropped as it is received, never kept
 PING_MS: Final = 1000  # a watched connection (detector, view, dashboard) pings its checker this often
 PING_TIMEOUT_MS: Final = 5000  # and takes it for gone without an answer for this long (libzmq answers, not Python)
-# Subscription messages an XPUB reads per call (`Publisher.new_subscribers`): a peer that subscribes in a loop cannot
-# hold the sender; the rest wait for the next call.
-SUBSCRIPTIONS_PER_CALL: Final = 256
+# Longest an XPUB spends reading its subscriptions in one call (`Publisher.new_subscribers`): a peer that subscribes
+# in a loop cannot hold the sender; the rest wait for the next call. Read until none is left otherwise: libzmq keeps
+# each one queued until it is read, so reading fewer than arrive (256 a call once) let a peer queue gigabytes.
+SUBSCRIPTIONS_READ_S: Final = 0.01
+# What peers may cost a bound XPUB (the checker's viewers' socket) in subscriptions before it is re-opened, which
+# drops every connection and with it everything libzmq holds for them (`Publisher.flood`). libzmq bounds neither: it
+# keeps every distinct prefix any peer subscribed to in its subscription tree, about 48 bytes a byte of prefix (40,000
+# prefixes of 1 KiB took a checker to 2 GB in 6 s), and every subscription message, repeats included, until it is
+# read (2 million repeats: 1.8 GB).
+# Distinct prefixes since the socket was opened, each counted as its length plus `PREFIX_COST`: 256 streams with 6
+# prefixes of the longest topic each are 165 kB; the tree then holds at most about 25 MB.
+SUBSCRIPTION_BYTES: Final = 512 * 1024
+PREFIX_COST: Final = 32  # what one more prefix costs beyond its bytes (the tree's nodes, the set here)
+# Subscription messages (and anything else peers send up) read within one `SUBSCRIPTION_WINDOW_S`: a viewer sends a
+# few per connection, so this is thousands of viewers connecting at once; 20 MB of queued messages at most.
+SUBSCRIPTIONS_PER_WINDOW: Final = 20_000
+SUBSCRIPTION_WINDOW_S: Final = 1.0
 # An XPUB's subscriptions are read every this many sends (a read that finds none costs about as much as a send).
 READ_SUBSCRIPTIONS_EVERY: Final = 64
 HANDSHAKE_CHECK_S: Final = 0.25  # a watched publisher reads its handshake events at most this often
@@ -739,7 +753,10 @@ class Publisher:
 
     An XPUB receives its subscribers' subscriptions as messages (byte 1 or 0, then the prefix); they are read by
     `new_subscribers` (the checker calls it every loop) and every `READ_SUBSCRIPTIONS_EVERY` sends (a detector never
-    calls it), so they never pile up.
+    calls it), so they never pile up. What they cost libzmq is bounded by no option of its own; a bound XPUB that
+    takes more than `SUBSCRIPTION_BYTES` of distinct prefixes, or more than `SUBSCRIPTIONS_PER_WINDOW` messages in a
+    `SUBSCRIPTION_WINDOW_S`, says so in `flood` when built with ``guard``: its owner (the checker) re-opens it
+    (`replace_socket`). A detector's XPUB needs no guard: its only peer is the checker it chose.
 
     A connected client's publisher may hold its socket's `HandshakeWatch` (`connect_waiting`); it reads it at most
     every `HANDSHAKE_CHECK_S`, as it sends, so a key revoked while the client runs ends it (`HandshakeRefused`).
@@ -747,15 +764,34 @@ class Publisher:
     Args:
         sock: a bound or connected PUB or XPUB socket.
         watch: the socket's handshake watch (None: not watched).
+        guard: count what the peers' subscriptions cost, and set `flood` past the bounds (a bound XPUB's owner).
+        clock: monotonic clock of the read time and the window.
     """
 
-    def __init__(self, sock: zmq.Socket, watch: HandshakeWatch | None = None) -> None:
+    def __init__(self, sock: zmq.Socket, watch: HandshakeWatch | None = None, guard: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.sock = sock
         self.watch = watch
+        self.guard = guard
+        self.clock = clock
         self._subscribed = 0
         self._foreign = 0  # messages a peer sent up that are no subscription (`take_foreign`)
         self._sent = 0
         self._next_check = 0.0
+        self.flood: str | None = None  # why the socket must be re-opened (None: it need not)
+        self._prefixes: set[bytes] = set()  # distinct prefixes subscribed since the socket was opened
+        self._prefix_bytes = 0
+        self._window_start = float("-inf")
+        self._window_count = 0
+
+    def replace_socket(self, sock: zmq.Socket) -> None:
+        """Send on a new socket from now on (the old one closed by the caller): what the old one's peers cost is
+        gone with it, so the subscription counts start over."""
+        self.sock = sock
+        self.flood = None
+        self._prefixes.clear()
+        self._prefix_bytes = 0
+        self._window_start, self._window_count = float("-inf"), 0
 
     def send(self, message: Message) -> None:
         """Encode and send one message.
@@ -785,9 +821,10 @@ class Publisher:
         return count
 
     def _read_subscriptions(self) -> None:
-        if self.sock.type != zmq.XPUB:
+        if self.sock.type != zmq.XPUB or self.flood is not None:  # a flooded socket is about to be closed
             return
-        for _ in range(SUBSCRIPTIONS_PER_CALL):
+        end = self.clock() + SUBSCRIPTIONS_READ_S
+        while self.clock() < end:
             try:
                 message = self.sock.recv(zmq.NOBLOCK)
             except zmq.Again:
@@ -796,6 +833,36 @@ class Publisher:
                 self._subscribed += 1
             elif message[:1] != b"\x00":  # an XSUB peer's data: read and dropped here, never kept
                 self._foreign += 1
+            if self.guard:
+                self._count(message)
+                if self.flood is not None:
+                    return
+
+    def _count(self, message: bytes) -> None:
+        """One more message read up the socket: counted in the current window, and a subscription's prefix among
+        those libzmq holds (an unsubscription is not trusted to free one: any peer may send one for a prefix others
+        hold)."""
+        now = self.clock()
+        if now - self._window_start >= SUBSCRIPTION_WINDOW_S:
+            self._window_start, self._window_count = now, 0
+        self._window_count += 1
+        if self._window_count > SUBSCRIPTIONS_PER_WINDOW:
+            self.flood = (f"viewers sent more than {SUBSCRIPTIONS_PER_WINDOW} subscriptions in "
+                          f"{SUBSCRIPTION_WINDOW_S:g} s; the --publish socket was re-opened to drop them "
+                          "(every viewer connects again)")
+        elif message[:1] == SUBSCRIBED:
+            self._held(message[1:])
+
+    def _held(self, prefix: bytes) -> None:
+        """A prefix libzmq now holds in its subscription tree, counted once."""
+        if prefix in self._prefixes:
+            return
+        self._prefixes.add(prefix)
+        self._prefix_bytes += len(prefix) + PREFIX_COST
+        if self._prefix_bytes > SUBSCRIPTION_BYTES:
+            self.flood = (f"viewers subscribed to more than {SUBSCRIPTION_BYTES // 1024} KiB of distinct topic "
+                          f"prefixes ({len(self._prefixes)} prefixes); the --publish socket was re-opened to free them "
+                          "(every viewer connects again)")
 
 
 @dataclass

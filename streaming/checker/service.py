@@ -14,7 +14,9 @@ whose public keys are in the client folder. Refused handshakes are counted (``de
 whatever refused them: ZAP, another checker's key, a client without CURVE. The folder is read again
 when it changes; a key removed from it makes the checker re-open both sockets, so every client connects again and a
 revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
-CURVE is refused unless ``CheckerConfig.insecure``.
+CURVE is refused unless ``CheckerConfig.insecure``. The viewers' socket is re-opened the same way when their
+subscriptions cost more than it lets them (`streaming.transport.Publisher.flood`): libzmq keeps them for as long as a
+connection lasts, and bounds neither their number nor their distinct prefixes.
 
 Besides its socket, every message it publishes goes to the sinks it was built with (`streaming.detector.sinks.Sink`,
 ``send(message)``), but for the periodic re-sends: ``--webhook`` POSTs each alert and retraction the first time this
@@ -30,7 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import zmq
 
@@ -67,6 +69,7 @@ REOPEN_GAP_S: Final = 0.02
 # Alerts handed to the sinks that a rebuilt copy must not hand again, per stream slot: a stream rebuilds at most
 # RESEND_ALERTS of them at once (`streaming.checker.core`), so each slot's newest are remembered.
 SENT_PER_STREAM: Final = 2 * RESEND_ALERTS
+_Bound = TypeVar("_Bound")  # what a re-bind returns: one socket, or both
 
 
 class CheckerWatcher(Protocol):
@@ -131,7 +134,7 @@ class CheckerService:
             raise
         self.alerts_endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
         self.events_endpoint = sub.getsockopt_string(zmq.LAST_ENDPOINT)
-        self.publisher = Publisher(pub)
+        self.publisher = Publisher(pub, guard=True)  # viewers' subscriptions are bounded: `reopen_publish`
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
         self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET, by_sender=config.curve is not None)
         self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
@@ -160,10 +163,15 @@ class CheckerService:
             over_budget: the receiver's over-budget count before the poll.
         """
         stats, core = self.receiver.stats, self.core
+        arrived = self.publisher.new_subscribers() > 0
         foreign = self.publisher.take_foreign()
         if foreign:
             stats.malformed += foreign
             stats.last_error = "a message sent up the --publish socket, which takes only subscriptions"
+        if self.publisher.flood is not None:  # one refusal per flood: its messages were read, not decoded
+            stats.malformed += 1
+            stats.last_error = self.publisher.flood
+            self.reopen_publish()
         if stats.malformed > malformed:
             core.log_refusal("malformed", stats.malformed, stats.last_error)
         if stats.over_budget > over_budget:
@@ -173,7 +181,6 @@ class CheckerService:
             for why in counter.refused():
                 core.counts["denied"] += 1
                 core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
-        arrived = self.publisher.new_subscribers() > 0
         self._welcome_due = self._welcome_due or arrived
         now = core.monotonic()
         if self._welcome_due and now - self._last_welcome >= WELCOME_GAP_S:
@@ -194,18 +201,44 @@ class CheckerService:
         """
         self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)  # the old sockets' refusals
         self._close_sockets()
-        for _ in range(REOPEN_TRIES):
-            try:
-                pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint)
-                break
-            except InputError:  # libzmq releases a closed listener asynchronously
-                time.sleep(REOPEN_GAP_S)
-        else:
-            raise RunError(f"could not bind {self.events_endpoint} and {self.alerts_endpoint} again after a client key "
-                           "was revoked")
-        self.publisher.sock = pub
+        pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint),
+                                f"{self.events_endpoint} and {self.alerts_endpoint}", "a client key was revoked")
+        self.publisher.replace_socket(pub)
         self.receiver.replace_socket(sub)
         self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+
+    def reopen_publish(self) -> None:
+        """Close the viewers' socket and bind it again at the same endpoint, after its peers' subscriptions went past
+        what the checker lets them cost (`streaming.transport.Publisher.flood`): libzmq keeps each peer's
+        subscriptions for as long as its connection lasts and can drop no single one, so every viewer is cut off
+        and connects again by itself (greeted, and brought up to date by the periodic re-sends). The detectors'
+        socket stays as it is.
+
+        Raises:
+            RunError: the endpoint could not be bound again (another process took the port meanwhile).
+        """
+        self.handshakes[0].close()
+        self.publisher.sock.close()
+        curve = self.config.curve
+        pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve)[0],
+                           self.alerts_endpoint, "a subscription flood")
+        self.publisher.replace_socket(pub)
+        self.handshakes = (HandshakeCounter(pub), self.handshakes[1])
+
+    @staticmethod
+    def _rebind(bind_again: Callable[[], _Bound], endpoints: str, why: str) -> _Bound:
+        """``bind_again()``, tried `REOPEN_TRIES` times `REOPEN_GAP_S` apart: libzmq releases a closed listener
+        asynchronously.
+
+        Raises:
+            RunError: every try failed.
+        """
+        for _ in range(REOPEN_TRIES):
+            try:
+                return bind_again()
+            except InputError:
+                time.sleep(REOPEN_GAP_S)
+        raise RunError(f"could not bind {endpoints} again after {why}")
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.

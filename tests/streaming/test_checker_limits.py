@@ -375,3 +375,37 @@ def test_messages_sent_up_the_publish_socket_are_dropped_and_counted_not_kept(tm
         with_metadata.setsockopt(zmq.SUBSCRIBE, b"")
         assert with_metadata.poll(10_000)  # the checker's periodic messages reach it
     ctx.destroy(linger=0)
+
+
+def test_peers_subscribing_to_many_prefixes_are_cut_off_and_their_memory_does_not_add_up(tmp_path: Path) -> None:
+    # Subscriptions of at most 1 KiB pass the frame limit, but libzmq keeps every distinct prefix a peer subscribed to
+    # in its subscription tree (about 48 bytes a byte of prefix) for as long as the peer stays connected: each peer
+    # that subscribed to 8,000 prefixes of 1 KiB and stayed, idle, added 380 MB to the checker, uncounted, unlogged.
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    ctx = zmq.Context()
+    with CheckerProcess(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")) as service:
+        pid = service.process.pid
+        assert pid is not None
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint, wait_s=5.0)))
+        healths: list[CheckerHealth] = []
+
+        def listen() -> None:
+            healths.extend(m for m in viewer.poll(50) if isinstance(m, CheckerHealth))
+
+        assert wait_for(lambda: bool(healths), 10.0, listen)
+        before = _rss_mb(pid)
+        grown = []
+        for k in range(3):
+            peer = ctx.socket(zmq.XSUB)  # stays connected: libzmq holds its prefixes until its connection ends
+            peer.setsockopt(zmq.SNDHWM, 0)  # queue them all: a full queue drops
+            peer.connect(service.alerts_endpoint)
+            for n in range(3000):  # about 150 MB of subscription tree
+                peer.send(b"\x01%d.%06d" % (k, n) + bytes(1000))
+            # Refused, counted as malformed; the viewer, cut off with every peer, is back and served.
+            assert wait_for(lambda: any(h.malformed > k for h in healths), 30.0, listen)  # noqa: B023
+            grown.append(_rss_mb(pid) - before)
+        assert grown[-1] < grown[0] + 80  # was 3 x 150 MB, and so on for each peer
+        latest = healths[-1].seq
+        assert wait_for(lambda: healths[-1].seq > latest, 10.0, listen)
+    ctx.destroy(linger=0)

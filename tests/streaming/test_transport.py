@@ -14,6 +14,8 @@ from graphs.common.errors import InputError
 from streaming.detector import DetectorConfig
 from streaming.messages import MAX_MESSAGE_BYTES, Heartbeat, MessageError
 from streaming.transport import (
+    SUBSCRIPTION_BYTES,
+    SUBSCRIPTIONS_PER_WINDOW,
     Publisher,
     Receiver,
     bind,
@@ -202,3 +204,33 @@ def test_a_client_at_the_checker_s_other_port_is_told_which_port_it_wants(tmp_pa
             connect(ctx, zmq.PUB, service.alerts_endpoint, wait_s=2.0)
     assert "is it the checker's --publish endpoint, not its --bind one?" in str(viewer.value)
     assert "is it the checker's --bind endpoint, not its --publish one?" in str(detector.value)
+
+
+def test_a_guarded_xpub_says_when_its_peers_subscriptions_cost_too_much(ctx: zmq.Context) -> None:
+    # libzmq queues every subscription message until it is read and keeps every distinct prefix in its tree: a
+    # publisher that read 256 a call let a peer queue gigabytes, uncounted.
+    repeats = [b"\x01status/cam0"] * (SUBSCRIPTIONS_PER_WINDOW + 1)
+    distinct = [b"\x01%05d" % n + bytes(900) for n in range(SUBSCRIPTION_BYTES // 900 + 1)]
+    for frames, why in ((repeats, "subscriptions in"), (distinct, "KiB of distinct topic prefixes")):
+        sock, endpoint = bind(ctx, zmq.XPUB, "tcp://127.0.0.1:0")
+        publisher = Publisher(sock, guard=True, clock=lambda: 0.0)  # one window: the clock never moves
+        peer = ctx.socket(zmq.XSUB)
+        peer.setsockopt(zmq.SNDHWM, 0)  # queue them all: a full queue drops
+        peer.connect(endpoint)
+        for frame in frames:
+            peer.send(frame)
+        assert wait_for(lambda: publisher.flood is not None, 10.0, publisher.new_subscribers)  # noqa: B023
+        assert why in (publisher.flood or "")
+        publisher.replace_socket(sock)  # as on a new socket: the counts start over
+        assert publisher.flood is None
+        peer.close()
+        sock.close()
+    # A viewer's few subscriptions, again and again, are no flood; nor are a detector's (not guarded).
+    sock, endpoint = bind(ctx, zmq.XPUB, "tcp://127.0.0.1:0")
+    publisher = Publisher(sock, guard=True)
+    viewers = [subscribe(connect(ctx, zmq.SUB, endpoint)) for _ in range(50)]
+    assert wait_for(lambda: publisher.new_subscribers() > 0, 10.0)
+    for viewer in viewers:
+        viewer.close()
+    assert publisher.flood is None
+    sock.close()

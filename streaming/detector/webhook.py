@@ -49,6 +49,9 @@ from streaming.service_log import ServiceLog
 SCHEMES = ("http", "https")
 BODY_CAP = 4096  # bytes of an answer's body read, and no more: the status says all; reading a little spares the
 # receiver a reset connection when its answer is short
+# Characters of a failed try's reason kept for the log: http.client quotes a status line it cannot read whole (up to
+# 64 KiB, chosen by the receiver), and the failure line, JSON's "last" field too, quoted it for every failed alert.
+MAX_REASON = 200
 
 
 @dataclass(frozen=True)
@@ -355,7 +358,7 @@ class WebhookSink(BackgroundSink[Message]):
                 # HTTPException: an answer that is not HTTP (a header line without end, a body cut short) is a failed
                 # try like any other, retried, not a failure outright
                 reason = getattr(err, "reason", err)
-                why = str(reason) or type(reason).__name__
+                why = _shortened(str(reason) or type(reason).__name__)
         tries = self.config.retries + 1
         raise RuntimeError(f"{why} after {tries} {'try' if tries == 1 else 'tries'}")
 
@@ -363,6 +366,13 @@ class WebhookSink(BackgroundSink[Message]):
         """Stop retrying; what is queued is still tried once each, for at most the base class's wait."""
         self._stopping.set()
         super().close()
+
+
+def _shortened(reason: str) -> str:
+    """A failed try's reason as the log shows it: at most `MAX_REASON` characters of it, saying so when cut."""
+    if len(reason) <= MAX_REASON:
+        return reason
+    return f"{reason[:MAX_REASON]}... ({len(reason)} characters)"
 
 
 @contextlib.contextmanager

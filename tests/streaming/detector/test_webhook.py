@@ -276,3 +276,54 @@ def test_a_live_message_takes_the_place_of_a_queued_rebuilt_one_when_the_queue_i
     sink.close()
     assert got == [1, 3]
     assert sink.summary_counts() == {"delivered": 2, "failed": 0, "dropped": 3, "queued": 0, "unanswered": 0}
+
+
+@contextmanager
+def raw_receiver(answer: bytes) -> Iterator[str]:
+    """A TCP server on loopback that reads each request's headers and answers ``answer`` as it is (no HTTP
+    server would write it), then closes; yields its URL."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5.0)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    request += chunk
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    finally:
+        stop.set()
+        thread.join(5.0)
+        server.close()
+
+
+def test_a_receiver_answering_a_status_line_of_60_kb_gets_a_failure_line_of_bounded_length() -> None:
+    # http.client quotes the whole status line it could not read (up to 64 KiB) in its error, and the failure line
+    # quoted the error: a receiver chose a 60 kB line, twice in the JSON log (the message and its "last" field), for
+    # every failed alert.
+    garbage = b"NOT-HTTP " + b"x" * 60_000 + b"\r\n\r\n"
+    for log_format in ("text", "json"):
+        out = io.StringIO()
+        log = ServiceLog("checker", log_format, out=out)
+        with raw_receiver(garbage) as url, webhook_sinks(WebhookConfig(url, retries=0), log) as sinks:
+            sinks[0].send(_alert())
+            assert wait_for(lambda: sinks[0].failed == 1)  # noqa: B023
+        lines = out.getvalue().splitlines()
+        failure = next(line for line in lines if "not delivered so far" in line)
+        assert "NOT-HTTP" in failure  # what the receiver answered is still named
+        assert max(len(line) for line in lines) < 1000, log_format

@@ -20,8 +20,9 @@ A step named by the checker otherwise than by the ``--graph`` means the dashboar
 checker's: the checker's name is shown from then on (it is what its alerts mean), and `apply` returns a
 ``name_conflict`` event, once per step, for the page and the log.
 
-Every collection is bounded (`MAX_ALERTS`, `MAX_STREAMS`, names): a peer cannot make the dashboard remember without
-limit. Every name is made `graphs.common.safe_text.printable` here, once; the page then only ever sets it as text.
+Every collection is bounded (`MAX_ALERTS`, `MAX_STREAMS`, names, each run's alert ids): a peer cannot make the
+dashboard remember without limit. Every name is made `graphs.common.safe_text.printable` here, once; the page then
+only ever sets it as text.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Final
 
 from graphs.common.safe_text import printable
 from streaming.checker.config import MAX_STREAMS  # tiles kept (the checker tracks as many); the one silent longest goes
+from streaming.checker.streams import RESEND_ALERTS
 from streaming.frame_names import frame_name
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
 from streaming.next_steps import allowed_next
@@ -153,7 +155,13 @@ class DashboardState:
         # then another step's), shown as a new alert beside the withdrawn one; its id now names it.
         self.serial += 1
         record = AlertRecord(self.serial, alert, now, alert.event_timestamp, not alert.replayed)
+        ids.pop(alert.alert_id, None)  # re-inserted: the ids stay in the order their alerts came, oldest first
         ids[alert.alert_id] = record.id
+        # A run of 4,096 steps may bring as many alert ids, and 256 streams that many each (about 150 MB): an id
+        # older than every alert kept and every copy a checker re-sends (its newest RESEND_ALERTS per stream, a
+        # restarted checker's too) names nothing any message can still bring to the page.
+        while len(ids) > self.max_alerts + 2 * RESEND_ALERTS:
+            del ids[next(iter(ids))]
         conflicts = self._learn(alert)
         self.alerts.append(record)
         self.by_id[record.id] = record

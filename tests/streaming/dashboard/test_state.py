@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.common.safe_text import printable
+from streaming.checker.streams import RESEND_ALERTS
 from streaming.dashboard.state import MAX_STREAMS, DashboardState
 from streaming.messages import Alert, MissingSteps, Retraction, Status, StepEvent
 from streaming.next_steps import allowed_next
@@ -254,6 +255,13 @@ def test_what_the_dashboard_keeps_is_bounded() -> None:
     assert [a["id"] for a in state.snapshot(50.0)["alerts"]] == list(range(50, 40, -1))  # the newest, newest first
     for index in range(50):  # the checker re-sends its recent alerts: a forgotten one does not come back
         assert state.apply(alert(index=index, replayed=True), 60.0) == []
+    # One run's alert ids: a 4,096-step run brought as many, kept for ever, in each of 256 streams (about 150 MB).
+    for index in range(50, 4096):
+        state.apply(alert(index=index), float(index))
+    _, ids = state.seen["cam0"]
+    assert len(ids) <= 10 + 2 * RESEND_ALERTS
+    for index in range(4096 - RESEND_ALERTS, 4096):  # the checker's re-sends of its newest: nothing new
+        assert state.apply(alert(index=index, replayed=True), 5000.0) == []
     for n in range(MAX_STREAMS + 20):
         state.apply(status(stream=f"cam{n}", timestamp=float(n)), float(n))
     assert len(state.streams) == MAX_STREAMS and "cam0" not in state.streams  # the one silent longest went

@@ -164,6 +164,11 @@ class CheckerService:
         """
         stats, core = self.receiver.stats, self.core
         arrived = self.publisher.new_subscribers() > 0
+        # Before a flood re-opens the --publish socket: its monitor goes with it, and what it holds unread with it.
+        for counter in self.handshakes:
+            for why in counter.refused():
+                core.counts["denied"] += 1
+                core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
         foreign = self.publisher.take_foreign()
         if foreign:
             stats.malformed += foreign
@@ -177,10 +182,6 @@ class CheckerService:
         if stats.over_budget > over_budget:
             core.log_refusal("over_budget", core.counts["over_budget"] + stats.over_budget,
                              f"a stream sent more than {STREAM_BUDGET} messages in one poll")
-        for counter in self.handshakes:
-            for why in counter.refused():
-                core.counts["denied"] += 1
-                core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
         self._welcome_due = self._welcome_due or arrived
         now = core.monotonic()
         if self._welcome_due and now - self._last_welcome >= WELCOME_GAP_S:

@@ -19,6 +19,7 @@ from streaming.checker.core import CheckerCore
 from streaming.checker.process import CheckerProcess
 from streaming.checker.refusals import LOG_EVERY_S
 from streaming.checker.schedule import SNAPSHOT_BUDGET
+from streaming.checker.service import CheckerService
 from streaming.checker.streams import FORGET_AFTER, RESEND_ALERTS
 from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
@@ -33,7 +34,7 @@ from streaming.messages import (
     encode,
     run_of,
 )
-from streaming.transport import Publisher, Receiver, ReceiveStats, connect, subscribe
+from streaming.transport import SUBSCRIPTION_BYTES, Publisher, Receiver, ReceiveStats, connect, subscribe
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.streaming.helpers import MISTAKE_STEP, beat, keystep, running_checker, tea_graph, wait_for
@@ -409,3 +410,35 @@ def test_peers_subscribing_to_many_prefixes_are_cut_off_and_their_memory_does_no
         latest = healths[-1].seq
         assert wait_for(lambda: healths[-1].seq > latest, 10.0, listen)
     ctx.destroy(linger=0)
+
+
+def test_handshakes_refused_before_a_subscription_flood_are_still_counted() -> None:
+    # A flood re-opens the --publish socket, and with it its handshake monitor: refusals queued on the old monitor
+    # and not read yet were closed with it, uncounted and unlogged.
+    ctx = zmq.Context()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx)
+    try:
+        public, secret = zmq.curve_keypair()
+        refused = ctx.socket(zmq.SUB)  # CURVE keys at a checker without CURVE: its handshake is refused
+        refused.setsockopt(zmq.LINGER, 0)
+        refused.setsockopt(zmq.CURVE_SERVERKEY, public)
+        refused.setsockopt(zmq.CURVE_PUBLICKEY, public)
+        refused.setsockopt(zmq.CURVE_SECRETKEY, secret)
+        refused.connect(service.alerts_endpoint)
+        assert service.handshakes[0].monitor.poll(10_000)  # the refusal waits on the monitor, not read yet
+        refused.close()
+        peer = ctx.socket(zmq.XSUB)
+        peer.setsockopt(zmq.LINGER, 0)
+        peer.setsockopt(zmq.SNDHWM, 0)  # queue them all: a full queue drops
+        peer.connect(service.alerts_endpoint)
+        for n in range(SUBSCRIPTION_BYTES // 1000 + 1):
+            peer.send(b"\x01%06d" % n + bytes(1000))
+        assert wait_for(lambda: service.publisher.flood is not None, 10.0, service.publisher.new_subscribers)
+        stats = service.receiver.stats
+        service.watch_peers(stats.malformed, stats.over_budget)
+        assert stats.malformed == 1  # the flood, re-opened
+        assert service.core.counts["denied"] >= 1
+        peer.close()
+    finally:
+        service.close()
+        ctx.destroy(linger=0)

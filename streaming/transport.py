@@ -93,6 +93,10 @@ PREFIX_COST: Final = 32  # what one more prefix costs beyond its bytes (the tree
 # few per connection, so this is thousands of viewers connecting at once; 20 MB of queued messages at most.
 SUBSCRIPTIONS_PER_WINDOW: Final = 20_000
 SUBSCRIPTION_WINDOW_S: Final = 1.0
+# That count is of messages read, and the checker reads for `SUBSCRIPTIONS_READ_S` a loop: peers that send faster
+# than that (60,000 subscriptions of 900 bytes a second were read at under 20,000) were never refused while libzmq
+# queued the rest, 800 MB in 14 s. A guarded XPUB whose reads found subscriptions still coming at the end of their
+# time, call after call, for a whole `SUBSCRIPTION_WINDOW_S`, is flooded too: what waits is at most a window's worth.
 # An XPUB's subscriptions are read every this many sends (a read that finds none costs about as much as a send).
 READ_SUBSCRIPTIONS_EVERY: Final = 64
 HANDSHAKE_CHECK_S: Final = 0.25  # a watched publisher reads its handshake events at most this often
@@ -754,8 +758,9 @@ class Publisher:
     An XPUB receives its subscribers' subscriptions as messages (byte 1 or 0, then the prefix); they are read by
     `new_subscribers` (the checker calls it every loop) and every `READ_SUBSCRIPTIONS_EVERY` sends (a detector never
     calls it), so they never pile up. What they cost libzmq is bounded by no option of its own; a bound XPUB that
-    takes more than `SUBSCRIPTION_BYTES` of distinct prefixes, or more than `SUBSCRIPTIONS_PER_WINDOW` messages in a
-    `SUBSCRIPTION_WINDOW_S`, says so in `flood` when built with ``guard``: its owner (the checker) re-opens it
+    takes more than `SUBSCRIPTION_BYTES` of distinct prefixes, more than `SUBSCRIPTIONS_PER_WINDOW` messages in a
+    `SUBSCRIPTION_WINDOW_S`, or messages faster than it reads them for that long, says so in `flood` when built with
+    ``guard``: its owner (the checker) re-opens it
     (`replace_socket`). A detector's XPUB needs no guard: its only peer is the checker it chose.
 
     A connected client's publisher may hold its socket's `HandshakeWatch` (`connect_waiting`); it reads it at most
@@ -783,6 +788,7 @@ class Publisher:
         self._prefix_bytes = 0
         self._window_start = float("-inf")
         self._window_count = 0
+        self._behind_since: float | None = None  # since when every read ended by its time, not an empty queue
 
     def replace_socket(self, sock: zmq.Socket) -> None:
         """Send on a new socket from now on (the old one closed by the caller): what the old one's peers cost is
@@ -792,6 +798,7 @@ class Publisher:
         self._prefixes.clear()
         self._prefix_bytes = 0
         self._window_start, self._window_count = float("-inf"), 0
+        self._behind_since = None
 
     def send(self, message: Message) -> None:
         """Encode and send one message.
@@ -824,10 +831,11 @@ class Publisher:
         if self.sock.type != zmq.XPUB or self.flood is not None:  # a flooded socket is about to be closed
             return
         end = self.clock() + SUBSCRIPTIONS_READ_S
-        while self.clock() < end:
+        while (now := self.clock()) < end:
             try:
                 message = self.sock.recv(zmq.NOBLOCK)
             except zmq.Again:
+                self._behind_since = None
                 return
             if message[:1] == SUBSCRIBED:
                 self._subscribed += 1
@@ -837,6 +845,18 @@ class Publisher:
                 self._count(message)
                 if self.flood is not None:
                     return
+        if self.guard:  # the time ran out before the queue did
+            self._behind(now)
+
+    def _behind(self, now: float) -> None:
+        """A read ended by its time with subscriptions still coming: peers outpace the reads, and what libzmq queues
+        for them grows, unread and uncounted, for as long as they do (`SUBSCRIPTION_WINDOW_S` at most)."""
+        if self._behind_since is None:
+            self._behind_since = now
+        elif now - self._behind_since >= SUBSCRIPTION_WINDOW_S:
+            self.flood = (f"viewers sent subscriptions faster than the checker reads them for "
+                          f"{SUBSCRIPTION_WINDOW_S:g} s; the --publish socket was re-opened to drop them (every viewer "
+                          "connects again)")
 
     def _count(self, message: bytes) -> None:
         """One more message read up the socket: counted in the current window, and a subscription's prefix among

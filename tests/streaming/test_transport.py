@@ -234,3 +234,35 @@ def test_a_guarded_xpub_says_when_its_peers_subscriptions_cost_too_much(ctx: zmq
         viewer.close()
     assert publisher.flood is None
     sock.close()
+
+
+def test_a_guarded_xpub_whose_reads_fall_behind_for_a_whole_window_is_flooded(ctx: zmq.Context) -> None:
+    # The per-second bound counted the messages read, and the checker reads for 10 ms a loop: peers sending faster
+    # than that were never refused (60,000 subscriptions of 900 bytes a second were read at under 20,000, and libzmq
+    # queued the rest: 800 MB in 14 s).
+    ticks = iter(range(10**9))
+
+    def clock() -> float:  # a millisecond a look: a read takes in a few messages, then its time is up
+        return next(ticks) / 1000
+
+    for queued, flooded in ((300, False), (5000, True)):  # drained within a window of reads; still coming after one
+        sock, endpoint = bind(ctx, zmq.XPUB, "tcp://127.0.0.1:0")
+        publisher = Publisher(sock, guard=True, clock=clock)
+        peer = ctx.socket(zmq.XSUB)
+        peer.setsockopt(zmq.SNDHWM, 0)
+        peer.connect(endpoint)
+        for _ in range(queued):  # one prefix, far fewer than the per-window count: neither bound trips
+            peer.send(b"\x01status/cam0")
+        read = 0
+
+        def take() -> None:  # as a checker's loops do, many in a row (a few messages each)
+            nonlocal read
+            for _ in range(50):
+                read += publisher.new_subscribers()  # noqa: B023
+
+        assert wait_for(lambda: publisher.flood is not None or read == queued, 10.0, take)  # noqa: B023
+        assert (publisher.flood is not None) == flooded, (read, publisher.flood)
+        if flooded:
+            assert "faster than the checker reads them" in (publisher.flood or "")
+        peer.close()
+        sock.close()

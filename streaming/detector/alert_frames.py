@@ -78,6 +78,14 @@ class _Shot:
     evicted: tuple[Path, ...] = ()  # files deleted once this one is written (the bound)
     # Set by the writer's thread (None: not tried yet): an announcement's picture that failed is tried again.
     written: bool | None = None
+    tries_again: int = 0  # how many times it was handed to the writer again (`_PictureWriter.again`)
+
+
+class _PictureWriter(BackgroundSink[_Shot]):
+    """The writer's thread: a picture tried again is one picture, counted and logged not written once."""
+
+    def again(self, message: _Shot) -> bool:
+        return message.tries_again > 0
 
 
 class AlertFrames:
@@ -97,9 +105,8 @@ class AlertFrames:
             raise InputError(f"--alert-frames-keep {keep}: keep at least one frame per stream")
         self.root = check_alert_frames_dir(root)
         self.keep = keep
-        self._writer: BackgroundSink[_Shot] = BackgroundSink(self._write, f"alert frames {self.root}", log=log,
-                                                             failed_as="picture(s) not written")
-        self._retries = 0  # pictures handed to the writer again after a failed write (`StreamFrames.send`)
+        self._writer = _PictureWriter(self._write, f"alert frames {self.root}", log=log,
+                                      failed_as="picture(s) not written")
 
     def for_stream(self, stream_id: str) -> StreamFrames:
         """The part of one stream (its folder made now)."""
@@ -108,10 +115,7 @@ class AlertFrames:
             folder.mkdir(exist_ok=True)
         except OSError as err:
             raise InputError(f"--alert-frames {self.root}: cannot make {folder.name} ({err.strerror or err})") from None
-        return StreamFrames(folder, self.keep, self._writer, self._count_retry)
-
-    def _count_retry(self) -> None:
-        self._retries += 1
+        return StreamFrames(folder, self.keep, self._writer)
 
     @staticmethod
     def _write(shot: _Shot) -> None:
@@ -146,8 +150,7 @@ class AlertFrames:
         was not written, say how many in all (the warnings as they happen stop after a few, and the run ends as if
         complete)."""
         self._writer.close()
-        # A picture tried n times is counted received n times: what was not written is one per picture, not per try.
-        lost = self._writer.lost() - self._retries
+        lost = self._writer.lost()  # a picture tried again counts once (`_PictureWriter.again`)
         if lost:
             self._writer.warn(f"alert frames {self.root}: {self._writer.delivered} picture(s) written, {lost} not "
                               "written in all")
@@ -166,15 +169,12 @@ class StreamFrames:
         folder: the stream's folder.
         keep: files kept in it.
         writer: the thread that encodes and writes.
-        count_retry: called for each picture handed to ``writer`` again.
     """
 
-    def __init__(self, folder: Path, keep: int, writer: BackgroundSink[_Shot],
-                 count_retry: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+    def __init__(self, folder: Path, keep: int, writer: BackgroundSink[_Shot]) -> None:
         self.folder = folder
         self.keep = keep
         self._writer = writer
-        self._count_retry = count_retry
         self._frame: np.ndarray | None = None
         # Files already there from an earlier run count towards the bound, oldest (smallest time) first; a file this
         # class did not name (a photo someone put there) is never counted, so never deleted.
@@ -208,7 +208,7 @@ class StreamFrames:
                 if shot is not None and shot.written is False and self._tries_left > 0:
                     self._tries_left -= 1
                     shot.written = None
-                    self._count_retry()
+                    shot.tries_again += 1
                     self._writer.send(shot)
                 return
             self._announced = announced

@@ -164,10 +164,11 @@ class BackgroundSink(Generic[T]):
     ``send`` never waits: a full queue drops the message and counts it (``dropped``). A message the sink takes as
     one that can wait (``later``) is delivered after every other queued, holds at most half the queue, and gives its
     place to a live one that finds the queue full (the newest of them is dropped): a burst of them (a restarted
-    checker's rebuilt alerts) never delays, nor takes the room of, what comes live. What ``deliver`` fails on is
-    counted too (``failed``), and reported through ``log`` for the first `log_limit` failures, then once every
-    `log_every`: a receiver that is down for hours writes a bounded log. ``close`` lets the thread finish what it
-    holds (at most ``stop_wait_s``).
+    checker's rebuilt alerts) never delays, nor takes the room of, what comes live. One it takes as handed over
+    ``again`` after a failure (an alert frame's picture) was counted then, and counts again only once delivered.
+    What ``deliver`` fails on is counted too (``failed``), and reported through ``log`` for the first `log_limit`
+    failures, then once every `log_every`: a receiver that is down for hours writes a bounded log. ``close`` lets the
+    thread finish what it holds (at most ``stop_wait_s``).
 
     Attributes:
         received: messages it took (``accepts``), whatever became of them.
@@ -226,12 +227,20 @@ class BackgroundSink(Generic[T]):
         """Whether the message can wait behind every other (none, unless a subclass says otherwise)."""
         return False
 
+    def again(self, message: T) -> bool:
+        """Whether the message was handed over before and its delivery failed (none, unless a subclass says
+        otherwise): it was counted then, taken and failed, so a try again is counted only when it is delivered, and
+        a failure line says how many messages failed, not how many tries."""
+        return False
+
     def send(self, message: T) -> None:
         """Queue the message for the thread; a full queue drops it (counted)."""
         if self._closed or not self.accepts(message):
             return
-        with self._lock:
-            self.received += 1
+        again = self.again(message)
+        if not again:
+            with self._lock:
+                self.received += 1
         try:
             if not self.later(message):
                 # At a full queue a live message takes the place of the newest that can wait: with a capacity of 1,
@@ -243,7 +252,8 @@ class BackgroundSink(Generic[T]):
                 raise queue.Full
             self._queue.put_nowait((LATER, message))
         except queue.Full:
-            self._count_drop()
+            if not again:  # failed already: counted as such
+                self._count_drop()
 
     def _count_drop(self) -> None:
         """One message more turned away by a full queue: counted, and logged the first time and every `log_every`."""
@@ -268,6 +278,8 @@ class BackgroundSink(Generic[T]):
             try:
                 self._deliver(message)
             except Exception as err:  # a receiver's failure is counted and logged, never the pipeline's
+                if self.again(message):
+                    continue  # its first failure was counted and logged
                 with self._lock:
                     self.failed += 1
                     failed = self.failed

@@ -351,8 +351,38 @@ def feature_files(folder: str | Path, option: str = "--features", name: str = "v
         if odd is not None:
             raise InputError(f"{option} {root}: {path.name} is {odd}, not a feature file")
     if not found:
-        raise InputError(f"{option} {root}: holds no .npy feature file (one <{name}>.npy per recording)")
+        raise InputError(f"{option} {root}: holds no .npy feature file (one <{name}>.npy per recording)"
+                         + held_instead(root, unread_entries(root), name))
     return found
+
+
+def held_instead(root: Path, entries: Sequence[str], name: str = "video") -> str:
+    """What a features folder with no ``<name>.npy`` file holds instead, as the tail of its error (``""`` when it is
+    empty): the folder a feature command wrote (its features are one folder down), archives saved with ``np.savez``
+    (CaptainCook4D's published features are ``.npz`` files), or the entries it holds. A folder of a dozen ``.npz``
+    files was refused as if it were empty, and the user had to guess that the format, not the folder, was wrong.
+
+    Args:
+        root: the folder, named in the advice.
+        entries: its entries (`unread_entries`: sub-folders end in ``/``).
+        name: what a file is named after (``"video"``, ``"recording_id"``).
+    """
+    features = [e for e in entries if e.startswith(("rgb_", "flow_")) and e.endswith("/")]
+    if SPLIT_FILE in entries and features:
+        where = ", ".join(printable(root / e.rstrip("/")) for e in features)
+        return f"; it is a feature folder (its {SPLIT_FILE}): give its features, {where}"
+    archives = [e for e in entries if e.lower().endswith(".npz")]
+    if archives:
+        return (f"; it holds {count_of(len(archives), '.npz archive')} ({first_few(printable_all(archives), SHOWN)}): "
+                f"save each one's array with np.save as <{name}>.npy")
+    if entries:
+        return f"; it holds {first_few(printable_all(entries), SHOWN)}"
+    return ""
+
+
+def printable_all(names: Sequence[str]) -> list[str]:
+    """Each of ``names`` `printable`: file names come from outside."""
+    return [printable(n) for n in names]
 
 
 def is_npy_name(path: Path) -> bool:

@@ -171,8 +171,17 @@ def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector
     shape = header_shape(path)
     if shape is not None and shape[1] != checkpoint.config.input_dim:
         raise InputError(f"{name or f'--features {path}'}: the features are {shape[1]} wide, the detector {detector} "
-                         f"reads {checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)")
+                         f"reads {checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)"
+                         + transposed_hint(shape, checkpoint.config.input_dim))
     return FeatureFileReader(path, ReaderConfig(fps=checkpoint.fps, realtime=realtime), name)
+
+
+def transposed_hint(shape: tuple[int, int], width: int) -> str:
+    """The tail of a width error when the file's rows are the detector's width: an array saved ``(D, T)``, which read
+    as a recording of ``D`` vectors ``T`` wide (``recognition-features import`` asks the same of its files)."""
+    if shape[0] != width:
+        return ""
+    return f": saved transposed? its {shape[0]} rows are the detector's width; save it as (rows, width)"
 
 
 def check_feature_sources(paths: Sequence[str], detector_path: str | Path, rate: float | None) -> None:

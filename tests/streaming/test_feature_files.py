@@ -482,6 +482,51 @@ def test_a_live_feature_file_of_another_width_is_refused_from_its_header(trained
                    f"{trained / 'detector.pt'} reads {WIDTH} ('imported' features)")
 
 
+def test_a_live_feature_file_saved_transposed_is_said_to_be_so(trained: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # A (D, T) array read as T wide: the line named the widths only, as if another backbone's, while import asks
+    # "saved transposed?" of the same file.
+    flipped = tmp_path / "test_ok.npy"
+    np.save(flipped, np.load(trained / "npy" / "test_ok.npy").T)
+    rows = np.load(flipped).shape[1]
+    for argv in (["detector", "--features", str(flipped), "--graph", str(trained / "graph.json"),
+                  "--detector", str(trained / "detector.pt"), "--fast"],
+                 eval_argv(trained, "--features", str(flipped), "--videos-list", "test_ok")):
+        err = cli_error(stream_detect, argv, capsys)
+        assert err.endswith(f"the features are {rows} wide, the detector {trained / 'detector.pt'} reads {WIDTH} "
+                            f"('imported' features): saved transposed? its {WIDTH} rows are the detector's width; "
+                            "save it as (rows, width)")
+
+
+@pytest.mark.parametrize("entries", ["npz", "feature folder", "other"])
+def test_a_features_folder_without_npy_files_says_what_it_holds(trained: Path, tmp_path: Path, entries: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # CaptainCook4D's published features are .npz archives, and the folder import writes holds its .npy files one
+    # level down: both were refused as if the folder were empty, the user left to guess what was wrong with it.
+    folder = tmp_path / "given"
+    folder.mkdir()
+    if entries == "npz":
+        for name in ("test_ok", "test_wrong"):
+            np.savez(folder / f"{name}_360p_224.mp4_1s_1s.npz", features=np.load(trained / "npy" / f"{name}.npy"))
+        said = ("; it holds 2 .npz archives (test_ok_360p_224.mp4_1s_1s.npz, test_wrong_360p_224.mp4_1s_1s.npz): "
+                "save each one's array with np.save as <video>.npy")
+    elif entries == "feature folder":
+        folder = trained / "folder"
+        said = f"; it is a feature folder (its split.json): give its features, {folder / 'rgb_imported'}"
+    else:
+        (folder / "notes.txt").write_text("x")
+        said = "; it holds notes.txt"
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(folder)), capsys)
+    assert err == f"error: --features {folder}: holds no .npy feature file (one <video>.npy per recording){said}"
+    # The same line from the import, and from an empty folder nothing more.
+    err = cli_error(features_main, ["import", "--features", str(folder), "--annotations", str(trained / "labels.json"),
+                                    "--rate", "1", "--out", str(tmp_path / "out")], capsys)
+    assert err.endswith(said)
+    (tmp_path / "empty").mkdir()
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(tmp_path / "empty")), capsys)
+    assert err.endswith("holds no .npy feature file (one <video>.npy per recording)")
+
+
 def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(trained: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--video", "demo", "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),

@@ -86,3 +86,33 @@ def test_another_dataset_folder_is_named_as_the_wrong_folder(
     cook = data_dir / "captaincook4d"
     line = cli_error(prego_bench, ["--data", str(cook)], capsys)
     assert line.startswith(f"error: data folder {cook} holds none of assembly101-o/, epic-tent-o/")
+
+
+def test_bench_live_takes_the_captaincook4d_folder_and_finds_the_features_beside_it(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bench-live took captaincook4d/ as --data, as the other benchmarks do, then looked for the features inside it
+    # and stopped on "--features .../captaincook4d/captaincook4d-pe/features: folder not found", an option never given.
+    runs = {}
+    for name, data in {"parent": data_dir, "captaincook4d": data_dir / "captaincook4d"}.items():
+        out = tmp_path / f"{name}.json"
+        argv = ["bench-live", "--data", str(data), "--recipes", "pinwheels", "--folds", "2", "--epochs", "1",
+                "--workers", "1", "--quiet", "--json", str(out)]
+        assert exit_status(tgml, argv) == 0, capsys.readouterr().err
+        runs[name] = {r["recording_id"]: r["recognised"] for r in json.loads(out.read_text())["recordings"]}
+    assert runs["parent"] == runs["captaincook4d"] and len(runs["parent"]) == 12
+    # A data folder without the data set's features names --data, and the option that gives features of one's own.
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "captaincook4d").symlink_to(data_dir / "captaincook4d")
+    for data in (tmp_path / "mine", tmp_path / "mine" / "captaincook4d"):
+        line = cli_error(tgml, ["bench-live", "--data", str(data), "--quiet"], capsys)
+        assert line == (f"error: --data {data}: no captaincook4d-pe/features beside captaincook4d/, the data set's "
+                        "features; give a folder of <recording_id>.npy files with --features")
+
+
+def exit_status(main: Callable[[list[str]], object], argv: list[str]) -> object:
+    """``main(argv)``'s exit status, whether it returns it or ends with ``SystemExit``."""
+    try:
+        return main(argv)
+    except SystemExit as ended:
+        return ended.code

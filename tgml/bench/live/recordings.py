@@ -165,6 +165,9 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
     """
     data_dir = Path(data_dir)
     cc = captaincook_dir(data_dir)
+    if features_dir is None and not features_folder(data_dir).is_dir():  # the --features error named an unused option
+        raise InputError(f"--data {data_dir}: no {FEATURES_SUBFOLDER} beside {cc.name}/, the data set's features; "
+                         "give a folder of <recording_id>.npy files with --features")
     features_dir = features_folder(data_dir, features_dir)
     files = feature_files(features_dir)
     activity = recording_activities(cc)
@@ -306,8 +309,15 @@ def features_folder(data_dir: Path, features_dir: Path | None = None) -> Path:
     ``captaincook4d/``)."""
     if features_dir is not None:
         return Path(features_dir)
-    cc = _captaincook(data_dir)
-    return (cc.parent if cc != data_dir else data_dir) / FEATURES_SUBFOLDER
+    # Beside captaincook4d/, whichever folder --data names: given captaincook4d/ itself (which every command takes),
+    # the features were looked for inside it, and the run stopped on a --features the user never gave.
+    return _folder_holding(_captaincook(data_dir)) / FEATURES_SUBFOLDER
+
+
+def _folder_holding(folder: Path) -> Path:
+    """The folder ``folder`` is in. ``Path('.').parent`` is ``.`` and ``Path('..').parent`` is ``.``: a path that
+    ends in neither a name nor a real parent is resolved first."""
+    return folder.parent if folder.name not in ("", ".", "..") else folder.resolve().parent
 
 
 def _captaincook(data_dir: Path) -> Path:

@@ -217,11 +217,20 @@ def feature_files_of(specs: Sequence[str], option: str = "--features") -> dict[s
             why = "not a .npy feature file" if path.is_file() else (not_a_file(path) or "not a .npy feature file")
             raise InputError(f"{option} {path}: {why} (give .npy feature files or folders of them)")
         for file in files:
-            if file.stem in found and found[file.stem] != file:
+            if file.stem in found and not same_file(found[file.stem], file):
                 raise InputError(f"{option}: two feature files of recording {file.stem!r} ({found[file.stem]} and "
                                  f"{file})")
             found[file.stem] = file
     return found
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: a folder and a file in it given together, one spelt relative and one absolute
+    (or through a link), were refused as two feature files of one recording."""
+    try:
+        return a == b or a.samefile(b)
+    except OSError:  # gone or unreadable: said when it is read
+        return False
 
 
 def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src: str) -> dict[str, Path]:

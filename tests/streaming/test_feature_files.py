@@ -527,6 +527,30 @@ def test_a_features_folder_without_npy_files_says_what_it_holds(trained: Path, t
     assert err.endswith("holds no .npy feature file (one <video>.npy per recording)")
 
 
+def test_one_feature_file_named_twice_is_one_recording(trained: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # The folder and a file in it, spelt another way (here through a link): "two feature files of recording
+    # 'test_ok'" of what was one file. Two files of one name are still refused.
+    link = tmp_path / "npy"
+    link.symlink_to(trained / "npy")
+    out = tmp_path / "once.json"
+    try:
+        status = stream_detect(eval_argv(trained, "--features", str(trained / "npy"), str(link / "test_ok.npy"),
+                                         "--videos-list", "test_ok", "--json", str(out)))
+    except SystemExit as ended:
+        status = ended.code
+    assert status == 0, capsys.readouterr().err
+    assert [v["video"] for v in json.loads(out.read_text())["videos"]] == ["test_ok"]
+    capsys.readouterr()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(trained / "npy" / "test_ok.npy", copy)
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(trained / "npy"), str(copy / "test_ok.npy")),
+                    capsys)
+    assert err == (f"error: --features: two feature files of recording 'test_ok' ({trained / 'npy' / 'test_ok.npy'} "
+                   f"and {copy / 'test_ok.npy'})")
+
+
 def test_a_detector_of_imported_features_on_a_video_says_to_feed_it_files(trained: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--video", "demo", "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),

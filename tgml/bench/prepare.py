@@ -9,6 +9,7 @@ Follows the derivation facts of ``data/DERIVATION.md``: the output of `prepare_a
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.common.errors import InputError
-from graphs.common.files import check_output, read_json, write_text
+from graphs.common.files import check_output, read_json, read_text_file, write_files
 from graphs.common.options import is_decimal_digits
 
 ASSEMBLY_SCENARIO: Final = "assembly101"
@@ -84,10 +85,10 @@ def _check_id_keys(names: dict[str, Any], path: Path) -> None:
 
 
 def _read_lines(path: Path, what: str) -> list[str]:
-    try:
-        return path.read_text().splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found") from None
+    """The lines of a raw text source, read as every input is (`read_text_file`): a folder, a FIFO or a device in its
+    place, bytes that are not UTF-8 or a file too large are one-line errors, never a traceback, a hang or a read of
+    ``/dev/zero`` until memory runs out."""
+    return read_text_file(path, what).splitlines()
 
 
 # -- Assembly101-O ------------------------------------------------------------------------------------------------
@@ -121,7 +122,9 @@ def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
     annotations: dict[str, Any] = {}
     for path in csvs:
         segments = []
-        with path.open(newline="") as fh:
+        # Read whole through the shared reader (bounded, UTF-8, regular files only); newline="" keeps csv's own
+        # handling of line ends, as opening the file with newline="" did.
+        with io.StringIO(read_text_file(path, "Assembly101 annotation CSV"), newline="") as fh:
             for row_no, row in enumerate(csv.reader(fh), start=1):
                 if len(row) < 6:
                     raise InputError(f"{path}: row {row_no} has {len(row)} columns, expected at least 6")
@@ -234,8 +237,9 @@ def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
 def prepare_all(config: PrepareConfig) -> list[Path]:
     """Write ``train.json`` / ``test.json`` of each requested dataset under ``config.out``.
 
-    Every file is built before the first one is written, and each is written atomically, so a raw source that
-    turns out to be broken leaves the files already in ``config.out`` as they were.
+    Every file is built before the first one is written, and they are written as one set (`write_files`), so a raw
+    source that turns out to be broken, or a write that fails part way, leaves the files already in ``config.out``
+    as they were.
 
     Returns:
         The files written.
@@ -254,4 +258,6 @@ def prepare_all(config: PrepareConfig) -> list[Path]:
         if raw is not None
         for split in SPLITS
     }
-    return [write_text(path, text, "annotation file") for path, text in contents.items()]
+    # One set: a write that fails part way (a full disk) leaves every file as it was, never a train.json of this
+    # run beside a test.json of an older one.
+    return write_files([(path, text.encode("utf-8"), "annotation file", None) for path, text in contents.items()])

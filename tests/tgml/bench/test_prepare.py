@@ -107,3 +107,89 @@ def test_assembly_dictionary_key_that_is_not_an_id(tmp_path: Path) -> None:
     (raw / "Assembly101-O_action_dict.json").write_text('{"0": "attach-tilter", "x1": "attach-dashboard"}')
     with pytest.raises(InputError, match=r"Assembly101-O_action_dict.json: entry 'x1': expected an integer action id"):
         prepare_all(PrepareConfig(raw, None, tmp_path / "out"))
+
+
+def _replace(path: Path, make) -> None:
+    path.unlink()
+    make(path)
+
+
+# The raw text sources (split lists, the EPIC-Tent label file, Assembly101's CSVs) were read with Path.read_text and
+# open(): a folder or Latin-1 bytes ended in a traceback, a FIFO hung for ever and /dev/zero was read until memory ran
+# out. They now go through the reader every other input uses.
+RAW_DAMAGE = {
+    "folder": (lambda p: _replace(p, Path.mkdir), "is a folder, expected"),
+    "latin-1": (lambda p: p.write_bytes("caf\u00e9\n".encode("latin-1")), "not UTF-8 text, expected"),
+}
+RAW_SOURCES = {
+    "split-list": ("assembly101-o", lambda raw: raw / "train_split.txt", "a split file"),
+    "assembly-csv": ("assembly101-o", lambda raw: sorted((raw / "annots").glob("*.csv"))[0],
+                     "an Assembly101 annotation CSV"),
+    "epic-labels": ("epic-tent-o", lambda raw: raw / "Synchronised_action_label.txt", "an EPIC-Tent label file"),
+}
+
+
+def _raw_copy(data_dir: Path, tmp_path: Path, dataset: str) -> tuple[Path, list[str]]:
+    raw = tmp_path / "raw"
+    shutil.copytree(data_dir / dataset / "raw", raw)
+    option = "--assembly101" if dataset == "assembly101-o" else "--epic-tent"
+    return raw, ["prepare", option, str(raw), "--out", str(tmp_path / "out")]
+
+
+@pytest.mark.parametrize("damage", RAW_DAMAGE)
+@pytest.mark.parametrize("source", RAW_SOURCES)
+def test_a_damaged_raw_text_source_is_one_error_line(
+    source: str, damage: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli_errors import cli_error
+    from tgml.bench.prego_bench_cli import main as prego_bench
+
+    dataset, locate, what = RAW_SOURCES[source]
+    raw, argv = _raw_copy(data_dir, tmp_path, dataset)
+    path = locate(raw)
+    change, message = RAW_DAMAGE[damage]
+    change(path)
+    assert cli_error(prego_bench, argv, capsys) == f"error: {path}: {message} {what}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev-zero"])
+def test_a_raw_source_that_is_a_fifo_or_a_device_is_refused_without_reading_it(
+    special: str, data_dir: Path, tmp_path: Path
+) -> None:
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    raw, argv = _raw_copy(data_dir, tmp_path, "assembly101-o")
+    path = raw / "train_split.txt"
+    path.unlink()
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+    def bounded() -> None:  # before the fix /dev/zero was read until memory ran out: bound the child, not the host
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    done = subprocess.run([sys.executable, "-m", "tgml.bench.prego_bench_cli", *argv], capture_output=True, text=True,
+                          timeout=60, preexec_fn=bounded)
+    kind = "a FIFO (named pipe)" if special == "fifo" else "a character device"
+    assert (done.returncode, done.stderr.splitlines()) == (
+        2, [f"error: {path}: is {kind}, not a regular file; expected a split file"])
+
+
+def test_a_failed_write_leaves_every_prepared_file_as_it_was(data_dir: Path, tmp_path: Path) -> None:
+    # The four files were written one by one: a failure at the last replaced the first three, a train.json of this
+    # run beside a test.json of an older one.
+    out = tmp_path / "out"
+    for name in ("assembly101-o/train.json", "assembly101-o/test.json", "epic-tent-o/train.json"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("{}")
+    (out / "epic-tent-o" / "test.json").mkdir()  # the last file cannot be written
+    config = PrepareConfig(data_dir / "assembly101-o" / "raw", data_dir / "epic-tent-o" / "raw", out)
+    with pytest.raises(InputError, match="test.json: is a folder"):
+        prepare_all(config)
+    assert [(out / n).read_text() for n in ("assembly101-o/train.json", "assembly101-o/test.json",
+                                            "epic-tent-o/train.json")] == ["{}"] * 3

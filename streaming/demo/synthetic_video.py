@@ -9,7 +9,7 @@ The demo videos are written on first use under ``$MISTAKE_CACHE`` (default
 ``~/.cache/mistake-detection``) as ``demo-<name>-<hash of the render settings>.mp4`` with a ``.json``
 sidecar holding the ground-truth segments and the video's size and frame count when it was rendered: a video
 cut short or emptied since (a full disk, a copy stopped half-way, an edit by hand) no longer matches them and is
-rendered again, as a damaged sidecar is.
+rendered again, as a damaged sidecar is, or one whose segments are not the ones the execution's timeline gives.
 """
 
 from __future__ import annotations
@@ -256,11 +256,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MISTAKE_CACHE") or Path.home() / ".cache" / "mistake-detection")
 
 
-def _cached_segments(path: Path, sidecar: Path) -> list[tuple[int, float, float]] | str:
+def _cached_segments(path: Path, sidecar: Path,
+                     expected: list[tuple[int, float, float]]) -> list[tuple[int, float, float]] | str:
     """The segments of a cached demo video, or why the entry must be rendered again (for a note).
 
     The sidecar alone vouched for the entry: a video cut short or emptied since it was rendered was handed to the
-    reader, which refused it on every run until the user found and deleted the file.
+    reader, which refused it on every run until the user found and deleted the file. Its segments must be the ones
+    the execution's timeline gives (``expected``): a sidecar of valid JSON whose segments were emptied or changed
+    ended ``eval --demo`` in an IndexError or KeyError traceback, or scored the video against steps it never shows.
     """
     try:
         data = read_json(sidecar, "demo cache sidecar")
@@ -268,6 +271,8 @@ def _cached_segments(path: Path, sidecar: Path) -> list[tuple[int, float, float]
         out = [(int(step), float(start), float(end)) for step, start, end in segments]
     except (InputError, KeyError, TypeError, ValueError):  # unreadable or bad JSON, or not the shape we write
         return f"has a damaged sidecar ({sidecar.name})"
+    if out != expected:
+        return f"has a damaged sidecar ({sidecar.name}: its segments are not the execution's)"
     try:
         recorded = {key: int(data["video"][key]) for key in ("bytes", "frames")}
     except (KeyError, TypeError, ValueError):  # a sidecar written before the video was recorded in it
@@ -308,7 +313,9 @@ def demo_video(
     path = cache_dir() / f"demo-{name}-{key}.mp4"
     sidecar = path.with_suffix(".json")
     if path.is_file() and sidecar.is_file():
-        cached = _cached_segments(path, sidecar)
+        # The timeline alone (no frame rendered) gives the segments the sidecar must hold.
+        expected = segments_of(timeline(steps, np.random.default_rng(seed), config), config.fps)
+        cached = _cached_segments(path, sidecar, expected)
         if not isinstance(cached, str):
             return path, cached
         # A damaged cache entry is ours to rebuild, not the user's problem: render it again.

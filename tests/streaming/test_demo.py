@@ -177,6 +177,30 @@ def test_damaged_demo_cache_entry_is_rendered_again(demo_cache: Path) -> None:
         assert json.loads(sidecar.read_text())["segments"] == [list(s) for s in segments]
 
 
+@pytest.mark.slow
+def test_a_sidecar_whose_segments_were_changed_is_rendered_again(
+    demo_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Valid JSON with the segments emptied or changed was trusted: eval --demo ended in an IndexError (no segment) or
+    # KeyError (step 99) traceback, or scored the video against steps it does not show (times moved).
+    from streaming.stream_detect_cli import main
+
+    video, segments = demo_video("correct")
+    sidecar = video.with_suffix(".json")
+    good = json.loads(sidecar.read_text())
+    moved = [[step, start + 5.0, end + 5.0] for step, start, end in good["segments"]]
+    for changed in ([], [[99, 1.0, 2.0]], moved):
+        sidecar.write_text(json.dumps(good | {"segments": changed}))
+        capsys.readouterr()
+        assert demo_video("correct") == (video, segments)
+        assert capsys.readouterr().err == (f"note: the cached demo video {video} has a damaged sidecar "
+                                           f"({sidecar.name}: its segments are not the execution's); rendering it "
+                                           "again\n")
+    sidecar.write_text(json.dumps(good | {"segments": []}))
+    assert main(["eval", "--demo", "--videos-list", "demo:correct", "--quiet", "--no-cache"]) in (0, None)
+    assert json.loads(sidecar.read_text()) == good
+
+
 def frame_count(video: Path) -> int:
     """The frame count a video's container states; -1 when OpenCV cannot open it (as the reader would refuse it)."""
     capture = cv2.VideoCapture(str(video))

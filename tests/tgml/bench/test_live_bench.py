@@ -460,19 +460,50 @@ def test_features_at_another_rate_are_refused_by_their_recordings_length(
                         r"vectors a second\? bench-live reads one a second .*", err)
 
 
-@pytest.mark.parametrize(("seconds", "read"), [("9\u00b2", {}), ("9" * 5000, {}), ("x" * 200_000, None),
-                                              ('"973', {}), ("\u0663", {})])
-def test_a_damaged_sources_table_is_one_line_or_its_row_unread(seconds: str, read: dict[str, int] | None,
-                                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize("seconds", ["9\u00b2", "9" * 5000, "x" * 200_000, '"973', "\u0663", ""])
+def test_a_damaged_sources_table_row_is_one_line(seconds: str, tmp_path: Path) -> None:
     # A superscript digit ('9\u00b2', which str.isdigit takes), 5,000 digits or a field over csv's limit ended
-    # bench-live in a ValueError or _csv.Error traceback; a stray quote swallowed the rows after it in silence.
+    # bench-live in a ValueError or _csv.Error traceback; a stray quote swallowed the rows after it in silence. A row
+    # without a length was then skipped in silence, and the length check of its recording with it.
     sources = tmp_path / "SOURCES.tsv"
     sources.write_text(f"recording_id\tseconds\n10_16\t{seconds}\n10_18\t620\n", encoding="utf-8")
-    if read is None:
-        with pytest.raises(InputError, match=rf"^{re.escape(str(sources))}: "):
-            video_seconds(sources)
-        return
-    assert video_seconds(sources) == {**read, "10_18": 620}
+    with pytest.raises(InputError, match=rf"^{re.escape(str(sources))}: "):
+        video_seconds(sources)
+
+
+def _cut_mid_row(text: str) -> bytes:
+    """The table cut four characters into a row: inside its recording_id, before its seconds."""
+    return text[: text.index("\n", len(text) // 2) + 5].encode()
+
+
+# Each was read as a table of no lengths, and bench-live ran without its check of the files' lengths, in silence.
+DAMAGED_SOURCES: dict[str, tuple[Callable[[str], bytes], str]] = {
+    "empty": (lambda text: b"", "not the data set's sources table (its first line names no recording_id and "
+                                "seconds columns, tab-separated)"),
+    "utf-16-without-bom": (lambda text: text.encode("utf-16-le"), "not the data set's sources table"),
+    "cut-mid-row": (_cut_mid_row, "has no length in seconds (seconds = None; a damaged table?"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_SOURCES)
+def test_a_damaged_sources_table_stops_bench_live_in_one_line(
+    damage: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    (data / "captaincook4d-pe").mkdir(parents=True)
+    (data / "captaincook4d").symlink_to(data_dir / "captaincook4d")
+    (data / "captaincook4d-pe" / "features").symlink_to(data_dir / FEATURES_SUBFOLDER)
+    sources = data / "captaincook4d-pe" / "SOURCES.tsv"
+    change, message = DAMAGED_SOURCES[damage]
+    sources.write_bytes(change((data_dir / "captaincook4d-pe" / "SOURCES.tsv").read_text()))
+    err = cli_error(main, ["bench-live", "--data", str(data), "--recipes", "zoodles", "--folds", "2", "--epochs", "1",
+                           "--workers", "1", "--quiet"], capsys)
+    assert err.startswith(f"error: {sources}: ") and message in err, err
+
+
+def test_the_shipped_sources_table_gives_every_shared_recordings_length(data_dir: Path) -> None:
+    seconds = video_seconds(data_dir / "captaincook4d-pe" / "SOURCES.tsv")
+    assert set(seconds) == {p.stem for p in (data_dir / FEATURES_SUBFOLDER).glob("*.npy")}
 
 
 def test_the_default_features_folder_is_the_data_sets(data_dir: Path) -> None:

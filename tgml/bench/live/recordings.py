@@ -41,7 +41,7 @@ FPS: Final = 1.0  # one feature vector per second (DERIVATION.md)
 # captaincook4d-pe's (a clip of 32 frames a second apart, a last window padded): a share of the length and a few rows.
 LENGTH_SHARE: Final = 0.1
 LENGTH_ROWS: Final = 5
-MAX_SECONDS_DIGITS: Final = 9  # a `seconds` value longer than this (over 31 years) is no video's length: not read
+MAX_SECONDS_DIGITS: Final = 9  # a `seconds` value longer than this (over 31 years) is no video's length: refused
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,13 @@ def check_covers_steps(path: Path, vectors: int, annotation: ErrorRecording, ann
 def video_seconds(sources: Path) -> dict[str, int]:
     """Each recording's length in whole seconds, as the data set's own features give it (``captaincook4d-pe/
     SOURCES.tsv``: its ``recording_id`` and ``seconds`` columns, one vector per second of the video); empty when the
-    data folder has no such file, a row that does not give both is not read."""
+    data folder has no such file.
+
+    Raises:
+        InputError: the file is there but is not such a table (no ``recording_id`` and ``seconds`` columns: empty,
+            UTF-16, another file), or a row gives no length (a file cut short mid-row, a value that is no count of
+            seconds). Such rows were skipped in silence, and with them the length check of their recordings.
+    """
     if not sources.is_file():
         return {}
     # Tab-separated, never quoted: a stray '"' would otherwise swallow the rows after it in silence.
@@ -228,11 +234,17 @@ def video_seconds(sources: Path) -> dict[str, int]:
                           quoting=csv.QUOTE_NONE)
     seconds = {}
     try:
+        columns = rows.fieldnames or []
+        if not {"recording_id", "seconds"} <= set(columns):
+            raise InputError(f"{sources}: not the data set's sources table (its first line names no recording_id and "
+                             "seconds columns, tab-separated); restore it from the data set, or remove it")
         for row in rows:
             recording, value = row.get("recording_id"), row.get("seconds")
             # ASCII digits only: str.isdigit takes '\u00b2', which int() refuses, and int() refuses 5,000 digits.
-            if recording and value and value.isascii() and value.isdigit() and len(value) <= MAX_SECONDS_DIGITS:
-                seconds[recording] = int(value)
+            if not (recording and value and value.isascii() and value.isdigit() and len(value) <= MAX_SECONDS_DIGITS):
+                raise InputError(f"{sources}: line {rows.line_num}: {recording or ''!r:.40} has no length in seconds "
+                                 f"(seconds = {value!r:.40}; a damaged table? restore it from the data set)")
+            seconds[recording] = int(value)
     except csv.Error as err:  # a field longer than csv's limit (128 KiB): a damaged file
         raise InputError(f"{sources}: not a table of tab-separated columns ({err})") from None
     return seconds

@@ -23,6 +23,7 @@ Writing never destroys what stands at the output path and never writes anywhere 
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import math
@@ -197,11 +198,38 @@ def output_start(path: str | Path, size: int) -> bytes:
         return b""
 
 
+_WIDE_BOMS: Final = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),  # UTF-32 LE starts as UTF-16 LE
+                     (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+WIDE_PROBE_BYTES: Final = 64  # bytes looked at for the NUL beside each character of UTF-16 text without a mark
+
+
+def wide_encoding(data: bytes) -> str | None:
+    """``"UTF-16"`` or ``"UTF-32"`` when ``data`` is text in one of them (Windows' "Unicode", the default of
+    PowerShell 5's ``Out-File`` and ``>``), by its byte-order mark or, without one, by a NUL byte beside every
+    character of its start; None otherwise. Without a mark such a file is valid UTF-8 (NUL is a character), so the
+    JSON parser said only "Expecting value" at line 1 column 2."""
+    named = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
+    if named is not None:
+        return named
+    head = data[: min(len(data), WIDE_PROBE_BYTES) // 2 * 2]  # whole pairs: a cut file may end on half a character
+    even, odd = head[0::2], head[1::2]
+    # Exactly one half all NUL: a file of zeros (a damaged disk block) is not text in any encoding.
+    if len(head) >= 4 and (not any(even)) != (not any(odd)):
+        return "UTF-16"
+    return None
+
+
 def _read_text(path: Path, what: str, hint: str = "") -> str:
     """The file's UTF-8 text, a leading byte-order mark dropped (Windows editors write one; JSON's RFC 8259 lets a
-    reader ignore it); the I/O failures every reader shares become one-line `InputError`s."""
+    reader ignore it); the I/O failures every reader shares become one-line `InputError`s, and so does text in
+    UTF-16 or UTF-32, named as such."""
+    data = read_bytes(path, what, MAX_TEXT_FILE_BYTES, hint)
+    wide = wide_encoding(data)
+    if wide is not None:
+        raise InputError(f"{path}: is {wide} text (Windows' \"Unicode\"), expected {_a(what)} in UTF-8: save it as "
+                         "UTF-8")
     try:
-        return read_bytes(path, what, MAX_TEXT_FILE_BYTES, hint).decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text, expected {_a(what)}") from None
 

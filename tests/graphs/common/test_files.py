@@ -50,6 +50,44 @@ def test_missing_folder_and_binary_files_are_one_line_errors(tmp_path: Path, rea
         read(binary, "settings")
 
 
+WIDE_TEXT = {"utf-16-bom": ("utf-16", "UTF-16"), "utf-16-le": ("utf-16-le", "UTF-16"),
+             "utf-16-be": ("utf-16-be", "UTF-16"), "utf-32-bom": ("utf-32", "UTF-32")}
+
+
+@pytest.mark.parametrize("encoding", WIDE_TEXT)
+def test_text_saved_as_utf16_is_named_as_such_by_the_commands(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Windows' "Unicode" (Notepad, PowerShell 5's `>` and Out-File): with a byte-order mark it was "not UTF-8 text";
+    # without one it decodes as UTF-8 (NUL is a character) and JSON said "Expecting value" at line 1 column 2.
+    from recognition.recognition_train_cli import main as recognition_train
+    from streaming.demo.paths import DEMO_DIR, default_demo_paths
+    from tests.cli_errors import cli_error
+    from tgml.tgml_cli import main as tgml
+
+    codec, name = WIDE_TEXT[encoding]
+    graph, annotations, config = tmp_path / "graph.json", tmp_path / "labels.json", tmp_path / "small.toml"
+    graph.write_bytes(default_demo_paths()[0].read_text().encode(codec))
+    annotations.write_bytes((DEMO_DIR / "demo_annotations.json").read_text().encode(codec))
+    config.write_bytes("[train]\nepochs = 1\n".encode(codec))
+    for main, argv, path, what in (
+        (tgml, ["show", str(graph)], graph, "a graph file"),
+        (tgml, ["train", "--annotations", str(annotations), "--scenario", "demo-tea", "--out", str(tmp_path / "g")],
+         annotations, "an annotation file"),
+        (recognition_train, ["--features", str(tmp_path), "--config", str(config), "--out", str(tmp_path / "d.pt")],
+         config, "a config file"),
+    ):
+        assert cli_error(main, argv, capsys) == (f"error: {path}: is {name} text (Windows' \"Unicode\"), expected "
+                                                 f"{what} in UTF-8: save it as UTF-8")
+
+
+def test_a_file_of_zeros_is_no_utf16_text(tmp_path: Path) -> None:
+    zeros = tmp_path / "zeros.json"
+    zeros.write_bytes(bytes(4096))  # a damaged disk block: not text in any encoding
+    with pytest.raises(InputError, match=r"zeros.json: invalid JSON at line 1 column 1"):
+        read_json(zeros)
+
+
 @pytest.mark.parametrize(
     ("read", "name", "text", "message"),
     [

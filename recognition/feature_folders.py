@@ -417,6 +417,23 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
                           split.fps or config.fps or DEFAULT_FPS, split.scenario)
 
 
+def unsplit_feature_files(data: FeatureDataset, rgb: str) -> list[str]:
+    """The ``.npy`` files of a folder's RGB features that its split file names no video of (neither a video's
+    features nor one of its `copy_file_name` copies), in name order: a video's features copied in by hand, the split
+    left as it was, which recognition-train then never trained or tested on, without a word.
+
+    Args:
+        data: the loaded folder (`load_feature_dataset`).
+        rgb: its RGB feature folder's name.
+    """
+    named = {f"{v.name}.npy" for v in data.train + data.test}
+    named |= {copy_file_name(v.name, k) for v in data.train for k in range(1, len(v.copies) + 1)}
+    try:
+        return sorted(p.name for p in (data.root / rgb).iterdir() if p.name.endswith(".npy") and p.name not in named)
+    except OSError:  # the folder was read a moment ago: gone since, the next run says so
+        return []
+
+
 def features_extractor(split: SplitFile, config: FeatureConfig) -> str:
     """The extractor a checkpoint records for the features ``config`` reads: the split file's, unless it names another.
 

@@ -45,7 +45,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_warning
 from graphs.common.file_kinds import ZIP_MAGIC
 from graphs.common.files import check_output, not_a_folder, output_start, read_json
 from graphs.common.interrupts import signals_deferred
@@ -57,7 +57,7 @@ from graphs.common.options import (
     is_learning_rate,
     is_seed,
 )
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import (
     as_written,
     check_tables,
@@ -78,6 +78,7 @@ from recognition.feature_folders import (
     VideoFeatures,
     choose_validation_videos,
     load_feature_dataset,
+    unsplit_feature_files,
     window_index,
 )
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, kept_by_rule, plot_curve
@@ -926,6 +927,11 @@ def run_training(
             raise InputError(f"--plot {plot}: the same file as --out; choose another name for the plot")
         plot = check_output(plot, "learning-curve plot", inputs=[config_path, out, *folder_files], option="--plot")
     data = load_feature_dataset(features, config.features)
+    unsplit = unsplit_feature_files(data, config.features.rgb)
+    if unsplit:  # never trained or tested on: said, as every other file a command leaves unread is
+        print_warning(f"{data.root / config.features.rgb}: {count_of(len(unsplit), 'feature file')} of no video "
+                      f"{data.root / config.features.split} names, not read: {first_few(unsplit, 5)} (add them to "
+                      "its 'train' or 'test' list to train or test on them)")
     check_recorded_extractor(tables.get("features", {}).get("extractor"), data, config.features, config_path)
     config = config.at_rate(data.fps)  # the frames the checkpoint records (its motion lag) are those trained with
 

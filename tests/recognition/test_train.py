@@ -596,3 +596,27 @@ def test_a_config_extractor_the_checkpoint_records_trains(feature_folder: Path, 
     out = tmp_path / "d.pt"
     assert main([*_argv(feature_folder, config, out), "--epochs", "1"]) == 0
     assert load_detector(out)[1].feature_extractor == extractor
+
+
+def test_a_feature_file_no_video_of_the_split_names_is_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A video's features copied into rgb_<x>/ by hand, split.json left as it was: never trained or tested on, and
+    # recognition-train said nothing. A folder's own files (its videos, their augmented copies) are no such file.
+    from tests.recognition.conftest import write_feature_folder
+
+    root = write_feature_folder(tmp_path / "features", n_train=2, n_test=1, frames=40)
+    split = json.loads((root / "split.json").read_text())
+    (root / "split.json").write_text(json.dumps(split | {"augment_copies": 1}))
+    for video in split["train"]:
+        shutil.copy(root / "rgb_synth" / f"{video}.npy", root / "rgb_synth" / f"{video}.aug1.npy")
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL_CONFIG)
+    argv = ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet"]
+    assert main(argv) in (0, None)
+    assert "warning" not in capsys.readouterr().err
+    shutil.copy(root / "rgb_synth" / "video_00.npy", root / "rgb_synth" / "video_09.npy")
+    assert main(argv) in (0, None)
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {root / 'rgb_synth'}: 1 feature file of no video {root / 'split.json'} names, not read: "
+        "video_09.npy (add them to its 'train' or 'test' list to train or test on them)"]

@@ -480,7 +480,9 @@ def _cut_mid_row(text: str) -> bytes:
 DAMAGED_SOURCES: dict[str, tuple[Callable[[str], bytes], str]] = {
     "empty": (lambda text: b"", "not the data set's sources table (its first line names no recording_id and "
                                 "seconds columns, tab-separated)"),
-    "utf-16-without-bom": (lambda text: text.encode("utf-16-le"), "not the data set's sources table"),
+    "utf-16-without-bom": (lambda text: text.encode("utf-16-le"), "is UTF-16 text (Windows' \"Unicode\"), expected a "
+                                                                   "sources table in UTF-8"),
+    "another-file": (lambda text: b"recording\tlength\n10_16\t973\n", "not the data set's sources table"),
     "cut-mid-row": (_cut_mid_row, "has no length in seconds (seconds = None; a damaged table?"),
 }
 

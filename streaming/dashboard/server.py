@@ -367,11 +367,12 @@ def build_app(hub: Hub) -> Any:
     Returns:
         An ``aiohttp.web.Application``.
     """
-    from aiohttp import WSMsgType, web
+    from aiohttp import WSCloseCode, WSMsgType, web
 
     gate = Gate(hub.config.token)
     index = _static("index.html")
     files = {name: _static(name) for name in STATIC_FILES}
+    sockets: set[web.WebSocketResponse] = set()  # the open pages' push channels, closed when the dashboard stops
 
     def plain(status: int, text: str) -> web.Response:
         return web.Response(status=status, text=text, content_type="text/plain")
@@ -434,6 +435,7 @@ def build_app(hub: Hub) -> Any:
         ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=WS_MAX_MESSAGE, compress=False,
                                    timeout=CLOSE_TIMEOUT_S)
         await ws.prepare(request)
+        sockets.add(ws)
         queue = PageQueue()
         hub.pages.add(queue)
         writer = asyncio.create_task(_write(ws, queue))
@@ -448,6 +450,7 @@ def build_app(hub: Hub) -> Any:
                 if isinstance(body, dict) and body.get("type") == "ack":
                     hub.acknowledge(body.get("id"))
         finally:
+            sockets.discard(ws)
             hub.pages.discard(queue)
             hub.skipped += queue.skipped
             writer.cancel()
@@ -482,8 +485,18 @@ def build_app(hub: Hub) -> Any:
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
 
+    async def close_pages(_app: web.Application) -> None:
+        # Run as the dashboard stops, before aiohttp waits for the open requests: a page's push channel ends only
+        # when closed, so without this each open page held Ctrl-C up for CLOSE_TIMEOUT_S, was then cancelled and
+        # closed for as long again (4 s of silence), and the page saw a broken connection instead of "going away".
+        # A page that does not answer the close in time is left to aiohttp's own bounded wait.
+        closing = [ws.close(code=WSCloseCode.GOING_AWAY, message=b"dashboard stopping") for ws in list(sockets)]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), CLOSE_TIMEOUT_S)
+
     app = web.Application(middlewares=[guard], client_max_size=WS_MAX_MESSAGE)
     app.on_response_prepare.append(headed)
+    app.on_shutdown.append(close_pages)
     app.add_routes([
         web.get("/", page),
         web.get("/static/{name}", static),

@@ -68,10 +68,11 @@ The main use is stream-detect [run] --video SOURCE: watch a video file, a camera
 or the built-in demo, and alert when a key-step is done before its
 pre-conditions. Its options: stream-detect run --help. For example:
 
-  stream-detect --video demo                       # the demo, graph and detector bundled
+  stream-detect --video demo        # the demo: its graph and detector bundled
   stream-detect --video clip.mp4 --graph tea.json --detector detector.pt --jsonl
-  stream-detect --video cam0 --graph tea.json --detector detector.pt   # a camera
-  stream-detect --features rec.npy --graph tea.json --detector detector.pt   # features of your own
+  stream-detect --video cam0 --graph tea.json --detector detector.pt  # camera
+  # features of your own:
+  stream-detect --features rec.npy --graph tea.json --detector detector.pt
 
 The other sub-commands split the same chain over machines (checker, detector,
 view), show every stream and alert of a checker on a web page (dashboard), score

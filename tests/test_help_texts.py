@@ -82,6 +82,7 @@ def test_an_unknown_option_points_to_the_page_that_lists_the_options(
 
 def _all_parsers() -> list[argparse.ArgumentParser]:
     from recognition.recognition_train_cli import build_parser as train_parser
+    from streaming.offline.features_cli import build_import_parser
     from streaming.offline.features_cli import build_parser as features_parser
     from streaming.stream_detect_cli import build_parser as stream_parser
     from tgml.bench.prego_bench_cli import bench_parser, prepare_parser, select_parser
@@ -90,8 +91,8 @@ def _all_parsers() -> list[argparse.ArgumentParser]:
 
     found: list[argparse.ArgumentParser] = []
     todo: list[argparse.ArgumentParser] = [make() for make in (
-        train_parser, features_parser, stream_parser, bench_parser, prepare_parser, select_parser, replay_parser,
-        tgml_parser)]
+        train_parser, features_parser, build_import_parser, stream_parser, bench_parser, prepare_parser,
+        select_parser, replay_parser, tgml_parser)]
     while todo:
         parser = todo.pop()
         found.append(parser)
@@ -99,6 +100,15 @@ def _all_parsers() -> list[argparse.ArgumentParser]:
             if isinstance(action, argparse._SubParsersAction):
                 todo.extend(action.choices.values())
     return found
+
+
+def test_every_help_page_fits_an_80_column_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A longer line wraps at the terminal's edge: stream-detect --help's examples broke mid-comment, and
+    # recognition-features' usage line mid-option ([--test-fraction TEST_FRACTION | --test-videos TEST_VIDEOS]).
+    monkeypatch.setenv("COLUMNS", "80")  # argparse wraps to it, as to a real terminal's width
+    wide = [f"{parser.prog}: {line}" for parser in _all_parsers() for line in parser.format_help().splitlines()
+            if len(line) > 80]
+    assert wide == []
 
 
 def test_the_defaults_a_help_text_states_are_the_defaults() -> None:

@@ -71,9 +71,9 @@ def build_parser() -> ArgumentParser:
                         help="feature frames per second (default 5; on a folder extracted before, its rate)")
     parser.add_argument("--scenario", help="scenario of the annotation file (needed when it holds several)")
     split = parser.add_mutually_exclusive_group()
-    split.add_argument("--test-fraction", type=float, default=None,
+    split.add_argument("--test-fraction", type=float, default=None, metavar="F",
                        help="share of videos held out (default 0.2); an existing --out folder keeps its split")
-    split.add_argument("--test-videos", type=_names, help="test videos by name, comma-separated")
+    split.add_argument("--test-videos", type=_names, metavar="NAMES", help="test videos by name, comma-separated")
     parser.add_argument("--seed", type=seed_option, default=0,
                         help="seeds the --test-fraction draw and the augmented copies "
                         "(default 0)")
@@ -117,10 +117,11 @@ def build_import_parser() -> ArgumentParser:
                         f"{NAME_RULE})")
     parser.add_argument("--scenario", help="scenario of the annotation file (default: the one of the feature files)")
     split = parser.add_mutually_exclusive_group()
-    split.add_argument("--test-fraction", type=float, default=None,
+    split.add_argument("--test-fraction", type=float, default=None, metavar="F",
                        help=f"share of recordings held out (default {DEFAULT_TEST_FRACTION:g}; a folder imported "
                             "into before keeps its split)")
-    split.add_argument("--test-videos", type=_names, help="test recordings by name, comma-separated")
+    split.add_argument("--test-videos", type=_names, metavar="NAMES",
+                       help="test recordings by name, comma-separated")
     parser.add_argument("--seed", type=seed_option, default=0, help="seeds the --test-fraction draw (default 0)")
     return parser
 

@@ -86,13 +86,14 @@ def _all_parsers() -> list[argparse.ArgumentParser]:
     from streaming.offline.features_cli import build_parser as features_parser
     from streaming.stream_detect_cli import build_parser as stream_parser
     from tgml.bench.prego_bench_cli import bench_parser, prepare_parser, select_parser
+    from tgml.bench.prego_checker_cli import build_parser as select_checker_parser
     from tgml.bench.prego_replay_cli import build_parser as replay_parser
     from tgml.tgml_cli import _parser as tgml_parser
 
     found: list[argparse.ArgumentParser] = []
     todo: list[argparse.ArgumentParser] = [make() for make in (
         train_parser, features_parser, build_import_parser, stream_parser, bench_parser, prepare_parser,
-        select_parser, replay_parser, tgml_parser)]
+        select_parser, select_checker_parser, replay_parser, tgml_parser)]
     while todo:
         parser = todo.pop()
         found.append(parser)
@@ -109,6 +110,14 @@ def test_every_help_page_fits_an_80_column_terminal(monkeypatch: pytest.MonkeyPa
     wide = [f"{parser.prog}: {line}" for parser in _all_parsers() for line in parser.format_help().splitlines()
             if len(line) > 80]
     assert wide == []
+
+
+def test_every_option_says_what_it_does() -> None:
+    # prego-bench select and select-checker listed --dataset with its choices and not a word more.
+    silent = [f"{parser.prog} {action.option_strings or action.dest}" for parser in _all_parsers()
+              for action in parser._actions
+              if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    assert silent == []
 
 
 def test_the_defaults_a_help_text_states_are_the_defaults() -> None:

@@ -173,21 +173,24 @@ def select_parser() -> ArgumentParser:
     ``noisy-and-do`` were chosen)."""
     p = ArgumentParser(prog="prego-bench select", description="Choose a method's settings on training data only.")
     p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
-    p.add_argument("--dataset", required=True, choices=list(prego.DATASETS))
+    p.add_argument("--dataset", required=True, choices=list(prego.DATASETS),
+                   help="the PREGO dataset whose training videos are searched")
     p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble", "noisy-and-do"],
                    help="method whose settings to pick")
-    p.add_argument("--folds", type=int, default=5, help="folds over the training videos")
+    p.add_argument("--folds", type=int, default=5, help="folds over the training videos (default 5)")
     p.add_argument(
         "--epochs", help="comma-separated epoch caps (default do-cv: 50,100,200,400,1200; do-ensemble: 25,...,1200)"
     )
     p.add_argument("--scales", help="edge threshold 1/round(n*s): comma-separated s (default 0.5,1,2 / 0.25,...,4)")
-    p.add_argument("--sizes", default="1,5", help="do-ensemble: comma-separated ensemble sizes")
-    p.add_argument("--slip-rate", type=float, default=0.5, help="do-ensemble: share of random-slip mistakes")
+    p.add_argument("--sizes", default="1,5", help="do-ensemble: comma-separated ensemble sizes (default 1,5)")
+    p.add_argument("--slip-rate", type=float, default=0.5,
+                   help="do-ensemble: share of random-slip mistakes (default 0.5)")
     p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")
     p.add_argument("--rules", default=",".join(RULES), help="noisy-and-do: comma-separated combination rules")
     p.add_argument("--thresholds", default="0.5,0.7,1,1.2,1.4,1.7,2",
                    help="noisy-and-do: comma-separated thresholds on the combined evidence ratio")
-    p.add_argument("--noise", type=float, default=0.2, help="perturbation rate standing in for recognition errors")
+    p.add_argument("--noise", type=float, default=0.2,
+                   help="perturbation rate standing in for recognition errors (default 0.2)")
     p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

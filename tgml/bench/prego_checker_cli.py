@@ -46,10 +46,12 @@ def build_parser() -> ArgumentParser:
     defaults = CheckerSearch()
     p = ArgumentParser(prog="prego-bench select-checker", description=plain_summary(__doc__))
     p.add_argument("--data", help=f"data folder like shared/data (default ${DATA_ENV})")
-    p.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    p.add_argument("--dataset", required=True, choices=sorted(DATASETS),
+                   help="the PREGO dataset whose training videos are searched")
     p.add_argument("--folds", type=int, help="folds over the training videos (default: one per video up to 13, else 5)")
-    p.add_argument("--method", default=defaults.method, choices=sorted(LEARNERS),
-                   help="graph learned in each fold (default do, the graph `prego-bench replay` learns)")
+    p.add_argument("--method", default=defaults.method, choices=sorted(LEARNERS), metavar="METHOD",
+                   help=f"graph learned in each fold, from {', '.join(sorted(LEARNERS))} (default do, the graph "
+                        "`prego-bench replay` learns)")
     p.add_argument("--seed", type=seed_option, default=defaults.seed, help="the graph's seed")
     p.add_argument("--priors", help="comma-separated prior skip probabilities rho to try")
     p.add_argument("--thresholds", help="comma-separated alert thresholds tau to try")

@@ -32,7 +32,7 @@ from streaming.curve_keys import CurveClient
 from streaming.detector.sinks import Fanout, JsonLinesSink, Sink
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
-from streaming.view.render import name_conflict_text, render, silent_text
+from streaming.view.render import NewsMessage, name_conflict_text, news_line, render, silent_text
 from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
@@ -64,12 +64,29 @@ class View:
         self.state = state
         kinds = [kind.KIND for kind in (StepEvent, Alert, Retraction, MissingSteps, Status)]
         self.lines = JsonLinesSink(out, kinds) if jsonl else None
+        # The new key-steps, alerts, retractions and reports with their arrival, kept only for a terminal that cannot
+        # redraw (`Viewer.loop` sets it and prints each as a line).
+        self.news: deque[tuple[float, NewsMessage]] | None = None
 
     def send(self, message: Message, received_at: float | None = None) -> None:
         """Fold one message into the state (``received_at``: its wall time of arrival, now if None)."""
-        new = self.state.apply(message, time.time() if received_at is None else received_at)
+        when = time.time() if received_at is None else received_at
+        news = message if isinstance(message, StepEvent | Alert | Retraction | MissingSteps) else None
+        # An alert already told is news again only once retracted (reopened): its updates (the step's whole span, a
+        # firmer probability) would read as a second mistake, and the last frame shows them.
+        if isinstance(news, Alert) and self._shown(news):
+            news = None
+        new = self.state.apply(message, when)
         if self.lines is not None and new:
             self.lines.send(message)
+        if self.news is not None and news is not None and new:
+            self.news.append((when, news))
+
+    def _shown(self, alert: Alert) -> bool:
+        """Whether ``alert`` is shown already, and not as retracted."""
+        run, seen = self.state.alert_ids.get(alert.stream_id, ("", set()))
+        retracted = self.state.retracted.get(alert.stream_id, {})
+        return run == alert.run and alert.alert_id in seen and alert.alert_id not in retracted
 
 
 class Viewer:
@@ -189,6 +206,9 @@ class Viewer:
         if self.jsonl or console is None:
             self._pump_until(done, lambda: None, wind_down, POLL_MS)
             return
+        if console.is_dumb_terminal:
+            self._tell_news_until(done, console, wind_down)
+            return
         if not console.is_terminal:
             try:
                 self._pump_until(done, lambda: None, wind_down, POLL_MS)
@@ -228,6 +248,25 @@ class Viewer:
                 self._pump_until(done, draw, wind_down, int(1000 / REFRESH_HZ))
             finally:  # also on Ctrl-C: Live prints its last frame whole as it stops, and the closing order ends
                 live.update(render(self.state, closing=True), refresh=True)  # it with the outcome
+
+    def _tell_news_until(
+        self, done: Callable[[], bool], console: Console, wind_down: Callable[[], Callable[[], bool]] | None
+    ) -> None:
+        """`loop` on a terminal that cannot move its cursor (``TERM=dumb``: an editor's shell, a serial console),
+        where rich's live view draws nothing until it stops: each key-step, alert, retraction and end of session as
+        a line when it comes, then the last frame whole."""
+        news: deque[tuple[float, NewsMessage]] = deque()
+        self.view.news = news
+
+        def tell() -> None:
+            while news:
+                console.print(news_line(*news.popleft(), self.state), overflow="fold")
+
+        try:
+            self._pump_until(done, tell, wind_down, POLL_MS)
+        finally:
+            tell()
+            console.print(render(self.state, closing=True))
 
     def _pump_until(
         self,

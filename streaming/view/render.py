@@ -35,7 +35,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from graphs.common.safe_text import clock_text, count_of, printable
-from streaming.messages import Alert, CheckerHealth, MissingSteps, Status
+from streaming.messages import Alert, CheckerHealth, MissingSteps, Retraction, Status, StepEvent
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import (
     EndTone,
@@ -640,6 +640,36 @@ def _alert_lines(state: ViewState) -> Group:
         lines.append(Padding(Text.assemble(probability, "; likely forgotten ", _forgotten(alert)), (0, 0, 0, HANG)))
     lines.append(Text(ALERTS_CAPTION, style="dim"))
     return Group(*lines)
+
+
+NewsMessage = StepEvent | Alert | Retraction | MissingSteps  # what a terminal that cannot redraw is told line by line
+
+
+def news_line(when: float, message: NewsMessage, state: ViewState) -> Text:
+    """One line saying what just happened, for a terminal that cannot redraw (``TERM=dumb``): rich's live view draws
+    nothing there until it stops, so without these lines an alert showed only once the run was over.
+
+    Args:
+        when: wall time the message arrived.
+        message: a new key-step, alert, retraction or end-of-session report (`ViewState.apply` said it was new).
+        state: the view's state (step names, the alerted step's span in the video).
+
+    Returns:
+        The line, starting with the clock and the stream.
+    """
+    head = Text.assemble(_text(clock_text(when)), " ", _text(message.stream_id), " ")
+    if isinstance(message, StepEvent):
+        return Text.assemble(head, "key-step ", _text(message.step_name, "bold"), " ",
+                             _text(f"{_span(message.start, message.end)}, confidence {message.confidence:.2f}"))
+    if isinstance(message, Alert):
+        return Text.assemble(head, _text("MISTAKE ", "bold red"), _text(message.step_name, "bold red"),
+                             " before " if message.missing else ": ", _missing(message, state), " (",
+                             _video_time(message, state), f"; {PROBABILITY_HEADER} {message.probability:.2f})")
+    if isinstance(message, Retraction):
+        return Text.assemble(head, "alert on ", _text(message.step_name), " ",
+                             _text(f"retracted: {retraction_reason(message)}", "yellow"))
+    names = _never_done_names(message, state) or "none"
+    return Text.assemble(head, _text(f"session over; {_never_done_title(state).split(' (')[0]}: "), _text(names))
 
 
 def _nothing_recognised(row: Status) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 
-from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import epochs_option, output_name, seed_option, threads_option
 
@@ -37,6 +37,7 @@ def _names(value: str) -> tuple[str, ...]:
 def build_parser() -> ArgumentParser:
     """The command-line interface (usage mistakes are one ``error:`` line, like every other user mistake)."""
     parser = ArgumentParser(prog="recognition-train", description=plain_summary(__doc__))
+    add_version_option(parser)
     parser.add_argument("--features", required=True, help="MiniROAD feature folder")
     parser.add_argument("--config", help="training config (.toml, .yaml); default: the folder's split.json and a "
                         "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")

@@ -44,7 +44,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.command_line import ArgumentParser, unknown_command
+from graphs.common.command_line import ArgumentParser, add_version_option, unknown_command
 from graphs.common.errors import InputError, exit_on_input_error, print_warning, writes_no_files
 from graphs.common.options import output_name, rate_option, threads_option
 from graphs.common.safe_text import count_of, first_few, printable, wrap_words
@@ -320,6 +320,7 @@ def build_parser() -> ArgumentParser:
     """The argument parser (sub-commands ``run`` (default), ``detector``, ``checker``, ``view``, ``keys``)."""
     parser = ArgumentParser(prog="stream-detect", usage=TOP_USAGE, description=TOP_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version_option(parser)
     sub = parser.add_subparsers(dest="command", prog="stream-detect",
                                 metavar="{run,detector,checker,view,dashboard,eval,keys}")
     run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
@@ -560,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:  # run, the default, takes options only
         raise unknown_command("stream-detect", argv[0], SUBCOMMANDS)
-    if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
+    if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help", "--version"):
         argv = ["run", *argv]
     return _run(build_parser().parse_args(argv))
 

@@ -7,6 +7,7 @@ A first reader of the README found raw reStructuredText in the help pages, a ``s
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +59,20 @@ def test_stream_detect_help_shows_the_main_use_with_examples(capsys: pytest.Capt
     assert "stream-detect run --help" in page
     for example in ("--video demo", "--video clip.mp4", "--video cam0"):
         assert f"stream-detect {example}" in page
+
+
+COMMANDS = [(name, main) for name, main, argv in PAGES if not argv]  # each installed command, by its top page
+
+
+@pytest.mark.parametrize(("name", "main"), COMMANDS, ids=[name for name, _ in COMMANDS])
+def test_every_command_says_its_version(
+    name: str, main: Callable[[list[str]], object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # There was no --version: stream-detect took it for a run option, recognition-train asked for --features.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"{name} {importlib.metadata.version('mistake-detection')}\n"
 
 
 @pytest.mark.parametrize("argv", [["--vidoe", "demo"], ["run", "--video", "demo", "--fsat"]])

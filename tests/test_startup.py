@@ -1,4 +1,5 @@
-"""Commands that need no model start at once: their ``--help`` pages, ``tgml show`` and ``tgml eval`` load no torch.
+"""Commands that need no model start at once: their ``--help`` pages, ``--version``, ``tgml show`` and ``tgml eval``
+load no torch.
 
 torch alone takes about 1.4 s to import on 2 CPU cores, ten times what the rest of a command's start-up costs; a user
 reading a help page or looking at a graph must not wait for it. Each command runs here in a fresh interpreter (the
@@ -29,13 +30,15 @@ SEGMENTER_BOUND = ("select-checker", "replay")
 
 # command -> (module with `main(argv)`, the argument lists run one after the other)
 RUNS: dict[str, tuple[str, list[list[str]]]] = {
-    "tgml": ("tgml.tgml_cli", [["--help"], *[[c, "--help"] for c in TGML_SUBCOMMANDS],
+    "tgml": ("tgml.tgml_cli", [["--help"], ["--version"], *[[c, "--help"] for c in TGML_SUBCOMMANDS],
                                ["show", DEMO_GRAPH], ["eval", "--pred", DEMO_GRAPH, "--gt", DEMO_GRAPH]]),
-    "prego-bench": ("tgml.bench.prego_bench_cli", [["--help"], *[[c, "--help"] for c in PREGO_SUBCOMMANDS]]),
+    "prego-bench": ("tgml.bench.prego_bench_cli", [["--help"], ["--version"],
+                                                   *[[c, "--help"] for c in PREGO_SUBCOMMANDS]]),
     "prego-bench (segmenter)": ("tgml.bench.prego_bench_cli", [[c, "--help"] for c in SEGMENTER_BOUND]),
-    "recognition-train": ("recognition.recognition_train_cli", [["--help"]]),
-    "recognition-features": ("streaming.offline.features_cli", [["--help"]]),
-    "stream-detect": ("streaming.stream_detect_cli", [["--help"], *[[c, "--help"] for c in STREAM_DETECT_SUBCOMMANDS]]),
+    "recognition-train": ("recognition.recognition_train_cli", [["--help"], ["--version"]]),
+    "recognition-features": ("streaming.offline.features_cli", [["--help"], ["--version"]]),
+    "stream-detect": ("streaming.stream_detect_cli", [["--help"], ["--version"],
+                                                      *[[c, "--help"] for c in STREAM_DETECT_SUBCOMMANDS]]),
 }
 
 # Runs every argument list through `main`, then prints which heavy libraries were loaded and each run's exit status.

@@ -69,7 +69,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphs.common.command_line import ArgumentParser
+from graphs.common.command_line import ArgumentParser, add_version_option
 from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
 from graphs.common.options import (
     epochs_option,
@@ -339,6 +339,7 @@ def _parser(commands: Collection[str] = tuple(SUBCOMMANDS)) -> ArgumentParser:
     """The command line, with the options of ``commands`` only: the others' option lists import their benchmark
     modules, which a help page or ``tgml show`` must not wait for (`main` passes the one sub-command asked for)."""
     parser = ArgumentParser(prog="tgml", description="Learn task graphs with TGML (noisy-AND or Direct Optimization).")
+    add_version_option(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")  # listed below, one a line
     for name, (summary, add_options) in SUBCOMMANDS.items():
         # its own page opens with the line `tgml --help` gives it (it had none: usage, then options)

@@ -5,6 +5,7 @@ docstring."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 import weakref
 from collections.abc import Sequence
@@ -12,6 +13,8 @@ from typing import Any, NoReturn
 
 from graphs.common.errors import InputError
 from graphs.common.safe_text import printable
+
+DISTRIBUTION = "mistake-detection"  # the name pip installs the commands under (pyproject.toml's [project] name)
 
 
 class _StoreOnce(argparse._StoreAction):
@@ -82,6 +85,22 @@ class ArgumentParser(argparse.ArgumentParser):
             chosen = chosen_parser(self, parsed)
             raise InputError(f"{chosen.prog}: unrecognized arguments: {' '.join(extras)} (see {chosen.prog} --help)")
         return parsed
+
+
+def installed_version() -> str:
+    """The version pip installed (``0.1.0``), or a note that the package is not installed (run from a checkout)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown: not installed)"
+
+
+def add_version_option(parser: argparse.ArgumentParser) -> None:
+    """``--version``: ``PROG VERSION`` on stdout, exit status 0, before anything else is checked or loaded. Without
+    it, ``stream-detect --version`` was taken for a run option and ``recognition-train --version`` asked for
+    ``--features``: an operator filing a report had no way to say which version runs on the site."""
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
+                        help="print the installed version and exit")
 
 
 def unknown_command(prog: str, word: str, commands: Sequence[str]) -> InputError:

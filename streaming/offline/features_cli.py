@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from graphs.common.command_line import ArgumentParser, plain_summary, unknown_command
+from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary, unknown_command
 from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
 from graphs.common.options import (
     MAX_FPS,
@@ -58,6 +58,7 @@ def build_parser() -> ArgumentParser:
     """The command-line interface."""
     parser = ArgumentParser(prog="recognition-features", description=plain_summary(__doc__),
                             epilog="Features of your own backbone: recognition-features import --help")
+    add_version_option(parser)
     parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
     parser.add_argument("--out", required=True, type=output_name,

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from graphs.common.command_line import ArgumentParser
+from graphs.common.command_line import ArgumentParser, add_version_option
 from graphs.common.errors import FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
@@ -108,6 +108,7 @@ def bench_parser() -> ArgumentParser:
         "select (choose settings on training data only), select-checker (the probabilistic checker's settings, "
         "training data only), replay (per-frame recogniser output through the checker)",
     )
+    add_version_option(p)
     p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), metavar="DATASET",

@@ -40,6 +40,7 @@ import ipaddress
 import os
 import re
 import socket
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -289,6 +290,38 @@ def _ipc_in_use(endpoint: str) -> bool:
     finally:
         probe.close()
     return True
+
+
+@dataclass(frozen=True)
+class IpcFile:
+    """The socket file a bind to an ``ipc://`` path made: libzmq (4.3) never removes it, so a stopped checker left
+    ``in.sock`` and ``out.sock`` behind in its folder."""
+
+    path: str
+    identity: tuple[int, int]  # (st_dev, st_ino) as bound: a file another process bound there since is not ours
+
+
+def ipc_file(endpoint: str) -> IpcFile | None:
+    """The socket file behind an endpoint just bound (None: another transport, the abstract namespace, no file)."""
+    path = endpoint[len("ipc://") :] if endpoint.startswith("ipc://") else ""
+    if not path or path.startswith("@"):
+        return None
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    return IpcFile(path, (found.st_dev, found.st_ino)) if stat.S_ISSOCK(found.st_mode) else None
+
+
+def remove_ipc_file(file: IpcFile | None) -> None:
+    """Remove a socket file once its socket is closed, unless another process has bound the path since (libzmq
+    replaces the file: another inode), whose file it would take away."""
+    if file is None:
+        return
+    with contextlib.suppress(OSError):  # gone already, or a folder that became unwritable: nothing to clean
+        found = os.lstat(file.path)
+        if (found.st_dev, found.st_ino) == file.identity:
+            os.unlink(file.path)
 
 
 def bind(

@@ -52,9 +52,12 @@ from streaming.service_log import LogLine
 from streaming.transport import (
     POLL_MS,
     HandshakeCounter,
+    IpcFile,
     Publisher,
     Receiver,
     bind,
+    ipc_file,
+    remove_ipc_file,
     subscribe,
 )
 
@@ -134,6 +137,7 @@ class CheckerService:
             raise
         self.alerts_endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
         self.events_endpoint = sub.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._ipc_files = self._bound_files()  # removed at close: libzmq leaves them behind
         self.publisher = Publisher(pub, guard=True)  # viewers' subscriptions are bounded: `reopen_publish`
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
         self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET, by_sender=config.curve is not None)
@@ -207,6 +211,7 @@ class CheckerService:
         self.publisher.replace_socket(pub)
         self.receiver.replace_socket(sub)
         self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self._ipc_files = self._bound_files()  # bound again: new files
 
     def reopen_publish(self) -> None:
         """Close the viewers' socket and bind it again at the same endpoint, after its peers' subscriptions went past
@@ -225,6 +230,7 @@ class CheckerService:
                            self.alerts_endpoint, "a subscription flood")
         self.publisher.replace_socket(pub)
         self.handshakes = (HandshakeCounter(pub), self.handshakes[1])
+        self._ipc_files = self._bound_files()
 
     @staticmethod
     def _rebind(bind_again: Callable[[], _Bound], endpoints: str, why: str) -> _Bound:
@@ -360,9 +366,15 @@ class CheckerService:
         return printable(line + (f" (last: {last_error})" if last_error else ""))
 
     def close(self) -> None:
-        """Close both sockets (LINGER 0: never blocks), then stop the authenticator."""
+        """Close both sockets (LINGER 0: never blocks) and remove their ``ipc://`` files, then stop the
+        authenticator."""
         self._close_sockets()
+        for file in self._ipc_files:
+            remove_ipc_file(file)
         self._stop_authenticator()
+
+    def _bound_files(self) -> list[IpcFile | None]:
+        return [ipc_file(self.alerts_endpoint), ipc_file(self.events_endpoint)]
 
     def _close_sockets(self) -> None:
         for counter in self.handshakes:

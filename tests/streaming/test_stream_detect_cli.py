@@ -432,6 +432,14 @@ def test_a_closed_terminal_sighup_stops_the_checker_with_its_summary_line(tmp_pa
     assert status == 129
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stopped_checker_leaves_no_ipc_socket_file_behind(tmp_path: Path, signum: int) -> None:
+    # libzmq never removes the file of an ipc:// bind: every stop left in and out behind in the folder.
+    ready, err, status = _checker_until_sigterm(tmp_path, signum=signum)
+    assert ready.startswith("checker: detectors connect to ipc://") and status == 128 + signum, err
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
 def test_sigterm_stops_a_detector_with_its_ended_heartbeat(tmp_path: Path) -> None:
     # Without it the checker and every viewer kept showing the stream as running.
     video = write_noise_video(tmp_path / "long.mp4", frames=600)  # 20 s, read in real time

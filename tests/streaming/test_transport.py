@@ -22,7 +22,9 @@ from streaming.transport import (
     check_endpoint,
     connect,
     decode_frames,
+    ipc_file,
     receive_frames,
+    remove_ipc_file,
     same_endpoint,
     subscribe,
 )
@@ -266,3 +268,23 @@ def test_a_guarded_xpub_whose_reads_fall_behind_for_a_whole_window_is_flooded(ct
             assert "faster than the checker reads them" in (publisher.flood or "")
         peer.close()
         sock.close()
+
+
+def test_a_closed_sockets_ipc_file_is_removed_but_never_one_another_process_bound_there_since(
+    ctx: zmq.Context, tmp_path: Path
+) -> None:
+    # libzmq leaves the file of an ipc:// bind behind when the socket closes.
+    sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/mine")
+    mine = ipc_file(endpoint)
+    sock.close(linger=0)
+    remove_ipc_file(mine)
+    assert list(tmp_path.iterdir()) == []
+    sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/taken")
+    before = ipc_file(endpoint)
+    sock.close(linger=0)
+    (tmp_path / "taken").unlink()  # another program binds the path meanwhile (libzmq replaces a file it finds there)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+        other.bind(str(tmp_path / "taken"))
+        remove_ipc_file(before)
+        assert (tmp_path / "taken").is_socket()
+    assert ipc_file("tcp://127.0.0.1:5555") is None and ipc_file("ipc://@abstract") is None

@@ -588,7 +588,7 @@ async def serve(
 
 def run_dashboard(config: DashboardConfig, ready: Callable[[str], None] | None = None,
                   warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None) -> int:
-    """The ``stream-detect dashboard`` command: serve until SIGINT or SIGTERM.
+    """The ``stream-detect dashboard`` command: serve until SIGINT, SIGTERM or SIGHUP.
 
     Args:
         config: the settings.
@@ -614,7 +614,9 @@ def run_dashboard(config: DashboardConfig, ready: Callable[[str], None] | None =
             received.append(signum)
             stop.set()
 
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP too (a closed terminal, a dropped ssh session): it stopped the loop from Python's handler instead,
+        # so the pages were cut off (1006) rather than told the dashboard was going away.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
                 loop.add_signal_handler(signum, stopping, signum)
         await serve(Hub(config, warn=warn, say=say), ready, stop)

@@ -130,6 +130,22 @@ def writes_no_files() -> None:
     _WRITES_FILES.set(False)
 
 
+def _escape_what_stdout_cannot_encode() -> None:
+    """Let standard output escape a character its encoding lacks (``l\\u2019eau``), as standard error does already.
+
+    In a legacy locale (``LANG=en_US.ISO-8859-1``, ``PYTHONIOENCODING=ascii``) Python's strict default made a step
+    named ``l’eau`` end the live view mid-run (``error: the live view failed (UnicodeEncodeError ...)``, exit status
+    1) and ``tgml show`` in a traceback. UTF-8 output, and the C locale's (its own handler), are left as they are.
+    """
+    stream = sys.stdout
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None or encoding.startswith("utf") or getattr(stream, "errors", None) != "strict":
+        return
+    with contextlib.suppress(ValueError, OSError):  # a stream closed or detached by the caller: left alone
+        reconfigure(errors="backslashreplace")
+
+
 def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     """Decorate a command's ``main`` so that user mistakes end in one line and exit status 2, and SIGINT and SIGTERM
     end the run alike (`graphs.common.interrupts`): one line saying which came, exit status 130 or 143.
@@ -148,6 +164,7 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     @wraps(main)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         writes = _WRITES_FILES.set(True)
+        _escape_what_stdout_cannot_encode()
         try:
             with handling_signals():
                 result = main(*args, **kwargs)

@@ -465,6 +465,21 @@ def _defaults(args: argparse.Namespace) -> None:
         args.detector = str(detector)
 
 
+def _refuse_demo_as_a_file(args: argparse.Namespace) -> None:
+    """``--graph demo`` (or ``--detector demo``) with no file of that name: typed the way ``--video demo`` is, it
+    was "graph file not found", leaving the user to find that the bundled demo graph is another option."""
+    for option in ("graph", "detector"):
+        if getattr(args, option, None) != "demo" or Path("demo").exists():
+            continue
+        if args.command == "eval":
+            how = "give --demo instead (the demo's videos, graph and detector)"
+        elif "demo" in args:  # checker, view, dashboard: a --demo of their own
+            how = "give --demo instead"
+        else:  # run, detector
+            how = "--video demo brings the demo's graph and detector: leave the option out"
+        raise InputError(f"--{option} demo: no file named demo here; for the bundled demo, {how}")
+
+
 def _refuse_idle_options(args: argparse.Namespace) -> None:
     """Refuse an option this run would ignore, as ``--alert-threshold`` is with ``--checker binary``: the user asked
     for something the run would not do, and a run that ends well says nothing of it."""
@@ -581,6 +596,7 @@ def _run(args: argparse.Namespace) -> int:
     """Run the parsed command; returns its exit status."""
     if not _writes_files(args):
         writes_no_files()
+    _refuse_demo_as_a_file(args)
     if args.command in ("run", "detector", "eval"):
         from streaming.readers import quiet_codec_logs
 

@@ -312,6 +312,24 @@ def test_a_graph_file_that_is_not_there_is_named_by_its_option_in_every_command(
     assert line == "error: --graph nope.json: graph file not found"
 
 
+@pytest.mark.parametrize(("argv", "option", "hint"), [
+    (["checker"], "--graph", "give --demo instead"),
+    (["dashboard"], "--graph", "give --demo instead"),
+    (["eval"], "--graph", "give --demo instead (the demo's videos, graph and detector)"),
+    (["--video", "demo"], "--graph", "--video demo brings the demo's graph and detector: leave the option out"),
+    (["detector", "--video", "demo"], "--detector",
+     "--video demo brings the demo's graph and detector: leave the option out"),
+])
+def test_demo_typed_as_a_graph_or_detector_file_points_to_the_bundled_demo(
+    argv: list[str], option: str, hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Typed the way --video demo is, it said only "--graph demo: graph file not found".
+    monkeypatch.chdir(tmp_path)  # no file named demo here
+    line = cli_error(main, [*argv, option, "demo"], capsys)
+    assert line == f"error: {option} demo: no file named demo here; for the bundled demo, {hint}"
+
+
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line

@@ -347,10 +347,13 @@ def run_view(
         else:
             print(line, file=err, flush=True)
 
-    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if jsonl else None, curve=curve,
+    console = None if jsonl else Console()
+    # No screen that redraws (JSON lines, a terminal that cannot move its cursor): a silent checker is said in a line.
+    said = jsonl or (console is not None and console.is_dumb_terminal)
+    viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if said else None, curve=curve,
                     sinks=sinks)
     try:
-        viewer.loop(done, None if jsonl else Console())
+        viewer.loop(done, console)
     finally:
         stats = viewer.receiver.stats
         if stats.malformed:

@@ -5,7 +5,6 @@ docstring."""
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import sys
 import weakref
 from collections.abc import Sequence
@@ -89,18 +88,31 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def installed_version() -> str:
     """The version pip installed (``0.1.0``), or a note that the package is not installed (run from a checkout)."""
+    import importlib.metadata  # here, not at the top: 20 ms of imports (email, zipfile) every command would pay
+
     try:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return "(version unknown: not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """argparse's ``version``, with the version looked up only when asked for (`installed_version`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> NoReturn:  # fmt: skip
+        print(f"{parser.prog} {installed_version()}")  # on stdout, as argparse's own version action prints
+        parser.exit()
+
+
 def add_version_option(parser: argparse.ArgumentParser) -> None:
     """``--version``: ``PROG VERSION`` on stdout, exit status 0, before anything else is checked or loaded. Without
     it, ``stream-detect --version`` was taken for a run option and ``recognition-train --version`` asked for
     ``--features``: an operator filing a report had no way to say which version runs on the site."""
-    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
-                        help="print the installed version and exit")
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
 
 
 def unknown_command(prog: str, word: str, commands: Sequence[str]) -> InputError:

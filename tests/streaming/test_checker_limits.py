@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -335,6 +337,17 @@ def test_the_periodic_snapshot_of_many_streams_is_spread_over_several_calls() ->
     assert not core.snapshot_pending and len(calls) <= 64 * (RESEND_ALERTS + 1) // SNAPSHOT_BUDGET + 1
 
 
+@contextlib.contextmanager
+def checker_process(tmp_path: Path) -> Iterator[tuple[CheckerProcess, int]]:
+    """A checker of the tea graph in its own process on ipc:// (its memory is its own to measure), and its pid."""
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    with CheckerProcess(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")) as service:
+        pid = service.process.pid
+        assert pid is not None
+        yield service, pid
+
+
 def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
@@ -344,12 +357,8 @@ def test_messages_sent_up_the_publish_socket_are_dropped_and_counted_not_kept(tm
     # An XSUB peer sending 100 kB frames up the viewers' socket took a checker from 44 MB to 4 GB in 4 s (libzmq
     # keeps every upstream message until the application reads it), and a SUB subscribing to 2,000 prefixes of
     # 5 kB to 500 MB (its subscription tree): nothing was counted.
-    graph = tmp_path / "tea.json"
-    save_graph(tea_graph(), graph)
     ctx = zmq.Context()
-    with CheckerProcess(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")) as service:
-        pid = service.process.pid
-        assert pid is not None
+    with checker_process(tmp_path) as (service, pid):
         peer = ctx.socket(zmq.XSUB)
         peer.connect(service.alerts_endpoint)
         subscriber = ctx.socket(zmq.SUB)
@@ -382,12 +391,8 @@ def test_peers_subscribing_to_many_prefixes_are_cut_off_and_their_memory_does_no
     # Subscriptions of at most 1 KiB pass the frame limit, but libzmq keeps every distinct prefix a peer subscribed to
     # in its subscription tree (about 48 bytes a byte of prefix) for as long as the peer stays connected: each peer
     # that subscribed to 8,000 prefixes of 1 KiB and stayed, idle, added 380 MB to the checker, uncounted, unlogged.
-    graph = tmp_path / "tea.json"
-    save_graph(tea_graph(), graph)
     ctx = zmq.Context()
-    with CheckerProcess(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")) as service:
-        pid = service.process.pid
-        assert pid is not None
+    with checker_process(tmp_path) as (service, pid):
         viewer = Receiver(subscribe(connect(ctx, zmq.SUB, service.alerts_endpoint, wait_s=5.0)))
         healths: list[CheckerHealth] = []
 

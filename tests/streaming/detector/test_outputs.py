@@ -58,6 +58,18 @@ def _frame(k: int) -> Frame:
     return Frame(np.full((48, 64, 3), k, dtype=np.uint8), k, k / 5.0)
 
 
+def onset(seq: int, withdrawn: bool = False) -> KeyStepOnset:
+    """A copy of the onset of boil_water (from 4.4 s) on cam0, as a detector re-sends it every 0.5 s."""
+    return KeyStepOnset(stream_id="cam0", seq=seq, timestamp=1.0, session="s1", history=(), step=2,
+                        step_name="boil_water", start=4.4, confidence=0.9, index=0, before=(), withdrawn=withdrawn)
+
+
+def _unwritable(folder: Path) -> None:
+    """A file where a stream's folder goes: no picture can be written in it."""
+    folder.rmdir()
+    folder.write_bytes(b"")
+
+
 def test_each_stream_keeps_its_newest_frames_only(tmp_path: Path) -> None:
     with AlertFrames(tmp_path, keep=2) as frames:
         cam = frames.for_stream("kitchen/1 ä")  # any stream id: quoted into one folder name
@@ -86,14 +98,12 @@ def test_a_start_too_late_to_name_a_file_writes_no_picture_and_the_stream_goes_o
 
 
 def test_a_withdrawn_announcement_writes_nothing_and_a_confirmation_overwrites_its_announcement(tmp_path: Path) -> None:
-    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
-                confidence=0.9, index=0, before=())
     with AlertFrames(tmp_path) as frames:
         cam = frames.for_stream("cam0")
         cam.seen(_frame(10), np.zeros(3), np.zeros(3))
-        cam.send(KeyStepOnset(seq=0, withdrawn=True, **base))  # type: ignore[arg-type]
+        cam.send(onset(0, withdrawn=True))
         assert not list((tmp_path / "cam0").iterdir())
-        cam.send(KeyStepOnset(seq=1, withdrawn=False, **base))  # type: ignore[arg-type]
+        cam.send(onset(1))
         cam.seen(_frame(200), np.zeros(3), np.zeros(3))
         confirmed = keystep(history=(2,), start=4.4, end=7.0)
         assert isinstance(confirmed, KeyStepEvent)
@@ -106,22 +116,20 @@ def test_an_announcement_re_sent_keeps_the_frame_it_was_announced_at(tmp_path: P
     # A detector re-sends a step's onset every 0.5 s while the step lasts: each copy wrote the picture again, so an
     # early alert's picture became a frame seconds after the alert, every step cost up to ten JPEGs, and a disk that
     # refused them counted 48 pictures not written for the demo's 6 files.
-    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
-                confidence=0.9, index=0, before=(), withdrawn=False)
     with AlertFrames(tmp_path) as frames:
         cam = frames.for_stream("cam0")
         writer = frames._writer
         path = tmp_path / "cam0" / "4400.jpg"
         for seq, shade in enumerate((10, 100, 150)):
             cam.seen(_frame(shade), np.zeros(3), np.zeros(3))
-            cam.send(KeyStepOnset(seq=seq, **base))  # type: ignore[arg-type]
+            cam.send(onset(seq))
         assert wait_for(lambda: writer.delivered == 1)
         image = cv2.imread(str(path))
         assert writer.received == 1 and image is not None and abs(int(image.mean()) - 10) <= 2
         # Withdrawn, then announced again: a new announcement, with its own frame.
-        cam.send(KeyStepOnset(seq=3, **(base | {"withdrawn": True})))  # type: ignore[arg-type]
+        cam.send(onset(3, withdrawn=True))
         cam.seen(_frame(200), np.zeros(3), np.zeros(3))
-        cam.send(KeyStepOnset(seq=4, **base))  # type: ignore[arg-type]
+        cam.send(onset(4))
     image = cv2.imread(str(path))
     assert writer.received == 2 and image is not None and abs(int(image.mean()) - 200) <= 2
 
@@ -129,24 +137,21 @@ def test_an_announcement_re_sent_keeps_the_frame_it_was_announced_at(tmp_path: P
 def test_an_announcement_whose_picture_failed_is_tried_again_with_its_own_frame(tmp_path: Path) -> None:
     # The first write of an early alert's picture failed (a disk full for a moment): the re-sent onsets wrote nothing,
     # so the early alert had no picture until the step was confirmed, if it ever was.
-    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
-                confidence=0.9, index=0, before=(), withdrawn=False)
     lines: list[str] = []
     with AlertFrames(tmp_path, log=lines.append) as frames:
         cam = frames.for_stream("cam0")
         writer = frames._writer
         folder = tmp_path / "cam0"
-        folder.rmdir()
-        folder.write_bytes(b"")  # a file where the folder goes: the picture cannot be written
+        _unwritable(folder)
         cam.seen(_frame(10), np.zeros(3), np.zeros(3))
-        cam.send(KeyStepOnset(seq=0, **base))  # type: ignore[arg-type]
+        cam.send(onset(0))
         assert wait_for(lambda: writer.failed == 1)
         folder.unlink()
         folder.mkdir()  # room again
         cam.seen(_frame(150), np.zeros(3), np.zeros(3))
-        cam.send(KeyStepOnset(seq=1, **base))  # type: ignore[arg-type]
+        cam.send(onset(1))
         assert wait_for(lambda: writer.delivered == 1)
-        cam.send(KeyStepOnset(seq=2, **base))  # type: ignore[arg-type]
+        cam.send(onset(2))
     image = cv2.imread(str(folder / "4400.jpg"))
     assert image is not None and abs(int(image.mean()) - 10) <= 2  # the frame it was announced at
     shot = cam._announced_shot
@@ -156,17 +161,14 @@ def test_an_announcement_whose_picture_failed_is_tried_again_with_its_own_frame(
 
 
 def test_a_picture_that_keeps_failing_is_tried_a_bounded_number_of_times_and_counted_once(tmp_path: Path) -> None:
-    base = dict(stream_id="cam0", timestamp=1.0, session="s1", history=(), step=2, step_name="boil_water", start=4.4,
-                confidence=0.9, index=0, before=(), withdrawn=False)
     lines: list[str] = []
     with AlertFrames(tmp_path, log=lines.append) as frames:
         cam = frames.for_stream("cam0")
         writer = frames._writer
-        (tmp_path / "cam0").rmdir()
-        (tmp_path / "cam0").write_bytes(b"")
+        _unwritable(tmp_path / "cam0")
         cam.seen(_frame(10), np.zeros(3), np.zeros(3))
         for seq in range(20):  # ten seconds of a step's onset, re-sent
-            cam.send(KeyStepOnset(seq=seq, **base))  # type: ignore[arg-type]
+            cam.send(onset(seq))
             shot = cam._announced_shot
             assert shot is not None and wait_for(lambda: shot.written is False)  # noqa: B023
     # One picture not written, one line as it happened: each try's failure was a line of its own, "4 picture(s) not

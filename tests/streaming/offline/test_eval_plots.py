@@ -49,13 +49,19 @@ def test_alert_labels_name_the_missing_pre_condition_and_a_retracted_one_is_holl
     assert markers[4.0] == "none" and markers[15.2] != "none"  # retracted: hollow; standing: filled
 
 
-def test_steps_keep_distinct_looks_past_the_palettes_colours() -> None:
-    ids = tuple(range(1, 46))
+def free_steps(*names: str) -> TaskGraph:
+    """A graph of steps 1, 2, ... named ``names``, each needing only START."""
+    ids = tuple(range(1, len(names) + 1))
     nodes = [START, *ids, END]
     adjacency = np.zeros((len(nodes), len(nodes)), dtype=bool)
-    adjacency[1:-1, 0] = True  # every step needs only START
+    adjacency[1:-1, 0] = True
     adjacency[-1, 1:-1] = True
-    graph = TaskGraph(ids, tuple(f"step_{k}" for k in ids), adjacency)
+    return TaskGraph(ids, names, adjacency)
+
+
+def test_steps_keep_distinct_looks_past_the_palettes_colours() -> None:
+    ids = tuple(range(1, 46))
+    graph = free_steps(*(f"step_{k}" for k in ids))
     styles = step_styles(graph, ids)
     looks = {(tuple(colour), hatch) for colour, hatch in styles.values()}
     assert len(looks) == len(ids)  # 45 steps, 45 looks: colour and hatch together
@@ -68,12 +74,7 @@ def test_steps_keep_distinct_looks_past_the_palettes_colours() -> None:
 def test_a_step_name_wider_than_its_bar_is_left_to_the_legend() -> None:
     # CaptainCook4D's sentences, drawn whole over bars of a few seconds, overlapped into a black smear.
     long = "Slice-Slice the tortilla roll with floss, perpendicular to its length, into pinwheels"
-    ids = (1, 2)
-    nodes = [START, *ids, END]
-    adjacency = np.zeros((len(nodes), len(nodes)), dtype=bool)
-    adjacency[1:-1, 0] = True
-    adjacency[-1, 1:-1] = True
-    graph = TaskGraph(ids, ("cut", long), adjacency)
+    graph = free_steps("cut", long)
     annotated = (AnnotatedSegment(1, 0.0, 60.0), AnnotatedSegment(2, 60.0, 62.0))
     recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in annotated)
     fig = timeline_figure(VideoRun("v", annotated, recognised, (), 62, (0.9, 0.9)), graph)
@@ -92,12 +93,7 @@ def test_a_long_alert_label_near_either_end_stays_inside_the_plot() -> None:
     # the time axis.
     first = "Add-Add one tablespoon of mayonnaise and spread it evenly over the bread slice"
     last = "Slice-Slice the tortilla roll with floss, perpendicular to its length, into pinwheels"
-    ids = (1, 2)
-    nodes = [START, *ids, END]
-    adjacency = np.zeros((len(nodes), len(nodes)), dtype=bool)
-    adjacency[1:-1, 0] = True
-    adjacency[-1, 1:-1] = True
-    graph = TaskGraph(ids, (first, last), adjacency)
+    graph = free_steps(first, last)
     annotated = (AnnotatedSegment(2, 0.0, 2.0), AnnotatedSegment(1, 2.0, 600.0), AnnotatedSegment(2, 600.0, 602.0))
     recognised = tuple(TimedSegment(s.step, s.start, s.end) for s in annotated)
     alerts = (RaisedAlert(2, 0.0, 2.0, raised=0.5, missing=(1,), probability=0.9),

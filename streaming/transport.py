@@ -313,15 +313,46 @@ def ipc_file(endpoint: str) -> IpcFile | None:
     return IpcFile(path, (found.st_dev, found.st_ino)) if stat.S_ISSOCK(found.st_mode) else None
 
 
+IPC_RELEASE_S: Final = 0.5  # longest wait for libzmq's I/O thread to close a listener after its socket was closed
+
+
+def _listened_on(path: str) -> bool:
+    """Whether a process listens on a Unix socket file: only a refused connection says that none does (a full
+    backlog or a permission error do not)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        return probe.connect_ex(path) != errno.ECONNREFUSED
+    finally:
+        probe.close()
+
+
 def remove_ipc_file(file: IpcFile | None) -> None:
-    """Remove a socket file once its socket is closed, unless another process has bound the path since (libzmq
-    replaces the file: another inode), whose file it would take away."""
+    """Remove a socket file once its socket is closed, unless another process has bound the path since, whose file
+    it would take away: the file is another inode, or someone listens on it.
+
+    The inode alone does not tell: ext4 hands the number of a file just freed to the next one made in the folder, so
+    a checker restarted at the same path while the old one was stopping (libzmq unlinks the old file and binds) got
+    the old file's ``(st_dev, st_ino)``, and the old one removed the new one's live socket file. libzmq closes the
+    listener in its I/O thread after ``close`` returns: its own listener is waited for (`IPC_RELEASE_S`, a few
+    probes); one still listening after that is another process's, and its file is left alone.
+    """
     if file is None:
         return
+    deadline = time.monotonic() + IPC_RELEASE_S
+    delay = 0.002
     with contextlib.suppress(OSError):  # gone already, or a folder that became unwritable: nothing to clean
-        found = os.lstat(file.path)
-        if (found.st_dev, found.st_ino) == file.identity:
-            os.unlink(file.path)
+        while True:
+            found = os.lstat(file.path)
+            if (found.st_dev, found.st_ino) != file.identity:
+                return
+            if not _listened_on(file.path):
+                os.unlink(file.path)
+                return
+            if time.monotonic() + delay > deadline:
+                return
+            time.sleep(delay)
+            delay *= 2
 
 
 def bind(

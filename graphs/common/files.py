@@ -211,9 +211,15 @@ def wide_encoding(data: bytes) -> str | None:
     named = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
     if named is not None:
         return named
-    head = data[: min(len(data), WIDE_PROBE_BYTES) // 2 * 2]  # whole pairs: a cut file may end on half a character
+    head = data[: min(len(data), WIDE_PROBE_BYTES) // 4 * 4]  # whole units: a cut file may end on part of one
+    # UTF-32 first: its text has NUL in every odd byte too. A single byte of each four not all NUL (little or big
+    # endian); a file of zeros (a damaged disk block) is not text in any encoding.
+    if len(head) >= 8 and [any(head[i::4]) for i in range(4)] in ([True, False, False, False],
+                                                                  [False, False, False, True]):
+        return "UTF-32"
+    head = data[: min(len(data), WIDE_PROBE_BYTES) // 2 * 2]
     even, odd = head[0::2], head[1::2]
-    # Exactly one half all NUL: a file of zeros (a damaged disk block) is not text in any encoding.
+    # Exactly one half all NUL, as above.
     if len(head) >= 4 and (not any(even)) != (not any(odd)):
         return "UTF-16"
     return None

@@ -316,3 +316,14 @@ def test_a_file_whose_size_says_nothing_is_read_whole_in_bounded_chunks() -> Non
     finally:
         tracemalloc.stop()
     assert data.startswith(b"Name:") and b"VmRSS" in data and peak < 8 * 2**20
+
+
+@pytest.mark.parametrize(("codec", "name"), [("utf-32-le", "UTF-32"), ("utf-32-be", "UTF-32"),
+                                             ("utf-16-le", "UTF-16"), ("utf-16-be", "UTF-16")])
+def test_wide_text_without_a_mark_is_named_by_its_own_width(codec: str, name: str, tmp_path: Path) -> None:
+    # UTF-32 without a byte-order mark (Python's encoding="utf-32-le") has a NUL in every odd byte too, and was named
+    # UTF-16 text.
+    path = tmp_path / "graph.json"
+    path.write_bytes('{"steps": [1, 2]}\n'.encode(codec))
+    with pytest.raises(InputError, match=rf"graph.json: is {name} text "):
+        read_json(path, "graph file")

@@ -419,17 +419,25 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
 
 def unsplit_feature_files(data: FeatureDataset, rgb: str) -> list[str]:
     """The ``.npy`` files of a folder's RGB features that its split file names no video of (neither a video's
-    features nor one of its `copy_file_name` copies), in name order: a video's features copied in by hand, the split
-    left as it was, which recognition-train then never trained or tested on, without a word.
+    features nor one of its `copy_file_name` copies, those it reads and those left by earlier runs), in name order:
+    a video's features copied in by hand, the split left as it was, which recognition-train then never trained or
+    tested on, without a word.
 
     Args:
         data: the loaded folder (`load_feature_dataset`).
         rgb: its RGB feature folder's name.
     """
-    named = {f"{v.name}.npy" for v in data.train + data.test}
-    named |= {copy_file_name(v.name, k) for v in data.train for k in range(1, len(v.copies) + 1)}
+    videos = {v.name for v in data.train + data.test}
+
+    def own(name: str) -> bool:
+        # Any copy of a video of the split is the folder's own, read or not: recognition-features writes copies of
+        # training videos only and deletes none, so a split drawn again (a former training video now held out) or
+        # a run with fewer --augment-copies leaves some behind; no list of split.json could name them.
+        stem, _, copy = name.removesuffix(".npy").rpartition(".aug")
+        return name.removesuffix(".npy") in videos or (stem in videos and copy.isascii() and copy.isdigit())
+
     try:
-        return sorted(p.name for p in (data.root / rgb).iterdir() if p.name.endswith(".npy") and p.name not in named)
+        return sorted(p.name for p in (data.root / rgb).iterdir() if p.name.endswith(".npy") and not own(p.name))
     except OSError:  # the folder was read a moment ago: gone since, the next run says so
         return []
 

@@ -620,3 +620,27 @@ def test_a_feature_file_no_video_of_the_split_names_is_warned_of(
     assert capsys.readouterr().err.splitlines() == [
         f"warning: {root / 'rgb_synth'}: 1 feature file of no video {root / 'split.json'} names, not read: "
         "video_09.npy (add them to its 'train' or 'test' list to train or test on them)"]
+
+
+def test_copies_recognition_features_leaves_behind_raise_no_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # recognition-features writes copies of training videos only and never deletes one: a split drawn again (its
+    # split.json deleted, as its own error line advises) that holds out a former training video, or a run with fewer
+    # --augment-copies, leaves <video>.aug<k>.npy files it no longer reads. They were named as files "of no video
+    # split.json names", to be added to its lists, though their video is in the split and a copy belongs in no list.
+    from tests.recognition.conftest import write_feature_folder
+
+    root = write_feature_folder(tmp_path / "features", n_train=2, n_test=1, frames=40)
+    split = json.loads((root / "split.json").read_text())
+    (root / "split.json").write_text(json.dumps(split | {"augment_copies": 1}))
+    rgb = root / "rgb_synth"
+    for video in split["train"]:
+        shutil.copy(rgb / f"{video}.npy", rgb / f"{video}.aug1.npy")
+        shutil.copy(rgb / f"{video}.npy", rgb / f"{video}.aug2.npy")  # an earlier run with --augment-copies 2
+    shutil.copy(rgb / f"{split['test'][0]}.npy", rgb / f"{split['test'][0]}.aug1.npy")  # a training video then
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL_CONFIG)
+    argv = ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet"]
+    assert main(argv) in (0, None)
+    assert "warning" not in capsys.readouterr().err

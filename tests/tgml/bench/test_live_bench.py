@@ -471,6 +471,16 @@ def test_a_damaged_sources_table_row_is_one_line(seconds: str, tmp_path: Path) -
         video_seconds(sources)
 
 
+def test_a_sources_table_row_without_its_recording_says_so(tmp_path: Path) -> None:
+    # It said "'' has no length in seconds (seconds = '973')": a length it had just quoted.
+    sources = tmp_path / "SOURCES.tsv"
+    sources.write_text("recording_id\tseconds\n10_16\t973\n\t620\n", encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        video_seconds(sources)
+    assert str(refused.value) == (f"{sources}: line 3: no recording_id (seconds = '620'; a damaged table? restore it "
+                                  "from the data set)")
+
+
 def _cut_mid_row(text: str) -> bytes:
     """The table cut four characters into a row: inside its recording_id, before its seconds."""
     return text[: text.index("\n", len(text) // 2) + 5].encode()

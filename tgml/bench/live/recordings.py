@@ -242,8 +242,9 @@ def video_seconds(sources: Path) -> dict[str, int]:
             recording, value = row.get("recording_id"), row.get("seconds")
             # ASCII digits only: str.isdigit takes '\u00b2', which int() refuses, and int() refuses 5,000 digits.
             if not (recording and value and value.isascii() and value.isdigit() and len(value) <= MAX_SECONDS_DIGITS):
-                raise InputError(f"{sources}: line {rows.line_num}: {recording or ''!r:.40} has no length in seconds "
-                                 f"(seconds = {value!r:.40}; a damaged table? restore it from the data set)")
+                what = f"{recording!r:.40} has no length in seconds" if recording else "no recording_id"
+                raise InputError(f"{sources}: line {rows.line_num}: {what} (seconds = {value!r:.40}; a damaged table? "
+                                 "restore it from the data set)")
             seconds[recording] = int(value)
     except csv.Error as err:  # a field longer than csv's limit (128 KiB): a damaged file
         raise InputError(f"{sources}: not a table of tab-separated columns ({err})") from None

@@ -389,6 +389,37 @@ class CheckerService:
             self.authenticator = None
 
 
+_freeze_lock = threading.Lock()
+_freezers = 0  # checkers of this process serving with their set-up frozen (`_freeze_setup`)
+_thaw_at_end = False  # whether the last of them unfreezes: not when the process had frozen objects of its own
+
+
+def _freeze_setup() -> None:
+    """Freeze what the process holds (`gc.freeze`) as a checker starts serving.
+
+    ``gc.freeze`` is one switch for the whole process: the first of two checkers of one process to stop unfroze the
+    other's set-up, and a checker stopping inside a program that had frozen its own heap (before a fork, as the gc
+    docs advise) unfroze that program's too. The last checker to stop unfreezes (`_thaw_setup`), and only when
+    nothing was frozen before the first one froze.
+    """
+    global _freezers, _thaw_at_end
+    with _freeze_lock:
+        if _freezers == 0:
+            _thaw_at_end = gc.get_freeze_count() == 0
+        _freezers += 1
+        gc.freeze()
+
+
+def _thaw_setup() -> None:
+    """The end of `_freeze_setup`, as a checker stops: a checker run inside another program (a test) leaves a heap
+    it found unfrozen as it found it."""
+    global _freezers
+    with _freeze_lock:
+        _freezers -= 1
+        if _freezers == 0 and _thaw_at_end:
+            gc.unfreeze()
+
+
 def run_checker(
     graph_path: str,
     config: CheckerConfig,
@@ -419,15 +450,14 @@ def run_checker(
     service = CheckerService(load_graph(graph_path), config, log=log, metrics=metrics, sinks=sinks)
     # Everything set up so far (the modules, the graph, the sockets) lives as long as the checker: out of the cyclic
     # collector's way, a full collection no longer walks it. Once every few seconds under 100 streams one took 22-38
-    # ms, every key-step meanwhile waiting (benchmarks/checker_load.py: p99 8-32 ms, 3.7-8.1 ms frozen). Unfrozen at
-    # the end: a checker run inside another program (a test, the all-in-one) leaves its heap as it found it.
-    gc.freeze()
+    # ms, every key-step meanwhile waiting (benchmarks/checker_load.py: p99 8-32 ms, 3.7-8.1 ms frozen).
+    _freeze_setup()
     try:  # a Ctrl-C right after ``ready`` must still close the sockets and report
         if ready is not None:
             ready(service.events_endpoint, service.alerts_endpoint)
         service.run(stop, until)
     finally:
-        gc.unfreeze()
+        _thaw_setup()
         service.close()
         if report is not None:
             report(service.summary(), **service.summary_counts())

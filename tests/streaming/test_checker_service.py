@@ -417,3 +417,37 @@ def test_what_the_checker_set_up_is_out_of_the_collectors_way_while_it_serves_an
                 ready=lambda *_: frozen.append(gc.get_freeze_count()), until=lambda _core: True)  # fmt: skip
     assert frozen and frozen[0] > before
     assert gc.get_freeze_count() == before
+
+
+def test_a_checker_that_stops_leaves_another_checker_and_its_host_frozen(tmp_path: Path) -> None:
+    # gc.freeze is one switch for the whole process: the first of two checkers in one process to stop unfroze the
+    # other's set-up (its full collections back, 14-38 ms each), and a checker stopping inside a program that had
+    # frozen its own heap (gc.freeze before fork, as the gc docs advise) unfroze that program's too.
+    import gc
+
+    from streaming.checker.service import run_checker
+
+    graph = tmp_path / "tea.json"
+    save_graph(tea_graph(), graph)
+    second_ready, first_stop, second_stop = threading.Event(), threading.Event(), threading.Event()
+    second = threading.Thread(target=run_checker, args=(str(graph), CheckerConfig(f"ipc://{tmp_path}/in2",
+                                                                                f"ipc://{tmp_path}/out2")),
+                              kwargs={"ready": lambda *_: second_ready.set(), "stop": second_stop})
+    second.start()
+    try:
+        assert second_ready.wait(30)
+        first_stop.set()
+        run_checker(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), stop=first_stop)
+        assert gc.get_freeze_count() > 0  # the second one serves on, frozen
+    finally:
+        second_stop.set()
+        second.join(30)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # the host's own
+    try:
+        host = gc.get_freeze_count()
+        run_checker(str(graph), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"),
+                    until=lambda _core: True)
+        assert gc.get_freeze_count() >= host
+    finally:
+        gc.unfreeze()

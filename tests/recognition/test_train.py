@@ -9,6 +9,7 @@ import shutil
 import signal
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -598,11 +599,9 @@ def test_a_config_extractor_the_checkpoint_records_trains(feature_folder: Path, 
     assert load_detector(out)[1].feature_extractor == extractor
 
 
-def test_a_feature_file_no_video_of_the_split_names_is_warned_of(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # A video's features copied into rgb_<x>/ by hand, split.json left as it was: never trained or tested on, and
-    # recognition-train said nothing. A folder's own files (its videos, their augmented copies) are no such file.
+def _folder_with_copies(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
+    """A feature folder of 2 training videos, each with its one augmented copy, and 1 test video; its split; the
+    recognition-train command line that trains on it (small, quiet)."""
     from tests.recognition.conftest import write_feature_folder
 
     root = write_feature_folder(tmp_path / "features", n_train=2, n_test=1, frames=40)
@@ -612,7 +611,15 @@ def test_a_feature_file_no_video_of_the_split_names_is_warned_of(
         shutil.copy(root / "rgb_synth" / f"{video}.npy", root / "rgb_synth" / f"{video}.aug1.npy")
     config = tmp_path / "small.toml"
     config.write_text(SMALL_CONFIG)
-    argv = ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet"]
+    return root, split, ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet"]
+
+
+def test_a_feature_file_no_video_of_the_split_names_is_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A video's features copied into rgb_<x>/ by hand, split.json left as it was: never trained or tested on, and
+    # recognition-train said nothing. A folder's own files (its videos, their augmented copies) are no such file.
+    root, _split, argv = _folder_with_copies(tmp_path)
     assert main(argv) in (0, None)
     assert "warning" not in capsys.readouterr().err
     shutil.copy(root / "rgb_synth" / "video_00.npy", root / "rgb_synth" / "video_09.npy")
@@ -629,18 +636,10 @@ def test_copies_recognition_features_leaves_behind_raise_no_warning(
     # split.json deleted, as its own error line advises) that holds out a former training video, or a run with fewer
     # --augment-copies, leaves <video>.aug<k>.npy files it no longer reads. They were named as files "of no video
     # split.json names", to be added to its lists, though their video is in the split and a copy belongs in no list.
-    from tests.recognition.conftest import write_feature_folder
-
-    root = write_feature_folder(tmp_path / "features", n_train=2, n_test=1, frames=40)
-    split = json.loads((root / "split.json").read_text())
-    (root / "split.json").write_text(json.dumps(split | {"augment_copies": 1}))
+    root, split, argv = _folder_with_copies(tmp_path)
     rgb = root / "rgb_synth"
     for video in split["train"]:
-        shutil.copy(rgb / f"{video}.npy", rgb / f"{video}.aug1.npy")
         shutil.copy(rgb / f"{video}.npy", rgb / f"{video}.aug2.npy")  # an earlier run with --augment-copies 2
     shutil.copy(rgb / f"{split['test'][0]}.npy", rgb / f"{split['test'][0]}.aug1.npy")  # a training video then
-    config = tmp_path / "small.toml"
-    config.write_text(SMALL_CONFIG)
-    argv = ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet"]
     assert main(argv) in (0, None)
     assert "warning" not in capsys.readouterr().err

@@ -396,7 +396,7 @@ def test_help_lines_fit_80_columns(command: list[str], monkeypatch: pytest.Monke
     page = capsys.readouterr().out
     assert max(len(line) for line in page.splitlines()) <= 80
     if not command:  # each sub-command still listed, one a line, with what it does
-        assert page.startswith("usage: tgml [-h] COMMAND ...")
+        assert page.startswith("usage: tgml [-h] [--version] COMMAND ...")
         assert "    bench-mistakes    CaptainCook4D online order-mistake benchmark" in page
 
 

@@ -276,20 +276,31 @@ def _configure(sock: zmq.Socket, endpoint: str, recv_hwm: int = RECV_HWM) -> Non
         sock.setsockopt(zmq.IPV6, 1)
 
 
-def _ipc_in_use(endpoint: str) -> bool:
-    """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over)."""
-    path = endpoint[len("ipc://") :]
-    if not path or path.startswith("@"):  # abstract namespace: the kernel refuses a second bind itself
-        return False
+def _ipc_path(endpoint: str) -> str | None:
+    """The socket file of an ``ipc://`` endpoint (None: another transport, or the abstract namespace, where the
+    kernel refuses a second bind itself and no file is left behind)."""
+    path = endpoint[len("ipc://") :] if endpoint.startswith("ipc://") else ""
+    return path if path and not path.startswith("@") else None
+
+
+def _connect_errno(path: str, timeout: float) -> int:
+    """The errno of connecting to the Unix socket file ``path`` (0: a process listening there took the connection);
+    ``timeout`` 0 does not wait."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.settimeout(1.0)
-        probe.connect(path)
-    except OSError:  # no file, a stale file nobody listens on, or not a socket
-        return False
+        probe.settimeout(timeout)
+        return probe.connect_ex(path)
+    except OSError as err:  # raised rather than returned (a path too long for a Unix socket, a timeout)
+        return err.errno or errno.EINVAL
     finally:
         probe.close()
-    return True
+
+
+def _ipc_in_use(endpoint: str) -> bool:
+    """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over); no file, a stale
+    file nobody listens on, or not a socket: not in use."""
+    path = _ipc_path(endpoint)
+    return path is not None and _connect_errno(path, 1.0) == 0
 
 
 @dataclass(frozen=True)
@@ -303,8 +314,8 @@ class IpcFile:
 
 def ipc_file(endpoint: str) -> IpcFile | None:
     """The socket file behind an endpoint just bound (None: another transport, the abstract namespace, no file)."""
-    path = endpoint[len("ipc://") :] if endpoint.startswith("ipc://") else ""
-    if not path or path.startswith("@"):
+    path = _ipc_path(endpoint)
+    if path is None:
         return None
     try:
         found = os.lstat(path)
@@ -319,12 +330,7 @@ IPC_RELEASE_S: Final = 0.5  # longest wait for libzmq's I/O thread to close a li
 def _listened_on(path: str) -> bool:
     """Whether a process listens on a Unix socket file: only a refused connection says that none does (a full
     backlog or a permission error do not)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.setblocking(False)
-        return probe.connect_ex(path) != errno.ECONNREFUSED
-    finally:
-        probe.close()
+    return _connect_errno(path, 0.0) != errno.ECONNREFUSED
 
 
 def remove_ipc_file(file: IpcFile | None) -> None:

@@ -912,7 +912,7 @@ class Publisher:
             elif message[:1] != b"\x00":  # an XSUB peer's data: read and dropped here, never kept
                 self._foreign += 1
             if self.guard:
-                self._count(message)
+                self._count(message, now)
                 if self.flood is not None:
                     return
         if self.guard:  # the time ran out before the queue did
@@ -928,11 +928,10 @@ class Publisher:
                           f"{SUBSCRIPTION_WINDOW_S:g} s; the --publish socket was re-opened to drop them (every viewer "
                           "connects again)")
 
-    def _count(self, message: bytes) -> None:
-        """One more message read up the socket: counted in the current window, and a subscription's prefix among
-        those libzmq holds (an unsubscription is not trusted to free one: any peer may send one for a prefix others
-        hold)."""
-        now = self.clock()
+    def _count(self, message: bytes, now: float) -> None:
+        """One more message read up the socket (at ``now``, the read loop's clock): counted in the current window, and
+        a subscription's prefix among those libzmq holds (an unsubscription is not trusted to free one: any peer may
+        send one for a prefix others hold)."""
         if now - self._window_start >= SUBSCRIPTION_WINDOW_S:
             self._window_start, self._window_count = now, 0
         self._window_count += 1

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -433,8 +434,8 @@ def unsplit_feature_files(data: FeatureDataset, rgb: str) -> list[str]:
         # Any copy of a video of the split is the folder's own, read or not: recognition-features writes copies of
         # training videos only and deletes none, so a split drawn again (a former training video now held out) or
         # a run with fewer --augment-copies leaves some behind; no list of split.json could name them.
-        stem, _, copy = name.removesuffix(".npy").rpartition(".aug")
-        return name.removesuffix(".npy") in videos or (stem in videos and copy.isascii() and copy.isdigit())
+        stem = name.removesuffix(".npy")
+        return stem in videos or copy_of(stem) in videos
 
     try:
         return sorted(p.name for p in (data.root / rgb).iterdir() if p.name.endswith(".npy") and not own(p.name))
@@ -459,6 +460,15 @@ def features_extractor(split: SplitFile, config: FeatureConfig) -> str:
 def copy_file_name(video: str, copy: int) -> str:
     """File name of augmented copy ``copy`` (1, 2, ...) of a video's features: ``<video>.aug<copy>.npy``."""
     return f"{video}.aug{copy}.npy"
+
+
+_COPY_STEM: Final = re.compile(r"(.+)\.aug[0-9]+")  # <video>.aug<k>, as `copy_file_name` names it
+
+
+def copy_of(stem: str) -> str | None:
+    """The video whose augmented copy a file stem names (``video_01`` for ``video_01.aug2``), or None."""
+    match = _COPY_STEM.fullmatch(stem)
+    return match.group(1) if match is not None else None
 
 
 def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: int) -> VideoFeatures:

@@ -18,7 +18,6 @@ module imports nothing of the detector loop, so the loop's loader can dispatch t
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
 from graphs.common.safe_text import count_of, first_few, unicode_form_hint
 from recognition.checkpoint import DetectorCheckpoint, load_detector
+from recognition.feature_folders import copy_of
 from recognition.feature_import import (
     feature_file_fault,
     feature_files,
@@ -46,7 +46,6 @@ from streaming.readers import Frame, ReaderConfig, Source, _FileReader
 
 PRECOMPUTED_NAME: Final = "precomputed"
 FEATURE_SUFFIX: Final = ".npy"
-COPY: Final = re.compile(r"(.+)\.aug[0-9]+")  # <video>.aug<k>: an augmented copy of <video>
 SHOWN: Final = 5  # recording names an error lists; it counts the rest
 RATE_TOLERANCE: Final = 1e-6  # relative: 1 and 1.0000001 vectors a second are one rate written two ways
 
@@ -252,8 +251,7 @@ def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src:
 
 def _is_copy(name: str, annotations: Annotations) -> bool:
     """Whether ``name`` is ``<video>.aug<k>`` of an annotated ``<video>``."""
-    match = COPY.fullmatch(name)
-    return match is not None and match.group(1) in annotations.videos
+    return copy_of(name) in annotations.videos
 
 
 def feature_file_for(files: dict[str, Path], name: str) -> Path:

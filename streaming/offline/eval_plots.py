@@ -95,7 +95,8 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
     # five entries of mistakes and alerts.
     legend_lines = sum(name.count("\n") + 1.5 for name in names.values()) + 8
     # An alert's label of several lines needs that much more room under the alerts' row.
-    label_lines = max([alert_label(item).count("\n") - 1 for item in detail["alerts"]] + [0])
+    labels = [alert_label(item) for item in detail["alerts"]]
+    label_lines = max([label.count("\n") - 1 for label in labels] + [0])
     fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, end / 4)) + 2.5,
                                     max(3.6 + LEGEND_LINE_IN * 2 * label_lines, LEGEND_LINE_IN * legend_lines + 0.6)))
     bar_labels: list[tuple[Any, float, float]] = []  # each bar's step name, and the bar's span
@@ -116,15 +117,15 @@ def timeline_figure(run: VideoRun, graph: TaskGraph) -> Any:
                        facecolors=colour, hatch=hatch, alpha=alpha)
         bar_labels.append((ax.text((item["start"] + item["end"]) / 2, ROWS["recognised"], item["name"], ha="center",
                                    va="center", fontsize=7, clip_on=True), item["start"], item["end"]))
-    for item in detail["alerts"]:
+    for item, label in zip(detail["alerts"], labels, strict=True):
         kind = "retracted" if item["retracted"] else ("right" if any(item["right"].values()) else "false alarm")
         colour = ALERT_COLOURS[kind]
         ax.plot([item["video_time"], item["raised"]], [ROWS["recognised"], ROWS["alerts"]], color=colour,
                 linestyle=":", linewidth=1.0)
         ax.plot(item["raised"], ROWS["alerts"], marker="v", markersize=9, color=colour,
                 markerfacecolor="none" if item["retracted"] else colour, markeredgewidth=1.5)
-        alert_labels.append(ax.text(item["raised"], ROWS["alerts"] - 0.3, alert_label(item), ha="center", va="top",
-                                    fontsize=7, color=colour))
+        alert_labels.append(ax.text(item["raised"], ROWS["alerts"] - 0.3, label, ha="center", va="top", fontsize=7,
+                                    color=colour))
     ax.set_yticks(list(ROWS.values()), list(ROWS))
     ax.set_ylim(-1.2, 2.6)
     ax.set_xlim(0, end * 1.02)

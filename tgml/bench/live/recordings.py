@@ -165,10 +165,11 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
     """
     data_dir = Path(data_dir)
     cc = captaincook_dir(data_dir)
-    if features_dir is None and not features_folder(data_dir).is_dir():  # the --features error named an unused option
+    given = features_dir is not None
+    features_dir = features_folder(data_dir, features_dir)
+    if not given and not features_dir.is_dir():  # the --features error named an option never given
         raise InputError(f"--data {data_dir}: no {FEATURES_SUBFOLDER} beside {cc.name}/, the data set's features; "
                          "give a folder of <recording_id>.npy files with --features")
-    features_dir = features_folder(data_dir, features_dir)
     files = feature_files(features_dir)
     activity = recording_activities(cc)
     if not any(name in activity for name in files):

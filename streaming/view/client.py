@@ -74,19 +74,13 @@ class View:
         news = message if isinstance(message, StepEvent | Alert | Retraction | MissingSteps) else None
         # An alert already told is news again only once retracted (reopened): its updates (the step's whole span, a
         # firmer probability) would read as a second mistake, and the last frame shows them.
-        if isinstance(news, Alert) and self._shown(news):
+        if isinstance(news, Alert) and self.state.shows(news):
             news = None
         new = self.state.apply(message, when)
         if self.lines is not None and new:
             self.lines.send(message)
         if self.news is not None and news is not None and new:
             self.news.append((when, news))
-
-    def _shown(self, alert: Alert) -> bool:
-        """Whether ``alert`` is shown already, and not as retracted."""
-        run, seen = self.state.alert_ids.get(alert.stream_id, ("", set()))
-        retracted = self.state.retracted.get(alert.stream_id, {})
-        return run == alert.run and alert.alert_id in seen and alert.alert_id not in retracted
 
 
 class Viewer:

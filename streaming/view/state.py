@@ -145,6 +145,13 @@ class ViewState:
             return True
         return False
 
+    def shows(self, alert: Alert) -> bool:
+        """Whether ``alert`` (its run and id) is shown already, and not as retracted: a copy of it then updates it,
+        where `apply` of an alert not shown, or shown retracted, tells of a mistake."""
+        run, seen = self.alert_ids.get(alert.stream_id, ("", set()))
+        retracted = self.retracted.get(alert.stream_id, {})
+        return run == alert.run and alert.alert_id in seen and alert.alert_id not in retracted
+
     def _update_alert(self, message: Alert, reopened: bool = False) -> bool:
         """A later copy of a shown alert: the copy received last wins (docs/wire-format.md, which copy of an alert
         wins), in place. Returns whether it says something new (a re-send that repeats it does not).

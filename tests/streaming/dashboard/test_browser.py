@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -43,8 +44,21 @@ TOKEN = "browser-test-token-0123456789"
 STARTUP_S = 120.0  # a command that loads torch and the backbone on a busy 2-core machine
 
 
-def browser() -> Any:
-    """A headless Chromium driven by Debian's chromedriver, or a skip saying what is missing."""
+@pytest.fixture
+def chromium_tmp() -> Iterator[Path]:
+    """A folder for Chromium's temporary files, removed after the test.
+
+    Ended by chromedriver, Chromium leaves its singleton socket's folder in ``$TMPDIR``: one more in the machine's
+    ``/tmp`` per test and per run otherwise. Not under ``tmp_path``: the socket's path would pass the 107 bytes a Unix
+    socket's name may hold, and Chromium would not start.
+    """
+    with tempfile.TemporaryDirectory(prefix="chromium-") as folder:
+        yield Path(folder)
+
+
+def browser(chromium_tmp: Path) -> Any:
+    """A headless Chromium driven by Debian's chromedriver, its temporary files in ``chromium_tmp``, or a skip saying
+    what is missing."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
     driver_path = shutil.which("chromedriver")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -58,7 +72,8 @@ def browser() -> Any:
                  "--disable-background-timer-throttling", "--disable-renderer-backgrounding"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for driver.get_log("browser")
-    return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    service = Service(executable_path=driver_path, env={**os.environ, "TMPDIR": str(chromium_tmp)})
+    return webdriver.Chrome(service=service, options=options)
 
 
 class Command:
@@ -136,8 +151,10 @@ ALERT_CARD = "return document.querySelector('#alert-feed li.alert');"
 
 
 @pytest.mark.slow
-def test_the_demo_alert_reaches_every_open_page_in_time_as_text(tmp_path: Path, demo_cache: Path) -> None:
-    driver = browser()
+def test_the_demo_alert_reaches_every_open_page_in_time_as_text(
+    tmp_path: Path, demo_cache: Path, chromium_tmp: Path
+) -> None:
+    driver = browser(chromium_tmp)
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     try:
@@ -235,8 +252,8 @@ def page_tile(driver: Any, label: str, timeout_s: float = 20.0) -> dict[str, Any
     return result
 
 
-def test_the_page_says_what_it_cannot_know_and_when_an_alert_was_raised(tmp_path: Path) -> None:
-    driver = browser()
+def test_the_page_says_what_it_cannot_know_and_when_an_alert_was_raised(tmp_path: Path, chromium_tmp: Path) -> None:
+    driver = browser(chromium_tmp)
     graph = tea_graph()
     names = dict(zip(graph.step_ids, graph.step_names, strict=True)) | {2: "attach_legs"}  # not the checker's name
     seq = itertools.count()
@@ -307,8 +324,10 @@ BADGES = ("return {page: document.getElementById('page-link').textContent, "
           "checker: document.getElementById('checker-link').textContent};")
 
 
-def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is(tmp_path: Path) -> None:
-    driver = browser()
+def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is(
+    tmp_path: Path, chromium_tmp: Path
+) -> None:
+    driver = browser(chromium_tmp)
     graph = tea_graph()
     names = dict(zip(graph.step_ids, graph.step_names, strict=True))
     wrong = names | {2: "attach_legs"}  # not the checker's name of step 2
@@ -385,10 +404,12 @@ def test_a_page_that_lost_its_dashboard_says_so_and_comes_back_as_the_new_one_is
         driver.quit()
 
 
-def test_a_page_whose_dashboard_falls_silent_says_so_though_its_socket_stays_open(tmp_path: Path) -> None:
+def test_a_page_whose_dashboard_falls_silent_says_so_though_its_socket_stays_open(
+    tmp_path: Path, chromium_tmp: Path
+) -> None:
     # A dashboard frozen (its machine powered off or swapping, a link cut on the way) closes no socket: the page said
     # "page live", "checker connected" and every stream LIVE for as long as that lasted.
-    driver = browser()
+    driver = browser(chromium_tmp)
     seq = itertools.count()
     release = threading.Event()
     try:
@@ -424,11 +445,13 @@ DAY_S = 86_400.0
 CAPTION = "return document.getElementById('graph-caption').textContent;"
 
 
-def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_marks(tmp_path: Path) -> None:
+def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_marks(
+    tmp_path: Path, chromium_tmp: Path
+) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    driver = browser()
+    driver = browser(chromium_tmp)
     graph = tea_graph()
     names = dict(zip(graph.step_ids, graph.step_names, strict=True))
     try:
@@ -518,8 +541,8 @@ def test_keyboard_alone_selects_and_acknowledges_and_the_page_names_what_it_mark
 LONG_STREAM = "north_east_corner_of_assembly_bay_twelve_wide_angle_camera_0001"  # 64 characters, no hyphen to break at
 
 
-def test_many_streams_and_long_names_keep_every_alert_in_sight(tmp_path: Path) -> None:
-    driver = browser()
+def test_many_streams_and_long_names_keep_every_alert_in_sight(tmp_path: Path, chromium_tmp: Path) -> None:
+    driver = browser(chromium_tmp)
     streams = [f"cam{i:02d}" for i in range(14)] + [LONG_STREAM]
     seq = itertools.count()
     try:

@@ -52,7 +52,7 @@ from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_file
 from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
-from graphs.common.safe_text import first_few, printable
+from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
 from recognition.segment_metrics import TimedSegment
@@ -830,6 +830,79 @@ def check_segments_fit(segments: Sequence[TimedSegment], duration: float, slack:
         raise InputError(
             f"{src}: a segment of video {video!r} ends at {late[0].end:g} s, after the video ({duration:.2f} s long)"
         )
+
+
+DEFAULT_TEST_FRACTION: Final = 0.2  # a new folder's held-out share (an existing folder keeps its split)
+
+
+def check_test_split_options(test_fraction: float | None, test_videos: Sequence[str], noun: str) -> None:
+    """Refuse a ``--test-fraction`` outside (0, 1) or a ``--test-videos`` naming a video twice, as a run's config is
+    built (extraction and import alike).
+
+    Args:
+        test_fraction: ``--test-fraction`` (None: not given).
+        test_videos: ``--test-videos`` (empty: not given).
+        noun: what the run's videos are called in the error (``video``, ``recording``).
+    """
+    fraction = test_fraction
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
+                                 or not 0 < fraction < 1):
+        # Both splits must hold a video: 0 would leave no test split (draw_test_videos), said here at once.
+        raise InputError(f"--test-fraction {fraction!r}: must be in (0, 1), the share of {noun}s held out for testing")
+    if len(set(test_videos)) != len(test_videos):
+        raise InputError(f"--test-videos {','.join(test_videos)}: a video is named twice")
+
+
+def choose_test_videos(
+    names: Sequence[str],
+    stored: SplitFile | None,
+    test_videos: Sequence[str],
+    test_fraction: float | None,
+    seed: int,
+    annotations: str | Path,
+    noun: str = "video",
+    unknown: str = "an annotated video of this scenario",
+    absent: Callable[[str], str] | None = None,
+) -> frozenset[str]:
+    """The test split of a run that writes a feature folder (``recognition-features``, and its ``import``): an
+    existing folder's (`kept_test_videos`), else the videos ``--test-videos`` names, else a seeded draw of
+    ``--test-fraction`` of them (`DEFAULT_TEST_FRACTION` when not given).
+
+    Args:
+        names: the run's videos (the scenario's annotated videos, or the imported recordings).
+        stored: the split of an earlier run into the same folder (`stored_split`), None for a new folder.
+        test_videos: ``--test-videos`` (empty: not given).
+        test_fraction: ``--test-fraction`` (None: not given).
+        seed: ``--seed`` of the draw.
+        annotations: the annotation file the names come from (for the error lines).
+        noun: what the run's videos are called in the errors (``video``, ``recording``).
+        unknown: what a name of ``--test-videos`` that is not among ``names`` is not, after "is not".
+        absent: as for `kept_test_videos`.
+
+    Returns:
+        Test video names; both splits are non-empty.
+
+    Raises:
+        InputError: a named video that is not among ``names``, a split that leaves either side empty, or one that
+            differs from the folder's.
+    """
+    if test_videos:
+        missing = [v for v in test_videos if v not in names]
+        if missing:
+            raise InputError(f"--test-videos: {missing[0]!r} is not {unknown}")
+    if stored is not None:
+        return kept_test_videos(names, stored, test_videos, test_fraction, seed, annotations, absent)
+    if test_videos:
+        test, what = frozenset(test_videos), f"--test-videos {','.join(test_videos)}"
+    else:
+        fraction = DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction
+        test = draw_test_videos(names, fraction, seed)
+        what = f"--test-fraction {fraction:g} of {count_of(len(names), noun)}"
+    if not test:
+        raise InputError(f"{what}: the test split would be empty; raise it or name test {noun}s with --test-videos")
+    if len(test) == len(names):
+        raise InputError(f"{what}: no {noun} would be left for training")
+    return test
 
 
 def draw_test_videos(names: Sequence[str], fraction: float, seed: int) -> frozenset[str]:

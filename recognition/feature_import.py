@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -49,9 +49,9 @@ from recognition.feature_folders import (
     SplitFile,
     check_feature_folder_out,
     check_segments_fit,
-    draw_test_videos,
+    check_test_split_options,
+    choose_test_videos,
     earlier_rate,
-    kept_test_videos,
     step_targets,
     stored_split,
     stored_width,
@@ -66,7 +66,6 @@ DEFAULT_NAME: Final = "imported"  # the extractor name a folder of imported feat
 NAME_RULE: Final = "letters, digits, '.', '_' or '-', at most 64 characters, starting with a letter"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 FLOAT_KINDS: Final = "f"  # feature files hold real floating-point numbers
-DEFAULT_TEST_FRACTION: Final = 0.2
 SHOWN: Final = 5  # names an error or a summary lists; it counts the rest
 
 
@@ -129,7 +128,8 @@ class ImportConfig:
         name: the extractor name recorded (``rgb_<name>/``, ``split.json``, every checkpoint trained on it).
         scenario: which scenario of the annotation file; None when it holds exactly one with feature files.
         test_fraction: share of the recordings held out for testing, when ``test_videos`` is empty (None:
-            `DEFAULT_TEST_FRACTION` for a new folder, the folder's split for one written before).
+            `recognition.feature_folders.DEFAULT_TEST_FRACTION` for a new folder, the folder's split for one written
+            before).
         test_videos: the test recordings by name.
         seed: draws the ``test_fraction`` recordings.
     """
@@ -147,13 +147,7 @@ class ImportConfig:
     def __post_init__(self) -> None:
         check_fps(self.rate, "--rate", "vectors")
         check_extractor_name(self.name)
-        fraction = self.test_fraction
-        if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, int | float)
-                                     or not 0 < fraction < 1):
-            raise InputError(f"--test-fraction {fraction!r}: must be in (0, 1), the share of recordings held out "
-                             "for testing")
-        if len(set(self.test_videos)) != len(self.test_videos):
-            raise InputError(f"--test-videos {','.join(self.test_videos)}: a video is named twice")
+        check_test_split_options(self.test_fraction, self.test_videos, "recording")
         check_seed(self.seed)
 
     @property
@@ -572,7 +566,9 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
             return f"are annotated under another scenario than {scenario!r} in {config.annotations}"
         return f"have no feature file in --features {config.features}"
 
-    test = choose_test(names, config, stored, absent)
+    test = choose_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed, config.annotations,
+                              "recording", "an imported recording (a feature file of the scenario with an annotation)",
+                              absent)
     return ImportPlan(scenario, step_ids, step_names, tuple(videos), test)
 
 
@@ -595,38 +591,6 @@ def rate_refusal(config: ImportConfig, ratio: float, earlier: float) -> str:
             f"fit, and at --rate {config.rate:g} they last a median {ratio:.1f} times as long as their recordings' "
             f"annotated steps (every step would end early in its file): import at --rate {earlier:g}, or into "
             f"another --out ({config.out} is left as it was)")
-
-
-def choose_test(names: Sequence[str], config: ImportConfig, stored: SplitFile | None,
-                absent: Callable[[str], str] | None = None) -> frozenset[str]:
-    """The test recordings: a folder's written before (``stored``, `recognition.feature_folders.stored_split` of
-    ``--out``) keeps its split (`recognition.feature_folders.kept_test_videos`, as ``recognition-features`` resuming
-    on videos); else ``--test-videos``, else a seeded draw of ``--test-fraction`` of them; both splits are non-empty.
-    ``absent`` says why a recording of the folder's split is not among ``names`` (no feature file, not annotated).
-
-    Raises:
-        InputError: a named recording that is not imported, a split that leaves either side empty, or one that differs
-            from the folder's.
-    """
-    if config.test_videos:
-        unknown = [v for v in config.test_videos if v not in names]
-        if unknown:
-            raise InputError(f"--test-videos: {unknown[0]!r} is not an imported recording (a feature file of the "
-                             "scenario with an annotation)")
-    if stored is not None:
-        return kept_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed,
-                                config.annotations, absent)
-    if config.test_videos:
-        test, what = frozenset(config.test_videos), f"--test-videos {','.join(config.test_videos)}"
-    else:
-        fraction = DEFAULT_TEST_FRACTION if config.test_fraction is None else config.test_fraction
-        test = draw_test_videos(names, fraction, config.seed)
-        what = f"--test-fraction {fraction:g} of {count_of(len(names), 'recording')}"
-    if not test:
-        raise InputError(f"{what}: the test split would be empty; raise it or name test recordings with --test-videos")
-    if len(test) == len(names):
-        raise InputError(f"{what}: no recording would be left for training")
-    return test
 
 
 def import_features(config: ImportConfig) -> ImportReport:

@@ -55,10 +55,10 @@ from recognition.feature_folders import (
     SplitFile,
     check_feature_folder_out,
     check_segments_fit,
+    check_test_split_options,
+    choose_test_videos,
     copy_file_name,
-    draw_test_videos,
     earlier_rate,
-    kept_test_videos,
     step_targets,
     stored_features_fault,
     stored_split,
@@ -92,7 +92,6 @@ END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotat
 # Two copies raised the validation mAP on the hard footage from 85.6 to 89.0 (docs/recognition.md), for three times
 # the extraction time of the training videos.
 DEFAULT_COPIES: Final = 2
-DEFAULT_TEST_FRACTION: Final = 0.2  # a new folder's held-out share (an existing folder keeps its split)
 
 
 DEFAULT_FPS: Final = 5.0  # feature frames per second of a new folder (the detector's rate, live as well)
@@ -110,7 +109,8 @@ class FeatureExtractionConfig:
         fps: feature frames per second (the detector's rate, live as well).
         scenario: which scenario of the file; None when the file holds exactly one.
         test_fraction: share of the videos held out for testing, when ``test_videos`` is empty; None: an existing
-            folder keeps its split (`stored_split`), a new one holds out `DEFAULT_TEST_FRACTION`.
+            folder keeps its split (`stored_split`), a new one holds out
+            `recognition.feature_folders.DEFAULT_TEST_FRACTION`.
         test_videos: the test videos by name (overrides ``test_fraction``).
         seed: draws the ``test_fraction`` videos.
         threads: batches computed at once, one CPU core each (None: one per core). Independent batches keep
@@ -146,11 +146,7 @@ class FeatureExtractionConfig:
         if self.extractor not in EXTRACTOR_NAMES:
             raise InputError(f"--extractor {self.extractor!r}: choose one of {', '.join(EXTRACTOR_NAMES)}")
         check_fps(self.fps)
-        if self.test_fraction is not None and not (isinstance(self.test_fraction, int | float)
-                                                   and 0 < self.test_fraction < 1):
-            # Both splits must hold a video: 0 would leave no test split (draw_test_videos), said here at once.
-            raise InputError(f"--test-fraction {self.test_fraction!r}: must be in (0, 1), the share of videos held "
-                             "out for testing")
+        check_test_split_options(self.test_fraction, self.test_videos, "video")
         if self.threads is not None:
             check_threads(self.threads)
         resolve_device(self.device)  # --device cuda without a GPU: refused before any work, as stream-detect does
@@ -159,8 +155,6 @@ class FeatureExtractionConfig:
         check_seed(self.seed)
         if self.batch < 1:
             raise InputError(f"FeatureExtractionConfig.batch = {self.batch}: must be >= 1")
-        if len(set(self.test_videos)) != len(self.test_videos):
-            raise InputError(f"--test-videos {','.join(self.test_videos)}: a video is named twice")
 
     @property
     def rgb(self) -> str:
@@ -355,41 +349,6 @@ def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path
     return found[0]
 
 
-def choose_test_videos(
-    names: list[str], config: FeatureExtractionConfig, stored: SplitFile | None = None
-) -> frozenset[str]:
-    """The test split: an existing folder's (`kept_test_videos`), else the videos named by ``--test-videos``, else a
-    seeded draw of ``--test-fraction`` of them (`DEFAULT_TEST_FRACTION` when not given).
-
-    Args:
-        names: the scenario's annotated videos.
-        config: the run's split settings.
-        stored: the split of an earlier run into the same folder (`stored_split`), None for a new folder.
-
-    Returns:
-        Test video names; both splits are non-empty.
-    """
-    if config.test_videos:
-        unknown = [v for v in config.test_videos if v not in names]
-        if unknown:
-            raise InputError(f"--test-videos: {unknown[0]!r} is not an annotated video of this scenario")
-    if stored is not None:
-        return kept_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed,
-                                config.annotations)
-    if config.test_videos:
-        test = frozenset(config.test_videos)
-        what = f"--test-videos {','.join(config.test_videos)}"
-    else:
-        fraction = DEFAULT_TEST_FRACTION if config.test_fraction is None else config.test_fraction
-        test = draw_test_videos(names, fraction, config.seed)
-        what = f"--test-fraction {fraction:g} of {count_of(len(names), 'video')}"
-    if not test:
-        raise InputError(f"{what}: the test split would be empty; raise it or name test videos with --test-videos")
-    if len(test) == len(names):
-        raise InputError(f"{what}: no video would be left for training")
-    return test
-
-
 def _open(path: Path, config: FeatureExtractionConfig) -> VideoReader:
     """The live pipeline's reader for a file, at the feature rate; its errors name the file, not ``--video``."""
     return open_named(path, ReaderConfig(fps=config.fps, reader=config.reader), str(path))
@@ -436,7 +395,8 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
                 said = str(err).removeprefix(f"{annotations.path}: ")
                 raise InputError(f"{cut}, and {said} of {annotations.path}: a copy cut short?") from None
         planned.append(PlannedVideo(video.video, path, segments, duration, source_fps))
-    test = choose_test_videos([v.name for v in planned], config, stored)
+    test = choose_test_videos([v.name for v in planned], stored, config.test_videos, config.test_fraction, config.seed,
+                              config.annotations)
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
                           unannotated_videos(videos_dir, annotations.videos))
 

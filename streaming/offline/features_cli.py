@@ -56,6 +56,8 @@ def _names(value: str) -> tuple[str, ...]:
 
 def build_parser() -> ArgumentParser:
     """The command-line interface."""
+    from recognition.feature_folders import DEFAULT_TEST_FRACTION
+
     parser = ArgumentParser(prog="recognition-features", description=plain_summary(__doc__),
                             epilog="Features of your own backbone: recognition-features import --help")
     add_version_option(parser)
@@ -73,7 +75,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--scenario", help="scenario of the annotation file (needed when it holds several)")
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--test-fraction", type=float, default=None, metavar="F",
-                       help="share of videos held out (default 0.2); an existing --out folder keeps its split")
+                       help=f"share of videos held out (default {DEFAULT_TEST_FRACTION:g}); an existing --out folder "
+                       "keeps its split")
     split.add_argument("--test-videos", type=_names, metavar="NAMES", help="test videos by name, comma-separated")
     parser.add_argument("--seed", type=seed_option, default=0,
                         help="seeds the --test-fraction draw and the augmented copies "
@@ -100,7 +103,8 @@ IMPORT_ONLY: Final = frozenset({"--features", "--rate", "--name"})  # import's o
 
 def build_import_parser() -> ArgumentParser:
     """The command-line interface of ``recognition-features import``."""
-    from recognition.feature_import import DEFAULT_NAME, DEFAULT_TEST_FRACTION, NAME_RULE
+    from recognition.feature_folders import DEFAULT_TEST_FRACTION
+    from recognition.feature_import import DEFAULT_NAME, NAME_RULE
 
     parser = ArgumentParser(prog="recognition-features import",
                             description="Bring your own features: one <video>.npy per recording, (T, D) floats at "

@@ -548,7 +548,8 @@ def test_augmented_copies_are_written_for_training_videos_and_resumed(
 
 
 def test_the_help_states_the_default_number_of_copies_and_test_share(capsys: pytest.CaptureFixture[str]) -> None:
-    from streaming.offline.features import DEFAULT_COPIES, DEFAULT_TEST_FRACTION
+    from recognition.feature_folders import DEFAULT_TEST_FRACTION
+    from streaming.offline.features import DEFAULT_COPIES
 
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -202,6 +202,38 @@ def shrunk_rates(hits: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, floa
     return (hits + n0 * pooled) / (totals + n0), n0
 
 
+def done_pairs(
+    evidence: np.ndarray, runs: Sequence[tuple[int, int]], frames: int, done_head: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (E3) calibration pairs of one validation video: at every moment the checker asks "was ``s`` done?" (each
+    annotated start, from the frames before it, and the end), each step's features and whether it was annotated
+    before.
+
+    Args:
+        evidence: ``(T, K)`` the (E1) evidence of the ``K`` steps after each frame, or ``(T, 2K)`` with the done-state
+            logits ``u`` of (E3) after it.
+        runs: ``(step row, first frame)`` of each annotated run of a key-step, in time order.
+        frames: ``T``.
+        done_head: ``evidence`` holds the done-state logits.
+
+    Returns:
+        ``(x (A * K, 1 or 2), y (A * K,))`` for the ``A`` asks, ask by ask, step by step: the features as they stood
+        before the ask, and 1 where the step's first run began before it.
+    """
+    k = evidence.shape[1] // (2 if done_head else 1)
+    starts = np.array([start for _, start in runs], dtype=np.int64)
+    asks = np.r_[starts, frames]  # (A,)
+    first_seen = np.full(k, np.iinfo(np.int64).max)
+    np.minimum.at(first_seen, np.array([r for r, _ in runs], dtype=np.int64), starts)
+    before_start = np.zeros(evidence.shape[1])
+    if done_head:  # a stream that has just begun: nothing done (the tracker's answer before the first frame)
+        before_start[k:] = state_logit(np.zeros(k))
+    stood = np.vstack([before_start, evidence])[asks]  # (A, F * K): the evidence after frame ask - 1
+    x = stood.reshape(len(asks), -1, k).transpose(0, 2, 1).reshape(len(asks) * k, -1)  # (A * K, F)
+    y = (first_seen[None, :] < asks[:, None]).astype(np.float64).ravel()  # (A * K,)
+    return x, y
+
+
 def calibrate_evidence(
     validation: Mapping[str, tuple[np.ndarray, np.ndarray]],
     class_step_ids: Sequence[int | None],
@@ -257,20 +289,11 @@ def calibrate_evidence(
         if done_head:  # the done-state logits (E3's u) beside the action evidence: (T, 2K)
             state = state_logit(np.asarray(outputs)[:, len(class_step_ids) + np.asarray(key)])
             evidence = np.concatenate([evidence, state], axis=1)
-        # The checker asks at each annotated start (evidence from the frames before it) and at the end.
-        asks = [start for _, start, _ in runs] + [len(labels)]
-        first_seen = np.full(len(key), np.iinfo(np.int64).max)
-        for c, start, _ in runs:
-            first_seen[row[c]] = min(first_seen[row[c]], start)
-        before_start = np.zeros(evidence.shape[1])
-        if done_head:  # a stream that has just begun: nothing done (the tracker's answer before the first frame)
-            before_start[len(key) :] = state_logit(np.zeros(len(key)))
-        for frame in asks:
-            x = evidence[frame - 1] if frame > 0 else before_start
-            xs.append(x.reshape(-1, len(key)).T)  # (K, 1 or 2): each step's features
-            groups.append(np.arange(len(key)))
-            pair_video.append(np.full(len(key), index))
-            ys.append((first_seen < frame).astype(np.float64))
+        x, y = done_pairs(evidence, [(row[c], start) for c, start, _ in runs], len(labels), done_head)
+        xs.append(x)
+        ys.append(y)
+        groups.append(np.tile(np.arange(len(key)), len(y) // len(key)))
+        pair_video.append(np.full(len(y), index))
         events = segment_outputs(probs, segmenter, class_step_ids)
         detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
         for e in events:

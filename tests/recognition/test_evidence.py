@@ -21,6 +21,7 @@ from recognition.evidence_calibration import (
     SLOPE_PENALTIES,
     calibrate_evidence,
     choose_slope_penalty,
+    done_pairs,
     fit_shrunk_logistic,
     shrunk_rates,
 )
@@ -33,6 +34,19 @@ def test_window_evidence_is_the_running_maximum_of_window_means() -> None:
     assert window_evidence(p, 2)[:, 0].tolist() == [0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
     q = np.array([[0.2], [0.2], [0.8], [0.0]])
     assert window_evidence(q, 3)[:, 0] == pytest.approx([0.2 / 3, 0.4 / 3, 0.4, 0.4])
+
+
+def test_done_pairs_ask_at_each_annotated_start_and_at_the_end() -> None:
+    # Two steps over 4 frames; step 1 annotated from frame 1, step 0 from frame 3 (and again later in the video).
+    evidence = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8]])
+    x, y = done_pairs(evidence, [(1, 1), (0, 3)], 4, done_head=False)
+    # Asks at frames 1, 3 and 4 (the end), each with the evidence after the frame before it.
+    assert x[:, 0].tolist() == [0.1, 0.2, 0.5, 0.6, 0.7, 0.8]
+    assert y.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    with_states = np.concatenate([evidence, np.full((4, 2), 2.0)], axis=1)  # (T, 2K): the done-state logits after
+    x, y = done_pairs(with_states, [(0, 0)], 4, done_head=True)
+    assert x.shape == (4, 2) and x[:2, 1] == pytest.approx(np.log(1e-4 / (1 - 1e-4)))  # before the first frame
+    assert x[2:].tolist() == [[0.7, 2.0], [0.8, 2.0]] and y.tolist() == [0.0, 0.0, 1.0, 0.0]
 
 
 def test_the_online_tracker_agrees_with_the_whole_recording() -> None:

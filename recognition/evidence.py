@@ -265,6 +265,19 @@ class EvidenceModel:
                    (_logit(f),) * k, _logit(1 - f) - _logit(f), (m,) * k, (f,) * k, source="default")
 
 
+def step_columns(model: EvidenceModel, class_step_ids: Sequence[int | None]) -> list[int]:
+    """The detector class of each step of a calibration, in `EvidenceModel.step_ids` order.
+
+    Raises:
+        InputError: a step of the calibration is no class of the detector.
+    """
+    index = {s: c for c, s in enumerate(class_step_ids) if s is not None}
+    missing = [s for s in model.step_ids if s not in index]
+    if missing:
+        raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
+    return [index[s] for s in model.step_ids]
+
+
 class EvidenceTracker:
     """Formula (E1) online, one frame at a time, and looked up at any past frame (a segment's start); with a done
     head, its outputs of the last `STATE_HISTORY` frames too.
@@ -352,11 +365,7 @@ class EvidenceReporter:
 
     def __init__(self, model: EvidenceModel, class_step_ids: Sequence[int | None], fps: float) -> None:
         self.model = model
-        index = {s: c for c, s in enumerate(class_step_ids) if s is not None}
-        missing = [s for s in model.step_ids if s not in index]
-        if missing:
-            raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
-        self.classes = [index[s] for s in model.step_ids]
+        self.classes = step_columns(model, class_step_ids)
         self._row = {s: i for i, s in enumerate(model.step_ids)}
         self.window = window_frames(model.window_s, fps)
         self.fps = fps
@@ -410,12 +419,8 @@ def recording_evidence(
         Per detection: formula (E3) for every step with the evidence (E1) as it stood before its first frame, and
         formula (E4) for the detection.
     """
-    index = {s: c for c, s in enumerate(class_step_ids) if s is not None}
-    missing = [s for s in model.step_ids if s not in index]
-    if missing:
-        raise InputError(f"evidence model: step {missing[0]} is not a class of the detector")
+    columns = step_columns(model, class_step_ids)
     window = window_frames(model.window_s, fps)
-    columns = [index[s] for s in model.step_ids]
     outputs = np.asarray(probs)
     x = window_evidence(outputs[:, columns], window)  # (T, K)
     frames = np.asarray(starts, dtype=np.int64)

@@ -23,10 +23,7 @@ DEMO_GRAPH = str(ROOT / "streaming" / "demo" / "demo_graph.json")
 # Libraries a command may load only when its work needs them: a model, a sentence encoder, a plot, a metrics endpoint.
 HEAVY = ("torch", "sentence_transformers", "matplotlib", "prometheus_client")
 TGML_SUBCOMMANDS = ("train", "show", "eval", "bench-captaincook", "bench-mistakes", "bench-queries", "bench-synthetic")
-PREGO_SUBCOMMANDS = ("prepare", "select")
-# Their parsers read the online segmenter's defaults, and recognition/segmenter.py imports torch for one isinstance
-# test of a tensor input; the import graph beyond it is torch-free. They leave this list once that import is lazy.
-SEGMENTER_BOUND = ("select-checker", "replay")
+PREGO_SUBCOMMANDS = ("prepare", "select", "select-checker", "replay")
 
 # command -> (module with `main(argv)`, the argument lists run one after the other)
 RUNS: dict[str, tuple[str, list[list[str]]]] = {
@@ -34,7 +31,6 @@ RUNS: dict[str, tuple[str, list[list[str]]]] = {
                                ["show", DEMO_GRAPH], ["eval", "--pred", DEMO_GRAPH, "--gt", DEMO_GRAPH]]),
     "prego-bench": ("tgml.bench.prego_bench_cli", [["--help"], ["--version"],
                                                    *[[c, "--help"] for c in PREGO_SUBCOMMANDS]]),
-    "prego-bench (segmenter)": ("tgml.bench.prego_bench_cli", [[c, "--help"] for c in SEGMENTER_BOUND]),
     "recognition-train": ("recognition.recognition_train_cli", [["--help"], ["--version"]]),
     "recognition-features": ("streaming.offline.features_cli", [["--help"], ["--version"]]),
     "stream-detect": ("streaming.stream_detect_cli", [["--help"], ["--version"],

@@ -41,6 +41,7 @@ difference on the same footage is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -55,7 +56,7 @@ from recognition.evidence import (
     window_evidence,
     window_frames,
 )
-from recognition.segmenter import SegmenterConfig, segment_outputs
+from recognition.segmenter import SegmenterConfig, SegmentEvent, segment_outputs
 
 SHRINK: Final = 1.0  # penalty on each step's offset from the common intercept (a prior of unit variance)
 RIDGE: Final = 1e-3  # penalty on the common intercept and slope: keeps a fit on separable pairs finite
@@ -234,6 +235,62 @@ def done_pairs(
     return x, y
 
 
+@dataclass(frozen=True)
+class VideoDetections:
+    """The confirmed detections of key-steps on one validation video, for the (E4) curve and the rates.
+
+    Attributes:
+        evidence: float ``(D, 2)`` per detection, ``y`` of (E2) and ``z`` of (E4).
+        rows: int64 ``(D,)`` the step row of each detection.
+        real: float ``(D,)`` 1 where at least half of its frames are annotated with its step.
+        run_hit: float ``(R,)`` per annotated run, 1 where a detection of its step overlaps it.
+    """
+
+    evidence: np.ndarray
+    rows: np.ndarray
+    real: np.ndarray
+    run_hit: np.ndarray
+
+
+def video_detections(
+    events: Sequence[SegmentEvent],
+    labels: np.ndarray,
+    runs: Sequence[tuple[int, int, int]],
+    row: Mapping[int, int],
+    fps: float,
+    detection_window_s: float,
+    window_s: float,
+) -> VideoDetections:
+    """What the segmenter confirmed on one validation video, held against its annotation.
+
+    Args:
+        events: the segmenter's confirmed segments over the video's outputs.
+        labels: ``(T,)`` the annotated class of each frame.
+        runs: `annotated_runs` of ``labels``.
+        row: key-step class -> step row (background classes absent).
+        fps: frames per second.
+        detection_window_s: ``W`` of (E2).
+        window_s: the done window ``z`` of (E4) is measured against.
+
+    Returns:
+        The `VideoDetections`.
+    """
+    kept = [e for e in events if e.class_index in row]
+    detected = np.full(len(labels), -1, dtype=np.int64)  # per frame: the class of the detection covering it
+    evidence: list[tuple[float, float]] = []
+    real: list[float] = []
+    for e in kept:
+        seconds = (e.end_frame - e.start_frame) / fps
+        evidence.append((detection_evidence(e.confidence, seconds, detection_window_s),
+                         duration_evidence(seconds, window_s)))
+        real.append(1.0 if np.mean(labels[e.start_frame : e.end_frame] == e.class_index) >= 0.5 else 0.0)
+        detected[e.start_frame : e.end_frame] = e.class_index
+    hit = [float(np.any(detected[start:end] == c)) for c, start, end in runs]
+    return VideoDetections(np.asarray(evidence, dtype=np.float64).reshape(-1, 2),
+                           np.array([row[e.class_index] for e in kept], dtype=np.int64),
+                           np.asarray(real, dtype=np.float64), np.asarray(hit, dtype=np.float64))
+
+
 def calibrate_evidence(
     validation: Mapping[str, tuple[np.ndarray, np.ndarray]],
     class_step_ids: Sequence[int | None],
@@ -294,22 +351,15 @@ def calibrate_evidence(
         ys.append(y)
         groups.append(np.tile(np.arange(len(key)), len(y) // len(key)))
         pair_video.append(np.full(len(y), index))
-        events = segment_outputs(probs, segmenter, class_step_ids)
-        detected = np.zeros(len(labels), dtype=np.int64) - 1  # per frame: the class of the detection covering it
-        for e in events:
-            if e.class_index not in row:
-                continue
-            real = float(np.mean(labels[e.start_frame : e.end_frame] == e.class_index)) >= 0.5
-            seconds = (e.end_frame - e.start_frame) / fps
-            det_y.append((detection_evidence(e.confidence, seconds, det_window_s),
-                          duration_evidence(seconds, window_s)))
-            det_group.append(row[e.class_index])
-            det_real.append(float(real))
-            det_video.append(index)
-            detected[e.start_frame : e.end_frame] = e.class_index
-        for c, start, end in runs:
-            seg_total[row[c]] += 1
-            seg_hit[row[c]] += bool(np.any(detected[start:end] == c))
+        found = video_detections(segment_outputs(probs, segmenter, class_step_ids), labels, runs, row, fps,
+                                 det_window_s, window_s)
+        det_y.append(found.evidence)
+        det_group.append(found.rows)
+        det_real.append(found.real)
+        det_video.append(np.full(len(found.rows), index))
+        run_rows = np.array([row[c] for c, _, _ in runs], dtype=np.int64)
+        np.add.at(seg_total, run_rows, 1.0)
+        np.add.at(seg_hit, run_rows, found.run_hit)
     if not seg_total.any():
         names = list(validation)
         raise InputError(f"evidence calibration: no validation video shows an annotated key-step ({len(names)} "
@@ -319,10 +369,10 @@ def calibrate_evidence(
                     if slope_penalty is None else slope_penalty)
     alpha, slopes, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key), done_penalty)
     share = float(np.clip(y_all.mean(), 1e-3, 1 - 1e-3))
-    det = np.asarray(det_real, dtype=np.float64)
+    det, det_g = np.concatenate(det_real), np.concatenate(det_group)  # (D,): real or not, step row
     if len(det):
-        det_x, det_g = np.asarray(det_y).reshape(-1, 2), np.asarray(det_group, dtype=np.int64)  # (D, 2): y, z
-        real_penalty = (choose_slope_penalty(det_x, det_g, det, len(key), np.asarray(det_video))
+        det_x = np.concatenate(det_y)  # (D, 2): y, z
+        real_penalty = (choose_slope_penalty(det_x, det_g, det, len(key), np.concatenate(det_video))
                         if slope_penalty is None else slope_penalty)
         r_alpha, r_slopes, r_delta = fit_shrunk_logistic(det_x, det_g, det, len(key), real_penalty)
         r_slope, r_duration = float(r_slopes[0]), float(r_slopes[1])
@@ -330,8 +380,8 @@ def calibrate_evidence(
         fallback = EvidenceModel.default(steps, window_s)
         r_alpha, r_slope, r_delta = fallback.real_intercepts[0], fallback.real_slope, np.zeros(len(key))
         r_duration = 0.0
-    false_hits = np.bincount(np.asarray(det_group, dtype=np.int64), weights=1.0 - det, minlength=len(key))
-    det_total = np.bincount(np.asarray(det_group, dtype=np.int64), minlength=len(key)).astype(np.float64)
+    false_hits = np.bincount(det_g, weights=1.0 - det, minlength=len(key))
+    det_total = np.bincount(det_g, minlength=len(key)).astype(np.float64)
     return EvidenceModel(
         step_ids=tuple(int(s) for s in steps),
         window_s=float(window_s),

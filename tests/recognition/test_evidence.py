@@ -24,8 +24,9 @@ from recognition.evidence_calibration import (
     done_pairs,
     fit_shrunk_logistic,
     shrunk_rates,
+    video_detections,
 )
-from recognition.segmenter import SegmenterConfig
+from recognition.segmenter import SegmenterConfig, SegmentEvent
 
 
 def test_window_evidence_is_the_running_maximum_of_window_means() -> None:
@@ -47,6 +48,18 @@ def test_done_pairs_ask_at_each_annotated_start_and_at_the_end() -> None:
     x, y = done_pairs(with_states, [(0, 0)], 4, done_head=True)
     assert x.shape == (4, 2) and x[:2, 1] == pytest.approx(np.log(1e-4 / (1 - 1e-4)))  # before the first frame
     assert x[2:].tolist() == [[0.7, 2.0], [0.8, 2.0]] and y.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_video_detections_are_real_on_their_step_and_hit_the_runs_they_overlap() -> None:
+    labels = np.array([0, 1, 1, 1, 0, 2, 2, 0, 0, 0])  # runs: class 1 on frames 1-3, class 2 on 5-6
+    runs = [(1, 1, 4), (2, 5, 7)]
+    events = [SegmentEvent(10, 0.2, 0.8, 0.9, 1, 1, 4),  # on its run: real, 3 frames = 0.6 s
+              SegmentEvent(20, 1.4, 2.0, 0.5, 2, 7, 10),  # after its run, on background: not real, no hit
+              SegmentEvent(0, 0.0, 0.2, 1.0, 0, 0, 1)]  # background: no detection of a step
+    found = video_detections(events, labels, runs, {1: 0, 2: 1}, 5.0, detection_window_s=1.2, window_s=0.6)
+    assert found.rows.tolist() == [0, 1] and found.real.tolist() == [1.0, 0.0]
+    np.testing.assert_allclose(found.evidence, [[0.9 * 0.5, 1.0], [0.5 * 0.5, 1.0]])
+    assert found.run_hit.tolist() == [1.0, 0.0]
 
 
 def test_the_online_tracker_agrees_with_the_whole_recording() -> None:

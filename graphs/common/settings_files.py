@@ -52,14 +52,19 @@ def read_settings(path: str | Path, what: str = "config file", hint: str = "") -
     return data
 
 
-# The settings files the docs name (`configs/...`) live in the project's checkout, beside the packages; an installed
-# wheel has no such folder, and then nothing is hinted.
+# The settings files the docs name (`configs/...`) live in the project's checkout, beside the packages (the layout
+# keeps them at the root, with benchmarks/ and docs/); an installed wheel has no such folder.
 CHECKOUT_CONFIGS: Final = Path(__file__).resolve().parents[2] / "configs"
+NO_CHECKOUT_HINT: Final = (" here; the settings files the docs name (configs/) come with the project's source "
+                           "checkout, not with an installed package: --config the checkout's copy")
 
 
 def _checkout_hint(path: Path) -> str:
     """Where the checkout's file of that name is, for a relative path not found here (the docs' ``--config
-    configs/x.toml`` typed outside the checkout, or the bare name ``x``); empty when there is none."""
+    configs/x.toml`` typed outside the checkout, or the bare name ``x``); for an installed package, which has no
+    checkout beside it, where the docs' ``configs/`` comes from; empty for a name the checkout does not hold."""
+    if not CHECKOUT_CONFIGS.is_dir():
+        return NO_CHECKOUT_HINT if path.parent == Path("configs") else ""
     for name in (path.name, f"{path.name}.toml"):
         bundled = CHECKOUT_CONFIGS / name
         if bundled.is_file():

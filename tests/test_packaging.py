@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -28,13 +29,20 @@ def _can_build_here() -> bool:
     return major >= 68
 
 
-def _install(target: Path, work: Path) -> None:
-    source = work / "source"  # building writes build/ and *.egg-info next to the sources: never into the checkout
+def _copy_sources(work: Path, *folders: str) -> Path:
+    """What a build reads, copied to ``work/source``: building writes build/ and *.egg-info next to the sources, never
+    into the checkout."""
+    source = work / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in"):
         shutil.copy2(ROOT / name, source / name)
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in (*PACKAGES, *folders):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return source
+
+
+def _install(target: Path, work: Path) -> None:
+    source = _copy_sources(work)
     isolation = ["--no-build-isolation", "--no-index"] if _can_build_here() else []
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation, "--target", str(target)]
     done = subprocess.run([*command, str(source)], capture_output=True, text=True, timeout=300)
@@ -63,6 +71,34 @@ def test_an_installed_copy_reads_the_benchmark_settings_and_runs_the_command(tmp
         "epic-tent-o ['count-based', 'do', 'do-cv', 'do-ensemble', 'msg2', 'msgi', 'noisy-and', 'noisy-and-do', "
         "'tgt-text']",
     ]
+    # The docs' `--config configs/x.toml` typed where no checkout is: the error says where the file comes from.
+    script = (
+        "from graphs.common.errors import InputError\n"
+        "from graphs.common.settings_files import read_settings\n"
+        "try:\n"
+        "    read_settings('configs/do-epic-tent.toml')\n"
+        "except InputError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("configs/do-epic-tent.toml: config file not found here; ")
+    assert "source checkout" in done.stdout
     command = [sys.executable, str(target / "bin" / "prego-bench"), "--help"]
     helped = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert helped.returncode == 0 and "usage: prego-bench" in helped.stdout, helped.stderr
+
+
+def test_the_sdist_holds_the_packages_and_no_fragment_of_the_test_suite(tmp_path: Path) -> None:
+    # setuptools adds tests/test*.py to an sdist by default: a handful of test files without the conftest, helpers
+    # and data they need, which cannot run there.
+    source = _copy_sources(tmp_path, "tests")
+    out = tmp_path / "dist"
+    build = "import sys\nfrom setuptools import build_meta\nprint(build_meta.build_sdist(sys.argv[1]))\n"
+    done = subprocess.run([sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(out / done.stdout.splitlines()[-1]) as sdist:
+        names = [name.partition("/")[2] for name in sdist.getnames()]
+    outside = sorted({name.split("/")[0] for name in names if name} - {*PACKAGES, "mistake_detection.egg-info"})
+    assert outside == ["MANIFEST.in", "PKG-INFO", "README.md", "pyproject.toml", "setup.cfg"]

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from streaming.stream_detect_cli import SUBCOMMANDS as STREAM_DETECT_SUBCOMMANDS
+from tgml.tgml_cli import SUBCOMMANDS as TGML_SUBCOMMANDS  # a list written here had left out the two newest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_GRAPH = str(ROOT / "streaming" / "demo" / "demo_graph.json")
 # Libraries a command may load only when its work needs them: a model, a sentence encoder, a plot, a metrics endpoint.
 HEAVY = ("torch", "sentence_transformers", "matplotlib", "prometheus_client")
-TGML_SUBCOMMANDS = ("train", "show", "eval", "bench-captaincook", "bench-mistakes", "bench-queries", "bench-synthetic")
 PREGO_SUBCOMMANDS = ("prepare", "select", "select-checker", "replay")
 
 # command -> (module with `main(argv)`, the argument lists run one after the other)

@@ -115,7 +115,8 @@ def bench_parser() -> ArgumentParser:
                         help=f"built-in datasets: {', '.join(prego.DATASETS)} (default: both)")
     source.add_argument("--annotations", type=Path, metavar="FILE",
                         help="your own annotation file (training and test videos) instead of the built-in datasets")
-    p.add_argument("--scenario", metavar="S", help="with --annotations: the scenario whose videos are run")
+    p.add_argument("--scenario", metavar="S",
+                   help="with --annotations: the scenario whose videos are run (default: the file's only one)")
     tests = p.add_mutually_exclusive_group()
     tests.add_argument("--test-videos", type=_video_names, metavar="A,B",
                        help="with --annotations: comma-separated test videos; the scenario's other videos train")
@@ -325,13 +326,11 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
     for option, (bad, why) in refused.items():
         if bad:
             raise InputError(f"{option}: {why}")
-    if args.scenario is None:
-        raise InputError("--annotations needs --scenario S (a scenario of its taxonomy)")
     if args.test_videos is None and args.split is None:
         raise InputError("--annotations needs its test videos: --test-videos A,B or --split FILE")
     return prego.AnnotationSource(
         annotations=args.annotations,
-        scenario=args.scenario,
+        scenario=prego.only_scenario(args.annotations) if args.scenario is None else args.scenario,
         test_videos=args.test_videos,
         split=args.split,
         settings=Path(args.config[0]) if args.config else None,

@@ -181,8 +181,9 @@ def test_missing_file_unknown_scenario_and_empty_test_split(
     err = cli_error(main, ["--annotations", str(overlapping), "--scenario", "kitchen", "--test-videos", "mistake"],
                     capsys)
     assert "unknown scenario 'kitchen'" in err
-    assert "--annotations needs --scenario" in cli_error(main, ["--annotations", str(tea), "--test-videos", "a"],
-                                                          capsys)
+    # Without --scenario a file of two procedures asks which (a file of one runs it: below).
+    assert "--scenario: " + str(tea) + " holds videos of 2 scenarios (tea, coffee): name the one to run" in cli_error(
+        main, ["--annotations", str(tea), "--test-videos", "a"], capsys)
     assert "--scenario is an option of --annotations" in cli_error(main, ["--scenario", "tea"], capsys)
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"train": ["t1"], "test": []}))
@@ -237,3 +238,15 @@ def test_epic_tent_as_an_own_dataset_gives_the_built_in_figures(
         assert ours[method]["per_seed"][0]["scores"]["n_videos"] == 15
     assert round(ours["count-based"]["mean"]["avg_f1"], 1) == 57.7  # the published Count-Based figure
     assert "0 without one are kept whole" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_file_of_one_scenario_needs_no_scenario_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As tgml train: a file of one procedure needs no name for it.
+    tea_only = _annotation_file(tmp_path / "tea.json", {k: v for k, v in TEA_VIDEOS.items() if v[0] == "tea"})
+    argv = ["--annotations", str(tea_only), "--test-videos", "mistake,correct", "--method", "count-based", "--quiet"]
+    named = ["--annotations", str(tea_only), "--scenario", "tea", *argv[2:]]
+    assert main([*argv, "--json", str(tmp_path / "default.json")]) == 0
+    assert main([*named, "--json", str(tmp_path / "named.json")]) == 0
+    default, given = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("default", "named"))
+    assert default["settings"]["annotations"]["scenario"] == "tea"
+    assert default["results"] == given["results"]

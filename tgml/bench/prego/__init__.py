@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         AnnotationSource,
         first_mistake_cut,
         load_annotation_dataset,
+        only_scenario,
         own_method_settings,
     )
     from tgml.bench.prego.published import PUBLISHED, published_best
@@ -86,6 +87,7 @@ __all__ = [
     "load_sequence_file",
     "mode_has_mistake",
     "mode_sequences",
+    "only_scenario",
     "own_method_settings",
     "perturbation_tables",
     "plot_perturbation",
@@ -103,7 +105,8 @@ __getattr__ = lazy_exports(__name__, {
     ),
     "tgml.bench.prego.methods": ("UNAVAILABLE", "build_graph", "load_method_settings"),
     "tgml.bench.prego.own_dataset": (
-        "DEFAULT_SETTINGS", "AnnotationSource", "first_mistake_cut", "load_annotation_dataset", "own_method_settings"
+        "DEFAULT_SETTINGS", "AnnotationSource", "first_mistake_cut", "load_annotation_dataset", "only_scenario",
+        "own_method_settings"
     ),
     "tgml.bench.prego.published": ("PUBLISHED", "published_best"),
     "tgml.bench.prego.report": ("perturbation_tables", "plot_perturbation", "result_tables", "write_results"),

@@ -24,7 +24,7 @@ import numpy as np
 
 from graphs.annotations import Annotations, load_annotations
 from graphs.common.errors import InputError, print_warning
-from graphs.common.safe_text import count_of, first_few
+from graphs.common.safe_text import count_of, first_few, printable
 from recognition.feature_folders import load_split
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -69,6 +69,21 @@ class AnnotationSource:
     def name(self) -> str:
         """The dataset's name in tables, results and saved graph files: its scenario."""
         return self.scenario
+
+
+def only_scenario(path: Path) -> str:
+    """The scenario of an annotation file whose videos are all of one (``--annotations`` without ``--scenario``).
+
+    Raises:
+        InputError: the videos are of several: which to run is the user's choice.
+    """
+    videos = load_annotations(path, check_times=False).videos.values()  # times unchecked: no warning said twice
+    scenarios = list(dict.fromkeys(video.scenario for video in videos))  # file order
+    if len(scenarios) != 1:
+        shown = first_few([printable(name) for name in scenarios], 5)
+        raise InputError(f"--scenario: {path} holds videos of {count_of(len(scenarios), 'scenario')} ({shown}): name "
+                         "the one to run")
+    return scenarios[0]
 
 
 def first_mistake_cut(has_errors: Sequence[bool]) -> tuple[int, bool]:

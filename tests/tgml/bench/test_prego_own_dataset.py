@@ -250,3 +250,13 @@ def test_a_file_of_one_scenario_needs_no_scenario_option(tmp_path: Path, capsys:
     default, given = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("default", "named"))
     assert default["settings"]["annotations"]["scenario"] == "tea"
     assert default["results"] == given["results"]
+
+
+def test_a_file_of_no_video_says_so_not_that_a_scenario_is_to_be_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without --scenario, a file whose 'annotations' is empty said "holds videos of 0 scenarios (): name the one to
+    # run": there is none to name, and --scenario tea only moved the error on to the test videos.
+    empty = _annotation_file(tmp_path / "empty.json", {})
+    err = cli_error(main, ["--annotations", str(empty), "--test-videos", "a"], capsys)
+    assert err == f"error: {empty}: no annotated video (field 'annotations' is empty)"

@@ -75,10 +75,13 @@ def only_scenario(path: Path) -> str:
     """The scenario of an annotation file whose videos are all of one (``--annotations`` without ``--scenario``).
 
     Raises:
-        InputError: the videos are of several: which to run is the user's choice.
+        InputError: the file holds no video (no scenario to name), or videos of several: which to run is the user's
+            choice.
     """
     videos = load_annotations(path, check_times=False).videos.values()  # times unchecked: no warning said twice
     scenarios = list(dict.fromkeys(video.scenario for video in videos))  # file order
+    if not scenarios:  # as graphs.annotations.choose_scenario says it (recognition-features)
+        raise InputError(f"{path}: no annotated video (field 'annotations' is empty)")
     if len(scenarios) != 1:
         shown = first_few([printable(name) for name in scenarios], 5)
         raise InputError(f"--scenario: {path} holds videos of {count_of(len(scenarios), 'scenario')} ({shown}): name "

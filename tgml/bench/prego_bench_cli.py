@@ -7,7 +7,7 @@ Usage::
                 [--seeds N] [--json FILE] [--sequences FILE] [--graph FILE] [--perturb 0,0.1,0.2]
                 [--plot FILE] [--workers N] [--epochs N] [--config DATASET=FILE] [--save-graphs DIR]
                 [--checker probabilistic [--checker-settings DATASET=FILE]]   (PRED rows of the probabilistic checker)
-    prego-bench --annotations FILE --scenario S (--test-videos A,B | --split FILE) [--config FILE]
+    prego-bench --annotations FILE [--scenario S] (--test-videos A,B | --split FILE) [--config FILE]
                 [--method ...] [--seeds N] [--json FILE] [--graph FILE] [--save-graphs DIR] [--order-only]
                                       (GT mode on your own annotation file; tgml/bench/prego/own_dataset.py)
     prego-bench prepare --assembly101 RAW --epic-tent RAW --out DIR

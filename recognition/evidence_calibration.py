@@ -318,11 +318,14 @@ def calibrate_evidence(
         The calibrated `EvidenceModel`.
 
     Raises:
-        InputError: no validation video, or none with an annotated key-step.
+        InputError: no validation video, none with an annotated key-step, or no key-step class.
     """
     if not validation:
         raise InputError("evidence calibration: no validation video (the validation split is empty)")
     key = [c for c, s in enumerate(class_step_ids) if s is not None]
+    if not key:  # no step to ask about: `done_pairs` of K = 0 steps is no (A * K, F) array
+        raise InputError(f"evidence calibration: none of the detector's {len(class_step_ids)} classes is a key-step "
+                         "(all background)")
     steps = [s for s in class_step_ids if s is not None]
     row = {c: i for i, c in enumerate(key)}
     background = {c for c, s in enumerate(class_step_ids) if s is None}

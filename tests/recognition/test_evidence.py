@@ -174,6 +174,11 @@ def test_calibration_refuses_an_empty_validation_split() -> None:
     with pytest.raises(InputError, match=r"no validation video shows an annotated key-step \(2 checked: v1, v2; a "
                                          r"video of background only, or cut short\?\)"):
         calibrate_evidence({"v1": background, "v2": background}, [None, 1], 5.0, SegmenterConfig(fps=5.0))
+    # A detector of background classes only: the one error line, not numpy's "cannot reshape array of size 0".
+    with pytest.raises(Exception) as raised:
+        calibrate_evidence({"v1": background}, [None, None], 5.0, SegmenterConfig(fps=5.0))
+    assert isinstance(raised.value, InputError), repr(raised.value)
+    assert str(raised.value) == "evidence calibration: none of the detector's 2 classes is a key-step (all background)"
 
 
 def test_a_reporter_sends_done_probabilities_before_a_segment_and_how_real_it_is() -> None:

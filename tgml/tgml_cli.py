@@ -99,8 +99,8 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
 
     p.add_argument("--annotations", required=True, help="annotation JSON file")
-    p.add_argument("--scenario", help="scenario (procedure) name in the taxonomy (default: the file's one scenario, "
-                                      "when it has only one)")
+    p.add_argument("--scenario", help="scenario (procedure) name in the taxonomy (default: the scenario of the "
+                                      "file's videos, when they are all of one)")
     p.add_argument("--out", required=True, type=output_name, help="output task-graph JSON")
     p.add_argument("--method", choices=list(LEARNERS), metavar="METHOD",
                    help=f"learner, from {', '.join(LEARNERS)} (default {DEFAULT_LEARNER}, or do when a Direct "
@@ -413,9 +413,8 @@ def _methods_with_defaults() -> frozenset[str]:
 
 def _train(args: argparse.Namespace, console: Console) -> None:
     """``tgml train``: learn one scenario's graph and save it."""
-    from graphs.annotations import TrainingVideos, load_annotations
+    from graphs.annotations import TrainingVideos, choose_scenario, load_annotations
     from graphs.common.files import check_output
-    from graphs.common.safe_text import first_few, printable
     from graphs.task_graph import check_replaces_a_graph, save_graph
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
@@ -428,12 +427,9 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     annotations = load_annotations(args.annotations, check_times=not args.order_only,  # every command's checks
                                    scenario_read=args.scenario, scenario_required=args.scenario is not None)
     if args.scenario is None:
-        # A file of one procedure needs no name for it; with several, which to learn is the user's choice.
-        scenarios = list(annotations.taxonomy)
-        if len(scenarios) != 1:
-            raise InputError(f"--scenario: {args.annotations} holds {len(scenarios)} scenarios "
-                             f"({first_few([printable(name) for name in scenarios], 5)}): name the one to learn")
-        args.scenario = scenarios[0]
+        # A file whose executions are of one procedure needs no name for it (a taxonomy of many, as CaptainCook4D's,
+        # included); with several, which to learn is the user's choice.
+        args.scenario = choose_scenario(annotations, None)
     videos = TrainingVideos(args.include_mistakes, tuple(args.exclude_videos))
     entry = learner(method)
     if not args.config and method not in _methods_with_defaults():

@@ -411,11 +411,13 @@ def test_the_usage_line_offers_no_edge_threshold_the_command_refuses(capsys: pyt
 def test_train_learns_the_one_scenario_of_a_file_without_being_told_and_asks_which_of_several(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    one = {"annotations": TINY["annotations"], "taxonomy": {"tea": TINY["taxonomy"]["tea"]}}  # type: ignore[index]
+    # TINY's taxonomy has coffee too, with no execution (as CaptainCook4D's lists 24 recipes): its videos are tea's.
     out = tmp_path / "tea.json"
-    assert main(["train", "--annotations", str(write(tmp_path / "one.json", one)), "--out", str(out), "--quiet"]) == 0
+    assert main(["train", "--annotations", str(write(tmp_path / "one.json", TINY)), "--out", str(out), "--quiet"]) == 0
     assert load_graph(out).scenario == "tea"
     capsys.readouterr()  # its warning: two executions only
-    two = write(tmp_path / "two.json", TINY)
+    both = {**TINY, "annotations": {**TINY["annotations"], "c1": {  # type: ignore[dict-item]
+        "scenario": "coffee", "recording_id": "c1", "segments": [{"step_id": 7}]}}}
+    two = write(tmp_path / "two.json", both)
     err = cli_error(main, ["train", "--annotations", str(two), "--out", str(tmp_path / "x.json"), "--quiet"], capsys)
-    assert err == f"error: --scenario: {two} holds 2 scenarios (tea, coffee): name the one to learn"
+    assert err == f"error: {two}: holds several scenarios (coffee, tea); choose one with --scenario"

@@ -182,7 +182,7 @@ def test_missing_file_unknown_scenario_and_empty_test_split(
                     capsys)
     assert "unknown scenario 'kitchen'" in err
     # Without --scenario a file of two procedures asks which (a file of one runs it: below).
-    assert "--scenario: " + str(tea) + " holds videos of 2 scenarios (tea, coffee): name the one to run" in cli_error(
+    assert f"{tea}: holds several scenarios (coffee, tea); choose one with --scenario" in cli_error(
         main, ["--annotations", str(tea), "--test-videos", "a"], capsys)
     assert "--scenario is an option of --annotations" in cli_error(main, ["--scenario", "tea"], capsys)
     split = tmp_path / "split.json"

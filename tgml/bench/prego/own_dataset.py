@@ -22,9 +22,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.annotations import Annotations, load_annotations
+from graphs.annotations import Annotations, choose_scenario, load_annotations
 from graphs.common.errors import InputError, print_warning
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.safe_text import count_of, first_few
 from recognition.feature_folders import load_split
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -72,21 +72,13 @@ class AnnotationSource:
 
 
 def only_scenario(path: Path) -> str:
-    """The scenario of an annotation file whose videos are all of one (``--annotations`` without ``--scenario``).
+    """The scenario of an annotation file whose videos are all of one (``--annotations`` without ``--scenario``), by
+    the rule of every command that reads one scenario (`graphs.annotations.choose_scenario`).
 
     Raises:
-        InputError: the file holds no video (no scenario to name), or videos of several: which to run is the user's
-            choice.
+        InputError: the file holds no video, or videos of several scenarios: which to run is the user's choice.
     """
-    videos = load_annotations(path, check_times=False).videos.values()  # times unchecked: no warning said twice
-    scenarios = list(dict.fromkeys(video.scenario for video in videos))  # file order
-    if not scenarios:  # as graphs.annotations.choose_scenario says it (recognition-features)
-        raise InputError(f"{path}: no annotated video (field 'annotations' is empty)")
-    if len(scenarios) != 1:
-        shown = first_few([printable(name) for name in scenarios], 5)
-        raise InputError(f"--scenario: {path} holds videos of {count_of(len(scenarios), 'scenario')} ({shown}): name "
-                         "the one to run")
-    return scenarios[0]
+    return choose_scenario(load_annotations(path, check_times=False), None)  # times unchecked: no warning said twice
 
 
 def first_mistake_cut(has_errors: Sequence[bool]) -> tuple[int, bool]:

@@ -114,4 +114,3 @@ def test_the_sdist_holds_the_packages_and_no_fragment_of_the_test_suite(tmp_path
         names = [name.partition("/")[2] for name in sdist.getnames()]
     outside = sorted({name.split("/")[0] for name in names if name} - {*PACKAGES, "mistake_detection.egg-info"})
     assert outside == ["LICENSE", "MANIFEST.in", "PKG-INFO", "README.md", "pyproject.toml", "setup.cfg"]
-

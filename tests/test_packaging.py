@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -51,19 +52,20 @@ def _install(target: Path, work: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def _run_installed(lines: Sequence[str], env: dict[str, str], cwd: Path) -> str:
+    """What a fresh interpreter prints running ``lines``, away from the checkout."""
+    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_an_installed_copy_reads_the_benchmark_settings_and_runs_the_command(tmp_path: Path) -> None:
     target = tmp_path / "site"
     _install(target, tmp_path)
     env = {**os.environ, "PYTHONPATH": str(target)}
-    script = (
-        "import tgml.bench.prego as prego\n"
-        "print(prego.__file__)\n"
-        "for dataset in prego.DATASETS:\n"
-        "    print(dataset, sorted(prego.load_method_settings(dataset)))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    script = ["import tgml.bench.prego as prego", "print(prego.__file__)", "for dataset in prego.DATASETS:",
+              "    print(dataset, sorted(prego.load_method_settings(dataset)))"]
+    lines = _run_installed(script, env, tmp_path).splitlines()
     assert Path(lines[0]).is_relative_to(target)  # the installed copy, not the checkout
     assert list(target.glob("mistake_detection-*.dist-info/**/LICENSE")), "the licence the metadata names ships"
     for page in ("index.html", "app.js", "style.css"):  # the dashboard serves its page from the installed package
@@ -75,18 +77,11 @@ def test_an_installed_copy_reads_the_benchmark_settings_and_runs_the_command(tmp
         "'tgt-text']",
     ]
     # The docs' `--config configs/x.toml` typed where no checkout is: the error says where the file comes from.
-    script = (
-        "from graphs.common.errors import InputError\n"
-        "from graphs.common.settings_files import read_settings\n"
-        "try:\n"
-        "    read_settings('configs/do-epic-tent.toml')\n"
-        "except InputError as err:\n"
-        "    print(err)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("configs/do-epic-tent.toml: config file not found here; ")
-    assert "source checkout" in done.stdout
+    said = _run_installed(["from graphs.common.errors import InputError",
+                           "from graphs.common.settings_files import read_settings", "try:",
+                           "    read_settings('configs/do-epic-tent.toml')", "except InputError as err:",
+                           "    print(err)"], env, tmp_path)
+    assert said.startswith("configs/do-epic-tent.toml: config file not found here; ") and "source checkout" in said
     command = [sys.executable, str(target / "bin" / "prego-bench"), "--help"]
     helped = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert helped.returncode == 0 and "usage: prego-bench" in helped.stdout, helped.stderr

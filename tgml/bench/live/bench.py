@@ -68,7 +68,7 @@ from recognition.metrics import frame_map
 from recognition.position_prior import PositionPrior, fit_position_prior
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot
-from tgml.bench.live.fold_training import fold_detector_settings, fold_entry
+from tgml.bench.live.fold_training import fold_detector_settings, fold_entry, graph_recordings
 from tgml.bench.live.observed import precondition_count
 from tgml.bench.live.recordings import FEATURES_SUBFOLDER, FPS, LiveData, LiveRecording, Recipe, load_live_data
 from tgml.bench.live.scores import LiveCounts, annotated_counts, live_counts
@@ -296,6 +296,19 @@ def check_folds(data: LiveData, folds: int) -> None:
                              f"--folds {count}) or add recordings")
 
 
+def check_graph_folds(recipe: str, recordings: Sequence[LiveRecording], fold_of: Sequence[int],
+                      learnable: frozenset[str], config: LiveBenchConfig) -> None:
+    """Refuse, before any training, folds of which one's test recordings are every recording the recipe's graph is
+    learned from (`tgml.bench.live.fold_training.graph_recordings`): no graph could be learned without them, and the
+    fold stopped the run once others had trained, naming an option bench-live does not have."""
+    for fold in range(config.folds):
+        test = {r.recording_id for r, f in zip(recordings, fold_of, strict=True) if f == fold}
+        if learnable and learnable <= test:
+            raise InputError(f"--folds {config.folds} --seed {config.seed}: {recipe}, fold {fold} would test every "
+                             f"recording its graph is learned from ({first_few(sorted(learnable), 6)}), so no graph "
+                             "could be learned without them; give another --seed or --folds")
+
+
 def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchResult:
     """Train, run and score every fold of every recipe.
 
@@ -313,6 +326,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
     for recipe in data.recipes.values():
         recordings = data.of(recipe.scenario)
         folds_of[recipe.scenario] = assign_folds(recordings, config.folds, config.seed)
+        check_graph_folds(recipe.scenario, recordings, folds_of[recipe.scenario],
+                          graph_recordings(data.annotations, recipe.scenario), config)
         jobs += [(recipe, recordings, folds_of[recipe.scenario], fold, data.annotations, config)
                  for fold in range(config.folds)]
     jobs.sort(key=lambda job: -sum(len(r.labels) for r in job[1]))  # the longest first: no worker idles at the end
@@ -423,7 +438,8 @@ def fold_job(
         if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
             raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
                              "step, so their recognition cannot be scored")
-        settings = fold_detector_settings(config.detector, config.seed, config.detectors_seed, train, test)
+        settings = fold_detector_settings(config.detector, config.seed, config.detectors_seed, train, test,
+                                          graph_recordings(annotations, recipe.scenario))
         trained = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
                              observed="observed" in config.live_graphs)
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]

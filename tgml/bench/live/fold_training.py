@@ -52,7 +52,8 @@ def fold_detector_settings(detector: LiveDetectorSettings, seed: int, detectors_
     train_settings = settings.train
     ids, test_ids = [r.recording_id for r in train], [r.recording_id for r in test]
     validation = choose_validation_videos(ids, train_settings.val_fraction, train_settings.val_videos, seed, test_ids)
-    validation = spare_graph_recording(validation, ids, test_ids, learnable, seed)
+    if not train_settings.val_videos:  # a split named in the settings is kept as named
+        validation = spare_graph_recording(validation, ids, test_ids, learnable, seed)
     return dataclasses.replace(settings, train=dataclasses.replace(train_settings, val_videos=validation))
 
 

@@ -83,6 +83,19 @@ def test_an_alert_on_an_order_mistake_counts_right_whatever_its_time_and_an_earl
     assert metrics["latency_median_s"] == -27.5
 
 
+def test_the_latency_of_a_step_done_twice_runs_from_its_occurrence_tagged_order_error() -> None:
+    # CaptainCook4D's 16_39 adds garlic twice, the second time out of order: an alert 5 s into that second time was
+    # timed from the first, a latency of minutes.
+    names = {1: "boil", 2: "garlic"}
+    recording = ErrorRecording("16_39", "eggs", (PerformedStep(2, "garlic", 100.0, ()),
+                                                 PerformedStep(1, "boil", 300.0, ()),
+                                                 PerformedStep(2, "garlic", 576.0, (ORDER_ERROR,))), frozenset(), ())
+    counts = live_counts(recording, False, [("garlic", 581.0)], [], names)
+    assert (counts.counts.caught, counts.latencies) == (1, [5.0])
+    early = live_counts(recording, False, [("garlic", 110.0)], [], names)  # at the first, in-order occurrence
+    assert early.latencies == [-466.0] and early.metrics()["caught_before_start"] == 1
+
+
 def test_the_late_step_rule_scores_the_annotated_steps_as_the_annotators_tag_order_errors(data_dir: Path) -> None:
     # A swap of two dependent steps: the annotators tag the late step too, which only the late-step rule alerts.
     data = load_live_data(data_dir)

@@ -8,8 +8,9 @@ annotation tags that step Order Error, and predicted one when an alert (not retr
   pooled over recordings (`tgml.bench.mistake_bench.Counts`, the counts of ``tgml bench-mistakes``);
 - missing steps: the steps named never done at the end against the steps tagged Missing Step;
 - false alarms: alerts in recordings the annotation calls error-free, per such recording;
-- latency: seconds from the annotated start of a caught step to its first alert (negative for an alert that came
-  before the step: right by the rule, which judges steps, not times; `LiveCounts.metrics` counts those).
+- latency: seconds from the annotated start of a caught step (of its first occurrence tagged Order Error, for a step
+  done twice) to its first alert (negative for an alert that came before it: right by the rule, which judges steps,
+  not times; `LiveCounts.metrics` counts those).
 
 The same counts of the annotated steps replayed against a graph (`annotated_counts`) are printed beside: what
 perfect recognition would give.
@@ -78,9 +79,12 @@ def live_counts(
     """
     performed = {p.name for p in recording.performed}
     tagged = {p.name for p in recording.performed if p.order_error}
+    # A caught step's latency runs from its first occurrence tagged Order Error: a step done twice, in order and then
+    # out of it (scrambledeggs' 16_39 adds garlic twice), was timed from the occurrence that was no mistake.
     start: dict[str, float] = {}
     for p in recording.performed:
-        start.setdefault(p.name, p.start)
+        if p.order_error:
+            start.setdefault(p.name, p.start)
     first: dict[str, float] = {}
     for name, time in alerted:
         first.setdefault(name, time)

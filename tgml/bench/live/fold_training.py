@@ -11,8 +11,6 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from graphs.annotations import Annotations, TrainingVideos
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import choose_validation_videos
@@ -23,12 +21,6 @@ from tgml.bench.live.detector import LiveDetectorSettings, train_fold_detector
 from tgml.bench.live.observed import observed_graphs
 from tgml.bench.live.recordings import LiveRecording, Recipe
 from tgml.learners.registry import DEFAULT_LEARNER, learner
-
-
-def graph_recordings(annotations: Annotations, scenario: str) -> frozenset[str]:
-    """The recordings a recipe's graph is learned from (`learn_graph`): its graph-generation executions that hold a
-    step and no annotated mistake (`graphs.annotations.Annotations.training_selection`)."""
-    return frozenset(v.video for v in annotations.scenario_videos(scenario) if v.steps and not any(v.has_errors))
 
 
 def learn_graph(annotations: Annotations, recipe: Recipe, test: Sequence[LiveRecording], seed: int) -> TaskGraph:
@@ -42,39 +34,15 @@ def learn_graph(annotations: Annotations, recipe: Recipe, test: Sequence[LiveRec
 
 
 def fold_detector_settings(detector: LiveDetectorSettings, seed: int, detectors_seed: int,
-                           train: Sequence[LiveRecording], test: Sequence[LiveRecording],
-                           learnable: frozenset[str] = frozenset()) -> LiveDetectorSettings:
+                           train: Sequence[LiveRecording], test: Sequence[LiveRecording]) -> LiveDetectorSettings:
     """A fold's detector settings: seeded by ``detectors_seed``, its validation recordings named, drawn as the trainer
     draws them (`recognition.feature_folders.choose_validation_videos`) but with the run's ``seed``, so that another
-    detector seed trains on the same split, and leaving one of ``learnable`` (`graph_recordings`) out of the test
-    fold and the validation recordings (`spare_graph_recording`)."""
+    detector seed trains on the same split."""
     settings = detector.with_epochs(None, detectors_seed)
     train_settings = settings.train
-    ids, test_ids = [r.recording_id for r in train], [r.recording_id for r in test]
-    validation = choose_validation_videos(ids, train_settings.val_fraction, train_settings.val_videos, seed, test_ids)
-    if not train_settings.val_videos:  # a split named in the settings is kept as named
-        validation = spare_graph_recording(validation, ids, test_ids, learnable, seed)
+    validation = choose_validation_videos([r.recording_id for r in train], train_settings.val_fraction,
+                                          train_settings.val_videos, seed, [r.recording_id for r in test])
     return dataclasses.replace(settings, train=dataclasses.replace(train_settings, val_videos=validation))
-
-
-def spare_graph_recording(validation: Sequence[str], train: Sequence[str], test: Sequence[str],
-                          learnable: frozenset[str], seed: int) -> tuple[str, ...]:
-    """``validation`` with one of its ``learnable`` recordings traded for a training recording outside it (seeded),
-    when the test fold and ``validation`` together hold every recording of ``learnable``; else as it is.
-
-    The validation graph is learned without the test fold and the validation recordings (`train_fold`): holding every
-    graph-generation recording of a recipe, they left it nothing to learn from, and the fold stopped the run (the
-    shipped pinwheels at ``--folds 2 --seed 65``; all 384 recordings, seeds 0-99 at 2 and 3 folds: 11 folds). The
-    trade happens only then, so every split that ran before is the same.
-    """
-    spared = learnable - set(test) - set(validation)
-    held = [r for r in validation if r in learnable]
-    if spared or not held:  # something to learn from, or nothing the trade could spare (the test fold holds all)
-        return tuple(validation)
-    fitting = [r for r in train if r not in validation]  # none of them learnable, else one was spared
-    swap = fitting[int(np.random.default_rng(seed).integers(len(fitting)))]
-    chosen = (set(validation) - {held[0]}) | {swap}
-    return tuple(r for r in train if r in chosen)  # in training-list order, as the trainer's draw
 
 
 def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecording], annotations: Annotations,

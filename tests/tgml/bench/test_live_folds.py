@@ -35,7 +35,7 @@ def test_a_fold_whose_test_and_validation_recordings_are_every_graph_recording_s
 
 
 def test_the_validation_draw_trades_a_graph_recording_only_when_none_would_be_left() -> None:
-    from tgml.bench.live.fold_training import spare_graph_recording
+    from tgml.bench.live.bench import spare_graph_recording
 
     train, learnable = ["g2", "c", "d", "e"], frozenset({"g1", "g2"})
     # The test fold holds g1, validation g2: nothing left to learn the validation graph from, so g2 goes back to
@@ -51,7 +51,7 @@ def test_the_validation_draw_trades_a_graph_recording_only_when_none_would_be_le
 
 
 def test_the_shipped_folders_splits_are_the_trainers_draw_as_before(data_dir: Path) -> None:
-    from tgml.bench.live.fold_training import graph_recordings, spare_graph_recording
+    from tgml.bench.live.bench import graph_recordings, spare_graph_recording
 
     # The trade happens only where the run stopped: the published figures' validation recordings stay.
     data = load_live_data(data_dir)

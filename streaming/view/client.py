@@ -151,7 +151,8 @@ class Viewer:
             self.view.send(message, now)
             self.sinks.send(message)
         self.state.now = now
-        self.changed = self.changed or bool(messages)
+        forgotten = self.state.forget_gone()
+        self.changed = self.changed or bool(messages) or bool(forgotten)
         self._say_link()
         stats = self.receiver.stats
         if stats.malformed and not self.state.malformed and self.warn is not None:

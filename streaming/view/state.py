@@ -22,6 +22,11 @@ from streaming.transport import gone_silent
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
 MAX_VIEW_STREAMS: int = MAX_STREAMS  # streams kept in the view (the checker tracks as many); the least recent goes
+# A row whose status the checker, while answering, has not re-sent for this long is forgotten: the checker re-sends
+# every stream it holds each HEARTBEAT_S and frees an ended or lost one a minute later, so such a row is a stream it
+# let go (or a restarted checker never knew). Kept, a site whose cameras come and go filled the table to
+# MAX_VIEW_STREAMS rows of old sessions, each drawn at every refresh: the view's CPU climbed with them.
+FORGET_S: float = 600.0
 
 
 @dataclass
@@ -59,6 +64,7 @@ class ViewState:
     heard: float | None = None  # when the latest message arrived
     now: float = 0.0  # the time the drawing is for (the receiving loop sets it)
     status_heard: dict[str, float] = field(default_factory=dict)  # stream -> when its latest status arrived
+    forget_s: float = FORGET_S  # `forget_gone`
     steps: StepNames = field(init=False)  # the names shown: the --graph's, until the checker names a step
 
     def __post_init__(self) -> None:
@@ -106,10 +112,10 @@ class ViewState:
             return True
         if isinstance(message, Retraction):
             run, seen = self.alert_ids.get(message.stream_id, ("", set()))
-            known = self.retracted.setdefault(message.stream_id, {})
+            known = self.retracted.get(message.stream_id, {})
             if run != message.run or message.alert_id not in seen or message.alert_id in known:
                 return False  # an alert this view never showed, or already shown as retracted
-            known[message.alert_id] = message
+            self.retracted.setdefault(message.stream_id, known)[message.alert_id] = message
             self._learn_names(message)
             return True
         if isinstance(message, MissingSteps):
@@ -132,11 +138,7 @@ class ViewState:
             previous = self.streams.get(message.stream_id)
             if previous is None and len(self.streams) >= MAX_VIEW_STREAMS:
                 # Heard longest ago, by this view's clock: a peer's own timestamps cannot choose which stream goes.
-                oldest = min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0))
-                del self.streams[oldest]
-                self.alert_ids.pop(oldest, None)
-                self.retracted.pop(oldest, None)
-                self.status_heard.pop(oldest, None)
+                self._drop(min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0)))
             self.streams[message.stream_id] = message
             self.status_heard[message.stream_id] = when
             return previous is None or _procedure(previous) != _procedure(message)
@@ -144,6 +146,26 @@ class ViewState:
             self.health = message
             return True
         return False
+
+    def _drop(self, stream_id: str) -> None:
+        """Forget a stream's row and what is kept for it."""
+        for kept in (self.streams, self.status_heard, self.alert_ids, self.retracted, self.reported):
+            kept.pop(stream_id, None)
+
+    def forget_gone(self) -> list[str]:
+        """Forget the rows whose status has not come for `forget_s` while the checker answers (at ``now``); a view
+        not fed by a socket (``listening_since`` None), or whose checker is silent, forgets nothing: it cannot tell
+        a stream the checker let go from a link that is down.
+
+        Returns:
+            The streams forgotten.
+        """
+        if self.listening_since is None or self.silent():
+            return []
+        gone = [sid for sid, heard in self.status_heard.items() if self.now - heard >= self.forget_s]
+        for sid in gone:
+            self._drop(sid)
+        return gone
 
     def shows(self, alert: Alert) -> bool:
         """Whether ``alert`` (its run and id) is shown already, and not as retracted: a copy of it then updates it,

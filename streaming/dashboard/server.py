@@ -297,8 +297,13 @@ class Hub:
 
     def push_tiles(self) -> None:
         """Send the tiles that changed since the last push (a stream gone silent, or the checker link lost or back,
-        changes a tile too)."""
-        tiles = self.state.take_dirty_tiles(self.clock(), self.feed_status().connected)
+        changes a tile too), after the streams whose tiles the dashboard dropped."""
+        now, connected = self.clock(), self.feed_status().connected
+        self.state.forget_gone(now, connected)
+        gone = self.state.take_gone()
+        if gone:
+            self.broadcast({"type": "gone", "streams": gone})
+        tiles = self.state.take_dirty_tiles(now, connected)
         if tiles:
             self.broadcast({"type": "tiles", "tiles": tiles})
 

@@ -42,6 +42,10 @@ from streaming.step_names import StepNames, named_steps
 from streaming.transport import gone_silent
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
+# A tile whose status the checker, while answering, has not re-sent for this long goes (`DashboardState.forget_gone`),
+# as the terminal view's row does (`streaming.view.state.FORGET_S`): the checker frees an ended or lost stream a
+# minute after it went idle, so a site whose cameras come and go otherwise kept MAX_STREAMS tiles of old sessions.
+FORGET_S: Final = 600.0
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
                         "over_budget", "unsendable", "denied", "stream_taken")
@@ -101,6 +105,8 @@ class DashboardState:
     heard: dict[str, float] = field(default_factory=dict)  # stream id -> wall time its latest status was received
     since: dict[str, float] = field(default_factory=dict)  # stream id -> when its run, lost or ended last changed
     shown_state: dict[str, str] = field(default_factory=dict)  # stream id -> the tile state pages were last sent
+    gone: list[str] = field(default_factory=list)  # tiles dropped since pages were last told (`take_gone`)
+    forget_s: float = FORGET_S
     steps: StepNames = field(init=False)  # the names shown: the --graph's, until the checker names a step
 
     def __post_init__(self) -> None:
@@ -207,17 +213,34 @@ class DashboardState:
         stream = status.stream_id
         previous = self.streams.get(stream)
         if previous is None and len(self.streams) >= MAX_STREAMS:
-            oldest = min(self.streams, key=lambda sid: self.heard.get(sid, 0.0))
-            del self.streams[oldest]
-            for kept in (self.reports, self.heard, self.since, self.shown_state):
-                kept.pop(oldest, None)
-            self.dirty.discard(oldest)
+            self._drop(min(self.streams, key=lambda sid: self.heard.get(sid, 0.0)))
         self.streams[stream] = status
         self.heard[stream] = now
         if previous is None or _phase(previous) != _phase(status):
             self.since[stream] = now
         if previous is None or _shown(previous) != _shown(status):
             self.dirty.add(stream)
+
+    def _drop(self, stream: str) -> None:
+        """Forget a stream's tile and what is kept for it; pages are told (`take_gone`), or an open page kept every
+        tile it was ever sent."""
+        for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state, self.seen, self.last_alert):
+            kept.pop(stream, None)
+        self.dirty.discard(stream)
+        self.gone.append(stream)
+
+    def forget_gone(self, now: float, connected: bool) -> None:
+        """Drop the tiles whose status has not arrived for `forget_s` while the checker answers: streams it let go.
+        While the link is down nothing is dropped (a stream may only be unheard for want of a link)."""
+        if not connected:
+            return
+        for stream in [sid for sid, heard in self.heard.items() if now - heard >= self.forget_s]:
+            self._drop(stream)
+
+    def take_gone(self) -> list[str]:
+        """The streams whose tiles were dropped since the last call (and forget that they were)."""
+        gone, self.gone = self.gone, []
+        return gone
 
     def _learn(self, message: Message) -> list[dict[str, Any]]:
         """Take the checker's names of the steps ``message`` names (`streaming.step_names`): a ``name_conflict``

@@ -2,8 +2,9 @@
 // Every name from the checker, the graph or a stream is set with textContent (never innerHTML), so a step named
 // "<script>" shows as text. The server pushes: "snapshot" (everything, on connect and after falling behind),
 // "alert", "update" (a later copy of it that says something new), "retraction", "ack" (one alert each), "tiles"
-// (changed streams), "link" (the checker link's state), "name_conflict" (the dashboard's --graph names a step
-// otherwise than the checker: the graph drawn is not the checker's, so it is not marked).
+// (changed streams), "gone" (streams whose tiles the dashboard dropped), "link" (the checker link's state),
+// "name_conflict" (the dashboard's --graph names a step otherwise than the checker: the graph drawn is not the
+// checker's, so it is not marked).
 "use strict";
 
 const state = {
@@ -189,6 +190,7 @@ function handle(message) {
     case "retraction":
     case "ack": return updateAlert(message.alert);
     case "tiles": return message.tiles.forEach(updateTile);
+    case "gone": return message.streams.forEach(removeTile);
     case "link": return showLink(message);
     case "name_conflict": return addConflict(message);
     default: return undefined;
@@ -549,6 +551,14 @@ function updateTile(tile) {
     const after = [...box.children].find((node) => node.dataset.stream > tile.stream);
     box.insertBefore(card, after || null);
   }
+  showCounts();
+}
+
+// A page left open for days would otherwise keep every tile it was ever sent.
+function removeTile(stream) {
+  state.tiles.delete(stream);
+  const card = document.getElementById("tiles").querySelector(`article[data-stream="${CSS.escape(stream)}"]`);
+  if (card) card.remove();
   showCounts();
 }
 

@@ -589,3 +589,30 @@ def test_only_running_out_of_file_handles_is_rate_limited_other_loop_errors_keep
                              "exception": OSError(errno.EMFILE, "Too many open files")})
     assert not out_of_resources({"message": "Exception in callback", "exception": RuntimeError("a defect")})
     assert not out_of_resources({"message": "Task was destroyed but it is pending!"})
+
+
+def test_tiles_of_streams_a_restarted_checker_no_longer_holds_go_and_open_pages_are_told(tmp_path: Path) -> None:
+    # Cameras that came and went kept their tiles until MAX_STREAMS were held, and an open page kept every tile it was
+    # ever sent, evicted ones included (nothing told it): a page open for days grew with every stream id.
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out") as served:
+        served.hub.state.forget_s = 1.0  # an attribute: the code before it ignores it, and the assertions say so
+
+        async def page() -> tuple[list[dict], list[str]]:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(served.url + "ws")
+                with running_checker(tmp_path) as (ctx, _service, _thread):
+                    detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                    for k in range(20):
+                        detector.send(beat(f"gone-{k}", seq=next(seq), ended=True, timestamp=time.time()))
+                    assert wait_for(lambda: len(served.state()["tiles"]) == 20, 10)
+                with running_checker(tmp_path) as (ctx, _service, _thread):  # restarted: it never hears of gone-*
+                    detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                    assert wait_for(lambda: [t["stream"] for t in served.state()["tiles"]] == ["kitchen"], 8,
+                                    step=lambda: detector.send(beat("kitchen", seq=next(seq), timestamp=time.time())))
+                    told = [m for m in await drain(ws, 1.0) if m["type"] == "gone"]
+                    return told, [t["stream"] for t in served.state()["tiles"]]
+
+        told, tiles = asyncio.run(page())
+    assert sorted(s for m in told for s in m["streams"]) == sorted(f"gone-{k}" for k in range(20)), told
+    assert tiles == ["kitchen"]

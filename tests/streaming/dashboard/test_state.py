@@ -265,6 +265,8 @@ def test_what_the_dashboard_keeps_is_bounded() -> None:
     for n in range(MAX_STREAMS + 20):
         state.apply(status(stream=f"cam{n}", timestamp=float(n)), float(n))
     assert len(state.streams) == MAX_STREAMS and "cam0" not in state.streams  # the one silent longest went
+    # and the pages are told, or each open page kept every tile it was ever sent
+    assert state.take_gone() == [f"cam{n}" for n in range(20)] and state.take_gone() == []
 
 
 def test_alerts_no_longer_kept_and_never_dealt_with_are_still_counted() -> None:

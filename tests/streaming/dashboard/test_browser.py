@@ -577,3 +577,28 @@ def test_many_streams_and_long_names_keep_every_alert_in_sight(tmp_path: Path, c
                 assert seen["alert"] and (width < 1200 or seen["counts"]), (width, seen)
     finally:
         driver.quit()
+
+
+def test_an_open_page_drops_the_tiles_the_dashboard_dropped(tmp_path: Path) -> None:
+    # The page removed no tile ever: one left open while cameras came and went kept every stream it was ever sent,
+    # long after the dashboard had let them go.
+    driver = browser()
+    seq = itertools.count()
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+            served.hub.state.forget_s = 1.0  # an attribute: the code before it ignores it, and the assertion says so
+            driver.get(served.url)
+            with running_checker(tmp_path) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                for k in range(5):
+                    detector.send(beat(f"gone-{k}", seq=next(seq), ended=True, timestamp=time.time()))
+                wait_until(driver, "return document.querySelectorAll('article.tile').length === 5", 20)
+            with running_checker(tmp_path) as (ctx, _service, _thread):  # restarted: it never hears of gone-*
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                assert wait_for(lambda: [t["stream"] for t in served.state()["tiles"]] == ["kitchen"], 10,
+                                step=lambda: detector.send(beat("kitchen", seq=next(seq), timestamp=time.time())))
+                shown = wait_until(driver, "const t = [...document.querySelectorAll('article.tile')]"
+                                           ".map((n) => n.dataset.stream); return t.length === 1 && t;", 5)
+        assert shown == ["kitchen"]
+    finally:
+        driver.quit()

@@ -36,6 +36,10 @@ from streaming.view.render import NewsMessage, name_conflict_text, news_line, re
 from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
+# The next redraw waits at least this many times as long as the last one took: drawing takes at most a quarter of a
+# core however many rows the view holds. At 8 a second, redrawing 256 streams took 70 % of a core and rising with
+# every row (benchmarks/churn_soak.py), while messages waited behind each drawing.
+DRAW_GAP = 3.0
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
 
 
@@ -235,9 +239,11 @@ class Viewer:
                 # An idle view redraws once a second (its stale marks go by the second), not REFRESH_HZ times.
                 second = int(self.state.now)
                 if self.changed or second != drawn_second[0]:
+                    began = time.monotonic()
                     live.update(render(self.state), refresh=True)
                     self.changed, drawn_second[0] = False, second
-                    next_draw[0] = time.monotonic() + 1.0 / REFRESH_HZ
+                    drawn = time.monotonic()
+                    next_draw[0] = drawn + max(1.0 / REFRESH_HZ, DRAW_GAP * (drawn - began))
 
             try:
                 self._pump_until(done, draw, wind_down, int(1000 / REFRESH_HZ))

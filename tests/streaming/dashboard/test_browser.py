@@ -579,10 +579,10 @@ def test_many_streams_and_long_names_keep_every_alert_in_sight(tmp_path: Path, c
         driver.quit()
 
 
-def test_an_open_page_drops_the_tiles_the_dashboard_dropped(tmp_path: Path) -> None:
+def test_an_open_page_drops_the_tiles_the_dashboard_dropped(tmp_path: Path, chromium_tmp: Path) -> None:
     # The page removed no tile ever: one left open while cameras came and went kept every stream it was ever sent,
     # long after the dashboard had let them go.
-    driver = browser()
+    driver = browser(chromium_tmp)
     seq = itertools.count()
     try:
         with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:

@@ -223,8 +223,12 @@ class DashboardState:
 
     def _drop(self, stream: str) -> None:
         """Forget a stream's tile and what is kept for it; pages are told (`take_gone`), or an open page kept every
-        tile it was ever sent."""
-        for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state, self.seen, self.last_alert):
+        tile it was ever sent.
+
+        Its alert ids (``seen``) and last alert stay, under their own bound (`MAX_STREAMS`): its alerts are still in
+        the feed, and a stream that comes back in the same run (a detector whose link was down for 10 minutes) has its
+        alerts re-sent by the checker: they showed again as new, unacknowledged, beside the acknowledged ones."""
+        for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state):
             kept.pop(stream, None)
         self.dirty.discard(stream)
         self.gone.append(stream)

@@ -616,3 +616,43 @@ def test_tiles_of_streams_a_restarted_checker_no_longer_holds_go_and_open_pages_
         told, tiles = asyncio.run(page())
     assert sorted(s for m in told for s in m["streams"]) == sorted(f"gone-{k}" for k in range(20)), told
     assert tiles == ["kitchen"]
+
+
+def test_a_stream_that_comes_back_in_its_run_after_its_tile_went_keeps_its_alerts_and_their_acknowledgements(
+        tmp_path: Path) -> None:
+    # Dropping a tile forgot its stream's alert ids too: the checker re-sends a returning stream's alerts (the same
+    # run, the same ids), and the feed then held each one twice, the second copy new and unacknowledged.
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+        served.hub.state.forget_s = 1.0
+
+        def cam_alerts() -> list[dict]:
+            return [a for a in served.state()["alerts"] if a["stream"] == "cam0"]
+
+        def tile(stream: str) -> dict | None:
+            return next((t for t in served.state()["tiles"] if t["stream"] == stream), None)
+
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            assert wait_for(lambda: len(cam_alerts()) == 1, 10, step=lambda: detector.send(
+                keystep(history=(2,), seq=next(seq), timestamp=time.time())))  # boil_water before fill_kettle
+            alert_id = cam_alerts()[0]["id"]
+            served.loop.call_soon_threadsafe(served.hub.acknowledge, alert_id)
+            assert wait_for(lambda: cam_alerts()[0]["acked_at"] is not None, 5)
+        with running_checker(tmp_path) as (ctx, _service, _thread):  # it never heard of cam0: its tile goes
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            assert wait_for(lambda: tile("cam0") is None and tile("kitchen") is not None, 15,
+                            step=lambda: detector.send(beat("kitchen", seq=next(seq), timestamp=time.time())))
+            # cam0's detector is back, in the same run: the checker replays its history and re-sends its alert.
+            assert wait_for(lambda: (t := tile("cam0")) is not None and t["alerts"] == 1, 10, step=lambda: (
+                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time())),
+                detector.send(beat("kitchen", seq=next(seq), timestamp=time.time()))))
+            came_back = tile("cam0")
+            assert came_back is not None
+            # a later status of cam0 comes after the alert the checker re-sent with the first one
+            assert wait_for(lambda: (t := tile("cam0")) is not None and t["heard"] > came_back["heard"], 10)
+            shown = cam_alerts()
+            last = tile("cam0")
+    assert [(a["id"], a["acked_at"] is not None) for a in shown] == [(alert_id, True)], shown
+    assert last is not None and last["last_alert"] is not None and last["last_alert"]["id"] == alert_id
+

@@ -107,6 +107,10 @@ class DashboardState:
     shown_state: dict[str, str] = field(default_factory=dict)  # stream id -> the tile state pages were last sent
     gone: list[str] = field(default_factory=list)  # tiles dropped since pages were last told (`take_gone`)
     forget_s: float = FORGET_S
+    # When the latest message came, and since when the checker has answered without a silence of `SILENT_S`: a
+    # stream is let go only once its status has not come for `forget_s` of the checker answering (`forget_gone`).
+    last_message: float | None = None
+    answering_since: float | None = None
     steps: StepNames = field(init=False)  # the names shown: the --graph's, until the checker names a step
 
     def __post_init__(self) -> None:
@@ -129,6 +133,9 @@ class DashboardState:
             The events every page must get now (``alert``, ``update``, ``retraction``, ``name_conflict``), as
             JSON-ready dicts; tiles that changed are marked dirty instead (`take_dirty_tiles`).
         """
+        if self.last_message is None or gone_silent(self.last_message, now):
+            self.answering_since = now
+        self.last_message = now
         if isinstance(message, Alert):
             return self._alert(message, now)
         if isinstance(message, Retraction):
@@ -235,10 +242,13 @@ class DashboardState:
 
     def forget_gone(self, now: float, connected: bool) -> None:
         """Drop the tiles whose status has not arrived for `forget_s` while the checker answers: streams it let go.
-        While the link is down nothing is dropped (a stream may only be unheard for want of a link)."""
-        if not connected:
+        While the link is down nothing is dropped (a stream may only be unheard for want of a link), and only the
+        time since the checker answers again counts: after a longer outage every tile was dropped at its first
+        message, before it had re-sent the streams it holds (it does every 0.5 s)."""
+        if not connected or self.answering_since is None:
             return
-        for stream in [sid for sid, heard in self.heard.items() if now - heard >= self.forget_s]:
+        answering = self.answering_since
+        for stream in [sid for sid, heard in self.heard.items() if now - max(heard, answering) >= self.forget_s]:
             self._drop(stream)
 
     def take_gone(self) -> list[str]:

@@ -656,3 +656,41 @@ def test_a_stream_that_comes_back_in_its_run_after_its_tile_went_keeps_its_alert
     assert [(a["id"], a["acked_at"] is not None) for a in shown] == [(alert_id, True)], shown
     assert last is not None and last["last_alert"] is not None and last["last_alert"]["id"] == alert_id
 
+
+def test_a_tile_is_not_dropped_as_soon_as_the_checker_answers_after_a_long_outage(tmp_path: Path) -> None:
+    # Only the time the checker answers counts: after an outage longer than forget_s every tile went at the
+    # checker's first message, before it had re-sent the streams it holds (it does every 0.5 s).
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+        served.hub.state.forget_s = 5.0
+
+        def tiles() -> dict[str, dict]:
+            return {t["stream"]: t for t in served.state()["tiles"]}
+
+        async def page() -> tuple[list[str], list[str]]:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(served.url + "ws")
+                with running_checker(tmp_path) as (ctx, _service, _thread):
+                    detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                    assert wait_for(lambda: "cam0" in tiles(), 10,
+                                    step=lambda: detector.send(beat("cam0", seq=next(seq), timestamp=time.time())))
+                heard = tiles()["cam0"]["heard"]
+                assert wait_for(lambda: not served.state()["link"]["connected"] and time.time() - heard > 6.0, 20)
+                await drain(ws, 0.2)
+                with running_checker(tmp_path) as (ctx, _service, _thread):
+                    detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                    detector.send(beat("kitchen", seq=next(seq), timestamp=time.time()))
+                    told: list[dict] = []
+                    deadline = time.monotonic() + 15
+                    while not any(m["type"] == "tiles" and any(t["stream"] == "kitchen" for t in m["tiles"])
+                                  for m in told) and time.monotonic() < deadline:
+                        detector.send(beat("kitchen", seq=next(seq), timestamp=time.time()))
+                        told += await drain(ws, 0.1)
+                    at_first_push = [s for m in told if m["type"] == "gone" for s in m["streams"]]
+                    # and it goes once the checker has answered for forget_s without re-sending it
+                    assert wait_for(lambda: "cam0" not in tiles(), 20,
+                                    step=lambda: detector.send(beat("kitchen", seq=next(seq), timestamp=time.time())))
+                    return at_first_push, sorted(tiles())
+
+        at_first_push, after = asyncio.run(page())
+    assert at_first_push == [] and after == ["kitchen"], at_first_push

@@ -92,6 +92,11 @@ class ViewState:
             run, seen = self.alert_ids.get(message.stream_id, ("", set()))
             if run != message.run:
                 run, seen = message.run, set()
+                if message.stream_id not in self.alert_ids and len(self.alert_ids) >= MAX_VIEW_STREAMS:
+                    # Kept past its row (`forget_gone`), so bounded on its own: a stream without a row goes first.
+                    old = next((sid for sid in self.alert_ids if sid not in self.streams), next(iter(self.alert_ids)))
+                    del self.alert_ids[old]
+                    self.retracted.pop(old, None)
                 self.alert_ids[message.stream_id] = (run, seen)
                 self.retracted.pop(message.stream_id, None)
             if message.alert_id in seen:
@@ -164,7 +169,11 @@ class ViewState:
             return []
         gone = [sid for sid, heard in self.status_heard.items() if self.now - heard >= self.forget_s]
         for sid in gone:
-            self._drop(sid)
+            # Its alert ids stay (bounded on their own, in `apply`): its alerts are still in the log, and a stream
+            # back in the same run (a detector whose link was down for 10 minutes) has them re-sent by the checker,
+            # which then showed each again as a new alert.
+            for kept in (self.streams, self.status_heard, self.reported):
+                kept.pop(sid, None)
         return gone
 
     def shows(self, alert: Alert) -> bool:

@@ -1083,3 +1083,48 @@ def test_a_view_whose_checker_is_silent_forgets_nothing() -> None:
     assert state.silent() and state.forget_gone() == [] and "kitchen" in state.streams
     state.apply(CheckerHealth("checker", 9, 200.0, 1, 0, 0, 0, 0, 0, 0, 0, 0), received_at=200.0)
     assert state.forget_gone() == ["kitchen"] and not state.streams
+
+
+def test_a_stream_back_in_its_run_after_its_row_was_forgotten_shows_its_alerts_once(tmp_path: Path) -> None:
+    # Forgetting a row forgot its alert ids too: the checker re-sends a returning stream's alerts (the same run, the
+    # same ids), and the view showed each again as a new alert.
+    state = ViewState()
+    state.forget_s = 1.0
+    view_ctx = zmq.Context()
+    viewer = Viewer(view_ctx, f"ipc://{tmp_path}/out", state, jsonl=True, out=io.StringIO())
+    seq = iter(range(10_000))
+
+    def cam_alerts() -> list[Alert]:
+        return [a for _, a in state.alerts if a.stream_id == "cam0"]
+
+    try:
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            assert wait_for(lambda: len(cam_alerts()) == 1, 10, step=lambda: (  # boil_water before fill_kettle
+                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time())), viewer.pump(10)))
+        with running_checker(tmp_path) as (ctx, _service, _thread):  # it never heard of cam0: its row goes
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            kitchen = EventPublisher(detector, "kitchen")
+            assert wait_for(lambda: "cam0" not in state.streams and "kitchen" in state.streams, 15,
+                            step=lambda: (kitchen.heartbeat(None, 10, 0, 5.0), viewer.pump(10)))
+            # cam0's detector is back, in the same run: the checker replays its history and re-sends its alert.
+            assert wait_for(lambda: "cam0" in state.streams, 10, step=lambda: (
+                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time())), viewer.pump(10)))
+            back = state.status_heard["cam0"]
+            # a later status of cam0 comes after the alert the checker re-sent with the first one
+            assert wait_for(lambda: state.status_heard.get("cam0", back) > back, 10, step=lambda: viewer.pump(10))
+    finally:
+        viewer.close()
+        view_ctx.destroy(linger=0)
+    assert len(cam_alerts()) == 1, cam_alerts()
+
+
+
+def test_the_alert_ids_kept_past_their_rows_are_bounded() -> None:
+    # Kept when a row is forgotten, they are bounded on their own: a peer's stream ids cannot grow them without limit.
+    from streaming.view.state import MAX_VIEW_STREAMS
+
+    state = ViewState()
+    for k in range(MAX_VIEW_STREAMS + 5):
+        state.apply(replace(alert(), stream_id=f"cam{k}", alert_id=f"cam{k}#1"), received_at=1.0)
+    assert len(state.alert_ids) == MAX_VIEW_STREAMS and "cam0" not in state.alert_ids

@@ -65,6 +65,9 @@ class ViewState:
     now: float = 0.0  # the time the drawing is for (the receiving loop sets it)
     status_heard: dict[str, float] = field(default_factory=dict)  # stream -> when its latest status arrived
     forget_s: float = FORGET_S  # `forget_gone`
+    # Since when the checker has answered without a silence of `SILENT_S` (set by `apply`): only that time counts
+    # towards `forget_s`.
+    answering_since: float | None = None
     steps: StepNames = field(init=False)  # the names shown: the --graph's, until the checker names a step
 
     def __post_init__(self) -> None:
@@ -87,6 +90,8 @@ class ViewState:
             nothing but the detector's counters (``current``, frames, rate, gaps), return False.
         """
         when = message.timestamp if received_at is None else received_at
+        if self.heard is None or gone_silent(self.heard, when):
+            self.answering_since = when
         self.heard = when
         if isinstance(message, Alert):
             run, seen = self.alert_ids.get(message.stream_id, ("", set()))
@@ -160,14 +165,16 @@ class ViewState:
     def forget_gone(self) -> list[str]:
         """Forget the rows whose status has not come for `forget_s` while the checker answers (at ``now``); a view
         not fed by a socket (``listening_since`` None), or whose checker is silent, forgets nothing: it cannot tell
-        a stream the checker let go from a link that is down.
+        a stream the checker let go from a link that is down. Only the time since the checker answers again counts:
+        after a longer outage every row went at its first message, before it had re-sent the streams it holds.
 
         Returns:
             The streams forgotten.
         """
-        if self.listening_since is None or self.silent():
+        if self.listening_since is None or self.silent() or self.answering_since is None:
             return []
-        gone = [sid for sid, heard in self.status_heard.items() if self.now - heard >= self.forget_s]
+        answering = self.answering_since
+        gone = [sid for sid, heard in self.status_heard.items() if self.now - max(heard, answering) >= self.forget_s]
         for sid in gone:
             # Its alert ids stay (bounded on their own, in `apply`): its alerts are still in the log, and a stream
             # back in the same run (a detector whose link was down for 10 minutes) has them re-sent by the checker,

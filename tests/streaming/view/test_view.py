@@ -1082,6 +1082,10 @@ def test_a_view_whose_checker_is_silent_forgets_nothing() -> None:
     state.now = 200.0
     assert state.silent() and state.forget_gone() == [] and "kitchen" in state.streams
     state.apply(CheckerHealth("checker", 9, 200.0, 1, 0, 0, 0, 0, 0, 0, 0, 0), received_at=200.0)
+    # answering again: it has forget_s to re-send the streams it holds
+    assert state.forget_gone() == [] and "kitchen" in state.streams
+    state.apply(CheckerHealth("checker", 10, 201.0, 1, 0, 0, 0, 0, 0, 0, 0, 0), received_at=201.0)
+    state.now = 201.0
     assert state.forget_gone() == ["kitchen"] and not state.streams
 
 
@@ -1128,3 +1132,32 @@ def test_the_alert_ids_kept_past_their_rows_are_bounded() -> None:
     for k in range(MAX_VIEW_STREAMS + 5):
         state.apply(replace(alert(), stream_id=f"cam{k}", alert_id=f"cam{k}#1"), received_at=1.0)
     assert len(state.alert_ids) == MAX_VIEW_STREAMS and "cam0" not in state.alert_ids
+
+def test_a_row_is_not_forgotten_as_soon_as_the_checker_answers_after_a_long_outage(tmp_path: Path) -> None:
+    # Only the time the checker answers counts: after an outage longer than forget_s every row went at the checker's
+    # first message, before it had re-sent the streams it holds (it does every 0.5 s).
+    state = ViewState()
+    state.forget_s = 3.0
+    view_ctx = zmq.Context()
+    viewer = Viewer(view_ctx, f"ipc://{tmp_path}/out", state, jsonl=True, out=io.StringIO())
+    try:
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            cam = EventPublisher(detector, "cam0")
+            assert wait_for(lambda: "cam0" in state.streams, 10,
+                            step=lambda: (cam.heartbeat(None, 10, 0, 5.0), viewer.pump(10)))
+        assert wait_for(lambda: state.silent() and state.now - state.status_heard["cam0"] > 4.0, 20,
+                        step=lambda: viewer.pump(10))
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            kitchen = EventPublisher(detector, "kitchen")
+            assert wait_for(lambda: "kitchen" in state.streams, 10,
+                            step=lambda: (kitchen.heartbeat(None, 10, 0, 5.0), viewer.pump(10)))
+            kept = sorted(state.streams)
+            # and it goes once the checker has answered for forget_s without re-sending it
+            assert wait_for(lambda: "cam0" not in state.streams, 15,
+                            step=lambda: (kitchen.heartbeat(None, 10, 0, 5.0), viewer.pump(10)))
+    finally:
+        viewer.close()
+        view_ctx.destroy(linger=0)
+    assert kept == ["cam0", "kitchen"]

@@ -36,9 +36,9 @@ from streaming.view.render import NewsMessage, name_conflict_text, news_line, re
 from streaming.view.state import ViewState, graph_names
 
 REFRESH_HZ = 8  # terminal view refreshes per second
-# The next redraw waits at least this many times as long as the last one took: drawing takes at most a quarter of a
-# core however many rows the view holds. At 8 a second, redrawing 256 streams took 70 % of a core and rising with
-# every row (benchmarks/churn_soak.py), while messages waited behind each drawing.
+# The next redraw waits at least this many times as long as the last one worked (its CPU time): drawing takes at
+# most a quarter of a core however many rows the view holds. At 8 a second, redrawing 256 streams took 70 % of a
+# core and rising with every row (benchmarks/churn_soak.py), while messages waited behind each drawing.
 DRAW_GAP = 3.0
 PLAIN_WIDTH = 400  # the widest a final view printed to a file or pipe may be (tables as wide as their contents)
 
@@ -239,11 +239,14 @@ class Viewer:
                 # An idle view redraws once a second (its stale marks go by the second), not REFRESH_HZ times.
                 second = int(self.state.now)
                 if self.changed or second != drawn_second[0]:
-                    began = time.monotonic()
+                    # The drawing's own work (this thread's CPU time), not its wall time: a terminal that held the
+                    # output (Ctrl-S, a stopped ssh window) or a suspended job made one drawing as long as the hold,
+                    # and nothing, new alerts included, was drawn for three times as long again.
+                    began = time.thread_time()
                     live.update(render(self.state), refresh=True)
                     self.changed, drawn_second[0] = False, second
-                    drawn = time.monotonic()
-                    next_draw[0] = drawn + max(1.0 / REFRESH_HZ, DRAW_GAP * (drawn - began))
+                    work = time.thread_time() - began
+                    next_draw[0] = time.monotonic() + max(1.0 / REFRESH_HZ, DRAW_GAP * work)
 
             try:
                 self._pump_until(done, draw, wind_down, int(1000 / REFRESH_HZ))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -1161,3 +1162,56 @@ def test_a_row_is_not_forgotten_as_soon_as_the_checker_answers_after_a_long_outa
         viewer.close()
         view_ctx.destroy(linger=0)
     assert kept == ["cam0", "kitchen"]
+
+
+def test_a_view_held_by_its_terminal_draws_news_at_once_when_let_go(tmp_path: Path) -> None:
+    # The gap before the next redraw was three times the last drawing's wall time: a terminal that held the view's
+    # output (Ctrl-S, a stopped ssh window, a suspended job) made that drawing as long as the hold, and the view then
+    # drew nothing, new alerts included, for three times as long again. Only the drawing's own work counts.
+    master, slave = pty.openpty()
+    with running_checker(tmp_path) as (ctx, _service, _thread):
+        view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"ipc://{tmp_path}/out", "--demo"],
+                                stdin=slave, stdout=slave, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "COLUMNS": "120", "LINES": "40"})
+        os.close(slave)
+        drawn = bytearray()
+
+        def read(for_s: float) -> None:
+            ready, _, _ = select.select([master], [], [], for_s)
+            if ready:
+                with contextlib.suppress(OSError):  # EIO: the view has closed its terminal
+                    drawn.extend(os.read(master, 65536))
+
+        def blocked_writing() -> bool:
+            with open(f"/proc/{view.pid}/wchan") as wchan:
+                where = wchan.read()
+            return "tty" in where or "wait_woken" in where
+
+        try:
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            seq = iter(range(10_000))
+            assert wait_for(lambda: b"kitchen" in drawn, 30, step=lambda: (
+                detector.send(keystep(history=(1,), seq=next(seq), stream_id="kitchen", timestamp=time.time())),
+                read(0.1)))
+            os.write(master, b"\x13")  # Ctrl-S: the terminal holds what the view writes
+            assert wait_for(blocked_writing, 10, step=lambda: detector.send(
+                keystep(history=(1,), seq=next(seq), stream_id="kitchen", timestamp=time.time())))
+            held = time.monotonic()
+            assert wait_for(lambda: time.monotonic() - held > 4.0 and blocked_writing(), 10)
+            os.write(master, b"\x11")  # Ctrl-Q
+            drawn.clear()
+            assert wait_for(lambda: len(drawn) > 0, 10, step=lambda: read(0.1))
+            sent = time.monotonic()
+            late = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            shown = wait_for(lambda: b"late-cam" in drawn, 20, step=lambda: (
+                late.send(keystep(history=(2,), seq=next(seq), stream_id="late-cam", timestamp=time.time())),
+                read(0.1)))
+            took = time.monotonic() - sent
+        finally:
+            os.write(master, b"\x11")
+            view.terminate()
+            wait_for(lambda: view.poll() is not None, 30, step=lambda: read(0.1))
+            view.kill()
+            view.wait(30)
+            os.close(master)
+    assert shown and took < 3.0, took

@@ -434,6 +434,19 @@ def binary_future(adjacency: np.ndarray, step: int, done: np.ndarray) -> np.ndar
 
 
 # -- answers for step ids ------------------------------------------------------------------------------------
+def rank_steps(scores: np.ndarray, step_ids: Sequence[int]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """``(steps, scores)``: the ids of ``step_ids`` scoring above 0, highest first (ties in ``step_ids`` order),
+    and their scores.
+
+    Args:
+        scores: float ``(n,)``, one per step of ``step_ids``.
+        step_ids: the step ids, in the order of ``scores``.
+    """
+    order = np.argsort(-scores, kind="stable")
+    order = order[scores[order] > 0]
+    return tuple(step_ids[k] for k in order), tuple(float(scores[k]) for k in order)
+
+
 @dataclass(frozen=True)
 class RankedSteps:
     """Key-steps with scores, highest first (ties in graph order); steps scoring 0 are left out.
@@ -507,11 +520,8 @@ class ProcedureQueries:
         return done
 
     def _ranked(self, scores: np.ndarray, rule: Rule | None = None) -> RankedSteps:
-        inner = scores[1:-1]
-        order = np.argsort(-inner, kind="stable")
-        order = order[inner[order] > 0]
-        ids = self.graph.step_ids
-        return RankedSteps(rule or self.rule, tuple(ids[k] for k in order), tuple(float(inner[k]) for k in order))
+        """The key-steps (``scores`` in node order, START and END dropped) as `rank_steps` orders them."""
+        return RankedSteps(rule or self.rule, *rank_steps(scores[1:-1], self.graph.step_ids))
 
     def _empty(self) -> RankedSteps:
         return RankedSteps(self.rule, (), ())

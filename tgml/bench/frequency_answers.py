@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphs.procedure_queries import UNDEFINED_MISTAKE
+from graphs.procedure_queries import UNDEFINED_MISTAKE, rank_steps
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,7 @@ class FrequencyAnswers:
         return mask
 
     def _ranked(self, scores: np.ndarray) -> Ranking:
-        order = np.argsort(-scores, kind="stable")
-        order = order[scores[order] > 0]
-        return Ranking(tuple(self.step_ids[k] for k in order), tuple(float(scores[k]) for k in order))
+        return Ranking(*rank_steps(scores, self.step_ids))
 
     def previous(self, step: int) -> Ranking:
         """Steps scored by how often they came before ``step``."""

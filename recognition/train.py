@@ -872,6 +872,134 @@ def check_replaces_a_checkpoint(out: Path) -> None:
                          "run replaces only a checkpoint: choose another name, or remove the file first")
 
 
+def check_training_outputs(
+    features: str | Path, config_path: str | Path | None, out: str | Path, plot: str | Path | None
+) -> tuple[Path, bool, Path | None]:
+    """`run_training`'s checks of the files it will write, before any training: a bad path costs no work (and the
+    run cannot overwrite its own config).
+
+    Returns:
+        ``(out, existed, plot)``: the checkpoint path, whether a detector is there already (a file left empty is
+        none), and the plot path (None: no plot).
+    """
+    folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
+    out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out", kind="checkpoint")
+    check_replaces_a_checkpoint(out)
+    # A detector there already (a file left empty is none): a stopped run would save beside it, checked as --out is.
+    existed = out.is_file() and out.stat().st_size > 0
+    if existed:
+        check_replaces_a_checkpoint(check_output(stopped_path(out), "checkpoint of a stopped run (beside --out)",
+                                                 inputs=[config_path, *folder_files], option="--out",
+                                                 kind="checkpoint"))
+    if plot is not None:
+        check_plot_support(plot)
+        if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint
+            raise InputError(f"--plot {plot}: the same file as --out; choose another name for the plot")
+        plot = check_output(plot, "learning-curve plot", inputs=[config_path, out, *folder_files], option="--plot")
+    return out, existed, plot
+
+
+def checkpoint_info(config: DetectorTrainConfig, data: FeatureDataset, outcome: TrainOutcome) -> dict[str, Any]:
+    """The ``info`` a trained detector's checkpoint records: its config, splits, kept epoch and learning curve."""
+    return {
+        "train": config_summary(config),
+        "test_map": outcome.test_map,
+        "losses": list(outcome.losses),
+        # Validation videos count as training videos: they chose the kept epoch (eval warns on them too).
+        "train_videos": [v.name for v in data.train],
+        "validation_videos": list(outcome.validation),
+        "test_videos": [v.name for v in data.test],
+        "kept_epoch": outcome.kept_epoch,
+        "keep_epoch": outcome.keep_by,
+        "refit": outcome.refit,
+        "curve": [e.as_json() for e in outcome.curve],
+    }
+
+
+def calibrate_for_streams(
+    validation: dict[str, tuple[np.ndarray, np.ndarray]], data: FeatureDataset, config: DetectorTrainConfig
+) -> tuple[ConfirmationChoice | None, SegmenterConfig, EvidenceModel | None]:
+    """``(confirmation, segmenter, evidence)`` measured on the validation videos (`TrainOutcome.validation`): the
+    segmenter's confirmation length (None: kept at its default) and the evidence calibration (None: no validation
+    split)."""
+    classes = len(data.class_step_ids)
+    if not config.evidence_done_states:  # E3 from the class probabilities (e = 0)
+        validation = {name: (probs[:, :classes], targets) for name, (probs, targets) in validation.items()}
+    # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates,
+    # and the segmenter keeps its defaults.
+    segmenter = SegmenterConfig(fps=data.fps)
+    confirmation = choose_confirmation(validation, data.class_step_ids, segmenter) if validation else None
+    if confirmation is not None:
+        segmenter = confirmation.config  # the streams' segmenter, and the detections the rates below are of
+    evidence = (calibrate_evidence(validation, data.class_step_ids, data.fps, segmenter,
+                                   window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
+                if validation else None)
+    return confirmation, segmenter, evidence
+
+
+def save_trained_detector(target: Path, outcome: TrainOutcome, data: FeatureDataset, info: dict[str, Any],
+                          evidence: EvidenceModel | None, stopped: KeptStop) -> KeyboardInterrupt | None:
+    """Write the checkpoint to ``target``, a stop while it is written held off until it is whole.
+
+    Returns:
+        The first stop that came while the file was written (the run was complete; the caller raises it after the
+        report), or None.
+    """
+    saved_whole: KeyboardInterrupt | None = None  # a first stop while the file was written: the run was complete
+    written = False
+    try:
+        # A stop while the file is written waits for it (under a second: one file): a half-written save would be
+        # lost, and one redone elsewhere would leave the detector it had already replaced.
+        with signals_deferred():
+            save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor,
+                          data.fps, info, data.scenario, evidence)
+            written = True
+    except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
+        raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
+    except KeyboardInterrupt as stop:
+        # A second stop abandons the tables (the file is whole); one that was not held (no `handling_signals` of
+        # the caller's) cut the save short, and nothing was written.
+        if stopped.stop is not None or not written:
+            raise
+        saved_whole = stop.with_traceback(None)
+    return saved_whole
+
+
+def print_training_report(console: Console, outcome: TrainOutcome, data: FeatureDataset, plot: Path | None,
+                          confirmation: ConfirmationChoice | None, evidence: EvidenceModel | None,
+                          target: Path) -> None:
+    """`run_training`'s report: the learning curve, the validation videos, the plot, the confirmation and evidence
+    measured, the test APs and where the checkpoint went."""
+    console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
+    if outcome.validation:
+        console.print(printable(f"validation videos: {', '.join(outcome.validation)}"), markup=False, highlight=False)
+    if outcome.refit:
+        console.print(f"refit: trained again on all {len(data.train)} training videos for {outcome.kept_epoch} epochs")
+    if plot is not None:
+        drawn = plot_curve(outcome.curve, outcome.kept_epoch, plot)
+        console.print(printable(f"learning curve drawn in {drawn}"), markup=False, highlight=False)
+    if confirmation is not None and confirmation.f1:
+        console.print(printable(confirmation.summary()), markup=False, highlight=False)
+    if evidence is not None:
+        console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
+    console.print(detector_ap_table(outcome, data.class_names))
+    console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {target}"),
+                  markup=False, highlight=False)
+
+
+def stopped_when(outcome: TrainOutcome, config: DetectorTrainConfig, during: str | None, target: Path,
+                 out: Path) -> str:
+    """What a run stopped by a signal says it saved: when the stop came, and which epoch ``target`` holds."""
+    kept = f"epoch {outcome.kept_epoch} of those ({kept_by_rule(outcome.keep_by)})"
+    if outcome.refit:
+        kept += ", refit on every training video"
+    when = (f"during the refit; {target} holds epoch {outcome.kept_epoch}, not refit"
+            if during == "refit"
+            else f"after {len(outcome.curve)} of {config.epochs} epochs; {target} holds {kept}")
+    beside = f" (beside {out.name}, left as it was)" if target != out else ""
+    return f"{when}{beside}"
+
+
 def run_training(
     features: str | Path,
     config_path: str | Path | None,
@@ -911,21 +1039,7 @@ def run_training(
             config = training_config_of_folder(features, **overrides)
         else:
             config = training_config_of_tables(tables, config_path, **overrides)
-    # Before training, so that a bad path costs no work (and the run cannot overwrite its own config).
-    folder_files = [p for p in Path(features).rglob("*") if p.is_file()] if Path(features).is_dir() else []
-    out = check_output(out, "checkpoint", inputs=[config_path, *folder_files], option="--out", kind="checkpoint")
-    check_replaces_a_checkpoint(out)
-    # A detector there already (a file left empty is none): a stopped run would save beside it, checked as --out is.
-    existed = out.is_file() and out.stat().st_size > 0
-    if existed:
-        check_replaces_a_checkpoint(check_output(stopped_path(out), "checkpoint of a stopped run (beside --out)",
-                                                 inputs=[config_path, *folder_files], option="--out",
-                                                 kind="checkpoint"))
-    if plot is not None:
-        check_plot_support(plot)
-        if Path(plot).resolve() == out.resolve():  # neither exists yet: the plot would replace the checkpoint
-            raise InputError(f"--plot {plot}: the same file as --out; choose another name for the plot")
-        plot = check_output(plot, "learning-curve plot", inputs=[config_path, out, *folder_files], option="--plot")
+    out, existed, plot = check_training_outputs(features, config_path, out, plot)
     data = load_feature_dataset(features, config.features)
     unsplit = unsplit_feature_files(data, config.features.rgb)
     if unsplit:  # never trained or tested on: said, as every other file a command leaves unread is
@@ -946,84 +1060,20 @@ def run_training(
 
     outcome = train_detector(data, config, progress=progress, on_stop=said_stopping)
     stopped = KeptStop(said_stopping, outcome.interrupted, outcome.interrupted_during)  # a stop from here on too
-    info = {
-        "train": config_summary(config),
-        "test_map": outcome.test_map,
-        "losses": list(outcome.losses),
-        # Validation videos count as training videos: they chose the kept epoch (eval warns on them too).
-        "train_videos": [v.name for v in data.train],
-        "validation_videos": list(outcome.validation),
-        "test_videos": [v.name for v in data.test],
-        "kept_epoch": outcome.kept_epoch,
-        "keep_epoch": outcome.keep_by,
-        "refit": outcome.refit,
-        "curve": [e.as_json() for e in outcome.curve],
-    }
-    classes = len(data.class_step_ids)
-    validation = (outcome.validation if config.evidence_done_states  # else E3 from the class probabilities (e = 0)
-                  else {name: (probs[:, :classes], targets) for name, (probs, targets) in outcome.validation.items()})
-
-    def calibrated() -> tuple[ConfirmationChoice | None, SegmenterConfig, EvidenceModel | None]:
-        # Without a validation split nothing is measured: the probabilistic checker then asks for --default-rates,
-        # and the segmenter keeps its defaults.
-        segmenter = SegmenterConfig(fps=data.fps)
-        confirmation = choose_confirmation(validation, data.class_step_ids, segmenter) if validation else None
-        if confirmation is not None:
-            segmenter = confirmation.config  # the streams' segmenter, and the detections the rates below are of
-        evidence = (calibrate_evidence(validation, data.class_step_ids, data.fps, segmenter,
-                                       window_s=config.evidence_window, detection_window_s=segmenter.min_duration)
-                    if validation else None)
-        return confirmation, segmenter, evidence
-
-    confirmation, segmenter, evidence = stopped.finish(calibrated, len(outcome.curve))
+    info = checkpoint_info(config, data, outcome)
+    confirmation, segmenter, evidence = stopped.finish(
+        lambda: calibrate_for_streams(outcome.validation, data, config), len(outcome.curve))
     if segmenter != SegmenterConfig(fps=data.fps):
         info["segmenter"] = stored_settings(segmenter)
 
     target = stopped_path(out) if stopped.stop is not None and existed else out  # beside the detector the user had
     if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
         info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs, "during": stopped.during}
-    saved_whole: KeyboardInterrupt | None = None  # a first stop while the file was written: the run was complete
-    written = False
-    try:
-        # A stop while the file is written waits for it (under a second: one file): a half-written save would be
-        # lost, and one redone elsewhere would leave the detector it had already replaced.
-        with signals_deferred():
-            save_detector(target, outcome.model, data.class_names, data.class_step_ids, data.feature_extractor,
-                          data.fps, info, data.scenario, evidence)
-            written = True
-    except OSError as err:  # checked up front; this is the disk filling up or the folder changing meanwhile
-        raise InputError(f"{target}: cannot write the checkpoint ({err.strerror or err})") from None
-    except KeyboardInterrupt as stop:
-        # A second stop abandons the tables (the file is whole); one that was not held (no `handling_signals` of
-        # the caller's) cut the save short, and nothing was written.
-        if stopped.stop is not None or not written:
-            raise
-        saved_whole = stop.with_traceback(None)
-    console = console or Console()
-    console.print(curve_table(outcome.curve, outcome.kept_epoch, outcome.keep_by))
-    if outcome.validation:
-        console.print(printable(f"validation videos: {', '.join(outcome.validation)}"), markup=False, highlight=False)
-    if outcome.refit:
-        console.print(f"refit: trained again on all {len(data.train)} training videos for {outcome.kept_epoch} epochs")
-    if plot is not None:
-        drawn = plot_curve(outcome.curve, outcome.kept_epoch, plot)
-        console.print(printable(f"learning curve drawn in {drawn}"), markup=False, highlight=False)
-    if confirmation is not None and confirmation.f1:
-        console.print(printable(confirmation.summary()), markup=False, highlight=False)
-    if evidence is not None:
-        console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
-    console.print(detector_ap_table(outcome, data.class_names))
-    console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {target}"),
-                  markup=False, highlight=False)
+    saved_whole = save_trained_detector(target, outcome, data, info, evidence, stopped)
+    print_training_report(console or Console(), outcome, data, plot, confirmation, evidence, target)
     if stopped.stop is not None:  # said before the interrupt's own line, which ends the output
-        kept = f"epoch {outcome.kept_epoch} of those ({kept_by_rule(outcome.keep_by)})"
-        if outcome.refit:
-            kept += ", refit on every training video"
-        when = (f"during the refit; {target} holds epoch {outcome.kept_epoch}, not refit"
-                if stopped.during == "refit"
-                else f"after {len(outcome.curve)} of {config.epochs} epochs; {target} holds {kept}")
-        beside = f" (beside {out.name}, left as it was)" if target != out else ""
-        print(printable(f"recognition-train: stopped {when}{beside}"), file=sys.stderr)
+        print(printable(f"recognition-train: stopped {stopped_when(outcome, config, stopped.during, target, out)}"),
+              file=sys.stderr)
         raise stopped.stop
     if saved_whole is not None:
         print(printable(f"recognition-train: stopped as the detector was written; {target} holds the whole run"),

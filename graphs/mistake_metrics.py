@@ -56,6 +56,7 @@ def protocol_labels(length: int, has_mistake: bool = True) -> np.ndarray:
 
 
 def _class_scores(truth: np.ndarray, pred: np.ndarray, positive: int) -> ClassScores:
+    """True precision, recall and F1 (percent) of class ``positive`` (1: mistake, 0: correct) over the pooled labels."""
     tp = int(np.sum((pred == positive) & (truth == positive)))
     scores = precision_recall_f1(tp, int(np.sum(pred == positive)), int(np.sum(truth == positive)))
     return ClassScores(*scores.in_percent())

@@ -83,6 +83,7 @@ def scaled_threshold_steps(n_steps: int, scale: float) -> int:
 
 
 def _to_digraph(adj: np.ndarray, weights: np.ndarray | None = None) -> nx.DiGraph:
+    """The networkx graph of ``adj``: a node a row, an edge ``i -> j`` per ``adj[i, j]`` (weight ``weights[i, j]``)."""
     import networkx as nx
 
     graph = nx.DiGraph()
@@ -96,6 +97,7 @@ def _to_digraph(adj: np.ndarray, weights: np.ndarray | None = None) -> nx.DiGrap
 
 
 def _from_digraph(graph: nx.DiGraph, size: int) -> np.ndarray:
+    """Bool ``(size, size)`` adjacency of ``graph``: True at ``[i, j]`` per edge ``i -> j`` (`_to_digraph` undone)."""
     adj = np.zeros((size, size), dtype=bool)
     edges = np.asarray(list(graph.edges()), dtype=np.int64).reshape(-1, 2)
     adj[edges[:, 0], edges[:, 1]] = True

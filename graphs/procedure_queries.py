@@ -281,6 +281,7 @@ def weighted_missing_at_end(q: np.ndarray, done: np.ndarray) -> np.ndarray:
 
 
 def _key_steps(size: int) -> np.ndarray:
+    """Bool ``(size,)`` over the nodes ``START, K_1..K_n, END``: True at the key-steps, False at START and END."""
     mask = np.ones(size, dtype=bool)
     mask[[0, size - 1]] = False
     return mask
@@ -514,6 +515,7 @@ class ProcedureQueries:
         return self._position.get(step)
 
     def _done(self, history: Iterable[int]) -> np.ndarray:
+        """The steps done, bool ``(n+2,)`` over the nodes: START and each step of ``history`` (an unknown id: START)."""
         done = np.zeros(self.graph.n_steps + 2, dtype=bool)
         done[0] = True
         done[[self._position.get(s, 0) for s in history]] = True  # an unknown id marks START, already done

@@ -90,11 +90,14 @@ class Samples:
                 "cpu_first": cpu_pct(0, quarter), "cpu_last": cpu_pct(len(t) - 2 - quarter, len(t) - 2)}
 
 
-def start(args: list[str], pattern: str) -> tuple[subprocess.Popen[str], re.Match[str]]:
-    """A command of the project, and the match of ``pattern`` in the first stderr line that has it."""
-    process = subprocess.Popen([*COMMAND, *args], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+def start(args: list[str], pattern: str, ready_s: float = READY_S,
+          stdout: int | None = None) -> tuple[subprocess.Popen[str], re.Match[str]]:
+    """A command of the project (``stream-detect ARGS``), and the match of ``pattern`` in the first stderr line that
+    has it; its later stderr is drained unread (a full pipe would stall it). ``stdout``: as for `subprocess.Popen`.
+    `benchmarks.dashboard_load` starts its dashboard with it too."""
+    process = subprocess.Popen([*COMMAND, *args], cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
-    deadline = time.monotonic() + READY_S
+    deadline = time.monotonic() + ready_s
     while time.monotonic() < deadline:
         line = process.stderr.readline()
         if not line:

@@ -189,18 +189,14 @@ def rss_mib(pid: int) -> float:
 
 def start_dashboard(alerts: str) -> tuple[subprocess.Popen[str], str]:
     """``stream-detect dashboard`` on a free loopback port; the process and its page's address."""
-    command = [sys.executable, "-m", "streaming.stream_detect_cli", "dashboard", "--checker", alerts, "--demo",
-               "--bind", "127.0.0.1:0"]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    assert process.stderr is not None
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            raise RuntimeError(f"the dashboard stopped: exit status {process.wait()}")
-        if (found := re.search(r"serving (http://\S+)", line)) is not None:
-            return process, found.group(1)
-    raise RuntimeError("the dashboard did not start")
+    # Imported here, as checker_load imports checker_flood: the spawned publisher re-imports this module only.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.churn_soak import start
+
+    process, found = start(["dashboard", "--checker", alerts, "--demo", "--bind", "127.0.0.1:0"],
+                           r"serving (http://\S+)", READY_TIMEOUT_S, subprocess.DEVNULL)
+    return process, found.group(1)
 
 
 async def measure(url: str, pid: int, checker_pid: int, pages: int, duration: float, warmup: float,

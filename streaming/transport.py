@@ -43,7 +43,7 @@ import socket
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -66,6 +66,21 @@ def gone_silent(since: float, now: float) -> bool:
     """Nothing heard since ``since`` for `SILENT_S` or more (two readings of one clock): the one rule of the view,
     the dashboard and its log for a checker, or a stream on it, that stopped answering."""
     return now - since >= SILENT_S
+
+
+# A stream whose status the checker, while answering, has not re-sent for this long is one it let go: it re-sends
+# every stream it holds each HEARTBEAT_S and frees an ended or lost one a minute after it went idle (or a restarted
+# checker never knew it). A view or a dashboard that kept such streams filled up with old sessions where cameras come
+# and go, every one drawn at each refresh.
+FORGET_S: Final = 600.0
+
+
+def let_go(heard: Mapping[str, float], answering_since: float, now: float, forget_s: float = FORGET_S) -> list[str]:
+    """The streams of ``heard`` (stream -> when its latest status arrived) whose status has not come for ``forget_s``
+    of the checker answering (since ``answering_since``): the one rule of the view's rows and the dashboard's tiles.
+    Time without the checker answering does not count: after a long outage every stream looked let go at the
+    checker's first message, before it had re-sent those it holds."""
+    return [stream for stream, at in heard.items() if now - max(at, answering_since) >= forget_s]
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop

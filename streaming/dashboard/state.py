@@ -39,13 +39,9 @@ from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, Mi
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import no_verdict_text, nothing_recognised
 from streaming.step_names import StepNames, named_steps
-from streaming.transport import gone_silent
+from streaming.transport import FORGET_S, gone_silent, let_go
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
-# A tile whose status the checker, while answering, has not re-sent for this long goes (`DashboardState.forget_gone`),
-# as the terminal view's row does (`streaming.view.state.FORGET_S`): the checker frees an ended or lost stream a
-# minute after it went idle, so a site whose cameras come and go otherwise kept MAX_STREAMS tiles of old sessions.
-FORGET_S: Final = 600.0
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
                         "over_budget", "unsendable", "denied", "stream_taken")
@@ -247,8 +243,7 @@ class DashboardState:
         message, before it had re-sent the streams it holds (it does every 0.5 s)."""
         if not connected or self.answering_since is None:
             return
-        answering = self.answering_since
-        for stream in [sid for sid, heard in self.heard.items() if now - max(heard, answering) >= self.forget_s]:
+        for stream in let_go(self.heard, self.answering_since, now, self.forget_s):
             self._drop(stream)
 
     def take_gone(self) -> list[str]:

@@ -17,16 +17,11 @@ from graphs.task_graph import TaskGraph
 from streaming.checker.config import MAX_STREAMS
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.step_names import StepNames, named_steps
-from streaming.transport import gone_silent
+from streaming.transport import FORGET_S, gone_silent, let_go
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
 MAX_VIEW_STREAMS: int = MAX_STREAMS  # streams kept in the view (the checker tracks as many); the least recent goes
-# A row whose status the checker, while answering, has not re-sent for this long is forgotten: the checker re-sends
-# every stream it holds each HEARTBEAT_S and frees an ended or lost one a minute later, so such a row is a stream it
-# let go (or a restarted checker never knew). Kept, a site whose cameras come and go filled the table to
-# MAX_VIEW_STREAMS rows of old sessions, each drawn at every refresh: the view's CPU climbed with them.
-FORGET_S: float = 600.0
 
 
 @dataclass
@@ -173,8 +168,7 @@ class ViewState:
         """
         if self.listening_since is None or self.silent() or self.answering_since is None:
             return []
-        answering = self.answering_since
-        gone = [sid for sid, heard in self.status_heard.items() if self.now - max(heard, answering) >= self.forget_s]
+        gone = let_go(self.status_heard, self.answering_since, self.now, self.forget_s)
         for sid in gone:
             # Its alert ids stay (bounded on their own, in `apply`): its alerts are still in the log, and a stream
             # back in the same run (a detector whose link was down for 10 minutes) has them re-sent by the checker,

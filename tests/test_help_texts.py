@@ -153,3 +153,16 @@ def test_prego_bench_help_names_the_results_schema_where_it_is() -> None:
     helps = {a.option_strings[0]: a.help or "" for a in bench_parser()._actions}
     assert "schema: docs/prego-benchmark.md, 'Results document'" in helps["--json"]
     assert "## Results document (`--json`)" in (ROOT / "docs" / "prego-benchmark.md").read_text()
+
+
+def test_recognition_features_help_states_the_extraction_defaults() -> None:
+    # Its parser must not import torch (recognition-features --help stays fast), so these defaults are written
+    # in its help by hand: a change of the constants has to show here.
+    from streaming.offline.features import DEFAULT_COPIES, DEFAULT_FPS, EFFICIENTNET_NAME
+    from streaming.offline.features_cli import build_parser
+
+    helps = {a.option_strings[0]: a.help or "" for a in build_parser()._actions if a.option_strings}
+    assert f"(default {DEFAULT_FPS:g};" in helps["--fps"]
+    assert f"default {DEFAULT_COPIES}, 0: none" in helps["--augment-copies"]
+    assert helps["--extractor"].startswith(f"feature extractor: {EFFICIENTNET_NAME} (default)")
+    assert build_parser().get_default("extractor") == EFFICIENTNET_NAME

@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from tests.cli_errors import cli_error
-from tgml.bench.live.recordings import FEATURES_SUBFOLDER
+from tgml.bench.live.recordings import (
+    FEATURES_SUBFOLDER,
+    HASHES,
+    check_published_hashes,
+    feature_files,
+    published_hashes,
+)
 from tgml.tgml_cli import main
 
 RECORDINGS = ("12_10", "12_119", "12_12")  # three tomatomozzarellasalad recordings of captaincook4d-pe
@@ -93,3 +99,30 @@ def test_too_few_recordings_for_any_folds_say_what_would_do(
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--folds", folds,
                            "--quiet"], capsys)
     assert said in err and "--folds 1 or fewer" not in err
+
+
+def test_a_data_set_file_that_is_not_the_published_one_is_refused_naming_it(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One changed value passes every check of the values (finite, width, length); only the published sha256 tells.
+    published = data_dir / FEATURES_SUBFOLDER.parent
+    (tmp_path / FEATURES_SUBFOLDER.parent).mkdir()
+    folder = features_folder(data_dir, tmp_path / FEATURES_SUBFOLDER.parent)
+    shutil.copy(published / HASHES, folder.parent / HASHES)
+    changed = folder / f"{RECORDINGS[2]}.npy"
+    x = np.load(changed)
+    x[7, 3] += 1
+    np.save(changed, x)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
+    assert err == (f"error: {changed}: not the file {folder.parent / HASHES} lists (its sha256 differs: a damaged or "
+                   "changed copy); restore it from the data set, or give your own features in a folder of their own "
+                   "with --features")
+    (folder.parent / HASHES).write_text("not a listing\n")
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
+    assert err.startswith(f"error: {folder.parent / HASHES}: line 1: not '<sha256>  <file>'")
+
+
+def test_the_published_features_are_the_ones_their_listing_names(data_dir: Path) -> None:
+    folder = data_dir / FEATURES_SUBFOLDER
+    check_published_hashes(folder, feature_files(folder))  # raises on any file that differs
+    assert len(published_hashes(folder.parent / HASHES)) == len(feature_files(folder)) == 90

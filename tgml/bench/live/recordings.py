@@ -13,7 +13,9 @@ background, class 0. Class ``k >= 1`` is the ``k``-th step of the recipe's taxon
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,9 @@ from tgml.bench.mistake_bench import ERROR_ANNOTATIONS
 
 FEATURES_SUBFOLDER: Final = Path("captaincook4d-pe") / "features"
 SOURCES: Final = "SOURCES.tsv"  # beside FEATURES_SUBFOLDER: each recording's `seconds`, one vector per second of video
+HASHES: Final = "SHA256SUMS"  # beside FEATURES_SUBFOLDER: each file's published sha256 (`check_published_hashes`)
+# One line of a `sha256sum` listing: the digest, a space, then a space (text mode) or '*' (binary mode), the name.
+HASH_LINE: Final = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
 FPS: Final = 1.0  # one feature vector per second (DERIVATION.md)
 # How far a file may run past its recording's length in seconds, for a backbone whose windows fall otherwise than
 # captaincook4d-pe's (a clip of 32 frames a second apart, a last window padded): a share of the length and a few rows.
@@ -160,8 +165,8 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
     Raises:
         InputError: a folder or file missing; a features folder with no recording of the data set; a features file
             with no annotation; a recipe of ``recipes`` with no recording there; unreadable or non-finite features;
-            widths that differ; files that last far longer than their steps at one vector a second
-            (`check_one_vector_a_second`).
+            widths that differ; a file of the data set that is not the one it publishes (`check_published_hashes`);
+            files that last far longer than their steps at one vector a second (`check_one_vector_a_second`).
     """
     data_dir = Path(data_dir)
     cc = captaincook_dir(data_dir)
@@ -189,6 +194,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
         graph = load_reference_graph(cc / GT_FOLDER / f"{scenario}.json", like)
         chosen[scenario] = Recipe(scenario, ids, names, graph)
     features = {name: read_feature_file(path) for name, path in files.items()}  # all checked before any training
+    check_published_hashes(features_dir, files)
     # Widths before lengths: a file saved transposed, (D, T), is said to be, not taken for one cut short. The width
     # most files share is the folder's: the file named is the odd one out, not whichever was read first.
     check_widths({name: x.shape for name, x in features.items()}, files, f"--features {features_dir}")
@@ -294,6 +300,50 @@ def check_one_vector_a_second(folder: Path, recordings: Sequence[LiveRecording],
         print_warning(f"--features {folder}: {count_of(len(named), 'file')} {verb} more than {LONG_FILE_RATIO:g} "
                       f"times as long as its recording's annotated steps at one vector a second "
                       f"({first_few(named, 5)}): written at another rate?")
+
+
+def published_hashes(sums: Path) -> dict[str, str]:
+    """``{file name relative to the listing's folder: sha256 hex digest}`` of a ``sha256sum`` listing.
+
+    Raises:
+        InputError: a line that is no ``<sha256>  <name>`` (a damaged listing: one skipped would leave its file
+            unchecked in silence).
+    """
+    hashes = {}
+    for number, line in enumerate(read_text_file(sums, "hash listing").splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = HASH_LINE.fullmatch(line)
+        if match is None:
+            raise InputError(f"{sums}: line {number}: not '<sha256>  <file>' (a damaged listing? restore it from the "
+                             "data set)")
+        hashes[match[2]] = match[1].lower()
+    return hashes
+
+
+def check_published_hashes(folder: Path, files: Mapping[str, Path]) -> None:
+    """Refuse a features file whose sha256 is not the one the data set publishes for it (`HASHES` beside ``folder``,
+    as ``captaincook4d-pe/SHA256SUMS`` lists ``features/<recording_id>.npy``). A flipped bit in a float16 vector
+    passes every check of the values (finite, the folder's width, one vector a second) and moved the benchmark's
+    figures in silence. Files the listing does not name (a user's own features) are not checked.
+
+    Raises:
+        InputError: a listed file differs, naming it; a damaged listing (`published_hashes`).
+    """
+    sums = folder.parent / HASHES
+    if not sums.is_file():
+        return
+    listed = published_hashes(sums)
+    for path in files.values():
+        want = listed.get(f"{folder.name}/{path.name}")
+        if want is None:
+            continue
+        with path.open("rb") as handle:
+            got = hashlib.file_digest(handle, "sha256").hexdigest()
+        if got != want:
+            raise InputError(f"{path}: not the file {sums} lists (its sha256 differs: a damaged or changed copy); "
+                             "restore it from the data set, or give your own features in a folder of their own "
+                             "with --features")
 
 
 def captaincook_dir(data_dir: Path) -> Path:

@@ -20,14 +20,14 @@ tuples travel as JSON arrays, ``None`` as ``null``; NaN and infinities are refus
                       messages of one stream, and its ``checker`` messages have their own)
     timestamp  float  sender's wall clock (Unix seconds) when the message was made
 
-Kinds (see each dataclass for its own fields): `KeyStepEvent` and `Heartbeat` go from a detector
-to the checker; `StepEvent` (each new key-step, without the detector's session token or history), `Alert`,
-`MissingSteps` (the required steps a session that ended never did), `Status` and `CheckerHealth` go from the checker
-to viewers. `KeyStepEvent` and `Heartbeat` carry the stream's
-whole confirmed-step ``history``, so a checker that restarts mid-stream rebuilds its state from the next message
-it gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. Viewers never get the detector's
-``session`` token: the checker names a detector run to them by ``run``, a digest of ``"run:" + session``
-(`run_of`).
+Kinds (see each dataclass for its own fields): `KeyStepEvent`, `KeyStepOnset` (a key-step begun, before it is
+confirmed) and `Heartbeat` go from a detector to the checker; `StepEvent` (each new key-step, without the detector's
+session token or history), `Alert`, `Retraction` (an early alert withdrawn), `MissingSteps` (the required steps a
+session that ended never did), `Status` and `CheckerHealth` go from the checker to viewers. `KeyStepEvent` and
+`Heartbeat` carry the stream's whole confirmed-step ``history``, so a checker that restarts mid-stream rebuilds its
+state from the next message it gets (the ZeroMQ guide's Clone pattern) and a lost message costs nothing. Viewers
+never get the detector's ``session`` token: the checker names a detector run to them by ``run``, a digest of
+``"run:" + session`` (`run_of`).
 `Alert.alert_id` is stable (``"<stream_id>#<index in history>"``): the checker re-sends each stream's recent
 alerts with its periodic status (so late or reconnecting viewers catch up), and receivers de-duplicate by it
 within a ``run`` (a new detector session on the stream starts its indexes, and so its ids, over). A

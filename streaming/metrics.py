@@ -18,7 +18,8 @@ detector (`DetectorMetrics`)
     (frame slots at the detector's rate that got no frame: it fell behind, or the source stalled),
     ``stream_detect_keysteps_total{stream}``; ``stream_detect_streams{state="live"|"lost"|"ended"}`` (lost: its
     source failed); ``stream_detect_stage_seconds{stream,stage}`` histograms of ``decode``, ``features``,
-    ``detector`` and ``segmenter``.
+    ``detector`` and ``segmenter``; ``stream_detect_late_shapes_total`` (batch shapes the backbone met for the first
+    time after its warm-up: each can stall every camera on a GPU while its kernels are chosen).
 
 Counts the services keep anyway (received, refused, frames) are read when Prometheus scrapes, by a collector: the
 live path pays only for the histograms. The endpoint is plain HTTP without authentication, so like the ZeroMQ sockets

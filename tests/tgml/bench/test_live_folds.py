@@ -77,3 +77,44 @@ def test_a_fold_that_would_test_every_graph_recording_is_refused_before_training
                                          r"is learned from \(g1, g2\).*give another --seed or --folds$"):
         check_graph_folds("soup", recordings, [1, 1, 0, 0], frozenset({"g1", "g2"}), config)  # type: ignore[arg-type]
     check_graph_folds("soup", recordings, [0, 1, 0, 1], frozenset({"g1", "g2"}), config)  # type: ignore[arg-type]
+
+
+def test_a_validation_split_named_in_the_settings_is_refused_before_any_fold_trains(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # Each fold checked the named split only when it came to train: a name that fold 0 trains on but fold 1 tests
+    # stopped the run after fold 0's training, and a misspelt one named --val-videos, no option of bench-live.
+    from dataclasses import replace
+
+    from tests.tgml.bench.test_live_bench import RECIPE, subset
+    from tgml.bench.live.bench import run_live_bench
+    from tgml.bench.live.detector import LiveDetectorSettings
+
+    features = subset(data_dir, tmp_path, 4)
+    recordings = load_live_data(data_dir, features).of(RECIPE)
+    folds = assign_folds(recordings, 2, 42)
+    tested_second = next(r.recording_id for r, f in zip(recordings, folds, strict=True) if f == 1)
+    cache = tmp_path / "cache"
+
+    def run(named: tuple[str, ...] = (), fraction: float = 0.25) -> None:
+        detector = LiveDetectorSettings().with_epochs(1)
+        detector = replace(detector, train=replace(detector.train, val_videos=named, val_fraction=fraction))
+        run_live_bench(LiveBenchConfig(data_dir, features, folds=2, detector=detector, workers=1, cache=cache),
+                       progress=False)
+
+    with pytest.raises(InputError, match=rf"^{RECIPE}, fold 1 \(of 0-1; trained on .*\): LiveBenchConfig\.detector\."
+                                         rf"train\.val_videos names '{tested_second}', one of this fold's test "
+                                         r"recordings: .*every fold must train on all of it"):
+        run((tested_second,))
+    with pytest.raises(InputError, match=r"^LiveBenchConfig\.detector\.train\.val_videos names '1_999', no "
+                                         rf"recording of the run \(4 recordings of {RECIPE} in "):
+        run(("1_999",))
+    with pytest.raises(InputError, match=rf"^{RECIPE}, fold 0 .*: LiveBenchConfig\.detector\.train\.val_fraction 0: "
+                                         "no validation recording"):
+        run(fraction=0.0)
+    assert not cache.exists()  # no fold trained, none kept
+
+
+def test_a_config_without_a_segmenter_variant_is_refused() -> None:
+    with pytest.raises(InputError, match=r"^LiveBenchConfig\.variants: empty"):
+        LiveBenchConfig(Path("data"), variants=())

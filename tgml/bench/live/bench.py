@@ -60,6 +60,7 @@ from rich.table import Table
 from graphs.annotations import Annotations
 from graphs.checker_settings import CheckerSettings, checker_entry
 from graphs.common.errors import InputError
+from graphs.common.files import check_output
 from graphs.common.safe_text import first_few
 from graphs.precision_recall import shown
 from graphs.task_graph import TaskGraph
@@ -153,6 +154,9 @@ class LiveBenchConfig:
                              "detector trained on the other folds)")
         for kind in self.checkers:
             checker_entry(kind)  # an unknown name: its error line
+        if not self.variants:  # every fold would train, then the run would stop with nothing to choose from
+            raise InputError("LiveBenchConfig.variants: empty; give at least one segmenter variant (the first is the "
+                             "live default)")
 
     @property
     def detectors_seed(self) -> int:
@@ -311,12 +315,35 @@ def fold_settings(config: LiveBenchConfig, train: Sequence[LiveRecording], test:
     Here, not in `tgml.bench.live.fold_training`, whose source is in the cache's key: the trade changes only the
     settings, which are in the key too, so every cache kept before stays valid.
     """
+    named = config.detector.train.val_videos
+    if named:
+        check_named_split(named, [r.recording_id for r in train], [r.recording_id for r in test])
     settings = fold_detector_settings(config.detector, config.seed, config.detectors_seed, train, test)
-    if config.detector.train.val_videos:  # a split named in the settings is kept as named
+    if named:  # a split named in the settings is kept as named
         return settings
     validation = spare_graph_recording(settings.train.val_videos, [r.recording_id for r in train],
                                        [r.recording_id for r in test], learnable, config.seed)
     return dataclasses.replace(settings, train=dataclasses.replace(settings.train, val_videos=validation))
+
+
+NAMED_SPLIT: Final = "LiveBenchConfig.detector.train.val_videos"
+
+
+def check_named_split(named: Sequence[str], train: Sequence[str], test: Sequence[str]) -> None:
+    """Refuse a validation split named in the detector settings that is not among one fold's training recordings.
+
+    The settings name one split for every fold of every recipe, and each recording is a test recording of the fold
+    it is dealt into: the trainer's own message named ``--val-videos``, an option bench-live does not have.
+    """
+    for name in named:
+        if name in test:
+            raise InputError(f"{NAMED_SPLIT} names {name!r}, one of this fold's test recordings: a split named in "
+                             "the settings validates every fold as named, so every fold must train on all of it "
+                             "(leave it empty for each fold's seeded draw)")
+        if name not in train:
+            raise InputError(f"{NAMED_SPLIT} names {name!r}, none of this fold's training recordings: a split named "
+                             "in the settings validates every fold as named (leave it empty for each fold's seeded "
+                             "draw)")
 
 
 def spare_graph_recording(validation: Sequence[str], train: Sequence[str], test: Sequence[str],
@@ -364,15 +391,21 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
         The `LiveBenchResult`.
     """
     started = time.perf_counter()
+    if config.cache is not None:  # a cache that cannot be written: found when the first fold's training is saved
+        check_output(config.cache, "fold cache", folder=True, option="LiveBenchConfig.cache")
     data = load_live_data(config.data_dir, config.features_dir, config.recipes)
+    check_split_names(config.detector.train.val_videos, data)
     check_folds(data, config.folds)
-    jobs, folds_of = [], {}
+    jobs = []
+    # Every fold's split and settings before any fold trains: a fold that cannot run stopped the run once the folds
+    # before it had trained (minutes each).
     for recipe in data.recipes.values():
         recordings = data.of(recipe.scenario)
-        folds_of[recipe.scenario] = assign_folds(recordings, config.folds, config.seed)
-        check_graph_folds(recipe.scenario, recordings, folds_of[recipe.scenario],
-                          graph_recordings(data.annotations, recipe.scenario), config)
-        jobs += [(recipe, recordings, folds_of[recipe.scenario], fold, data.annotations, config)
+        fold_of = assign_folds(recordings, config.folds, config.seed)
+        learnable = graph_recordings(data.annotations, recipe.scenario)
+        check_graph_folds(recipe.scenario, recordings, fold_of, learnable, config)
+        jobs += [(recipe, recordings, fold_of, fold, data.annotations, config,
+                  plan_fold(recipe, recordings, fold_of, fold, learnable, config))
                  for fold in range(config.folds)]
     jobs.sort(key=lambda job: -sum(len(r.labels) for r in job[1]))  # the longest first: no worker idles at the end
     done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress)
@@ -423,6 +456,42 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                            graphs)
 
 
+def check_split_names(named: Sequence[str], data: LiveData) -> None:
+    """Refuse a validation recording named in the detector settings that is no recording of the run (a misspelt id,
+    another recipe's with ``recipes``), before any fold trains."""
+    ids = {r.recording_id for r in data.recordings}
+    for name in named:
+        if name not in ids:
+            raise InputError(f"{NAMED_SPLIT} names {name!r}, no recording of the run ({len(ids)} recordings of "
+                             f"{', '.join(data.recipes)} in {data.features_dir})")
+
+
+def plan_fold(recipe: Recipe, recordings: Sequence[LiveRecording], fold_of: Sequence[int], fold: int,
+              learnable: frozenset[str], config: LiveBenchConfig) -> LiveDetectorSettings:
+    """A fold's detector settings (`fold_settings`), its data checked as far as it can be without training.
+
+    Raises:
+        InputError: test recordings with no annotated step, a named validation split the fold cannot take, or
+            validation recordings that are none or show no annotated step (the evidence calibration's own refusal
+            after the fold's training), naming the fold and its training recordings (`fold_named`).
+    """
+    test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
+    train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+    with fold_named(recipe.scenario, fold, config.folds, train):
+        if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
+            raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
+                             "step, so their recognition cannot be scored")
+        settings = fold_settings(config, train, test, learnable)
+        validation = [r for r in train if r.recording_id in settings.train.val_videos]
+        if not validation:
+            raise InputError(f"LiveBenchConfig.detector.train.val_fraction {settings.train.val_fraction:g}: no "
+                             "validation recording; a fold calibrates its evidence and chooses its settings on them")
+        if not any((r.labels > 0).any() for r in validation):
+            raise InputError(f"its validation recordings ({first_few([r.recording_id for r in validation], 6)}) "
+                             "have no annotated step, so the evidence cannot be calibrated on them")
+    return settings
+
+
 @dataclass
 class FoldOutcome:
     """What one fold's job sends back.
@@ -463,26 +532,24 @@ def fold_job(
     fold: int,
     annotations: Annotations,
     config: LiveBenchConfig,
+    settings: LiveDetectorSettings,
 ) -> FoldOutcome:
     """Worker job: one fold of one recipe: learn its graph, train its detector, run the detector side of the chain
     over its test recordings and its validation recordings (those with a graph learned without them too, and each with
-    an evidence calibration fitted without it: `tgml.bench.live.selection.cross_fitted`).
+    an evidence calibration fitted without it: `tgml.bench.live.selection.cross_fitted`), with ``settings``, the
+    detector settings `plan_fold` checked before any fold trained.
 
     Returns:
         The `FoldOutcome`.
 
     Raises:
-        InputError: what the fold's data cannot give (no validation recording showing a step...), naming the fold
-            and its training recordings (`fold_named`).
+        InputError: what the fold's data cannot give that `plan_fold` could not see without training, naming the
+            fold and its training recordings (`fold_named`).
     """
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
     train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
     with fold_named(recipe.scenario, fold, config.folds, train):
-        if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
-            raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
-                             "step, so their recognition cannot be scored")
-        settings = fold_settings(config, train, test, graph_recordings(annotations, recipe.scenario))
         trained = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
                              observed="observed" in config.live_graphs)
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]

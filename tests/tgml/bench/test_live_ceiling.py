@@ -70,6 +70,31 @@ def test_a_step_scores_as_done_out_of_order_by_how_clearly_its_precondition_was_
     assert unlike == pytest.approx({1: 0.4, 2: 0.0})
 
 
+def test_a_step_done_twice_is_one_item_scored_at_the_occurrence_a_chain_could_alert() -> None:
+    # The live rows count a step done twice once, right whenever an alert names it, its latency from its occurrence
+    # tagged Order Error (scrambledeggs' 16_39 adds garlic twice, tagged the second time); the bound scored the first
+    # occurrence alone, here barely recognised, so a chain alerting the second, clearly seen, beat its "ceiling".
+    classes = [None, 1, 2]  # background, wash, cut; cut needs wash
+    probs = np.zeros((40, 3))
+    probs[:, 0] = 1.0
+    probs[5:9, 2], probs[5:9, 0] = 0.1, 0.9  # the first cut, barely seen
+    probs[20:30, 2], probs[20:30, 0] = 1.0, 0.0  # the second, clearly
+    recording = ErrorRecording("r", "salad", (PerformedStep(2, "cut", 5.0, (), 9.0),
+                                              PerformedStep(2, "cut", 20.0, (ORDER_ERROR,), 30.0),
+                                              PerformedStep(1, "wash", 31.0, (), 38.0)), frozenset(), ())
+    graph = {2: frozenset({1}), 1: frozenset()}
+    scores = order_scores(probs, classes, FPS, recording, graph)
+    assert scores.steps == (2, 1) and list(scores.order_error) == [True, False]  # one item per step, as live_counts
+    assert list(scores.unseen) == pytest.approx([1.0, 0.0])
+    assert list(scores.unseen_and_seen) == pytest.approx([1.0, 0.0])
+    # Wash shown between the two: the second cut had its pre-condition, and the first, the higher, stands. The score
+    # is each occurrence's, whichever is tagged: the tag chooses no occurrence, so the threshold is not told it.
+    probs[12:17, 1], probs[12:17, 0] = 1.0, 0.0
+    between = order_scores(probs, classes, FPS, recording, graph)
+    assert between.unseen_and_seen[0] == pytest.approx(0.08)  # the first cut: 4 s at 0.1 in a 5 s mean
+    assert between.unseen[0] == pytest.approx(1.0)
+
+
 def test_with_recognition_made_perfect_the_bounds_reach_the_annotated_steps_scores(data_dir: Path) -> None:
     # What the bounds measure is what a chain could do with such outputs: fed every recording's annotated classes as
     # its probabilities, they score about what the annotated steps score with the hand-made graphs

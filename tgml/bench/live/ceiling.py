@@ -11,8 +11,9 @@ the checker's done states, may land a little above it.)
 - **Steps never done** (`missing_scores`): per recording and step of its recipe, ``1 - peak``, the peak being the
   step's largest causal 5 s mean probability over the recording (`tgml.bench.live.chain.step_peaks`, what the peak end
   report reads). Scored against the Missing Step tags by `best_f1`.
-- **Steps done before a pre-condition** (`order_scores`): per distinct step a recording performed, at the step's
-  *annotated* start ``t`` (recognition's timing given for free), the largest over its pre-conditions ``q`` in the
+- **Steps done before a pre-condition** (`order_scores`): per distinct step a recording performed, at each of the
+  step's *annotated* starts ``t`` (recognition's timing given for free; a step done twice is one item, as the live
+  rows count it, scored at the occurrence that scores higher), the largest over its pre-conditions ``q`` in the
   hand-made graph of ``1 - max_{u < t} m_q(u)``, ``m_q`` the causal 5 s mean of ``q``'s probability: how clearly the
   stream had *not* shown a pre-condition yet. Alone (`OrderScores.unseen`, the annotated step's own recognition given
   too) and times the step's own largest 5 s mean within its annotated span (`OrderScores.unseen_and_seen`: an alert
@@ -155,10 +156,11 @@ class OrderScores:
 
     Attributes:
         steps: the distinct steps performed, in order of first start.
-        order_error: per step, whether the annotation tags it Order Error.
-        unseen: per step, the largest ``1 - (peak before its start)`` over its pre-conditions (0 without one).
-        unseen_and_seen: ``unseen`` times the step's own largest 5 s mean within its annotated span (and the 4 s
-            after it, which that mean lags behind).
+        order_error: per step, whether the annotation tags it Order Error (at any of its occurrences).
+        unseen: per step, the largest ``1 - (peak before its start)`` over its pre-conditions (0 without one); for a
+            step done more than once, the largest over its occurrences (the first's: nothing shown is unshown later).
+        unseen_and_seen: per occurrence, its ``unseen`` times the step's own largest 5 s mean within its annotated
+            span (and the 4 s after it, which that mean lags behind); the largest over the step's occurrences.
     """
 
     steps: tuple[int, ...]
@@ -185,26 +187,31 @@ def order_scores(
     # Row t: the largest mean over the vectors before t (row 0: nothing shown yet).
     shown_before = np.vstack([np.zeros((1, probs.shape[1])), np.maximum.accumulate(means, axis=0)])
     column = {s: c for c, s in enumerate(class_step_ids) if s is not None}
-    first: dict[int, tuple[float, float]] = {}
+    spans: dict[int, list[tuple[float, float]]] = {}
     tagged: set[int] = set()
     for p in recording.performed:
-        first.setdefault(p.step, (p.start, p.end))
+        spans.setdefault(p.step, []).append((p.start, p.end))
         if p.order_error:
             tagged.add(p.step)
-    steps = tuple(first)
+    steps = tuple(spans)
     length = len(probs)
-    unseen, seen = np.zeros(len(steps)), np.zeros(len(steps))
+    unseen, both = np.zeros(len(steps)), np.zeros(len(steps))
     for k, s in enumerate(steps):
-        start, end = first[s]
-        first_row = int(np.clip(round(start * fps), 0, length))  # the vectors of the step, as `second_labels` has them
-        end_row = int(np.clip(max(round(end * fps), first_row + 1), 0, length))
         before = [column[q] for q in preconditions.get(s, frozenset()) if isinstance(q, int) and q in column]
-        unseen[k] = float(np.max(1.0 - shown_before[first_row, before])) if before else 0.0
-        # The causal mean lags the step by up to a window: its last vectors' mean is read up to a window after it,
-        # so that a step shorter than the window, perfectly recognised, still counts as seen (a bound is generous).
-        span = means[first_row:min(end_row + window - 1, length), column[s]]
-        seen[k] = float(span.max()) if len(span) else 0.0
-    return OrderScores(steps, np.array([s in tagged for s in steps], dtype=bool), unseen, unseen * seen)
+        # The live rows judge a step done twice as one item, right whenever an alert names it (`live_counts`): a
+        # chain may alert at either occurrence, so each is scored and the step takes the higher. Scored at the first
+        # alone, scrambledeggs' 16_39 garlic, tagged at its second, was judged on the occurrence that was no mistake.
+        for start, end in spans[s]:
+            first_row = int(np.clip(round(start * fps), 0, length))  # the step's vectors, as `second_labels` has them
+            end_row = int(np.clip(max(round(end * fps), first_row + 1), 0, length))
+            not_shown = float(np.max(1.0 - shown_before[first_row, before])) if before else 0.0
+            # The causal mean lags the step by up to a window: its last vectors' mean is read up to a window after
+            # it, so that a step shorter than the window, perfectly recognised, still counts as seen (a bound is
+            # generous).
+            span = means[first_row:min(end_row + window - 1, length), column[s]]
+            unseen[k] = max(unseen[k], not_shown)
+            both[k] = max(both[k], not_shown * (float(span.max()) if len(span) else 0.0))
+    return OrderScores(steps, np.array([s in tagged for s in steps], dtype=bool), unseen, both)
 
 
 # bound -> (its title, the live chain's figure beside it, the issue's target)

@@ -101,6 +101,9 @@ ROW_TITLES: Final = {"annotated_learned": "annotated steps, learned graphs",
                      "annotated_hand_made": "annotated steps, hand-made graphs"}
 
 
+NAMED_SPLIT: Final = "LiveBenchConfig.detector.train.val_videos"
+
+
 @dataclass(frozen=True)
 class LiveBenchConfig:
     """One run of the benchmark.
@@ -157,6 +160,16 @@ class LiveBenchConfig:
         if not self.variants:  # every fold would train, then the run would stop with nothing to choose from
             raise InputError("LiveBenchConfig.variants: empty; give at least one segmenter variant (the first is the "
                              "live default)")
+        if self.detector.train.val_videos:
+            # Each recording is a test recording of one fold, so no split named once can hold for every fold: it
+            # stopped the run when the first fold that tests one of its recordings came to train.
+            raise InputError(f"{NAMED_SPLIT} {first_few(list(self.detector.train.val_videos), 3)}: bench-live draws "
+                             "each fold's validation recordings from its training folds (val_fraction, seeded by "
+                             "seed); leave it empty")
+        if not self.detector.train.val_fraction > 0:
+            raise InputError(f"LiveBenchConfig.detector.train.val_fraction {self.detector.train.val_fraction:g}: "
+                             "must be above 0 (each fold calibrates its evidence and chooses its settings on its "
+                             "validation recordings)")
 
     @property
     def detectors_seed(self) -> int:
@@ -315,35 +328,10 @@ def fold_settings(config: LiveBenchConfig, train: Sequence[LiveRecording], test:
     Here, not in `tgml.bench.live.fold_training`, whose source is in the cache's key: the trade changes only the
     settings, which are in the key too, so every cache kept before stays valid.
     """
-    named = config.detector.train.val_videos
-    if named:
-        check_named_split(named, [r.recording_id for r in train], [r.recording_id for r in test])
     settings = fold_detector_settings(config.detector, config.seed, config.detectors_seed, train, test)
-    if named:  # a split named in the settings is kept as named
-        return settings
     validation = spare_graph_recording(settings.train.val_videos, [r.recording_id for r in train],
                                        [r.recording_id for r in test], learnable, config.seed)
     return dataclasses.replace(settings, train=dataclasses.replace(settings.train, val_videos=validation))
-
-
-NAMED_SPLIT: Final = "LiveBenchConfig.detector.train.val_videos"
-
-
-def check_named_split(named: Sequence[str], train: Sequence[str], test: Sequence[str]) -> None:
-    """Refuse a validation split named in the detector settings that is not among one fold's training recordings.
-
-    The settings name one split for every fold of every recipe, and each recording is a test recording of the fold
-    it is dealt into: the trainer's own message named ``--val-videos``, an option bench-live does not have.
-    """
-    for name in named:
-        if name in test:
-            raise InputError(f"{NAMED_SPLIT} names {name!r}, one of this fold's test recordings: a split named in "
-                             "the settings validates every fold as named, so every fold must train on all of it "
-                             "(leave it empty for each fold's seeded draw)")
-        if name not in train:
-            raise InputError(f"{NAMED_SPLIT} names {name!r}, none of this fold's training recordings: a split named "
-                             "in the settings validates every fold as named (leave it empty for each fold's seeded "
-                             "draw)")
 
 
 def spare_graph_recording(validation: Sequence[str], train: Sequence[str], test: Sequence[str],
@@ -394,7 +382,6 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
     if config.cache is not None:  # a cache that cannot be written: found when the first fold's training is saved
         check_output(config.cache, "fold cache", folder=True, option="LiveBenchConfig.cache")
     data = load_live_data(config.data_dir, config.features_dir, config.recipes)
-    check_split_names(config.detector.train.val_videos, data)
     check_folds(data, config.folds)
     jobs = []
     # Every fold's split and settings before any fold trains: a fold that cannot run stopped the run once the folds
@@ -456,24 +443,14 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                            graphs)
 
 
-def check_split_names(named: Sequence[str], data: LiveData) -> None:
-    """Refuse a validation recording named in the detector settings that is no recording of the run (a misspelt id,
-    another recipe's with ``recipes``), before any fold trains."""
-    ids = {r.recording_id for r in data.recordings}
-    for name in named:
-        if name not in ids:
-            raise InputError(f"{NAMED_SPLIT} names {name!r}, no recording of the run ({len(ids)} recordings of "
-                             f"{', '.join(data.recipes)} in {data.features_dir})")
-
-
 def plan_fold(recipe: Recipe, recordings: Sequence[LiveRecording], fold_of: Sequence[int], fold: int,
               learnable: frozenset[str], config: LiveBenchConfig) -> LiveDetectorSettings:
     """A fold's detector settings (`fold_settings`), its data checked as far as it can be without training.
 
     Raises:
-        InputError: test recordings with no annotated step, a named validation split the fold cannot take, or
-            validation recordings that are none or show no annotated step (the evidence calibration's own refusal
-            after the fold's training), naming the fold and its training recordings (`fold_named`).
+        InputError: test recordings with no annotated step, or validation recordings that show none (the evidence
+            calibration's own refusal after the fold's training), naming the fold and its training recordings
+            (`fold_named`).
     """
     test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
     train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
@@ -483,9 +460,6 @@ def plan_fold(recipe: Recipe, recordings: Sequence[LiveRecording], fold_of: Sequ
                              "step, so their recognition cannot be scored")
         settings = fold_settings(config, train, test, learnable)
         validation = [r for r in train if r.recording_id in settings.train.val_videos]
-        if not validation:
-            raise InputError(f"LiveBenchConfig.detector.train.val_fraction {settings.train.val_fraction:g}: no "
-                             "validation recording; a fold calibrates its evidence and chooses its settings on them")
         if not any((r.labels > 0).any() for r in validation):
             raise InputError(f"its validation recordings ({first_few([r.recording_id for r in validation], 6)}) "
                              "have no annotated step, so the evidence cannot be calibrated on them")

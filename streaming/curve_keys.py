@@ -24,6 +24,7 @@ that client (the checker then re-opens its sockets, so a revoked client that was
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -58,6 +59,10 @@ MAX_SKIPPED_LINES: Final = 10  # key files a reload names as skipped; the rest a
 # Key files a reload's log line names in its fields (added, revoked): a folder that became unreadable revokes them
 # all, and a thousand names made one JSON line of tens of kilobytes, which log collectors cut (16 KiB for Docker's).
 MAX_NAMED_KEYS: Final = 32
+# The process (or the system) has no file handle left: news of this process, not of the folder. A peer holding
+# connections open at the checker's port runs it out of handles without a key; read as "the folder cannot be
+# listed", every client key was revoked and the re-opened sockets then failed too.
+OUT_OF_HANDLES: Final = frozenset({errno.EMFILE, errno.ENFILE})
 Z85_KEY_LENGTH: Final = 40  # a 32-byte CURVE key in Z85
 _Z85_ALPHABET: Final = frozenset(z85.Z85CHARS)
 ZAP_DOMAIN: Final = "*"  # pyzmq's authenticator serves every domain under this name
@@ -454,9 +459,14 @@ class ClientKeys:
         self.extra = frozenset(extra)
         self.log = log
         self.monotonic = monotonic
+        try:
+            self._signature = self._scan()  # before the read: a file changed in between is read again at reload
+        except OSError:  # no file handle left: the read says so
+            self._signature = None
         self.names: dict[bytes, str] = read_client_folder(self.folder)
         self.allowed = frozenset(self.names) | self.extra
-        self._signature = self._scan()
+        self._loaded = {entry: key for entry in self._signature or () for key, name in self.names.items()
+                        if name == entry[0]}  # each entry of the look -> the key its file held then
         self._next_check = self.monotonic() + KEY_RELOAD_S
 
     def callback(self, domain: str, key: bytes) -> bool:
@@ -484,10 +494,15 @@ class ClientKeys:
         of its error number so that it stays the same from one look to the next (named once in the log by
         `reload`, as its load fails; not again every second); a file gone since the listing is simply not there,
         as a deleted key is (the next look agrees).
+
+        Raises:
+            OSError: the process has no file handle left to list the folder with (`OUT_OF_HANDLES`): no look.
         """
         try:
             files = _key_files(self.folder)[: MAX_CLIENT_KEYS + 1]
-        except OSError:
+        except OSError as err:
+            if err.errno in OUT_OF_HANDLES:
+                raise
             return None
         entries: list[tuple[str, int, int, int]] = []
         for path in files:
@@ -514,26 +529,35 @@ class ClientKeys:
         if not force and now < self._next_check:
             return False
         self._next_check = now + KEY_RELOAD_S
-        signature = self._scan()
+        try:
+            signature = self._scan()
+        except OSError:  # out of file handles: the folder is as it was for all this process knows; look again later
+            return False
         if signature == self._signature:
             return False
         self._signature = signature
         names: dict[bytes, str] = {}
+        loaded: dict[tuple[str, int, int, int], bytes] = {}
         if signature is None:
             self._say(f"checker: cannot read the client key folder {self.folder}; every client key is revoked")
         elif len(signature) > MAX_CLIENT_KEYS:
             self._say(f"checker: {self.folder} holds more than {MAX_CLIENT_KEYS} key files; every key is revoked")
         else:
             skipped = 0
-            for name, *_ in signature:
+            for entry in signature:
+                name = entry[0]
                 try:
-                    names[load_client_key(self.folder / name)] = name
+                    # A file unchanged since it was read keeps its key: read again, it could only fail for want of
+                    # a file handle, and revoke a key nobody removed.
+                    key = self._loaded[entry] if entry in self._loaded else load_client_key(self.folder / name)
                 except InputError as err:
                     skipped += 1
                     # A folder of broken files is named in a few lines, the rest counted: said once per change
                     # of the folder, whatever is in it.
                     if skipped <= MAX_SKIPPED_LINES:
                         self._say(f"checker: skipped {err}")
+                    continue
+                names[key], loaded[entry] = name, key
             if skipped > MAX_SKIPPED_LINES:
                 self._say(f"checker: skipped {skipped - MAX_SKIPPED_LINES} more key files of {self.folder} that "
                           "cannot be read as public keys")
@@ -542,7 +566,7 @@ class ClientKeys:
         # The key files by name, for a log collector: who was let in or cut off, which the line only counts.
         revoked_files = sorted(self.names[key] for key in removed)[:MAX_NAMED_KEYS]
         added_files = sorted(names[key] for key in added)[:MAX_NAMED_KEYS]
-        self.names = names
+        self.names, self._loaded = names, loaded
         self.allowed = frozenset(names) | self.extra
         if added or removed:
             self._say(f"checker: client keys reloaded from {self.folder}: {len(added)} added, {len(removed)} revoked "

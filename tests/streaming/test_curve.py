@@ -5,11 +5,14 @@ Every socket here is real (tcp on 127.0.0.1 or ipc); keys are made by `stream-de
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import resource
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from streaming.checker.config import CheckerConfig
 from streaming.checker.process import CheckerProcess
 from streaming.checker.service import CheckerService
 from streaming.curve_keys import (
+    KEY_RELOAD_S,
     MAX_SKIPPED_LINES,
     ClientKeys,
     CurveClient,
@@ -546,6 +550,103 @@ def test_a_key_file_deleted_between_the_listing_and_its_look_revokes_that_key_on
     assert folder.reload(force=True) is True
     assert sorted(folder.names.values()) == ["cam0.key", "viewer.key"]
     assert lines == [f"checker: client keys reloaded from {keys / 'clients'}: 0 added, 1 revoked (2 allowed)"]
+
+
+@contextlib.contextmanager
+def no_file_handle_left() -> Iterator[None]:
+    """This process at its limit of open files for the block (as a peer holding connections open leaves a checker):
+    every ``open`` or folder listing fails with EMFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+    try:
+        while True:
+            try:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as err:
+                assert err.errno == errno.EMFILE
+                break
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_running_out_of_file_handles_revokes_no_key(keys: Path) -> None:
+    # A peer holding ~100 connections open at a checker started under `ulimit -n 100` (no key needed: the handshake
+    # never starts): "cannot read the client key folder keys/clients; every client key is revoked", then the checker
+    # re-opened its sockets, found no handle for them either, and ended in a ZMQError traceback.
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
+    allowed = folder.allowed
+    with no_file_handle_left():
+        assert folder.reload(force=True) is False
+    assert folder.allowed == allowed and lines == []
+    assert folder.reload(force=True) is False and lines == []  # the look after it finds the folder as it was
+
+
+def test_key_files_unchanged_since_read_are_not_read_again_when_the_folder_changes(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key added while the handles ran out, listed by a look that found one free (the listing's handle is freed
+    # before the files are read, and a flood of connections takes it back): every file's read failed ("Too many open
+    # files") and every key was revoked, not only the new one left unread.
+    import streaming.curve_keys as curve_keys
+
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
+    allowed = folder.allowed
+    zmq.auth.create_certificates(str(keys / "clients"), "cam9")
+    listed = curve_keys._key_files(keys / "clients")
+    monkeypatch.setattr(curve_keys, "_key_files", lambda _folder: listed)  # the listing made with the last handle
+    with no_file_handle_left():
+        assert folder.reload(force=True) is False
+    assert folder.allowed == allowed
+    assert lines == [f"checker: skipped --curve-clients {keys / 'clients' / 'cam9.key'}: cannot read the CURVE key "
+                     "file (Too many open files)"]
+
+
+def test_a_checker_whose_port_is_held_open_past_its_file_limit_keeps_its_keys_and_serves(keys: Path) -> None:
+    # The real run: a checker under a limit of 64 open files, 100 idle connections at its --bind port.
+    def few_handles() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    checker = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", "tcp://127.0.0.1:0", "--publish",
+                                "tcp://127.0.0.1:0", "--curve-secret", str(keys / "checker.key_secret"),
+                                "--curve-clients", str(keys / "clients")], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=few_handles)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(checker.stderr or ()), daemon=True)
+    reader.start()
+    ctx = zmq.Context()
+    held: list[socket.socket] = []
+    try:
+        assert wait_for(lambda: any("viewers to" in line for line in lines), 60), lines
+        bound, published = re.findall(r"tcp://127\.0\.0\.1:\d+", lines[0])
+        viewer = Viewer(ctx, published, ViewState(), jsonl=False, curve=client(keys, "viewer"))
+        assert wait_for(lambda: bool(viewer.pump(50)), 15)
+        for _ in range(100):
+            held.append(socket.create_connection(("127.0.0.1", int(bound.rsplit(":", 1)[1])), timeout=5))
+        assert wait_for(lambda: len(os.listdir(f"/proc/{checker.pid}/fd")) >= 63, 15)
+        # Three looks at the folder (one a second) with no handle left: none may revoke a key.
+        assert not wait_for(lambda: checker.poll() is not None or any("revoked" in line for line in lines),
+                            3 * KEY_RELOAD_S + 1)
+        for conn in held:
+            conn.close()
+        held.clear()
+        viewer.pump(0)
+        assert wait_for(lambda: bool(viewer.pump(50)), 15)  # still served, the viewer never cut off
+        viewer.close()
+    finally:
+        for conn in held:
+            conn.close()
+        checker.terminate()
+        checker.wait(timeout=60)
+        reader.join(timeout=10)
+        ctx.destroy(linger=0)
+    assert checker.returncode == 128 + signal.SIGTERM, lines  # stopped by the test, not before
+    assert not any("Traceback" in line or "revoked" in line for line in lines), lines
 
 
 def test_a_dangling_key_link_leaves_a_running_checkers_clients_connected(tmp_path: Path, keys: Path) -> None:

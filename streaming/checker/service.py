@@ -28,11 +28,13 @@ raises on a message is counted and logged, and the checker, its socket and the o
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import zmq
@@ -207,11 +209,14 @@ class CheckerService:
         """
         self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)  # the old sockets' refusals
         self._close_sockets()
-        pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint),
-                                f"{self.events_endpoint} and {self.alerts_endpoint}", "a client key was revoked")
+        endpoints = f"{self.events_endpoint} and {self.alerts_endpoint}"
+        with _no_socket_is_run_error(endpoints, "a client key was revoked"):
+            pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint), endpoints,
+                                    "a client key was revoked")
+            handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
         self.publisher.replace_socket(pub)
         self.receiver.replace_socket(sub)
-        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self.handshakes = handshakes
         self._ipc_files = self._bound_files()  # bound again: new files
 
     def reopen_publish(self) -> None:
@@ -227,10 +232,12 @@ class CheckerService:
         self.handshakes[0].close()
         self.publisher.sock.close()
         curve = self.config.curve
-        pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve)[0],
-                           self.alerts_endpoint, "a subscription flood")
+        with _no_socket_is_run_error(self.alerts_endpoint, "a subscription flood"):
+            pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve)[0],
+                               self.alerts_endpoint, "a subscription flood")
+            counter = HandshakeCounter(pub)
         self.publisher.replace_socket(pub)
-        self.handshakes = (HandshakeCounter(pub), self.handshakes[1])
+        self.handshakes = (counter, self.handshakes[1])
         self._ipc_files = self._bound_files()
 
     @staticmethod
@@ -418,6 +425,23 @@ def _thaw_setup() -> None:
         _freezers -= 1
         if _freezers == 0 and _thaw_at_end:
             gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _no_socket_is_run_error(endpoints: str, why: str) -> Iterator[None]:
+    """A socket the checker re-opens that libzmq cannot make (its sockets and monitors each take a file handle) ends
+    the run in one line naming the cause: peers holding idle connections at its ports past the process's limit of
+    open files, then a subscription flood, ended it in a ZMQError traceback.
+
+    Raises:
+        RunError: in place of the `zmq.ZMQError`.
+    """
+    try:
+        yield
+    except zmq.ZMQError as err:
+        hint = "; connections held open at its ports used up the process's file handles (ulimit -n)" if (
+            err.errno in (errno.EMFILE, errno.ENFILE)) else ""
+        raise RunError(f"could not open {endpoints} again after {why} ({err.strerror}){hint}") from None
 
 
 def run_checker(

@@ -453,7 +453,8 @@ def test_handshakes_refused_before_a_subscription_flood_are_still_counted() -> N
 def test_a_subscription_flood_with_the_file_handles_used_up_ends_in_one_line_not_a_traceback() -> None:
     # Under a limit of 64 open files, 100 idle connections held at --bind, then a viewer's subscription flood: the
     # --publish socket, closed to drop the flood, could not be made again (no handle for it) and the checker ended in
-    # a ZMQError traceback. It still ends (the socket is gone and cannot be made again), but in one line naming the cause.
+    # a ZMQError traceback. It still ends (the socket is gone and cannot be made again), but in one line naming the
+    # cause.
     import resource
     import socket
     import subprocess

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
+import itertools
 import os
 import re
 import socket
@@ -631,6 +632,27 @@ def reconnect_delay(failed_in_row: int) -> float:
     return capped_doubling(RECONNECT_FIRST_S, failed_in_row - 1, RECONNECT_MAX_S)
 
 
+_monitors = itertools.count()  # each monitor's own inproc endpoint: a socket's file number is reused after it closes
+
+
+def open_monitor(sock: zmq.Socket, events: int) -> zmq.Socket:
+    """A PAIR socket receiving ``sock``'s monitor events (``zmq_socket_monitor``), its queue unbounded.
+
+    libzmq's network thread sends each event to the monitor and blocks while the monitor's queue is full (its high-water
+    mark, 1,000 events by default): a peer that opened and closed some 3,000 connections without a handshake froze
+    every socket of the process until the loop had read the events, and a checker told to stop then hung for good in
+    ``disable_monitor``, which waits for that blocked send. With no receive limit the send never blocks (for inproc,
+    a limit of 0 on either side leaves the pipe unbounded); the loop reads the events each turn
+    (`HandshakeCounter.refused`, `HandshakeWatch.check`), each a few bytes.
+    """
+    endpoint = f"inproc://monitor-{next(_monitors)}"
+    sock.monitor(endpoint, events)
+    monitor = sock.context.socket(zmq.PAIR)
+    monitor.setsockopt(zmq.RCVHWM, 0)  # before connecting: the pipe's limit is fixed when it is made
+    monitor.connect(endpoint)
+    return monitor
+
+
 class HandshakeWatch:
     """Watches a connecting socket's handshakes (a ZeroMQ socket monitor) and names a refusal.
 
@@ -656,7 +678,7 @@ class HandshakeWatch:
         self.endpoint = endpoint
         self.option = option
         self.curve = curve
-        self.monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
+        self.monitor = open_monitor(sock, _HANDSHAKE_EVENTS)
         self.succeeded = False
         # When a connection that had succeeded was cut (wall time; None while connected): a peer that never came
         # back by the end of a run leaves what was sent since unheard, which the run then says (`checker_gone`).
@@ -803,7 +825,7 @@ class HandshakeCounter:
         self.sock = sock
         self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.curve = bool(sock.getsockopt(zmq.CURVE_SERVER))
-        self.monitor = sock.get_monitor_socket(_REFUSED_EVENTS)
+        self.monitor = open_monitor(sock, _REFUSED_EVENTS)
 
     def refused(self) -> list[str]:
         """The handshakes refused since the last call, one reason each (never blocks)."""

@@ -309,3 +309,42 @@ def test_an_ipc_file_another_process_bound_since_is_kept_even_with_the_inode_num
     other.close(linger=0)
     remove_ipc_file(theirs)  # once nobody listens there, the owner's close removes it
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_burst_of_failed_handshakes_never_blocks_the_network_thread() -> None:
+    # 3,000 connections opened and closed without a handshake, their refusals not read yet (the loop busy): libzmq's
+    # network thread blocked on the monitor's full queue (1,000 events), so every socket of the process froze until
+    # the loop read them, and a checker stopped then hung for good in disable_monitor, waiting for that send.
+    import socket as sockets
+    import threading
+
+    from streaming.transport import HandshakeCounter
+
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.PULL)
+    server.setsockopt(zmq.LINGER, 0)
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    counter = HandshakeCounter(server)
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)  # another pair on the same network thread
+    for s in (pull, push):
+        s.setsockopt(zmq.LINGER, 0)
+    other = pull.bind_to_random_port("tcp://127.0.0.1")
+    closed = threading.Event()
+    try:
+        held = [sockets.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3000)]
+        for conn in held:
+            conn.close()
+        push.connect(f"tcp://127.0.0.1:{other}")  # after the burst, on the thread the monitor's send holds
+        push.send(b"through", zmq.NOBLOCK)
+        assert pull.poll(10_000), "the network thread is blocked"
+        assert pull.recv() == b"through"
+        refused: list[str] = []
+        assert wait_for(lambda: len(refused) >= 3000, 30, step=lambda: refused.extend(counter.refused())), len(refused)
+        stopper = threading.Thread(target=lambda: (counter.close(), closed.set()), daemon=True)
+        stopper.start()
+        assert closed.wait(10), "disable_monitor hung"
+    finally:
+        for s in (pull, push, server):
+            s.close()
+        if closed.is_set():
+            ctx.term()

@@ -42,6 +42,7 @@ import contextlib
 import math
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -705,6 +706,43 @@ def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCaptu
     return cv2.VideoCapture(target)
 
 
+def camera_hint(target: str | int, dev: Path = Path("/dev")) -> str:
+    """What a camera OpenCV would not open is on Linux, where camera ``N`` is the node ``/dev/videoN``, said as
+    what to do: a bare "cannot open camera" left the user to guess between no camera, the wrong number, a node the
+    user may not open and a camera another program holds. Empty elsewhere: other platforms have no node to look at.
+
+    Args:
+        target: the camera index or ``/dev/videoN`` path, as `parse_source` gives it.
+        dev: the device folder (a parameter so that tests can name one).
+
+    Returns:
+        `` (...)`` to append to the error line, or ``""``.
+    """
+    if not sys.platform.startswith("linux") or not dev.is_dir():
+        return ""
+    node = dev / f"video{target}" if isinstance(target, int) else Path(target)
+    if not node.exists():
+        try:
+            present = sorted((p for p in dev.glob("video*") if p.name[5:].isdigit()), key=lambda p: int(p.name[5:]))
+        except OSError:
+            present = []
+        if not present:
+            return f" (no {node}: this machine shows no camera; is one plugged in, and does the kernel see it?)"
+        first = present[0].name[5:]
+        return (f" (no {node}; cameras here: {', '.join(str(p) for p in present[:8])}"
+                f"{' ...' if len(present) > 8 else ''}: --video cam{first} is the first)")
+    if not os.access(node, os.R_OK | os.W_OK):
+        import grp  # Unix only: here on Linux alone
+
+        try:
+            group = f"group '{grp.getgrgid(node.stat().st_gid).gr_name}'"
+        except (KeyError, OSError):
+            group = "group that owns it"
+        return f" ({node}: permission denied; add the user to the {group} and log in again)"
+    return (f" ({node} is there but did not open: another program may be using it, or it is a node without an "
+            f"image, as a camera's second node is: try the next /dev/videoN)")
+
+
 # Live readers not yet closed: the interpreter's exit stops their grab threads first (`_stop_grab_threads`). A lock,
 # since a reader may be opened or closed on another thread while the exit handler lists them.
 _OPEN_LIVE_READERS: Final[weakref.WeakSet[LiveReader]] = weakref.WeakSet()
@@ -783,7 +821,7 @@ class LiveReader(VideoReader):
             raise InputError(f"--video {source.spec}: cannot open {what} ({_native_message(err)})") from None
         if not cap.isOpened():
             why = f" (refused, not a video, or no answer within {STREAM_OPEN_TIMEOUT_S:g} s)" if what == "stream" \
-                else ""
+                else camera_hint(source.target)
             raise InputError(f"--video {source.spec}: cannot open {what}{why}")
         self._cap = cap
         self.grabbed = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from streaming.readers import (
     OpenCVFileReader,
     ReaderConfig,
     Source,
+    camera_hint,
     open_reader,
     parse_source,
     sample_indices,
@@ -356,6 +358,20 @@ def test_odd_video_values_are_named_for_what_they_are(tmp_path: Path) -> None:
         open_reader(str(tmp_path), ReaderConfig())
     with pytest.raises(InputError, match="--video /dev/null: a character device, expected a video file"):
         open_reader("/dev/null", ReaderConfig())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="camera nodes are /dev/videoN on Linux only")
+def test_a_camera_that_does_not_open_says_what_to_look_at(tmp_path: Path) -> None:
+    # "cannot open camera" was all: no camera, the wrong number, a node the user may not open and a busy camera
+    # read the same, and the line said nothing to do.
+    with pytest.raises(InputError, match=r"--video cam4242: cannot open camera \(no /dev/video4242[:;] "):
+        open_reader("cam4242", ReaderConfig())
+    assert "this machine shows no camera; is one plugged in" in camera_hint(0, tmp_path)
+    for name in ("video10", "video2", "video3", "vide", "video2-meta"):
+        (tmp_path / name).touch()
+    assert camera_hint(0, tmp_path) == (f" (no {tmp_path}/video0; cameras here: {tmp_path}/video2, {tmp_path}/video3, "
+                                        f"{tmp_path}/video10: --video cam2 is the first)")
+    assert camera_hint(2, tmp_path).startswith(f" ({tmp_path}/video2 is there but did not open: another program")
 
 
 def test_a_file_decord_cannot_decode_falls_back_to_opencv(tmp_path: Path) -> None:

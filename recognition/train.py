@@ -832,14 +832,20 @@ def detector_ap_table(outcome: TrainOutcome, class_names: tuple[str, ...]) -> Ta
     return table
 
 
+# Printed under `evidence_table` as a line of its own: as the table's caption it was wrapped to the narrow table and
+# centred, five lines that read as the title of the test-AP table below it.
+EVIDENCE_NOTE: Final = (
+    "these rates are what the probabilistic checker weighs (stream-detect --checker probabilistic); each step's count "
+    "is drawn toward the rate of all steps pooled, the more so the fewer it has (docs/method.md), so a few validation "
+    "videos give similar rates"
+)
+
+
 def evidence_table(evidence: EvidenceModel, class_names: tuple[str, ...], class_step_ids: tuple[int | None, ...]
                    ) -> Table:
     """A rich table of what the validation videos measured per key-step: its miss and false-detection rates."""
     videos = f"{len(evidence.videos)} video{'s' if len(evidence.videos) != 1 else ''}"
-    table = Table(title=f"validation split ({videos}): how far the detections can be trusted",
-                  caption="what the probabilistic checker weighs (stream-detect --checker probabilistic); each "
-                          "step's count drawn toward the rate of all steps pooled, the more so the fewer it has "
-                          "(docs/method.md), so a few validation videos give similar rates")
+    table = Table(title=f"validation split ({videos}): how far the detections can be trusted")
     table.add_column("key-step")
     table.add_column("missed %", justify="right")
     table.add_column("false detections %", justify="right")
@@ -982,6 +988,7 @@ def print_training_report(console: Console, outcome: TrainOutcome, data: Feature
         console.print(printable(confirmation.summary()), markup=False, highlight=False)
     if evidence is not None:
         console.print(evidence_table(evidence, data.class_names, data.class_step_ids))
+        console.print(EVIDENCE_NOTE, markup=False, highlight=False)
     console.print(detector_ap_table(outcome, data.class_names))
     console.print(printable(f"test mAP {100 * outcome.test_map:.1f}% — checkpoint written to {target}"),
                   markup=False, highlight=False)

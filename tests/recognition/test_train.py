@@ -51,6 +51,12 @@ def test_cli_trains_a_detector_that_reaches_the_map_target(
     assert "mAP (background excluded)" in printed.out and "checkpoint written" in printed.out
     # The progress bar goes to stderr, so stdout can be redirected to a clean results file.
     assert "training" in printed.err and "training" not in printed.out
+    # The note on the validation rates is a line of its own under their table: as the table's caption it was
+    # wrapped and centred to the narrow table, and read as the title of the test-AP table below.
+    lines = printed.out.splitlines()
+    note = next(i for i, line in enumerate(lines) if "what the probabilistic checker weighs" in line)
+    assert lines[note].startswith("these rates are what the probabilistic checker weighs (stream-detect")
+    assert lines[note - 1].startswith("└") and "can be trusted" in "".join(lines[:note])
     model, meta = load_detector(out)
     assert meta.info["test_map"] >= 0.9
     assert meta.class_step_ids == (None, 10, 11, 12, 13)

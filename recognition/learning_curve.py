@@ -114,7 +114,9 @@ def plot_curve(curve: Sequence[EpochScores], kept: int, path: str | Path) -> Pat
     right = ax.twinx()
     right.plot(epochs, [100 * e.val_map for e in curve], label="validation mAP", color="tab:green")
     right.set_ylabel("validation mAP (%)")
-    right.set_ylim(0, 100)
+    # A margin beyond 0-100: a curve at 100 % (easy footage, every epoch) lay on the frame's top edge, hidden.
+    right.set_ylim(-3, 103)
+    right.set_yticks(range(0, 101, 20))
     lines = ax.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
     # Above the axes: inside them it covered the curves it names.

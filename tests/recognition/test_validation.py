@@ -183,3 +183,19 @@ def test_plotting_without_the_plot_extra_is_refused_before_training(
                     capsys)
     assert "needs matplotlib, the optional 'plot' extra" in err
     assert not (tmp_path / "d.pt").exists()
+
+
+@pytest.mark.parametrize("score", [1.0, 0.0])
+def test_a_validation_map_at_either_end_of_its_axis_is_drawn(score: float, tmp_path: Path) -> None:
+    # A mAP of 100 % every epoch (the walkthrough's shelf) lay on the axes' top edge, under the frame: the legend
+    # named a green curve the picture did not show.
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    from PIL import Image
+
+    from recognition.learning_curve import EpochScores, plot_curve
+
+    curve = [EpochScores(e, 2.0 / e, 1.0 / e, score) for e in range(1, 21)]
+    drawn = np.asarray(Image.open(plot_curve(curve, 20, tmp_path / "curve.png")).convert("RGB")).astype(int)
+    green = np.abs(drawn - np.array([44, 160, 44])).sum(axis=2) < 60  # matplotlib's tab:green
+    legend_rows = drawn.shape[0] // 10  # the legend's own green sample sits above the axes
+    assert green[legend_rows:].sum() > 200

@@ -285,3 +285,15 @@ def test_the_task_graph_file_example_loads(tmp_path: Path) -> None:
     document["weights"] = None
     (tmp_path / "graph.json").write_text(json.dumps(document))
     assert [step["name"] for step in document["steps"]] == list(load_graph(tmp_path / "graph.json").step_names)
+
+
+def test_the_generators_in_tests_say_they_run_from_a_clones_root() -> None:
+    # `tests` is no installed package: `python -m tests.procedure_videos shelf/` run anywhere but the clone's root
+    # ends in Python's "No module named 'tests'", and the README said only "from a clone".
+    problems = []
+    for page in PAGES:
+        lines = page.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "python -m tests." in line and "root" not in " ".join(lines[max(number - 3, 0):number + 1]):
+                problems.append(f"{page.name}:{number + 1}: {line.strip()[:80]}")
+    assert problems == []

@@ -128,7 +128,8 @@ def check_rate(rate: float | None, checkpoint: DetectorCheckpoint, detector: str
     if rate is not None and abs(rate - checkpoint.fps) > RATE_TOLERANCE * checkpoint.fps:
         raise InputError(f"{option} {rate:g}: the detector {detector} was trained on "
                          f"{checkpoint.feature_extractor!r} features at {checkpoint.fps:g} per second; give "
-                         "features at its rate")
+                         f"features at its rate (files written at it: {option} {checkpoint.fps:g}, or leave "
+                         f"{option} out, which reads them at the detector's)")
 
 
 def load_detector_for_features(

@@ -295,6 +295,8 @@ def test_features_of_another_width_than_the_detectors_are_refused(trained: Path,
 def test_a_rate_that_is_not_the_detectors_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--rate", "5"), capsys)
     assert "--rate 5: the detector" in err and "features at 1 per second; give features at its rate" in err
+    # Files written at the detector's rate with a mistyped --rate were told only to "give features at its rate".
+    assert err.endswith("(files written at it: --rate 1, or leave --rate out, which reads them at the detector's)")
 
 
 def test_a_feature_file_with_no_annotation_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,13 @@ def let_go(heard: Mapping[str, float], answering_since: float, now: float, forge
     Time without the checker answering does not count: after a long outage every stream looked let go at the
     checker's first message, before it had re-sent those it holds."""
     return [stream for stream, at in heard.items() if now - max(at, answering_since) >= forget_s]
+
+
+def answering_start(since: float | None, heard: float | None, now: float) -> float:
+    """Since when the checker has answered without a silence of `SILENT_S`, once a message arrives at ``now``:
+    ``since`` as it was, unless nothing came before (``heard`` None) or the last message came `SILENT_S` ago or more.
+    The one rule of the view and the dashboard for the time `let_go` counts."""
+    return now if since is None or heard is None or gone_silent(heard, now) else since
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop

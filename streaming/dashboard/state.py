@@ -39,7 +39,7 @@ from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, Mi
 from streaming.next_steps import allowed_next
 from streaming.session_verdict import no_verdict_text, nothing_recognised
 from streaming.step_names import StepNames, named_steps
-from streaming.transport import FORGET_S, gone_silent, let_go
+from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
@@ -129,8 +129,7 @@ class DashboardState:
             The events every page must get now (``alert``, ``update``, ``retraction``, ``name_conflict``), as
             JSON-ready dicts; tiles that changed are marked dirty instead (`take_dirty_tiles`).
         """
-        if self.last_message is None or gone_silent(self.last_message, now):
-            self.answering_since = now
+        self.answering_since = answering_start(self.answering_since, self.last_message, now)
         self.last_message = now
         if isinstance(message, Alert):
             return self._alert(message, now)

@@ -17,7 +17,7 @@ from graphs.task_graph import TaskGraph
 from streaming.checker.config import MAX_STREAMS
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
 from streaming.step_names import StepNames, named_steps
-from streaming.transport import FORGET_S, gone_silent, let_go
+from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
@@ -85,8 +85,7 @@ class ViewState:
             nothing but the detector's counters (``current``, frames, rate, gaps), return False.
         """
         when = message.timestamp if received_at is None else received_at
-        if self.heard is None or gone_silent(self.heard, when):
-            self.answering_since = when
+        self.answering_since = answering_start(self.answering_since, self.heard, when)
         self.heard = when
         if isinstance(message, Alert):
             run, seen = self.alert_ids.get(message.stream_id, ("", set()))

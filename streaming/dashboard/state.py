@@ -229,7 +229,10 @@ class DashboardState:
 
         Its alert ids (``seen``) and last alert stay, under their own bound (`MAX_STREAMS`): its alerts are still in
         the feed, and a stream that comes back in the same run (a detector whose link was down for 10 minutes) has its
-        alerts re-sent by the checker: they showed again as new, unacknowledged, beside the acknowledged ones."""
+        alerts re-sent by the checker: they showed again as new, unacknowledged, beside the acknowledged ones. Its end
+        report goes with the tile, unlike the terminal view's: the page shows a report on its tile only (the view also
+        logs it, and keeps it so that the same run's report sent again is not logged twice), and the checker sends it
+        again with the status of a stream that comes back."""
         for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state):
             kept.pop(stream, None)
         self.dirty.discard(stream)

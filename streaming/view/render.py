@@ -741,7 +741,8 @@ def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
 
 def render(state: ViewState, fit: bool = False, closing: bool = False) -> RenderableType:
     """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
-    never did, the streams' latency per stage, the recent key-steps.
+    never did, the verdicts of the last ended sessions whose rows were let go, the streams' latency per stage, the
+    recent key-steps.
 
     The live view is cut at the terminal's bottom, so while it runs the outcome comes first: the alerts right after
     the streams, and an 80x24 terminal still shows the mistakes. The view's last frame is printed whole and the
@@ -775,6 +776,11 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
         context.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
     streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines), layout)
     verdicts = _link_lines(state) + verdicts
+    # Sessions whose rows were let go: their verdicts stay with the log of what happened, after the alerts and the
+    # steps never done (above them, they pushed the mistakes off an 80x24 terminal), the time their status last came
+    # first.
+    earlier = [Text.assemble(_text(clock_text(heard)), " ", line) for sid, (heard, row) in state.ended.items()
+               if (line := verdict(sid, row, state)) is not None]
     if closing:
-        return Group(streams, *context, *outcome, *verdicts)
-    return Group(streams, *verdicts, *outcome, *context)
+        return Group(streams, *context, *outcome, *earlier, *verdicts)
+    return Group(streams, *verdicts, *outcome, *earlier, *context)

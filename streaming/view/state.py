@@ -21,6 +21,7 @@ from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
 
 ALERT_LOG: int = 12  # alerts kept on screen
 EVENT_LOG: int = 8  # recent key-steps kept on screen
+ENDED_LOG: int = 8  # ended sessions whose rows were let go that keep their verdict line
 MAX_VIEW_STREAMS: int = MAX_STREAMS  # streams kept in the view (the checker tracks as many); the least recent goes
 
 
@@ -40,9 +41,13 @@ class ViewState:
     # stream id -> (its latest run, the alert ids seen in that run): alert ids restart with every
     # run, and keeping only the latest run's bounds the set by the run's history.
     alert_ids: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
-    # End-of-session reports, and each stream's latest one (a report is re-sent until its stream starts a new run).
+    # End-of-session reports, and each stream's latest one (a report is re-sent until its stream starts a new run):
+    # kept past the stream's row, as its alert ids are, so that a report of the same run sent again is no news.
     missing: deque[tuple[float, MissingSteps]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
     reported: dict[str, MissingSteps] = field(default_factory=dict)
+    # The last rows of ended sessions whose rows were let go (`forget_gone`, or over `MAX_VIEW_STREAMS`), with when
+    # their status last came, the oldest first: their verdict lines stay, as their alerts and reports stay in the log.
+    ended: dict[str, tuple[float, Status]] = field(default_factory=dict)
     # (stream, run, index) of a shown alert -> the video seconds of its confirmed key-step (start, end).
     alert_video: dict[tuple[str, str, int], tuple[float, float]] = field(default_factory=dict)
     # Early alerts retracted, per stream: id -> the retraction (kept with the alert ids of the same run).
@@ -127,7 +132,9 @@ class ViewState:
             if previous_report is not None and previous_report.run == message.run:
                 return False
             if previous_report is None and len(self.reported) >= MAX_VIEW_STREAMS:
-                del self.reported[next(iter(self.reported))]  # the stream reported first: a bound on peers' ids
+                # A bound on peers' ids: a stream without a row goes first, else the one reported first.
+                old = next((sid for sid in self.reported if sid not in self.streams), next(iter(self.reported)))
+                del self.reported[old]
             self.reported[message.stream_id] = message
             self.missing.append((when, message))
             self._learn_names(message)
@@ -145,6 +152,7 @@ class ViewState:
                 self._drop(min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0)))
             self.streams[message.stream_id] = message
             self.status_heard[message.stream_id] = when
+            self.ended.pop(message.stream_id, None)  # back: its row says it again
             return previous is None or _procedure(previous) != _procedure(message)
         if isinstance(message, CheckerHealth):
             self.health = message
@@ -152,9 +160,16 @@ class ViewState:
         return False
 
     def _drop(self, stream_id: str) -> None:
-        """Forget a stream's row and what is kept for it."""
-        for kept in (self.streams, self.status_heard, self.alert_ids, self.retracted, self.reported):
-            kept.pop(stream_id, None)
+        """Forget a stream's row; an ended session's keeps its verdict line (`ended`).
+
+        Its alert ids and end report stay (bounded on their own, in `apply`): its alerts and report are still in the
+        log, and a stream back in the same run (a detector whose link was down for 10 minutes, its last heartbeat
+        reaching a restarted checker) has them sent again, which then showed each again as news."""
+        row, heard = self.streams.pop(stream_id, None), self.status_heard.pop(stream_id, None)
+        if row is not None and row.ended and not row.lost:
+            self.ended[stream_id] = (row.timestamp if heard is None else heard, row)
+            while len(self.ended) > ENDED_LOG:
+                del self.ended[next(iter(self.ended))]
 
     def forget_gone(self) -> list[str]:
         """Forget the rows whose status has not come for `forget_s` while the checker answers (at ``now``); a view
@@ -169,11 +184,7 @@ class ViewState:
             return []
         gone = let_go(self.status_heard, self.answering_since, self.now, self.forget_s)
         for sid in gone:
-            # Its alert ids stay (bounded on their own, in `apply`): its alerts are still in the log, and a stream
-            # back in the same run (a detector whose link was down for 10 minutes) has them re-sent by the checker,
-            # which then showed each again as a new alert.
-            for kept in (self.streams, self.status_heard, self.reported):
-                kept.pop(sid, None)
+            self._drop(sid)
         return gone
 
     def shows(self, alert: Alert) -> bool:

@@ -50,7 +50,7 @@ from streaming.session_verdict import SessionVerdict, verdict_text
 from streaming.transport import SILENT_S, Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
 from streaming.view.render import PROBABILITY_HEADER, render
-from streaming.view.state import ViewState, graph_names
+from streaming.view.state import ENDED_LOG, ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import STREAM_DETECT, keystep, running_checker, tea_graph, wait_for
 
@@ -1069,7 +1069,8 @@ def test_the_view_forgets_the_streams_a_restarted_checker_no_longer_holds(tmp_pa
             live = EventPublisher(detector, "kitchen")
             assert wait_for(lambda: set(state.streams) == {"kitchen"}, 8,
                             step=lambda: (live.heartbeat(None, 10, 0, 5.0), viewer.pump(10))), sorted(state.streams)
-            assert not state.status_heard.keys() - {"kitchen"} and not state.reported
+            # What stays of them is bounded: the verdict lines of the last few, and their reports (bounded on their own)
+            assert not state.status_heard.keys() - {"kitchen"} and len(state.ended) == ENDED_LOG
     finally:
         viewer.close()
         view_ctx.destroy(linger=0)
@@ -1125,6 +1126,49 @@ def test_a_stream_back_in_its_run_after_its_row_was_forgotten_shows_its_alerts_o
 
 
 
+def test_a_session_that_ended_keeps_its_verdict_and_its_report_once_its_row_is_forgotten(tmp_path: Path) -> None:
+    # Forgetting an ended session's row took its verdict line with it (the person who looked away for ten minutes
+    # found no word of how it went), and its end report: the same run's report, sent again (its detector's last
+    # heartbeat reaching a restarted checker), then showed as a second session over, in the log and as a JSON line.
+    state = ViewState(names=graph_names(tea_graph()))
+    state.forget_s = 1.0
+    out = io.StringIO()
+    view_ctx = zmq.Context()
+    viewer = Viewer(view_ctx, f"ipc://{tmp_path}/out", state, jsonl=True, out=out)
+
+    def drawn() -> str:
+        console = Console(width=160, record=True, file=io.StringIO(), color_system=None)
+        console.print(render(state, closing=True))
+        return console.export_text()
+
+    try:
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            kitchen = EventPublisher(detector, "kitchen")
+            kitchen.keystep(1, "fill_kettle", 0.0, 1.0, 0.9)
+            assert wait_for(lambda: "kitchen" in state.reported and state.streams.get("kitchen", status()).ended, 10,
+                            step=lambda: (kitchen.heartbeat(None, 10, 0, 5.0, ended=True), viewer.pump(10)))
+            verdict = next(line for line in drawn().splitlines() if line.startswith("kitchen ended:"))
+        with running_checker(tmp_path) as (ctx, _service, _thread):  # restarted: it never hears of kitchen
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            other = EventPublisher(detector, "other")
+            assert wait_for(lambda: "kitchen" not in state.streams, 15,
+                            step=lambda: (other.heartbeat(None, 10, 0, 5.0), viewer.pump(10)))
+            assert verdict in drawn()  # its row went, its verdict stayed
+            # kitchen's detector says its last word again: the restarted checker sends the same run's report
+            kitchen.publisher = detector
+            assert wait_for(lambda: "kitchen" in state.streams, 10,
+                            step=lambda: (kitchen.heartbeat(None, 10, 0, 5.0, ended=True), viewer.pump(10)))
+            back = state.status_heard["kitchen"]
+            assert wait_for(lambda: state.status_heard["kitchen"] > back, 10, step=lambda: viewer.pump(10))
+    finally:
+        viewer.close()
+        view_ctx.destroy(linger=0)
+    reports = [line for line in out.getvalue().splitlines() if json.loads(line)["kind"] == "missing"]
+    assert len(reports) == 1 and len(state.missing) == 1, reports
+    assert drawn().count(verdict) == 1  # the row's verdict, not beside the one kept for it
+
+
 def test_the_alert_ids_kept_past_their_rows_are_bounded() -> None:
     # Kept when a row is forgotten, they are bounded on their own: a peer's stream ids cannot grow them without limit.
     from streaming.view.state import MAX_VIEW_STREAMS
@@ -1133,6 +1177,17 @@ def test_the_alert_ids_kept_past_their_rows_are_bounded() -> None:
     for k in range(MAX_VIEW_STREAMS + 5):
         state.apply(replace(alert(), stream_id=f"cam{k}", alert_id=f"cam{k}#1"), received_at=1.0)
     assert len(state.alert_ids) == MAX_VIEW_STREAMS and "cam0" not in state.alert_ids
+
+
+def test_the_end_reports_kept_past_their_rows_are_bounded_a_report_without_a_row_going_first() -> None:
+    from streaming.view.state import MAX_VIEW_STREAMS
+
+    state = ViewState()
+    state.apply(status(stream_id="cam1", ended=True), received_at=1.0)
+    for k in range(MAX_VIEW_STREAMS + 5):
+        state.apply(MissingSteps(f"cam{k}", 1, 1.0, f"cam{k}#end", "s", (1,), ("fill_kettle",), False, (0.9,)),
+                    received_at=1.0)
+    assert len(state.reported) == MAX_VIEW_STREAMS and "cam1" in state.reported and "cam0" not in state.reported
 
 def test_a_row_is_not_forgotten_as_soon_as_the_checker_answers_after_a_long_outage(tmp_path: Path) -> None:
     # Only the time the checker answers counts: after an outage longer than forget_s every row went at the checker's

@@ -2,9 +2,10 @@
 
 One event loop serves every page. `Hub` holds the `DashboardState` and the open pages: a new alert, retraction or
 acknowledgement is pushed to every page at once; changed tiles every `TILE_PUSH_S`; the checker's link state every
-`STATUS_PUSH_S`. Each page has its own bounded send queue (`PageQueue`): a page that reads too slowly loses its queued
-updates and gets one fresh snapshot instead (memory stays bounded), and a page whose socket accepts nothing for
-`SEND_TIMEOUT_S` is closed (its script reconnects). Sending to one page never waits for another.
+`STATUS_PUSH_S`, and before the tiles when the checker was lost or is back. Each page has its own bounded send queue
+(`PageQueue`): a page that reads too slowly loses its queued updates and gets one fresh snapshot instead (memory stays
+bounded), and a page whose socket accepts nothing for `SEND_TIMEOUT_S` is closed (its script reconnects). Sending to
+one page never waits for another.
 
 The log (stderr, the one thing a log collector sees) says when the checker stops answering and when it answers again,
 one line each (`Hub.watch_link`), and each step whose name the checker gives otherwise than ``--graph``, once.
@@ -235,6 +236,7 @@ class Hub:
         self.skipped = 0  # times a page fell behind and was sent a snapshot instead of its queue
         self.listening_since: float | None = None  # when the feed started (None: not yet)
         self._said_silent = False  # the checker-silent warning went out, and not yet that it answers again
+        self._link_sent: bool | None = None  # whether the link pages were last sent said the checker is connected
 
     def take(self, messages: Received) -> None:
         """Fold a batch from the checker (each message with its arrival time) in and push what every page must
@@ -297,8 +299,13 @@ class Hub:
 
     def push_tiles(self) -> None:
         """Send the tiles that changed since the last push (a stream gone silent, or the checker link lost or back,
-        changes a tile too), after the streams whose tiles the dashboard dropped."""
-        now, connected = self.clock(), self.feed_status().connected
+        changes a tile too), after the streams whose tiles the dashboard dropped, and after the link when the checker
+        was lost or is back: on its own timer, the header said "connected" above tiles already UNKNOWN for up to a
+        second (and "not answering" above LIVE ones)."""
+        status = self.feed_status()
+        now, connected = self.clock(), status.connected
+        if connected != self._link_sent:
+            self.push_link(status)
         self.state.forget_gone(now, connected)
         gone = self.state.take_gone()
         if gone:
@@ -307,9 +314,16 @@ class Hub:
         if tiles:
             self.broadcast({"type": "tiles", "tiles": tiles})
 
-    def link(self) -> dict[str, Any]:
-        """The checker link's state, the checker's counts and the dashboard's own, for the page."""
-        status = self.feed_status()
+    def push_link(self, status: FeedStatus | None = None) -> None:
+        """Send every page the checker link's state (``status``: as read now if None) and the counts."""
+        event = self.link(status)
+        self._link_sent = event["connected"]
+        self.broadcast(event)
+
+    def link(self, status: FeedStatus | None = None) -> dict[str, Any]:
+        """The checker link's state (``status``: as read now if None), the checker's counts and the dashboard's own,
+        for the page."""
+        status = status or self.feed_status()
         return {
             "type": "link",
             "endpoint": status.endpoint,
@@ -328,8 +342,9 @@ class Hub:
 
     def snapshot_text(self) -> str:
         """The snapshot a page gets first (and after falling behind), as JSON text."""
-        snapshot = self.state.snapshot(self.clock(), self.feed_status().connected)
-        snapshot["link"] = self.link()
+        status = self.feed_status()  # one reading for the tiles and the header
+        snapshot = self.state.snapshot(self.clock(), status.connected)
+        snapshot["link"] = self.link(status)
         snapshot["graph"] = {"svg": self.config.svg is not None, "steps": list(self.config.steps)}
         return json.dumps(snapshot, separators=(",", ":"))
 
@@ -583,7 +598,7 @@ async def serve(
             hub.push_tiles()
             hub.watch_link()
             if time.monotonic() >= next_status:
-                hub.broadcast(hub.link())
+                hub.push_link()
                 next_status = time.monotonic() + STATUS_PUSH_S
     finally:
         await asyncio.get_running_loop().run_in_executor(None, feed.close)

@@ -694,3 +694,41 @@ def test_a_tile_is_not_dropped_as_soon_as_the_checker_answers_after_a_long_outag
 
         at_first_push, after = asyncio.run(page())
     assert at_first_push == [] and after == ["kitchen"], at_first_push
+
+
+def test_the_checker_link_reaches_the_pages_no_later_than_the_tiles_it_changes(tmp_path: Path) -> None:
+    # The link went out on its own 1 s timer, the tiles every 0.5 s: a checker that stopped answering turned the
+    # tiles UNKNOWN while the page's header still said "checker connected" (and LIVE tiles under "not answering" once
+    # it answered again), for up to a second each time.
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+
+        def states(message: dict) -> set[str]:
+            tiles = message["tiles"] if message["type"] == "tiles" else []
+            return {t["state"] for t in tiles if t["stream"] == "cam0"}
+
+        async def page() -> list[dict]:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(served.url + "ws")
+                told: list[dict] = []
+                for _ in range(2):  # stopped, then back
+                    with running_checker(tmp_path) as (ctx, _service, _thread):
+                        detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                        deadline = time.monotonic() + 15
+                        while not any("live" in states(m) for m in told) and time.monotonic() < deadline:
+                            detector.send(beat("cam0", seq=next(seq), timestamp=time.time()))
+                            told += await drain(ws, 0.1)
+                    deadline = time.monotonic() + 15
+                    while not any("unknown" in states(m) for m in told) and time.monotonic() < deadline:
+                        told += await drain(ws, 0.1)
+                    assert any("unknown" in states(m) for m in told)
+                    told.append({"type": "round"})
+                return told
+
+        told = asyncio.run(page())
+    connected = None  # as the page's header says it
+    for message in told:
+        if message["type"] in ("link", "snapshot"):
+            connected = (message["link"] if message["type"] == "snapshot" else message)["connected"]
+        for state in states(message):
+            assert connected == (state == "live"), (state, connected)

@@ -183,7 +183,8 @@ class DashboardState:
         if len(self.last_alert) > MAX_STREAMS:
             del self.last_alert[next(iter(self.last_alert))]
         self.dirty.add(alert.stream_id)
-        return conflicts + [{"type": "alert", "alert": self.alert_json(record)}]
+        # With the count it may have changed: the pages' header counts the alerts nobody dealt with by it.
+        return conflicts + [{"type": "alert", "alert": self.alert_json(record), "forgotten_open": self.forgotten_open}]
 
     def _later_copy(self, serial: int, alert: Alert) -> list[dict[str, Any]]:
         """Another copy of a shown alert (the early alert confirmed, a re-send, a restarted checker's): the copy

@@ -185,7 +185,10 @@ function send(message) {
 function handle(message) {
   switch (message.type) {
     case "snapshot": return snapshot(message);
-    case "alert": return addAlert(message.alert, true);
+    case "alert":
+      // The alert may have pushed out one nobody acknowledged: counted with it, not a second later with the link.
+      if (typeof message.forgotten_open === "number") state.forgottenOpen = message.forgotten_open;
+      return addAlert(message.alert, true);
     case "update":
     case "retraction":
     case "ack": return updateAlert(message.alert);

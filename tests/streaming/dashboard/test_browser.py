@@ -602,3 +602,28 @@ def test_an_open_page_drops_the_tiles_the_dashboard_dropped(tmp_path: Path, chro
         assert shown == ["kitchen"]
     finally:
         driver.quit()
+
+
+def test_the_header_counts_an_alert_pushed_out_unacknowledged_at_once(tmp_path: Path, chromium_tmp: Path) -> None:
+    # The count of alerts no longer kept came with the link, on its 1 s timer: the alert that pushed out one nobody
+    # acknowledged made the header count one fewer "not acknowledged" for up to a second, as if it had been dealt with.
+    driver = browser(chromium_tmp)
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+            served.hub.state.max_alerts = 1  # before any alert: the page keeps as many as the dashboard says
+            with running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                driver.get(served.url)
+                detector.send(keystep(history=(2,), stream_id="cam0", timestamp=time.time()))
+                wait_until(driver, "return document.getElementById('counts').textContent.includes('1 not ack')", 30)
+                driver.execute_script(  # every text the header shows once cam1's alert (the second) is on the page
+                    "window.shown = []; const c = document.getElementById('counts');"
+                    "new MutationObserver(() => document.querySelector('#alert-feed li[data-id=\"2\"]') && "
+                    "window.shown.push(c.textContent))"
+                    ".observe(c, {childList: true, characterData: true, subtree: true});")
+                detector.send(keystep(history=(2,), stream_id="cam1", timestamp=time.time()))
+                wait_until(driver, "return window.shown.some((t) => t.includes('older'))", 10)
+                shown = driver.execute_script("return window.shown;")
+        assert shown and all("1 alert(s), 1 not acknowledged (and 1 older, no longer kept)" in t for t in shown), shown
+    finally:
+        driver.quit()

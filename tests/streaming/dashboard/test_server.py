@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 import os
@@ -33,7 +34,7 @@ from streaming.dashboard.server import (  # noqa: E402
 )
 from streaming.messages import Alert, CheckerHealth, Message, Status, encode  # noqa: E402
 from streaming.stream_detect_cli import main  # noqa: E402
-from streaming.transport import Publisher, bind, connect  # noqa: E402
+from streaming.transport import HEARTBEAT_S, SILENT_S, Publisher, bind, connect  # noqa: E402
 from tests.cli_errors import cli_error  # noqa: E402
 from tests.streaming.dashboard.serving import Served, get, serving  # noqa: E402
 from tests.streaming.dashboard.test_state import status  # noqa: E402
@@ -732,3 +733,42 @@ def test_the_checker_link_reaches_the_pages_no_later_than_the_tiles_it_changes(t
             connected = (message["link"] if message["type"] == "snapshot" else message)["connected"]
         for state in states(message):
             assert connected == (state == "live"), (state, connected)
+
+
+def test_a_checker_whose_clock_is_behind_is_not_taken_for_gone_while_it_speaks(tmp_path: Path) -> None:
+    # Whether a checker answers, and whether it still holds a stream, is judged by when its messages arrive, on the
+    # receiver's clock: a checker 50 s behind (its clock, or its timestamps) that speaks every HEARTBEAT_S is live.
+    from streaming.view.client import Viewer
+    from streaming.view.state import ViewState
+
+    ctx = zmq.Context()
+    sock, _ = bind(ctx, zmq.PUB, f"ipc://{tmp_path}/out", "--publish")
+    checker = Publisher(sock)
+    view = ViewState()
+    viewer = Viewer(ctx, f"ipc://{tmp_path}/out", view, jsonl=True, out=io.StringIO())
+    seq = itertools.count()
+
+    def speak() -> None:
+        behind = time.time() - 50.0
+        checker.send(status(timestamp=behind, seq=next(seq)))
+        checker.send(CheckerHealth("checker", next(seq), behind, 1, 0, 10, 0, 0, 0, 0, 0, 0))
+        viewer.pump(10)
+
+    def tile() -> dict | None:
+        return next((t for t in served.state()["tiles"] if t["stream"] == "cam0"), None)
+
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+            assert wait_for(lambda: tile() is not None and "cam0" in view.streams, 10, step=speak)
+            start = time.monotonic()
+            seen: list[tuple[bool, str | None, bool, bool]] = []
+            while time.monotonic() - start < 3 * SILENT_S:  # a HEARTBEAT_S apart, as a checker speaks
+                speak()
+                shown = tile()
+                seen.append((served.state()["link"]["connected"], shown and shown["state"], view.silent(),
+                             view.stale("cam0")))
+                wait_for(lambda: time.monotonic() - start > len(seen) * HEARTBEAT_S, 1.0, step=lambda: viewer.pump(10))
+    finally:
+        viewer.close()
+        ctx.destroy(linger=0)
+    assert set(seen) == {(True, "live", False, False)}, seen

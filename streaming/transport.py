@@ -89,6 +89,8 @@ def answering_start(since: float | None, heard: float | None, now: float) -> flo
     ``since`` as it was, unless nothing came before (``heard`` None) or the last message came `SILENT_S` ago or more.
     The one rule of the view and the dashboard for the time `let_go` counts."""
     return now if since is None or heard is None or gone_silent(heard, now) else since
+
+
 LINGER_MS: Final = 0  # unsent messages are discarded on close instead of blocking shutdown
 SEND_HWM: Final = 10_000  # queued outgoing messages per peer before PUB drops (never blocks the sender)
 RECV_BATCH: Final = 256  # most messages taken per poll, so one busy peer cannot starve the loop

@@ -48,7 +48,7 @@ def terminal_view(graph: TaskGraph) -> Group:
             cells = [Text("-"), Text(str(node)), name, Text("not seen in training", "dim")]
         else:
             needs = sorted(graph.preconditions(node), key=graph.index)
-            req = ", ".join(str(x) for x in needs) if needs else "-"
+            req = ", ".join(_named(graph, x) for x in needs) if needs else "-"
             cells = [Text(str(level[node])), Text("" if node in (START, END) else str(node)), name, Text(req)]
         if scores is not None:
             cells.append(_optional_cell(graph, node, optional))
@@ -72,6 +72,12 @@ def terminal_view(graph: TaskGraph) -> Group:
             style="dim",
         )
     return Group(*lines, note)
+
+
+def _named(graph: TaskGraph, node: int | str) -> str:
+    """A pre-condition as its name with its id (``fill_kettle (1)``): ids alone sent the reader up the table to look
+    each one up, and the id still tells apart two steps of one name and matches the ``id`` column and the file."""
+    return printable(graph.name_of(node)) if node == START else f"{printable(graph.name_of(node))} ({node})"
 
 
 NAMES_SHOWN = 8  # executions named in the left-out line; the rest are counted

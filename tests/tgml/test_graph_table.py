@@ -52,3 +52,15 @@ def test_names_from_a_graph_file_are_shown_as_plain_text(tmp_path: Path) -> None
     save_graph(TaskGraph(tuple(range(n)), HOSTILE_NAMES, adj, scenario="\x1b[2J[/]"), tmp_path / "g.json")
     text = shown(load_graph(tmp_path / "g.json"), width=300)
     assert_shown_safely(text, (*HOSTILE_NAMES, "\x1b[2J[/]"))
+
+
+def test_pre_conditions_are_named_with_their_ids() -> None:
+    # "requires 2, 4" sent a reader up the table to look each id up; the steps have names.
+    adj = np.zeros((6, 6), bool)
+    adj[1, 0] = adj[2, 0] = adj[3, 1] = adj[3, 2] = adj[4, 3] = adj[5, 4] = True  # S <- {kettle, cup} <- pour <- milk
+    graph = TaskGraph((1, 3, 5, 6), ("fill_kettle", "get_cup", "pour_water", "add_milk"), adj, scenario="tea")
+    rows = {cells[3]: cells[4] for line in shown(graph).splitlines()
+            if len(cells := [c.strip() for c in line.split("│")]) > 5}
+    assert rows["fill_kettle"] == "START"
+    assert rows["pour_water"] == "fill_kettle (1), get_cup (3)"
+    assert rows["END"] == "add_milk (6)"

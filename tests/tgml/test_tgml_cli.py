@@ -371,9 +371,11 @@ def test_a_config_key_no_learner_has_names_the_file(tmp_path: Path, capsys: pyte
 
 
 def test_show_reads_every_ground_truth_graph_captaincook4d_ships(data_dir: Path, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # `tgml eval --gt` read these files and `tgml show` refused all 24 (no 'format' field): a file a public
     # dataset ships is never refused.
+    monkeypatch.setenv("COLUMNS", "250")  # wide enough to hold a step's name and its pre-conditions' on one line
     files = sorted((data_dir / "captaincook4d" / "ground_truth_task_graphs").glob("*.json"))
     assert len(files) == 24
     for path in files:

@@ -20,6 +20,7 @@ from streaming.stream_detect_cli import SUBCOMMANDS
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tgml.bench.prego_bench_cli import main as prego_bench
+from tgml.tgml_cli import SUBCOMMANDS as TGML_COMMANDS
 from tgml.tgml_cli import main as tgml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +76,27 @@ def test_every_command_says_its_version(
     assert capsys.readouterr().out == f"{name} {importlib.metadata.version('mistake-detection')}\n"
 
 
+SUB_COMMANDS: list[tuple[str, Callable[[list[str]], object], list[str]]] = [
+    *[(f"stream-detect {c}", stream_detect, [c]) for c in SUBCOMMANDS],
+    ("stream-detect (run, the default)", stream_detect, ["--video", "demo"]),
+    *[(f"tgml {c}", tgml, [c]) for c in TGML_COMMANDS],
+    *[(f"prego-bench {c}", prego_bench, [c]) for c in ("prepare", "select", "select-checker", "replay")],
+    ("recognition-features import", recognition_features, ["import"]),
+]
+
+
+@pytest.mark.parametrize(("name", "main", "argv"), SUB_COMMANDS, ids=[name for name, _, _ in SUB_COMMANDS])
+def test_every_sub_command_says_its_version(
+    name: str, main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The README says every command prints --version, and `stream-detect eval --version` or `tgml bench-live
+    # --version` was an unrecognized argument: the command's version, before any option it requires is missed.
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"{name.split()[0]} {importlib.metadata.version('mistake-detection')}\n"
+
+
 @pytest.mark.parametrize("argv", [["--vidoe", "demo"], ["run", "--video", "demo", "--fsat"]])
 def test_a_mistyped_run_option_points_to_the_run_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(stream_detect, argv, capsys)
@@ -125,6 +147,11 @@ def test_every_help_page_fits_an_80_column_terminal(monkeypatch: pytest.MonkeyPa
     wide = [f"{parser.prog}: {line}" for parser in _all_parsers() for line in parser.format_help().splitlines()
             if len(line) > 80]
     assert wide == []
+
+
+def test_every_parser_has_the_version_option() -> None:
+    # A sub-command added later is not left without it (`test_every_sub_command_says_its_version` runs the ones now).
+    assert [parser.prog for parser in _all_parsers() if "--version" not in parser._option_string_actions] == []
 
 
 def test_every_option_says_what_it_does() -> None:

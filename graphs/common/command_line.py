@@ -58,6 +58,7 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.register("action", "store", _StoreOnce)
         self.register("action", None, _StoreOnce)  # argparse's name for its default action
+        self.register("action", "parsers", _SubCommands)  # what add_subparsers makes
 
     def _print_message(self, message: str, file: Any = None) -> None:  # argparse's own: a writable or None
         """Write ``--help`` like argparse, but let a write error through: argparse drops it, so ``--help >
@@ -104,15 +105,31 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> NoReturn:  # fmt: skip
-        print(f"{parser.prog} {installed_version()}")  # on stdout, as argparse's own version action prints
+        # The command's name alone (`stream-detect`, also for `stream-detect eval --version`): one version covers
+        # every sub-command, and a script reading the second word gets it whichever page it asked.
+        command = parser.prog.split(" ")[0]
+        print(f"{command} {installed_version()}")  # on stdout, as argparse's own version action prints
         parser.exit()
 
 
 def add_version_option(parser: argparse.ArgumentParser) -> None:
-    """``--version``: ``PROG VERSION`` on stdout, exit status 0, before anything else is checked or loaded. Without
-    it, ``stream-detect --version`` was taken for a run option and ``recognition-train --version`` asked for
-    ``--features``: an operator filing a report had no way to say which version runs on the site."""
+    """``--version``: ``COMMAND VERSION`` on stdout, exit status 0, before anything else is checked or loaded.
+    Without it, ``stream-detect --version`` was taken for a run option and ``recognition-train --version`` asked for
+    ``--features``: an operator filing a report had no way to say which version runs on the site. Every sub-command
+    made with ``add_subparsers().add_parser`` has it too (`_SubCommands`); a sub-command's parser built on its own
+    (``prego-bench select``) calls this itself."""
     parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
+
+
+class _SubCommands(argparse._SubParsersAction):
+    """argparse's sub-commands, each given ``--version``: the README promises it of every command, and
+    ``stream-detect eval --version`` or ``tgml bench-live --version`` was an unrecognized argument."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """Add the sub-command ``name`` as argparse does, with `add_version_option`."""
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        add_version_option(parser)
+        return parser
 
 
 def unknown_command(prog: str, word: str, commands: Sequence[str]) -> InputError:

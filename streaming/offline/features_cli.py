@@ -110,6 +110,7 @@ def build_import_parser() -> ArgumentParser:
                             description="Bring your own features: one <video>.npy per recording, (T, D) floats at "
                             "--rate vectors per second, plus the annotation file, into the feature folder "
                             "recognition-train reads.")
+    add_version_option(parser)
     parser.add_argument("--features", required=True, metavar="DIR",
                         help="folder of <video>.npy feature files, named as in the annotation file")
     parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")

@@ -164,6 +164,7 @@ def bench_parser() -> ArgumentParser:
 def prepare_parser() -> ArgumentParser:
     """Arguments of `prego-bench prepare`."""
     p = ArgumentParser(prog="prego-bench prepare", description="Rebuild train/test JSON from raw files.")
+    add_version_option(p)
     p.add_argument("--assembly101", type=Path, help="Assembly101-O raw folder (annots/, splits, action dict)")
     p.add_argument("--epic-tent", type=Path, help="EPIC-Tent-O raw folder (Synchronised_action_label.txt, ...)")
     p.add_argument("--out", type=output_path, required=True, help="output data folder")
@@ -174,6 +175,7 @@ def select_parser() -> ArgumentParser:
     """Arguments of `prego-bench select` (cross-validation on the training split: how ``do-cv`` / ``do-ensemble`` /
     ``noisy-and-do`` were chosen)."""
     p = ArgumentParser(prog="prego-bench select", description="Choose a method's settings on training data only.")
+    add_version_option(p)
     p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS),
                    help="the PREGO dataset whose training videos are searched")

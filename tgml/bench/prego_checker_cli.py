@@ -20,7 +20,7 @@ import math
 import time
 from typing import Any
 
-from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import output_name, seed_option, workers_option
 from tgml.bench.data_folder import DATA_ENV
@@ -45,6 +45,7 @@ def build_parser() -> ArgumentParser:
     """The command-line interface."""
     defaults = CheckerSearch()
     p = ArgumentParser(prog="prego-bench select-checker", description=plain_summary(__doc__))
+    add_version_option(p)
     p.add_argument("--data", help=f"data folder like shared/data (default ${DATA_ENV})")
     p.add_argument("--dataset", required=True, choices=sorted(DATASETS),
                    help="the PREGO dataset whose training videos are searched")

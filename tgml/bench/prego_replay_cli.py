@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.checker_settings import CHECKERS
-from graphs.common.command_line import ArgumentParser, plain_summary
+from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import fps_option, output_name, seed_option
 from recognition.segmenter import SegmenterConfig
@@ -48,6 +48,7 @@ def build_parser() -> ArgumentParser:
     """The command-line interface."""
     defaults = SegmenterConfig(fps=DEFAULT_FPS)
     p = ArgumentParser(prog="prego-bench replay", description=plain_summary(__doc__))
+    add_version_option(p)
     p.add_argument("--frames", help="per-frame labels {video: {pred: [...], gt: [...]}}")
     p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split)")
     p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")

@@ -822,6 +822,7 @@ def _eval(args: argparse.Namespace) -> int:
         eval_lines,
         eval_table,
         false_alarm_line,
+        legend_lines,
         missing_steps_line,
         unmeasured_notes,
     )
@@ -838,12 +839,16 @@ def _eval(args: argparse.Namespace) -> int:
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"
              f" ({result.cached} from the cache)")
     table, console = eval_table(result.scores, title), Console()
+    width = console.measure(table, options=console.options.update_width(10_000)).maximum
     if not console.is_terminal:  # logs and pipes keep the whole table
         Console(width=160).print(table)
-    elif console.measure(table, options=console.options.update_width(10_000)).maximum <= console.width:
+        width = min(width, 160)
+    elif width <= console.width:
         console.print(table)
     else:  # squeezed, rich would cut the figures to "1…": lines keep every figure whole
         print("\n".join(eval_lines(result.scores, title, console.width)))
+        width = console.width
+    print("\n".join(legend_lines(width)))  # as wide as the table above it
     missing = missing_steps_line(result.scores)
     for line in (false_alarm_line(result.scores), *([missing] if missing else []), *unmeasured_notes(result.scores)):
         # A terminal wraps a long line wherever it ends ("R 100." / "0"): wrapped here between words instead.

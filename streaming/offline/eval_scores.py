@@ -651,6 +651,30 @@ COLUMNS: tuple[str, ...] = ("video", "alerts", "retracted", "P", "R", "F1", "P e
                             "F1@25", "F1@50", "edit", "latency med s", "p90 s")
 
 
+# What `COLUMNS` mean, said under the table and under its lines: the two sets of P / R / F1 were told apart only in
+# docs/evaluation.md, and "P err" reads as an error margin.
+LEGEND: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("P", "R", "F1"), "precision, recall, F1 (%) of the alerts against the mistakes under the graph (a step done "
+                       "before its pre-conditions)"),
+    (("P err", "R err", "F1 err"), "the same against the annotation's own mistake labels (has_errors)"),
+    (("F1@10/25/50", "edit"), "key-step recognition (segment F1 at IoU 0.10/0.25/0.50; edit score of their order)"),
+    (("latency",), "seconds from a caught mistake's start to its alert (median, p90)"),
+    (("-",), "not measured (nothing to count)"),
+)
+
+
+def legend_lines(width: int) -> list[str]:
+    """`LEGEND` in lines of at most ``width``, broken between words but never inside a column's name: ``P`` /
+    ``err`` would read as two columns.
+
+    Args:
+        width: the table's width, or the terminal's when the figures are lines.
+    """
+    nbsp = "\u00a0"  # a space `wrap_words` never breaks at
+    text = "; ".join(f"{', '.join(name.replace(' ', nbsp) for name in names)}: {meaning}" for names, meaning in LEGEND)
+    return [line.replace(nbsp, " ") for line in wrap_words(text, width)]
+
+
 def _cells(score: VideoScores) -> dict[str, str]:
     """One video's figures as `COLUMNS` shows them (percentages, seconds)."""
     g, e = score.mistakes["graph"], score.mistakes["has_errors"]

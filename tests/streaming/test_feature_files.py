@@ -148,6 +148,9 @@ def test_eval_results_table_fits_the_terminal_it_is_printed_on(trained: Path, mo
     assert wrong.startswith("test_wrong: 1 alert, 0 retracted; P 100.0, R 100.0, F1 100.0; P err 100.0, R err 100.0,"
                             " F1 err 100.0;")  # the table's names, which the notes below use too
     assert "key-steps F1@10 100.0, F1@25 100.0, F1@50 100.0, edit 100.0;" in wrong and "…" not in "\n".join(lines)
+    # Under them, what the names mean: the two sets of P / R / F1 were told apart only in docs/evaluation.md.
+    legend = next(entry for entry in entries if entry.startswith("P, R, F1: precision, recall, F1 (%)"))
+    assert "P err, R err, F1 err: the same against the annotation's own mistake labels (has_errors)" in legend
     # The lines under it wrap between words too: the terminal broke them anywhere ("not mea" / "sured").
     narrow = on_terminal(eval_argv(trained, "--videos-list", "test_ok"), 40, monkeypatch)
     notes = " ".join(line.strip() for line in narrow[narrow.index(next(n for n in narrow if n.startswith("no "))):])

@@ -257,6 +257,23 @@ def test_checker_settings_replay_the_cached_detector_output(
         assert "(3 from the cache)" in out and false_alarms in out
 
 
+def test_the_table_says_under_it_what_its_columns_mean(demo_eval: dict[str, dict],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # P R F1 and P err R err F1 err stood side by side and nothing on screen told them apart: only
+    # docs/evaluation.md said which mistakes each set scores against.
+    assert stream_detect(["eval", "--demo", "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    bottom = next(k for k, line in enumerate(lines) if line.startswith("└"))
+    end = next(k for k, line in enumerate(lines) if line.startswith("false alarms"))
+    legend = lines[bottom + 1 : end]
+    assert legend and max(len(line) for line in legend) <= len(lines[bottom])  # no wider than the table above it
+    text = " ".join(line.strip() for line in legend)
+    assert text.startswith("P, R, F1: precision, recall, F1 (%) of the alerts against the mistakes under the graph")
+    assert "; P err, R err, F1 err: the same against the annotation's own mistake labels (has_errors);" in text
+    assert "F1@10/25/50, edit: key-step recognition" in text and "; latency: seconds from" in text
+    assert not any(line.endswith((" P", " R", " F1")) for line in legend)  # never "P" / "err" on two lines
+
+
 def test_a_cached_record_with_a_bad_message_is_run_again(demo_eval: dict[str, dict], demo_cache: Path) -> None:
     entries = {entry: entry.read_text() for entry in (demo_cache / "eval").glob("demo_correct-*.json")}
     assert entries  # the fixture's runs stored them

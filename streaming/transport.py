@@ -655,10 +655,16 @@ def open_monitor(sock: zmq.Socket, events: int) -> zmq.Socket:
     (`HandshakeCounter.refused`, `HandshakeWatch.check`), each a few bytes.
     """
     endpoint = f"inproc://monitor-{next(_monitors)}"
-    sock.monitor(endpoint, events)
+    # The reader first: made after the monitor was on and refused (no socket or file handle left), it left a monitor
+    # nobody reads, whose first event blocked the network thread for good (and `disable_monitor` with it).
     monitor = sock.context.socket(zmq.PAIR)
-    monitor.setsockopt(zmq.RCVHWM, 0)  # before connecting: the pipe's limit is fixed when it is made
-    monitor.connect(endpoint)
+    try:
+        monitor.setsockopt(zmq.RCVHWM, 0)  # before connecting: the pipe's limit is fixed when it is made
+        sock.monitor(endpoint, events)
+        monitor.connect(endpoint)
+    except zmq.ZMQError:
+        monitor.close()
+        raise
     return monitor
 
 

@@ -352,3 +352,37 @@ def test_a_burst_of_failed_handshakes_never_blocks_the_network_thread() -> None:
             s.close()
         if closed.is_set():
             ctx.term()
+
+
+def test_a_monitor_whose_reader_cannot_be_made_leaves_the_network_thread_free() -> None:
+    # No socket left for the monitor's reader (a checker re-opening its sockets out of file handles): the monitor was
+    # already on, with nobody to read it, and its first event (a port probe) blocked libzmq's network thread for good,
+    # every socket of the process with it.
+    import socket as sockets
+    import threading
+
+    from streaming.transport import HandshakeCounter
+
+    ctx, other = zmq.Context(), zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, 2)  # the socket watched and one more: the monitor's own or its reader, not both
+    server = ctx.socket(zmq.PULL)
+    server.setsockopt(zmq.LINGER, 0)
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    push = other.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    ended = threading.Event()
+    try:
+        with pytest.raises(zmq.ZMQError, match="Too many open files"):
+            HandshakeCounter(server)
+        for _ in range(3):
+            sockets.create_connection(("127.0.0.1", port), timeout=5).close()
+        push.connect(f"tcp://127.0.0.1:{port}")  # after the probes, on the thread a monitor's send would hold
+        push.send(b"through")
+        assert server.poll(10_000), "the network thread is blocked"
+        assert server.recv() == b"through"
+    finally:
+        push.close()
+        other.term()
+        server.close()
+        threading.Thread(target=lambda: (ctx.term(), ended.set()), daemon=True).start()
+        assert ended.wait(10), "the context did not end"

@@ -647,12 +647,13 @@ _monitors = itertools.count()  # each monitor's own inproc endpoint: a socket's 
 def open_monitor(sock: zmq.Socket, events: int) -> zmq.Socket:
     """A PAIR socket receiving ``sock``'s monitor events (``zmq_socket_monitor``), its queue unbounded.
 
-    libzmq's network thread sends each event to the monitor and blocks while the monitor's queue is full (its high-water
-    mark, 1,000 events by default): a peer that opened and closed some 3,000 connections without a handshake froze
-    every socket of the process until the loop had read the events, and a checker told to stop then hung for good in
-    ``disable_monitor``, which waits for that blocked send. With no receive limit the send never blocks (for inproc,
-    a limit of 0 on either side leaves the pipe unbounded); the loop reads the events each turn
-    (`HandshakeCounter.refused`, `HandshakeWatch.check`), each a few bytes.
+    libzmq's network thread sends each event to the monitor and blocks while the monitor's queue is full (the two
+    sides' high-water marks summed, 2,000 events by default): a peer that opened and closed some 3,000 connections
+    without a handshake froze every socket of the process until the loop had read the events, and a checker told to
+    stop then hung for good in ``disable_monitor``, which waits for that blocked send. With no receive limit the send
+    never blocks (for inproc, a limit of 0 on either side leaves the pipe unbounded); the loop reads the events each
+    turn (`HandshakeCounter.refused`, `HandshakeWatch.check`). Each waiting event costs about 120 bytes (libzmq 4.3.5:
+    two messages), so connections refused faster than the loop reads them grow the process's memory meanwhile.
     """
     endpoint = f"inproc://monitor-{next(_monitors)}"
     # The reader first: made after the monitor was on and refused (no socket or file handle left), it left a monitor

@@ -313,7 +313,7 @@ def test_an_ipc_file_another_process_bound_since_is_kept_even_with_the_inode_num
 
 def test_a_burst_of_failed_handshakes_never_blocks_the_network_thread() -> None:
     # 3,000 connections opened and closed without a handshake, their refusals not read yet (the loop busy): libzmq's
-    # network thread blocked on the monitor's full queue (1,000 events), so every socket of the process froze until
+    # network thread blocked on the monitor's full queue (2,000 events), so every socket of the process froze until
     # the loop read them, and a checker stopped then hung for good in disable_monitor, waiting for that send.
     import socket as sockets
     import threading

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphs.common.errors import InputError
 from tests.cli_errors import cli_error
 from tgml.bench.live.recordings import (
     FEATURES_SUBFOLDER,
@@ -126,3 +127,21 @@ def test_the_published_features_are_the_ones_their_listing_names(data_dir: Path)
     folder = data_dir / FEATURES_SUBFOLDER
     check_published_hashes(folder, feature_files(folder))  # raises on any file that differs
     assert len(published_hashes(folder.parent / HASHES)) == len(feature_files(folder)) == 90
+
+
+def test_a_changed_data_set_file_is_refused_when_its_folder_is_given_as_dot(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--features .` from inside the folder: its name was '' and its parent '.', so the listing was looked for inside
+    # the folder itself and the changed file passed unchecked.
+    published = data_dir / FEATURES_SUBFOLDER.parent
+    (tmp_path / FEATURES_SUBFOLDER.parent).mkdir()
+    folder = features_folder(data_dir, tmp_path / FEATURES_SUBFOLDER.parent)
+    shutil.copy(published / HASHES, folder.parent / HASHES)
+    changed = folder / f"{RECORDINGS[2]}.npy"
+    x = np.load(changed)
+    x[7, 3] += 1
+    np.save(changed, x)
+    monkeypatch.chdir(folder)
+    with pytest.raises(InputError, match=rf"^{RECORDINGS[2]}\.npy: not the file .*{HASHES} lists"):
+        check_published_hashes(Path("."), feature_files(Path(".")))

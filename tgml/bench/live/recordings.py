@@ -330,12 +330,15 @@ def check_published_hashes(folder: Path, files: Mapping[str, Path]) -> None:
     Raises:
         InputError: a listed file differs, naming it; a damaged listing (`published_hashes`).
     """
-    sums = folder.parent / HASHES
+    # `--features .` from inside the folder: named '', its listing was looked for in the folder itself, and a
+    # changed file passed unchecked (`_folder_holding`'s rule).
+    named = folder if folder.name not in ("", ".", "..") else folder.resolve()
+    sums = _folder_holding(folder) / HASHES
     if not sums.is_file():
         return
     listed = published_hashes(sums)
     for path in files.values():
-        want = listed.get(f"{folder.name}/{path.name}")
+        want = listed.get(f"{named.name}/{path.name}")
         if want is None:
             continue
         with path.open("rb") as handle:

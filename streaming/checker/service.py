@@ -145,6 +145,7 @@ class CheckerService:
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
         self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET, by_sender=config.curve is not None)
         self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self.receiver.wake_on((), [counter.monitor for counter in self.handshakes])
         self._welcome_due = False
         self._last_welcome = float("-inf")
         if metrics is not None:
@@ -216,7 +217,7 @@ class CheckerService:
             handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
         self.publisher.replace_socket(pub)
         self.receiver.replace_socket(sub)
-        self.handshakes = handshakes
+        self._replace_handshakes(handshakes)
         self._ipc_files = self._bound_files()  # bound again: new files
 
     def reopen_publish(self) -> None:
@@ -237,8 +238,13 @@ class CheckerService:
                                self.alerts_endpoint, "a subscription flood")
             counter = HandshakeCounter(pub)
         self.publisher.replace_socket(pub)
-        self.handshakes = (counter, self.handshakes[1])
+        self._replace_handshakes((counter, self.handshakes[1]))
         self._ipc_files = self._bound_files()
+
+    def _replace_handshakes(self, handshakes: tuple[HandshakeCounter, HandshakeCounter]) -> None:
+        """Count the refusals of re-opened sockets, their monitors waking the loop (`Receiver.wake_on`)."""
+        self.receiver.wake_on([c.monitor for c in self.handshakes], [c.monitor for c in handshakes])
+        self.handshakes = handshakes
 
     @staticmethod
     def _rebind(bind_again: Callable[[], _Bound], endpoints: str, why: str) -> _Bound:

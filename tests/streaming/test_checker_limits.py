@@ -499,3 +499,27 @@ def test_a_subscription_flood_with_the_file_handles_used_up_ends_in_one_line_not
     assert checker.returncode == 1 and lines[-1].startswith(
         f"error: could not open {published[0]}:{published[1].strip()} again after a subscription flood (Too many open "
         "files); connections held open at its ports used up"), lines
+
+
+def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:
+    # The monitors were read only when the loop turned, every POLL_MS when idle, 1,024 refusals a turn: a peer that
+    # made 20,000 refused connections a second outran it, and the unread events grew the checker by 1 MB a second.
+    import socket
+    import time
+
+    ctx = zmq.Context()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx)
+    try:
+        for rounds in range(2):  # and again on the sockets a flood re-opens
+            port = int(service.events_endpoint.rsplit(":", 1)[1])
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()  # a port probe: one refusal
+            started = time.monotonic()
+            assert service.receiver.poll(60_000) == []
+            assert time.monotonic() - started < 30  # woken by the refusal, not the end of the wait
+            stats = service.receiver.stats
+            service.watch_peers(stats.malformed, stats.over_budget)
+            assert service.core.counts["denied"] == rounds + 1
+            service.reopen()
+    finally:
+        service.close()
+        ctx.destroy(linger=0)

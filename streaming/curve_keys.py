@@ -513,7 +513,7 @@ class ClientKeys:
                     # A link to nothing, a loop of links, a file this user may not look at: named by its load.
                     entries.append((path.name, -1, -1, err.errno or 0))
                 continue
-            entries.append((path.name, info.st_size, info.st_mtime_ns, info.st_ino))
+            entries.append((path.name, info.st_size, info.st_ctime_ns, info.st_ino))
         return tuple(entries)
 
     def reload(self, force: bool = False) -> bool:

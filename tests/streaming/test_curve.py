@@ -37,6 +37,7 @@ from streaming.curve_keys import (
     CurveClient,
     CurveServer,
     certificate,
+    load_client_key,
     parse_client_names,
 )
 from streaming.demo.procedure import DEMO_EXECUTIONS
@@ -605,6 +606,24 @@ def test_key_files_unchanged_since_read_are_not_read_again_when_the_folder_chang
     assert folder.allowed == allowed
     assert lines == [f"checker: skipped --curve-clients {keys / 'clients' / 'cam9.key'}: cannot read the CURVE key "
                      "file (Too many open files)"]
+
+
+def test_a_key_file_overwritten_with_its_time_kept_is_read_again(keys: Path) -> None:
+    # `cp -p` or `tar` puts another key of the same size in place with the old modification time: an unchanged file
+    # keeps the key read before (no handle spent on it), so its identity must see the rewrite (the change time does).
+    import os
+
+    lines = _Log()
+    folder = ClientKeys(keys / "clients", log=lines)
+    target = keys / "clients" / "cam1.key"
+    old_key = load_client_key(target)
+    before = target.stat()
+    new_key, _ = zmq.curve_keypair()
+    target.write_bytes(target.read_bytes().replace(old_key, new_key))  # same size: Z85 keys are 40 characters
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert target.stat().st_size == before.st_size
+    assert folder.reload(force=True) is True  # the old key revoked: sockets re-open
+    assert old_key not in folder.allowed and load_client_key(target) in folder.allowed
 
 
 def test_a_checker_whose_port_is_held_open_past_its_file_limit_keeps_its_keys_and_serves(keys: Path) -> None:

@@ -659,11 +659,15 @@ def open_monitor(sock: zmq.Socket, events: int) -> zmq.Socket:
     # The reader first: made after the monitor was on and refused (no socket or file handle left), it left a monitor
     # nobody reads, whose first event blocked the network thread for good (and `disable_monitor` with it).
     monitor = sock.context.socket(zmq.PAIR)
+    watching = False
     try:
         monitor.setsockopt(zmq.RCVHWM, 0)  # before connecting: the pipe's limit is fixed when it is made
         sock.monitor(endpoint, events)
+        watching = True
         monitor.connect(endpoint)
     except zmq.ZMQError:
+        if watching:  # on, and no reader: turned off, as above
+            sock.disable_monitor()
         monitor.close()
         raise
     return monitor

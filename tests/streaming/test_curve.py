@@ -553,6 +553,10 @@ def test_a_key_file_deleted_between_the_listing_and_its_look_revokes_that_key_on
     assert lines == [f"checker: client keys reloaded from {keys / 'clients'}: 0 added, 1 revoked (2 allowed)"]
 
 
+# Counting a process's open files reads /proc: Linux only.
+NEEDS_PROC = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files in /proc (Linux only)")
+
+
 @contextlib.contextmanager
 def no_file_handle_left() -> Iterator[None]:
     """This process at its limit of open files for the block (as a peer holding connections open leaves a checker):
@@ -574,6 +578,7 @@ def no_file_handle_left() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@NEEDS_PROC
 def test_running_out_of_file_handles_revokes_no_key(keys: Path) -> None:
     # A peer holding ~100 connections open at a checker started under `ulimit -n 100` (no key needed: the handshake
     # never starts): "cannot read the client key folder keys/clients; every client key is revoked", then the checker
@@ -587,6 +592,7 @@ def test_running_out_of_file_handles_revokes_no_key(keys: Path) -> None:
     assert folder.reload(force=True) is False and lines == []  # the look after it finds the folder as it was
 
 
+@NEEDS_PROC
 def test_key_files_unchanged_since_read_are_not_read_again_when_the_folder_changes(
     keys: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -626,6 +632,7 @@ def test_a_key_file_overwritten_with_its_time_kept_is_read_again(keys: Path) -> 
     assert old_key not in folder.allowed and load_client_key(target) in folder.allowed
 
 
+@NEEDS_PROC
 def test_a_checker_whose_port_is_held_open_past_its_file_limit_keeps_its_keys_and_serves(keys: Path) -> None:
     # The real run: a checker under a limit of 64 open files, 100 idle connections at its --bind port.
     def few_handles() -> None:

@@ -731,7 +731,9 @@ def test_the_checker_link_reaches_the_pages_no_later_than_the_tiles_it_changes(t
     for message in told:
         if message["type"] in ("link", "snapshot"):
             connected = (message["link"] if message["type"] == "snapshot" else message)["connected"]
-        for state in states(message):
+        # LIVE under a connected checker, UNKNOWN under a lost one; a tile between the two (its status silent a few
+        # ms before the checker's last message) may come under either.
+        for state in states(message) & {"live", "unknown"}:
             assert connected == (state == "live"), (state, connected)
 
 

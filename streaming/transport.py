@@ -703,6 +703,9 @@ class HandshakeWatch:
         # When a connection that had succeeded was cut (wall time; None while connected): a peer that never came
         # back by the end of a run leaves what was sent since unheard, which the run then says (`checker_gone`).
         self.lost_at: float | None = None
+        # When (monotonic) the last connection that had succeeded was cut, kept once another succeeds: a detector
+        # sends again the ends of the streams that ended about then, which no checker heard (`Publisher.rejoined`).
+        self.cut_at: float | None = None
         self.reconnects = 0
         self.failed_in_row = 0  # failed handshakes since the last that succeeded (`check`)
         self._reconnect_at: float | None = None  # when `check` connects again (after refused handshakes)
@@ -758,7 +761,7 @@ class HandshakeWatch:
             if self._reconnect_at is not None:
                 return  # a retry libzmq made by itself: this watch connects again when due
             if self.succeeded and self.lost_at is None:
-                self.lost_at = time.time()
+                self.lost_at, self.cut_at = time.time(), time.monotonic()
             self.reconnects += 1
             with contextlib.suppress(zmq.ZMQError):  # ENOENT: libzmq dropped the endpoint itself (a refused key)
                 self.sock.disconnect(self.endpoint)
@@ -948,6 +951,19 @@ class Publisher:
         self._read_subscriptions()
         count, self._subscribed = self._subscribed, 0
         return count
+
+    def rejoined(self) -> float | None:
+        """When (monotonic) the watched connection was last cut, if the peer subscribed again since the last call: a
+        checker that came back (restarted, or its sockets re-opened), which heard nothing sent in between, since
+        the connection made again has no subscription until then. None otherwise (nothing to send again).
+
+        Raises:
+            HandshakeRefused: the peer refused this client meanwhile.
+        """
+        if self.new_subscribers() == 0 or self.watch is None:
+            return None
+        self.watch.check(running=True)  # the cut came before the subscriptions: read its event now
+        return self.watch.cut_at
 
     def take_foreign(self) -> int:
         """How many messages that are no subscription (nor unsubscription) peers sent up since the last call."""

@@ -36,10 +36,13 @@ from streaming.detector.batching import BatchedExtractor, Buckets, default_batch
 from streaming.detector.streams import DetectorStats, DetectorStream
 from streaming.extractors import FeatureExtractor
 from streaming.readers import Frame
-from streaming.transport import HEARTBEAT_S, POLL_MS
+from streaming.transport import HEARTBEAT_S, PING_TIMEOUT_MS, POLL_MS
 
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
 FINAL_GAP_S = HEARTBEAT_S / 5  # whatever the heartbeat period, so stopping takes (FINAL_REPEATS - 1) * 0.1 s
+# A stream that ended this long before its checker's connection was seen cut may have sent its last heartbeats into
+# the dead connection (a frozen checker is taken as gone only after PING_TIMEOUT_MS): they go again when it is back.
+UNHEARD_BEFORE_CUT_S = PING_TIMEOUT_MS / 1000 + 1.0
 READER_JOIN_S = 10.0  # on shutdown, longest wait for each reader thread (then the interpreter's own wait, below)
 # The readers and workers are not daemon threads: a daemon thread still inside OpenCV, decord or torch when the
 # interpreter finalises aborts the process ("terminate called without an active exception", exit -6: Python 3.11 ends
@@ -90,6 +93,7 @@ class FrameLoop:
         threads: int = 1,
         batch_sizes: Sequence[int] = (),
         warn: Callable[[str], None] | None = None,
+        rejoined: Callable[[], float | None] | None = None,
     ) -> None:
         checkpoint.check_features(extractor.dim, source=f"feature extractor {extractor.name!r}")
         ids = [s.stream_id for s in streams]
@@ -100,6 +104,7 @@ class FrameLoop:
         self.stepper = make_stepper(model, len(streams))
         self.threads = threads
         self.warn = warn
+        self.rejoined = rejoined
         on_gpu = getattr(getattr(self.batches.extractor, "device", None), "type", "cpu") != "cpu"
         # A stream has one frame in flight at a time, so more workers than streams would idle: they lend torch
         # their cores instead (one camera with --threads 2 runs each frame on two cores, as before the workers).
@@ -119,6 +124,7 @@ class FrameLoop:
         self._halt = threading.Event()
         self._failure: BaseException | None = None  # what stopped a worker; the loop raises it
         self._finals: list[tuple[float, DetectorStream]] = []  # last heartbeats still to repeat, with when
+        self._ended_at: dict[str, float] = {}  # when (monotonic) each ended stream sent its last heartbeat
 
     def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
         """Process every stream until each source ends or reaches ``max_frames``, or ``stop`` is set.
@@ -150,11 +156,12 @@ class FrameLoop:
                         finished = self._finished()
                 if self._failure is not None:
                     raise self._failure
-                if finished or self._finals:
+                if finished or self._finals or self._ended_at:
                     with self._out:
                         for i in finished:
                             self._end(self.streams[i])
                         self._repeat_finals(time.monotonic())
+                        self._tell_ends_again()
             self._stop_workers(workers)
             if self._failure is not None:
                 raise self._failure
@@ -338,7 +345,22 @@ class FrameLoop:
             go_on = "the other stream goes on" if len(others) == 1 else f"the other {len(others)} go on"
             self.warn(f"{stream.stream_id}: {stream.stats.error}; this stream has ended, {go_on}")
         now = time.monotonic()
+        self._ended_at[stream.stream_id] = now
         self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
+        self._finals.sort(key=lambda item: item[0])
+
+    def _tell_ends_again(self) -> None:
+        """A checker back after its connection was cut (restarted, say) heard no stream end meanwhile: those streams'
+        sessions would stay unended there, with no verdict, while the others go on. Their last heartbeats go again."""
+        cut = self.rejoined() if self.rejoined is not None else None
+        if cut is None:
+            return
+        now = time.monotonic()
+        for stream in self.streams:
+            ended = self._ended_at.get(stream.stream_id)
+            if ended is not None and ended >= cut - UNHEARD_BEFORE_CUT_S:
+                stream.last_heartbeat()
+                self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
         self._finals.sort(key=lambda item: item[0])
 
     def _repeat_finals(self, now: float) -> None:

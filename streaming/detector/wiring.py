@@ -251,7 +251,8 @@ def build_pipeline(
                                           replace(config.detector, stream_id=sid), segmenter, observe=observe,
                                           on_frame=observe_all(seen)))
         loop = FrameLoop(streams, parts.extractor, parts.model, parts.checkpoint, config.detector.threads,
-                         config.detector.batch_sizes, warn)
+                         config.detector.batch_sizes, warn,
+                         rejoined=publisher.rejoined if publisher is not None else None)
         if watcher is not None:
             watcher.watch(streams, loop.batches)
     except BaseException:

@@ -228,3 +228,46 @@ def test_the_device_stepper_carries_the_state_like_the_cpu_stepper() -> None:
     assert isinstance(fast, FastStepper)
     for x in frames:
         assert torch.allclose(device.step(x), fast.step(x), atol=1e-5)
+
+
+
+def test_a_stream_that_ends_while_its_checker_is_away_is_ended_at_the_checker_that_comes_back(tmp_path: Path) -> None:
+    # An operator killed and restarted the checker while one detector served a short file and a camera: the file
+    # ended meanwhile, its last heartbeats went to no checker, and the new checker never heard of that stream. The
+    # view showed it stale, the dashboard "no word", no verdict ever came, and the detector ran on to exit status 0.
+    parts = LoadedParts(None, *load_detector_for_stream(DETECTOR, None))
+    config = ReaderConfig(fps=parts.checkpoint.fps, realtime=True)
+    short = open_reader(str(write_noise_video(tmp_path / "short.mp4", frames=45)), config)  # 1.5 s
+    long = open_reader(str(write_noise_video(tmp_path / "long.mp4", frames=1800)), config)  # 60 s: stopped before
+    inbound, outbound = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+
+    def start_checker() -> subprocess.Popen[str]:
+        checker = subprocess.Popen([*STREAM_DETECT, "checker", "--graph", str(GRAPH), "--bind", inbound,
+                                    "--publish", outbound], stderr=subprocess.PIPE, text=True)
+        assert checker.stderr is not None and checker.stderr.readline().startswith("checker: ")  # bound, ready
+        return checker
+
+    ctx = zmq.Context()
+    over, stop = threading.Event(), threading.Event()
+    checker = start_checker()
+    try:
+        pipeline_config = PipelineConfig(detector=DetectorConfig(connect=inbound), stream_ids=("short", "long"))
+        with build_pipeline(pipeline_config, parts=parts, readers=[short, long], ctx=ctx) as pipeline:
+            runner = threading.Thread(target=pipeline.run, args=(stop,), daemon=True)
+            runner.start()
+            try:
+                assert status_heard(ctx, outbound, "short", over, 30.0)
+                checker.kill()
+                checker.wait(10)
+                assert wait_for(lambda: pipeline.streams[0].ended, 30.0)  # while no checker listened
+                checker = start_checker()
+                assert status_heard(ctx, outbound, "long", over, 15.0)
+                assert status_heard(ctx, outbound, "short", over, 5.0, lambda status: status.ended)
+            finally:
+                stop.set()
+                runner.join(15.0)
+    finally:
+        over.set()
+        checker.kill()
+        checker.wait(10)
+        ctx.destroy(linger=0)

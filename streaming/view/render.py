@@ -769,11 +769,11 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     if rows:  # where each stream's time goes: a slow stage shows without a metrics server
         context.append(_ByWidth(lambda width, lines: _latency_table(rows, layout, width, lines), layout))
     context.append(_ByWidth(lambda width, lines: _events_table(state, layout, width, lines), layout))
-    health = _health(state.health) if state.health is not None else None
-    if health is not None:
-        context.append(health)
+    # What the checker turned away (a camera on a taken stream id, a refused key) is seen nowhere else while the view
+    # runs: it goes under the streams, not after the key-steps, below a terminal's cut.
+    health: list[RenderableType] = [line] if state.health is not None and (line := _health(state.health)) else []
     if state.malformed:
-        context.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
+        health.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
     streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines), layout)
     verdicts = _link_lines(state) + verdicts
     # Sessions whose rows were let go: their verdicts stay with the log of what happened, after the alerts and the
@@ -782,5 +782,5 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Render
     earlier = [Text.assemble(_text(clock_text(heard)), " ", line) for sid, (heard, row) in state.ended.items()
                if (line := verdict(sid, row, state)) is not None]
     if closing:
-        return Group(streams, *context, *outcome, *earlier, *verdicts)
-    return Group(streams, *verdicts, *outcome, *earlier, *context)
+        return Group(streams, *context, *health, *outcome, *earlier, *verdicts)
+    return Group(streams, *verdicts, *health, *outcome, *earlier, *context)

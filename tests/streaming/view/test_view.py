@@ -235,6 +235,27 @@ def test_a_lost_stream_and_what_the_checker_refused_are_shown() -> None:
             "come again in the stream's next message), 4 malformed") in text
 
 
+
+def test_a_camera_the_checker_turns_away_shows_on_a_terminal_full_of_streams() -> None:
+    # A second detector given a live stream id was refused 44 times, which the docs send the operator to the view's
+    # health line to see; that line came after the latencies and the recent key-steps, below the cut of a 200x50
+    # terminal holding five streams, so the refused camera showed nowhere while the view ran.
+    from rich.live_render import LiveRender
+
+    state = ViewState(graph_names(tea_graph()))
+    for k, sid in enumerate(("annex", "bench", "door", "kitchen", "pantry")):
+        state.apply(status(stream_id=sid, run=f"r{k}", done=(3, 2, 1, 4, 5), ended=k != 3, decode_ms=1.0,
+                           features_ms=10.0, detector_ms=0.6, segmenter_ms=0.2, hop_ms=0.8))
+    state.apply(alert())
+    for k in range(8):
+        state.apply(StepEvent("kitchen", 10 + k, 2.0, 3, "add_tea", float(k), k + 1.0, 0.9, k, run="s"))
+    state.apply(CheckerHealth("checker", 0, 1.0, 5, 0, 500, 0, 0, 0, 0, 0, 0, 0, 44))
+    console = Console(width=120, height=30, record=True, file=io.StringIO(), color_system=None)
+    console.print(LiveRender(render(state), vertical_overflow="ellipsis"))
+    screen = console.export_text()
+    assert "44 on a stream id another live detector holds" in screen
+    assert "P mistake" in screen  # the alert log still comes before it
+
 def test_allowed_steps_are_shown_likeliest_first_with_their_probability_and_the_rule() -> None:
     state = ViewState(names={1: "fill_kettle", 3: "get_cup", 4: "add_teabag"})
     state.apply(status(done=(3,), allowed=(4, 1), allowed_scores=(0.51, 0.41), rule="weighted"))

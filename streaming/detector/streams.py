@@ -94,6 +94,7 @@ class DetectorStream:
         self._window: deque[float] = deque()  # recent frame times, for the reported rate
         self._fps = 0.0
         self._t0 = self._last_beat = 0.0
+        self._measured: dict[str, float] = {}  # each stage's last measured milliseconds (`_latency`)
 
     @property
     def stream_id(self) -> str:
@@ -161,7 +162,15 @@ class DetectorStream:
             self._fps = (len(window) - 1) / (window[-1] - window[0])
         active = self.segmenter.active
         self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, self._fps,
-                              latency=self.stages.take())
+                              latency=self._latency())
+
+    def _latency(self) -> dict[str, float]:
+        """The stages' milliseconds since the last heartbeat, the last measured ones where a stage has none since:
+        an ended stream's last heartbeats, sent again to a checker that came back, are all that checker hears of it,
+        and their zeros showed as 0 ms on its status."""
+        latency = self.stages.take()
+        self._measured.update((name, ms) for name, ms in latency.items() if ms)
+        return {name: ms or self._measured.get(name, 0.0) for name, ms in latency.items()}
 
     def flush(self) -> None:
         """The source ended: publish what the segmenter still holds (after a fresh heartbeat, as `deliver` does)."""
@@ -187,7 +196,7 @@ class DetectorStream:
         # The session's rate, not the last second's: what the view leaves on an ended row is read as the run's
         # (the window's jitter showed 5.5 fps at the end of a 5 fps stream).
         self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self.stats.fps or self._fps,
-                              ended=not self.stats.error, latency=self.stages.take())
+                              ended=not self.stats.error, latency=self._latency())
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:

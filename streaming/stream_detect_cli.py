@@ -454,15 +454,17 @@ def _defaults(args: argparse.Namespace) -> None:
         args.video = args.features
     args.video = args.video or (["demo"] if args.command == "detector" else "demo")
     videos = args.video if isinstance(args.video, list) else [args.video]
-    is_demo = all(is_demo_video(str(video)) for video in videos)
-    if args.graph is None:
-        if not is_demo:
-            raise InputError("--graph is required unless --video demo")
-        args.graph = str(graph)
-    if hasattr(args, "detector") and args.detector is None:
-        if not is_demo:
-            raise InputError("--detector is required unless --video demo")
-        args.detector = str(detector)
+    others = [str(video) for video in videos if not is_demo_video(str(video))]
+    missing = [f"--{flag}" for flag in ("graph", "detector") if hasattr(args, flag) and getattr(args, flag) is None]
+    if others and missing:
+        # Both named at once, and the source that needs them: "unless --video demo" read wrong beside a --video demo,
+        # and a second try then met the same line for --detector.
+        mixed = f" (the demo's own: --graph {graph} --detector {detector})" if len(others) < len(videos) else ""
+        raise InputError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required unless every "
+                         f"--video is a demo (demo, demo:correct, demo:missing); {others[0]!r} is not{mixed}")
+    args.graph = args.graph or str(graph)
+    if hasattr(args, "detector"):
+        args.detector = args.detector or str(detector)
 
 
 def _refuse_demo_as_a_file(args: argparse.Namespace) -> None:

@@ -189,6 +189,20 @@ def test_checker_and_view_need_a_graph_or_demo(command: str, capsys: pytest.Capt
     assert "--graph" in line and "--demo" in line
 
 
+
+def test_a_detector_mixing_a_file_with_demo_sources_is_told_what_is_missing_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An operator gave `--video clip.mp4 --video demo ...` and read "--graph is required unless --video demo", though
+    # --video demo was there; with --graph added, the same again for --detector: two tries for one answer.
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"")
+    line = cli_error(main, ["detector", "--video", str(clip), "--video", "demo"], capsys)
+    assert line.startswith("error: --graph and --detector are required unless every --video is a demo ")
+    assert repr(str(clip)) in line and str(GRAPH) in line and str(DETECTOR) in line
+    line = cli_error(main, ["detector", "--video", str(clip), "--graph", str(GRAPH)], capsys)
+    assert line.startswith("error: --detector is required unless every --video is a demo ")
+
 @pytest.mark.parametrize("command", ["checker", "run"])
 def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], ctx: zmq.Context) -> None:
     sock = ctx.socket(zmq.SUB)

@@ -102,18 +102,24 @@ def test_too_few_recordings_for_any_folds_say_what_would_do(
     assert said in err and "--folds 1 or fewer" not in err
 
 
-def test_a_data_set_file_that_is_not_the_published_one_is_refused_naming_it(
-    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # One changed value passes every check of the values (finite, width, length); only the published sha256 tells.
-    published = data_dir / FEATURES_SUBFOLDER.parent
+def published_copy_with_one_value_changed(data_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of three data-set files with the data set's SHA256SUMS beside them, one value of one file changed:
+    (the features folder, the changed file)."""
     (tmp_path / FEATURES_SUBFOLDER.parent).mkdir()
     folder = features_folder(data_dir, tmp_path / FEATURES_SUBFOLDER.parent)
-    shutil.copy(published / HASHES, folder.parent / HASHES)
+    shutil.copy(data_dir / FEATURES_SUBFOLDER.parent / HASHES, folder.parent / HASHES)
     changed = folder / f"{RECORDINGS[2]}.npy"
     x = np.load(changed)
     x[7, 3] += 1
     np.save(changed, x)
+    return folder, changed
+
+
+def test_a_data_set_file_that_is_not_the_published_one_is_refused_naming_it(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One changed value passes every check of the values (finite, width, length); only the published sha256 tells.
+    folder, changed = published_copy_with_one_value_changed(data_dir, tmp_path)
     err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(folder), "--quiet"], capsys)
     assert err == (f"error: {changed}: not the file {folder.parent / HASHES} lists (its sha256 differs: a damaged or "
                    "changed copy); restore it from the data set, or give your own features in a folder of their own "
@@ -134,14 +140,7 @@ def test_a_changed_data_set_file_is_refused_when_its_folder_is_given_as_dot(
 ) -> None:
     # `--features .` from inside the folder: its name was '' and its parent '.', so the listing was looked for inside
     # the folder itself and the changed file passed unchecked.
-    published = data_dir / FEATURES_SUBFOLDER.parent
-    (tmp_path / FEATURES_SUBFOLDER.parent).mkdir()
-    folder = features_folder(data_dir, tmp_path / FEATURES_SUBFOLDER.parent)
-    shutil.copy(published / HASHES, folder.parent / HASHES)
-    changed = folder / f"{RECORDINGS[2]}.npy"
-    x = np.load(changed)
-    x[7, 3] += 1
-    np.save(changed, x)
+    folder, changed = published_copy_with_one_value_changed(data_dir, tmp_path)
     monkeypatch.chdir(folder)
     with pytest.raises(InputError, match=rf"^{RECORDINGS[2]}\.npy: not the file .*{HASHES} lists"):
         check_published_hashes(Path("."), feature_files(Path(".")))

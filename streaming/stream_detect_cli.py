@@ -438,7 +438,8 @@ def _defaults(args: argparse.Namespace) -> None:
     graph, detector = default_demo_paths()
     if args.command == "eval":
         if args.demo:
-            args.graph, args.detector = args.graph or str(graph), args.detector or str(detector)
+            args.graph = str(graph) if args.graph is None else args.graph
+            args.detector = str(detector) if args.detector is None else args.detector
         for flag in ("graph", "detector") if not args.demo else ():
             if getattr(args, flag) is None:
                 raise InputError(f"stream-detect eval: --{flag} is required (or --demo)")
@@ -446,7 +447,8 @@ def _defaults(args: argparse.Namespace) -> None:
     if args.command in ("checker", "view"):
         if args.graph is None and not args.demo:
             raise InputError(f"stream-detect {args.command}: --graph is required (or --demo for the demo graph)")
-        args.graph = args.graph or str(graph)
+        if args.graph is None:
+            args.graph = str(graph)
         return
     if args.features:  # a recording's own features are the source (streaming.feature_files)
         if args.video:
@@ -462,9 +464,12 @@ def _defaults(args: argparse.Namespace) -> None:
         mixed = f" (the demo's own: --graph {graph} --detector {detector})" if len(others) < len(videos) else ""
         raise InputError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required unless every "
                          f"--video is a demo (demo, demo:correct, demo:missing); {others[0]!r} is not{mixed}")
-    args.graph = args.graph or str(graph)
-    if hasattr(args, "detector"):
-        args.detector = args.detector or str(detector)
+    # Only an absent option takes the demo's file: an empty one (`--graph "$GRAPH"`, the variable unset) ran a file
+    # against the demo's tea-making rules without a word.
+    if args.graph is None:
+        args.graph = str(graph)
+    if hasattr(args, "detector") and args.detector is None:
+        args.detector = str(detector)
 
 
 def _refuse_demo_as_a_file(args: argparse.Namespace) -> None:

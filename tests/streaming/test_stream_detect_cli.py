@@ -203,6 +203,20 @@ def test_a_detector_mixing_a_file_with_demo_sources_is_told_what_is_missing_and_
     line = cli_error(main, ["detector", "--video", str(clip), "--graph", str(GRAPH)], capsys)
     assert line.startswith("error: --detector is required unless every --video is a demo ")
 
+
+@pytest.mark.parametrize("command", ["run", "detector", "checker"])
+def test_an_empty_graph_is_refused_not_taken_for_the_demos(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--graph "$GRAPH"` with the variable unset: an empty value ran the operator's file against the demo's
+    # tea-making rules and the demo's detector, without a word.
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"")
+    # A checker that took the demo's graph meets the bad --bind next, and fails the test rather than serve on.
+    sources = ["--bind", "nowhere"] if command == "checker" else ["--video", str(clip), "--detector", str(DETECTOR)]
+    line = cli_error(main, [command, *sources, "--graph", ""], capsys)
+    assert line.startswith("error: --graph "), line
+
 @pytest.mark.parametrize("command", ["checker", "run"])
 def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], ctx: zmq.Context) -> None:
     sock = ctx.socket(zmq.SUB)

@@ -624,6 +624,10 @@ def test_a_key_file_overwritten_with_its_time_kept_is_read_again(keys: Path) -> 
     target = keys / "clients" / "cam1.key"
     old_key = load_client_key(target)
     before = target.stat()
+    # The rewrite must come after the file system's clock moved on: before Linux 6.13 a change time ticks with the
+    # kernel's timer (4 ms at HZ=250), and the key file made some 3 ms earlier kept its change time when rewritten.
+    probe = keys / "clock-probe"
+    assert wait_for(lambda: probe.write_bytes(b"") == 0 and probe.stat().st_ctime_ns > before.st_ctime_ns, 5.0)
     new_key, _ = zmq.curve_keypair()
     target.write_bytes(target.read_bytes().replace(old_key, new_key))  # same size: Z85 keys are 40 characters
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))

@@ -463,7 +463,7 @@ def _defaults(args: argparse.Namespace) -> None:
         # and a second try then met the same line for --detector.
         mixed = f" (the demo's own: --graph {graph} --detector {detector})" if len(others) < len(videos) else ""
         raise InputError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required unless every "
-                         f"--video is a demo (demo, demo:correct, demo:missing); {others[0]!r} is not{mixed}")
+                         f"--video is a demo (demo or demo:NAME); {others[0]!r} is not{mixed}")
     # Only an absent option takes the demo's file: an empty one (`--graph "$GRAPH"`, the variable unset) ran a file
     # against the demo's tea-making rules without a word.
     if args.graph is None:

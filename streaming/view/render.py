@@ -260,8 +260,8 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         heard = state.status_heard[stream_id]
         # Lost when last heard: most often the checker let it go (an operator read "restarted" and looked for who had
         # restarted it); a live one, a checker restarted meanwhile.
-        why = ("the checker lets a lost stream go 12 --stream-timeout after it fell silent, and a restarted one "
-               "forgets it" if row.lost else "a restarted checker forgets a stream whose detector has gone")
+        why = ("the checker lets a lost stream go 12 times its --stream-timeout after it fell silent, and a restarted "
+               "one forgets it" if row.lost else "a restarted checker forgets a stream whose detector has gone")
         return _text(f"{stream_id} stale: the checker has said nothing of it since {clock_text(heard)} ({why}), so no "
                      "verdict", "yellow")
     if row.lost:

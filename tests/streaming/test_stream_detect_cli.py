@@ -217,6 +217,7 @@ def test_an_empty_graph_is_refused_not_taken_for_the_demos(
     line = cli_error(main, [command, *sources, "--graph", ""], capsys)
     assert line.startswith("error: --graph "), line
 
+
 @pytest.mark.parametrize("command", ["checker", "run"])
 def test_busy_port(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], ctx: zmq.Context) -> None:
     sock = ctx.socket(zmq.SUB)

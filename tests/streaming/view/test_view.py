@@ -967,7 +967,7 @@ def test_a_lost_stream_the_checker_forgot_is_stale_as_the_dashboard_says() -> No
     line = " ".join(text.split())
     assert "kitchen stale: the checker has said nothing of it since" in line and "kitchen lost:" not in line
     # A checker that was never restarted lets a lost stream go after 12 stream timeouts: the line blamed a restart.
-    assert "the checker lets a lost stream go 12 --stream-timeout after it fell silent" in line
+    assert "the checker lets a lost stream go 12 times its --stream-timeout after it fell silent" in line
 
 
 def test_a_checker_that_stops_answering_is_said_on_screen() -> None:

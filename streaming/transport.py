@@ -1082,7 +1082,7 @@ class Receiver:
         handshake monitors, `HandshakeCounter.monitor`): their events are read by the caller after each poll, at most
         `MONITOR_EVENTS_PER_CALL` a socket, and a loop that turned only every `POLL_MS` read some 10,000 refused
         connections a second while a peer made 20,000, and the unread ones grew the process by about 1 MB a second.
-        Unregistered before they close: a poll on a closed socket fails."""
+        Call it before the next poll once the ``old`` ones are closed: a poll on a closed socket fails."""
         for sock in old:
             with contextlib.suppress(KeyError):
                 self.poller.unregister(sock)

@@ -465,8 +465,9 @@ class ClientKeys:
             self._signature = None
         self.names: dict[bytes, str] = read_client_folder(self.folder)
         self.allowed = frozenset(self.names) | self.extra
-        self._loaded = {entry: key for entry in self._signature or () for key, name in self.names.items()
-                        if name == entry[0]}  # each entry of the look -> the key its file held then
+        key_of = {name: key for key, name in self.names.items()}
+        # Each entry of the look -> the key its file held then.
+        self._loaded = {entry: key_of[entry[0]] for entry in self._signature or () if entry[0] in key_of}
         self._next_check = self.monotonic() + KEY_RELOAD_S
 
     def callback(self, domain: str, key: bytes) -> bool:

@@ -960,7 +960,14 @@ class Publisher:
         Raises:
             HandshakeRefused: the peer refused this client meanwhile.
         """
-        if self.new_subscribers() == 0 or self.watch is None:
+        if self.watch is None:
+            return None
+        # Read as often as a send reads it: a cut read only once the checker was back took the time of that reading
+        # (seconds to minutes late, where no stream sent meanwhile), and the streams that ended before it went unsaid.
+        if (now := time.monotonic()) >= self._next_check:
+            self._next_check = now + HANDSHAKE_CHECK_S
+            self.watch.check(running=True)
+        if self.new_subscribers() == 0:
             return None
         self.watch.check(running=True)  # the cut came before the subscriptions: read its event now
         return self.watch.cut_at

@@ -386,3 +386,29 @@ def test_a_monitor_whose_reader_cannot_be_made_leaves_the_network_thread_free() 
         server.close()
         threading.Thread(target=lambda: (ctx.term(), ended.set()), daemon=True).start()
         assert ended.wait(10), "the context did not end"
+
+
+def test_a_detector_reads_its_checkers_cut_while_it_sends_nothing(tmp_path: Path) -> None:
+    # The cut was read only once the checker was back (or at the next send): with no stream sending meanwhile its
+    # time was that of the reading, and the streams that ended before it were never told to the checker that came back.
+    import time
+
+    from streaming.transport import connect_waiting
+    from tests.streaming.helpers import running_checker
+
+    ctx = zmq.Context()
+    with running_checker(tmp_path):
+        sock, watch = connect_waiting(ctx, zmq.PUB, f"ipc://{tmp_path}/in", "--connect", 10.0)
+        publisher = Publisher(sock, watch=watch)
+    try:  # the checker went away; nothing is sent, the frame loop only asks whether it is back
+        assert wait_for(lambda: publisher.rejoined() is None and watch.cut_at is not None, 15)
+        back = time.monotonic()
+        with running_checker(tmp_path):
+            cuts: list[float | None] = []
+            assert wait_for(lambda: cuts.append(publisher.rejoined()) or cuts[-1] is not None, 15)
+        cut = cuts[-1]
+        assert cut is not None and cut < back
+    finally:
+        watch.close()
+        sock.close()
+        ctx.destroy(linger=0)

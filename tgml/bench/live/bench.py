@@ -443,6 +443,14 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                            graphs)
 
 
+def split_fold(recordings: Sequence[LiveRecording], fold_of: Sequence[int], fold: int
+               ) -> tuple[list[LiveRecording], list[LiveRecording]]:
+    """``(train, test)``: the recordings of the other folds and those of ``fold``, in their order."""
+    test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
+    train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+    return train, test
+
+
 def plan_fold(recipe: Recipe, recordings: Sequence[LiveRecording], fold_of: Sequence[int], fold: int,
               learnable: frozenset[str], config: LiveBenchConfig) -> LiveDetectorSettings:
     """A fold's detector settings (`fold_settings`), its data checked as far as it can be without training.
@@ -452,8 +460,7 @@ def plan_fold(recipe: Recipe, recordings: Sequence[LiveRecording], fold_of: Sequ
             calibration's own refusal after the fold's training), naming the fold and its training recordings
             (`fold_named`).
     """
-    test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
-    train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+    train, test = split_fold(recordings, fold_of, fold)
     with fold_named(recipe.scenario, fold, config.folds, train):
         if not any((r.labels > 0).any() for r in test):  # no public recording is so; an edited annotation file may be
             raise InputError(f"its test recordings ({first_few([r.recording_id for r in test], 6)}) have no annotated "
@@ -521,8 +528,7 @@ def fold_job(
             fold and its training recordings (`fold_named`).
     """
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
-    test = [r for r, f in zip(recordings, fold_of, strict=True) if f == fold]
-    train = [r for r, f in zip(recordings, fold_of, strict=True) if f != fold]
+    train, test = split_fold(recordings, fold_of, fold)
     with fold_named(recipe.scenario, fold, config.folds, train):
         trained = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
                              observed="observed" in config.live_graphs)

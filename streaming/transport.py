@@ -939,12 +939,20 @@ class Publisher:
         self._sent += 1
         if self._sent % READ_SUBSCRIPTIONS_EVERY == 0:
             self._read_subscriptions()
-        if self.watch is not None and (now := time.monotonic()) >= self._next_check:
-            self._next_check = now + HANDSHAKE_CHECK_S
-            self.watch.check(running=True)
+        self._check_handshakes()
         # Copied: frames of at most 64 KiB are cheaper to copy than to lend (13 against 17 us a message on loopback;
         # pyzmq copies anything under its 64 KiB threshold anyway, after building a frame object for it).
         self.sock.send_multipart(encode(message))
+
+    def _check_handshakes(self) -> None:
+        """Read the watch's handshake events, at most every `HANDSHAKE_CHECK_S` (`send`, `rejoined`).
+
+        Raises:
+            HandshakeRefused: the peer refused this client meanwhile.
+        """
+        if self.watch is not None and (now := time.monotonic()) >= self._next_check:
+            self._next_check = now + HANDSHAKE_CHECK_S
+            self.watch.check(running=True)
 
     def new_subscribers(self) -> int:
         """How many subscriptions arrived since the last call (an XPUB's; always 0 on a PUB)."""
@@ -964,9 +972,7 @@ class Publisher:
             return None
         # Read as often as a send reads it: a cut read only once the checker was back took the time of that reading
         # (seconds to minutes late, where no stream sent meanwhile), and the streams that ended before it went unsaid.
-        if (now := time.monotonic()) >= self._next_check:
-            self._next_check = now + HANDSHAKE_CHECK_S
-            self.watch.check(running=True)
+        self._check_handshakes()
         if self.new_subscribers() == 0:
             return None
         self.watch.check(running=True)  # the cut came before the subscriptions: read its event now

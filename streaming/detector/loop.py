@@ -344,10 +344,8 @@ class FrameLoop:
         if stream.stats.error and others and self.warn is not None:
             go_on = "the other stream goes on" if len(others) == 1 else f"the other {len(others)} go on"
             self.warn(f"{stream.stream_id}: {stream.stats.error}; this stream has ended, {go_on}")
-        now = time.monotonic()
-        self._ended_at[stream.stream_id] = now
-        self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
-        self._finals.sort(key=lambda item: item[0])
+        self._ended_at[stream.stream_id] = time.monotonic()
+        self._repeat_last_heartbeat(stream)
 
     def _tell_ends_again(self) -> None:
         """A checker back after its connection was cut (restarted, say) heard no stream end meanwhile: those streams'
@@ -355,12 +353,17 @@ class FrameLoop:
         cut = self.rejoined() if self.rejoined is not None else None
         if cut is None:
             return
-        now = time.monotonic()
         for stream in self.streams:
             ended = self._ended_at.get(stream.stream_id)
             if ended is not None and ended >= cut - UNHEARD_BEFORE_CUT_S:
                 stream.last_heartbeat()
-                self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
+                self._repeat_last_heartbeat(stream)
+
+    def _repeat_last_heartbeat(self, stream: DetectorStream) -> None:
+        """Send a stream's last heartbeat, just sent, `FINAL_REPEATS` - 1 more times, `FINAL_GAP_S` apart
+        (`_repeat_finals`)."""
+        now = time.monotonic()
+        self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
         self._finals.sort(key=lambda item: item[0])
 
     def _repeat_finals(self, now: float) -> None:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from streaming.checker.config import CheckerConfig
     from streaming.curve_keys import CurveClient
     from streaming.detector.config import StreamSource  # loads torch: only the commands that run a detector do
-    from streaming.detector.streams import DetectorStats
+    from streaming.detector.streams import DetectorStats, DetectorStream
     from streaming.service_log import ServiceLog
 
 SUBCOMMANDS = ("run", "detector", "checker", "view", "dashboard", "eval", "keys")
@@ -796,14 +796,21 @@ def _detector(args: argparse.Namespace) -> int:
         # Ready: the model is loaded and the checker subscribed (loading takes seconds, and was said by nothing).
         log(f"detector: {count_of(len(ids), 'stream')} ({first_few(list(ids), 5)}) publishing to {args.connect}",
             streams=list(ids), connect=args.connect)
+        told: set[str] = set()
+
+        def ended(stream: DetectorStream) -> None:
+            # Said as each stream ends, not once the last one has: with a camera among the sources that is never.
+            told.add(stream.stream_id)
+            _stream_summary(log, stream.stream_id, stream.stats)
+
         try:
-            stats = pipeline.run(threading.Event())
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent); say what they did
+            stats = pipeline.run(threading.Event(), ended)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent), each said as it did
             # (a source that failed before was told at once, `FrameLoop`'s warning: the run's error line never comes)
-            _stream_summaries(log, ids, [stream.stats for stream in pipeline.streams])
+            _untold_summaries(log, pipeline.streams, told)
             raise
+        _untold_summaries(log, pipeline.streams, told)
         gone = pipeline.checker_gone()
-    _stream_summaries(log, ids, stats)
     errors = [run.error for run in stats if run.error]
     if errors:
         raise InputError("; ".join(errors))
@@ -812,13 +819,19 @@ def _detector(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stream_summaries(log: ServiceLog, ids: Sequence[str], stats: Sequence[DetectorStats]) -> None:
-    """The detector's line per stream: frames, rate, drops, key-steps (and whether its source failed)."""
-    for sid, run in zip(ids, stats, strict=True):
-        failed = " (its source failed)" if run.error else ""
-        steps = count_of(run.events, "key-step")
-        log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {steps}{failed}",
-            stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
+def _stream_summary(log: ServiceLog, sid: str, run: DetectorStats) -> None:
+    """The detector's end line of one stream: frames, rate, drops, key-steps (and whether its source failed)."""
+    failed = " (its source failed)" if run.error else ""
+    steps = count_of(run.events, "key-step")
+    log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {steps}{failed}",
+        stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
+
+
+def _untold_summaries(log: ServiceLog, streams: Sequence[DetectorStream], told: set[str]) -> None:
+    """The end lines of the streams not said as they ended (one whose end failed while the run stopped), in order."""
+    for stream in streams:
+        if stream.stream_id not in told:
+            _stream_summary(log, stream.stream_id, stream.stats)
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -125,17 +125,24 @@ class FrameLoop:
         self._failure: BaseException | None = None  # what stopped a worker; the loop raises it
         self._finals: list[tuple[float, DetectorStream]] = []  # last heartbeats still to repeat, with when
         self._ended_at: dict[str, float] = {}  # when (monotonic) each ended stream sent its last heartbeat
+        self._on_end: Callable[[DetectorStream], None] | None = None  # `run`'s ``ended``
 
-    def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
+    def run(self, stop: threading.Event | None = None,
+            ended: Callable[[DetectorStream], None] | None = None) -> list[DetectorStats]:
         """Process every stream until each source ends or reaches ``max_frames``, or ``stop`` is set.
 
         Args:
             stop: set it to end every stream (each still sends its last heartbeats).
+            ended: called with each stream once it has ended (its statistics settled, its last heartbeat sent), on
+                this thread, while the others go on: a stream's end line is said when it ends, not when the last
+                source does (for live cameras, never). Streams that end in the same pass come in the order of
+                ``streams``. Not called for a stream whose end failed (an error, or a second one while stopping).
 
         Returns:
             Each stream's statistics, in the order of ``streams``.
         """
         stop = stop or threading.Event()
+        self._on_end = ended
         torch.set_num_threads(max(1, self.threads // self.workers))
         self.warm()
         readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=False)
@@ -183,9 +190,9 @@ class FrameLoop:
                     # Ctrl-C or SIGTERM (a detector run on its own sets no stop event) ends a session as the end of
                     # its file does, its open segment published: without it, the step under way was never confirmed,
                     # its early alert retracted and a real mistake gone from the verdict. An error ends the stream
-                    # without it.
+                    # without it, and without its end line: the run's error line says why it ended.
                     with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it
-                        self._end(stream, flush=interrupted)
+                        self._end(stream, flush=interrupted, tell=interrupted)
             while self._finals:
                 time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
                 self._repeat_finals(time.monotonic())
@@ -334,8 +341,9 @@ class FrameLoop:
             out[group] = self.batches(np.stack([images[j] for j in group]))
         return out
 
-    def _end(self, stream: DetectorStream, flush: bool = True) -> None:
-        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats."""
+    def _end(self, stream: DetectorStream, flush: bool = True, tell: bool = True) -> None:
+        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats;
+        with ``tell``, then `run`'s ``ended``."""
         if flush:
             stream.flush()
         stream.settle()
@@ -346,6 +354,8 @@ class FrameLoop:
             self.warn(f"{stream.stream_id}: {stream.stats.error}; this stream has ended, {go_on}")
         self._ended_at[stream.stream_id] = time.monotonic()
         self._repeat_last_heartbeat(stream)
+        if tell and self._on_end is not None:
+            self._on_end(stream)
 
     def _tell_ends_again(self) -> None:
         """A checker back after its connection was cut (restarted, say) heard no stream end meanwhile: those streams'

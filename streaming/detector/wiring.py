@@ -105,9 +105,11 @@ class Pipeline:
         """Batch shapes the backbone met for the first time after start-up (0 when the warm-up covered them)."""
         return self.loop.batches.late_shapes
 
-    def run(self, stop: threading.Event | None = None) -> list[DetectorStats]:
-        """Run every stream to its end, or until ``stop`` is set; each stream's statistics in order."""
-        return self.loop.run(stop)
+    def run(self, stop: threading.Event | None = None,
+            ended: Callable[[DetectorStream], None] | None = None) -> list[DetectorStats]:
+        """Run every stream to its end, or until ``stop`` is set; each stream's statistics in order. ``ended`` is
+        called with each stream as it ends (`FrameLoop.run`)."""
+        return self.loop.run(stop, ended)
 
     def checker_gone(self) -> InputError | RunError | None:
         """Why what the streams sent last went unchecked, as the error the run ends with (None: the checker is

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -558,9 +559,43 @@ def test_several_sources_go_through_one_detector_process(tmp_path: Path, capsys:
     # Said once the model is loaded and the checker listens: the seconds of loading were silent.
     assert ready["message"] == f"detector: 2 streams (door, bench) publishing to {service.events_endpoint}"
     assert ready["fields"] == {"streams": ["door", "bench"], "connect": service.events_endpoint}
-    assert [(line["service"], line["fields"]["stream"], line["fields"]["frames"]) for line in ends] \
-        == [("detector", "door", 10), ("detector", "bench", 5)]
-    assert ends[0]["message"].startswith("door: 10 frames at ") and ends[0]["time"].endswith("Z")
+    # Each said as its stream ends: which of two --fast files ends first is the race of their readers.
+    assert sorted((line["service"], line["fields"]["stream"], line["fields"]["frames"]) for line in ends) \
+        == [("detector", "bench", 5), ("detector", "door", 10)]
+    door = next(line for line in ends if line["fields"]["stream"] == "door")
+    assert door["message"].startswith("door: 10 frames at ") and door["time"].endswith("Z")
+
+
+def test_a_stream_s_end_line_is_said_when_it_ends_while_the_others_go_on(tmp_path: Path) -> None:
+    # The detector said every stream's end line only once the last source had ended: with a camera among the
+    # sources, a file that ended long before was never said at all.
+    short = write_noise_video(tmp_path / "short.mp4", frames=30)  # 1 s in real time
+    long = write_noise_video(tmp_path / "long.mp4", frames=1800)  # 60 s: stopped before
+    with running_checker(tmp_path) as (_ctx, service, _thread):
+        args = ["detector", "--video", str(short), "--video", str(long), "--stream-id", "short", "--stream-id",
+                "long", "--graph", str(GRAPH), "--detector", str(DETECTOR), "--connect", service.events_endpoint]
+        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+        lines: list[str] = []
+        assert proc.stderr is not None
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+        reader.start()
+        try:
+            assert wait_for(lambda: any(line.startswith("short: ") for line in lines) or proc.poll() is not None,
+                            60.0), lines
+            assert proc.poll() is None, lines
+            assert not any(line.startswith("long: ") for line in lines)
+            assert not service.core.streams["long"].ended
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(15)
+            reader.join(5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    ends = [line for line in lines if line.startswith(("short: ", "long: "))]
+    assert [line.split(":")[0] for line in ends] == ["short", "long"], lines  # each once, as it ended
+    assert ends[0].startswith("short: 5 frames at ") and "failed" not in ends[0]
+    assert lines[-1] == "interrupted by SIGTERM: stopped\n" and proc.returncode == 143
 
 
 def test_two_sources_with_one_stream_id_or_one_source_twice(tmp_path: Path,

@@ -919,6 +919,7 @@ class Publisher:
         self._window_start = float("-inf")
         self._window_count = 0
         self._behind_since: float | None = None  # since when every read ended by its time, not an empty queue
+        self._told_cut: float | None = None  # the cut `rejoined` last said the peer came back from
 
     def replace_socket(self, sock: zmq.Socket) -> None:
         """Send on a new socket from now on (the old one closed by the caller): what the old one's peers cost is
@@ -963,7 +964,9 @@ class Publisher:
     def rejoined(self) -> float | None:
         """When (monotonic) the watched connection was last cut, if the peer subscribed again since the last call: a
         checker that came back (restarted, or its sockets re-opened), which heard nothing sent in between, since
-        the connection made again has no subscription until then. None otherwise (nothing to send again).
+        the connection made again has no subscription until then. None otherwise (nothing to send again), and for
+        a cut said already: a checker subscribes to each of its topics, and those that reached this socket after
+        the call that said it are the same return, not another.
 
         Raises:
             HandshakeRefused: the peer refused this client meanwhile.
@@ -976,7 +979,11 @@ class Publisher:
         if self.new_subscribers() == 0:
             return None
         self.watch.check(running=True)  # the cut came before the subscriptions: read its event now
-        return self.watch.cut_at
+        cut = self.watch.cut_at
+        if cut is None or cut == self._told_cut:
+            return None
+        self._told_cut = cut
+        return cut
 
     def take_foreign(self) -> int:
         """How many messages that are no subscription (nor unsubscription) peers sent up since the last call."""

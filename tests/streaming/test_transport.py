@@ -412,3 +412,35 @@ def test_a_detector_reads_its_checkers_cut_while_it_sends_nothing(tmp_path: Path
         watch.close()
         sock.close()
         ctx.destroy(linger=0)
+
+
+def test_a_checker_s_subscriptions_read_over_two_calls_tell_its_return_once(tmp_path: Path) -> None:
+    # A checker subscribes to each of its three topics; when they reached the detector over two of its frame loop's
+    # readings, both said the checker was back, and the ended streams' last heartbeats went out twice.
+    from streaming.messages import INPUT_TOPICS
+    from streaming.transport import connect_waiting
+    from tests.streaming.helpers import beat, running_checker
+
+    ctx = zmq.Context()
+    with running_checker(tmp_path):
+        sock, watch = connect_waiting(ctx, zmq.PUB, f"ipc://{tmp_path}/in", "--connect", 10.0)
+        publisher = Publisher(sock, watch=watch)
+    try:
+        assert wait_for(lambda: publisher.rejoined() is None and watch.cut_at is not None, 15)
+        # Back, as a checker's input (a SUB socket, bound, that libzmq serves only while it is polled) that has
+        # subscribed to all but one topic when the detector first reads its subscriptions.
+        heartbeats = next(topic for topic in INPUT_TOPICS if topic.startswith(b"heartbeat"))
+        back, _ = bind(ctx, zmq.SUB, f"ipc://{tmp_path}/in")
+        subscribe(back, tuple(topic for topic in INPUT_TOPICS if topic != heartbeats))
+        cuts: list[float | None] = []
+        assert wait_for(lambda: cuts.append(publisher.rejoined()) or cuts[-1] is not None, 15, lambda: back.poll(0))
+        assert cuts[-1] == watch.cut_at
+        subscribe(back, (heartbeats,))
+        # A heartbeat that gets through shows that the last subscription reached the detector's socket.
+        assert wait_for(lambda: back.poll(0) != 0, 10, lambda: publisher.send(beat("cam0")))
+        assert publisher.rejoined() is None
+        back.close()
+    finally:
+        watch.close()
+        sock.close()
+        ctx.destroy(linger=0)

@@ -371,8 +371,10 @@ class FrameLoop:
 
     def _repeat_last_heartbeat(self, stream: DetectorStream) -> None:
         """Send a stream's last heartbeat, just sent, `FINAL_REPEATS` - 1 more times, `FINAL_GAP_S` apart
-        (`_repeat_finals`)."""
+        (`_repeat_finals`), in place of the repeats it still had due: a stream that ended just before its checker
+        came back sent its repeats twice over, those of its end and those of the checker's return."""
         now = time.monotonic()
+        self._finals = [(when, other) for when, other in self._finals if other is not stream]
         self._finals += [(now + k * FINAL_GAP_S, stream) for k in range(1, FINAL_REPEATS)]
         self._finals.sort(key=lambda item: item[0])
 

@@ -104,6 +104,31 @@ def test_stopping_takes_a_fixed_moment_whatever_the_heartbeat_period(tmp_path: P
         assert stats.frames > 0 and time.monotonic() - start < 2.0
 
 
+def test_a_stream_that_ends_just_before_its_checker_comes_back_repeats_its_end_once_more(tmp_path: Path) -> None:
+    # Its end's repeats were still due when the checker came back: it sent them, then the return's as well.
+    from streaming.detector import FINAL_REPEATS, DetectorStream, FrameLoop
+    from streaming.messages import Heartbeat
+
+    parts = LoadedParts(None, *load_detector_for_stream(DETECTOR, None))
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=parts.checkpoint.fps))
+    sent = KeptMessages()
+    stream = DetectorStream(reader, parts.checkpoint, EventPublisher(sent, "cam0"), DetectorConfig())
+    cuts: list[float] = []
+
+    def rejoined() -> float | None:  # the checker is back, as the loop first asks once the stream has ended
+        if not stream.ended or cuts:
+            return None
+        cuts.append(time.monotonic() - 1.0)  # cut a second ago
+        return cuts[0]
+
+    with reader:
+        FrameLoop([stream], parts.extractor, parts.model, parts.checkpoint, rejoined=rejoined).run()
+    assert cuts
+    ends = [m for m in sent.messages if isinstance(m, Heartbeat) and m.ended]
+    assert len(ends) == 1 + FINAL_REPEATS  # its end, then the return's
+    assert len({m.seq for m in ends}) == len(ends)
+
+
 def test_a_stream_past_the_history_limit_goes_on_in_a_new_session(tmp_path: Path) -> None:
     # The 4097th key-step of a session raised InputError: a camera left running ended with "error: ..." though
     # nobody had made a mistake.

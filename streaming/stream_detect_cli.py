@@ -90,8 +90,8 @@ docs/wire-format.md; keys: docs/deployment.md."""
 # cannot mean, since an operator reads 0 as "the checker took my stream" (docs/wire-format.md, limits per peer).
 DETECTOR_HELP = """Reads one or several sources through one detector model and publishes each stream's
 key-steps and heartbeats to the checker at --connect; it waits up to 10 s for that
-checker to answer and subscribe, and writes one line per stream when it ends.
-Past its handshake (a refused key ends it, exit status 2) the checker never
+checker to answer and subscribe, and writes one line per stream as that stream
+ends. Past its handshake (a refused key ends it, exit status 2) the checker never
 answers a detector: what it refuses (a stream whose id another live detector
 holds, a new stream when every slot is taken, a key-step not in its graph) is
 counted and logged by the checker alone, in its 'checker: refused' lines, its

@@ -265,6 +265,25 @@ class EvidenceModel:
                    (_logit(f),) * k, _logit(1 - f) - _logit(f), (m,) * k, (f,) * k, source="default")
 
 
+def step_rows(model: EvidenceModel) -> dict[int, int]:
+    """Step id -> its row in the calibration's per-step tuples, for `detection_real`."""
+    return {s: i for i, s in enumerate(model.step_ids)}
+
+
+def detection_real(model: EvidenceModel, rows: Mapping[int, int], step: int, y: float, duration_s: float) -> float:
+    """Formula (E4) for a detection of ``step`` with evidence ``y`` (E2) lasting ``duration_s`` seconds, or 1.0 for a
+    step the calibration has no curve for.
+
+    The one rule the live reporter, the recorded replay and the sequence replay share: a step left out of the
+    calibration (none of its detections measured) is taken as certain, as a detector without evidence reports it.
+
+    Args:
+        rows: `step_rows` of ``model``.
+    """
+    k = rows.get(step)
+    return 1.0 if k is None else model.real_probability(k, y, duration_s)
+
+
 def step_columns(model: EvidenceModel, class_step_ids: Sequence[int | None]) -> list[int]:
     """The detector class of each step of a calibration, in `EvidenceModel.step_ids` order.
 
@@ -366,7 +385,7 @@ class EvidenceReporter:
     def __init__(self, model: EvidenceModel, class_step_ids: Sequence[int | None], fps: float) -> None:
         self.model = model
         self.classes = step_columns(model, class_step_ids)
-        self._row = {s: i for i, s in enumerate(model.step_ids)}
+        self._rows = step_rows(model)
         self.window = window_frames(model.window_s, fps)
         self.fps = fps
         self.tracker = EvidenceTracker(len(class_step_ids), self.window)
@@ -389,11 +408,9 @@ class EvidenceReporter:
 
     def real(self, step: int, confidence: float, frames: int) -> float:
         """Formula (E4) for a detection of ``step`` of mean probability ``confidence`` lasting ``frames`` frames."""
-        row = self._row.get(step)
-        if row is None:
-            return 1.0
-        evidence = detection_evidence(confidence, frames / self.fps, self.model.detection_window)
-        return self.model.real_probability(row, evidence, frames / self.fps)
+        duration_s = frames / self.fps
+        evidence = detection_evidence(confidence, duration_s, self.model.detection_window)
+        return detection_real(self.model, self._rows, step, evidence, duration_s)
 
 
 def recording_evidence(
@@ -430,12 +447,11 @@ def recording_evidence(
         done = outputs[:, len(class_step_ids) + np.asarray(columns)]  # (T, K)
         states = np.where((frames > 0)[:, None], done[np.maximum(frames - 1, 0)], 0.0)
     q = model.done_probabilities(before, states)  # (E, K)
-    row = {s: i for i, s in enumerate(model.step_ids)}
+    rows = step_rows(model)
     out = []
     for (step, confidence, length), done in zip(detections, q.tolist(), strict=True):
-        k = row.get(step)
-        real = 1.0 if k is None else model.real_probability(
-            k, detection_evidence(confidence, length / fps, model.detection_window), length / fps)
+        real = detection_real(model, rows, step, detection_evidence(confidence, length / fps, model.detection_window),
+                              length / fps)
         out.append(StepEvidence(dict(zip(model.step_ids, done, strict=True)), real))
     return out
 

@@ -13,7 +13,9 @@ from recognition.evidence import (
     EvidenceReporter,
     EvidenceTracker,
     detection_evidence,
+    detection_real,
     recording_evidence,
+    step_rows,
     window_evidence,
 )
 from recognition.evidence_calibration import (
@@ -288,3 +290,16 @@ def test_a_small_split_gets_a_flatter_curve_when_its_videos_disagree() -> None:
     # than a test recording scored with one fitted on two or three, and the end report chosen on it followed.
     one_video = np.zeros(12, dtype=np.int64)
     assert choose_slope_penalty(x, group, y, 1, one_video) == max(SLOPE_PENALTIES)
+
+
+def test_a_step_the_calibration_left_out_is_taken_as_real_live_and_in_a_replay() -> None:
+    model = EvidenceModel.default([1], window_s=1.0)  # the detector's step 2 has no curve
+    reporter = EvidenceReporter(model, [None, 1, 2], fps=5.0)
+    probs = np.eye(3)[[1] * 5 + [2] * 5]
+    for row in probs:
+        reporter.update(row)
+    replayed = recording_evidence(probs, [0, 5], [(1, 0.5, 2), (2, 0.5, 2)], model, [None, 1, 2], 5.0)
+    rows = step_rows(model)
+    assert [e.real for e in replayed] == [reporter.real(1, 0.5, 2), reporter.real(2, 0.5, 2)]
+    assert replayed[0].real == detection_real(model, rows, 1, 0.5 * 0.4, 0.4) < 1.0
+    assert replayed[1].real == detection_real(model, rows, 2, 0.5 * 0.4, 0.4) == 1.0

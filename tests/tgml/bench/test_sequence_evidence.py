@@ -63,6 +63,7 @@ def test_each_recognised_step_carries_the_evidence_before_it() -> None:
     evidence = sequence_evidence([0, 2, 1], model)
     assert evidence[0].done[0] < 0.5 and evidence[1].done[0] > 0.5 and evidence[2].done[2] > 0.5
     assert evidence[2].done[1] < 0.5
+    assert evidence[0].real < 1.0 and sequence_evidence([99], model)[0].real == 1.0  # 99: no curve, taken as real
 
 
 def test_without_evidence_the_probabilistic_flags_are_the_binary_ones_merged() -> None:

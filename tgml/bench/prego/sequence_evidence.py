@@ -25,7 +25,7 @@ from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
-from recognition.evidence import EvidenceModel
+from recognition.evidence import EvidenceModel, detection_real, step_rows
 from recognition.evidence_calibration import fit_shrunk_logistic
 from tgml.bench.perturb import aligned_perturbation
 
@@ -122,10 +122,9 @@ def calibrate_sequence_evidence(
 def sequence_evidence(sequence: Sequence[int], model: EvidenceModel) -> list[StepEvidence]:
     """The evidence sent with each recognised step of a sequence: (E3) of (S1) and the detection's (E4)."""
     q = model.done_probabilities(seen_before(sequence, model.step_ids))  # (m, K)
-    row = {s: i for i, s in enumerate(model.step_ids)}
+    rows = step_rows(model)
     return [
-        StepEvidence(dict(zip(model.step_ids, done, strict=True)),
-                     model.real_probability(row[int(s)], 1.0) if int(s) in row else 1.0)
+        StepEvidence(dict(zip(model.step_ids, done, strict=True)), detection_real(model, rows, int(s), 1.0, 0.0))
         for s, done in zip(sequence, q.tolist(), strict=True)
     ]
 

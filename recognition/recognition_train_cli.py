@@ -14,8 +14,8 @@ best validation mAP are kept. Training shows a progress bar; at the end the lear
 loss, validation loss, validation mAP, the kept epoch marked) and the per-frame mAP on the test split (background
 excluded) with the AP of every class are printed, and stored in the checkpoint's ``info``.
 Bad input (missing targets, NaN features, a bad config key, an ``--out`` that cannot be written, a validation split
-that would be empty, checked before training) and a diverging run end with one ``error:`` line and exit status 2;
-an existing checkpoint at ``--out`` is only replaced by a run that succeeds.
+that would be empty or show no key-step, checked before training) and a diverging run end with one ``error:`` line
+and exit status 2; an existing checkpoint at ``--out`` is only replaced by a run that succeeds.
 """
 
 from __future__ import annotations

@@ -628,6 +628,31 @@ def done_per_video(hard: np.ndarray, lengths: Sequence[int], background: tuple[i
     return np.concatenate([done_targets(hard[a:b], background) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
+def validation_names(data: FeatureDataset, config: DetectorTrainConfig) -> tuple[str, ...]:
+    """The validation videos `train_detector` carves from ``data``'s training split (`choose_validation_videos`)."""
+    return choose_validation_videos([v.name for v in data.train], config.val_fraction, config.val_videos, config.seed,
+                                    [v.name for v in data.test])
+
+
+def check_calibration_videos(data: FeatureDataset, config: DetectorTrainConfig) -> None:
+    """Refuse, before training, a validation split in which no video has a frame of a key-step: the evidence
+    calibration after training (`calibrate_for_streams`) has nothing to measure there, and the run would end in an
+    error with its epochs lost.
+
+    Raises:
+        InputError: naming the option that chose the split and its videos.
+    """
+    names = validation_names(data, config)
+    steps = [c for c, s in enumerate(data.class_step_ids) if s is not None]
+    if not names or any(v.targets[:, steps].any() for v in data.train if v.name in names):
+        return
+    what = (f"--val-videos {','.join(config.val_videos)}" if config.val_videos
+            else f"the validation split (--val-fraction {config.val_fraction:g}, seed {config.seed})")
+    raise InputError(f"{what}: no validation video has a frame of a key-step class ({first_few(list(names), 5)}), so "
+                     "the evidence calibration after training would have nothing to measure; name others with "
+                     "--val-videos, or draw others with --seed")
+
+
 def train_detector(
     data: FeatureDataset,
     config: DetectorTrainConfig,
@@ -662,8 +687,7 @@ def train_detector(
             f"{data.root / config.features.split}: no test video has a frame of a key-step class "
             "(class_step_ids not null), so the test mAP is undefined"
         )
-    val_names = choose_validation_videos([v.name for v in data.train], config.val_fraction, config.val_videos,
-                                         config.seed, [v.name for v in data.test])
+    val_names = validation_names(data, config)
     fit = tuple(v for v in data.train if v.name not in val_names)
     val = tuple(v for v in data.train if v.name in val_names)
     keep_by = config.keep_epoch if val else "last"
@@ -1065,6 +1089,7 @@ def run_training(
         print(printable(f"recognition-train: stopping {doing} (Ctrl-C again to abandon it)"), file=sys.stderr,
               flush=True)
 
+    check_calibration_videos(data, config)
     outcome = train_detector(data, config, progress=progress, on_stop=said_stopping)
     stopped = KeptStop(said_stopping, outcome.interrupted, outcome.interrupted_during)  # a stop from here on too
     info = checkpoint_info(config, data, outcome)

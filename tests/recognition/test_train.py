@@ -17,6 +17,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress, TaskID
 
+import recognition.train as train_module
 from graphs.common import interrupts
 from graphs.common.errors import InputError
 from graphs.common.interrupts import Interrupted, handling_signals
@@ -429,6 +430,25 @@ def test_a_test_split_without_key_step_frames_is_refused_before_training(
         np.save(feature_folder / "target_perframe" / f"{video}.npy", np.eye(5, dtype=np.float32)[np.zeros(240, int)])
     err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "d.pt"), capsys)
     assert "split.json: no test video has a frame of a key-step class" in err
+    assert not (tmp_path / "d.pt").exists()
+
+
+def test_a_validation_split_without_key_step_frames_is_refused_before_training(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The run used to train every epoch, then fail calibrating the evidence on the validation videos: the hours of
+    # training lost, no checkpoint written.
+    np.save(feature_folder / "target_perframe" / "video_00.npy", np.eye(5, dtype=np.float32)[np.zeros(240, int)])
+
+    def no_training(*_args: object, **_kwargs: object) -> int:
+        raise AssertionError("trained before refusing the validation split")
+
+    monkeypatch.setattr(train_module, "run_epochs", no_training)
+    err = cli_error(main, [*_argv(feature_folder, small_config, tmp_path / "d.pt"), "--val-videos", "video_00"], capsys)
+    assert err == ("error: --val-videos video_00: no validation video has a frame of a key-step class (video_00), so "
+                   "the evidence calibration after training would have nothing to measure; name others with "
+                   "--val-videos, or draw others with --seed")
     assert not (tmp_path / "d.pt").exists()
 
 

@@ -156,8 +156,9 @@ def _load_array(path: Path, video: str, what: str, allow_bool: bool = False) -> 
         array = read_npy(path, what, ndim=2, kinds=REAL_KINDS + ("b" if allow_bool else ""))
     except InputError as err:
         raise InputError(f"video {video!r}: {err}") from None
-    if array.shape[0] == 0:
-        raise InputError(f"video {video!r}: {what} in {path} has shape {array.shape}, expected (frames, width)")
+    if 0 in array.shape:  # no width either: the model's config refused "input_dim = 0", naming no file
+        raise InputError(f"video {video!r}: {what} in {path} has shape {array.shape}, expected (frames, width) with "
+                         "both > 0")
     return array
 
 

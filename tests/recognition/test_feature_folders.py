@@ -78,6 +78,18 @@ def test_nan_features_name_the_video_and_frame(feature_folder: Path) -> None:
     assert str(info.value) == f"video 'video_14': {path}: features contain NaN or infinity (first at frame 17)"
 
 
+def test_feature_files_of_no_width_are_named(feature_folder: Path) -> None:
+    # Every file (rows, 0): the error came from the model's config, "MiniROADConfig.input_dim = 0", naming no file.
+    split = json.loads((feature_folder / "split.json").read_text())
+    for name in split["train"] + split["test"]:
+        np.save(feature_folder / "rgb_synth" / f"{name}.npy", np.zeros((240, 0), dtype=np.float32))
+    path = feature_folder / "rgb_synth" / f"{split['train'][0]}.npy"
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == (f"video {split['train'][0]!r}: RGB features in {path} has shape (240, 0), expected "
+                               "(frames, width) with both > 0")
+
+
 def test_a_file_of_another_width_is_named_even_when_read_first(feature_folder: Path) -> None:
     split = json.loads((feature_folder / "split.json").read_text())
     path = feature_folder / "rgb_synth" / f"{split['train'][0]}.npy"

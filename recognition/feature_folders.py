@@ -408,6 +408,9 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
         if video.targets.shape[1] != n_cls:
             raise InputError(f"video {video.name!r}: {root / TARGETS_DIR / video.name}.npy: "
                              f"{video.targets.shape[1]} target classes, others have {n_cls}")
+    if n_cls < 2:  # else refused by the model's config, "MiniROADConfig.num_classes = 1", naming no file
+        raise InputError(f"{root / TARGETS_DIR}: the targets have {n_cls} column; a detector tells at least 2 classes "
+                         "apart (background and a key-step, or two key-steps)")
     if split.augment_copies:
         train = tuple(with_copies(root, video, config, split.augment_copies) for video in train)
     # Everything the checkpoint will hold is checked here, before training, not when it is saved.

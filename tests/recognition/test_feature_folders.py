@@ -90,6 +90,18 @@ def test_feature_files_of_no_width_are_named(feature_folder: Path) -> None:
                                "(frames, width) with both > 0")
 
 
+def test_targets_of_a_single_class_are_named(feature_folder: Path) -> None:
+    # The error came from the model's config, "MiniROADConfig.num_classes = 1", naming neither file nor folder.
+    split = json.loads((feature_folder / "split.json").read_text())
+    for name in split["train"] + split["test"]:
+        np.save(feature_folder / "target_perframe" / f"{name}.npy", np.ones((240, 1), dtype=np.float32))
+    (feature_folder / "split.json").write_text(json.dumps({**split, "class_names": ["a"], "class_step_ids": [1]}))
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == (f"{feature_folder / 'target_perframe'}: the targets have 1 column; a detector tells "
+                               "at least 2 classes apart (background and a key-step, or two key-steps)")
+
+
 def test_a_file_of_another_width_is_named_even_when_read_first(feature_folder: Path) -> None:
     split = json.loads((feature_folder / "split.json").read_text())
     path = feature_folder / "rgb_synth" / f"{split['train'][0]}.npy"

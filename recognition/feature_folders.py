@@ -54,7 +54,7 @@ from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written
-from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id
+from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from recognition.segment_metrics import TimedSegment
 
 TARGETS_DIR = "target_perframe"
@@ -309,6 +309,10 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
     if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) and len(n) <= MAX_NAME
                                                                        for n in names)):
         raise InputError(f"{src}: field 'class_names' must be a list of names (at most {MAX_NAME} characters)")
+    for i, name in enumerate(names or ()):  # the checkpoint refuses such a name: after training, naming no file
+        fault = name_fault(name)
+        if fault is not None:
+            raise InputError(f"{src}: field 'class_names'[{i}] {fault}")
     step_ids = split.get("class_step_ids")
     if step_ids is not None and (not isinstance(step_ids, list)
                                  or not all(s is None or is_step_id(s) for s in step_ids)):

@@ -235,6 +235,9 @@ def test_complex_features_are_refused_not_truncated(feature_folder: Path) -> Non
         ({"fps": 1e9}, r"field 'fps' = 1000000000.0 must be a number > 0 and at most 1000"),
         ({"class_names": "abcde"}, "field 'class_names' must be a list of names"),
         ({"class_names": ["bg", 1, 2, 3, 4]}, "field 'class_names' must be a list of names"),
+        # were refused by save_detector, after the whole training run
+        ({"class_names": ["bg", "a", "", "c", "d"]}, r"field 'class_names'\[2\] is empty"),
+        ({"class_names": ["bg", "a", "b", "\u200b ", "d"]}, r"field 'class_names'\[3\] holds no visible character"),
     ],
 )
 def test_split_fields_the_checkpoint_needs_are_checked_before_training(

@@ -95,8 +95,10 @@ class FeatureConfig:
         if not isinstance(self.extractor, str) or not self.extractor:
             raise InputError(f"FeatureConfig.extractor = {as_written(self.extractor)}: must be a name")
         fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool) and math.isfinite(self.fps)
-        if self.fps is not None and (not fps_ok or not self.fps > 0):
-            raise InputError(f"FeatureConfig.fps = {as_written(self.fps)}: must be a finite number > 0")
+        # Bounded as a checkpoint's fps is: 5000 trained a detector that could not then be saved.
+        if self.fps is not None and (not fps_ok or not 0 < self.fps <= MAX_FPS):
+            raise InputError(f"FeatureConfig.fps = {as_written(self.fps)}: must be a finite number > 0 and at most "
+                             f"{MAX_FPS:g}")
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,9 @@ def test_split_fields_the_checkpoint_needs_are_checked_before_training(
 def test_infinite_fps_in_the_config_is_refused() -> None:
     with pytest.raises(InputError, match="FeatureConfig.fps = inf: must be a finite number > 0"):
         FeatureConfig(fps=float("inf"))
+    # 5000 trained a detector that save_detector then refused (a checkpoint's fps is at most 1000)
+    with pytest.raises(InputError, match="FeatureConfig.fps = 5000: must be a finite number > 0 and at most 1000"):
+        FeatureConfig(fps=5000)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

@@ -215,7 +215,12 @@ class EvidenceModel:
         z = self.real_intercepts[step_index] + self.real_slope * y
         if self.real_duration_slope:
             z += self.real_duration_slope * duration_evidence(duration_s, self.window_s)
-        return 1.0 / (1.0 + math.exp(-z))
+        if z >= 0:
+            return 1.0 / (1.0 + math.exp(-z))
+        # exp of the positive side only: a checkpoint's coefficients are only checked finite, and math.exp(800)
+        # raises where numpy's gives inf.
+        e = math.exp(z)
+        return e / (1.0 + e)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (``format`` EVIDENCE_FORMAT), as stored in a checkpoint."""

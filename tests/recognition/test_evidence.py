@@ -303,3 +303,12 @@ def test_a_step_the_calibration_left_out_is_taken_as_real_live_and_in_a_replay()
     assert [e.real for e in replayed] == [reporter.real(1, 0.5, 2), reporter.real(2, 0.5, 2)]
     assert replayed[0].real == detection_real(model, rows, 1, 0.5 * 0.4, 0.4) < 1.0
     assert replayed[1].real == detection_real(model, rows, 2, 0.5 * 0.4, 0.4) == 1.0
+
+
+def test_a_detection_far_below_its_curve_is_unreal_not_an_overflow() -> None:
+    # A checkpoint's coefficients are only checked finite: an intercept of -800 raised OverflowError from math.exp
+    # at a live stream's first detection.
+    model = EvidenceModel.default([1], window_s=1.0)
+    steep = EvidenceModel.from_dict({**model.to_dict(), "real_intercepts": [-800.0]})
+    assert steep.real_probability(0, 0.5) == 0.0
+    assert EvidenceModel.from_dict({**model.to_dict(), "real_intercepts": [800.0]}).real_probability(0, 0.5) == 1.0

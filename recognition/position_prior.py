@@ -75,9 +75,12 @@ class PositionPrior:
         try:
             table = np.asarray(data["table"], dtype=np.float64)
             marginal = np.asarray(data["marginal"], dtype=np.float64)
-            bin_frames = int(data["bin_frames"])
+            bin_frames = data["bin_frames"]
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{where}: {e}") from e
+        # int() turned 2.5 into 2 and True into 1 unsaid, and raised OverflowError on infinity
+        if not isinstance(bin_frames, int) or isinstance(bin_frames, bool):
+            raise InputError(f"{where}: bin_frames must be an integer")
         if (table.ndim != 2 or marginal.shape != table.shape[1:] or bin_frames < 1 or len(table) == 0
                 or not np.isfinite(table).all() or not np.isfinite(marginal).all()
                 or (table <= 0).any() or (marginal <= 0).any()):

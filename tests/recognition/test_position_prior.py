@@ -54,5 +54,8 @@ def test_the_prior_round_trips_through_json_and_refuses_a_damaged_one() -> None:
     damaged = prior.to_dict() | {"table": [[0.5, -0.5, 1.0]]}
     with pytest.raises(InputError, match="position prior"):
         PositionPrior.from_dict(damaged)
+    for bins in (float("inf"), 2.5, True):  # OverflowError; read as 2; read as 1
+        with pytest.raises(InputError, match="position prior"):
+            PositionPrior.from_dict(prior.to_dict() | {"bin_frames": bins})
     with pytest.raises(InputError, match="no labelled frame"):
         fit_position_prior([np.array([], dtype=int)], classes=3, fps=1.0)

@@ -429,6 +429,21 @@ def client_curve(server_file: str | None, secret_file: str | None) -> CurveClien
 
 
 # -- the checker's side: who may connect ----------------------------------------------------------------------------
+_Entry = tuple[str, int, int, int]  # a key file as a look saw it: name, size, change time (ns), inode
+
+
+def _for_want_of_handles(err: BaseException) -> bool:
+    """Whether a key file's load failed because the process had no file handle left (`OUT_OF_HANDLES`): news of the
+    process, not of the file. The loaders' one-line errors hide the `OSError` they were raised from (``from None``),
+    which stays their ``__context__``."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in OUT_OF_HANDLES:
+            return True
+        seen = seen.__context__
+    return False
+
+
 class ClientKeys:
     """The public keys allowed to connect, read from the client folder.
 
@@ -439,6 +454,11 @@ class ClientKeys:
     folder that cannot be listed at all (removed, or its permissions taken away) revokes every key, until it can be
     read again. At start-up (`read_client_folder`) such a file is refused instead, naming it: someone is there to
     fix it.
+
+    A file is known by its name, size, change time and inode, and one the folder shows unchanged keeps the key read
+    before, unread. One whose read failed for want of a file handle (a key added while connections held open at the
+    checker's ports used them all up) is read again at the next looks all the same, the folder unchanged, until a
+    read succeeds.
 
     Args:
         folder: the client folder.
@@ -468,6 +488,9 @@ class ClientKeys:
         key_of = {name: key for key, name in self.names.items()}
         # Each entry of the look -> the key its file held then.
         self._loaded = {entry: key_of[entry[0]] for entry in self._signature or () if entry[0] in key_of}
+        # The entries read again at the next look, whatever it finds (the class's docstring says which).
+        self._again = {entry for entry in self._signature or () if entry not in self._loaded}
+        self._said: dict[_Entry, str] = {}  # each entry skipped at the last look -> the line that named it
         self._next_check = self.monotonic() + KEY_RELOAD_S
 
     def callback(self, domain: str, key: bytes) -> bool:
@@ -485,7 +508,7 @@ class ClientKeys:
         """
         return key in self.allowed
 
-    def _scan(self) -> tuple[tuple[str, int, int, int], ...] | None:
+    def _scan(self) -> tuple[_Entry, ...] | None:
         """What identifies the folder's key files now (names, sizes, change times, inodes); None only when the
         folder itself cannot be listed.
 
@@ -505,7 +528,7 @@ class ClientKeys:
             if err.errno in OUT_OF_HANDLES:
                 raise
             return None
-        entries: list[tuple[str, int, int, int]] = []
+        entries: list[_Entry] = []
         for path in files:
             try:
                 info = path.stat()
@@ -518,7 +541,8 @@ class ClientKeys:
         return tuple(entries)
 
     def reload(self, force: bool = False) -> bool:
-        """Read the folder again if it changed since the last look (looks at most every `KEY_RELOAD_S`).
+        """Read the folder again if it changed since the last look (looks at most every `KEY_RELOAD_S`), and the
+        files the last look did not trust (`ClientKeys`) even if it did not.
 
         Args:
             force: look now, whatever the period.
@@ -534,46 +558,73 @@ class ClientKeys:
             signature = self._scan()
         except OSError:  # out of file handles: the folder is as it was for all this process knows; look again later
             return False
-        if signature == self._signature:
+        changed = signature != self._signature
+        if not changed and not self._again:
             return False
         self._signature = signature
         names: dict[bytes, str] = {}
-        loaded: dict[tuple[str, int, int, int], bytes] = {}
+        loaded: dict[_Entry, bytes] = {}
+        again: set[_Entry] = set()
+        said: dict[_Entry, str] = {}
         if signature is None:
             self._say(f"checker: cannot read the client key folder {self.folder}; every client key is revoked")
         elif len(signature) > MAX_CLIENT_KEYS:
             self._say(f"checker: {self.folder} holds more than {MAX_CLIENT_KEYS} key files; every key is revoked")
         else:
-            skipped = 0
+            lines: list[str] = []
             for entry in signature:
-                name = entry[0]
-                try:
-                    # A file unchanged since it was read keeps its key: read again, it could only fail for want of
-                    # a file handle, and revoke a key nobody removed.
-                    key = self._loaded[entry] if entry in self._loaded else load_client_key(self.folder / name)
-                except InputError as err:
-                    skipped += 1
-                    # A folder of broken files is named in a few lines, the rest counted: said once per change
-                    # of the folder, whatever is in it.
-                    if skipped <= MAX_SKIPPED_LINES:
-                        self._say(f"checker: skipped {err}")
-                    continue
-                names[key], loaded[entry] = name, key
-            if skipped > MAX_SKIPPED_LINES:
-                self._say(f"checker: skipped {skipped - MAX_SKIPPED_LINES} more key files of {self.folder} that "
+                key, line, short = self._key_of(entry, changed)
+                if line is not None:
+                    said[entry] = line
+                    # A changed folder is named whole again; a file only read again, when its news is new.
+                    if changed or self._said.get(entry) != line:
+                        lines.append(line)
+                if short:
+                    again.add(entry)
+                if key is not None:
+                    names[key], loaded[entry] = entry[0], key
+            # A folder of broken files is named in a few lines, the rest counted.
+            for line in lines[:MAX_SKIPPED_LINES]:
+                self._say(line)
+            if len(lines) > MAX_SKIPPED_LINES:
+                self._say(f"checker: skipped {len(lines) - MAX_SKIPPED_LINES} more key files of {self.folder} that "
                           "cannot be read as public keys")
         removed = set(self.names) - set(names)
         added = set(names) - set(self.names)
         # The key files by name, for a log collector: who was let in or cut off, which the line only counts.
         revoked_files = sorted(self.names[key] for key in removed)[:MAX_NAMED_KEYS]
         added_files = sorted(names[key] for key in added)[:MAX_NAMED_KEYS]
-        self.names, self._loaded = names, loaded
+        self.names, self._loaded, self._again, self._said = names, loaded, again, said
         self.allowed = frozenset(names) | self.extra
         if added or removed:
             self._say(f"checker: client keys reloaded from {self.folder}: {len(added)} added, {len(removed)} revoked "
                       f"({len(names)} allowed)", added=added_files, revoked=revoked_files,
                       allowed=len(names))
         return bool(removed - self.extra)
+
+    def _key_of(self, entry: _Entry, changed: bool) -> tuple[bytes | None, str | None, bool]:
+        """One file of a look: its key (None: skipped), the line naming it as skipped, and whether its read failed
+        for want of a file handle (to be tried again at the next look).
+
+        Args:
+            entry: the file as the look saw it.
+            changed: the look found the folder changed (every file skipped before is read, and named, again).
+        """
+        known = self._loaded.get(entry)
+        if entry not in self._again:
+            if known is not None:
+                # A file unchanged since it was read keeps its key: read again, it could only fail for want of a
+                # file handle, and revoke a key nobody removed.
+                return known, None, False
+            if not changed and entry in self._said:  # skipped at the last look, unchanged since: skipped still
+                return None, self._said[entry], False
+        try:
+            return load_client_key(self.folder / entry[0]), None, False
+        except InputError as err:
+            short = _for_want_of_handles(err)
+            if short and known is not None:  # its key stays until a read says otherwise
+                return known, None, True
+            return None, f"checker: skipped {err}", short
 
     def _say(self, line: str, **fields: object) -> None:
         if self.log is not None:

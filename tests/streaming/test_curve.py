@@ -637,6 +637,35 @@ def test_a_key_file_overwritten_with_its_time_kept_is_read_again(keys: Path) -> 
 
 
 @NEEDS_PROC
+def test_a_key_file_skipped_for_want_of_file_handles_is_read_again_once_they_are_back(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was named as skipped ("Too many open files") and stayed out for good: every look after it found the folder
+    # as it was, so nothing was read again until something else in the folder changed.
+    import streaming.curve_keys as curve_keys
+
+    lines = _Log()
+    now = [0.0]
+    folder = ClientKeys(keys / "clients", log=lines, monotonic=lambda: now[0])
+    zmq.auth.create_certificates(str(keys / "clients"), "cam9")
+    new_key = load_client_key(keys / "clients" / "cam9.key")
+    listed = curve_keys._key_files(keys / "clients")
+    monkeypatch.setattr(curve_keys, "_key_files", lambda _folder: listed)  # the listing made with the last handle
+    skipped = (f"checker: skipped --curve-clients {keys / 'clients' / 'cam9.key'}: cannot read the CURVE key file "
+               "(Too many open files)")
+    with no_file_handle_left():
+        now[0] += KEY_RELOAD_S
+        assert folder.reload() is False
+        now[0] += KEY_RELOAD_S
+        assert folder.reload() is False  # tried again, still no handle: named once
+    assert new_key not in folder.allowed and lines == [skipped]
+    now[0] += KEY_RELOAD_S
+    assert folder.reload() is False
+    assert new_key in folder.allowed
+    assert lines[1:] == [f"checker: client keys reloaded from {keys / 'clients'}: 1 added, 0 revoked (4 allowed)"]
+
+
+@NEEDS_PROC
 def test_a_checker_whose_port_is_held_open_past_its_file_limit_keeps_its_keys_and_serves(keys: Path) -> None:
     # The real run: a checker under a limit of 64 open files, 100 idle connections at its --bind port.
     def few_handles() -> None:

@@ -63,6 +63,13 @@ MAX_NAMED_KEYS: Final = 32
 # connections open at the checker's port runs it out of handles without a key; read as "the folder cannot be
 # listed", every client key was revoked and the re-opened sockets then failed too.
 OUT_OF_HANDLES: Final = frozenset({errno.EMFILE, errno.ENFILE})
+# A key file whose change time is not this much older than the look that read it is read again at the next look
+# (git's "racily clean" index entries): a file rewritten with a key of the same size within one tick of the file
+# system's clock keeps its size, change time and inode, and the key read before the rewrite stayed in force. The
+# tick is 1-10 ms on ext4 and xfs before Linux 6.13, 1 s on ext4 with 128-byte inodes, HFS+ and some NFS servers,
+# 2 s on FAT; a server's clock ahead of this one's needs some slack too. Keys are small: re-reading one for a
+# second or two costs nothing.
+RACY_CHANGE_S: Final = 2.0
 Z85_KEY_LENGTH: Final = 40  # a 32-byte CURVE key in Z85
 _Z85_ALPHABET: Final = frozenset(z85.Z85CHARS)
 ZAP_DOMAIN: Final = "*"  # pyzmq's authenticator serves every domain under this name
@@ -456,9 +463,10 @@ class ClientKeys:
     fix it.
 
     A file is known by its name, size, change time and inode, and one the folder shows unchanged keeps the key read
-    before, unread. One whose read failed for want of a file handle (a key added while connections held open at the
-    checker's ports used them all up) is read again at the next looks all the same, the folder unchanged, until a
-    read succeeds.
+    before, unread. Two files are read again at the next looks all the same, the folder unchanged: one whose change
+    time is within `RACY_CHANGE_S` of the look that read it (a rewrite within the same tick of the file system's
+    clock changes none of the four), until it is that old, and one whose read failed for want of a file handle (a
+    key added while connections held open at the checker's ports used them all up), until a read succeeds.
 
     Args:
         folder: the client folder.
@@ -466,6 +474,7 @@ class ClientKeys:
         log: called with one line per problem found at a reload, and one when keys were added or revoked, whose
             values (``added`` and ``revoked``: the key file names; ``allowed``: how many) come as keywords.
         monotonic: the clock of the reload period.
+        wall_ns: the clock the file system stamps change times with (``time.time_ns``).
     """
 
     def __init__(
@@ -474,11 +483,14 @@ class ClientKeys:
         extra: Iterable[bytes] = (),
         log: Callable[..., None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.folder = Path(folder)
         self.extra = frozenset(extra)
         self.log = log
         self.monotonic = monotonic
+        self.wall_ns = wall_ns
+        started = self.wall_ns()
         try:
             self._signature = self._scan()  # before the read: a file changed in between is read again at reload
         except OSError:  # no file handle left: the read says so
@@ -489,7 +501,8 @@ class ClientKeys:
         # Each entry of the look -> the key its file held then.
         self._loaded = {entry: key_of[entry[0]] for entry in self._signature or () if entry[0] in key_of}
         # The entries read again at the next look, whatever it finds (the class's docstring says which).
-        self._again = {entry for entry in self._signature or () if entry not in self._loaded}
+        self._again = {entry for entry in self._signature or ()
+                       if self._racy(entry, started) or entry not in self._loaded}
         self._said: dict[_Entry, str] = {}  # each entry skipped at the last look -> the line that named it
         self._next_check = self.monotonic() + KEY_RELOAD_S
 
@@ -507,6 +520,13 @@ class ClientKeys:
             True to let the client in.
         """
         return key in self.allowed
+
+    @staticmethod
+    def _racy(entry: _Entry, started_ns: int) -> bool:
+        """Whether a file's change time is too recent for the look that began at ``started_ns`` to trust it: a
+        rewrite after that look's read could bear the same time. A time in the future (this clock set back) counts
+        too, until the clock is past it."""
+        return entry[2] > started_ns - int(RACY_CHANGE_S * 1e9)
 
     def _scan(self) -> tuple[_Entry, ...] | None:
         """What identifies the folder's key files now (names, sizes, change times, inodes); None only when the
@@ -554,6 +574,7 @@ class ClientKeys:
         if not force and now < self._next_check:
             return False
         self._next_check = now + KEY_RELOAD_S
+        started = self.wall_ns()  # before the look and its reads: what changes after them is stamped no earlier
         try:
             signature = self._scan()
         except OSError:  # out of file handles: the folder is as it was for all this process knows; look again later
@@ -579,7 +600,7 @@ class ClientKeys:
                     # A changed folder is named whole again; a file only read again, when its news is new.
                     if changed or self._said.get(entry) != line:
                         lines.append(line)
-                if short:
+                if short or self._racy(entry, started):
                     again.add(entry)
                 if key is not None:
                     names[key], loaded[entry] = entry[0], key

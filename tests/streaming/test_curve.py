@@ -33,6 +33,7 @@ from streaming.checker.service import CheckerService
 from streaming.curve_keys import (
     KEY_RELOAD_S,
     MAX_SKIPPED_LINES,
+    RACY_CHANGE_S,
     ClientKeys,
     CurveClient,
     CurveServer,
@@ -44,7 +45,15 @@ from streaming.demo.procedure import DEMO_EXECUTIONS
 from streaming.detector import EventPublisher
 from streaming.messages import Alert, CheckerHealth
 from streaming.stream_detect_cli import main
-from streaming.transport import Publisher, Receiver, connect, connect_waiting, connect_watched, is_local, subscribe
+from streaming.transport import (
+    Publisher,
+    Receiver,
+    connect,
+    connect_waiting,
+    connect_watched,
+    is_local,
+    subscribe,
+)
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
@@ -602,7 +611,8 @@ def test_key_files_unchanged_since_read_are_not_read_again_when_the_folder_chang
     import streaming.curve_keys as curve_keys
 
     lines = _Log()
-    folder = ClientKeys(keys / "clients", log=lines)
+    # Looked at long after they were written: files changed just before a look are read again (racily clean).
+    folder = ClientKeys(keys / "clients", log=lines, wall_ns=lambda: time.time_ns() + int((RACY_CHANGE_S + 1) * 1e9))
     allowed = folder.allowed
     zmq.auth.create_certificates(str(keys / "clients"), "cam9")
     listed = curve_keys._key_files(keys / "clients")
@@ -663,6 +673,94 @@ def test_a_key_file_skipped_for_want_of_file_handles_is_read_again_once_they_are
     assert folder.reload() is False
     assert new_key in folder.allowed
     assert lines[1:] == [f"checker: client keys reloaded from {keys / 'clients'}: 1 added, 0 revoked (4 allowed)"]
+
+
+def test_key_files_are_read_again_while_their_change_is_recent_and_no_longer_once_it_has_aged(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rewrite within the file system's clock tick changes nothing a look sees: a file changed close to the look
+    # that read it is read again (git's racily clean entries), but not at every look for as long as the checker runs.
+    import streaming.curve_keys as curve_keys
+
+    read: list[str] = []
+    load = curve_keys.load_client_key
+    monkeypatch.setattr(curve_keys, "load_client_key",
+                        lambda path, *args: read.append(Path(path).name) or load(path, *args))
+    wall = [time.time_ns()]  # the key files were written just now
+    folder = ClientKeys(keys / "clients", monotonic=lambda: 0.0, wall_ns=lambda: wall[0])
+    read.clear()  # the read at start
+    assert folder.reload(force=True) is False
+    assert sorted(read) == ["cam0.key", "cam1.key", "viewer.key"]
+    wall[0] += int((RACY_CHANGE_S + 1) * 1e9)
+    assert folder.reload(force=True) is False  # read once more, by a look that began long after their change
+    assert len(read) == 6
+    for _ in range(3):
+        assert folder.reload(force=True) is False
+    assert len(read) == 6
+
+
+@contextlib.contextmanager
+def change_time_ticking(monkeypatch: pytest.MonkeyPatch, target: Path, tick_s: float) -> Iterator[None]:
+    """``target``'s change time as a file system whose clock ticks every ``tick_s`` shows it (FAT: 2 s; ext4 with
+    128-byte inodes, HFS+: 1 s), its ticks counted from its time now. Linux 6.13 and later stamp a file that was
+    looked at since its last change with the exact time, so two writes with a look between never share a change time
+    on ext4, xfs, btrfs or tmpfs there, as they did in one tick of the kernel's clock before."""
+    first = target.stat().st_ctime_ns
+    tick_ns = int(tick_s * 1e9)
+    real = Path.stat
+
+    def stat(path: Path, *, follow_symlinks: bool = True) -> os.stat_result:
+        info = real(path, follow_symlinks=follow_symlinks)
+        if path != target:
+            return info
+        fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
+        fields["st_ctime_ns"] = first + (info.st_ctime_ns - first) // tick_ns * tick_ns
+        return os.stat_result(tuple(info), fields)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "stat", stat)
+        yield
+
+
+def test_a_key_file_rewritten_twice_within_one_clock_tick_lets_in_its_second_key_only(
+    keys: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checker read the first key between the two writes; the second, the same size in the same file, left size,
+    # change time and inode as they were, and the first key stayed in force, the second refused, for good.
+    target = keys / "clients" / "cam9.key"
+    pairs = [zmq.curve_keypair(), zmq.curve_keypair()]
+    target.write_bytes(certificate(pairs[0][0]))
+    checker_key = server(keys)
+    ctx = zmq.Context()
+    stop = threading.Event()
+    with change_time_ticking(monkeypatch, target, RACY_CHANGE_S):
+        service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                            curve=checker_key), ctx)
+        thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+        try:
+            assert service.keys is not None and pairs[0][0] in service.keys.allowed
+            # Same size, same inode, and (but on a machine so slow that the tick ended since the first write) the
+            # same change time: the folder looks as it did when the checker read the first key.
+            target.write_bytes(certificate(pairs[1][0]))
+            thread.start()
+            first, second = (CurveClient(checker_key.public, public, secret) for public, secret in pairs)
+            connected: list[zmq.Socket] = []
+
+            def try_second() -> None:
+                with contextlib.suppress(InputError):  # refused until the checker reads the file again
+                    connected.append(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=1.0, curve=second))
+
+            assert wait_for(lambda: bool(connected), 10.0, try_second)
+            with pytest.raises(InputError, match="refused this client's key"):
+                connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=first)
+            connected[0].close()
+        finally:
+            stop.set()
+            if thread.ident is not None:
+                thread.join(5)  # the loop closes the service as it ends
+            else:
+                service.close()
+            ctx.destroy(linger=0)
 
 
 @NEEDS_PROC

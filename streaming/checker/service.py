@@ -135,7 +135,9 @@ class CheckerService:
             self.authenticator = start_authenticator(self.ctx, self.keys)
         try:
             pub, sub = self._bind(config.bind_alerts, config.bind_events)
-        except InputError:
+            with _closed_on_error(pub, sub):
+                handshakes = _count_handshakes(pub, sub)
+        except BaseException:  # a socket libzmq could not make (a ZMQError) too: the ZAP thread ran on
             self._stop_authenticator()
             raise
         self.alerts_endpoint = pub.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -144,7 +146,7 @@ class CheckerService:
         self.publisher = Publisher(pub, guard=True)  # viewers' subscriptions are bounded: `reopen_publish`
         # The stream budget is applied by topic before decoding too: a flood from one stream costs no JSON parsing.
         self.receiver = Receiver(sub, topic_budget=STREAM_BUDGET, by_sender=config.curve is not None)
-        self.handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+        self.handshakes = handshakes
         self.receiver.wake_on((), [counter.monitor for counter in self.handshakes])
         self._welcome_due = False
         self._last_welcome = float("-inf")
@@ -156,12 +158,10 @@ class CheckerService:
         """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
         curve = self.config.curve
         pub, _ = bind(self.ctx, zmq.XPUB, alerts, "--publish", curve=curve)
-        try:
+        with _closed_on_error(pub):  # the second may find no file handle left for its socket (a ZMQError)
             sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
-        except InputError:
-            pub.close()
-            raise
-        return pub, subscribe(sub, INPUT_TOPICS)
+            with _closed_on_error(sub):
+                return pub, subscribe(sub, INPUT_TOPICS)
 
     def watch_peers(self, malformed: int, over_budget: int) -> None:
         """After a poll: log what the receiver dropped, count refused handshakes, and greet new subscribers.
@@ -214,7 +214,8 @@ class CheckerService:
         with _no_socket_is_run_error(endpoints, "a client key was revoked"):
             pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint), endpoints,
                                     "a client key was revoked")
-            handshakes = (HandshakeCounter(pub), HandshakeCounter(sub))
+            with _closed_on_error(pub, sub):
+                handshakes = _count_handshakes(pub, sub)
         self.publisher.replace_socket(pub)
         self.receiver.replace_socket(sub)
         self._replace_handshakes(handshakes)
@@ -236,7 +237,8 @@ class CheckerService:
         with _no_socket_is_run_error(self.alerts_endpoint, "a subscription flood"):
             pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve)[0],
                                self.alerts_endpoint, "a subscription flood")
-            counter = HandshakeCounter(pub)
+            with _closed_on_error(pub):
+                counter = HandshakeCounter(pub)
         self.publisher.replace_socket(pub)
         self._replace_handshakes((counter, self.handshakes[1]))
         self._ipc_files = self._bound_files()
@@ -431,6 +433,30 @@ def _thaw_setup() -> None:
         _freezers -= 1
         if _freezers == 0 and _thaw_at_end:
             gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _closed_on_error(*socks: zmq.Socket) -> Iterator[None]:
+    """Close ``socks`` if the block raises: a re-open that failed half-way (no file handle left for its next socket
+    or monitor) left the sockets it had made open, each holding file handles, and the listeners their ports, in a
+    process that had just run out of handles."""
+    try:
+        yield
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+
+
+def _count_handshakes(pub: zmq.Socket, sub: zmq.Socket) -> tuple[HandshakeCounter, HandshakeCounter]:
+    """A `HandshakeCounter` on each of two sockets just bound; if the second cannot be made, the first is closed
+    before the error goes on (its monitor socket would be left open)."""
+    first = HandshakeCounter(pub)
+    try:
+        return first, HandshakeCounter(sub)
+    except BaseException:
+        first.close()
+        raise
 
 
 @contextlib.contextmanager

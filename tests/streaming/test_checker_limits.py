@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -468,6 +469,59 @@ def test_a_socket_the_checker_cannot_make_again_ends_the_run_in_one_line_naming_
     with pytest.raises(RunError, match=r"^could not open x again after y \(Address already in use\)$"), \
             _no_socket_is_run_error("x", "y"):
         raise zmq.ZMQError(errno.EADDRINUSE)
+
+
+class SocketsRunOut(zmq.Context):
+    """A context whose sockets run out after ``left`` more, as libzmq's do in a process out of file handles
+    (``zmq_socket`` fails with EMFILE: each socket takes one for its mailbox); it keeps every socket it made."""
+
+    # pyzmq takes an attribute it does not know of for a context option: these are declared here.
+    left: int | None = None
+    made: list[zmq.Socket] = []  # replaced by each instance
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made = []
+
+    def socket(self, socket_type: int, *args: object, **kwargs: object) -> zmq.Socket:
+        if self.left is not None:
+            if self.left == 0:
+                raise zmq.ZMQError(errno.EMFILE)
+            self.left -= 1
+        sock = super().socket(socket_type, *args, **kwargs)
+        self.made.append(sock)
+        return sock
+
+
+@pytest.mark.parametrize(("when", "made"), [("start", 1), ("start", 2), ("start", 3), ("reopen", 1), ("reopen", 2),
+                                            ("reopen", 3), ("reopen_publish", 1)])
+def test_sockets_made_before_the_one_that_cannot_be_are_closed(tmp_path: Path, when: str, made: int) -> None:
+    # Out of file handles half-way through making its sockets (the --bind socket, or a monitor), the checker ended
+    # with the sockets it had made still open: their handles, and the listeners' paths or ports, held to the end.
+    from graphs.common.errors import RunError
+
+    ctx = SocketsRunOut()
+    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")
+    service = None
+    try:
+        if when == "start":
+            ctx.left = made
+            with pytest.raises(zmq.ZMQError, match="Too many open files"):
+                CheckerService(tea_graph(), config, ctx)
+            kept = []
+        else:
+            service = CheckerService(tea_graph(), config, ctx)
+            ctx.left = made
+            with pytest.raises(RunError, match="Too many open files"):
+                service.reopen() if when == "reopen" else service.reopen_publish()
+            # A re-open of the viewers' socket leaves the detectors' socket and its monitor as they were.
+            kept = [service.receiver.sock, service.handshakes[1].monitor] if when == "reopen_publish" else []
+        assert len(ctx.made) >= made
+        assert [sock for sock in ctx.made if not sock.closed] == kept
+    finally:
+        if service is not None:
+            service.close()
+        ctx.destroy(linger=0)
 
 
 def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:

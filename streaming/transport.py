@@ -311,7 +311,10 @@ def _ipc_path(endpoint: str) -> str | None:
 def _connect_errno(path: str, timeout: float) -> int:
     """The errno of connecting to the Unix socket file ``path`` (0: a process listening there took the connection);
     ``timeout`` 0 does not wait."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as err:  # no file handle left for the probe (EMFILE)
+        return err.errno or errno.EINVAL
     try:
         probe.settimeout(timeout)
         return probe.connect_ex(path)
@@ -323,9 +326,20 @@ def _connect_errno(path: str, timeout: float) -> int:
 
 def _ipc_in_use(endpoint: str) -> bool:
     """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over); no file, a stale
-    file nobody listens on, or not a socket: not in use."""
+    file nobody listens on, or not a socket: not in use.
+
+    Raises:
+        zmq.ZMQError: no file handle left to probe with (EMFILE, ENFILE): nothing can tell, and libzmq's bind
+            removes the file before it finds no handle for its own socket, whoever listens on it. (As an OSError
+            it ended the checker's re-open of its ipc:// sockets, out of handles, in a traceback.)
+    """
     path = _ipc_path(endpoint)
-    return path is not None and _connect_errno(path, 1.0) == 0
+    if path is None:
+        return False
+    found = _connect_errno(path, 1.0)
+    if found in (errno.EMFILE, errno.ENFILE):
+        raise zmq.ZMQError(found)
+    return found == 0
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from streaming.stream_detect_cli import main
 from streaming.transport import (
     Publisher,
     Receiver,
+    bind,
     connect,
     connect_waiting,
     connect_watched,
@@ -673,6 +674,27 @@ def test_a_key_file_skipped_for_want_of_file_handles_is_read_again_once_they_are
     assert folder.reload() is False
     assert new_key in folder.allowed
     assert lines[1:] == [f"checker: client keys reloaded from {keys / 'clients'}: 1 added, 0 revoked (4 allowed)"]
+
+
+@NEEDS_PROC
+def test_binding_an_ipc_path_with_no_file_handle_left_fails_as_zmq_does_and_leaves_the_path_alone(
+    tmp_path: Path,
+) -> None:
+    # The checker re-opening its ipc:// sockets out of handles ended in an OSError traceback from the look at whether
+    # another process listens on the path, not in the one line naming the cause. Nor may that look answer "nobody"
+    # then: libzmq's bind removes the path's file before it finds no handle for its own socket.
+    ctx = zmq.Context()
+    path = tmp_path / "taken"
+    other, _ = bind(ctx, zmq.XPUB, f"ipc://{path}")  # another checker listening there
+    try:
+        with no_file_handle_left(), pytest.raises(zmq.ZMQError) as raised:
+            bind(ctx, zmq.SUB, f"ipc://{path}")
+        assert raised.value.errno == errno.EMFILE
+        with pytest.raises(InputError, match="address already in use"):
+            bind(ctx, zmq.SUB, f"ipc://{path}")  # the other's file is still there, and it still listens
+    finally:
+        other.close()
+        ctx.destroy(linger=0)
 
 
 def test_key_files_are_read_again_while_their_change_is_recent_and_no_longer_once_it_has_aged(

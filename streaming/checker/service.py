@@ -437,14 +437,18 @@ def _thaw_setup() -> None:
 
 @contextlib.contextmanager
 def _closed_on_error(*socks: zmq.Socket) -> Iterator[None]:
-    """Close ``socks`` if the block raises: a re-open that failed half-way (no file handle left for its next socket
-    or monitor) left the sockets it had made open, each holding file handles, and the listeners their ports, in a
-    process that had just run out of handles."""
+    """Close ``socks`` if the block raises, and remove the ``ipc://`` files they bound: a re-open that failed
+    half-way (no file handle left for its next socket or monitor) left the sockets it had made open, each holding
+    file handles, and the listeners their ports, in a process that had just run out of handles; and libzmq leaves a
+    closed socket's file behind, so a checker whose --bind path was in use kept its --publish file in the folder."""
     try:
         yield
     except BaseException:
+        files = [ipc_file(sock.getsockopt_string(zmq.LAST_ENDPOINT)) for sock in socks]
         for sock in socks:
             sock.close()
+        for file in files:
+            remove_ipc_file(file)
         raise
 
 

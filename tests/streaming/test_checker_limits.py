@@ -524,6 +524,44 @@ def test_sockets_made_before_the_one_that_cannot_be_are_closed(tmp_path: Path, w
         ctx.destroy(linger=0)
 
 
+@pytest.mark.parametrize(("when", "made"), [("in use", 0), ("start", 1), ("start", 3), ("reopen", 1), ("reopen", 3),
+                                            ("reopen_publish", 1)])
+def test_a_checker_that_could_not_make_its_sockets_leaves_no_ipc_file_behind(
+    tmp_path: Path, when: str, made: int
+) -> None:
+    # libzmq never removes the file of an ipc:// bind, and the sockets closed when the next one could not be made
+    # (its --bind path in use, no file handle left) left theirs in the folder: a checker that failed to start kept
+    # its --publish file there, one whose re-open failed the file of the socket bound again.
+    from graphs.common.errors import InputError, RunError
+    from streaming.transport import bind
+
+    ctx = SocketsRunOut()
+    config = CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out")
+    other = None
+    try:
+        if when == "in use":
+            other, _ = bind(ctx, zmq.SUB, f"ipc://{tmp_path}/in")  # another checker's input
+            with pytest.raises(InputError, match="address already in use"):
+                CheckerService(tea_graph(), config, ctx)
+            assert sorted(path.name for path in tmp_path.iterdir()) == ["in"]  # the other's, kept
+            return
+        if when == "start":
+            ctx.left = made
+            with pytest.raises(zmq.ZMQError):
+                CheckerService(tea_graph(), config, ctx)
+        else:
+            service = CheckerService(tea_graph(), config, ctx)
+            ctx.left = made
+            with pytest.raises(RunError):
+                service.reopen() if when == "reopen" else service.reopen_publish()
+            service.close()
+        assert sorted(path.name for path in tmp_path.iterdir()) == []
+    finally:
+        if other is not None:
+            other.close()
+        ctx.destroy(linger=0)
+
+
 def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:
     # The monitors were read only when the loop turned, every POLL_MS when idle, 1,024 refusals a turn: a peer that
     # made 20,000 refused connections a second outran it, and the unread events grew the checker by 1 MB a second.

@@ -325,8 +325,9 @@ def _connect_errno(path: str, timeout: float) -> int:
 
 
 def _ipc_in_use(endpoint: str) -> bool:
-    """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over); no file, a stale
-    file nobody listens on, or not a socket: not in use.
+    """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over): it took the
+    probe's connection, or its queue of connections not yet accepted is full (EAGAIN); no file, a stale file nobody
+    listens on, or not a socket: not in use.
 
     Raises:
         zmq.ZMQError: no file handle left to probe with (EMFILE, ENFILE): nothing can tell, and libzmq's bind
@@ -339,7 +340,7 @@ def _ipc_in_use(endpoint: str) -> bool:
     found = _connect_errno(path, 1.0)
     if found in (errno.EMFILE, errno.ENFILE):
         raise zmq.ZMQError(found)
-    return found == 0
+    return found in (0, errno.EAGAIN)
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,30 @@ def test_an_ipc_path_in_use_is_refused_and_a_stale_one_reused(tmp_path: Path, ct
     bind(ctx, zmq.SUB, f"ipc://{stale}")
 
 
+def test_an_ipc_path_whose_listener_has_a_full_queue_is_in_use(tmp_path: Path, ctx: zmq.Context) -> None:
+    # A process listening there whose queue of connections not yet accepted is full (a flood, or an I/O thread held
+    # up) answers the probe with EAGAIN, not a connection: that was read as "nobody listens", and libzmq removed
+    # the file of a live process and took its path over.
+    path = tmp_path / "busy"
+    waiting: list[socket.socket] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as busy:
+        busy.bind(str(path))
+        busy.listen(0)
+        try:
+            while len(waiting) < 1000:  # fill its queue; connecting to a full one does not wait, it fails
+                peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                peer.setblocking(False)
+                waiting.append(peer)
+                if peer.connect_ex(str(path)) != 0:
+                    break
+            with pytest.raises(InputError, match="address already in use"):
+                bind(ctx, zmq.SUB, f"ipc://{path}")
+            assert path.exists()
+        finally:
+            for peer in waiting:
+                peer.close()
+
+
 def test_ipv6_endpoints_and_errors_name_the_endpoint_as_given(ctx: zmq.Context) -> None:
     # IPv6 addresses failed with "No such device" (libzmq needs its IPV6 option), and a port-0 endpoint was named
     # in errors as ":*", which the user never typed.

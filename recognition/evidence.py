@@ -217,8 +217,8 @@ class EvidenceModel:
             z += self.real_duration_slope * duration_evidence(duration_s, self.window_s)
         if z >= 0:
             return 1.0 / (1.0 + math.exp(-z))
-        # exp of the positive side only: a checkpoint's coefficients are only checked finite, and math.exp(800)
-        # raises where numpy's gives inf.
+        # exp of a number <= 0 only, on either side: a checkpoint's coefficients are only checked finite, and
+        # math.exp(800) raises where numpy's gives inf.
         e = math.exp(z)
         return e / (1.0 + e)
 

@@ -523,10 +523,13 @@ class ClientKeys:
 
     @staticmethod
     def _racy(entry: _Entry, started_ns: int) -> bool:
-        """Whether a file's change time is too recent for the look that began at ``started_ns`` to trust it: a
-        rewrite after that look's read could bear the same time. A time in the future (this clock set back) counts
-        too, until the clock is past it."""
-        return entry[2] > started_ns - int(RACY_CHANGE_S * 1e9)
+        """Whether a file's change time is too close to the look that began at ``started_ns`` to trust it: a
+        rewrite after that look's read could bear the same time. Close on either side: a file server's clock a
+        little ahead of this one stamps the future. A change time further ahead is no tick of this clock (it was
+        set back): a rewrite now bears another time, which the look sees, and re-reading such a file at every look
+        until the clock caught up took 32 ms a look for 1,024 keys instead of 6.5, for as long as the clock was
+        behind."""
+        return abs(entry[2] - started_ns) < int(RACY_CHANGE_S * 1e9)
 
     def _scan(self) -> tuple[_Entry, ...] | None:
         """What identifies the folder's key files now (names, sizes, change times, inodes); None only when the

@@ -721,6 +721,28 @@ def test_key_files_are_read_again_while_their_change_is_recent_and_no_longer_onc
     assert len(read) == 6
 
 
+def test_key_files_changed_in_this_clock_s_future_are_not_read_at_every_look(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clock set back leaves change times ahead of it: a rewrite now bears another time, which a look sees, so
+    # such files are read no more often than any other (they were read at every look until the clock caught up).
+    import streaming.curve_keys as curve_keys
+
+    read: list[str] = []
+    load = curve_keys.load_client_key
+    monkeypatch.setattr(curve_keys, "load_client_key",
+                        lambda path, *args: read.append(Path(path).name) or load(path, *args))
+    behind = time.time_ns() - 3600 * 10**9  # the key files were written an hour "later" than this clock says
+    folder = ClientKeys(keys / "clients", monotonic=lambda: 0.0, wall_ns=lambda: behind)
+    read.clear()
+    for _ in range(3):
+        assert folder.reload(force=True) is False
+    assert read == []
+    (keys / "clients" / "cam0.key").write_text((keys / "clients" / "cam1.key").read_text())  # changed all the same
+    assert folder.reload(force=True) is True  # cam0's key is cam1's now: its own is revoked
+    assert "cam0.key" in read
+
+
 @contextlib.contextmanager
 def change_time_ticking(monkeypatch: pytest.MonkeyPatch, target: Path, tick_s: float) -> Iterator[None]:
     """``target``'s change time as a file system whose clock ticks every ``tick_s`` shows it (FAT: 2 s; ext4 with

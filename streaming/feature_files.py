@@ -233,20 +233,36 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src: str) -> dict[str, Path]:
+def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src: str,
+                            chosen: bool = False) -> dict[str, Path]:
     """`feature_files_of`, every file the features of an annotated recording (of any scenario of the file); the
     augmented copies of a recording (``<video>.aug<k>.npy``, `recognition.feature_folders.copy_file_name`) are left out.
 
+    Args:
+        specs: the ``--features`` files and folders.
+        annotations: the annotation file read.
+        src: its path, named in the error.
+        chosen: the recordings to evaluate are named (``--videos-list``, ``--split``): files the annotation file does
+            not hold are left out, not refused, since none of them is evaluated and a name chosen that is not
+            annotated is refused on its own.
+
     Raises:
-        InputError: a file whose recording the annotation file does not hold.
+        InputError: a file whose recording the annotation file does not hold, when none is chosen.
     """
     files = feature_files_of(specs)
     # The augmented copies recognition-features writes beside a training video's features are no recording.
     files = {name: path for name, path in files.items() if not _is_copy(name, annotations)}
     stray = sorted(name for name in files if name not in annotations.videos)
+    hint = unicode_form_hint(stray, annotations.videos)
+    if stray and chosen and not hint:
+        # A data set's folder of every recording read with one recipe's labels and its split: refusing the other
+        # recordings' files made the user copy the chosen ones out of the folder.
+        return {name: path for name, path in files.items() if name in annotations.videos}
     if stray:
+        what = ("is it the annotation file of these recordings?" if len(stray) == len(files) else
+                "annotate them, name the recordings to evaluate (--videos-list, --split), or move them out")
         raise InputError(f"--features: {count_of(len(stray), 'feature file')} with no annotation in {src} "
-                         f"({first_few(stray, SHOWN)})" + unicode_form_hint(stray, annotations.videos))
+                         f"({first_few(stray, SHOWN)}): {what}" + hint)
     return files
 
 

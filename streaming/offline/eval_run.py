@@ -251,7 +251,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     annotations = load_annotations(config.annotations, scenario_read=graph.scenario, learns_graph=False)
     scenario = choose_scenario(annotations, graph.scenario if graph.scenario in annotations.taxonomy else None)
     known = {v.video: v for v in annotations.scenario_videos(scenario)}
-    files = annotated_feature_files(config.features, annotations, config.annotations) if config.features else {}
+    chosen = bool(config.names or config.split)
+    files = annotated_feature_files(config.features, annotations, config.annotations, chosen) if config.features else {}
     for line in filter(None, (unread_line(spec) for spec in config.features)):  # an .npz: read by nothing, said
         note(line)
     names = list(config.names) or _split_names(config.split, scenario) or [n for n in (files or known) if n in known]

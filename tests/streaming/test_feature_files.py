@@ -308,6 +308,27 @@ def test_a_feature_file_with_no_annotation_is_refused(trained: Path, capsys: pyt
     np.save(stray / "unknown.npy", np.zeros((40, WIDTH), dtype=np.float32))
     err = cli_error(stream_detect, eval_argv(trained, "--features", str(stray)), capsys)
     assert "1 feature file with no annotation" in err and "unknown" in err
+    assert err.endswith("is it the annotation file of these recordings?")
+    shutil.copy(trained / "npy" / "test_ok.npy", stray / "test_ok.npy")
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(stray)), capsys)
+    assert "(unknown): annotate them, name the recordings to evaluate (--videos-list, --split), or move them out" in err
+
+
+def test_files_of_recordings_not_annotated_beside_the_chosen_ones_are_left_out(trained: Path) -> None:
+    # A data set's folder of every recording, read with one recipe's labels and the split import wrote: the other
+    # recordings' files were refused though none of them was to be evaluated.
+    folder = trained / "dataset"
+    folder.mkdir()
+    shutil.copy(trained / "npy" / "test_ok.npy", folder / "test_ok.npy")
+    shutil.copy(trained / "npy" / "test_wrong.npy", folder / "test_wrong.npy")
+    np.save(folder / "other_recipe.npy", np.zeros((40, WIDTH), dtype=np.float32))
+    out = trained / "dataset.json"
+    split = str(trained / "folder" / "split.json")
+    assert stream_detect(eval_argv(trained, "--features", str(folder), "--split", split, "--json", str(out))) == 0
+    assert {v["video"] for v in json.loads(out.read_text())["videos"]} == {"test_ok", "test_wrong"}
+    assert stream_detect(eval_argv(trained, "--features", str(folder), "--videos-list", "test_ok",
+                                   "--json", str(out))) == 0
+    assert [v["video"] for v in json.loads(out.read_text())["videos"]] == ["test_ok"]
 
 
 def test_a_file_that_is_not_a_float_array_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -503,7 +503,9 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
     if unannotated:
         raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "
                          f"annotation in {config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate "
-                         "them, or move them out of the folder" + unicode_form_hint(unannotated, annotations.videos))
+                         "them (a file annotated under another scenario than --scenario's is left out, so an "
+                         "annotation file of every recording of a data set's folder imports one scenario of it), or "
+                         "move them out of the folder" + unicode_form_hint(unannotated, annotations.videos))
     if config.scenario is None:  # the scenario of the recordings that have features, when they share one
         scenarios = Counter(annotations.videos[name].scenario for name in files)
         if len(scenarios) > 1:  # name the folder's scenarios, not every one of a public dataset's annotation file

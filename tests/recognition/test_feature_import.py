@@ -248,6 +248,9 @@ def test_a_recording_with_no_annotation_is_refused(tmp_path: Path, capsys: pytes
     np.save(root / "npy" / "stray.npy", np.zeros((60, 6), dtype=np.float32))
     err = cli_error(main, argv(root), capsys)
     assert "1 feature file with no annotation" in err and "stray" in err
+    # Labels of one recipe (tgml captaincook-labels --recordings) beside a folder of six: "annotate them, or move them
+    # out" did not say that labels of every file and --scenario import the one recipe from the folder as it is.
+    assert "a file annotated under another scenario than --scenario's is left out" in err
 
 
 def test_a_segment_after_the_features_end_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -453,6 +453,10 @@ def _defaults(args: argparse.Namespace) -> None:
     if args.features:  # a recording's own features are the source (streaming.feature_files)
         if args.video:
             raise InputError("--features and --video both name the source: give one of them")
+        missing = [f"--{flag}" for flag in ("graph", "detector") if getattr(args, flag, None) is None]
+        if missing:  # no demo reads features: "unless every --video is a demo" named an option not given
+            raise InputError(f"--features needs {' and '.join(missing)}: the detector trained on such features "
+                             "(recognition-train) and the task graph of their procedure (tgml train)")
         args.video = args.features
     args.video = args.video or (["demo"] if args.command == "detector" else "demo")
     videos = args.video if isinstance(args.video, list) else [args.video]

@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import zmq
@@ -203,6 +204,19 @@ def test_a_detector_mixing_a_file_with_demo_sources_is_told_what_is_missing_and_
     assert repr(str(clip)) in line and str(GRAPH) in line and str(DETECTOR) in line
     line = cli_error(main, ["detector", "--video", str(clip), "--graph", str(GRAPH)], capsys)
     assert line.startswith("error: --detector is required unless every --video is a demo ")
+
+
+@pytest.mark.parametrize("command", ["run", "detector"])
+def test_features_without_a_graph_or_detector_name_the_features_not_a_video(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `stream-detect --features rec.npy` alone read "required unless every --video is a demo; 'rec.npy' is not".
+    features = tmp_path / "rec.npy"
+    np.save(features, np.zeros((4, 3), dtype=np.float32))
+    line = cli_error(main, [command, "--features", str(features)], capsys)
+    assert line.startswith("error: --features needs --graph and --detector: ") and "--video" not in line
+    line = cli_error(main, [command, "--features", str(features), "--graph", str(GRAPH)], capsys)
+    assert line.startswith("error: --features needs --detector: ")
 
 
 @pytest.mark.parametrize("command", ["run", "detector", "checker"])

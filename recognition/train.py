@@ -365,8 +365,7 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     split = Path(features) / SPLIT_FILE
     if not split.is_file():
         raise InputError(f"--features {features}: not a feature folder: no {SPLIT_FILE}, which recognition-features "
-                         "(or recognition-features import) writes; for a folder of your own, give --config to name "
-                         "its folders")
+                         "(or recognition-features import) writes; " + _what_the_folder_is(Path(features)))
     raw = read_json(split, "split file")
     extractor = raw.get("feature_extractor") if isinstance(raw, dict) else None
     if not isinstance(extractor, str) or not extractor:
@@ -375,6 +374,23 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor)
     changes = {k: v for k, v in overrides.items() if v is not None}
     return DetectorTrainConfig(features=feature_config, **(SMALL_CPU_DETECTOR | changes))
+
+
+def _what_the_folder_is(folder: Path) -> str:
+    """The end of the refusal of a folder with no split file: what to give instead. A folder of one's own ``.npy``
+    files (the features of bring-your-own-features, not imported yet) and the ``rgb_<name>/`` inside a feature folder
+    were both told to give --config, which reads neither."""
+    parent = folder.resolve().parent
+    if folder.resolve().name.startswith("rgb_") and (parent / SPLIT_FILE).is_file():
+        return f"it is the {folder.resolve().name}/ of the feature folder {parent}: give --features {parent}"
+    try:
+        own = any(entry.suffix == ".npy" and entry.is_file() for entry in folder.iterdir())
+    except OSError:  # unreadable: the generic advice, the refusal itself already named the folder
+        own = False
+    if own:
+        return (f"it holds .npy files: features of your own are imported first (recognition-features import "
+                f"--features {folder} --annotations FILE --rate N --out FOLDER), then trained on from FOLDER")
+    return "for a folder of your own, give --config to name its folders"
 
 
 def check_recorded_extractor(named: object, data: FeatureDataset, features: FeatureConfig,

@@ -260,6 +260,21 @@ def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: py
     err = cli_error(main, ["--features", str(empty), "--out", str(tmp_path / "x.pt")], capsys)
     assert err.startswith(f"error: --features {empty}: not a feature folder: no split.json, which "
                           "recognition-features (or recognition-features import) writes")
+    # A folder of one's own .npy files, not imported yet, and the rgb_<name>/ of a feature folder were both told to
+    # give --config, which reads neither.
+    npy = tmp_path / "npy"
+    npy.mkdir()
+    np.save(npy / "video_01.npy", np.zeros((8, 4), dtype=np.float32))
+    err = cli_error(main, ["--features", str(npy), "--out", str(tmp_path / "x.pt")], capsys)
+    assert f"it holds .npy files: features of your own are imported first (recognition-features import --features " \
+           f"{npy} --annotations FILE --rate N --out FOLDER)" in err and "--config" not in err
+    inner = tmp_path / "folder" / "rgb_imported"
+    inner.mkdir(parents=True)
+    (inner.parent / "split.json").write_text("{}")
+    np.save(inner / "video_01.npy", np.zeros((8, 4), dtype=np.float32))
+    err = cli_error(main, ["--features", str(inner), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err.endswith(f"it is the rgb_imported/ of the feature folder {inner.parent.resolve()}: give --features "
+                        f"{inner.parent.resolve()}")
     a_file = tmp_path / "graph.json"  # a path that is there, but a file: "not found" sent users looking for a typo
     a_file.write_text("{}")
     err = cli_error(main, ["--features", str(a_file), "--out", str(tmp_path / "x.pt")], capsys)

@@ -253,7 +253,10 @@ class CheckerCore:
             out += self._end_session(message.stream_id, state)
         if newly_ended:
             never = len(state.report.missing) if state.report is not None else 0
-            self.changes(message.stream_id, "ended", f"{count_of(len(state.applied), 'key-step')}, "
+            # Key-steps the graph does not hold are refused one by one, counted with every stream's; the end line
+            # said "ended (12 key-steps, ...)" of a session whose detector of another procedure had 87 refused.
+            skipped = f" ({len(state.skipped)} not in the task graph)" if state.skipped else ""
+            self.changes(message.stream_id, "ended", f"{count_of(len(state.applied), 'key-step')}{skipped}, "
                          f"{count_of(state.alerts, 'alert')}, {count_of(never, 'required step')} never done")
         out.append(self.outputs.status(message.stream_id, state))  # after the report: "ended" comes last
         return out

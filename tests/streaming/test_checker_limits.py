@@ -235,6 +235,17 @@ def test_refusals_are_logged_once_per_reason_then_rate_limited() -> None:
     assert len(refused) == 2 and "unknown_step, 1 so far" in refused[0] and "4 so far" in refused[1]
 
 
+def test_a_session_s_end_line_counts_its_key_steps_not_in_the_graph() -> None:
+    # A detector of another procedure: its key-steps are refused one by one, counted with every stream's, and the
+    # session's end line spoke only of those applied, as if nothing were wrong.
+    lines: list[str] = []
+    core = CheckerCore(tea_graph(), monotonic=Clock(), log=lambda line, **_: lines.append(line))
+    core.serve([beat(seq=0, history=(1, 77))])
+    core.serve([beat(seq=1, history=(1, 77, 78, 3), ended=True)])
+    assert lines[-1] == ("checker: cam0 ended (4 key-steps (2 not in the task graph), 0 alerts, 4 required steps "
+                         "never done)")
+
+
 def test_each_stream_state_change_is_one_log_line() -> None:
     # The checker's log had refusals and its summary only: a stream that came, ended or was lost (a detector killed)
     # showed in the view and the dashboard, never on the checker's console or in its log collector.

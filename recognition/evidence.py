@@ -113,7 +113,10 @@ def duration_evidence(duration_s: float, window_s: float) -> float:
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-z))
+    # exp(-z) overflows to inf for z below about -709 (a checkpoint's coefficients are only checked finite), which
+    # gives the right 0 but printed numpy's RuntimeWarning on stderr: a line no JSON log reader expects.
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-z))
 
 
 def state_logit(state: np.ndarray) -> np.ndarray:

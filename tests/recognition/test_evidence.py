@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -303,6 +305,16 @@ def test_a_step_the_calibration_left_out_is_taken_as_real_live_and_in_a_replay()
     assert [e.real for e in replayed] == [reporter.real(1, 0.5, 2), reporter.real(2, 0.5, 2)]
     assert replayed[0].real == detection_real(model, rows, 1, 0.5 * 0.4, 0.4) < 1.0
     assert replayed[1].real == detection_real(model, rows, 2, 0.5 * 0.4, 0.4) == 1.0
+
+
+def test_a_done_curve_far_below_its_evidence_is_zero_without_a_warning() -> None:
+    # The same coefficients in the done curve (E3) gave the right 0 with numpy's overflow RuntimeWarning on stderr,
+    # a line among the JSON log's.
+    model = EvidenceModel.default([1], window_s=1.0)
+    steep = EvidenceModel.from_dict({**model.to_dict(), "done_intercepts": [-800.0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert steep.done_probabilities(np.array([0.5])).tolist() == [0.0]
 
 
 def test_a_detection_far_below_its_curve_is_unreal_not_an_overflow() -> None:

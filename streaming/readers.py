@@ -64,6 +64,7 @@ DECODE_BATCH: Final = 32  # frames decord decodes per call; bounds memory, amort
 EARLY_END_S: Final = 1.0  # a file whose frames run out this much before its container says is damaged
 STREAM_OPEN_TIMEOUT_S: Final = 10.0  # longest a network stream may take to open (OpenCV's default: 30 s)
 FFMPEG_QUIET: Final = -8  # FFmpeg's AV_LOG_QUIET
+OPENCV_LOG_SILENT: Final = 0  # cv::utils::logging::LOG_LEVEL_SILENT, which OpenCV 4's Python module does not name
 MIN_SOURCE_FPS: Final = 0.1  # a frame-rate field below this (a frame every 10 s) is a broken field, not a video
 MAX_SOURCE_FPS: Final = 10_000.0  # above the fastest high-speed camera: a broken field
 MAX_SAMPLES: Final = 10_000_000  # frames one file may yield (23 days at 5 fps): a bigger count is a broken header
@@ -84,12 +85,26 @@ def quiet_codec_logs(verbose: bool = False) -> None:
     if verbose:
         return
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(FFMPEG_QUIET))
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    silence_opencv_log()
     try:
         import decord
     except ImportError:
         return
     decord.logging.set_level(decord.logging.QUIET)
+
+
+def silence_opencv_log() -> None:
+    """Set OpenCV's own log level to silent, in any release pyproject.toml lets in (opencv-python-headless>=4.8).
+
+    OpenCV 5's Python module has the setting only as ``cv2.utils.logging.setLogLevel``; 4.x (4.12 too) only as
+    ``cv2.setLogLevel``: a site that keeps OpenCV 4 for another package got an AttributeError traceback from every
+    ``stream-detect`` and ``recognition-features`` run.
+    """
+    opencv_logging = getattr(cv2.utils, "logging", None)
+    if opencv_logging is not None:
+        opencv_logging.setLogLevel(opencv_logging.LOG_LEVEL_SILENT)
+    else:
+        getattr(cv2, "setLogLevel")(OPENCV_LOG_SILENT)  # noqa: B009  (OpenCV 5's type stubs lack it)
 
 
 @contextlib.contextmanager

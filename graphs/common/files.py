@@ -37,7 +37,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Final
 
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import InputError, extra_import_error, install_extra
 from graphs.common.file_kinds import KINDS, PROTECTED_KINDS, binary_kind, looks_like
 from graphs.common.interrupts import signals_deferred
 
@@ -370,9 +370,9 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
     text = _read_text(path, what)
     try:
         import yaml
-    except ImportError:
-        raise InputError(f"{path}: YAML needs the optional 'yaml' extra ({install_extra('yaml')}), or use TOML"
-                         ) from None
+    except ImportError as err:
+        raise extra_import_error(err, "yaml", str(path), f"{path}: YAML needs the optional 'yaml' extra "
+                                 f"({install_extra('yaml')}), or use TOML") from None
     try:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:

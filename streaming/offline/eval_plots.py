@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from graphs.common.errors import InputError, install_extra
+from graphs.common.errors import extra_import_error, install_extra
 from graphs.common.files import save_figure
 from graphs.common.safe_text import count_of
 from graphs.task_graph import TaskGraph
@@ -40,8 +40,9 @@ def pyplot() -> Any:
 
         matplotlib.use("Agg")  # files only: never a window
         import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError(f"--plots needs matplotlib, the optional 'plot' extra: {install_extra('plot')}") from None
+    except ImportError as err:
+        raise extra_import_error(err, "matplotlib", "--plots", "--plots needs matplotlib, the optional 'plot' "
+                                 f"extra: {install_extra('plot')}") from None
     return plt
 
 

@@ -131,6 +131,25 @@ def test_a_missing_text_extra_is_one_error_line(tmp_path: Path, monkeypatch: pyt
     assert not out.exists()
 
 
+def test_a_text_extra_too_old_to_import_is_told_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # sentence-transformers 2.2 under huggingface_hub >= 0.26 (which removed cached_download): the extra is installed,
+    # and "needs the optional extra 'text'" sent the user to a pip install that changed nothing.
+    fake = tmp_path / "site" / "sentence_transformers"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"cannot import name 'cached_download' from "
+                                      "'huggingface_hub'\")\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "sentence_transformers", raising=False)
+    text_embeddings.load_encoder.cache_clear()
+    err = cli_error(main, ["train", "--annotations", str(annotations(tmp_path / "ann.json")), "--scenario", "coffee",
+                           "--out", str(tmp_path / "g.json"), "--method", "tgt-text", "--quiet"], capsys)
+    text_embeddings.load_encoder.cache_clear()
+    assert err.startswith("error: the tgt-text learner: sentence_transformers is installed but does not import "
+                          "(cannot import name 'cached_download' from 'huggingface_hub'); pip install --upgrade ")
+    assert "optional extra" not in err
+
+
 def test_an_encoder_that_cannot_be_loaded_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_a_model = tmp_path / "not-a-model"
     not_a_model.mkdir()

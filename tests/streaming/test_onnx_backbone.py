@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +79,25 @@ def test_a_missing_onnxruntime_is_one_line_naming_it(monkeypatch: pytest.MonkeyP
     # A core dependency, but an old editable install or a damaged environment may lack it: one error, no traceback.
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
     monkeypatch.delitem(sys.modules, "streaming.onnx_backbone", raising=False)
-    with pytest.raises(InputError, match="need the package onnxruntime on a CPU .*pip install -e . installs it"):
+    with pytest.raises(InputError) as missing:
         EfficientNetLiteExtractor("cpu")
+    assert str(missing.value) == ("the EfficientNet-Lite extractors need the package onnxruntime on a CPU (onnxruntime "
+                                  "is missing; pip install mistake-detection installs it, or pip install -e . in a "
+                                  "clone)")  # an installed copy has no checkout for pip install -e .
     assert EfficientNetLiteExtractor("cpu", onnx_runtime=False).backbone.runtime == "torch"
+
+
+def test_an_onnxruntime_that_does_not_import_is_told_apart_from_a_missing_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # onnxruntime 1.17 or 1.18 once pip has moved numpy to 2 (opencv-python-headless 5 needs it): the package is there
+    # and its import fails. The line said "None is missing; pip install -e . installs it", which changed nothing.
+    (tmp_path / "onnxruntime").mkdir()
+    broken_init = 'raise ImportError("numpy.core.multiarray failed to import")\n'
+    (tmp_path / "onnxruntime" / "__init__.py").write_text(broken_init)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
+    monkeypatch.delitem(sys.modules, "streaming.onnx_backbone", raising=False)
+    with pytest.raises(InputError) as broken:
+        EfficientNetLiteExtractor("cpu")
+    assert str(broken.value).startswith("the EfficientNet-Lite extractors on a CPU: onnxruntime is installed but does "
+                                        "not import (numpy.core.multiarray failed to import); pip install --upgrade ")

@@ -94,7 +94,7 @@ def quiet_codec_logs(verbose: bool = False) -> None:
 
 
 def silence_opencv_log() -> None:
-    """Set OpenCV's own log level to silent, in any release pyproject.toml lets in (opencv-python-headless>=4.8).
+    """Set OpenCV's own log level to silent, in any release pyproject.toml lets in (opencv-python-headless>=4.10).
 
     OpenCV 5's Python module has the setting only as ``cv2.utils.logging.setLogLevel``; 4.x (4.12 too) only as
     ``cv2.setLogLevel``: a site that keeps OpenCV 4 for another package got an AttributeError traceback from every

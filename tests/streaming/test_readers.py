@@ -517,7 +517,7 @@ def test_a_file_reader_delivers_the_sampled_frames_of_a_full_decode(tmp_path: Pa
 
 
 def test_the_codec_logs_are_silenced_with_opencv_4_as_with_opencv_5(monkeypatch: pytest.MonkeyPatch) -> None:
-    # pyproject.toml lets in opencv-python-headless>=4.8: OpenCV 4's module has the log level as cv2.setLogLevel
+    # pyproject.toml lets in opencv-python-headless>=4.10: OpenCV 4's module has the log level as cv2.setLogLevel
     # only (no cv2.utils.logging, up to 4.12), and a site keeping OpenCV 4 got an AttributeError from every run.
     monkeypatch.setenv("OPENCV_FFMPEG_LOGLEVEL", "-8")  # set by the call: restored after the test
     opencv_logging = getattr(cv2.utils, "logging", None)

@@ -142,8 +142,8 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
     p.add_argument("--graph", type=Path, help="evaluate this task graph file instead of learning graphs")
     p.add_argument("--perturb", type=_rates, default=(), help="noise ablation rates, e.g. 0,0.1,0.2,0.3,0.4,0.5")
-    p.add_argument("--perturb-seed", type=seed_option, default=0, help="base seed of the ablation noise")
-    p.add_argument("--plot", type=output_path, default=Path("prego-perturb.png"),
+    p.add_argument("--perturb-seed", type=seed_option, default=None, help="base seed of the ablation noise (default 0)")
+    p.add_argument("--plot", type=output_path, default=None,
                    help="PNG of the ablation, with --perturb (default prego-perturb.png)")
     p.add_argument("--workers", type=workers_option, default=0, help="parallel processes (0 = one per core)")
     p.add_argument("--epochs", type=int,
@@ -310,6 +310,19 @@ def _prepare(argv: list[str]) -> int:
     return 0
 
 
+def _ablation_options(args: argparse.Namespace) -> None:
+    """Refuse the noise ablation's options without it (a --plot given alone was ignored without a word), and fill in
+    their defaults."""
+    if not args.perturb:
+        given = next((option for option, value in (("--plot", args.plot), ("--perturb-seed", args.perturb_seed))
+                      if value is not None), None)
+        if given is not None:
+            raise InputError(f"{given} is an option of the noise ablation: give --perturb RATES too (e.g. --perturb "
+                             "0,0.1,0.2)")
+    args.plot = Path("prego-perturb.png") if args.plot is None else args.plot
+    args.perturb_seed = 0 if args.perturb_seed is None else args.perturb_seed
+
+
 def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
     """The ``--annotations`` dataset of the command line, or None; options that do not fit it are refused."""
     own_options = {"--scenario": args.scenario, "--test-videos": args.test_videos, "--split": args.split,
@@ -347,6 +360,7 @@ def _bench(argv: list[str]) -> int:
     args = bench_parser().parse_args(argv)
     seeds = tuple(seed_range(args.first_seed, args.seeds, "--first-seed"))
     checker_files = dict(_checker_pair(text, args.checker) for text in args.checker_settings)  # usage first
+    _ablation_options(args)
     own = _own_dataset(args)
     if own is not None:
         inputs = [args.graph, own.annotations, own.split, own.settings]

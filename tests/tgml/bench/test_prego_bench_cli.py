@@ -200,6 +200,16 @@ def test_a_method_given_twice_is_refused(data_dir: Path, capsys: pytest.CaptureF
                                              "given twice (see prego-bench --help)")
 
 
+@pytest.mark.parametrize("option", [["--plot", "ablation.png"], ["--perturb-seed", "3"]], ids=["plot", "seed"])
+def test_an_ablation_option_without_the_ablation_is_refused(
+    option: list[str], data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --plot without --perturb was ignored without a word: no ablation ran, no plot was written.
+    argv = ["--data", str(data_dir), *option, "--quiet"]
+    assert cli_error(main, argv, capsys) == (f"error: {option[0]} is an option of the noise ablation: "
+                                             "give --perturb RATES too (e.g. --perturb 0,0.1,0.2)")
+
+
 @pytest.mark.parametrize(
     ("configs", "fragment"),
     [

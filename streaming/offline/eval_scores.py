@@ -482,7 +482,29 @@ def why_missed(run: VideoRun, graph: TaskGraph, segment: int) -> str:
                 "so it is not alerted twice")
     return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s, but the checker put the probability that it was done "
             f"before a pre-condition at {check.probability:.2f} (p_skipped), below --alert-threshold"
-            f"{below_threshold_cause(check, graph, name)}")
+            f"{below_threshold_cause(check, graph, name)}{named_before(run, graph, check, annotated.step)}")
+
+
+def named_before(run: VideoRun, graph: TaskGraph, check: StepCheck, step: int) -> str:
+    """The tail of `why_missed`'s sentence for a step whose other pre-conditions an earlier alert named (one alert per
+    omission: they are not checked again), with that alert's time and whether it matched an annotated mistake ("" when
+    none was named). Without it the sentence blamed only the pre-conditions still checked, and a user looking for the
+    omission the mistake was about found no word of it (an alert on a detection 5 ms before the annotated step).
+    """
+    if not check.already_named:
+        return ""
+    names = " and ".join(node_name(graph, p) for p in check.already_named)
+    again = f"{'is' if len(check.already_named) == 1 else 'are'} not checked again"
+    earlier = [(alert, k) for alert, k in zip(run.alerts, match_alerts(run.alerts, run.annotated).tolist(), strict=True)
+               if alert.step == step and not alert.retracted and set(alert.missing) & set(check.already_named)]
+    if not earlier:
+        return f"; {names} had been named by an earlier alert, and {again}"
+    alert, k = earlier[0]
+    step_name = node_name(graph, step)
+    scored = (f"it overlaps no annotated {step_name}: scored a false alarm" if k < 0 else
+              f"scored against the {step_name} annotated at {run.annotated[k].start:.1f} s")
+    return (f"; {names} had been named by an earlier alert, raised at {alert.raised:.1f} s on a detection of "
+            f"{step_name} at {alert.start:.1f}-{alert.end:.1f} s ({scored}), and {again}")
 
 
 def below_threshold_cause(check: StepCheck, graph: TaskGraph, name: str) -> str:

@@ -226,3 +226,30 @@ def test_a_mistake_missed_for_a_doubtful_detection_of_the_step_blames_the_detect
 def test_a_mistake_missed_because_the_evidence_called_its_pre_condition_done_names_it_done() -> None:
     why = _missed_boil(fill_done=0.9, real=0.95)
     assert why.endswith(": the detector's evidence said fill_kettle (p_skipped 0.03) was done")
+
+
+def test_a_mistake_missed_after_an_earlier_alert_named_its_pre_condition_says_so() -> None:
+    # Hard footage, video_16: stamp_photo was detected 1.8 s early and alerted for lay_photo; that detection ended 5 ms
+    # before the annotated step, so the alert scored a false alarm, and the detection inside the step checked only
+    # the other pre-condition (one alert per omission). `why` named that one alone, not the omission it was about.
+    cup, fill, boil, teabag, pour = 3, FILL, BOIL, 4, 5  # pour_water needs boil_water and add_teabag
+    checked = {"evidence_steps": (boil, teabag), "evidence": (0.99, 0.01), "real": 0.95}
+    messages = (
+        (4.0, keystep((cup,), 0, stream_id=STREAM_ID, start=0.0, end=4.0)),
+        (8.0, keystep((cup, fill), 1, stream_id=STREAM_ID, start=4.0, end=8.0)),
+        (12.0, keystep((cup, fill, boil), 2, stream_id=STREAM_ID, start=8.0, end=12.0)),
+        (14.0, keystep((cup, fill, boil, pour), 3, stream_id=STREAM_ID, start=12.0, end=14.0, **checked)),
+        (20.0, keystep((cup, fill, boil, pour, pour), 4, stream_id=STREAM_ID, start=14.5, end=20.0, **checked)),
+        (21.0, _end((cup, fill, boil, pour, pour), 5)),
+    )
+    segments = (AnnotatedSegment(cup, 0.0, 4.0), AnnotatedSegment(fill, 4.0, 8.0), AnnotatedSegment(boil, 8.0, 12.0),
+                AnnotatedSegment(pour, 14.2, 20.0))
+    run = check_record(DetectorRecord("v", 105, messages), EvalVideo("v", Path("v.mp4"), segments), tea_graph(),
+                       PROBABILISTIC)
+    detail = video_detail(run, tea_graph())
+    (alert,) = detail["alerts"]
+    assert alert["missing_names"] == ["add_teabag"] and alert["annotated_segment"] is None
+    (missed,) = detail["missed"]
+    assert missed["why"].endswith(
+        "; add_teabag had been named by an earlier alert, raised at 14.0 s on a detection of pour_water at 12.0-14.0 s "
+        "(it overlaps no annotated pour_water: scored a false alarm), and is not checked again")

@@ -94,13 +94,20 @@ def test_bench_live_takes_the_captaincook4d_folder_and_finds_the_features_beside
     # bench-live took captaincook4d/ as --data, as the other benchmarks do, then looked for the features inside it
     # and stopped on "--features .../captaincook4d/captaincook4d-pe/features: folder not found", an option never given.
     runs = {}
+    # One cache for both runs: its entries are keyed by the features' content, so the second run trains nothing
+    # (half the test's time) exactly when it read the same features files as the first.
+    cache = tmp_path / "cache"
+    entries: list[Path] = []
     for name, data in {"parent": data_dir, "captaincook4d": data_dir / "captaincook4d"}.items():
         out = tmp_path / f"{name}.json"
         argv = ["bench-live", "--data", str(data), "--recipes", "pinwheels", "--folds", "2", "--epochs", "1",
-                "--workers", "1", "--quiet", "--json", str(out)]
+                "--workers", "1", "--quiet", "--json", str(out), "--cache", str(cache)]
         assert exit_status(tgml, argv) == 0, capsys.readouterr().err
         runs[name] = {r["recording_id"]: r["recognised"] for r in json.loads(out.read_text())["recordings"]}
+        if name == "parent":
+            entries = sorted(cache.iterdir())
     assert runs["parent"] == runs["captaincook4d"] and len(runs["parent"]) == 12
+    assert len(entries) == 2 and sorted(cache.iterdir()) == entries  # one per fold, none added by the second run
     # A data folder without the data set's features names --data, and the option that gives features of one's own.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "captaincook4d").symlink_to(data_dir / "captaincook4d")

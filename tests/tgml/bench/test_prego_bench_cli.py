@@ -297,7 +297,8 @@ def test_select_refuses_scales_that_are_not_positive(
 
 
 def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "20"]
+    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "20",
+            "--workers", "1"]
     assert main(argv) == 0
     assert "best: epochs = 20" in capsys.readouterr().out
 
@@ -354,6 +355,8 @@ def test_bad_values_of_the_new_methods_name_the_table(
 def test_noisy_and_do_runs_and_names_its_rule_in_the_graph(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The default --workers: this run keeps the benchmark's jobs going through spawned worker processes (the other
+    # runs here take --workers 1, as starting the workers costs more than their jobs on this data).
     argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "noisy-and-do", "--epochs", "20",
             "--save-graphs", str(tmp_path), "--quiet"]
     assert main(argv) == 0
@@ -366,7 +369,7 @@ def test_select_noisy_and_do_compares_with_each_learner_alone(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "noisy-and-do", "--folds", "2",
-            "--rules", "either,both", "--thresholds", "1,2", "--quiet"]
+            "--rules", "either,both", "--thresholds", "1,2", "--workers", "1", "--quiet"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "do-ensemble" in printed and "noisy-and" in printed

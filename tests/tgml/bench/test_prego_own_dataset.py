@@ -114,7 +114,7 @@ def test_config_tables_replace_the_defaults(tea: Path, tmp_path: Path) -> None:
     settings, out = tmp_path / "mine.toml", tmp_path / "r.json"
     settings.write_text("[count-based]\nfirst_occurrence = true\n\n[do-cv]\nepochs = 5\nthreshold_scale = 2.0\n")
     argv = ["--annotations", str(tea), "--scenario", "tea", "--test-videos", "mistake", "--config", str(settings),
-            "--method", "count-based", "do", "do-cv", "--epochs", "3", "--json", str(out), "--quiet"]
+            "--method", "count-based", "do", "do-cv", "--epochs", "3", "--workers", "1", "--json", str(out), "--quiet"]
     assert main(argv) == 0
     used = json.loads(out.read_text())["settings"]["methods_settings"]["tea"]
     assert used["count-based"] == {"first_occurrence": True}
@@ -160,7 +160,7 @@ def test_own_data_shows_the_graph_tgml_train_learns_beside_the_papers_methods(
     # `tgml train` learns by default and the live checker then uses.
     out = tmp_path / "results.json"
     assert main(["--annotations", str(tea), "--scenario", "tea", "--test-videos", "mistake,correct", "--json", str(out),
-                 "--quiet"]) == 0
+                 "--workers", "1", "--quiet"]) == 0
     capsys.readouterr()
     text = out.read_text()
     assert all(f'"{method}"' in text for method in ("noisy-and", "do", "count-based"))
@@ -224,7 +224,7 @@ def test_epic_tent_as_an_own_dataset_gives_the_built_in_figures(
 ) -> None:
     tests = _merged_epic_tent(data_dir, tmp_path / "merged.json")
     own, built_in = tmp_path / "own.json", tmp_path / "built-in.json"
-    methods = ["--method", "do", "count-based", "--seeds", "1", "--quiet"]
+    methods = ["--method", "do", "count-based", "--seeds", "1", "--workers", "1", "--quiet"]
     argv = ["--annotations", str(tmp_path / "merged.json"), "--scenario", "epic-tent", "--test-videos", ",".join(tests),
             "--order-only"]  # the published segments overlap: their times are not checked, as for the built-in run
     assert main([*argv, *methods, "--json", str(own)]) == 0

@@ -47,8 +47,11 @@ class Child:
     def __init__(self, module: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         environ = dict(os.environ, TTY_COMPATIBLE="1", TTY_INTERACTIVE="1", COLUMNS="120", **(env or {}))
         # A process group of its own, as a service manager gives a command: `interrupt_group` signals all of it.
+        # SIGHUP at its default, as from a terminal: under nohup the suite's is ignored, the child would inherit that,
+        # and a command rightly keeps an ignored SIGHUP ignored (the SIGHUP test then saw the run end with 0).
         self.process = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env=environ, start_new_session=True)
+                                        stderr=subprocess.PIPE, env=environ, start_new_session=True,
+                                        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
         self.out = bytearray()
         self.err = bytearray()
         self._readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)

@@ -316,6 +316,8 @@ def _ablation_options(args: argparse.Namespace) -> None:
     if not args.perturb:
         given = next((option for option, value in (("--plot", args.plot), ("--perturb-seed", args.perturb_seed))
                       if value is not None), None)
+        if given is not None and args.annotations is not None:  # --perturb is refused there: no advice to give it
+            raise InputError(f"{given}: the noise ablation runs on the built-in datasets only, not --annotations")
         if given is not None:
             raise InputError(f"{given} is an option of the noise ablation: give --perturb RATES too (e.g. --perturb "
                              "0,0.1,0.2)")

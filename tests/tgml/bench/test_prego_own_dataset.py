@@ -138,14 +138,17 @@ def _tea(tea: Path, *extra: str) -> list[str]:
         (["--test-videos", "mistake", "--split", "s.json"], "not allowed with argument"),
         (["--test-videos", "mistake", "--mode", "pred"], "--mode: PRED mode needs recognised segments"),
         (["--test-videos", "mistake", "--perturb", "0.1"], "--perturb: the noise ablation runs on the built-in"),
+        # "give --perturb RATES too" sent the user to the refusal above.
+        (["--test-videos", "mistake", "--plot", "p.png"], "--plot: the noise ablation runs on the built-in"),
+        (["--test-videos", "mistake", "--perturb-seed", "3"], "--perturb-seed: the noise ablation runs on"),
         (["--test-videos", "mistake", "--sequences", "s.json"], "--sequences: PRED-mode input"),
         (["--test-videos", "mistake", "--dataset", "epic-tent-o"], "not allowed with argument --annotations"),
         (["--test-videos", "mistake", "--config", "a.toml", "--config", "b.toml"], "give one settings file"),
         (["--test-videos", "mistake", "--config", "nowhere.toml"], "nowhere.toml"),
     ],
     ids=["unknown-test-video", "test-video-of-another-scenario", "no-training-video", "no-mistake-at-all",
-         "test-video-twice", "no-test-videos", "both-test-options", "pred-mode", "perturb", "sequences",
-         "with-dataset", "two-configs", "missing-config"],
+         "test-video-twice", "no-test-videos", "both-test-options", "pred-mode", "perturb", "plot", "perturb-seed",
+         "sequences", "with-dataset", "two-configs", "missing-config"],
 )
 def test_bad_input_is_one_error_line(
     extra: list[str], fragment: str, tea: Path, capsys: pytest.CaptureFixture[str]

@@ -501,8 +501,16 @@ def named_before(run: VideoRun, graph: TaskGraph, check: StepCheck, step: int) -
         return f"; {names} had been named by an earlier alert, and {again}"
     alert, k = earlier[0]
     step_name = node_name(graph, step)
-    scored = (f"it overlaps no annotated {step_name}: scored a false alarm" if k < 0 else
-              f"scored against the {step_name} annotated at {run.annotated[k].start:.1f} s")
+    # Matched to a segment is no catch by itself: the segment must be a mistake under the rule it is scored by.
+    wrong_in = [rule for rule in RULES if k >= 0 and annotated_mistakes(graph, run.annotated)[rule][k]]
+    if k < 0:
+        scored = f"it overlaps no annotated {step_name}: scored a false alarm"
+    elif not wrong_in:
+        scored = (f"matched to the {step_name} annotated at {run.annotated[k].start:.1f} s, which is no mistake: "
+                  "scored a false alarm")
+    else:
+        scored = f"scored against the {step_name} annotated at {run.annotated[k].start:.1f} s" + (
+            f", a mistake under the {wrong_in[0]} rule only" if len(wrong_in) < len(RULES) else "")
     return (f"; {names} had been named by an earlier alert, raised at {alert.raised:.1f} s on a detection of "
             f"{step_name} at {alert.start:.1f}-{alert.end:.1f} s ({scored}), and {again}")
 

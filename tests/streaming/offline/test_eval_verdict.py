@@ -253,3 +253,33 @@ def test_a_mistake_missed_after_an_earlier_alert_named_its_pre_condition_says_so
     assert missed["why"].endswith(
         "; add_teabag had been named by an earlier alert, raised at 14.0 s on a detection of pour_water at 12.0-14.0 s "
         "(it overlaps no annotated pour_water: scored a false alarm), and is not checked again")
+
+
+def test_an_earlier_alert_on_a_step_annotated_without_a_mistake_is_said_to_be_a_false_alarm() -> None:
+    # pour_water done twice, the first time after add_teabag (which the detector missed: its alert on that pour
+    # matched the segment, no mistake under either rule, and was scored a false alarm), the second time marked
+    # has_errors. The missed second pour's why said the alert was "scored against" the first pour, as if a catch.
+    cup, fill, boil, teabag, pour = 3, FILL, BOIL, 4, 5
+    checked = {"evidence_steps": (boil, teabag), "evidence": (0.99, 0.01), "real": 0.95}
+    messages = (
+        (4.0, keystep((cup,), 0, stream_id=STREAM_ID, start=0.0, end=4.0)),
+        (8.0, keystep((cup, fill), 1, stream_id=STREAM_ID, start=4.0, end=8.0)),
+        (10.0, keystep((cup, fill, boil), 2, stream_id=STREAM_ID, start=8.0, end=10.0)),
+        (14.0, keystep((cup, fill, boil, pour), 3, stream_id=STREAM_ID, start=12.0, end=14.0, **checked)),
+        (20.0, keystep((cup, fill, boil, pour, pour), 4, stream_id=STREAM_ID, start=14.5, end=20.0, **checked)),
+        (21.0, _end((cup, fill, boil, pour, pour), 5)),
+    )
+    segments = (AnnotatedSegment(cup, 0.0, 4.0), AnnotatedSegment(fill, 4.0, 8.0), AnnotatedSegment(boil, 8.0, 10.0),
+                AnnotatedSegment(teabag, 10.0, 11.5), AnnotatedSegment(pour, 12.0, 14.0),
+                AnnotatedSegment(pour, 14.2, 20.0, has_errors=True))
+    run = check_record(DetectorRecord("v", 105, messages), EvalVideo("v", Path("v.mp4"), segments), tea_graph(),
+                       PROBABILISTIC)
+    detail = video_detail(run, tea_graph())
+    (alert,) = detail["alerts"]
+    assert alert["annotated_segment"] == 4 and alert["right"] == {"graph": False, "has_errors": False}
+    (missed,) = detail["missed"]
+    assert missed["rules"] == ["has_errors"]
+    assert missed["why"].endswith(
+        "; add_teabag had been named by an earlier alert, raised at 14.0 s on a detection of pour_water at 12.0-14.0 s "
+        "(matched to the pour_water annotated at 12.0 s, which is no mistake: scored a false alarm), and is not "
+        "checked again")

@@ -482,25 +482,26 @@ def why_missed(run: VideoRun, graph: TaskGraph, segment: int) -> str:
                 "so it is not alerted twice")
     return (f"recognised at {seen.start:.1f}-{seen.end:.1f} s, but the checker put the probability that it was done "
             f"before a pre-condition at {check.probability:.2f} (p_skipped), below --alert-threshold"
-            f"{below_threshold_cause(check, graph, name)}{named_before(run, graph, check, annotated.step)}")
+            f"{below_threshold_cause(check, graph, name)}{named_before(run, graph, check)}")
 
 
-def named_before(run: VideoRun, graph: TaskGraph, check: StepCheck, step: int) -> str:
+def named_before(run: VideoRun, graph: TaskGraph, check: StepCheck) -> str:
     """The tail of `why_missed`'s sentence for a step whose other pre-conditions an earlier alert named (one alert per
-    omission: they are not checked again), with that alert's time and whether it matched an annotated mistake ("" when
-    none was named). Without it the sentence blamed only the pre-conditions still checked, and a user looking for the
-    omission the mistake was about found no word of it (an alert on a detection 5 ms before the annotated step).
+    omission, whichever step needs it: they are not checked again), with that alert's time and whether it matched an
+    annotated mistake ("" when none was named). Without it the sentence blamed only the pre-conditions still checked,
+    and a user looking for the omission the mistake was about found no word of it (an alert on a detection 5 ms before
+    the annotated step).
     """
     if not check.already_named:
         return ""
     names = " and ".join(node_name(graph, p) for p in check.already_named)
     again = f"{'is' if len(check.already_named) == 1 else 'are'} not checked again"
     earlier = [(alert, k) for alert, k in zip(run.alerts, match_alerts(run.alerts, run.annotated).tolist(), strict=True)
-               if alert.step == step and not alert.retracted and set(alert.missing) & set(check.already_named)]
+               if not alert.retracted and set(alert.missing) & set(check.already_named)]
     if not earlier:
         return f"; {names} had been named by an earlier alert, and {again}"
     alert, k = earlier[0]
-    step_name = node_name(graph, step)
+    step_name = node_name(graph, alert.step)  # the alert's step: another step that needs the pre-condition names it too
     # Matched to a segment is no catch by itself: the segment must be a mistake under the rule it is scored by.
     wrong_in = [rule for rule in RULES if k >= 0 and annotated_mistakes(graph, run.annotated)[rule][k]]
     if k < 0:

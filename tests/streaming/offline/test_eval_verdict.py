@@ -12,14 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 
 from graphs.checker_settings import CheckerSettings
-from graphs.task_graph import TaskGraph
+from graphs.task_graph import END, START, TaskGraph
 from recognition.segmenter import SegmenterOverrides
 from streaming.checker.core import CheckerCore
 from streaming.demo.paths import default_demo_paths
-from streaming.demo.procedure import name_of
+from streaming.demo.procedure import SCENARIO, STEP_IDS, STEP_NAMES, name_of
 from streaming.local_checker import CheckerLink
 from streaming.messages import Heartbeat, KeyStepOnset, Message, decode, encode
 from streaming.offline.eval_run import (
@@ -283,3 +284,39 @@ def test_an_earlier_alert_on_a_step_annotated_without_a_mistake_is_said_to_be_a_
         "; add_teabag had been named by an earlier alert, raised at 14.0 s on a detection of pour_water at 12.0-14.0 s "
         "(matched to the pour_water annotated at 12.0 s, which is no mistake: scored a false alarm), and is not "
         "checked again")
+
+
+def test_an_earlier_alert_on_another_step_that_named_the_pre_condition_is_told_with_its_time() -> None:
+    # One alert per omission, whichever step needs it: get_cup named by the alert on pour_water is not checked again
+    # for add_milk, which needs it too. why gave that alert's time only when it was on the missed step itself.
+    cup, fill, boil, pour, milk = GET_CUP, FILL, BOIL, 5, 6
+    needs = {1: (), 2: (1,), 3: (), 4: (3,), 5: (2, 3), 6: (1, 3)}
+    nodes = [START, *STEP_IDS, END]
+    adj = np.zeros((len(nodes), len(nodes)), dtype=bool)
+    for step, reqs in needs.items():
+        for req in reqs or (START,):
+            adj[nodes.index(step), nodes.index(req)] = True
+    for step in (4, 6):
+        adj[nodes.index(END), nodes.index(step)] = True
+    graph = TaskGraph(STEP_IDS, STEP_NAMES, adj, scenario=SCENARIO)
+    messages = (
+        (4.0, keystep((fill,), 0, stream_id=STREAM_ID, start=0.0, end=4.0)),
+        (8.0, keystep((fill, boil), 1, stream_id=STREAM_ID, start=4.0, end=8.0)),
+        (12.0, keystep((fill, boil, pour), 2, stream_id=STREAM_ID, start=8.0, end=12.0, evidence_steps=(boil, cup),
+                       evidence=(0.99, 0.01), real=0.95)),
+        (16.0, keystep((fill, boil, pour, milk), 3, stream_id=STREAM_ID, start=12.0, end=16.0,
+                       evidence_steps=(fill, cup), evidence=(0.99, 0.01), real=0.95)),
+        (17.0, _end((fill, boil, pour, milk), 4)),
+    )
+    segments = (AnnotatedSegment(fill, 0.0, 4.0), AnnotatedSegment(boil, 4.0, 8.0),
+                AnnotatedSegment(pour, 8.0, 12.0, has_errors=True), AnnotatedSegment(milk, 12.0, 16.0))
+    run = check_record(DetectorRecord("v", 105, messages), EvalVideo("v", Path("v.mp4"), segments), graph,
+                       PROBABILISTIC)
+    detail = video_detail(run, graph)
+    (alert,) = detail["alerts"]
+    assert alert["name"] == "pour_water" and alert["missing_names"] == ["get_cup"] and alert["annotated_segment"] == 2
+    (missed,) = detail["missed"]
+    assert missed["name"] == "add_milk"
+    assert missed["why"].endswith(
+        "; get_cup had been named by an earlier alert, raised at 12.0 s on a detection of pour_water at 8.0-12.0 s "
+        "(scored against the pour_water annotated at 8.0 s), and is not checked again")

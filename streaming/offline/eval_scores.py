@@ -487,33 +487,41 @@ def why_missed(run: VideoRun, graph: TaskGraph, segment: int) -> str:
 
 def named_before(run: VideoRun, graph: TaskGraph, check: StepCheck) -> str:
     """The tail of `why_missed`'s sentence for a step whose other pre-conditions an earlier alert named (one alert per
-    omission, whichever step needs it: they are not checked again), with that alert's time and whether it matched an
-    annotated mistake ("" when none was named). Without it the sentence blamed only the pre-conditions still checked,
-    and a user looking for the omission the mistake was about found no word of it (an alert on a detection 5 ms before
-    the annotated step).
+    omission, whichever step needs it: they are not checked again), each with the alert that named it, its time and
+    whether it matched an annotated mistake ("" when none was named). Without it the sentence blamed only the
+    pre-conditions still checked, and a user looking for the omission the mistake was about found no word of it (an
+    alert on a detection 5 ms before the annotated step).
     """
     if not check.already_named:
         return ""
-    names = " and ".join(node_name(graph, p) for p in check.already_named)
     again = f"{'is' if len(check.already_named) == 1 else 'are'} not checked again"
-    earlier = [(alert, k) for alert, k in zip(run.alerts, match_alerts(run.alerts, run.annotated).tolist(), strict=True)
-               if not alert.retracted and set(alert.missing) & set(check.already_named)]
-    if not earlier:
-        return f"; {names} had been named by an earlier alert, and {again}"
-    alert, k = earlier[0]
-    step_name = node_name(graph, alert.step)  # the alert's step: another step that needs the pre-condition names it too
-    # Matched to a segment is no catch by itself: the segment must be a mistake under the rule it is scored by.
-    wrong_in = [rule for rule in RULES if k >= 0 and annotated_mistakes(graph, run.annotated)[rule][k]]
-    if k < 0:
-        scored = f"it overlaps no annotated {step_name}: scored a false alarm"
-    elif not wrong_in:
-        scored = (f"matched to the {step_name} annotated at {run.annotated[k].start:.1f} s, which is no mistake: "
-                  "scored a false alarm")
-    else:
-        scored = f"scored against the {step_name} annotated at {run.annotated[k].start:.1f} s" + (
-            f", a mistake under the {wrong_in[0]} rule only" if len(wrong_in) < len(RULES) else "")
-    return (f"; {names} had been named by an earlier alert, raised at {alert.raised:.1f} s on a detection of "
-            f"{step_name} at {alert.start:.1f}-{alert.end:.1f} s ({scored}), and {again}")
+    mistakes = annotated_mistakes(graph, run.annotated)
+    clauses: list[str] = []
+    left = list(check.already_named)
+    # Each pre-condition with the alert that named it: two alerts can have named one each (a step that needs them
+    # both, or two steps that share one), and the first alert named only its own.
+    for alert, k in zip(run.alerts, match_alerts(run.alerts, run.annotated).tolist(), strict=True):
+        named = [p for p in left if p in alert.missing]
+        if alert.retracted or not named:
+            continue
+        left = [p for p in left if p not in named]
+        step_name = node_name(graph, alert.step)  # the alert's: another step that needs the pre-condition names it
+        # Matched to a segment is no catch by itself: the segment must be a mistake under the rule it is scored by.
+        wrong_in = [rule for rule in RULES if k >= 0 and mistakes[rule][k]]
+        if k < 0:
+            scored = f"it overlaps no annotated {step_name}: scored a false alarm"
+        elif not wrong_in:
+            scored = (f"matched to the {step_name} annotated at {run.annotated[k].start:.1f} s, which is no mistake: "
+                      "scored a false alarm")
+        else:
+            scored = f"scored against the {step_name} annotated at {run.annotated[k].start:.1f} s" + (
+                f", a mistake under the {wrong_in[0]} rule only" if len(wrong_in) < len(RULES) else "")
+        clauses.append(f"{' and '.join(node_name(graph, p) for p in named)} had been named by an earlier alert, "
+                       f"raised at {alert.raised:.1f} s on a detection of {step_name} at {alert.start:.1f}-"
+                       f"{alert.end:.1f} s ({scored})")
+    if left:  # no alert of the run names it: said without one
+        clauses.append(f"{' and '.join(node_name(graph, p) for p in left)} had been named by an earlier alert")
+    return f"; {'; '.join(clauses)}, and {again}"
 
 
 def below_threshold_cause(check: StepCheck, graph: TaskGraph, name: str) -> str:

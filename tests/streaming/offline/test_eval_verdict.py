@@ -320,3 +320,41 @@ def test_an_earlier_alert_on_another_step_that_named_the_pre_condition_is_told_w
     assert missed["why"].endswith(
         "; get_cup had been named by an earlier alert, raised at 12.0 s on a detection of pour_water at 8.0-12.0 s "
         "(scored against the pour_water annotated at 8.0 s), and is not checked again")
+
+
+def test_pre_conditions_named_by_two_earlier_alerts_are_each_told_with_their_own_alert() -> None:
+    # add_milk needs fill_kettle, get_cup and boil_water: the alert on add_teabag named fill_kettle, the one on
+    # pour_water get_cup. why gave both to the first alert, which never named get_cup.
+    fill, boil, cup, teabag, pour, milk = FILL, BOIL, GET_CUP, 4, 5, 6
+    needs = {1: (), 2: (), 3: (), 4: (1,), 5: (3,), 6: (1, 2, 3)}
+    nodes = [START, *STEP_IDS, END]
+    adj = np.zeros((len(nodes), len(nodes)), dtype=bool)
+    for step, reqs in needs.items():
+        for req in reqs or (START,):
+            adj[nodes.index(step), nodes.index(req)] = True
+    for step in (4, 5, 6):
+        adj[nodes.index(END), nodes.index(step)] = True
+    graph = TaskGraph(STEP_IDS, STEP_NAMES, adj, scenario=SCENARIO)
+    messages = (
+        (4.0, keystep((boil,), 0, stream_id=STREAM_ID, start=0.0, end=4.0)),
+        (8.0, keystep((boil, teabag), 1, stream_id=STREAM_ID, start=4.0, end=8.0, evidence_steps=(fill,),
+                      evidence=(0.01,), real=0.95)),
+        (12.0, keystep((boil, teabag, pour), 2, stream_id=STREAM_ID, start=8.0, end=12.0, evidence_steps=(cup,),
+                       evidence=(0.01,), real=0.95)),
+        (16.0, keystep((boil, teabag, pour, milk), 3, stream_id=STREAM_ID, start=12.0, end=16.0,
+                       evidence_steps=(fill, boil, cup), evidence=(0.01, 0.99, 0.01), real=0.95)),
+        (17.0, _end((boil, teabag, pour, milk), 4)),
+    )
+    segments = (AnnotatedSegment(boil, 0.0, 4.0), AnnotatedSegment(teabag, 4.0, 8.0, has_errors=True),
+                AnnotatedSegment(pour, 8.0, 12.0, has_errors=True), AnnotatedSegment(milk, 12.0, 16.0))
+    run = check_record(DetectorRecord("v", 105, messages), EvalVideo("v", Path("v.mp4"), segments), graph,
+                       PROBABILISTIC)
+    detail = video_detail(run, graph)
+    assert [a["missing_names"] for a in detail["alerts"]] == [["fill_kettle"], ["get_cup"]]
+    (missed,) = detail["missed"]
+    assert missed["name"] == "add_milk"
+    assert missed["why"].endswith(
+        "; fill_kettle had been named by an earlier alert, raised at 8.0 s on a detection of add_teabag at 4.0-8.0 s "
+        "(scored against the add_teabag annotated at 4.0 s); get_cup had been named by an earlier alert, raised at "
+        "12.0 s on a detection of pour_water at 8.0-12.0 s (scored against the pour_water annotated at 8.0 s), and "
+        "are not checked again")

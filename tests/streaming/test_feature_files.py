@@ -11,15 +11,18 @@ import pty
 import re
 import shutil
 import sys
+import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from graphs.annotations import load_annotations
+from graphs.common.errors import InputError
 from recognition.checkpoint import load_detector
 from recognition.recognition_train_cli import main as train_main
 from streaming.extractors import EXTRACTOR_NAMES
-from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, is_feature_file
+from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, annotated_feature_files, is_feature_file
 from streaming.offline.features_cli import main as features_main
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main as stream_detect
@@ -329,6 +332,29 @@ def test_files_of_recordings_not_annotated_beside_the_chosen_ones_are_left_out(t
     assert stream_detect(eval_argv(trained, "--features", str(folder), "--videos-list", "test_ok",
                                    "--json", str(out))) == 0
     assert [v["video"] for v in json.loads(out.read_text())["videos"]] == ["test_ok"]
+
+
+def test_a_chosen_recording_s_file_in_another_unicode_form_is_the_one_refused(tmp_path: Path) -> None:
+    # Recordings chosen (--split, --videos-list): the other recordings' files are left out, and a file whose name
+    # differs from an annotated one only in its Unicode form is refused alone, with what to do. The line named every
+    # other recording's file too and told to name the recordings to evaluate, which the command line did.
+    composed = unicodedata.normalize("NFC", "vid\u00e9o_1")
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({
+        "taxonomy": {"kit": {"0": {"name": "open_box", "id": 0}}},
+        "annotations": {name: {"scenario": "kit", "segments": [{"step_id": 0, "start_time": 0, "end_time": 1}]}
+                        for name in (composed, "kept")}}))
+    folder = tmp_path / "npy"
+    folder.mkdir()
+    for name in (unicodedata.normalize("NFD", composed), "kept", "other_recipe"):
+        np.save(folder / f"{name}.npy", np.zeros((4, WIDTH), dtype=np.float32))
+    annotations = load_annotations(labels, learns_graph=False)
+    with pytest.raises(InputError) as refused:
+        annotated_feature_files([str(folder)], annotations, str(labels), chosen=True)
+    line = str(refused.value)
+    assert line.startswith(f"--features: 1 feature file with no annotation in {labels} (")
+    assert "differs from an annotated name only in its Unicode form" in line
+    assert "other_recipe" not in line and "--videos-list" not in line
 
 
 def test_a_file_that_is_not_a_float_array_is_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:

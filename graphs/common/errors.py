@@ -110,7 +110,10 @@ def extra_import_error(err: ImportError, module: str, who: str, absent: str) -> 
     reason = printable(str(err).strip().splitlines()[0]) if str(err).strip() else type(err).__name__
     from importlib.metadata import packages_distributions  # here: a command's start needs none of its parsers
 
-    distribution = (packages_distributions().get(top) or [top])[0]
+    try:
+        distribution = next((name for name in packages_distributions().get(top, ()) if name), top)
+    except Exception:  # it reads every installed package's metadata: a damaged one must not turn this line into a
+        distribution = top  # traceback, in the broken environments the line is for (the import name is a fair guess)
     return InputError(f"{who}: {top} is installed but does not import ({reason}); pip install --upgrade "
                       f"{distribution} (its release may be too old for the packages it imports)")
 

@@ -379,9 +379,10 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
 def _what_the_folder_is(folder: Path) -> str:
     """The end of the refusal of a folder with no split file: what to give instead. A folder of one's own ``.npy``
     files (the features of bring-your-own-features, not imported yet) and the ``rgb_<name>/`` inside a feature folder
-    were both told to give --config, which reads neither."""
+    were both told to give --config, which reads neither. Any folder of a feature folder is named so (its
+    ``target_perframe/`` holds ``.npy`` files too: labels, which are no features to import)."""
     parent = folder.resolve().parent
-    if folder.resolve().name.startswith("rgb_") and (parent / SPLIT_FILE).is_file():
+    if (parent / SPLIT_FILE).is_file():
         return f"it is the {folder.resolve().name}/ of the feature folder {parent}: give --features {parent}"
     try:
         own = any(entry.suffix == ".npy" and entry.is_file() for entry in folder.iterdir())

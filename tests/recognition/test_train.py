@@ -275,6 +275,12 @@ def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: py
     err = cli_error(main, ["--features", str(inner), "--out", str(tmp_path / "x.pt")], capsys)
     assert err.endswith(f"it is the rgb_imported/ of the feature folder {inner.parent.resolve()}: give --features "
                         f"{inner.parent.resolve()}")
+    targets = inner.parent / "target_perframe"  # the labels beside rgb_<name>/: .npy files too, no features to import
+    targets.mkdir()
+    np.save(targets / "video_01.npy", np.zeros((8, 3), dtype=np.float32))
+    err = cli_error(main, ["--features", str(targets), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err.endswith(f"it is the target_perframe/ of the feature folder {inner.parent.resolve()}: give --features "
+                        f"{inner.parent.resolve()}")
     a_file = tmp_path / "graph.json"  # a path that is there, but a file: "not found" sent users looking for a typo
     a_file.write_text("{}")
     err = cli_error(main, ["--features", str(a_file), "--out", str(tmp_path / "x.pt")], capsys)

@@ -486,6 +486,10 @@ def _refuse_demo_as_a_file(args: argparse.Namespace) -> None:
             how = "give --demo instead (the demo's videos, graph and detector)"
         elif "demo" in args:  # checker, view, dashboard: a --demo of their own
             how = "give --demo instead"
+        elif getattr(args, "features", None):  # pointing to --video demo told a features user to drop the option
+            raise InputError(f"--{option} demo: no file named demo here, and no demo reads feature files: --features "
+                             "needs the graph of their procedure (tgml train) and the detector trained on them "
+                             "(recognition-train)")
         else:  # run, detector
             how = "--video demo brings the demo's graph and detector: leave the option out"
         raise InputError(f"--{option} demo: no file named demo here; for the bundled demo, {how}")

@@ -374,6 +374,21 @@ def test_demo_typed_as_a_graph_or_detector_file_points_to_the_bundled_demo(
     assert line == f"error: {option} demo: no file named demo here; for the bundled demo, {hint}"
 
 
+@pytest.mark.parametrize("option", ["--graph", "--detector"])
+def test_demo_typed_as_a_file_beside_features_does_not_point_to_the_demo(
+    option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "--video demo brings the demo's graph and detector: leave the option out", and without it the run
+    # was refused for want of that very option: no demo reads feature files.
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "rec.npy", np.zeros((4, 8), dtype=np.float32))
+    other = {"--graph": ["--detector", "d.pt"], "--detector": ["--graph", "g.json"]}[option]
+    line = cli_error(main, ["--features", "rec.npy", *other, option, "demo"], capsys)
+    assert line == (f"error: {option} demo: no file named demo here, and no demo reads feature files: --features "
+                    "needs the graph of their procedure (tgml train) and the detector trained on them "
+                    "(recognition-train)")
+
+
 def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "cam0", "--graph", str(GRAPH)], capsys)
     assert "--detector" in line

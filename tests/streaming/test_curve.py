@@ -697,17 +697,23 @@ def test_binding_an_ipc_path_with_no_file_handle_left_fails_as_zmq_does_and_leav
         ctx.destroy(linger=0)
 
 
-def test_key_files_are_read_again_while_their_change_is_recent_and_no_longer_once_it_has_aged(
-    keys: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A rewrite within the file system's clock tick changes nothing a look sees: a file changed close to the look
-    # that read it is read again (git's racily clean entries), but not at every look for as long as the checker runs.
+def key_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the key files `ClientKeys` reads from now on, in order (the real reads, counted)."""
     import streaming.curve_keys as curve_keys
 
     read: list[str] = []
     load = curve_keys.load_client_key
     monkeypatch.setattr(curve_keys, "load_client_key",
                         lambda path, *args: read.append(Path(path).name) or load(path, *args))
+    return read
+
+
+def test_key_files_are_read_again_while_their_change_is_recent_and_no_longer_once_it_has_aged(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rewrite within the file system's clock tick changes nothing a look sees: a file changed close to the look
+    # that read it is read again (git's racily clean entries), but not at every look for as long as the checker runs.
+    read = key_reads(monkeypatch)
     wall = [time.time_ns()]  # the key files were written just now
     folder = ClientKeys(keys / "clients", monotonic=lambda: 0.0, wall_ns=lambda: wall[0])
     read.clear()  # the read at start
@@ -726,12 +732,7 @@ def test_key_files_changed_in_this_clock_s_future_are_not_read_at_every_look(
 ) -> None:
     # A clock set back leaves change times ahead of it: a rewrite now bears another time, which a look sees, so
     # such files are read no more often than any other (they were read at every look until the clock caught up).
-    import streaming.curve_keys as curve_keys
-
-    read: list[str] = []
-    load = curve_keys.load_client_key
-    monkeypatch.setattr(curve_keys, "load_client_key",
-                        lambda path, *args: read.append(Path(path).name) or load(path, *args))
+    read = key_reads(monkeypatch)
     behind = time.time_ns() - 3600 * 10**9  # the key files were written an hour "later" than this clock says
     target = keys / "clients" / "cam0.key"
     # A kernel before Linux 6.13 stamps change times with its clock's tick (4 ms at 250 Hz): the key files were

@@ -166,9 +166,11 @@ class FrameLoop:
                 if finished or self._finals or self._ended_at:
                     with self._out:
                         for i in finished:
-                            self._end(self.streams[i])
+                            self._end(self.streams[i], tell=False)
                         self._repeat_finals(time.monotonic())
                         self._tell_ends_again()
+                    for i in finished:  # out of the lock: a slow or blocked stderr must not stall the other streams
+                        self._tell(self.streams[i])
             self._stop_workers(workers)
             if self._failure is not None:
                 raise self._failure
@@ -354,7 +356,12 @@ class FrameLoop:
             self.warn(f"{stream.stream_id}: {stream.stats.error}; this stream has ended, {go_on}")
         self._ended_at[stream.stream_id] = time.monotonic()
         self._repeat_last_heartbeat(stream)
-        if tell and self._on_end is not None:
+        if tell:
+            self._tell(stream)
+
+    def _tell(self, stream: DetectorStream) -> None:
+        """`run`'s ``ended`` of a stream that has ended."""
+        if self._on_end is not None:
             self._on_end(stream)
 
     def _tell_ends_again(self) -> None:

@@ -152,3 +152,22 @@ def test_the_probabilities_a_frame_observer_holds_stay_those_of_its_frame(tmp_pa
         stats = pipeline.run(threading.Event())
     assert sum(s.frames for s in stats) == len(held) > 20
     assert all(np.array_equal(given, then) for given, then in held)
+
+
+def test_a_stream_s_end_is_told_without_holding_up_the_other_streams(tmp_path: Path) -> None:
+    # The end line was written with the loop's output lock held: a slow or blocked stderr stalled every worker, so
+    # the streams still running published nothing meanwhile.
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    readers: list[VideoReader] = [
+        open_reader(str(write_noise_video(tmp_path / f"cam{k}.mp4", frames=frames)), ReaderConfig(fps=5.0))
+        for k, frames in enumerate((30, 150))  # 30 fps: 5 and 25 frames read at 5 fps
+    ]
+    parts = LoadedParts(None, model, checkpoint, extractor)
+    config = PipelineConfig(detector=DetectorConfig(), stream_ids=("cam0", "cam1"), publish=False)
+    told: list[tuple[str, bool]] = []
+    with build_pipeline(config, parts=parts, readers=readers, sinks=[lambda sid: _Count()],
+                        ctx=zmq.Context.instance()) as pipeline:
+        stats = pipeline.run(threading.Event(), lambda stream: told.append((stream.stream_id,
+                                                                            pipeline.loop._out.locked())))
+    assert [sid for sid, _ in told] == ["cam0", "cam1"] and not any(held for _, held in told), told
+    assert all(s.frames > 1 and not s.error for s in stats), stats

@@ -166,7 +166,7 @@ class FrameLoop:
                 if finished or self._finals or self._ended_at:
                     with self._out:
                         for i in finished:
-                            self._end(self.streams[i], tell=False)
+                            self._end(self.streams[i])
                         self._repeat_finals(time.monotonic())
                         self._tell_ends_again()
                     for i in finished:  # out of the lock: a slow or blocked stderr must not stall the other streams
@@ -177,6 +177,7 @@ class FrameLoop:
             for stream in self.streams:
                 if not stream.ended:  # stopped: what its segmenter holds is published, as at the end of a file
                     self._end(stream)
+                    self._tell(stream)
         except KeyboardInterrupt:
             interrupted = True
             raise
@@ -194,7 +195,9 @@ class FrameLoop:
                     # its early alert retracted and a real mistake gone from the verdict. An error ends the stream
                     # without it, and without its end line: the run's error line says why it ended.
                     with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it
-                        self._end(stream, flush=interrupted, tell=interrupted)
+                        self._end(stream, flush=interrupted)
+                        if interrupted:
+                            self._tell(stream)
             while self._finals:
                 time.sleep(max(0.0, self._finals[0][0] - time.monotonic()))
                 self._repeat_finals(time.monotonic())
@@ -343,9 +346,9 @@ class FrameLoop:
             out[group] = self.batches(np.stack([images[j] for j in group]))
         return out
 
-    def _end(self, stream: DetectorStream, flush: bool = True, tell: bool = True) -> None:
-        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats;
-        with ``tell``, then `run`'s ``ended``."""
+    def _end(self, stream: DetectorStream, flush: bool = True) -> None:
+        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats
+        (the caller then tells `run`'s ``ended``: `_tell`)."""
         if flush:
             stream.flush()
         stream.settle()
@@ -356,8 +359,6 @@ class FrameLoop:
             self.warn(f"{stream.stream_id}: {stream.stats.error}; this stream has ended, {go_on}")
         self._ended_at[stream.stream_id] = time.monotonic()
         self._repeat_last_heartbeat(stream)
-        if tell:
-            self._tell(stream)
 
     def _tell(self, stream: DetectorStream) -> None:
         """`run`'s ``ended`` of a stream that has ended."""

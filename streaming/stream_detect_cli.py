@@ -450,10 +450,10 @@ def _defaults(args: argparse.Namespace) -> None:
         if args.graph is None:
             args.graph = str(graph)
         return
+    missing = [f"--{flag}" for flag in ("graph", "detector") if hasattr(args, flag) and getattr(args, flag) is None]
     if args.features:  # a recording's own features are the source (streaming.feature_files)
         if args.video:
             raise InputError("--features and --video both name the source: give one of them")
-        missing = [f"--{flag}" for flag in ("graph", "detector") if getattr(args, flag, None) is None]
         if missing:  # no demo reads features: "unless every --video is a demo" named an option not given
             raise InputError(f"--features needs {' and '.join(missing)}: the detector trained on such features "
                              "(recognition-train) and the task graph of their procedure (tgml train)")
@@ -461,7 +461,6 @@ def _defaults(args: argparse.Namespace) -> None:
     args.video = args.video or (["demo"] if args.command == "detector" else "demo")
     videos = args.video if isinstance(args.video, list) else [args.video]
     others = [str(video) for video in videos if not is_demo_video(str(video))]
-    missing = [f"--{flag}" for flag in ("graph", "detector") if hasattr(args, flag) and getattr(args, flag) is None]
     if others and missing:
         # Both named at once, and the source that needs them: "unless --video demo" read wrong beside a --video demo,
         # and a second try then met the same line for --detector.

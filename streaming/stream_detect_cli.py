@@ -816,7 +816,6 @@ def _detector(args: argparse.Namespace) -> int:
             # (a source that failed before was told at once, `FrameLoop`'s warning: the run's error line never comes)
             _untold_summaries(log, pipeline.streams, told)
             raise
-        _untold_summaries(log, pipeline.streams, told)
         gone = pipeline.checker_gone()
     errors = [run.error for run in stats if run.error]
     if errors:

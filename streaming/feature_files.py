@@ -254,21 +254,20 @@ def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src:
     # The augmented copies recognition-features writes beside a training video's features are no recording.
     files = {name: path for name, path in files.items() if not _is_copy(name, annotations)}
     stray = sorted(name for name in files if name not in annotations.videos)
-    if stray and chosen:
+    if chosen:
         # A data set's folder of every recording read with one recipe's labels and its split: refusing the other
         # recordings' files made the user copy the chosen ones out of the folder. A name that is an annotated one in
         # another Unicode form is the one still refused: its recording may be among those chosen.
         stray = [name for name in stray if unicode_form_hint([name], annotations.videos)]
-        if stray:
-            raise InputError(f"--features: {count_of(len(stray), 'feature file')} with no annotation in {src} "
-                             f"({first_few(stray, SHOWN)})" + unicode_form_hint(stray, annotations.videos))
-        return {name: path for name, path in files.items() if name in annotations.videos}
-    hint = unicode_form_hint(stray, annotations.videos)
+        files = {name: path for name, path in files.items() if name in annotations.videos}
+        what = ""
+    elif len(stray) == len(files):
+        what = ": is it the annotation file of these recordings?"
+    else:
+        what = ": annotate them, name the recordings to evaluate (--videos-list, --split), or move them out"
     if stray:
-        what = ("is it the annotation file of these recordings?" if len(stray) == len(files) else
-                "annotate them, name the recordings to evaluate (--videos-list, --split), or move them out")
         raise InputError(f"--features: {count_of(len(stray), 'feature file')} with no annotation in {src} "
-                         f"({first_few(stray, SHOWN)}): {what}" + hint)
+                         f"({first_few(stray, SHOWN)}){what}" + unicode_form_hint(stray, annotations.videos))
     return files
 
 

@@ -326,21 +326,23 @@ def _connect_errno(path: str, timeout: float) -> int:
 
 def _ipc_in_use(endpoint: str) -> bool:
     """Whether a process listens on an ``ipc://`` path (libzmq would silently take the path over): it took the
-    probe's connection, or its queue of connections not yet accepted is full (EAGAIN); no file, a stale file nobody
-    listens on, or not a socket: not in use.
+    probe's connection, its queue of connections not yet accepted is full (EAGAIN), or the file is a socket this
+    process may not connect to (EACCES, EPERM: another user's, which libzmq's bind would remove wherever the folder
+    lets it); no file, a stale file nobody listens on, or not a socket: not in use.
 
     Raises:
-        zmq.ZMQError: no file handle left to probe with (EMFILE, ENFILE): nothing can tell, and libzmq's bind
-            removes the file before it finds no handle for its own socket, whoever listens on it. (As an OSError
-            it ended the checker's re-open of its ipc:// sockets, out of handles, in a traceback.)
+        zmq.ZMQError: no file handle or kernel memory left to probe with (EMFILE, ENFILE, ENOBUFS, ENOMEM):
+            nothing can tell, and libzmq's bind removes the file before it finds no handle for its own socket,
+            whoever listens on it. (As an OSError it ended the checker's re-open of its ipc:// sockets, out of
+            handles, in a traceback.)
     """
     path = _ipc_path(endpoint)
     if path is None:
         return False
     found = _connect_errno(path, 1.0)
-    if found in (errno.EMFILE, errno.ENFILE):
+    if found in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
         raise zmq.ZMQError(found)
-    return found in (0, errno.EAGAIN)
+    return found in (0, errno.EAGAIN, errno.EACCES, errno.EPERM)
 
 
 @dataclass(frozen=True)
@@ -425,12 +427,12 @@ def bind(
         raise InputError(in_use)
     target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint
     sock = ctx.socket(kind)
-    _configure(sock, endpoint)
-    if curve is not None:
-        sock.setsockopt(zmq.CURVE_SERVER, 1)
-        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
-        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
     try:
+        _configure(sock, endpoint)
+        if curve is not None:
+            sock.setsockopt(zmq.CURVE_SERVER, 1)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+            sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
         sock.bind(target)
     except zmq.ZMQError as err:
         sock.close()

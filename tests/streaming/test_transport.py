@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -468,3 +472,25 @@ def test_a_checker_s_subscriptions_read_over_two_calls_tell_its_return_once(tmp_
         watch.close()
         sock.close()
         ctx.destroy(linger=0)
+
+
+def test_an_ipc_socket_file_this_process_may_not_connect_to_is_in_use(tmp_path: Path) -> None:
+    # Another user's socket file (no write permission for us) answers the probe with EACCES, which was read as
+    # "nobody listens": libzmq then removed the live file, wherever the folder let it, and took the path over.
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root, a mode-000 socket file takes connections unless setpriv drops the capabilities")
+    caps = "-dac_override,-dac_read_search"
+    prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"] if os.geteuid() == 0 else []
+    path = tmp_path / "theirs"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as theirs:
+        theirs.bind(str(path))
+        theirs.listen(8)
+        path.chmod(0)
+        script = ("import zmq\nfrom graphs.common.errors import InputError\nfrom streaming.transport import bind\n"
+                  f"try:\n    bind(zmq.Context.instance(), zmq.SUB, 'ipc://{path}')\n"
+                  "except InputError as err:\n    print(err)\nelse:\n    print('bound')\n")
+        done = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[2])
+        in_use = "address already in use (another program is using it: pick another path)"
+        assert done.stdout.strip().endswith(in_use), done.stdout + done.stderr
+        assert path.exists()

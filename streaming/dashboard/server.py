@@ -1,11 +1,11 @@
 """The dashboard's web server (aiohttp): the page, its WebSocket push channel, the task graph and alert pictures.
 
-One event loop serves every page. `Hub` holds the `DashboardState` and the open pages: a new alert, retraction or
-acknowledgement is pushed to every page at once; changed tiles every `TILE_PUSH_S`; the checker's link state every
-`STATUS_PUSH_S`, and before the tiles when the checker was lost or is back. Each page has its own bounded send queue
-(`PageQueue`): a page that reads too slowly loses its queued updates and gets one fresh snapshot instead (memory stays
-bounded), and a page whose socket accepts nothing for `SEND_TIMEOUT_S` is closed (its script reconnects). Sending to
-one page never waits for another.
+One event loop serves every page. `Hub` holds the `DashboardState` and the open pages: a new alert, retraction,
+acknowledgement or ended session is pushed to every page at once; changed tiles every `TILE_PUSH_S`; the checker's link
+state every `STATUS_PUSH_S`, and before the tiles when the checker was lost or is back. Each page has its own bounded
+send queue (`PageQueue`): a page that reads too slowly loses its queued updates and gets one fresh snapshot instead
+(memory stays bounded), and a page whose socket accepts nothing for `SEND_TIMEOUT_S` is closed (its script reconnects).
+Sending to one page never waits for another.
 
 The log (stderr, the one thing a log collector sees) says when the checker stops answering and when it answers again,
 one line each (`Hub.watch_link`), and each step whose name the checker gives otherwise than ``--graph``, once.

@@ -16,13 +16,18 @@ restarted checker forgets a stream whose detector went away meanwhile: its tile 
 the link to the checker is down every stream that has not ended is ``unknown``. Which one is worked out when tiles
 are drawn (`tile_state`), from the time each stream's status was received and the link's state handed in.
 
+A session that ends is kept in a list of its own (`DashboardState.finished`, the newest `MAX_FINISHED`), with its
+end report (the steps never done) and its counts: its tile goes once the checker lets the stream go (`forget_gone`), a
+minute or so later, and with it went the only place the page said a step was forgotten. Like the alerts it is sent
+to each page that opens (`snapshot`) and pushed as it changes (a ``finished`` event).
+
 A step named by the checker otherwise than by the ``--graph`` means the dashboard was given another graph than the
 checker's: the checker's name is shown from then on (it is what its alerts mean), and `apply` returns a
 ``name_conflict`` event, once per step, for the page and the log.
 
-Every collection is bounded (`MAX_ALERTS`, `MAX_STREAMS`, names, each run's alert ids): a peer cannot make the
-dashboard remember without limit. Every name is made `graphs.common.safe_text.printable` here, once; the page then
-only ever sets it as text.
+Every collection is bounded (`MAX_ALERTS`, `MAX_STREAMS`, `MAX_FINISHED`, names, each run's alert ids): a peer cannot
+make the dashboard remember without limit. Every name is made `graphs.common.safe_text.printable` here, once; the page
+then only ever sets it as text.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from streaming.step_names import StepNames, named_steps
 from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
+# Ended sessions kept (newest), each with its end report: a site whose cameras come and go ends hundreds a day, and
+# the list is there for the ones a supervisor did not see end (its tile goes a minute or so later).
+MAX_FINISHED: Final = 100
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
                         "over_budget", "unsendable", "denied", "stream_taken")
@@ -74,6 +82,30 @@ class AlertRecord:
 
 
 @dataclass
+class FinishedSession:
+    """One detector session that ended, as the finished list keeps it once its tile has gone.
+
+    Attributes:
+        stream: the stream id.
+        run: the detector run that ended.
+        ended: wall time this dashboard learned that it ended (its end report or its ended status, the first).
+        seen_end: this dashboard heard the end as it happened (the report as sent at the end, or the run's status
+            turning ended), rather than from the checker's re-sends (it started later): ``ended`` is then only when it
+            heard of it.
+        status: the run's latest status (None: none received; a session ended by the next one starting on its
+            stream may have sent none after its report).
+        report: its end report (None: none came; the checker sends none for a session that did every required step).
+    """
+
+    stream: str
+    run: str
+    ended: float
+    seen_end: bool
+    status: Status | None = None
+    report: MissingSteps | None = None
+
+
+@dataclass
 class DashboardState:
     """Tiles and alerts of every stream a checker publishes.
 
@@ -82,11 +114,13 @@ class DashboardState:
         frames: whether alert pictures are served (``--alert-frames``): alerts with a video time then name one
             (one that `streaming.frame_names.frame_name` can name a file for).
         max_alerts: alerts kept.
+        max_finished: ended sessions kept (`finished`).
     """
 
     names: dict[int, str] = field(default_factory=dict)
     frames: bool = False
     max_alerts: int = MAX_ALERTS
+    max_finished: int = MAX_FINISHED
     streams: dict[str, Status] = field(default_factory=dict)
     reports: dict[str, MissingSteps] = field(default_factory=dict)  # each stream's latest end-of-session report
     alerts: deque[AlertRecord] = field(default_factory=deque)
@@ -94,6 +128,8 @@ class DashboardState:
     # stream id -> (its latest run, that run's alert ids -> the record's serial, or -1 once the record is gone)
     seen: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
     last_alert: dict[str, int] = field(default_factory=dict)  # stream id -> serial of its newest alert
+    # (stream id, run) -> the session, oldest first: ended sessions outlive their tiles (`_drop`)
+    finished: dict[tuple[str, str], FinishedSession] = field(default_factory=dict)
     health: CheckerHealth | None = None
     dirty: set[str] = field(default_factory=set)
     serial: int = 0
@@ -126,8 +162,8 @@ class DashboardState:
             now: wall time of its arrival.
 
         Returns:
-            The events every page must get now (``alert``, ``update``, ``retraction``, ``name_conflict``), as
-            JSON-ready dicts; tiles that changed are marked dirty instead (`take_dirty_tiles`).
+            The events every page must get now (``alert``, ``update``, ``retraction``, ``name_conflict``,
+            ``finished``), as JSON-ready dicts; tiles that changed are marked dirty instead (`take_dirty_tiles`).
         """
         self.answering_since = answering_start(self.answering_since, self.last_message, now)
         self.last_message = now
@@ -136,16 +172,18 @@ class DashboardState:
         if isinstance(message, Retraction):
             return self._retraction(message, now)
         if isinstance(message, Status):
-            self._status(message, now)
-        elif isinstance(message, MissingSteps):
+            return self._status(message, now)
+        if isinstance(message, MissingSteps):
             previous = self.reports.get(message.stream_id)
+            learned: list[dict[str, Any]] = []
             if previous is None or previous.run != message.run:
                 if previous is None and len(self.reports) >= MAX_STREAMS:
                     del self.reports[next(iter(self.reports))]
                 self.reports[message.stream_id] = message
                 self.dirty.add(message.stream_id)
-                return self._learn(message)
-        elif isinstance(message, CheckerHealth):
+                learned = self._learn(message)
+            return learned + self._finished_report(message, now)
+        if isinstance(message, CheckerHealth):
             self.health = message
         return []
 
@@ -212,7 +250,7 @@ class DashboardState:
         self.dirty.add(retraction.stream_id)
         return conflicts + [{"type": "retraction", "alert": self.alert_json(record)}]
 
-    def _status(self, status: Status, now: float) -> None:
+    def _status(self, status: Status, now: float) -> list[dict[str, Any]]:
         stream = status.stream_id
         previous = self.streams.get(stream)
         if previous is None and len(self.streams) >= MAX_STREAMS:
@@ -223,6 +261,43 @@ class DashboardState:
             self.since[stream] = now
         if previous is None or _shown(previous) != _shown(status):
             self.dirty.add(stream)
+        return self._finished_status(status, previous, now)
+
+    def _finished_status(self, status: Status, previous: Status | None, now: float) -> list[dict[str, Any]]:
+        """Keep an ended run's status in the finished list (its counts, and whether it recognised anything)."""
+        session = self.finished.get((status.stream_id, status.run))
+        if session is None:
+            if not status.ended:
+                return []
+            # Seen turning ended here, or known only from the checker's re-sends of a stream that ended earlier.
+            seen = previous is not None and previous.run == status.run and not previous.ended
+            session = self._add_finished(FinishedSession(status.stream_id, status.run, now, seen, status))
+        elif session.status is not None and _shown(session.status) == _shown(status):
+            return []  # a re-send: every 0.5 s while the checker holds the stream
+        else:
+            session.status = status
+        return [self._finished_event(session)]
+
+    def _finished_report(self, report: MissingSteps, now: float) -> list[dict[str, Any]]:
+        """Keep an end report in the finished list. It comes before its run's ended status (the checker sends it
+        first), and a session ended by the next one starting on its stream may have no ended status at all."""
+        session = self.finished.get((report.stream_id, report.run))
+        if session is None:
+            status = self.streams.get(report.stream_id)
+            session = self._add_finished(FinishedSession(
+                report.stream_id, report.run, now, not report.replayed,
+                status if status is not None and status.run == report.run else None, report))
+        elif session.report is None:
+            session.report = report
+        else:
+            return []  # a re-send
+        return [self._finished_event(session)]
+
+    def _add_finished(self, session: FinishedSession) -> FinishedSession:
+        self.finished[(session.stream, session.run)] = session
+        while len(self.finished) > self.max_finished:
+            del self.finished[next(iter(self.finished))]
+        return session
 
     def _drop(self, stream: str) -> None:
         """Forget a stream's tile and what is kept for it; pages are told (`take_gone`), or an open page kept every
@@ -231,9 +306,9 @@ class DashboardState:
         Its alert ids (``seen``) and last alert stay, under their own bound (`MAX_STREAMS`): its alerts are still in
         the feed, and a stream that comes back in the same run (a detector whose link was down for 10 minutes) has its
         alerts re-sent by the checker: they showed again as new, unacknowledged, beside the acknowledged ones. Its end
-        report goes with the tile, unlike the terminal view's: the page shows a report on its tile only (the view also
-        logs it, and keeps it so that the same run's report sent again is not logged twice), and the checker sends it
-        again with the status of a stream that comes back."""
+        report stays in the finished list (`finished`), as the terminal view keeps it in its table of steps never
+        done: the tile was the only place it was shown, so a supervisor who looked a few minutes after the session
+        ended never learned of a forgotten step."""
         for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state):
             kept.pop(stream, None)
         self.dirty.discard(stream)
@@ -291,6 +366,26 @@ class DashboardState:
         if step is None:
             return None
         return self.steps.name(step)
+
+    def finished_json(self, session: FinishedSession) -> dict[str, Any]:
+        """One ended session for the page: when it ended, its counts, and its verdict as its tile gave it (the steps
+        never done; none for a session that recognised nothing, as in the view)."""
+        status, report = session.status, session.report
+        unjudged = status is not None and status.ended and nothing_recognised(len(status.done), status.alerts)
+        return {
+            "stream": session.stream,
+            "run": session.run,
+            "ended": session.ended,
+            "seen_end": session.seen_end,
+            "done": None if status is None else len(status.done),
+            "last_done": self.name(status.done[-1]) if status is not None and status.done else None,
+            "alerts": None if status is None else status.alerts,
+            "never_done": None if report is None or unjudged else [self.name(step) for step in report.missing],
+            "no_verdict": no_verdict_text(status.frames) if status is not None and unjudged else None,
+        }
+
+    def _finished_event(self, session: FinishedSession) -> dict[str, Any]:
+        return {"type": "finished", "session": self.finished_json(session)}
 
     def alert_json(self, record: AlertRecord) -> dict[str, Any]:
         """One alert for the page: names resolved and made printable, times as Unix seconds."""
@@ -427,8 +522,8 @@ class DashboardState:
         return {name: getattr(self.health, name) for name in HEALTH_FIELDS}
 
     def snapshot(self, now: float, connected: bool = True) -> dict[str, Any]:
-        """Everything a page that just connected needs: every tile, every kept alert (newest first), the names, the
-        steps the --graph names otherwise than the checker.
+        """Everything a page that just connected needs: every tile, every kept alert and ended session (newest first),
+        the names, the steps the --graph names otherwise than the checker.
 
         Args:
             now: wall time.
@@ -442,6 +537,8 @@ class DashboardState:
             "names": {str(step): name for step, name in self.steps.shown.items()},
             "name_conflicts": [self.conflict_json(step) for step in self.name_conflicts],
             "max_alerts": self.max_alerts,
+            "finished": [self.finished_json(session) for session in reversed(self.finished.values())],
+            "max_finished": self.max_finished,
             "forgotten_open": self.forgotten_open,
         }
 

@@ -2,7 +2,8 @@
 // Every name from the checker, the graph or a stream is set with textContent (never innerHTML), so a step named
 // "<script>" shows as text. The server pushes: "snapshot" (everything, on connect and after falling behind),
 // "alert", "update" (a later copy of it that says something new), "retraction", "ack" (one alert each), "tiles"
-// (changed streams), "gone" (streams whose tiles the dashboard dropped), "link" (the checker link's state),
+// (changed streams), "gone" (streams whose tiles the dashboard dropped), "finished" (a session that ended, or more
+// of it: its end report, its last status), "link" (the checker link's state),
 // "name_conflict" (the dashboard's --graph names a step otherwise than the checker: the graph drawn is not the
 // checker's, so it is not marked).
 "use strict";
@@ -11,6 +12,8 @@ const state = {
   alerts: new Map(),     // id -> alert record, as the server sent it
   shownAt: new Map(),    // id -> when this page first showed it (Unix seconds), kept across reconnections
   tiles: new Map(),      // stream id -> tile record
+  finished: new Map(),   // stream id + run -> ended session, oldest first: they outlive their tiles
+  maxFinished: 100,
   names: {},             // step id -> name
   maxAlerts: 500,
   selected: null,        // the alert marked on the graph (null: the newest)
@@ -62,6 +65,7 @@ function watchDay() {
     if (existing) replaceCard(existing, alertCard(alert));
   }
   [...state.tiles.values()].forEach(updateTile); // "LOST since", "last heard"
+  [...state.finished.values()].forEach(addFinished);
 }
 
 function videoTime(seconds) {
@@ -194,6 +198,7 @@ function handle(message) {
     case "ack": return updateAlert(message.alert);
     case "tiles": return message.tiles.forEach(updateTile);
     case "gone": return message.streams.forEach(removeTile);
+    case "finished": return addFinished(message.session);
     case "link": return showLink(message);
     case "name_conflict": return addConflict(message);
     default: return undefined;
@@ -221,6 +226,10 @@ function snapshot(message) {
   state.tiles.clear();
   document.getElementById("tiles").replaceChildren();
   message.tiles.forEach(updateTile);
+  state.maxFinished = message.max_finished || state.maxFinished;
+  state.finished.clear();
+  document.getElementById("finished-list").replaceChildren();
+  (message.finished || []).slice().reverse().forEach(addFinished);
   if (!state.graphDrawn) {
     state.graph = message.graph;
     drawGraph();
@@ -563,6 +572,49 @@ function removeTile(stream) {
   const card = document.getElementById("tiles").querySelector(`article[data-stream="${CSS.escape(stream)}"]`);
   if (card) card.remove();
   showCounts();
+}
+
+// -- finished sessions --------------------------------------------------------------------------------------------
+// A stream's tile goes a minute or so after its session ended (the checker lets it go): its end report stays here,
+// so that a supervisor who looks later still learns of a step never done.
+function sessionKey(session) {
+  return JSON.stringify([session.stream, session.run]);
+}
+
+function addFinished(session) {
+  const key = sessionKey(session);
+  const list = document.getElementById("finished-list");
+  const existing = [...list.children].find((node) => node.dataset.key === key);
+  state.finished.set(key, session);
+  const never = session.never_done && session.never_done.length;
+  const item = el("li", `session ${never ? "never" : "done"}`);
+  item.dataset.key = key;
+  item.dataset.stream = session.stream;
+  const head = el("div", "session-head");
+  // Heard only from the checker's re-sends (this dashboard started later): it ended then or before.
+  const when = `ended ${clock(session.ended)}${session.seen_end ? "" : " or before (re-sent)"}`;
+  head.append(el("strong", null, `\u25a0 ${session.stream}`), " ", el("span", "when", when));
+  item.append(head);
+  const counts = [];
+  if (session.done !== null) {
+    counts.push(session.last_done ? `${session.done} step(s) done, last ${session.last_done}` : "no step done");
+  }
+  if (session.alerts !== null) counts.push(`${session.alerts} alert(s)`);
+  if (counts.length) item.append(el("p", "counts", counts.join(" \u00b7 ")));
+  let verdict;
+  if (session.no_verdict) verdict = `? ${session.no_verdict}`;
+  else if (never) verdict = `\u2717 never done: ${session.never_done.join(", ")}`;
+  else verdict = "\u2713 nothing missing"; // the checker reports only a session that left a required step undone
+  item.append(el("p", "verdict", verdict));
+  if (existing) existing.replaceWith(item);
+  else list.prepend(item);
+  for (const oldest of state.finished.keys()) {
+    if (state.finished.size <= state.maxFinished) break;
+    state.finished.delete(oldest);
+    const gone = [...list.children].find((node) => node.dataset.key === oldest);
+    if (gone) gone.remove();
+  }
+  document.getElementById("no-finished").hidden = state.finished.size > 0;
 }
 
 // -- the task graph -----------------------------------------------------------------------------------------------

@@ -627,3 +627,43 @@ def test_the_header_counts_an_alert_pushed_out_unacknowledged_at_once(tmp_path: 
         assert shown and all("1 alert(s), 1 not acknowledged (and 1 older, no longer kept)" in t for t in shown), shown
     finally:
         driver.quit()
+
+
+FINISHED = ("return [...document.querySelectorAll('#finished-list li.session')].map((s) => ({stream: s.dataset.stream, "
+            "never: s.classList.contains('never'), text: s.textContent}));")
+
+
+def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a_reload(
+    tmp_path: Path, chromium_tmp: Path
+) -> None:
+    # The end report was shown on its tile alone, and the tile goes a minute or so after the session ended (the
+    # checker lets the stream go): a supervisor who looked later never learned that a step was forgotten.
+    driver = browser(chromium_tmp)
+    graph = tea_graph()
+    names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+    seq = itertools.count()
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None, names=names) as served:
+            served.hub.state.forget_s = 1.0  # an attribute: the code before it ignores it
+            with running_checker(tmp_path, stream_timeout_s=1.0) as (ctx, _service, _thread):  # freed 12 s idle
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                driver.get(served.url)
+                wait_until(driver, "return document.getElementById('checker-link').textContent.includes('connec"
+                                   "ted')", 30)  # fmt: skip
+                assert wait_for(lambda: any(t["stream"] == "station" for t in served.state()["tiles"]), 20,
+                                step=lambda: detector.send(keystep(history=(1,), stream_id="station", seq=next(seq),
+                                                                   timestamp=time.time())))  # fmt: skip
+                detector.send(beat("station", seq=next(seq), history=(1,), ended=True, timestamp=time.time()))
+                page_tile(driver, "\u25a0 ENDED")
+                wait_until(driver, "return !document.querySelector('article.tile[data-stream=\"station\"]')", 40)
+                [gone] = driver.execute_script(FINISHED)  # the tile went; the session's end report stayed
+                driver.refresh()  # and a page opened now gets it too, as it gets the alerts
+                wait_until(driver, "return document.getElementById('page-link').textContent.includes('live')", 30)
+                [reloaded] = wait_until(driver, f"const s = (() => {{ {FINISHED} }})(); return s.length && s;", 10)
+    finally:
+        driver.quit()
+    for shown in (gone, reloaded):
+        assert shown["stream"] == "station" and shown["never"], shown
+        assert "\u2717 never done: " in shown["text"] and "add_milk" in shown["text"], shown
+        assert "1 step(s) done, last fill_kettle" in shown["text"] and "ended " in shown["text"], shown
+    assert "(re-sent)" not in reloaded["text"]  # this dashboard saw it end

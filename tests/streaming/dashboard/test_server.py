@@ -774,3 +774,39 @@ def test_a_checker_whose_clock_is_behind_is_not_taken_for_gone_while_it_speaks(t
         viewer.close()
         ctx.destroy(linger=0)
     assert set(seen) == {(True, "live", False, False)}, seen
+
+
+def test_an_ended_sessions_end_report_outlives_its_tile_for_open_pages_and_pages_opened_later(tmp_path: Path) -> None:
+    # The end report (the steps a session never did) was shown on its tile alone, and the tile goes once the checker
+    # lets the stream go (12 stream timeouts after it went idle, a minute by default): a supervisor who looked a few
+    # minutes after the session ended never learned that a step was forgotten.
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+        served.hub.state.forget_s = 1.0  # an attribute: the code before it ignores it
+
+        def tile(stream: str) -> dict | None:
+            return next((t for t in served.state()["tiles"] if t["stream"] == stream), None)
+
+        async def pages() -> tuple[list[dict], list[dict]]:
+            async with aiohttp.ClientSession() as session:
+                ws = await session.ws_connect(served.url + "ws")
+                with running_checker(tmp_path, stream_timeout_s=1.0) as (ctx, _service, _thread):
+                    detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                    assert wait_for(lambda: tile("cam0") is not None, 10, step=lambda: detector.send(
+                        keystep(history=(1,), seq=next(seq), timestamp=time.time())))
+                    detector.send(beat("cam0", seq=next(seq), history=(1,), ended=True, timestamp=time.time()))
+                    ended = wait_for(lambda: (t := tile("cam0")) is not None and bool(t["never_done"]), 10)
+                    assert ended
+                    # the checker frees the stream (12 s here), the dashboard drops its tile a second later
+                    assert wait_for(lambda: tile("cam0") is None, 30)
+                    live = [m for m in await drain(ws, 0.5) if m["type"] == "finished"]
+                later = await session.ws_connect(served.url + "ws")  # a page opened (or reloaded) after that
+                snapshot = await later.receive_json(timeout=10)
+                return live, snapshot["finished"]
+
+        live, kept = asyncio.run(pages())
+    never = ["get_cup", "boil_water", "add_milk"]
+    assert live and live[-1]["session"]["stream"] == "cam0" and live[-1]["session"]["never_done"], live
+    [session] = kept
+    assert session["stream"] == "cam0" and session["seen_end"] and session["done"] == 1 and session["alerts"] == 0
+    assert set(never) <= set(session["never_done"]), session

@@ -238,6 +238,45 @@ def test_a_step_the_checker_names_otherwise_than_the_graph_is_said_once_and_its_
     assert len(many.name_conflicts) == MAX_CONFLICTS  # bounded, whatever a peer sends
 
 
+def report(stream: str = "cam0", run: str = "aaaaaaaaaaaa", replayed: bool = False) -> MissingSteps:
+    return MissingSteps(stream, 5, 102.0, f"{stream}#end", run, (6,), ("add_milk",), replayed, (1.0,))
+
+
+def test_an_ended_session_and_its_end_report_outlive_its_tile_once_each_bounded() -> None:
+    # The end report went with the tile, a minute or so after the session ended: a supervisor who looked later never
+    # learned that a step was forgotten.
+    state = DashboardState(names={6: "add_milk"}, max_finished=3)
+    state.apply(status(), 1.0)
+    # The checker sends the report before the ended status: the session is listed from the report, then completed.
+    [event] = state.apply(report(), 2.0)
+    assert event["type"] == "finished" and event["session"]["never_done"] == ["add_milk"]
+    [event] = state.apply(status(ended=True, alerts=2), 2.5)
+    assert event["session"] | {"run": None} == {
+        "stream": "cam0", "run": None, "ended": 2.0, "seen_end": True, "done": 2, "last_done": "2", "alerts": 2,
+        "never_done": ["add_milk"], "no_verdict": None}
+    assert state.apply(status(ended=True, alerts=2), 3.0) == [] and state.apply(report(replayed=True), 3.0) == []
+    state.forget_s, state.answering_since = 10.0, 0.0
+    state.forget_gone(20.0, connected=True)
+    assert state.snapshot(20.0)["tiles"] == [] and state.take_gone() == ["cam0"]
+    [kept] = state.snapshot(20.0)["finished"]  # for a page that opens later
+    assert kept["stream"] == "cam0" and kept["never_done"] == ["add_milk"] and kept["ended"] == 2.0
+    # Back in the same run (the checker re-sends what it holds): listed once.
+    assert state.apply(report(replayed=True), 21.0) == [] and state.apply(status(ended=True, alerts=2), 21.0) == []
+    # Known only from re-sends (this dashboard started later): said so. Every step done: no report, an entry still.
+    [late] = state.apply(status(stream="cam1", ended=True), 22.0)
+    assert late["session"]["seen_end"] is False and late["session"]["never_done"] is None
+    # Nothing recognised: no verdict, as on the tile and in the view.
+    state.apply(status(stream="cam2", done=(), alerts=0, frames=41), 23.0)
+    state.apply(report(stream="cam2"), 23.0)
+    [blank] = state.apply(status(stream="cam2", ended=True, done=(), alerts=0, frames=41), 23.5)
+    assert blank["session"]["never_done"] is None and blank["session"]["no_verdict"] == no_verdict_text(41)
+    # A session ended by the next one starting on its stream: its report alone, without an ended status.
+    state.apply(report(stream="cam3", run="cccccccccccc"), 24.0)
+    assert [(s["stream"], s["never_done"]) for s in state.snapshot(24.0)["finished"]] == [
+        ("cam3", ["add_milk"]), ("cam2", None), ("cam1", None)]  # newest first, bounded: cam0 went
+    assert state.snapshot(24.0)["max_finished"] == 3
+
+
 def test_hostile_names_are_sent_as_printable_text() -> None:
     state = DashboardState(names={3: "<script>alert(1)</script>\x1b[2J"})
     [event] = state.apply(alert(step_name=HOSTILE_NAMES[2], missing_names=(HOSTILE_NAMES[3],)), 1.0)

@@ -810,3 +810,24 @@ def test_an_ended_sessions_end_report_outlives_its_tile_for_open_pages_and_pages
     [session] = kept
     assert session["stream"] == "cam0" and session["seen_end"] and session["done"] == 1 and session["alerts"] == 0
     assert set(never) <= set(session["never_done"]), session
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="aiohttp 3.14.5 answers a request its parser refuses itself, before any middleware, and "
+                          "runs no on_response_prepare for it (aio-libs/aiohttp#6463): no documented hook shapes "
+                          "that 400 (docs/dashboard.md, Security)")  # fmt: skip
+def test_a_malformed_request_gets_its_400_with_the_security_headers(tmp_path: Path) -> None:
+    # Passes (and so fails the suite, the mark being strict) once aiohttp runs the application's response hook for
+    # these answers too: the dashboard's `headed` then adds the headers, and the docs' exception must go.
+    with serving(f"ipc://{tmp_path}/out", warn=lambda line: None) as served:
+        host, port = served.url.removeprefix("http://").rstrip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(b"G<T / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # not a method: refused by the parser
+            answer = b""
+            while chunk := conn.recv(4096):  # aiohttp closes the connection after it
+                answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    if head[0].split()[1:2] != ["400"]:
+        pytest.fail(f"not the 400 this test is about: {head[0]!r}")  # not the expected failure: fails the test
+    headers = dict(line.split(": ", 1) for line in head[1:])
+    assert SECURITY_HEADERS.items() <= headers.items(), headers

@@ -343,8 +343,14 @@ class OnlineSegmenter:
 
     @property
     def active(self) -> tuple[int, float] | None:
-        """The confirmed step in progress as ``(step, start seconds)``, or None (background/unsure)."""
-        if not self._run_is_committed or self._committed is None or self._committed.label in self._background:
+        """The confirmed step in progress as ``(step, start seconds)``, or None (background/unsure).
+
+        A step stays in progress after its last frame until its segment is emitted, while the run after it is not
+        stable yet: that run may still be flicker the step resumes after. Clearing it there left the step neither
+        under way nor emitted for the whole confirmation delay (seconds at one frame a second), so the checker's
+        screens offered the step just done as the next one and showed nothing under way.
+        """
+        if self._committed is None or self._committed.label in self._background:
             return None
         return self._step_of(self._committed.label), self._committed.start / self.config.fps
 

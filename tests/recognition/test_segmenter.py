@@ -157,6 +157,21 @@ def test_delay_is_bounded() -> None:
     assert seg.active == (1, 0.0)
 
 
+@pytest.mark.parametrize("after", [2, 0], ids=["next-step", "background"])
+def test_a_step_stays_active_until_it_is_emitted(after: int) -> None:
+    # Between a step's last frame and its emission (the run after it becoming stable) the segmenter said no step
+    # was in progress: the detector's heartbeats then had the step neither current nor in the history, and the
+    # checker's screens offered it as the step to do next for the whole confirmation delay.
+    seg = OnlineSegmenter(replace(CFG, background=0))
+    for label in _labels((1, 40)):
+        assert seg.update(label) == []
+    for _ in range(CFG.frames(CFG.min_duration) - 1):  # the run after it, not stable yet: it may be flicker
+        assert seg.update(after) == []
+        assert seg.active == (1, 0.0)
+    [event] = seg.update(after)
+    assert event.step == 1 and seg.active == (None if after == 0 else (2, 2.0))
+
+
 def test_a_lone_short_run_followed_by_flicker_is_emitted_within_max_delay() -> None:
     # A short step, then single-frame flicker (shorter than min_run, so it is no run at all) for 3 s, then a
     # stable step. The short step waited for that stable step: it came out 3.5 s after its last frame, past

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import zmq
 from rich.console import Console
@@ -28,8 +29,9 @@ from graphs.task_graph import load_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
 from streaming.checker.service import CheckerService
+from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import DEMO_EXECUTIONS, name_of
-from streaming.detector import EventPublisher
+from streaming.detector import DetectorConfig, DetectorStream, EventPublisher, load_detector_for_stream
 from streaming.messages import (
     WIRE_VERSION,
     Alert,
@@ -46,13 +48,21 @@ from streaming.messages import (
     encode_payload,
     run_of,
 )
+from streaming.readers import Frame, ReaderConfig, open_reader
 from streaming.session_verdict import SessionVerdict, verdict_text
 from streaming.transport import SILENT_S, Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
 from streaming.view.render import PROBABILITY_HEADER, render
 from streaming.view.state import ENDED_LOG, ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
-from tests.streaming.helpers import STREAM_DETECT, keystep, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import (
+    STREAM_DETECT,
+    keystep,
+    running_checker,
+    tea_graph,
+    wait_for,
+    write_noise_video,
+)
 
 
 def draw(state: ViewState, width: int = 140) -> str:
@@ -590,6 +600,54 @@ def test_allowed_next_leaves_out_the_step_being_done_and_an_ended_stream_has_non
     session.heartbeat(ended=True)  # stops before add_milk: its report names it, and nothing is "next" any more
     assert session.state.streams["cam0"].allowed == ()  # the checker says so (docs/wire-format.md) ...
     assert stream_row(draw(session.state))[:4:3] == ["cam0 (ended)", "-"]  # ... and so does the view
+
+
+def test_a_step_just_ended_is_shown_under_way_not_next_while_the_one_after_it_is_confirmed(
+        ctx: zmq.Context, tmp_path: Path) -> None:
+    # A key-step is confirmed once the run after it is stable: at one feature vector a second, seconds after it ended.
+    # Meanwhile the detector's heartbeats said no step was under way, its history did not hold the step yet, and
+    # the view showed "-" as now and offered the step just done as next. A real detector stream (the demo's
+    # checkpoint, fed one class a frame) and a real checker on loopback; the stream's clock moves a heartbeat a frame.
+    _, checkpoint, _ = load_detector_for_stream(default_demo_paths()[1], None)
+    reader = open_reader(str(write_noise_video(tmp_path / "clip.mp4")), ReaderConfig(fps=checkpoint.fps))
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx)
+    serving = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    serving.start()
+    clock = [0.0]
+    detector = EventPublisher(Publisher(connect(ctx, zmq.PUB, service.events_endpoint)), "cam0")
+    stream = DetectorStream(reader, checkpoint, detector, DetectorConfig(), clock=lambda: clock[0])
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(names=graph_names(tea_graph())), jsonl=False)
+    frame = Frame(np.zeros((48, 64, 3), dtype=np.uint8), 0, 0.0)  # what the model saw: not looked at again
+
+    def see(step: int) -> None:
+        """One frame of ``step``, then the view once the checker's status of that frame has come."""
+        probs = np.zeros(len(checkpoint.class_step_ids), dtype=np.float32)
+        probs[checkpoint.class_step_ids.index(step)] = 1.0
+        clock[0] += 1.0
+        stream.deliver(frame, np.zeros(1, dtype=np.float32), probs)
+        frames = stream.stats.frames
+        assert wait_for(lambda: viewer.state.streams["cam0"].frames == frames, step=lambda: viewer.pump(0))
+
+    try:
+        assert wait_for(lambda: "cam0" in viewer.state.streams, step=lambda: (stream.start(), viewer.pump(0)))
+        for _ in range(5):
+            see(GET_CUP)
+        assert stream_row(draw(viewer.state, width=200))[1:4] == ["get_cup", "-", "fill_kettle 0.50"]  # under way
+        confirming = stream.segmenter.config.frames(stream.segmenter.config.min_duration) - 1
+        for _ in range(confirming):  # fill_kettle begins; get_cup is confirmed once fill_kettle is stable
+            see(FILL)
+            now, done, allowed = stream_row(draw(viewer.state, width=200))[1:4]
+            assert (now, done) == ("get_cup", "-") and "get_cup" not in allowed, (now, done, allowed)
+        see(FILL)
+        assert wait_for(lambda: viewer.state.streams["cam0"].done == (GET_CUP,), step=lambda: viewer.pump(0))
+        now, done, allowed = stream_row(draw(viewer.state, width=200))[1:4]
+        assert (now, done) == ("fill_kettle", "get_cup") and "get_cup" not in allowed, (now, done, allowed)
+    finally:
+        viewer.close()
+        reader.close()
+        stop.set()
+        serving.join(5)
 
 
 def test_an_alert_shows_where_in_the_video_its_step_was() -> None:

@@ -8,8 +8,10 @@ Every message is one ZeroMQ multipart message of exactly two frames (pyzmq does 
 Subscribers filter on the topic prefix (``b"alert/"`` gets every alert). The checker's input is a bound SUB socket
 subscribed to `INPUT_TOPICS` (a detector connects a PUB, or an XPUB to learn when the subscription has arrived);
 its output a bound XPUB that greets every new subscription with a ``checker`` message (viewers connect SUB).
-The payload object holds exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice);
-tuples travel as JSON arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to all kinds:
+The payload object holds exactly the fields of the dataclass named by ``kind`` (no more, no fewer, none twice; a
+field added within the version, a class's ``ADDED``, may be absent, and one of its ``SAID_WHEN_TRUE`` is sent only
+when true); tuples travel as JSON arrays, ``None`` as ``null``; NaN and infinities are refused. Fields common to
+all kinds:
 
     version    int    WIRE_VERSION (3); a receiver refuses any other version
     kind       str    "keystep" | "heartbeat" | "onset" (detector -> checker); "step" | "alert" | "missing" |
@@ -223,6 +225,12 @@ def _check_names(kind: str, names: tuple[str, ...], missing: tuple[int, ...]) ->
         raise MessageError(f"{kind}.missing_names has more names than {kind}.missing has steps")
 
 
+def _check_stopped(kind: str, stopped: bool, ended: bool) -> None:
+    """Only a session that ended can have been stopped."""
+    if stopped and not ended:
+        raise MessageError(f"{kind}.stopped is true while {kind}.ended is false")
+
+
 def _check_rule(kind: str, rule: str) -> None:
     if rule not in RULES:
         raise MessageError(f"{kind}.rule {rule!r:.40} must be one of {', '.join(RULES)}")
@@ -235,6 +243,9 @@ class Message:
     KIND: ClassVar[str] = ""
     # Fields added to a kind within its version: a peer from before them leaves them out, and they take their default.
     ADDED: ClassVar[frozenset[str]] = frozenset()
+    # ADDED booleans left out of the payload while false: a peer of this version from before them refuses any field it
+    # does not know, so only the rare message that has something to say in one carries it (`encode_payload`).
+    SAID_WHEN_TRUE: ClassVar[frozenset[str]] = frozenset()
 
     stream_id: str
     seq: int
@@ -363,6 +374,8 @@ class Heartbeat(Message):
         dropped: frames a live source dropped to stay real time.
         fps: frames processed per second, recent average (on the last heartbeats, the whole session's).
         ended: true on the last heartbeat of a stream (end of file or shut down).
+        stopped: true on the last heartbeat of a session its detector was stopped in (Ctrl-C, SIGTERM, told to stop)
+            before its source ended; false (left out of the payload) on every other heartbeat.
         evidence_steps: as `KeyStepEvent.evidence_steps`.
         evidence: for each of ``evidence_steps``, the even-odds probability that it was done by now (formula E3);
             the checker's end-of-session report reads the last heartbeat's.
@@ -372,6 +385,8 @@ class Heartbeat(Message):
     """
 
     KIND: ClassVar[str] = "heartbeat"
+    ADDED: ClassVar[frozenset[str]] = frozenset({"stopped"})  # absent (false) from a detector before it
+    SAID_WHEN_TRUE: ClassVar[frozenset[str]] = frozenset({"stopped"})
 
     session: Token
     history: History
@@ -386,10 +401,12 @@ class Heartbeat(Message):
     features_ms: Latency = 0.0
     detector_ms: Latency = 0.0
     segmenter_ms: Latency = 0.0
+    stopped: bool = False
 
     def _check_together(self) -> None:
         _check_evidence(self.KIND, self.evidence_steps, self.evidence)
         _check_fps(self.KIND, self.fps)
+        _check_stopped(self.KIND, self.stopped, self.ended)
 
 
 @dataclass(frozen=True)
@@ -672,6 +689,8 @@ class Status(Message):
         gaps: the session's messages the checker did not take, by the numbers its ``seq`` skipped (lost on the way,
             or dropped over a stream's budget); what they said is recovered from the next history.
         ended: the stream has ended (its detector said so).
+        stopped: it ended because its detector was stopped (its last heartbeat said ``stopped``), not because its
+            source did; false (left out of the payload) otherwise.
         lost: no message from the stream for the checker's stream timeout: its detector died or its link broke.
         allowed_scores: the future-step probability of each step of ``allowed`` (same order), given the step done
             last and those before it (`graphs.procedure_queries.ProcedureQueries.future`), rounded to 4 decimals.
@@ -684,6 +703,8 @@ class Status(Message):
     """
 
     KIND: ClassVar[str] = "status"
+    ADDED: ClassVar[frozenset[str]] = frozenset({"stopped"})  # absent (false) from a checker before it
+    SAID_WHEN_TRUE: ClassVar[frozenset[str]] = frozenset({"stopped"})
 
     run: Token
     done: StepIds
@@ -704,9 +725,11 @@ class Status(Message):
     segmenter_ms: Latency = 0.0
     hop_ms: Latency = 0.0
     alert_out_ms: Latency = 0.0
+    stopped: bool = False
 
     def _check_together(self) -> None:
         _check_fps(self.KIND, self.fps)
+        _check_stopped(self.KIND, self.stopped, self.ended)
         if len(self.allowed_scores) != len(self.allowed):
             raise MessageError(f"status.allowed_scores has {len(self.allowed_scores)} items for "
                                f"{len(self.allowed)} allowed steps")
@@ -797,6 +820,9 @@ def encode_payload(message: Message) -> bytes:
     # history item, 14x slower for a 4096-step history).
     body = {"version": WIRE_VERSION, "kind": message.KIND}
     body.update((name, getattr(message, name)) for name in _field_names(type(message)))
+    for name in message.SAID_WHEN_TRUE:
+        if body[name] is False:
+            del body[name]
     return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 

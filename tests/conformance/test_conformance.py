@@ -165,7 +165,7 @@ def play(ctx: zmq.Context, running: RunningChecker, keys: Path | None) -> Played
     order.keystep(4, names[4])
     expect("step", "order", index=3)
     order.sock.send_multipart([b"keystep/order", b'{"version": 1, "kind": "keystep"}'])  # malformed: counted
-    order.heartbeat(frames=9, ended=True)
+    order.heartbeat(frames=9, ended=True, stopped=True)  # its detector stopped by hand, before its video's end
     expect("missing", "order")
 
     refused = refused_clients(ctx, running.events, None if keys is None else read_key_file(keys / "checker.key").public)
@@ -198,6 +198,7 @@ def check_what_came_back(played: Played) -> None:
     last = viewer.of("status", "correct")[-1]
     assert (last["done"], last["alerts"], last["gaps"], last["ended"], last["lost"], last["frames"]) == (
         [3, 4, 1, 2, 5, 6], 0, 0, True, False, 7)
+    assert "stopped" not in last  # its video reached its end: the field is left out
 
     onset, confirmed = (m for m in sent["order"] if m["kind"] in ("onset", "keystep") and m["step"] == 2)
     first = [m for m in viewer.of("alert", "order") if m["alert_id"] == "order#1"]
@@ -219,7 +220,8 @@ def check_what_came_back(played: Played) -> None:
     assert (report["missing"], report["missing_names"], report["replayed"]) == ([5, 6], ["pour_water", "add_milk"],
                                                                                  False)
     last = viewer.of("status", "order")[-1]
-    assert (last["done"], last["alerts"], last["gaps"], last["ended"]) == ([3, 2, 1, 4], 1, 0, True)
+    assert (last["done"], last["alerts"], last["gaps"], last["ended"], last["stopped"]) == ([3, 2, 1, 4], 1, 0, True,
+                                                                                         True)
 
     last = viewer.of("status", "silent")[-1]
     assert (last["done"], last["gaps"], last["lost"], last["ended"]) == ([3], 1, True, False)

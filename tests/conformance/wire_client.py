@@ -120,6 +120,7 @@ FIELDS: dict[str, tuple[frozenset[str], Check]] = {
     "dropped": (LIVE, COUNTER),
     "fps": (LIVE, number(0.0)),
     "ended": (LIVE, boolean),
+    "stopped": (LIVE, one_of(True)),  # sent only when true
     **{name: (LIVE, LATENCY) for name in ("decode_ms", "features_ms", "detector_ms", "segmenter_ms")},
     "hop_ms": (_in("status"), LATENCY),
     "alert_out_ms": (_in("status"), LATENCY),
@@ -153,6 +154,9 @@ FIELDS: dict[str, tuple[frozenset[str], Check]] = {
 }
 
 
+OPTIONAL = frozenset({"stopped"})  # absent when false (the docs' "two exceptions"; ``stream_taken`` is always sent)
+
+
 def fields_of(kind: str) -> set[str]:
     """The fields a message of ``kind`` carries (the docs' kinds table)."""
     return {name for name, (kinds, _) in FIELDS.items() if kind in kinds}
@@ -178,8 +182,8 @@ def problems(topic: bytes, payload: bytes, step_ids: Iterable[int]) -> list[str]
         found.append(f"{where}: topic {topic!r}")
     if kind not in VIEWER_KINDS:
         return [*found, f"{where}: not a kind viewers get"]
-    if set(body) != fields_of(kind):
-        found.append(f"{where}: fields {sorted(set(body) ^ fields_of(kind))} differ from the docs")
+    if not fields_of(kind) - OPTIONAL <= set(body) <= fields_of(kind):
+        found.append(f"{where}: fields {sorted((set(body) ^ fields_of(kind)) - OPTIONAL)} differ from the docs")
     found += [f"{where}.{name} = {value!r:.80}" for name, value in body.items()
               if name in FIELDS and not FIELDS[name][1](value)]
     if found:
@@ -214,7 +218,8 @@ def _rules(m: dict[str, Any], graph: set[int]) -> list[tuple[str, bool]]:
                   ("one probability per missing step", len(m["probabilities"]) == len(m["missing"]))]
     if kind == "status":
         rules += [("one allowed_scores item per allowed step", len(m["allowed_scores"]) == len(m["allowed"])),
-                  ("an ended session has no next step", not m["ended"] or m["allowed"] == [])]
+                  ("an ended session has no next step", not m["ended"] or m["allowed"] == []),
+                  ("only an ended session was stopped", not m.get("stopped") or m["ended"])]
     return rules
 
 
@@ -311,10 +316,12 @@ class Detector:
         self.sent.append(body)
         return body
 
-    def heartbeat(self, current: int | None = None, frames: int = 0, ended: bool = False) -> dict[str, Any]:
+    def heartbeat(self, current: int | None = None, frames: int = 0, ended: bool = False,
+                  stopped: bool = False) -> dict[str, Any]:
+        said = {"stopped": True} if stopped else {}  # only when true: a checker from before it refuses the field
         return self.send("heartbeat", current=current, frames=frames, dropped=0, fps=5.0, ended=ended,
                          evidence_steps=[], evidence=[], decode_ms=1.5, features_ms=20.0, detector_ms=0.2,
-                         segmenter_ms=0.05)
+                         segmenter_ms=0.05, **said)
 
     def onset(self, step: int, name: str, before: tuple[int, ...] = (), withdrawn: bool = False) -> dict[str, Any]:
         return self.send("onset", step=step, step_name=name, start=float(len(self.history)), confidence=0.75,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,36 @@ def test_every_field_a_peer_may_leave_out_has_a_default() -> None:
     for cls in KINDS.values():
         defaults = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
         assert cls.ADDED.issubset(defaults), cls.KIND
+
+
+# The fields a heartbeat and a status had before `stopped`: a receiver from then refuses any other.
+BEFORE_STOPPED = {
+    "heartbeat": {"version", "kind", "stream_id", "seq", "timestamp", "session", "history", "current", "frames",
+                  "dropped", "fps", "ended", "evidence_steps", "evidence", "decode_ms", "features_ms", "detector_ms",
+                  "segmenter_ms"},
+    "status": {"version", "kind", "stream_id", "seq", "timestamp", "run", "done", "allowed", "current", "alerts",
+               "frames", "dropped", "fps", "gaps", "ended", "lost", "allowed_scores", "rule", "decode_ms",
+               "features_ms", "detector_ms", "segmenter_ms", "hop_ms", "alert_out_ms"},
+}
+
+
+def test_stopped_is_said_only_on_a_stopped_session_s_end_and_read_as_false_when_absent() -> None:
+    # A detector stopped by Ctrl-C or SIGTERM ended its session with the very heartbeat a file's end sends: viewers
+    # said "ended" of a camera stopped by hand. `stopped` says which; it is left out while false, so every other
+    # message is exactly what a version-3 peer from before it reads (it refuses a field it does not know).
+    beats = [Heartbeat("cam0", 4, 2.0, "s1", (1, 3), None, 120, 2, 29.5, ended) for ended in (False, True)]
+    status = Status("cam0", 1, 2.2, run_of("s1"), (1, 3), (), 4, 1, 120, 0, 30.0, 0, True, False, (), "binary")
+    for message in (*beats, status):
+        assert set(json.loads(encode(message)[1])) == BEFORE_STOPPED[message.KIND]
+        assert decode(encode(message)).stopped is False  # type: ignore[attr-defined]
+    for message in (beats[1], status):
+        stopped = replace(message, stopped=True)
+        body = json.loads(encode(stopped)[1])
+        assert body["stopped"] is True and set(body) == BEFORE_STOPPED[message.KIND] | {"stopped"}
+        assert decode(encode(stopped)) == stopped
+    topic, body = encode(beats[0])[0], json.loads(encode(beats[0])[1])
+    with pytest.raises(MessageError, match=r"heartbeat.stopped is true while heartbeat.ended is false"):
+        decode([topic, json.dumps(body | {"stopped": True}).encode()])
+    with pytest.raises(MessageError, match="stopped must be true or false"):
+        decode([topic, json.dumps(body | {"stopped": 1}).encode()])
+    assert decode([topic, json.dumps(body | {"stopped": False}).encode()]) == beats[0]  # said needlessly: accepted

@@ -19,7 +19,7 @@ from streaming.checker.refusals import LOG_EVERY_S
 from streaming.service_log import LogLine
 
 # The changes of a stream working as it should: their lines are information, the others (lost, freed, evicted) warnings.
-ROUTINE_CHANGES: Final = frozenset({"new", "restarted", "ended", "back"})
+ROUTINE_CHANGES: Final = frozenset({"new", "restarted", "ended", "stopped", "back"})
 CHANGE_LINES: Final = 20  # stream change lines per LOG_EVERY_S window; the rest are counted and said in one line
 
 
@@ -45,8 +45,8 @@ class StreamChanges:
 
         Args:
             stream_id: the stream.
-            change: its new state, one word (``new``, ``restarted``, ``ended``, ``lost``, ``back``, ``freed``,
-                ``evicted``).
+            change: its new state, one word (``new``, ``restarted``, ``ended``, ``stopped``, ``lost``, ``back``,
+                ``freed``, ``evicted``).
             detail: what the line adds in parentheses ("" for nothing).
         """
         if self.log is None:

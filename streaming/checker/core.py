@@ -244,7 +244,7 @@ class CheckerCore:
         out += self._settle_early(state, ended=message.ended)
         newly_ended = message.ended and not state.ended
         state.current, state.frames, state.dropped = message.current, message.frames, message.dropped
-        state.fps, state.ended = message.fps, message.ended
+        state.fps, state.ended, state.stopped = message.fps, message.ended, message.stopped
         state.evidence_now = _evidence(message)
         # 0 means no frame went through the stage since the last heartbeat (the ended ones): the view keeps showing
         # the last measured latency instead of a row of zeros.
@@ -256,8 +256,10 @@ class CheckerCore:
             # Key-steps the graph does not hold are refused one by one, counted with every stream's; the end line
             # said "ended (12 key-steps, ...)" of a session whose detector of another procedure had 87 refused.
             skipped = f" ({len(state.skipped)} not in the task graph)" if state.skipped else ""
-            self.changes(message.stream_id, "ended", f"{count_of(len(state.applied), 'key-step')}{skipped}, "
-                         f"{count_of(state.alerts, 'alert')}, {count_of(never, 'required step')} never done")
+            # A camera stopped by hand is not a recording played to its end: the log says which, as viewers do.
+            change, undone = ("stopped", "not done by the stop") if message.stopped else ("ended", "never done")
+            self.changes(message.stream_id, change, f"{count_of(len(state.applied), 'key-step')}{skipped}, "
+                         f"{count_of(state.alerts, 'alert')}, {count_of(never, 'required step')} {undone}")
         out.append(self.outputs.status(message.stream_id, state))  # after the report: "ended" comes last
         return out
 

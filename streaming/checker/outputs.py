@@ -240,6 +240,7 @@ class Outputs:
             fps=state.fps,
             gaps=state.gaps,
             ended=state.ended,
+            stopped=state.stopped,
             lost=state.lost,
             allowed_scores=scores,
             rule=self.queries.rule,

@@ -44,6 +44,7 @@ class StreamState:
     dropped: int = 0
     fps: float = 0.0
     ended: bool = False
+    stopped: bool = False  # it ended because its detector was stopped, not at its source's end (the last heartbeat's)
     lost: bool = False
     seq_out: int = 0
     last_snapshot: float = 0.0  # when the periodic snapshot last went out (not touched by on-change statuses)

@@ -479,6 +479,7 @@ class DashboardState:
             "stream": stream_id,
             "run": status.run,
             "state": state,
+            "stopped": status.stopped,  # an ended session its detector was stopped in, before its source's end
             "current": self.name(status.current) if state == "live" else None,
             "last_done": self.name(status.done[-1]) if status.done else None,
             "done": len(status.done),

@@ -176,7 +176,7 @@ class FrameLoop:
                 raise self._failure
             for stream in self.streams:
                 if not stream.ended:  # stopped: what its segmenter holds is published, as at the end of a file
-                    self._end(stream)
+                    self._end(stream, stopped=True)
                     self._tell(stream)
         except KeyboardInterrupt:
             interrupted = True
@@ -195,7 +195,7 @@ class FrameLoop:
                     # its early alert retracted and a real mistake gone from the verdict. An error ends the stream
                     # without it, and without its end line: the run's error line says why it ended.
                     with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it
-                        self._end(stream, flush=interrupted)
+                        self._end(stream, flush=interrupted, stopped=interrupted)
                         if interrupted:
                             self._tell(stream)
             while self._finals:
@@ -346,11 +346,12 @@ class FrameLoop:
             out[group] = self.batches(np.stack([images[j] for j in group]))
         return out
 
-    def _end(self, stream: DetectorStream, flush: bool = True) -> None:
-        """A stream's source ended (or the run stops): flush it, send its last heartbeat and schedule the repeats
-        (the caller then tells `run`'s ``ended``: `_tell`)."""
+    def _end(self, stream: DetectorStream, flush: bool = True, stopped: bool = False) -> None:
+        """A stream's source ended (or the run stops: ``stopped``): flush it, send its last heartbeat and schedule the
+        repeats (the caller then tells `run`'s ``ended``: `_tell`)."""
         if flush:
             stream.flush()
+        stream.stopped = stopped
         stream.settle()
         stream.last_heartbeat()
         others = [s.stream_id for s in self.streams if not s.ended]

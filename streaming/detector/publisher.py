@@ -160,6 +160,7 @@ class EventPublisher:
         fps: float,
         ended: bool = False,
         latency: Mapping[str, float] | None = None,
+        stopped: bool = False,
     ) -> Heartbeat:
         """Publish a heartbeat with stream statistics and the history.
 
@@ -171,6 +172,7 @@ class EventPublisher:
             ended: this is the stream's last message.
             latency: mean milliseconds per frame of each detector stage since the last heartbeat, by field name
                 (``decode_ms``, ..., `streaming.stage_latency.StageWindow.take`); None: all 0.
+            stopped: (with ``ended``) the session ends because the run was stopped, not because its source ended.
 
         Returns:
             The message sent.
@@ -190,6 +192,7 @@ class EventPublisher:
             evidence_steps=evidence_steps,
             evidence=evidence,
             **(latency or {}),
+            stopped=stopped,
         )
         self.publisher.send(message)
         return message

@@ -90,6 +90,9 @@ class DetectorStream:
         self.stats = DetectorStats()
         self.stages = StageWindow(DETECTOR_STAGES, observe)
         self.ended = False  # its source ended (or it was stopped), its last heartbeat went out
+        # The run was stopped before its source ended (`FrameLoop.run`): its last heartbeats say so, and viewers tell
+        # a camera stopped by hand from a recording that played to its end.
+        self.stopped = False
         self.on_frame = on_frame
         self._window: deque[float] = deque()  # recent frame times, for the reported rate
         self._fps = 0.0
@@ -195,8 +198,9 @@ class DetectorStream:
         """
         # The session's rate, not the last second's: what the view leaves on an ended row is read as the run's
         # (the window's jitter showed 5.5 fps at the end of a 5 fps stream).
+        ended = not self.stats.error
         self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self.stats.fps or self._fps,
-                              ended=not self.stats.error, latency=self._latency())
+                              ended=ended, latency=self._latency(), stopped=ended and self.stopped)
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:

@@ -22,7 +22,7 @@ non-ASCII character as an escape.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -268,11 +268,18 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
         return _text(f"{stream_id} lost: its detector went silent before ending its session, so no verdict", "yellow")
     if not row.ended:
         return None
-    ended = "stopped" if state.stopped else "ended"  # a session the person cut short is judged so far only
+    stopped = _stopped(row, state)
+    ended = "stopped" if stopped else "ended"  # a session the person cut short is judged so far only
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
     line, tone = ended_text(_session(stream_id, row, state), state.name, recognised=len(row.done),
-                            steps=len(state.names), frames=row.frames, counted=row.alerts, stopped=state.stopped)
+                            steps=len(state.names), frames=row.frames, counted=row.alerts, stopped=stopped)
     return _text(f"{stream_id} {ended}: {line}", END_STYLES[tone])
+
+
+def _stopped(row: Status, state: ViewState) -> bool:
+    """Whether a session that ended was cut short: its detector was stopped (its status says so, whoever stopped
+    it), or the person stopped the streams this view runs."""
+    return state.stopped or row.stopped
 
 
 def _health(health: CheckerHealth) -> Text | None:
@@ -413,7 +420,7 @@ def _stream_mark(sid: str, row: Status, state: ViewState) -> str:
     if row.lost:
         return LOST_MARK
     if row.ended:
-        return STOPPED_MARK if state.stopped else ENDED_MARK
+        return STOPPED_MARK if _stopped(row, state) else ENDED_MARK
     return ""
 
 
@@ -673,7 +680,8 @@ def news_line(when: float, message: NewsMessage, state: ViewState) -> Text:
         return Text.assemble(head, "alert on ", _text(message.step_name), " ",
                              _text(f"retracted: {retraction_reason(message)}", "yellow"))
     names = _never_done_names(message, state) or "none"
-    return Text.assemble(head, _text(f"session over; {_never_done_title(state).split(' (')[0]}: "), _text(names))
+    title = _never_done_title(state, [message]).split(" (")[0]
+    return Text.assemble(head, _text(f"session over; {title}: "), _text(names))
 
 
 def _nothing_recognised(row: Status) -> bool:
@@ -702,19 +710,31 @@ def _never_done_names(report: MissingSteps, state: ViewState) -> str:
                      for step, name, p in zip(report.missing, names, report.probabilities, strict=True))
 
 
-def _never_done_title(state: ViewState) -> str:
-    return "not done by the stop (session stopped)" if state.stopped else "never done (session ended)"
+def _never_done_title(state: ViewState, reports: Iterable[MissingSteps]) -> str:
+    stopped = {_report_stopped(report, state) for report in reports}
+    if stopped == {True}:
+        return "not done by the stop (session stopped)"
+    if stopped == {True, False}:  # each stream's row and verdict line say which
+        return "not done (sessions ended or stopped)"
+    return "never done (session ended)"
+
+
+def _report_stopped(report: MissingSteps, state: ViewState) -> bool:
+    """Whether the session an end report is of was stopped (`_stopped`), as its stream's row (or, once let go, its
+    last row) says."""
+    row = state.streams.get(report.stream_id) or state.ended.get(report.stream_id, (0.0, None))[1]
+    return state.stopped or (row is not None and row.run == report.run and row.stopped)
 
 
 def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]], layout: _Layout, width: int,
                       lines: bool) -> RenderableType:
     """The steps ended sessions never did (``reports``, `_judged_reports`); below `COMPACT_WIDTH` a line each."""
     if lines:
-        return Group(Text(_never_done_title(state), style="bold red"), *(
+        return Group(Text(_never_done_title(state, (r for _, r in reports)), style="bold red"), *(
             Hanging(Text.assemble(_text(clock_text(when)), " ", _text(report.stream_id), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
             for when, report in reports))
-    never = layout.table(_never_done_title(state), "bold red")
+    never = layout.table(_never_done_title(state, (r for _, r in reports)), "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
     layout.stream(never)
     layout.names(never, "missing key-steps", 1)

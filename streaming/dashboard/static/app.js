@@ -299,18 +299,20 @@ function showLink(link) {
 }
 
 function showCounts() {
-  let live = 0, lost = 0, ended = 0, silent = 0;
+  let live = 0, lost = 0, ended = 0, stopped = 0, silent = 0;
   for (const tile of state.tiles.values()) {
     const shown = tileState(tile);
     if (shown === "live") live += 1;
     else if (shown === "lost") lost += 1;
+    else if (shown === "ended" && tile.stopped) stopped += 1;
     else if (shown === "ended") ended += 1;
     else silent += 1;
   }
   let open = 0;
   for (const alert of state.alerts.values()) if (alert.acked_at === null && !alert.retracted) open += 1;
   document.getElementById("counts").textContent =
-    `${state.tiles.size} stream(s): ${live} live, ${lost} lost, ${silent} not answering, ${ended} ended \u00b7 ` +
+    `${state.tiles.size} stream(s): ${live} live, ${lost} lost, ${silent} not answering, ${ended} ended` +
+    (stopped ? `, ${stopped} stopped` : "") + " \u00b7 " +
     `${state.alerts.size} alert(s), ${open} not acknowledged` +
     (state.forgottenOpen > 0 ? ` (and ${state.forgottenOpen} older, no longer kept)` : "");
   document.getElementById("no-streams").hidden = state.tiles.size > 0;
@@ -490,6 +492,8 @@ function tileState(tile) {
 
 function stateLabel(tile) {
   const shown = tileState(tile);
+  // A camera stopped by hand is not a recording played to its end: "ENDED" told a watcher nothing of which.
+  if (shown === "ended" && tile.stopped) return "\u25a0 STOPPED";
   const label = STATE_LABELS[shown] || shown;
   if (shown === "silent") return `${label} since ${clock(tile.heard)}`;
   if (shown === "lost") return `${label} since ${clock(tile.since)}`;
@@ -542,10 +546,12 @@ function updateTile(tile) {
     last.textContent = `alerts: ${tile.alerts}`;
   }
   card.append(last);
+  const over = tile.stopped ? "session stopped" : "session ended";
   if (tile.never_done && tile.never_done.length) {
-    card.append(el("p", "never", `session ended; never done: ${tile.never_done.join(", ")}`));
+    const undone = tile.stopped ? "not done by the stop" : "never done";
+    card.append(el("p", "never", `${over}; ${undone}: ${tile.never_done.join(", ")}`));
   }
-  if (tile.no_verdict) card.append(el("p", "never", `session ended: ${tile.no_verdict}`));
+  if (tile.no_verdict) card.append(el("p", "never", `${over}: ${tile.no_verdict}`));
 
   const latency = el("p", "latency");
   latency.textContent = "ms: " + LATENCIES.map(([key, name]) => `${name} ${Math.round(tile.latency_ms[key])}`)

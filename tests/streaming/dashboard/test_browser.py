@@ -667,3 +667,34 @@ def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a
         assert "\u2717 never done: " in shown["text"] and "add_milk" in shown["text"], shown
         assert "1 step(s) done, last fill_kettle" in shown["text"] and "ended " in shown["text"], shown
     assert "(re-sent)" not in reloaded["text"]  # this dashboard saw it end
+
+
+
+def test_a_camera_stopped_by_hand_reads_stopped_and_a_file_that_played_out_ended(tmp_path: Path,
+                                                                                  chromium_tmp: Path) -> None:
+    # Both tiles read "\u25a0 ENDED" and "session ended; never done: ...": a supervisor could not tell the camera
+    # someone stopped (Ctrl-C, SIGTERM) from the recording that reached its end.
+    driver = browser(chromium_tmp)
+    seq = itertools.count()
+
+    def tile(stream: str) -> str:
+        return (f"const t = document.querySelector('article.tile[data-stream=\"{stream}\"]'); return t && "
+                "t.querySelector('.never') && [t.querySelector('.state').textContent, "
+                "t.querySelector('.never').textContent];")
+
+    try:
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+            driver.get(served.url)
+            with running_checker(tmp_path) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                for stream, stopped in (("tape", False), ("camera", True)):  # get_cup done, then the session's end
+                    detector.send(beat(stream, seq=next(seq), history=(3,), timestamp=time.time()))
+                    detector.send(beat(stream, seq=next(seq), history=(3,), ended=True, stopped=stopped,
+                                       timestamp=time.time()))
+                tape, camera = (wait_until(driver, tile(stream), 30) for stream in ("tape", "camera"))
+                counts = driver.execute_script("return document.getElementById('counts').textContent;")
+        assert tape[0] == "\u25a0 ENDED" and tape[1].startswith("session ended; never done: "), tape
+        assert camera[0] == "\u25a0 STOPPED" and camera[1].startswith("session stopped; not done by the stop: "), camera
+        assert "0 live, 0 lost, 0 not answering, 1 ended, 1 stopped" in counts, counts
+    finally:
+        driver.quit()

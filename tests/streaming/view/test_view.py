@@ -458,8 +458,9 @@ class Session:
         self.seq += 1
         return self.seq
 
-    def heartbeat(self, current: int | None = None, ended: bool = False) -> None:
-        self.send(Heartbeat(self.stream, self._next(), 1.0, "s", self.history, current, 10 * self.seq, 0, 5.0, ended))
+    def heartbeat(self, current: int | None = None, ended: bool = False, stopped: bool = False) -> None:
+        self.send(Heartbeat(self.stream, self._next(), 1.0, "s", self.history, current, 10 * self.seq, 0, 5.0, ended,
+                            stopped=stopped))
 
     def announce(self, step: int, start: float) -> None:
         """The segmenter's early announcement (``--alert-on onset``), then the detector still seeing the step."""
@@ -471,14 +472,15 @@ class Session:
         self.history += (step,)
         self.send(keystep(self.history, self._next(), start=start, end=end, stream_id=self.stream))
 
-    def run(self, steps: tuple[int, ...], early: bool = False) -> None:
-        """Each step confirmed 4 s after the last (announced first when ``early``), then the end of the session."""
+    def run(self, steps: tuple[int, ...], early: bool = False, stopped: bool = False) -> None:
+        """Each step confirmed 4 s after the last (announced first when ``early``), then the end of the session (its
+        detector ``stopped`` before its source's end)."""
         self.heartbeat()
         for k, step in enumerate(steps):
             if early:
                 self.announce(step, 4.0 * k)
             self.confirm(step, 4.0 * k, 4.0 * k + 3.5)
-        self.heartbeat(ended=True)
+        self.heartbeat(ended=True, stopped=stopped)
 
 
 def test_an_ended_stream_gets_a_verdict_line_naming_its_mistakes_and_the_steps_it_never_did() -> None:
@@ -975,6 +977,20 @@ def test_a_session_the_person_stopped_is_judged_so_far_not_as_ended(ctx: zmq.Con
     assert not viewer.state.stopped
     viewer.close()
     pub.close()
+
+
+def test_a_session_whose_detector_was_stopped_is_judged_so_far_beside_one_that_ended() -> None:
+    # A view apart (stream-detect view) said "cam1 ended: no mistake; never done: ..." of a camera stopped by hand:
+    # only the one-command run, which stops its own detector, knew to say "stopped".
+    ended, stopped = Session("cam0"), Session("cam1")
+    stopped.core, stopped.state = ended.core, ended.state  # one checker, one view
+    ended.run((GET_CUP, FILL, BOIL))
+    stopped.run((GET_CUP, FILL, BOIL), stopped=True)
+    text = draw(ended.state, width=160)
+    assert "cam0 ended: no mistake; never done: add_teabag, pour_water, add_milk" in text
+    assert "cam1 stopped: no mistake so far; not done by the stop: add_teabag, pour_water, add_milk" in text
+    assert "cam0 (ended)" in text and "cam1 (stopped)" in text and not ended.state.stopped
+    assert "not done (sessions ended or stopped)" in text  # the two reports' table: each row's stream says which
 
 
 @pytest.mark.parametrize("width", range(70, 81))

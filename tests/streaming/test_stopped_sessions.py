@@ -1,0 +1,84 @@
+"""A session whose detector was stopped (Ctrl-C, SIGTERM) is told from one whose source reached its end, by every
+service apart: a real ``stream-detect detector`` process with two sources, one a short file that ends, the other a
+long one still playing when the process is signalled; a checker served in this process, the terminal view's client
+and the dashboard read what the checker publishes. Both sessions end with ``ended: true``; only the signalled one says
+``stopped``, and the view, the dashboard and the checker's log say "stopped" of it and "ended" of the other."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import zmq
+
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
+from streaming.demo.paths import default_demo_paths
+from streaming.view.client import Viewer
+from streaming.view.render import verdict
+from streaming.view.state import ViewState
+from tests.streaming.dashboard.serving import serving
+from tests.streaming.helpers import STREAM_DETECT, tea_graph, wait_for, write_noise_video
+
+GRAPH, DETECTOR = default_demo_paths()
+STARTUP_S = 120.0  # the detector loads torch and its backbone on a busy 2-core machine
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_detector_stopped_by_a_signal_is_said_stopped_and_a_file_that_ended_ended(tmp_path: Path,
+                                                                                      signum: int) -> None:
+    short = write_noise_video(tmp_path / "short.mp4", frames=30)  # 1 s in real time: ends on its own
+    long = write_noise_video(tmp_path / "long.mp4", frames=1800)  # 60 s: still playing at the signal
+    ctx = zmq.Context()
+    log: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx,
+                             log=lambda line, *_args, **_fields: log.append(line))
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+    args = ["detector", "--video", str(short), "--video", str(long), "--stream-id", "file", "--stream-id", "camera",
+            "--graph", str(GRAPH), "--detector", str(DETECTOR), "--connect", service.events_endpoint]
+    # SIGINT at its default, as from a terminal's Ctrl-C: a suite run in a script's background ignores it, and the
+    # child would inherit that.
+    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    rows = viewer.state.streams
+    try:
+        with serving(service.alerts_endpoint, warn=lambda _line: None, say=lambda _line: None) as served:
+            assert wait_for(lambda: "file" in rows and rows["file"].ended and "camera" in rows, STARTUP_S,
+                            lambda: viewer.pump(20))
+            assert proc.poll() is None and not rows["camera"].ended
+            proc.send_signal(signum)
+            assert proc.wait(30) == 128 + signum
+            assert wait_for(lambda: rows["camera"].ended, 10.0, lambda: viewer.pump(20))
+
+            def tiles() -> dict[str, dict[str, object]]:
+                return {tile["stream"]: tile for tile in served.state()["tiles"]}
+
+            assert wait_for(lambda: {"file", "camera"} <= tiles().keys() and tiles()["camera"]["state"] == "ended",
+                            10.0)
+            dashboard = tiles()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        viewer.close()
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    # Both said "ended", the camera stopped by hand as the file that played to its end.
+    said = {sid: str(verdict(sid, row, viewer.state)) for sid, row in rows.items()}
+    assert said["file"].startswith("file ended: ") and said["camera"].startswith("camera stopped: "), said
+    changes = [line for line in log if line.startswith(("checker: file ", "checker: camera "))]
+    assert any(line.startswith("checker: file ended (") for line in changes), changes
+    assert any(line.startswith("checker: camera stopped (") and line.endswith(" not done by the stop)")
+               for line in changes), changes
+    assert (dashboard["file"]["state"], dashboard["file"].get("stopped")) == ("ended", False)
+    assert (dashboard["camera"]["state"], dashboard["camera"].get("stopped")) == ("ended", True)
+    # The checker's status, as the view's client decoded it off the wire.
+    assert (rows["file"].ended, rows["file"].stopped) == (True, False)
+    assert (rows["camera"].ended, rows["camera"].stopped, rows["camera"].lost) == (True, True, False)

@@ -199,6 +199,17 @@ def test_an_eval_cache_entry_that_is_no_finished_run_is_refused(tmp_path: Path) 
             load_cache_entry(path, EVAL_VIDEO)
 
 
+def test_an_eval_cache_entry_of_a_run_stopped_half_way_is_refused(tmp_path: Path) -> None:
+    # Its last heartbeat ends the session as a video's end does: only `stopped` tells that the video was not seen whole.
+    *before, last = CACHE_JSON["messages"]
+    path = tmp_path / "entry.json"
+    path.write_text(json.dumps(CACHE_JSON | {"messages": [*before, last | {"payload": last["payload"] |
+                                                                            {"stopped": True}}]}))
+    with pytest.raises(InputError, match=r"not the record of a finished run \(its detector was stopped before the "
+                                         r"video's end\)"):
+        load_cache_entry(path, EVAL_VIDEO)
+
+
 # -- .npy feature arrays ----------------------------------------------------------------------------------------------
 def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()

@@ -657,6 +657,8 @@ def load_cache_entry(path: Path, video: EvalVideo) -> DetectorRecord:
     if not isinstance(last, Heartbeat) or not last.ended or last.frames != frames:
         raise InputError(f"{src}: not the record of a finished run (it must end with the stream's last heartbeat, "
                          f"counting its {frames} frames)")
+    if last.stopped:  # a run stopped half-way ends with a last heartbeat too, but says so: not the video's record
+        raise InputError(f"{src}: not the record of a finished run (its detector was stopped before the video's end)")
     # Each step of the history was sent as a key-step with its times: an entry cut to its last heartbeat kept only
     # the history, and its alerts came back without a video time.
     indices = {m.index for _, m in messages if isinstance(m, KeyStepEvent)}

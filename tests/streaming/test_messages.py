@@ -283,6 +283,7 @@ def test_every_field_a_peer_may_leave_out_has_a_default() -> None:
     for cls in KINDS.values():
         defaults = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
         assert cls.ADDED.issubset(defaults), cls.KIND
+        assert cls.SAID_WHEN_TRUE <= cls.ADDED, cls.KIND  # left out while false: a receiver must take it as absent
 
 
 # The fields a heartbeat and a status had before `stopped`: a receiver from then refuses any other.

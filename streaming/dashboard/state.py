@@ -377,6 +377,7 @@ class DashboardState:
             "run": session.run,
             "ended": session.ended,
             "seen_end": session.seen_end,
+            "stopped": status is not None and status.stopped,  # its detector was stopped before its source's end
             "done": None if status is None else len(status.done),
             "last_done": self.name(status.done[-1]) if status is not None and status.done else None,
             "alerts": None if status is None else status.alerts,

@@ -598,7 +598,8 @@ function addFinished(session) {
   item.dataset.stream = session.stream;
   const head = el("div", "session-head");
   // Heard only from the checker's re-sends (this dashboard started later): it ended then or before.
-  const when = `ended ${clock(session.ended)}${session.seen_end ? "" : " or before (re-sent)"}`;
+  const over = session.stopped ? "stopped" : "ended"; // as its tile said: a camera stopped by hand, or played out
+  const when = `${over} ${clock(session.ended)}${session.seen_end ? "" : " or before (re-sent)"}`;
   head.append(el("strong", null, `\u25a0 ${session.stream}`), " ", el("span", "when", when));
   item.append(head);
   const counts = [];
@@ -609,7 +610,9 @@ function addFinished(session) {
   if (counts.length) item.append(el("p", "counts", counts.join(" \u00b7 ")));
   let verdict;
   if (session.no_verdict) verdict = `? ${session.no_verdict}`;
-  else if (never) verdict = `\u2717 never done: ${session.never_done.join(", ")}`;
+  else if (never) {
+    verdict = `\u2717 ${session.stopped ? "not done by the stop" : "never done"}: ${session.never_done.join(", ")}`;
+  }
   else verdict = "\u2713 nothing missing"; // the checker reports only a session that left a required step undone
   item.append(el("p", "verdict", verdict));
   if (existing) existing.replaceWith(item);

@@ -669,7 +669,6 @@ def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a
     assert "(re-sent)" not in reloaded["text"]  # this dashboard saw it end
 
 
-
 def test_a_camera_stopped_by_hand_reads_stopped_and_a_file_that_played_out_ended(tmp_path: Path,
                                                                                   chromium_tmp: Path) -> None:
     # Both tiles read "\u25a0 ENDED" and "session ended; never done: ...": a supervisor could not tell the camera

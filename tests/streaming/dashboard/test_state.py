@@ -252,8 +252,8 @@ def test_an_ended_session_and_its_end_report_outlive_its_tile_once_each_bounded(
     assert event["type"] == "finished" and event["session"]["never_done"] == ["add_milk"]
     [event] = state.apply(status(ended=True, alerts=2), 2.5)
     assert event["session"] | {"run": None} == {
-        "stream": "cam0", "run": None, "ended": 2.0, "seen_end": True, "done": 2, "last_done": "2", "alerts": 2,
-        "never_done": ["add_milk"], "no_verdict": None}
+        "stream": "cam0", "run": None, "ended": 2.0, "seen_end": True, "stopped": False, "done": 2, "last_done": "2",
+        "alerts": 2, "never_done": ["add_milk"], "no_verdict": None}
     assert state.apply(status(ended=True, alerts=2), 3.0) == [] and state.apply(report(replayed=True), 3.0) == []
     state.forget_s, state.answering_since = 10.0, 0.0
     state.forget_gone(20.0, connected=True)
@@ -275,6 +275,15 @@ def test_an_ended_session_and_its_end_report_outlive_its_tile_once_each_bounded(
     assert [(s["stream"], s["never_done"]) for s in state.snapshot(24.0)["finished"]] == [
         ("cam3", ["add_milk"]), ("cam2", None), ("cam1", None)]  # newest first, bounded: cam0 went
     assert state.snapshot(24.0)["max_finished"] == 3
+
+
+def test_a_finished_session_whose_detector_was_stopped_says_so_as_its_tile_did() -> None:
+    # The list said "ended" of a camera stopped by hand, as the tile had before it learned to say "stopped".
+    state = DashboardState(names={6: "add_milk"})
+    state.apply(status(), 1.0)
+    state.apply(report(), 2.0)
+    [event] = state.apply(status(ended=True, stopped=True), 2.5)
+    assert event["session"]["stopped"] is True and event["session"]["never_done"] == ["add_milk"]
 
 
 def test_hostile_names_are_sent_as_printable_text() -> None:

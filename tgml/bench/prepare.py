@@ -12,14 +12,16 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, read_json, read_text_file, write_files
 from graphs.common.options import is_decimal_digits
 
+T = TypeVar("T")
 ASSEMBLY_SCENARIO: Final = "assembly101"
 EPIC_SCENARIO: Final = "epic-tent"
 SPLITS: Final = ("train", "test")
@@ -91,6 +93,16 @@ def _read_lines(path: Path, what: str) -> list[str]:
     return read_text_file(path, what).splitlines()
 
 
+def _csv_rows(reader: Iterator[T], path: Path) -> Iterator[T]:
+    """The rows of a raw CSV source; what the csv module refuses (a field over its 128 KiB limit) is an `InputError`
+    naming the file, where it was a ``_csv.Error`` traceback. No row number: EPIC-Tent's rows are counted after
+    the published line repairs, which would name the wrong line of the file."""
+    try:
+        yield from reader
+    except csv.Error as err:
+        raise InputError(f"{path}: not a CSV file this can read ({err})") from None
+
+
 # -- Assembly101-O ------------------------------------------------------------------------------------------------
 def assembly_step_name(verb: str, this: str) -> str:
     """Key-step name of one Assembly101 mistake-CSV row: ``verb-this`` with spaces as ``_`` (DERIVATION.md)."""
@@ -125,7 +137,7 @@ def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
         # Read whole through the shared reader (bounded, UTF-8, regular files only); newline="" keeps csv's own
         # handling of line ends, as opening the file with newline="" did.
         with io.StringIO(read_text_file(path, "Assembly101 annotation CSV"), newline="") as fh:
-            for row_no, row in enumerate(csv.reader(fh), start=1):
+            for row_no, row in enumerate(_csv_rows(csv.reader(fh), path), start=1):
                 if len(row) < 6:
                     raise InputError(f"{path}: row {row_no} has {len(row)} columns, expected at least 6")
                 name = assembly_step_name(row[2], row[3])
@@ -171,7 +183,7 @@ def repaired_epic_rows(path: Path) -> list[dict[str, str]]:
         lines[index] = lines[index].rsplit(",", 1)[0] + f",{label}"
     for index in EPIC_DELETED_LINES:  # descending, so earlier indices stay valid
         del lines[index]
-    rows = list(csv.DictReader(lines))
+    rows = list(_csv_rows(csv.DictReader(lines), path))
     needed = {"subject_id", "str_GoPro_ts", "end_GoPro_ts", "action_label"}
     if rows and not needed <= rows[0].keys():
         raise InputError(f"{path}: header lacks {sorted(needed - rows[0].keys())}")

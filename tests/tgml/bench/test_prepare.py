@@ -193,3 +193,22 @@ def test_a_failed_write_leaves_every_prepared_file_as_it_was(data_dir: Path, tmp
         prepare_all(config)
     assert [(out / n).read_text() for n in ("assembly101-o/train.json", "assembly101-o/test.json",
                                             "epic-tent-o/train.json")] == ["{}"] * 3
+
+
+# A field over the csv module's 128 KiB limit ended in a `_csv.Error` traceback (exit status 1).
+@pytest.mark.parametrize("source", ["assembly-csv", "epic-labels"])
+def test_a_raw_csv_field_over_the_csv_limit_is_one_error_line(
+    source: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli_errors import cli_error
+    from tgml.bench.prego_bench_cli import main as prego_bench
+
+    dataset, locate, _ = RAW_SOURCES[source]
+    raw, argv = _raw_copy(data_dir, tmp_path, dataset)
+    path = locate(raw)
+    lines = path.read_text().splitlines()
+    lines[500 if source == "epic-labels" else 1] += "x" * 200_000
+    path.write_text("\n".join(lines) + "\n")
+    err = cli_error(prego_bench, argv, capsys)
+    assert err.startswith(f"error: {path}: not a CSV file this can read (field larger than field limit"), err
+    assert not (tmp_path / "out").exists()

@@ -62,6 +62,7 @@ from graphs.common.settings_files import (
     as_written,
     check_tables,
     field_names,
+    json_kind,
     naming_the_file,
     naming_the_flags,
     read_settings,
@@ -363,11 +364,15 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
     if why is not None:
         raise InputError(f"--features {features}: {why}")
     split = Path(features) / SPLIT_FILE
-    if not split.is_file():
+    # Only a split.json that is not there at all makes this no feature folder: one there but not a readable file (a
+    # folder, a link loop) is refused by read_json saying what it is, where this said "no split.json".
+    if not split.exists() and not split.is_symlink():
         raise InputError(f"--features {features}: not a feature folder: no {SPLIT_FILE}, which recognition-features "
                          "(or recognition-features import) writes; " + _what_the_folder_is(Path(features)))
     raw = read_json(split, "split file")
-    extractor = raw.get("feature_extractor") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):  # a list or null was told it "names no feature_extractor", as if one field lacked
+        raise InputError(f"{split}: expected an object with 'train' and 'test' lists, got {json_kind(raw)}")
+    extractor = raw.get("feature_extractor")
     if not isinstance(extractor, str) or not extractor:
         raise InputError(f"{split}: names no feature_extractor; give --config with a [features] table")
     # The rate is split.json's, read (and checked, naming it) with the folder: the config leaves it to the folder.

@@ -690,3 +690,27 @@ def test_copies_recognition_features_leaves_behind_raise_no_warning(
     shutil.copy(rgb / f"{split['test'][0]}.npy", rgb / f"{split['test'][0]}.aug1.npy")  # a training video then
     assert main(argv) in (0, None)
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ("folder", "is a folder, expected a split file"),
+    ("link-loop", "cannot read the split file (Too many levels of symbolic links)"),
+    ("list", "expected an object with 'train' and 'test' lists, got a list"),
+    ("null", "expected an object with 'train' and 'test' lists, got null"),
+])
+def test_a_split_file_there_but_damaged_is_named_for_what_it_is(
+    damage: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without --config, a split.json that was a folder or a link loop was "no split.json" (not a feature folder),
+    # and one holding a list or null "named no feature_extractor", as if one field were missing.
+    folder = tmp_path / "features"
+    folder.mkdir()
+    split = folder / "split.json"
+    if damage == "folder":
+        split.mkdir()
+    elif damage == "link-loop":
+        split.symlink_to("split.json")
+    else:
+        split.write_text("[]" if damage == "list" else "null")
+    err = cli_error(main, ["--features", str(folder), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == f"error: {split}: {message}"

@@ -83,7 +83,9 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(f"{data_dir}: CaptainCook4D data folder not found")
-    if not (data_dir / ANNOTATIONS).exists():  # most likely another folder than the dataset's (say epic-tent-o/)
+    # Most likely another folder than the dataset's (say epic-tent-o/); a link loop in the file's place is the file's
+    # problem, which load_annotations names (exists() is False for it too).
+    if not (data_dir / ANNOTATIONS).exists() and not (data_dir / ANNOTATIONS).is_symlink():
         raise InputError(f"{data_dir}: not a CaptainCook4D folder (no {ANNOTATIONS}): give the data folder holding "
                          "captaincook4d/, or that folder")
     annotations = load_annotations(data_dir / ANNOTATIONS, check_times=False)  # as published: -1 = never done

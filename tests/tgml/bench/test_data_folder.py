@@ -123,3 +123,19 @@ def exit_status(main: Callable[[list[str]], object], argv: list[str]) -> object:
         return main(argv)
     except SystemExit as ended:
         return ended.code
+
+
+def test_a_link_loop_for_the_captaincook_annotations_is_named_as_such(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was "not a CaptainCook4D folder (no task_graph_generation_annotations.json)": a wrong --data, where the
+    # folder was right and its file a link loop.
+    cook = tmp_path / "captaincook4d"
+    cook.mkdir()
+    for source in (data_dir / "captaincook4d").iterdir():
+        (cook / source.name).symlink_to(source)
+    annotations = cook / "task_graph_generation_annotations.json"
+    annotations.unlink()
+    annotations.symlink_to(annotations.name)
+    line = cli_error(tgml, ["bench-captaincook", "--data", str(cook), "--procedures", "ramen", "--quiet"], capsys)
+    assert line == f"error: {annotations}: cannot read the annotation file (Too many levels of symbolic links)"

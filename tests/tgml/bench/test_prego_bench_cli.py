@@ -470,3 +470,27 @@ def test_help_lines_fit_80_columns_and_name_the_choices(
     text = " ".join(page.split())
     assert "graph methods: noisy-and, do, do-cv," in text and "built-in datasets: assembly101-o, epic-tent-o" in text
     assert "invalid choice: 'dp'" in cli_error(main, ["--method", "dp"], capsys)  # the choices are still checked
+
+
+@pytest.mark.parametrize("damage", ["folder", "link-loop"])
+@pytest.mark.parametrize("file", ["epic-tent-o/test.json", "prego-miniroad/epic-tent-o_segments.json"])
+def test_a_data_file_there_but_unreadable_is_not_called_missing(
+    file: str, damage: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A folder or a link loop in a data file's place was "missing ...; build it with prego-bench prepare", and the
+    # user rebuilt a file that was there.
+    data = tmp_path / "data"
+    for dataset in ("epic-tent-o", "prego-miniroad"):
+        (data / dataset).mkdir(parents=True)
+        for source in (data_dir / dataset).iterdir():
+            (data / dataset / source.name).symlink_to(source)
+    target = data / file
+    target.unlink()
+    if damage == "folder":
+        target.mkdir()
+    else:
+        target.symlink_to(target.name)
+    argv = ["--data", str(data), "--dataset", "epic-tent-o", "--method", "count-based", "--mode", "pred", "--quiet"]
+    err = cli_error(main, argv, capsys)
+    assert "missing" not in err and str(target) in err, err
+    assert ("is a folder" if damage == "folder" else "Too many levels of symbolic links") in err, err

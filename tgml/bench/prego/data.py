@@ -94,7 +94,9 @@ def resolve_data(
             hint = "per-frame MiniROAD labels (shared/data/prego-miniroad has them for epic-tent-o); give --frames FILE"
             needed.append((layout.frames_file(dataset), hint))
         for path, hint in needed:
-            if not path.is_file():
+            # Only a file not there at all is missing: a folder or a link loop in its place was told to be built
+            # anew; its reader (read_json) says what it is instead.
+            if not path.exists() and not path.is_symlink():
                 raise InputError(f"missing {path}; {hint}")
     return layout
 

@@ -127,6 +127,8 @@ def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
     _check_id_keys(names, raw / "Assembly101-O_action_dict.json")
     id_of = {name: int(key) for key, name in names.items()}
     videos = {line.strip() for line in _read_lines(raw / f"{split}_split.txt", "split file") if line.strip()}
+    if not videos:  # an empty split wrote an annotation file of no video, and the benchmark then scored nothing
+        raise InputError(f"{raw / f'{split}_split.txt'}: names no video")
     csvs = sorted(p for p in (raw / "annots").glob("*.csv") if p.stem in videos)
     missing = videos - {p.stem for p in csvs}
     if missing:
@@ -151,6 +153,8 @@ def build_assembly101(raw: Path, split: str) -> dict[str, Any]:
                 segments.append(_segment(id_of[name], start, end, name, mistake))
                 if mistake:
                     break
+        if not segments:  # an empty file wrote a video of no key-step without a word
+            raise InputError(f"{path}: no row (each row is one key-step of the video)")
         annotations[path.stem] = {"scenario": ASSEMBLY_SCENARIO, "recording_id": path.stem, "segments": segments}
     taxonomy = {key: _taxonomy_entry(int(key), name) for key, name in names.items()}
     return {"annotations": annotations, "taxonomy": {ASSEMBLY_SCENARIO: taxonomy}}
@@ -207,6 +211,8 @@ def build_epic_tent(raw: Path, split: str) -> dict[str, Any]:
     if not isinstance(names, dict) or not isinstance(counts, dict):
         raise InputError(f"{raw}: action dictionary and split file must be JSON objects")
     _check_id_keys(names, raw / "EPIC-Tent-O_action_dict.json")
+    if not counts:
+        raise InputError(f"{raw / f'{split}_split.json'}: names no video")
     labels_path = raw / "Synchronised_action_label.txt"
     rows = repaired_epic_rows(labels_path)
     by_subject: dict[str, list[dict[str, str]]] = {}

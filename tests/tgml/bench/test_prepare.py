@@ -212,3 +212,25 @@ def test_a_raw_csv_field_over_the_csv_limit_is_one_error_line(
     err = cli_error(prego_bench, argv, capsys)
     assert err.startswith(f"error: {path}: not a CSV file this can read (field larger than field limit"), err
     assert not (tmp_path / "out").exists()
+
+
+# An empty split or annotation CSV was taken: prepare wrote a split of no video, or a video of no key-step, and the
+# benchmark scored them without a word. No published file is empty.
+@pytest.mark.parametrize(("dataset", "locate", "message"), [
+    ("assembly101-o", lambda raw: raw / "train_split.txt", "names no video"),
+    ("assembly101-o", lambda raw: sorted((raw / "annots").glob("*.csv"))[0], "no row (each row is one key-step"),
+    ("epic-tent-o", lambda raw: raw / "train_split.json", "names no video"),
+], ids=["assembly-split", "assembly-csv", "epic-split"])
+def test_an_empty_raw_source_is_one_error_line(
+    dataset: str, locate, message: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli_errors import cli_error
+    from tgml.bench.prego_bench_cli import main as prego_bench
+
+    raw, argv = _raw_copy(data_dir, tmp_path, dataset)
+    path = locate(raw)
+    if dataset == "assembly101-o" and path.suffix == ".csv":  # a video of the train split, so that it is read
+        (raw / "train_split.txt").write_text(path.stem + "\n")
+    path.write_text("{}" if path.suffix == ".json" else "")
+    assert cli_error(prego_bench, argv, capsys).startswith(f"error: {path}: {message}")
+    assert not (tmp_path / "out").exists()

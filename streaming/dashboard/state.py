@@ -175,14 +175,13 @@ class DashboardState:
             return self._status(message, now)
         if isinstance(message, MissingSteps):
             previous = self.reports.get(message.stream_id)
-            learned: list[dict[str, Any]] = []
-            if previous is None or previous.run != message.run:
-                if previous is None and len(self.reports) >= MAX_STREAMS:
-                    del self.reports[next(iter(self.reports))]
-                self.reports[message.stream_id] = message
-                self.dirty.add(message.stream_id)
-                learned = self._learn(message)
-            return learned + self._finished_report(message, now)
+            if previous is not None and previous.run == message.run:
+                return self._finished_report(message, now, listed=True)
+            if previous is None and len(self.reports) >= MAX_STREAMS:
+                del self.reports[next(iter(self.reports))]
+            self.reports[message.stream_id] = message
+            self.dirty.add(message.stream_id)
+            return self._learn(message) + self._finished_report(message, now, listed=False)
         if isinstance(message, CheckerHealth):
             self.health = message
         return []
@@ -267,7 +266,9 @@ class DashboardState:
         """Keep an ended run's status in the finished list (its counts, and whether it recognised anything)."""
         session = self.finished.get((status.stream_id, status.run))
         if session is None:
-            if not status.ended:
+            # Its run ended here before: it was listed then, and pushed out since by newer ones. The checker re-sends
+            # it each 0.5 s for a minute: listed again, it pushed out another, which the next re-send listed again.
+            if not status.ended or (previous is not None and previous.run == status.run and previous.ended):
                 return []
             # Seen turning ended here, or known only from the checker's re-sends of a stream that ended earlier.
             seen = previous is not None and previous.run == status.run and not previous.ended
@@ -278,10 +279,13 @@ class DashboardState:
             session.status = status
         return [self._finished_event(session)]
 
-    def _finished_report(self, report: MissingSteps, now: float) -> list[dict[str, Any]]:
+    def _finished_report(self, report: MissingSteps, now: float, listed: bool) -> list[dict[str, Any]]:
         """Keep an end report in the finished list. It comes before its run's ended status (the checker sends it
-        first), and a session ended by the next one starting on its stream may have no ended status at all."""
+        first), and a session ended by the next one starting on its stream may have no ended status at all.
+        ``listed``: the stream's report of this run came before, so its session was listed then."""
         session = self.finished.get((report.stream_id, report.run))
+        if session is None and listed:
+            return []  # pushed out by newer sessions: a re-send must not list it again as the newest
         if session is None:
             status = self.streams.get(report.stream_id)
             session = self._add_finished(FinishedSession(

@@ -340,3 +340,21 @@ def test_a_lost_stream_lists_the_step_it_was_last_seen_doing_among_those_still_t
     state.apply(status(lost=True), 1.0)
     [tile] = state.take_dirty_tiles(1.0)
     assert tile["current"] is None and [a["name"] for a in tile["allowed"]] == ["add_teabag", "fill_kettle"]
+
+
+def test_a_finished_session_pushed_out_is_not_listed_again_by_the_checker_s_re_sends() -> None:
+    # The checker re-sends every stream it holds each 0.5 s, for a minute after each ended: with more ended sessions
+    # held than the list keeps, each re-send of one pushed out listed it again as the newest, "ended" at that moment,
+    # and pushed out another, which the next re-send listed again: every page got a "finished" event per re-send and
+    # the list's order and times churned until the checker let the streams go.
+    state = DashboardState(names={6: "add_milk"}, max_finished=2)
+    for k, stream in enumerate(("cam0", "cam1", "cam2")):
+        state.apply(status(stream=stream), 1.0 + k)
+        state.apply(report(stream=stream), 2.0 + k)
+        state.apply(status(stream=stream, ended=True), 2.5 + k)
+    listed = [(s["stream"], s["ended"]) for s in state.snapshot(10.0)["finished"]]
+    assert listed == [("cam2", 4.0), ("cam1", 3.0)]
+    for stream in ("cam0", "cam1", "cam2"):  # the checker's re-sends
+        assert state.apply(report(stream=stream, replayed=True), 10.0) == []
+        assert state.apply(status(stream=stream, ended=True), 10.0) == []
+    assert [(s["stream"], s["ended"]) for s in state.snapshot(10.0)["finished"]] == listed

@@ -90,8 +90,9 @@ class FinishedSession:
         run: the detector run that ended.
         ended: wall time this dashboard learned that it ended (its end report or its ended status, the first).
         seen_end: this dashboard heard the end as it happened (the report as sent at the end, or the run's status
-            turning ended), rather than from the checker's re-sends (it started later): ``ended`` is then only when it
-            heard of it.
+            turning ended, its previous one heard less than `SILENT_S` before), rather than from the checker's
+            re-sends (it started later, or its link to the checker was down): ``ended`` is then only when it heard
+            of it.
         status: the run's latest status (None: none received; a session ended by the next one starting on its
             stream may have sent none after its report).
         report: its end report (None: none came; the checker sends none for a session that did every required step).
@@ -255,23 +256,29 @@ class DashboardState:
         if previous is None and len(self.streams) >= MAX_STREAMS:
             self._drop(min(self.streams, key=lambda sid: self.heard.get(sid, 0.0)))
         self.streams[stream] = status
-        self.heard[stream] = now
+        heard, self.heard[stream] = self.heard.get(stream), now
         if previous is None or _phase(previous) != _phase(status):
             self.since[stream] = now
         if previous is None or _shown(previous) != _shown(status):
             self.dirty.add(stream)
-        return self._finished_status(status, previous, now)
+        return self._finished_status(status, previous, heard, now)
 
-    def _finished_status(self, status: Status, previous: Status | None, now: float) -> list[dict[str, Any]]:
-        """Keep an ended run's status in the finished list (its counts, and whether it recognised anything)."""
+    def _finished_status(
+        self, status: Status, previous: Status | None, heard: float | None, now: float
+    ) -> list[dict[str, Any]]:
+        """Keep an ended run's status in the finished list (its counts, and whether it recognised anything);
+        ``previous`` is the stream's status before it, received at ``heard``."""
         session = self.finished.get((status.stream_id, status.run))
         if session is None:
             # Its run ended here before: it was listed then, and pushed out since by newer ones. The checker re-sends
             # it each 0.5 s for a minute: listed again, it pushed out another, which the next re-send listed again.
             if not status.ended or (previous is not None and previous.run == status.run and previous.ended):
                 return []
-            # Seen turning ended here, or known only from the checker's re-sends of a stream that ended earlier.
-            seen = previous is not None and previous.run == status.run and not previous.ended
+            # Seen turning ended here, or known only from the checker's re-sends of a stream that ended earlier. A
+            # status is re-sent each 0.5 s: one not heard for `SILENT_S` before (the link to the checker was down)
+            # may have turned ended at any time since.
+            seen = (previous is not None and previous.run == status.run and not previous.ended
+                    and heard is not None and not gone_silent(heard, now))
             session = self._add_finished(FinishedSession(status.stream_id, status.run, now, seen, status))
         elif session.status is not None and _shown(session.status) == _shown(status):
             return []  # a re-send: every 0.5 s while the checker holds the stream

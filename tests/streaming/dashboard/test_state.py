@@ -358,3 +358,25 @@ def test_a_finished_session_pushed_out_is_not_listed_again_by_the_checker_s_re_s
         assert state.apply(report(stream=stream, replayed=True), 10.0) == []
         assert state.apply(status(stream=stream, ended=True), 10.0) == []
     assert [(s["stream"], s["ended"]) for s in state.snapshot(10.0)["finished"]] == listed
+
+
+def test_a_session_that_ended_while_the_checker_was_out_of_reach_is_said_heard_of_late() -> None:
+    # The link to the checker down while the session ended: back, the checker's re-sent status was taken for the run
+    # turning ended before this dashboard's eyes, and the list said "ended" at the moment the link came back, with no
+    # "or before (re-sent)"; with the re-sent report first, it said it. Which came first decided.
+    for first_report in (False, True):
+        state = DashboardState(names={6: "add_milk"})
+        state.apply(status(), 1.0)
+        state.apply(status(), 1.5)
+        back = 1.5 + SILENT_S + 30.0  # the link came back
+        if first_report:
+            state.apply(report(replayed=True), back)
+        [event] = state.apply(status(ended=True), back + 0.1)
+        if not first_report:
+            state.apply(report(replayed=True), back + 0.2)
+        assert event["session"]["seen_end"] is False, first_report
+    # Heard turning ended as it happened (its status comes every 0.5 s): said so.
+    state = DashboardState()
+    state.apply(status(), 1.0)
+    [event] = state.apply(status(ended=True), 1.5)
+    assert event["session"]["seen_end"] is True

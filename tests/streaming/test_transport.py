@@ -494,3 +494,24 @@ def test_an_ipc_socket_file_this_process_may_not_connect_to_is_in_use(tmp_path: 
         in_use = "address already in use (another program is using it: pick another path)"
         assert done.stdout.strip().endswith(in_use), done.stdout + done.stderr
         assert path.exists()
+
+
+def test_an_ipc_path_in_a_folder_this_process_may_not_enter_is_refused_for_what_it_is(tmp_path: Path) -> None:
+    # The probe's EACCES there comes from the folder, not from another user's socket: the path was said to be "in use
+    # (another program is using it)", where the bind's own error says that permission is denied.
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root, a mode-000 folder can be entered unless setpriv drops the capabilities")
+    caps = "-dac_override,-dac_read_search"
+    prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"] if os.geteuid() == 0 else []
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    script = ("import zmq\nfrom graphs.common.errors import InputError\nfrom streaming.transport import bind\n"
+              f"try:\n    bind(zmq.Context.instance(), zmq.SUB, 'ipc://{locked}/checker')\n"
+              "except InputError as err:\n    print(err)\nelse:\n    print('bound')\n")
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[2])
+    finally:
+        locked.chmod(0o700)
+    assert f"--bind ipc://{locked}/checker: cannot bind (Permission denied" in done.stdout, done.stdout + done.stderr

@@ -720,10 +720,9 @@ def _never_done_title(state: ViewState, reports: Iterable[MissingSteps]) -> str:
 
 
 def _report_stopped(report: MissingSteps, state: ViewState) -> bool:
-    """Whether the session an end report is of was stopped (`_stopped`), as its stream's row (or, once let go, its
-    last row) says."""
-    row = state.streams.get(report.stream_id) or state.ended.get(report.stream_id, (0.0, None))[1]
-    return state.stopped or (row is not None and row.run == report.run and row.stopped)
+    """Whether the session an end report is of was stopped (`_stopped`), as its run's status said: by the time the
+    table is drawn, the stream's row may be a new run's."""
+    return state.stopped or (report.stream_id, report.run) in state.stopped_runs
 
 
 def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]], layout: _Layout, width: int,

@@ -57,6 +57,9 @@ class ViewState:
     # The person stopped the streams this view runs (Ctrl-C in `stream-detect run`): their sessions end cut short, so
     # their verdicts say "stopped" and what was "not done by then", not "ended" and "never done".
     stopped: bool = False
+    # (stream, run) of the sessions whose detector was stopped (their status said ``stopped``), the oldest first: their
+    # reports are told apart from those of sessions that ended after the stream's row went to a new run, or went.
+    stopped_runs: dict[tuple[str, str], None] = field(default_factory=dict)
     # Whether the checker still speaks (it sends every HEARTBEAT_S), wall times: a view on a checker that died, or
     # that restarted and forgot a stream whose detector had gone, showed the last status as live for ever.
     endpoint: str = ""  # the checker's output, as the view was told it
@@ -152,6 +155,10 @@ class ViewState:
                 self._drop(min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0)))
             self.streams[message.stream_id] = message
             self.status_heard[message.stream_id] = when
+            if message.stopped and (message.stream_id, message.run) not in self.stopped_runs:
+                self.stopped_runs[(message.stream_id, message.run)] = None
+                while len(self.stopped_runs) > MAX_VIEW_STREAMS:  # far more than the reports the view keeps
+                    del self.stopped_runs[next(iter(self.stopped_runs))]
             self.ended.pop(message.stream_id, None)  # back: its row says it again
             return previous is None or _procedure(previous) != _procedure(message)
         if isinstance(message, CheckerHealth):

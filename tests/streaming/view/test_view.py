@@ -993,6 +993,19 @@ def test_a_session_whose_detector_was_stopped_is_judged_so_far_beside_one_that_e
     assert "not done (sessions ended or stopped)" in text  # the two reports' table: each row's stream says which
 
 
+def test_a_stopped_session_s_steps_not_done_stay_said_so_once_its_camera_starts_again() -> None:
+    # The table of steps not done read whether a report's session was stopped off its stream's row, which is the new
+    # run's once the camera starts again: the stopped session's steps were then listed as "never done (session
+    # ended)", the very thing `stopped` is there to tell apart.
+    session = Session("cam0")
+    session.run((GET_CUP, FILL, BOIL), stopped=True)
+    assert "not done by the stop (session stopped)" in draw(session.state, width=160)
+    session.send(Heartbeat("cam0", 1, 2.0, "t", (), None, 0, 0, 5.0, False))  # the camera's detector started again
+    assert session.state.streams["cam0"].run != session.state.missing[-1][1].run
+    text = draw(session.state, width=160)
+    assert "not done by the stop (session stopped)" in text and "never done" not in text, text
+
+
 @pytest.mark.parametrize("width", range(70, 81))
 def test_the_latencies_never_draw_wider_than_the_terminal(width: int) -> None:
     # Their own width check counted each number's minimum width: a 9-character hop (3600000.0, a replayed session's

@@ -289,6 +289,11 @@ class Viewer:
                 raise
             # The streams this view runs end because the person stopped them, unless every one had ended already.
             self.state.stopped = any(not row.ended for row in self.state.streams.values())
+            state = self.state
+            state.ended_before_stop = frozenset(
+                [(sid, row.run) for sid, row in state.streams.items() if row.ended]
+                + [(sid, row.run) for sid, (_, row) in state.ended.items()]
+                + [(report.stream_id, report.run) for _, report in state.missing])  # sent as its session ended
             self.winding_down = True
             try:
                 over = wind_down()

@@ -278,8 +278,12 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
 
 def _stopped(row: Status, state: ViewState) -> bool:
     """Whether a session that ended was cut short: its detector was stopped (its status says so, whoever stopped
-    it), or the person stopped the streams this view runs."""
-    return state.stopped or row.stopped
+    it), or the person stopped the streams this view runs while it had not ended."""
+    return row.stopped or _cut_by_the_person(row.stream_id, row.run, state)
+
+
+def _cut_by_the_person(stream_id: str, run: str, state: ViewState) -> bool:
+    return state.stopped and (stream_id, run) not in state.ended_before_stop
 
 
 def _health(health: CheckerHealth) -> Text | None:
@@ -722,7 +726,8 @@ def _never_done_title(state: ViewState, reports: Iterable[MissingSteps]) -> str:
 def _report_stopped(report: MissingSteps, state: ViewState) -> bool:
     """Whether the session an end report is of was stopped (`_stopped`), as its run's status said: by the time the
     table is drawn, the stream's row may be a new run's."""
-    return state.stopped or (report.stream_id, report.run) in state.stopped_runs
+    key = (report.stream_id, report.run)
+    return key in state.stopped_runs or _cut_by_the_person(*key, state)
 
 
 def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]], layout: _Layout, width: int,

@@ -57,6 +57,9 @@ class ViewState:
     # The person stopped the streams this view runs (Ctrl-C in `stream-detect run`): their sessions end cut short, so
     # their verdicts say "stopped" and what was "not done by then", not "ended" and "never done".
     stopped: bool = False
+    # (stream, run) of the sessions that had ended when the person stopped them (`stopped`): a recording that played to
+    # its end before the Ctrl-C was not cut short by it.
+    ended_before_stop: frozenset[tuple[str, str]] = frozenset()
     # (stream, run) of the sessions whose detector was stopped (their status said ``stopped``), the oldest first: their
     # reports are told apart from those of sessions that ended after the stream's row went to a new run, or went.
     stopped_runs: dict[tuple[str, str], None] = field(default_factory=dict)

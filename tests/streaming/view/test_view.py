@@ -993,6 +993,33 @@ def test_a_session_whose_detector_was_stopped_is_judged_so_far_beside_one_that_e
     assert "not done (sessions ended or stopped)" in text  # the two reports' table: each row's stream says which
 
 
+def test_a_recording_that_played_out_before_the_person_stopped_the_run_is_said_ended(ctx: zmq.Context) -> None:
+    # `stream-detect --video a.mp4 --video camera`: the file reached its end, then the person pressed Ctrl-C to stop
+    # the camera. The view took every session of the run for cut short: "file stopped: ... not done by the stop" of a
+    # recording that played to its end, though its status said it ended on its own (no ``stopped``).
+    pub, endpoint = bind(ctx, zmq.PUB, "inproc://played-out")
+    viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True)
+
+    def interrupted() -> bool:
+        raise KeyboardInterrupt
+
+    played = status(stream_id="file", run="f", ended=True, allowed=(), allowed_scores=())
+    viewer.state.apply(played)
+    viewer.state.apply(status(stream_id="camera", run="c"))
+    with pytest.raises(KeyboardInterrupt):
+        viewer.loop(interrupted, None, lambda: lambda: True)
+    assert viewer.state.stopped  # the camera's session was cut short
+    viewer.state.apply(report(stream_id="file", run="f", missing_id="file#end"))
+    viewer.state.apply(status(stream_id="camera", run="c", ended=True, allowed=(), allowed_scores=()))
+    viewer.state.apply(report(stream_id="camera", run="c", missing_id="camera#end"))
+    text = draw(viewer.state, width=160)
+    assert "file ended: " in text and "file (ended)" in text, text
+    assert "camera stopped: " in text and "camera (stopped)" in text, text
+    assert "not done (sessions ended or stopped)" in text, text
+    viewer.close()
+    pub.close()
+
+
 def test_a_stopped_session_s_steps_not_done_stay_said_so_once_its_camera_starts_again() -> None:
     # The table of steps not done read whether a report's session was stopped off its stream's row, which is the new
     # run's once the camera starts again: the stopped session's steps were then listed as "never done (session

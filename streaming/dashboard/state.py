@@ -17,9 +17,10 @@ the link to the checker is down every stream that has not ended is ``unknown``. 
 are drawn (`tile_state`), from the time each stream's status was received and the link's state handed in.
 
 A session that ends is kept in a list of its own (`DashboardState.finished`, the newest `MAX_FINISHED`), with its
-end report (the steps never done) and its counts: its tile goes once the checker lets the stream go (`forget_gone`), a
-minute or so later, and with it went the only place the page said a step was forgotten. Like the alerts it is sent
-to each page that opens (`snapshot`) and pushed as it changes (a ``finished`` event).
+end report (the steps never done) and its counts: its tile goes `FORGET_S` after the checker let the stream go
+(`forget_gone`; the checker does a minute after the session ended), and with it went the only place the page said a
+step was forgotten. Like the alerts it is sent to each page that opens (`snapshot`) and pushed as it changes (a
+``finished`` event).
 
 A step named by the checker otherwise than by the ``--graph`` means the dashboard was given another graph than the
 checker's: the checker's name is shown from then on (it is what its alerts mean), and `apply` returns a
@@ -48,7 +49,7 @@ from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
 
 MAX_ALERTS: Final = 500  # alerts kept (newest); their acknowledgements live on them
 # Ended sessions kept (newest), each with its end report: a site whose cameras come and go ends hundreds a day, and
-# the list is there for the ones a supervisor did not see end (its tile goes a minute or so later).
+# the list is there for the ones a supervisor did not see end (its tile goes some 11 minutes later).
 MAX_FINISHED: Final = 100
 MAX_SHOWN_STEPS: Final = 8  # allowed next steps shown on a tile
 HEALTH_FIELDS: Final = ("streams", "lost_streams", "received", "malformed", "stream_limit", "evicted", "unknown_step",
@@ -318,8 +319,8 @@ class DashboardState:
         the feed, and a stream that comes back in the same run (a detector whose link was down for 10 minutes) has its
         alerts re-sent by the checker: they showed again as new, unacknowledged, beside the acknowledged ones. Its end
         report stays in the finished list (`finished`), as the terminal view keeps it in its table of steps never
-        done: the tile was the only place it was shown, so a supervisor who looked a few minutes after the session
-        ended never learned of a forgotten step."""
+        done: the tile was the only place it was shown, so a supervisor who looked a quarter of an hour after the
+        session ended never learned of a forgotten step."""
         for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state):
             kept.pop(stream, None)
         self.dirty.discard(stream)

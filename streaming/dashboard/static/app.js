@@ -581,8 +581,8 @@ function removeTile(stream) {
 }
 
 // -- finished sessions --------------------------------------------------------------------------------------------
-// A stream's tile goes a minute or so after its session ended (the checker lets it go): its end report stays here,
-// so that a supervisor who looks later still learns of a step never done.
+// A stream's tile goes some 11 minutes after its session ended (10 after the checker let it go): its end report
+// stays here, so that a supervisor who looks later still learns of a step never done.
 function sessionKey(session) {
   return JSON.stringify([session.stream, session.run]);
 }

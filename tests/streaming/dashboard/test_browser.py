@@ -636,8 +636,8 @@ FINISHED = ("return [...document.querySelectorAll('#finished-list li.session')].
 def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a_reload(
     tmp_path: Path, chromium_tmp: Path
 ) -> None:
-    # The end report was shown on its tile alone, and the tile goes a minute or so after the session ended (the
-    # checker lets the stream go): a supervisor who looked later never learned that a step was forgotten.
+    # The end report was shown on its tile alone, and the tile goes some 11 minutes after the session ended (10 after
+    # the checker let the stream go): a supervisor who looked later never learned that a step was forgotten.
     driver = browser(chromium_tmp)
     graph = tea_graph()
     names = dict(zip(graph.step_ids, graph.step_names, strict=True))

@@ -778,8 +778,8 @@ def test_a_checker_whose_clock_is_behind_is_not_taken_for_gone_while_it_speaks(t
 
 def test_an_ended_sessions_end_report_outlives_its_tile_for_open_pages_and_pages_opened_later(tmp_path: Path) -> None:
     # The end report (the steps a session never did) was shown on its tile alone, and the tile goes once the checker
-    # lets the stream go (12 stream timeouts after it went idle, a minute by default): a supervisor who looked a few
-    # minutes after the session ended never learned that a step was forgotten.
+    # has let the stream go (12 stream timeouts after it went idle, a minute by default) for 10 minutes: a supervisor
+    # who looked later never learned that a step was forgotten.
     seq = itertools.count()
     with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
         served.hub.state.forget_s = 1.0  # an attribute: the code before it ignores it

@@ -243,7 +243,7 @@ def report(stream: str = "cam0", run: str = "aaaaaaaaaaaa", replayed: bool = Fal
 
 
 def test_an_ended_session_and_its_end_report_outlive_its_tile_once_each_bounded() -> None:
-    # The end report went with the tile, a minute or so after the session ended: a supervisor who looked later never
+    # The end report went with the tile, some 11 minutes after the session ended: a supervisor who looked later never
     # learned that a step was forgotten.
     state = DashboardState(names={6: "add_milk"}, max_finished=3)
     state.apply(status(), 1.0)

@@ -2,7 +2,8 @@
 service apart: a real ``stream-detect detector`` process with two sources, one a short file that ends, the other a
 long one still playing when the process is signalled; a checker served in this process, the terminal view's client
 and the dashboard read what the checker publishes. Both sessions end with ``ended: true``; only the signalled one says
-``stopped``, and the view, the dashboard and the checker's log say "stopped" of it and "ended" of the other."""
+``stopped``, and the view, the dashboard and the checker's log say "stopped" of it and "ended" of the other. A run
+told to stop by its stop event (the one-command run's way) says it likewise."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ import zmq
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
+from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, load_detector_for_stream
+from streaming.detector.loading import LoadedParts
+from streaming.messages import Heartbeat, Message
+from streaming.readers import ReaderConfig, VideoReader, open_reader
 from streaming.view.client import Viewer
 from streaming.view.render import verdict
 from streaming.view.state import ViewState
@@ -82,3 +87,32 @@ def test_a_detector_stopped_by_a_signal_is_said_stopped_and_a_file_that_ended_en
     # The checker's status, as the view's client decoded it off the wire.
     assert (rows["file"].ended, rows["file"].stopped) == (True, False)
     assert (rows["camera"].ended, rows["camera"].stopped, rows["camera"].lost) == (True, True, False)
+
+
+class _Kept:
+    """A sink that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.messages.append(message)
+
+
+def test_a_run_told_to_stop_says_stopped_of_the_streams_it_cut_short_only(tmp_path: Path) -> None:
+    # The one-command run stops its detector with a stop event, not a signal: the streams still running then end in
+    # `FrameLoop.run`'s own path, whose last heartbeats must say `stopped` as a signal's do; one that reached its
+    # file's end before the stop must not.
+    parts = LoadedParts(None, *load_detector_for_stream(DETECTOR, None))
+    config = ReaderConfig(fps=5.0, realtime=True)
+    readers: list[VideoReader] = [open_reader(str(write_noise_video(tmp_path / "short.mp4", frames=30)), config),
+                                  open_reader(str(write_noise_video(tmp_path / "long.mp4", frames=1800)), config)]
+    kept: dict[str, _Kept] = {}
+    stop = threading.Event()
+    pipeline_config = PipelineConfig(detector=DetectorConfig(), stream_ids=("file", "camera"), publish=False)
+    with build_pipeline(pipeline_config, parts=parts, readers=readers, ctx=zmq.Context.instance(),
+                        sinks=[lambda sid: kept.setdefault(sid, _Kept())]) as pipeline:
+        pipeline.run(stop, lambda stream: stop.set())  # told to stop once the file has ended
+    last = {sid: [m for m in sink.messages if isinstance(m, Heartbeat)][-1] for sid, sink in kept.items()}
+    assert (last["file"].ended, last["file"].stopped) == (True, False), last["file"]
+    assert (last["camera"].ended, last["camera"].stopped) == (True, True), last["camera"]

@@ -193,9 +193,10 @@ class FrameLoop:
                     # Ctrl-C or SIGTERM (a detector run on its own sets no stop event) ends a session as the end of
                     # its file does, its open segment published: without it, the step under way was never confirmed,
                     # its early alert retracted and a real mistake gone from the verdict. An error ends the stream
-                    # without it, and without its end line: the run's error line says why it ended.
+                    # without it, without its end line, and without ending its session: the run's error line says
+                    # why, and a session cut short by a failure must never be reported as one that played to its end.
                     with contextlib.suppress(Exception):  # a second error must not hide the one that stopped it
-                        self._end(stream, flush=interrupted, stopped=interrupted)
+                        self._end(stream, flush=interrupted, stopped=interrupted, failed=not interrupted)
                         if interrupted:
                             self._tell(stream)
             while self._finals:
@@ -264,10 +265,14 @@ class FrameLoop:
                         if any(self._read_out[i] for i, _ in taken):
                             self._loop_wake.notify_all()  # a stream's last frame is delivered
         except BaseException as err:  # the loop raises it; the other workers stop
-            with self._cond:
-                self._failure = self._failure or err
-                self._halt.set()
-            self._wake_all()
+            self._fail(err)
+
+    def _fail(self, err: BaseException) -> None:
+        """A worker failed: the loop raises the first failure, and every thread stops."""
+        with self._cond:
+            self._failure = self._failure or err
+            self._halt.set()
+        self._wake_all()
 
     def _take(self) -> list[tuple[int, tuple[Frame, np.ndarray]]]:
         """Wait up to a poll for frames, then take this worker's share of those ready (of streams with no frame in
@@ -346,12 +351,13 @@ class FrameLoop:
             out[group] = self.batches(np.stack([images[j] for j in group]))
         return out
 
-    def _end(self, stream: DetectorStream, flush: bool = True, stopped: bool = False) -> None:
-        """A stream's source ended (or the run stops: ``stopped``): flush it, send its last heartbeat and schedule the
-        repeats (the caller then tells `run`'s ``ended``: `_tell`)."""
+    def _end(self, stream: DetectorStream, flush: bool = True, stopped: bool = False, failed: bool = False) -> None:
+        """A stream's source ended (or the run stops: ``stopped``; or it failed: ``failed``): flush it, send its last
+        heartbeat and schedule the repeats (the caller then tells `run`'s ``ended``: `_tell`)."""
         if flush:
             stream.flush()
         stream.stopped = stopped
+        stream.failed = failed
         stream.settle()
         stream.last_heartbeat()
         others = [s.stream_id for s in self.streams if not s.ended]

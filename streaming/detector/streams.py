@@ -89,10 +89,11 @@ class DetectorStream:
         self.clock = clock
         self.stats = DetectorStats()
         self.stages = StageWindow(DETECTOR_STAGES, observe)
-        self.ended = False  # its source ended (or it was stopped), its last heartbeat went out
+        self.ended = False  # its source ended (or it was stopped, or the run failed), its last heartbeat went out
         # The run was stopped before its source ended (`FrameLoop.run`): its last heartbeats say so, and viewers tell
         # a camera stopped by hand from a recording that played to its end.
         self.stopped = False
+        self.failed = False  # the run failed before its source ended: its last heartbeats do not end the session
         self.on_frame = on_frame
         self._window: deque[float] = deque()  # recent frame times, for the reported rate
         self._fps = 0.0
@@ -192,13 +193,15 @@ class DetectorStream:
     def last_heartbeat(self) -> None:
         """One of the `streaming.detector.loop.FINAL_REPEATS` heartbeats that say the stream ended (after `settle`).
 
-        A source that failed (a video damaged part-way) ends the stream, not the session: these heartbeats then do
-        not say ``ended``, so the checker makes no end report naming the steps after the damage never done, and a
-        viewer gives the session no verdict (the checker marks the stream lost after its ``--stream-timeout``).
+        A source that failed (a video damaged part-way), or a run that failed before the source's end (its
+        ``failed``: a backbone that raised, the detector's output gone NaN, on this stream or another), ends the
+        stream, not the session: these heartbeats then do not say ``ended``, so the checker makes no end report
+        naming the steps after the failure never done, and a viewer gives the session no verdict (the checker marks
+        the stream lost after its ``--stream-timeout``).
         """
         # The session's rate, not the last second's: what the view leaves on an ended row is read as the run's
         # (the window's jitter showed 5.5 fps at the end of a 5 fps stream).
-        ended = not self.stats.error
+        ended = not self.stats.error and not self.failed
         self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self.stats.fps or self._fps,
                               ended=ended, latency=self._latency(), stopped=ended and self.stopped)
 

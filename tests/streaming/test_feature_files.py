@@ -11,16 +11,22 @@ import pty
 import re
 import shutil
 import sys
+import threading
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import zmq
 
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
+from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector
 from recognition.recognition_train_cli import main as train_main
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
 from streaming.extractors import EXTRACTOR_NAMES
 from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, annotated_feature_files, is_feature_file
 from streaming.offline.features_cli import main as features_main
@@ -28,7 +34,7 @@ from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tests.command_lines import with_options
-from tests.streaming.helpers import drain_terminal
+from tests.streaming.helpers import drain_terminal, wait_for
 from tgml.tgml_cli import main as tgml_main
 
 STEPS = ("open_box", "take_part", "fix_part")
@@ -247,6 +253,45 @@ def test_features_that_make_the_detector_overflow_are_refused_naming_the_file(
     err = cli_error(stream_detect, ["--features", str(big / "test_ok.npy"), "--graph", str(trained / "graph.json"),
                                     "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"], capsys)
     assert str(big / "test_ok.npy") in err and "non-finite probabilities" in err
+
+
+def test_a_live_detector_whose_output_goes_non_finite_part_way_ends_no_session(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Rows past the first step make the detector's output infinite: the run stopped with its error line, but its last
+    # heartbeat said `ended`, and the checker reported "open_box" done and take_part, fix_part never done. (A detector
+    # that measured its rates failed to send that heartbeat, its evidence gone NaN: one that holds none sent it.)
+    features = np.load(trained / "npy" / "test_ok.npy").astype(np.float32)
+    features[24:] = 1e38  # a finite float32, so the file is read; open_box (3-15 s) was confirmed by then
+    np.save(tmp_path / "far.npy", features)
+    checkpoint = torch.load(trained / "detector.pt", weights_only=False)
+    del checkpoint["evidence"]
+    torch.save(checkpoint, tmp_path / "no_rates.pt")
+    log: list[str] = []
+    ctx = zmq.Context()
+    service = CheckerService(load_graph(str(trained / "graph.json")),
+                             CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", stream_timeout_s=1.0), ctx,
+                             log=lambda line, *_args, **_fields: log.append(line))
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            stream_detect(["detector", "--features", str(tmp_path / "far.npy"), "--graph", str(trained / "graph.json"),
+                           "--detector", str(tmp_path / "no_rates.pt"), "--fast", "--connect", service.events_endpoint])
+        assert wait_for(lambda: any(line.startswith("checker: cam0 ") and (" lost (" in line or " ended (" in line)
+                                    for line in log), 10.0)
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [err.splitlines()[-1]], err
+    assert errors[0].startswith(f"error: {tmp_path / 'far.npy'}: segmenter: frame 24 has empty or non-finite"), err
+    said = [line for line in log if line.startswith("checker: cam0 ")]
+    assert not [line for line in said if " ended (" in line or " stopped (" in line], said
+    assert any(line.startswith("checker: cam0 lost (") for line in said), said
 
 
 def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained: Path,

@@ -1,0 +1,114 @@
+"""A detector run that fails part-way (here a user's TorchScript backbone that raises on the first bright frame, a real
+failure of the run, not of a source) cuts its sessions short: none may be reported as a session that played to its
+end. Every stream it cut ends without ``ended``, so the checker makes no end report and marks it lost, the view gives
+it no verdict, and the run says why in one ``error:`` line, as a source that fails part-way does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import warnings
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+import zmq
+
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
+from streaming.demo.paths import default_demo_paths
+from streaming.stream_detect_cli import main
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
+from tests.streaming.helpers import STREAM_DETECT, tea_graph, wait_for
+
+GRAPH, DETECTOR = default_demo_paths()
+STARTUP_S = 120.0  # the detector loads torch on a busy 2-core machine
+DARK_S = 2.0  # the failing source's dark seconds before its bright ones
+
+
+class _FailsWhenBright(torch.nn.Module):
+    """The demo detector's 1280 features (zeros) on a dark frame; raises on a bright one: a bug in the user's model
+    that its load-time probe, a blank batch, cannot see."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool(x.mean() > 0.0):
+            raise RuntimeError("index out of range in self")
+        return torch.zeros(x.shape[0], 1280)
+
+
+def _video(path: Path, dark_s: float, bright_s: float, fps: int = 30) -> Path:
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (64, 48))
+    for k in range(int((dark_s + bright_s) * fps)):
+        writer.write(np.full((48, 64, 3), 10 if k < dark_s * fps else 250, dtype=np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The backbone, the demo detector retargeted to it, a video that turns bright after `DARK_S` and a dark one."""
+    root = tmp_path_factory.mktemp("failing")
+    with warnings.catch_warnings():  # `torch.jit.script` is deprecated, and still what --backbone loads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(_FailsWhenBright()).save(str(root / "backbone.pt"))
+    checkpoint = torch.load(DETECTOR, weights_only=False)
+    checkpoint["feature_extractor"] = "torchscript"
+    torch.save(checkpoint, root / "detector.pt")
+    return {"backbone": root / "backbone.pt", "detector": root / "detector.pt",
+            "bright": _video(root / "bright.mp4", DARK_S, 2.0), "dark": _video(root / "dark.mp4", 60.0, 0.0)}
+
+
+def test_a_split_detector_that_fails_ends_no_session_of_any_of_its_streams(failing: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    # The failure ended both streams with `ended: true`: the checker logged "ended (0 key-steps, 0 alerts, 6 required
+    # steps never done)" of each and published their `missing` reports, a false verdict on a person's work.
+    ctx = zmq.Context()
+    log: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                        stream_timeout_s=1.0), ctx,
+                             log=lambda line, *_args, **_fields: log.append(line))
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+    args = ["detector", "--video", str(failing["bright"]), "--video", str(failing["dark"]), "--stream-id", "bad",
+            "--stream-id", "good", "--graph", str(GRAPH), "--detector", str(failing["detector"]), "--backbone",
+            str(failing["backbone"]), "--connect", service.events_endpoint]  # in real time: "good" still plays
+    rows = viewer.state.streams
+    try:
+        proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+        _, err = proc.communicate(timeout=STARTUP_S)
+        assert wait_for(lambda: {"bad", "good"} <= rows.keys() and all(row.ended or row.lost for row in rows.values()),
+                        10.0, lambda: viewer.pump(20))
+    finally:
+        viewer.close()
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    assert proc.returncode == 2, err
+    lines = err.splitlines()
+    assert lines[-1].startswith(f"error: --backbone {failing['backbone']}: fails on a batch"), err
+    assert sum(line.startswith("error: ") for line in lines) == 1 and "Traceback" not in err, err
+    assert [(row.ended, row.lost) for row in rows.values()] == [(False, True)] * 2 and not viewer.state.missing
+    changes = [line for line in log if line.startswith(("checker: bad ", "checker: good "))]
+    assert not any(" ended (" in line or " stopped (" in line for line in changes), changes
+    assert {line.split()[1] for line in changes if " lost (" in line} == {"bad", "good"}, changes
+
+
+def test_the_one_command_run_that_fails_shows_no_end_of_its_session(failing: dict[str, Path],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # Its view printed "cam0 ended: no key-step recognised in 10 frames, ..." (with --jsonl, the `missing` report and
+    # an ended status) above the run's error line.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--video", str(failing["bright"]), "--graph", str(GRAPH), "--detector", str(failing["detector"]),
+              "--backbone", str(failing["backbone"]), "--jsonl", "--fast"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert err.startswith(f"error: --backbone {failing['backbone']}: fails on a batch") and err.count("\n") == 1, err
+    messages = [json.loads(text) for text in out.splitlines()]
+    assert [m for m in messages if m["kind"] == "status" and m["stream_id"] == "cam0"]
+    assert not [m for m in messages if m["kind"] == "missing" or m.get("ended")], messages[-3:]

@@ -257,6 +257,11 @@ class FrameLoop:
                     continue
                 try:
                     self._process(taken)
+                except BaseException as err:
+                    # Said before the streams are freed (below): a stream whose frame failed (or went undelivered
+                    # behind it) looked ended to the loop, which sent its normal end before it saw the failure.
+                    self._fail(err)
+                    raise
                 finally:
                     with self._cond:
                         for i, _ in taken:

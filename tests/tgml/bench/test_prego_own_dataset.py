@@ -4,6 +4,7 @@ mistake; the same figures as the built-in EPIC-Tent-O run when fed the same vide
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from graphs.checker import precondition_violations
 from graphs.mistake_metrics import mistake_scores
 from graphs.task_graph import load_graph
 from tests.cli_errors import cli_error
+from tgml import text_embeddings
 from tgml.bench.prego import DEFAULT_SETTINGS, AnnotationSource, first_mistake_cut, load_annotation_dataset
+from tgml.bench.prego import run as prego_run
 from tgml.bench.prego_bench_cli import main
 
 TEA_STEPS = {0: "boil water", 1: "add tea", 2: "pour water", 3: "add milk"}
@@ -263,3 +266,26 @@ def test_a_file_of_no_video_says_so_not_that_a_scenario_is_to_be_named(
     empty = _annotation_file(tmp_path / "empty.json", {})
     err = cli_error(main, ["--annotations", str(empty), "--test-videos", "a"], capsys)
     assert err == f"error: {empty}: no annotated video (field 'annotations' is empty)"
+
+
+def test_a_missing_text_extra_is_refused_before_any_graph_is_learned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--method do tgt-text` without the `text` extra learned every DO graph first (a minute on PREGO's data) and
+    # then failed on tgt-text's first job, the DO graphs thrown away.
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # what an install without the extra sees
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no embeddings cached by an earlier run
+    text_embeddings.load_encoder.cache_clear()
+    learned: list[str] = []
+
+    def recorded(data: Any, method: str, *args: Any) -> dict[str, Any]:
+        learned.append(method)
+        return build_job(data, method, *args)
+
+    build_job = prego_run._build_job
+    monkeypatch.setattr(prego_run, "_build_job", recorded)
+    clean = _annotation_file(tmp_path / "tea.json", {k: v for k, v in TEA_VIDEOS.items() if k != "t2"})
+    err = cli_error(main, ["--annotations", str(clean), "--scenario", "tea", "--test-videos", "mistake,correct",
+                           "--method", "do", "tgt-text", "--workers", "1", "--epochs", "1", "--quiet"], capsys)
+    text_embeddings.load_encoder.cache_clear()
+    assert "optional extra 'text'" in err and learned == []

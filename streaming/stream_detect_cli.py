@@ -99,6 +99,21 @@ summary line and the view's health line. So exit status 0 says that every
 source ended, not that the checker took their messages; a checker that went
 away and had not come back when the run ended makes it exit status 1.
 Messages and sockets: docs/wire-format.md."""
+# The pages a new user opens first after the top one: each says what the sub-command does before its options.
+RUN_HELP = """Watches one source (a video file, a camera, a stream URL, the demo, or a
+feature file with --features) through the detector, the checker and the live
+view, all in this process on loopback: an alert when a key-step is done before
+its pre-conditions, and one verdict line per stream when it ends (Ctrl-C: the
+verdict so far). The chain split over machines: stream-detect detector, checker
+and view. See docs/live-pipeline.md."""
+VIEW_HELP = """Shows the streams, alerts and key-steps a checker publishes, live in the
+terminal (or as JSON lines with --jsonl), from the checker's --publish endpoint;
+--graph (or --demo) gives the step names. See docs/live-pipeline.md."""
+EVAL_HELP = """Runs annotated videos (--videos), feature files (--features) or the demo
+(--demo) through the live chain (detector, segmenter, checker) and scores it:
+which mistakes raised an alert, which alerts were false alarms, how many seconds
+after the step started the alert came, and the key-steps recognised. Each
+video's result is cached, so a stopped run resumes. See docs/evaluation.md."""
 VERBOSE_HELP = "show the video decoders' own log lines (FFmpeg, OpenCV, decord), quiet by default"
 JSONL_HELP = "print key-steps, alerts, end-of-session reports and status changes as JSON lines"
 
@@ -323,7 +338,7 @@ def build_parser() -> ArgumentParser:
     add_version_option(parser)
     sub = parser.add_subparsers(dest="command", prog="stream-detect",
                                 metavar="{run,detector,checker,view,dashboard,eval,keys}")
-    run = sub.add_parser("run", help="checker + detector + view on loopback (the default)")
+    run = sub.add_parser("run", help="checker + detector + view on loopback (the default)", description=RUN_HELP)
     _video_args(run)
     run.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     _overlay_args(run, "FILE.mp4", "write the video with the step seen, the steps done and the alerts drawn over it "
@@ -361,14 +376,15 @@ def build_parser() -> ArgumentParser:
     _checking_args(chk, detector=False)
     _watch_args(chk)
     _webhook_arg(chk)
-    view = sub.add_parser("view", help="show a checker's alerts and status live")
+    view = sub.add_parser("view", help="show a checker's alerts and status live", description=VIEW_HELP)
     view.add_argument("--connect", default="tcp://127.0.0.1:5556",
                       help="the checker's --publish endpoint (default tcp://127.0.0.1:5556, the checker's default)")
     _graph_or_demo(view)
     view.add_argument("--jsonl", action="store_true", help=JSONL_HELP)
     _watch_args(view, metrics=False)
     _webhook_arg(view)
-    ev = sub.add_parser("eval", help="score the live chain's alerts and key-steps on annotated videos")
+    ev = sub.add_parser("eval", help="score the live chain's alerts and key-steps on annotated videos or "
+                        "feature files", description=EVAL_HELP)
     ev.add_argument("--demo", action="store_true", help="the demo executions, graph and detector")
     ev.add_argument("--videos", help="folder of the videos, named as in the annotation file")
     ev.add_argument("--features", nargs="+", metavar="NPY",

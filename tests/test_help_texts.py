@@ -154,6 +154,12 @@ def test_every_parser_has_the_version_option() -> None:
     assert [parser.prog for parser in _all_parsers() if "--version" not in parser._option_string_actions] == []
 
 
+def test_every_page_says_what_its_command_does() -> None:
+    # stream-detect run, view and eval --help went from the usage straight to the options: a new user who typed
+    # `stream-detect view --help` learnt the options of a command nothing said the purpose of.
+    assert [parser.prog for parser in _all_parsers() if not (parser.description or "").strip()] == []
+
+
 def test_every_option_says_what_it_does() -> None:
     # prego-bench select and select-checker listed --dataset with its choices and not a word more.
     silent = [f"{parser.prog} {action.option_strings or action.dest}" for parser in _all_parsers()

@@ -42,9 +42,16 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--config", help="training config (.toml, .yaml); default: the folder's split.json and a "
                         "small CPU-sized MiniROAD (configs/miniroad-efficientnet-lite0.toml)")
     parser.add_argument("--out", required=True, type=output_name, help="checkpoint file to write")
-    parser.add_argument("--epochs", type=epochs_option, default=None, help="override [train] epochs")
-    parser.add_argument("--seed", type=seed_option, default=None, help="override [train] seed")
-    parser.add_argument("--threads", type=threads_option, default=None, help="torch CPU threads (at most 4 per core)")
+    # The defaults are written out by hand (the parser does not import torch, so that --help stays fast); a test
+    # keeps them equal to recognition.train's.
+    parser.add_argument("--epochs", type=epochs_option, default=None,
+                        help="passes over the training windows (default: the config's [train] epochs; 60 without "
+                             "--config)")
+    parser.add_argument("--seed", type=seed_option, default=None,
+                        help="training seed (default: the config's [train] seed; 42 without --config)")
+    parser.add_argument("--threads", type=threads_option, default=None,
+                        help="torch CPU threads, at most 4 per core (default: the config's [train] threads; 1 "
+                             "without --config)")
     val = parser.add_mutually_exclusive_group()
     val.add_argument("--val-fraction", type=float, default=None,
                      help="share of the training videos held out for validation and early stopping (default 0.2, "

@@ -199,3 +199,15 @@ def test_recognition_features_help_states_the_extraction_defaults() -> None:
     assert f"default {DEFAULT_COPIES}, 0: none" in helps["--augment-copies"]
     assert helps["--extractor"].startswith(f"feature extractor: {EFFICIENTNET_NAME} (default)")
     assert build_parser().get_default("extractor") == EFFICIENTNET_NAME
+
+
+def test_recognition_train_help_states_the_defaults_without_a_config() -> None:
+    # --epochs said "override [train] epochs": a user of the no-config default (the README's command) could not
+    # tell from --help how many epochs it trains.
+    from recognition.recognition_train_cli import build_parser
+    from recognition.train import SMALL_CPU_DETECTOR, DetectorTrainConfig
+
+    helps = {a.option_strings[0]: a.help or "" for a in build_parser()._actions if a.option_strings}
+    assert f"; {SMALL_CPU_DETECTOR['epochs']} without --config)" in helps["--epochs"]
+    assert f"; {DetectorTrainConfig.seed} without --config)" in helps["--seed"]
+    assert f"; {SMALL_CPU_DETECTOR['threads']} without --config)" in helps["--threads"]

@@ -456,9 +456,17 @@ def _defaults(args: argparse.Namespace) -> None:
         if args.demo:
             args.graph = str(graph) if args.graph is None else args.graph
             args.detector = str(detector) if args.detector is None else args.detector
-        for flag in ("graph", "detector") if not args.demo else ():
-            if getattr(args, flag) is None:
-                raise InputError(f"stream-detect eval: --{flag} is required (or --demo)")
+        # Every missing option in one line: a bare `stream-detect eval` named only --graph, then --detector, then
+        # the videos and the annotations, one per try.
+        missing = [] if args.demo else [
+            option for option, given in (("--videos (or --features)", args.videos is not None or args.features),
+                                         ("--annotations", args.annotations is not None),
+                                         ("--graph", args.graph is not None),
+                                         ("--detector", args.detector is not None)) if not given]
+        if missing:
+            listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+            raise InputError(f"stream-detect eval: {listed} {'is' if len(missing) == 1 else 'are'} required "
+                             "(or --demo)")
         return
     if args.command in ("checker", "view"):
         if args.graph is None and not args.demo:

@@ -324,6 +324,17 @@ def test_bad_eval_options_are_one_line_errors(
     assert message in cli_error(stream_detect, ["eval", "--demo", *args], capsys)
 
 
+def test_eval_names_every_missing_option_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # A bare `stream-detect eval` said "--graph is required"; given --graph, "--detector is required"; then the
+    # videos and annotations: four tries to learn what the command needs.
+    line = cli_error(stream_detect, ["eval"], capsys)
+    assert line == ("error: stream-detect eval: --videos (or --features), --annotations, --graph and --detector are "
+                    "required (or --demo)")
+    graph, _ = default_demo_paths()
+    line = cli_error(stream_detect, ["eval", "--features", "f.npy", "--graph", str(graph)], capsys)
+    assert line == "error: stream-detect eval: --annotations and --detector are required (or --demo)"
+
+
 def test_eval_without_annotations_or_with_a_renamed_graph_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

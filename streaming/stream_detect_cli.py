@@ -138,8 +138,8 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         p.add_argument("--video", action="append", metavar="SOURCE",
                        help=VIDEO_HELP + "; repeat it for several sources, read and batched by this one process")
         p.add_argument("--stream-id", action="append", metavar="ID", type=stream_id_option,
-                       help="name of each stream on the wire, one per --video in the same order (default cam0, "
-                            "cam1, ...)")
+                       help="name of each stream on the wire, one per --video (or --features) in the same order "
+                            "(default cam0, cam1, ...)")
     else:
         p.add_argument("--video", help=VIDEO_HELP)
         p.add_argument("--stream-id", default="cam0", type=stream_id_option,
@@ -298,7 +298,7 @@ def _alert_frames_args(p: argparse.ArgumentParser) -> None:
 
 def _stream_timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream-timeout", type=float, default=5.0, metavar="SECONDS",
-                   help="a stream with no message for this long is shown as lost (default 5; at least 1)")
+                   help="a stream with no message for this long is shown as lost (default 5; 1 to 3600)")
 
 
 def _graph_or_demo(p: argparse.ArgumentParser) -> None:

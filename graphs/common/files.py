@@ -772,18 +772,24 @@ def make_folders(folder: str | Path, inside: str | Path | None = None, what: str
     return folder
 
 
+def _make_named_folder(folder: Path, what: str) -> None:
+    """Make a folder the user named (and its parents), a file in the way named as such."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # mkdir says only "File exists" or "Not a directory"
+        blocking = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), folder)
+        mode = os.lstat(blocking).st_mode
+        kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        raise InputError(f"{blocking}: is {kind}, not a folder; cannot write the {what} in it") from None
+
+
 def _make_folders(folder: Path, inside: str | Path | None, what: str) -> None:
     if inside is None:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):  # mkdir says only "File exists" or "Not a directory"
-            blocking = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), folder)
-            mode = os.lstat(blocking).st_mode
-            kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
-            raise InputError(f"{blocking}: is {kind}, not a folder; cannot write the {what} in it") from None
+        _make_named_folder(folder, what)
         return
     current = Path(inside)
-    current.mkdir(parents=True, exist_ok=True)
+    # The named folder gets the same words: MISTAKE_CACHE=FILE left eval's cache warning at "(File exists)".
+    _make_named_folder(current, what)
     for part in folder.relative_to(current).parts:
         current = current / part
         try:

@@ -268,6 +268,14 @@ def test_a_file_where_an_output_folder_goes_is_named(tmp_path: Path) -> None:
             pass
 
 
+def test_a_file_where_the_named_output_folder_goes_is_named(tmp_path: Path) -> None:
+    # The folder a user names (``inside``: $MISTAKE_CACHE/eval for eval's cache) under a file: "(File exists)".
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(InputError, match=rf"^{tmp_path / 'afile'}: is a file, not a folder; cannot write the eval "
+                                         "cache entry in it$"):
+        write_text(tmp_path / "afile" / "eval" / "v.json", "{}", "eval cache entry", inside=tmp_path / "afile" / "eval")
+
+
 def test_a_write_failure_without_an_error_number_on_a_full_disk_is_said_as_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The same rule without a small file system to fill (the test above needs root): the folder's free room decides.

@@ -278,6 +278,12 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         what = (f"not a recording of scenario {scenario!r} (the graph's) in {config.annotations}" if other == unknown
                 else f"not annotated in {config.annotations} (scenario {scenario})")
         raise InputError(f"{where}: {', '.join(unknown)} {what}")
+    absent = [n for n in names if n not in files] if config.features else []
+    if absent:  # every one at once, and where they were looked for: one per try, the folder unsaid, before
+        asked = f"--split {config.split} names" if config.split else "--videos-list names"
+        which = "the recording" if len(names) == 1 else f"{len(absent)} of the {len(names)} recordings"
+        raise InputError(f"--features {' '.join(config.features)}: no <recording>.npy file for {which} {asked} "
+                         f"({first_few(absent, 5)})")
     folder = Path(config.videos or ".")
     if not config.features and not folder.is_dir():
         raise InputError(f"--videos {folder}: not a folder")

@@ -480,6 +480,21 @@ def test_annotated_recordings_a_features_folder_lacks_are_said_not_to_be_evaluat
         assert "no feature file" not in capsys.readouterr().err
 
 
+def test_recordings_of_the_split_without_a_feature_file_are_named_at_once_with_the_folder(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "--features: no feature file test_ok.npy for annotated video 'test_ok'": one recording a try, and neither the
+    # folder looked in nor that the split had named it.
+    folder = tmp_path / "one"
+    folder.mkdir()
+    shutil.copy(trained / "npy" / "rec0.npy", folder)
+    split = trained / "folder" / "split.json"
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(folder), "--split", str(split)), capsys)
+    assert err == (f"error: --features {folder}: no <recording>.npy file for 2 of the 2 recordings --split {split} "
+                   "names (test_ok, test_wrong)")
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(folder), "--videos-list", "test_ok"), capsys)
+    assert err == f"error: --features {folder}: no <recording>.npy file for the recording --videos-list names (test_ok)"
+
+
 def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--videos", str(trained)), capsys)
     assert "--features replays feature files instead of videos" in err

@@ -50,7 +50,8 @@ def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog="prego-bench replay", description=plain_summary(__doc__))
     add_version_option(p)
     p.add_argument("--frames", help="per-frame labels {video: {pred: [...], gt: [...]}}")
-    p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split)")
+    p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split; "
+                                  "default $MISTAKE_DATA when --frames is not given)")
     p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")
     p.add_argument("--graph", help="task graph file; learned with DO from --data when omitted")
     p.add_argument("--seed", type=seed_option, default=42, help="seed of the DO graph learned without --graph")
@@ -120,8 +121,10 @@ def main(argv: list[str]) -> int:
     )
 
     console = Console()
-    if not args.frames and not args.data:
-        raise InputError("give --frames FILE or --data DIR")
+    if not args.frames:  # $MISTAKE_DATA as every other benchmark reads it: a user who set it was told to give --data
+        from tgml.bench.data_folder import data_folder
+
+        args.data = str(data_folder(args.data, " (or --frames FILE)"))
     if args.background is not None and args.background < 0:
         raise InputError(f"--background {args.background}: must be a label >= 0")
     frames_path = (

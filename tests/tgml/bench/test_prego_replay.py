@@ -198,3 +198,18 @@ def test_a_video_too_short_to_confirm_a_step_is_named_with_its_file(
     err = cli_error(replay_main, ["--frames", str(path), "--graph", str(graph_file), "--no-sweep"], capsys)
     assert err.startswith(f"error: {path}: video 'zzz': the segmenter confirmed no key-step at all in its 2 frames "
                           "(a video too short for min_duration")
+
+
+def test_the_data_folder_comes_from_mistake_data_as_for_every_benchmark(
+    graph_file: Path, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every other benchmark reads $MISTAKE_DATA when --data is left out; replay said "give --frames FILE or --data
+    # DIR" to a user who had set it.
+    monkeypatch.delenv("MISTAKE_DATA", raising=False)
+    err = cli_error(replay_main, ["--graph", str(graph_file), "--no-sweep"], capsys)
+    assert err == "error: no data folder: give --data DIR or set $MISTAKE_DATA (or --frames FILE)"
+    monkeypatch.setenv("MISTAKE_DATA", str(data_dir))
+    out = tmp_path / "replay.json"
+    assert replay_main(["--graph", str(graph_file), "--no-sweep", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["metrics"]["n_videos"] == 15

@@ -655,7 +655,7 @@ def test_every_public_annotation_file_is_read_by_every_command_that_reads_annota
     # The two commands that decode video stop at the first annotated video missing from an empty --videos: the
     # annotations were read and accepted before that.
     empty = Path(Files(tmp_path).folder("videos"))
-    missing = f"error: --videos {empty}: no video file for annotated video "
+    missing = f"error: --videos {empty}: no video file "  # for annotated video X (features); for N of M (eval)
     for main, argv in ((recognition_features, ["--videos", str(empty), "--annotations", path, "--scenario", scenario,
                                                "--out", str(tmp_path / "features"), "--quiet"]),
                        (stream_detect, ["eval", "--videos", str(empty), "--annotations", path, "--graph", str(graph),

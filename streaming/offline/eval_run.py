@@ -30,7 +30,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.annotations import choose_scenario, load_annotations, never_done, read_train_videos, time_order
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError, print_note
-from graphs.common.files import check_output, check_spares_inputs, read_json, replaced_input, write_text
+from graphs.common.files import (
+    check_output,
+    check_spares_inputs,
+    is_file_name,
+    read_json,
+    replaced_input,
+    write_text,
+)
 from graphs.common.safe_text import count_of, first_few
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
@@ -94,7 +101,7 @@ from streaming.offline.eval_scores import (
     total,
     video_detail,
 )
-from streaming.offline.features import find_video, unannotated_videos
+from streaming.offline.features import VIDEO_SUFFIXES, find_video, unannotated_videos, video_candidates
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview, drawing_options
 from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
 from streaming.session_verdict import ended_text, retraction_reason, session_verdict
@@ -287,6 +294,16 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     folder = Path(config.videos or ".")
     if not config.features and not folder.is_dir():
         raise InputError(f"--videos {folder}: not a folder")
+    # Every missing video at once, as for feature files: `find_video` names one a try (one: its details; a key that
+    # is no file name: its refusal, which comes first).
+    plain = not config.features and all(is_file_name(n) for n in names)
+    nothing = [n for n in names if not video_candidates(folder, n)] if plain else []
+    if len(nothing) > 1:
+        asked = (f" --split {config.split} names" if config.split else " --videos-list names" if config.names
+                 else f" annotated in {config.annotations}")
+        tried = "/".join(VIDEO_SUFFIXES)
+        raise InputError(f"--videos {folder}: no video file ({tried}) for {len(nothing)} of the {len(names)} "
+                         f"recordings{asked} ({first_few(nothing, 5)})")
     if not config.features and not (config.names or config.split):  # said, as recognition-features says it
         unannotated = unannotated_videos(folder, annotations.videos)
         if unannotated:

@@ -295,6 +295,16 @@ def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
     return tuple(Segment(video.steps[k], start, end) for k, start, end in time_order(video, src))
 
 
+def video_candidates(folder: Path, name: str) -> list[Path]:
+    """What in ``folder`` has an annotated video's name with a video ending (files or not, links even broken)."""
+    return [
+        path
+        for suffix in VIDEO_SUFFIXES
+        for path in (folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}")
+        if path.exists() or path.is_symlink()
+    ]
+
+
 def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path:
     """The video file of an annotated video: ``<folder>/<name>`` with a common container ending.
 
@@ -315,12 +325,7 @@ def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path
     if not is_file_name(name):
         raise InputError(f"annotated video {name!r:.80}: a video key names the video's file and the files written "
                          f"for it, so it must be {FILE_NAME_RULE}")
-    named = [
-        path
-        for suffix in VIDEO_SUFFIXES
-        for path in (folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}")
-        if path.exists() or path.is_symlink()
-    ]
+    named = video_candidates(folder, name)
     # One file under two names is one video: a case-insensitive file system (macOS's, Windows') finds run1.mp4 as
     # run1.MP4 too, and said "several files for video 'run1'" beside a single one.
     files: dict[tuple[int, int], Path] = {}  # (device, inode) -> the first name found for it

@@ -497,6 +497,24 @@ def test_a_video_saved_under_another_name_than_its_key_is_named_in_the_error(
                          "after its annotation key")
 
 
+def test_videos_the_run_names_without_a_file_are_named_at_once(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One missing video was named a try (the folder copied without three of them: three runs to learn it).
+    videos, labels = demo_folder(tmp_path, {"kettle": "correct", "mug": "correct", "pot": "missing"})
+    (videos / "mug.mp4").unlink()
+    (videos / "pot.mp4").unlink()
+    graph, detector = default_demo_paths()
+    argv = ["eval", "--videos", str(videos), "--annotations", str(labels), "--graph", str(graph), "--detector",
+            str(detector), "--quiet"]
+    line = cli_error(stream_detect, [*argv, "--videos-list", "kettle,mug,pot"], capsys)
+    assert line == (f"error: --videos {videos}: no video file (.mp4/.avi/.mkv/.mov/.webm) for 2 of the 3 recordings "
+                    "--videos-list names (mug, pot)")
+    line = cli_error(stream_detect, argv, capsys)
+    assert line == (f"error: --videos {videos}: no video file (.mp4/.avi/.mkv/.mov/.webm) for 2 of the 3 recordings "
+                    f"annotated in {labels} (mug, pot)")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -308,6 +308,10 @@ def _ipc_path(endpoint: str) -> str | None:
     return path if path and not path.startswith("@") else None
 
 
+# What a socket that could not be made for want of file handles or kernel memory fails with.
+OUT_OF_HANDLES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
 def _connect_errno(path: str, timeout: float) -> int:
     """The errno of connecting to the Unix socket file ``path`` (0: a process listening there took the connection);
     ``timeout`` 0 does not wait."""
@@ -340,7 +344,7 @@ def _ipc_in_use(endpoint: str) -> bool:
     if path is None:
         return False
     found = _connect_errno(path, 1.0)
-    if found in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+    if found in OUT_OF_HANDLES:
         raise zmq.ZMQError(found)
     if found in (errno.EACCES, errno.EPERM):
         # Only a socket file that is there is another user's: a folder on the way that this process may not enter
@@ -415,8 +419,42 @@ def remove_ipc_file(file: IpcFile | None) -> None:
             delay *= 2
 
 
+def _listener(endpoint: str, backlog: int) -> socket.socket | None:
+    """A TCP socket listening at ``endpoint``, made as libzmq makes its own (address reused, IPv6 taking IPv4 too,
+    the socket's backlog), for libzmq to take (``ZMQ_USE_FD``); None for an endpoint that is not tcp at a literal
+    address and port.
+
+    libzmq 4.3.5 looks for an interface of the host's name (``getifaddrs``) on every tcp bind, and aborts the whole
+    process when that finds no file handle left (ip_resolver.cpp:542); a checker re-opening its sockets while peers
+    hold its handles would die there, about one try in ten. Made here, a missing handle is an `OSError`.
+
+    Raises:
+        OSError: the socket could not be made, bound or listened on.
+    """
+    host, port = _tcp_host(endpoint) or "", endpoint.rsplit(":", 1)[-1]
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    if not port.isdigit():
+        return None
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        listener.bind((host, int(port)))
+        listener.listen(backlog)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
 def bind(
-    ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind", curve: CurveServer | None = None
+    ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind", curve: CurveServer | None = None,
+    again: bool = False,
 ) -> tuple[zmq.Socket, str]:
     """Create a socket and bind it.
 
@@ -427,9 +465,16 @@ def bind(
         option: the option the endpoint came from, named in errors.
         curve: the server's keys: the socket is a CURVE server, and the context's ZAP handler
             (`streaming.curve_keys.start_authenticator`, started before) decides which clients get in.
+        again: the endpoint is one bound before (``LAST_ENDPOINT``: a literal address and port), bound again in a
+            process that may be out of file handles: a tcp listener is made here (`_listener`).
 
     Returns:
         ``(socket, endpoint actually bound)``.
+
+    Raises:
+        zmq.ZMQError: no file handle or kernel memory left for the socket, or with ``again`` to bind it
+            (`OUT_OF_HANDLES`).
+        InputError: the endpoint is in use, or cannot be bound.
     """
     check_endpoint(endpoint, option)
     # Not "another checker": any program may hold it (the dashboard's port given as the checker's, say).
@@ -439,18 +484,27 @@ def bind(
         raise InputError(in_use)
     target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint
     sock = ctx.socket(kind)
+    listener = None
     try:
         _configure(sock, endpoint)
         if curve is not None:
             sock.setsockopt(zmq.CURVE_SERVER, 1)
             sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
             sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+        if again and (listener := _listener(target, sock.getsockopt(zmq.BACKLOG))) is not None:
+            sock.setsockopt(zmq.USE_FD, listener.fileno())
         sock.bind(target)
-    except zmq.ZMQError as err:
+    except (zmq.ZMQError, OSError) as err:
         sock.close()
+        if listener is not None:
+            listener.close()
+        if again and err.errno in OUT_OF_HANDLES:  # not the endpoint's fault: the caller tries again later
+            raise zmq.ZMQError(err.errno) from None
         if err.errno == errno.EADDRINUSE:
             raise InputError(in_use) from None
         raise InputError(f"{option} {endpoint}: cannot bind ({err.strerror})") from None
+    if listener is not None:
+        listener.detach()  # libzmq's now: it closes it with the socket
     last = sock.getsockopt(zmq.LAST_ENDPOINT)
     return sock, last.decode() if isinstance(last, bytes) else str(last)
 

@@ -515,3 +515,44 @@ def test_an_ipc_path_in_a_folder_this_process_may_not_enter_is_refused_for_what_
     finally:
         locked.chmod(0o700)
     assert f"--bind ipc://{locked}/checker: cannot bind (Permission denied" in done.stdout, done.stdout + done.stderr
+
+
+BIND_AGAIN_WITH_ONE_HANDLE_LEFT = """
+import errno, os, resource, sys
+import zmq
+from streaming.transport import bind
+
+ctx = zmq.Context()
+first, endpoint = bind(ctx, zmq.XPUB, sys.argv[1])
+first.close()
+ctx.socket(zmq.PUB).close()  # the network threads started, their handles taken
+limit = len(os.listdir("/proc/self/fd")) + 32
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    os.close(held.pop())  # one handle left: the socket's own takes it
+try:
+    bind(ctx, zmq.XPUB, endpoint, "--publish", again=True)
+except zmq.ZMQError as err:
+    print("refused", errno.errorcode[err.errno])
+for fd in held:
+    os.close(fd)
+sock, again = bind(ctx, zmq.XPUB, endpoint, "--publish", again=True)
+print("bound", again == endpoint)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files in /proc (Linux only)")
+@pytest.mark.parametrize("endpoint", ["tcp://127.0.0.1:0", "tcp://[::1]:0"])
+def test_binding_again_with_no_handle_left_for_the_listener_is_an_error_not_an_abort(endpoint: str) -> None:
+    # libzmq 4.3.5 looks the host up among the interfaces (getifaddrs) on every tcp bind, and aborts the process when
+    # that finds no handle ("Too many open files (src/ip_resolver.cpp:542)"): a checker re-opening its sockets while
+    # peers held its handles died there whenever its socket got the last one.
+    if endpoint.startswith("tcp://[") and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    done = subprocess.run([sys.executable, "-c", BIND_AGAIN_WITH_ONE_HANDLE_LEFT, endpoint], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert (done.returncode, done.stdout.split("\n")) == (0, ["refused EMFILE", "bound True", ""]), done.stderr

@@ -11,7 +11,9 @@ checker (`CheckerMetrics`)
     reason of the summary line, ``malformed`` included); ``stream_checker_streams{state="live"|"lost"|"ended"}``;
     ``stream_checker_alerts_total`` and ``stream_checker_retractions_total`` (sent: an early alert and its
     confirmation count as two, an alert rebuilt from a history once, periodic re-sends not at all);
-    ``stream_checker_stage_seconds{stage}`` histograms of ``hop`` and ``alert_out`` (`streaming.stage_latency`).
+    ``stream_checker_stage_seconds{stage}`` histograms of ``hop`` and ``alert_out`` (`streaming.stage_latency`);
+    ``stream_checker_reopen_failed_total`` (re-opens of its sockets that could not make them, each tried again until
+    they opened) and ``stream_checker_sockets_closed`` (1 meanwhile).
 detector (`DetectorMetrics`)
     ``stream_detect_frames_read_total{stream}``, ``stream_detect_frames_dropped_total{stream}`` (a live source's
     frames never processed: 25 a second of a 30 fps camera read at 5 fps), ``stream_detect_slots_missed_total{stream}``
@@ -365,7 +367,7 @@ class CheckerMetrics:
         self._service = service
 
     def _collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import CounterMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         service = self._service
         if service is None:
@@ -383,4 +385,12 @@ class CheckerMetrics:
         states = dict.fromkeys(("live", "lost", "ended"), 0)
         for state in list(core.streams.values()):
             states["lost" if state.lost else "ended" if state.ended else "live"] += 1
-        yield from (received, refused, _states("stream_checker_streams", "Streams the checker tracks", states))
+        reopen_failed = CounterMetricFamily("stream_checker_reopen_failed",
+                                            "Re-opens of the checker's sockets that could not make them (tried again "
+                                            "until they opened)")
+        reopen_failed.add_metric([], service.reopen_failed)
+        closed = GaugeMetricFamily("stream_checker_sockets_closed",
+                                   "1 while sockets the checker re-opens wait to be made again, else 0")
+        closed.add_metric([], int(service.sockets_closed))
+        yield from (received, refused, _states("stream_checker_streams", "Streams the checker tracks", states),
+                    reopen_failed, closed)

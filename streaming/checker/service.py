@@ -16,7 +16,10 @@ when it changes; a key removed from it makes the checker re-open both sockets, s
 revoked one is refused (the Clone pattern makes the re-connection cost nothing). Binding beyond loopback without
 CURVE is refused unless ``CheckerConfig.insecure``. The viewers' socket is re-opened the same way when their
 subscriptions cost more than it lets them (`streaming.transport.Publisher.flood`): libzmq keeps them for as long as a
-connection lasts, and bounds neither their number nor their distinct prefixes.
+connection lasts, and bounds neither their number nor their distinct prefixes. A re-open that cannot make its sockets
+(peers holding idle connections at its ports past the process's limit of open files) never ends the run: the checker
+keeps its streams and goes on without them, trying again (`REOPEN_RETRY_FIRST_S`, doubling to `REOPEN_RETRY_MAX_S`)
+until they open, with one line as they close and one as they are back.
 
 Besides its socket, every message it publishes goes to the sinks it was built with (`streaming.detector.sinks.Sink`,
 ``send(message)``), but for the periodic re-sends: ``--webhook`` POSTs each alert and retraction the first time this
@@ -31,21 +34,24 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import zmq
 
-from graphs.common.errors import InputError, RunError
+from graphs.common.backoff import capped_doubling
+from graphs.common.errors import InputError
 from graphs.common.safe_text import count_of, printable
 from graphs.task_graph import TaskGraph
 from streaming.checker.budget import STREAM_BUDGET
 from streaming.checker.config import CheckerConfig
 from streaming.checker.core import CheckerCore
-from streaming.checker.refusals import Unsendable
+from streaming.checker.refusals import LOG_EVERY_S, Unsendable
 from streaming.checker.schedule import SNAPSHOT_POLL_MS
 from streaming.checker.streams import RESEND_ALERTS
 from streaming.curve_keys import ClientKeys, start_authenticator
@@ -72,10 +78,25 @@ if TYPE_CHECKING:
 WELCOME_GAP_S: Final = 0.05
 REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
 REOPEN_GAP_S: Final = 0.02
+# After a re-open that could not make its sockets, the next try: 0.1 s, doubled up to 1 s. Each try that fails costs a
+# few system calls, and handles come back as soon as the peers holding them let go.
+REOPEN_RETRY_FIRST_S: Final = 0.1
+REOPEN_RETRY_MAX_S: Final = 1.0
 # Alerts handed to the sinks that a rebuilt copy must not hand again, per stream slot: a stream rebuilds at most
 # RESEND_ALERTS of them at once (`streaming.checker.core`), so each slot's newest are remembered.
 SENT_PER_STREAM: Final = 2 * RESEND_ALERTS
 _Bound = TypeVar("_Bound")  # what a re-bind returns: one socket, or both
+
+
+@dataclass
+class _Closed:
+    """Sockets the checker closed to re-open and could not open again yet (`CheckerService.reopen`)."""
+
+    why: str  # what closed them: "a client key was revoked", "a subscription flood"
+    since: float  # monotonic
+    said: bool  # whether its line was logged (its end is said only then)
+    tries: int = 1
+    next_try: float = 0.0
 
 
 class CheckerWatcher(Protocol):
@@ -121,6 +142,10 @@ class CheckerService:
             checking=config.checking,
         )
         self.metrics = metrics
+        self.log = log
+        self.reopen_failed = 0  # re-opens that could not make their sockets at first (each retried until they opened)
+        self._closed: _Closed | None = None  # sockets waiting to open again
+        self._said_closed_at = -math.inf  # when a re-open's failure was last logged (at most every LOG_EVERY_S)
         self._polled_at = time.monotonic()  # when the messages being served were received (for alert_out)
         # (stream, run, alert id, step) of the alerts handed to the sinks, oldest first, bounded: a stream freed or
         # evicted, or whose history disagreed, is rebuilt when it speaks again, and its alerts, POSTed and counted
@@ -154,12 +179,13 @@ class CheckerService:
             self.core.observe = metrics.observe
             metrics.watch(self)
 
-    def _bind(self, alerts: str, events: str) -> tuple[zmq.Socket, zmq.Socket]:
-        """Bind the output, then the input (so the forwarded first event cannot be published before it exists)."""
+    def _bind(self, alerts: str, events: str, again: bool = False) -> tuple[zmq.Socket, zmq.Socket]:
+        """Bind the output, then the input (so the forwarded first event cannot be published before it exists);
+        ``again``: at the endpoints bound before (`streaming.transport.bind`)."""
         curve = self.config.curve
-        pub, _ = bind(self.ctx, zmq.XPUB, alerts, "--publish", curve=curve)
+        pub, _ = bind(self.ctx, zmq.XPUB, alerts, "--publish", curve=curve, again=again)
         with _closed_on_error(pub):  # the second may find no file handle left for its socket (a ZMQError)
-            sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve)
+            sub, _ = bind(self.ctx, zmq.SUB, events, "--bind", curve=curve, again=again)
             with _closed_on_error(sub):
                 return pub, subscribe(sub, INPUT_TOPICS)
 
@@ -171,9 +197,12 @@ class CheckerService:
             over_budget: the receiver's over-budget count before the poll.
         """
         stats, core = self.receiver.stats, self.core
-        arrived = self.publisher.new_subscribers() > 0
+        publishing = not self.publisher.sock.closed  # closed: waiting to open again (`retry_reopen`)
+        arrived = publishing and self.publisher.new_subscribers() > 0
         # Before a flood re-opens the --publish socket: its monitor goes with it, and what it holds unread with it.
         for counter in self.handshakes:
+            if counter.monitor.closed:
+                continue
             for why in counter.refused():
                 core.counts["denied"] += 1
                 core.log_refusal("denied", core.counts["denied"], f"a handshake on {counter.endpoint}: {why}")
@@ -181,15 +210,17 @@ class CheckerService:
         if foreign:
             stats.malformed += foreign
             stats.last_error = "a message sent up the --publish socket, which takes only subscriptions"
-        if self.publisher.flood is not None:  # one refusal per flood: its messages were read, not decoded
+        flooded = publishing and self.publisher.flood is not None
+        if flooded:  # one refusal per flood: its messages were read, not decoded
             stats.malformed += 1
-            stats.last_error = self.publisher.flood
-            self.reopen_publish()
+            stats.last_error = str(self.publisher.flood)
         if stats.malformed > malformed:
             core.log_refusal("malformed", stats.malformed, stats.last_error)
         if stats.over_budget > over_budget:
             core.log_refusal("over_budget", core.counts["over_budget"] + stats.over_budget,
                              f"a stream sent more than {STREAM_BUDGET} messages in one poll")
+        if flooded:  # after its refusal's line: a re-open that fails says so in a line of its own
+            self.reopen_publish()
         self._welcome_due = self._welcome_due or arrived
         now = core.monotonic()
         if self._welcome_due and now - self._last_welcome >= WELCOME_GAP_S:
@@ -203,45 +234,100 @@ class CheckerService:
             self.reopen()
 
     def reopen(self) -> None:
-        """Close both sockets and bind them again at the same endpoints; clients re-connect by themselves.
-
-        Raises:
-            RunError: an endpoint could not be bound again (another process took the port meanwhile).
-        """
-        self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)  # the old sockets' refusals
+        """Close both sockets and bind them again at the same endpoints; clients re-connect by themselves. Sockets
+        that cannot be made again are tried again later (`retry_reopen`)."""
+        if not self.receiver.sock.closed:  # the old sockets' refusals
+            self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)
         self._close_sockets()
-        endpoints = f"{self.events_endpoint} and {self.alerts_endpoint}"
-        with _no_socket_is_run_error(endpoints, "a client key was revoked"):
-            pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint), endpoints,
-                                    "a client key was revoked")
-            with _closed_on_error(pub, sub):
-                handshakes = _count_handshakes(pub, sub)
-        self.publisher.replace_socket(pub)
-        self.receiver.replace_socket(sub)
-        self._replace_handshakes(handshakes)
-        self._ipc_files = self._bound_files()  # bound again: new files
+        self._open_again("a client key was revoked", REOPEN_TRIES)
 
     def reopen_publish(self) -> None:
         """Close the viewers' socket and bind it again at the same endpoint, after its peers' subscriptions went past
         what the checker lets them cost (`streaming.transport.Publisher.flood`): libzmq keeps each peer's
         subscriptions for as long as its connection lasts and can drop no single one, so every viewer is cut off
         and connects again by itself (greeted, and brought up to date by the periodic re-sends). The detectors'
-        socket stays as it is.
-
-        Raises:
-            RunError: the endpoint could not be bound again (another process took the port meanwhile).
+        socket stays as it is. A socket that cannot be made again is tried again later (`retry_reopen`).
         """
+        self.receiver.wake_on([self.handshakes[0].monitor], [])  # a poll on a closed socket fails
         self.handshakes[0].close()
         self.publisher.sock.close()
+        self._open_again("a subscription flood", REOPEN_TRIES)
+
+    def retry_reopen(self) -> None:
+        """Try again to open the sockets a re-open could not make, once their next try is due (every loop turn)."""
+        closed = self._closed
+        if closed is not None and self.core.monotonic() >= closed.next_try:
+            self._open_again(closed.why, 1)
+
+    @property
+    def sockets_closed(self) -> bool:
+        """Whether sockets a re-open could not make are waiting to be tried again (nothing sent or received there)."""
+        return self._closed is not None
+
+    def _open_again(self, why: str, tries: int) -> None:
+        """Bind the closed sockets again (both, or the viewers' alone); when they cannot be made, go on without them
+        until the next try.
+
+        A peer can cause this: idle connections held open at the checker's ports past its limit of open files leave
+        no handle for a new socket or its monitor, and a subscription flood then re-opens the --publish socket. The
+        run ended there, its streams' state lost with it; now nothing but the sockets' own traffic stops meanwhile
+        (with the viewers' socket alone closed, the detectors are still served and alerts still reach the sinks).
+
+        Args:
+            why: what closed them, for the log.
+            tries: binds tried `REOPEN_GAP_S` apart (`_rebind`): libzmq releases a listener just closed
+                asynchronously.
+        """
+        both = self.receiver.sock.closed
         curve = self.config.curve
-        with _no_socket_is_run_error(self.alerts_endpoint, "a subscription flood"):
-            pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve)[0],
-                               self.alerts_endpoint, "a subscription flood")
-            with _closed_on_error(pub):
-                counter = HandshakeCounter(pub)
+        try:
+            if both:
+                pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint, again=True),
+                                        tries)
+                with _closed_on_error(pub, sub):
+                    handshakes = _count_handshakes(pub, sub)
+                self.receiver.replace_socket(sub)
+            else:
+                pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve,
+                                                again=True)[0], tries)
+                with _closed_on_error(pub):
+                    handshakes = (HandshakeCounter(pub), self.handshakes[1])
+        except (zmq.ZMQError, InputError) as err:
+            self._not_opened(why, both, err)
+            return
         self.publisher.replace_socket(pub)
-        self._replace_handshakes((counter, self.handshakes[1]))
-        self._ipc_files = self._bound_files()
+        self._replace_handshakes(handshakes)
+        self._ipc_files = self._bound_files()  # bound again: new files
+        closed, self._closed = self._closed, None
+        if closed is not None and closed.said and self.log is not None:
+            seconds = self.core.monotonic() - closed.since
+            self.log(f"checker: {self._endpoints(both)} open again after {seconds:.1f} s closed "
+                     f"({count_of(closed.tries, 'failed attempt')}); clients connect again by themselves",
+                     level="info", endpoints=self._endpoints(both), seconds=round(seconds, 3), tries=closed.tries)
+
+    def _not_opened(self, why: str, both: bool, err: zmq.ZMQError | InputError) -> None:
+        """A re-open could not make its sockets: the next try is scheduled, and the first failure of each time
+        they closed logged (at most one line every `LOG_EVERY_S`, however often a peer makes them close)."""
+        now = self.core.monotonic()
+        closed = self._closed
+        if closed is None:
+            self.reopen_failed += 1
+            closed = self._closed = _Closed(why, now, said=now - self._said_closed_at >= LOG_EVERY_S)
+            if closed.said and self.log is not None:
+                self._said_closed_at = now
+                meanwhile = ("nothing is received or sent until they open" if both
+                             else "viewers get nothing until it opens (detectors are still served)")
+                again = f"; {self.reopen_failed} times so far" if self.reopen_failed > 1 else ""
+                self.log(f"checker: could not open {self._endpoints(both)} again after {why} ({_why_not(err)}); "
+                         f"{meanwhile}, its streams and alerts are kept, and it tries again every "
+                         f"{REOPEN_RETRY_MAX_S:g} s at most{again}",
+                         endpoints=self._endpoints(both), why=why, error=_why_not(err), count=self.reopen_failed)
+        else:
+            closed.tries += 1
+        closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.tries - 1, REOPEN_RETRY_MAX_S)
+
+    def _endpoints(self, both: bool) -> str:
+        return f"{self.events_endpoint} and {self.alerts_endpoint}" if both else self.alerts_endpoint
 
     def _replace_handshakes(self, handshakes: tuple[HandshakeCounter, HandshakeCounter]) -> None:
         """Count the refusals of re-opened sockets, their monitors waking the loop (`Receiver.wake_on`)."""
@@ -249,19 +335,19 @@ class CheckerService:
         self.handshakes = handshakes
 
     @staticmethod
-    def _rebind(bind_again: Callable[[], _Bound], endpoints: str, why: str) -> _Bound:
-        """``bind_again()``, tried `REOPEN_TRIES` times `REOPEN_GAP_S` apart: libzmq releases a closed listener
-        asynchronously.
+    def _rebind(bind_again: Callable[[], _Bound], tries: int) -> _Bound:
+        """``bind_again()``, tried up to ``tries`` times `REOPEN_GAP_S` apart while its endpoint is busy: libzmq
+        releases a closed listener asynchronously.
 
         Raises:
-            RunError: every try failed.
+            InputError: the last try's.
         """
-        for _ in range(REOPEN_TRIES):
+        for _ in range(tries - 1):
             try:
                 return bind_again()
             except InputError:
                 time.sleep(REOPEN_GAP_S)
-        raise RunError(f"could not bind {endpoints} again after {why}")
+        return bind_again()
 
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
@@ -275,16 +361,24 @@ class CheckerService:
             while not stop.is_set():
                 wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending or self._welcome_due else POLL_MS
                 before = (self.receiver.stats.malformed, self.receiver.stats.over_budget)
-                messages = self.receiver.poll(wait_ms)
+                if self.receiver.sock.closed:  # a re-open that could not make it: nothing to poll until the next try
+                    stop.wait(min(wait_ms / 1000, max(0.0, self._next_try() - self.core.monotonic())))
+                    messages = []
+                else:
+                    messages = self.receiver.poll(wait_ms)
                 self._polled_at = time.monotonic()
                 self.core.serve(messages, emit=self.send)
                 self.watch_peers(*before)
                 self.reload_keys()
+                self.retry_reopen()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats), resent=True)
                 if until is not None and until(self.core):
                     break
         finally:
             self.close()
+
+    def _next_try(self) -> float:
+        return math.inf if self._closed is None else self._closed.next_try
 
     def send(self, messages: list[Message], resent: bool = False) -> None:
         """Publish messages, and hand each to the sinks; one that cannot be encoded is counted (``unsendable``), goes
@@ -297,10 +391,15 @@ class CheckerService:
                 is ``replayed`` too, but no receiver had it (its step came while this checker was down, or its
                 message was lost or dropped): the sinks and the metrics take it as the alert going out, unless this
                 checker handed them that alert already (`_first_time`: a stream freed or evicted and back).
+
+        While the viewers' socket waits to be opened again (`retry_reopen`), messages go to the sinks alone: the
+        periodic re-sends bring the viewers up to date once it is back.
         """
+        publishing = not self.publisher.sock.closed
         for message in messages:
             try:
-                self.publisher.send(message)
+                if publishing:
+                    self.publisher.send(message)
             except MessageError as err:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
                 continue
@@ -357,7 +456,7 @@ class CheckerService:
             "evicted": counts["evicted"], "unknown_step": counts["unknown_step"],
             "over_budget": counts["over_budget"] + stats.over_budget, "unsendable": counts["unsendable"],
             "stream_taken": counts["stream_taken"], "denied": counts["denied"], "malformed": stats.malformed,
-            "sink_failed": self.sinks.failed,
+            "sink_failed": self.sinks.failed, "reopen_failed": self.reopen_failed,
         }  # fmt: skip
 
     def summary(self) -> str:
@@ -377,6 +476,7 @@ class CheckerService:
             f"{n['stream_taken']} on a stream id another live detector holds, "
             f"{n['denied']} handshakes refused, {n['malformed']} malformed dropped"
             + (f", {n['sink_failed']} failed in a sink" if n["sink_failed"] else "")
+            + (f", {count_of(n['reopen_failed'], 'socket re-open')} failed and retried" if n["reopen_failed"] else "")
         )
         last_error = self.receiver.stats.last_error
         return printable(line + (f" (last: {last_error})" if last_error else ""))
@@ -463,21 +563,14 @@ def _count_handshakes(pub: zmq.Socket, sub: zmq.Socket) -> tuple[HandshakeCounte
         raise
 
 
-@contextlib.contextmanager
-def _no_socket_is_run_error(endpoints: str, why: str) -> Iterator[None]:
-    """A socket the checker re-opens that libzmq cannot make (its sockets and monitors each take a file handle) ends
-    the run in one line naming the cause: peers holding idle connections at its ports past the process's limit of
-    open files, then a subscription flood, ended it in a ZMQError traceback.
-
-    Raises:
-        RunError: in place of the `zmq.ZMQError`.
-    """
-    try:
-        yield
-    except zmq.ZMQError as err:
-        hint = "; connections held open at its ports used up the process's file handles (ulimit -n)" if (
-            err.errno in (errno.EMFILE, errno.ENFILE)) else ""
-        raise RunError(f"could not open {endpoints} again after {why} ({err.strerror}){hint}") from None
+def _why_not(err: zmq.ZMQError | InputError) -> str:
+    """Why a re-open could not make its sockets, for its log line: the error, and for a process out of file handles
+    (sockets and monitors each take one), who used them up."""
+    if isinstance(err, InputError):
+        return str(err)
+    hint = "; connections held open at its ports used up the process's file handles (ulimit -n)" if (
+        err.errno in (errno.EMFILE, errno.ENFILE)) else ""
+    return f"{err.strerror}{hint}"
 
 
 def run_checker(

@@ -668,7 +668,7 @@ def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
     # The summary's numbers are fields too, as the docs promise (its line came with an empty object).
     assert json.loads(summary)["fields"] == dict.fromkeys(
         ("received", "streams", "lost", "stream_limit", "evicted", "unknown_step", "over_budget", "unsendable",
-         "stream_taken", "denied", "malformed", "sink_failed"), 0)
+         "stream_taken", "denied", "malformed", "sink_failed", "reopen_failed"), 0)
     assert interrupted.startswith("interrupted by SIGTERM: ")  # like an error: line, the exit's own line stays plain
 
 

@@ -179,7 +179,13 @@ class FrameLoop:
                     self._end(stream, stopped=True)
                     self._tell(stream)
         except KeyboardInterrupt:
-            interrupted = True
+            interrupted = True  # first: a second Ctrl-C while the workers stop still ends the sessions as stopped
+            # A worker that failed before the Ctrl-C (or on the batch it finished as it stopped) ended the run: its
+            # streams were cut short by the failure, not stopped by the person, and its error line is the run's end.
+            self._stop_workers(workers)
+            if self._failure is not None:
+                interrupted = False
+                raise self._failure from None
             raise
         finally:
             self._stop_workers(workers)

@@ -20,10 +20,15 @@ import zmq
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
+from streaming.detector import DetectorConfig, DetectorStream, PipelineConfig, build_pipeline, load_detector_for_stream
+from streaming.detector.loading import LoadedParts
+from streaming.extractors import FeatureExtractor
+from streaming.messages import Heartbeat, Message
+from streaming.readers import ReaderConfig, VideoReader, open_reader
 from streaming.stream_detect_cli import main
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
-from tests.streaming.helpers import STREAM_DETECT, tea_graph, wait_for
+from tests.streaming.helpers import STREAM_DETECT, tea_graph, wait_for, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 STARTUP_S = 120.0  # the detector loads torch on a busy 2-core machine
@@ -112,3 +117,61 @@ def test_the_one_command_run_that_fails_shows_no_end_of_its_session(failing: dic
     messages = [json.loads(text) for text in out.splitlines()]
     assert [m for m in messages if m["kind"] == "status" and m["stream_id"] == "cam0"]
     assert not [m for m in messages if m["kind"] == "missing" or m.get("ended")], messages[-3:]
+
+
+class _FailsOnceArmed(FeatureExtractor):
+    """The demo's backbone, raising on every batch once ``armed`` is set (a backbone that runs out of memory)."""
+
+    def __init__(self, extractor: FeatureExtractor, armed: threading.Event) -> None:
+        self.extractor, self.armed = extractor, armed
+        self.name, self.dim, self.input_size = extractor.name, extractor.dim, extractor.input_size
+
+    def prepare(self, image: np.ndarray) -> np.ndarray:
+        return self.extractor.prepare(image)
+
+    def __call__(self, frames: np.ndarray) -> np.ndarray:
+        if self.armed.is_set():
+            raise RuntimeError("backbone out of memory")
+        return self.extractor(frames)
+
+
+class _Kept:
+    """A sink that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.messages.append(message)
+
+
+def test_a_ctrl_c_after_the_run_failed_stops_no_session_and_the_failure_is_said(tmp_path: Path) -> None:
+    # A Ctrl-C that came after a worker's failure, before the loop raised it, took the run for one stopped by hand:
+    # the stream the failure cut short sent `ended: true, stopped: true` (a verdict "so far" on a session the failure
+    # ended), and the failure itself was never said, the interrupt's exit status in place of its error line.
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    armed = threading.Event()
+    parts = LoadedParts(None, model, checkpoint, _FailsOnceArmed(extractor, armed))
+    readers: list[VideoReader] = [
+        open_reader(str(write_noise_video(tmp_path / "short.mp4", frames=30)), ReaderConfig(fps=5.0)),
+        open_reader(str(write_noise_video(tmp_path / "long.mp4", frames=1800)), ReaderConfig(fps=5.0, realtime=True)),
+    ]
+    kept: dict[str, _Kept] = {}
+    config = PipelineConfig(detector=DetectorConfig(), stream_ids=("file", "camera"), publish=False)
+    raised: BaseException | None = None
+    with build_pipeline(config, parts=parts, readers=readers, ctx=zmq.Context.instance(),
+                        sinks=[lambda sid: kept.setdefault(sid, _Kept())]) as pipeline:
+
+        def ended(stream: DetectorStream) -> None:  # the file played to its end: then the failure, then Ctrl-C
+            armed.set()
+            assert wait_for(lambda: pipeline.loop._failure is not None, 30.0)
+            raise KeyboardInterrupt
+
+        try:
+            pipeline.run(None, ended)
+        except BaseException as err:  # noqa: BLE001 - a KeyboardInterrupt is what the old code raised
+            raised = err
+    last = {sid: [m for m in sink.messages if isinstance(m, Heartbeat)][-1] for sid, sink in kept.items()}
+    assert (last["file"].ended, last["file"].stopped) == (True, False), last["file"]
+    assert (last["camera"].ended, last["camera"].stopped) == (False, False), last["camera"]
+    assert isinstance(raised, RuntimeError) and str(raised) == "backbone out of memory", repr(raised)

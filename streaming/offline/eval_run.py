@@ -101,7 +101,13 @@ from streaming.offline.eval_scores import (
     total,
     video_detail,
 )
-from streaming.offline.features import VIDEO_SUFFIXES, find_video, unannotated_videos, video_candidates
+from streaming.offline.features import (
+    VIDEO_SUFFIXES,
+    find_video,
+    unannotated_videos,
+    unclaimed_videos,
+    video_candidates,
+)
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview, drawing_options
 from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
 from streaming.session_verdict import ended_text, retraction_reason, session_verdict
@@ -303,7 +309,7 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
                  else f" annotated in {config.annotations}")
         tried = "/".join(VIDEO_SUFFIXES)
         raise InputError(f"--videos {folder}: no video file ({tried}) for {len(nothing)} of the {len(names)} "
-                         f"recordings{asked} ({first_few(nothing, 5)})")
+                         f"recordings{asked} ({first_few(nothing, 5)}){unclaimed_videos(folder, annotations.videos)}")
     if not config.features and not (config.names or config.split):  # said, as recognition-features says it
         unannotated = unannotated_videos(folder, annotations.videos)
         if unannotated:

@@ -305,6 +305,16 @@ def video_candidates(folder: Path, name: str) -> list[Path]:
     ]
 
 
+def unclaimed_videos(folder: Path, annotated: Collection[str]) -> str:
+    """The end of the error of videos with no file: the folder's video files no annotated video names ("" when none,
+    or no ``annotated`` names are given). A video saved under another name than its key was refused naming only the
+    key, and the warning naming the file nobody claims never came: the run stopped at the error first."""
+    others = unannotated_videos(folder, annotated) if annotated else ()
+    shown = first_few([printable(n) for n in others], 3)
+    return (f"; {count_of(len(others), 'video file')} of the folder no annotated video names ({shown}): name each "
+            "file after its annotation key") if others else ""
+
+
 def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path:
     """The video file of an annotated video: ``<folder>/<name>`` with a common container ending.
 
@@ -339,14 +349,8 @@ def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path
                          "expected a video file")
     if not found:
         tried = ", ".join(f"{name}{s}" for s in VIDEO_SUFFIXES)
-        # A video saved under another name than its key was refused naming only the key, and the warning naming
-        # the file nobody claims never came: the run stopped here first.
-        others = unannotated_videos(folder, annotated) if annotated else ()
-        shown = first_few([printable(n) for n in others], 3)
-        unclaimed = (f"; {count_of(len(others), 'video file')} of the folder no annotated video names ({shown}): "
-                     "name each file after its annotation key") if others else ""
         raise InputError(f"--videos {folder}: no video file for annotated video {name!r} (looked for {tried})"
-                         f"{unclaimed}")
+                         f"{unclaimed_videos(folder, annotated)}")
     if len(found) > 1:
         raise InputError(
             f"--videos {folder}: several files for video {name!r} ({', '.join(sorted(p.name for p in found))})"

@@ -497,6 +497,25 @@ def test_a_video_saved_under_another_name_than_its_key_is_named_in_the_error(
                          "after its annotation key")
 
 
+@pytest.mark.parametrize("chosen", [True, False], ids=["videos-list", "every-annotated"])
+def test_videos_saved_under_other_names_than_their_keys_are_named_in_the_error_of_several(
+    chosen: bool, demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The line naming every video without a file dropped what the line of one had said: the folder's files that no
+    # annotated video names (with every video named, no warning says them either), the videos under other names.
+    videos, labels = demo_folder(tmp_path, {"kettle": "correct", "mug": "missing"})
+    (videos / "kettle.mp4").rename(videos / "Kettle-take1.mp4")
+    (videos / "mug.mp4").rename(videos / "Mug-take1.mp4")
+    graph, detector = default_demo_paths()
+    argv = ["eval", "--videos", str(videos), "--annotations", str(labels), "--graph", str(graph), "--detector",
+            str(detector), "--quiet", *(["--videos-list", "kettle,mug"] if chosen else [])]
+    line = cli_error(stream_detect, argv, capsys)
+    assert line.startswith(f"error: --videos {videos}: no video file (.mp4/.avi/.mkv/.mov/.webm) for 2 of the 2 "
+                           "recordings "), line
+    assert line.endswith("(kettle, mug); 2 video files of the folder no annotated video names (Kettle-take1.mp4, "
+                         "Mug-take1.mp4): name each file after its annotation key"), line
+
+
 def test_videos_the_run_names_without_a_file_are_named_at_once(
     demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

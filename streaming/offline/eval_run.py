@@ -293,7 +293,9 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         raise InputError(f"{where}: {', '.join(unknown)} {what}")
     absent = [n for n in names if n not in files] if config.features else []
     if absent:  # every one at once, and where they were looked for: one per try, the folder unsaid, before
-        asked = f"--split {config.split} names" if config.split else "--videos-list names"
+        # Unchosen, every annotated recording is asked for: only augmented copies (<video>.aug<k>.npy) were given.
+        asked = (f"--split {config.split} names" if config.split else "--videos-list names" if config.names
+                 else f"annotated in {config.annotations}")
         which = "the recording" if len(names) == 1 else f"{len(absent)} of the {len(names)} recordings"
         raise InputError(f"--features {' '.join(config.features)}: no <recording>.npy file for {which} {asked} "
                          f"({first_few(absent, 5)})")

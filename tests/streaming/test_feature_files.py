@@ -495,6 +495,18 @@ def test_recordings_of_the_split_without_a_feature_file_are_named_at_once_with_t
     assert err == f"error: --features {folder}: no <recording>.npy file for the recording --videos-list names (test_ok)"
 
 
+def test_feature_files_of_augmented_copies_only_are_not_said_to_be_named_by_an_option(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A copy (<video>.aug<k>.npy) is no recording's features: with only copies given, every annotated recording
+    # lacked a file, and the line blamed "--videos-list names", an option nobody gave.
+    copy = tmp_path / "rec0.aug1.npy"
+    shutil.copy(trained / "npy" / "rec0.npy", copy)
+    err = cli_error(stream_detect, eval_argv(trained, "--features", str(copy)), capsys)
+    assert "--videos-list" not in err and "--split" not in err, err
+    assert err.startswith(f"error: --features {copy}: no <recording>.npy file for "), err
+    assert f" recordings annotated in {trained / 'labels.json'} (" in err, err
+
+
 def test_features_and_videos_together_are_refused(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(stream_detect, eval_argv(trained, "--videos", str(trained)), capsys)
     assert "--features replays feature files instead of videos" in err

@@ -102,10 +102,10 @@ Messages and sockets: docs/wire-format.md."""
 # The pages a new user opens first after the top one: each says what the sub-command does before its options.
 RUN_HELP = """Watches one source (a video file, a camera, a stream URL, the demo, or a
 feature file with --features) through the detector, the checker and the live
-view, all in this process on loopback: an alert when a key-step is done before
-its pre-conditions, and one verdict line per stream when it ends (Ctrl-C: the
-verdict so far). The chain split over machines: stream-detect detector, checker
-and view. See docs/live-pipeline.md."""
+view, all from this one command on loopback (the checker in a child process):
+an alert when a key-step is done before its pre-conditions, and one verdict
+line per stream when it ends (Ctrl-C: the verdict so far). The chain split over
+machines: stream-detect detector, checker and view. See docs/live-pipeline.md."""
 VIEW_HELP = """Shows the streams, alerts and key-steps a checker publishes, live in the
 terminal (or as JSON lines with --jsonl), from the checker's --publish endpoint;
 --graph (or --demo) gives the step names. See docs/live-pipeline.md."""

@@ -160,6 +160,17 @@ def test_every_page_says_what_its_command_does() -> None:
     assert [parser.prog for parser in _all_parsers() if not (parser.description or "").strip()] == []
 
 
+def test_the_run_page_says_the_checker_is_a_process_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "all in this process": the one-command run's checker is a child process (streaming.checker.process),
+    # the one a user sees beside it in ps and whose end the run waits for.
+    from streaming import all_in_one
+    from streaming.checker.process import CheckerProcess
+
+    assert all_in_one.CheckerProcess is CheckerProcess
+    page = " ".join(help_page(stream_detect, ["run"], capsys).split())
+    assert "in this process" not in page and "the checker in a child process" in page, page
+
+
 def test_every_option_says_what_it_does() -> None:
     # prego-bench select and select-checker listed --dataset with its choices and not a word more.
     silent = [f"{parser.prog} {action.option_strings or action.dest}" for parser in _all_parsers()

@@ -9,9 +9,9 @@ Usage::
     prego-bench replay --frames mine_frames.json --graph G --background 0 --fps 5   # labels with a background
     prego-bench replay --data ../shared/data --checker probabilistic     # the probabilistic checker beside the binary
 
-With ``--data`` the frames file is ``<data>/prego-miniroad/<dataset>_frames.json`` and, without ``--graph``,
-the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's settings
-(``tgml/bench/settings/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class
+With ``--data`` (default ``$MISTAKE_DATA``) the frames file is ``<data>/prego-miniroad/<dataset>_frames.json``
+and, without ``--graph``, the DO task graph is learned from ``<data>/<dataset>/train.json`` with the benchmark's
+settings (``tgml/bench/settings/prego-<dataset>.toml``, ``--seed``). The run prints the PREGO scores (Avg F1, per-class
 F1 and true P/R) and an ablation table over the segmenter's ``min_duration``; ``--json FILE`` writes them
 (format in `tgml.bench.prego.replay`). ``--checker probabilistic`` runs the probabilistic checker on the evidence the
 labels hold, with the settings chosen on the training split by ``prego-bench select-checker`` (the shipped
@@ -51,9 +51,9 @@ def build_parser() -> ArgumentParser:
     add_version_option(p)
     p.add_argument("--frames", help="per-frame labels {video: {pred: [...], gt: [...]}}")
     p.add_argument("--data", help="data folder laid out like shared/data (gives the frames file and training split; "
-                                  "default $MISTAKE_DATA when --frames is not given)")
+                                  "default $MISTAKE_DATA, read when --frames or --graph is left out)")
     p.add_argument("--dataset", default="epic-tent-o", choices=sorted(DATASETS), help="dataset inside --data")
-    p.add_argument("--graph", help="task graph file; learned with DO from --data when omitted")
+    p.add_argument("--graph", help="task graph file; learned with DO from --data (or $MISTAKE_DATA) when omitted")
     p.add_argument("--seed", type=seed_option, default=42, help="seed of the DO graph learned without --graph")
     p.add_argument("--field", default="pred", choices=("pred", "gt"), help="which label stream to replay")
     p.add_argument("--background", type=int, metavar="ID",
@@ -76,15 +76,23 @@ def build_parser() -> ArgumentParser:
     return p
 
 
-def _graph(args: argparse.Namespace) -> tuple[TaskGraph, str]:
+def _graph_data(args: argparse.Namespace) -> str | None:
+    """The data folder the DO graph is learned from (None with ``--graph``): ``--data``, else ``$MISTAKE_DATA``, as
+    for the frames file (``--frames`` given, a user who had set it was told to give --data)."""
+    from tgml.bench.data_folder import data_folder
+
+    if args.graph:
+        return None
+    return str(data_folder(args.data, " to learn the DO graph from its training split, or give --graph FILE"))
+
+
+def _graph(args: argparse.Namespace, folder: str | None) -> tuple[TaskGraph, str]:
     from graphs.task_graph import load_graph
     from tgml.bench.prego import build_graph, load_dataset, load_method_settings, resolve_data
 
-    if args.graph:
+    if folder is None:
         return load_graph(args.graph), str(args.graph)
-    if not args.data:
-        raise InputError("give --graph FILE, or --data DIR to learn the DO graph from its training split")
-    layout = resolve_data(args.data, [args.dataset], splits=True)
+    layout = resolve_data(folder, [args.dataset], splits=True)
     data = load_dataset(layout, args.dataset, pred=False)
     settings = load_method_settings(args.dataset)["do"]
     print(f"learning the DO graph of {args.dataset} (seed {args.seed}) from {layout.train_file(args.dataset)}")
@@ -125,6 +133,7 @@ def main(argv: list[str]) -> int:
         from tgml.bench.data_folder import data_folder
 
         args.data = str(data_folder(args.data, " (or --frames FILE)"))
+    graph_data = _graph_data(args)
     if args.background is not None and args.background < 0:
         raise InputError(f"--background {args.background}: must be a label >= 0")
     frames_path = (
@@ -149,7 +158,8 @@ def main(argv: list[str]) -> int:
     if args.no_sweep:
         values = []
     if args.json:  # before the replay; the data set's folder stands for its splits (the graph is learned from one)
-        read = [frames_path, args.graph, args.checker_settings, Path(args.data) / args.dataset if args.data else None]
+        data = args.data or graph_data
+        read = [frames_path, args.graph, args.checker_settings, Path(data) / args.dataset if data else None]
         if args.checker == "probabilistic" and not args.checker_settings:
             read.append(default_settings_path(args.dataset))
         check_output(args.json, "results file", inputs=read, option="--json")
@@ -162,7 +172,7 @@ def main(argv: list[str]) -> int:
             raise InputError(f"{settings_path}: holds no replay settings (chosen on timed training videos)")
     elif args.checker_settings:
         raise InputError("--checker-settings: give it with --checker probabilistic")
-    graph, graph_source = _graph(args)
+    graph, graph_source = _graph(args, graph_data)
     frames = load_frames_file(frames_path, args.field, graph, args.background)
     try:
         result = replay(frames, graph, config)

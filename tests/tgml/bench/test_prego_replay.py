@@ -213,3 +213,19 @@ def test_the_data_folder_comes_from_mistake_data_as_for_every_benchmark(
     out = tmp_path / "replay.json"
     assert replay_main(["--graph", str(graph_file), "--no-sweep", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["metrics"]["n_videos"] == 15
+
+
+def test_the_graph_is_learned_from_mistake_data_beside_a_frames_file(
+    frames_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With --frames and no --graph, the DO graph's training split came from --data alone: a user who had set
+    # $MISTAKE_DATA was told "give --graph FILE, or --data DIR", what reading it for the frames file had just fixed.
+    data = tmp_path / "data"
+    (data / "epic-tent-o").mkdir(parents=True)  # a data folder without the split: the line names where it looked
+    monkeypatch.setenv("MISTAKE_DATA", str(data))
+    err = cli_error(replay_main, ["--frames", str(frames_file), "--no-sweep"], capsys)
+    assert err.startswith(f"error: missing {data / 'epic-tent-o' / 'train.json'}; "), err
+    monkeypatch.delenv("MISTAKE_DATA")
+    err = cli_error(replay_main, ["--frames", str(frames_file), "--no-sweep"], capsys)
+    assert err == ("error: no data folder: give --data DIR or set $MISTAKE_DATA to learn the DO graph from its "
+                   "training split, or give --graph FILE")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from graphs.common.errors import InputError
+from graphs.common.files import not_a_folder
 
 DATA_ENV: Final = "MISTAKE_DATA"
 CAPTAINCOOK_FOLDER: Final = "captaincook4d"
@@ -36,9 +37,13 @@ def data_folder(given: str | Path | None, otherwise: str = "") -> Path:
         return Path(given)
     env = os.environ.get(DATA_ENV)
     if env:
-        if not Path(env).is_dir():  # an old export, forgotten: named as the variable, or the folder is a mystery
-            raise InputError(f"${DATA_ENV} {env}: no such folder; set it to the data folder (like shared/data), or "
-                             "give --data DIR")
+        # An old export, forgotten: named as the variable, or the folder is a mystery. A file there is said to be
+        # one: "no such folder" of a path that exists sent the user looking for a typo.
+        why = not_a_folder(env, "a folder")
+        if why is not None:
+            said = "no such folder" if why == "folder not found" else why
+            raise InputError(f"${DATA_ENV} {env}: {said}; set it to the data folder (like shared/data), or give "
+                             "--data DIR")
         return Path(env)
     raise InputError(f"no data folder: give --data DIR or set ${DATA_ENV}{otherwise}")
 

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], object], list[str]]] = {
     "prego-bench select": (prego_bench, ["select", "--dataset", "epic-tent-o"]),
     "tgml bench-captaincook": (tgml, ["bench-captaincook", "--seeds", "1"]),
     "tgml bench-queries": (tgml, ["bench-queries"]),
+    "prego-bench replay": (prego_bench, ["replay", "--no-sweep"]),
 }
 
 
@@ -40,6 +41,20 @@ def test_each_benchmark_reads_the_data_folder_from_the_variable(
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "nowhere"))
     # The variable is named: a forgotten export's folder was a mystery ("error: /nope: ... not found").
     assert cli_error(main, argv, capsys) == (f"error: $MISTAKE_DATA {tmp_path / 'nowhere'}: no such folder; set it "
+                                             "to the data folder (like shared/data), or give --data DIR")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_variable_naming_a_file_is_said_to_name_a_file(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "no such folder" of a path that is there (a file: the data archive, a settings file) sent the user looking
+    # for a typo in a path that was right.
+    main, argv = COMMANDS[command]
+    archive = tmp_path / "data.tar"
+    archive.write_text("")
+    monkeypatch.setenv(DATA_ENV, str(archive))
+    assert cli_error(main, argv, capsys) == (f"error: $MISTAKE_DATA {archive}: a file, expected a folder; set it "
                                              "to the data folder (like shared/data), or give --data DIR")
 
 

@@ -79,6 +79,7 @@ from recognition.feature_folders import (
     VideoFeatures,
     choose_validation_videos,
     load_feature_dataset,
+    load_split,
     unsplit_feature_files,
     window_index,
 )
@@ -374,6 +375,9 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
         raise InputError(f"{split}: expected an object with 'train' and 'test' lists, got {json_kind(raw)}")
     extractor = raw.get("feature_extractor")
     if not isinstance(extractor, str) or not extractor:
+        # A file that is no split at all is said so first: a {} was told to give --config, and the next try
+        # refused its missing 'train'.
+        load_split(split)
         raise InputError(f"{split}: names no feature_extractor; give --config with a [features] table")
     # The rate is split.json's, read (and checked, naming it) with the folder: the config leaves it to the folder.
     feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor)

@@ -714,3 +714,16 @@ def test_a_split_file_there_but_damaged_is_named_for_what_it_is(
         split.write_text("[]" if damage == "list" else "null")
     err = cli_error(main, ["--features", str(folder), "--out", str(tmp_path / "x.pt")], capsys)
     assert err == f"error: {split}: {message}"
+
+
+def test_a_split_file_of_none_of_a_splits_fields_is_not_sent_to_give_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without --config, a split.json of {} was told it "names no feature_extractor; give --config with a [features]
+    # table": given --config, the next try refused its missing 'train'. Its lists are checked first.
+    folder = tmp_path / "features"
+    folder.mkdir()
+    split = folder / "split.json"
+    split.write_text("{}")
+    err = cli_error(main, ["--features", str(folder), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == f"error: {split}: missing field 'train' (a list of video names)"

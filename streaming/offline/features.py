@@ -18,6 +18,7 @@ file written for them is damaged or holds NaN or infinity (`recognition.feature_
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -87,6 +88,15 @@ from streaming.readers import (
 )
 
 VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
+# Every spelling of each ending, as written first: a case-insensitive file system (macOS's) finds run1.Mp4 as
+# run1.mp4, and Linux found only .mp4 and .MP4, so the same folder held the video on one and no video on the other
+# (said "no video file", and named by no warning: its name without the ending is an annotated one).
+SUFFIX_SPELLINGS: Final = tuple(
+    spelling
+    for suffix in VIDEO_SUFFIXES
+    for spelling in (suffix, *sorted({"".join(chars) for chars in itertools.product(*map(set, zip(
+        suffix.lower(), suffix.upper(), strict=True)))} - {suffix}))
+)
 MANIFEST_VERSION: Final = 1
 END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
 # Two copies raised the validation mAP on the hard footage from 85.6 to 89.0 (docs/recognition.md), for three times
@@ -296,11 +306,12 @@ def read_segments(video: Video, src: str) -> tuple[Segment, ...]:
 
 
 def video_candidates(folder: Path, name: str) -> list[Path]:
-    """What in ``folder`` has an annotated video's name with a video ending (files or not, links even broken)."""
+    """What in ``folder`` has an annotated video's name with a video ending in any case (files or not, links even
+    broken)."""
     return [
         path
-        for suffix in VIDEO_SUFFIXES
-        for path in (folder / f"{name}{suffix}", folder / f"{name}{suffix.upper()}")
+        for suffix in SUFFIX_SPELLINGS
+        for path in (folder / f"{name}{suffix}",)
         if path.exists() or path.is_symlink()
     ]
 

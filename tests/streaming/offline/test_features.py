@@ -573,6 +573,20 @@ def test_one_video_file_under_two_names_is_found_once_and_two_files_are_refused(
         find_video(tmp_path, "run1")
 
 
+def test_a_video_ending_in_mixed_case_is_found(tmp_path: Path) -> None:
+    # run1.Mp4 (a camera's or a renaming tool's spelling) was found on macOS, whose file system ignores case, and not
+    # on Linux, where the error said "no video file for annotated video 'run1' (looked for run1.mp4, ...)" beside it,
+    # and no warning named it either (its name without the ending is an annotated one).
+    from streaming.offline.features import find_video
+
+    video = tmp_path / "run1.Mp4"
+    video.write_bytes(b"video")
+    assert find_video(tmp_path, "run1") == video
+    (tmp_path / "run1.mkv").write_bytes(b"another video")
+    with pytest.raises(InputError, match=r"several files for video 'run1' \(run1.Mp4, run1.mkv\)"):
+        find_video(tmp_path, "run1")
+
+
 def test_extracting_into_a_folder_of_imported_features_says_that_training_now_reads_the_extracted_ones(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

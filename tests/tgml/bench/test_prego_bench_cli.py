@@ -494,3 +494,15 @@ def test_a_data_file_there_but_unreadable_is_not_called_missing(
     err = cli_error(main, argv, capsys)
     assert "missing" not in err and str(target) in err, err
     assert ("is a folder" if damage == "folder" else "Too many levels of symbolic links") in err, err
+
+
+def test_a_data_folder_that_is_a_file_is_not_sent_to_be_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A --data naming a file (the data archive) was "data folder ... not found; build it with prego-bench prepare":
+    # a path that was there, and a dataset the user had, sent to be built again.
+    archive = tmp_path / "data.tar"
+    archive.write_text("")
+    err = cli_error(main, ["--data", str(archive), "--dataset", "epic-tent-o", "--method", "count-based", "--quiet"],
+                    capsys)
+    assert err == f"error: data folder {archive}: a file, expected a folder", err

@@ -9,7 +9,7 @@ from typing import Final
 
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
-from graphs.common.files import read_json
+from graphs.common.files import not_a_folder, read_json
 from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
 
@@ -73,8 +73,11 @@ def resolve_data(
         The layout of the folder.
     """
     root = Path(root)
-    if not root.is_dir():
+    why = not_a_folder(root, "a folder")
+    if why == "folder not found":
         raise InputError(f"data folder {root} not found; {PREPARE_HINT}")
+    if why is not None:  # there, but no folder (an archive): said as such, not sent to be built again
+        raise InputError(f"data folder {root}: {why}")
     layout = DataLayout(root)
     if splits and not any((root / name).is_dir() for name in DATASETS):
         # Most likely the wrong folder (a dataset's own folder, or its parent), not one to rebuild from raw files.

@@ -780,6 +780,11 @@ def _make_named_folder(folder: Path, what: str) -> None:
         blocking = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), folder)
         mode = os.lstat(blocking).st_mode
         kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        if stat.S_ISLNK(mode):  # a link to a folder would do: where this one leads ("a symbolic link" read as refused)
+            target = _mode_or_why(blocking, "a link to nothing", "a link to nothing")
+            if not isinstance(target, str):
+                target = f"a link to {'a file' if stat.S_ISREG(target) else _kind(target)}"
+            kind = target
         raise InputError(f"{blocking}: is {kind}, not a folder; cannot write the {what} in it") from None
 
 

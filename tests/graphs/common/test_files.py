@@ -276,6 +276,26 @@ def test_a_file_where_the_named_output_folder_goes_is_named(tmp_path: Path) -> N
         write_text(tmp_path / "afile" / "eval" / "v.json", "{}", "eval cache entry", inside=tmp_path / "afile" / "eval")
 
 
+def test_a_link_where_the_named_output_folder_goes_is_said_where_it_leads(tmp_path: Path) -> None:
+    # A named folder may be a link (to a folder): one to a file or to nothing was "is a symbolic link, not a folder",
+    # as if links were refused, and the user replaced a link that was allowed.
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "to-file").symlink_to("afile")
+    (tmp_path / "to-nothing").symlink_to("nowhere")
+    for link, leads in (("to-file", "a link to a file"), ("to-nothing", "a link to nothing")):
+        named = tmp_path / link
+        with pytest.raises(InputError, match=rf"^{named}: is {leads}, not a folder; cannot write the eval cache entry "
+                                             "in it$"):
+            write_text(named / "eval" / "v.json", "{}", "eval cache entry", inside=named / "eval")
+        with pytest.raises(InputError, match=rf"^{named}: is {leads}, not a folder; cannot write the eval cache entry "
+                                             "in it$"):
+            write_text(named / "v.json", "{}", "eval cache entry", inside=named)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "to-folder").symlink_to("folder")
+    write_text(tmp_path / "to-folder" / "eval" / "v.json", "{}", "eval cache entry", inside=tmp_path / "to-folder")
+    assert (tmp_path / "folder" / "eval" / "v.json").read_text() == "{}"
+
+
 def test_a_write_failure_without_an_error_number_on_a_full_disk_is_said_as_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The same rule without a small file system to fill (the test above needs root): the folder's free room decides.

@@ -91,12 +91,13 @@ VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 # Every spelling of each ending, as written first: a case-insensitive file system (macOS's) finds run1.Mp4 as
 # run1.mp4, and Linux found only .mp4 and .MP4, so the same folder held the video on one and no video on the other
 # (said "no video file", and named by no warning: its name without the ending is an annotated one).
-SUFFIX_SPELLINGS: Final = tuple(
-    spelling
-    for suffix in VIDEO_SUFFIXES
-    for spelling in (suffix, *sorted({"".join(chars) for chars in itertools.product(*map(set, zip(
-        suffix.lower(), suffix.upper(), strict=True)))} - {suffix}))
-)
+def _spellings(ending: str) -> list[str]:
+    """Every lower/upper-case spelling of a file ending, the one given first."""
+    every = {"".join(chars) for chars in itertools.product(*({c.lower(), c.upper()} for c in ending))}
+    return [ending, *sorted(every - {ending})]
+
+
+SUFFIX_SPELLINGS: Final = tuple(spelling for suffix in VIDEO_SUFFIXES for spelling in _spellings(suffix))
 MANIFEST_VERSION: Final = 1
 END_SLACK_S: Final = 0.1  # a segment may end this long after the video (annotation times are rounded)
 # Two copies raised the validation mAP on the hard footage from 85.6 to 89.0 (docs/recognition.md), for three times

@@ -421,8 +421,8 @@ def remove_ipc_file(file: IpcFile | None) -> None:
 
 def _listener(endpoint: str, backlog: int) -> socket.socket | None:
     """A TCP socket listening at ``endpoint``, made as libzmq makes its own (address reused, IPv6 taking IPv4 too,
-    the socket's backlog), for libzmq to take (``ZMQ_USE_FD``); None for an endpoint that is not tcp at a literal
-    address and port.
+    a link-local address's zone, the socket's backlog), for libzmq to take (``ZMQ_USE_FD``); None for an endpoint
+    that is not tcp at a literal address and port.
 
     libzmq 4.3.5 looks for an interface of the host's name (``getifaddrs``) on every tcp bind, and aborts the whole
     process when that finds no file handle left (ip_resolver.cpp:542); a checker re-opening its sockets while peers
@@ -439,12 +439,22 @@ def _listener(endpoint: str, backlog: int) -> socket.socket | None:
     if not port.isdigit():
         return None
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    # Numeric only (no name is looked up), and with the zone of a link-local address (LAST_ENDPOINT names it:
+    # tcp://[fe80::1%eth0]:PORT): a (host, port) pair binds scope 0, which the kernel refuses ("Invalid argument"),
+    # so every re-open of a checker bound there failed for good.
+    try:
+        where = socket.getaddrinfo(host, int(port), family, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)[0][4]
+    except socket.gaierror:
+        # A zone's interface is looked up with a socket of its own: with no handle left that fails as "Name or
+        # service not known". A socket of the listener's kind says so (EMFILE) when that is why.
+        socket.socket(family, socket.SOCK_STREAM).close()
+        raise
     listener = socket.socket(family, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
             listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        listener.bind((host, int(port)))
+        listener.bind(where)
         listener.listen(backlog)
     except BaseException:
         listener.close()

@@ -484,12 +484,16 @@ def bind(
     Raises:
         zmq.ZMQError: no file handle or kernel memory left for the socket, or with ``again`` to bind it
             (`OUT_OF_HANDLES`).
-        InputError: the endpoint is in use, or cannot be bound.
+        InputError: the endpoint is in use (with ``again``: taken by another program meanwhile), or cannot be bound.
     """
     check_endpoint(endpoint, option)
     # Not "another checker": any program may hold it (the dashboard's port given as the checker's, say).
     other = {"ipc": "path", "inproc": "name"}.get(endpoint.split("://", 1)[0], "port")
-    in_use = f"{option} {endpoint}: address already in use (another program is using it: pick another {other})"
+    # Bound again, the endpoint was this process's a moment ago, and its owner (a checker re-opening its sockets)
+    # tries it again until it is free: another one would reach no client.
+    in_use = (f"{option} {endpoint}: address already in use (" + (
+        "another program took it since it was bound here: stop that program, and it is bound again)" if again
+        else f"another program is using it: pick another {other})"))
     if endpoint.startswith("ipc://") and _ipc_in_use(endpoint):
         raise InputError(in_use)
     target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint

@@ -591,3 +591,37 @@ def test_binding_again_with_no_handle_left_for_the_listener_is_an_error_not_an_a
     done = subprocess.run([sys.executable, "-c", BIND_AGAIN_WITH_ONE_HANDLE_LEFT, endpoint], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert (done.returncode, done.stdout.split("\n")) == (0, ["refused EMFILE", "bound True", ""]), done.stderr
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_an_endpoint_taken_before_it_is_bound_again_names_the_program_to_stop(
+    ctx: zmq.Context, tmp_path: Path, transport: str
+) -> None:
+    # A checker re-opening its sockets (a key revoked, a flood) whose port another program took meanwhile logged
+    # "pick another port": advice for a command being started, while this one is running and tries the same
+    # endpoint again until it is free.
+    first, endpoint = bind(ctx, zmq.XPUB, "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/out")
+    first.close()
+    other = zmq.Context()  # the other program's
+    try:
+        taken: list[zmq.Socket] = []
+        assert wait_for(lambda: bool(taken.extend(_bound(other, endpoint)) or taken), 10.0)
+        with pytest.raises(InputError) as raised:
+            bind(ctx, zmq.XPUB, endpoint, "--publish", again=True)
+        assert str(raised.value) == (f"--publish {endpoint}: address already in use (another program took it since it "
+                                     "was bound here: stop that program, and it is bound again)")
+    finally:
+        other.destroy(linger=0)
+
+
+def _bound(ctx: zmq.Context, endpoint: str) -> list[zmq.Socket]:
+    """A socket of ``ctx`` bound at ``endpoint``; none while the endpoint is still taken (libzmq closes a listener
+    in its network thread after close returns)."""
+    sock = ctx.socket(zmq.PUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close()
+        return []
+    return [sock]

@@ -94,9 +94,9 @@ class _Closed:
 
     why: str  # what closed them: "a client key was revoked", "a subscription flood"
     since: float  # monotonic
-    said: bool  # whether its line was logged (its end is said only then)
     tries: int = 1
     next_try: float = 0.0
+    told: str | None = None  # the error its last line named (None: none yet, and its end is said only after one)
 
 
 class CheckerWatcher(Protocol):
@@ -299,32 +299,40 @@ class CheckerService:
         self._replace_handshakes(handshakes)
         self._ipc_files = self._bound_files()  # bound again: new files
         closed, self._closed = self._closed, None
-        if closed is not None and closed.said and self.log is not None:
+        if closed is not None and closed.told is not None and self.log is not None:
             seconds = self.core.monotonic() - closed.since
             self.log(f"checker: {self._endpoints(both)} open again after {seconds:.1f} s closed "
                      f"({count_of(closed.tries, 'failed attempt')}); clients connect again by themselves",
                      level="info", endpoints=self._endpoints(both), seconds=round(seconds, 3), tries=closed.tries)
 
     def _not_opened(self, why: str, both: bool, err: zmq.ZMQError | InputError) -> None:
-        """A re-open could not make its sockets: the next try is scheduled, and the first failure of each time
-        they closed logged (at most one line every `LOG_EVERY_S`, however often a peer makes them close)."""
+        """A re-open could not make its sockets: the next try is scheduled, and it is logged, at most one line every
+        `LOG_EVERY_S` however often a peer makes them close. A closing that came too soon after the last line is said
+        once that time has passed, and one whose tries now fail for another reason (another program took the port)
+        is said again: the last line must not leave the log telling of handles, or of sockets open again, while the
+        checker waits for ever."""
         now = self.core.monotonic()
         closed = self._closed
         if closed is None:
             self.reopen_failed += 1
-            closed = self._closed = _Closed(why, now, said=now - self._said_closed_at >= LOG_EVERY_S)
-            if closed.said and self.log is not None:
-                self._said_closed_at = now
-                meanwhile = ("nothing is received or sent until they open" if both
-                             else "viewers get nothing until it opens (detectors are still served)")
-                again = f"; {self.reopen_failed} times so far" if self.reopen_failed > 1 else ""
-                self.log(f"checker: could not open {self._endpoints(both)} again after {why} ({_why_not(err)}); "
-                         f"{meanwhile}, its streams and alerts are kept, and it tries again every "
-                         f"{REOPEN_RETRY_MAX_S:g} s at most{again}",
-                         endpoints=self._endpoints(both), why=why, error=_why_not(err), count=self.reopen_failed)
+            closed = self._closed = _Closed(why, now)
         else:
             closed.tries += 1
         closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.tries - 1, REOPEN_RETRY_MAX_S)
+        error = _why_not(err)
+        if closed.told == error or now - self._said_closed_at < LOG_EVERY_S or self.log is None:
+            return
+        self._said_closed_at, closed.told = now, error
+        meanwhile = ("nothing is received or sent until they open" if both
+                     else "viewers get nothing until it opens (detectors are still served)")
+        again = f"; {self.reopen_failed} times so far" if self.reopen_failed > 1 else ""
+        lasted = (f"; closed for {now - closed.since:.1f} s, {count_of(closed.tries, 'failed attempt')}"
+                  if closed.tries > 1 else "")
+        self.log(f"checker: could not open {self._endpoints(both)} again after {closed.why} ({error}); {meanwhile}, "
+                 f"its streams and alerts are kept, and it tries again every {REOPEN_RETRY_MAX_S:g} s at most{again}"
+                 f"{lasted}",
+                 endpoints=self._endpoints(both), why=closed.why, error=error, count=self.reopen_failed,
+                 tries=closed.tries)
 
     def _endpoints(self, both: bool) -> str:
         return f"{self.events_endpoint} and {self.alerts_endpoint}" if both else self.alerts_endpoint

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -708,6 +709,105 @@ def test_a_checker_that_cannot_make_its_sockets_again_after_a_key_is_revoked_kee
         "(Too many open files; ") and said[1].startswith(
         f"checker: ipc://{tmp_path}/in and ipc://{tmp_path}/out open again after "), lines
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keys"]  # the sockets' files removed at the end
+
+
+@contextlib.contextmanager
+def closable_checker() -> Iterator[tuple[CheckerService, SocketsRunOut, Clock, list[str]]]:
+    """A checker on loopback TCP whose context makes no socket while ``left`` is 0, its clock the test's, its log
+    lines kept; driven by the test (no loop thread)."""
+    ctx = SocketsRunOut()
+    lines: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx,
+                             log=lambda line, **_fields: lines.append(line))
+    clock = Clock()
+    service.core.monotonic = clock
+    try:
+        yield service, ctx, clock, lines
+    finally:
+        service.close()
+        ctx.destroy(linger=0)
+
+
+def test_a_port_another_program_takes_while_the_checkers_socket_is_closed_is_said() -> None:
+    # The --publish socket closed by a flood found no file handle ("Too many open files", said), then another program
+    # took its port: every later try failed for that, and nothing said so; the operator, told of file handles, waited
+    # for a checker that could never bind again.
+    with closable_checker() as (service, ctx, clock, lines):
+        port = int(service.alerts_endpoint.rsplit(":", 1)[1])
+        ctx.left = 0
+        service.reopen_publish()
+        assert len(lines) == 1 and "(Too many open files;" in lines[0], lines
+        ctx.left = None
+        other = socket.socket()  # the other program's listener, once libzmq let the port go
+        try:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            assert wait_for(lambda: _binds(other, port), 10.0)
+            other.listen(1)
+            clock.now += LOG_EVERY_S
+            service.retry_reopen()
+            assert service.sockets_closed
+            assert len(lines) == 2 and lines[1].startswith(
+                f"checker: could not open {service.alerts_endpoint} again after a subscription flood (--publish "
+                f"{service.alerts_endpoint}: address already in use (another program took it since it was bound "
+                "here: stop that program, and it is bound again)); viewers get nothing until it opens"), lines
+            clock.now += LOG_EVERY_S
+            service.retry_reopen()
+            assert len(lines) == 2, lines  # the same cause: said once
+        finally:
+            other.close()
+        clock.now += 1
+        service.retry_reopen()
+        assert not service.sockets_closed
+        assert len(lines) == 3 and lines[2].startswith(f"checker: {service.alerts_endpoint} open again after "), lines
+
+
+def _binds(sock: socket.socket, port: int) -> bool:
+    """Whether ``sock`` could bind 127.0.0.1:``port`` (False: still taken)."""
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
+
+
+def _free(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound (a closed socket's listener is closed after close returns)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        return _binds(probe, port)
+
+
+def test_a_closing_too_soon_after_the_last_to_be_said_is_said_once_it_has_lasted() -> None:
+    # Lines about closed sockets are one every LOG_EVERY_S, however often a peer makes them close: a closing that
+    # came within that time of the last line was never said, however long it lasted, and the last word in the log was
+    # that the sockets were open again.
+    with closable_checker() as (service, ctx, clock, lines):
+        ctx.left = 0
+        service.reopen_publish()
+        port = int(service.alerts_endpoint.rsplit(":", 1)[1])
+        ctx.left = None
+        clock.now += 0.1
+        assert wait_for(lambda: _free(port), 10.0)  # libzmq let the closed socket's port go
+        service.retry_reopen()
+        endpoint = service.alerts_endpoint
+        assert [line.split(" (")[0].split(" after ")[0] for line in lines] == [
+            f"checker: could not open {endpoint} again", f"checker: {endpoint} open again"]
+        clock.now += 1
+        ctx.left = 0
+        service.reopen_publish()  # another flood, a second later
+        assert len(lines) == 2 and service.sockets_closed
+        for _ in range(12):
+            clock.now += 1
+            service.retry_reopen()
+        assert len(lines) == 3 and lines[2].startswith(
+            f"checker: could not open {service.alerts_endpoint} again after a subscription flood (Too many open "
+            "files; "), lines
+        assert lines[2].endswith("; 2 times so far; closed for 9.0 s, 10 failed attempts"), lines
+        ctx.left = None
+        clock.now += 1
+        assert wait_for(lambda: _free(port), 10.0)
+        service.retry_reopen()
+        assert len(lines) == 4 and lines[3].startswith(f"checker: {service.alerts_endpoint} open again after "), lines
 
 
 def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:

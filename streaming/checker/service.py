@@ -94,9 +94,11 @@ class _Closed:
 
     why: str  # what closed them: "a client key was revoked", "a subscription flood"
     since: float  # monotonic
+    both: bool  # the detectors' socket too (else the viewers' alone)
     tries: int = 1
     next_try: float = 0.0
-    told: str | None = None  # the error its last line named (None: none yet, and its end is said only after one)
+    # What its last line said, (both, error) (None: no line yet, and its end is said only after one).
+    told: tuple[bool, str] | None = None
 
 
 class CheckerWatcher(Protocol):
@@ -308,21 +310,23 @@ class CheckerService:
     def _not_opened(self, why: str, both: bool, err: zmq.ZMQError | InputError) -> None:
         """A re-open could not make its sockets: the next try is scheduled, and it is logged, at most one line every
         `LOG_EVERY_S` however often a peer makes them close. A closing that came too soon after the last line is said
-        once that time has passed, and one whose tries now fail for another reason (another program took the port)
-        is said again: the last line must not leave the log telling of handles, or of sockets open again, while the
-        checker waits for ever."""
+        once that time has passed, and one whose tries now fail for another reason (another program took the port),
+        or that now holds the detectors' socket too, is said again: the last line must not leave the log telling of
+        handles, of detectors served, or of sockets open again, while the checker waits for ever."""
         now = self.core.monotonic()
         closed = self._closed
-        if closed is None:
+        # A key revoked while the viewers' socket alone waited closes the detectors' too: another re-open that failed,
+        # and a line that said the detectors were still served must not be the last word.
+        if closed is None or (both and not closed.both):
             self.reopen_failed += 1
-            closed = self._closed = _Closed(why, now)
+            closed = self._closed = _Closed(why, now, both, told=None if closed is None else closed.told)
         else:
             closed.tries += 1
         closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.tries - 1, REOPEN_RETRY_MAX_S)
         error = _why_not(err)
-        if closed.told == error or now - self._said_closed_at < LOG_EVERY_S or self.log is None:
+        if closed.told == (both, error) or now - self._said_closed_at < LOG_EVERY_S or self.log is None:
             return
-        self._said_closed_at, closed.told = now, error
+        self._said_closed_at, closed.told = now, (both, error)
         meanwhile = ("nothing is received or sent until they open" if both
                      else "viewers get nothing until it opens (detectors are still served)")
         again = f"; {self.reopen_failed} times so far" if self.reopen_failed > 1 else ""

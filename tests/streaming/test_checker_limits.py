@@ -810,6 +810,30 @@ def test_a_closing_too_soon_after_the_last_to_be_said_is_said_once_it_has_lasted
         assert len(lines) == 4 and lines[3].startswith(f"checker: {service.alerts_endpoint} open again after "), lines
 
 
+def test_a_key_revoked_while_the_viewers_socket_waits_closed_says_the_detectors_socket_closed_too() -> None:
+    # A flood closed the --publish socket with no handle left ("detectors are still served", said), then a key was
+    # revoked and both sockets could not be made again: nothing said so, and the log still told of detectors served
+    # while none was, nor was that re-open counted.
+    with closable_checker() as (service, ctx, clock, lines):
+        ctx.left = 0
+        service.reopen_publish()
+        assert len(lines) == 1 and "(detectors are still served)" in lines[0], lines
+        clock.now += LOG_EVERY_S
+        service.reopen()  # as a key revoked does
+        both = f"{service.events_endpoint} and {service.alerts_endpoint}"
+        assert len(lines) == 2 and lines[1].startswith(
+            f"checker: could not open {both} again after a client key was revoked (Too many open files; "), lines
+        assert "nothing is received or sent until they open" in lines[1] and "2 times so far" in lines[1], lines
+        assert service.summary_counts()["reopen_failed"] == 2
+        ctx.left = None
+        clock.now += 1
+        ports = [int(endpoint.rsplit(":", 1)[1]) for endpoint in (service.events_endpoint, service.alerts_endpoint)]
+        assert wait_for(lambda: all(_free(port) for port in ports), 10.0)
+        service.retry_reopen()
+        assert not service.sockets_closed
+        assert len(lines) == 3 and lines[2].startswith(f"checker: {both} open again after "), lines
+
+
 def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:
     # The monitors were read only when the loop turned, every POLL_MS when idle, 1,024 refusals a turn: a peer that
     # made 20,000 refused connections a second outran it, and the unread events grew the checker by 1 MB a second.

@@ -148,6 +148,7 @@ class CheckerService:
         self.reopen_failed = 0  # re-opens that could not make their sockets at first (each retried until they opened)
         self._closed: _Closed | None = None  # sockets waiting to open again
         self._said_closed_at = -math.inf  # when a re-open's failure was last logged (at most every LOG_EVERY_S)
+        self._deaf_since: float | None = None  # while the detectors' socket is closed: up to when streams were held
         self._polled_at = time.monotonic()  # when the messages being served were received (for alert_out)
         # (stream, run, alert id, step) of the alerts handed to the sinks, oldest first, bounded: a stream freed or
         # evicted, or whose history disagreed, is rebuilt when it speaks again, and its alerts, POSTed and counted
@@ -383,11 +384,22 @@ class CheckerService:
                 self.watch_peers(*before)
                 self.reload_keys()
                 self.retry_reopen()
+                self._hold_streams()
                 self.send(self.core.periodic(self.config.status_period_s, self.receiver.stats), resent=True)
                 if until is not None and until(self.core):
                     break
         finally:
             self.close()
+
+    def _hold_streams(self) -> None:
+        """While the detectors' socket is closed the checker hears no stream, and that silence is its own: each
+        stream's last message is moved on by the time it was closed (each loop turn), so none is taken for lost for
+        it, nor freed 12 stream timeouts later with its early alerts retracted to the sinks."""
+        now = self.core.monotonic()  # the clock `CheckerCore.periodic` expires streams by
+        if self._deaf_since is not None:
+            for state in self.core.streams.values():
+                state.last_heard += now - self._deaf_since
+        self._deaf_since = now if self.receiver.sock.closed else None
 
     def _next_try(self) -> float:
         return math.inf if self._closed is None else self._closed.next_try

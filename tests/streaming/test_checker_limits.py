@@ -834,6 +834,54 @@ def test_a_key_revoked_while_the_viewers_socket_waits_closed_says_the_detectors_
         assert len(lines) == 3 and lines[2].startswith(f"checker: {both} open again after "), lines
 
 
+def test_streams_are_not_taken_for_lost_while_the_checker_cannot_hear_them(tmp_path: Path) -> None:
+    # Both sockets closed and not made again (a key revoked with no handle left): the checker heard nothing, and took
+    # that for its streams' silence. Every stream went lost after --stream-timeout, and was freed 12 timeouts later
+    # (its early alerts retracted to the webhook): the state the docs say it keeps, lost for its own deafness.
+    import threading
+
+    ctx = SocketsRunOut()
+    peers = zmq.Context()
+    lines: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                        stream_timeout_s=1.0),
+                             ctx, log=lambda line, **_fields: lines.append(line))
+    close_now = threading.Event()
+
+    def until(_core: CheckerCore) -> bool:  # the loop's own thread closes its sockets, as a key reload does
+        if close_now.is_set():
+            close_now.clear()
+            ctx.left = 0
+            service.reopen()
+        return False
+
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop, until), daemon=True)
+    thread.start()
+    try:
+        detector = Publisher(connect(peers, zmq.PUB, service.events_endpoint, wait_s=5.0))
+        seq = iter(range(1_000_000))
+        assert wait_for(lambda: "cam0" in service.core.streams, 10.0,
+                        lambda: detector.send(beat("cam0", seq=next(seq), history=(1,))))
+        close_now.set()
+        assert wait_for(lambda: service.sockets_closed, 10.0,
+                        lambda: detector.send(beat("cam0", seq=next(seq), history=(1,))))
+        refused = ctx.refused
+        assert wait_for(lambda: ctx.refused >= refused + 5, 20.0)  # 2.5 s of tries: twice the stream timeout
+        assert not service.core.streams["cam0"].lost, lines
+        ctx.left = None
+        assert wait_for(lambda: not service.sockets_closed, 10.0)
+        assert wait_for(lambda: service.core.streams["cam0"].served > 1 and not service.core.streams["cam0"].lost,
+                        10.0, lambda: detector.send(beat("cam0", seq=next(seq), history=(1,))))
+        detector.sock.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        peers.destroy(linger=0)
+        ctx.destroy(linger=0)
+    assert not any(" lost" in line for line in lines), lines
+
+
 def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:
     # The monitors were read only when the loop turned, every POLL_MS when idle, 1,024 refusals a turn: a peer that
     # made 20,000 refused connections a second outran it, and the unread events grew the checker by 1 MB a second.

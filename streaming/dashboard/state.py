@@ -90,10 +90,10 @@ class FinishedSession:
         stream: the stream id.
         run: the detector run that ended.
         ended: wall time this dashboard learned that it ended (its end report or its ended status, the first).
-        seen_end: this dashboard heard the end as it happened (the report as sent at the end, or the run's status
-            turning ended, its previous one heard less than `SILENT_S` before), rather than from the checker's
-            re-sends (it started later, or its link to the checker was down): ``ended`` is then only when it heard
-            of it.
+        seen_end: this dashboard heard the end as it happened (the report as first sent, or the run's status
+            turning ended, either with the run's previous status heard less than `SILENT_S` before), rather than from
+            the checker's re-sends or after a silence (it started later, its link to the checker was down, or the
+            checker was, while the source played out): ``ended`` is then only when it heard of it.
         status: the run's latest status (None: none received; a session ended by the next one starting on its
             stream may have sent none after its report).
         report: its end report (None: none came; the checker sends none for a session that did every required step).
@@ -278,8 +278,7 @@ class DashboardState:
             # Seen turning ended here, or known only from the checker's re-sends of a stream that ended earlier. A
             # status is re-sent each 0.5 s: one not heard for `SILENT_S` before (the link to the checker was down)
             # may have turned ended at any time since.
-            seen = (previous is not None and previous.run == status.run and not previous.ended
-                    and heard is not None and not gone_silent(heard, now))
+            seen = _heard_running(status.run, previous, heard, now)
             session = self._add_finished(FinishedSession(status.stream_id, status.run, now, seen, status))
         elif session.status is not None and _shown(session.status) == _shown(status):
             return []  # a re-send: every 0.5 s while the checker holds the stream
@@ -296,8 +295,12 @@ class DashboardState:
             return []  # pushed out by newer sessions: a re-send must not list it again as the newest
         if session is None:
             status = self.streams.get(report.stream_id)
+            # A report sent as the checker learned of the end is not always the end as it happened: a detector whose
+            # source played out while the checker was down sends its last heartbeat again once a checker is back,
+            # whose first report then comes long after the end. Only a session heard running until then was seen.
+            seen = not report.replayed and _heard_running(report.run, status, self.heard.get(report.stream_id), now)
             session = self._add_finished(FinishedSession(
-                report.stream_id, report.run, now, not report.replayed,
+                report.stream_id, report.run, now, seen,
                 status if status is not None and status.run == report.run else None, report))
         elif session.report is None:
             session.report = report
@@ -555,6 +558,14 @@ class DashboardState:
             "max_finished": self.max_finished,
             "forgotten_open": self.forgotten_open,
         }
+
+
+def _heard_running(run: str, previous: Status | None, heard: float | None, now: float) -> bool:
+    """The stream's status before this end was of ``run``, not ended, and heard less than `SILENT_S` before ``now``:
+    the checker re-sends it every 0.5 s, so an end that follows a longer silence (the link to the checker down, or
+    the checker itself) may have come at any time since."""
+    return (previous is not None and previous.run == run and not previous.ended
+            and heard is not None and not gone_silent(heard, now))
 
 
 def _phase(row: Status) -> tuple[object, ...]:

@@ -831,3 +831,25 @@ def test_a_malformed_request_gets_its_400_with_the_security_headers(tmp_path: Pa
         pytest.fail(f"not the 400 this test is about: {head[0]!r}")  # not the expected failure: fails the test
     headers = dict(line.split(": ", 1) for line in head[1:])
     assert SECURITY_HEADERS.items() <= headers.items(), headers
+
+
+def test_a_session_that_ended_while_the_checker_was_down_is_listed_as_heard_of_late(tmp_path: Path) -> None:
+    # A source that played out while the checker restarted: its detector sends the last heartbeat again once the
+    # checker is back, and the new checker's end report is its first (not a re-send). The finished list said the
+    # session ended at that moment, as if heard as it happened, without "or before (re-sent)".
+    seq = itertools.count()
+    with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served:
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            assert wait_for(lambda: tile_state(served, "cam0") == "live", 20, step=lambda: detector.send(
+                beat("cam0", seq=next(seq), history=(1,), timestamp=time.time())))
+        assert wait_for(lambda: tile_state(served, "cam0") == "unknown", 20)  # the checker is gone
+        with running_checker(tmp_path) as (ctx, _service, _thread):
+            detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+            assert wait_for(lambda: served.state()["link"]["connected"], 20)  # it hears the new checker's first word
+            end = beat("cam0", seq=next(seq), history=(1,), ended=True, timestamp=time.time())
+            assert wait_for(lambda: tile_state(served, "cam0") == "ended", 20, step=lambda: detector.send(end))
+            finished = served.state()["finished"]
+    [session] = finished
+    assert session["stream"] == "cam0" and session["never_done"], session  # listed from its end report
+    assert session["seen_end"] is False, session

@@ -839,6 +839,11 @@ def _detector(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the streams ended (last heartbeats sent), each said as it did
             # (a source that failed before was told at once, `FrameLoop`'s warning: the run's error line never comes)
             _untold_summaries(log, pipeline.streams, told)
+            # The stop stays the exit status, but a stop no checker heard is no stop a view or dashboard will show:
+            # the person who pressed Ctrl-C while the checker was down would take the sessions for recorded.
+            unheard = pipeline.checker_gone(stopped=True)
+            if unheard is not None:
+                log.warning(str(unheard))
             raise
         gone = pipeline.checker_gone()
     errors = [run.error for run in stats if run.error]

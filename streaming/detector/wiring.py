@@ -111,12 +111,13 @@ class Pipeline:
         called with each stream as it ends (`FrameLoop.run`)."""
         return self.loop.run(stop, ended)
 
-    def checker_gone(self) -> InputError | RunError | None:
+    def checker_gone(self, stopped: bool = False) -> InputError | RunError | None:
         """Why what the streams sent last went unchecked, as the error the run ends with (None: the checker is
         there, or nothing is published): its connection was cut and had not come back (`RunError`, exit status 1),
         or a checker back with this client's key revoked (`streaming.transport.HandshakeRefused`, exit status 2, as
         when it comes mid-run). The checker never answers a detector otherwise, so these are the failures of the
-        checker a detector can see (docs/live-pipeline.md)."""
+        checker a detector can see (docs/live-pipeline.md). ``stopped``: the run was stopped (Ctrl-C, SIGTERM), so
+        its streams' last heartbeats, which say so, are among what went unchecked."""
         watch = self._publisher.watch if self._publisher is not None else None
         if watch is None:
             return None
@@ -127,6 +128,10 @@ class Pipeline:
         if watch.lost_at is None:
             return None
         when = time.strftime("%H:%M:%S", time.localtime(watch.lost_at))
+        if stopped:
+            return RunError(f"--connect {watch.endpoint}: the checker went away at {when} and had not answered again "
+                            "when the run was stopped: what the streams sent since, their stop included, was not "
+                            "checked")
         return RunError(f"--connect {watch.endpoint}: the checker went away at {when} and had not answered again "
                         "when the run ended: what the streams sent since was not checked")
 

@@ -116,3 +116,36 @@ def test_a_run_told_to_stop_says_stopped_of_the_streams_it_cut_short_only(tmp_pa
     last = {sid: [m for m in sink.messages if isinstance(m, Heartbeat)][-1] for sid, sink in kept.items()}
     assert (last["file"].ended, last["file"].stopped) == (True, False), last["file"]
     assert (last["camera"].ended, last["camera"].stopped) == (True, True), last["camera"]
+
+
+def test_a_detector_stopped_while_its_checker_is_away_says_its_stop_went_unheard(tmp_path: Path) -> None:
+    # Stopped by hand while the checker was down (restarting), the detector said its usual end lines and "interrupted
+    # by SIGTERM: stopped", as if its streams' stop had been recorded: no checker ever heard it (nor what the
+    # streams did since the checker went), so no view or dashboard would ever say those sessions stopped.
+    long = write_noise_video(tmp_path / "long.mp4", frames=1800)  # 60 s in real time: still playing at the signal
+    ctx = zmq.Context()
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx)
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    args = ["detector", "--video", str(long), "--stream-id", "camera", "--graph", str(GRAPH), "--detector",
+            str(DETECTOR), "--connect", service.events_endpoint]
+    proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: "camera" in service.core.streams, STARTUP_S)
+        stop.set()  # the checker stops and closes its sockets: the detector's connection is cut
+        thread.join(5)
+        ctx.destroy(linger=0)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 128 + signal.SIGTERM  # a stop stays a stop
+    lines = err.splitlines()
+    assert lines[-1] == "interrupted by SIGTERM: stopped", lines
+    assert lines[-2].startswith(f"warning: --connect {service.events_endpoint}: the checker went away at "), lines
+    assert lines[-2].endswith(" and had not answered again when the run was stopped: what the streams sent since, "
+                              "their stop included, was not checked"), lines
+    assert lines[-3].startswith("camera: "), lines  # the stream's own end line first, as in any run

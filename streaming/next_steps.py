@@ -24,3 +24,16 @@ def allowed_next(row: Status) -> list[tuple[int, float]]:
         return []
     now = None if row.lost else row.current
     return [(step, score) for step, score in zip(row.allowed, row.allowed_scores, strict=True) if step != now]
+
+
+def waiting_on(row: Status) -> int | None:
+    """The step under way when every step left waits on it: `allowed_next` lists none, and a bare "none" (or "-")
+    reads as nothing can follow, so every screen says ``after <step>`` instead. None otherwise (an ended stream has
+    no next step).
+
+    Args:
+        row: the stream's latest status.
+    """
+    if allowed_next(row) or row.ended or row.current is None or row.current not in row.allowed:
+        return None
+    return row.current

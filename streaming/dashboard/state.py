@@ -42,7 +42,7 @@ from streaming.checker.config import MAX_STREAMS  # tiles kept (the checker trac
 from streaming.checker.streams import RESEND_ALERTS
 from streaming.frame_names import frame_name
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
-from streaming.next_steps import allowed_next
+from streaming.next_steps import allowed_next, waiting_on
 from streaming.session_verdict import no_verdict_text, nothing_recognised
 from streaming.step_names import StepNames, named_steps
 from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
@@ -501,6 +501,8 @@ class DashboardState:
             "done": len(status.done),
             "allowed": allowed,
             "allowed_more": max(0, len(shown) - MAX_SHOWN_STEPS),
+            # every step left waits on the one under way: "after <it>", as in the terminal view, not "none"
+            "after": self.name(waiting_on(status)),
             "alerts": status.alerts,
             "last_alert": None if last is None or last.alert.run != status.run else self._alert_brief(last),
             "never_done": never,

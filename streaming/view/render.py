@@ -36,7 +36,7 @@ from rich.text import Text
 
 from graphs.common.safe_text import clock_text, count_of, printable
 from streaming.messages import Alert, CheckerHealth, MissingSteps, Retraction, Status, StepEvent
-from streaming.next_steps import allowed_next
+from streaming.next_steps import allowed_next, waiting_on
 from streaming.session_verdict import (
     EndTone,
     SessionVerdict,
@@ -196,8 +196,8 @@ def _likely_next(row: Status, state: ViewState) -> NameList | Text:
     with its future-step probability when it has one; ``after <step now>`` when every step left waits on the one
     under way (a bare ``-`` read as "nothing can follow"); ``-`` for none (an ended stream)."""
     shown = allowed_next(row)
-    if not shown and not row.ended and row.current is not None and row.current in row.allowed:
-        return _text(f"after {state.name(row.current)}")
+    if (under_way := waiting_on(row)) is not None:
+        return _text(f"after {state.name(under_way)}")
     return _names_cell([_text(state.name(step)) for step, _ in shown], "first",
                        tuple(f" {score:.2f}" if score > 0 else "" for _, score in shown))
 

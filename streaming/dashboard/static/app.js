@@ -528,7 +528,8 @@ function updateTile(tile) {
   const next = el("div", "next");
   const title = live || shown === "ended" ? "allowed next:" : "allowed next, as last heard:";
   next.append(el("span", "next-title", title));
-  if (tile.allowed.length === 0) next.append(el("span", "muted", " none"));
+  // Every step left waiting on the one under way is not "none": nothing could follow, it would read.
+  if (tile.allowed.length === 0) next.append(el("span", "muted", tile.after ? ` after ${tile.after}` : " none"));
   const list = el("ol", "next-list");
   tile.allowed.forEach((step) => list.append(el("li", null, `${step.name} ${percent(step.probability)}`)));
   if (tile.allowed_more) list.append(el("li", "muted", `and ${tile.allowed_more} more`));

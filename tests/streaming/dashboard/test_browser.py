@@ -697,3 +697,27 @@ def test_a_camera_stopped_by_hand_reads_stopped_and_a_file_that_played_out_ended
         assert "0 live, 0 lost, 0 not answering, 1 ended, 1 stopped" in counts, counts
     finally:
         driver.quit()
+
+
+def test_a_tile_whose_next_steps_all_wait_on_the_one_under_way_says_after_it(tmp_path: Path,
+                                                                              chromium_tmp: Path) -> None:
+    # With pour_water under way and add_milk, the only step left, waiting on it, the tile said "allowed next: none",
+    # which reads as nothing can follow; the terminal view, by the same rule (streaming/next_steps.py), says
+    # "after pour_water".
+    driver = browser(chromium_tmp)
+    seq = itertools.count()
+    script = ("const t = document.querySelector('article.tile[data-stream=\"cam0\"]'); "
+              "return t && t.querySelector('.state').textContent.includes('LIVE') && "
+              "t.querySelector('.next').textContent;")
+    try:
+        graph = tea_graph()
+        names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None, names=names) as served:
+            driver.get(served.url)
+            with running_checker(tmp_path) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                detector.send(beat("cam0", seq=next(seq), history=(1, 2, 3, 4), current=5, timestamp=time.time()))
+                shown = wait_until(driver, script, 30)
+    finally:
+        driver.quit()
+    assert shown == "allowed next: after pour_water", shown

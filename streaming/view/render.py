@@ -718,9 +718,20 @@ def _never_done_title(state: ViewState, reports: Iterable[MissingSteps]) -> str:
     stopped = {_report_stopped(report, state) for report in reports}
     if stopped == {True}:
         return "not done by the stop (session stopped)"
-    if stopped == {True, False}:  # each stream's row and verdict line say which
-        return "not done (sessions ended or stopped)"
+    if stopped == {True, False}:  # each row's stream says which (`_never_done_stream`)
+        return MIXED_NEVER_DONE
     return "never done (session ended)"
+
+
+MIXED_NEVER_DONE: str = "not done (sessions ended or stopped)"
+
+
+def _never_done_stream(report: MissingSteps, state: ViewState, mixed: bool) -> str:
+    """A row's stream, marked stopped or ended where the table holds both: the stream's row and verdict line are its
+    latest run's, so a session stopped before its camera started again (a row of its own) is told apart only here."""
+    if not mixed:
+        return report.stream_id
+    return report.stream_id + (STOPPED_MARK if _report_stopped(report, state) else ENDED_MARK)
 
 
 def _report_stopped(report: MissingSteps, state: ViewState) -> bool:
@@ -733,17 +744,19 @@ def _report_stopped(report: MissingSteps, state: ViewState) -> bool:
 def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]], layout: _Layout, width: int,
                       lines: bool) -> RenderableType:
     """The steps ended sessions never did (``reports``, `_judged_reports`); below `COMPACT_WIDTH` a line each."""
+    title = _never_done_title(state, (r for _, r in reports))
+    mixed = title == MIXED_NEVER_DONE
     if lines:
-        return Group(Text(_never_done_title(state, (r for _, r in reports)), style="bold red"), *(
-            Hanging(Text.assemble(_text(clock_text(when)), " ", _text(report.stream_id), ": ",
+        return Group(Text(title, style="bold red"), *(
+            Hanging(Text.assemble(_text(clock_text(when)), " ", _text(_never_done_stream(report, state, mixed)), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
             for when, report in reports))
-    never = layout.table(_never_done_title(state, (r for _, r in reports)), "bold red")
+    never = layout.table(title, "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
-    layout.stream(never)
+    layout.stream(never, len(STOPPED_MARK) if mixed else 0)
     layout.names(never, "missing key-steps", 1)
     for when, report in reports:
-        never.add_row(_text(clock_text(when)), _text(report.stream_id),
+        never.add_row(_text(clock_text(when)), _text(_never_done_stream(report, state, mixed)),
                       _text(_never_done_names(report, state), "bold red"))
     return never
 

@@ -1033,6 +1033,23 @@ def test_a_stopped_session_s_steps_not_done_stay_said_so_once_its_camera_starts_
     assert "not done by the stop (session stopped)" in text and "never done" not in text, text
 
 
+def test_a_stopped_session_s_steps_beside_its_restarted_camera_s_ended_ones_say_which_is_which() -> None:
+    # Stopped, then started again and played to its end: the table of steps not done held a row of each run under
+    # "not done (sessions ended or stopped)", relying on "each stream's row and verdict line" to say which, but
+    # both are the new run's by then: nothing told the stopped session's steps from those the other never did.
+    session = Session("cam0")
+    session.run((GET_CUP, FILL, BOIL), stopped=True)
+    history = (GET_CUP,)
+    session.send(Heartbeat("cam0", 100, 2.0, "t", (), None, 0, 0, 5.0, False))  # the camera's detector again
+    session.send(keystep(history, 101, stream_id="cam0", session="t"))
+    session.send(Heartbeat("cam0", 102, 2.0, "t", history, None, 50, 0, 5.0, True))  # its source's end
+    for width in (160, 50):  # the table, and the lines of a narrow terminal
+        text = draw(session.state, width=width)
+        table = text.split("not done (sessions ended or stopped)", 1)[1]  # its rows, oldest first
+        assert "cam0 (stopped)" in table and "cam0 (ended)" in table, text
+        assert table.index("cam0 (stopped)") < table.index("cam0 (ended)"), text
+
+
 @pytest.mark.parametrize("width", range(70, 81))
 def test_the_latencies_never_draw_wider_than_the_terminal(width: int) -> None:
     # Their own width check counted each number's minimum width: a 9-character hop (3600000.0, a replayed session's

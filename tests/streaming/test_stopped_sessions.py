@@ -32,7 +32,7 @@ GRAPH, DETECTOR = default_demo_paths()
 STARTUP_S = 120.0  # the detector loads torch and its backbone on a busy 2-core machine
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_detector_stopped_by_a_signal_is_said_stopped_and_a_file_that_ended_ended(tmp_path: Path,
                                                                                       signum: int) -> None:
     short = write_noise_video(tmp_path / "short.mp4", frames=30)  # 1 s in real time: ends on its own

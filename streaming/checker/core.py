@@ -510,6 +510,7 @@ class CheckerCore:
             self.changes(sid, "freed", f"idle {FORGET_AFTER * self.table.timeout_s:g} s")
             out += self._settle_early(state, ended=True)  # a lost stream's announced steps, never confirmed
         self.changes.flush()
+        self.refusals.flush()
         out += [self.status(sid) for sid in lost]
         out += self.snapshots.due(self.streams, now, period_s)
         self.budget.forget_waiting(idle_now, FORGET_AFTER * self.table.timeout_s)

@@ -66,6 +66,9 @@ class Refusals:
         self.monotonic = monotonic
         self.log = log
         self._logged: dict[str, float] = {}
+        # reason -> (its count, the detail) of its last refusal not said: a burst that ends within the window is said
+        # once the window is over (`flush`), not only if another refusal of its reason comes later
+        self._unsaid: dict[str, tuple[int, str]] = {}
 
     def refuse(self, err: Refused) -> None:
         """Count a refused message under its reason, remember it, and log it (rate-limited per reason)."""
@@ -74,15 +77,35 @@ class Refusals:
         self.log_refusal(err.reason, self.counts[err.reason], str(err))
 
     def log_refusal(self, reason: str, count: int, detail: str) -> None:
-        """Log a refusal: the first of its reason at once, then at most one line per reason every `LOG_EVERY_S`.
+        """Log a refusal: the first of its reason at once, then at most one line per reason every `LOG_EVERY_S`
+        (the last of those not said, once its window is over: `flush`).
 
         Args:
             reason: the counter's name (``malformed``, ``denied``, or a `Refused` reason).
             count: the counter's value now.
             detail: what was refused, and why.
         """
+        if self.log is None:
+            return
         now = self.monotonic()
-        if self.log is not None and now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
-            self._logged[reason] = now
-            self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}", reason=reason, count=count,
-                     detail=printable(detail))
+        if now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
+            self._say(reason, count, detail, now)
+        else:
+            self._unsaid[reason] = (count, detail)
+
+    def flush(self) -> None:
+        """Say the last refusal of each reason whose window is over with refusals it did not say (called as the
+        checker's loop turns): a burst is said in full 10 s after its first line, not at the next refusal of its
+        reason, which may never come."""
+        now = self.monotonic()
+        for reason, (count, detail) in list(self._unsaid.items()):
+            if now - self._logged.get(reason, float("-inf")) >= LOG_EVERY_S:
+                self._say(reason, count, detail, now)
+
+    def _say(self, reason: str, count: int, detail: str, now: float) -> None:
+        if self.log is None:
+            return
+        self._logged[reason] = now
+        self._unsaid.pop(reason, None)
+        self.log(f"checker: refused ({reason}, {count} so far): {printable(detail)}", reason=reason, count=count,
+                 detail=printable(detail))

@@ -237,6 +237,26 @@ def test_refusals_are_logged_once_per_reason_then_rate_limited() -> None:
     assert len(refused) == 2 and "unknown_step, 1 so far" in refused[0] and "4 so far" in refused[1]
 
 
+def test_a_burst_of_refusals_is_said_in_full_once_its_window_is_over() -> None:
+    # A detector restarted on a stream its killed predecessor still held: its first twelve messages were refused as
+    # stream_taken within a second (a site run), and the log said "1 so far" and nothing more until the checker
+    # stopped, while the dashboard's footer counted 12: a refusal after the first line was said only if another came
+    # 10 s later.
+    lines: list[str] = []
+    clock = Clock()
+    core = CheckerCore(tea_graph(), monotonic=clock, log=lambda line, **_: lines.append(line))
+    core.serve([keystep((1,), 0, session="a")])
+    for seq in range(12):
+        core.serve([beat(seq=seq, session="b")])
+    core.periodic(0.5)  # within the window: nothing more yet
+    clock.now += LOG_EVERY_S
+    core.periodic(0.5)
+    core.periodic(0.5)  # said once
+    refused = [line for line in lines if line.startswith("checker: refused")]
+    assert len(refused) == 2, refused
+    assert "(stream_taken, 1 so far)" in refused[0] and "(stream_taken, 12 so far)" in refused[1], refused
+
+
 def test_a_session_s_end_line_counts_its_key_steps_not_in_the_graph() -> None:
     # A detector of another procedure: its key-steps are refused one by one, counted with every stream's, and the
     # session's end line spoke only of those applied, as if nothing were wrong.

@@ -91,9 +91,10 @@ class FinishedSession:
         run: the detector run that ended.
         ended: wall time this dashboard learned that it ended (its end report or its ended status, the first).
         seen_end: this dashboard heard the end as it happened (the report as first sent, or the run's status
-            turning ended, either with the run's previous status heard less than `SILENT_S` before), rather than from
-            the checker's re-sends or after a silence (it started later, its link to the checker was down, or the
-            checker was, while the source played out): ``ended`` is then only when it heard of it.
+            turning ended, either with the run's previous status, not lost, heard less than `SILENT_S` before),
+            rather than from the checker's re-sends or after a silence (it started later, its link to the checker was
+            down, or the checker was, or the detector's link to it, while the source played out): ``ended`` is then
+            only when it heard of it.
         status: the run's latest status (None: none received; a session ended by the next one starting on its
             stream may have sent none after its report).
         report: its end report (None: none came; the checker sends none for a session that did every required step).
@@ -563,10 +564,11 @@ class DashboardState:
 
 
 def _heard_running(run: str, previous: Status | None, heard: float | None, now: float) -> bool:
-    """The stream's status before this end was of ``run``, not ended, and heard less than `SILENT_S` before ``now``:
-    the checker re-sends it every 0.5 s, so an end that follows a longer silence (the link to the checker down, or
-    the checker itself) may have come at any time since."""
-    return (previous is not None and previous.run == run and not previous.ended
+    """The stream's status before this end was of ``run``, neither ended nor lost, and heard less than `SILENT_S`
+    before ``now``: the checker re-sends it every 0.5 s, so an end that follows a longer silence (the link to the
+    checker down, or the checker itself) may have come at any time since. A lost one is re-sent as often, but says
+    the detector was silent: its end came with the heartbeat it sent again once its link was back."""
+    return (previous is not None and previous.run == run and not previous.ended and not previous.lost
             and heard is not None and not gone_silent(heard, now))
 
 

@@ -853,3 +853,23 @@ def test_a_session_that_ended_while_the_checker_was_down_is_listed_as_heard_of_l
     [session] = finished
     assert session["stream"] == "cam0" and session["never_done"], session  # listed from its end report
     assert session["seen_end"] is False, session
+
+
+def test_a_session_that_ended_while_its_detector_s_link_was_down_is_listed_as_heard_of_late(tmp_path: Path) -> None:
+    # The detector's link to the checker down while its source played out: the checker held the stream lost,
+    # re-sending its status every 0.5 s, and the end came with the heartbeat re-sent once the link was back. The
+    # lost status, heard a moment before, passed for the session heard running: listed as ended at that moment, as
+    # if heard as it happened, without "or before (re-sent)".
+    seq = itertools.count()
+    with (serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None) as served,
+          running_checker(tmp_path, stream_timeout_s=1.0) as (ctx, _service, _thread)):
+        detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+        assert wait_for(lambda: tile_state(served, "cam0") == "live", 20, step=lambda: detector.send(
+            beat("cam0", seq=next(seq), history=(1,), timestamp=time.time())))
+        assert wait_for(lambda: tile_state(served, "cam0") == "lost", 20)  # silent: the link is down
+        end = beat("cam0", seq=next(seq), history=(1,), ended=True, timestamp=time.time())
+        assert wait_for(lambda: tile_state(served, "cam0") == "ended", 20, step=lambda: detector.send(end))
+        finished = served.state()["finished"]
+    [session] = finished
+    assert session["stream"] == "cam0" and session["never_done"], session  # listed from its end report
+    assert session["seen_end"] is False, session

@@ -116,8 +116,8 @@ class Pipeline:
         there, or nothing is published): its connection was cut and had not come back (`RunError`, exit status 1),
         or a checker back with this client's key revoked (`streaming.transport.HandshakeRefused`, exit status 2, as
         when it comes mid-run). The checker never answers a detector otherwise, so these are the failures of the
-        checker a detector can see (docs/live-pipeline.md). ``stopped``: the run was stopped (Ctrl-C, SIGTERM), so
-        its streams' last heartbeats, which say so, are among what went unchecked."""
+        checker a detector can see (docs/live-pipeline.md). ``stopped``: the run was stopped (Ctrl-C, SIGTERM,
+        SIGHUP), so its streams' last heartbeats, which say so, are among what went unchecked."""
         watch = self._publisher.watch if self._publisher is not None else None
         if watch is None:
             return None

@@ -598,7 +598,8 @@ function addFinished(session) {
   item.dataset.key = key;
   item.dataset.stream = session.stream;
   const head = el("div", "session-head");
-  // Heard only from the checker's re-sends (this dashboard started later): it ended then or before.
+  // Heard only late (this dashboard started later, or the checker, its link or the detector's was down): it ended
+  // then or before.
   const over = session.stopped ? "stopped" : "ended"; // as its tile said: a camera stopped by hand, or played out
   const when = `${over} ${clock(session.ended)}${session.seen_end ? "" : " or before (re-sent)"}`;
   head.append(el("strong", null, `\u25a0 ${session.stream}`), " ", el("span", "when", when));

@@ -229,6 +229,7 @@ function snapshot(message) {
   state.maxFinished = message.max_finished || state.maxFinished;
   state.finished.clear();
   document.getElementById("finished-list").replaceChildren();
+  document.getElementById("see-finished").hidden = true;
   (message.finished || []).slice().reverse().forEach(addFinished);
   if (!state.graphDrawn) {
     state.graph = message.graph;
@@ -626,6 +627,8 @@ function addFinished(session) {
     if (gone) gone.remove();
   }
   document.getElementById("no-finished").hidden = state.finished.size > 0;
+  // Pointed at from the empty tiles only when there is something to see there.
+  document.getElementById("see-finished").hidden = state.finished.size === 0;
 }
 
 // -- the task graph -----------------------------------------------------------------------------------------------

@@ -650,6 +650,7 @@ def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a
                 driver.get(served.url)
                 wait_until(driver, "return document.getElementById('checker-link').textContent.includes('connec"
                                    "ted')", 30)  # fmt: skip
+                fresh = driver.execute_script("return document.getElementById('no-streams').innerText;")
                 assert wait_for(lambda: any(t["stream"] == "station" for t in served.state()["tiles"]), 20,
                                 step=lambda: detector.send(keystep(history=(1,), stream_id="station", seq=next(seq),
                                                                    timestamp=time.time())))  # fmt: skip
@@ -659,7 +660,7 @@ def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a
                 [gone] = driver.execute_script(FINISHED)  # the tile went; the session's end report stayed
                 # No tile left: the page must not read as if no camera had ever sent here, with the session listed.
                 empty = driver.execute_script("const p = document.getElementById('no-streams'); "
-                                              "return !p.hidden && p.textContent;")
+                                              "return !p.hidden && p.innerText;")
                 driver.refresh()  # and a page opened now gets it too, as it gets the alerts
                 wait_until(driver, "return document.getElementById('page-link').textContent.includes('live')", 30)
                 [reloaded] = wait_until(driver, f"const s = (() => {{ {FINISHED} }})(); return s.length && s;", 10)
@@ -670,7 +671,8 @@ def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a
         assert "\u2717 never done: " in shown["text"] and "add_milk" in shown["text"], shown
         assert "1 step(s) done, last fill_kettle" in shown["text"] and "ended " in shown["text"], shown
     assert "(re-sent)" not in reloaded["text"]  # this dashboard saw it end
-    assert empty and "yet" not in empty, empty
+    assert empty and "yet" not in empty and "Finished sessions" in empty, empty
+    assert "Finished sessions" not in fresh, fresh  # nothing listed there yet: not pointed at
 
 
 def test_a_camera_stopped_by_hand_reads_stopped_and_a_file_that_played_out_ended(tmp_path: Path,

@@ -291,11 +291,12 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         what = (f"not a recording of scenario {scenario!r} (the graph's) in {config.annotations}" if other == unknown
                 else f"not annotated in {config.annotations} (scenario {scenario})")
         raise InputError(f"{where}: {', '.join(unknown)} {what}")
+    # Unchosen, every annotated recording is asked for (with --features: only augmented copies, <video>.aug<k>.npy,
+    # were given).
+    asked = (f"--split {config.split} names" if config.split else "--videos-list names" if config.names
+             else f"annotated in {config.annotations}")
     absent = [n for n in names if n not in files] if config.features else []
     if absent:  # every one at once, and where they were looked for: one per try, the folder unsaid, before
-        # Unchosen, every annotated recording is asked for: only augmented copies (<video>.aug<k>.npy) were given.
-        asked = (f"--split {config.split} names" if config.split else "--videos-list names" if config.names
-                 else f"annotated in {config.annotations}")
         which = "the recording" if len(names) == 1 else f"{len(absent)} of the {len(names)} recordings"
         raise InputError(f"--features {' '.join(config.features)}: no <recording>.npy file for {which} {asked} "
                          f"({first_few(absent, 5)})")
@@ -307,11 +308,9 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     plain = not config.features and all(is_file_name(n) for n in names)
     nothing = [n for n in names if not video_candidates(folder, n)] if plain else []
     if len(nothing) > 1:
-        asked = (f" --split {config.split} names" if config.split else " --videos-list names" if config.names
-                 else f" annotated in {config.annotations}")
         tried = "/".join(VIDEO_SUFFIXES)
         raise InputError(f"--videos {folder}: no video file ({tried}) for {len(nothing)} of the {len(names)} "
-                         f"recordings{asked} ({first_few(nothing, 5)}){unclaimed_videos(folder, annotations.videos)}")
+                         f"recordings {asked} ({first_few(nothing, 5)}){unclaimed_videos(folder, annotations.videos)}")
     if not config.features and not (config.names or config.split):  # said, as recognition-features says it
         unannotated = unannotated_videos(folder, annotations.videos)
         if unannotated:

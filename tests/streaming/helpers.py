@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -299,3 +301,31 @@ def drain_terminal(master: int, idle_s: float = 60.0) -> tuple[threading.Thread,
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     return reader, received
+
+
+@contextmanager
+def checker_with_few_files(
+    *options: str, limit: int = 64
+) -> Iterator[tuple[subprocess.Popen[str], list[str], str, str]]:
+    """A ``stream-detect checker --demo`` process on free loopback ports, under a limit of ``limit`` open files, its
+    stderr lines gathered as they come. Yields ``(process, lines, --bind endpoint, --publish endpoint)`` once it
+    serves; it gets SIGTERM on the way out (the caller checks how it ended)."""
+    import resource
+
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    checker = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", "tcp://127.0.0.1:0", "--publish",
+                                "tcp://127.0.0.1:0", *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=few_files)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(checker.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        assert wait_for(lambda: any("viewers to" in line for line in lines), 60), lines
+        bound, published = re.findall(r"tcp://127\.0\.0\.1:\d+", lines[0])
+        yield checker, lines, bound, published
+    finally:
+        checker.terminate()
+        checker.wait(timeout=60)
+        reader.join(timeout=10)

@@ -490,29 +490,21 @@ def test_a_checker_out_of_file_handles_when_a_flood_reopens_its_socket_keeps_its
     # --publish socket, closed to drop the flood, could not be made again and the checker ended (a ZMQError
     # traceback, later one error line), every stream's state lost: a peer with no key could stop it. (libzmq 4.3.5
     # also aborted such a run itself, about 1 in 10, looking up the address to bind with no handle left.)
-    import re
-    import resource
     import signal
     import socket
-    import subprocess
-    import threading
 
-    from tests.streaming.helpers import STREAM_DETECT
+    from tests.streaming.helpers import checker_with_few_files
 
-    def few_handles() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-
-    checker = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", "tcp://127.0.0.1:0", "--publish",
-                                "tcp://127.0.0.1:0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=few_handles)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(checker.stderr or ()), daemon=True)
-    reader.start()
     ctx = zmq.Context()
     held: list[socket.socket] = []
-    try:
-        assert wait_for(lambda: any("viewers to" in line for line in lines), 60), lines
-        bound, published = re.findall(r"tcp://127\.0\.0\.1:\d+", lines[0])
+
+    def let_go() -> None:
+        for conn in held:
+            conn.close()
+
+    with checker_with_few_files() as (checker, lines, bound, published), contextlib.ExitStack() as cleanup:
+        cleanup.callback(ctx.destroy, linger=0)
+        cleanup.callback(let_go)
         detector = Publisher(connect(ctx, zmq.PUB, bound, wait_s=10.0))
         seq = iter(range(1_000_000))
         viewer = Receiver(subscribe(connect(ctx, zmq.SUB, published, wait_s=10.0)))
@@ -551,13 +543,6 @@ def test_a_checker_out_of_file_handles_when_a_flood_reopens_its_socket_keeps_its
                                     for m in got), 10, listen)
         viewer.sock.close()
         detector.sock.close()
-    finally:
-        for conn in held:
-            conn.close()
-        checker.terminate()
-        checker.wait(timeout=60)
-        reader.join(timeout=10)
-        ctx.destroy(linger=0)
     assert checker.returncode == 128 + signal.SIGTERM, lines  # stopped by the test, not before
     assert not any("Traceback" in line for line in lines), lines
     closed = [line for line in lines if "could not open" in line]

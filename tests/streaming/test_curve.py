@@ -58,7 +58,14 @@ from streaming.transport import (
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, running_checker, tea_graph, wait_for
+from tests.streaming.helpers import (
+    MISTAKE_STEP,
+    STREAM_DETECT,
+    checker_with_few_files,
+    running_checker,
+    tea_graph,
+    wait_for,
+)
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 
@@ -819,21 +826,18 @@ def test_a_key_file_rewritten_twice_within_one_clock_tick_lets_in_its_second_key
 @NEEDS_PROC
 def test_a_checker_whose_port_is_held_open_past_its_file_limit_keeps_its_keys_and_serves(keys: Path) -> None:
     # The real run: a checker under a limit of 64 open files, 100 idle connections at its --bind port.
-    def few_handles() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-
-    checker = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", "tcp://127.0.0.1:0", "--publish",
-                                "tcp://127.0.0.1:0", "--curve-secret", str(keys / "checker.key_secret"),
-                                "--curve-clients", str(keys / "clients")], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, preexec_fn=few_handles)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(checker.stderr or ()), daemon=True)
-    reader.start()
     ctx = zmq.Context()
     held: list[socket.socket] = []
-    try:
-        assert wait_for(lambda: any("viewers to" in line for line in lines), 60), lines
-        bound, published = re.findall(r"tcp://127\.0\.0\.1:\d+", lines[0])
+
+    def let_go() -> None:
+        for conn in held:
+            conn.close()
+
+    with (checker_with_few_files("--curve-secret", str(keys / "checker.key_secret"), "--curve-clients",
+                                 str(keys / "clients")) as (checker, lines, bound, published),
+          contextlib.ExitStack() as cleanup):
+        cleanup.callback(ctx.destroy, linger=0)
+        cleanup.callback(let_go)
         viewer = Viewer(ctx, published, ViewState(), jsonl=False, curve=client(keys, "viewer"))
         assert wait_for(lambda: bool(viewer.pump(50)), 15)
         for _ in range(100):
@@ -848,13 +852,6 @@ def test_a_checker_whose_port_is_held_open_past_its_file_limit_keeps_its_keys_an
         viewer.pump(0)
         assert wait_for(lambda: bool(viewer.pump(50)), 15)  # still served, the viewer never cut off
         viewer.close()
-    finally:
-        for conn in held:
-            conn.close()
-        checker.terminate()
-        checker.wait(timeout=60)
-        reader.join(timeout=10)
-        ctx.destroy(linger=0)
     assert checker.returncode == 128 + signal.SIGTERM, lines  # stopped by the test, not before
     assert not any("Traceback" in line or "revoked" in line for line in lines), lines
 

@@ -833,6 +833,13 @@ def test_a_malformed_request_gets_its_400_with_the_security_headers(tmp_path: Pa
     assert SECURITY_HEADERS.items() <= headers.items(), headers
 
 
+def assert_heard_of_late(finished: list[dict]) -> None:
+    """The one session listed, from its end report, as heard of late (``or before (re-sent)`` on the page)."""
+    [session] = finished
+    assert session["stream"] == "cam0" and session["never_done"], session
+    assert session["seen_end"] is False, session
+
+
 def test_a_session_that_ended_while_the_checker_was_down_is_listed_as_heard_of_late(tmp_path: Path) -> None:
     # A source that played out while the checker restarted: its detector sends the last heartbeat again once the
     # checker is back, and the new checker's end report is its first (not a re-send). The finished list said the
@@ -850,9 +857,7 @@ def test_a_session_that_ended_while_the_checker_was_down_is_listed_as_heard_of_l
             end = beat("cam0", seq=next(seq), history=(1,), ended=True, timestamp=time.time())
             assert wait_for(lambda: tile_state(served, "cam0") == "ended", 20, step=lambda: detector.send(end))
             finished = served.state()["finished"]
-    [session] = finished
-    assert session["stream"] == "cam0" and session["never_done"], session  # listed from its end report
-    assert session["seen_end"] is False, session
+    assert_heard_of_late(finished)
 
 
 def test_a_session_that_ended_while_its_detector_s_link_was_down_is_listed_as_heard_of_late(tmp_path: Path) -> None:
@@ -870,6 +875,4 @@ def test_a_session_that_ended_while_its_detector_s_link_was_down_is_listed_as_he
         end = beat("cam0", seq=next(seq), history=(1,), ended=True, timestamp=time.time())
         assert wait_for(lambda: tile_state(served, "cam0") == "ended", 20, step=lambda: detector.send(end))
         finished = served.state()["finished"]
-    [session] = finished
-    assert session["stream"] == "cam0" and session["never_done"], session  # listed from its end report
-    assert session["seen_end"] is False, session
+    assert_heard_of_late(finished)

@@ -349,16 +349,8 @@ def _ipc_in_use(endpoint: str) -> bool:
     if found in (errno.EACCES, errno.EPERM):
         # Only a socket file that is there is another user's: a folder on the way that this process may not enter
         # refuses the probe too, and there the bind's own error ("Permission denied") says what is wrong.
-        return _is_socket(path)
+        return ipc_file(endpoint) is not None
     return found in (0, errno.EAGAIN)
-
-
-def _is_socket(path: str) -> bool:
-    """Whether ``path`` is a socket file (False when it cannot be looked at)."""
-    try:
-        return stat.S_ISSOCK(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 @dataclass(frozen=True)

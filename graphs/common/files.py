@@ -702,10 +702,13 @@ def not_a_file(path: str | Path) -> str | None:
     return None if stat.S_ISREG(mode) else _kind(mode)
 
 
+FOLDER_NOT_FOUND: Final = "folder not found"  # `not_a_folder`'s answer for a path where nothing is
+
+
 def not_a_folder(path: str | Path, expected: str) -> str | None:
-    """Why ``path`` is not a folder to read, for a message (``"folder not found"``, ``"a file, expected <expected>"``,
+    """Why ``path`` is not a folder to read, for a message (`FOLDER_NOT_FOUND`, ``"a file, expected <expected>"``,
     ``"a link loop"``, ``"a link to no folder"``...); None when it is one (links followed)."""
-    mode = _mode_or_why(path, "a link to no folder", "folder not found")
+    mode = _mode_or_why(path, "a link to no folder", FOLDER_NOT_FOUND)
     if isinstance(mode, str):
         return mode
     if stat.S_ISDIR(mode):

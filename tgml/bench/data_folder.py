@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from graphs.common.errors import InputError
-from graphs.common.files import not_a_folder
+from graphs.common.files import FOLDER_NOT_FOUND, not_a_folder
 
 DATA_ENV: Final = "MISTAKE_DATA"
 CAPTAINCOOK_FOLDER: Final = "captaincook4d"
@@ -41,7 +41,7 @@ def data_folder(given: str | Path | None, otherwise: str = "") -> Path:
         # one: "no such folder" of a path that exists sent the user looking for a typo.
         why = not_a_folder(env, "a folder")
         if why is not None:
-            said = "no such folder" if why == "folder not found" else why
+            said = "no such folder" if why == FOLDER_NOT_FOUND else why
             raise InputError(f"${DATA_ENV} {env}: {said}; set it to the data folder (like shared/data), or give "
                              "--data DIR")
         return Path(env)

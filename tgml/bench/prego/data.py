@@ -9,7 +9,7 @@ from typing import Final
 
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
-from graphs.common.files import not_a_folder, read_json
+from graphs.common.files import FOLDER_NOT_FOUND, not_a_folder, read_json
 from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
 
@@ -74,7 +74,7 @@ def resolve_data(
     """
     root = Path(root)
     why = not_a_folder(root, "a folder")
-    if why == "folder not found":
+    if why == FOLDER_NOT_FOUND:
         raise InputError(f"data folder {root} not found; {PREPARE_HINT}")
     if why is not None:  # there, but no folder (an archive): said as such, not sent to be built again
         raise InputError(f"data folder {root}: {why}")

@@ -16,7 +16,7 @@ import functools
 import hashlib
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -183,3 +183,12 @@ def step_embeddings(texts: Sequence[str], encoder: str = DEFAULT_ENCODER, folder
     embeddings = encode_texts(texts, encoder)
     write_cached(path, texts, encoder, embeddings)
     return embeddings
+
+
+def embed_ahead(step_names: Iterable[Sequence[str]], encoder: str = DEFAULT_ENCODER) -> None:
+    """Embed each taxonomy's step names here, once, before a benchmark's workers start (`step_embeddings`): a missing
+    ``text`` extra fails before any graph is learned (it failed at the first tgt-text job, after the other learners'
+    graphs were thrown away), and the workers read the embeddings from the cache instead of each loading the encoder.
+    """
+    for names in step_names:
+        step_embeddings(list(names), encoder)

@@ -99,15 +99,6 @@ def _learned(method: str, procedure: Procedure, settings: MethodSettings, seed: 
     return result.graph.adjacency, result.epochs_run
 
 
-def embed_step_names(procedures: Sequence[Procedure]) -> None:
-    """Embed every procedure's step names here, once: a missing ``text`` extra fails before any training, and the
-    workers read the embeddings from the cache instead of each loading the encoder."""
-    from tgml.text_embeddings import step_embeddings
-
-    for procedure in procedures:
-        step_embeddings(list(procedure.step_names), TgtTextConfig().encoder)
-
-
 def _settings_entry(method: str, settings: MethodSettings) -> dict[str, Any]:
     """The settings a method used, for the JSON file."""
     if method in PUBLISHED_GRAPHS:
@@ -186,7 +177,9 @@ def run_methods(
         results[method] = result
     seeded = [m for m in methods if m != "do" and m not in once]
     if any(learner(m).needs == "text" for m in seeded):
-        embed_step_names(procedures)
+        from tgml.text_embeddings import embed_ahead
+
+        embed_ahead((procedure.step_names for procedure in procedures), TgtTextConfig().encoder)
     jobs = [(m, p, settings, int(s)) for m in seeded for s in seeds for p in procedures]
     outcomes = run_jobs(_learned, jobs, workers, "[bold]CaptainCook4D learners", progress) if jobs else []
     for method in seeded:

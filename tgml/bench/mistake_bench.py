@@ -329,9 +329,10 @@ def run_mistake_bench(config: MistakeBenchConfig, progress: bool = False) -> Mis
         rows[LLM] = RowResult(LLM, "published", (), {"folder": str(folder)})
     learners = [m for m in config.methods if m != LLM]
     if any(learner(m).needs == "text" for m in learners):
-        from tgml.bench.captaincook_methods import embed_step_names
+        from tgml.learners.tgt_text.config import TgtTextConfig
+        from tgml.text_embeddings import embed_ahead
 
-        embed_step_names(procedures)
+        embed_ahead((procedure.step_names for procedure in procedures), TgtTextConfig().encoder)
     jobs = [(m, p, s) for m in learners for s in (config.seeds if learner(m).seeded else (None,)) for p in procedures]
     arguments = [(m, p, 0 if s is None else s) for m, p, s in jobs]
     learned = run_jobs(_learn, arguments, config.workers, "[bold]learning graphs", progress) if jobs else []

@@ -234,17 +234,15 @@ def learn_graphs(
         ``{job: graph}``, in the order of `plan_jobs`.
     """
     jobs = plan_jobs(config)
-    # Step names embedded here, once, before any graph is learned: without the `text` extra, `--method do tgt-text`
-    # failed only when tgt-text's turn came, after a minute of DO graphs thrown away (the workers then read the
-    # embeddings from the cache instead of each loading the encoder).
+    # `--method do tgt-text` without the `text` extra failed at tgt-text's first job, after a minute of DO graphs.
     text_methods = [m for m in config.methods if LEARNERS[m].needs == "text"]
     if text_methods:
-        from tgml.text_embeddings import step_embeddings
+        from tgml.text_embeddings import embed_ahead
 
         for dataset in config.dataset_names:
             for method in text_methods:
                 encoder = LEARNERS[method].config(settings[dataset][method], None, config.epochs).encoder
-                step_embeddings(list(datasets[dataset].step_names), encoder)
+                embed_ahead([datasets[dataset].step_names], encoder)
     # Slowest jobs (DO) first so the pool is not left waiting on one long graph at the end.
     ordered = sorted(jobs, key=lambda j: (not LEARNERS[j.method].seeded, j.dataset != "assembly101-o"))
     arguments = [

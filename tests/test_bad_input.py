@@ -31,6 +31,7 @@ from streaming.offline.features_cli import main as recognition_features
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
 from tests.recognition.conftest import SMALL_CONFIG, write_feature_folder
+from tests.unprivileged import unprivileged
 from tgml.bench.prego_bench_cli import main as prego_bench
 from tgml.tgml_cli import main as tgml
 
@@ -908,7 +909,7 @@ def test_a_broken_rate_is_taken_from_the_frame_timestamps_when_they_give_one() -
 
 def test_an_unreadable_video_is_permission_denied(tmp_path: Path) -> None:
     # A child without the capabilities that override file modes: skipped as root, as CI runs, the test never ran there.
-    prefix = _unprivileged()
+    prefix = unprivileged()
     if prefix is None:
         pytest.skip("running as root without setpriv: a mode-000 file stays readable")
     video = _mp4(tmp_path / "locked.mp4", 30)
@@ -1007,19 +1008,6 @@ def test_the_decoders_stay_quiet_unless_verbose(tmp_path: Path) -> None:
     assert verbose.stderr.splitlines()[-1] == quiet.stderr.strip()
 
 
-def _unprivileged() -> list[str] | None:
-    """A command prefix under which a mode-000 folder is unreadable: none as a user; as root, without the
-    capabilities that override file modes (setpriv); None where neither can be had."""
-    if os.geteuid() != 0:
-        return []
-    import shutil
-
-    if shutil.which("setpriv") is None:
-        return None
-    caps = "-dac_override,-dac_read_search"
-    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
-
-
 @pytest.mark.parametrize("argv", [
     ["streaming.offline.features_cli", "import", "--features", "{locked}", "--annotations", str(ANNOTATIONS),
      "--rate", "1", "--out", "{tmp}/out"],
@@ -1029,7 +1017,7 @@ def _unprivileged() -> list[str] | None:
 ], ids=["import", "train", "prego-bench", "captaincook-labels"])
 def test_an_unreadable_folder_is_one_error_line_not_a_traceback(argv: list[str], tmp_path: Path) -> None:
     # Path.exists() and iterdir() raise PermissionError on Python 3.11: each of these ended in a traceback, exit 1.
-    prefix = _unprivileged()
+    prefix = unprivileged()
     if prefix is None:
         pytest.skip("running as root without setpriv: a mode-000 folder stays readable")
     locked = tmp_path / "locked"

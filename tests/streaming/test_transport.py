@@ -6,7 +6,6 @@ import contextlib
 import ipaddress
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from streaming.transport import (
     subscribe,
 )
 from tests.streaming.helpers import wait_for
+from tests.unprivileged import unprivileged
 
 
 def test_round_trip_on_loopback_with_free_port(ctx: zmq.Context) -> None:
@@ -479,10 +479,9 @@ def test_a_checker_s_subscriptions_read_over_two_calls_tell_its_return_once(tmp_
 def test_an_ipc_socket_file_this_process_may_not_connect_to_is_in_use(tmp_path: Path) -> None:
     # Another user's socket file (no write permission for us) answers the probe with EACCES, which was read as
     # "nobody listens": libzmq then removed the live file, wherever the folder let it, and took the path over.
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+    prefix = unprivileged()
+    if prefix is None:
         pytest.skip("as root, a mode-000 socket file takes connections unless setpriv drops the capabilities")
-    caps = "-dac_override,-dac_read_search"
-    prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"] if os.geteuid() == 0 else []
     path = tmp_path / "theirs"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as theirs:
         theirs.bind(str(path))
@@ -501,10 +500,9 @@ def test_an_ipc_socket_file_this_process_may_not_connect_to_is_in_use(tmp_path: 
 def test_an_ipc_path_in_a_folder_this_process_may_not_enter_is_refused_for_what_it_is(tmp_path: Path) -> None:
     # The probe's EACCES there comes from the folder, not from another user's socket: the path was said to be "in use
     # (another program is using it)", where the bind's own error says that permission is denied.
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+    prefix = unprivileged()
+    if prefix is None:
         pytest.skip("as root, a mode-000 folder can be entered unless setpriv drops the capabilities")
-    caps = "-dac_override,-dac_read_search"
-    prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"] if os.geteuid() == 0 else []
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0)

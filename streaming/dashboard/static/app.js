@@ -532,7 +532,10 @@ function updateTile(tile) {
   // Every step left waiting on the one under way is not "none": nothing could follow, it would read.
   if (tile.allowed.length === 0) next.append(el("span", "muted", tile.after ? ` after ${tile.after}` : " none"));
   const list = el("ol", "next-list");
-  tile.allowed.forEach((step) => list.append(el("li", null, `${step.name} ${percent(step.probability)}`)));
+  // A step the rule gives no probability (the binary rule scores only the successors of the step done last) is
+  // named without a number, as in the terminal view: "0%" read as "it cannot come next", yet it is allowed.
+  tile.allowed.forEach((step) => list.append(
+    el("li", null, step.probability > 0 ? `${step.name} ${percent(step.probability)}` : step.name)));
   if (tile.allowed_more) list.append(el("li", "muted", `and ${tile.allowed_more} more`));
   next.append(list);
   card.append(next);

@@ -727,3 +727,26 @@ def test_a_tile_whose_next_steps_all_wait_on_the_one_under_way_says_after_it(tmp
     finally:
         driver.quit()
     assert shown == "allowed next: after pour_water", shown
+
+
+def test_a_next_step_the_rule_gives_no_probability_is_named_without_a_number(tmp_path: Path,
+                                                                             chromium_tmp: Path) -> None:
+    # Under the binary rule only the successors of the step done last get a probability: after get_cup, fill_kettle
+    # is allowed with a score of 0. The tile said "fill_kettle 0%", which reads as "it cannot come next"; the terminal
+    # view names it without a number.
+    driver = browser(chromium_tmp)
+    script = ("const t = document.querySelector('article.tile[data-stream=\"cam0\"]'); "
+              "const items = t ? [...t.querySelectorAll('.next-list li')].map((l) => l.textContent) : []; "
+              "return items.length === 2 && items;")
+    try:
+        graph = tea_graph()
+        names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+        with serving(f"ipc://{tmp_path}/out", warn=lambda line: None, say=lambda line: None, names=names) as served:
+            driver.get(served.url)
+            with running_checker(tmp_path) as (ctx, _service, _thread):
+                detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
+                detector.send(beat("cam0", seq=0, history=(3,), timestamp=time.time()))
+                shown = wait_until(driver, script, 30)
+    finally:
+        driver.quit()
+    assert shown == ["add_teabag 100%", "fill_kettle"], shown

@@ -730,6 +730,10 @@ class Status(Message):
     def _check_together(self) -> None:
         _check_fps(self.KIND, self.fps)
         _check_stopped(self.KIND, self.stopped, self.ended)
+        if self.ended and self.lost:
+            # The checker never sends it (an ended stream stays ended): the view read it as lost and the dashboard as
+            # ended, so a peer's status that says both is refused rather than shown one way or the other.
+            raise MessageError("status.lost is true while status.ended is true (an ended stream is never lost)")
         if len(self.allowed_scores) != len(self.allowed):
             raise MessageError(f"status.allowed_scores has {len(self.allowed_scores)} items for "
                                f"{len(self.allowed)} allowed steps")

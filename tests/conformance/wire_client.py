@@ -219,7 +219,8 @@ def _rules(m: dict[str, Any], graph: set[int]) -> list[tuple[str, bool]]:
     if kind == "status":
         rules += [("one allowed_scores item per allowed step", len(m["allowed_scores"]) == len(m["allowed"])),
                   ("an ended session has no next step", not m["ended"] or m["allowed"] == []),
-                  ("only an ended session was stopped", not m.get("stopped") or m["ended"])]
+                  ("only an ended session was stopped", not m.get("stopped") or m["ended"]),
+                  ("an ended stream is never lost", not (m["ended"] and m["lost"]))]
     return rules
 
 

@@ -31,7 +31,7 @@ from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
 from streaming.detector.sinks import Fanout, JsonLinesSink, Sink
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
-from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, subscribe
+from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, gone_silent, subscribe
 from streaming.view.render import NewsMessage, name_conflict_text, news_line, render, silent_text
 from streaming.view.state import ViewState, graph_names
 
@@ -262,15 +262,29 @@ class Viewer:
         news: deque[tuple[float, NewsMessage]] = deque()
         self.view.news = news
 
-        def tell() -> None:
+        def tell(final: bool = False) -> None:
             while news:
+                if not final and not self._told_whole(*news[0]):
+                    return  # the lines after it wait too: they are told in the order they came
                 console.print(news_line(*news.popleft(), self.state), overflow="fold")
 
         try:
             self._pump_until(done, tell, wind_down, POLL_MS)
         finally:
-            tell()
+            tell(final=True)
             console.print(render(self.state, closing=True))
+
+    def _told_whole(self, when: float, message: NewsMessage) -> bool:
+        """Whether the line of ``message`` (received at ``when``) can be told now. An end report's says whether its
+        session ended or was stopped, which only the run's status tells, and the checker sends it after the report:
+        when the two came in different reads, the line said "never done" of a session the person cut short. So a
+        report waits for its run's status to end it (or for a status of a later run, or the stream's row to go), at
+        most `SILENT_S`: the checker sends the status right after the report."""
+        if not isinstance(message, MissingSteps):
+            return True
+        row = self.state.streams.get(message.stream_id)
+        return (row is not None and (row.run != message.run or row.ended)
+                or gone_silent(when, self.state.now))
 
     def _pump_until(
         self,

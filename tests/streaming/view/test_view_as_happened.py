@@ -3,16 +3,20 @@ orders and reads a live run delivers them."""
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 from pathlib import Path
 
 import zmq
+from rich.console import Console
 
-from streaming.messages import MessageError, Status, decode, encode, run_of
+from streaming.checker.core import CheckerCore
+from streaming.messages import MessageError, MissingSteps, Status, decode, encode, run_of
 from streaming.transport import Publisher, bind
 from streaming.view.client import Viewer
-from streaming.view.state import ViewState
-from tests.streaming.helpers import wait_for
+from streaming.view.state import ViewState, graph_names
+from tests.streaming.helpers import beat, tea_graph, wait_for
 
 
 def ended_status(stream: str = "cam0", seq: int = 0, **fields: object) -> Status:
@@ -49,3 +53,43 @@ def test_a_status_both_ended_and_lost_is_refused_as_malformed_not_shown(tmp_path
         viewer.close()
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_dumb_terminal_says_not_done_by_the_stop_when_the_report_and_the_status_come_in_two_reads(
+    tmp_path: Path,
+) -> None:
+    # The checker sends a stopped session's end report, then its status (the one that says `stopped`). On a terminal
+    # that cannot redraw each report is a line as it comes; when the two came in different reads the line was
+    # written before the status, and said "never done" of a session the person cut short.
+    core = CheckerCore(tea_graph())
+    core.handle(beat(seq=0, history=(3,), timestamp=1.0))
+    end = core.handle(beat(seq=1, history=(3,), timestamp=2.0, ended=True, stopped=True))
+    [report] = [m for m in end if isinstance(m, MissingSteps)]
+    [last] = [m for m in end if isinstance(m, Status)]
+    assert last.stopped and end.index(report) < end.index(last)  # the order the checker sends them in
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=True, color_system=None, _environ={"TERM": "dumb"})
+    assert console.is_dumb_terminal
+    ctx = zmq.Context()
+    over = threading.Event()
+    try:
+        pub, endpoint = bind(ctx, zmq.PUB, f"ipc://{tmp_path}/checker")
+        viewer = Viewer(ctx, endpoint, ViewState(names=graph_names(tea_graph())), jsonl=False)
+        loop = threading.Thread(target=viewer.loop, args=(over.is_set, console), daemon=True)
+        loop.start()
+        running = [m for m in core.handle(beat("other", seq=0, timestamp=1.0)) if isinstance(m, Status)]
+        assert wait_for(lambda: "other" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
+                        lambda: pub.send_multipart(encode(running[-1])))
+        pub.send_multipart(encode(report))
+        # The loop writes its lines right after the read that took the report, before the status is sent.
+        assert wait_for(lambda: "cam0" in viewer.state.reported, 10.0)
+        pub.send_multipart(encode(last))
+        assert wait_for(lambda: "session over" in out.getvalue(), 10.0)
+        over.set()
+        loop.join(10.0)
+        viewer.close()
+    finally:
+        over.set()
+        ctx.destroy(linger=0)
+    [said] = [line for line in out.getvalue().splitlines() if "session over" in line]
+    assert "cam0 session over; not done by the stop: fill_kettle, boil_water" in said, said

@@ -343,16 +343,27 @@ class OnlineSegmenter:
 
     @property
     def active(self) -> tuple[int, float] | None:
-        """The confirmed step in progress as ``(step, start seconds)``, or None (background/unsure).
+        """The step in progress as ``(step, start seconds)``, or None (background/unsure).
 
         A step stays in progress after its last frame until its segment is emitted, while the run after it is not
         stable yet: that run may still be flicker the step resumes after. Clearing it there left the step neither
         under way nor emitted for the whole confirmation delay (seconds at one frame a second), so the checker's
         screens offered the step just done as the next one and showed nothing under way.
+
+        So does a lone short run after background (or at the start) while it waits to be a clean short step: it is
+        emitted once the run after it is stable, as a stable step is, and until then it was never shown under way
+        at all. It stops being so, unemitted, if another short run follows (a flicker cluster), as a withdrawn
+        announcement does.
         """
-        if self._committed is None or self._committed.label in self._background:
+        committed = self._committed
+        if committed is not None and committed.label not in self._background:
+            return self._step_of(committed.label), committed.start / self.config.fps
+        if self._run_is_committed or len(self._pending) != 1:
             return None
-        return self._step_of(self._committed.label), self._committed.start / self.config.fps
+        short = self._pending[0]
+        if short.label in self._background or not self._may_be_a_step(short):
+            return None
+        return self._step_of(short.label), short.start / self.config.fps
 
     # -- input -----------------------------------------------------------------------------------
     def update(self, probs_or_label: int | np.ndarray | torch.Tensor | Sequence[float]) -> list[SegmentEvent]:
@@ -688,8 +699,12 @@ class OnlineSegmenter:
         assert step is not None
         return step
 
+    def _may_be_a_step(self, run: _Run) -> bool:
+        """``run`` is long enough for its class to be a step (a run shorter than its class's length never is)."""
+        return not (run.label < len(self._class_min_len) and run.length < self._class_min_len[run.label])
+
     def _emit(self, run: _Run, events: list[SegmentEvent | OnsetEvent]) -> None:
-        if run.label < len(self._class_min_len) and run.length < self._class_min_len[run.label]:
+        if not self._may_be_a_step(run):
             return  # shorter than its class's length: no step (announced, it is withdrawn once no longer held)
         # Confirmed as announced: its segment says so, no withdrawal will follow.
         self._announced = [(r, e) for r, e in self._announced if r is not run]

@@ -215,8 +215,10 @@ class CheckerCore:
         if message.index not in state.forwarded and message.step in self._steps:
             state.forwarded.add(message.index)
             out.append(self.outputs.step_event(state, message))
-        if state.current == message.step:
-            state.current = None  # its segment ended when it was confirmed; the next heartbeat says what is seen now
+        # The step under way is the heartbeats' word alone: a detector sends one just before each key-step, saying
+        # what is under way once it is confirmed. Clearing it here when it was the confirmed step's cleared the
+        # step begun again right after a short one (A, b, A: the heartbeat says A, then A's and b's key-steps come)
+        # until the next heartbeat.
         out.append(self.outputs.status(message.stream_id, state))
         return out
 

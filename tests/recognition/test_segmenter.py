@@ -172,6 +172,31 @@ def test_a_step_stays_active_until_it_is_emitted(after: int) -> None:
     assert event.step == 1 and seg.active == (None if after == 0 else (2, 2.0))
 
 
+def test_a_clean_short_step_after_background_is_active_until_it_is_emitted() -> None:
+    # Background, a short run (shorter than a stable one), background: the short run is a step once the background
+    # after it is stable. The segmenter said nothing was in progress meanwhile, so no screen ever showed the step.
+    cfg = replace(CFG, background=0)
+    seg = OnlineSegmenter(cfg)
+    short = CFG.frames(CFG.min_duration) // 2
+    for label in _labels((0, 40), (1, short)):
+        assert seg.update(label) == [] and seg.active is None  # its own run may still be flicker
+    for _ in range(CFG.frames(CFG.min_duration) - 1):
+        assert seg.update(0) == []
+        assert seg.active == (1, 2.0)
+    [event] = seg.update(0)
+    assert event.step == 1 and seg.active is None
+    # A second short run after it, once over, makes a flicker cluster: no step, so no longer in progress.
+    seg = OnlineSegmenter(cfg)
+    for label in _labels((0, 40), (1, short), (2, short), (0, 1)):
+        seg.update(label)
+    assert seg.active is None
+    # Nor is a run shorter than its class's own length, which is never a step.
+    seg = OnlineSegmenter(replace(cfg, class_min_duration=(0.5, 1.0), max_delay=4.0))
+    for label in _labels((0, 40), (1, short), (0, 2)):
+        seg.update(label)
+    assert seg.active is None
+
+
 def test_a_lone_short_run_followed_by_flicker_is_emitted_within_max_delay() -> None:
     # A short step, then single-frame flicker (shorter than min_run, so it is no run at all) for 3 s, then a
     # stable step. The short step waited for that stable step: it came out 3.5 s after its last frame, past

@@ -42,7 +42,7 @@ from streaming.checker.config import MAX_STREAMS  # tiles kept (the checker trac
 from streaming.checker.streams import RESEND_ALERTS
 from streaming.frame_names import frame_name
 from streaming.messages import LATENCY_FIELDS, Alert, CheckerHealth, Message, MissingSteps, Retraction, Status
-from streaming.next_steps import allowed_next, waiting_on
+from streaming.next_steps import JustLeft, allowed_next, just_left, waiting_on
 from streaming.session_verdict import no_verdict_text, nothing_recognised
 from streaming.step_names import StepNames, named_steps
 from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
@@ -125,6 +125,8 @@ class DashboardState:
     max_alerts: int = MAX_ALERTS
     max_finished: int = MAX_FINISHED
     streams: dict[str, Status] = field(default_factory=dict)
+    # stream id -> the step that has just stopped being under way, its key-step on its way (`streaming.next_steps`)
+    left: dict[str, JustLeft] = field(default_factory=dict)
     reports: dict[str, MissingSteps] = field(default_factory=dict)  # each stream's latest end-of-session report
     alerts: deque[AlertRecord] = field(default_factory=deque)
     by_id: dict[int, AlertRecord] = field(default_factory=dict)
@@ -261,7 +263,11 @@ class DashboardState:
         heard, self.heard[stream] = self.heard.get(stream), now
         if previous is None or _phase(previous) != _phase(status):
             self.since[stream] = now
-        if previous is None or _shown(previous) != _shown(status):
+        held = self.left.pop(stream, None)
+        left = just_left(status, previous, held)
+        if left is not None:
+            self.left[stream] = left
+        if previous is None or _shown(previous) != _shown(status) or left != held:
             self.dirty.add(stream)
         return self._finished_status(status, previous, heard, now)
 
@@ -325,7 +331,7 @@ class DashboardState:
         report stays in the finished list (`finished`), as the terminal view keeps it in its table of steps never
         done: the tile was the only place it was shown, so a supervisor who looked a quarter of an hour after the
         session ended never learned of a forgotten step."""
-        for kept in (self.streams, self.reports, self.heard, self.since, self.shown_state):
+        for kept in (self.streams, self.left, self.reports, self.heard, self.since, self.shown_state):
             kept.pop(stream, None)
         self.dirty.discard(stream)
         self.gone.append(stream)
@@ -482,7 +488,8 @@ class DashboardState:
         state = self.tile_state(stream_id, now, connected)
         if status is None or state is None:
             return None
-        shown = allowed_next(status)
+        left = self.left.get(stream_id)
+        shown = allowed_next(status, left)
         allowed = [{"step": step, "name": self.name(step), "probability": score}
                    for step, score in shown[:MAX_SHOWN_STEPS]]  # fmt: skip
         last = self.by_id.get(self.last_alert.get(stream_id, -1))
@@ -503,7 +510,7 @@ class DashboardState:
             "allowed": allowed,
             "allowed_more": max(0, len(shown) - MAX_SHOWN_STEPS),
             # every step left waits on the one under way: "after <it>", as in the terminal view, not "none"
-            "after": self.name(waiting_on(status)),
+            "after": self.name(waiting_on(status, left)),
             "alerts": status.alerts,
             "last_alert": None if last is None or last.alert.run != status.run else self._alert_brief(last),
             "never_done": never,

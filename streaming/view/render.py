@@ -195,8 +195,9 @@ def _likely_next(row: Status, state: ViewState) -> NameList | Text:
     """The allowed steps of a stream (`streaming.next_steps.allowed_next`, the rule the dashboard shares), each
     with its future-step probability when it has one; ``after <step now>`` when every step left waits on the one
     under way (a bare ``-`` read as "nothing can follow"); ``-`` for none (an ended stream)."""
-    shown = allowed_next(row)
-    if (under_way := waiting_on(row)) is not None:
+    left = state.left.get(row.stream_id)
+    shown = allowed_next(row, left)
+    if (under_way := waiting_on(row, left)) is not None:
         return _text(f"after {state.name(under_way)}")
     return _names_cell([_text(state.name(step)) for step, _ in shown], "first",
                        tuple(f" {score:.2f}" if score > 0 else "" for _, score in shown))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from graphs.task_graph import TaskGraph
 from streaming.checker.config import MAX_STREAMS
 from streaming.messages import Alert, CheckerHealth, Message, MissingSteps, Retraction, Status, StepEvent
+from streaming.next_steps import JustLeft, just_left
 from streaming.step_names import StepNames, named_steps
 from streaming.transport import FORGET_S, answering_start, gone_silent, let_go
 
@@ -36,6 +37,8 @@ class ViewState:
     names: dict[int, str] = field(default_factory=dict)
     # The latest `Status` per stream is the row itself: every field the table shows is on it.
     streams: dict[str, Status] = field(default_factory=dict)
+    # stream -> the step that has just stopped being under way, its key-step on its way (`streaming.next_steps`)
+    left: dict[str, JustLeft] = field(default_factory=dict)
     alerts: deque[tuple[float, Alert]] = field(default_factory=lambda: deque(maxlen=ALERT_LOG))
     events: deque[tuple[float, StepEvent]] = field(default_factory=lambda: deque(maxlen=EVENT_LOG))
     # stream id -> (its latest run, the alert ids seen in that run): alert ids restart with every
@@ -158,6 +161,9 @@ class ViewState:
                 self._drop(min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0)))
             self.streams[message.stream_id] = message
             self.status_heard[message.stream_id] = when
+            left = just_left(message, previous, self.left.pop(message.stream_id, None))
+            if left is not None:
+                self.left[message.stream_id] = left
             if message.stopped and (message.stream_id, message.run) not in self.stopped_runs:
                 self.stopped_runs[(message.stream_id, message.run)] = None
                 while len(self.stopped_runs) > MAX_VIEW_STREAMS:  # far more than the reports the view keeps
@@ -176,6 +182,7 @@ class ViewState:
         log, and a stream back in the same run (a detector whose link was down for 10 minutes, its last heartbeat
         reaching a restarted checker) has them sent again, which then showed each again as news."""
         row, heard = self.streams.pop(stream_id, None), self.status_heard.pop(stream_id, None)
+        self.left.pop(stream_id, None)
         if row is not None and row.ended and not row.lost:
             self.ended[stream_id] = (row.timestamp if heard is None else heard, row)
             while len(self.ended) > ENDED_LOG:

@@ -3,12 +3,19 @@ them, through a real checker to a real viewer (`tests.streaming.under_way`)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from rich.console import Console
+
 from streaming.messages import Status
+from streaming.view.render import render
+from streaming.view.state import ViewState, graph_names
+from tests.streaming.helpers import tea_graph
 from tests.streaming.under_way import BACKGROUND, frames, statuses_shown
 
 GET_CUP, FILL_KETTLE = 3, 1  # steps of the tea graph with no pre-condition
+BOIL_WATER = 2
 
 
 def first_done(statuses: list[Status], done: tuple[int, ...]) -> int:
@@ -35,3 +42,42 @@ def test_a_short_step_between_background_is_under_way_while_its_confirmation_wai
     assert FILL_KETTLE in [row.current for row in statuses[:done]], statuses[:done]
     assert statuses[done].current is None and statuses[-1].current is None  # once confirmed, background again
 
+
+def allowed_shown(statuses: list[Status]) -> list[tuple[Status, str]]:
+    """Each status with the "allowed next" cell the terminal view draws once it has taken it (in narrow lines)."""
+    state = ViewState(names=graph_names(tea_graph()))
+    shown = []
+    for row in statuses:
+        state.apply(row)
+        console = Console(width=50, record=True, file=io.StringIO(), color_system=None)
+        console.print(render(state))
+        [cell] = [line.split("next", 1)[1].strip() for line in console.export_text().splitlines()
+                  if line.startswith("  next ")]
+        shown.append((row, cell))
+    return shown
+
+
+def test_the_step_just_done_is_never_offered_as_next_while_its_key_step_is_on_its_way(tmp_path: Path) -> None:
+    # get_cup, then fill_kettle: once fill_kettle is stable the detector sends a heartbeat naming it, then get_cup's
+    # key-step. The checker's status after the heartbeat has get_cup neither under way nor done, so allowed: the
+    # view offered the step just done as the one to do next, for a moment.
+    statuses = statuses_shown(tmp_path, frames((GET_CUP, 8), (FILL_KETTLE, 8), (BACKGROUND, 8)))
+    shown = allowed_shown(statuses)
+    between = [(row, cell) for row, cell in shown if row.current == FILL_KETTLE and row.done == ()]
+    assert between and all(GET_CUP in row.allowed for row, _ in between)  # what the checker says then
+    # Not "-" either (nothing can follow): what comes next comes after get_cup, which is being confirmed.
+    assert [cell for _, cell in between] == ["after get_cup"] * len(between), between
+    after = next(cell for row, cell in shown if row.done == (GET_CUP,))
+    assert "get_cup" not in after and "add_teabag" in after  # done now, and what get_cup allows is next
+
+
+def test_a_short_run_that_turned_out_flicker_is_offered_again_at_the_next_heartbeat(tmp_path: Path) -> None:
+    # A short fill_kettle is under way while it may be a clean short step; a short boil_water right after it makes
+    # the two flicker, and no key-step comes. fill_kettle is held out of "allowed next" only until a later heartbeat.
+    statuses = statuses_shown(tmp_path, frames((BACKGROUND, 8), (FILL_KETTLE, 3), (BOIL_WATER, 3), (BACKGROUND, 12)))
+    shown = allowed_shown(statuses)
+    assert any(row.current == FILL_KETTLE for row, _ in shown)
+    assert all(row.done == () for row, _ in shown)  # never confirmed
+    left = next(i for i, (row, _) in enumerate(shown) if i and shown[i - 1][0].current == FILL_KETTLE)
+    assert "fill_kettle" not in shown[left][1]  # the heartbeat it left with: it may be confirmed
+    assert "fill_kettle" in shown[-1][1], shown[-1]  # a later heartbeat: it was not

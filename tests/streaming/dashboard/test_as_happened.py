@@ -10,11 +10,15 @@ import zmq
 
 pytest.importorskip("aiohttp", reason="the dashboard needs the 'dashboard' extra (aiohttp)")
 
+from streaming.dashboard.state import DashboardState  # noqa: E402
 from streaming.messages import encode  # noqa: E402
 from streaming.transport import Publisher, bind  # noqa: E402
 from tests.streaming.dashboard.serving import serving  # noqa: E402
 from tests.streaming.dashboard.test_state import status  # noqa: E402
-from tests.streaming.helpers import wait_for  # noqa: E402
+from tests.streaming.helpers import tea_graph, wait_for  # noqa: E402
+from tests.streaming.under_way import BACKGROUND, frames, statuses_shown  # noqa: E402
+
+GET_CUP, FILL_KETTLE = 3, 1
 
 
 def test_a_status_both_ended_and_lost_is_refused_and_counted_as_the_view_refuses_it(tmp_path: Path) -> None:
@@ -33,3 +37,22 @@ def test_a_status_both_ended_and_lost_is_refused_and_counted_as_the_view_refuses
             assert "status.lost is true while status.ended is true" in served.state()["link"]["last_error"]
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_tile_never_offers_the_step_just_done_as_next_while_its_key_step_is_on_its_way(tmp_path: Path) -> None:
+    # The checker's status after the heartbeat naming fill_kettle, just before get_cup's key-step, has get_cup
+    # neither under way nor done: the tile listed it as allowed next, for up to half a second (tiles go out twice a
+    # second, each from the newest status).
+    statuses = statuses_shown(tmp_path, frames((GET_CUP, 8), (FILL_KETTLE, 8), (BACKGROUND, 8)))
+    graph = tea_graph()
+    state = DashboardState(names=dict(zip(graph.step_ids, graph.step_names, strict=True)))
+    tiles = []
+    for row in statuses:
+        state.apply(row, 100.0)
+        tiles.append((row, state.tile_json("cam0", 100.0)))
+    between = [tile for row, tile in tiles if row.current == FILL_KETTLE and row.done == ()]
+    assert between and all(tile is not None and tile["current"] == "fill_kettle" for tile in between)
+    assert [[step["name"] for step in tile["allowed"]] for tile in between if tile] == [[]] * len(between)
+    assert [tile["after"] for tile in between if tile] == ["get_cup"] * len(between)  # not "none": see the view
+    after = next(tile for row, tile in tiles if row.done == (GET_CUP,))
+    assert after is not None and [step["name"] for step in after["allowed"]] == ["add_teabag"]

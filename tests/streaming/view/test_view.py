@@ -593,7 +593,9 @@ def test_allowed_next_leaves_out_the_step_being_done_and_an_ended_stream_has_non
     assert session.state.streams["cam0"].allowed == (BOIL, 4)  # the checker lists the step under way ...
     now, allowed = stream_row(draw(session.state))[1:4:2]
     assert (now, allowed) == ("boil_water", "add_teabag")  # ... the view does not: it is now, not next
-    session.heartbeat()  # nothing under way: both are next again
+    session.heartbeat()  # nothing under way, and no key-step of boil_water with the heartbeat it left with ...
+    assert stream_row(draw(session.state, width=200))[3] == "add_teabag"  # ... yet: it may be on its way
+    session.heartbeat()  # a later heartbeat, still without it: boil_water was not confirmed, both are next again
     assert stream_row(draw(session.state, width=200))[3] == "boil_water 1.00, add_teabag"
     session.confirm(BOIL, 8.0, 9.0)
     session.confirm(4, 9.5, 10.0)

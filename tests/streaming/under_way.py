@@ -47,15 +47,20 @@ def statuses_shown(tmp_path: Path, labels: Sequence[int]) -> list[Status]:
         assert wait_for(lambda: bool(received), 10.0, lambda: (events.heartbeat(None, 0, 0, FPS), take()))
         received.clear()
         before: int | None = None
+        sent = 0  # each heartbeat and key-step the checker applies brings one status
         for count, label in enumerate(labels, start=1):
             confirmed = [e for e in segmenter.update_events(label) if isinstance(e, SegmentEvent)]
             active = segmenter.active
             now = None if active is None else active[0]
             if confirmed or now != before:
                 events.heartbeat(now, count, 0, FPS)
+                sent += 1
             for seg in confirmed:
                 events.keystep(seg.step, str(seg.step), seg.start, seg.end, seg.confidence)
+                sent += 1
             before = now
+            # Frame by frame, as a detector's come: a burst of more than a poll's budget would be refused in part.
+            assert wait_for(lambda: len(received) >= sent, 10.0, take)
         events.heartbeat(before, len(labels) + 1, 0, FPS)
         assert wait_for(lambda: bool(received) and received[-1].frames == len(labels) + 1, 10.0, take)
         viewer.close()

@@ -60,7 +60,7 @@ def statuses_shown(tmp_path: Path, labels: Sequence[int]) -> list[Status]:
                 sent += 1
             before = now
             # Frame by frame, as a detector's come: a burst of more than a poll's budget would be refused in part.
-            assert wait_for(lambda: len(received) >= sent, 10.0, take)
+            assert wait_for(lambda n=sent: len(received) >= n, 10.0, take)  # n: this frame's count, bound now
         events.heartbeat(before, len(labels) + 1, 0, FPS)
         assert wait_for(lambda: bool(received) and received[-1].frames == len(labels) + 1, 10.0, take)
         viewer.close()

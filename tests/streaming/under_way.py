@@ -7,6 +7,7 @@ Import it as `from tests.streaming.under_way import ...`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import zmq
@@ -26,6 +27,10 @@ BACKGROUND = 0  # label 0 is background; label k > 0 is the tea graph's step k
 def frames(*runs: tuple[int, int]) -> list[int]:
     """Labels, run by run: ``(label, frames)``."""
     return [label for label, count in runs for _ in range(count)]
+
+
+def has_all(received: list[Status], count: int) -> bool:
+    return len(received) >= count
 
 
 def statuses_shown(tmp_path: Path, labels: Sequence[int]) -> list[Status]:
@@ -60,7 +65,7 @@ def statuses_shown(tmp_path: Path, labels: Sequence[int]) -> list[Status]:
                 sent += 1
             before = now
             # Frame by frame, as a detector's come: a burst of more than a poll's budget would be refused in part.
-            assert wait_for(lambda n=sent: len(received) >= n, 10.0, take)  # n: this frame's count, bound now
+            assert wait_for(partial(has_all, received, sent), 10.0, take)
         events.heartbeat(before, len(labels) + 1, 0, FPS)
         assert wait_for(lambda: bool(received) and received[-1].frames == len(labels) + 1, 10.0, take)
         viewer.close()

@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"tcp://127.0.0.1:{ports[1]}", "--stream-timeout", "2"],
                            r"detectors connect to (\S+), viewers to (\S+)")
     events, alerts = bound.group(1), bound.group(2)
-    dashboard, served = start(["dashboard", "--checker", alerts, "--demo", "--bind", f"127.0.0.1:{ports[2]}"],
+    dashboard, served = start(["dashboard", "--connect", alerts, "--demo", "--bind", f"127.0.0.1:{ports[2]}"],
                               r"serving (http://\S+)")
     master, slave = pty.openpty()  # the view draws only on a terminal: its redraws are what grows with its rows
     view = subprocess.Popen([*COMMAND, "view", "--connect", alerts, "--demo"], cwd=ROOT, stdin=slave, stdout=slave,

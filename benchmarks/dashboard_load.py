@@ -194,7 +194,7 @@ def start_dashboard(alerts: str) -> tuple[subprocess.Popen[str], str]:
         sys.path.insert(0, str(ROOT))
     from benchmarks.churn_soak import start
 
-    process, found = start(["dashboard", "--checker", alerts, "--demo", "--bind", "127.0.0.1:0"],
+    process, found = start(["dashboard", "--connect", alerts, "--demo", "--bind", "127.0.0.1:0"],
                            r"serving (http://\S+)", READY_TIMEOUT_S, subprocess.DEVNULL)
     return process, found.group(1)
 

@@ -2,8 +2,8 @@
 
 Usage::
 
-    stream-detect dashboard --checker tcp://127.0.0.1:5556 --graph tea.json            # http://127.0.0.1:8080/
-    stream-detect dashboard --checker tcp://checker-host:5556 --graph tea.json \\
+    stream-detect dashboard --connect tcp://127.0.0.1:5556 --graph tea.json            # http://127.0.0.1:8080/
+    stream-detect dashboard --connect tcp://checker-host:5556 --graph tea.json \\
         --curve-server keys/checker.key --curve-secret keys/clients/dashboard.key_secret \\
         --bind 0.0.0.0:8080 --token-file dashboard.token --alert-frames frames/
 
@@ -19,6 +19,8 @@ from typing import Any
 
 from graphs.common.errors import InputError
 from streaming.dashboard.access import DEFAULT_BIND
+
+DEFAULT_CONNECT = "tcp://127.0.0.1:5556"  # the checker's default --publish
 
 HELP = """A web page fed by a checker's published messages: one tile per stream (live, lost
 or ended; the step now, the steps allowed next with their probabilities, the last
@@ -42,8 +44,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     """
     p: argparse.ArgumentParser = sub.add_parser("dashboard", help="a web page of every stream and alert, live",
                                                 description=HELP)  # fmt: skip
-    p.add_argument("--checker", default="tcp://127.0.0.1:5556", metavar="ENDPOINT",
-                   help="the checker's --publish endpoint (default tcp://127.0.0.1:5556)")
+    p.add_argument("--connect", metavar="ENDPOINT",
+                   help=f"the checker's --publish endpoint, as the view's --connect (default {DEFAULT_CONNECT})")
+    # The option's first name, hidden: systemd units and scripts written before it was --connect keep working. It was
+    # renamed because `stream-detect run --checker` names the checker's kind, and the view and detector say --connect.
+    p.add_argument("--checker", dest="checker_alias", metavar="ENDPOINT", help=argparse.SUPPRESS)
     p.add_argument("--bind", default=DEFAULT_BIND, metavar="HOST:PORT",
                    help=f"where the page is served (default {DEFAULT_BIND}; a bare PORT: 127.0.0.1; port 0: a free "
                         "one); beyond loopback only with --token-file or --token")
@@ -78,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
     from streaming.service_log import ServiceLog
     from streaming.transport import check_endpoint
 
+    option, endpoint = checker_endpoint(args)
     log = ServiceLog("dashboard", args.log_format)
     require_aiohttp()
-    checker = check_endpoint(args.checker, "--checker", peer=True)
+    checker = check_endpoint(endpoint, option, peer=True)
     address = parse_bind(args.bind)
     token = load_token(args.token, args.token_file)
     check_exposure(address, token)
@@ -96,12 +102,28 @@ def run(args: argparse.Namespace) -> int:
     names, svg, steps = _graph(args, log.warning)
     source = f"--graph {args.graph}" if args.graph is not None else "the demo's task graph" if args.demo else ""
     config = DashboardConfig(checker, address, token, names, svg, steps, frames,
-                             client_curve(args.curve_server, args.curve_secret), source)  # fmt: skip
+                             client_curve(args.curve_server, args.curve_secret), source,
+                             checker_option=option)  # fmt: skip
 
     def ready(url: str) -> None:
         log(f"dashboard: serving {url} (checker {checker})", url=url, checker=checker)
 
     return run_dashboard(config, ready, warn=log.warning, say=log)
+
+
+def checker_endpoint(args: argparse.Namespace) -> tuple[str, str]:
+    """The checker's endpoint and the option it was given by (``--connect``, or its old name ``--checker``), so that
+    an error names the option the user typed.
+
+    Raises:
+        InputError: both given: which one was meant cannot be told.
+    """
+    if args.connect is not None and args.checker_alias is not None:
+        raise InputError("stream-detect dashboard: --checker and --connect both name the checker's endpoint "
+                         "(--checker is the old name of --connect): give --connect only")
+    if args.checker_alias is not None:
+        return "--checker", str(args.checker_alias)
+    return "--connect", str(args.connect or DEFAULT_CONNECT)
 
 
 def _graph(args: argparse.Namespace, warn: Callable[[str], None]

@@ -88,6 +88,7 @@ class CheckerFeed:
         curve: this dashboard's CURVE keys and the checker's public key; None: no CURVE.
         log: called with one line on a refused handshake (once per reason).
         clock: wall clock.
+        option: the option ``endpoint`` came from, named in errors.
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class CheckerFeed:
         curve: CurveClient | None = None,
         log: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
+        option: str = "--connect",
     ) -> None:
         self.endpoint = endpoint
         self.deliver = deliver
@@ -104,7 +106,7 @@ class CheckerFeed:
         self.log = log
         self.clock = clock
         self.ctx = zmq.Context()
-        sock, self._watch = connect_watched(self.ctx, zmq.SUB, endpoint, "--checker", VIEW_RECV_HWM, curve)
+        sock, self._watch = connect_watched(self.ctx, zmq.SUB, endpoint, option, VIEW_RECV_HWM, curve)
         self._sock = subscribe(sock, TOPICS)
         self._poller = zmq.Poller()
         self._poller.register(self._sock, zmq.POLLIN)

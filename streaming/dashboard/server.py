@@ -168,6 +168,7 @@ class DashboardConfig:
         alert_frames: folder of the detector's alert pictures (``--alert-frames``), or None.
         curve: this dashboard's CURVE keys and the checker's public key, or None.
         graph_source: where ``names`` came from, as the log names it (``--graph tea.json``; empty: none).
+        checker_option: the option ``checker`` was given by, named in errors (``--connect``, or its old name).
         request_timeout_s: `REQUEST_TIMEOUT_S`.
     """
 
@@ -180,6 +181,7 @@ class DashboardConfig:
     alert_frames: Path | None = None
     curve: CurveClient | None = None
     graph_source: str = ""
+    checker_option: str = "--connect"
     request_timeout_s: float = REQUEST_TIMEOUT_S
 
 
@@ -581,7 +583,7 @@ async def serve(
     def deliver(messages: Received) -> None:  # from the feed's thread
         loop.call_soon_threadsafe(hub.take, messages)
 
-    feed = CheckerFeed(hub.config.checker, deliver, hub.config.curve, log, hub.clock)
+    feed = CheckerFeed(hub.config.checker, deliver, hub.config.curve, log, hub.clock, hub.config.checker_option)
     hub.feed = feed
     stop = stop or asyncio.Event()
     try:

@@ -164,7 +164,7 @@ def test_the_demo_alert_reaches_every_open_page_in_time_as_text(
             started.append(checker)
             events, alerts = checker.wait_for_line(r"detectors connect to (\S+), viewers to (\S+)").groups()
             frames = tmp_path / "frames"
-            dashboard = Command("dashboard", "--checker", alerts, "--graph", str(hostile_graph(tmp_path)),
+            dashboard = Command("dashboard", "--connect", alerts, "--graph", str(hostile_graph(tmp_path)),
                                 "--bind", "127.0.0.1:0", "--token-file", str(token_file),
                                 "--alert-frames", str(frames))  # fmt: skip
             started.append(dashboard)

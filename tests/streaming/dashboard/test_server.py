@@ -545,7 +545,7 @@ def test_connections_held_open_until_file_handles_run_out_log_one_line_and_the_p
     def few_handles() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
-    dashboard = subprocess.Popen([*STREAM_DETECT, "dashboard", "--checker", f"tcp://127.0.0.1:{checker}", "--demo",
+    dashboard = subprocess.Popen([*STREAM_DETECT, "dashboard", "--connect", f"tcp://127.0.0.1:{checker}", "--demo",
                                   "--bind", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  text=True, preexec_fn=few_handles)
     lines: list[str] = []

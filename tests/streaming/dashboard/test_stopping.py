@@ -31,7 +31,7 @@ SERVING = re.compile(r"dashboard: serving (http://127\.0\.0\.1:\d+/)")
 def started_dashboard() -> tuple[subprocess.Popen[str], str]:
     """`stream-detect dashboard` on a free loopback port (no checker needed); the process and its page's address."""
     process = subprocess.Popen(
-        [*STREAM_DETECT, "dashboard", "--demo", "--checker", "tcp://127.0.0.1:9", "--bind", "127.0.0.1:0"],
+        [*STREAM_DETECT, "dashboard", "--demo", "--connect", "tcp://127.0.0.1:9", "--bind", "127.0.0.1:0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, restore_signals=True,
         # As from a terminal: under nohup the suite's SIGHUP is ignored, and the dashboard keeps it ignored.

@@ -78,9 +78,10 @@ MAX_TEXT: Final = MAX_NAME  # characters in a free-text field (step names), as t
 MAX_COUNT: Final = 2**53 - 1  # counters and seq: exact in every JSON reader (a double holds integers up to 2^53)
 # The longest topic read: "<kind>/<stream id>" is at most 10 + 1 + 64 bytes; a longer one is refused before its payload.
 MAX_TOPIC_BYTES: Final = 128
-STREAM_ID_RULE: Final = "1-64 characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for error messages
+MAX_STREAM_ID: Final = 64  # characters of a stream id
+STREAM_ID_RULE: Final = f"1-{MAX_STREAM_ID} characters from [A-Za-z0-9_.:-]"  # what `is_stream_id` accepts, for errors
 CHECKER_STREAM: Final = "checker"  # the stream_id of the checker's own `CheckerHealth` messages
-_STREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+_STREAM_ID = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_STREAM_ID}}}")
 # Which procedure-question rule gave a message's scores (`graphs.procedure_queries.ProcedureQueries.rule`).
 RULES: Final = ("weighted", "binary")
 # Per-stage latencies (`Heartbeat`, `Status`, each declared `Latency`), in milliseconds: 0..MAX_LATENCY_MS.

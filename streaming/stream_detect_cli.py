@@ -139,11 +139,12 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help=VIDEO_HELP + "; repeat it for several sources, read and batched by this one process")
         p.add_argument("--stream-id", action="append", metavar="ID", type=stream_id_option,
                        help="name of each stream on the wire, one per --video (or --features) in the same order "
-                            "(default cam0, cam1, ...)")
+                            "(default cam0, cam1, ...; with --features each file's name: run1.npy is run1)")
     else:
         p.add_argument("--video", help=VIDEO_HELP)
-        p.add_argument("--stream-id", default="cam0", type=stream_id_option,
-                       help="name of this stream on the wire (default cam0)")
+        p.add_argument("--stream-id", type=stream_id_option,
+                       help="name of this stream on the wire (default cam0; with --features the file's name: "
+                            "run1.npy is run1)")
     p.add_argument("--features", action="append" if many else "store", metavar="FILE.npy",
                    help="a recording's own features instead of --video: a T x D .npy file replayed one vector at a "
                         "time at the detector's rate (real time, or --fast)" + ("; repeat it for several" if many
@@ -689,7 +690,10 @@ def _run(args: argparse.Namespace) -> int:
 
     webhook = WebhookConfig(args.webhook) if args.webhook is not None else None  # refused before anything starts
     checker, own = _checker_config(args, own_client=True)
-    detector = DetectorConfig(stream_id=args.stream_id, threads=args.threads, alert_on=args.alert_on,
+    from streaming.detector.loading import stream_ids_for
+
+    stream_id = stream_ids_for([args.video], [args.stream_id] if args.stream_id else ())[0]
+    detector = DetectorConfig(stream_id=stream_id, threads=args.threads, alert_on=args.alert_on,
                               segmenter=_overrides(args), once=args.once, curve=own,  # connects where the checker binds
                               default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,

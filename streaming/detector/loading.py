@@ -4,9 +4,11 @@ segmenter settings a stream runs with, the stream ids, and every video opened (`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Final
 
 import torch
 
@@ -24,7 +26,7 @@ from streaming.detector.config import StreamSource
 from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.feature_files import FeatureFileReader, is_feature_file, load_detector_for_features
-from streaming.messages import STREAM_ID_RULE, is_stream_id
+from streaming.messages import MAX_STREAM_ID, STREAM_ID_RULE, is_stream_id
 from streaming.readers import VideoReader, open_reader, source_identity
 
 
@@ -278,12 +280,59 @@ class OpenedStream:
     reader: VideoReader
 
 
+NOT_IN_A_STREAM_ID: Final = re.compile(r"[^A-Za-z0-9_.:\-]")  # what `STREAM_ID_RULE` leaves out
+UNNAMED_DEFAULTS: Final = "cam0, cam1, ..."  # the streams of sources that name none: cameras, URLs, videos, the demo
+
+
+def file_stream_ids(paths: Sequence[str]) -> tuple[str, ...]:
+    """The stream ids of feature files named by nothing else: each file's name without ``.npy`` (``run1.npy``:
+    ``run1``), so that the view, the dashboard and the checker's log name the recording, not its place on the command
+    line.
+
+    A character a stream id cannot hold (`STREAM_ID_RULE`: a space, an accented letter) becomes ``_``, and a name too
+    long is cut to `MAX_STREAM_ID` characters. Two files of one name (``a/run1.npy``, ``b/run1.npy``) keep it for
+    the first and number the others in command-line order: ``run1``, ``run1-2``, ``run1-3``, a number another file's
+    own name does not already take.
+
+    Args:
+        paths: the feature files, in command-line order.
+
+    Returns:
+        One stream id per file, all different.
+    """
+    names = [NOT_IN_A_STREAM_ID.sub("_", Path(path).stem)[:MAX_STREAM_ID] or "_" for path in paths]
+    taken = set(names)  # a file's own name is never given to another file as a numbered copy
+    ids: list[str] = []
+    for name in names:
+        if name not in ids:
+            ids.append(name)
+            continue
+        copy = 2
+        while True:
+            suffix = f"-{copy}"
+            candidate = name[: MAX_STREAM_ID - len(suffix)] + suffix
+            if candidate not in taken and candidate not in ids:
+                break
+            copy += 1
+        ids.append(candidate)
+    return tuple(ids)
+
+
+def default_stream_ids(videos: Sequence[str]) -> tuple[str, ...]:
+    """The stream ids of sources given no ``--stream-id``: feature files' own names (`file_stream_ids`), any other
+    source ``cam0``, ``cam1``, ... in order (a camera, a URL or the demo has no name of its own worth showing)."""
+    if videos and all(is_feature_file(video) for video in videos):
+        return file_stream_ids(videos)
+    return tuple(f"cam{k}" for k in range(len(videos)))
+
+
 def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = (), option: str = "--video") -> tuple[str, ...]:
     """Each ``--video`` source's stream id, checked: one source per stream, one stream per source.
 
     Args:
         videos: the ``--video`` values, in order.
-        stream_ids: the ``--stream-id`` values, one per video in the same order; none: ``cam0``, ``cam1``, ...
+        stream_ids: the ``--stream-id`` values, one per video in the same order; none: `default_stream_ids` (each
+            feature file's name; ``cam0``, ``cam1``, ... for other sources).
         option: the option that gave the sources, for the messages (``--features`` for feature files).
 
     Returns:
@@ -293,11 +342,12 @@ def stream_ids_for(videos: Sequence[str], stream_ids: Sequence[str] = (), option
         InputError: a count that differs from the videos', an id that is not a stream id, two sources with one id,
             or one source given twice (the same file, camera, URL or demo video).
     """
-    ids = tuple(stream_ids) or tuple(f"cam{k}" for k in range(len(videos)))
+    ids = tuple(stream_ids) or default_stream_ids(videos)
     if len(ids) != len(videos):
         given = "once" if len(ids) == 1 else f"{len(ids)} times"
+        unnamed = "each file's name" if option == "--features" else UNNAMED_DEFAULTS
         raise InputError(f"--stream-id is given {given} for {len(videos)} {option} sources: give one per "
-                         f"{option}, in the same order (or none: cam0, cam1, ...)")
+                         f"{option}, in the same order (or none: {unnamed})")
     seen_ids: dict[str, str] = {}
     seen_sources: dict[tuple[str, object], str] = {}
     for video, sid in zip(videos, ids, strict=True):

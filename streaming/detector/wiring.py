@@ -60,8 +60,8 @@ class PipelineConfig:
         sources: the videos (their graph, detector, backbone and device are the first one's).
         detector: endpoint, threads, limits and settings every stream shares (``stream_id``: the stream's, when
             there is one source and no ``stream_ids``).
-        stream_ids: each source's stream id; empty: ``detector.stream_id`` for one source, ``cam0``, ``cam1``, ...
-            for several.
+        stream_ids: each source's stream id; empty: ``detector.stream_id`` for one source, for several
+            `streaming.detector.loading.default_stream_ids` (feature files' own names, else ``cam0``, ``cam1``, ...).
         publish: connect to the checker at ``detector.connect`` and publish there (False: only the sinks the caller
             hands in, as ``eval`` does).
         alert_frames: the ``--alert-frames`` folder (None: none written).

@@ -27,6 +27,7 @@ from recognition.checkpoint import load_detector
 from recognition.recognition_train_cli import main as train_main
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
+from streaming.detector.loading import file_stream_ids
 from streaming.extractors import EXTRACTOR_NAMES
 from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, annotated_feature_files, is_feature_file
 from streaming.offline.features_cli import main as features_main
@@ -278,7 +279,7 @@ def test_a_live_detector_whose_output_goes_non_finite_part_way_ends_no_session(
         with pytest.raises(SystemExit) as exit_info:
             stream_detect(["detector", "--features", str(tmp_path / "far.npy"), "--graph", str(trained / "graph.json"),
                            "--detector", str(tmp_path / "no_rates.pt"), "--fast", "--connect", service.events_endpoint])
-        assert wait_for(lambda: any(line.startswith("checker: cam0 ") and (" lost (" in line or " ended (" in line)
+        assert wait_for(lambda: any(line.startswith("checker: far ") and (" lost (" in line or " ended (" in line)
                                     for line in log), 10.0)
     finally:
         stop.set()
@@ -289,9 +290,9 @@ def test_a_live_detector_whose_output_goes_non_finite_part_way_ends_no_session(
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert errors == [err.splitlines()[-1]], err
     assert errors[0].startswith(f"error: {tmp_path / 'far.npy'}: segmenter: frame 24 has empty or non-finite"), err
-    said = [line for line in log if line.startswith("checker: cam0 ")]
+    said = [line for line in log if line.startswith("checker: far ")]
     assert not [line for line in said if " ended (" in line or " stopped (" in line], said
-    assert any(line.startswith("checker: cam0 lost (") for line in said), said
+    assert any(line.startswith("checker: far lost (") for line in said), said
 
 
 def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained: Path,
@@ -523,6 +524,64 @@ def test_a_feature_file_is_a_live_source_and_its_mistake_alerts(trained: Path,
     assert [m["step"] for m in lines if m["kind"] == "alert"] == [1]  # take_part before open_box
     # Video time is the file's: the alert's step started 3 s in (row 3 at one vector a second).
     assert [m["start"] for m in lines if m["kind"] == "step"][0] == 3.0
+
+
+@pytest.mark.parametrize(("named", "stream"), [([], "test_wrong"), (["--stream-id", "kitchen"], "kitchen")])
+def test_a_live_feature_file_is_the_stream_of_its_name_unless_one_is_given(
+        trained: Path, capsys: pytest.CaptureFixture[str], named: list[str], stream: str) -> None:
+    # Every feature file was stream cam0, as a camera is: the view and the checker's log named no recording.
+    assert stream_detect(["--features", str(trained / "npy" / "test_wrong.npy"), "--graph", str(trained / "graph.json"),
+                          "--detector", str(trained / "detector.pt"), "--fast", "--jsonl", "--checker", "binary",
+                          *named]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert {m["stream_id"] for m in lines if m["kind"] in ("step", "alert", "status")} == {stream}
+
+
+def test_a_detector_names_each_feature_files_stream_after_it_numbering_a_name_given_twice(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two recordings of one name from two folders (two days' run1.npy): cam0 and cam1 said neither which was which.
+    for day in ("monday", "tuesday"):
+        (tmp_path / day).mkdir()
+        shutil.copy(trained / "npy" / "test_ok.npy", tmp_path / day / "run1.npy")
+    log: list[str] = []
+    ctx = zmq.Context()
+    service = CheckerService(load_graph(str(trained / "graph.json")),
+                             CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx,
+                             log=lambda line, *_args, **_fields: log.append(line))
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert stream_detect(["detector", "--features", str(tmp_path / "monday" / "run1.npy"), "--features",
+                              str(tmp_path / "tuesday" / "run1.npy"), "--graph", str(trained / "graph.json"),
+                              "--detector", str(trained / "detector.pt"), "--fast", "--connect",
+                              service.events_endpoint]) == 0
+        assert wait_for(lambda: {"run1", "run1-2"} <= {line.split()[1] for line in log
+                                                       if line.startswith("checker: ") and " ended (" in line}, 10), log
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    err = capsys.readouterr().err
+    assert "detector: 2 streams (run1, run1-2) publishing to" in err, err
+
+
+def test_feature_files_streams_are_their_names_made_stream_ids() -> None:
+    assert file_stream_ids(["a/run1.npy", "b/run1.npy", "c/run1-2.npy", "d/run1.npy"]) == (
+        "run1", "run1-3", "run1-2", "run1-4")  # a file's own name is never given to another as a numbered copy
+    assert file_stream_ids(["day 1/café run.npy"]) == ("caf__run",)  # what a stream id cannot hold becomes _
+    long = "r" * 70
+    assert file_stream_ids([f"a/{long}.npy", f"b/{long}.npy"]) == ("r" * 64, "r" * 62 + "-2")
+
+
+@pytest.mark.parametrize("given", [1, 3])
+def test_a_stream_id_count_that_is_not_the_feature_files_says_their_names_are_the_default(
+        trained: Path, capsys: pytest.CaptureFixture[str], given: int) -> None:
+    ok, wrong = str(trained / "npy" / "test_ok.npy"), str(trained / "npy" / "test_wrong.npy")
+    ids = [arg for k in range(given) for arg in ("--stream-id", f"s{k}")]
+    line = cli_error(stream_detect, ["detector", "--features", ok, "--features", wrong, *ids, "--detector",
+                                     str(trained / "detector.pt"), "--graph", str(trained / "graph.json")], capsys)
+    assert line.endswith("give one per --features, in the same order (or none: each file's name)"), line
 
 
 def test_the_status_after_each_step_counts_the_vectors_up_to_it_even_at_the_files_end(

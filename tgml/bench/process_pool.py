@@ -3,6 +3,10 @@
 Each job trains with one torch thread (`tgml.learners.do.train` pins it), so one process per core uses the machine; a
 job's result depends only on its arguments, so the figures are the same whatever the number of workers.
 
+A job may say what it is doing (`report_progress`): on a terminal each job under way gets a row of its own below the
+bar, its phase and, where the job counts it, how far through that phase it is, since a bar of jobs stands still for as
+long as the first jobs take (minutes of training).
+
 The parent alone decides when the run stops: workers ignore SIGINT (a Ctrl-C reaches the whole process group, and
 each worker would print its own traceback), and an interrupted parent (SIGINT or SIGTERM) ends its workers at once
 instead of waiting for the jobs they run.
@@ -15,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from graphs.common.interrupts import signals_deferred
 
@@ -32,6 +36,67 @@ def worker_count(requested: int, jobs: int) -> int:
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+REPORT_EVERY_S: Final = 0.25  # a job's count is sent at most this often (a new phase at once): the rows redraw as often
+Report = tuple[int, str, float | None, float | None]  # (job index, phase, done, total) for `run_jobs`' rows
+_report: Callable[[Report], None] | None = None  # where this process's job reports go (None: nothing shows them)
+_job: int | None = None  # the index of the job this process runs
+_last: tuple[str, float] = ("", 0.0)  # the phase last sent, and when
+
+
+def report_progress(phase: str, done: float | None = None, total: float | None = None) -> None:
+    """Say what the job under way is doing, for its row below `run_jobs`' bar: ``phase`` (``training its detector``)
+    and, where it counts, how much of it is ``done`` of ``total``. Nothing where no bar shows it (``progress`` off, no
+    terminal, or outside `run_jobs`). Cheap enough to call once per training batch: a count is sent at most every
+    `REPORT_EVERY_S`, a new phase at once."""
+    global _last
+    if _report is None or _job is None:
+        return
+    now = time.monotonic()
+    if phase == _last[0] and now - _last[1] < REPORT_EVERY_S and (done is None or done != total):
+        return
+    _last = (phase, now)
+    _report((_job, phase, done, total))
+
+
+def reported_bar(phase: str) -> Any:
+    """What to hand a trainer as its progress bar (`recognition.train.train_detector`'s ``progress``) so that its
+    count of batches shows on the job's row as ``phase``: a rich ``Progress`` that draws nothing itself; False where
+    no row shows reports, the trainer's own choice for no bar."""
+    if _report is None or _job is None:
+        return False
+    from rich.progress import Progress
+
+    class Reported(Progress):
+        def update(self, *args: Any, **kwargs: Any) -> None:
+            super().update(*args, **kwargs)
+            task_id = args[0] if args else kwargs["task_id"]
+            task = next(t for t in self.tasks if t.id == task_id)
+            report_progress(phase, task.completed, task.total)
+
+    return Reported(disable=True)
+
+
+def _start_worker(reports: Any) -> None:
+    """A worker's initializer: SIGINT ignored (`_ignore_sigint`), and its jobs' reports put on ``reports`` (a
+    multiprocessing queue the parent reads; None: no rows are shown)."""
+    global _report
+    _ignore_sigint()
+    if reports is not None:
+        # A worker that ends must not wait for the parent to read its last reports: a lost one is only a row's redraw.
+        reports.cancel_join_thread()
+        _report = reports.put
+
+
+def _reported_job(job: Callable[..., R], index: int, args: tuple[Any, ...]) -> R:
+    """``job(*args)`` with its reports marked as job ``index``'s (a worker runs one job at a time)."""
+    global _job, _last
+    _job, _last = index, ("", 0.0)
+    try:
+        return job(*args)
+    finally:
+        _job = None
 
 
 # multiprocessing's resource tracker, a process of its own started with the pool, outlives the run by a moment: when
@@ -62,7 +127,8 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def run_jobs(
-    job: Callable[..., R], arguments: Sequence[tuple[Any, ...]], workers: int, label: str, progress: bool = True
+    job: Callable[..., R], arguments: Sequence[tuple[Any, ...]], workers: int, label: str, progress: bool = True,
+    names: Sequence[str] | None = None,
 ) -> list[R]:
     """Run ``job(*args)`` for every ``args`` of ``arguments``, in worker processes when more than one is asked for.
 
@@ -72,58 +138,114 @@ def run_jobs(
             at the end.
         workers: processes (0 = one per core); 1 runs the jobs here, one after the other.
         label: what the progress bar says.
-        progress: show a rich progress bar on stderr; where stderr is no terminal (a log file, ``nohup``), where
-            rich draws nothing until the end, one plain line per finished job instead.
+        progress: show a rich progress bar on stderr, with a row per job under way saying what it reports
+            (`report_progress`); where stderr is no terminal (a log file, ``nohup``), where rich draws nothing until
+            the end, one plain line per finished job instead.
+        names: each job's name on its row (``pinwheels fold 0``); None: ``job 1``, ``job 2``, ...
 
     Returns:
         The results, in the order of ``arguments``.
     """
+    global _report
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
-    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     processes = worker_count(workers, len(arguments))
     console = Console(stderr=True)
     plain = progress and not console.is_terminal
+    rows_shown = progress and not plain
     started = time.monotonic()
-    with Progress(*columns, disable=not progress or plain, transient=True, console=console) as bar:
-        task = bar.add_task(label, total=len(arguments))
+    # The jobs' bar counts jobs (3/18), a job's row the share of its phase done (nothing where it counts none).
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+    with Progress(*columns, disable=not rows_shown, transient=True, console=console) as bar:
+        task = bar.add_task(label, total=len(arguments), count=f"0/{len(arguments)}")
+        rows: dict[int, tuple[TaskID, str]] = {}  # job index -> its row and the phase it shows
+        finished: set[int] = set()
 
-        def advance() -> None:
+        def show(report: Report) -> None:
+            index, phase, count, total = report
+            if index in finished:  # a report that came after its job's result: no row to bring back
+                return
+            share = "" if not total else f"{100 * (count or 0) / total:3.0f}%"
+            row = rows.get(index)
+            if row is not None and row[1] == phase:
+                bar.update(row[0], completed=count or 0, total=total, count=share)
+                return
+            if row is not None:  # a new phase: a new row, whose elapsed time is the phase's
+                bar.remove_task(row[0])
+            name = escape(names[index]) if names is not None else f"job {index + 1}"
+            row_id = bar.add_task(f"  {name}: {escape(phase)}", total=total, completed=int(count or 0), count=share)
+            rows[index] = (row_id, phase)
+
+        def advance(index: int) -> None:
+            finished.add(index)
+            row = rows.pop(index, None)
+            if row is not None:
+                bar.remove_task(row[0])
             bar.advance(task)
+            count = int(bar.tasks[0].completed)
+            bar.update(task, count=f"{count}/{len(arguments)}")
             if plain:
-                finished = int(bar.tasks[0].completed)
-                print(f"{Text.from_markup(label).plain}: {finished}/{len(arguments)} done, "
+                print(f"{Text.from_markup(label).plain}: {count}/{len(arguments)} done, "
                       f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
         if processes == 1:
-            results = []
-            for args in arguments:
-                results.append(job(*args))
-                advance()
-            return results
+            _report = show if rows_shown else None
+            try:
+                results = []
+                for index, args in enumerate(arguments):
+                    results.append(_reported_job(job, index, args))
+                    advance(index)
+                return results
+            finally:
+                _report = None
         # A fresh interpreter per worker ("spawn"): forking a parent whose torch thread pool already runs can hang.
         context = multiprocessing.get_context("spawn")
         _quiet_resource_tracker()
-        with ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint) as pool:
-            done: dict[int, R] = {}
-            try:
-                # The first submit starts the workers; a worker cut off while it starts prints a traceback of its
-                # own, so a signal waits until they are all started, then ends them (below).
-                with signals_deferred():
-                    futures = {pool.submit(job, *args): k for k, args in enumerate(arguments)}
-                for future in as_completed(futures):
-                    done[futures[future]] = future.result()
-                    advance()
-            except KeyboardInterrupt:  # SIGINT or SIGTERM: the jobs under way are lost anyway, end them now
-                _end_workers(pool)
-                pool.shutdown(cancel_futures=True)
-                raise
-            except BaseException:  # a failed job: do not wait for the jobs not started yet
-                pool.shutdown(cancel_futures=True)
-                raise
+        reports = context.Queue() if rows_shown else None
+        try:
+            with ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker,
+                                     initargs=(reports,)) as pool:
+                done: dict[int, R] = {}
+                try:
+                    # The first submit starts the workers; a worker cut off while it starts prints a traceback of
+                    # its own, so a signal waits until they are all started, then ends them (below).
+                    with signals_deferred():
+                        futures = {pool.submit(_reported_job, job, k, args): k for k, args in enumerate(arguments)}
+                    pending = set(futures)
+                    while pending:
+                        # Without rows nothing but a result needs the loop: it waits for one, as it always did.
+                        ready, pending = wait(pending, REPORT_EVERY_S if reports is not None else None,
+                                              FIRST_COMPLETED)
+                        for future in ready:
+                            done[futures[future]] = future.result()
+                            advance(futures[future])
+                        _show_reports(reports, show)
+                except KeyboardInterrupt:  # SIGINT or SIGTERM: the jobs under way are lost anyway, end them now
+                    _end_workers(pool)
+                    pool.shutdown(cancel_futures=True)
+                    raise
+                except BaseException:  # a failed job: do not wait for the jobs not started yet
+                    pool.shutdown(cancel_futures=True)
+                    raise
+        finally:
+            if reports is not None:
+                reports.close()
     return [done[k] for k in range(len(arguments))]
+
+
+def _show_reports(reports: Any, show: Callable[[Report], None]) -> None:
+    """Hand every report the workers have put on ``reports`` so far to ``show`` (None: no queue)."""
+    import queue
+
+    while reports is not None:
+        try:
+            show(reports.get_nowait())
+        except queue.Empty:
+            return
+

@@ -3,6 +3,14 @@ fails the run."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from graphs.postprocess import scaled_threshold_steps
@@ -57,3 +65,48 @@ def test_the_resource_trackers_cleanup_warnings_never_follow_the_runs_last_line(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "[6, 24, 7, 8]\n")
     assert done.stderr == ""
+
+
+REPORTING_SCRIPT = '''
+import sys
+import time
+from pathlib import Path
+
+from tgml.bench.process_pool import report_progress, run_jobs
+
+
+def job(name: str, go: str) -> str:
+    report_progress("training its detector", 1, 4)
+    while not Path(go).exists():  # held until the test has seen the row drawn
+        time.sleep(0.01)
+    return name
+
+
+if __name__ == "__main__":
+    print(run_jobs(job, [("a", sys.argv[1]), ("b", sys.argv[1])], workers=2, label="folds", names=["kit fold 0",
+                                                                                                   "kit fold 1"]))
+'''
+
+
+def test_what_a_job_in_a_worker_reports_is_drawn_as_its_own_row_under_the_bar(tmp_path: Path) -> None:
+    # The bar counts finished jobs only: bench-live's stood at 0/18 for the two minutes its first folds trained.
+    script, go = tmp_path / "reporting.py", tmp_path / "go"
+    script.write_text(REPORTING_SCRIPT)
+    master, slave = pty.openpty()
+    run = subprocess.Popen([sys.executable, str(script), str(go)], stdin=slave, stdout=subprocess.PIPE, stderr=slave,
+                           env={k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
+                           | {"COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    drawn = b""
+    try:
+        deadline = time.monotonic() + 120
+        while not all(row in drawn for row in (b"kit fold 0: training its detector", b"kit fold 1: training")) \
+                and time.monotonic() < deadline and run.poll() is None:
+            if select.select([master], [], [], 1.0)[0]:
+                drawn += os.read(master, 65536)
+        go.touch()
+        out, _ = run.communicate(timeout=120)
+    finally:
+        os.close(master)
+    assert b"kit fold 0: training its detector" in drawn and b"25%" in drawn, drawn[-2000:]
+    assert (run.returncode, out) == (0, b"['a', 'b']\n")

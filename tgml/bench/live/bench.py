@@ -86,7 +86,7 @@ from tgml.bench.live.selection import (
     objective,
     pool_indices,
 )
-from tgml.bench.process_pool import run_jobs
+from tgml.bench.process_pool import report_progress, run_jobs
 from tgml.learners.registry import DEFAULT_LEARNER
 
 # 2 (2026-11-30): ``settings.live_graph`` became ``settings.live_graphs`` and ``settings.checkers``; ``chosen`` gained
@@ -395,7 +395,8 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                   plan_fold(recipe, recordings, fold_of, fold, learnable, config))
                  for fold in range(config.folds)]
     jobs.sort(key=lambda job: -sum(len(r.labels) for r in job[1]))  # the longest first: no worker idles at the end
-    done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress)
+    done = run_jobs(fold_job, jobs, config.workers, "[bold]bench-live: folds (train, then the live chain)", progress,
+                    names=[f"{job[0].scenario} fold {job[3]}" for job in jobs])
     validation = [v for outcome in done for v in outcome.validation]
     options = config.candidates()
     replays = ReplayTable(validation, options)
@@ -547,6 +548,7 @@ def fold_job(
         # Key-steps' usual durations on the same recordings (background keeps the variant's common length).
         durations = np.where([s is None for s in classes], np.nan, class_durations(labels, len(classes), FPS))
         for index, variant in enumerate(config.variants):
+            report_progress("the live chain's segmenter settings on its recordings", index, len(config.variants))
             segmenter = variant.config(settings.segmenter, durations)
             weight = variant.prior_weight
             width = None if variant.done_state else len(classes)  # without done states: the class probabilities only

@@ -21,6 +21,7 @@ from recognition.model import MiniROAD
 from recognition.segmenter import SegmenterConfig
 from recognition.train import DetectorTrainConfig, train_detector
 from tgml.bench.live.recordings import FPS, LiveRecording, Recipe
+from tgml.bench.process_pool import reported_bar
 
 EXTRACTOR: Final = "perception"  # what captaincook4d-pe's features are (DERIVATION.md); recorded, never checked
 
@@ -119,7 +120,7 @@ def train_fold_detector(
     root = train[0].path.parent
     data = FeatureDataset(root, tuple(video(r, classes) for r in train), tuple(video(r, classes) for r in test),
                           recipe.class_names, recipe.class_step_ids, EXTRACTOR, FPS, recipe.scenario)
-    outcome = train_detector(data, settings.train, progress=False)
+    outcome = train_detector(data, settings.train, progress=reported_bar("training its detector"))
     return FoldDetector(outcome.model, calibrate(recipe, outcome.validation, settings), outcome.kept_epoch,
                         tuple(outcome.validation), dict(outcome.validation))
 

@@ -20,6 +20,7 @@ from tgml.bench.live.chain import stepper_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, train_fold_detector
 from tgml.bench.live.observed import observed_graphs
 from tgml.bench.live.recordings import LiveRecording, Recipe
+from tgml.bench.process_pool import report_progress
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 
@@ -49,10 +50,12 @@ def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecord
                settings: LiveDetectorSettings, seed: int) -> TrainedFold:
     """Learn the fold's graphs, train its detector and run its live stepper over the test and validation recordings
     (what `tgml.bench.live.cache` keeps)."""
+    report_progress("learning its graph")
     graph = learn_graph(annotations, recipe, test, seed)
     detector = train_fold_detector(recipe, train, test, settings)
     stepper = FastStepper(detector.model)
     held = [r for r in train if r.recording_id in detector.validation]
+    report_progress("learning its validation graph, its detector over its recordings")
     val_graph = learn_graph(annotations, recipe, [*test, *held], seed)
     return TrainedFold(graph.to_dict(), val_graph.to_dict(), detector.kept_epoch, detector.validation_outputs,
                        {r.recording_id: stepper_outputs(stepper, r.features) for r in test},

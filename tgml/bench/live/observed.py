@@ -37,6 +37,7 @@ from recognition.train import train_detector
 from tgml.bench.live.chain import segment_outputs, stepper_outputs
 from tgml.bench.live.detector import EXTRACTOR, LiveDetectorSettings, video
 from tgml.bench.live.recordings import FPS, LiveRecording, Recipe
+from tgml.bench.process_pool import reported_bar
 from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 INNER_FOLDS: Final = 2  # halves of the fitting recordings: each recognised by a detector trained on the other
@@ -75,7 +76,8 @@ def inner_sequences(recipe: Recipe, fitting: Sequence[LiveRecording], settings: 
         data = FeatureDataset(rest[0].path.parent, tuple(video(r, classes) for r in rest),
                               tuple(video(r, classes) for r in held), recipe.class_names, recipe.class_step_ids,
                               EXTRACTOR, FPS, recipe.scenario)
-        stepper = FastStepper(train_detector(data, train, progress=False).model)
+        bar = reported_bar(f"observed pre-conditions: training detector {k + 1} of {INNER_FOLDS}")
+        stepper = FastStepper(train_detector(data, train, progress=bar).model)
         out |= {r.recording_id: recognised_sequence(stepper_outputs(stepper, r.features), recipe.class_step_ids,
                                                     settings.segmenter) for r in held}
     return out

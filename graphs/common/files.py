@@ -303,8 +303,7 @@ def read_json(path: str | Path, what: str = "file") -> Any:
     except RecursionError:
         raise InputError(f"{path}: invalid JSON: arrays or objects nested too deeply") from None
     except ValueError as err:  # an integer of thousands of digits
-        detail = "an integer of thousands of digits" if "digits" in str(err) else str(err).splitlines()[0][:160]
-        raise InputError(f"{path}: invalid JSON: {detail}") from None
+        raise InputError(f"{path}: invalid JSON: {_too_long_number(err)}") from None
     if refused:
         raise InputError(f"{path}: invalid JSON: {refused[0].reason} (at {_json_field(value, refused[0])})")
     return value
@@ -354,6 +353,8 @@ def read_toml(path: str | Path, what: str = "config file", hint: str = "") -> di
         raise InputError(f"{path}: invalid TOML: {err}") from None
     except RecursionError:  # 50,000 nested arrays: the parser recurses once per level
         raise InputError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
+    except ValueError as err:  # an integer past Python's 4300-digit conversion limit (tomllib lets it through)
+        raise InputError(f"{path}: invalid TOML: {_too_long_number(err)}") from None
 
 
 def read_yaml(path: str | Path, what: str = "config file") -> Any:
@@ -379,6 +380,13 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         raise InputError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
     except RecursionError:  # 50,000 nested lists: the composer recurses once per level
         raise InputError(f"{path}: invalid YAML: lists or mappings nested too deeply") from None
+    except ValueError as err:  # an integer past Python's 4300-digit conversion limit
+        raise InputError(f"{path}: invalid YAML: {_too_long_number(err)}") from None
+
+
+def _too_long_number(err: ValueError) -> str:
+    """What a parser's ValueError says about the file, in its words (an integer of thousands of digits)."""
+    return "an integer of thousands of digits" if "digits" in str(err) else str(err).splitlines()[0][:160]
 
 
 def check_spares_inputs(path: str | Path, what: str, inputs: Iterable[str | Path | None], option: str = "") -> None:

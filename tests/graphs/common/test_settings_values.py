@@ -79,3 +79,13 @@ def test_a_project_config_named_outside_the_checkout_is_pointed_to(
     # A folder of the user's own, mistyped: not pointed to the checkout's file of the same name.
     with pytest.raises(InputError, match=r"^my_experiments/miniroad-tiny\.toml: config file not found$"):
         read_settings("my_experiments/miniroad-tiny.toml")
+
+
+@pytest.mark.parametrize(("name", "text"), [("s.toml", "beta = 1" + "0" * 5000 + "\n"),
+                                            ("s.yaml", "beta: 1" + "0" * 5000 + "\n")])
+def test_an_integer_of_thousands_of_digits_is_one_line_not_a_traceback(name: str, text: str, tmp_path: Path) -> None:
+    # Past Python's 4300-digit limit the parsers raised ValueError: a traceback before any range was checked.
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"s\.(toml|yaml): invalid (TOML|YAML): an integer of thousands of digits$"):
+        read_settings(path)

@@ -18,14 +18,15 @@ import argparse
 import dataclasses
 import os
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.errors import exit_on_input_error
 from graphs.common.options import seed_option
+from graphs.common.settings_files import parse_set_options
 from graphs.edge_metrics import compare_graphs
 from tgml.bench.captaincook import load_procedures, mean_ci90
 from tgml.learners.registry import learner
@@ -41,6 +42,7 @@ def _data_default() -> Path:
     return Path(base) / "captaincook4d"
 
 
+@exit_on_input_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=_data_default(), help="captaincook4d data folder")
@@ -51,8 +53,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting (TOML value syntax), repeatable")
     args = parser.parse_args()
-    overrides = {key: tomllib.loads(f"v = {value}")["v"] for key, value in (item.split("=", 1) for item in args.set)}
-    config = learner("tgt-text").config_file(args.config, **overrides)
+    config = learner("tgt-text").config_file(args.config, option="--set", **parse_set_options(args.set))
     procedures = load_procedures(args.data, [p for p in args.procedures.split(",") if p])
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
 

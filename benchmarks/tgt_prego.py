@@ -15,16 +15,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
 
-from graphs.common.settings_files import read_settings
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import parse_set_options
 from tgml.bench.prego import evaluate_graph, flat_metrics, load_dataset, mode_sequences, resolve_data
 from tgml.bench.prego.methods import build_graph
+from tgml.learners.registry import learner
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seminara et al. 2024, online mistake detection table, TGT-text row: Avg / correct / mistake F1.
@@ -32,6 +34,7 @@ PUBLISHED = {("assembly101-o", "gt"): (62.8, 69.8, 55.7), ("epic-tent-o", "gt"):
              ("assembly101-o", "pred"): (53.0, 67.8, 38.2), ("epic-tent-o", "pred"): (43.8, 69.5, 18.2)}
 
 
+@exit_on_input_error
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data = Path(os.environ.get("MISTAKE_DATA") or ROOT.parent / "shared" / "data")
@@ -41,8 +44,10 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tgt-text.toml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one setting")
     args = parser.parse_args()
-    settings = {**read_settings(args.config), "relaxed": True}
-    settings.update({k: tomllib.loads(f"v = {v}")["v"] for k, v in (item.split("=", 1) for item in args.set)})
+    given = parse_set_options(args.set)
+    # Checked before any training, naming the file or --set option at fault (build_graph checks only as it trains).
+    config = learner("tgt-text").config_file(args.config, option="--set", **({"relaxed": True} | given))
+    settings = {key: value for key, value in dataclasses.asdict(config).items() if key != "seed"}
     datasets = [d for d in args.datasets.split(",") if d]
     layout = resolve_data(args.data, datasets, segments=True)
     for name in datasets:

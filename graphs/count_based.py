@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import check_settings
 from graphs.task_graph import TaskGraph
 
 if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
@@ -49,9 +49,7 @@ class CountBasedConfig:
     first_occurrence: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.first_occurrence, bool):
-            raise InputError(f"CountBasedConfig.first_occurrence = {as_written(self.first_occurrence)}"
-                             ": expected true/false")
+        check_settings(self)  # its one setting is true or false: no BOUNDS
 
 
 def transition_counts(

@@ -32,14 +32,14 @@ All ``α`` of a chunk of the grid are searched at once: numpy over ``(α, k, pos
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import check_settings
 from graphs.postprocess import attach_start_end, transitive_reduction
 from graphs.task_graph import TaskGraph
 
@@ -60,15 +60,10 @@ class EligibilitySearchConfig:
     objective: str = "precision"
     unique_executions: bool = True
 
+    BOUNDS: ClassVar[Mapping[str, tuple[str, ...]]] = {"objective": tuple(OBJECTIVES.values())}
+
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES.values():
-            raise InputError(f"EligibilitySearchConfig.objective = {as_written(self.objective)}"
-                             ": expected accuracy or precision")
-        if not isinstance(self.unique_executions, bool):
-            raise InputError(
-                f"EligibilitySearchConfig.unique_executions = {as_written(self.unique_executions)}"
-                ": expected true or false"
-            )
+        check_settings(self)
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,10 @@ import math
 import re
 import shlex
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from graphs.common.file_kinds import mistaken_file
 from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import count_of, first_few, printable
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import Bound, as_written, check_settings
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from recognition.segment_metrics import TimedSegment
 
@@ -85,7 +85,13 @@ class FeatureConfig:
     extractor: str = "tsn-resnet50"
     fps: float | None = None
 
+    # Bounded as a checkpoint's fps is: 5000 trained a detector that could not then be saved (`check_settings`).
+    BOUNDS: ClassVar[Mapping[str, Bound]] = {
+        "fps": Bound(0, MAX_FPS, open_low=True, note="or left out: the split file's"),
+    }
+
     def __post_init__(self) -> None:
+        check_settings(self)
         if not isinstance(self.rgb, str) or not self.rgb:
             raise InputError(f"FeatureConfig.rgb = {as_written(self.rgb)}: must name the RGB feature folder")
         if not isinstance(self.flow, str):
@@ -94,11 +100,6 @@ class FeatureConfig:
             raise InputError(f"FeatureConfig.split = {as_written(self.split)}: must name the split file")
         if not isinstance(self.extractor, str) or not self.extractor:
             raise InputError(f"FeatureConfig.extractor = {as_written(self.extractor)}: must be a name")
-        fps_ok = isinstance(self.fps, int | float) and not isinstance(self.fps, bool) and math.isfinite(self.fps)
-        # Bounded as a checkpoint's fps is: 5000 trained a detector that could not then be saved.
-        if self.fps is not None and (not fps_ok or not 0 < self.fps <= MAX_FPS):
-            raise InputError(f"FeatureConfig.fps = {as_written(self.fps)}: must be a finite number > 0 and at most "
-                             f"{MAX_FPS:g}")
 
 
 @dataclass(frozen=True)

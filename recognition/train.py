@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 import numpy as np
 import torch
@@ -49,17 +49,17 @@ from graphs.common.errors import InputError, print_warning
 from graphs.common.file_kinds import ZIP_MAGIC
 from graphs.common.files import check_output, not_a_folder, output_start, read_json
 from graphs.common.interrupts import signals_deferred
-from graphs.common.options import (
-    LEARNING_RATE_RULE,
-    MAX_EPOCHS,
-    SEED_RULE,
-    check_threads,
-    is_learning_rate,
-    is_seed,
-)
+from graphs.common.options import MAX_FPS, THREADS_PER_CORE, max_threads
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import (
+    EPOCHS,
+    LEARNING_RATE,
+    SEED,
+    SHARE,
+    WIDTH,
+    Bound,
     as_written,
+    check_settings,
     check_tables,
     field_names,
     json_kind,
@@ -86,8 +86,16 @@ from recognition.feature_folders import (
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, kept_by_rule, plot_curve
 from recognition.metrics import frame_map
 from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
-from recognition.motion import MAX_MOTION_LAG, check_motion_lag, model_inputs
+from recognition.motion import MAX_MOTION_LAG, model_inputs
 from recognition.segmenter import SegmenterConfig, stored_settings
+
+KEEP_EPOCH = ("map", "loss", "last")
+SHUFFLED_DONE = ("order", "scene")
+MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
+# Windows per optimisation step: the shipped configs take 8 or 16; 4096 windows of 128 frames of 2048 features are
+# already 4 GB of one batch.
+MAX_BATCH = 4096
+OFF_AT_ZERO = Bound(0, 100, note="0: off")
 
 
 @dataclass(frozen=True)
@@ -173,77 +181,32 @@ class DetectorTrainConfig:
     window_s: float | None = None
     motion_lag_s: float | None = None
 
+    # What each number (and choice) may be (`check_settings`, docs/recognition.md's table). A window of frames
+    # reaches the longest window in seconds at the highest frame rate; the sizes of other terms are far beyond use.
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
+        "embed_dim": WIDTH, "hidden_dim": WIDTH, "dropout": SHARE, "window": Bound(1, int(MAX_SECONDS * MAX_FPS)),
+        "batch_size": Bound(1, MAX_BATCH), "lr": LEARNING_RATE, "weight_decay": Bound(0, 100), "epochs": EPOCHS,
+        "seed": SEED, "threads": Bound(0, max_threads, note=f"{THREADS_PER_CORE} per core of this machine; 0: "
+                                       "torch's default"),
+        "val_fraction": Bound(0, 1, open_high=True, note="0: no validation split"),
+        "keep_epoch": KEEP_EPOCH, "evidence_window": Bound(0, MAX_WINDOW_S, open_low=True, note="seconds"),
+        "class_balance": OFF_AT_ZERO, "background_weight": Bound(0, 100, open_low=True, note="1: off"),
+        "boundary_smoothing": OFF_AT_ZERO, "feature_noise": OFF_AT_ZERO, "speed_change": OFF_AT_ZERO,
+        "background_mix": Bound(0, 1, open_high=True, note="0: off"), "order_shuffle": Bound(0, 1, note="0: off"),
+        "shuffled_done": SHUFFLED_DONE, "motion_lag": Bound(0, MAX_MOTION_LAG, note="frames; 0: off"),
+        "window_s": Bound(0, MAX_SECONDS, open_low=True, note="seconds; or left out: the frames field"),
+        "motion_lag_s": Bound(0, MAX_SECONDS, note="seconds; 0: off; or left out: the frames field"),
+    }
+
     def __post_init__(self) -> None:
         if not isinstance(self.features, FeatureConfig):
             raise InputError(f"DetectorTrainConfig.features = {as_written(self.features)}: must be a FeatureConfig")
-        positive_ints = ("embed_dim", "hidden_dim", "window", "batch_size", "epochs")
-        for name in positive_ints:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be an integer >= 1")
-        for name in ("embed_dim", "hidden_dim"):
-            if getattr(self, name) > MAX_WIDTH:
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(getattr(self, name), 30)}: must be at most "
-                                 f"{MAX_WIDTH}")
-        if self.epochs > MAX_EPOCHS:
-            raise InputError(f"DetectorTrainConfig.epochs = {as_written(self.epochs, 30)}: must be at most "
-                             f"{MAX_EPOCHS}")
-        if not is_seed(self.seed):
-            raise InputError(f"DetectorTrainConfig.seed = {as_written(self.seed, 60)}: must be {SEED_RULE}")
-        check_threads(self.threads, "DetectorTrainConfig.threads", zero_means="torch's default")
-        if not is_learning_rate(self.lr):
-            raise InputError(f"DetectorTrainConfig.lr = {as_written(self.lr, 60)}: must be {LEARNING_RATE_RULE}")
-        for name, low_ok in (("lr", False), ("weight_decay", True)):
-            value = getattr(self, name)
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            if not ok or value < 0 or (value == 0 and not low_ok):
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be a finite number > 0")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
-            raise InputError(f"DetectorTrainConfig.dropout = {as_written(self.dropout)}: must be in [0, 1)")
-        val_fraction = self.val_fraction
-        if isinstance(val_fraction, bool) or not isinstance(val_fraction, int | float) or not 0 <= val_fraction < 1:
-            raise InputError(f"DetectorTrainConfig.val_fraction = {as_written(val_fraction)}: must be in [0, 1) (0: no "
-                             "validation split)")
+        check_settings(self)
         videos = self.val_videos
-        if isinstance(videos, str) or not all(isinstance(v, str) and v for v in videos):
-            raise InputError(f"DetectorTrainConfig.val_videos = {as_written(videos)}: must be a list of video names")
+        # A number there (val_videos = 5) ended in "'int' object is not iterable".
+        if not isinstance(videos, list | tuple) or not all(isinstance(v, str) and v for v in videos):
+            raise InputError(f"DetectorTrainConfig.val_videos = {as_written(videos)}: expected a list of video names")
         object.__setattr__(self, "val_videos", tuple(videos))
-        window = self.evidence_window
-        if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window <= MAX_WINDOW_S:
-            raise InputError(f"DetectorTrainConfig.evidence_window = {as_written(window)}: must be a number of "
-                             f"seconds in (0, {MAX_WINDOW_S:g}]")
-        check_motion_lag(self.motion_lag, "DetectorTrainConfig.motion_lag")
-        for name, least in (("window_s", "> 0"), ("motion_lag_s", ">= 0")):
-            value = getattr(self, name)
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            if value is not None and (not ok or value < 0 or (value == 0 and least == "> 0") or value > MAX_SECONDS):
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be a number of seconds "
-                                 f"{least} and <= {MAX_SECONDS:g} (or left out: the frames field)")
-        if self.shuffled_done not in SHUFFLED_DONE:
-            raise InputError(f"DetectorTrainConfig.shuffled_done = {as_written(self.shuffled_done)}: choose one of "
-                             f"{', '.join(SHUFFLED_DONE)}")
-        if self.keep_epoch not in KEEP_EPOCH:
-            raise InputError(f"DetectorTrainConfig.keep_epoch = {as_written(self.keep_epoch)}: choose one of "
-                             f"{', '.join(KEEP_EPOCH)}")
-        for name in ("copies", "refit", "done_head", "evidence_done_states"):
-            if not isinstance(getattr(self, name), bool):
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(getattr(self, name))}: must be true or "
-                                 "false")
-        for name in ("class_balance", "boundary_smoothing", "feature_noise", "speed_change"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(value)}: must be a number in [0, 100] "
-                                 "(0: off)")
-        weight = self.background_weight
-        ok = isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight)
-        if not ok or not 0 < weight <= 100:
-            raise InputError(f"DetectorTrainConfig.background_weight = {as_written(weight)}: must be a number in "
-                             "(0, 100] (1: off)")
-        for name, top in (("background_mix", "[0, 1)"), ("order_shuffle", "[0, 1]")):
-            share = getattr(self, name)
-            ok = isinstance(share, int | float) and not isinstance(share, bool) and 0 <= share <= 1
-            if not ok or (top == "[0, 1)" and share == 1):
-                raise InputError(f"DetectorTrainConfig.{name} = {as_written(share)}: must be in {top} (0: off)")
 
     def at_rate(self, fps: float) -> DetectorTrainConfig:
         """This config with its durations in seconds turned into frames at ``fps`` (the feature folder's rate):
@@ -271,14 +234,6 @@ class DetectorTrainConfig:
                               self.done_head, self.motion_lag)
 
 
-KEEP_EPOCH = ("map", "loss", "last")
-SHUFFLED_DONE = ("order", "scene")
-# Widest embedding or GRU a config may ask for: 4 times the published MiniROAD's embedding (2048), 8 times its hidden
-# size (1024), and 32 times what the shipped configs suggest for hundreds of videos (256-512). At 8192 both, the GRU
-# alone holds 400 million weights, 6.4 GB with their gradients and AdamW's moments: still a training run on a large
-# machine. Wider is a typo (1e9 was taken, and died in torch's allocation traceback).
-MAX_WIDTH = 8192
-MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (an hour)
 _MODEL_KEYS = {"embed_dim", "hidden_dim", "dropout", "done_head", "motion_lag", "motion_lag_s"}
 _TRAIN_KEYS = {"window", "window_s", "batch_size", "lr", "weight_decay", "epochs", "seed", "threads", "val_fraction",
                "val_videos", "keep_epoch", "evidence_window", "evidence_done_states", "refit", "class_balance",

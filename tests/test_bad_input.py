@@ -437,7 +437,7 @@ def flag_cases(tmp: str) -> list[Case]:
                           "--lr 1e+308: expected a number in (0, 1e+06]"))
     cases += [Case("recognition-train-lr-1e308", recognition_train,
                    lambda f: ["--features", f.folder("feats"), "--config", f.text("c.toml", "[train]\nlr = 1e308\n"),
-                              "--out", f.missing("d.pt")], "lr = 1e+308: must be a number in (0, 1e+06]"),
+                              "--out", f.missing("d.pt")], "lr = 1e+308: expected a number in (0, 1e+06]"),
               flag("tgml-bench-synthetic-sizes-100000", tgml, ["bench-synthetic", "--sizes", "100000"],
                    "sizes = [100000]: need integers in 2..2048"),
               flag("tgml-bench-synthetic-executions-10^9", tgml, ["bench-synthetic", "--executions", str(10**9)],

@@ -31,6 +31,14 @@ LEARNING_RATE_RULE: Final = f"a number in (0, {MAX_LEARNING_RATE:g}]"
 MAX_EPOCHS: Final = 100_000  # more is a typo, not a training run (10**20 was taken, and trained for ever)
 EPOCHS_RULE: Final = f"an integer in 1..{MAX_EPOCHS}"
 MAX_EDGE_COST: Final = 1e6  # nats per edge; far above any useful prior (1e300 overflowed into NaN weights)
+# Weight of a loss term (DO's and TGT's beta, TGT's distinctiveness): the papers use 0.005 to 1. Far more is a typo:
+# beta = 1e19 trained DO to a loss of 1e21 and a graph of noise, 1e300 to NaN weights.
+MAX_LOSS_WEIGHT: Final = 1000.0
+# Widest layer a config may ask for: 4 times the published MiniROAD's embedding (2048), 8 times its hidden size (1024),
+# and 32 times what the shipped configs suggest for hundreds of videos (256-512). At 8192 both, the GRU alone holds
+# 400 million weights, 6.4 GB with their gradients and AdamW's moments: still a training run on a large machine.
+# Wider is a typo (1e9 was taken, and died in torch's allocation traceback).
+MAX_WIDTH: Final = 8192
 
 
 def is_decimal_digits(text: str) -> bool:

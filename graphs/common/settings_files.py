@@ -5,6 +5,10 @@ the fields of one config (``tgml train --config``), or a set of tables, one per 
 ``[model]`` / ``[train]`` of ``recognition-train``, one table per method in ``prego-bench``'s settings). Keys no
 config knows are refused (a misspelt key would otherwise be dropped without a word), and a value its config
 refuses is reported with the file, and the table, in front of the config's own message.
+
+Each config dataclass declares, beside its fields and their defaults, a table of what each number (and each
+choice) may be (``BOUNDS``: `Bound` per number), and checks it with `check_settings` as it is made: one check for
+every command, file, ``--set KEY=VALUE`` and flag, before any work starts.
 """
 
 from __future__ import annotations
@@ -13,16 +17,18 @@ import datetime
 import json
 import math
 import re
+import tomllib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_toml, read_yaml
+from graphs.common.options import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_LOSS_WEIGHT, MAX_SEED, MAX_WIDTH
 
 C = TypeVar("C")
 
@@ -138,9 +144,10 @@ def naming_the_file(path: Path, table_name: str = "", tables: Mapping[str, Colle
 
 
 @contextmanager
-def naming_the_flags(given: Collection[str]) -> Iterator[None]:
+def naming_the_flags(given: Collection[str], option: str = "") -> Iterator[None]:
     """Inside the block, a config's `InputError` that names a field by its class (``NoisyAndConfig.cut = 1.5``)
-    names the command-line option it came from instead (``--cut 1.5``), for the fields in ``given``."""
+    names the command-line option it came from instead (``--cut 1.5``), for the fields in ``given``; with
+    ``option`` (``"--set"``), that option and the key (``--set cut=1.5``)."""
     try:
         yield
     except InputError as err:
@@ -149,11 +156,38 @@ def naming_the_flags(given: Collection[str]) -> Iterator[None]:
         if field is None or field[1] not in given:
             raise
         value = message[field.end():].removeprefix(" = ")
+        if option:
+            raise InputError(f"{option} {field[1]}={value}") from None
         raise InputError(f"--{field[1].replace('_', '-')} {value}") from None
 
 
+def parse_set_options(items: Iterable[str], option: str = "--set") -> dict[str, Any]:
+    """``--set KEY=VALUE`` options as ``{key: value}``, each VALUE read as a TOML value (``300``, ``1e-3``,
+    ``true``, ``"1/n"``); a bare word that is no TOML value is taken as a string (``--set early_stop=none``).
+
+    Raises:
+        InputError: an item without ``=`` or without a key, or a key given twice, naming the option.
+    """
+    values: dict[str, Any] = {}
+    for item in items:
+        key, equals, text = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise InputError(f"{option} {item}: expected KEY=VALUE (a setting's name, =, a TOML value)")
+        if key in values:
+            raise InputError(f"{option} {item}: {key} is set twice")
+        try:
+            values[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            values[key] = text.strip()  # refused by the setting's own check where it is no string setting
+        except (ValueError, RecursionError):  # a value nested thousands deep, or of thousands of digits
+            raise InputError(f"{option} {item}: not a value a setting takes") from None
+    return values
+
+
 def load_config_file(
-    make: Callable[..., C], path: str | Path, defaults: Mapping[str, Any], overrides: Mapping[str, Any]
+    make: Callable[..., C], path: str | Path, defaults: Mapping[str, Any], overrides: Mapping[str, Any],
+    option: str = "",
 ) -> C:
     """A flat settings file of one config's fields (``tgml train --config``), with overrides that win over it.
 
@@ -162,20 +196,24 @@ def load_config_file(
         path: TOML (or YAML) file with top-level keys named like the fields.
         defaults: values of the fields the file does not set (all of them: the keys the file may hold).
         overrides: field values that win over the file (None values are ignored).
+        option: the option the overrides came from (``"--set"``), for their messages; empty: each is its own
+            flag (``--beta``).
 
     Returns:
-        The validated config; errors name the file.
+        The validated config; an error names the file, or the option, that gave the value.
     """
     path = Path(path)
     data = read_settings(path)
     check_known_keys(data, defaults.keys(), path)
-    merged = {**defaults, **data, **{k: v for k, v in overrides.items() if v is not None}}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    unknown = next((key for key in given if key not in defaults), None)
+    if unknown is not None:
+        raise InputError(f"{option or 'override'} {unknown}: unknown setting (known: {', '.join(sorted(defaults))})")
     with naming_the_file(path, tables={"": defaults.keys()}):
-        return make(**merged)
-
-
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
-_TYPE_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "str": "a string"}
+        config = make(**{**defaults, **data})
+    # Applied after the file's own values passed: a bad --set or flag value was blamed on the file.
+    with naming_the_flags(given, option):
+        return replace(config, **given) if given else config  # type: ignore[type-var]
 
 
 def as_written(value: object, limit: int = 80) -> str:
@@ -226,19 +264,110 @@ def json_kind(value: object) -> str:
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
-def check_field_types(config: Any) -> None:
-    """Refuse a config dataclass field whose value is not of its declared type (a bool is not a number here).
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric setting may take: ``low``..``high``, either end left out with ``open_low`` /
+    ``open_high``. ``high`` may be a function of no arguments, for a bound this machine sets (threads per core).
 
-    Run first in ``__post_init__``: the value checks compare numbers, which a string from a settings file would break.
+    Every int or float field of a settings dataclass has one (`check_settings` refuses a field without), so that no
+    number a file can write (``9223372036854775807``, ``nan``, ``inf``, ``-1``) reaches a training loop unchecked:
+    ``beta = 1e19`` trained to a loss of 1e21 and a nonsense graph, ``ensemble_size = 9223372036854775807`` hung.
+    """
+
+    low: float
+    high: float | Callable[[], float]
+    open_low: bool = False
+    open_high: bool = False
+    note: str = ""  # what some values mean, added to the rule ("0: off")
+
+    def top(self) -> float:
+        """The upper end, computed where it depends on the machine."""
+        return self.high() if callable(self.high) else self.high
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` (a finite number or any int) is in the range."""
+        low, high = self.low, self.top()
+        return (low < value if self.open_low else low <= value) and (value < high if self.open_high else value <= high)
+
+    def rule(self, integer: bool) -> str:
+        """The range as the messages and docs/ write it: ``an integer in 1..100000``, ``a number in (0, 1e+06]``."""
+        low, high = self.low, self.top()
+        if integer:  # integer ranges are written closed, ends included
+            text = f"an integer in {int(low) + self.open_low}..{int(high) - self.open_high}"
+        else:
+            text = f"a number in {'(' if self.open_low else '['}{low:g}, {high:g}{')' if self.open_high else ']'}"
+        return f"{text} ({self.note})" if self.note else text
+
+
+# Ranges several configs share (graphs.common.options says why each end is where it is).
+EPOCHS: Final = Bound(1, MAX_EPOCHS)
+LEARNING_RATE: Final = Bound(0, MAX_LEARNING_RATE, open_low=True)
+SEED: Final = Bound(0, MAX_SEED)
+LOSS_WEIGHT: Final = Bound(0, MAX_LOSS_WEIGHT)
+SHARE: Final = Bound(0, 1, open_high=True)  # a probability or fraction that may not be 1 (dropout, noise)
+WIDTH: Final = Bound(1, MAX_WIDTH)
+
+
+# The field types a settings table may hold, by the annotation's text (configs use ``from __future__ import
+# annotations``), and what a file writes for each. A float field takes an integer (``beta = 0``); an int field takes
+# no float (``epochs = 10.0``: a typo, or a fraction that would be cut without a word), and no number takes true or
+# false (Python's ``True`` is an int 1).
+_NUMBER_TYPES: Final = {"int": (True, False), "float": (False, False), "int | None": (True, True),
+                        "float | None": (False, True)}
+_OTHER_TYPES: Final[dict[str, tuple[type, str]]] = {"bool": (bool, "true or false"), "str": (str, "a string")}
+
+
+def check_settings(config: Any) -> None:
+    """Check every field of a settings dataclass against its type and the class's table of allowed values: the one
+    check that every settings file, ``--set KEY=VALUE`` and command-line flag goes through, before any work starts.
+
+    The table is the class's ``BOUNDS`` (``{field: Bound}`` for numbers, ``{field: (choice, ...)}`` for strings),
+    declared beside the fields and their defaults. Fields of other types (a list of names, a nested config) are the
+    class's own to check, after this.
 
     Raises:
-        InputError: ``"<Config>.<field> = <value>: expected <type>"``.
+        InputError: ``"<Config>.<field> = <value>: expected <what is allowed>"`` (`naming_the_file` and
+            `naming_the_flags` then name the file and key, or the option, instead of the class).
+        TypeError: an int or float field without a `Bound` (a bug: the table must cover every number).
     """
+    table: Mapping[str, Bound | tuple[str, ...]] = getattr(type(config), "BOUNDS", {})
     for f in fields(config):
-        value = getattr(config, f.name)
-        if not isinstance(value, _FIELD_TYPES[str(f.type)]) or (str(f.type) != "bool" and isinstance(value, bool)):
-            raise InputError(f"{type(config).__name__}.{f.name} = {as_written(value)}: expected "
-                             f"{_TYPE_WORDS[str(f.type)]}")
+        value, kind, allowed = getattr(config, f.name), str(f.type), table.get(f.name)
+        if kind in _NUMBER_TYPES:
+            if not isinstance(allowed, Bound):
+                raise TypeError(f"{type(config).__name__}.{f.name}: no Bound in {type(config).__name__}.BOUNDS")
+            integer, optional = _NUMBER_TYPES[kind]
+            if value is None and optional:
+                continue
+            number = (int,) if integer else (int, float)
+            ok = isinstance(value, number) and not isinstance(value, bool)
+            # An int is never infinite, and math.isfinite(10**400) would raise OverflowError.
+            if not ok or (isinstance(value, float) and not math.isfinite(value)) or not allowed.holds(value):
+                _refuse(config, f.name, allowed.rule(integer))
+        elif kind in _OTHER_TYPES:
+            expected, words = _OTHER_TYPES[kind]
+            if not isinstance(value, expected):
+                _refuse(config, f.name, words)
+            if isinstance(allowed, tuple) and value not in allowed:
+                _refuse(config, f.name, f"one of {', '.join(as_written(choice) for choice in allowed)}")
+
+
+def _refuse(config: Any, name: str, what: str) -> NoReturn:
+    raise InputError(f"{type(config).__name__}.{name} = {as_written(getattr(config, name))}: expected {what}")
+
+
+def settings_rules(config_type: type) -> dict[str, str]:
+    """``{field: what it allows}`` for the numbers and choices of a settings dataclass's ``BOUNDS``, as the error
+    messages write them (for docs and help texts)."""
+    table: Mapping[str, Bound | tuple[str, ...]] = getattr(config_type, "BOUNDS", {})
+    kinds = {f.name: str(f.type) for f in fields(config_type)}
+    rules: dict[str, str] = {}
+    for name, allowed in table.items():
+        if isinstance(allowed, Bound):
+            rules[name] = allowed.rule(_NUMBER_TYPES[kinds[name]][0])
+        else:
+            rules[name] = f"one of {', '.join(as_written(choice) for choice in allowed)}"
+    return rules
 
 
 def check_values(config: Any, checks: Iterable[tuple[str, bool, str]]) -> None:

@@ -314,7 +314,7 @@ def test_config_files_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"bad.toml: \[train\] lr = -1.0"):  # the key as written, not the class
         load_detector_training_config(bad)
     bad.write_text("[model]\ndropout = 2.0\n")
-    with pytest.raises(InputError, match=r"bad.toml: \[model\] dropout = 2.0: must be in \[0, 1\)"):
+    with pytest.raises(InputError, match=r"bad.toml: \[model\] dropout = 2.0: expected a number in \[0, 1\)"):
         load_detector_training_config(bad)
     # Both forms of one setting: the seconds won and the frames were dropped without a word.
     bad.write_text("[train]\nwindow = 32\nwindow_s = 5.0\n")
@@ -506,7 +506,8 @@ def test_a_config_that_sets_nothing_is_refused_naming_it(tmp_path: Path) -> None
 
 def test_an_epoch_count_no_run_could_finish_is_refused(small_config: Path) -> None:
     # 10**20 epochs was accepted, and recognition-train ran until it was killed.
-    with pytest.raises(InputError, match=r"DetectorTrainConfig.epochs = 100000000000000000000: must be at most 100000"):
+    with pytest.raises(InputError,
+                       match=r"DetectorTrainConfig.epochs = 100000000000000000000: expected an integer in 1\.\.100000"):
         replace(load_detector_training_config(small_config), epochs=10**20)
 
 
@@ -518,7 +519,7 @@ def test_a_model_too_wide_to_allocate_is_refused_naming_the_field(
     huge = tmp_path / "huge.toml"
     huge.write_text(f'[features]\nrgb = "rgb_synth"\n\n[model]\n{key} = {value}\n')
     err = cli_error(main, _argv(feature_folder, huge, tmp_path / "x.pt"), capsys)
-    assert err == f"error: {huge}: [model] {key} = {value}: must be at most 8192"
+    assert err == f"error: {huge}: [model] {key} = {value}: expected an integer in 1..8192"
     assert not (tmp_path / "x.pt").exists()
     huge.write_text(f'[features]\nrgb = "rgb_synth"\n\n[model]\n{key} = 8192\n')
     assert load_detector_training_config(huge).model_config(24, 5).hidden_dim > 0  # the bound itself is taken
@@ -580,11 +581,11 @@ def test_a_reordered_videos_done_targets_follow_its_new_order_or_its_recorded_ta
 
 
 def test_shuffled_done_and_the_evidence_window_are_checked() -> None:
-    with pytest.raises(InputError, match='shuffled_done = "table": choose one of order, scene'):
+    with pytest.raises(InputError, match='shuffled_done = "table": expected one of "order", "scene"'):
         DetectorTrainConfig(shuffled_done="table")
-    with pytest.raises(InputError, match="evidence_window = 0: must be a number of seconds"):
+    with pytest.raises(InputError, match=r"evidence_window = 0: expected a number in \(0, 600\] \(seconds\)"):
         DetectorTrainConfig(evidence_window=0)
-    with pytest.raises(InputError, match='evidence_done_states = "no": must be true or false'):
+    with pytest.raises(InputError, match='evidence_done_states = "no": expected true or false'):
         DetectorTrainConfig(evidence_done_states="no")  # type: ignore[arg-type]
 
 
@@ -601,7 +602,7 @@ def test_windows_and_lags_in_seconds_become_frames_at_the_folders_rate(fps: floa
 def test_a_lag_in_seconds_longer_than_a_stream_keeps_is_refused_at_the_rate() -> None:
     with pytest.raises(InputError, match="motion_lag_s = 100: 3000 frames at 30 frames a second"):
         DetectorTrainConfig(motion_lag_s=100.0).at_rate(30.0)
-    with pytest.raises(InputError, match="window_s = -1.0: must be a number of seconds > 0"):
+    with pytest.raises(InputError, match=r"window_s = -1.0: expected a number in \(0, 3600\] \(seconds; "):
         DetectorTrainConfig(window_s=-1.0)
 
 

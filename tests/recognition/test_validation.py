@@ -152,7 +152,7 @@ def test_augmentation_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="background_mix = 1.5"):
         load_detector_training_config(bad)
     bad.write_text("[train]\nbackground_weight = 0\n")
-    with pytest.raises(InputError, match=r"background_weight = 0: must be a number in \(0, 100\]"):
+    with pytest.raises(InputError, match=r"background_weight = 0: expected a number in \(0, 100\]"):
         load_detector_training_config(bad)
     bad.write_text("[train]\nkeep_epoch = 'best'\n")
     with pytest.raises(InputError, match='keep_epoch = "best"'):

@@ -91,19 +91,20 @@ class LearnerEntry:
             return from_table(values, epochs)
         return self.config_class(**values)
 
-    def config_file(self, path: str | Path, base: Any = None, **overrides: Any) -> Any:
+    def config_file(self, path: str | Path, base: Any = None, option: str = "", **overrides: Any) -> Any:
         """The learner's config from a flat settings file of its fields (``tgml train --config FILE``).
 
         Args:
             path: TOML (or YAML) file with top-level keys named like the config's fields.
             base: the config whose values the file's missing keys keep (default: the config class's defaults).
+            option: the option the overrides came from (``"--set"``); empty: each is its own flag (``--beta``).
             overrides: values that win over the file (None values are ignored).
 
         Returns:
-            The validated config; errors name the file.
+            The validated config; errors name the file, or the option, that gave the value.
         """
         defaults = dataclasses.asdict(base if base is not None else self.config(None))
-        return load_config_file(self.config_class, path, defaults, overrides)
+        return load_config_file(self.config_class, path, defaults, overrides, option)
 
     def with_seed(self, config: Any, seed: int) -> Any:
         """``config`` learning with ``seed`` (unchanged for a learner without a seed)."""

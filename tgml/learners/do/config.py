@@ -10,15 +10,20 @@ gets the default below; the PREGO protocol's augmentation and relaxed rule are w
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
 from graphs.common.errors import InputError
-from graphs.common.options import EPOCHS_RULE, LEARNING_RATE_RULE, MAX_EPOCHS, SEED_RULE, is_learning_rate, is_seed
+from graphs.common.options import MAX_EPOCHS, MAX_SEED_COUNT
 from graphs.common.settings_files import (
+    EPOCHS,
+    LEARNING_RATE,
+    LOSS_WEIGHT,
+    SEED,
+    Bound,
     as_written,
-    check_field_types,
-    check_values,
+    check_settings,
 )
 
 
@@ -42,9 +47,10 @@ def parse_beta_schedule(schedule: str) -> float | None:
     if schedule == "constant":
         return None
     start = _number_after(schedule, "linear")
-    if math.isfinite(start) and start >= 0:
+    if math.isfinite(start) and LOSS_WEIGHT.holds(start):
         return start
-    raise ValueError(f"beta_schedule = {as_written(schedule)}: expected \"constant\" or \"linear:B0\" with B0 >= 0")
+    raise ValueError(f"beta_schedule = {as_written(schedule)}: expected \"constant\" or \"linear:B0\" with B0 "
+                     f"{LOSS_WEIGHT.rule(integer=False)}")
 
 
 def parse_early_stop(rule: str) -> tuple[str, float]:
@@ -113,22 +119,16 @@ class DOConfig:
     keep_best: bool = False
     edge_threshold: str = "1/n"
 
+    # What each number (and choice) may be (`check_settings`, docs/method.md's table); the two rules written as
+    # text (early_stop, beta_schedule) are parsed below.
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
+        "beta": LOSS_WEIGHT, "epochs": EPOCHS, "lr": LEARNING_RATE, "seed": SEED, "sa_plateau_min": Bound(0, 1),
+        "sa_patience": Bound(1, MAX_EPOCHS), "cycle_breaking_from": Bound(0, MAX_EPOCHS),
+        "edge_threshold": tuple(EDGE_THRESHOLDS),
+    }
+
     def __post_init__(self) -> None:
-        check_field_types(self)
-        checks = [
-            ("beta", math.isfinite(self.beta) and self.beta >= 0, "a finite number >= 0"),
-            ("epochs", 1 <= self.epochs <= MAX_EPOCHS, EPOCHS_RULE),
-            ("lr", is_learning_rate(self.lr), LEARNING_RATE_RULE),
-            ("seed", is_seed(self.seed), SEED_RULE),
-            ("sa_plateau_min", 0 <= self.sa_plateau_min <= 1, "in [0, 1]"),
-            ("sa_patience", self.sa_patience >= 1, "an integer >= 1"),
-            ("cycle_breaking_from", self.cycle_breaking_from >= 0, "an integer >= 0"),
-        ]
-        check_values(self, checks)
-        if self.edge_threshold not in EDGE_THRESHOLDS:
-            expected = ", ".join(as_written(k) for k in EDGE_THRESHOLDS)
-            name = type(self).__name__
-            raise InputError(f"{name}.edge_threshold = {as_written(self.edge_threshold)}: expected one of {expected}")
+        check_settings(self)
         try:
             parse_early_stop(self.early_stop)
             parse_beta_schedule(self.beta_schedule)
@@ -147,10 +147,8 @@ class DOConfig:
         return n_steps + EDGE_THRESHOLDS[self.edge_threshold]
 
 
-
-def _check_threshold_scale(config: DOCVConfig | DOEnsembleConfig) -> None:
-    scale = config.threshold_scale
-    check_values(config, [("threshold_scale", math.isfinite(scale) and scale > 0, "a finite number > 0")])
+# The cut 1 / round(n * scale): 0.25..4 is the cross-validation's grid; far beyond, no edge or every edge is kept.
+THRESHOLD_SCALE: Final = Bound(0, 100, open_low=True)
 
 
 @dataclass(frozen=True)
@@ -164,9 +162,7 @@ class DOCVConfig(DOConfig):
 
     threshold_scale: float = 1.0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_threshold_scale(self)
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {**DOConfig.BOUNDS, "threshold_scale": THRESHOLD_SCALE}
 
 
 @dataclass(frozen=True)
@@ -182,7 +178,7 @@ class DOEnsembleConfig(DOConfig):
     ensemble_size: int = 5
     threshold_scale: float = 1.0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_values(self, [("ensemble_size", self.ensemble_size >= 1, "an integer >= 1")])
-        _check_threshold_scale(self)
+    # Each member is a whole DO training: as many as a benchmark's seeds at most (9223372036854775807 hung).
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
+        **DOConfig.BOUNDS, "ensemble_size": Bound(1, MAX_SEED_COUNT), "threshold_scale": THRESHOLD_SCALE,
+    }

@@ -5,19 +5,12 @@ Torch-free, like `tgml.learners.do.config`, so settings files can be checked bef
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
-from graphs.common.options import (
-    EPOCHS_RULE,
-    LEARNING_RATE_RULE,
-    MAX_EDGE_COST,
-    MAX_EPOCHS,
-    SEED_RULE,
-    is_learning_rate,
-    is_seed,
-)
-from graphs.common.settings_files import check_field_types, check_values
+from graphs.common.options import MAX_EDGE_COST
+from graphs.common.settings_files import EPOCHS, LEARNING_RATE, SEED, SHARE, Bound, check_settings
 
 METHOD_NAME: Final = "noisy-and"
 
@@ -49,14 +42,11 @@ class NoisyAndConfig:
     seed: int = 42
     relaxed: bool = False
 
+    # What each number may be (`check_settings`, docs/method.md's table).
+    BOUNDS: ClassVar[Mapping[str, Bound]] = {
+        "edge_cost": Bound(0, MAX_EDGE_COST), "noise": SHARE, "cut": Bound(0, 1, open_low=True, open_high=True),
+        "epochs": EPOCHS, "lr": LEARNING_RATE, "seed": SEED,
+    }
+
     def __post_init__(self) -> None:
-        check_field_types(self)
-        checks = [
-            ("edge_cost", 0 <= self.edge_cost <= MAX_EDGE_COST, f"a number in [0, {MAX_EDGE_COST:g}]"),
-            ("noise", 0 <= self.noise < 1, "a number in [0, 1)"),
-            ("cut", 0 < self.cut < 1, "a number in (0, 1)"),
-            ("epochs", 1 <= self.epochs <= MAX_EPOCHS, EPOCHS_RULE),
-            ("lr", is_learning_rate(self.lr), LEARNING_RATE_RULE),
-            ("seed", is_seed(self.seed), SEED_RULE),
-        ]
-        check_values(self, checks)
+        check_settings(self)

@@ -27,15 +27,14 @@ the cross-validation on the training splits and scored lower on both PREGO datas
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import check_field_types, check_values
+from graphs.common.settings_files import Bound, check_settings
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
 
@@ -59,12 +58,13 @@ class CombinationConfig:
     threshold: float = 1.0
     relaxed: bool = True
 
+    # The ratios are 1 at each learner's own cut; at 100 times it, hardly an edge is left (`check_settings`).
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
+        "rule": RULES, "threshold": Bound(0, 100, open_low=True),
+    }
+
     def __post_init__(self) -> None:
-        check_field_types(self)
-        check_values(self, [
-            ("rule", self.rule in RULES, f"one of {', '.join(RULES)}"),
-            ("threshold", math.isfinite(self.threshold) and self.threshold > 0, "a finite number > 0"),
-        ])
+        check_settings(self)
 
 
 def evidence_ratios(theta: np.ndarray, cut: float, do_mean: np.ndarray, threshold_steps: int) -> np.ndarray:

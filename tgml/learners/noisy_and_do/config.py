@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written, field_names
+from graphs.common.settings_files import SEED, Bound, check_settings, field_names
 from tgml.learners.do.config import DOEnsembleConfig
 from tgml.learners.noisy_and.config import NoisyAndConfig
 from tgml.learners.noisy_and_do.combination import METHOD_NAME, CombinationConfig
@@ -39,9 +39,11 @@ class NoisyAndDOConfig:
 
     TABLE_KEYS: ClassVar[frozenset[str]] = frozenset({*field_names(CombinationConfig), *SUB_TABLES})
 
+    # The sub-tables are the learners' configs, checked by their own tables.
+    BOUNDS: ClassVar[Mapping[str, Bound]] = {"seed": SEED}
+
     def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"NoisyAndDOConfig.seed = {as_written(self.seed)}: expected an integer >= 0")
+        check_settings(self)
         if self.noisy_and.seed != self.seed or self.do_ensemble.seed != self.seed:
             object.__setattr__(self, "noisy_and", dataclasses.replace(self.noisy_and, seed=self.seed))
             object.__setattr__(self, "do_ensemble", dataclasses.replace(self.do_ensemble, seed=self.seed))

@@ -159,3 +159,16 @@ def test_the_tgt_benchmark_refuses_a_bool_for_a_number_in_set_with_status_2() ->
     assert done.returncode == 2
     assert done.stderr == "error: --set layers=true: expected an integer in 1..64\n"
 
+
+
+@pytest.mark.parametrize(("doc", "config_type"), [("task-graphs.md", entry.config_class) for entry in LEARNERS.values()
+                                                  if entry.name not in ("noisy-and-do", "msgi", "msg2")]
+                         + [("task-graphs.md", CombinationConfig), ("recognition.md", DetectorTrainConfig),
+                            ("recognition.md", FeatureConfig)], ids=lambda v: getattr(v, "__name__", v))
+def test_the_docs_tables_of_allowed_values_say_what_the_code_checks(doc: str, config_type: type) -> None:
+    rows = [line for line in (REPO / "docs" / doc).read_text().splitlines() if line.startswith("| `")]
+    for key, rule in settings_rules(config_type).items():
+        row = next((line for line in rows if line.startswith(f"| `{key}` |") and "allowed" not in line
+                    and (rule in line or key == "threads")), None)
+        assert row is not None, f"docs/{doc}: no row of allowed values for {key!r} saying {rule!r}"
+

@@ -37,9 +37,10 @@ from typing import Any, Final
 
 import numpy as np
 
+from graphs.annotation_csv import COLUMNS, is_table, looks_like_table, parse_time, read_annotation_table
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import is_captaincook_graph, mistaken_file
-from graphs.common.files import read_json
+from graphs.common.files import read_json, read_text_file
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
@@ -230,6 +231,18 @@ OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next star
 OVERLAP_RULE: Final = "where frames are labelled, the segment that started last owns the overlap"
 
 
+FRAME_TIMES_RATIO: Final = 10.0  # steps running this many times past a file's end were timed in frames, not seconds
+
+
+def frames_hint(last_end: float, covered: float) -> str:
+    """The end of a question in an error line (before its ``?``) for annotated steps that run to ``last_end`` s, past
+    a file covering ``covered`` s: at ten times as far or more (a rate or a cut explains less), the times were most
+    likely written in frames."""
+    if last_end < FRAME_TIMES_RATIO * covered:
+        return ""
+    return ", or are the annotation's times frame numbers (they must be seconds)"
+
+
 def never_done(span: tuple[float, float] | None) -> bool:
     """Whether a segment's times mark a step never done: ``start_time == end_time < 0`` (CaptainCook4D writes -1)."""
     return span is not None and span[0] == span[1] < 0
@@ -239,7 +252,10 @@ def _span(seg: dict[str, Any], where: str, check: bool) -> tuple[float, float] |
     """A segment's ``(start, end)`` in seconds, None without times; each time a finite number (>= 0 when checked)."""
     for key in ("start_time", "end_time"):
         if key in seg and not is_finite_number(seg[key]):
-            raise InputError(f"{where}.{key} = {as_written(seg[key], 60)} is not a number")
+            clock = parse_time(seg[key]) if isinstance(seg[key], str) else None
+            # "1:05.5" is a time a user reads off a player; JSON holds it as seconds, a number.
+            hint = "" if clock is None else f" (write {as_written(seg[key], 30)} as the number of seconds, {clock:g})"
+            raise InputError(f"{where}.{key} = {as_written(seg[key], 60)} is not a number{hint}")
     present = [key in seg for key in ("start_time", "end_time")]
     if not any(present):
         return None
@@ -320,6 +336,17 @@ def timing_warning(annotations: Annotations, scenario: str | None = None, learns
     return f"warning: {where}: {'; '.join(parts)}" if parts else None
 
 
+def _read_annotation_json(path: str | Path) -> Any:
+    """The annotation JSON; a table under another name (``labels.txt``) is refused saying how it is read."""
+    try:
+        return read_json(path, "annotation file")
+    except InputError as err:
+        if "invalid JSON at line 1 column 1" in str(err) and looks_like_table(read_text_file(path, "annotation file")):
+            raise InputError(f"{path}: not JSON; it reads as a table: name it .csv (rows {','.join(COLUMNS)}, the "
+                             "times in seconds), or write the annotation JSON") from None
+        raise
+
+
 def load_annotations(path: str | Path, check_times: bool = True, scenario_read: str | None = None,
                      scenario_required: bool = False, learns_graph: bool = True) -> Annotations:
     """Read and validate an annotation file.
@@ -345,7 +372,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     Returns:
         The annotations.
     """
-    data = read_json(path, "annotation file")
+    data = read_annotation_table(path) if is_table(path) else _read_annotation_json(path)
     src = str(path)
     if (isinstance(data, list) and data and isinstance(data[0], dict)
             and {"recording_id", "step_annotations"} <= data[0].keys()):

@@ -393,7 +393,8 @@ def build_parser() -> ArgumentParser:
                          "vector at a time through the detector, the segmenter and the checker")
     ev.add_argument("--rate", type=rate_option, help="the feature files' vectors per second (default: the detector's; "
                                                      "another rate is refused)")
-    ev.add_argument("--annotations", help="annotation JSON (the file tgml train reads)")
+    ev.add_argument("--annotations",
+                    help="annotation file: JSON, or a .csv of video,step,start,end rows (the file tgml train reads)")
     ev.add_argument("--graph", help="task graph JSON")
     ev.add_argument("--detector", help="detector checkpoint .pt")
     ev.add_argument("--backbone", help="TorchScript feature extractor, for detectors trained on its features")

@@ -98,7 +98,7 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     from tgml.learners.do.config import EDGE_THRESHOLDS
     from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
 
-    p.add_argument("--annotations", required=True, help="annotation JSON file")
+    p.add_argument("--annotations", required=True, help="annotation file: JSON, or a .csv of video,step,start,end rows")
     p.add_argument("--scenario", help="scenario (procedure) name in the taxonomy (default: the scenario of the "
                                       "file's videos, when they are all of one)")
     p.add_argument("--out", required=True, type=output_name, help="output task-graph JSON")

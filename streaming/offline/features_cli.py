@@ -62,7 +62,9 @@ def build_parser() -> ArgumentParser:
                             epilog="Features of your own backbone: recognition-features import --help")
     add_version_option(parser)
     parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
-    parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
+    parser.add_argument("--annotations", required=True,
+                        help="annotation file: JSON, or a .csv of video,step,start,end rows (the file "
+                             "tgml train reads)")
     parser.add_argument("--out", required=True, type=output_name,
                         help="feature folder to write: a new or empty folder, or an earlier run's (resumed)")
     parser.add_argument(
@@ -113,7 +115,9 @@ def build_import_parser() -> ArgumentParser:
     add_version_option(parser)
     parser.add_argument("--features", required=True, metavar="DIR",
                         help="folder of <video>.npy feature files, named as in the annotation file")
-    parser.add_argument("--annotations", required=True, help="annotation JSON (the file tgml train reads)")
+    parser.add_argument("--annotations", required=True,
+                        help="annotation file: JSON, or a .csv of video,step,start,end rows (the file "
+                             "tgml train reads)")
     parser.add_argument("--rate", required=True, type=rate_option,
                         help="feature vectors per second of recording (row k starts k / rate seconds in)")
     parser.add_argument("--out", required=True, type=output_name,

@@ -1,0 +1,241 @@
+"""Annotations as a table: one row per segment, ``video,step,start,end`` (docs/data-and-citations.md).
+
+A researcher's labels often come out of a labelling tool or a spreadsheet as such a table, not as the JSON of the
+public data sets; `read_annotation_table` turns a ``.csv`` (or tab-separated ``.tsv``) file into the same structure
+(``{"taxonomy": ..., "annotations": ...}``) that `graphs.annotations.load_annotations` then checks as it checks a JSON
+file, so every command that reads annotations reads it. What only a table can get wrong (a row of too few fields, a
+time that is not one, a step written two ways) is refused here, naming the file, the line and the column, because
+the JSON-shaped names of the later checks (``annotations['v'].segments[3]``) point at nothing in a table.
+
+The scenario is the file's name without its ending (``steps.csv``: ``steps``) unless a ``scenario`` column names it.
+Step ids are the step names in sorted order, so two tables of the same steps (one for the detector, one for the
+graph) number them alike whatever order their rows come in.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from graphs.common.errors import InputError
+from graphs.common.files import read_text_file
+from graphs.common.safe_text import printable
+from graphs.limits import name_fault
+
+TABLE_SUFFIXES: Final = frozenset({".csv", ".tsv"})
+COLUMNS: Final = ("video", "step", "start", "end")  # the order of a table without a header row
+# The names a header may give each column: those of labelling tools' exports and of the JSON fields.
+_ALIASES: Final = {
+    "video": ("video", "video_id", "recording", "recording_id", "video_name", "file"),
+    "step": ("step", "step_name", "key_step", "keystep", "label", "action", "name"),
+    "start": ("start", "start_time", "start_s", "begin", "from"),
+    "end": ("end", "end_time", "end_s", "stop", "to"),
+    "has_errors": ("has_errors", "has_error", "mistake", "error", "errors"),
+    "scenario": ("scenario", "procedure", "task", "recipe"),
+}
+_TIME: Final = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:[.,]\d*)?)")  # [h:]mm:ss[.fff]
+_TRUE: Final = frozenset({"1", "true", "yes", "y", "x"})
+_FALSE: Final = frozenset({"", "0", "false", "no", "n"})
+
+
+def is_table(path: str | Path) -> bool:
+    """Whether an annotation file is read as a table (its name ends in ``.csv`` or ``.tsv``, in any case)."""
+    return Path(path).suffix.lower() in TABLE_SUFFIXES
+
+
+def looks_like_table(text: str) -> bool:
+    """Whether text that is not JSON reads as a table's first line (a comma, semicolon or tab in it): said to a user
+    who gave a table a name that does not end in ``.csv``."""
+    first = text.lstrip("\ufeff").splitlines()[0] if text.strip() else ""
+    return not first.lstrip().startswith(("{", "[")) and any(sep in first for sep in ",;\t")
+
+
+def _column_name(field: str) -> str:
+    """A header field as a column name: lower case, a unit in brackets dropped (``Start (s)``), spaces as ``_``."""
+    return re.sub(r"[\s-]+", "_", re.sub(r"[(\[].*$", "", field).strip().lower())
+
+
+def _header(fields: list[str]) -> dict[str, int] | None:
+    """The columns a header row names, or None when the row is data (a segment row has a time in it)."""
+    if any(parse_time(field) is not None for field in fields):
+        return None
+    names = [_column_name(field) for field in fields]
+    found: dict[str, int] = {}
+    for k, name in enumerate(names):
+        column = next((col for col, aliases in _ALIASES.items() if name in aliases), None)
+        if column is not None and column not in found:
+            found[column] = k
+    return found or None
+
+
+def _delimiter(path: Path, first: str) -> str:
+    """The table's separator: a tab in a ``.tsv`` file; in a ``.csv`` file a semicolon where its first line has one
+    and no comma outside quotes (the export of a spreadsheet set to a language that writes decimal commas)."""
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    unquoted = re.sub(r'"[^"]*"', "", first)
+    return ";" if ";" in unquoted and "," not in unquoted else ","
+
+
+def parse_time(text: str, decimal_comma: bool = False) -> float | None:
+    """Seconds from a table's time field: ``65.5``, or ``1:05.5`` (m:ss) or ``1:01:05`` (h:mm:ss); None if not one."""
+    text = text.strip()
+    if decimal_comma:
+        text = text.replace(",", ".")
+    clock = _TIME.fullmatch(text)
+    if clock is not None:
+        hours, minutes, seconds = clock.groups()
+        if int(minutes) > 59 and hours is not None or float(seconds.replace(",", ".")) >= 60:
+            return None
+        return int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds.replace(",", "."))
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+@dataclass
+class _Table:
+    """What the rows built so far: the steps by name and the videos' segments, in the file's order."""
+
+    scenario_default: str
+    steps: dict[str, dict[str, int]]  # scenario -> step name -> first line naming it
+    spelled: dict[str, dict[str, tuple[str, int]]]  # scenario -> folded name -> (name, line)
+    videos: dict[str, dict[str, Any]]
+
+
+def _fold(name: str) -> str:
+    """A step name with case, spaces, ``_`` and ``-`` ignored: two names equal this way are one step written twice."""
+    return re.sub(r"[\s_\-]+", "", name.casefold())
+
+
+def read_annotation_table(path: str | Path) -> dict[str, Any]:
+    """A ``.csv`` / ``.tsv`` annotation table as the annotation JSON's structure.
+
+    Rows: ``video, step, start, end`` (a header row may name them in any order, beside ``has_errors`` and
+    ``scenario``; without one, the columns are in that order, a fifth one ``has_errors``). Times are seconds, or
+    ``m:ss`` / ``h:mm:ss``. Blank lines and lines starting with ``#`` are skipped; a byte-order mark and Windows line
+    endings are read as a spreadsheet writes them.
+
+    Args:
+        path: the file.
+
+    Returns:
+        ``{"taxonomy": {scenario: {"<id>": {"id", "name"}}}, "annotations": {video: {"scenario", "recording_id",
+        "segments": [...]}}}``.
+
+    Raises:
+        InputError: a row that is not a segment, naming the file, the line and the column.
+    """
+    path = Path(path)
+    text = read_text_file(path, "annotation table")
+    lines = text.splitlines()
+    first = next((line for line in lines if line.strip() and not line.lstrip().startswith("#")), "")
+    sep = _delimiter(path, first)
+    table = _Table(printable(path.stem) or "procedure", {}, {}, {})
+    columns: dict[str, int] | None = None
+    width = len(COLUMNS) + 1  # a row's fields at most: without a header, the fifth is has_errors
+    positional = dict(zip((*COLUMNS, "has_errors"), range(5), strict=True))
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    try:
+        for fields in rows:
+            line = rows.line_num
+            if not any(field.strip() for field in fields) or fields[0].lstrip().startswith("#"):
+                continue
+            if columns is None:
+                named = _header(fields)
+                if named is not None:
+                    missing = [col for col in COLUMNS if col not in named]
+                    if missing:
+                        raise InputError(f"{path} line {line}: the header names no {' and no '.join(missing)} column "
+                                         f"(it has {', '.join(printable(f) for f in fields)}; expected "
+                                         f"{','.join(COLUMNS)}, optionally has_errors and scenario)")
+                    columns, width = named, len(fields)
+                    continue
+                columns = positional
+            if any(field.strip() for field in fields[width:]):
+                # A step name with an unquoted comma ("add salt, pepper") shifts every field after it.
+                most = f"the header has {width}" if columns is not positional else f"a row has at most {width}"
+                raise InputError(f"{path} line {line}: {len(fields)} fields, {most}: a step name holding the "
+                                 f"separator {sep!r} must be in double quotes")
+            _add_row(path, table, columns, fields, line, decimal_comma=sep != ",")
+    except csv.Error as err:
+        raise InputError(f"{path} line {rows.line_num}: not a table this can read ({err})") from None
+    if not table.videos:
+        raise InputError(f"{path}: no segment rows (expected one row per segment: {','.join(COLUMNS)})")
+    taxonomy = {scenario: {str(k): {"id": k, "name": name} for k, name in enumerate(sorted(names))}
+                for scenario, names in table.steps.items()}
+    ids = {scenario: {entry["name"]: entry["id"] for entry in steps.values()} for scenario, steps in taxonomy.items()}
+    for record in table.videos.values():
+        for seg in record["segments"]:
+            seg["step_id"] = ids[record["scenario"]][seg["step_name"]]
+    return {"taxonomy": taxonomy, "annotations": table.videos}
+
+
+def _field(path: Path, fields: list[str], columns: dict[str, int], column: str, line: int) -> str:
+    """One column's field of a row, stripped; a row too short for it is refused."""
+    k = columns[column]
+    if k >= len(fields):
+        raise InputError(f"{path} line {line}: {len(fields)} field{'' if len(fields) == 1 else 's'}, no {column} "
+                         f"(expected {','.join(COLUMNS)}: the video, the step, its start and end in seconds)")
+    return fields[k].strip()
+
+
+def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[str], line: int,
+             decimal_comma: bool) -> None:
+    """One segment row added to ``table``, every field checked."""
+    where = f"{path} line {line}"
+    video = _field(path, fields, columns, "video", line)
+    step = _field(path, fields, columns, "step", line)
+    if not video:
+        raise InputError(f"{where}: the video field is empty")
+    fault = name_fault(step)
+    if fault is not None:
+        raise InputError(f"{where}: step {fault}")
+    times = []
+    for column in ("start", "end"):
+        raw = _field(path, fields, columns, column, line)
+        value = parse_time(raw, decimal_comma)
+        if value is None:
+            raise InputError(f"{where}: {column} = {printable(raw)[:40]!r} is not a time (seconds, such as 65.5, "
+                             "or m:ss, such as 1:05.5)")
+        times.append(value)
+    start, end = times
+    if not start == end < 0:  # a step never done, as the JSON writes it (CaptainCook4D's -1)
+        if start < 0 or end < 0:
+            raise InputError(f"{where}: a time below zero ({start:g} .. {end:g} s); times are seconds from the start "
+                             "of the video")
+        if end <= start:
+            raise InputError(f"{where}: the segment ends at {end:g} s, {'before' if end < start else 'when'} it "
+                             f"starts ({start:g} s)")
+    scenario = _field(path, fields, columns, "scenario", line) if "scenario" in columns else table.scenario_default
+    if not scenario:
+        raise InputError(f"{where}: the scenario field is empty")
+    flag = _field(path, fields, columns, "has_errors", line).lower() if (
+        "has_errors" in columns and columns["has_errors"] < len(fields)) else ""
+    if flag not in _TRUE | _FALSE:
+        raise InputError(f"{where}: has_errors = {printable(flag)[:20]!r} is not true or false (1/0, yes/no, or "
+                         "empty)")
+    known = table.steps.setdefault(scenario, {})
+    if step not in known:
+        spelled = table.spelled.setdefault(scenario, {})
+        other = spelled.get(_fold(step))
+        if other is not None:
+            raise InputError(f"{where}: step {printable(step)!r} is step {printable(other[0])!r} of line {other[1]} "
+                             "written another way: write one step the same way in every row (each spelling would "
+                             "be a step of its own)")
+        spelled[_fold(step)] = (step, line)
+        known[step] = line
+    record = table.videos.setdefault(video, {"scenario": scenario, "recording_id": video, "segments": []})
+    if record["scenario"] != scenario:
+        raise InputError(f"{where}: video {printable(video)!r} is of scenario {printable(scenario)!r} here, "
+                         f"{printable(record['scenario'])!r} in an earlier row")
+    record["segments"].append({"step_name": step, "start_time": start, "end_time": end,
+                               "has_errors": flag in _TRUE, "description": ""})
+
+

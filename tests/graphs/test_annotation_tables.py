@@ -1,0 +1,130 @@
+"""Annotations as a table (``video,step,start,end`` per row, `graphs.annotation_csv`): what a labelling tool or a
+spreadsheet exports reads as the JSON would, and what only a table gets wrong is refused naming its line."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+
+import pytest
+
+from graphs import InputError
+from graphs.annotations import load_annotations, time_order
+
+HEADER = "video,step,start,end"
+ROWS = ("run1,unfold,1.5,10", "run1,insert_pole,12,20", "run2,unfold,0,8", "run2,insert_pole,9,15.25")
+
+
+def write(tmp_path: Path, lines: list[str] | tuple[str, ...], name: str = "tent.csv", newline: str = "\n",
+          encoding: str = "utf-8") -> Path:
+    path = tmp_path / name
+    path.write_bytes(newline.join(lines).encode(encoding) + newline.encode())
+    return path
+
+
+def spans(path: Path) -> dict[str, list[tuple[str, float, float]]]:
+    """Each video's segments as ``(step name, start, end)`` in time order: what every command reads of a file."""
+    ann = load_annotations(path)
+    names = ann.taxonomy["tent"]
+    return {v.video: [(names[v.steps[k]], start, end) for k, start, end in time_order(v, str(path))]
+            for v in ann.videos.values()}
+
+
+EXPECTED = {"run1": [("unfold", 1.5, 10.0), ("insert_pole", 12.0, 20.0)],
+            "run2": [("unfold", 0.0, 8.0), ("insert_pole", 9.0, 15.25)]}
+
+
+def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
+    path = write(tmp_path, [HEADER, *ROWS])
+    assert spans(path) == EXPECTED
+    ann = load_annotations(path)
+    # The scenario is the file's name; ids are the sorted names, so another table of the same steps numbers alike.
+    assert ann.taxonomy == {"tent": {0: "insert_pole", 1: "unfold"}}
+    assert not any(flag for v in ann.videos.values() for flag in v.has_errors)
+    path.write_bytes(codecs.BOM_UTF16_LE + "\n".join([HEADER, *ROWS]).encode("utf-16-le"))  # Windows' "Unicode"
+    with pytest.raises(InputError, match="is UTF-16 text"):
+        load_annotations(path)
+
+
+@pytest.mark.parametrize("variant", ["no header", "windows line endings", "byte-order mark", "m:ss times",
+                                     "h:mm:ss times", "units in the header", "columns in another order",
+                                     "semicolons and decimal commas", "tab-separated", "comments and blank lines"])
+def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> None:
+    lines = [HEADER, *ROWS]
+    name, newline, encoding = "tent.csv", "\n", "utf-8"
+    if variant == "no header":
+        lines = list(ROWS)
+    elif variant == "windows line endings":
+        newline = "\r\n"
+    elif variant == "byte-order mark":
+        encoding = "utf-8-sig"
+    elif variant == "m:ss times":
+        lines = [HEADER, "run1,unfold,0:01.5,0:10", "run1,insert_pole,0:12,0:20", "run2,unfold,0:00,0:08",
+                 "run2,insert_pole,0:09,0:15.25"]
+    elif variant == "h:mm:ss times":
+        lines = [HEADER, "run1,unfold,0:00:01.5,0:00:10", "run1,insert_pole,0:00:12,0:00:20",
+                 "run2,unfold,0:00:00,0:00:08", "run2,insert_pole,0:00:09,0:00:15.25"]
+    elif variant == "units in the header":
+        lines = ["Video,Step,Start (s),End (s)", *ROWS]
+    elif variant == "columns in another order":
+        lines = ["start_time,end_time,step_name,recording_id"] + [
+            ",".join([*row.split(",")[2:], row.split(",")[1], row.split(",")[0]]) for row in ROWS]
+    elif variant == "semicolons and decimal commas":
+        lines = ["video;step;start;end"] + [";".join(f.replace(".", ",") for f in row.split(",")) for row in ROWS]
+    elif variant == "tab-separated":
+        name, lines = "tent.tsv", [line.replace(",", "\t") for line in [HEADER, *ROWS]]
+    elif variant == "comments and blank lines":
+        lines = ["# labelled by hand", HEADER, ROWS[0], "", ROWS[1], " , , , ", *ROWS[2:]]
+    assert spans(write(tmp_path, lines, name, newline, encoding)) == EXPECTED
+
+
+def test_has_errors_and_scenario_columns(tmp_path: Path) -> None:
+    path = write(tmp_path, ["video,step,start,end,has_errors,scenario", "run1,unfold,0,5,,tent",
+                            "run1,insert_pole,6,9,yes,tent", "x1,fold,0,4,0,other"])
+    ann = load_annotations(path)
+    assert ann.videos["run1"].has_errors == (False, True) and ann.videos["x1"].scenario == "other"
+    assert set(ann.taxonomy) == {"tent", "other"}
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ([HEADER, ROWS[0], "run1,unfold,abc,5"],
+     "line 3: start = 'abc' is not a time (seconds, such as 65.5, or m:ss, such as 1:05.5)"),
+    ([HEADER, "run1,unfold,1:75,2:00"], "line 2: start = '1:75' is not a time"),
+    ([HEADER, ROWS[0], "run1,unfold,3"], "line 3: 3 fields, no end (expected video,step,start,end"),
+    ([HEADER, "run1,unfold,30,5"], "line 2: the segment ends at 5 s, before it starts (30 s)"),
+    ([HEADER, "run1,unfold,5,5"], "line 2: the segment ends at 5 s, when it starts (5 s)"),
+    ([HEADER, "run1,unfold,-2,5"], "line 2: a time below zero (-2 .. 5 s)"),
+    ([HEADER, ",unfold,1,5"], "line 2: the video field is empty"),
+    ([HEADER, "run1, ,1,5"], "line 2: step "),
+    (["recording,what,t0,t1", *ROWS], "line 1: the header names no step and no start and no end column"),
+    ([HEADER, ROWS[0], "run2,Insert Pole,1,5", "run2,insert_pole,6,7"],
+     "line 4: step 'insert_pole' is step 'Insert Pole' of line 3 written another way"),
+    ([HEADER, "run1,add salt, pepper,1,5"], "line 2: 5 fields, the header has 4: a step name holding the separator"),
+    (["video,step,start,end,has_errors", "run1,unfold,1,5,maybe"], "line 2: has_errors = 'maybe' is not true or false"),
+    ([HEADER], ": no segment rows"),
+])
+def test_a_bad_row_is_named_by_its_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    path = write(tmp_path, lines)
+    with pytest.raises(InputError) as refused:
+        load_annotations(path)
+    assert str(refused.value).startswith(f"{path}")
+    assert message in str(refused.value)
+
+
+def test_a_table_not_named_csv_is_told_how_it_is_read(tmp_path: Path) -> None:
+    path = write(tmp_path, [HEADER, *ROWS], name="labels.txt")
+    with pytest.raises(InputError, match=r"labels\.txt: not JSON; it reads as a table: name it \.csv"):
+        load_annotations(path)
+    (tmp_path / "bad.json").write_text("{oops")  # a broken JSON file keeps its own line
+    with pytest.raises(InputError, match="invalid JSON at line 1 column 2"):
+        load_annotations(tmp_path / "bad.json")
+
+
+def test_a_clock_time_in_the_json_says_it_must_be_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps({"taxonomy": {"tent": {"0": {"id": 0, "name": "unfold"}}}, "annotations": {"run1": {
+        "scenario": "tent", "segments": [{"step_id": 0, "start_time": "1:05.5", "end_time": 70}]}}}))
+    with pytest.raises(InputError, match=r'start_time = "1:05.5" is not a number \(write "1:05.5" as the number '
+                                         r"of seconds, 65.5\)$"):
+        load_annotations(path)

@@ -37,12 +37,12 @@ from typing import Final
 
 import numpy as np
 
-from graphs.annotations import choose_scenario, load_annotations, time_order
+from graphs.annotations import choose_scenario, frames_hint, load_annotations, time_order
 from graphs.common.array_files import npy_header_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file, not_a_folder
 from graphs.common.options import check_fps, check_seed
-from graphs.common.safe_text import count_of, first_few, printable, unicode_form_hint
+from graphs.common.safe_text import count_of, first_few, near_name_hint, printable, unicode_form_hint
 from recognition.feature_folders import (
     SPLIT_FILE,
     TARGETS_DIR,
@@ -505,7 +505,8 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
                          f"annotation in {config.annotations} ({first_few(sorted(unannotated), SHOWN)}): annotate "
                          "them (a file annotated under another scenario than --scenario's is left out, so an "
                          "annotation file of every recording of a data set's folder imports one scenario of it), or "
-                         "move them out of the folder" + unicode_form_hint(unannotated, annotations.videos))
+                         "move them out of the folder" + unicode_form_hint(unannotated, annotations.videos)
+                         + near_name_hint(unannotated, [name for name in annotations.videos if name not in files]))
     if config.scenario is None:  # the scenario of the recordings that have features, when they share one
         scenarios = Counter(annotations.videos[name].scenario for name in files)
         if len(scenarios) > 1:  # name the folder's scenarios, not every one of a public dataset's annotation file
@@ -548,7 +549,8 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
                                imported.name)
         except InputError as err:  # a short file, or one read at another rate than it was written at
             raise InputError(f"{err}: {files[imported.name]} has {rows} vectors, {rows / config.rate:.2f} s at "
-                             f"--rate {config.rate:g}; is that the rate it was written at?") from None
+                             f"--rate {config.rate:g}; is that the rate it was written at"
+                             f"{frames_hint(max(seg.end for seg in imported.segments), rows / config.rate)}?") from None
     report.other_scenario = [name for name in files if annotations.videos[name].scenario != scenario]
     if not videos:
         raise InputError(f"--features {config.features}: no feature file of a recording of scenario {scenario!r}")

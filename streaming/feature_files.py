@@ -29,7 +29,7 @@ import torch
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
 from graphs.common.files import not_a_file
-from graphs.common.safe_text import count_of, first_few, unicode_form_hint
+from graphs.common.safe_text import count_of, first_few, near_name_hint, unicode_form_hint
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.feature_folders import copy_of
 from recognition.feature_import import (
@@ -267,7 +267,8 @@ def annotated_feature_files(specs: Sequence[str], annotations: Annotations, src:
         what = ": annotate them, name the recordings to evaluate (--videos-list, --split), or move them out"
     if stray:
         raise InputError(f"--features: {count_of(len(stray), 'feature file')} with no annotation in {src} "
-                         f"({first_few(stray, SHOWN)}){what}" + unicode_form_hint(stray, annotations.videos))
+                         f"({first_few(stray, SHOWN)}){what}" + unicode_form_hint(stray, annotations.videos)
+                         + near_name_hint(stray, [name for name in annotations.videos if name not in files]))
     return files
 
 

@@ -8,6 +8,7 @@ is not plain visible text by its escape, so it is shown, never obeyed.
 
 from __future__ import annotations
 
+import difflib
 import textwrap
 import time
 import unicodedata
@@ -107,6 +108,22 @@ def unicode_form_hint(names: Sequence[str], known: Iterable[str]) -> str:
               else "differ from annotated names only in their Unicode form")
     return (f"; {first_few([printable(n) for n in twins], 3)} {differ} (a file name written decomposed, NFD, as macOS "
             "may write it): rename the files as the annotation file spells them")
+
+
+def near_name_hint(names: Sequence[str], unmatched: Iterable[str]) -> str:
+    """The end of an error line for ``names`` (file names) missing from the annotation file, when some of them are
+    close to an annotated name that has no file (``unmatched``): one recording named two ways ("" when none is).
+
+    Said because a file without annotation and an annotation without file were two lines far apart (the second only
+    a count in the closing summary, after the first had ended the run), and a typo in one of them is why most often.
+    """
+    spare = sorted(set(unmatched))
+    pairs = [(name, close[0]) for name in names if (close := difflib.get_close_matches(name, spare, n=1, cutoff=0.75))]
+    if not pairs:
+        return ""
+    shown = ", ".join(f"{printable(name)!r} and the annotated {printable(other)!r}" for name, other in pairs[:3])
+    return (f"; {shown}{' and more' if len(pairs) > 3 else ''}: one recording named two ways? (the annotated "
+            f"{'name has' if len(pairs) == 1 else 'names have'} no feature file): name them alike")
 
 
 def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:

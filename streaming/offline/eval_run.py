@@ -27,7 +27,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from graphs.annotations import choose_scenario, load_annotations, never_done, read_train_videos, time_order
+from graphs.annotations import (
+    choose_scenario,
+    frames_hint,
+    load_annotations,
+    never_done,
+    read_train_videos,
+    time_order,
+)
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError, print_note
 from graphs.common.files import (
@@ -350,7 +357,8 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
     last = max((segment.end for segment in video.annotated), default=0.0)
     if last > duration + slack:
         raise InputError(f"{video.named}: covers {duration:.1f} s at the rate it is read at, but its annotated steps "
-                         f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate?)")
+                         f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate"
+                         f"{frames_hint(last, duration)}?)")
 
 
 def warn_long_files(videos: Sequence[EvalVideo], lengths: Sequence[float], fps: float,

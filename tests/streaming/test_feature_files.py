@@ -969,3 +969,34 @@ def test_a_feature_file_rewritten_in_place_is_not_answered_from_the_cache(
     assert features.stat().st_size == stat.st_size and features.stat().st_mtime_ns == stat.st_mtime_ns
     assert stream_detect(argv) == 0
     assert "(0 from the cache)" in capsys.readouterr().out
+
+
+def test_eval_names_the_annotated_twin_of_an_unannotated_file(tmp_path: Path) -> None:
+    # "rec_1.npy" beside an annotation of "rec1": the line named the file alone, and the annotated name with no file
+    # was only counted in a warning, so the typo had to be found by comparing the two lists by eye.
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({
+        "taxonomy": {"kit": {"0": {"name": "open_box", "id": 0}}},
+        "annotations": {name: {"scenario": "kit", "segments": [{"step_id": 0, "start_time": 0, "end_time": 1}]}
+                        for name in ("rec1", "kept")}}))
+    folder = tmp_path / "npy"
+    folder.mkdir()
+    for name in ("rec_1", "kept"):
+        np.save(folder / f"{name}.npy", np.zeros((4, WIDTH), dtype=np.float32))
+    with pytest.raises(InputError) as refused:
+        annotated_feature_files([str(folder)], load_annotations(labels, learns_graph=False), str(labels))
+    assert str(refused.value).endswith("; 'rec_1' and the annotated 'rec1': one recording named two ways? (the "
+                                       "annotated name has no feature file): name them alike")
+
+
+def test_eval_asks_whether_times_far_past_a_file_are_frames(tmp_path: Path) -> None:
+    from streaming.offline.eval_run import EvalVideo, check_annotation_fits
+    from streaming.offline.eval_scores import AnnotatedSegment
+
+    framed = EvalVideo("rec1", tmp_path / "rec1.npy", (AnnotatedSegment(0, 30.0, 900.0),))
+    with pytest.raises(InputError, match=r"another --rate, or are the annotation's times frame numbers \(they must be "
+                                         r"seconds\)\?\)$"):
+        check_annotation_fits(framed, 40.0, 1.0, "labels.csv")
+    short = EvalVideo("rec1", tmp_path / "rec1.npy", (AnnotatedSegment(0, 3.0, 90.0),))  # read at half its rate
+    with pytest.raises(InputError, match=r"another --rate\?\)$"):
+        check_annotation_fits(short, 40.0, 1.0, "labels.csv")

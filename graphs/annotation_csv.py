@@ -7,9 +7,10 @@ file, so every command that reads annotations reads it. What only a table can ge
 time that is not one, a step written two ways) is refused here, naming the file, the line and the column, because
 the JSON-shaped names of the later checks (``annotations['v'].segments[3]``) point at nothing in a table.
 
-The scenario is the file's name without its ending (``steps.csv``: ``steps``) unless a ``scenario`` column names it.
-Step ids are the step names in sorted order, so two tables of the same steps (one for the detector, one for the
-graph) number them alike whatever order their rows come in.
+The scenario is `DEFAULT_SCENARIO` unless a ``scenario`` column names it: not the file's name, which a copy renames
+(a detector trained from ``labels.csv`` was then refused beside a graph learned from its copy ``eggs.csv``). Step ids
+are the step names in sorted order, so two tables of the same steps (one for the detector, one for the graph) number
+them alike whatever order their rows come in.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from graphs.common.safe_text import printable
 from graphs.limits import name_fault
 
 TABLE_SUFFIXES: Final = frozenset({".csv", ".tsv"})
+DEFAULT_SCENARIO: Final = "procedure"  # the scenario of a table without a scenario column
 COLUMNS: Final = ("video", "step", "start", "end")  # the order of a table without a header row
 # The names a header may give each column: those of labelling tools' exports and of the JSON fields.
 _ALIASES: Final = {
@@ -137,7 +139,7 @@ def read_annotation_table(path: str | Path) -> dict[str, Any]:
     lines = text.splitlines()
     first = next((line for line in lines if line.strip() and not line.lstrip().startswith("#")), "")
     sep = _delimiter(path, first)
-    table = _Table(printable(path.stem) or "procedure", {}, {}, {})
+    table = _Table(DEFAULT_SCENARIO, {}, {}, {})
     columns: dict[str, int] | None = None
     width = len(COLUMNS) + 1  # a row's fields at most: without a header, the fifth is has_errors
     positional = dict(zip((*COLUMNS, "has_errors"), range(5), strict=True))

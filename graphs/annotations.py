@@ -37,7 +37,14 @@ from typing import Any, Final
 
 import numpy as np
 
-from graphs.annotation_csv import COLUMNS, is_table, looks_like_table, parse_time, read_annotation_table
+from graphs.annotation_csv import (
+    COLUMNS,
+    DEFAULT_SCENARIO,
+    is_table,
+    looks_like_table,
+    parse_time,
+    read_annotation_table,
+)
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json, read_text_file
@@ -477,6 +484,10 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     annotations = Annotations(src, videos, taxonomy, overlaps, overlap_videos, skipped, tuple(overlap_names),
                               tuple(unordered))
     if scenario_required and scenario_read is not None:
+        if is_table(path) and scenario_read not in taxonomy and set(taxonomy) == {DEFAULT_SCENARIO}:
+            # The README's commands name a scenario (--scenario tent); a table without the column has none to match.
+            raise InputError(f"{src}: a table without a scenario column holds one scenario, {DEFAULT_SCENARIO!r}: "
+                             f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
         annotations.check_scenario(scenario_read)
     line = timing_warning(annotations, scenario_read, learns_graph)
     if line is not None:

@@ -26,7 +26,7 @@ def write(tmp_path: Path, lines: list[str] | tuple[str, ...], name: str = "tent.
 def spans(path: Path) -> dict[str, list[tuple[str, float, float]]]:
     """Each video's segments as ``(step name, start, end)`` in time order: what every command reads of a file."""
     ann = load_annotations(path)
-    names = ann.taxonomy["tent"]
+    names = ann.taxonomy["procedure"]
     return {v.video: [(names[v.steps[k]], start, end) for k, start, end in time_order(v, str(path))]
             for v in ann.videos.values()}
 
@@ -39,8 +39,11 @@ def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
     path = write(tmp_path, [HEADER, *ROWS])
     assert spans(path) == EXPECTED
     ann = load_annotations(path)
-    # The scenario is the file's name; ids are the sorted names, so another table of the same steps numbers alike.
-    assert ann.taxonomy == {"tent": {0: "insert_pole", 1: "unfold"}}
+    # Ids are the sorted names and the scenario is not the file's name: a copy of the table, its rows in another
+    # order, labels the same procedure (a detector trained from one is accepted beside a graph from the other).
+    assert ann.taxonomy == {"procedure": {0: "insert_pole", 1: "unfold"}}
+    copy = write(tmp_path, [HEADER, *reversed(ROWS)], name="eggs.csv")
+    assert load_annotations(copy).taxonomy == ann.taxonomy
     assert not any(flag for v in ann.videos.values() for flag in v.has_errors)
     path.write_bytes(codecs.BOM_UTF16_LE + "\n".join([HEADER, *ROWS]).encode("utf-16-le"))  # Windows' "Unicode"
     with pytest.raises(InputError, match="is UTF-16 text"):
@@ -77,6 +80,14 @@ def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> 
     elif variant == "comments and blank lines":
         lines = ["# labelled by hand", HEADER, ROWS[0], "", ROWS[1], " , , , ", *ROWS[2:]]
     assert spans(write(tmp_path, lines, name, newline, encoding)) == EXPECTED
+
+
+def test_a_scenario_option_on_a_table_without_one_says_what_to_do(tmp_path: Path) -> None:
+    path = write(tmp_path, [HEADER, *ROWS])
+    with pytest.raises(InputError, match=r"tent\.csv: a table without a scenario column holds one scenario, "
+                                         r"'procedure': leave --scenario out, or add a scenario column naming 'tent'$"):
+        load_annotations(path, scenario_read="tent", scenario_required=True)
+    assert set(load_annotations(path, scenario_read="procedure", scenario_required=True).taxonomy) == {"procedure"}
 
 
 def test_has_errors_and_scenario_columns(tmp_path: Path) -> None:

@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from graphs.annotation_csv import is_table, looks_like_table
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
-from graphs.common.files import output_start, read_json, write_text
+from graphs.common.files import output_start, read_json, read_text_file, write_text
 from graphs.common.settings_files import as_written
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS, STEP_ID_RULE, is_step_id, name_fault
 
@@ -459,7 +460,16 @@ def load_graph(path: str | Path, option: str | None = None) -> TaskGraph:
     """Read and validate a graph file; `InputError` names the file and what is wrong, after ``option`` when given
     (``--graph nope.json: graph file not found``: the option the user typed it under)."""
     try:
-        return TaskGraph.from_dict(read_json(path, "graph file"), source=str(path))
+        try:
+            data = read_json(path, "graph file")
+        except InputError as err:
+            # The labels given for the graph: an annotation JSON is told so by from_dict, a table only here.
+            if "invalid JSON at line 1 column 1" in str(err) and (
+                    is_table(path) or looks_like_table(read_text_file(path, "graph file"))):
+                raise InputError(f"{path}: this looks like an annotation table, not a task graph; learn a graph "
+                                 "from it with tgml train") from None
+            raise
+        return TaskGraph.from_dict(data, source=str(path))
     except InputError as err:
         if option is None:
             raise

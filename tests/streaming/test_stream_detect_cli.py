@@ -117,6 +117,17 @@ def test_an_annotation_file_given_as_the_graph_says_how_to_make_a_graph(capsys: 
                     "graph from it with tgml train")
 
 
+@pytest.mark.parametrize("name", ["labels.csv", "labels.txt"])
+def test_an_annotation_table_given_as_the_graph_says_how_to_make_a_graph(tmp_path: Path, name: str,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "invalid JSON at line 1 column 1: Expecting value", which the annotation JSON given there did not.
+    table = tmp_path / name
+    table.write_text("video,step,start,end\nrun1,fill_kettle,1,5\n")
+    line = cli_error(main, ["--video", "demo", "--graph", str(table), "--jsonl"], capsys)
+    assert line == (f"error: --graph {table}: this looks like an annotation table, not a task graph; learn a "
+                    "graph from it with tgml train")
+
+
 SPLIT_KIND = "a split file (the 'train' and 'test' videos of a feature folder: its split.json)"
 
 

@@ -40,6 +40,8 @@ _ALIASES: Final = {
     "scenario": ("scenario", "procedure", "task", "recipe"),
 }
 _TIME: Final = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:[.,]\d*)?)")  # [h:]mm:ss[.fff]
+# A video column often holds the file's name (a labelling tool exports it): its recording is the name without these.
+FILE_ENDINGS: Final = (".npy", ".mp4", ".avi", ".mkv", ".mov", ".webm")
 _TRUE: Final = frozenset({"1", "true", "yes", "y", "x"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "n"})
 
@@ -194,6 +196,8 @@ def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[st
     where = f"{path} line {line}"
     video = _field(path, fields, columns, "video", line)
     step = _field(path, fields, columns, "step", line)
+    if video.lower().endswith(FILE_ENDINGS):
+        video = video.rsplit(".", 1)[0]
     if not video:
         raise InputError(f"{where}: the video field is empty")
     fault = name_fault(step)

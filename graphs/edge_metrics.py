@@ -28,6 +28,7 @@ from graphs.task_graph import (
     Node,
     TaskGraph,
     load_graph,
+    read_graph_json,
 )
 
 
@@ -164,7 +165,7 @@ def load_shown_graph(path: str | Path) -> TaskGraph:
     """A graph to show: a task-graph file, or a CaptainCook4D ground-truth graph as it is, with its own step ids (the
     files the dataset ships; ``tgml eval --gt`` reads them too)."""
     source = str(path)
-    data = read_json(path, "graph file")
+    data = read_graph_json(path)
     if is_captaincook_graph(data):
         return captaincook_graph(data, _taxonomy_of(data, source), source)
     return TaskGraph.from_dict(data, source=source)

@@ -456,20 +456,25 @@ def _holds_a_graph(path: Path) -> bool:
     return isinstance(data, dict) and data.get("format") == FORMAT_NAME
 
 
+def read_graph_json(path: str | Path) -> Any:
+    """A graph file's JSON (every reader of a graph file reads it here); the labels given for the graph as a table
+    are named as such, as `TaskGraph.from_dict` names the annotation JSON, where they were "invalid JSON at line 1
+    column 1"."""
+    try:
+        return read_json(path, "graph file")
+    except InputError as err:
+        if "invalid JSON at line 1 column 1" in str(err) and (
+                is_table(path) or looks_like_table(read_text_file(path, "graph file"))):
+            raise InputError(f"{path}: this looks like an annotation table, not a task graph; learn a graph from it "
+                             "with tgml train") from None
+        raise
+
+
 def load_graph(path: str | Path, option: str | None = None) -> TaskGraph:
     """Read and validate a graph file; `InputError` names the file and what is wrong, after ``option`` when given
     (``--graph nope.json: graph file not found``: the option the user typed it under)."""
     try:
-        try:
-            data = read_json(path, "graph file")
-        except InputError as err:
-            # The labels given for the graph: an annotation JSON is told so by from_dict, a table only here.
-            if "invalid JSON at line 1 column 1" in str(err) and (
-                    is_table(path) or looks_like_table(read_text_file(path, "graph file"))):
-                raise InputError(f"{path}: this looks like an annotation table, not a task graph; learn a graph "
-                                 "from it with tgml train") from None
-            raise
-        return TaskGraph.from_dict(data, source=str(path))
+        return TaskGraph.from_dict(read_graph_json(path), source=str(path))
     except InputError as err:
         if option is None:
             raise

@@ -34,6 +34,7 @@ from tests.streaming.helpers import (
     write_damaged_video,
     write_noise_video,
 )
+from tgml.tgml_cli import main as tgml_main
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -126,6 +127,10 @@ def test_an_annotation_table_given_as_the_graph_says_how_to_make_a_graph(tmp_pat
     line = cli_error(main, ["--video", "demo", "--graph", str(table), "--jsonl"], capsys)
     assert line == (f"error: --graph {table}: this looks like an annotation table, not a task graph; learn a "
                     "graph from it with tgml train")
+    # tgml show reads the graph file as every command does.
+    line = cli_error(tgml_main, ["show", str(table)], capsys)
+    assert line == (f"error: {table}: this looks like an annotation table, not a task graph; learn a graph from it "
+                    "with tgml train")
 
 
 SPLIT_KIND = "a split file (the 'train' and 'test' videos of a feature folder: its split.json)"

@@ -141,6 +141,10 @@ def read_annotation_table(path: str | Path) -> dict[str, Any]:
     lines = text.splitlines()
     first = next((line for line in lines if line.strip() and not line.lstrip().startswith("#")), "")
     sep = _delimiter(path, first)
+    named_sep = re.fullmatch(r"sep=(.)", first.strip())
+    if named_sep is not None:  # Excel's "sep=;" line, which names the separator of the rows after it
+        sep = named_sep.group(1)
+        text = text.replace(first, "#" + first, 1)  # read as a comment line from here on
     table = _Table(DEFAULT_SCENARIO, {}, {}, {})
     columns: dict[str, int] | None = None
     width = len(COLUMNS) + 1  # a row's fields at most: without a header, the fifth is has_errors

@@ -53,7 +53,7 @@ def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
 @pytest.mark.parametrize("variant", ["no header", "windows line endings", "byte-order mark", "m:ss times",
                                      "h:mm:ss times", "units in the header", "columns in another order",
                                      "semicolons and decimal commas", "tab-separated", "comments and blank lines",
-                                     "file names as videos"])
+                                     "file names as videos", "excel's separator line"])
 def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> None:
     lines = [HEADER, *ROWS]
     name, newline, encoding = "tent.csv", "\n", "utf-8"
@@ -80,6 +80,10 @@ def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> 
         name, lines = "tent.tsv", [line.replace(",", "\t") for line in [HEADER, *ROWS]]
     elif variant == "file names as videos":  # what a labelling tool exports: the recording is the name's stem
         lines = [HEADER, *(row.replace("run1,", "run1.MP4,").replace("run2,", "run2.npy,") for row in ROWS)]
+    elif variant == "excel's separator line":
+        newline, encoding = "\r\n", "utf-8-sig"
+        lines = ["sep=;", "video;step;start;end"] + [";".join(f.replace(".", ",") for f in row.split(","))
+                                                     for row in ROWS]
     elif variant == "comments and blank lines":
         lines = ["# labelled by hand", HEADER, ROWS[0], "", ROWS[1], " , , , ", *ROWS[2:]]
     assert spans(write(tmp_path, lines, name, newline, encoding)) == EXPECTED

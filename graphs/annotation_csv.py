@@ -161,7 +161,7 @@ def read_annotation_table(path: str | Path) -> dict[str, Any]:
                     missing = [col for col in COLUMNS if col not in named]
                     if missing:
                         raise InputError(f"{path} line {line}: the header names no {' and no '.join(missing)} column "
-                                         f"(it has {', '.join(printable(f) for f in fields)}; expected "
+                                         f"(it has {printable(', '.join(fields))[:200]}; expected "
                                          f"{','.join(COLUMNS)}, optionally has_errors and scenario)")
                     columns, width = named, len(fields)
                     continue

@@ -454,6 +454,11 @@ def _listener(endpoint: str, backlog: int) -> socket.socket | None:
     return listener
 
 
+class EndpointInUse(InputError):
+    """An endpoint to bind is taken: by another program, or (bound again, `bind`'s ``again``) by this process's own
+    listener, just closed, that libzmq has not let go yet (it closes listeners in its I/O thread, a few ms later)."""
+
+
 def bind(
     ctx: zmq.Context, kind: int, endpoint: str, option: str = "--bind", curve: CurveServer | None = None,
     again: bool = False,
@@ -476,7 +481,9 @@ def bind(
     Raises:
         zmq.ZMQError: no file handle or kernel memory left for the socket, or with ``again`` to bind it
             (`OUT_OF_HANDLES`).
-        InputError: the endpoint is in use (with ``again``: taken by another program meanwhile), or cannot be bound.
+        EndpointInUse: the endpoint is in use (with ``again``: taken by another program meanwhile, or not let go yet
+            by this process's listener just closed).
+        InputError: the endpoint cannot be bound.
     """
     check_endpoint(endpoint, option)
     # Not "another checker": any program may hold it (the dashboard's port given as the checker's, say).
@@ -487,7 +494,7 @@ def bind(
         "another program took it since it was bound here: stop that program, and it is bound again)" if again
         else f"another program is using it: pick another {other})"))
     if endpoint.startswith("ipc://") and _ipc_in_use(endpoint):
-        raise InputError(in_use)
+        raise EndpointInUse(in_use)
     target = endpoint[:-2] + ":*" if endpoint.startswith("tcp://") and endpoint.endswith(":0") else endpoint
     sock = ctx.socket(kind)
     listener = None
@@ -507,7 +514,7 @@ def bind(
         if again and err.errno in OUT_OF_HANDLES:  # not the endpoint's fault: the caller tries again later
             raise zmq.ZMQError(err.errno) from None
         if err.errno == errno.EADDRINUSE:
-            raise InputError(in_use) from None
+            raise EndpointInUse(in_use) from None
         raise InputError(f"{option} {endpoint}: cannot bind ({err.strerror})") from None
     if listener is not None:
         listener.detach()  # libzmq's now: it closes it with the socket

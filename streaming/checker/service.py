@@ -40,7 +40,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol
 
 import zmq
 
@@ -60,6 +60,7 @@ from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, Missi
 from streaming.service_log import LogLine
 from streaming.transport import (
     POLL_MS,
+    EndpointInUse,
     HandshakeCounter,
     IpcFile,
     Publisher,
@@ -76,8 +77,12 @@ if TYPE_CHECKING:
 # Shortest time between two greetings of new subscribers: a peer subscribing in a loop gets one `CheckerHealth` per
 # gap, not one per subscription.
 WELCOME_GAP_S: Final = 0.05
-REOPEN_TRIES: Final = 100  # re-binding an endpoint just closed may find it busy for a moment: tries, REOPEN_GAP_S apart
+# Re-binding an endpoint just closed may find it busy for a moment (libzmq lets a listener go in its I/O thread: a
+# few ms, most first tries at an ipc:// path): it is tried again REOPEN_GAP_S later, on a later turn of the loop, for
+# up to REOPEN_BUSY_S before the re-open counts as failed and is said. Never waited for in the loop: streams are
+# served meanwhile.
 REOPEN_GAP_S: Final = 0.02
+REOPEN_BUSY_S: Final = 2.0
 # After a re-open that could not make its sockets, the next try: 0.1 s, doubled up to 1 s. Each try that fails costs a
 # few system calls, and handles come back as soon as the peers holding them let go.
 REOPEN_RETRY_FIRST_S: Final = 0.1
@@ -85,7 +90,6 @@ REOPEN_RETRY_MAX_S: Final = 1.0
 # Alerts handed to the sinks that a rebuilt copy must not hand again, per stream slot: a stream rebuilds at most
 # RESEND_ALERTS of them at once (`streaming.checker.core`), so each slot's newest are remembered.
 SENT_PER_STREAM: Final = 2 * RESEND_ALERTS
-_Bound = TypeVar("_Bound")  # what a re-bind returns: one socket, or both
 
 
 @dataclass
@@ -97,6 +101,10 @@ class _Closed:
     both: bool  # the detectors' socket too (else the viewers' alone)
     tries: int = 1
     next_try: float = 0.0
+    # Whether it counts as a failed re-open (`CheckerService.reopen_failed`), and may be said: not while its only
+    # failures are an endpoint still busy within REOPEN_BUSY_S of the closing (the old listener not let go yet).
+    failed: bool = False
+    busy_tries: int = 0  # of ``tries``, those within that time (the backoff starts after them)
     # What its last line said, (both, error) (None: no line yet, and its end is said only after one).
     told: tuple[bool, str] | None = None
 
@@ -145,7 +153,9 @@ class CheckerService:
         )
         self.metrics = metrics
         self.log = log
-        self.reopen_failed = 0  # re-opens that could not make their sockets at first (each retried until they opened)
+        # Re-opens that could not make their sockets (each retried until they opened); an endpoint busy for less than
+        # REOPEN_BUSY_S after its closing is not one (`_Closed.failed`).
+        self.reopen_failed = 0
         self._closed: _Closed | None = None  # sockets waiting to open again
         self._said_closed_at = -math.inf  # when a re-open's failure was last logged (at most every LOG_EVERY_S)
         self._deaf_since: float | None = None  # while the detectors' socket is closed: up to when streams were held
@@ -242,7 +252,7 @@ class CheckerService:
         if not self.receiver.sock.closed:  # the old sockets' refusals
             self.watch_peers(self.receiver.stats.malformed, self.receiver.stats.over_budget)
         self._close_sockets()
-        self._open_again("a client key was revoked", REOPEN_TRIES)
+        self._open_again("a client key was revoked")
 
     def reopen_publish(self) -> None:
         """Close the viewers' socket and bind it again at the same endpoint, after its peers' subscriptions went past
@@ -254,22 +264,25 @@ class CheckerService:
         self.receiver.wake_on([self.handshakes[0].monitor], [])  # a poll on a closed socket fails
         self.handshakes[0].close()
         self.publisher.sock.close()
-        self._open_again("a subscription flood", REOPEN_TRIES)
+        self._open_again("a subscription flood")
 
     def retry_reopen(self) -> None:
         """Try again to open the sockets a re-open could not make, once their next try is due (every loop turn)."""
         closed = self._closed
         if closed is not None and self.core.monotonic() >= closed.next_try:
-            self._open_again(closed.why, 1)
+            self._open_again(closed.why)
 
     @property
     def sockets_closed(self) -> bool:
         """Whether sockets a re-open could not make are waiting to be tried again (nothing sent or received there)."""
         return self._closed is not None
 
-    def _open_again(self, why: str, tries: int) -> None:
-        """Bind the closed sockets again (both, or the viewers' alone); when they cannot be made, go on without them
-        until the next try.
+    def _open_again(self, why: str) -> None:
+        """Bind the closed sockets again (both, or the viewers' alone), once; when they cannot be made, go on without
+        them until the next try (`retry_reopen`, from a later turn of the loop).
+
+        One bind, never a wait: the first try of a re-open once slept up to 2 s (100 tries 20 ms apart) while its
+        endpoint was busy, the loop held meanwhile: no message served, no stream's silence judged.
 
         A peer can cause this: idle connections held open at the checker's ports past its limit of open files leave
         no handle for a new socket or its monitor, and a subscription flood then re-opens the --publish socket. The
@@ -278,21 +291,17 @@ class CheckerService:
 
         Args:
             why: what closed them, for the log.
-            tries: binds tried `REOPEN_GAP_S` apart (`_rebind`): libzmq releases a listener just closed
-                asynchronously.
         """
         both = self.receiver.sock.closed
         curve = self.config.curve
         try:
             if both:
-                pub, sub = self._rebind(lambda: self._bind(self.alerts_endpoint, self.events_endpoint, again=True),
-                                        tries)
+                pub, sub = self._bind(self.alerts_endpoint, self.events_endpoint, again=True)
                 with _closed_on_error(pub, sub):
                     handshakes = _count_handshakes(pub, sub)
                 self.receiver.replace_socket(sub)
             else:
-                pub = self._rebind(lambda: bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve,
-                                                again=True)[0], tries)
+                pub, _ = bind(self.ctx, zmq.XPUB, self.alerts_endpoint, "--publish", curve=curve, again=True)
                 with _closed_on_error(pub):
                     handshakes = (HandshakeCounter(pub), self.handshakes[1])
         except (zmq.ZMQError, InputError) as err:
@@ -302,7 +311,7 @@ class CheckerService:
         self._replace_handshakes(handshakes)
         self._ipc_files = self._bound_files()  # bound again: new files
         closed, self._closed = self._closed, None
-        if closed is not None and closed.told is not None and self.log is not None:
+        if closed is not None and closed.failed and closed.told is not None and self.log is not None:
             seconds = self.core.monotonic() - closed.since
             self.log(f"checker: {self._endpoints(both)} open again after {seconds:.1f} s closed "
                      f"({count_of(closed.tries, 'failed attempt')}); clients connect again by themselves",
@@ -319,11 +328,19 @@ class CheckerService:
         # A key revoked while the viewers' socket alone waited closes the detectors' too: another re-open that failed,
         # and a line that said the detectors were still served must not be the last word.
         if closed is None or (both and not closed.both):
-            self.reopen_failed += 1
             closed = self._closed = _Closed(why, now, both, told=None if closed is None else closed.told)
         else:
             closed.tries += 1
-        closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.tries - 1, REOPEN_RETRY_MAX_S)
+        if not closed.failed and isinstance(err, EndpointInUse) and now - closed.since < REOPEN_BUSY_S:
+            # Most likely its own listener, not let go yet: tried again soon, on a later turn.
+            closed.busy_tries += 1
+            closed.next_try = now + REOPEN_GAP_S
+            return
+        if not closed.failed:
+            closed.failed = True
+            self.reopen_failed += 1
+        closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.tries - closed.busy_tries - 1,
+                                                REOPEN_RETRY_MAX_S)
         error = _why_not(err)
         if closed.told == (both, error) or now - self._said_closed_at < LOG_EVERY_S or self.log is None:
             return
@@ -347,21 +364,6 @@ class CheckerService:
         self.receiver.wake_on([c.monitor for c in self.handshakes], [c.monitor for c in handshakes])
         self.handshakes = handshakes
 
-    @staticmethod
-    def _rebind(bind_again: Callable[[], _Bound], tries: int) -> _Bound:
-        """``bind_again()``, tried up to ``tries`` times `REOPEN_GAP_S` apart while its endpoint is busy: libzmq
-        releases a closed listener asynchronously.
-
-        Raises:
-            InputError: the last try's.
-        """
-        for _ in range(tries - 1):
-            try:
-                return bind_again()
-            except InputError:
-                time.sleep(REOPEN_GAP_S)
-        return bind_again()
-
     def run(self, stop: threading.Event | None = None, until: Callable[[CheckerCore], bool] | None = None) -> None:
         """Serve until ``stop`` is set or ``until(core)`` is true; every wait is bounded by `POLL_MS`.
 
@@ -374,11 +376,14 @@ class CheckerService:
             while not stop.is_set():
                 wait_ms = SNAPSHOT_POLL_MS if self.core.snapshot_pending or self._welcome_due else POLL_MS
                 before = (self.receiver.stats.malformed, self.receiver.stats.over_budget)
+                # Closed sockets are tried again on time, not after the longest wait (the viewers' alone: detectors
+                # are served meanwhile).
+                wait_s = min(wait_ms / 1000, max(0.0, self._next_try() - self.core.monotonic()))
                 if self.receiver.sock.closed:  # a re-open that could not make it: nothing to poll until the next try
-                    stop.wait(min(wait_ms / 1000, max(0.0, self._next_try() - self.core.monotonic())))
+                    stop.wait(wait_s)
                     messages = []
                 else:
-                    messages = self.receiver.poll(wait_ms)
+                    messages = self.receiver.poll(math.ceil(wait_s * 1000))
                 self._polled_at = time.monotonic()
                 self.core.serve(messages, emit=self.send)
                 self.watch_peers(*before)

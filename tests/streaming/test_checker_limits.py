@@ -906,6 +906,84 @@ def test_a_refused_handshake_ends_the_checkers_wait_for_messages() -> None:
             service.watch_peers(stats.malformed, stats.over_budget)
             assert service.core.counts["denied"] == rounds + 1
             service.reopen()
+            # A port libzmq has not let go yet is tried again on the loop's next turns: this test is the loop.
+            assert wait_for(lambda: not service.sockets_closed, 10.0, service.retry_reopen)
     finally:
         service.close()
         ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("which", ["publish", "both"])
+def test_a_reopen_that_finds_its_port_taken_never_holds_the_loop(which: str) -> None:
+    # The first re-open of a flood or a revoked key retried a busy port 100 times, 20 ms apart, inside the loop: for
+    # 2 s no message was served and no stream's silence judged (later tries, made on later turns, never waited).
+    import threading
+    import time
+
+    ctx = zmq.Context()
+    peers = zmq.Context()
+    lines: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx,
+                             log=lambda line, **_fields: lines.append(line))
+    port = int((service.alerts_endpoint if which == "publish" else service.events_endpoint).rsplit(":", 1)[1])
+    other = socket.socket()  # another program's listener, at the port the checker re-binds
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    take = threading.Event()
+    taken = threading.Event()
+    turns: list[float] = []
+    reopened: list[float] = []  # how long the re-open's call took
+
+    def until(_core: CheckerCore) -> bool:  # the loop's own thread re-opens, as a flood or a key reload does
+        if take.is_set():
+            take.clear()
+            # The sockets closed first, then their port taken while closed: the re-open finds it busy.
+            service.receiver.wake_on([service.handshakes[0].monitor], [])
+            service.handshakes[0].close()
+            service.publisher.sock.close()
+            if which == "both":
+                service.handshakes[1].close()
+                service.receiver.wake_on([service.handshakes[1].monitor], [])
+                service.receiver.sock.close()
+            assert wait_for(lambda: _binds(other, port), 10.0)
+            other.listen(1)
+            started = time.monotonic()
+            service.reopen_publish() if which == "publish" else service.reopen()
+            reopened.append(time.monotonic() - started)
+            taken.set()
+        if taken.is_set():
+            turns.append(time.monotonic())
+        return False
+
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop, until), daemon=True)
+    thread.start()
+    try:
+        detector = Publisher(connect(peers, zmq.PUB, service.events_endpoint, wait_s=5.0))
+        seq = iter(range(1_000_000))
+        assert wait_for(lambda: "cam0" in service.core.streams, 10.0,
+                        lambda: detector.send(beat("cam0", seq=next(seq), history=(1,))))
+        take.set()
+        assert wait_for(taken.is_set, 15.0)
+        assert reopened[0] < 0.5, reopened
+        if which == "publish":  # the detectors' socket, open, is served while the viewers' port is busy
+            assert wait_for(lambda: "cam1" in service.core.streams, 10.0,
+                            lambda: detector.send(beat("cam1", seq=next(seq), history=(1,))))
+            assert service.sockets_closed
+        # Within REOPEN_BUSY_S a busy port is taken for the old listener not let go yet: no failed re-open, no line.
+        assert wait_for(lambda: service.reopen_failed == 1, 15.0)
+        assert service.sockets_closed and len(turns) > 10
+        assert max(b - a for a, b in zip(turns, turns[1:], strict=False)) < 1.0
+        other.close()
+        assert wait_for(lambda: not service.sockets_closed, 15.0)
+        detector.sock.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        other.close()
+        peers.destroy(linger=0)
+        ctx.destroy(linger=0)
+    assert not thread.is_alive()
+    closed = (service.alerts_endpoint if which == "publish"
+              else f"{service.events_endpoint} and {service.alerts_endpoint}")
+    assert [line.split(" (")[0].split(" after ")[0] for line in lines if " open" in line] == [
+        f"checker: could not open {closed} again", f"checker: {closed} open again"], lines

@@ -820,6 +820,9 @@ def encode_payload(message: Message) -> bytes:
 
     Returns:
         The UTF-8 JSON object (ASCII only: every other character is written as an escape).
+
+    Raises:
+        MessageError: a value JSON cannot write (a non-finite float).
     """
     # Fields are numbers, strings, None or tuples of them: read them as they are (asdict deep-copies every
     # history item, 14x slower for a 4096-step history).
@@ -828,7 +831,12 @@ def encode_payload(message: Message) -> bytes:
     for name in message.SAID_WHEN_TRUE:
         if body[name] is False:
             del body[name]
-    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    try:
+        return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except ValueError as err:
+        # A non-finite float the field checks let through (a NaN after the first item of a step list passes their
+        # min and max): refused as the wire refuses it, not raised into the sender's loop as a crash.
+        raise MessageError(f"{message.KIND} cannot be encoded: {err}") from None
 
 
 def decode(frames: list[bytes]) -> Message:

@@ -56,7 +56,7 @@ from streaming.checker.schedule import SNAPSHOT_POLL_MS
 from streaming.checker.streams import RESEND_ALERTS
 from streaming.curve_keys import ClientKeys, start_authenticator
 from streaming.detector.sinks import Fanout, Sink
-from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, MissingSteps, Retraction
+from streaming.messages import INPUT_TOPICS, Alert, Message, MessageError, MissingSteps, Retraction, encode
 from streaming.service_log import LogLine
 from streaming.transport import (
     POLL_MS,
@@ -421,17 +421,21 @@ class CheckerService:
                 message was lost or dropped): the sinks and the metrics take it as the alert going out, unless this
                 checker handed them that alert already (`_first_time`: a stream freed or evicted and back).
 
-        While the viewers' socket waits to be opened again (`retry_reopen`), messages go to the sinks alone: the
-        periodic re-sends bring the viewers up to date once it is back.
+        While the viewers' socket waits to be opened again (`retry_reopen`), messages go to the sinks alone (encoded
+        all the same, and refused as when it is open): the periodic re-sends bring the viewers up to date once it is
+        back.
         """
         publishing = not self.publisher.sock.closed
         for message in messages:
+            # Encoded whether or not the socket is open: a message the wire refuses reaches no sink either, and is
+            # counted the same way (with the socket closed it once went to the webhook and the metrics).
             try:
-                if publishing:
-                    self.publisher.send(message)
+                frames = encode(message)
             except MessageError as err:
                 self.core.refuse(Unsendable(f"{message.stream_id}: {err}"))
                 continue
+            if publishing:
+                self.publisher.send_encoded(frames)
             if resent and isinstance(message, Alert | MissingSteps) and message.replayed:
                 continue
             if not self._first_time(message):

@@ -987,3 +987,55 @@ def test_a_reopen_that_finds_its_port_taken_never_holds_the_loop(which: str) -> 
               else f"{service.events_endpoint} and {service.alerts_endpoint}")
     assert [line.split(" (")[0].split(" after ")[0] for line in lines if " open" in line] == [
         f"checker: could not open {closed} again", f"checker: {closed} open again"], lines
+
+
+def _unencodable(kind: str) -> Alert:
+    """An alert the wire refuses though it was built: the names of 2048 long-named pre-conditions, not cut to fit
+    (`Alert.fitted` skipped), or a NaN after the first item of a step list (the field checks' min and max miss it)."""
+    steps = tuple(range(MAX_STEPS))
+    if kind == "oversized":
+        missing, names = steps, tuple("n" * MAX_NAME for _ in steps)
+    else:
+        missing, names = (1, float("nan")), ()  # type: ignore[assignment]
+    return Alert(stream_id="cam0", seq=1, timestamp=1.0, alert_id="cam0#0", run=run_of("s"), step=0,
+                 step_name="a step", index=0, missing=missing, missing_names=names, undefined=False,
+                 event_timestamp=1.0, replayed=False, forgotten=None, forgotten_name=None, forgotten_score=None,
+                 rule="binary")
+
+
+@pytest.mark.parametrize("kind", ["oversized", "not finite"])
+@pytest.mark.parametrize("publishing", [True, False])
+def test_a_message_the_wire_refuses_reaches_no_sink_whether_or_not_the_viewers_socket_is_open(
+    kind: str, publishing: bool
+) -> None:
+    # With the --publish socket closed (a re-open waiting to be made) a message was not encoded at all: one the wire
+    # refuses went to the webhook and the metrics as an alert sent, where with the socket open it was refused and
+    # counted as unsendable. (A NaN in a step list raised a ValueError past the refusal, ending the checker.)
+    from streaming.metrics import CheckerMetrics
+
+    class Kept:
+        def __init__(self) -> None:
+            self.got: list[Message] = []
+
+        def send(self, message: Message) -> None:
+            self.got.append(message)
+
+    ctx = SocketsRunOut()
+    sink = Kept()
+    metrics = CheckerMetrics()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx,
+                             metrics=metrics, sinks=[sink])
+    try:
+        if not publishing:
+            ctx.left = 0  # no file handle left: the re-open of a flood cannot make the socket again
+            service.reopen_publish()
+            assert service.sockets_closed
+        bad = _unencodable(kind)
+        good = replace(bad, missing=(1,), missing_names=("a",), alert_id="cam0#1", index=1)
+        service.send([bad, good])
+        assert sink.got == [good]
+        assert metrics.registry.get_sample_value("stream_checker_alerts_total") == 1
+        assert service.summary_counts()["unsendable"] == 1
+    finally:
+        service.close()
+        ctx.destroy(linger=0)

@@ -10,14 +10,22 @@ for a log collector::
 line the text format shows, ``fields`` the values it names, as JSON values (an empty object when there are none).
 JSON writes every control and non-ASCII character as an escape, so a hostile name cannot break a line. Bad input
 refused before a service starts stays one plain ``error: ...`` line (exit status 2) in both formats.
+
+A service whose loop must never wait on its log (the checker: ``queued``) hands its lines to a thread of their own:
+stderr on a full disk, a slow file, or a pipe whose reader stopped reading delays or loses log lines, never the
+loop. At most `QUEUED_LINES` wait; the lines that could not be written are counted and said by the next line that
+can be (`LOST_NOTE`), and `ServiceLog.close` waits at most `CLOSE_WAIT_S` for the rest.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Final, TextIO
 
@@ -30,6 +38,10 @@ from graphs.common.safe_text import printable
 LogLine = Callable[..., None]
 LOG_FORMATS: Final = ("text", "json")
 LEVELS: Final = ("info", "warning", "error")
+QUEUED_LINES: Final = 1000  # lines waiting for a slow stderr (a few hundred KB); past it, new lines are lost
+CLOSE_WAIT_S: Final = 2.0  # how long the end of a run waits for queued lines (its summary) to be written
+# Said, as a warning, before the next line written once some could not be: how many, and the last reason.
+LOST_NOTE: Final = "{service}: {count} log line(s) could not be written ({why})"
 
 
 def utc_time(seconds: float) -> str:
@@ -46,6 +58,7 @@ class ServiceLog:
         log_format: ``"text"`` or ``"json"``.
         out: where lines go (None: ``sys.stderr`` as it is at each call).
         clock: Unix time, for ``time``.
+        queued: write from a thread of its own (module docstring), never from the caller's; `close` it at the end.
     """
 
     def __init__(
@@ -54,6 +67,7 @@ class ServiceLog:
         log_format: str = "text",
         out: TextIO | None = None,
         clock: Callable[[], float] = time.time,
+        queued: bool = False,
     ) -> None:
         if log_format not in LOG_FORMATS:
             raise InputError(f"--log-format {log_format!r}: choose one of {', '.join(LOG_FORMATS)}")
@@ -62,6 +76,13 @@ class ServiceLog:
         self.out = out
         self.clock = clock
         self._lock = threading.Lock()
+        self.lost = 0  # lines that could not be written (queued: a full queue, or a write that failed)
+        self._lost_why = ""
+        self._queue: deque[str] | None = deque() if queued else None
+        self._queued = threading.Condition(self._lock)
+        self._writing = False  # the writer holds a line taken from the queue
+        if queued:
+            threading.Thread(target=self._write_queued, name=f"{service} log", daemon=True).start()
 
     def __call__(self, message: str, level: str = "info", **fields: object) -> None:
         """Write one line.
@@ -71,13 +92,87 @@ class ServiceLog:
             level: one of `LEVELS`.
             fields: values the line names, for the JSON format (numbers, strings, lists of them).
         """
+        line = self._format(message, level, fields)
+        if self._queue is None:
+            with self._lock:
+                print(line, file=self.out or sys.stderr, flush=True)
+            return
+        with self._queued:
+            if len(self._queue) >= QUEUED_LINES:
+                self._lose("stderr is not taking them: a full disk, or a reader that stopped reading")
+                return
+            self._queue.append(line)
+            self._queued.notify()
+
+    def _format(self, message: str, level: str, fields: dict[str, object]) -> str:
         if self.json:
-            line = json.dumps({"time": utc_time(self.clock()), "level": level, "service": self.service,
+            return json.dumps({"time": utc_time(self.clock()), "level": level, "service": self.service,
                                "message": message, "fields": fields}, default=str)  # fmt: skip
-        else:
-            line = printable(message)
-        with self._lock:
-            print(line, file=self.out or sys.stderr, flush=True)
+        return printable(message)
+
+    def _lose(self, why: str) -> None:
+        """Count a line that could not be written (the lock held)."""
+        self.lost += 1
+        self._lost_why = why
+
+    def _write_queued(self) -> None:
+        """The writer thread of a queued log: each line in turn, after a note of the lines lost before it."""
+        said_lost = 0
+        while True:
+            with self._queued:
+                while not self._queue:
+                    self._queued.wait()
+                line = self._queue.popleft()
+                self._writing = True
+                lost, why = self.lost, self._lost_why
+            if lost > said_lost:
+                note = LOST_NOTE.format(service=self.service, count=lost - said_lost, why=why)
+                if self._write(self._format(note if self.json else f"warning: {note}", "warning",
+                                            {"lost": lost - said_lost, "why": why})):
+                    said_lost = lost
+            written = self._write(line)
+            with self._queued:
+                if not written:
+                    self._lose(self._lost_why)
+                self._writing = False
+                self._queued.notify_all()
+
+    def _write(self, line: str) -> bool:
+        """Write one line, as the writer thread; False (the reason kept) when it could not be."""
+        out = self.out or sys.stderr
+        try:
+            fd = out.fileno()
+        except (AttributeError, OSError, ValueError):  # no file descriptor (a test's StringIO): it cannot block
+            fd = None
+        try:
+            if fd is None:
+                print(line, file=out, flush=True)
+                return True
+            # The descriptor itself, not the file object: a write blocked on a full pipe must hold none of the
+            # interpreter's stream locks (another thread's print, or the flush at exit, would wait on it).
+            data = codecs.encode(line + "\n", out.encoding or "utf-8", "backslashreplace")
+            while data:
+                data = data[os.write(fd, data):]
+        except (OSError, ValueError) as err:  # a full disk, a closed pipe, a closed file
+            with self._lock:
+                self._lost_why = getattr(err, "strerror", None) or str(err)
+            return False
+        return True
+
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
+        """Wait up to ``wait_s`` for the queued lines to be written (a stderr that takes none loses them: the process
+        ends without them); a log that writes at each call has nothing to wait for.
+
+        Returns:
+            Whether every line was written or given up (False: a write still waits, on a stderr that takes nothing).
+        """
+        if self._queue is None:
+            return True
+        deadline = time.monotonic() + wait_s
+        with self._queued:
+            while (self._queue or self._writing) and (left := deadline - time.monotonic()) > 0:
+                self._queued.wait(left)
+            return not (self._queue or self._writing)
 
     def warning(self, message: str, **fields: object) -> None:
         """A ``warning: ...`` line (the prefix only in the text format)."""
@@ -86,3 +181,19 @@ class ServiceLog:
     def error(self, message: str, **fields: object) -> None:
         """An ``error: ...`` line (the prefix only in the text format)."""
         self(message if self.json else f"error: {message}", "error", **fields)
+
+
+def abandon_stderr() -> None:
+    """Point this process's stderr at ``/dev/null`` (its own descriptor 2 only: whoever shares the stream keeps it),
+    for a process ending while its stderr takes nothing (`ServiceLog.close` gave up): its last line (an interrupt's)
+    and the flush at exit would otherwise wait there for ever."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no handle left: nothing better to do
+        return
+    try:
+        os.dup2(null, sys.__stderr__.fileno() if sys.__stderr__ is not None else 2)
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(null)

@@ -770,11 +770,24 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any], log: S
 
 def _checker(args: argparse.Namespace) -> int:
     """``stream-detect checker``: serve until interrupted, with its log lines, metrics and webhook."""
+    from streaming.service_log import ServiceLog, abandon_stderr
+
+    # Queued: a full disk or a stopped reader at stderr never holds (nor, failing, ends) the loop.
+    log = ServiceLog("checker", args.log_format, queued=True)
+    try:
+        return _serve_checker(args, log)
+    finally:
+        # Its last lines (the summary) written first, before a line of main's; a stderr that takes none by then is
+        # left behind, or the interrupt's line and the flush at exit would hold the process there.
+        if not log.close():
+            abandon_stderr()
+
+
+def _serve_checker(args: argparse.Namespace, log: ServiceLog) -> int:
+    """The checker of `_checker`, its lines to ``log``."""
     from streaming.checker.service import run_checker
     from streaming.detector.webhook import webhook_sinks
-    from streaming.service_log import ServiceLog
 
-    log = ServiceLog("checker", args.log_format)
     config, _ = _checker_config(args)
 
     def ready(events: str, alerts: str) -> None:

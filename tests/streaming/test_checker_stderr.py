@@ -1,0 +1,141 @@
+"""The checker's loop never waits on its log: stderr on a full disk, or a pipe whose reader stopped reading."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from graphs.common.errors import InputError
+from streaming.messages import CheckerHealth, Message, Status
+from streaming.transport import Publisher, Receiver, connect, subscribe
+from tests.streaming.helpers import STREAM_DETECT, beat, wait_for
+
+pytestmark = pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ") or not Path("/dev/full").exists()
+                                or not Path("/proc/self/fd").is_dir(),
+                                reason="Linux pipes and /dev/full")
+
+
+@contextlib.contextmanager
+def checker(tmp_path: Path, stderr: int) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """A ``stream-detect checker --demo`` on ``ipc://`` paths under ``tmp_path`` (known before it starts: its stderr
+    may never say them), its stderr ``stderr``; SIGTERM on the way out, unless it ended."""
+    bound, published = f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"
+    process = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", bound, "--publish", published],
+                               stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        yield process, bound, published
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+
+
+def served(ctx: zmq.Context, bound: str, published: str, process: subprocess.Popen[bytes], stream: str,
+           malformed: bool = False) -> bool:
+    """Whether the checker serves: a detector's heartbeat on ``stream`` comes back as its status (and, with
+    ``malformed``, the checker's health counts the malformed messages a peer sends meanwhile, each a log line);
+    False once the process ended, or if that never came (60 s)."""
+    try:
+        detector = Publisher(connect(ctx, zmq.PUB, bound, wait_s=30.0))
+        viewer = Receiver(subscribe(connect(ctx, zmq.SUB, published, wait_s=30.0)))
+    except InputError:  # nothing answered: the checker ended (or never bound)
+        return False
+    garbage = ctx.socket(zmq.PUB)
+    garbage.connect(bound)
+    got: list[Message] = []
+    seq = iter(range(1_000_000))
+
+    def step() -> None:
+        detector.send(beat(stream, seq=next(seq), history=(1,)))
+        if malformed:
+            garbage.send_multipart([b"heartbeat/x", b"not json"])
+        got.extend(viewer.poll(50))
+
+    def serves() -> bool:
+        return (any(isinstance(m, Status) and m.stream_id == stream for m in got)
+                and (not malformed or any(isinstance(m, CheckerHealth) and m.malformed > 0 for m in got)))
+
+    try:
+        return wait_for(lambda: serves() or process.poll() is not None, 60.0, step) and process.poll() is None
+    finally:
+        for sock in (detector.sock, viewer.sock, garbage):
+            sock.close(linger=0)
+
+
+def test_a_checker_whose_stderr_is_on_a_full_disk_serves_on(tmp_path: Path) -> None:
+    # Its first log line (the endpoints it bound) raised "No space left on device" and the checker ended, exit
+    # status 1: a log disk that filled up stopped every camera's checking; mid-run, the first refusal's line did.
+    ctx = zmq.Context()
+    with open("/dev/full", "wb") as full, checker(tmp_path, full.fileno()) as (process, bound, published):
+        try:
+            assert served(ctx, bound, published, process, "cam0")
+            assert served(ctx, bound, published, process, "cam1", malformed=True)  # a refusal's line on the way
+        finally:
+            ctx.destroy(linger=0)
+        process.send_signal(signal.SIGTERM)
+        # Ended (its interrupt's own line, which stderr cannot take either, makes the status 1: not the loop's doing).
+        process.wait(timeout=60)
+
+
+def test_a_checker_whose_stderr_reader_stopped_reading_serves_on_and_ends(tmp_path: Path) -> None:
+    # Its log lines were written from the loop: once a pipe's reader (a log shipper, a terminal paused with Ctrl-S)
+    # stopped taking them and the pipe filled, the next line (a refusal) held the loop for good, and a SIGTERM never
+    # ended it (its summary line waited too).
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # the smallest pipe: filled by the test at once
+    ctx = zmq.Context()
+    lines = bytearray()
+
+    def take() -> None:  # what the pipe holds, read here (a reader thread might drain it after the test filled it)
+        if select.select([read_end], [], [], 0.05)[0]:
+            lines.extend(os.read(read_end, 65536))
+
+    try:
+        with checker(tmp_path, write_end) as (process, bound, published):
+            assert wait_for(lambda: b"viewers to" in lines or process.poll() is not None, 60.0, take), lines
+            # The reader stops; the pipe is filled through a description of its own: O_NONBLOCK on the checker's
+            # would make its writes fail at once instead of waiting, as a stopped reader makes them.
+            filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                for chunk in (b"filler\n" * 64, b"."):  # to the last byte it holds
+                    with contextlib.suppress(BlockingIOError):
+                        while True:
+                            os.write(filler, chunk)
+            finally:
+                os.close(filler)
+            assert served(ctx, bound, published, process, "cam1", malformed=True)  # a refusal's line on the way
+            process.send_signal(signal.SIGTERM)  # its summary cannot be written: it ends all the same
+            assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        ctx.destroy(linger=0)
+        os.close(write_end)
+        while chunk := os.read(read_end, 65536):  # the rest, to the end of the pipe (the checker gone)
+            lines.extend(chunk)
+        os.close(read_end)
+    assert b"Traceback" not in lines, lines
+
+
+def test_lines_a_queued_log_could_not_write_are_counted_and_said_by_the_next_it_can(tmp_path: Path) -> None:
+    from streaming.service_log import ServiceLog
+
+    with open("/dev/full", "w") as full:
+        log = ServiceLog("checker", out=full, queued=True)
+        log("checker: lost 1")
+        log("checker: lost 2")
+        assert log.close()
+    assert log.lost == 2
+    with open(tmp_path / "log", "w") as kept:
+        log.out = kept
+        log("checker: kept")
+        assert log.close()
+    assert (tmp_path / "log").read_text().splitlines() == [
+        "warning: checker: 2 log line(s) could not be written (No space left on device)", "checker: kept"]

@@ -3,9 +3,16 @@ and the dashboard (`streaming.dashboard.state`) share, so that they never disagr
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from streaming.messages import Status
+from streaming.transport import HEARTBEAT_S
+
+# The longest a step that stopped being under way is held out (`just_left`) when no heartbeat with another frame count
+# comes: a detector sends the key-step right after the heartbeat, so it is never that late; one that counts no frames
+# (``frames`` 0 in every heartbeat) or whose count stands still sends no such heartbeat, and the step the person has
+# still to do was held out for the rest of the session.
+HOLD_S: Final = 2 * HEARTBEAT_S
 
 
 class JustLeft(NamedTuple):
@@ -14,9 +21,10 @@ class JustLeft(NamedTuple):
     step: int
     run: str
     frames: int  # the ``frames`` of the status that stopped naming it: the heartbeat it left with
+    since: float  # when that status came (the receiver's clock)
 
 
-def just_left(row: Status, previous: Status | None, held: JustLeft | None) -> JustLeft | None:
+def just_left(row: Status, previous: Status | None, held: JustLeft | None, now: float) -> JustLeft | None:
     """The step that has just stopped being under way and is not done yet: neither now nor next.
 
     A detector sends a heartbeat just before each key-step, naming what is under way once the step is confirmed; the
@@ -24,12 +32,14 @@ def just_left(row: Status, previous: Status | None, held: JustLeft | None) -> Ju
     either, so it listed it among the steps allowed next until the key-step's status came a moment later: the step
     just done offered as the one to do next. It is left out (`allowed_next`) until a status of a later heartbeat
     (another ``frames`` count) comes, the key-step's included: a step that left without one (a short run that
-    turned out to be flicker, or a peer's detector that names another step) is offered again then.
+    turned out to be flicker, or a peer's detector that names another step) is offered again then, or with the
+    first status `HOLD_S` later, whatever the frame count says.
 
     Args:
         row: the stream's status just received.
         previous: the stream's status before it (None: none).
         held: what this returned for ``previous``.
+        now: when ``row`` came (the receiver's clock, one clock for all of a stream's statuses).
 
     Returns:
         What to hold out of the steps allowed next with ``row`` (None: nothing).
@@ -38,9 +48,9 @@ def just_left(row: Status, previous: Status | None, held: JustLeft | None) -> Ju
         return None
     if (previous is not None and previous.run == row.run and not previous.lost and previous.current is not None
             and previous.current != row.current and previous.current not in row.done):
-        return JustLeft(previous.current, row.run, row.frames)
+        return JustLeft(previous.current, row.run, row.frames, now)
     if (held is not None and held.run == row.run and held.frames == row.frames and held.step != row.current
-            and held.step not in row.done):
+            and held.step not in row.done and 0 <= now - held.since < HOLD_S):
         return held
     return None
 

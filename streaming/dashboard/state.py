@@ -264,7 +264,7 @@ class DashboardState:
         if previous is None or _phase(previous) != _phase(status):
             self.since[stream] = now
         held = self.left.pop(stream, None)
-        left = just_left(status, previous, held)
+        left = just_left(status, previous, held, now)
         if left is not None:
             self.left[stream] = left
         if previous is None or _shown(previous) != _shown(status) or left != held:

@@ -161,7 +161,7 @@ class ViewState:
                 self._drop(min(self.streams, key=lambda sid: self.status_heard.get(sid, 0.0)))
             self.streams[message.stream_id] = message
             self.status_heard[message.stream_id] = when
-            left = just_left(message, previous, self.left.pop(message.stream_id, None))
+            left = just_left(message, previous, self.left.pop(message.stream_id, None), when)
             if left is not None:
                 self.left[message.stream_id] = left
             if message.stopped and (message.stream_id, message.run) not in self.stopped_runs:

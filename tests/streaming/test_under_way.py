@@ -4,15 +4,20 @@ them, through a real checker to a real viewer (`tests.streaming.under_way`)."""
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
+import zmq
 from rich.console import Console
 
+from streaming.detector import EventPublisher
 from streaming.messages import Status
+from streaming.transport import HEARTBEAT_S, Publisher, connect
+from streaming.view.client import Viewer
 from streaming.view.render import render
 from streaming.view.state import ViewState, graph_names
-from tests.streaming.helpers import tea_graph
-from tests.streaming.under_way import BACKGROUND, frames, statuses_shown
+from tests.streaming.helpers import running_checker, tea_graph, wait_for
+from tests.streaming.under_way import BACKGROUND, FPS, frames, statuses_shown
 
 GET_CUP, FILL_KETTLE = 3, 1  # steps of the tea graph with no pre-condition
 BOIL_WATER = 2
@@ -81,3 +86,49 @@ def test_a_short_run_that_turned_out_flicker_is_offered_again_at_the_next_heartb
     left = next(i for i, (row, _) in enumerate(shown) if i and shown[i - 1][0].current == FILL_KETTLE)
     assert "fill_kettle" not in shown[left][1]  # the heartbeat it left with: it may be confirmed
     assert "fill_kettle" in shown[-1][1], shown[-1]  # a later heartbeat: it was not
+
+
+def test_a_step_left_without_its_key_step_is_offered_again_though_the_detector_counts_no_frames(
+    tmp_path: Path,
+) -> None:
+    # A detector of another make that counts no frames (`frames` 0 in every heartbeat, as the conformance client
+    # sends them), or one whose count stands still: fill_kettle is under way, then nothing is and no key-step comes.
+    # It was held out of "allowed next" until a heartbeat with another frame count, which never came: fill_kettle, the
+    # step the person has to do, was never offered again for the rest of the session.
+    state = ViewState(names=graph_names(tea_graph()))
+    with running_checker(tmp_path) as (ctx, _service, _thread):
+        viewer = Viewer(ctx, f"ipc://{tmp_path}/out", state, jsonl=False)
+        events = EventPublisher(Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0)), "cam0",
+                                session="s")
+        beats = Beats(events)
+        assert wait_for(lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, FPS),
+                                                                        viewer.pump(20)))
+        events.heartbeat(FILL_KETTLE, 0, 0, FPS)
+        assert wait_for(lambda: state.streams["cam0"].current == FILL_KETTLE, 10.0, lambda: viewer.pump(20))
+        beats.current = None
+        assert wait_for(lambda: state.streams["cam0"].current is None, 10.0, lambda: (beats(), viewer.pump(20)))
+        assert "fill_kettle" not in next_cell(state)  # its key-step may be on its way
+        assert wait_for(lambda: "fill_kettle" in next_cell(state), 10.0, lambda: (beats(), viewer.pump(20)))
+        assert not state.streams["cam0"].lost and state.streams["cam0"].done == ()
+        viewer.close()
+
+
+class Beats:
+    """A detector's heartbeats every `HEARTBEAT_S` (frames 0 in each), sent when called after that long."""
+
+    def __init__(self, events: EventPublisher) -> None:
+        self.events, self.current, self.last = events, FILL_KETTLE, float("-inf")
+
+    def __call__(self) -> None:
+        if time.monotonic() - self.last >= HEARTBEAT_S:
+            self.last = time.monotonic()
+            self.events.heartbeat(self.current, 0, 0, FPS)
+
+
+def next_cell(state: ViewState) -> str:
+    """The "allowed next" cell the terminal view draws for cam0 (in narrow lines)."""
+    console = Console(width=50, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(state))
+    [cell] = [line.split("next", 1)[1].strip() for line in console.export_text().splitlines()
+              if line.startswith("  next ")]
+    return cell

@@ -79,6 +79,12 @@ function percent(p) {
   return `${Math.round(p * 100)}%`;
 }
 
+// An allowed step's chance of coming next: one under half a percent is not "0%", which reads as "it cannot come
+// next" (as a score of 0, named without a number, did), yet the step is allowed and the rule gives it a chance.
+function chance(p) {
+  return p > 0 && p < 0.005 ? "<1%" : percent(p);
+}
+
 function stepName(step) {
   if (step === null || step === undefined) return "-";
   return state.names[String(step)] ?? String(step);
@@ -535,7 +541,7 @@ function updateTile(tile) {
   // A step the rule gives no probability (the binary rule scores only the successors of the step done last) is
   // named without a number, as in the terminal view: "0%" read as "it cannot come next", yet it is allowed.
   tile.allowed.forEach((step) => list.append(
-    el("li", null, step.probability > 0 ? `${step.name} ${percent(step.probability)}` : step.name)));
+    el("li", null, step.probability > 0 ? `${step.name} ${chance(step.probability)}` : step.name)));
   if (tile.allowed_more) list.append(el("li", "muted", `and ${tile.allowed_more} more`));
   next.append(list);
   card.append(next);

@@ -35,8 +35,9 @@ import zmq
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from streaming.dashboard.access import BindAddress
 from streaming.demo.paths import default_demo_paths
-from streaming.transport import Publisher, connect
+from streaming.transport import Publisher, bind, connect
 from tests.streaming.dashboard.serving import get, serving
+from tests.streaming.dashboard.test_state import status
 from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, beat, keystep, running_checker, tea_graph, wait_for
 
 HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">boil_water'
@@ -750,3 +751,28 @@ def test_a_next_step_the_rule_gives_no_probability_is_named_without_a_number(tmp
     finally:
         driver.quit()
     assert shown == ["add_teabag 100%", "fill_kettle"], shown
+
+
+def test_a_next_step_with_a_probability_under_half_a_percent_is_not_shown_as_0_percent(tmp_path: Path,
+                                                                                        chromium_tmp: Path) -> None:
+    # The weighted rule gives an allowed step it thinks unlikely a probability such as 0.0047: "0%" read as "it cannot
+    # come next", as a score of 0 did, yet it is allowed and the rule gives it a chance.
+    driver = browser(chromium_tmp)
+    script = ("const t = document.querySelector('article.tile[data-stream=\"cam0\"]'); "
+              "const items = t ? [...t.querySelectorAll('.next-list li')].map((l) => l.textContent) : []; "
+              "return items.length === 2 && items;")
+    ctx = zmq.Context()
+    try:
+        sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/fake-checker")  # speaks for a checker
+        fake = Publisher(sock)
+        graph = tea_graph()
+        names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+        with serving(endpoint, warn=lambda line: None, say=lambda line: None, names=names) as served:
+            driver.get(served.url)
+            assert wait_for(lambda: fake.new_subscribers() > 0, 10)
+            fake.send(status(current=None, allowed=(4, 1), allowed_scores=(0.9953, 0.0047), timestamp=time.time()))
+            shown = wait_until(driver, script, 30)
+    finally:
+        driver.quit()
+        ctx.destroy(linger=0)
+    assert shown == ["add_teabag 100%", "fill_kettle <1%"], shown

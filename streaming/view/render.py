@@ -199,8 +199,16 @@ def _likely_next(row: Status, state: ViewState) -> NameList | Text:
     shown = allowed_next(row, left)
     if (under_way := waiting_on(row, left)) is not None:
         return _text(f"after {state.name(under_way)}")
-    return _names_cell([_text(state.name(step)) for step, _ in shown], "first",
-                       tuple(f" {score:.2f}" if score > 0 else "" for _, score in shown))
+    return _names_cell([_text(state.name(step)) for step, _ in shown], "first", tuple(map(_chance, shown)))
+
+
+def _chance(shown: tuple[int, float]) -> str:
+    """An allowed step's probability after its name: none for a step the rule gives none, and ``<0.01``, not
+    ``0.00``, for one under half a hundredth: both read as "it cannot come next", yet the step is allowed."""
+    score = shown[1]
+    if score <= 0:
+        return ""
+    return " <0.01" if score < 0.005 else f" {score:.2f}"
 
 
 def _video_time(alert: Alert, state: ViewState) -> Text:

@@ -15,6 +15,7 @@ from streaming.checker.core import CheckerCore
 from streaming.messages import MessageError, MissingSteps, Status, decode, encode, run_of
 from streaming.transport import Publisher, bind
 from streaming.view.client import Viewer
+from streaming.view.render import render
 from streaming.view.state import ViewState, graph_names
 from tests.streaming.helpers import beat, tea_graph, wait_for
 
@@ -93,3 +94,16 @@ def test_a_dumb_terminal_says_not_done_by_the_stop_when_the_report_and_the_statu
         ctx.destroy(linger=0)
     [said] = [line for line in out.getvalue().splitlines() if "session over" in line]
     assert "cam0 session over; not done by the stop: fill_kettle, boil_water" in said, said
+
+
+def test_a_next_step_with_a_probability_under_half_a_hundredth_is_not_shown_as_0_00() -> None:
+    # The weighted rule gives an allowed step it thinks unlikely a probability such as 0.0047: "0.00" read as "it cannot
+    # come next" (a step the rule gives none is named without a number), yet it is allowed and has a chance.
+    state = ViewState(names=graph_names(tea_graph()))
+    row = ended_status(ended=False, current=None, done=(3,), allowed=(4, 1), allowed_scores=(0.9953, 0.0047),
+                       rule="weighted")
+    state.apply(decode(list(encode(row))))  # as it comes off the wire
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(state))
+    [line] = [line for line in console.export_text().splitlines() if line.startswith("│ cam0")]
+    assert "add_teabag 1.00, fill_kettle <0.01" in line, line

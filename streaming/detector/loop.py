@@ -24,12 +24,14 @@ import contextlib
 import math
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, RunError
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.model import MiniROAD, make_stepper
 from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
@@ -50,6 +52,32 @@ READER_JOIN_S = 10.0  # on shutdown, longest wait for each reader thread (then t
 # CI, its reader still decoding after the 2 s it was given. Halted, each ends after its current decode or batch, so
 # the interpreter's wait for them at exit is that long at most.
 WORKER_JOIN_S = 30.0  # on shutdown, longest wait for a worker to finish its batch (a GPU's first pass is slow)
+_PROJECT = Path(__file__).resolve().parents[2]  # where the frames `internal_failure` names are this project's own
+
+
+def internal_failure(err: BaseException) -> BaseException:
+    """What a run that failed inside ends with: ``err`` itself when it already says what failed in one line
+    (`InputError`, `RunError`) or is no error at all (an interrupt); any other exception (``MemoryError``, a GPU's
+    ``CUDA out of memory``, a bug) as a `RunError` naming its type, message and the project's innermost line it came
+    through, caused by ``err``.
+
+    It went out as a traceback, the run's streams cut short behind it with no ``error:`` line, which read as a crash
+    of the command rather than a failure the run had said and ended its sessions for; its exit status (1, that of a
+    traceback too) keeps telling it from a mistake in the input (2).
+    """
+    if isinstance(err, InputError | RunError) or not isinstance(err, Exception):
+        return err
+    text = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    what = f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(_PROJECT)] or frames
+    if ours:
+        where = Path(ours[-1].filename).resolve()
+        shown = where.relative_to(_PROJECT) if where.is_relative_to(_PROJECT) else where
+        what += f" (at {shown}:{ours[-1].lineno} in {ours[-1].name})"
+    failure = RunError(f"internal failure of the detector, not a mistake in its input: {what}")
+    failure.__cause__ = err
+    return failure
 
 
 def stagger_s(index: int, streams: int, fps: float) -> float:
@@ -144,7 +172,12 @@ class FrameLoop:
         stop = stop or threading.Event()
         self._on_end = ended
         torch.set_num_threads(max(1, self.threads // self.workers))
-        self.warm()
+        try:
+            self.warm()
+        except (InputError, RunError):
+            raise
+        except Exception as err:  # a GPU out of memory on its first batches: no stream has started yet
+            raise internal_failure(err) from err
         readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=False)
                    for i, s in enumerate(self.streams)]  # fmt: skip
         workers = [threading.Thread(target=self._work, name=f"features-{k}", daemon=False)
@@ -185,7 +218,7 @@ class FrameLoop:
             self._stop_workers(workers)
             if self._failure is not None:
                 interrupted = False
-                raise self._failure from None
+                raise self._failure from self._failure.__cause__  # not the interrupt's context: the failure came first
             raise
         finally:
             self._stop_workers(workers)
@@ -281,7 +314,7 @@ class FrameLoop:
     def _fail(self, err: BaseException) -> None:
         """A worker failed: the loop raises the first failure, and every thread stops."""
         with self._cond:
-            self._failure = self._failure or err
+            self._failure = self._failure or internal_failure(err)
             self._halt.set()
         self._wake_all()
 

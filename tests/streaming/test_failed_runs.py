@@ -17,12 +17,13 @@ import pytest
 import torch
 import zmq
 
+from graphs.common.errors import RunError
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import DetectorConfig, DetectorStream, PipelineConfig, build_pipeline, load_detector_for_stream
 from streaming.detector.loading import LoadedParts
-from streaming.extractors import FeatureExtractor
+from streaming.extractors import FeatureExtractor, TorchScriptExtractor
 from streaming.messages import Heartbeat, Message
 from streaming.readers import ReaderConfig, VideoReader, open_reader
 from streaming.stream_detect_cli import main
@@ -174,4 +175,74 @@ def test_a_ctrl_c_after_the_run_failed_stops_no_session_and_the_failure_is_said(
     last = {sid: [m for m in sink.messages if isinstance(m, Heartbeat)][-1] for sid, sink in kept.items()}
     assert (last["file"].ended, last["file"].stopped) == (True, False), last["file"]
     assert (last["camera"].ended, last["camera"].stopped) == (False, False), last["camera"]
-    assert isinstance(raised, RuntimeError) and str(raised) == "backbone out of memory", repr(raised)
+    assert isinstance(raised, RunError) and isinstance(raised.__cause__, RuntimeError), repr(raised)
+    assert str(raised).endswith("RuntimeError: backbone out of memory (at tests/streaming/test_failed_runs.py:"
+                                f"{_FailsOnceArmed.__call__.__code__.co_firstlineno + 2} in __call__)"), raised
+
+
+def _fails_inside(monkeypatch: pytest.MonkeyPatch, error: BaseException, after: int = 8) -> None:
+    """The TorchScript backbone raising ``error`` from its ``after``-th batch on (the warm-up's batches pass): what
+    the run meets when it fails inside rather than on its input (a GPU out of memory, the host's memory gone)."""
+    calls = [0]
+    forward = TorchScriptExtractor.__call__
+
+    def call(self: TorchScriptExtractor, frames: np.ndarray) -> np.ndarray:
+        calls[0] += 1
+        if calls[0] >= after:
+            raise error
+        return forward(self, frames)
+
+    monkeypatch.setattr(TorchScriptExtractor, "__call__", call)
+
+
+@pytest.mark.parametrize("error", [MemoryError(), RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB\n"
+                                                                "(GPU 0; 79.15 GiB total capacity)")])
+def test_a_split_detector_that_fails_inside_says_so_in_one_line_and_ends_no_session(
+        failing: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        error: BaseException) -> None:
+    # A MemoryError or a CUDA out of memory in a worker went out as a Python traceback (exit status 1), with no
+    # `error:` line: its streams were cut short all the same, lost at the checker.
+    _fails_inside(monkeypatch, error)
+    ctx = zmq.Context()
+    log: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                        stream_timeout_s=1.0), ctx,
+                             log=lambda line, *_args, **_fields: log.append(line))
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["detector", "--video", str(failing["dark"]), "--video", str(failing["bright"]), "--stream-id", "a",
+                  "--stream-id", "b", "--graph", str(GRAPH), "--detector", str(failing["detector"]), "--backbone",
+                  str(failing["backbone"]), "--fast", "--connect", service.events_endpoint])
+        assert wait_for(lambda: {line.split()[1] for line in log if " lost (" in line} == {"a", "b"}, 10.0), log
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "Traceback" not in err, err
+    said = "MemoryError" if isinstance(error, MemoryError) else "RuntimeError: CUDA out of memory. Tried to allocate " \
+        "20.00 MiB"
+    assert err.splitlines()[-1].startswith("error: internal failure of the detector, not a mistake in its input: "
+                                           f"{said} (at tests/streaming/test_failed_runs.py:"), err
+    assert sum(line.startswith("error: ") for line in err.splitlines()) == 1, err
+    assert not [line for line in log if " ended (" in line or " stopped (" in line], log
+
+
+@pytest.mark.parametrize("after", [1, 8], ids=["at-warm-up", "mid-run"])
+def test_the_one_command_run_that_fails_inside_does_not_blame_its_view(
+        failing: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        after: int) -> None:
+    # It said "error: the live view failed (MemoryError: )": the view was fine, the detector's worker had failed (or
+    # its warm-up, before any frame was read).
+    _fails_inside(monkeypatch, MemoryError(), after)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--video", str(failing["dark"]), "--graph", str(GRAPH), "--detector", str(failing["detector"]),
+              "--backbone", str(failing["backbone"]), "--jsonl", "--fast"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 1, err
+    assert err.startswith("error: internal failure of the detector, not a mistake in its input: MemoryError (at ") \
+        and err.count("\n") == 1, err
+    assert not [m for m in map(json.loads, out.splitlines()) if m["kind"] == "missing" or m.get("ended")], out

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zmq
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, RunError
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import (
     DetectorConfig,
@@ -134,7 +134,8 @@ class _FailingBackbone(FeatureExtractor):
 
 
 def test_a_failing_backbone_in_a_worker_stops_the_loop_with_its_error(tmp_path: Path) -> None:
-    # The features run in worker threads: their error must reach the caller as before, and every stream still end.
+    # The features run in worker threads: their error must reach the caller, and every stream still end. Neither an
+    # InputError nor a RunError, it comes as the RunError of an internal failure, caused by it (one line, no traceback).
     model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
     backbone = _FailingBackbone(extractor, fail_at=8)  # after the warm-up's batch sizes, a few real batches
     config = ReaderConfig(fps=checkpoint.fps)
@@ -146,8 +147,10 @@ def test_a_failing_backbone_in_a_worker_stops_the_loop_with_its_error(tmp_path: 
         streams = [DetectorStream(reader, checkpoint, EventPublisher(publisher, f"cam{k}"),
                                   DetectorConfig(stream_id=f"cam{k}", connect=endpoint))
                    for k, reader in enumerate(readers)]
-        with pytest.raises(RuntimeError, match="backbone out of memory"):
+        with pytest.raises(RunError, match="internal failure of the detector.*RuntimeError: backbone out of memory") \
+                as failed:
             FrameLoop(streams, backbone, model, checkpoint, threads=2).run()
+        assert isinstance(failed.value.__cause__, RuntimeError)
     finally:
         for reader in readers:
             reader.close()

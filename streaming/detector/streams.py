@@ -127,12 +127,16 @@ class DetectorStream:
         if self.on_frame is not None:
             self.on_frame(frame, features, classes)
         started = time.perf_counter()
-        self.events.frame(probs)
         try:
             events = self.segmenter.update_events(classes)
+            if not np.isfinite(probs).all():  # the done head's states, which only the evidence reads
+                raise InputError(f"segmenter: frame {self.stats.frames} has non-finite done states")
         except InputError as err:  # the detector's output went NaN or infinite: say on which source
             raise InputError(f"{self.reader.source.spec}: {err} (the detector's output: features far outside the "
                              "range it was trained on?)") from None
+        # Only a finite frame reaches the evidence: one NaN there made every later heartbeat unbuildable, so a stream
+        # whose detector measured its rates sent no last heartbeat when its output went NaN (one without rates did).
+        self.events.frame(probs)
         # Before any heartbeat, which carries the stage times: this frame's segmenter is in the next one sent.
         self.stages.add("segmenter", time.perf_counter() - started)
         self.stats.frames += 1

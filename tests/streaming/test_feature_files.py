@@ -33,6 +33,8 @@ from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, ann
 from streaming.offline.features_cli import main as features_main
 from streaming.readers import ReaderConfig
 from streaming.stream_detect_cli import main as stream_detect
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
 from tests.command_lines import with_options
 from tests.streaming.helpers import drain_terminal, wait_for
@@ -256,17 +258,21 @@ def test_features_that_make_the_detector_overflow_are_refused_naming_the_file(
     assert str(big / "test_ok.npy") in err and "non-finite probabilities" in err
 
 
+@pytest.mark.parametrize("rates", ["measured", "none"])
 def test_a_live_detector_whose_output_goes_non_finite_part_way_ends_no_session(
-        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], rates: str) -> None:
     # Rows past the first step make the detector's output infinite: the run stopped with its error line, but its last
-    # heartbeat said `ended`, and the checker reported "open_box" done and take_part, fix_part never done. (A detector
-    # that measured its rates failed to send that heartbeat, its evidence gone NaN: one that holds none sent it.)
+    # heartbeat said `ended`, and the checker reported "open_box" done and take_part, fix_part never done. A detector
+    # that measured its rates then sent no last heartbeat at all, its evidence gone NaN (the checker's last word of the
+    # stream was a heartbeat of frame 16): one that holds none sent it, as every other failed run does.
     features = np.load(trained / "npy" / "test_ok.npy").astype(np.float32)
     features[24:] = 1e38  # a finite float32, so the file is read; open_box (3-15 s) was confirmed by then
     np.save(tmp_path / "far.npy", features)
     checkpoint = torch.load(trained / "detector.pt", weights_only=False)
-    del checkpoint["evidence"]
-    torch.save(checkpoint, tmp_path / "no_rates.pt")
+    assert checkpoint["evidence"] is not None
+    if rates == "none":
+        del checkpoint["evidence"]
+    torch.save(checkpoint, tmp_path / "detector.pt")
     log: list[str] = []
     ctx = zmq.Context()
     service = CheckerService(load_graph(str(trained / "graph.json")),
@@ -275,13 +281,19 @@ def test_a_live_detector_whose_output_goes_non_finite_part_way_ends_no_session(
     stop = threading.Event()
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
     try:
         with pytest.raises(SystemExit) as exit_info:
             stream_detect(["detector", "--features", str(tmp_path / "far.npy"), "--graph", str(trained / "graph.json"),
-                           "--detector", str(tmp_path / "no_rates.pt"), "--fast", "--connect", service.events_endpoint])
+                           "--detector", str(tmp_path / "detector.pt"), "--fast", "--connect", service.events_endpoint])
         assert wait_for(lambda: any(line.startswith("checker: far ") and (" lost (" in line or " ended (" in line)
                                     for line in log), 10.0)
+        rows = viewer.state.streams
+        # Its last heartbeat, of the 24 frames delivered before the failing one, as a failed run's always is.
+        assert wait_for(lambda: "far" in rows and rows["far"].frames == 24, 5.0, lambda: viewer.pump(20)), \
+            rows.get("far")
     finally:
+        viewer.close()
         stop.set()
         thread.join(5)
         ctx.destroy(linger=0)

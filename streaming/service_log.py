@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final, TextIO
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_stderr
 from graphs.common.safe_text import printable
 
 # What a service module logs through: called with a line and, as keywords, the values it names (``fields`` of the
@@ -95,7 +95,10 @@ class ServiceLog:
         line = self._format(message, level, fields)
         if self._queue is None:
             with self._lock:
-                print(line, file=self.out or sys.stderr, flush=True)
+                if self.out is None:
+                    print_stderr(line)  # a broken stderr drops the line, never the service's work
+                else:
+                    print(line, file=self.out, flush=True)
             return
         with self._queued:
             if len(self._queue) >= QUEUED_LINES:
@@ -140,6 +143,8 @@ class ServiceLog:
     def _write(self, line: str) -> bool:
         """Write one line, as the writer thread; False (the reason kept) when it could not be."""
         out = self.out or sys.stderr
+        if out is None:  # stderr closed from the start (2>&-): print would write the line on stdout
+            return True
         try:
             fd = out.fileno()
         except (AttributeError, OSError, ValueError):  # no file descriptor (a test's StringIO): it cannot block

@@ -136,15 +136,33 @@ def require_extra(module: str, extra: str, user: str) -> None:
                                  f"installed): {install_extra(extra)}") from None
 
 
+def print_stderr(line: str) -> None:
+    """Write one line on stderr, flushed; dropped when stderr is closed or broken.
+
+    A log line is no part of a run's work: a stderr whose reader left (``2>&1 >out | head -1``) or on a full device
+    (``2>/dev/full``) made the detector's end line of its first stream raise, which cut every other stream short
+    (exit status 141); one closed from the start (``2>&-``, ``sys.stderr`` None) sent the lines to standard output,
+    into ``--jsonl`` lines. After a first failure stderr's descriptor goes to /dev/null, so that the lines after it,
+    a library's own messages and the interpreter's last flush find nothing left to fail on.
+    """
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        print(line, file=stream, flush=True)
+    except (OSError, ValueError):  # ValueError: a stream closed by the caller
+        _drop_stderr()
+
+
 def print_warning(line: str) -> None:
-    """Show a warning as one ``warning: ...`` line on stderr (names made printable)."""
-    print(printable(f"warning: {line}"), file=sys.stderr, flush=True)
+    """Show a warning as one ``warning: ...`` line on stderr (names made printable; `print_stderr`)."""
+    print_stderr(printable(f"warning: {line}"))
 
 
 def print_note(line: str) -> None:
     """Show a note as one ``note: ...`` line on stderr: something left out that is no mistake (an ``.npz`` beside
     the ``.npy`` feature files), said so that nothing is skipped in silence."""
-    print(printable(f"note: {line}"), file=sys.stderr, flush=True)
+    print_stderr(printable(f"note: {line}"))
 
 
 _FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # the device took no more
@@ -215,10 +233,10 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
                 raise SystemExit(EXIT_BROKEN_PIPE) from None
             raise
         except InputError as err:
-            print(f"error: {printable(err)}", file=sys.stderr)
+            print_stderr(f"error: {printable(err)}")  # a broken stderr must not change the exit status
             raise SystemExit(EXIT_USAGE) from None
         except RunError as err:
-            print(f"error: {printable(err)}", file=sys.stderr)
+            print_stderr(f"error: {printable(err)}")
             raise SystemExit(EXIT_FAILURE) from None
         except KeyboardInterrupt as err:
             _stop(err)
@@ -296,6 +314,18 @@ def interrupt_behind(err: BaseException) -> Interrupted | None:
             return cause if isinstance(cause, Interrupted) else Interrupted(signal.SIGINT)
         cause = cause.__cause__
     return None
+
+
+def _drop_stderr() -> None:
+    """Point stderr's descriptor at /dev/null (`print_stderr`); what its buffer holds is flushed there, and dropped."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor behind it (a test's capture): nothing to point
+        return
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
 
 
 def _drop_stdout() -> None:

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final, Generic, Protocol, TextIO, TypedDict, TypeVar
 
+from graphs.common.errors import print_stderr
 from streaming.messages import Message, encode_payload
 from streaming.transport import HandshakeRefused
 
@@ -56,7 +57,7 @@ class Fanout:
     def __init__(self, sinks: Sequence[Sink], log: Callable[[str], None] | None = None) -> None:
         self.sinks = list(sinks)
         self.failed = 0
-        self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+        self._log = log or (lambda line: print_stderr(f"warning: {line}"))
 
     def send(self, message: Message) -> None:
         """Send to every sink, the first first."""
@@ -205,7 +206,7 @@ class BackgroundSink(Generic[T]):
         self.failed_as = failed_as
         self._queue: _Lanes[T] = _Lanes(maxsize=capacity)
         self._later_room = max(1, capacity // 2)
-        self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+        self._log = log or (lambda line: print_stderr(f"warning: {line}"))
         self._log_limit = log_limit
         self._log_every = log_every
         self.received = 0

@@ -225,7 +225,7 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
         except BrokenPipeError as err:
             _drop_stdout()
             if isinstance(err.__context__, KeyboardInterrupt):  # its reader gone while stopping: the stop is the news
-                _stop(err.__context__, terminal_gone=True)
+                _stop(err.__context__)
             raise SystemExit(EXIT_BROKEN_PIPE) from None
         except SystemExit as ended:
             if isinstance(ended.__context__, BrokenPipeError):  # rich's console exits 1 on a broken pipe, silently
@@ -245,8 +245,8 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
                 raise
             # A folder or file the user running the command may not read, enter or write (mode 000, another
             # user's): the user's to fix, wherever the command met it first.
-            print(f"error: {printable(err.filename)}: permission denied (the user running this may not read, enter or "
-                  "write it)", file=sys.stderr)
+            print_stderr(f"error: {printable(err.filename)}: permission denied (the user running this may not read, "
+                         "enter or write it)")
             raise SystemExit(EXIT_USAGE) from None
         except Exception as err:
             behind = interrupt_behind(err)
@@ -256,10 +256,10 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
                 # Stopping, the last write hit a terminal that is gone (a closed window, a dropped ssh session: EIO
                 # on the SIGHUP that says so): the interrupt is the news; its line goes out if anything is left.
                 _drop_stdout()
-                _stop(err.__context__, terminal_gone=True)
+                _stop(err.__context__)
             if output_full(err):
                 _drop_stdout()
-                print(f"error: cannot write the output: {printable(err.strerror)}", file=sys.stderr)
+                print_stderr(f"error: cannot write the output: {printable(err.strerror)}")
                 raise SystemExit(EXIT_FAILURE) from None
             raise
         finally:
@@ -284,13 +284,12 @@ def run_command(module: str, argv: list[str] | None = None) -> NoReturn:
     sys.exit(main(argv))
 
 
-def _stop(interrupt: KeyboardInterrupt, terminal_gone: bool = False) -> NoReturn:
+def _stop(interrupt: KeyboardInterrupt) -> NoReturn:
     """End a command stopped by a signal: its one line (`_interrupted_note`), exit status 128 + the signal. A plain
-    `KeyboardInterrupt` (no handler installed) is SIGINT's; with ``terminal_gone`` the line is tried, and may find
-    nothing left to write to."""
+    `KeyboardInterrupt` (no handler installed) is SIGINT's. The line is tried, and may find nothing left to write to
+    (a closed terminal, a reader gone)."""
     stop = interrupt if isinstance(interrupt, Interrupted) else Interrupted(signal.SIGINT)
-    with contextlib.suppress(OSError) if terminal_gone else contextlib.nullcontext():
-        print(f"interrupted by {stop.name}: {_interrupted_note()}", file=sys.stderr)
+    print_stderr(f"interrupted by {stop.name}: {_interrupted_note()}")  # nowhere to go: the status still says it
     raise SystemExit(stop.exit_status) from None
 
 

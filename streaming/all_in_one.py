@@ -297,7 +297,8 @@ class DetectorThread:
     """A one-stream pipeline run in a thread; what it returned or raised comes back to the thread that asks (`result`).
 
     On leaving the ``with`` block the detector is asked to stop (its last heartbeat still goes out) and the
-    thread is joined for at most `JOIN_TIMEOUT_S`: a Ctrl-C in the viewer stops the detector too.
+    thread is joined for at most `JOIN_TIMEOUT_S`: a Ctrl-C in the viewer stops the detector too. Left on an error
+    (the view failed, the checker died), the detector's run fails instead: its session ends cut short, not stopped.
 
     Args:
         pipeline: a built pipeline of one stream, not started.
@@ -333,7 +334,13 @@ class DetectorThread:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if isinstance(error, Exception) and not isinstance(error, BrokenPipeError):
+            # The view failed or the checker died (a reader gone, `| head`, is the user's stop): the session is cut
+            # short as by a failure of the detector, never ended as one the person stopped. A reason of its own, not
+            # ``error``: raised in the detector's thread too, that would rewrite the traceback the command may print.
+            self.pipeline.loop.fail(RunError(f"cut short: {type(error).__name__} beside the detector"))
         self.stop.set()
         self._thread.join(JOIN_TIMEOUT_S)
 

@@ -311,6 +311,12 @@ class FrameLoop:
         except BaseException as err:  # the loop raises it; the other workers stop
             self._fail(err)
 
+    def fail(self, reason: BaseException) -> None:
+        """End the run as failed from outside, ``reason`` being what `run` raises: a part beside the detector that
+        failed (the one-command run's view, its checker process) cut its sessions short, and a stop would end them as
+        stopped by the person, with a verdict so far and a report of the steps the stop left undone."""
+        self._fail(reason)
+
     def _fail(self, err: BaseException) -> None:
         """A worker failed: the loop raises the first failure, and every thread stops."""
         with self._cond:

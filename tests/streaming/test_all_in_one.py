@@ -21,6 +21,7 @@ from graphs.common.safe_text import printable
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from recognition.checkpoint import load_detector, save_detector
 from streaming.all_in_one import RunConfig, await_subscription, run_all
+from streaming.checker.config import CheckerConfig
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import EventPublisher, StreamSource
 from streaming.messages import Status
@@ -30,7 +31,7 @@ from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
-from tests.streaming.helpers import status_heard
+from tests.streaming.helpers import status_heard, wait_for
 
 
 def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Context) -> None:
@@ -102,6 +103,57 @@ def test_a_view_that_fails_ends_the_run_as_a_failure_not_a_success() -> None:
     assert stopped.value.signum == signal.SIGHUP
     with handling_signals():  # a new run forgets the stop this one began (a signal within 2 s would be ignored)
         pass
+
+
+class FailsOnceArmed(io.StringIO):
+    """A terminal every write to fails with EBADF once ``armed`` is set."""
+
+    def __init__(self, armed: threading.Event) -> None:
+        super().__init__()
+        self.armed = armed
+
+    def write(self, text: str) -> int:
+        if self.armed.is_set():
+            raise OSError(9, "Bad file descriptor")
+        return super().write(text)
+
+
+@pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")
+def test_a_view_that_fails_mid_run_cuts_its_session_short_not_stopped_by_the_user(
+        ctx: zmq.Context, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The failed view stopped the detector as a Ctrl-C does: its last heartbeat said `ended, stopped`, and the checker
+    # published a `missing` report and an ended, stopped status, which a dashboard or a second viewer showed as a
+    # session the person stopped, while the run's only word was its error line.
+    alerts_endpoint = f"ipc://{tmp_path_factory.mktemp('checker')}/out"
+    armed, over = threading.Event(), threading.Event()
+    heard: list[Status] = []
+
+    def listen() -> None:  # a second viewer; the view fails once the detector's frames reach the checker
+        def hear(status: Status) -> bool:
+            heard.append(status)
+            if status.frames > 0:
+                armed.set()
+            return False
+
+        status_heard(ctx, alerts_endpoint, "cam0", over, 120.0, hear)
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    graph, detector = default_demo_paths()
+    source = StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=True))
+    checker = CheckerConfig("tcp://127.0.0.1:0", alerts_endpoint)
+    try:
+        with pytest.raises(RunError, match=r"the live view failed \(OSError: \[Errno 9\] Bad file descriptor\)"):
+            run_all(RunConfig(source, checker=checker), console=Console(file=FailsOnceArmed(armed),
+                                                                        force_terminal=True))
+        assert armed.is_set(), "the detector's frames never reached the checker"
+        # What the checker published of the detector's last heartbeats came before it was stopped with the run.
+        wait_for(lambda: any(status.ended for status in heard), 2.0)
+    finally:
+        over.set()
+        listener.join(5.0)
+    assert [status for status in heard if status.frames > 0], heard
+    assert not [status for status in heard if status.ended or status.stopped], heard[-1]
 
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")

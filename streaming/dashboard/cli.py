@@ -123,7 +123,9 @@ def checker_endpoint(args: argparse.Namespace) -> tuple[str, str]:
                          "(--checker is the old name of --connect): give --connect only")
     if args.checker_alias is not None:
         return "--checker", str(args.checker_alias)
-    return "--connect", str(args.connect or DEFAULT_CONNECT)
+    # `is None`, not falsiness: `--connect ""` (an unset variable in a unit) is refused as `--checker ""` was, rather
+    # than quietly watching the default checker.
+    return "--connect", DEFAULT_CONNECT if args.connect is None else str(args.connect)
 
 
 def _graph(args: argparse.Namespace, warn: Callable[[str], None]

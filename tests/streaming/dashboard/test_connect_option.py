@@ -72,3 +72,17 @@ def test_a_bad_endpoint_is_named_by_the_option_typed(option: str, capsys: pytest
     line = cli_error(main, ["dashboard", option, "tcp://no-such-host.invalid:5556", "--demo", "--bind",
                             "127.0.0.1:0"], capsys)
     assert line.startswith(f"error: {option} tcp://no-such-host.invalid:5556: no host is named"), line
+
+
+@pytest.mark.parametrize("option", ["--connect", "--checker"])
+def test_an_empty_endpoint_is_refused_whichever_name_gives_it(option: str) -> None:
+    # `--connect ""` (a unit's unset variable) fell back to the default checker and served, as if given nothing,
+    # while `--checker ""` was refused.
+    try:
+        done = subprocess.run([*STREAM_DETECT, "dashboard", option, "", "--demo", "--bind", "127.0.0.1:0"],
+                              capture_output=True, text=True, timeout=STARTUP_S)
+    except subprocess.TimeoutExpired as served:
+        pytest.fail(f"{option} '' started a dashboard: {served.stderr!r}")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"error: {option} '' is not a ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH, "
+                                        "inproc://NAME)"]

@@ -176,11 +176,17 @@ def run_jobs(
             if row is not None and row[1] == phase:
                 bar.update(row[0], completed=count or 0, total=total, count=share)
                 return
-            if row is not None:  # a new phase: a new row, whose elapsed time is the phase's
-                bar.remove_task(row[0])
             name = escape(names[index]) if names is not None else f"job {index + 1}"
-            row_id = bar.add_task(f"  {name}: {escape(phase)}", total=total, completed=int(count or 0), count=share)
-            rows[index] = (row_id, phase)
+            description = f"  {name}: {escape(phase)}"
+            if row is None:
+                rows[index] = (bar.add_task(description, total=total, completed=int(count or 0), count=share), phase)
+                return
+            # A new phase redraws the job's own row, its elapsed time the phase's: a row removed and added again went
+            # to the bottom, and two folds under way swapped places at each phase.
+            bar.reset(row[0], total=total, completed=int(count or 0), description=description, count=share)
+            if total is None:  # reset keeps a total it is not given; a phase that counts nothing shows no share
+                next(t for t in bar.tasks if t.id == row[0]).total = None
+            rows[index] = (row[0], phase)
 
         def advance(index: int) -> None:
             finished.add(index)

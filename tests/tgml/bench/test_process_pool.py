@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,7 @@ def test_the_resource_trackers_cleanup_warnings_never_follow_the_runs_last_line(
 REPORTING_SCRIPT = '''
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tgml.bench.process_pool import report_progress, run_jobs
@@ -110,3 +112,76 @@ def test_what_a_job_in_a_worker_reports_is_drawn_as_its_own_row_under_the_bar(tm
         os.close(master)
     assert b"kit fold 0: training its detector" in drawn and b"25%" in drawn, drawn[-2000:]
     assert (run.returncode, out) == (0, b"['a', 'b']\n")
+
+
+PHASES_SCRIPT = '''
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tgml.bench.process_pool import report_progress, run_jobs
+
+
+def held(path: Path) -> None:
+    while not path.exists():  # held until the test has seen what it waits for drawn
+        time.sleep(0.01)
+
+
+def job(name: str, folder: str) -> str:
+    here = Path(folder)
+    if name == "b":
+        held(here / "b")
+    report_progress("phase one", 1, 4)
+    if name == "a":
+        held(here / "a2")
+        report_progress("phase two", 3, 4)
+    held(here / "end")
+    return name
+
+
+if __name__ == "__main__":
+    print(run_jobs(job, [("a", sys.argv[1]), ("b", sys.argv[1])], workers=2, label="all-folds-bar",
+                   names=["kit fold 0", "kit fold 1"]))
+'''
+
+
+def test_a_jobs_row_keeps_its_place_when_its_phase_changes(tmp_path: Path) -> None:
+    # A new phase removed the job's row and added it again at the bottom: with two folds under way, they swapped
+    # places at each phase, and the eye that followed "fold 0" on the second line read fold 1's row.
+    script = tmp_path / "phases.py"
+    script.write_text(PHASES_SCRIPT)
+    master, slave = pty.openpty()
+    run = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdin=slave, stdout=subprocess.PIPE,
+                           stderr=slave, env={k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
+                           | {"COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    drawn = b""
+
+    def read_until(done: Callable[[], bool]) -> None:
+        nonlocal drawn
+        deadline = time.monotonic() + 120
+        while not done() and time.monotonic() < deadline and run.poll() is None:
+            if select.select([master], [], [], 1.0)[0]:
+                drawn += os.read(master, 65536)
+
+    def frames() -> list[bytes]:  # each redraw starts with the bar of jobs, the rows of the jobs under way below it
+        return drawn.split(b"all-folds-bar")[1:-1]  # the last one may be cut short
+
+    try:
+        read_until(lambda: any(b"kit fold 0: phase one" in f for f in frames()))
+        (tmp_path / "b").touch()
+        read_until(lambda: any(b"kit fold 1: phase one" in f for f in frames()))
+        (tmp_path / "a2").touch()
+        read_until(lambda: any(b"kit fold 0: phase two" in f for f in frames()))
+        last = next(f for f in reversed(frames()) if b"kit fold 0: phase two" in f)
+        (tmp_path / "end").touch()
+        out, _ = run.communicate(timeout=120)
+    finally:
+        (tmp_path / "end").touch()  # a failed wait above: the jobs end, and the run with them
+        if run.poll() is None:
+            run.communicate(timeout=120)
+        os.close(master)
+    assert (run.returncode, out) == (0, b"['a', 'b']\n")
+    assert b"kit fold 1: phase one" in last, last
+    assert last.index(b"kit fold 0: phase two") < last.index(b"kit fold 1: phase one"), last

@@ -311,7 +311,9 @@ class CheckerService:
         self._replace_handshakes(handshakes)
         self._ipc_files = self._bound_files()  # bound again: new files
         closed, self._closed = self._closed, None
-        if closed is not None and closed.failed and closed.told is not None and self.log is not None:
+        # Said once a line said they could not open: that line may be an earlier closing's (the viewers' socket alone,
+        # then a key revoked), this one never counted as failed (its port busy for a moment only).
+        if closed is not None and closed.told is not None and self.log is not None:
             seconds = self.core.monotonic() - closed.since
             self.log(f"checker: {self._endpoints(both)} open again after {seconds:.1f} s closed "
                      f"({count_of(closed.tries, 'failed attempt')}); clients connect again by themselves",

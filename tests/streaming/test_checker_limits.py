@@ -989,6 +989,50 @@ def test_a_reopen_that_finds_its_port_taken_never_holds_the_loop(which: str) -> 
         f"checker: could not open {closed} again", f"checker: {closed} open again"], lines
 
 
+def test_sockets_said_closed_are_said_open_again_when_a_revoked_key_found_a_port_busy_for_a_moment() -> None:
+    # The --publish socket could not be opened again (said in a line); a key revoked meanwhile re-opened both, and
+    # the --bind port, just closed, was busy for a moment (libzmq lets its listener go a few ms later): that try was
+    # not counted as failed, so once they opened no line said so, and the log's last word on them stayed "could not
+    # open ... again".
+    ctx = zmq.Context()
+    lines: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx,
+                             log=lambda line, **_fields: lines.append(line))
+    alerts_port = int(service.alerts_endpoint.rsplit(":", 1)[1])
+    events_port = int(service.events_endpoint.rsplit(":", 1)[1])
+    others = [socket.socket(), socket.socket()]  # another program's listeners, at the ports the checker re-binds
+    for other in others:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        service.receiver.wake_on([service.handshakes[0].monitor], [])
+        service.handshakes[0].close()
+        service.publisher.sock.close()
+        assert wait_for(lambda: _binds(others[0], alerts_port), 10.0)
+        others[0].listen(1)
+        service.reopen_publish()
+        assert wait_for(lambda: service.reopen_failed == 1, 15.0, service.retry_reopen)  # past the busy time
+        assert [line.split(" after ")[0] for line in lines] == [
+            f"checker: could not open {service.alerts_endpoint} again"]
+        # The detectors' socket closed, its port busy on the revoked key's first try (held here, for a sure busy).
+        service.handshakes[1].close()
+        service.receiver.wake_on([service.handshakes[1].monitor], [])
+        service.receiver.sock.close()
+        assert wait_for(lambda: _binds(others[1], events_port), 10.0)
+        others[1].listen(1)
+        others[0].close()
+        service.reopen()
+        assert service.sockets_closed
+        others[1].close()
+        assert wait_for(lambda: not service.sockets_closed, 10.0, service.retry_reopen)
+    finally:
+        for other in others:
+            other.close()
+        service.close()
+        ctx.destroy(linger=0)
+    assert lines[-1].startswith(
+        f"checker: {service.events_endpoint} and {service.alerts_endpoint} open again after "), lines
+
+
 def _unencodable(kind: str) -> Alert:
     """An alert the wire refuses though it was built: the names of 2048 long-named pre-conditions, not cut to fit
     (`Alert.fitted` skipped), or a NaN after the first item of a step list (the field checks' min and max miss it)."""

@@ -20,6 +20,7 @@ can be (`LOST_NOTE`), and `ServiceLog.close` waits at most `CLOSE_WAIT_S` for th
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import sys
@@ -81,6 +82,8 @@ class ServiceLog:
         self._queue: deque[str] | None = deque() if queued else None
         self._queued = threading.Condition(self._lock)
         self._writing = False  # the writer holds a line taken from the queue
+        self._encoding = ""  # the writer's encoder's (`_encoder`)
+        self._encoder_made = codecs.getincrementalencoder("utf-8")("backslashreplace")
         if queued:
             threading.Thread(target=self._write_queued, name=f"{service} log", daemon=True).start()
 
@@ -155,7 +158,7 @@ class ServiceLog:
                 return True
             # The descriptor itself, not the file object: a write blocked on a full pipe must hold none of the
             # interpreter's stream locks (another thread's print, or the flush at exit, would wait on it).
-            data = codecs.encode(line + "\n", out.encoding or "utf-8", "backslashreplace")
+            data = self._encoder(out.encoding or "utf-8", fd).encode(line + "\n")
             while data:
                 data = data[os.write(fd, data):]
         except (OSError, ValueError) as err:  # a full disk, a closed pipe, a closed file
@@ -163,6 +166,18 @@ class ServiceLog:
                 self._lost_why = getattr(err, "strerror", None) or str(err)
             return False
         return True
+
+    def _encoder(self, encoding: str, fd: int) -> codecs.IncrementalEncoder:
+        """The writer's encoder for ``encoding``, one for the stream as sys.stderr keeps one: an encoding with a byte
+        order mark (utf-16, utf-8-sig) writes it once, not at the start of every line (each JSON line after the first
+        then read ``\ufeff{...``, which a JSON parser refuses). As sys.stderr does, no mark past a file's start."""
+        if self._encoding != encoding:
+            self._encoding = encoding
+            self._encoder_made = codecs.getincrementalencoder(encoding)("backslashreplace")
+            with contextlib.suppress(OSError):  # a pipe or a terminal: it cannot tell, the mark is written
+                if os.lseek(fd, 0, os.SEEK_CUR) > 0:
+                    self._encoder_made.setstate(0)
+        return self._encoder_made
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
         """Wait up to ``wait_s`` for the queued lines to be written (a stderr that takes none loses them: the process

@@ -139,3 +139,32 @@ def test_lines_a_queued_log_could_not_write_are_counted_and_said_by_the_next_it_
         assert log.close()
     assert (tmp_path / "log").read_text().splitlines() == [
         "warning: checker: 2 log line(s) could not be written (No space left on device)", "checker: kept"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_a_checker_logging_json_in_an_encoding_with_a_byte_order_mark_writes_it_once(
+    tmp_path: Path, encoding: str
+) -> None:
+    # Each line was encoded on its own (codecs.encode), so each began with the mark (PYTHONIOENCODING=utf-8-sig or
+    # utf-16, Windows' "Unicode"): every JSON line after the first read "\ufeff{..." and a log collector's parser
+    # refused it ("Unexpected UTF-8 BOM"). Written as one stream, as sys.stderr writes it, the mark comes first only.
+    import codecs
+    import json
+
+    log = tmp_path / "checker.log"
+    with open(log, "wb") as err:
+        process = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", f"ipc://{tmp_path}/in", "--publish",
+                                    f"ipc://{tmp_path}/out", "--log-format", "json"], stdout=subprocess.DEVNULL,
+                                   stderr=err, env={**os.environ, "PYTHONIOENCODING": encoding})
+        try:
+            encoder = codecs.getincrementalencoder(encoding)()
+            encoder.encode("")  # its mark
+            ready = encoder.encode("viewers to")
+            assert wait_for(lambda: ready in log.read_bytes() or process.poll() is not None, 60.0)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    lines = log.read_bytes().decode(encoding).splitlines()
+    # The interrupt's line is sys.stderr's own, its mark that stream's first write: not this log's to leave out.
+    assert lines[-1].lstrip("\ufeff") == "interrupted by SIGTERM: stopped", lines
+    assert [json.loads(line)["level"] for line in lines[:-1]] == ["info", "info"], lines

@@ -108,6 +108,11 @@ class _Closed:
     # What its last line said, (both, error) (None: no line yet, and its end is said only after one).
     told: tuple[bool, str] | None = None
 
+    @property
+    def failed_tries(self) -> int:
+        """The tries that failed, those of a port busy within REOPEN_BUSY_S of the closing left out."""
+        return self.tries - self.busy_tries
+
 
 class CheckerWatcher(Protocol):
     """What watches a checker from outside (the metrics endpoint: `streaming.metrics.CheckerMetrics`)."""
@@ -315,9 +320,11 @@ class CheckerService:
         # then a key revoked), this one never counted as failed (its port busy for a moment only).
         if closed is not None and closed.told is not None and self.log is not None:
             seconds = self.core.monotonic() - closed.since
-            self.log(f"checker: {self._endpoints(both)} open again after {seconds:.1f} s closed "
-                     f"({count_of(closed.tries, 'failed attempt')}); clients connect again by themselves",
-                     level="info", endpoints=self._endpoints(both), seconds=round(seconds, 3), tries=closed.tries)
+            failed = closed.failed_tries
+            self.log(f"checker: {self._endpoints(both)} open again after {seconds:.1f} s closed"
+                     + (f" ({count_of(failed, 'failed attempt')})" if failed else "")
+                     + "; clients connect again by themselves",
+                     level="info", endpoints=self._endpoints(both), seconds=round(seconds, 3), tries=failed)
 
     def _not_opened(self, why: str, both: bool, err: zmq.ZMQError | InputError) -> None:
         """A re-open could not make its sockets: the next try is scheduled, and it is logged, at most one line every
@@ -341,8 +348,7 @@ class CheckerService:
         if not closed.failed:
             closed.failed = True
             self.reopen_failed += 1
-        closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.tries - closed.busy_tries - 1,
-                                                REOPEN_RETRY_MAX_S)
+        closed.next_try = now + capped_doubling(REOPEN_RETRY_FIRST_S, closed.failed_tries - 1, REOPEN_RETRY_MAX_S)
         error = _why_not(err)
         if closed.told == (both, error) or now - self._said_closed_at < LOG_EVERY_S or self.log is None:
             return
@@ -350,13 +356,15 @@ class CheckerService:
         meanwhile = ("nothing is received or sent until they open" if both
                      else "viewers get nothing until it opens (detectors are still served)")
         again = f"; {self.reopen_failed} times so far" if self.reopen_failed > 1 else ""
-        lasted = (f"; closed for {now - closed.since:.1f} s, {count_of(closed.tries, 'failed attempt')}"
-                  if closed.tries > 1 else "")
+        # The tries of a port busy right after the closing are not failures (the old listener not let go yet), nor
+        # said as such: 94 of them made a first line read "94 failed attempts".
+        lasted = (f"; closed for {now - closed.since:.1f} s, {count_of(closed.failed_tries, 'failed attempt')}"
+                  if closed.failed_tries > 1 else "")
         self.log(f"checker: could not open {self._endpoints(both)} again after {closed.why} ({error}); {meanwhile}, "
                  f"its streams and alerts are kept, and it tries again every {REOPEN_RETRY_MAX_S:g} s at most{again}"
                  f"{lasted}",
                  endpoints=self._endpoints(both), why=closed.why, error=error, count=self.reopen_failed,
-                 tries=closed.tries)
+                 tries=closed.failed_tries)
 
     def _endpoints(self, both: bool) -> str:
         return f"{self.events_endpoint} and {self.alerts_endpoint}" if both else self.alerts_endpoint

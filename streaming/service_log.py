@@ -85,6 +85,7 @@ class ServiceLog:
         self._encoding = ""  # the writer's encoder's (`_encoder`)
         self._encoder_made = codecs.getincrementalencoder("utf-8")("backslashreplace")
         if queued:
+            _keep_devnull()  # before peers can take every handle: `abandon_stderr` needs one at the end
             threading.Thread(target=self._write_queued, name=f"{service} log", daemon=True).start()
 
     def __call__(self, message: str, level: str = "info", **fields: object) -> None:
@@ -203,12 +204,29 @@ class ServiceLog:
         self(message if self.json else f"error: {message}", "error", **fields)
 
 
+# /dev/null, opened as a queued log starts (`_keep_devnull`): at the end, peers holding every file handle (idle
+# connections at the checker's ports, its `ulimit -n` reached) left none to open it, and the interrupt's line then
+# waited on the stderr that took nothing, for ever.
+_devnull: list[int] = []
+_devnull_lock = threading.Lock()
+
+
+def _keep_devnull() -> None:
+    """Open /dev/null for `abandon_stderr`, once a process."""
+    with _devnull_lock:
+        if not _devnull:
+            with contextlib.suppress(OSError):  # no handle left now: it tries its own at the end
+                _devnull.append(os.open(os.devnull, os.O_WRONLY))
+
+
 def abandon_stderr() -> None:
     """Point this process's stderr at ``/dev/null`` (its own descriptor 2 only: whoever shares the stream keeps it),
     for a process ending while its stderr takes nothing (`ServiceLog.close` gave up): its last line (an interrupt's)
     and the flush at exit would otherwise wait there for ever."""
+    with _devnull_lock:
+        kept = _devnull[0] if _devnull else None
     try:
-        null = os.open(os.devnull, os.O_WRONLY)
+        null = kept if kept is not None else os.open(os.devnull, os.O_WRONLY)
     except OSError:  # no handle left: nothing better to do
         return
     try:
@@ -216,4 +234,5 @@ def abandon_stderr() -> None:
     except (OSError, ValueError):
         pass
     finally:
-        os.close(null)
+        if null != kept:
+            os.close(null)

@@ -168,3 +168,53 @@ def test_a_checker_logging_json_in_an_encoding_with_a_byte_order_mark_writes_it_
     # The interrupt's line is sys.stderr's own, its mark that stream's first write: not this log's to leave out.
     assert lines[-1].lstrip("\ufeff") == "interrupted by SIGTERM: stopped", lines
     assert [json.loads(line)["level"] for line in lines[:-1]] == ["info", "info"], lines
+
+
+ABANDON_WITH_NO_HANDLE_LEFT = """
+import os, resource, sys
+from streaming.service_log import ServiceLog, abandon_stderr
+log = ServiceLog("checker", queued=True)
+log("checker: a line the full pipe cannot take")
+limit = len(os.listdir("/proc/self/fd")) + 8
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+if not log.close(0.2):  # as the checker's end does (`stream_detect_cli._checker`)
+    abandon_stderr()
+print("interrupted by SIGTERM: stopped", file=sys.stderr)
+print("ended", flush=True)
+"""
+
+
+def test_a_checker_ending_on_a_stderr_that_takes_nothing_ends_with_no_file_handle_left() -> None:
+    # At its end stderr was pointed at /dev/null, opened there and then: with every file handle held (peers' idle
+    # connections at its ports past `ulimit -n`) it could not be, and the interrupt's line waited on the full pipe
+    # for ever; only SIGKILL ended the checker.
+    import sys
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(filler, b".")
+    finally:
+        os.close(filler)
+    try:
+        process = subprocess.Popen([sys.executable, "-c", ABANDON_WITH_NO_HANDLE_LEFT], stdout=subprocess.PIPE,
+                                   stderr=write_end, env={**os.environ, "PYTHONPATH": os.getcwd()})
+        try:
+            out, _ = process.communicate(timeout=30)  # it hung for good before
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    assert (process.returncode, out) == (0, b"ended\n")

@@ -377,10 +377,11 @@ def ipc_file(endpoint: str) -> IpcFile | None:
 IPC_RELEASE_S: Final = 0.5  # longest wait for libzmq's I/O thread to close a listener after its socket was closed
 
 
-def _listened_on(path: str) -> bool:
+def _listened_on(path: str) -> bool | None:
     """Whether a process listens on a Unix socket file: only a refused connection says that none does (a full
-    backlog or a permission error do not)."""
-    return _connect_errno(path, 0.0) != errno.ECONNREFUSED
+    backlog or a permission error do not); None: no handle or memory left to probe it, nothing can tell."""
+    found = _connect_errno(path, 0.0)
+    return None if found in OUT_OF_HANDLES else found != errno.ECONNREFUSED
 
 
 def remove_ipc_file(file: IpcFile | None) -> None:
@@ -402,7 +403,13 @@ def remove_ipc_file(file: IpcFile | None) -> None:
             found = os.lstat(file.path)
             if (found.st_dev, found.st_ino) != file.identity:
                 return
-            if not _listened_on(file.path):
+            listened = _listened_on(file.path)
+            if listened is None:
+                # Out of handles (peers holding them at a checker's ports): probed again and again, a re-open that
+                # failed half-way held the checker's loop IPC_RELEASE_S at every try. Left: the next bind takes
+                # over a file nobody listens on, and the checker's end removes it.
+                return
+            if not listened:
                 os.unlink(file.path)
                 return
             if time.monotonic() + delay > deadline:

@@ -623,3 +623,37 @@ def _bound(ctx: zmq.Context, endpoint: str) -> list[zmq.Socket]:
         sock.close()
         return []
     return [sock]
+
+
+REMOVE_WITH_NO_HANDLE_LEFT = """
+import os, resource, socket, sys
+import streaming.transport as transport
+path = sys.argv[1]
+listener = socket.socket(socket.AF_UNIX)  # still listening: a listener libzmq has not let go yet, or another's
+listener.bind(path)
+listener.listen(1)
+file = transport.ipc_file("ipc://" + path)
+limit = len(os.listdir("/proc/self/fd")) + 8
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+waits = []
+transport.time.sleep = waits.append
+transport.remove_ipc_file(file)
+print(len(waits), os.path.exists(path))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files in /proc (Linux only)")
+def test_removing_a_socket_file_with_no_handle_left_to_probe_it_waits_for_nothing(tmp_path: Path) -> None:
+    # With no handle for its probe, a file was taken for one still listened on and probed again until IPC_RELEASE_S
+    # (0.5 s) had passed: a checker's re-open that failed half-way, out of handles (peers holding them at its ports),
+    # held its loop that long at every try, the detectors' messages waiting with it. Nothing can tell then: the file
+    # is left (the next bind takes over a file nobody listens on).
+    done = subprocess.run([sys.executable, "-c", REMOVE_WITH_NO_HANDLE_LEFT, str(tmp_path / "sock")],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert (done.returncode, done.stdout) == (0, "0 True\n"), done.stderr

@@ -287,7 +287,7 @@ def run_command(module: str, argv: list[str] | None = None) -> NoReturn:
 def _stop(interrupt: KeyboardInterrupt) -> NoReturn:
     """End a command stopped by a signal: its one line (`_interrupted_note`), exit status 128 + the signal. A plain
     `KeyboardInterrupt` (no handler installed) is SIGINT's. The line is tried, and may find nothing left to write to
-    (a closed terminal, a reader gone)."""
+    (a closed terminal, a reader gone, a full disk): the exit status says it all the same."""
     stop = interrupt if isinstance(interrupt, Interrupted) else Interrupted(signal.SIGINT)
     print_stderr(f"interrupted by {stop.name}: {_interrupted_note()}")  # nowhere to go: the status still says it
     raise SystemExit(stop.exit_status) from None

@@ -172,3 +172,22 @@ def test_the_docs_tables_of_allowed_values_say_what_the_code_checks(doc: str, co
                     and (rule in line or key == "threads")), None)
         assert row is not None, f"docs/{doc}: no row of allowed values for {key!r} saying {rule!r}"
 
+
+
+def test_a_file_and_the_set_options_over_it_are_checked_together(tmp_path: Path) -> None:
+    # The file's heads = 3 does not divide the default width 64, but does divide the width --set gives: what runs
+    # is 96 / 3. Checked apart, the file was refused for a combination that never ran.
+    path = tmp_path / "tgt.toml"
+    path.write_text("heads = 3\n")
+    config = learner("tgt-text").config_file(path, option="--set", **parse_set_options(["width=96"]))
+    assert (config.width, config.heads) == (96, 3)
+    # A pair that does not fit is named by the field at fault, where that field came from.
+    with pytest.raises(InputError, match=r"^--set heads=5: expected an integer >= 1 that divides width$"):
+        learner("tgt-text").config_file(path, option="--set", **parse_set_options(["width=96", "heads=5"]))
+    with pytest.raises(InputError, match=rf"^{path}: heads = 3: expected an integer >= 1 that divides width$"):
+        learner("tgt-text").config_file(path, option="--set", **parse_set_options(["width=64"]))
+    # A flag wins over the file's value, as its help says: the value the flag replaces takes no part in the run.
+    path.write_text("beta = 2000\n")
+    assert learner("do").config_file(path, beta=0.5).beta == 0.5
+    with pytest.raises(InputError, match=rf"^{path}: beta = 2000: expected a number in \[0, 1000\]$"):
+        learner("do").config_file(path, epochs=10)

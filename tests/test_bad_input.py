@@ -400,7 +400,13 @@ def flag_cases(tmp: str) -> list[Case]:
                                                "--out", str(ANNOTATIONS)], "would overwrite this input file"),
         flag("tgml-show-dot-format", tgml, ["show", str(GRAPH), "--dot", f"{tmp}/g.bmp"], "unknown output format"),
         flag("tgml-bench-seeds-0", tgml, ["bench-captaincook", "--data", tmp, "--seeds", "0"], "--seeds 0"),
+        # 9223372036854775807 hung building the members' seeds; 0 was refused as "captaincook benchmark: ensemble".
+        *(flag(f"tgml-bench-ensemble-{value}", tgml, ["bench-captaincook", "--data", tmp, "--ensemble", value],
+               f"--ensemble: {value}: expected an integer in 1..1000") for value in ("0", "1001", "1.5")),
         flag("prego-bench-seeds-0", prego_bench, ["--data", tmp, "--seeds", "0"], "--seeds 0"),
+        # 10**20 was passed on to the learners, whose config refused it naming DOConfig.epochs, not the option.
+        flag("prego-bench-epochs-10^20", prego_bench, ["--data", tmp, "--epochs", str(10**20)],
+             f"--epochs {10**20}: expected an integer in 1..100000"),
         flag("prego-bench-perturb-2", prego_bench, ["--data", tmp, "--perturb", "0,2"], "rate 2 is outside [0, 1]"),
         flag("prego-bench-order-only-alone", prego_bench, ["--data", tmp, "--order-only"],
              "--order-only is an option of --annotations FILE"),

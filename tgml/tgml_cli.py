@@ -150,10 +150,11 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
 
 def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
     """The options of ``tgml bench-captaincook``."""
+    from graphs.common.settings_files import bounded_option
     from tgml.bench.captaincook import DEFAULT_SEED_BASE
     from tgml.bench.captaincook_methods import METHODS
     from tgml.bench.data_folder import CAPTAINCOOK_FOLDER, DATA_ENV
-    from tgml.learners.do.config import EDGE_THRESHOLDS
+    from tgml.learners.do.config import EDGE_THRESHOLDS, ENSEMBLE_SIZE
 
     p.add_argument("--data", help=f"data folder holding {CAPTAINCOOK_FOLDER}/ (like shared/data), or that "
                                   f"{CAPTAINCOOK_FOLDER} folder itself (default ${DATA_ENV})")
@@ -174,7 +175,8 @@ def _bench_captaincook_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file of DO's training settings")
     p.add_argument("--edge-threshold", choices=list(EDGE_THRESHOLDS), metavar="THRESHOLD",
                    help="DO's: 1/n (the paper, default), 1/(n+2) (the authors' code) or 1/N (N = n + 4 nodes)")
-    p.add_argument("--ensemble", type=int, default=1,
+    # ensemble_size's range: --ensemble 9223372036854775807 hung building its member seeds.
+    p.add_argument("--ensemble", type=bounded_option(ENSEMBLE_SIZE), default=1,
                    help="average the weights of K DO models per seed before post-processing (default 1)")
     p.add_argument("--json", type=output_name, help="write all results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

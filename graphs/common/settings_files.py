@@ -13,6 +13,7 @@ every command, file, ``--set KEY=VALUE`` and flag, before any work starts.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import math
@@ -302,6 +303,25 @@ class Bound:
         else:
             text = f"a number in {'(' if self.open_low else '['}{low:g}, {high:g}{')' if self.open_high else ']'}"
         return f"{text} ({self.note})" if self.note else text
+
+
+def bounded_option(bound: Bound, integer: bool = True) -> Callable[[str], Any]:
+    """argparse ``type=`` of a flag that sets a config's number under another name (``--ensemble``: a DO ensemble's
+    ``ensemble_size``): refused as the command line is read, with the rule the settings file's key gets. A flag
+    passed straight to a config is checked there instead (`naming_the_flags`)."""
+
+    def parse(text: str) -> int | float:
+        shown = text if len(text) <= 40 else text[:37] + "..."  # as typed, cut: it may be thousands of digits
+        refused = argparse.ArgumentTypeError(f"{shown}: expected {bound.rule(integer)}")
+        try:
+            value: int | float = int(text) if integer else float(text)
+        except ValueError:  # not a number, or an integer of thousands of digits
+            raise refused from None
+        if isinstance(value, float) and not math.isfinite(value) or not bound.holds(value):
+            raise refused
+        return value
+
+    return parse
 
 
 # Ranges several configs share (graphs.common.options says why each end is where it is).

@@ -41,10 +41,12 @@ from graphs.common.command_line import ArgumentParser, add_version_option
 from graphs.common.errors import FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
+from graphs.common.settings_files import EPOCHS, Bound, as_written
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
-from tgml.learners.noisy_and_do.combination import RULES
+from tgml.learners.do.config import ENSEMBLE_SIZE, THRESHOLD_SCALE
+from tgml.learners.noisy_and_do.combination import COMBINED_THRESHOLD, RULES
 from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
 
 # The width of the tables in a log or a pipe: the result tables and a six-rate noise ablation whole.
@@ -200,16 +202,18 @@ def select_parser() -> ArgumentParser:
     return p
 
 
-def _numbers(text: str | None, default: str, kind: type, option: str) -> list:
-    """The positive numbers of a comma-separated option (``--epochs``, ``--scales``, ``--sizes``), or its default."""
+def _numbers(text: str | None, default: str, kind: type, option: str, bound: Bound) -> list:
+    """The numbers of a comma-separated option (``--epochs``, ``--scales``, ``--sizes``), or its default, each in
+    the range of the setting it tries (``bound``: 10**20 epochs was refused naming DOConfig.epochs, no option)."""
     try:
         values = [kind(x) for x in (text or default).split(",") if x.strip()]
     except ValueError:
         raise InputError(f"{option} {text!r}: expected comma-separated numbers") from None
-    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    rule = bound.rule(integer=kind is int)
+    bad = [v for v in values if not (math.isfinite(v) and bound.holds(v))]
     if not values or bad:
-        got = f", got {bad[0]:g}" if bad else ""
-        raise InputError(f"{option} {text!r}: expected comma-separated numbers > 0{got}")
+        got = f", got {as_written(bad[0], 30)}" if bad else ""
+        raise InputError(f"{option} {text!r}: expected comma-separated numbers, each {rule}{got}")
     return values
 
 
@@ -229,8 +233,9 @@ def _select(argv: list[str]) -> int:
     if args.method == "noisy-and-do":
         return _select_combination(args, started)
     ensemble = args.method == "do-ensemble"
-    epochs = _numbers(args.epochs, "25,50,75,100,200,400,1200" if ensemble else "50,100,200,400,1200", int, "--epochs")
-    scales = _numbers(args.scales, "0.25,0.5,1,2,4" if ensemble else "0.5,1,2", float, "--scales")
+    epochs = _numbers(args.epochs, "25,50,75,100,200,400,1200" if ensemble else "50,100,200,400,1200", int, "--epochs",
+                      EPOCHS)
+    scales = _numbers(args.scales, "0.25,0.5,1,2,4" if ensemble else "0.5,1,2", float, "--scales", THRESHOLD_SCALE)
     layout = prego.resolve_data(args.data, [args.dataset])
     data = prego.load_dataset(layout, args.dataset, pred=False)
     settings = prego.load_method_settings(args.dataset)["do"]
@@ -241,7 +246,7 @@ def _select(argv: list[str]) -> int:
             epochs=tuple(epochs),
             early_stop=not args.no_early_stop,
             scales=tuple(scales),
-            sizes=tuple(_numbers(args.sizes, "1,5", int, "--sizes")),
+            sizes=tuple(_numbers(args.sizes, "1,5", int, "--sizes", ENSEMBLE_SIZE)),
             noise=args.noise,
             slip_rate=args.slip_rate,
             workers=args.workers,
@@ -287,7 +292,7 @@ def _select_combination(args: argparse.Namespace, started: float) -> int:
         raise InputError(f"--rules {args.rules!r}: expected comma-separated rules among {', '.join(RULES)}")
     search = prego.CombinationSearch(
         rules=rules,
-        thresholds=tuple(_numbers(args.thresholds, "", float, "--thresholds")),
+        thresholds=tuple(_numbers(args.thresholds, "", float, "--thresholds", COMBINED_THRESHOLD)),
         selection=prego.SelectionConfig(folds=args.folds, noise=args.noise, slip_rate=args.slip_rate,
                                         workers=args.workers),
     )

@@ -296,6 +296,22 @@ def test_select_refuses_scales_that_are_not_positive(
     assert "--scales" in cli_error(main, [*argv, "--scales", scales, "--quiet"], capsys)
 
 
+@pytest.mark.parametrize(("option", "values", "rule"), [
+    ("--epochs", "50,100000000000000000000", "an integer in 1..100000"),
+    ("--scales", "0.5,1e300", "a number in (0, 100]"),
+    ("--sizes", "1,9223372036854775807", "an integer in 1..1000"),
+    ("--thresholds", "1,1e400", "a number in (0, 100]"),
+])
+def test_select_refuses_a_grid_value_outside_its_settings_range_naming_the_option(
+    option: str, values: str, rule: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # These were refused by the learner's config, naming its class's field (DOConfig.epochs), not the option typed.
+    method = {"--sizes": "do-ensemble", "--thresholds": "noisy-and-do"}.get(option, "do-cv")
+    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--method", method, "--folds", "2"]
+    err = cli_error(main, [*argv, option, values, "--quiet"], capsys)
+    assert err.startswith(f"error: {option} '{values}': expected comma-separated numbers, each {rule}, got ")
+
+
 def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "20",
             "--workers", "1"]

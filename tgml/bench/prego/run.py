@@ -35,7 +35,7 @@ from typing import Any, Final
 from graphs.common.errors import FieldError, InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, replaced_input
 from graphs.common.options import SEED_RULE, is_seed
-from graphs.common.settings_files import as_written
+from graphs.common.settings_files import EPOCHS, as_written
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tgml.bench.perturb import perturb_sequences, rate_seed
@@ -148,8 +148,9 @@ class BenchConfig:
             fail("perturb", self.perturb, "rates must lie in [0, 1]")
         if self.workers < 0:
             fail("workers", self.workers, "must be >= 0")
-        if self.epochs is not None and self.epochs < 1:
-            fail("epochs", self.epochs, "must be >= 1")
+        # Every learner's own epochs range: 10**20 was passed on, and refused naming DOConfig.epochs, no option.
+        if self.epochs is not None and not (isinstance(self.epochs, int) and EPOCHS.holds(self.epochs)):
+            fail("epochs", self.epochs, f"expected {EPOCHS.rule(integer=True)}")
         unknown = set(self.config_files) - set(DATASETS)
         if unknown:
             fail("config_files", sorted(unknown)[0], f"not a dataset ({', '.join(DATASETS)})")

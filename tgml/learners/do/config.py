@@ -149,6 +149,8 @@ class DOConfig:
 
 # The cut 1 / round(n * scale): 0.25..4 is the cross-validation's grid; far beyond, no edge or every edge is kept.
 THRESHOLD_SCALE: Final = Bound(0, 100, open_low=True)
+# Each member is a whole DO training: as many as a benchmark's seeds at most (9223372036854775807 hung).
+ENSEMBLE_SIZE: Final = Bound(1, MAX_SEED_COUNT)
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,6 @@ class DOEnsembleConfig(DOConfig):
     ensemble_size: int = 5
     threshold_scale: float = 1.0
 
-    # Each member is a whole DO training: as many as a benchmark's seeds at most (9223372036854775807 hung).
     BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
-        **DOConfig.BOUNDS, "ensemble_size": Bound(1, MAX_SEED_COUNT), "threshold_scale": THRESHOLD_SCALE,
+        **DOConfig.BOUNDS, "ensemble_size": ENSEMBLE_SIZE, "threshold_scale": THRESHOLD_SCALE,
     }

@@ -44,6 +44,10 @@ RULES: Final = ("geometric", "both", "either")
 COMBINED_WEIGHTS: Final = "combined evidence r[step, requires] (1 = each learner's own edge cut)"
 
 
+# The ratios are 1 at each learner's own cut; at 100 times it, hardly an edge is left (`check_settings`).
+COMBINED_THRESHOLD: Final = Bound(0, 100, open_low=True)
+
+
 @dataclass(frozen=True)
 class CombinationConfig:
     """How the two learners' evidence becomes one binary graph.
@@ -58,10 +62,7 @@ class CombinationConfig:
     threshold: float = 1.0
     relaxed: bool = True
 
-    # The ratios are 1 at each learner's own cut; at 100 times it, hardly an edge is left (`check_settings`).
-    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
-        "rule": RULES, "threshold": Bound(0, 100, open_low=True),
-    }
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {"rule": RULES, "threshold": COMBINED_THRESHOLD}
 
     def __post_init__(self) -> None:
         check_settings(self)

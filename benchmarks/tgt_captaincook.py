@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.errors import exit_on_input_error
-from graphs.common.options import seed_option
+from graphs.common.options import seed_option, seed_range
 from graphs.common.settings_files import parse_set_options
 from graphs.edge_metrics import compare_graphs
 from tgml.bench.captaincook import load_procedures, mean_ci90
@@ -53,9 +53,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting (TOML value syntax), repeatable")
     args = parser.parse_args()
+    # --seeds 0 ended in an IndexError traceback, and a last seed past 2**32 - 1 in TgtTextConfig.seed's refusal.
+    seeds = list(seed_range(args.first_seed, args.seeds, "--first-seed"))
     config = learner("tgt-text").config_file(args.config, option="--set", **parse_set_options(args.set))
     procedures = load_procedures(args.data, [p for p in args.procedures.split(",") if p])
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
 
     started = time.perf_counter()
     texts = {p.scenario: step_embeddings(list(p.step_names), config.encoder) for p in procedures}

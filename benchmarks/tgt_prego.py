@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from graphs.common.errors import exit_on_input_error
+from graphs.common.options import check_seed_count
 from graphs.common.settings_files import parse_set_options
 from tgml.bench.prego import evaluate_graph, flat_metrics, load_dataset, mode_sequences, resolve_data
 from tgml.bench.prego.methods import build_graph
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tgt-text.toml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one setting")
     args = parser.parse_args()
+    check_seed_count(args.seeds)  # --seeds 0 ended in a ZeroDivisionError traceback after the first dataset loaded
     given = parse_set_options(args.set)
     # Checked before any training, naming the file or --set option at fault (build_graph checks only as it trains).
     config = learner("tgt-text").config_file(args.config, option="--set", **({"relaxed": True} | given))

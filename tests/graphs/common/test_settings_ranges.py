@@ -154,6 +154,14 @@ def test_tgml_train_refuses_a_huge_beta_in_one_line_with_status_2(tmp_path: Path
     assert not (tmp_path / "g.json").exists()
 
 
+@pytest.mark.parametrize("script", ["benchmarks/tgt_captaincook.py", "benchmarks/tgt_prego.py"])
+def test_the_tgt_benchmarks_refuse_no_seeds_with_status_2(script: str) -> None:
+    # tgt_captaincook.py ended in an IndexError traceback, tgt_prego.py in a ZeroDivisionError after its first dataset.
+    done = _run(script, "--seeds", "0")
+    assert done.returncode == 2
+    assert done.stderr == "error: --seeds 0: need at least 1 (and at most 1000)\n"
+
+
 def test_the_tgt_benchmark_refuses_a_bool_for_a_number_in_set_with_status_2() -> None:
     done = _run("benchmarks/tgt_captaincook.py", "--set", "layers=true")
     assert done.returncode == 2

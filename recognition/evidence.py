@@ -54,6 +54,7 @@ import numpy as np
 from graphs.checker import StepEvidence
 from graphs.common.errors import InputError
 from graphs.common.settings_files import as_written, json_kind
+from graphs.limits import STEP_ID_RULE, is_step_id
 
 EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
 # A step's evidence is recorded again only when it grew by this much: at most 1 / BREAKPOINT_STEP records per step
@@ -248,8 +249,11 @@ class EvidenceModel:
                 if not isinstance(value, list | tuple):
                     raise InputError(f"{name} must be a list")
                 fields[name] = tuple(value)
-            if not all(isinstance(s, int) and not isinstance(s, bool) for s in fields["step_ids"]):
-                raise InputError("step_ids must be integers")
+            # A checker settings file's 10**30 ended prego-bench in numpy's OverflowError (a checkpoint's evidence
+            # names its classes' steps, checked apart).
+            bad = next((s for s in fields["step_ids"] if not is_step_id(s)), None)
+            if bad is not None:
+                raise InputError(f"step_ids: {as_written(bad, 30)} is not a step id ({STEP_ID_RULE})")
             if not all(isinstance(v, str) for v in fields["videos"]):
                 raise InputError("videos must be names")
             return cls(**fields)

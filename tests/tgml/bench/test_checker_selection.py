@@ -60,6 +60,9 @@ def test_a_settings_file_survives_its_json_form(tmp_path: Path) -> None:
         (lambda d: d["pred"].update(alert_threshold=1.5), "pred: --alert-threshold 1.5"),
         (lambda d: d["replay"]["segmenter"].update(min_duration=-1), "replay.segmenter"),
         (lambda d: d["replay"]["evidence"].update(miss_rates=[0.1]), "replay.evidence: miss_rates has 1 values"),
+        # 10**30 was read, then ended prego-bench --checker probabilistic in numpy's OverflowError.
+        (lambda d: d["pred"]["evidence"]["step_ids"].__setitem__(0, 10**30),
+         r"pred\.evidence: step_ids: 10+\.\.\. is not a step id \(an integer in 0\.\.2147483647\)$"),
     ],
 )
 def test_a_bad_settings_file_is_refused_naming_the_field(tmp_path: Path, change, message: str) -> None:

@@ -57,7 +57,9 @@ def test_a_settings_file_survives_its_json_form(tmp_path: Path) -> None:
     [
         (lambda d: d.update(format="other"), "not a checker settings file"),
         (lambda d: d.update(version=9), "version 9"),
-        (lambda d: d["pred"].update(alert_threshold=1.5), "pred: --alert-threshold 1.5"),
+        # The file's key, not the flag that sets the same value on the command line (--alert-threshold).
+        (lambda d: d["pred"].update(alert_threshold=1.5), "pred: alert_threshold = 1.5: expected a probability"),
+        (lambda d: d["replay"].pop("prior_skip"), "replay: prior_skip = null: expected a probability"),
         (lambda d: d["replay"]["segmenter"].update(min_duration=-1), "replay.segmenter"),
         (lambda d: d["replay"]["evidence"].update(miss_rates=[0.1]), "replay.evidence: miss_rates has 1 values"),
         # 10**30 was read, then ended prego-bench --checker probabilistic in numpy's OverflowError.

@@ -411,6 +411,10 @@ def save_checker_settings(path: str | Path, content: CheckerSettingsFile) -> Pat
 def _read_choice(data: object, where: str, replay: bool) -> CheckerChoice:
     if not isinstance(data, Mapping):
         raise InputError(f"{where}: expected an object")
+    for key in ("alert_threshold", "prior_skip"):  # named as the file writes them, not as the flags that also set them
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < 1.0:
+            raise InputError(f"{where}: {key} = {as_written(value)}: expected a probability strictly between 0 and 1")
     try:
         settings = CheckerSettings("probabilistic", data.get("alert_threshold"), data.get("prior_skip"),  # type: ignore[arg-type]
                                    one_alert_per_omission=ONE_ALERT_PER_OMISSION)

@@ -32,6 +32,7 @@ from graphs.checker_settings import CHECKERS
 from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import fps_option, output_name, seed_option
+from graphs.common.settings_files import naming_the_flags
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS
 from tgml.bench.prego.replay import DEFAULT_SWEEP
@@ -145,10 +146,12 @@ def main(argv: list[str]) -> int:
         values = [float(v) for v in args.sweep.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sweep {args.sweep!r}: expected comma-separated seconds") from None
-    config = SegmenterConfig(
-        fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay,
-        background=args.background
-    )
+    # Named as typed: "SegmenterConfig.min_duration = -1.0" named a class the command line never shows.
+    with naming_the_flags(("min_duration", "min_run", "max_delay", "background")):
+        config = SegmenterConfig(
+            fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay,
+            background=args.background
+        )
     for value in values:
         try:
             sweep_config(config, "min_duration", value)

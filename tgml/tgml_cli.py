@@ -207,9 +207,8 @@ def _bench_mistakes_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", action="store_true",
                    help="choose the order rule by cross-validation on the graph-generation recordings only "
                         "(synthetic moved steps; the 190 test recordings are not read)")
-    p.add_argument("--folds", type=int, default=4, help="--select: folds per procedure (default 4)")
-    p.add_argument("--moves", type=int, default=3,
-                   help="--select: moved-step variants of each held-out recording (default 3)")
+    p.add_argument("--folds", type=int, help="--select: folds per procedure (default 4)")
+    p.add_argument("--moves", type=int, help="--select: moved-step variants of each held-out recording (default 3)")
     p.add_argument("--json", type=output_name, help="write all results, per recipe too, to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -537,6 +536,11 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
 
     seeds = tuple(seed_range(args.seed_base, args.seeds, "--first-seed"))  # refused before any work
+    if not args.select:  # never an option silently unused
+        given = [f"--{name} {value}" for name in ("folds", "moves") if (value := getattr(args, name)) is not None]
+        if given:
+            raise InputError(f"{given[0]}: only --select cross-validates (folds and moved steps); the benchmark "
+                             "itself scores the 190 test recordings as they are")
     data = captaincook_folder(data_folder(args.data))
     if args.select:
         if args.json:  # the cross-validation table is printed, not written: never an option silently unused
@@ -575,7 +579,9 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
 
     started = time.perf_counter()
     method = args.method[0] if args.method != list(DEFAULT_METHODS) else DEFAULT_LEARNER
-    config = SelectionConfig(method, args.folds, args.moves, args.seed_base, tuple(_names(args.rules)), args.workers)
+    sizes = {name: value for name in ("folds", "moves") if (value := getattr(args, name)) is not None}
+    config = SelectionConfig(method, seed=args.seed_base, rules=tuple(_names(args.rules)), workers=args.workers,
+                             **sizes)
     rows = cross_validate(load_procedures(data, _names(args.procedures)), config, progress=not args.quiet)
     table = Table(title=f"Order rule chosen by {config.folds}-fold cross-validation on the graph-generation "
                         f"recordings ({method} graphs, {rows[0]['items']} items, {rows[0]['tagged']} tagged steps)")

@@ -29,6 +29,10 @@ from tgml.learners.registry import DEFAULT_LEARNER, learner
 
 DEFAULT_FOLDS: Final = 4
 DEFAULT_MOVES: Final = 3
+# Far above any use; a bound at all because each fold learns a graph and each move scores a variant: --moves
+# 9223372036854775807 looped for ever, and --folds that size asked numpy for a list of that many folds.
+MAX_FOLDS: Final = 1000
+MAX_MOVES: Final = 1000
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,10 @@ class SelectionConfig:
 
     def __post_init__(self) -> None:
         learner(self.method)
-        if self.folds < 2:
-            raise InputError(f"--folds {self.folds}: need at least 2")
-        if self.moves < 1:
-            raise InputError(f"--moves {self.moves}: need at least 1")
+        if not 2 <= self.folds <= MAX_FOLDS:
+            raise InputError(f"--folds {self.folds}: expected an integer in 2..{MAX_FOLDS}")
+        if not 1 <= self.moves <= MAX_MOVES:
+            raise InputError(f"--moves {self.moves}: expected an integer in 1..{MAX_MOVES}")
 
 
 def ordered_pairs(reference: TaskGraph) -> set[tuple[int, int]]:

@@ -170,6 +170,24 @@ def test_select_with_json_is_refused_not_silently_unused(data_dir: Path, tmp_pat
     assert not out.exists()
 
 
+@pytest.mark.parametrize("option", ["--folds", "--moves"])
+def test_a_cross_validation_size_without_select_is_refused_not_silently_unused(
+        data_dir: Path, option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # The benchmark ran on, the size never used: --folds and --moves shape --select's cross-validation only.
+    err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), option, "3", "--quiet"], capsys)
+    assert err.startswith(f"error: {option} 3: only --select cross-validates"), err
+
+
+@pytest.mark.parametrize(("option", "value", "rule"), [("--moves", "9223372036854775807", "1..1000"),
+                                                       ("--folds", "9223372036854775807", "2..1000"),
+                                                       ("--folds", "1", "2..1000"), ("--moves", "0", "1..1000")])
+def test_select_sizes_are_refused_outside_their_range_before_any_work(
+        data_dir: Path, option: str, value: str, rule: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # --moves 9223372036854775807 looped for ever; --folds that size asked numpy for that many folds.
+    err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), "--select", option, value, "--quiet"], capsys)
+    assert err == f"error: {option} {value}: expected an integer in {rule}", err
+
+
 def test_all_is_given_alone(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # "--method all llm" said "all: unknown" and listed every method but all.
     err = cli_error(main, ["bench-mistakes", "--data", str(data_dir), "--method", "all", "llm", "--quiet"], capsys)

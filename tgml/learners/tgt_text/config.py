@@ -77,7 +77,8 @@ class TgtTextConfig:
         "epochs": EPOCHS, "lr": LEARNING_RATE, "width": WIDTH, "heads": WIDTH, "layers": Bound(1, 64),
         "feedforward": WIDTH, "relation_hidden": WIDTH, "dropout": SHARE, "beta_start": LOSS_WEIGHT,
         "beta_end": LOSS_WEIGHT, "beta_updates": Bound(0, MAX_EPOCHS), "distinctiveness": LOSS_WEIGHT,
-        # An inverse temperature of cosines in [-1, 1] (e^0.9 in the paper): at 100, exp() nears float32's limit.
+        # An inverse temperature of cosines in [-1, 1] (e^0.9 in the paper); the cross-entropy is stable at any scale,
+        # but past 100 the softmax is one-hot and the loss trains nothing.
         "similarity_scale": Bound(0, 100, open_low=True), "edge_threshold": tuple(EDGE_THRESHOLDS), "seed": SEED,
     }
 

@@ -15,6 +15,7 @@ them alike whatever order their rows come in.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -23,27 +24,29 @@ from pathlib import Path
 from typing import Any, Final
 
 from graphs.common.errors import InputError
-from graphs.common.files import read_text_file
+from graphs.common.files import MAX_TEXT_FILE_BYTES, read_bytes, wide_encoding
 from graphs.common.safe_text import printable
 from graphs.limits import name_fault
 
 TABLE_SUFFIXES: Final = frozenset({".csv", ".tsv"})
 DEFAULT_SCENARIO: Final = "procedure"  # the scenario of a table without a scenario column
 COLUMNS: Final = ("video", "step", "start", "end")  # the order of a table without a header row
-# The names a header may give each column: those of labelling tools' exports and of the JSON fields.
+# The names a header may give each column: those of labelling tools' exports and of the JSON fields, the more
+# telling first (a header of both "file" and "video" columns names the recording in "video").
 _ALIASES: Final = {
     "video": ("video", "video_id", "recording", "recording_id", "video_name", "file"),
-    "step": ("step", "step_name", "key_step", "keystep", "label", "action", "name"),
-    "start": ("start", "start_time", "start_s", "begin", "from"),
-    "end": ("end", "end_time", "end_s", "stop", "to"),
+    "step": ("step", "step_name", "key_step", "keystep", "label", "action", "activity", "name"),
+    "start": ("start", "start_time", "start_s", "start_sec", "start_seconds", "begin", "begin_time", "from"),
+    "end": ("end", "end_time", "end_s", "end_sec", "end_seconds", "stop", "stop_time", "to"),
     "has_errors": ("has_errors", "has_error", "mistake", "error", "errors"),
     "scenario": ("scenario", "procedure", "task", "recipe"),
 }
 _TIME: Final = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:[.,]\d*)?)")  # [h:]mm:ss[.fff]
 # A video column often holds the file's name (a labelling tool exports it): its recording is the name without these.
 FILE_ENDINGS: Final = (".npy", ".mp4", ".avi", ".mkv", ".mov", ".webm")
-_TRUE: Final = frozenset({"1", "true", "yes", "y", "x"})
-_FALSE: Final = frozenset({"", "0", "false", "no", "n"})
+# 1.0 and 0.0: a flag column that pandas wrote as floats (an integer column with an empty cell becomes one).
+_TRUE: Final = frozenset({"1", "1.0", "true", "yes", "y", "x"})
+_FALSE: Final = frozenset({"", "0", "0.0", "false", "no", "n"})
 
 
 def is_table(path: str | Path) -> bool:
@@ -63,26 +66,68 @@ def _column_name(field: str) -> str:
     return re.sub(r"[\s-]+", "_", re.sub(r"[(\[].*$", "", field).strip().lower())
 
 
-def _header(fields: list[str]) -> dict[str, int] | None:
-    """The columns a header row names, or None when the row is data (a segment row has a time in it)."""
+def _header(path: Path, fields: list[str], line: int) -> dict[str, int] | None:
+    """The columns a header row names, or None when the row is data (a segment row has a time in it). A column named
+    twice is refused: which of the two holds the times is not for a reader to guess."""
     if any(parse_time(field) is not None for field in fields):
         return None
     names = [_column_name(field) for field in fields]
     found: dict[str, int] = {}
-    for k, name in enumerate(names):
-        column = next((col for col, aliases in _ALIASES.items() if name in aliases), None)
-        if column is not None and column not in found:
-            found[column] = k
+    for column, aliases in _ALIASES.items():
+        alias = next((name for name in aliases if name in names), None)
+        if alias is None:
+            continue
+        twice = [k + 1 for k, name in enumerate(names) if name == alias]
+        if len(twice) > 1:
+            raise InputError(f"{path} line {line}: the header names {printable(alias)!r} twice (columns "
+                             f"{' and '.join(map(str, twice[:2]))}): rename or remove one, so that one column "
+                             f"holds the {column}")
+        found[column] = names.index(alias)
     return found or None
 
 
 def _delimiter(path: Path, first: str) -> str:
-    """The table's separator: a tab in a ``.tsv`` file; in a ``.csv`` file a semicolon where its first line has one
-    and no comma outside quotes (the export of a spreadsheet set to a language that writes decimal commas)."""
-    if path.suffix.lower() == ".tsv":
-        return "\t"
+    """The table's separator, by the first line: a tab in a ``.tsv`` file, and in a ``.csv`` one whose first line
+    has three (tab-separated text saved under ``.csv``, as Excel's "Unicode text" often is renamed); a semicolon
+    where the first line has one and no comma outside quotes (the export of a spreadsheet set to a language that
+    writes decimal commas); else a comma (a ``.tsv`` file without a tab is comma-separated text under that name)."""
     unquoted = re.sub(r'"[^"]*"', "", first)
+    if "\t" in unquoted and (path.suffix.lower() == ".tsv" or unquoted.count("\t") >= len(COLUMNS) - 1):
+        return "\t"
     return ";" if ";" in unquoted and "," not in unquoted else ","
+
+
+def _wide_codec(data: bytes, wide: str) -> str:
+    """The codec of UTF-16 or UTF-32 ``data``: by its byte-order mark, else by which byte of each character is not
+    NUL (ASCII text: the first in little-endian order)."""
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE) if wide == "UTF-32"
+                       else (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return wide.lower()  # the mark says the byte order, and is dropped
+    order = "be" if data[:1] == b"\0" else "le"
+    return f"{wide.lower()}-{order}"
+
+
+def table_text(path: Path) -> str:
+    """The table's text: UTF-8 (a byte-order mark dropped), or UTF-16 / UTF-32, which Excel writes as "Unicode
+    text" and is read whole without a guess. Other bytes are refused naming the line of the first that is not
+    UTF-8, and what it reads as in Windows-1252, the encoding of Excel's plain "CSV" on most Windows systems."""
+    data = read_bytes(path, "annotation table", MAX_TEXT_FILE_BYTES)
+    wide = wide_encoding(data)
+    if wide is not None:
+        try:
+            return data.decode(_wide_codec(data, wide)).lstrip("\ufeff")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{path}: {wide} text with bytes that are not {wide} (at byte {err.start}): save it as "
+                             "UTF-8") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        start = data.rfind(b"\n", 0, err.start) + 1
+        end = data.find(b"\n", err.start)
+        shown = data[start:end if end >= 0 else len(data)].rstrip(b"\r").decode("cp1252", errors="replace")
+        line = data.count(b"\n", 0, err.start) + 1
+        raise InputError(f"{path} line {line}: not UTF-8 text (in Windows-1252 it "
+                         f"reads {printable(shown)[:80]!r}): save the table as UTF-8 (Excel: \"CSV UTF-8\")") from None
 
 
 def parse_time(text: str, decimal_comma: bool = False) -> float | None:
@@ -118,7 +163,7 @@ def _fold(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name.casefold())
 
 
-def read_annotation_table(path: str | Path) -> dict[str, Any]:
+def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[str, Any]:
     """A ``.csv`` / ``.tsv`` annotation table as the annotation JSON's structure.
 
     Rows: ``video, step, start, end`` (a header row may name them in any order, beside ``has_errors`` and
@@ -128,6 +173,8 @@ def read_annotation_table(path: str | Path) -> dict[str, Any]:
 
     Args:
         path: the file.
+        check_times: refuse a negative time and a segment that ends before it starts (False: ``--order-only``, which
+            reads only the order of the segments, as `graphs.annotations.load_annotations` reads a JSON file).
 
     Returns:
         ``{"taxonomy": {scenario: {"<id>": {"id", "name"}}}, "annotations": {video: {"scenario", "recording_id",
@@ -137,43 +184,62 @@ def read_annotation_table(path: str | Path) -> dict[str, Any]:
         InputError: a row that is not a segment, naming the file, the line and the column.
     """
     path = Path(path)
-    text = read_text_file(path, "annotation table")
-    lines = text.splitlines()
-    first = next((line for line in lines if line.strip() and not line.lstrip().startswith("#")), "")
+    text = table_text(path)
+    first = next((line for line in io.StringIO(text) if line.strip() and not line.lstrip().startswith("#")), "")
+    first = first.rstrip("\r\n")
     sep = _delimiter(path, first)
-    named_sep = re.fullmatch(r"sep=(.)", first.strip())
+    named_sep = re.fullmatch(r" *sep=(.)\s*", first)
     if named_sep is not None:  # Excel's "sep=;" line, which names the separator of the rows after it
         sep = named_sep.group(1)
         text = text.replace(first, "#" + first, 1)  # read as a comment line from here on
     table = _Table(DEFAULT_SCENARIO, {}, {}, {})
     columns: dict[str, int] | None = None
+    header: list[str] = []
     width = len(COLUMNS) + 1  # a row's fields at most: without a header, the fifth is has_errors
     positional = dict(zip((*COLUMNS, "has_errors"), range(5), strict=True))
     rows = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    line = 1
     try:
-        for fields in rows:
-            line = rows.line_num
+        while True:
+            line = rows.line_num + 1  # where the row starts: a quoted field may run over several lines
+            fields = next(rows, None)
+            if fields is None:
+                break
             if not any(field.strip() for field in fields) or fields[0].lstrip().startswith("#"):
                 continue
-            if columns is None:
-                named = _header(fields)
-                if named is not None:
-                    missing = [col for col in COLUMNS if col not in named]
-                    if missing:
-                        raise InputError(f"{path} line {line}: the header names no {' and no '.join(missing)} column "
-                                         f"(it has {printable(', '.join(fields))[:200]}; expected "
-                                         f"{','.join(COLUMNS)}, optionally has_errors and scenario)")
-                    columns, width = named, len(fields)
-                    continue
-                columns = positional
-            if any(field.strip() for field in fields[width:]):
-                # A step name with an unquoted comma ("add salt, pepper") shifts every field after it.
-                most = f"the header has {width}" if columns is not positional else f"a row has at most {width}"
-                raise InputError(f"{path} line {line}: {len(fields)} fields, {most}: a step name holding the "
-                                 f"separator {sep!r} must be in double quotes")
-            _add_row(path, table, columns, fields, line, decimal_comma=sep != ",")
+            try:
+                _check_quotes(path, fields, line, rows.line_num, sep)
+                if columns is None:
+                    named = _header(path, fields, line)
+                    if named is not None:
+                        missing = [col for col in COLUMNS if col not in named]
+                        if missing:
+                            raise InputError(f"{path} line {line}: the header names no {' and no '.join(missing)} "
+                                             f"column (it has {printable(', '.join(fields))[:200]}; expected "
+                                             f"{','.join(COLUMNS)}, optionally has_errors and scenario)")
+                        columns, width, header = named, len(fields), [field.strip() for field in fields]
+                        continue
+                    if all(parse_time(field) is None for field in fields):
+                        raise InputError(f"{path} line {line}: neither a header naming the columns "
+                                         f"{','.join(COLUMNS)} nor a segment row, which has a time in it (it has "
+                                         f"{printable(', '.join(fields))[:200]})")
+                    columns = positional
+                if header and [field.strip() for field in fields] == header:
+                    continue  # the header again: tables joined one after the other (cat a.csv b.csv)
+                if any(field.strip() for field in fields[width:]):
+                    # A step name with an unquoted comma ("add salt, pepper") shifts every field after it, and so
+                    # does a decimal comma in a comma-separated file.
+                    most = f"the header has {width}" if columns is not positional else f"a row has at most {width}"
+                    raise InputError(f"{path} line {line}: {len(fields)} fields, {most}: a step name holding the "
+                                     f"separator {sep!r} must be in double quotes{_decimal_comma_hint(sep)}")
+                _add_row(path, table, columns, fields, line, sep, check_times)
+            except InputError as err:
+                if rows.line_num > line:  # a field of several lines: most often a double quote never closed
+                    raise InputError(f"{err} (the row runs from line {line} to line {rows.line_num}: is a double "
+                                     f"quote on line {line} never closed?)") from None
+                raise
     except csv.Error as err:
-        raise InputError(f"{path} line {rows.line_num}: not a table this can read ({err})") from None
+        raise InputError(f"{path} line {line}: not a table this can read ({err})") from None
     if not table.videos:
         raise InputError(f"{path}: no segment rows (expected one row per segment: {','.join(COLUMNS)})")
     taxonomy = {scenario: {str(k): {"id": k, "name": name} for k, name in enumerate(sorted(names))}
@@ -185,6 +251,21 @@ def read_annotation_table(path: str | Path) -> dict[str, Any]:
     return {"taxonomy": taxonomy, "annotations": table.videos}
 
 
+def _decimal_comma_hint(sep: str) -> str:
+    """The end of a line refusing a comma-separated row of too many fields: a decimal comma splits a time in two."""
+    return ", and a time holding a decimal comma (1,5) must be written with a point (1.5)" if sep == "," else ""
+
+
+def _check_quotes(path: Path, fields: list[str], line: int, last: int, sep: str) -> None:
+    """Refuse a row whose field holds whole rows: a double quote never closed, or closed only rows later, reads
+    every line up to the next quote as that field (a step of several lines, each a row, was taken silently)."""
+    if last == line:
+        return
+    for field in fields:
+        if any(part.count(sep) >= len(COLUMNS) - 1 for part in field.splitlines()[1:]):
+            raise InputError(f"{path} line {line}: a field holds lines that read as rows of their own")
+
+
 def _field(path: Path, fields: list[str], columns: dict[str, int], column: str, line: int) -> str:
     """One column's field of a row, stripped; a row too short for it is refused."""
     k = columns[column]
@@ -194,16 +275,19 @@ def _field(path: Path, fields: list[str], columns: dict[str, int], column: str, 
     return fields[k].strip()
 
 
-def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[str], line: int,
-             decimal_comma: bool) -> None:
+def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[str], line: int, sep: str,
+             check_times: bool) -> None:
     """One segment row added to ``table``, every field checked."""
     where = f"{path} line {line}"
+    decimal_comma = sep != ","
     video = _field(path, fields, columns, "video", line)
     step = _field(path, fields, columns, "step", line)
-    if video.lower().endswith(FILE_ENDINGS):
-        video = video.rsplit(".", 1)[0]
+    if video.lower().endswith(FILE_ENDINGS):  # a file's name, or its path as some tools export it
+        video = re.split(r"[\\/]", video)[-1].rsplit(".", 1)[0]
     if not video:
         raise InputError(f"{where}: the video field is empty")
+    if "\n" in video or "\r" in video:
+        raise InputError(f"{where}: the video field {printable(video)[:60]!r} holds a line break")
     fault = name_fault(step)
     if fault is not None:
         raise InputError(f"{where}: step {fault}")
@@ -212,11 +296,13 @@ def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[st
         raw = _field(path, fields, columns, column, line)
         value = parse_time(raw, decimal_comma)
         if value is None:
+            point = (f"; with a point, not a decimal comma: {raw.replace(',', '.')}"
+                     if re.fullmatch(r"\d+,\d+", raw) else "")
             raise InputError(f"{where}: {column} = {printable(raw)[:40]!r} is not a time (seconds, such as 65.5, "
-                             "or m:ss, such as 1:05.5)")
+                             f"or m:ss, such as 1:05.5){point}")
         times.append(value)
     start, end = times
-    if not start == end < 0:  # a step never done, as the JSON writes it (CaptainCook4D's -1)
+    if check_times and not start == end < 0:  # a step never done, as the JSON writes it (CaptainCook4D's -1)
         if start < 0 or end < 0:
             raise InputError(f"{where}: a time below zero ({start:g} .. {end:g} s); times are seconds from the start "
                              "of the video")
@@ -229,6 +315,10 @@ def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[st
     flag = _field(path, fields, columns, "has_errors", line).lower() if (
         "has_errors" in columns and columns["has_errors"] < len(fields)) else ""
     if flag not in _TRUE | _FALSE:
+        if parse_time(flag) is not None:  # a number: most often a field shifted into the column (1,5 as 1 and 5)
+            raise InputError(f"{where}: has_errors = {printable(flag)[:20]!r} is not true or false: are the fields "
+                             f"shifted? A step name holding the separator {sep!r} must be in double quotes"
+                             f"{_decimal_comma_hint(sep)}")
         raise InputError(f"{where}: has_errors = {printable(flag)[:20]!r} is not true or false (1/0, yes/no, or "
                          "empty)")
     known = table.steps.setdefault(scenario, {})

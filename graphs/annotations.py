@@ -44,10 +44,11 @@ from graphs.annotation_csv import (
     looks_like_table,
     parse_time,
     read_annotation_table,
+    table_text,
 )
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import is_captaincook_graph, mistaken_file
-from graphs.common.files import read_json, read_text_file
+from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
@@ -343,12 +344,22 @@ def timing_warning(annotations: Annotations, scenario: str | None = None, learns
     return f"warning: {where}: {'; '.join(parts)}" if parts else None
 
 
+def _reads_as_table(path: str | Path) -> bool:
+    """Whether a file that is not JSON reads as an annotation table (in an encoding a table may have)."""
+    try:
+        return looks_like_table(table_text(Path(path)))
+    except InputError:
+        return False
+
+
 def _read_annotation_json(path: str | Path) -> Any:
     """The annotation JSON; a table under another name (``labels.txt``) is refused saying how it is read."""
     try:
         return read_json(path, "annotation file")
     except InputError as err:
-        if "invalid JSON at line 1 column 1" in str(err) and looks_like_table(read_text_file(path, "annotation file")):
+        # Excel's "Unicode text" export is a UTF-16 table named .txt: told to rename it, not to convert it first.
+        not_json = "invalid JSON at line 1 column 1" in str(err) or "(Windows' \"Unicode\")" in str(err)
+        if not_json and _reads_as_table(path):
             raise InputError(f"{path}: not JSON; it reads as a table: name it .csv (rows {','.join(COLUMNS)}, the "
                              "times in seconds), or write the annotation JSON") from None
         raise
@@ -379,7 +390,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     Returns:
         The annotations.
     """
-    data = read_annotation_table(path) if is_table(path) else _read_annotation_json(path)
+    data = read_annotation_table(path, check_times) if is_table(path) else _read_annotation_json(path)
     src = str(path)
     if (isinstance(data, list) and data and isinstance(data[0], dict)
             and {"recording_id", "step_annotations"} <= data[0].keys()):

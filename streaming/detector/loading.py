@@ -73,6 +73,12 @@ def check_detector_matches_graph(
     if not differences:
         return []
     listed = "; ".join(differences)
+    named = [n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True) if s is not None]
+    if sorted(named) == sorted(graph.step_names) and not ignore_names:
+        # Not offered --ignore-names: it would alert in the graph's words about the detector's idea of each number.
+        raise InputError(f"{detector_named(detector)} and --graph {graph_path} number the same steps two ways: "
+                         f"{listed} (an annotation table numbers its steps in sorted name order, a JSON file as its "
+                         "taxonomy does: learn the graph and train the detector from the same annotation file)")
     if not ignore_names:
         raise InputError(f"{detector_named(detector)} and --graph {graph_path} name different steps: {listed} "
                          "(retrain the detector on this procedure, or run anyway with --ignore-names)")

@@ -45,7 +45,7 @@ from graphs.common.files import (
     replaced_input,
     write_text,
 )
-from graphs.common.safe_text import count_of, first_few
+from graphs.common.safe_text import count_of, first_few, printable
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
@@ -252,6 +252,37 @@ def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
     return out
 
 
+def graph_numbering(named: dict[int, str], graph: TaskGraph, annotations: str, graph_path: str) -> dict[int, int]:
+    """The graph's step id of each annotated step id whose number differs, the steps matched by name; empty when the
+    annotation file numbers its steps as the graph does.
+
+    An annotation table numbers its steps in sorted name order, a JSON file as its taxonomy says: a graph learned
+    from one and the annotation of the other number the same steps two ways, and the scores compared one step's
+    detections with another's annotations without a word. The same steps numbered two ways are matched by name;
+    a step named alike under two numbers where the steps are not the same set is refused, naming it.
+
+    Args:
+        named: the annotation file's taxonomy of the graph's scenario (step id -> name).
+        graph: the task graph.
+        annotations: the annotation file, for the error.
+        graph_path: the graph file, for the error.
+
+    Returns:
+        Annotated step id -> the graph's, for the ids that differ.
+    """
+    ids = dict(zip(graph.step_names, graph.step_ids, strict=True))
+    moved = {step: ids[name] for step, name in named.items() if name in ids and ids[name] != step}
+    if not moved:
+        return {}
+    if len(ids) == len(graph.step_ids) == len(named) and set(named.values()) == set(ids):
+        return moved
+    step, other = next(iter(moved.items()))
+    raise InputError(f"--annotations {annotations} and --graph {graph_path} number the steps differently: "
+                     f"{printable(named[step])!r} is step {step} in the annotation, step {other} in the graph (an "
+                     "annotation table numbers its steps in sorted name order: learn the graph from the annotation "
+                     "file of all the procedure's steps)")
+
+
 def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str], None] = print_warning,
                      note: Callable[[str], None] = print_note) -> list[EvalVideo]:
     """The videos the run evaluates, found and read before any of them runs.
@@ -326,13 +357,15 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     # A file that marks one step never done marks them all (CaptainCook4D's Missing Steps): only then is a video
     # without such a step one where nothing was left out.
     marks_missing = any(never_done(span) for video in known.values() for span in video.spans)
+    renumber = graph_numbering(annotations.taxonomy.get(scenario, {}), graph, config.annotations, config.graph)
     out = []
     for name in names:
         video = known[name]
         timed = time_order(video, config.annotations)
-        annotated = tuple(AnnotatedSegment(video.steps[k], start, end, video.has_errors[k]) for k, start, end in timed)
-        done = {video.steps[k] for k, _, _ in timed}
-        skipped = [s for s, span in zip(video.steps, video.spans, strict=True) if never_done(span) and s not in done]
+        steps = [renumber.get(step, step) for step in video.steps]
+        annotated = tuple(AnnotatedSegment(steps[k], start, end, video.has_errors[k]) for k, start, end in timed)
+        done = {steps[k] for k, _, _ in timed}
+        skipped = [s for s, span in zip(steps, video.spans, strict=True) if never_done(span) and s not in done]
         missing = tuple(dict.fromkeys(skipped)) if marks_missing else None
         if config.features:
             path = feature_file_for(files, name)

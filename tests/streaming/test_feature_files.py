@@ -1012,3 +1012,54 @@ def test_eval_asks_whether_times_far_past_a_file_are_frames(tmp_path: Path) -> N
     short = EvalVideo("rec1", tmp_path / "rec1.npy", (AnnotatedSegment(0, 3.0, 90.0),))  # read at half its rate
     with pytest.raises(InputError, match=r"another --rate\?\)$"):
         check_annotation_fits(short, 40.0, 1.0, "labels.csv")
+
+
+def as_table(root: Path) -> Path:
+    """``labels.json`` as the table a spreadsheet would hold: its steps numbered in sorted name order (fix_part 0,
+    open_box 1, take_part 2), not as the JSON's taxonomy numbers them (open_box 0, take_part 1, fix_part 2)."""
+    data = json.loads((root / "labels.json").read_text())
+    table = root / "labels.csv"
+    table.write_text("video,step,start,end,has_errors,scenario\n" + "".join(
+        f"{video},{seg['step_name']},{seg['start_time']},{seg['end_time']},{int(seg['has_errors'])},kit\n"
+        for video, record in data["annotations"].items() for seg in record["segments"]))
+    return table
+
+
+def test_eval_scores_a_table_against_a_graph_that_numbers_its_steps_otherwise(trained: Path) -> None:
+    # The graph and the detector number the steps as labels.json does; the same labels as a table number them in
+    # sorted order, and eval compared one step's detections with another's annotation: F1 0, phantom mistakes.
+    table = as_table(trained)
+    scores = {}
+    for labels in (trained / "labels.json", table):
+        out = trained / f"eval-{labels.suffix[1:]}.json"
+        assert stream_detect(eval_argv(trained, "--annotations", str(labels), "--split",
+                                       str(trained / "folder" / "split.json"), "--json", str(out))) == 0
+        scores[labels.suffix] = json.loads(out.read_text())
+    assert scores[".csv"]["videos"] == scores[".json"]["videos"]
+    assert scores[".csv"]["total"] == scores[".json"]["total"]
+
+
+def test_a_graph_from_the_table_beside_a_detector_from_the_json_says_why_they_differ(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = as_table(trained)
+    graph = trained / "graph-from-table.json"
+    assert tgml_main(["train", "--annotations", str(table), "--scenario", "kit", "--out", str(graph)]) == 0
+    capsys.readouterr()
+    line = cli_error(stream_detect, eval_argv(trained, "--graph", str(graph)), capsys)
+    # --ignore-names is not offered: it would run the detector's step 0 as the graph's.
+    assert "number the same steps two ways: step 0 is 'open_box' in the detector, 'fix_part' in the graph" in line
+    assert line.endswith("(an annotation table numbers its steps in sorted name order, a JSON file as its taxonomy "
+                         "does: learn the graph and train the detector from the same annotation file)")
+
+
+def test_eval_refuses_an_annotation_numbering_a_graph_step_otherwise(trained: Path) -> None:
+    from streaming.offline.eval_run import graph_numbering
+
+    graph = load_graph(trained / "graph.json")  # open_box 0, take_part 1, fix_part 2
+    assert graph_numbering({0: "open_box", 1: "take_part", 2: "fix_part"}, graph, "a.json", "g.json") == {}
+    assert graph_numbering({0: "fix_part", 1: "open_box", 2: "take_part"}, graph, "a.csv", "g.json") == {
+        0: 2, 1: 0, 2: 1}
+    # A table of fewer steps (a split that never does one) numbers the rest otherwise: not the same steps to match.
+    with pytest.raises(InputError, match=r"--annotations a\.csv and --graph g\.json number the steps differently: "
+                                         r"'fix_part' is step 0 in the annotation, step 2 in the graph"):
+        graph_numbering({0: "fix_part", 1: "open_box"}, graph, "a.csv", "g.json")

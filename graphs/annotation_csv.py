@@ -224,7 +224,7 @@ def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[st
                                          f"{','.join(COLUMNS)} nor a segment row, which has a time in it (it has "
                                          f"{printable(', '.join(fields))[:200]})")
                     columns = positional
-                if header and [field.strip() for field in fields] == header:
+                if header and fields[0].strip() == header[0] and [field.strip() for field in fields] == header:
                     continue  # the header again: tables joined one after the other (cat a.csv b.csv)
                 if any(field.strip() for field in fields[width:]):
                     # A step name with an unquoted comma ("add salt, pepper") shifts every field after it, and so

@@ -45,8 +45,9 @@ _TIME: Final = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:[.,]\d*)?)")  # [h:]
 # A video column often holds the file's name (a labelling tool exports it): its recording is the name without these.
 FILE_ENDINGS: Final = (".npy", ".mp4", ".avi", ".mkv", ".mov", ".webm")
 # 1.0 and 0.0: a flag column that pandas wrote as floats (an integer column with an empty cell becomes one).
-_TRUE: Final = frozenset({"1", "1.0", "true", "yes", "y", "x"})
-_FALSE: Final = frozenset({"", "0", "0.0", "false", "no", "n"})
+# correct and mistake: the words of Assembly101's own label column.
+_TRUE: Final = frozenset({"1", "1.0", "true", "yes", "y", "x", "mistake", "wrong"})
+_FALSE: Final = frozenset({"", "0", "0.0", "false", "no", "n", "correct"})
 
 
 def is_table(path: str | Path) -> bool:
@@ -184,7 +185,9 @@ def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[st
         InputError: a row that is not a segment, naming the file, the line and the column.
     """
     path = Path(path)
-    text = table_text(path)
+    # A byte-order mark inside the text too: tables saved with one and joined (cat a.csv b.csv) start a line with it,
+    # and the recording or the repeated header was not matched for an invisible character.
+    text = table_text(path).replace("\ufeff", "")
     first = next((line for line in io.StringIO(text) if line.strip() and not line.lstrip().startswith("#")), "")
     first = first.rstrip("\r\n")
     sep = _delimiter(path, first)
@@ -319,8 +322,8 @@ def _add_row(path: Path, table: _Table, columns: dict[str, int], fields: list[st
             raise InputError(f"{where}: has_errors = {printable(flag)[:20]!r} is not true or false: are the fields "
                              f"shifted? A step name holding the separator {sep!r} must be in double quotes"
                              f"{_decimal_comma_hint(sep)}")
-        raise InputError(f"{where}: has_errors = {printable(flag)[:20]!r} is not true or false (1/0, yes/no, or "
-                         "empty)")
+        raise InputError(f"{where}: has_errors = {printable(flag)[:20]!r} is not true or false (1/0, yes/no, "
+                         "mistake/correct, or empty)")
     known = table.steps.setdefault(scenario, {})
     if step not in known:
         spelled = table.spelled.setdefault(scenario, {})

@@ -53,7 +53,8 @@ def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
                                      "utf-16 without a mark", "utf-32", "tab-separated under .csv",
                                      "comma-separated under .tsv", "excel's tab separator line",
                                      "file paths as videos", "a file column beside the video column",
-                                     "begin and stop times", "pandas float flags", "the header again"])
+                                     "begin and stop times", "pandas float flags", "the header again",
+                                     "tables with byte-order marks joined", "assembly101's flag words"])
 def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> None:
     lines = [HEADER, *ROWS]
     name, newline, encoding = "tent.csv", "\n", "utf-8"
@@ -108,6 +109,10 @@ def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> 
         lines = ["video,step,start,end,has_errors", *(row + ",0.0" for row in ROWS)]
     elif variant == "the header again":  # two tables joined: cat a.csv b.csv
         lines = [HEADER, *ROWS[:2], HEADER, *ROWS[2:]]
+    elif variant == "tables with byte-order marks joined":  # cat of two files saved as Excel's "CSV UTF-8"
+        lines = ["\ufeff" + HEADER, *ROWS[:2], "\ufeff" + HEADER, "\ufeff" + ROWS[2], ROWS[3]]
+    elif variant == "assembly101's flag words":
+        lines = ["video,step,start,end,mistake", *(row + ",correct" for row in ROWS)]
     elif variant == "comments and blank lines":
         lines = ["# labelled by hand", HEADER, ROWS[0], "", ROWS[1], " , , , ", *ROWS[2:]]
     assert spans(write(tmp_path, lines, name, newline, encoding)) == EXPECTED
@@ -143,7 +148,8 @@ def test_has_errors_and_scenario_columns(tmp_path: Path) -> None:
     ([HEADER, ROWS[0], "run2,Insert Pole,1,5", "run2,insert_pole,6,7"],
      "line 4: step 'insert_pole' is step 'Insert Pole' of line 3 written another way"),
     ([HEADER, "run1,add salt, pepper,1,5"], "line 2: 5 fields, the header has 4: a step name holding the separator"),
-    (["video,step,start,end,has_errors", "run1,unfold,1,5,maybe"], "line 2: has_errors = 'maybe' is not true or false"),
+    (["video,step,start,end,has_errors", "run1,unfold,1,5,maybe"],
+     "line 2: has_errors = 'maybe' is not true or false (1/0, yes/no, mistake/correct, or empty)"),
     ([HEADER], ": no segment rows"),
     (["video,step,start,end,end", "run1,unfold,1,5,5000"],
      "line 1: the header names 'end' twice (columns 4 and 5): rename or remove one, so that one column holds the end"),

@@ -265,7 +265,8 @@ def _check_quotes(path: Path, fields: list[str], line: int, last: int, sep: str)
     if last == line:
         return
     for field in fields:
-        if any(part.count(sep) >= len(COLUMNS) - 1 for part in field.splitlines()[1:]):
+        # A row of its own: at least two times among its fields (a cell of two lines listing things is no row).
+        if any(sum(parse_time(cell) is not None for cell in part.split(sep)) >= 2 for part in field.splitlines()[1:]):
             raise InputError(f"{path} line {line}: a field holds lines that read as rows of their own")
 
 

@@ -54,10 +54,12 @@ def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
                                      "comma-separated under .tsv", "excel's tab separator line",
                                      "file paths as videos", "a file column beside the video column",
                                      "begin and stop times", "pandas float flags", "the header again",
-                                     "tables with byte-order marks joined", "assembly101's flag words"])
+                                     "tables with byte-order marks joined", "assembly101's flag words",
+                                     "a step of two lines"])
 def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> None:
     lines = [HEADER, *ROWS]
     name, newline, encoding = "tent.csv", "\n", "utf-8"
+    expected = EXPECTED
     if variant == "no header":
         lines = list(ROWS)
     elif variant == "windows line endings":
@@ -113,9 +115,13 @@ def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> 
         lines = ["\ufeff" + HEADER, *ROWS[:2], "\ufeff" + HEADER, "\ufeff" + ROWS[2], ROWS[3]]
     elif variant == "assembly101's flag words":
         lines = ["video,step,start,end,mistake", *(row + ",correct" for row in ROWS)]
+    elif variant == "a step of two lines":  # a cell of two lines (Alt+Enter), the second listing things
+        lines = [HEADER, '"run1","unfold, then:\nspread, flatten, align, stake",1.5,10', *ROWS[1:]]
+        expected = {"run1": [("unfold, then:\nspread, flatten, align, stake", 1.5, 10.0), *EXPECTED["run1"][1:]],
+                    "run2": EXPECTED["run2"]}
     elif variant == "comments and blank lines":
         lines = ["# labelled by hand", HEADER, ROWS[0], "", ROWS[1], " , , , ", *ROWS[2:]]
-    assert spans(write(tmp_path, lines, name, newline, encoding)) == EXPECTED
+    assert spans(write(tmp_path, lines, name, newline, encoding)) == expected
 
 
 def test_a_scenario_option_on_a_table_without_one_says_what_to_do(tmp_path: Path) -> None:

@@ -110,6 +110,10 @@ def unicode_form_hint(names: Sequence[str], known: Iterable[str]) -> str:
             "may write it): rename the files as the annotation file spells them")
 
 
+NEAR_NAMES_LOOKED_AT: Final = 20  # file names `near_name_hint` looks for an annotated twin of, at least
+NEAR_NAME_COMPARISONS: Final = 200_000  # and more while their comparisons stay under this (a fraction of a second)
+
+
 def near_name_hint(names: Sequence[str], unmatched: Iterable[str]) -> str:
     """The end of an error line for ``names`` (file names) missing from the annotation file, when some of them are
     close to an annotated name that has no file (``unmatched``): one recording named two ways ("" when none is).
@@ -118,7 +122,12 @@ def near_name_hint(names: Sequence[str], unmatched: Iterable[str]) -> str:
     a count in the closing summary, after the first had ended the run), and a typo in one of them is why most often.
     """
     spare = sorted(set(unmatched))
-    pairs = [(name, close[0]) for name in names if (close := difflib.get_close_matches(name, spare, n=1, cutoff=0.75))]
+    # Each name is compared with every spare one: a folder of thousands of files beside the wrong annotation file of
+    # thousands of recordings took a minute to be refused. The first names in order, as many as a bounded number of
+    # comparisons allows (every one of a few hundred), for a line showing three pairs at most.
+    looked_at = sorted(names)[:max(NEAR_NAMES_LOOKED_AT, NEAR_NAME_COMPARISONS // max(len(spare), 1))]
+    pairs = [(name, close[0]) for name in looked_at
+             if (close := difflib.get_close_matches(name, spare, n=1, cutoff=0.75))]
     if not pairs:
         return ""
     shown = ", ".join(f"{printable(name)!r} and the annotated {printable(other)!r}" for name, other in pairs[:3])

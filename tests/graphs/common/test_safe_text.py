@@ -33,3 +33,26 @@ def test_text_that_draws_as_blank_shows_nothing(text: str) -> None:
                                   "\U0001fa77", "\uf8ff", "\u1680", "\u06dd", "\u0e01\u0e34", "\u0915\u094d"])
 def test_text_with_a_visible_character_shows_something(text: str) -> None:
     assert not shows_nothing(text)
+
+
+def test_near_name_hint_looks_at_a_few_names_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A folder of thousands of files beside the wrong annotation file: each was compared with every annotated name
+    # before the error line came (2000 files and 10000 names: seconds), for a line showing three pairs at most.
+    import difflib
+
+    from graphs.common.safe_text import near_name_hint
+
+    compared: list[str] = []
+    real = difflib.get_close_matches
+
+    def counted(word: str, *args: object, **kwargs: object) -> list[str]:
+        compared.append(word)
+        return real(word, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(difflib, "get_close_matches", counted)
+    files = {f"clip_{k:04d}" for k in range(1000)} | {"eggs_01"}
+    assert near_name_hint(files, ["eggs_1", *(f"other_{k}" for k in range(50))]).startswith(
+        "; 'eggs_01' and the annotated 'eggs_1': one recording named two ways?")  # a few annotated: every file
+    compared.clear()
+    assert near_name_hint(files, [f"nusar_{k:05d}" for k in range(10000)]) == ""
+    assert len(compared) <= 20

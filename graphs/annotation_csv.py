@@ -78,11 +78,11 @@ def _header(path: Path, fields: list[str], line: int) -> dict[str, int] | None:
         alias = next((name for name in aliases if name in names), None)
         if alias is None:
             continue
-        twice = [k + 1 for k, name in enumerate(names) if name == alias]
-        if len(twice) > 1:
-            raise InputError(f"{path} line {line}: the header names {printable(alias)!r} twice (columns "
-                             f"{' and '.join(map(str, twice[:2]))}): rename or remove one, so that one column "
-                             f"holds the {column}")
+        twice = [k for k, name in enumerate(names) if name == alias]
+        if len(twice) > 1:  # "Start (frame)" and "Start (s)" too: the unit is not read
+            shown = " and ".join(f"{printable(fields[k].strip())[:40]!r} (column {k + 1})" for k in twice[:2])
+            raise InputError(f"{path} line {line}: the header names the {column} twice, {shown}: rename or remove "
+                             f"one, so that one column holds the {column} in seconds")
         found[column] = names.index(alias)
     return found or None
 

@@ -158,7 +158,10 @@ def test_has_errors_and_scenario_columns(tmp_path: Path) -> None:
      "line 2: has_errors = 'maybe' is not true or false (1/0, yes/no, mistake/correct, or empty)"),
     ([HEADER], ": no segment rows"),
     (["video,step,start,end,end", "run1,unfold,1,5,5000"],
-     "line 1: the header names 'end' twice (columns 4 and 5): rename or remove one, so that one column holds the end"),
+     "line 1: the header names the end twice, 'end' (column 4) and 'end' (column 5): rename or remove one, so that "
+     "one column holds the end in seconds"),
+    (["video,step,Start (frame),Start (s),end", "run1,unfold,30,1,5"],
+     "line 1: the header names the start twice, 'Start (frame)' (column 3) and 'Start (s)' (column 4)"),
     (["clip,what,t0,t1", *ROWS], "line 1: neither a header naming the columns video,step,start,end nor a segment row"),
     ([HEADER, 'run1,"unfold,1,5', "run1,insert_pole,6,9", "run2,unfold,1,5"],
      "line 2: a field holds lines that read as rows of their own (the row runs from line 2 to line 4: is a double "

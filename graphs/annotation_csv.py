@@ -87,6 +87,17 @@ def _header(path: Path, fields: list[str], line: int) -> dict[str, int] | None:
     return found or None
 
 
+def _numbered_header(fields: list[str]) -> dict[str, int] | None:
+    """The columns of a header that numbers them (``0,1,2,3``, after an empty field for the index: pandas' ``to_csv``
+    of a frame without column names), in the order of a table without a header; None for any other row. It has
+    times in it, so it was read as a segment: video '0', step '1', from 2 s to 3 s, a step learned into the graph."""
+    names = [field.strip() for field in fields]
+    index = 1 if names[:1] == [""] else 0
+    if len(names) - index < len(COLUMNS) or names[index:] != [str(k) for k in range(len(names) - index)]:
+        return None
+    return {column: k + index for k, column in enumerate((*COLUMNS, "has_errors")) if k + index < len(names)}
+
+
 def _delimiter(path: Path, first: str) -> str:
     """The table's separator, by the first line: a tab in a ``.tsv`` file, and in a ``.csv`` one whose first line
     has three (tab-separated text saved under ``.csv``, as Excel's "Unicode text" often is renamed); a semicolon
@@ -213,6 +224,10 @@ def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[st
             try:
                 _check_quotes(path, fields, line, rows.line_num, sep)
                 if columns is None:
+                    numbered = _numbered_header(fields)
+                    if numbered is not None:
+                        columns, width, header = numbered, len(fields), [field.strip() for field in fields]
+                        continue
                     named = _header(path, fields, line)
                     if named is not None:
                         missing = [col for col in COLUMNS if col not in named]

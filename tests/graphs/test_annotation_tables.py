@@ -55,7 +55,8 @@ def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
                                      "file paths as videos", "a file column beside the video column",
                                      "begin and stop times", "pandas float flags", "the header again",
                                      "tables with byte-order marks joined", "assembly101's flag words",
-                                     "a step of two lines"])
+                                     "a step of two lines", "pandas' numbered columns",
+                                     "pandas' numbered columns and index"])
 def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> None:
     lines = [HEADER, *ROWS]
     name, newline, encoding = "tent.csv", "\n", "utf-8"
@@ -119,6 +120,10 @@ def test_what_a_spreadsheet_writes_is_accepted(tmp_path: Path, variant: str) -> 
         lines = [HEADER, '"run1","unfold, then:\nspread, flatten, align, stake",1.5,10', *ROWS[1:]]
         expected = {"run1": [("unfold, then:\nspread, flatten, align, stake", 1.5, 10.0), *EXPECTED["run1"][1:]],
                     "run2": EXPECTED["run2"]}
+    elif variant == "pandas' numbered columns":  # DataFrame(rows).to_csv(index=False): read as a segment of '0'
+        lines = ["0,1,2,3", *ROWS]
+    elif variant == "pandas' numbered columns and index":  # DataFrame(rows).to_csv()
+        lines = [",0,1,2,3,4", *(f"{k},{row},no" for k, row in enumerate(ROWS))]
     elif variant == "comments and blank lines":
         lines = ["# labelled by hand", HEADER, ROWS[0], "", ROWS[1], " , , , ", *ROWS[2:]]
     assert spans(write(tmp_path, lines, name, newline, encoding)) == expected

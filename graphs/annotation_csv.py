@@ -257,6 +257,9 @@ def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[st
                                      f"quote on line {line} never closed?)") from None
                 raise
     except csv.Error as err:
+        if "field larger than field limit" in str(err):  # every row after an unclosed quote, in a long table
+            raise InputError(f"{path} line {line}: a field runs on past {csv.field_size_limit()} characters: is a "
+                             f"double quote on line {line} never closed?") from None
         raise InputError(f"{path} line {line}: not a table this can read ({err})") from None
     if not table.videos:
         raise InputError(f"{path}: no segment rows (expected one row per segment: {','.join(COLUMNS)})")

@@ -172,6 +172,8 @@ def test_has_errors_and_scenario_columns(tmp_path: Path) -> None:
      "line 2: a field holds lines that read as rows of their own (the row runs from line 2 to line 4: is a double "
      "quote on line 2 never closed?)"),
     ([HEADER, 'run1,"unfold,1,5', "run1,insert_pole,6,9", 'run2,"stake",1,5'], "line 2: a field holds lines"),
+    ([HEADER, ROWS[0], 'run1,"unfold,1,5', *(f"run{k},insert_pole,6,9" for k in range(10000))],
+     "line 3: a field runs on past 131072 characters: is a double quote on line 3 never closed?"),
     ([HEADER, "run1,unfold,1,5,5,9"], "a time holding a decimal comma (1,5) must be written with a point (1.5)"),
     (["run1,unfold,1,5,9"], "line 1: has_errors = '9' is not true or false: are the fields shifted?"),
     ([HEADER, 'run1,unfold,"1,5",9'], "start = '1,5' is not a time (seconds, such as 65.5, or m:ss, such as "

@@ -258,8 +258,9 @@ def graph_numbering(named: dict[int, str], graph: TaskGraph, annotations: str, g
 
     An annotation table numbers its steps in sorted name order, a JSON file as its taxonomy says: a graph learned
     from one and the annotation of the other number the same steps two ways, and the scores compared one step's
-    detections with another's annotations without a word. The same steps numbered two ways are matched by name;
-    a step named alike under two numbers where the steps are not the same set is refused, naming it.
+    detections with another's annotations without a word. Steps of the graph numbered otherwise are matched by
+    name; where the annotation also holds a step the graph lacks (its number may be one of the graph's), a step
+    named alike under two numbers is refused, naming it.
 
     Args:
         named: the annotation file's taxonomy of the graph's scenario (step id -> name).
@@ -274,8 +275,8 @@ def graph_numbering(named: dict[int, str], graph: TaskGraph, annotations: str, g
     moved = {step: ids[name] for step, name in named.items() if name in ids and ids[name] != step}
     if not moved:
         return {}
-    if len(ids) == len(graph.step_ids) == len(named) and set(named.values()) == set(ids):
-        return moved
+    if len(ids) == len(graph.step_ids) and len(set(named.values())) == len(named) and set(named.values()) <= set(ids):
+        return moved  # every annotated step is one of the graph's: its number there is the one scored
     step, other = next(iter(moved.items()))
     raise InputError(f"--annotations {annotations} and --graph {graph_path} number the steps differently: "
                      f"{printable(named[step])!r} is step {step} in the annotation, step {other} in the graph (an "

@@ -1059,7 +1059,9 @@ def test_eval_refuses_an_annotation_numbering_a_graph_step_otherwise(trained: Pa
     assert graph_numbering({0: "open_box", 1: "take_part", 2: "fix_part"}, graph, "a.json", "g.json") == {}
     assert graph_numbering({0: "fix_part", 1: "open_box", 2: "take_part"}, graph, "a.csv", "g.json") == {
         0: 2, 1: 0, 2: 1}
-    # A table of fewer steps (a split that never does one) numbers the rest otherwise: not the same steps to match.
+    # A table of fewer steps (recordings that never do one) numbers the rest otherwise: each is one of the graph's.
+    assert graph_numbering({0: "fix_part", 1: "open_box"}, graph, "a.csv", "g.json") == {0: 2, 1: 0}
+    # A step the graph lacks keeps its number, which may be another step's in the graph: not to be scored.
     with pytest.raises(InputError, match=r"--annotations a\.csv and --graph g\.json number the steps differently: "
                                          r"'fix_part' is step 0 in the annotation, step 2 in the graph"):
-        graph_numbering({0: "fix_part", 1: "open_box"}, graph, "a.csv", "g.json")
+        graph_numbering({0: "fix_part", 1: "open_box", 2: "polish"}, graph, "a.csv", "g.json")

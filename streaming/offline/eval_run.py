@@ -271,6 +271,9 @@ def graph_numbering(named: dict[int, str], graph: TaskGraph, annotations: str, g
     Returns:
         Annotated step id -> the graph's, for the ids that differ.
     """
+    names = dict(zip(graph.step_ids, graph.step_names, strict=True))
+    if all(names.get(step, name) == name for step, name in named.items()):
+        return {}  # numbered alike (a step named twice in a recipe included)
     ids = dict(zip(graph.step_names, graph.step_ids, strict=True))
     moved = {step: ids[name] for step, name in named.items() if name in ids and ids[name] != step}
     if not moved:

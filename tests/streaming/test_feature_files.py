@@ -1057,6 +1057,9 @@ def test_eval_refuses_an_annotation_numbering_a_graph_step_otherwise(trained: Pa
 
     graph = load_graph(trained / "graph.json")  # open_box 0, take_part 1, fix_part 2
     assert graph_numbering({0: "open_box", 1: "take_part", 2: "fix_part"}, graph, "a.json", "g.json") == {}
+    # A taxonomy naming a step twice, the second time under a number the graph lacks: numbered alike, as before.
+    assert graph_numbering({0: "open_box", 1: "take_part", 2: "fix_part", 3: "open_box"}, graph, "a.json",
+                           "g.json") == {}
     assert graph_numbering({0: "fix_part", 1: "open_box", 2: "take_part"}, graph, "a.csv", "g.json") == {
         0: 2, 1: 0, 2: 1}
     # A table of fewer steps (recordings that never do one) numbers the rest otherwise: each is one of the graph's.

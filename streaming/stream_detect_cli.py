@@ -819,11 +819,26 @@ def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
 
 def _detector(args: argparse.Namespace) -> int:
     """``stream-detect detector``: one or several sources through one model, publishing to a checker."""
+    from streaming.service_log import ServiceLog, abandon_stderr
+
+    # Queued, as the checker's: a stream's end line is said on the frame loop's thread, and a stderr that takes
+    # nothing (a full pipe whose reader stopped reading, a slow file) held that thread, and with it every stream's
+    # end and last heartbeats; its first line, before any stream started, held the whole run.
+    log = ServiceLog("detector", args.log_format, queued=True)
+    try:
+        return _run_detector(args, log)
+    finally:
+        # Its end lines written before main's error line; a stderr that takes none by then is left behind, or that
+        # line and the flush at exit would hold the process there.
+        if not log.close():
+            abandon_stderr()
+
+
+def _run_detector(args: argparse.Namespace, log: ServiceLog) -> int:
+    """The detector of `_detector`, its lines to ``log``."""
     from streaming.curve_keys import client_curve
     from streaming.detector import DetectorConfig, PipelineConfig, build_pipeline, stream_ids_for
-    from streaming.service_log import ServiceLog
 
-    log = ServiceLog("detector", args.log_format)
     ids = stream_ids_for(args.video, args.stream_id or (), "--features" if args.features else "--video")
     config = DetectorConfig(stream_id=ids[0], connect=args.connect, threads=args.threads,
                             alert_on=args.alert_on, segmenter=_overrides(args), once=args.once,

@@ -3,6 +3,8 @@ closed from the start (``2>&-``) drops the lines, and every stream still plays t
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -74,4 +76,34 @@ def test_a_stderr_closed_from_the_start_puts_no_line_on_standard_output(
     done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *_detector(tmp_path, service)], capture_output=True,
                           text=True, timeout=RUN_S)
     assert (done.returncode, done.stdout) == (0, ""), done
+    assert wait_for(lambda: _ended(log) == {"short", "long"}, 10.0), log
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe already full, as one whose reader stopped reading: the next write to it blocks."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write, b"." * 4096)
+    os.set_blocking(write, True)
+    return read, write
+
+
+def test_a_stderr_that_takes_nothing_holds_no_stream(
+        tmp_path: Path, checker: tuple[CheckerService, list[str]]) -> None:
+    # The detector wrote its lines on the frame loop's thread: its ready line, before any stream started, waited on
+    # the full pipe for ever, and no stream reached the checker (a stream's end line held the others' ends the same).
+    service, log = checker
+    read, write = _full_pipe()
+    try:
+        proc = subprocess.Popen(_detector(tmp_path, service), stdout=subprocess.DEVNULL, stderr=write)
+        os.close(write)
+        try:
+            assert proc.wait(RUN_S) == 0
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        os.close(read)
     assert wait_for(lambda: _ended(log) == {"short", "long"}, 10.0), log

@@ -27,6 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import torch
@@ -53,13 +54,23 @@ READER_JOIN_S = 10.0  # on shutdown, longest wait for each reader thread (then t
 # the interpreter's wait for them at exit is that long at most.
 WORKER_JOIN_S = 30.0  # on shutdown, longest wait for a worker to finish its batch (a GPU's first pass is slow)
 _PROJECT = Path(__file__).resolve().parents[2]  # where the frames `internal_failure` names are this project's own
+# A RuntimeError saying the memory ran out (a GPU's before torch had OutOfMemoryError, the CPU allocator's, MPS's).
+_NO_MEMORY: Final = ("out of memory", "can't allocate memory", "not enough memory")
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` says the host's or a GPU's memory ran out: no bug of the project, and no traceback needed."""
+    oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+    return isinstance(err, MemoryError | oom) or (
+        isinstance(err, RuntimeError) and any(words in str(err).lower() for words in _NO_MEMORY))
 
 
 def internal_failure(err: BaseException) -> BaseException:
     """What a run that failed inside ends with: ``err`` itself when it already says what failed in one line
     (`InputError`, `RunError`) or is no error at all (an interrupt); any other exception (``MemoryError``, a GPU's
     ``CUDA out of memory``, a bug) as a `RunError` naming its type, message and the project's innermost line it came
-    through, caused by ``err``.
+    through, caused by ``err``; a bug (anything but memory run out, `out_of_memory`) prints the traceback of
+    ``err`` above that line (`RunError.shows_cause`).
 
     It went out as a traceback, the run's streams cut short behind it with no ``error:`` line, which read as a crash
     of the command rather than a failure the run had said and ended its sessions for; its exit status (1, that of a
@@ -77,6 +88,7 @@ def internal_failure(err: BaseException) -> BaseException:
         what += f" (at {shown}:{ours[-1].lineno} in {ours[-1].name})"
     failure = RunError(f"internal failure of the detector, not a mistake in its input: {what}")
     failure.__cause__ = err
+    failure.shows_cause = not out_of_memory(err)  # a bug: its traceback, above the line, is what a fix starts from
     return failure
 
 

@@ -246,3 +246,22 @@ def test_the_one_command_run_that_fails_inside_does_not_blame_its_view(
     assert err.startswith("error: internal failure of the detector, not a mistake in its input: MemoryError (at ") \
         and err.count("\n") == 1, err
     assert not [m for m in map(json.loads, out.splitlines()) if m["kind"] == "missing" or m.get("ended")], out
+
+
+def test_a_bug_inside_the_detector_shows_its_traceback_above_its_one_line(
+        failing: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A bug (no memory run out) ended in the one line alone: its innermost frame, the rest of the traceback lost to the
+    # developer it is reported to, where every other command's bug still shows it.
+    _fails_inside(monkeypatch, KeyError("frame"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--video", str(failing["dark"]), "--graph", str(GRAPH), "--detector", str(failing["detector"]),
+              "--backbone", str(failing["backbone"]), "--jsonl", "--fast"])
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert exit_info.value.code == 1, err
+    assert lines[0] == "Traceback (most recent call last):" and lines[-2] == "KeyError: 'frame'", err
+    assert "in _process" in err and "raise error" in err, err  # the worker's frames, down to the raise
+    assert lines[-1].startswith("error: internal failure of the detector, not a mistake in its input: KeyError: "
+                                "'frame' (at tests/streaming/test_failed_runs.py:"), err
+    assert sum(line.startswith("error: ") for line in lines) == 1, err
+

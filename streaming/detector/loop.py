@@ -53,7 +53,11 @@ READER_JOIN_S = 10.0  # on shutdown, longest wait for each reader thread (then t
 # CI, its reader still decoding after the 2 s it was given. Halted, each ends after its current decode or batch, so
 # the interpreter's wait for them at exit is that long at most.
 WORKER_JOIN_S = 30.0  # on shutdown, longest wait for a worker to finish its batch (a GPU's first pass is slow)
-_PROJECT = Path(__file__).resolve().parents[2]  # where the frames `internal_failure` names are this project's own
+_ROOT = Path(__file__).resolve().parents[2]  # a checkout, or the site-packages the project is installed in
+# Where the frames `internal_failure` names are this project's own: its packages, not the folder above them, which
+# installed is site-packages (torch's frames were named the project's innermost line); a checkout's tests too.
+_PROJECT: Final = tuple(_ROOT / name for name in ("graphs", "recognition", "streaming", "tgml")) + \
+    ((_ROOT / "tests",) if (_ROOT / "pyproject.toml").is_file() else ())
 # A RuntimeError saying the memory ran out (a GPU's before torch had OutOfMemoryError, the CPU allocator's, MPS's).
 _NO_MEMORY: Final = ("out of memory", "can't allocate memory", "not enough memory")
 
@@ -63,6 +67,11 @@ def out_of_memory(err: BaseException) -> bool:
     oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     return isinstance(err, MemoryError | oom) or (
         isinstance(err, RuntimeError) and any(words in str(err).lower() for words in _NO_MEMORY))
+
+
+def _ours(filename: str) -> bool:
+    path = Path(filename).resolve()
+    return any(path.is_relative_to(package) for package in _PROJECT)
 
 
 def internal_failure(err: BaseException) -> BaseException:
@@ -81,10 +90,10 @@ def internal_failure(err: BaseException) -> BaseException:
     text = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     what = f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
     frames = traceback.extract_tb(err.__traceback__)
-    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(_PROJECT)] or frames
+    ours = [f for f in frames if _ours(f.filename)] or frames
     if ours:
         where = Path(ours[-1].filename).resolve()
-        shown = where.relative_to(_PROJECT) if where.is_relative_to(_PROJECT) else where
+        shown = where.relative_to(_ROOT) if _ours(str(where)) else where
         what += f" (at {shown}:{ours[-1].lineno} in {ours[-1].name})"
     failure = RunError(f"internal failure of the detector, not a mistake in its input: {what}")
     failure.__cause__ = err

@@ -6,7 +6,11 @@ it no verdict, and the run says why in one ``error:`` line, as a source that fai
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -265,3 +269,24 @@ def test_a_bug_inside_the_detector_shows_its_traceback_above_its_one_line(
                                 "'frame' (at tests/streaming/test_failed_runs.py:"), err
     assert sum(line.startswith("error: ") for line in lines) == 1, err
 
+
+def test_an_installed_detector_names_its_own_line_not_a_library_s(tmp_path: Path) -> None:
+    # Installed, the folder above the project's packages is site-packages: a library's frame (torch's, under a GPU's
+    # out of memory) was named as the project's innermost line.
+    site = tmp_path / "site-packages"
+    root = Path(__file__).resolve().parents[2]
+    for package in ("graphs", "recognition", "streaming", "tgml"):
+        shutil.copytree(root / package, site / package, ignore=shutil.ignore_patterns("__pycache__", "*.pt"))
+    (site / "library.py").write_text("def allocate():\n    raise MemoryError('out of host memory')\n")
+    script = ("import library\n"
+              "from graphs.common.errors import exit_on_input_error\n"
+              "from streaming.detector.loop import internal_failure\n"
+              "try:\n"
+              "    exit_on_input_error(library.allocate)()\n"
+              "except MemoryError as err:\n"
+              "    print(internal_failure(err))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"internal failure of the detector, not a mistake in its input: MemoryError: out of host "
+                        r"memory \(at graphs/common/errors\.py:\d+ in wrapper\)\n", done.stdout), done.stdout

@@ -32,7 +32,7 @@ from typing import Final
 import numpy as np
 import torch
 
-from graphs.common.errors import InputError, RunError
+from graphs.common.errors import InputError, RunError, output_full
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.model import MiniROAD, make_stepper
 from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
@@ -76,16 +76,18 @@ def _ours(filename: str) -> bool:
 
 def internal_failure(err: BaseException) -> BaseException:
     """What a run that failed inside ends with: ``err`` itself when it already says what failed in one line
-    (`InputError`, `RunError`) or is no error at all (an interrupt); any other exception (``MemoryError``, a GPU's
-    ``CUDA out of memory``, a bug) as a `RunError` naming its type, message and the project's innermost line it came
-    through, caused by ``err``; a bug (anything but memory run out, `out_of_memory`) prints the traceback of
-    ``err`` above that line (`RunError.shows_cause`).
+    (`InputError`, `RunError`), is a sink's standard output gone or full, or is no error at all (an interrupt); any
+    other exception (``MemoryError``, a GPU's ``CUDA out of memory``, a bug) as a `RunError` naming its type, message
+    and the project's innermost line it came through, caused by ``err``; a bug (anything but memory run out,
+    `out_of_memory`) prints the traceback of ``err`` above that line (`RunError.shows_cause`).
 
     It went out as a traceback, the run's streams cut short behind it with no ``error:`` line, which read as a crash
     of the command rather than a failure the run had said and ended its sessions for; its exit status (1, that of a
     traceback too) keeps telling it from a mistake in the input (2).
     """
-    if isinstance(err, InputError | RunError) or not isinstance(err, Exception):
+    if isinstance(err, InputError | RunError | BrokenPipeError) or output_full(err) or not isinstance(err, Exception):
+        # A sink's standard output whose reader left (`| head`: the command's quiet 141, as `Fanout` passes it on for)
+        # or whose device is full (its own line): `exit_on_input_error` says those, as it does off the detector.
         return err
     text = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     what = f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
@@ -198,7 +200,10 @@ class FrameLoop:
         except (InputError, RunError):
             raise
         except Exception as err:  # a GPU out of memory on its first batches: no stream has started yet
-            raise internal_failure(err) from err
+            failure = internal_failure(err)
+            if failure is err:  # not its own cause
+                raise
+            raise failure from err
         readers = [threading.Thread(target=self._read, args=(i,), name=f"read-{s.stream_id}", daemon=False)
                    for i, s in enumerate(self.streams)]  # fmt: skip
         workers = [threading.Thread(target=self._work, name=f"features-{k}", daemon=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ from streaming.detector import (
     run_detectors,
     stream_ids_for,
 )
+from streaming.detector.sinks import JsonLinesSink
 from streaming.extractors import FeatureExtractor
 from streaming.readers import LiveReader, ReaderConfig, Source, VideoReader, open_reader
 from streaming.transport import Publisher, bind
@@ -191,3 +194,29 @@ def test_a_source_that_fails_is_told_at_once_while_the_other_streams_go_on(tmp_p
     assert line.startswith("bad: --video ") and "damaged.mp4: cannot decode source frame" in line
     assert line.endswith("; this stream has ended, the other stream goes on")
     assert streams[1].stats.frames < 600 and not streams[1].stats.error
+
+
+def test_a_sink_whose_reader_left_ends_the_loop_with_its_broken_pipe(tmp_path: Path) -> None:
+    # JSON lines into a pipe whose reader left (`| head`) failed in a worker: the loop raised it as an internal failure
+    # (exit status 1 and an error line), where a command ends quietly with 141 (Fanout passes it on for that).
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    read, write = os.pipe()
+    out = os.fdopen(write, "w")
+    reader = open_reader(str(write_noise_video(tmp_path / "long.mp4", frames=300)), ReaderConfig(fps=checkpoint.fps))
+    left = threading.Event()
+
+    def leave(*_args: object) -> None:  # on a worker's first frame: the first heartbeat went in
+        if not left.is_set():
+            left.set()
+            os.close(read)
+
+    stream = DetectorStream(reader, checkpoint, EventPublisher(JsonLinesSink(out), "cam0"),
+                            DetectorConfig(stream_id="cam0"), on_frame=leave)
+    try:
+        with pytest.raises(BrokenPipeError):
+            FrameLoop([stream], extractor, model, checkpoint, threads=1).run()
+    finally:
+        reader.close()
+        with contextlib.suppress(OSError):
+            out.close()
+    assert left.is_set() and stream.ended

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, TextIO
 
 from graphs.common.errors import InputError, print_stderr
@@ -236,3 +236,17 @@ def abandon_stderr() -> None:
     finally:
         if null != kept:
             os.close(null)
+
+
+@contextlib.contextmanager
+def queued_log(service: str, log_format: str) -> Iterator[ServiceLog]:
+    """A service's queued log (`ServiceLog` with ``queued``: a full disk or a stopped reader at stderr never holds,
+    nor ends, its loop), closed at the end of the block: its last lines (a summary, a stream's end) are written
+    before the command's own last line, and a stderr that takes none by then is left behind (`abandon_stderr`), or
+    that line and the flush at exit would hold the process there."""
+    log = ServiceLog(service, log_format, queued=True)
+    try:
+        yield log
+    finally:
+        if not log.close():
+            abandon_stderr()

@@ -770,17 +770,10 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any], log: S
 
 def _checker(args: argparse.Namespace) -> int:
     """``stream-detect checker``: serve until interrupted, with its log lines, metrics and webhook."""
-    from streaming.service_log import ServiceLog, abandon_stderr
+    from streaming.service_log import queued_log
 
-    # Queued: a full disk or a stopped reader at stderr never holds (nor, failing, ends) the loop.
-    log = ServiceLog("checker", args.log_format, queued=True)
-    try:
+    with queued_log("checker", args.log_format) as log:
         return _serve_checker(args, log)
-    finally:
-        # Its last lines (the summary) written first, before a line of main's; a stderr that takes none by then is
-        # left behind, or the interrupt's line and the flush at exit would hold the process there.
-        if not log.close():
-            abandon_stderr()
 
 
 def _serve_checker(args: argparse.Namespace, log: ServiceLog) -> int:
@@ -819,19 +812,13 @@ def _source(args: argparse.Namespace, video: str | None = None) -> StreamSource:
 
 def _detector(args: argparse.Namespace) -> int:
     """``stream-detect detector``: one or several sources through one model, publishing to a checker."""
-    from streaming.service_log import ServiceLog, abandon_stderr
+    from streaming.service_log import queued_log
 
     # Queued, as the checker's: a stream's end line is said on the frame loop's thread, and a stderr that takes
     # nothing (a full pipe whose reader stopped reading, a slow file) held that thread, and with it every stream's
     # end and last heartbeats; its first line, before any stream started, held the whole run.
-    log = ServiceLog("detector", args.log_format, queued=True)
-    try:
+    with queued_log("detector", args.log_format) as log:
         return _run_detector(args, log)
-    finally:
-        # Its end lines written before main's error line; a stderr that takes none by then is left behind, or that
-        # line and the flush at exit would hold the process there.
-        if not log.close():
-            abandon_stderr()
 
 
 def _run_detector(args: argparse.Namespace, log: ServiceLog) -> int:

@@ -112,13 +112,16 @@ def beat(stream: str = "cam0", seq: int = 0, history: tuple[int, ...] = (), **fi
 
 
 @contextmanager
-def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), **config: Any
+def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), graph: TaskGraph | None = None,
+                    log: list[str] | None = None, **config: Any
                     ) -> Iterator[tuple[zmq.Context, CheckerService, threading.Thread]]:
     """A `CheckerService` on `tea_graph`, at ipc endpoints under ``tmp_path``, served by a thread for the block.
 
     Args:
         tmp_path: folder for the ipc socket files.
         sinks: where the checker also hands what it publishes (`streaming.detector.sinks.Sink`).
+        graph: its task graph (None: `tea_graph`).
+        log: a list its log lines are added to (None: the service's own log, stderr).
         config: further `CheckerConfig` fields (``max_streams=1``).
 
     Yields:
@@ -126,8 +129,9 @@ def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), **config: Any
     """
     ctx = zmq.Context()
     stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out", **config), ctx,
-                             sinks=sinks)
+    kept = {} if log is None else {"log": lambda line, *_args, **_fields: log.append(line)}
+    service = CheckerService(graph or tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
+                                                                 **config), ctx, sinks=sinks, **kept)
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
     try:

@@ -6,17 +6,14 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import zmq
 
-from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
-from tests.streaming.helpers import STREAM_DETECT, tea_graph, wait_for, write_noise_video
+from tests.streaming.helpers import STREAM_DETECT, running_checker, wait_for, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 RUN_S = 180.0  # the detector loads torch and the backbone on a busy 2-core machine
@@ -25,19 +22,9 @@ RUN_S = 180.0  # the detector loads torch and the backbone on a busy 2-core mach
 @pytest.fixture
 def checker(tmp_path: Path) -> Iterator[tuple[CheckerService, list[str]]]:
     """A checker on loopback ipc, with its log lines."""
-    ctx = zmq.Context()
     log: list[str] = []
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx,
-                             log=lambda line, *_args, **_fields: log.append(line))
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path, log=log) as (_ctx, service, _thread):
         yield service, log
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
 
 
 def _detector(tmp_path: Path, service: CheckerService) -> list[str]:

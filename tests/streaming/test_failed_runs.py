@@ -33,7 +33,7 @@ from streaming.readers import ReaderConfig, VideoReader, open_reader
 from streaming.stream_detect_cli import main
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
-from tests.streaming.helpers import STREAM_DETECT, tea_graph, wait_for, write_noise_video
+from tests.streaming.helpers import STREAM_DETECT, running_checker, tea_graph, wait_for, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 STARTUP_S = 120.0  # the detector loads torch on a busy 2-core machine
@@ -207,24 +207,13 @@ def test_a_split_detector_that_fails_inside_says_so_in_one_line_and_ends_no_sess
     # A MemoryError or a CUDA out of memory in a worker went out as a Python traceback (exit status 1), with no
     # `error:` line: its streams were cut short all the same, lost at the checker.
     _fails_inside(monkeypatch, error)
-    ctx = zmq.Context()
     log: list[str] = []
-    service = CheckerService(tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
-                                                        stream_timeout_s=1.0), ctx,
-                             log=lambda line, *_args, **_fields: log.append(line))
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path, log=log, stream_timeout_s=1.0) as (_ctx, service, _thread):
         with pytest.raises(SystemExit) as exit_info:
             main(["detector", "--video", str(failing["dark"]), "--video", str(failing["bright"]), "--stream-id", "a",
                   "--stream-id", "b", "--graph", str(GRAPH), "--detector", str(failing["detector"]), "--backbone",
                   str(failing["backbone"]), "--fast", "--connect", service.events_endpoint])
         assert wait_for(lambda: {line.split()[1] for line in log if " lost (" in line} == {"a", "b"}, 10.0), log
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
     err = capsys.readouterr().err
     assert exit_info.value.code == 1 and "Traceback" not in err, err
     said = "MemoryError" if isinstance(error, MemoryError) else "RuntimeError: CUDA out of memory. Tried to allocate " \

@@ -37,7 +37,7 @@ from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
 from tests.command_lines import with_options
-from tests.streaming.helpers import drain_terminal, wait_for
+from tests.streaming.helpers import drain_terminal, running_checker, wait_for
 from tgml.tgml_cli import main as tgml_main
 
 STEPS = ("open_box", "take_part", "fix_part")
@@ -556,24 +556,13 @@ def test_a_detector_names_each_feature_files_stream_after_it_numbering_a_name_gi
         (tmp_path / day).mkdir()
         shutil.copy(trained / "npy" / "test_ok.npy", tmp_path / day / "run1.npy")
     log: list[str] = []
-    ctx = zmq.Context()
-    service = CheckerService(load_graph(str(trained / "graph.json")),
-                             CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"), ctx,
-                             log=lambda line, *_args, **_fields: log.append(line))
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running_checker(tmp_path, graph=load_graph(str(trained / "graph.json")), log=log) as (_ctx, service, _thr):
         assert stream_detect(["detector", "--features", str(tmp_path / "monday" / "run1.npy"), "--features",
                               str(tmp_path / "tuesday" / "run1.npy"), "--graph", str(trained / "graph.json"),
                               "--detector", str(trained / "detector.pt"), "--fast", "--connect",
                               service.events_endpoint]) == 0
         assert wait_for(lambda: {"run1", "run1-2"} <= {line.split()[1] for line in log
                                                        if line.startswith("checker: ") and " ended (" in line}, 10), log
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
     err = capsys.readouterr().err
     assert "detector: 2 streams (run1, run1-2) publishing to" in err, err
 

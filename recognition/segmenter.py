@@ -64,20 +64,22 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written, json_kind
-from graphs.limits import is_step_id
+from graphs.common.options import MAX_FPS
+from graphs.common.settings_files import Bound, as_written, check_settings, check_values, json_kind
+from graphs.limits import MAX_STEP_ID
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
     import torch
 
 MAX_SEGMENTER_SECONDS: Final = 86_400.0  # a day: no wait or run of a key-step is longer
+MAX_ONSET_FRAMES: Final = int(MAX_SEGMENTER_SECONDS * MAX_FPS)  # a day's run at the highest frame rate
 # An announced run is announced again this often while it lasts, once stable (`OnsetEvent.repeated`): as often as a
 # detector's heartbeat, so a checker weighing how sure the run is can alert within half a second of being sure.
 REPEAT_S: Final = 0.5
@@ -117,36 +119,27 @@ class SegmenterConfig:
     onset_frames: int = 0
     class_min_duration: tuple[float, ...] | None = None
 
+    # What each number may be (`check_settings`, docs/recognition.md's table). A run, a wait or an announcement
+    # longer than a day is no key-step (1e308 s overflowed the conversion to frames), and the frame rate is the one
+    # every reader and checkpoint allows.
+    BOUNDS: ClassVar[Mapping[str, Bound]] = {
+        "fps": Bound(0, MAX_FPS, open_low=True),
+        "min_duration": Bound(0, MAX_SEGMENTER_SECONDS, open_low=True, note="seconds"),
+        "min_run": Bound(0, MAX_SEGMENTER_SECONDS, note="seconds; 0: off"),
+        "max_delay": Bound(0, MAX_SEGMENTER_SECONDS, open_low=True, note="seconds"),
+        "background": Bound(0, MAX_STEP_ID, note="a class index; none: no background class"),
+        "switch_margin": Bound(0, 1, open_high=True),
+        "threshold": Bound(0, 1, open_high=True, note="0: off"),
+        "onset_frames": Bound(0, MAX_ONSET_FRAMES, note="0: off"),
+    }
+
     def __post_init__(self) -> None:
-        for name in ("fps", "min_duration", "min_run", "max_delay", "switch_margin", "threshold"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise InputError(f"SegmenterConfig.{name} = {as_written(value)}: must be a finite number")
-        if self.fps <= 0:
-            raise InputError(f"SegmenterConfig.fps = {as_written(self.fps)}: must be > 0")
-        for name in ("min_duration", "min_run", "max_delay"):  # 1e308 s overflowed the conversion to frames
-            if getattr(self, name) > MAX_SEGMENTER_SECONDS:
-                raise InputError(f"SegmenterConfig.{name} = {as_written(getattr(self, name))}: must be at most "
-                                 f"{MAX_SEGMENTER_SECONDS:g} seconds")
-        if self.min_run < 0:
-            raise InputError(f"SegmenterConfig.min_run = {as_written(self.min_run)}: must be >= 0")
-        if self.min_duration <= 0 or self.min_duration < self.min_run:
-            raise InputError(f"SegmenterConfig.min_duration = {as_written(self.min_duration)}"
-                             ": must be > 0 and >= min_run")
-        if self.max_delay < 2 * self.min_duration:
-            raise InputError(
-                f"SegmenterConfig.max_delay = {as_written(self.max_delay)}: must be >= 2 * min_duration "
-                f"({2 * self.min_duration}) so that a clean short step is never cut"
-            )
-        if not 0 <= self.switch_margin < 1:
-            raise InputError(f"SegmenterConfig.switch_margin = {as_written(self.switch_margin)}: must be in [0, 1)")
-        if self.background is not None and not is_step_id(self.background):  # 10^22 overflowed numpy's int64
-            raise InputError(f"SegmenterConfig.background = {as_written(self.background)}"
-                             ": must be a class index or None")
-        if not 0 <= self.threshold < 1:
-            raise InputError(f"SegmenterConfig.threshold = {as_written(self.threshold)}: must be in [0, 1)")
-        if isinstance(self.onset_frames, bool) or not isinstance(self.onset_frames, int) or self.onset_frames < 0:
-            raise InputError(f"SegmenterConfig.onset_frames = {as_written(self.onset_frames)}: must be an integer >= 0")
+        check_settings(self)
+        check_values(self, (
+            ("min_duration", self.min_duration >= self.min_run, f"a number >= min_run ({self.min_run:g})"),
+            ("max_delay", self.max_delay >= 2 * self.min_duration,
+             f"a number >= 2 * min_duration ({2 * self.min_duration:g}) so that a clean short step is never cut"),
+        ))
         if self.class_min_duration is not None:
             self._check_class_min_duration(self.class_min_duration)
 
@@ -192,9 +185,11 @@ class SegmenterOverrides:
             or not 0 <= self.threshold < 1
         ):
             raise InputError(f"--threshold {self.threshold!r}: must be a probability in [0, 1)")
-        for flag, value, least in (("--min-frames", self.min_frames, 1), ("--onset-frames", self.onset_frames, 1)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                raise InputError(f"{flag} {value!r}: must be an integer >= {least}")
+        for flag, value in (("--min-frames", self.min_frames), ("--onset-frames", self.onset_frames)):
+            # Bounded as the config's onset_frames is: 10^12 was refused as a class's field the user never wrote.
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not 1 <= value <= MAX_ONSET_FRAMES):
+                raise InputError(f"{flag} {value!r}: must be an integer in 1..{MAX_ONSET_FRAMES}")
 
     def apply(self, config: SegmenterConfig) -> SegmenterConfig:
         """``config`` with these changes (``min_frames`` becomes ``min_duration`` at the config's fps).
@@ -210,6 +205,11 @@ class SegmenterOverrides:
             changes["threshold"] = float(self.threshold)
         if self.min_frames is not None:
             seconds = self.min_frames / config.fps
+            # Named as typed, not as the config's min_duration or max_delay (twice it) it becomes.
+            if 2 * seconds > MAX_SEGMENTER_SECONDS:
+                raise InputError(f"--min-frames {self.min_frames}: {seconds:g} s at the detector's {config.fps:g} "
+                                 f"frames a second; a key-step is confirmed within {MAX_SEGMENTER_SECONDS / 2:g} s "
+                                 f"(and emitted within twice that)")
             # The other durations follow, so that any --min-frames the flag accepts makes a valid config.
             changes |= {"min_duration": seconds, "min_run": min(config.min_run, seconds),
                         "max_delay": max(config.max_delay, 2 * seconds)}

@@ -15,6 +15,7 @@ from recognition.segmenter import (
     OnlineSegmenter,
     OnsetEvent,
     SegmenterConfig,
+    SegmenterOverrides,
     SegmentEvent,
     run_length_encode,
     segment_labels,
@@ -226,11 +227,25 @@ def test_a_lone_short_run_followed_by_flicker_is_emitted_within_max_delay() -> N
         ({"class_min_duration": (0.5, float("inf"))}, r"class_min_duration\[1\] = inf"),
         ({"class_min_duration": ()}, r"class_min_duration = \[\]: must be a non-empty list"),
         ({"class_min_duration": (0.5, 1.5)}, r"max_delay = 2.0: must be >= 2 \* the longest class_min_duration"),
+        # No upper limit: 1e9 frames a second and an announcement 10^12 frames in were taken.
+        ({"fps": 1e9}, r"^SegmenterConfig.fps = 1000000000.0: expected a number in \(0, 1000\]$"),
+        ({"onset_frames": 10**12},
+         r"^SegmenterConfig.onset_frames = 1000000000000: expected an integer in 0..86400000"),
+        ({"threshold": True}, r"^SegmenterConfig.threshold = true: expected a number in \[0, 1\)"),
     ],
 )
 def test_config_errors_name_the_field(changes: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
         SegmenterConfig(**{"fps": 30.0, **changes})
+
+
+def test_the_segmenter_flags_are_bounded_and_named_as_typed() -> None:
+    # --onset-frames 10^12 was refused as "SegmenterConfig.onset_frames", a class the command line never shows.
+    with pytest.raises(InputError, match=r"^--onset-frames 1000000000000: must be an integer in 1\.\.86400000$"):
+        SegmenterOverrides(onset_frames=10**12)
+    with pytest.raises(InputError, match=r"^--min-frames 1000000: 200000 s at the detector's 5 frames a second"):
+        SegmenterOverrides(min_frames=10**6).apply(SegmenterConfig(fps=5.0))
+    assert SegmenterOverrides(min_frames=216_000).apply(SegmenterConfig(fps=5.0)).min_duration == 43_200
 
 
 def test_bad_frames_are_refused() -> None:

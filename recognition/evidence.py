@@ -47,13 +47,13 @@ import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import numpy as np
 
 from graphs.checker import StepEvidence
 from graphs.common.errors import InputError
-from graphs.common.settings_files import as_written, json_kind
+from graphs.common.settings_files import Bound, as_written, check_settings, json_kind
 from graphs.limits import STEP_ID_RULE, is_step_id
 
 EVIDENCE_FORMAT: Final = 1  # the version of `EvidenceModel.to_dict`
@@ -69,6 +69,21 @@ DEFAULT_MISS_RATE: Final = 0.2
 DEFAULT_FALSE_RATE: Final = 0.1
 
 MAX_WINDOW_S: Final = 600.0  # the longest evidence window, in seconds (ten minutes of a step)
+# The calibrations clip the share of "done" pairs (and of real detections) to [DONE_SHARE_CLIP, 1 - DONE_SHARE_CLIP]
+# before taking its log-odds: ``done_base`` is within +-ln(999) = 6.91.
+DONE_SHARE_CLIP: Final = 1e-3
+MAX_DONE_BASE: Final = 7.0
+# The largest slope or intercept a curve may have. The fit is penalised (`recognition.evidence_calibration.RIDGE`,
+# 1e-3 per squared coefficient) from an objective of n ln 2 at zero, so a fitted coefficient is at most
+# sqrt(2 n ln 2 / 1e-3): 1e6 takes 7e8 calibration pairs, far past any validation split. Real curves give 5 to 30
+# (the shipped detector 16; nearly separable pairs 15-30; adversarial pairs 0.001 apart, a few thousand), and a
+# log-odds of 40 is already a probability of 1 in float64. The evidence is in [0, 1] (the done-state logit within
+# +-9.3), so a sum of terms stays finite.
+MAX_COEFFICIENT: Final = 1e6
+SLOPE: Final = Bound(0, MAX_COEFFICIENT)  # the fit keeps slopes non-negative: more evidence never means less
+INTERCEPT: Final = Bound(-MAX_COEFFICIENT, MAX_COEFFICIENT)
+RATE: Final = Bound(0, 1)
+COUNT: Final = Bound(0, 2**63 - 1)
 
 
 def _logit(p: float) -> float:
@@ -170,31 +185,35 @@ class EvidenceModel:
     detection_window_s: float | None = None
     real_duration_slope: float = 0.0
 
+    # What each number may be (`check_settings`; the per-step tuples by `PER_STEP_BOUNDS`). The windows are bounded
+    # as the training config bounds them: the live trackers hold a ring of window x fps rows, and a checkpoint edited
+    # to 1e9 s asked for 261 GiB of it. The curves' coefficients only had to be finite: a slope of 1e308 made every
+    # probability NaN (inf - inf) and the run ended with status 0.
+    BOUNDS: ClassVar[Mapping[str, Bound | tuple[str, ...]]] = {
+        "window_s": Bound(0, MAX_WINDOW_S, open_low=True, note="seconds"),
+        "done_slope": SLOPE, "done_base": Bound(-MAX_DONE_BASE, MAX_DONE_BASE), "real_slope": SLOPE,
+        "state_slope": SLOPE, "real_duration_slope": SLOPE,
+        "source": ("validation", "default"), "pairs": COUNT, "detections": COUNT,
+        "detection_window_s": Bound(0, MAX_WINDOW_S, open_low=True, note="seconds; or null: window_s"),
+    }
+    PER_STEP_BOUNDS: ClassVar[Mapping[str, Bound]] = {
+        "done_intercepts": INTERCEPT, "real_intercepts": INTERCEPT, "miss_rates": RATE, "false_rates": RATE,
+    }
+
     def __post_init__(self) -> None:
         k = len(self.step_ids)
-        for name in ("done_intercepts", "real_intercepts", "miss_rates", "false_rates"):
+        for name, allowed in self.PER_STEP_BOUNDS.items():
             values = getattr(self, name)
             if len(values) != k:
                 raise InputError(f"evidence model: {name} has {len(values)} values for {k} steps")
-        w = self.detection_window_s
-        numbers = [self.window_s, self.done_slope, self.done_base, self.real_slope, self.state_slope,
-                   self.real_duration_slope,
-                   *self.done_intercepts,
-                   *self.real_intercepts, *self.miss_rates, *self.false_rates, *(() if w is None else (w,))]
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
-            raise InputError("evidence model: every coefficient and rate must be a finite number")
-        # Bounded as the training config bounds it: the live trackers hold a ring of window x fps rows, and a
-        # checkpoint edited to 1e9 s asked for 261 GiB of it.
-        if not 0 < self.window_s <= MAX_WINDOW_S:
-            raise InputError(f"evidence model: window_s = {as_written(self.window_s)} must be in (0, {MAX_WINDOW_S:g}] "
-                             "seconds")
-        if w is not None and not 0 < w <= MAX_WINDOW_S:
-            raise InputError(f"evidence model: detection_window_s = {as_written(w)}"
-                             f" must be a number in (0, {MAX_WINDOW_S:g}] seconds (or null: window_s)")
-        if not all(0.0 <= r <= 1.0 for r in (*self.miss_rates, *self.false_rates)):
-            raise InputError("evidence model: miss and false-detection rates must lie in [0, 1]")
-        if self.source not in ("validation", "default"):
-            raise InputError(f'evidence model: source {as_written(self.source)} must be "validation" or "default"')
+            for i, v in enumerate(values):
+                number = isinstance(v, int | float) and not isinstance(v, bool)
+                if not number or not math.isfinite(v) or not allowed.holds(v):
+                    raise InputError(f"evidence model: {name}[{i}] = {as_written(v)}: expected {allowed.rule(False)}")
+        try:
+            check_settings(self)
+        except InputError as err:  # named as the checkpoint's field, as the messages above are
+            raise InputError(f"evidence model: {str(err).removeprefix('EvidenceModel.')}") from None
 
     def done_probabilities(self, x: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         """Formula (E3): even-odds ``q_s`` of every step, in `step_ids` order.

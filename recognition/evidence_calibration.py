@@ -49,6 +49,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.safe_text import first_few
 from recognition.evidence import (
+    DONE_SHARE_CLIP,
     EvidenceModel,
     detection_evidence,
     duration_evidence,
@@ -371,7 +372,7 @@ def calibrate_evidence(
     done_penalty = (choose_slope_penalty(x_all, g_all, y_all, len(key), np.concatenate(pair_video))
                     if slope_penalty is None else slope_penalty)
     alpha, slopes, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key), done_penalty)
-    share = float(np.clip(y_all.mean(), 1e-3, 1 - 1e-3))
+    share = float(np.clip(y_all.mean(), DONE_SHARE_CLIP, 1 - DONE_SHARE_CLIP))
     det, det_g = np.concatenate(det_real), np.concatenate(det_group)  # (D,): real or not, step row
     if len(det):
         det_x = np.concatenate(det_y)  # (D, 2): y, z

@@ -11,6 +11,7 @@ from graphs.common.errors import InputError
 from recognition.evidence import (
     DEFAULT_FALSE_RATE,
     DEFAULT_MISS_RATE,
+    MAX_COEFFICIENT,
     EvidenceModel,
     EvidenceReporter,
     EvidenceTracker,
@@ -102,10 +103,41 @@ def test_a_model_survives_its_json_form_and_a_bad_one_is_named() -> None:
         EvidenceModel.from_dict(bad, "det.pt")
     with pytest.raises(InputError, match="format"):
         EvidenceModel.from_dict(model.to_dict() | {"format": 99})
-    with pytest.raises(InputError, match="finite"):
+    with pytest.raises(InputError, match=r"^evidence model: done_slope = nan: expected a number in \[0, 1e\+06\]$"):
         EvidenceModel.from_dict(model.to_dict() | {"done_slope": float("nan")})
     with pytest.raises(InputError, match="unexpected keyword"):
         EvidenceModel.from_dict(model.to_dict() | {"extra": 1})
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    # Only checked finite: a slope of 1e308 made every probability NaN (inf - inf), and the run ended with status 0.
+    ({"done_slope": 1e308}, r"done_slope = 1e\+308: expected a number in \[0, 1e\+06\]"),
+    ({"real_slope": -1.0}, r"real_slope = -1.0: expected a number in \[0, 1e\+06\]"),
+    ({"state_slope": 2e6}, r"state_slope = 2000000.0: expected a number in \[0, 1e\+06\]"),
+    ({"real_duration_slope": 1e300}, r"real_duration_slope = 1e\+300: expected"),
+    ({"done_base": 1e308}, r"done_base = 1e\+308: expected a number in \[-7, 7\]"),
+    ({"done_intercepts": [0.0, -1e308]}, r"done_intercepts\[1\] = -1e\+308: expected a number in \[-1e\+06, 1e\+06\]"),
+    ({"real_intercepts": [1e7, 0.0]}, r"real_intercepts\[0\] = 10000000.0: expected"),
+    ({"false_rates": [0.1, 1.5]}, r"false_rates\[1\] = 1.5: expected a number in \[0, 1\]"),
+    ({"pairs": -1}, r"pairs = -1: expected an integer in 0\.\."),
+    ({"detections": "7"}, r'detections = "7": expected an integer in 0\.\.'),
+])
+def test_coefficients_and_counts_outside_what_a_fit_makes_are_refused_naming_the_field(
+        change: dict[str, object], message: str) -> None:
+    model = EvidenceModel.default([3, 5], window_s=0.5)
+    with pytest.raises(InputError, match=rf"^det\.pt: field 'evidence': {message}"):
+        EvidenceModel.from_dict(model.to_dict() | change, "det.pt: field 'evidence'")
+
+
+def test_the_bounds_hold_every_calibration_the_repo_ships_or_makes() -> None:
+    # The shipped detector's curves (slope 16) and the checker settings' (5-9) are far inside; so is a fit on
+    # nearly separable pairs, where the penalised slope is largest.
+    assert EvidenceModel.from_dict(EvidenceModel.default([1], 0.5).to_dict()).done_slope > 0
+    rng = np.random.default_rng(0)
+    y = (rng.random(20000) < 0.5).astype(float)
+    x = np.where(y == 1, 0.5005, 0.4995)
+    alpha, (slope,), _ = fit_shrunk_logistic(x, np.zeros(20000, dtype=np.int64), y, 1)
+    assert 100 < slope < MAX_COEFFICIENT and abs(alpha) < MAX_COEFFICIENT
 
 
 def test_shrunk_logistic_recovers_a_slope_and_keeps_it_non_negative() -> None:
@@ -272,7 +304,7 @@ def test_done_evidence_and_detection_evidence_can_look_over_different_windows() 
     same = calibrate_evidence({"v": _video([1, 2, 3], None, np.random.default_rng(5))}, [None, 1, 2, 3], 5.0,
                               SegmenterConfig(fps=5.0, min_duration=0.6), window_s=2.0)
     assert same.detection_window_s is None and same.detection_window == 2.0  # one window for both, as before
-    with pytest.raises(InputError, match=r"detection_window_s = -1.0 must be a number in \(0, 600\]"):
+    with pytest.raises(InputError, match=r"detection_window_s = -1.0: expected a number in \(0, 600\]"):
         EvidenceModel.from_dict(model.to_dict() | {"detection_window_s": -1.0})
 
 

@@ -25,7 +25,7 @@ from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
 from graphs.mistake_metrics import MistakeScores, mistake_scores
 from graphs.task_graph import TaskGraph
-from recognition.evidence import EvidenceModel, detection_real, step_rows
+from recognition.evidence import DONE_SHARE_CLIP, EvidenceModel, detection_real, step_rows
 from recognition.evidence_calibration import fit_shrunk_logistic
 from tgml.bench.perturb import aligned_perturbation
 
@@ -99,8 +99,8 @@ def calibrate_sequence_evidence(
     y = np.concatenate(ys)
     groups = np.tile(np.arange(k), len(x) // k)
     alpha, slopes, delta = fit_shrunk_logistic(x, groups, y, k)
-    share = float(np.clip(y.mean(), 1e-3, 1 - 1e-3))
-    real_share = float(np.clip(np.concatenate(reals).mean(), 1e-3, 1 - 1e-3))
+    share = float(np.clip(y.mean(), DONE_SHARE_CLIP, 1 - DONE_SHARE_CLIP))
+    real_share = float(np.clip(np.concatenate(reals).mean(), DONE_SHARE_CLIP, 1 - DONE_SHARE_CLIP))
     miss = 1.0 - kept / total
     return EvidenceModel(
         step_ids=tuple(int(s) for s in ids),

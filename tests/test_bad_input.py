@@ -245,6 +245,11 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
                          "class_step_ids names step 1 for more than one class"),
     "fps-zero": (lambda d: d.update(fps=0.0), "fps = 0.0 must be a positive number"),
     "fps-string": (lambda d: d.update(fps="10"), 'fps = "10" must be a positive number'),
+    # Only checked finite: every probability NaN (inf - inf), and the stream ended with status 0.
+    "evidence-slope-1e308": (lambda d: d["evidence"].update(done_slope=1e308),
+                             "field 'evidence': done_slope = 1e+308: expected a number in [0, 1e+06]"),
+    "segmenter-onset-10^12": (lambda d: d["info"].update(segmenter={"onset_frames": 10**12}),
+                              "info.segmenter.onset_frames = 1000000000000: expected an integer in 0..86400000"),
     "format": (lambda d: d.update(format="other"), 'field \'format\' is "other"'),
     "version": (lambda d: d.update(version=9), "unsupported checkpoint version 9"),
     "names-string": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list"),
@@ -438,8 +443,10 @@ def flag_cases(tmp: str) -> list[Case]:
     # Numbers too large to use ended in OverflowError / RuntimeError tracebacks.
     frames = {"v": {"pred": [1, 1, 2, 2] * 30, "gt": [1, 1, 2, 2] * 30}}
     # Named as typed, not as SegmenterConfig's fields.
-    for option, value, culprit in (("--max-delay", "1e308", "--max-delay 1e+308: must be at most 86400 seconds"),
-                                   ("--background", str(10**22), "--background 10000000000000000000000: must be")):
+    for option, value, culprit in (("--max-delay", "1e308", "--max-delay 1e+308: expected a number in (0, 86400] "
+                                                            "(seconds)"),
+                                   ("--background", str(10**22), "--background 10000000000000000000000: expected an "
+                                                                 "integer in 0..2147483647")):
         cases.append(Case(f"prego-replay-{option[2:]}-{value}", prego_bench,
                           lambda f, o=option, v=value: ["replay", "--frames", f.json("frames.json", frames), "--graph",
                                                         str(GRAPH), "--no-sweep", o, v], culprit))

@@ -172,14 +172,18 @@ def test_evidence_is_kept_checked_and_optional(tmp_path: Path) -> None:
     good = data.pop("evidence")
     torch.save(data, path)
     assert load_detector(path)[1].evidence is None
-    for bad, message in ((good | {"miss_rates": [0.1, float("nan"), 0.0]}, "finite number"),
+    for bad, message in ((good | {"miss_rates": [0.1, float("nan"), 0.0]},
+                          r"miss_rates\[1\] = nan: expected a number in \[0, 1\]"),
                          ([0.1], "field 'evidence': expected an object"),
                          (good | {"false_rates": [0.1, 0.2]}, "false_rates has 2 values for 3 steps"),
                          (good | {"step_ids": [97, 98, 99]}, "evidence names a step that is not one of its classes"),
                          (good | {"miss_rates": "x"}, "field 'evidence': miss_rates must be a list$"),  # said it twice
                          # a ring of window x fps rows each live: 1e9 s asked for 261 GiB, a traceback
-                         (good | {"window_s": 1e9}, r"window_s = 1000000000.0 must be in \(0, 600\] seconds"),
-                         (good | {"detection_window_s": 1e300}, r"detection_window_s = 1e\+300 must be a number in")):
+                         (good | {"window_s": 1e9},
+                          r"window_s = 1000000000.0: expected a number in \(0, 600\] \(seconds\)"),
+                         (good | {"detection_window_s": 1e300}, r"detection_window_s = 1e\+300: expected a number in"),
+                         # only checked finite: every probability NaN, and the run ended with status 0
+                         (good | {"done_slope": 1e308}, r"done_slope = 1e\+308: expected a number in \[0, 1e\+06\]")):
         data["evidence"] = bad
         torch.save(data, path)
         with pytest.raises(InputError, match=rf"det\.pt: (?!.*field 'evidence': field).*{message}"):
@@ -219,8 +223,13 @@ def _stored(tmp_path: Path, key: str, value: object) -> Path:
         # "ReaderConfig.fps = 1000000000.0 must be in (0, 1000]", "SegmenterConfig.background = -1: must be a class
         # index or None", "detector checkpoint: bad info.segmenter (... multiple values for keyword argument 'fps')".
         ("fps", 1e9, "fps = 1000000000.0 must be a positive number at most 1000"),
-        ("info", {"segmenter": {"background": -1}}, "info.segmenter.background = -1: must be a class index or null"),
-        ("info", {"segmenter": {"min_duration": "x"}}, 'info.segmenter.min_duration = "x": must be a finite number'),
+        ("info", {"segmenter": {"background": -1}}, "info.segmenter.background = -1: expected an integer in "
+         "0..2147483647 (a class index; none: no background class)"),
+        ("info", {"segmenter": {"min_duration": "x"}},
+         'info.segmenter.min_duration = "x": expected a number in (0, 86400] (seconds)'),
+        # No upper limit: a stream waited for ever to announce a step.
+        ("info", {"segmenter": {"onset_frames": 10**12}},
+         "info.segmenter.onset_frames = 1000000000000: expected an integer in 0..86400000 (0: off)"),
         ("info", {"segmenter": "x"}, "info.segmenter must be an object, got a string"),
         ("info", {"segmenter": {"fps": 3.0}},
          "info.segmenter.fps = 3.0: not a segmenter setting (the segmenter runs at the detector's fps, 4)"),

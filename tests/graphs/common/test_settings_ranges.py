@@ -17,6 +17,7 @@ import pytest
 from graphs.common.errors import InputError
 from graphs.common.settings_files import Bound, check_settings, parse_set_options, settings_rules
 from recognition.feature_folders import FeatureConfig
+from recognition.segmenter import SegmenterConfig
 from recognition.train import DetectorTrainConfig, load_detector_training_config
 from streaming.demo.paths import DEMO_DIR
 from tgml.bench.captaincook import DEFAULT_CONFIG
@@ -172,7 +173,8 @@ def test_the_tgt_benchmark_refuses_a_bool_for_a_number_in_set_with_status_2() ->
 @pytest.mark.parametrize(("doc", "config_type"), [("task-graphs.md", entry.config_class) for entry in LEARNERS.values()
                                                   if entry.name not in ("noisy-and-do", "msgi", "msg2")]
                          + [("task-graphs.md", CombinationConfig), ("recognition.md", DetectorTrainConfig),
-                            ("recognition.md", FeatureConfig)], ids=lambda v: getattr(v, "__name__", v))
+                            ("recognition.md", FeatureConfig), ("recognition.md", SegmenterConfig)],
+                         ids=lambda v: getattr(v, "__name__", v))
 def test_the_docs_tables_of_allowed_values_say_what_the_code_checks(doc: str, config_type: type) -> None:
     rows = [line for line in (REPO / "docs" / doc).read_text().splitlines() if line.startswith("| `")]
     for key, rule in settings_rules(config_type).items():

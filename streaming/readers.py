@@ -454,6 +454,10 @@ class VideoReader(abc.ABC):
         duration: seconds of video a file's container announces (None for live sources, or when unknown).
         source_fps: a file's own frame rate, the one it is sampled from (None for live sources): above it, ``fps``
             delivers some frames more than once.
+        warn: told of what the reader warns about as it reads (a Matroska file's early end, a camera's reopens),
+            called on the thread that reads; default: a ``warning:`` line on stderr. A service sets its own log:
+            a line written straight to a stderr that takes nothing (a full pipe) held the reading thread, and with
+            it the stream's end.
     """
 
     name: str = ""
@@ -467,6 +471,7 @@ class VideoReader(abc.ABC):
         self.error = ""
         self.duration: float | None = None
         self.source_fps: float | None = None
+        self.warn: Callable[[str], None] = print_warning
 
     @abc.abstractmethod
     def read(self) -> Frame | None:
@@ -508,12 +513,12 @@ class _FileReader(VideoReader):
 
     def _end_error(self, decoded: int, announced: int, rate: float) -> str:
         """The error line to end with when the file's ``decoded`` frames ran out (`early_end`); a warning, where the
-        container gives only a duration, is printed."""
+        container gives only a duration, goes to `warn`."""
         estimate = length_is_estimate(str(self.source.target))
         error, warning = early_end(self.source.spec, decoded, announced, rate, estimate,
                                    self._last_frame_end() if estimate else None)
         if warning:
-            print_warning(warning)
+            self.warn(warning)
         return error
 
     def _last_frame_end(self) -> float | None:
@@ -1006,30 +1011,35 @@ def check_video_file(spec: str) -> None:
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
 
 
-def open_reader(spec: str, config: ReaderConfig) -> VideoReader:
+def open_reader(spec: str, config: ReaderConfig, warn: Callable[[str], None] = print_warning) -> VideoReader:
     """Open the reader a ``--video`` value asks for.
 
     Args:
         spec: camera, URL or file (see the module docstring).
         config: rate, size, reader name and reopen policy.
+        warn: where the reader's warnings go (`VideoReader.warn`).
 
     Returns:
         An open reader; `InputError` (one line naming the source) if it cannot be opened.
     """
     source = parse_source(spec)
     if source.kind != "file":
-        return LiveReader(source, config)
+        return LiveReader(source, config, warn=warn)
     check_video_file(spec)
     check_not_an_image(spec)
     header = check_announced_frames(spec)
+    reader: VideoReader
     if config.reader == "opencv":
-        return OpenCVFileReader(source, config)
-    try:
-        return DecordReader(source, config, header=header)
-    except InputError:
-        if config.reader == "decord":
-            raise
-    return OpenCVFileReader(source, config)
+        reader = OpenCVFileReader(source, config)
+    else:
+        try:
+            reader = DecordReader(source, config, header=header)
+        except InputError:
+            if config.reader == "decord":
+                raise
+            reader = OpenCVFileReader(source, config)
+    reader.warn = warn
+    return reader
 
 
 def named_error(message: str, spec: str, name: str) -> str:

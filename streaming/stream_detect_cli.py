@@ -702,7 +702,8 @@ def _run(args: argparse.Namespace) -> int:
                              alert_frames_keep=_alert_frames_keep(args)))
 
 
-def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple[CheckerConfig, CurveClient | None]:
+def _checker_config(args: argparse.Namespace, own_client: bool = False,
+                    warn: Callable[[str], None] = print_warning) -> tuple[CheckerConfig, CurveClient | None]:
     """The checker's settings from ``checker`` or ``run`` options, keys loaded and checked.
 
     With ``own_client`` (the all-in-one run) and CURVE, the run's own detector and view get a key pair that lives in
@@ -723,8 +724,8 @@ def _checker_config(args: argparse.Namespace, own_client: bool = False) -> tuple
                            insecure=args.insecure, checking=_checking(args))
     exposed = [e for e in (config.bind_events, config.bind_alerts) if not is_local(e)]
     if args.insecure and curve is None and exposed:
-        print_warning(f"--insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this checker or "
-                      "read its alerts")
+        warn(f"--insecure: anyone who reaches {' or '.join(exposed)} can send key-steps to this checker or read "
+             "its alerts")
     return config, own
 
 
@@ -781,7 +782,7 @@ def _serve_checker(args: argparse.Namespace, log: ServiceLog) -> int:
     from streaming.checker.service import run_checker
     from streaming.detector.webhook import webhook_sinks
 
-    config, _ = _checker_config(args)
+    config, _ = _checker_config(args, warn=log.warning)  # its log's writer, never held by a stderr that takes nothing
 
     def ready(events: str, alerts: str) -> None:
         log(f"checker: detectors connect to {events}, viewers to {alerts}", events=events, alerts=alerts)

@@ -410,8 +410,14 @@ def load_parts(source: StreamSource, threads: int = 1, warn: Callable[[str], Non
     return LoadedParts(graph, model, checkpoint, extractor)
 
 
-def open_videos(sources: Sequence[StreamSource], fps: float) -> list[VideoReader]:
+def open_videos(sources: Sequence[StreamSource], fps: float,
+                warn: Callable[[str], None] = print_warning) -> list[VideoReader]:
     """Open every source's video at the detector's rate; if one cannot be opened, those opened before it are closed.
+
+    Args:
+        sources: the streams' videos.
+        fps: the detector's rate.
+        warn: where the readers' warnings go as they read (`streaming.readers.VideoReader.warn`): a service's log.
 
     Returns:
         The readers (the caller's to close).
@@ -423,7 +429,7 @@ def open_videos(sources: Sequence[StreamSource], fps: float) -> list[VideoReader
         for source in sources:
             config = replace(source.reader, fps=fps)
             readers.append(FeatureFileReader(source.video, config) if is_feature_file(source.video)
-                           else open_reader(resolve_video(source.video), config))
+                           else open_reader(resolve_video(source.video), config, warn))
     except BaseException:
         for reader in readers:
             reader.close()
@@ -443,14 +449,14 @@ def open_streams(
         sources: the streams' videos; the graph, detector, backbone and device are the first source's (the command
             line gives them once for all).
         threads: torch threads of the detector.
-        warn: called with each warning (names that differ, let through by ``ignore_names``).
+        warn: called with each warning (names that differ, let through by ``ignore_names``; the readers' own).
 
     Returns:
         The opened streams (their readers are the caller's to close).
     """
     parts = load_parts(sources[0], threads, warn)
     assert parts.graph is not None and isinstance(parts.extractor, FeatureExtractor)
-    readers = open_videos(sources, parts.checkpoint.fps)
+    readers = open_videos(sources, parts.checkpoint.fps, warn)
     return OpenedStreams(parts.graph, parts.model, parts.checkpoint, parts.extractor, readers)
 
 

@@ -73,9 +73,10 @@ class Fanout:
                               f"{err}")
 
 
-def combine(sinks: Sequence[Sink]) -> Sink:
-    """One sink for several: the sink itself when there is one, else a `Fanout`."""
-    return sinks[0] if len(sinks) == 1 else Fanout(sinks)
+def combine(sinks: Sequence[Sink], warn: Callable[[str], None] | None = None) -> Sink:
+    """One sink for several: the sink itself when there is one, else a `Fanout` whose failure lines go to ``warn``
+    (None: a ``warning:`` line on stderr; a service gives its log, whose writer no full stderr holds)."""
+    return sinks[0] if len(sinks) == 1 else Fanout(sinks, log=warn)
 
 
 class JsonLinesSink:

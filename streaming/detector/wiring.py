@@ -207,7 +207,7 @@ def build_pipeline(
         watcher: the metrics, told about every stream, each frame's stage times and the loop's batches.
         ctx: ZeroMQ context (default: the process's).
         warn: called with each warning (names that differ, let through by ``ignore_names``; alert frames not
-            written).
+            written; a sink that fails; the readers' own, of the readers it opens).
 
     Returns:
         The pipeline (call ``run``; ``close`` it, or use it as a context manager).
@@ -232,7 +232,7 @@ def build_pipeline(
             # is waited for. Parts loaded by the caller were checked there (`check_measured_rates`).
             refuse_unused_default_rates(parts.checkpoint, config.sources[0].detector, config.detector.default_rates)
         if readers is None:
-            readers = open_videos(config.sources, parts.checkpoint.fps)
+            readers = open_videos(config.sources, parts.checkpoint.fps, warn)
             for reader in readers:
                 stack.callback(reader.close)
         ids = config.ids(len(readers))
@@ -254,7 +254,7 @@ def build_pipeline(
             if not own:
                 raise InputError("build_pipeline: the messages go nowhere (no checker, no sink)")
             observe = watcher.observer(sid) if watcher is not None else None
-            streams.append(DetectorStream(reader, parts.checkpoint, EventPublisher(combine(own), sid),
+            streams.append(DetectorStream(reader, parts.checkpoint, EventPublisher(combine(own, warn), sid),
                                           replace(config.detector, stream_id=sid), segmenter, observe=observe,
                                           on_frame=observe_all(seen)))
         loop = FrameLoop(streams, parts.extractor, parts.model, parts.checkpoint, config.detector.threads,

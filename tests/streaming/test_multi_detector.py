@@ -220,3 +220,40 @@ def test_a_sink_whose_reader_left_ends_the_loop_with_its_broken_pipe(tmp_path: P
         with contextlib.suppress(OSError):
             out.close()
     assert left.is_set() and stream.ended
+
+
+class _Refuses:
+    """A sink with a defect: it raises on every message."""
+
+    def send(self, message: object) -> None:
+        raise ValueError("no room")
+
+
+class _Keeps:
+    """A sink that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[object] = []
+
+    def send(self, message: object) -> None:
+        self.messages.append(message)
+
+
+def test_a_failing_sink_beside_another_is_said_through_the_run_s_warnings(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # The `Fanout` that a stream's several sinks go through wrote its failure line straight on stderr, past the
+    # detector's queued log (`warn`): a stderr that took nothing held the worker that delivered the frame.
+    from streaming.detector import PipelineConfig, build_pipeline
+    from streaming.detector.loading import LoadedParts
+
+    model, checkpoint, extractor = load_detector_for_stream(DETECTOR, None)
+    reader = open_reader(str(write_noise_video(tmp_path / "a.mp4", frames=30)), ReaderConfig(fps=checkpoint.fps))
+    warned: list[str] = []
+    kept = _Keeps()
+    config = PipelineConfig(detector=DetectorConfig(), stream_ids=("cam0",), publish=False)
+    with build_pipeline(config, parts=LoadedParts(None, model, checkpoint, extractor), readers=[reader],
+                        sinks=[lambda _: kept, lambda _: _Refuses()],
+                        warn=warned.append) as pipeline:
+        pipeline.run()
+    assert kept.messages and warned and warned[0].startswith("_Refuses failed on a "), warned
+    assert "_Refuses" not in capsys.readouterr().err

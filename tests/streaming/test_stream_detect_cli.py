@@ -33,6 +33,7 @@ from tests.streaming.helpers import (
     wait_for,
     write_damaged_video,
     write_noise_video,
+    write_truncated_video,
 )
 from tgml.tgml_cli import main as tgml_main
 
@@ -609,6 +610,20 @@ def test_several_sources_go_through_one_detector_process(tmp_path: Path, capsys:
         == [("detector", "bench", 5), ("detector", "door", 10)]
     door = next(line for line in ends if line["fields"]["stream"] == "door")
     assert door["message"].startswith("door: 10 frames at ") and door["time"].endswith("Z")
+
+
+def test_a_reader_s_warning_goes_through_the_detector_s_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A Matroska file whose video ends before its container's duration was said by the reader thread straight on
+    # stderr, past the detector's queued log: a stderr that took nothing held that stream's end (and, here, the line
+    # was plain text among the JSON lines a log collector parses).
+    cut = write_truncated_video(tmp_path / "cut.mkv", frames=120)
+    with running_checker(tmp_path) as (_ctx, service, _thread):
+        args = ["detector", "--video", str(cut), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
+                "--connect", service.events_endpoint, "--log-format", "json"]
+        assert main(args) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]  # every one a JSON object
+    early = [line for line in lines if "its video ends at" in line["message"]]
+    assert [(line["level"], line["service"]) for line in early] == [("warning", "detector")], lines
 
 
 def test_a_stream_s_end_line_is_said_when_it_ends_while_the_others_go_on(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import abc
 import atexit
 import contextlib
+import errno
 import math
 import os
 import re
@@ -441,6 +442,33 @@ def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     return idx[idx < n_source]
 
 
+# What a decoder or a system call says when the memory ran out (OpenCV's cv::Exception, an OSError of ENOMEM, a
+# RuntimeError of a library's allocator): the host's fault, never the video's.
+_NO_MEMORY: Final = ("out of memory", "insufficient memory", "failed to allocate", "cannot allocate memory",
+                     "can't allocate memory", "not enough memory")
+
+
+def source_fault(err: BaseException, decoder: bool = False) -> bool:
+    """Whether ``err``, raised while a reader read or converted a frame, is the source's own fault (a damaged or
+    truncated file, a file or a stream gone): said as an error naming it (``--video X: ...``, exit status 2). Anything
+    else, the memory run out or an exception type no decoder raises (a bug of the project), is a failure of the run
+    that read it, not a mistake in its input.
+
+    Args:
+        err: what the reader raised.
+        decoder: raised by a decoder's own call (decord's, which raises plain RuntimeErrors too); elsewhere a
+            RuntimeError is nobody's but ours.
+    """
+    if isinstance(err, InputError):
+        return True
+    if isinstance(err, OSError):  # its text may hold the file's name, whatever words that has: the errno says
+        return err.errno != errno.ENOMEM
+    if isinstance(err, MemoryError) or any(words in str(err).lower() for words in _NO_MEMORY):
+        return False
+    decords = type(err).__module__.startswith("decord")  # its DECORDError, without importing decord to name it
+    return isinstance(err, cv2.error) or decords or (decoder and isinstance(err, RuntimeError))
+
+
 class VideoReader(abc.ABC):
     """The reader interface: iterate frames until the source ends.
 
@@ -629,6 +657,8 @@ class DecordReader(_FileReader):
             try:
                 self._buffer = self._decode(k)
             except Exception as err:  # decord's DECORDError on a damaged frame
+                if not source_fault(err, decoder=True):  # memory run out, a bug: no damage of the file's
+                    raise
                 chunk = self._indices[k : k + DECODE_BATCH]
                 self.error = (
                     f"--video {self.source.spec}: cannot decode source frames {chunk[0]}-{chunk[-1]} "
@@ -855,6 +885,7 @@ class LiveReader(VideoReader):
         self._want_after = -math.inf
         self._stop = threading.Event()
         self._ended = False
+        self._failure: Exception | None = None  # what ended the grab thread that is no fault of the source
         self._t0 = self.clock()
         self._next_due = self._t0
         self._first_read: float | None = None  # when the consumer first asked for a frame (slots count from there)
@@ -893,7 +924,10 @@ class LiveReader(VideoReader):
                     return
                 last_frame = self.clock()
         except Exception as err:  # cv2.error from a backend: end the stream, never leave read() waiting
-            self.error = f"--video {self.source.spec}: {(str(err).strip().splitlines() or [repr(err)])[-1][:160]}"
+            if source_fault(err):
+                self.error = f"--video {self.source.spec}: {(str(err).strip().splitlines() or [repr(err)])[-1][:160]}"
+            else:  # memory run out, a bug: `read` raises it, for the run to say as its own failure, not the source's
+                self._failure = err
         finally:
             self._cap.release()
             with self._lock:
@@ -967,6 +1001,8 @@ class LiveReader(VideoReader):
                 self._lock.wait(0.1)
             if self._latest_id == self._taken_id:  # ended or stopped (an untaken older frame is still delivered)
                 self.dropped = self.grabbed - self.frames  # the frames grabbed since the last one taken, too
+                if self._failure is not None:
+                    raise self._failure
                 return None
             self.dropped += self._latest_id - self._taken_id - 1
             self._taken_id = self._latest_id

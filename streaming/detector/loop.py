@@ -38,7 +38,7 @@ from recognition.model import MiniROAD, make_stepper
 from streaming.detector.batching import BatchedExtractor, Buckets, default_batch_sizes
 from streaming.detector.streams import DetectorStats, DetectorStream
 from streaming.extractors import FeatureExtractor
-from streaming.readers import Frame
+from streaming.readers import Frame, source_fault
 from streaming.transport import HEARTBEAT_S, PING_TIMEOUT_MS, POLL_MS
 
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
@@ -297,7 +297,14 @@ class FrameLoop:
         try:
             self._halt.wait(stagger_s(i, len(self.streams), stream.reader.config.fps))
             while not self._halt.is_set() and not stream.read_enough:
-                frame = stream.reader.read()
+                try:
+                    frame = stream.reader.read()
+                except Exception as err:
+                    if not source_fault(err):
+                        raise
+                    # The source's own (a damaged frame OpenCV refused, a file gone): its stream ends, never the others.
+                    stream.stats.error = f"--video {stream.reader.source.spec}: {str(err).strip()[:160] or repr(err)}"
+                    break
                 if frame is None:
                     break
                 prepared = self.batches.prepare(frame.image)  # here, not in the loop: resizing is the reader's work
@@ -306,8 +313,11 @@ class FrameLoop:
                         self._slot_free.wait(POLL_MS / 1000)
                     self._ready[i] = (frame, prepared)
                     self._cond.notify_all()
-        except Exception as err:  # a reader that raises ends its stream with the reason, never the others
-            stream.stats.error = f"--video {stream.reader.source.spec}: {str(err).strip()[:160] or repr(err)}"
+        except Exception as err:
+            # Memory run out or a bug while decoding, resizing or preparing a frame: no fault of the video (it was
+            # said as "--video X: MemoryError()", exit status 2, and sent the user looking for damage that was not
+            # there), but the detector's internal failure, which ends the run as a worker's does.
+            self._fail(err)
         finally:
             with self._cond:
                 self._read_out[i] = True

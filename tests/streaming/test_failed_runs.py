@@ -279,3 +279,46 @@ def test_an_installed_detector_names_its_own_line_not_a_library_s(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"internal failure of the detector, not a mistake in its input: MemoryError: out of host "
                         r"memory \(at graphs/common/errors\.py:\d+ in wrapper\)\n", done.stdout), done.stdout
+
+
+def _reader_fails(monkeypatch: pytest.MonkeyPatch, where: str, error: BaseException) -> None:
+    """decord's decoding of a later batch, or a frame's resize through OpenCV, raising ``error`` from its second call
+    on (the reader's own first decode, as it opens, passes): the reader thread failing inside, not on the file."""
+    from streaming.readers import DecordReader, OpenCVFileReader
+
+    cls, name = (DecordReader, "_decode") if where == "decode" else (OpenCVFileReader, "_resize")
+    original = getattr(cls, name)
+    calls = [0]
+
+    def failing(self: VideoReader, *args: object) -> object:
+        calls[0] += 1
+        if calls[0] >= 2:
+            raise error
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, name, failing)
+
+
+@pytest.mark.parametrize(("where", "error"), [("decode", MemoryError()), ("resize", MemoryError()),
+                                              ("decode", KeyError("frame")), ("resize", KeyError("frame"))])
+def test_a_reader_thread_that_fails_inside_is_the_detector_s_failure_not_the_video_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str,
+        error: BaseException) -> None:
+    # A MemoryError (or a bug) while decoding or resizing a frame was said as "error: --video X: MemoryError()",
+    # exit status 2: the user was sent to look for damage in a file that had none.
+    if where == "decode":
+        pytest.importorskip("decord", reason="decord has no wheel for this platform")
+    _reader_fails(monkeypatch, where, error)
+    video = _video(tmp_path / "fine.mp4", 20.0, 0.0)  # at 5 fps, 100 frames: several of decord's batches
+    with running_checker(tmp_path, stream_timeout_s=1.0) as (_ctx, service, _thread):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
+                  "--reader", "decord" if where == "decode" else "opencv", "--connect", service.events_endpoint])
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert exit_info.value.code == 1, err
+    said = "MemoryError" if isinstance(error, MemoryError) else "KeyError: 'frame'"
+    assert lines[-1].startswith(f"error: internal failure of the detector, not a mistake in its input: {said} (at "
+                                "tests/streaming/test_failed_runs.py:"), err
+    assert sum(line.startswith("error: ") for line in lines) == 1 and str(video) not in err, err
+    assert ("Traceback" in err) == (not isinstance(error, MemoryError)), err  # a bug's traceback, for its fix

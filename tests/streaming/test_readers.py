@@ -531,3 +531,15 @@ def test_the_codec_logs_are_silenced_with_opencv_4_as_with_opencv_5(monkeypatch:
     monkeypatch.setattr(cv2, "setLogLevel", levels.append, raising=False)  # OpenCV 4's surface
     quiet_codec_logs()
     assert levels == [0]  # cv::utils::logging::LOG_LEVEL_SILENT
+
+
+def test_only_a_source_s_own_failures_are_said_as_the_source_s() -> None:
+    # A reader thread said any exception as the video's ("--video X: MemoryError()", exit status 2).
+    from streaming.readers import source_fault
+
+    assert source_fault(cv2.error("damaged")) and source_fault(OSError(5, "Input/output error", "out of memory.mp4"))
+    assert source_fault(InputError("--video out of memory.mp4: cannot decode"))
+    assert source_fault(RuntimeError("invalid data"), decoder=True) and not source_fault(RuntimeError("invalid data"))
+    assert not source_fault(MemoryError()) and not source_fault(OSError(12, "Cannot allocate memory"))
+    assert not source_fault(cv2.error("Failed to allocate 1228800 bytes"), decoder=True)
+    assert not source_fault(KeyError("frame"), decoder=True)

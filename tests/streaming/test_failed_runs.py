@@ -310,10 +310,10 @@ def test_a_reader_thread_that_fails_inside_is_the_detector_s_failure_not_the_vid
         pytest.importorskip("decord", reason="decord has no wheel for this platform")
     _reader_fails(monkeypatch, where, error)
     video = _video(tmp_path / "fine.mp4", 20.0, 0.0)  # at 5 fps, 100 frames: several of decord's batches
-    with running_checker(tmp_path, stream_timeout_s=1.0) as (_ctx, service, _thread):
-        with pytest.raises(SystemExit) as exit_info:
-            main(["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
-                  "--reader", "decord" if where == "decode" else "opencv", "--connect", service.events_endpoint])
+    with (running_checker(tmp_path, stream_timeout_s=1.0) as (_ctx, service, _thread),
+          pytest.raises(SystemExit) as exit_info):
+        main(["detector", "--video", str(video), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast",
+              "--reader", "decord" if where == "decode" else "opencv", "--connect", service.events_endpoint])
     err = capsys.readouterr().err
     lines = err.splitlines()
     assert exit_info.value.code == 1, err

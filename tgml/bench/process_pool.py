@@ -14,9 +14,11 @@ instead of waiting for the jobs they run.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -38,26 +40,60 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-REPORT_EVERY_S: Final = 0.25  # a job's count is sent at most this often (a new phase at once): the rows redraw as often
+REPORT_EVERY_S: Final = 0.25  # a job sends a report (a count, a new phase) at most this often: rows redraw as often
 Report = tuple[int, str, float | None, float | None]  # (job index, phase, done, total) for `run_jobs`' rows
 _report: Callable[[Report], None] | None = None  # where this process's job reports go (None: nothing shows them)
 _job: int | None = None  # the index of the job this process runs
-_last: tuple[str, float] = ("", 0.0)  # the phase last sent, and when
+_last: tuple[str, float] = ("", -math.inf)  # the phase last sent, and when
+# The latest report held back by the rate limit, and the timer that sends it once its time comes: a job whose phase
+# changed thousands of times a second sent each change at once and flooded the parent's queue (and its redraws), but
+# the phase it stays in must still be shown, even if the job says nothing more during it.
+_pending: Report | None = None
+_flusher: threading.Timer | None = None
+# Every send, the timer's and the job's, and the job's end take it: in a run of one worker `_report` draws the rows on
+# the parent's own bar, which a timer's send must never touch while the job's end removes its row.
+_lock = threading.Lock()
 
 
 def report_progress(phase: str, done: float | None = None, total: float | None = None) -> None:
     """Say what the job under way is doing, for its row below `run_jobs`' bar: ``phase`` (``training its detector``)
     and, where it counts, how much of it is ``done`` of ``total``. Nothing where no bar shows it (``progress`` off, no
-    terminal, or outside `run_jobs`). Cheap enough to call once per training batch: a count is sent at most every
-    `REPORT_EVERY_S`, a new phase at once."""
-    global _last
+    terminal, or outside `run_jobs`). Cheap enough to call once per training batch, or per phase of a job that
+    changes phase thousands of times a second: a report is sent at most every `REPORT_EVERY_S`; one that comes
+    sooner waits, replaced by any later one, and the latest is sent when its time comes (a timer's thread)."""
+    global _last, _pending, _flusher
     if _report is None or _job is None:
         return
-    now = time.monotonic()
-    if phase == _last[0] and now - _last[1] < REPORT_EVERY_S and (done is None or done != total):
-        return
-    _last = (phase, now)
-    _report((_job, phase, done, total))
+    with _lock:
+        report = (_job, phase, done, total)
+        wait = _last[1] + REPORT_EVERY_S - time.monotonic()
+        if wait > 0:
+            _pending = report
+            if _flusher is None:
+                _flusher = threading.Timer(wait, _send_pending)
+                _flusher.daemon = True  # a job's end cancels it; a worker's exit must not wait for it either
+                _flusher.start()
+            return
+        _pending = None
+        _send(report)
+
+
+def _send(report: Report) -> None:
+    """Hand ``report`` on and note when (``_lock`` held)."""
+    global _last
+    assert _report is not None
+    _last = (report[1], time.monotonic())
+    _report(report)
+
+
+def _send_pending() -> None:
+    """The timer's: send the report held back, unless the job has ended meanwhile."""
+    global _pending, _flusher
+    with _lock:
+        _flusher = None
+        if _pending is not None and _report is not None and _job == _pending[0]:
+            _send(_pending)
+        _pending = None
 
 
 def reported_bar(phase: str) -> Any:
@@ -91,12 +127,17 @@ def _start_worker(reports: Any) -> None:
 
 def _reported_job(job: Callable[..., R], index: int, args: tuple[Any, ...]) -> R:
     """``job(*args)`` with its reports marked as job ``index``'s (a worker runs one job at a time)."""
-    global _job, _last
-    _job, _last = index, ("", 0.0)
+    global _job, _last, _pending, _flusher
+    with _lock:
+        _job, _last = index, ("", -math.inf)
     try:
         return job(*args)
     finally:
-        _job = None
+        with _lock:  # a report still held back is dropped: the job's row goes with its result
+            _job, _pending = None, None
+            if _flusher is not None:
+                _flusher.cancel()
+                _flusher = None
 
 
 # multiprocessing's resource tracker, a process of its own started with the pool, outlives the run by a moment: when

@@ -185,3 +185,25 @@ def test_a_jobs_row_keeps_its_place_when_its_phase_changes(tmp_path: Path) -> No
     assert (run.returncode, out) == (0, b"['a', 'b']\n")
     assert b"kit fold 1: phase one" in last, last
     assert last.index(b"kit fold 0: phase two") < last.index(b"kit fold 1: phase one"), last
+
+
+def test_a_job_changing_its_phase_thousands_of_times_a_second_sends_few_reports_and_shows_its_latest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new phase was sent at once, rate limit or not: a job that changed phase per item flooded the parent's queue
+    # with thousands of reports a second, and the parent redrew its rows for each.
+    from tests.streaming.helpers import wait_for
+    from tgml.bench import process_pool
+
+    got: list[process_pool.Report] = []
+    monkeypatch.setattr(process_pool, "_report", got.append)
+
+    def job() -> int:
+        for k in range(5000):
+            process_pool.report_progress(f"item {k}")
+        # The last phase is the one the job stays in: shown, though the job says nothing more.
+        assert wait_for(lambda: bool(got) and got[-1][1] == "item 4999", 5.0), got[-3:]
+        return len(got)
+
+    assert process_pool._reported_job(job, 0, ()) <= 3, got[:5]
+    process_pool.report_progress("after its end")  # outside a job: nothing sent, nothing held back
+    assert got[-1][1] == "item 4999" and process_pool._pending is None and process_pool._flusher is None

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Final, TextIO
 
-from graphs.common.errors import InputError, print_stderr
+from graphs.common.errors import InputError, drop_stderr, keep_devnull, print_stderr
 from graphs.common.safe_text import printable
 
 # What a service module logs through: called with a line and, as keywords, the values it names (``fields`` of the
@@ -85,7 +85,7 @@ class ServiceLog:
         self._encoding = ""  # the writer's encoder's (`_encoder`)
         self._encoder_made = codecs.getincrementalencoder("utf-8")("backslashreplace")
         if queued:
-            _keep_devnull()  # before peers can take every handle: `abandon_stderr` needs one at the end
+            keep_devnull()  # before peers can take every handle: `drop_stderr` needs one at the end
             threading.Thread(target=self._write_queued, name=f"{service} log", daemon=True).start()
 
     def __call__(self, message: str, level: str = "info", **fields: object) -> None:
@@ -204,49 +204,15 @@ class ServiceLog:
         self(message if self.json else f"error: {message}", "error", **fields)
 
 
-# /dev/null, opened as a queued log starts (`_keep_devnull`): at the end, peers holding every file handle (idle
-# connections at the checker's ports, its `ulimit -n` reached) left none to open it, and the interrupt's line then
-# waited on the stderr that took nothing, for ever.
-_devnull: list[int] = []
-_devnull_lock = threading.Lock()
-
-
-def _keep_devnull() -> None:
-    """Open /dev/null for `abandon_stderr`, once a process."""
-    with _devnull_lock:
-        if not _devnull:
-            with contextlib.suppress(OSError):  # no handle left now: it tries its own at the end
-                _devnull.append(os.open(os.devnull, os.O_WRONLY))
-
-
-def abandon_stderr() -> None:
-    """Point this process's stderr at ``/dev/null`` (its own descriptor 2 only: whoever shares the stream keeps it),
-    for a process ending while its stderr takes nothing (`ServiceLog.close` gave up): its last line (an interrupt's)
-    and the flush at exit would otherwise wait there for ever."""
-    with _devnull_lock:
-        kept = _devnull[0] if _devnull else None
-    try:
-        null = kept if kept is not None else os.open(os.devnull, os.O_WRONLY)
-    except OSError:  # no handle left: nothing better to do
-        return
-    try:
-        os.dup2(null, sys.__stderr__.fileno() if sys.__stderr__ is not None else 2)
-    except (OSError, ValueError):
-        pass
-    finally:
-        if null != kept:
-            os.close(null)
-
-
 @contextlib.contextmanager
 def queued_log(service: str, log_format: str) -> Iterator[ServiceLog]:
     """A service's queued log (`ServiceLog` with ``queued``: a full disk or a stopped reader at stderr never holds,
     nor ends, its loop), closed at the end of the block: its last lines (a summary, a stream's end) are written
-    before the command's own last line, and a stderr that takes none by then is left behind (`abandon_stderr`), or
-    that line and the flush at exit would hold the process there."""
+    before the command's own last line, and a stderr that takes none by then is left behind
+    (`graphs.common.errors.drop_stderr`), or that line and the flush at exit would hold the process there."""
     log = ServiceLog(service, log_format, queued=True)
     try:
         yield log
     finally:
         if not log.close():
-            abandon_stderr()
+            drop_stderr()

@@ -8,6 +8,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Collection
 from contextvars import ContextVar
@@ -156,7 +157,7 @@ def print_stderr(line: str) -> None:
     try:
         print(line, file=stream, flush=True)
     except (OSError, ValueError):  # ValueError: a stream closed by the caller
-        _drop_stderr()
+        drop_stderr()
 
 
 def print_warning(line: str) -> None:
@@ -322,14 +323,39 @@ def interrupt_behind(err: BaseException) -> Interrupted | None:
     return None
 
 
-def _drop_stderr() -> None:
-    """Point stderr's descriptor at /dev/null (`print_stderr`); what its buffer holds is flushed there, and dropped."""
+# /dev/null, opened ahead by a service whose stderr may come to take nothing (`keep_devnull`): at its end, peers
+# holding every file handle (idle connections at the checker's ports, its `ulimit -n` reached) left none to open it,
+# and the interrupt's line then waited on the stderr that took nothing, for ever.
+_devnull: list[int] = []
+_devnull_lock = threading.Lock()
+
+
+def keep_devnull() -> None:
+    """Open /dev/null for `drop_stderr` now, once a process (a queued service log, as it starts)."""
+    with _devnull_lock:
+        if not _devnull:
+            with contextlib.suppress(OSError):  # no handle left now: `drop_stderr` tries its own then
+                _devnull.append(os.open(os.devnull, os.O_WRONLY))
+
+
+def drop_stderr() -> None:
+    """Point stderr's descriptor at /dev/null (its own descriptor only: whoever shares the stream keeps it); what its
+    buffer holds is flushed there, and dropped. For a stderr that failed (`print_stderr`), or that takes nothing at a
+    service's end (`streaming.service_log.queued_log`): the lines after it and the flush at exit would otherwise fail,
+    or wait there for ever."""
+    with _devnull_lock:
+        kept = _devnull[0] if _devnull else None
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stderr.fileno())
-        os.close(devnull)
+        null = kept if kept is not None else os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no handle left: nothing better to do
+        return
+    try:
+        os.dup2(null, sys.stderr.fileno())
     except (OSError, ValueError, AttributeError):  # no descriptor behind it (a test's capture): nothing to point
         return
+    finally:
+        if null != kept:
+            os.close(null)
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
 

@@ -173,7 +173,8 @@ def test_a_checker_logging_json_in_an_encoding_with_a_byte_order_mark_writes_it_
 
 ABANDON_WITH_NO_HANDLE_LEFT = """
 import os, resource, sys
-from streaming.service_log import ServiceLog, abandon_stderr
+from graphs.common.errors import drop_stderr
+from streaming.service_log import ServiceLog
 log = ServiceLog("checker", queued=True)
 log("checker: a line the full pipe cannot take")
 limit = len(os.listdir("/proc/self/fd")) + 8
@@ -185,7 +186,7 @@ try:
 except OSError:
     pass
 if not log.close(0.2):  # as the checker's end does (`stream_detect_cli._checker`)
-    abandon_stderr()
+    drop_stderr()
 print("interrupted by SIGTERM: stopped", file=sys.stderr)
 print("ended", flush=True)
 """

@@ -442,10 +442,18 @@ def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     return idx[idx < n_source]
 
 
-# What a decoder or a system call says when the memory ran out (OpenCV's cv::Exception, an OSError of ENOMEM, a
-# RuntimeError of a library's allocator): the host's fault, never the video's.
+# What a decoder, an allocator or a system call says when the memory ran out (OpenCV's cv::Exception, a GPU's or the
+# CPU allocator's RuntimeError, MPS's): the host's fault, never the video's, and no bug of the project.
 _NO_MEMORY: Final = ("out of memory", "insufficient memory", "failed to allocate", "cannot allocate memory",
                      "can't allocate memory", "not enough memory")
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` says the memory ran out: a ``MemoryError``, an ``OSError`` of ENOMEM, or a message that says so
+    (`_NO_MEMORY`; an ``OSError``'s text may hold a file's name, whatever words that has: its errno says)."""
+    if isinstance(err, OSError):
+        return err.errno == errno.ENOMEM
+    return isinstance(err, MemoryError) or any(words in str(err).lower() for words in _NO_MEMORY)
 
 
 def source_fault(err: BaseException, decoder: bool = False) -> bool:
@@ -461,10 +469,10 @@ def source_fault(err: BaseException, decoder: bool = False) -> bool:
     """
     if isinstance(err, InputError):
         return True
-    if isinstance(err, OSError):  # its text may hold the file's name, whatever words that has: the errno says
-        return err.errno != errno.ENOMEM
-    if isinstance(err, MemoryError) or any(words in str(err).lower() for words in _NO_MEMORY):
+    if out_of_memory(err):
         return False
+    if isinstance(err, OSError):
+        return True
     decords = type(err).__module__.startswith("decord")  # its DECORDError, without importing decord to name it
     return isinstance(err, cv2.error) or decords or (decoder and isinstance(err, RuntimeError))
 

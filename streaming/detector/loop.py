@@ -39,6 +39,7 @@ from streaming.detector.batching import BatchedExtractor, Buckets, default_batch
 from streaming.detector.streams import DetectorStats, DetectorStream
 from streaming.extractors import FeatureExtractor
 from streaming.readers import Frame, source_fault
+from streaming.readers import out_of_memory as reader_out_of_memory
 from streaming.transport import HEARTBEAT_S, PING_TIMEOUT_MS, POLL_MS
 
 FINAL_REPEATS = 3  # the last heartbeat is sent this many times, FINAL_GAP_S apart
@@ -58,15 +59,13 @@ _ROOT = Path(__file__).resolve().parents[2]  # a checkout, or the site-packages 
 # installed is site-packages (torch's frames were named the project's innermost line); a checkout's tests too.
 _PROJECT: Final = tuple(_ROOT / name for name in ("graphs", "recognition", "streaming", "tgml")) + \
     ((_ROOT / "tests",) if (_ROOT / "pyproject.toml").is_file() else ())
-# A RuntimeError saying the memory ran out (a GPU's before torch had OutOfMemoryError, the CPU allocator's, MPS's).
-_NO_MEMORY: Final = ("out of memory", "can't allocate memory", "not enough memory")
 
 
 def out_of_memory(err: BaseException) -> bool:
-    """Whether ``err`` says the host's or a GPU's memory ran out: no bug of the project, and no traceback needed."""
+    """Whether ``err`` says the host's or a GPU's memory ran out (torch's ``OutOfMemoryError``, or what
+    `streaming.readers.out_of_memory` reads as such): no bug of the project, and no traceback needed."""
     oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
-    return isinstance(err, MemoryError | oom) or (
-        isinstance(err, RuntimeError) and any(words in str(err).lower() for words in _NO_MEMORY))
+    return isinstance(err, oom) or reader_out_of_memory(err)
 
 
 def _ours(filename: str) -> bool:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -184,6 +184,25 @@ class TaskGraph:
         here = dict(zip(self.step_ids, self.step_names, strict=True))
         return next(((step, here[step], name) for step, name in zip(step_ids, step_names, strict=True)
                      if step in here and here[step] != name), None)
+
+    def ids_by_name(self, named: Mapping[int, str]) -> dict[int, int] | None:
+        """This graph's id of each step of another file (its step id -> name), matched by name: an annotation table
+        numbers its steps in sorted name order, a JSON file as its taxonomy does, so a graph learned from one and a
+        detector or annotation of the other name the same steps under other numbers.
+
+        Args:
+            named: the other file's steps (step id -> name).
+
+        Returns:
+            Each of ``named``'s step ids -> the graph's id of the step so named (equal where the two agree); None when
+            the names cannot say which step is which: a name given to two of ``named``'s steps, or a name the graph
+            lacks (a graph's own names are each its own: `__post_init__` refuses two alike).
+        """
+        here = dict(zip(self.step_names, self.step_ids, strict=True))
+        names = set(named.values())
+        if len(names) != len(named) or not names <= here.keys():
+            return None
+        return {step: here[name] for step, name in named.items()}
 
     def name_of(self, node: Node) -> str:
         """Readable name of a node."""

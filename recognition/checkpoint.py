@@ -43,8 +43,8 @@ import warnings
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -146,6 +146,21 @@ class DetectorCheckpoint:
         stores none), checked against its classes (`recognition.segmenter.detector_segmenter_config`)."""
         settings = self.info.get("segmenter") if isinstance(self.info, dict) else None
         return detector_segmenter_config(settings, self.fps, self.class_step_ids, "detector checkpoint: info.segmenter")
+
+    def renumbered(self, steps: Mapping[int, int]) -> DetectorCheckpoint:
+        """The same detector with its key-steps under other ids: each class's step id, and the steps its evidence
+        is measured for (the per-class settings, by class index, stay as they are).
+
+        Args:
+            steps: old step id -> new one, for every step id that changes (a step not in it keeps its id).
+
+        Returns:
+            The renumbered description (checked again, as any is).
+        """
+        evidence = None if self.evidence is None else replace(
+            self.evidence, step_ids=tuple(steps.get(s, s) for s in self.evidence.step_ids))
+        return replace(self, class_step_ids=tuple(None if s is None else steps.get(s, s) for s in self.class_step_ids),
+                       evidence=evidence)
 
     def check_features(self, width: int, extractor: str | None = None, source: str = "features") -> None:
         """Refuse features the detector was not trained on.

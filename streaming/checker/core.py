@@ -226,7 +226,7 @@ class CheckerCore:
         """Say, once a session, that its detector names a step otherwise than the graph: a detector of another
         procedure whose step ids the graph has too (its boil_water checked as the graph's add_coins) raises alerts in
         the graph's words that mean nothing. The all-in-one run refuses such a pair before it starts
-        (`streaming.detector.loading.check_detector_matches_graph`); a checker apart hears of it only here. Its steps
+        (`streaming.detector.loading.detector_for_graph`); a checker apart hears of it only here. Its steps
         are still checked, by id, as the wire format says."""
         if state.misnamed or message.step not in self._steps or not message.step_name:
             return

@@ -1,5 +1,5 @@
 """What a detector loads and checks before it reads a frame: the graph, the detector checkpoint and the feature
-extractor it names, checked against each other (`check_detector_matches_graph`, `check_measured_rates`), the
+extractor it names, checked against each other (`detector_for_graph`, `check_measured_rates`), the
 segmenter settings a stream runs with, the stream ids, and every video opened (`open_streams`)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 
 from graphs.checker_settings import CHECKERS, checker_entry
 from graphs.common.errors import InputError, print_warning
+from graphs.common.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE, EvidenceModel, EvidenceReporter
@@ -30,30 +31,65 @@ from streaming.messages import MAX_STREAM_ID, STREAM_ID_RULE, is_stream_id
 from streaming.readers import VideoReader, open_reader, source_identity
 
 
-def check_detector_matches_graph(
+def detector_for_graph(
     checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str, ignore_names: bool = False
-) -> list[str]:
-    """Refuse a detector that does not speak of the graph's key-steps: other step ids, names or scenario.
+) -> tuple[DetectorCheckpoint, list[str]]:
+    """The detector as the graph numbers its key-steps, refused when it does not speak of them: the one place a
+    detector is fitted to a graph, before its step ids reach a segmenter, a message, a checker or a score.
 
-    Step ids must be exactly the graph's (the checker refuses any other id, so nothing overrides that). Then each
-    step's name in the checkpoint is compared with the graph's, and the scenarios when both record one (checkpoints
-    written before they recorded it have none): a graph whose ``boil_water`` became ``cut_bread`` would otherwise
-    run with the detector's idea of step 2 and alert in the graph's words.
+    An annotation table numbers its steps in sorted name order, a JSON file as its taxonomy does: a graph learned from
+    one and a detector trained on the other name the same steps under other numbers. Such a detector's classes are
+    matched to the graph's steps by name (`graphs.task_graph.TaskGraph.ids_by_name`, as ``stream-detect eval``
+    matches an annotation file's) and renumbered (`recognition.checkpoint.DetectorCheckpoint.renumbered`), said in one
+    line, unless the two record different scenarios. Two of its classes of one name cannot be matched: refused.
+
+    Then the step ids must be exactly the graph's (the checker refuses any other id, so nothing overrides that), each
+    step's name the graph's, and the scenarios equal when both record one (checkpoints written before they recorded
+    it have none): a graph whose ``boil_water`` became ``cut_bread`` would otherwise run with the detector's idea of
+    step 2 and alert in the graph's words.
 
     Args:
         checkpoint: the detector's description.
         graph: the task graph.
-        detector: detector path (named in the error).
-        graph_path: graph path (named in the error).
+        detector: detector path (named in the lines).
+        graph_path: graph path (named in the lines).
         ignore_names: run despite differing names or scenarios (``--ignore-names``); they come back as a warning.
 
     Returns:
-        Warnings to show (the differences ``ignore_names`` let through), empty when everything agrees.
+        ``(the detector numbered as the graph, the warnings to show)``: the renumbering, the differences
+        ``ignore_names`` let through; the same checkpoint and no warning when everything agrees.
 
     Raises:
-        InputError: the step ids differ, or (without ``ignore_names``) a name or the scenario does, listing every
-            differing step in one line.
+        InputError: the step ids differ, a step name is two classes' (when matching by name), or (without
+            ``ignore_names``) a name or the scenario differs, listing every differing step in one line.
     """
+    named = {s: n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True) if s is not None}
+    graph_steps = dict(zip(graph.step_ids, graph.step_names, strict=True))
+    lines = []
+    other = checkpoint.scenario and graph.scenario and checkpoint.scenario != graph.scenario
+    # Steps of one name in two procedures are not one step: such a pair is refused below, as any other procedure's.
+    if named != graph_steps and set(named.values()) == set(graph.step_names) and not other:
+        matched = graph.ids_by_name(named)
+        if matched is None:  # the graph's names are its own (`TaskGraph`): one of the detector's names is two classes'
+            name = next(n for n in named.values() if list(named.values()).count(n) > 1)
+            twice = " and ".join(str(s) for s, n in named.items() if n == name)
+            raise InputError(f"{detector_named(detector)} and --graph {graph_path} number the same steps two ways, and "
+                             f"the detector's steps {twice} are both named {name!r}: its classes cannot be matched "
+                             "to the graph's steps by name (learn the graph and train the detector from the same "
+                             "annotation file)")
+        moved = [f"{name!r} {step} -> {matched[step]}" for step, name in named.items() if matched[step] != step]
+        lines.append(f"{detector_named(detector)} and --graph {graph_path} number the same steps two ways (an "
+                     "annotation table numbers its steps in sorted name order, a JSON file as its taxonomy does): the "
+                     f"detector's classes are matched to the graph's steps by name ({first_few(moved, 3)}), and every "
+                     "step id is the graph's")
+        checkpoint = checkpoint.renumbered(matched)
+    return checkpoint, lines + _check_same_steps(checkpoint, graph, detector, graph_path, ignore_names)
+
+
+def _check_same_steps(
+    checkpoint: DetectorCheckpoint, graph: TaskGraph, detector: str, graph_path: str, ignore_names: bool
+) -> list[str]:
+    """`detector_for_graph`'s refusals of a detector numbered as the graph where the names allow: its warnings."""
     classes = {s for s in checkpoint.class_step_ids if s is not None}
     steps = set(graph.step_ids)
     if classes != steps:
@@ -74,7 +110,7 @@ def check_detector_matches_graph(
         return []
     listed = "; ".join(differences)
     named = [n for s, n in zip(checkpoint.class_step_ids, checkpoint.class_names, strict=True) if s is not None]
-    if sorted(named) == sorted(graph.step_names) and not ignore_names:
+    if sorted(named) == sorted(graph.step_names) and not ignore_names:  # and another scenario: not matched by name
         # Not offered --ignore-names: it would alert in the graph's words about the detector's idea of each number.
         raise InputError(f"{detector_named(detector)} and --graph {graph_path} number the same steps two ways: "
                          f"{listed} (an annotation table numbers its steps in sorted name order, a JSON file as its "
@@ -405,7 +441,8 @@ def load_parts(source: StreamSource, threads: int = 1, warn: Callable[[str], Non
     else:
         model, checkpoint, extractor = load_detector_for_stream(source.detector, source.backbone, threads,
                                                                 source.device)
-    for line in check_detector_matches_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names):
+    checkpoint, lines = detector_for_graph(checkpoint, graph, source.detector, source.graph, source.ignore_names)
+    for line in lines:
         warn(line)
     return LoadedParts(graph, model, checkpoint, extractor)
 

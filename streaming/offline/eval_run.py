@@ -63,8 +63,8 @@ from streaming.detector import (
     LoadedParts,
     PipelineConfig,
     build_pipeline,
-    check_detector_matches_graph,
     check_measured_rates,
+    detector_for_graph,
     live_segmenter_config,
     load_detector_for_stream,
     print_warning,
@@ -259,8 +259,9 @@ def graph_numbering(named: dict[int, str], graph: TaskGraph, annotations: str, g
     An annotation table numbers its steps in sorted name order, a JSON file as its taxonomy says: a graph learned
     from one and the annotation of the other number the same steps two ways, and the scores compared one step's
     detections with another's annotations without a word. Steps of the graph numbered otherwise are matched by
-    name; where the annotation also holds a step the graph lacks (its number may be one of the graph's), a step
-    named alike under two numbers is refused, naming it.
+    name (`graphs.task_graph.TaskGraph.ids_by_name`, as the detector's classes are: `detector_for_graph`); where
+    the annotation also holds a step the graph lacks (its number may be one of the graph's), a step named alike
+    under two numbers is refused, naming it.
 
     Args:
         named: the annotation file's taxonomy of the graph's scenario (step id -> name).
@@ -274,12 +275,13 @@ def graph_numbering(named: dict[int, str], graph: TaskGraph, annotations: str, g
     names = dict(zip(graph.step_ids, graph.step_names, strict=True))
     if all(names.get(step, name) == name for step, name in named.items()):
         return {}  # numbered alike (a step named twice in a recipe included)
+    matched = graph.ids_by_name(named)
+    if matched is not None:  # every annotated step is one of the graph's: its number there is the one scored
+        return {step: other for step, other in matched.items() if other != step}
     ids = dict(zip(graph.step_names, graph.step_ids, strict=True))
     moved = {step: ids[name] for step, name in named.items() if name in ids and ids[name] != step}
     if not moved:
         return {}
-    if len(ids) == len(graph.step_ids) and len(set(named.values())) == len(named) and set(named.values()) <= set(ids):
-        return moved  # every annotated step is one of the graph's: its number there is the one scored
     step, other = next(iter(moved.items()))
     raise InputError(f"--annotations {annotations} and --graph {graph_path} number the steps differently: "
                      f"{printable(named[step])!r} is step {step} in the annotation, step {other} in the graph (an "
@@ -482,7 +484,8 @@ def trained_on(learned: DetectorCheckpoint | TaskGraph, videos: Sequence[str]) -
 
 
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
-    """Load and cross-check the graph and the detector (names included), and settle the segmenter settings."""
+    """Load and cross-check the graph and the detector (names included; the detector numbered as the graph,
+    `detector_for_graph`), and settle the segmenter settings."""
     graph = load_graph(config.graph)
     if config.features:  # the vectors go straight into the detector: a pass-through extractor of its width
         model, checkpoint, extractor = load_detector_for_features(config.detector, config.threads, config.device,
@@ -490,7 +493,8 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
     else:
         model, checkpoint, extractor = load_detector_for_stream(config.detector, config.backbone, config.threads,
                                                                 config.device)
-    for line in check_detector_matches_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names):
+    checkpoint, lines = detector_for_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names)
+    for line in lines:
         warn(line)
     check_measured_rates(checkpoint, config.detector, config.checking.kind, config.default_rates)
     segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)

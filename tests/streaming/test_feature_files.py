@@ -23,11 +23,11 @@ import zmq
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
-from recognition.checkpoint import load_detector
+from recognition.checkpoint import DetectorCheckpoint, load_detector, save_detector
 from recognition.recognition_train_cli import main as train_main
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
-from streaming.detector.loading import file_stream_ids
+from streaming.detector.loading import detector_for_graph, file_stream_ids
 from streaming.extractors import EXTRACTOR_NAMES
 from streaming.feature_files import FeatureFileReader, PrecomputedExtractor, annotated_feature_files, is_feature_file
 from streaming.offline.features_cli import main as features_main
@@ -1028,17 +1028,101 @@ def test_eval_scores_a_table_against_a_graph_that_numbers_its_steps_otherwise(tr
     assert scores[".csv"]["total"] == scores[".json"]["total"]
 
 
-def test_a_graph_from_the_table_beside_a_detector_from_the_json_says_why_they_differ(
-        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def from_table(trained: Path) -> Path:
+    """Beside ``trained``'s detector and graph (learned from labels.json), the same learned from its table, which
+    numbers the steps otherwise: ``table-detector.pt`` and ``graph-from-table.json``."""
     table = as_table(trained)
-    graph = trained / "graph-from-table.json"
-    assert tgml_main(["train", "--annotations", str(table), "--scenario", "kit", "--out", str(graph)]) == 0
-    capsys.readouterr()
-    line = cli_error(stream_detect, eval_argv(trained, "--graph", str(graph)), capsys)
-    # --ignore-names is not offered: it would run the detector's step 0 as the graph's.
-    assert "number the same steps two ways: step 0 is 'open_box' in the detector, 'fix_part' in the graph" in line
-    assert line.endswith("(an annotation table numbers its steps in sorted name order, a JSON file as its taxonomy "
-                         "does: learn the graph and train the detector from the same annotation file)")
+    assert features_main(["import", "--features", str(trained / "npy"), "--annotations", str(table), "--rate", "1",
+                          "--out", str(trained / "table-folder"), "--test-videos", "test_ok,test_wrong"]) == 0
+    assert train_main(["--features", str(trained / "table-folder"), "--config", str(trained / "tiny.toml"),
+                       "--out", str(trained / "table-detector.pt"), "--quiet"]) == 0
+    assert tgml_main(["train", "--annotations", str(table), "--scenario", "kit",
+                      "--out", str(trained / "graph-from-table.json")]) == 0
+    return trained
+
+
+def by_name(video: dict) -> tuple[list[tuple[str, float, float]], list[tuple[str, list[str], bool]]]:
+    """One video's eval record without its step ids: each step recognised, and each alert with what it says is
+    missing, by name."""
+    return ([(r["name"], r["start"], r["end"]) for r in video["recognised"]],
+            [(a["name"], a["missing_names"], a["retracted"]) for a in video["alerts"]])
+
+
+@pytest.mark.parametrize(("detector", "graph", "alike"), [
+    ("detector.pt", "graph-from-table.json", "graph.json"),
+    ("table-detector.pt", "graph.json", "graph-from-table.json")])
+def test_eval_matches_a_detector_to_a_graph_numbering_its_steps_otherwise_by_name(
+        from_table: Path, capsys: pytest.CaptureFixture[str], detector: str, graph: str, alike: str) -> None:
+    # A detector trained on the JSON beside a graph learned from the table (or the other way round) was refused
+    # ("number the same steps two ways"): the names say which class is which step, so eval scores the pair as it
+    # scores the detector beside the graph numbered as it is.
+    scores, errs = {}, {}
+    for chosen in (graph, alike):
+        out = from_table / f"eval-{detector}-{chosen}.json"
+        assert stream_detect(eval_argv(from_table, "--graph", str(from_table / chosen), "--detector",
+                                       str(from_table / detector), "--split", str(from_table / "folder" / "split.json"),
+                                       "--json", str(out))) == 0
+        scores[chosen], errs[chosen] = json.loads(out.read_text()), capsys.readouterr().err
+    assert scores[graph]["total"] == scores[alike]["total"]
+    assert [by_name(v) for v in scores[graph]["videos"]] == [by_name(v) for v in scores[alike]["videos"]]
+    wrong = next(v for v in scores[graph]["videos"] if v["video"] == "test_wrong")
+    steps = dict(zip(load_graph(from_table / graph).step_names, load_graph(from_table / graph).step_ids, strict=True))
+    assert [(a["step"], a["name"]) for a in wrong["alerts"]] == [(steps["take_part"], "take_part")]
+    assert [r["step"] for r in wrong["recognised"]] == [steps[n] for n in ("take_part", "open_box", "fix_part")]
+    said = [line for line in errs[graph].splitlines() if "number the same steps two ways" in line]
+    assert len(said) == 1 and said[0].startswith("warning: ") and "matched to the graph's steps by name" in said[0]
+    assert "two ways" not in errs[alike]
+
+
+def test_a_live_run_of_a_detector_from_the_table_sends_the_json_graphs_step_ids(
+        from_table: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The one-command run (checker process, detector fed the file, JSON lines out), with the probabilistic checker
+    # weighing each step's measured evidence: the table numbers take_part 2, the graph 1.
+    assert stream_detect(["--features", str(from_table / "npy" / "test_wrong.npy"), "--graph",
+                          str(from_table / "graph.json"), "--detector", str(from_table / "table-detector.pt"),
+                          "--rate", "1", "--fast", "--jsonl", "--alert-on", "end"]) == 0
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines() if line.startswith("{")]
+    assert [(m["step"], m["step_name"]) for m in lines if m["kind"] == "step"] == [
+        (1, "take_part"), (0, "open_box"), (2, "fix_part")]
+    assert [(m["step"], m["step_name"]) for m in lines if m["kind"] == "alert"] == [(1, "take_part")]
+    assert captured.err.count("number the same steps two ways") == 1
+
+
+def test_a_detector_matched_by_name_keeps_each_steps_evidence(from_table: Path) -> None:
+    # The probabilistic checker weighs each step's measured rates: renumbering the classes and not the evidence would
+    # weigh fix_part's miss rate as open_box's.
+    _, checkpoint = load_detector(from_table / "table-detector.pt")
+    graph = load_graph(from_table / "graph.json")
+    fitted, lines = detector_for_graph(checkpoint, graph, "table-detector.pt", "graph.json")
+    assert len(lines) == 1
+    assert dict(zip(fitted.class_names, fitted.class_step_ids, strict=True)) == {
+        "background": None, **dict(zip(graph.step_names, graph.step_ids, strict=True))}
+
+    def rates(described: DetectorCheckpoint) -> dict[str, tuple[float, float]]:
+        assert described.evidence is not None
+        names = dict(zip(described.class_step_ids, described.class_names, strict=True))
+        return {names[s]: (m, f) for s, m, f in zip(described.evidence.step_ids, described.evidence.miss_rates,
+                                                     described.evidence.false_rates, strict=True)}
+
+    assert rates(fitted) == rates(checkpoint)
+    assert detector_for_graph(fitted, graph, "table-detector.pt", "graph.json") == (fitted, [])
+
+
+def test_a_detector_naming_two_classes_alike_is_not_matched_by_name(
+        from_table: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Which of two classes named take_part is the graph's take_part, the names cannot say: refused, as before.
+    model, checkpoint = load_detector(from_table / "detector.pt")
+    twice = tmp_path / "twice.pt"
+    save_detector(twice, model, ("take_part", *checkpoint.class_names[1:]), (3, *checkpoint.class_step_ids[1:]),
+                  checkpoint.feature_extractor, checkpoint.fps, checkpoint.info, checkpoint.scenario)
+    line = cli_error(stream_detect, eval_argv(from_table, "--graph", str(from_table / "graph-from-table.json"),
+                                              "--detector", str(twice)), capsys)
+    assert line == (f"error: --detector {twice} and --graph {from_table / 'graph-from-table.json'} number the same "
+                    "steps two ways, and the detector's steps 3 and 1 are both named 'take_part': its classes cannot "
+                    "be matched to the graph's steps by name (learn the graph and train the detector from the same "
+                    "annotation file)")
 
 
 def test_eval_refuses_an_annotation_numbering_a_graph_step_otherwise(trained: Path) -> None:

@@ -659,7 +659,9 @@ def _folder_with_copies(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]
         shutil.copy(root / "rgb_synth" / f"{video}.npy", root / "rgb_synth" / f"{video}.aug1.npy")
     config = tmp_path / "small.toml"
     config.write_text(SMALL_CONFIG)
-    return root, split, ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet"]
+    # No validation split: of two training videos it would be one, warned of on stderr as these tests' files are.
+    return root, split, ["--features", str(root), "--config", str(config), "--out", str(tmp_path / "d.pt"), "--quiet",
+                         "--val-fraction", "0"]
 
 
 def test_a_feature_file_no_video_of_the_split_names_is_warned_of(

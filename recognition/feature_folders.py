@@ -52,7 +52,7 @@ from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_file
 from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.safe_text import count_of, first_few, meant_name, printable
 from graphs.common.settings_files import Bound, as_written, check_settings
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from recognition.segment_metrics import TimedSegment
@@ -544,7 +544,8 @@ def choose_validation_videos(
                 raise InputError(f"--val-videos: {name!r} is a test video; the validation split is carved from "
                                  "the training videos, never from the test split")
             if name not in train:
-                raise InputError(f"--val-videos: {name!r} is not a training video of the feature folder")
+                raise InputError(f"--val-videos: {printable(name)!r} is not a training video of the feature folder"
+                                 f"{meant_name(name, train)}")
         if len(set(named)) != len(named):
             raise InputError(f"--val-videos {','.join(named)}: a video is named twice")
         chosen = set(named)
@@ -900,7 +901,8 @@ def choose_test_videos(
     if test_videos:
         missing = [v for v in test_videos if v not in names]
         if missing:
-            raise InputError(f"--test-videos: {missing[0]!r} is not {unknown}")
+            raise InputError(f"--test-videos: {printable(missing[0])!r} is not {unknown}"
+                             f"{meant_name(missing[0], names)}")
     if stored is not None:
         return kept_test_videos(names, stored, test_videos, test_fraction, seed, annotations, absent)
     if test_videos:

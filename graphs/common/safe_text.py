@@ -135,6 +135,19 @@ def near_name_hint(names: Sequence[str], unmatched: Iterable[str]) -> str:
             f"{'name has' if len(pairs) == 1 else 'names have'} no feature file): name them alike")
 
 
+def meant_name(name: str, names: Iterable[str], limit: int = 5) -> str:
+    """The end of an error line for ``name``, which is none of ``names``: the closest of them (``; did you mean
+    'video_03'?``), else the first ``limit`` (`` (they are: ...)``); "" when there are none.
+
+    Said because a typo in an option naming videos (``--test-videos video_3``) was answered only "is not an
+    imported recording", and the name meant had to be looked up in the folder.
+    """
+    known = sorted(set(names))
+    if close := difflib.get_close_matches(name, known, n=1, cutoff=0.6):
+        return f"; did you mean {printable(close[0])!r}?"
+    return f" (they are: {first_few([printable(n) for n in known], limit)})" if known else ""
+
+
 def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:
     """``text`` in lines of at most ``width`` (a longer word stays whole), broken between words only, the lines
     after the first indented by ``indent`` (a leading indent of ``text`` is kept on its first line).

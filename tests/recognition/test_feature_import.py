@@ -384,6 +384,17 @@ def test_a_mistyped_or_forgotten_import_is_named(argv: list[str], line: str,
     assert cli_error(main, argv, capsys) == line
 
 
+def test_a_mistyped_test_recording_is_named_with_the_one_meant(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # A new user's --test-videos video_3 for video_03 was answered "'video_3' is not an imported recording": which
+    # one it should have been, and which names there are, had to be found in the folder.
+    root = write_recordings(tmp_path)
+    line = cli_error(main, argv(root, "--test-videos", "rec04"), capsys)
+    assert line.startswith("error: --test-videos: 'rec04' is not an imported recording") and "'rec4'?" in line
+    line = cli_error(main, argv(root, "--test-videos", "zzz"), capsys)
+    assert line.endswith("(they are: rec0, rec1, rec2, rec3, rec4)")
+
+
 def test_two_files_of_one_recording_are_refused_not_one_dropped(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     # rec0.npy beside rec0.NPY (the suffix is read in any case): one of them was read, the other dropped unsaid.

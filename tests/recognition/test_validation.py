@@ -108,6 +108,8 @@ def test_a_validation_split_of_one_video_is_warned_of(
     [
         (["--val-videos", "video_13"], "'video_13' is a test video"),
         (["--val-videos", "nosuch"], "'nosuch' is not a training video"),
+        (["--val-videos", "video_3"], "'video_3' is not a training video of the feature folder; did you mean "
+                                      "'video_03'?"),
         (["--val-fraction", "1.5"], "--val-fraction"),
         (["--val-fraction", "0.99"], "no video would be left for training"),
     ],

@@ -9,7 +9,9 @@ long as the first jobs take (minutes of training).
 
 The parent alone decides when the run stops: workers ignore SIGINT (a Ctrl-C reaches the whole process group, and
 each worker would print its own traceback), and an interrupted parent (SIGINT or SIGTERM) ends its workers at once
-instead of waiting for the jobs they run.
+instead of waiting for the jobs they run; so does a failed job, whose error then comes within seconds, not after the
+other jobs under way. A parent that dies without a word (SIGKILL, the OOM killer) cannot end them: each worker
+watches for that itself (`_watch_parent`) and ends within `PARENT_POLL_S`.
 """
 
 from __future__ import annotations
@@ -114,11 +116,41 @@ def reported_bar(phase: str) -> Any:
     return Reported(disable=True)
 
 
-def _start_worker(reports: Any) -> None:
-    """A worker's initializer: SIGINT ignored (`_ignore_sigint`), and its jobs' reports put on ``reports`` (a
-    multiprocessing queue the parent reads; None: no rows are shown)."""
+# How often a worker looks whether its parent still lives: a worker left by a killed parent burns its core this long
+# at most (a job runs for minutes), for one system call a second while the parent lives.
+PARENT_POLL_S: Final = 1.0
+ORPHANED_EXIT: Final = 70  # a worker's exit status when it ends itself because its parent is gone (EX_SOFTWARE)
+
+
+def _watch_parent(parent: int, period: float = PARENT_POLL_S) -> None:
+    """End this worker process at once when its parent, process ``parent``, is gone.
+
+    A thread polling ``os.getppid()``, not Linux's ``prctl(PR_SET_PDEATHSIG)``: that signal fires when the *thread*
+    that started the worker ends, not its process, and the pool starts workers from whichever thread submits a job
+    (a run off the main thread, whose thread then ends, would kill healthy workers) and replaces them from its
+    manager thread; it also misses a parent that died before the worker set it, and exists on Linux only. An
+    orphan is re-parented (to init or a subreaper), so a parent pid that changed means the parent died, whatever
+    killed it; the pid is the parent's own, handed over, since one read here could already be the new parent's.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        # Nobody is left to read the result; the job may hold the main thread in C code for minutes (torch), so no
+        # exception or signal it could catch, delay or ignore: the process ends here.
+        os._exit(ORPHANED_EXIT)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _start_worker(reports: Any, parent: int | None = None) -> None:
+    """A worker's initializer: SIGINT ignored (`_ignore_sigint`), the worker ended when process ``parent`` dies
+    (`_watch_parent`; None: not watched), and its jobs' reports put on ``reports`` (a multiprocessing queue the
+    parent reads; None: no rows are shown)."""
     global _report
     _ignore_sigint()
+    if parent is not None:
+        _watch_parent(parent)
     if reports is not None:
         # A worker that ends must not wait for the parent to read its last reports: a lost one is only a row's redraw.
         reports.cancel_join_thread()
@@ -257,7 +289,7 @@ def run_jobs(
         reports = context.Queue() if rows_shown else None
         try:
             with ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker,
-                                     initargs=(reports,)) as pool:
+                                     initargs=(reports, os.getpid())) as pool:
                 done: dict[int, R] = {}
                 try:
                     # The first submit starts the workers; a worker cut off while it starts prints a traceback of
@@ -273,11 +305,11 @@ def run_jobs(
                             done[futures[future]] = future.result()
                             advance(futures[future])
                         _show_reports(reports, show)
-                except KeyboardInterrupt:  # SIGINT or SIGTERM: the jobs under way are lost anyway, end them now
+                except BaseException:
+                    # A stop (SIGINT, SIGTERM) or a failed job: the run's result is lost either way, so the jobs under
+                    # way are ended and those not started cancelled. A failed job's error waited for its siblings'
+                    # folds (minutes of training) before the user saw it; the pool's own exit would wait for them too.
                     _end_workers(pool)
-                    pool.shutdown(cancel_futures=True)
-                    raise
-                except BaseException:  # a failed job: do not wait for the jobs not started yet
                     pool.shutdown(cancel_futures=True)
                     raise
         finally:

@@ -207,3 +207,98 @@ def test_a_job_changing_its_phase_thousands_of_times_a_second_sends_few_reports_
     assert process_pool._reported_job(job, 0, ()) <= 3, got[:5]
     process_pool.report_progress("after its end")  # outside a job: nothing sent, nothing held back
     assert got[-1][1] == "item 4999" and process_pool._pending is None and process_pool._flusher is None
+
+
+SLOW_JOBS_SCRIPT = '''
+import os
+import sys
+import time
+from pathlib import Path
+
+from tgml.bench.process_pool import run_jobs
+
+
+def job(name: str, folder: str) -> str:
+    here = Path(folder)
+    (here / f"{name}.pid").write_text(str(os.getpid()))
+    if name == "fails":
+        while not (here / "slow.pid").exists():  # fails only once its sibling is under way
+            time.sleep(0.01)
+        raise ValueError("fold 1 failed")
+    time.sleep(300)  # a fold training for minutes
+    return name
+
+
+if __name__ == "__main__":
+    jobs = [(name, sys.argv[1]) for name in sys.argv[2].split(",")]
+    started = time.monotonic()
+    try:
+        run_jobs(job, jobs, workers=len(jobs), label="folds", progress=False)
+    except ValueError as err:
+        print(f"error: {err} after {time.monotonic() - started:.0f} s", flush=True)
+        sys.exit(1)
+'''
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended: absent, or a zombie nobody reaped (an orphan's new parent in a container
+    may be a PID 1 that never reaps)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _pids(folder: Path, names: tuple[str, ...]) -> list[int]:
+    from tests.streaming.helpers import wait_for
+
+    assert wait_for(lambda: all((folder / f"{n}.pid").exists() and (folder / f"{n}.pid").read_text() for n in names),
+                    120), sorted(p.name for p in folder.iterdir())
+    return [int((folder / f"{n}.pid").read_text()) for n in names]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_workers_end_soon_after_their_parent_is_killed(tmp_path: Path) -> None:
+    # A bench command SIGKILLed (or OOM-killed) left its workers training their folds, each burning a core for as
+    # long as its job took: nobody was left to end them.
+    from tests.streaming.helpers import wait_for
+
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_JOBS_SCRIPT)
+    run = subprocess.Popen([sys.executable, str(script), str(tmp_path), "slow,slower"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        workers = _pids(tmp_path, ("slow", "slower"))
+        run.kill()
+        run.wait(timeout=30)
+        assert wait_for(lambda: all(_process_gone(pid) for pid in workers), 30), \
+            [pid for pid in workers if not _process_gone(pid)]
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+        for pid in workers:  # the old code's orphans: not left running for minutes after a failed test
+            if not _process_gone(pid):
+                os.kill(pid, 9)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_a_failing_job_ends_its_running_siblings_and_its_error_comes_at_once(tmp_path: Path) -> None:
+    # The run waited for the folds under way (minutes of training) before the failed one's error showed.
+    script, out = tmp_path / "failing.py", tmp_path / "out.txt"
+    script.write_text(SLOW_JOBS_SCRIPT)
+    with out.open("w") as written:  # a file, not a pipe: workers left behind would hold a pipe open after the run
+        run = subprocess.Popen([sys.executable, str(script), str(tmp_path), "slow,fails"], stdout=written,
+                               stderr=subprocess.STDOUT)
+    slow = 0
+    try:
+        slow = _pids(tmp_path, ("slow",))[0]
+        status = run.wait(timeout=60)  # the slow job alone takes 300 s
+        assert (status, out.read_text().split(" after ")[0]) == (1, "error: fold 1 failed"), out.read_text()[-2000:]
+        assert _process_gone(slow)
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+        if slow and not _process_gone(slow):  # the old code's: not left running for minutes after a failed test
+            os.kill(slow, 9)

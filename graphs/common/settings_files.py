@@ -305,14 +305,18 @@ class Bound:
         return f"{text} ({self.note})" if self.note else text
 
 
-def bounded_option(bound: Bound, integer: bool = True) -> Callable[[str], Any]:
+def bounded_option(bound: Bound, integer: bool = True, listed: bool = False) -> Callable[[str], Any]:
     """argparse ``type=`` of a flag that sets a config's number under another name (``--ensemble``: a DO ensemble's
     ``ensemble_size``): refused as the command line is read, with the rule the settings file's key gets. A flag
-    passed straight to a config is checked there instead (`naming_the_flags`)."""
+    passed straight to a config is checked there instead (`naming_the_flags`). The benchmarks' numeric flags
+    (``benchmarks/*.py``) take it too, with `graphs.common.command_line.ArgumentParser` for the one-line error.
 
-    def parse(text: str) -> int | float:
-        shown = text if len(text) <= 40 else text[:37] + "..."  # as typed, cut: it may be thousands of digits
-        refused = argparse.ArgumentTypeError(f"{shown}: expected {bound.rule(integer)}")
+    With ``listed``, the flag takes comma-separated numbers (``--rates 5,10,15``), at least one, each in range: the
+    list as a Python list."""
+
+    def number(text: str, shown: str) -> int | float:
+        refused = argparse.ArgumentTypeError(f"{shown}: expected {'comma-separated numbers, each ' * listed}"
+                                             f"{bound.rule(integer)}")
         try:
             value: int | float = int(text) if integer else float(text)
         except ValueError:  # not a number, or an integer of thousands of digits
@@ -320,6 +324,15 @@ def bounded_option(bound: Bound, integer: bool = True) -> Callable[[str], Any]:
         if isinstance(value, float) and not math.isfinite(value) or not bound.holds(value):
             raise refused
         return value
+
+    def parse(text: str) -> int | float | list[int | float]:
+        shown = text if len(text) <= 40 else text[:37] + "..."  # as typed, cut: it may be thousands of digits
+        if not listed:
+            return number(text, shown)
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            number("", shown)  # refused, with the rule
+        return [number(item, shown) for item in items]
 
     return parse
 
@@ -331,6 +344,13 @@ SEED: Final = Bound(0, MAX_SEED)
 LOSS_WEIGHT: Final = Bound(0, MAX_LOSS_WEIGHT)
 SHARE: Final = Bound(0, 1, open_high=True)  # a probability or fraction that may not be 1 (dropout, noise)
 WIDTH: Final = Bound(1, MAX_WIDTH)
+# The benchmarks' flags (benchmarks/*.py), far beyond any run that measures something, so that a typo, a sign or a
+# NaN is refused before the run: unchecked, checker_load.py --streams 0 and wire_speed.py --repeats -3 ended in
+# ValueError tracebacks, and view_draw.py --widths 0 timed a view of no columns (a figure of nothing).
+RUN_SECONDS: Final = Bound(0, 7 * 86400, open_low=True, note="seconds")  # a run's or a trial's length: a week at most
+WAIT_SECONDS: Final = Bound(0, 86400, note="seconds")  # a warm-up or a pause that may be none
+COUNT: Final = Bound(1, 10**6)  # streams, pages, runs, repeats, events, files: at least one
+EVENT_RATE: Final = Bound(0, 10**6, open_low=True, note="per second")  # key-steps, events or frames a second
 
 
 # The field types a settings table may hold, by the annotation's text (configs use ``from __future__ import
